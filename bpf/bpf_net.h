@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* bpf_net.h: constants the kernel side needs that Debian's 6.1 UAPI headers lack. */
+#ifndef RUNWALL_BPF_NET_H
+#define RUNWALL_BPF_NET_H
+
+#include <linux/pkt_cls.h>
+
+/* tcx verdicts (kernel >= 6.6, include/uapi/linux/bpf.h) share their values with the tc ones,
+ * so one program serves both the tcx link and the cls_bpf direct-action fallback.
+ */
+#ifndef TCX_NEXT
+#define TCX_NEXT	-1	/* == TC_ACT_UNSPEC: hand on to the next program on the hook */
+#define TCX_PASS	0	/* == TC_ACT_OK: never used; it would skip the enforcers after us */
+#define TCX_DROP	2	/* == TC_ACT_SHOT */
+#endif
+
+#define ETH_HLEN_	14
+#define ETH_P_IP_	0x0800
+#define ETH_P_ARP_	0x0806
+
+#define IP_MF_		0x2000
+#define IP_OFFSET_	0x1fff
+
+#define TCP_FLAG_SYN_	0x02
+#define TCP_FLAG_ACK_	0x10
+
+#define NSEC_PER_SEC_	1000000000ULL
+
+#endif /* RUNWALL_BPF_NET_H */

@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* maps.h: every map of the datapath, pinned by name under the agent's bpffs folder so that
+ * enforcement outlives the agent and a restarted agent adopts them.
+ */
+#ifndef RUNWALL_BPF_MAPS_H
+#define RUNWALL_BPF_MAPS_H
+
+/* Node-wide state: readiness, live policy slot and revision, event budget. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rw_config);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} RW_MAP_CONFIG SEC(".maps");
+
+/* Host-side veth ifindex -> the pod IP routed through it. Written by the agent from netlink, not
+ * from snapshots: it is what the kernel's routing says, not what the control plane says.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RW_MAX_ENDPOINTS);
+	__type(key, __u32);
+	__type(value, struct rw_endpoint);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} RW_MAP_ENDPOINTS SEC(".maps");
+
+/* The policy of a snapshot lives in inner maps, two slots per table. The agent fills fresh inner
+ * maps for the idle slot, then flips rw_config.state: a packet reads the slot once and sees one
+ * whole snapshot. Updating an ARRAY_OF_MAPS waits for an RCU grace period in the kernel
+ * (maybe_wait_bpf_programs() in kernel/bpf/syscall.c), so once the agent has replaced a slot no
+ * program still runs on what was there. An empty slot looks up as NULL: not ready, drop.
+ *
+ * The inner templates give sizes, not BTF types: clang 14 emits the key and value types of an
+ * inner map definition only as forward declarations, and libbpf then refuses them ("can't
+ * determine value size"). The agent creates the inner maps itself, without BTF, anyway.
+ */
+struct rw_pods_inner {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RW_MAX_PODS);
+	__uint(key_size, sizeof(__be32));
+	__uint(value_size, sizeof(struct rw_pod));
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, RW_SLOTS);
+	__type(key, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct rw_pods_inner);
+} RW_MAP_PODS SEC(".maps");
+
+struct rw_allow_exact_inner {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RW_MAX_ALLOW_EXACT);
+	__uint(key_size, sizeof(struct rw_allow_key));
+	__uint(value_size, sizeof(struct rw_rule));
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, RW_SLOTS);
+	__type(key, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct rw_allow_exact_inner);
+} RW_MAP_ALLOW_EXACT SEC(".maps");
+
+/* LPM tries must be created with BPF_F_NO_PREALLOC (kernel/bpf/lpm_trie.c). */
+struct rw_allow_cidr_inner {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, RW_MAX_ALLOW_CIDR);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(key_size, sizeof(struct rw_allow_lpm_key));
+	__uint(value_size, sizeof(struct rw_rule));
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, RW_SLOTS);
+	__type(key, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct rw_allow_cidr_inner);
+} RW_MAP_ALLOW_CIDR SEC(".maps");
+
+struct rw_deny_inner {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, RW_MAX_DENY);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(key_size, sizeof(struct rw_cidr_lpm_key));
+	__uint(value_size, sizeof(__u32));
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, RW_SLOTS);
+	__type(key, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct rw_deny_inner);
+} RW_MAP_DENY SEC(".maps");
+
+struct rw_inbound_inner {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, RW_MAX_INBOUND);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(key_size, sizeof(struct rw_inbound_lpm_key));
+	__uint(value_size, sizeof(struct rw_rule));
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, RW_SLOTS);
+	__type(key, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct rw_inbound_inner);
+} RW_MAP_INBOUND SEC(".maps");
+
+/* Who opened each flow, so that replies can be told from requests. LRU: a full table evicts the
+ * oldest flow, whose next reply is then judged as a new connection (denied unless a rule allows
+ * it), never allowed by default.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, RW_MAX_CONNTRACK);
+	__type(key, struct rw_ct_key);
+	__type(value, struct rw_ct_value);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} RW_MAP_CONNTRACK SEC(".maps");
+
+/* Exact packet and byte counts per (direction, reason): [0] node, [run_idx] each run. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, RW_MAX_RUNS);
+	__type(key, __u32);
+	__type(value, struct rw_counters);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} RW_MAP_COUNTERS SEC(".maps");
+
+/* Event token bucket per sandbox veth. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, RW_MAX_ENDPOINTS);
+	__type(key, __u32);
+	__type(value, struct rw_budget);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} RW_MAP_EVENT_BUDGET SEC(".maps");
+
+/* Verdict events; the agent is the one consumer and drains it on a timer. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, RW_RINGBUF_BYTES);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} RW_MAP_EVENTS SEC(".maps");
+
+#endif /* RUNWALL_BPF_MAPS_H */

@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* policy.h: the decisions: metadata, special ranges, allow rules, inbound rules. */
+#ifndef RUNWALL_BPF_POLICY_H
+#define RUNWALL_BPF_POLICY_H
+
+/* The inner maps of the live slot, looked up once per packet. */
+struct rw_view {
+	__u64 revision;
+	void *pods;
+	void *allow_exact;
+	void *allow_cidr;
+	void *deny;
+	void *inbound;
+};
+
+/* Returns 0 with every inner map of the live slot, or -1 when a slot is empty (not ready). */
+static __always_inline int rw_view_load(struct rw_view *v)
+{
+	struct rw_config *cfg;
+	__u32 zero = 0, slot;
+	__u64 state;
+
+	cfg = bpf_map_lookup_elem(&RW_MAP_CONFIG, &zero);
+	if (!cfg)
+		return -1;
+	state = *(volatile __u64 *)&cfg->state;
+	if (!RW_STATE_READY(state))
+		return -1;
+	slot = RW_STATE_SLOT(state);
+	v->revision = RW_STATE_REVISION(state);
+	v->pods = bpf_map_lookup_elem(&RW_MAP_PODS, &slot);
+	v->allow_exact = bpf_map_lookup_elem(&RW_MAP_ALLOW_EXACT, &slot);
+	v->allow_cidr = bpf_map_lookup_elem(&RW_MAP_ALLOW_CIDR, &slot);
+	v->deny = bpf_map_lookup_elem(&RW_MAP_DENY, &slot);
+	v->inbound = bpf_map_lookup_elem(&RW_MAP_INBOUND, &slot);
+	if (!v->pods || !v->allow_exact || !v->allow_cidr || !v->deny || !v->inbound)
+		return -1;
+	return 0;
+}
+
+static __always_inline int rw_is_metadata(__be32 addr)
+{
+	__u32 a = bpf_ntohl(addr);
+
+#define RW_IS_METADATA(host, str) if (a == (host)) return 1;
+	RW_METADATA_ADDRS(RW_IS_METADATA)
+#undef RW_IS_METADATA
+	return 0;
+}
+
+/* Built into the program, not loaded from a map, so no snapshot can forget them. */
+static __always_inline int rw_is_special(__be32 addr)
+{
+	__u32 a = bpf_ntohl(addr);
+
+#define RW_IS_SPECIAL(net, len, str) \
+	if ((a & (__u32)(0xffffffffULL << (32 - (len)))) == (net)) return 1;
+	RW_SPECIAL_RANGES(RW_IS_SPECIAL)
+#undef RW_IS_SPECIAL
+	return 0;
+}
+
+/* An explicit allow rule for (daddr, dport, proto): services first, then the run's own rules;
+ * exact entries by hash, CIDR entries by LPM. Returns the rule or NULL.
+ */
+static __always_inline struct rw_rule *rw_find_allow(const struct rw_view *v, __u32 run_idx,
+						     __be32 daddr, __be16 dport, __u8 proto,
+						     __u8 *path)
+{
+	struct rw_allow_key k = { .daddr = daddr, .dport = dport, .proto = proto };
+	struct rw_allow_lpm_key lk = {
+		.prefixlen = RW_ALLOW_LPM_FIXED_BITS + 32,
+		.dport = dport,
+		.proto = proto,
+		.daddr = daddr,
+	};
+	struct rw_rule *r;
+
+	*path = RW_PATH_RULE;
+	k.scope = 0;
+	r = bpf_map_lookup_elem(v->allow_exact, &k);
+	if (r)
+		return r;
+	k.scope = run_idx;
+	r = bpf_map_lookup_elem(v->allow_exact, &k);
+	if (r)
+		return r;
+	*path = RW_PATH_RULE_CIDR;
+	lk.scope = 0;
+	r = bpf_map_lookup_elem(v->allow_cidr, &lk);
+	if (r)
+		return r;
+	lk.scope = run_idx;
+	return bpf_map_lookup_elem(v->allow_cidr, &lk);
+}
+
+/* The egress policy for a pod talking to daddr:dport over TCP or UDP, in contract order:
+ * metadata, dns, explicit rules, private and special ranges, then the egress mode.
+ */
+static __always_inline int rw_egress_policy(const struct rw_view *v, const struct rw_pod *pod,
+					    __be32 daddr, __be16 dport, __u8 proto,
+					    __u32 *rule_id, __u8 *path)
+{
+	struct rw_cidr_lpm_key dk = { .prefixlen = 32, .addr = daddr };
+	struct rw_rule *rule;
+	__u8 rule_path = RW_PATH_NONE;
+
+	if (rw_is_metadata(daddr))
+		return RW_REASON_METADATA;
+	rule = rw_find_allow(v, pod->run_idx, daddr, dport, proto, &rule_path);
+	if (!rule && dport == bpf_htons(53))
+		return RW_REASON_DNS;
+	if (rule) {
+		*rule_id = rule->rule_id;
+		*path = rule_path;
+		return RW_REASON_ALLOWED;
+	}
+	if (rw_is_special(daddr) || bpf_map_lookup_elem(v->deny, &dk))
+		return RW_REASON_PRIVATE_DESTINATION;
+	if (pod->egress_mode == RW_EGRESS_OPEN) {
+		*path = RW_PATH_OPEN;
+		return RW_REASON_ALLOWED;
+	}
+	return RW_REASON_NOT_ALLOWLISTED;
+}
+
+/* May `peer` open (or keep) a connection to the sandbox's pod_port? */
+static __always_inline struct rw_rule *rw_find_inbound(const struct rw_view *v, __be32 peer,
+						       __be16 pod_port, __u8 proto)
+{
+	struct rw_inbound_lpm_key k = {
+		.prefixlen = RW_INBOUND_LPM_FIXED_BITS + 32,
+		.dport = pod_port,
+		.proto = proto,
+		.saddr = peer,
+	};
+
+	return bpf_map_lookup_elem(v->inbound, &k);
+}
+
+#endif /* RUNWALL_BPF_POLICY_H */

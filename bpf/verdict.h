@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* verdict.h: ending a packet: count it, maybe report it, return the tc/tcx verdict. */
+#ifndef RUNWALL_BPF_VERDICT_H
+#define RUNWALL_BPF_VERDICT_H
+
+/* Set by `runwall explain` on its own copy of the program: judge, but change no state. */
+const volatile __u8 rw_dry_run = 0;
+
+/* What the last dry run decided, read back by `runwall explain` from .bss. */
+struct rw_explain rw_explain_result;
+
+/* Everything known about a packet by the time it is judged. */
+struct rw_ctx {
+	struct __sk_buff *skb;
+	struct rw_pkt pkt;
+	const struct rw_pod *pod;	/* NULL while the source is unknown */
+	__u64 revision;
+	__u32 rule_id;
+	__u8 dir;
+	__u8 path;
+	__u8 new_flow;			/* report an allowed packet: TCP SYN or a new UDP flow */
+};
+
+static __always_inline void rw_count(__u32 idx, __u8 dir, __u8 reason, __u32 len)
+{
+	struct rw_counters *c = bpf_map_lookup_elem(&RW_MAP_COUNTERS, &idx);
+
+	/* Per-CPU values: plain increments are exact, no other CPU writes this copy. */
+	if (!c || dir >= RW_DIR_COUNT || reason >= RW_REASON_COUNT)
+		return;
+	c->packets[dir][reason]++;
+	c->bytes[dir][reason] += len;
+}
+
+static __always_inline void rw_count_event(__u32 run_idx, int field)
+{
+	__u32 idx = 0;
+
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		struct rw_counters *c = bpf_map_lookup_elem(&RW_MAP_COUNTERS, &idx);
+
+		if (c) {
+			if (field == 0)
+				c->events_sent++;
+			else if (field == 1)
+				c->events_lost++;
+			else
+				c->events_suppressed++;
+		}
+		if (!run_idx)
+			break;
+		idx = run_idx;
+	}
+}
+
+/* Token bucket per veth. Buckets are shared by the CPUs of one veth without locking: a race can
+ * let an extra event through or hold one back; it never changes a verdict or a counter.
+ */
+static __always_inline int rw_take_event_token(__u32 ifindex)
+{
+	__u32 zero = 0;
+	struct rw_config *cfg = bpf_map_lookup_elem(&RW_MAP_CONFIG, &zero);
+	struct rw_budget *b, fresh;
+	__u64 now, cap, refill;
+
+	if (!cfg || !cfg->event_rate)
+		return 1;
+	now = bpf_ktime_get_ns();
+	cap = (__u64)cfg->event_burst * 1000;
+	b = bpf_map_lookup_elem(&RW_MAP_EVENT_BUDGET, &ifindex);
+	if (!b) {
+		fresh.last_ns = now;
+		fresh.tokens_milli = cap > 1000 ? cap - 1000 : 0;
+		bpf_map_update_elem(&RW_MAP_EVENT_BUDGET, &ifindex, &fresh, BPF_ANY);
+		return 1;
+	}
+	/* rate events/s = rate * 1000 milli-tokens per 1e9 ns */
+	refill = (now - b->last_ns) * cfg->event_rate / 1000000;
+	b->last_ns = now;
+	b->tokens_milli += refill;
+	if (b->tokens_milli > cap)
+		b->tokens_milli = cap;
+	if (b->tokens_milli < 1000)
+		return 0;
+	b->tokens_milli -= 1000;
+	return 1;
+}
+
+static __always_inline void rw_report(struct rw_ctx *x, __u8 verdict, __u8 reason)
+{
+	__u32 run_idx = x->pod ? x->pod->run_idx : 0;
+	struct rw_event *ev;
+
+	if (!rw_take_event_token(x->skb->ifindex)) {
+		rw_count_event(run_idx, 2);
+		return;
+	}
+	ev = bpf_ringbuf_reserve(&RW_MAP_EVENTS, sizeof(*ev), 0);
+	if (!ev) {
+		rw_count_event(run_idx, 1);
+		return;
+	}
+	__builtin_memset(ev, 0, sizeof(*ev));
+	ev->ts_ns = bpf_ktime_get_ns();
+	ev->revision = x->revision;
+	ev->ifindex = x->skb->ifindex;
+	if (x->pod) {
+		ev->run_idx = x->pod->run_idx;
+		ev->run_gen = x->pod->run_gen;
+		__builtin_memcpy(ev->run_id, x->pod->run_id, RW_RUN_ID_LEN);
+	}
+	ev->rule_id = x->rule_id;
+	ev->saddr = x->pkt.saddr;
+	ev->daddr = x->pkt.daddr;
+	ev->sport = x->pkt.sport;
+	ev->dport = x->pkt.dport;
+	ev->proto = x->pkt.proto;
+	ev->dir = x->dir;
+	ev->verdict = verdict;
+	ev->reason = reason;
+	ev->path = x->path;
+	/* No wakeup per event: the agent drains the ring on a short timer (BPF_RB_NO_WAKEUP). */
+	bpf_ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
+	rw_count_event(run_idx, 0);
+}
+
+/* Counts first (the truth), then the event (a sample), then the verdict. */
+static __always_inline int rw_finish(struct rw_ctx *x, __u8 reason)
+{
+	__u8 verdict = reason == RW_REASON_ALLOWED ? RW_VERDICT_ALLOW : RW_VERDICT_DROP;
+	__u32 run_idx = x->pod ? x->pod->run_idx : 0;
+
+	if (rw_dry_run) {
+		rw_explain_result.runs++;
+		rw_explain_result.reason = reason;
+		rw_explain_result.path = x->path;
+		rw_explain_result.verdict = verdict;
+		rw_explain_result.rule_id = x->rule_id;
+		rw_explain_result.run_idx = run_idx;
+	} else {
+		rw_count(0, x->dir, reason, x->skb->len);
+		if (run_idx && run_idx < RW_MAX_RUNS)
+			rw_count(run_idx, x->dir, reason, x->skb->len);
+		if (verdict == RW_VERDICT_DROP || x->new_flow)
+			rw_report(x, verdict, reason);
+	}
+	/* Allowed packets go on to the next enforcer on the hook, never straight through. */
+	return verdict == RW_VERDICT_ALLOW ? TCX_NEXT : TCX_DROP;
+}
+
+#endif /* RUNWALL_BPF_VERDICT_H */

@@ -1,0 +1,335 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* runwall.h: the contract between the kernel programs and user space: map names, key and value
+ * layouts, reasons, events and the built-in address tables. No includes of its own: the BPF side
+ * includes it after <linux/types.h>, user space after <linux/types.h> too.
+ *
+ * Byte order: every address and port is in network byte order (__be32/__be16) in keys, values
+ * and events, exactly as it sits in the packet, so the datapath never swaps.
+ */
+#ifndef RUNWALL_H
+#define RUNWALL_H
+
+/* Bumped whenever a pinned map changes layout; a restarted agent refuses pins of another layout. */
+#define RW_LAYOUT_VERSION 1
+
+/* Map names, once. The user side pins and opens them by these names (RW_MAP_NAME). */
+#define RW_MAP_CONFIG		rw_config
+#define RW_MAP_ENDPOINTS	rw_endpoints
+#define RW_MAP_PODS		rw_pods
+#define RW_MAP_ALLOW_EXACT	rw_allow_exact
+#define RW_MAP_ALLOW_CIDR	rw_allow_cidr
+#define RW_MAP_DENY		rw_deny
+#define RW_MAP_INBOUND		rw_inbound
+#define RW_MAP_CONNTRACK	rw_conntrack
+#define RW_MAP_COUNTERS		rw_counters
+#define RW_MAP_EVENT_BUDGET	rw_event_budget
+#define RW_MAP_EVENTS		rw_events
+#define RW_STR_(x) #x
+#define RW_MAP_NAME(m) RW_STR_(m)
+
+/* Sizes; each can be overridden at build time (-DRW_MAX_PODS=...). */
+#ifndef RW_MAX_ENDPOINTS
+#define RW_MAX_ENDPOINTS	4096	/* sandbox veths on one node */
+#endif
+#ifndef RW_MAX_PODS
+#define RW_MAX_PODS		8192	/* pod IPs named by one snapshot */
+#endif
+#ifndef RW_MAX_RUNS
+#define RW_MAX_RUNS		1024	/* runs with their own counters; index 0 is the node total */
+#endif
+#ifndef RW_MAX_ALLOW_EXACT
+#define RW_MAX_ALLOW_EXACT	65536	/* (scope, ip, port, proto) allow entries */
+#endif
+#ifndef RW_MAX_ALLOW_CIDR
+#define RW_MAX_ALLOW_CIDR	16384	/* (scope, port, proto, cidr) allow entries */
+#endif
+#ifndef RW_MAX_DENY
+#define RW_MAX_DENY		4096	/* configured deny CIDRs (the node's VPC, pod, service CIDRs) */
+#endif
+#ifndef RW_MAX_INBOUND
+#define RW_MAX_INBOUND		4096	/* (port, proto, peer cidr) inbound entries */
+#endif
+#ifndef RW_MAX_CONNTRACK
+#define RW_MAX_CONNTRACK	65536
+#endif
+#ifndef RW_RINGBUF_BYTES
+#define RW_RINGBUF_BYTES	(1 << 22)
+#endif
+
+/* The policy maps come in two slots (outer ARRAY_OF_MAPS of 2); rw_config says which is live. */
+#define RW_SLOTS 2
+
+#define RW_RUN_ID_LEN 64 /* 1..63 chars of [A-Za-z0-9._-] and a NUL */
+
+/* Reasons: a numbered contract shared with the docs (README "Reasons") and the CLI. Never
+ * renumber; add at the end. RW_REASON_ALLOWED is the verdict "allowed", not a drop.
+ */
+#define RW_REASONS(X)							\
+	X(ALLOWED,		0,  "allowed")				\
+	X(NOT_READY,		1,  "not-ready")			\
+	X(UNKNOWN_SOURCE,	2,  "unknown-source")			\
+	X(SPOOFED_SOURCE,	3,  "spoofed-source")			\
+	X(MALFORMED,		4,  "malformed")			\
+	X(UNSUPPORTED_L2,	5,  "unsupported-l2")			\
+	X(IP_OPTIONS,		6,  "ip-options")			\
+	X(FRAGMENT,		7,  "fragment")				\
+	X(UNSUPPORTED_PROTOCOL,	8,  "unsupported-protocol")		\
+	X(DNS,			9,  "dns")				\
+	X(METADATA,		10, "metadata")				\
+	X(PRIVATE_DESTINATION,	11, "private-destination")		\
+	X(NOT_ALLOWLISTED,	12, "not-allowlisted")			\
+	X(INBOUND_DENIED,	13, "inbound-denied")
+
+enum rw_reason {
+#define RW_REASON_ENUM(name, num, str) RW_REASON_##name = num,
+	RW_REASONS(RW_REASON_ENUM)
+#undef RW_REASON_ENUM
+	RW_REASON_COUNT
+};
+
+/* Which path allowed a packet (the "rule that matched" in events and explain). */
+#define RW_ALLOW_PATHS(X)						\
+	X(NONE,		0, "none")					\
+	X(ARP,		1, "arp")		/* ARP with the pod's own sender address */ \
+	X(REPLY,	2, "reply")		/* reply of a flow the other side opened */ \
+	X(RULE,		3, "rule")		/* an exact ip:port allow rule */	\
+	X(RULE_CIDR,	4, "rule-cidr")		/* a CIDR allow rule (LPM) */		\
+	X(OPEN,		5, "open")		/* egress mode open, public destination */ \
+	X(INBOUND,	6, "inbound")		/* an inbound rule */
+
+enum rw_allow_path {
+#define RW_PATH_ENUM(name, num, str) RW_PATH_##name = num,
+	RW_ALLOW_PATHS(RW_PATH_ENUM)
+#undef RW_PATH_ENUM
+	RW_PATH_COUNT
+};
+
+enum rw_dir {
+	RW_DIR_EGRESS = 0,	/* pod -> world: TC ingress hook of the host-side veth */
+	RW_DIR_INGRESS = 1,	/* world -> pod: TC egress hook of the host-side veth */
+	RW_DIR_COUNT
+};
+
+enum rw_verdict {
+	RW_VERDICT_DROP = 0,
+	RW_VERDICT_ALLOW = 1,
+};
+
+enum rw_egress_mode {
+	RW_EGRESS_ALLOWLIST = 0,
+	RW_EGRESS_OPEN = 1,
+};
+
+/* Rule ids name the snapshot entry that allowed a packet: kind in the top byte, then the
+ * index of the entry and the index inside it (runs[a].allow[b]).
+ */
+#define RW_RULE_KIND_SERVICE	1	/* services[a] */
+#define RW_RULE_KIND_RUN	2	/* runs[a].allow[b] */
+#define RW_RULE_KIND_INBOUND	3	/* inbound[a] */
+#define RW_RULE_ID(kind, a, b)	(((__u32)(kind) << 24) | (((__u32)(a) & 0xfff) << 12) | ((__u32)(b) & 0xfff))
+#define RW_RULE_KIND(id)	((id) >> 24)
+#define RW_RULE_A(id)		(((id) >> 12) & 0xfff)
+#define RW_RULE_B(id)		((id) & 0xfff)
+
+/* rw_config[0]: node-wide state. `state` is one 64-bit word so that a packet reads readiness,
+ * the live slot and the revision with a single load while the agent flips them with a single
+ * store: revision << 8 | ready << 1 | slot.
+ */
+#define RW_STATE_SLOT(s)	((__u32)((s) & 1))
+#define RW_STATE_READY(s)	(((s) >> 1) & 1)
+#define RW_STATE_REVISION(s)	((s) >> 8)
+#define RW_STATE(rev, ready, slot) (((__u64)(rev) << 8) | ((__u64)(!!(ready)) << 1) | ((slot) & 1))
+
+struct rw_config {
+	__u64 state;
+	__u32 layout_version;	/* RW_LAYOUT_VERSION of whoever created the pins */
+	__u32 event_rate;	/* events per second per sandbox veth (token refill) */
+	__u32 event_burst;	/* token bucket depth */
+	__u32 pad;
+	__u64 applied_ns;	/* CLOCK_MONOTONIC (bpf_ktime_get_ns) of the last flip */
+};
+_Static_assert(sizeof(struct rw_config) == 32, "rw_config layout");
+
+/* rw_endpoints: host-side veth ifindex -> the pod bound to it (the /32 route to the pod). */
+struct rw_endpoint {
+	__be32 pod_ip;
+	__u32 flags;
+};
+_Static_assert(sizeof(struct rw_endpoint) == 8, "rw_endpoint layout");
+
+/* rw_pods[slot]: pod IPv4 (__be32) -> its run. The run id travels with each event, so an event
+ * names the run that really sent it even after the IP has moved on.
+ */
+struct rw_pod {
+	char run_id[RW_RUN_ID_LEN];
+	__u32 run_idx;		/* 1..RW_MAX_RUNS-1: index of the run's counters */
+	__u32 run_gen;		/* revision in which this run's policy last changed */
+	__u8 egress_mode;	/* enum rw_egress_mode */
+	__u8 pad[7];
+};
+_Static_assert(sizeof(struct rw_pod) == 80, "rw_pod layout");
+
+/* rw_allow_exact[slot]: O(1) exact allow. scope 0 = services (every sandbox), otherwise the
+ * run_idx of the run the rule belongs to. proto is IPPROTO_TCP or IPPROTO_UDP.
+ */
+struct rw_allow_key {
+	__u32 scope;
+	__be32 daddr;
+	__be16 dport;
+	__u8 proto;
+	__u8 pad;
+};
+_Static_assert(sizeof(struct rw_allow_key) == 12, "rw_allow_key layout");
+
+struct rw_rule {
+	__u32 rule_id;		/* RW_RULE_ID() */
+};
+
+/* rw_allow_cidr[slot]: LPM trie. The fixed part (scope, port, proto, pad = 64 bits) comes
+ * first so that one trie holds every scope and port: prefixlen = 64 + CIDR length.
+ */
+struct rw_allow_lpm_key {
+	__u32 prefixlen;
+	__u32 scope;
+	__be16 dport;
+	__u8 proto;
+	__u8 pad;
+	__be32 daddr;
+};
+_Static_assert(sizeof(struct rw_allow_lpm_key) == 16, "rw_allow_lpm_key layout");
+#define RW_ALLOW_LPM_FIXED_BITS 64
+
+/* rw_deny[slot]: LPM trie of configured deny CIDRs (the built-in ranges are compiled in). */
+struct rw_cidr_lpm_key {
+	__u32 prefixlen;
+	__be32 addr;
+};
+_Static_assert(sizeof(struct rw_cidr_lpm_key) == 8, "rw_cidr_lpm_key layout");
+
+/* rw_inbound[slot]: LPM trie of who may open connections into sandboxes: (port, proto) fixed,
+ * then the peer CIDR: prefixlen = 32 + CIDR length.
+ */
+struct rw_inbound_lpm_key {
+	__u32 prefixlen;
+	__be16 dport;
+	__u8 proto;
+	__u8 pad;
+	__be32 saddr;
+};
+_Static_assert(sizeof(struct rw_inbound_lpm_key) == 12, "rw_inbound_lpm_key layout");
+#define RW_INBOUND_LPM_FIXED_BITS 32
+
+/* rw_conntrack: LRU hash. The key is the flow as seen from the pod, the same for both
+ * directions, and carries the veth's ifindex so that one sandbox cannot create or match state
+ * for another. The entry only says who opened the flow: every packet is still judged by the
+ * policy, and an evicted entry grants nothing.
+ */
+struct rw_ct_key {
+	__u32 ifindex;
+	__be32 pod_ip;
+	__be32 peer_ip;
+	__be16 pod_port;
+	__be16 peer_port;
+	__u8 proto;
+	__u8 pad[3];
+};
+_Static_assert(sizeof(struct rw_ct_key) == 20, "rw_ct_key layout");
+
+struct rw_ct_value {
+	__u64 created_ns;
+	__u64 seen_ns;		/* refreshed at most once a second per flow */
+	__u8 opened_by;		/* enum rw_dir: RW_DIR_EGRESS = the pod opened it */
+	__u8 pad[3];
+	__u32 rule_id;
+};
+_Static_assert(sizeof(struct rw_ct_value) == 24, "rw_ct_value layout");
+
+/* rw_counters: per-CPU array; index 0 is the node total, index run_idx the run's own. Bumped
+ * before any event is sent: the counters are exact, events are a sample.
+ */
+struct rw_counters {
+	__u64 packets[RW_DIR_COUNT][RW_REASON_COUNT];
+	__u64 bytes[RW_DIR_COUNT][RW_REASON_COUNT];
+	__u64 events_sent;
+	__u64 events_lost;		/* ring buffer full */
+	__u64 events_suppressed;	/* over the sandbox's event budget */
+};
+_Static_assert(sizeof(struct rw_counters) == 472, "rw_counters layout");
+
+/* rw_event_budget: token bucket per veth ifindex so that one flooding sandbox cannot drown the
+ * events of the others.
+ */
+struct rw_budget {
+	__u64 last_ns;
+	__u64 tokens_milli;	/* tokens * 1000 */
+};
+
+/* One verdict, sent through rw_events for each drop and each new allowed flow. */
+struct rw_event {
+	__u64 ts_ns;		/* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
+	__u64 revision;		/* policy revision the verdict was made under */
+	__u32 ifindex;
+	__u32 run_idx;
+	__u32 run_gen;
+	__u32 rule_id;		/* allowed by this rule (0: none) */
+	char run_id[RW_RUN_ID_LEN];	/* "" when the source is unknown */
+	__be32 saddr;
+	__be32 daddr;
+	__be16 sport;
+	__be16 dport;
+	__u8 proto;
+	__u8 dir;		/* enum rw_dir */
+	__u8 verdict;		/* enum rw_verdict */
+	__u8 reason;		/* enum rw_reason */
+	__u8 path;		/* enum rw_allow_path */
+	__u8 pad[7];
+};
+_Static_assert(sizeof(struct rw_event) == 120, "rw_event layout");
+
+/* `runwall explain` runs its own copy of the programs with rw_dry_run set: they judge but
+ * change no state, and leave their decision in .bss (rw_explain_result).
+ */
+struct rw_explain {
+	__u32 runs;		/* bumped by every dry run */
+	__u8 reason;		/* enum rw_reason */
+	__u8 path;		/* enum rw_allow_path */
+	__u8 verdict;		/* enum rw_verdict */
+	__u8 pad;
+	__u32 rule_id;
+	__u32 run_idx;
+};
+_Static_assert(sizeof(struct rw_explain) == 16, "rw_explain layout");
+
+/* Cloud metadata addresses, host byte order: never allowed, whatever a rule says. AWS IMDS,
+ * ECS task metadata, EKS Pod Identity agent, the Amazon DNS resolver and time sync service on
+ * link-local, and Alibaba's metadata address (others share 169.254.169.254).
+ */
+#define RW_METADATA_ADDRS(X)						\
+	X(0xa9fea9fe, "169.254.169.254")				\
+	X(0xa9feaa02, "169.254.170.2")					\
+	X(0xa9feaa17, "169.254.170.23")					\
+	X(0xa9fea9fd, "169.254.169.253")				\
+	X(0xa9fea97b, "169.254.169.123")				\
+	X(0x646464c8, "100.100.100.200")
+
+/* Special-purpose and private ranges (RFC 6890 and friends), host byte order: denied unless an
+ * explicit rule allows that exact destination and port.
+ */
+#define RW_SPECIAL_RANGES(X)						\
+	X(0x00000000, 8,  "0.0.0.0/8")					\
+	X(0x0a000000, 8,  "10.0.0.0/8")					\
+	X(0x64400000, 10, "100.64.0.0/10")				\
+	X(0x7f000000, 8,  "127.0.0.0/8")				\
+	X(0xa9fe0000, 16, "169.254.0.0/16")				\
+	X(0xac100000, 12, "172.16.0.0/12")				\
+	X(0xc0000000, 24, "192.0.0.0/24")				\
+	X(0xc0000200, 24, "192.0.2.0/24")				\
+	X(0xc0a80000, 16, "192.168.0.0/16")				\
+	X(0xc6120000, 15, "198.18.0.0/15")				\
+	X(0xc6336400, 24, "198.51.100.0/24")				\
+	X(0xcb007100, 24, "203.0.113.0/24")				\
+	X(0xe0000000, 4,  "224.0.0.0/4")				\
+	X(0xf0000000, 4,  "240.0.0.0/4")				\
+	X(0xffffffff, 32, "255.255.255.255/32")
+
+#endif /* RUNWALL_H */

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages runwall needs to build and test; installs only what is missing,
+# so a second run does nothing and needs no network. Nothing is downloaded from anywhere else.
+set -euo pipefail
+
+packages=(
+	clang llvm make gcc pkg-config
+	libbpf-dev bpftool libelf-dev zlib1g-dev
+	libmnl-dev libjansson-dev libmicrohttpd-dev libcmocka-dev
+	iproute2 iputils-ping netcat-openbsd python3 procps
+	qemu-system-x86 linux-image-amd64 busybox-static
+)
+
+missing=()
+for p in "${packages[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+	echo "setup: installing ${missing[*]}"
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "setup: must run as root to install packages" >&2
+		exit 1
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q
+	apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# The tests pin maps under bpffs; mount it where the machine did not.
+if ! mount | grep -q ' /sys/fs/bpf type bpf'; then
+	mount -t bpf bpf /sys/fs/bpf
+fi

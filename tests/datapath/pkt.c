@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* pkt.c: the packet builder of the verdict table. */
+#include <arpa/inet.h>
+#include <string.h>
+#include <netinet/in.h>
+
+#include "pkt.h"
+
+static void put16(__u8 *p, __u16 v)
+{
+	p[0] = v >> 8;
+	p[1] = v & 0xff;
+}
+
+static __u16 csum(const __u8 *p, size_t len)
+{
+	__u32 sum = 0;
+
+	for (size_t i = 0; i + 1 < len; i += 2)
+		sum += (p[i] << 8) | p[i + 1];
+	if (len & 1)
+		sum += p[len - 1] << 8;
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return ~sum & 0xffff;
+}
+
+size_t pkt_build(const struct pkt_spec *s, __u8 *buf)
+{
+	static const __u8 pod_mac[6] = { 0x02, 0, 0, 0, 0, 0x01 };
+	static const __u8 gw_mac[6] = { 0x02, 0, 0, 0, 0, 0xfe };
+	__u8 ihl = s->ihl ? s->ihl : 5, doff = s->tcp_doff ? s->tcp_doff : 5;
+	size_t off = 0, ip_off, l4_off, l4_len, len;
+	struct in_addr src = {}, dst = {};
+
+	memset(buf, 0, PKT_MAX);
+	inet_pton(AF_INET, s->src, &src);
+	inet_pton(AF_INET, s->dst, &dst);
+	memcpy(buf, gw_mac, 6);
+	memcpy(buf + 6, pod_mac, 6);
+	off = 12;
+	if (s->vlan) {
+		put16(buf + off, 0x8100);
+		put16(buf + off + 2, 10);
+		off += 4;
+	}
+	if (s->arp) {
+		put16(buf + off, 0x0806);
+		off += 2;
+		put16(buf + off, 1);			/* Ethernet */
+		put16(buf + off + 2, 0x0800);		/* IPv4 */
+		buf[off + 4] = s->arp_hlen ? s->arp_hlen : 6;
+		buf[off + 5] = 4;
+		put16(buf + off + 6, 1);		/* request */
+		memcpy(buf + off + 8, pod_mac, 6);
+		memcpy(buf + off + 14, &src, 4);
+		memcpy(buf + off + 24, &dst, 4);
+		len = off + 28;
+		return len - s->truncate;
+	}
+	put16(buf + off, s->ethertype ? s->ethertype : 0x0800);
+	off += 2;
+
+	ip_off = off;
+	l4_off = ip_off + ihl * 4;
+	if (s->proto == IPPROTO_TCP)
+		l4_len = doff * 4 + s->payload;
+	else if (s->proto == IPPROTO_UDP)
+		l4_len = 8 + s->payload;
+	else
+		l4_len = 8 + s->payload;	/* ICMP echo, SCTP common header, ... */
+	if (ihl < 5)
+		l4_off = ip_off + 20;		/* keep the bytes where a real header would be */
+
+	buf[ip_off] = ((s->ip_version ? s->ip_version : 4) << 4) | (ihl & 0xf);
+	put16(buf + ip_off + 2, (__u16)(l4_off - ip_off + l4_len + s->tot_len_delta));
+	put16(buf + ip_off + 4, 0x1234);
+	put16(buf + ip_off + 6, s->frag);
+	buf[ip_off + 8] = 64;
+	buf[ip_off + 9] = s->proto;
+	memcpy(buf + ip_off + 12, &src, 4);
+	memcpy(buf + ip_off + 16, &dst, 4);
+	if (ihl > 5) {
+		/* Loose source and record route (type 131) naming one hop, padded with EOL. */
+		__u8 *opt = buf + ip_off + 20;
+
+		opt[0] = 131;
+		opt[1] = 7;
+		opt[2] = 4;
+		memcpy(opt + 3, &dst, 4);
+	}
+	put16(buf + ip_off + 10, csum(buf + ip_off, ihl >= 5 ? ihl * 4 : 20));
+
+	if (s->proto == IPPROTO_TCP) {
+		put16(buf + l4_off, s->sport);
+		put16(buf + l4_off + 2, s->dport);
+		put16(buf + l4_off + 4, 0x0102);
+		buf[l4_off + 12] = doff << 4;
+		buf[l4_off + 13] = s->tcp_flags ? s->tcp_flags : 0x02;
+		put16(buf + l4_off + 14, 65535);
+	} else if (s->proto == IPPROTO_UDP) {
+		put16(buf + l4_off, s->sport);
+		put16(buf + l4_off + 2, s->dport);
+		put16(buf + l4_off + 4, (__u16)(8 + s->payload + s->udp_len_delta));
+	} else {
+		put16(buf + l4_off, s->sport);
+		put16(buf + l4_off + 2, s->dport);
+	}
+	len = l4_off + l4_len;
+	return len - s->truncate;
+}

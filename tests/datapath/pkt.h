@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* pkt.h: hand-built packets for the verdict table: Ethernet, IPv4, TCP/UDP, ARP, with knobs for
+ * every way a header can be wrong.
+ */
+#ifndef RUNWALL_TEST_PKT_H
+#define RUNWALL_TEST_PKT_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include <linux/types.h>
+
+#define PKT_MAX 256
+
+/* Knobs: zero means "a normal packet". */
+struct pkt_spec {
+	const char *src;		/* dotted quad */
+	const char *dst;
+	__u8 proto;			/* IPPROTO_TCP, IPPROTO_UDP, or anything else */
+	__u16 sport, dport;
+	__u8 tcp_flags;			/* default SYN for TCP */
+	__u16 ethertype;		/* default 0x0800 */
+	int vlan;			/* insert an 802.1Q tag (VID 10) before the ethertype */
+	int arp;			/* build an ARP request instead (src = sender, dst = target) */
+	__u8 arp_hlen;			/* default 6 */
+	__u8 ihl;			/* default 5; > 5 adds a loose source route option */
+	int ip_version;			/* default 4 */
+	__u16 frag;			/* frag_off field, host order (IP_MF 0x2000 | offset) */
+	int tot_len_delta;		/* added to the right tot_len */
+	__u8 tcp_doff;			/* default 5 */
+	size_t payload;			/* L4 payload bytes */
+	int truncate;			/* drop this many bytes from the end of the frame */
+	int udp_len_delta;
+};
+
+/* Builds the frame into buf; returns its length. */
+size_t pkt_build(const struct pkt_spec *s, __u8 *buf);
+
+#endif /* RUNWALL_TEST_PKT_H */

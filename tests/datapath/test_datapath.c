@@ -1,0 +1,732 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* test_datapath.c: the production programs judged on crafted packets through BPF_PROG_TEST_RUN,
+ * with their maps filled by the same code the agent uses (policy parser, rw_apply, endpoint
+ * binding). Each case checks the verdict, the reason, the allow path, the exact counters and
+ * the ring buffer event. A last part sends real frames through a veth for what test_run cannot
+ * build: headers outside the linear area and an out-of-band VLAN tag.
+ *
+ * Runs in a network namespace of its own (unshare), so the veths it makes vanish with it.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/utsname.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "apply.h"
+#include "datapath.h"
+#include "harness.h"
+#include "log.h"
+#include "pkt.h"
+#include "policy.h"
+#include "reasons.h"
+#include "realtraffic.h"
+
+int t_failed;
+int t_count;
+
+#define TCP IPPROTO_TCP
+#define UDP IPPROTO_UDP
+#define SYN 0x02
+#define ACK 0x10
+#define SYNACK 0x12
+#define E RW_DIR_EGRESS
+#define I RW_DIR_INGRESS
+#define ALLOW RW_VERDICT_ALLOW
+#define DROP RW_VERDICT_DROP
+#define NO_PATH 0xff
+
+/* Sandboxes of the test node: rwt0 and rwt1 are bound to pods of the snapshot, rwt2 to nothing,
+ * rwt3 to a pod IP no snapshot names.
+ */
+#define POD_A "10.1.2.3"	/* run-7f3a, allowlist */
+#define POD_B "10.1.2.4"	/* run-9c01, open */
+#define POD_X "10.1.2.9"	/* bound, unknown to the policy */
+static const char *const devs[] = { "rwt0", "rwt1", "rwt2", "rwt3" };
+static int ifindex_of[4];
+
+/* Seed 001's release defaults with the example's deny list, plus the shapes the table needs: a
+ * CIDR service, a UDP service, an allowed /32 inside a denied range, DNS allowed on 53 for one
+ * run, and the three inbound peers.
+ */
+static const char policy_v1[] =
+	"{\n"
+	"  \"revision\": 1,\n"
+	"  \"egress\": \"allowlist\",\n"
+	"  \"deny\": [\"10.0.0.0/16\", \"100.64.0.0/16\"],\n"
+	"  \"services\": [\n"
+	"    {\"name\": \"egress-proxy\", \"ip\": \"172.20.0.10\", \"tcp\": [443, 8443, 3128]},\n"
+	"    {\"name\": \"identity-broker\", \"ip\": \"172.20.0.11\", \"tcp\": [3443]},\n"
+	"    {\"name\": \"app-tier\", \"ip\": \"172.20.0.12\", \"tcp\": [3000]},\n"
+	"    {\"name\": \"drive-gateway\", \"ip\": \"172.20.0.13\", \"tcp\": [8080]},\n"
+	"    {\"name\": \"telemetry\", \"ip\": \"172.20.0.14\", \"tcp\": [4317, 4318], \"udp\": [4317]},\n"
+	"    {\"name\": \"internal-api\", \"ip\": \"10.0.0.20\", \"tcp\": [9000]},\n"
+	"    {\"name\": \"model-gateway\", \"cidr\": \"172.21.0.0/24\", \"tcp\": [443]}\n"
+	"  ],\n"
+	"  \"inbound\": [\n"
+	"    {\"name\": \"app-tier\", \"cidr\": \"172.20.0.12/32\", \"tcp\": [4096, 4098, 4999, 6085]},\n"
+	"    {\"name\": \"temporal-worker\", \"cidr\": \"172.20.0.20/32\", \"tcp\": [4096, 4098, 4999, 6085]},\n"
+	"    {\"name\": \"streaming\", \"cidr\": \"172.20.0.21/32\", \"tcp\": [4096, 4098, 4999, 6085]}\n"
+	"  ],\n"
+	"  \"runs\": [\n"
+	"    {\"id\": \"run-7f3a\", \"pods\": [\"10.1.2.3\"]},\n"
+	"    {\"id\": \"run-9c01\", \"pods\": [\"10.1.2.4\"], \"egress\": \"open\",\n"
+	"     \"allow\": [{\"cidr\": \"172.20.9.0/24\", \"tcp\": [5432], \"udp\": []},\n"
+	"               {\"ip\": \"172.20.0.53\", \"udp\": [53]}]}\n"
+	"  ]\n"
+	"}\n";
+
+/* Revision 2: the egress proxy and the app tier's inbound rule are revoked, and POD_B now
+ * belongs to another run.
+ */
+static const char policy_v2[] =
+	"{\n"
+	"  \"revision\": 2,\n"
+	"  \"deny\": [\"10.0.0.0/16\", \"100.64.0.0/16\"],\n"
+	"  \"services\": [\n"
+	"    {\"name\": \"identity-broker\", \"ip\": \"172.20.0.11\", \"tcp\": [3443]},\n"
+	"    {\"name\": \"app-tier\", \"ip\": \"172.20.0.12\", \"tcp\": [3000]},\n"
+	"    {\"name\": \"drive-gateway\", \"ip\": \"172.20.0.13\", \"tcp\": [8080]},\n"
+	"    {\"name\": \"telemetry\", \"ip\": \"172.20.0.14\", \"tcp\": [4317, 4318], \"udp\": [4317]},\n"
+	"    {\"name\": \"internal-api\", \"ip\": \"10.0.0.20\", \"tcp\": [9000]},\n"
+	"    {\"name\": \"model-gateway\", \"cidr\": \"172.21.0.0/24\", \"tcp\": [443]}\n"
+	"  ],\n"
+	"  \"inbound\": [\n"
+	"    {\"name\": \"temporal-worker\", \"cidr\": \"172.20.0.20/32\", \"tcp\": [4096, 4098, 4999, 6085]},\n"
+	"    {\"name\": \"streaming\", \"cidr\": \"172.20.0.21/32\", \"tcp\": [4096, 4098, 4999, 6085]}\n"
+	"  ],\n"
+	"  \"runs\": [\n"
+	"    {\"id\": \"run-7f3a\", \"pods\": [\"10.1.2.3\"]},\n"
+	"    {\"id\": \"run-b77e\", \"pods\": [\"10.1.2.4\"]}\n"
+	"  ]\n"
+	"}\n";
+
+struct tcase {
+	const char *name;
+	int dev;		/* index into devs[] */
+	int dir;
+	struct pkt_spec pkt;
+	int verdict;
+	int reason;
+	int path;		/* expected allow path, NO_PATH for drops */
+	int event;		/* an event is expected */
+	const char *run;	/* run id expected in counters and event, NULL: none */
+};
+
+#define EG(dev_, src_, dst_, proto_, sport_, dport_, flags_)				\
+	.dev = dev_, .dir = E,								\
+	.pkt = { .src = src_, .dst = dst_, .proto = proto_, .sport = sport_,		\
+		 .dport = dport_, .tcp_flags = flags_ }
+#define IN(dev_, src_, dst_, proto_, sport_, dport_, flags_)				\
+	.dev = dev_, .dir = I,								\
+	.pkt = { .src = src_, .dst = dst_, .proto = proto_, .sport = sport_,		\
+		 .dport = dport_, .tcp_flags = flags_ }
+#define ALLOWED(path_, event_, run_)							\
+	.verdict = ALLOW, .reason = RW_REASON_ALLOWED, .path = path_, .event = event_,	\
+	.run = run_
+#define DROPPED(reason_, run_)								\
+	.verdict = DROP, .reason = reason_, .path = NO_PATH, .event = 1, .run = run_
+
+static const struct tcase not_ready_cases[] = {
+	{ "before any snapshot, egress is not-ready", EG(0, POD_A, "172.20.0.10", TCP, 40000, 443, SYN),
+	  DROPPED(RW_REASON_NOT_READY, NULL) },
+	{ "before any snapshot, ingress is not-ready", IN(0, "172.20.0.12", POD_A, TCP, 50000, 4096, SYN),
+	  DROPPED(RW_REASON_NOT_READY, NULL) },
+	{ "before any snapshot, ARP is not-ready", .dev = 0, .dir = E,
+	  .pkt = { .arp = 1, .src = POD_A, .dst = "169.254.1.1" }, DROPPED(RW_REASON_NOT_READY, NULL) },
+};
+
+static const struct tcase v1_cases[] = {
+	/* Every allow path. */
+	{ "egress proxy 443 (SYN)", EG(0, POD_A, "172.20.0.10", TCP, 40001, 443, SYN),
+	  ALLOWED(RW_PATH_RULE, 1, "run-7f3a") },
+	{ "egress proxy 8443", EG(0, POD_A, "172.20.0.10", TCP, 40002, 8443, SYN),
+	  ALLOWED(RW_PATH_RULE, 1, "run-7f3a") },
+	{ "egress proxy forwarding route 3128", EG(0, POD_A, "172.20.0.10", TCP, 40003, 3128, SYN),
+	  ALLOWED(RW_PATH_RULE, 1, "run-7f3a") },
+	{ "identity broker 3443", EG(0, POD_A, "172.20.0.11", TCP, 40004, 3443, SYN),
+	  ALLOWED(RW_PATH_RULE, 1, "run-7f3a") },
+	{ "app tier 3000", EG(0, POD_A, "172.20.0.12", TCP, 40005, 3000, SYN),
+	  ALLOWED(RW_PATH_RULE, 1, "run-7f3a") },
+	{ "drive gateway 8080", EG(0, POD_A, "172.20.0.13", TCP, 40006, 8080, SYN),
+	  ALLOWED(RW_PATH_RULE, 1, "run-7f3a") },
+	{ "established ACK to the egress proxy: allowed, no new-flow event",
+	  EG(0, POD_A, "172.20.0.10", TCP, 40001, 443, ACK), ALLOWED(RW_PATH_RULE, 0, "run-7f3a") },
+	{ "UDP service, first packet of the flow: event", EG(0, POD_A, "172.20.0.14", UDP, 41000, 4317, 0),
+	  ALLOWED(RW_PATH_RULE, 1, "run-7f3a") },
+	{ "UDP service, second packet of the flow: no event",
+	  EG(0, POD_A, "172.20.0.14", UDP, 41000, 4317, 0), ALLOWED(RW_PATH_RULE, 0, "run-7f3a") },
+	{ "CIDR service rule (LPM)", EG(0, POD_A, "172.21.0.9", TCP, 40007, 443, SYN),
+	  ALLOWED(RW_PATH_RULE_CIDR, 1, "run-7f3a") },
+	{ "allowed /32 inside the denied 10.0.0.0/16", EG(0, POD_A, "10.0.0.20", TCP, 40008, 9000, SYN),
+	  ALLOWED(RW_PATH_RULE, 1, "run-7f3a") },
+	{ "its denied neighbour 10.0.0.21", EG(0, POD_A, "10.0.0.21", TCP, 40009, 9000, SYN),
+	  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a") },
+	{ "open run: public host any port", EG(1, POD_B, "1.1.1.1", TCP, 40010, 8443, SYN),
+	  ALLOWED(RW_PATH_OPEN, 1, "run-9c01") },
+	{ "open run: public host UDP", EG(1, POD_B, "1.1.1.1", UDP, 40011, 9999, 0),
+	  ALLOWED(RW_PATH_OPEN, 1, "run-9c01") },
+	{ "run's own CIDR rule", EG(1, POD_B, "172.20.9.7", TCP, 40012, 5432, SYN),
+	  ALLOWED(RW_PATH_RULE_CIDR, 1, "run-9c01") },
+	{ "run's rule is not another run's", EG(0, POD_A, "172.20.9.7", TCP, 40013, 5432, SYN),
+	  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a") },
+	{ "DNS explicitly allowed on 53 for one run", EG(1, POD_B, "172.20.0.53", UDP, 40014, 53, 0),
+	  ALLOWED(RW_PATH_RULE, 1, "run-9c01") },
+	{ "ARP from the pod's own address", .dev = 0, .dir = E,
+	  .pkt = { .arp = 1, .src = POD_A, .dst = "169.254.1.1" }, ALLOWED(RW_PATH_ARP, 0, "run-7f3a") },
+	{ "ARP into the pod", .dev = 0, .dir = I,
+	  .pkt = { .arp = 1, .src = "169.254.1.1", .dst = POD_A }, ALLOWED(RW_PATH_ARP, 0, "run-7f3a") },
+
+	/* Replies and inbound connections. */
+	{ "SYN-ACK reply from the egress proxy", IN(0, "172.20.0.10", POD_A, TCP, 443, 40001, SYNACK),
+	  ALLOWED(RW_PATH_REPLY, 0, "run-7f3a") },
+	{ "UDP reply from the telemetry service", IN(0, "172.20.0.14", POD_A, UDP, 4317, 41000, 0),
+	  ALLOWED(RW_PATH_REPLY, 0, "run-7f3a") },
+	{ "reply from the open internet to the open run", IN(1, "1.1.1.1", POD_B, TCP, 8443, 40010, SYNACK),
+	  ALLOWED(RW_PATH_REPLY, 0, "run-9c01") },
+	{ "inbound from the app tier to 4096", IN(0, "172.20.0.12", POD_A, TCP, 50000, 4096, SYN),
+	  ALLOWED(RW_PATH_INBOUND, 1, "run-7f3a") },
+	{ "inbound from the Temporal worker to 4999", IN(0, "172.20.0.20", POD_A, TCP, 50001, 4999, SYN),
+	  ALLOWED(RW_PATH_INBOUND, 1, "run-7f3a") },
+	{ "inbound from the streaming service to 6085", IN(0, "172.20.0.21", POD_A, TCP, 50002, 6085, SYN),
+	  ALLOWED(RW_PATH_INBOUND, 1, "run-7f3a") },
+	{ "the pod's SYN-ACK to the app tier", EG(0, POD_A, "172.20.0.12", TCP, 4096, 50000, SYNACK),
+	  ALLOWED(RW_PATH_REPLY, 0, "run-7f3a") },
+	{ "a bare SYN on the inbound flow's ports is a request, not a reply",
+	  EG(0, POD_A, "172.20.0.12", TCP, 4096, 50000, SYN),
+	  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a") },
+	{ "a request posing as a reply (ACK from 4096, no flow)",
+	  EG(0, POD_A, "8.8.4.4", TCP, 4096, 50000, ACK), DROPPED(RW_REASON_NOT_ALLOWLISTED, "run-7f3a") },
+	{ "posing as a reply to the app tier on another port",
+	  EG(0, POD_A, "172.20.0.12", TCP, 4096, 50009, ACK),
+	  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a") },
+	{ "inbound from the app tier to port 22", IN(0, "172.20.0.12", POD_A, TCP, 50003, 22, SYN),
+	  DROPPED(RW_REASON_INBOUND_DENIED, "run-7f3a") },
+	{ "inbound from the internet to 4096", IN(0, "8.8.8.8", POD_A, TCP, 50004, 4096, SYN),
+	  DROPPED(RW_REASON_INBOUND_DENIED, "run-7f3a") },
+	{ "inbound UDP from the app tier to 4096", IN(0, "172.20.0.12", POD_A, UDP, 50005, 4096, 0),
+	  DROPPED(RW_REASON_INBOUND_DENIED, "run-7f3a") },
+	{ "a stateless ACK into the pod (no flow)", IN(0, "172.20.0.10", POD_A, TCP, 443, 40099, ACK),
+	  DROPPED(RW_REASON_INBOUND_DENIED, "run-7f3a") },
+	{ "inbound to an address that is not the veth's pod",
+	  IN(0, "172.20.0.12", "10.1.2.99", TCP, 50006, 4096, SYN),
+	  DROPPED(RW_REASON_INBOUND_DENIED, "run-7f3a") },
+	{ "inbound ICMP", .dev = 0, .dir = I, .pkt = { .src = "172.20.0.12", .dst = POD_A, .proto = 1 },
+	  DROPPED(RW_REASON_UNSUPPORTED_PROTOCOL, "run-7f3a") },
+	{ "inbound on an unbound veth", IN(2, "172.20.0.12", "10.1.2.77", TCP, 50007, 4096, SYN),
+	  DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL) },
+	{ "inbound IPv6", .dev = 0, .dir = I, .pkt = { .ethertype = 0x86dd, .src = "0.0.0.0", .dst = "0.0.0.0", .payload = 40 },
+	  DROPPED(RW_REASON_UNSUPPORTED_L2, "run-7f3a") },
+
+	/* Refusals, one or more per reason. */
+	{ "a stateless ACK to a denied host", EG(0, POD_A, "8.8.8.8", TCP, 40020, 443, ACK),
+	  DROPPED(RW_REASON_NOT_ALLOWLISTED, "run-7f3a") },
+	{ "public internet in allowlist mode", EG(0, POD_A, "93.184.216.34", TCP, 40021, 443, SYN),
+	  DROPPED(RW_REASON_NOT_ALLOWLISTED, "run-7f3a") },
+	{ "connectors service 8080", EG(0, POD_A, "172.20.0.30", TCP, 40022, 8080, SYN),
+	  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a") },
+	{ "another port of an allowed host", EG(0, POD_A, "172.20.0.10", TCP, 40023, 22, SYN),
+	  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a") },
+	{ "UDP to a TCP-only service (QUIC)", EG(0, POD_A, "172.20.0.10", UDP, 40024, 443, 0),
+	  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a") },
+	{ "instance metadata 169.254.169.254", EG(0, POD_A, "169.254.169.254", TCP, 40025, 80, SYN),
+	  DROPPED(RW_REASON_METADATA, "run-7f3a") },
+	{ "ECS task metadata 169.254.170.2", EG(0, POD_A, "169.254.170.2", TCP, 40026, 80, SYN),
+	  DROPPED(RW_REASON_METADATA, "run-7f3a") },
+	{ "EKS pod identity 169.254.170.23", EG(0, POD_A, "169.254.170.23", TCP, 40027, 80, SYN),
+	  DROPPED(RW_REASON_METADATA, "run-7f3a") },
+	{ "metadata from the open run", EG(1, POD_B, "169.254.169.254", TCP, 40028, 80, SYN),
+	  DROPPED(RW_REASON_METADATA, "run-9c01") },
+	{ "metadata over UDP on 53 is metadata first", EG(0, POD_A, "169.254.169.253", UDP, 40029, 53, 0),
+	  DROPPED(RW_REASON_METADATA, "run-7f3a") },
+	{ "DNS over UDP to cluster DNS", EG(0, POD_A, "172.20.0.53", UDP, 40030, 53, 0),
+	  DROPPED(RW_REASON_DNS, "run-7f3a") },
+	{ "DNS over TCP to a public resolver", EG(0, POD_A, "8.8.8.8", TCP, 40031, 53, SYN),
+	  DROPPED(RW_REASON_DNS, "run-7f3a") },
+	{ "DNS over UDP from the open run", EG(1, POD_B, "8.8.8.8", UDP, 40032, 53, 0),
+	  DROPPED(RW_REASON_DNS, "run-9c01") },
+	{ "127.0.0.1 sent out of the pod", EG(0, POD_A, "127.0.0.1", TCP, 40033, 80, SYN),
+	  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a") },
+	{ "open run to another pod", EG(1, POD_B, POD_A, TCP, 40034, 22, SYN),
+	  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01") },
+	{ "open run to a configured deny CIDR (100.64.0.0/16)", EG(1, POD_B, "100.64.3.3", TCP, 40035, 443, SYN),
+	  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01") },
+	{ "open run to multicast", EG(1, POD_B, "224.0.0.251", UDP, 5353, 5353, 0),
+	  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01") },
+	{ "open run to broadcast", EG(1, POD_B, "255.255.255.255", UDP, 68, 67, 0),
+	  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01") },
+	{ "open run to TEST-NET-3", EG(1, POD_B, "203.0.113.5", TCP, 40036, 443, SYN),
+	  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01") },
+	{ "SCTP to an allowed IP and port", .dev = 0, .dir = E,
+	  .pkt = { .src = POD_A, .dst = "172.20.0.10", .proto = 132, .sport = 40037, .dport = 443 },
+	  DROPPED(RW_REASON_UNSUPPORTED_PROTOCOL, "run-7f3a") },
+	{ "UDP-Lite to an allowed IP and port", .dev = 0, .dir = E,
+	  .pkt = { .src = POD_A, .dst = "172.20.0.14", .proto = 136, .sport = 40038, .dport = 4317 },
+	  DROPPED(RW_REASON_UNSUPPORTED_PROTOCOL, "run-7f3a") },
+	{ "ICMP echo", .dev = 0, .dir = E, .pkt = { .src = POD_A, .dst = "172.20.0.10", .proto = 1 },
+	  DROPPED(RW_REASON_UNSUPPORTED_PROTOCOL, "run-7f3a") },
+	{ "GRE", .dev = 1, .dir = E, .pkt = { .src = POD_B, .dst = "1.1.1.1", .proto = 47 },
+	  DROPPED(RW_REASON_UNSUPPORTED_PROTOCOL, "run-9c01") },
+	{ "IPIP", .dev = 1, .dir = E, .pkt = { .src = POD_B, .dst = "1.1.1.1", .proto = 4 },
+	  DROPPED(RW_REASON_UNSUPPORTED_PROTOCOL, "run-9c01") },
+	{ "spoofed source (the other sandbox's IP)", EG(0, POD_B, "172.20.0.10", TCP, 40039, 443, SYN),
+	  DROPPED(RW_REASON_SPOOFED_SOURCE, "run-7f3a") },
+	{ "spoofed ARP sender", .dev = 0, .dir = E, .pkt = { .arp = 1, .src = POD_B, .dst = "169.254.1.1" },
+	  DROPPED(RW_REASON_SPOOFED_SOURCE, "run-7f3a") },
+	{ "unbound veth", EG(2, "10.1.2.77", "172.20.0.10", TCP, 40040, 443, SYN),
+	  DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL) },
+	{ "veth bound to a pod no run owns", EG(3, POD_X, "172.20.0.10", TCP, 40041, 443, SYN),
+	  DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL) },
+	{ "IPv4 with IHL 6 and a loose source route", .dev = 0, .dir = E,
+	  .pkt = { .src = POD_A, .dst = "172.20.0.10", .proto = TCP, .sport = 40042, .dport = 443, .ihl = 6 },
+	  DROPPED(RW_REASON_IP_OPTIONS, "run-7f3a") },
+	{ "a tiny first fragment", .dev = 0, .dir = E,
+	  .pkt = { .src = POD_A, .dst = "172.20.0.10", .proto = UDP, .sport = 40043, .dport = 4317,
+		   .frag = 0x2000 },
+	  DROPPED(RW_REASON_FRAGMENT, "run-7f3a") },
+	{ "a later fragment whose payload looks like port 443", .dev = 0, .dir = E,
+	  .pkt = { .src = POD_A, .dst = "172.20.0.10", .proto = TCP, .sport = 40044, .dport = 443,
+		   .frag = 185 },
+	  DROPPED(RW_REASON_FRAGMENT, "run-7f3a") },
+	{ "VLAN-tagged packet to an allowed service", .dev = 0, .dir = E,
+	  .pkt = { .src = POD_A, .dst = "172.20.0.10", .proto = TCP, .sport = 40045, .dport = 443, .vlan = 1 },
+	  DROPPED(RW_REASON_UNSUPPORTED_L2, "run-7f3a") },
+	{ "IPv6", .dev = 0, .dir = E, .pkt = { .ethertype = 0x86dd, .src = "0.0.0.0", .dst = "0.0.0.0", .payload = 40 },
+	  DROPPED(RW_REASON_UNSUPPORTED_L2, "run-7f3a") },
+	{ "IHL 4", .dev = 0, .dir = E,
+	  .pkt = { .src = POD_A, .dst = "172.20.0.10", .proto = TCP, .sport = 40046, .dport = 443, .ihl = 4 },
+	  DROPPED(RW_REASON_MALFORMED, "run-7f3a") },
+	{ "IP version 6 under an IPv4 ethertype", .dev = 0, .dir = E,
+	  .pkt = { .src = POD_A, .dst = "172.20.0.10", .proto = TCP, .sport = 40047, .dport = 443,
+		   .ip_version = 6 },
+	  DROPPED(RW_REASON_MALFORMED, "run-7f3a") },
+	{ "tot_len longer than the frame", .dev = 0, .dir = E,
+	  .pkt = { .src = POD_A, .dst = "172.20.0.10", .proto = TCP, .sport = 40048, .dport = 443,
+		   .tot_len_delta = 20 },
+	  DROPPED(RW_REASON_MALFORMED, "run-7f3a") },
+	{ "a truncated TCP header (tot_len leaves 10 bytes)", .dev = 0, .dir = E,
+	  .pkt = { .src = POD_A, .dst = "172.20.0.10", .proto = TCP, .sport = 40049, .dport = 443,
+		   .tot_len_delta = -10, .truncate = 10 },
+	  DROPPED(RW_REASON_MALFORMED, "run-7f3a") },
+	{ "a frame cut inside the TCP header", .dev = 0, .dir = E,
+	  .pkt = { .src = POD_A, .dst = "172.20.0.10", .proto = TCP, .sport = 40050, .dport = 443,
+		   .truncate = 12 },
+	  DROPPED(RW_REASON_MALFORMED, "run-7f3a") },
+	{ "TCP data offset 4", .dev = 0, .dir = E,
+	  .pkt = { .src = POD_A, .dst = "172.20.0.10", .proto = TCP, .sport = 40051, .dport = 443,
+		   .tcp_doff = 4 },
+	  DROPPED(RW_REASON_MALFORMED, "run-7f3a") },
+	{ "UDP length below 8", .dev = 0, .dir = E,
+	  .pkt = { .src = POD_A, .dst = "172.20.0.14", .proto = UDP, .sport = 40052, .dport = 4317,
+		   .udp_len_delta = -4 },
+	  DROPPED(RW_REASON_MALFORMED, "run-7f3a") },
+	{ "ARP with a 8-byte hardware address", .dev = 0, .dir = E,
+	  .pkt = { .arp = 1, .src = POD_A, .dst = "169.254.1.1", .arp_hlen = 8 },
+	  DROPPED(RW_REASON_MALFORMED, "run-7f3a") },
+	{ "a malformed packet into the pod", .dev = 0, .dir = I,
+	  .pkt = { .src = "172.20.0.12", .dst = POD_A, .proto = TCP, .sport = 50008, .dport = 4096,
+		   .tcp_doff = 3 },
+	  DROPPED(RW_REASON_MALFORMED, "run-7f3a") },
+};
+
+static const struct tcase v2_cases[] = {
+	{ "revoked: the next ACK of an open flow to the egress proxy",
+	  EG(0, POD_A, "172.20.0.10", TCP, 40001, 443, ACK),
+	  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a") },
+	{ "revoked: the egress proxy's next reply", IN(0, "172.20.0.10", POD_A, TCP, 443, 40001, ACK),
+	  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a") },
+	{ "revoked inbound rule: the pod's next reply to the app tier",
+	  EG(0, POD_A, "172.20.0.12", TCP, 4096, 50000, ACK),
+	  DROPPED(RW_REASON_INBOUND_DENIED, "run-7f3a") },
+	{ "kept: the identity broker", EG(0, POD_A, "172.20.0.11", TCP, 40060, 3443, SYN),
+	  ALLOWED(RW_PATH_RULE, 1, "run-7f3a") },
+	{ "kept: the Temporal worker's flow", EG(0, POD_A, "172.20.0.20", TCP, 4999, 50001, ACK),
+	  ALLOWED(RW_PATH_REPLY, 0, "run-7f3a") },
+	{ "moved pod: its old run's open flow is gone", IN(1, "1.1.1.1", POD_B, TCP, 8443, 40010, ACK),
+	  DROPPED(RW_REASON_INBOUND_DENIED, "run-b77e") },
+	{ "moved pod: judged by its new run (allowlist)", EG(1, POD_B, "1.1.1.1", TCP, 40061, 8443, SYN),
+	  DROPPED(RW_REASON_NOT_ALLOWLISTED, "run-b77e") },
+};
+
+/* ---- the kernel side under test ---- */
+
+static struct rw_datapath dp;
+static struct ring_buffer *ring;
+static struct rw_event events[64];
+static int n_events;
+static long long events_overflow;
+
+static int on_event(void *ctx, void *data, size_t len)
+{
+	if (len < sizeof(struct rw_event))
+		return 0;
+	if (n_events < (int)(sizeof(events) / sizeof(events[0])))
+		memcpy(&events[n_events++], data, sizeof(struct rw_event));
+	else
+		events_overflow++;
+	return 0;
+}
+
+static void drain_events(void)
+{
+	ring_buffer__consume(ring);
+	n_events = 0;
+	events_overflow = 0;
+}
+
+static __u32 run_idx_of(const char *run)
+{
+	struct rw_pod pod;
+	__be32 ip;
+
+	if (!run)
+		return 0;
+	/* The test's runs each have one pod: find the run through the live pods map. */
+	for (int i = 0; i < 4; i++) {
+		const char *ips[] = { POD_A, POD_B, POD_X, "0.0.0.0" };
+
+		inet_pton(AF_INET, ips[i], &ip);
+		if (rw_live_pod(&dp, ip, &pod) == 0 && !strcmp(pod.run_id, run))
+			return pod.run_idx;
+	}
+	return 0;
+}
+
+static int test_run(int dir, int ifindex, const void *pkt, size_t len, __u32 repeat, int *retval)
+{
+	struct __sk_buff ctx = { .ifindex = ifindex };
+	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt, .data_size_in = len,
+		    .ctx_in = &ctx, .ctx_size_in = sizeof(ctx), .repeat = repeat);
+	int err;
+
+	err = bpf_prog_test_run_opts(dp.prog_fd[dir], &opts);
+	*retval = (int)opts.retval;
+	return err;
+}
+
+static void run_case(const struct tcase *c)
+{
+	struct rw_counters node0, node1, run0, run1;
+	__u8 buf[PKT_MAX];
+	size_t len = pkt_build(&c->pkt, buf);
+	__u32 run_idx = run_idx_of(c->run);
+	int retval, err, failed_before = t_failed;
+	int want_ret = c->verdict == ALLOW ? -1 : 2;	/* TCX_NEXT : TCX_DROP */
+
+	t_count++;
+	drain_events();
+	rw_counters_read(&dp, 0, &node0);
+	if (run_idx)
+		rw_counters_read(&dp, run_idx, &run0);
+
+	err = test_run(c->dir, ifindex_of[c->dev], buf, len, 1, &retval);
+	CHECK_EQ(err, 0, "test_run");
+	CHECK(retval == want_ret, "verdict", "returned %d (%s), expected %d (%s)", retval,
+	      retval == -1 ? "TCX_NEXT" : retval == 2 ? "TCX_DROP" : "?", want_ret,
+	      want_ret == -1 ? "TCX_NEXT" : "TCX_DROP");
+
+	/* Counters: exactly one packet under (direction, reason), node-wide and for the run. */
+	rw_counters_read(&dp, 0, &node1);
+	CHECK(node1.packets[c->dir][c->reason] - node0.packets[c->dir][c->reason] == 1,
+	      "node counter", "packets[%s][%s] grew by %llu, expected 1", c->dir ? "ingress" : "egress",
+	      rw_reason_name(c->reason),
+	      (unsigned long long)(node1.packets[c->dir][c->reason] - node0.packets[c->dir][c->reason]));
+	CHECK(node1.bytes[c->dir][c->reason] - node0.bytes[c->dir][c->reason] == len, "byte counter",
+	      "bytes grew by %llu, expected %zu",
+	      (unsigned long long)(node1.bytes[c->dir][c->reason] - node0.bytes[c->dir][c->reason]), len);
+	if (c->run) {
+		CHECK(run_idx != 0, "run", "run %s not found in the live pods map", c->run);
+		rw_counters_read(&dp, run_idx, &run1);
+		CHECK(run1.packets[c->dir][c->reason] - run0.packets[c->dir][c->reason] == 1,
+		      "run counter", "%s packets[%s] grew by %llu, expected 1", c->run,
+		      rw_reason_name(c->reason),
+		      (unsigned long long)(run1.packets[c->dir][c->reason] -
+					   run0.packets[c->dir][c->reason]));
+	}
+
+	/* The event: one per drop and per new allowed flow, saying what the counters say. */
+	ring_buffer__consume(ring);
+	CHECK(n_events == c->event, "events", "%d events, expected %d", n_events, c->event);
+	if (n_events == 1 && c->event) {
+		const struct rw_event *ev = &events[0];
+		struct in_addr want_src, want_dst;
+
+		inet_pton(AF_INET, c->pkt.src, &want_src);
+		inet_pton(AF_INET, c->pkt.dst, &want_dst);
+		CHECK(ev->reason == c->reason, "event reason", "%s, expected %s",
+		      rw_reason_name(ev->reason), rw_reason_name(c->reason));
+		CHECK_EQ(ev->verdict, c->verdict, "event verdict");
+		CHECK_EQ(ev->dir, c->dir, "event direction");
+		CHECK_EQ(ev->ifindex, ifindex_of[c->dev], "event ifindex");
+		CHECK(!strcmp(ev->run_id, c->run ? c->run : ""), "event run", "\"%s\", expected \"%s\"",
+		      ev->run_id, c->run ? c->run : "");
+		CHECK(!c->run || ev->run_gen > 0, "event generation", "%u", ev->run_gen);
+		if (c->reason != RW_REASON_UNSUPPORTED_L2 && c->reason != RW_REASON_MALFORMED &&
+		    c->reason != RW_REASON_IP_OPTIONS && c->reason != RW_REASON_FRAGMENT) {
+			CHECK(ev->saddr == want_src.s_addr && ev->daddr == want_dst.s_addr,
+			      "event addresses", "%08x -> %08x", ntohl(ev->saddr), ntohl(ev->daddr));
+			CHECK_EQ(ev->proto, c->pkt.arp ? 0 : c->pkt.proto, "event protocol");
+			if (c->pkt.proto == TCP || c->pkt.proto == UDP)
+				CHECK(ntohs(ev->sport) == c->pkt.sport && ntohs(ev->dport) == c->pkt.dport,
+				      "event ports", "%u -> %u", ntohs(ev->sport), ntohs(ev->dport));
+		}
+		if (c->path != NO_PATH)
+			CHECK(ev->path == c->path, "event path", "%s, expected %s",
+			      rw_path_name(ev->path), rw_path_name(c->path));
+		if (c->run)
+			CHECK(ev->revision > 0, "event revision", "%llu", (unsigned long long)ev->revision);
+	}
+	printf("%s %d - %s: %s%s%s\n", t_failed == failed_before ? "ok" : "not ok", t_count, c->name,
+	       c->verdict == ALLOW ? "allowed" : rw_reason_name(c->reason),
+	       c->path != NO_PATH && c->verdict == ALLOW ? " via " : "",
+	       c->path != NO_PATH && c->verdict == ALLOW ? rw_path_name(c->path) : "");
+}
+
+static void run_table(const struct tcase *cases, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		run_case(&cases[i]);
+}
+
+static void apply_json(const char *json, int expect_err, const char *what)
+{
+	struct rw_policy_error perr;
+	struct rw_apply_result res;
+	struct rw_policy p;
+	static struct rw_policy prev;
+	static int have_prev;
+	char err[512];
+	int ret;
+
+	ret = rw_policy_parse(json, strlen(json), what, &p, &perr);
+	if (ret)
+		FATAL("%s: %s", what, perr.text);
+	ret = rw_apply(&dp, have_prev ? &prev : NULL, &p, &res, err, sizeof(err));
+	t_count++;
+	if (expect_err) {
+		CHECK(ret == expect_err, what, "rw_apply returned %d (%s), expected %d", ret, err,
+		      expect_err);
+		printf("%s %d - %s: refused: %s\n", ret == expect_err ? "ok" : "not ok", t_count, what,
+		       err);
+		rw_policy_free(&p);
+		return;
+	}
+	if (!CHECK(ret == 0, what, "rw_apply: %s", err))
+		FATAL("cannot go on without the snapshot");
+	printf("ok %d - %s: revision %llu live in slot %u: %u runs, %u pods, %u entries; "
+	       "built in %.2f ms, flipped in %.2f ms, %u flows flushed\n", t_count, what,
+	       (unsigned long long)res.revision, res.slot, res.runs, res.pods, res.entries,
+	       res.build_ms, res.flip_ms, res.flows_flushed);
+	if (have_prev)
+		rw_policy_free(&prev);
+	prev = p;
+	have_prev = 1;
+}
+
+static void bind_veth(int dev, const char *ip)
+{
+	struct in_addr a;
+
+	inet_pton(AF_INET, ip, &a);
+	if (rw_endpoint_bind(&dp, ifindex_of[dev], a.s_addr))
+		FATAL("binding %s to %s: %s", devs[dev], ip, strerror(errno));
+}
+
+static void make_veths(void)
+{
+	char cmd[256];
+
+	if (unshare(CLONE_NEWNET))
+		FATAL("unshare(CLONE_NEWNET): %s (the suite needs root)", strerror(errno));
+	if (system("ip link set lo up"))
+		FATAL("ip link set lo up failed");
+	for (int i = 0; i < 4; i++) {
+		snprintf(cmd, sizeof(cmd), "ip link add %s type veth peer name %sp", devs[i], devs[i]);
+		if (system(cmd))
+			FATAL("%s failed", cmd);
+		ifindex_of[i] = if_nametoindex(devs[i]);
+		if (!ifindex_of[i])
+			FATAL("%s has no ifindex", devs[i]);
+	}
+}
+
+/* A rule that names a metadata address never gets into a snapshot (the parser refuses it), so
+ * write one straight into the live map: the kernel must still refuse the address.
+ */
+static void test_metadata_beats_rules(void)
+{
+	struct rw_allow_key k = { .scope = 0, .dport = htons(80), .proto = TCP };
+	struct rw_rule r = { .rule_id = 0xdead };
+	struct tcase c = { "metadata is refused even with a rule for it",
+			   EG(0, POD_A, "169.254.169.254", TCP, 40070, 80, SYN),
+			   DROPPED(RW_REASON_METADATA, "run-7f3a") };
+	int fd = rw_live_inner_fd(&dp, RW_M_ALLOW_EXACT);
+
+	inet_pton(AF_INET, "169.254.169.254", &k.daddr);
+	if (fd < 0 || bpf_map_update_elem(fd, &k, &r, BPF_ANY))
+		FATAL("writing a metadata rule into the live map: %s", strerror(errno));
+	run_case(&c);
+	bpf_map_delete_elem(fd, &k);
+	close(fd);
+}
+
+/* A run whose policy did not change keeps its generation; a new run starts at the revision. */
+static void test_generations(void)
+{
+	struct rw_pod a = {}, b = {};
+	__be32 ip;
+	int ok;
+
+	inet_pton(AF_INET, POD_A, &ip);
+	rw_live_pod(&dp, ip, &a);
+	inet_pton(AF_INET, POD_B, &ip);
+	rw_live_pod(&dp, ip, &b);
+	t_count++;
+	ok = CHECK_EQ(a.run_gen, 1, "unchanged run-7f3a keeps generation 1");
+	ok &= CHECK_EQ(b.run_gen, 2, "new run-b77e gets generation 2");
+	ok &= CHECK(a.run_idx != b.run_idx && b.run_idx != 0, "run indexes", "%u and %u",
+		    a.run_idx, b.run_idx);
+	printf("%s %d - generations: run-7f3a gen %u idx %u, run-b77e gen %u idx %u\n",
+	       ok ? "ok" : "not ok", t_count, a.run_gen, a.run_idx, b.run_gen, b.run_idx);
+}
+
+static void set_budget(__u32 rate, __u32 burst)
+{
+	struct rw_config cfg;
+
+	if (rw_config_read(&dp, &cfg))
+		FATAL("reading config");
+	cfg.event_rate = rate;
+	cfg.event_burst = burst;
+	if (rw_config_write(&dp, &cfg))
+		FATAL("writing config");
+}
+
+/* One flooding sandbox spends its own budget, not the others'; suppressed events are counted
+ * and the counters stay exact.
+ */
+static void test_event_budget(void)
+{
+	struct pkt_spec flood = { .src = POD_A, .dst = "8.8.8.8", .proto = TCP, .sport = 40080,
+				  .dport = 443, .tcp_flags = ACK };
+	struct pkt_spec other = { .src = POD_B, .dst = "8.8.8.8", .proto = UDP, .sport = 40081,
+				  .dport = 53 };
+	struct rw_counters before, after;
+	__u8 buf[PKT_MAX];
+	size_t len;
+	int retval, ok;
+
+	set_budget(1, 3);
+	drain_events();
+	rw_counters_read(&dp, 0, &before);
+	len = pkt_build(&flood, buf);
+	test_run(E, ifindex_of[0], buf, len, 10, &retval);
+	len = pkt_build(&other, buf);
+	test_run(E, ifindex_of[1], buf, len, 1, &retval);
+	ring_buffer__consume(ring);
+	rw_counters_read(&dp, 0, &after);
+	set_budget(0, 0);
+
+	t_count++;
+	ok = CHECK_EQ(after.packets[E][RW_REASON_NOT_ALLOWLISTED] -
+		      before.packets[E][RW_REASON_NOT_ALLOWLISTED], 10, "flood counted");
+	ok &= CHECK_EQ(n_events, 4, "events: 3 of the flood's budget and the other sandbox's one");
+	ok &= CHECK_EQ(after.events_suppressed - before.events_suppressed, 7, "suppressed events");
+	ok &= CHECK(n_events == 4 && events[3].ifindex == (__u32)ifindex_of[1], "other sandbox",
+		    "its event was not delivered");
+	printf("%s %d - event budget: 10 drops from one sandbox at 1/s burst 3 give %d events, "
+	       "%llu suppressed; the other sandbox still reports\n", ok ? "ok" : "not ok", t_count,
+	       n_events, (unsigned long long)(after.events_suppressed - before.events_suppressed));
+}
+
+/* A full ring loses events, never verdicts or counts. */
+static void test_ring_full(void)
+{
+	struct pkt_spec p = { .src = POD_A, .dst = "93.184.216.34", .proto = TCP, .sport = 40090,
+			      .dport = 443, .tcp_flags = ACK };
+	const __u32 n = 50000;	/* more than the 4 MiB ring holds (120-byte events + headers) */
+	struct rw_counters before, after;
+	__u8 buf[PKT_MAX];
+	size_t len = pkt_build(&p, buf);
+	long long sent, lost;
+	int retval, ok;
+
+	drain_events();
+	rw_counters_read(&dp, 0, &before);
+	test_run(E, ifindex_of[0], buf, len, n, &retval);
+	rw_counters_read(&dp, 0, &after);
+	sent = after.events_sent - before.events_sent;
+	lost = after.events_lost - before.events_lost;
+	t_count++;
+	ok = CHECK_EQ(retval, 2, "verdict with a full ring");
+	ok &= CHECK_EQ(after.packets[E][RW_REASON_NOT_ALLOWLISTED] -
+		       before.packets[E][RW_REASON_NOT_ALLOWLISTED], n, "every drop counted");
+	ok &= CHECK(lost > 0, "lost", "no event was lost: the ring did not fill");
+	ok &= CHECK_EQ(sent + lost, n, "sent + lost");
+	drain_events();
+	printf("%s %d - ring full: %u drops counted, %lld events sent, %lld lost\n",
+	       ok ? "ok" : "not ok", t_count, n, sent, lost);
+}
+
+static void print_verified_insns(void)
+{
+	const char *names[RW_DIR_COUNT] = { "rw_egress", "rw_ingress" };
+
+	for (int d = 0; d < RW_DIR_COUNT; d++) {
+		struct bpf_prog_info info = {};
+		__u32 len = sizeof(info);
+
+		if (bpf_obj_get_info_by_fd(dp.prog_fd[d], &info, &len))
+			FATAL("prog info: %s", strerror(errno));
+		printf("# %s: %u instructions verified, %u translated bytes\n", names[d],
+		       info.verified_insns, info.xlated_prog_len);
+	}
+}
+
+int main(void)
+{
+	struct utsname u;
+
+	uname(&u);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	rw_log_setup_libbpf();
+	printf("# runwall datapath suite on kernel %s\n", u.release);
+
+	make_veths();
+	if (rw_datapath_load(&dp, NULL, RW_DP_NO_PIN))
+		FATAL("loading the programs failed");
+	print_verified_insns();
+	ring = ring_buffer__new(dp.map_fd[RW_M_EVENTS], on_event, NULL, NULL);
+	if (!ring)
+		FATAL("ring_buffer__new: %s", strerror(errno));
+	set_budget(0, 0);	/* no budget while the table checks one event per case */
+
+	bind_veth(0, POD_A);
+	bind_veth(1, POD_B);
+	bind_veth(3, POD_X);
+
+	run_table(not_ready_cases, sizeof(not_ready_cases) / sizeof(not_ready_cases[0]));
+	apply_json(policy_v1, 0, "policy v1");
+	run_table(v1_cases, sizeof(v1_cases) / sizeof(v1_cases[0]));
+	test_metadata_beats_rules();
+	apply_json(policy_v1, -ESTALE, "the same revision again");
+	apply_json(policy_v2, 0, "policy v2");
+	run_table(v2_cases, sizeof(v2_cases) / sizeof(v2_cases[0]));
+	test_generations();
+	test_event_budget();
+	test_ring_full();
+	test_real_traffic(&dp, devs[0], ifindex_of[0], POD_A);
+
+	printf("1..%d\n", t_count);
+	printf("# %s: %d checks failed\n", t_failed ? "FAIL" : "PASS", t_failed);
+	ring_buffer__free(ring);
+	rw_datapath_close(&dp);
+	return t_failed ? 1 : 0;
+}

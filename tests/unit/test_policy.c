@@ -1,0 +1,1101 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* test_policy.c: the snapshot parser (user/policy.c): what it accepts, the exact message of
+ * every refusal (positions included), and rw_policy_run_equal / rw_policy_diff.
+ *
+ * Expected columns were counted by hand on the documents below. They count from 1; every
+ * string that can precede a semantic error is ASCII (names and ids are checked before anything
+ * after them), so bytes and characters agree here.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "policy.h"
+
+/* The snapshot of README "Policy snapshot", byte for byte: line numbers below refer to it. */
+static const char example[] =
+	"{\n"									/* 1 */
+	"  \"revision\": 12,\n"							/* 2 */
+	"  \"egress\": \"allowlist\",\n"					/* 3 */
+	"  \"deny\": [\"10.0.0.0/16\", \"100.64.0.0/16\"],\n"			/* 4 */
+	"  \"services\": [\n"							/* 5 */
+	"    {\"name\": \"egress-proxy\",    \"ip\": \"172.20.0.10\", \"tcp\": [443, 8443, 3128]},\n"
+	"    {\"name\": \"identity-broker\", \"ip\": \"172.20.0.11\", \"tcp\": [3443]},\n"
+	"    {\"name\": \"app-tier\",        \"ip\": \"172.20.0.12\", \"tcp\": [3000]},\n"
+	"    {\"name\": \"drive-gateway\",   \"ip\": \"172.20.0.13\", \"tcp\": [8080]}\n"	/* 9 */
+	"  ],\n"								/* 10 */
+	"  \"inbound\": [\n"							/* 11 */
+	"    {\"name\": \"app-tier\", \"cidr\": \"172.20.0.12/32\", \"tcp\": [4096, 4098, 4999, 6085]}\n"
+	"  ],\n"								/* 13 */
+	"  \"runs\": [\n"							/* 14 */
+	"    {\"id\": \"run-7f3a\", \"pods\": [\"10.1.2.3\"]},\n"			/* 15 */
+	"    {\"id\": \"run-9c01\", \"pods\": [\"10.1.2.4\"], \"egress\": \"open\",\n"	/* 16 */
+	"     \"allow\": [{\"cidr\": \"172.20.9.0/24\", \"tcp\": [5432], \"udp\": []}]}\n"	/* 17 */
+	"  ]\n"									/* 18 */
+	"}\n";									/* 19 */
+
+/* The example with one piece of text replaced; the piece must occur exactly once. */
+static char *example_with(const char *from, const char *to)
+{
+	const char *at = strstr(example, from);
+	size_t head, out_len;
+	char *out;
+
+	assert_non_null(at);
+	assert_null(strstr(at + 1, from));
+	head = at - example;
+	out_len = strlen(example) - strlen(from) + strlen(to);
+	out = malloc(out_len + 1);
+	assert_non_null(out);
+	memcpy(out, example, head);
+	strcpy(out + head, to);
+	strcat(out, at + strlen(from));
+	return out;
+}
+
+static void parse_ok(const char *json, struct rw_policy *p)
+{
+	struct rw_policy_error err;
+	int rc;
+
+	rc = rw_policy_parse(json, strlen(json), "policy.json", p, &err);
+	if (rc)
+		fail_msg("refused (%d): %s", rc, err.text);
+	assert_string_equal(err.text, "");
+}
+
+/* The full message, the position fields matching the LINE:COL in it, and `out` zeroed (it is
+ * filled with garbage first, so a parser that left it alone would be caught too).
+ */
+static void expect_refused(const char *json, const char *expected)
+{
+	struct rw_policy p, zero;
+	struct rw_policy_error err;
+	int line, col, rc;
+
+	memset(&zero, 0, sizeof(zero));
+	memset(&p, 0xa5, sizeof(p));
+	rc = rw_policy_parse(json, strlen(json), "policy.json", &p, &err);
+	assert_string_equal(err.text, expected);
+	assert_int_equal(rc, -EINVAL);
+	assert_memory_equal(&p, &zero, sizeof(p));
+	if (sscanf(expected, "policy.json:%d:%d:", &line, &col) != 2)
+		line = col = 0;
+	assert_int_equal(err.line, line);
+	assert_int_equal(err.column, col);
+}
+
+static void expect_example_refused(const char *from, const char *to, const char *expected)
+{
+	char *json = example_with(from, to);
+
+	expect_refused(json, expected);
+	free(json);
+}
+
+struct refusal {
+	const char *json;
+	const char *expected;
+};
+
+static void expect_all_refused(const struct refusal *cases, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		expect_refused(cases[i].json, cases[i].expected);
+}
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- Accepted snapshots ----------------------------------------------------------------- */
+
+static void test_example_parses(void **state)
+{
+	struct rw_policy p;
+	const struct rw_policy_rule *r;
+
+	parse_ok(example, &p);
+	assert_int_equal(p.revision, 12);
+	assert_int_equal(p.egress, RW_EGRESS_ALLOWLIST);
+
+	assert_int_equal(p.n_deny, 2);
+	assert_int_equal(p.deny[0].addr, htonl(0x0a000000));
+	assert_int_equal(p.deny[0].prefixlen, 16);
+	assert_int_equal(p.deny[1].addr, htonl(0x64400000));
+	assert_int_equal(p.deny[1].prefixlen, 16);
+
+	assert_int_equal(p.n_services, 4);
+	r = &p.services[0];
+	assert_string_equal(r->name, "egress-proxy");
+	assert_int_equal(r->addr, htonl(0xac14000a));
+	assert_int_equal(r->prefixlen, 32);
+	assert_int_equal(r->n_tcp, 3);
+	assert_int_equal(r->tcp[0], 443);
+	assert_int_equal(r->tcp[1], 8443);
+	assert_int_equal(r->tcp[2], 3128);
+	assert_int_equal(r->n_udp, 0);
+	assert_null(r->udp);
+	r = &p.services[3];
+	assert_string_equal(r->name, "drive-gateway");
+	assert_int_equal(r->addr, htonl(0xac14000d));
+	assert_int_equal(r->n_tcp, 1);
+	assert_int_equal(r->tcp[0], 8080);
+
+	assert_int_equal(p.n_inbound, 1);
+	r = &p.inbound[0];
+	assert_string_equal(r->name, "app-tier");
+	assert_int_equal(r->addr, htonl(0xac14000c));
+	assert_int_equal(r->prefixlen, 32);
+	assert_int_equal(r->n_tcp, 4);
+	assert_int_equal(r->tcp[3], 6085);
+
+	assert_int_equal(p.n_runs, 2);
+	assert_string_equal(p.runs[0].id, "run-7f3a");
+	assert_int_equal(p.runs[0].n_pods, 1);
+	assert_int_equal(p.runs[0].pods[0], htonl(0x0a010203));
+	assert_int_equal(p.runs[0].egress, -1);
+	assert_int_equal(rw_policy_run_egress(&p, &p.runs[0]), RW_EGRESS_ALLOWLIST);
+	assert_int_equal(p.runs[0].n_allow, 0);
+	assert_null(p.runs[0].allow);
+
+	assert_string_equal(p.runs[1].id, "run-9c01");
+	assert_int_equal(p.runs[1].pods[0], htonl(0x0a010204));
+	assert_int_equal(p.runs[1].egress, RW_EGRESS_OPEN);
+	assert_int_equal(rw_policy_run_egress(&p, &p.runs[1]), RW_EGRESS_OPEN);
+	assert_int_equal(p.runs[1].n_allow, 1);
+	r = &p.runs[1].allow[0];
+	assert_string_equal(r->name, "");
+	assert_int_equal(r->addr, htonl(0xac140900));
+	assert_int_equal(r->prefixlen, 24);
+	assert_int_equal(r->n_tcp, 1);
+	assert_int_equal(r->tcp[0], 5432);
+	assert_int_equal(r->n_udp, 0);
+
+	rw_policy_free(&p);
+	assert_int_equal(p.n_runs, 0);
+	assert_null(p.runs);
+}
+
+static void test_defaults(void **state)
+{
+	struct rw_policy p;
+
+	parse_ok("{\"revision\": 1}", &p);
+	assert_int_equal(p.revision, 1);
+	assert_int_equal(p.egress, RW_EGRESS_ALLOWLIST);
+	assert_int_equal(p.n_deny + p.n_services + p.n_inbound + p.n_runs, 0);
+	assert_null(p.deny);
+	assert_null(p.services);
+	assert_null(p.inbound);
+	assert_null(p.runs);
+	rw_policy_free(&p);
+
+	/* A run without "egress" follows the node; "pods" may be empty. */
+	parse_ok("{\"revision\": 2, \"egress\": \"open\", \"deny\": [],"
+		 " \"runs\": [{\"id\": \"a\", \"pods\": [], \"allow\": []}]}", &p);
+	assert_int_equal(p.egress, RW_EGRESS_OPEN);
+	assert_int_equal(p.n_deny, 0);
+	assert_int_equal(p.n_runs, 1);
+	assert_int_equal(p.runs[0].egress, -1);
+	assert_int_equal(rw_policy_run_egress(&p, &p.runs[0]), RW_EGRESS_OPEN);
+	assert_int_equal(p.runs[0].n_pods, 0);
+	assert_null(p.runs[0].pods);
+	assert_int_equal(p.runs[0].n_allow, 0);
+	rw_policy_free(&p);
+
+	/* udp alone is enough; a run's own "allowlist" overrides an open node. */
+	parse_ok("{\"revision\": 3, \"egress\": \"open\", \"runs\": [{\"id\": \"A.b_c-9\", \"pods\": "
+		 "[\"10.0.0.1\"], \"egress\": \"allowlist\", \"allow\": [{\"ip\": \"192.0.2.53\", "
+		 "\"udp\": [53]}]}]}", &p);
+	assert_int_equal(p.runs[0].egress, RW_EGRESS_ALLOWLIST);
+	assert_int_equal(rw_policy_run_egress(&p, &p.runs[0]), RW_EGRESS_ALLOWLIST);
+	assert_int_equal(p.runs[0].allow[0].n_tcp, 0);
+	assert_int_equal(p.runs[0].allow[0].n_udp, 1);
+	assert_int_equal(p.runs[0].allow[0].udp[0], 53);
+	rw_policy_free(&p);
+}
+
+/* ---- Revision ------------------------------------------------------------------------------ */
+
+static void test_missing_revision(void **state)
+{
+	expect_refused("{}", "policy.json:1:1: revision: required key is missing");
+	expect_refused("\n  {\"egress\": \"open\"}",
+		       "policy.json:2:3: revision: required key is missing");
+}
+
+static void test_revision_range(void **state)
+{
+	static const struct refusal cases[] = {
+		{ "{\"revision\": 0}",
+		  "policy.json:1:14: revision: 0 is not a revision (1..72057594037927935)" },
+		{ "{\"revision\": -1}",
+		  "policy.json:1:14: revision: -1 is not a revision (1..72057594037927935)" },
+		{ "{\"revision\": 72057594037927936}",
+		  "policy.json:1:14: revision: 72057594037927936 is too large: the kernel keeps "
+		  "56 bits of revision (at most 72057594037927935)" },
+		{ "{\"revision\": 9223372036854775807}",
+		  "policy.json:1:14: revision: 9223372036854775807 is too large: the kernel keeps "
+		  "56 bits of revision (at most 72057594037927935)" },
+		{ "{\"revision\": 12.0}",
+		  "policy.json:1:14: revision: expected an integer, got a real number" },
+		{ "{\"revision\": \"12\"}",
+		  "policy.json:1:14: revision: expected an integer, got a string" },
+		{ "{\"revision\": null}",
+		  "policy.json:1:14: revision: expected an integer, got null" },
+	};
+	struct rw_policy p;
+
+	expect_all_refused(cases, ARRAY_LEN(cases));
+	parse_ok("{\"revision\": 72057594037927935}", &p);
+	assert_int_equal(p.revision, (1ULL << 56) - 1);
+	rw_policy_free(&p);
+}
+
+/* ---- Ports --------------------------------------------------------------------------------- */
+
+/* One service with the given tcp list; the list starts at column 71. */
+#define SERVICE_TCP(ports) \
+	"{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"192.0.2.1\", \"tcp\": [" \
+	ports "]}]}"
+
+static void test_ports_edge_cases(void **state)
+{
+	static const struct refusal cases[] = {
+		{ SERVICE_TCP("0"),
+		  "policy.json:1:71: services[0].tcp[0]: 0 is not a port (1..65535)" },
+		{ SERVICE_TCP("65536"),
+		  "policy.json:1:71: services[0].tcp[0]: 65536 is not a port (1..65535)" },
+		{ SERVICE_TCP("-1"),
+		  "policy.json:1:71: services[0].tcp[0]: -1 is not a port (1..65535)" },
+		{ SERVICE_TCP("443.5"),
+		  "policy.json:1:71: services[0].tcp[0]: expected a port number (an integer), "
+		  "got a real number" },
+		{ SERVICE_TCP("443.0"),
+		  "policy.json:1:71: services[0].tcp[0]: expected a port number (an integer), "
+		  "got a real number" },
+		{ SERVICE_TCP("\"443\""),
+		  "policy.json:1:71: services[0].tcp[0]: expected a port number (an integer), "
+		  "got a string" },
+		{ SERVICE_TCP("80, 4294967297"),
+		  "policy.json:1:75: services[0].tcp[1]: 4294967297 is not a port (1..65535)" },
+		{ "{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"192.0.2.1\", "
+		  "\"udp\": 53}]}",
+		  "policy.json:1:70: services[0].udp: expected an array of ports, got an integer" },
+	};
+	struct rw_policy p;
+
+	expect_all_refused(cases, ARRAY_LEN(cases));
+	parse_ok(SERVICE_TCP("1, 65535"), &p);
+	assert_int_equal(p.services[0].n_tcp, 2);
+	assert_int_equal(p.services[0].tcp[0], 1);
+	assert_int_equal(p.services[0].tcp[1], 65535);
+	rw_policy_free(&p);
+}
+
+static void test_duplicate_port(void **state)
+{
+	struct rw_policy p;
+
+	expect_example_refused("[443, 8443, 3128]", "[443, 8443, 443]",
+			       "policy.json:6:73: services[0].tcp[2]: port 443 is already listed at "
+			       "services[0].tcp[0]");
+	/* the same port over tcp and udp is two different things */
+	parse_ok("{\"revision\": 1, \"inbound\": [{\"name\": \"dns\", \"cidr\": \"10.0.0.0/8\", "
+		 "\"tcp\": [53], \"udp\": [53]}]}", &p);
+	assert_int_equal(p.inbound[0].tcp[0], 53);
+	assert_int_equal(p.inbound[0].udp[0], 53);
+	rw_policy_free(&p);
+}
+
+static void test_rule_without_port(void **state)
+{
+	static const struct refusal cases[] = {
+		{ "{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"192.0.2.1\"}]}",
+		  "policy.json:1:30: services[0]: allows no port (give \"tcp\" and/or \"udp\" "
+		  "ports)" },
+		{ "{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"192.0.2.1\", "
+		  "\"tcp\": [], \"udp\": []}]}",
+		  "policy.json:1:30: services[0]: allows no port (give \"tcp\" and/or \"udp\" "
+		  "ports)" },
+	};
+
+	expect_all_refused(cases, ARRAY_LEN(cases));
+	expect_example_refused("\"tcp\": [5432], \"udp\": []", "\"tcp\": [], \"udp\": []",
+			       "policy.json:17:16: runs[1].allow[0]: allows no port (give \"tcp\" "
+			       "and/or \"udp\" ports)");
+}
+
+/* ---- Keys and types ------------------------------------------------------------------------ */
+
+static void test_unknown_keys(void **state)
+{
+	static const struct refusal cases[] = {
+		{ "{\"revision\": 1, \"servics\": []}",
+		  "policy.json:1:17: servics: unknown key (expected one of: revision, egress, deny, "
+		  "services, inbound, runs)" },
+		{ "{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"192.0.2.1\", "
+		  "\"port\": 80}]}",
+		  "policy.json:1:63: services[0].port: unknown key (expected one of: name, ip, "
+		  "cidr, tcp, udp)" },
+		/* keys that are not plain words are quoted, control characters escaped */
+		{ "{\"revision\": 1, \"a b\\n\": 1}",
+		  "policy.json:1:17: [\"a b\\u000a\"]: unknown key (expected one of: revision, "
+		  "egress, deny, services, inbound, runs)" },
+	};
+
+	expect_all_refused(cases, ARRAY_LEN(cases));
+	expect_example_refused("\"allow\": [", "\"alow\": [",
+			       "policy.json:17:6: runs[1].alow: unknown key (expected one of: id, "
+			       "pods, egress, allow)");
+	/* a run's allow rule has no name */
+	expect_example_refused("{\"cidr\": \"172.20.9.0/24\"",
+			       "{\"name\": \"db\", \"cidr\": \"172.20.9.0/24\"",
+			       "policy.json:17:17: runs[1].allow[0].name: unknown key (expected one "
+			       "of: ip, cidr, tcp, udp)");
+}
+
+static void test_wrong_types(void **state)
+{
+	static const struct refusal cases[] = {
+		{ "[]", "policy.json:1:1: (document): expected an object, got an array" },
+		{ "{\"revision\": 1, \"services\": {}}",
+		  "policy.json:1:29: services: expected an array, got an object" },
+		{ "{\"revision\": 1, \"runs\": [\"run-1\"]}",
+		  "policy.json:1:26: runs[0]: expected an object, got a string" },
+		{ "{\"revision\": 1, \"deny\": [10]}",
+		  "policy.json:1:26: deny[0]: expected a string, got an integer" },
+		{ "{\"revision\": 1, \"egress\": true}",
+		  "policy.json:1:27: egress: expected a string, got a boolean" },
+		{ "{\"revision\": 1, \"runs\": [{\"id\": \"a\", \"pods\": \"10.1.2.3\"}]}",
+		  "policy.json:1:46: runs[0].pods: expected an array, got a string" },
+		{ "{\"revision\": 1, \"runs\": [{\"id\": 7, \"pods\": []}]}",
+		  "policy.json:1:33: runs[0].id: expected a string, got an integer" },
+		{ "{\"revision\": 1, \"inbound\": [[]]}",
+		  "policy.json:1:29: inbound[0]: expected an object, got an array" },
+	};
+
+	expect_all_refused(cases, ARRAY_LEN(cases));
+}
+
+static void test_missing_keys(void **state)
+{
+	static const struct refusal cases[] = {
+		{ "{\"revision\": 1, \"services\": [{\"ip\": \"192.0.2.1\", \"tcp\": [80]}]}",
+		  "policy.json:1:30: services[0].name: required key is missing" },
+		{ "{\"revision\": 1, \"inbound\": [{\"cidr\": \"10.0.0.0/8\", \"tcp\": [80]}]}",
+		  "policy.json:1:29: inbound[0].name: required key is missing" },
+		{ "{\"revision\": 1, \"runs\": [{\"pods\": []}]}",
+		  "policy.json:1:26: runs[0].id: required key is missing" },
+		{ "{\"revision\": 1, \"runs\": [{\"id\": \"a\"}]}",
+		  "policy.json:1:26: runs[0].pods: required key is missing" },
+		{ "{\"revision\": 1, \"services\": [{\"name\": \"s\", \"tcp\": [80]}]}",
+		  "policy.json:1:30: services[0]: needs \"ip\" or \"cidr\"" },
+	};
+
+	expect_all_refused(cases, ARRAY_LEN(cases));
+}
+
+static void test_ip_and_cidr(void **state)
+{
+	expect_refused("{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"192.0.2.1\", "
+		       "\"cidr\": \"192.0.2.0/24\", \"tcp\": [80]}]}",
+		       "policy.json:1:63: services[0].cidr: a rule has either \"ip\" or \"cidr\", "
+		       "not both");
+}
+
+/* ---- Addresses ----------------------------------------------------------------------------- */
+
+/* One service with the given "ip" value, at column 50. */
+#define SERVICE_IP(ip) \
+	"{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": " ip ", \"tcp\": [80]}]}"
+
+/* inet_pton(AF_INET) decides: four decimal parts, no leading zeros, nothing around them. */
+static void test_bad_ipv4(void **state)
+{
+	static const struct refusal cases[] = {
+		{ SERVICE_IP("\"10.1.2.300\""),
+		  "policy.json:1:50: services[0].ip: \"10.1.2.300\" is not an IPv4 address" },
+		{ SERVICE_IP("\"010.1.1.1\""),
+		  "policy.json:1:50: services[0].ip: \"010.1.1.1\" is not an IPv4 address" },
+		{ SERVICE_IP("\"10.1\""),
+		  "policy.json:1:50: services[0].ip: \"10.1\" is not an IPv4 address" },
+		{ SERVICE_IP("\" 10.1.1.1\""),
+		  "policy.json:1:50: services[0].ip: \" 10.1.1.1\" is not an IPv4 address" },
+		{ SERVICE_IP("\"::1\""),
+		  "policy.json:1:50: services[0].ip: \"::1\" is not an IPv4 address" },
+		{ SERVICE_IP("\"\""),
+		  "policy.json:1:50: services[0].ip: \"\" is not an IPv4 address" },
+		{ SERVICE_IP("\"10.0.0.0/8\""),
+		  "policy.json:1:50: services[0].ip: \"10.0.0.0/8\" is not an IPv4 address (use "
+		  "\"cidr\" for a range)" },
+		{ SERVICE_IP("167772161"),
+		  "policy.json:1:50: services[0].ip: expected a string, got an integer" },
+	};
+
+	expect_all_refused(cases, ARRAY_LEN(cases));
+	expect_example_refused("\"10.1.2.4\"", "\"10.1.2.300\"",
+			       "policy.json:16:33: runs[1].pods[0]: \"10.1.2.300\" is not an IPv4 "
+			       "address");
+}
+
+/* One deny CIDR, at column 26. */
+#define DENY(cidr) "{\"revision\": 1, \"deny\": [" cidr "]}"
+#define NOT_A_CIDR(s) \
+	"policy.json:1:26: deny[0]: \"" s "\" is not a CIDR (a.b.c.d/n with n in 0..32)"
+
+static void test_bad_cidr(void **state)
+{
+	static const struct refusal cases[] = {
+		{ DENY("\"10.0.0.0/33\""), NOT_A_CIDR("10.0.0.0/33") },
+		{ DENY("\"10.0.0.0\""), NOT_A_CIDR("10.0.0.0") },
+		{ DENY("\"10.0.0.0/\""), NOT_A_CIDR("10.0.0.0/") },
+		{ DENY("\"10.0.0.0/08\""), NOT_A_CIDR("10.0.0.0/08") },
+		{ DENY("\"10.0.0.0/-1\""), NOT_A_CIDR("10.0.0.0/-1") },
+		{ DENY("\"10.0.0.0/+8\""), NOT_A_CIDR("10.0.0.0/+8") },
+		{ DENY("\"10.0.0.0/8 \""), NOT_A_CIDR("10.0.0.0/8 ") },
+		{ DENY("\"10.0.0.0/8/8\""), NOT_A_CIDR("10.0.0.0/8/8") },
+		{ DENY("\"10.0.0/8\""), NOT_A_CIDR("10.0.0/8") },
+		{ DENY("\"010.0.0.0/8\""), NOT_A_CIDR("010.0.0.0/8") },
+		{ DENY("\"/8\""), NOT_A_CIDR("/8") },
+	};
+	struct rw_policy p;
+
+	expect_all_refused(cases, ARRAY_LEN(cases));
+	parse_ok(DENY("\"0.0.0.0/0\", \"192.0.2.7/32\", \"10.0.0.0/8\""), &p);
+	assert_int_equal(p.n_deny, 3);
+	assert_int_equal(p.deny[0].addr, 0);
+	assert_int_equal(p.deny[0].prefixlen, 0);
+	assert_int_equal(p.deny[1].addr, htonl(0xc0000207));
+	assert_int_equal(p.deny[1].prefixlen, 32);
+	assert_int_equal(p.deny[2].prefixlen, 8);
+	rw_policy_free(&p);
+}
+
+static void test_cidr_host_bits(void **state)
+{
+	expect_refused(DENY("\"10.0.0.1/8\""),
+		       "policy.json:1:26: deny[0]: \"10.0.0.1/8\" has host bits set: did you mean "
+		       "10.0.0.0/8?");
+	expect_refused(DENY("\"1.2.3.4/0\""),
+		       "policy.json:1:26: deny[0]: \"1.2.3.4/0\" has host bits set: did you mean "
+		       "0.0.0.0/0?");
+	expect_example_refused("\"172.20.9.0/24\"", "\"172.20.9.1/24\"",
+			       "policy.json:17:25: runs[1].allow[0].cidr: \"172.20.9.1/24\" has host "
+			       "bits set: did you mean 172.20.9.0/24?");
+}
+
+/* One service with the given "cidr" value, at column 52. */
+#define SERVICE_CIDR(cidr) \
+	"{\"revision\": 1, \"services\": [{\"name\": \"s\", \"cidr\": " cidr ", \"tcp\": [80]}]}"
+
+static void test_metadata_coverage(void **state)
+{
+	static const struct refusal cases[] = {
+		{ SERVICE_IP("\"169.254.169.254\""),
+		  "policy.json:1:50: services[0].ip: \"169.254.169.254\" covers the metadata "
+		  "address 169.254.169.254" },
+		{ SERVICE_CIDR("\"169.254.170.2/32\""),
+		  "policy.json:1:52: services[0].cidr: \"169.254.170.2/32\" covers the metadata "
+		  "address 169.254.170.2" },
+		{ SERVICE_CIDR("\"169.254.0.0/16\""),
+		  "policy.json:1:52: services[0].cidr: \"169.254.0.0/16\" covers the metadata "
+		  "address 169.254.169.254" },
+		{ SERVICE_CIDR("\"169.254.169.252/31\""),
+		  "policy.json:1:52: services[0].cidr: \"169.254.169.252/31\" covers the metadata "
+		  "address 169.254.169.253" },
+		{ SERVICE_CIDR("\"0.0.0.0/0\""),
+		  "policy.json:1:52: services[0].cidr: \"0.0.0.0/0\" covers the metadata address "
+		  "169.254.169.254" },
+		{ SERVICE_CIDR("\"100.100.100.0/24\""),
+		  "policy.json:1:52: services[0].cidr: \"100.100.100.0/24\" covers the metadata "
+		  "address 100.100.100.200" },
+	};
+	struct rw_policy p;
+
+	expect_all_refused(cases, ARRAY_LEN(cases));
+	expect_example_refused("{\"cidr\": \"172.20.9.0/24\"", "{\"ip\": \"169.254.170.23\"",
+			       "policy.json:17:23: runs[1].allow[0].ip: \"169.254.170.23\" covers "
+			       "the metadata address 169.254.170.23");
+	expect_example_refused("\"172.20.0.12/32\"", "\"0.0.0.0/0\"",
+			       "policy.json:12:34: inbound[0].cidr: \"0.0.0.0/0\" covers the "
+			       "metadata address 169.254.169.254");
+	/* right next to metadata is fine, and deny may cover it */
+	parse_ok(SERVICE_CIDR("\"169.254.169.252/32\""), &p);
+	rw_policy_free(&p);
+	parse_ok(SERVICE_IP("\"169.254.169.255\""), &p);
+	rw_policy_free(&p);
+	parse_ok(DENY("\"169.254.0.0/16\""), &p);
+	rw_policy_free(&p);
+}
+
+/* One run with the given pods, the first at column 47. */
+#define RUN_PODS(pods) "{\"revision\": 1, \"runs\": [{\"id\": \"a\", \"pods\": [" pods "]}]}"
+
+static void test_pod_addresses(void **state)
+{
+	static const struct refusal cases[] = {
+		{ RUN_PODS("\"169.254.169.254\""),
+		  "policy.json:1:47: runs[0].pods[0]: \"169.254.169.254\" cannot be a pod address: "
+		  "it is a metadata address" },
+		{ RUN_PODS("\"100.100.100.200\""),
+		  "policy.json:1:47: runs[0].pods[0]: \"100.100.100.200\" cannot be a pod address: "
+		  "it is a metadata address" },
+		{ RUN_PODS("\"0.0.0.0\""),
+		  "policy.json:1:47: runs[0].pods[0]: \"0.0.0.0\" cannot be a pod address: it is "
+		  "the unspecified address" },
+		{ RUN_PODS("\"255.255.255.255\""),
+		  "policy.json:1:47: runs[0].pods[0]: \"255.255.255.255\" cannot be a pod address: "
+		  "it is the broadcast address" },
+		{ RUN_PODS("\"224.0.0.1\""),
+		  "policy.json:1:47: runs[0].pods[0]: \"224.0.0.1\" cannot be a pod address: it is "
+		  "a multicast address" },
+		{ RUN_PODS("\"239.255.255.255\""),
+		  "policy.json:1:47: runs[0].pods[0]: \"239.255.255.255\" cannot be a pod address: "
+		  "it is a multicast address" },
+		{ RUN_PODS("\"10.0.0.0/32\""),
+		  "policy.json:1:47: runs[0].pods[0]: \"10.0.0.0/32\" is not an IPv4 address" },
+	};
+	struct rw_policy p;
+
+	expect_all_refused(cases, ARRAY_LEN(cases));
+	parse_ok(RUN_PODS("\"223.255.255.255\", \"240.0.0.1\""), &p);
+	assert_int_equal(p.runs[0].n_pods, 2);
+	assert_int_equal(p.runs[0].pods[0], htonl(0xdfffffff));
+	rw_policy_free(&p);
+}
+
+static void test_duplicate_pod(void **state)
+{
+	expect_example_refused("\"pods\": [\"10.1.2.4\"]", "\"pods\": [\"10.1.2.3\"]",
+			       "policy.json:16:33: runs[1].pods[0]: pod 10.1.2.3 is already listed "
+			       "at runs[0].pods[0] (run run-7f3a)");
+	expect_refused(RUN_PODS("\"10.1.2.3\", \"10.1.2.4\", \"10.1.2.3\""),
+		       "policy.json:1:71: runs[0].pods[2]: pod 10.1.2.3 is already listed at "
+		       "runs[0].pods[0] (run a)");
+	/* two repeats in one run: the earlier one, though its address sorts higher */
+	expect_refused("{\"revision\": 1, \"runs\": [{\"id\": \"a\", \"pods\": [\"10.0.0.1\", "
+		       "\"10.0.0.5\"]}, {\"id\": \"b\", \"pods\": [\"10.0.0.5\", \"10.0.0.1\"]}]}",
+		       "policy.json:1:94: runs[1].pods[0]: pod 10.0.0.5 is already listed at "
+		       "runs[0].pods[1] (run a)");
+	/* three times: the second names the first */
+	expect_refused(RUN_PODS("\"10.0.0.7\", \"10.0.0.7\", \"10.0.0.7\""),
+		       "policy.json:1:59: runs[0].pods[1]: pod 10.0.0.7 is already listed at "
+		       "runs[0].pods[0] (run a)");
+	/* three repeats: the one reported is the first in the text, neither the lowest nor the
+	 * highest address, nor the first of the run that repeats most
+	 */
+	expect_refused("{\"revision\": 1, \"runs\": [\n"
+		       "  {\"id\": \"a\", \"pods\": [\"10.0.0.1\", \"10.0.0.5\", \"10.0.0.9\"]},\n"
+		       "  {\"id\": \"b\", \"pods\": [\"10.0.0.5\"]},\n"
+		       "  {\"id\": \"c\", \"pods\": [\"10.0.0.1\", \"10.0.0.9\"]}]}",
+		       "policy.json:3:24: runs[1].pods[0]: pod 10.0.0.5 is already listed at "
+		       "runs[0].pods[1] (run a)");
+}
+
+static void test_duplicate_run_id(void **state)
+{
+	expect_example_refused("\"id\": \"run-9c01\"", "\"id\": \"run-7f3a\"",
+			       "policy.json:16:12: runs[1].id: run \"run-7f3a\" is already defined "
+			       "at runs[0]");
+	/* the first repeat in the text ("y"), neither the lowest nor the highest id; each run
+	 * below is 23 characters and the next starts 25 further, so runs[3].id is at 26 + 75 + 7
+	 */
+	expect_refused("{\"revision\": 1, \"runs\": [{\"id\": \"x\", \"pods\": []}, "
+		       "{\"id\": \"y\", \"pods\": []}, {\"id\": \"z\", \"pods\": []}, "
+		       "{\"id\": \"y\", \"pods\": []}, {\"id\": \"x\", \"pods\": []}, "
+		       "{\"id\": \"z\", \"pods\": []}]}",
+		       "policy.json:1:108: runs[3].id: run \"y\" is already defined at runs[1]");
+}
+
+/* One run with the given id, at column 33. */
+#define RUN_ID(id) "{\"revision\": 1, \"runs\": [{\"id\": " id ", \"pods\": []}]}"
+#define NOT_A_RUN_ID(s) \
+	"policy.json:1:33: runs[0].id: \"" s "\" is not a run id (1..63 characters of A-Z a-z " \
+	"0-9 . _ -)"
+#define ID_63 "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789."
+/* One service with the given name, at column 39. */
+#define SERVICE_NAME(name) \
+	"{\"revision\": 1, \"services\": [{\"name\": " name ", \"ip\": \"192.0.2.1\", \"tcp\": [80]}]}"
+#define NOT_A_NAME(s) \
+	"policy.json:1:39: services[0].name: \"" s "\" is not a name (1..63 printable ASCII " \
+	"characters)"
+
+static void test_run_ids_and_names(void **state)
+{
+	static const struct refusal cases[] = {
+		{ RUN_ID("\"run 1\""), NOT_A_RUN_ID("run 1") },
+		{ RUN_ID("\"\""), NOT_A_RUN_ID("") },
+		{ RUN_ID("\"run/1\""), NOT_A_RUN_ID("run/1") },
+		{ RUN_ID("\"r\\u00fcn\""), NOT_A_RUN_ID("r\xc3\xbcn") },
+		{ RUN_ID("\"" ID_63 "x\""), NOT_A_RUN_ID(ID_63 "x") },
+		{ SERVICE_NAME("\"\""), NOT_A_NAME("") },
+		{ SERVICE_NAME("\"a\\tb\""), NOT_A_NAME("a\\u0009b") },
+		{ SERVICE_NAME("\"" ID_63 "x\""), NOT_A_NAME(ID_63 "x") },
+		{ SERVICE_NAME("\"caf\\u00e9\""), NOT_A_NAME("caf\xc3\xa9") },
+	};
+	struct rw_policy p;
+
+	assert_int_equal(strlen(ID_63), 63);
+	expect_all_refused(cases, ARRAY_LEN(cases));
+	parse_ok(RUN_ID("\"" ID_63 "\""), &p);
+	assert_string_equal(p.runs[0].id, ID_63);
+	rw_policy_free(&p);
+	parse_ok(SERVICE_NAME("\"web proxy #1\""), &p);
+	assert_string_equal(p.services[0].name, "web proxy #1");
+	rw_policy_free(&p);
+}
+
+static void test_egress_values(void **state)
+{
+	expect_refused("{\"revision\": 1, \"egress\": \"closed\"}",
+		       "policy.json:1:27: egress: \"closed\" is not an egress mode (expected "
+		       "\"allowlist\" or \"open\")");
+	expect_example_refused("\"egress\": \"open\"", "\"egress\": \"Open\"",
+			       "policy.json:16:56: runs[1].egress: \"Open\" is not an egress mode "
+			       "(expected \"allowlist\" or \"open\")");
+}
+
+/* ---- JSON level ---------------------------------------------------------------------------- */
+
+static void test_duplicate_key(void **state)
+{
+	expect_refused("{\n  \"revision\": 1,\n  \"revision\": 2\n}",
+		       "policy.json:3:12: (document): duplicate object key near '\"revision\"'");
+	expect_example_refused("\"egress\": \"open\"",
+			       "\"egress\": \"open\", \"egress\": \"allowlist\"",
+			       "policy.json:16:71: (document): duplicate object key near "
+			       "'\"egress\"'");
+}
+
+static void test_syntax_errors(void **state)
+{
+	static const struct refusal cases[] = {
+		{ "", "policy.json:1:1: (document): '[' or '{' expected near end of file" },
+		{ "{\"revision\": 1,}",
+		  "policy.json:1:16: (document): string or '}' expected near '}'" },
+		{ "{\"revision\": 1} x",
+		  "policy.json:1:17: (document): end of file expected near 'x'" },
+		{ "{\"revision\": 99999999999999999999}",
+		  "policy.json:1:33: (document): too big integer near '99999999999999999999'" },
+	};
+
+	expect_all_refused(cases, ARRAY_LEN(cases));
+	expect_example_refused("\"egress\": \"allowlist\",", "\"egress\": \"allowlist\"",
+			       "policy.json:4:8: (document): '}' expected near '\"deny\"'");
+}
+
+/* The locator follows members by position, so escaped keys, strings full of brackets and
+ * quotes, and nested containers before the error must not throw it off.
+ */
+static void test_error_positions(void **state)
+{
+	static const struct refusal cases[] = {
+		/* each escaped key is 5 characters longer than its plain spelling: 71 + 10 */
+		{ "{\"r\\u0065vision\": 1, \"\\u0073ervices\": [{\"name\": \"s\", \"ip\": "
+		  "\"192.0.2.1\", \"tcp\": [0]}]}",
+		  "policy.json:1:81: services[0].tcp[0]: 0 is not a port (1..65535)" },
+		{ "{\"revision\": 1, \"services\": [{\"name\": \"a]},\\\"[{\", \"ip\": \"192.0.2.1\", "
+		  "\"tcp\": [80]}, {\"name\": \"b\", \"ip\": \"192.0.2.2\", \"tcp\": [0]}]}",
+		  "policy.json:1:125: services[1].tcp[0]: 0 is not a port (1..65535)" },
+		/* members after nested containers; a tab is one column, lines end at \n only */
+		{ "{\"deny\": [], \"services\": [{\"name\": \"x\", \"ip\": \"192.0.2.1\", \"tcp\": [80]}],"
+		  "\r\n\t\"egress\": 5, \"revision\": 1}",
+		  "policy.json:2:12: egress: expected a string, got an integer" },
+		{ "{\"revision\": 1, \"runs\": [{\"pods\": [], \"allow\": [{\"ip\": \"192.0.2.1\", "
+		  "\"tcp\": [80], \"udp\": [53]}], \"id\": \"a b\"}]}",
+		  "policy.json:1:103: runs[0].id: \"a b\" is not a run id (1..63 characters of "
+		  "A-Z a-z 0-9 . _ -)" },
+	};
+
+	expect_all_refused(cases, ARRAY_LEN(cases));
+}
+
+/* ---- Files ------------------------------------------------------------------------------- */
+
+static char tmpdir[64];
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	assert_int_equal(fputs(text, f) >= 0, 1);
+	assert_int_equal(fclose(f), 0);
+}
+
+static int make_tmpdir(void **state)
+{
+	strcpy(tmpdir, "/tmp/test_policy.XXXXXX");
+	return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int remove_tmpdir(void **state)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void test_parse_file(void **state)
+{
+	struct rw_policy p, zero;
+	struct rw_policy_error err;
+	char path[128], expected[256];
+	int rc;
+
+	memset(&zero, 0, sizeof(zero));
+	snprintf(path, sizeof(path), "%s/good.json", tmpdir);
+	write_file(path, example);
+	rc = rw_policy_parse_file(path, &p, &err);
+	assert_string_equal(err.text, "");
+	assert_int_equal(rc, 0);
+	assert_int_equal(p.n_runs, 2);
+	rw_policy_free(&p);
+
+	/* the path is the source in messages */
+	snprintf(path, sizeof(path), "%s/bad.json", tmpdir);
+	write_file(path, "{\n  \"revision\": 0\n}\n");
+	memset(&p, 0xa5, sizeof(p));
+	rc = rw_policy_parse_file(path, &p, &err);
+	snprintf(expected, sizeof(expected),
+		 "%s:2:15: revision: 0 is not a revision (1..72057594037927935)", path);
+	assert_string_equal(err.text, expected);
+	assert_int_equal(rc, -EINVAL);
+	assert_int_equal(err.line, 2);
+	assert_int_equal(err.column, 15);
+	assert_memory_equal(&p, &zero, sizeof(p));
+
+	snprintf(path, sizeof(path), "%s/missing.json", tmpdir);
+	memset(&p, 0xa5, sizeof(p));
+	rc = rw_policy_parse_file(path, &p, &err);
+	snprintf(expected, sizeof(expected), "%s: No such file or directory", path);
+	assert_string_equal(err.text, expected);
+	assert_int_equal(rc, -ENOENT);
+	assert_int_equal(err.line, 0);
+	assert_memory_equal(&p, &zero, sizeof(p));
+
+	rc = rw_policy_parse_file(tmpdir, &p, &err);
+	snprintf(expected, sizeof(expected), "%s: Is a directory", tmpdir);
+	assert_string_equal(err.text, expected);
+	assert_int_equal(rc, -EISDIR);
+}
+
+/* 16 MiB is accepted, one byte more is not. */
+static void test_parse_file_size_limit(void **state)
+{
+	static const char doc[] = "{\"revision\": 1}";
+	struct rw_policy p;
+	struct rw_policy_error err;
+	char path[128], expected[256];
+	int fd, rc;
+
+	snprintf(path, sizeof(path), "%s/big.json", tmpdir);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, doc, strlen(doc)), strlen(doc));
+	/* pad with spaces (a sparse file would pad with NULs, which JSON refuses) */
+	{
+		static char spaces[1 << 16];
+		size_t left = (16u << 20) - strlen(doc), n;
+
+		memset(spaces, ' ', sizeof(spaces));
+		while (left) {
+			n = left < sizeof(spaces) ? left : sizeof(spaces);
+			assert_int_equal(write(fd, spaces, n), n);
+			left -= n;
+		}
+	}
+	rc = rw_policy_parse_file(path, &p, &err);
+	assert_string_equal(err.text, "");
+	assert_int_equal(rc, 0);
+	assert_int_equal(p.revision, 1);
+	rw_policy_free(&p);
+
+	assert_int_equal(write(fd, " ", 1), 1);
+	assert_int_equal(close(fd), 0);
+	rc = rw_policy_parse_file(path, &p, &err);
+	snprintf(expected, sizeof(expected), "%s: File too large (the limit is 16 MiB)", path);
+	assert_string_equal(err.text, expected);
+	assert_int_equal(rc, -EFBIG);
+}
+
+static void test_parse_stdin(void **state)
+{
+	struct rw_policy p;
+	struct rw_policy_error err;
+	char path[128];
+	int saved, fd, rc;
+
+	snprintf(path, sizeof(path), "%s/stdin.json", tmpdir);
+	write_file(path, "{\"revision\": 3, \"egress\": \"shut\"}");
+	saved = dup(STDIN_FILENO);
+	fd = open(path, O_RDONLY);
+	assert_true(saved >= 0 && fd >= 0);
+	assert_int_equal(dup2(fd, STDIN_FILENO), STDIN_FILENO);
+	close(fd);
+	rc = rw_policy_parse_file("-", &p, &err);
+	assert_int_equal(dup2(saved, STDIN_FILENO), STDIN_FILENO);
+	close(saved);
+	assert_string_equal(err.text, "<stdin>:1:27: egress: \"shut\" is not an egress mode "
+			    "(expected \"allowlist\" or \"open\")");
+	assert_int_equal(rc, -EINVAL);
+}
+
+/* ---- Comparison and diff ------------------------------------------------------------------- */
+
+static int run_equal(const char *a, const char *b)
+{
+	struct rw_policy pa, pb;
+	int eq;
+
+	parse_ok(a, &pa);
+	parse_ok(b, &pb);
+	assert_int_equal(pa.n_runs, 1);
+	assert_int_equal(pb.n_runs, 1);
+	eq = rw_policy_run_equal(&pa, &pa.runs[0], &pb, &pb.runs[0]);
+	assert_int_equal(eq, rw_policy_run_equal(&pb, &pb.runs[0], &pa, &pa.runs[0]));
+	rw_policy_free(&pa);
+	rw_policy_free(&pb);
+	return eq;
+}
+
+#define ONE_RUN(node, run) "{\"revision\": 1" node ", \"runs\": [{\"id\": \"a\"" run "}]}"
+#define R1 ", \"pods\": [\"10.0.0.1\", \"10.0.0.2\"], \"allow\": [" \
+	"{\"ip\": \"192.0.2.1\", \"tcp\": [80, 443]}, {\"cidr\": \"198.51.100.0/24\", \"udp\": [53]}]"
+
+static void test_run_equal(void **state)
+{
+	struct rw_policy p;
+
+	parse_ok(example, &p);
+	assert_true(rw_policy_run_equal(&p, &p.runs[0], &p, &p.runs[0]));
+	assert_false(rw_policy_run_equal(&p, &p.runs[0], &p, &p.runs[1]));
+	rw_policy_free(&p);
+
+	assert_true(run_equal(ONE_RUN("", R1), ONE_RUN(", \"egress\": \"allowlist\"", R1)));
+	/* order-insensitive: pods, rules and ports in another order are the same policy */
+	assert_true(run_equal(ONE_RUN("", R1),
+			      ONE_RUN("", ", \"allow\": [{\"cidr\": \"198.51.100.0/24\", \"udp\": "
+				      "[53]}, {\"tcp\": [443, 80], \"ip\": \"192.0.2.1\"}], \"pods\": "
+				      "[\"10.0.0.2\", \"10.0.0.1\"]")));
+	/* the effective egress counts: explicit "allowlist" under an allowlist node is equal,
+	 * an inherited mode changes with the node's
+	 */
+	assert_true(run_equal(ONE_RUN("", R1), ONE_RUN("", R1 ", \"egress\": \"allowlist\"")));
+	assert_false(run_equal(ONE_RUN("", R1), ONE_RUN(", \"egress\": \"open\"", R1)));
+	assert_true(run_equal(ONE_RUN(", \"egress\": \"open\"", R1),
+			      ONE_RUN("", R1 ", \"egress\": \"open\"")));
+	assert_false(run_equal(ONE_RUN("", R1), ONE_RUN("", R1 ", \"egress\": \"open\"")));
+
+	assert_false(run_equal(ONE_RUN("", R1),
+			       "{\"revision\": 1, \"runs\": [{\"id\": \"b\"" R1 "}]}"));
+	assert_false(run_equal(ONE_RUN("", R1),
+			       ONE_RUN("", ", \"pods\": [\"10.0.0.1\", \"10.0.0.3\"], \"allow\": ["
+				       "{\"ip\": \"192.0.2.1\", \"tcp\": [80, 443]}, {\"cidr\": "
+				       "\"198.51.100.0/24\", \"udp\": [53]}]")));
+	assert_false(run_equal(ONE_RUN("", R1),
+			       ONE_RUN("", ", \"pods\": [\"10.0.0.1\"], \"allow\": ["
+				       "{\"ip\": \"192.0.2.1\", \"tcp\": [80, 443]}, {\"cidr\": "
+				       "\"198.51.100.0/24\", \"udp\": [53]}]")));
+	/* a port, a protocol, a prefix length or a whole rule of difference */
+	assert_false(run_equal(ONE_RUN("", R1),
+			       ONE_RUN("", ", \"pods\": [\"10.0.0.1\", \"10.0.0.2\"], \"allow\": ["
+				       "{\"ip\": \"192.0.2.1\", \"tcp\": [80, 444]}, {\"cidr\": "
+				       "\"198.51.100.0/24\", \"udp\": [53]}]")));
+	assert_false(run_equal(ONE_RUN("", R1),
+			       ONE_RUN("", ", \"pods\": [\"10.0.0.1\", \"10.0.0.2\"], \"allow\": ["
+				       "{\"ip\": \"192.0.2.1\", \"tcp\": [80, 443]}, {\"cidr\": "
+				       "\"198.51.100.0/24\", \"tcp\": [53]}]")));
+	assert_false(run_equal(ONE_RUN("", R1),
+			       ONE_RUN("", ", \"pods\": [\"10.0.0.1\", \"10.0.0.2\"], \"allow\": ["
+				       "{\"ip\": \"192.0.2.1\", \"tcp\": [80, 443]}, {\"cidr\": "
+				       "\"198.51.100.0/25\", \"udp\": [53]}]")));
+	assert_false(run_equal(ONE_RUN("", R1),
+			       ONE_RUN("", ", \"pods\": [\"10.0.0.1\", \"10.0.0.2\"], \"allow\": ["
+				       "{\"ip\": \"192.0.2.1\", \"tcp\": [80, 443]}]")));
+}
+
+/* Port lists long enough to be compared as sets through a bitmap rather than pairwise. */
+static void test_run_equal_long_port_lists(void **state)
+{
+	char a[1024], b[1024], c[1024];
+	int i, la, lb, lc;
+
+	la = snprintf(a, sizeof(a), "{\"revision\": 1, \"runs\": [{\"id\": \"a\", \"pods\": [], "
+		      "\"allow\": [{\"ip\": \"192.0.2.1\", \"tcp\": [");
+	lb = snprintf(b, sizeof(b), "%s", a);
+	lc = snprintf(c, sizeof(c), "%s", a);
+	/* a: 1000..1099; b: the same backwards; c: 1000..1098 and 2000 */
+	for (i = 0; i < 100; i++) {
+		la += snprintf(a + la, sizeof(a) - la, "%s%d", i ? ", " : "", 1000 + i);
+		lb += snprintf(b + lb, sizeof(b) - lb, "%s%d", i ? ", " : "", 1099 - i);
+		lc += snprintf(c + lc, sizeof(c) - lc, "%s%d", i ? ", " : "",
+			       i < 99 ? 1000 + i : 2000);
+	}
+	assert_true(la < (int)sizeof(a) - 8 && lb < (int)sizeof(b) - 8 && lc < (int)sizeof(c) - 8);
+	strcat(a, "]}]}]}");
+	strcat(b, "]}]}]}");
+	strcat(c, "]}]}]}");
+	assert_true(run_equal(a, b));
+	assert_false(run_equal(a, c));
+	assert_false(run_equal(b, c));
+}
+
+static const char example_next[] =
+	"{\n"
+	"  \"revision\": 13,\n"
+	"  \"deny\": [\"10.0.0.0/16\", \"192.168.0.0/16\"],\n"
+	"  \"services\": [\n"
+	"    {\"name\": \"egress-proxy\",    \"ip\": \"172.20.0.10\", \"tcp\": [3128, 443]},\n"
+	"    {\"name\": \"identity-broker\", \"ip\": \"172.20.0.21\", \"tcp\": [3443]},\n"
+	"    {\"name\": \"app-tier\",        \"ip\": \"172.20.0.12\", \"tcp\": [3000]},\n"
+	"    {\"name\": \"cache\",           \"cidr\": \"172.20.1.0/24\", \"udp\": [11211]}\n"
+	"  ],\n"
+	"  \"inbound\": [\n"
+	"    {\"name\": \"app-tier\", \"cidr\": \"172.20.0.12/32\", \"tcp\": [6085, 4999, 4098, 4096]}\n"
+	"  ],\n"
+	"  \"runs\": [\n"
+	"    {\"id\": \"run-9c01\", \"pods\": [\"10.1.2.5\", \"10.1.2.4\"], \"egress\": \"allowlist\",\n"
+	"     \"allow\": [{\"cidr\": \"172.20.9.0/24\", \"tcp\": [5432], \"udp\": []}]},\n"
+	"    {\"id\": \"run-b2b2\", \"pods\": [\"10.1.2.6\", \"10.1.2.7\"]}\n"
+	"  ]\n"
+	"}\n";
+
+static void test_diff(void **state)
+{
+	struct rw_policy a, b;
+	char buf[2048], small[16];
+	int n;
+
+	parse_ok(example, &a);
+	parse_ok(example_next, &b);
+
+	n = rw_policy_diff(NULL, &a, buf, sizeof(buf));
+	assert_string_equal(buf,
+			    "+ deny 10.0.0.0/16\n"
+			    "+ deny 100.64.0.0/16\n"
+			    "+ service egress-proxy (172.20.0.10 tcp 443,8443,3128)\n"
+			    "+ service identity-broker (172.20.0.11 tcp 3443)\n"
+			    "+ service app-tier (172.20.0.12 tcp 3000)\n"
+			    "+ service drive-gateway (172.20.0.13 tcp 8080)\n"
+			    "+ inbound app-tier (172.20.0.12 tcp 4096,4098,4999,6085)\n"
+			    "+ run run-7f3a (1 pod)\n"
+			    "+ run run-9c01 (1 pod, egress open, 1 allow rule)\n");
+	assert_int_equal(n, 9);
+
+	n = rw_policy_diff(&a, &a, buf, sizeof(buf));
+	assert_string_equal(buf, "");
+	assert_int_equal(n, 0);
+
+	n = rw_policy_diff(&a, &b, buf, sizeof(buf));
+	assert_string_equal(buf,
+			    "- deny 100.64.0.0/16\n"
+			    "+ deny 192.168.0.0/16\n"
+			    "~ service egress-proxy: tcp 443,8443,3128 -> 3128,443\n"
+			    "~ service identity-broker: 172.20.0.11 -> 172.20.0.21\n"
+			    "- service drive-gateway\n"
+			    "+ service cache (172.20.1.0/24 udp 11211)\n"
+			    "- run run-7f3a\n"
+			    "~ run run-9c01: egress open -> allowlist; pods +10.1.2.5\n"
+			    "+ run run-b2b2 (2 pods)\n");
+	assert_int_equal(n, 9);
+
+	n = rw_policy_diff(&b, NULL, buf, sizeof(buf));
+	assert_string_equal(buf,
+			    "- deny 10.0.0.0/16\n"
+			    "- deny 192.168.0.0/16\n"
+			    "- service egress-proxy\n"
+			    "- service identity-broker\n"
+			    "- service app-tier\n"
+			    "- service cache\n"
+			    "- inbound app-tier\n"
+			    "- run run-9c01\n"
+			    "- run run-b2b2\n");
+	assert_int_equal(n, 9);
+
+	/* a short buffer keeps a NUL-terminated prefix; the count is unaffected */
+	n = rw_policy_diff(&a, &b, small, sizeof(small));
+	assert_string_equal(small, "- deny 100.64.0");
+	assert_int_equal(n, 9);
+	assert_int_equal(rw_policy_diff(&a, &b, NULL, 0), 9);
+
+	rw_policy_free(&a);
+	rw_policy_free(&b);
+}
+
+/* The node's egress changes the runs that inherit it, and only those. */
+static void test_diff_node_egress(void **state)
+{
+	struct rw_policy a, b;
+	char buf[512];
+	int n;
+
+	parse_ok("{\"revision\": 1, \"runs\": [{\"id\": \"a\", \"pods\": [\"10.0.0.1\"]}, "
+		 "{\"id\": \"b\", \"pods\": [\"10.0.0.2\"], \"egress\": \"open\"}, "
+		 "{\"id\": \"c\", \"pods\": [\"10.0.0.3\"], \"allow\": [{\"ip\": \"192.0.2.1\", "
+		 "\"tcp\": [80]}]}]}", &a);
+	parse_ok("{\"revision\": 2, \"egress\": \"open\", \"runs\": [{\"id\": \"a\", \"pods\": "
+		 "[\"10.0.0.1\"]}, {\"id\": \"b\", \"pods\": [\"10.0.0.2\"], \"egress\": \"open\"}, "
+		 "{\"id\": \"c\", \"pods\": [\"10.0.0.4\"], \"egress\": \"allowlist\", \"allow\": "
+		 "[{\"ip\": \"192.0.2.1\", \"tcp\": [81]}]}]}", &b);
+	n = rw_policy_diff(&a, &b, buf, sizeof(buf));
+	assert_string_equal(buf,
+			    "~ egress allowlist -> open\n"
+			    "~ run a: egress allowlist -> open\n"
+			    "~ run c: pods +10.0.0.4 -10.0.0.3; allow rules changed (1 -> 1)\n");
+	assert_int_equal(n, 3);
+	rw_policy_free(&a);
+	rw_policy_free(&b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_example_parses),
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_missing_revision),
+		cmocka_unit_test(test_revision_range),
+		cmocka_unit_test(test_ports_edge_cases),
+		cmocka_unit_test(test_duplicate_port),
+		cmocka_unit_test(test_rule_without_port),
+		cmocka_unit_test(test_unknown_keys),
+		cmocka_unit_test(test_wrong_types),
+		cmocka_unit_test(test_missing_keys),
+		cmocka_unit_test(test_ip_and_cidr),
+		cmocka_unit_test(test_bad_ipv4),
+		cmocka_unit_test(test_bad_cidr),
+		cmocka_unit_test(test_cidr_host_bits),
+		cmocka_unit_test(test_metadata_coverage),
+		cmocka_unit_test(test_pod_addresses),
+		cmocka_unit_test(test_duplicate_pod),
+		cmocka_unit_test(test_duplicate_run_id),
+		cmocka_unit_test(test_run_ids_and_names),
+		cmocka_unit_test(test_egress_values),
+		cmocka_unit_test(test_duplicate_key),
+		cmocka_unit_test(test_syntax_errors),
+		cmocka_unit_test(test_error_positions),
+		cmocka_unit_test(test_parse_file),
+		cmocka_unit_test(test_parse_file_size_limit),
+		cmocka_unit_test(test_parse_stdin),
+		cmocka_unit_test(test_run_equal),
+		cmocka_unit_test(test_run_equal_long_port_lists),
+		cmocka_unit_test(test_diff),
+		cmocka_unit_test(test_diff_node_egress),
+	};
+
+	return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
+}

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* apply.h: putting a policy snapshot into the kernel, atomically. */
+#ifndef RUNWALL_APPLY_H
+#define RUNWALL_APPLY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "datapath.h"
+#include "policy.h"
+
+struct rw_apply_result {
+	uint64_t revision;
+	uint64_t previous;	/* revision in force before, 0 when the node was not ready */
+	unsigned int slot;	/* the slot now live */
+	unsigned int runs;
+	unsigned int pods;
+	unsigned int entries;	/* allow, deny and inbound entries written */
+	unsigned int flows_flushed;	/* conntrack entries of pods that changed run */
+	double build_ms;	/* fill the idle slot */
+	double flip_ms;		/* flip and wait until no packet runs on the old slot */
+	double total_ms;
+};
+
+/* Apply `next` over what is in force. `prev` is the snapshot in force if the caller has it
+ * (runs it leaves unchanged keep their generation), or NULL. Builds fresh inner maps for the
+ * idle slot, then flips the live slot with one store and waits for an RCU grace period: when it
+ * returns, every packet is judged by `next`. On error nothing changed in the kernel and `err`
+ * says why.
+ */
+int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
+	     const struct rw_policy *next, struct rw_apply_result *res, char *err, size_t errlen);
+
+/* The run of a pod IP in the live slot (for explain, status and the CLI). */
+int rw_live_pod(const struct rw_datapath *dp, __be32 pod_ip, struct rw_pod *out);
+
+/* fd of the live slot's inner map of one policy table (RW_M_PODS...RW_M_INBOUND), to close. */
+int rw_live_inner_fd(const struct rw_datapath *dp, enum rw_map_id table);
+
+#endif /* RUNWALL_APPLY_H */

@@ -1,0 +1,337 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* datapath.c: load the programs, pin and adopt the maps, small map operations. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "datapath.h"
+#include "log.h"
+#include "runwall.skel.h"
+
+const char *const rw_map_names[RW_M__COUNT] = {
+	[RW_M_CONFIG] = RW_MAP_NAME(RW_MAP_CONFIG),
+	[RW_M_ENDPOINTS] = RW_MAP_NAME(RW_MAP_ENDPOINTS),
+	[RW_M_PODS] = RW_MAP_NAME(RW_MAP_PODS),
+	[RW_M_ALLOW_EXACT] = RW_MAP_NAME(RW_MAP_ALLOW_EXACT),
+	[RW_M_ALLOW_CIDR] = RW_MAP_NAME(RW_MAP_ALLOW_CIDR),
+	[RW_M_DENY] = RW_MAP_NAME(RW_MAP_DENY),
+	[RW_M_INBOUND] = RW_MAP_NAME(RW_MAP_INBOUND),
+	[RW_M_CONNTRACK] = RW_MAP_NAME(RW_MAP_CONNTRACK),
+	[RW_M_COUNTERS] = RW_MAP_NAME(RW_MAP_COUNTERS),
+	[RW_M_EVENT_BUDGET] = RW_MAP_NAME(RW_MAP_EVENT_BUDGET),
+	[RW_M_EVENTS] = RW_MAP_NAME(RW_MAP_EVENTS),
+};
+
+/* Event budget of a fresh node: enough for a sandbox's normal flows, not for a flood. */
+#define RW_DEFAULT_EVENT_RATE	200
+#define RW_DEFAULT_EVENT_BURST	400
+
+static void datapath_init(struct rw_datapath *dp, unsigned int flags)
+{
+	memset(dp, 0, sizeof(*dp));
+	dp->flags = flags;
+	for (int i = 0; i < RW_M__COUNT; i++)
+		dp->map_fd[i] = -1;
+	for (int i = 0; i < RW_DIR_COUNT; i++)
+		dp->prog_fd[i] = -1;
+}
+
+static int mkdir_p(const char *path)
+{
+	char tmp[PATH_MAX];
+
+	if (snprintf(tmp, sizeof(tmp), "%s", path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, 0700) && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(tmp, 0700) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+int rw_datapath_pinned_layout(const char *pin_dir)
+{
+	char path[PATH_MAX];
+	struct rw_config cfg;
+	__u32 zero = 0;
+	int fd, err;
+
+	snprintf(path, sizeof(path), "%s/%s", pin_dir, rw_map_names[RW_M_CONFIG]);
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	err = bpf_map_lookup_elem(fd, &zero, &cfg) ? -errno : (int)cfg.layout_version;
+	close(fd);
+	return err;
+}
+
+/* A fresh config: not ready (state 0), our layout, the default event budget. */
+static int config_init(struct rw_datapath *dp)
+{
+	struct rw_config cfg;
+	int err;
+
+	err = rw_config_read(dp, &cfg);
+	if (err)
+		return err;
+	if (cfg.layout_version == RW_LAYOUT_VERSION)
+		return 0;
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.layout_version = RW_LAYOUT_VERSION;
+	cfg.event_rate = RW_DEFAULT_EVENT_RATE;
+	cfg.event_burst = RW_DEFAULT_EVENT_BURST;
+	return rw_config_write(dp, &cfg);
+}
+
+int rw_datapath_load(struct rw_datapath *dp, const char *pin_dir, unsigned int flags)
+{
+	LIBBPF_OPTS(bpf_object_open_opts, opts);
+	struct runwall_bpf *skel = NULL;
+	struct bpf_map *map;
+	int err, layout;
+
+	datapath_init(dp, flags);
+	if (!(flags & RW_DP_NO_PIN)) {
+		/* Check the layout before libbpf tries to reuse the pins, to name the problem. */
+		layout = rw_datapath_pinned_layout(pin_dir);
+		if (layout < 0) {
+			rw_err("%s: cannot read pinned config: %s", pin_dir, strerror(-layout));
+			return layout;
+		}
+		if (layout && layout != RW_LAYOUT_VERSION) {
+			rw_err("%s: pinned maps have layout %d, this runwall has %d; "
+			       "run `runwall detach` first", pin_dir, layout, RW_LAYOUT_VERSION);
+			return -EPROTO;
+		}
+		err = mkdir_p(pin_dir);
+		if (err) {
+			rw_err("%s: %s", pin_dir, strerror(-err));
+			return err;
+		}
+		snprintf(dp->pin_dir, sizeof(dp->pin_dir), "%s", pin_dir);
+		opts.pin_root_path = dp->pin_dir;
+	}
+
+	skel = runwall_bpf__open_opts(&opts);
+	if (!skel) {
+		err = -errno;
+		rw_err("opening the BPF object: %s", strerror(-err));
+		return err;
+	}
+	if (flags & RW_DP_NO_PIN) {
+		bpf_object__for_each_map(map, skel->obj)
+			bpf_map__set_pin_path(map, NULL);
+	}
+	skel->rodata->rw_dry_run = !!(flags & RW_DP_DRY_RUN);
+	err = runwall_bpf__load(skel);
+	if (err) {
+		rw_err("loading the BPF programs: %s", strerror(-err));
+		goto cleanup;
+	}
+	dp->skel = skel;
+	dp->prog_fd[RW_DIR_EGRESS] = bpf_program__fd(skel->progs.rw_egress);
+	dp->prog_fd[RW_DIR_INGRESS] = bpf_program__fd(skel->progs.rw_ingress);
+	for (int i = 0; i < RW_M__COUNT; i++) {
+		map = bpf_object__find_map_by_name(skel->obj, rw_map_names[i]);
+		dp->map_fd[i] = map ? bpf_map__fd(map) : -1;
+		if (dp->map_fd[i] < 0) {
+			err = -ENOENT;
+			rw_err("map %s missing from the BPF object", rw_map_names[i]);
+			goto cleanup;
+		}
+	}
+	if (!(flags & RW_DP_DRY_RUN)) {
+		err = config_init(dp);
+		if (err) {
+			rw_err("initialising %s: %s", rw_map_names[RW_M_CONFIG], strerror(-err));
+			goto cleanup;
+		}
+	}
+	return 0;
+
+cleanup:
+	runwall_bpf__destroy(skel);
+	datapath_init(dp, flags);
+	return err;
+}
+
+int rw_datapath_open_pinned(struct rw_datapath *dp, const char *pin_dir)
+{
+	char path[PATH_MAX];
+	int err, layout;
+
+	datapath_init(dp, 0);
+	layout = rw_datapath_pinned_layout(pin_dir);
+	if (layout <= 0) {
+		err = layout ? layout : -ENOENT;
+		rw_err("%s: no runwall maps pinned here (%s); is the agent running with this --bpffs?",
+		       pin_dir, strerror(-err));
+		return err;
+	}
+	if (layout != RW_LAYOUT_VERSION) {
+		rw_err("%s: pinned maps have layout %d, this runwall reads %d", pin_dir, layout,
+		       RW_LAYOUT_VERSION);
+		return -EPROTO;
+	}
+	snprintf(dp->pin_dir, sizeof(dp->pin_dir), "%s", pin_dir);
+	for (int i = 0; i < RW_M__COUNT; i++) {
+		snprintf(path, sizeof(path), "%s/%s", pin_dir, rw_map_names[i]);
+		dp->map_fd[i] = bpf_obj_get(path);
+		if (dp->map_fd[i] < 0) {
+			err = -errno;
+			rw_err("%s: %s", path, strerror(-err));
+			rw_datapath_close(dp);
+			return err;
+		}
+	}
+	return 0;
+}
+
+void rw_datapath_close(struct rw_datapath *dp)
+{
+	if (dp->skel) {
+		runwall_bpf__destroy(dp->skel);
+	} else {
+		for (int i = 0; i < RW_M__COUNT; i++)
+			if (dp->map_fd[i] >= 0)
+				close(dp->map_fd[i]);
+	}
+	datapath_init(dp, dp->flags);
+}
+
+int rw_datapath_unpin(const char *pin_dir)
+{
+	char path[PATH_MAX];
+	int removed = 0;
+
+	for (int i = 0; i < RW_M__COUNT; i++) {
+		snprintf(path, sizeof(path), "%s/%s", pin_dir, rw_map_names[i]);
+		if (unlink(path) == 0)
+			removed++;
+		else if (errno != ENOENT)
+			return -errno;
+	}
+	/* The folder goes only if it is empty: whatever else is in it is not ours. */
+	rmdir(pin_dir);
+	return removed;
+}
+
+int rw_config_read(const struct rw_datapath *dp, struct rw_config *cfg)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(dp->map_fd[RW_M_CONFIG], &zero, cfg) ? -errno : 0;
+}
+
+int rw_config_write(const struct rw_datapath *dp, const struct rw_config *cfg)
+{
+	__u32 zero = 0;
+
+	return bpf_map_update_elem(dp->map_fd[RW_M_CONFIG], &zero, cfg, BPF_ANY) ? -errno : 0;
+}
+
+int rw_conntrack_flush(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_ip)
+{
+	int fd = dp->map_fd[RW_M_CONNTRACK], deleted = 0;
+	struct rw_ct_key key, next, *prev = NULL;
+
+	/* Deleting the current key would restart the walk, so delete one step behind. */
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		if (prev && ((ifindex && key.ifindex == ifindex) || (pod_ip && key.pod_ip == pod_ip))) {
+			if (bpf_map_delete_elem(fd, &key) == 0)
+				deleted++;
+		}
+		key = next;
+		prev = &key;
+	}
+	if (errno != ENOENT)
+		return -errno;
+	if (prev && ((ifindex && key.ifindex == ifindex) || (pod_ip && key.pod_ip == pod_ip))) {
+		if (bpf_map_delete_elem(fd, &key) == 0)
+			deleted++;
+	}
+	return deleted;
+}
+
+int rw_endpoint_bind(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_ip)
+{
+	struct rw_endpoint cur, ep = { .pod_ip = pod_ip };
+	int fd = dp->map_fd[RW_M_ENDPOINTS];
+
+	if (bpf_map_lookup_elem(fd, &ifindex, &cur) == 0) {
+		if (cur.pod_ip == pod_ip)
+			return 0;
+		/* Unbind first so that no packet sees the new pod with the old pod's flows. */
+		rw_endpoint_unbind(dp, ifindex);
+	}
+	return bpf_map_update_elem(fd, &ifindex, &ep, BPF_ANY) ? -errno : 0;
+}
+
+int rw_endpoint_unbind(const struct rw_datapath *dp, __u32 ifindex)
+{
+	int err = 0, ret;
+
+	if (bpf_map_delete_elem(dp->map_fd[RW_M_ENDPOINTS], &ifindex) && errno != ENOENT)
+		err = -errno;
+	bpf_map_delete_elem(dp->map_fd[RW_M_EVENT_BUDGET], &ifindex);
+	ret = rw_conntrack_flush(dp, ifindex, 0);
+	return err ? err : (ret < 0 ? ret : 0);
+}
+
+int rw_counters_read(const struct rw_datapath *dp, __u32 idx, struct rw_counters *sum)
+{
+	int ncpu = libbpf_num_possible_cpus(), err = 0;
+	struct rw_counters *per;
+
+	if (ncpu < 0)
+		return ncpu;
+	per = calloc(ncpu, sizeof(*per));
+	if (!per)
+		return -ENOMEM;
+	memset(sum, 0, sizeof(*sum));
+	if (bpf_map_lookup_elem(dp->map_fd[RW_M_COUNTERS], &idx, per)) {
+		err = -errno;
+		goto cleanup;
+	}
+	for (int c = 0; c < ncpu; c++) {
+		for (int d = 0; d < RW_DIR_COUNT; d++) {
+			for (int r = 0; r < RW_REASON_COUNT; r++) {
+				sum->packets[d][r] += per[c].packets[d][r];
+				sum->bytes[d][r] += per[c].bytes[d][r];
+			}
+		}
+		sum->events_sent += per[c].events_sent;
+		sum->events_lost += per[c].events_lost;
+		sum->events_suppressed += per[c].events_suppressed;
+	}
+cleanup:
+	free(per);
+	return err;
+}
+
+int rw_counters_zero(const struct rw_datapath *dp, __u32 idx)
+{
+	int ncpu = libbpf_num_possible_cpus(), err = 0;
+	struct rw_counters *per;
+
+	if (ncpu < 0)
+		return ncpu;
+	per = calloc(ncpu, sizeof(*per));
+	if (!per)
+		return -ENOMEM;
+	if (bpf_map_update_elem(dp->map_fd[RW_M_COUNTERS], &idx, per, BPF_ANY))
+		err = -errno;
+	free(per);
+	return err;
+}

@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* datapath.h: the kernel side as user space holds it: the programs and the pinned maps. */
+#ifndef RUNWALL_DATAPATH_H
+#define RUNWALL_DATAPATH_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <linux/types.h>
+#include "runwall.h"
+
+#define RW_DEFAULT_BPFFS "/sys/fs/bpf/runwall"
+
+enum rw_map_id {
+	RW_M_CONFIG,
+	RW_M_ENDPOINTS,
+	RW_M_PODS,
+	RW_M_ALLOW_EXACT,
+	RW_M_ALLOW_CIDR,
+	RW_M_DENY,
+	RW_M_INBOUND,
+	RW_M_CONNTRACK,
+	RW_M_COUNTERS,
+	RW_M_EVENT_BUDGET,
+	RW_M_EVENTS,
+	RW_M__COUNT
+};
+
+extern const char *const rw_map_names[RW_M__COUNT];
+
+enum rw_datapath_flags {
+	RW_DP_NO_PIN = 1 << 0,	/* private maps, nothing pinned (tests, `explain --policy`) */
+	RW_DP_DRY_RUN = 1 << 1,	/* judge only: no counters, conntrack or events (explain) */
+};
+
+struct runwall_bpf;
+
+struct rw_datapath {
+	struct runwall_bpf *skel;	/* NULL when only the pinned maps were opened */
+	char pin_dir[PATH_MAX];		/* "" with RW_DP_NO_PIN */
+	int map_fd[RW_M__COUNT];
+	int prog_fd[RW_DIR_COUNT];	/* [RW_DIR_EGRESS] = rw_egress, -1 when not loaded */
+	unsigned int flags;
+};
+
+/* Load the programs; with a pin dir, reuse the maps pinned there (after checking their layout
+ * version) or create and pin them. Fresh maps get the default config (not ready).
+ */
+int rw_datapath_load(struct rw_datapath *dp, const char *pin_dir, unsigned int flags);
+
+/* Open the pinned maps only (the CLI, with or without a running agent). */
+int rw_datapath_open_pinned(struct rw_datapath *dp, const char *pin_dir);
+
+void rw_datapath_close(struct rw_datapath *dp);
+
+/* The layout version recorded in pin_dir's config: 0 when nothing is pinned there, a negative
+ * errno when it cannot be read.
+ */
+int rw_datapath_pinned_layout(const char *pin_dir);
+
+/* Remove every map pin under pin_dir (links are removed by rw_detach_all()). */
+int rw_datapath_unpin(const char *pin_dir);
+
+int rw_config_read(const struct rw_datapath *dp, struct rw_config *cfg);
+int rw_config_write(const struct rw_datapath *dp, const struct rw_config *cfg);
+
+/* Bind a host-side veth to the pod routed through it, or unbind it. A changed or removed
+ * binding forgets the veth's conntrack entries and event budget: nothing of the old pod carries
+ * over to the new one.
+ */
+int rw_endpoint_bind(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_ip);
+int rw_endpoint_unbind(const struct rw_datapath *dp, __u32 ifindex);
+
+/* Delete conntrack entries of one veth (ifindex != 0) or of one pod IP (pod_ip != 0). Returns
+ * the number deleted or a negative errno.
+ */
+int rw_conntrack_flush(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_ip);
+
+/* Sum a per-CPU counters entry over all CPUs. */
+int rw_counters_read(const struct rw_datapath *dp, __u32 idx, struct rw_counters *sum);
+int rw_counters_zero(const struct rw_datapath *dp, __u32 idx);
+
+#endif /* RUNWALL_DATAPATH_H */

@@ -1,0 +1,1503 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* policy.c: parse, compare and diff policy snapshots (README "Policy snapshot").
+ *
+ * jansson does the JSON; this file checks the snapshot against its schema and turns every
+ * refusal into one line "SOURCE:LINE:COL: PATH: what is wrong" that an operator can act on
+ * without reading the code. The parser is all or nothing: a refused snapshot leaves nothing
+ * behind, so the caller keeps enforcing the revision in force.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "policy.h"
+
+#define MAX_FILE_BYTES	(16u << 20)
+/* rw_config.state keeps the revision in its top 56 bits (RW_STATE): a larger one would wrap. */
+#define MAX_REVISION	((1ULL << 56) - 1)
+/* Deepest path the schema has: runs[i].allow[j].tcp[k]. Unknown keys are refused before
+ * anything below them is looked at, so no document can go deeper.
+ */
+#define MAX_DEPTH	8
+/* Bytes of a user string repeated in an error: enough to recognise it, short enough to leave
+ * room for the rest of the message in rw_policy_error.text.
+ */
+#define QUOTE_MAX	64
+#define QUOTE_BUF	(QUOTE_MAX * 6 + 16)
+
+static const struct {
+	__u32 addr;		/* host byte order */
+	const char *name;
+} metadata[] = {
+#define RW_MD_ENTRY(a, s) { a, s },
+	RW_METADATA_ADDRS(RW_MD_ENTRY)
+#undef RW_MD_ENTRY
+};
+
+/* ---- Bounded text output, shared by error messages and rw_policy_diff() ------------------- */
+
+/* Appends never overflow: `len` counts what would have been written, the buffer keeps what
+ * fits and stays NUL-terminated.
+ */
+struct sbuf {
+	char *buf;
+	size_t size;
+	size_t len;
+};
+
+static void sb_init(struct sbuf *sb, char *buf, size_t size)
+{
+	sb->buf = buf;
+	sb->size = buf ? size : 0;
+	sb->len = 0;
+	if (sb->size)
+		buf[0] = '\0';
+}
+
+static void sb_vprintf(struct sbuf *sb, const char *fmt, va_list ap)
+{
+	size_t room = sb->len < sb->size ? sb->size - sb->len : 0;
+	int n = vsnprintf(room ? sb->buf + sb->len : NULL, room, fmt, ap);
+
+	if (n > 0)
+		sb->len += n;
+}
+
+__attribute__((format(printf, 2, 3)))
+static void sb_printf(struct sbuf *sb, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	sb_vprintf(sb, fmt, ap);
+	va_end(ap);
+}
+
+/* A user string as a JSON-style literal, control characters escaped so that a hostile
+ * snapshot cannot forge log lines, cut after QUOTE_MAX bytes (on a character boundary).
+ */
+static const char *quote(char out[QUOTE_BUF], const char *s)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t o = 0, i;
+
+	out[o++] = '"';
+	for (i = 0; u[i]; i++) {
+		if (i >= QUOTE_MAX && (u[i] & 0xc0) != 0x80) {
+			o += sprintf(out + o, "...");
+			break;
+		}
+		if (u[i] == '"' || u[i] == '\\')
+			o += sprintf(out + o, "\\%c", u[i]);
+		else if (u[i] < 0x20 || u[i] == 0x7f)
+			o += sprintf(out + o, "\\u%04x", u[i]);
+		else
+			out[o++] = u[i];
+	}
+	out[o++] = '"';
+	out[o] = '\0';
+	return out;
+}
+
+static __be32 prefix_mask(unsigned int prefixlen)
+{
+	return prefixlen ? htonl(~0u << (32 - prefixlen)) : 0;
+}
+
+static void sb_addr(struct sbuf *sb, __be32 addr)
+{
+	char s[INET_ADDRSTRLEN];
+
+	inet_ntop(AF_INET, &addr, s, sizeof(s));
+	sb_printf(sb, "%s", s);
+}
+
+static void sb_cidr(struct sbuf *sb, __be32 addr, unsigned int prefixlen)
+{
+	sb_addr(sb, addr);
+	sb_printf(sb, "/%u", prefixlen);
+}
+
+/* ---- Where an error is: the JSON path and its position in the text ------------------------ */
+
+struct step {
+	const char *key;	/* member name; NULL for an array element */
+	size_t index;		/* the member's position in its object, or the element's index */
+};
+
+struct parser {
+	const char *buf;
+	size_t len;
+	const char *source;
+	struct rw_policy_error *err;
+	struct step path[MAX_DEPTH];
+	int depth;
+};
+
+static void push_key(struct parser *ps, const char *key, size_t index)
+{
+	ps->path[ps->depth++] = (struct step){ .key = key, .index = index };
+}
+
+static void push_index(struct parser *ps, size_t index)
+{
+	ps->path[ps->depth++] = (struct step){ .key = NULL, .index = index };
+}
+
+static void pop(struct parser *ps)
+{
+	ps->depth--;
+}
+
+static bool key_is_plain(const char *key)
+{
+	const char *k;
+
+	for (k = key; *k; k++)
+		if (!((*k >= 'a' && *k <= 'z') || (*k >= 'A' && *k <= 'Z') ||
+		      (*k >= '0' && *k <= '9') || *k == '_' || *k == '-'))
+			return false;
+	return k != key;
+}
+
+/* "runs[1].pods[0]"; a key that is not a plain word is quoted: `runs[0]["a b"]`. */
+static void sb_path(struct sbuf *sb, const struct parser *ps, int depth)
+{
+	char q[QUOTE_BUF];
+	int i;
+
+	if (!depth)
+		sb_printf(sb, "(document)");
+	for (i = 0; i < depth; i++) {
+		const struct step *s = &ps->path[i];
+
+		if (!s->key)
+			sb_printf(sb, "[%zu]", s->index);
+		else if (!key_is_plain(s->key))
+			sb_printf(sb, "[%s]", quote(q, s->key));
+		else
+			sb_printf(sb, "%s%s", i ? "." : "", s->key);
+	}
+}
+
+/* The path of the current step's sibling `index` (an earlier duplicate), for messages. */
+static const char *sibling_path(struct parser *ps, size_t index, char *out, size_t size)
+{
+	struct step *top = &ps->path[ps->depth - 1];
+	size_t saved = top->index;
+	struct sbuf sb;
+
+	top->index = index;
+	sb_init(&sb, out, size);
+	sb_path(&sb, ps, ps->depth);
+	top->index = saved;
+	return out;
+}
+
+/* ---- Locator --------------------------------------------------------------------------------
+ * jansson records no positions for values, so to put LINE:COL on a semantic error the text is
+ * walked once more along the error's path. This is not a parser: it only ever runs on text that
+ * jansson has just accepted, so it validates nothing. It skips whitespace, strings (minding
+ * backslash escapes) and whole values (by bracket depth), and counts members and elements.
+ *
+ * Members are followed by their position in the object, never by name: jansson keeps members
+ * in text order and duplicate keys are refused, so the n-th member jansson iterates is the n-th
+ * key in the text, and escaped keys ("na\u006de") need no decoding here. On any surprise it
+ * gives up and the message goes out without a position.
+ */
+static size_t loc_ws(const char *b, size_t len, size_t p)
+{
+	while (p < len && (b[p] == ' ' || b[p] == '\t' || b[p] == '\n' || b[p] == '\r'))
+		p++;
+	return p;
+}
+
+/* From an opening quote to just past its closing quote. */
+static size_t loc_skip_string(const char *b, size_t len, size_t p)
+{
+	for (p++; p < len; p++) {
+		if (b[p] == '\\')
+			p++;
+		else if (b[p] == '"')
+			return p + 1;
+	}
+	return len;
+}
+
+static size_t loc_skip_value(const char *b, size_t len, size_t p)
+{
+	int depth = 0;
+
+	if (p < len && b[p] == '"')
+		return loc_skip_string(b, len, p);
+	if (p < len && (b[p] == '{' || b[p] == '[')) {
+		while (p < len) {
+			if (b[p] == '"') {
+				p = loc_skip_string(b, len, p);
+				continue;
+			}
+			if (b[p] == '{' || b[p] == '[')
+				depth++;
+			else if ((b[p] == '}' || b[p] == ']') && --depth == 0)
+				return p + 1;
+			p++;
+		}
+		return len;
+	}
+	/* number, true, false, null */
+	while (p < len && !strchr(",]} \t\r\n", b[p]))
+		p++;
+	return p;
+}
+
+/* Offset of the value at the first `depth` steps of the path, or of the last step's key. */
+static bool loc_find(const struct parser *ps, int depth, bool want_key, size_t *off)
+{
+	const char *b = ps->buf;
+	size_t len = ps->len, p = loc_ws(b, len, 0);
+	int i;
+
+	for (i = 0; i < depth; i++) {
+		const struct step *s = &ps->path[i];
+		char open = s->key ? '{' : '[', close = s->key ? '}' : ']';
+		size_t k, key;
+
+		if (p >= len || b[p] != open)
+			return false;
+		p = loc_ws(b, len, p + 1);
+		for (k = 0;; k++) {
+			key = p;
+			if (p >= len || b[p] == close)
+				return false;
+			if (s->key) {
+				if (b[p] != '"')
+					return false;
+				p = loc_ws(b, len, loc_skip_string(b, len, p));
+				if (p >= len || b[p] != ':')
+					return false;
+				p = loc_ws(b, len, p + 1);
+			}
+			if (k == s->index)
+				break;
+			p = loc_ws(b, len, loc_skip_value(b, len, p));
+			if (p >= len || b[p] != ',')
+				return false;
+			p = loc_ws(b, len, p + 1);
+		}
+		if (want_key && s->key && i == depth - 1)
+			p = key;
+	}
+	if (p >= len)
+		return false;
+	*off = p;
+	return true;
+}
+
+/* Columns count characters, not bytes, as jansson's own do (and as editors show them). */
+static void loc_line_col(const char *b, size_t off, int *line, int *col)
+{
+	size_t i;
+
+	*line = 1;
+	*col = 1;
+	for (i = 0; i < off; i++) {
+		if (b[i] == '\n') {
+			(*line)++;
+			*col = 1;
+		} else if (((unsigned char)b[i] & 0xc0) != 0x80) {
+			(*col)++;
+		}
+	}
+}
+
+/* ---- Errors ------------------------------------------------------------------------------- */
+
+enum where {
+	AT_VALUE,	/* the value at the current path */
+	AT_KEY,		/* the key of the path's last member (unknown or conflicting keys) */
+	AT_PARENT,	/* the object that should hold the current path (missing keys) */
+};
+
+__attribute__((format(printf, 3, 4)))
+static int fail(struct parser *ps, enum where where, const char *fmt, ...)
+{
+	struct rw_policy_error *err = ps->err;
+	int depth = where == AT_PARENT ? ps->depth - 1 : ps->depth;
+	struct sbuf sb;
+	size_t off;
+	va_list ap;
+
+	err->line = 0;
+	err->column = 0;
+	if (depth >= 0 && loc_find(ps, depth, where == AT_KEY, &off))
+		loc_line_col(ps->buf, off, &err->line, &err->column);
+
+	sb_init(&sb, err->text, sizeof(err->text));
+	sb_printf(&sb, "%s:", ps->source);
+	if (err->line)
+		sb_printf(&sb, "%d:%d:", err->line, err->column);
+	sb_printf(&sb, " ");
+	sb_path(&sb, ps, ps->depth);
+	sb_printf(&sb, ": ");
+	va_start(ap, fmt);
+	sb_vprintf(&sb, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+static int fail_nomem(struct parser *ps)
+{
+	snprintf(ps->err->text, sizeof(ps->err->text), "%s: out of memory", ps->source);
+	ps->err->line = 0;
+	ps->err->column = 0;
+	return -ENOMEM;
+}
+
+static const char *type_name(const json_t *v)
+{
+	switch (json_typeof(v)) {
+	case JSON_OBJECT:
+		return "an object";
+	case JSON_ARRAY:
+		return "an array";
+	case JSON_STRING:
+		return "a string";
+	case JSON_INTEGER:
+		return "an integer";
+	case JSON_REAL:
+		return "a real number";
+	case JSON_TRUE:
+	case JSON_FALSE:
+		return "a boolean";
+	case JSON_NULL:
+		return "null";
+	}
+	return "an unknown type";
+}
+
+static int fail_type(struct parser *ps, const json_t *v, const char *want)
+{
+	return fail(ps, AT_VALUE, "expected %s, got %s", want, type_name(v));
+}
+
+/* Position of `key` among the members of `obj`, in text order (see the locator). */
+static size_t member_index(json_t *obj, const char *key)
+{
+	const char *k;
+	json_t *v;
+	size_t i = 0;
+
+	json_object_foreach(obj, k, v) {
+		if (!strcmp(k, key))
+			break;
+		i++;
+	}
+	return i;
+}
+
+/* ---- Values --------------------------------------------------------------------------------- */
+
+static int parse_string(struct parser *ps, json_t *v, const char **s)
+{
+	if (!json_is_string(v))
+		return fail_type(ps, v, "a string");
+	*s = json_string_value(v);
+	return 0;
+}
+
+static int parse_egress(struct parser *ps, json_t *v, int *mode)
+{
+	char q[QUOTE_BUF];
+	const char *s = NULL;
+	int rc;
+
+	rc = parse_string(ps, v, &s);
+	if (rc)
+		return rc;
+	if (!strcmp(s, "allowlist"))
+		*mode = RW_EGRESS_ALLOWLIST;
+	else if (!strcmp(s, "open"))
+		*mode = RW_EGRESS_OPEN;
+	else
+		return fail(ps, AT_VALUE,
+			    "%s is not an egress mode (expected \"allowlist\" or \"open\")",
+			    quote(q, s));
+	return 0;
+}
+
+static int parse_revision(struct parser *ps, json_t *v, uint64_t *revision)
+{
+	json_int_t r;
+
+	if (!json_is_integer(v))
+		return fail_type(ps, v, "an integer");
+	r = json_integer_value(v);
+	if (r < 1)
+		return fail(ps, AT_VALUE, "%" JSON_INTEGER_FORMAT " is not a revision (1..%llu)", r,
+			    MAX_REVISION);
+	if ((unsigned long long)r > MAX_REVISION)
+		return fail(ps, AT_VALUE,
+			    "%" JSON_INTEGER_FORMAT " is too large: the kernel keeps 56 bits of "
+			    "revision (at most %llu)", r, MAX_REVISION);
+	*revision = r;
+	return 0;
+}
+
+/* Dotted quad exactly as inet_pton(AF_INET) takes it: four decimal parts, no leading zeros
+ * (glibc refuses "010.1.1.1" rather than guess octal), no spaces, no shorthand like "10.1".
+ */
+static bool parse_ipv4(const char *s, __be32 *addr)
+{
+	struct in_addr a;
+
+	if (inet_pton(AF_INET, s, &a) != 1)
+		return false;
+	*addr = a.s_addr;
+	return true;
+}
+
+/* "a.b.c.d/n", n in 0..32 written without sign or leading zeros, like the address. */
+static bool parse_cidr_text(const char *s, __be32 *addr, __u8 *prefixlen)
+{
+	char ip[INET_ADDRSTRLEN];
+	const char *slash = strchr(s, '/'), *n;
+	unsigned int len;
+
+	if (!slash || (size_t)(slash - s) >= sizeof(ip))
+		return false;
+	memcpy(ip, s, slash - s);
+	ip[slash - s] = '\0';
+	if (!parse_ipv4(ip, addr))
+		return false;
+	n = slash + 1;
+	if (n[0] < '0' || n[0] > '9')
+		return false;
+	if (!n[1])
+		len = n[0] - '0';
+	else if (n[0] != '0' && n[1] >= '0' && n[1] <= '9' && !n[2])
+		len = (n[0] - '0') * 10 + (n[1] - '0');
+	else
+		return false;
+	if (len > 32)
+		return false;
+	*prefixlen = len;
+	return true;
+}
+
+static int parse_cidr(struct parser *ps, json_t *v, __be32 *addr, __u8 *prefixlen)
+{
+	char q[QUOTE_BUF], net[32];
+	const char *s = NULL;
+	struct sbuf sb;
+	int rc;
+
+	rc = parse_string(ps, v, &s);
+	if (rc)
+		return rc;
+	if (!parse_cidr_text(s, addr, prefixlen))
+		return fail(ps, AT_VALUE, "%s is not a CIDR (a.b.c.d/n with n in 0..32)",
+			    quote(q, s));
+	/* A typo here widens or narrows a rule silently, so no rounding down behind the user's
+	 * back: say what the network would be and let them write it.
+	 */
+	if (*addr & ~prefix_mask(*prefixlen)) {
+		sb_init(&sb, net, sizeof(net));
+		sb_cidr(&sb, *addr & prefix_mask(*prefixlen), *prefixlen);
+		return fail(ps, AT_VALUE, "%s has host bits set: did you mean %s?", quote(q, s),
+			    net);
+	}
+	return 0;
+}
+
+/* Metadata is never allowed whatever a rule says (the datapath enforces that too): a rule that
+ * covers it is a mistake at best, so refuse it here where the author can see which one.
+ */
+static int check_metadata(struct parser *ps, const char *text, __be32 addr, __u8 prefixlen)
+{
+	char q[QUOTE_BUF];
+	size_t i;
+
+	for (i = 0; i < sizeof(metadata) / sizeof(metadata[0]); i++)
+		if ((htonl(metadata[i].addr) & prefix_mask(prefixlen)) == addr)
+			return fail(ps, AT_VALUE, "%s covers the metadata address %s",
+				    quote(q, text), metadata[i].name);
+	return 0;
+}
+
+static int parse_rule_addr(struct parser *ps, json_t *v, bool is_cidr, struct rw_policy_rule *r)
+{
+	char q[QUOTE_BUF];
+	const char *s = NULL;
+	int rc;
+
+	rc = parse_string(ps, v, &s);
+	if (rc)
+		return rc;
+	if (is_cidr) {
+		rc = parse_cidr(ps, v, &r->addr, &r->prefixlen);
+		if (rc)
+			return rc;
+	} else {
+		if (!parse_ipv4(s, &r->addr))
+			return fail(ps, AT_VALUE, "%s is not an IPv4 address%s", quote(q, s),
+				    strchr(s, '/') ? " (use \"cidr\" for a range)" : "");
+		r->prefixlen = 32;
+	}
+	return check_metadata(ps, s, r->addr, r->prefixlen);
+}
+
+static int parse_ports(struct parser *ps, json_t *v, __u16 **ports, size_t *n)
+{
+	uint64_t seen[65536 / 64] = { 0 };
+	char other[128];
+	json_int_t port;
+	size_t i, j;
+	json_t *e;
+
+	if (!json_is_array(v))
+		return fail_type(ps, v, "an array of ports");
+	if (!json_array_size(v))
+		return 0;
+	*ports = calloc(json_array_size(v), sizeof(**ports));
+	if (!*ports)
+		return fail_nomem(ps);
+	*n = json_array_size(v);
+
+	json_array_foreach(v, i, e) {
+		push_index(ps, i);
+		if (!json_is_integer(e))
+			return fail_type(ps, e, "a port number (an integer)");
+		port = json_integer_value(e);
+		if (port < 1 || port > 65535)
+			return fail(ps, AT_VALUE,
+				    "%" JSON_INTEGER_FORMAT " is not a port (1..65535)", port);
+		if (seen[port / 64] & (1ULL << (port % 64))) {
+			for (j = 0; j < i && (*ports)[j] != port; j++)
+				;
+			return fail(ps, AT_VALUE, "port %" JSON_INTEGER_FORMAT
+				    " is already listed at %s", port,
+				    sibling_path(ps, j, other, sizeof(other)));
+		}
+		seen[port / 64] |= 1ULL << (port % 64);
+		(*ports)[i] = port;
+		pop(ps);
+	}
+	return 0;
+}
+
+/* Names show up in logs and `runwall` output: printable ASCII only, no control characters. */
+static int parse_name(struct parser *ps, json_t *v, char name[64])
+{
+	char q[QUOTE_BUF];
+	const char *s = NULL, *c;
+	int rc;
+
+	rc = parse_string(ps, v, &s);
+	if (rc)
+		return rc;
+	for (c = s; *c >= 0x20 && *c <= 0x7e; c++)
+		;
+	if (!*s || *c || c - s > 63)
+		return fail(ps, AT_VALUE, "%s is not a name (1..63 printable ASCII characters)",
+			    quote(q, s));
+	strcpy(name, s);
+	return 0;
+}
+
+static int parse_run_id(struct parser *ps, json_t *v, char id[RW_RUN_ID_LEN])
+{
+	char q[QUOTE_BUF];
+	const char *s = NULL, *c;
+	int rc;
+
+	rc = parse_string(ps, v, &s);
+	if (rc)
+		return rc;
+	for (c = s; (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+		    (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' || *c == '-'; c++)
+		;
+	if (!*s || *c || c - s > RW_RUN_ID_LEN - 1)
+		return fail(ps, AT_VALUE,
+			    "%s is not a run id (1..%d characters of A-Z a-z 0-9 . _ -)",
+			    quote(q, s), RW_RUN_ID_LEN - 1);
+	strcpy(id, s);
+	return 0;
+}
+
+static int parse_pod(struct parser *ps, json_t *v, __be32 *addr)
+{
+	char q[QUOTE_BUF];
+	const char *s = NULL, *why = NULL;
+	__u32 h;
+	size_t i;
+	int rc;
+
+	rc = parse_string(ps, v, &s);
+	if (rc)
+		return rc;
+	if (!parse_ipv4(s, addr))
+		return fail(ps, AT_VALUE, "%s is not an IPv4 address", quote(q, s));
+	h = ntohl(*addr);
+	for (i = 0; i < sizeof(metadata) / sizeof(metadata[0]); i++)
+		if (h == metadata[i].addr)
+			why = "it is a metadata address";
+	if (h == 0)
+		why = "it is the unspecified address";
+	else if (h == 0xffffffff)
+		why = "it is the broadcast address";
+	else if ((h & 0xf0000000) == 0xe0000000)
+		why = "it is a multicast address";
+	if (why)
+		return fail(ps, AT_VALUE, "%s cannot be a pod address: %s", quote(q, s), why);
+	return 0;
+}
+
+/* ---- Objects -------------------------------------------------------------------------------- */
+
+/* A destination with its ports: services[] and inbound[] (named) and runs[].allow[]. */
+static int parse_rule(struct parser *ps, json_t *v, bool named, struct rw_policy_rule *r)
+{
+	bool have_name = false, have_addr = false;
+	const char *key;
+	size_t k = 0;
+	json_t *e;
+	int rc;
+
+	if (!json_is_object(v))
+		return fail_type(ps, v, "an object");
+	json_object_foreach(v, key, e) {
+		push_key(ps, key, k++);
+		if (named && !strcmp(key, "name")) {
+			rc = parse_name(ps, e, r->name);
+			have_name = true;
+		} else if (!strcmp(key, "ip") || !strcmp(key, "cidr")) {
+			if (have_addr)
+				return fail(ps, AT_KEY,
+					    "a rule has either \"ip\" or \"cidr\", not both");
+			rc = parse_rule_addr(ps, e, !strcmp(key, "cidr"), r);
+			have_addr = true;
+		} else if (!strcmp(key, "tcp")) {
+			rc = parse_ports(ps, e, &r->tcp, &r->n_tcp);
+		} else if (!strcmp(key, "udp")) {
+			rc = parse_ports(ps, e, &r->udp, &r->n_udp);
+		} else {
+			return fail(ps, AT_KEY, "unknown key (expected one of: %s)",
+				    named ? "name, ip, cidr, tcp, udp" : "ip, cidr, tcp, udp");
+		}
+		if (rc)
+			return rc;
+		pop(ps);
+	}
+	if (named && !have_name) {
+		push_key(ps, "name", 0);
+		return fail(ps, AT_PARENT, "required key is missing");
+	}
+	if (!have_addr)
+		return fail(ps, AT_VALUE, "needs \"ip\" or \"cidr\"");
+	if (!r->n_tcp && !r->n_udp)
+		return fail(ps, AT_VALUE, "allows no port (give \"tcp\" and/or \"udp\" ports)");
+	return 0;
+}
+
+static int parse_rules(struct parser *ps, json_t *v, bool named, struct rw_policy_rule **rules,
+		       size_t *n)
+{
+	size_t i;
+	json_t *e;
+	int rc;
+
+	if (!json_is_array(v))
+		return fail_type(ps, v, "an array");
+	if (!json_array_size(v))
+		return 0;
+	*rules = calloc(json_array_size(v), sizeof(**rules));
+	if (!*rules)
+		return fail_nomem(ps);
+	*n = json_array_size(v);
+
+	json_array_foreach(v, i, e) {
+		push_index(ps, i);
+		rc = parse_rule(ps, e, named, &(*rules)[i]);
+		if (rc)
+			return rc;
+		pop(ps);
+	}
+	return 0;
+}
+
+static int parse_deny(struct parser *ps, json_t *v, struct rw_policy *p)
+{
+	size_t i;
+	json_t *e;
+	int rc;
+
+	if (!json_is_array(v))
+		return fail_type(ps, v, "an array");
+	if (!json_array_size(v))
+		return 0;
+	p->deny = calloc(json_array_size(v), sizeof(*p->deny));
+	if (!p->deny)
+		return fail_nomem(ps);
+	p->n_deny = json_array_size(v);
+
+	json_array_foreach(v, i, e) {
+		push_index(ps, i);
+		rc = parse_cidr(ps, e, &p->deny[i].addr, &p->deny[i].prefixlen);
+		if (rc)
+			return rc;
+		pop(ps);
+	}
+	return 0;
+}
+
+static int parse_pods(struct parser *ps, json_t *v, struct rw_policy_run *run)
+{
+	size_t i;
+	json_t *e;
+	int rc;
+
+	if (!json_is_array(v))
+		return fail_type(ps, v, "an array");
+	if (!json_array_size(v))
+		return 0;
+	run->pods = calloc(json_array_size(v), sizeof(*run->pods));
+	if (!run->pods)
+		return fail_nomem(ps);
+	run->n_pods = json_array_size(v);
+
+	json_array_foreach(v, i, e) {
+		push_index(ps, i);
+		rc = parse_pod(ps, e, &run->pods[i]);
+		if (rc)
+			return rc;
+		pop(ps);
+	}
+	return 0;
+}
+
+static int parse_run(struct parser *ps, json_t *v, struct rw_policy_run *run)
+{
+	bool have_id = false, have_pods = false;
+	const char *key;
+	size_t k = 0;
+	json_t *e;
+	int rc;
+
+	run->egress = -1;
+	if (!json_is_object(v))
+		return fail_type(ps, v, "an object");
+	json_object_foreach(v, key, e) {
+		push_key(ps, key, k++);
+		if (!strcmp(key, "id")) {
+			rc = parse_run_id(ps, e, run->id);
+			have_id = true;
+		} else if (!strcmp(key, "pods")) {
+			rc = parse_pods(ps, e, run);
+			have_pods = true;
+		} else if (!strcmp(key, "egress")) {
+			rc = parse_egress(ps, e, &run->egress);
+		} else if (!strcmp(key, "allow")) {
+			rc = parse_rules(ps, e, false, &run->allow, &run->n_allow);
+		} else {
+			return fail(ps, AT_KEY,
+				    "unknown key (expected one of: id, pods, egress, allow)");
+		}
+		if (rc)
+			return rc;
+		pop(ps);
+	}
+	if (!have_id || !have_pods) {
+		push_key(ps, have_id ? "pods" : "id", 0);
+		return fail(ps, AT_PARENT, "required key is missing");
+	}
+	return 0;
+}
+
+static int parse_runs(struct parser *ps, json_t *v, struct rw_policy *p)
+{
+	size_t i;
+	json_t *e;
+	int rc;
+
+	if (!json_is_array(v))
+		return fail_type(ps, v, "an array");
+	if (!json_array_size(v))
+		return 0;
+	p->runs = calloc(json_array_size(v), sizeof(*p->runs));
+	if (!p->runs)
+		return fail_nomem(ps);
+	p->n_runs = json_array_size(v);
+
+	json_array_foreach(v, i, e) {
+		push_index(ps, i);
+		rc = parse_run(ps, e, &p->runs[i]);
+		if (rc)
+			return rc;
+		pop(ps);
+	}
+	return 0;
+}
+
+/* ---- Checks across runs ---------------------------------------------------------------------
+ * Duplicates are found by sorting, as snapshots can name thousands of pods. Of all duplicates
+ * the one reported is the earliest repeat in the text, whatever the sort order, so that the
+ * message names what the author wrote second. Ties sort in text order, so a repeat's earlier
+ * twin is the entry just before it.
+ */
+struct pod_ref {
+	__u32 addr;		/* host byte order, for sorting */
+	size_t run;
+	size_t pod;
+};
+
+static int pod_ref_cmp(const void *a, const void *b)
+{
+	const struct pod_ref *x = a, *y = b;
+
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	if (x->run != y->run)
+		return x->run < y->run ? -1 : 1;
+	return x->pod < y->pod ? -1 : x->pod > y->pod;
+}
+
+static void select_runs_step(struct parser *ps, json_t *root, json_t *runs, size_t run,
+			     const char *key)
+{
+	push_key(ps, "runs", member_index(root, "runs"));
+	push_index(ps, run);
+	push_key(ps, key, member_index(json_array_get(runs, run), key));
+}
+
+static int check_pods(struct parser *ps, json_t *root, const struct rw_policy *p)
+{
+	struct pod_ref *refs, dup = { 0 }, first = { 0 };
+	size_t n = 0, i, j;
+	bool found = false;
+	char addr[INET_ADDRSTRLEN];
+
+	for (i = 0; i < p->n_runs; i++)
+		n += p->runs[i].n_pods;
+	if (n < 2)
+		return 0;
+	refs = malloc(n * sizeof(*refs));
+	if (!refs)
+		return fail_nomem(ps);
+	n = 0;
+	for (i = 0; i < p->n_runs; i++)
+		for (j = 0; j < p->runs[i].n_pods; j++)
+			refs[n++] = (struct pod_ref){ ntohl(p->runs[i].pods[j]), i, j };
+	qsort(refs, n, sizeof(*refs), pod_ref_cmp);
+	for (i = 1; i < n; i++) {
+		if (refs[i].addr != refs[i - 1].addr)
+			continue;
+		if (!found || refs[i].run < dup.run ||
+		    (refs[i].run == dup.run && refs[i].pod < dup.pod)) {
+			dup = refs[i];
+			first = refs[i - 1];
+			found = true;
+		}
+	}
+	free(refs);
+	if (!found)
+		return 0;
+
+	select_runs_step(ps, root, json_object_get(root, "runs"), dup.run, "pods");
+	push_index(ps, dup.pod);
+	inet_ntop(AF_INET, &p->runs[dup.run].pods[dup.pod], addr, sizeof(addr));
+	return fail(ps, AT_VALUE, "pod %s is already listed at runs[%zu].pods[%zu] (run %s)", addr,
+		    first.run, first.pod, p->runs[first.run].id);
+}
+
+struct id_ref {
+	const char *id;
+	size_t run;
+};
+
+static int id_ref_cmp(const void *a, const void *b)
+{
+	const struct id_ref *x = a, *y = b;
+	int c = strcmp(x->id, y->id);
+
+	if (c)
+		return c;
+	return x->run < y->run ? -1 : x->run > y->run;
+}
+
+static int check_run_ids(struct parser *ps, json_t *root, const struct rw_policy *p)
+{
+	struct id_ref *refs;
+	size_t i, dup = 0, first = 0;
+	bool found = false;
+	char q[QUOTE_BUF];
+
+	if (p->n_runs < 2)
+		return 0;
+	refs = malloc(p->n_runs * sizeof(*refs));
+	if (!refs)
+		return fail_nomem(ps);
+	for (i = 0; i < p->n_runs; i++)
+		refs[i] = (struct id_ref){ p->runs[i].id, i };
+	qsort(refs, p->n_runs, sizeof(*refs), id_ref_cmp);
+	for (i = 1; i < p->n_runs; i++) {
+		if (strcmp(refs[i].id, refs[i - 1].id))
+			continue;
+		if (!found || refs[i].run < dup) {
+			dup = refs[i].run;
+			first = refs[i - 1].run;
+			found = true;
+		}
+	}
+	free(refs);
+	if (!found)
+		return 0;
+
+	select_runs_step(ps, root, json_object_get(root, "runs"), dup, "id");
+	return fail(ps, AT_VALUE, "run %s is already defined at runs[%zu]",
+		    quote(q, p->runs[dup].id), first);
+}
+
+static int parse_root(struct parser *ps, json_t *root, struct rw_policy *p)
+{
+	bool have_revision = false;
+	const char *key;
+	size_t k = 0;
+	json_t *v;
+	int rc;
+
+	if (!json_is_object(root))
+		return fail_type(ps, root, "an object");
+	p->egress = RW_EGRESS_ALLOWLIST;
+	json_object_foreach(root, key, v) {
+		push_key(ps, key, k++);
+		if (!strcmp(key, "revision")) {
+			rc = parse_revision(ps, v, &p->revision);
+			have_revision = true;
+		} else if (!strcmp(key, "egress")) {
+			rc = parse_egress(ps, v, &p->egress);
+		} else if (!strcmp(key, "deny")) {
+			rc = parse_deny(ps, v, p);
+		} else if (!strcmp(key, "services")) {
+			rc = parse_rules(ps, v, true, &p->services, &p->n_services);
+		} else if (!strcmp(key, "inbound")) {
+			rc = parse_rules(ps, v, true, &p->inbound, &p->n_inbound);
+		} else if (!strcmp(key, "runs")) {
+			rc = parse_runs(ps, v, p);
+		} else {
+			return fail(ps, AT_KEY, "unknown key (expected one of: revision, egress, "
+				    "deny, services, inbound, runs)");
+		}
+		if (rc)
+			return rc;
+		pop(ps);
+	}
+	if (!have_revision) {
+		push_key(ps, "revision", 0);
+		return fail(ps, AT_PARENT, "required key is missing");
+	}
+	rc = check_run_ids(ps, root, p);
+	if (rc)
+		return rc;
+	return check_pods(ps, root, p);
+}
+
+/* ---- Entry points --------------------------------------------------------------------------- */
+
+static void free_rules(struct rw_policy_rule *rules, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		free(rules[i].tcp);
+		free(rules[i].udp);
+	}
+	free(rules);
+}
+
+void rw_policy_free(struct rw_policy *p)
+{
+	size_t i;
+
+	if (!p)
+		return;
+	free(p->deny);
+	free_rules(p->services, p->n_services);
+	free_rules(p->inbound, p->n_inbound);
+	for (i = 0; i < p->n_runs; i++) {
+		free(p->runs[i].pods);
+		free_rules(p->runs[i].allow, p->runs[i].n_allow);
+	}
+	free(p->runs);
+	memset(p, 0, sizeof(*p));
+}
+
+int rw_policy_parse(const char *buf, size_t len, const char *source, struct rw_policy *out,
+		    struct rw_policy_error *err)
+{
+	struct rw_policy_error scratch;
+	struct rw_policy p = { 0 };
+	struct parser ps = { 0 };
+	json_error_t jerr;
+	json_t *root;
+	int rc;
+
+	if (!err)
+		err = &scratch;
+	memset(err, 0, sizeof(*err));
+	memset(out, 0, sizeof(*out));
+	ps.buf = buf;
+	ps.len = len;
+	ps.source = source ? source : "<input>";
+	ps.err = err;
+
+	/* Duplicate keys are refused: which of two "egress" values wins is not a question a
+	 * security policy should leave to a library. Numbers stay as typed, so 443.0 or "443"
+	 * is refused as a port rather than converted.
+	 */
+	root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root) {
+		if (json_error_code(&jerr) == json_error_out_of_memory) {
+			rc = fail_nomem(&ps);
+			goto out;
+		}
+		/* jansson's column is 0 before the first character of a line (empty input) */
+		err->line = jerr.line > 0 ? jerr.line : 0;
+		err->column = err->line ? (jerr.column > 0 ? jerr.column : 1) : 0;
+		if (err->line)
+			snprintf(err->text, sizeof(err->text), "%s:%d:%d: (document): %s",
+				 ps.source, err->line, err->column, jerr.text);
+		else
+			snprintf(err->text, sizeof(err->text), "%s: (document): %s", ps.source,
+				 jerr.text);
+		/* "near '...'" repeats raw input: keep control characters out of the log line */
+		for (char *c = err->text; *c; c++)
+			if ((unsigned char)*c < 0x20 || *c == 0x7f)
+				*c = '?';
+		rc = -EINVAL;
+		goto out;
+	}
+	rc = parse_root(&ps, root, &p);
+out:
+	json_decref(root);
+	if (rc)
+		rw_policy_free(&p);
+	else
+		*out = p;
+	return rc;
+}
+
+static int io_error(struct rw_policy_error *err, const char *source, int errnum)
+{
+	char msg[128];
+
+	snprintf(err->text, sizeof(err->text), "%s: %s%s", source,
+		 strerror_r(errnum, msg, sizeof(msg)),
+		 errnum == EFBIG ? " (the limit is 16 MiB)" : "");
+	return -errnum;
+}
+
+int rw_policy_parse_file(const char *path, struct rw_policy *out, struct rw_policy_error *err)
+{
+	bool is_stdin = !strcmp(path, "-");
+	const char *source = is_stdin ? "<stdin>" : path;
+	struct rw_policy_error scratch;
+	size_t len = 0, cap = 0;
+	char *buf = NULL, *nbuf;
+	int fd, rc;
+	ssize_t n;
+
+	if (!err)
+		err = &scratch;
+	memset(err, 0, sizeof(*err));
+	memset(out, 0, sizeof(*out));
+
+	fd = is_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = io_error(err, source, errno);
+		goto out;
+	}
+	/* Read to EOF rather than trust st_size: the snapshot may come from a pipe. One byte
+	 * over the limit is enough to know it is too large.
+	 */
+	for (;;) {
+		if (len == cap) {
+			if (cap == MAX_FILE_BYTES + 1) {
+				rc = io_error(err, source, EFBIG);
+				goto out;
+			}
+			cap = cap ? cap * 2 : 64 * 1024;
+			if (cap > MAX_FILE_BYTES + 1)
+				cap = MAX_FILE_BYTES + 1;
+			nbuf = realloc(buf, cap);
+			if (!nbuf) {
+				rc = io_error(err, source, ENOMEM);
+				goto out;
+			}
+			buf = nbuf;
+		}
+		n = read(fd, buf + len, cap - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = io_error(err, source, errno);
+			goto out;
+		}
+		if (!n)
+			break;
+		len += n;
+	}
+	rc = rw_policy_parse(buf, len, source, out, err);
+out:
+	if (fd >= 0 && !is_stdin)
+		close(fd);
+	free(buf);
+	return rc;
+}
+
+/* ---- Comparison ---------------------------------------------------------------------------
+ * Order never matters: a snapshot generator that lists the same pods, ports or rules in another
+ * order has not changed the policy, and must not make a run lose its generation. Sets rely on
+ * the parser's guarantee that ports and pods have no duplicates.
+ */
+static bool ports_equal(const __u16 *a, size_t na, const __u16 *b, size_t nb)
+{
+	uint64_t seen[65536 / 64];
+	size_t i, j;
+
+	if (na != nb)
+		return false;
+	if (!na || !memcmp(a, b, na * sizeof(*a)))
+		return true;
+	if (na <= 64) {
+		for (i = 0; i < na; i++) {
+			for (j = 0; j < nb && b[j] != a[i]; j++)
+				;
+			if (j == nb)
+				return false;
+		}
+		return true;
+	}
+	memset(seen, 0, sizeof(seen));
+	for (i = 0; i < na; i++)
+		seen[a[i] / 64] |= 1ULL << (a[i] % 64);
+	for (i = 0; i < nb; i++)
+		if (!(seen[b[i] / 64] & (1ULL << (b[i] % 64))))
+			return false;
+	return true;
+}
+
+static bool addrs_equal(const __be32 *a, size_t na, const __be32 *b, size_t nb)
+{
+	size_t i, j;
+
+	if (na != nb)
+		return false;
+	if (!na || !memcmp(a, b, na * sizeof(*a)))
+		return true;
+	for (i = 0; i < na; i++) {
+		for (j = 0; j < nb && b[j] != a[i]; j++)
+			;
+		if (j == nb)
+			return false;
+	}
+	return true;
+}
+
+static bool rule_equal(const struct rw_policy_rule *a, const struct rw_policy_rule *b)
+{
+	return a->addr == b->addr && a->prefixlen == b->prefixlen &&
+	       ports_equal(a->tcp, a->n_tcp, b->tcp, b->n_tcp) &&
+	       ports_equal(a->udp, a->n_udp, b->udp, b->n_udp);
+}
+
+/* Every rule of one list is in the other: a rule listed twice allows nothing more. */
+static bool rules_subset(const struct rw_policy_rule *a, size_t na,
+			 const struct rw_policy_rule *b, size_t nb)
+{
+	size_t i, j;
+
+	for (i = 0; i < na; i++) {
+		for (j = 0; j < nb && !rule_equal(&a[i], &b[j]); j++)
+			;
+		if (j == nb)
+			return false;
+	}
+	return true;
+}
+
+int rw_policy_run_equal(const struct rw_policy *a, const struct rw_policy_run *ra,
+			const struct rw_policy *b, const struct rw_policy_run *rb)
+{
+	return !strcmp(ra->id, rb->id) &&
+	       rw_policy_run_egress(a, ra) == rw_policy_run_egress(b, rb) &&
+	       addrs_equal(ra->pods, ra->n_pods, rb->pods, rb->n_pods) &&
+	       rules_subset(ra->allow, ra->n_allow, rb->allow, rb->n_allow) &&
+	       rules_subset(rb->allow, rb->n_allow, ra->allow, ra->n_allow);
+}
+
+/* ---- Diff ------------------------------------------------------------------------------------ */
+
+static const char *egress_name(int mode)
+{
+	return mode == RW_EGRESS_OPEN ? "open" : "allowlist";
+}
+
+static void sb_rule_addr(struct sbuf *sb, const struct rw_policy_rule *r)
+{
+	if (r->prefixlen == 32)
+		sb_addr(sb, r->addr);
+	else
+		sb_cidr(sb, r->addr, r->prefixlen);
+}
+
+static void sb_ports(struct sbuf *sb, const __u16 *ports, size_t n)
+{
+	size_t i;
+
+	if (!n)
+		sb_printf(sb, "none");
+	for (i = 0; i < n; i++)
+		sb_printf(sb, "%s%u", i ? "," : "", ports[i]);
+}
+
+static void sb_rule_summary(struct sbuf *sb, const struct rw_policy_rule *r)
+{
+	sb_rule_addr(sb, r);
+	if (r->n_tcp) {
+		sb_printf(sb, " tcp ");
+		sb_ports(sb, r->tcp, r->n_tcp);
+	}
+	if (r->n_udp) {
+		sb_printf(sb, " udp ");
+		sb_ports(sb, r->udp, r->n_udp);
+	}
+}
+
+static const char *plural(size_t n)
+{
+	return n == 1 ? "" : "s";
+}
+
+/* Entries with the same name are paired in order of appearance: names need not be unique. */
+static const struct rw_policy_rule *find_named(const struct rw_policy_rule *in, size_t n_in,
+					       const struct rw_policy_rule *from, size_t n_from,
+					       size_t idx)
+{
+	size_t nth = 0, i;
+
+	for (i = 0; i < idx; i++)
+		nth += !strcmp(from[i].name, from[idx].name);
+	for (i = 0; i < n_in; i++)
+		if (!strcmp(in[i].name, from[idx].name) && !nth--)
+			return &in[i];
+	return NULL;
+}
+
+static int diff_rules(struct sbuf *sb, const char *kind, const struct rw_policy_rule *old,
+		      size_t n_old, const struct rw_policy_rule *new, size_t n_new)
+{
+	const struct rw_policy_rule *o, *n;
+	const char *sep;
+	int count = 0;
+	size_t i;
+
+	for (i = 0; i < n_old; i++) {
+		o = &old[i];
+		n = find_named(new, n_new, old, n_old, i);
+		if (!n) {
+			sb_printf(sb, "- %s %s\n", kind, o->name);
+			count++;
+			continue;
+		}
+		if (rule_equal(o, n))
+			continue;
+		sb_printf(sb, "~ %s %s:", kind, o->name);
+		sep = " ";
+		if (o->addr != n->addr || o->prefixlen != n->prefixlen) {
+			sb_printf(sb, "%s", sep);
+			sb_rule_addr(sb, o);
+			sb_printf(sb, " -> ");
+			sb_rule_addr(sb, n);
+			sep = "; ";
+		}
+		if (!ports_equal(o->tcp, o->n_tcp, n->tcp, n->n_tcp)) {
+			sb_printf(sb, "%stcp ", sep);
+			sb_ports(sb, o->tcp, o->n_tcp);
+			sb_printf(sb, " -> ");
+			sb_ports(sb, n->tcp, n->n_tcp);
+			sep = "; ";
+		}
+		if (!ports_equal(o->udp, o->n_udp, n->udp, n->n_udp)) {
+			sb_printf(sb, "%sudp ", sep);
+			sb_ports(sb, o->udp, o->n_udp);
+			sb_printf(sb, " -> ");
+			sb_ports(sb, n->udp, n->n_udp);
+		}
+		sb_printf(sb, "\n");
+		count++;
+	}
+	for (i = 0; i < n_new; i++) {
+		if (find_named(old, n_old, new, n_new, i))
+			continue;
+		sb_printf(sb, "+ %s %s (", kind, new[i].name);
+		sb_rule_summary(sb, &new[i]);
+		sb_printf(sb, ")\n");
+		count++;
+	}
+	return count;
+}
+
+static bool has_cidr(const struct rw_policy_cidr *set, size_t n, const struct rw_policy_cidr *c)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (set[i].addr == c->addr && set[i].prefixlen == c->prefixlen)
+			return true;
+	return false;
+}
+
+static int diff_deny(struct sbuf *sb, const struct rw_policy *old, const struct rw_policy *new)
+{
+	int count = 0;
+	size_t i;
+
+	for (i = 0; i < old->n_deny; i++) {
+		if (has_cidr(new->deny, new->n_deny, &old->deny[i]))
+			continue;
+		sb_printf(sb, "- deny ");
+		sb_cidr(sb, old->deny[i].addr, old->deny[i].prefixlen);
+		sb_printf(sb, "\n");
+		count++;
+	}
+	for (i = 0; i < new->n_deny; i++) {
+		if (has_cidr(old->deny, old->n_deny, &new->deny[i]))
+			continue;
+		sb_printf(sb, "+ deny ");
+		sb_cidr(sb, new->deny[i].addr, new->deny[i].prefixlen);
+		sb_printf(sb, "\n");
+		count++;
+	}
+	return count;
+}
+
+static const struct rw_policy_run *find_run(const struct rw_policy *p, const char *id)
+{
+	size_t i;
+
+	for (i = 0; i < p->n_runs; i++)
+		if (!strcmp(p->runs[i].id, id))
+			return &p->runs[i];
+	return NULL;
+}
+
+/* The pods of `a` that `b` lacks, "+" or "-" each; a few only, a run may have many. */
+static void sb_pods_missing(struct sbuf *sb, char sign, const struct rw_policy_run *a,
+			    const struct rw_policy_run *b, size_t *shown)
+{
+	size_t i, j, more = 0;
+
+	for (i = 0; i < a->n_pods; i++) {
+		for (j = 0; j < b->n_pods && b->pods[j] != a->pods[i]; j++)
+			;
+		if (j < b->n_pods)
+			continue;
+		if (*shown >= 8) {
+			more++;
+			continue;
+		}
+		sb_printf(sb, " %c", sign);
+		sb_addr(sb, a->pods[i]);
+		(*shown)++;
+	}
+	if (more)
+		sb_printf(sb, " (%c%zu more)", sign, more);
+}
+
+static int diff_runs(struct sbuf *sb, const struct rw_policy *old, const struct rw_policy *new)
+{
+	const struct rw_policy_run *o, *n;
+	int count = 0, eo, en;
+	const char *sep;
+	size_t i, shown;
+
+	for (i = 0; i < old->n_runs; i++) {
+		o = &old->runs[i];
+		n = find_run(new, o->id);
+		if (!n) {
+			sb_printf(sb, "- run %s\n", o->id);
+			count++;
+			continue;
+		}
+		if (rw_policy_run_equal(old, o, new, n))
+			continue;
+		sb_printf(sb, "~ run %s:", o->id);
+		sep = " ";
+		eo = rw_policy_run_egress(old, o);
+		en = rw_policy_run_egress(new, n);
+		if (eo != en) {
+			sb_printf(sb, "%segress %s -> %s", sep, egress_name(eo), egress_name(en));
+			sep = "; ";
+		}
+		if (!addrs_equal(o->pods, o->n_pods, n->pods, n->n_pods)) {
+			sb_printf(sb, "%spods", sep);
+			shown = 0;
+			sb_pods_missing(sb, '+', n, o, &shown);
+			sb_pods_missing(sb, '-', o, n, &shown);
+			sep = "; ";
+		}
+		if (!rules_subset(o->allow, o->n_allow, n->allow, n->n_allow) ||
+		    !rules_subset(n->allow, n->n_allow, o->allow, o->n_allow))
+			sb_printf(sb, "%sallow rules changed (%zu -> %zu)", sep, o->n_allow,
+				  n->n_allow);
+		sb_printf(sb, "\n");
+		count++;
+	}
+	for (i = 0; i < new->n_runs; i++) {
+		n = &new->runs[i];
+		if (find_run(old, n->id))
+			continue;
+		sb_printf(sb, "+ run %s (%zu pod%s", n->id, n->n_pods, plural(n->n_pods));
+		if (n->egress >= 0)
+			sb_printf(sb, ", egress %s", egress_name(n->egress));
+		if (n->n_allow)
+			sb_printf(sb, ", %zu allow rule%s", n->n_allow, plural(n->n_allow));
+		sb_printf(sb, ")\n");
+		count++;
+	}
+	return count;
+}
+
+int rw_policy_diff(const struct rw_policy *old, const struct rw_policy *new, char *buf,
+		   size_t buflen)
+{
+	static const struct rw_policy empty = { .egress = RW_EGRESS_ALLOWLIST };
+	struct sbuf sb;
+	int count = 0;
+
+	if (!old)
+		old = &empty;
+	if (!new)
+		new = &empty;
+	sb_init(&sb, buf, buflen);
+	if (old != &empty && new != &empty && old->egress != new->egress) {
+		sb_printf(&sb, "~ egress %s -> %s\n", egress_name(old->egress),
+			  egress_name(new->egress));
+		count++;
+	}
+	count += diff_deny(&sb, old, new);
+	count += diff_rules(&sb, "service", old->services, old->n_services, new->services,
+			    new->n_services);
+	count += diff_rules(&sb, "inbound", old->inbound, old->n_inbound, new->inbound,
+			    new->n_inbound);
+	count += diff_runs(&sb, old, new);
+	return count;
+}

@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* policy.h: a node's policy snapshot (README "Policy snapshot") as the agent holds it in memory. */
+#ifndef RUNWALL_POLICY_H
+#define RUNWALL_POLICY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <linux/types.h>
+#include "runwall.h"
+
+/* A destination (or an inbound peer) and the ports it is allowed on. */
+struct rw_policy_rule {
+	char name[64];		/* services[] and inbound[] only; "" elsewhere */
+	__be32 addr;		/* network byte order, host bits clear */
+	__u8 prefixlen;		/* 32 for "ip" */
+	__u16 *tcp;		/* host byte order, 1..65535, no duplicates */
+	size_t n_tcp;
+	__u16 *udp;
+	size_t n_udp;
+};
+
+struct rw_policy_cidr {
+	__be32 addr;
+	__u8 prefixlen;
+};
+
+struct rw_policy_run {
+	char id[RW_RUN_ID_LEN];
+	__be32 *pods;
+	size_t n_pods;
+	int egress;		/* enum rw_egress_mode, or -1: the node's */
+	struct rw_policy_rule *allow;
+	size_t n_allow;
+};
+
+struct rw_policy {
+	uint64_t revision;
+	int egress;		/* enum rw_egress_mode */
+	struct rw_policy_cidr *deny;
+	size_t n_deny;
+	struct rw_policy_rule *services;
+	size_t n_services;
+	struct rw_policy_rule *inbound;
+	size_t n_inbound;
+	struct rw_policy_run *runs;
+	size_t n_runs;
+};
+
+/* Why a snapshot was refused: "FILE:LINE:COL: JSON.PATH: what is wrong". */
+struct rw_policy_error {
+	char text[512];
+	int line;		/* 1-based; 0 when unknown */
+	int column;		/* 1-based; 0 when unknown */
+};
+
+/* Parse a snapshot. `source` names it in errors (a path, or "<stdin>"). On error returns a
+ * negative errno (-EINVAL for a refused snapshot, -ENOENT/-EACCES/... for I/O), fills `err`
+ * and leaves `out` zeroed; on success fills `out`, which the caller frees with
+ * rw_policy_free().
+ */
+int rw_policy_parse(const char *buf, size_t len, const char *source, struct rw_policy *out,
+		    struct rw_policy_error *err);
+int rw_policy_parse_file(const char *path, struct rw_policy *out, struct rw_policy_error *err);
+void rw_policy_free(struct rw_policy *p);
+
+/* The egress mode a run runs under. */
+static inline int rw_policy_run_egress(const struct rw_policy *p, const struct rw_policy_run *r)
+{
+	return r->egress >= 0 ? r->egress : p->egress;
+}
+
+/* Whether two runs have the same policy (id, pods, egress, allow rules): used to keep a run's
+ * generation across snapshots that do not change it.
+ */
+int rw_policy_run_equal(const struct rw_policy *a, const struct rw_policy_run *ra,
+			const struct rw_policy *b, const struct rw_policy_run *rb);
+
+/* Differences between two snapshots, for logs and `runwall apply`: one line per added, removed
+ * or changed run, service, inbound rule and deny CIDR, written to buf. Returns the number of
+ * differences. `old` may be NULL (everything is added).
+ */
+int rw_policy_diff(const struct rw_policy *old, const struct rw_policy *new, char *buf,
+		   size_t buflen);
+
+#endif /* RUNWALL_POLICY_H */

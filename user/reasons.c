@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* reasons.c: the reason contract of include/runwall.h, as strings. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "reasons.h"
+
+static const char *const reason_names[RW_REASON_COUNT] = {
+#define RW_REASON_STR(name, num, str) [num] = str,
+	RW_REASONS(RW_REASON_STR)
+#undef RW_REASON_STR
+};
+
+static const char *const path_names[RW_PATH_COUNT] = {
+#define RW_PATH_STR(name, num, str) [num] = str,
+	RW_ALLOW_PATHS(RW_PATH_STR)
+#undef RW_PATH_STR
+};
+
+const char *rw_reason_name(unsigned int reason)
+{
+	return reason < RW_REASON_COUNT ? reason_names[reason] : "?";
+}
+
+int rw_reason_parse(const char *name)
+{
+	for (int r = 0; r < RW_REASON_COUNT; r++)
+		if (!strcmp(reason_names[r], name))
+			return r;
+	return -EINVAL;
+}
+
+const char *rw_path_name(unsigned int path)
+{
+	return path < RW_PATH_COUNT ? path_names[path] : "?";
+}
+
+const char *rw_dir_name(unsigned int dir)
+{
+	return dir == RW_DIR_EGRESS ? "egress" : dir == RW_DIR_INGRESS ? "ingress" : "?";
+}
+
+const char *rw_proto_name(unsigned int proto)
+{
+	static __thread char num[8];
+
+	switch (proto) {
+	case 0:
+		return "arp";
+	case 1:
+		return "icmp";
+	case 6:
+		return "tcp";
+	case 17:
+		return "udp";
+	default:
+		snprintf(num, sizeof(num), "%u", proto);
+		return num;
+	}
+}
