@@ -11,6 +11,7 @@ struct rw_pkt {
 	__u8 proto;		/* IPPROTO_*, 0 for ARP */
 	__u8 tcp_flags;
 	__u8 is_arp;
+	__be16 ethertype;	/* the frame's, or the out-of-band tag's protocol */
 };
 
 /* Headers are copied out with bpf_skb_load_bytes() rather than read through skb->data: it works
@@ -39,10 +40,13 @@ static __always_inline int rw_parse(struct __sk_buff *skb, struct rw_pkt *p)
 	__u32 ip_len, tot_len, l4_off;
 
 	/* A tag the NIC or veth carries out of band (skb->vlan_tci) never reaches the headers. */
-	if (skb->vlan_present)
+	if (skb->vlan_present) {
+		p->ethertype = skb->vlan_proto;
 		return RW_REASON_UNSUPPORTED_L2;
+	}
 	if (bpf_skb_load_bytes(skb, 0, &eth, sizeof(eth)))
 		return RW_REASON_MALFORMED;
+	p->ethertype = eth.h_proto;
 
 	if (eth.h_proto == bpf_htons(ETH_P_ARP_)) {
 		struct rw_arp_ipv4 arp;

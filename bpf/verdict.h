@@ -120,6 +120,7 @@ static __always_inline void rw_report(struct rw_ctx *x, __u8 verdict, __u8 reaso
 	ev->verdict = verdict;
 	ev->reason = reason;
 	ev->path = x->path;
+	ev->ethertype = x->pkt.ethertype;
 	/* No wakeup per event: the agent drains the ring on a short timer (BPF_RB_NO_WAKEUP). */
 	bpf_ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
 	rw_count_event(run_idx, 0);

@@ -282,7 +282,9 @@ struct rw_event {
 	__u8 verdict;		/* enum rw_verdict */
 	__u8 reason;		/* enum rw_reason */
 	__u8 path;		/* enum rw_allow_path */
-	__u8 pad[7];
+	__u8 pad;
+	__be16 ethertype;	/* 0x0800 IPv4, 0x0806 ARP; what an unsupported-l2 drop carried */
+	__u8 pad2[4];
 };
 _Static_assert(sizeof(struct rw_event) == 120, "rw_event layout");
 

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <linux/magic.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
@@ -60,6 +62,29 @@ static int mkdir_p(const char *path)
 	return 0;
 }
 
+/* Pins only work on a bpf filesystem. The usual trap: `ip netns exec` remounts /sys in a new
+ * mount namespace, which hides the host's /sys/fs/bpf.
+ */
+static int check_bpffs(const char *pin_dir)
+{
+	char dir[PATH_MAX], *slash;
+	struct statfs st;
+
+	snprintf(dir, sizeof(dir), "%s", pin_dir);
+	while (statfs(dir, &st)) {
+		slash = strrchr(dir, '/');
+		if (!slash || slash == dir)
+			return -ENOENT;
+		*slash = '\0';
+	}
+	if (st.f_type == BPF_FS_MAGIC)
+		return 0;
+	rw_err("%s: %s is not a bpf filesystem (mount -t bpf bpf %s; inside `ip netns exec`, /sys "
+	       "is remounted without it: enter the netns with `nsenter --net=/run/netns/NAME`)",
+	       pin_dir, dir, dir);
+	return -ENOTSUP;
+}
+
 int rw_datapath_pinned_layout(const char *pin_dir)
 {
 	char path[PATH_MAX];
@@ -103,6 +128,9 @@ int rw_datapath_load(struct rw_datapath *dp, const char *pin_dir, unsigned int f
 
 	datapath_init(dp, flags);
 	if (!(flags & RW_DP_NO_PIN)) {
+		err = check_bpffs(pin_dir);
+		if (err)
+			return err;
 		/* Check the layout before libbpf tries to reuse the pins, to name the problem. */
 		layout = rw_datapath_pinned_layout(pin_dir);
 		if (layout < 0) {

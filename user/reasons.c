@@ -2,6 +2,7 @@
 /* reasons.c: the reason contract of include/runwall.h, as strings. */
 #include <errno.h>
 #include <stdio.h>
+#include <arpa/inet.h>
 #include <string.h>
 
 #include "reasons.h"
@@ -46,8 +47,6 @@ const char *rw_proto_name(unsigned int proto)
 	static __thread char num[8];
 
 	switch (proto) {
-	case 0:
-		return "arp";
 	case 1:
 		return "icmp";
 	case 6:
@@ -57,5 +56,28 @@ const char *rw_proto_name(unsigned int proto)
 	default:
 		snprintf(num, sizeof(num), "%u", proto);
 		return num;
+	}
+}
+
+const char *rw_packet_proto_name(__be16 ethertype, unsigned int proto)
+{
+	static __thread char hex[8];
+
+	switch (ntohs(ethertype)) {
+	case 0x0800:
+		return rw_proto_name(proto);
+	case 0x0806:
+		return "arp";
+	case 0x86dd:
+		return "ipv6";
+	case 0x8100:
+		return "vlan";
+	case 0x88a8:
+		return "qinq";
+	case 0:
+		return proto ? rw_proto_name(proto) : "-";
+	default:
+		snprintf(hex, sizeof(hex), "%#06x", ntohs(ethertype));
+		return hex;
 	}
 }

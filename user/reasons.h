@@ -12,4 +12,9 @@ const char *rw_path_name(unsigned int path);		/* "rule-cidr" */
 const char *rw_dir_name(unsigned int dir);		/* "egress" / "ingress" */
 const char *rw_proto_name(unsigned int proto);		/* "tcp", "udp", "icmp", or "132" */
 
+/* What a packet was: the IPv4 protocol's name for IPv4 ("tcp"), else the ethertype's ("arp",
+ * "ipv6", "vlan", "qinq", "0x88cc"); ethertype in network byte order, 0 when unknown.
+ */
+const char *rw_packet_proto_name(__be16 ethertype, unsigned int proto);
+
 #endif /* RUNWALL_REASONS_H */

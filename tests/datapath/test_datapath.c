@@ -464,6 +464,8 @@ static void run_case(const struct tcase *c)
 		      rw_reason_name(ev->reason), rw_reason_name(c->reason));
 		CHECK_EQ(ev->verdict, c->verdict, "event verdict");
 		CHECK_EQ(ev->dir, c->dir, "event direction");
+		CHECK_EQ(ntohs(ev->ethertype), c->pkt.vlan ? 0x8100 : c->pkt.arp ? 0x0806 :
+			 c->pkt.ethertype ? c->pkt.ethertype : 0x0800, "event ethertype");
 		CHECK_EQ(ev->ifindex, ifindex_of[c->dev], "event ifindex");
 		CHECK(!strcmp(ev->run_id, c->run ? c->run : ""), "event run", "\"%s\", expected \"%s\"",
 		      ev->run_id, c->run ? c->run : "");
