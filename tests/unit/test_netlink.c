@@ -1,0 +1,467 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* test_netlink.c: user/netlink.c against the running kernel, in a network namespace of the
+ * test's own (unshare(CLONE_NEWNET) at start): veths, routes and a bridge made with ip(8)
+ * there, never on the machine's own interfaces. Needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <setjmp.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include "netlink.h"
+
+struct ev {
+	bool link;	/* else route */
+	bool add;
+	int ifindex;	/* link: ifindex, route: oif */
+	char name[RW_NL_IFNAMSIZ];
+	__be32 dst;
+	__u8 prefixlen;
+	bool admin_up;
+	bool oper_up;
+};
+
+struct evlog {
+	struct ev ev[1024];
+	int n;
+	int fail;	/* handlers return this when set */
+};
+
+static int sh(const char *fmt, ...)
+{
+	char cmd[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	return system(cmd);
+}
+
+static __be32 ip4(const char *s)
+{
+	struct in_addr a;
+
+	assert_int_equal(inet_pton(AF_INET, s, &a), 1);
+	return a.s_addr;
+}
+
+static int veth(const char *name)
+{
+	sh("ip link del %s >/dev/null 2>&1", name);
+	assert_int_equal(sh("ip link add %s type veth peer name %sp", name, name), 0);
+	return (int)if_nametoindex(name);
+}
+
+static int log_link(bool add, const struct rw_nl_link *l, void *data)
+{
+	struct evlog *log = data;
+	struct ev *e;
+
+	if (log->fail)
+		return log->fail;
+	if (log->n == (int)(sizeof(log->ev) / sizeof(log->ev[0])))
+		return 0;
+	e = &log->ev[log->n++];
+	memset(e, 0, sizeof(*e));
+	e->link = true;
+	e->add = add;
+	e->ifindex = l->ifindex;
+	memcpy(e->name, l->name, sizeof(e->name));
+	e->admin_up = l->admin_up;
+	e->oper_up = l->oper_up;
+	return 0;
+}
+
+static int log_route(bool add, const struct rw_nl_route *r, void *data)
+{
+	struct evlog *log = data;
+	struct ev *e;
+
+	if (log->fail)
+		return log->fail;
+	if (log->n == (int)(sizeof(log->ev) / sizeof(log->ev[0])))
+		return 0;
+	e = &log->ev[log->n++];
+	memset(e, 0, sizeof(*e));
+	e->add = add;
+	e->ifindex = r->oif;
+	e->dst = r->dst;
+	e->prefixlen = r->prefixlen;
+	return 0;
+}
+
+static int dump_link_cb(const struct rw_nl_link *l, void *data)
+{
+	return log_link(true, l, data);
+}
+
+static int dump_route_cb(const struct rw_nl_route *r, void *data)
+{
+	return log_route(true, r, data);
+}
+
+/* The event in the log matching `want` (link: add + name; route: add + dst + oif), or NULL. */
+static const struct ev *find(const struct evlog *log, const struct ev *want)
+{
+	int i;
+
+	for (i = 0; i < log->n; i++) {
+		const struct ev *e = &log->ev[i];
+
+		if (e->link != want->link || e->add != want->add)
+			continue;
+		if (e->link && !strcmp(e->name, want->name))
+			return e;
+		if (!e->link && e->dst == want->dst && e->ifindex == want->ifindex &&
+		    e->prefixlen == want->prefixlen)
+			return e;
+	}
+	return NULL;
+}
+
+static long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Poll and read the subscription until `want` shows up (then true) or ms pass (false); with
+ * want NULL, just read for ms. Fails the test on a read error or a resync.
+ */
+static bool pump(struct rw_nl_sub *sub, struct evlog *log, const struct ev *want, int ms)
+{
+	const struct rw_nl_handlers h = { .on_link = log_link, .on_route = log_route,
+					  .data = log };
+	struct pollfd pfd = { .fd = rw_nl_sub_fd(sub), .events = POLLIN };
+	long end = now_ms() + ms;
+
+	while (!(want && find(log, want))) {
+		long left = end - now_ms();
+
+		if (left <= 0)
+			return false;
+		if (poll(&pfd, 1, (int)left) > 0)
+			assert_int_equal(rw_nl_sub_read(sub, &h), 0);
+	}
+	return true;
+}
+
+static const struct ev *link_ev(const struct evlog *log, bool add, const char *name)
+{
+	struct ev want = { .link = true, .add = add };
+
+	snprintf(want.name, sizeof(want.name), "%s", name);
+	return find(log, &want);
+}
+
+static const struct ev *route_ev(const struct evlog *log, bool add, const char *dst,
+				 __u8 prefixlen, int oif)
+{
+	struct ev want = { .add = add, .dst = ip4(dst), .prefixlen = prefixlen, .ifindex = oif };
+
+	return find(log, &want);
+}
+
+static bool pump_link(struct rw_nl_sub *sub, struct evlog *log, bool add, const char *name)
+{
+	struct ev want = { .link = true, .add = add };
+
+	snprintf(want.name, sizeof(want.name), "%s", name);
+	return pump(sub, log, &want, 3000);
+}
+
+static bool pump_route(struct rw_nl_sub *sub, struct evlog *log, bool add, const char *dst,
+		       __u8 prefixlen, int oif)
+{
+	struct ev want = { .add = add, .dst = ip4(dst), .prefixlen = prefixlen, .ifindex = oif };
+
+	return pump(sub, log, &want, 3000);
+}
+
+/* --- fixtures --------------------------------------------------------------------------- */
+
+static int group_setup(void **state)
+{
+	if (unshare(CLONE_NEWNET)) {
+		perror("unshare(CLONE_NEWNET)");
+		return -1;
+	}
+	return sh("ip link set lo up");
+}
+
+static int setup(void **state)
+{
+	struct evlog *log = calloc(1, sizeof(*log));
+
+	if (!log)
+		return -1;
+	*state = log;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	free(*state);
+	sh("for i in $(ip -o link show | awk -F'[ :@]+' '$2 != \"lo\" {print $2}'); do "
+	   "ip link del $i 2>/dev/null; done");
+	sh("ip route flush table 100 2>/dev/null");
+	return 0;
+}
+
+/* --- tests -------------------------------------------------------------------------------- */
+
+static void test_ifname_match(void **state)
+{
+	assert_true(rw_ifname_match("eni1a2b3c", "eni,vlan"));
+	assert_true(rw_ifname_match("vlan.7", "eni,vlan"));
+	assert_true(rw_ifname_match("vlan.7", " eni , vlan "));
+	assert_true(rw_ifname_match("eni", "eni"));
+	assert_true(rw_ifname_match("cali123", ",,cali,"));
+	assert_false(rw_ifname_match("eth0", "eni,vlan"));
+	assert_false(rw_ifname_match("en", "eni"));
+	assert_false(rw_ifname_match("xeni1", "eni"));
+	assert_false(rw_ifname_match("eni1", ""));
+	assert_false(rw_ifname_match("eni1", ","));
+	assert_false(rw_ifname_match("eni1", " , "));
+	assert_false(rw_ifname_match("eni1", NULL));
+	assert_false(rw_ifname_match(NULL, "eni"));
+}
+
+static void test_dump_links(void **state)
+{
+	struct evlog *log = *state;
+	const struct ev *e;
+	int idx;
+
+	idx = veth("rwn0");
+	assert_int_equal(sh("ip link set rwn0 up"), 0);
+	assert_int_equal(rw_nl_dump_links(dump_link_cb, log), 0);
+	e = link_ev(log, true, "rwn0");
+	assert_non_null(e);
+	assert_int_equal(e->ifindex, idx);
+	assert_true(e->admin_up);
+	assert_false(e->oper_up);	/* its peer is down */
+	e = link_ev(log, true, "rwn0p");
+	assert_non_null(e);
+	assert_false(e->admin_up);
+	assert_non_null(link_ev(log, true, "lo"));
+
+	assert_int_equal(sh("ip link set rwn0p up"), 0);
+	log->n = 0;
+	assert_int_equal(rw_nl_dump_links(dump_link_cb, log), 0);
+	e = link_ev(log, true, "rwn0");
+	assert_non_null(e);
+	assert_true(e->admin_up && e->oper_up);
+
+	/* A callback's error stops the dump and comes back. */
+	log->fail = -ECANCELED;
+	assert_int_equal(rw_nl_dump_links(dump_link_cb, log), -ECANCELED);
+	assert_int_equal(rw_nl_dump_links(NULL, log), -EINVAL);
+}
+
+static void test_dump_routes(void **state)
+{
+	struct evlog *log = *state;
+	const struct ev *e;
+	int idx, i, n32 = 0;
+
+	idx = veth("rwn1");
+	assert_int_equal(sh("ip link set rwn1 up && ip link set rwn1p up"), 0);
+	/* The VPC CNI's per-pod route... */
+	assert_int_equal(sh("ip route add 10.99.0.2/32 dev rwn1 scope link"), 0);
+	/* ...and what is not one: a wider prefix, another table, a local address (its /32
+	 * goes in the local table).
+	 */
+	assert_int_equal(sh("ip route add 10.99.1.0/24 dev rwn1"), 0);
+	assert_int_equal(sh("ip route add 10.99.0.3/32 dev rwn1 table 100"), 0);
+	assert_int_equal(sh("ip addr add 10.98.0.1/32 dev rwn1"), 0);
+
+	assert_int_equal(rw_nl_dump_routes(dump_route_cb, log), 0);
+	e = route_ev(log, true, "10.99.0.2", 32, idx);
+	assert_non_null(e);
+	for (i = 0; i < log->n; i++) {
+		assert_false(log->ev[i].link);
+		assert_int_equal(log->ev[i].prefixlen, 32);
+		assert_int_not_equal(log->ev[i].dst, ip4("10.99.0.3"));
+		assert_int_not_equal(log->ev[i].dst, ip4("10.98.0.1"));
+		n32++;
+	}
+	assert_int_equal(n32, 1);
+
+	log->fail = -ECANCELED;
+	assert_int_equal(rw_nl_dump_routes(dump_route_cb, log), -ECANCELED);
+}
+
+static void test_sub_link_events(void **state)
+{
+	struct evlog *log = *state;
+	struct rw_nl_sub *sub = NULL;
+	const struct ev *e;
+	int idx;
+
+	assert_int_equal(rw_nl_sub_open(&sub), 0);
+	assert_true(rw_nl_sub_fd(sub) >= 0);
+	idx = veth("rwl0");
+	assert_true(pump_link(sub, log, true, "rwl0"));
+	e = link_ev(log, true, "rwl0");
+	assert_int_equal(e->ifindex, idx);
+	assert_false(e->admin_up);
+
+	assert_int_equal(sh("ip link set rwl0 up"), 0);
+	log->n = 0;
+	assert_true(pump_link(sub, log, true, "rwl0"));
+	assert_true(link_ev(log, true, "rwl0")->admin_up);
+
+	assert_int_equal(sh("ip link del rwl0"), 0);
+	assert_true(pump_link(sub, log, false, "rwl0"));
+	e = link_ev(log, false, "rwl0");
+	assert_int_equal(e->ifindex, idx);
+	/* The peer goes with it. */
+	assert_true(pump_link(sub, log, false, "rwl0p"));
+	rw_nl_sub_close(sub);
+}
+
+static void test_sub_route_events(void **state)
+{
+	struct evlog *log = *state;
+	struct rw_nl_sub *sub = NULL;
+	int idx, i;
+
+	idx = veth("rwr0");
+	assert_int_equal(sh("ip link set rwr0 up && ip link set rwr0p up"), 0);
+	assert_int_equal(rw_nl_sub_open(&sub), 0);
+
+	assert_int_equal(sh("ip route add 10.99.0.2/32 dev rwr0 scope link"), 0);
+	assert_true(pump_route(sub, log, true, "10.99.0.2", 32, idx));
+	assert_int_equal(sh("ip route add 10.99.2.0/24 dev rwr0"), 0);
+	assert_true(pump_route(sub, log, true, "10.99.2.0", 24, idx));
+	assert_int_equal(sh("ip route del 10.99.0.2/32 dev rwr0"), 0);
+	assert_true(pump_route(sub, log, false, "10.99.0.2", 32, idx));
+
+	/* Not the main table: nothing. */
+	log->n = 0;
+	assert_int_equal(sh("ip route add 10.99.0.4/32 dev rwr0 table 100"), 0);
+	pump(sub, log, NULL, 300);
+	for (i = 0; i < log->n; i++)
+		assert_int_not_equal(log->ev[i].dst, ip4("10.99.0.4"));
+
+	/* The interface goes: the link event comes, a RTM_DELROUTE for its routes does not
+	 * (see netlink.h) — what callers must rely on is on_link(false).
+	 */
+	assert_int_equal(sh("ip route add 10.99.0.5/32 dev rwr0 scope link"), 0);
+	assert_true(pump_route(sub, log, true, "10.99.0.5", 32, idx));
+	assert_int_equal(sh("ip link del rwr0"), 0);
+	assert_true(pump_link(sub, log, false, "rwr0"));
+	pump(sub, log, NULL, 300);
+	assert_null(route_ev(log, false, "10.99.0.5", 32, idx));
+	rw_nl_sub_close(sub);
+}
+
+/* A bridge port's messages (ifi_family AF_BRIDGE) ride on RTNLGRP_LINK too; leaving the bridge
+ * sends a RTM_DELLINK of that family, which must not read as "the interface is gone".
+ */
+static void test_sub_bridge_port(void **state)
+{
+	struct evlog *log = *state;
+	struct rw_nl_sub *sub = NULL;
+	int i;
+
+	veth("rwb0");
+	assert_int_equal(sh("ip link add rwbr type bridge && ip link set rwbr up && "
+			    "ip link set rwb0 up && ip link set rwb0 master rwbr"), 0);
+	assert_int_equal(rw_nl_sub_open(&sub), 0);
+	assert_int_equal(sh("ip link set rwb0 nomaster"), 0);
+	assert_true(pump_link(sub, log, true, "rwb0"));
+	pump(sub, log, NULL, 300);
+	for (i = 0; i < log->n; i++)
+		assert_false(log->ev[i].link && !log->ev[i].add && !strcmp(log->ev[i].name, "rwb0"));
+	rw_nl_sub_close(sub);
+}
+
+static void test_sub_overrun(void **state)
+{
+	const struct rw_nl_handlers h = { .on_link = log_link, .on_route = log_route,
+					  .data = *state };
+	struct evlog *log = *state;
+	struct rw_nl_sub *sub = NULL;
+	struct pollfd pfd;
+	int one = 1, ret, i;
+
+	veth("rwo0");
+	assert_int_equal(sh("ip link set rwo0 up && ip link set rwo0p up"), 0);
+	assert_int_equal(rw_nl_sub_open(&sub), 0);
+	/* The smallest queue the kernel allows (SOCK_MIN_RCVBUF): a handful of messages. */
+	assert_int_equal(setsockopt(rw_nl_sub_fd(sub), SOL_SOCKET, SO_RCVBUF, &one, sizeof(one)), 0);
+	assert_int_equal(sh("for i in $(seq 1 60); do ip route add 10.97.0.$i/32 dev rwo0; done"),
+			 0);
+	ret = rw_nl_sub_read(sub, &h);
+	for (i = 0; i < 10 && ret == 0; i++)
+		ret = rw_nl_sub_read(sub, &h);
+	assert_int_equal(ret, RW_NL_RESYNC);
+
+	/* Drained: nothing pending, and the socket works on. */
+	pfd.fd = rw_nl_sub_fd(sub);
+	pfd.events = POLLIN;
+	assert_int_equal(poll(&pfd, 1, 0), 0);
+	assert_int_equal(rw_nl_sub_read(sub, &h), 0);
+	log->n = 0;
+	assert_int_equal(sh("ip route add 10.97.1.1/32 dev rwo0"), 0);
+	assert_true(pump_route(sub, log, true, "10.97.1.1", 32, (int)if_nametoindex("rwo0")));
+	rw_nl_sub_close(sub);
+}
+
+static void test_sub_handler_error(void **state)
+{
+	const struct rw_nl_handlers h = { .on_link = log_link, .data = *state };
+	struct evlog *log = *state;
+	struct rw_nl_sub *sub = NULL;
+	struct pollfd pfd;
+	int ret = 0;
+
+	assert_int_equal(rw_nl_sub_open(&sub), 0);
+	log->fail = -EIO;
+	veth("rwh0");
+	pfd.fd = rw_nl_sub_fd(sub);
+	pfd.events = POLLIN;
+	assert_int_equal(poll(&pfd, 1, 3000), 1);
+	ret = rw_nl_sub_read(sub, &h);
+	assert_int_equal(ret, -EIO);
+	rw_nl_sub_close(sub);
+	rw_nl_sub_close(NULL);
+	assert_int_equal(rw_nl_sub_open(NULL), -EINVAL);
+	assert_int_equal(rw_nl_sub_read(NULL, &h), -EINVAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_ifname_match),
+		cmocka_unit_test_setup_teardown(test_dump_links, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dump_routes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sub_link_events, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sub_route_events, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sub_bridge_port, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sub_overrun, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sub_handler_error, setup, teardown),
+	};
+
+	if (geteuid()) {
+		fprintf(stderr, "test_netlink: needs root (netns)\n");
+		return 77;
+	}
+	return cmocka_run_group_tests(tests, group_setup, NULL);
+}

@@ -1,0 +1,474 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* netlink.c: link and route dumps and the link/route subscription; see netlink.h. Messages are
+ * taken apart with libmnl's helpers only.
+ */
+#include <errno.h>
+#include <net/if.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/if.h>	/* after <net/if.h>: libc-compat.h then skips what glibc has */
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <libmnl/libmnl.h>
+#include "netlink.h"
+
+_Static_assert(RW_NL_IFNAMSIZ == IF_NAMESIZE, "RW_NL_IFNAMSIZ");
+
+/* The kernel fills a dump skb up to 32 KiB when the reader's buffer is that large
+ * (netlink_dump() sizes it from the last recvmsg()); a smaller buffer would see MSG_TRUNC.
+ */
+#define NL_BUFSZ 32768
+/* Receive queue of the subscription: room for a burst of pod churn (a RTM_NEWLINK of a veth is
+ * about 1.5 KiB). Only raised when the caller may (SO_RCVBUFFORCE needs CAP_NET_ADMIN, then
+ * SO_RCVBUF, capped by net.core.rmem_max).
+ */
+#define SUB_RCVBUF (4 << 20)
+/* recvmsg() calls per rw_nl_sub_read(). */
+#define SUB_READS 64
+
+struct rw_nl_sub {
+	struct mnl_socket *nl;
+	char *buf;
+};
+
+/* What the message callbacks need: the user's callbacks and the first error. */
+struct nl_ctx {
+	rw_nl_link_fn link_fn;		/* dumps */
+	rw_nl_route_fn route_fn;
+	void *data;
+	const struct rw_nl_handlers *h;	/* subscription */
+	bool intr;			/* a dump message carried NLM_F_DUMP_INTR */
+	int err;			/* a callback's error */
+};
+
+static int neg_errno(void)
+{
+	return errno ? -errno : -EIO;
+}
+
+/* --- parsing ------------------------------------------------------------------------------ */
+
+static int link_attr_cb(const struct nlattr *attr, void *data)
+{
+	const struct nlattr **tb = data;
+	int type = mnl_attr_get_type(attr);
+
+	if (mnl_attr_type_valid(attr, IFLA_MAX) < 0)
+		return MNL_CB_OK;	/* newer than our headers */
+	switch (type) {
+	case IFLA_IFNAME:
+		if (mnl_attr_validate(attr, MNL_TYPE_NUL_STRING) < 0)
+			return MNL_CB_ERROR;
+		break;
+	case IFLA_OPERSTATE:
+		if (mnl_attr_validate(attr, MNL_TYPE_U8) < 0)
+			return MNL_CB_ERROR;
+		break;
+	default:
+		return MNL_CB_OK;
+	}
+	tb[type] = attr;
+	return MNL_CB_OK;
+}
+
+/* 1 and *link filled for an interface message, 0 for one to skip, -1 on a malformed one. */
+static int link_parse(const struct nlmsghdr *nlh, struct rw_nl_link *link)
+{
+	const struct nlattr *tb[IFLA_MAX + 1] = {};
+	const struct ifinfomsg *ifi = mnl_nlmsg_get_payload(nlh);
+	const char *name;
+
+	if (mnl_nlmsg_get_payload_len(nlh) < sizeof(*ifi))
+		return -1;
+	/* RTNLGRP_LINK also carries the bridge's per-port messages (br_ifinfo_notify(),
+	 * ifi_family AF_BRIDGE): a RTM_DELLINK there means "left the bridge", not "gone".
+	 */
+	if (ifi->ifi_family != AF_UNSPEC)
+		return 0;
+	if (mnl_attr_parse(nlh, sizeof(*ifi), link_attr_cb, tb) < 0)
+		return -1;
+	memset(link, 0, sizeof(*link));
+	link->ifindex = ifi->ifi_index;
+	link->flags = ifi->ifi_flags;
+	link->admin_up = ifi->ifi_flags & IFF_UP;
+	link->oper_up = ifi->ifi_flags & IFF_RUNNING;
+	link->operstate = tb[IFLA_OPERSTATE] ? mnl_attr_get_u8(tb[IFLA_OPERSTATE]) :
+					       IF_OPER_UNKNOWN;
+	if (tb[IFLA_IFNAME]) {
+		name = mnl_attr_get_str(tb[IFLA_IFNAME]);
+		strncpy(link->name, name, sizeof(link->name) - 1);
+	}
+	return 1;
+}
+
+static int route_attr_cb(const struct nlattr *attr, void *data)
+{
+	const struct nlattr **tb = data;
+	int type = mnl_attr_get_type(attr);
+
+	if (mnl_attr_type_valid(attr, RTA_MAX) < 0)
+		return MNL_CB_OK;
+	switch (type) {
+	case RTA_DST:
+	case RTA_OIF:
+	case RTA_TABLE:
+		if (mnl_attr_validate(attr, MNL_TYPE_U32) < 0)
+			return MNL_CB_ERROR;
+		break;
+	default:
+		return MNL_CB_OK;
+	}
+	tb[type] = attr;
+	return MNL_CB_OK;
+}
+
+/* 1 and *route filled for an IPv4 unicast route of the main table with an output interface,
+ * 0 for anything else, -1 on a malformed message.
+ */
+static int route_parse(const struct nlmsghdr *nlh, struct rw_nl_route *route)
+{
+	const struct nlattr *tb[RTA_MAX + 1] = {};
+	const struct rtmsg *rtm = mnl_nlmsg_get_payload(nlh);
+	__u32 table;
+
+	if (mnl_nlmsg_get_payload_len(nlh) < sizeof(*rtm))
+		return -1;
+	if (rtm->rtm_family != AF_INET || rtm->rtm_type != RTN_UNICAST ||
+	    (rtm->rtm_flags & RTM_F_CLONED) || rtm->rtm_dst_len > 32)
+		return 0;
+	if (mnl_attr_parse(nlh, sizeof(*rtm), route_attr_cb, tb) < 0)
+		return -1;
+	/* rtm_table is 8 bits; tables above 255 are only in RTA_TABLE. */
+	table = tb[RTA_TABLE] ? mnl_attr_get_u32(tb[RTA_TABLE]) : rtm->rtm_table;
+	if (table != RT_TABLE_MAIN || !tb[RTA_OIF])
+		return 0;
+	memset(route, 0, sizeof(*route));
+	route->prefixlen = rtm->rtm_dst_len;
+	route->oif = (int)mnl_attr_get_u32(tb[RTA_OIF]);
+	if (tb[RTA_DST])
+		route->dst = mnl_attr_get_u32(tb[RTA_DST]);	/* stays big-endian */
+	return 1;
+}
+
+/* --- dumps --------------------------------------------------------------------------------- */
+
+static int dump_link_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct nl_ctx *ctx = data;
+	struct rw_nl_link link;
+	int ret;
+
+	if (nlh->nlmsg_flags & NLM_F_DUMP_INTR)
+		ctx->intr = true;
+	if (nlh->nlmsg_type != RTM_NEWLINK)
+		return MNL_CB_OK;
+	ret = link_parse(nlh, &link);
+	if (ret <= 0)
+		return ret < 0 ? MNL_CB_ERROR : MNL_CB_OK;
+	ctx->err = ctx->link_fn(&link, ctx->data);
+	return ctx->err ? MNL_CB_ERROR : MNL_CB_OK;
+}
+
+static int dump_route_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct nl_ctx *ctx = data;
+	struct rw_nl_route route;
+	int ret;
+
+	if (nlh->nlmsg_flags & NLM_F_DUMP_INTR)
+		ctx->intr = true;
+	if (nlh->nlmsg_type != RTM_NEWROUTE)
+		return MNL_CB_OK;
+	ret = route_parse(nlh, &route);
+	if (ret <= 0)
+		return ret < 0 ? MNL_CB_ERROR : MNL_CB_OK;
+	if (route.prefixlen != 32 || !route.dst)
+		return MNL_CB_OK;
+	ctx->err = ctx->route_fn(&route, ctx->data);
+	return ctx->err ? MNL_CB_ERROR : MNL_CB_OK;
+}
+
+/* Send the dump request in buf and run cb over the answer. */
+static int dump_run(char *buf, mnl_cb_t cb, struct nl_ctx *ctx)
+{
+	struct nlmsghdr *nlh = (struct nlmsghdr *)buf;
+	unsigned int seq, portid;
+	struct mnl_socket *nl;
+	int ret, err;
+
+	nl = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC);
+	if (!nl)
+		return neg_errno();
+	if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0) {
+		err = neg_errno();
+		goto out;
+	}
+	portid = mnl_socket_get_portid(nl);
+	nlh->nlmsg_seq = seq = (unsigned int)time(NULL);
+	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0) {
+		err = neg_errno();
+		goto out;
+	}
+	for (;;) {
+		ret = mnl_socket_recvfrom(nl, buf, NL_BUFSZ);
+		if (ret < 0) {
+			err = neg_errno();
+			goto out;
+		}
+		errno = 0;
+		ret = mnl_cb_run(buf, ret, seq, portid, cb, ctx);
+		if (ret < 0) {
+			err = ctx->err ? ctx->err : neg_errno();
+			goto out;
+		}
+		if (ret == MNL_CB_STOP)
+			break;
+	}
+	err = ctx->intr ? -EAGAIN : 0;
+out:
+	mnl_socket_close(nl);
+	return err;
+}
+
+int rw_nl_dump_links(rw_nl_link_fn fn, void *data)
+{
+	struct nl_ctx ctx = { .link_fn = fn, .data = data };
+	struct nlmsghdr *nlh;
+	struct ifinfomsg *ifi;
+	char *buf;
+	int err;
+
+	if (!fn)
+		return -EINVAL;
+	buf = malloc(NL_BUFSZ);
+	if (!buf)
+		return -ENOMEM;
+	nlh = mnl_nlmsg_put_header(buf);
+	nlh->nlmsg_type = RTM_GETLINK;
+	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+	ifi = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifi));
+	ifi->ifi_family = AF_UNSPEC;
+	/* Leave out the statistics: they are most of a RTM_NEWLINK and runwall has no use
+	 * for them.
+	 */
+	mnl_attr_put_u32(nlh, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
+	err = dump_run(buf, dump_link_cb, &ctx);
+	free(buf);
+	return err;
+}
+
+int rw_nl_dump_routes(rw_nl_route_fn fn, void *data)
+{
+	struct nl_ctx ctx = { .route_fn = fn, .data = data };
+	struct nlmsghdr *nlh;
+	struct rtmsg *rtm;
+	char *buf;
+	int err;
+
+	if (!fn)
+		return -EINVAL;
+	buf = malloc(NL_BUFSZ);
+	if (!buf)
+		return -ENOMEM;
+	nlh = mnl_nlmsg_put_header(buf);
+	nlh->nlmsg_type = RTM_GETROUTE;
+	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+	rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
+	rtm->rtm_family = AF_INET;
+	err = dump_run(buf, dump_route_cb, &ctx);
+	free(buf);
+	return err;
+}
+
+/* --- subscription ------------------------------------------------------------------------- */
+
+int rw_nl_sub_open(struct rw_nl_sub **out)
+{
+	static const unsigned int groups[] = { RTNLGRP_LINK, RTNLGRP_IPV4_ROUTE };
+	struct rw_nl_sub *sub = NULL;
+	int err, fd, sz = SUB_RCVBUF;
+	size_t i;
+
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	sub = calloc(1, sizeof(*sub));
+	if (!sub) {
+		err = -ENOMEM;
+		goto out;
+	}
+	sub->buf = malloc(NL_BUFSZ);
+	if (!sub->buf) {
+		err = -ENOMEM;
+		goto out;
+	}
+	sub->nl = mnl_socket_open2(NETLINK_ROUTE, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (!sub->nl) {
+		err = neg_errno();
+		goto out;
+	}
+	if (mnl_socket_bind(sub->nl, 0, MNL_SOCKET_AUTOPID) < 0) {
+		err = neg_errno();
+		goto out;
+	}
+	for (i = 0; i < sizeof(groups) / sizeof(groups[0]); i++) {
+		if (mnl_socket_setsockopt(sub->nl, NETLINK_ADD_MEMBERSHIP, (void *)&groups[i],
+					  sizeof(groups[i])) < 0) {
+			err = neg_errno();
+			goto out;
+		}
+	}
+	fd = mnl_socket_get_fd(sub->nl);
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)))
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));	/* best effort */
+	*out = sub;
+	sub = NULL;
+	err = 0;
+out:
+	rw_nl_sub_close(sub);
+	return err;
+}
+
+int rw_nl_sub_fd(const struct rw_nl_sub *sub)
+{
+	return sub ? mnl_socket_get_fd(sub->nl) : -EINVAL;
+}
+
+void rw_nl_sub_close(struct rw_nl_sub *sub)
+{
+	if (!sub)
+		return;
+	if (sub->nl)
+		mnl_socket_close(sub->nl);
+	free(sub->buf);
+	free(sub);
+}
+
+static int sub_msg_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct nl_ctx *ctx = data;
+	const struct rw_nl_handlers *h = ctx->h;
+	struct rw_nl_link link;
+	struct rw_nl_route route;
+	int ret;
+
+	switch (nlh->nlmsg_type) {
+	case RTM_NEWLINK:
+	case RTM_DELLINK:
+		if (!h->on_link)
+			return MNL_CB_OK;
+		ret = link_parse(nlh, &link);
+		if (ret <= 0)
+			return ret < 0 ? MNL_CB_ERROR : MNL_CB_OK;
+		ctx->err = h->on_link(nlh->nlmsg_type == RTM_NEWLINK, &link, h->data);
+		break;
+	case RTM_NEWROUTE:
+	case RTM_DELROUTE:
+		if (!h->on_route)
+			return MNL_CB_OK;
+		ret = route_parse(nlh, &route);
+		if (ret <= 0)
+			return ret < 0 ? MNL_CB_ERROR : MNL_CB_OK;
+		ctx->err = h->on_route(nlh->nlmsg_type == RTM_NEWROUTE, &route, h->data);
+		break;
+	default:
+		return MNL_CB_OK;
+	}
+	return ctx->err ? MNL_CB_ERROR : MNL_CB_OK;
+}
+
+/* After ENOBUFS the queue holds notifications from before and after the ones the kernel
+ * dropped; applying them around a fresh dump could bring back state that the lost ones had
+ * changed. Throw everything pending away, so that only notifications newer than the
+ * caller's coming dump are read later.
+ */
+static void sub_drain(struct rw_nl_sub *sub)
+{
+	int fd = mnl_socket_get_fd(sub->nl), i;
+
+	for (i = 0; i < 4096; i++) {
+		if (recv(fd, sub->buf, NL_BUFSZ, MSG_DONTWAIT) < 0 && errno != ENOBUFS &&
+		    errno != EINTR)
+			break;
+	}
+}
+
+int rw_nl_sub_read(struct rw_nl_sub *sub, const struct rw_nl_handlers *h)
+{
+	struct nl_ctx ctx = { .h = h };
+	struct sockaddr_nl sa;
+	struct iovec iov;
+	struct msghdr msg = {
+		.msg_name = &sa,
+		.msg_namelen = sizeof(sa),
+		.msg_iov = &iov,
+		.msg_iovlen = 1,
+	};
+	ssize_t len;
+	int i, ret, err = 0;
+
+	if (!sub || !h)
+		return -EINVAL;
+	iov.iov_base = sub->buf;
+	iov.iov_len = NL_BUFSZ;
+	for (i = 0; i < SUB_READS; i++) {
+		msg.msg_namelen = sizeof(sa);
+		len = recvmsg(mnl_socket_get_fd(sub->nl), &msg, MSG_DONTWAIT);
+		if (len < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				break;
+			if (errno == ENOBUFS) {
+				sub_drain(sub);
+				err = RW_NL_RESYNC;
+				break;
+			}
+			err = -errno;
+			break;
+		}
+		/* Notifications come from the kernel (port 0); anyone else on the host may
+		 * send to our port, so drop what is not the kernel's.
+		 */
+		if (msg.msg_namelen != sizeof(sa) || sa.nl_pid != 0)
+			continue;
+		if (msg.msg_flags & MSG_TRUNC) {
+			/* A notification bigger than the buffer: it is lost, resync. */
+			sub_drain(sub);
+			err = RW_NL_RESYNC;
+			break;
+		}
+		ctx.err = 0;
+		errno = 0;
+		ret = mnl_cb_run(sub->buf, len, 0, 0, sub_msg_cb, &ctx);
+		if (ret < 0) {
+			err = ctx.err ? ctx.err : neg_errno();
+			break;
+		}
+	}
+	return err;
+}
+
+bool rw_ifname_match(const char *name, const char *prefixes)
+{
+	const char *p, *end, *next;
+
+	if (!name || !prefixes)
+		return false;
+	for (p = prefixes; *p; p = next) {
+		end = strchr(p, ',');
+		next = end ? end + 1 : p + strlen(p);
+		if (!end)
+			end = next;
+		while (p < end && (*p == ' ' || *p == '\t'))
+			p++;
+		while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
+			end--;
+		if (end > p && !strncmp(name, p, (size_t)(end - p)))
+			return true;
+	}
+	return false;
+}

@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* netlink.h: what runwall needs from rtnetlink, through libmnl: the interfaces, the per-pod /32
+ * routes (EKS's VPC CNI installs "10.1.2.3 dev eniXXXX scope link" in the main table for each
+ * pod: that route is what ties a pod IP to its host-side veth), and a subscription to changes
+ * of both. Everything works in the caller's network namespace.
+ *
+ * The usual order: open the subscription, then dump links and routes, then poll the
+ * subscription's fd and call rw_nl_sub_read() when it is readable. Opening first means no
+ * change between the dump and the subscription is missed (a change seen twice is harmless:
+ * events are "this is the state now", not deltas to add up).
+ *
+ * Functions return 0 or a negative errno unless said otherwise, and do not log.
+ */
+#ifndef RUNWALL_NETLINK_H
+#define RUNWALL_NETLINK_H
+
+#include <stdbool.h>
+#include <linux/types.h>
+
+#define RW_NL_IFNAMSIZ 16	/* IF_NAMESIZE, without pulling <net/if.h> into every user */
+
+struct rw_nl_link {
+	int ifindex;
+	char name[RW_NL_IFNAMSIZ];
+	unsigned int flags;	/* IFF_* as the kernel reports them (ifi_flags) */
+	__u8 operstate;		/* IF_OPER_* (RFC 2863); IF_OPER_UNKNOWN when not reported */
+	bool admin_up;		/* IFF_UP: "ip link set up" */
+	bool oper_up;		/* IFF_RUNNING: operstate UP (or UNKNOWN, for devices without
+				 * carrier, like lo); a veth is up only when its peer is too */
+};
+
+/* An IPv4 route of the main table with an output interface. */
+struct rw_nl_route {
+	__be32 dst;		/* network byte order; 0 for a default route */
+	__u8 prefixlen;
+	int oif;
+};
+
+/* Callbacks return 0 to go on or a negative errno, which stops the walk and is returned. */
+typedef int (*rw_nl_link_fn)(const struct rw_nl_link *link, void *data);
+typedef int (*rw_nl_route_fn)(const struct rw_nl_route *route, void *data);
+
+/* Every interface. -EAGAIN when the kernel flagged the dump as interrupted by a change
+ * (NLM_F_DUMP_INTR): what was reported may be inconsistent, dump again.
+ */
+int rw_nl_dump_links(rw_nl_link_fn fn, void *data);
+
+/* The IPv4 unicast routes of the main table with prefix /32 and an output interface (the
+ * per-pod routes). A multipath route (no single output interface) is not reported. -EAGAIN as
+ * for rw_nl_dump_links().
+ */
+int rw_nl_dump_routes(rw_nl_route_fn fn, void *data);
+
+/* A subscription to RTNLGRP_LINK and RTNLGRP_IPV4_ROUTE on a non-blocking socket. */
+struct rw_nl_sub;
+
+/* What rw_nl_sub_read() calls; either may be NULL. `add` is true for RTM_NEWLINK/RTM_NEWROUTE
+ * and false for RTM_DELLINK/RTM_DELROUTE. The kernel sends RTM_NEWLINK for every change of an
+ * interface (up, down, carrier, rename...), not only for a new one: treat it as "this is the
+ * interface now". on_route gets the main table's IPv4 unicast routes with an output interface,
+ * of any prefix length.
+ *
+ * When an interface goes away, the kernel drops its IPv4 routes without a RTM_DELROUTE
+ * (fib_sync_down_dev() / fib_flush() do not notify): on_link(false) means its routes are gone.
+ */
+struct rw_nl_handlers {
+	int (*on_link)(bool add, const struct rw_nl_link *link, void *data);
+	int (*on_route)(bool add, const struct rw_nl_route *route, void *data);
+	void *data;
+};
+
+/* rw_nl_sub_read() return value after the socket overran (ENOBUFS: the kernel dropped
+ * notifications because the receive queue was full). What was pending has been thrown away;
+ * the caller must dump links and routes again, after this return, to learn the state.
+ */
+#define RW_NL_RESYNC 1
+
+int rw_nl_sub_open(struct rw_nl_sub **out);
+
+/* The fd to poll for POLLIN. */
+int rw_nl_sub_fd(const struct rw_nl_sub *sub);
+
+/* Read what is pending (a bounded amount per call, so that one busy socket does not starve the
+ * caller's other work: poll again, the fd stays readable while messages remain) and call the
+ * handlers. 0 when done, RW_NL_RESYNC after an overrun, a negative errno on error (a handler's
+ * error stops the read and is returned; the messages after it in the same read are lost, so
+ * a caller that goes on should resync).
+ */
+int rw_nl_sub_read(struct rw_nl_sub *sub, const struct rw_nl_handlers *h);
+
+void rw_nl_sub_close(struct rw_nl_sub *sub);
+
+/* Whether `name` starts with one of the comma-separated prefixes in `prefixes` ("eni,vlan").
+ * Blanks around a prefix are ignored, and so are empty ones: NULL, "" or "," match nothing.
+ */
+bool rw_ifname_match(const char *name, const char *prefixes);
+
+#endif /* RUNWALL_NETLINK_H */
