@@ -1,0 +1,272 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* cli_drops.c: `runwall drops`: follow the agent's stream of verdict events, filtered here.
+ * One aligned line per event for people, the agent's JSON object line with -j (flushed at once:
+ * other programs read it through a pipe).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli_util.h"
+#include "commands.h"
+#include "ctl.h"
+#include "eventfmt.h"
+
+static const char drops_usage[] = "drops [--all] [--run ID] [--pod IP] [--reason REASON] "
+				  "[--dst IP[:PORT]] [--count N] [--timeout SEC]";
+
+static volatile sig_atomic_t stop;
+
+static void on_signal(int sig)
+{
+	stop = 1;
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+/* The pod's veth, so that its events with another source address (spoofed, malformed) match
+ * --pod too. Only when the maps are pinned where we look; never required.
+ */
+static void find_pod_veth(struct rw_cli_filter *f)
+{
+	struct rw_datapath dp;
+	char err[256];
+
+	if (rw_datapath_pinned_layout(rw_g.bpffs) != RW_LAYOUT_VERSION)
+		return;
+	if (rw_cli_open(&dp, rw_g.bpffs, err, sizeof(err)))
+		return;
+	rw_cli_pod_ifindex(&dp, f->pod, &f->pod_ifindex);
+	rw_datapath_close(&dp);
+}
+
+struct follow {
+	const struct rw_cli_filter *f;
+	unsigned long long count;	/* 0: no limit */
+	unsigned long long seen;
+	int64_t mono_to_real;
+	bool header_done;
+};
+
+/* One line of the stream. Returns 1 when --count is reached, 0 to go on, or an exit code + 2
+ * when the agent reported an error.
+ */
+static int on_line(struct follow *fl, char *line)
+{
+	json_error_t jerr;
+	struct rw_event ev;
+	char rule[128], text[512];
+	json_t *o;
+
+	if (!*line)
+		return 0;
+	o = json_loads(line, 0, &jerr);
+	if (!o)
+		return 0;
+	if (json_is_false(json_object_get(o, "ok"))) {
+		rw_fail(RW_EXIT_REFUSED, "agent: %s",
+			json_string_value(json_object_get(o, "error")) ?: "refused the stream");
+		json_decref(o);
+		return 2 + RW_EXIT_REFUSED;
+	}
+	if (rw_event_from_json(o, &ev, rule, sizeof(rule)) || !rw_cli_filter_match(fl->f, &ev)) {
+		json_decref(o);
+		return 0;
+	}
+	json_decref(o);
+	if (rw_g.json) {
+		printf("%s\n", line);
+	} else {
+		rw_event_line(&ev, rule, fl->mono_to_real, text, sizeof(text));
+		printf("%s\n", text);
+	}
+	/* Whoever reads through the pipe went away (`| head -3`): done. */
+	if (fflush(stdout) == EOF || ferror(stdout))
+		return 1;
+	fl->seen++;
+	return fl->count && fl->seen >= fl->count;
+}
+
+int cmd_drops(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "all", no_argument, NULL, 'a' },
+		{ "run", required_argument, NULL, 'r' },
+		{ "pod", required_argument, NULL, 'p' },
+		{ "reason", required_argument, NULL, 'R' },
+		{ "dst", required_argument, NULL, 'd' },
+		{ "count", required_argument, NULL, 'n' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{}
+	};
+	struct rw_cli_filter f;
+	struct follow fl = { .f = &f };
+	struct sigaction sa = { .sa_handler = on_signal };
+	size_t len = 0, cap = 65536;
+	long long deadline = 0;
+	double timeout = 0;
+	char err[512], *buf = NULL, *end;
+	int opt, fd, ret = RW_EXIT_OK;
+
+	rw_cli_filter_init(&f);
+	while ((opt = getopt_long(argc, argv, "ar:p:R:d:n:t:jh", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'j':
+			rw_g.json = true;
+			break;
+		case 'a':
+			f.all = true;
+			break;
+		case 'r':
+			f.run = optarg;
+			break;
+		case 'p':
+			if (rw_cli_parse_ip(optarg, &f.pod))
+				return rw_fail(RW_EXIT_USAGE,
+					       "drops --pod: '%s' is not an IPv4 address", optarg);
+			f.has_pod = true;
+			break;
+		case 'R':
+			f.reason = rw_cli_reason_lookup(optarg, err, sizeof(err));
+			if (f.reason < 0)
+				return rw_fail(RW_EXIT_USAGE, "drops --reason: %s", err);
+			break;
+		case 'd':
+			if (rw_cli_parse_ip_port(optarg, &f.dst, &f.dport))
+				return rw_fail(RW_EXIT_USAGE,
+					       "drops --dst: '%s' is not IP or IP:PORT", optarg);
+			f.has_dst = true;
+			break;
+		case 'n':
+			if (rw_cli_parse_uint(optarg, 1ULL << 40, &fl.count) || !fl.count)
+				return rw_fail(RW_EXIT_USAGE, "drops --count: '%s' is not a number "
+					       "of events (1 or more)", optarg);
+			break;
+		case 't':
+			timeout = strtod(optarg, &end);
+			if (end == optarg || *end || !(timeout > 0) || timeout > 86400 * 365)
+				return rw_fail(RW_EXIT_USAGE,
+					       "drops --timeout: '%s' is not a number of seconds",
+					       optarg);
+			break;
+		case 'h':
+			printf("Usage: runwall %s\n", drops_usage);
+			return RW_EXIT_OK;
+		default:
+			return rw_fail(RW_EXIT_USAGE, "usage: runwall %s", drops_usage);
+		}
+	}
+	if (optind < argc)
+		return rw_fail(RW_EXIT_USAGE, "drops: unexpected '%s' (usage: runwall %s)",
+			       argv[optind], drops_usage);
+	if (f.has_pod)
+		find_pod_veth(&f);
+
+	fd = rw_ctl_send(rw_g.socket, "events", NULL, NULL, 0);
+	if (fd < 0)
+		return rw_fail(RW_EXIT_USAGE,
+			       "no agent on %s (%s): drops follows the agent's event stream; "
+			       "start `runwall agent` or pass --socket", rw_g.socket,
+			       strerror(-fd));
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	fl.mono_to_real = rw_mono_to_real_offset();
+	if (timeout > 0)
+		deadline = now_ms() + (long long)(timeout * 1000 + 0.999);
+	buf = malloc(cap);
+	if (!buf) {
+		ret = rw_fail(RW_EXIT_REFUSED, "out of memory");
+		goto cleanup;
+	}
+	if (!rw_g.json) {
+		char head[256];
+
+		rw_cli_event_header(head, sizeof(head));
+		printf("%s\n", head);
+		fflush(stdout);
+	}
+
+	while (!stop) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int wait = -1, r;
+		ssize_t n;
+		char *nl, *line;
+
+		if (deadline) {
+			long long left = deadline - now_ms();
+
+			if (left <= 0)
+				break;
+			wait = left > 1000000 ? 1000000 : (int)left;
+		}
+		r = poll(&pfd, 1, wait);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			ret = rw_fail(RW_EXIT_REFUSED, "poll: %s", strerror(errno));
+			goto cleanup;
+		}
+		if (r == 0)
+			continue;
+		if (len == cap) {
+			/* A line longer than the buffer is not an event: drop it. */
+			len = 0;
+		}
+		n = read(fd, buf + len, cap - len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			ret = rw_fail(RW_EXIT_REFUSED, "reading the event stream: %s",
+				      strerror(errno));
+			goto cleanup;
+		}
+		if (n == 0) {
+			if (fl.count)
+				ret = rw_fail(RW_EXIT_REFUSED, "the agent closed the event stream "
+					      "after %llu of %llu events", fl.seen, fl.count);
+			else
+				ret = rw_fail(RW_EXIT_REFUSED, "the agent closed the event stream");
+			goto cleanup;
+		}
+		len += n;
+		buf[len] = '\0';
+		line = buf;
+		while ((nl = strchr(line, '\n'))) {
+			*nl = '\0';
+			r = on_line(&fl, line);
+			line = nl + 1;
+			if (r == 1) {
+				ret = RW_EXIT_OK;
+				goto cleanup;
+			}
+			if (r > 1) {
+				ret = r - 2;
+				goto cleanup;
+			}
+		}
+		len -= line - buf;
+		memmove(buf, line, len);
+	}
+	if (!stop && fl.count)
+		ret = rw_fail(RW_EXIT_REFUSED, "%llu of %llu matching events in %g s", fl.seen,
+			      fl.count, timeout);
+cleanup:
+	free(buf);
+	close(fd);
+	return ret;
+}

@@ -1,0 +1,446 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* cli_explain.c: `runwall explain`: why a packet would be allowed or refused, answered by the
+ * production programs themselves. A private copy of them is loaded with rw_dry_run set (it
+ * judges but changes nothing: no counters, conntrack or events) and run on a crafted packet
+ * through BPF_PROG_TEST_RUN, on the maps pinned by the agent (the policy in force) and/or on
+ * private maps filled from a policy file ("what would this change do").
+ *
+ * Exit codes: 0 allowed, 1 refused (or the question cannot be answered here), 2 usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "apply.h"
+#include "cli_util.h"
+#include "commands.h"
+#include "eventfmt.h"
+#include "policy.h"
+#include "reasons.h"
+#include "runwall.skel.h"
+
+#define AGENT_TIMEOUT_MS	1000
+#define DEFAULT_SPORT		40000
+#define LOOPBACK_IFINDEX	1	/* test_run's device for ctx.ifindex <= 1 */
+#define TCX_NEXT_RET		(-1)
+#define TCX_DROP_RET		2
+
+static const char explain_usage[] = "explain {--pod IP | --run ID} DST PORT [tcp|udp] [--ingress] "
+				    "[--sport N] [--flags syn|ack|synack] [--policy FILE]";
+
+struct question {
+	bool has_pod;
+	__be32 pod;
+	const char *run;
+	__be32 dst;
+	__u16 dport;
+	__u16 sport;
+	__u8 proto;
+	__u8 flags;
+	bool flags_set;
+	bool ingress;
+	const char *policy;
+};
+
+static void make_probe(const struct question *q, __be32 pod, struct rw_cli_probe *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->proto = q->proto;
+	p->tcp_flags = q->proto == IPPROTO_TCP ? q->flags : 0;
+	if (q->ingress) {
+		/* From the peer DST into the pod's PORT. */
+		p->dir = RW_DIR_INGRESS;
+		p->src = q->dst;
+		p->sport = q->sport;
+		p->dst = pod;
+		p->dport = q->dport;
+	} else {
+		p->dir = RW_DIR_EGRESS;
+		p->src = pod;
+		p->sport = q->sport;
+		p->dst = q->dst;
+		p->dport = q->dport;
+	}
+}
+
+/* Run the dry-run copy on the packet as if it arrived on ifindex; fill v from its .bss. */
+static int judge(struct rw_datapath *dp, const struct rw_cli_probe *p, __u32 ifindex,
+		 struct rw_cli_verdict *v, char *err, size_t errlen)
+{
+	struct __sk_buff ctx = { .ifindex = ifindex };
+	__u8 pkt[RW_CLI_PKT_MAX];
+	size_t len = rw_cli_build_packet(p, pkt, sizeof(pkt));
+	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt, .data_size_in = len,
+		    .ctx_in = &ctx, .ctx_size_in = sizeof(ctx), .repeat = 1);
+	struct rw_explain *res = &dp->skel->bss->rw_explain_result;
+	__u32 before = res->runs;
+	int ret;
+
+	ret = bpf_prog_test_run_opts(dp->prog_fd[p->dir], &opts);
+	if (ret) {
+		ret = -errno;
+		snprintf(err, errlen, "BPF_PROG_TEST_RUN on ifindex %u: %s%s", ifindex,
+			 strerror(-ret), ret == -ENODEV ? " (run explain in the node's network "
+			 "namespace, where the sandbox veths are)" : "");
+		return ret;
+	}
+	/* The dry run must have reached its verdict exactly once, and said what it returned. */
+	if (res->runs != before + 1) {
+		snprintf(err, errlen,
+			 "the dry run left no verdict (rw_explain_result.runs %u -> %u): is this "
+			 "BPF object built with rw_dry_run support?", before, res->runs);
+		return -EPROTO;
+	}
+	if ((res->verdict == RW_VERDICT_ALLOW) != ((int)opts.retval == TCX_NEXT_RET) ||
+	    (res->verdict != RW_VERDICT_ALLOW && (int)opts.retval != TCX_DROP_RET)) {
+		snprintf(err, errlen, "the dry run returned %d but recorded verdict %u",
+			 (int)opts.retval, res->verdict);
+		return -EPROTO;
+	}
+	v->verdict = res->verdict;
+	v->reason = res->reason;
+	v->path = res->path;
+	v->rule_id = res->rule_id;
+	return 0;
+}
+
+/* The run the program saw (its counter index) as id and generation. */
+static void fill_run(const struct rw_datapath *dp, __u32 run_idx, struct rw_cli_verdict *v)
+{
+	struct rw_cli_run *runs;
+	size_t n;
+	int i;
+
+	v->run[0] = '\0';
+	v->gen = 0;
+	if (!run_idx || rw_cli_live_runs(dp, &runs, &n))
+		return;
+	i = rw_cli_run_find(runs, n, NULL, run_idx);
+	if (i >= 0) {
+		snprintf(v->run, sizeof(v->run), "%s", runs[i].id);
+		v->gen = runs[i].gen;
+	}
+	rw_cli_runs_free(runs, n);
+}
+
+static __u64 live_revision(const struct rw_datapath *dp)
+{
+	struct rw_config cfg;
+
+	if (rw_config_read(dp, &cfg) || !RW_STATE_READY(cfg.state))
+		return 0;
+	return RW_STATE_REVISION(cfg.state);
+}
+
+/* The policy in force, judged by the pinned maps. Returns 0, or an exit code + 1 after
+ * reporting why the question cannot be answered.
+ */
+static int judge_live(const struct question *q, __be32 *pod, bool need, struct rw_cli_probe *p,
+		      struct rw_cli_verdict *v, __u32 *ifindex_out)
+{
+	struct rw_datapath pinned, dry = { .skel = NULL };
+	struct rw_cli_run *runs = NULL;
+	struct rw_policy names;
+	bool have_names = false;
+	json_t *status = NULL;
+	char err[512], ifname[IF_NAMESIZE];
+	size_t n_runs = 0;
+	__u32 ifindex = 0;
+	int ret;
+
+	ret = rw_cli_open(&pinned, rw_g.bpffs, err, sizeof(err));
+	if (ret)
+		return 1 + rw_fail(ret == -ENOENT ? RW_EXIT_USAGE : RW_EXIT_REFUSED, "%s", err);
+	ret = rw_cli_live_runs(&pinned, &runs, &n_runs);
+	if (ret) {
+		ret = 1 + rw_fail(RW_EXIT_REFUSED, "reading the live pods: %s", strerror(-ret));
+		goto cleanup;
+	}
+	if (q->run) {
+		int r = rw_cli_run_find(runs, n_runs, q->run, 0);
+
+		if (r < 0) {
+			ret = need ? 1 + rw_fail(RW_EXIT_REFUSED, "no run '%s' in the live slot%s",
+						 q->run, live_revision(&pinned) ? "" :
+						 " (the node is not ready)") : -ENOENT;
+			goto cleanup;
+		}
+		/* The run's first pod that has a veth on this node. */
+		*pod = runs[r].pods[0];
+		for (size_t i = 0; i < runs[r].n_pods; i++) {
+			if (rw_cli_pod_ifindex(&pinned, runs[r].pods[i], &ifindex) == 0) {
+				*pod = runs[r].pods[i];
+				break;
+			}
+		}
+	}
+	if (!ifindex && rw_cli_pod_ifindex(&pinned, *pod, &ifindex)) {
+		char ip[16];
+
+		rw_cli_ip(*pod, ip, sizeof(ip));
+		ret = need ? 1 + rw_fail(RW_EXIT_REFUSED, "%s is bound to no sandbox veth here "
+					 "(rw_endpoints): none of its packets reaches runwall on "
+					 "this node", ip) : -ENOENT;
+		goto cleanup;
+	}
+	if (!if_indextoname(ifindex, ifname)) {
+		ret = 1 + rw_fail(RW_EXIT_REFUSED, "the pod's veth (ifindex %u) is not in this "
+				  "network namespace: run explain in the node's", ifindex);
+		goto cleanup;
+	}
+
+	/* Our own copy of the programs on the pinned maps; rw_dry_run makes it change nothing.
+	 * The pins were all checked above, so libbpf reuses them and creates none.
+	 */
+	ret = rw_datapath_load(&dry, rw_g.bpffs, RW_DP_DRY_RUN);
+	if (ret) {
+		ret = 1 + rw_fail(RW_EXIT_REFUSED, "loading the dry-run programs: %s",
+				  strerror(-ret));
+		goto cleanup;
+	}
+	make_probe(q, *pod, p);
+	v->revision = live_revision(&dry);
+	ret = judge(&dry, p, ifindex, v, err, sizeof(err));
+	if (ret) {
+		ret = 1 + rw_fail(RW_EXIT_REFUSED, "%s", err);
+		goto cleanup;
+	}
+	fill_run(&dry, dry.skel->bss->rw_explain_result.run_idx, v);
+	if (rw_cli_agent_call(rw_g.socket, "status", AGENT_TIMEOUT_MS, &status) == 0)
+		have_names = rw_cli_agent_policy(status, v->revision, &names) == 0;
+	rw_rule_name(have_names ? &names : NULL, v->rule_id, v->rule, sizeof(v->rule));
+	v->source = "live";
+	*ifindex_out = ifindex;
+	ret = 0;
+cleanup:
+	if (have_names)
+		rw_policy_free(&names);
+	json_decref(status);
+	if (dry.skel)
+		rw_datapath_close(&dry);
+	rw_cli_runs_free(runs, n_runs);
+	rw_datapath_close(&pinned);
+	return ret;
+}
+
+/* The same packet judged by a policy file in private maps. Returns 0 or an exit code + 1. */
+static int judge_file(const struct question *q, __be32 *pod, bool have_pod,
+		      struct rw_cli_probe *p, struct rw_cli_verdict *v)
+{
+	struct rw_datapath dp = { .skel = NULL };
+	struct rw_config cfg = { .layout_version = RW_LAYOUT_VERSION };
+	struct rw_policy_error perr;
+	struct rw_apply_result res;
+	struct rw_policy pol;
+	char err[512];
+	int ret;
+
+	ret = rw_policy_parse_file(q->policy, &pol, &perr);
+	if (ret)
+		return 1 + rw_fail(ret == -EINVAL ? RW_EXIT_REFUSED : RW_EXIT_USAGE, "%s",
+				   perr.text);
+	if (!have_pod) {
+		/* --run: the run's first pod in the file. */
+		const struct rw_policy_run *run = NULL;
+
+		for (size_t i = 0; i < pol.n_runs && !run; i++)
+			if (!strcmp(pol.runs[i].id, q->run))
+				run = &pol.runs[i];
+		if (!run || !run->n_pods) {
+			ret = 1 + rw_fail(RW_EXIT_REFUSED, "%s: no run '%s' with pods", q->policy,
+					  q->run);
+			goto cleanup;
+		}
+		*pod = run->pods[0];
+	}
+	ret = rw_datapath_load(&dp, NULL, RW_DP_NO_PIN | RW_DP_DRY_RUN);
+	if (ret) {
+		ret = 1 + rw_fail(RW_EXIT_REFUSED, "loading the dry-run programs: %s",
+				  strerror(-ret));
+		goto cleanup;
+	}
+	/* The loader leaves a dry run's config alone: give it our layout, not ready. */
+	ret = rw_config_write(&dp, &cfg);
+	if (!ret)
+		ret = rw_apply(&dp, NULL, &pol, &res, err, sizeof(err));
+	else
+		snprintf(err, sizeof(err), "%s", strerror(-ret));
+	if (ret) {
+		ret = 1 + rw_fail(RW_EXIT_REFUSED, "%s: cannot be applied: %s", q->policy, err);
+		goto cleanup;
+	}
+	ret = rw_endpoint_bind(&dp, LOOPBACK_IFINDEX, *pod);
+	if (ret) {
+		ret = 1 + rw_fail(RW_EXIT_REFUSED, "binding the pod in the private maps: %s",
+				  strerror(-ret));
+		goto cleanup;
+	}
+	make_probe(q, *pod, p);
+	v->revision = pol.revision;
+	ret = judge(&dp, p, LOOPBACK_IFINDEX, v, err, sizeof(err));
+	if (ret) {
+		ret = 1 + rw_fail(RW_EXIT_REFUSED, "%s", err);
+		goto cleanup;
+	}
+	fill_run(&dp, dp.skel->bss->rw_explain_result.run_idx, v);
+	rw_rule_name(&pol, v->rule_id, v->rule, sizeof(v->rule));
+	v->source = q->policy;
+	ret = 0;
+cleanup:
+	if (dp.skel)
+		rw_datapath_close(&dp);
+	rw_policy_free(&pol);
+	return ret;
+}
+
+static int parse(int argc, char **argv, struct question *q)
+{
+	static const struct option opts[] = {
+		{ "pod", required_argument, NULL, 'p' },
+		{ "run", required_argument, NULL, 'r' },
+		{ "ingress", no_argument, NULL, 'i' },
+		{ "egress", no_argument, NULL, 'e' },
+		{ "sport", required_argument, NULL, 's' },
+		{ "flags", required_argument, NULL, 'f' },
+		{ "policy", required_argument, NULL, 'P' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{}
+	};
+	int opt, npos;
+
+	memset(q, 0, sizeof(*q));
+	q->sport = DEFAULT_SPORT;
+	q->proto = IPPROTO_TCP;
+	q->flags = 0x02;	/* SYN */
+	while ((opt = getopt_long(argc, argv, "p:r:ies:f:P:jh", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'j':
+			rw_g.json = true;
+			break;
+		case 'p':
+			if (rw_cli_parse_ip(optarg, &q->pod))
+				return rw_fail(RW_EXIT_USAGE, "explain --pod: '%s' is not an IPv4 "
+					       "address", optarg);
+			q->has_pod = true;
+			break;
+		case 'r':
+			q->run = optarg;
+			break;
+		case 'i':
+			q->ingress = true;
+			break;
+		case 'e':
+			q->ingress = false;
+			break;
+		case 's':
+			if (rw_cli_parse_port(optarg, &q->sport))
+				return rw_fail(RW_EXIT_USAGE, "explain --sport: '%s' is not a port "
+					       "(1-65535)", optarg);
+			break;
+		case 'f':
+			if (rw_cli_parse_tcp_flags(optarg, &q->flags))
+				return rw_fail(RW_EXIT_USAGE,
+					       "explain --flags: unknown flags '%s'; valid: syn, "
+					       "ack, synack", optarg);
+			q->flags_set = true;
+			break;
+		case 'P':
+			q->policy = optarg;
+			break;
+		case 'h':
+			printf("Usage: runwall %s\n", explain_usage);
+			return -1;
+		default:
+			return rw_fail(RW_EXIT_USAGE, "usage: runwall %s", explain_usage);
+		}
+	}
+	if (q->has_pod == !!q->run)
+		return rw_fail(RW_EXIT_USAGE,
+			       "explain: say whose packet, with --pod IP or --run ID "
+			       "(one of them)");
+	npos = argc - optind;
+	if (npos < 2 || npos > 3)
+		return rw_fail(RW_EXIT_USAGE, "explain: %s (usage: runwall %s)",
+			       npos < 2 ? "DST and PORT are needed" : "too many arguments",
+			       explain_usage);
+	if (rw_cli_parse_ip(argv[optind], &q->dst))
+		return rw_fail(RW_EXIT_USAGE, "explain: '%s' is not an IPv4 address",
+			       argv[optind]);
+	if (rw_cli_parse_port(argv[optind + 1], &q->dport))
+		return rw_fail(RW_EXIT_USAGE, "explain: '%s' is not a port (1-65535)",
+			       argv[optind + 1]);
+	if (npos == 3 && rw_cli_parse_proto(argv[optind + 2], &q->proto))
+		return rw_fail(RW_EXIT_USAGE, "explain: unknown protocol '%s'; valid: tcp, udp",
+			       argv[optind + 2]);
+	if (q->flags_set && q->proto != IPPROTO_TCP)
+		return rw_fail(RW_EXIT_USAGE, "explain: --flags is for tcp");
+	return 0;
+}
+
+int cmd_explain(int argc, char **argv)
+{
+	struct rw_cli_verdict now = { 0 }, with = { 0 };
+	struct rw_cli_probe p;
+	const struct rw_cli_verdict *top;
+	struct question q;
+	bool have_now = false, have_with = false;
+	__u32 ifindex = 0;
+	__be32 pod = 0;
+	char line[768];
+	int ret, layout;
+
+	ret = parse(argc, argv, &q);
+	if (ret)
+		return ret < 0 ? RW_EXIT_OK : ret;
+	pod = q.pod;
+
+	/* Never load with pins where nothing is pinned: that would create them. */
+	layout = rw_datapath_pinned_layout(rw_g.bpffs);
+	if (layout == 0 && !q.policy)
+		return rw_fail(RW_EXIT_USAGE, "nothing pinned at %s: no policy in force to explain "
+			       "(use --policy FILE to judge against a snapshot file)", rw_g.bpffs);
+	if (layout > 0 || !q.policy) {
+		ret = judge_live(&q, &pod, !q.policy, &p, &now, &ifindex);
+		if (ret > 0)
+			return ret - 1;
+		have_now = ret == 0;
+		if (!have_now && !rw_g.json)
+			fprintf(stderr, "runwall: explain: the live policy cannot judge this "
+				"packet on this node; judging it with %s only\n", q.policy);
+	}
+	if (q.policy) {
+		ret = judge_file(&q, &pod, q.has_pod || have_now, &p, &with);
+		if (ret > 0)
+			return ret - 1;
+		have_with = true;
+	}
+
+	top = have_with ? &with : &now;
+	if (rw_g.json) {
+		json_t *o = json_pack("{s:b}", "ok", 1), *v = rw_cli_verdict_json(&p, top);
+		char ip[16];
+
+		json_object_update(o, v);
+		json_decref(v);
+		rw_cli_ip(pod, ip, sizeof(ip));
+		json_object_set_new(o, "pod", json_string(ip));
+		json_object_set_new(o, "ifindex", have_now ? json_integer(ifindex) : json_null());
+		if (have_with)
+			json_object_set_new(o, "policy", json_string(q.policy));
+		if (have_now && have_with)
+			json_object_set_new(o, "now", rw_cli_verdict_json(&p, &now));
+		rw_cli_json_print(o);
+	} else {
+		rw_cli_explain_line(&p, have_now ? &now : NULL, have_with ? &with : NULL, line,
+				    sizeof(line));
+		printf("%s\n", line);
+	}
+	return top->verdict == RW_VERDICT_ALLOW ? RW_EXIT_OK : RW_EXIT_REFUSED;
+}

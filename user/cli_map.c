@@ -1,0 +1,1074 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* cli_map.c: `runwall map { list | dump MAP | lookup MAP KEY }`: the pinned maps, decoded into
+ * named fields. Reads only, works without the agent (the policy maps are read in the live
+ * slot, the one packets are judged by now).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "apply.h"
+#include "cli_util.h"
+#include "commands.h"
+#include "eventfmt.h"
+#include "reasons.h"
+
+#define AGENT_TIMEOUT_MS 1000
+
+struct mctx {
+	struct rw_datapath dp;
+	struct rw_config cfg;
+	bool ready;
+	__u32 slot;
+	__u64 revision;
+	struct rw_cli_run *runs;
+	size_t n_runs;
+	struct rw_policy policy;
+	bool have_policy;
+	char policy_file[512];
+	int64_t mono_to_real;
+	__u64 now_mono;
+	enum rw_cli_map map;
+	json_t *entries;	/* -j */
+	struct rw_table t;	/* plain */
+};
+
+/* What `lookup` looks for; `dump` leaves it empty (everything matches). */
+struct mkey {
+	bool any;
+	bool has_ip;
+	__be32 ip;
+	__u16 port;		/* host order, 0: any */
+	__u8 proto;		/* 0: any */
+	bool has_ifindex;
+	__u32 ifindex;
+	bool has_idx;
+	__u32 idx;
+	const char *text;	/* the key as typed, for messages */
+};
+
+static const char map_usage[] = "map { list | dump MAP | lookup MAP KEY }";
+
+/* ---- small helpers ----------------------------------------------------------------------- */
+
+static __u64 mono_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+static const char *run_of_idx(const struct mctx *c, __u32 idx)
+{
+	int i = rw_cli_run_find(c->runs, c->n_runs, NULL, idx);
+
+	return i < 0 ? NULL : c->runs[i].id;
+}
+
+static const char *run_of_pod(const struct mctx *c, __be32 ip)
+{
+	for (size_t r = 0; r < c->n_runs; r++)
+		for (size_t i = 0; i < c->runs[r].n_pods; i++)
+			if (c->runs[r].pods[i] == ip)
+				return c->runs[r].id;
+	return NULL;
+}
+
+static void ifname_of(__u32 ifindex, char *buf)
+{
+	if (!if_indextoname(ifindex, buf))
+		snprintf(buf, IF_NAMESIZE, "?");
+}
+
+static void rule_name(struct mctx *c, __u32 id, char *buf, size_t len)
+{
+	rw_rule_name(c->have_policy ? &c->policy : NULL, id, buf, len);
+}
+
+/* Rule names come from the agent's policy file when it is the revision in force. */
+static void load_policy(struct mctx *c)
+{
+	json_t *status;
+
+	if (rw_cli_agent_call(rw_g.socket, "status", AGENT_TIMEOUT_MS, &status))
+		return;
+	c->have_policy = rw_cli_agent_policy(status, c->ready ? c->revision : 0, &c->policy) == 0;
+	if (c->have_policy)
+		snprintf(c->policy_file, sizeof(c->policy_file), "%s",
+			 json_string_value(json_object_get(status, "policy_file")));
+	json_decref(status);
+}
+
+static json_t *jstr_or_null(const char *s)
+{
+	return s && *s ? json_string(s) : json_null();
+}
+
+/* All entries of a map: keys and values side by side in two arrays. */
+static int collect(int fd, size_t ks, size_t vs, void **keys, void **vals, size_t *n)
+{
+	__u8 *k = NULL, *v = NULL, cur[64], next[64];
+	size_t cap = 0, cnt = 0;
+	void *prev = NULL;
+
+	*keys = *vals = NULL;
+	*n = 0;
+	if (ks > sizeof(next))
+		return -E2BIG;
+	while (bpf_map_get_next_key(fd, prev, next) == 0) {
+		memcpy(cur, next, ks);
+		prev = cur;
+		if (cnt == cap) {
+			__u8 *gk, *gv;
+
+			cap = cap ? cap * 2 : 64;
+			gk = realloc(k, cap * ks);
+			if (gk)
+				k = gk;
+			gv = gk ? realloc(v, cap * vs) : NULL;
+			if (gv)
+				v = gv;
+			if (!gk || !gv) {
+				free(k);
+				free(v);
+				return -ENOMEM;
+			}
+		}
+		/* An entry deleted between the two calls is skipped. */
+		if (bpf_map_lookup_elem(fd, cur, v + cnt * vs) == 0) {
+			memcpy(k + cnt * ks, cur, ks);
+			cnt++;
+		}
+	}
+	*keys = k;
+	*vals = v;
+	*n = cnt;
+	return 0;
+}
+
+static void sort_pairs(void *keys, void *vals, size_t n, size_t ks, size_t vs,
+		       int (*cmp)(const void *, const void *))
+{
+	size_t rs = ks + vs;
+	__u8 *rec = malloc(n * rs + 1);
+
+	if (!rec)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		memcpy(rec + i * rs, (__u8 *)keys + i * ks, ks);
+		memcpy(rec + i * rs + ks, (__u8 *)vals + i * vs, vs);
+	}
+	qsort(rec, n, rs, cmp);
+	for (size_t i = 0; i < n; i++) {
+		memcpy((__u8 *)keys + i * ks, rec + i * rs, ks);
+		memcpy((__u8 *)vals + i * vs, rec + i * rs + ks, vs);
+	}
+	free(rec);
+}
+
+#define CMP(a, b) ((a) < (b) ? -1 : (a) > (b))
+
+static int cmp_u32(const void *a, const void *b)
+{
+	return CMP(*(const __u32 *)a, *(const __u32 *)b);
+}
+
+static int cmp_be32(const void *a, const void *b)
+{
+	return CMP(ntohl(*(const __be32 *)a), ntohl(*(const __be32 *)b));
+}
+
+static int cmp_allow(const void *a, const void *b)
+{
+	const struct rw_allow_key *x = a, *y = b;
+
+	if (x->scope != y->scope)
+		return CMP(x->scope, y->scope);
+	if (x->daddr != y->daddr)
+		return CMP(ntohl(x->daddr), ntohl(y->daddr));
+	if (x->proto != y->proto)
+		return CMP(x->proto, y->proto);
+	return CMP(ntohs(x->dport), ntohs(y->dport));
+}
+
+static int cmp_allow_lpm(const void *a, const void *b)
+{
+	const struct rw_allow_lpm_key *x = a, *y = b;
+
+	if (x->scope != y->scope)
+		return CMP(x->scope, y->scope);
+	if (x->daddr != y->daddr)
+		return CMP(ntohl(x->daddr), ntohl(y->daddr));
+	if (x->prefixlen != y->prefixlen)
+		return CMP(x->prefixlen, y->prefixlen);
+	if (x->proto != y->proto)
+		return CMP(x->proto, y->proto);
+	return CMP(ntohs(x->dport), ntohs(y->dport));
+}
+
+static int cmp_cidr(const void *a, const void *b)
+{
+	const struct rw_cidr_lpm_key *x = a, *y = b;
+
+	if (x->addr != y->addr)
+		return CMP(ntohl(x->addr), ntohl(y->addr));
+	return CMP(x->prefixlen, y->prefixlen);
+}
+
+static int cmp_inbound(const void *a, const void *b)
+{
+	const struct rw_inbound_lpm_key *x = a, *y = b;
+
+	if (x->saddr != y->saddr)
+		return CMP(ntohl(x->saddr), ntohl(y->saddr));
+	if (x->prefixlen != y->prefixlen)
+		return CMP(x->prefixlen, y->prefixlen);
+	if (x->proto != y->proto)
+		return CMP(x->proto, y->proto);
+	return CMP(ntohs(x->dport), ntohs(y->dport));
+}
+
+static int cmp_ct(const void *a, const void *b)
+{
+	const struct rw_ct_key *x = a, *y = b;
+
+	if (x->ifindex != y->ifindex)
+		return CMP(x->ifindex, y->ifindex);
+	if (x->pod_ip != y->pod_ip)
+		return CMP(ntohl(x->pod_ip), ntohl(y->pod_ip));
+	if (x->peer_ip != y->peer_ip)
+		return CMP(ntohl(x->peer_ip), ntohl(y->peer_ip));
+	if (x->proto != y->proto)
+		return CMP(x->proto, y->proto);
+	if (x->peer_port != y->peer_port)
+		return CMP(ntohs(x->peer_port), ntohs(y->peer_port));
+	return CMP(ntohs(x->pod_port), ntohs(y->pod_port));
+}
+
+static bool in_cidr(__be32 ip, __be32 net, unsigned int prefixlen)
+{
+	__u32 mask = prefixlen ? ~0u << (32 - prefixlen) : 0;
+
+	return (ntohl(ip) & mask) == (ntohl(net) & mask);
+}
+
+/* The fd of the live slot's inner map of a policy table (-ENOENT: not ready). */
+static int live_fd(struct mctx *c, enum rw_map_id id)
+{
+	return rw_live_inner_fd(&c->dp, id);
+}
+
+/* ---- one function per map: entries into c->entries (-j) or c->t (plain) ------------------- */
+
+static int show_config(struct mctx *c, const struct mkey *k)
+{
+	char applied[40] = "";
+	json_t *o;
+
+	if (c->cfg.applied_ns)
+		rw_format_time((int64_t)c->cfg.applied_ns + c->mono_to_real, applied,
+			       sizeof(applied));
+	o = json_pack("{s:b, s:I, s:i, s:I, s:i, s:i, s:i, s:o, s:I}",
+		      "ready", c->ready,
+		      "revision", (json_int_t)RW_STATE_REVISION(c->cfg.state),
+		      "slot", (int)RW_STATE_SLOT(c->cfg.state),
+		      "state", (json_int_t)c->cfg.state,
+		      "layout_version", (int)c->cfg.layout_version,
+		      "event_rate", (int)c->cfg.event_rate,
+		      "event_burst", (int)c->cfg.event_burst,
+		      "applied", jstr_or_null(applied),
+		      "applied_ns", (json_int_t)c->cfg.applied_ns);
+	if (c->entries) {
+		json_array_append_new(c->entries, o);
+		return 1;
+	}
+	json_decref(o);
+	rw_table_row(&c->t);
+	rw_table_cell(&c->t, "ready");
+	rw_table_cell(&c->t, "%s", c->ready ? "yes" : "no (every sandbox packet is dropped: "
+				   "not-ready)");
+	rw_table_row(&c->t);
+	rw_table_cell(&c->t, "revision");
+	rw_table_cell(&c->t, "%llu", (unsigned long long)RW_STATE_REVISION(c->cfg.state));
+	rw_table_row(&c->t);
+	rw_table_cell(&c->t, "live slot");
+	rw_table_cell(&c->t, "%u", RW_STATE_SLOT(c->cfg.state));
+	rw_table_row(&c->t);
+	rw_table_cell(&c->t, "state");
+	rw_table_cell(&c->t, "%#llx (revision << 8 | ready << 1 | slot)",
+		      (unsigned long long)c->cfg.state);
+	rw_table_row(&c->t);
+	rw_table_cell(&c->t, "applied");
+	rw_table_cell(&c->t, "%s", applied[0] ? applied : "never");
+	rw_table_row(&c->t);
+	rw_table_cell(&c->t, "layout version");
+	rw_table_cell(&c->t, "%u", c->cfg.layout_version);
+	rw_table_row(&c->t);
+	rw_table_cell(&c->t, "event budget");
+	rw_table_cell(&c->t, "%u events/s per sandbox veth, burst %u", c->cfg.event_rate,
+		      c->cfg.event_burst);
+	return 1;
+}
+
+static int show_endpoints(struct mctx *c, const struct mkey *k)
+{
+	int fd = c->dp.map_fd[RW_M_ENDPOINTS], shown = 0, err;
+	struct rw_endpoint *vals;
+	__u32 *keys;
+	size_t n;
+
+	err = collect(fd, sizeof(*keys), sizeof(*vals), (void **)&keys, (void **)&vals, &n);
+	if (err)
+		return err;
+	sort_pairs(keys, vals, n, sizeof(*keys), sizeof(*vals), cmp_u32);
+	for (size_t i = 0; i < n; i++) {
+		char name[IF_NAMESIZE], pod[INET_ADDRSTRLEN];
+		const char *run = run_of_pod(c, vals[i].pod_ip);
+
+		if (!k->any && !(k->has_ifindex && keys[i] == k->ifindex) &&
+		    !(k->has_ip && vals[i].pod_ip == k->ip))
+			continue;
+		ifname_of(keys[i], name);
+		rw_cli_ip(vals[i].pod_ip, pod, sizeof(pod));
+		shown++;
+		if (c->entries) {
+			json_array_append_new(c->entries,
+					      json_pack("{s:i, s:s, s:s, s:o, s:i}", "ifindex",
+							(int)keys[i], "ifname", name, "pod", pod,
+							"run", jstr_or_null(run), "flags",
+							(int)vals[i].flags));
+			continue;
+		}
+		rw_table_row(&c->t);
+		rw_table_cell(&c->t, "%u", keys[i]);
+		rw_table_cell(&c->t, "%s", name);
+		rw_table_cell(&c->t, "%s", pod);
+		rw_table_cell(&c->t, "%s", run ? run : "- (in no run: unknown-source)");
+	}
+	free(keys);
+	free(vals);
+	return shown;
+}
+
+static int show_pods(struct mctx *c, const struct mkey *k)
+{
+	int fd = live_fd(c, RW_M_PODS), shown = 0, err;
+	struct rw_pod *vals;
+	__be32 *keys;
+	size_t n;
+
+	if (fd == -ENOENT)
+		return 0;
+	if (fd < 0)
+		return fd;
+	err = collect(fd, sizeof(*keys), sizeof(*vals), (void **)&keys, (void **)&vals, &n);
+	close(fd);
+	if (err)
+		return err;
+	sort_pairs(keys, vals, n, sizeof(*keys), sizeof(*vals), cmp_be32);
+	for (size_t i = 0; i < n; i++) {
+		const char *egress = vals[i].egress_mode == RW_EGRESS_OPEN ? "open" : "allowlist";
+		char pod[INET_ADDRSTRLEN];
+		__u32 ifindex = 0;
+
+		if (!k->any && keys[i] != k->ip)
+			continue;
+		rw_cli_ip(keys[i], pod, sizeof(pod));
+		rw_cli_pod_ifindex(&c->dp, keys[i], &ifindex);
+		shown++;
+		if (c->entries) {
+			json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:s, s:i}", "pod", pod, "run",
+					      vals[i].run_id, "idx", (int)vals[i].run_idx, "gen",
+					      (int)vals[i].run_gen, "egress", egress, "ifindex",
+					      (int)ifindex);
+
+			json_array_append_new(c->entries, o);
+			continue;
+		}
+		rw_table_row(&c->t);
+		rw_table_cell(&c->t, "%s", pod);
+		rw_table_cell(&c->t, "%.*s", RW_RUN_ID_LEN, vals[i].run_id);
+		rw_table_cell(&c->t, "%u", vals[i].run_idx);
+		rw_table_cell(&c->t, "%u", vals[i].run_gen);
+		rw_table_cell(&c->t, "%s", egress);
+		if (ifindex) {
+			char name[IF_NAMESIZE];
+
+			ifname_of(ifindex, name);
+			rw_table_cell(&c->t, "%s (%u)", name, ifindex);
+		} else {
+			rw_table_cell(&c->t, "- (no veth bound)");
+		}
+	}
+	free(keys);
+	free(vals);
+	return shown;
+}
+
+static void allow_row(struct mctx *c, const char *kind, __u32 scope, const char *dst,
+		      __u8 proto, __u16 port, __u32 rule_id)
+{
+	const char *run = scope ? run_of_idx(c, scope) : NULL;
+	char rule[128];
+
+	rule_name(c, rule_id, rule, sizeof(rule));
+	if (c->entries) {
+		json_array_append_new(c->entries,
+				      json_pack("{s:s, s:s, s:o, s:i, s:s, s:s, s:i, s:i, s:s}",
+						"kind", kind, "scope", scope ? "run" : "services",
+						"run", jstr_or_null(run), "run_idx", (int)scope,
+						"dst", dst, "proto", rw_proto_name(proto), "port",
+						(int)port, "rule_id", (int)rule_id, "rule", rule));
+		return;
+	}
+	rw_table_row(&c->t);
+	if (!scope)
+		rw_table_cell(&c->t, "services");
+	else
+		rw_table_cell(&c->t, "run %s", run ? run : "?");
+	rw_table_cell(&c->t, "%s", dst);
+	rw_table_cell(&c->t, "%s/%u", rw_proto_name(proto), port);
+	rw_table_cell(&c->t, "%s", kind);
+	rw_table_cell(&c->t, "%s", rule);
+}
+
+static bool port_proto_match(const struct mkey *k, __u8 proto, __u16 port)
+{
+	return (!k->port || k->port == port) && (!k->proto || k->proto == proto);
+}
+
+static int show_allow(struct mctx *c, const struct mkey *k)
+{
+	struct rw_allow_lpm_key *lkeys;
+	struct rw_allow_key *keys;
+	struct rw_rule *vals;
+	int fd, shown = 0, err;
+	size_t n;
+
+	fd = live_fd(c, RW_M_ALLOW_EXACT);
+	if (fd == -ENOENT)
+		return 0;
+	if (fd < 0)
+		return fd;
+	err = collect(fd, sizeof(*keys), sizeof(*vals), (void **)&keys, (void **)&vals, &n);
+	close(fd);
+	if (err)
+		return err;
+	sort_pairs(keys, vals, n, sizeof(*keys), sizeof(*vals), cmp_allow);
+	for (size_t i = 0; i < n; i++) {
+		char dst[INET_ADDRSTRLEN];
+
+		if (!k->any && (keys[i].daddr != k->ip ||
+				!port_proto_match(k, keys[i].proto, ntohs(keys[i].dport))))
+			continue;
+		rw_cli_ip(keys[i].daddr, dst, sizeof(dst));
+		allow_row(c, "exact", keys[i].scope, dst, keys[i].proto, ntohs(keys[i].dport),
+			  vals[i].rule_id);
+		shown++;
+	}
+	free(keys);
+	free(vals);
+
+	fd = live_fd(c, RW_M_ALLOW_CIDR);
+	if (fd < 0)
+		return fd == -ENOENT ? shown : fd;
+	err = collect(fd, sizeof(*lkeys), sizeof(*vals), (void **)&lkeys, (void **)&vals, &n);
+	close(fd);
+	if (err)
+		return err;
+	sort_pairs(lkeys, vals, n, sizeof(*lkeys), sizeof(*vals), cmp_allow_lpm);
+	for (size_t i = 0; i < n; i++) {
+		unsigned int plen = lkeys[i].prefixlen - RW_ALLOW_LPM_FIXED_BITS;
+		char dst[32];
+
+		if (!k->any && (!in_cidr(k->ip, lkeys[i].daddr, plen) ||
+				!port_proto_match(k, lkeys[i].proto, ntohs(lkeys[i].dport))))
+			continue;
+		rw_cli_cidr(lkeys[i].daddr, plen, dst, sizeof(dst));
+		if (plen == 32)
+			snprintf(dst + strlen(dst), sizeof(dst) - strlen(dst), "/32");
+		allow_row(c, "cidr", lkeys[i].scope, dst, lkeys[i].proto, ntohs(lkeys[i].dport),
+			  vals[i].rule_id);
+		shown++;
+	}
+	free(lkeys);
+	free(vals);
+	return shown;
+}
+
+static int show_deny(struct mctx *c, const struct mkey *k)
+{
+	int fd = live_fd(c, RW_M_DENY), shown = 0, err;
+	struct rw_cidr_lpm_key *keys;
+	__u32 *vals;
+	size_t n;
+
+	if (fd == -ENOENT)
+		return 0;
+	if (fd < 0)
+		return fd;
+	err = collect(fd, sizeof(*keys), sizeof(*vals), (void **)&keys, (void **)&vals, &n);
+	close(fd);
+	if (err)
+		return err;
+	sort_pairs(keys, vals, n, sizeof(*keys), sizeof(*vals), cmp_cidr);
+	for (size_t i = 0; i < n; i++) {
+		char cidr[32];
+
+		if (!k->any && !in_cidr(k->ip, keys[i].addr, keys[i].prefixlen))
+			continue;
+		snprintf(cidr, sizeof(cidr), "%s", "");
+		rw_cli_cidr(keys[i].addr, keys[i].prefixlen, cidr, sizeof(cidr));
+		if (keys[i].prefixlen == 32)
+			strcat(cidr, "/32");
+		shown++;
+		if (c->entries) {
+			json_array_append_new(c->entries, json_pack("{s:s}", "cidr", cidr));
+			continue;
+		}
+		rw_table_row(&c->t);
+		rw_table_cell(&c->t, "%s", cidr);
+	}
+	free(keys);
+	free(vals);
+	return shown;
+}
+
+static int show_inbound(struct mctx *c, const struct mkey *k)
+{
+	int fd = live_fd(c, RW_M_INBOUND), shown = 0, err;
+	struct rw_inbound_lpm_key *keys;
+	struct rw_rule *vals;
+	size_t n;
+
+	if (fd == -ENOENT)
+		return 0;
+	if (fd < 0)
+		return fd;
+	err = collect(fd, sizeof(*keys), sizeof(*vals), (void **)&keys, (void **)&vals, &n);
+	close(fd);
+	if (err)
+		return err;
+	sort_pairs(keys, vals, n, sizeof(*keys), sizeof(*vals), cmp_inbound);
+	for (size_t i = 0; i < n; i++) {
+		unsigned int plen = keys[i].prefixlen - RW_INBOUND_LPM_FIXED_BITS;
+		__u16 port = ntohs(keys[i].dport);
+		char peer[32], rule[128];
+
+		if (!k->any && (!in_cidr(k->ip, keys[i].saddr, plen) ||
+				!port_proto_match(k, keys[i].proto, port)))
+			continue;
+		rw_cli_cidr(keys[i].saddr, plen, peer, sizeof(peer));
+		if (plen == 32)
+			strcat(peer, "/32");
+		rule_name(c, vals[i].rule_id, rule, sizeof(rule));
+		shown++;
+		if (c->entries) {
+			json_array_append_new(c->entries,
+					      json_pack("{s:s, s:s, s:i, s:i, s:s}", "peer", peer,
+							"proto", rw_proto_name(keys[i].proto),
+							"port", (int)port, "rule_id",
+							(int)vals[i].rule_id, "rule", rule));
+			continue;
+		}
+		rw_table_row(&c->t);
+		rw_table_cell(&c->t, "%s", peer);
+		rw_table_cell(&c->t, "%s/%u", rw_proto_name(keys[i].proto), port);
+		rw_table_cell(&c->t, "%s", rule);
+	}
+	free(keys);
+	free(vals);
+	return shown;
+}
+
+static int show_conntrack(struct mctx *c, const struct mkey *k)
+{
+	int fd = c->dp.map_fd[RW_M_CONNTRACK], shown = 0, err;
+	struct rw_ct_value *vals;
+	struct rw_ct_key *keys;
+	size_t n;
+
+	err = collect(fd, sizeof(*keys), sizeof(*vals), (void **)&keys, (void **)&vals, &n);
+	if (err)
+		return err;
+	sort_pairs(keys, vals, n, sizeof(*keys), sizeof(*vals), cmp_ct);
+	for (size_t i = 0; i < n; i++) {
+		const struct rw_ct_key *ck = &keys[i];
+		const struct rw_ct_value *cv = &vals[i];
+		__u64 age = c->now_mono > cv->created_ns ? c->now_mono - cv->created_ns : 0;
+		__u64 idle = c->now_mono > cv->seen_ns ? c->now_mono - cv->seen_ns : 0;
+		char name[IF_NAMESIZE], pod[32], peer[32], rule[128], sage[16], sidle[16];
+		const char *by = cv->opened_by == RW_DIR_EGRESS ? "pod" : "peer";
+		const char *run = run_of_pod(c, ck->pod_ip);
+
+		if (!k->any && ck->pod_ip != k->ip && ck->peer_ip != k->ip)
+			continue;
+		ifname_of(ck->ifindex, name);
+		rw_cli_ip_port(ck->pod_ip, ntohs(ck->pod_port), pod, sizeof(pod));
+		rw_cli_ip_port(ck->peer_ip, ntohs(ck->peer_port), peer, sizeof(peer));
+		rule_name(c, cv->rule_id, rule, sizeof(rule));
+		rw_cli_duration(age, sage, sizeof(sage));
+		rw_cli_duration(idle, sidle, sizeof(sidle));
+		shown++;
+		if (c->entries) {
+			char pod_ip[INET_ADDRSTRLEN], peer_ip[INET_ADDRSTRLEN];
+
+			rw_cli_ip(ck->pod_ip, pod_ip, sizeof(pod_ip));
+			rw_cli_ip(ck->peer_ip, peer_ip, sizeof(peer_ip));
+			json_t *o = json_pack("{s:i, s:s, s:s, s:i, s:s, s:i, s:s, s:o, s:s, s:f, "
+					      "s:f, s:i, s:s}",
+					      "ifindex", (int)ck->ifindex, "ifname", name,
+					      "pod", pod_ip, "pod_port", (int)ntohs(ck->pod_port),
+					      "peer", peer_ip,
+					      "peer_port", (int)ntohs(ck->peer_port),
+					      "proto", rw_proto_name(ck->proto),
+					      "run", jstr_or_null(run), "opened_by", by,
+					      "age_s", age / 1e9, "idle_s", idle / 1e9,
+					      "rule_id", (int)cv->rule_id, "rule", rule);
+
+			json_array_append_new(c->entries, o);
+			continue;
+		}
+		rw_table_row(&c->t);
+		rw_table_cell(&c->t, "%s", name);
+		rw_table_cell(&c->t, "%s", pod);
+		rw_table_cell(&c->t, "%s", peer);
+		rw_table_cell(&c->t, "%s", rw_proto_name(ck->proto));
+		rw_table_cell(&c->t, "%s", by);
+		rw_table_cell(&c->t, "%s", sage);
+		rw_table_cell(&c->t, "%s", sidle);
+		rw_table_cell(&c->t, "%s", run ? run : "-");
+		rw_table_cell(&c->t, "%s", rule);
+	}
+	free(keys);
+	free(vals);
+	return shown;
+}
+
+static bool counters_zero(const struct rw_counters *s)
+{
+	static const struct rw_counters zero;
+
+	return !memcmp(s, &zero, sizeof(zero));
+}
+
+static int show_counters(struct mctx *c, const struct mkey *k)
+{
+	__u32 max = rw_cli_max_entries(c->dp.map_fd[RW_M_COUNTERS]);
+	int shown = 0, err;
+
+	for (__u32 idx = 0; idx < max; idx++) {
+		const char *run = idx ? run_of_idx(c, idx) : NULL;
+		struct rw_counters s;
+
+		if (!k->any && idx != k->idx)
+			continue;
+		err = rw_counters_read(&c->dp, idx, &s);
+		if (err)
+			return err;
+		/* Indexes of no live run with nothing counted are unused. */
+		if (k->any && idx && !run && counters_zero(&s))
+			continue;
+		shown++;
+		if (c->entries) {
+			json_t *o = rw_cli_counters_json(&s);
+
+			json_object_set_new(o, "idx", json_integer(idx));
+			json_object_set_new(o, "run", jstr_or_null(run));
+			json_array_append_new(c->entries, o);
+			continue;
+		}
+		if (!idx)
+			printf("idx 0: node (every sandbox)\n");
+		else
+			printf("idx %u: %s%s\n", idx, run ? "run " : "", run ? run :
+			       "no live run (counters of a run gone from the snapshot)");
+		rw_cli_counters_print(stdout, &s, "  ");
+	}
+	return shown;
+}
+
+static int show_budget(struct mctx *c, const struct mkey *k)
+{
+	int fd = c->dp.map_fd[RW_M_EVENT_BUDGET], shown = 0, err;
+	struct rw_budget *vals;
+	__u32 *keys;
+	size_t n;
+
+	err = collect(fd, sizeof(*keys), sizeof(*vals), (void **)&keys, (void **)&vals, &n);
+	if (err)
+		return err;
+	sort_pairs(keys, vals, n, sizeof(*keys), sizeof(*vals), cmp_u32);
+	for (size_t i = 0; i < n; i++) {
+		__u64 ago = c->now_mono > vals[i].last_ns ? c->now_mono - vals[i].last_ns : 0;
+		char name[IF_NAMESIZE], sago[16];
+
+		if (!k->any && keys[i] != k->ifindex)
+			continue;
+		ifname_of(keys[i], name);
+		rw_cli_duration(ago, sago, sizeof(sago));
+		shown++;
+		if (c->entries) {
+			json_array_append_new(c->entries,
+					      json_pack("{s:i, s:s, s:f, s:I, s:f}", "ifindex",
+							(int)keys[i], "ifname", name, "tokens",
+							vals[i].tokens_milli / 1000.0, "last_ns",
+							(json_int_t)vals[i].last_ns, "idle_s",
+							ago / 1e9));
+			continue;
+		}
+		rw_table_row(&c->t);
+		rw_table_cell(&c->t, "%u", keys[i]);
+		rw_table_cell(&c->t, "%s", name);
+		rw_table_cell(&c->t, "%.1f", vals[i].tokens_milli / 1000.0);
+		rw_table_cell(&c->t, "%s ago", sago);
+	}
+	free(keys);
+	free(vals);
+	return shown;
+}
+
+/* ---- the subcommands ---------------------------------------------------------------------- */
+
+static const struct {
+	int (*show)(struct mctx *c, const struct mkey *k);
+	const char *const heads[9];
+	size_t ncols;
+	unsigned int right;
+	bool slotted;		/* read in the live slot */
+	bool rules;		/* has rule ids to name */
+	const char *key;	/* what lookup takes */
+} maps[RW_CLI_MAP__COUNT] = {
+	[RW_CLI_MAP_CONFIG] = { show_config, { "FIELD", "VALUE" }, 2, 0, false, false, "" },
+	[RW_CLI_MAP_ENDPOINTS] = { show_endpoints, { "IFINDEX", "IFNAME", "POD", "RUN" }, 4,
+				   RW_TABLE_RIGHT(0), false, false, "IFINDEX|IFNAME|POD-IP" },
+	[RW_CLI_MAP_PODS] = { show_pods, { "POD", "RUN", "IDX", "GEN", "EGRESS", "VETH" }, 6,
+			      RW_TABLE_RIGHT(2) | RW_TABLE_RIGHT(3), true, false, "POD-IP" },
+	[RW_CLI_MAP_ALLOW] = { show_allow, { "SCOPE", "DST", "PORT", "KIND", "RULE" }, 5, 0, true,
+			       true, "IP[:PORT] [tcp|udp]" },
+	[RW_CLI_MAP_DENY] = { show_deny, { "CIDR" }, 1, 0, true, false, "IP" },
+	[RW_CLI_MAP_INBOUND] = { show_inbound, { "PEER", "PORT", "RULE" }, 3, 0, true, true,
+				 "PEER-IP[:PORT] [tcp|udp]" },
+	[RW_CLI_MAP_CONNTRACK] = { show_conntrack, { "VETH", "POD", "PEER", "PROTO", "OPENED-BY",
+						     "AGE", "IDLE", "RUN", "RULE" }, 9,
+				   RW_TABLE_RIGHT(5) | RW_TABLE_RIGHT(6), false, true, "IP" },
+	[RW_CLI_MAP_COUNTERS] = { show_counters, { "" }, 0, 0, false, false, "RUN-ID|IDX|node" },
+	[RW_CLI_MAP_BUDGET] = { show_budget, { "IFINDEX", "IFNAME", "TOKENS", "LAST" }, 4,
+				RW_TABLE_RIGHT(0) | RW_TABLE_RIGHT(2), false, false,
+				"IFINDEX|IFNAME" },
+};
+
+static int parse_key(struct mctx *c, enum rw_cli_map map, int argc, char **argv, struct mkey *k)
+{
+	const char *s = argv[0];
+	unsigned long long v;
+
+	memset(k, 0, sizeof(*k));
+	k->text = s;
+	switch (map) {
+	case RW_CLI_MAP_CONFIG:
+		k->any = true;
+		return 0;
+	case RW_CLI_MAP_PODS:
+	case RW_CLI_MAP_DENY:
+	case RW_CLI_MAP_CONNTRACK:
+		if (argc > 1)
+			return rw_fail(RW_EXIT_USAGE, "map lookup %s: one key, %s",
+				       rw_cli_map_names[map], maps[map].key);
+		if (rw_cli_parse_ip(s, &k->ip))
+			return rw_fail(RW_EXIT_USAGE, "map lookup %s: '%s' is not an IPv4 address",
+				       rw_cli_map_names[map], s);
+		k->has_ip = true;
+		return 0;
+	case RW_CLI_MAP_ALLOW:
+	case RW_CLI_MAP_INBOUND:
+		if (argc > 2)
+			return rw_fail(RW_EXIT_USAGE, "map lookup %s: the key is %s",
+				       rw_cli_map_names[map], maps[map].key);
+		if (rw_cli_parse_ip_port(s, &k->ip, &k->port))
+			return rw_fail(RW_EXIT_USAGE, "map lookup %s: '%s' is not IP or IP:PORT",
+				       rw_cli_map_names[map], s);
+		if (argc == 2 && rw_cli_parse_proto(argv[1], &k->proto))
+			return rw_fail(RW_EXIT_USAGE, "map lookup %s: unknown protocol '%s'; "
+				       "valid: tcp, udp", rw_cli_map_names[map], argv[1]);
+		k->has_ip = true;
+		return 0;
+	case RW_CLI_MAP_ENDPOINTS:
+	case RW_CLI_MAP_BUDGET:
+		if (argc > 1)
+			return rw_fail(RW_EXIT_USAGE, "map lookup %s: one key, %s",
+				       rw_cli_map_names[map], maps[map].key);
+		if (map == RW_CLI_MAP_ENDPOINTS && rw_cli_parse_ip(s, &k->ip) == 0) {
+			k->has_ip = true;
+			return 0;
+		}
+		if (rw_cli_parse_uint(s, 0xffffffffULL, &v) == 0) {
+			k->ifindex = (__u32)v;
+		} else {
+			k->ifindex = if_nametoindex(s);
+			if (!k->ifindex)
+				return rw_fail(RW_EXIT_REFUSED, "map lookup %s: no interface '%s' "
+					       "in this network namespace", rw_cli_map_names[map],
+					       s);
+		}
+		k->has_ifindex = true;
+		return 0;
+	case RW_CLI_MAP_COUNTERS: {
+		int i;
+
+		if (argc > 1)
+			return rw_fail(RW_EXIT_USAGE, "map lookup counters: one key, %s",
+				       maps[map].key);
+		k->has_idx = true;
+		if (!strcmp(s, "node")) {
+			k->idx = 0;
+			return 0;
+		}
+		if (rw_cli_parse_uint(s, RW_MAX_RUNS - 1, &v) == 0) {
+			k->idx = (__u32)v;
+			return 0;
+		}
+		i = rw_cli_run_find(c->runs, c->n_runs, s, 0);
+		if (i < 0)
+			return rw_fail(RW_EXIT_REFUSED,
+				       "map lookup counters: no run '%s' in the live slot%s", s,
+				       c->ready ? "" : " (the node is not ready)");
+		k->idx = c->runs[i].idx;
+		return 0;
+	}
+	default:
+		return rw_fail(RW_EXIT_USAGE, "map lookup: cannot look up %s",
+			       rw_cli_map_names[map]);
+	}
+}
+
+static void title(struct mctx *c, enum rw_cli_map map, int shown, const struct mkey *k)
+{
+	char where[160] = "";
+
+	if (maps[map].slotted) {
+		if (c->ready)
+			snprintf(where, sizeof(where), ", live slot %u, revision %llu", c->slot,
+				 (unsigned long long)c->revision);
+		else
+			snprintf(where, sizeof(where), ", node not ready: no live slot");
+	}
+	if (k->any)
+		printf("%s%s: %d entr%s\n", rw_cli_map_names[map], where, shown,
+		       shown == 1 ? "y" : "ies");
+	else
+		printf("%s%s: %d entr%s for %s\n", rw_cli_map_names[map], where, shown,
+		       shown == 1 ? "y" : "ies", k->text);
+}
+
+static int show(struct mctx *c, enum rw_cli_map map, const struct mkey *k, bool lookup)
+{
+	int shown;
+
+	if (rw_g.json)
+		c->entries = json_array();
+	else
+		rw_table_init(&c->t, maps[map].ncols, maps[map].heads, maps[map].right);
+	if (maps[map].rules)
+		load_policy(c);
+	if (!rw_g.json && map == RW_CLI_MAP_COUNTERS)
+		printf("counters (summed over CPUs; idx 0 is the node, the others runs)\n");
+	shown = maps[map].show(c, k);
+	if (shown < 0) {
+		rw_table_free(&c->t);
+		return rw_fail(RW_EXIT_REFUSED, "map %s: reading %s: %s",
+			       lookup ? "lookup" : "dump", rw_cli_map_names[map], strerror(-shown));
+	}
+	if (lookup && !shown) {
+		rw_table_free(&c->t);
+		return rw_fail(RW_EXIT_REFUSED, "map lookup %s: nothing for %s%s",
+			       rw_cli_map_names[map], k->text,
+			       maps[map].slotted && !c->ready ? " (the node is not ready)" : "");
+	}
+	if (rw_g.json) {
+		json_t *o = json_pack("{s:b, s:s, s:b, s:I, s:o}", "ok", 1, "map",
+				      rw_cli_map_names[map], "ready", c->ready, "revision",
+				      (json_int_t)c->revision, "entries", c->entries);
+
+		if (maps[map].slotted && c->ready)
+			json_object_set_new(o, "slot", json_integer(c->slot));
+		if (!k->any)
+			json_object_set_new(o, "key", json_string(k->text));
+		c->entries = NULL;
+		rw_cli_json_print(o);
+		return RW_EXIT_OK;
+	}
+	if (map != RW_CLI_MAP_COUNTERS) {
+		if (map != RW_CLI_MAP_CONFIG)
+			title(c, map, shown, k);
+		if (c->t.rows)
+			rw_table_print(&c->t, stdout, map == RW_CLI_MAP_CONFIG ? "" : "  ");
+		if (c->have_policy && c->t.rows)
+			printf("  (rule names from %s)\n", c->policy_file);
+	}
+	rw_table_free(&c->t);
+	return RW_EXIT_OK;
+}
+
+static int list(struct mctx *c)
+{
+	static const char *const heads[] = { "MAP", "PINNED AS", "TYPE", "ENTRIES", "MAX",
+					     "FILL" };
+	struct rw_cli_fill fill[RW_M__COUNT];
+	struct rw_table t;
+	json_t *arr;
+
+	rw_cli_map_fill(&c->dp, fill);
+	if (rw_g.json) {
+		arr = json_array();
+		for (int i = 0; i < RW_M__COUNT; i++)
+			json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:I, s:I}", "name",
+							     fill[i].name, "pin", fill[i].pin,
+							     "type", fill[i].type, "entries",
+							     (json_int_t)fill[i].entries,
+							     "max_entries",
+							     (json_int_t)fill[i].max_entries));
+		rw_cli_json_print(json_pack("{s:b, s:s, s:b, s:I, s:o}", "ok", 1, "bpffs",
+					    c->dp.pin_dir, "ready", c->ready, "revision",
+					    (json_int_t)c->revision, "maps", arr));
+		return RW_EXIT_OK;
+	}
+	printf("maps pinned at %s", c->dp.pin_dir);
+	if (c->ready)
+		printf(" (policy maps: live slot %u, revision %llu)\n", c->slot,
+		       (unsigned long long)c->revision);
+	else
+		printf(" (node not ready: the policy maps have no live slot)\n");
+	rw_table_init(&t, 6, heads, RW_TABLE_RIGHT(3) | RW_TABLE_RIGHT(4) | RW_TABLE_RIGHT(5));
+	for (int i = 0; i < RW_M__COUNT; i++) {
+		const struct rw_cli_fill *f = &fill[i];
+		char pct[16];
+
+		rw_table_row(&t);
+		rw_table_cell(&t, "%s", f->name);
+		rw_table_cell(&t, "%s", f->pin);
+		rw_table_cell(&t, "%s", f->type);
+		if (i == RW_M_EVENTS) {
+			char pend[32], size[32];
+
+			rw_cli_bytes(f->entries < 0 ? 0 : f->entries, pend, sizeof(pend));
+			rw_cli_bytes(f->max_entries, size, sizeof(size));
+			rw_table_cell(&t, "%s", f->entries < 0 ? "?" : pend);
+			rw_table_cell(&t, "%s", size);
+		} else if (f->entries < 0) {
+			rw_table_cell(&t, "? (%s)", strerror((int)-f->entries));
+			rw_table_cell(&t, "%u", f->max_entries);
+		} else {
+			rw_table_cell(&t, "%lld", f->entries);
+			rw_table_cell(&t, "%u", f->max_entries);
+		}
+		rw_cli_fill_pct(f->entries, f->max_entries, pct, sizeof(pct));
+		rw_table_cell(&t, "%s", pct);
+	}
+	rw_table_print(&t, stdout, "  ");
+	rw_table_free(&t);
+	printf("  (pods, allow, deny, inbound: the live slot; counters: indexes in use; "
+	       "events: bytes not read yet)\n");
+	return RW_EXIT_OK;
+}
+
+int cmd_map(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{}
+	};
+	static const char *const subs[] = { "list", "dump", "lookup" };
+	struct mctx c = { 0 };
+	char err[512];
+	int sub, map, ret, opt;
+	struct mkey k = { .any = true };
+
+	while ((opt = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
+		if (opt == 'j') {
+			rw_g.json = true;
+			continue;
+		}
+		if (opt == 'h') {
+			printf("Usage: runwall %s\n", map_usage);
+			return RW_EXIT_OK;
+		}
+		return rw_fail(RW_EXIT_USAGE, "usage: runwall %s", map_usage);
+	}
+	argc -= optind;
+	argv += optind;
+	if (argc < 1)
+		return rw_fail(RW_EXIT_USAGE, "map: what? usage: runwall %s", map_usage);
+	sub = rw_cli_lookup(argv[0], "map subcommand", subs, 3, err, sizeof(err));
+	if (sub < 0)
+		return rw_fail(RW_EXIT_USAGE, "%s", err);
+	map = -1;
+	if (sub > 0) {
+		if (argc < 2)
+			return rw_fail(RW_EXIT_USAGE,
+				       "map %s: which map? valid: config, endpoints, pods, allow, "
+				       "deny, inbound, conntrack, counters, budget", subs[sub]);
+		map = rw_cli_map_lookup(argv[1], err, sizeof(err));
+		if (map < 0)
+			return rw_fail(RW_EXIT_USAGE, "%s", err);
+		if (map == RW_CLI_MAP_EVENTS)
+			return rw_fail(RW_EXIT_USAGE,
+				       "events is the ring buffer of verdict events: follow it "
+				       "with `runwall drops`");
+		if (sub == 1 && argc > 2)
+			return rw_fail(RW_EXIT_USAGE, "map dump %s: unexpected '%s'", argv[1],
+				       argv[2]);
+		if (sub == 2 && argc < 3 && map != RW_CLI_MAP_CONFIG)
+			return rw_fail(RW_EXIT_USAGE, "map lookup %s: which key? %s", argv[1],
+				       maps[map].key);
+	} else if (argc > 1) {
+		return rw_fail(RW_EXIT_USAGE, "map list: unexpected '%s'", argv[1]);
+	}
+
+	ret = rw_cli_open(&c.dp, rw_g.bpffs, err, sizeof(err));
+	if (ret)
+		return rw_fail(ret == -ENOENT ? RW_EXIT_USAGE : RW_EXIT_REFUSED, "%s", err);
+	ret = rw_config_read(&c.dp, &c.cfg);
+	if (ret) {
+		ret = rw_fail(RW_EXIT_REFUSED, "reading %s: %s", rw_map_names[RW_M_CONFIG],
+			      strerror(-ret));
+		goto cleanup;
+	}
+	c.ready = RW_STATE_READY(c.cfg.state);
+	c.slot = RW_STATE_SLOT(c.cfg.state);
+	c.revision = c.ready ? RW_STATE_REVISION(c.cfg.state) : 0;
+	c.mono_to_real = rw_mono_to_real_offset();
+	c.now_mono = mono_now();
+	ret = rw_cli_live_runs(&c.dp, &c.runs, &c.n_runs);
+	if (ret) {
+		ret = rw_fail(RW_EXIT_REFUSED, "reading the live pods: %s", strerror(-ret));
+		goto cleanup;
+	}
+
+	if (sub == 0) {
+		ret = list(&c);
+	} else if (sub == 1) {
+		ret = show(&c, map, &k, false);
+	} else {
+		ret = parse_key(&c, map, argc - 2, argv + 2, &k);
+		if (!ret)
+			ret = show(&c, map, &k, true);
+	}
+cleanup:
+	if (c.have_policy)
+		rw_policy_free(&c.policy);
+	rw_cli_runs_free(c.runs, c.n_runs);
+	rw_datapath_close(&c.dp);
+	return ret;
+}

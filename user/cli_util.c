@@ -1,0 +1,1094 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* cli_util.c: shared pieces of the operator commands (see cli_util.h). */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <sys/mman.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "apply.h"
+#include "cli_util.h"
+#include "ctl.h"
+#include "eventfmt.h"
+#include "reasons.h"
+
+/* ---- what people type ---------------------------------------------------------------------- */
+
+int rw_cli_parse_ip(const char *s, __be32 *ip)
+{
+	struct in_addr a;
+
+	if (!s || inet_pton(AF_INET, s, &a) != 1)
+		return -EINVAL;
+	*ip = a.s_addr;
+	return 0;
+}
+
+int rw_cli_parse_uint(const char *s, unsigned long long max, unsigned long long *out)
+{
+	unsigned long long v = 0;
+
+	if (!s || !*s || strlen(s) > 20)
+		return -EINVAL;
+	for (const char *p = s; *p; p++) {
+		if (!isdigit((unsigned char)*p))
+			return -EINVAL;
+		unsigned int d = (unsigned int)(*p - '0');
+
+		if (v > max / 10 || d > max - v * 10)
+			return -ERANGE;
+		v = v * 10 + d;
+	}
+	*out = v;
+	return 0;
+}
+
+int rw_cli_parse_port(const char *s, __u16 *port)
+{
+	unsigned long long v;
+	int err = rw_cli_parse_uint(s, 65535, &v);
+
+	if (err || v == 0)
+		return -EINVAL;
+	*port = (__u16)v;
+	return 0;
+}
+
+int rw_cli_parse_ip_port(const char *s, __be32 *ip, __u16 *port)
+{
+	char host[INET_ADDRSTRLEN];
+	const char *colon;
+	size_t n;
+
+	if (!s)
+		return -EINVAL;
+	colon = strchr(s, ':');
+	*port = 0;
+	if (!colon)
+		return rw_cli_parse_ip(s, ip);
+	n = colon - s;
+	if (n >= sizeof(host))
+		return -EINVAL;
+	memcpy(host, s, n);
+	host[n] = '\0';
+	if (rw_cli_parse_ip(host, ip) || rw_cli_parse_port(colon + 1, port))
+		return -EINVAL;
+	return 0;
+}
+
+int rw_cli_parse_proto(const char *s, __u8 *proto)
+{
+	if (!strcasecmp(s, "tcp"))
+		*proto = IPPROTO_TCP;
+	else if (!strcasecmp(s, "udp"))
+		*proto = IPPROTO_UDP;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+#define TCP_FIN 0x01
+#define TCP_SYN 0x02
+#define TCP_ACK 0x10
+
+int rw_cli_parse_tcp_flags(const char *s, __u8 *flags)
+{
+	if (!strcasecmp(s, "syn"))
+		*flags = TCP_SYN;
+	else if (!strcasecmp(s, "ack"))
+		*flags = TCP_ACK;
+	else if (!strcasecmp(s, "synack") || !strcasecmp(s, "syn-ack") || !strcasecmp(s, "syn,ack"))
+		*flags = TCP_SYN | TCP_ACK;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+#define DIST_MAX 64
+
+/* Optimal string alignment distance: insertions, deletions, substitutions and transpositions of
+ * two neighbours ("dupm" -> "dump") cost one each; case is ignored.
+ */
+unsigned int rw_cli_distance(const char *a, const char *b)
+{
+	unsigned int d[DIST_MAX + 1][DIST_MAX + 1];
+	size_t la = strnlen(a, DIST_MAX), lb = strnlen(b, DIST_MAX);
+
+	for (size_t i = 0; i <= la; i++)
+		d[i][0] = i;
+	for (size_t j = 0; j <= lb; j++)
+		d[0][j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		for (size_t j = 1; j <= lb; j++) {
+			int ca = tolower((unsigned char)a[i - 1]);
+			int cb = tolower((unsigned char)b[j - 1]);
+			unsigned int best = d[i - 1][j - 1] + (ca != cb);
+
+			if (d[i - 1][j] + 1 < best)
+				best = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < best)
+				best = d[i][j - 1] + 1;
+			if (i > 1 && j > 1 && ca == tolower((unsigned char)b[j - 2]) &&
+			    tolower((unsigned char)a[i - 2]) == cb && d[i - 2][j - 2] + 1 < best)
+				best = d[i - 2][j - 2] + 1;
+			d[i][j] = best;
+		}
+	}
+	return d[la][lb];
+}
+
+/* The one name `word` is most likely a typo of, or NULL. */
+static const char *suggest(const char *word, const char *const *names, size_t n)
+{
+	size_t wl = strlen(word), prefix_hits = 0;
+	unsigned int best = ~0u, limit;
+	const char *hit = NULL, *prefix = NULL;
+	bool tie = false;
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned int d = rw_cli_distance(word, names[i]);
+
+		if (wl >= 3 && !strncasecmp(word, names[i], wl)) {
+			prefix = names[i];
+			prefix_hits++;
+		}
+		if (d < best) {
+			best = d;
+			hit = names[i];
+			tie = false;
+		} else if (d == best) {
+			tie = true;
+		}
+	}
+	limit = wl <= 4 ? 1 : wl <= 8 ? 2 : 3;
+	if (hit && !tie && best <= limit)
+		return hit;
+	return prefix_hits == 1 ? prefix : NULL;
+}
+
+int rw_cli_lookup(const char *word, const char *what, const char *const *names, size_t n,
+		  char *err, size_t errlen)
+{
+	const char *hint;
+	size_t off;
+	int w;
+
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(word, names[i]))
+			return (int)i;
+	if (!err || !errlen)
+		return -EINVAL;
+	hint = suggest(word, names, n);
+	w = snprintf(err, errlen, "unknown %s '%s'%s%s%s; valid: ", what, word,
+		     hint ? " (did you mean '" : "", hint ? hint : "", hint ? "'?)" : "");
+	off = w < 0 ? 0 : (size_t)w;
+	for (size_t i = 0; i < n && off < errlen; i++) {
+		w = snprintf(err + off, errlen - off, "%s%s", i ? ", " : "", names[i]);
+		off += w < 0 ? 0 : (size_t)w;
+	}
+	return -EINVAL;
+}
+
+int rw_cli_reason_lookup(const char *word, char *err, size_t errlen)
+{
+	const char *names[RW_REASON_COUNT];
+
+	for (unsigned int r = 0; r < RW_REASON_COUNT; r++)
+		names[r] = rw_reason_name(r);
+	return rw_cli_lookup(word, "reason", names, RW_REASON_COUNT, err, errlen);
+}
+
+const char *const rw_cli_map_names[RW_CLI_MAP__COUNT] = {
+	[RW_CLI_MAP_CONFIG] = "config",
+	[RW_CLI_MAP_ENDPOINTS] = "endpoints",
+	[RW_CLI_MAP_PODS] = "pods",
+	[RW_CLI_MAP_ALLOW] = "allow",
+	[RW_CLI_MAP_DENY] = "deny",
+	[RW_CLI_MAP_INBOUND] = "inbound",
+	[RW_CLI_MAP_CONNTRACK] = "conntrack",
+	[RW_CLI_MAP_COUNTERS] = "counters",
+	[RW_CLI_MAP_BUDGET] = "budget",
+	[RW_CLI_MAP_EVENTS] = "events",
+};
+
+int rw_cli_map_lookup(const char *word, char *err, size_t errlen)
+{
+	static const struct {
+		const char *pinned;
+		enum rw_cli_map map;
+	} aliases[] = {
+		{ RW_MAP_NAME(RW_MAP_CONFIG), RW_CLI_MAP_CONFIG },
+		{ RW_MAP_NAME(RW_MAP_ENDPOINTS), RW_CLI_MAP_ENDPOINTS },
+		{ RW_MAP_NAME(RW_MAP_PODS), RW_CLI_MAP_PODS },
+		{ RW_MAP_NAME(RW_MAP_ALLOW_EXACT), RW_CLI_MAP_ALLOW },
+		{ RW_MAP_NAME(RW_MAP_ALLOW_CIDR), RW_CLI_MAP_ALLOW },
+		{ RW_MAP_NAME(RW_MAP_DENY), RW_CLI_MAP_DENY },
+		{ RW_MAP_NAME(RW_MAP_INBOUND), RW_CLI_MAP_INBOUND },
+		{ RW_MAP_NAME(RW_MAP_CONNTRACK), RW_CLI_MAP_CONNTRACK },
+		{ RW_MAP_NAME(RW_MAP_COUNTERS), RW_CLI_MAP_COUNTERS },
+		{ RW_MAP_NAME(RW_MAP_EVENT_BUDGET), RW_CLI_MAP_BUDGET },
+		{ RW_MAP_NAME(RW_MAP_EVENTS), RW_CLI_MAP_EVENTS },
+	};
+
+	for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
+		if (!strcmp(word, aliases[i].pinned))
+			return aliases[i].map;
+	return rw_cli_lookup(word, "map", rw_cli_map_names, RW_CLI_MAP__COUNT, err, errlen);
+}
+
+/* ---- text -------------------------------------------------------------------------------- */
+
+void rw_table_init(struct rw_table *t, size_t ncols, const char *const *heads,
+		   unsigned int right_mask)
+{
+	memset(t, 0, sizeof(*t));
+	t->ncols = ncols;
+	t->heads = heads;
+	t->right_mask = right_mask;
+}
+
+int rw_table_row(struct rw_table *t)
+{
+	if (t->rows == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 16;
+		char **grown = realloc(t->cells, cap * t->ncols * sizeof(*grown));
+
+		if (!grown)
+			return -ENOMEM;
+		t->cells = grown;
+		t->cap = cap;
+	}
+	for (size_t c = 0; c < t->ncols; c++)
+		t->cells[t->rows * t->ncols + c] = NULL;
+	t->rows++;
+	t->cur = 0;
+	return 0;
+}
+
+int rw_table_cell(struct rw_table *t, const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+	int n;
+
+	if (!t->rows || t->cur >= t->ncols)
+		return -EINVAL;
+	va_start(ap, fmt);
+	n = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return -ENOMEM;
+	t->cells[(t->rows - 1) * t->ncols + t->cur++] = s;
+	return 0;
+}
+
+static const char *cell(const struct rw_table *t, size_t r, size_t c)
+{
+	const char *s = t->cells[r * t->ncols + c];
+
+	return s ? s : "";
+}
+
+void rw_table_print(const struct rw_table *t, FILE *f, const char *indent)
+{
+	size_t width[32] = { 0 }, ncols = t->ncols < 32 ? t->ncols : 32;
+	char *line = NULL;
+	size_t size = 0;
+
+	for (size_t c = 0; c < ncols; c++) {
+		if (t->heads)
+			width[c] = strlen(t->heads[c]);
+		for (size_t r = 0; r < t->rows; r++)
+			if (strlen(cell(t, r, c)) > width[c])
+				width[c] = strlen(cell(t, r, c));
+	}
+	/* Row 0 is the header. Each line is built whole, then cut after its last character. */
+	for (size_t r = t->heads ? 0 : 1; r <= t->rows; r++) {
+		FILE *m = open_memstream(&line, &size);
+		size_t len;
+
+		if (!m)
+			return;
+		fputs(indent ? indent : "", m);
+		for (size_t c = 0; c < ncols; c++) {
+			const char *s = r ? cell(t, r - 1, c) : t->heads[c];
+
+			if (t->right_mask & RW_TABLE_RIGHT(c))
+				fprintf(m, "%*s", (int)width[c], s);
+			else
+				fprintf(m, "%-*s", (int)width[c], s);
+			if (c + 1 < ncols)
+				fputs("  ", m);
+		}
+		fclose(m);
+		len = strlen(line);
+		while (len && line[len - 1] == ' ')
+			line[--len] = '\0';
+		fprintf(f, "%s\n", line);
+		free(line);
+		line = NULL;
+	}
+}
+
+void rw_table_free(struct rw_table *t)
+{
+	for (size_t i = 0; i < t->rows * t->ncols; i++)
+		free(t->cells[i]);
+	free(t->cells);
+	t->cells = NULL;
+	t->rows = t->cap = t->cur = 0;
+}
+
+void rw_cli_duration(uint64_t ns, char *buf, size_t len)
+{
+	uint64_t s = ns / 1000000000ULL;
+
+	if (s < 10)
+		snprintf(buf, len, "%.1fs", ns / 1e9);
+	else if (s < 60)
+		snprintf(buf, len, "%llus", (unsigned long long)s);
+	else if (s < 3600)
+		snprintf(buf, len, "%llum%02llus", (unsigned long long)(s / 60),
+			 (unsigned long long)(s % 60));
+	else if (s < 86400)
+		snprintf(buf, len, "%lluh%02llum", (unsigned long long)(s / 3600),
+			 (unsigned long long)(s % 3600 / 60));
+	else
+		snprintf(buf, len, "%llud%02lluh", (unsigned long long)(s / 86400),
+			 (unsigned long long)(s % 86400 / 3600));
+}
+
+void rw_cli_bytes(uint64_t n, char *buf, size_t len)
+{
+	if (n < 1024)
+		snprintf(buf, len, "%llu B", (unsigned long long)n);
+	else if (n < 1024 * 1024)
+		snprintf(buf, len, "%.1f KiB", n / 1024.0);
+	else if (n < 1024ULL * 1024 * 1024)
+		snprintf(buf, len, "%.1f MiB", n / (1024.0 * 1024));
+	else
+		snprintf(buf, len, "%.1f GiB", n / (1024.0 * 1024 * 1024));
+}
+
+void rw_cli_fill_pct(long long entries, long long max, char *buf, size_t len)
+{
+	double pct = max > 0 ? 100.0 * entries / max : 0;
+
+	if (entries < 0 || max <= 0)
+		snprintf(buf, len, "-");
+	else if (entries > 0 && pct < 0.1)
+		snprintf(buf, len, "<0.1%%");
+	else
+		snprintf(buf, len, "%.1f%%", pct);
+}
+
+void rw_cli_ip(__be32 ip, char *buf, size_t len)
+{
+	char s[INET_ADDRSTRLEN];
+
+	inet_ntop(AF_INET, &ip, s, sizeof(s));
+	snprintf(buf, len, "%s", s);
+}
+
+void rw_cli_cidr(__be32 ip, unsigned int prefixlen, char *buf, size_t len)
+{
+	char s[INET_ADDRSTRLEN];
+
+	inet_ntop(AF_INET, &ip, s, sizeof(s));
+	if (prefixlen < 32)
+		snprintf(buf, len, "%s/%u", s, prefixlen);
+	else
+		snprintf(buf, len, "%s", s);
+}
+
+void rw_cli_ip_port(__be32 ip, __u16 port, char *buf, size_t len)
+{
+	char s[INET_ADDRSTRLEN];
+
+	inet_ntop(AF_INET, &ip, s, sizeof(s));
+	if (port)
+		snprintf(buf, len, "%s:%u", s, port);
+	else
+		snprintf(buf, len, "%s", s);
+}
+
+void rw_cli_json_print(json_t *o)
+{
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+
+	printf("%s\n", s ? s : "{\"ok\":false,\"error\":\"out of memory\"}");
+	fflush(stdout);
+	free(s);
+	json_decref(o);
+}
+
+/* ---- counters ---------------------------------------------------------------------------- */
+
+json_t *rw_cli_counters_json(const struct rw_counters *c)
+{
+	json_t *o = json_object();
+
+	for (unsigned int d = 0; d < RW_DIR_COUNT; d++) {
+		json_t *dir = json_object();
+
+		for (unsigned int r = 0; r < RW_REASON_COUNT; r++)
+			json_object_set_new(dir, rw_reason_name(r),
+					    json_pack("{s:I, s:I}", "packets",
+						      (json_int_t)c->packets[d][r], "bytes",
+						      (json_int_t)c->bytes[d][r]));
+		json_object_set_new(o, rw_dir_name(d), dir);
+	}
+	json_object_set_new(o, "events",
+			    json_pack("{s:I, s:I, s:I}", "sent", (json_int_t)c->events_sent,
+				      "lost", (json_int_t)c->events_lost, "suppressed",
+				      (json_int_t)c->events_suppressed));
+	return o;
+}
+
+uint64_t rw_cli_counters_allowed(const struct rw_counters *c)
+{
+	uint64_t n = 0;
+
+	for (unsigned int d = 0; d < RW_DIR_COUNT; d++)
+		n += c->packets[d][RW_REASON_ALLOWED];
+	return n;
+}
+
+uint64_t rw_cli_counters_drops(const struct rw_counters *c)
+{
+	uint64_t n = 0;
+
+	for (unsigned int d = 0; d < RW_DIR_COUNT; d++)
+		for (unsigned int r = 1; r < RW_REASON_COUNT; r++)
+			n += c->packets[d][r];
+	return n;
+}
+
+void rw_cli_counters_summary(const struct rw_counters *c, char *buf, size_t len)
+{
+	uint64_t drops = rw_cli_counters_drops(c);
+
+	snprintf(buf, len,
+		 "%llu drop%s, %llu allowed; events: %llu sent, %llu suppressed, %llu lost",
+		 (unsigned long long)drops, drops == 1 ? "" : "s",
+		 (unsigned long long)rw_cli_counters_allowed(c),
+		 (unsigned long long)c->events_sent, (unsigned long long)c->events_suppressed,
+		 (unsigned long long)c->events_lost);
+}
+
+void rw_cli_counters_print(FILE *f, const struct rw_counters *c, const char *indent)
+{
+	static const char *const heads[] = { "DIR", "REASON", "PACKETS", "BYTES" };
+	struct rw_table t;
+	char line[256];
+
+	rw_table_init(&t, 4, heads, RW_TABLE_RIGHT(2) | RW_TABLE_RIGHT(3));
+	for (unsigned int d = 0; d < RW_DIR_COUNT; d++) {
+		for (unsigned int r = 0; r < RW_REASON_COUNT; r++) {
+			if (!c->packets[d][r] && !c->bytes[d][r])
+				continue;
+			rw_table_row(&t);
+			rw_table_cell(&t, "%s", rw_dir_name(d));
+			rw_table_cell(&t, "%s", rw_reason_name(r));
+			rw_table_cell(&t, "%llu", (unsigned long long)c->packets[d][r]);
+			rw_table_cell(&t, "%llu", (unsigned long long)c->bytes[d][r]);
+		}
+	}
+	if (t.rows)
+		rw_table_print(&t, f, indent);
+	else
+		fprintf(f, "%sno packets\n", indent ? indent : "");
+	rw_table_free(&t);
+	rw_cli_counters_summary(c, line, sizeof(line));
+	fprintf(f, "%s%s\n", indent ? indent : "", line);
+}
+
+/* ---- drops ------------------------------------------------------------------------------- */
+
+void rw_cli_filter_init(struct rw_cli_filter *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->reason = -1;
+}
+
+bool rw_cli_filter_match(const struct rw_cli_filter *f, const struct rw_event *ev)
+{
+	/* Allowed flows only with --all, or when the reason asked for is "allowed". */
+	if (ev->verdict != RW_VERDICT_DROP && !f->all && f->reason != RW_REASON_ALLOWED)
+		return false;
+	if (f->reason >= 0 && ev->reason != f->reason)
+		return false;
+	if (f->run && strncmp(ev->run_id, f->run, RW_RUN_ID_LEN))
+		return false;
+	if (f->has_pod) {
+		__be32 side = ev->dir == RW_DIR_EGRESS ? ev->saddr : ev->daddr;
+
+		if (side != f->pod && !(f->pod_ifindex && ev->ifindex == f->pod_ifindex))
+			return false;
+	}
+	if (f->has_dst) {
+		if (ev->daddr != f->dst)
+			return false;
+		if (f->dport && ntohs(ev->dport) != f->dport)
+			return false;
+	}
+	return true;
+}
+
+void rw_cli_event_header(char *buf, size_t len)
+{
+	/* The widths of rw_event_line(): a 27-character time, then its fields. */
+	snprintf(buf, len, "%-27s  %-7s %-5s %-20s %-12s %21s    %-21s %s", "TIME", "DIR", "VERD",
+		 "REASON/PATH", "RUN", "SOURCE", "DESTINATION", "PROTO RULE");
+}
+
+/* ---- explain ----------------------------------------------------------------------------- */
+
+static void put16(__u8 *p, __u16 v)
+{
+	p[0] = v >> 8;
+	p[1] = v & 0xff;
+}
+
+static __u16 ip_csum(const __u8 *p, size_t len)
+{
+	__u32 sum = 0;
+
+	for (size_t i = 0; i + 1 < len; i += 2)
+		sum += (__u32)(p[i] << 8 | p[i + 1]);
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (__u16)~sum;
+}
+
+size_t rw_cli_build_packet(const struct rw_cli_probe *p, __u8 *buf, size_t len)
+{
+	/* Locally administered MACs: the program never looks at them. */
+	static const __u8 a_mac[6] = { 0x02, 0x72, 0x77, 0, 0, 0x01 };
+	static const __u8 b_mac[6] = { 0x02, 0x72, 0x77, 0, 0, 0x02 };
+	size_t l4 = p->proto == IPPROTO_UDP ? 8 : 20, total = 14 + 20 + l4;
+	__u8 *ip = buf + 14, *th = buf + 34;
+
+	if (len < total)
+		return 0;
+	memset(buf, 0, total);
+	memcpy(buf, b_mac, 6);
+	memcpy(buf + 6, a_mac, 6);
+	put16(buf + 12, 0x0800);
+	ip[0] = 0x45;
+	put16(ip + 2, (__u16)(20 + l4));
+	put16(ip + 4, 1);
+	put16(ip + 6, 0x4000);		/* DF, not a fragment */
+	ip[8] = 64;
+	ip[9] = p->proto;
+	memcpy(ip + 12, &p->src, 4);
+	memcpy(ip + 16, &p->dst, 4);
+	put16(ip + 10, ip_csum(ip, 20));
+	put16(th, p->sport);
+	put16(th + 2, p->dport);
+	if (p->proto == IPPROTO_UDP) {
+		put16(th + 4, 8);
+	} else {
+		th[7] = 1;			/* seq 1 */
+		if (p->tcp_flags & TCP_ACK)
+			th[11] = 1;		/* ack 1 */
+		th[12] = 5 << 4;
+		th[13] = p->tcp_flags;
+		put16(th + 14, 65535);
+	}
+	return total;
+}
+
+void rw_cli_probe_str(const struct rw_cli_probe *p, char *buf, size_t len)
+{
+	char src[32], dst[32];
+
+	rw_cli_ip_port(p->src, p->sport, src, sizeof(src));
+	rw_cli_ip_port(p->dst, p->dport, dst, sizeof(dst));
+	snprintf(buf, len, "%s %s -> %s %s", rw_dir_name(p->dir), src, dst,
+		 rw_proto_name(p->proto));
+}
+
+void rw_cli_verdict_str(const struct rw_cli_verdict *v, char *buf, size_t len)
+{
+	if (v->verdict == RW_VERDICT_ALLOW)
+		snprintf(buf, len, "allowed via %s%s%s", rw_path_name(v->path),
+			 v->rule[0] ? " " : "", v->rule);
+	else
+		snprintf(buf, len, "refused: %s", rw_reason_name(v->reason));
+}
+
+void rw_cli_verdict_context(const struct rw_cli_verdict *v, char *buf, size_t len)
+{
+	if (!v->revision)
+		snprintf(buf, len, "node not ready");
+	else if (v->run[0])
+		snprintf(buf, len, "run %s gen %u, revision %llu", v->run, v->gen,
+			 (unsigned long long)v->revision);
+	else
+		snprintf(buf, len, "no run, revision %llu", (unsigned long long)v->revision);
+}
+
+void rw_cli_explain_line(const struct rw_cli_probe *p, const struct rw_cli_verdict *now,
+			 const struct rw_cli_verdict *with, char *buf, size_t len)
+{
+	char probe[128], ctx_now[160], ctx_with[160], v_now[200], v_with[200];
+
+	rw_cli_probe_str(p, probe, sizeof(probe));
+	if (now) {
+		rw_cli_verdict_context(now, ctx_now, sizeof(ctx_now));
+		rw_cli_verdict_str(now, v_now, sizeof(v_now));
+	}
+	if (with) {
+		rw_cli_verdict_context(with, ctx_with, sizeof(ctx_with));
+		rw_cli_verdict_str(with, v_with, sizeof(v_with));
+	}
+	if (now && with)
+		snprintf(buf, len, "%s (%s): now: %s; with %s (%s): %s", probe, ctx_now, v_now,
+			 with->source ? with->source : "the policy", ctx_with, v_with);
+	else if (now)
+		snprintf(buf, len, "%s (%s): %s", probe, ctx_now, v_now);
+	else if (with)
+		snprintf(buf, len, "%s (%s): with %s: %s", probe, ctx_with,
+			 with->source ? with->source : "the policy", v_with);
+	else
+		snprintf(buf, len, "%s", probe);
+}
+
+json_t *rw_cli_verdict_json(const struct rw_cli_probe *p, const struct rw_cli_verdict *v)
+{
+	char src[INET_ADDRSTRLEN], dst[INET_ADDRSTRLEN];
+
+	rw_cli_ip(p->src, src, sizeof(src));
+	rw_cli_ip(p->dst, dst, sizeof(dst));
+	return json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:I, s:s, s:s, s:i, s:s, s:i, s:s, "
+			 "s:s}",
+			 "verdict", v->verdict == RW_VERDICT_ALLOW ? "allow" : "drop",
+			 "reason", rw_reason_name(v->reason),
+			 "path", rw_path_name(v->path),
+			 "rule", v->rule,
+			 "rule_id", (int)v->rule_id,
+			 "run", v->run,
+			 "gen", (int)v->gen,
+			 "revision", (json_int_t)v->revision,
+			 "dir", rw_dir_name(p->dir),
+			 "src", src,
+			 "sport", (int)p->sport,
+			 "dst", dst,
+			 "dport", (int)p->dport,
+			 "proto", rw_proto_name(p->proto),
+			 "source", v->source ? v->source : "live");
+}
+
+/* ---- the kernel's state, read only ------------------------------------------------------- */
+
+int rw_cli_open(struct rw_datapath *dp, const char *bpffs, char *err, size_t errlen)
+{
+	int layout = rw_datapath_pinned_layout(bpffs), ret;
+
+	if (layout == 0) {
+		snprintf(err, errlen, "nothing pinned at %s: runwall is not set up on this node, "
+			 "or its maps are under another --bpffs", bpffs);
+		return -ENOENT;
+	}
+	if (layout < 0) {
+		snprintf(err, errlen, "%s/%s: %s", bpffs, rw_map_names[RW_M_CONFIG],
+			 strerror(-layout));
+		return layout;
+	}
+	if (layout != RW_LAYOUT_VERSION) {
+		snprintf(err, errlen, "the maps pinned at %s have layout %d, this runwall reads %d",
+			 bpffs, layout, RW_LAYOUT_VERSION);
+		return -EPROTO;
+	}
+	ret = rw_datapath_open_pinned(dp, bpffs);
+	if (ret)
+		snprintf(err, errlen, "%s: cannot open the pinned maps: %s", bpffs, strerror(-ret));
+	return ret;
+}
+
+enum rw_cli_map rw_cli_map_of(enum rw_map_id id)
+{
+	static const enum rw_cli_map of[RW_M__COUNT] = {
+		[RW_M_CONFIG] = RW_CLI_MAP_CONFIG,
+		[RW_M_ENDPOINTS] = RW_CLI_MAP_ENDPOINTS,
+		[RW_M_PODS] = RW_CLI_MAP_PODS,
+		[RW_M_ALLOW_EXACT] = RW_CLI_MAP_ALLOW,
+		[RW_M_ALLOW_CIDR] = RW_CLI_MAP_ALLOW,
+		[RW_M_DENY] = RW_CLI_MAP_DENY,
+		[RW_M_INBOUND] = RW_CLI_MAP_INBOUND,
+		[RW_M_CONNTRACK] = RW_CLI_MAP_CONNTRACK,
+		[RW_M_COUNTERS] = RW_CLI_MAP_COUNTERS,
+		[RW_M_EVENT_BUDGET] = RW_CLI_MAP_BUDGET,
+		[RW_M_EVENTS] = RW_CLI_MAP_EVENTS,
+	};
+
+	return of[id];
+}
+
+static const char *map_type(int fd)
+{
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+	const char *s;
+
+	if (bpf_obj_get_info_by_fd(fd, &info, &len))
+		return "?";
+	s = libbpf_bpf_map_type_str(info.type);
+	return s ? s : "?";
+}
+
+int rw_cli_map_fill(const struct rw_datapath *dp, struct rw_cli_fill fill[RW_M__COUNT])
+{
+	static const __u32 key_size[RW_M__COUNT] = {
+		[RW_M_CONFIG] = 4,
+		[RW_M_ENDPOINTS] = 4,
+		[RW_M_PODS] = sizeof(__be32),
+		[RW_M_ALLOW_EXACT] = sizeof(struct rw_allow_key),
+		[RW_M_ALLOW_CIDR] = sizeof(struct rw_allow_lpm_key),
+		[RW_M_DENY] = sizeof(struct rw_cidr_lpm_key),
+		[RW_M_INBOUND] = sizeof(struct rw_inbound_lpm_key),
+		[RW_M_CONNTRACK] = sizeof(struct rw_ct_key),
+		[RW_M_COUNTERS] = 4,
+		[RW_M_EVENT_BUDGET] = 4,
+	};
+	static const __u32 inner_max[RW_M__COUNT] = {
+		[RW_M_PODS] = RW_MAX_PODS,
+		[RW_M_ALLOW_EXACT] = RW_MAX_ALLOW_EXACT,
+		[RW_M_ALLOW_CIDR] = RW_MAX_ALLOW_CIDR,
+		[RW_M_DENY] = RW_MAX_DENY,
+		[RW_M_INBOUND] = RW_MAX_INBOUND,
+	};
+	struct rw_cli_run *runs;
+	size_t n_runs;
+
+	for (int i = 0; i < RW_M__COUNT; i++) {
+		struct rw_cli_fill *f = &fill[i];
+		int fd = dp->map_fd[i];
+
+		f->name = rw_cli_map_names[rw_cli_map_of(i)];
+		f->pin = rw_map_names[i];
+		f->type = map_type(fd);
+		f->max_entries = rw_cli_max_entries(fd);
+		switch (i) {
+		case RW_M_PODS:
+		case RW_M_ALLOW_EXACT:
+		case RW_M_ALLOW_CIDR:
+		case RW_M_DENY:
+		case RW_M_INBOUND: {
+			int inner = rw_live_inner_fd(dp, i);
+
+			f->max_entries = inner_max[i];
+			if (inner == -ENOENT) {
+				f->entries = 0;
+				break;
+			}
+			if (inner < 0) {
+				f->entries = inner;
+				break;
+			}
+			f->type = map_type(inner);
+			f->max_entries = rw_cli_max_entries(inner);
+			f->entries = rw_cli_count_entries(inner, key_size[i]);
+			close(inner);
+			break;
+		}
+		case RW_M_COUNTERS:
+			f->entries = rw_cli_live_runs(dp, &runs, &n_runs);
+			if (!f->entries) {
+				f->entries = 1 + (long long)n_runs;
+				rw_cli_runs_free(runs, n_runs);
+			}
+			break;
+		case RW_M_EVENTS: {
+			__u32 size;
+
+			f->entries = rw_cli_ring_pending(fd, &size);
+			f->max_entries = size;
+			break;
+		}
+		default:
+			f->entries = rw_cli_count_entries(fd, key_size[i]);
+		}
+	}
+	return 0;
+}
+
+void rw_cli_runs_free(struct rw_cli_run *runs, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(runs[i].pods);
+	free(runs);
+}
+
+static int run_cmp(const void *a, const void *b)
+{
+	const struct rw_cli_run *x = a, *y = b;
+
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static int ip_cmp(const void *a, const void *b)
+{
+	__u32 x = ntohl(*(const __be32 *)a), y = ntohl(*(const __be32 *)b);
+
+	return x < y ? -1 : x > y;
+}
+
+static int add_pod(struct rw_cli_run **runs, size_t *n, size_t *cap, __be32 ip,
+		   const struct rw_pod *pod)
+{
+	struct rw_cli_run *r = NULL;
+	__be32 *pods;
+
+	for (size_t i = 0; i < *n; i++) {
+		if ((*runs)[i].idx == pod->run_idx &&
+		    !strncmp((*runs)[i].id, pod->run_id, RW_RUN_ID_LEN)) {
+			r = &(*runs)[i];
+			break;
+		}
+	}
+	if (!r) {
+		if (*n == *cap) {
+			size_t c = *cap ? *cap * 2 : 16;
+			struct rw_cli_run *grown = realloc(*runs, c * sizeof(*grown));
+
+			if (!grown)
+				return -ENOMEM;
+			*runs = grown;
+			*cap = c;
+		}
+		r = &(*runs)[(*n)++];
+		memset(r, 0, sizeof(*r));
+		snprintf(r->id, sizeof(r->id), "%.*s", RW_RUN_ID_LEN - 1, pod->run_id);
+		r->idx = pod->run_idx;
+		r->gen = pod->run_gen;
+		r->egress = pod->egress_mode;
+	}
+	pods = realloc(r->pods, (r->n_pods + 1) * sizeof(*pods));
+	if (!pods)
+		return -ENOMEM;
+	r->pods = pods;
+	r->pods[r->n_pods++] = ip;
+	return 0;
+}
+
+int rw_cli_live_runs(const struct rw_datapath *dp, struct rw_cli_run **out, size_t *n_out)
+{
+	struct rw_cli_run *runs = NULL;
+	size_t n = 0, cap = 0;
+	__be32 key, *prev = NULL;
+	struct rw_pod pod;
+	int fd, err = 0;
+
+	*out = NULL;
+	*n_out = 0;
+	fd = rw_live_inner_fd(dp, RW_M_PODS);
+	if (fd == -ENOENT)
+		return 0;
+	if (fd < 0)
+		return fd;
+	while (bpf_map_get_next_key(fd, prev, &key) == 0) {
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &pod))
+			continue;
+		err = add_pod(&runs, &n, &cap, key, &pod);
+		if (err)
+			goto cleanup;
+	}
+	qsort(runs, n, sizeof(*runs), run_cmp);
+	for (size_t i = 0; i < n; i++)
+		qsort(runs[i].pods, runs[i].n_pods, sizeof(__be32), ip_cmp);
+	*out = runs;
+	*n_out = n;
+	runs = NULL;
+	n = 0;
+cleanup:
+	rw_cli_runs_free(runs, n);
+	close(fd);
+	return err;
+}
+
+int rw_cli_run_find(const struct rw_cli_run *runs, size_t n, const char *id, __u32 idx)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (id ? !strcmp(runs[i].id, id) : runs[i].idx == idx)
+			return (int)i;
+	}
+	return -ENOENT;
+}
+
+int rw_cli_pod_ifindex(const struct rw_datapath *dp, __be32 pod, __u32 *ifindex)
+{
+	int fd = dp->map_fd[RW_M_ENDPOINTS];
+	__u32 key, *prev = NULL, found = 0;
+	struct rw_endpoint ep;
+
+	while (bpf_map_get_next_key(fd, prev, &key) == 0) {
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &ep) == 0 && ep.pod_ip == pod &&
+		    (!found || key < found))
+			found = key;
+	}
+	if (!found)
+		return -ENOENT;
+	*ifindex = found;
+	return 0;
+}
+
+long rw_cli_count_entries(int fd, __u32 key_size)
+{
+	__u8 key[64], next[64];
+	void *prev = NULL;
+	long n = 0;
+
+	if (key_size > sizeof(key))
+		return -E2BIG;
+	while (bpf_map_get_next_key(fd, prev, next) == 0) {
+		memcpy(key, next, key_size);
+		prev = key;
+		n++;
+	}
+	return errno == ENOENT ? n : -errno;
+}
+
+__u32 rw_cli_max_entries(int fd)
+{
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+
+	if (bpf_obj_get_info_by_fd(fd, &info, &len))
+		return 0;
+	return info.max_entries;
+}
+
+long long rw_cli_ring_pending(int fd, __u32 *size)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	unsigned long cons, prod;
+	void *m;
+
+	*size = rw_cli_max_entries(fd);
+	/* The consumer position page, then the producer's: both readable by anyone with the fd. */
+	m = mmap(NULL, 2 * page, PROT_READ, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED)
+		return -errno;
+	cons = __atomic_load_n((unsigned long *)m, __ATOMIC_ACQUIRE);
+	prod = __atomic_load_n((unsigned long *)((char *)m + page), __ATOMIC_ACQUIRE);
+	munmap(m, 2 * page);
+	return (long long)(prod - cons);
+}
+
+/* ---- the agent ----------------------------------------------------------------------------- */
+
+bool rw_cli_no_agent(int err)
+{
+	return err == -ENOENT || err == -ECONNREFUSED || err == -ENOTDIR || err == -ENOTSOCK;
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+int rw_cli_agent_call(const char *socket, const char *verb, int timeout_ms, json_t **reply)
+{
+	long long deadline = now_ms() + timeout_ms;
+	size_t len = 0, cap = 0;
+	char *buf = NULL, *nl;
+	json_error_t jerr;
+	int fd, err = 0;
+
+	*reply = NULL;
+	fd = rw_ctl_send(socket, verb, NULL, NULL, 0);
+	if (fd < 0)
+		return fd;
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		long long left = deadline - now_ms();
+		ssize_t n;
+
+		if (left <= 0 || poll(&pfd, 1, (int)left) == 0) {
+			err = -ETIMEDOUT;
+			goto cleanup;
+		}
+		if (len + 4096 > cap) {
+			char *grown;
+
+			if (cap >= RW_CTL_MAX_BODY) {
+				err = -E2BIG;
+				goto cleanup;
+			}
+			grown = realloc(buf, cap = cap ? cap * 2 : 16384);
+			if (!grown) {
+				err = -ENOMEM;
+				goto cleanup;
+			}
+			buf = grown;
+		}
+		n = read(fd, buf + len, cap - len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			err = -errno;
+			goto cleanup;
+		}
+		if (n == 0)
+			break;
+		len += n;
+		buf[len] = '\0';
+		if (memchr(buf, '\n', len))
+			break;
+	}
+	if (!buf) {
+		err = -EBADMSG;
+		goto cleanup;
+	}
+	buf[len] = '\0';
+	nl = strchr(buf, '\n');
+	*reply = json_loadb(buf, nl ? (size_t)(nl - buf) : len, 0, &jerr);
+	if (!*reply || !json_is_object(*reply)) {
+		json_decref(*reply);
+		*reply = NULL;
+		err = -EBADMSG;
+	}
+cleanup:
+	free(buf);
+	close(fd);
+	return err;
+}
+
+int rw_cli_agent_policy(json_t *status, __u64 live_revision, struct rw_policy *out)
+{
+	struct rw_policy_error perr;
+	const char *path;
+	json_t *rev;
+
+	memset(out, 0, sizeof(*out));
+	if (!status || !live_revision)
+		return -ENOENT;
+	path = json_string_value(json_object_get(status, "policy_file"));
+	rev = json_object_get(status, "revision");
+	if (!path || !json_is_integer(rev) || (__u64)json_integer_value(rev) != live_revision)
+		return -ENOENT;
+	if (rw_policy_parse_file(path, out, &perr))
+		return -ENOENT;
+	/* The file may have moved on since it was applied: its names would be wrong then. */
+	if (out->revision != live_revision) {
+		rw_policy_free(out);
+		memset(out, 0, sizeof(*out));
+		return -ENOENT;
+	}
+	return 0;
+}

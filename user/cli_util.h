@@ -1,0 +1,278 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* cli_util.h: what the operator commands (status, map, counters, drops, explain) share:
+ * parsing of what people type, names with "did you mean", aligned tables, counters and verdict
+ * formatting, the event filter, the crafted packets of explain, and read-only helpers over the
+ * pinned maps and the agent's control socket.
+ *
+ * Nothing here uses rw_g or rw_fail(): the commands decide what to print and which exit code to
+ * return, so that every function here can be unit tested on its own (tests/unit/test_cli.c).
+ * Functions return 0 or a negative errno unless said otherwise.
+ */
+#ifndef RUNWALL_CLI_UTIL_H
+#define RUNWALL_CLI_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <jansson.h>
+#include <linux/types.h>
+
+#include "runwall.h"
+#include "datapath.h"
+#include "policy.h"
+
+/* ---- what people type ---------------------------------------------------------------------- */
+
+/* A dotted quad, nothing else ("10.1.2.3"). -EINVAL otherwise. */
+int rw_cli_parse_ip(const char *s, __be32 *ip);
+
+/* A port, 1..65535, decimal. */
+int rw_cli_parse_port(const char *s, __u16 *port);
+
+/* "IP" or "IP:PORT"; *port (host order) is 0 when there is none. */
+int rw_cli_parse_ip_port(const char *s, __be32 *ip, __u16 *port);
+
+/* A decimal number 0..max. */
+int rw_cli_parse_uint(const char *s, unsigned long long max, unsigned long long *out);
+
+/* "tcp" or "udp" (any case) into IPPROTO_TCP / IPPROTO_UDP. */
+int rw_cli_parse_proto(const char *s, __u8 *proto);
+
+/* "syn", "ack" or "synack" into TCP flag bits. */
+int rw_cli_parse_tcp_flags(const char *s, __u8 *flags);
+
+/* Edit distance between two words (for "did you mean"). */
+unsigned int rw_cli_distance(const char *a, const char *b);
+
+/* Index of `word` in names[], or -EINVAL with `err` saying so: "unknown WHAT 'alow' (did you
+ * mean 'allow'?); valid: config, endpoints, ...". The suggestion is there only when one name is
+ * close enough to be a typo.
+ */
+int rw_cli_lookup(const char *word, const char *what, const char *const *names, size_t n,
+		  char *err, size_t errlen);
+
+/* A reason name (rw_reason_name()) into its number, with the same message. */
+int rw_cli_reason_lookup(const char *word, char *err, size_t errlen);
+
+/* The names `runwall map` takes. */
+enum rw_cli_map {
+	RW_CLI_MAP_CONFIG,
+	RW_CLI_MAP_ENDPOINTS,
+	RW_CLI_MAP_PODS,
+	RW_CLI_MAP_ALLOW,
+	RW_CLI_MAP_DENY,
+	RW_CLI_MAP_INBOUND,
+	RW_CLI_MAP_CONNTRACK,
+	RW_CLI_MAP_COUNTERS,
+	RW_CLI_MAP_BUDGET,
+	RW_CLI_MAP_EVENTS,
+	RW_CLI_MAP__COUNT
+};
+
+extern const char *const rw_cli_map_names[RW_CLI_MAP__COUNT];
+
+/* A map name as users type it ("allow") or as it is pinned ("rw_allow_exact"). */
+int rw_cli_map_lookup(const char *word, char *err, size_t errlen);
+
+/* ---- text -------------------------------------------------------------------------------- */
+
+/* An aligned table: columns as wide as their widest cell, two blanks between columns, numbers
+ * right-aligned (columns in right_mask), no trailing blanks. heads may be NULL (no header).
+ */
+struct rw_table {
+	size_t ncols;
+	const char *const *heads;
+	unsigned int right_mask;
+	char **cells;		/* rows * ncols, row-major */
+	size_t rows;
+	size_t cap;		/* rows allocated */
+	size_t cur;		/* cells filled in the last row */
+};
+
+#define RW_TABLE_RIGHT(col) (1u << (col))
+
+void rw_table_init(struct rw_table *t, size_t ncols, const char *const *heads,
+		   unsigned int right_mask);
+/* Start a row, then add its cells in order; a row left short is filled with "". */
+int rw_table_row(struct rw_table *t);
+int rw_table_cell(struct rw_table *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void rw_table_print(const struct rw_table *t, FILE *f, const char *indent);
+void rw_table_free(struct rw_table *t);
+
+/* "0.8s", "42s", "5m12s", "3h07m", "2d04h". */
+void rw_cli_duration(uint64_t ns, char *buf, size_t len);
+
+/* "4.0 MiB", "512 B". */
+void rw_cli_bytes(uint64_t n, char *buf, size_t len);
+
+/* "37.5%", "<0.1%" (some, but not 0.1%), "-" (unknown). */
+void rw_cli_fill_pct(long long entries, long long max, char *buf, size_t len);
+
+/* "10.1.2.3", "172.21.0.0/24" (prefixlen < 32), "10.1.2.3:443" (port != 0, host order). */
+void rw_cli_ip(__be32 ip, char *buf, size_t len);
+void rw_cli_cidr(__be32 ip, unsigned int prefixlen, char *buf, size_t len);
+void rw_cli_ip_port(__be32 ip, __u16 port, char *buf, size_t len);
+
+/* Print a JSON value as one compact line and flush (other programs read it through a pipe).
+ * Takes the reference.
+ */
+void rw_cli_json_print(json_t *o);
+
+/* ---- counters ---------------------------------------------------------------------------- */
+
+/* {"egress":{"allowed":{"packets":N,"bytes":N},...every reason...},"ingress":{...},
+ *  "events":{"sent":N,"lost":N,"suppressed":N}}
+ */
+json_t *rw_cli_counters_json(const struct rw_counters *c);
+
+/* Packets allowed / dropped, both directions. */
+uint64_t rw_cli_counters_allowed(const struct rw_counters *c);
+uint64_t rw_cli_counters_drops(const struct rw_counters *c);
+
+/* The non-zero rows (DIR REASON PACKETS BYTES), then the summary line
+ * "47 drops, 1203 allowed; events: 3 sent, 44 suppressed, 0 lost". With no packet at all,
+ * "no packets" instead of the table.
+ */
+void rw_cli_counters_print(FILE *f, const struct rw_counters *c, const char *indent);
+void rw_cli_counters_summary(const struct rw_counters *c, char *buf, size_t len);
+
+/* ---- drops ------------------------------------------------------------------------------- */
+
+/* Which events `runwall drops` shows. Zeroed = every drop. */
+struct rw_cli_filter {
+	bool all;		/* allowed new flows too */
+	const char *run;	/* run id, or NULL */
+	bool has_pod;
+	__be32 pod;		/* the pod's side of the event (source of egress, dst of ingress) */
+	__u32 pod_ifindex;	/* the pod's veth when known (0: not known): its events match too */
+	int reason;		/* -1: any */
+	bool has_dst;
+	__be32 dst;
+	__u16 dport;		/* host order, 0: any */
+};
+
+void rw_cli_filter_init(struct rw_cli_filter *f);
+bool rw_cli_filter_match(const struct rw_cli_filter *f, const struct rw_event *ev);
+
+/* The header over rw_event_line()'s columns. */
+void rw_cli_event_header(char *buf, size_t len);
+
+/* ---- explain ----------------------------------------------------------------------------- */
+
+/* A packet to judge, as explain describes it. Addresses in network order, ports host order. */
+struct rw_cli_probe {
+	__u8 dir;		/* enum rw_dir */
+	__be32 src, dst;
+	__u16 sport, dport;
+	__u8 proto;		/* IPPROTO_TCP or IPPROTO_UDP */
+	__u8 tcp_flags;
+};
+
+/* What the program decided, and under which policy. */
+struct rw_cli_verdict {
+	__u8 verdict;		/* enum rw_verdict */
+	__u8 reason;
+	__u8 path;
+	__u32 rule_id;
+	char rule[128];		/* rw_rule_name() */
+	char run[RW_RUN_ID_LEN];	/* "" when the pod belongs to no run */
+	__u32 gen;
+	__u64 revision;
+	const char *source;	/* "live" or the policy file */
+};
+
+#define RW_CLI_PKT_MAX 128
+
+/* Ethernet + IPv4 (no options) + TCP (doff 5) or UDP, no payload. Returns the length. */
+size_t rw_cli_build_packet(const struct rw_cli_probe *p, __u8 *buf, size_t len);
+
+/* "egress 10.1.2.3:40000 -> 172.20.0.10:443 tcp" */
+void rw_cli_probe_str(const struct rw_cli_probe *p, char *buf, size_t len);
+
+/* "allowed via rule services[0] egress-proxy", "allowed via open", "refused: dns" */
+void rw_cli_verdict_str(const struct rw_cli_verdict *v, char *buf, size_t len);
+
+/* "run run-7f3a gen 12, revision 12" or "no run, revision 12" */
+void rw_cli_verdict_context(const struct rw_cli_verdict *v, char *buf, size_t len);
+
+/* The line explain prints. `now` and/or `with` (the verdict under --policy; `with->source`
+ * names the file); at least one.
+ *   PROBE (CONTEXT): VERDICT
+ *   PROBE (CONTEXT): now: VERDICT; with FILE (revision N): VERDICT
+ */
+void rw_cli_explain_line(const struct rw_cli_probe *p, const struct rw_cli_verdict *now,
+			 const struct rw_cli_verdict *with, char *buf, size_t len);
+
+/* {"verdict":"allow","reason":...,"path":...,"rule":...,"rule_id":N,"run":...,"gen":N,
+ *  "revision":N,"dir":...,"src":...,"sport":N,"dst":...,"dport":N,"proto":...,"source":...}
+ */
+json_t *rw_cli_verdict_json(const struct rw_cli_probe *p, const struct rw_cli_verdict *v);
+
+/* ---- the kernel's state, read only ------------------------------------------------------- */
+
+/* Open the maps pinned at bpffs, read only in spirit (nothing is created). -ENOENT: nothing is
+ * pinned there (the commands exit 2); other errors: they are there but unusable. `err` says
+ * what, for people.
+ */
+int rw_cli_open(struct rw_datapath *dp, const char *bpffs, char *err, size_t errlen);
+
+/* How full one pinned map is. For the slotted policy maps, the live slot's inner map (entries 0
+ * when the node is not ready); for rw_counters, the counter indexes in use (node + live runs);
+ * for rw_events, the bytes not consumed yet out of the ring's size.
+ */
+struct rw_cli_fill {
+	const char *name;	/* what `runwall map` calls it: "allow" */
+	const char *pin;	/* pinned as: "rw_allow_exact" */
+	const char *type;	/* "hash", "lpm_trie", ... (of the inner map for slotted ones) */
+	long long entries;	/* -errno when it could not be counted */
+	__u32 max_entries;
+};
+
+int rw_cli_map_fill(const struct rw_datapath *dp, struct rw_cli_fill fill[RW_M__COUNT]);
+enum rw_cli_map rw_cli_map_of(enum rw_map_id id);
+
+/* A run of the live slot, as the pods map says. */
+struct rw_cli_run {
+	char id[RW_RUN_ID_LEN];
+	__u32 idx;
+	__u32 gen;
+	__u8 egress;
+	__be32 *pods;
+	size_t n_pods;
+};
+
+/* The runs of the live slot, by counter index (none when the node is not ready). */
+int rw_cli_live_runs(const struct rw_datapath *dp, struct rw_cli_run **runs, size_t *n);
+void rw_cli_runs_free(struct rw_cli_run *runs, size_t n);
+/* Index in runs[] of the run with this id or counter index (id NULL), -ENOENT when none. */
+int rw_cli_run_find(const struct rw_cli_run *runs, size_t n, const char *id, __u32 idx);
+
+/* The veth a pod IP is bound to in rw_endpoints (-ENOENT: none). */
+int rw_cli_pod_ifindex(const struct rw_datapath *dp, __be32 pod, __u32 *ifindex);
+
+/* Entries in a map (by walking its keys), or a negative errno. */
+long rw_cli_count_entries(int fd, __u32 key_size);
+
+/* max_entries of a map, 0 on error. */
+__u32 rw_cli_max_entries(int fd);
+
+/* Bytes written to a ring buffer map and not consumed yet (-errno when it cannot be mapped). */
+long long rw_cli_ring_pending(int fd, __u32 *size);
+
+/* ---- the agent ----------------------------------------------------------------------------- */
+
+/* One request on the control socket, waiting at most timeout_ms for the whole reply.
+ * -ENOENT / -ECONNREFUSED: no agent there; -ETIMEDOUT: it did not answer.
+ */
+int rw_cli_agent_call(const char *socket, const char *verb, int timeout_ms, json_t **reply);
+
+/* True for the errors that mean "no agent listens on that socket". */
+bool rw_cli_no_agent(int err);
+
+/* The policy file the agent names in its status, parsed, when it is the revision in force
+ * (revision == the live one), for naming rules. -ENOENT when there is none to use.
+ */
+int rw_cli_agent_policy(json_t *status, __u64 live_revision, struct rw_policy *out);
+
+#endif /* RUNWALL_CLI_UTIL_H */

@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* ctl.c: the control socket's framing, both ends. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "ctl.h"
+
+static int fill_addr(struct sockaddr_un *sa, const char *path)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(sa->sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa->sun_path, path);
+	return 0;
+}
+
+int rw_ctl_listen(const char *path)
+{
+	char dir[PATH_MAX], *slash;
+	struct sockaddr_un sa;
+	int fd, err;
+
+	err = fill_addr(&sa, path);
+	if (err)
+		return err;
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = '\0';
+		if (mkdir(dir, 0700) && errno != EEXIST)
+			return -errno;
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -errno;
+	/* A socket file left by a crashed agent: replace it only if nobody answers on it. */
+	if (access(path, F_OK) == 0) {
+		int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+		if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+			close(probe);
+			close(fd);
+			return -EADDRINUSE;
+		}
+		if (probe >= 0)
+			close(probe);
+		unlink(path);
+	}
+	/* Root only: the socket can change the policy of every sandbox on the node. */
+	mode_t old = umask(0077);
+
+	err = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (err || chmod(path, 0600) || listen(fd, 64)) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+int rw_ctl_read_request(int fd, int timeout_ms, char **bufp, char **verb, char **arg, char **body,
+			size_t *body_len)
+{
+	size_t len = 0, cap = 4096;
+	char *buf = malloc(cap + 1), *nl, *sp;
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	int err = 0;
+
+	*bufp = NULL;
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		ssize_t n;
+
+		if (poll(&pfd, 1, timeout_ms) <= 0) {
+			err = -ETIMEDOUT;
+			goto fail;
+		}
+		if (len == cap) {
+			char *grown;
+
+			if (cap >= RW_CTL_MAX_BODY) {
+				err = -E2BIG;
+				goto fail;
+			}
+			grown = realloc(buf, cap * 2 + 1);
+			if (!grown) {
+				err = -ENOMEM;
+				goto fail;
+			}
+			buf = grown;
+			cap *= 2;
+		}
+		n = read(fd, buf + len, cap - len);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (n < 0) {
+			err = -errno;
+			goto fail;
+		}
+		if (n == 0)
+			break;
+		len += n;
+	}
+	buf[len] = '\0';
+	nl = memchr(buf, '\n', len);
+	if (!nl) {
+		err = -EBADMSG;
+		goto fail;
+	}
+	*nl = '\0';
+	*verb = buf;
+	sp = strchr(buf, ' ');
+	*arg = NULL;
+	if (sp) {
+		*sp = '\0';
+		*arg = sp + 1;
+	}
+	*body = nl + 1;
+	*body_len = len - (nl + 1 - buf);
+	*bufp = buf;
+	return 0;
+fail:
+	free(buf);
+	return err;
+}
+
+static int write_all(int fd, const char *p, size_t len)
+{
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN) {
+			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+
+			if (poll(&pfd, 1, 2000) <= 0)
+				return -ETIMEDOUT;
+			continue;
+		}
+		if (n < 0)
+			return -errno;
+		p += n;
+		len -= n;
+	}
+	return 0;
+}
+
+int rw_ctl_reply(int fd, json_t *obj)
+{
+	char *s = json_dumps(obj, JSON_COMPACT);
+	int err;
+
+	if (!s)
+		return -ENOMEM;
+	err = write_all(fd, s, strlen(s));
+	if (!err)
+		err = write_all(fd, "\n", 1);
+	free(s);
+	return err;
+}
+
+int rw_ctl_send(const char *path, const char *verb, const char *arg, const void *body,
+		size_t body_len)
+{
+	struct sockaddr_un sa;
+	char line[PATH_MAX + 64];
+	int fd, err;
+
+	err = fill_addr(&sa, path);
+	if (err)
+		return err;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	snprintf(line, sizeof(line), "%s%s%s\n", verb, arg ? " " : "", arg ? arg : "");
+	err = write_all(fd, line, strlen(line));
+	if (!err && body_len)
+		err = write_all(fd, body, body_len);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	shutdown(fd, SHUT_WR);
+	return fd;
+}
+
+int rw_ctl_call(const char *path, const char *verb, const char *arg, const void *body,
+		size_t body_len, json_t **reply)
+{
+	json_error_t jerr;
+	int fd = rw_ctl_send(path, verb, arg, body, body_len);
+
+	*reply = NULL;
+	if (fd < 0)
+		return fd;
+	/* The reply is one line; jansson reads it from the fd until EOF. */
+	FILE *f = fdopen(fd, "r");
+
+	if (!f) {
+		close(fd);
+		return -errno;
+	}
+	*reply = json_loadf(f, JSON_DISABLE_EOF_CHECK, &jerr);
+	fclose(f);
+	return *reply ? 0 : -EBADMSG;
+}

@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* eventfmt.c: verdict events as JSON and as text. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "eventfmt.h"
+#include "reasons.h"
+
+int64_t rw_mono_to_real_offset(void)
+{
+	struct timespec mono, real;
+
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	clock_gettime(CLOCK_REALTIME, &real);
+	return (real.tv_sec - mono.tv_sec) * 1000000000LL + (real.tv_nsec - mono.tv_nsec);
+}
+
+void rw_format_time(int64_t real_ns, char *buf, size_t len)
+{
+	time_t sec = real_ns / 1000000000LL;
+	struct tm tm;
+	char date[32];
+
+	gmtime_r(&sec, &tm);
+	strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf, len, "%.20s.%06uZ", date, (unsigned int)((real_ns % 1000000000LL) / 1000));
+}
+
+void rw_rule_name(const struct rw_policy *p, uint32_t id, char *buf, size_t len)
+{
+	unsigned int a = RW_RULE_A(id), b = RW_RULE_B(id);
+
+	buf[0] = '\0';
+	switch (RW_RULE_KIND(id)) {
+	case RW_RULE_KIND_SERVICE:
+		snprintf(buf, len, "services[%u]%s%s", a, p && a < p->n_services ? " " : "",
+			 p && a < p->n_services ? p->services[a].name : "");
+		break;
+	case RW_RULE_KIND_RUN:
+		snprintf(buf, len, "runs[%u].allow[%u]", a, b);
+		break;
+	case RW_RULE_KIND_INBOUND:
+		snprintf(buf, len, "inbound[%u]%s%s", a, p && a < p->n_inbound ? " " : "",
+			 p && a < p->n_inbound ? p->inbound[a].name : "");
+		break;
+	default:
+		if (id)
+			snprintf(buf, len, "rule %#x", id);
+	}
+}
+
+static void addr(__be32 a, char *buf)
+{
+	inet_ntop(AF_INET, &a, buf, INET_ADDRSTRLEN);
+}
+
+json_t *rw_event_json(const struct rw_event *ev, const struct rw_policy *p, int64_t mono_to_real)
+{
+	char src[INET_ADDRSTRLEN], dst[INET_ADDRSTRLEN], when[40], rule[96];
+
+	addr(ev->saddr, src);
+	addr(ev->daddr, dst);
+	rw_format_time((int64_t)ev->ts_ns + mono_to_real, when, sizeof(when));
+	rw_rule_name(p, ev->rule_id, rule, sizeof(rule));
+	return json_pack("{s:s, s:I, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:s, s:i, s:s, s:i, "
+			 "s:i, s:s, s:I}",
+			 "time", when,
+			 "ts_ns", (json_int_t)ev->ts_ns,
+			 "dir", rw_dir_name(ev->dir),
+			 "verdict", ev->verdict == RW_VERDICT_ALLOW ? "allow" : "drop",
+			 "reason", rw_reason_name(ev->reason),
+			 "path", rw_path_name(ev->path),
+			 "run", ev->run_id,
+			 "gen", (int)ev->run_gen,
+			 "src", src,
+			 "sport", (int)ntohs(ev->sport),
+			 "dst", dst,
+			 "dport", (int)ntohs(ev->dport),
+			 "proto", rw_packet_proto_name(ev->ethertype, ev->proto),
+			 "ifindex", (int)ev->ifindex,
+			 "rule_id", (int)ev->rule_id,
+			 "rule", rule,
+			 "revision", (json_int_t)ev->revision);
+}
+
+static int lookup_name(const char *s, const char *(*name)(unsigned int), unsigned int max)
+{
+	for (unsigned int i = 0; i < max; i++)
+		if (!strcmp(name(i), s))
+			return i;
+	return -1;
+}
+
+int rw_event_from_json(json_t *o, struct rw_event *ev, char *rule, size_t rule_len)
+{
+	const char *dir, *verdict, *reason, *path, *run, *src, *dst, *proto, *r = "";
+	json_int_t ts, revision;
+	int gen, sport, dport, ifindex, rule_id, n;
+
+	memset(ev, 0, sizeof(*ev));
+	if (json_unpack(o, "{s:I, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:s, s:i, s:s, s:i, "
+			"s:i, s?s, s:I}",
+			"ts_ns", &ts, "dir", &dir, "verdict", &verdict, "reason", &reason,
+			"path", &path, "run", &run, "gen", &gen, "src", &src, "sport", &sport,
+			"dst", &dst, "dport", &dport, "proto", &proto, "ifindex", &ifindex,
+			"rule_id", &rule_id, "rule", &r, "revision", &revision))
+		return -EINVAL;
+	ev->ts_ns = ts;
+	ev->revision = revision;
+	ev->dir = strcmp(dir, "ingress") == 0;
+	ev->verdict = strcmp(verdict, "allow") == 0;
+	n = rw_reason_parse(reason);
+	ev->reason = n < 0 ? 0xff : n;
+	n = lookup_name(path, rw_path_name, RW_PATH_COUNT);
+	ev->path = n < 0 ? 0 : n;
+	snprintf(ev->run_id, sizeof(ev->run_id), "%s", run);
+	ev->run_gen = gen;
+	inet_pton(AF_INET, src, &ev->saddr);
+	inet_pton(AF_INET, dst, &ev->daddr);
+	ev->sport = htons(sport);
+	ev->dport = htons(dport);
+	ev->ethertype = htons(0x0800);
+	if (!strcmp(proto, "arp"))
+		ev->ethertype = htons(0x0806);
+	else if (!strcmp(proto, "ipv6"))
+		ev->ethertype = htons(0x86dd);
+	else if (!strcmp(proto, "vlan"))
+		ev->ethertype = htons(0x8100);
+	else if (!strcmp(proto, "qinq"))
+		ev->ethertype = htons(0x88a8);
+	else if (!strcmp(proto, "-"))
+		ev->ethertype = 0;
+	else if (!strncmp(proto, "0x", 2))
+		ev->ethertype = htons(strtoul(proto, NULL, 16));
+	else if (!strcmp(proto, "icmp"))
+		ev->proto = 1;
+	else if (!strcmp(proto, "tcp"))
+		ev->proto = 6;
+	else if (!strcmp(proto, "udp"))
+		ev->proto = 17;
+	else
+		ev->proto = atoi(proto);
+	ev->ifindex = ifindex;
+	ev->rule_id = rule_id;
+	if (rule)
+		snprintf(rule, rule_len, "%s", r);
+	return 0;
+}
+
+void rw_event_line(const struct rw_event *ev, const char *rule, int64_t mono_to_real, char *buf,
+		   size_t len)
+{
+	char src[INET_ADDRSTRLEN + 8], dst[INET_ADDRSTRLEN + 8], a[INET_ADDRSTRLEN], when[40];
+	const char *what = ev->verdict == RW_VERDICT_ALLOW ? rw_path_name(ev->path) :
+							      rw_reason_name(ev->reason);
+
+	addr(ev->saddr, a);
+	if (ev->proto == 6 || ev->proto == 17)
+		snprintf(src, sizeof(src), "%s:%u", a, ntohs(ev->sport));
+	else
+		snprintf(src, sizeof(src), "%s", a);
+	addr(ev->daddr, a);
+	if (ev->proto == 6 || ev->proto == 17)
+		snprintf(dst, sizeof(dst), "%s:%u", a, ntohs(ev->dport));
+	else
+		snprintf(dst, sizeof(dst), "%s", a);
+	rw_format_time((int64_t)ev->ts_ns + mono_to_real, when, sizeof(when));
+	snprintf(buf, len, "%s  %-7s %-5s %-20s %-12s %21s -> %-21s %-4s%s%s", when,
+		 rw_dir_name(ev->dir), ev->verdict == RW_VERDICT_ALLOW ? "allow" : "drop", what,
+		 ev->run_id[0] ? ev->run_id : "-", src, dst,
+		 rw_packet_proto_name(ev->ethertype, ev->proto),
+		 rule && rule[0] ? "  " : "", rule ? rule : "");
+}
