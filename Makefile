@@ -103,5 +103,13 @@ test: check
 vmtest: setup all
 	$(Q)scripts/vmtest.sh $(BUILD)
 
+# The run command: a demo node in network namespaces with the seed's default policy, left up for
+# exploring with the CLI until `make demo-clean`.
+demo: setup all
+	$(Q)scripts/demo.sh up $(BUILD)
+
+demo-clean:
+	$(Q)scripts/demo.sh down
+
 clean:
 	$(Q)rm -rf $(BUILD)

@@ -426,11 +426,15 @@ static int agent_apply(struct agent *a, const char *buf, size_t len, const char 
 	struct rw_policy_error perr = {};
 	struct rw_apply_result res;
 	struct rw_policy next;
+	struct rw_config cfg = {};
 	char err[600], *diff = NULL;
 	json_t *changes;
 	int ret, n;
 
-	ret = rw_policy_parse(buf, len, source, &next, &perr);
+	rw_config_read(&a->dp, &cfg);
+	ret = rw_policy_parse_newer(buf, len, source,
+				    RW_STATE_READY(cfg.state) ? RW_STATE_REVISION(cfg.state) : 0,
+				    &next, &perr);
 	if (ret) {
 		rw_warn("refused snapshot: %s", perr.text);
 		snprintf(a->last_error, sizeof(a->last_error), "%s", perr.text);
@@ -749,7 +753,10 @@ static json_t *status_json(struct agent *a)
 
 static void add_subscriber(struct agent *a, int fd)
 {
-	struct epoll_event ev = { .events = EPOLLRDHUP | EPOLLHUP, .data.fd = fd };
+	/* The client has shut down its writing side already (the request ends that way), so
+	 * EPOLLRDHUP would fire at once: wait for the full hangup (always reported) instead.
+	 */
+	struct epoll_event ev = { .events = 0, .data.fd = fd };
 
 	if (a->n_subs == MAX_SUBS) {
 		json_t *o = json_pack("{s:b, s:s}", "ok", 0, "error", "too many subscribers");

@@ -138,6 +138,7 @@ struct parser {
 	size_t len;
 	const char *source;
 	struct rw_policy_error *err;
+	uint64_t in_force;	/* refuse revisions not above it (0: no check) */
 	struct step path[MAX_DEPTH];
 	int depth;
 };
@@ -447,6 +448,9 @@ static int parse_revision(struct parser *ps, json_t *v, uint64_t *revision)
 		return fail(ps, AT_VALUE,
 			    "%" JSON_INTEGER_FORMAT " is too large: the kernel keeps 56 bits of "
 			    "revision (at most %llu)", r, MAX_REVISION);
+	if (ps->in_force && (uint64_t)r <= ps->in_force)
+		return fail(ps, AT_VALUE, "%" JSON_INTEGER_FORMAT " is not newer than %llu, the one "
+			    "in force", r, (unsigned long long)ps->in_force);
 	*revision = r;
 	return 0;
 }
@@ -1042,6 +1046,12 @@ void rw_policy_free(struct rw_policy *p)
 int rw_policy_parse(const char *buf, size_t len, const char *source, struct rw_policy *out,
 		    struct rw_policy_error *err)
 {
+	return rw_policy_parse_newer(buf, len, source, 0, out, err);
+}
+
+int rw_policy_parse_newer(const char *buf, size_t len, const char *source, uint64_t in_force,
+			  struct rw_policy *out, struct rw_policy_error *err)
+{
 	struct rw_policy_error scratch;
 	struct rw_policy p = { 0 };
 	struct parser ps = { 0 };
@@ -1057,6 +1067,7 @@ int rw_policy_parse(const char *buf, size_t len, const char *source, struct rw_p
 	ps.len = len;
 	ps.source = source ? source : "<input>";
 	ps.err = err;
+	ps.in_force = in_force;
 
 	/* Duplicate keys are refused: which of two "egress" values wins is not a question a
 	 * security policy should leave to a library. Numbers stay as typed, so 443.0 or "443"

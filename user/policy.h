@@ -60,6 +60,11 @@ struct rw_policy_error {
  */
 int rw_policy_parse(const char *buf, size_t len, const char *source, struct rw_policy *out,
 		    struct rw_policy_error *err);
+/* rw_policy_parse(), and a revision not above `in_force` is refused like any other error, with
+ * its line and column (in_force 0: no such check).
+ */
+int rw_policy_parse_newer(const char *buf, size_t len, const char *source, uint64_t in_force,
+			  struct rw_policy *out, struct rw_policy_error *err);
 int rw_policy_parse_file(const char *path, struct rw_policy *out, struct rw_policy_error *err);
 void rw_policy_free(struct rw_policy *p);
 

@@ -236,6 +236,26 @@ static void test_missing_revision(void **state)
 		       "policy.json:2:3: revision: required key is missing");
 }
 
+/* The agent refuses a revision that is not above the one in force, with its position. */
+static void test_revision_not_newer(void **state)
+{
+	const char *text = "{\n  \"revision\": 16\n}\n";
+	struct rw_policy_error err;
+	struct rw_policy p;
+
+	assert_int_equal(rw_policy_parse_newer(text, strlen(text), "old.json", 17, &p, &err),
+			 -EINVAL);
+	assert_string_equal(err.text,
+			    "old.json:2:15: revision: 16 is not newer than 17, the one in force");
+	assert_int_equal(rw_policy_parse_newer(text, strlen(text), "old.json", 16, &p, &err),
+			 -EINVAL);
+	assert_string_equal(err.text,
+			    "old.json:2:15: revision: 16 is not newer than 16, the one in force");
+	assert_int_equal(rw_policy_parse_newer(text, strlen(text), "old.json", 15, &p, &err), 0);
+	assert_int_equal(p.revision, 16);
+	rw_policy_free(&p);
+}
+
 static void test_revision_range(void **state)
 {
 	static const struct refusal cases[] = {
@@ -1069,6 +1089,7 @@ int main(void)
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_missing_revision),
 		cmocka_unit_test(test_revision_range),
+		cmocka_unit_test(test_revision_not_newer),
 		cmocka_unit_test(test_ports_edge_cases),
 		cmocka_unit_test(test_duplicate_port),
 		cmocka_unit_test(test_rule_without_port),

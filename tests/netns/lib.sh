@@ -1,0 +1,289 @@
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+# lib.sh: a test node for runwall, built entirely in network namespaces (sourced, not run).
+#
+# The machine's own interfaces, addresses and routes are never touched: every link is created
+# inside a namespace made here (`ip -n NS link add ... peer ... netns OTHER`), and every address
+# traffic goes to lives in one of them.
+#
+#   NODE ns (the EKS host)            SANDBOX ns (one per pod, wired like the VPC CNI does)
+#     eni… / vlan…  <-- veth -->        eth0  POD_IP/32, default via 169.254.1.1 onlink,
+#     POD_IP/32 dev eni… scope link           169.254.1.1 -> MAC of eni… (permanent)
+#     ip_forward=1, rp_filter=0               listeners on the harness ports
+#     svc0 172.31.255.1/30 --veth-->    SERVICES ns (the rest of the world)
+#     default via 172.31.255.2            eth0 172.31.255.2/30, default via 172.31.255.1
+#                                         every service address on lo, listeners on all of them
+#
+# runwall runs in the node namespace. bpffs is not per network namespace, but `ip netns exec`
+# also makes a private mount namespace and remounts /sys there, which hides /sys/fs/bpf: the
+# agent and the CLI are therefore run with `nsenter --net=` (network namespace only), so their
+# pins land in the machine's bpffs where a restarted agent finds them again.
+#
+# Variables (set before rw_node_up; rw_names sets the defaults from a prefix):
+#   RW_PREFIX     namespace name prefix, unique per run (e.g. rwe1234-)
+#   RW_NODE RW_SVC  the node and services namespaces
+#   RW_WORK       a private folder for logs, pid files, snapshots
+#   RW_RUNWALL    the runwall binary; RW_BPFFS, RW_SOCK its pin folder and socket
+#   RW_DETACH     1 (default): start background processes in their own session (the demo)
+
+RW_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# Debian's python3 (scripts/setup.sh installs it) rather than whatever PATH finds first.
+if [ -z "${RW_PY:-}" ]; then
+	if [ -x /usr/bin/python3 ]; then RW_PY=/usr/bin/python3; else RW_PY=$(command -v python3); fi
+fi
+RW_LISTENER="$RW_LIB_DIR/listener.py"
+RW_PROBE="$RW_LIB_DIR/probe.py"
+
+# The services namespace: what each address plays, and the ports every address answers on.
+RW_SVC_ADDRS=(
+	172.20.0.10	# egress proxy: 443/8443 model route, 3128 forwarding route
+	172.20.0.11	# identity broker: 3443
+	172.20.0.12	# application tier: 3000; opens connections into sandboxes
+	172.20.0.13	# drive gateway: 8080
+	172.20.0.20	# Temporal worker: opens connections into sandboxes
+	172.20.0.21	# streaming service: opens connections into sandboxes
+	172.20.0.30	# connectors service: 8080 (not for sandboxes)
+	172.20.0.40	# telemetry gateway: 4317/4318
+	172.20.0.53	# cluster DNS: 53 tcp+udp
+	172.20.9.5	# a run's own private database: 5432
+	169.254.169.254	# instance metadata
+	169.254.170.2	# ECS task metadata
+	10.0.5.5	# a private host in the VPC
+	93.184.216.34	# "the public internet"
+	8.8.8.8		# a public DNS resolver
+)
+RW_SVC_TCP_PORTS=(22 53 80 443 3000 3128 3443 4096 4317 4318 5432 8080 8443)
+# UDP listeners are bound per address: a wildcard UDP socket would answer from another source.
+RW_SVC_UDP=(172.20.0.53:53 8.8.8.8:53 93.184.216.34:443 172.20.0.10:443)
+# What every sandbox listens on: the harness ports, and two that no inbound rule opens.
+RW_SANDBOX_TCP_PORTS=(4096 4098 4999 6085 22 8080)
+
+RW_NODE_LINK=172.31.255.1
+RW_SVC_LINK=172.31.255.2
+
+declare -gA RW_SB_NS=() RW_SB_IF=() RW_SB_IP=()
+RW_NAMESPACES=()
+RW_PIDS=()
+RW_AGENT_PID=
+RW_DETACH=${RW_DETACH:-0}
+
+rw_names() {
+	RW_PREFIX=$1
+	RW_NODE=${RW_NODE:-${RW_PREFIX}node}
+	RW_SVC=${RW_SVC:-${RW_PREFIX}svc}
+}
+
+rw_log() { echo "# $*" >&2; }
+
+# Run in a namespace. `rw_in NS cmd…` for ordinary programs (python, sysctl); runwall and
+# bpftool go through rw_node (see above).
+rw_in() {
+	local ns=$1
+	shift
+	ip netns exec "$ns" "$@"
+}
+
+# runwall in the node namespace, with this node's pins and socket: `rw status`, or as an argv
+# for rw_bg and other commands that exec it: `rw_bg OUT "${RW_CMD[@]}" drops`.
+rw_cmd() {
+	RW_CMD=(nsenter "--net=/run/netns/$RW_NODE" -- "$RW_RUNWALL" --bpffs "$RW_BPFFS" --socket "$RW_SOCK")
+}
+
+rw() {
+	rw_cmd
+	"${RW_CMD[@]}" "$@"
+}
+
+rw_node_exec() {
+	nsenter --net="/run/netns/$RW_NODE" -- "$@"
+}
+
+# Start a background process and remember its pid (so that cleanup ends exactly what we
+# started). Its stdout goes to $1.
+rw_bg() {
+	local out=$1
+	shift
+	if [ "$RW_DETACH" = 1 ]; then
+		setsid "$@" >"$out" 2>&1 </dev/null &
+	else
+		"$@" >"$out" 2>&1 </dev/null &
+	fi
+	RW_LAST_PID=$!
+	RW_PIDS+=("$RW_LAST_PID")
+}
+
+rw_ns_add() {
+	ip netns add "$1"
+	RW_NAMESPACES+=("$1")
+	# IPv6 off before any link exists: no router solicitations or DAD on the veths, whose
+	# drops (unsupported-l2) would blur the exact counts the tests compare.
+	rw_in "$1" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+	ip -n "$1" link set lo up
+}
+
+rw_wait_file() {
+	local f=$1 tries=${2:-100}
+	while [ ! -s "$f" ] && [ "$tries" -gt 0 ]; do
+		sleep 0.05
+		tries=$((tries - 1))
+	done
+	[ -s "$f" ]
+}
+
+rw_start_listener() {
+	local ns=$1 name=$2
+	shift 2
+	rm -f "$RW_WORK/$name.ready"
+	rw_bg "$RW_WORK/$name.log" ip netns exec "$ns" "$RW_PY" "$RW_LISTENER" \
+		--ready "$RW_WORK/$name.ready" "$@"
+	echo "$RW_LAST_PID" >"$RW_WORK/$name.pid"
+	rw_wait_file "$RW_WORK/$name.ready" || {
+		echo "lib.sh: listener $name did not start:" >&2
+		cat "$RW_WORK/$name.log" >&2
+		return 1
+	}
+}
+
+# The node and the services behind it.
+rw_node_up() {
+	local a p args=()
+
+	mkdir -p "$RW_WORK"
+	rw_ns_add "$RW_NODE"
+	rw_in "$RW_NODE" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 \
+		net.ipv4.conf.default.rp_filter=0
+	rw_ns_add "$RW_SVC"
+	ip -n "$RW_NODE" link add svc0 type veth peer name eth0 netns "$RW_SVC"
+	ip -n "$RW_NODE" addr add "$RW_NODE_LINK/30" dev svc0
+	ip -n "$RW_NODE" link set svc0 up
+	ip -n "$RW_NODE" route add default via "$RW_SVC_LINK"
+	ip -n "$RW_SVC" addr add "$RW_SVC_LINK/30" dev eth0
+	ip -n "$RW_SVC" link set eth0 up
+	ip -n "$RW_SVC" route add default via "$RW_NODE_LINK"
+	for a in "${RW_SVC_ADDRS[@]}"; do
+		ip -n "$RW_SVC" addr add "$a/32" dev lo
+	done
+	for p in "${RW_SVC_TCP_PORTS[@]}"; do
+		args+=(--tcp "0.0.0.0:$p")
+	done
+	for a in "${RW_SVC_UDP[@]}"; do
+		args+=(--udp "$a")
+	done
+	rw_start_listener "$RW_SVC" services "${args[@]}"
+}
+
+# rw_sandbox_add NAME IFNAME POD_IP: a sandbox pod wired like the VPC CNI wires one. The host
+# side veth appears in the node first (a running agent attaches to it, deny-all), then the /32
+# route binds the pod IP to it.
+rw_sandbox_add() {
+	local name=$1 ifname=$2 ip=$3 ns=${RW_PREFIX}$1 mac p args=()
+
+	# The namespace may exist already (a test that starts something in it before it is wired).
+	[ -e "/run/netns/$ns" ] || rw_ns_add "$ns"
+	RW_SB_NS[$name]=$ns
+	RW_SB_IF[$name]=$ifname
+	RW_SB_IP[$name]=$ip
+	ip -n "$RW_NODE" link add "$ifname" type veth peer name eth0 netns "$ns"
+	mac=$(ip -n "$RW_NODE" -o link show "$ifname" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
+	ip -n "$ns" addr add "$ip/32" dev eth0
+	ip -n "$ns" link set eth0 up
+	# The gateway's neighbour entry before the routes: a pod that is already sending (the
+	# fail-closed test's) must never ARP for 169.254.1.1.
+	ip -n "$ns" neigh replace 169.254.1.1 dev eth0 lladdr "$mac" nud permanent
+	ip -n "$ns" route add 169.254.1.1 dev eth0 scope link
+	ip -n "$ns" route add default via 169.254.1.1 dev eth0 onlink
+	ip -n "$RW_NODE" link set "$ifname" up
+	ip -n "$RW_NODE" route add "$ip/32" dev "$ifname" scope link
+	for p in "${RW_SANDBOX_TCP_PORTS[@]}"; do
+		args+=(--tcp "0.0.0.0:$p")
+	done
+	rw_start_listener "$ns" "sandbox-$name" "${args[@]}"
+}
+
+# The sandbox's veth goes away (the pod is deleted): its listener dies with the namespace.
+rw_sandbox_del() {
+	local name=$1 ns=${RW_SB_NS[$1]} pid
+
+	pid=$(cat "$RW_WORK/sandbox-$name.pid" 2>/dev/null || true)
+	[ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+	ip netns del "$ns" 2>/dev/null || true
+	unset "RW_SB_NS[$name]" "RW_SB_IF[$name]" "RW_SB_IP[$name]"
+}
+
+# Probes from a sandbox (or the services namespace: NAME "svc").
+rw_ns_of() {
+	if [ "$1" = svc ]; then echo "$RW_SVC"; elif [ "$1" = node ]; then echo "$RW_NODE"; else echo "${RW_SB_NS[$1]}"; fi
+}
+
+rw_probe() {
+	local ns
+	ns=$(rw_ns_of "$1")
+	shift
+	ip netns exec "$ns" "$RW_PY" "$RW_PROBE" "$@"
+}
+
+# The agent, in the node namespace. Extra arguments go to `runwall agent`.
+rw_agent_start() {
+	local pre=()
+	[ "$RW_DETACH" = 1 ] && pre=(setsid)
+	rw_cmd
+	"${pre[@]}" "${RW_CMD[@]}" agent "$@" >>"$RW_WORK/agent.log" 2>&1 </dev/null &
+	RW_AGENT_PID=$!
+	echo "$RW_AGENT_PID" >"$RW_WORK/agent.pid"
+}
+
+# Wait until the agent listens on its socket (a stale socket file refuses connections).
+rw_agent_wait() {
+	local tries=${1:-200}
+	while [ "$tries" -gt 0 ]; do
+		if ! kill -0 "$RW_AGENT_PID" 2>/dev/null; then
+			echo "lib.sh: the agent exited; its log:" >&2
+			tail -n 30 "$RW_WORK/agent.log" >&2
+			return 1
+		fi
+		if "$RW_PY" -c 'import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])' \
+			"$RW_SOCK" 2>/dev/null; then
+			return 0
+		fi
+		sleep 0.05
+		tries=$((tries - 1))
+	done
+	return 1
+}
+
+rw_agent_kill() {
+	local sig=${1:-TERM}
+	[ -n "$RW_AGENT_PID" ] || return 0
+	kill "-$sig" "$RW_AGENT_PID" 2>/dev/null || true
+	wait "$RW_AGENT_PID" 2>/dev/null || true
+	RW_AGENT_PID=
+}
+
+# Everything this node made: processes by pid, namespaces (their veths and tcx links go with
+# them), the pins and the socket. Safe to call twice and after a partial rw_node_up.
+rw_node_down() {
+	local pid ns
+	rw_agent_kill TERM
+	for pid in "${RW_PIDS[@]}"; do
+		kill "$pid" 2>/dev/null || true
+	done
+	# Anything still running inside our namespaces was started by us (the names are unique
+	# to this run): end it by pid before the namespace goes.
+	for ns in "${RW_NAMESPACES[@]}"; do
+		for pid in $(ip netns pids "$ns" 2>/dev/null); do
+			kill "$pid" 2>/dev/null || true
+		done
+	done
+	for pid in "${RW_PIDS[@]}"; do
+		wait "$pid" 2>/dev/null || true
+	done
+	RW_PIDS=()
+	for ns in "${RW_NAMESPACES[@]}"; do
+		ip netns del "$ns" 2>/dev/null || true
+	done
+	RW_NAMESPACES=()
+	if [ -n "${RW_BPFFS:-}" ] && [ -d "$RW_BPFFS" ]; then
+		rm -rf "$RW_BPFFS"
+	fi
+	[ -n "${RW_SOCK:-}" ] && rm -f "$RW_SOCK"
+	return 0
+}

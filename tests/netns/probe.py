@@ -1,0 +1,576 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+"""probe.py: the client side of the end-to-end tests (standard library only).
+
+Every time printed is CLOCK_MONOTONIC in nanoseconds, the clock of bpf_ktime_get_ns() and so of
+the `ts_ns` of runwall's events: probe times and event times compare directly.
+
+  probe.py tcp DST PORT [--src IP] [--timeout S]     one attempt: ok | refused | timeout | partial
+  probe.py udp DST PORT [--src IP] [--timeout S]
+  probe.py batch [--timeout S] < SPEC                 many attempts at once; SPEC lines are
+                                                      "ID tcp|udp DST PORT [SRC]", the output
+                                                      one JSON object per attempt, in SPEC order
+  probe.py loop --target NAME=DST:PORT ... --out F    attempts every --interval until SIGTERM,
+                                                      one JSON line per attempt (restart test)
+  probe.py stream DST PORT --out F                    one long-lived TCP connection exchanging
+                                                      a line every --interval (live change test)
+  probe.py knock DST PORT                             a fresh connect every --interval until one
+                                                      succeeds; prints when (live change test)
+  probe.py flood DST PORT --duration S                UDP datagrams every --interval from before
+                                                      the sandbox is even wired: did any get an
+                                                      answer? (a new veth must never pass one)
+  probe.py raw-tcp --src IP --sport N --dst IP --dport N [--flags S|SA]
+                                                      one hand-made TCP segment through a raw
+                                                      socket (IP_HDRINCL): any source address
+  probe.py arp --iface IF --sender-ip IP --target-ip IP
+                                                      one ARP request with any sender address
+  probe.py sniff --iface IF [--src IP] [--sport N] [--dst IP] [--dport N] --duration S
+                                                      count the matching IPv4 packets received
+  probe.py hooks --dev IF                             the programs attached to IF's tcx hooks,
+                                                      asked of the kernel (BPF_PROG_QUERY), not of
+                                                      runwall
+  probe.py timed --out F -- CMD ARGS...               run CMD, record when it returned
+  probe.py now                                        CLOCK_MONOTONIC now
+
+Results: "ok" = connected, got the listener's greeting and the echo of a line (so data flowed
+both ways); "refused" = a RST or an ICMP error came back (never runwall: it drops silently);
+"timeout" = nothing came back; "partial" = connected but the exchange then stalled.
+
+A refused TCP attempt with a timeout under one second sends exactly one SYN: Linux retransmits a
+SYN after its initial RTO of 1 s, and closing a socket in SYN-SENT sends nothing. The tests rely
+on that to count packets exactly.
+"""
+import argparse
+import asyncio
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+now = time.monotonic_ns
+
+
+def emit(obj, out=sys.stdout):
+    out.write(json.dumps(obj, separators=(",", ":")) + "\n")
+    out.flush()
+
+
+# ---- TCP and UDP attempts (asyncio, so that a batch runs all at once) ---------------------------
+
+async def attempt_tcp(dst, port, src=None, timeout=0.5, exchange_timeout=1.0):
+    loop = asyncio.get_running_loop()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    sock.bind((src or "0.0.0.0", 0))
+    res = {"proto": "tcp", "src": src or "", "sport": sock.getsockname()[1], "dst": dst,
+           "dport": port, "t0": now()}
+    try:
+        try:
+            await asyncio.wait_for(loop.sock_connect(sock, (dst, port)), timeout)
+        except asyncio.TimeoutError:
+            res["result"] = "timeout"
+            return res
+        except (ConnectionRefusedError, ConnectionResetError):
+            res["result"] = "refused"
+            return res
+        except OSError as e:
+            res["result"] = "refused"
+            res["error"] = str(e)
+            return res
+        res["src"] = sock.getsockname()[0]
+        res["t_connected"] = now()
+        try:
+            reader, writer = await asyncio.open_connection(sock=sock)
+            greeting = await asyncio.wait_for(reader.readline(), exchange_timeout)
+            line = f"ping {res['sport']}\n".encode()
+            writer.write(line)
+            await writer.drain()
+            echo = await asyncio.wait_for(reader.readline(), exchange_timeout)
+            writer.close()
+        except (asyncio.TimeoutError, OSError) as e:
+            res["result"] = "partial"
+            res["error"] = type(e).__name__
+            return res
+        if not greeting.startswith(b"hello ") or echo != line:
+            res["result"] = "partial"
+            res["error"] = f"greeting {greeting!r} echo {echo!r}"
+            return res
+        res["greeting"] = greeting.decode().strip()
+        res["result"] = "ok"
+        return res
+    finally:
+        res["t1"] = now()
+        try:
+            # connect() bound the source address even if nothing came back.
+            res["src"] = sock.getsockname()[0]
+        except OSError:
+            pass
+        sock.close()
+
+
+async def attempt_udp(dst, port, src=None, timeout=0.5):
+    loop = asyncio.get_running_loop()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setblocking(False)
+    sock.bind((src or "0.0.0.0", 0))
+    res = {"proto": "udp", "src": src or "", "sport": sock.getsockname()[1], "dst": dst,
+           "dport": port, "t0": now()}
+    try:
+        sock.connect((dst, port))
+        res["src"] = sock.getsockname()[0]
+        payload = f"ping {res['sport']}\n".encode()
+        await loop.sock_sendall(sock, payload)
+        try:
+            data = await asyncio.wait_for(loop.sock_recv(sock, 2048), timeout)
+        except asyncio.TimeoutError:
+            res["result"] = "timeout"
+            return res
+        except (ConnectionRefusedError, OSError):
+            res["result"] = "refused"
+            return res
+        res["result"] = "ok" if data == payload else "partial"
+        return res
+    finally:
+        res["t1"] = now()
+        sock.close()
+
+
+def attempt(proto, dst, port, src=None, timeout=0.5):
+    if proto == "tcp":
+        return attempt_tcp(dst, port, src, timeout)
+    if proto == "udp":
+        return attempt_udp(dst, port, src, timeout)
+    raise SystemExit(f"probe.py: unknown protocol {proto!r}")
+
+
+def cmd_single(args):
+    res = asyncio.run(attempt(args.cmd, args.dst, args.port, args.src, args.timeout))
+    if args.json:
+        emit(res)
+    else:
+        print(res["result"])
+    return 0
+
+
+def cmd_batch(args):
+    specs = []
+    for n, line in enumerate(sys.stdin, 1):
+        f = line.split()
+        if not f or f[0].startswith("#"):
+            continue
+        if len(f) not in (4, 5) or not f[3].isdigit():
+            raise SystemExit(f"probe.py batch: line {n}: want 'ID tcp|udp DST PORT [SRC]'")
+        specs.append((f[0], f[1], f[2], int(f[3]), f[4] if len(f) == 5 else None))
+
+    async def run():
+        return await asyncio.gather(*(attempt(p, d, port, s, args.timeout)
+                                      for _, p, d, port, s in specs))
+
+    for spec, res in zip(specs, asyncio.run(run())):
+        res["id"] = spec[0]
+        emit(res)
+    return 0
+
+
+def cmd_loop(args):
+    targets = []
+    for t in args.target:
+        name, _, rest = t.partition("=")
+        dst, _, port = rest.rpartition(":")
+        targets.append((name, args.proto, dst, int(port)))
+    out = open(args.out, "a", buffering=1) if args.out else sys.stdout
+
+    async def one(name, proto, dst, port):
+        res = await attempt(proto, dst, port, None, args.timeout)
+        res["id"] = name
+        emit(res, out)
+
+    async def run():
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        tasks = set()
+        while not stop.is_set():
+            for t in targets:
+                task = asyncio.ensure_future(one(*t))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            try:
+                await asyncio.wait_for(stop.wait(), args.interval)
+            except asyncio.TimeoutError:
+                pass
+        if tasks:
+            await asyncio.wait(tasks)
+
+    asyncio.run(run())
+    return 0
+
+
+# ---- Long-lived connection and reconnection (live change) --------------------------------------
+
+def cmd_stream(args):
+    """Sends "seq N" every interval and logs each send and each echo with its time."""
+    out = open(args.out, "a", buffering=1) if args.out else sys.stdout
+    sock = socket.create_connection((args.dst, args.port), timeout=2)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    f = sock.makefile("rb")
+    f.readline()  # greeting
+    sock.setblocking(False)
+    emit({"ev": "connected", "src": sock.getsockname()[0], "sport": sock.getsockname()[1],
+          "t": now()}, out)
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    deadline = now() + int(args.duration * 1e9) if args.duration else None
+    seq, buf, nxt = 0, b"", now()
+    interval = int(args.interval * 1e9)
+    while not stop and (deadline is None or now() < deadline):
+        t = now()
+        if t >= nxt:
+            try:
+                sock.send(f"seq {seq}\n".encode())
+                emit({"ev": "send", "seq": seq, "t": now()}, out)
+            except BlockingIOError:
+                emit({"ev": "blocked", "seq": seq, "t": now()}, out)
+            except OSError as e:
+                emit({"ev": "error", "error": str(e), "t": now()}, out)
+                break
+            seq += 1
+            nxt += interval
+            if nxt < t:
+                nxt = t + interval
+        r, _, _ = select.select([sock], [], [], max(0, (nxt - now()) / 1e9))
+        if r:
+            try:
+                data = sock.recv(65536)
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError as e:
+                emit({"ev": "error", "error": str(e), "t": now()}, out)
+                break
+            if not data:
+                emit({"ev": "closed", "t": now()}, out)
+                break
+            t = now()
+            buf += data
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                if line.startswith(b"seq "):
+                    emit({"ev": "echo", "seq": int(line[4:]), "t": t}, out)
+    sock.close()
+    return 0
+
+
+def cmd_knock(args):
+    """A new connect every interval until one completes: when did the first one get through?"""
+    pending = {}  # fd -> (sock, sport, t_syn)
+    interval = int(args.interval * 1e9)
+    give_up = int(args.connect_timeout * 1e9)
+    start = now()
+    deadline = start + int(args.max * 1e9)
+    nxt = start
+    attempts = 0
+    poller = select.poll()
+    try:
+        while now() < deadline:
+            t = now()
+            if t >= nxt:
+                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                s.setblocking(False)
+                s.bind(("0.0.0.0", 0))
+                t_syn = now()
+                err = s.connect_ex((args.dst, args.port))
+                attempts += 1
+                if err not in (0, 115):  # EINPROGRESS
+                    s.close()
+                else:
+                    pending[s.fileno()] = (s, s.getsockname()[1], t_syn)
+                    poller.register(s.fileno(), select.POLLOUT)
+                nxt += interval
+            for fd, _ in poller.poll(max(0, (nxt - now()) // 1000000)):
+                s, sport, t_syn = pending[fd]
+                if s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0:
+                    emit({"result": "ok", "sport": sport, "t_syn": t_syn, "t_ok": now(),
+                          "attempts": attempts, "start": start})
+                    return 0
+                poller.unregister(fd)
+                del pending[fd]
+                s.close()
+            # Abandon attempts older than connect_timeout: before the first SYN
+            # retransmission, so each attempt is exactly one SYN.
+            t = now()
+            for fd, (s, sport, t_syn) in list(pending.items()):
+                if t - t_syn > give_up:
+                    poller.unregister(fd)
+                    del pending[fd]
+                    s.close()
+        emit({"result": "timeout", "attempts": attempts, "start": start})
+        return 1
+    finally:
+        for s, _, _ in pending.values():
+            s.close()
+
+
+def cmd_flood(args):
+    """Sends whether or not there is a route yet (errors are counted, not fatal)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setblocking(False)
+    if args.ready:
+        with open(args.ready, "w") as f:
+            f.write("ready\n")
+    end = now() + int(args.duration * 1e9)
+    sent = errors = 0
+    first_sent = None
+    answers = []
+    while now() < end:
+        try:
+            s.sendto(f"flood {sent}\n".encode(), (args.dst, args.port))
+            if first_sent is None:
+                first_sent = now()
+            sent += 1
+        except OSError:
+            errors += 1
+        r, _, _ = select.select([s], [], [], args.interval)
+        if r:
+            try:
+                data, peer = s.recvfrom(2048)
+                answers.append({"t": now(), "data": data.decode(errors="replace").strip()})
+            except OSError:
+                pass
+    emit({"sent": sent, "send_errors": errors, "first_sent": first_sent,
+          "answers": len(answers), "first_answers": answers[:3]})
+    return 0
+
+
+# ---- Raw packets ----------------------------------------------------------------------------------
+
+def csum(data):
+    if len(data) % 2:
+        data += b"\0"
+    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+def tcp_segment(src, sport, dst, dport, flags, seq=1000, ack=0):
+    bits = {"F": 0x01, "S": 0x02, "R": 0x04, "P": 0x08, "A": 0x10}
+    fl = 0
+    for c in flags:
+        fl |= bits[c]
+    s, d = socket.inet_aton(src), socket.inet_aton(dst)
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, seq, ack, 5 << 4, fl, 64240, 0, 0)
+    pseudo = s + d + struct.pack("!BBH", 0, socket.IPPROTO_TCP, len(tcp))
+    tcp = tcp[:16] + struct.pack("!H", csum(pseudo + tcp)) + tcp[18:]
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), 0x1234, 0x4000, 64,
+                     socket.IPPROTO_TCP, 0, s, d)
+    ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
+    return ip + tcp
+
+
+def cmd_raw_tcp(args):
+    pkt = tcp_segment(args.src, args.sport, args.dst, args.dport, args.flags, args.seq, args.ack)
+    # IPPROTO_RAW implies IP_HDRINCL: the kernel sends our header, our source address included.
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    s.sendto(pkt, (args.dst, 0))
+    s.close()
+    emit({"sent": len(pkt), "t": now()})
+    return 0
+
+
+def cmd_arp(args):
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0806))
+    s.bind((args.iface, 0x0806))
+    mac = s.getsockname()[4]
+    frame = (b"\xff" * 6 + mac + struct.pack("!H", 0x0806) +
+             struct.pack("!HHBBH", 1, 0x0800, 6, 4, 1) + mac + socket.inet_aton(args.sender_ip) +
+             b"\0" * 6 + socket.inet_aton(args.target_ip))
+    s.send(frame)
+    s.close()
+    emit({"sent": len(frame), "t": now()})
+    return 0
+
+
+def cmd_sniff(args):
+    """IPv4 TCP/UDP packets arriving on an interface (not the ones it sends) that match."""
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+    s.bind((args.iface, 0))
+    if args.ready:
+        with open(args.ready, "w") as f:
+            f.write("ready\n")
+    end = now() + int(args.duration * 1e9)
+    seen = []
+    while True:
+        left = (end - now()) / 1e9
+        if left <= 0:
+            break
+        r, _, _ = select.select([s], [], [], left)
+        if not r:
+            continue
+        frame, addr = s.recvfrom(65535)
+        if addr[2] == socket.PACKET_OUTGOING or len(frame) < 34:
+            continue
+        if struct.unpack("!H", frame[12:14])[0] != 0x0800:
+            continue
+        ip = frame[14:]
+        ihl = (ip[0] & 0xF) * 4
+        proto = ip[9]
+        src, dst = socket.inet_ntoa(ip[12:16]), socket.inet_ntoa(ip[16:20])
+        sport = dport = 0
+        if proto in (6, 17) and len(ip) >= ihl + 4:
+            sport, dport = struct.unpack("!HH", ip[ihl:ihl + 4])
+        if ((args.src and src != args.src) or (args.dst and dst != args.dst) or
+                (args.sport and sport != args.sport) or (args.dport and dport != args.dport)):
+            continue
+        seen.append({"src": src, "sport": sport, "dst": dst, "dport": dport, "proto": proto,
+                     "t": now()})
+    emit({"count": len(seen), "packets": seen[:20]})
+    return 0
+
+
+# ---- What the kernel has attached (independent of runwall's own status) -------------------------
+
+BPF_PROG_GET_FD_BY_ID, BPF_OBJ_GET_INFO_BY_FD, BPF_PROG_QUERY = 13, 15, 16
+BPF_TCX_INGRESS, BPF_TCX_EGRESS = 46, 47
+NR_BPF = {"x86_64": 321, "aarch64": 280}
+
+
+def bpf(cmd, attr):
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    buf = ctypes.create_string_buffer(bytes(attr), len(attr))
+    rc = libc.syscall(NR_BPF[os.uname().machine], cmd, buf, len(attr))
+    if rc < 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    return rc, buf.raw
+
+
+def tcx_query(ifindex, attach_type):
+    import ctypes
+    ids = (ctypes.c_uint32 * 64)()
+    attr = bytearray(64)
+    struct.pack_into("=IIII", attr, 0, ifindex, attach_type, 0, 0)
+    struct.pack_into("=QI", attr, 16, ctypes.addressof(ids), 64)
+    _, raw = bpf(BPF_PROG_QUERY, attr)
+    count = struct.unpack_from("=I", raw, 24)[0]
+    progs = []
+    for pid in list(ids)[:count]:
+        fd, _ = bpf(BPF_PROG_GET_FD_BY_ID, struct.pack("=III", pid, 0, 0))
+        info = ctypes.create_string_buffer(256)
+        bpf(BPF_OBJ_GET_INFO_BY_FD, struct.pack("=IIQ", fd, 256, ctypes.addressof(info)))
+        os.close(fd)
+        name = info.raw[64:80].split(b"\0", 1)[0].decode()
+        progs.append({"id": pid, "name": name})
+    return progs
+
+
+def cmd_hooks(args):
+    ifindex = socket.if_nametoindex(args.dev)
+    emit({"dev": args.dev, "ifindex": ifindex,
+          "ingress": tcx_query(ifindex, BPF_TCX_INGRESS),
+          "egress": tcx_query(ifindex, BPF_TCX_EGRESS)})
+    return 0
+
+
+# ---- Timing helpers ------------------------------------------------------------------------------
+
+def cmd_timed(args):
+    cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
+    start = now()
+    rc = subprocess.call(cmd)
+    end = now()
+    with open(args.out, "w") as f:
+        f.write(json.dumps({"start": start, "end": end, "rc": rc}) + "\n")
+    return rc
+
+
+def cmd_now(args):
+    print(now())
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description="runwall end-to-end probes")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("tcp", "udp"):
+        p = sub.add_parser(name)
+        p.add_argument("dst")
+        p.add_argument("port", type=int)
+        p.add_argument("--src")
+        p.add_argument("--timeout", type=float, default=0.5)
+        p.add_argument("--json", action="store_true")
+        p.set_defaults(func=cmd_single)
+    p = sub.add_parser("batch")
+    p.add_argument("--timeout", type=float, default=0.5)
+    p.set_defaults(func=cmd_batch)
+    p = sub.add_parser("loop")
+    p.add_argument("--target", action="append", required=True, help="NAME=DST:PORT")
+    p.add_argument("--proto", default="tcp")
+    p.add_argument("--interval", type=float, default=0.05)
+    p.add_argument("--timeout", type=float, default=0.3)
+    p.add_argument("--out")
+    p.set_defaults(func=cmd_loop)
+    p = sub.add_parser("stream")
+    p.add_argument("dst")
+    p.add_argument("port", type=int)
+    p.add_argument("--interval", type=float, default=0.01)
+    p.add_argument("--duration", type=float, default=0)
+    p.add_argument("--out")
+    p.set_defaults(func=cmd_stream)
+    p = sub.add_parser("knock")
+    p.add_argument("dst")
+    p.add_argument("port", type=int)
+    p.add_argument("--interval", type=float, default=0.01)
+    p.add_argument("--connect-timeout", type=float, default=0.2)
+    p.add_argument("--max", type=float, default=5)
+    p.set_defaults(func=cmd_knock)
+    p = sub.add_parser("flood")
+    p.add_argument("dst")
+    p.add_argument("port", type=int)
+    p.add_argument("--interval", type=float, default=0.01)
+    p.add_argument("--duration", type=float, default=1)
+    p.add_argument("--ready")
+    p.set_defaults(func=cmd_flood)
+    p = sub.add_parser("raw-tcp")
+    p.add_argument("--src", required=True)
+    p.add_argument("--sport", type=int, required=True)
+    p.add_argument("--dst", required=True)
+    p.add_argument("--dport", type=int, required=True)
+    p.add_argument("--flags", default="S")
+    p.add_argument("--seq", type=int, default=1000)
+    p.add_argument("--ack", type=int, default=0)
+    p.set_defaults(func=cmd_raw_tcp)
+    p = sub.add_parser("arp")
+    p.add_argument("--iface", required=True)
+    p.add_argument("--sender-ip", required=True)
+    p.add_argument("--target-ip", required=True)
+    p.set_defaults(func=cmd_arp)
+    p = sub.add_parser("sniff")
+    p.add_argument("--iface", required=True)
+    p.add_argument("--src")
+    p.add_argument("--dst")
+    p.add_argument("--sport", type=int)
+    p.add_argument("--dport", type=int)
+    p.add_argument("--duration", type=float, default=1)
+    p.add_argument("--ready")
+    p.set_defaults(func=cmd_sniff)
+    p = sub.add_parser("hooks")
+    p.add_argument("--dev", required=True)
+    p.set_defaults(func=cmd_hooks)
+    p = sub.add_parser("timed")
+    p.add_argument("--out", required=True)
+    p.add_argument("command", nargs=argparse.REMAINDER)
+    p.set_defaults(func=cmd_timed)
+    p = sub.add_parser("now")
+    p.set_defaults(func=cmd_now)
+    args = ap.parse_args()
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,679 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+# test_e2e.sh: runwall end to end, against the real agent, on a test node made of network
+# namespaces (tests/netns/lib.sh): sandbox pods wired like the EKS VPC CNI wires them, the
+# platform's services behind the node, real TCP and UDP traffic.
+#
+#   tests/netns/test_e2e.sh BUILD_DIR
+#
+# TAP output. The checks, in the order they run:
+#   baseline      without runwall every path connects, so every refusal below is runwall's
+#   fail-closed   before the first snapshot nothing leaves or enters a sandbox (not-ready)
+#   matrix        the seed's "Sandbox network paths" under manifests/policy-default.json, both
+#                 directions, both egress modes
+#   events        each attempt's event (reason, run, direction) in `runwall drops --all`
+#   counters      the exact counter deltas of those attempts
+#   fail-closed   a veth added while the agent runs is deny-all (unknown-source) until a
+#                 snapshot names its pod, then works
+#   spoof         a sandbox using another's address is dropped and creates no reply state
+#   live          revoking a rule stops an open connection at its next packet; adding one opens
+#                 new connections; latency from `runwall apply` returning (median of 5)
+#   restart       kill -9 of the agent under traffic changes no verdict; the new agent adopts
+#                 the pins without duplicate attachments
+#   bad-snapshot  refused snapshots (CLI and policy file) change nothing
+#
+# Everything lives in namespaces named rwe<pid>-*, pins in /sys/fs/bpf/rwtest-e2e-<pid>, the
+# socket /run/rwtest-e2e-<pid>.sock, files in /tmp/rwtest-e2e-<pid>.*; all of it is removed on
+# exit, on failure too (RW_KEEP=1 keeps the files: agent log, event stream, probe results).
+# Helpers: lib.sh (the node), listener.py (servers), probe.py (clients, raw packets, kernel
+# hook query), expect.py (judges results, events and counters against expectations).
+set -Eeuo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+BUILD=${1:-build}
+case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+
+# shellcheck source=tests/netns/lib.sh
+source "$HERE/lib.sh"
+
+ID=$$
+rw_names "rwe$ID-"
+RW_RUNWALL=$BUILD/runwall
+RW_BPFFS=/sys/fs/bpf/rwtest-e2e-$ID
+RW_SOCK=/run/rwtest-e2e-$ID.sock
+RW_WORK=$(mktemp -d "/tmp/rwtest-e2e-$ID.XXXXXX")
+EXPECT=("$RW_PY" "$HERE/expect.py")
+POLICY_DEFAULT=$ROOT/manifests/policy-default.json
+EVENTS=$RW_WORK/events.jsonl # the event stream until the restart test
+SUITE_START=$(date +%s%N)
+
+# The sandboxes: name, host-side veth, pod IP, run (in policy-default.json, or added later).
+A_IF=eniaaaa0001 A_IP=10.1.2.3 A_RUN=run-7f3a
+B_IF=enibbbb0002 B_IP=10.1.2.4 B_RUN=run-9c01
+C_IF=vlancccc0003 C_IP=10.1.2.5 C_RUN=run-c0de
+export RW_RUNS="a=$A_RUN b=$B_RUN c=$C_RUN"
+export RW_IPS="a=$A_IP b=$B_IP c=$C_IP"
+
+# ---- TAP -----------------------------------------------------------------------------------
+
+# TAP lines go to fd 3 (the real stdout), so that `check … >/dev/null` silences only the command.
+exec 3>&1
+T=0
+FAILED=0
+ok() {
+	T=$((T + 1))
+	echo "ok $T - $*" >&3
+}
+not_ok() {
+	T=$((T + 1))
+	FAILED=$((FAILED + 1))
+	echo "not ok $T - $*" >&3
+}
+diag() { echo "# $*" >&3; }
+# check DESCRIPTION COMMAND…: ok when the command succeeds.
+check() {
+	local what=$1
+	shift
+	if "$@"; then ok "$what"; else not_ok "$what"; fi
+}
+# expect.py prints PASS/FAIL/NOTE/METRIC lines; number them. METRIC lines go to $RW_WORK/metrics.
+judge() {
+	local out=$RW_WORK/judge.out st what why
+	if ! "${EXPECT[@]}" "$@" >"$out" 2>"$out.err"; then
+		not_ok "expect.py $1 failed"
+		sed 's/^/#   /' "$out.err" >&3
+	fi
+	while IFS=$'\t' read -r st what why; do
+		case "$st" in
+		PASS) ok "$what" ;;
+		FAIL)
+			not_ok "$what"
+			[ -z "$why" ] || diag "    $why"
+			;;
+		NOTE) diag "$what" ;;
+		METRIC) echo "$what $why" >>"$RW_WORK/metrics" ;;
+		esac
+	done <"$out"
+}
+section() {
+	echo "# ---- $*" >&3
+}
+
+cleanup() {
+	local rc=$?
+	trap - ERR
+	if [ "$FAILED" -ne 0 ] || [ "$rc" -ne 0 ]; then
+		diag "agent log (last 40 lines but the per-event debug lines):"
+		grep -Ev ' debug [0-9]{4}-' "$RW_WORK/agent.log" 2>/dev/null | tail -n 40 | sed 's/^/#   /' >&3 || true
+	fi
+	rw_node_down
+	if [ "${RW_KEEP:-0}" = 1 ]; then
+		echo "# RW_KEEP=1: logs and snapshots left in $RW_WORK" >&3
+	else
+		rm -rf "$RW_WORK"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+trap 'not_ok "aborted at line $LINENO: $BASH_COMMAND"; echo "1..$T" >&3' ERR
+
+# ---- Helpers ---------------------------------------------------------------------------------
+
+# snapshot REV [JQ-FILTER]: the default policy, changed by the filter, at revision REV. BASE is a
+# jq filter for what earlier tests added (run-c0de).
+BASE='.'
+snapshot() {
+	jq --argjson rev "$1" "$BASE | ${2:-.} | .revision = \$rev" "$POLICY_DEFAULT"
+}
+REV=$(jq .revision "$POLICY_DEFAULT")
+
+status_json() { rw -j status 2>/dev/null || true; }
+status_field() { status_json | jq -r "$1"; }
+counters() { rw -j counters >"$1"; }
+
+# batch SPEC OUTDIR [TIMEOUT]: run the spec's attempts, each FROM's in its namespace, all at once.
+batch() {
+	local spec=$1 dir=$2 timeout=${3:-0.7} from pids=()
+	mkdir -p "$dir"
+	for from in $(awk '!/^#/ && NF {print $1}' "$spec" | sort -u); do
+		awk -v f="$from" '$1 == f {print $2, $3, $4, $5, ($6 == "-" ? "" : $6)}' "$spec" |
+			rw_probe "$from" batch --timeout "$timeout" >"$dir/$from.jsonl" &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do wait "$p"; done
+}
+
+# Wait until the kernel has runwall's two programs on the veth (asked of the kernel directly).
+wait_hooks() {
+	local dev=$1 tries=${2:-100}
+	while [ "$tries" -gt 0 ]; do
+		if rw_probe node hooks --dev "$dev" 2>/dev/null |
+			jq -e '(.ingress | map(.name) == ["rw_egress"]) and (.egress | map(.name) == ["rw_ingress"])' \
+				>/dev/null; then
+			return 0
+		fi
+		sleep 0.02
+		tries=$((tries - 1))
+	done
+	return 1
+}
+
+# Wait until the agent reports the veth bound to the pod.
+wait_bound() {
+	local dev=$1 ip=$2 tries=${3:-100}
+	while [ "$tries" -gt 0 ]; do
+		[ "$(status_json | jq -r --arg d "$dev" '.sandboxes[]? | select(.ifname == $d) | .pod')" = "$ip" ] &&
+			return 0
+		sleep 0.05
+		tries=$((tries - 1))
+	done
+	return 1
+}
+
+wait_revision() {
+	local want=$1 tries=${2:-100}
+	while [ "$tries" -gt 0 ]; do
+		[ "$(status_field .revision)" = "$want" ] && return 0
+		sleep 0.05
+		tries=$((tries - 1))
+	done
+	return 1
+}
+
+# start_events FILE: `runwall drops --all` in the background, one JSON event a line into FILE.
+start_events() {
+	rw_cmd
+	rw_bg "$1" "${RW_CMD[@]}" -j drops --all
+	EVENTS_PID=$RW_LAST_PID
+	sleep 0.3
+}
+EVENTS_PID=
+
+apply() {
+	local f=$1
+	rw apply "$f" >"$RW_WORK/apply.out" 2>&1
+}
+
+median() {
+	sort -n | awk '{a[NR] = $1} END {if (NR == 0) print "n/a"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2}'
+}
+
+# ---- Preconditions ---------------------------------------------------------------------------
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "1..0 # SKIP needs root (network namespaces, BPF)"
+	exit 0
+fi
+for tool in "$RW_PY" jq nsenter ip; do
+	command -v "$tool" >/dev/null || {
+		not_ok "precondition: $tool is installed"
+		exit 1
+	}
+done
+if ! "$RW_RUNWALL" help agent >/dev/null 2>&1; then
+	not_ok "precondition: $RW_RUNWALL has the agent command"
+	echo "1..$T"
+	exit 1
+fi
+mount | grep -q ' /sys/fs/bpf type bpf' || mount -t bpf bpf /sys/fs/bpf
+
+# ---- The node --------------------------------------------------------------------------------
+
+section "test node: namespaces ${RW_PREFIX}*"
+rw_node_up
+rw_sandbox_add a "$A_IF" "$A_IP"
+rw_sandbox_add b "$B_IF" "$B_IP"
+
+# The matrix (seed 001 "Sandbox network paths" and the inbound rule) as runwall enforces it with
+# manifests/policy-default.json. FROM ID PROTO DST PORT SRC EXPECT WHY DESCRIPTION
+cat >"$RW_WORK/matrix.spec" <<'EOF'
+a proxy-443        tcp 172.20.0.10     443  - allow rule egress proxy, model route
+a proxy-8443       tcp 172.20.0.10     8443 - allow rule egress proxy, model route
+a proxy-3128       tcp 172.20.0.10     3128 - allow rule egress proxy, forwarding route
+a broker-3443      tcp 172.20.0.11     3443 - allow rule identity broker
+a app-3000         tcp 172.20.0.12     3000 - allow rule application tier
+a drive-8080       tcp 172.20.0.13     8080 - allow rule drive gateway
+a connectors-8080  tcp 172.20.0.30     8080 - drop private-destination connectors service (not used by sandboxes)
+a telemetry-4317   tcp 172.20.0.40     4317 - drop private-destination telemetry gateway
+a telemetry-4318   tcp 172.20.0.40     4318 - drop private-destination telemetry gateway
+a dns-udp          udp 172.20.0.53     53   - drop dns cluster DNS over UDP
+a dns-tcp          tcp 172.20.0.53     53   - drop dns cluster DNS over TCP
+a dns-public       udp 8.8.8.8         53   - drop dns public resolver
+a imds             tcp 169.254.169.254 80   - drop metadata instance metadata
+a ecs-metadata     tcp 169.254.170.2   80   - drop metadata ECS task metadata
+a private-80       tcp 10.0.5.5        80   - drop private-destination private host in the VPC
+a private-443      tcp 10.0.5.5        443  - drop private-destination private host in the VPC
+a proxy-80         tcp 172.20.0.10     80   - drop private-destination egress proxy, a port no rule opens
+a proxy-udp-443    udp 172.20.0.10     443  - drop private-destination egress proxy over UDP
+a broker-443       tcp 172.20.0.11     443  - drop private-destination identity broker, a port no rule opens
+a app-8080         tcp 172.20.0.12     8080 - drop private-destination application tier, a port no rule opens
+a rundb-5432       tcp 172.20.9.5      5432 - drop private-destination another run's database
+a sandbox-b        tcp 10.1.2.4        4096 - drop private-destination another sandbox
+a inet-443         tcp 93.184.216.34   443  - drop not-allowlisted public internet, allowlist mode
+a inet-80          tcp 93.184.216.34   80   - drop not-allowlisted public internet, allowlist mode
+a inet-quic        udp 93.184.216.34   443  - drop not-allowlisted public internet, allowlist mode
+b proxy-443        tcp 172.20.0.10     443  - allow rule egress proxy, model route
+b broker-3443      tcp 172.20.0.11     3443 - allow rule identity broker
+b inet-443         tcp 93.184.216.34   443  - allow open public internet, open mode
+b inet-80          tcp 93.184.216.34   80   - allow open public internet, open mode
+b inet-8443        tcp 93.184.216.34   8443 - allow open public internet, open mode
+b inet-quic        udp 93.184.216.34   443  - allow open public internet, open mode
+b rundb-5432       tcp 172.20.9.5      5432 - allow rule-cidr its run's own rule
+b imds             tcp 169.254.169.254 80   - drop metadata instance metadata, open mode
+b private-443      tcp 10.0.5.5        443  - drop private-destination private host, open mode
+b connectors-8080  tcp 172.20.0.30     8080 - drop private-destination connectors service, open mode
+b dns-udp          udp 172.20.0.53     53   - drop dns cluster DNS, open mode
+b dns-public-tcp   tcp 8.8.8.8         53   - drop dns public resolver over TCP, open mode
+b sandbox-a        tcp 10.1.2.3        4096 - drop private-destination another sandbox, open mode
+svc app-4096       tcp 10.1.2.3 4096 172.20.0.12 allow inbound application tier into the harness
+svc app-4098       tcp 10.1.2.3 4098 172.20.0.12 allow inbound application tier
+svc app-4999       tcp 10.1.2.3 4999 172.20.0.12 allow inbound application tier
+svc app-6085       tcp 10.1.2.3 6085 172.20.0.12 allow inbound application tier
+svc temporal-4096  tcp 10.1.2.3 4096 172.20.0.20 allow inbound Temporal worker
+svc temporal-4098  tcp 10.1.2.3 4098 172.20.0.20 allow inbound Temporal worker
+svc temporal-4999  tcp 10.1.2.3 4999 172.20.0.20 allow inbound Temporal worker
+svc temporal-6085  tcp 10.1.2.3 6085 172.20.0.20 allow inbound Temporal worker
+svc stream-4096    tcp 10.1.2.3 4096 172.20.0.21 allow inbound streaming service
+svc stream-4098    tcp 10.1.2.3 4098 172.20.0.21 allow inbound streaming service
+svc stream-4999    tcp 10.1.2.3 4999 172.20.0.21 allow inbound streaming service
+svc stream-6085    tcp 10.1.2.3 6085 172.20.0.21 allow inbound streaming service
+svc b-temporal     tcp 10.1.2.4 6085 172.20.0.20 allow inbound Temporal worker into an open-mode sandbox
+svc app-22         tcp 10.1.2.3 22   172.20.0.12 drop inbound-denied application tier, a port no rule opens
+svc app-8080       tcp 10.1.2.3 8080 172.20.0.12 drop inbound-denied application tier, a port no rule opens
+svc connectors-in  tcp 10.1.2.3 4096 172.20.0.30 drop inbound-denied connectors service
+svc proxy-in       tcp 10.1.2.3 4096 172.20.0.10 drop inbound-denied egress proxy
+svc drive-in       tcp 10.1.2.3 6085 172.20.0.13 drop inbound-denied drive gateway
+svc inet-in        tcp 10.1.2.3 4096 93.184.216.34 drop inbound-denied the internet
+svc b-inet-in      tcp 10.1.2.4 4096 93.184.216.34 drop inbound-denied the internet, open-mode sandbox
+EOF
+
+# ---- Baseline: no runwall --------------------------------------------------------------------
+
+section "baseline: the node without runwall"
+batch "$RW_WORK/matrix.spec" "$RW_WORK/baseline"
+n_all=$(cat "$RW_WORK"/baseline/*.jsonl | wc -l)
+n_ok=$(cat "$RW_WORK"/baseline/*.jsonl | jq -r .result | grep -c '^ok$' || true)
+if [ "$n_ok" -eq "$n_all" ]; then
+	ok "baseline: without runwall all $n_all paths of the matrix connect (so every refusal below is runwall's)"
+else
+	not_ok "baseline: without runwall all $n_all paths of the matrix connect"
+	cat "$RW_WORK"/baseline/*.jsonl | jq -c 'select(.result != "ok")' | sed 's/^/#   /'
+fi
+
+# The spoofing attack without runwall: A sends a SYN as B; the service answers B.
+spoof_round() { # LABEL SPORT: sniff at the service and in B while A spoofs B's address
+	local tag=$1 sport=$2
+	rm -f "$RW_WORK"/sniff-*.ready
+	rw_bg "$RW_WORK/sniff-svc-$tag.json" ip netns exec "$RW_SVC" "$RW_PY" "$RW_PROBE" sniff \
+		--iface eth0 --src "$B_IP" --sport "$sport" --duration 1.5 --ready "$RW_WORK/sniff-svc.ready"
+	local p1=$RW_LAST_PID
+	rw_bg "$RW_WORK/sniff-b-$tag.json" ip netns exec "${RW_SB_NS[b]}" "$RW_PY" "$RW_PROBE" sniff \
+		--iface eth0 --dport "$sport" --duration 1.5 --ready "$RW_WORK/sniff-b.ready"
+	local p2=$RW_LAST_PID
+	rw_wait_file "$RW_WORK/sniff-svc.ready"
+	rw_wait_file "$RW_WORK/sniff-b.ready"
+	rw_probe a raw-tcp --src "$B_IP" --sport "$sport" --dst 172.20.0.10 --dport 443 --flags S >/dev/null
+	SPOOF_P1=$p1 SPOOF_P2=$p2
+}
+spoof_round baseline 40400
+wait "$SPOOF_P1" "$SPOOF_P2" || true
+check "baseline: without runwall a SYN that sandbox A sends as B reaches the service" \
+	jq -e '.count >= 1' "$RW_WORK/sniff-svc-baseline.json" >/dev/null
+check "baseline: without runwall B receives the service's SYN-ACK for it" \
+	jq -e '.count >= 1' "$RW_WORK/sniff-b-baseline.json" >/dev/null
+
+# ---- Fail closed: before the first snapshot --------------------------------------------------
+
+section "fail-closed: the agent runs, no snapshot yet"
+rw_agent_start --ifprefix eni,vlan -v
+rw_agent_wait
+check "fail-closed: the agent attached to $A_IF (kernel: rw_egress on tcx ingress, rw_ingress on tcx egress)" \
+	wait_hooks "$A_IF"
+check "fail-closed: the agent attached to $B_IF" wait_hooks "$B_IF"
+check "fail-closed: status says not ready, revision 0" \
+	test "$(status_json | jq -c '[.ready, .revision]')" = "[false,0]"
+start_events "$EVENTS"
+
+cat >"$RW_WORK/notready.spec" <<'EOF'
+a proxy-443  tcp 172.20.0.10   443  - drop not-ready egress proxy, before any snapshot
+a inet-quic  udp 93.184.216.34 443  - drop not-ready public internet, before any snapshot
+b proxy-443  tcp 172.20.0.10   443  - drop not-ready egress proxy, before any snapshot
+svc app-4096 tcp 10.1.2.3      4096 172.20.0.12 drop not-ready application tier into the harness, before any snapshot
+EOF
+counters "$RW_WORK/c0.json"
+batch "$RW_WORK/notready.spec" "$RW_WORK/notready"
+counters "$RW_WORK/c1.json"
+judge attempts --spec "$RW_WORK/notready.spec" --results "$RW_WORK/notready"
+# No run is known before a snapshot: the events carry no run, and only the node counts.
+RW_RUNS="" judge attempts --check events --spec "$RW_WORK/notready.spec" --results "$RW_WORK/notready" \
+	--events "$EVENTS"
+RW_RUNS="" judge counters --label "fail-closed counters: " --spec "$RW_WORK/notready.spec" \
+	--results "$RW_WORK/notready" --before "$RW_WORK/c0.json" --after "$RW_WORK/c1.json"
+
+# ---- The matrix under the default policy -----------------------------------------------------
+
+section "matrix: manifests/policy-default.json"
+if apply "$POLICY_DEFAULT"; then
+	ok "runwall apply manifests/policy-default.json exits 0"
+else
+	not_ok "runwall apply manifests/policy-default.json exits 0"
+	sed 's/^/#   /' "$RW_WORK/apply.out"
+fi
+check "status: ready, revision $REV" test "$(status_json | jq -c '[.ready, .revision]')" = "[true,$REV]"
+check "status: $A_IF bound to $A_IP ($A_RUN)" wait_bound "$A_IF" "$A_IP"
+check "status: $B_IF bound to $B_IP ($B_RUN)" wait_bound "$B_IF" "$B_IP"
+sleep 0.2
+counters "$RW_WORK/c2.json"
+batch "$RW_WORK/matrix.spec" "$RW_WORK/matrix"
+judge attempts --spec "$RW_WORK/matrix.spec" --results "$RW_WORK/matrix"
+
+section "events and counters of the matrix"
+judge attempts --check events --spec "$RW_WORK/matrix.spec" --results "$RW_WORK/matrix" \
+	--events "$EVENTS"
+counters "$RW_WORK/c3.json"
+judge counters --label "counters: " --spec "$RW_WORK/matrix.spec" --results "$RW_WORK/matrix" \
+	--before "$RW_WORK/c2.json" --after "$RW_WORK/c3.json"
+lost=$(jq '[.node.events.lost, .node.events.suppressed] | add' "$RW_WORK/c3.json")
+check "counters: no event lost or suppressed so far (so the stream is complete)" test "$lost" = 0
+
+# ---- A veth added while the agent runs -------------------------------------------------------
+
+section "fail-closed: a new sandbox veth"
+# The pod starts sending before it is even wired: UDP to the internet every 10 ms (an answer
+# would come back if any datagram got through unjudged, as the baseline shows), while the CNI
+# part creates the veth, the addresses and the routes; the agent has to catch the veth in time.
+counters "$RW_WORK/cf0.json"
+rw_ns_add "${RW_PREFIX}c"
+rw_bg "$RW_WORK/flood.json" ip netns exec "${RW_PREFIX}c" "$RW_PY" "$RW_PROBE" flood \
+	93.184.216.34 443 --interval 0.01 --duration 1.5 --ready "$RW_WORK/flood.ready"
+fpid=$RW_LAST_PID
+rw_wait_file "$RW_WORK/flood.ready"
+rw_sandbox_add c "$C_IF" "$C_IP"
+check "fail-closed: the agent attached to the new veth $C_IF (prefix vlan)" wait_hooks "$C_IF" 250
+wait "$fpid" || true
+if jq -e '.answers == 0 and .sent > 0' "$RW_WORK/flood.json" >/dev/null; then
+	ok "fail-closed: nothing the new pod sent from its first packet on got through ($(jq -r '"\(.sent) datagrams, after \(.send_errors) sends that failed for want of a route"' "$RW_WORK/flood.json"))"
+else
+	not_ok "fail-closed: nothing the new pod sent from its first packet on got through"
+	diag "    $(cat "$RW_WORK/flood.json")"
+fi
+counters "$RW_WORK/cf1.json"
+d=$("${EXPECT[@]}" delta --before "$RW_WORK/cf0.json" --after "$RW_WORK/cf1.json" --scope node --dir egress --reason unknown-source)
+n=$(jq '.sent' "$RW_WORK/flood.json")
+check "fail-closed counters: runwall judged them: node egress unknown-source +$d of $n sent (a datagram sent before the host side was up would not reach it)" \
+	test "$d" -ge 1 -a "$d" -le "$n"
+check "fail-closed: status: $C_IF bound to $C_IP" wait_bound "$C_IF" "$C_IP"
+cat >"$RW_WORK/unknown.spec" <<'EOF'
+c proxy-443  tcp 172.20.0.10 443  - drop unknown-source egress proxy, pod in no run
+EOF
+cat >"$RW_WORK/unknown-in.spec" <<'EOF'
+svc app-4096 tcp 10.1.2.5    4096 172.20.0.12 drop unknown-source application tier into a pod in no run
+EOF
+counters "$RW_WORK/c4.json"
+batch "$RW_WORK/unknown.spec" "$RW_WORK/unknown"
+batch "$RW_WORK/unknown-in.spec" "$RW_WORK/unknown-in"
+counters "$RW_WORK/c5.json"
+judge attempts --spec "$RW_WORK/unknown.spec" --results "$RW_WORK/unknown"
+judge attempts --spec "$RW_WORK/unknown-in.spec" --results "$RW_WORK/unknown-in"
+RW_RUNS="" judge attempts --check events --spec "$RW_WORK/unknown.spec" --results "$RW_WORK/unknown" \
+	--events "$EVENTS"
+# Egress is exact (one SYN). Into the pod, the node's ARP requests for the unknown pod are
+# what gets dropped (the SYN never leaves the node's neighbour queue): at least one.
+d=$("${EXPECT[@]}" delta --before "$RW_WORK/c4.json" --after "$RW_WORK/c5.json" --scope node --dir egress --reason unknown-source)
+check "fail-closed counters: node egress unknown-source +1 packet (exact, got +$d)" test "$d" = 1
+d=$("${EXPECT[@]}" delta --before "$RW_WORK/c4.json" --after "$RW_WORK/c5.json" --scope node --dir ingress --reason unknown-source)
+check "fail-closed counters: node ingress unknown-source at least +1 (the node's ARP for the pod; got +$d)" test "$d" -ge 1
+
+REV=$((REV + 1))
+BASE='.runs += [{"id": "run-c0de", "pods": ["10.1.2.5"]}]'
+snapshot "$REV" >"$RW_WORK/policy-$REV.json"
+check "fail-closed: a snapshot naming $C_IP in $C_RUN applies (revision $REV)" apply "$RW_WORK/policy-$REV.json"
+cat >"$RW_WORK/known.spec" <<'EOF'
+c proxy-443  tcp 172.20.0.10 443  - allow rule egress proxy, once the snapshot names the pod
+c inet-443   tcp 93.184.216.34 443 - drop not-allowlisted public internet, allowlist mode
+svc app-4096 tcp 10.1.2.5 4096 172.20.0.12 allow inbound application tier into the harness
+EOF
+# 3 s: while the pod was unknown the node's ARP requests into it were dropped, and a reply to it
+# may wait in the neighbour queue for the next ARP retransmission (1 s), as it would on a node.
+batch "$RW_WORK/known.spec" "$RW_WORK/known" 3
+for f in c svc; do
+	jq -r 'select(.result == "ok") | "new veth: \(.src) -> \(.dst):\(.dport) connected \((.t_connected - .t0) / 1e6 | floor) ms into the attempt, after the snapshot"' \
+		"$RW_WORK/known/$f.jsonl" | while read -r l; do diag "$l"; done
+done
+judge attempts --spec "$RW_WORK/known.spec" --results "$RW_WORK/known"
+judge attempts --check events --spec "$RW_WORK/known.spec" --results "$RW_WORK/known" \
+	--events "$EVENTS"
+
+# ---- Spoofing --------------------------------------------------------------------------------
+
+section "spoof: sandbox A uses sandbox B's address"
+counters "$RW_WORK/c6.json"
+spoof_round runwall 40404
+# A also claims an address nobody has, and announces B's address over ARP.
+rw_probe a raw-tcp --src 10.1.99.99 --sport 40405 --dst 172.20.0.10 --dport 443 --flags S >/dev/null
+rw_probe a arp --iface eth0 --sender-ip "$B_IP" --target-ip 169.254.1.1 >/dev/null
+# The service side forges the reply B would get had the spoofed SYN gone through.
+rw_probe svc raw-tcp --src 172.20.0.10 --sport 443 --dst "$B_IP" --dport 40404 --flags SA --ack 1001 >/dev/null
+wait "$SPOOF_P1" "$SPOOF_P2" || true
+sleep 0.3
+counters "$RW_WORK/c7.json"
+check "spoof: the SYN A sent as B never reached the service" \
+	jq -e '.count == 0' "$RW_WORK/sniff-svc-runwall.json" >/dev/null
+check "spoof: B received nothing for that flow (no SYN-ACK, not even the forged one)" \
+	jq -e '.count == 0' "$RW_WORK/sniff-b-runwall.json" >/dev/null
+d=$("${EXPECT[@]}" delta --before "$RW_WORK/c6.json" --after "$RW_WORK/c7.json" --scope "$A_RUN" --dir egress --reason spoofed-source)
+check "spoof counters: $A_RUN egress spoofed-source +3 packets (2 SYNs, 1 ARP; exact, got +$d)" test "$d" = 3
+d=$("${EXPECT[@]}" delta --before "$RW_WORK/c6.json" --after "$RW_WORK/c7.json" --scope "$A_RUN" --dir egress --reason spoofed-source --field bytes)
+check "spoof counters: $A_RUN egress spoofed-source +150 bytes (54 + 54 + 42; got +$d)" test "$d" = 150
+d=$("${EXPECT[@]}" delta --before "$RW_WORK/c6.json" --after "$RW_WORK/c7.json" --scope "$B_RUN" --dir ingress --reason inbound-denied)
+check "spoof counters: $B_RUN ingress inbound-denied +1 (the forged SYN-ACK matched no state; got +$d)" test "$d" = 1
+sleep 0.5
+check "spoof events: spoofed-source for $B_IP:40404 from A, run $A_RUN" \
+	jq -se --arg run "$A_RUN" --arg ip "$B_IP" \
+	'any(.[]; .reason == "spoofed-source" and .run == $run and .src == $ip and .sport == 40404 and .dir == "egress")' \
+	"$EVENTS" >/dev/null
+check "spoof events: spoofed-source for 10.1.99.99:40405 from A, run $A_RUN" \
+	jq -se --arg run "$A_RUN" \
+	'any(.[]; .reason == "spoofed-source" and .run == $run and .src == "10.1.99.99" and .sport == 40405)' \
+	"$EVENTS" >/dev/null
+check "spoof events: inbound-denied for the forged SYN-ACK into B, run $B_RUN" \
+	jq -se --arg run "$B_RUN" --arg ip "$B_IP" \
+	'any(.[]; .reason == "inbound-denied" and .run == $run and .dst == $ip and .dport == 40404 and .src == "172.20.0.10" and .dir == "ingress")' \
+	"$EVENTS" >/dev/null
+
+# ---- Live change -----------------------------------------------------------------------------
+
+section "live: revoke and grant under traffic"
+: >"$RW_WORK/metrics"
+for i in 1 2 3 4 5; do
+	# Revoke: the drive gateway's rule goes away under an open connection.
+	stream=$RW_WORK/stream-$i.jsonl
+	rw_bg /dev/null ip netns exec "${RW_SB_NS[a]}" "$RW_PY" "$RW_PROBE" stream 172.20.0.13 8080 \
+		--interval 0.01 --out "$stream"
+	spid=$RW_LAST_PID
+	for _ in $(seq 100); do
+		[ "$(cat "$stream" 2>/dev/null | grep -c '"ev":"echo"' || true)" -ge 20 ] && break
+		sleep 0.02
+	done
+	REV=$((REV + 1))
+	snapshot "$REV" 'del(.services[] | select(.name == "drive-gateway"))' >"$RW_WORK/policy-$REV.json"
+	rw_cmd
+	"$RW_PY" "$RW_PROBE" timed --out "$RW_WORK/revoke-$i.json" -- "${RW_CMD[@]}" apply \
+		"$RW_WORK/policy-$REV.json" >/dev/null 2>&1 || true
+	sleep 0.3
+	kill "$spid" 2>/dev/null || true
+	wait "$spid" 2>/dev/null || true
+	echo "--- revoke $i" >>"$RW_WORK/metrics"
+	judge revoke --label "live $i: revoke drive-gateway: " --stream "$stream" \
+		--timed "$RW_WORK/revoke-$i.json" --events "$EVENTS" --reason private-destination
+
+	# Grant: a rule of run-7f3a for a public host, while A knocks every 10 ms.
+	knock=$RW_WORK/knock-$i.json
+	rw_bg "$knock" ip netns exec "${RW_SB_NS[a]}" "$RW_PY" "$RW_PROBE" knock 93.184.216.34 8443 \
+		--interval 0.01 --connect-timeout 0.2 --max 4
+	kpid=$RW_LAST_PID
+	sleep 0.4
+	REV=$((REV + 1))
+	snapshot "$REV" 'del(.services[] | select(.name == "drive-gateway")) |
+		(.runs[] | select(.id == "run-7f3a")) += {"allow": [{"ip": "93.184.216.34", "tcp": [8443]}]}' \
+		>"$RW_WORK/policy-$REV.json"
+	"$RW_PY" "$RW_PROBE" timed --out "$RW_WORK/grant-$i.json" -- "${RW_CMD[@]}" apply \
+		"$RW_WORK/policy-$REV.json" >/dev/null 2>&1 || true
+	wait "$kpid" 2>/dev/null || true
+	echo "--- grant $i" >>"$RW_WORK/metrics"
+	judge grant --label "live $i: grant 93.184.216.34:8443 to $A_RUN: " --knock "$knock" \
+		--timed "$RW_WORK/grant-$i.json" --events "$EVENTS" --src "$A_IP" \
+		--dst 93.184.216.34 --dport 8443 --path rule
+
+	# Back to the base policy for the next round.
+	REV=$((REV + 1))
+	snapshot "$REV" >"$RW_WORK/policy-$REV.json"
+	apply "$RW_WORK/policy-$REV.json" || not_ok "live $i: restore the base policy (revision $REV)"
+done
+metric() { # KIND NAME: the values of one metric, one a line
+	awk -v k="$1" -v n="$2" '/^---/ {kind = $2; next} kind == k && $1 == n {print $2}' "$RW_WORK/metrics"
+}
+for kind in revoke grant; do
+	ev=$(metric "$kind" event | median)
+	pr=$(metric "$kind" probe | median)
+	ap=$(metric "$kind" apply | median)
+	fs=$(metric "$kind" event_from_start | median)
+	diag "live change: $kind: first packet with the new verdict $ev ms after \`runwall apply\` returned (median of 5; event ts_ns, CLOCK_MONOTONIC): $(metric "$kind" event | tr '\n' ' ')"
+	diag "live change: $kind: probe side $pr ms (first unanswered line / first SYN that connected): $(metric "$kind" probe | tr '\n' ' ')"
+	diag "live change: $kind: runwall apply took $ap ms (median); from its start to the first packet with the new verdict $fs ms (median): $(metric "$kind" event_from_start | tr '\n' ' ')"
+	check "live: $kind takes effect within 1 s of runwall apply returning (median $ev ms)" \
+		awk -v v="$ev" 'BEGIN {exit !(v != "n/a" && v < 1000)}'
+done
+
+# ---- Restart ---------------------------------------------------------------------------------
+
+section "restart: kill -9 of the agent under traffic"
+# The restarted agent gets a policy file, as the DaemonSet's does (a folder of its own, like a
+# ConfigMap volume: the agent watches the folder).
+POLICY_DIR=$RW_WORK/policy
+mkdir -p "$POLICY_DIR"
+cp "$RW_WORK/policy-$REV.json" "$POLICY_DIR/policy.json"
+loop=$RW_WORK/loop-restart.jsonl
+rw_bg /dev/null ip netns exec "${RW_SB_NS[a]}" "$RW_PY" "$RW_PROBE" loop \
+	--target ok-broker=172.20.0.11:3443 --target deny-inet=93.184.216.34:443 \
+	--interval 0.05 --timeout 0.3 --out "$loop"
+lpid=$RW_LAST_PID
+# and a connection that stays open across the kill and the restart
+rw_bg /dev/null ip netns exec "${RW_SB_NS[a]}" "$RW_PY" "$RW_PROBE" stream 172.20.0.12 3000 \
+	--interval 0.01 --out "$RW_WORK/stream-restart.jsonl"
+spid=$RW_LAST_PID
+hooks_before=$(rw_probe node hooks --dev "$A_IF" | jq -c '[.ingress[].id, .egress[].id]')
+sleep 0.5
+c_kill=$("$RW_PY" "$RW_PROBE" now)
+{
+	kill -KILL "$RW_AGENT_PID"
+	wait "$RW_AGENT_PID"
+} 2>/dev/null || true
+RW_AGENT_PID=
+for _ in $(seq 40); do kill -0 "$EVENTS_PID" 2>/dev/null || break; sleep 0.05; done
+if kill -0 "$EVENTS_PID" 2>/dev/null; then
+	not_ok "restart: runwall drops ends when the agent goes away"
+	kill "$EVENTS_PID" 2>/dev/null || true
+else
+	ok "restart: runwall drops ends when the agent goes away"
+fi
+wait "$EVENTS_PID" 2>/dev/null || true
+rc=0
+rw apply "$POLICY_DIR/policy.json" >/dev/null 2>&1 || rc=$?
+check "restart: with no agent, runwall apply exits 2 (got $rc)" test "$rc" = 2
+check "restart: the counters are still readable from the pins" counters "$RW_WORK/c8.json"
+sleep 1
+c_restart=$("$RW_PY" "$RW_PROBE" now)
+rw_agent_start --ifprefix eni,vlan --policy "$POLICY_DIR/policy.json" -v
+rw_agent_wait
+check "restart: the new agent is ready at revision $REV" wait_revision "$REV"
+start_events "$RW_WORK/events-after-restart.jsonl"
+sleep 0.5
+c_end=$("$RW_PY" "$RW_PROBE" now)
+kill "$lpid" "$spid" 2>/dev/null || true
+wait "$lpid" "$spid" 2>/dev/null || true
+judge stream --stream "$RW_WORK/stream-restart.jsonl" --since "$c_kill" --until "$c_end" \
+	--label "restart, kill -9 to restart: "
+judge loop --file "$loop" --since "$c_kill" --until "$c_restart" --label "restart, agent gone: "
+judge loop --file "$loop" --label "restart, whole run: "
+counters "$RW_WORK/c9.json"
+d=$("${EXPECT[@]}" delta --before "$RW_WORK/c8.json" --after "$RW_WORK/c9.json" --scope "$A_RUN" --dir egress --reason not-allowlisted)
+check "restart: drops of the gap are counted (not-allowlisted +$d)" test "$d" -ge 1
+st=$(status_json)
+for name in a b c; do
+	dev=${RW_SB_IF[$name]}
+	check "restart: status: $dev has runwall once on each hook, first, no others" \
+		jq -e --arg d "$dev" '.sandboxes[] | select(.ifname == $d) | .hooks |
+			[.egress, .ingress] | all(.attached == true and .first == true and .others == 0)' \
+		<<<"$st" >/dev/null
+	h=$(rw_probe node hooks --dev "$dev")
+	check "restart: kernel: $dev has exactly [rw_egress] on tcx ingress and [rw_ingress] on tcx egress" \
+		jq -e '(.ingress | map(.name) == ["rw_egress"]) and (.egress | map(.name) == ["rw_ingress"])' \
+		<<<"$h" >/dev/null
+	n=$(rw_in "$RW_NODE" tc filter show dev "$dev" ingress 2>/dev/null | grep -c bpf || true)
+	check "restart: kernel: $dev has no clsact bpf filter beside the tcx links" test "$n" = 0
+done
+hooks_after=$(rw_probe node hooks --dev "$A_IF" | jq -c '[.ingress[].id, .egress[].id]')
+diag "restart: program ids on $A_IF before $hooks_before, after $hooks_after"
+n=$(find "$RW_BPFFS/links" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+check "restart: 6 pinned links for 3 veths (got $n)" test "$n" = 6
+
+# ---- Bad snapshots ---------------------------------------------------------------------------
+
+section "bad-snapshot: refused snapshots under traffic"
+loop=$RW_WORK/loop-bad.jsonl
+rw_bg /dev/null ip netns exec "${RW_SB_NS[a]}" "$RW_PY" "$RW_PROBE" loop \
+	--target ok-broker=172.20.0.11:3443 --target deny-inet=93.184.216.34:443 \
+	--target deny-imds=169.254.169.254:80 --interval 0.05 --timeout 0.3 --out "$loop"
+lpid=$RW_LAST_PID
+sleep 0.3
+bad=$RW_WORK/bad
+mkdir -p "$bad"
+printf '{\n  "revision": %d,\n  "egress": "open",,\n  "runs": []\n}\n' $((REV + 1)) >"$bad/syntax.json"
+snapshot $((REV + 1)) '. + {"egres": "open"}' >"$bad/unknown-key.json"
+snapshot $((REV - 1)) '.egress = "open"' >"$bad/lower-revision.json"
+snapshot "$REV" '.egress = "open"' >"$bad/same-revision.json"
+snapshot $((REV + 1)) '.services += [{"name": "imds", "ip": "169.254.169.254", "tcp": [80]}]' \
+	>"$bad/metadata-rule.json"
+snapshot $((REV + 1)) '(.runs[] | select(.id == "run-7f3a")) += {"allow": [{"cidr": "169.254.0.0/16", "tcp": [80]}]}' \
+	>"$bad/metadata-cidr.json"
+for f in syntax unknown-key lower-revision same-revision metadata-rule metadata-cidr; do
+	rc=0
+	rw apply "$bad/$f.json" >"$bad/$f.out" 2>&1 || rc=$?
+	msg=$(head -n 1 "$bad/$f.out")
+	check "bad-snapshot: $f: runwall apply exits 1 (got $rc)" test "$rc" = 1
+	if grep -q "$bad/$f.json:[0-9]*:[0-9]*: " "$bad/$f.out"; then
+		ok "bad-snapshot: $f: the error names FILE:LINE:COL and the JSON path"
+	else
+		not_ok "bad-snapshot: $f: the error names FILE:LINE:COL and the JSON path"
+	fi
+	diag "    $msg"
+	check "bad-snapshot: $f: revision still $REV" test "$(status_field .revision)" = "$REV"
+done
+# The same through the watched policy file: a refused file changes nothing; a good one applies.
+for f in syntax unknown-key metadata-rule; do
+	cp "$bad/$f.json" "$POLICY_DIR/.policy.json.tmp"
+	mv "$POLICY_DIR/.policy.json.tmp" "$POLICY_DIR/policy.json"
+	sleep 0.5
+	check "bad-snapshot: $f written to the agent's --policy file: revision still $REV" \
+		test "$(status_field .revision)" = "$REV"
+done
+check "bad-snapshot: status reports the last refusal" \
+	jq -e '.agent.last_error != null' <<<"$(status_json)" >/dev/null
+sleep 0.3
+kill "$lpid" 2>/dev/null || true
+wait "$lpid" 2>/dev/null || true
+judge loop --file "$loop" --label "bad-snapshot, traffic: "
+REV=$((REV + 1))
+snapshot "$REV" >"$POLICY_DIR/.policy.json.tmp"
+mv "$POLICY_DIR/.policy.json.tmp" "$POLICY_DIR/policy.json"
+check "bad-snapshot: then a good policy file (revision $REV) is applied" wait_revision "$REV" 100
+
+# ---- Done ------------------------------------------------------------------------------------
+
+kill "$EVENTS_PID" 2>/dev/null || true
+diag "suite time: $((($(date +%s%N) - SUITE_START) / 1000000)) ms"
+echo "1..$T"
+trap - ERR
+[ "$FAILED" -eq 0 ]
