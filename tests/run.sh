@@ -35,7 +35,7 @@ for t in "$build"/tests/test_*; do
 done
 for t in tests/netns/test_*.sh; do
 	[ -x "$t" ] || continue
-	suites+=("$(basename "$t" .sh) kernel $t $build")
+	suites+=("netns/$(basename "$t" .sh) kernel $t $build")
 done
 
 if [ ${#suites[@]} -eq 0 ]; then

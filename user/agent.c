@@ -80,6 +80,9 @@ struct agent {
 
 	struct rw_policy policy;	/* the snapshot in force, when this agent knows it */
 	bool have_policy;
+	char *policy_text;		/* its text, for `runwall explain` to name rules */
+	size_t policy_text_len;
+	char policy_source[256];
 	char *policy_bytes;		/* the file's last content, to ignore no-op rewrites */
 	size_t policy_len;
 	struct rw_apply_result last_apply;
@@ -97,6 +100,8 @@ struct agent {
 	struct ring_buffer *ring;
 	struct subscriber subs[MAX_SUBS];
 	int n_subs;
+	unsigned long long delivered_gone;	/* of subscribers that left */
+	unsigned long long skipped_gone;
 	int64_t mono_to_real;
 	bool reload_pending;
 	bool stop;
@@ -419,6 +424,20 @@ static void runs_update(struct agent *a)
 	a->n_runs = a->policy.n_runs;
 }
 
+static void keep_text(struct agent *a, const char *buf, size_t len, const char *source)
+{
+	char *copy = malloc(len + 1);
+
+	if (!copy)
+		return;
+	memcpy(copy, buf, len);
+	copy[len] = '\0';
+	free(a->policy_text);
+	a->policy_text = copy;
+	a->policy_text_len = len;
+	snprintf(a->policy_source, sizeof(a->policy_source), "%s", source);
+}
+
 /* Parse and apply a snapshot. On refusal nothing changes and *reply says why. */
 static int agent_apply(struct agent *a, const char *buf, size_t len, const char *source,
 		       json_t **reply)
@@ -469,6 +488,7 @@ static int agent_apply(struct agent *a, const char *buf, size_t len, const char 
 		rw_policy_free(&a->policy);
 	a->policy = next;
 	a->have_policy = true;
+	keep_text(a, buf, len, source);
 	a->last_apply = res;
 	a->applied_at = now_real();
 	if (!res.previous && !a->ready_since)
@@ -561,6 +581,7 @@ static void load_policy_file(struct agent *a, bool at_start)
 			(unsigned long long)in_force);
 		a->policy = p;
 		a->have_policy = true;
+		keep_text(a, buf, len, a->policy_path);
 		runs_update(a);
 		return;
 	}
@@ -604,6 +625,8 @@ static void sub_close(struct agent *a, int i)
 {
 	rw_debug("subscriber %d gone: %llu events delivered, %llu skipped", a->subs[i].fd,
 		 a->subs[i].delivered, a->subs[i].skipped);
+	a->delivered_gone += a->subs[i].delivered;
+	a->skipped_gone += a->subs[i].skipped;
 	epoll_ctl(a->epfd, EPOLL_CTL_DEL, a->subs[i].fd, NULL);
 	close(a->subs[i].fd);
 	free(a->subs[i].buf);
@@ -661,9 +684,11 @@ static void flush_subscribers(struct agent *a)
 			continue;
 		}
 		if (n > 0) {
+			/* Count the events whose last byte went out. */
+			for (ssize_t b = 0; b < n; b++)
+				s->delivered += s->buf[b] == '\n';
 			memmove(s->buf, s->buf + n, s->len - n);
 			s->len -= n;
-			s->delivered++;
 		}
 		i++;
 	}
@@ -688,7 +713,7 @@ static json_t *status_json(struct agent *a)
 	char when[40], applied[40], ip[INET_ADDRSTRLEN];
 	json_t *runs = json_array(), *sbx = json_array(), *o;
 	struct rw_config cfg = {};
-	unsigned long long delivered = 0, skipped = 0;
+	unsigned long long delivered = a->delivered_gone, skipped = a->skipped_gone;
 	bool ready;
 
 	rw_config_read(&a->dp, &cfg);
@@ -803,6 +828,14 @@ static void on_client(struct agent *a)
 		reply = status_json(a);
 	} else if (!strcmp(verb, "apply")) {
 		agent_apply(a, body, body_len, arg && *arg ? arg : "<socket>", &reply);
+	} else if (!strcmp(verb, "policy")) {
+		reply = a->policy_text ?
+			json_pack("{s:b, s:I, s:s, s:s%}", "ok", 1, "revision",
+				  (json_int_t)a->policy.revision, "source", a->policy_source,
+				  "snapshot", a->policy_text, a->policy_text_len) :
+			json_pack("{s:b, s:s}", "ok", 0, "error",
+				  "this agent does not know the snapshot in force (applied before "
+				  "it started); apply it again or pass --policy");
 	} else if (!strcmp(verb, "events")) {
 		free(buf);
 		add_subscriber(a, fd);
@@ -1098,6 +1131,7 @@ cleanup:
 	if (a.have_policy)
 		rw_policy_free(&a.policy);
 	free(a.policy_bytes);
+	free(a.policy_text);
 	free(a.runs);
 	free(a.sbx);
 	rw_datapath_close(&a.dp);

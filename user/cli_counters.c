@@ -112,23 +112,24 @@ int cmd_counters(int argc, char **argv)
 		status = NULL;
 
 	if (rw_g.json) {
+		json_int_t rev = RW_STATE_READY(cfg.state) ? RW_STATE_REVISION(cfg.state) : 0;
 		json_t *arr = json_array(), *o;
 
 		for (size_t i = 0; i < n_runs; i++) {
 			struct rw_counters c;
+			json_t *v;
 
 			if (want >= 0 && (size_t)want != i)
 				continue;
 			if (rw_counters_read(&dp, runs[i].idx, &c))
 				memset(&c, 0, sizeof(c));
-			o = rw_cli_counters_json(&c);
-			json_object_set_new(o, "id", json_string(runs[i].id));
-			json_object_set_new(o, "idx", json_integer(runs[i].idx));
-			json_object_set_new(o, "gen", json_integer(runs[i].gen));
+			v = rw_cli_counters_json(&c);
+			o = json_pack("{s:s, s:i, s:i}", "id", runs[i].id, "idx", (int)runs[i].idx,
+				      "gen", (int)runs[i].gen);
+			json_object_update(o, v);
+			json_decref(v);
 			json_array_append_new(arr, o);
 		}
-		json_int_t rev = RW_STATE_READY(cfg.state) ? RW_STATE_REVISION(cfg.state) : 0;
-
 		o = json_pack("{s:b, s:b, s:I, s:o, s:o, s:o}", "ok", 1, "ready",
 			      (int)RW_STATE_READY(cfg.state), "revision", rev,
 			      "node", rw_cli_counters_json(&node), "runs", arr, "agent",

@@ -213,7 +213,7 @@ static int judge_live(const struct question *q, __be32 *pod, bool need, struct r
 	}
 	fill_run(&dry, dry.skel->bss->rw_explain_result.run_idx, v);
 	if (rw_cli_agent_call(rw_g.socket, "status", AGENT_TIMEOUT_MS, &status) == 0)
-		have_names = rw_cli_agent_policy(status, v->revision, &names) == 0;
+		have_names = rw_cli_agent_policy(rw_g.socket, status, v->revision, &names) == 0;
 	rw_rule_name(have_names ? &names : NULL, v->rule_id, v->rule, sizeof(v->rule));
 	v->source = "live";
 	*ifindex_out = ifindex;

@@ -102,7 +102,7 @@ static void load_policy(struct mctx *c)
 
 	if (rw_cli_agent_call(rw_g.socket, "status", AGENT_TIMEOUT_MS, &status))
 		return;
-	c->have_policy = rw_cli_agent_policy(status, c->ready ? c->revision : 0, &c->policy) == 0;
+	c->have_policy = rw_cli_agent_policy(rw_g.socket, status, c->ready ? c->revision : 0, &c->policy) == 0;
 	if (c->have_policy)
 		snprintf(c->policy_file, sizeof(c->policy_file), "%s",
 			 json_string_value(json_object_get(status, "policy_file")));
@@ -625,15 +625,16 @@ static int show_conntrack(struct mctx *c, const struct mkey *k)
 
 			rw_cli_ip(ck->pod_ip, pod_ip, sizeof(pod_ip));
 			rw_cli_ip(ck->peer_ip, peer_ip, sizeof(peer_ip));
-			json_t *o = json_pack("{s:i, s:s, s:s, s:i, s:s, s:i, s:s, s:o, s:s, s:f, "
-					      "s:f, s:i, s:s}",
+			json_t *o = json_pack("{s:i, s:s, s:s, s:i, s:s, s:i, s:s, s:o, s:s, s:I, "
+					      "s:I, s:i, s:s}",
 					      "ifindex", (int)ck->ifindex, "ifname", name,
 					      "pod", pod_ip, "pod_port", (int)ntohs(ck->pod_port),
 					      "peer", peer_ip,
 					      "peer_port", (int)ntohs(ck->peer_port),
 					      "proto", rw_proto_name(ck->proto),
 					      "run", jstr_or_null(run), "opened_by", by,
-					      "age_s", age / 1e9, "idle_s", idle / 1e9,
+					      "age_ms", (json_int_t)(age / 1000000),
+					      "idle_ms", (json_int_t)(idle / 1000000),
 					      "rule_id", (int)cv->rule_id, "rule", rule);
 
 			json_array_append_new(c->entries, o);
@@ -681,10 +682,12 @@ static int show_counters(struct mctx *c, const struct mkey *k)
 			continue;
 		shown++;
 		if (c->entries) {
-			json_t *o = rw_cli_counters_json(&s);
+			json_t *o = json_pack("{s:i, s:o}", "idx", (int)idx, "run",
+					      jstr_or_null(run));
+			json_t *v = rw_cli_counters_json(&s);
 
-			json_object_set_new(o, "idx", json_integer(idx));
-			json_object_set_new(o, "run", jstr_or_null(run));
+			json_object_update(o, v);
+			json_decref(v);
 			json_array_append_new(c->entries, o);
 			continue;
 		}
@@ -719,12 +722,13 @@ static int show_budget(struct mctx *c, const struct mkey *k)
 		rw_cli_duration(ago, sago, sizeof(sago));
 		shown++;
 		if (c->entries) {
-			json_array_append_new(c->entries,
-					      json_pack("{s:i, s:s, s:f, s:I, s:f}", "ifindex",
-							(int)keys[i], "ifname", name, "tokens",
-							vals[i].tokens_milli / 1000.0, "last_ns",
-							(json_int_t)vals[i].last_ns, "idle_s",
-							ago / 1e9));
+			json_t *o = json_pack("{s:i, s:s, s:I, s:I, s:I}", "ifindex", (int)keys[i],
+					      "ifname", name,
+					      "tokens_milli", (json_int_t)vals[i].tokens_milli,
+					      "last_ns", (json_int_t)vals[i].last_ns,
+					      "idle_ms", (json_int_t)(ago / 1000000));
+
+			json_array_append_new(c->entries, o);
 			continue;
 		}
 		rw_table_row(&c->t);
@@ -884,6 +888,10 @@ static int show(struct mctx *c, enum rw_cli_map map, const struct mkey *k, bool 
 	if (!rw_g.json && map == RW_CLI_MAP_COUNTERS)
 		printf("counters (summed over CPUs; idx 0 is the node, the others runs)\n");
 	shown = maps[map].show(c, k);
+	if (shown < 0 || (lookup && !shown)) {
+		json_decref(c->entries);
+		c->entries = NULL;
+	}
 	if (shown < 0) {
 		rw_table_free(&c->t);
 		return rw_fail(RW_EXIT_REFUSED, "map %s: reading %s: %s",
@@ -896,14 +904,15 @@ static int show(struct mctx *c, enum rw_cli_map map, const struct mkey *k, bool 
 			       maps[map].slotted && !c->ready ? " (the node is not ready)" : "");
 	}
 	if (rw_g.json) {
-		json_t *o = json_pack("{s:b, s:s, s:b, s:I, s:o}", "ok", 1, "map",
+		json_t *o = json_pack("{s:b, s:s, s:b, s:I}", "ok", 1, "map",
 				      rw_cli_map_names[map], "ready", c->ready, "revision",
-				      (json_int_t)c->revision, "entries", c->entries);
+				      (json_int_t)c->revision);
 
 		if (maps[map].slotted && c->ready)
 			json_object_set_new(o, "slot", json_integer(c->slot));
 		if (!k->any)
 			json_object_set_new(o, "key", json_string(k->text));
+		json_object_set_new(o, "entries", c->entries);
 		c->entries = NULL;
 		rw_cli_json_print(o);
 		return RW_EXIT_OK;
@@ -914,7 +923,8 @@ static int show(struct mctx *c, enum rw_cli_map map, const struct mkey *k, bool 
 		if (c->t.rows)
 			rw_table_print(&c->t, stdout, map == RW_CLI_MAP_CONFIG ? "" : "  ");
 		if (c->have_policy && c->t.rows)
-			printf("  (rule names from %s)\n", c->policy_file);
+			printf("  (rule names from the snapshot in force, revision %llu)\n",
+			       (unsigned long long)c->policy.revision);
 	}
 	rw_table_free(&c->t);
 	return RW_EXIT_OK;

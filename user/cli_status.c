@@ -27,7 +27,6 @@ static const char status_usage[] = "status";
 
 struct sctx {
 	struct rw_datapath dp;
-	bool pinned;
 	const char *bpffs;
 	json_t *agent;		/* the agent's status reply, NULL without one */
 	int agent_err;
@@ -422,13 +421,14 @@ int cmd_status(int argc, char **argv)
 	}
 	ret = rw_cli_open(&c.dp, c.bpffs, err, sizeof(err));
 	if (ret) {
+		bool agent = c.agent;
+
 		json_decref(c.agent);
-		if (ret == -ENOENT && !c.agent)
+		if (ret == -ENOENT && !agent)
 			return rw_fail(RW_EXIT_USAGE, "%s; and no agent on %s (%s)", err,
 				       rw_g.socket, strerror(-c.agent_err));
 		return rw_fail(RW_EXIT_REFUSED, "%s", err);
 	}
-	c.pinned = true;
 	c.mono_to_real = rw_mono_to_real_offset();
 	ret = rw_config_read(&c.dp, &c.cfg);
 	if (!ret)

@@ -422,7 +422,7 @@ void rw_cli_ip_port(__be32 ip, __u16 port, char *buf, size_t len)
 
 void rw_cli_json_print(json_t *o)
 {
-	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	char *s = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
 
 	printf("%s\n", s ? s : "{\"ok\":false,\"error\":\"out of memory\"}");
 	fflush(stdout);
@@ -1069,14 +1069,44 @@ cleanup:
 	return err;
 }
 
-int rw_cli_agent_policy(json_t *status, __u64 live_revision, struct rw_policy *out)
+/* The snapshot in force as the agent holds it (`policy` on the control socket), whichever way
+ * it came (file or `runwall apply`); else the agent's policy file if it is still that revision.
+ */
+static int policy_from_agent(const char *socket, __u64 live_revision, struct rw_policy *out)
+{
+	struct rw_policy_error perr;
+	json_t *reply = NULL, *text;
+	int err = -ENOENT;
+
+	if (!socket || rw_ctl_call(socket, "policy", NULL, NULL, 0, &reply))
+		return -ENOENT;
+	text = json_object_get(reply, "snapshot");
+	if (json_is_true(json_object_get(reply, "ok")) && json_is_string(text) &&
+	    rw_policy_parse(json_string_value(text), json_string_length(text), "agent", out,
+			    &perr) == 0) {
+		if (out->revision == live_revision)
+			err = 0;
+		else
+			rw_policy_free(out);
+	}
+	json_decref(reply);
+	return err;
+}
+
+int rw_cli_agent_policy(const char *socket, json_t *status, __u64 live_revision,
+			struct rw_policy *out)
 {
 	struct rw_policy_error perr;
 	const char *path;
 	json_t *rev;
 
 	memset(out, 0, sizeof(*out));
-	if (!status || !live_revision)
+	if (!live_revision)
+		return -ENOENT;
+	if (policy_from_agent(socket, live_revision, out) == 0)
+		return 0;
+	memset(out, 0, sizeof(*out));
+	if (!status)
 		return -ENOENT;
 	path = json_string_value(json_object_get(status, "policy_file"));
 	rev = json_object_get(status, "revision");

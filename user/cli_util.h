@@ -270,9 +270,11 @@ int rw_cli_agent_call(const char *socket, const char *verb, int timeout_ms, json
 /* True for the errors that mean "no agent listens on that socket". */
 bool rw_cli_no_agent(int err);
 
-/* The policy file the agent names in its status, parsed, when it is the revision in force
- * (revision == the live one), for naming rules. -ENOENT when there is none to use.
+/* The snapshot in force, for naming rules: the agent's (the `policy` request on `socket`), else
+ * the policy file its status names when that is still the revision in force. -ENOENT when there
+ * is none to use.
  */
-int rw_cli_agent_policy(json_t *status, __u64 live_revision, struct rw_policy *out);
+int rw_cli_agent_policy(const char *socket, json_t *status, __u64 live_revision,
+			struct rw_policy *out);
 
 #endif /* RUNWALL_CLI_UTIL_H */

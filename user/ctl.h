@@ -7,6 +7,7 @@
  *
  *   status            -> {"ok":true, "ready":..., ...}
  *   apply SOURCE      body: a snapshot  -> {"ok":true,"revision":N,...} | {"ok":false,"error":"..."}
+ *   policy            -> {"ok":true,"revision":N,"source":"...","snapshot":"<the JSON text>"}
  *   events            -> a stream of event objects
  *   shutdown          -> {"ok":true}; the agent exits, leaving enforcement in place
  */

@@ -169,7 +169,7 @@ void rw_event_line(const struct rw_event *ev, const char *rule, int64_t mono_to_
 	else
 		snprintf(dst, sizeof(dst), "%s", a);
 	rw_format_time((int64_t)ev->ts_ns + mono_to_real, when, sizeof(when));
-	snprintf(buf, len, "%s  %-7s %-5s %-20s %-12s %21s -> %-21s %-4s%s%s", when,
+	snprintf(buf, len, "%s  %-7s %-5s %-20s %-12s %21s -> %-21s %s%s%s", when,
 		 rw_dir_name(ev->dir), ev->verdict == RW_VERDICT_ALLOW ? "allow" : "drop", what,
 		 ev->run_id[0] ? ev->run_id : "-", src, dst,
 		 rw_packet_proto_name(ev->ethertype, ev->proto),

@@ -30,9 +30,10 @@ static const struct command {
 	{ "map", cmd_map, "map { list | dump MAP | lookup MAP KEY }", "read the pinned maps" },
 	{ "counters", cmd_counters, "counters [--run ID]", "exact verdict counters" },
 	{ "drops", cmd_drops, "drops [--all] [--run ID] [--pod IP] [--reason REASON] "
-	  "[--dst IP[:PORT]] [--count N]", "follow live verdicts" },
-	{ "explain", cmd_explain, "explain {--pod IP | --run ID} DST PORT [tcp|udp] "
-	  "[--ingress] [--policy FILE]", "why a packet would be allowed or refused" },
+	  "[--dst IP[:PORT]] [--count N] [--timeout SEC]", "follow live verdicts" },
+	{ "explain", cmd_explain, "explain {--pod IP | --run ID} DST PORT [tcp|udp] [--ingress] "
+	  "[--sport N] [--flags syn|ack|synack] [--policy FILE]",
+	  "why a packet would be allowed or refused, by the real program" },
 	{ "detach", cmd_detach, "detach", "remove everything runwall attached and pinned" },
 };
 

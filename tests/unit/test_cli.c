@@ -1,0 +1,633 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* test_cli.c: the parts of the operator commands that need no kernel (user/cli_util.c): what
+ * people type (addresses, ports, names with "did you mean"), aligned tables, the counters
+ * table and JSON, the event filter of `runwall drops`, the packets and lines of `runwall
+ * explain`.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <netinet/in.h>
+
+#include "cli_util.h"
+#include "eventfmt.h"
+#include "reasons.h"
+
+static __be32 ip(const char *s)
+{
+	struct in_addr a;
+
+	assert_int_equal(inet_pton(AF_INET, s, &a), 1);
+	return a.s_addr;
+}
+
+/* Whatever a function printed to a FILE, as a string (free it). */
+struct capture {
+	char *buf;
+	size_t len;
+	FILE *f;
+};
+
+static FILE *capture_start(struct capture *c)
+{
+	c->f = open_memstream(&c->buf, &c->len);
+	assert_non_null(c->f);
+	return c->f;
+}
+
+static char *capture_end(struct capture *c)
+{
+	fclose(c->f);
+	return c->buf;
+}
+
+/* ---- parsing ----------------------------------------------------------------------------- */
+
+static void test_parse_ip(void **state)
+{
+	__be32 a = 0;
+
+	assert_int_equal(rw_cli_parse_ip("10.1.2.3", &a), 0);
+	assert_int_equal(a, ip("10.1.2.3"));
+	assert_int_equal(rw_cli_parse_ip("255.255.255.255", &a), 0);
+	assert_int_equal(rw_cli_parse_ip("1.2.3", &a), -EINVAL);
+	assert_int_equal(rw_cli_parse_ip("1.2.3.256", &a), -EINVAL);
+	assert_int_equal(rw_cli_parse_ip("10.1.2.3 ", &a), -EINVAL);
+	assert_int_equal(rw_cli_parse_ip("10.1.2.3/32", &a), -EINVAL);
+	assert_int_equal(rw_cli_parse_ip("", &a), -EINVAL);
+	assert_int_equal(rw_cli_parse_ip("eni1a2b", &a), -EINVAL);
+	assert_int_equal(rw_cli_parse_ip("::1", &a), -EINVAL);
+	assert_int_equal(rw_cli_parse_ip(NULL, &a), -EINVAL);
+}
+
+static void test_parse_port(void **state)
+{
+	__u16 p = 0;
+
+	assert_int_equal(rw_cli_parse_port("1", &p), 0);
+	assert_int_equal(p, 1);
+	assert_int_equal(rw_cli_parse_port("65535", &p), 0);
+	assert_int_equal(p, 65535);
+	assert_int_equal(rw_cli_parse_port("443", &p), 0);
+	assert_int_equal(p, 443);
+	assert_int_equal(rw_cli_parse_port("0", &p), -EINVAL);
+	assert_int_equal(rw_cli_parse_port("65536", &p), -EINVAL);
+	assert_int_equal(rw_cli_parse_port("-1", &p), -EINVAL);
+	assert_int_equal(rw_cli_parse_port("+1", &p), -EINVAL);
+	assert_int_equal(rw_cli_parse_port("44a", &p), -EINVAL);
+	assert_int_equal(rw_cli_parse_port(" 44", &p), -EINVAL);
+	assert_int_equal(rw_cli_parse_port("", &p), -EINVAL);
+	assert_int_equal(rw_cli_parse_port("99999999999999999999999", &p), -EINVAL);
+}
+
+static void test_parse_ip_port(void **state)
+{
+	__be32 a = 0;
+	__u16 p = 7;
+
+	assert_int_equal(rw_cli_parse_ip_port("172.20.0.10", &a, &p), 0);
+	assert_int_equal(a, ip("172.20.0.10"));
+	assert_int_equal(p, 0);
+	assert_int_equal(rw_cli_parse_ip_port("172.20.0.10:443", &a, &p), 0);
+	assert_int_equal(a, ip("172.20.0.10"));
+	assert_int_equal(p, 443);
+	assert_int_equal(rw_cli_parse_ip_port("172.20.0.10:", &a, &p), -EINVAL);
+	assert_int_equal(rw_cli_parse_ip_port("172.20.0.10:0", &a, &p), -EINVAL);
+	assert_int_equal(rw_cli_parse_ip_port("172.20.0.10:70000", &a, &p), -EINVAL);
+	assert_int_equal(rw_cli_parse_ip_port(":443", &a, &p), -EINVAL);
+	assert_int_equal(rw_cli_parse_ip_port("172.20.0:443", &a, &p), -EINVAL);
+	assert_int_equal(rw_cli_parse_ip_port("172.20.0.10:443:1", &a, &p), -EINVAL);
+	assert_int_equal(rw_cli_parse_ip_port("255.255.255.255.255:1", &a, &p), -EINVAL);
+}
+
+static void test_parse_uint(void **state)
+{
+	unsigned long long v = 0;
+
+	assert_int_equal(rw_cli_parse_uint("0", 10, &v), 0);
+	assert_int_equal(v, 0);
+	assert_int_equal(rw_cli_parse_uint("10", 10, &v), 0);
+	assert_int_equal(v, 10);
+	assert_int_equal(rw_cli_parse_uint("11", 10, &v), -ERANGE);
+	assert_int_equal(rw_cli_parse_uint("18446744073709551615", ~0ULL, &v), 0);
+	assert_true(v == ~0ULL);
+	assert_int_equal(rw_cli_parse_uint("18446744073709551616", ~0ULL, &v), -ERANGE);
+	assert_int_equal(rw_cli_parse_uint("1e3", 10000, &v), -EINVAL);
+	assert_int_equal(rw_cli_parse_uint("", 10, &v), -EINVAL);
+}
+
+static void test_parse_proto_flags(void **state)
+{
+	__u8 v = 0;
+
+	assert_int_equal(rw_cli_parse_proto("tcp", &v), 0);
+	assert_int_equal(v, IPPROTO_TCP);
+	assert_int_equal(rw_cli_parse_proto("UDP", &v), 0);
+	assert_int_equal(v, IPPROTO_UDP);
+	assert_int_equal(rw_cli_parse_proto("icmp", &v), -EINVAL);
+	assert_int_equal(rw_cli_parse_tcp_flags("syn", &v), 0);
+	assert_int_equal(v, 0x02);
+	assert_int_equal(rw_cli_parse_tcp_flags("ack", &v), 0);
+	assert_int_equal(v, 0x10);
+	assert_int_equal(rw_cli_parse_tcp_flags("synack", &v), 0);
+	assert_int_equal(v, 0x12);
+	assert_int_equal(rw_cli_parse_tcp_flags("fin", &v), -EINVAL);
+}
+
+/* ---- names ------------------------------------------------------------------------------- */
+
+static void test_distance(void **state)
+{
+	assert_int_equal(rw_cli_distance("allow", "allow"), 0);
+	assert_int_equal(rw_cli_distance("alow", "allow"), 1);
+	assert_int_equal(rw_cli_distance("dupm", "dump"), 1);	/* a transposition */
+	assert_int_equal(rw_cli_distance("Conntrack", "conntrack"), 0);
+	assert_int_equal(rw_cli_distance("", "abc"), 3);
+	assert_int_equal(rw_cli_distance("deny", "pods"), 4);
+}
+
+static void test_lookup_names(void **state)
+{
+	static const char *const subs[] = { "list", "dump", "lookup" };
+	char err[512];
+
+	assert_int_equal(rw_cli_lookup("lookup", "map subcommand", subs, 3, err, sizeof(err)), 2);
+	assert_int_equal(rw_cli_lookup("dupm", "map subcommand", subs, 3, err, sizeof(err)),
+			 -EINVAL);
+	assert_string_equal(err, "unknown map subcommand 'dupm' (did you mean 'dump'?); "
+				 "valid: list, dump, lookup");
+	assert_int_equal(rw_cli_lookup("show", "map subcommand", subs, 3, err, sizeof(err)),
+			 -EINVAL);
+	assert_string_equal(err, "unknown map subcommand 'show'; valid: list, dump, lookup");
+	/* Too short to be sure: no guess. */
+	assert_int_equal(rw_cli_lookup("x", "map subcommand", subs, 3, err, sizeof(err)), -EINVAL);
+	assert_null(strstr(err, "did you mean"));
+	/* A message cut to the buffer stays a string. */
+	assert_int_equal(rw_cli_lookup("nope", "map subcommand", subs, 3, err, 20), -EINVAL);
+	assert_int_equal(strlen(err), 19);
+}
+
+static void test_map_names(void **state)
+{
+	char err[512];
+
+	assert_int_equal(rw_cli_map_lookup("allow", err, sizeof(err)), RW_CLI_MAP_ALLOW);
+	assert_int_equal(rw_cli_map_lookup("rw_allow_cidr", err, sizeof(err)), RW_CLI_MAP_ALLOW);
+	assert_int_equal(rw_cli_map_lookup("rw_allow_exact", err, sizeof(err)), RW_CLI_MAP_ALLOW);
+	assert_int_equal(rw_cli_map_lookup("rw_event_budget", err, sizeof(err)), RW_CLI_MAP_BUDGET);
+	assert_int_equal(rw_cli_map_lookup("budget", err, sizeof(err)), RW_CLI_MAP_BUDGET);
+	assert_int_equal(rw_cli_map_lookup("conntrak", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "unknown map 'conntrak' (did you mean 'conntrack'?); valid: "
+				 "config, endpoints, pods, allow, deny, inbound, conntrack, "
+				 "counters, budget, events");
+	assert_int_equal(rw_cli_map_lookup("alow", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "(did you mean 'allow'?)"));
+	assert_int_equal(rw_cli_map_lookup("routes", err, sizeof(err)), -EINVAL);
+	assert_null(strstr(err, "did you mean"));
+	/* Every name the table has resolves to itself. */
+	for (int m = 0; m < RW_CLI_MAP__COUNT; m++)
+		assert_int_equal(rw_cli_map_lookup(rw_cli_map_names[m], err, sizeof(err)), m);
+}
+
+static void test_reason_names(void **state)
+{
+	char err[1024];
+
+	for (int r = 0; r < RW_REASON_COUNT; r++)
+		assert_int_equal(rw_cli_reason_lookup(rw_reason_name(r), err, sizeof(err)), r);
+	assert_int_equal(rw_cli_reason_lookup("allowed", err, sizeof(err)), RW_REASON_ALLOWED);
+	assert_int_equal(rw_cli_reason_lookup("privat-destination", err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "unknown reason 'privat-destination' (did you mean "
+				 "'private-destination'?); valid: allowed, not-ready, "
+				 "unknown-source, spoofed-source, malformed, unsupported-l2, "
+				 "ip-options, fragment, unsupported-protocol, dns, metadata, "
+				 "private-destination, not-allowlisted, inbound-denied");
+	/* A unique prefix is a good guess too. */
+	assert_int_equal(rw_cli_reason_lookup("inbound", err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "(did you mean 'inbound-denied'?)"));
+	assert_int_equal(rw_cli_reason_lookup("drop", err, sizeof(err)), -EINVAL);
+	assert_null(strstr(err, "did you mean"));
+}
+
+/* ---- text -------------------------------------------------------------------------------- */
+
+static void test_table(void **state)
+{
+	static const char *const heads[] = { "NAME", "COUNT", "NOTE" };
+	struct rw_table t;
+	struct capture c;
+	char *out;
+
+	rw_table_init(&t, 3, heads, RW_TABLE_RIGHT(1));
+	assert_int_equal(rw_table_cell(&t, "x"), -EINVAL);	/* no row yet */
+	rw_table_row(&t);
+	rw_table_cell(&t, "%s", "conntrack");
+	rw_table_cell(&t, "%d", 7);
+	rw_table_cell(&t, "%s", "lru");
+	rw_table_row(&t);
+	rw_table_cell(&t, "%s", "pods");
+	rw_table_cell(&t, "%d", 12345678);
+	rw_table_row(&t);			/* a short row: the rest is blank */
+	rw_table_cell(&t, "config");
+	assert_int_equal(rw_table_cell(&t, "a"), 0);
+	assert_int_equal(rw_table_cell(&t, "b"), 0);
+	assert_int_equal(rw_table_cell(&t, "c"), -EINVAL);	/* one cell too many */
+	rw_table_print(&t, capture_start(&c), "  ");
+	out = capture_end(&c);
+	assert_string_equal(out,
+			    "  NAME          COUNT  NOTE\n"
+			    "  conntrack         7  lru\n"
+			    "  pods       12345678\n"
+			    "  config            a  b\n");
+	free(out);
+	rw_table_free(&t);
+
+	/* Without a header, and the last column is never padded. */
+	rw_table_init(&t, 2, NULL, 0);
+	rw_table_row(&t);
+	rw_table_cell(&t, "a");
+	rw_table_cell(&t, "long value");
+	rw_table_row(&t);
+	rw_table_cell(&t, "bbb");
+	rw_table_cell(&t, "v");
+	rw_table_print(&t, capture_start(&c), NULL);
+	out = capture_end(&c);
+	assert_string_equal(out, "a    long value\nbbb  v\n");
+	free(out);
+	rw_table_free(&t);
+}
+
+static void test_small_formats(void **state)
+{
+	char b[64];
+
+	rw_cli_duration(800000000ULL, b, sizeof(b));
+	assert_string_equal(b, "0.8s");
+	rw_cli_duration(42000000000ULL, b, sizeof(b));
+	assert_string_equal(b, "42s");
+	rw_cli_duration(312000000000ULL, b, sizeof(b));
+	assert_string_equal(b, "5m12s");
+	rw_cli_duration(3ULL * 3600 * 1000000000ULL + 7 * 60 * 1000000000ULL, b, sizeof(b));
+	assert_string_equal(b, "3h07m");
+	rw_cli_duration(52ULL * 3600 * 1000000000ULL, b, sizeof(b));
+	assert_string_equal(b, "2d04h");
+	rw_cli_bytes(512, b, sizeof(b));
+	assert_string_equal(b, "512 B");
+	rw_cli_bytes(4 << 20, b, sizeof(b));
+	assert_string_equal(b, "4.0 MiB");
+	rw_cli_fill_pct(2, 8192, b, sizeof(b));
+	assert_string_equal(b, "<0.1%");
+	rw_cli_fill_pct(0, 8192, b, sizeof(b));
+	assert_string_equal(b, "0.0%");
+	rw_cli_fill_pct(3, 8, b, sizeof(b));
+	assert_string_equal(b, "37.5%");
+	rw_cli_fill_pct(-2, 8, b, sizeof(b));
+	assert_string_equal(b, "-");
+	rw_cli_cidr(ip("172.21.0.0"), 24, b, sizeof(b));
+	assert_string_equal(b, "172.21.0.0/24");
+	rw_cli_cidr(ip("172.21.0.1"), 32, b, sizeof(b));
+	assert_string_equal(b, "172.21.0.1");
+	rw_cli_ip_port(ip("10.1.2.3"), 40000, b, sizeof(b));
+	assert_string_equal(b, "10.1.2.3:40000");
+	rw_cli_ip_port(ip("10.1.2.3"), 0, b, sizeof(b));
+	assert_string_equal(b, "10.1.2.3");
+}
+
+/* ---- counters ---------------------------------------------------------------------------- */
+
+static void sample_counters(struct rw_counters *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->packets[RW_DIR_EGRESS][RW_REASON_ALLOWED] = 1203;
+	c->bytes[RW_DIR_EGRESS][RW_REASON_ALLOWED] = 150000;
+	c->packets[RW_DIR_EGRESS][RW_REASON_NOT_ALLOWLISTED] = 40;
+	c->bytes[RW_DIR_EGRESS][RW_REASON_NOT_ALLOWLISTED] = 2400;
+	c->packets[RW_DIR_EGRESS][RW_REASON_METADATA] = 4;
+	c->bytes[RW_DIR_EGRESS][RW_REASON_METADATA] = 296;
+	c->packets[RW_DIR_INGRESS][RW_REASON_INBOUND_DENIED] = 3;
+	c->bytes[RW_DIR_INGRESS][RW_REASON_INBOUND_DENIED] = 180;
+	c->events_sent = 3;
+	c->events_suppressed = 44;
+}
+
+static void test_counters_table(void **state)
+{
+	struct rw_counters c;
+	struct capture cap;
+	char *out, line[256];
+
+	sample_counters(&c);
+	assert_int_equal(rw_cli_counters_drops(&c), 47);
+	assert_int_equal(rw_cli_counters_allowed(&c), 1203);
+	rw_cli_counters_print(capture_start(&cap), &c, "  ");
+	out = capture_end(&cap);
+	/* Only the non-zero rows, in contract order, numbers right-aligned. */
+	assert_string_equal(out,
+			    "  DIR      REASON           PACKETS   BYTES\n"
+			    "  egress   allowed             1203  150000\n"
+			    "  egress   metadata               4     296\n"
+			    "  egress   not-allowlisted       40    2400\n"
+			    "  ingress  inbound-denied         3     180\n"
+			    "  47 drops, 1203 allowed; events: 3 sent, 44 suppressed, 0 lost\n");
+	free(out);
+
+	memset(&c, 0, sizeof(c));
+	rw_cli_counters_print(capture_start(&cap), &c, "");
+	out = capture_end(&cap);
+	assert_string_equal(out, "no packets\n0 drops, 0 allowed; events: 0 sent, 0 suppressed, "
+				 "0 lost\n");
+	free(out);
+
+	c.packets[RW_DIR_INGRESS][RW_REASON_NOT_READY] = 1;
+	rw_cli_counters_summary(&c, line, sizeof(line));
+	assert_string_equal(line, "1 drop, 0 allowed; events: 0 sent, 0 suppressed, 0 lost");
+}
+
+static void test_counters_json(void **state)
+{
+	struct rw_counters c;
+	json_t *o, *eg, *in, *ev;
+
+	sample_counters(&c);
+	o = rw_cli_counters_json(&c);
+	eg = json_object_get(o, "egress");
+	in = json_object_get(o, "ingress");
+	ev = json_object_get(o, "events");
+	assert_non_null(eg);
+	assert_non_null(in);
+	assert_non_null(ev);
+	/* Every reason is a key, zero or not, in both directions. */
+	assert_int_equal(json_object_size(eg), RW_REASON_COUNT);
+	assert_int_equal(json_object_size(in), RW_REASON_COUNT);
+	for (int r = 0; r < RW_REASON_COUNT; r++) {
+		assert_non_null(json_object_get(eg, rw_reason_name(r)));
+		assert_non_null(json_object_get(json_object_get(in, rw_reason_name(r)), "bytes"));
+	}
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(eg, "allowed"),
+							     "packets")), 1203);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(eg, "allowed"),
+							     "bytes")), 150000);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(in, "inbound-denied"),
+							     "packets")), 3);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(in, "not-ready"),
+							     "packets")), 0);
+	assert_int_equal(json_integer_value(json_object_get(ev, "sent")), 3);
+	assert_int_equal(json_integer_value(json_object_get(ev, "lost")), 0);
+	assert_int_equal(json_integer_value(json_object_get(ev, "suppressed")), 44);
+	assert_int_equal(json_object_size(ev), 3);
+	assert_int_equal(json_object_size(o), 3);
+	json_decref(o);
+}
+
+/* ---- drops ------------------------------------------------------------------------------- */
+
+static struct rw_event event(int dir, int verdict, int reason, const char *src, int sport,
+			     const char *dst, int dport, const char *run)
+{
+	struct rw_event ev = {
+		.ts_ns = 1000, .revision = 12, .ifindex = 5, .run_idx = 1, .run_gen = 12,
+		.proto = IPPROTO_TCP, .dir = dir, .verdict = verdict, .reason = reason,
+	};
+
+	ev.saddr = ip(src);
+	ev.daddr = ip(dst);
+	ev.sport = htons(sport);
+	ev.dport = htons(dport);
+	snprintf(ev.run_id, sizeof(ev.run_id), "%s", run);
+	return ev;
+}
+
+static void test_filter(void **state)
+{
+	struct rw_event drop = event(RW_DIR_EGRESS, RW_VERDICT_DROP, RW_REASON_NOT_ALLOWLISTED,
+				     "10.1.2.3", 40000, "93.184.216.34", 443, "run-7f3a");
+	struct rw_event allow = event(RW_DIR_EGRESS, RW_VERDICT_ALLOW, RW_REASON_ALLOWED,
+				      "10.1.2.3", 40001, "172.20.0.10", 443, "run-7f3a");
+	struct rw_event in = event(RW_DIR_INGRESS, RW_VERDICT_DROP, RW_REASON_INBOUND_DENIED,
+				   "172.20.0.13", 50000, "10.1.2.3", 4096, "run-7f3a");
+	struct rw_event spoof = event(RW_DIR_EGRESS, RW_VERDICT_DROP, RW_REASON_SPOOFED_SOURCE,
+				      "10.9.9.9", 1, "8.8.8.8", 53, "run-7f3a");
+	struct rw_cli_filter f;
+
+	/* Default: every drop, no allowed flow. */
+	rw_cli_filter_init(&f);
+	assert_true(rw_cli_filter_match(&f, &drop));
+	assert_true(rw_cli_filter_match(&f, &in));
+	assert_false(rw_cli_filter_match(&f, &allow));
+	f.all = true;
+	assert_true(rw_cli_filter_match(&f, &allow));
+
+	/* --reason allowed shows allowed flows without --all. */
+	rw_cli_filter_init(&f);
+	f.reason = RW_REASON_ALLOWED;
+	assert_true(rw_cli_filter_match(&f, &allow));
+	assert_false(rw_cli_filter_match(&f, &drop));
+	f.reason = RW_REASON_NOT_ALLOWLISTED;
+	assert_true(rw_cli_filter_match(&f, &drop));
+	assert_false(rw_cli_filter_match(&f, &in));
+
+	/* --run */
+	rw_cli_filter_init(&f);
+	f.run = "run-7f3a";
+	assert_true(rw_cli_filter_match(&f, &drop));
+	f.run = "run-7f3";
+	assert_false(rw_cli_filter_match(&f, &drop));
+
+	/* --pod: the pod's side of the event, and its veth's events with a forged source. */
+	rw_cli_filter_init(&f);
+	f.has_pod = true;
+	f.pod = ip("10.1.2.3");
+	assert_true(rw_cli_filter_match(&f, &drop));
+	assert_true(rw_cli_filter_match(&f, &in));
+	assert_false(rw_cli_filter_match(&f, &spoof));
+	f.pod_ifindex = 5;
+	assert_true(rw_cli_filter_match(&f, &spoof));
+	f.pod = ip("10.1.2.4");
+	f.pod_ifindex = 6;
+	assert_false(rw_cli_filter_match(&f, &drop));
+	assert_false(rw_cli_filter_match(&f, &in));
+
+	/* --dst IP[:PORT] */
+	rw_cli_filter_init(&f);
+	f.has_dst = true;
+	f.dst = ip("93.184.216.34");
+	assert_true(rw_cli_filter_match(&f, &drop));
+	f.dport = 443;
+	assert_true(rw_cli_filter_match(&f, &drop));
+	f.dport = 80;
+	assert_false(rw_cli_filter_match(&f, &drop));
+	f.dst = ip("172.20.0.10");
+	f.dport = 0;
+	assert_false(rw_cli_filter_match(&f, &drop));
+}
+
+/* The header names the columns of rw_event_line() where they are. */
+static void test_event_header(void **state)
+{
+	struct rw_event ev = event(RW_DIR_EGRESS, RW_VERDICT_DROP, RW_REASON_NOT_ALLOWLISTED,
+				   "10.1.2.3", 40000, "93.184.216.34", 443, "run-7f3a");
+	char head[256], line[512];
+	const char *arrow;
+
+	rw_cli_event_header(head, sizeof(head));
+	rw_event_line(&ev, "", 0, line, sizeof(line));
+	assert_int_equal(strstr(head, "DIR") - head, strstr(line, "egress") - line);
+	assert_int_equal(strstr(head, "VERD") - head, strstr(line, "drop") - line);
+	assert_int_equal(strstr(head, "REASON") - head, strstr(line, "not-allowlisted") - line);
+	assert_int_equal(strstr(head, "RUN") - head, strstr(line, "run-7f3a") - line);
+	/* The source is right-aligned against the arrow, the destination starts after it. */
+	arrow = strstr(line, " -> ");
+	assert_non_null(arrow);
+	assert_int_equal(strstr(head, "SOURCE") - head + 6, arrow - line);
+	assert_int_equal(strstr(head, "DESTINATION") - head, arrow + 4 - line);
+	assert_int_equal(strstr(head, "PROTO") - head, strstr(line, " tcp") + 1 - line);
+}
+
+/* ---- explain ----------------------------------------------------------------------------- */
+
+static void test_packet(void **state)
+{
+	struct rw_cli_probe p = {
+		.dir = RW_DIR_EGRESS, .src = ip("10.1.2.3"), .dst = ip("172.20.0.10"),
+		.sport = 40000, .dport = 443, .proto = IPPROTO_TCP, .tcp_flags = 0x02,
+	};
+	__u8 buf[RW_CLI_PKT_MAX], small[40];
+	__u32 sum = 0;
+	size_t len;
+
+	len = rw_cli_build_packet(&p, buf, sizeof(buf));
+	assert_int_equal(len, 14 + 20 + 20);
+	assert_int_equal(buf[12], 0x08);		/* IPv4 */
+	assert_int_equal(buf[13], 0x00);
+	assert_int_equal(buf[14], 0x45);		/* version 4, no options */
+	assert_int_equal(buf[16] << 8 | buf[17], 40);	/* tot_len */
+	assert_int_equal((buf[20] << 8 | buf[21]) & 0x3fff, 0);	/* not a fragment */
+	assert_int_equal(buf[23], IPPROTO_TCP);
+	assert_memory_equal(buf + 26, &p.src, 4);
+	assert_memory_equal(buf + 30, &p.dst, 4);
+	for (int i = 14; i < 34; i += 2)		/* the header checksum adds up */
+		sum += buf[i] << 8 | buf[i + 1];
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	assert_int_equal(sum, 0xffff);
+	assert_int_equal(buf[34] << 8 | buf[35], 40000);
+	assert_int_equal(buf[36] << 8 | buf[37], 443);
+	assert_int_equal(buf[46] >> 4, 5);		/* doff */
+	assert_int_equal(buf[47], 0x02);		/* SYN */
+
+	p.proto = IPPROTO_UDP;
+	len = rw_cli_build_packet(&p, buf, sizeof(buf));
+	assert_int_equal(len, 14 + 20 + 8);
+	assert_int_equal(buf[16] << 8 | buf[17], 28);
+	assert_int_equal(buf[23], IPPROTO_UDP);
+	assert_int_equal(buf[38] << 8 | buf[39], 8);	/* UDP length */
+	assert_int_equal(rw_cli_build_packet(&p, small, sizeof(small)), 0);
+}
+
+static void test_explain_line(void **state)
+{
+	struct rw_cli_probe p = {
+		.dir = RW_DIR_EGRESS, .src = ip("10.1.2.3"), .dst = ip("172.20.0.10"),
+		.sport = 40000, .dport = 443, .proto = IPPROTO_TCP, .tcp_flags = 0x02,
+	};
+	struct rw_cli_verdict now = {
+		.verdict = RW_VERDICT_ALLOW, .reason = RW_REASON_ALLOWED, .path = RW_PATH_RULE,
+		.rule_id = RW_RULE_ID(RW_RULE_KIND_SERVICE, 0, 0),
+		.rule = "services[0] egress-proxy",
+		.run = "run-7f3a", .gen = 12, .revision = 12, .source = "live",
+	};
+	struct rw_cli_verdict with = {
+		.verdict = RW_VERDICT_DROP, .reason = RW_REASON_PRIVATE_DESTINATION,
+		.run = "run-7f3a", .gen = 13, .revision = 13, .source = "next.json",
+	};
+	char line[768];
+
+	rw_cli_explain_line(&p, &now, NULL, line, sizeof(line));
+	assert_string_equal(line, "egress 10.1.2.3:40000 -> 172.20.0.10:443 tcp (run run-7f3a gen "
+				  "12, revision 12): allowed via rule services[0] egress-proxy");
+	rw_cli_explain_line(&p, &now, &with, line, sizeof(line));
+	assert_string_equal(line, "egress 10.1.2.3:40000 -> 172.20.0.10:443 tcp (run run-7f3a gen "
+				  "12, revision 12): now: allowed via rule services[0] "
+				  "egress-proxy; with next.json (run run-7f3a gen 13, revision "
+				  "13): refused: private-destination");
+	rw_cli_explain_line(&p, NULL, &with, line, sizeof(line));
+	assert_string_equal(line, "egress 10.1.2.3:40000 -> 172.20.0.10:443 tcp (run run-7f3a gen "
+				  "13, revision 13): with next.json: refused: private-destination");
+
+	/* Into the pod; the open path names no rule; an unknown pod has no run. */
+	p.dir = RW_DIR_INGRESS;
+	p.src = ip("172.20.0.12");
+	p.dst = ip("10.1.2.3");
+	p.dport = 4096;
+	now.path = RW_PATH_INBOUND;
+	snprintf(now.rule, sizeof(now.rule), "inbound[0] app-tier");
+	rw_cli_explain_line(&p, &now, NULL, line, sizeof(line));
+	assert_string_equal(line, "ingress 172.20.0.12:40000 -> 10.1.2.3:4096 tcp (run run-7f3a "
+				  "gen 12, revision 12): allowed via inbound inbound[0] app-tier");
+	now.path = RW_PATH_OPEN;
+	now.rule[0] = '\0';
+	rw_cli_verdict_str(&now, line, sizeof(line));
+	assert_string_equal(line, "allowed via open");
+	now.run[0] = '\0';
+	rw_cli_verdict_context(&now, line, sizeof(line));
+	assert_string_equal(line, "no run, revision 12");
+	now.revision = 0;
+	rw_cli_verdict_context(&now, line, sizeof(line));
+	assert_string_equal(line, "node not ready");
+}
+
+static void test_explain_json(void **state)
+{
+	struct rw_cli_probe p = {
+		.dir = RW_DIR_EGRESS, .src = ip("10.1.2.3"), .dst = ip("8.8.8.8"),
+		.sport = 40000, .dport = 53, .proto = IPPROTO_UDP,
+	};
+	struct rw_cli_verdict v = {
+		.verdict = RW_VERDICT_DROP, .reason = RW_REASON_DNS, .run = "run-7f3a", .gen = 12,
+		.revision = 12,
+	};
+	json_t *o = rw_cli_verdict_json(&p, &v);
+	char *s = json_dumps(o, JSON_COMPACT);
+
+	assert_string_equal(s, "{\"verdict\":\"drop\",\"reason\":\"dns\",\"path\":\"none\","
+			       "\"rule\":\"\",\"rule_id\":0,\"run\":\"run-7f3a\",\"gen\":12,"
+			       "\"revision\":12,\"dir\":\"egress\",\"src\":\"10.1.2.3\","
+			       "\"sport\":40000,\"dst\":\"8.8.8.8\",\"dport\":53,\"proto\":\"udp\","
+			       "\"source\":\"live\"}");
+	free(s);
+	json_decref(o);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_parse_ip),
+		cmocka_unit_test(test_parse_port),
+		cmocka_unit_test(test_parse_ip_port),
+		cmocka_unit_test(test_parse_uint),
+		cmocka_unit_test(test_parse_proto_flags),
+		cmocka_unit_test(test_distance),
+		cmocka_unit_test(test_lookup_names),
+		cmocka_unit_test(test_map_names),
+		cmocka_unit_test(test_reason_names),
+		cmocka_unit_test(test_table),
+		cmocka_unit_test(test_small_formats),
+		cmocka_unit_test(test_counters_table),
+		cmocka_unit_test(test_counters_json),
+		cmocka_unit_test(test_filter),
+		cmocka_unit_test(test_event_header),
+		cmocka_unit_test(test_packet),
+		cmocka_unit_test(test_explain_line),
+		cmocka_unit_test(test_explain_json),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
