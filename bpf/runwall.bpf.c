@@ -58,6 +58,35 @@ static __always_inline int rw_identify(struct rw_ctx *x, const struct rw_view *v
 	return RW_REASON_ALLOWED;
 }
 
+/* Parse, then check readiness. A packet that does not parse is still charged to the veth's run.
+ * Returns RW_REASON_ALLOWED when the packet may be judged further.
+ */
+static __always_inline int rw_begin(struct rw_ctx *x, struct rw_view *v)
+{
+	int parsed = rw_parse(x->skb, &x->pkt);
+
+	if (rw_view_load(v))
+		return RW_REASON_NOT_READY;
+	x->revision = v->revision;
+	if (parsed != RW_REASON_ALLOWED)
+		rw_attribute(x, v);
+	return parsed;
+}
+
+/* Allow a packet that opens or continues a flow opened from `dir`: note the flow (so that its
+ * replies get in) unless the other side opened it, and report it when it is new: a TCP SYN, or
+ * the first UDP packet of the flow.
+ */
+static __always_inline int rw_allow_flow(struct rw_ctx *x, const struct rw_ct_key *ck,
+					 struct rw_ct_value *ct, __u8 dir)
+{
+	if (!ct || ct->opened_by == dir)
+		x->new_flow = rw_ct_note(ck, ct, dir, x->rule_id) && x->pkt.proto == IPPROTO_UDP;
+	if (rw_tcp_is_syn(&x->pkt))
+		x->new_flow = 1;
+	return rw_finish(x, RW_REASON_ALLOWED);
+}
+
 SEC("tc")
 int rw_egress(struct __sk_buff *skb)
 {
@@ -65,16 +94,11 @@ int rw_egress(struct __sk_buff *skb)
 	struct rw_ct_value *ct;
 	struct rw_ct_key ck;
 	struct rw_view v;
-	int parsed, reason;
+	int reason;
 
-	parsed = rw_parse(skb, &x.pkt);
-	if (rw_view_load(&v))
-		return rw_finish(&x, RW_REASON_NOT_READY);
-	x.revision = v.revision;
-	if (parsed != RW_REASON_ALLOWED) {
-		rw_attribute(&x, &v);
-		return rw_finish(&x, parsed);
-	}
+	reason = rw_begin(&x, &v);
+	if (reason != RW_REASON_ALLOWED)
+		return rw_finish(&x, reason);
 
 	reason = rw_identify(&x, &v, x.pkt.saddr, RW_REASON_SPOOFED_SOURCE);
 	if (reason != RW_REASON_ALLOWED)
@@ -109,13 +133,7 @@ int rw_egress(struct __sk_buff *skb)
 	if (reason != RW_REASON_ALLOWED)
 		return rw_finish(&x, reason);
 
-	/* Note the flow so that its replies get in; a flow the peer opened keeps its origin. */
-	if (!ct || ct->opened_by == RW_DIR_EGRESS)
-		x.new_flow = rw_ct_note(&ck, ct, RW_DIR_EGRESS, x.rule_id) &&
-			     x.pkt.proto == IPPROTO_UDP;
-	if (rw_tcp_is_syn(&x.pkt))
-		x.new_flow = 1;
-	return rw_finish(&x, RW_REASON_ALLOWED);
+	return rw_allow_flow(&x, &ck, ct, RW_DIR_EGRESS);
 }
 
 SEC("tc")
@@ -126,16 +144,11 @@ int rw_ingress(struct __sk_buff *skb)
 	struct rw_rule *in;
 	struct rw_ct_key ck;
 	struct rw_view v;
-	int parsed, reason;
+	int reason;
 
-	parsed = rw_parse(skb, &x.pkt);
-	if (rw_view_load(&v))
-		return rw_finish(&x, RW_REASON_NOT_READY);
-	x.revision = v.revision;
-	if (parsed != RW_REASON_ALLOWED) {
-		rw_attribute(&x, &v);
-		return rw_finish(&x, parsed);
-	}
+	reason = rw_begin(&x, &v);
+	if (reason != RW_REASON_ALLOWED)
+		return rw_finish(&x, reason);
 
 	/* ARP into the pod (the node answering for the gateway 169.254.1.1) is let through once the
 	 * veth is bound to a known pod; IPv4 must be addressed to that pod.
@@ -175,10 +188,5 @@ int rw_ingress(struct __sk_buff *skb)
 		return rw_finish(&x, RW_REASON_INBOUND_DENIED);
 	x.rule_id = in->rule_id;
 	x.path = RW_PATH_INBOUND;
-	if (!ct || ct->opened_by == RW_DIR_INGRESS)
-		x.new_flow = rw_ct_note(&ck, ct, RW_DIR_INGRESS, x.rule_id) &&
-			     x.pkt.proto == IPPROTO_UDP;
-	if (rw_tcp_is_syn(&x.pkt))
-		x.new_flow = 1;
-	return rw_finish(&x, RW_REASON_ALLOWED);
+	return rw_allow_flow(&x, &ck, ct, RW_DIR_INGRESS);
 }

@@ -84,8 +84,11 @@ static int put(struct build *b, enum rw_map_id table, const void *key, const voi
 	return 0;
 }
 
-/* One entry per port and protocol: /32 rules in the exact hash, wider ones in the LPM trie. */
-static int put_allow(struct build *b, __u32 scope, const struct rw_policy_rule *r, __u32 rule_id)
+/* One entry per protocol and port of a rule. Allow rules: /32 destinations in the exact hash,
+ * wider ones in the LPM trie, under `scope`. Inbound rules: the peer CIDR in the inbound trie.
+ */
+static int put_rule(struct build *b, enum rw_map_id table, __u32 scope,
+		    const struct rw_policy_rule *r, __u32 rule_id)
 {
 	struct rw_rule val = { .rule_id = rule_id };
 	const __u16 *ports[2] = { r->tcp, r->udp };
@@ -95,45 +98,31 @@ static int put_allow(struct build *b, __u32 scope, const struct rw_policy_rule *
 
 	for (int p = 0; p < 2; p++) {
 		for (size_t i = 0; i < n[p]; i++) {
-			if (r->prefixlen == 32) {
+			__be16 port = htons(ports[p][i]);
+
+			if (table == RW_M_INBOUND) {
+				struct rw_inbound_lpm_key k = {
+					.prefixlen = RW_INBOUND_LPM_FIXED_BITS + r->prefixlen,
+					.dport = port, .proto = protos[p], .saddr = r->addr,
+				};
+
+				err = put(b, RW_M_INBOUND, &k, &val);
+			} else if (r->prefixlen == 32) {
 				struct rw_allow_key k = {
-					.scope = scope, .daddr = r->addr,
-					.dport = htons(ports[p][i]), .proto = protos[p],
+					.scope = scope, .daddr = r->addr, .dport = port,
+					.proto = protos[p],
 				};
 
 				err = put(b, RW_M_ALLOW_EXACT, &k, &val);
 			} else {
 				struct rw_allow_lpm_key k = {
 					.prefixlen = RW_ALLOW_LPM_FIXED_BITS + r->prefixlen,
-					.scope = scope, .dport = htons(ports[p][i]),
-					.proto = protos[p], .daddr = r->addr,
+					.scope = scope, .dport = port, .proto = protos[p],
+					.daddr = r->addr,
 				};
 
 				err = put(b, RW_M_ALLOW_CIDR, &k, &val);
 			}
-			if (err)
-				return err;
-		}
-	}
-	return 0;
-}
-
-static int put_inbound(struct build *b, const struct rw_policy_rule *r, __u32 rule_id)
-{
-	struct rw_rule val = { .rule_id = rule_id };
-	const __u16 *ports[2] = { r->tcp, r->udp };
-	size_t n[2] = { r->n_tcp, r->n_udp };
-	const __u8 protos[2] = { IPPROTO_TCP, IPPROTO_UDP };
-	int err;
-
-	for (int p = 0; p < 2; p++) {
-		for (size_t i = 0; i < n[p]; i++) {
-			struct rw_inbound_lpm_key k = {
-				.prefixlen = RW_INBOUND_LPM_FIXED_BITS + r->prefixlen,
-				.dport = htons(ports[p][i]), .proto = protos[p], .saddr = r->addr,
-			};
-
-			err = put(b, RW_M_INBOUND, &k, &val);
 			if (err)
 				return err;
 		}
@@ -268,19 +257,21 @@ static int fill(struct build *b, const struct rw_policy *p, const struct run_slo
 				return err;
 		}
 		for (size_t i = 0; i < run->n_allow; i++) {
-			err = put_allow(b, slots[r].idx, &run->allow[i],
-					RW_RULE_ID(RW_RULE_KIND_RUN, r, i));
+			err = put_rule(b, RW_M_ALLOW_EXACT, slots[r].idx, &run->allow[i],
+				       RW_RULE_ID(RW_RULE_KIND_RUN, r, i));
 			if (err)
 				return err;
 		}
 	}
 	for (size_t i = 0; i < p->n_services; i++) {
-		err = put_allow(b, 0, &p->services[i], RW_RULE_ID(RW_RULE_KIND_SERVICE, i, 0));
+		err = put_rule(b, RW_M_ALLOW_EXACT, 0, &p->services[i],
+			       RW_RULE_ID(RW_RULE_KIND_SERVICE, i, 0));
 		if (err)
 			return err;
 	}
 	for (size_t i = 0; i < p->n_inbound; i++) {
-		err = put_inbound(b, &p->inbound[i], RW_RULE_ID(RW_RULE_KIND_INBOUND, i, 0));
+		err = put_rule(b, RW_M_INBOUND, 0, &p->inbound[i],
+			       RW_RULE_ID(RW_RULE_KIND_INBOUND, i, 0));
 		if (err)
 			return err;
 	}
