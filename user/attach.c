@@ -19,7 +19,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
@@ -29,6 +28,7 @@
 #include <bpf/libbpf.h>
 #include <libmnl/libmnl.h>
 #include "attach.h"
+#include "nlutil.h"
 
 /* Linux 6.6 UAPI values the 6.1 headers lack. */
 #ifndef BPF_TCX_INGRESS
@@ -67,7 +67,6 @@ _Static_assert(offsetof(struct rw_tcx_link_info, ifindex) ==
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define TMP_PREFIX "tmp_"
 #define TC_MARK_TARGET "runwall-tc-filter"
-#define NL_BUFSZ 32768	/* what the kernel uses at most per dump skb (netlink_dump()) */
 
 enum pin_kind { PIN_TCX, PIN_TC };
 
@@ -103,11 +102,6 @@ struct tc_list {
 	__u32 n;	/* entries in f[] */
 	__u32 total;	/* filters seen */
 };
-
-static int neg_errno(void)
-{
-	return errno ? -errno : -EIO;
-}
 
 static const char *dir_str(enum rw_dir dir)
 {
@@ -242,6 +236,17 @@ static int hook_init(struct hook *h, const char *pin_dir, int ifindex, enum rw_d
 	}
 	ifname_for_pin(h->ifname);
 	return 0;
+}
+
+/* hook_init() on a new hook, *out (free() it; NULL only when out of memory): hook_init()'s
+ * error, or -ENOMEM.
+ */
+static int hook_new(const char *pin_dir, int ifindex, enum rw_dir dir, struct hook **out)
+{
+	*out = malloc(sizeof(**out));
+	if (!*out)
+		return -ENOMEM;
+	return hook_init(*out, pin_dir, ifindex, dir);
 }
 
 /* A tcx link's state: 0 and its program id when it is attached to ifindex on dir's hook,
@@ -412,50 +417,6 @@ static int tc_filter_cb(const struct nlmsghdr *nlh, void *data)
 	return MNL_CB_OK;
 }
 
-/* Send the dump request at the start of buf (NL_BUFSZ bytes, reused for the answers) and run
- * cb over the answer up to NLMSG_DONE. An error from the kernel comes back as its -errno.
- */
-static int nl_dump(char *buf, mnl_cb_t cb, void *data)
-{
-	struct nlmsghdr *nlh = (struct nlmsghdr *)buf;
-	unsigned int seq, portid;
-	struct mnl_socket *nl;
-	int ret, err;
-
-	nl = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC);
-	if (!nl)
-		return neg_errno();
-	if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0) {
-		err = neg_errno();
-		goto out;
-	}
-	portid = mnl_socket_get_portid(nl);
-	nlh->nlmsg_seq = seq = (unsigned int)time(NULL);
-	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0) {
-		err = neg_errno();
-		goto out;
-	}
-	for (;;) {
-		ret = mnl_socket_recvfrom(nl, buf, NL_BUFSZ);
-		if (ret < 0) {
-			err = neg_errno();
-			goto out;
-		}
-		errno = 0;
-		ret = mnl_cb_run(buf, ret, seq, portid, cb, data);
-		if (ret < 0) {
-			err = neg_errno();
-			goto out;
-		}
-		if (ret == MNL_CB_STOP)
-			break;
-	}
-	err = 0;
-out:
-	mnl_socket_close(nl);
-	return err;
-}
-
 /* The filters of chain 0 on dir's clsact hook, in the order the kernel runs them: by priority,
  * and within one priority cls_bpf's list order (a new filter goes to the head of the list,
  * cls_bpf_change() uses list_add_rcu(), and the dump walks that list). Empty when there is no
@@ -465,24 +426,28 @@ static int tc_list(int ifindex, enum rw_dir dir, struct tc_list *l)
 {
 	struct nlmsghdr *nlh;
 	struct tcmsg *tcm;
-	char *buf;
 	int err;
 
 	memset(l, 0, sizeof(*l));
-	buf = malloc(NL_BUFSZ);
-	if (!buf)
+	tcm = rw_mnl_dump_request(RTM_GETTFILTER, sizeof(*tcm), &nlh);
+	if (!tcm)
 		return -ENOMEM;
-	nlh = mnl_nlmsg_put_header(buf);
-	nlh->nlmsg_type = RTM_GETTFILTER;
-	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-	tcm = mnl_nlmsg_put_extra_header(nlh, sizeof(*tcm));
 	tcm->tcm_family = AF_UNSPEC;
 	tcm->tcm_ifindex = ifindex;
 	tcm->tcm_parent = tc_parent(dir);
 	mnl_attr_put_u32(nlh, TCA_CHAIN, 0);
-	err = nl_dump(buf, tc_filter_cb, l);
-	free(buf);
+	err = rw_mnl_dump(nlh, tc_filter_cb, l);
+	free(nlh);
 	return err;
+}
+
+/* tc_list() into a new list, *out (free() it; NULL only when out of memory). */
+static int tc_list_new(int ifindex, enum rw_dir dir, struct tc_list **out)
+{
+	*out = malloc(sizeof(**out));
+	if (!*out)
+		return -ENOMEM;
+	return tc_list(ifindex, dir, *out);
 }
 
 static bool tc_is_runwall(const struct tc_filter *f)
@@ -519,10 +484,7 @@ static int tc_remove_filters(int ifindex, enum rw_dir dir)
 	int err, err2;
 	__u32 i;
 
-	l = malloc(sizeof(*l));
-	if (!l)
-		return -ENOMEM;
-	err = tc_list(ifindex, dir, l);
+	err = tc_list_new(ifindex, dir, &l);
 	if (err)
 		goto out;
 	for (i = 0; i < l->n; i++) {
@@ -547,10 +509,7 @@ static int tc_has_runwall(int ifindex, enum rw_dir dir, bool *has)
 	__u32 i;
 	int err;
 
-	l = malloc(sizeof(*l));
-	if (!l)
-		return -ENOMEM;
-	err = tc_list(ifindex, dir, l);
+	err = tc_list_new(ifindex, dir, &l);
 	if (err)
 		goto out;
 	*has = false;
@@ -822,12 +781,7 @@ static int attach_tc(struct hook *h, int prog_fd, __u32 prog_id)
 	__u32 i, handle;
 	int err;
 
-	l = malloc(sizeof(*l));
-	if (!l) {
-		err = -ENOMEM;
-		goto out;
-	}
-	err = tc_list(h->ifindex, h->dir, l);
+	err = tc_list_new(h->ifindex, h->dir, &l);
 	if (err)
 		goto out;
 	/* Create clsact when missing, never replace or delete it: other enforcers' filters
@@ -928,12 +882,7 @@ int rw_attach(const char *pin_dir, int ifindex, enum rw_dir dir, int prog_fd,
 	err = bpf_obj_get_info_by_fd(prog_fd, &info, &len);
 	if (err)
 		goto out;
-	h = malloc(sizeof(*h));
-	if (!h) {
-		err = -ENOMEM;
-		goto out;
-	}
-	err = hook_init(h, pin_dir, ifindex, dir);
+	err = hook_new(pin_dir, ifindex, dir, &h);
 	if (err)
 		goto out;
 	err = mkdir_ok(pin_dir);
@@ -973,13 +922,8 @@ int rw_detach(const char *pin_dir, int ifindex, enum rw_dir dir)
 		err = -EINVAL;
 		goto out;
 	}
-	h = malloc(sizeof(*h));
-	if (!h) {
-		err = -ENOMEM;
-		goto out;
-	}
 	/* A gone interface is fine: its pins and markers are still runwall's to remove. */
-	err = hook_init(h, pin_dir, ifindex, dir);
+	err = hook_new(pin_dir, ifindex, dir, &h);
 	if (err && err != -ENODEV)
 		goto out;
 	err = hook_find(h, -1, false);
@@ -1151,12 +1095,7 @@ int rw_hook_query_pinned(const char *pin_dir, int ifindex, enum rw_dir dir,
 		err = -EINVAL;
 		goto out;
 	}
-	h = malloc(sizeof(*h));
-	if (!h) {
-		err = -ENOMEM;
-		goto out;
-	}
-	err = hook_init(h, pin_dir, ifindex, dir);
+	err = hook_new(pin_dir, ifindex, dir, &h);
 	if (!err)
 		err = hook_find(h, PIN_TCX, false);
 	if (err)

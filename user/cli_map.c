@@ -268,6 +268,38 @@ static int live_fd(struct mctx *c, enum rw_map_id id)
 	return rw_live_inner_fd(&c->dp, id);
 }
 
+/* What each_entry() calls for every entry, in order: 1 when it showed the entry, 0 when the
+ * key passes it over.
+ */
+typedef int (*row_fn)(struct mctx *c, const struct mkey *k, const void *key, const void *val);
+
+/* Every entry of map `id` (the live slot's inner map when `slotted`: none when the node has no
+ * live slot), sorted by `cmp`, through `row`: how many it showed, or a negative errno.
+ */
+static int each_entry(struct mctx *c, const struct mkey *k, enum rw_map_id id, bool slotted,
+		      size_t ks, size_t vs, int (*cmp)(const void *, const void *), row_fn row)
+{
+	int fd = slotted ? live_fd(c, id) : c->dp.map_fd[id], shown = 0, err;
+	void *keys, *vals;
+	size_t n;
+
+	if (slotted && fd == -ENOENT)
+		return 0;
+	if (slotted && fd < 0)
+		return fd;
+	err = collect(fd, ks, vs, &keys, &vals, &n);
+	if (slotted)
+		close(fd);
+	if (err)
+		return err;
+	sort_pairs(keys, vals, n, ks, vs, cmp);
+	for (size_t i = 0; i < n; i++)
+		shown += row(c, k, (__u8 *)keys + i * ks, (__u8 *)vals + i * vs);
+	free(keys);
+	free(vals);
+	return shown;
+}
+
 /* ---- one function per map: entries into c->entries (-j) or c->t (plain) ------------------- */
 
 static int show_config(struct mctx *c, const struct mkey *k)
@@ -320,103 +352,85 @@ static int show_config(struct mctx *c, const struct mkey *k)
 	return 1;
 }
 
+static int endpoint_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
+{
+	__u32 ifindex = *(const __u32 *)key;
+	const struct rw_endpoint *ep = val;
+	char name[IF_NAMESIZE], pod[INET_ADDRSTRLEN];
+	const char *run = run_of_pod(c, ep->pod_ip);
+
+	if (!k->any && !(k->has_ifindex && ifindex == k->ifindex) &&
+	    !(k->has_ip && ep->pod_ip == k->ip))
+		return 0;
+	ifname_of(ifindex, name);
+	rw_cli_ip(ep->pod_ip, pod, sizeof(pod));
+	if (c->entries) {
+		json_array_append_new(c->entries,
+				      json_pack("{s:i, s:s, s:s, s:o, s:i}", "ifindex",
+						(int)ifindex, "ifname", name, "pod", pod, "run",
+						jstr_or_null(run), "flags", (int)ep->flags));
+		return 1;
+	}
+	rw_table_row(&c->t);
+	rw_table_cell(&c->t, "%u", ifindex);
+	rw_table_cell(&c->t, "%s", name);
+	rw_table_cell(&c->t, "%s", pod);
+	rw_table_cell(&c->t, "%s", run ? run : "- (in no run: unknown-source)");
+	return 1;
+}
+
 static int show_endpoints(struct mctx *c, const struct mkey *k)
 {
-	int fd = c->dp.map_fd[RW_M_ENDPOINTS], shown = 0, err;
-	struct rw_endpoint *vals;
-	__u32 *keys;
-	size_t n;
+	return each_entry(c, k, RW_M_ENDPOINTS, false, sizeof(__u32), sizeof(struct rw_endpoint),
+			  cmp_u32, endpoint_row);
+}
 
-	err = collect(fd, sizeof(*keys), sizeof(*vals), (void **)&keys, (void **)&vals, &n);
-	if (err)
-		return err;
-	sort_pairs(keys, vals, n, sizeof(*keys), sizeof(*vals), cmp_u32);
-	for (size_t i = 0; i < n; i++) {
-		char name[IF_NAMESIZE], pod[INET_ADDRSTRLEN];
-		const char *run = run_of_pod(c, vals[i].pod_ip);
+static int pod_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
+{
+	__be32 ip = *(const __be32 *)key;
+	const struct rw_pod *v = val;
+	const char *egress = v->egress_mode == RW_EGRESS_OPEN ? "open" : "allowlist";
+	char pod[INET_ADDRSTRLEN];
+	__u32 ifindex = 0;
 
-		if (!k->any && !(k->has_ifindex && keys[i] == k->ifindex) &&
-		    !(k->has_ip && vals[i].pod_ip == k->ip))
-			continue;
-		ifname_of(keys[i], name);
-		rw_cli_ip(vals[i].pod_ip, pod, sizeof(pod));
-		shown++;
-		if (c->entries) {
-			json_array_append_new(c->entries,
-					      json_pack("{s:i, s:s, s:s, s:o, s:i}", "ifindex",
-							(int)keys[i], "ifname", name, "pod", pod,
-							"run", jstr_or_null(run), "flags",
-							(int)vals[i].flags));
-			continue;
-		}
-		rw_table_row(&c->t);
-		rw_table_cell(&c->t, "%u", keys[i]);
-		rw_table_cell(&c->t, "%s", name);
-		rw_table_cell(&c->t, "%s", pod);
-		rw_table_cell(&c->t, "%s", run ? run : "- (in no run: unknown-source)");
+	if (!k->any && ip != k->ip)
+		return 0;
+	rw_cli_ip(ip, pod, sizeof(pod));
+	rw_cli_pod_ifindex(&c->dp, ip, &ifindex);
+	if (c->entries) {
+		json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:s, s:i}", "pod", pod, "run",
+				      v->run_id, "idx", (int)v->run_idx, "gen", (int)v->run_gen,
+				      "egress", egress, "ifindex", (int)ifindex);
+
+		json_array_append_new(c->entries, o);
+		return 1;
 	}
-	free(keys);
-	free(vals);
-	return shown;
+	rw_table_row(&c->t);
+	rw_table_cell(&c->t, "%s", pod);
+	rw_table_cell(&c->t, "%.*s", RW_RUN_ID_LEN, v->run_id);
+	rw_table_cell(&c->t, "%u", v->run_idx);
+	rw_table_cell(&c->t, "%u", v->run_gen);
+	rw_table_cell(&c->t, "%s", egress);
+	if (ifindex) {
+		char name[IF_NAMESIZE];
+
+		ifname_of(ifindex, name);
+		rw_table_cell(&c->t, "%s (%u)", name, ifindex);
+	} else {
+		rw_table_cell(&c->t, "- (no veth bound)");
+	}
+	return 1;
 }
 
 static int show_pods(struct mctx *c, const struct mkey *k)
 {
-	int fd = live_fd(c, RW_M_PODS), shown = 0, err;
-	struct rw_pod *vals;
-	__be32 *keys;
-	size_t n;
-
-	if (fd == -ENOENT)
-		return 0;
-	if (fd < 0)
-		return fd;
-	err = collect(fd, sizeof(*keys), sizeof(*vals), (void **)&keys, (void **)&vals, &n);
-	close(fd);
-	if (err)
-		return err;
-	sort_pairs(keys, vals, n, sizeof(*keys), sizeof(*vals), cmp_be32);
-	for (size_t i = 0; i < n; i++) {
-		const char *egress = vals[i].egress_mode == RW_EGRESS_OPEN ? "open" : "allowlist";
-		char pod[INET_ADDRSTRLEN];
-		__u32 ifindex = 0;
-
-		if (!k->any && keys[i] != k->ip)
-			continue;
-		rw_cli_ip(keys[i], pod, sizeof(pod));
-		rw_cli_pod_ifindex(&c->dp, keys[i], &ifindex);
-		shown++;
-		if (c->entries) {
-			json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:s, s:i}", "pod", pod, "run",
-					      vals[i].run_id, "idx", (int)vals[i].run_idx, "gen",
-					      (int)vals[i].run_gen, "egress", egress, "ifindex",
-					      (int)ifindex);
-
-			json_array_append_new(c->entries, o);
-			continue;
-		}
-		rw_table_row(&c->t);
-		rw_table_cell(&c->t, "%s", pod);
-		rw_table_cell(&c->t, "%.*s", RW_RUN_ID_LEN, vals[i].run_id);
-		rw_table_cell(&c->t, "%u", vals[i].run_idx);
-		rw_table_cell(&c->t, "%u", vals[i].run_gen);
-		rw_table_cell(&c->t, "%s", egress);
-		if (ifindex) {
-			char name[IF_NAMESIZE];
-
-			ifname_of(ifindex, name);
-			rw_table_cell(&c->t, "%s (%u)", name, ifindex);
-		} else {
-			rw_table_cell(&c->t, "- (no veth bound)");
-		}
-	}
-	free(keys);
-	free(vals);
-	return shown;
+	return each_entry(c, k, RW_M_PODS, true, sizeof(__be32), sizeof(struct rw_pod), cmp_be32,
+			  pod_row);
 }
 
-static void allow_row(struct mctx *c, const char *kind, __u32 scope, const char *dst,
-		      __u8 proto, __u16 port, __u32 rule_id)
+/* One row of the allow maps, exact or CIDR: 1, the row shown. */
+static int allow_row(struct mctx *c, const char *kind, __u32 scope, const char *dst,
+		     __u8 proto, __u16 port, __u32 rule_id)
 {
 	const char *run = scope ? run_of_idx(c, scope) : NULL;
 	char rule[128];
@@ -429,7 +443,7 @@ static void allow_row(struct mctx *c, const char *kind, __u32 scope, const char 
 						"run", jstr_or_null(run), "run_idx", (int)scope,
 						"dst", dst, "proto", rw_proto_name(proto), "port",
 						(int)port, "rule_id", (int)rule_id, "rule", rule));
-		return;
+		return 1;
 	}
 	rw_table_row(&c->t);
 	if (!scope)
@@ -440,6 +454,7 @@ static void allow_row(struct mctx *c, const char *kind, __u32 scope, const char 
 	rw_table_cell(&c->t, "%s/%u", rw_proto_name(proto), port);
 	rw_table_cell(&c->t, "%s", kind);
 	rw_table_cell(&c->t, "%s", rule);
+	return 1;
 }
 
 static bool port_proto_match(const struct mkey *k, __u8 proto, __u16 port)
@@ -447,213 +462,162 @@ static bool port_proto_match(const struct mkey *k, __u8 proto, __u16 port)
 	return (!k->port || k->port == port) && (!k->proto || k->proto == proto);
 }
 
+static int allow_exact_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
+{
+	const struct rw_allow_key *ak = key;
+	char dst[INET_ADDRSTRLEN];
+
+	if (!k->any && (ak->daddr != k->ip || !port_proto_match(k, ak->proto, ntohs(ak->dport))))
+		return 0;
+	rw_cli_ip(ak->daddr, dst, sizeof(dst));
+	return allow_row(c, "exact", ak->scope, dst, ak->proto, ntohs(ak->dport),
+			 ((const struct rw_rule *)val)->rule_id);
+}
+
+static int allow_cidr_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
+{
+	const struct rw_allow_lpm_key *lk = key;
+	unsigned int plen = lk->prefixlen - RW_ALLOW_LPM_FIXED_BITS;
+	char dst[32];
+
+	if (!k->any && (!in_cidr(k->ip, lk->daddr, plen) ||
+			!port_proto_match(k, lk->proto, ntohs(lk->dport))))
+		return 0;
+	rw_cli_cidr(lk->daddr, plen, dst, sizeof(dst));
+	if (plen == 32)
+		snprintf(dst + strlen(dst), sizeof(dst) - strlen(dst), "/32");
+	return allow_row(c, "cidr", lk->scope, dst, lk->proto, ntohs(lk->dport),
+			 ((const struct rw_rule *)val)->rule_id);
+}
+
 static int show_allow(struct mctx *c, const struct mkey *k)
 {
-	struct rw_allow_lpm_key *lkeys;
-	struct rw_allow_key *keys;
-	struct rw_rule *vals;
-	int fd, shown = 0, err;
-	size_t n;
+	int exact, cidr;
 
-	fd = live_fd(c, RW_M_ALLOW_EXACT);
-	if (fd == -ENOENT)
+	exact = each_entry(c, k, RW_M_ALLOW_EXACT, true, sizeof(struct rw_allow_key),
+			   sizeof(struct rw_rule), cmp_allow, allow_exact_row);
+	if (exact < 0)
+		return exact;
+	cidr = each_entry(c, k, RW_M_ALLOW_CIDR, true, sizeof(struct rw_allow_lpm_key),
+			  sizeof(struct rw_rule), cmp_allow_lpm, allow_cidr_row);
+	return cidr < 0 ? cidr : exact + cidr;
+}
+
+static int deny_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
+{
+	const struct rw_cidr_lpm_key *dk = key;
+	char cidr[32];
+
+	if (!k->any && !in_cidr(k->ip, dk->addr, dk->prefixlen))
 		return 0;
-	if (fd < 0)
-		return fd;
-	err = collect(fd, sizeof(*keys), sizeof(*vals), (void **)&keys, (void **)&vals, &n);
-	close(fd);
-	if (err)
-		return err;
-	sort_pairs(keys, vals, n, sizeof(*keys), sizeof(*vals), cmp_allow);
-	for (size_t i = 0; i < n; i++) {
-		char dst[INET_ADDRSTRLEN];
-
-		if (!k->any && (keys[i].daddr != k->ip ||
-				!port_proto_match(k, keys[i].proto, ntohs(keys[i].dport))))
-			continue;
-		rw_cli_ip(keys[i].daddr, dst, sizeof(dst));
-		allow_row(c, "exact", keys[i].scope, dst, keys[i].proto, ntohs(keys[i].dport),
-			  vals[i].rule_id);
-		shown++;
+	snprintf(cidr, sizeof(cidr), "%s", "");
+	rw_cli_cidr(dk->addr, dk->prefixlen, cidr, sizeof(cidr));
+	if (dk->prefixlen == 32)
+		strcat(cidr, "/32");
+	if (c->entries) {
+		json_array_append_new(c->entries, json_pack("{s:s}", "cidr", cidr));
+		return 1;
 	}
-	free(keys);
-	free(vals);
-
-	fd = live_fd(c, RW_M_ALLOW_CIDR);
-	if (fd < 0)
-		return fd == -ENOENT ? shown : fd;
-	err = collect(fd, sizeof(*lkeys), sizeof(*vals), (void **)&lkeys, (void **)&vals, &n);
-	close(fd);
-	if (err)
-		return err;
-	sort_pairs(lkeys, vals, n, sizeof(*lkeys), sizeof(*vals), cmp_allow_lpm);
-	for (size_t i = 0; i < n; i++) {
-		unsigned int plen = lkeys[i].prefixlen - RW_ALLOW_LPM_FIXED_BITS;
-		char dst[32];
-
-		if (!k->any && (!in_cidr(k->ip, lkeys[i].daddr, plen) ||
-				!port_proto_match(k, lkeys[i].proto, ntohs(lkeys[i].dport))))
-			continue;
-		rw_cli_cidr(lkeys[i].daddr, plen, dst, sizeof(dst));
-		if (plen == 32)
-			snprintf(dst + strlen(dst), sizeof(dst) - strlen(dst), "/32");
-		allow_row(c, "cidr", lkeys[i].scope, dst, lkeys[i].proto, ntohs(lkeys[i].dport),
-			  vals[i].rule_id);
-		shown++;
-	}
-	free(lkeys);
-	free(vals);
-	return shown;
+	rw_table_row(&c->t);
+	rw_table_cell(&c->t, "%s", cidr);
+	return 1;
 }
 
 static int show_deny(struct mctx *c, const struct mkey *k)
 {
-	int fd = live_fd(c, RW_M_DENY), shown = 0, err;
-	struct rw_cidr_lpm_key *keys;
-	__u32 *vals;
-	size_t n;
+	return each_entry(c, k, RW_M_DENY, true, sizeof(struct rw_cidr_lpm_key), sizeof(__u32),
+			  cmp_cidr, deny_row);
+}
 
-	if (fd == -ENOENT)
+static int inbound_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
+{
+	const struct rw_inbound_lpm_key *ik = key;
+	__u32 rule_id = ((const struct rw_rule *)val)->rule_id;
+	unsigned int plen = ik->prefixlen - RW_INBOUND_LPM_FIXED_BITS;
+	__u16 port = ntohs(ik->dport);
+	char peer[32], rule[128];
+
+	if (!k->any && (!in_cidr(k->ip, ik->saddr, plen) || !port_proto_match(k, ik->proto, port)))
 		return 0;
-	if (fd < 0)
-		return fd;
-	err = collect(fd, sizeof(*keys), sizeof(*vals), (void **)&keys, (void **)&vals, &n);
-	close(fd);
-	if (err)
-		return err;
-	sort_pairs(keys, vals, n, sizeof(*keys), sizeof(*vals), cmp_cidr);
-	for (size_t i = 0; i < n; i++) {
-		char cidr[32];
-
-		if (!k->any && !in_cidr(k->ip, keys[i].addr, keys[i].prefixlen))
-			continue;
-		snprintf(cidr, sizeof(cidr), "%s", "");
-		rw_cli_cidr(keys[i].addr, keys[i].prefixlen, cidr, sizeof(cidr));
-		if (keys[i].prefixlen == 32)
-			strcat(cidr, "/32");
-		shown++;
-		if (c->entries) {
-			json_array_append_new(c->entries, json_pack("{s:s}", "cidr", cidr));
-			continue;
-		}
-		rw_table_row(&c->t);
-		rw_table_cell(&c->t, "%s", cidr);
+	rw_cli_cidr(ik->saddr, plen, peer, sizeof(peer));
+	if (plen == 32)
+		strcat(peer, "/32");
+	rule_name(c, rule_id, rule, sizeof(rule));
+	if (c->entries) {
+		json_array_append_new(c->entries,
+				      json_pack("{s:s, s:s, s:i, s:i, s:s}", "peer", peer, "proto",
+						rw_proto_name(ik->proto), "port", (int)port,
+						"rule_id", (int)rule_id, "rule", rule));
+		return 1;
 	}
-	free(keys);
-	free(vals);
-	return shown;
+	rw_table_row(&c->t);
+	rw_table_cell(&c->t, "%s", peer);
+	rw_table_cell(&c->t, "%s/%u", rw_proto_name(ik->proto), port);
+	rw_table_cell(&c->t, "%s", rule);
+	return 1;
 }
 
 static int show_inbound(struct mctx *c, const struct mkey *k)
 {
-	int fd = live_fd(c, RW_M_INBOUND), shown = 0, err;
-	struct rw_inbound_lpm_key *keys;
-	struct rw_rule *vals;
-	size_t n;
+	return each_entry(c, k, RW_M_INBOUND, true, sizeof(struct rw_inbound_lpm_key),
+			  sizeof(struct rw_rule), cmp_inbound, inbound_row);
+}
 
-	if (fd == -ENOENT)
+static int conntrack_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
+{
+	const struct rw_ct_key *ck = key;
+	const struct rw_ct_value *cv = val;
+	__u64 age = c->now_mono > cv->created_ns ? c->now_mono - cv->created_ns : 0;
+	__u64 idle = c->now_mono > cv->seen_ns ? c->now_mono - cv->seen_ns : 0;
+	char name[IF_NAMESIZE], pod[32], peer[32], rule[128], sage[16], sidle[16];
+	const char *by = cv->opened_by == RW_DIR_EGRESS ? "pod" : "peer";
+	const char *run = run_of_pod(c, ck->pod_ip);
+
+	if (!k->any && ck->pod_ip != k->ip && ck->peer_ip != k->ip)
 		return 0;
-	if (fd < 0)
-		return fd;
-	err = collect(fd, sizeof(*keys), sizeof(*vals), (void **)&keys, (void **)&vals, &n);
-	close(fd);
-	if (err)
-		return err;
-	sort_pairs(keys, vals, n, sizeof(*keys), sizeof(*vals), cmp_inbound);
-	for (size_t i = 0; i < n; i++) {
-		unsigned int plen = keys[i].prefixlen - RW_INBOUND_LPM_FIXED_BITS;
-		__u16 port = ntohs(keys[i].dport);
-		char peer[32], rule[128];
+	ifname_of(ck->ifindex, name);
+	rw_cli_ip_port(ck->pod_ip, ntohs(ck->pod_port), pod, sizeof(pod));
+	rw_cli_ip_port(ck->peer_ip, ntohs(ck->peer_port), peer, sizeof(peer));
+	rule_name(c, cv->rule_id, rule, sizeof(rule));
+	rw_cli_duration(age, sage, sizeof(sage));
+	rw_cli_duration(idle, sidle, sizeof(sidle));
+	if (c->entries) {
+		char pod_ip[INET_ADDRSTRLEN], peer_ip[INET_ADDRSTRLEN];
 
-		if (!k->any && (!in_cidr(k->ip, keys[i].saddr, plen) ||
-				!port_proto_match(k, keys[i].proto, port)))
-			continue;
-		rw_cli_cidr(keys[i].saddr, plen, peer, sizeof(peer));
-		if (plen == 32)
-			strcat(peer, "/32");
-		rule_name(c, vals[i].rule_id, rule, sizeof(rule));
-		shown++;
-		if (c->entries) {
-			json_array_append_new(c->entries,
-					      json_pack("{s:s, s:s, s:i, s:i, s:s}", "peer", peer,
-							"proto", rw_proto_name(keys[i].proto),
-							"port", (int)port, "rule_id",
-							(int)vals[i].rule_id, "rule", rule));
-			continue;
-		}
-		rw_table_row(&c->t);
-		rw_table_cell(&c->t, "%s", peer);
-		rw_table_cell(&c->t, "%s/%u", rw_proto_name(keys[i].proto), port);
-		rw_table_cell(&c->t, "%s", rule);
+		rw_cli_ip(ck->pod_ip, pod_ip, sizeof(pod_ip));
+		rw_cli_ip(ck->peer_ip, peer_ip, sizeof(peer_ip));
+		json_t *o = json_pack("{s:i, s:s, s:s, s:i, s:s, s:i, s:s, s:o, s:s, s:I, "
+				      "s:I, s:i, s:s}",
+				      "ifindex", (int)ck->ifindex, "ifname", name,
+				      "pod", pod_ip, "pod_port", (int)ntohs(ck->pod_port),
+				      "peer", peer_ip,
+				      "peer_port", (int)ntohs(ck->peer_port),
+				      "proto", rw_proto_name(ck->proto),
+				      "run", jstr_or_null(run), "opened_by", by,
+				      "age_ms", (json_int_t)(age / 1000000),
+				      "idle_ms", (json_int_t)(idle / 1000000),
+				      "rule_id", (int)cv->rule_id, "rule", rule);
+
+		json_array_append_new(c->entries, o);
+		return 1;
 	}
-	free(keys);
-	free(vals);
-	return shown;
+	rw_table_row(&c->t);
+	rw_table_cell(&c->t, "%s", name);
+	rw_table_cell(&c->t, "%s", pod);
+	rw_table_cell(&c->t, "%s", peer);
+	rw_table_cell(&c->t, "%s", rw_proto_name(ck->proto));
+	rw_table_cell(&c->t, "%s", by);
+	rw_table_cell(&c->t, "%s", sage);
+	rw_table_cell(&c->t, "%s", sidle);
+	rw_table_cell(&c->t, "%s", run ? run : "-");
+	rw_table_cell(&c->t, "%s", rule);
+	return 1;
 }
 
 static int show_conntrack(struct mctx *c, const struct mkey *k)
 {
-	int fd = c->dp.map_fd[RW_M_CONNTRACK], shown = 0, err;
-	struct rw_ct_value *vals;
-	struct rw_ct_key *keys;
-	size_t n;
-
-	err = collect(fd, sizeof(*keys), sizeof(*vals), (void **)&keys, (void **)&vals, &n);
-	if (err)
-		return err;
-	sort_pairs(keys, vals, n, sizeof(*keys), sizeof(*vals), cmp_ct);
-	for (size_t i = 0; i < n; i++) {
-		const struct rw_ct_key *ck = &keys[i];
-		const struct rw_ct_value *cv = &vals[i];
-		__u64 age = c->now_mono > cv->created_ns ? c->now_mono - cv->created_ns : 0;
-		__u64 idle = c->now_mono > cv->seen_ns ? c->now_mono - cv->seen_ns : 0;
-		char name[IF_NAMESIZE], pod[32], peer[32], rule[128], sage[16], sidle[16];
-		const char *by = cv->opened_by == RW_DIR_EGRESS ? "pod" : "peer";
-		const char *run = run_of_pod(c, ck->pod_ip);
-
-		if (!k->any && ck->pod_ip != k->ip && ck->peer_ip != k->ip)
-			continue;
-		ifname_of(ck->ifindex, name);
-		rw_cli_ip_port(ck->pod_ip, ntohs(ck->pod_port), pod, sizeof(pod));
-		rw_cli_ip_port(ck->peer_ip, ntohs(ck->peer_port), peer, sizeof(peer));
-		rule_name(c, cv->rule_id, rule, sizeof(rule));
-		rw_cli_duration(age, sage, sizeof(sage));
-		rw_cli_duration(idle, sidle, sizeof(sidle));
-		shown++;
-		if (c->entries) {
-			char pod_ip[INET_ADDRSTRLEN], peer_ip[INET_ADDRSTRLEN];
-
-			rw_cli_ip(ck->pod_ip, pod_ip, sizeof(pod_ip));
-			rw_cli_ip(ck->peer_ip, peer_ip, sizeof(peer_ip));
-			json_t *o = json_pack("{s:i, s:s, s:s, s:i, s:s, s:i, s:s, s:o, s:s, s:I, "
-					      "s:I, s:i, s:s}",
-					      "ifindex", (int)ck->ifindex, "ifname", name,
-					      "pod", pod_ip, "pod_port", (int)ntohs(ck->pod_port),
-					      "peer", peer_ip,
-					      "peer_port", (int)ntohs(ck->peer_port),
-					      "proto", rw_proto_name(ck->proto),
-					      "run", jstr_or_null(run), "opened_by", by,
-					      "age_ms", (json_int_t)(age / 1000000),
-					      "idle_ms", (json_int_t)(idle / 1000000),
-					      "rule_id", (int)cv->rule_id, "rule", rule);
-
-			json_array_append_new(c->entries, o);
-			continue;
-		}
-		rw_table_row(&c->t);
-		rw_table_cell(&c->t, "%s", name);
-		rw_table_cell(&c->t, "%s", pod);
-		rw_table_cell(&c->t, "%s", peer);
-		rw_table_cell(&c->t, "%s", rw_proto_name(ck->proto));
-		rw_table_cell(&c->t, "%s", by);
-		rw_table_cell(&c->t, "%s", sage);
-		rw_table_cell(&c->t, "%s", sidle);
-		rw_table_cell(&c->t, "%s", run ? run : "-");
-		rw_table_cell(&c->t, "%s", rule);
-	}
-	free(keys);
-	free(vals);
-	return shown;
+	return each_entry(c, k, RW_M_CONNTRACK, false, sizeof(struct rw_ct_key),
+			  sizeof(struct rw_ct_value), cmp_ct, conntrack_row);
 }
 
 static bool counters_zero(const struct rw_counters *s)
@@ -701,45 +665,38 @@ static int show_counters(struct mctx *c, const struct mkey *k)
 	return shown;
 }
 
+static int budget_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
+{
+	__u32 ifindex = *(const __u32 *)key;
+	const struct rw_budget *b = val;
+	__u64 ago = c->now_mono > b->last_ns ? c->now_mono - b->last_ns : 0;
+	char name[IF_NAMESIZE], sago[16];
+
+	if (!k->any && ifindex != k->ifindex)
+		return 0;
+	ifname_of(ifindex, name);
+	rw_cli_duration(ago, sago, sizeof(sago));
+	if (c->entries) {
+		json_t *o = json_pack("{s:i, s:s, s:I, s:I, s:I}", "ifindex", (int)ifindex,
+				      "ifname", name, "tokens_milli", (json_int_t)b->tokens_milli,
+				      "last_ns", (json_int_t)b->last_ns,
+				      "idle_ms", (json_int_t)(ago / 1000000));
+
+		json_array_append_new(c->entries, o);
+		return 1;
+	}
+	rw_table_row(&c->t);
+	rw_table_cell(&c->t, "%u", ifindex);
+	rw_table_cell(&c->t, "%s", name);
+	rw_table_cell(&c->t, "%.1f", b->tokens_milli / 1000.0);
+	rw_table_cell(&c->t, "%s ago", sago);
+	return 1;
+}
+
 static int show_budget(struct mctx *c, const struct mkey *k)
 {
-	int fd = c->dp.map_fd[RW_M_EVENT_BUDGET], shown = 0, err;
-	struct rw_budget *vals;
-	__u32 *keys;
-	size_t n;
-
-	err = collect(fd, sizeof(*keys), sizeof(*vals), (void **)&keys, (void **)&vals, &n);
-	if (err)
-		return err;
-	sort_pairs(keys, vals, n, sizeof(*keys), sizeof(*vals), cmp_u32);
-	for (size_t i = 0; i < n; i++) {
-		__u64 ago = c->now_mono > vals[i].last_ns ? c->now_mono - vals[i].last_ns : 0;
-		char name[IF_NAMESIZE], sago[16];
-
-		if (!k->any && keys[i] != k->ifindex)
-			continue;
-		ifname_of(keys[i], name);
-		rw_cli_duration(ago, sago, sizeof(sago));
-		shown++;
-		if (c->entries) {
-			json_t *o = json_pack("{s:i, s:s, s:I, s:I, s:I}", "ifindex", (int)keys[i],
-					      "ifname", name,
-					      "tokens_milli", (json_int_t)vals[i].tokens_milli,
-					      "last_ns", (json_int_t)vals[i].last_ns,
-					      "idle_ms", (json_int_t)(ago / 1000000));
-
-			json_array_append_new(c->entries, o);
-			continue;
-		}
-		rw_table_row(&c->t);
-		rw_table_cell(&c->t, "%u", keys[i]);
-		rw_table_cell(&c->t, "%s", name);
-		rw_table_cell(&c->t, "%.1f", vals[i].tokens_milli / 1000.0);
-		rw_table_cell(&c->t, "%s ago", sago);
-	}
-	free(keys);
-	free(vals);
-	return shown;
+	return each_entry(c, k, RW_M_EVENT_BUDGET, false, sizeof(__u32), sizeof(struct rw_budget),
+			  cmp_u32, budget_row);
 }
 
 /* ---- the subcommands ---------------------------------------------------------------------- */

@@ -7,20 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 #include <linux/if.h>	/* after <net/if.h>: libc-compat.h then skips what glibc has */
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <libmnl/libmnl.h>
 #include "netlink.h"
+#include "nlutil.h"
 
 _Static_assert(RW_NL_IFNAMSIZ == IF_NAMESIZE, "RW_NL_IFNAMSIZ");
 
-/* The kernel fills a dump skb up to 32 KiB when the reader's buffer is that large
- * (netlink_dump() sizes it from the last recvmsg()); a smaller buffer would see MSG_TRUNC.
- */
-#define NL_BUFSZ 32768
 /* Receive queue of the subscription: room for a burst of pod churn (a RTM_NEWLINK of a veth is
  * about 1.5 KiB). Only raised when the caller may (SO_RCVBUFFORCE needs CAP_NET_ADMIN, then
  * SO_RCVBUF, capped by net.core.rmem_max).
@@ -191,46 +187,16 @@ static int dump_route_cb(const struct nlmsghdr *nlh, void *data)
 	return ctx->err ? MNL_CB_ERROR : MNL_CB_OK;
 }
 
-/* Send the dump request in buf and run cb over the answer. */
-static int dump_run(char *buf, mnl_cb_t cb, struct nl_ctx *ctx)
+/* Run a links or routes dump: a callback's error first, then rw_mnl_dump()'s, then -EAGAIN
+ * when the kernel flagged the dump as interrupted.
+ */
+static int dump_run(struct nlmsghdr *nlh, mnl_cb_t cb, struct nl_ctx *ctx)
 {
-	struct nlmsghdr *nlh = (struct nlmsghdr *)buf;
-	unsigned int seq, portid;
-	struct mnl_socket *nl;
-	int ret, err;
+	int err = rw_mnl_dump(nlh, cb, ctx);
 
-	nl = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC);
-	if (!nl)
-		return neg_errno();
-	if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0) {
-		err = neg_errno();
-		goto out;
-	}
-	portid = mnl_socket_get_portid(nl);
-	nlh->nlmsg_seq = seq = (unsigned int)time(NULL);
-	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0) {
-		err = neg_errno();
-		goto out;
-	}
-	for (;;) {
-		ret = mnl_socket_recvfrom(nl, buf, NL_BUFSZ);
-		if (ret < 0) {
-			err = neg_errno();
-			goto out;
-		}
-		errno = 0;
-		ret = mnl_cb_run(buf, ret, seq, portid, cb, ctx);
-		if (ret < 0) {
-			err = ctx->err ? ctx->err : neg_errno();
-			goto out;
-		}
-		if (ret == MNL_CB_STOP)
-			break;
-	}
-	err = ctx->intr ? -EAGAIN : 0;
-out:
-	mnl_socket_close(nl);
-	return err;
+	if (err)
+		return ctx->err ? ctx->err : err;
+	return ctx->intr ? -EAGAIN : 0;
 }
 
 int rw_nl_dump_links(rw_nl_link_fn fn, void *data)
@@ -238,25 +204,20 @@ int rw_nl_dump_links(rw_nl_link_fn fn, void *data)
 	struct nl_ctx ctx = { .link_fn = fn, .data = data };
 	struct nlmsghdr *nlh;
 	struct ifinfomsg *ifi;
-	char *buf;
 	int err;
 
 	if (!fn)
 		return -EINVAL;
-	buf = malloc(NL_BUFSZ);
-	if (!buf)
+	ifi = rw_mnl_dump_request(RTM_GETLINK, sizeof(*ifi), &nlh);
+	if (!ifi)
 		return -ENOMEM;
-	nlh = mnl_nlmsg_put_header(buf);
-	nlh->nlmsg_type = RTM_GETLINK;
-	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-	ifi = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifi));
 	ifi->ifi_family = AF_UNSPEC;
 	/* Leave out the statistics: they are most of a RTM_NEWLINK and runwall has no use
 	 * for them.
 	 */
 	mnl_attr_put_u32(nlh, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
-	err = dump_run(buf, dump_link_cb, &ctx);
-	free(buf);
+	err = dump_run(nlh, dump_link_cb, &ctx);
+	free(nlh);
 	return err;
 }
 
@@ -265,21 +226,16 @@ int rw_nl_dump_routes(rw_nl_route_fn fn, void *data)
 	struct nl_ctx ctx = { .route_fn = fn, .data = data };
 	struct nlmsghdr *nlh;
 	struct rtmsg *rtm;
-	char *buf;
 	int err;
 
 	if (!fn)
 		return -EINVAL;
-	buf = malloc(NL_BUFSZ);
-	if (!buf)
+	rtm = rw_mnl_dump_request(RTM_GETROUTE, sizeof(*rtm), &nlh);
+	if (!rtm)
 		return -ENOMEM;
-	nlh = mnl_nlmsg_put_header(buf);
-	nlh->nlmsg_type = RTM_GETROUTE;
-	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-	rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
 	rtm->rtm_family = AF_INET;
-	err = dump_run(buf, dump_route_cb, &ctx);
-	free(buf);
+	err = dump_run(nlh, dump_route_cb, &ctx);
+	free(nlh);
 	return err;
 }
 
@@ -300,7 +256,7 @@ int rw_nl_sub_open(struct rw_nl_sub **out)
 		err = -ENOMEM;
 		goto out;
 	}
-	sub->buf = malloc(NL_BUFSZ);
+	sub->buf = malloc(RW_NL_BUFSZ);
 	if (!sub->buf) {
 		err = -ENOMEM;
 		goto out;
@@ -390,7 +346,7 @@ static void sub_drain(struct rw_nl_sub *sub)
 	int fd = mnl_socket_get_fd(sub->nl), i;
 
 	for (i = 0; i < 4096; i++) {
-		if (recv(fd, sub->buf, NL_BUFSZ, MSG_DONTWAIT) < 0 && errno != ENOBUFS &&
+		if (recv(fd, sub->buf, RW_NL_BUFSZ, MSG_DONTWAIT) < 0 && errno != ENOBUFS &&
 		    errno != EINTR)
 			break;
 	}
@@ -413,7 +369,7 @@ int rw_nl_sub_read(struct rw_nl_sub *sub, const struct rw_nl_handlers *h)
 	if (!sub || !h)
 		return -EINVAL;
 	iov.iov_base = sub->buf;
-	iov.iov_len = NL_BUFSZ;
+	iov.iov_len = RW_NL_BUFSZ;
 	for (i = 0; i < SUB_READS; i++) {
 		msg.msg_namelen = sizeof(sa);
 		len = recvmsg(mnl_socket_get_fd(sub->nl), &msg, MSG_DONTWAIT);

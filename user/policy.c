@@ -711,8 +711,14 @@ static int parse_rule(struct parser *ps, json_t *v, bool named, struct rw_policy
 	return 0;
 }
 
-static int parse_rules(struct parser *ps, json_t *v, bool named, struct rw_policy_rule **rules,
-		       size_t *n)
+/* What parse_array() calls for each element: parse `e` into `item` (arg: the caller's). */
+typedef int (*parse_elem_fn)(struct parser *ps, json_t *e, void *item, const void *arg);
+
+/* An array of `size`-byte items, each element parsed by `elem` with its index on the path, into
+ * a new array: *items and *n, both left alone when the array is empty.
+ */
+static int parse_array(struct parser *ps, json_t *v, size_t size, void **items, size_t *n,
+		       parse_elem_fn elem, const void *arg)
 {
 	size_t i;
 	json_t *e;
@@ -722,69 +728,54 @@ static int parse_rules(struct parser *ps, json_t *v, bool named, struct rw_polic
 		return fail_type(ps, v, "an array");
 	if (!json_array_size(v))
 		return 0;
-	*rules = calloc(json_array_size(v), sizeof(**rules));
-	if (!*rules)
+	*items = calloc(json_array_size(v), size);
+	if (!*items)
 		return fail_nomem(ps);
 	*n = json_array_size(v);
 
 	json_array_foreach(v, i, e) {
 		push_index(ps, i);
-		rc = parse_rule(ps, e, named, &(*rules)[i]);
+		rc = elem(ps, e, (char *)*items + i * size, arg);
 		if (rc)
 			return rc;
 		pop(ps);
 	}
 	return 0;
+}
+
+static int rule_elem(struct parser *ps, json_t *e, void *item, const void *named)
+{
+	return parse_rule(ps, e, *(const bool *)named, item);
+}
+
+static int parse_rules(struct parser *ps, json_t *v, bool named, struct rw_policy_rule **rules,
+		       size_t *n)
+{
+	return parse_array(ps, v, sizeof(**rules), (void **)rules, n, rule_elem, &named);
+}
+
+static int deny_elem(struct parser *ps, json_t *e, void *item, const void *arg)
+{
+	struct rw_policy_cidr *c = item;
+
+	return parse_cidr(ps, e, &c->addr, &c->prefixlen);
 }
 
 static int parse_deny(struct parser *ps, json_t *v, struct rw_policy *p)
 {
-	size_t i;
-	json_t *e;
-	int rc;
+	return parse_array(ps, v, sizeof(*p->deny), (void **)&p->deny, &p->n_deny, deny_elem,
+			   NULL);
+}
 
-	if (!json_is_array(v))
-		return fail_type(ps, v, "an array");
-	if (!json_array_size(v))
-		return 0;
-	p->deny = calloc(json_array_size(v), sizeof(*p->deny));
-	if (!p->deny)
-		return fail_nomem(ps);
-	p->n_deny = json_array_size(v);
-
-	json_array_foreach(v, i, e) {
-		push_index(ps, i);
-		rc = parse_cidr(ps, e, &p->deny[i].addr, &p->deny[i].prefixlen);
-		if (rc)
-			return rc;
-		pop(ps);
-	}
-	return 0;
+static int pod_elem(struct parser *ps, json_t *e, void *item, const void *arg)
+{
+	return parse_pod(ps, e, item);
 }
 
 static int parse_pods(struct parser *ps, json_t *v, struct rw_policy_run *run)
 {
-	size_t i;
-	json_t *e;
-	int rc;
-
-	if (!json_is_array(v))
-		return fail_type(ps, v, "an array");
-	if (!json_array_size(v))
-		return 0;
-	run->pods = calloc(json_array_size(v), sizeof(*run->pods));
-	if (!run->pods)
-		return fail_nomem(ps);
-	run->n_pods = json_array_size(v);
-
-	json_array_foreach(v, i, e) {
-		push_index(ps, i);
-		rc = parse_pod(ps, e, &run->pods[i]);
-		if (rc)
-			return rc;
-		pop(ps);
-	}
-	return 0;
+	return parse_array(ps, v, sizeof(*run->pods), (void **)&run->pods, &run->n_pods, pod_elem,
+			   NULL);
 }
 
 static int parse_run(struct parser *ps, json_t *v, struct rw_policy_run *run)
@@ -825,29 +816,15 @@ static int parse_run(struct parser *ps, json_t *v, struct rw_policy_run *run)
 	return 0;
 }
 
+static int run_elem(struct parser *ps, json_t *e, void *item, const void *arg)
+{
+	return parse_run(ps, e, item);
+}
+
 static int parse_runs(struct parser *ps, json_t *v, struct rw_policy *p)
 {
-	size_t i;
-	json_t *e;
-	int rc;
-
-	if (!json_is_array(v))
-		return fail_type(ps, v, "an array");
-	if (!json_array_size(v))
-		return 0;
-	p->runs = calloc(json_array_size(v), sizeof(*p->runs));
-	if (!p->runs)
-		return fail_nomem(ps);
-	p->n_runs = json_array_size(v);
-
-	json_array_foreach(v, i, e) {
-		push_index(ps, i);
-		rc = parse_run(ps, e, &p->runs[i]);
-		if (rc)
-			return rc;
-		pop(ps);
-	}
-	return 0;
+	return parse_array(ps, v, sizeof(*p->runs), (void **)&p->runs, &p->n_runs, run_elem,
+			   NULL);
 }
 
 /* ---- Checks across runs ---------------------------------------------------------------------

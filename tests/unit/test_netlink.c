@@ -64,6 +64,19 @@ static int veth(const char *name)
 	return (int)if_nametoindex(name);
 }
 
+/* The log's next entry, zeroed, for an event `add`; NULL when the log is full. */
+static struct ev *log_next(struct evlog *log, bool add)
+{
+	struct ev *e;
+
+	if (log->n == (int)(sizeof(log->ev) / sizeof(log->ev[0])))
+		return NULL;
+	e = &log->ev[log->n++];
+	memset(e, 0, sizeof(*e));
+	e->add = add;
+	return e;
+}
+
 static int log_link(bool add, const struct rw_nl_link *l, void *data)
 {
 	struct evlog *log = data;
@@ -71,12 +84,10 @@ static int log_link(bool add, const struct rw_nl_link *l, void *data)
 
 	if (log->fail)
 		return log->fail;
-	if (log->n == (int)(sizeof(log->ev) / sizeof(log->ev[0])))
+	e = log_next(log, add);
+	if (!e)
 		return 0;
-	e = &log->ev[log->n++];
-	memset(e, 0, sizeof(*e));
 	e->link = true;
-	e->add = add;
 	e->ifindex = l->ifindex;
 	memcpy(e->name, l->name, sizeof(e->name));
 	e->admin_up = l->admin_up;
@@ -91,11 +102,9 @@ static int log_route(bool add, const struct rw_nl_route *r, void *data)
 
 	if (log->fail)
 		return log->fail;
-	if (log->n == (int)(sizeof(log->ev) / sizeof(log->ev[0])))
+	e = log_next(log, add);
+	if (!e)
 		return 0;
-	e = &log->ev[log->n++];
-	memset(e, 0, sizeof(*e));
-	e->add = add;
 	e->ifindex = r->oif;
 	e->dst = r->dst;
 	e->prefixlen = r->prefixlen;
