@@ -100,8 +100,10 @@ check: setup all
 
 test: check
 
+# The kernel-facing suites in a VM: Debian's 6.1 kernel (no tcx: the clsact fallback) by default,
+# any other with VMTEST_KERNEL=/path/to/bzImage.
 vmtest: setup all
-	$(Q)scripts/vmtest.sh $(BUILD)
+	$(Q)scripts/vmtest.sh $(BUILD) $(if $(VMTEST_KERNEL),--kernel $(VMTEST_KERNEL))
 
 # The run command: a demo node in network namespaces with the seed's default policy, left up for
 # exploring with the CLI until `make demo-clean`.

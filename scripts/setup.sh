@@ -8,7 +8,7 @@ packages=(
 	libbpf-dev bpftool libelf-dev zlib1g-dev
 	libmnl-dev libjansson-dev libmicrohttpd-dev libcmocka-dev
 	iproute2 iputils-ping netcat-openbsd python3 procps
-	qemu-system-x86 linux-image-amd64 busybox-static
+	qemu-system-x86 linux-image-amd64 busybox-static cpio xz-utils binutils
 )
 
 missing=()

@@ -43,7 +43,12 @@ if [ ${#suites[@]} -eq 0 ]; then
 	exit 1
 fi
 
-echo "# runwall tests on $(uname -r), build $build"
+# Under emulation (make vmtest: TCG, 10-50x slower) the netns suites stretch their waits.
+if [ "${RUNWALL_VMTEST:-0}" = 1 ]; then
+	export RW_WAIT_SCALE=${RW_WAIT_SCALE:-10}
+fi
+
+echo "# runwall tests on $(uname -r), build $build${RW_WAIT_SCALE:+, waits x$RW_WAIT_SCALE}"
 failed=()
 passed=0
 for s in "${suites[@]}"; do

@@ -34,6 +34,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# Waits stretch by RW_WAIT_SCALE (tests/run.sh sets it under emulation, `make vmtest`).
+scale=${RW_WAIT_SCALE:-1}
+
 ok() { n=$((n + 1)); echo "ok $n - $*"; }
 not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
 check() { # check "description" command...
@@ -50,7 +53,7 @@ start_agent() { # start_agent [agent args...]
 	nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$bpffs" --socket "$sock" agent \
 		--ifprefix "$pfx" --resync 1 "$@" >>"$work/agent.log" 2>&1 &
 	agent_pid=$!
-	for _ in $(seq 100); do
+	for _ in $(seq $((100 * scale))); do
 		[ -S "$sock" ] && { rw -j status 2>/dev/null || true; } | grep -q '"running":true' && return 0
 		sleep 0.05
 	done
@@ -60,6 +63,16 @@ start_agent() { # start_agent [agent args...]
 
 # status exits 1 while the node is not ready; the JSON is what matters here
 status_field() { { rw -j status || true; } | python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+status_is() { test "$(status_field "$1")" = "$2"; }
+
+# Retry a check for a while: netlink and inotify events reach the agent asynchronously.
+eventually() {
+	for _ in $(seq $((30 * scale))); do
+		"$@" && return 0
+		sleep 0.1
+	done
+	return 1
+}
 
 # Node counters of one direction and reason: counter egress not-ready
 counter() {
@@ -71,7 +84,7 @@ print(d['node']['$1'].get('$2', {}).get('packets', 0))"
 
 # One TCP connection attempt from a pod (1 s), true when it connected.
 connect() { # connect POD_NS IP PORT
-	in_ns "$1" timeout 1 bash -c "exec 3<>/dev/tcp/$2/$3" 2>/dev/null
+	in_ns "$1" timeout "$scale" bash -c "exec 3<>/dev/tcp/$2/$3" 2>/dev/null
 }
 
 # ---- the node: host-side veths named like EKS's, pods wired like EKS pods ----
@@ -143,16 +156,15 @@ connect "${pods[1]}" 172.20.0.10 443 && not_ok "a veth whose pod has no route ye
 	ok "a veth with no /32 route yet is deny-all"
 check "counted as unknown-source" test "$(counter egress unknown-source)" -gt "$before"
 ip -n "$node" route add 10.1.2.4/32 dev "${pfx}b" scope link
-sleep 0.3
-check "the /32 route binds the second pod (netlink event)" connect "${pods[1]}" 172.20.0.10 443
+check "the /32 route binds the second pod (netlink event)" \
+	eventually connect "${pods[1]}" 172.20.0.10 443
 
 # ---- 3. a new sandbox veth appears while the agent runs ----
 add_pod ${id}-pc "${pfx}c" 10.1.2.5
-sleep 0.3
-check "a new veth is attached the moment it appears" \
-	test "$(status_field "[s['hooks']['egress']['attached'] for s in d['sandboxes'] if s['ifname']=='${pfx}c'][0]")" = True
+check "a new veth is attached the moment it appears" eventually status_is \
+	"[s['hooks']['egress']['attached'] for s in d['sandboxes'] if s['ifname']=='${pfx}c'] == [True]" True
 ip -n "$node" route add 10.1.2.5/32 dev "${pfx}c" scope link
-sleep 0.3
+eventually status_is "[s['pod'] for s in d['sandboxes'] if s['ifname']=='${pfx}c']" "['10.1.2.5']" || true
 before=$(counter egress unknown-source)
 connect ${id}-pc 172.20.0.10 443 && not_ok "a pod no snapshot names got out" || ok "a pod no snapshot names is deny-all"
 check "counted as unknown-source" test "$(counter egress unknown-source)" -gt "$before"
@@ -186,35 +198,30 @@ cat >"$work/cm/..v2/policy.json" <<EOF
 {"revision": 4, "runs": [{"id": "run-a", "pods": ["10.1.2.3"]}, {"id": "run-b", "pods": ["10.1.2.4"]}]}
 EOF
 ln -s ..v2 "$work/cm/..data.tmp" && mv -T "$work/cm/..data.tmp" "$work/cm/..data"
-sleep 0.5
-check "a ConfigMap symlink swap is picked up (inotify)" test "$(status_field "d['revision']")" = 4
+check "a ConfigMap symlink swap is picked up (inotify)" eventually status_is "d['revision']" 4
 connect "${pods[0]}" 172.20.0.10 443 && not_ok "the removed service still answers" ||
 	ok "the removed service is refused at once"
 printf '{"revision": 5, "runs": [' >"$work/cm/..v3/policy.json"
 ln -s ..v3 "$work/cm/..data.tmp" && mv -T "$work/cm/..data.tmp" "$work/cm/..data"
-sleep 0.5
-check "a broken file is refused, revision 4 stays" test "$(status_field "d['revision']")" = 4
-check "and the refusal is visible in status" \
-	grep -q "policy.json:1:" <<<"$(status_field "d['agent']['last_error']")"
+check "a broken file is refused, and the refusal is visible in status" eventually status_is \
+	"'policy.json:1:' in (d['agent']['last_error'] or '')" True
+check "revision 4 stays" test "$(status_field "d['revision']")" = 4
 
 # ---- 6. veth churn: deleted and recreated with the same name ----
 ip -n "$node" link del "${pfx}b"
-sleep 0.3
 check "a deleted veth leaves the status" \
-	test "$(status_field "len([s for s in d['sandboxes'] if s['ifname']=='${pfx}b'])")" = 0
+	eventually status_is "len([s for s in d['sandboxes'] if s['ifname']=='${pfx}b'])" 0
 old_links=$(ls "$bpffs/links" | grep -c "_${pfx}b" || true)
 check "its link pins are gone" test "$old_links" = 0
 ip netns del "${pods[1]}"
 add_pod "${pods[1]}" "${pfx}b" 10.1.2.4
-sleep 0.3
-check "the recreated veth is attached under its new ifindex" \
-	test "$(status_field "[s['hooks']['ingress']['attached'] for s in d['sandboxes'] if s['ifname']=='${pfx}b'][0]")" = True
+check "the recreated veth is attached under its new ifindex" eventually status_is \
+	"[s['hooks']['ingress']['attached'] for s in d['sandboxes'] if s['ifname']=='${pfx}b'] == [True]" True
 check "and is unbound until its route comes back" \
 	test "$(status_field "[s['pod'] for s in d['sandboxes'] if s['ifname']=='${pfx}b'][0]")" = None
 ip -n "$node" route add 10.1.2.4/32 dev "${pfx}b" scope link
-sleep 0.3
 check "bound again from its route" \
-	test "$(status_field "[s['pod'] for s in d['sandboxes'] if s['ifname']=='${pfx}b'][0]")" = 10.1.2.4
+	eventually status_is "[s['pod'] for s in d['sandboxes'] if s['ifname']=='${pfx}b']" "['10.1.2.4']"
 
 # ---- 7. kill -9 and restart: no gap, no duplicates ----
 cat >"$work/v6.json" <<EOF
@@ -225,7 +232,7 @@ rw apply "$work/v6.json" >/dev/null
 ids_before=$(rw -j status | python3 -c "import json,sys; print(sorted(s['ifindex'] for s in json.load(sys.stdin)['sandboxes']))")
 (
 	ok_n=0 bad_n=0
-	end=$((SECONDS + 4))
+	end=$((SECONDS + 4 * scale))
 	while [ $SECONDS -lt $end ]; do
 		if connect "${pods[0]}" 172.20.0.10 443; then ok_n=$((ok_n + 1)); else bad_n=$((bad_n + 1)); fi
 		sleep 0.05
@@ -235,7 +242,7 @@ ids_before=$(rw -j status | python3 -c "import json,sys; print(sorted(s['ifindex
 probe_allowed=$!
 (
 	leaks=0
-	end=$((SECONDS + 4))
+	end=$((SECONDS + 4 * scale))
 	while [ $SECONDS -lt $end ]; do
 		if in_ns "${pods[1]}" timeout 0.3 bash -c "exec 3<>/dev/tcp/172.20.0.10/8080" 2>/dev/null; then
 			leaks=$((leaks + 1))
@@ -254,7 +261,7 @@ start_agent --policy "$work/v6.json"
 wait "$probe_allowed" "$probe_denied"
 read -r ok_n bad_n <"$work/probe.allowed"
 check "allowed traffic flowed through kill -9 and restart ($ok_n connections, $bad_n failures)" \
-	test "$bad_n" = 0 -a "$ok_n" -gt 10
+	test "$bad_n" = 0 -a "$ok_n" -gt 5
 check "denied traffic stayed denied through it ($(cat "$work/probe.denied") leaks)" \
 	test "$(cat "$work/probe.denied")" = 0
 check "the restarted agent adopted revision 6" test "$(status_field "d['revision']")" = 6

@@ -12,6 +12,9 @@
 # namespace through `nsenter --net` (not `ip netns exec`, whose private /sys hides the pins).
 set -euo pipefail
 
+# Waits stretch by RW_WAIT_SCALE (tests/run.sh sets it under emulation, `make vmtest`).
+scale=${RW_WAIT_SCALE:-1}
+
 build=${1:-build}
 cd "$(dirname "$0")/../.."
 RUNWALL=$(realpath "$build/runwall" 2>/dev/null || true)
@@ -143,7 +146,7 @@ start_listener() { # start_listener NS SPEC...
 	f="$work/listener.$ns.$#"
 	in_ns "$ns" "$PY" "$work/listen.py" "$@" >"$f" 2>&1 &
 	pids+=($!)
-	for _ in $(seq 100); do
+	for _ in $(seq $((100 * scale))); do
 		grep -q ready "$f" 2>/dev/null && return 0
 		sleep 0.05
 	done
@@ -229,7 +232,7 @@ nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$bpffs" --socket "$sock" ag
 	--policy "$work/policy.json" --ifprefix "$id" >"$work/agent.log" 2>&1 &
 agent_pid=$!
 up=0
-for _ in $(seq 200); do
+for _ in $(seq $((200 * scale))); do
 	if ! kill -0 "$agent_pid" 2>/dev/null; then break; fi
 	run rw -j status
 	if [ "$rc" = 0 ] && json_is "d['agent']['running'] and d['ready']" True 2>/dev/null; then
@@ -342,17 +345,17 @@ start_drops() { # start_drops OUTFILE ARGS...
 	rw "$@" >"$f" 2>&1 &
 	drops_pid=$!
 	pids+=($drops_pid)
-	for _ in $(seq 100); do
+	for _ in $(seq $((100 * scale))); do
 		[ "$(subscribers)" -gt "$before" ] && return 0
 		sleep 0.05
 	done
 	return 1
 }
 
-start_drops "$work/drops.json" -j drops --pod 10.1.2.3 --count 2 --timeout 10 ||
+start_drops "$work/drops.json" -j drops --pod 10.1.2.3 --count 2 --timeout $((10 * scale)) ||
 	not_ok "drops did not subscribe to the agent's stream"
 json_drops_pid=$drops_pid
-start_drops "$work/drops.txt" drops --all --run run-7f3a --count 3 --timeout 10 ||
+start_drops "$work/drops.txt" drops --all --run run-7f3a --count 3 --timeout $((10 * scale)) ||
 	not_ok "drops --all did not subscribe to the agent's stream"
 check "an allowed service connects from the sandbox" test "$(try "$pod_a" tcp 172.20.0.10 443)" = ok
 check "a public host is refused in allowlist mode" test "$(try "$pod_a" tcp 93.184.216.34 443)" = timeout
