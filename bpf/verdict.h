@@ -32,7 +32,10 @@ static __always_inline void rw_count(__u32 idx, __u8 dir, __u8 reason, __u32 len
 	c->bytes[dir][reason] += len;
 }
 
-static __always_inline void rw_count_event(__u32 run_idx, int field)
+/* What became of an event: every event is counted as exactly one of these. */
+enum rw_event_fate { RW_EVENT_SENT, RW_EVENT_LOST, RW_EVENT_SUPPRESSED };
+
+static __always_inline void rw_count_event(__u32 run_idx, enum rw_event_fate fate)
 {
 	__u32 idx = 0;
 
@@ -41,9 +44,9 @@ static __always_inline void rw_count_event(__u32 run_idx, int field)
 		struct rw_counters *c = bpf_map_lookup_elem(&RW_MAP_COUNTERS, &idx);
 
 		if (c) {
-			if (field == 0)
+			if (fate == RW_EVENT_SENT)
 				c->events_sent++;
-			else if (field == 1)
+			else if (fate == RW_EVENT_LOST)
 				c->events_lost++;
 			else
 				c->events_suppressed++;
@@ -93,12 +96,12 @@ static __always_inline void rw_report(struct rw_ctx *x, __u8 verdict, __u8 reaso
 	struct rw_event *ev;
 
 	if (!rw_take_event_token(x->skb->ifindex)) {
-		rw_count_event(run_idx, 2);
+		rw_count_event(run_idx, RW_EVENT_SUPPRESSED);
 		return;
 	}
 	ev = bpf_ringbuf_reserve(&RW_MAP_EVENTS, sizeof(*ev), 0);
 	if (!ev) {
-		rw_count_event(run_idx, 1);
+		rw_count_event(run_idx, RW_EVENT_LOST);
 		return;
 	}
 	__builtin_memset(ev, 0, sizeof(*ev));
@@ -123,7 +126,7 @@ static __always_inline void rw_report(struct rw_ctx *x, __u8 verdict, __u8 reaso
 	ev->ethertype = x->pkt.ethertype;
 	/* No wakeup per event: the agent drains the ring on a short timer (BPF_RB_NO_WAKEUP). */
 	bpf_ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
-	rw_count_event(run_idx, 0);
+	rw_count_event(run_idx, RW_EVENT_SENT);
 }
 
 /* Counts first (the truth), then the event (a sample), then the verdict. */
