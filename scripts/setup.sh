@@ -7,7 +7,7 @@ packages=(
 	clang llvm make gcc pkg-config
 	libbpf-dev bpftool libelf-dev zlib1g-dev
 	libmnl-dev libjansson-dev libmicrohttpd-dev libcmocka-dev
-	iproute2 iputils-ping netcat-openbsd python3 procps
+	iproute2 iputils-ping netcat-openbsd python3 procps jq util-linux
 	qemu-system-x86 linux-image-amd64 busybox-static cpio xz-utils binutils
 )
 

@@ -33,6 +33,11 @@ Every refused TCP attempt sends exactly one SYN (probe.py's timeout is under the
 RTO) and every UDP attempt one datagram, so drop counters are compared for equality: packets,
 and bytes (skb->len: Ethernet 14 + IPv4 20 + TCP 20 + the 20 option bytes Linux puts on a SYN
 (MSS, SACK-permitted, timestamps, window scale) = 74; UDP 14 + 20 + 8 + the payload).
+With RW_WAIT_SCALE > 1 (emulation) the probes' timeouts pass the RTO and the kernel retransmits
+the SYN: the counters are then compared, still for equality, with the number of packets each
+attempt was counted sending (probe.py batch --count-iface), and the "one SYN each" check
+becomes "at least one each", which its line says. Every wait and tolerance here is multiplied by
+RW_WAIT_SCALE.
 """
 import argparse
 import json
@@ -44,6 +49,10 @@ REASONS = ["not-ready", "unknown-source", "spoofed-source", "malformed", "unsupp
            "ip-options", "fragment", "unsupported-protocol", "dns", "metadata",
            "private-destination", "not-allowlisted", "inbound-denied"]
 SYN_BYTES = 74
+try:
+    SCALE = float(os.environ.get("RW_WAIT_SCALE") or 1)
+except ValueError:
+    SCALE = 1.0
 
 
 def out(status, what, why=""):
@@ -200,12 +209,19 @@ def packet_bytes(row):
     return 14 + 20 + 8 + len(f"ping {row['res']['sport']}\n")
 
 
+def sent_packets(row):
+    """What a refused attempt sent: counted on the sender's interface when the probe did, else
+    the one SYN (or datagram) it sends when its timeout is under the SYN RTO."""
+    return row["res"].get("pkts", 1)
+
+
 def cmd_counters(args):
     runs, ips = env_runs()
     spec = attach_results(load_spec(args.spec), args.results)
     before, after = load_json(args.before), load_json(args.after)
     want = {}  # (scope, dir, reason) -> [packets, bytes]
     allowed = {}
+    refused = []
     for row in spec:
         d, run = context(row, runs, ips)
         if row["res"] is None:
@@ -214,10 +230,27 @@ def cmd_counters(args):
             for scope in ("node", run):
                 allowed[(scope, d)] = allowed.get((scope, d), 0) + 1
             continue
+        refused.append(row)
+        n = sent_packets(row)
         for scope in ("node", run) if run else ("node",):
             w = want.setdefault((scope, d, row["why"]), [0, 0])
-            w[0] += 1
-            w[1] += packet_bytes(row)
+            w[0] += n
+            w[1] += n * packet_bytes(row)
+    # What the exact comparisons below rest on: how many packets each refused attempt sent.
+    uncounted = [r for r in refused if "pkts" not in r["res"] or r["res"].get("count_drops")]
+    sent = [sent_packets(r) for r in refused]
+    if SCALE == 1:
+        what = (f"{args.label}each of the {len(refused)} refused attempts sent exactly one packet "
+                f"(one SYN: the probe gives up before the 1 s SYN RTO; counted leaving the sender)")
+        bad = [f"{r['from']} {r['id']}: {sent_packets(r)}" for r in refused if sent_packets(r) != 1]
+    else:
+        what = (f"{args.label}each of the {len(refused)} refused attempts sent at least one packet, "
+                f"{sum(sent)} in all (timeouts x{SCALE:g} pass the 1 s SYN RTO, so TCP retransmits: "
+                f"the exact counts below are of the packets counted leaving the sender)")
+        bad = [f"{r['from']} {r['id']}: {sent_packets(r)}" for r in refused if sent_packets(r) < 1]
+    if uncounted:
+        bad.append("not counted: " + ", ".join(f"{r['from']} {r['id']}" for r in uncounted[:5]))
+    out("FAIL" if bad else "PASS", what, "; ".join(bad))
     scopes = ["node"] + sorted({run for _, run in (context(r, runs, ips) for r in spec) if run})
     for scope in scopes:
         for d in ("egress", "ingress"):
@@ -309,8 +342,8 @@ def cmd_revoke(args):
     if first.get("reason") != args.reason:
         bad.append(f"reason {first.get('reason')}")
     # The first line sent after the return must be the one dropped (or an earlier packet):
-    # allow 5 ms between the send() and the packet reaching the veth.
-    if after and first["ts_ns"] > after[0] + 5_000_000:
+    # allow 5 ms (scaled) between the send() and the packet reaching the veth.
+    if after and first["ts_ns"] > after[0] + 5_000_000 * SCALE:
         bad.append(f"first drop {ms(first['ts_ns'] - after[0])} ms after the first send")
     out("FAIL" if bad else "PASS", what, "; ".join(bad) + (": " + json.dumps(first) if bad else ""))
     unanswered = sorted((ts for s, ts in sends.items() if s not in echoes))
@@ -374,12 +407,14 @@ def cmd_stream(args):
     echoes = sorted(e["t"] for e in stream if e.get("ev") == "echo" and
                     args.since <= e["t"] <= args.until)
     answered = {e["seq"] for e in stream if e.get("ev") == "echo"}
-    what = f"{args.label}a long-lived connection kept exchanging lines (every 10 ms) throughout"
+    max_gap = args.max_gap * SCALE
+    what = (f"{args.label}a long-lived connection kept exchanging lines (every 10 ms) throughout, "
+            f"no silence over {max_gap:g} ms")
     gaps = [b - a for a, b in zip([args.since] + echoes, echoes + [args.until])]
     worst = max(gaps) if gaps else args.until - args.since
-    lost = [q for q, t in sends.items() if args.since <= t <= args.until - 200_000_000 and
+    lost = [q for q, t in sends.items() if args.since <= t <= args.until - 200_000_000 * SCALE and
             q not in answered]
-    if len(echoes) < 10 or worst > args.max_gap * 1_000_000 or lost:
+    if len(echoes) < 10 or worst > max_gap * 1_000_000 or lost:
         out("FAIL", what, f"{len(echoes)} echoes, longest silence {ms(worst)} ms, "
             f"{len(lost)} lines unanswered")
     else:
@@ -465,6 +500,8 @@ def main():
     p.add_argument("--label", default="")
     p.set_defaults(func=cmd_loop)
     args = ap.parse_args()
+    if getattr(args, "wait", None) is not None:
+        args.wait *= SCALE
     return args.func(args)
 
 

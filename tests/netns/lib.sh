@@ -24,6 +24,8 @@
 #   RW_WORK       a private folder for logs, pid files, snapshots
 #   RW_RUNWALL    the runwall binary; RW_BPFFS, RW_SOCK its pin folder and socket
 #   RW_DETACH     1 (default): start background processes in their own session (the demo)
+#   RW_WAIT_SCALE every wait and timeout is multiplied by it (default 1; tests/run.sh sets 10
+#                 under emulation, `make vmtest`): use rw_scale, rw_sleep and rw_wait for them
 
 RW_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # Debian's python3 (scripts/setup.sh installs it) rather than whatever PATH finds first.
@@ -56,6 +58,32 @@ RW_SVC_TCP_PORTS=(22 53 80 443 3000 3128 3443 4096 4317 4318 5432 8080 8443)
 RW_SVC_UDP=(172.20.0.53:53 8.8.8.8:53 93.184.216.34:443 172.20.0.10:443)
 # What every sandbox listens on: the harness ports, and two that no inbound rule opens.
 RW_SANDBOX_TCP_PORTS=(4096 4098 4999 6085 22 8080)
+
+# Waits and timeouts. Under emulation (QEMU TCG) everything takes 10-30 times longer, the
+# kernel's own timers (TCP's 1 s SYN RTO, ARP) excepted.
+RW_WAIT_SCALE=${RW_WAIT_SCALE:-1}
+case "$RW_WAIT_SCALE" in
+'' | *[!0-9.]* | .* | *.*.*) echo "lib.sh: RW_WAIT_SCALE='$RW_WAIT_SCALE' is not a positive number" >&2; return 2 ;;
+esac
+export RW_WAIT_SCALE
+
+# rw_scale SECONDS: SECONDS x RW_WAIT_SCALE
+rw_scale() { awk -v s="$1" -v k="$RW_WAIT_SCALE" 'BEGIN {printf "%.3f\n", s * k}'; }
+rw_sleep() { sleep "$(rw_scale "$1")"; }
+# rw_wait SECONDS CMD...: run CMD until it succeeds, every 50 ms, for at most SECONDS x
+# RW_WAIT_SCALE (a deadline, not a number of tries: under emulation one try of a python helper
+# takes seconds). CMD runs at least once, and once more after the deadline.
+rw_wait() {
+	local end
+	end=$(awk -v s="$1" -v k="$RW_WAIT_SCALE" -v t="${EPOCHREALTIME/./}" 'BEGIN {printf "%.0f\n", t + s * k * 1e6}')
+	shift
+	while :; do
+		"$@" && return 0
+		[ "${EPOCHREALTIME/./}" -lt "$end" ] || break
+		sleep 0.05
+	done
+	"$@"
+}
 
 RW_NODE_LINK=172.31.255.1
 RW_SVC_LINK=172.31.255.2
@@ -120,13 +148,9 @@ rw_ns_add() {
 	ip -n "$1" link set lo up
 }
 
+# rw_wait_file FILE [SECONDS]: wait (5 s, scaled) until FILE exists and is not empty.
 rw_wait_file() {
-	local f=$1 tries=${2:-100}
-	while [ ! -s "$f" ] && [ "$tries" -gt 0 ]; do
-		sleep 0.05
-		tries=$((tries - 1))
-	done
-	[ -s "$f" ]
+	rw_wait "${2:-5}" test -s "$1"
 }
 
 rw_start_listener() {
@@ -141,6 +165,20 @@ rw_start_listener() {
 		cat "$RW_WORK/$name.log" >&2
 		return 1
 	}
+}
+
+# rw_neigh_scale IFNAME: under RW_WAIT_SCALE > 1, the node's neighbour entries on IFNAME age
+# as much slower as everything else. Natively (the kernel's defaults) an entry the traffic
+# confirmed stays reachable 15-45 s and a stale one is probed 5 s after its next use: longer
+# than the tests take between two phases. Under emulation the same phases take minutes, and
+# the node would send ARP probes into a pod while runwall drops everything there (not ready, or
+# bound to no pod): drops no attempt made, that the exact counter checks would count. The ARP
+# retransmission time (1 s) is left alone: it is what a pod in no run sees (unknown-source).
+rw_neigh_scale() {
+	[ "$RW_WAIT_SCALE" != 1 ] || return 0
+	rw_in "$RW_NODE" sysctl -qw \
+		"net.ipv4.neigh.$1.base_reachable_time_ms=$(awk -v k="$RW_WAIT_SCALE" 'BEGIN {printf "%d", 30000 * k}')" \
+		"net.ipv4.neigh.$1.delay_first_probe_time=$(awk -v k="$RW_WAIT_SCALE" 'BEGIN {printf "%d", 5 * k + 0.5}')"
 }
 
 # The node and the services behind it.
@@ -183,6 +221,7 @@ rw_sandbox_add() {
 	RW_SB_IF[$name]=$ifname
 	RW_SB_IP[$name]=$ip
 	ip -n "$RW_NODE" link add "$ifname" type veth peer name eth0 netns "$ns"
+	rw_neigh_scale "$ifname"
 	mac=$(ip -n "$RW_NODE" -o link show "$ifname" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
 	ip -n "$ns" addr add "$ip/32" dev eth0
 	ip -n "$ns" link set eth0 up
@@ -231,23 +270,24 @@ rw_agent_start() {
 	echo "$RW_AGENT_PID" >"$RW_WORK/agent.pid"
 }
 
-# Wait until the agent listens on its socket (a stale socket file refuses connections).
+# Wait (10 s, scaled) until the agent listens on its socket (a stale socket file refuses
+# connections).
+rw_agent_listening() {
+	if ! kill -0 "$RW_AGENT_PID" 2>/dev/null; then
+		RW_AGENT_GONE=1
+		return 0
+	fi
+	"$RW_PY" -c 'import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])' \
+		"$RW_SOCK" 2>/dev/null
+}
 rw_agent_wait() {
-	local tries=${1:-200}
-	while [ "$tries" -gt 0 ]; do
-		if ! kill -0 "$RW_AGENT_PID" 2>/dev/null; then
-			echo "lib.sh: the agent exited; its log:" >&2
-			tail -n 30 "$RW_WORK/agent.log" >&2
-			return 1
-		fi
-		if "$RW_PY" -c 'import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])' \
-			"$RW_SOCK" 2>/dev/null; then
-			return 0
-		fi
-		sleep 0.05
-		tries=$((tries - 1))
-	done
-	return 1
+	RW_AGENT_GONE=0
+	rw_wait "${1:-10}" rw_agent_listening || return 1
+	if [ "$RW_AGENT_GONE" = 1 ]; then
+		echo "lib.sh: the agent exited; its log:" >&2
+		tail -n 30 "$RW_WORK/agent.log" >&2
+		return 1
+	fi
 }
 
 rw_agent_kill() {

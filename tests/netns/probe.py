@@ -7,9 +7,12 @@ the `ts_ns` of runwall's events: probe times and event times compare directly.
 
   probe.py tcp DST PORT [--src IP] [--timeout S]     one attempt: ok | refused | timeout | partial
   probe.py udp DST PORT [--src IP] [--timeout S]
-  probe.py batch [--timeout S] < SPEC                 many attempts at once; SPEC lines are
+  probe.py batch [--timeout S] [--count-iface IF] < SPEC
+                                                      many attempts at once; SPEC lines are
                                                       "ID tcp|udp DST PORT [SRC]", the output
-                                                      one JSON object per attempt, in SPEC order
+                                                      one JSON object per attempt, in SPEC order;
+                                                      with --count-iface, "pkts"/"syns": what
+                                                      each attempt sent out of IF, counted there
   probe.py loop --target NAME=DST:PORT ... --out F    attempts every --interval until SIGTERM,
                                                       one JSON line per attempt (restart test)
   probe.py stream DST PORT --out F                    one long-lived TCP connection exchanging
@@ -25,10 +28,13 @@ the `ts_ns` of runwall's events: probe times and event times compare directly.
   probe.py arp --iface IF --sender-ip IP --target-ip IP
                                                       one ARP request with any sender address
   probe.py sniff --iface IF [--src IP] [--sport N] [--dst IP] [--dport N] --duration S
-                                                      count the matching IPv4 packets received
-  probe.py hooks --dev IF                             the programs attached to IF's tcx hooks,
-                                                      asked of the kernel (BPF_PROG_QUERY), not of
-                                                      runwall
+                                                      count the matching IPv4 packets received,
+                                                      until --duration or SIGTERM
+  probe.py hooks --dev IF                             the programs on IF's hooks, asked of the
+                                                      kernel, not of runwall: tcx (BPF_PROG_QUERY;
+                                                      "tcx": false when the kernel has no tcx,
+                                                      the way runwall finds out) and the clsact
+                                                      qdisc's filters (rtnetlink)
   probe.py timed --out F -- CMD ARGS...               run CMD, record when it returned
   probe.py now                                        CLOCK_MONOTONIC now
 
@@ -38,10 +44,14 @@ both ways); "refused" = a RST or an ICMP error came back (never runwall: it drop
 
 A refused TCP attempt with a timeout under one second sends exactly one SYN: Linux retransmits a
 SYN after its initial RTO of 1 s, and closing a socket in SYN-SENT sends nothing. The tests rely
-on that to count packets exactly.
+on that to count packets exactly. With longer timeouts (RW_WAIT_SCALE, under emulation) the
+kernel retransmits: `batch --count-iface` then counts what each attempt really sent, on the
+sender's own interface (an AF_PACKET socket sees every frame as it leaves, synchronously, so
+once the attempt's socket is closed its count is final), and the tests compare with that.
 """
 import argparse
 import asyncio
+import errno
 import json
 import os
 import select
@@ -157,6 +167,61 @@ def cmd_single(args):
     return 0
 
 
+def flow_key(frame):
+    """(proto, src, sport, dst, dport, tcp flags) of an IPv4 TCP/UDP Ethernet frame, or None."""
+    if len(frame) < 34 or struct.unpack("!H", frame[12:14])[0] != 0x0800:
+        return None
+    ip = frame[14:]
+    ihl = (ip[0] & 0xF) * 4
+    proto = ip[9]
+    if proto not in (6, 17) or len(ip) < ihl + 4:
+        return None
+    sport, dport = struct.unpack("!HH", ip[ihl:ihl + 4])
+    flags = ip[ihl + 13] if proto == 6 and len(ip) >= ihl + 14 else 0
+    return (proto, socket.inet_ntoa(ip[12:16]), sport, socket.inet_ntoa(ip[16:20]), dport, flags)
+
+
+class SentCounter:
+    """Counts the frames leaving IF per flow, from before the first attempt to after the last."""
+
+    def __init__(self, iface):
+        self.s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+        self.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        self.s.bind((iface, 0))
+        self.s.setblocking(False)
+        self.flows = {}
+
+    def drain(self):
+        while True:
+            try:
+                frame, addr = self.s.recvfrom(65535)
+            except BlockingIOError:
+                break
+            if addr[2] != socket.PACKET_OUTGOING:
+                continue
+            k = flow_key(frame)
+            if k is None:
+                continue
+            c = self.flows.setdefault(k[:5], [0, 0, 0])
+            c[0] += 1
+            c[1] += len(frame)
+            if k[0] == 6 and k[5] & 0x12 == 0x02:  # SYN without ACK
+                c[2] += 1
+        # PACKET_STATISTICS (SOL_PACKET 263, 6): tp_packets, tp_drops; reading resets them.
+        _, drops = struct.unpack("II", self.s.getsockopt(263, 6, 8))
+        self.s.close()
+        return drops
+
+    def fill(self, res, drops):
+        proto = 6 if res["proto"] == "tcp" else 17
+        c = self.flows.get((proto, res["src"], res["sport"], res["dst"], res["dport"]), [0, 0, 0])
+        res["pkts"], res["bytes"] = c[0], c[1]
+        if proto == 6:
+            res["syns"] = c[2]
+        if drops:
+            res["count_drops"] = drops
+
+
 def cmd_batch(args):
     specs = []
     for n, line in enumerate(sys.stdin, 1):
@@ -171,8 +236,14 @@ def cmd_batch(args):
         return await asyncio.gather(*(attempt(p, d, port, s, args.timeout)
                                       for _, p, d, port, s in specs))
 
-    for spec, res in zip(specs, asyncio.run(run())):
+    counter = SentCounter(args.count_iface) if args.count_iface else None
+    results = asyncio.run(run())
+    # Every attempt's socket is closed: nothing more of theirs can leave.
+    drops = counter.drain() if counter else 0
+    for spec, res in zip(specs, results):
         res["id"] = spec[0]
+        if counter:
+            counter.fill(res, drops)
         emit(res)
     return 0
 
@@ -397,22 +468,36 @@ def cmd_arp(args):
 
 
 def cmd_sniff(args):
-    """IPv4 TCP/UDP packets arriving on an interface (not the ones it sends) that match."""
+    """IPv4 TCP/UDP packets arriving on an interface (not the ones it sends) that match, until
+    --duration has passed or SIGTERM (the caller stops it once whatever it waits for is over)."""
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
     s.bind((args.iface, 0))
+    s.setblocking(False)
+    # SIGTERM wakes the select() through this pipe; what is queued by then still counts.
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
     if args.ready:
-        with open(args.ready, "w") as f:
+        tmp = args.ready + ".tmp"
+        with open(tmp, "w") as f:
             f.write("ready\n")
+        os.rename(tmp, args.ready)
     end = now() + int(args.duration * 1e9)
     seen = []
     while True:
-        left = (end - now()) / 1e9
-        if left <= 0:
-            break
-        r, _, _ = select.select([s], [], [], left)
-        if not r:
+        if not stopping:
+            left = (end - now()) / 1e9
+            if left <= 0:
+                break
+            select.select([s, wake_r], [], [], left)
+        try:
+            frame, addr = s.recvfrom(65535)
+        except BlockingIOError:
+            if stopping:
+                break
             continue
-        frame, addr = s.recvfrom(65535)
         if addr[2] == socket.PACKET_OUTGOING or len(frame) < 34:
             continue
         if struct.unpack("!H", frame[12:14])[0] != 0x0800:
@@ -458,22 +543,106 @@ def tcx_query(ifindex, attach_type):
     struct.pack_into("=QI", attr, 16, ctypes.addressof(ids), 64)
     _, raw = bpf(BPF_PROG_QUERY, attr)
     count = struct.unpack_from("=I", raw, 24)[0]
-    progs = []
-    for pid in list(ids)[:count]:
-        fd, _ = bpf(BPF_PROG_GET_FD_BY_ID, struct.pack("=III", pid, 0, 0))
-        info = ctypes.create_string_buffer(256)
+    return [{"id": pid, "name": prog_name(pid)} for pid in list(ids)[:count]]
+
+
+def prog_name(pid):
+    """The name of the BPF program with this id (bpf_prog_info.name)."""
+    import ctypes
+    fd, _ = bpf(BPF_PROG_GET_FD_BY_ID, struct.pack("=III", pid, 0, 0))
+    info = ctypes.create_string_buffer(256)
+    try:
         bpf(BPF_OBJ_GET_INFO_BY_FD, struct.pack("=IIQ", fd, 256, ctypes.addressof(info)))
+    finally:
         os.close(fd)
-        name = info.raw[64:80].split(b"\0", 1)[0].decode()
-        progs.append({"id": pid, "name": name})
-    return progs
+    return info.raw[64:80].split(b"\0", 1)[0].decode()
+
+
+def tcx_available(ifindex):
+    """runwall's own test (user/attach.c tcx_supported()): a kernel without tcx (before 6.6)
+    does not know the attach type and answers BPF_PROG_QUERY with EINVAL."""
+    try:
+        tcx_query(ifindex, BPF_TCX_INGRESS)
+    except OSError as e:
+        if e.errno == errno.EINVAL:
+            return False
+        raise
+    return True
+
+
+RTM_NEWTFILTER, RTM_GETTFILTER, NLMSG_ERROR, NLMSG_DONE = 44, 46, 2, 3
+TC_H_CLSACT_INGRESS, TC_H_CLSACT_EGRESS = 0xFFFFFFF2, 0xFFFFFFF3
+TCA_KIND, TCA_OPTIONS, TCA_CHAIN = 1, 2, 11
+TCA_BPF_NAME, TCA_BPF_FLAGS, TCA_BPF_ID = 7, 8, 11
+
+
+def nl_attrs(buf):
+    attrs, off = {}, 0
+    while off + 4 <= len(buf):
+        ln, typ = struct.unpack_from("=HH", buf, off)
+        if ln < 4:
+            break
+        attrs[typ & 0x3FFF] = buf[off + 4:off + ln]
+        off += (ln + 3) & ~3
+    return attrs
+
+
+def tc_filters(ifindex, parent):
+    """The filters on one clsact hook, in the order the kernel runs them (by priority, then
+    as listed), asked with an RTM_GETTFILTER dump: kind, pref, handle and, for cls_bpf, the
+    program's name and id and whether it is direct-action."""
+    s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)  # NETLINK_ROUTE
+    s.bind((0, 0))
+    tcm = struct.pack("=BBHiIII", socket.AF_UNSPEC, 0, 0, ifindex, 0, parent, 0)
+    s.send(struct.pack("=IHHII", 16 + len(tcm), RTM_GETTFILTER, 0x301, 1, 0) + tcm)
+    out, done = [], False
+    while not done:
+        data = s.recv(1 << 16)
+        off = 0
+        while off + 16 <= len(data):
+            ln, typ, _, _, _ = struct.unpack_from("=IHHII", data, off)
+            body = data[off + 16:off + ln]
+            off += (ln + 3) & ~3
+            if typ == NLMSG_DONE:
+                done = True
+                break
+            if typ == NLMSG_ERROR:
+                err = -struct.unpack_from("=i", body)[0]
+                s.close()
+                if err in (errno.ENOENT, errno.EINVAL):  # no clsact qdisc: no filters
+                    return []
+                raise OSError(err, os.strerror(err))
+            if typ != RTM_NEWTFILTER:
+                continue
+            _, _, _, _, handle, _, info = struct.unpack_from("=BBHiIII", body)
+            if handle == 0:  # the head of a priority (a "tcf_proto"), not a filter
+                continue
+            a = nl_attrs(body[20:])
+            f = {"kind": a.get(TCA_KIND, b"").rstrip(b"\0").decode(), "pref": info >> 16,
+                 "chain": struct.unpack("=I", a[TCA_CHAIN])[0] if TCA_CHAIN in a else 0,
+                 "handle": handle}
+            if f["kind"] == "bpf":
+                o = nl_attrs(a.get(TCA_OPTIONS, b""))
+                # TCA_BPF_NAME is what the loader called the filter ("rw_egress:[42]" from
+                # libbpf); the program's own name comes from the kernel's prog info.
+                f["filter_name"] = o.get(TCA_BPF_NAME, b"").rstrip(b"\0").decode()
+                f["id"] = struct.unpack("=I", o[TCA_BPF_ID])[0] if TCA_BPF_ID in o else 0
+                f["name"] = prog_name(f["id"]) if f["id"] else ""
+                flags = struct.unpack("=I", o[TCA_BPF_FLAGS])[0] if TCA_BPF_FLAGS in o else 0
+                f["direct_action"] = bool(flags & 1)
+            out.append(f)
+    s.close()
+    return out
 
 
 def cmd_hooks(args):
     ifindex = socket.if_nametoindex(args.dev)
-    emit({"dev": args.dev, "ifindex": ifindex,
-          "ingress": tcx_query(ifindex, BPF_TCX_INGRESS),
-          "egress": tcx_query(ifindex, BPF_TCX_EGRESS)})
+    tcx = tcx_available(ifindex)
+    emit({"dev": args.dev, "ifindex": ifindex, "tcx": tcx,
+          "ingress": tcx_query(ifindex, BPF_TCX_INGRESS) if tcx else [],
+          "egress": tcx_query(ifindex, BPF_TCX_EGRESS) if tcx else [],
+          "tc_ingress": tc_filters(ifindex, TC_H_CLSACT_INGRESS),
+          "tc_egress": tc_filters(ifindex, TC_H_CLSACT_EGRESS)})
     return 0
 
 
@@ -507,6 +676,7 @@ def main():
         p.set_defaults(func=cmd_single)
     p = sub.add_parser("batch")
     p.add_argument("--timeout", type=float, default=0.5)
+    p.add_argument("--count-iface", help="count what each attempt sends out of this interface")
     p.set_defaults(func=cmd_batch)
     p = sub.add_parser("loop")
     p.add_argument("--target", action="append", required=True, help="NAME=DST:PORT")
