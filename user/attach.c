@@ -28,18 +28,9 @@
 #include <bpf/libbpf.h>
 #include <libmnl/libmnl.h>
 #include "attach.h"
+#include "bpf_compat.h"
 #include "nlutil.h"
 
-/* Linux 6.6 UAPI values the 6.1 headers lack. */
-#ifndef BPF_TCX_INGRESS
-#define BPF_TCX_INGRESS 46
-#endif
-#ifndef BPF_TCX_EGRESS
-#define BPF_TCX_EGRESS 47
-#endif
-#ifndef BPF_F_BEFORE
-#define BPF_F_BEFORE (1U << 3)
-#endif
 #define RW_LINK_TYPE_TCX 11	/* BPF_LINK_TYPE_TCX: an enum constant, so no #ifndef test */
 #ifndef ENOTSUPP
 #define ENOTSUPP 524		/* kernel-internal "operation not supported", seen by user space */

@@ -29,16 +29,7 @@
 #include <bpf/libbpf.h>
 #include <cmocka.h>
 #include "attach.h"
-
-#ifndef BPF_TCX_INGRESS
-#define BPF_TCX_INGRESS 46
-#endif
-#ifndef BPF_TCX_EGRESS
-#define BPF_TCX_EGRESS 47
-#endif
-#ifndef BPF_F_BEFORE
-#define BPF_F_BEFORE (1U << 3)
-#endif
+#include "bpf_compat.h"
 
 #define MAX_IDS 64
 
