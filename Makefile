@@ -15,9 +15,8 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-INCLUDES  := -Iinclude -Iuser -I$(BUILD)
 CFLAGS    ?= -g -O2
-CFLAGS    += -Wall -Wextra -Wno-unused-parameter -Werror -std=gnu11 -D_GNU_SOURCE $(INCLUDES)
+CFLAGS    += -Wall -Wextra -Wno-unused-parameter -Werror -std=gnu11 -D_GNU_SOURCE
 LDLIBS    := -lbpf -lelf -lz -lmnl -ljansson -lmicrohttpd
 BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -Wall -Werror -D__TARGET_ARCH_$(ARCH) -Iinclude -Ibpf \
 	      -I/usr/include/$(shell uname -m)-linux-gnu
@@ -27,24 +26,53 @@ BPF_HDRS  := $(wildcard bpf/*.h) include/runwall.h
 BPF_OBJ   := $(BUILD)/runwall.bpf.o
 SKEL      := $(BUILD)/runwall.skel.h
 
-LIB_SRC   := $(filter-out user/main.c,$(wildcard user/*.c))
-LIB_OBJ   := $(patsubst user/%.c,$(BUILD)/user/%.o,$(LIB_SRC))
+# Layout (README "Layout"): user/lib is librunwall, which never prints and never exits; each front
+# end is a folder of its own linked against it. Every .c file in a folder is built: adding a file
+# needs no edit here. The library sees only its own headers and include/, so it cannot reach into a
+# front end; `make check-lib` proves the archive needs nothing but itself and system libraries.
+LIB_INC   := -Iinclude -Iuser/lib -I$(BUILD)
+LIB_SRC   := $(wildcard user/lib/*.c)
+LIB_OBJ   := $(patsubst user/%.c,$(BUILD)/%.o,$(LIB_SRC))
+LIB_HDRS  := $(wildcard user/lib/*.h) include/runwall.h
 LIB       := $(BUILD)/librunwall.a
-USER_HDRS := $(wildcard user/*.h) include/runwall.h
 
+# The `runwall` binary: the CLI (user/cli, main.c holds the command table) and the agent
+# (user/agent, `runwall agent`). commands.h in user/cli is what both front ends share.
+CLI_SRC   := $(wildcard user/cli/*.c)
+CLI_OBJ   := $(patsubst user/%.c,$(BUILD)/%.o,$(CLI_SRC))
+CLI_AR    := $(BUILD)/librunwall-cli.a
+AGENT_SRC := $(wildcard user/agent/*.c)
+AGENT_OBJ := $(patsubst user/%.c,$(BUILD)/%.o,$(AGENT_SRC))
+AGENT_AR  := $(BUILD)/librunwall-agent.a
+FE_INC    := $(LIB_INC) -Iuser/cli -Iuser/agent
+FE_HDRS   := $(LIB_HDRS) $(wildcard user/cli/*.h user/agent/*.h)
+RUNWALL   := $(BUILD)/runwall
+
+# The CNI plugin, its own front end on the same library, once user/cni/ has sources.
+CNI_SRC   := $(wildcard user/cni/*.c)
+CNI_OBJ   := $(patsubst user/%.c,$(BUILD)/%.o,$(CNI_SRC))
+CNI_BIN   := $(if $(CNI_SRC),$(BUILD)/runwall-cni)
+
+# Tests: tests/unit (cmocka, no root) and tests/kernel (need root and the kernel's BPF). Each
+# test_*.c is one binary; the other .c files of tests/kernel are helpers any kernel test may use.
+TEST_INC  := $(FE_INC) -Itests/kernel
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
-UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
-DP_SRC    := $(wildcard tests/datapath/*.c)
-DP_BIN    := $(BUILD)/tests/test_datapath
+UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
+KERN_SRC  := $(wildcard tests/kernel/test_*.c)
+KERN_BIN  := $(patsubst tests/kernel/%.c,$(BUILD)/tests/kernel/%,$(KERN_SRC))
+KHELP_SRC := $(filter-out tests/kernel/test_%.c,$(wildcard tests/kernel/*.c))
+KHELP_OBJ := $(patsubst tests/kernel/%.c,$(BUILD)/tests/kernel/%.o,$(KHELP_SRC))
+KHELP_AR  := $(BUILD)/tests/kernel/libhelpers.a
+TEST_HDRS := $(FE_HDRS) $(wildcard tests/kernel/*.h)
+TEST_LIBS := $(CLI_AR) $(AGENT_AR) $(KHELP_AR) $(LIB)
 BENCH_BIN := $(BUILD)/tests/bench_datapath
 
-RUNWALL   := $(BUILD)/runwall
 SETUP_STAMP := $(BUILD)/.setup-done
 
 .DELETE_ON_ERROR:
-.PHONY: all setup check test vmtest bench clean demo demo-clean
+.PHONY: all setup check check-lib test vmtest bench clean demo demo-clean
 
-all: $(if $(wildcard user/main.c),$(RUNWALL)) $(UNIT_BIN) $(DP_BIN)
+all: $(RUNWALL) $(CNI_BIN) $(UNIT_BIN) $(KERN_BIN)
 
 # Installs the Debian packages the build and the tests need (idempotent; no-op when present).
 setup: $(SETUP_STAMP)
@@ -52,7 +80,7 @@ $(SETUP_STAMP): scripts/setup.sh
 	$(Q)scripts/setup.sh
 	$(Q)mkdir -p $(BUILD) && touch $@
 
-$(BUILD) $(BUILD)/user $(BUILD)/tests:
+$(BUILD):
 	$(Q)mkdir -p $@
 
 $(BPF_OBJ): $(BPF_SRC) $(BPF_HDRS) | $(SETUP_STAMP) $(BUILD)
@@ -65,37 +93,86 @@ $(SKEL): $(BPF_OBJ)
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< name runwall_bpf > $@
 
-$(BUILD)/user/%.o: user/%.c $(USER_HDRS) $(SKEL) | $(BUILD)/user
+$(BUILD)/lib/%.o: user/lib/%.c $(LIB_HDRS) $(SKEL)
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(LIB_INC) -c $< -o $@
+
+$(BUILD)/cli/%.o: user/cli/%.c $(FE_HDRS) $(SKEL)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(FE_INC) -c $< -o $@
+
+$(BUILD)/agent/%.o: user/agent/%.c $(FE_HDRS) $(SKEL)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(FE_INC) -c $< -o $@
+
+$(BUILD)/cni/%.o: user/cni/%.c $(FE_HDRS) $(SKEL)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(FE_INC) -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	$(call msg,AR,$@)
-	$(Q)$(AR) rcs $@ $^
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
-$(RUNWALL): $(BUILD)/user/main.o $(LIB)
+$(CLI_AR): $(filter-out %/main.o,$(CLI_OBJ))
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+$(AGENT_AR): $(AGENT_OBJ)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+$(RUNWALL): $(BUILD)/cli/main.o $(CLI_AR) $(AGENT_AR) $(LIB)
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 
+$(BUILD)/runwall-cni: $(CNI_OBJ) $(LIB)
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
+
+# The boundary: link every member of librunwall.a, and nothing else of runwall's, into a program.
+# An undefined reference (to rw_g, rw_fail, cmd_*, anything of a front end's) fails the link.
+check-lib: $(LIB)
+	$(call msg,CHECK,$(LIB) references only itself and system libraries)
+	$(Q)echo 'int main(void) { return 0; }' > $(BUILD)/check-lib.c
+	$(Q)$(CC) $(BUILD)/check-lib.c -Wl,--whole-archive $(LIB) -Wl,--no-whole-archive $(LDLIBS) \
+		-o $(BUILD)/check-lib || { echo "librunwall.a must not reference the agent or the CLI" >&2; exit 1; }
+	$(Q)rm -f $(BUILD)/check-lib $(BUILD)/check-lib.c
+
+$(BUILD)/tests/kernel/%.o: tests/kernel/%.c $(TEST_HDRS) $(SKEL)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(TEST_INC) -c $< -o $@
+
+$(KHELP_AR): $(KHELP_OBJ)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
 # cmocka: one binary per module; -Werror=unused-function makes a test left out of tests[] fail.
-$(BUILD)/tests/test_%: tests/unit/test_%.c $(LIB) $(USER_HDRS) | $(BUILD)/tests
+$(BUILD)/tests/unit/test_%: tests/unit/test_%.c $(TEST_LIBS) $(TEST_HDRS)
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) -Werror=unused-function $< $(LIB) $(LDLIBS) -lcmocka -o $@
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(TEST_INC) -Werror=unused-function $< $(TEST_LIBS) $(LDLIBS) -lcmocka -o $@
 
-$(DP_BIN): $(DP_SRC) $(wildcard tests/datapath/*.h) $(LIB) $(USER_HDRS) | $(BUILD)/tests
+$(BUILD)/tests/kernel/test_%: tests/kernel/test_%.c $(TEST_LIBS) $(TEST_HDRS)
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) -Itests/datapath $(DP_SRC) $(LIB) $(LDLIBS) -o $@
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(TEST_INC) -Werror=unused-function $< $(TEST_LIBS) $(LDLIBS) -lcmocka -o $@
 
-$(BENCH_BIN): tests/bench/bench_datapath.c tests/datapath/pkt.c $(LIB) $(USER_HDRS) | $(BUILD)/tests
+$(BENCH_BIN): tests/bench/bench_datapath.c $(TEST_LIBS) $(TEST_HDRS)
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) -Itests/datapath $(filter %.c,$^) $(LIB) $(LDLIBS) -o $@
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(TEST_INC) $< $(TEST_LIBS) $(LDLIBS) -o $@
 
 # Per-packet cost of each verdict path against an empty program, median of repeated runs.
 bench: setup $(BENCH_BIN)
 	$(Q)$(BENCH_BIN)
 
 # The test command: installs what is missing, builds without warnings, runs every suite.
-check: setup all
+check: setup all check-lib
 	$(Q)tests/run.sh $(BUILD)
 
 test: check

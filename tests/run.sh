@@ -25,13 +25,11 @@ mount | grep -q ' /sys/fs/bpf type bpf' || mount -t bpf bpf /sys/fs/bpf
 
 # name, kind (unit: user space only; kernel: needs the kernel's BPF, netns, veth), command
 suites=()
-for t in "$build"/tests/test_*; do
-	[ -x "$t" ] || continue
-	name=$(basename "$t")
-	case "$name" in
-	test_datapath | test_attach | test_netlink) suites+=("$name kernel $t") ;;
-	*) suites+=("$name unit $t") ;;
-	esac
+for kind in unit kernel; do
+	for t in "$build"/tests/$kind/test_*; do
+		[ -x "$t" ] || continue
+		suites+=("$(basename "$t") $kind $t")
+	done
 done
 for t in tests/netns/test_*.sh; do
 	[ -x "$t" ] || continue
@@ -39,7 +37,7 @@ for t in tests/netns/test_*.sh; do
 done
 
 if [ ${#suites[@]} -eq 0 ]; then
-	echo "tests/run.sh: no test binaries in $build/tests: run make first" >&2
+	echo "tests/run.sh: no test binaries in $build/tests/{unit,kernel}: run make first" >&2
 	exit 1
 fi
 

@@ -559,7 +559,7 @@ def prog_name(pid):
 
 
 def tcx_available(ifindex):
-    """runwall's own test (user/attach.c tcx_supported()): a kernel without tcx (before 6.6)
+    """runwall's own test (user/lib/attach.c tcx_supported()): a kernel without tcx (before 6.6)
     does not know the attach type and answers BPF_PROG_QUERY with EINVAL."""
     try:
         tcx_query(ifindex, BPF_TCX_INGRESS)

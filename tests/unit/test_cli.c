@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* test_cli.c: the parts of the operator commands that need no kernel (user/cli_util.c): what
+/* test_cli.c: the parts of the operator commands that need no kernel (user/cli/cli_util.c): what
  * people type (addresses, ports, names with "did you mean"), aligned tables, the counters
  * table and JSON, the event filter of `runwall drops`, the packets and lines of `runwall
  * explain`.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* test_policy.c: the snapshot parser (user/policy.c): what it accepts, the exact message of
+/* test_policy.c: the snapshot parser (user/lib/policy.c): what it accepts, the exact message of
  * every refusal (positions included), and rw_policy_run_equal / rw_policy_diff.
  *
  * Expected columns were counted by hand on the documents below. They count from 1; every

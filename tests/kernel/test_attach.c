@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* test_attach.c: user/attach.c against the running kernel, on veths in a network namespace of
+/* test_attach.c: user/lib/attach.c against the running kernel, on veths in a network namespace of
  * the test's own (unshare(CLONE_NEWNET) at start; nothing of the machine's is touched) and
  * with pins in a private directory /sys/fs/bpf/rwtest-<pid> removed at the end. Needs root
  * (CAP_BPF, CAP_NET_ADMIN, CAP_SYS_ADMIN). On a kernel without tcx (before 6.6, EKS's 6.1)

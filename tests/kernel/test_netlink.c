@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* test_netlink.c: user/netlink.c against the running kernel, in a network namespace of the
+/* test_netlink.c: user/lib/netlink.c against the running kernel, in a network namespace of the
  * test's own (unshare(CLONE_NEWNET) at start): veths, routes and a bridge made with ip(8)
  * there, never on the machine's own interfaces. Needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN).
  */
