@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* agent.h: the agent's state, shared by its files (not by the library or the CLI):
+ *   main_loop.c     `runwall agent`: options, setup, the epoll loop, signals, timers
+ *   sandboxes.c     sandbox veths: attach, bind pod IPs from /32 routes, forget, full resync
+ *   policy_watch.c  the policy file (inotify) and applying snapshots
+ *   events.c        the ring buffer's events, fanned out to the socket's subscribers
+ *   ctl_server.c    the control socket: status, apply, policy, events, shutdown
+ */
+#ifndef RUNWALL_AGENT_H
+#define RUNWALL_AGENT_H
+
+#include <arpa/inet.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <net/if.h>
+#include <bpf/libbpf.h>
+#include <jansson.h>
+
+#include "apply.h"
+#include "attach.h"
+#include "datapath.h"
+#include "netlink.h"
+#include "policy.h"
+
+#define TICK_MS			50	/* ring buffer drain and subscriber flush period */
+#define MAX_SUBS		64
+#define SUB_BUF_MAX		(1u << 20)	/* per subscriber; beyond it events are skipped */
+#define REQUEST_TIMEOUT_MS	2000
+
+struct subscriber {
+	int fd;
+	char *buf;
+	size_t len;
+	unsigned long long delivered;
+	unsigned long long skipped;
+};
+
+struct run_state {
+	char id[RW_RUN_ID_LEN];
+	__u32 gen;
+	int64_t since;		/* realtime ns at which this generation became enforced */
+};
+
+struct sandbox {
+	int ifindex;
+	char ifname[IF_NAMESIZE];
+	__be32 pod;		/* bound pod IP, 0 when none */
+	enum rw_attach_mode mode[RW_DIR_COUNT];
+	bool attached[RW_DIR_COUNT];
+	bool seen;		/* mark for a full resync */
+};
+
+struct agent {
+	struct rw_datapath dp;
+	const char *policy_path;
+	const char *ifprefix;
+	enum rw_attach_mode attach_mode;
+	int resync_sec;
+	const char *health_addr;
+
+	struct rw_policy policy;	/* the snapshot in force, when this agent knows it */
+	bool have_policy;
+	char *policy_text;		/* its text, for `runwall explain` to name rules */
+	size_t policy_text_len;
+	char policy_source[256];
+	char *policy_bytes;		/* the file's last content, to ignore no-op rewrites */
+	size_t policy_len;
+	struct rw_apply_result last_apply;
+	int64_t ready_since, applied_at;
+	char last_error[800];
+	struct run_state *runs;
+	size_t n_runs;
+
+	struct sandbox *sbx;
+	size_t n_sbx;
+	bool links_dirty;		/* netlink overran or failed: dump everything again */
+
+	int epfd, listen_fd, inotify_fd, tick_fd, resync_fd, sig_fd;
+	struct rw_nl_sub *nl;
+	struct ring_buffer *ring;
+	struct subscriber subs[MAX_SUBS];
+	int n_subs;
+	unsigned long long delivered_gone;	/* of subscribers that left */
+	unsigned long long skipped_gone;
+	int64_t mono_to_real;
+	bool reload_pending;
+	bool stop;
+};
+
+static inline const char *agent_ip_str(__be32 ip, char *buf)
+{
+	return inet_ntop(AF_INET, &ip, buf, INET_ADDRSTRLEN);
+}
+
+/* sandboxes.c: netlink handlers, and the full resync that makes the kernel match the system. */
+int agent_on_link(bool add, const struct rw_nl_link *l, void *data);
+int agent_on_route(bool add, const struct rw_nl_route *r, void *data);
+int agent_full_resync(struct agent *a);
+
+/* policy_watch.c */
+int agent_apply(struct agent *a, const char *buf, size_t len, const char *source, json_t **reply);
+void agent_load_policy_file(struct agent *a, bool at_start);
+int agent_watch_policy(struct agent *a);
+
+/* events.c */
+int agent_on_event(void *ctx, void *data, size_t size);
+void agent_flush_subscribers(struct agent *a);
+void agent_add_subscriber(struct agent *a, int fd);
+void agent_sub_close(struct agent *a, int i);
+
+/* ctl_server.c */
+void agent_on_client(struct agent *a);
+
+#endif /* RUNWALL_AGENT_H */

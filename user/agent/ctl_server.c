@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* ctl_server.c: the agent's side of the control socket (ctl.h says what is asked and answered). */
+#include <unistd.h>
+#include <sys/socket.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent.h"
+#include "commands.h"
+#include "ctl.h"
+#include "eventfmt.h"
+#include "log.h"
+
+static json_t *hook_json(struct agent *a, struct sandbox *s, int d)
+{
+	struct rw_hook_info hi;
+
+	memset(&hi, 0, sizeof(hi));
+	if (rw_hook_query_pinned(a->dp.pin_dir, s->ifindex, d, &hi))
+		return json_pack("{s:b}", "attached", 0);
+	return json_pack("{s:b, s:s, s:b, s:i}", "attached", hi.found, "mode",
+			 hi.found ? rw_attach_mode_str(hi.mode) : "none", "first", hi.first,
+			 "others", (int)hi.n_other);
+}
+
+static json_t *status_json(struct agent *a)
+{
+	char when[40], applied[40], ip[INET_ADDRSTRLEN];
+	json_t *runs = json_array(), *sbx = json_array(), *o;
+	struct rw_config cfg = {};
+	unsigned long long delivered = a->delivered_gone, skipped = a->skipped_gone;
+	bool ready;
+
+	rw_config_read(&a->dp, &cfg);
+	ready = RW_STATE_READY(cfg.state);
+	rw_format_time(a->ready_since, when, sizeof(when));
+	rw_format_time(a->applied_at, applied, sizeof(applied));
+	for (size_t r = 0; a->have_policy && r < a->policy.n_runs; r++) {
+		const struct rw_policy_run *run = &a->policy.runs[r];
+		json_t *pods = json_array();
+		struct rw_pod pod = {};
+		char since[40] = "";
+
+		for (size_t i = 0; i < run->n_pods; i++)
+			json_array_append_new(pods, json_string(agent_ip_str(run->pods[i], ip)));
+		if (run->n_pods)
+			rw_live_pod(&a->dp, run->pods[0], &pod);
+		for (size_t i = 0; i < a->n_runs; i++)
+			if (!strcmp(a->runs[i].id, run->id))
+				rw_format_time(a->runs[i].since, since, sizeof(since));
+		json_array_append_new(runs, json_pack("{s:s, s:i, s:i, s:s, s:s, s:o}", "id", run->id,
+						      "idx", (int)pod.run_idx, "gen",
+						      (int)pod.run_gen, "since", since, "egress",
+						      rw_policy_run_egress(&a->policy, run) ==
+								      RW_EGRESS_OPEN ?
+							      "open" :
+							      "allowlist",
+						      "pods", pods));
+	}
+	for (size_t i = 0; i < a->n_sbx; i++) {
+		struct sandbox *s = &a->sbx[i];
+		struct rw_pod pod;
+		bool known = s->pod && rw_live_pod(&a->dp, s->pod, &pod) == 0;
+
+		json_array_append_new(sbx, json_pack("{s:s, s:i, s:o, s:o, s:{s:o, s:o}}",
+						     "ifname", s->ifname, "ifindex", s->ifindex,
+						     "pod", s->pod ? json_string(agent_ip_str(s->pod, ip)) :
+								     json_null(),
+						     "run", known ? json_string(pod.run_id) :
+								    json_null(),
+						     "hooks", "egress", hook_json(a, s, RW_DIR_EGRESS),
+						     "ingress", hook_json(a, s, RW_DIR_INGRESS)));
+	}
+	for (int i = 0; i < a->n_subs; i++) {
+		delivered += a->subs[i].delivered;
+		skipped += a->subs[i].skipped;
+	}
+	o = json_pack("{s:b, s:b, s:I, s:o, s:o, s:f, s:s, s:s, s:s, s:o, s:o, s:o, "
+		      "s:{s:i, s:I, s:I}, s:o}",
+		      "ok", 1, "ready", ready, "revision",
+		      (json_int_t)(ready ? RW_STATE_REVISION(cfg.state) : 0),
+		      "ready_since", a->ready_since ? json_string(when) : json_null(),
+		      "applied", a->applied_at ? json_string(applied) : json_null(),
+		      "apply_ms", a->last_apply.total_ms,
+		      "bpffs", a->dp.pin_dir, "socket", rw_g.socket, "ifprefix", a->ifprefix,
+		      "policy_file", a->policy_path ? json_string(a->policy_path) : json_null(),
+		      "runs", runs, "sandboxes", sbx,
+		      "events", "subscribers", a->n_subs, "delivered", (json_int_t)delivered,
+		      "skipped", (json_int_t)skipped,
+		      "last_error", a->last_error[0] ? json_string(a->last_error) : json_null());
+	return o;
+}
+
+void agent_on_client(struct agent *a)
+{
+	char *buf, *verb, *arg, *body;
+	struct ucred cred;
+	socklen_t cl = sizeof(cred);
+	size_t body_len;
+	json_t *reply = NULL;
+	int fd, err;
+
+	fd = accept4(a->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd < 0)
+		return;
+	/* The socket file is 0600 root already; check the peer too. */
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) || cred.uid != 0) {
+		close(fd);
+		return;
+	}
+	err = rw_ctl_read_request(fd, REQUEST_TIMEOUT_MS, &buf, &verb, &arg, &body, &body_len);
+	if (err) {
+		reply = json_pack("{s:b, s:s}", "ok", 0, "error", strerror(-err));
+		goto out;
+	}
+	if (!strcmp(verb, "status")) {
+		reply = status_json(a);
+	} else if (!strcmp(verb, "apply")) {
+		agent_apply(a, body, body_len, arg && *arg ? arg : "<socket>", &reply);
+	} else if (!strcmp(verb, "policy")) {
+		reply = a->policy_text ?
+			json_pack("{s:b, s:I, s:s, s:s%}", "ok", 1, "revision",
+				  (json_int_t)a->policy.revision, "source", a->policy_source,
+				  "snapshot", a->policy_text, a->policy_text_len) :
+			json_pack("{s:b, s:s}", "ok", 0, "error",
+				  "this agent does not know the snapshot in force (applied before "
+				  "it started); apply it again or pass --policy");
+	} else if (!strcmp(verb, "events")) {
+		free(buf);
+		agent_add_subscriber(a, fd);
+		return;
+	} else if (!strcmp(verb, "shutdown")) {
+		rw_info("shutdown requested on the control socket; enforcement stays in place");
+		reply = json_pack("{s:b}", "ok", 1);
+		a->stop = true;
+	} else {
+		reply = json_pack("{s:b, s:s}", "ok", 0, "error", "unknown request");
+	}
+	free(buf);
+out:
+	if (reply)
+		rw_ctl_reply(fd, reply);
+	json_decref(reply);
+	close(fd);
+}
+

@@ -1,0 +1,246 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* policy_watch.c: the agent's policy: snapshots from the file (watched with inotify) and the
+ * control socket, parsed, applied, and kept for status and `runwall explain`.
+ */
+#include <libgen.h>
+#include <limits.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/inotify.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent.h"
+#include "ctl.h"
+#include "log.h"
+
+static int64_t now_real(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void runs_update(struct agent *a)
+{
+	struct run_state *next = calloc(a->policy.n_runs ? a->policy.n_runs : 1, sizeof(*next));
+	int64_t now = now_real();
+
+	if (!next)
+		return;
+	for (size_t r = 0; r < a->policy.n_runs; r++) {
+		struct rw_pod pod;
+
+		snprintf(next[r].id, sizeof(next[r].id), "%s", a->policy.runs[r].id);
+		next[r].gen = a->last_apply.revision;
+		if (a->policy.runs[r].n_pods &&
+		    rw_live_pod(&a->dp, a->policy.runs[r].pods[0], &pod) == 0)
+			next[r].gen = pod.run_gen;
+		next[r].since = now;
+		for (size_t o = 0; o < a->n_runs; o++)
+			if (!strcmp(a->runs[o].id, next[r].id) && a->runs[o].gen == next[r].gen)
+				next[r].since = a->runs[o].since;
+	}
+	free(a->runs);
+	a->runs = next;
+	a->n_runs = a->policy.n_runs;
+}
+
+static void keep_text(struct agent *a, const char *buf, size_t len, const char *source)
+{
+	char *copy = malloc(len + 1);
+
+	if (!copy)
+		return;
+	memcpy(copy, buf, len);
+	copy[len] = '\0';
+	free(a->policy_text);
+	a->policy_text = copy;
+	a->policy_text_len = len;
+	snprintf(a->policy_source, sizeof(a->policy_source), "%s", source);
+}
+
+/* Parse and apply a snapshot. On refusal nothing changes and *reply says why. */
+int agent_apply(struct agent *a, const char *buf, size_t len, const char *source,
+		       json_t **reply)
+{
+	struct rw_policy_error perr = {};
+	struct rw_apply_result res;
+	struct rw_policy next;
+	struct rw_config cfg = {};
+	char err[600], *diff = NULL;
+	json_t *changes;
+	int ret, n;
+
+	rw_config_read(&a->dp, &cfg);
+	ret = rw_policy_parse_newer(buf, len, source,
+				    RW_STATE_READY(cfg.state) ? RW_STATE_REVISION(cfg.state) : 0,
+				    &next, &perr);
+	if (ret) {
+		rw_warn("refused snapshot: %s", perr.text);
+		snprintf(a->last_error, sizeof(a->last_error), "%s", perr.text);
+		*reply = json_pack("{s:b, s:s, s:i, s:i}", "ok", 0, "error", perr.text, "line",
+				   perr.line, "column", perr.column);
+		return ret;
+	}
+	ret = rw_apply(&a->dp, a->have_policy ? &a->policy : NULL, &next, &res, err, sizeof(err));
+	if (ret) {
+		char msg[700];
+
+		snprintf(msg, sizeof(msg), "%s: %s", source, err);
+		rw_warn("refused snapshot: %s", msg);
+		snprintf(a->last_error, sizeof(a->last_error), "%s", msg);
+		*reply = json_pack("{s:b, s:s}", "ok", 0, "error", msg);
+		rw_policy_free(&next);
+		return ret;
+	}
+	diff = malloc(65536);
+	n = diff ? rw_policy_diff(a->have_policy ? &a->policy : NULL, &next, diff, 65536) : 0;
+	changes = json_array();
+	for (char *line = diff ? strtok(diff, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+		json_array_append_new(changes, json_string(line));
+		rw_debug("  %s", line);
+	}
+	rw_info("applied revision %llu from %s (previous %llu): %d changes, %u runs, %u pods, "
+		"%u entries, %.1f ms (build %.1f, flip %.1f), %u flows forgotten",
+		(unsigned long long)res.revision, source, (unsigned long long)res.previous, n,
+		res.runs, res.pods, res.entries, res.total_ms, res.build_ms, res.flip_ms,
+		res.flows_flushed);
+	if (a->have_policy)
+		rw_policy_free(&a->policy);
+	a->policy = next;
+	a->have_policy = true;
+	keep_text(a, buf, len, source);
+	a->last_apply = res;
+	a->applied_at = now_real();
+	if (!res.previous && !a->ready_since)
+		a->ready_since = a->applied_at;
+	a->last_error[0] = '\0';
+	runs_update(a);
+	*reply = json_pack("{s:b, s:I, s:I, s:f, s:f, s:f, s:i, s:i, s:o}", "ok", 1,
+			   "revision", (json_int_t)res.revision, "previous",
+			   (json_int_t)res.previous, "apply_ms", res.total_ms, "build_ms",
+			   res.build_ms, "flip_ms", res.flip_ms, "runs", (int)res.runs, "pods",
+			   (int)res.pods, "changes", changes);
+	free(diff);
+	return 0;
+}
+
+static int read_file(const char *path, char **out, size_t *len)
+{
+	FILE *f = fopen(path, "r");
+	size_t cap = 65536, n = 0;
+	char *buf;
+
+	if (!f)
+		return -errno;
+	buf = malloc(cap);
+	while (buf) {
+		size_t got = fread(buf + n, 1, cap - n, f);
+
+		n += got;
+		if (got == 0)
+			break;
+		if (n == cap) {
+			char *grown = cap < RW_CTL_MAX_BODY ? realloc(buf, cap * 2) : NULL;
+
+			if (!grown) {
+				free(buf);
+				buf = NULL;
+				break;
+			}
+			buf = grown;
+			cap *= 2;
+		}
+	}
+	fclose(f);
+	if (!buf)
+		return -EFBIG;
+	*out = buf;
+	*len = n;
+	return 0;
+}
+
+/* The policy file: applied when it is newer than what is in force, adopted when it is what
+ * is in force (a restarted agent), refused when older.
+ */
+void agent_load_policy_file(struct agent *a, bool at_start)
+{
+	struct rw_policy_error perr = {};
+	struct rw_config cfg;
+	struct rw_policy p;
+	char *buf = NULL;
+	size_t len = 0;
+	json_t *reply = NULL;
+	uint64_t in_force;
+	int err;
+
+	err = read_file(a->policy_path, &buf, &len);
+	if (err) {
+		/* A ConfigMap swap removes the file for a moment; the next event brings it back. */
+		if (at_start || err != -ENOENT)
+			rw_warn("%s: %s", a->policy_path, strerror(-err));
+		return;
+	}
+	if (a->policy_bytes && len == a->policy_len && !memcmp(buf, a->policy_bytes, len)) {
+		free(buf);
+		return;
+	}
+	free(a->policy_bytes);
+	a->policy_bytes = buf;
+	a->policy_len = len;
+
+	rw_config_read(&a->dp, &cfg);
+	in_force = RW_STATE_READY(cfg.state) ? RW_STATE_REVISION(cfg.state) : 0;
+	if (rw_policy_parse(buf, len, a->policy_path, &p, &perr)) {
+		rw_warn("refused snapshot: %s", perr.text);
+		snprintf(a->last_error, sizeof(a->last_error), "%s", perr.text);
+		return;
+	}
+	if (in_force && p.revision == in_force && !a->have_policy) {
+		/* What the kernel enforces already: adopt it, do not apply it again. */
+		rw_info("%s: revision %llu is the one in force; adopted", a->policy_path,
+			(unsigned long long)in_force);
+		a->policy = p;
+		a->have_policy = true;
+		keep_text(a, buf, len, a->policy_path);
+		runs_update(a);
+		return;
+	}
+	if (in_force && p.revision <= in_force) {
+		rw_warn("%s: revision %llu is not newer than %llu, the one in force; keeping %llu",
+			a->policy_path, (unsigned long long)p.revision,
+			(unsigned long long)in_force, (unsigned long long)in_force);
+		rw_policy_free(&p);
+		return;
+	}
+	rw_policy_free(&p);
+	agent_apply(a, buf, len, a->policy_path, &reply);
+	json_decref(reply);
+}
+
+int agent_watch_policy(struct agent *a)
+{
+	char copy[PATH_MAX];
+	int fd;
+
+	snprintf(copy, sizeof(copy), "%s", a->policy_path);
+	fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	/* Watch the folder, not the file: a ConfigMap update swaps a symlink (..data) and editors
+	 * rename a new file over the old one; either way the old inode is not the file any more.
+	 */
+	if (inotify_add_watch(fd, dirname(copy), IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE |
+				  IN_DELETE | IN_ATTRIB) < 0) {
+		int err = -errno;
+
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+

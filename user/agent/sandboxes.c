@@ -1,0 +1,290 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* sandboxes.c: the agent's sandbox veths: attach runwall's programs to every interface whose name
+ * has the prefix, bind each to the pod its /32 route names, forget what goes away, and a full
+ * resync that makes the kernel's picture match the system's.
+ */
+#include <dirent.h>
+#include <limits.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <bpf/bpf.h>
+
+#include "agent.h"
+#include "log.h"
+#include "reasons.h"
+
+static struct sandbox *sbx_find(struct agent *a, int ifindex)
+{
+	for (size_t i = 0; i < a->n_sbx; i++)
+		if (a->sbx[i].ifindex == ifindex)
+			return &a->sbx[i];
+	return NULL;
+}
+
+static void sbx_attach(struct agent *a, struct sandbox *s)
+{
+	for (int d = 0; d < RW_DIR_COUNT; d++) {
+		int err = rw_attach(a->dp.pin_dir, s->ifindex, d, a->dp.prog_fd[d], a->attach_mode,
+				    &s->mode[d]);
+
+		if (err) {
+			rw_err("%s: attaching the %s program: %s", s->ifname, rw_dir_name(d),
+			       strerror(-err));
+			snprintf(a->last_error, sizeof(a->last_error), "%s: attach %s: %s",
+				 s->ifname, rw_dir_name(d), strerror(-err));
+			s->attached[d] = false;
+			continue;
+		}
+		s->attached[d] = true;
+	}
+}
+
+static struct sandbox *sbx_add(struct agent *a, int ifindex, const char *name)
+{
+	struct sandbox *s = sbx_find(a, ifindex), *grown;
+
+	if (s) {
+		if (strcmp(s->ifname, name)) {
+			rw_info("%s: renamed to %s", s->ifname, name);
+			snprintf(s->ifname, sizeof(s->ifname), "%s", name);
+		}
+		return s;
+	}
+	grown = realloc(a->sbx, (a->n_sbx + 1) * sizeof(*a->sbx));
+	if (!grown)
+		return NULL;
+	a->sbx = grown;
+	s = &a->sbx[a->n_sbx++];
+	memset(s, 0, sizeof(*s));
+	s->ifindex = ifindex;
+	snprintf(s->ifname, sizeof(s->ifname), "%s", name);
+	/* Programs first, before the pod is known: an unbound veth is deny-all. */
+	sbx_attach(a, s);
+	rw_info("%s (ifindex %d): attached (%s, %s), deny-all until its pod is known", s->ifname,
+		ifindex, rw_attach_mode_str(s->mode[RW_DIR_EGRESS]),
+		rw_attach_mode_str(s->mode[RW_DIR_INGRESS]));
+	return s;
+}
+
+static void sbx_bind(struct agent *a, struct sandbox *s, __be32 pod)
+{
+	char ip[INET_ADDRSTRLEN];
+	int err;
+
+	if (s->pod == pod)
+		return;
+	if (s->pod && pod)
+		rw_warn("%s: pod %s replaced by %s", s->ifname, agent_ip_str(s->pod, ip),
+			agent_ip_str(pod, (char[INET_ADDRSTRLEN]){}));
+	err = pod ? rw_endpoint_bind(&a->dp, s->ifindex, pod) :
+		    rw_endpoint_unbind(&a->dp, s->ifindex);
+	if (err) {
+		rw_err("%s: %s: %s", s->ifname, pod ? "bind" : "unbind", strerror(-err));
+		return;
+	}
+	if (pod)
+		rw_info("%s: bound to pod %s", s->ifname, agent_ip_str(pod, ip));
+	else
+		rw_info("%s: pod %s gone, deny-all", s->ifname, agent_ip_str(s->pod, ip));
+	s->pod = pod;
+}
+
+/* The interface went away: its tcx links died with it; forget the pins, the binding and the
+ * veth's flows so that nothing carries over to whatever reuses the ifindex.
+ */
+static void sbx_remove(struct agent *a, int ifindex)
+{
+	struct sandbox *s = sbx_find(a, ifindex);
+
+	for (int d = 0; d < RW_DIR_COUNT; d++)
+		rw_detach(a->dp.pin_dir, ifindex, d);
+	rw_endpoint_unbind(&a->dp, ifindex);
+	if (!s)
+		return;
+	rw_info("%s (ifindex %d): gone", s->ifname, ifindex);
+	*s = a->sbx[--a->n_sbx];
+}
+
+int agent_on_link(bool add, const struct rw_nl_link *l, void *data)
+{
+	struct agent *a = data;
+
+	if (!add) {
+		if (sbx_find(a, l->ifindex))
+			sbx_remove(a, l->ifindex);
+		return 0;
+	}
+	if (!rw_ifname_match(l->name, a->ifprefix)) {
+		/* Renamed away from the prefix: no longer ours. */
+		if (sbx_find(a, l->ifindex))
+			sbx_remove(a, l->ifindex);
+		return 0;
+	}
+	if (!sbx_add(a, l->ifindex, l->name))
+		return -ENOMEM;
+	a->links_dirty = true;	/* routes may have come before the link */
+	return 0;
+}
+
+int agent_on_route(bool add, const struct rw_nl_route *r, void *data)
+{
+	struct agent *a = data;
+	struct sandbox *s;
+
+	if (r->prefixlen != 32)
+		return 0;
+	s = sbx_find(a, r->oif);
+	if (!s)
+		return 0;
+	if (add)
+		sbx_bind(a, s, r->dst);
+	else if (s->pod == r->dst)
+		sbx_bind(a, s, 0);
+	return 0;
+}
+
+static int dump_link(const struct rw_nl_link *l, void *data)
+{
+	struct agent *a = data;
+	struct sandbox *s;
+
+	if (!rw_ifname_match(l->name, a->ifprefix))
+		return 0;
+	s = sbx_add(a, l->ifindex, l->name);
+	if (!s)
+		return -ENOMEM;
+	s->seen = true;
+	return 0;
+}
+
+struct route_want {
+	int ifindex;
+	__be32 pod;
+};
+
+struct route_dump {
+	struct route_want *w;
+	size_t n;
+};
+
+static int dump_route(const struct rw_nl_route *r, void *data)
+{
+	struct route_dump *rd = data;
+	struct route_want *grown;
+
+	grown = realloc(rd->w, (rd->n + 1) * sizeof(*rd->w));
+	if (!grown)
+		return -ENOMEM;
+	rd->w = grown;
+	rd->w[rd->n].ifindex = r->oif;
+	rd->w[rd->n].pod = r->dst;
+	rd->n++;
+	return 0;
+}
+
+/* Remove runwall's link pins of interfaces that no longer exist (an agent that was down when
+ * a veth went away never saw it go).
+ */
+static void prune_link_pins(struct agent *a)
+{
+	char path[PATH_MAX + 8];
+	struct dirent *de;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "%s/%s", a->dp.pin_dir, RW_LINKS_DIR);
+	dir = opendir(path);
+	if (!dir)
+		return;
+	while ((de = readdir(dir))) {
+		int ifindex;
+		char dirname[16];
+
+		if (sscanf(de->d_name, "tcx_%d_%15[a-z]", &ifindex, dirname) != 2 &&
+		    sscanf(de->d_name, "tc_%d_%15[a-z]", &ifindex, dirname) != 2)
+			continue;
+		if (sbx_find(a, ifindex))
+			continue;
+		rw_info("links/%s: interface %d is gone, removing runwall's pin", de->d_name,
+			ifindex);
+		rw_detach(a->dp.pin_dir, ifindex, strcmp(dirname, "egress") ? RW_DIR_INGRESS :
+								      RW_DIR_EGRESS);
+	}
+	closedir(dir);
+}
+
+/* Make the kernel's picture match the system's: every prefixed interface attached (and
+ * runwall first on each hook), every veth bound to the pod its /32 route names, nothing bound
+ * that is not.
+ */
+int agent_full_resync(struct agent *a)
+{
+	struct route_dump rd = {};
+	__u32 key, *prev = NULL;
+	int err;
+
+	for (size_t i = 0; i < a->n_sbx; i++)
+		a->sbx[i].seen = false;
+	for (int tries = 0; (err = rw_nl_dump_links(dump_link, a)) == -EAGAIN && tries < 5; tries++)
+		;
+	if (err) {
+		rw_err("netlink: dumping links: %s", strerror(-err));
+		return err;
+	}
+	for (size_t i = 0; i < a->n_sbx;) {
+		if (!a->sbx[i].seen) {
+			sbx_remove(a, a->sbx[i].ifindex);
+			continue;
+		}
+		i++;
+	}
+	for (int tries = 0; (err = rw_nl_dump_routes(dump_route, &rd)) == -EAGAIN && tries < 5;
+	     tries++) {
+		free(rd.w);
+		rd = (struct route_dump){};
+	}
+	if (err) {
+		free(rd.w);
+		rw_err("netlink: dumping routes: %s", strerror(-err));
+		return err;
+	}
+	for (size_t i = 0; i < a->n_sbx; i++) {
+		struct sandbox *s = &a->sbx[i];
+		struct rw_hook_info hi;
+		__be32 want = 0;
+
+		for (size_t r = 0; r < rd.n; r++)
+			if (rd.w[r].ifindex == s->ifindex) {
+				want = rd.w[r].pod;
+				break;
+			}
+		sbx_bind(a, s, want);
+		/* Check the order on the hooks; rw_attach() puts runwall back in front. */
+		for (int d = 0; d < RW_DIR_COUNT; d++) {
+			memset(&hi, 0, sizeof(hi));
+			if (rw_hook_query_pinned(a->dp.pin_dir, s->ifindex, d, &hi) == 0 &&
+			    hi.found && hi.first)
+				continue;
+			rw_warn("%s: runwall %s on the %s hook; attaching again", s->ifname,
+				hi.found ? "was not first" : "was missing", rw_dir_name(d));
+			sbx_attach(a, s);
+			break;
+		}
+	}
+	free(rd.w);
+
+	/* Bindings of interfaces that are not sandboxes (any more). */
+	while (bpf_map_get_next_key(a->dp.map_fd[RW_M_ENDPOINTS], prev, &key) == 0) {
+		if (!sbx_find(a, key)) {
+			rw_endpoint_unbind(&a->dp, key);
+			prev = NULL;	/* the walk restarts after a delete */
+			continue;
+		}
+		prev = &key;
+	}
+	prune_link_pins(a);
+	a->links_dirty = false;
+	return 0;
+}
+
