@@ -1,10 +1,11 @@
-# runwall: `make` builds, `make check` installs what is missing, builds and runs every test.
+# runwall: `make` builds (no root: it only says which packages are missing); `make check`, `demo`,
+# `vmtest` and `bench` install what is missing (scripts/setup.sh), then build and run as root.
 # Output goes to build/ only. V=1 shows the full commands.
 
 BUILD     ?= build
 CLANG     ?= clang
 CC        ?= gcc
-BPFTOOL   ?= bpftool
+BPFTOOL   ?= $(or $(shell PATH=$$PATH:/usr/sbin:/sbin command -v bpftool),bpftool)
 ARCH      := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
 
 ifeq ($(V),1)
@@ -70,20 +71,27 @@ BENCH_BIN := $(BUILD)/tests/bench_datapath
 SETUP_STAMP := $(BUILD)/.setup-done
 
 .DELETE_ON_ERROR:
-.PHONY: all setup check check-lib test vmtest bench clean demo demo-clean
+.PHONY: all deps setup check check-lib test vmtest bench clean demo demo-clean
+
+# The targets that run what they build as root install what is missing first; any other build
+# only checks (scripts/check-deps.sh names the missing packages) and never needs root.
+NEEDS_SETUP := $(filter check test vmtest demo bench,$(MAKECMDGOALS))
 
 all: $(RUNWALL) $(CNI_BIN) $(UNIT_BIN) $(KERN_BIN)
 
-# Installs the Debian packages the build and the tests need (idempotent; no-op when present).
+# Installs the Debian packages the build and the tests need and mounts bpffs (root; idempotent).
 setup: $(SETUP_STAMP)
 $(SETUP_STAMP): scripts/setup.sh
 	$(Q)scripts/setup.sh
 	$(Q)mkdir -p $(BUILD) && touch $@
 
+deps: $(if $(NEEDS_SETUP),$(SETUP_STAMP))
+	$(Q)scripts/check-deps.sh
+
 $(BUILD):
 	$(Q)mkdir -p $@
 
-$(BPF_OBJ): $(BPF_SRC) $(BPF_HDRS) | $(SETUP_STAMP) $(BUILD)
+$(BPF_OBJ): $(BPF_SRC) $(BPF_HDRS) | deps $(BUILD)
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@.tmp.o
 	$(Q)$(BPFTOOL) gen object $@ $@.tmp.o

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-	clang llvm make gcc pkg-config
+	clang llvm make gcc pkg-config clang-format
 	libbpf-dev bpftool libelf-dev zlib1g-dev
 	libmnl-dev libjansson-dev libmicrohttpd-dev libcmocka-dev
 	iproute2 iputils-ping netcat-openbsd python3 procps jq util-linux
