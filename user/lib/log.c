@@ -39,8 +39,11 @@ void rw_log(enum rw_log_level level, const char *fmt, ...)
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
-	/* libbpf's warnings are our debug, its info and debug our trace. */
-	enum rw_log_level ours = level == LIBBPF_WARN ? RW_LOG_DEBUG : RW_LOG_TRACE;
+	/* libbpf's warnings (a verifier log, "couldn't reuse pinned map") are warnings at the default
+	 * level; its info is our debug (-v), its debug our trace (-vv).
+	 */
+	enum rw_log_level ours = level == LIBBPF_WARN ? RW_LOG_WARN :
+				 level == LIBBPF_INFO ? RW_LOG_DEBUG : RW_LOG_TRACE;
 
 	vlog(ours, fmt, ap);
 	return 0;

@@ -9,7 +9,7 @@ extern int rw_log_verbosity;	/* messages up to this level are printed; default R
 
 void rw_log(enum rw_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Route libbpf's own messages through rw_log, one level down (debug only at -vv). */
+/* Route libbpf's own messages through rw_log: warnings as warnings, info at -v, debug at -vv. */
 void rw_log_setup_libbpf(void);
 
 #define rw_err(...)	rw_log(RW_LOG_ERROR, __VA_ARGS__)
