@@ -3,7 +3,6 @@
  * has the prefix, bind each to the pod its /32 route names, forget what goes away, and a full
  * resync that makes the kernel's picture match the system's.
  */
-#include <dirent.h>
 #include <limits.h>
 #include <errno.h>
 #include <stdio.h>
@@ -184,34 +183,23 @@ static int dump_route(const struct rw_nl_route *r, void *data)
 	return 0;
 }
 
+static int prune_pin(const struct rw_link_pin *pin, void *data)
+{
+	struct agent *a = data;
+
+	if (sbx_find(a, pin->ifindex))
+		return 0;
+	rw_info("links/%s: interface %d is gone, removing runwall's pin", pin->name, pin->ifindex);
+	rw_detach(a->dp.pin_dir, pin->ifindex, pin->dir);
+	return 0;
+}
+
 /* Remove runwall's link pins of interfaces that no longer exist (an agent that was down when
  * a veth went away never saw it go).
  */
 static void prune_link_pins(struct agent *a)
 {
-	char path[PATH_MAX + 8];
-	struct dirent *de;
-	DIR *dir;
-
-	snprintf(path, sizeof(path), "%s/%s", a->dp.pin_dir, RW_LINKS_DIR);
-	dir = opendir(path);
-	if (!dir)
-		return;
-	while ((de = readdir(dir))) {
-		int ifindex;
-		char dirname[16];
-
-		if (sscanf(de->d_name, "tcx_%d_%15[a-z]", &ifindex, dirname) != 2 &&
-		    sscanf(de->d_name, "tc_%d_%15[a-z]", &ifindex, dirname) != 2)
-			continue;
-		if (sbx_find(a, ifindex))
-			continue;
-		rw_info("links/%s: interface %d is gone, removing runwall's pin", de->d_name,
-			ifindex);
-		rw_detach(a->dp.pin_dir, ifindex, strcmp(dirname, "egress") ? RW_DIR_INGRESS :
-								      RW_DIR_EGRESS);
-	}
-	closedir(dir);
+	rw_link_pins(a->dp.pin_dir, prune_pin, a);
 }
 
 /* Make the kernel's picture match the system's: every prefixed interface attached (and

@@ -196,6 +196,43 @@ static bool pin_parse(const char *name, struct pin_id *id)
 	return true;
 }
 
+bool rw_link_pin_parse(const char *name, struct rw_link_pin *out)
+{
+	struct pin_id id;
+
+	if (!pin_parse(name, &id))
+		return false;
+	out->ifindex = id.ifindex;
+	out->dir = id.dir;
+	out->mode = id.kind == PIN_TCX ? RW_ATTACH_TCX : RW_ATTACH_TC;
+	_Static_assert(sizeof(out->ifname) == sizeof(id.ifname), "IF_NAMESIZE");
+	memcpy(out->ifname, id.ifname, sizeof(out->ifname));
+	out->name = name;
+	return true;
+}
+
+int rw_link_pins(const char *pin_dir, int (*fn)(const struct rw_link_pin *pin, void *data),
+		 void *data)
+{
+	char path[PATH_MAX];
+	struct rw_link_pin pin;
+	struct dirent *de;
+	int err = 0;
+	DIR *d;
+
+	err = path_join(path, sizeof(path), pin_dir, "", RW_LINKS_DIR);
+	if (err)
+		return err;
+	d = opendir(path);
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	while (!err && (de = readdir(d)))
+		if (rw_link_pin_parse(de->d_name, &pin))
+			err = fn(&pin, data);
+	closedir(d);
+	return err;
+}
+
 /* An interface name as it appears in a pin name. bpffs refuses names with a '.' in them
  * (bpf_lookup(): dots are reserved for the kernel's own files), and "eth0.100" is a valid
  * interface name, so a '.' is written '-'. The name is for people and for recognising the

@@ -129,6 +129,24 @@ int rw_hook_query(int ifindex, enum rw_dir dir, struct rw_hook_info *out);
 int rw_hook_query_pinned(const char *pin_dir, int ifindex, enum rw_dir dir,
 			 struct rw_hook_info *out);
 
+/* One of runwall's entries in <pin_dir>/links, as its name ("tcx_12_egress_eni1a2b") says. */
+struct rw_link_pin {
+	int ifindex;
+	enum rw_dir dir;
+	enum rw_attach_mode mode;	/* RW_ATTACH_TCX: a pinned link; RW_ATTACH_TC: a marker */
+	char ifname[16];		/* IF_NAMESIZE; a '.' of the interface's name is a '-' */
+	const char *name;		/* the entry's file name, valid during the callback */
+};
+
+/* The one parser of those names: true when `name` is one of runwall's (not a "tmp_" one). */
+bool rw_link_pin_parse(const char *name, struct rw_link_pin *out);
+
+/* Call fn for each of runwall's entries in <pin_dir>/links (others are skipped); stops at and
+ * returns fn's first non-zero return. 0 when links/ does not exist.
+ */
+int rw_link_pins(const char *pin_dir, int (*fn)(const struct rw_link_pin *pin, void *data),
+		 void *data);
+
 /* "auto", "tcx", "tc" ("?" for anything else). */
 const char *rw_attach_mode_str(enum rw_attach_mode mode);
 
