@@ -555,6 +555,26 @@ run nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$work/nothing" explain 
 check "explain with nothing pinned exits 2 ($rc)" test "$rc" = 2
 check "... and pinned nothing there" test ! -e "$work/nothing"
 
+# ---- a stuck agent (accepts, never answers): every command gives up at its deadline ----
+"$PY" -c 'import socket, sys, time
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(8); time.sleep(120)' \
+	"$work/stuck.sock" &
+pids+=($!)
+for _ in $(seq 50); do [ -S "$work/stuck.sock" ] && break; sleep 0.1; done
+echo '{}' >"$work/empty.json"
+stuck() { nsenter --net=/run/netns/"$node" timeout 60 "$RUNWALL" --bpffs "$work/nothing" --socket "$work/stuck.sock" "$@"; }
+start=$(date +%s)
+run stuck apply "$work/empty.json"
+check "apply to a stuck agent gives up with exit 2 ($rc: $err)" \
+	test "$rc" = 2 -a -n "$(grep -F "did not answer within" <<<"$err")"
+run stuck detach
+check "detach with a stuck agent does not hang ($rc: $err)" test "$rc" = 1
+run stuck -j status
+check "status with a stuck agent does not hang ($rc)" test "$rc" = 2
+took=$(($(date +%s) - start))
+check "... all three within their deadlines (${took} s)" test "$took" -lt $((40 * scale))
+kill "${pids[-1]}" 2>/dev/null; wait "${pids[-1]}" 2>/dev/null || true
+
 # ---- the agent stops: enforcement and the pinned state stay, the commands still read them ----
 kill "$agent_pid"
 wait "$agent_pid" 2>/dev/null || true

@@ -15,19 +15,12 @@
 #include "agent.h"
 #include "ctl.h"
 #include "log.h"
-
-static int64_t now_real(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
+#include "util.h"
 
 static void runs_update(struct agent *a)
 {
 	struct run_state *next = calloc(a->policy.n_runs ? a->policy.n_runs : 1, sizeof(*next));
-	int64_t now = now_real();
+	int64_t now = rw_now_real_ns();
 
 	if (!next)
 		return;
@@ -115,7 +108,7 @@ int agent_apply(struct agent *a, const char *buf, size_t len, const char *source
 	a->have_policy = true;
 	keep_text(a, buf, len, source);
 	a->last_apply = res;
-	a->applied_at = now_real();
+	a->applied_at = rw_now_real_ns();
 	if (!res.previous && !a->ready_since)
 		a->ready_since = a->applied_at;
 	a->last_error[0] = '\0';
@@ -126,41 +119,6 @@ int agent_apply(struct agent *a, const char *buf, size_t len, const char *source
 			   res.build_ms, "flip_ms", res.flip_ms, "runs", (int)res.runs, "pods",
 			   (int)res.pods, "changes", changes);
 	free(diff);
-	return 0;
-}
-
-static int read_file(const char *path, char **out, size_t *len)
-{
-	FILE *f = fopen(path, "r");
-	size_t cap = 65536, n = 0;
-	char *buf;
-
-	if (!f)
-		return -errno;
-	buf = malloc(cap);
-	while (buf) {
-		size_t got = fread(buf + n, 1, cap - n, f);
-
-		n += got;
-		if (got == 0)
-			break;
-		if (n == cap) {
-			char *grown = cap < RW_CTL_MAX_BODY ? realloc(buf, cap * 2) : NULL;
-
-			if (!grown) {
-				free(buf);
-				buf = NULL;
-				break;
-			}
-			buf = grown;
-			cap *= 2;
-		}
-	}
-	fclose(f);
-	if (!buf)
-		return -EFBIG;
-	*out = buf;
-	*len = n;
 	return 0;
 }
 
@@ -178,7 +136,7 @@ void agent_load_policy_file(struct agent *a, bool at_start)
 	uint64_t in_force;
 	int err;
 
-	err = read_file(a->policy_path, &buf, &len);
+	err = rw_read_file(a->policy_path, RW_CTL_MAX_BODY, &buf, &len);
 	if (err) {
 		/* A ConfigMap swap removes the file for a moment; the next event brings it back. */
 		if (at_start || err != -ENOENT)

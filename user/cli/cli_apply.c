@@ -13,35 +13,7 @@
 #include "commands.h"
 #include "ctl.h"
 #include "datapath.h"
-
-static int slurp(FILE *f, char **out, size_t *len)
-{
-	size_t cap = 65536, n = 0;
-	char *buf = malloc(cap);
-
-	while (buf) {
-		size_t got = fread(buf + n, 1, cap - n, f);
-
-		n += got;
-		if (!got)
-			break;
-		if (n == cap) {
-			char *grown = cap < RW_CTL_MAX_BODY ? realloc(buf, cap * 2) : NULL;
-
-			if (!grown) {
-				free(buf);
-				return -EFBIG;
-			}
-			buf = grown;
-			cap *= 2;
-		}
-	}
-	if (!buf)
-		return -ENOMEM;
-	*out = buf;
-	*len = n;
-	return 0;
-}
+#include "util.h"
 
 static int no_agent(int err)
 {
@@ -63,26 +35,23 @@ int cmd_apply(int argc, char **argv)
 	json_t *reply = NULL, *changes;
 	char *buf = NULL;
 	size_t len = 0;
-	FILE *f;
 	int err, ret;
 
 	if (argc != 2 || argv[1][0] == '\0')
 		return rw_fail(RW_EXIT_USAGE, "usage: runwall apply FILE|-");
 	path = argv[1];
 	source = strcmp(path, "-") ? path : "<stdin>";
-	f = strcmp(path, "-") ? fopen(path, "r") : stdin;
-	if (!f)
-		return rw_fail(RW_EXIT_USAGE, "apply: %s: %s", path, strerror(errno));
-	err = slurp(f, &buf, &len);
-	if (f != stdin)
-		fclose(f);
+	err = rw_read_file(path, RW_CTL_MAX_BODY, &buf, &len);
 	if (err)
 		return rw_fail(RW_EXIT_USAGE, "apply: %s: %s", path, strerror(-err));
 
-	err = rw_ctl_call(rw_g.socket, "apply", source, buf, len, &reply);
+	err = rw_ctl_call(rw_g.socket, "apply", source, buf, len, RW_CTL_APPLY_TIMEOUT_MS, &reply);
 	free(buf);
-	if (err == -ENOENT || err == -ECONNREFUSED)
+	if (rw_ctl_no_agent(err))
 		return no_agent(err);
+	if (err == -ETIMEDOUT)
+		return rw_fail(RW_EXIT_USAGE, "apply: the agent on %s did not answer within %d s",
+			       rw_g.socket, RW_CTL_APPLY_TIMEOUT_MS / 1000);
 	if (err)
 		return rw_fail(RW_EXIT_USAGE, "apply: talking to the agent on %s: %s", rw_g.socket,
 			       strerror(-err));

@@ -10,8 +10,8 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "ctl.h"
 
-#define AGENT_TIMEOUT_MS 1000
 
 static const char counters_usage[] = "counters [--run ID]";
 
@@ -108,7 +108,7 @@ int cmd_counters(int argc, char **argv)
 		}
 	}
 	/* What the agent did with the events, when one runs; counters never need it. */
-	if (rw_cli_agent_call(rw_g.socket, "status", AGENT_TIMEOUT_MS, &status))
+	if (rw_ctl_call(rw_g.socket, "status", NULL, NULL, 0, RW_CTL_TIMEOUT_MS, &status))
 		status = NULL;
 
 	if (rw_g.json) {

@@ -18,7 +18,7 @@ static void stop_agent(void)
 	json_t *reply = NULL;
 	struct stat st;
 
-	if (rw_ctl_call(rw_g.socket, "shutdown", NULL, NULL, 0, &reply))
+	if (rw_ctl_call(rw_g.socket, "shutdown", NULL, NULL, 0, RW_CTL_TIMEOUT_MS, &reply))
 		return;
 	json_decref(reply);
 	for (int i = 0; i < 100 && stat(rw_g.socket, &st) == 0; i++)

@@ -17,6 +17,7 @@
 #include "commands.h"
 #include "ctl.h"
 #include "eventfmt.h"
+#include "util.h"
 
 static const char drops_usage[] = "drops [--all] [--run ID] [--pod IP] [--reason REASON] "
 				  "[--dst IP[:PORT]] [--count N] [--timeout SEC]";
@@ -26,14 +27,6 @@ static volatile sig_atomic_t stop;
 static void on_signal(int sig)
 {
 	stop = 1;
-}
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
 }
 
 /* The pod's veth, so that its events with another source address (spoofed, malformed) match
@@ -176,7 +169,7 @@ int cmd_drops(int argc, char **argv)
 	if (f.has_pod)
 		find_pod_veth(&f);
 
-	fd = rw_ctl_send(rw_g.socket, "events", NULL, NULL, 0);
+	fd = rw_ctl_send(rw_g.socket, "events", NULL, NULL, 0, RW_CTL_TIMEOUT_MS);
 	if (fd < 0)
 		return rw_fail(RW_EXIT_USAGE,
 			       "no agent on %s (%s): drops follows the agent's event stream; "
@@ -187,7 +180,7 @@ int cmd_drops(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	fl.mono_to_real = rw_mono_to_real_offset();
 	if (timeout > 0)
-		deadline = now_ms() + (long long)(timeout * 1000 + 0.999);
+		deadline = rw_now_ms() + (long long)(timeout * 1000 + 0.999);
 	buf = malloc(cap);
 	if (!buf) {
 		ret = rw_fail(RW_EXIT_REFUSED, "out of memory");
@@ -208,7 +201,7 @@ int cmd_drops(int argc, char **argv)
 		char *nl, *line;
 
 		if (deadline) {
-			long long left = deadline - now_ms();
+			long long left = deadline - rw_now_ms();
 
 			if (left <= 0)
 				break;

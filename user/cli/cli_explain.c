@@ -20,12 +20,12 @@
 #include "apply.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "ctl.h"
 #include "eventfmt.h"
 #include "policy.h"
 #include "reasons.h"
 #include "runwall.skel.h"
 
-#define AGENT_TIMEOUT_MS	1000
 #define DEFAULT_SPORT		40000
 #define LOOPBACK_IFINDEX	1	/* test_run's device for ctx.ifindex <= 1 */
 #define TCX_NEXT_RET		(-1)
@@ -212,7 +212,7 @@ static int judge_live(const struct question *q, __be32 *pod, bool need, struct r
 		goto cleanup;
 	}
 	fill_run(&dry, dry.skel->bss->rw_explain_result.run_idx, v);
-	if (rw_cli_agent_call(rw_g.socket, "status", AGENT_TIMEOUT_MS, &status) == 0)
+	if (rw_ctl_call(rw_g.socket, "status", NULL, NULL, 0, RW_CTL_TIMEOUT_MS, &status) == 0)
 		have_names = rw_cli_agent_policy(rw_g.socket, status, v->revision, &names) == 0;
 	rw_rule_name(have_names ? &names : NULL, v->rule_id, v->rule, sizeof(v->rule));
 	v->source = "live";

@@ -19,10 +19,10 @@
 #include "apply.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "ctl.h"
 #include "eventfmt.h"
 #include "reasons.h"
 
-#define AGENT_TIMEOUT_MS 1000
 
 struct mctx {
 	struct rw_datapath dp;
@@ -100,7 +100,7 @@ static void load_policy(struct mctx *c)
 {
 	json_t *status;
 
-	if (rw_cli_agent_call(rw_g.socket, "status", AGENT_TIMEOUT_MS, &status))
+	if (rw_ctl_call(rw_g.socket, "status", NULL, NULL, 0, RW_CTL_TIMEOUT_MS, &status))
 		return;
 	c->have_policy = rw_cli_agent_policy(rw_g.socket, status, c->ready ? c->revision : 0, &c->policy) == 0;
 	if (c->have_policy)

@@ -19,9 +19,9 @@
 #include "attach.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "ctl.h"
 #include "eventfmt.h"
 
-#define AGENT_TIMEOUT_MS 2000
 
 static const char status_usage[] = "status";
 
@@ -82,31 +82,35 @@ static int cmp_u32(const void *a, const void *b)
 }
 
 /* Without the agent: the veths bound in rw_endpoints and those runwall's link pins name. */
+struct pin_list {
+	__u32 **list;
+	size_t *n;
+};
+
+static int add_pin(const struct rw_link_pin *pin, void *data)
+{
+	struct pin_list *lp = data;
+
+	add_ifindex(lp->list, lp->n, pin->ifindex);
+	return 0;
+}
+
 static json_t *sandboxes_from_kernel(struct sctx *c)
 {
-	char path[PATH_MAX], name[IF_NAMESIZE];
+	char name[IF_NAMESIZE];
 	json_t *arr = json_array();
 	__u32 key, *prev = NULL, *list = NULL;
 	struct rw_endpoint ep;
+	struct pin_list lp;
 	size_t n = 0;
-	struct dirent *de;
-	DIR *d;
 
 	while (bpf_map_get_next_key(c->dp.map_fd[RW_M_ENDPOINTS], prev, &key) == 0) {
 		prev = &key;
 		add_ifindex(&list, &n, key);
 	}
-	snprintf(path, sizeof(path), "%s/%s", c->bpffs, RW_LINKS_DIR);
-	d = opendir(path);
-	while (d && (de = readdir(d))) {
-		unsigned int ifindex;
-
-		if (sscanf(de->d_name, "tcx_%u_", &ifindex) == 1 ||
-		    sscanf(de->d_name, "tc_%u_", &ifindex) == 1)
-			add_ifindex(&list, &n, ifindex);
-	}
-	if (d)
-		closedir(d);
+	lp.list = &list;
+	lp.n = &n;
+	rw_link_pins(c->bpffs, add_pin, &lp);
 	qsort(list, n, sizeof(*list), cmp_u32);
 	for (size_t i = 0; i < n; i++) {
 		char ip[16];
@@ -274,7 +278,7 @@ static void print_plain(struct sctx *c, json_t *o)
 		       json_string_value(json_object_get(c->agent, "ifprefix")) ?: "-",
 		       pf ? pf : "from the socket only");
 		printf("last error: %s\n", le ? le : "none");
-	} else if (rw_cli_no_agent(c->agent_err)) {
+	} else if (rw_ctl_no_agent(c->agent_err)) {
 		printf("agent:      not running (enforcement continues from the pinned state; no "
 		       "agent on %s)\n", rw_g.socket);
 	} else {
@@ -400,7 +404,7 @@ int cmd_status(int argc, char **argv)
 		return rw_fail(RW_EXIT_USAGE, "status: unexpected '%s' (usage: runwall %s)",
 			       argv[optind], status_usage);
 
-	c.agent_err = rw_cli_agent_call(rw_g.socket, "status", AGENT_TIMEOUT_MS, &c.agent);
+	c.agent_err = rw_ctl_call(rw_g.socket, "status", NULL, NULL, 0, RW_CTL_TIMEOUT_MS, &c.agent);
 	if (c.agent_err)
 		c.agent = NULL;
 	if (c.agent && !json_is_true(json_object_get(c.agent, "ok"))) {

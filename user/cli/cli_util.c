@@ -989,86 +989,6 @@ long long rw_cli_ring_pending(int fd, __u32 *size)
 
 /* ---- the agent ----------------------------------------------------------------------------- */
 
-bool rw_cli_no_agent(int err)
-{
-	return err == -ENOENT || err == -ECONNREFUSED || err == -ENOTDIR || err == -ENOTSOCK;
-}
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
-
-int rw_cli_agent_call(const char *socket, const char *verb, int timeout_ms, json_t **reply)
-{
-	long long deadline = now_ms() + timeout_ms;
-	size_t len = 0, cap = 0;
-	char *buf = NULL, *nl;
-	json_error_t jerr;
-	int fd, err = 0;
-
-	*reply = NULL;
-	fd = rw_ctl_send(socket, verb, NULL, NULL, 0);
-	if (fd < 0)
-		return fd;
-	for (;;) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		long long left = deadline - now_ms();
-		ssize_t n;
-
-		if (left <= 0 || poll(&pfd, 1, (int)left) == 0) {
-			err = -ETIMEDOUT;
-			goto cleanup;
-		}
-		if (len + 4096 > cap) {
-			char *grown;
-
-			if (cap >= RW_CTL_MAX_BODY) {
-				err = -E2BIG;
-				goto cleanup;
-			}
-			grown = realloc(buf, cap = cap ? cap * 2 : 16384);
-			if (!grown) {
-				err = -ENOMEM;
-				goto cleanup;
-			}
-			buf = grown;
-		}
-		n = read(fd, buf + len, cap - len - 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			err = -errno;
-			goto cleanup;
-		}
-		if (n == 0)
-			break;
-		len += n;
-		buf[len] = '\0';
-		if (memchr(buf, '\n', len))
-			break;
-	}
-	if (!buf) {
-		err = -EBADMSG;
-		goto cleanup;
-	}
-	buf[len] = '\0';
-	nl = strchr(buf, '\n');
-	*reply = json_loadb(buf, nl ? (size_t)(nl - buf) : len, 0, &jerr);
-	if (!*reply || !json_is_object(*reply)) {
-		json_decref(*reply);
-		*reply = NULL;
-		err = -EBADMSG;
-	}
-cleanup:
-	free(buf);
-	close(fd);
-	return err;
-}
-
 /* The snapshot in force as the agent holds it (`policy` on the control socket), whichever way
  * it came (file or `runwall apply`); else the agent's policy file if it is still that revision.
  */
@@ -1078,7 +998,7 @@ static int policy_from_agent(const char *socket, __u64 live_revision, struct rw_
 	json_t *reply = NULL, *text;
 	int err = -ENOENT;
 
-	if (!socket || rw_ctl_call(socket, "policy", NULL, NULL, 0, &reply))
+	if (!socket || rw_ctl_call(socket, "policy", NULL, NULL, 0, RW_CTL_TIMEOUT_MS, &reply))
 		return -ENOENT;
 	text = json_object_get(reply, "snapshot");
 	if (json_is_true(json_object_get(reply, "ok")) && json_is_string(text) &&

@@ -262,14 +262,6 @@ long long rw_cli_ring_pending(int fd, __u32 *size);
 
 /* ---- the agent ----------------------------------------------------------------------------- */
 
-/* One request on the control socket, waiting at most timeout_ms for the whole reply.
- * -ENOENT / -ECONNREFUSED: no agent there; -ETIMEDOUT: it did not answer.
- */
-int rw_cli_agent_call(const char *socket, const char *verb, int timeout_ms, json_t **reply);
-
-/* True for the errors that mean "no agent listens on that socket". */
-bool rw_cli_no_agent(int err);
-
 /* The snapshot in force, for naming rules: the agent's (the `policy` request on `socket`), else
  * the policy file its status names when that is still the revision in force. -ENOENT when there
  * is none to use.

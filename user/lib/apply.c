@@ -13,6 +13,7 @@
 
 #include "apply.h"
 #include "log.h"
+#include "util.h"
 
 #define POLICY_TABLES (RW_M_INBOUND - RW_M_PODS + 1)
 
@@ -52,14 +53,6 @@ struct build {
 	char *err;
 	size_t errlen;
 };
-
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 static int fail(struct build *b, int err, const char *fmt, ...)
 {
@@ -366,7 +359,7 @@ int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
 	     const struct rw_policy *next, struct rw_apply_result *res, char *err, size_t errlen)
 {
 	struct build b = { .dp = dp, .err = err, .errlen = errlen };
-	double t0 = now_ms(), t1;
+	double t0 = rw_now_ms(), t1;
 	struct run_slot *slots = NULL;
 	struct rw_config cfg;
 	__u32 idle;
@@ -420,7 +413,7 @@ int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
 			goto cleanup;
 		}
 	}
-	t1 = now_ms();
+	t1 = rw_now_ms();
 	res->build_ms = t1 - t0;
 
 	/* The flip: one 64-bit store that packets read with one load. */
@@ -440,7 +433,7 @@ int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
 	 * it waits for: afterwards no program still runs with the old slot's maps.
 	 */
 	bpf_map_update_elem(dp->map_fd[RW_M_PODS], &idle, &b.fd[0], BPF_ANY);
-	res->flip_ms = now_ms() - t1;
+	res->flip_ms = rw_now_ms() - t1;
 
 	if (res->previous) {
 		ret = flush_moved_pods(dp, !idle, next);
@@ -454,7 +447,7 @@ int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
 	res->pods = b.count[0];
 	for (int t = 1; t < POLICY_TABLES; t++)
 		res->entries += b.count[t];
-	res->total_ms = now_ms() - t0;
+	res->total_ms = rw_now_ms() - t0;
 cleanup:
 	/* The outer maps hold their own references: our fds can go either way. */
 	for (int t = 0; t < POLICY_TABLES; t++)

@@ -13,6 +13,7 @@
 #include <sys/un.h>
 
 #include "ctl.h"
+#include "util.h"
 
 static int fill_addr(struct sockaddr_un *sa, const char *path)
 {
@@ -136,7 +137,8 @@ fail:
 	return err;
 }
 
-static int write_all(int fd, const char *p, size_t len)
+/* Write all of p, waiting for room at most until the deadline (rw_now_ms(); 0: 2 s per wait). */
+static int write_all(int fd, const char *p, size_t len, double deadline)
 {
 	while (len) {
 		ssize_t n = write(fd, p, len);
@@ -145,8 +147,9 @@ static int write_all(int fd, const char *p, size_t len)
 			continue;
 		if (n < 0 && errno == EAGAIN) {
 			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+			double left = deadline ? deadline - rw_now_ms() : 2000;
 
-			if (poll(&pfd, 1, 2000) <= 0)
+			if (left <= 0 || poll(&pfd, 1, (int)left + 1) <= 0)
 				return -ETIMEDOUT;
 			continue;
 		}
@@ -165,15 +168,20 @@ int rw_ctl_reply(int fd, json_t *obj)
 
 	if (!s)
 		return -ENOMEM;
-	err = write_all(fd, s, strlen(s));
+	err = write_all(fd, s, strlen(s), 0);
 	if (!err)
-		err = write_all(fd, "\n", 1);
+		err = write_all(fd, "\n", 1, 0);
 	free(s);
 	return err;
 }
 
-int rw_ctl_send(const char *path, const char *verb, const char *arg, const void *body,
-		size_t body_len)
+bool rw_ctl_no_agent(int err)
+{
+	return err == -ENOENT || err == -ECONNREFUSED || err == -ENOTDIR || err == -ENOTSOCK;
+}
+
+static int send_request(const char *path, const char *verb, const char *arg, const void *body,
+			size_t body_len, double deadline)
 {
 	struct sockaddr_un sa;
 	char line[PATH_MAX + 64];
@@ -182,18 +190,24 @@ int rw_ctl_send(const char *path, const char *verb, const char *arg, const void 
 	err = fill_addr(&sa, path);
 	if (err)
 		return err;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+	/* A Unix socket connects at once or says EAGAIN when the agent's backlog is full (it is
+	 * not accepting): retry until the deadline.
+	 */
+	while (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
 		err = -errno;
-		close(fd);
-		return err;
+		if (err != -EAGAIN || rw_now_ms() >= deadline) {
+			close(fd);
+			return err == -EAGAIN ? -ETIMEDOUT : err;
+		}
+		usleep(10000);
 	}
 	snprintf(line, sizeof(line), "%s%s%s\n", verb, arg ? " " : "", arg ? arg : "");
-	err = write_all(fd, line, strlen(line));
+	err = write_all(fd, line, strlen(line), deadline);
 	if (!err && body_len)
-		err = write_all(fd, body, body_len);
+		err = write_all(fd, body, body_len, deadline);
 	if (err) {
 		close(fd);
 		return err;
@@ -202,23 +216,79 @@ int rw_ctl_send(const char *path, const char *verb, const char *arg, const void 
 	return fd;
 }
 
-int rw_ctl_call(const char *path, const char *verb, const char *arg, const void *body,
-		size_t body_len, json_t **reply)
+int rw_ctl_send(const char *path, const char *verb, const char *arg, const void *body,
+		size_t body_len, int timeout_ms)
 {
+	int fd = send_request(path, verb, arg, body, body_len, rw_now_ms() + timeout_ms);
+
+	if (fd >= 0)
+		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	return fd;
+}
+
+int rw_ctl_call(const char *path, const char *verb, const char *arg, const void *body,
+		size_t body_len, int timeout_ms, json_t **reply)
+{
+	double deadline = rw_now_ms() + timeout_ms;
+	size_t len = 0, cap = 0;
+	char *buf = NULL, *nl;
 	json_error_t jerr;
-	int fd = rw_ctl_send(path, verb, arg, body, body_len);
+	int fd, err = 0;
 
 	*reply = NULL;
+	fd = send_request(path, verb, arg, body, body_len, deadline);
 	if (fd < 0)
 		return fd;
-	/* The reply is one line; jansson reads it from the fd until EOF. */
-	FILE *f = fdopen(fd, "r");
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		double left = deadline - rw_now_ms();
+		ssize_t n;
 
-	if (!f) {
-		close(fd);
-		return -errno;
+		if (left <= 0 || poll(&pfd, 1, (int)left + 1) == 0) {
+			err = -ETIMEDOUT;
+			goto out;
+		}
+		if (len + 4096 > cap) {
+			char *grown;
+
+			if (cap >= RW_CTL_MAX_BODY) {
+				err = -E2BIG;
+				goto out;
+			}
+			grown = realloc(buf, cap = cap ? cap * 2 : 16384);
+			if (!grown) {
+				err = -ENOMEM;
+				goto out;
+			}
+			buf = grown;
+		}
+		n = read(fd, buf + len, cap - len - 1);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n < 0) {
+			err = -errno;
+			goto out;
+		}
+		if (n == 0)
+			break;
+		len += n;
+		if (memchr(buf + len - n, '\n', n))
+			break;
 	}
-	*reply = json_loadf(f, JSON_DISABLE_EOF_CHECK, &jerr);
-	fclose(f);
-	return *reply ? 0 : -EBADMSG;
+	if (!buf) {
+		err = -EBADMSG;
+		goto out;
+	}
+	buf[len] = '\0';
+	nl = strchr(buf, '\n');
+	*reply = json_loadb(buf, nl ? (size_t)(nl - buf) : len, 0, &jerr);
+	if (!*reply || !json_is_object(*reply)) {
+		json_decref(*reply);
+		*reply = NULL;
+		err = -EBADMSG;
+	}
+out:
+	free(buf);
+	close(fd);
+	return err;
 }

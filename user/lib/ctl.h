@@ -14,6 +14,7 @@
 #ifndef RUNWALL_CTL_H
 #define RUNWALL_CTL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <jansson.h>
 
@@ -32,14 +33,27 @@ int rw_ctl_read_request(int fd, int timeout_ms, char **buf, char **verb, char **
 /* Write a JSON object as one line (blocking) and return 0 or -errno. */
 int rw_ctl_reply(int fd, json_t *obj);
 
-/* Client: connect and send a request; returns the connected fd (for reading the reply or the
- * stream) or a negative errno: -ENOENT/-ECONNREFUSED mean no agent on that socket.
+/* The client's deadlines: a query (status, policy, shutdown), and an apply, which parses and
+ * loads a snapshot of up to RW_CTL_MAX_BODY bytes before it answers.
+ */
+#define RW_CTL_TIMEOUT_MS	2000
+#define RW_CTL_APPLY_TIMEOUT_MS	10000
+
+/* Client: connect and send a request, all within timeout_ms; returns the connected fd (blocking,
+ * for reading the reply or the stream) or a negative errno: see rw_ctl_no_agent(); -ETIMEDOUT
+ * when the agent does not take the request in time.
  */
 int rw_ctl_send(const char *path, const char *verb, const char *arg, const void *body,
-		size_t body_len);
+		size_t body_len, int timeout_ms);
 
-/* Client: send and read the one-line JSON reply. */
+/* Client, the one every command uses: send a request and read the agent's one-line JSON object
+ * reply, all within timeout_ms (-ETIMEDOUT after it: a stuck agent never hangs a command).
+ * -EBADMSG when the reply is not a JSON object.
+ */
 int rw_ctl_call(const char *path, const char *verb, const char *arg, const void *body,
-		size_t body_len, json_t **reply);
+		size_t body_len, int timeout_ms, json_t **reply);
+
+/* True for the errors of rw_ctl_send()/rw_ctl_call() that mean "no agent listens there". */
+bool rw_ctl_no_agent(int err);
 
 #endif /* RUNWALL_CTL_H */

@@ -19,6 +19,7 @@
 #include <jansson.h>
 
 #include "policy.h"
+#include "util.h"
 
 #define MAX_FILE_BYTES	(16u << 20)
 /* rw_config.state keeps the revision in its top 56 bits (RW_STATE): a larger one would wrap. */
@@ -1094,58 +1095,20 @@ static int io_error(struct rw_policy_error *err, const char *source, int errnum)
 
 int rw_policy_parse_file(const char *path, struct rw_policy *out, struct rw_policy_error *err)
 {
-	bool is_stdin = !strcmp(path, "-");
-	const char *source = is_stdin ? "<stdin>" : path;
+	const char *source = strcmp(path, "-") ? path : "<stdin>";
 	struct rw_policy_error scratch;
-	size_t len = 0, cap = 0;
-	char *buf = NULL, *nbuf;
-	int fd, rc;
-	ssize_t n;
+	size_t len = 0;
+	char *buf = NULL;
+	int rc;
 
 	if (!err)
 		err = &scratch;
 	memset(err, 0, sizeof(*err));
 	memset(out, 0, sizeof(*out));
-
-	fd = is_stdin ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		rc = io_error(err, source, errno);
-		goto out;
-	}
-	/* Read to EOF rather than trust st_size: the snapshot may come from a pipe. One byte
-	 * over the limit is enough to know it is too large.
-	 */
-	for (;;) {
-		if (len == cap) {
-			if (cap == MAX_FILE_BYTES + 1) {
-				rc = io_error(err, source, EFBIG);
-				goto out;
-			}
-			cap = cap ? cap * 2 : 64 * 1024;
-			if (cap > MAX_FILE_BYTES + 1)
-				cap = MAX_FILE_BYTES + 1;
-			nbuf = realloc(buf, cap);
-			if (!nbuf) {
-				rc = io_error(err, source, ENOMEM);
-				goto out;
-			}
-			buf = nbuf;
-		}
-		n = read(fd, buf + len, cap - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			rc = io_error(err, source, errno);
-			goto out;
-		}
-		if (!n)
-			break;
-		len += n;
-	}
+	rc = rw_read_file(path, MAX_FILE_BYTES, &buf, &len);
+	if (rc)
+		return io_error(err, source, -rc);
 	rc = rw_policy_parse(buf, len, source, out, err);
-out:
-	if (fd >= 0 && !is_stdin)
-		close(fd);
 	free(buf);
 	return rc;
 }

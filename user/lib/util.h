@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* util.h: the clocks and the file reader every part of runwall shares. */
+#ifndef RUNWALL_UTIL_H
+#define RUNWALL_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* CLOCK_MONOTONIC in milliseconds, with fractions: for durations and deadlines. */
+double rw_now_ms(void);
+
+/* CLOCK_REALTIME in nanoseconds since the epoch: for "since" and "applied" times. */
+int64_t rw_now_real_ns(void);
+
+/* Read all of path ("-": standard input) into *out (NUL-terminated, free() it) and its length
+ * into *len. Reads to EOF rather than trusting st_size (a pipe, a ConfigMap's symlink).
+ * -EFBIG when it is longer than max bytes; -errno of open/read otherwise.
+ */
+int rw_read_file(const char *path, size_t max, char **out, size_t *len);
+
+#endif /* RUNWALL_UTIL_H */
