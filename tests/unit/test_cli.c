@@ -55,37 +55,37 @@ static void test_parse_ip(void **state)
 {
 	__be32 a = 0;
 
-	assert_int_equal(rw_cli_parse_ip("10.1.2.3", &a), 0);
+	assert_int_equal(rw_parse_ip("10.1.2.3", &a), 0);
 	assert_int_equal(a, ip("10.1.2.3"));
-	assert_int_equal(rw_cli_parse_ip("255.255.255.255", &a), 0);
-	assert_int_equal(rw_cli_parse_ip("1.2.3", &a), -EINVAL);
-	assert_int_equal(rw_cli_parse_ip("1.2.3.256", &a), -EINVAL);
-	assert_int_equal(rw_cli_parse_ip("10.1.2.3 ", &a), -EINVAL);
-	assert_int_equal(rw_cli_parse_ip("10.1.2.3/32", &a), -EINVAL);
-	assert_int_equal(rw_cli_parse_ip("", &a), -EINVAL);
-	assert_int_equal(rw_cli_parse_ip("eni1a2b", &a), -EINVAL);
-	assert_int_equal(rw_cli_parse_ip("::1", &a), -EINVAL);
-	assert_int_equal(rw_cli_parse_ip(NULL, &a), -EINVAL);
+	assert_int_equal(rw_parse_ip("255.255.255.255", &a), 0);
+	assert_int_equal(rw_parse_ip("1.2.3", &a), -EINVAL);
+	assert_int_equal(rw_parse_ip("1.2.3.256", &a), -EINVAL);
+	assert_int_equal(rw_parse_ip("10.1.2.3 ", &a), -EINVAL);
+	assert_int_equal(rw_parse_ip("10.1.2.3/32", &a), -EINVAL);
+	assert_int_equal(rw_parse_ip("", &a), -EINVAL);
+	assert_int_equal(rw_parse_ip("eni1a2b", &a), -EINVAL);
+	assert_int_equal(rw_parse_ip("::1", &a), -EINVAL);
+	assert_int_equal(rw_parse_ip(NULL, &a), -EINVAL);
 }
 
 static void test_parse_port(void **state)
 {
 	__u16 p = 0;
 
-	assert_int_equal(rw_cli_parse_port("1", &p), 0);
+	assert_int_equal(rw_parse_port("1", &p), 0);
 	assert_int_equal(p, 1);
-	assert_int_equal(rw_cli_parse_port("65535", &p), 0);
+	assert_int_equal(rw_parse_port("65535", &p), 0);
 	assert_int_equal(p, 65535);
-	assert_int_equal(rw_cli_parse_port("443", &p), 0);
+	assert_int_equal(rw_parse_port("443", &p), 0);
 	assert_int_equal(p, 443);
-	assert_int_equal(rw_cli_parse_port("0", &p), -EINVAL);
-	assert_int_equal(rw_cli_parse_port("65536", &p), -EINVAL);
-	assert_int_equal(rw_cli_parse_port("-1", &p), -EINVAL);
-	assert_int_equal(rw_cli_parse_port("+1", &p), -EINVAL);
-	assert_int_equal(rw_cli_parse_port("44a", &p), -EINVAL);
-	assert_int_equal(rw_cli_parse_port(" 44", &p), -EINVAL);
-	assert_int_equal(rw_cli_parse_port("", &p), -EINVAL);
-	assert_int_equal(rw_cli_parse_port("99999999999999999999999", &p), -EINVAL);
+	assert_int_equal(rw_parse_port("0", &p), -EINVAL);
+	assert_int_equal(rw_parse_port("65536", &p), -EINVAL);
+	assert_int_equal(rw_parse_port("-1", &p), -EINVAL);
+	assert_int_equal(rw_parse_port("+1", &p), -EINVAL);
+	assert_int_equal(rw_parse_port("44a", &p), -EINVAL);
+	assert_int_equal(rw_parse_port(" 44", &p), -EINVAL);
+	assert_int_equal(rw_parse_port("", &p), -EINVAL);
+	assert_int_equal(rw_parse_port("99999999999999999999999", &p), -EINVAL);
 }
 
 static void test_parse_ip_port(void **state)
@@ -93,65 +93,87 @@ static void test_parse_ip_port(void **state)
 	__be32 a = 0;
 	__u16 p = 7;
 
-	assert_int_equal(rw_cli_parse_ip_port("172.20.0.10", &a, &p), 0);
+	assert_int_equal(rw_parse_ip_port("172.20.0.10", &a, &p), 0);
 	assert_int_equal(a, ip("172.20.0.10"));
 	assert_int_equal(p, 0);
-	assert_int_equal(rw_cli_parse_ip_port("172.20.0.10:443", &a, &p), 0);
+	assert_int_equal(rw_parse_ip_port("172.20.0.10:443", &a, &p), 0);
 	assert_int_equal(a, ip("172.20.0.10"));
 	assert_int_equal(p, 443);
-	assert_int_equal(rw_cli_parse_ip_port("172.20.0.10:", &a, &p), -EINVAL);
-	assert_int_equal(rw_cli_parse_ip_port("172.20.0.10:0", &a, &p), -EINVAL);
-	assert_int_equal(rw_cli_parse_ip_port("172.20.0.10:70000", &a, &p), -EINVAL);
-	assert_int_equal(rw_cli_parse_ip_port(":443", &a, &p), -EINVAL);
-	assert_int_equal(rw_cli_parse_ip_port("172.20.0:443", &a, &p), -EINVAL);
-	assert_int_equal(rw_cli_parse_ip_port("172.20.0.10:443:1", &a, &p), -EINVAL);
-	assert_int_equal(rw_cli_parse_ip_port("255.255.255.255.255:1", &a, &p), -EINVAL);
+	assert_int_equal(rw_parse_ip_port("172.20.0.10:", &a, &p), -EINVAL);
+	assert_int_equal(rw_parse_ip_port("172.20.0.10:0", &a, &p), -EINVAL);
+	assert_int_equal(rw_parse_ip_port("172.20.0.10:70000", &a, &p), -EINVAL);
+	assert_int_equal(rw_parse_ip_port(":443", &a, &p), -EINVAL);
+	assert_int_equal(rw_parse_ip_port("172.20.0:443", &a, &p), -EINVAL);
+	assert_int_equal(rw_parse_ip_port("172.20.0.10:443:1", &a, &p), -EINVAL);
+	assert_int_equal(rw_parse_ip_port("255.255.255.255.255:1", &a, &p), -EINVAL);
 }
 
 static void test_parse_uint(void **state)
 {
 	unsigned long long v = 0;
 
-	assert_int_equal(rw_cli_parse_uint("0", 10, &v), 0);
+	assert_int_equal(rw_parse_uint("0", 10, &v), 0);
 	assert_int_equal(v, 0);
-	assert_int_equal(rw_cli_parse_uint("10", 10, &v), 0);
+	assert_int_equal(rw_parse_uint("10", 10, &v), 0);
 	assert_int_equal(v, 10);
-	assert_int_equal(rw_cli_parse_uint("11", 10, &v), -ERANGE);
-	assert_int_equal(rw_cli_parse_uint("18446744073709551615", ~0ULL, &v), 0);
+	assert_int_equal(rw_parse_uint("11", 10, &v), -ERANGE);
+	assert_int_equal(rw_parse_uint("18446744073709551615", ~0ULL, &v), 0);
 	assert_true(v == ~0ULL);
-	assert_int_equal(rw_cli_parse_uint("18446744073709551616", ~0ULL, &v), -ERANGE);
-	assert_int_equal(rw_cli_parse_uint("1e3", 10000, &v), -EINVAL);
-	assert_int_equal(rw_cli_parse_uint("", 10, &v), -EINVAL);
+	assert_int_equal(rw_parse_uint("18446744073709551616", ~0ULL, &v), -ERANGE);
+	assert_int_equal(rw_parse_uint("1e3", 10000, &v), -EINVAL);
+	assert_int_equal(rw_parse_uint("", 10, &v), -EINVAL);
+}
+
+/* The agent's --event-rate: N or N/BURST, range-checked, BURST 2N by default. */
+static void test_parse_rate(void **state)
+{
+	unsigned long long r = 7, b = 7;
+
+	assert_int_equal(rw_parse_rate("200", 1000, &r, &b), 0);
+	assert_true(r == 200 && b == 400);
+	assert_int_equal(rw_parse_rate("0", 1000, &r, &b), 0);
+	assert_true(r == 0 && b == 0);
+	assert_int_equal(rw_parse_rate("10/3", 1000, &r, &b), 0);
+	assert_true(r == 10 && b == 3);
+	r = b = 7;
+	assert_int_equal(rw_parse_rate("10/0", 1000, &r, &b), -ERANGE);
+	assert_int_equal(rw_parse_rate("1001", 1000, &r, &b), -ERANGE);
+	assert_true(r == 7 && b == 7);	/* nothing written on an error */
+	assert_int_equal(rw_parse_rate("-1", 1000, &r, &b), -EINVAL);
+	assert_int_equal(rw_parse_rate("10/", 1000, &r, &b), -EINVAL);
+	assert_int_equal(rw_parse_rate("/10", 1000, &r, &b), -EINVAL);
+	assert_int_equal(rw_parse_rate("10/5/2", 1000, &r, &b), -EINVAL);
+	assert_int_equal(rw_parse_rate(NULL, 1000, &r, &b), -EINVAL);
 }
 
 static void test_parse_proto_flags(void **state)
 {
 	__u8 v = 0;
 
-	assert_int_equal(rw_cli_parse_proto("tcp", &v), 0);
+	assert_int_equal(rw_parse_proto("tcp", &v), 0);
 	assert_int_equal(v, IPPROTO_TCP);
-	assert_int_equal(rw_cli_parse_proto("UDP", &v), 0);
+	assert_int_equal(rw_parse_proto("UDP", &v), 0);
 	assert_int_equal(v, IPPROTO_UDP);
-	assert_int_equal(rw_cli_parse_proto("icmp", &v), -EINVAL);
-	assert_int_equal(rw_cli_parse_tcp_flags("syn", &v), 0);
+	assert_int_equal(rw_parse_proto("icmp", &v), -EINVAL);
+	assert_int_equal(rw_parse_tcp_flags("syn", &v), 0);
 	assert_int_equal(v, 0x02);
-	assert_int_equal(rw_cli_parse_tcp_flags("ack", &v), 0);
+	assert_int_equal(rw_parse_tcp_flags("ack", &v), 0);
 	assert_int_equal(v, 0x10);
-	assert_int_equal(rw_cli_parse_tcp_flags("synack", &v), 0);
+	assert_int_equal(rw_parse_tcp_flags("synack", &v), 0);
 	assert_int_equal(v, 0x12);
-	assert_int_equal(rw_cli_parse_tcp_flags("fin", &v), -EINVAL);
+	assert_int_equal(rw_parse_tcp_flags("fin", &v), -EINVAL);
 }
 
 /* ---- names ------------------------------------------------------------------------------- */
 
 static void test_distance(void **state)
 {
-	assert_int_equal(rw_cli_distance("allow", "allow"), 0);
-	assert_int_equal(rw_cli_distance("alow", "allow"), 1);
-	assert_int_equal(rw_cli_distance("dupm", "dump"), 1);	/* a transposition */
-	assert_int_equal(rw_cli_distance("Conntrack", "conntrack"), 0);
-	assert_int_equal(rw_cli_distance("", "abc"), 3);
-	assert_int_equal(rw_cli_distance("deny", "pods"), 4);
+	assert_int_equal(rw_name_distance("allow", "allow"), 0);
+	assert_int_equal(rw_name_distance("alow", "allow"), 1);
+	assert_int_equal(rw_name_distance("dupm", "dump"), 1);	/* a transposition */
+	assert_int_equal(rw_name_distance("Conntrack", "conntrack"), 0);
+	assert_int_equal(rw_name_distance("", "abc"), 3);
+	assert_int_equal(rw_name_distance("deny", "pods"), 4);
 }
 
 static void test_lookup_names(void **state)
@@ -159,19 +181,19 @@ static void test_lookup_names(void **state)
 	static const char *const subs[] = { "list", "dump", "lookup" };
 	char err[512];
 
-	assert_int_equal(rw_cli_lookup("lookup", "map subcommand", subs, 3, err, sizeof(err)), 2);
-	assert_int_equal(rw_cli_lookup("dupm", "map subcommand", subs, 3, err, sizeof(err)),
+	assert_int_equal(rw_name_lookup("lookup", "map subcommand", subs, 3, err, sizeof(err)), 2);
+	assert_int_equal(rw_name_lookup("dupm", "map subcommand", subs, 3, err, sizeof(err)),
 			 -EINVAL);
 	assert_string_equal(err, "unknown map subcommand 'dupm' (did you mean 'dump'?); "
 				 "valid: list, dump, lookup");
-	assert_int_equal(rw_cli_lookup("show", "map subcommand", subs, 3, err, sizeof(err)),
+	assert_int_equal(rw_name_lookup("show", "map subcommand", subs, 3, err, sizeof(err)),
 			 -EINVAL);
 	assert_string_equal(err, "unknown map subcommand 'show'; valid: list, dump, lookup");
 	/* Too short to be sure: no guess. */
-	assert_int_equal(rw_cli_lookup("x", "map subcommand", subs, 3, err, sizeof(err)), -EINVAL);
+	assert_int_equal(rw_name_lookup("x", "map subcommand", subs, 3, err, sizeof(err)), -EINVAL);
 	assert_null(strstr(err, "did you mean"));
 	/* A message cut to the buffer stays a string. */
-	assert_int_equal(rw_cli_lookup("nope", "map subcommand", subs, 3, err, 20), -EINVAL);
+	assert_int_equal(rw_name_lookup("nope", "map subcommand", subs, 3, err, 20), -EINVAL);
 	assert_int_equal(strlen(err), 19);
 }
 
@@ -613,6 +635,7 @@ int main(void)
 		cmocka_unit_test(test_parse_port),
 		cmocka_unit_test(test_parse_ip_port),
 		cmocka_unit_test(test_parse_uint),
+		cmocka_unit_test(test_parse_rate),
 		cmocka_unit_test(test_parse_proto_flags),
 		cmocka_unit_test(test_distance),
 		cmocka_unit_test(test_lookup_names),

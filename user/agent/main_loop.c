@@ -24,6 +24,7 @@
 #include "eventfmt.h"
 #include "health.h"
 #include "log.h"
+#include "parse.h"
 
 static int epoll_add(struct agent *a, int fd)
 {
@@ -145,6 +146,9 @@ static int agent_run(struct agent *a)
 	return 0;
 }
 
+#define MAX_RESYNC_SEC	86400
+#define MAX_EVENT_RATE	1000000
+
 static void agent_usage(FILE *f)
 {
 	fprintf(f, "Usage: runwall [--bpffs DIR] [--socket PATH] [-v] agent [OPTIONS]\n"
@@ -174,7 +178,12 @@ int cmd_agent(int argc, char **argv)
 			   .inotify_fd = -1, .epfd = -1, .tick_fd = -1, .resync_fd = -1,
 			   .sig_fd = -1 };
 	struct rw_health *health = NULL;
-	long rate = -1, burst = -1;
+	static const char *const attach_modes[] = {
+		[RW_ATTACH_AUTO] = "auto", [RW_ATTACH_TCX] = "tcx", [RW_ATTACH_TC] = "tc"
+	};
+	unsigned long long v, rate = 0, burst = 0;
+	bool have_rate = false;
+	char msg[256];
 	struct rw_config cfg;
 	int c, err, ret = RW_EXIT_REFUSED;
 
@@ -190,29 +199,25 @@ int cmd_agent(int argc, char **argv)
 			a.ifprefix = optarg;
 			break;
 		case 'm':
-			if (!strcmp(optarg, "auto"))
-				a.attach_mode = RW_ATTACH_AUTO;
-			else if (!strcmp(optarg, "tcx"))
-				a.attach_mode = RW_ATTACH_TCX;
-			else if (!strcmp(optarg, "tc"))
-				a.attach_mode = RW_ATTACH_TC;
-			else
-				return rw_fail(RW_EXIT_USAGE, "agent: --attach-mode '%s': expected "
-					       "auto, tcx or tc", optarg);
+			err = rw_name_lookup(optarg, "--attach-mode", attach_modes,
+					     sizeof(attach_modes) / sizeof(attach_modes[0]), msg,
+					     sizeof(msg));
+			if (err < 0)
+				return rw_fail(RW_EXIT_USAGE, "agent: %s", msg);
+			a.attach_mode = err;
 			break;
 		case 'r':
-			a.resync_sec = atoi(optarg);
-			if (a.resync_sec < 1)
+			if (rw_parse_uint(optarg, MAX_RESYNC_SEC, &v) || v < 1)
 				return rw_fail(RW_EXIT_USAGE, "agent: --resync '%s': expected "
-					       "seconds >= 1", optarg);
+					       "seconds, 1 to %d", optarg, MAX_RESYNC_SEC);
+			a.resync_sec = (int)v;
 			break;
 		case 'e':
-			if (sscanf(optarg, "%ld/%ld", &rate, &burst) < 1 || rate < 0 ||
-			    (burst != -1 && burst < 1))
+			if (rw_parse_rate(optarg, MAX_EVENT_RATE, &rate, &burst))
 				return rw_fail(RW_EXIT_USAGE, "agent: --event-rate '%s': expected "
-					       "N or N/BURST", optarg);
-			if (burst == -1)
-				burst = rate * 2;
+					       "N or N/BURST, 0 to %d (BURST at least 1)", optarg,
+					       MAX_EVENT_RATE);
+			have_rate = true;
 			break;
 		case 'H':
 			a.health_addr = optarg;
@@ -239,7 +244,7 @@ int cmd_agent(int argc, char **argv)
 	else
 		rw_info("%s: no snapshot applied yet: every sandbox packet is dropped not-ready",
 			a.dp.pin_dir);
-	if (rate >= 0) {
+	if (have_rate) {
 		cfg.event_rate = rate;
 		cfg.event_burst = burst;
 		rw_config_write(&a.dp, &cfg);

@@ -128,7 +128,7 @@ int cmd_drops(int argc, char **argv)
 			f.run = optarg;
 			break;
 		case 'p':
-			if (rw_cli_parse_ip(optarg, &f.pod))
+			if (rw_parse_ip(optarg, &f.pod))
 				return rw_fail(RW_EXIT_USAGE,
 					       "drops --pod: '%s' is not an IPv4 address", optarg);
 			f.has_pod = true;
@@ -139,13 +139,13 @@ int cmd_drops(int argc, char **argv)
 				return rw_fail(RW_EXIT_USAGE, "drops --reason: %s", err);
 			break;
 		case 'd':
-			if (rw_cli_parse_ip_port(optarg, &f.dst, &f.dport))
+			if (rw_parse_ip_port(optarg, &f.dst, &f.dport))
 				return rw_fail(RW_EXIT_USAGE,
 					       "drops --dst: '%s' is not IP or IP:PORT", optarg);
 			f.has_dst = true;
 			break;
 		case 'n':
-			if (rw_cli_parse_uint(optarg, 1ULL << 40, &fl.count) || !fl.count)
+			if (rw_parse_uint(optarg, 1ULL << 40, &fl.count) || !fl.count)
 				return rw_fail(RW_EXIT_USAGE, "drops --count: '%s' is not a number "
 					       "of events (1 or more)", optarg);
 			break;

@@ -325,7 +325,7 @@ static int parse(int argc, char **argv, struct question *q)
 			rw_g.json = true;
 			break;
 		case 'p':
-			if (rw_cli_parse_ip(optarg, &q->pod))
+			if (rw_parse_ip(optarg, &q->pod))
 				return rw_fail(RW_EXIT_USAGE, "explain --pod: '%s' is not an IPv4 "
 					       "address", optarg);
 			q->has_pod = true;
@@ -340,12 +340,12 @@ static int parse(int argc, char **argv, struct question *q)
 			q->ingress = false;
 			break;
 		case 's':
-			if (rw_cli_parse_port(optarg, &q->sport))
+			if (rw_parse_port(optarg, &q->sport))
 				return rw_fail(RW_EXIT_USAGE, "explain --sport: '%s' is not a port "
 					       "(1-65535)", optarg);
 			break;
 		case 'f':
-			if (rw_cli_parse_tcp_flags(optarg, &q->flags))
+			if (rw_parse_tcp_flags(optarg, &q->flags))
 				return rw_fail(RW_EXIT_USAGE,
 					       "explain --flags: unknown flags '%s'; valid: syn, "
 					       "ack, synack", optarg);
@@ -370,13 +370,13 @@ static int parse(int argc, char **argv, struct question *q)
 		return rw_fail(RW_EXIT_USAGE, "explain: %s (usage: runwall %s)",
 			       npos < 2 ? "DST and PORT are needed" : "too many arguments",
 			       explain_usage);
-	if (rw_cli_parse_ip(argv[optind], &q->dst))
+	if (rw_parse_ip(argv[optind], &q->dst))
 		return rw_fail(RW_EXIT_USAGE, "explain: '%s' is not an IPv4 address",
 			       argv[optind]);
-	if (rw_cli_parse_port(argv[optind + 1], &q->dport))
+	if (rw_parse_port(argv[optind + 1], &q->dport))
 		return rw_fail(RW_EXIT_USAGE, "explain: '%s' is not a port (1-65535)",
 			       argv[optind + 1]);
-	if (npos == 3 && rw_cli_parse_proto(argv[optind + 2], &q->proto))
+	if (npos == 3 && rw_parse_proto(argv[optind + 2], &q->proto))
 		return rw_fail(RW_EXIT_USAGE, "explain: unknown protocol '%s'; valid: tcp, udp",
 			       argv[optind + 2]);
 	if (q->flags_set && q->proto != IPPROTO_TCP)

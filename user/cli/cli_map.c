@@ -746,7 +746,7 @@ static int parse_key(struct mctx *c, enum rw_cli_map map, int argc, char **argv,
 		if (argc > 1)
 			return rw_fail(RW_EXIT_USAGE, "map lookup %s: one key, %s",
 				       rw_cli_map_names[map], maps[map].key);
-		if (rw_cli_parse_ip(s, &k->ip))
+		if (rw_parse_ip(s, &k->ip))
 			return rw_fail(RW_EXIT_USAGE, "map lookup %s: '%s' is not an IPv4 address",
 				       rw_cli_map_names[map], s);
 		k->has_ip = true;
@@ -756,10 +756,10 @@ static int parse_key(struct mctx *c, enum rw_cli_map map, int argc, char **argv,
 		if (argc > 2)
 			return rw_fail(RW_EXIT_USAGE, "map lookup %s: the key is %s",
 				       rw_cli_map_names[map], maps[map].key);
-		if (rw_cli_parse_ip_port(s, &k->ip, &k->port))
+		if (rw_parse_ip_port(s, &k->ip, &k->port))
 			return rw_fail(RW_EXIT_USAGE, "map lookup %s: '%s' is not IP or IP:PORT",
 				       rw_cli_map_names[map], s);
-		if (argc == 2 && rw_cli_parse_proto(argv[1], &k->proto))
+		if (argc == 2 && rw_parse_proto(argv[1], &k->proto))
 			return rw_fail(RW_EXIT_USAGE, "map lookup %s: unknown protocol '%s'; "
 				       "valid: tcp, udp", rw_cli_map_names[map], argv[1]);
 		k->has_ip = true;
@@ -769,11 +769,11 @@ static int parse_key(struct mctx *c, enum rw_cli_map map, int argc, char **argv,
 		if (argc > 1)
 			return rw_fail(RW_EXIT_USAGE, "map lookup %s: one key, %s",
 				       rw_cli_map_names[map], maps[map].key);
-		if (map == RW_CLI_MAP_ENDPOINTS && rw_cli_parse_ip(s, &k->ip) == 0) {
+		if (map == RW_CLI_MAP_ENDPOINTS && rw_parse_ip(s, &k->ip) == 0) {
 			k->has_ip = true;
 			return 0;
 		}
-		if (rw_cli_parse_uint(s, 0xffffffffULL, &v) == 0) {
+		if (rw_parse_uint(s, 0xffffffffULL, &v) == 0) {
 			k->ifindex = (__u32)v;
 		} else {
 			k->ifindex = if_nametoindex(s);
@@ -795,7 +795,7 @@ static int parse_key(struct mctx *c, enum rw_cli_map map, int argc, char **argv,
 			k->idx = 0;
 			return 0;
 		}
-		if (rw_cli_parse_uint(s, RW_MAX_RUNS - 1, &v) == 0) {
+		if (rw_parse_uint(s, RW_MAX_RUNS - 1, &v) == 0) {
 			k->idx = (__u32)v;
 			return 0;
 		}
@@ -977,7 +977,7 @@ int cmd_map(int argc, char **argv)
 	argv += optind;
 	if (argc < 1)
 		return rw_fail(RW_EXIT_USAGE, "map: what? usage: runwall %s", map_usage);
-	sub = rw_cli_lookup(argv[0], "map subcommand", subs, 3, err, sizeof(err));
+	sub = rw_name_lookup(argv[0], "map subcommand", subs, 3, err, sizeof(err));
 	if (sub < 0)
 		return rw_fail(RW_EXIT_USAGE, "%s", err);
 	map = -1;

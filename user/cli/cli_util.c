@@ -20,190 +20,13 @@
 #include "eventfmt.h"
 #include "reasons.h"
 
-/* ---- what people type ---------------------------------------------------------------------- */
-
-int rw_cli_parse_ip(const char *s, __be32 *ip)
-{
-	struct in_addr a;
-
-	if (!s || inet_pton(AF_INET, s, &a) != 1)
-		return -EINVAL;
-	*ip = a.s_addr;
-	return 0;
-}
-
-int rw_cli_parse_uint(const char *s, unsigned long long max, unsigned long long *out)
-{
-	unsigned long long v = 0;
-
-	if (!s || !*s || strlen(s) > 20)
-		return -EINVAL;
-	for (const char *p = s; *p; p++) {
-		if (!isdigit((unsigned char)*p))
-			return -EINVAL;
-		unsigned int d = (unsigned int)(*p - '0');
-
-		if (v > max / 10 || d > max - v * 10)
-			return -ERANGE;
-		v = v * 10 + d;
-	}
-	*out = v;
-	return 0;
-}
-
-int rw_cli_parse_port(const char *s, __u16 *port)
-{
-	unsigned long long v;
-	int err = rw_cli_parse_uint(s, 65535, &v);
-
-	if (err || v == 0)
-		return -EINVAL;
-	*port = (__u16)v;
-	return 0;
-}
-
-int rw_cli_parse_ip_port(const char *s, __be32 *ip, __u16 *port)
-{
-	char host[INET_ADDRSTRLEN];
-	const char *colon;
-	size_t n;
-
-	if (!s)
-		return -EINVAL;
-	colon = strchr(s, ':');
-	*port = 0;
-	if (!colon)
-		return rw_cli_parse_ip(s, ip);
-	n = colon - s;
-	if (n >= sizeof(host))
-		return -EINVAL;
-	memcpy(host, s, n);
-	host[n] = '\0';
-	if (rw_cli_parse_ip(host, ip) || rw_cli_parse_port(colon + 1, port))
-		return -EINVAL;
-	return 0;
-}
-
-int rw_cli_parse_proto(const char *s, __u8 *proto)
-{
-	if (!strcasecmp(s, "tcp"))
-		*proto = IPPROTO_TCP;
-	else if (!strcasecmp(s, "udp"))
-		*proto = IPPROTO_UDP;
-	else
-		return -EINVAL;
-	return 0;
-}
-
-#define TCP_FIN 0x01
-#define TCP_SYN 0x02
-#define TCP_ACK 0x10
-
-int rw_cli_parse_tcp_flags(const char *s, __u8 *flags)
-{
-	if (!strcasecmp(s, "syn"))
-		*flags = TCP_SYN;
-	else if (!strcasecmp(s, "ack"))
-		*flags = TCP_ACK;
-	else if (!strcasecmp(s, "synack") || !strcasecmp(s, "syn-ack") || !strcasecmp(s, "syn,ack"))
-		*flags = TCP_SYN | TCP_ACK;
-	else
-		return -EINVAL;
-	return 0;
-}
-
-#define DIST_MAX 64
-
-/* Optimal string alignment distance: insertions, deletions, substitutions and transpositions of
- * two neighbours ("dupm" -> "dump") cost one each; case is ignored.
- */
-unsigned int rw_cli_distance(const char *a, const char *b)
-{
-	unsigned int d[DIST_MAX + 1][DIST_MAX + 1];
-	size_t la = strnlen(a, DIST_MAX), lb = strnlen(b, DIST_MAX);
-
-	for (size_t i = 0; i <= la; i++)
-		d[i][0] = i;
-	for (size_t j = 0; j <= lb; j++)
-		d[0][j] = j;
-	for (size_t i = 1; i <= la; i++) {
-		for (size_t j = 1; j <= lb; j++) {
-			int ca = tolower((unsigned char)a[i - 1]);
-			int cb = tolower((unsigned char)b[j - 1]);
-			unsigned int best = d[i - 1][j - 1] + (ca != cb);
-
-			if (d[i - 1][j] + 1 < best)
-				best = d[i - 1][j] + 1;
-			if (d[i][j - 1] + 1 < best)
-				best = d[i][j - 1] + 1;
-			if (i > 1 && j > 1 && ca == tolower((unsigned char)b[j - 2]) &&
-			    tolower((unsigned char)a[i - 2]) == cb && d[i - 2][j - 2] + 1 < best)
-				best = d[i - 2][j - 2] + 1;
-			d[i][j] = best;
-		}
-	}
-	return d[la][lb];
-}
-
-/* The one name `word` is most likely a typo of, or NULL. */
-static const char *suggest(const char *word, const char *const *names, size_t n)
-{
-	size_t wl = strlen(word), prefix_hits = 0;
-	unsigned int best = ~0u, limit;
-	const char *hit = NULL, *prefix = NULL;
-	bool tie = false;
-
-	for (size_t i = 0; i < n; i++) {
-		unsigned int d = rw_cli_distance(word, names[i]);
-
-		if (wl >= 3 && !strncasecmp(word, names[i], wl)) {
-			prefix = names[i];
-			prefix_hits++;
-		}
-		if (d < best) {
-			best = d;
-			hit = names[i];
-			tie = false;
-		} else if (d == best) {
-			tie = true;
-		}
-	}
-	limit = wl <= 4 ? 1 : wl <= 8 ? 2 : 3;
-	if (hit && !tie && best <= limit)
-		return hit;
-	return prefix_hits == 1 ? prefix : NULL;
-}
-
-int rw_cli_lookup(const char *word, const char *what, const char *const *names, size_t n,
-		  char *err, size_t errlen)
-{
-	const char *hint;
-	size_t off;
-	int w;
-
-	for (size_t i = 0; i < n; i++)
-		if (!strcmp(word, names[i]))
-			return (int)i;
-	if (!err || !errlen)
-		return -EINVAL;
-	hint = suggest(word, names, n);
-	w = snprintf(err, errlen, "unknown %s '%s'%s%s%s; valid: ", what, word,
-		     hint ? " (did you mean '" : "", hint ? hint : "", hint ? "'?)" : "");
-	off = w < 0 ? 0 : (size_t)w;
-	for (size_t i = 0; i < n && off < errlen; i++) {
-		w = snprintf(err + off, errlen - off, "%s%s", i ? ", " : "", names[i]);
-		off += w < 0 ? 0 : (size_t)w;
-	}
-	return -EINVAL;
-}
-
 int rw_cli_reason_lookup(const char *word, char *err, size_t errlen)
 {
 	const char *names[RW_REASON_COUNT];
 
 	for (unsigned int r = 0; r < RW_REASON_COUNT; r++)
 		names[r] = rw_reason_name(r);
-	return rw_cli_lookup(word, "reason", names, RW_REASON_COUNT, err, errlen);
+	return rw_name_lookup(word, "reason", names, RW_REASON_COUNT, err, errlen);
 }
 
 const char *const rw_cli_map_names[RW_CLI_MAP__COUNT] = {
@@ -241,7 +64,7 @@ int rw_cli_map_lookup(const char *word, char *err, size_t errlen)
 	for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
 		if (!strcmp(word, aliases[i].pinned))
 			return aliases[i].map;
-	return rw_cli_lookup(word, "map", rw_cli_map_names, RW_CLI_MAP__COUNT, err, errlen);
+	return rw_name_lookup(word, "map", rw_cli_map_names, RW_CLI_MAP__COUNT, err, errlen);
 }
 
 /* ---- text -------------------------------------------------------------------------------- */
@@ -598,7 +421,7 @@ size_t rw_cli_build_packet(const struct rw_cli_probe *p, __u8 *buf, size_t len)
 		put16(th + 4, 8);
 	} else {
 		th[7] = 1;			/* seq 1 */
-		if (p->tcp_flags & TCP_ACK)
+		if (p->tcp_flags & RW_TCP_ACK)
 			th[11] = 1;		/* ack 1 */
 		th[12] = 5 << 4;
 		th[13] = p->tcp_flags;

@@ -20,37 +20,12 @@
 
 #include "runwall.h"
 #include "datapath.h"
+#include "parse.h"
 #include "policy.h"
 
 /* ---- what people type ---------------------------------------------------------------------- */
 
-/* A dotted quad, nothing else ("10.1.2.3"). -EINVAL otherwise. */
-int rw_cli_parse_ip(const char *s, __be32 *ip);
-
-/* A port, 1..65535, decimal. */
-int rw_cli_parse_port(const char *s, __u16 *port);
-
-/* "IP" or "IP:PORT"; *port (host order) is 0 when there is none. */
-int rw_cli_parse_ip_port(const char *s, __be32 *ip, __u16 *port);
-
-/* A decimal number 0..max. */
-int rw_cli_parse_uint(const char *s, unsigned long long max, unsigned long long *out);
-
-/* "tcp" or "udp" (any case) into IPPROTO_TCP / IPPROTO_UDP. */
-int rw_cli_parse_proto(const char *s, __u8 *proto);
-
-/* "syn", "ack" or "synack" into TCP flag bits. */
-int rw_cli_parse_tcp_flags(const char *s, __u8 *flags);
-
-/* Edit distance between two words (for "did you mean"). */
-unsigned int rw_cli_distance(const char *a, const char *b);
-
-/* Index of `word` in names[], or -EINVAL with `err` saying so: "unknown WHAT 'alow' (did you
- * mean 'allow'?); valid: config, endpoints, ...". The suggestion is there only when one name is
- * close enough to be a typo.
- */
-int rw_cli_lookup(const char *word, const char *what, const char *const *names, size_t n,
-		  char *err, size_t errlen);
+/* The parsers of what people type are the library's (parse.h), shared with the agent. */
 
 /* A reason name (rw_reason_name()) into its number, with the same message. */
 int rw_cli_reason_lookup(const char *word, char *err, size_t errlen);
