@@ -271,6 +271,17 @@ check "status -j: map fill" \
 	"[('rw_pods', 2), ('rw_allow_exact', 6), ('rw_allow_cidr', 2), ('rw_deny', 2), ('rw_inbound', 4)]"
 check "status -j: events from the kernel and the agent" \
 	json_is "sorted(d['events'])" "['delivered', 'lost', 'sent', 'skipped', 'subscribers', 'suppressed']"
+# Global options go before or after the command (kubectl, bpftool style).
+run nsenter --net=/run/netns/"$node" "$RUNWALL" status --socket "$sock" -j --bpffs="$bpffs"
+check "status --socket S -j --bpffs=DIR: options after the command ($rc)" \
+	json_is "d['ok'], d['ready'], d['revision'], d['agent']['running']" "(True, True, 12, True)"
+run nsenter --net=/run/netns/"$node" "$RUNWALL" --json counters --bpffs "$bpffs" --run run-7f3a
+check "--json counters --bpffs DIR --run ID: mixed positions ($rc)" json_is "d['ok']" True
+run "$RUNWALL" help agent
+check "help agent is the agent's whole usage (--event-rate included)" \
+	grep -q -- "--event-rate N\[/BURST\]" <<<"$out"
+run "$RUNWALL" agent --help
+check "agent --help prints the same text as help agent" test "$out" = "$("$RUNWALL" help agent)"
 
 # ---- map ----
 run rw map list

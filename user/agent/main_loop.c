@@ -149,19 +149,16 @@ static int agent_run(struct agent *a)
 #define MAX_RESYNC_SEC	86400
 #define MAX_EVENT_RATE	1000000
 
-static void agent_usage(FILE *f)
-{
-	fprintf(f, "Usage: runwall [--bpffs DIR] [--socket PATH] [-v] agent [OPTIONS]\n"
-		   "  --policy FILE          snapshot to apply at start and whenever it changes\n"
-		   "  --ifprefix LIST        interfaces to enforce on (default eni,vlan)\n"
-		   "  --attach-mode MODE     auto (tcx, else tc), tcx or tc (default auto)\n"
-		   "  --resync SECONDS       full resync period (default 10)\n"
-		   "  --event-rate N[/BURST] events per second per sandbox (default 200/400; 0: no limit)\n"
-		   "  --health ADDR:PORT     serve /healthz and /readyz over HTTP\n"
-		   "  -v, --verbose          more log lines (-vv: libbpf's too)\n");
-}
+static const char agent_options[] =
+	"  --policy FILE          snapshot to apply at start and whenever it changes\n"
+	"  --ifprefix LIST        interfaces to enforce on (default eni,vlan)\n"
+	"  --attach-mode MODE     auto (tcx, else tc), tcx or tc (default auto)\n"
+	"  --resync SECONDS       full resync period (default 10)\n"
+	"  --event-rate N[/BURST] events per second per sandbox (default 200/400; 0: no limit)\n"
+	"  --health ADDR:PORT     serve /healthz and /readyz over HTTP\n"
+	"  -v, --verbose          more log lines (-vv: libbpf's debug too)\n";
 
-int cmd_agent(int argc, char **argv)
+static int cmd_agent(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "policy", required_argument, NULL, 'p' },
@@ -223,15 +220,14 @@ int cmd_agent(int argc, char **argv)
 			a.health_addr = optarg;
 			break;
 		case 'h':
-			agent_usage(stdout);
+			rw_cmd_help(&rw_cmd_agent, stdout);
 			return RW_EXIT_OK;
 		default:
-			agent_usage(stderr);
-			return RW_EXIT_USAGE;
+			return rw_cmd_usage_error(&rw_cmd_agent, "bad option '%s'", argv[optind - 1]);
 		}
 	}
 	if (optind < argc)
-		return rw_fail(RW_EXIT_USAGE, "agent: unexpected argument '%s'", argv[optind]);
+		return rw_cmd_usage_error(&rw_cmd_agent, "unexpected argument '%s'", argv[optind]);
 
 	a.mono_to_real = rw_mono_to_real_offset();
 	err = rw_datapath_load(&a.dp, rw_g.bpffs, 0);
@@ -310,3 +306,12 @@ cleanup:
 	rw_datapath_close(&a.dp);
 	return ret;
 }
+
+const struct rw_cmd rw_cmd_agent = {
+	.name = "agent",
+	.summary = "run the node agent (the DaemonSet's process)",
+	.grammar = "agent [--policy FILE] [--ifprefix LIST] [--attach-mode auto|tcx|tc] "
+		   "[--resync SECONDS] [--event-rate N[/BURST]] [--health ADDR:PORT] [-v]",
+	.options = agent_options,
+	.func = cmd_agent,
+};

@@ -29,7 +29,7 @@ static void print_json(json_t *o)
 	free(s);
 }
 
-int cmd_apply(int argc, char **argv)
+static int cmd_apply(int argc, char **argv)
 {
 	const char *path, *source;
 	json_t *reply = NULL, *changes;
@@ -37,8 +37,12 @@ int cmd_apply(int argc, char **argv)
 	size_t len = 0;
 	int err, ret;
 
+	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+		rw_cmd_help(&rw_cmd_apply, stdout);
+		return RW_EXIT_OK;
+	}
 	if (argc != 2 || argv[1][0] == '\0')
-		return rw_fail(RW_EXIT_USAGE, "usage: runwall apply FILE|-");
+		return rw_cmd_usage_error(&rw_cmd_apply, "one FILE, or - for standard input");
 	path = argv[1];
 	source = strcmp(path, "-") ? path : "<stdin>";
 	err = rw_read_file(path, RW_CTL_MAX_BODY, &buf, &len);
@@ -85,3 +89,11 @@ int cmd_apply(int argc, char **argv)
 	json_decref(reply);
 	return ret;
 }
+
+const struct rw_cmd rw_cmd_apply = {
+	.name = "apply",
+	.summary = "push a policy snapshot to the agent",
+	.grammar = "apply FILE|-",
+	.options = "  FILE|-   the snapshot (README \"Policy snapshot\"); - reads standard input\n",
+	.func = cmd_apply,
+};

@@ -42,7 +42,7 @@ static json_t *agent_events(json_t *status)
 			 json_object_get(ev, "skipped") ?: json_null());
 }
 
-int cmd_counters(int argc, char **argv)
+static int cmd_counters(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "run", required_argument, NULL, 'r' },
@@ -69,15 +69,14 @@ int cmd_counters(int argc, char **argv)
 			run = optarg;
 			break;
 		case 'h':
-			printf("Usage: runwall %s\n", counters_usage);
+			rw_cmd_help(&rw_cmd_counters, stdout);
 			return RW_EXIT_OK;
 		default:
-			return rw_fail(RW_EXIT_USAGE, "usage: runwall %s", counters_usage);
+			return rw_cmd_usage_error(&rw_cmd_counters, "bad option '%s'", argv[optind - 1]);
 		}
 	}
 	if (optind < argc)
-		return rw_fail(RW_EXIT_USAGE, "counters: unexpected '%s' (usage: runwall %s)",
-			       argv[optind], counters_usage);
+		return rw_cmd_usage_error(&rw_cmd_counters, "unexpected '%s'", argv[optind]);
 
 	ret = rw_cli_open(&dp, rw_g.bpffs, err, sizeof(err));
 	if (ret)
@@ -175,3 +174,11 @@ cleanup:
 	rw_datapath_close(&dp);
 	return ret;
 }
+
+const struct rw_cmd rw_cmd_counters = {
+	.name = "counters",
+	.summary = "exact verdict counters, per reason and per run",
+	.grammar = counters_usage,
+	.options = "  --run ID    one run's counters (its pods' packets only)\n",
+	.func = cmd_counters,
+};

@@ -25,13 +25,17 @@ static void stop_agent(void)
 		usleep(50000);
 }
 
-int cmd_detach(int argc, char **argv)
+static int cmd_detach(int argc, char **argv)
 {
 	int layout, links, maps;
 
+	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+		rw_cmd_help(&rw_cmd_detach, stdout);
+		return RW_EXIT_OK;
+	}
 	if (argc != 1)
-		return rw_fail(RW_EXIT_USAGE, "usage: runwall detach (takes no arguments; "
-			       "--bpffs and --socket name the instance)");
+		return rw_cmd_usage_error(&rw_cmd_detach, "takes no arguments; --bpffs and "
+					  "--socket name the instance");
 	layout = rw_datapath_pinned_layout(rw_g.bpffs);
 	stop_agent();
 	links = rw_detach_all(rw_g.bpffs);
@@ -52,3 +56,11 @@ int cmd_detach(int argc, char **argv)
 		       "from %s\n", maps, rw_g.bpffs);
 	return RW_EXIT_OK;
 }
+
+const struct rw_cmd rw_cmd_detach = {
+	.name = "detach",
+	.summary = "remove everything runwall attached and pinned",
+	.grammar = "detach",
+	.options = NULL,
+	.func = cmd_detach,
+};

@@ -92,7 +92,7 @@ static int on_line(struct follow *fl, char *line)
 	return fl->count && fl->seen >= fl->count;
 }
 
-int cmd_drops(int argc, char **argv)
+static int cmd_drops(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "all", no_argument, NULL, 'a' },
@@ -157,15 +157,14 @@ int cmd_drops(int argc, char **argv)
 					       optarg);
 			break;
 		case 'h':
-			printf("Usage: runwall %s\n", drops_usage);
+			rw_cmd_help(&rw_cmd_drops, stdout);
 			return RW_EXIT_OK;
 		default:
-			return rw_fail(RW_EXIT_USAGE, "usage: runwall %s", drops_usage);
+			return rw_cmd_usage_error(&rw_cmd_drops, "bad option '%s'", argv[optind - 1]);
 		}
 	}
 	if (optind < argc)
-		return rw_fail(RW_EXIT_USAGE, "drops: unexpected '%s' (usage: runwall %s)",
-			       argv[optind], drops_usage);
+		return rw_cmd_usage_error(&rw_cmd_drops, "unexpected '%s'", argv[optind]);
 	if (f.has_pod)
 		find_pod_veth(&f);
 
@@ -263,3 +262,17 @@ cleanup:
 	close(fd);
 	return ret;
 }
+
+const struct rw_cmd rw_cmd_drops = {
+	.name = "drops",
+	.summary = "follow live verdicts (needs the agent)",
+	.grammar = drops_usage,
+	.options = "  --all             allowed new flows too, not only drops\n"
+		   "  --run ID          only this run's events\n"
+		   "  --pod IP          only events of this pod (either side) or of its veth\n"
+		   "  --reason REASON   only this reason (\"allowed\": allowed flows)\n"
+		   "  --dst IP[:PORT]   only this destination\n"
+		   "  --count N         exit 0 after N matching events\n"
+		   "  --timeout SEC     stop after SEC seconds (exit 1 if --count was not reached)\n",
+	.func = cmd_drops,
+};

@@ -355,10 +355,10 @@ static int parse(int argc, char **argv, struct question *q)
 			q->policy = optarg;
 			break;
 		case 'h':
-			printf("Usage: runwall %s\n", explain_usage);
+			rw_cmd_help(&rw_cmd_explain, stdout);
 			return -1;
 		default:
-			return rw_fail(RW_EXIT_USAGE, "usage: runwall %s", explain_usage);
+			return rw_cmd_usage_error(&rw_cmd_explain, "bad option '%s'", argv[optind - 1]);
 		}
 	}
 	if (q->has_pod == !!q->run)
@@ -367,9 +367,8 @@ static int parse(int argc, char **argv, struct question *q)
 			       "(one of them)");
 	npos = argc - optind;
 	if (npos < 2 || npos > 3)
-		return rw_fail(RW_EXIT_USAGE, "explain: %s (usage: runwall %s)",
-			       npos < 2 ? "DST and PORT are needed" : "too many arguments",
-			       explain_usage);
+		return rw_cmd_usage_error(&rw_cmd_explain, "%s",
+					  npos < 2 ? "DST and PORT are needed" : "too many arguments");
 	if (rw_parse_ip(argv[optind], &q->dst))
 		return rw_fail(RW_EXIT_USAGE, "explain: '%s' is not an IPv4 address",
 			       argv[optind]);
@@ -384,7 +383,7 @@ static int parse(int argc, char **argv, struct question *q)
 	return 0;
 }
 
-int cmd_explain(int argc, char **argv)
+static int cmd_explain(int argc, char **argv)
 {
 	struct rw_cli_verdict now = { 0 }, with = { 0 };
 	struct rw_cli_probe p;
@@ -444,3 +443,18 @@ int cmd_explain(int argc, char **argv)
 	}
 	return top->verdict == RW_VERDICT_ALLOW ? RW_EXIT_OK : RW_EXIT_REFUSED;
 }
+
+const struct rw_cmd rw_cmd_explain = {
+	.name = "explain",
+	.summary = "why a packet would be allowed or refused, by the real program",
+	.grammar = explain_usage,
+	.options = "  --pod IP          the pod whose packet it is\n"
+		   "  --run ID          or the run's first pod bound to a veth of this node\n"
+		   "  DST PORT          the peer and the port; then tcp (default) or udp\n"
+		   "  --ingress         from the peer DST to the pod's PORT\n"
+		   "  --egress          from the pod to DST:PORT (the default)\n"
+		   "  --sport N         the source port (default 40000)\n"
+		   "  --flags F         syn (default), ack or synack\n"
+		   "  --policy FILE     also judge the packet under FILE's snapshot (nothing live changes)\n",
+	.func = cmd_explain,
+};

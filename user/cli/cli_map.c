@@ -949,7 +949,7 @@ static int list(struct mctx *c)
 	return RW_EXIT_OK;
 }
 
-int cmd_map(int argc, char **argv)
+static int cmd_map(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
@@ -968,15 +968,15 @@ int cmd_map(int argc, char **argv)
 			continue;
 		}
 		if (opt == 'h') {
-			printf("Usage: runwall %s\n", map_usage);
+			rw_cmd_help(&rw_cmd_map, stdout);
 			return RW_EXIT_OK;
 		}
-		return rw_fail(RW_EXIT_USAGE, "usage: runwall %s", map_usage);
+		return rw_cmd_usage_error(&rw_cmd_map, "bad option '%s'", argv[optind - 1]);
 	}
 	argc -= optind;
 	argv += optind;
 	if (argc < 1)
-		return rw_fail(RW_EXIT_USAGE, "map: what? usage: runwall %s", map_usage);
+		return rw_cmd_usage_error(&rw_cmd_map, "what? list, dump or lookup");
 	sub = rw_name_lookup(argv[0], "map subcommand", subs, 3, err, sizeof(err));
 	if (sub < 0)
 		return rw_fail(RW_EXIT_USAGE, "%s", err);
@@ -1039,3 +1039,13 @@ cleanup:
 	rw_datapath_close(&c.dp);
 	return ret;
 }
+
+const struct rw_cmd rw_cmd_map = {
+	.name = "map",
+	.summary = "read the pinned maps",
+	.grammar = map_usage,
+	.options = "  list              every map: type, entries, size, pinned path\n"
+		   "  dump MAP          every entry of MAP, decoded\n"
+		   "  lookup MAP KEY    one entry (KEY as dump prints it: an IP, a rule key, an ifindex...)\n",
+	.func = cmd_map,
+};

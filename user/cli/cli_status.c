@@ -377,7 +377,7 @@ static void print_plain(struct sctx *c, json_t *o)
 	printf("\n");
 }
 
-int cmd_status(int argc, char **argv)
+static int cmd_status(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "json", no_argument, NULL, 'j' },
@@ -395,14 +395,13 @@ int cmd_status(int argc, char **argv)
 			continue;
 		}
 		if (opt == 'h') {
-			printf("Usage: runwall %s\n", status_usage);
+			rw_cmd_help(&rw_cmd_status, stdout);
 			return RW_EXIT_OK;
 		}
-		return rw_fail(RW_EXIT_USAGE, "usage: runwall %s", status_usage);
+		return rw_cmd_usage_error(&rw_cmd_status, "bad option '%s'", argv[optind - 1]);
 	}
 	if (optind < argc)
-		return rw_fail(RW_EXIT_USAGE, "status: unexpected '%s' (usage: runwall %s)",
-			       argv[optind], status_usage);
+		return rw_cmd_usage_error(&rw_cmd_status, "unexpected '%s'", argv[optind]);
 
 	c.agent_err = rw_ctl_call(rw_g.socket, "status", NULL, NULL, 0, RW_CTL_TIMEOUT_MS, &c.agent);
 	if (c.agent_err)
@@ -476,3 +475,11 @@ cleanup:
 	json_decref(c.agent);
 	return ret;
 }
+
+const struct rw_cmd rw_cmd_status = {
+	.name = "status",
+	.summary = "is this node enforcing, and what",
+	.grammar = status_usage,
+	.options = NULL,
+	.func = cmd_status,
+};

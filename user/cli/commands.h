@@ -4,6 +4,7 @@
 #define RUNWALL_COMMANDS_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 /* Exit codes, for every command (README "Exit codes"). */
 #define RW_EXIT_OK		0	/* done / found / applied */
@@ -19,15 +20,31 @@ struct rw_globals {
 
 extern struct rw_globals rw_g;
 
-/* Each takes its own arguments (argv[0] is the command's name) and returns an exit code. */
-int cmd_agent(int argc, char **argv);
-int cmd_apply(int argc, char **argv);
-int cmd_detach(int argc, char **argv);
-int cmd_status(int argc, char **argv);
-int cmd_map(int argc, char **argv);
-int cmd_counters(int argc, char **argv);
-int cmd_drops(int argc, char **argv);
-int cmd_explain(int argc, char **argv);
+/* One command, bpftool-style: each lives in its own file (user/cli/cli_NAME.c, the agent's in
+ * user/agent/main_loop.c) with its usage, its options and its handler, and is one line of the
+ * table in main.c. The usage text is written here once: `runwall help NAME`, `runwall NAME
+ * --help` and every usage error print it from this struct.
+ */
+struct rw_cmd {
+	const char *name;
+	const char *summary;	/* one line for `runwall help` */
+	const char *grammar;	/* "drops [--all] [--run ID] ...", after "runwall " */
+	const char *options;	/* "  --run ID   ...\n" lines, or NULL */
+	/* Takes its own arguments (argv[0] is the command's name; the global options are taken
+	 * out wherever they were) and returns an exit code.
+	 */
+	int (*func)(int argc, char **argv);
+};
+
+extern const struct rw_cmd rw_cmd_agent, rw_cmd_apply, rw_cmd_status, rw_cmd_map, rw_cmd_counters,
+	rw_cmd_drops, rw_cmd_explain, rw_cmd_detach;
+
+/* The command's whole help: "Usage: runwall GRAMMAR", the summary, the options. */
+void rw_cmd_help(const struct rw_cmd *cmd, FILE *f);
+
+/* A usage error: "NAME: MESSAGE (usage: runwall GRAMMAR)" through rw_fail(), exit 2. */
+int rw_cmd_usage_error(const struct rw_cmd *cmd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /* An error for people (stderr) or, with -j, as {"ok":false,"error":"..."} on stdout. Returns
  * `code` so that commands can `return rw_fail(RW_EXIT_USAGE, ...)`.

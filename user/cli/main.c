@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* main.c: `runwall [OPTIONS] COMMAND [ARGS]`: global options, then dispatch by name. */
-#include <getopt.h>
+/* main.c: `runwall [OPTIONS] COMMAND [ARGS]`: the global options (before or after the command),
+ * the command table, and the one place where errors become output and exit codes.
+ */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <getopt.h>
 #include <jansson.h>
 
 #include "commands.h"
@@ -17,24 +19,16 @@ struct rw_globals rw_g = {
 	.socket = RW_DEFAULT_SOCKET,
 };
 
-static const struct command {
-	const char *name;
-	int (*func)(int argc, char **argv);
-	const char *grammar;
-	const char *summary;
-} commands[] = {
-	{ "agent", cmd_agent, "agent [--policy FILE] [--ifprefix LIST] [--attach-mode auto|tcx|tc] "
-	  "[--resync SECONDS] [--health ADDR:PORT]", "run the node agent (the DaemonSet's process)" },
-	{ "apply", cmd_apply, "apply FILE|-", "push a policy snapshot to the agent" },
-	{ "status", cmd_status, "status", "is this node enforcing, and what" },
-	{ "map", cmd_map, "map { list | dump MAP | lookup MAP KEY }", "read the pinned maps" },
-	{ "counters", cmd_counters, "counters [--run ID]", "exact verdict counters" },
-	{ "drops", cmd_drops, "drops [--all] [--run ID] [--pod IP] [--reason REASON] "
-	  "[--dst IP[:PORT]] [--count N] [--timeout SEC]", "follow live verdicts" },
-	{ "explain", cmd_explain, "explain {--pod IP | --run ID} DST PORT [tcp|udp] [--ingress] "
-	  "[--sport N] [--flags syn|ack|synack] [--policy FILE]",
-	  "why a packet would be allowed or refused, by the real program" },
-	{ "detach", cmd_detach, "detach", "remove everything runwall attached and pinned" },
+/* The commands, in the order `runwall help` lists them. A new command: its file, and one line. */
+static const struct rw_cmd *const commands[] = {
+	&rw_cmd_agent,
+	&rw_cmd_apply,
+	&rw_cmd_status,
+	&rw_cmd_map,
+	&rw_cmd_counters,
+	&rw_cmd_drops,
+	&rw_cmd_explain,
+	&rw_cmd_detach,
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -60,89 +54,147 @@ int rw_fail(int code, const char *fmt, ...)
 	return code;
 }
 
+void rw_cmd_help(const struct rw_cmd *cmd, FILE *f)
+{
+	fprintf(f, "Usage: runwall %s\n  %s\n", cmd->grammar, cmd->summary);
+	if (cmd->options)
+		fprintf(f, "\n%s", cmd->options);
+	fprintf(f, "\nGlobal options (before or after COMMAND): --bpffs DIR, --socket PATH, -j|--json, "
+		   "-v|--verbose.\n");
+}
+
+int rw_cmd_usage_error(const struct rw_cmd *cmd, const char *fmt, ...)
+{
+	char msg[768];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return rw_fail(RW_EXIT_USAGE, "%s: %s (usage: runwall %s)", cmd->name, msg, cmd->grammar);
+}
+
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: runwall [OPTIONS] COMMAND [ARGS]\n\n"
+	fprintf(f, "Usage: runwall [OPTIONS] COMMAND [ARGS] [OPTIONS]\n\n"
 		   "OPTIONS := { --bpffs DIR | --socket PATH | -j|--json | -v|--verbose | -h|--help }\n"
 		   "  --bpffs DIR    pinned maps and links (default %s)\n"
-		   "  --socket PATH  the agent's control socket (default %s)\n\n"
-		   "COMMAND :=\n", RW_DEFAULT_BPFFS, RW_DEFAULT_SOCKET);
+		   "  --socket PATH  the agent's control socket (default %s)\n"
+		   "  -j, --json     JSON on stdout, errors included\n"
+		   "  -v, --verbose  more log lines (-vv: libbpf's debug too)\n"
+		   "Global options go before or after COMMAND (`runwall status --socket S -j`); `--`\n"
+		   "ends them.\n\n"
+		   "COMMAND :=\n",
+		RW_DEFAULT_BPFFS, RW_DEFAULT_SOCKET);
 	for (size_t i = 0; i < N_COMMANDS; i++)
-		fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
+		fprintf(f, "  %-9s %s\n", commands[i]->name, commands[i]->summary);
 	fprintf(f, "\nGrammar:\n");
 	for (size_t i = 0; i < N_COMMANDS; i++)
-		fprintf(f, "  runwall %s\n", commands[i].grammar);
+		fprintf(f, "  runwall %s\n", commands[i]->grammar);
 	fprintf(f, "\n`runwall help COMMAND` for one command. Exit codes: 0 ok, 1 refused or not found, "
 		   "2 usage or no agent.\n");
 }
 
-static const struct command *find(const char *name)
+static const struct rw_cmd *find(const char *name)
 {
 	for (size_t i = 0; i < N_COMMANDS; i++)
-		if (!strcmp(commands[i].name, name))
-			return &commands[i];
+		if (!strcmp(commands[i]->name, name))
+			return commands[i];
 	return NULL;
+}
+
+/* Take the global options out of argv, wherever they are, as kubectl and bpftool users expect;
+ * argv keeps the command and its own arguments in order. Before the command the short forms
+ * -b DIR, -s PATH and -h count too; after it only the long forms and -j/-v (commands have short
+ * options of their own: explain's -s is --sport), and -h/--help is the command's. "--" ends the
+ * global options; it stays for the command. Returns the new argc, or -1 after a usage error.
+ */
+static int take_globals(int argc, char **argv, bool *help)
+{
+	bool seen_cmd = false;
+	int out = 1;
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *val = NULL;
+		const char **dst = NULL;
+
+		if (!strcmp(a, "--")) {
+			while (i < argc)
+				argv[out++] = argv[i++];
+			break;
+		}
+		if (!strcmp(a, "--bpffs") || (!seen_cmd && !strcmp(a, "-b")))
+			dst = &rw_g.bpffs;
+		else if (!strcmp(a, "--socket") || (!seen_cmd && !strcmp(a, "-s")))
+			dst = &rw_g.socket;
+		else if (!strncmp(a, "--bpffs=", 8))
+			rw_g.bpffs = a + 8;
+		else if (!strncmp(a, "--socket=", 9))
+			rw_g.socket = a + 9;
+		else if (!strcmp(a, "--json"))
+			rw_g.json = true;
+		else if (!strcmp(a, "--verbose"))
+			rw_g.verbose++;
+		else if (!seen_cmd && (!strcmp(a, "-h") || !strcmp(a, "--help")))
+			*help = true;
+		else if (a[0] == '-' && a[1] && strspn(a + 1, "jv") == strlen(a + 1))
+			for (const char *c = a + 1; *c; c++)
+				*c == 'j' ? (void)(rw_g.json = true) : (void)rw_g.verbose++;
+		else if (!seen_cmd && a[0] == '-' && a[1])
+			return rw_fail(RW_EXIT_USAGE, "unknown option '%s' (try `runwall help`)",
+				       a), -1;
+		else {
+			seen_cmd = true;
+			argv[out++] = argv[i];
+			continue;
+		}
+		if (dst) {
+			val = i + 1 < argc ? argv[++i] : NULL;
+			if (!val || !*val)
+				return rw_fail(RW_EXIT_USAGE, "%s needs a value", a), -1;
+			*dst = val;
+		}
+	}
+	argv[out] = NULL;
+	return out;
 }
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "bpffs", required_argument, NULL, 'b' },
-		{ "socket", required_argument, NULL, 's' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{}
-	};
-	const struct command *cmd;
-	int c;
+	const struct rw_cmd *cmd;
+	bool help = false;
 
-	/* "+": stop at the command, whose own options follow it. */
-	while ((c = getopt_long(argc, argv, "+b:s:jvh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'b':
-			rw_g.bpffs = optarg;
-			break;
-		case 's':
-			rw_g.socket = optarg;
-			break;
-		case 'j':
-			rw_g.json = true;
-			break;
-		case 'v':
-			rw_g.verbose++;
-			break;
-		case 'h':
-			usage(stdout);
-			return RW_EXIT_OK;
-		default:
-			usage(stderr);
-			return RW_EXIT_USAGE;
-		}
-	}
+	argc = take_globals(argc, argv, &help);
+	if (argc < 0)
+		return RW_EXIT_USAGE;
 	rw_log_verbosity = RW_LOG_INFO + rw_g.verbose;
 	rw_log_setup_libbpf();
-	if (optind >= argc) {
+	if (help) {
+		usage(stdout);
+		return RW_EXIT_OK;
+	}
+	if (argc < 2) {
 		usage(stderr);
 		return RW_EXIT_USAGE;
 	}
-	if (!strcmp(argv[optind], "help")) {
-		if (optind + 1 >= argc) {
+	if (!strcmp(argv[1], "help")) {
+		if (argc < 3) {
 			usage(stdout);
 			return RW_EXIT_OK;
 		}
-		cmd = find(argv[optind + 1]);
+		cmd = find(argv[2]);
 		if (!cmd)
-			return rw_fail(RW_EXIT_USAGE, "help: unknown command '%s'", argv[optind + 1]);
-		printf("Usage: runwall %s\n  %s\n", cmd->grammar, cmd->summary);
+			return rw_fail(RW_EXIT_USAGE, "help: unknown command '%s'", argv[2]);
+		rw_cmd_help(cmd, stdout);
 		return RW_EXIT_OK;
 	}
-	cmd = find(argv[optind]);
+	cmd = find(argv[1]);
 	if (!cmd)
-		return rw_fail(RW_EXIT_USAGE, "unknown command '%s' (try `runwall help`)",
-			       argv[optind]);
-	/* Commands parse their own options with getopt; optind = 0 makes glibc start afresh. */
-	c = optind;
+		return rw_fail(RW_EXIT_USAGE, "unknown command '%s' (try `runwall help`)", argv[1]);
+	/* Commands parse their own options with getopt; optind = 0 makes glibc start afresh. Its
+	 * own messages are off: a usage error says the same once, in JSON too with -j.
+	 */
 	optind = 0;
-	return cmd->func(argc - c, argv + c);
+	opterr = 0;
+	return cmd->func(argc - 1, argv + 1);
 }
