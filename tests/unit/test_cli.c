@@ -219,6 +219,22 @@ static void test_map_names(void **state)
 		assert_int_equal(rw_cli_map_lookup(rw_cli_map_names[m], err, sizeof(err)), m);
 }
 
+/* Every map of RW_MAPS is shown under one of the CLI's names, and every CLI name shows a map. */
+static void test_map_list(void **state)
+{
+	bool shown[RW_CLI_MAP__COUNT] = {};
+
+	for (int i = 0; i < RW_M__COUNT; i++) {
+		enum rw_cli_map m = rw_cli_map_of(i);
+
+		assert_true(m < RW_CLI_MAP__COUNT);
+		assert_string_equal(rw_cli_map_names[m], rw_map_shown_names[i]);
+		shown[m] = true;
+	}
+	for (int m = 0; m < RW_CLI_MAP__COUNT; m++)
+		assert_true(shown[m]);
+}
+
 static void test_reason_names(void **state)
 {
 	char err[1024];
@@ -640,6 +656,7 @@ int main(void)
 		cmocka_unit_test(test_distance),
 		cmocka_unit_test(test_lookup_names),
 		cmocka_unit_test(test_map_names),
+		cmocka_unit_test(test_map_list),
 		cmocka_unit_test(test_reason_names),
 		cmocka_unit_test(test_table),
 		cmocka_unit_test(test_small_formats),

@@ -53,10 +53,7 @@ static json_t *status_json(struct agent *a)
 		json_array_append_new(runs, json_pack("{s:s, s:i, s:i, s:s, s:s, s:o}", "id", run->id,
 						      "idx", (int)pod.run_idx, "gen",
 						      (int)pod.run_gen, "since", since, "egress",
-						      rw_policy_run_egress(&a->policy, run) ==
-								      RW_EGRESS_OPEN ?
-							      "open" :
-							      "allowlist",
+						      rw_egress_name(rw_policy_run_egress(&a->policy, run)),
 						      "pods", pods));
 	}
 	for (size_t i = 0; i < a->n_sbx; i++) {

@@ -389,7 +389,7 @@ static int pod_row(struct mctx *c, const struct mkey *k, const void *key, const 
 {
 	__be32 ip = *(const __be32 *)key;
 	const struct rw_pod *v = val;
-	const char *egress = v->egress_mode == RW_EGRESS_OPEN ? "open" : "allowlist";
+	const char *egress = rw_egress_name(v->egress_mode);
 	char pod[INET_ADDRSTRLEN];
 	__u32 ifindex = 0;
 

@@ -177,8 +177,7 @@ static json_t *runs_json(struct sctx *c)
 		json_array_append_new(arr, json_pack("{s:s, s:i, s:i, s:o, s:s, s:o}", "id", r->id,
 						     "idx", (int)r->idx, "gen", (int)r->gen,
 						     "since", jstr_or_null(since), "egress",
-						     r->egress == RW_EGRESS_OPEN ? "open" :
-										  "allowlist",
+						     rw_egress_name(r->egress),
 						     "pods", pods));
 	}
 	return arr;

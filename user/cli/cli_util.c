@@ -30,40 +30,17 @@ int rw_cli_reason_lookup(const char *word, char *err, size_t errlen)
 }
 
 const char *const rw_cli_map_names[RW_CLI_MAP__COUNT] = {
-	[RW_CLI_MAP_CONFIG] = "config",
-	[RW_CLI_MAP_ENDPOINTS] = "endpoints",
-	[RW_CLI_MAP_PODS] = "pods",
-	[RW_CLI_MAP_ALLOW] = "allow",
-	[RW_CLI_MAP_DENY] = "deny",
-	[RW_CLI_MAP_INBOUND] = "inbound",
-	[RW_CLI_MAP_CONNTRACK] = "conntrack",
-	[RW_CLI_MAP_COUNTERS] = "counters",
-	[RW_CLI_MAP_BUDGET] = "budget",
-	[RW_CLI_MAP_EVENTS] = "events",
+#define X(id, name) [RW_CLI_MAP_##id] = name,
+	RW_CLI_MAPS(X)
+#undef X
 };
 
 int rw_cli_map_lookup(const char *word, char *err, size_t errlen)
 {
-	static const struct {
-		const char *pinned;
-		enum rw_cli_map map;
-	} aliases[] = {
-		{ RW_MAP_NAME(RW_MAP_CONFIG), RW_CLI_MAP_CONFIG },
-		{ RW_MAP_NAME(RW_MAP_ENDPOINTS), RW_CLI_MAP_ENDPOINTS },
-		{ RW_MAP_NAME(RW_MAP_PODS), RW_CLI_MAP_PODS },
-		{ RW_MAP_NAME(RW_MAP_ALLOW_EXACT), RW_CLI_MAP_ALLOW },
-		{ RW_MAP_NAME(RW_MAP_ALLOW_CIDR), RW_CLI_MAP_ALLOW },
-		{ RW_MAP_NAME(RW_MAP_DENY), RW_CLI_MAP_DENY },
-		{ RW_MAP_NAME(RW_MAP_INBOUND), RW_CLI_MAP_INBOUND },
-		{ RW_MAP_NAME(RW_MAP_CONNTRACK), RW_CLI_MAP_CONNTRACK },
-		{ RW_MAP_NAME(RW_MAP_COUNTERS), RW_CLI_MAP_COUNTERS },
-		{ RW_MAP_NAME(RW_MAP_EVENT_BUDGET), RW_CLI_MAP_BUDGET },
-		{ RW_MAP_NAME(RW_MAP_EVENTS), RW_CLI_MAP_EVENTS },
-	};
-
-	for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
-		if (!strcmp(word, aliases[i].pinned))
-			return aliases[i].map;
+	/* A pinned name ("rw_allow_cidr") names its map too. */
+	for (int i = 0; i < RW_M__COUNT; i++)
+		if (!strcmp(word, rw_map_names[i]))
+			return rw_cli_map_of(i);
 	return rw_name_lookup(word, "map", rw_cli_map_names, RW_CLI_MAP__COUNT, err, errlen);
 }
 
@@ -540,21 +517,10 @@ int rw_cli_open(struct rw_datapath *dp, const char *bpffs, char *err, size_t err
 
 enum rw_cli_map rw_cli_map_of(enum rw_map_id id)
 {
-	static const enum rw_cli_map of[RW_M__COUNT] = {
-		[RW_M_CONFIG] = RW_CLI_MAP_CONFIG,
-		[RW_M_ENDPOINTS] = RW_CLI_MAP_ENDPOINTS,
-		[RW_M_PODS] = RW_CLI_MAP_PODS,
-		[RW_M_ALLOW_EXACT] = RW_CLI_MAP_ALLOW,
-		[RW_M_ALLOW_CIDR] = RW_CLI_MAP_ALLOW,
-		[RW_M_DENY] = RW_CLI_MAP_DENY,
-		[RW_M_INBOUND] = RW_CLI_MAP_INBOUND,
-		[RW_M_CONNTRACK] = RW_CLI_MAP_CONNTRACK,
-		[RW_M_COUNTERS] = RW_CLI_MAP_COUNTERS,
-		[RW_M_EVENT_BUDGET] = RW_CLI_MAP_BUDGET,
-		[RW_M_EVENTS] = RW_CLI_MAP_EVENTS,
-	};
+	int i = rw_name_lookup(rw_map_shown_names[id], "map", rw_cli_map_names, RW_CLI_MAP__COUNT,
+			       NULL, 0);
 
-	return of[id];
+	return i < 0 ? RW_CLI_MAP__COUNT : (enum rw_cli_map)i;
 }
 
 static const char *map_type(int fd)

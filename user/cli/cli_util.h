@@ -30,18 +30,25 @@
 /* A reason name (rw_reason_name()) into its number, with the same message. */
 int rw_cli_reason_lookup(const char *word, char *err, size_t errlen);
 
-/* The names `runwall map` takes. */
+/* The names `runwall map` takes: one per map of RW_MAPS (datapath.h), except that "allow" shows
+ * both allow maps. Its names are RW_MAPS' shown names, in this order.
+ */
+#define RW_CLI_MAPS(X)			\
+	X(CONFIG, "config")		\
+	X(ENDPOINTS, "endpoints")	\
+	X(PODS, "pods")			\
+	X(ALLOW, "allow")		\
+	X(DENY, "deny")			\
+	X(INBOUND, "inbound")		\
+	X(CONNTRACK, "conntrack")	\
+	X(COUNTERS, "counters")		\
+	X(BUDGET, "budget")		\
+	X(EVENTS, "events")
+
 enum rw_cli_map {
-	RW_CLI_MAP_CONFIG,
-	RW_CLI_MAP_ENDPOINTS,
-	RW_CLI_MAP_PODS,
-	RW_CLI_MAP_ALLOW,
-	RW_CLI_MAP_DENY,
-	RW_CLI_MAP_INBOUND,
-	RW_CLI_MAP_CONNTRACK,
-	RW_CLI_MAP_COUNTERS,
-	RW_CLI_MAP_BUDGET,
-	RW_CLI_MAP_EVENTS,
+#define X(id, name) RW_CLI_MAP_##id,
+	RW_CLI_MAPS(X)
+#undef X
 	RW_CLI_MAP__COUNT
 };
 

@@ -16,17 +16,15 @@
 #include "runwall.skel.h"
 
 const char *const rw_map_names[RW_M__COUNT] = {
-	[RW_M_CONFIG] = RW_MAP_NAME(RW_MAP_CONFIG),
-	[RW_M_ENDPOINTS] = RW_MAP_NAME(RW_MAP_ENDPOINTS),
-	[RW_M_PODS] = RW_MAP_NAME(RW_MAP_PODS),
-	[RW_M_ALLOW_EXACT] = RW_MAP_NAME(RW_MAP_ALLOW_EXACT),
-	[RW_M_ALLOW_CIDR] = RW_MAP_NAME(RW_MAP_ALLOW_CIDR),
-	[RW_M_DENY] = RW_MAP_NAME(RW_MAP_DENY),
-	[RW_M_INBOUND] = RW_MAP_NAME(RW_MAP_INBOUND),
-	[RW_M_CONNTRACK] = RW_MAP_NAME(RW_MAP_CONNTRACK),
-	[RW_M_COUNTERS] = RW_MAP_NAME(RW_MAP_COUNTERS),
-	[RW_M_EVENT_BUDGET] = RW_MAP_NAME(RW_MAP_EVENT_BUDGET),
-	[RW_M_EVENTS] = RW_MAP_NAME(RW_MAP_EVENTS),
+#define X(id, pin, shown) [RW_M_##id] = RW_MAP_NAME(pin),
+	RW_MAPS(X)
+#undef X
+};
+
+const char *const rw_map_shown_names[RW_M__COUNT] = {
+#define X(id, pin, shown) [RW_M_##id] = shown,
+	RW_MAPS(X)
+#undef X
 };
 
 /* Event budget of a fresh node: enough for a sandbox's normal flows, not for a flood. */

@@ -10,22 +10,33 @@
 
 #define RW_DEFAULT_BPFFS "/sys/fs/bpf/runwall"
 
+/* Every map user space knows, once: X(ID, its name in runwall.h (the BPF object's and the pin's),
+ * the name `runwall map` shows it under). enum rw_map_id (RW_M_ID), rw_map_names[] (the pinned
+ * names) and the CLI's view of the maps are made from this list.
+ */
+#define RW_MAPS(X)						\
+	X(CONFIG,	RW_MAP_CONFIG,		"config")	\
+	X(ENDPOINTS,	RW_MAP_ENDPOINTS,	"endpoints")	\
+	X(PODS,		RW_MAP_PODS,		"pods")		\
+	X(ALLOW_EXACT,	RW_MAP_ALLOW_EXACT,	"allow")	\
+	X(ALLOW_CIDR,	RW_MAP_ALLOW_CIDR,	"allow")	\
+	X(DENY,		RW_MAP_DENY,		"deny")		\
+	X(INBOUND,	RW_MAP_INBOUND,		"inbound")	\
+	X(CONNTRACK,	RW_MAP_CONNTRACK,	"conntrack")	\
+	X(COUNTERS,	RW_MAP_COUNTERS,	"counters")	\
+	X(EVENT_BUDGET,	RW_MAP_EVENT_BUDGET,	"budget")	\
+	X(EVENTS,	RW_MAP_EVENTS,		"events")
+
 enum rw_map_id {
-	RW_M_CONFIG,
-	RW_M_ENDPOINTS,
-	RW_M_PODS,
-	RW_M_ALLOW_EXACT,
-	RW_M_ALLOW_CIDR,
-	RW_M_DENY,
-	RW_M_INBOUND,
-	RW_M_CONNTRACK,
-	RW_M_COUNTERS,
-	RW_M_EVENT_BUDGET,
-	RW_M_EVENTS,
+#define X(id, pin, shown) RW_M_##id,
+	RW_MAPS(X)
+#undef X
 	RW_M__COUNT
 };
 
+/* The pinned names ("rw_config", ...) and the names `runwall map` shows ("config", ...). */
 extern const char *const rw_map_names[RW_M__COUNT];
+extern const char *const rw_map_shown_names[RW_M__COUNT];
 
 enum rw_datapath_flags {
 	RW_DP_NO_PIN = 1 << 0,	/* private maps, nothing pinned (tests, `explain --policy`) */

@@ -424,14 +424,12 @@ static int parse_egress(struct parser *ps, json_t *v, int *mode)
 	rc = parse_string(ps, v, &s);
 	if (rc)
 		return rc;
-	if (!strcmp(s, "allowlist"))
-		*mode = RW_EGRESS_ALLOWLIST;
-	else if (!strcmp(s, "open"))
-		*mode = RW_EGRESS_OPEN;
-	else
+	rc = rw_egress_parse(s);
+	if (rc < 0)
 		return fail(ps, AT_VALUE,
 			    "%s is not an egress mode (expected \"allowlist\" or \"open\")",
 			    quote(q, s));
+	*mode = rc;
 	return 0;
 }
 
@@ -1196,9 +1194,24 @@ int rw_policy_run_equal(const struct rw_policy *a, const struct rw_policy_run *r
 
 /* ---- Diff ------------------------------------------------------------------------------------ */
 
-static const char *egress_name(int mode)
+const char *rw_egress_name(int mode)
 {
-	return mode == RW_EGRESS_OPEN ? "open" : "allowlist";
+#define X(m, name)         \
+	if (mode == (m))   \
+		return name;
+	RW_EGRESS_MODES(X)
+#undef X
+	return "?";
+}
+
+int rw_egress_parse(const char *name)
+{
+#define X(m, n)                \
+	if (!strcmp(name, (n))) \
+		return (m);
+	RW_EGRESS_MODES(X)
+#undef X
+	return -EINVAL;
 }
 
 static void sb_rule_addr(struct sbuf *sb, const struct rw_policy_rule *r)
@@ -1395,7 +1408,7 @@ static int diff_runs(struct sbuf *sb, const struct rw_policy *old, const struct 
 		eo = rw_policy_run_egress(old, o);
 		en = rw_policy_run_egress(new, n);
 		if (eo != en) {
-			sb_printf(sb, "%segress %s -> %s", sep, egress_name(eo), egress_name(en));
+			sb_printf(sb, "%segress %s -> %s", sep, rw_egress_name(eo), rw_egress_name(en));
 			sep = "; ";
 		}
 		if (!addrs_equal(o->pods, o->n_pods, n->pods, n->n_pods)) {
@@ -1418,7 +1431,7 @@ static int diff_runs(struct sbuf *sb, const struct rw_policy *old, const struct 
 			continue;
 		sb_printf(sb, "+ run %s (%zu pod%s", n->id, n->n_pods, plural(n->n_pods));
 		if (n->egress >= 0)
-			sb_printf(sb, ", egress %s", egress_name(n->egress));
+			sb_printf(sb, ", egress %s", rw_egress_name(n->egress));
 		if (n->n_allow)
 			sb_printf(sb, ", %zu allow rule%s", n->n_allow, plural(n->n_allow));
 		sb_printf(sb, ")\n");
@@ -1440,8 +1453,8 @@ int rw_policy_diff(const struct rw_policy *old, const struct rw_policy *new, cha
 		new = &empty;
 	sb_init(&sb, buf, buflen);
 	if (old != &empty && new != &empty && old->egress != new->egress) {
-		sb_printf(&sb, "~ egress %s -> %s\n", egress_name(old->egress),
-			  egress_name(new->egress));
+		sb_printf(&sb, "~ egress %s -> %s\n", rw_egress_name(old->egress),
+			  rw_egress_name(new->egress));
 		count++;
 	}
 	count += diff_deny(&sb, old, new);

@@ -68,6 +68,19 @@ int rw_policy_parse_newer(const char *buf, size_t len, const char *source, uint6
 int rw_policy_parse_file(const char *path, struct rw_policy *out, struct rw_policy_error *err);
 void rw_policy_free(struct rw_policy *p);
 
+/* The egress modes (enum rw_egress_mode in runwall.h) and the names snapshots, status and
+ * `runwall map` give them, once.
+ */
+#define RW_EGRESS_MODES(X)			\
+	X(RW_EGRESS_ALLOWLIST, "allowlist")	\
+	X(RW_EGRESS_OPEN, "open")
+
+/* "allowlist", "open"; "?" for anything else. */
+const char *rw_egress_name(int mode);
+
+/* The mode a name says, or -EINVAL. */
+int rw_egress_parse(const char *name);
+
 /* The egress mode a run runs under. */
 static inline int rw_policy_run_egress(const struct rw_policy *p, const struct rw_policy_run *r)
 {
