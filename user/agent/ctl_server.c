@@ -12,22 +12,11 @@
 #include "ctl.h"
 #include "eventfmt.h"
 #include "log.h"
-
-static json_t *hook_json(struct agent *a, struct sandbox *s, int d)
-{
-	struct rw_hook_info hi;
-
-	memset(&hi, 0, sizeof(hi));
-	if (rw_hook_query_pinned(a->dp.pin_dir, s->ifindex, d, &hi))
-		return json_pack("{s:b}", "attached", 0);
-	return json_pack("{s:b, s:s, s:b, s:i}", "attached", hi.found, "mode",
-			 hi.found ? rw_attach_mode_str(hi.mode) : "none", "first", hi.first,
-			 "others", (int)hi.n_other);
-}
+#include "status.h"
 
 static json_t *status_json(struct agent *a)
 {
-	char when[40], applied[40], ip[INET_ADDRSTRLEN];
+	char when[40], applied[40];
 	json_t *runs = json_array(), *sbx = json_array(), *o;
 	struct rw_config cfg = {};
 	unsigned long long delivered = a->delivered_gone, skipped = a->skipped_gone;
@@ -39,36 +28,25 @@ static json_t *status_json(struct agent *a)
 	rw_format_time(a->applied_at, applied, sizeof(applied));
 	for (size_t r = 0; a->have_policy && r < a->policy.n_runs; r++) {
 		const struct rw_policy_run *run = &a->policy.runs[r];
-		json_t *pods = json_array();
 		struct rw_pod pod = {};
 		char since[40] = "";
 
-		for (size_t i = 0; i < run->n_pods; i++)
-			json_array_append_new(pods, json_string(agent_ip_str(run->pods[i], ip)));
 		if (run->n_pods)
 			rw_live_pod(&a->dp, run->pods[0], &pod);
 		for (size_t i = 0; i < a->n_runs; i++)
 			if (!strcmp(a->runs[i].id, run->id))
 				rw_format_time(a->runs[i].since, since, sizeof(since));
-		json_array_append_new(runs, json_pack("{s:s, s:i, s:i, s:s, s:s, s:o}", "id", run->id,
-						      "idx", (int)pod.run_idx, "gen",
-						      (int)pod.run_gen, "since", since, "egress",
-						      rw_egress_name(rw_policy_run_egress(&a->policy, run)),
-						      "pods", pods));
+		json_array_append_new(runs, rw_status_run(run->id, pod.run_idx, pod.run_gen, since,
+							  rw_policy_run_egress(&a->policy, run),
+							  run->pods, run->n_pods));
 	}
 	for (size_t i = 0; i < a->n_sbx; i++) {
 		struct sandbox *s = &a->sbx[i];
 		struct rw_pod pod;
 		bool known = s->pod && rw_live_pod(&a->dp, s->pod, &pod) == 0;
 
-		json_array_append_new(sbx, json_pack("{s:s, s:i, s:o, s:o, s:{s:o, s:o}}",
-						     "ifname", s->ifname, "ifindex", s->ifindex,
-						     "pod", s->pod ? json_string(agent_ip_str(s->pod, ip)) :
-								     json_null(),
-						     "run", known ? json_string(pod.run_id) :
-								    json_null(),
-						     "hooks", "egress", hook_json(a, s, RW_DIR_EGRESS),
-						     "ingress", hook_json(a, s, RW_DIR_INGRESS)));
+		json_array_append_new(sbx, rw_status_sandbox(a->dp.pin_dir, s->ifname, s->ifindex,
+							     s->pod, known ? pod.run_id : NULL));
 	}
 	for (int i = 0; i < a->n_subs; i++) {
 		delivered += a->subs[i].delivered;

@@ -21,6 +21,7 @@
 #include "commands.h"
 #include "ctl.h"
 #include "eventfmt.h"
+#include "status.h"
 
 
 static const char status_usage[] = "status";
@@ -41,22 +42,6 @@ struct sctx {
 static json_t *jstr_or_null(const char *s)
 {
 	return s && *s ? json_string(s) : json_null();
-}
-
-static json_t *hook_json(const char *bpffs, __u32 ifindex, enum rw_dir dir)
-{
-	struct rw_hook_info *hi = calloc(1, sizeof(*hi));
-	json_t *o;
-
-	if (!hi || rw_hook_query_pinned(bpffs, ifindex, dir, hi)) {
-		free(hi);
-		return json_pack("{s:b}", "attached", 0);
-	}
-	o = json_pack("{s:b, s:s, s:b, s:i}", "attached", hi->found, "mode",
-		      hi->found ? rw_attach_mode_str(hi->mode) : "none", "first", hi->first,
-		      "others", (int)hi->n_other);
-	free(hi);
-	return o;
 }
 
 static int add_ifindex(__u32 **list, size_t *n, __u32 ifindex)
@@ -113,26 +98,19 @@ static json_t *sandboxes_from_kernel(struct sctx *c)
 	rw_link_pins(c->bpffs, add_pin, &lp);
 	qsort(list, n, sizeof(*list), cmp_u32);
 	for (size_t i = 0; i < n; i++) {
-		char ip[16];
 		const char *run = NULL;
 		bool bound = !bpf_map_lookup_elem(c->dp.map_fd[RW_M_ENDPOINTS], &list[i], &ep);
 
 		if (!if_indextoname(list[i], name))
 			snprintf(name, sizeof(name), "?");
 		if (bound) {
-			rw_cli_ip(ep.pod_ip, ip, sizeof(ip));
 			for (size_t r = 0; r < c->n_runs && !run; r++)
 				for (size_t p = 0; p < c->runs[r].n_pods; p++)
 					if (c->runs[r].pods[p] == ep.pod_ip)
 						run = c->runs[r].id;
 		}
-		json_array_append_new(arr, json_pack("{s:s, s:i, s:o, s:o, s:{s:o, s:o}}", "ifname",
-						     name, "ifindex", (int)list[i], "pod",
-						     bound ? json_string(ip) : json_null(), "run",
-						     jstr_or_null(run), "hooks", "egress",
-						     hook_json(c->bpffs, list[i], RW_DIR_EGRESS),
-						     "ingress",
-						     hook_json(c->bpffs, list[i], RW_DIR_INGRESS)));
+		json_array_append_new(arr, rw_status_sandbox(c->bpffs, name, (int)list[i],
+							     bound ? ep.pod_ip : 0, run));
 	}
 	free(list);
 	return arr;
@@ -161,24 +139,14 @@ static json_t *runs_json(struct sctx *c)
 	for (size_t i = 0; i < c->n_runs; i++) {
 		const struct rw_cli_run *r = &c->runs[i];
 		const char *since = agent_run_since(c, r->id);
-		json_t *pods = json_array();
 
 		/* Without the agent: a run whose generation is the revision in force changed
 		 * with the last flip.
 		 */
 		if (!c->agent && r->gen == c->revision)
 			since = applied;
-		for (size_t p = 0; p < r->n_pods; p++) {
-			char ip[16];
-
-			rw_cli_ip(r->pods[p], ip, sizeof(ip));
-			json_array_append_new(pods, json_string(ip));
-		}
-		json_array_append_new(arr, json_pack("{s:s, s:i, s:i, s:o, s:s, s:o}", "id", r->id,
-						     "idx", (int)r->idx, "gen", (int)r->gen,
-						     "since", jstr_or_null(since), "egress",
-						     rw_egress_name(r->egress),
-						     "pods", pods));
+		json_array_append_new(arr, rw_status_run(r->id, r->idx, r->gen, since, r->egress,
+							 r->pods, r->n_pods));
 	}
 	return arr;
 }
