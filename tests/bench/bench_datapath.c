@@ -111,8 +111,10 @@ int main(int argc, char **argv)
 	if (unshare(CLONE_NEWNET) || system("ip link add rwb0 type veth peer name rwb0p"))
 		FATAL("a private netns with a veth (root needed)");
 	ifindex = if_nametoindex("rwb0");
-	if (rw_datapath_load(&dp, NULL, RW_DP_NO_PIN))
-		FATAL("loading the programs");
+	char load_err[512];
+
+	if (rw_datapath_load(&dp, NULL, RW_DP_NO_PIN, load_err, sizeof(load_err)))
+		FATAL("loading the programs: %s", load_err);
 	baseline = load_baseline();
 	if (baseline < 0)
 		FATAL("baseline program: %s", strerror(errno));

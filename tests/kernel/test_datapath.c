@@ -702,8 +702,10 @@ int main(void)
 	printf("# runwall datapath suite on kernel %s\n", u.release);
 
 	make_veths();
-	if (rw_datapath_load(&dp, NULL, RW_DP_NO_PIN))
-		FATAL("loading the programs failed");
+	char load_err[512];
+
+	if (rw_datapath_load(&dp, NULL, RW_DP_NO_PIN, load_err, sizeof(load_err)))
+		FATAL("loading the programs failed: %s", load_err);
 	print_verified_insns();
 	ring = ring_buffer__new(dp.map_fd[RW_M_EVENTS], on_event, NULL, NULL);
 	if (!ring)

@@ -230,9 +230,11 @@ static int cmd_agent(int argc, char **argv)
 		return rw_cmd_usage_error(&rw_cmd_agent, "unexpected argument '%s'", argv[optind]);
 
 	a.mono_to_real = rw_mono_to_real_offset();
-	err = rw_datapath_load(&a.dp, rw_g.bpffs, 0);
-	if (err)
+	err = rw_datapath_load(&a.dp, rw_g.bpffs, 0, msg, sizeof(msg));
+	if (err) {
+		rw_err("%s", msg);
 		return RW_EXIT_REFUSED;
+	}
 	rw_config_read(&a.dp, &cfg);
 	if (RW_STATE_READY(cfg.state))
 		rw_info("adopting %s: revision %llu in force", a.dp.pin_dir,

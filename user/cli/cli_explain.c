@@ -198,10 +198,9 @@ static int judge_live(const struct question *q, __be32 *pod, bool need, struct r
 	/* Our own copy of the programs on the pinned maps; rw_dry_run makes it change nothing.
 	 * The pins were all checked above, so libbpf reuses them and creates none.
 	 */
-	ret = rw_datapath_load(&dry, rw_g.bpffs, RW_DP_DRY_RUN);
+	ret = rw_datapath_load(&dry, rw_g.bpffs, RW_DP_DRY_RUN, err, sizeof(err));
 	if (ret) {
-		ret = 1 + rw_fail(RW_EXIT_REFUSED, "loading the dry-run programs: %s",
-				  strerror(-ret));
+		ret = 1 + rw_fail(RW_EXIT_REFUSED, "loading the dry-run programs: %s", err);
 		goto cleanup;
 	}
 	make_probe(q, *pod, p);
@@ -259,10 +258,9 @@ static int judge_file(const struct question *q, __be32 *pod, bool have_pod,
 		}
 		*pod = run->pods[0];
 	}
-	ret = rw_datapath_load(&dp, NULL, RW_DP_NO_PIN | RW_DP_DRY_RUN);
+	ret = rw_datapath_load(&dp, NULL, RW_DP_NO_PIN | RW_DP_DRY_RUN, err, sizeof(err));
 	if (ret) {
-		ret = 1 + rw_fail(RW_EXIT_REFUSED, "loading the dry-run programs: %s",
-				  strerror(-ret));
+		ret = 1 + rw_fail(RW_EXIT_REFUSED, "loading the dry-run programs: %s", err);
 		goto cleanup;
 	}
 	/* The loader leaves a dry run's config alone: give it our layout, not ready. */

@@ -492,7 +492,7 @@ json_t *rw_cli_verdict_json(const struct rw_cli_probe *p, const struct rw_cli_ve
 
 int rw_cli_open(struct rw_datapath *dp, const char *bpffs, char *err, size_t errlen)
 {
-	int layout = rw_datapath_pinned_layout(bpffs), ret;
+	int layout = rw_datapath_pinned_layout(bpffs);
 
 	if (layout == 0) {
 		snprintf(err, errlen, "nothing pinned at %s: runwall is not set up on this node, "
@@ -509,10 +509,7 @@ int rw_cli_open(struct rw_datapath *dp, const char *bpffs, char *err, size_t err
 			 bpffs, layout, RW_LAYOUT_VERSION);
 		return -EPROTO;
 	}
-	ret = rw_datapath_open_pinned(dp, bpffs);
-	if (ret)
-		snprintf(err, errlen, "%s: cannot open the pinned maps: %s", bpffs, strerror(-ret));
-	return ret;
+	return rw_datapath_open_pinned(dp, bpffs, err, errlen);
 }
 
 enum rw_cli_map rw_cli_map_of(enum rw_map_id id)

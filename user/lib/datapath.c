@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* datapath.c: load the programs, pin and adopt the maps, small map operations. */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +13,6 @@
 #include <bpf/libbpf.h>
 
 #include "datapath.h"
-#include "log.h"
 #include "runwall.skel.h"
 
 const char *const rw_map_names[RW_M__COUNT] = {
@@ -30,6 +30,20 @@ const char *const rw_map_shown_names[RW_M__COUNT] = {
 /* Event budget of a fresh node: enough for a sandbox's normal flows, not for a flood. */
 #define RW_DEFAULT_EVENT_RATE	200
 #define RW_DEFAULT_EVENT_BURST	400
+
+/* Say what failed in err (when there is one) and return the error. */
+static int __attribute__((format(printf, 4, 5)))
+fail(int ret, char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return ret;
+}
 
 static void datapath_init(struct rw_datapath *dp, unsigned int flags)
 {
@@ -63,7 +77,7 @@ static int mkdir_p(const char *path)
 /* Pins only work on a bpf filesystem. The usual trap: `ip netns exec` remounts /sys in a new
  * mount namespace, which hides the host's /sys/fs/bpf.
  */
-static int check_bpffs(const char *pin_dir)
+static int check_bpffs(const char *pin_dir, char *err, size_t errlen)
 {
 	char dir[PATH_MAX], *slash;
 	struct statfs st;
@@ -77,10 +91,10 @@ static int check_bpffs(const char *pin_dir)
 	}
 	if (st.f_type == BPF_FS_MAGIC)
 		return 0;
-	rw_err("%s: %s is not a bpf filesystem (mount -t bpf bpf %s; inside `ip netns exec`, /sys "
-	       "is remounted without it: enter the netns with `nsenter --net=/run/netns/NAME`)",
-	       pin_dir, dir, dir);
-	return -ENOTSUP;
+	return fail(-ENOTSUP, err, errlen,
+		    "%s: %s is not a bpf filesystem (mount -t bpf bpf %s; inside `ip netns exec`, "
+		    "/sys is remounted without it: enter the netns with `nsenter "
+		    "--net=/run/netns/NAME`)", pin_dir, dir, dir);
 }
 
 int rw_datapath_pinned_layout(const char *pin_dir)
@@ -117,7 +131,8 @@ static int config_init(struct rw_datapath *dp)
 	return rw_config_write(dp, &cfg);
 }
 
-int rw_datapath_load(struct rw_datapath *dp, const char *pin_dir, unsigned int flags)
+int rw_datapath_load(struct rw_datapath *dp, const char *pin_dir, unsigned int flags, char *errbuf,
+		     size_t errlen)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, opts);
 	struct runwall_bpf *skel = NULL;
@@ -126,25 +141,21 @@ int rw_datapath_load(struct rw_datapath *dp, const char *pin_dir, unsigned int f
 
 	datapath_init(dp, flags);
 	if (!(flags & RW_DP_NO_PIN)) {
-		err = check_bpffs(pin_dir);
+		err = check_bpffs(pin_dir, errbuf, errlen);
 		if (err)
 			return err;
 		/* Check the layout before libbpf tries to reuse the pins, to name the problem. */
 		layout = rw_datapath_pinned_layout(pin_dir);
-		if (layout < 0) {
-			rw_err("%s: cannot read pinned config: %s", pin_dir, strerror(-layout));
-			return layout;
-		}
-		if (layout && layout != RW_LAYOUT_VERSION) {
-			rw_err("%s: pinned maps have layout %d, this runwall has %d; "
-			       "run `runwall detach` first", pin_dir, layout, RW_LAYOUT_VERSION);
-			return -EPROTO;
-		}
+		if (layout < 0)
+			return fail(layout, errbuf, errlen, "%s: cannot read pinned config: %s",
+				    pin_dir, strerror(-layout));
+		if (layout && layout != RW_LAYOUT_VERSION)
+			return fail(-EPROTO, errbuf, errlen,
+				    "%s: pinned maps have layout %d, this runwall has %d; run "
+				    "`runwall detach` first", pin_dir, layout, RW_LAYOUT_VERSION);
 		err = mkdir_p(pin_dir);
-		if (err) {
-			rw_err("%s: %s", pin_dir, strerror(-err));
-			return err;
-		}
+		if (err)
+			return fail(err, errbuf, errlen, "%s: %s", pin_dir, strerror(-err));
 		snprintf(dp->pin_dir, sizeof(dp->pin_dir), "%s", pin_dir);
 		opts.pin_root_path = dp->pin_dir;
 	}
@@ -152,8 +163,7 @@ int rw_datapath_load(struct rw_datapath *dp, const char *pin_dir, unsigned int f
 	skel = runwall_bpf__open_opts(&opts);
 	if (!skel) {
 		err = -errno;
-		rw_err("opening the BPF object: %s", strerror(-err));
-		return err;
+		return fail(err, errbuf, errlen, "opening the BPF object: %s", strerror(-err));
 	}
 	if (flags & RW_DP_NO_PIN) {
 		bpf_object__for_each_map(map, skel->obj)
@@ -162,7 +172,8 @@ int rw_datapath_load(struct rw_datapath *dp, const char *pin_dir, unsigned int f
 	skel->rodata->rw_dry_run = !!(flags & RW_DP_DRY_RUN);
 	err = runwall_bpf__load(skel);
 	if (err) {
-		rw_err("loading the BPF programs: %s", strerror(-err));
+		fail(err, errbuf, errlen, "loading the BPF programs: %s (libbpf's warnings above say "
+		     "more)", strerror(-err));
 		goto cleanup;
 	}
 	dp->skel = skel;
@@ -172,15 +183,16 @@ int rw_datapath_load(struct rw_datapath *dp, const char *pin_dir, unsigned int f
 		map = bpf_object__find_map_by_name(skel->obj, rw_map_names[i]);
 		dp->map_fd[i] = map ? bpf_map__fd(map) : -1;
 		if (dp->map_fd[i] < 0) {
-			err = -ENOENT;
-			rw_err("map %s missing from the BPF object", rw_map_names[i]);
+			err = fail(-ENOENT, errbuf, errlen, "map %s missing from the BPF object",
+				   rw_map_names[i]);
 			goto cleanup;
 		}
 	}
 	if (!(flags & RW_DP_DRY_RUN)) {
 		err = config_init(dp);
 		if (err) {
-			rw_err("initialising %s: %s", rw_map_names[RW_M_CONFIG], strerror(-err));
+			fail(err, errbuf, errlen, "initialising %s: %s", rw_map_names[RW_M_CONFIG],
+			     strerror(-err));
 			goto cleanup;
 		}
 	}
@@ -192,7 +204,8 @@ cleanup:
 	return err;
 }
 
-int rw_datapath_open_pinned(struct rw_datapath *dp, const char *pin_dir)
+int rw_datapath_open_pinned(struct rw_datapath *dp, const char *pin_dir, char *errbuf,
+			    size_t errlen)
 {
 	char path[PATH_MAX];
 	int err, layout;
@@ -201,22 +214,18 @@ int rw_datapath_open_pinned(struct rw_datapath *dp, const char *pin_dir)
 	layout = rw_datapath_pinned_layout(pin_dir);
 	if (layout <= 0) {
 		err = layout ? layout : -ENOENT;
-		rw_err("%s: no runwall maps pinned here (%s); is the agent running with this --bpffs?",
-		       pin_dir, strerror(-err));
-		return err;
+		return fail(err, errbuf, errlen, "%s: no runwall maps pinned here (%s); is the agent "
+			    "running with this --bpffs?", pin_dir, strerror(-err));
 	}
-	if (layout != RW_LAYOUT_VERSION) {
-		rw_err("%s: pinned maps have layout %d, this runwall reads %d", pin_dir, layout,
-		       RW_LAYOUT_VERSION);
-		return -EPROTO;
-	}
+	if (layout != RW_LAYOUT_VERSION)
+		return fail(-EPROTO, errbuf, errlen, "%s: pinned maps have layout %d, this runwall "
+			    "reads %d", pin_dir, layout, RW_LAYOUT_VERSION);
 	snprintf(dp->pin_dir, sizeof(dp->pin_dir), "%s", pin_dir);
 	for (int i = 0; i < RW_M__COUNT; i++) {
 		snprintf(path, sizeof(path), "%s/%s", pin_dir, rw_map_names[i]);
 		dp->map_fd[i] = bpf_obj_get(path);
 		if (dp->map_fd[i] < 0) {
-			err = -errno;
-			rw_err("%s: %s", path, strerror(-err));
+			err = fail(-errno, errbuf, errlen, "%s: %s", path, strerror(errno));
 			rw_datapath_close(dp);
 			return err;
 		}

@@ -4,6 +4,7 @@
 #define RUNWALL_DATAPATH_H
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <linux/types.h>
 #include "runwall.h"
@@ -55,11 +56,15 @@ struct rw_datapath {
 
 /* Load the programs; with a pin dir, reuse the maps pinned there (after checking their layout
  * version) or create and pin them. Fresh maps get the default config (not ready).
+ * Like every library function: 0 or a negative errno, and on error a sentence saying what and
+ * where in err (may be NULL); it prints nothing (libbpf's own messages go to the log).
  */
-int rw_datapath_load(struct rw_datapath *dp, const char *pin_dir, unsigned int flags);
+int rw_datapath_load(struct rw_datapath *dp, const char *pin_dir, unsigned int flags, char *err,
+		     size_t errlen);
 
 /* Open the pinned maps only (the CLI, with or without a running agent). */
-int rw_datapath_open_pinned(struct rw_datapath *dp, const char *pin_dir);
+int rw_datapath_open_pinned(struct rw_datapath *dp, const char *pin_dir, char *err,
+			    size_t errlen);
 
 void rw_datapath_close(struct rw_datapath *dp);
 
