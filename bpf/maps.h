@@ -114,16 +114,30 @@ struct {
 	__array(values, struct rw_inbound_inner);
 } RW_MAP_INBOUND SEC(".maps");
 
-/* Who opened each flow, so that replies can be told from requests. LRU: a full table evicts the
- * oldest flow, whose next reply is then judged as a new connection (denied unless a rule allows
- * it), never allowed by default.
+/* Who opened each flow, so that replies can be told from requests: one table per sandbox veth,
+ * keyed by its ifindex. The library creates a veth's table when it binds the veth to a pod
+ * (rw_endpoint_bind), replaces it with an empty one when the pod changes, and deletes it with
+ * the binding, so a sandbox's flows can only ever displace its own. Hash inner maps may differ
+ * in size from this template (bpf_map_meta_equal() in kernel/bpf/map_in_map.c compares type,
+ * key and value sizes and flags, not max_entries; BPF_F_INNER_MAP is for arrays), so a table
+ * has the --ct-per-sandbox size in force when it was made. The tables are plain hashes, not
+ * LRU: a full table refuses the sandbox's next new flow (conntrack-full) rather than silently
+ * breaking one of its open connections; the agent expires idle flows (rw_conntrack_expire).
  */
+struct rw_ct_inner {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RW_CT_PER_SANDBOX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);	/* entries cost memory only when used */
+	__uint(key_size, sizeof(struct rw_ct_key));
+	__uint(value_size, sizeof(struct rw_ct_value));
+};
+
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, RW_MAX_CONNTRACK);
-	__type(key, struct rw_ct_key);
-	__type(value, struct rw_ct_value);
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+	__uint(max_entries, RW_MAX_ENDPOINTS);
+	__type(key, __u32);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct rw_ct_inner);
 } RW_MAP_CONNTRACK SEC(".maps");
 
 /* Exact packet and byte counts per (direction, reason): [0] node, [run_idx] each run. */
@@ -135,7 +149,9 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } RW_MAP_COUNTERS SEC(".maps");
 
-/* Event token bucket per sandbox veth. */
+/* Event budgets per sandbox veth (struct rw_budget): created by the first event of a veth,
+ * deleted when the veth is unbound. Updated with atomics only (no lock), so LRU is fine.
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, RW_MAX_ENDPOINTS);

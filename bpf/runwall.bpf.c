@@ -74,16 +74,23 @@ static __always_inline int rw_begin(struct rw_ctx *x, struct rw_view *v)
 }
 
 /* Allow a packet that opens or continues a flow opened from `dir`: note the flow (so that its
- * replies get in) unless the other side opened it, and report it when it is new: a TCP SYN, or
- * the first UDP packet of the flow.
+ * replies get in) unless the other side opened it. Every new entry is reported as a new flow,
+ * whatever opened it (a SYN, a bare ACK in open mode, a first UDP datagram); a flow the sandbox's
+ * own table has no room for is not allowed (conntrack-full).
  */
-static __always_inline int rw_allow_flow(struct rw_ctx *x, const struct rw_ct_key *ck,
-					 struct rw_ct_value *ct, __u8 dir)
+static __always_inline int rw_allow_flow(struct rw_ctx *x, void *table,
+					 const struct rw_ct_key *ck, struct rw_ct_value *ct,
+					 __u8 dir)
 {
-	if (!ct || ct->opened_by == dir)
-		x->new_flow = rw_ct_note(ck, ct, dir, x->rule_id) && x->pkt.proto == IPPROTO_UDP;
-	if (rw_tcp_is_syn(&x->pkt))
-		x->new_flow = 1;
+	if (!ct || ct->opened_by == dir) {
+		switch (rw_ct_note(table, ck, ct, dir, x->rule_id)) {
+		case RW_CT_NEW:
+			x->new_flow = 1;
+			break;
+		case RW_CT_FULL:
+			return rw_finish(x, RW_REASON_CONNTRACK_FULL);
+		}
+	}
 	return rw_finish(x, RW_REASON_ALLOWED);
 }
 
@@ -94,6 +101,7 @@ int rw_egress(struct __sk_buff *skb)
 	struct rw_ct_value *ct;
 	struct rw_ct_key ck;
 	struct rw_view v;
+	void *table;
 	int reason;
 
 	reason = rw_begin(&x, &v);
@@ -113,13 +121,14 @@ int rw_egress(struct __sk_buff *skb)
 	 */
 	rw_ct_key_make(&ck, skb->ifindex, x.pkt.saddr, x.pkt.daddr, x.pkt.sport, x.pkt.dport,
 		       x.pkt.proto);
-	ct = bpf_map_lookup_elem(&RW_MAP_CONNTRACK, &ck);
+	table = rw_ct_table(skb->ifindex);
+	ct = rw_ct_lookup(table, &ck);
 	if (ct && ct->opened_by == RW_DIR_INGRESS && !rw_tcp_is_syn(&x.pkt)) {
 		struct rw_rule *in = rw_find_inbound(&v, x.pkt.daddr, x.pkt.sport, x.pkt.proto);
 
 		if (!in)
 			return rw_finish(&x, RW_REASON_INBOUND_DENIED);
-		rw_ct_note(&ck, ct, RW_DIR_INGRESS, in->rule_id);
+		rw_ct_touch(ct);
 		x.rule_id = in->rule_id;
 		x.path = RW_PATH_REPLY;
 		return rw_finish(&x, RW_REASON_ALLOWED);
@@ -133,7 +142,7 @@ int rw_egress(struct __sk_buff *skb)
 	if (reason != RW_REASON_ALLOWED)
 		return rw_finish(&x, reason);
 
-	return rw_allow_flow(&x, &ck, ct, RW_DIR_EGRESS);
+	return rw_allow_flow(&x, table, &ck, ct, RW_DIR_EGRESS);
 }
 
 SEC("tc")
@@ -144,6 +153,7 @@ int rw_ingress(struct __sk_buff *skb)
 	struct rw_rule *in;
 	struct rw_ct_key ck;
 	struct rw_view v;
+	void *table;
 	int reason;
 
 	reason = rw_begin(&x, &v);
@@ -169,12 +179,13 @@ int rw_ingress(struct __sk_buff *skb)
 	 */
 	rw_ct_key_make(&ck, skb->ifindex, x.pkt.daddr, x.pkt.saddr, x.pkt.dport, x.pkt.sport,
 		       x.pkt.proto);
-	ct = bpf_map_lookup_elem(&RW_MAP_CONNTRACK, &ck);
+	table = rw_ct_table(skb->ifindex);
+	ct = rw_ct_lookup(table, &ck);
 	if (ct && ct->opened_by == RW_DIR_EGRESS && !rw_tcp_is_syn(&x.pkt)) {
 		reason = rw_egress_policy(&v, x.pod, x.pkt.saddr, x.pkt.sport, x.pkt.proto,
 					  &x.rule_id, &x.path);
 		if (reason == RW_REASON_ALLOWED) {
-			rw_ct_note(&ck, ct, RW_DIR_EGRESS, x.rule_id);
+			rw_ct_touch(ct);
 			x.path = RW_PATH_REPLY;
 		}
 		return rw_finish(&x, reason);
@@ -188,5 +199,5 @@ int rw_ingress(struct __sk_buff *skb)
 		return rw_finish(&x, RW_REASON_INBOUND_DENIED);
 	x.rule_id = in->rule_id;
 	x.path = RW_PATH_INBOUND;
-	return rw_allow_flow(&x, &ck, ct, RW_DIR_INGRESS);
+	return rw_allow_flow(&x, table, &ck, ct, RW_DIR_INGRESS);
 }

@@ -18,7 +18,7 @@ struct rw_ctx {
 	__u32 rule_id;
 	__u8 dir;
 	__u8 path;
-	__u8 new_flow;			/* report an allowed packet: TCP SYN or a new UDP flow */
+	__u8 new_flow;			/* report an allowed packet: it made a new conntrack entry */
 };
 
 static __always_inline void rw_count(__u32 idx, __u8 dir, __u8 reason, __u32 len)
@@ -57,37 +57,52 @@ static __always_inline void rw_count_event(__u32 run_idx, enum rw_event_fate fat
 	}
 }
 
-/* Token bucket per veth. Buckets are shared by the CPUs of one veth without locking: a race can
- * let an extra event through or hold one back; it never changes a verdict or a counter.
+/* Compare-and-exchange attempts on a contended bucket before the event is suppressed. */
+#define RW_BUDGET_RETRIES 4
+
+/* One event from bucket `kind` of this veth (struct rw_budget: GCRA in ticks of 1/rate s).
+ * Lock-free and exact under any interleaving of CPUs: tat only moves by compare-and-exchange,
+ * always from the value the decision was made on, and never backwards except when it lies
+ * further ahead than any rate could have put it (the rate was changed). Losing the race
+ * RW_BUDGET_RETRIES times suppresses the event: a flood is never paid for by going over budget.
+ * Returns 1 when the event may be sent.
  */
-static __always_inline int rw_take_event_token(__u32 ifindex)
+static __always_inline int rw_take_event_token(__u32 ifindex, __u32 kind)
 {
 	__u32 zero = 0;
 	struct rw_config *cfg = bpf_map_lookup_elem(&RW_MAP_CONFIG, &zero);
-	struct rw_budget *b, fresh;
-	__u64 now, cap, refill;
+	struct rw_budget *b;
+	__u64 now, burst, old, next;
 
 	if (!cfg || !cfg->event_rate)
 		return 1;
-	now = bpf_ktime_get_ns();
-	cap = (__u64)cfg->event_burst * 1000;
+	burst = cfg->event_burst;
 	b = bpf_map_lookup_elem(&RW_MAP_EVENT_BUDGET, &ifindex);
 	if (!b) {
-		fresh.last_ns = now;
-		fresh.tokens_milli = cap > 1000 ? cap - 1000 : 0;
-		bpf_map_update_elem(&RW_MAP_EVENT_BUDGET, &ifindex, &fresh, BPF_ANY);
-		return 1;
+		struct rw_budget fresh = {};	/* tat 0: a full bucket */
+
+		bpf_map_update_elem(&RW_MAP_EVENT_BUDGET, &ifindex, &fresh, BPF_NOEXIST);
+		b = bpf_map_lookup_elem(&RW_MAP_EVENT_BUDGET, &ifindex);
+		if (!b)
+			return 0;
 	}
-	/* rate events/s = rate * 1000 milli-tokens per 1e9 ns */
-	refill = (now - b->last_ns) * cfg->event_rate / 1000000;
-	b->last_ns = now;
-	b->tokens_milli += refill;
-	if (b->tokens_milli > cap)
-		b->tokens_milli = cap;
-	if (b->tokens_milli < 1000)
-		return 0;
-	b->tokens_milli -= 1000;
-	return 1;
+	now = RW_BUDGET_TICKS(bpf_ktime_get_ns(), cfg->event_rate);
+	kind &= 1;
+#pragma unroll
+	for (int i = 0; i < RW_BUDGET_RETRIES; i++) {
+		old = *(volatile __u64 *)&b->tat[kind];
+		if (old > now + 2 * burst + 2) {
+			/* Written under another rate: restart from an empty bucket. */
+			__sync_val_compare_and_swap(&b->tat[kind], old, now + burst);
+			continue;
+		}
+		if (old >= now + burst)
+			return 0;
+		next = (old > now ? old : now) + 1;
+		if (__sync_val_compare_and_swap(&b->tat[kind], old, next) == old)
+			return 1;
+	}
+	return 0;
 }
 
 static __always_inline void rw_report(struct rw_ctx *x, __u8 verdict, __u8 reason)
@@ -95,7 +110,8 @@ static __always_inline void rw_report(struct rw_ctx *x, __u8 verdict, __u8 reaso
 	__u32 run_idx = x->pod ? x->pod->run_idx : 0;
 	struct rw_event *ev;
 
-	if (!rw_take_event_token(x->skb->ifindex)) {
+	if (!rw_take_event_token(x->skb->ifindex,
+				 verdict == RW_VERDICT_DROP ? RW_BUDGET_DROP : RW_BUDGET_FLOW)) {
 		rw_count_event(run_idx, RW_EVENT_SUPPRESSED);
 		return;
 	}

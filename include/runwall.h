@@ -10,7 +10,7 @@
 #define RUNWALL_H
 
 /* Bumped whenever a pinned map changes layout; a restarted agent refuses pins of another layout. */
-#define RW_LAYOUT_VERSION 1
+#define RW_LAYOUT_VERSION 2
 
 /* Map names, once. The user side pins and opens them by these names (RW_MAP_NAME). */
 #define RW_MAP_CONFIG		rw_config
@@ -49,8 +49,14 @@
 #ifndef RW_MAX_INBOUND
 #define RW_MAX_INBOUND		4096	/* (port, proto, peer cidr) inbound entries */
 #endif
-#ifndef RW_MAX_CONNTRACK
-#define RW_MAX_CONNTRACK	65536
+/* Conntrack: one table per sandbox veth (an inner map of rw_conntrack), sized by the agent
+ * (--ct-per-sandbox, --ct-node); these are the defaults.
+ */
+#ifndef RW_CT_PER_SANDBOX
+#define RW_CT_PER_SANDBOX	8192	/* flows one sandbox may hold at once */
+#endif
+#ifndef RW_CT_NODE
+#define RW_CT_NODE		1048576	/* flows of all sandboxes of the node together */
 #endif
 #ifndef RW_RINGBUF_BYTES
 #define RW_RINGBUF_BYTES	(1 << 22)
@@ -78,7 +84,8 @@
 	X(METADATA,		10, "metadata")				\
 	X(PRIVATE_DESTINATION,	11, "private-destination")		\
 	X(NOT_ALLOWLISTED,	12, "not-allowlisted")			\
-	X(INBOUND_DENIED,	13, "inbound-denied")
+	X(INBOUND_DENIED,	13, "inbound-denied")			\
+	X(CONNTRACK_FULL,	14, "conntrack-full")
 
 enum rw_reason {
 #define RW_REASON_ENUM(name, num, str) RW_REASON_##name = num,
@@ -120,16 +127,19 @@ enum rw_egress_mode {
 	RW_EGRESS_OPEN = 1,
 };
 
-/* Rule ids name the snapshot entry that allowed a packet: kind in the top byte, then the
- * index of the entry and the index inside it (runs[a].allow[b]).
+/* Rule ids name the snapshot entry that allowed a packet: kind in the top 4 bits, then the
+ * index of the entry (12 bits) and the index inside it (16 bits: runs[a].allow[b]). The parser
+ * refuses lists longer than these fields (RW_RULE_MAX_A, RW_RULE_MAX_B): ids never wrap.
  */
 #define RW_RULE_KIND_SERVICE	1	/* services[a] */
 #define RW_RULE_KIND_RUN	2	/* runs[a].allow[b] */
 #define RW_RULE_KIND_INBOUND	3	/* inbound[a] */
-#define RW_RULE_ID(kind, a, b)	(((__u32)(kind) << 24) | (((__u32)(a) & 0xfff) << 12) | ((__u32)(b) & 0xfff))
-#define RW_RULE_KIND(id)	((id) >> 24)
-#define RW_RULE_A(id)		(((id) >> 12) & 0xfff)
-#define RW_RULE_B(id)		((id) & 0xfff)
+#define RW_RULE_MAX_A		4096u	/* services, inbound rules, runs */
+#define RW_RULE_MAX_B		65536u	/* allow rules of one run */
+#define RW_RULE_ID(kind, a, b)	(((__u32)(kind) << 28) | (((__u32)(a) & 0xfff) << 16) | ((__u32)(b) & 0xffff))
+#define RW_RULE_KIND(id)	((id) >> 28)
+#define RW_RULE_A(id)		(((id) >> 16) & 0xfff)
+#define RW_RULE_B(id)		((id) & 0xffff)
 
 /* rw_config[0]: node-wide state. `state` is one 64-bit word so that a packet reads readiness,
  * the live slot and the revision with a single load while the agent flips them with a single
@@ -143,12 +153,14 @@ enum rw_egress_mode {
 struct rw_config {
 	__u64 state;
 	__u32 layout_version;	/* RW_LAYOUT_VERSION of whoever created the pins */
-	__u32 event_rate;	/* events per second per sandbox veth (token refill) */
-	__u32 event_burst;	/* token bucket depth */
-	__u32 pad;
+	__u32 event_rate;	/* events per second per sandbox veth and kind (0: no budget) */
+	__u32 event_burst;	/* bucket depth, in events */
+	__u32 ct_per_sandbox;	/* size of each sandbox's conntrack table (new tables) */
 	__u64 applied_ns;	/* CLOCK_MONOTONIC (bpf_ktime_get_ns) of the last flip */
+	__u32 ct_node;		/* all sandboxes' tables together may hold this many flows */
+	__u32 pad;
 };
-_Static_assert(sizeof(struct rw_config) == 32, "rw_config layout");
+_Static_assert(sizeof(struct rw_config) == 40, "rw_config layout");
 
 /* rw_endpoints: host-side veth ifindex -> the pod bound to it (the /32 route to the pod). */
 struct rw_endpoint {
@@ -219,10 +231,13 @@ struct rw_inbound_lpm_key {
 _Static_assert(sizeof(struct rw_inbound_lpm_key) == 12, "rw_inbound_lpm_key layout");
 #define RW_INBOUND_LPM_FIXED_BITS 32
 
-/* rw_conntrack: LRU hash. The key is the flow as seen from the pod, the same for both
- * directions, and carries the veth's ifindex so that one sandbox cannot create or match state
- * for another. The entry only says who opened the flow: every packet is still judged by the
- * policy, and an evicted entry grants nothing.
+/* rw_conntrack: HASH_OF_MAPS, host-side veth ifindex -> that sandbox's own table (a HASH of
+ * rw_ct_key -> rw_ct_value, ct_per_sandbox entries, created by rw_endpoint_bind()). One
+ * sandbox's flows can only ever fill its own table: a full table refuses the sandbox's new flows
+ * (conntrack-full) and never touches another's. The key is the flow as seen from the pod, the
+ * same for both directions; ifindex repeats the outer key so that an entry read on its own
+ * still names its veth. The entry only says who opened the flow: every packet is still judged
+ * by the policy, and a missing entry grants nothing.
  */
 struct rw_ct_key {
 	__u32 ifindex;
@@ -254,15 +269,26 @@ struct rw_counters {
 	__u64 events_lost;		/* ring buffer full */
 	__u64 events_suppressed;	/* over the sandbox's event budget */
 };
-_Static_assert(sizeof(struct rw_counters) == 472, "rw_counters layout");
+_Static_assert(sizeof(struct rw_counters) == 504, "rw_counters layout");
 
-/* rw_event_budget: token bucket per veth ifindex so that one flooding sandbox cannot drown the
- * events of the others.
+/* rw_event_budget: two token buckets per veth ifindex, one for drops and one for new-flow
+ * reports, so that one flooding sandbox cannot drown the events of the others and its junk
+ * drops cannot hide its new flows. Each bucket is one word, a GCRA "theoretical arrival time"
+ * in ticks of 1/event_rate s since boot: an event is allowed when tat < now + burst, and moves
+ * tat to max(tat, now) + 1 with one compare-and-exchange. Over any interval a bucket allows at
+ * most rate x time + burst events, whatever the CPUs interleave, and the refill is exact
+ * (ticks are derived from the clock, never accumulated).
  */
+enum rw_budget_kind { RW_BUDGET_DROP = 0, RW_BUDGET_FLOW = 1, RW_BUDGET_KINDS };
+
 struct rw_budget {
-	__u64 last_ns;
-	__u64 tokens_milli;	/* tokens * 1000 */
+	__u64 tat[RW_BUDGET_KINDS];	/* ticks; 0: a full bucket */
 };
+_Static_assert(sizeof(struct rw_budget) == 16, "rw_budget layout");
+
+/* Ticks of 1/rate s in `ns` nanoseconds, without overflow for any uptime and rate < 2^32. */
+#define RW_BUDGET_TICKS(ns, rate) \
+	((((__u64)(ns) / 1000000000ULL) * (rate)) + (((__u64)(ns) % 1000000000ULL) * (rate)) / 1000000000ULL)
 
 /* One verdict, sent through rw_events for each drop and each new allowed flow. */
 struct rw_event {

@@ -11,7 +11,9 @@
 #include <errno.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sched.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,8 +80,8 @@ static const char policy_v1[] =
 	"  \"runs\": [\n"
 	"    {\"id\": \"run-7f3a\", \"pods\": [\"10.1.2.3\"]},\n"
 	"    {\"id\": \"run-9c01\", \"pods\": [\"10.1.2.4\"], \"egress\": \"open\",\n"
-	"     \"allow\": [{\"cidr\": \"172.20.9.0/24\", \"tcp\": [5432], \"udp\": []},\n"
-	"               {\"ip\": \"172.20.0.53\", \"udp\": [53]}]}\n"
+	"     \"allow\": [{\"cidr\": \"52.94.9.0/24\", \"tcp\": [5432], \"udp\": []},\n"
+	"               {\"ip\": \"9.9.9.9\", \"udp\": [53]}]}\n"
 	"  ]\n"
 	"}\n";
 
@@ -173,12 +175,20 @@ static const struct tcase v1_cases[] = {
 	  ALLOWED(RW_PATH_OPEN, 1, "run-9c01") },
 	{ "open run: public host UDP", EG(1, POD_B, "1.1.1.1", UDP, 40011, 9999, 0),
 	  ALLOWED(RW_PATH_OPEN, 1, "run-9c01") },
-	{ "run's own CIDR rule", EG(1, POD_B, "172.20.9.7", TCP, 40012, 5432, SYN),
+	{ "open run: a flow opened by a bare ACK is a new flow: event",
+	  EG(1, POD_B, "1.1.1.1", TCP, 40016, 8443, ACK), ALLOWED(RW_PATH_OPEN, 1, "run-9c01") },
+	{ "open run: the bare-ACK flow's next packet: no event",
+	  EG(1, POD_B, "1.1.1.1", TCP, 40016, 8443, ACK), ALLOWED(RW_PATH_OPEN, 0, "run-9c01") },
+	{ "open run: a retransmitted SYN of a known flow: no event",
+	  EG(1, POD_B, "1.1.1.1", TCP, 40016, 8443, SYN), ALLOWED(RW_PATH_OPEN, 0, "run-9c01") },
+	{ "run's own CIDR rule", EG(1, POD_B, "52.94.9.7", TCP, 40012, 5432, SYN),
 	  ALLOWED(RW_PATH_RULE_CIDR, 1, "run-9c01") },
-	{ "run's rule is not another run's", EG(0, POD_A, "172.20.9.7", TCP, 40013, 5432, SYN),
-	  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a") },
-	{ "DNS explicitly allowed on 53 for one run", EG(1, POD_B, "172.20.0.53", UDP, 40014, 53, 0),
+	{ "run's rule is not another run's", EG(0, POD_A, "52.94.9.7", TCP, 40013, 5432, SYN),
+	  DROPPED(RW_REASON_NOT_ALLOWLISTED, "run-7f3a") },
+	{ "DNS explicitly allowed on 53 for one run", EG(1, POD_B, "9.9.9.9", UDP, 40014, 53, 0),
 	  ALLOWED(RW_PATH_RULE, 1, "run-9c01") },
+	{ "DNS to the same resolver from another run", EG(0, POD_A, "9.9.9.9", UDP, 40015, 53, 0),
+	  DROPPED(RW_REASON_DNS, "run-7f3a") },
 	{ "ARP from the pod's own address", .dev = 0, .dir = E,
 	  .pkt = { .arp = 1, .src = POD_A, .dst = "169.254.1.1" }, ALLOWED(RW_PATH_ARP, 0, "run-7f3a") },
 	{ "ARP into the pod", .dev = 0, .dir = I,
@@ -612,7 +622,7 @@ static void set_budget(__u32 rate, __u32 burst)
 }
 
 /* One flooding sandbox spends its own budget, not the others'; suppressed events are counted
- * and the counters stay exact.
+ * and the counters stay exact. Drops and new flows have separate buckets.
  */
 static void test_event_budget(void)
 {
@@ -620,6 +630,8 @@ static void test_event_budget(void)
 				  .dport = 443, .tcp_flags = ACK };
 	struct pkt_spec other = { .src = POD_B, .dst = "8.8.8.8", .proto = UDP, .sport = 40081,
 				  .dport = 53 };
+	struct pkt_spec flow = { .src = POD_A, .dst = "172.20.0.11", .proto = TCP, .sport = 40082,
+				 .dport = 3443, .tcp_flags = SYN };
 	struct rw_counters before, after;
 	__u8 buf[PKT_MAX];
 	size_t len;
@@ -632,6 +644,8 @@ static void test_event_budget(void)
 	test_run(E, ifindex_of[0], buf, len, 10, &retval);
 	len = pkt_build(&other, buf);
 	test_run(E, ifindex_of[1], buf, len, 1, &retval);
+	len = pkt_build(&flow, buf);
+	test_run(E, ifindex_of[0], buf, len, 1, &retval);
 	ring_buffer__consume(ring);
 	rw_counters_read(&dp, 0, &after);
 	set_budget(0, 0);
@@ -639,13 +653,332 @@ static void test_event_budget(void)
 	t_count++;
 	ok = CHECK_EQ(after.packets[E][RW_REASON_NOT_ALLOWLISTED] -
 		      before.packets[E][RW_REASON_NOT_ALLOWLISTED], 10, "flood counted");
-	ok &= CHECK_EQ(n_events, 4, "events: 3 of the flood's budget and the other sandbox's one");
+	ok &= CHECK_EQ(n_events, 5, "events: 3 of the flood's budget, the other sandbox's one, "
+		       "the flooding sandbox's new flow");
 	ok &= CHECK_EQ(after.events_suppressed - before.events_suppressed, 7, "suppressed events");
-	ok &= CHECK(n_events == 4 && events[3].ifindex == (__u32)ifindex_of[1], "other sandbox",
+	ok &= CHECK(n_events >= 4 && events[3].ifindex == (__u32)ifindex_of[1], "other sandbox",
 		    "its event was not delivered");
+	ok &= CHECK(n_events == 5 && events[4].verdict == ALLOW &&
+		    events[4].ifindex == (__u32)ifindex_of[0], "new flow",
+		    "the flooding sandbox's new flow was not reported (its own bucket)");
 	printf("%s %d - event budget: 10 drops from one sandbox at 1/s burst 3 give %d events, "
-	       "%llu suppressed; the other sandbox still reports\n", ok ? "ok" : "not ok", t_count,
-	       n_events, (unsigned long long)(after.events_suppressed - before.events_suppressed));
+	       "%llu suppressed; the other sandbox and the flooder's new flow still report\n",
+	       ok ? "ok" : "not ok", t_count, n_events,
+	       (unsigned long long)(after.events_suppressed - before.events_suppressed));
+}
+
+static __u64 mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+struct flood_arg {
+	int cpu;
+	__u32 repeat;
+	int rounds;
+	const __u8 *pkt;
+	size_t len;
+	int err;
+};
+
+static void *flood_thread(void *p)
+{
+	struct flood_arg *f = p;
+	cpu_set_t set;
+	int retval;
+
+	CPU_ZERO(&set);
+	CPU_SET(f->cpu, &set);
+	if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set))
+		f->err = -EINVAL;
+	for (int i = 0; i < f->rounds && !f->err; i++)
+		f->err = test_run(E, ifindex_of[0], f->pkt, f->len, f->repeat, &retval);
+	return NULL;
+}
+
+/* The budget is exact: N denied packets from one sandbox, as fast as the kernel runs them (well
+ * under 5 µs apart), on one CPU and then on two at once, give between rate x (time the
+ * programs ran) + burst - 1 events and rate x (wall time) + burst, rounded up. Ticks come from
+ * the clock, so no refill is lost to rounding, and a bucket another CPU moved ahead is never
+ * read as an underflow.
+ */
+static void test_event_budget_exact(void)
+{
+	const __u32 rate = 200, burst = 5, n = 200000;
+	struct pkt_spec flood = { .src = POD_A, .dst = "8.8.8.8", .proto = TCP, .sport = 40083,
+				  .dport = 443, .tcp_flags = ACK };
+	struct rw_counters before, after;
+	struct rw_budget b = {};
+	__u8 buf[PKT_MAX];
+	size_t len = pkt_build(&flood, buf);
+	__u32 key = ifindex_of[0];
+	long long sent, lo, hi;
+	double wall_s, run_s;
+	__u64 t0, t1;
+	int ok, err, ncpu = libbpf_num_possible_cpus();
+
+	/* One CPU. */
+	set_budget(rate, burst);
+	bpf_map_delete_elem(dp.map_fd[RW_M_EVENT_BUDGET], &key);
+	drain_events();
+	rw_counters_read(&dp, 0, &before);
+	{
+		struct __sk_buff ctx = { .ifindex = ifindex_of[0] };
+		LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = buf, .data_size_in = len,
+			    .ctx_in = &ctx, .ctx_size_in = sizeof(ctx), .repeat = n);
+
+		t0 = mono_ns();
+		err = bpf_prog_test_run_opts(dp.prog_fd[E], &opts);
+		t1 = mono_ns();
+		run_s = (double)opts.duration * n / 1e9;
+	}
+	rw_counters_read(&dp, 0, &after);
+	wall_s = (t1 - t0) / 1e9;
+	sent = after.events_sent - before.events_sent;
+	lo = burst + (long long)(rate * run_s) - 1;
+	hi = burst + (long long)(rate * wall_s) + 1;
+	t_count++;
+	ok = CHECK_EQ(err, 0, "test_run");
+	ok &= CHECK(sent >= lo && sent <= hi, "one CPU", "%lld events, expected %lld..%lld "
+		    "(%.1f ms of programs, %.1f ms wall)", sent, lo, hi, run_s * 1e3, wall_s * 1e3);
+	ok &= CHECK_EQ(after.events_sent + after.events_suppressed - before.events_sent -
+		       before.events_suppressed, n, "every drop's event sent or suppressed");
+	printf("%s %d - exact budget, one CPU: %u drops %.0f ns apart at %u/s burst %u: %lld "
+	       "events (bounds %lld..%lld)\n", ok ? "ok" : "not ok", t_count, n,
+	       run_s * 1e9 / n, rate, burst, sent, lo, hi);
+
+	/* Another CPU has moved the bucket ahead of our clock: nothing to take, no underflow. */
+	drain_events();
+	rw_counters_read(&dp, 0, &before);
+	b.tat[RW_BUDGET_DROP] = RW_BUDGET_TICKS(mono_ns(), rate) + burst + 1;
+	bpf_map_update_elem(dp.map_fd[RW_M_EVENT_BUDGET], &key, &b, BPF_ANY);
+	{
+		int retval;
+
+		test_run(E, ifindex_of[0], buf, len, 100, &retval);
+	}
+	rw_counters_read(&dp, 0, &after);
+	t_count++;
+	ok = CHECK_EQ(after.events_sent - before.events_sent, 0,
+		      "events from a bucket another CPU emptied at a later time");
+	printf("%s %d - exact budget: a bucket stamped ahead of this CPU's clock gives nothing\n",
+	       ok ? "ok" : "not ok", t_count);
+
+	/* Two CPUs at once on the same veth. */
+	if (ncpu < 2) {
+		t_count++;
+		CHECK(0, "two CPUs", "this machine has %d CPU: the two-CPU case needs two", ncpu);
+		printf("not ok %d - exact budget, two CPUs\n", t_count);
+		set_budget(0, 0);
+		return;
+	}
+	bpf_map_delete_elem(dp.map_fd[RW_M_EVENT_BUDGET], &key);
+	drain_events();
+	rw_counters_read(&dp, 0, &before);
+	{
+		struct flood_arg f[2] = {
+			{ .cpu = 0, .repeat = 20000, .rounds = 10, .pkt = buf, .len = len },
+			{ .cpu = 1, .repeat = 20000, .rounds = 10, .pkt = buf, .len = len },
+		};
+		pthread_t th[2];
+
+		t0 = mono_ns();
+		for (int i = 0; i < 2; i++)
+			pthread_create(&th[i], NULL, flood_thread, &f[i]);
+		for (int i = 0; i < 2; i++)
+			pthread_join(th[i], NULL);
+		t1 = mono_ns();
+		err = f[0].err ? f[0].err : f[1].err;
+	}
+	rw_counters_read(&dp, 0, &after);
+	set_budget(0, 0);
+	wall_s = (t1 - t0) / 1e9;
+	sent = after.events_sent - before.events_sent;
+	hi = burst + (long long)(rate * wall_s) + 1;
+	t_count++;
+	ok = CHECK_EQ(err, 0, "test_run on two CPUs");
+	ok &= CHECK(sent >= burst && sent <= hi, "two CPUs", "%lld events, expected %u..%lld "
+		    "(%.1f ms wall)", sent, burst, hi, wall_s * 1e3);
+	ok &= CHECK_EQ(after.events_sent + after.events_suppressed - before.events_sent -
+		       before.events_suppressed, 400000, "every drop's event sent or suppressed");
+	drain_events();
+	printf("%s %d - exact budget, two CPUs: 400000 drops in %.1f ms at %u/s burst %u: %lld "
+	       "events (at most %lld)\n", ok ? "ok" : "not ok", t_count, wall_s * 1e3, rate, burst,
+	       sent, hi);
+}
+
+/* Conntrack tables are per sandbox: one sandbox's full table refuses its own new flows
+ * (conntrack-full, counted for its run) and leaves its known flows and every other sandbox
+ * alone; a pod change starts an empty table; a veth without a table is fail-closed.
+ */
+static void set_ct_share(__u32 per_sandbox)
+{
+	struct rw_config cfg;
+
+	if (rw_config_read(&dp, &cfg))
+		FATAL("reading config");
+	cfg.ct_per_sandbox = per_sandbox;
+	if (rw_config_write(&dp, &cfg))
+		FATAL("writing config");
+}
+
+static void test_conntrack_isolation(void)
+{
+	char name[64];
+	int fd, n = 0;
+
+	/* rwt0 gets a table of 4 flows: unbind and bind again (a fresh table of the new size). */
+	set_ct_share(4);
+	rw_endpoint_unbind(&dp, ifindex_of[0]);
+	bind_veth(0, POD_A);
+	set_ct_share(RW_CT_PER_SANDBOX);
+	fd = rw_conntrack_table_fd(&dp, ifindex_of[0]);
+	t_count++;
+	if (CHECK(fd >= 0, "table", "rwt0 has no conntrack table after bind: %s", strerror(-fd))) {
+		struct bpf_map_info info = {};
+		__u32 l = sizeof(info);
+
+		bpf_obj_get_info_by_fd(fd, &info, &l);
+		CHECK_EQ(info.max_entries, 4, "rwt0's table size");
+		close(fd);
+	}
+	printf("%s %d - bind makes the sandbox's own table (4 flows)\n",
+	       fd >= 0 ? "ok" : "not ok", t_count);
+
+	for (int i = 0; i < 4; i++) {
+		struct tcase c = { NULL, EG(0, POD_A, "172.20.0.11", TCP, 41100 + i, 3443, SYN),
+				   ALLOWED(RW_PATH_RULE, 1, "run-7f3a") };
+
+		snprintf(name, sizeof(name), "flow %d of 4 in rwt0's table", i + 1);
+		c.name = name;
+		run_case(&c);
+	}
+	{
+		static const struct tcase cases[] = {
+			{ "a 5th new flow: conntrack-full, for this sandbox only",
+			  EG(0, POD_A, "172.20.0.11", TCP, 41104, 3443, SYN),
+			  DROPPED(RW_REASON_CONNTRACK_FULL, "run-7f3a") },
+			{ "a 5th new UDP flow: conntrack-full",
+			  EG(0, POD_A, "172.20.0.14", UDP, 41105, 4317, 0),
+			  DROPPED(RW_REASON_CONNTRACK_FULL, "run-7f3a") },
+			{ "a new inbound connection into the full sandbox: conntrack-full",
+			  IN(0, "172.20.0.20", POD_A, TCP, 50100, 4999, SYN),
+			  DROPPED(RW_REASON_CONNTRACK_FULL, "run-7f3a") },
+			{ "the full sandbox's known flows go on: next packet",
+			  EG(0, POD_A, "172.20.0.11", TCP, 41100, 3443, ACK),
+			  ALLOWED(RW_PATH_RULE, 0, "run-7f3a") },
+			{ "the full sandbox's known flows go on: the server speaks",
+			  IN(0, "172.20.0.11", POD_A, TCP, 3443, 41103, ACK),
+			  ALLOWED(RW_PATH_REPLY, 0, "run-7f3a") },
+			{ "another sandbox opens flows as before",
+			  EG(1, POD_B, "172.20.0.11", TCP, 41106, 3443, SYN),
+			  ALLOWED(RW_PATH_RULE, 1, "run-b77e") },
+		};
+
+		run_table(cases, sizeof(cases) / sizeof(cases[0]));
+	}
+
+	/* Flows are in the sandbox's own table only. */
+	fd = rw_conntrack_table_fd(&dp, ifindex_of[1]);
+	if (fd >= 0) {
+		struct rw_ct_key k, *prev = NULL;
+
+		while (bpf_map_get_next_key(fd, prev, &k) == 0) {
+			prev = &k;
+			n += k.ifindex != (__u32)ifindex_of[1];
+		}
+		close(fd);
+	}
+	t_count++;
+	printf("%s %d - rwt1's table holds only rwt1's flows\n",
+	       CHECK(fd >= 0 && n == 0, "isolation", "fd %d, %d foreign entries", fd, n) ? "ok" :
+	       "not ok", t_count);
+
+	/* The pod moves (flush by pod IP, as an apply does): a fresh, empty table. */
+	t_count++;
+	{
+		struct in_addr a;
+
+		inet_pton(AF_INET, POD_A, &a);
+		n = rw_conntrack_flush(&dp, 0, a.s_addr);
+	}
+	printf("%s %d - flushing the pod's flows replaces its one table\n",
+	       CHECK_EQ(n, 1, "tables replaced") ? "ok" : "not ok", t_count);
+	{
+		static const struct tcase cases[] = {
+			{ "after the flush, its old flow's reply is a new inbound connection",
+			  IN(0, "172.20.0.11", POD_A, TCP, 3443, 41100, ACK),
+			  DROPPED(RW_REASON_INBOUND_DENIED, "run-7f3a") },
+			{ "after the flush, a new flow fits again",
+			  EG(0, POD_A, "172.20.0.11", TCP, 41107, 3443, SYN),
+			  ALLOWED(RW_PATH_RULE, 1, "run-7f3a") },
+		};
+
+		run_table(cases, sizeof(cases) / sizeof(cases[0]));
+	}
+
+	/* No table at all (bound by an older agent, or deleted under us): fail closed. */
+	{
+		__u32 key = ifindex_of[0];
+		static const struct tcase cases[] = {
+			{ "no table: a known flow is unknown, its reply is refused",
+			  IN(0, "172.20.0.11", POD_A, TCP, 3443, 41107, ACK),
+			  DROPPED(RW_REASON_INBOUND_DENIED, "run-7f3a") },
+			{ "no table: a new flow is conntrack-full",
+			  EG(0, POD_A, "172.20.0.11", TCP, 41108, 3443, SYN),
+			  DROPPED(RW_REASON_CONNTRACK_FULL, "run-7f3a") },
+		};
+
+		bpf_map_delete_elem(dp.map_fd[RW_M_CONNTRACK], &key);
+		run_table(cases, sizeof(cases) / sizeof(cases[0]));
+		rw_endpoint_unbind(&dp, ifindex_of[0]);
+		bind_veth(0, POD_A);
+	}
+}
+
+/* Idle flows leave the tables: one made to look an hour and a bit idle goes, a fresh one stays
+ * (an expired TCP flow's next packet is judged as a new one: the policy decides again).
+ */
+static void test_conntrack_expire(void)
+{
+	struct pkt_spec a = { .src = POD_A, .dst = "172.20.0.11", .proto = TCP, .sport = 41200,
+			      .dport = 3443, .tcp_flags = SYN };
+	struct pkt_spec b = { .src = POD_A, .dst = "172.20.0.11", .proto = TCP, .sport = 41201,
+			      .dport = 3443, .tcp_flags = SYN };
+	struct rw_ct_key k = { .ifindex = ifindex_of[0], .pod_port = htons(41200),
+			       .peer_port = htons(3443), .proto = TCP };
+	struct rw_ct_value v;
+	__u8 buf[PKT_MAX];
+	__u32 cursor = 0;
+	int retval, fd, expired, ok;
+
+	test_run(E, ifindex_of[0], buf, pkt_build(&a, buf), 1, &retval);
+	test_run(E, ifindex_of[0], buf, pkt_build(&b, buf), 1, &retval);
+	inet_pton(AF_INET, POD_A, &k.pod_ip);
+	inet_pton(AF_INET, "172.20.0.11", &k.peer_ip);
+	fd = rw_conntrack_table_fd(&dp, ifindex_of[0]);
+	if (fd < 0 || bpf_map_lookup_elem(fd, &k, &v))
+		FATAL("the flow of the expiry case is not in rwt0's table");
+	/* Seen at boot, judged 10 s short of an hour from now: only the aged flow is over the
+	 * hour (the machine has been up for more than 10 s), whatever the uptime.
+	 */
+	v.seen_ns = 1;
+	if (bpf_map_update_elem(fd, &k, &v, BPF_EXIST))
+		FATAL("ageing the flow of the expiry case: %s", strerror(errno));
+	expired = rw_conntrack_expire(&dp, mono_ns() + 3590ULL * 1000000000ULL, &cursor, 1 << 20);
+	k.pod_port = htons(41200);
+	t_count++;
+	ok = CHECK_EQ(expired, 1, "flows expired");
+	ok &= CHECK(bpf_map_lookup_elem(fd, &k, &v) != 0, "expired", "the idle flow is still there");
+	k.pod_port = htons(41201);
+	ok &= CHECK(bpf_map_lookup_elem(fd, &k, &v) == 0, "kept", "the fresh flow is gone");
+	ok &= CHECK_EQ(cursor, 0, "cursor back at the start after a full walk");
+	close(fd);
+	printf("%s %d - conntrack expiry: an idle flow goes, a fresh one stays\n",
+	       ok ? "ok" : "not ok", t_count);
 }
 
 /* A full ring loses events, never verdicts or counts. */
@@ -725,6 +1058,9 @@ int main(void)
 	run_table(v2_cases, sizeof(v2_cases) / sizeof(v2_cases[0]));
 	test_generations();
 	test_event_budget();
+	test_event_budget_exact();
+	test_conntrack_isolation();
+	test_conntrack_expire();
 	test_ring_full();
 	test_real_traffic(&dp, devs[0], ifindex_of[0], POD_A);
 

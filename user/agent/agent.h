@@ -85,6 +85,7 @@ struct agent {
 	int64_t mono_to_real;
 	bool reload_pending;
 	bool stop;
+	__u32 ct_cursor;		/* where rw_conntrack_expire() goes on */
 };
 
 static inline const char *agent_ip_str(__be32 ip, char *buf)

@@ -130,8 +130,14 @@ static int agent_run(struct agent *a)
 				if (a->links_dirty)
 					agent_full_resync(a);
 			} else if (fd == a->resync_fd) {
+				struct timespec ts;
+
 				drain_fd(fd);
 				agent_full_resync(a);
+				/* Idle flows leave the sandboxes' tables, a bounded slice per resync. */
+				clock_gettime(CLOCK_MONOTONIC, &ts);
+				rw_conntrack_expire(&a->dp, ts.tv_sec * 1000000000ULL + ts.tv_nsec,
+						    &a->ct_cursor, 65536);
 			} else {
 				for (int s = 0; s < a->n_subs; s++)
 					if (a->subs[s].fd == fd) {
@@ -148,13 +154,17 @@ static int agent_run(struct agent *a)
 
 #define MAX_RESYNC_SEC	86400
 #define MAX_EVENT_RATE	1000000
+#define MAX_CT_FLOWS	(1u << 30)
 
 static const char agent_options[] =
 	"  --policy FILE          snapshot to apply at start and whenever it changes\n"
 	"  --ifprefix LIST        interfaces to enforce on (default eni,vlan)\n"
 	"  --attach-mode MODE     auto (tcx, else tc), tcx or tc (default auto)\n"
 	"  --resync SECONDS       full resync period (default 10)\n"
-	"  --event-rate N[/BURST] events per second per sandbox (default 200/400; 0: no limit)\n"
+	"  --event-rate N[/BURST] events per second per sandbox, for drops and for new flows\n"
+	"                         each (default 200/400; 0: no limit)\n"
+	"  --ct-per-sandbox N     flows one sandbox may track (default 8192; new tables)\n"
+	"  --ct-node N            flows all sandboxes may track together (default 1048576)\n"
 	"  --health ADDR:PORT     serve /healthz and /readyz over HTTP\n"
 	"  -v, --verbose          more log lines (-vv: libbpf's debug too)\n";
 
@@ -166,6 +176,8 @@ static int cmd_agent(int argc, char **argv)
 		{ "attach-mode", required_argument, NULL, 'm' },
 		{ "resync", required_argument, NULL, 'r' },
 		{ "event-rate", required_argument, NULL, 'e' },
+		{ "ct-per-sandbox", required_argument, NULL, 'C' },
+		{ "ct-node", required_argument, NULL, 'N' },
 		{ "health", required_argument, NULL, 'H' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -178,7 +190,7 @@ static int cmd_agent(int argc, char **argv)
 	static const char *const attach_modes[] = {
 		[RW_ATTACH_AUTO] = "auto", [RW_ATTACH_TCX] = "tcx", [RW_ATTACH_TC] = "tc"
 	};
-	unsigned long long v, rate = 0, burst = 0;
+	unsigned long long v, rate = 0, burst = 0, ct_sbx = 0, ct_node = 0;
 	bool have_rate = false;
 	char msg[256];
 	struct rw_config cfg;
@@ -216,6 +228,14 @@ static int cmd_agent(int argc, char **argv)
 					       MAX_EVENT_RATE);
 			have_rate = true;
 			break;
+		case 'C':
+		case 'N':
+			if (rw_parse_uint(optarg, MAX_CT_FLOWS, &v) || v < 1)
+				return rw_fail(RW_EXIT_USAGE, "agent: --%s '%s': expected a number of "
+					       "flows, 1 to %u", c == 'C' ? "ct-per-sandbox" : "ct-node",
+					       optarg, MAX_CT_FLOWS);
+			*(c == 'C' ? &ct_sbx : &ct_node) = v;
+			break;
 		case 'H':
 			a.health_addr = optarg;
 			break;
@@ -245,8 +265,19 @@ static int cmd_agent(int argc, char **argv)
 	if (have_rate) {
 		cfg.event_rate = rate;
 		cfg.event_burst = burst;
-		rw_config_write(&a.dp, &cfg);
 	}
+	if (ct_sbx > 0)
+		cfg.ct_per_sandbox = ct_sbx;
+	if (ct_node > 0)
+		cfg.ct_node = ct_node;
+	if (cfg.ct_per_sandbox > cfg.ct_node) {
+		rw_err("agent: --ct-per-sandbox %u is more than the node's %u (--ct-node)",
+		       cfg.ct_per_sandbox, cfg.ct_node);
+		ret = RW_EXIT_USAGE;
+		goto cleanup;
+	}
+	if (have_rate || ct_sbx > 0 || ct_node > 0)
+		rw_config_write(&a.dp, &cfg);
 
 	a.ring = ring_buffer__new(a.dp.map_fd[RW_M_EVENTS], agent_on_event, &a, NULL);
 	a.epfd = epoll_create1(EPOLL_CLOEXEC);

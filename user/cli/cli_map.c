@@ -614,10 +614,37 @@ static int conntrack_row(struct mctx *c, const struct mkey *k, const void *key, 
 	return 1;
 }
 
+/* rw_conntrack holds one table per sandbox veth: the entries of each, veth by veth. */
 static int show_conntrack(struct mctx *c, const struct mkey *k)
 {
-	return each_entry(c, k, RW_M_CONNTRACK, false, sizeof(struct rw_ct_key),
-			  sizeof(struct rw_ct_value), cmp_ct, conntrack_row);
+	const size_t ks = sizeof(struct rw_ct_key), vs = sizeof(struct rw_ct_value);
+	void *veths, *ids, *keys, *vals;
+	size_t n_veths, n;
+	int shown = 0, err;
+
+	err = collect(c->dp.map_fd[RW_M_CONNTRACK], sizeof(__u32), sizeof(__u32), &veths, &ids,
+		      &n_veths);
+	if (err)
+		return err;
+	sort_pairs(veths, ids, n_veths, sizeof(__u32), sizeof(__u32), cmp_u32);
+	for (size_t i = 0; i < n_veths && err == 0; i++) {
+		int fd = rw_conntrack_table_fd(&c->dp, ((__u32 *)veths)[i]);
+
+		if (fd < 0)
+			continue;	/* gone since the walk */
+		err = collect(fd, ks, vs, &keys, &vals, &n);
+		close(fd);
+		if (err)
+			break;
+		sort_pairs(keys, vals, n, ks, vs, cmp_ct);
+		for (size_t j = 0; j < n; j++)
+			shown += conntrack_row(c, k, (__u8 *)keys + j * ks, (__u8 *)vals + j * vs);
+		free(keys);
+		free(vals);
+	}
+	free(veths);
+	free(ids);
+	return err ? err : shown;
 }
 
 static bool counters_zero(const struct rw_counters *s)
@@ -665,22 +692,31 @@ static int show_counters(struct mctx *c, const struct mkey *k)
 	return shown;
 }
 
+/* Events a GCRA bucket (struct rw_budget) would let through now. */
+static __u64 budget_left(const struct rw_config *cfg, __u64 tat, __u64 now_mono)
+{
+	__u64 now = RW_BUDGET_TICKS(now_mono, cfg->event_rate);
+
+	if (tat <= now)
+		return cfg->event_burst;
+	return tat - now >= cfg->event_burst ? 0 : cfg->event_burst - (tat - now);
+}
+
 static int budget_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
 {
 	__u32 ifindex = *(const __u32 *)key;
 	const struct rw_budget *b = val;
-	__u64 ago = c->now_mono > b->last_ns ? c->now_mono - b->last_ns : 0;
-	char name[IF_NAMESIZE], sago[16];
+	__u64 drops = budget_left(&c->cfg, b->tat[RW_BUDGET_DROP], c->now_mono);
+	__u64 flows = budget_left(&c->cfg, b->tat[RW_BUDGET_FLOW], c->now_mono);
+	char name[IF_NAMESIZE];
 
 	if (!k->any && ifindex != k->ifindex)
 		return 0;
 	ifname_of(ifindex, name);
-	rw_cli_duration(ago, sago, sizeof(sago));
 	if (c->entries) {
-		json_t *o = json_pack("{s:i, s:s, s:I, s:I, s:I}", "ifindex", (int)ifindex,
-				      "ifname", name, "tokens_milli", (json_int_t)b->tokens_milli,
-				      "last_ns", (json_int_t)b->last_ns,
-				      "idle_ms", (json_int_t)(ago / 1000000));
+		json_t *o = json_pack("{s:i, s:s, s:I, s:I}", "ifindex", (int)ifindex,
+				      "ifname", name, "drop_events_left", (json_int_t)drops,
+				      "flow_events_left", (json_int_t)flows);
 
 		json_array_append_new(c->entries, o);
 		return 1;
@@ -688,8 +724,8 @@ static int budget_row(struct mctx *c, const struct mkey *k, const void *key, con
 	rw_table_row(&c->t);
 	rw_table_cell(&c->t, "%u", ifindex);
 	rw_table_cell(&c->t, "%s", name);
-	rw_table_cell(&c->t, "%.1f", b->tokens_milli / 1000.0);
-	rw_table_cell(&c->t, "%s ago", sago);
+	rw_table_cell(&c->t, "%llu", (unsigned long long)drops);
+	rw_table_cell(&c->t, "%llu", (unsigned long long)flows);
 	return 1;
 }
 
@@ -724,8 +760,8 @@ static const struct {
 						     "AGE", "IDLE", "RUN", "RULE" }, 9,
 				   RW_TABLE_RIGHT(5) | RW_TABLE_RIGHT(6), false, true, "IP" },
 	[RW_CLI_MAP_COUNTERS] = { show_counters, { "" }, 0, 0, false, false, "RUN-ID|IDX|node" },
-	[RW_CLI_MAP_BUDGET] = { show_budget, { "IFINDEX", "IFNAME", "TOKENS", "LAST" }, 4,
-				RW_TABLE_RIGHT(0) | RW_TABLE_RIGHT(2), false, false,
+	[RW_CLI_MAP_BUDGET] = { show_budget, { "IFINDEX", "IFNAME", "DROP-EVENTS", "FLOW-EVENTS" },
+				4, RW_TABLE_RIGHT(0) | RW_TABLE_RIGHT(2) | RW_TABLE_RIGHT(3), false, false,
 				"IFINDEX|IFNAME" },
 };
 

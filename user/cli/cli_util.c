@@ -594,6 +594,25 @@ int rw_cli_map_fill(const struct rw_datapath *dp, struct rw_cli_fill fill[RW_M__
 				rw_cli_runs_free(runs, n_runs);
 			}
 			break;
+		case RW_M_CONNTRACK: {
+			/* Flows of every sandbox's table, against the node's size. */
+			struct rw_config cfg;
+			__u32 key, *prev = NULL;
+
+			f->entries = 0;
+			while (bpf_map_get_next_key(fd, prev, &key) == 0) {
+				int inner = rw_conntrack_table_fd(dp, key);
+
+				prev = &key;
+				if (inner < 0)
+					continue;
+				f->entries += rw_cli_count_entries(inner, sizeof(struct rw_ct_key));
+				close(inner);
+			}
+			if (rw_config_read(dp, &cfg) == 0 && cfg.ct_node)
+				f->max_entries = cfg.ct_node;
+			break;
+		}
 		case RW_M_EVENTS: {
 			__u32 size;
 

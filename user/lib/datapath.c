@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <netinet/in.h>
 #include <linux/magic.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -128,6 +129,8 @@ static int config_init(struct rw_datapath *dp)
 	cfg.layout_version = RW_LAYOUT_VERSION;
 	cfg.event_rate = RW_DEFAULT_EVENT_RATE;
 	cfg.event_burst = RW_DEFAULT_EVENT_BURST;
+	cfg.ct_per_sandbox = RW_CT_PER_SANDBOX;
+	cfg.ct_node = RW_CT_NODE;
 	return rw_config_write(dp, &cfg);
 }
 
@@ -276,33 +279,150 @@ int rw_config_write(const struct rw_datapath *dp, const struct rw_config *cfg)
 	return bpf_map_update_elem(dp->map_fd[RW_M_CONFIG], &zero, cfg, BPF_ANY) ? -errno : 0;
 }
 
+/* ---- conntrack: one table per sandbox veth ------------------------------------------------ */
+
+int rw_conntrack_table_fd(const struct rw_datapath *dp, __u32 ifindex)
+{
+	__u32 id;
+	int fd;
+
+	if (bpf_map_lookup_elem(dp->map_fd[RW_M_CONNTRACK], &ifindex, &id))
+		return -errno;
+	fd = bpf_map_get_fd_by_id(id);
+	return fd < 0 ? -errno : fd;
+}
+
+static __u32 table_size(int fd)
+{
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+
+	return bpf_obj_get_info_by_fd(fd, &info, &len) ? 0 : info.max_entries;
+}
+
+/* Room the node's tables take together, leaving out `skip`'s (the table being replaced). */
+static int ct_node_used(const struct rw_datapath *dp, __u32 skip, __u64 *used)
+{
+	__u32 key, *prev = NULL;
+	int fd;
+
+	*used = 0;
+	while (bpf_map_get_next_key(dp->map_fd[RW_M_CONNTRACK], prev, &key) == 0) {
+		prev = &key;
+		if (key == skip)
+			continue;
+		fd = rw_conntrack_table_fd(dp, key);
+		if (fd < 0)
+			continue;	/* deleted under our feet */
+		*used += table_size(fd);
+		close(fd);
+	}
+	return errno == ENOENT ? 0 : -errno;
+}
+
+/* Put a fresh, empty table of the configured size in for `ifindex`, replacing any table it had
+ * (the packets in flight on the old one finish on it; it is freed after them).
+ */
+static int ct_table_reset(const struct rw_datapath *dp, __u32 ifindex)
+{
+	LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_NO_PREALLOC);
+	char name[BPF_OBJ_NAME_LEN];
+	struct rw_config cfg;
+	__u64 used;
+	__u32 size;
+	int fd, err;
+
+	err = rw_config_read(dp, &cfg);
+	if (err)
+		return err;
+	size = cfg.ct_per_sandbox ? cfg.ct_per_sandbox : RW_CT_PER_SANDBOX;
+	if (cfg.ct_node) {
+		err = ct_node_used(dp, ifindex, &used);
+		if (err)
+			return err;
+		if (used + size > cfg.ct_node)
+			return -ENOSPC;
+	}
+	snprintf(name, sizeof(name), "rw_ct_%u", ifindex);
+	fd = bpf_map_create(BPF_MAP_TYPE_HASH, name, sizeof(struct rw_ct_key),
+			    sizeof(struct rw_ct_value), size, &opts);
+	if (fd < 0)
+		return -errno;
+	err = bpf_map_update_elem(dp->map_fd[RW_M_CONNTRACK], &ifindex, &fd, BPF_ANY) ? -errno : 0;
+	close(fd);
+	return err;
+}
+
 int rw_conntrack_flush(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_ip)
 {
-	int fd = dp->map_fd[RW_M_CONNTRACK], deleted = 0;
-	struct rw_ct_key key, next, *prev = NULL;
+	struct rw_endpoint ep;
+	__u32 key, *prev = NULL;
+	int replaced = 0, err;
 
-	/* Deleting the current key would restart the walk, so delete one step behind. */
-	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-		if (prev && ((ifindex && key.ifindex == ifindex) || (pod_ip && key.pod_ip == pod_ip))) {
-			if (bpf_map_delete_elem(fd, &key) == 0)
-				deleted++;
-		}
-		key = next;
+	if (ifindex) {
+		if (bpf_map_lookup_elem(dp->map_fd[RW_M_CONNTRACK], &ifindex, &key))
+			return errno == ENOENT ? 0 : -errno;
+		err = ct_table_reset(dp, ifindex);
+		return err ? err : 1;
+	}
+	/* The veths bound to the pod: a walk of the endpoints, never of the flows. */
+	while (bpf_map_get_next_key(dp->map_fd[RW_M_ENDPOINTS], prev, &key) == 0) {
 		prev = &key;
+		if (bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &key, &ep) || ep.pod_ip != pod_ip)
+			continue;
+		err = rw_conntrack_flush(dp, key, 0);
+		if (err < 0)
+			return err;
+		replaced += err;
 	}
-	if (errno != ENOENT)
-		return -errno;
-	if (prev && ((ifindex && key.ifindex == ifindex) || (pod_ip && key.pod_ip == pod_ip))) {
-		if (bpf_map_delete_elem(fd, &key) == 0)
-			deleted++;
+	return replaced;
+}
+
+/* How long a flow may stay idle before rw_conntrack_expire() forgets it. */
+#define RW_CT_IDLE_TCP_NS	(3600ULL * 1000000000ULL)
+#define RW_CT_IDLE_OTHER_NS	(180ULL * 1000000000ULL)
+
+int rw_conntrack_expire(const struct rw_datapath *dp, __u64 now_ns, __u32 *cursor,
+			unsigned int budget)
+{
+	__u32 ifindex, *prev = *cursor ? cursor : NULL;
+	unsigned int visited = 0;
+	int expired = 0;
+
+	while (visited < budget &&
+	       bpf_map_get_next_key(dp->map_fd[RW_M_CONNTRACK], prev, &ifindex) == 0) {
+		struct rw_ct_key key, next, *kprev = NULL;
+		struct rw_ct_value v;
+		int fd = rw_conntrack_table_fd(dp, ifindex);
+
+		*cursor = ifindex;
+		prev = cursor;
+		if (fd < 0)
+			continue;
+		/* Delete one step behind the walk: deleting the current key would restart it. */
+		for (int more = 1; more;) {
+			more = bpf_map_get_next_key(fd, kprev, &next) == 0;
+			if (kprev && bpf_map_lookup_elem(fd, &key, &v) == 0 &&
+			    now_ns > v.seen_ns &&
+			    now_ns - v.seen_ns > (key.proto == IPPROTO_TCP ? RW_CT_IDLE_TCP_NS :
+						  RW_CT_IDLE_OTHER_NS) &&
+			    bpf_map_delete_elem(fd, &key) == 0)
+				expired++;
+			key = next;
+			kprev = &key;
+			visited++;
+		}
+		close(fd);
 	}
-	return deleted;
+	if (visited < budget)
+		*cursor = 0;	/* the walk reached the end: start over next time */
+	return expired;
 }
 
 int rw_endpoint_bind(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_ip)
 {
 	struct rw_endpoint cur, ep = { .pod_ip = pod_ip };
-	int fd = dp->map_fd[RW_M_ENDPOINTS];
+	int fd = dp->map_fd[RW_M_ENDPOINTS], err;
 
 	if (bpf_map_lookup_elem(fd, &ifindex, &cur) == 0) {
 		if (cur.pod_ip == pod_ip)
@@ -310,18 +430,27 @@ int rw_endpoint_bind(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_ip)
 		/* Unbind first so that no packet sees the new pod with the old pod's flows. */
 		rw_endpoint_unbind(dp, ifindex);
 	}
-	return bpf_map_update_elem(fd, &ifindex, &ep, BPF_ANY) ? -errno : 0;
+	/* The table before the binding: a bound veth always has one. */
+	err = ct_table_reset(dp, ifindex);
+	if (err)
+		return err;
+	if (bpf_map_update_elem(fd, &ifindex, &ep, BPF_ANY)) {
+		err = -errno;
+		bpf_map_delete_elem(dp->map_fd[RW_M_CONNTRACK], &ifindex);
+	}
+	return err;
 }
 
 int rw_endpoint_unbind(const struct rw_datapath *dp, __u32 ifindex)
 {
-	int err = 0, ret;
+	int err = 0;
 
 	if (bpf_map_delete_elem(dp->map_fd[RW_M_ENDPOINTS], &ifindex) && errno != ENOENT)
 		err = -errno;
 	bpf_map_delete_elem(dp->map_fd[RW_M_EVENT_BUDGET], &ifindex);
-	ret = rw_conntrack_flush(dp, ifindex, 0);
-	return err ? err : (ret < 0 ? ret : 0);
+	if (bpf_map_delete_elem(dp->map_fd[RW_M_CONNTRACK], &ifindex) && errno != ENOENT && !err)
+		err = -errno;
+	return err;
 }
 
 int rw_counters_read(const struct rw_datapath *dp, __u32 idx, struct rw_counters *sum)

@@ -79,17 +79,32 @@ int rw_datapath_unpin(const char *pin_dir);
 int rw_config_read(const struct rw_datapath *dp, struct rw_config *cfg);
 int rw_config_write(const struct rw_datapath *dp, const struct rw_config *cfg);
 
-/* Bind a host-side veth to the pod routed through it, or unbind it. A changed or removed
- * binding forgets the veth's conntrack entries and event budget: nothing of the old pod carries
- * over to the new one.
+/* Bind a host-side veth to the pod routed through it, or unbind it. This is the one call that
+ * makes a veth a sandbox for the datapath (the agent and runwall-cni both use it): binding
+ * creates the sandbox's own conntrack table (rw_config.ct_per_sandbox entries; -ENOSPC when the
+ * node's tables would exceed rw_config.ct_node) before the binding itself, and a changed pod
+ * gets a fresh, empty table: nothing of the old pod carries over to the new one. Unbinding
+ * deletes the binding, the table and the event budget. A veth that is bound to nothing is
+ * deny-all.
  */
 int rw_endpoint_bind(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_ip);
 int rw_endpoint_unbind(const struct rw_datapath *dp, __u32 ifindex);
 
-/* Delete conntrack entries of one veth (ifindex != 0) or of one pod IP (pod_ip != 0). Returns
- * the number deleted or a negative errno.
+/* Forget the flows of one veth (ifindex != 0) or of the veths bound to one pod IP
+ * (pod_ip != 0) by replacing their tables with empty ones: no walk of the flows. Returns the
+ * number of tables replaced or a negative errno.
  */
 int rw_conntrack_flush(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_ip);
+
+/* fd of a veth's conntrack table (to close), or a negative errno (-ENOENT: it has none). */
+int rw_conntrack_table_fd(const struct rw_datapath *dp, __u32 ifindex);
+
+/* Forget flows idle for more than an hour (TCP) or three minutes (UDP), walking the tables
+ * round-robin from *cursor and stopping after about `budget` entries, so that one call never
+ * holds its caller long. now_ns is CLOCK_MONOTONIC. Returns the number of flows forgotten.
+ */
+int rw_conntrack_expire(const struct rw_datapath *dp, __u64 now_ns, __u32 *cursor,
+			unsigned int budget);
 
 /* Sum a per-CPU counters entry over all CPUs. */
 int rw_counters_read(const struct rw_datapath *dp, __u32 idx, struct rw_counters *sum);
