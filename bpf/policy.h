@@ -60,16 +60,17 @@ static __always_inline int rw_is_special(__be32 addr)
 	return 0;
 }
 
-/* An explicit allow rule for (daddr, dport, proto): services first, then the run's own rules;
- * exact entries by hash, CIDR entries by LPM. Returns the rule or NULL.
+/* An explicit allow rule of one scope (0: the platform's services, else a run's index) for
+ * (daddr, dport, proto): the exact entry by hash first, then CIDR entries by LPM.
  */
-static __always_inline struct rw_rule *rw_find_allow(const struct rw_view *v, __u32 run_idx,
+static __always_inline struct rw_rule *rw_find_allow(const struct rw_view *v, __u32 scope,
 						     __be32 daddr, __be16 dport, __u8 proto,
 						     __u8 *path)
 {
-	struct rw_allow_key k = { .daddr = daddr, .dport = dport, .proto = proto };
+	struct rw_allow_key k = { .scope = scope, .daddr = daddr, .dport = dport, .proto = proto };
 	struct rw_allow_lpm_key lk = {
 		.prefixlen = RW_ALLOW_LPM_FIXED_BITS + 32,
+		.scope = scope,
 		.dport = dport,
 		.proto = proto,
 		.daddr = daddr,
@@ -77,25 +78,18 @@ static __always_inline struct rw_rule *rw_find_allow(const struct rw_view *v, __
 	struct rw_rule *r;
 
 	*path = RW_PATH_RULE;
-	k.scope = 0;
-	r = bpf_map_lookup_elem(v->allow_exact, &k);
-	if (r)
-		return r;
-	k.scope = run_idx;
 	r = bpf_map_lookup_elem(v->allow_exact, &k);
 	if (r)
 		return r;
 	*path = RW_PATH_RULE_CIDR;
-	lk.scope = 0;
-	r = bpf_map_lookup_elem(v->allow_cidr, &lk);
-	if (r)
-		return r;
-	lk.scope = run_idx;
 	return bpf_map_lookup_elem(v->allow_cidr, &lk);
 }
 
 /* The egress policy for a pod talking to daddr:dport over TCP or UDP, in contract order:
- * metadata, dns, explicit rules, private and special ranges, then the egress mode.
+ * metadata, the platform's services, private and special ranges and the deny list, the run's
+ * own rules, DNS (port 53 that no rule allowed), then the egress mode. Run rules come after the
+ * ranges: only `services` may name a private address (the parser refuses run rules that do;
+ * this is the same rule once more, in the kernel).
  */
 static __always_inline int rw_egress_policy(const struct rw_view *v, const struct rw_pod *pod,
 					    __be32 daddr, __be16 dport, __u8 proto,
@@ -104,24 +98,32 @@ static __always_inline int rw_egress_policy(const struct rw_view *v, const struc
 	struct rw_cidr_lpm_key dk = { .prefixlen = 32, .addr = daddr };
 	struct rw_rule *rule;
 	__u8 rule_path = RW_PATH_NONE;
+	int special;
 
 	if (rw_is_metadata(daddr))
 		return RW_REASON_METADATA;
-	rule = rw_find_allow(v, pod->run_idx, daddr, dport, proto, &rule_path);
-	if (!rule && dport == bpf_htons(53))
-		return RW_REASON_DNS;
-	if (rule) {
-		*rule_id = rule->rule_id;
-		*path = rule_path;
-		return RW_REASON_ALLOWED;
+	rule = rw_find_allow(v, 0, daddr, dport, proto, &rule_path);
+	if (rule)
+		goto allowed;
+	special = rw_is_special(daddr) || bpf_map_lookup_elem(v->deny, &dk);
+	if (!special) {
+		rule = rw_find_allow(v, pod->run_idx, daddr, dport, proto, &rule_path);
+		if (rule)
+			goto allowed;
 	}
-	if (rw_is_special(daddr) || bpf_map_lookup_elem(v->deny, &dk))
+	if (dport == bpf_htons(53))
+		return RW_REASON_DNS;
+	if (special)
 		return RW_REASON_PRIVATE_DESTINATION;
 	if (pod->egress_mode == RW_EGRESS_OPEN) {
 		*path = RW_PATH_OPEN;
 		return RW_REASON_ALLOWED;
 	}
 	return RW_REASON_NOT_ALLOWLISTED;
+allowed:
+	*rule_id = rule->rule_id;
+	*path = rule_path;
+	return RW_REASON_ALLOWED;
 }
 
 /* May `peer` open (or keep) a connection to the sandbox's pod_port? */

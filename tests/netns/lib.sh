@@ -46,7 +46,7 @@ RW_SVC_ADDRS=(
 	172.20.0.30	# connectors service: 8080 (not for sandboxes)
 	172.20.0.40	# telemetry gateway: 4317/4318
 	172.20.0.53	# cluster DNS: 53 tcp+udp
-	172.20.9.5	# a run's own private database: 5432
+	52.94.9.5	# a run's own database on a public address (run rules name public ones only): 5432
 	169.254.169.254	# instance metadata
 	169.254.170.2	# ECS task metadata
 	10.0.5.5	# a private host in the VPC

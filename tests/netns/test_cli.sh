@@ -213,7 +213,7 @@ cat >"$work/policy.json" <<'EOF'
   "runs": [
     {"id": "run-7f3a", "pods": ["10.1.2.3"]},
     {"id": "run-9c01", "pods": ["10.1.2.4"], "egress": "open",
-     "allow": [{"cidr": "172.20.9.0/24", "tcp": [5432]}]}
+     "allow": [{"cidr": "52.94.9.0/24", "tcp": [5432]}]}
   ]
 }
 EOF
@@ -317,7 +317,7 @@ check "map lookup of a missing key exits 1 ($rc)" test "$rc" = 1
 run rw map dump allow
 check "map dump allow: services and the run's own rule, named" \
 	test "$(grep -c "services\[0\] egress-proxy" <<<"$out")" = 3 -a \
-	"$(grep -Ec "run run-9c01 +172.20.9.0/24 +tcp/5432 +cidr +runs\[1\].allow\[0\]" <<<"$out")" = 1
+	"$(grep -Ec "run run-9c01 +52.94.9.0/24 +tcp/5432 +cidr +runs\[1\].allow\[0\]" <<<"$out")" = 1
 run rw -j map dump allow
 check "map dump allow -j" json_is "len(d['entries']), sorted(set(e['kind'] for e in d['entries']))" \
 	"(8, ['cidr', 'exact'])"
@@ -455,8 +455,8 @@ explain_is "$A 172.20.0.10 443 udp" drop private-destination
 explain_is "$A 93.184.216.34 443" drop not-allowlisted	# allowlist mode
 explain_is "$B 93.184.216.34 443" allow open			# open mode
 explain_is "$B 8.8.8.8 53 udp" drop dns
-explain_is "$B 172.20.9.5 5432" allow rule-cidr "runs[1].allow[0]"
-explain_is "$A 172.20.9.5 5432" drop private-destination	# another run's rule
+explain_is "$B 52.94.9.5 5432" allow rule-cidr "runs[1].allow[0]"
+explain_is "$A 52.94.9.5 5432" drop not-allowlisted	# another run's rule
 for port in 4096 4098 4999 6085; do
 	explain_is "$A 172.20.0.12 $port --ingress" allow inbound "inbound[0] app-tier"
 	explain_is "$A 172.20.0.20 $port --ingress" drop inbound-denied
@@ -520,7 +520,7 @@ run rw -j explain --pod 10.1.2.3 93.184.216.34 443 --policy "$work/next.json"
 check "explain --policy -j: the file's verdict on top, the live one under now ($rc)" \
 	json_is "d['verdict'], d['path'], d['revision'], d['now']['verdict'], d['now']['reason'], d['now']['revision']" \
 	"('allow', 'open', 13, 'drop', 'not-allowlisted', 12)"
-run rw explain --run run-9c01 172.20.9.5 5432 --policy "$work/next.json"
+run rw explain --run run-9c01 52.94.9.5 5432 --policy "$work/next.json"
 check "explain --policy by run" grep -q "with $work/next.json (run run-9c01 gen 13, revision 13): allowed via rule-cidr runs\[1\].allow\[0\]" <<<"$out"
 printf '{"revision": 14, "runs": [{"id": "x", "pods": ["10.1.2.300"]}]}\n' >"$work/bad.json"
 run rw explain --pod 10.1.2.3 172.20.0.10 443 --policy "$work/bad.json"

@@ -295,7 +295,7 @@ a proxy-80         tcp 172.20.0.10     80   - drop private-destination egress pr
 a proxy-udp-443    udp 172.20.0.10     443  - drop private-destination egress proxy over UDP
 a broker-443       tcp 172.20.0.11     443  - drop private-destination identity broker, a port no rule opens
 a app-8080         tcp 172.20.0.12     8080 - drop private-destination application tier, a port no rule opens
-a rundb-5432       tcp 172.20.9.5      5432 - drop private-destination another run's database
+a rundb-5432       tcp 52.94.9.5       5432 - drop not-allowlisted another run's database
 a sandbox-b        tcp 10.1.2.4        4096 - drop private-destination another sandbox
 a inet-443         tcp 93.184.216.34   443  - drop not-allowlisted public internet, allowlist mode
 a inet-80          tcp 93.184.216.34   80   - drop not-allowlisted public internet, allowlist mode
@@ -306,7 +306,7 @@ b inet-443         tcp 93.184.216.34   443  - allow open public internet, open m
 b inet-80          tcp 93.184.216.34   80   - allow open public internet, open mode
 b inet-8443        tcp 93.184.216.34   8443 - allow open public internet, open mode
 b inet-quic        udp 93.184.216.34   443  - allow open public internet, open mode
-b rundb-5432       tcp 172.20.9.5      5432 - allow rule-cidr its run's own rule
+b rundb-5432       tcp 52.94.9.5       5432 - allow rule-cidr its run's own rule
 b imds             tcp 169.254.169.254 80   - drop metadata instance metadata, open mode
 b private-443      tcp 10.0.5.5        443  - drop private-destination private host, open mode
 b connectors-8080  tcp 172.20.0.30     8080 - drop private-destination connectors service, open mode

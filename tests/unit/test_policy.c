@@ -41,7 +41,7 @@ static const char example[] =
 	"  \"runs\": [\n"							/* 14 */
 	"    {\"id\": \"run-7f3a\", \"pods\": [\"10.1.2.3\"]},\n"			/* 15 */
 	"    {\"id\": \"run-9c01\", \"pods\": [\"10.1.2.4\"], \"egress\": \"open\",\n"	/* 16 */
-	"     \"allow\": [{\"cidr\": \"172.20.9.0/24\", \"tcp\": [5432], \"udp\": []}]}\n"	/* 17 */
+	"     \"allow\": [{\"cidr\": \"52.194.9.0/24\", \"tcp\": [5432], \"udp\": []}]}\n"	/* 17 */
 	"  ]\n"									/* 18 */
 	"}\n";									/* 19 */
 
@@ -177,7 +177,7 @@ static void test_example_parses(void **state)
 	assert_int_equal(p.runs[1].n_allow, 1);
 	r = &p.runs[1].allow[0];
 	assert_string_equal(r->name, "");
-	assert_int_equal(r->addr, htonl(0xac140900));
+	assert_int_equal(r->addr, htonl(0x34c20900));
 	assert_int_equal(r->prefixlen, 24);
 	assert_int_equal(r->n_tcp, 1);
 	assert_int_equal(r->tcp[0], 5432);
@@ -217,7 +217,7 @@ static void test_defaults(void **state)
 
 	/* udp alone is enough; a run's own "allowlist" overrides an open node. */
 	parse_ok("{\"revision\": 3, \"egress\": \"open\", \"runs\": [{\"id\": \"A.b_c-9\", \"pods\": "
-		 "[\"10.0.0.1\"], \"egress\": \"allowlist\", \"allow\": [{\"ip\": \"192.0.2.53\", "
+		 "[\"10.0.0.1\"], \"egress\": \"allowlist\", \"allow\": [{\"ip\": \"52.94.2.53\", "
 		 "\"udp\": [53]}]}]}", &p);
 	assert_int_equal(p.runs[0].egress, RW_EGRESS_ALLOWLIST);
 	assert_int_equal(rw_policy_run_egress(&p, &p.runs[0]), RW_EGRESS_ALLOWLIST);
@@ -288,7 +288,7 @@ static void test_revision_range(void **state)
 
 /* One service with the given tcp list; the list starts at column 71. */
 #define SERVICE_TCP(ports) \
-	"{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"192.0.2.1\", \"tcp\": [" \
+	"{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"52.94.2.1\", \"tcp\": [" \
 	ports "]}]}"
 
 static void test_ports_edge_cases(void **state)
@@ -311,7 +311,7 @@ static void test_ports_edge_cases(void **state)
 		  "got a string" },
 		{ SERVICE_TCP("80, 4294967297"),
 		  "policy.json:1:75: services[0].tcp[1]: 4294967297 is not a port (1..65535)" },
-		{ "{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"192.0.2.1\", "
+		{ "{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"52.94.2.1\", "
 		  "\"udp\": 53}]}",
 		  "policy.json:1:70: services[0].udp: expected an array of ports, got an integer" },
 	};
@@ -343,10 +343,10 @@ static void test_duplicate_port(void **state)
 static void test_rule_without_port(void **state)
 {
 	static const struct refusal cases[] = {
-		{ "{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"192.0.2.1\"}]}",
+		{ "{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"52.94.2.1\"}]}",
 		  "policy.json:1:30: services[0]: allows no port (give \"tcp\" and/or \"udp\" "
 		  "ports)" },
-		{ "{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"192.0.2.1\", "
+		{ "{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"52.94.2.1\", "
 		  "\"tcp\": [], \"udp\": []}]}",
 		  "policy.json:1:30: services[0]: allows no port (give \"tcp\" and/or \"udp\" "
 		  "ports)" },
@@ -366,7 +366,7 @@ static void test_unknown_keys(void **state)
 		{ "{\"revision\": 1, \"servics\": []}",
 		  "policy.json:1:17: servics: unknown key (expected one of: revision, egress, deny, "
 		  "services, inbound, runs)" },
-		{ "{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"192.0.2.1\", "
+		{ "{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"52.94.2.1\", "
 		  "\"port\": 80}]}",
 		  "policy.json:1:63: services[0].port: unknown key (expected one of: name, ip, "
 		  "cidr, tcp, udp)" },
@@ -381,8 +381,8 @@ static void test_unknown_keys(void **state)
 			       "policy.json:17:6: runs[1].alow: unknown key (expected one of: id, "
 			       "pods, egress, allow)");
 	/* a run's allow rule has no name */
-	expect_example_refused("{\"cidr\": \"172.20.9.0/24\"",
-			       "{\"name\": \"db\", \"cidr\": \"172.20.9.0/24\"",
+	expect_example_refused("{\"cidr\": \"52.194.9.0/24\"",
+			       "{\"name\": \"db\", \"cidr\": \"52.194.9.0/24\"",
 			       "policy.json:17:17: runs[1].allow[0].name: unknown key (expected one "
 			       "of: ip, cidr, tcp, udp)");
 }
@@ -413,7 +413,7 @@ static void test_wrong_types(void **state)
 static void test_missing_keys(void **state)
 {
 	static const struct refusal cases[] = {
-		{ "{\"revision\": 1, \"services\": [{\"ip\": \"192.0.2.1\", \"tcp\": [80]}]}",
+		{ "{\"revision\": 1, \"services\": [{\"ip\": \"52.94.2.1\", \"tcp\": [80]}]}",
 		  "policy.json:1:30: services[0].name: required key is missing" },
 		{ "{\"revision\": 1, \"inbound\": [{\"cidr\": \"10.0.0.0/8\", \"tcp\": [80]}]}",
 		  "policy.json:1:29: inbound[0].name: required key is missing" },
@@ -430,7 +430,7 @@ static void test_missing_keys(void **state)
 
 static void test_ip_and_cidr(void **state)
 {
-	expect_refused("{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"192.0.2.1\", "
+	expect_refused("{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"52.94.2.1\", "
 		       "\"cidr\": \"192.0.2.0/24\", \"tcp\": [80]}]}",
 		       "policy.json:1:63: services[0].cidr: a rule has either \"ip\" or \"cidr\", "
 		       "not both");
@@ -512,9 +512,9 @@ static void test_cidr_host_bits(void **state)
 	expect_refused(DENY("\"1.2.3.4/0\""),
 		       "policy.json:1:26: deny[0]: \"1.2.3.4/0\" has host bits set: did you mean "
 		       "0.0.0.0/0?");
-	expect_example_refused("\"172.20.9.0/24\"", "\"172.20.9.1/24\"",
-			       "policy.json:17:25: runs[1].allow[0].cidr: \"172.20.9.1/24\" has host "
-			       "bits set: did you mean 172.20.9.0/24?");
+	expect_example_refused("\"52.194.9.0/24\"", "\"52.194.9.1/24\"",
+			       "policy.json:17:25: runs[1].allow[0].cidr: \"52.194.9.1/24\" has host "
+			       "bits set: did you mean 52.194.9.0/24?");
 }
 
 /* One service with the given "cidr" value, at column 52. */
@@ -546,7 +546,7 @@ static void test_metadata_coverage(void **state)
 	struct rw_policy p;
 
 	expect_all_refused(cases, ARRAY_LEN(cases));
-	expect_example_refused("{\"cidr\": \"172.20.9.0/24\"", "{\"ip\": \"169.254.170.23\"",
+	expect_example_refused("{\"cidr\": \"52.194.9.0/24\"", "{\"ip\": \"169.254.170.23\"",
 			       "policy.json:17:23: runs[1].allow[0].ip: \"169.254.170.23\" covers "
 			       "the metadata address 169.254.170.23");
 	expect_example_refused("\"172.20.0.12/32\"", "\"0.0.0.0/0\"",
@@ -559,6 +559,114 @@ static void test_metadata_coverage(void **state)
 	rw_policy_free(&p);
 	parse_ok(DENY("\"169.254.0.0/16\""), &p);
 	rw_policy_free(&p);
+}
+
+/* Run rules name public destinations only: overlapping a built-in range or the deny list is
+ * refused with the rule's path and the range. Services may still name private addresses.
+ */
+#define RUN_RULE_TAIL ": run rules name public destinations only (only services may name " \
+	"private addresses)"
+
+static void test_run_rules_public_only(void **state)
+{
+	static const struct refusal cases[] = {
+		{ "{\"revision\": 1, \"deny\": [\"52.194.0.0/16\"], \"runs\": [{\"id\": \"a\", "
+		  "\"pods\": [\"10.1.2.3\"], \"allow\": [{\"cidr\": \"52.194.9.0/24\", \"tcp\": "
+		  "[5432]}]}]}",
+		  "policy.json:1:106: runs[0].allow[0].cidr: \"52.194.9.0/24\" overlaps "
+		  "52.194.0.0/16 (deny[0]), denied by the snapshot" RUN_RULE_TAIL },
+		{ "{\"revision\": 1, \"runs\": [{\"id\": \"a\", \"pods\": [\"10.1.2.3\"], \"allow\": "
+		  "[{\"ip\": \"52.1.2.3\", \"tcp\": [443]}, {\"cidr\": \"52.0.0.0/6\", \"udp\": [53]}]}],"
+		  " \"deny\": [\"53.0.0.0/8\"]}",
+		  "policy.json:1:113: runs[0].allow[1].cidr: \"52.0.0.0/6\" overlaps 53.0.0.0/8 "
+		  "(deny[0]), denied by the snapshot" RUN_RULE_TAIL },
+	};
+	struct rw_policy p;
+
+	expect_example_refused("\"52.194.9.0/24\"", "\"0.0.0.0/2\"",
+			       "policy.json:17:25: runs[1].allow[0].cidr: \"0.0.0.0/2\" overlaps "
+			       "0.0.0.0/8, a private or special-purpose range" RUN_RULE_TAIL);
+	expect_example_refused("{\"cidr\": \"52.194.9.0/24\"", "{\"ip\": \"10.0.5.6\"",
+			       "policy.json:17:23: runs[1].allow[0].ip: \"10.0.5.6\" overlaps "
+			       "10.0.0.0/8, a private or special-purpose range" RUN_RULE_TAIL);
+	expect_example_refused("{\"cidr\": \"52.194.9.0/24\"", "{\"ip\": \"127.0.0.1\"",
+			       "policy.json:17:23: runs[1].allow[0].ip: \"127.0.0.1\" overlaps "
+			       "127.0.0.0/8, a private or special-purpose range" RUN_RULE_TAIL);
+	expect_example_refused("{\"cidr\": \"52.194.9.0/24\"", "{\"ip\": \"169.254.1.1\"",
+			       "policy.json:17:23: runs[1].allow[0].ip: \"169.254.1.1\" overlaps "
+			       "169.254.0.0/16, a private or special-purpose range" RUN_RULE_TAIL);
+	expect_example_refused("{\"cidr\": \"52.194.9.0/24\"", "{\"cidr\": \"100.64.0.0/12\"",
+			       "policy.json:17:25: runs[1].allow[0].cidr: \"100.64.0.0/12\" overlaps "
+			       "100.64.0.0/10, a private or special-purpose range" RUN_RULE_TAIL);
+	expect_example_refused("{\"cidr\": \"52.194.9.0/24\"", "{\"cidr\": \"172.20.9.0/24\"",
+			       "policy.json:17:25: runs[1].allow[0].cidr: \"172.20.9.0/24\" overlaps "
+			       "172.16.0.0/12, a private or special-purpose range" RUN_RULE_TAIL);
+	expect_all_refused(cases, ARRAY_LEN(cases));
+	/* The same address is fine for the platform's services, and a public neighbour of a
+	 * range is fine for a run.
+	 */
+	parse_ok("{\"revision\": 1, \"services\": [{\"name\": \"db\", \"cidr\": \"10.0.5.0/24\", "
+		 "\"tcp\": [5432]}]}", &p);
+	rw_policy_free(&p);
+	parse_ok("{\"revision\": 1, \"runs\": [{\"id\": \"a\", \"pods\": [\"10.1.2.3\"], "
+		 "\"allow\": [{\"cidr\": \"11.0.0.0/8\", \"tcp\": [443]}]}]}", &p);
+	rw_policy_free(&p);
+}
+
+/* A JSON snapshot with `services` services, and one run with `rules` allow rules. */
+static char *many_rules(size_t services, size_t rules)
+{
+	size_t cap = 256 + services * 80 + rules * 64, len = 0;
+	char *s = malloc(cap);
+
+	assert_non_null(s);
+	len += snprintf(s + len, cap - len, "{\"revision\": 1, \"services\": [");
+	for (size_t i = 0; i < services; i++)
+		len += snprintf(s + len, cap - len, "%s{\"name\": \"s%zu\", \"ip\": \"52.%zu.%zu.1\", "
+				"\"tcp\": [443]}", i ? ", " : "", i, i / 256, i % 256);
+	len += snprintf(s + len, cap - len, "], \"runs\": [{\"id\": \"a\", \"pods\": [\"10.1.2.3\"], "
+			"\"allow\": [");
+	for (size_t i = 0; i < rules; i++)
+		len += snprintf(s + len, cap - len, "%s{\"ip\": \"53.%zu.%zu.1\", \"tcp\": [%zu]}",
+				i ? ", " : "", i / 256 % 256, i % 256, 1 + i / 65536);
+	snprintf(s + len, cap - len, "]}]}");
+	return s;
+}
+
+/* Rule ids never wrap: the longest lists that fit parse, and their last ids decode back to
+ * their indexes; one more is refused.
+ */
+static void test_rule_id_limits(void **state)
+{
+	struct rw_policy_error err;
+	struct rw_policy p;
+	__u32 id;
+	char *json;
+
+	json = many_rules(RW_RULE_MAX_A, RW_RULE_MAX_B);
+	parse_ok(json, &p);
+	assert_int_equal(p.n_services, RW_RULE_MAX_A);
+	assert_int_equal(p.runs[0].n_allow, RW_RULE_MAX_B);
+	rw_policy_free(&p);
+	free(json);
+	id = RW_RULE_ID(RW_RULE_KIND_RUN, RW_RULE_MAX_A - 1, RW_RULE_MAX_B - 1);
+	assert_int_equal(RW_RULE_KIND(id), RW_RULE_KIND_RUN);
+	assert_int_equal(RW_RULE_A(id), RW_RULE_MAX_A - 1);
+	assert_int_equal(RW_RULE_B(id), RW_RULE_MAX_B - 1);
+	id = RW_RULE_ID(RW_RULE_KIND_SERVICE, RW_RULE_MAX_A - 1, 0);
+	assert_int_equal(RW_RULE_KIND(id), RW_RULE_KIND_SERVICE);
+	assert_int_equal(RW_RULE_A(id), RW_RULE_MAX_A - 1);
+
+	json = many_rules(RW_RULE_MAX_A + 1, 1);
+	assert_int_equal(rw_policy_parse(json, strlen(json), "policy.json", &p, &err), -EINVAL);
+	assert_string_equal(err.text, "policy.json:1:29: services: 4097 entries: at most 4096 fit "
+				      "in a rule id");
+	free(json);
+	json = many_rules(1, RW_RULE_MAX_B + 1);
+	assert_int_equal(rw_policy_parse(json, strlen(json), "policy.json", &p, &err), -EINVAL);
+	assert_string_equal(err.text, "policy.json:1:131: runs[0].allow: 65537 rules: a run has at "
+				      "most 65536 (they must fit in a rule id)");
+	free(json);
 }
 
 /* One run with the given pods, the first at column 47. */
@@ -648,7 +756,7 @@ static void test_duplicate_run_id(void **state)
 #define ID_63 "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789."
 /* One service with the given name, at column 39. */
 #define SERVICE_NAME(name) \
-	"{\"revision\": 1, \"services\": [{\"name\": " name ", \"ip\": \"192.0.2.1\", \"tcp\": [80]}]}"
+	"{\"revision\": 1, \"services\": [{\"name\": " name ", \"ip\": \"52.94.2.1\", \"tcp\": [80]}]}"
 #define NOT_A_NAME(s) \
 	"policy.json:1:39: services[0].name: \"" s "\" is not a name (1..63 printable ASCII " \
 	"characters)"
@@ -725,16 +833,16 @@ static void test_error_positions(void **state)
 	static const struct refusal cases[] = {
 		/* each escaped key is 5 characters longer than its plain spelling: 71 + 10 */
 		{ "{\"r\\u0065vision\": 1, \"\\u0073ervices\": [{\"name\": \"s\", \"ip\": "
-		  "\"192.0.2.1\", \"tcp\": [0]}]}",
+		  "\"52.94.2.1\", \"tcp\": [0]}]}",
 		  "policy.json:1:81: services[0].tcp[0]: 0 is not a port (1..65535)" },
-		{ "{\"revision\": 1, \"services\": [{\"name\": \"a]},\\\"[{\", \"ip\": \"192.0.2.1\", "
+		{ "{\"revision\": 1, \"services\": [{\"name\": \"a]},\\\"[{\", \"ip\": \"52.94.2.1\", "
 		  "\"tcp\": [80]}, {\"name\": \"b\", \"ip\": \"192.0.2.2\", \"tcp\": [0]}]}",
 		  "policy.json:1:125: services[1].tcp[0]: 0 is not a port (1..65535)" },
 		/* members after nested containers; a tab is one column, lines end at \n only */
-		{ "{\"deny\": [], \"services\": [{\"name\": \"x\", \"ip\": \"192.0.2.1\", \"tcp\": [80]}],"
+		{ "{\"deny\": [], \"services\": [{\"name\": \"x\", \"ip\": \"52.94.2.1\", \"tcp\": [80]}],"
 		  "\r\n\t\"egress\": 5, \"revision\": 1}",
 		  "policy.json:2:12: egress: expected a string, got an integer" },
-		{ "{\"revision\": 1, \"runs\": [{\"pods\": [], \"allow\": [{\"ip\": \"192.0.2.1\", "
+		{ "{\"revision\": 1, \"runs\": [{\"pods\": [], \"allow\": [{\"ip\": \"52.94.2.1\", "
 		  "\"tcp\": [80], \"udp\": [53]}], \"id\": \"a b\"}]}",
 		  "policy.json:1:103: runs[0].id: \"a b\" is not a run id (1..63 characters of "
 		  "A-Z a-z 0-9 . _ -)" },
@@ -895,7 +1003,7 @@ static int run_equal(const char *a, const char *b)
 
 #define ONE_RUN(node, run) "{\"revision\": 1" node ", \"runs\": [{\"id\": \"a\"" run "}]}"
 #define R1 ", \"pods\": [\"10.0.0.1\", \"10.0.0.2\"], \"allow\": [" \
-	"{\"ip\": \"192.0.2.1\", \"tcp\": [80, 443]}, {\"cidr\": \"198.51.100.0/24\", \"udp\": [53]}]"
+	"{\"ip\": \"52.94.2.1\", \"tcp\": [80, 443]}, {\"cidr\": \"52.195.100.0/24\", \"udp\": [53]}]"
 
 static void test_run_equal(void **state)
 {
@@ -909,8 +1017,8 @@ static void test_run_equal(void **state)
 	assert_true(run_equal(ONE_RUN("", R1), ONE_RUN(", \"egress\": \"allowlist\"", R1)));
 	/* order-insensitive: pods, rules and ports in another order are the same policy */
 	assert_true(run_equal(ONE_RUN("", R1),
-			      ONE_RUN("", ", \"allow\": [{\"cidr\": \"198.51.100.0/24\", \"udp\": "
-				      "[53]}, {\"tcp\": [443, 80], \"ip\": \"192.0.2.1\"}], \"pods\": "
+			      ONE_RUN("", ", \"allow\": [{\"cidr\": \"52.195.100.0/24\", \"udp\": "
+				      "[53]}, {\"tcp\": [443, 80], \"ip\": \"52.94.2.1\"}], \"pods\": "
 				      "[\"10.0.0.2\", \"10.0.0.1\"]")));
 	/* the effective egress counts: explicit "allowlist" under an allowlist node is equal,
 	 * an inherited mode changes with the node's
@@ -925,28 +1033,28 @@ static void test_run_equal(void **state)
 			       "{\"revision\": 1, \"runs\": [{\"id\": \"b\"" R1 "}]}"));
 	assert_false(run_equal(ONE_RUN("", R1),
 			       ONE_RUN("", ", \"pods\": [\"10.0.0.1\", \"10.0.0.3\"], \"allow\": ["
-				       "{\"ip\": \"192.0.2.1\", \"tcp\": [80, 443]}, {\"cidr\": "
-				       "\"198.51.100.0/24\", \"udp\": [53]}]")));
+				       "{\"ip\": \"52.94.2.1\", \"tcp\": [80, 443]}, {\"cidr\": "
+				       "\"52.195.100.0/24\", \"udp\": [53]}]")));
 	assert_false(run_equal(ONE_RUN("", R1),
 			       ONE_RUN("", ", \"pods\": [\"10.0.0.1\"], \"allow\": ["
-				       "{\"ip\": \"192.0.2.1\", \"tcp\": [80, 443]}, {\"cidr\": "
-				       "\"198.51.100.0/24\", \"udp\": [53]}]")));
+				       "{\"ip\": \"52.94.2.1\", \"tcp\": [80, 443]}, {\"cidr\": "
+				       "\"52.195.100.0/24\", \"udp\": [53]}]")));
 	/* a port, a protocol, a prefix length or a whole rule of difference */
 	assert_false(run_equal(ONE_RUN("", R1),
 			       ONE_RUN("", ", \"pods\": [\"10.0.0.1\", \"10.0.0.2\"], \"allow\": ["
-				       "{\"ip\": \"192.0.2.1\", \"tcp\": [80, 444]}, {\"cidr\": "
-				       "\"198.51.100.0/24\", \"udp\": [53]}]")));
+				       "{\"ip\": \"52.94.2.1\", \"tcp\": [80, 444]}, {\"cidr\": "
+				       "\"52.195.100.0/24\", \"udp\": [53]}]")));
 	assert_false(run_equal(ONE_RUN("", R1),
 			       ONE_RUN("", ", \"pods\": [\"10.0.0.1\", \"10.0.0.2\"], \"allow\": ["
-				       "{\"ip\": \"192.0.2.1\", \"tcp\": [80, 443]}, {\"cidr\": "
-				       "\"198.51.100.0/24\", \"tcp\": [53]}]")));
+				       "{\"ip\": \"52.94.2.1\", \"tcp\": [80, 443]}, {\"cidr\": "
+				       "\"52.195.100.0/24\", \"tcp\": [53]}]")));
 	assert_false(run_equal(ONE_RUN("", R1),
 			       ONE_RUN("", ", \"pods\": [\"10.0.0.1\", \"10.0.0.2\"], \"allow\": ["
-				       "{\"ip\": \"192.0.2.1\", \"tcp\": [80, 443]}, {\"cidr\": "
-				       "\"198.51.100.0/25\", \"udp\": [53]}]")));
+				       "{\"ip\": \"52.94.2.1\", \"tcp\": [80, 443]}, {\"cidr\": "
+				       "\"52.195.100.0/25\", \"udp\": [53]}]")));
 	assert_false(run_equal(ONE_RUN("", R1),
 			       ONE_RUN("", ", \"pods\": [\"10.0.0.1\", \"10.0.0.2\"], \"allow\": ["
-				       "{\"ip\": \"192.0.2.1\", \"tcp\": [80, 443]}]")));
+				       "{\"ip\": \"52.94.2.1\", \"tcp\": [80, 443]}]")));
 }
 
 /* Port lists long enough to be compared as sets through a bitmap rather than pairwise. */
@@ -956,7 +1064,7 @@ static void test_run_equal_long_port_lists(void **state)
 	int i, la, lb, lc;
 
 	la = snprintf(a, sizeof(a), "{\"revision\": 1, \"runs\": [{\"id\": \"a\", \"pods\": [], "
-		      "\"allow\": [{\"ip\": \"192.0.2.1\", \"tcp\": [");
+		      "\"allow\": [{\"ip\": \"52.94.2.1\", \"tcp\": [");
 	lb = snprintf(b, sizeof(b), "%s", a);
 	lc = snprintf(c, sizeof(c), "%s", a);
 	/* a: 1000..1099; b: the same backwards; c: 1000..1098 and 2000 */
@@ -990,7 +1098,7 @@ static const char example_next[] =
 	"  ],\n"
 	"  \"runs\": [\n"
 	"    {\"id\": \"run-9c01\", \"pods\": [\"10.1.2.5\", \"10.1.2.4\"], \"egress\": \"allowlist\",\n"
-	"     \"allow\": [{\"cidr\": \"172.20.9.0/24\", \"tcp\": [5432], \"udp\": []}]},\n"
+	"     \"allow\": [{\"cidr\": \"52.194.9.0/24\", \"tcp\": [5432], \"udp\": []}]},\n"
 	"    {\"id\": \"run-b2b2\", \"pods\": [\"10.1.2.6\", \"10.1.2.7\"]}\n"
 	"  ]\n"
 	"}\n";
@@ -1066,12 +1174,12 @@ static void test_diff_node_egress(void **state)
 
 	parse_ok("{\"revision\": 1, \"runs\": [{\"id\": \"a\", \"pods\": [\"10.0.0.1\"]}, "
 		 "{\"id\": \"b\", \"pods\": [\"10.0.0.2\"], \"egress\": \"open\"}, "
-		 "{\"id\": \"c\", \"pods\": [\"10.0.0.3\"], \"allow\": [{\"ip\": \"192.0.2.1\", "
+		 "{\"id\": \"c\", \"pods\": [\"10.0.0.3\"], \"allow\": [{\"ip\": \"52.94.2.1\", "
 		 "\"tcp\": [80]}]}]}", &a);
 	parse_ok("{\"revision\": 2, \"egress\": \"open\", \"runs\": [{\"id\": \"a\", \"pods\": "
 		 "[\"10.0.0.1\"]}, {\"id\": \"b\", \"pods\": [\"10.0.0.2\"], \"egress\": \"open\"}, "
 		 "{\"id\": \"c\", \"pods\": [\"10.0.0.4\"], \"egress\": \"allowlist\", \"allow\": "
-		 "[{\"ip\": \"192.0.2.1\", \"tcp\": [81]}]}]}", &b);
+		 "[{\"ip\": \"52.94.2.1\", \"tcp\": [81]}]}]}", &b);
 	n = rw_policy_diff(&a, &b, buf, sizeof(buf));
 	assert_string_equal(buf,
 			    "~ egress allowlist -> open\n"
@@ -1102,6 +1210,8 @@ int main(void)
 		cmocka_unit_test(test_cidr_host_bits),
 		cmocka_unit_test(test_metadata_coverage),
 		cmocka_unit_test(test_pod_addresses),
+		cmocka_unit_test(test_run_rules_public_only),
+		cmocka_unit_test(test_rule_id_limits),
 		cmocka_unit_test(test_duplicate_pod),
 		cmocka_unit_test(test_duplicate_run_id),
 		cmocka_unit_test(test_run_ids_and_names),

@@ -36,6 +36,16 @@
 
 static const struct {
 	__u32 addr;		/* host byte order */
+	__u8 prefixlen;
+	const char *name;
+} special[] = {
+#define RW_SPECIAL_ENTRY(a, l, s) { a, l, s },
+	RW_SPECIAL_RANGES(RW_SPECIAL_ENTRY)
+#undef RW_SPECIAL_ENTRY
+};
+
+static const struct {
+	__u32 addr;		/* host byte order */
 	const char *name;
 } metadata[] = {
 #define RW_MD_ENTRY(a, s) { a, s },
@@ -945,6 +955,92 @@ static int check_run_ids(struct parser *ps, json_t *root, const struct rw_policy
 		    quote(q, p->runs[dup].id), first);
 }
 
+static bool cidrs_overlap(__be32 a, unsigned int alen, __be32 b, unsigned int blen)
+{
+	__be32 m = prefix_mask(alen < blen ? alen : blen);
+
+	return (a & m) == (b & m);
+}
+
+/* Run rules name public destinations only: a run's destination must be none of "private,
+ * loopback, link-local, CGNAT or a cluster address" (seed 003), so a run rule that overlaps a
+ * built-in special range or the snapshot's deny list is refused, naming the range. Only the
+ * platform's `services` may name private addresses. The datapath checks run rules after the
+ * ranges as well, so a rule that got past this would still allow nothing private.
+ */
+static int check_run_rules(struct parser *ps, json_t *root, const struct rw_policy *p)
+{
+	json_t *runs = json_object_get(root, "runs");
+	char q[QUOTE_BUF], range[48];
+	struct sbuf sb;
+
+	for (size_t r = 0; r < p->n_runs; r++) {
+		const struct rw_policy_run *run = &p->runs[r];
+
+		for (size_t a = 0; a < run->n_allow; a++) {
+			const struct rw_policy_rule *rule = &run->allow[a];
+			json_t *obj = json_array_get(json_object_get(json_array_get(runs, r),
+								     "allow"), a);
+			const char *key = json_object_get(obj, "ip") ? "ip" : "cidr";
+			const char *text = json_string_value(json_object_get(obj, key));
+			const char *what = NULL;
+			size_t i;
+
+			sb_init(&sb, range, sizeof(range));
+			for (i = 0; i < sizeof(special) / sizeof(special[0]) && !what; i++) {
+				if (cidrs_overlap(rule->addr, rule->prefixlen, htonl(special[i].addr),
+						  special[i].prefixlen)) {
+					sb_printf(&sb, "%s", special[i].name);
+					what = "a private or special-purpose range";
+				}
+			}
+			for (i = 0; i < p->n_deny && !what; i++) {
+				if (cidrs_overlap(rule->addr, rule->prefixlen, p->deny[i].addr,
+						  p->deny[i].prefixlen)) {
+					sb_cidr(&sb, p->deny[i].addr, p->deny[i].prefixlen);
+					sb_printf(&sb, " (deny[%zu])", i);
+					what = "denied by the snapshot";
+				}
+			}
+			if (!what)
+				continue;
+			select_runs_step(ps, root, runs, r, "allow");
+			push_index(ps, a);
+			push_key(ps, key, member_index(obj, key));
+			return fail(ps, AT_VALUE, "%s overlaps %s, %s: run rules name public "
+				    "destinations only (only services may name private addresses)",
+				    quote(q, text ? text : "?"), range, what);
+		}
+	}
+	return 0;
+}
+
+/* Rule ids (RW_RULE_ID) hold an index and a sub-index of fixed width: a longer list is refused
+ * rather than wrapped onto another rule's id.
+ */
+static int check_rule_counts(struct parser *ps, json_t *root, const struct rw_policy *p)
+{
+	static const char *const lists[] = { "services", "inbound", "runs" };
+	const size_t counts[] = { p->n_services, p->n_inbound, p->n_runs };
+	json_t *runs = json_object_get(root, "runs");
+
+	for (size_t l = 0; l < 3; l++) {
+		if (counts[l] <= RW_RULE_MAX_A)
+			continue;
+		push_key(ps, lists[l], member_index(root, lists[l]));
+		return fail(ps, AT_VALUE, "%zu entries: at most %u fit in a rule id", counts[l],
+			    RW_RULE_MAX_A);
+	}
+	for (size_t r = 0; r < p->n_runs; r++) {
+		if (p->runs[r].n_allow <= RW_RULE_MAX_B)
+			continue;
+		select_runs_step(ps, root, runs, r, "allow");
+		return fail(ps, AT_VALUE, "%zu rules: a run has at most %u (they must fit in a "
+			    "rule id)", p->runs[r].n_allow, RW_RULE_MAX_B);
+	}
+	return 0;
+}
+
 static int parse_root(struct parser *ps, json_t *root, struct rw_policy *p)
 {
 	bool have_revision = false;
@@ -984,6 +1080,12 @@ static int parse_root(struct parser *ps, json_t *root, struct rw_policy *p)
 		return fail(ps, AT_PARENT, "required key is missing");
 	}
 	rc = check_run_ids(ps, root, p);
+	if (rc)
+		return rc;
+	rc = check_rule_counts(ps, root, p);
+	if (rc)
+		return rc;
+	rc = check_run_rules(ps, root, p);
 	if (rc)
 		return rc;
 	return check_pods(ps, root, p);
