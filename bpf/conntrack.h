@@ -32,30 +32,25 @@ static __always_inline struct rw_ct_value *rw_ct_lookup(void *table, const struc
 	return table ? bpf_map_lookup_elem(table, k) : NULL;
 }
 
-/* Refresh seen_ns of a known flow at most once a second, so that busy flows do not write a
- * shared cache line on every packet.
+/* Mark a known flow active for the agent's expiry pass. Written only when it changes, so busy
+ * flows do not write a shared cache line on every packet, and no clock is read.
  */
 static __always_inline void rw_ct_touch(struct rw_ct_value *cur)
 {
-	__u64 now;
-
-	if (rw_dry_run)
-		return;
-	now = bpf_ktime_get_ns();
-	if (now - cur->seen_ns > NSEC_PER_SEC_)
-		cur->seen_ns = now;
+	if (!rw_dry_run && !cur->active)
+		cur->active = 1;
 }
 
 enum rw_ct_note_result { RW_CT_KNOWN = 0, RW_CT_NEW = 1, RW_CT_FULL = 2 };
 
-/* Record that the flow was opened from `dir`, unless it is already known. RW_CT_FULL when the
- * sandbox's table is full or missing: the flow cannot be tracked, so it is not allowed.
+/* Record that the flow was opened from `dir`, unless it is already known, with the verdict that
+ * allows it (the stamp of the fast path). RW_CT_FULL when the sandbox's table is full or
+ * missing: the flow cannot be tracked, so it is not allowed.
  */
 static __always_inline int rw_ct_note(void *table, const struct rw_ct_key *k,
-				      struct rw_ct_value *cur, __u8 dir, __u32 rule_id)
+				      struct rw_ct_value *cur, __u8 dir, const struct rw_ctx *x)
 {
 	struct rw_ct_value v = {};
-	__u64 now;
 
 	if (cur) {
 		rw_ct_touch(cur);
@@ -65,11 +60,13 @@ static __always_inline int rw_ct_note(void *table, const struct rw_ct_key *k,
 		return RW_CT_FULL;
 	if (rw_dry_run)
 		return RW_CT_NEW;
-	now = bpf_ktime_get_ns();
-	v.created_ns = now;
-	v.seen_ns = now;
+	v.created_ns = bpf_ktime_get_ns();
+	v.seen_ns = v.created_ns;
 	v.opened_by = dir;
-	v.rule_id = rule_id;
+	v.stamp = x->revision;
+	v.rule_id = x->rule_id;
+	v.run_idx = x->pod ? x->pod->run_idx : 0;
+	v.path = x->path;
 	switch (bpf_map_update_elem(table, k, &v, BPF_NOEXIST)) {
 	case 0:
 		return RW_CT_NEW;
@@ -78,6 +75,21 @@ static __always_inline int rw_ct_note(void *table, const struct rw_ct_key *k,
 	default:	/* -E2BIG: the sandbox's table is full; -ENOMEM */
 		return RW_CT_FULL;
 	}
+}
+
+/* The fast path's ending: an allowed packet of a flow whose cached verdict is current. Counted
+ * exactly like a judged one; no event (the flow is not new).
+ */
+static __always_inline int rw_finish_cached(struct __sk_buff *skb, __u8 dir,
+					    struct rw_ct_value *ct)
+{
+	__u32 run_idx = ct->run_idx;
+
+	rw_count(0, dir, RW_REASON_ALLOWED, skb->len);
+	if (run_idx && run_idx < RW_MAX_RUNS)
+		rw_count(run_idx, dir, RW_REASON_ALLOWED, skb->len);
+	rw_ct_touch(ct);
+	return TCX_NEXT;
 }
 
 #endif /* RUNWALL_BPF_CONNTRACK_H */

@@ -14,10 +14,21 @@ struct rw_pkt {
 	__be16 ethertype;	/* the frame's, or the out-of-band tag's protocol */
 };
 
-/* Headers are copied out with bpf_skb_load_bytes() rather than read through skb->data: it works
- * whatever part of the packet sits in the linear area (GRO'd or paged skbs on a veth), where
- * direct access would see a short data_end and misjudge a well-formed packet.
+/* Each header is copied out of the packet: with a direct load when it sits in the linear area
+ * (the common case, and much cheaper than a helper call), else with bpf_skb_load_bytes(), which
+ * works whatever part of the packet is linear (GRO'd or paged skbs on a veth, where direct access
+ * alone would see a short data_end and misjudge a well-formed packet). Returns 0 or < 0.
  */
+#define RW_LOAD(skb, data, end, off, dst)						\
+	({										\
+		void *__p = (data) + (off);						\
+		int __r = 0;								\
+		if (__p + sizeof(*(dst)) <= (end))					\
+			__builtin_memcpy((dst), __p, sizeof(*(dst)));			\
+		else									\
+			__r = bpf_skb_load_bytes((skb), (off), (dst), sizeof(*(dst)));	\
+		__r;									\
+	})
 struct rw_arp_ipv4 {
 	__be16 htype;
 	__be16 ptype;
@@ -35,6 +46,7 @@ struct rw_arp_ipv4 {
  */
 static __always_inline int rw_parse(struct __sk_buff *skb, struct rw_pkt *p)
 {
+	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
 	struct ethhdr eth;
 	struct iphdr ip;
 	__u32 ip_len, tot_len, l4_off;
@@ -44,14 +56,14 @@ static __always_inline int rw_parse(struct __sk_buff *skb, struct rw_pkt *p)
 		p->ethertype = skb->vlan_proto;
 		return RW_REASON_UNSUPPORTED_L2;
 	}
-	if (bpf_skb_load_bytes(skb, 0, &eth, sizeof(eth)))
+	if (RW_LOAD(skb, data, end, 0, &eth))
 		return RW_REASON_MALFORMED;
 	p->ethertype = eth.h_proto;
 
 	if (eth.h_proto == bpf_htons(ETH_P_ARP_)) {
 		struct rw_arp_ipv4 arp;
 
-		if (bpf_skb_load_bytes(skb, ETH_HLEN_, &arp, sizeof(arp)))
+		if (RW_LOAD(skb, data, end, ETH_HLEN_, &arp))
 			return RW_REASON_MALFORMED;
 		p->is_arp = 1;
 		p->saddr = arp.spa;
@@ -65,7 +77,7 @@ static __always_inline int rw_parse(struct __sk_buff *skb, struct rw_pkt *p)
 	if (eth.h_proto != bpf_htons(ETH_P_IP_))
 		return RW_REASON_UNSUPPORTED_L2;
 
-	if (bpf_skb_load_bytes(skb, ETH_HLEN_, &ip, sizeof(ip)))
+	if (RW_LOAD(skb, data, end, ETH_HLEN_, &ip))
 		return RW_REASON_MALFORMED;
 	p->saddr = ip.saddr;
 	p->daddr = ip.daddr;
@@ -86,8 +98,7 @@ static __always_inline int rw_parse(struct __sk_buff *skb, struct rw_pkt *p)
 	if (ip.protocol == IPPROTO_TCP) {
 		struct tcphdr tcp;
 
-		if (tot_len < sizeof(ip) + sizeof(tcp) ||
-		    bpf_skb_load_bytes(skb, l4_off, &tcp, sizeof(tcp)))
+		if (tot_len < sizeof(ip) + sizeof(tcp) || RW_LOAD(skb, data, end, l4_off, &tcp))
 			return RW_REASON_MALFORMED;
 		p->sport = tcp.source;
 		p->dport = tcp.dest;
@@ -98,8 +109,7 @@ static __always_inline int rw_parse(struct __sk_buff *skb, struct rw_pkt *p)
 		struct udphdr udp;
 		__u32 udp_len;
 
-		if (tot_len < sizeof(ip) + sizeof(udp) ||
-		    bpf_skb_load_bytes(skb, l4_off, &udp, sizeof(udp)))
+		if (tot_len < sizeof(ip) + sizeof(udp) || RW_LOAD(skb, data, end, l4_off, &udp))
 			return RW_REASON_MALFORMED;
 		p->sport = udp.source;
 		p->dport = udp.dest;

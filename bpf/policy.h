@@ -13,20 +13,26 @@ struct rw_view {
 	void *inbound;
 };
 
-/* Returns 0 with every inner map of the live slot, or -1 when a slot is empty (not ready). */
-static __always_inline int rw_view_load(struct rw_view *v)
+/* The node's state word (readiness, live slot, revision): one lookup, one load. Returns 0
+ * when ready.
+ */
+static __always_inline int rw_state_load(__u64 *state)
 {
 	struct rw_config *cfg;
-	__u32 zero = 0, slot;
-	__u64 state;
+	__u32 zero = 0;
 
 	cfg = bpf_map_lookup_elem(&RW_MAP_CONFIG, &zero);
 	if (!cfg)
 		return -1;
-	state = *(volatile __u64 *)&cfg->state;
-	if (!RW_STATE_READY(state))
-		return -1;
-	slot = RW_STATE_SLOT(state);
+	*state = *(volatile __u64 *)&cfg->state;
+	return RW_STATE_READY(*state) ? 0 : -1;
+}
+
+/* Every inner map of the live slot of `state`, or -1 when a slot is empty (not ready). */
+static __always_inline int rw_view_load(struct rw_view *v, __u64 state)
+{
+	__u32 slot = RW_STATE_SLOT(state);
+
 	v->revision = RW_STATE_REVISION(state);
 	v->pods = bpf_map_lookup_elem(&RW_MAP_PODS, &slot);
 	v->allow_exact = bpf_map_lookup_elem(&RW_MAP_ALLOW_EXACT, &slot);

@@ -58,16 +58,54 @@ static __always_inline int rw_identify(struct rw_ctx *x, const struct rw_view *v
 	return RW_REASON_ALLOWED;
 }
 
-/* Parse, then check readiness. A packet that does not parse is still charged to the veth's run.
- * Returns RW_REASON_ALLOWED when the packet may be judged further.
+/* The fast path: a TCP or UDP packet of a known flow whose cached verdict was made under the
+ * revision in force is allowed again after this one lookup (two, with the sandbox's table):
+ * no endpoint, pod or policy lookup, no clock. The entry's key names the pod's own address,
+ * checked when the entry was made, so a hit also proves the source. A SYN is always judged.
  */
-static __always_inline int rw_begin(struct rw_ctx *x, struct rw_view *v)
+static __always_inline struct rw_ct_value *rw_fast(struct rw_ctx *x, void *table,
+						   const struct rw_ct_key *ck)
+{
+	struct rw_ct_value *ct;
+
+	if (x->pkt.is_arp || (x->pkt.proto != IPPROTO_TCP && x->pkt.proto != IPPROTO_UDP))
+		return NULL;
+	ct = rw_ct_lookup(table, ck);
+	x->ct = ct;	/* the full judgement goes on with it */
+	if (rw_dry_run || !ct || ct->stamp != x->revision || rw_tcp_is_syn(&x->pkt))
+		return NULL;
+	return ct;
+}
+
+/* Parse, then check readiness, then the fast path; else load the live slot for a full
+ * judgement. A packet that does not parse is still charged to the veth's run. Returns
+ * RW_REASON_ALLOWED when the packet may be judged further; *cached when the fast path allowed it.
+ */
+static __always_inline int rw_begin(struct rw_ctx *x, struct rw_view *v, void **table,
+				    struct rw_ct_key *ck, struct rw_ct_value **cached)
 {
 	int parsed = rw_parse(x->skb, &x->pkt);
+	__u64 state;
 
-	if (rw_view_load(v))
+	*cached = NULL;
+	if (rw_state_load(&state))
 		return RW_REASON_NOT_READY;
-	x->revision = v->revision;
+	x->revision = RW_STATE_REVISION(state);
+	if (parsed == RW_REASON_ALLOWED) {
+		/* The key is the flow from the pod's side, whichever way the packet goes. */
+		if (x->dir == RW_DIR_EGRESS)
+			rw_ct_key_make(ck, x->skb->ifindex, x->pkt.saddr, x->pkt.daddr,
+				       x->pkt.sport, x->pkt.dport, x->pkt.proto);
+		else
+			rw_ct_key_make(ck, x->skb->ifindex, x->pkt.daddr, x->pkt.saddr,
+				       x->pkt.dport, x->pkt.sport, x->pkt.proto);
+		*table = rw_ct_table(x->skb->ifindex);
+		*cached = rw_fast(x, *table, ck);
+		if (*cached)
+			return RW_REASON_ALLOWED;
+	}
+	if (rw_view_load(v, state))
+		return RW_REASON_NOT_READY;
 	if (parsed != RW_REASON_ALLOWED)
 		rw_attribute(x, v);
 	return parsed;
@@ -76,20 +114,24 @@ static __always_inline int rw_begin(struct rw_ctx *x, struct rw_view *v)
 /* Allow a packet that opens or continues a flow opened from `dir`: note the flow (so that its
  * replies get in) unless the other side opened it. Every new entry is reported as a new flow,
  * whatever opened it (a SYN, a bare ACK in open mode, a first UDP datagram); a flow the sandbox's
- * own table has no room for is not allowed (conntrack-full).
+ * own table has no room for is not allowed (conntrack-full). A known flow's entry caches the
+ * verdict (rw_finish).
  */
 static __always_inline int rw_allow_flow(struct rw_ctx *x, void *table,
 					 const struct rw_ct_key *ck, struct rw_ct_value *ct,
 					 __u8 dir)
 {
+	x->ct_path = x->path;
 	if (!ct || ct->opened_by == dir) {
-		switch (rw_ct_note(table, ck, ct, dir, x->rule_id)) {
+		switch (rw_ct_note(table, ck, ct, dir, x)) {
 		case RW_CT_NEW:
 			x->new_flow = 1;
 			break;
 		case RW_CT_FULL:
 			return rw_finish(x, RW_REASON_CONNTRACK_FULL);
 		}
+	} else {
+		x->ct = NULL;	/* the other side's flow: its own verdict is cached, not this one */
 	}
 	return rw_finish(x, RW_REASON_ALLOWED);
 }
@@ -99,12 +141,14 @@ int rw_egress(struct __sk_buff *skb)
 {
 	struct rw_ctx x = { .skb = skb, .dir = RW_DIR_EGRESS };
 	struct rw_ct_value *ct;
+	void *table = NULL;
 	struct rw_ct_key ck;
 	struct rw_view v;
-	void *table;
 	int reason;
 
-	reason = rw_begin(&x, &v);
+	reason = rw_begin(&x, &v, &table, &ck, &ct);
+	if (ct)
+		return rw_finish_cached(skb, x.dir, ct);
 	if (reason != RW_REASON_ALLOWED)
 		return rw_finish(&x, reason);
 
@@ -119,10 +163,7 @@ int rw_egress(struct __sk_buff *skb)
 	/* A reply of a connection an allowed peer opened into the sandbox. A bare SYN is never a
 	 * reply, whatever entry its ports match.
 	 */
-	rw_ct_key_make(&ck, skb->ifindex, x.pkt.saddr, x.pkt.daddr, x.pkt.sport, x.pkt.dport,
-		       x.pkt.proto);
-	table = rw_ct_table(skb->ifindex);
-	ct = rw_ct_lookup(table, &ck);
+	ct = x.ct;
 	if (ct && ct->opened_by == RW_DIR_INGRESS && !rw_tcp_is_syn(&x.pkt)) {
 		struct rw_rule *in = rw_find_inbound(&v, x.pkt.daddr, x.pkt.sport, x.pkt.proto);
 
@@ -131,6 +172,7 @@ int rw_egress(struct __sk_buff *skb)
 		rw_ct_touch(ct);
 		x.rule_id = in->rule_id;
 		x.path = RW_PATH_REPLY;
+		x.ct_path = RW_PATH_INBOUND;
 		return rw_finish(&x, RW_REASON_ALLOWED);
 	}
 
@@ -151,12 +193,14 @@ int rw_ingress(struct __sk_buff *skb)
 	struct rw_ctx x = { .skb = skb, .dir = RW_DIR_INGRESS };
 	struct rw_ct_value *ct;
 	struct rw_rule *in;
+	void *table = NULL;
 	struct rw_ct_key ck;
 	struct rw_view v;
-	void *table;
 	int reason;
 
-	reason = rw_begin(&x, &v);
+	reason = rw_begin(&x, &v, &table, &ck, &ct);
+	if (ct)
+		return rw_finish_cached(skb, x.dir, ct);
 	if (reason != RW_REASON_ALLOWED)
 		return rw_finish(&x, reason);
 
@@ -177,15 +221,13 @@ int rw_ingress(struct __sk_buff *skb)
 	/* A reply of a flow the sandbox opened: allowed while the egress policy still allows the
 	 * flow, so that a revoked rule cuts both directions at the next packet.
 	 */
-	rw_ct_key_make(&ck, skb->ifindex, x.pkt.daddr, x.pkt.saddr, x.pkt.dport, x.pkt.sport,
-		       x.pkt.proto);
-	table = rw_ct_table(skb->ifindex);
-	ct = rw_ct_lookup(table, &ck);
+	ct = x.ct;
 	if (ct && ct->opened_by == RW_DIR_EGRESS && !rw_tcp_is_syn(&x.pkt)) {
 		reason = rw_egress_policy(&v, x.pod, x.pkt.saddr, x.pkt.sport, x.pkt.proto,
 					  &x.rule_id, &x.path);
 		if (reason == RW_REASON_ALLOWED) {
 			rw_ct_touch(ct);
+			x.ct_path = x.path;
 			x.path = RW_PATH_REPLY;
 		}
 		return rw_finish(&x, reason);

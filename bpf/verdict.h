@@ -19,6 +19,8 @@ struct rw_ctx {
 	__u8 dir;
 	__u8 path;
 	__u8 new_flow;			/* report an allowed packet: it made a new conntrack entry */
+	__u8 ct_path;			/* the path to cache in ct, as seen from the opening side */
+	struct rw_ct_value *ct;		/* the flow's entry, stamped when the packet is allowed */
 };
 
 static __always_inline void rw_count(__u32 idx, __u8 dir, __u8 reason, __u32 len)
@@ -86,7 +88,11 @@ static __always_inline int rw_take_event_token(__u32 ifindex, __u32 kind)
 		if (!b)
 			return 0;
 	}
-	now = RW_BUDGET_TICKS(bpf_ktime_get_ns(), cfg->event_rate);
+	/* The coarse clock (CLOCK_MONOTONIC at the last tick) costs a load, not a clocksource
+	 * read: buckets count whole ticks of 1/rate s, and the coarse clock lags by at most one
+	 * jiffy, so the bound moves by at most rate x 1 jiffy, never the exactness of the refill.
+	 */
+	now = RW_BUDGET_TICKS(bpf_ktime_get_coarse_ns(), cfg->event_rate);
 	kind &= 1;
 #pragma unroll
 	for (int i = 0; i < RW_BUDGET_RETRIES; i++) {
@@ -162,6 +168,16 @@ static __always_inline int rw_finish(struct rw_ctx *x, __u8 reason)
 		rw_count(0, x->dir, reason, x->skb->len);
 		if (run_idx && run_idx < RW_MAX_RUNS)
 			rw_count(run_idx, x->dir, reason, x->skb->len);
+		/* Cache the verdict of a known flow for its next packets (the fast path). The stamp
+		 * goes last; a packet reading half of a restamp under the same revision finds
+		 * the same verdict and run either way.
+		 */
+		if (verdict == RW_VERDICT_ALLOW && x->ct && x->ct->stamp != x->revision) {
+			x->ct->rule_id = x->rule_id;
+			x->ct->run_idx = run_idx;
+			x->ct->path = x->ct_path;
+			x->ct->stamp = x->revision;
+		}
 		if (verdict == RW_VERDICT_DROP || x->new_flow)
 			rw_report(x, verdict, reason);
 	}

@@ -250,14 +250,25 @@ struct rw_ct_key {
 };
 _Static_assert(sizeof(struct rw_ct_key) == 20, "rw_ct_key layout");
 
+/* The entry also caches the flow's last verdict (the fast path): `stamp` is the policy revision
+ * it was judged under. While the live revision is the stamp, a packet of the flow reuses
+ * rule_id, path and run_idx after this one lookup; any apply changes the revision, so the next
+ * packet in either direction is judged in full again (and stamps again). Only allowed verdicts
+ * are cached. The entry's key (pod_ip) was checked against the veth's pod when the entry was
+ * made, and the table is replaced whenever the veth's pod changes, so a hit proves the source.
+ */
 struct rw_ct_value {
-	__u64 created_ns;
-	__u64 seen_ns;		/* refreshed at most once a second per flow */
+	__u64 created_ns;	/* bpf_ktime_get_ns() at the first packet */
+	__u64 seen_ns;		/* created_ns, then moved on by the agent's expiry pass while active */
+	__u64 stamp;		/* revision of the cached verdict; 0: none */
+	__u32 rule_id;		/* the rule that allows the flow */
+	__u32 run_idx;		/* cached with the verdict: whose counters */
 	__u8 opened_by;		/* enum rw_dir: RW_DIR_EGRESS = the pod opened it */
-	__u8 pad[3];
-	__u32 rule_id;
+	__u8 active;		/* set by packets, cleared by the agent's expiry pass */
+	__u8 path;		/* cached allow path, as seen from the opening direction */
+	__u8 pad[5];
 };
-_Static_assert(sizeof(struct rw_ct_value) == 24, "rw_ct_value layout");
+_Static_assert(sizeof(struct rw_ct_value) == 40, "rw_ct_value layout");
 
 /* rw_counters: per-CPU array; index 0 is the node total, index run_idx the run's own. Bumped
  * before any event is sent: the counters are exact, events are a sample.

@@ -589,6 +589,154 @@ static void test_metadata_beats_rules(void)
 	close(fd);
 }
 
+/* The flow's entry in its sandbox's table (0), or -1. */
+static int ct_entry(int dev, const char *pod, __u16 pod_port, const char *peer, __u16 peer_port,
+		    __u8 proto, struct rw_ct_value *v, struct rw_ct_key *kout)
+{
+	struct rw_ct_key k = { .ifindex = ifindex_of[dev], .pod_port = htons(pod_port),
+			       .peer_port = htons(peer_port), .proto = proto };
+	int fd = rw_conntrack_table_fd(&dp, ifindex_of[dev]), err;
+
+	inet_pton(AF_INET, pod, &k.pod_ip);
+	inet_pton(AF_INET, peer, &k.peer_ip);
+	if (fd < 0)
+		return -1;
+	err = bpf_map_lookup_elem(fd, &k, v) ? -1 : 0;
+	if (kout)
+		*kout = k;
+	close(fd);
+	return err;
+}
+
+/* The fast path: a known flow's verdict is cached in its entry, stamped with the revision, and
+ * reused without a policy lookup: with its rule taken out of the live map behind the
+ * datapath's back (no apply, same revision), the flow still passes both ways, with its rule and
+ * path, and counted exactly (run_case checks the counters). A new flow to the same service is
+ * judged and refused. The rule is put back after. (After the next apply the cached flows are
+ * judged again: the v2 table's "revoked" cases run on flows cached here.)
+ */
+static void test_verdict_cache(void)
+{
+	struct rw_allow_key k = { .scope = 0, .dport = htons(3443), .proto = TCP };
+	static const struct tcase opening[] = {
+		{ "cache: a flow to the identity broker opens", EG(0, POD_A, "172.20.0.11", TCP, 40110, 3443, SYN),
+		  ALLOWED(RW_PATH_RULE, 1, "run-7f3a") },
+	};
+	static const struct tcase cached[] = {
+		{ "cache: with its rule gone from the live map, the flow's next packet is allowed from its cached verdict",
+		  EG(0, POD_A, "172.20.0.11", TCP, 40110, 3443, ACK), ALLOWED(RW_PATH_RULE, 0, "run-7f3a") },
+		{ "cache: and its reply, as a reply",
+		  IN(0, "172.20.0.11", POD_A, TCP, 3443, 40110, ACK), ALLOWED(RW_PATH_REPLY, 0, "run-7f3a") },
+		{ "cache: a new flow to the same service is judged: refused",
+		  EG(0, POD_A, "172.20.0.11", TCP, 40111, 3443, SYN),
+		  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a") },
+		{ "cache: a bare ACK of an unknown flow to it is judged: refused",
+		  EG(0, POD_A, "172.20.0.11", TCP, 40112, 3443, ACK),
+		  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a") },
+	};
+	struct rw_config cfg;
+	struct rw_ct_value v;
+	struct rw_rule r;
+	int fd, ok;
+
+	run_table(opening, 1);
+	rw_config_read(&dp, &cfg);
+	t_count++;
+	ok = CHECK(ct_entry(0, POD_A, 40110, "172.20.0.11", 3443, TCP, &v, NULL) == 0, "entry",
+		   "the flow has no conntrack entry");
+	ok &= CHECK_EQ(v.stamp, RW_STATE_REVISION(cfg.state), "stamp: the revision in force");
+	ok &= CHECK_EQ(v.path, RW_PATH_RULE, "cached path");
+	ok &= CHECK(v.rule_id == RW_RULE_ID(RW_RULE_KIND_SERVICE, 1, 0), "cached rule", "%#x",
+		    v.rule_id);
+	printf("%s %d - cache: a new flow's entry carries its verdict, stamped with revision %llu\n",
+	       ok ? "ok" : "not ok", t_count, (unsigned long long)v.stamp);
+
+	inet_pton(AF_INET, "172.20.0.11", &k.daddr);
+	fd = rw_live_inner_fd(&dp, RW_M_ALLOW_EXACT);
+	if (fd < 0 || bpf_map_lookup_elem(fd, &k, &r) || bpf_map_delete_elem(fd, &k))
+		FATAL("taking the identity broker's rule out of the live map: %s", strerror(errno));
+	run_table(cached, sizeof(cached) / sizeof(cached[0]));
+	if (bpf_map_update_elem(fd, &k, &r, BPF_NOEXIST))
+		FATAL("putting the identity broker's rule back: %s", strerror(errno));
+	close(fd);
+}
+
+/* A stamp that is not the revision in force (an entry left by an earlier agent's policy, or by
+ * a newer one rolled back) is never trusted: the flow is judged in full, in both directions.
+ */
+static void test_stale_stamp(void)
+{
+	static const struct tcase cases[] = {
+		{ "stale stamp (older revision), allowed verdict: judged again, refused",
+		  EG(0, POD_A, "172.20.0.10", TCP, 40120, 443, ACK),
+		  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a") },
+		{ "stale stamp (newer revision), allowed verdict: judged again, refused",
+		  IN(0, "172.20.0.10", POD_A, TCP, 443, 40121, ACK),
+		  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a") },
+	};
+	struct rw_config cfg;
+	struct rw_ct_key k;
+	__u64 rev;
+	int fd;
+
+	rw_config_read(&dp, &cfg);
+	rev = RW_STATE_REVISION(cfg.state);
+	fd = rw_conntrack_table_fd(&dp, ifindex_of[0]);
+	if (fd < 0)
+		FATAL("rwt0 has no conntrack table");
+	for (int i = 0; i < 2; i++) {
+		struct rw_ct_value v = { .opened_by = E, .path = RW_PATH_RULE,
+					 .rule_id = RW_RULE_ID(RW_RULE_KIND_SERVICE, 0, 0),
+					 .stamp = i ? rev + 1 : rev - 1 };
+		struct rw_ct_value dummy;
+
+		ct_entry(0, POD_A, 40120 + i, "172.20.0.10", 443, TCP, &dummy, &k);
+		if (bpf_map_update_elem(fd, &k, &v, BPF_ANY))
+			FATAL("writing a stale entry: %s", strerror(errno));
+	}
+	close(fd);
+	run_table(cases, sizeof(cases) / sizeof(cases[0]));
+}
+
+/* A run rule naming a private address never gets into a snapshot (the parser refuses it), so
+ * write one straight into the live map, exact and CIDR: the kernel checks run rules after the
+ * private ranges and the deny list, and still refuses the address (defence in depth).
+ */
+static void test_run_rules_after_ranges(void)
+{
+	struct tcase c[] = {
+		{ "a run's exact rule for a private host (written past the parser) opens nothing",
+		  EG(1, POD_B, "10.0.5.6", TCP, 40130, 22, SYN),
+		  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01") },
+		{ "a run's 0.0.0.0/2 rule (written past the parser) opens nothing private",
+		  EG(1, POD_B, "10.0.5.7", TCP, 40131, 22, SYN),
+		  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01") },
+		{ "... nor CGNAT (100.64.0.0/10, also in the deny list)",
+		  EG(1, POD_B, "100.64.3.4", TCP, 40132, 22, SYN),
+		  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01") },
+		{ "... but a public host on it is the run's own rule",
+		  EG(1, POD_B, "52.1.2.3", TCP, 40133, 22, SYN), ALLOWED(RW_PATH_RULE_CIDR, 1, "run-9c01") },
+	};
+	__u32 run_idx = run_idx_of("run-9c01");
+	struct rw_allow_key k = { .scope = run_idx, .dport = htons(22), .proto = TCP };
+	struct rw_allow_lpm_key lk = { .prefixlen = RW_ALLOW_LPM_FIXED_BITS + 2, .scope = run_idx,
+				       .dport = htons(22), .proto = TCP };
+	struct rw_rule r = { .rule_id = RW_RULE_ID(RW_RULE_KIND_RUN, 1, 7) };
+	int fd = rw_live_inner_fd(&dp, RW_M_ALLOW_EXACT);
+	int lfd = rw_live_inner_fd(&dp, RW_M_ALLOW_CIDR);
+
+	inet_pton(AF_INET, "10.0.5.6", &k.daddr);
+	lk.daddr = 0;
+	if (fd < 0 || lfd < 0 || bpf_map_update_elem(fd, &k, &r, BPF_ANY) ||
+	    bpf_map_update_elem(lfd, &lk, &r, BPF_ANY))
+		FATAL("writing private run rules into the live maps: %s", strerror(errno));
+	run_table(c, sizeof(c) / sizeof(c[0]));
+	bpf_map_delete_elem(fd, &k);
+	bpf_map_delete_elem(lfd, &lk);
+	close(fd);
+	close(lfd);
+}
+
 /* A run whose policy did not change keeps its generation; a new run starts at the revision. */
 static void test_generations(void)
 {
@@ -1053,9 +1201,12 @@ int main(void)
 	apply_json(policy_v1, 0, "policy v1");
 	run_table(v1_cases, sizeof(v1_cases) / sizeof(v1_cases[0]));
 	test_metadata_beats_rules();
+	test_run_rules_after_ranges();
+	test_verdict_cache();
 	apply_json(policy_v1, -ESTALE, "the same revision again");
 	apply_json(policy_v2, 0, "policy v2");
 	run_table(v2_cases, sizeof(v2_cases) / sizeof(v2_cases[0]));
+	test_stale_stamp();
 	test_generations();
 	test_event_budget();
 	test_event_budget_exact();

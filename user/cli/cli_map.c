@@ -568,7 +568,8 @@ static int conntrack_row(struct mctx *c, const struct mkey *k, const void *key, 
 	const struct rw_ct_key *ck = key;
 	const struct rw_ct_value *cv = val;
 	__u64 age = c->now_mono > cv->created_ns ? c->now_mono - cv->created_ns : 0;
-	__u64 idle = c->now_mono > cv->seen_ns ? c->now_mono - cv->seen_ns : 0;
+	/* Active since the agent's last expiry pass: idle for less than a resync. */
+	__u64 idle = !cv->active && c->now_mono > cv->seen_ns ? c->now_mono - cv->seen_ns : 0;
 	char name[IF_NAMESIZE], pod[32], peer[32], rule[128], sage[16], sidle[16];
 	const char *by = cv->opened_by == RW_DIR_EGRESS ? "pod" : "peer";
 	const char *run = run_of_pod(c, ck->pod_ip);

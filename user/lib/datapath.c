@@ -382,6 +382,24 @@ int rw_conntrack_flush(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_i
 #define RW_CT_IDLE_TCP_NS	(3600ULL * 1000000000ULL)
 #define RW_CT_IDLE_OTHER_NS	(180ULL * 1000000000ULL)
 
+/* Packets mark a flow active (no clock on the datapath's fast path); the pass turns that into
+ * a time. An update racing a packet at worst writes back an older stamp, which only costs the
+ * flow one full judgement.
+ */
+static int ct_expire_one(int fd, const struct rw_ct_key *key, struct rw_ct_value *v, __u64 now_ns)
+{
+	if (v->active) {
+		v->active = 0;
+		v->seen_ns = now_ns;
+		bpf_map_update_elem(fd, key, v, BPF_EXIST);
+		return 0;
+	}
+	if (now_ns <= v->seen_ns || now_ns - v->seen_ns <= (key->proto == IPPROTO_TCP ?
+							      RW_CT_IDLE_TCP_NS : RW_CT_IDLE_OTHER_NS))
+		return 0;
+	return bpf_map_delete_elem(fd, key) == 0;
+}
+
 int rw_conntrack_expire(const struct rw_datapath *dp, __u64 now_ns, __u32 *cursor,
 			unsigned int budget)
 {
@@ -402,12 +420,8 @@ int rw_conntrack_expire(const struct rw_datapath *dp, __u64 now_ns, __u32 *curso
 		/* Delete one step behind the walk: deleting the current key would restart it. */
 		for (int more = 1; more;) {
 			more = bpf_map_get_next_key(fd, kprev, &next) == 0;
-			if (kprev && bpf_map_lookup_elem(fd, &key, &v) == 0 &&
-			    now_ns > v.seen_ns &&
-			    now_ns - v.seen_ns > (key.proto == IPPROTO_TCP ? RW_CT_IDLE_TCP_NS :
-						  RW_CT_IDLE_OTHER_NS) &&
-			    bpf_map_delete_elem(fd, &key) == 0)
-				expired++;
+			if (kprev && bpf_map_lookup_elem(fd, &key, &v) == 0)
+				expired += ct_expire_one(fd, &key, &v, now_ns);
 			key = next;
 			kprev = &key;
 			visited++;
@@ -445,11 +459,12 @@ int rw_endpoint_unbind(const struct rw_datapath *dp, __u32 ifindex)
 {
 	int err = 0;
 
-	if (bpf_map_delete_elem(dp->map_fd[RW_M_ENDPOINTS], &ifindex) && errno != ENOENT)
+	/* The table first: from then on no packet of the veth takes the fast path. */
+	if (bpf_map_delete_elem(dp->map_fd[RW_M_CONNTRACK], &ifindex) && errno != ENOENT)
+		err = -errno;
+	if (bpf_map_delete_elem(dp->map_fd[RW_M_ENDPOINTS], &ifindex) && errno != ENOENT && !err)
 		err = -errno;
 	bpf_map_delete_elem(dp->map_fd[RW_M_EVENT_BUDGET], &ifindex);
-	if (bpf_map_delete_elem(dp->map_fd[RW_M_CONNTRACK], &ifindex) && errno != ENOENT && !err)
-		err = -errno;
 	return err;
 }
 

@@ -101,7 +101,9 @@ int rw_conntrack_table_fd(const struct rw_datapath *dp, __u32 ifindex);
 
 /* Forget flows idle for more than an hour (TCP) or three minutes (UDP), walking the tables
  * round-robin from *cursor and stopping after about `budget` entries, so that one call never
- * holds its caller long. now_ns is CLOCK_MONOTONIC. Returns the number of flows forgotten.
+ * holds its caller long. A flow is idle from the first pass that finds it inactive (packets
+ * mark it active; each pass clears the mark and notes the time). now_ns is CLOCK_MONOTONIC.
+ * Returns the number of flows forgotten.
  */
 int rw_conntrack_expire(const struct rw_datapath *dp, __u64 now_ns, __u32 *cursor,
 			unsigned int budget);
