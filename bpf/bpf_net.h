@@ -24,6 +24,6 @@
 #define TCP_FLAG_SYN_	0x02
 #define TCP_FLAG_ACK_	0x10
 
-#define NSEC_PER_SEC_	1000000000ULL
+#define EEXIST_		17	/* what bpf_map_update_elem(BPF_NOEXIST) returns, negated */
 
 #endif /* RUNWALL_BPF_NET_H */

@@ -70,7 +70,7 @@ static __always_inline int rw_ct_note(void *table, const struct rw_ct_key *k,
 	switch (bpf_map_update_elem(table, k, &v, BPF_NOEXIST)) {
 	case 0:
 		return RW_CT_NEW;
-	case -17:	/* -EEXIST: another CPU noted the same flow first */
+	case -EEXIST_:	/* another CPU noted the same flow first */
 		return RW_CT_KNOWN;
 	default:	/* -E2BIG: the sandbox's table is full; -ENOMEM */
 		return RW_CT_FULL;
