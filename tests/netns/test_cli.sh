@@ -293,7 +293,7 @@ check "map list -j" json_is "len(d['maps']), d['revision']" "(11, 12)"
 run rw map dump config
 check "map dump config" grep -Eq "^revision +12$" <<<"$out"
 run rw -j map dump config
-check "map dump config -j" json_is "d['entries'][0]['ready'], d['entries'][0]['revision'], d['entries'][0]['layout_version']" "(True, 12, 1)"
+check "map dump config -j" json_is "d['entries'][0]['ready'], d['entries'][0]['revision'], d['entries'][0]['layout_version']" "(True, 12, 2)"
 
 run rw map dump endpoints
 check "map dump endpoints" test "$(grep -Ec "${id}[ab] +10.1.2.[34] +run-" <<<"$out")" = 2
@@ -402,7 +402,7 @@ check "counters plain: the summary line" grep -Eq "[0-9]+ drops, [0-9]+ allowed;
 run rw -j counters
 check "counters -j: node, runs and every reason" \
 	json_is "sorted(d['node']), len(d['node']['egress']), [r['id'] for r in d['runs']]" \
-	"(['egress', 'events', 'ingress'], 14, ['run-7f3a', 'run-9c01'])"
+	"(['egress', 'events', 'ingress'], 15, ['run-7f3a', 'run-9c01'])"
 check "counters -j: node and run agree on the refusals" \
 	json_is "d['node']['egress']['not-allowlisted']['packets'] >= d['runs'][0]['egress']['not-allowlisted']['packets'] >= 1" True
 run rw -j counters --run run-9c01
