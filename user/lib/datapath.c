@@ -439,8 +439,12 @@ int rw_endpoint_bind(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_ip)
 	int fd = dp->map_fd[RW_M_ENDPOINTS], err;
 
 	if (bpf_map_lookup_elem(fd, &ifindex, &cur) == 0) {
+		__u32 id;
+
+		/* Bound already: give it back its table if it lost it (fail-closed until then). */
 		if (cur.pod_ip == pod_ip)
-			return 0;
+			return bpf_map_lookup_elem(dp->map_fd[RW_M_CONNTRACK], &ifindex, &id) == 0 ?
+				0 : ct_table_reset(dp, ifindex);
 		/* Unbind first so that no packet sees the new pod with the old pod's flows. */
 		rw_endpoint_unbind(dp, ifindex);
 	}
