@@ -79,6 +79,9 @@ NEEDS_SETUP := $(filter check test vmtest demo bench,$(MAKECMDGOALS))
 
 all: $(RUNWALL) $(CNI_BIN) $(UNIT_BIN) $(KERN_BIN)
 
+# The reference model, differential test, fuzzers and sanitizer build (issue 13).
+include tests/proof.mk
+
 # Installs the Debian packages the build and the tests need and mounts bpffs (root; idempotent).
 setup: $(SETUP_STAMP)
 $(SETUP_STAMP): scripts/setup.sh

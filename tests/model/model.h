@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* model.h: the reference model of the datapath, test-only code. It decides a packet from the
+ * documented contract (README "The datapath" and "Reasons", and the planned verdict order of
+ * issue 13's brief), never from bpf/: the differential test (test_differential.c) holds the
+ * production programs to it.
+ */
+#ifndef RUNWALL_TEST_MODEL_H
+#define RUNWALL_TEST_MODEL_H
+
+#include <stddef.h>
+#include <linux/types.h>
+#include "runwall.h"
+#include "policy.h"
+
+/* THE switch: 0 = today's documented order (every explicit allow rule, services then the run's,
+ * before the private and special ranges and the deny list); 1 = the planned order (services'
+ * rules, then private/special ranges and the deny list, then the run's own rules; reason 14
+ * conntrack-full; a new-flow event for every new conntrack entry). The lead flips it when the
+ * datapath branch with the new order merges: `make check MODEL_PLANNED=1` tries it first.
+ */
+#ifndef RW_MODEL_PLANNED
+#define RW_MODEL_PLANNED 0
+#endif
+
+/* Reason 14 exists only once the datapath has it. */
+#define RW_MODEL_REASON_CONNTRACK_FULL 14
+
+/* What the model knows of a packet's frame, parsed from its bytes by the contract. */
+struct model_pkt {
+	int reason;		/* RW_REASON_ALLOWED when it parsed, else the drop reason */
+	int is_arp;
+	__be32 saddr, daddr;	/* IPv4, or ARP sender/target */
+	__be16 sport, dport;	/* TCP/UDP only, else 0 */
+	__u8 proto;		/* IPPROTO_*, 0 for ARP */
+	__u8 tcp_flags;
+};
+
+/* Conntrack as the model sees it: who opened the flow of this packet on this veth. */
+enum model_ct { MODEL_CT_NONE = 0, MODEL_CT_BY_EGRESS, MODEL_CT_BY_INGRESS };
+
+/* The veth's state: the pod bound to it (bound = 0: none). */
+struct model_binding {
+	int bound;
+	__be32 pod_ip;
+};
+
+#define MODEL_MAX_RULES 16
+
+struct model_verdict {
+	int verdict;			/* enum rw_verdict */
+	int reason;			/* enum rw_reason (or 14) */
+	int path;			/* enum rw_allow_path */
+	/* Rules that could be "the" rule: equally specific matches of the winning lookup (a
+	 * snapshot may list the same destination twice); the datapath must name one of them.
+	 */
+	__u32 rules[MODEL_MAX_RULES];
+	int n_rules;
+	int run;			/* index into snapshot->runs charged with it, -1: none */
+	/* Conntrack effect: an entry is created (opened by this direction). */
+	int ct_create;
+	int new_flow;			/* an allowed packet that is reported as a new flow */
+};
+
+/* Parse a frame (what the veth carries, Ethernet first) per README "Reasons". */
+void model_parse(const __u8 *frame, size_t len, int vlan_out_of_band, struct model_pkt *p);
+
+/* Judge one packet. `snap` NULL: no snapshot applied yet. `ct` is the conntrack state of the
+ * packet's flow on this veth; `ct_full` says the sandbox's conntrack share is full (planned).
+ */
+void model_judge(const struct rw_policy *snap, const struct model_binding *ep, int dir,
+		 const struct model_pkt *p, enum model_ct ct, int ct_full, struct model_verdict *v);
+
+#endif /* RUNWALL_TEST_MODEL_H */
