@@ -3,8 +3,7 @@
 # own layout can change without touching this.
 
 MODEL_SRC := tests/model/model.c
-# Built beside the other kernel suites, so tests/run.sh runs it with them.
-DIFF_BIN  := $(BUILD)/tests/kernel/test_differential
+DIFF_BIN  := $(BUILD)/tests/test_differential
 # `make check MODEL_PLANNED=1`: the model with the planned verdict order (see tests/model/model.h).
 MODEL_PLANNED ?= 0
 # `make check RW_DIFF_SEED=N` (an environment variable) replays one seed of the short run.
@@ -12,8 +11,74 @@ export RW_DIFF_SEED
 
 all: $(DIFF_BIN)
 
-$(DIFF_BIN): tests/model/test_differential.c $(MODEL_SRC) tests/model/model.h $(TEST_LIBS) $(TEST_HDRS)
+$(DIFF_BIN): tests/model/test_differential.c $(MODEL_SRC) tests/model/model.h tests/datapath/pkt.c \
+	     $(LIB) $(USER_HDRS) | $(BUILD)/tests
 	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -DRW_MODEL_PLANNED=$(MODEL_PLANNED) -Itests/model -Itests/datapath \
+		tests/model/test_differential.c $(MODEL_SRC) tests/datapath/pkt.c $(LIB) $(LDLIBS) -o $@
+
+# ---- libFuzzer targets: every tests/fuzz/fuzz_NAME.c is one target, its seed corpus (and every
+# crashing input kept as a regression case) in tests/fuzz/corpus/NAME/. Adding a target is one
+# file (and a corpus folder); FUZZ_LDLIBS is where a target's extra libraries go.
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_CC      ?= clang-14
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_CFLAGS  := -g -O1 $(FUZZ_SAN) -Wall -Wextra -Wno-unused-parameter -Werror -std=gnu11 \
+		-D_GNU_SOURCE $(subst -I$(BUILD),-I$(FUZZ_BUILD),$(INCLUDES))
+FUZZ_LDLIBS  ?=
+FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_NAMES   := $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRC))
+FUZZ_BINS    := $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_NAMES))
+FUZZ_LIB_OBJ := $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(LIB_SRC))
+FUZZ_LIB     := $(FUZZ_BUILD)/librunwall-fuzz.a
+# Seconds per target: `make fuzz` (FUZZ_SECONDS) and the short runs of `make check`.
+FUZZ_SECONDS ?= 60
+FUZZ_CHECK_SECONDS ?= 4
+
+$(FUZZ_BUILD)/runwall.skel.h: $(SKEL)
+	$(Q)mkdir -p $(@D) && cp $< $@
+
+$(FUZZ_BUILD)/obj/%.o: %.c $(USER_HDRS) $(FUZZ_BUILD)/runwall.skel.h
+	$(call msg,FUZZ-CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(TEST_INC) -Itests/model -DRW_MODEL_PLANNED=$(MODEL_PLANNED) \
-		tests/model/test_differential.c $(MODEL_SRC) $(TEST_LIBS) $(LDLIBS) -o $@
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+$(FUZZ_LIB): $(FUZZ_LIB_OBJ)
+	$(Q)$(AR) rcs $@ $^
+
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB) $(USER_HDRS)
+	$(call msg,FUZZ-LD,$@)
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_LIB) $(LDLIBS) $(FUZZ_LDLIBS) -o $@
+
+fuzz-build: setup $(FUZZ_BINS)
+
+# Each target from its committed corpus (copied, so that new inputs stay in FUZZ_BUILD), for a
+# set time; a crash stops with the input saved under $(FUZZ_BUILD)/crashes/ (commit it into the
+# target's corpus folder: from then on it is replayed by every run).
+define fuzz_run
+	@set -e; for n in $(FUZZ_NAMES); do \
+		mkdir -p $(FUZZ_BUILD)/corpus/$$n $(FUZZ_BUILD)/crashes tests/fuzz/corpus/$$n; \
+		echo "# fuzz_$$n: $(1) s from tests/fuzz/corpus/$$n ($$(ls tests/fuzz/corpus/$$n | wc -l) seeds)"; \
+		$(FUZZ_BUILD)/fuzz_$$n -max_total_time=$(1) -timeout=10 -rss_limit_mb=1024 \
+			-print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/crashes/$$n- \
+			$(FUZZ_BUILD)/corpus/$$n tests/fuzz/corpus/$$n 2>$(FUZZ_BUILD)/fuzz_$$n.log \
+			|| { tail -40 $(FUZZ_BUILD)/fuzz_$$n.log; echo "# FAIL fuzz_$$n"; exit 1; }; \
+		grep -E '^stat::number_of_executed_units|^stat::new_units_added' $(FUZZ_BUILD)/fuzz_$$n.log | tr '\n' ' '; echo; \
+	done
+endef
+
+fuzz-short: fuzz-build
+	$(call fuzz_run,$(FUZZ_CHECK_SECONDS))
+
+# make fuzz: every fuzzer for FUZZ_SECONDS, then the long differential run (>= 1 000 000 packets
+# over >= 1 000 snapshots; FUZZ_DIFF_PACKETS, FUZZ_DIFF_SNAPSHOTS, RW_DIFF_SEED).
+FUZZ_DIFF_PACKETS ?= 1000000
+FUZZ_DIFF_SNAPSHOTS ?= 1000
+fuzz: fuzz-build $(DIFF_BIN)
+	$(call fuzz_run,$(FUZZ_SECONDS))
+	$(Q)$(DIFF_BIN) --packets $(FUZZ_DIFF_PACKETS) --snapshots $(FUZZ_DIFF_SNAPSHOTS) \
+		$(if $(RW_DIFF_SEED),--seed $(RW_DIFF_SEED))
+
+check: fuzz-short
+
+.PHONY: fuzz fuzz-build fuzz-short
