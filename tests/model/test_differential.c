@@ -916,7 +916,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (!have_seed && getenv("RW_DIFF_SEED")) {	/* make check RW_DIFF_SEED=N */
+	if (!have_seed && getenv("RW_DIFF_SEED") && *getenv("RW_DIFF_SEED")) {	/* make check RW_DIFF_SEED=N */
 		seed = strtoull(getenv("RW_DIFF_SEED"), NULL, 0);
 		have_seed = 1;
 	}
