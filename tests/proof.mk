@@ -3,7 +3,8 @@
 # own layout can change without touching this.
 
 MODEL_SRC := tests/model/model.c
-DIFF_BIN  := $(BUILD)/tests/test_differential
+# Built beside the other kernel suites, so tests/run.sh runs it with them.
+DIFF_BIN  := $(BUILD)/tests/kernel/test_differential
 # `make check MODEL_PLANNED=1`: the model with the planned verdict order (see tests/model/model.h).
 MODEL_PLANNED ?= 0
 # `make check RW_DIFF_SEED=N` (an environment variable) replays one seed of the short run.
@@ -11,11 +12,11 @@ export RW_DIFF_SEED
 
 all: $(DIFF_BIN)
 
-$(DIFF_BIN): tests/model/test_differential.c $(MODEL_SRC) tests/model/model.h tests/datapath/pkt.c \
-	     $(LIB) $(USER_HDRS) | $(BUILD)/tests
+$(DIFF_BIN): tests/model/test_differential.c $(MODEL_SRC) tests/model/model.h $(TEST_LIBS) $(TEST_HDRS)
 	$(call msg,CC,$@)
-	$(Q)$(CC) $(CFLAGS) -DRW_MODEL_PLANNED=$(MODEL_PLANNED) -Itests/model -Itests/datapath \
-		tests/model/test_differential.c $(MODEL_SRC) tests/datapath/pkt.c $(LIB) $(LDLIBS) -o $@
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(TEST_INC) -Itests/model -DRW_MODEL_PLANNED=$(MODEL_PLANNED) \
+		tests/model/test_differential.c $(MODEL_SRC) $(TEST_LIBS) $(LDLIBS) -o $@
 
 # ---- libFuzzer targets: every tests/fuzz/fuzz_NAME.c is one target, its seed corpus (and every
 # crashing input kept as a regression case) in tests/fuzz/corpus/NAME/. Adding a target is one
@@ -24,12 +25,12 @@ FUZZ_BUILD   ?= build-fuzz
 FUZZ_CC      ?= clang-14
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS  := -g -O1 $(FUZZ_SAN) -Wall -Wextra -Wno-unused-parameter -Werror -std=gnu11 \
-		-D_GNU_SOURCE $(subst -I$(BUILD),-I$(FUZZ_BUILD),$(INCLUDES))
+		-D_GNU_SOURCE $(subst -I$(BUILD),-I$(FUZZ_BUILD),$(FE_INC))
 FUZZ_LDLIBS  ?=
 FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_NAMES   := $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRC))
 FUZZ_BINS    := $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_NAMES))
-FUZZ_LIB_OBJ := $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(LIB_SRC))
+FUZZ_LIB_OBJ := $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(LIB_SRC) $(filter-out %/main.c,$(CLI_SRC)))
 FUZZ_LIB     := $(FUZZ_BUILD)/librunwall-fuzz.a
 # Seconds per target: `make fuzz` (FUZZ_SECONDS) and the short runs of `make check`.
 FUZZ_SECONDS ?= 60
@@ -38,7 +39,7 @@ FUZZ_CHECK_SECONDS ?= 4
 $(FUZZ_BUILD)/runwall.skel.h: $(SKEL)
 	$(Q)mkdir -p $(@D) && cp $< $@
 
-$(FUZZ_BUILD)/obj/%.o: %.c $(USER_HDRS) $(FUZZ_BUILD)/runwall.skel.h
+$(FUZZ_BUILD)/obj/%.o: %.c $(FE_HDRS) $(FUZZ_BUILD)/runwall.skel.h
 	$(call msg,FUZZ-CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
@@ -46,7 +47,7 @@ $(FUZZ_BUILD)/obj/%.o: %.c $(USER_HDRS) $(FUZZ_BUILD)/runwall.skel.h
 $(FUZZ_LIB): $(FUZZ_LIB_OBJ)
 	$(Q)$(AR) rcs $@ $^
 
-$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB) $(USER_HDRS)
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB) $(FE_HDRS)
 	$(call msg,FUZZ-LD,$@)
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_LIB) $(LDLIBS) $(FUZZ_LDLIBS) -o $@
 
@@ -89,12 +90,11 @@ check: fuzz-short
 # datapath helpers under the sanitizers.
 ASAN_BUILD  ?= build-asan
 ASAN_CFLAGS := -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-ASAN_UNIT   := test_policy test_cli
 
 check-asan: setup
 	$(Q)CFLAGS='$(ASAN_CFLAGS)' $(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) all
 	$(Q)set -e; export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1; \
-	for t in $(ASAN_UNIT); do echo "=== asan $$t"; $(ASAN_BUILD)/tests/$$t; done; \
+	for t in $(ASAN_BUILD)/tests/unit/test_*; do echo "=== asan $$t"; $$t; done; \
 	echo "=== asan runwall usage and errors"; \
 	for args in "" "--help" "frobnicate" "map dupm pods" "-j explain --pod 10.1.2 1.2.3.4 443" \
 		"drops --reason privat-destination"; do \
