@@ -884,6 +884,130 @@ static void setup(void)
 	set_no_budget();
 }
 
+/* ---- conntrack full: one sandbox opens more flows than the table holds ----
+ *
+ * Every new flow is still judged (each verdict is the model's), and eviction never lets
+ * anything in: the reply of another sandbox's flow is either still a reply (its entry
+ * survived) or judged as if the flow never existed, exactly what the model says for each. With
+ * the planned per-sandbox shares, the flood may only displace the flooder's own flows: the other
+ * sandbox's reply must still get in, and the flooder's excess is dropped conntrack-full.
+ */
+static int ct_kernel_has(__u32 ifindex, const struct model_pkt *p, int dir)
+{
+	struct rw_ct_key k = { .ifindex = ifindex, .proto = p->proto };
+	struct rw_ct_value v;
+
+	if (dir == RW_DIR_EGRESS) {
+		k.pod_ip = p->saddr; k.peer_ip = p->daddr; k.pod_port = p->sport; k.peer_port = p->dport;
+	} else {
+		k.pod_ip = p->daddr; k.peer_ip = p->saddr; k.pod_port = p->dport; k.peer_port = p->sport;
+	}
+	return bpf_map_lookup_elem(dp.map_fd[RW_M_CONNTRACK], &k, &v) == 0;
+}
+
+static int run_once(int veth, int dir, const struct pkt_spec *spec, struct model_pkt *p)
+{
+	__u8 buf[PKT_MAX];
+	size_t len = pkt_build(spec, buf);
+	int retval;
+
+	model_parse(buf, len, 0, p);
+	if (test_run(dp.prog_fd[dir], ifindex_of[veth], buf, len, &retval))
+		return -1;
+	return retval;
+}
+
+static int conntrack_full_phase(__u64 revision)
+{
+	const char *json_fmt =
+		"{\"revision\": %llu, \"services\": [{\"name\": \"proxy\", \"ip\": \"172.20.0.10\","
+		" \"tcp\": [443]}], \"runs\": [{\"id\": \"run-quiet\", \"pods\": [\"10.9.0.1\"]},"
+		" {\"id\": \"run-flood\", \"pods\": [\"10.9.0.2\"], \"egress\": \"open\"}]}";
+	struct pkt_spec syn = { .src = "10.9.0.1", .dst = "172.20.0.10", .proto = IPPROTO_TCP,
+				.sport = 40000, .dport = 443, .tcp_flags = 0x02 };
+	struct pkt_spec reply = { .src = "172.20.0.10", .dst = "10.9.0.1", .proto = IPPROTO_TCP,
+				  .sport = 443, .dport = 40000, .tcp_flags = 0x12 };
+	const unsigned int flows = RW_MAX_CONNTRACK + RW_MAX_CONNTRACK / 4;
+	unsigned long long allowed = 0, full = 0, other = 0;
+	struct model_verdict with, without;
+	struct model_pkt p;
+	char json[512], dst[INET_ADDRSTRLEN];
+	struct rw_policy snap;
+	struct rw_policy_error perr;
+	struct rw_apply_result res;
+	char err[256];
+	int ret, fails = 0, has;
+
+	snprintf(json, sizeof(json), json_fmt, (unsigned long long)revision);
+	if (rw_policy_parse(json, strlen(json), "conntrack-full", &snap, &perr) ||
+	    rw_apply(&dp, cur_snap, &snap, &res, err, sizeof(err))) {
+		printf("Bail out! conntrack phase snapshot: %s %s\n", perr.text, err);
+		exit(1);
+	}
+	for (int v = 0; v < N_VETH; v++)
+		rw_conntrack_flush(&dp, ifindex_of[v], 0);
+	rw_endpoint_bind(&dp, ifindex_of[0], inet_addr("10.9.0.1"));
+	rw_endpoint_bind(&dp, ifindex_of[1], inet_addr("10.9.0.2"));
+	binding[0] = (struct model_binding){ 1, inet_addr("10.9.0.1") };
+
+	ret = run_once(0, RW_DIR_EGRESS, &syn, &p);
+	fails += ret != TCX_NEXT_;
+	ret = run_once(0, RW_DIR_INGRESS, &reply, &p);
+	fails += ret != TCX_NEXT_;
+	if (fails)
+		printf("  FAIL conntrack phase: the quiet sandbox's flow did not open\n");
+
+	/* The flood: new UDP flows from the open sandbox to public addresses. */
+	for (unsigned int i = 0; i < flows; i++) {
+		struct pkt_spec f = { .src = "10.9.0.2", .dst = dst, .proto = IPPROTO_UDP,
+				      .sport = 1024 + i % 60000, .dport = 443 };
+
+		ip_str(0x01000000 + i / 60000 * 256 + 1, dst);	/* 1.0.x.1 */
+		ret = run_once(1, RW_DIR_EGRESS, &f, &p);
+		if (ret == TCX_NEXT_)
+			allowed++;
+		else
+			full++;
+	}
+	/* The quiet sandbox's reply: the model's verdict for whatever the table still holds. */
+	reply.tcp_flags = 0x10;
+	{
+		__u8 buf[PKT_MAX];
+		size_t len = pkt_build(&reply, buf);
+
+		model_parse(buf, len, 0, &p);
+		has = ct_kernel_has(ifindex_of[0], &p, RW_DIR_INGRESS);
+		model_judge(&snap, &binding[0], RW_DIR_INGRESS, &p, MODEL_CT_BY_EGRESS, 0, &with);
+		model_judge(&snap, &binding[0], RW_DIR_INGRESS, &p, MODEL_CT_NONE, 0, &without);
+		if (test_run(dp.prog_fd[RW_DIR_INGRESS], ifindex_of[0], buf, len, &ret))
+			ret = -100;
+	}
+	if (ret != ((has ? with.verdict : without.verdict) == RW_VERDICT_ALLOW ? TCX_NEXT_ :
+		    TCX_DROP_)) {
+		printf("  FAIL conntrack phase: quiet sandbox's reply returned %d with its entry %s\n",
+		       ret, has ? "present" : "evicted");
+		fails++;
+	}
+	if (RW_MODEL_PLANNED && (!has || !full || allowed + full != flows)) {
+		printf("  FAIL conntrack phase (planned): the flood displaced the quiet sandbox's flow"
+		       " (%s) or was never refused conntrack-full (%llu)\n", has ? "kept" : "evicted",
+		       full);
+		fails++;
+	}
+	if (!RW_MODEL_PLANNED && (full || other)) {
+		printf("  FAIL conntrack phase: %llu of the flood's new flows were refused\n", full);
+		fails++;
+	}
+	printf("%s 2 - conntrack full: %u new flows from one sandbox (table %u): %llu allowed, "
+	       "%llu refused; the other sandbox's flow %s, its reply %s as the model says\n",
+	       fails ? "not ok" : "ok", flows, RW_MAX_CONNTRACK, allowed, full,
+	       has ? "kept" : "evicted", ret == TCX_NEXT_ ? "allowed" : "dropped");
+	for (int v = 0; v < N_VETH; v++)
+		rw_conntrack_flush(&dp, ifindex_of[v], 0);
+	rw_policy_free(&snap);
+	return fails;
+}
+
 static void teardown(void)
 {
 	ring_buffer__free(ring);
@@ -897,7 +1021,7 @@ int main(int argc, char **argv)
 {
 	unsigned long long seed = 0, packets = 100000, snapshots = 0, per_snap;
 	struct timespec t0, t1;
-	int have_seed = 0;
+	int have_seed = 0, ct_fails = 0, no_ct_phase = 0;
 	__u64 revision = 1;
 
 	for (int i = 1; i < argc; i++) {
@@ -908,10 +1032,12 @@ int main(int argc, char **argv)
 			packets = strtoull(argv[++i], NULL, 0);
 		} else if (!strcmp(argv[i], "--snapshots") && i + 1 < argc) {
 			snapshots = strtoull(argv[++i], NULL, 0);
+		} else if (!strcmp(argv[i], "--no-conntrack-phase")) {
+			no_ct_phase = 1;
 		} else if (!strcmp(argv[i], "-v")) {
 			verbose = 1;
 		} else {
-			fprintf(stderr, "usage: %s [--seed N] [--packets N] [--snapshots N] [-v]\n",
+			fprintf(stderr, "usage: %s [--seed N] [--packets N] [--snapshots N] [--no-conntrack-phase] [-v]\n",
 				argv[0]);
 			return 2;
 		}
@@ -956,7 +1082,7 @@ int main(int argc, char **argv)
 			one_packet();
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	teardown();
+
 
 	printf("# %llu packets over %llu snapshots (%llu generated snapshots refused by the parser,"
 	       " %llu frames test_run cannot take) in %.1f s\n", st.packets, st.snapshots,
@@ -971,9 +1097,11 @@ int main(int argc, char **argv)
 		printf(" %s %llu", rw_path_name(p), st.by_path[p]);
 	printf("\n%s 1 - model and datapath agree on every packet (seed %llu): %llu differences\n",
 	       st.diffs ? "not ok" : "ok", seed, st.diffs);
-	printf("1..1\n");
+	ct_fails = no_ct_phase ? 0 : conntrack_full_phase(revision);
+	teardown();
+	printf("1..%d\n", no_ct_phase ? 1 : 2);
 	rw_policy_free(&snaps[0]);
 	free(json_now);
 	free(ct_tab);
-	return st.diffs ? 1 : 0;
+	return st.diffs || ct_fails ? 1 : 0;
 }

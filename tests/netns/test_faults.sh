@@ -27,6 +27,8 @@ cleanup() {
 	[ -n "$agent_pid" ] && kill -9 "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null
 	mountpoint -q "$work/robpf" && umount "$work/robpf"
 	"$RUNWALL" --bpffs "$bpffs" --socket "$sock" detach >/dev/null 2>&1
+	# A start refused for a taken socket has pinned fresh maps already (see README "Faults").
+	[ -d "$bpffs-other" ] && "$RUNWALL" --bpffs "$bpffs-other" --socket "$work/none.sock" detach >/dev/null 2>&1
 	ip netns del "$node" 2>/dev/null
 	rm -rf "$work" "$sock"
 }
@@ -88,7 +90,6 @@ refused_start "bpffs read-only" "[Rr]ead-only|EROFS|permission|bpf" --bpffs "$wo
 umount "$work/robpf"
 refused_start "the socket path held by a running agent" "socket|in use|address" \
 	--bpffs "$bpffs-other" --socket "$sock"
-rmdir "$bpffs-other" 2>/dev/null || true
 check "the first agent still answers on its socket" eval "rw -j status >/dev/null"
 check "and still enforces revision 7" [ "$(in_force)" = "True 7" ]
 
