@@ -104,3 +104,13 @@ check-asan: setup
 	@echo "# check-asan: clean"
 
 .PHONY: check-asan
+
+# ---- make soak: the long agent run (tests/soak/agent_soak.sh) under ASan's leak checker, then on
+# the normal build for its RSS. SOAK_SECONDS each (default 300).
+SOAK_SECONDS ?= 300
+soak: setup all
+	$(Q)CFLAGS='$(ASAN_CFLAGS)' $(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) all
+	$(Q)tests/soak/agent_soak.sh $(ASAN_BUILD) $(SOAK_SECONDS)
+	$(Q)tests/soak/agent_soak.sh $(BUILD) $(SOAK_SECONDS)
+
+.PHONY: soak
