@@ -2,7 +2,9 @@
 # Faults with nothing lost: the agent refuses to start, and says why, on a bpffs that is
 # missing or read-only, on pins of another layout and on a socket path another agent holds,
 # and the policy in force stays enforced each time; a snapshot larger than the maps is refused
-# whole with the old one kept.
+# whole with the old one kept; the agent killed at each step of an apply (RUNWALL_APPLY_FAULT,
+# user/lib/apply.c) leaves the old or the new snapshot in force in every table, never a mix,
+# and a restarted agent converges.
 #
 #   tests/netns/test_faults.sh BUILD
 set -euo pipefail
@@ -117,6 +119,69 @@ bpftool map update pinned "$bpffs/rw_config" key 0 0 0 0 value $new_val
 refused_start "pins of another layout (version 127)" "layout" --bpffs "$bpffs" --socket "$sock"
 bpftool map update pinned "$bpffs/rw_config" key 0 0 0 0 value $old_val
 check "the refused agent left the pins and revision 7 in force" [ "$(in_force)" = "True 7" ]
+
+# ---- the agent killed at each step of an apply: old or new policy, never a mix; a restarted
+# agent converges on the file ----
+# Revision 10 and 11 differ in every policy table: a service (allow map), the run's egress
+# mode (pods map), a deny CIDR (deny map) and the inbound peer (inbound map). Each probe's
+# verdict tells which revision that table is in.
+write_old() { cat >"$work/policy.json" <<J
+{"revision": $1, "services": [{"name": "proxy", "ip": "172.20.0.10", "tcp": [443]}],
+ "inbound": [{"name": "app-tier", "cidr": "172.20.0.12/32", "tcp": [4096]}],
+ "runs": [{"id": "run-a", "pods": ["10.1.2.3"]}]}
+J
+}
+write_new() { cat >"$work/policy.json.tmp" <<J
+{"revision": $1, "egress": "open", "deny": ["93.184.0.0/16"],
+ "services": [{"name": "broker", "ip": "172.20.0.11", "tcp": [3443]}],
+ "inbound": [{"name": "worker", "cidr": "172.20.0.20/32", "tcp": [4096]}],
+ "runs": [{"id": "run-a", "pods": ["10.1.2.3"], "egress": "open"}]}
+J
+mv "$work/policy.json.tmp" "$work/policy.json"
+}
+probe() { # probe ARGS...: "allow" or the drop reason, as the kernel's programs judge it now
+	rw -j explain --pod 10.1.2.3 "$@" 2>/dev/null | "${RW_PY:-python3}" -c \
+		'import json,sys; o=json.load(sys.stdin); print(o["reason"] if o["verdict"] == "drop" else "allow")'
+}
+vector() {
+	echo "$(probe 172.20.0.10 443) $(probe 172.20.0.11 3443) $(probe 1.1.1.1 443)" \
+	     "$(probe 93.184.216.34 443) $(probe 172.20.0.12 4096 --ingress)" \
+	     "$(probe 172.20.0.20 4096 --ingress)"
+}
+OLD_V="allow private-destination not-allowlisted not-allowlisted allow inbound-denied"
+NEW_V="private-destination allow allow private-destination inbound-denied allow"
+ip -n "$node" link add "${pfx}0" type veth peer name "${pfx}0p"
+ip -n "$node" link set "${pfx}0" up
+ip -n "$node" link set "${pfx}0p" up
+ip -n "$node" route add 10.1.2.3/32 dev "${pfx}0" scope link
+ulimit -c 0
+rev=10
+for step in before-write half after-flip; do
+	write_old $rev
+	RUNWALL_APPLY_FAULT="$step:$((rev + 1))" start_agent --policy "$work/policy.json" --resync 1
+	for _ in $(seq $((100 * scale))); do [ "$(in_force)" = "True $rev" ] && break; sleep 0.1; done
+	v=$(vector)
+	check "$step: revision $rev enforced on the veth's pod: $v" [ "$v" = "$OLD_V" ]
+	write_new $((rev + 1))
+	rc=0
+	timeout $((20 * scale)) tail --pid="$agent_pid" -f /dev/null || rc=$?
+	wait "$agent_pid" 2>/dev/null && arc=0 || arc=$?
+	agent_pid=
+	check "$step: the agent died applying revision $((rev + 1)) (exit $arc)" [ "$rc" -eq 0 ] && [ "$arc" -ne 0 ]
+	st=$(in_force) v=$(vector)
+	if [ "$step" = after-flip ]; then want="True $((rev + 1))"; wv=$NEW_V; else want="True $rev"; wv=$OLD_V; fi
+	check "$step: with the agent dead, the kernel enforces '$st' (expected '$want'), every table of one revision: $v" \
+		[ "$st" = "$want" ] && [ "$v" = "$wv" ]
+	start_agent --policy "$work/policy.json" --resync 1
+	for _ in $(seq $((100 * scale))); do [ "$(in_force)" = "True $((rev + 1))" ] && break; sleep 0.1; done
+	v=$(vector)
+	check "$step: the restarted agent converges on revision $((rev + 1)): $v" \
+		[ "$(in_force)" = "True $((rev + 1))" ] && [ "$v" = "$NEW_V" ]
+	rw shutdown >/dev/null 2>&1 || true
+	kill "$agent_pid" 2>/dev/null; wait "$agent_pid" 2>/dev/null || true
+	agent_pid=
+	rev=$((rev + 2))
+done
 
 echo "1..$n"
 [ "$failed" -eq 0 ] && echo "# PASS" || echo "# FAIL: $failed"

@@ -54,6 +54,20 @@ struct build {
 	size_t errlen;
 };
 
+/* Test hook (tests/netns/test_faults.sh): RUNWALL_APPLY_FAULT=STEP[:REVISION] aborts the process
+ * at a named step of an apply (before-write, half, after-flip), to show that a crash at any step
+ * leaves the old or the new snapshot in force, never a mix. Unset, it costs one getenv().
+ */
+static void fault_point(const char *step, uint64_t revision)
+{
+	const char *f = getenv("RUNWALL_APPLY_FAULT");
+	size_t n = strlen(step);
+
+	if (f && !strncmp(f, step, n) &&
+	    (!f[n] || (f[n] == ':' && strtoull(f + n + 1, NULL, 10) == revision)))
+		abort();
+}
+
 static int fail(struct build *b, int err, const char *fmt, ...)
 {
 	va_list ap;
@@ -406,7 +420,10 @@ int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
 	/* Each update of an ARRAY_OF_MAPS waits for a grace period; the idle slot is not read by
 	 * any packet, so these only make the new maps reachable.
 	 */
+	fault_point("before-write", next->revision);
 	for (int t = 0; t < POLICY_TABLES; t++) {
+		if (t == POLICY_TABLES / 2)
+			fault_point("half", next->revision);
 		if (bpf_map_update_elem(dp->map_fd[RW_M_PODS + t], &idle, &b.fd[t], BPF_ANY)) {
 			ret = fail(&b, -errno, "%s[%u]: update: %s", rw_map_names[RW_M_PODS + t],
 				   idle, strerror(errno));
@@ -429,6 +446,7 @@ int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
 		fail(&b, ret, "%s: flip: %s", rw_map_names[RW_M_CONFIG], strerror(-ret));
 		goto cleanup;
 	}
+	fault_point("after-flip", next->revision);
 	/* Rewriting an outer slot with the map it already holds costs nothing but the grace period
 	 * it waits for: afterwards no program still runs with the old slot's maps.
 	 */
