@@ -4,7 +4,8 @@
 # and the policy in force stays enforced each time; a snapshot larger than the maps is refused
 # whole with the old one kept; the agent killed at each step of an apply (RUNWALL_APPLY_FAULT,
 # user/lib/apply.c) leaves the old or the new snapshot in force in every table, never a mix,
-# and a restarted agent converges.
+# and a restarted agent converges; the agent stopped (SIGSTOP) while a sandbox floods loses no
+# count and the other sandbox's events arrive once it resumes.
 #
 #   tests/netns/test_faults.sh BUILD
 set -euo pipefail
@@ -31,7 +32,10 @@ cleanup() {
 	"$RUNWALL" --bpffs "$bpffs" --socket "$sock" detach >/dev/null 2>&1
 	# A start refused for a taken socket has pinned fresh maps already (see README "Faults").
 	[ -d "$bpffs-other" ] && "$RUNWALL" --bpffs "$bpffs-other" --socket "$work/none.sock" detach >/dev/null 2>&1
+	[ -n "${sub_pid:-}" ] && kill "$sub_pid" 2>/dev/null
 	ip netns del "$node" 2>/dev/null
+	ip netns del "${id}-pa" 2>/dev/null
+	ip netns del "${id}-pb" 2>/dev/null
 	rm -rf "$work" "$sock"
 }
 trap cleanup EXIT
@@ -182,6 +186,77 @@ for step in before-write half after-flip; do
 	agent_pid=
 	rev=$((rev + 2))
 done
+
+# ---- the consumer stopped (SIGSTOP) while one sandbox floods: verdicts and counters exact,
+# every event counted as sent, lost or suppressed, and the other sandbox's events delivered
+# once the agent resumes ----
+pod_add() { # pod_add NAME IFNAME IP
+	local ns=${id}-$1 mac
+	ip netns add "$ns"
+	ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+	ip -n "$node" link add "$2" type veth peer name eth0 netns "$ns"
+	mac=$(ip -n "$node" -o link show "$2" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
+	ip -n "$ns" link set lo up
+	ip -n "$ns" addr add "$3/32" dev eth0
+	ip -n "$ns" link set eth0 up
+	ip -n "$ns" neigh replace 169.254.1.1 dev eth0 lladdr "$mac" nud permanent
+	ip -n "$ns" route add 169.254.1.1 dev eth0 scope link
+	ip -n "$ns" route add default via 169.254.1.1 dev eth0 onlink
+	ip -n "$node" link set "$2" up
+	ip -n "$node" route add "$3/32" dev "$2" scope link
+}
+send_udp() { # send_udp NAME COUNT DST PORT: prints how many datagrams left the pod
+	ip netns exec "${id}-$1" "${RW_PY:-python3}" -c '
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+n = 0
+for _ in range(int(sys.argv[1])):
+    try:
+        s.sendto(b"x", (sys.argv[2], int(sys.argv[3]))); n += 1
+    except OSError:
+        pass
+print(n)' "$2" "$3" "$4"
+}
+run_counter() { # run_counter RUN FIELD: egress not-allowlisted packets, or events sent+lost+suppressed
+	rw -j counters --run "$1" | "${RW_PY:-python3}" -c '
+import json, sys
+r = json.load(sys.stdin)["runs"][0]
+e = r["events"]
+drops = sum(v["packets"] for d in ("egress", "ingress") for k, v in r[d].items() if k != "allowed")
+print(r["egress"]["not-allowlisted"]["packets"] if sys.argv[1] == "drops" else
+      drops if sys.argv[1] == "all-drops" else
+      e["sent"] + e["lost"] + e["suppressed"] if sys.argv[1] == "events" else e[sys.argv[1]])' "$2"
+}
+cat >"$work/flood.json" <<'J'
+{"revision": 30, "runs": [{"id": "run-a", "pods": ["10.1.2.3"]}, {"id": "run-b", "pods": ["10.1.2.4"]}]}
+J
+ip -n "$node" link del "${pfx}0"
+pod_add pa "${pfx}a" 10.1.2.3
+pod_add pb "${pfx}b" 10.1.2.4
+start_agent --policy "$work/flood.json"
+for _ in $(seq $((100 * scale))); do [ "$(in_force)" = "True 30" ] && break; sleep 0.1; done
+rw -j drops --run run-b --count 5 --timeout $((60 * scale)) >"$work/sub-b.log" 2>&1 &
+sub_pid=$!
+for _ in $(seq $((100 * scale))); do rw -j status | grep -q '"subscribers":1' && break; sleep 0.1; done
+a_all0=$(run_counter run-a all-drops) a_drops0=$(run_counter run-a drops) a_ev0=$(run_counter run-a events) a_sup0=$(run_counter run-a suppressed)
+kill -STOP "$agent_pid"
+flood=$(send_udp pa 30000 8.8.8.8 9)
+quiet=$(send_udp pb 5 8.8.8.8 10)
+sleep 0.5
+kill -CONT "$agent_pid"
+rc=0
+wait "$sub_pid" || rc=$?
+a_drops=$(( $(run_counter run-a drops) - a_drops0 ))
+a_ev=$(( $(run_counter run-a events) - a_ev0 ))
+a_all=$(( $(run_counter run-a all-drops) - a_all0 ))
+a_sup=$(( $(run_counter run-a suppressed) - a_sup0 ))
+b_events=$(grep -c '"run":"run-b"' "$work/sub-b.log" || true)
+check "agent stopped: all $flood datagrams of the flood dropped not-allowlisted and counted ($a_drops)" \
+	[ "$flood" -gt 0 ] && [ "$a_drops" -eq "$flood" ]
+check "every drop's event counted as sent, lost or suppressed ($a_ev for $a_all drops, $flood of them the flood's; $a_sup suppressed)" \
+	[ "$a_ev" -eq "$a_all" ] && [ "$a_sup" -gt 0 ]
+check "the quiet sandbox's $quiet events delivered after the agent resumed ($b_events, subscriber exit $rc)" \
+	[ "$rc" -eq 0 ] && [ "$b_events" -eq "$quiet" ]
 
 echo "1..$n"
 [ "$failed" -eq 0 ] && echo "# PASS" || echo "# FAIL: $failed"
