@@ -78,6 +78,8 @@ in_force() { rw -j status 2>/dev/null | "${RW_PY:-python3}" -c \
 	'import json,sys; o=json.load(sys.stdin); print(o.get("ready"), o.get("revision"))'; }
 
 ip netns add "$node"
+# No IPv6 on the node's veths: no router solicitations to blur the exact counts below.
+ip netns exec "$node" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
 cat >"$work/p1.json" <<'J'
 {"revision": 7, "services": [{"name": "proxy", "ip": "172.20.0.10", "tcp": [443]}],
  "runs": [{"id": "run-a", "pods": ["10.1.2.3"]}]}
@@ -160,7 +162,8 @@ ip -n "$node" link set "${pfx}0p" up
 ip -n "$node" route add 10.1.2.3/32 dev "${pfx}0" scope link
 ulimit -c 0
 rev=10
-for step in before-write half after-flip; do
+# RW_FAULT_STEPS="half" (for example) runs fewer steps while debugging; "" none.
+for step in ${RW_FAULT_STEPS-before-write half after-flip}; do
 	write_old $rev
 	RUNWALL_APPLY_FAULT="$step:$((rev + 1))" start_agent --policy "$work/policy.json" --resync 1
 	for _ in $(seq $((100 * scale))); do [ "$(in_force)" = "True $rev" ] && break; sleep 0.1; done
@@ -217,15 +220,14 @@ for _ in range(int(sys.argv[1])):
         pass
 print(n)' "$2" "$3" "$4"
 }
-run_counter() { # run_counter RUN FIELD: egress not-allowlisted packets, or events sent+lost+suppressed
+run_counters() { # run_counters RUN: "not-allowlisted-drops all-drops event-fates suppressed", one read
 	rw -j counters --run "$1" | "${RW_PY:-python3}" -c '
 import json, sys
 r = json.load(sys.stdin)["runs"][0]
 e = r["events"]
 drops = sum(v["packets"] for d in ("egress", "ingress") for k, v in r[d].items() if k != "allowed")
-print(r["egress"]["not-allowlisted"]["packets"] if sys.argv[1] == "drops" else
-      drops if sys.argv[1] == "all-drops" else
-      e["sent"] + e["lost"] + e["suppressed"] if sys.argv[1] == "events" else e[sys.argv[1]])' "$2"
+print(r["egress"]["not-allowlisted"]["packets"], drops, e["sent"] + e["lost"] + e["suppressed"],
+      e["suppressed"])'
 }
 cat >"$work/flood.json" <<'J'
 {"revision": 30, "runs": [{"id": "run-a", "pods": ["10.1.2.3"]}, {"id": "run-b", "pods": ["10.1.2.4"]}]}
@@ -238,7 +240,7 @@ for _ in $(seq $((100 * scale))); do [ "$(in_force)" = "True 30" ] && break; sle
 rw -j drops --run run-b --count 5 --timeout $((60 * scale)) >"$work/sub-b.log" 2>&1 &
 sub_pid=$!
 for _ in $(seq $((100 * scale))); do rw -j status | grep -q '"subscribers":1' && break; sleep 0.1; done
-a_all0=$(run_counter run-a all-drops) a_drops0=$(run_counter run-a drops) a_ev0=$(run_counter run-a events) a_sup0=$(run_counter run-a suppressed)
+read -r a_drops0 a_all0 a_ev0 a_sup0 <<<"$(run_counters run-a)"
 kill -STOP "$agent_pid"
 flood=$(send_udp pa 30000 8.8.8.8 9)
 quiet=$(send_udp pb 5 8.8.8.8 10)
@@ -246,10 +248,8 @@ sleep 0.5
 kill -CONT "$agent_pid"
 rc=0
 wait "$sub_pid" || rc=$?
-a_drops=$(( $(run_counter run-a drops) - a_drops0 ))
-a_ev=$(( $(run_counter run-a events) - a_ev0 ))
-a_all=$(( $(run_counter run-a all-drops) - a_all0 ))
-a_sup=$(( $(run_counter run-a suppressed) - a_sup0 ))
+read -r a_drops a_all a_ev a_sup <<<"$(run_counters run-a)"
+a_drops=$((a_drops - a_drops0)) a_all=$((a_all - a_all0)) a_ev=$((a_ev - a_ev0)) a_sup=$((a_sup - a_sup0))
 b_events=$(grep -c '"run":"run-b"' "$work/sub-b.log" || true)
 check "agent stopped: all $flood datagrams of the flood dropped not-allowlisted and counted ($a_drops)" \
 	[ "$flood" -gt 0 ] && [ "$a_drops" -eq "$flood" ]
