@@ -5,8 +5,8 @@
 MODEL_SRC := tests/model/model.c
 # Built beside the other kernel suites, so tests/run.sh runs it with them.
 DIFF_BIN  := $(BUILD)/tests/kernel/test_differential
-# `make check MODEL_PLANNED=1`: the model with the planned verdict order (see tests/model/model.h).
-MODEL_PLANNED ?= 0
+# The model's verdict order (tests/model/model.h): 1 the planned one, now the datapath's; 0 the old.
+MODEL_PLANNED ?= 1
 # `make check RW_DIFF_SEED=N` (an environment variable) replays one seed of the short run.
 export RW_DIFF_SEED
 

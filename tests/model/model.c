@@ -211,8 +211,12 @@ static void egress_policy(const struct rw_policy *s, int ri, __be32 daddr, __be1
 		    proto, &sc);
 	match_rules(run->allow, run->n_allow, EXACT, ri, 1, daddr, dport, proto, &re);
 	match_rules(run->allow, run->n_allow, CIDR, ri, 1, daddr, dport, proto, &rc);
-	/* DNS: port 53 to any destination no rule allows explicitly on 53. */
-	if (dport == 53 && !se.n && !sc.n && !re.n && !rc.n) {
+	special = is_special(daddr) || is_denied(s, daddr);
+	/* DNS: port 53 to any destination no rule allows explicitly on 53 (in the planned order a
+	 * run's rule cannot allow a private or denied destination, so it does not count there).
+	 */
+	if (dport == 53 && !se.n && !sc.n &&
+	    (RW_MODEL_PLANNED ? special || (!re.n && !rc.n) : !re.n && !rc.n)) {
 		v->reason = RW_REASON_DNS;
 		return;
 	}
@@ -235,7 +239,6 @@ static void egress_policy(const struct rw_policy *s, int ri, __be32 daddr, __be1
 		return take(v, &se, RW_PATH_RULE);
 	if (sc.n)
 		return take(v, &sc, RW_PATH_RULE_CIDR);
-	special = is_special(daddr) || is_denied(s, daddr);
 	if (special) {
 		v->reason = RW_REASON_PRIVATE_DESTINATION;
 		return;
@@ -302,7 +305,8 @@ static void open_flow(const struct model_pkt *p, enum model_ct ct, int ct_full, 
 			v->ct_create = 0;
 			return drop(v, RW_MODEL_REASON_CONNTRACK_FULL);
 		}
-		v->new_flow = v->ct_create || is_syn(p);
+		/* Every new conntrack entry is reported, whatever its protocol and flags. */
+		v->new_flow = v->ct_create;
 	} else {
 		/* Today: a TCP SYN, or the first UDP packet of a flow. */
 		v->new_flow = is_syn(p) || (p->proto == IPPROTO_UDP && v->ct_create);

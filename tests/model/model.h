@@ -12,14 +12,14 @@
 #include "runwall.h"
 #include "policy.h"
 
-/* THE switch: 0 = today's documented order (every explicit allow rule, services then the run's,
- * before the private and special ranges and the deny list); 1 = the planned order (services'
- * rules, then private/special ranges and the deny list, then the run's own rules; reason 14
- * conntrack-full; a new-flow event for every new conntrack entry). The lead flips it when the
- * datapath branch with the new order merges: `make check MODEL_PLANNED=1` tries it first.
+/* THE switch: 1 = the planned order, now the datapath's (README "The datapath"): services'
+ * rules, then the private/special ranges and the deny list, then the run's own rules; reason 14
+ * conntrack-full for a new flow over the sandbox's share; a new-flow event for every new
+ * conntrack entry. 0 = the order before that (every explicit allow rule, services then the
+ * run's, before the ranges), kept to replay old findings: `make check MODEL_PLANNED=0`.
  */
 #ifndef RW_MODEL_PLANNED
-#define RW_MODEL_PLANNED 0
+#define RW_MODEL_PLANNED 1
 #endif
 
 /* Reason 14 exists only once the datapath has it. */
