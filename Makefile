@@ -71,11 +71,11 @@ BENCH_BIN := $(BUILD)/tests/bench_datapath
 SETUP_STAMP := $(BUILD)/.setup-done
 
 .DELETE_ON_ERROR:
-.PHONY: all deps setup check check-lib test vmtest bench clean demo demo-clean
+.PHONY: all deps setup check check-lib test vmtest bench clean demo demo-clean image check-image
 
 # The targets that run what they build as root install what is missing first; any other build
 # only checks (scripts/check-deps.sh names the missing packages) and never needs root.
-NEEDS_SETUP := $(filter check test vmtest demo bench,$(MAKECMDGOALS))
+NEEDS_SETUP := $(filter check test vmtest demo bench image check-image,$(MAKECMDGOALS))
 
 all: $(RUNWALL) $(CNI_BIN) $(UNIT_BIN) $(KERN_BIN)
 
@@ -84,7 +84,7 @@ include tests/proof.mk
 
 # Installs the Debian packages the build and the tests need and mounts bpffs (root; idempotent).
 setup: $(SETUP_STAMP)
-$(SETUP_STAMP): scripts/setup.sh
+$(SETUP_STAMP): scripts/setup.sh tests/manifests/package-lock.json
 	$(Q)scripts/setup.sh
 	$(Q)mkdir -p $(BUILD) && touch $@
 
@@ -192,6 +192,16 @@ test: check
 # any other with VMTEST_KERNEL=/path/to/bzImage.
 vmtest: setup all
 	$(Q)scripts/vmtest.sh $(BUILD) $(if $(VMTEST_KERNEL),--kernel $(VMTEST_KERNEL))
+
+# The container image, as an OCI archive under build/image with no registry and no daemon, and
+# build/image/kustomization.yaml: manifests/ set to that image (docs/operations.md).
+IMAGE_REPO ?= localhost/runwall
+image: setup all
+	$(Q)scripts/image.sh $(BUILD) $(IMAGE_REPO)
+
+# The built image, mounted: binaries, libraries, setuid bits, entrypoint against the DaemonSet.
+check-image: image
+	$(Q)tests/image/test_image.sh $(BUILD)
 
 # The run command: a demo node in network namespaces with the seed's default policy, left up for
 # exploring with the CLI until `make demo-clean`.
