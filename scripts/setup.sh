@@ -9,12 +9,19 @@ packages=(
 	libmnl-dev libjansson-dev libmicrohttpd-dev libcmocka-dev
 	iproute2 iputils-ping netcat-openbsd python3 procps jq util-linux
 	qemu-system-x86 linux-image-amd64 busybox-static cpio xz-utils binutils
+	# make image and its test; the manifest checks (kubectl: from the apt source that carries
+	# it, packages.cloud.google.com on the development machine; npm: nodejs from NodeSource
+	# ships its own, Debian's nodejs needs Debian's npm, added below)
+	mmdebstrap buildah skopeo yamllint python3-yaml kubectl nodejs
 )
 
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+
+command -v npm >/dev/null || dpkg-query -W -f='${Status}' npm 2>/dev/null | grep -q "install ok installed" ||
+	missing+=(npm)
 
 if ((${#missing[@]})); then
 	echo "setup: installing ${missing[*]}"
@@ -30,4 +37,13 @@ fi
 # The tests pin maps under bpffs; mount it where the machine did not.
 if ! mount | grep -q ' /sys/fs/bpf type bpf'; then
 	mount -t bpf bpf /sys/fs/bpf
+fi
+
+# The manifest checks' validator (tests/manifests): exactly the locked packages, from npm's
+# registry, once; again only when the lock file changes.
+manifests=$(dirname "$0")/../tests/manifests
+if ! cmp -s "$manifests/package-lock.json" "$manifests/node_modules/.runwall-lock"; then
+	echo "setup: npm ci in tests/manifests"
+	(cd "$manifests" && npm ci --no-audit --no-fund --loglevel=error)
+	cp "$manifests/package-lock.json" "$manifests/node_modules/.runwall-lock"
 fi

@@ -31,6 +31,10 @@ for kind in unit kernel; do
 		suites+=("$(basename "$t") $kind $t")
 	done
 done
+for t in tests/manifests/test_*.sh; do
+	[ -x "$t" ] || continue
+	suites+=("manifests/$(basename "$t" .sh) unit $t $build")
+done
 for t in tests/netns/test_*.sh; do
 	[ -x "$t" ] || continue
 	suites+=("netns/$(basename "$t" .sh) kernel $t $build")

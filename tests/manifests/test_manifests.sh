@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+# The manifests as a cluster would take them, offline:
+# - yamllint on manifests/ and on the rendered output;
+# - `kubectl kustomize manifests/` renders;
+# - every rendered object validates against the Kubernetes 1.33 schemas (validate.js, with
+#   kubernetes-models from npm: scripts/setup.sh runs `npm ci` here), and the validator really
+#   refuses broken objects: each kind of mistake below must be caught, by name;
+# - every container uses the image `runwall` and nothing else, so that the `images:` of the
+#   overlay `make image` writes (build/image/kustomization.yaml) sets all of them;
+# - the DaemonSet's agent command and arguments are the Containerfile's ENTRYPOINT and CMD.
+# The agent itself, started with exactly the DaemonSet's command: tests/netns/test_manifest.sh.
+#
+#   tests/manifests/test_manifests.sh [BUILD]
+set -euo pipefail
+
+cd "$(dirname "$0")/../.."
+here=tests/manifests
+work=$(mktemp -d /tmp/rwtest-manifests.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+n=0
+failed=0
+ok() { n=$((n + 1)); echo "ok $n - $*"; }
+not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
+
+for tool in kubectl yamllint node python3; do
+	command -v "$tool" >/dev/null || { echo "Bail out! $tool is missing: run scripts/setup.sh"; exit 1; }
+done
+[ -d "$here/node_modules/kubernetes-models" ] ||
+	{ echo "Bail out! $here/node_modules is missing: scripts/setup.sh runs npm ci there"; exit 1; }
+
+if out=$(yamllint -c "$here/yamllint.yaml" manifests/ 2>&1); then
+	ok "yamllint manifests/"
+else
+	not_ok "yamllint manifests/"; echo "$out" | sed 's/^/# /'
+fi
+
+if kubectl kustomize manifests/ >"$work/rendered.yaml" 2>"$work/kustomize.err"; then
+	ok "kubectl kustomize manifests/ renders ($(grep -c '^kind:' "$work/rendered.yaml") objects)"
+else
+	not_ok "kubectl kustomize manifests/"; sed 's/^/# /' "$work/kustomize.err"
+	echo "1..$n"; exit 1
+fi
+
+if out=$(yamllint -c "$here/yamllint.yaml" "$work/rendered.yaml" 2>&1); then
+	ok "yamllint on the rendered manifests"
+else
+	not_ok "yamllint on the rendered manifests"; echo "$out" | sed 's/^/# /'
+fi
+
+if out=$(node "$here/validate.js" "$work/rendered.yaml" 2>&1); then
+	ok "every rendered object validates: $out"
+else
+	not_ok "rendered objects validate"; echo "$out" | sed 's/^/# /'
+fi
+
+# The rendered objects as JSON, for the checks below (python3-yaml comes with yamllint).
+python3 -c 'import json, sys, yaml; json.dump([d for d in yaml.safe_load_all(open(sys.argv[1])) if d], sys.stdout)' \
+	"$work/rendered.yaml" >"$work/rendered.json"
+
+# Broken copies of the rendered objects: NAME, what the validator must say, a python statement
+# on `docs` (the list of objects); `ds` is the DaemonSet, `agent` its container.
+broken=(
+	"unknown field in a container|.spec.template.spec.containers[0].imagePullPolcy: unknown field|agent['imagePullPolcy'] = 'Always'"
+	"unknown top-level field|.sepc: unknown field|ds['sepc'] = ds['spec']"
+	"unknown field in a probe|.readinessProbe.httpGet.paht: unknown field|agent['readinessProbe']['httpGet']['paht'] = '/readyz'"
+	"wrong type|.spec.template.spec.hostNetwork: must be boolean|ds['spec']['template']['spec']['hostNetwork'] = 'yes'"
+	"port as text|.containerPort: must be integer|agent['ports'][0]['containerPort'] = 'http'"
+	"missing required field|must have required property 'name'|del agent['name']"
+	"unknown kind|no Kubernetes 1.33 schema for apiVersion \"v1\" kind \"Nonsense\"|docs.append({'apiVersion': 'v1', 'kind': 'Nonsense', 'metadata': {'name': 'x'}})"
+	"volumeMount without a volume|volumeMounts: \"bpffs\" is not a volume of the pod|ds['spec']['template']['spec']['volumes'] = [v for v in ds['spec']['template']['spec']['volumes'] if v['name'] != 'bpffs']"
+	"selector that misses the template|does not match the template's labels|ds['spec']['selector']['matchLabels']['app.kubernetes.io/name'] = 'other'"
+	"probe on an unknown port|readinessProbe: port \"htpp\" is not a named port|agent['readinessProbe']['httpGet']['port'] = 'htpp'"
+)
+printf '%s\n' "${broken[@]}" >"$work/broken.list"
+python3 - "$work/rendered.json" "$work/broken.list" "$work" <<'PY'
+import json, sys, yaml
+for i, line in enumerate(open(sys.argv[2]).read().splitlines()):
+    docs = json.load(open(sys.argv[1]))
+    ds = next(d for d in docs if d["kind"] == "DaemonSet")
+    agent = next(c for c in ds["spec"]["template"]["spec"]["containers"] if c["name"] == "agent")
+    exec(line.split("|", 2)[2])
+    yaml.safe_dump_all(docs, open(f"{sys.argv[3]}/broken-{i}.yaml", "w"))
+PY
+# One run of the validator for all of them (node starts slowly); each must be refused by name.
+node "$here/validate.js" "$work"/broken-*.yaml >"$work/broken.out" 2>&1 || true
+i=0
+for b in "${broken[@]}"; do
+	IFS='|' read -r what expect _ <<<"$b"
+	out=$(grep -F "$work/broken-$i.yaml: " "$work/broken.out" || true)
+	i=$((i + 1))
+	if grep -q "objects valid" <<<"$out"; then
+		not_ok "the validator refuses: $what (it accepted it)"
+	elif grep -qF -- "$expect" <<<"$out"; then
+		ok "the validator refuses: $what ($(grep -F -- "$expect" <<<"$out" | head -n 1 | sed "s|^$work/||"))"
+	else
+		not_ok "the validator refuses $what with '$expect'"; echo "$out" | sed 's/^/# /'
+	fi
+done
+
+# Every container's image is `runwall`, untagged: the overlay's `images:` names it.
+if out=$(python3 - "$work/rendered.json" <<'PY'
+import json, sys
+bad = []
+for d in json.load(open(sys.argv[1])):
+    pod = d.get("spec", {}).get("template", {}).get("spec", {})
+    for c in pod.get("initContainers", []) + pod.get("containers", []):
+        if c.get("image") != "runwall":
+            bad.append(f'{d["kind"]}/{d["metadata"]["name"]} {c["name"]}: image "{c.get("image")}"')
+print("\n".join(bad))
+sys.exit(1 if bad else 0)
+PY
+); then
+	ok "every container's image is 'runwall' (make image's overlay sets it)"
+else
+	not_ok "every container's image is 'runwall'"; echo "$out" | sed 's/^/# /'
+fi
+
+# The DaemonSet's agent runs the image's own ENTRYPOINT and CMD.
+if out=$(python3 - "$work/rendered.json" Containerfile <<'PY'
+import json, re, sys
+ds = next(d for d in json.load(open(sys.argv[1])) if d["kind"] == "DaemonSet")
+agent = next(c for c in ds["spec"]["template"]["spec"]["containers"] if c["name"] == "agent")
+text = open(sys.argv[2]).read()
+def instr(name):
+    found = re.findall(rf"^{name}\s+(\[.*\])\s*$", text, re.M)
+    if len(found) != 1:
+        sys.exit(f"Containerfile: expected one {name} in JSON form, found {len(found)}")
+    return json.loads(found[0])
+want = (instr("ENTRYPOINT"), instr("CMD"))
+got = (agent.get("command"), agent.get("args"))
+if got != want:
+    sys.exit(f"DaemonSet agent command {got[0]} args {got[1]}\nContainerfile ENTRYPOINT {want[0]} CMD {want[1]}")
+print(" ".join(want[0] + want[1]))
+PY
+); then
+	ok "the DaemonSet's command and args are the Containerfile's ENTRYPOINT and CMD: $out"
+else
+	not_ok "the DaemonSet's command and args are the Containerfile's ENTRYPOINT and CMD"
+	echo "$out" | sed 's/^/# /'
+fi
+
+echo "1..$n"
+[ "$failed" -eq 0 ]
