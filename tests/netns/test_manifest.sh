@@ -1,0 +1,293 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+# The DaemonSet as the kubelet would run it, on a node built from namespaces (lib.sh), so that the
+# manifest and the agent's flags cannot drift apart:
+# - `kubectl kustomize manifests/` is rendered and the DaemonSet read from it: the agent
+#   container's exact command and arguments, its capabilities, its volumes, probes and grace
+#   period;
+# - every path in the arguments must lie on one of the container's volumes (the image's root is
+#   read-only) and is mapped to this test's own: the bpffs hostPath to a folder of the machine's
+#   bpffs, /run/runwall to a private folder, the ConfigMap to a folder laid out as the kubelet
+#   does (`..data` symlink) holding the rendered ConfigMap's policy, the token Secret to a file;
+# - the agent runs with exactly the container's capabilities as its bounding set and
+#   no_new_privs (allowPrivilegeEscalation: false), which proves those capabilities enough: it
+#   loads, attaches, serves the probes' paths on the probes' port, enforces the ConfigMap's
+#   policy on a sandbox, applies a ConfigMap update (an apply over a live snapshot), exits on
+#   SIGTERM within the grace period with enforcement left in place, and a second start (the
+#   rolling update's next pod) adopts the pins and is ready again;
+# - the CNI install init container runs its exact command, with no capability, against a copy of
+#   the VPC CNI's conflist, twice (idempotent).
+#
+#   tests/netns/test_manifest.sh BUILD
+set -euo pipefail
+
+build=${1:-build}
+cd "$(dirname "$0")/../.."
+build=$(realpath "$build")
+. tests/netns/lib.sh
+
+ID=$$
+rw_names "rwm$ID-"
+RW_RUNWALL=$build/runwall
+RW_WORK=$(mktemp -d "/tmp/rwtest-manifest-$ID.XXXXXX")
+bpfroot=/sys/fs/bpf/rwtest-manifest-$ID
+n=0
+failed=0
+ok() { n=$((n + 1)); echo "ok $n - $*"; }
+not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
+check() { # check "description" command...
+	local what=$1
+	shift
+	if "$@"; then ok "$what"; else not_ok "$what"; fi
+}
+cleanup() {
+	set +e
+	rw_agent_kill KILL
+	[ -n "${RW_BPFFS:-}" ] && "$RW_RUNWALL" --bpffs "$RW_BPFFS" --socket "$RW_SOCK" detach >/dev/null 2>&1
+	rw_node_down
+	rm -rf "$bpfroot" "$RW_WORK"
+}
+trap cleanup EXIT
+
+for tool in kubectl setpriv jq; do
+	command -v "$tool" >/dev/null || { echo "Bail out! $tool is missing: run scripts/setup.sh"; exit 1; }
+done
+[ -x "$RW_RUNWALL" ] || { echo "Bail out! $RW_RUNWALL is missing: run make"; exit 1; }
+
+kubectl kustomize manifests/ >"$RW_WORK/rendered.yaml"
+mkdir -p "$bpfroot"
+
+# The plan: each container's argv with its paths mapped, its capabilities, the volumes' contents.
+python3 - "$RW_WORK/rendered.yaml" "$RW_WORK" "$bpfroot" "$build" >"$RW_WORK/plan.json" <<'PY'
+import json, os, secrets, sys, yaml
+rendered, work, bpfroot, build = sys.argv[1:]
+docs = [d for d in yaml.safe_load_all(open(rendered)) if d]
+ds = next(d for d in docs if d["kind"] == "DaemonSet")
+pod = ds["spec"]["template"]["spec"]
+volumes = {v["name"]: v for v in pod["volumes"]}
+problems = []
+
+def kubelet_dir(path, files):
+    """A ConfigMap or Secret volume as the kubelet lays it out: files behind a ..data symlink."""
+    stamp = "..2026_01_01_00_00_00.0"
+    os.makedirs(f"{path}/{stamp}", exist_ok=True)
+    for name, text in files.items():
+        with open(f"{path}/{stamp}/{name}", "w") as f:
+            f.write(text)
+        os.symlink(f"..data/{name}", f"{path}/{name}")
+    os.symlink(stamp, f"{path}/..data")
+
+def mounts_of(c):
+    m = {}
+    for vm in c.get("volumeMounts", []):
+        v = volumes[vm["name"]]
+        if "hostPath" in v:
+            host = v["hostPath"]["path"]
+            m[vm["mountPath"]] = bpfroot if host == "/sys/fs/bpf" else f"{work}/host{host}"
+            os.makedirs(m[vm["mountPath"]], exist_ok=True)
+        elif "configMap" in v:
+            cm = next(d for d in docs if d["kind"] == "ConfigMap"
+                      and d["metadata"]["name"] == v["configMap"]["name"])
+            m[vm["mountPath"]] = f"{work}/volumes/{vm['name']}"
+            kubelet_dir(m[vm["mountPath"]], cm["data"])
+        elif "secret" in v:
+            # The operator creates it (docs/operations.md): one key, "token".
+            m[vm["mountPath"]] = f"{work}/volumes/{vm['name']}"
+            kubelet_dir(m[vm["mountPath"]], {"token": secrets.token_hex(32) + "\n"})
+        else:
+            problems.append(f"volume {vm['name']}: a kind this test does not map")
+    return m
+
+def mapped(c):
+    mounts = mounts_of(c)
+    argv = c.get("command", []) + c.get("args", [])
+    binary = os.path.join(build, os.path.basename(argv[0]))
+    out = [binary]
+    for a in argv[1:]:
+        key, eq, val = a.rpartition("=") if a.startswith("--") and "=" in a else ("", "", a)
+        if val.startswith("/"):
+            mp = max((m for m in mounts if val == m or val.startswith(m + "/")), key=len, default=None)
+            if mp is None:
+                problems.append(f"{c['name']}: {val} is on none of the container's volumes")
+            else:
+                val = mounts[mp] + val[len(mp):]
+        out.append(key + eq + val)
+    sc = c.get("securityContext", {})
+    caps = sc.get("capabilities", {})
+    if caps.get("drop") != ["ALL"]:
+        problems.append(f"{c['name']}: capabilities do not drop ALL first")
+    return {"argv": out, "binary": binary, "manifest_argv": argv,
+            "caps": ",".join(["-all"] + ["+" + x.lower() for x in caps.get("add", [])]),
+            "no_new_privs": sc.get("allowPrivilegeEscalation") is False}
+
+agent = next(c for c in pod["containers"] if c["name"] == "agent")
+plan = {"agent": mapped(agent),
+        "init": [mapped(c) for c in pod.get("initContainers", [])],
+        "grace": pod.get("terminationGracePeriodSeconds", 30),
+        "policy": next(d for d in docs if d["kind"] == "ConfigMap")["data"]}
+ports = {p["name"]: p["containerPort"] for p in agent.get("ports", [])}
+for probe in ("readinessProbe", "livenessProbe"):
+    get = agent[probe]["httpGet"]
+    port = ports.get(get["port"], get["port"])
+    plan[probe] = {"path": get["path"], "port": port}
+listen = [a.split("=", 1)[1] for a in plan["agent"]["argv"] if a.startswith("--listen=")]
+plan["listen"] = listen[0] if len(listen) == 1 else None
+plan["problems"] = problems
+json.dump(plan, sys.stdout)
+PY
+plan=$RW_WORK/plan.json
+jq -r '.problems[]' "$plan" | sed 's/^/# /'
+check "every path of the DaemonSet's containers lies on one of their volumes" \
+	test "$(jq '.problems | length' "$plan")" = 0
+
+mapfile -t argv < <(jq -r '.agent.argv[]' "$plan")
+caps=$(jq -r .agent.caps "$plan")
+nnp=()
+[ "$(jq -r .agent.no_new_privs "$plan")" = true ] && nnp=(--no-new-privs)
+echo "# the DaemonSet's agent: $(jq -r '.agent.manifest_argv | join(" ")' "$plan")"
+echo "# run here as: setpriv --bounding-set=$caps ${nnp[*]} -- ${argv[*]}"
+# The CLI on this node uses the same pins and socket.
+for a in "${argv[@]}"; do
+	case "$a" in
+	--bpffs=*) RW_BPFFS=${a#--bpffs=} ;;
+	--socket=*) RW_SOCK=${a#--socket=} ;;
+	esac
+done
+check "the agent's --bpffs and --socket are on the bpffs and run volumes" \
+	test "${RW_BPFFS:-}" = "$bpfroot/runwall" -a "${RW_SOCK:-}" = "$RW_WORK/host/run/runwall/runwall.sock"
+ready_port=$(jq -r .readinessProbe.port "$plan")
+check "the probes' port is the port of --listen ($(jq -r .listen "$plan"))" \
+	test "$(jq -r .listen "$plan")" = "0.0.0.0:$ready_port" -a "$(jq -r .livenessProbe.port "$plan")" = "$ready_port"
+
+# The node: services, and one sandbox wired like the VPC CNI does, in run-7f3a of the
+# ConfigMap's policy (manifests/policy-default.json).
+rw_node_up
+rw_sandbox_add a eni7f3a0001 10.1.2.3
+
+start_agent() {
+	rw_cmd
+	nsenter "--net=/run/netns/$RW_NODE" -- setpriv --bounding-set="$caps" --inh-caps=-all "${nnp[@]}" \
+		-- "${argv[@]}" >>"$RW_WORK/agent.log" 2>&1 </dev/null &
+	RW_AGENT_PID=$!
+	RW_PIDS+=("$RW_AGENT_PID")
+}
+# HTTP status of GET http://NODE:PORT/PATH from the node, like the kubelet's probe.
+http_status() {
+	rw_node_exec "$RW_PY" -c '
+import sys, urllib.error, urllib.request
+try:
+    print(urllib.request.urlopen(sys.argv[1], timeout=2).status)
+except urllib.error.HTTPError as e:
+    print(e.code)
+except Exception as e:
+    print("error", e)' "http://$RW_NODE_LINK:$ready_port$1"
+}
+http_is() { [ "$(http_status "$1")" = "$2" ]; }
+# `jq -n 'input | ...'`: no input at all is an error (plain `jq -e` would exit 0 on none).
+status_json() { rw -j status 2>/dev/null || true; }
+ready_at() { # ready_at REVISION: the kernel enforces that revision
+	status_json | jq -n -e --argjson r "$1" 'input | .ready == true and .revision == $r' >/dev/null
+}
+bound() {
+	status_json | jq -n -e 'input | any(.sandboxes[]; .ifname == "eni7f3a0001" and .pod == "10.1.2.3" and .run == "run-7f3a")' >/dev/null
+}
+ready_and_bound() { ready_at "$1" && bound; }
+probe_is() { [ "$(rw_probe a tcp "$1" "$2" --timeout 1)" = "$3" ]; }
+agent_log() { sed 's/^/#   /' "$RW_WORK/agent.log"; }
+
+start_agent
+if rw_wait 10 http_is "$(jq -r .livenessProbe.path "$plan")" 200; then
+	ok "liveness: GET $(jq -r .livenessProbe.path "$plan") on port $ready_port answers 200"
+else
+	not_ok "liveness: GET $(jq -r .livenessProbe.path "$plan") on port $ready_port: $(http_status "$(jq -r .livenessProbe.path "$plan")")"
+	agent_log
+fi
+readyz=$(jq -r .readinessProbe.path "$plan")
+check "readiness: GET $readyz answers 200 once the ConfigMap's revision 1 is enforced" \
+	rw_wait 10 http_is "$readyz" 200
+check "the kernel enforces revision 1 and the sandbox veth is bound to run-7f3a" \
+	rw_wait 10 ready_and_bound 1
+check "the sandbox reaches the egress proxy 172.20.0.10:443" rw_wait 5 probe_is 172.20.0.10 443 ok
+check "the sandbox is refused the metadata address" probe_is 169.254.169.254 80 timeout
+
+# A ConfigMap update, as the kubelet writes it: a new timestamped folder, then ..data swapped.
+policy_dir=$(dirname "$(jq -r '.agent.argv[] | select(startswith("--policy=")) | ltrimstr("--policy=")' "$plan")")
+stamp="..2026_01_01_00_01_00.0"
+mkdir "$policy_dir/$stamp"
+jq '.revision = 2' "$policy_dir/..data/policy.json" >"$policy_dir/$stamp/policy.json"
+ln -s "$stamp" "$policy_dir/..data_tmp"
+mv -T "$policy_dir/..data_tmp" "$policy_dir/..data"
+check "a ConfigMap update is applied over the live snapshot (revision 2)" rw_wait 10 ready_at 2
+
+# The kubelet stops the pod: SIGTERM, then SIGKILL after the grace period.
+grace=$(jq -r .grace "$plan")
+kill -TERM "$RW_AGENT_PID" 2>/dev/null || true
+end=$((SECONDS + grace))
+while kill -0 "$RW_AGENT_PID" 2>/dev/null && [ "$SECONDS" -lt "$end" ]; do sleep 0.1; done
+if kill -0 "$RW_AGENT_PID" 2>/dev/null; then
+	not_ok "SIGTERM: the agent exits within terminationGracePeriodSeconds ($grace s)"
+	kill -KILL "$RW_AGENT_PID" 2>/dev/null || true
+	wait "$RW_AGENT_PID" || true
+else
+	rc=0
+	wait "$RW_AGENT_PID" || rc=$?
+	check "SIGTERM: the agent exits within terminationGracePeriodSeconds ($grace s), status $rc" test "$rc" = 0
+fi
+RW_AGENT_PID=
+check "with the pod gone the kernel still enforces revision 2" ready_at 2
+check "with the pod gone the sandbox still reaches the proxy" probe_is 172.20.0.10 443 ok
+check "with the pod gone the sandbox is still refused the metadata address" probe_is 169.254.169.254 80 timeout
+
+# The rolling update's next pod: same command, adopts the pins.
+start_agent
+check "the next pod is ready again (GET $readyz 200)" rw_wait 10 http_is "$readyz" 200
+check "it adopted revision 2 and the sandbox binding" rw_wait 10 ready_and_bound 2
+grep -q "adopting" "$RW_WORK/agent.log" && ok "its log says it adopted the pins" || { not_ok "its log says it adopted the pins"; agent_log; }
+rw_agent_kill TERM
+
+# The CNI install init container, with no capability, on a copy of the VPC CNI's conflist.
+ninit=$(jq '.init | length' "$plan")
+check "the DaemonSet has the CNI install init container" test "$ninit" = 1
+for ((i = 0; i < ninit; i++)); do
+	mapfile -t iargv < <(jq -r ".init[$i].argv[]" "$plan")
+	icaps=$(jq -r ".init[$i].caps" "$plan")
+	confdir=$(jq -r ".init[$i].argv[] | select(startswith(\"$RW_WORK/host/etc/cni\"))" "$plan")
+	bindir=$(jq -r ".init[$i].argv[] | select(startswith(\"$RW_WORK/host/opt/cni\"))" "$plan")
+	echo "# the init container: $(jq -r ".init[$i].manifest_argv | join(\" \")" "$plan")"
+	if [ ! -x "${iargv[0]}" ]; then
+		not_ok "${iargv[0]} is missing: the DaemonSet's init container runs it (make builds it once the CNI plugin lands)"
+		continue
+	fi
+	cat >"$confdir/10-aws.conflist" <<'EOF'
+{
+  "cniVersion": "0.4.0",
+  "name": "aws-cni",
+  "disableCheck": true,
+  "plugins": [
+    {"name": "aws-cni", "type": "aws-cni", "vethPrefix": "eni", "mtu": "9001",
+     "podSGEnforcingMode": "strict", "pluginLogFile": "/var/log/aws-routed-eni/plugin.log",
+     "pluginLogLevel": "DEBUG", "capabilities": {"io.kubernetes.cri.pod-annotations": true}},
+    {"name": "egress-cni", "type": "egress-cni", "mtu": "9001", "enabled": "false",
+     "randomizeSNAT": "prng", "nodeIP": "",
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": "fd00::ac:00/118"}]],
+              "routes": [{"dst": "::/0"}], "dataDir": "/run/cni/v4pd/egress-v6-ipam"},
+     "pluginLogFile": "/var/log/aws-routed-eni/egress-v6-plugin.log", "pluginLogLevel": "DEBUG"},
+    {"type": "portmap", "capabilities": {"portMappings": true}, "snat": true}
+  ]
+}
+EOF
+	for run in 1 2; do
+		if out=$(setpriv --bounding-set="$icaps" --inh-caps=-all --no-new-privs -- "${iargv[@]}" 2>&1); then
+			ok "init container run $run: ${iargv[*]##*/}"
+		else
+			not_ok "init container run $run exits 0"; echo "$out" | sed 's/^/#   /'
+		fi
+	done
+	check "runwall-cni is in the CNI bin folder" test -x "$bindir/runwall-cni"
+	check "the conflist chains runwall-cni once, after the VPC CNI's plugins" \
+		jq -n -e 'input | [.plugins[].type] as $t | ($t | map(select(. == "runwall-cni")) | length) == 1 and $t[0] == "aws-cni"' \
+		"$confdir/10-aws.conflist"
+done
+
+echo "1..$n"
+[ "$failed" -eq 0 ]
