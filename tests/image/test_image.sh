@@ -94,6 +94,17 @@ for b in $bins; do
 done
 check "build/runwall-cni is in the image when it is built" \
 	bash -c "[ ! -e '$build/runwall-cni' ] || [ -x '$mnt/usr/local/bin/runwall-cni' ]"
+# runwall-cni is copied onto the host by the init container and run there by the container
+# runtime: the host (Amazon Linux, Bottlerocket) has none of the image's libraries, so it must
+# need none.
+if [ -e "$mnt/usr/local/bin/runwall-cni" ]; then
+	if readelf -lW "$mnt/usr/local/bin/runwall-cni" | grep -q 'INTERP\|Requesting program interpreter'; then
+		not_ok "runwall-cni is statically linked: it runs on the host, whose libraries are not the image's"
+		readelf -dW "$mnt/usr/local/bin/runwall-cni" | grep NEEDED | sed 's/^/# /'
+	else
+		ok "runwall-cni is statically linked (it runs on the host, not in the image)"
+	fi
+fi
 
 # Every ELF file's libraries, resolved by the image's own loader.
 missing=0
