@@ -155,10 +155,19 @@ for d in json.load(open(sys.argv[1])):
     for c in pod.get("initContainers", []) + pod.get("containers", []):
         print(json.dumps({"where": f'{d["kind"]}/{d["metadata"]["name"]} {c["name"]}', "image": c["image"],
                           "argv": c.get("command", []) + c.get("args", [])}))
+# The one-shot detach pod (manifests/ops/detach.yaml) runs this image too; its image is set
+# by hand (docs/operations.md), so only its programs and arguments are checked.
+import yaml
+pod = yaml.safe_load(open("manifests/ops/detach.yaml"))
+for c in pod["spec"].get("initContainers", []) + pod["spec"]["containers"]:
+    print(json.dumps({"where": f'manifests/ops/detach.yaml {c["name"]}', "image": None,
+                      "argv": c.get("command", []) + c.get("args", [])}))
 PY
 while IFS= read -r line; do
 	where=$(jq -r .where <<<"$line")
-	check "$where: image $(jq -r .image <<<"$line") is the archive's" test "$(jq -r .image <<<"$line")" = "$ref"
+	if [ "$(jq -r .image <<<"$line")" != null ]; then
+		check "$where: image $(jq -r .image <<<"$line") is the archive's" test "$(jq -r .image <<<"$line")" = "$ref"
+	fi
 	mapfile -t argv < <(jq -r '.argv[]' <<<"$line")
 	if [ ! -x "$mnt${argv[0]}" ]; then
 		not_ok "$where: ${argv[0]} is not in the image"

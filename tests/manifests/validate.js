@@ -102,7 +102,7 @@ function message(e) {
 
 function podChecks(obj, err) {
 	const spec = obj.spec || {};
-	const tpl = spec.template;
+	const tpl = obj.kind === "Pod" ? { spec } : spec.template;
 	if (!tpl) return;
 	const sel = (spec.selector && spec.selector.matchLabels) || {};
 	const labels = (tpl.metadata && tpl.metadata.labels) || {};
