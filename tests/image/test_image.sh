@@ -12,7 +12,8 @@
 # - the image's ENTRYPOINT and CMD are the DaemonSet's command and args, and every container of
 #   the deployable manifests (BUILD/image/kustomization.yaml: manifests/ with this image) uses
 #   this image, and its program exists in the image and accepts its arguments (`--help` appended:
-#   the whole command line is parsed, then usage is printed and nothing runs).
+#   the whole command line is parsed, then usage is printed and nothing runs; a command with no
+#   option of its own, like `detach`, is asked `help COMMAND` after the global options).
 #
 # The containers are not run with `podman run`: this machine refuses the setrlimit calls of
 # podman's runtime (crun/runc set RLIMIT_NOFILE and others for the container), so the image is
@@ -169,12 +170,19 @@ while IFS= read -r line; do
 		check "$where: image $(jq -r .image <<<"$line") is the archive's" test "$(jq -r .image <<<"$line")" = "$ref"
 	fi
 	mapfile -t argv < <(jq -r '.argv[]' <<<"$line")
+	# A command that takes no option (`runwall ... detach`) is asked `help COMMAND` instead.
+	last=${argv[${#argv[@]} - 1]}
+	if [ "${#argv[@]}" -gt 1 ] && [ "${last#-}" = "$last" ] && [ "${last#/}" = "$last" ]; then
+		try=("${argv[@]:0:${#argv[@]}-1}" help "$last")
+	else
+		try=("${argv[@]}" --help)
+	fi
 	if [ ! -x "$mnt${argv[0]}" ]; then
 		not_ok "$where: ${argv[0]} is not in the image"
-	elif out=$(chroot "$mnt" "${argv[@]}" --help 2>&1); then
+	elif out=$(chroot "$mnt" "${try[@]}" 2>&1); then
 		ok "$where: the image's ${argv[0]} accepts its arguments: ${argv[*]:1}"
 	else
-		not_ok "$where: ${argv[*]} --help"; echo "$out" | head -n 3 | sed 's/^/# /'
+		not_ok "$where: ${try[*]}"; echo "$out" | head -n 3 | sed 's/^/# /'
 	fi
 done <"$work/containers"
 
