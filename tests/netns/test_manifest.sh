@@ -246,6 +246,10 @@ grep -q "adopting" "$RW_WORK/agent.log" && ok "its log says it adopted the pins"
 rw_agent_kill TERM
 
 # The CNI install init container, with no capability, on a copy of the VPC CNI's conflist.
+chained() {
+	jq -n -e 'input | [.plugins[].type] as $t | ($t | map(select(. == "runwall-cni")) | length) == 1 and $t[0] == "aws-cni"' \
+		"$1" >/dev/null
+}
 ninit=$(jq '.init | length' "$plan")
 check "the DaemonSet has the CNI install init container" test "$ninit" = 1
 for ((i = 0; i < ninit; i++)); do
@@ -278,15 +282,13 @@ for ((i = 0; i < ninit; i++)); do
 EOF
 	for run in 1 2; do
 		if out=$(setpriv --bounding-set="$icaps" --inh-caps=-all --no-new-privs -- "${iargv[@]}" 2>&1); then
-			ok "init container run $run: ${iargv[*]##*/}"
+			ok "init container run $run: $(jq -r ".init[$i].manifest_argv | join(\" \")" "$plan")"
 		else
 			not_ok "init container run $run exits 0"; echo "$out" | sed 's/^/#   /'
 		fi
 	done
 	check "runwall-cni is in the CNI bin folder" test -x "$bindir/runwall-cni"
-	check "the conflist chains runwall-cni once, after the VPC CNI's plugins" \
-		jq -n -e 'input | [.plugins[].type] as $t | ($t | map(select(. == "runwall-cni")) | length) == 1 and $t[0] == "aws-cni"' \
-		"$confdir/10-aws.conflist"
+	check "the conflist chains runwall-cni once, after the VPC CNI's plugins" chained "$confdir/10-aws.conflist"
 done
 
 echo "1..$n"
