@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* fuzz_cli_args.c: libFuzzer target for the CLI's option and value parsers (what an operator
- * types after --pod, --dst, --sport, --flags, --reason, `map dump`, ...). The first byte picks
+ * types after --pod, --dst, --sport, --flags, --reason, --event-rate, `map dump`, ...). The first byte picks
  * the parser, the rest is the argument. Each parser either refuses or returns a value that
  * prints back to something it accepts again.
  */
@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli_util.h"
+#include "parse.h"
 
 static const char *const words[] = { "config", "endpoints", "pods", "allow", "deny" };
 
@@ -26,37 +27,37 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(s, data + 1, size - 1);
 	s[size - 1] = '\0';
-	switch (data[0] % 10) {
+	switch (data[0] % 11) {
 	case 0:
-		if (rw_cli_parse_ip(s, &ip) == 0) {
+		if (rw_parse_ip(s, &ip) == 0) {
 			inet_ntop(AF_INET, &ip, back, sizeof(back));
-			if (rw_cli_parse_ip(back, &ip2) || ip2 != ip)
+			if (rw_parse_ip(back, &ip2) || ip2 != ip)
 				abort();
 		}
 		break;
 	case 1:
-		if (rw_cli_parse_port(s, &port) == 0 && port == 0)
+		if (rw_parse_port(s, &port) == 0 && port == 0)
 			abort();
 		break;
 	case 2:
-		if (rw_cli_parse_ip_port(s, &ip, &port) == 0 && port) {
+		if (rw_parse_ip_port(s, &ip, &port) == 0 && port) {
 			rw_cli_ip_port(ip, port, back, sizeof(back));
-			if (rw_cli_parse_ip_port(back, &ip2, &port2) || ip2 != ip || port2 != port)
+			if (rw_parse_ip_port(back, &ip2, &port2) || ip2 != ip || port2 != port)
 				abort();
 		}
 		break;
 	case 3:
-		if (rw_cli_parse_uint(s, data[0] & 0x80 ? 65535 : ~0ULL, &u) == 0) {
+		if (rw_parse_uint(s, data[0] & 0x80 ? 65535 : ~0ULL, &u) == 0) {
 			snprintf(back, sizeof(back), "%llu", u);
 			if (strcmp(back, s) && s[0] != '0')
 				abort();
 		}
 		break;
 	case 4:
-		rw_cli_parse_proto(s, &b);
+		rw_parse_proto(s, &b);
 		break;
 	case 5:
-		rw_cli_parse_tcp_flags(s, &b);
+		rw_parse_tcp_flags(s, &b);
 		break;
 	case 6:
 		if (rw_cli_reason_lookup(s, err, sizeof(err)) < 0 && !err[0])
@@ -67,17 +68,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		break;
 	case 8:
-		if (rw_cli_lookup(s, "thing", words, sizeof(words) / sizeof(words[0]), err,
+		if (rw_name_lookup(s, "thing", words, sizeof(words) / sizeof(words[0]), err,
 				  sizeof(err)) < 0 && !err[0])
 			abort();
 		break;
+	case 10: {
+		/* --event-rate N[/BURST]: a BURST given is >= 1, else it is 2N. */
+		unsigned long long rate, burst;
+
+		if (rw_parse_rate(s, 1000000, &rate, &burst) == 0 &&
+		    (rate > 1000000 || (strchr(s, '/') ? burst > 1000000 || !burst : burst != 2 * rate)))
+			abort();
+		break;
+	}
 	default: {
 		/* Two words for the edit distance: symmetric, and zero only for equal words. */
 		char *half = s + strlen(s) / 2, other[256];
 
 		snprintf(other, sizeof(other), "%s", half);
 		*half = '\0';
-		if (rw_cli_distance(s, other) != rw_cli_distance(other, s))
+		if (rw_name_distance(s, other) != rw_name_distance(other, s))
 			abort();
 		break;
 	}
