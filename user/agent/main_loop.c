@@ -255,6 +255,14 @@ static int cmd_agent(int argc, char **argv)
 		rw_err("%s", msg);
 		return RW_EXIT_REFUSED;
 	}
+	/* For runwall-cni: a pod created while this agent is away gets these programs. */
+	err = rw_datapath_pin_progs(&a.dp);
+	if (err) {
+		rw_err("%s/%s: pinning the programs: %s", a.dp.pin_dir, RW_PROGS_DIR,
+		       strerror(-err));
+		rw_datapath_close(&a.dp);
+		return RW_EXIT_REFUSED;
+	}
 	rw_config_read(&a.dp, &cfg);
 	if (RW_STATE_READY(cfg.state))
 		rw_info("adopting %s: revision %llu in force", a.dp.pin_dir,

@@ -14,6 +14,7 @@
 #include <bpf/libbpf.h>
 
 #include "datapath.h"
+#include "reasons.h"
 #include "runwall.skel.h"
 
 const char *const rw_map_names[RW_M__COUNT] = {
@@ -236,6 +237,42 @@ int rw_datapath_open_pinned(struct rw_datapath *dp, const char *pin_dir, char *e
 	return 0;
 }
 
+int rw_datapath_open_pinned_progs(struct rw_datapath *dp, char *err, size_t errlen)
+{
+	char path[PATH_MAX + 16];
+
+	for (int d = 0; d < RW_DIR_COUNT; d++) {
+		snprintf(path, sizeof(path), "%s/%s/%s", dp->pin_dir, RW_PROGS_DIR, rw_dir_name(d));
+		dp->prog_fd[d] = bpf_obj_get(path);
+		if (dp->prog_fd[d] < 0)
+			return fail(-errno, err, errlen, "%s: %s", path, strerror(errno));
+	}
+	return 0;
+}
+
+int rw_datapath_pin_progs(const struct rw_datapath *dp)
+{
+	char dir[PATH_MAX + 8], tmp[PATH_MAX + 32], path[PATH_MAX + 32];
+	int err;
+
+	snprintf(dir, sizeof(dir), "%s/%s", dp->pin_dir, RW_PROGS_DIR);
+	if (mkdir(dir, 0700) && errno != EEXIST)
+		return -errno;
+	for (int d = 0; d < RW_DIR_COUNT; d++) {
+		snprintf(tmp, sizeof(tmp), "%s/tmp_%s", dir, rw_dir_name(d));
+		snprintf(path, sizeof(path), "%s/%s", dir, rw_dir_name(d));
+		unlink(tmp);
+		if (bpf_obj_pin(dp->prog_fd[d], tmp))
+			return -errno;
+		if (rename(tmp, path)) {
+			err = -errno;
+			unlink(tmp);
+			return err;
+		}
+	}
+	return 0;
+}
+
 void rw_datapath_close(struct rw_datapath *dp)
 {
 	if (dp->skel) {
@@ -244,13 +281,16 @@ void rw_datapath_close(struct rw_datapath *dp)
 		for (int i = 0; i < RW_M__COUNT; i++)
 			if (dp->map_fd[i] >= 0)
 				close(dp->map_fd[i]);
+		for (int d = 0; d < RW_DIR_COUNT; d++)
+			if (dp->prog_fd[d] >= 0)
+				close(dp->prog_fd[d]);
 	}
 	datapath_init(dp, dp->flags);
 }
 
 int rw_datapath_unpin(const char *pin_dir)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX + 16];
 	int removed = 0;
 
 	for (int i = 0; i < RW_M__COUNT; i++) {
@@ -260,6 +300,15 @@ int rw_datapath_unpin(const char *pin_dir)
 		else if (errno != ENOENT)
 			return -errno;
 	}
+	for (int d = 0; d < RW_DIR_COUNT; d++) {
+		snprintf(path, sizeof(path), "%s/%s/%s", pin_dir, RW_PROGS_DIR, rw_dir_name(d));
+		if (unlink(path) == 0)
+			removed++;
+		else if (errno != ENOENT)
+			return -errno;
+	}
+	snprintf(path, sizeof(path), "%s/%s", pin_dir, RW_PROGS_DIR);
+	rmdir(path);
 	/* The folder goes only if it is empty: whatever else is in it is not ours. */
 	rmdir(pin_dir);
 	return removed;

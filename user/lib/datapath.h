@@ -28,6 +28,12 @@
 	X(EVENT_BUDGET,	RW_MAP_EVENT_BUDGET,	"budget")	\
 	X(EVENTS,	RW_MAP_EVENTS,		"events")
 
+/* The agent pins its two programs as <pin_dir>/progs/egress and <pin_dir>/progs/ingress (the
+ * rw_dir_name()s), so that something else on the node (runwall-cni, at pod creation) can attach
+ * exactly the programs the agent enforces with, while the agent is away.
+ */
+#define RW_PROGS_DIR "progs"
+
 enum rw_map_id {
 #define X(id, pin, shown) RW_M_##id,
 	RW_MAPS(X)
@@ -65,6 +71,17 @@ int rw_datapath_load(struct rw_datapath *dp, const char *pin_dir, unsigned int f
 /* Open the pinned maps only (the CLI, with or without a running agent). */
 int rw_datapath_open_pinned(struct rw_datapath *dp, const char *pin_dir, char *err,
 			    size_t errlen);
+
+/* After rw_datapath_open_pinned(): open the pinned programs too (prog_fd[] set, closed by
+ * rw_datapath_close()). -ENOENT when one is not pinned (an agent that never ran here, or one
+ * from before programs were pinned).
+ */
+int rw_datapath_open_pinned_progs(struct rw_datapath *dp, char *err, size_t errlen);
+
+/* Pin the loaded programs under <pin_dir>/progs, replacing what is there atomically (a
+ * temporary pin renamed over the old one): the agent calls it after every load.
+ */
+int rw_datapath_pin_progs(const struct rw_datapath *dp);
 
 void rw_datapath_close(struct rw_datapath *dp);
 

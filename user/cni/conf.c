@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* conf.c: runwall-cni's network configuration and prevResult, parsed with jansson (conf.h). */
+#include <arpa/inet.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "conf.h"
+#include "datapath.h"
+#include "netlink.h"
+
+static const char *const versions[] = { RW_CNI_VERSIONS };
+
+bool rw_cni_version_ok(const char *v)
+{
+	for (size_t i = 0; i < sizeof(versions) / sizeof(versions[0]); i++)
+		if (!strcmp(v, versions[i]))
+			return true;
+	return false;
+}
+
+bool rw_cni_version_has_check(const char *v)
+{
+	return rw_cni_version_ok(v) && strcmp(v, "0.3.0") && strcmp(v, "0.3.1");
+}
+
+static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+/* An optional string key of at most size-1 bytes; 0, or an error code with err set. */
+static int opt_string(json_t *conf, const char *key, char *out, size_t size, char *err,
+		      size_t errlen)
+{
+	json_t *v = json_object_get(conf, key);
+
+	if (!v)
+		return 0;
+	if (!json_is_string(v))
+		return fail(err, errlen, RW_CNI_E_CONFIG, "%s: must be a string", key);
+	if (json_string_length(v) == 0 || json_string_length(v) >= size ||
+	    strlen(json_string_value(v)) != json_string_length(v))
+		return fail(err, errlen, RW_CNI_E_CONFIG,
+			    "%s: must be a non-empty string of at most %zu bytes", key, size - 1);
+	memcpy(out, json_string_value(v), json_string_length(v) + 1);
+	return 0;
+}
+
+/* The host-side interface and the pod's IPv4 address in a prevResult (spec "Success": the
+ * interfaces the plugins before us created, host side without "sandbox"; ips[] pointing at the
+ * container's). Sets req->prev_error when something is missing.
+ */
+static void parse_prev(struct rw_cni_req *req)
+{
+	json_t *ifs = json_object_get(req->prev, "interfaces");
+	json_t *ips = json_object_get(req->prev, "ips");
+	size_t i, n_host = 0;
+	json_t *it;
+
+	if (!json_is_array(ifs)) {
+		snprintf(req->prev_error, sizeof(req->prev_error),
+			 "prevResult.interfaces: missing or not an array");
+		return;
+	}
+	json_array_foreach(ifs, i, it) {
+		json_t *name = json_object_get(it, "name"), *sbx = json_object_get(it, "sandbox");
+
+		if (!json_is_object(it) || !json_is_string(name)) {
+			snprintf(req->prev_error, sizeof(req->prev_error),
+				 "prevResult.interfaces[%zu]: not an object with a name", i);
+			return;
+		}
+		if (sbx && !(json_is_string(sbx) && json_string_length(sbx) == 0))
+			continue;
+		if (json_string_length(name) == 0 || json_string_length(name) >= sizeof(req->host_if) ||
+		    strlen(json_string_value(name)) != json_string_length(name) ||
+		    strchr(json_string_value(name), '/')) {
+			snprintf(req->prev_error, sizeof(req->prev_error),
+				 "prevResult.interfaces[%zu].name: not an interface name", i);
+			return;
+		}
+		/* Several host-side interfaces (a bridge and a veth): the one the node's agent
+		 * watches (ifPrefix) is the sandbox's; otherwise the first.
+		 */
+		if (n_host++ && (rw_ifname_match(req->host_if, req->ifprefix) ||
+				 !rw_ifname_match(json_string_value(name), req->ifprefix)))
+			continue;
+		snprintf(req->host_if, sizeof(req->host_if), "%s", json_string_value(name));
+	}
+	if (!n_host) {
+		snprintf(req->prev_error, sizeof(req->prev_error),
+			 "prevResult.interfaces: no host-side interface (one without \"sandbox\")");
+		return;
+	}
+	if (!json_is_array(ips)) {
+		snprintf(req->prev_error, sizeof(req->prev_error),
+			 "prevResult.ips: missing or not an array");
+		return;
+	}
+	json_array_foreach(ips, i, it) {
+		json_t *addr = json_object_get(it, "address");
+		char buf[INET_ADDRSTRLEN + 4], *slash;
+		struct in_addr in;
+
+		if (!json_is_object(it) || !json_is_string(addr)) {
+			snprintf(req->prev_error, sizeof(req->prev_error),
+				 "prevResult.ips[%zu].address: missing or not a string", i);
+			return;
+		}
+		if (json_string_length(addr) >= sizeof(buf))
+			continue;	/* IPv6: longer than any IPv4 CIDR; not ours */
+		snprintf(buf, sizeof(buf), "%s", json_string_value(addr));
+		slash = strchr(buf, '/');
+		if (slash)
+			*slash = '\0';
+		if (inet_pton(AF_INET, buf, &in) != 1)
+			continue;
+		req->pod_ip = in.s_addr;
+		req->prev_complete = true;
+		return;
+	}
+	snprintf(req->prev_error, sizeof(req->prev_error), "prevResult.ips: no IPv4 address");
+}
+
+int rw_cni_parse(const char *buf, size_t len, struct rw_cni_req *req, char *err, size_t errlen)
+{
+	json_error_t jerr;
+	json_t *conf, *v;
+	char mode[8] = "auto";
+	int code;
+
+	memset(req, 0, sizeof(*req));
+	snprintf(req->bpffs, sizeof(req->bpffs), "%s", RW_DEFAULT_BPFFS);
+	snprintf(req->ifprefix, sizeof(req->ifprefix), "%s", RW_CNI_DEFAULT_IFPREFIX);
+	req->mode = RW_ATTACH_AUTO;
+
+	conf = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!conf)
+		return fail(err, errlen, RW_CNI_E_DECODE, "network config: line %d column %d: %s",
+			    jerr.line, jerr.column, jerr.text);
+	if (!json_is_object(conf)) {
+		code = fail(err, errlen, RW_CNI_E_DECODE, "network config: not a JSON object");
+		goto out;
+	}
+	v = json_object_get(conf, "cniVersion");
+	if (!json_is_string(v)) {
+		code = fail(err, errlen, RW_CNI_E_CONFIG, "cniVersion: missing or not a string");
+		goto out;
+	}
+	if (!rw_cni_version_ok(json_string_value(v))) {
+		code = fail(err, errlen, RW_CNI_E_VERSION,
+			    "cniVersion: \"%.32s\" is not one of 0.3.0, 0.3.1, 0.4.0, 1.0.0",
+			    json_string_value(v));
+		goto out;
+	}
+	snprintf(req->cni_version, sizeof(req->cni_version), "%s", json_string_value(v));
+	v = json_object_get(conf, "type");
+	if (!json_is_string(v)) {
+		code = fail(err, errlen, RW_CNI_E_CONFIG, "type: missing or not a string");
+		goto out;
+	}
+	code = opt_string(conf, "bpffs", req->bpffs, sizeof(req->bpffs), err, errlen);
+	if (!code)
+		code = opt_string(conf, "ifPrefix", req->ifprefix, sizeof(req->ifprefix), err,
+				  errlen);
+	if (!code)
+		code = opt_string(conf, "attachMode", mode, sizeof(mode), err, errlen);
+	if (code)
+		goto out;
+	if (req->bpffs[0] != '/') {
+		code = fail(err, errlen, RW_CNI_E_CONFIG, "bpffs: \"%s\" is not an absolute path",
+			    req->bpffs);
+		goto out;
+	}
+	if (!strcmp(mode, "auto")) {
+		req->mode = RW_ATTACH_AUTO;
+	} else if (!strcmp(mode, "tcx")) {
+		req->mode = RW_ATTACH_TCX;
+	} else if (!strcmp(mode, "tc")) {
+		req->mode = RW_ATTACH_TC;
+	} else {
+		code = fail(err, errlen, RW_CNI_E_CONFIG,
+			    "attachMode: \"%s\" is not one of auto, tcx, tc", mode);
+		goto out;
+	}
+	v = json_object_get(conf, "prevResult");
+	if (v && !json_is_null(v)) {
+		if (!json_is_object(v)) {
+			code = fail(err, errlen, RW_CNI_E_CONFIG, "prevResult: not an object");
+			goto out;
+		}
+		req->prev = json_incref(v);
+		parse_prev(req);
+	}
+	code = 0;
+out:
+	json_decref(conf);
+	if (code)
+		rw_cni_req_free(req);
+	return code;
+}
+
+void rw_cni_req_free(struct rw_cni_req *req)
+{
+	json_decref(req->prev);
+	req->prev = NULL;
+}

@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* veth.c: a sandbox veth protected as a whole (see veth.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <net/if.h>
+#include <stdlib.h>
+#include <string.h>
+#include <bpf/bpf.h>
+
+#include "veth.h"
+
+int rw_veth_attach(const struct rw_datapath *dp, int ifindex, enum rw_attach_mode mode,
+		   enum rw_attach_mode used[RW_DIR_COUNT], int *failed_dir)
+{
+	int first_err = 0;
+
+	for (int d = 0; d < RW_DIR_COUNT; d++) {
+		enum rw_attach_mode m = RW_ATTACH_AUTO;
+		int err;
+
+		if (dp->prog_fd[d] < 0)
+			err = -EBADF;
+		else
+			err = rw_attach(dp->pin_dir, ifindex, d, dp->prog_fd[d], mode, &m);
+		if (used)
+			used[d] = m;
+		if (err && !first_err) {
+			first_err = err;
+			if (failed_dir)
+				*failed_dir = d;
+		}
+	}
+	return first_err;
+}
+
+int rw_veth_protect(const struct rw_datapath *dp, int ifindex, __be32 pod_ip,
+		    enum rw_attach_mode mode, enum rw_attach_mode used[RW_DIR_COUNT],
+		    int *failed_dir)
+{
+	int err = rw_veth_attach(dp, ifindex, mode, used, failed_dir);
+
+	if (err)
+		return err;
+	if (failed_dir)
+		*failed_dir = -1;
+	return rw_endpoint_bind(dp, ifindex, pod_ip);
+}
+
+int rw_endpoint_lookup(const struct rw_datapath *dp, __u32 ifindex, __be32 *pod_ip)
+{
+	struct rw_endpoint ep;
+
+	*pod_ip = 0;
+	if (bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &ifindex, &ep))
+		return errno == ENOENT ? 0 : -errno;
+	*pod_ip = ep.pod_ip;
+	return 0;
+}
+
+int rw_veth_query(const struct rw_datapath *dp, int ifindex, struct rw_veth_state *st)
+{
+	struct rw_hook_info *hi;
+	int err = 0;
+
+	memset(st, 0, sizeof(*st));
+	/* struct rw_hook_info holds 128 programs: too big for a stack that libbpf callbacks
+	 * may share.
+	 */
+	hi = calloc(1, sizeof(*hi));
+	if (!hi)
+		return -ENOMEM;
+	for (int d = 0; d < RW_DIR_COUNT && !err; d++) {
+		struct bpf_prog_info info = {};
+		__u32 len = sizeof(info);
+
+		memset(hi, 0, sizeof(*hi));
+		if (dp->prog_fd[d] >= 0 && bpf_obj_get_info_by_fd(dp->prog_fd[d], &info, &len) == 0)
+			hi->prog_id = info.id;
+		err = hi->prog_id ? rw_hook_query(ifindex, d, hi) :
+				    rw_hook_query_pinned(dp->pin_dir, ifindex, d, hi);
+		if (err)
+			break;
+		st->found[d] = hi->found;
+		st->first[d] = hi->found && hi->first;
+	}
+	free(hi);
+	if (err)
+		return err;
+	return rw_endpoint_lookup(dp, ifindex, &st->pod_ip);
+}
+
+static bool ifindex_gone(int ifindex)
+{
+	char name[IF_NAMESIZE];
+
+	return !if_indextoname(ifindex, name) && errno == ENXIO;
+}
+
+int rw_veth_prune_gone(const struct rw_datapath *dp)
+{
+	char path[PATH_MAX + 8];
+	__u32 key, next, *prev = NULL, gone[64];
+	int n_gone = 0, err = 0;
+	struct dirent *de;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "%s/%s", dp->pin_dir, RW_LINKS_DIR);
+	dir = opendir(path);
+	while (dir && (de = readdir(dir))) {
+		char dirname[16];
+		int ifindex;
+
+		if (sscanf(de->d_name, "tcx_%d_%15[a-z]", &ifindex, dirname) != 2 &&
+		    sscanf(de->d_name, "tc_%d_%15[a-z]", &ifindex, dirname) != 2)
+			continue;
+		if (ifindex > 0 && ifindex_gone(ifindex))
+			rw_detach(dp->pin_dir, ifindex, strcmp(dirname, "egress") ?
+				  RW_DIR_INGRESS : RW_DIR_EGRESS);
+	}
+	if (dir)
+		closedir(dir);
+	/* Collect, then unbind: deleting while walking would restart the walk. A full batch is
+	 * done in the next call (every DEL calls this).
+	 */
+	while (n_gone < (int)(sizeof(gone) / sizeof(gone[0])) &&
+	       bpf_map_get_next_key(dp->map_fd[RW_M_ENDPOINTS], prev, &next) == 0) {
+		if (ifindex_gone(next))
+			gone[n_gone++] = next;
+		key = next;
+		prev = &key;
+	}
+	for (int i = 0; i < n_gone; i++) {
+		int ret = rw_endpoint_unbind(dp, gone[i]);
+
+		if (ret && !err)
+			err = ret;
+	}
+	return err;
+}

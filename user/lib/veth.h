@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* veth.h: one sandbox veth as a whole: both programs on it, first on their hooks, and its pod
+ * bound. What the agent does when a veth appears and what runwall-cni does at pod creation are
+ * the same calls, so the two can never disagree on what "protected" means.
+ */
+#ifndef RUNWALL_VETH_H
+#define RUNWALL_VETH_H
+
+#include <stdbool.h>
+#include <linux/types.h>
+#include "attach.h"
+#include "datapath.h"
+
+/* Attach dp->prog_fd[] on both hooks of ifindex (rw_attach(): idempotent, first in line).
+ * used[] (may be NULL) gets the mode of each hook. On error, *failed_dir (may be NULL) names
+ * the hook that failed; the other hook is still tried, the first error is returned.
+ */
+int rw_veth_attach(const struct rw_datapath *dp, int ifindex, enum rw_attach_mode mode,
+		   enum rw_attach_mode used[RW_DIR_COUNT], int *failed_dir);
+
+/* Everything a sandbox veth needs before its pod sends a packet: both programs attached, then
+ * the pod bound (the order matters: a bound veth without programs would be open). One call, so
+ * that whatever a veth gains later (its own conntrack table) is set up in one place.
+ */
+int rw_veth_protect(const struct rw_datapath *dp, int ifindex, __be32 pod_ip,
+		    enum rw_attach_mode mode, enum rw_attach_mode used[RW_DIR_COUNT],
+		    int *failed_dir);
+
+/* What a veth looks like to the kernel, for a check (runwall-cni CHECK, status): whether
+ * runwall's program (the one pinned under pin_dir) is first on each hook, and the pod bound.
+ */
+struct rw_veth_state {
+	bool first[RW_DIR_COUNT];	/* runwall's program found and first on the hook */
+	bool found[RW_DIR_COUNT];
+	__be32 pod_ip;			/* 0: not bound */
+};
+
+int rw_veth_query(const struct rw_datapath *dp, int ifindex, struct rw_veth_state *st);
+
+/* The pod bound to ifindex: 0 and *pod_ip = 0 when none. */
+int rw_endpoint_lookup(const struct rw_datapath *dp, __u32 ifindex, __be32 *pod_ip);
+
+/* Forget what runwall holds for interfaces that no longer exist in this network namespace:
+ * their link pins and markers (rw_detach()) and their bindings (rw_endpoint_unbind()). What
+ * runwall-cni DEL and an agent that was away need, since a veth's deletion leaves both behind.
+ */
+int rw_veth_prune_gone(const struct rw_datapath *dp);
+
+#endif /* RUNWALL_VETH_H */
