@@ -1,0 +1,267 @@
+#!/usr/bin/env bash
+# runwall-cni driven by Debian's real reference plugins (containernetworking-plugins: ptp with
+# host-local) creating real pod namespaces, chained after ptp in a conflist the way it chains
+# after the VPC CNI: ADD fails when runwall was never set up on the node; with the agent running
+# and with the agent stopped (pins present) a pod is enforced from its first packet (metadata
+# and a private host refused, an allowed service reached); CHECK sees the binding go; DEL
+# unbinds, is idempotent and leaves nothing behind; install/uninstall into a temp conf folder
+# is idempotent.
+#
+#   tests/netns/test_cni.sh BUILD
+set -Eeuo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+BUILD=${1:-build}
+case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+
+source "$HERE/lib.sh"
+
+ID=$$
+rw_names "rwc$ID-"
+RW_RUNWALL=$BUILD/runwall
+CNI=$BUILD/runwall-cni
+RW_BPFFS=/sys/fs/bpf/rwtest-cni-$ID
+RW_SOCK=/run/rwtest-cni-$ID.sock
+RW_WORK=$(mktemp -d "/tmp/rwtest-cni-$ID.XXXXXX")
+POLICY_DEFAULT=$ROOT/manifests/policy-default.json
+PLUGINS=/usr/lib/cni
+CHAIN=("$RW_PY" "$HERE/cni_chain.py")
+
+exec 3>&1
+T=0
+FAILED=0
+ok() { T=$((T + 1)); echo "ok $T - $*" >&3; }
+not_ok() { T=$((T + 1)); FAILED=$((FAILED + 1)); echo "not ok $T - $*" >&3; }
+diag() { echo "# $*" >&3; }
+jqe() { jq -e "$@" >/dev/null; }
+check() {
+	local what=$1
+	shift
+	if "$@"; then ok "$what"; else not_ok "$what"; fi
+}
+
+for x in "$RW_RUNWALL" "$CNI" "$PLUGINS/ptp" "$PLUGINS/host-local"; do
+	[ -x "$x" ] || { echo "Bail out! $x is missing (make; containernetworking-plugins)"; exit 1; }
+done
+
+cleanup() {
+	local rc=$?
+	trap - ERR
+	if [ "$FAILED" -ne 0 ] || [ "$rc" -ne 0 ]; then
+		diag "agent log (last 30 lines):"
+		tail -n 30 "$RW_WORK/agent.log" 2>/dev/null | sed 's/^/#   /' >&3 || true
+	fi
+	rw_agent_kill TERM
+	"$RW_RUNWALL" --bpffs "$RW_BPFFS" --socket "$RW_SOCK" detach >/dev/null 2>&1 || true
+	rw_node_down
+	rm -rf "$RW_WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+trap 'not_ok "aborted at line $LINENO: $BASH_COMMAND"; echo "1..$T" >&3' ERR
+
+# conflist FILE POD_IP [BPFFS]: ptp + host-local handing out exactly POD_IP, then runwall-cni,
+# as the VPC CNI's conflist chains its plugins. ptp names host veths "veth…": that is the
+# prefix the agent and the plugin are told.
+conflist() {
+	local bpffs=${3:-$RW_BPFFS}
+	jq -n --arg ip "$2" --arg data "$RW_WORK/ipam" --arg bpffs "$bpffs" '{
+		cniVersion: "1.0.0", name: "rwtest-cni",
+		plugins: [
+			{type: "ptp", ipMasq: false, ipam: {type: "host-local", dataDir: $data,
+				ranges: [[{subnet: "10.1.9.0/24", rangeStart: $ip, rangeEnd: $ip}]],
+				routes: [{dst: "0.0.0.0/0"}]}},
+			{type: "runwall-cni", bpffs: $bpffs, ifPrefix: "veth"}
+		]}' >"$1"
+}
+
+# cni CMD POD: the chain for pod POD (its namespace, conflist and result cache), run in the
+# node namespace the way the kubelet's runtime runs it on a node. stdout: the result.
+cni() {
+	local cmd=$1 pod=$2
+	nsenter --net="/run/netns/$RW_NODE" -- env CNI_PATH="$PLUGINS:$BUILD" "${CHAIN[@]}" "$cmd" \
+		"$RW_WORK/$pod.conflist" "/run/netns/${RW_PREFIX}$pod" eth0 "cid-$pod" \
+		"$RW_WORK/$pod.cache" 2>>"$RW_WORK/cni.log"
+}
+
+# pod_add POD IP: a pod namespace and its conflist; the chain is run by the test.
+pod_prepare() {
+	rw_ns_add "${RW_PREFIX}$1"
+	RW_SB_NS[$1]=${RW_PREFIX}$1
+	conflist "$RW_WORK/$1.conflist" "$2" "${3:-$RW_BPFFS}"
+}
+host_if() { jq -r '.interfaces[] | select(has("sandbox") | not) | .name' "$RW_WORK/$1.cache"; }
+ifindex_of() { cat "/sys/class/net/$1/ifindex" 2>/dev/null || rw_node_exec cat "/sys/class/net/$1/ifindex"; }
+node_ifindex() { rw_node_exec ip -o link show dev "$1" | cut -d: -f1; }
+probe() { rw_probe "$1" tcp "$2" "$3" --timeout "$(rw_scale 1)"; }
+# The endpoints the kernel has (bpftool, not runwall): "IFINDEX POD_IP" lines.
+endpoints() {
+	bpftool -j map dump pinned "$RW_BPFFS/rw_endpoints" | "$RW_PY" -c '
+import json, socket, struct, sys
+for e in json.load(sys.stdin):
+    k = bytes(int(b, 16) for b in e["key"])
+    v = bytes(int(b, 16) for b in e["value"])
+    print(struct.unpack("=I", k)[0], socket.inet_ntoa(v[:4]))'
+}
+# The pod IP bound to an ifindex, "none" when unbound.
+endpoint_of() { endpoints | awk -v i="$1" '$1 == i {print $2; f = 1} END {if (!f) print "none"}'; }
+# cni_self CMD POD: runwall-cni alone, with the pod's cached result as prevResult (a runtime
+# retrying only the failed plugin, or checking it).
+cni_self() {
+	jq -c --slurpfile prev "$RW_WORK/$2.cache" '.plugins[-1] + {name, cniVersion, prevResult: $prev[0]}' \
+		"$RW_WORK/$2.conflist" | nsenter --net="/run/netns/$RW_NODE" -- env CNI_COMMAND="$1" \
+		CNI_CONTAINERID="cid-$2" CNI_NETNS="/run/netns/${RW_PREFIX}$2" CNI_IFNAME=eth0 \
+		CNI_PATH="$PLUGINS:$BUILD" "$CNI" 2>>"$RW_WORK/cni.log"
+}
+hooks_first() { # hooks_first IFNAME: rw_egress first on ingress and rw_ingress first on egress
+	rw_probe node hooks --dev "$1" | jq -e '
+		(if .tcx and (.ingress | length) > 0 then .ingress[0].name else .tc_ingress[0].name end) == "rw_egress" and
+		(if .tcx and (.egress | length) > 0 then .egress[0].name else .tc_egress[0].name end) == "rw_ingress"' >/dev/null
+}
+# The pod's first packets: metadata and a private host refused, an allowed service reached.
+first_packets() {
+	local pod=$1 what=$2
+	check "$what: the pod's very first connection, to metadata 169.254.169.254:80, is refused" \
+		test "$(probe "$pod" 169.254.169.254 80)" = timeout
+	check "$what: a private host 10.0.5.5:22 is refused" test "$(probe "$pod" 10.0.5.5 22)" = timeout
+	check "$what: the egress proxy 172.20.0.10:443 (a service) is reached" \
+		test "$(probe "$pod" 172.20.0.10 443)" = ok
+}
+
+echo "TAP version 13" >&3
+
+# ---- install / uninstall: no kernel, a temp CNI folder ----------------------------------------
+bin=$RW_WORK/bin conf=$RW_WORK/net.d
+mkdir -p "$bin" "$conf"
+cat >"$conf/10-aws.conflist" <<'JSON'
+{
+  "cniVersion": "1.0.0",
+  "name": "aws-cni",
+  "disableCheck": true,
+  "plugins": [
+    {"name": "aws-cni", "type": "aws-cni", "vethPrefix": "eni", "mtu": "9001"},
+    {"name": "egress-cni", "type": "egress-cni", "enabled": "false"},
+    {"type": "portmap", "capabilities": {"portMappings": true}, "snat": true}
+  ]
+}
+JSON
+cp "$conf/10-aws.conflist" "$RW_WORK/aws.orig"
+echo '{"cniVersion":"1.0.0","name":"other","plugins":[{"type":"bridge"}]}' >"$conf/20-other.conflist"
+cp "$conf/20-other.conflist" "$RW_WORK/other.orig"
+install_empty() {
+	local out
+	! out=$("$CNI" install --bin-dir "$bin" --conf-dir "$RW_WORK" 2>&1) && grep -q 'no \*.conflist' <<<"$out"
+}
+check "install into a conf folder without a conflist fails with a message" install_empty
+"$CNI" install --bin-dir "$bin" --conf-dir "$conf" --bpffs /sys/fs/bpf/rw-x --ifprefix eni >/dev/null
+check "install copies the binary, executable" cmp -s "$CNI" "$bin/runwall-cni"
+check "install appends runwall-cni last in the first conflist's plugins, with its keys" \
+	jqe '[.plugins[].type] == ["aws-cni", "egress-cni", "portmap", "runwall-cni"] and
+		.plugins[3] == {type: "runwall-cni", bpffs: "/sys/fs/bpf/rw-x", ifPrefix: "eni"}' "$conf/10-aws.conflist"
+check "install keeps the rest of the conflist" \
+	jqe --slurpfile o "$RW_WORK/aws.orig" 'del(.plugins[3]) == $o[0]' "$conf/10-aws.conflist"
+check "install leaves the other conflist alone" cmp -s "$conf/20-other.conflist" "$RW_WORK/other.orig"
+cp "$conf/10-aws.conflist" "$RW_WORK/aws.once"
+"$CNI" install --bin-dir "$bin" --conf-dir "$conf" --bpffs /sys/fs/bpf/rw-x --ifprefix eni >/dev/null
+check "install twice: the same conflist, one entry" cmp -s "$conf/10-aws.conflist" "$RW_WORK/aws.once"
+"$CNI" install --bin-dir "$bin" --conf-dir "$conf" --ifprefix eni,vlan >/dev/null
+check "install with other keys replaces the entry in place" \
+	jqe '[.plugins[].type] == ["aws-cni", "egress-cni", "portmap", "runwall-cni"] and
+		.plugins[3] == {type: "runwall-cni", ifPrefix: "eni,vlan"}' "$conf/10-aws.conflist"
+check "no temporary file left in the folders" \
+	test -z "$(find "$bin" "$conf" -name '*.tmp')"
+"$CNI" uninstall --bin-dir "$bin" --conf-dir "$conf" >/dev/null
+check "uninstall removes the entry (the conflist is as it was)" \
+	jqe --slurpfile o "$RW_WORK/aws.orig" '. == $o[0]' "$conf/10-aws.conflist"
+check "uninstall removes the binary" test ! -e "$bin/runwall-cni"
+check "uninstall twice succeeds" eval '"$CNI" uninstall --bin-dir "$bin" --conf-dir "$conf" >/dev/null'
+check "uninstall left the other conflist alone" cmp -s "$conf/20-other.conflist" "$RW_WORK/other.orig"
+check "VERSION lists 0.4.0 and 1.0.0" \
+	bash -c "CNI_COMMAND=VERSION '$CNI' | jq -e '.supportedVersions | index(\"0.4.0\") and index(\"1.0.0\")' >/dev/null"
+
+# ---- a node ----------------------------------------------------------------------------------
+rw_node_up >/dev/null
+mkdir -p "$RW_WORK/ipam"
+
+# ---- runwall never set up: ADD fails, the runtime's DEL undoes ptp -----------------------------
+pod_prepare n0 10.1.9.10 "/sys/fs/bpf/rwtest-cni-$ID-never"
+if out=$(cni ADD n0); then
+	not_ok "runwall never set up: ADD fails"
+else
+	check "runwall never set up: ADD fails with CNI error 11 (try again later) naming the folder" \
+		jqe --arg p "/sys/fs/bpf/rwtest-cni-$ID-never" \
+			'.code == 11 and (.msg | test("not set up")) and (.details | contains($p))' <<<"$out"
+fi
+check "the runtime's DEL after the failed ADD succeeds" cni DEL n0
+check "nothing of the pod left on the node" \
+	test -z "$(rw_node_exec ip -o link show type veth | grep -v svc0 || true)"
+
+# ---- the agent running -----------------------------------------------------------------------
+jq '.revision = 100 | .runs += [{id: "run-cni1", pods: ["10.1.9.11"]},
+	{id: "run-cni2", pods: ["10.1.9.12"]}]' "$POLICY_DEFAULT" >"$RW_WORK/policy.json"
+rw_agent_start --ifprefix veth --policy "$RW_WORK/policy.json" --resync 1
+rw_agent_wait
+ready() { rw -j status 2>/dev/null | jqe .ready; }
+check "agent up with the policy" rw_wait 5 ready
+check "the agent pinned its programs for runwall-cni" \
+	test -e "$RW_BPFFS/progs/egress" -a -e "$RW_BPFFS/progs/ingress"
+
+pod_prepare p1 10.1.9.11
+if cni ADD p1 >"$RW_WORK/p1.out"; then
+	ok "agent running: ADD succeeds"
+	check "ADD passes ptp's result on (the pod's IP and both interfaces)" \
+		jqe '.cniVersion == "1.0.0" and .ips[0].address == "10.1.9.11/24" and
+			(.interfaces | length) == 2' "$RW_WORK/p1.out"
+	first_packets p1 "agent running"
+	P1_IF=$(host_if p1)
+	P1_IDX=$(node_ifindex "$P1_IF")
+	check "CHECK succeeds" cni CHECK p1
+else
+	not_ok "agent running: ADD succeeds: $(cat "$RW_WORK/p1.out")"
+fi
+
+# ---- the agent stopped, its pins in place ------------------------------------------------------
+rw_agent_kill TERM
+pod_prepare p2 10.1.9.12
+if cni ADD p2 >"$RW_WORK/p2.out"; then
+	ok "agent stopped: ADD succeeds"
+	first_packets p2 "agent stopped"
+	P2_IF=$(host_if p2)
+	P2_IDX=$(node_ifindex "$P2_IF")
+	check "agent stopped: runwall's programs first on both hooks of $P2_IF" hooks_first "$P2_IF"
+	check "agent stopped: the pod IP bound to $P2_IF" test "$(endpoint_of "$P2_IDX")" = 10.1.9.12
+	check "CHECK succeeds" cni CHECK p2
+	bpftool map delete pinned "$RW_BPFFS/rw_endpoints" key $(printf '%d %d %d %d' \
+		$((P2_IDX & 255)) $((P2_IDX >> 8 & 255)) $((P2_IDX >> 16 & 255)) $((P2_IDX >> 24)))
+	if out=$(cni CHECK p2); then
+		not_ok "CHECK fails once the binding is gone"
+	else
+		check "CHECK fails once the binding is gone (error 102, naming the veth)" \
+			jqe --arg v "$P2_IF" '.code == 102 and (.details | contains($v))' <<<"$out"
+	fi
+	check "a pod unbound is deny-all: the service is refused" \
+		test "$(probe p2 172.20.0.10 443)" = timeout
+	check "runwall-cni's ADD again rebinds (idempotent attach)" eval 'cni_self ADD p2 >/dev/null'
+	check "... and CHECK succeeds" cni CHECK p2
+else
+	not_ok "agent stopped: ADD succeeds: $(cat "$RW_WORK/p2.out")"
+fi
+
+# ---- DEL ---------------------------------------------------------------------------------------
+check "DEL p2 (agent stopped) succeeds" cni DEL p2
+check "p2's veth is gone and its ifindex unbound" \
+	bash -c "! nsenter --net=/run/netns/$RW_NODE ip link show dev '${P2_IF:-none}' 2>/dev/null" 
+check "p2's binding is gone" test "$(endpoint_of "${P2_IDX:-0}")" = none
+check "DEL p2 again (nothing left: no cached result) succeeds" cni DEL p2
+check "DEL p1 succeeds" cni DEL p1
+check "DEL p1 again succeeds" cni DEL p1
+check "no binding is left for a veth that is gone" \
+	test -z "$(endpoints)"
+check "no link pin is left for a veth that is gone" \
+	test -z "$(ls "$RW_BPFFS/links" 2>/dev/null)"
+check "no veth left on the node" \
+	test -z "$(rw_node_exec ip -o link show type veth | grep -v svc0 || true)"
+
+echo "1..$T" >&3
+[ "$FAILED" -eq 0 ]
