@@ -50,16 +50,84 @@ if [ "${RUNWALL_VMTEST:-0}" = 1 ]; then
 	export RW_WAIT_SCALE=${RW_WAIT_SCALE:-10}
 fi
 
+# Nothing left behind. Each suite runs in a mount namespace of its own with a private bpffs on
+# /sys/fs/bpf and a private tmpfs on /run/netns: its pins and named network namespaces are
+# visible there only, so what is left in them when the suite ends is what the suite leaked,
+# whatever else runs on the machine at the same time. (Processes still inside a leaked netns
+# keep it alive after its name goes, hence the process check.) Every process a suite starts
+# inherits RW_SUITE_TOKEN; one that outlives the suite is a leak. A veth or a clsact/ingress
+# qdisc that appears in this (the machine's) namespace during a suite and stays is one too:
+# suites build their nodes in namespaces and never touch the machine's interfaces.
+isolated() { # isolated REPORT CMD...: CMD in its own mount namespace; what it left there goes to REPORT
+	unshare --mount --propagation private -- bash -c '
+		report=$1
+		shift
+		mount -t tmpfs -o mode=0755 rw-test-netns /run/netns || exit 125
+		mount -t bpf bpf /sys/fs/bpf || exit 125
+		# A fresh bpffs may hold the kernel'"'"'s own entries (bpf_preload: maps.debug,
+		# progs.debug): only what is not there from the start is the suite'"'"'s.
+		fresh=$(cd /sys/fs/bpf && find . -mindepth 1 | sort)
+		"$@"
+		rc=$?
+		left=$(cd /run/netns && ls -A)
+		[ -z "$left" ] || echo "network namespaces left: $(echo $left)" >>"$report"
+		left=$(cd /sys/fs/bpf && find . -mindepth 1 | sort | comm -13 <(echo "$fresh") - |
+			sed "s,^\./,," | head -n 20)
+		[ -z "$left" ] || echo "bpffs pins left: $(echo $left)" >>"$report"
+		for ns in /run/netns/*; do
+			[ -e "$ns" ] && umount "$ns" 2>/dev/null
+		done
+		exit $rc' isolated "$@"
+}
+machine_state() {
+	ip -o link show type veth 2>/dev/null | awk -F': ' '{print "veth " $2}' | sed 's/@.*//'
+	tc qdisc show 2>/dev/null | awk '$2 == "clsact" || $2 == "ingress" {print "qdisc " $2 " " $5}'
+}
+# Processes started by the suite that are still running, after a grace period for those it
+# ended: "PID COMMAND" lines. grep runs without the token so it does not find itself.
+leftover_procs() {
+	local tok=$1 f pid i
+	for i in $(seq 30); do
+		f=$(env -u RW_SUITE_TOKEN grep -l -a -z -x -F "RW_SUITE_TOKEN=$tok" /proc/[0-9]*/environ 2>/dev/null || true)
+		[ -z "$f" ] && return 0
+		sleep 0.1
+	done
+	for f in $f; do
+		pid=${f#/proc/}
+		pid=${pid%/environ}
+		echo "$pid $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-120)"
+	done
+}
+mkdir -p /run/netns
+
 echo "# runwall tests on $(uname -r), build $build${RW_WAIT_SCALE:+, waits x$RW_WAIT_SCALE}"
 failed=()
 passed=0
+i=0
 for s in "${suites[@]}"; do
 	read -r name kind cmd <<<"$s"
 	[ "$only_kernel" -eq 1 ] && [ "$kind" != kernel ] && continue
 	echo "=== $name"
 	start=$(date +%s%N)
+	i=$((i + 1))
+	export RW_SUITE_TOKEN="$$-$i"
+	before=$(machine_state)
+	report=$(mktemp)
 	# shellcheck disable=SC2086
-	if $cmd; then
+	isolated "$report" $cmd
+	rc=$?
+	unset RW_SUITE_TOKEN
+	procs=$(leftover_procs "$$-$i")
+	if [ -n "$procs" ]; then
+		echo "processes left running (killed now): $(echo $procs)" >>"$report"
+		for pid in $(awk '{print $1}' <<<"$procs"); do kill -9 "$pid" 2>/dev/null; done
+	fi
+	new=$(comm -13 <(sort <<<"$before") <(machine_state | sort))
+	[ -z "$new" ] || echo "left in the machine's namespace: $(echo $new)" >>"$report"
+	leaks=$(cat "$report")
+	rm -f "$report"
+	[ -z "$leaks" ] || sed 's/^/# LEAK: /' <<<"$leaks"
+	if [ "$rc" -eq 0 ] && [ -z "$leaks" ]; then
 		passed=$((passed + 1))
 		status=PASS
 	else

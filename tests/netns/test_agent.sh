@@ -26,7 +26,7 @@ failed=0
 cleanup() {
 	set +e
 	[ -n "$agent_pid" ] && kill -9 "$agent_pid" 2>/dev/null
-	[ -n "${listener:-}" ] && kill "$listener" 2>/dev/null
+	[ -n "${listener:-}" ] && kill "$listener" 2>/dev/null && wait "$listener" 2>/dev/null
 	"$RUNWALL" --bpffs "$bpffs" --socket "$sock" detach >/dev/null 2>&1
 	"$RUNWALL" --bpffs "$bpffs-second" --socket "$sock-second" detach >/dev/null 2>&1
 	for ns in "$node" "${pods[@]}" ${id}-pc; do ip netns del "$ns" 2>/dev/null; done
@@ -97,7 +97,9 @@ ip -n "$node" link add svc0 type veth peer name svc0p
 ip -n "$node" link set svc0 up
 ip -n "$node" link set svc0p up
 ip -n "$node" addr add 172.20.0.10/32 dev svc0
-in_ns "$node" python3 -c '
+# Not through in_ns: `in_ns … &` would record the pid of the subshell running the function,
+# and killing that leaves python running. `ip netns exec` execs python, so $! is python's pid.
+ip netns exec "$node" python3 -c '
 import selectors, socket
 sel = selectors.DefaultSelector()
 for port in (443, 8080):
