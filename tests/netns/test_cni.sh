@@ -263,5 +263,45 @@ check "no link pin is left for a veth that is gone" \
 check "no veth left on the node" \
 	test -z "$(rw_node_exec ip -o link show type veth | grep -v svc0 || true)"
 
+# ---- the agent: a failed attach is retried with backoff; a route replace unbinds at once -------
+# --resync 120: nothing below may wait for a resync. tc mode: another tool's u32 filter at
+# priority 1 (runwall's) makes runwall's cls_bpf filter there fail (one classifier kind per
+# priority), which is how an attach is made to fail here until that filter goes.
+rw_agent_start --ifprefix veth --policy "$RW_WORK/policy.json" --resync 120 --attach-mode tc
+rw_agent_wait
+rw_ns_add "${RW_PREFIX}rr"
+sbx_field() { # sbx_field IFNAME JQ: a field of the agent's status for one sandbox veth
+	rw -j status 2>/dev/null | jq -r --arg i "$1" ".sandboxes[] | select(.ifname == \$i) | $2"
+}
+failures_at_least() { [ "$(sbx_field vethrtfail '.attach_failures // 0')" -ge "$1" ]; }
+ip -n "$RW_NODE" link add xrtfail type veth peer name eth0 netns "${RW_PREFIX}rr"
+tc -n "$RW_NODE" qdisc add dev xrtfail clsact
+tc -n "$RW_NODE" filter add dev xrtfail ingress prio 1 protocol all u32 match u32 0 0 flowid 1:1
+ip -n "$RW_NODE" link set xrtfail name vethrtfail
+ip -n "$RW_NODE" link set vethrtfail up
+check "a failed attach is retried (3 failed attempts within 2 s, no resync)" rw_wait 2 failures_at_least 3
+check "status -j shows the failed attach and when it is retried" \
+	jqe '.agent.attach.failures >= 3 and .agent.attach.retries >= 1 and .agent.attach.pending == 1 and
+		(.sandboxes[] | select(.ifname == "vethrtfail") | (.attach_error | test("attach")) and
+		.attach_retry_in_ms >= 0)' <<<"$(rw -j status 2>/dev/null || true)"
+check "status shows it to people" grep -q "vethrtfail: attach .*retrying in" <<<"$(rw status 2>/dev/null || true)"
+tc -n "$RW_NODE" filter del dev vethrtfail ingress prio 1
+check "once the attach can succeed, a retry attaches (within the 5 s backoff cap)" rw_wait 7 hooks_first vethrtfail
+check "status: no attach pending any more" \
+	rw_wait 2 eval '[ "$(rw -j status 2>/dev/null | jq ".agent.attach.pending")" = 0 ]'
+
+ip -n "$RW_NODE" link add vethrra type veth peer name eth1 netns "${RW_PREFIX}rr"
+ip -n "$RW_NODE" link add vethrrb type veth peer name eth2 netns "${RW_PREFIX}rr"
+for d in vethrra vethrrb; do ip -n "$RW_NODE" link set "$d" up; done
+ip -n "$RW_NODE" route add 10.1.9.30/32 dev vethrra scope link
+RA=$(node_ifindex vethrra) RB=$(node_ifindex vethrrb)
+bound_to() { [ "$(endpoint_of "$1")" = "$2" ]; }
+check "the /32 route binds its veth" rw_wait 3 bound_to "$RA" 10.1.9.30
+ip -n "$RW_NODE" route replace 10.1.9.30/32 dev vethrrb scope link
+moved() { bound_to "$RA" none && bound_to "$RB" 10.1.9.30; }
+check "route replace to another veth: the old one is unbound and the new one bound at once (1 s)" \
+	rw_wait 1 moved
+rw_agent_kill TERM
+
 echo "1..$T" >&3
 [ "$FAILED" -eq 0 ]

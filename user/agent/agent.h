@@ -48,7 +48,22 @@ struct sandbox {
 	enum rw_attach_mode mode[RW_DIR_COUNT];
 	bool attached[RW_DIR_COUNT];
 	bool seen;		/* mark for a full resync */
+	/* A failed attach is tried again after a backoff (ATTACH_RETRY_MIN_MS, doubling up to
+	 * ATTACH_RETRY_MAX_MS) by the tick, not only at the next resync.
+	 */
+	unsigned int attach_failures;	/* in a row; 0 once attached */
+	unsigned int backoff_ms;
+	int64_t retry_at_ms;		/* monotonic; 0: no retry pending */
+	char attach_error[160];
 };
+
+#define ATTACH_RETRY_MIN_MS	100
+#define ATTACH_RETRY_MAX_MS	5000
+/* Ring records handled per drain: libbpf 1.1's ring_buffer__consume() goes on while records
+ * keep arriving, so a flooding sandbox could hold the loop; the rest waits for the next tick
+ * (and a full ring counts events_lost in the kernel, it never changes a verdict).
+ */
+#define RING_DRAIN_BUDGET	4096
 
 struct agent {
 	struct rw_datapath dp;
@@ -74,6 +89,12 @@ struct agent {
 	struct sandbox *sbx;
 	size_t n_sbx;
 	bool links_dirty;		/* netlink overran or failed: dump everything again */
+	unsigned long long attach_failures;	/* every failed attach, counted for status */
+	unsigned long long attach_retries;
+	__u32 *ct_gone;			/* veths gone since the last tick: their flows go in */
+	size_t n_ct_gone, cap_ct_gone;	/* one walk of the conntrack table for all of them */
+	int ring_budget;		/* records left in this drain */
+	unsigned long long ring_capped;	/* drains that stopped at RING_DRAIN_BUDGET */
 
 	int epfd, listen_fd, inotify_fd, tick_fd, resync_fd, sig_fd;
 	struct rw_nl_sub *nl;
@@ -97,6 +118,15 @@ static inline const char *agent_ip_str(__be32 ip, char *buf)
 int agent_on_link(bool add, const struct rw_nl_link *l, void *data);
 int agent_on_route(bool add, const struct rw_nl_route *r, void *data);
 int agent_full_resync(struct agent *a);
+/* The tick's share: attaches whose backoff is over, and one conntrack walk for the veths that
+ * went away since the last tick.
+ */
+void agent_sandboxes_tick(struct agent *a);
+int64_t agent_now_ms(void);
+
+/* drain.c: the ring buffer, drained at most RING_DRAIN_BUDGET records per call. */
+int agent_ring_cb(void *ctx, void *data, size_t size);
+void agent_drain_ring(struct agent *a);
 
 /* policy_watch.c */
 int agent_apply(struct agent *a, const char *buf, size_t len, const char *source, json_t **reply);

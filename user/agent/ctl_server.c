@@ -20,6 +20,8 @@ static json_t *status_json(struct agent *a)
 	json_t *runs = json_array(), *sbx = json_array(), *o;
 	struct rw_config cfg = {};
 	unsigned long long delivered = a->delivered_gone, skipped = a->skipped_gone;
+	int64_t now_ms = agent_now_ms();
+	int attach_pending = 0;
 	bool ready;
 
 	rw_config_read(&a->dp, &cfg);
@@ -45,8 +47,19 @@ static json_t *status_json(struct agent *a)
 		struct rw_pod pod;
 		bool known = s->pod && rw_live_pod(&a->dp, s->pod, &pod) == 0;
 
-		json_array_append_new(sbx, rw_status_sandbox(a->dp.pin_dir, s->ifname, s->ifindex,
-							     s->pod, known ? pod.run_id : NULL));
+		json_t *e = rw_status_sandbox(a->dp.pin_dir, s->ifname, s->ifindex, s->pod,
+					      known ? pod.run_id : NULL);
+
+		/* A failed attach, until a retry succeeds: what failed, how often, when next. */
+		if (e && s->attach_error[0]) {
+			int64_t in = s->retry_at_ms - now_ms;
+
+			json_object_set_new(e, "attach_error", json_string(s->attach_error));
+			json_object_set_new(e, "attach_failures", json_integer(s->attach_failures));
+			json_object_set_new(e, "attach_retry_in_ms", json_integer(in > 0 ? in : 0));
+			attach_pending++;
+		}
+		json_array_append_new(sbx, e);
 	}
 	for (int i = 0; i < a->n_subs; i++) {
 		delivered += a->subs[i].delivered;
@@ -65,6 +78,13 @@ static json_t *status_json(struct agent *a)
 		      "events", "subscribers", a->n_subs, "delivered", (json_int_t)delivered,
 		      "skipped", (json_int_t)skipped,
 		      "last_error", a->last_error[0] ? json_string(a->last_error) : json_null());
+	if (o) {
+		json_object_set_new(o, "attach", json_pack("{s:I, s:I, s:i}", "failures",
+			(json_int_t)a->attach_failures, "retries", (json_int_t)a->attach_retries,
+			"pending", attach_pending));
+		json_object_set_new(json_object_get(o, "events"), "ring_drains_capped",
+				    json_integer(a->ring_capped));
+	}
 	return o;
 }
 

@@ -121,8 +121,9 @@ static int agent_run(struct agent *a)
 			} else if (fd == a->tick_fd) {
 				drain_fd(fd);
 				/* Events were submitted without wakeups: drain on the tick. */
-				ring_buffer__consume(a->ring);
+				agent_drain_ring(a);
 				agent_flush_subscribers(a);
+				agent_sandboxes_tick(a);
 				if (a->reload_pending && a->policy_path) {
 					a->reload_pending = false;
 					agent_load_policy_file(a, false);
@@ -147,8 +148,9 @@ static int agent_run(struct agent *a)
 			}
 		}
 	}
-	ring_buffer__consume(a->ring);
+	agent_drain_ring(a);
 	agent_flush_subscribers(a);
+	agent_sandboxes_tick(a);
 	return 0;
 }
 
@@ -287,7 +289,7 @@ static int cmd_agent(int argc, char **argv)
 	if (have_rate || ct_sbx > 0 || ct_node > 0)
 		rw_config_write(&a.dp, &cfg);
 
-	a.ring = ring_buffer__new(a.dp.map_fd[RW_M_EVENTS], agent_on_event, &a, NULL);
+	a.ring = ring_buffer__new(a.dp.map_fd[RW_M_EVENTS], agent_ring_cb, &a, NULL);
 	a.epfd = epoll_create1(EPOLL_CLOEXEC);
 	err = rw_nl_sub_open(&a.nl);
 	if (!a.ring || a.epfd < 0 || err) {
@@ -344,6 +346,7 @@ cleanup:
 	free(a.policy_text);
 	free(a.runs);
 	free(a.sbx);
+	free(a.ct_gone);
 	rw_datapath_close(&a.dp);
 	return ret;
 }

@@ -8,11 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <bpf/bpf.h>
 
 #include "agent.h"
 #include "log.h"
 #include "reasons.h"
+#include "veth.h"
 
 static struct sandbox *sbx_find(struct agent *a, int ifindex)
 {
@@ -22,22 +24,48 @@ static struct sandbox *sbx_find(struct agent *a, int ifindex)
 	return NULL;
 }
 
+int64_t agent_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+/* Both programs on the veth (rw_veth_attach(), the code runwall-cni uses too). A failure is
+ * counted, shown in status and tried again after a backoff by the tick (agent_sandboxes_tick()),
+ * so a veth is not left open until the next resync.
+ */
 static void sbx_attach(struct agent *a, struct sandbox *s)
 {
-	for (int d = 0; d < RW_DIR_COUNT; d++) {
-		int err = rw_attach(a->dp.pin_dir, s->ifindex, d, a->dp.prog_fd[d], a->attach_mode,
-				    &s->mode[d]);
+	int errs[RW_DIR_COUNT] = {};
+	char msg[sizeof(s->attach_error)] = "";
 
-		if (err) {
-			rw_err("%s: attaching the %s program: %s", s->ifname, rw_dir_name(d),
-			       strerror(-err));
-			snprintf(a->last_error, sizeof(a->last_error), "%s: attach %s: %s",
-				 s->ifname, rw_dir_name(d), strerror(-err));
-			s->attached[d] = false;
-			continue;
-		}
-		s->attached[d] = true;
+	rw_veth_attach(&a->dp, s->ifindex, a->attach_mode, s->mode, errs);
+	for (int d = 0; d < RW_DIR_COUNT; d++) {
+		s->attached[d] = !errs[d];
+		if (errs[d] && !msg[0])
+			snprintf(msg, sizeof(msg), "attach %s: %s", rw_dir_name(d), strerror(-errs[d]));
 	}
+	if (!msg[0]) {
+		if (s->attach_failures)
+			rw_info("%s: attached after %u failed attempts", s->ifname, s->attach_failures);
+		s->attach_failures = 0;
+		s->backoff_ms = 0;
+		s->retry_at_ms = 0;
+		s->attach_error[0] = '\0';
+		return;
+	}
+	a->attach_failures++;
+	s->attach_failures++;
+	s->backoff_ms = s->backoff_ms ? s->backoff_ms * 2 : ATTACH_RETRY_MIN_MS;
+	if (s->backoff_ms > ATTACH_RETRY_MAX_MS)
+		s->backoff_ms = ATTACH_RETRY_MAX_MS;
+	s->retry_at_ms = agent_now_ms() + s->backoff_ms;
+	snprintf(s->attach_error, sizeof(s->attach_error), "%s", msg);
+	rw_err("%s: %s (attempt %u; again in %u ms)", s->ifname, msg, s->attach_failures,
+	       s->backoff_ms);
+	snprintf(a->last_error, sizeof(a->last_error), "%s: %s", s->ifname, msg);
 }
 
 static struct sandbox *sbx_add(struct agent *a, int ifindex, const char *name)
@@ -90,6 +118,51 @@ static void sbx_bind(struct agent *a, struct sandbox *s, __be32 pod)
 	s->pod = pod;
 }
 
+/* A veth's binding and budget go at once; its flows with the others' in one walk at the next
+ * tick: 500 pods ending together cost one walk of the conntrack table, not 500. If the list
+ * cannot grow, the walk is made now.
+ */
+static void forget_veth(struct agent *a, __u32 ifindex)
+{
+	rw_endpoint_forget(&a->dp, ifindex);
+	if (a->n_ct_gone == a->cap_ct_gone) {
+		size_t cap = a->cap_ct_gone ? a->cap_ct_gone * 2 : 64;
+		__u32 *grown = realloc(a->ct_gone, cap * sizeof(*grown));
+
+		if (!grown) {
+			rw_conntrack_flush_veths(&a->dp, &ifindex, 1);
+			return;
+		}
+		a->ct_gone = grown;
+		a->cap_ct_gone = cap;
+	}
+	a->ct_gone[a->n_ct_gone++] = ifindex;
+}
+
+void agent_sandboxes_tick(struct agent *a)
+{
+	int64_t now = agent_now_ms();
+
+	for (size_t i = 0; i < a->n_sbx; i++) {
+		struct sandbox *s = &a->sbx[i];
+
+		if (!s->retry_at_ms || now < s->retry_at_ms)
+			continue;
+		a->attach_retries++;
+		sbx_attach(a, s);
+	}
+	if (a->n_ct_gone) {
+		int n = rw_conntrack_flush_veths(&a->dp, a->ct_gone, a->n_ct_gone);
+
+		if (n < 0)
+			rw_warn("conntrack: forgetting the flows of %zu veths: %s", a->n_ct_gone,
+				strerror(-n));
+		else if (n)
+			rw_debug("conntrack: %d flows of %zu veths forgotten", n, a->n_ct_gone);
+		a->n_ct_gone = 0;
+	}
+}
+
 /* The interface went away: its tcx links died with it; forget the pins, the binding and the
  * veth's flows so that nothing carries over to whatever reuses the ifindex.
  */
@@ -99,7 +172,7 @@ static void sbx_remove(struct agent *a, int ifindex)
 
 	for (int d = 0; d < RW_DIR_COUNT; d++)
 		rw_detach(a->dp.pin_dir, ifindex, d);
-	rw_endpoint_unbind(&a->dp, ifindex);
+	forget_veth(a, ifindex);
 	if (!s)
 		return;
 	rw_info("%s (ifindex %d): gone", s->ifname, ifindex);
@@ -134,6 +207,22 @@ int agent_on_route(bool add, const struct rw_nl_route *r, void *data)
 
 	if (r->prefixlen != 32)
 		return 0;
+	/* The VPC CNI moves a pod IP with RouteReplace: one RTM_NEWROUTE for the new interface
+	 * and no RTM_DELROUTE for the old one. The veth the route left is unbound now, not at the
+	 * next resync: a /32 names one interface at a time.
+	 */
+	if (add) {
+		for (size_t i = 0; i < a->n_sbx; i++) {
+			struct sandbox *o = &a->sbx[i];
+			char ip[INET_ADDRSTRLEN];
+
+			if (o->pod != r->dst || o->ifindex == r->oif)
+				continue;
+			rw_info("%s: the route to pod %s moved to ifindex %d", o->ifname,
+				agent_ip_str(r->dst, ip), r->oif);
+			sbx_bind(a, o, 0);
+		}
+	}
 	s = sbx_find(a, r->oif);
 	if (!s)
 		return 0;

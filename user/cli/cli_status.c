@@ -188,11 +188,12 @@ static json_t *agent_json(struct sctx *c)
 	if (!a)
 		return json_pack("{s:b, s:s, s:s}", "running", 0, "socket", rw_g.socket, "error",
 				 strerror(-c->agent_err));
-	return json_pack("{s:b, s:s, s:O, s:O, s:O, s:O}", "running", 1, "socket", rw_g.socket,
-			 "ifprefix", json_object_get(a, "ifprefix") ?: json_null(),
+	return json_pack("{s:b, s:s, s:O, s:O, s:O, s:O, s:O}", "running", 1, "socket",
+			 rw_g.socket, "ifprefix", json_object_get(a, "ifprefix") ?: json_null(),
 			 "policy_file", json_object_get(a, "policy_file") ?: json_null(),
 			 "apply_ms", json_object_get(a, "apply_ms") ?: json_null(),
-			 "last_error", json_object_get(a, "last_error") ?: json_null());
+			 "last_error", json_object_get(a, "last_error") ?: json_null(),
+			 "attach", json_object_get(a, "attach") ?: json_null());
 }
 
 /* "tcx first", "tc first, 1 after", "tcx NOT FIRST (2 others)", "NOT ATTACHED" */
@@ -245,6 +246,14 @@ static void print_plain(struct sctx *c, json_t *o)
 		       json_string_value(json_object_get(c->agent, "ifprefix")) ?: "-",
 		       pf ? pf : "from the socket only");
 		printf("last error: %s\n", le ? le : "none");
+		if (json_is_object(json_object_get(c->agent, "attach"))) {
+			json_t *at = json_object_get(c->agent, "attach");
+
+			printf("attach:     %lld failed, %lld retries, %lld veths waiting for a "
+			       "retry\n", json_integer_value(json_object_get(at, "failures")),
+			       json_integer_value(json_object_get(at, "retries")),
+			       json_integer_value(json_object_get(at, "pending")));
+		}
 	} else if (rw_ctl_no_agent(c->agent_err)) {
 		printf("agent:      not running (enforcement continues from the pinned state; no "
 		       "agent on %s)\n", rw_g.socket);
@@ -303,6 +312,16 @@ static void print_plain(struct sctx *c, json_t *o)
 	if (t.rows)
 		rw_table_print(&t, stdout, "  ");
 	rw_table_free(&t);
+	/* Failed attaches the agent is retrying (with backoff). */
+	json_array_foreach(sbx, i, v) {
+		const char *ae = json_string_value(json_object_get(v, "attach_error"));
+
+		if (ae)
+			printf("  %s: %s (%lld failed attempts; retrying in %lld ms)\n",
+			       json_string_value(json_object_get(v, "ifname")), ae,
+			       json_integer_value(json_object_get(v, "attach_failures")),
+			       json_integer_value(json_object_get(v, "attach_retry_in_ms")));
+	}
 
 	printf("\nmaps:\n");
 	rw_table_init(&t, 5, map_heads, RW_TABLE_RIGHT(2) | RW_TABLE_RIGHT(3) | RW_TABLE_RIGHT(4));

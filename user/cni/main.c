@@ -171,7 +171,7 @@ static int cmd_add(struct rw_cni_req *req)
 	enum rw_attach_mode used[RW_DIR_COUNT];
 	struct rw_datapath dp;
 	char ip[INET_ADDRSTRLEN];
-	int ifindex, err, dir = -1;
+	int ifindex, err, errs[RW_DIR_COUNT] = {}, dir = -1;
 
 	if (require_prev(req, "ADD"))
 		return 1;
@@ -191,8 +191,11 @@ static int cmd_add(struct rw_cni_req *req)
 		return 1;
 	}
 	inet_ntop(AF_INET, &req->pod_ip, ip, sizeof(ip));
-	err = rw_veth_protect(&dp, ifindex, req->pod_ip, req->mode, used, &dir);
+	err = rw_veth_protect(&dp, ifindex, req->pod_ip, req->mode, used, errs);
 	rw_datapath_close(&dp);
+	for (int d = RW_DIR_COUNT - 1; d >= 0; d--)
+		if (errs[d])
+			dir = d;
 	if (err)
 		return cni_error(req->cni_version, RW_CNI_E_ATTACH,
 				 "runwall could not protect the pod's veth", "%s (ifindex %d), pod %s: %s%s: %s",

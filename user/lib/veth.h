@@ -12,11 +12,11 @@
 #include "datapath.h"
 
 /* Attach dp->prog_fd[] on both hooks of ifindex (rw_attach(): idempotent, first in line).
- * used[] (may be NULL) gets the mode of each hook. On error, *failed_dir (may be NULL) names
- * the hook that failed; the other hook is still tried, the first error is returned.
+ * used[] (may be NULL) gets the mode of each hook, errs[] (may be NULL) the result of each
+ * (0 or a negative errno): a failed hook does not stop the other. Returns the first error.
  */
 int rw_veth_attach(const struct rw_datapath *dp, int ifindex, enum rw_attach_mode mode,
-		   enum rw_attach_mode used[RW_DIR_COUNT], int *failed_dir);
+		   enum rw_attach_mode used[RW_DIR_COUNT], int errs[RW_DIR_COUNT]);
 
 /* Everything a sandbox veth needs before its pod sends a packet: both programs attached, then
  * the pod bound (the order matters: a bound veth without programs would be open). One call, so
@@ -24,7 +24,7 @@ int rw_veth_attach(const struct rw_datapath *dp, int ifindex, enum rw_attach_mod
  */
 int rw_veth_protect(const struct rw_datapath *dp, int ifindex, __be32 pod_ip,
 		    enum rw_attach_mode mode, enum rw_attach_mode used[RW_DIR_COUNT],
-		    int *failed_dir);
+		    int errs[RW_DIR_COUNT]);
 
 /* What a veth looks like to the kernel, for a check (runwall-cni CHECK, status): whether
  * runwall's program (the one pinned under pin_dir) is first on each hook, and the pod bound.
@@ -36,6 +36,15 @@ struct rw_veth_state {
 };
 
 int rw_veth_query(const struct rw_datapath *dp, int ifindex, struct rw_veth_state *st);
+
+/* Unbinding many veths with one walk of the conntrack table instead of one walk each (a full
+ * table takes tens of milliseconds to walk, and 500 pods can end at once): forget each veth's
+ * binding and event budget at once with rw_endpoint_forget(), then its flows with one
+ * rw_conntrack_flush_veths() for all of them. Both return 0 or a negative errno (the flush: the
+ * number of entries deleted).
+ */
+int rw_endpoint_forget(const struct rw_datapath *dp, __u32 ifindex);
+int rw_conntrack_flush_veths(const struct rw_datapath *dp, const __u32 *ifindex, size_t n);
 
 /* The pod bound to ifindex: 0 and *pod_ip = 0 when none. */
 int rw_endpoint_lookup(const struct rw_datapath *dp, __u32 ifindex, __be32 *pod_ip);

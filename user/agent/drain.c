@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* drain.c: the ring buffer drained in bounded steps. libbpf 1.1's ring_buffer__consume() loops
+ * while records keep arriving (it has no ring_buffer__consume_n()), so a sandbox that floods
+ * faster than the agent reads would hold the loop for as long as it likes. A sample callback
+ * that returns a negative value makes libbpf store the consumer position after that record and
+ * return (ringbuf_process_ring()), so agent_ring_cb() counts and stops the drain there; the
+ * rest waits for the next tick.
+ */
+#include <errno.h>
+
+#include "agent.h"
+#include "log.h"
+
+#define RW_DRAIN_STOP (-ENOSPC)	/* our own stop, told apart from the callback's errors */
+
+int agent_ring_cb(void *ctx, void *data, size_t size)
+{
+	struct agent *a = ctx;
+	int ret = agent_on_event(ctx, data, size);
+
+	if (--a->ring_budget <= 0)
+		return RW_DRAIN_STOP;
+	return ret;
+}
+
+void agent_drain_ring(struct agent *a)
+{
+	int ret;
+
+	a->ring_budget = RING_DRAIN_BUDGET;
+	ret = ring_buffer__consume(a->ring);
+	if (ret == RW_DRAIN_STOP)
+		a->ring_capped++;
+	else if (ret < 0)
+		rw_debug("ring buffer: %d", ret);
+}
