@@ -35,6 +35,21 @@ struct subscriber {
 	unsigned long long skipped;
 };
 
+/* A control socket client between accept and close: its request is read and its reply written
+ * without blocking, each within REQUEST_TIMEOUT_MS of the accept, so that no client can hold the
+ * loop (a client that sends half a request and waits, or never reads its reply, is dropped).
+ */
+struct ctl_client {
+	int fd;
+	char *buf;		/* the request as read so far, then the reply */
+	size_t len, cap;
+	size_t off;		/* reply bytes written */
+	bool replying;
+	int64_t deadline_ms;	/* monotonic */
+};
+
+#define MAX_CLIENTS		32
+
 struct run_state {
 	char id[RW_RUN_ID_LEN];
 	__u32 gen;
@@ -101,6 +116,9 @@ struct agent {
 	struct ring_buffer *ring;
 	struct subscriber subs[MAX_SUBS];
 	int n_subs;
+	struct ctl_client clients[MAX_CLIENTS];
+	int n_clients;
+	unsigned long long clients_dropped;	/* over their deadline, or too many at once */
 	unsigned long long delivered_gone;	/* of subscribers that left */
 	unsigned long long skipped_gone;
 	int64_t mono_to_real;
@@ -139,7 +157,12 @@ void agent_flush_subscribers(struct agent *a);
 void agent_add_subscriber(struct agent *a, int fd);
 void agent_sub_close(struct agent *a, int i);
 
-/* ctl_server.c */
+/* ctl_server.c: accept on the listening socket; then a client's fd became readable or
+ * writable (false: the fd is not a client's); the tick drops clients past their deadline.
+ */
 void agent_on_client(struct agent *a);
+bool agent_ctl_on_fd(struct agent *a, int fd, __u32 events);
+void agent_ctl_tick(struct agent *a);
+void agent_ctl_close_all(struct agent *a);
 
 #endif /* RUNWALL_AGENT_H */

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* ctl_server.c: the agent's side of the control socket (ctl.h says what is asked and answered). */
 #include <unistd.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <errno.h>
 #include <stdio.h>
@@ -88,42 +89,112 @@ static json_t *status_json(struct agent *a)
 	return o;
 }
 
-void agent_on_client(struct agent *a)
-{
-	char *buf, *verb, *arg, *body;
-	struct ucred cred;
-	socklen_t cl = sizeof(cred);
-	size_t body_len;
-	json_t *reply = NULL;
-	int fd, err;
+/* ---- clients, without blocking ---- */
 
-	fd = accept4(a->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-	if (fd < 0)
-		return;
-	/* The socket file is 0600 root already; check the peer too. */
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) || cred.uid != 0) {
-		close(fd);
+static void client_close(struct agent *a, int i)
+{
+	struct ctl_client *c = &a->clients[i];
+
+	epoll_ctl(a->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	close(c->fd);
+	free(c->buf);
+	a->clients[i] = a->clients[--a->n_clients];
+}
+
+/* Hand the fd on (a subscriber) without closing it. */
+static void client_release(struct agent *a, int i)
+{
+	epoll_ctl(a->epfd, EPOLL_CTL_DEL, a->clients[i].fd, NULL);
+	free(a->clients[i].buf);
+	a->clients[i] = a->clients[--a->n_clients];
+}
+
+/* Write what is left of the reply; the client is closed once all of it went out. */
+static void client_write(struct agent *a, int i)
+{
+	struct ctl_client *c = &a->clients[i];
+
+	while (c->off < c->len) {
+		ssize_t n = write(c->fd, c->buf + c->off, c->len - c->off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;	/* EPOLLOUT brings us back */
+		if (n <= 0)
+			break;
+		c->off += n;
+	}
+	client_close(a, i);
+}
+
+static void client_reply(struct agent *a, int i, json_t *reply)
+{
+	struct ctl_client *c = &a->clients[i];
+	struct epoll_event ev = { .events = EPOLLOUT, .data.fd = c->fd };
+	char *line = reply ? json_dumps(reply, JSON_COMPACT) : NULL;
+	size_t len;
+
+	json_decref(reply);
+	if (!line) {
+		client_close(a, i);
 		return;
 	}
-	err = rw_ctl_read_request(fd, REQUEST_TIMEOUT_MS, &buf, &verb, &arg, &body, &body_len);
-	if (err) {
-		reply = json_pack("{s:b, s:s}", "ok", 0, "error", strerror(-err));
-		goto out;
+	len = strlen(line);
+	line[len++] = '\n';	/* json_dumps leaves room: we overwrite its NUL */
+	free(c->buf);
+	c->buf = line;
+	c->len = len;
+	c->cap = len;
+	c->off = 0;
+	c->replying = true;
+	epoll_ctl(a->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+	client_write(a, i);
+}
+
+static json_t *error_json(const char *msg)
+{
+	return json_pack("{s:b, s:s}", "ok", 0, "error", msg);
+}
+
+/* The whole request is in: "VERB [ARG]\n" and the body (ctl.h). */
+static void client_request(struct agent *a, int i)
+{
+	struct ctl_client *c = &a->clients[i];
+	char *verb = c->buf, *arg = NULL, *body, *nl, *sp;
+	size_t body_len;
+	json_t *reply;
+
+	c->buf[c->len] = '\0';
+	nl = memchr(c->buf, '\n', c->len);
+	if (!nl) {
+		client_reply(a, i, error_json(strerror(EBADMSG)));
+		return;
 	}
+	*nl = '\0';
+	sp = strchr(verb, ' ');
+	if (sp) {
+		*sp = '\0';
+		arg = sp + 1;
+	}
+	body = nl + 1;
+	body_len = c->len - (size_t)(body - c->buf);
 	if (!strcmp(verb, "status")) {
 		reply = status_json(a);
 	} else if (!strcmp(verb, "apply")) {
+		reply = NULL;
 		agent_apply(a, body, body_len, arg && *arg ? arg : "<socket>", &reply);
 	} else if (!strcmp(verb, "policy")) {
 		reply = a->policy_text ?
 			json_pack("{s:b, s:I, s:s, s:s%}", "ok", 1, "revision",
 				  (json_int_t)a->policy.revision, "source", a->policy_source,
 				  "snapshot", a->policy_text, a->policy_text_len) :
-			json_pack("{s:b, s:s}", "ok", 0, "error",
-				  "this agent does not know the snapshot in force (applied before "
-				  "it started); apply it again or pass --policy");
+			error_json("this agent does not know the snapshot in force (applied before "
+				   "it started); apply it again or pass --policy");
 	} else if (!strcmp(verb, "events")) {
-		free(buf);
+		int fd = c->fd;
+
+		client_release(a, i);
 		agent_add_subscriber(a, fd);
 		return;
 	} else if (!strcmp(verb, "shutdown")) {
@@ -131,13 +202,126 @@ void agent_on_client(struct agent *a)
 		reply = json_pack("{s:b}", "ok", 1);
 		a->stop = true;
 	} else {
-		reply = json_pack("{s:b, s:s}", "ok", 0, "error", "unknown request");
+		reply = error_json("unknown request");
 	}
-	free(buf);
-out:
-	if (reply)
-		rw_ctl_reply(fd, reply);
-	json_decref(reply);
-	close(fd);
+	client_reply(a, i, reply);
 }
 
+/* Read what has arrived; the request is complete when the client shuts down its writing side. */
+static void client_read(struct agent *a, int i)
+{
+	struct ctl_client *c = &a->clients[i];
+
+	for (;;) {
+		ssize_t n;
+
+		if (c->len == c->cap) {
+			size_t cap = c->cap * 2;
+			char *grown;
+
+			if (c->cap >= RW_CTL_MAX_BODY + 4096) {
+				client_reply(a, i, error_json(strerror(E2BIG)));
+				return;
+			}
+			grown = realloc(c->buf, cap + 1);
+			if (!grown) {
+				client_reply(a, i, error_json(strerror(ENOMEM)));
+				return;
+			}
+			c->buf = grown;
+			c->cap = cap;
+		}
+		n = read(c->fd, c->buf + c->len, c->cap - c->len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		if (n < 0) {
+			client_close(a, i);
+			return;
+		}
+		if (n == 0) {
+			client_request(a, i);
+			return;
+		}
+		c->len += n;
+	}
+}
+
+bool agent_ctl_on_fd(struct agent *a, int fd, __u32 events)
+{
+	for (int i = 0; i < a->n_clients; i++) {
+		if (a->clients[i].fd != fd)
+			continue;
+		if (a->clients[i].replying)
+			client_write(a, i);
+		else if (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))
+			client_read(a, i);
+		return true;
+	}
+	return false;
+}
+
+void agent_ctl_tick(struct agent *a)
+{
+	int64_t now = agent_now_ms();
+
+	for (int i = 0; i < a->n_clients;) {
+		if (now >= a->clients[i].deadline_ms) {
+			rw_debug("control socket client %d: no %s within %d ms, dropped",
+				 a->clients[i].fd, a->clients[i].replying ? "room for the reply" :
+				 "complete request", REQUEST_TIMEOUT_MS);
+			a->clients_dropped++;
+			client_close(a, i);
+			continue;
+		}
+		i++;
+	}
+}
+
+void agent_ctl_close_all(struct agent *a)
+{
+	while (a->n_clients)
+		client_close(a, 0);
+}
+
+/* Accept what is waiting (a bounded number per call: the listening fd stays readable). */
+void agent_on_client(struct agent *a)
+{
+	for (int k = 0; k < 16; k++) {
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
+		struct ucred cred;
+		socklen_t cl = sizeof(cred);
+		struct ctl_client *c;
+		int fd;
+
+		fd = accept4(a->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd < 0)
+			return;
+		/* The socket file is 0600 root already; check the peer too. */
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) || cred.uid != 0) {
+			close(fd);
+			continue;
+		}
+		if (a->n_clients == MAX_CLIENTS) {
+			static const char busy[] = "{\"ok\":false,\"error\":\"too many clients\"}\n";
+
+			a->clients_dropped++;
+			if (write(fd, busy, sizeof(busy) - 1) < 0)
+				rw_debug("control socket: %s", strerror(errno));
+			close(fd);
+			continue;
+		}
+		c = &a->clients[a->n_clients];
+		*c = (struct ctl_client){ .fd = fd, .cap = 4096,
+					  .deadline_ms = agent_now_ms() + REQUEST_TIMEOUT_MS };
+		c->buf = malloc(c->cap + 1);
+		ev.data.fd = fd;
+		if (!c->buf || epoll_ctl(a->epfd, EPOLL_CTL_ADD, fd, &ev)) {
+			free(c->buf);
+			close(fd);
+			continue;
+		}
+		a->n_clients++;
+	}
+}

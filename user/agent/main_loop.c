@@ -124,6 +124,7 @@ static int agent_run(struct agent *a)
 				agent_drain_ring(a);
 				agent_flush_subscribers(a);
 				agent_sandboxes_tick(a);
+				agent_ctl_tick(a);
 				if (a->reload_pending && a->policy_path) {
 					a->reload_pending = false;
 					agent_load_policy_file(a, false);
@@ -139,6 +140,8 @@ static int agent_run(struct agent *a)
 				clock_gettime(CLOCK_MONOTONIC, &ts);
 				rw_conntrack_expire(&a->dp, ts.tv_sec * 1000000000ULL + ts.tv_nsec,
 						    &a->ct_cursor, 65536);
+			} else if (agent_ctl_on_fd(a, fd, evs[i].events)) {
+				/* a control socket client, served without blocking */
 			} else {
 				for (int s = 0; s < a->n_subs; s++)
 					if (a->subs[s].fd == fd) {
@@ -151,6 +154,14 @@ static int agent_run(struct agent *a)
 	agent_drain_ring(a);
 	agent_flush_subscribers(a);
 	agent_sandboxes_tick(a);
+	/* The shutdown request's reply, if it did not all go out at once. */
+	for (int i = 0; i < 20 && a->n_clients; i++) {
+		int n = epoll_wait(a->epfd, evs, 16, 10);
+
+		for (int k = 0; k < n; k++)
+			agent_ctl_on_fd(a, evs[k].data.fd, evs[k].events);
+	}
+	agent_ctl_close_all(a);
 	return 0;
 }
 
