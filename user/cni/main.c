@@ -107,28 +107,26 @@ static int read_stdin(char **out, size_t *len)
 /* Open the node's runwall: pinned maps of our layout and the agent's pinned programs. */
 static int open_node(const struct rw_cni_req *req, struct rw_datapath *dp, bool progs)
 {
-	int err = rw_datapath_open_pinned(dp, req->bpffs);
+	char msg[512];
+	int err = rw_datapath_open_pinned(dp, req->bpffs, msg, sizeof(msg));
 
 	if (err == -EPROTO)
 		return cni_error(req->cni_version, RW_CNI_E_LAYOUT,
 				 "runwall on this node has another layout",
-				 "%s: the pinned maps are not the layout this runwall-cni reads "
-				 "(version %d): update runwall-cni with the agent", req->bpffs,
-				 RW_LAYOUT_VERSION);
+				 "%s (this runwall-cni reads layout %d): update runwall-cni with the "
+				 "agent", msg, RW_LAYOUT_VERSION);
 	if (err)
 		return cni_error(req->cni_version, RW_CNI_E_TRY_LATER,
 				 "runwall is not set up on this node",
 				 "%s: no runwall maps pinned there (%s): the runwall agent has not "
-				 "run on this node, or \"bpffs\" names another folder", req->bpffs,
-				 strerror(-err));
+				 "run on this node, or \"bpffs\" names another folder", req->bpffs, msg);
 	if (progs) {
-		err = rw_datapath_open_pinned_progs(dp);
+		err = rw_datapath_open_pinned_progs(dp, msg, sizeof(msg));
 		if (err) {
 			rw_datapath_close(dp);
 			return cni_error(req->cni_version, RW_CNI_E_TRY_LATER,
 					 "runwall is not set up on this node",
-					 "%s/%s: the agent's programs are not pinned (%s)", req->bpffs,
-					 RW_PROGS_DIR, strerror(-err));
+					 "the agent's programs are not pinned: %s", msg);
 		}
 	}
 	return 0;
