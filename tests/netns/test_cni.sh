@@ -301,6 +301,33 @@ ip -n "$RW_NODE" route replace 10.1.9.30/32 dev vethrrb scope link
 moved() { bound_to "$RA" none && bound_to "$RB" 10.1.9.30; }
 check "route replace to another veth: the old one is unbound and the new one bound at once (1 s)" \
 	rw_wait 1 moved
+
+# Clients that send half a request and wait: the agent serves others meanwhile and drops them at
+# their deadline. (An agent that read each request blocking, 2 s each, would answer status only
+# after 10 s.)
+rw_bg "$RW_WORK/stall.out" "$RW_PY" -c '
+import socket, sys
+ss = []
+for _ in range(5):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sys.argv[1])
+    s.sendall(b"stat")
+    ss.append(s)
+print("connected", flush=True)
+for s in ss:
+    s.settimeout(30)
+    try:
+        print("closed" if s.recv(100) == b"" else "answered")
+    except OSError as e:
+        print("error", e)
+' "$RW_SOCK"
+STALL_PID=$RW_LAST_PID
+rw_wait 5 grep -q connected "$RW_WORK/stall.out"
+check "status answers while 5 clients hold half a request (timeout 3 s)" \
+	eval 'timeout 3 nsenter --net=/run/netns/$RW_NODE "$RW_RUNWALL" --bpffs "$RW_BPFFS" --socket "$RW_SOCK" status >/dev/null'
+wait "$STALL_PID" || true
+check "the agent dropped the 5 stalled clients at their deadline" \
+	test "$(grep -c '^closed' "$RW_WORK/stall.out")" = 5
 rw_agent_kill TERM
 
 echo "1..$T" >&3
