@@ -53,10 +53,11 @@ RUNWALL   := $(BUILD)/runwall
 CNI_SRC   := $(wildcard user/cni/*.c)
 CNI_OBJ   := $(patsubst user/%.c,$(BUILD)/%.o,$(CNI_SRC))
 CNI_BIN   := $(if $(CNI_SRC),$(BUILD)/runwall-cni)
+CNI_AR    := $(BUILD)/librunwall-cni.a
 
 # Tests: tests/unit (cmocka, no root) and tests/kernel (need root and the kernel's BPF). Each
 # test_*.c is one binary; the other .c files of tests/kernel are helpers any kernel test may use.
-TEST_INC  := $(FE_INC) -Itests/kernel
+TEST_INC  := $(FE_INC) -Iuser/cni -Itests/kernel
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
 KERN_SRC  := $(wildcard tests/kernel/test_*.c)
@@ -64,8 +65,8 @@ KERN_BIN  := $(patsubst tests/kernel/%.c,$(BUILD)/tests/kernel/%,$(KERN_SRC))
 KHELP_SRC := $(filter-out tests/kernel/test_%.c,$(wildcard tests/kernel/*.c))
 KHELP_OBJ := $(patsubst tests/kernel/%.c,$(BUILD)/tests/kernel/%.o,$(KHELP_SRC))
 KHELP_AR  := $(BUILD)/tests/kernel/libhelpers.a
-TEST_HDRS := $(FE_HDRS) $(wildcard tests/kernel/*.h)
-TEST_LIBS := $(CLI_AR) $(AGENT_AR) $(KHELP_AR) $(LIB)
+TEST_HDRS := $(FE_HDRS) $(wildcard user/cni/*.h tests/kernel/*.h)
+TEST_LIBS := $(CLI_AR) $(AGENT_AR) $(CNI_AR) $(KHELP_AR) $(LIB)
 BENCH_BIN := $(BUILD)/tests/bench_datapath
 
 SETUP_STAMP := $(BUILD)/.setup-done
@@ -119,7 +120,7 @@ $(BUILD)/agent/%.o: user/agent/%.c $(FE_HDRS) $(SKEL)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(FE_INC) -c $< -o $@
 
-$(BUILD)/cni/%.o: user/cni/%.c $(FE_HDRS) $(SKEL)
+$(BUILD)/cni/%.o: user/cni/%.c $(FE_HDRS) $(wildcard user/cni/*.h) $(SKEL)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(FE_INC) -c $< -o $@
@@ -139,6 +140,11 @@ $(AGENT_AR): $(AGENT_OBJ)
 $(RUNWALL): $(BUILD)/cli/main.o $(CLI_AR) $(AGENT_AR) $(LIB)
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
+
+# runwall-cni's parts but main.o, for the unit tests (rw_cni_parse, the conflist edit).
+$(CNI_AR): $(filter-out %/main.o,$(CNI_OBJ))
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
 $(BUILD)/runwall-cni: $(CNI_OBJ) $(LIB)
 	$(call msg,LD,$@)

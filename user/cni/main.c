@@ -189,7 +189,16 @@ static int cmd_add(struct rw_cni_req *req)
 		return 1;
 	}
 	inet_ntop(AF_INET, &req->pod_ip, ip, sizeof(ip));
-	err = rw_veth_protect(&dp, ifindex, req->pod_ip, req->mode, used, errs);
+	/* A running agent attaches to the same new veth at the same moment (netlink told it):
+	 * whichever of us comes second finds the program already on the hook (-EEXIST) before the
+	 * other's link is pinned. Once it is pinned, attaching again is a no-op.
+	 */
+	for (int tries = 0;; tries++) {
+		err = rw_veth_protect(&dp, ifindex, req->pod_ip, req->mode, used, errs);
+		if (err != -EEXIST || tries == 20)
+			break;
+		usleep(50 * 1000);
+	}
 	rw_datapath_close(&dp);
 	for (int d = RW_DIR_COUNT - 1; d >= 0; d--)
 		if (errs[d])
@@ -249,11 +258,18 @@ static int cmd_del(struct rw_cni_req *req)
 {
 	struct rw_datapath dp;
 	__be32 bound;
-	int ifindex, err;
+	int ifindex, err, layout = rw_datapath_pinned_layout(req->bpffs);
 
-	/* Nothing of runwall's on the node: nothing to undo. */
-	if (rw_datapath_pinned_layout(req->bpffs) <= 0)
+	/* Nothing of runwall's on the node: nothing to undo. Pins of another layout: nothing this
+	 * plugin can undo, and a failed DEL would be retried forever.
+	 */
+	if (layout <= 0)
 		return 0;
+	if (layout != RW_LAYOUT_VERSION) {
+		rw_warn("%s: pinned maps have layout %d, this runwall-cni reads %d: nothing unbound",
+			req->bpffs, layout, RW_LAYOUT_VERSION);
+		return 0;
+	}
 	if (open_node(req, &dp, false))
 		return 1;
 	err = 0;
