@@ -106,8 +106,6 @@ struct agent {
 	bool links_dirty;		/* netlink overran or failed: dump everything again */
 	unsigned long long attach_failures;	/* every failed attach, counted for status */
 	unsigned long long attach_retries;
-	__u32 *ct_gone;			/* veths gone since the last tick: their flows go in */
-	size_t n_ct_gone, cap_ct_gone;	/* one walk of the conntrack table for all of them */
 	int ring_budget;		/* records left in this drain */
 	unsigned long long ring_capped;	/* drains that stopped at RING_DRAIN_BUDGET */
 
@@ -136,9 +134,7 @@ static inline const char *agent_ip_str(__be32 ip, char *buf)
 int agent_on_link(bool add, const struct rw_nl_link *l, void *data);
 int agent_on_route(bool add, const struct rw_nl_route *r, void *data);
 int agent_full_resync(struct agent *a);
-/* The tick's share: attaches whose backoff is over, and one conntrack walk for the veths that
- * went away since the last tick.
- */
+/* The tick's share: attaches whose backoff is over. */
 void agent_sandboxes_tick(struct agent *a);
 int64_t agent_now_ms(void);
 

@@ -357,7 +357,6 @@ cleanup:
 	free(a.policy_text);
 	free(a.runs);
 	free(a.sbx);
-	free(a.ct_gone);
 	rw_datapath_close(&a.dp);
 	return ret;
 }

@@ -118,27 +118,6 @@ static void sbx_bind(struct agent *a, struct sandbox *s, __be32 pod)
 	s->pod = pod;
 }
 
-/* A veth's binding and budget go at once; its flows with the others' in one walk at the next
- * tick: 500 pods ending together cost one walk of the conntrack table, not 500. If the list
- * cannot grow, the walk is made now.
- */
-static void forget_veth(struct agent *a, __u32 ifindex)
-{
-	rw_endpoint_forget(&a->dp, ifindex);
-	if (a->n_ct_gone == a->cap_ct_gone) {
-		size_t cap = a->cap_ct_gone ? a->cap_ct_gone * 2 : 64;
-		__u32 *grown = realloc(a->ct_gone, cap * sizeof(*grown));
-
-		if (!grown) {
-			rw_conntrack_flush_veths(&a->dp, &ifindex, 1);
-			return;
-		}
-		a->ct_gone = grown;
-		a->cap_ct_gone = cap;
-	}
-	a->ct_gone[a->n_ct_gone++] = ifindex;
-}
-
 void agent_sandboxes_tick(struct agent *a)
 {
 	int64_t now = agent_now_ms();
@@ -151,16 +130,6 @@ void agent_sandboxes_tick(struct agent *a)
 		a->attach_retries++;
 		sbx_attach(a, s);
 	}
-	if (a->n_ct_gone) {
-		int n = rw_conntrack_flush_veths(&a->dp, a->ct_gone, a->n_ct_gone);
-
-		if (n < 0)
-			rw_warn("conntrack: forgetting the flows of %zu veths: %s", a->n_ct_gone,
-				strerror(-n));
-		else if (n)
-			rw_debug("conntrack: %d flows of %zu veths forgotten", n, a->n_ct_gone);
-		a->n_ct_gone = 0;
-	}
 }
 
 /* The interface went away: its tcx links died with it; forget the pins, the binding and the
@@ -172,7 +141,7 @@ static void sbx_remove(struct agent *a, int ifindex)
 
 	for (int d = 0; d < RW_DIR_COUNT; d++)
 		rw_detach(a->dp.pin_dir, ifindex, d);
-	forget_veth(a, ifindex);
+	rw_endpoint_unbind(&a->dp, ifindex);
 	if (!s)
 		return;
 	rw_info("%s (ifindex %d): gone", s->ifname, ifindex);

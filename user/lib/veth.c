@@ -129,55 +129,10 @@ int rw_veth_prune_gone(const struct rw_datapath *dp)
 		prev = &key;
 	}
 	for (int i = 0; i < n_gone; i++) {
-		int ret = rw_endpoint_forget(dp, gone[i]);
+		int ret = rw_endpoint_unbind(dp, gone[i]);
 
 		if (ret && !err)
 			err = ret;
 	}
-	if (n_gone) {
-		int ret = rw_conntrack_flush_veths(dp, gone, n_gone);
-
-		if (ret < 0 && !err)
-			err = ret;
-	}
 	return err;
-}
-
-int rw_endpoint_forget(const struct rw_datapath *dp, __u32 ifindex)
-{
-	int err = 0;
-
-	if (bpf_map_delete_elem(dp->map_fd[RW_M_ENDPOINTS], &ifindex) && errno != ENOENT)
-		err = -errno;
-	bpf_map_delete_elem(dp->map_fd[RW_M_EVENT_BUDGET], &ifindex);
-	return err;
-}
-
-static bool in_set(const __u32 *set, size_t n, __u32 v)
-{
-	for (size_t i = 0; i < n; i++)
-		if (set[i] == v)
-			return true;
-	return false;
-}
-
-int rw_conntrack_flush_veths(const struct rw_datapath *dp, const __u32 *ifindex, size_t n)
-{
-	int fd = dp->map_fd[RW_M_CONNTRACK], deleted = 0;
-	struct rw_ct_key key, next, *prev = NULL;
-
-	if (!n)
-		return 0;
-	/* Deleting the current key would restart the walk, so delete one step behind. */
-	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-		if (prev && in_set(ifindex, n, key.ifindex) && bpf_map_delete_elem(fd, &key) == 0)
-			deleted++;
-		key = next;
-		prev = &key;
-	}
-	if (errno != ENOENT)
-		return -errno;
-	if (prev && in_set(ifindex, n, key.ifindex) && bpf_map_delete_elem(fd, &key) == 0)
-		deleted++;
-	return deleted;
 }

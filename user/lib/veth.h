@@ -37,15 +37,6 @@ struct rw_veth_state {
 
 int rw_veth_query(const struct rw_datapath *dp, int ifindex, struct rw_veth_state *st);
 
-/* Unbinding many veths with one walk of the conntrack table instead of one walk each (a full
- * table takes tens of milliseconds to walk, and 500 pods can end at once): forget each veth's
- * binding and event budget at once with rw_endpoint_forget(), then its flows with one
- * rw_conntrack_flush_veths() for all of them. Both return 0 or a negative errno (the flush: the
- * number of entries deleted).
- */
-int rw_endpoint_forget(const struct rw_datapath *dp, __u32 ifindex);
-int rw_conntrack_flush_veths(const struct rw_datapath *dp, const __u32 *ifindex, size_t n);
-
 /* The pod bound to ifindex: 0 and *pod_ip = 0 when none. */
 int rw_endpoint_lookup(const struct rw_datapath *dp, __u32 ifindex, __be32 *pod_ip);
 
