@@ -251,6 +251,11 @@ static int cmd_check(struct rw_cni_req *req)
 		return cni_error(req->cni_version, RW_CNI_E_CHECK, "the pod's veth is not bound",
 				 "%s: bound to %s, the pod is %s", req->host_if,
 				 st.pod_ip ? bound : "nothing", ip);
+	if (!st.ct_table)
+		return cni_error(req->cni_version, RW_CNI_E_CHECK,
+				 "the pod's veth has no conntrack table",
+				 "%s: bound to %s but without its own conntrack table (every flow of "
+				 "the pod is refused)", req->host_if, ip);
 	return 0;
 }
 

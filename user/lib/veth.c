@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <net/if.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <bpf/bpf.h>
@@ -85,6 +86,13 @@ int rw_veth_query(const struct rw_datapath *dp, int ifindex, struct rw_veth_stat
 	free(hi);
 	if (err)
 		return err;
+	err = rw_conntrack_table_fd(dp, ifindex);
+	if (err >= 0) {
+		st->ct_table = true;
+		close(err);
+	} else if (err != -ENOENT) {
+		return err;
+	}
 	return rw_endpoint_lookup(dp, ifindex, &st->pod_ip);
 }
 

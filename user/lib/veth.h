@@ -33,6 +33,7 @@ struct rw_veth_state {
 	bool first[RW_DIR_COUNT];	/* runwall's program found and first on the hook */
 	bool found[RW_DIR_COUNT];
 	__be32 pod_ip;			/* 0: not bound */
+	bool ct_table;			/* the veth has its own conntrack table */
 };
 
 int rw_veth_query(const struct rw_datapath *dp, int ifindex, struct rw_veth_state *st);
