@@ -1,7 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* apply.c: a snapshot becomes fresh inner maps in the idle slot, then one flip makes it live. */
+/* apply.c: a snapshot is written into the idle slot's inner maps by diff, then one flip makes it
+ * live and one grace period retires the old slot.
+ *
+ * Each policy table has two inner maps, one per slot, created once (when the pins are created;
+ * adopted from the pins after a restart) and never replaced. The agent remembers what each slot
+ * holds (a shadow: per run, its pods and its entries, sorted), so an apply writes only what
+ * differs between the idle slot's last snapshot and the next one, with batch operations where
+ * the map type has them. A slot whose contents are not known (adopted after a restart, or left
+ * half-written by a failed apply) is cleared and rewritten in full.
+ */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +26,12 @@
 #include "util.h"
 
 #define POLICY_TABLES (RW_M_INBOUND - RW_M_PODS + 1)
+#define T_PODS (RW_M_PODS - RW_M_PODS)
+#define ENT_KEY_MAX 16
+
+#ifndef ENOTSUPP
+#define ENOTSUPP 524	/* the kernel's "no such operation for this map type" */
+#endif
 
 struct inner_spec {
 	enum bpf_map_type type;
@@ -46,13 +62,49 @@ static const struct inner_spec inner_specs[POLICY_TABLES] = {
 				       RW_MAX_INBOUND, BPF_F_NO_PREALLOC },
 };
 
-struct build {
-	const struct rw_datapath *dp;
-	int fd[POLICY_TABLES];
-	unsigned int count[POLICY_TABLES];
-	char *err;
-	size_t errlen;
+/* One entry of a rule table (every table but pods): value is a rule id (or 1 for deny). Sorted
+ * by (table, key); the key is zero-padded to 16 bytes.
+ */
+struct ent {
+	__u8 table;
+	__u8 pad[3];
+	__u32 val;
+	__u8 key[ENT_KEY_MAX];
+	__u32 seq;	/* order of generation while a group is built, then 0 */
 };
+
+/* What one source of entries put into a slot: a run (its pods and its allow rules) or, with id
+ * "", the node's services, inbound rules and deny list. Offsets into the shadow's arrays.
+ */
+struct group {
+	char id[RW_RUN_ID_LEN];
+	struct rw_pod pod;	/* the value of each of the run's pods */
+	size_t pod_off, n_pods;	/* sorted */
+	size_t ent_off, n_ents;	/* sorted by (table, key), no duplicate keys */
+};
+
+struct shadow {
+	bool known;		/* false: the slot holds something we do not know */
+	struct group *groups;
+	size_t n_groups, cap_groups;
+	__be32 *pods;
+	size_t n_pods, cap_pods;
+	struct ent *ents;
+	size_t n_ents, cap_ents;
+	__u32 *index;		/* open addressing, group index + 1, 0 = free */
+	size_t index_mask;
+	unsigned int count[POLICY_TABLES];
+};
+
+struct rw_apply_cache {
+	int fd[RW_SLOTS][POLICY_TABLES];	/* the inner maps, created once */
+	struct shadow shadow[RW_SLOTS];
+	bool no_batch[POLICY_TABLES];		/* the kernel has no batch ops for this type */
+	long fault_after;			/* tests: fail after this many writes, -1 never */
+	long writes;
+};
+
+static long fault_after_next = -1;
 
 /* Test hook (tests/netns/test_faults.sh): RUNWALL_APPLY_FAULT=STEP[:REVISION] aborts the process
  * at a named step of an apply (before-write, half, after-flip), to show that a crash at any step
@@ -68,36 +120,134 @@ static void fault_point(const char *step, uint64_t revision)
 		abort();
 }
 
-static int fail(struct build *b, int err, const char *fmt, ...)
+void rw_apply_inject_fault(long after_writes)
+{
+	fault_after_next = after_writes;
+}
+
+static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(b->err, b->errlen, fmt, ap);
+	vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
-	return err;
+	return ret;
 }
 
-static int put(struct build *b, enum rw_map_id table, const void *key, const void *value)
-{
-	int t = table - RW_M_PODS;
+/* ---- Shadows --------------------------------------------------------------------------- */
 
-	if (b->count[t] >= inner_specs[t].max_entries)
-		return fail(b, -E2BIG, "%s: more than %u entries", rw_map_names[table],
-			    inner_specs[t].max_entries);
-	if (bpf_map_update_elem(b->fd[t], key, value, BPF_ANY))
-		return fail(b, -errno, "%s: update: %s", rw_map_names[table], strerror(errno));
-	b->count[t]++;
+static void shadow_reset(struct shadow *s)
+{
+	free(s->groups);
+	free(s->pods);
+	free(s->ents);
+	free(s->index);
+	memset(s, 0, sizeof(*s));
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t size)
+{
+	size_t n = *cap ? *cap : 64;
+	void *q;
+
+	if (need <= *cap)
+		return 0;
+	while (n < need)
+		n *= 2;
+	q = realloc(*p, n * size);
+	if (!q)
+		return -ENOMEM;
+	*p = q;
+	*cap = n;
+	return 0;
+}
+
+static __u64 hash_id(const char *s)
+{
+	__u64 h = 1469598103934665603ULL;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return h ^ (h >> 29);
+}
+
+static int shadow_index(struct shadow *s)
+{
+	size_t size = 16;
+
+	while (size < s->n_groups * 2)
+		size *= 2;
+	free(s->index);
+	s->index = calloc(size, sizeof(*s->index));
+	if (!s->index)
+		return -ENOMEM;
+	s->index_mask = size - 1;
+	for (size_t g = 0; g < s->n_groups; g++) {
+		size_t i = hash_id(s->groups[g].id) & s->index_mask;
+
+		while (s->index[i])
+			i = (i + 1) & s->index_mask;
+		s->index[i] = g + 1;
+	}
+	return 0;
+}
+
+static struct group *shadow_find(const struct shadow *s, const char *id)
+{
+	if (!s->index)
+		return NULL;
+	for (size_t i = hash_id(id) & s->index_mask; s->index[i]; i = (i + 1) & s->index_mask)
+		if (!strcmp(s->groups[s->index[i] - 1].id, id))
+			return &s->groups[s->index[i] - 1];
+	return NULL;
+}
+
+static int ent_cmp_key(const struct ent *a, const struct ent *b)
+{
+	if (a->table != b->table)
+		return a->table < b->table ? -1 : 1;
+	return memcmp(a->key, b->key, ENT_KEY_MAX);
+}
+
+static int ent_qsort_cmp(const void *a, const void *b)
+{
+	int c = ent_cmp_key(a, b);
+
+	/* Equal keys keep the order they were generated in: the last one wins. */
+	if (c)
+		return c;
+	return ((const struct ent *)a)->seq < ((const struct ent *)b)->seq ? -1 : 1;
+}
+
+static int pod_cmp(const void *a, const void *b)
+{
+	__u32 x = *(const __u32 *)a, y = *(const __u32 *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int add_ent(struct shadow *s, int table, const void *key, size_t klen, __u32 val)
+{
+	struct ent *e;
+
+	if (grow((void **)&s->ents, &s->cap_ents, s->n_ents + 1, sizeof(*s->ents)))
+		return -ENOMEM;
+	e = &s->ents[s->n_ents++];
+	memset(e, 0, sizeof(*e));
+	e->table = table;
+	e->val = val;
+	e->seq = s->n_ents;
+	memcpy(e->key, key, klen);
 	return 0;
 }
 
 /* One entry per protocol and port of a rule. Allow rules: /32 destinations in the exact hash,
  * wider ones in the LPM trie, under `scope`. Inbound rules: the peer CIDR in the inbound trie.
  */
-static int put_rule(struct build *b, enum rw_map_id table, __u32 scope,
+static int add_rule(struct shadow *s, enum rw_map_id table, __u32 scope,
 		    const struct rw_policy_rule *r, __u32 rule_id)
 {
-	struct rw_rule val = { .rule_id = rule_id };
 	const __u16 *ports[2] = { r->tcp, r->udp };
 	size_t n[2] = { r->n_tcp, r->n_udp };
 	const __u8 protos[2] = { IPPROTO_TCP, IPPROTO_UDP };
@@ -113,14 +263,15 @@ static int put_rule(struct build *b, enum rw_map_id table, __u32 scope,
 					.dport = port, .proto = protos[p], .saddr = r->addr,
 				};
 
-				err = put(b, RW_M_INBOUND, &k, &val);
+				err = add_ent(s, RW_M_INBOUND - RW_M_PODS, &k, sizeof(k), rule_id);
 			} else if (r->prefixlen == 32) {
 				struct rw_allow_key k = {
 					.scope = scope, .daddr = r->addr, .dport = port,
 					.proto = protos[p],
 				};
 
-				err = put(b, RW_M_ALLOW_EXACT, &k, &val);
+				err = add_ent(s, RW_M_ALLOW_EXACT - RW_M_PODS, &k, sizeof(k),
+					      rule_id);
 			} else {
 				struct rw_allow_lpm_key k = {
 					.prefixlen = RW_ALLOW_LPM_FIXED_BITS + r->prefixlen,
@@ -128,7 +279,8 @@ static int put_rule(struct build *b, enum rw_map_id table, __u32 scope,
 					.daddr = r->addr,
 				};
 
-				err = put(b, RW_M_ALLOW_CIDR, &k, &val);
+				err = add_ent(s, RW_M_ALLOW_CIDR - RW_M_PODS, &k, sizeof(k),
+					      rule_id);
 			}
 			if (err)
 				return err;
@@ -137,87 +289,528 @@ static int put_rule(struct build *b, enum rw_map_id table, __u32 scope,
 	return 0;
 }
 
-/* Map run ids to counter indexes: a run keeps its index across snapshots; a new run gets the
- * lowest index that no run of the live slot uses, with its counters zeroed.
+/* Close the group being built: sort its entries and keep the last of equal keys (what writing
+ * them one after the other would leave), sort its pods, count.
  */
+static void group_close(struct shadow *s, struct group *g)
+{
+	struct ent *e = s->ents + g->ent_off;
+	size_t n = s->n_ents - g->ent_off, out = 0;
+
+	qsort(e, n, sizeof(*e), ent_qsort_cmp);
+	for (size_t i = 0; i < n; i++) {
+		if (i + 1 < n && !ent_cmp_key(&e[i], &e[i + 1]))
+			continue;
+		e[out] = e[i];
+		e[out++].seq = 0;
+	}
+	s->n_ents = g->ent_off + out;
+	g->n_ents = out;
+	for (size_t i = 0; i < out; i++)
+		s->count[e[i].table]++;
+	g->n_pods = s->n_pods - g->pod_off;
+	qsort(s->pods + g->pod_off, g->n_pods, sizeof(*s->pods), pod_cmp);
+	s->count[T_PODS] += g->n_pods;
+}
+
+static struct group *group_open(struct shadow *s, const char *id)
+{
+	struct group *g;
+
+	if (grow((void **)&s->groups, &s->cap_groups, s->n_groups + 1, sizeof(*s->groups)))
+		return NULL;
+	g = &s->groups[s->n_groups++];
+	memset(g, 0, sizeof(*g));
+	snprintf(g->id, sizeof(g->id), "%s", id);
+	g->pod_off = s->n_pods;
+	g->ent_off = s->n_ents;
+	return g;
+}
+
 struct run_slot {
 	__u32 idx;
 	__u32 gen;
 };
 
-static int live_runs(const struct rw_datapath *dp, struct rw_pod **pods_out, size_t *n_out)
+/* The shadow of a snapshot: what the slot must hold for `p`. */
+static int shadow_build(struct shadow *s, const struct rw_policy *p, const struct run_slot *slots)
 {
-	int fd = rw_live_inner_fd(dp, RW_M_PODS);
-	struct rw_pod *pods = NULL;
-	__be32 key, *prev = NULL;
-	size_t n = 0, cap = 0;
+	struct group *g;
+	int err = -ENOMEM;
 
-	*pods_out = NULL;
-	*n_out = 0;
-	if (fd == -ENOENT)
-		return 0;
-	if (fd < 0)
-		return fd;
-	while (bpf_map_get_next_key(fd, prev, &key) == 0) {
-		if (n == cap) {
-			struct rw_pod *grown = realloc(pods, (cap = cap ? cap * 2 : 64) * sizeof(*pods));
+	memset(s, 0, sizeof(*s));
+	g = group_open(s, "");
+	if (!g)
+		goto fail;
+	for (size_t i = 0; i < p->n_services; i++)
+		if ((err = add_rule(s, RW_M_ALLOW_EXACT, 0, &p->services[i],
+				    RW_RULE_ID(RW_RULE_KIND_SERVICE, i, 0))))
+			goto fail;
+	for (size_t i = 0; i < p->n_inbound; i++)
+		if ((err = add_rule(s, RW_M_INBOUND, 0, &p->inbound[i],
+				    RW_RULE_ID(RW_RULE_KIND_INBOUND, i, 0))))
+			goto fail;
+	for (size_t i = 0; i < p->n_deny; i++) {
+		struct rw_cidr_lpm_key k = { .prefixlen = p->deny[i].prefixlen,
+					     .addr = p->deny[i].addr };
 
-			if (!grown) {
-				free(pods);
-				close(fd);
-				return -ENOMEM;
-			}
-			pods = grown;
-		}
-		if (bpf_map_lookup_elem(fd, &key, &pods[n]) == 0)
-			n++;
-		prev = &key;
+		if ((err = add_ent(s, RW_M_DENY - RW_M_PODS, &k, sizeof(k), 1)))
+			goto fail;
 	}
-	close(fd);
-	*pods_out = pods;
-	*n_out = n;
+	group_close(s, g);
+
+	for (size_t r = 0; r < p->n_runs; r++) {
+		const struct rw_policy_run *run = &p->runs[r];
+
+		err = -ENOMEM;
+		g = group_open(s, run->id);
+		if (!g)
+			goto fail;
+		g->pod.run_idx = slots[r].idx;
+		g->pod.run_gen = slots[r].gen;
+		g->pod.egress_mode = rw_policy_run_egress(p, run);
+		snprintf(g->pod.run_id, sizeof(g->pod.run_id), "%s", run->id);
+		if (grow((void **)&s->pods, &s->cap_pods, s->n_pods + run->n_pods,
+			 sizeof(*s->pods)))
+			goto fail;
+		memcpy(s->pods + s->n_pods, run->pods, run->n_pods * sizeof(*s->pods));
+		s->n_pods += run->n_pods;
+		for (size_t i = 0; i < run->n_allow; i++)
+			if ((err = add_rule(s, RW_M_ALLOW_EXACT, slots[r].idx, &run->allow[i],
+					    RW_RULE_ID(RW_RULE_KIND_RUN, r, i))))
+				goto fail;
+		group_close(s, g);
+	}
+	err = shadow_index(s);
+	if (err)
+		goto fail;
+	s->known = true;
+	return 0;
+fail:
+	shadow_reset(s);
+	return err;
+}
+
+/* ---- Writing --------------------------------------------------------------------------- */
+
+/* Keys to delete and (key, value) pairs to write, per table, in the map's own layouts. */
+struct oplist {
+	__u8 *keys;
+	__u8 *vals;
+	size_t n, cap;
+};
+
+struct ops {
+	struct oplist del[POLICY_TABLES];
+	struct oplist upd[POLICY_TABLES];
+};
+
+static void ops_free(struct ops *o)
+{
+	for (int t = 0; t < POLICY_TABLES; t++) {
+		free(o->del[t].keys);
+		free(o->upd[t].keys);
+		free(o->upd[t].vals);
+	}
+}
+
+static int op_push(struct oplist *l, int t, const void *key, const void *val)
+{
+	size_t ks = inner_specs[t].key_size, vs = inner_specs[t].value_size;
+
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 256;
+		__u8 *k = realloc(l->keys, cap * ks), *v;
+
+		if (!k)
+			return -ENOMEM;
+		l->keys = k;
+		if (val) {
+			v = realloc(l->vals, cap * vs);
+			if (!v)
+				return -ENOMEM;
+			l->vals = v;
+		}
+		l->cap = cap;
+	}
+	memcpy(l->keys + l->n * ks, key, ks);
+	if (val)
+		memcpy(l->vals + l->n * vs, val, vs);
+	l->n++;
 	return 0;
 }
 
-static const struct rw_policy_run *find_run(const struct rw_policy *p, const char *id)
+static int op_ent(struct ops *o, const struct ent *e, bool del)
 {
-	for (size_t i = 0; p && i < p->n_runs; i++)
-		if (!strcmp(p->runs[i].id, id))
-			return &p->runs[i];
-	return NULL;
+	return del ? op_push(&o->del[e->table], e->table, e->key, NULL)
+		   : op_push(&o->upd[e->table], e->table, e->key, &e->val);
 }
 
-static int assign_runs(const struct rw_datapath *dp, const struct rw_policy *prev,
-		       const struct rw_policy *next, struct run_slot *slots, char *err,
-		       size_t errlen)
+/* What turns group `o` (NULL: nothing) into group `n` (NULL: nothing). */
+static int diff_group(struct ops *ops, const struct shadow *os, const struct group *o,
+		      const struct shadow *ns, const struct group *n)
+{
+	const __be32 *op = o ? os->pods + o->pod_off : NULL, *np = n ? ns->pods + n->pod_off : NULL;
+	const struct ent *oe = o ? os->ents + o->ent_off : NULL;
+	const struct ent *ne = n ? ns->ents + n->ent_off : NULL;
+	size_t on = o ? o->n_pods : 0, nn = n ? n->n_pods : 0, i = 0, j = 0;
+	bool same_pod = o && n && !memcmp(&o->pod, &n->pod, sizeof(o->pod));
+	int err = 0;
+
+	while (!err && (i < on || j < nn)) {
+		__u32 a = i < on ? op[i] : 0, b = j < nn ? np[j] : 0;
+
+		if (j == nn || (i < on && a < b)) {
+			err = op_push(&ops->del[T_PODS], T_PODS, &op[i++], NULL);
+		} else if (i == on || b < a) {
+			err = op_push(&ops->upd[T_PODS], T_PODS, &np[j++], &n->pod);
+		} else {
+			if (!same_pod)
+				err = op_push(&ops->upd[T_PODS], T_PODS, &np[j], &n->pod);
+			i++;
+			j++;
+		}
+	}
+	on = o ? o->n_ents : 0;
+	nn = n ? n->n_ents : 0;
+	i = j = 0;
+	if (on == nn && on && !memcmp(oe, ne, on * sizeof(*oe)))
+		return err;
+	while (!err && (i < on || j < nn)) {
+		int c = i == on ? 1 : j == nn ? -1 : ent_cmp_key(&oe[i], &ne[j]);
+
+		if (c < 0) {
+			err = op_ent(ops, &oe[i++], true);
+		} else if (c > 0) {
+			err = op_ent(ops, &ne[j++], false);
+		} else {
+			if (oe[i].val != ne[j].val)
+				err = op_ent(ops, &ne[j], false);
+			i++;
+			j++;
+		}
+	}
+	return err;
+}
+
+/* Everything that turns what slot shadow `os` holds into `ns`. */
+static int diff_shadows(struct ops *ops, const struct shadow *os, const struct shadow *ns)
+{
+	int err = 0;
+
+	for (size_t g = 0; !err && g < ns->n_groups; g++)
+		err = diff_group(ops, os, shadow_find(os, ns->groups[g].id), ns, &ns->groups[g]);
+	for (size_t g = 0; !err && g < os->n_groups; g++)
+		if (!shadow_find(ns, os->groups[g].id))
+			err = diff_group(ops, os, &os->groups[g], ns, NULL);
+	return err;
+}
+
+static int count_write(struct rw_apply_cache *c, long n)
+{
+	if (c->fault_after >= 0 && c->writes + n > c->fault_after) {
+		c->writes = c->fault_after;
+		return -EIO;
+	}
+	c->writes += n;
+	return 0;
+}
+
+/* Write (or delete, with vals NULL) n keys: one batch call where the map type has batch
+ * operations, one call per key where it does not (LPM tries in 6.1 and 6.18).
+ */
+static int write_keys(struct rw_apply_cache *c, int t, int fd, const __u8 *keys, const __u8 *vals,
+		      size_t n, char *err, size_t errlen)
+{
+	const char *what = vals ? "update" : "delete";
+	size_t ks = inner_specs[t].key_size, vs = inner_specs[t].value_size;
+	int ret;
+
+	if (!n)
+		return 0;
+	if (!c->no_batch[t] && c->fault_after < 0) {
+		LIBBPF_OPTS(bpf_map_batch_opts, opts, .elem_flags = BPF_ANY);
+		__u32 count = n;
+
+		ret = vals ? bpf_map_update_batch(fd, keys, vals, &count, &opts)
+			   : bpf_map_delete_batch(fd, keys, &count, &opts);
+		if (!ret) {
+			c->writes += n;
+			return 0;
+		}
+		ret = -errno;
+		if ((ret != -ENOTSUPP && ret != -EOPNOTSUPP) || count)
+			return fail(err, errlen, ret, "%s: batch %s of %zu entries: %s (%u done)",
+				    rw_map_names[RW_M_PODS + t], what, n, strerror(-ret), count);
+		c->no_batch[t] = true;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (count_write(c, 1))
+			return fail(err, errlen, -EIO, "%s: %s: injected fault after %ld writes",
+				    rw_map_names[RW_M_PODS + t], what, c->writes);
+		ret = vals ? bpf_map_update_elem(fd, keys + i * ks, vals + i * vs, BPF_ANY)
+			   : bpf_map_delete_elem(fd, keys + i * ks);
+		if (ret && !(vals == NULL && errno == ENOENT))
+			return fail(err, errlen, -errno, "%s: %s: %s",
+				    rw_map_names[RW_M_PODS + t], what, strerror(errno));
+	}
+	return 0;
+}
+
+static int run_ops(struct rw_apply_cache *c, __u32 slot, const struct ops *ops,
+		   unsigned int *written, uint64_t revision, char *err, size_t errlen)
+{
+	int ret;
+
+	/* Deletes first: a key that moved from one run to another is deleted, then written. */
+	for (int t = 0; t < POLICY_TABLES; t++) {
+		ret = write_keys(c, t, c->fd[slot][t], ops->del[t].keys, NULL, ops->del[t].n, err,
+				 errlen);
+		if (ret)
+			return ret;
+		*written += ops->del[t].n;
+	}
+	for (int t = 0; t < POLICY_TABLES; t++) {
+		if (t == POLICY_TABLES / 2)
+			fault_point("half", revision);
+		ret = write_keys(c, t, c->fd[slot][t], ops->upd[t].keys, ops->upd[t].vals,
+				 ops->upd[t].n, err, errlen);
+		if (ret)
+			return ret;
+		*written += ops->upd[t].n;
+	}
+	return 0;
+}
+
+/* Every key of one inner map, for clearing a slot we know nothing about. */
+static int list_keys(int fd, int t, struct oplist *l)
+{
+	__u8 key[64], prev[64];
+	bool first = true;
+
+	while (bpf_map_get_next_key(fd, first ? NULL : prev, key) == 0) {
+		if (op_push(l, t, key, NULL))
+			return -ENOMEM;
+		memcpy(prev, key, inner_specs[t].key_size);
+		first = false;
+	}
+	return errno == ENOENT ? 0 : -errno;
+}
+
+/* ---- Slots ----------------------------------------------------------------------------- */
+
+static struct rw_apply_cache *cache_of(const struct rw_datapath *dp)
+{
+	return dp->apply;
+}
+
+/* Rewriting an outer slot with the map it already holds costs nothing but the grace period
+ * the kernel waits for (maybe_wait_bpf_programs()): afterwards no program still runs with what
+ * it read before.
+ */
+static int grace_period(const struct rw_datapath *dp, const struct rw_apply_cache *c)
+{
+	__u32 slot = 0;
+
+	return bpf_map_update_elem(dp->map_fd[RW_M_PODS], &slot, &c->fd[0][0], BPF_ANY) ? -errno
+											     : 0;
+}
+
+int rw_apply_prepare(struct rw_datapath *dp, char *err, size_t errlen)
+{
+	struct rw_apply_cache *c = dp->apply;
+	bool created[RW_SLOTS] = { true, true };
+
+	if (c)
+		return 0;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return fail(err, errlen, -ENOMEM, "out of memory");
+	c->fault_after = -1;
+	for (int s = 0; s < RW_SLOTS; s++)
+		for (int t = 0; t < POLICY_TABLES; t++)
+			c->fd[s][t] = -1;
+	for (__u32 s = 0; s < RW_SLOTS; s++) {
+		for (int t = 0; t < POLICY_TABLES; t++) {
+			int outer = dp->map_fd[RW_M_PODS + t], ret;
+			__u32 id;
+
+			if (bpf_map_lookup_elem(outer, &s, &id) == 0) {
+				c->fd[s][t] = bpf_map_get_fd_by_id(id);
+				if (c->fd[s][t] < 0) {
+					ret = -errno;
+					goto fail_errno;
+				}
+				created[s] = false;
+				continue;
+			}
+			if (errno != ENOENT) {
+				ret = -errno;
+				goto fail_errno;
+			}
+			LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = inner_specs[t].flags);
+			c->fd[s][t] = bpf_map_create(inner_specs[t].type, inner_specs[t].name,
+						     inner_specs[t].key_size,
+						     inner_specs[t].value_size,
+						     inner_specs[t].max_entries, &opts);
+			if (c->fd[s][t] < 0) {
+				ret = -errno;
+				goto fail_errno;
+			}
+			/* Once per node: each outer update waits for a grace period. */
+			if (bpf_map_update_elem(outer, &s, &c->fd[s][t], BPF_ANY)) {
+				ret = -errno;
+				goto fail_errno;
+			}
+			continue;
+fail_errno:
+			fail(err, errlen, ret, "%s[%u]: inner map: %s", rw_map_names[RW_M_PODS + t],
+			     s, strerror(-ret));
+			dp->apply = c;
+			rw_apply_release(dp);
+			return ret;
+		}
+	}
+	/* Fresh maps are known to be empty; adopted ones are cleared before their first use. */
+	for (int s = 0; s < RW_SLOTS; s++)
+		c->shadow[s].known = created[s];
+	dp->apply = c;
+	return 0;
+}
+
+void rw_apply_release(struct rw_datapath *dp)
+{
+	struct rw_apply_cache *c = dp->apply;
+
+	if (!c)
+		return;
+	for (int s = 0; s < RW_SLOTS; s++) {
+		shadow_reset(&c->shadow[s]);
+		for (int t = 0; t < POLICY_TABLES; t++)
+			if (c->fd[s][t] >= 0)
+				close(c->fd[s][t]);
+	}
+	free(c);
+	dp->apply = NULL;
+}
+
+void rw_apply_forget(const struct rw_datapath *dp)
+{
+	struct rw_apply_cache *c = cache_of(dp);
+
+	for (int s = 0; c && s < RW_SLOTS; s++) {
+		shadow_reset(&c->shadow[s]);
+		c->shadow[s].known = false;
+	}
+}
+
+/* ---- Runs ------------------------------------------------------------------------------ */
+
+/* A run keeps its counter index across snapshots; a new run gets the lowest index that no run
+ * of the live slot uses, with its counters zeroed.
+ */
+struct live_run {
+	char id[RW_RUN_ID_LEN];
+	__u32 idx, gen;
+};
+
+static int group_id_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct group *)a)->id, ((const struct group *)b)->id);
+}
+
+/* The runs that have pods in the live slot: from its shadow, or read from the map. */
+static int live_runs(const struct rw_datapath *dp, struct shadow *live, struct shadow *out)
+{
+	int fd = rw_live_inner_fd(dp, RW_M_PODS);
+	__be32 key, *prev = NULL;
+	struct rw_pod pod;
+
+	memset(out, 0, sizeof(*out));
+	if (fd == -ENOENT)
+		return shadow_index(out);
+	if (fd < 0)
+		return fd;
+	if (live && live->known) {
+		close(fd);
+		for (size_t g = 0; g < live->n_groups; g++) {
+			struct group *ng;
+
+			if (!live->groups[g].n_pods)
+				continue;
+			ng = group_open(out, live->groups[g].id);
+			if (!ng)
+				return -ENOMEM;
+			ng->pod = live->groups[g].pod;
+		}
+		return shadow_index(out);
+	}
+	/* One group per pod first, then sorted by run id and made unique. */
+	while (bpf_map_get_next_key(fd, prev, &key) == 0) {
+		struct group *ng;
+
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &pod))
+			continue;
+		pod.run_id[RW_RUN_ID_LEN - 1] = '\0';
+		ng = group_open(out, pod.run_id);
+		if (!ng) {
+			close(fd);
+			return -ENOMEM;
+		}
+		ng->pod = pod;
+	}
+	close(fd);
+	qsort(out->groups, out->n_groups, sizeof(*out->groups), group_id_cmp);
+	{
+		size_t n = 0;
+
+		for (size_t g = 0; g < out->n_groups; g++)
+			if (!n || strcmp(out->groups[n - 1].id, out->groups[g].id))
+				out->groups[n++] = out->groups[g];
+		out->n_groups = n;
+	}
+	return shadow_index(out);
+}
+
+static int assign_runs(const struct rw_datapath *dp, struct shadow *live_shadow,
+		       const struct rw_policy *prev, const struct rw_policy *next,
+		       struct run_slot *slots, char *err, size_t errlen)
 {
 	unsigned char *used = calloc(RW_MAX_RUNS, 1);
-	struct rw_pod *live = NULL;
-	size_t n_live = 0;
+	struct shadow live = {}, prev_ix = {};
 	__u32 cursor = 1;
 	int ret;
 
 	if (!used)
 		return -ENOMEM;
-	ret = live_runs(dp, &live, &n_live);
+	ret = live_runs(dp, live_shadow, &live);
 	if (ret)
 		goto cleanup;
-	for (size_t i = 0; i < n_live; i++)
-		if (live[i].run_idx < RW_MAX_RUNS)
-			used[live[i].run_idx] = 1;
+	for (size_t g = 0; g < live.n_groups; g++)
+		if (live.groups[g].pod.run_idx < RW_MAX_RUNS)
+			used[live.groups[g].pod.run_idx] = 1;
+	/* prev's runs by id: a group per run, pod field unused but `pod_off` = its index. */
+	for (size_t r = 0; prev && r < prev->n_runs; r++) {
+		struct group *g = group_open(&prev_ix, prev->runs[r].id);
+
+		if (!g) {
+			ret = -ENOMEM;
+			goto cleanup;
+		}
+		g->pod_off = r;
+	}
+	ret = shadow_index(&prev_ix);
+	if (ret)
+		goto cleanup;
 
 	for (size_t r = 0; r < next->n_runs; r++) {
 		const struct rw_policy_run *run = &next->runs[r];
-		const struct rw_policy_run *old = find_run(prev, run->id);
+		struct group *lg = shadow_find(&live, run->id), *pg = shadow_find(&prev_ix, run->id);
+		const struct rw_policy_run *old = pg ? &prev->runs[pg->pod_off] : NULL;
 
-		slots[r].idx = 0;
-		for (size_t i = 0; i < n_live; i++) {
-			if (!strncmp(live[i].run_id, run->id, RW_RUN_ID_LEN)) {
-				slots[r].idx = live[i].run_idx;
-				slots[r].gen = live[i].run_gen;
-				break;
-			}
-		}
+		slots[r].idx = lg ? lg->pod.run_idx : 0;
+		slots[r].gen = lg ? lg->pod.run_gen : 0;
 		/* A run keeps its generation only when we know its policy did not change. */
 		if (!slots[r].idx || !old || !rw_policy_run_equal(prev, old, next, run))
 			slots[r].gen = (__u32)next->revision;
@@ -226,72 +819,24 @@ static int assign_runs(const struct rw_datapath *dp, const struct rw_policy *pre
 		while (cursor < RW_MAX_RUNS && used[cursor])
 			cursor++;
 		if (cursor >= RW_MAX_RUNS) {
-			snprintf(err, errlen, "runs: more than %d runs on one node", RW_MAX_RUNS - 1);
-			ret = -E2BIG;
+			ret = fail(err, errlen, -E2BIG, "runs: more than %d runs on one node",
+				   RW_MAX_RUNS - 1);
 			goto cleanup;
 		}
 		used[cursor] = 1;
 		slots[r].idx = cursor;
 		ret = rw_counters_zero(dp, cursor);
 		if (ret) {
-			snprintf(err, errlen, "%s: zeroing run counters: %s",
-				 rw_map_names[RW_M_COUNTERS], strerror(-ret));
+			fail(err, errlen, ret, "%s: zeroing run counters: %s",
+			     rw_map_names[RW_M_COUNTERS], strerror(-ret));
 			goto cleanup;
 		}
 	}
 cleanup:
-	free(live);
+	shadow_reset(&live);
+	shadow_reset(&prev_ix);
 	free(used);
 	return ret;
-}
-
-static int fill(struct build *b, const struct rw_policy *p, const struct run_slot *slots)
-{
-	int err;
-
-	for (size_t r = 0; r < p->n_runs; r++) {
-		const struct rw_policy_run *run = &p->runs[r];
-		struct rw_pod pod = {
-			.run_idx = slots[r].idx,
-			.run_gen = slots[r].gen,
-			.egress_mode = rw_policy_run_egress(p, run),
-		};
-
-		snprintf(pod.run_id, sizeof(pod.run_id), "%s", run->id);
-		for (size_t i = 0; i < run->n_pods; i++) {
-			err = put(b, RW_M_PODS, &run->pods[i], &pod);
-			if (err)
-				return err;
-		}
-		for (size_t i = 0; i < run->n_allow; i++) {
-			err = put_rule(b, RW_M_ALLOW_EXACT, slots[r].idx, &run->allow[i],
-				       RW_RULE_ID(RW_RULE_KIND_RUN, r, i));
-			if (err)
-				return err;
-		}
-	}
-	for (size_t i = 0; i < p->n_services; i++) {
-		err = put_rule(b, RW_M_ALLOW_EXACT, 0, &p->services[i],
-			       RW_RULE_ID(RW_RULE_KIND_SERVICE, i, 0));
-		if (err)
-			return err;
-	}
-	for (size_t i = 0; i < p->n_inbound; i++) {
-		err = put_rule(b, RW_M_INBOUND, 0, &p->inbound[i],
-			       RW_RULE_ID(RW_RULE_KIND_INBOUND, i, 0));
-		if (err)
-			return err;
-	}
-	for (size_t i = 0; i < p->n_deny; i++) {
-		struct rw_cidr_lpm_key k = { .prefixlen = p->deny[i].prefixlen,
-					     .addr = p->deny[i].addr };
-		__u32 one = 1;
-
-		err = put(b, RW_M_DENY, &k, &one);
-		if (err)
-			return err;
-	}
-	return 0;
 }
 
 /* fd of one policy table's inner map in one slot, or -ENOENT when the slot is empty. */
@@ -319,44 +864,6 @@ int rw_live_inner_fd(const struct rw_datapath *dp, enum rw_map_id table)
 	return slot_inner_fd(dp, table, RW_STATE_SLOT(cfg.state));
 }
 
-static const char *run_of_pod(const struct rw_policy *p, __be32 ip)
-{
-	for (size_t r = 0; r < p->n_runs; r++)
-		for (size_t i = 0; i < p->runs[r].n_pods; i++)
-			if (p->runs[r].pods[i] == ip)
-				return p->runs[r].id;
-	return NULL;
-}
-
-/* Pods of the old slot whose run changed or went away: their flows were opened under another
- * run, so they are forgotten.
- */
-static int flush_moved_pods(const struct rw_datapath *dp, __u32 old_slot,
-			    const struct rw_policy *next)
-{
-	int flushed = 0, fd, ret;
-	__be32 key, *prev = NULL;
-
-	fd = slot_inner_fd(dp, RW_M_PODS, old_slot);
-	if (fd < 0)
-		return fd == -ENOENT ? 0 : fd;
-	while (bpf_map_get_next_key(fd, prev, &key) == 0) {
-		const char *now_run = run_of_pod(next, key);
-		struct rw_pod old;
-
-		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, &old))
-			continue;
-		if (now_run && !strncmp(now_run, old.run_id, RW_RUN_ID_LEN))
-			continue;
-		ret = rw_conntrack_flush(dp, 0, key);
-		if (ret > 0)
-			flushed += ret;
-	}
-	close(fd);
-	return flushed;
-}
-
 int rw_live_pod(const struct rw_datapath *dp, __be32 pod_ip, struct rw_pod *out)
 {
 	int fd = rw_live_inner_fd(dp, RW_M_PODS), err = 0;
@@ -369,10 +876,85 @@ int rw_live_pod(const struct rw_datapath *dp, __be32 pod_ip, struct rw_pod *out)
 	return err;
 }
 
+static bool in_sorted(const __be32 *a, size_t n, __be32 x)
+{
+	return bsearch(&x, a, n, sizeof(*a), pod_cmp) != NULL;
+}
+
+/* Pods of the old live slot whose run changed or went away: their flows were opened under
+ * another run, so they are forgotten, in one walk of the conntrack table.
+ */
+static int flush_moved_pods(const struct rw_datapath *dp, const struct shadow *old, __u32 old_slot,
+			    const struct shadow *next)
+{
+	__be32 *moved = NULL, key, *prev = NULL;
+	size_t n = 0, cap = 0;
+	int fd = -1, ret = 0;
+	struct rw_ct_key ck, nk, *cprev = NULL;
+	struct rw_pod pod;
+
+	if (old->known) {
+		for (size_t g = 0; g < old->n_groups; g++) {
+			const struct group *o = &old->groups[g], *ng = shadow_find(next, o->id);
+
+			for (size_t i = 0; i < o->n_pods; i++) {
+				__be32 ip = old->pods[o->pod_off + i];
+
+				if (ng && in_sorted(next->pods + ng->pod_off, ng->n_pods, ip))
+					continue;
+				if (grow((void **)&moved, &cap, n + 1, sizeof(*moved)))
+					goto nomem;
+				moved[n++] = ip;
+			}
+		}
+	} else {
+		fd = slot_inner_fd(dp, RW_M_PODS, old_slot);
+		if (fd < 0)
+			return fd == -ENOENT ? 0 : fd;
+		while (bpf_map_get_next_key(fd, prev, &key) == 0) {
+			const struct group *ng;
+
+			prev = &key;
+			if (bpf_map_lookup_elem(fd, &key, &pod))
+				continue;
+			pod.run_id[RW_RUN_ID_LEN - 1] = '\0';
+			ng = shadow_find(next, pod.run_id);
+			if (ng && in_sorted(next->pods + ng->pod_off, ng->n_pods, key))
+				continue;
+			if (grow((void **)&moved, &cap, n + 1, sizeof(*moved)))
+				goto nomem;
+			moved[n++] = key;
+		}
+		close(fd);
+	}
+	if (!n)
+		return 0;
+	qsort(moved, n, sizeof(*moved), pod_cmp);
+	/* Deleting the current key would restart the walk, so delete one step behind. */
+	fd = dp->map_fd[RW_M_CONNTRACK];
+	while (bpf_map_get_next_key(fd, cprev, &nk) == 0) {
+		if (cprev && in_sorted(moved, n, ck.pod_ip) && bpf_map_delete_elem(fd, &ck) == 0)
+			ret++;
+		ck = nk;
+		cprev = &ck;
+	}
+	if (cprev && in_sorted(moved, n, ck.pod_ip) && bpf_map_delete_elem(fd, &ck) == 0)
+		ret++;
+	free(moved);
+	return ret;
+nomem:
+	if (fd >= 0)
+		close(fd);
+	free(moved);
+	return -ENOMEM;
+}
+
 int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
 	     const struct rw_policy *next, struct rw_apply_result *res, char *err, size_t errlen)
 {
-	struct build b = { .dp = dp, .err = err, .errlen = errlen };
+	struct rw_apply_cache *c;
+	struct shadow ns = {};
+	struct ops ops = {};
 	double t0 = rw_now_ms(), t1;
 	struct run_slot *slots = NULL;
 	struct rw_config cfg;
@@ -380,56 +962,83 @@ int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
 	int ret;
 
 	memset(res, 0, sizeof(*res));
-	for (int t = 0; t < POLICY_TABLES; t++)
-		b.fd[t] = -1;
 	err[0] = '\0';
 
 	ret = rw_config_read(dp, &cfg);
 	if (ret)
-		return fail(&b, ret, "%s: read: %s", rw_map_names[RW_M_CONFIG], strerror(-ret));
+		return fail(err, errlen, ret, "%s: read: %s", rw_map_names[RW_M_CONFIG],
+			    strerror(-ret));
 	if (RW_STATE_READY(cfg.state) && next->revision <= RW_STATE_REVISION(cfg.state))
-		return fail(&b, -ESTALE, "revision: %llu is not newer than %llu, the one in force",
+		return fail(err, errlen, -ESTALE,
+			    "revision: %llu is not newer than %llu, the one in force",
 			    (unsigned long long)next->revision,
 			    (unsigned long long)RW_STATE_REVISION(cfg.state));
+	if (!dp->apply) {
+		/* A datapath loaded for dry runs has no slots until its first apply. */
+		ret = rw_apply_prepare((struct rw_datapath *)dp, err, errlen);
+		if (ret)
+			return ret;
+	}
+	c = cache_of(dp);
+	c->fault_after = fault_after_next;
+	fault_after_next = -1;
+	c->writes = 0;
 	res->previous = RW_STATE_READY(cfg.state) ? RW_STATE_REVISION(cfg.state) : 0;
-	/* Before the first snapshot both slots are empty; either can be filled. */
+	/* Before the first snapshot either slot can be filled. */
 	idle = RW_STATE_READY(cfg.state) ? !RW_STATE_SLOT(cfg.state) : 0;
 
 	slots = calloc(next->n_runs ? next->n_runs : 1, sizeof(*slots));
 	if (!slots)
-		return fail(&b, -ENOMEM, "out of memory");
-	ret = assign_runs(dp, prev, next, slots, err, errlen);
+		return fail(err, errlen, -ENOMEM, "out of memory");
+	ret = assign_runs(dp, res->previous ? &c->shadow[!idle] : NULL, prev, next, slots, err,
+			  errlen);
 	if (ret)
 		goto cleanup;
-
+	ret = shadow_build(&ns, next, slots);
+	if (ret) {
+		fail(err, errlen, ret, "building the snapshot's entries: %s", strerror(-ret));
+		goto cleanup;
+	}
+	/* Refuse before writing anything. */
 	for (int t = 0; t < POLICY_TABLES; t++) {
-		LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = inner_specs[t].flags);
-
-		b.fd[t] = bpf_map_create(inner_specs[t].type, inner_specs[t].name,
-					 inner_specs[t].key_size, inner_specs[t].value_size,
-					 inner_specs[t].max_entries, &opts);
-		if (b.fd[t] < 0) {
-			ret = fail(&b, -errno, "%s: creating an inner map: %s",
-				   rw_map_names[RW_M_PODS + t], strerror(errno));
+		if (ns.count[t] > inner_specs[t].max_entries) {
+			ret = fail(err, errlen, -E2BIG, "%s: %u entries, more than the %u it holds",
+				   rw_map_names[RW_M_PODS + t], ns.count[t],
+				   inner_specs[t].max_entries);
 			goto cleanup;
 		}
 	}
-	ret = fill(&b, next, slots);
-	if (ret)
+
+	if (c->shadow[idle].known) {
+		ret = diff_shadows(&ops, &c->shadow[idle], &ns);
+	} else {
+		/* What the slot holds is unknown: an agent restart, or a failed apply. Clear it and
+		 * write everything. A previous agent may have died between its flip and its grace
+		 * period, so wait for one before touching the slot.
+		 */
+		res->full = 1;
+		ret = grace_period(dp, c);
+		for (int t = 0; !ret && t < POLICY_TABLES; t++)
+			ret = list_keys(c->fd[idle][t], t, &ops.del[t]);
+		if (!ret) {
+			struct shadow empty = {};
+
+			ret = diff_shadows(&ops, &empty, &ns);
+		}
+	}
+	if (ret) {
+		fail(err, errlen, ret, "computing the writes: %s", strerror(-ret));
 		goto cleanup;
-	/* Each update of an ARRAY_OF_MAPS waits for a grace period; the idle slot is not read by
-	 * any packet, so these only make the new maps reachable.
-	 */
+	}
+	/* From here on the idle slot holds something between two snapshots until the writes end. */
+	c->shadow[idle].known = false;
 	fault_point("before-write", next->revision);
-	for (int t = 0; t < POLICY_TABLES; t++) {
-		if (t == POLICY_TABLES / 2)
-			fault_point("half", next->revision);
-		if (bpf_map_update_elem(dp->map_fd[RW_M_PODS + t], &idle, &b.fd[t], BPF_ANY)) {
-			ret = fail(&b, -errno, "%s[%u]: update: %s", rw_map_names[RW_M_PODS + t],
-				   idle, strerror(errno));
-			goto cleanup;
-		}
-	}
+	ret = run_ops(c, idle, &ops, &res->written, next->revision, err, errlen);
+	if (ret)
+		goto cleanup;
+	shadow_reset(&c->shadow[idle]);
+	c->shadow[idle] = ns;
+	memset(&ns, 0, sizeof(ns));
 	t1 = rw_now_ms();
 	res->build_ms = t1 - t0;
 
@@ -443,18 +1052,24 @@ int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
 	}
 	ret = rw_config_write(dp, &cfg);
 	if (ret) {
-		fail(&b, ret, "%s: flip: %s", rw_map_names[RW_M_CONFIG], strerror(-ret));
+		fail(err, errlen, ret, "%s: flip: %s", rw_map_names[RW_M_CONFIG], strerror(-ret));
 		goto cleanup;
 	}
 	fault_point("after-flip", next->revision);
-	/* Rewriting an outer slot with the map it already holds costs nothing but the grace period
-	 * it waits for: afterwards no program still runs with the old slot's maps.
+	/* One grace period: afterwards no program still reads the old slot, so the next apply may
+	 * write it.
 	 */
-	bpf_map_update_elem(dp->map_fd[RW_M_PODS], &idle, &b.fd[0], BPF_ANY);
+	ret = grace_period(dp, c);
 	res->flip_ms = rw_now_ms() - t1;
+	if (ret) {
+		/* The flip is done; only the wait failed. The old slot is not safe to write. */
+		rw_warn("waiting for a grace period after the flip: %s", strerror(-ret));
+		c->shadow[!idle].known = false;
+		usleep(100000);
+	}
 
 	if (res->previous) {
-		ret = flush_moved_pods(dp, !idle, next);
+		ret = flush_moved_pods(dp, &c->shadow[!idle], !idle, &c->shadow[idle]);
 		res->flows_flushed = ret > 0 ? ret : 0;
 	}
 	ret = 0;
@@ -462,15 +1077,13 @@ int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
 	res->revision = next->revision;
 	res->slot = idle;
 	res->runs = next->n_runs;
-	res->pods = b.count[0];
+	res->pods = c->shadow[idle].count[T_PODS];
 	for (int t = 1; t < POLICY_TABLES; t++)
-		res->entries += b.count[t];
+		res->entries += c->shadow[idle].count[t];
 	res->total_ms = rw_now_ms() - t0;
 cleanup:
-	/* The outer maps hold their own references: our fds can go either way. */
-	for (int t = 0; t < POLICY_TABLES; t++)
-		if (b.fd[t] >= 0)
-			close(b.fd[t]);
+	ops_free(&ops);
+	shadow_reset(&ns);
 	free(slots);
 	return ret;
 }

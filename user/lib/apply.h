@@ -16,19 +16,35 @@ struct rw_apply_result {
 	unsigned int pods;
 	unsigned int entries;	/* allow, deny and inbound entries written */
 	unsigned int flows_flushed;	/* conntrack entries of pods that changed run */
+	unsigned int written;	/* keys written or deleted in the idle slot (the diff) */
+	int full;		/* the idle slot was unknown: cleared and written in full */
 	double build_ms;	/* fill the idle slot */
 	double flip_ms;		/* flip and wait until no packet runs on the old slot */
 	double total_ms;
 };
 
 /* Apply `next` over what is in force. `prev` is the snapshot in force if the caller has it
- * (runs it leaves unchanged keep their generation), or NULL. Builds fresh inner maps for the
- * idle slot, then flips the live slot with one store and waits for an RCU grace period: when it
- * returns, every packet is judged by `next`. On error nothing changed in the kernel and `err`
- * says why.
+ * (runs it leaves unchanged keep their generation), or NULL. Writes the difference between what
+ * the idle slot's inner maps hold and `next` into them (in full when that is unknown), then
+ * flips the live slot with one store and waits for one RCU grace period: when it returns, every
+ * packet is judged by `next`. On error the live slot is untouched, the idle slot may be half
+ * written (the next apply rewrites it), and `err` says why.
  */
 int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
 	     const struct rw_policy *next, struct rw_apply_result *res, char *err, size_t errlen);
+
+/* Create the two slots' inner maps once, or adopt those the pinned outer maps hold (their
+ * contents are then unknown: the first apply into each rewrites it in full). rw_datapath_load()
+ * calls it; rw_apply() too, on a datapath that has none yet.
+ */
+int rw_apply_prepare(struct rw_datapath *dp, char *err, size_t errlen);
+void rw_apply_release(struct rw_datapath *dp);
+
+/* Forget what the slots hold, as a restarted agent would (tests). */
+void rw_apply_forget(const struct rw_datapath *dp);
+
+/* Tests: make the next rw_apply() fail after this many key writes, as if it were killed there. */
+void rw_apply_inject_fault(long after_writes);
 
 /* The run of a pod IP in the live slot (for explain, status and the CLI). */
 int rw_live_pod(const struct rw_datapath *dp, __be32 pod_ip, struct rw_pod *out);

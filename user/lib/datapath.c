@@ -13,6 +13,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "apply.h"
 #include "datapath.h"
 #include "reasons.h"
 #include "runwall.skel.h"
@@ -199,6 +200,14 @@ int rw_datapath_load(struct rw_datapath *dp, const char *pin_dir, unsigned int f
 			     strerror(-err));
 			goto cleanup;
 		}
+		char msg[256];
+
+		/* The slots' inner maps exist from the start and live as long as the pins. */
+		err = rw_apply_prepare(dp, msg, sizeof(msg));
+		if (err) {
+			rw_err("%s", msg);
+			goto cleanup;
+		}
 	}
 	return 0;
 
@@ -275,6 +284,7 @@ int rw_datapath_pin_progs(const struct rw_datapath *dp)
 
 void rw_datapath_close(struct rw_datapath *dp)
 {
+	rw_apply_release(dp);
 	if (dp->skel) {
 		runwall_bpf__destroy(dp->skel);
 	} else {

@@ -51,6 +51,7 @@ enum rw_datapath_flags {
 };
 
 struct runwall_bpf;
+struct rw_apply_cache;
 
 struct rw_datapath {
 	struct runwall_bpf *skel;	/* NULL when only the pinned maps were opened */
@@ -58,6 +59,7 @@ struct rw_datapath {
 	int map_fd[RW_M__COUNT];
 	int prog_fd[RW_DIR_COUNT];	/* [RW_DIR_EGRESS] = rw_egress, -1 when not loaded */
 	unsigned int flags;
+	struct rw_apply_cache *apply;	/* the slots' inner maps and what they hold (apply.c) */
 };
 
 /* Load the programs; with a pin dir, reuse the maps pinned there (after checking their layout
