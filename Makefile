@@ -78,7 +78,7 @@ SETUP_STAMP := $(BUILD)/.setup-done
 # only checks (scripts/check-deps.sh names the missing packages) and never needs root.
 NEEDS_SETUP := $(filter check test vmtest demo bench image check-image,$(MAKECMDGOALS))
 
-all: $(RUNWALL) $(CNI_BIN) $(UNIT_BIN) $(KERN_BIN)
+all: $(RUNWALL) $(CNI_BIN) $(UNIT_BIN) $(KERN_BIN) $(BENCH_BIN)
 
 # The reference model, differential test, fuzzers and sanitizer build (issue 13).
 include tests/proof.mk
@@ -184,9 +184,10 @@ $(BENCH_BIN): tests/bench/bench_datapath.c $(TEST_LIBS) $(TEST_HDRS)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(TEST_INC) $< $(TEST_LIBS) $(LDLIBS) -o $@
 
-# Per-packet cost of each verdict path against an empty program, median of repeated runs.
-bench: setup $(BENCH_BIN)
-	$(Q)$(BENCH_BIN)
+# The benchmarks (tests/bench/run.sh): per-packet cost, veth throughput, apply, events, memory.
+# A table with each target on stdout, JSON in $(BUILD)/bench.json. Not part of `make check`.
+bench: setup all
+	$(Q)tests/bench/run.sh $(BUILD)
 
 # The test command: installs what is missing, builds without warnings, runs every suite.
 check: setup all check-lib

@@ -32,13 +32,13 @@
 #define RW_MAX_ENDPOINTS	4096	/* sandbox veths on one node */
 #endif
 #ifndef RW_MAX_PODS
-#define RW_MAX_PODS		8192	/* pod IPs named by one snapshot */
+#define RW_MAX_PODS		16384	/* pod IPs named by one snapshot */
 #endif
 #ifndef RW_MAX_RUNS
 #define RW_MAX_RUNS		1024	/* runs with their own counters; index 0 is the node total */
 #endif
 #ifndef RW_MAX_ALLOW_EXACT
-#define RW_MAX_ALLOW_EXACT	65536	/* (scope, ip, port, proto) allow entries */
+#define RW_MAX_ALLOW_EXACT	131072	/* (scope, ip, port, proto) allow entries */
 #endif
 #ifndef RW_MAX_ALLOW_CIDR
 #define RW_MAX_ALLOW_CIDR	16384	/* (scope, port, proto, cidr) allow entries */

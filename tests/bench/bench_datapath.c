@@ -1,64 +1,204 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* bench_datapath.c: what a verdict costs. Each path of the production programs runs through
- * BPF_PROG_TEST_RUN with `repeat`, next to a program that only returns TC_ACT_UNSPEC (the cost
- * of test_run itself), in the same run; the median of several rounds is reported, and the
- * ratio to the baseline. Policy size is varied to show the lookups stay O(1).
+/* bench_datapath.c: what runwall costs, measured on the real kernel in a private netns.
  *
- *   bench_datapath [ROUNDS] [REPEAT]
+ *   per-packet  each verdict path through BPF_PROG_TEST_RUN next to an empty TC program in the
+ *               same round, at 10, 1 000, 10 000 and 100 000 rules. Each packet is a different
+ *               flow to a destination drawn across the run's rules, from 16 veths bound to pods
+ *               spread across the table (one hot key would hide cache misses). Median over
+ *               rounds of the mean ns per packet.
+ *   apply       10 000 pods / 100 000 rules: a full apply from empty, then 1 % changes.
+ *   first-packet  from the start of an apply to the first packet judged by the new snapshot,
+ *               seen by a thread that sends packets all along: p50 and p99 over 100 changes.
+ *   events      the real agent drains the ring while packets produce drop events at rising
+ *               rates: the highest rate without one lost event.
+ *   memory      kernel memory of every map at 100 000 rules (memlock), per rule; the agent's RSS
+ *               with that snapshot loaded.
+ *
+ *   bench_datapath --json FILE [--runwall BIN] [--quick] [SECTION...]
+ * Results are rows {name, value, unit, target, cmp, met, ...} in FILE (tests/bench/report.py
+ * prints them and regenerates the README table).
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <jansson.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
 #include "apply.h"
 #include "datapath.h"
-#include "harness.h"
 #include "log.h"
 #include "pkt.h"
 #include "policy.h"
 
-int t_failed;
-int t_count;
+#define NVETH 16
+#define PODS_PER_RUN 10
+#define TCP IPPROTO_TCP
 
-static struct rw_datapath dp;
-static int ifindex;
+#define DIE(...) do { fprintf(stderr, "bench: " __VA_ARGS__); fputc('\n', stderr); exit(1); } while (0)
 
-static int cmp_u32(const void *a, const void *b)
+static int ifindex[NVETH];
+static char lerr[512];	/* what rw_datapath_load() says when it fails */
+static int quick;
+static json_t *rows;
+static const char *runwall_bin = "build/runwall";
+
+static double now_ms(void)
 {
-	__u32 x = *(const __u32 *)a, y = *(const __u32 *)b;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* One result row. cmp "<=" or ">=" against target; target 0 with cmp NULL: information. */
+static void row(const char *section, const char *name, double value, const char *unit,
+		const char *cmp, double target, json_t *extra)
+{
+	json_t *o = json_pack("{s:s, s:s, s:f, s:s}", "section", section, "name", name, "value",
+			      value, "unit", unit);
+	int met = 1;
+
+	if (cmp) {
+		met = !strcmp(cmp, "<=") ? value <= target : value >= target;
+		json_object_set_new(o, "cmp", json_string(cmp));
+		json_object_set_new(o, "target", json_real(target));
+		json_object_set_new(o, "met", json_boolean(met));
+		/* How far from the target: positive = better than it, as a fraction of it. */
+		json_object_set_new(o, "margin", json_real(!strcmp(cmp, "<=") ?
+							   (target - value) / target :
+							   (value - target) / target));
+	}
+	if (extra)
+		json_object_update(o, extra), json_decref(extra);
+	json_array_append_new(rows, o);
+	printf("  %-58s %12.3f %-8s", name, value, unit);
+	if (cmp)
+		printf(" target %s %-10g %s", cmp, target, met ? "met" : "MISSED");
+	printf("\n");
+}
+
+/* ---- Snapshots ------------------------------------------------------------------------ */
+
+/* Pod p of run r: 10.(100 + id/65536).(id/256).(id%256), id = r * PODS_PER_RUN + p. */
+static __be32 pod_ip(int r, int p)
+{
+	__u32 id = r * PODS_PER_RUN + p;
+
+	return htonl((10u << 24) | ((100 + id / 65536) << 16) | (((id >> 8) & 255) << 8) |
+		     (id & 255));
+}
+
+/* Rule i of run r: every tenth a /24 in 45/8 and up, the others one address in 44/8. */
+static int rule_is_cidr(int i)
+{
+	return i % 10 == 9;
+}
+
+static __be32 rule_addr(int r, int i)
+{
+	__u32 n = (__u32)r * 128 + i;
+
+	return rule_is_cidr(i) ? htonl((45u << 24) + n * 256) : htonl((44u << 24) + n + 1);
+}
+
+static int rule_port(int r, int i, int shift)
+{
+	return 1000 + (i + shift) % 1000;
+}
+
+static char *ipstr(__be32 a, char *buf)
+{
+	inet_ntop(AF_INET, &a, buf, 16);
+	return buf;
+}
+
+/* A snapshot of `runs` runs of PODS_PER_RUN pods and `rules` allow rules each. Runs with
+ * r % 100 == changed % 100 (1 %) have their ports shifted by `changed` (a 1 % change per step);
+ * with `probe`, run 0 also allows 44.255.0.1:9999.
+ */
+static char *make_policy(unsigned long long revision, int runs, int rules, int changed, int probe)
+{
+	size_t cap = 4096 + (size_t)runs * (200 + PODS_PER_RUN * 20 + rules * 60), len = 0;
+	char *s = malloc(cap), a[16];
+
+	if (!s)
+		DIE("out of memory");
+	len += snprintf(s + len, cap - len,
+			"{\"revision\": %llu, \"deny\": [\"10.0.0.0/16\"], \"services\": ["
+			"{\"name\": \"egress-proxy\", \"ip\": \"172.20.0.10\", \"tcp\": [443, 8443]},"
+			"{\"name\": \"model\", \"cidr\": \"172.21.0.0/24\", \"tcp\": [443]}],"
+			"\"inbound\": [{\"name\": \"app-tier\", \"cidr\": \"172.20.0.12/32\", "
+			"\"tcp\": [4096]}], \"runs\": [", revision);
+	for (int r = 0; r < runs; r++) {
+		int shift = changed && r % 100 == changed % 100 ? changed : 0;
+
+		len += snprintf(s + len, cap - len, "%s{\"id\": \"run-%d\", \"pods\": [", r ? "," : "",
+				r);
+		for (int p = 0; p < PODS_PER_RUN; p++)
+			len += snprintf(s + len, cap - len, "%s\"%s\"", p ? "," : "",
+					ipstr(pod_ip(r, p), a));
+		len += snprintf(s + len, cap - len, "], \"allow\": [");
+		for (int i = 0; i < rules; i++)
+			len += snprintf(s + len, cap - len, "%s{\"%s\": \"%s%s\", \"tcp\": [%d]}",
+					i ? "," : "", rule_is_cidr(i) ? "cidr" : "ip",
+					ipstr(rule_addr(r, i), a), rule_is_cidr(i) ? "/24" : "",
+					rule_port(r, i, shift));
+		if (probe && r == 0)
+			len += snprintf(s + len, cap - len,
+					",{\"ip\": \"44.255.0.1\", \"tcp\": [9999]}");
+		len += snprintf(s + len, cap - len, "]}");
+	}
+	snprintf(s + len, cap - len, "]}");
+	return s;
+}
+
+static void parse(const char *json, struct rw_policy *p)
+{
+	struct rw_policy_error perr;
+
+	if (rw_policy_parse(json, strlen(json), "bench", p, &perr))
+		DIE("snapshot: %s", perr.text);
+}
+
+static void apply(struct rw_datapath *dp, const struct rw_policy *prev, const struct rw_policy *p,
+		  struct rw_apply_result *res)
+{
+	char err[512];
+
+	if (rw_apply(dp, prev, p, res, err, sizeof(err)))
+		DIE("apply: %s", err);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
 
 	return x < y ? -1 : x > y;
 }
 
-/* Median ns per packet over `rounds` test runs of `repeat` packets each. */
-static __u32 measure(int prog_fd, const struct pkt_spec *spec, int rounds, __u32 repeat)
+static double pct(double *v, int n, double p)
 {
-	struct __sk_buff ctx = { .ifindex = ifindex };
-	__u8 buf[PKT_MAX];
-	size_t len = pkt_build(spec, buf);
-	__u32 *d = calloc(rounds, sizeof(*d)), med;
+	int i = (int)(p * (n - 1) + 0.5);
 
-	for (int r = 0; r < rounds; r++) {
-		LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = buf, .data_size_in = len,
-			    .ctx_in = &ctx, .ctx_size_in = sizeof(ctx), .repeat = repeat);
-
-		if (bpf_prog_test_run_opts(prog_fd, &opts))
-			FATAL("test_run: %s", strerror(errno));
-		d[r] = opts.duration;
-	}
-	qsort(d, rounds, sizeof(*d), cmp_u32);
-	med = d[rounds / 2];
-	free(d);
-	return med;
+	qsort(v, n, sizeof(*v), cmp_double);
+	return v[i < n ? i : n - 1];
 }
+
+/* ---- Per packet ----------------------------------------------------------------------- */
 
 static int load_baseline(void)
 {
@@ -70,116 +210,523 @@ static int load_baseline(void)
 	return bpf_prog_load(BPF_PROG_TYPE_SCHED_CLS, "rw_baseline", "GPL", insns, 2, NULL);
 }
 
-/* A snapshot with `runs` runs of one pod and `rules` allow rules each (half exact, half CIDR),
- * and the seed's services. The benchmark pod is the last run's.
- */
-static char *make_policy(unsigned int revision, int runs, int rules)
-{
-	size_t cap = 1024 + (size_t)runs * (200 + rules * 80), len = 0;
-	char *s = malloc(cap);
+struct probe_pkt {
+	int veth;
+	__u8 buf[PKT_MAX];
+	size_t len;
+};
 
-	len += snprintf(s + len, cap - len,
-			"{\"revision\": %u, \"deny\": [\"10.0.0.0/16\"], \"services\": ["
-			"{\"name\": \"egress-proxy\", \"ip\": \"172.20.0.10\", \"tcp\": [443, 8443]},"
-			"{\"name\": \"model\", \"cidr\": \"172.21.0.0/24\", \"tcp\": [443]}],"
-			"\"inbound\": [{\"name\": \"app-tier\", \"cidr\": \"172.20.0.12/32\", "
-			"\"tcp\": [4096]}], \"runs\": [", revision);
-	for (int r = 0; r < runs; r++) {
-		len += snprintf(s + len, cap - len, "%s{\"id\": \"run-%d\", \"pods\": [\"10.%d.%d.%d\"]"
-				", \"allow\": [", r ? "," : "", r, 1 + r / 65536, (r / 256) % 256,
-				r % 256);
-		for (int i = 0; i < rules; i++)
-			len += snprintf(s + len, cap - len, "%s{\"%s\": \"44.%d.%d.%s\", \"tcp\": [%d]}",
-					i ? "," : "", i % 2 ? "cidr" : "ip", r % 256, i % 256,
-					i % 2 ? "0/24" : "1", 1000 + i);
-		len += snprintf(s + len, cap - len, "]}");
+static int run_once(int prog, const struct probe_pkt *p, __u32 *ns)
+{
+	struct __sk_buff ctx = { .ifindex = ifindex[p->veth] };
+	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = p->buf, .data_size_in = p->len,
+		    .ctx_in = &ctx, .ctx_size_in = sizeof(ctx), .repeat = 1);
+
+	if (bpf_prog_test_run_opts(prog, &opts))
+		DIE("test_run: %s", strerror(errno));
+	if (ns)
+		*ns = opts.duration;
+	return opts.retval;
+}
+
+static void build_pkt(struct probe_pkt *p, int veth, __be32 src, __be32 dst, int sport,
+		      int dport, int flags)
+{
+	char s[16], d[16];
+	struct pkt_spec spec = { .src = ipstr(src, s), .dst = ipstr(dst, d), .proto = TCP,
+				 .sport = sport, .dport = dport, .tcp_flags = flags };
+
+	p->veth = veth;
+	p->len = pkt_build(&spec, p->buf);
+}
+
+/* Mean ns per packet of one pass over `pkts`. */
+static double pass(int prog, struct probe_pkt *pkts, int n, int want_ret)
+{
+	double sum = 0;
+	__u32 ns;
+
+	for (int k = 0; k < n; k++) {
+		int ret = run_once(prog, &pkts[k], &ns);
+
+		if (want_ret != 99 && ret != want_ret)
+			DIE("packet %d: verdict %d, expected %d", k, ret, want_ret);
+		sum += ns;
 	}
-	snprintf(s + len, cap - len, "]}");
-	return s;
+	return sum / n;
+}
+
+enum { P_EST_EG, P_EST_IN, P_NEW, P_DROP, P_COUNT };
+static const char *const path_names[P_COUNT] = {
+	"established flow, egress (pod -> world)", "established flow, ingress (reply into the pod)",
+	"new allowed flow (SYN)", "drop with its event (not allowlisted)",
+};
+static const char *const path_keys[P_COUNT] = { "established_egress", "established_ingress",
+						 "new_allowed", "drop_event" };
+static const double path_targets[P_COUNT] = { 3, 3, 5, 5 };
+
+static void per_packet(struct ring_buffer *ring, struct rw_datapath *dp, int base_prog,
+		       double ratios[][P_COUNT], int si, int runs, int rules)
+{
+	const int n = quick ? 256 : 1024, rounds = quick ? 3 : 7;
+	struct probe_pkt *est = calloc(n, sizeof(*est)), *rep = calloc(n, sizeof(*rep));
+	struct probe_pkt *syn = calloc(n, sizeof(*syn)), *drop = calloc(n, sizeof(*drop));
+	double res[P_COUNT + 1][16];
+	struct rw_apply_result ar;
+	struct rw_policy p;
+	char *json = make_policy(100 + si, runs, rules, 0, 0), name[128];
+	static int sport_base = 10000;
+
+	parse(json, &p);
+	apply(dp, NULL, &p, &ar);
+	for (int v = 0; v < NVETH; v++)
+		if (rw_endpoint_bind(dp, ifindex[v], pod_ip(v * runs / NVETH, v % PODS_PER_RUN)))
+			DIE("binding veth %d", v);
+	srand(42 + si);
+	for (int k = 0; k < n; k++) {
+		int v = k % NVETH, r = v * runs / NVETH, i;
+		__be32 pod = pod_ip(r, v % PODS_PER_RUN), dst;
+
+		do
+			i = rand() % rules;
+		while (rule_is_cidr(i) && rules > 1);
+		dst = rule_addr(r, i);
+		build_pkt(&est[k], v, pod, dst, sport_base + k, rule_port(r, i, 0), 0x10);
+		build_pkt(&rep[k], v, dst, pod, rule_port(r, i, 0), sport_base + k, 0x10);
+		build_pkt(&drop[k], v, pod, htonl((93u << 24) | (k << 8) | 1), 30000 + k, 443, 0x02);
+		/* Open each flow once: the measured packets are its later ones. */
+		build_pkt(&syn[k], v, pod, dst, sport_base + k, rule_port(r, i, 0), 0x02);
+		if (run_once(dp->prog_fd[RW_DIR_EGRESS], &syn[k], NULL) != -1)
+			DIE("opening flow %d to %s: denied", k, ipstr(dst, name));
+	}
+	sport_base += n;
+	for (int rd = 0; rd < rounds; rd++) {
+		for (int k = 0; k < n; k++) {
+			struct probe_pkt *s = &syn[k];
+			int v = k % NVETH, r = v * runs / NVETH, i;
+
+			do
+				i = rand() % rules;
+			while (rule_is_cidr(i) && rules > 1);
+			build_pkt(s, v, pod_ip(r, v % PODS_PER_RUN), rule_addr(r, i), sport_base + k,
+				  rule_port(r, i, 0), 0x02);
+		}
+		sport_base += n;
+		if (sport_base > 60000)
+			sport_base = 10000;
+		res[P_COUNT][rd] = pass(base_prog, est, n, 99);
+		res[P_EST_EG][rd] = pass(dp->prog_fd[RW_DIR_EGRESS], est, n, -1);
+		res[P_EST_IN][rd] = pass(dp->prog_fd[RW_DIR_INGRESS], rep, n, -1);
+		res[P_NEW][rd] = pass(dp->prog_fd[RW_DIR_EGRESS], syn, n, -1);
+		res[P_DROP][rd] = pass(dp->prog_fd[RW_DIR_EGRESS], drop, n, 2);
+		ring_buffer__consume(ring);
+	}
+	{
+		double base = pct(res[P_COUNT], rounds, 0.5);
+
+		snprintf(name, sizeof(name), "empty TC program, %d rules", runs * rules);
+		row("per-packet", name, base, "ns", NULL, 0,
+		    json_pack("{s:i, s:s}", "rules", runs * rules, "path", "empty"));
+		for (int c = 0; c < P_COUNT; c++) {
+			double ns = pct(res[c], rounds, 0.5);
+
+			ratios[si][c] = ns / base;
+			snprintf(name, sizeof(name), "%s, %d rules", path_names[c], runs * rules);
+			row("per-packet", name, ns / base, "x empty", "<=", path_targets[c],
+			    json_pack("{s:i, s:s, s:f, s:f}", "rules", runs * rules, "path",
+				      path_keys[c], "ns", ns, "empty_ns", base));
+		}
+	}
+	for (int v = 0; v < NVETH; v++)
+		rw_endpoint_unbind(dp, ifindex[v]);
+	rw_policy_free(&p);
+	free(json);
+	free(est), free(rep), free(syn), free(drop);
+}
+
+static int on_event(void *ctx, void *data, size_t size)
+{
+	return 0;
+}
+
+static void section_per_packet(void)
+{
+	static const int sizes[][2] = { { 1, 10 }, { 100, 10 }, { 1000, 10 }, { 1000, 100 } };
+	const int nsizes = sizeof(sizes) / sizeof(sizes[0]);
+	double ratios[4][P_COUNT];
+	struct rw_datapath dp;
+	struct ring_buffer *ring;
+	struct rw_config cfg;
+	int base;
+
+	printf("# per packet: BPF_PROG_TEST_RUN, one packet per run, a different flow each; "
+	       "median over rounds of the mean\n");
+	if (rw_datapath_load(&dp, NULL, RW_DP_NO_PIN, lerr, sizeof(lerr)))
+		DIE("loading the programs: %s", lerr);
+	base = load_baseline();
+	if (base < 0)
+		DIE("baseline program: %s", strerror(errno));
+	rw_config_read(&dp, &cfg);
+	cfg.event_rate = 0;	/* no budget: every drop sends its event */
+	rw_config_write(&dp, &cfg);
+	ring = ring_buffer__new(dp.map_fd[RW_M_EVENTS], on_event, NULL, NULL);
+	for (int s = 0; s < nsizes; s++)
+		per_packet(ring, &dp, base, ratios, s, sizes[s][0], sizes[s][1]);
+	for (int c = 0; c < P_COUNT; c++) {
+		char name[128];
+
+		snprintf(name, sizeof(name), "%s: growth 10 -> 100 000 rules", path_names[c]);
+		row("per-packet", name, ratios[nsizes - 1][c] / ratios[0][c], "x",
+		    c <= P_EST_IN ? "<=" : NULL, 1.2,
+		    json_pack("{s:s}", "path", path_keys[c]));
+	}
+	ring_buffer__free(ring);
+	close(base);
+	rw_datapath_close(&dp);
+}
+
+/* ---- Apply ---------------------------------------------------------------------------- */
+
+#define BIG_RUNS 1000
+#define BIG_RULES 100
+
+static struct {
+	int prog;
+	struct probe_pkt pkt;
+	volatile int stop;
+	volatile int expect;	/* verdict the current change brings */
+	volatile double seen;	/* when a packet first got it (ms), 0 not yet */
+} prober;
+
+static void *prober_main(void *arg)
+{
+	while (!prober.stop) {
+		int ret = run_once(prober.prog, &prober.pkt, NULL);
+
+		if (ret == prober.expect && !prober.seen)
+			prober.seen = now_ms();
+		/* A packet every ~20 us: enough resolution, and the apply keeps its CPU. */
+		usleep(20);
+	}
+	return NULL;
+}
+
+static void section_apply(void)
+{
+	const int changes = quick ? 20 : 100, fulls = quick ? 1 : 3;
+	double full[3], full_build[3], change[100], change_total[100], first[100], written = 0;
+	double parse_ms;
+	struct rw_apply_result res;
+	struct rw_policy prev, next;
+	struct rw_datapath dp;
+	unsigned long long rev = 1;
+	char *json;
+	pthread_t th;
+
+	printf("# apply: %d pods in %d runs, %d rules (%d%% CIDR), with rw_apply as the agent calls "
+	       "it\n", BIG_RUNS * PODS_PER_RUN, BIG_RUNS, BIG_RUNS * BIG_RULES, 10);
+	for (int f = 0; f < fulls; f++) {
+		if (rw_datapath_load(&dp, NULL, RW_DP_NO_PIN, lerr, sizeof(lerr)))
+			DIE("loading the programs: %s", lerr);
+		json = make_policy(rev++, BIG_RUNS, BIG_RULES, 0, 0);
+		parse_ms = now_ms();
+		parse(json, &next);
+		parse_ms = now_ms() - parse_ms;
+		apply(&dp, NULL, &next, &res);
+		full[f] = res.total_ms;
+		full_build[f] = res.build_ms;
+		rw_policy_free(&next);
+		free(json);
+		if (f + 1 < fulls)
+			rw_datapath_close(&dp);
+	}
+	row("apply", "full apply from empty (10 000 pods, 100 000 rules)", pct(full, fulls, 0.5),
+	    "ms", "<=", 60, json_pack("{s:f, s:i}", "write_ms", pct(full_build, fulls, 0.5), "entries",
+				      res.entries + res.pods));
+	row("apply", "parsing that snapshot (not part of the apply)", parse_ms, "ms", NULL, 0, NULL);
+
+	/* Steady state: both slots hold a snapshot; then 1 % changes, each with the probe's rule
+	 * toggled, while a thread sends the probe's packet all along.
+	 */
+	json = make_policy(rev++, BIG_RUNS, BIG_RULES, 0, 0);
+	parse(json, &prev);
+	free(json);
+	apply(&dp, NULL, &prev, &res);
+	if (rw_endpoint_bind(&dp, ifindex[0], pod_ip(0, 0)))
+		DIE("binding the probe's veth");
+	prober.prog = dp.prog_fd[RW_DIR_EGRESS];
+	build_pkt(&prober.pkt, 0, pod_ip(0, 0), htonl((44u << 24) | (255 << 16) | 1), 45000, 9999,
+		  0x10);
+	/* The 1 % changes alone, then again with the probe toggled while it sends. */
+	for (int c = 0; c < 2 * changes; c++) {
+		int probe = c >= changes && !(c % 2);
+		double t0;
+
+		json = make_policy(rev++, BIG_RUNS, BIG_RULES, c + 1, probe);
+		parse(json, &next);
+		free(json);
+		if (c == changes) {
+			prober.expect = 99;
+			pthread_create(&th, NULL, prober_main, NULL);
+		}
+		prober.seen = 0;
+		prober.expect = probe ? -1 : 2;
+		t0 = now_ms();
+		apply(&dp, &prev, &next, &res);
+		if (c < changes) {
+			change[c] = res.build_ms;
+			change_total[c] = res.total_ms;
+			written += res.written;
+		} else {
+			while (!prober.seen && now_ms() - t0 < 2000)
+				usleep(50);
+			if (!prober.seen)
+				DIE("change %d: no packet got the new verdict within 2 s", c);
+			first[c - changes] = prober.seen - t0;
+		}
+		rw_policy_free(&prev);
+		prev = next;
+	}
+	prober.stop = 1;
+	pthread_join(th, NULL);
+	row("apply", "1 % change, p50 (apply until the flip)", pct(change, changes, 0.5), "ms", "<=",
+	    5, json_pack("{s:f}", "writes", written / changes));
+	row("apply", "1 % change, p99 (apply until the flip)", pct(change, changes, 0.99), "ms", NULL,
+	    0, NULL);
+	row("apply", "1 % change with its grace period, p50", pct(change_total, changes, 0.5), "ms",
+	    NULL, 0, NULL);
+	row("apply", "apply to the first packet with the new verdict, p50", pct(first, changes, 0.5),
+	    "ms", NULL, 0, NULL);
+	row("apply", "apply to the first packet with the new verdict, p99",
+	    pct(first, changes, 0.99), "ms", "<=", 10, json_pack("{s:i}", "changes", changes));
+	rw_endpoint_unbind(&dp, ifindex[0]);
+	rw_policy_free(&prev);
+	rw_datapath_close(&dp);
+}
+
+/* ---- Memory and events: the real agent ------------------------------------------------ */
+
+static long memlock_of(int fd)
+{
+	char path[64], line[256];
+	long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "memlock: %ld", &v) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return v;
+}
+
+static long rss_kb(pid_t pid)
+{
+	char path[64], line[256];
+	long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld", &v) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return v;
+}
+
+static char pin_dir[128], sock_path[128], policy_path[128];
+static pid_t agent_pid;
+
+static void agent_stop(void)
+{
+	if (agent_pid > 0) {
+		kill(agent_pid, SIGTERM);
+		waitpid(agent_pid, NULL, 0);
+		agent_pid = 0;
+	}
+	if (pin_dir[0])
+		rw_datapath_unpin(pin_dir);
+	unlink(sock_path);
+	unlink(policy_path);
+}
+
+static void section_agent(void)
+{
+	struct rw_datapath dp;
+	struct rw_config cfg;
+	struct rw_counters c0, c1;
+	struct probe_pkt pkt;
+	long total = 0, policy_maps = 0;
+	double best = 0;
+	char *json;
+	FILE *f;
+
+	snprintf(pin_dir, sizeof(pin_dir), "/sys/fs/bpf/rwbench-%d", getpid());
+	snprintf(sock_path, sizeof(sock_path), "/run/rwbench-%d.sock", getpid());
+	snprintf(policy_path, sizeof(policy_path), "/tmp/rwbench-%d.json", getpid());
+	atexit(agent_stop);
+	json = make_policy(1, BIG_RUNS, BIG_RULES, 0, 0);
+	f = fopen(policy_path, "w");
+	if (!f || fputs(json, f) < 0 || fclose(f))
+		DIE("%s: %s", policy_path, strerror(errno));
+	free(json);
+
+	agent_pid = fork();
+	if (agent_pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+
+		dup2(null, 1);
+		execl(runwall_bin, runwall_bin, "--bpffs", pin_dir, "--socket", sock_path, "agent",
+		      "--ifprefix", "rwnomatch", "--policy", policy_path, (char *)NULL);
+		_exit(127);
+	}
+	/* The agent is up when the snapshot is in force. */
+	for (int i = 0;; i++) {
+		if (rw_datapath_pinned_layout(pin_dir) == RW_LAYOUT_VERSION &&
+		    rw_datapath_open_pinned(&dp, pin_dir, lerr, sizeof(lerr)) == 0) {
+			rw_config_read(&dp, &cfg);
+			rw_datapath_close(&dp);
+			if (RW_STATE_READY(cfg.state))
+				break;
+		}
+		if (i > 600 || waitpid(agent_pid, NULL, WNOHANG) == agent_pid)
+			DIE("the agent (%s) did not apply the snapshot", runwall_bin);
+		usleep(50000);
+	}
+	row("memory", "agent RSS with 10 000 pods / 100 000 rules in force", rss_kb(agent_pid) / 1024.0,
+	    "MiB", NULL, 0, NULL);
+
+	/* Our own copy of the programs on the agent's maps, to make events with. */
+	if (rw_datapath_load(&dp, pin_dir, 0, lerr, sizeof(lerr)))
+		DIE("loading the programs on %s: %s", pin_dir, lerr);
+	for (int m = 0; m < RW_M__COUNT; m++) {
+		long v = memlock_of(dp.map_fd[m]);
+
+		total += v > 0 ? v : 0;
+	}
+	for (int m = RW_M_PODS; m <= RW_M_INBOUND; m++) {
+		for (__u32 s = 0; s < RW_SLOTS; s++) {
+			__u32 id;
+			int fd;
+			long v;
+
+			if (bpf_map_lookup_elem(dp.map_fd[m], &s, &id))
+				continue;
+			fd = bpf_map_get_fd_by_id(id);
+			v = fd >= 0 ? memlock_of(fd) : -1;
+			policy_maps += v > 0 ? v : 0;
+			close(fd);
+		}
+	}
+	total += policy_maps;
+	row("memory", "kernel memory of every map (memlock)", total / 1048576.0, "MiB", NULL, 0, NULL);
+	row("memory", "policy maps, both slots, per rule at 100 000 rules",
+	    (double)policy_maps / (BIG_RUNS * BIG_RULES), "bytes", NULL, 0,
+	    json_pack("{s:f}", "policy_maps_mib", policy_maps / 1048576.0));
+
+	/* Events: drops from a veth no pod is bound to (unknown-source), at rising rates. */
+	rw_config_read(&dp, &cfg);
+	cfg.event_rate = 0;
+	rw_config_write(&dp, &cfg);
+	build_pkt(&pkt, 0, htonl(0x0a630001), htonl(0x5db8d822), 40000, 443, 0x02);
+	for (long rate = 50000; rate <= 3200000; rate *= 2) {
+		const double secs = quick ? 0.5 : 1.0, step_ms = 2;
+		__u32 per = rate * step_ms / 1000;
+		double t0 = now_ms(), t, achieved;
+		long sent, lost;
+
+		rw_counters_read(&dp, 0, &c0);
+		for (int k = 0; (t = now_ms()) - t0 < secs * 1000; k++) {
+			struct __sk_buff ctx = { .ifindex = ifindex[0] };
+			LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt.buf,
+				    .data_size_in = pkt.len, .ctx_in = &ctx,
+				    .ctx_size_in = sizeof(ctx), .repeat = per);
+
+			if (bpf_prog_test_run_opts(dp.prog_fd[RW_DIR_EGRESS], &opts))
+				DIE("test_run: %s", strerror(errno));
+			while (now_ms() < t0 + (k + 1) * step_ms)
+				usleep(100);
+		}
+		usleep(200000);	/* let the agent's last tick drain */
+		rw_counters_read(&dp, 0, &c1);
+		sent = c1.events_sent - c0.events_sent;
+		lost = c1.events_lost - c0.events_lost;
+		achieved = (sent + lost) / (t - t0) * 1000;
+		printf("  # offered %ld/s: %.0f events/s made, %ld lost\n", rate, achieved, lost);
+		if (lost)
+			break;
+		best = achieved;
+		if (achieved < rate * 0.8)
+			break;	/* the generator cannot go faster on this machine */
+	}
+	row("events", "events drained per second by the agent, none lost", best, "events/s", ">=",
+	    200000, NULL);
+	rw_datapath_close(&dp);
+	agent_stop();
 }
 
 int main(int argc, char **argv)
 {
-	int rounds = argc > 1 ? atoi(argv[1]) : 15;
-	__u32 repeat = argc > 2 ? atoi(argv[2]) : 200000;
-	static const int sizes[][2] = { { 1, 1 }, { 250, 40 }, { 1000, 30 } };
-	int baseline = -1;
-	char pod[32];
+	static const struct option opts[] = {
+		{ "json", required_argument, NULL, 'j' },
+		{ "runwall", required_argument, NULL, 'r' },
+		{ "quick", no_argument, NULL, 'q' },
+		{}
+	};
+	const char *json_path = NULL;
+	char cmd[128];
+	int c, all;
 
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			json_path = optarg;
+			break;
+		case 'r':
+			runwall_bin = optarg;
+			break;
+		case 'q':
+			quick = 1;
+			break;
+		default:
+			fprintf(stderr, "usage: bench_datapath [--json FILE] [--runwall BIN] [--quick] "
+				"[per-packet|apply|agent...]\n");
+			return 2;
+		}
+	}
+	all = optind == argc;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	rw_log_setup_libbpf();
-	if (unshare(CLONE_NEWNET) || system("ip link add rwb0 type veth peer name rwb0p"))
-		FATAL("a private netns with a veth (root needed)");
-	ifindex = if_nametoindex("rwb0");
-	char load_err[512];
-
-	if (rw_datapath_load(&dp, NULL, RW_DP_NO_PIN, load_err, sizeof(load_err)))
-		FATAL("loading the programs: %s", load_err);
-	baseline = load_baseline();
-	if (baseline < 0)
-		FATAL("baseline program: %s", strerror(errno));
-
-	printf("# %d rounds of %u packets per case; median ns/packet; ratio to an empty program "
-	       "in the same run\n", rounds, repeat);
-	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
-		int runs = sizes[s][0], rules = sizes[s][1], r = runs - 1;
-		struct rw_policy_error perr;
-		struct rw_apply_result res;
-		struct rw_policy p;
-		char *json = make_policy(s + 1, runs, rules), err[512];
-		struct in_addr a;
-		__u32 base;
-
-		if (rw_policy_parse(json, strlen(json), "bench", &p, &perr))
-			FATAL("%s", perr.text);
-		if (rw_apply(&dp, NULL, &p, &res, err, sizeof(err)))
-			FATAL("apply: %s", err);
-		snprintf(pod, sizeof(pod), "10.%d.%d.%d", 1 + r / 65536, (r / 256) % 256, r % 256);
-		inet_pton(AF_INET, pod, &a);
-		rw_endpoint_bind(&dp, ifindex, a.s_addr);
-		printf("\n## %d runs x %d rules: %u map entries, apply %.1f ms (build %.1f, flip %.1f)\n",
-		       runs, rules, res.entries + res.pods, res.total_ms, res.build_ms, res.flip_ms);
-
-		struct {
-			const char *name;
-			int dir;
-			struct pkt_spec pkt;
-		} cases[] = {
-			{ "allowed, service exact ip:port (SYN)", RW_DIR_EGRESS,
-			  { .src = pod, .dst = "172.20.0.10", .proto = IPPROTO_TCP, .sport = 40000,
-			    .dport = 443, .tcp_flags = 0x02 } },
-			{ "allowed, established ACK", RW_DIR_EGRESS,
-			  { .src = pod, .dst = "172.20.0.10", .proto = IPPROTO_TCP, .sport = 40000,
-			    .dport = 443, .tcp_flags = 0x10 } },
-			{ "allowed, run's CIDR rule (LPM)", RW_DIR_EGRESS,
-			  { .src = pod, .dst = "44.0.1.9", .proto = IPPROTO_TCP, .sport = 40001,
-			    .dport = 1001, .tcp_flags = 0x10 } },
-			{ "reply into the pod", RW_DIR_INGRESS,
-			  { .src = "172.20.0.10", .dst = pod, .proto = IPPROTO_TCP, .sport = 443,
-			    .dport = 40000, .tcp_flags = 0x10 } },
-			{ "drop not-allowlisted (every lookup)", RW_DIR_EGRESS,
-			  { .src = pod, .dst = "93.184.216.34", .proto = IPPROTO_TCP, .sport = 40002,
-			    .dport = 443, .tcp_flags = 0x10 } },
-			{ "drop metadata", RW_DIR_EGRESS,
-			  { .src = pod, .dst = "169.254.169.254", .proto = IPPROTO_TCP,
-			    .sport = 40003, .dport = 80, .tcp_flags = 0x02 } },
-			{ "drop fragment (parse only)", RW_DIR_EGRESS,
-			  { .src = pod, .dst = "172.20.0.10", .proto = IPPROTO_TCP, .sport = 40004,
-			    .dport = 443, .frag = 0x2000 } },
-		};
-
-		base = measure(baseline, &cases[0].pkt, rounds, repeat);
-		printf("%-40s %6u ns\n", "empty program (test_run overhead)", base);
-		for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
-			__u32 ns = measure(dp.prog_fd[cases[c].dir], &cases[c].pkt, rounds, repeat);
-
-			printf("%-40s %6u ns  %5.2fx  (+%d ns)\n", cases[c].name, ns,
-			       base ? (double)ns / base : 0, (int)ns - (int)base);
-		}
-		rw_policy_free(&p);
-		free(json);
+	rows = json_array();
+	if (unshare(CLONE_NEWNET))
+		DIE("a private netns: %s (root needed)", strerror(errno));
+	for (int v = 0; v < NVETH; v++) {
+		snprintf(cmd, sizeof(cmd), "ip link add rwb%d type veth peer name rwb%dp", v, v);
+		if (system(cmd))
+			DIE("%s failed", cmd);
+		snprintf(cmd, sizeof(cmd), "rwb%d", v);
+		ifindex[v] = if_nametoindex(cmd);
 	}
-	close(baseline);
-	rw_datapath_close(&dp);
+	for (int i = optind; i <= argc; i++) {
+		const char *s = i < argc ? argv[i] : NULL;
+
+		if (!all && !s)
+			break;
+		if (all ? i == optind : !strcmp(s, "per-packet"))
+			section_per_packet();
+		if (all ? i == optind : !strcmp(s, "apply"))
+			section_apply();
+		if (all ? i == optind : !strcmp(s, "agent"))
+			section_agent();
+		if (all)
+			break;
+	}
+	if (json_path && json_dump_file(rows, json_path, JSON_INDENT(1)))
+		DIE("%s: cannot write", json_path);
+	json_decref(rows);
 	return 0;
 }

@@ -330,10 +330,29 @@ static struct group *group_open(struct shadow *s, const char *id)
 struct run_slot {
 	__u32 idx;
 	__u32 gen;
+	bool same;	/* written exactly like prev's run at the same position: copy its entries */
 };
 
+/* The same run in the same order: the common case, and cheap to tell. */
+static bool run_same_order(const struct rw_policy_run *a, const struct rw_policy_run *b)
+{
+	if (a->n_pods != b->n_pods || a->egress != b->egress || a->n_allow != b->n_allow ||
+	    memcmp(a->pods, b->pods, a->n_pods * sizeof(*a->pods)))
+		return false;
+	for (size_t i = 0; i < a->n_allow; i++) {
+		const struct rw_policy_rule *x = &a->allow[i], *y = &b->allow[i];
+
+		if (x->addr != y->addr || x->prefixlen != y->prefixlen || x->n_tcp != y->n_tcp ||
+		    x->n_udp != y->n_udp || memcmp(x->tcp, y->tcp, x->n_tcp * sizeof(*x->tcp)) ||
+		    memcmp(x->udp, y->udp, x->n_udp * sizeof(*x->udp)))
+			return false;
+	}
+	return true;
+}
+
 /* The shadow of a snapshot: what the slot must hold for `p`. */
-static int shadow_build(struct shadow *s, const struct rw_policy *p, const struct run_slot *slots)
+static int shadow_build(struct shadow *s, const struct rw_policy *p, const struct run_slot *slots,
+			const struct shadow *live)
 {
 	struct group *g;
 	int err = -ENOMEM;
@@ -370,6 +389,30 @@ static int shadow_build(struct shadow *s, const struct rw_policy *p, const struc
 		g->pod.run_gen = slots[r].gen;
 		g->pod.egress_mode = rw_policy_run_egress(p, run);
 		snprintf(g->pod.run_id, sizeof(g->pod.run_id), "%s", run->id);
+		if (slots[r].same && live && live->known) {
+			const struct group *lg = shadow_find(live, run->id);
+
+			/* The live slot holds exactly this run: its sorted entries are ours. */
+			if (lg && !memcmp(&lg->pod, &g->pod, sizeof(g->pod))) {
+				if (grow((void **)&s->pods, &s->cap_pods, s->n_pods + lg->n_pods,
+					 sizeof(*s->pods)) ||
+				    grow((void **)&s->ents, &s->cap_ents, s->n_ents + lg->n_ents,
+					 sizeof(*s->ents)))
+					goto fail;
+				memcpy(s->pods + s->n_pods, live->pods + lg->pod_off,
+				       lg->n_pods * sizeof(*s->pods));
+				memcpy(s->ents + s->n_ents, live->ents + lg->ent_off,
+				       lg->n_ents * sizeof(*s->ents));
+				s->n_pods += lg->n_pods;
+				s->n_ents += lg->n_ents;
+				g->n_pods = lg->n_pods;
+				g->n_ents = lg->n_ents;
+				for (size_t i = 0; i < lg->n_ents; i++)
+					s->count[s->ents[g->ent_off + i].table]++;
+				s->count[T_PODS] += g->n_pods;
+				continue;
+			}
+		}
 		if (grow((void **)&s->pods, &s->cap_pods, s->n_pods + run->n_pods,
 			 sizeof(*s->pods)))
 			goto fail;
@@ -812,7 +855,10 @@ static int assign_runs(const struct rw_datapath *dp, struct shadow *live_shadow,
 		slots[r].idx = lg ? lg->pod.run_idx : 0;
 		slots[r].gen = lg ? lg->pod.run_gen : 0;
 		/* A run keeps its generation only when we know its policy did not change. */
-		if (!slots[r].idx || !old || !rw_policy_run_equal(prev, old, next, run))
+		slots[r].same = old && pg->pod_off == r && prev->egress == next->egress &&
+				run_same_order(old, run);
+		if (!slots[r].idx || !old ||
+		    (!slots[r].same && !rw_policy_run_equal(prev, old, next, run)))
 			slots[r].gen = (__u32)next->revision;
 		if (slots[r].idx)
 			continue;
@@ -994,7 +1040,7 @@ int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
 			  errlen);
 	if (ret)
 		goto cleanup;
-	ret = shadow_build(&ns, next, slots);
+	ret = shadow_build(&ns, next, slots, res->previous ? &c->shadow[!idle] : NULL);
 	if (ret) {
 		fail(err, errlen, ret, "building the snapshot's entries: %s", strerror(-ret));
 		goto cleanup;

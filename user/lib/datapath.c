@@ -200,14 +200,10 @@ int rw_datapath_load(struct rw_datapath *dp, const char *pin_dir, unsigned int f
 			     strerror(-err));
 			goto cleanup;
 		}
-		char msg[256];
-
 		/* The slots' inner maps exist from the start and live as long as the pins. */
-		err = rw_apply_prepare(dp, msg, sizeof(msg));
-		if (err) {
-			rw_err("%s", msg);
+		err = rw_apply_prepare(dp, errbuf, errlen);
+		if (err)
 			goto cleanup;
-		}
 	}
 	return 0;
 
