@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# make bench: every benchmark, a table with each target on stdout, JSON in BUILD/bench.json.
+# Numbers from a busy machine are noise: run it on a quiet one.
+#
+#   tests/bench/run.sh [BUILD] [--quick]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${1:-build}
+quick=
+[ "${2:-}" = --quick ] && quick=--quick
+[ "$(id -u)" -eq 0 ] || { echo "tests/bench/run.sh: run as root" >&2; exit 1; }
+mount | grep -q ' /sys/fs/bpf type bpf' || mount -t bpf bpf /sys/fs/bpf
+
+"$build/tests/bench_datapath" $quick --runwall "$build/runwall" --json "$build/bench-datapath.json"
+echo "# veth throughput, 1 000 rules, modes interleaved per trial"
+tests/bench/veth.sh "$build" "$build/bench-veth.json" ${quick:+2 1}
+tests/bench/report.py "$build/bench.json" "$build/bench-datapath.json" "$build/bench-veth.json"
