@@ -32,8 +32,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# 999 other destinations, then the server's: every rule set has 1 000 entries.
-other() { echo "44.$((1 + $1 / 250)).$(($1 % 250)).1"; }
+# 997 other destinations, then the server's 3: every rule set has 1 000 entries.
+others=()
+for k in $(seq 0 996); do others+=("44.$((1 + k / 250)).$((k % 250)).1"); done
 
 setup_mode() { # setup_mode INDEX
 	local i=$1 p=$tag-p$i n=$tag-n$i host=rwvh$i
@@ -58,7 +59,7 @@ setup_mode() { # setup_mode INDEX
 			echo "*filter"
 			[ "${modes[$i]}" = iptables-ct ] &&
 				echo "-A INPUT -m conntrack --ctstate ESTABLISHED,RELATED -j ACCEPT"
-			for k in $(seq 0 996); do echo "-A INPUT -i $host -d $(other "$k")/32 -p tcp --dport 443 -j ACCEPT"; done
+			for o in "${others[@]}"; do echo "-A INPUT -i $host -d $o/32 -p tcp --dport 443 -j ACCEPT"; done
 			echo "-A INPUT -i $host -d 44.0.0.1/32 -p tcp --dport 5201 -j ACCEPT"
 			echo "-A INPUT -i $host -d 44.0.0.1/32 -p udp --dport 5201 -j ACCEPT"
 			echo "-A INPUT -i $host -d 44.0.0.1/32 -p tcp --dport 11111 -j ACCEPT"
@@ -70,7 +71,7 @@ setup_mode() { # setup_mode INDEX
 		{
 			echo "table inet rwbench {"
 			echo " set allow { type ipv4_addr . inet_proto . inet_service; elements = {"
-			for k in $(seq 0 996); do echo "  $(other "$k") . tcp . 443,"; done
+			for o in "${others[@]}"; do echo "  $o . tcp . 443,"; done
 			echo "  44.0.0.1 . tcp . 5201, 44.0.0.1 . udp . 5201, 44.0.0.1 . tcp . 11111 }"
 			echo " }"
 			echo " chain input {"
@@ -84,7 +85,7 @@ setup_mode() { # setup_mode INDEX
 	runwall)
 		{
 			echo '{"revision": 1, "runs": [{"id": "bench", "pods": ["10.200.0.2"], "allow": ['
-			for k in $(seq 0 996); do echo "{\"ip\": \"$(other "$k")\", \"tcp\": [443]},"; done
+			for o in "${others[@]}"; do echo "{\"ip\": \"$o\", \"tcp\": [443]},"; done
 			echo '{"ip": "44.0.0.1", "tcp": [5201, 11111], "udp": [5201]}]}]}'
 		} >"$work/policy.json"
 		nsenter --net=/run/netns/"$n" "$runwall" --bpffs "$bpffs" --socket "$sock" agent \
@@ -106,7 +107,8 @@ setup_mode() { # setup_mode INDEX
 		fi
 		;;
 	esac
-	ip netns exec "$n" iperf3 -s -B 44.0.0.1 -D --logfile "$work/iperf-$i.log"
+	ip netns exec "$n" iperf3 -s -B 44.0.0.1 >"$work/iperf-$i.log" 2>&1 &
+	pids+=($!)
 	ip netns exec "$n" sockperf server --tcp -i 44.0.0.1 -p 11111 >/dev/null 2>&1 &
 	pids+=($!)
 }

@@ -20,6 +20,7 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 
 #include "apply.h"
 #include "log.h"
@@ -816,12 +817,37 @@ static int live_runs(const struct rw_datapath *dp, struct shadow *live, struct s
 	return shadow_index(out);
 }
 
+/* Zero the counters of the runs that get a new index, in one call where the kernel can. */
+static int zero_counters(const struct rw_datapath *dp, const __u32 *idx, size_t n)
+{
+	int ncpu = libbpf_num_possible_cpus(), ret = 0;
+	LIBBPF_OPTS(bpf_map_batch_opts, opts, .elem_flags = BPF_ANY);
+	__u32 count = n;
+	void *zero;
+
+	if (!n)
+		return 0;
+	if (ncpu < 0)
+		return ncpu;
+	zero = calloc(n, (size_t)ncpu * sizeof(struct rw_counters));
+	if (!zero)
+		return -ENOMEM;
+	if (bpf_map_update_batch(dp->map_fd[RW_M_COUNTERS], idx, zero, &count, &opts)) {
+		for (size_t i = 0; !ret && i < n; i++)
+			ret = rw_counters_zero(dp, idx[i]);
+	}
+	free(zero);
+	return ret;
+}
+
 static int assign_runs(const struct rw_datapath *dp, struct shadow *live_shadow,
 		       const struct rw_policy *prev, const struct rw_policy *next,
 		       struct run_slot *slots, char *err, size_t errlen)
 {
 	unsigned char *used = calloc(RW_MAX_RUNS, 1);
 	struct shadow live = {}, prev_ix = {};
+	__u32 *fresh = NULL;
+	size_t n_fresh = 0, cap_fresh = 0;
 	__u32 cursor = 1;
 	int ret;
 
@@ -871,14 +897,18 @@ static int assign_runs(const struct rw_datapath *dp, struct shadow *live_shadow,
 		}
 		used[cursor] = 1;
 		slots[r].idx = cursor;
-		ret = rw_counters_zero(dp, cursor);
-		if (ret) {
-			fail(err, errlen, ret, "%s: zeroing run counters: %s",
-			     rw_map_names[RW_M_COUNTERS], strerror(-ret));
+		if (grow((void **)&fresh, &cap_fresh, n_fresh + 1, sizeof(*fresh))) {
+			ret = -ENOMEM;
 			goto cleanup;
 		}
+		fresh[n_fresh++] = cursor;
 	}
+	ret = zero_counters(dp, fresh, n_fresh);
+	if (ret)
+		fail(err, errlen, ret, "%s: zeroing run counters: %s", rw_map_names[RW_M_COUNTERS],
+		     strerror(-ret));
 cleanup:
+	free(fresh);
 	shadow_reset(&live);
 	shadow_reset(&prev_ix);
 	free(used);
