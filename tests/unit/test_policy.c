@@ -1005,6 +1005,49 @@ static int run_equal(const char *a, const char *b)
 #define R1 ", \"pods\": [\"10.0.0.1\", \"10.0.0.2\"], \"allow\": [" \
 	"{\"ip\": \"52.94.2.1\", \"tcp\": [80, 443]}, {\"cidr\": \"52.195.100.0/24\", \"udp\": [53]}]"
 
+/* The digest an apply uses to skip runs that did not change: equal for the same run written the
+ * same way (whatever else the snapshot changes), different for any change, including order (rule
+ * ids name positions).
+ */
+static void test_run_digest(void **state)
+{
+	static const char base[] =
+		"{\"revision\": %d, \"runs\": [{\"id\": \"run-a\", \"pods\": [\"10.1.0.1\"], \"allow\": ["
+		"{\"ip\": \"44.0.0.1\", \"tcp\": [443, 80]}, {\"cidr\": \"45.0.0.0/24\", \"udp\": [53]}]}"
+		"%s]}";
+	const char *variants[] = {
+		"{\"ip\": \"44.0.0.1\", \"tcp\": [443, 81]}, {\"cidr\": \"45.0.0.0/24\", \"udp\": [53]}",
+		"{\"ip\": \"44.0.0.1\", \"tcp\": [80, 443]}, {\"cidr\": \"45.0.0.0/24\", \"udp\": [53]}",
+		"{\"cidr\": \"45.0.0.0/24\", \"udp\": [53]}, {\"ip\": \"44.0.0.1\", \"tcp\": [443, 80]}",
+		"{\"ip\": \"44.0.0.1\", \"tcp\": [443, 80]}, {\"cidr\": \"45.0.0.0/23\", \"udp\": [53]}",
+		"{\"ip\": \"44.0.0.1\", \"tcp\": [443, 80]}, {\"cidr\": \"45.0.0.0/24\", \"tcp\": [53]}",
+	};
+	struct rw_policy a, b, v;
+	char json[1024], *at;
+	uint64_t d[2];
+
+	(void)state;
+	snprintf(json, sizeof(json), base, 1, "");
+	parse_ok(json, &a);
+	snprintf(json, sizeof(json), base, 2, ", {\"id\": \"run-b\", \"pods\": [\"10.1.0.2\"]}");
+	parse_ok(json, &b);
+	assert_memory_equal(a.runs[0].digest, b.runs[0].digest, sizeof(d));
+	assert_memory_not_equal(a.runs[0].digest, b.runs[1].digest, sizeof(d));
+	rw_policy_run_digest(&a.runs[0], d);
+	assert_memory_equal(a.runs[0].digest, d, sizeof(d));
+	for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {
+		snprintf(json, sizeof(json), base, 3, "");
+		at = strstr(json, "{\"ip\"");
+		snprintf(at, sizeof(json) - (at - json), "%s]}]}", variants[i]);
+		parse_ok(json, &v);
+		if (!memcmp(a.runs[0].digest, v.runs[0].digest, sizeof(d)))
+			fail_msg("variant %zu has the digest of the original run", i);
+		rw_policy_free(&v);
+	}
+	rw_policy_free(&a);
+	rw_policy_free(&b);
+}
+
 static void test_run_equal(void **state)
 {
 	struct rw_policy p;
@@ -1223,6 +1266,7 @@ int main(void)
 		cmocka_unit_test(test_parse_file_size_limit),
 		cmocka_unit_test(test_parse_stdin),
 		cmocka_unit_test(test_run_equal),
+		cmocka_unit_test(test_run_digest),
 		cmocka_unit_test(test_run_equal_long_port_lists),
 		cmocka_unit_test(test_diff),
 		cmocka_unit_test(test_diff_node_egress),

@@ -334,9 +334,13 @@ struct run_slot {
 	bool same;	/* written exactly like prev's run at the same position: copy its entries */
 };
 
-/* The same run in the same order: the common case, and cheap to tell. */
-static bool run_same_order(const struct rw_policy_run *a, const struct rw_policy_run *b)
+/* The same run written the same way, in the same order: the common case. The parser's digests
+ * tell without reading either run; a run made by other means is compared in full.
+ */
+static bool run_same(const struct rw_policy_run *a, const struct rw_policy_run *b)
 {
+	if ((a->digest[0] || a->digest[1]) && (b->digest[0] || b->digest[1]))
+		return a->digest[0] == b->digest[0] && a->digest[1] == b->digest[1];
 	if (a->n_pods != b->n_pods || a->egress != b->egress || a->n_allow != b->n_allow ||
 	    memcmp(a->pods, b->pods, a->n_pods * sizeof(*a->pods)))
 		return false;
@@ -882,7 +886,7 @@ static int assign_runs(const struct rw_datapath *dp, struct shadow *live_shadow,
 		slots[r].gen = lg ? lg->pod.run_gen : 0;
 		/* A run keeps its generation only when we know its policy did not change. */
 		slots[r].same = old && pg->pod_off == r && prev->egress == next->egress &&
-				run_same_order(old, run);
+				run_same(old, run);
 		if (!slots[r].idx || !old ||
 		    (!slots[r].same && !rw_policy_run_equal(prev, old, next, run)))
 			slots[r].gen = (__u32)next->revision;
@@ -1108,6 +1112,8 @@ int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
 	}
 	/* From here on the idle slot holds something between two snapshots until the writes end. */
 	c->shadow[idle].known = false;
+	t1 = now_ms();
+	res->plan_ms = t1 - t0;
 	fault_point("before-write", next->revision);
 	ret = run_ops(c, idle, &ops, &res->written, next->revision, err, errlen);
 	if (ret)
@@ -1117,6 +1123,7 @@ int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
 	memset(&ns, 0, sizeof(ns));
 	t1 = rw_now_ms();
 	res->build_ms = t1 - t0;
+	res->write_ms = res->build_ms - res->plan_ms;
 
 	/* The flip: one 64-bit store that packets read with one load. */
 	cfg.state = RW_STATE(next->revision, 1, idle);

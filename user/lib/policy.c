@@ -822,6 +822,7 @@ static int parse_run(struct parser *ps, json_t *v, struct rw_policy_run *run)
 		push_key(ps, have_id ? "pods" : "id", 0);
 		return fail(ps, AT_PARENT, "required key is missing");
 	}
+	rw_policy_run_digest(run, run->digest);
 	return 0;
 }
 
@@ -1211,6 +1212,63 @@ int rw_policy_parse_file(const char *path, struct rw_policy *out, struct rw_poli
 	rc = rw_policy_parse(buf, len, source, out, err);
 	free(buf);
 	return rc;
+}
+
+struct digest {
+	uint64_t a, b;
+};
+
+static inline uint64_t rotl64(uint64_t x, int r)
+{
+	return (x << r) | (x >> (64 - r));
+}
+
+static void dg_word(struct digest *d, uint64_t w)
+{
+	d->a = rotl64(d->a ^ (w * 0x87c37b91114253d5ULL), 31) * 0x4cf5ad432745937fULL;
+	d->b = rotl64(d->b ^ (w * 0xff51afd7ed558ccdULL), 33) * 0xc4ceb9fe1a85ec53ULL + d->a;
+}
+
+static uint64_t dg_final(uint64_t h)
+{
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ULL;
+	return h ^ (h >> 33);
+}
+
+static void dg_ports(struct digest *d, const __u16 *p, size_t n)
+{
+	dg_word(d, n);
+	for (size_t i = 0; i < n; i++)
+		dg_word(d, p[i]);
+}
+
+void rw_policy_run_digest(const struct rw_policy_run *r, uint64_t digest[2])
+{
+	struct digest d = { 0x9e3779b97f4a7c15ULL, 0x6a09e667f3bcc909ULL };
+	size_t len = strnlen(r->id, sizeof(r->id));
+
+	dg_word(&d, len);
+	for (size_t i = 0; i < len; i += 8) {
+		uint64_t w = 0;
+
+		memcpy(&w, r->id + i, len - i < 8 ? len - i : 8);
+		dg_word(&d, w);
+	}
+	dg_word(&d, (uint64_t)(int64_t)r->egress);
+	dg_word(&d, r->n_pods);
+	for (size_t i = 0; i < r->n_pods; i++)
+		dg_word(&d, r->pods[i]);
+	dg_word(&d, r->n_allow);
+	for (size_t i = 0; i < r->n_allow; i++) {
+		dg_word(&d, (uint64_t)r->allow[i].addr << 8 | r->allow[i].prefixlen);
+		dg_ports(&d, r->allow[i].tcp, r->allow[i].n_tcp);
+		dg_ports(&d, r->allow[i].udp, r->allow[i].n_udp);
+	}
+	digest[0] = dg_final(d.a ^ d.b);
+	digest[1] = dg_final(d.b + (d.a << 1));
 }
 
 /* ---- Comparison ---------------------------------------------------------------------------

@@ -31,6 +31,7 @@ struct rw_policy_run {
 	int egress;		/* enum rw_egress_mode, or -1: the node's */
 	struct rw_policy_rule *allow;
 	size_t n_allow;
+	uint64_t digest[2];	/* rw_policy_run_digest(), set by the parser */
 };
 
 struct rw_policy {
@@ -92,6 +93,13 @@ static inline int rw_policy_run_egress(const struct rw_policy *p, const struct r
  */
 int rw_policy_run_equal(const struct rw_policy *a, const struct rw_policy_run *ra,
 			const struct rw_policy *b, const struct rw_policy_run *rb);
+
+/* A 128-bit fingerprint of a run as written (id, pods, egress and allow rules, in order), so
+ * that an apply finds the runs that did not change without reading both snapshots whole. The
+ * parser sets it while the run is fresh in the cache. Not cryptographic: equal digests are
+ * taken as equal runs.
+ */
+void rw_policy_run_digest(const struct rw_policy_run *r, uint64_t digest[2]);
 
 /* Differences between two snapshots, for logs and `runwall apply`: one line per added, removed
  * or changed run, service, inbound rule and deny CIDR, written to buf. Returns the number of
