@@ -10,7 +10,7 @@
 #define RUNWALL_H
 
 /* Bumped whenever a pinned map changes layout; a restarted agent refuses pins of another layout. */
-#define RW_LAYOUT_VERSION 2
+#define RW_LAYOUT_VERSION 3
 
 /* Map names, once. The user side pins and opens them by these names (RW_MAP_NAME). */
 #define RW_MAP_CONFIG		rw_config

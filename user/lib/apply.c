@@ -1112,7 +1112,7 @@ int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
 	}
 	/* From here on the idle slot holds something between two snapshots until the writes end. */
 	c->shadow[idle].known = false;
-	t1 = now_ms();
+	t1 = rw_now_ms();
 	res->plan_ms = t1 - t0;
 	fault_point("before-write", next->revision);
 	ret = run_ops(c, idle, &ops, &res->written, next->revision, err, errlen);
