@@ -962,7 +962,7 @@ static bool in_sorted(const __be32 *a, size_t n, __be32 x)
 }
 
 /* Pods of the old live slot whose run changed or went away: their flows were opened under
- * another run, so they are forgotten, in one walk of the conntrack table.
+ * another run, so they are forgotten.
  */
 static int flush_moved_pods(const struct rw_datapath *dp, const struct shadow *old, __u32 old_slot,
 			    const struct shadow *next)
@@ -970,7 +970,6 @@ static int flush_moved_pods(const struct rw_datapath *dp, const struct shadow *o
 	__be32 *moved = NULL, key, *prev = NULL;
 	size_t n = 0, cap = 0;
 	int fd = -1, ret = 0;
-	struct rw_ct_key ck, nk, *cprev = NULL;
 	struct rw_pod pod;
 
 	if (old->known) {
@@ -1010,16 +1009,24 @@ static int flush_moved_pods(const struct rw_datapath *dp, const struct shadow *o
 	if (!n)
 		return 0;
 	qsort(moved, n, sizeof(*moved), pod_cmp);
-	/* Deleting the current key would restart the walk, so delete one step behind. */
-	fd = dp->map_fd[RW_M_CONNTRACK];
-	while (bpf_map_get_next_key(fd, cprev, &nk) == 0) {
-		if (cprev && in_sorted(moved, n, ck.pod_ip) && bpf_map_delete_elem(fd, &ck) == 0)
-			ret++;
-		ck = nk;
-		cprev = &ck;
+	/* Each sandbox has its own conntrack table: reset those of the veths bound to a moved pod,
+	 * in one walk of the endpoints.
+	 */
+	{
+		struct rw_endpoint ep;
+		__u32 ifi, *iprev = NULL;
+		int r;
+
+		while (bpf_map_get_next_key(dp->map_fd[RW_M_ENDPOINTS], iprev, &ifi) == 0) {
+			iprev = &ifi;
+			if (bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &ifi, &ep) ||
+			    !in_sorted(moved, n, ep.pod_ip))
+				continue;
+			r = rw_conntrack_flush(dp, ifi, 0);
+			if (r > 0)
+				ret += r;
+		}
 	}
-	if (cprev && in_sorted(moved, n, ck.pod_ip) && bpf_map_delete_elem(fd, &ck) == 0)
-		ret++;
 	free(moved);
 	return ret;
 nomem:
