@@ -7,6 +7,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 
 #include "eventfmt.h"
 #include "http.h"
+#include "log.h"
 #include "reasons.h"
 #include "view_page.h"		/* generated from view.html: rw_view_page[], rw_view_page_len */
 
@@ -628,6 +630,23 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
 
 /* ---- start and stop ---- */
 
+/* MHD's own messages (a client that hung up mid-request, ...) are about clients, not about the
+ * node: debug level (-v), through the agent's logger.
+ */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char msg[512];
+	size_t n;
+
+	if (rw_log_verbosity < RW_LOG_DEBUG)
+		return;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = strlen(msg);
+	while (n && msg[n - 1] == '\n')
+		msg[--n] = '\0';
+	rw_debug("http: %s", msg);
+}
+
 static int read_token(const char *path, char *out, size_t cap, char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "r");
@@ -656,21 +675,20 @@ static int read_token(const char *path, char *out, size_t cap, char *err, size_t
 	return 0;
 }
 
-struct rw_http *rw_http_start(const struct rw_http_opts *o, struct rw_feed *feed,
-			      const struct rw_http_ops *ops, char *err, size_t errlen, bool *usage)
+/* ADDR:PORT (":PORT" and "PORT": 127.0.0.1), and the token rule. */
+static int parse_listen(const struct rw_http_opts *o, struct sockaddr_in *sa, char *token,
+			size_t token_len, char *err, size_t errlen)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET };
 	const char *colon = strrchr(o->listen, ':'), *port_s = colon ? colon + 1 : o->listen;
 	char host[64] = "127.0.0.1", *end;
 	unsigned long port;
-	struct rw_http *h;
-	const union MHD_DaemonInfo *info;
 
-	*usage = true;
+	memset(sa, 0, sizeof(*sa));
+	sa->sin_family = AF_INET;
 	if (colon && colon != o->listen) {
 		if ((size_t)(colon - o->listen) >= sizeof(host)) {
 			snprintf(err, errlen, "%s '%s': expected ADDR:PORT", o->flag, o->listen);
-			return NULL;
+			return -EINVAL;
 		}
 		memcpy(host, o->listen, colon - o->listen);
 		host[colon - o->listen] = '\0';
@@ -678,12 +696,39 @@ struct rw_http *rw_http_start(const struct rw_http_opts *o, struct rw_feed *feed
 	errno = 0;
 	port = strtoul(port_s, &end, 10);
 	if (!*port_s || *end || errno || port > 65535 ||
-	    inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
+	    inet_pton(AF_INET, host, &sa->sin_addr) != 1) {
 		snprintf(err, errlen, "%s '%s': expected IPV4:PORT (or PORT for 127.0.0.1:PORT)",
 			 o->flag, o->listen);
-		return NULL;
+		return -EINVAL;
 	}
-	sa.sin_port = htons(port);
+	sa->sin_port = htons(port);
+	if (o->token_file)
+		return read_token(o->token_file, token, token_len, err, errlen);
+	if ((ntohl(sa->sin_addr.s_addr) >> 24) != 127) {
+		snprintf(err, errlen, "%s %s: an address other than loopback needs "
+			 "--http-token-file (clients then send Authorization: Bearer TOKEN)",
+			 o->flag, o->listen);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int rw_http_check(const struct rw_http_opts *o, char *err, size_t errlen)
+{
+	struct sockaddr_in sa;
+	char token[TOKEN_MAX];
+
+	return parse_listen(o, &sa, token, sizeof(token), err, errlen);
+}
+
+struct rw_http *rw_http_start(const struct rw_http_opts *o, struct rw_feed *feed,
+			      const struct rw_http_ops *ops, char *err, size_t errlen, bool *usage)
+{
+	struct sockaddr_in sa;
+	struct rw_http *h;
+	const union MHD_DaemonInfo *info;
+
+	*usage = true;
 	h = calloc(1, sizeof(*h));
 	if (!h) {
 		snprintf(err, errlen, "out of memory");
@@ -692,15 +737,8 @@ struct rw_http *rw_http_start(const struct rw_http_opts *o, struct rw_feed *feed
 	h->feed = feed;
 	if (ops)
 		h->ops = *ops;
-	if (o->token_file) {
-		if (read_token(o->token_file, h->token, sizeof(h->token), err, errlen))
-			goto fail;
-	} else if ((ntohl(sa.sin_addr.s_addr) >> 24) != 127) {
-		snprintf(err, errlen, "%s %s: an address other than loopback needs "
-			 "--http-token-file (clients then send Authorization: Bearer TOKEN)",
-			 o->flag, o->listen);
+	if (parse_listen(o, &sa, h->token, sizeof(h->token), err, errlen))
 		goto fail;
-	}
 	*usage = false;
 	h->daemon = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION |
 				     MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
@@ -711,6 +749,7 @@ struct rw_http *rw_http_start(const struct rw_http_opts *o, struct rw_feed *feed
 				     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)CONN_TIMEOUT_S,
 				     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)REQUEST_MEMORY,
 				     MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024),
+				     MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 				     MHD_OPTION_END);
 	if (!h->daemon) {
 		snprintf(err, errlen, "%s %s: cannot listen (address in use or not on this host?)",
@@ -718,7 +757,7 @@ struct rw_http *rw_http_start(const struct rw_http_opts *o, struct rw_feed *feed
 		goto fail;
 	}
 	info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
-	h->port = info ? info->port : port;
+	h->port = info ? info->port : ntohs(sa.sin_port);
 	return h;
 fail:
 	free(h);

@@ -56,6 +56,10 @@ struct rw_http;
  */
 struct rw_http *rw_http_start(const struct rw_http_opts *o, struct rw_feed *feed,
 			      const struct rw_http_ops *ops, char *err, size_t errlen, bool *usage);
+/* The same checks as rw_http_start() without listening (for a flag check before anything
+ * else is set up): 0 or -EINVAL with err.
+ */
+int rw_http_check(const struct rw_http_opts *o, char *err, size_t errlen);
 /* The port it listens on (useful with port 0). */
 unsigned int rw_http_port(const struct rw_http *h);
 void rw_http_stop(struct rw_http *h);

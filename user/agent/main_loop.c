@@ -23,6 +23,7 @@
 #include "ctl.h"
 #include "eventfmt.h"
 #include "access_requests.h"
+#include "http.h"
 #include "log.h"
 #include "parse.h"
 
@@ -309,6 +310,14 @@ static int cmd_agent(int argc, char **argv)
 	if (!node[0] && gethostname(node, sizeof(node) - 1))
 		snprintf(node, sizeof(node), "node");
 	a.view_opts.node = node;
+	if (a.view_opts.listen) {
+		struct rw_http_opts ho = { .listen = a.view_opts.listen,
+					   .token_file = a.view_opts.token_file,
+					   .flag = "agent: --listen" };
+
+		if (rw_http_check(&ho, verr, sizeof(verr)))
+			return rw_fail(RW_EXIT_USAGE, "%s", verr);
+	}
 
 	a.mono_to_real = rw_mono_to_real_offset();
 	err = rw_datapath_load(&a.dp, rw_g.bpffs, 0, msg, sizeof(msg));

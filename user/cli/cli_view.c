@@ -166,7 +166,10 @@ static void sse_line(struct upstream *u, const char *line, size_t len)
 		return;
 	}
 	if (len > 4 && !strncmp(line, "id: ", 4)) {
-		u->id = strtoull(line + 4, NULL, 10);
+		char *end;
+		unsigned long long id = strtoull(line + 4, &end, 10);
+
+		u->id = *end ? 0 : id;
 	} else if (len > 6 && !strncmp(line, "data: ", 6)) {
 		if (u->data_len + len - 6 + 2 > SSE_MAX_EVENT)
 			return;
@@ -184,6 +187,7 @@ static size_t sse_write(char *p, size_t size, size_t n, void *data)
 
 	for (size_t i = 0; i < total; i++) {
 		if (p[i] == '\n') {
+			u->pending[u->pending_len] = '\0';	/* the id: line is parsed as a string */
 			sse_line(u, u->pending, u->pending_len);
 			u->pending_len = 0;
 			continue;
