@@ -88,7 +88,7 @@ vc() {
 	local out=$RW_WORK/vc.out st what why
 	if ! rw_node_exec "$RW_PY" "$VC" "$@" >"$out" 2>"$out.err"; then
 		not_ok "view_check.py $1 failed"
-		tail -n 20 "$out.err" | sed 's/^/#   /' >&3
+		grep -Ev '^#[0-9]+ 0x|^\s*$' "$out.err" | tail -n 20 | sed 's/^/#   /' >&3
 	fi
 	while IFS=$'\t' read -r st what why; do
 		case "$st" in
@@ -402,6 +402,7 @@ echo \$! >"$RW_WORK/agent.pid"
 EOF
 chmod +x "$RW_WORK/restart.sh"
 mkdir -p "$RW_WORK/chromium"
+rm -f "$SCREENSHOT"
 vc browser "$API" --screenshot "$SCREENSHOT" --profile "$RW_WORK/chromium" \
 	--trigger "$(attempt_cmd a tcp "$INET" 8443)" \
 	--row "$A_RUN,not-allowlisted,$INET" --row "$A_RUN,metadata,169.254.169.254" \

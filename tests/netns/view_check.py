@@ -559,9 +559,19 @@ def cmd_browser(a):
               "--disable-background-networking", "--disable-component-update", "--disable-sync",
               "--disable-dev-shm-usage", f"--user-data-dir={a.profile}", "--window-size=1500,900"):
         opts.add_argument(f)
-    drv = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+    # Chromium and its driver start slowly on a loaded machine: generous timeouts, one retry.
+    drv = None
+    for attempt in (1, 2):
+        try:
+            drv = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+            break
+        except Exception as e:  # selenium raises its own WebDriverException types
+            out("NOTE", f"starting Chromium (attempt {attempt}): {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            if attempt == 2:
+                raise
     try:
-        drv.set_page_load_timeout(20 * SCALE)
+        drv.set_page_load_timeout(60 * SCALE)
+        drv.set_script_timeout(30 * SCALE)
         drv.get(a.base + "/")
         check("runwall" in drv.title, "browser: the page loads", drv.title)
 
@@ -579,7 +589,7 @@ def cmd_browser(a):
 
         def live():
             return drv.find_element(By.ID, "conn").text == "live"
-        check(wait(live, 10), "browser: the page is connected to the stream (live)")
+        check(wait(live, 30), "browser: the page is connected to the stream (live)")
 
         # Read the page's state in one script each time: the table is redrawn with every event,
         # so element handles would go stale under the background traffic.
@@ -604,7 +614,7 @@ def cmd_browser(a):
         subprocess.run(a.trigger, shell=True, check=False, capture_output=True)
         for spec in a.row:
             run, reason, dst = spec.split(",")
-            r = wait(lambda: [t for t in table() if t["run"] == run and t["reason"] == reason and dst in t["dst"]], 8)
+            r = wait(lambda: [t for t in table() if t["run"] == run and t["reason"] == reason and dst in t["dst"]], 20)
             check(bool(r), f"browser: the table shows {run} refused {reason} to {dst}",
                   f"{len(table())} rows")
         for spec in a.edge:
@@ -616,7 +626,7 @@ def cmd_browser(a):
                             reason in e["reasons"]):
                         return e
                 return None
-            e = wait(edge, 8)
+            e = wait(edge, 20)
             check(e is not None, f"browser: the graph has an edge {run} -> {dst} with {reason}")
             if e is not None:
                 check(e["stroke"] == colour, f"browser: that edge is coloured {colour}", e["stroke"])
@@ -639,18 +649,25 @@ def cmd_browser(a):
         check(top_id() == top and "waiting" in waiting and not waiting.startswith("0 waiting"),
               "browser: paused, the table holds still while events wait", waiting)
         drv.find_element(By.ID, "pause").click()
-        check(wait(lambda: top_id() != top, 3), "browser: resumed, the waiting events show")
+        check(wait(lambda: top_id() != top, 10), "browser: resumed, the waiting events show")
         if a.restart:
             top = top_id()
             subprocess.run(a.restart, shell=True, check=True)
             ok = wait(lambda: drv.find_element(By.ID, "conn").text != "live", 5)
             out("NOTE", "the page noticed the agent going away" if ok else "the page did not notice the restart")
             subprocess.run(a.trigger, shell=True, check=False, capture_output=True)
-            ok = wait(lambda: live() and top_id() != top, 15)
+            ok = wait(lambda: live() and top_id() != top, 30)
             if not ok:
                 subprocess.run(a.trigger, shell=True, check=False, capture_output=True)
-                ok = wait(lambda: live() and top_id() != top, 10)
+                ok = wait(lambda: live() and top_id() != top, 20)
             check(bool(ok), "browser: after an agent restart the page reconnects and new events show")
+    except Exception as e:
+        msg = str(e).splitlines()[0] if str(e) else ""
+        out("FAIL", "browser: the test ran to its end", f"{type(e).__name__}: {msg}")
+        try:
+            drv.save_screenshot(a.screenshot + ".failed.png")
+        except Exception:
+            pass
     finally:
         drv.quit()
     return 0
