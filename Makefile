@@ -18,7 +18,7 @@ endif
 
 CFLAGS    ?= -g -O2
 CFLAGS    += -Wall -Wextra -Wno-unused-parameter -Werror -std=gnu11 -D_GNU_SOURCE
-LDLIBS    := -lbpf -lelf -lz -lmnl -ljansson -lmicrohttpd
+LDLIBS    := -lbpf -lelf -lz -lmnl -ljansson -lmicrohttpd -lcurl -lpthread
 BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -Wall -Werror -D__TARGET_ARCH_$(ARCH) -Iinclude -Ibpf \
 	      -I/usr/include/$(shell uname -m)-linux-gnu
 
@@ -115,7 +115,13 @@ $(BUILD)/cli/%.o: user/cli/%.c $(FE_HDRS) $(SKEL)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(FE_INC) -c $< -o $@
 
-$(BUILD)/agent/%.o: user/agent/%.c $(FE_HDRS) $(SKEL)
+# The page of the HTTP view (user/agent/view.html), embedded into the binary.
+$(BUILD)/view_page.h: user/agent/view.html $(SETUP_STAMP)
+	$(call msg,GEN,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)xxd -i -n rw_view_page $< > $@
+
+$(BUILD)/agent/%.o: user/agent/%.c $(FE_HDRS) $(SKEL) $(BUILD)/view_page.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(FE_INC) -c $< -o $@

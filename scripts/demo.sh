@@ -25,6 +25,9 @@ RW_WORK=$STATE
 RW_BPFFS=/sys/fs/bpf/runwall-demo
 RW_SOCK=/run/runwall-demo.sock
 RW_DETACH=1 # the listeners and the agent outlive this script
+# The live traffic page: the agent listens on the node's loopback; a forwarder on this machine's
+# loopback (a socket, no interface or route) reaches it, so that a browser here can open it.
+DEMO_PORT=${RW_DEMO_PORT:-9100}
 DEMO_NS=(rwdemo-node rwdemo-svc rwdemo-a rwdemo-b)
 
 bold() { printf '\033[1m%s\033[0m\n' "$*"; }
@@ -54,7 +57,7 @@ down() {
 	for f in "$STATE"/*.pid; do
 		[ -e "$f" ] || continue
 		pid=$(cat "$f")
-		is_ours "$pid" "listener.py\|probe.py\|runwall" && kill "$pid" 2>/dev/null || true
+		is_ours "$pid" "listener.py\|probe.py\|runwall\|netns_forward.py" && kill "$pid" 2>/dev/null || true
 	done
 	# Whatever still runs inside the demo's namespaces was started by this script.
 	for ns in "${DEMO_NS[@]}"; do
@@ -119,8 +122,12 @@ up() {
 	echo "  rwdemo-b  pod 10.1.2.4 on enibbbb0002 (run-9c01, egress open)"
 
 	bold "== the agent (log: $STATE/agent.log)"
-	rw_agent_start --ifprefix eni,vlan -v
+	rw_agent_start --ifprefix eni,vlan -v --listen "127.0.0.1:$DEMO_PORT" --node rwdemo-node
 	rw_agent_wait
+	setsid "$RW_PY" "$ROOT/scripts/netns_forward.py" --listen "127.0.0.1:$DEMO_PORT" \
+		--netns /run/netns/rwdemo-node --to "127.0.0.1:$DEMO_PORT" >"$STATE/forward.log" 2>&1 \
+		</dev/null &
+	echo $! >"$STATE/forward.pid"
 	sleep 0.3
 	rw apply "$policy" | sed 's/^/  /'
 
@@ -143,6 +150,16 @@ up() {
 	trap - ERR
 
 	cli="$RW_RUNWALL --bpffs $RW_BPFFS --socket $RW_SOCK"
+	bold "== the live traffic view: http://127.0.0.1:$DEMO_PORT/"
+	cat <<EOF
+  Open it in a browser on this machine: a graph of the sandboxes and what they tried, and
+  every verdict as it happens. The same agent serves, on the node's loopback:
+    http://127.0.0.1:$DEMO_PORT/metrics                     Prometheus
+    http://127.0.0.1:$DEMO_PORT/api/events?verdict=drop     recent refusals (JSON)
+    http://127.0.0.1:$DEMO_PORT/api/events/stream           the same, live (server-sent events)
+    http://127.0.0.1:$DEMO_PORT/api/graph                   sandboxes, destinations, edges
+  (127.0.0.1:$DEMO_PORT here is forwarded into rwdemo-node by scripts/netns_forward.py.)
+EOF
 	bold "== the demo stays up; explore it"
 	cat <<EOF
   The CLI needs only the pins and the socket, so it runs from the host:

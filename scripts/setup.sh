@@ -6,7 +6,8 @@ set -euo pipefail
 packages=(
 	clang llvm make gcc pkg-config clang-format
 	libbpf-dev bpftool libelf-dev zlib1g-dev
-	libmnl-dev libjansson-dev libmicrohttpd-dev libcmocka-dev
+	libmnl-dev libjansson-dev libmicrohttpd-dev libcmocka-dev libcurl4-openssl-dev xxd
+	chromium chromium-driver python3-selenium prometheus
 	iproute2 iputils-ping netcat-openbsd python3 procps jq util-linux
 	qemu-system-x86 linux-image-amd64 busybox-static cpio xz-utils binutils
 	# make image and its test; the manifest checks (kubectl: from the apt source that carries

@@ -4,7 +4,8 @@
  *   sandboxes.c     sandbox veths: attach, bind pod IPs from /32 routes, forget, full resync
  *   policy_watch.c  the policy file (inotify) and applying snapshots
  *   events.c        the ring buffer's events, fanned out to the socket's subscribers
- *   ctl_server.c    the control socket: status, apply, policy, events, shutdown
+ *   ctl_server.c    the control socket: status, apply, policy, events, requests, shutdown
+ *   view_publish.c  the agent's state handed to the HTTP view (agent_view.c, http.c) on its tick
  */
 #ifndef RUNWALL_AGENT_H
 #define RUNWALL_AGENT_H
@@ -21,6 +22,7 @@
 #include "datapath.h"
 #include "netlink.h"
 #include "policy.h"
+#include "agent_view.h"
 
 #define TICK_MS			50	/* ring buffer drain and subscriber flush period */
 #define MAX_SUBS		64
@@ -86,7 +88,11 @@ struct agent {
 	const char *ifprefix;
 	enum rw_attach_mode attach_mode;
 	int resync_sec;
-	const char *health_addr;
+	struct rw_agent_view_opts view_opts;
+	struct rw_agent_view *view;	/* --listen, --access-request-url: NULL without either */
+	struct rw_metrics_snap msnap;	/* what /metrics needs of the agent */
+	bool view_dirty;		/* something changed: publish the status at the next tick */
+	unsigned int ticks;
 
 	struct rw_policy policy;	/* the snapshot in force, when this agent knows it */
 	bool have_policy;
@@ -160,5 +166,9 @@ void agent_on_client(struct agent *a);
 bool agent_ctl_on_fd(struct agent *a, int fd, __u32 events);
 void agent_ctl_tick(struct agent *a);
 void agent_ctl_close_all(struct agent *a);
+json_t *agent_status_json(struct agent *a);
+
+/* view_publish.c: hand the HTTP view the status, readiness and metrics snapshot. */
+void agent_view_publish(struct agent *a);
 
 #endif /* RUNWALL_AGENT_H */

@@ -15,7 +15,7 @@
 #include "log.h"
 #include "status.h"
 
-static json_t *status_json(struct agent *a)
+json_t *agent_status_json(struct agent *a)
 {
 	char when[40], applied[40];
 	json_t *runs = json_array(), *sbx = json_array(), *o;
@@ -180,7 +180,7 @@ static void client_request(struct agent *a, int i)
 	body = nl + 1;
 	body_len = c->len - (size_t)(body - c->buf);
 	if (!strcmp(verb, "status")) {
-		reply = status_json(a);
+		reply = agent_status_json(a);
 	} else if (!strcmp(verb, "apply")) {
 		reply = NULL;
 		agent_apply(a, body, body_len, arg && *arg ? arg : "<socket>", &reply);
@@ -197,6 +197,8 @@ static void client_request(struct agent *a, int i)
 		client_release(a, i);
 		agent_add_subscriber(a, fd);
 		return;
+	} else if (!strcmp(verb, "requests")) {
+		reply = rw_agent_view_requests(a->view);
 	} else if (!strcmp(verb, "shutdown")) {
 		rw_info("shutdown requested on the control socket; enforcement stays in place");
 		reply = json_pack("{s:b}", "ok", 1);

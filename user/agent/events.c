@@ -41,9 +41,18 @@ int agent_on_event(void *ctx, void *data, size_t size)
 		rw_event_line(ev, NULL, a->mono_to_real, text, sizeof(text));
 		rw_debug("%s", text);
 	}
-	if (!a->n_subs)
+	if (!a->n_subs && !a->view)
 		return 0;
-	o = rw_event_json(ev, a->have_policy ? &a->policy : NULL, a->mono_to_real);
+	/* The view keeps it (with the node and the service at the peer) and may raise a
+	 * network-access request; the subscribers get the same JSON.
+	 */
+	o = a->view ? rw_agent_view_event(a->view, ev, a->have_policy ? &a->policy : NULL,
+					  a->mono_to_real) :
+		      rw_event_json(ev, a->have_policy ? &a->policy : NULL, a->mono_to_real);
+	if (!a->n_subs) {
+		json_decref(o);
+		return 0;
+	}
 	line = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
 	if (!line)

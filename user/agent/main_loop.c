@@ -22,7 +22,8 @@
 #include "commands.h"
 #include "ctl.h"
 #include "eventfmt.h"
-#include "health.h"
+#include "access_requests.h"
+#include "http.h"
 #include "log.h"
 #include "parse.h"
 
@@ -103,6 +104,8 @@ static int agent_run(struct agent *a)
 		for (int i = 0; i < n; i++) {
 			int fd = evs[i].data.fd;
 
+			if (fd != a->tick_fd)
+				a->view_dirty = true;
 			if (fd == a->listen_fd) {
 				agent_on_client(a);
 			} else if (fd == nl_fd) {
@@ -131,6 +134,8 @@ static int agent_run(struct agent *a)
 				}
 				if (a->links_dirty)
 					agent_full_resync(a);
+				if (a->view && (a->view_dirty || ++a->ticks % (1000 / TICK_MS) == 0))
+					agent_view_publish(a);
 			} else if (fd == a->resync_fd) {
 				struct timespec ts;
 
@@ -168,6 +173,7 @@ static int agent_run(struct agent *a)
 #define MAX_RESYNC_SEC	86400
 #define MAX_EVENT_RATE	1000000
 #define MAX_CT_FLOWS	(1u << 30)
+#define MAX_REQUEST_QUEUE (RW_ACCESS_KEYS_MAX / 2)
 
 static const char agent_options[] =
 	"  --policy FILE          snapshot to apply at start and whenever it changes\n"
@@ -178,7 +184,14 @@ static const char agent_options[] =
 	"                         each (default 200/400; 0: no limit)\n"
 	"  --ct-per-sandbox N     flows one sandbox may track (default 8192; new tables)\n"
 	"  --ct-node N            flows all sandboxes may track together (default 1048576)\n"
-	"  --health ADDR:PORT     serve /healthz and /readyz over HTTP\n"
+	"  --listen ADDR:PORT     HTTP: /healthz, /readyz, /metrics, /api/..., the page (PORT\n"
+	"                         alone: 127.0.0.1; any other address needs --http-token-file)\n"
+	"  --http-token-file FILE bearer token the HTTP API requires (not /healthz, /readyz)\n"
+	"  --events N             recent events kept in memory for the API (default 10000)\n"
+	"  --node NAME            this node's name in events and requests (default: host name)\n"
+	"  --access-request-url URL  POST a network-access request for the first not-allowlisted\n"
+	"                         refusal of each run, generation, destination, port, protocol\n"
+	"  --access-request-queue N  requests waiting to be sent at most (default 256)\n"
 	"  -v, --verbose          more log lines (-vv: libbpf's debug too)\n";
 
 static int cmd_agent(int argc, char **argv)
@@ -191,7 +204,13 @@ static int cmd_agent(int argc, char **argv)
 		{ "event-rate", required_argument, NULL, 'e' },
 		{ "ct-per-sandbox", required_argument, NULL, 'C' },
 		{ "ct-node", required_argument, NULL, 'N' },
-		{ "health", required_argument, NULL, 'H' },
+		{ "listen", required_argument, NULL, 'H' },
+		{ "health", required_argument, NULL, 'H' },	/* the old name of --listen */
+		{ "http-token-file", required_argument, NULL, 'T' },
+		{ "events", required_argument, NULL, 'E' },
+		{ "node", required_argument, NULL, 'n' },
+		{ "access-request-url", required_argument, NULL, 'U' },
+		{ "access-request-queue", required_argument, NULL, 'Q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{}
@@ -199,7 +218,8 @@ static int cmd_agent(int argc, char **argv)
 	struct agent a = { .ifprefix = "eni,vlan", .resync_sec = 10, .listen_fd = -1,
 			   .inotify_fd = -1, .epfd = -1, .tick_fd = -1, .resync_fd = -1,
 			   .sig_fd = -1 };
-	struct rw_health *health = NULL;
+	char node[RW_NODE_LEN] = "", verr[400];
+	bool vusage;
 	static const char *const attach_modes[] = {
 		[RW_ATTACH_AUTO] = "auto", [RW_ATTACH_TCX] = "tcx", [RW_ATTACH_TC] = "tc"
 	};
@@ -250,7 +270,31 @@ static int cmd_agent(int argc, char **argv)
 			*(c == 'C' ? &ct_sbx : &ct_node) = v;
 			break;
 		case 'H':
-			a.health_addr = optarg;
+			a.view_opts.listen = optarg;
+			break;
+		case 'T':
+			a.view_opts.token_file = optarg;
+			break;
+		case 'n':
+			if (!*optarg || strlen(optarg) >= sizeof(node))
+				return rw_fail(RW_EXIT_USAGE, "agent: --node '%s': expected 1 to %zu "
+					       "characters", optarg, sizeof(node) - 1);
+			snprintf(node, sizeof(node), "%s", optarg);
+			break;
+		case 'U':
+			a.view_opts.request_url = optarg;
+			break;
+		case 'E':
+			if (rw_parse_uint(optarg, RW_EVSTORE_MAX, &v) || v < 1)
+				return rw_fail(RW_EXIT_USAGE, "agent: --events '%s': expected 1 to %d",
+					       optarg, RW_EVSTORE_MAX);
+			a.view_opts.events = v;
+			break;
+		case 'Q':
+			if (rw_parse_uint(optarg, MAX_REQUEST_QUEUE, &v) || v < 1)
+				return rw_fail(RW_EXIT_USAGE, "agent: --access-request-queue '%s': "
+					       "expected 1 to %d", optarg, MAX_REQUEST_QUEUE);
+			a.view_opts.request_queue = v;
 			break;
 		case 'h':
 			rw_cmd_help(&rw_cmd_agent, stdout);
@@ -261,6 +305,19 @@ static int cmd_agent(int argc, char **argv)
 	}
 	if (optind < argc)
 		return rw_cmd_usage_error(&rw_cmd_agent, "unexpected argument '%s'", argv[optind]);
+	if (a.view_opts.token_file && !a.view_opts.listen)
+		return rw_fail(RW_EXIT_USAGE, "agent: --http-token-file needs --listen");
+	if (!node[0] && gethostname(node, sizeof(node) - 1))
+		snprintf(node, sizeof(node), "node");
+	a.view_opts.node = node;
+	if (a.view_opts.listen) {
+		struct rw_http_opts ho = { .listen = a.view_opts.listen,
+					   .token_file = a.view_opts.token_file,
+					   .flag = "agent: --listen" };
+
+		if (rw_http_check(&ho, verr, sizeof(verr)))
+			return rw_fail(RW_EXIT_USAGE, "%s", verr);
+	}
 
 	a.mono_to_real = rw_mono_to_real_offset();
 	err = rw_datapath_load(&a.dp, rw_g.bpffs, 0, msg, sizeof(msg));
@@ -325,17 +382,26 @@ static int cmd_agent(int argc, char **argv)
 				strerror(-a.inotify_fd));
 		agent_load_policy_file(&a, true);
 	}
-	if (a.health_addr) {
-		health = rw_health_start(a.health_addr, &a.dp);
-		if (!health)
+	if (a.view_opts.listen || a.view_opts.request_url) {
+		a.view = rw_agent_view_start(&a.view_opts, &a.dp, verr, sizeof(verr), &vusage);
+		if (!a.view) {
+			ret = rw_fail(vusage ? RW_EXIT_USAGE : RW_EXIT_REFUSED, "%s", verr);
 			goto cleanup;
+		}
+		agent_view_publish(&a);
+		if (a.view_opts.listen)
+			rw_info("HTTP on %s: the page at /, the API under /api, /metrics, /healthz, "
+				"/readyz%s", a.view_opts.listen, a.view_opts.token_file ?
+				" (bearer token required but for /healthz and /readyz)" : "");
+		if (a.view_opts.request_url)
+			rw_info("network-access requests to %s", a.view_opts.request_url);
 	}
 	rw_info("agent running: %zu sandbox veths (prefix %s), socket %s", a.n_sbx, a.ifprefix,
 		rw_g.socket);
 	ret = agent_run(&a) ? RW_EXIT_REFUSED : RW_EXIT_OK;
 
 cleanup:
-	rw_health_stop(health);
+	rw_agent_view_stop(a.view);
 	while (a.n_subs)
 		agent_sub_close(&a, 0);
 	if (a.listen_fd >= 0) {
@@ -365,7 +431,9 @@ const struct rw_cmd rw_cmd_agent = {
 	.name = "agent",
 	.summary = "run the node agent (the DaemonSet's process)",
 	.grammar = "agent [--policy FILE] [--ifprefix LIST] [--attach-mode auto|tcx|tc] "
-		   "[--resync SECONDS] [--event-rate N[/BURST]] [--health ADDR:PORT] [-v]",
+		   "[--resync SECONDS] [--event-rate N[/BURST]] [--ct-per-sandbox N] [--ct-node N] "
+		   "[--listen ADDR:PORT] [--http-token-file FILE] [--events N] [--node NAME] "
+		   "[--access-request-url URL] [--access-request-queue N] [-v]",
 	.options = agent_options,
 	.func = cmd_agent,
 };

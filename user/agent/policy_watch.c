@@ -73,6 +73,7 @@ int agent_apply(struct agent *a, const char *buf, size_t len, const char *source
 				    RW_STATE_READY(cfg.state) ? RW_STATE_REVISION(cfg.state) : 0,
 				    &next, &perr);
 	if (ret) {
+		a->msnap.applies_refused++;
 		rw_warn("refused snapshot: %s", perr.text);
 		snprintf(a->last_error, sizeof(a->last_error), "%s", perr.text);
 		*reply = json_pack("{s:b, s:s, s:i, s:i}", "ok", 0, "error", perr.text, "line",
@@ -84,6 +85,7 @@ int agent_apply(struct agent *a, const char *buf, size_t len, const char *source
 		char msg[700];
 
 		snprintf(msg, sizeof(msg), "%s: %s", source, err);
+		a->msnap.applies_refused++;
 		rw_warn("refused snapshot: %s", msg);
 		snprintf(a->last_error, sizeof(a->last_error), "%s", msg);
 		*reply = json_pack("{s:b, s:s}", "ok", 0, "error", msg);
@@ -108,6 +110,8 @@ int agent_apply(struct agent *a, const char *buf, size_t len, const char *source
 	a->have_policy = true;
 	keep_text(a, buf, len, source);
 	a->last_apply = res;
+	rw_metrics_apply(&a->msnap, res.total_ms / 1000.0);
+	a->view_dirty = true;
 	a->applied_at = rw_now_real_ns();
 	if (!res.previous && !a->ready_since)
 		a->ready_since = a->applied_at;
@@ -154,6 +158,7 @@ void agent_load_policy_file(struct agent *a, bool at_start)
 	rw_config_read(&a->dp, &cfg);
 	in_force = RW_STATE_READY(cfg.state) ? RW_STATE_REVISION(cfg.state) : 0;
 	if (rw_policy_parse(buf, len, a->policy_path, &p, &perr)) {
+		a->msnap.applies_refused++;
 		rw_warn("refused snapshot: %s", perr.text);
 		snprintf(a->last_error, sizeof(a->last_error), "%s", perr.text);
 		return;

@@ -28,6 +28,8 @@ static const struct rw_cmd *const commands[] = {
 	&rw_cmd_counters,
 	&rw_cmd_drops,
 	&rw_cmd_explain,
+	&rw_cmd_requests,
+	&rw_cmd_view,
 	&rw_cmd_detach,
 };
 

@@ -1,0 +1,435 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+# test_view.sh: the live traffic view, against the real agent on a test node made of network
+# namespaces (tests/netns/lib.sh): its HTTP API, /metrics, network-access requests, the page in
+# a headless Chromium, and `runwall view` merging two agents.
+#
+#   tests/netns/test_view.sh BUILD_DIR
+#
+# TAP output. The checks, in the order they run:
+#   flags      a non-loopback --listen without a token is refused before anything is set up
+#   health     /healthz, /readyz (ready: a snapshot enforced, every sandbox veth attached)
+#   api        known traffic (refusals of every kind, allowed flows, inbound), then /api/events
+#              with every filter, since and limit, /api/status, /api/graph with service names
+#   metrics    promtool check metrics; node and per-run packets and bytes equal the kernel's
+#              (`runwall counters -j`) and the attempts sent
+#   requests   one POST per (run, destination, port, protocol) to a real receiver, none for
+#              metadata, private or DNS; dedup; the receiver down then back (nothing lost within
+#              the queue bound, the overflow counted); /api/requests and `runwall requests`
+#   sse        a new refusal arrives on the stream; resuming with Last-Event-ID loses nothing
+#   bad        unknown paths, bad and oversized queries, other methods: the right 4xx
+#   hostile    100 idle connections and clients that never read: the agent still serves & drains
+#   token      a second agent on a non-loopback address: no/wrong token 401, /healthz open
+#   view       `runwall view` merges both agents, tags events with their node, reconnects after
+#              an agent restart
+#   browser    headless Chromium: refusals in the table and the graph with reason and run,
+#              filters, pause, reconnection after an agent restart; a screenshot in BUILD/
+#   run-ends   a run removed from the snapshot leaves /metrics
+#
+# Everything lives in namespaces named rwv<pid>-*, pins in /sys/fs/bpf/rwtest-view{,2}-<pid>,
+# sockets /run/rwtest-view{,2}-<pid>.sock, files in /tmp/rwtest-view-<pid>.*; HTTP listens only
+# inside the node namespace. All of it is removed on exit (RW_KEEP=1 keeps the files).
+set -Eeuo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+BUILD=${1:-build}
+case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
+
+# shellcheck source=tests/netns/lib.sh
+source "$HERE/lib.sh"
+
+ID=$$
+rw_names "rwv$ID-"
+RW_RUNWALL=$BUILD/runwall
+RW_BPFFS=/sys/fs/bpf/rwtest-view-$ID
+RW_SOCK=/run/rwtest-view-$ID.sock
+BPFFS2=/sys/fs/bpf/rwtest-view2-$ID
+SOCK2=/run/rwtest-view2-$ID.sock
+RW_WORK=$(mktemp -d "/tmp/rwtest-view-$ID.XXXXXX")
+VC="$HERE/view_check.py"
+POLICY_DEFAULT=$ROOT/manifests/policy-default.json
+PROMTOOL=${PROMTOOL:-/usr/bin/promtool}
+SCREENSHOT=$BUILD/view-screenshot.png
+
+A_IF=eniaaaa0001 A_IP=10.1.2.3 A_RUN=run-7f3a
+B_IF=enibbbb0002 B_IP=10.1.2.4 B_RUN=run-9c01
+C_IF=vlancccc0003 C_IP=10.1.2.5 C_RUN=run-c0de
+API=http://127.0.0.1:9100
+API2=http://$RW_NODE_LINK:9101
+VIEW=http://127.0.0.1:9180
+RECV_PORT=9300
+INET=93.184.216.34
+
+exec 3>&1
+T=0
+FAILED=0
+ok() {
+	T=$((T + 1))
+	echo "ok $T - $*" >&3
+}
+not_ok() {
+	T=$((T + 1))
+	FAILED=$((FAILED + 1))
+	echo "not ok $T - $*" >&3
+}
+diag() { echo "# $*" >&3; }
+check() {
+	local what=$1
+	shift
+	if "$@"; then ok "$what"; else not_ok "$what"; fi
+}
+section() { echo "# ---- $*" >&3; }
+
+# vc SUBCOMMAND ARGS...: view_check.py in the node namespace, its PASS/FAIL lines numbered. With
+# nsenter (network namespace only), not `ip netns exec`, whose private /sys hides the bpffs from
+# the agent the browser test restarts.
+vc() {
+	local out=$RW_WORK/vc.out st what why
+	if ! rw_node_exec "$RW_PY" "$VC" "$@" >"$out" 2>"$out.err"; then
+		not_ok "view_check.py $1 failed"
+		grep -Ev '^#[0-9]+ 0x|^\s*$' "$out.err" | tail -n 20 | sed 's/^/#   /' >&3
+	fi
+	while IFS=$'\t' read -r st what why; do
+		case "$st" in
+		PASS) ok "$what" ;;
+		FAIL)
+			not_ok "$what"
+			[ -z "$why" ] || diag "    $why"
+			;;
+		NOTE) diag "$what" ;;
+		esac
+	done <"$out"
+}
+# vcq SUBCOMMAND ARGS...: view_check.py in the node namespace, exit status only.
+vcq() { rw_node_exec "$RW_PY" "$VC" "$@" >/dev/null 2>&1; }
+http_get() { rw_node_exec "$RW_PY" "$VC" get "$@"; }
+
+AGENT2_PID= VIEW_PID= RECV_PID=
+cleanup() {
+	local rc=$?
+	trap - ERR
+	if [ "$FAILED" -ne 0 ] || [ "$rc" -ne 0 ]; then
+		diag "agent log (last 30 lines):"
+		grep -Ev ' debug [0-9]{4}-' "$RW_WORK/agent.log" 2>/dev/null | tail -n 30 | sed 's/^/#   /' >&3 || true
+		diag "view log (last 10 lines):"
+		tail -n 10 "$RW_WORK/view.log" 2>/dev/null | sed 's/^/#   /' >&3 || true
+	fi
+	# The browser test restarts the agent: the pid file has the one running now.
+	[ -s "$RW_WORK/agent.pid" ] && RW_AGENT_PID=$(cat "$RW_WORK/agent.pid")
+	rw_node_down
+	rm -rf "$BPFFS2" "$SOCK2"
+	if [ "${RW_KEEP:-0}" = 1 ]; then
+		echo "# RW_KEEP=1: logs left in $RW_WORK" >&3
+	else
+		rm -rf "$RW_WORK"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+trap 'not_ok "aborted at line $LINENO: $BASH_COMMAND"; echo "1..$T" >&3' ERR
+
+# attempt FROM tcp|udp DST PORT: one attempt, under the SYN RTO (one SYN when refused).
+attempt() {
+	rw_probe "$1" "$2" "$3" "$4" --timeout "$(rw_scale 0.5)" >/dev/null || true
+}
+# The same as a shell command, for view_check.py to run (it runs in the node namespace).
+attempt_cmd() {
+	echo "ip netns exec ${RW_SB_NS[$1]} $RW_PY $RW_PROBE $2 $3 $4 --timeout $(rw_scale 0.5)"
+}
+
+for tool in "$RW_PY" jq nsenter ip "$PROMTOOL" /usr/bin/chromium /usr/bin/chromedriver; do
+	command -v "$tool" >/dev/null || {
+		not_ok "precondition: $tool is installed"
+		echo "1..$T"
+		exit 1
+	}
+done
+"$RW_PY" -c 'import selenium' 2>/dev/null || {
+	not_ok "precondition: python3-selenium is installed"
+	echo "1..$T"
+	exit 1
+}
+mount | grep -q ' /sys/fs/bpf type bpf' || mount -t bpf bpf /sys/fs/bpf
+
+section "test node: namespaces ${RW_PREFIX}*"
+rw_node_up
+rw_sandbox_add a "$A_IF" "$A_IP"
+rw_sandbox_add b "$B_IF" "$B_IP"
+rw_sandbox_add c "$C_IF" "$C_IP"
+cp "$POLICY_DEFAULT" "$RW_WORK/policy.json"
+jq '.runs = [{"id": "run-c0de", "pods": ["10.1.2.5"]}]' "$POLICY_DEFAULT" >"$RW_WORK/policy2.json"
+head -c 24 /dev/urandom | base64 | tr -d '/+=' >"$RW_WORK/token"
+TOKEN=$(cat "$RW_WORK/token")
+
+# ---- flags -------------------------------------------------------------------------------------
+
+section "flags"
+rc=0
+rw_node_exec "$RW_RUNWALL" --bpffs "$RW_BPFFS" --socket "$RW_SOCK" agent --listen "$RW_NODE_LINK:9109" \
+	>"$RW_WORK/flag.out" 2>&1 || rc=$?
+check "agent --listen on a non-loopback address without --http-token-file: exit 2" test "$rc" = 2
+check "... saying why" grep -q "an address other than loopback needs --http-token-file" "$RW_WORK/flag.out"
+check "... before pinning anything" test ! -e "$RW_BPFFS"
+rc=0
+rw_node_exec "$RW_RUNWALL" --bpffs "$RW_BPFFS" --socket "$RW_SOCK" agent --listen 127.0.0.1:99999 \
+	>"$RW_WORK/flag.out" 2>&1 || rc=$?
+check "agent --listen 127.0.0.1:99999: exit 2 (bad port)" test "$rc" = 2
+
+# ---- the agent, the receiver -------------------------------------------------------------------
+
+section "agent with --listen and --access-request-url"
+start_receiver() {
+	rm -f "$RW_WORK/recv.ready"
+	rw_bg "$RW_WORK/recv.log" ip netns exec "$RW_NODE" "$RW_PY" "$VC" receiver --port "$RECV_PORT" \
+		--out "$RW_WORK/requests.jsonl" --ready "$RW_WORK/recv.ready"
+	RECV_PID=$RW_LAST_PID
+	rw_wait_file "$RW_WORK/recv.ready"
+}
+start_receiver
+touch "$RW_WORK/requests.jsonl"
+AGENT_ARGS=(--ifprefix eni --policy "$RW_WORK/policy.json" --listen 127.0.0.1:9100 --node node-a
+	--access-request-url "http://127.0.0.1:$RECV_PORT/requests" --access-request-queue 4)
+rw_agent_start "${AGENT_ARGS[@]}"
+rw_agent_wait
+check "/readyz: 200 once the snapshot is enforced and both veths are attached" \
+	vcq wait-ready "$API/readyz" --timeout 10
+check "/readyz says so" grep -q "^ready revision 1, 2 sandbox veths attached" <(http_get "$API/readyz" | tail -n +2)
+check "/healthz: 200 ok" test "$(http_get "$API/healthz" | tr '\n' ' ')" = "200 ok  "
+
+# ---- known traffic -----------------------------------------------------------------------------
+
+section "api: known traffic"
+for port in 443 443 443 8443; do attempt a tcp "$INET" "$port"; done
+attempt a udp "$INET" 443
+attempt a tcp 169.254.169.254 80
+attempt a tcp 10.0.5.5 443
+attempt a udp 172.20.0.53 53
+attempt a tcp 172.20.0.10 443
+attempt b tcp "$INET" 443
+attempt b tcp 10.0.5.5 443
+attempt b tcp 169.254.169.254 80
+rw_probe svc tcp "$A_IP" 4096 --src 172.20.0.12 --timeout "$(rw_scale 0.5)" >/dev/null || true
+rw_probe svc tcp "$A_IP" 22 --src 172.20.0.12 --timeout "$(rw_scale 0.5)" >/dev/null || true
+rw_sleep 0.5
+
+cat >"$RW_WORK/events.spec" <<EOF
+{"present": [
+  {"run": "$A_RUN", "verdict": "drop", "reason": "not-allowlisted", "dst": "$INET", "dport": 443, "proto": "tcp", "node": "node-a"},
+  {"run": "$A_RUN", "verdict": "drop", "reason": "not-allowlisted", "dst": "$INET", "dport": 443, "proto": "udp"},
+  {"run": "$A_RUN", "verdict": "drop", "reason": "metadata", "dst": "169.254.169.254", "dport": 80},
+  {"run": "$A_RUN", "verdict": "drop", "reason": "private-destination", "dst": "10.0.5.5", "dport": 443},
+  {"run": "$A_RUN", "verdict": "drop", "reason": "dns", "dst": "172.20.0.53", "dport": 53},
+  {"run": "$A_RUN", "verdict": "allow", "reason": "allowed", "dst": "172.20.0.10", "dport": 443, "service": "egress-proxy", "rule": "services[0] egress-proxy"},
+  {"run": "$B_RUN", "verdict": "allow", "reason": "allowed", "dst": "$INET", "dport": 443, "path": "open"},
+  {"run": "$B_RUN", "verdict": "drop", "reason": "metadata", "dst": "169.254.169.254"},
+  {"run": "$A_RUN", "verdict": "allow", "dir": "ingress", "src": "172.20.0.12", "dport": 4096},
+  {"run": "$A_RUN", "verdict": "drop", "reason": "inbound-denied", "dir": "ingress", "src": "172.20.0.12", "dport": 22}
+ ],
+ "counts": [
+  {"run": "$A_RUN", "reason": "not-allowlisted", "dst": "$INET", "dport": 443, "proto": "tcp", "_n": 3},
+  {"run": "$A_RUN", "reason": "not-allowlisted", "_n": 5}
+ ],
+ "filters": [
+  ["run=$B_RUN", "run=$B_RUN"],
+  ["reason=metadata", "reason=metadata"],
+  ["verdict=allow", "verdict=allow"],
+  ["verdict=drop&run=$A_RUN", "verdict=drop"],
+  ["pod=$B_IP", "run=$B_RUN"],
+  ["dst=$INET:8443", "dport=8443"],
+  ["node=node-a", "node=node-a"]
+ ]}
+EOF
+vc events "$API" --expect "$RW_WORK/events.spec"
+
+cat >"$RW_WORK/graph.spec" <<EOF
+{"edges": [
+  {"sandbox": "node-a/$A_RUN/$A_IP", "destination": "$INET", "reasons": {"not-allowlisted": 5}, "ports": ["tcp/443", "tcp/8443", "udp/443"]},
+  {"sandbox": "node-a/$A_RUN/$A_IP", "destination": "169.254.169.254", "reasons": {"metadata": 1}},
+  {"sandbox": "node-a/$A_RUN/$A_IP", "destination": "172.20.0.10", "reasons": {"allowed": 1}, "ports": ["tcp/443"]},
+  {"sandbox": "node-a/$B_RUN/$B_IP", "destination": "$INET", "reasons": {"allowed": 1}},
+  {"sandbox": "node-a/$A_RUN/$A_IP", "destination": "172.20.0.12", "dir": "ingress", "reasons": {"allowed": 1, "inbound-denied": 1}}
+ ],
+ "sandboxes": [{"id": "node-a/$A_RUN/$A_IP", "run": "$A_RUN"}, {"id": "node-a/$B_RUN/$B_IP", "run": "$B_RUN"}],
+ "names": {"172.20.0.10": "egress-proxy", "$INET": ""}}
+EOF
+vc graph "$API" --expect "$RW_WORK/graph.spec"
+
+st=$(http_get "$API/api/status" | tail -n +2)
+check "/api/status: the status JSON (ready, revision 1, both runs, both veths, node)" \
+	jq -e --arg a "$A_IF" '.ok and .ready and .revision == 1 and (.runs | length) == 2 and
+		([.sandboxes[].ifname] | index($a)) != null and .node == "node-a"' <<<"$st" >/dev/null
+
+# ---- metrics -----------------------------------------------------------------------------------
+
+section "metrics"
+rw -j counters >"$RW_WORK/counters.json"
+vc metrics "$API" --counters "$RW_WORK/counters.json" --promtool "$PROMTOOL" --runs "$A_RUN,$B_RUN" \
+	--expect "runwall_run_packets_total{run=\"$A_RUN\",direction=\"egress\",reason=\"not-allowlisted\"}=5" \
+	--expect "runwall_run_packets_total{run=\"$A_RUN\",direction=\"egress\",reason=\"metadata\"}=1" \
+	--expect "runwall_run_packets_total{run=\"$B_RUN\",direction=\"egress\",reason=\"private-destination\"}=1" \
+	--expect "runwall_run_packets_total{run=\"$A_RUN\",direction=\"ingress\",reason=\"inbound-denied\"}=1" \
+	--expect "runwall_policy_revision=1" \
+	--expect "runwall_sandboxes{state=\"enforced\"}=2" \
+	--expect "runwall_policy_apply_duration_seconds_count=1" \
+	--absent "runwall_run_packets_total{run=\"$C_RUN\""
+
+# ---- access requests ---------------------------------------------------------------------------
+
+section "requests: network-access requests"
+n_requests() { wc -l <"$RW_WORK/requests.jsonl"; }
+has_requests() { [ "$(n_requests)" -ge "$1" ]; }
+rw_wait 5 has_requests 3 || true
+check "requests: 3 POSTs, one per not-allowlisted (run, destination, port, protocol)" test "$(n_requests)" = 3
+check "requests: tcp/443, tcp/8443 and udp/443 to $INET, each once, with every field" jq -se --arg run "$A_RUN" --arg dst "$INET" '
+	(map(.body | "\(.destination):\(.port)/\(.protocol)") | sort) == ["\($dst):443/tcp", "\($dst):443/udp", "\($dst):8443/tcp"] and
+	all(.[]; .path == "/requests" and .type == "application/json" and .body.run == $run and
+		.body.generation == 1 and .body.pod == "10.1.2.3" and .body.count >= 1 and
+		(.body.first_seen | test("^20[0-9-]+T")) and .body.reason == "not-allowlisted")' \
+	"$RW_WORK/requests.jsonl" >/dev/null
+check "requests: none for metadata, private, DNS, or the open-mode run's allowed traffic" \
+	jq -se 'all(.[]; .body.destination == "93.184.216.34" and .body.run == "run-7f3a")' "$RW_WORK/requests.jsonl" >/dev/null
+attempt a tcp "$INET" 443
+rw_sleep 0.5
+check "requests: a repeated refusal raises no new request" test "$(n_requests)" = 3
+req=$(http_get "$API/api/requests" | tail -n +2)
+check "/api/requests: the three, sent, with the count so far (4 for tcp/443)" jq -e '
+	(.requests | length) == 3 and all(.requests[]; .state == "sent" and .attempts == 1) and
+	(.requests[] | select(.port == 443 and .protocol == "tcp") | .count) == 4 and
+	.stats.sent == 3 and .stats.pending == 0' <<<"$req" >/dev/null
+requests_table() { rw requests >"$RW_WORK/requests.txt" && grep -q "$INET:8443/tcp .*sent" "$RW_WORK/requests.txt"; }
+requests_json() { rw -j requests | jq -e '.ok and (.requests | length) == 3' >/dev/null; }
+check "runwall requests: a table of them" requests_table
+check "runwall -j requests: the same list" requests_json
+
+# The receiver goes down; 6 new destinations are refused with a queue of 4: 4 wait, 2 overflow.
+kill "$RECV_PID"
+wait "$RECV_PID" 2>/dev/null || true
+for port in 5001 5002 5003 5004 5005 5006; do attempt a tcp "$INET" "$port"; done
+pending_is() { http_get "$API/api/requests" | tail -n +2 | jq -e ".stats.pending == $1 and .stats.retries >= 1" >/dev/null; }
+check "requests: receiver down: 4 pending and retried, 2 over the queue bound dropped" \
+	rw_wait 5 pending_is 4
+check "requests: the overflow is counted (/api/requests and /metrics)" bash -c "
+	nsenter --net=/run/netns/$RW_NODE $RW_PY $VC get $API/api/requests | tail -n +2 | jq -e '.stats.dropped == 2' >/dev/null &&
+	nsenter --net=/run/netns/$RW_NODE $RW_PY $VC get $API/metrics | grep -qx 'runwall_access_requests_total{outcome=\"dropped\"} 2'"
+start_receiver
+rw_wait 15 has_requests 7 || true
+check "requests: receiver back: the 4 queued ones arrive, in order, nothing lost within the bound" \
+	jq -se '[.[3:][] | .body.port] == [5001, 5002, 5003, 5004]' "$RW_WORK/requests.jsonl" >/dev/null
+
+# ---- SSE ---------------------------------------------------------------------------------------
+
+section "sse: the stream"
+vc sse "$API" --trigger "$(attempt_cmd a tcp "$INET" 7001)" \
+	--trigger2 "$(attempt_cmd a tcp "$INET" 7002); $(attempt_cmd a tcp "$INET" 7003)" \
+	--want "{\"run\": \"$A_RUN\", \"dport\": 7001, \"reason\": \"not-allowlisted\"}" --min-missed 2
+vc sse "$API" --query "reason=not-allowlisted" --trigger "$(attempt_cmd a tcp "$INET" 7004); $(attempt_cmd a tcp 169.254.169.254 80)" \
+	--trigger2 "$(attempt_cmd a tcp 169.254.169.254 80); $(attempt_cmd a tcp "$INET" 7005)" \
+	--want "{\"run\": \"$A_RUN\", \"dport\": 7004}" --min-missed 1
+
+# ---- bad input ---------------------------------------------------------------------------------
+
+section "bad: bad requests get the right 4xx"
+vc bad "$API"
+section "hostile: idle and stalled clients"
+vc hostile "$API" --trigger "$(attempt_cmd a tcp "$INET" 7100)" \
+	--want "{\"run\": \"$A_RUN\", \"dport\": 7100, \"reason\": \"not-allowlisted\"}"
+check "the agent survived all of it" kill -0 "$RW_AGENT_PID"
+
+# ---- a second agent, with a token, and `runwall view` --------------------------------------------
+
+section "token: a second agent on $RW_NODE_LINK:9101"
+start_agent2() {
+	rw_bg "$RW_WORK/agent2.log" nsenter "--net=/run/netns/$RW_NODE" -- "$RW_RUNWALL" --bpffs "$BPFFS2" \
+		--socket "$SOCK2" agent --ifprefix vlan --policy "$RW_WORK/policy2.json" \
+		--listen "$RW_NODE_LINK:9101" --http-token-file "$RW_WORK/token" --node node-b
+	AGENT2_PID=$RW_LAST_PID
+}
+start_agent2
+check "second agent: /readyz 200 without a token" vcq wait-ready "$API2/readyz" --timeout 10
+vc token "$API2" --token "$TOKEN"
+attempt c tcp "$INET" 443
+attempt c tcp 169.254.169.254 80
+
+section "view: runwall view --agent $API --agent $API2"
+rw_bg "$RW_WORK/view.log" nsenter "--net=/run/netns/$RW_NODE" -- "$RW_RUNWALL" view --agent "$API" \
+	--agent "$API2" --token-file "$RW_WORK/token" --listen 127.0.0.1:9180
+VIEW_PID=$RW_LAST_PID
+check "view: /readyz 200 once both agents are connected" vcq wait-ready "$VIEW/readyz" --timeout 10
+vc merged "$VIEW" --nodes node-a,node-b \
+	--want "{\"node\": \"node-b\", \"run\": \"$C_RUN\", \"reason\": \"metadata\"}" \
+	--want "{\"node\": \"node-a\", \"run\": \"$A_RUN\", \"reason\": \"not-allowlisted\", \"dport\": 8443}"
+check "view: the page is served" bash -c "nsenter --net=/run/netns/$RW_NODE $RW_PY $VC get $VIEW/ | grep -q '<title>runwall: live traffic</title>'"
+req=$(http_get "$VIEW/api/requests" | tail -n +2)
+check "view: /api/requests merges the agents' (tagged node-a)" \
+	jq -e '(.requests | length) >= 7 and all(.requests[]; .node == "node-a")' <<<"$req" >/dev/null
+# The second agent restarts: the view reconnects and follows the new one.
+kill "$AGENT2_PID"
+wait "$AGENT2_PID" 2>/dev/null || true
+start_agent2
+vcq wait-ready "$API2/readyz" --timeout 10 || true
+since=$(http_get "$VIEW/api/events" | tail -n +2 | jq .cursor)
+attempt c tcp "$INET" 9443
+check "view: after the second agent restarts, its new refusals arrive (reconnected)" \
+	vcq wait-event "$VIEW" --since "$since" --timeout 10 --want "{\"node\": \"node-b\", \"dport\": 9443}"
+
+# ---- the browser -------------------------------------------------------------------------------
+
+section "browser: headless Chromium on $API/"
+# Background traffic while the page is open: refusals of several kinds, allowed flows.
+cat >"$RW_WORK/traffic.sh" <<EOF
+#!/bin/sh
+while :; do
+	$(attempt_cmd a tcp "$INET" 443) >/dev/null 2>&1
+	$(attempt_cmd a tcp 169.254.169.254 80) >/dev/null 2>&1
+	$(attempt_cmd a tcp 172.20.0.10 443) >/dev/null 2>&1
+	$(attempt_cmd b tcp 10.0.5.5 443) >/dev/null 2>&1
+	$(attempt_cmd b tcp "$INET" 443) >/dev/null 2>&1
+	sleep 0.3
+done
+EOF
+chmod +x "$RW_WORK/traffic.sh"
+rw_bg /dev/null "$RW_WORK/traffic.sh"
+TRAFFIC_PID=$RW_LAST_PID
+# The agent's restart, for the page to reconnect: the new pid goes to agent.pid (cleanup reads it).
+cat >"$RW_WORK/restart.sh" <<EOF
+#!/bin/sh
+pid=\$(cat "$RW_WORK/agent.pid")
+kill -TERM "\$pid"
+while kill -0 "\$pid" 2>/dev/null; do sleep 0.05; done
+nsenter --net=/run/netns/$RW_NODE -- "$RW_RUNWALL" --bpffs "$RW_BPFFS" --socket "$RW_SOCK" agent $(printf '%q ' "${AGENT_ARGS[@]}") >>"$RW_WORK/agent.log" 2>&1 </dev/null &
+echo \$! >"$RW_WORK/agent.pid"
+EOF
+chmod +x "$RW_WORK/restart.sh"
+mkdir -p "$RW_WORK/chromium"
+rm -f "$SCREENSHOT"
+vc browser "$API" --screenshot "$SCREENSHOT" --profile "$RW_WORK/chromium" \
+	--trigger "$(attempt_cmd a tcp "$INET" 8443)" \
+	--row "$A_RUN,not-allowlisted,$INET" --row "$A_RUN,metadata,169.254.169.254" \
+	--row "$B_RUN,private-destination,10.0.5.5" \
+	--edge "$A_RUN,$INET,not-allowlisted,#c0392b" --edge "$A_RUN,169.254.169.254,metadata,#c0392b" \
+	--edge "$B_RUN,$INET,allowed,#1e8449" \
+	--restart "$RW_WORK/restart.sh"
+RW_AGENT_PID=$(cat "$RW_WORK/agent.pid")
+kill "$TRAFFIC_PID" 2>/dev/null || true
+wait "$TRAFFIC_PID" 2>/dev/null || true
+check "browser: a screenshot was saved ($SCREENSHOT)" test -s "$SCREENSHOT"
+pkill_ok=1
+for pid in $(pgrep -f "user-data-dir=$RW_WORK/chromium" || true); do pkill_ok=0; done
+check "browser: no Chromium left running" test "$pkill_ok" = 1
+
+# ---- a run ends ----------------------------------------------------------------------------------
+
+section "run-ends: a run removed from the snapshot leaves /metrics"
+rw_agent_wait
+vcq wait-ready "$API/readyz" --timeout 10 || true
+jq '.revision = 2 | .runs |= map(select(.id != "run-9c01"))' "$POLICY_DEFAULT" >"$RW_WORK/policy.next"
+mv "$RW_WORK/policy.next" "$RW_WORK/policy.json"
+rev2() { http_get "$API/metrics" | grep -qx 'runwall_policy_revision 2'; }
+check "the new snapshot (revision 2) is in force" rw_wait 5 rev2
+gone() { ! http_get "$API/metrics" | grep -q "run=\"$B_RUN\""; }
+check "/metrics: no series of $B_RUN any more (its run ended)" rw_wait 3 gone
+check "/metrics: $A_RUN still there" bash -c "nsenter --net=/run/netns/$RW_NODE $RW_PY $VC get $API/metrics | grep -q 'run=\"$A_RUN\"'"
+
+echo "1..$T"
+[ "$FAILED" -eq 0 ]

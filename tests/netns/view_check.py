@@ -1,0 +1,708 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+"""view_check.py: the HTTP side of tests/netns/test_view.sh (standard library, plus selenium
+for the browser). Each check prints lines "PASS<TAB>what" or "FAIL<TAB>what<TAB>why" (the
+suite numbers them), or "NOTE<TAB>text".
+
+  view_check.py get URL [--token T] [--method M]   print "STATUS" then the body
+  view_check.py wait-ready URL --timeout S           until GET URL answers 200
+  view_check.py receiver --port P --out F --ready F  an access-request receiver: each POST body
+                                                     one JSON line in F; answers 204
+  view_check.py events BASE --expect SPEC.json       /api/events and its filters against SPEC
+  view_check.py graph BASE --expect SPEC.json        /api/graph against SPEC
+  view_check.py metrics BASE --counters C.json --promtool PATH [--runs R,...]
+  view_check.py sse-first BASE --out F --trigger-file T   follow the stream; record events
+  view_check.py sse BASE --wait-id ...               (see the subcommands)
+  view_check.py bad BASE [--token T]                 bad requests: the right 4xx
+  view_check.py hostile BASE                         100 idle connections and a client that
+                                                     never reads, while the API still answers
+  view_check.py browser BASE --screenshot F ...      headless Chromium on the page
+"""
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+SCALE = float(os.environ.get("RW_WAIT_SCALE", "1"))
+
+
+def out(status, what, why=""):
+    print(f"{status}\t{what}\t{why}".rstrip("\t"), flush=True)
+
+
+def check(cond, what, why=""):
+    out("PASS" if cond else "FAIL", what, "" if cond else why)
+    return cond
+
+
+def http(url, token=None, method="GET", headers=None, timeout=5):
+    req = urllib.request.Request(url, method=method)
+    if token:
+        req.add_header("Authorization", "Bearer " + token)
+    for k, v in (headers or {}).items():
+        req.add_header(k, v)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout * SCALE) as r:
+            return r.status, r.read().decode(), dict(r.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(), dict(e.headers)
+
+
+def get_json(url, token=None):
+    st, body, _ = http(url, token)
+    if st != 200:
+        raise RuntimeError(f"{url}: HTTP {st}: {body[:200]}")
+    return json.loads(body)
+
+
+# ---- get, wait-ready ----
+
+def cmd_get(a):
+    st, body, _ = http(a.url, a.token, a.method)
+    print(st)
+    print(body)
+
+
+def cmd_wait_ready(a):
+    end = time.time() + a.timeout * SCALE
+    while time.time() < end:
+        try:
+            if http(a.url, timeout=1)[0] == 200:
+                return 0
+        except OSError:
+            pass
+        time.sleep(0.1)
+    print(f"{a.url}: not 200 within {a.timeout}s", file=sys.stderr)
+    return 1
+
+
+# ---- the access-request receiver ----
+
+def cmd_receiver(a):
+    lock = threading.Lock()
+
+    class H(BaseHTTPRequestHandler):
+        def do_POST(self):
+            n = int(self.headers.get("Content-Length", "0"))
+            body = self.rfile.read(n)
+            with lock, open(a.out, "a") as f:
+                f.write(json.dumps({"path": self.path,
+                                    "type": self.headers.get("Content-Type"),
+                                    "body": json.loads(body)}) + "\n")
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", a.port), H)
+    with open(a.ready, "w") as f:
+        f.write("ready\n")
+    srv.serve_forever()
+
+
+# ---- /api/events ----
+
+def events(base, query=""):
+    return get_json(f"{base}/api/events{query}")
+
+
+def cmd_events(a):
+    spec = json.load(open(a.expect))
+    r = events(a.base)
+    evs = r["events"]
+    check(r["ok"] and r["count"] == len(evs), "/api/events answers ok with count = len(events)")
+    ids = [e["id"] for e in evs]
+    check(ids == sorted(ids) and len(set(ids)) == len(ids),
+          "/api/events: ids strictly increasing", str(ids[:10]))
+    for want in spec["present"]:
+        found = [e for e in evs if all(e.get(k) == v for k, v in want.items())]
+        check(len(found) >= want.get("_min", 1) if "_min" in want else len(found) >= 1,
+              f"/api/events has {json.dumps(want)}", f"not among {len(evs)} events")
+    for want in spec.get("counts", []):
+        match = {k: v for k, v in want.items() if k != "_n"}
+        found = [e for e in evs if all(e.get(k) == v for k, v in match.items())]
+        check(len(found) == want["_n"], f"/api/events has exactly {want['_n']} of {json.dumps(match)}",
+              f"found {len(found)}")
+    for q, cond in spec["filters"]:
+        got = events(a.base, "?" + q)["events"]
+        k, v = cond.split("=", 1)
+        check(len(got) > 0 and all(str(e.get(k)) == v for e in got),
+              f"/api/events?{q}: only events with {cond} ({len(got)})",
+              json.dumps(got[:2]))
+    # since: nothing newer than the cursor; limit: the newest N
+    cur = r["cursor"]
+    check(events(a.base, f"?since={cur}")["events"] == [], "/api/events?since=CURSOR: nothing newer")
+    two = events(a.base, "?limit=2")["events"]
+    check([e["id"] for e in two] == ids[-2:], "/api/events?limit=2: the two newest, oldest first",
+          f"{[e['id'] for e in two]} vs {ids[-2:]}")
+    mid = ids[len(ids) // 2]
+    after = events(a.base, f"?since={mid}")["events"]
+    check([e["id"] for e in after] == [i for i in ids if i > mid], "/api/events?since=ID: exactly the later ones")
+    return 0
+
+
+# ---- /api/graph ----
+
+def cmd_graph(a):
+    spec = json.load(open(a.expect))
+    g = get_json(f"{a.base}/api/graph")
+    sbx = {s["id"]: s for s in g["sandboxes"]}
+    dst = {d["id"]: d for d in g["destinations"]}
+    for want in spec["edges"]:
+        es = [e for e in g["edges"] if e["sandbox"] == want["sandbox"] and
+              e["destination"] == want["destination"] and e["dir"] == want.get("dir", "egress")]
+        if not check(len(es) == 1, f"/api/graph: an edge {want['sandbox']} -> {want['destination']}",
+                     f"edges: {json.dumps(g['edges'])[:400]}"):
+            continue
+        e = es[0]
+        check(e["reasons"] == want["reasons"],
+              f"/api/graph: {want['sandbox']} -> {want['destination']} reasons {json.dumps(want['reasons'])}",
+              f"got {json.dumps(e['reasons'])}")
+        if "ports" in want:
+            got = sorted(f"{p['proto']}/{p['port']}" for p in e["ports"])
+            check(got == sorted(want["ports"]), f"/api/graph: {want['destination']} ports {want['ports']}",
+                  f"got {got}")
+    for want in spec["sandboxes"]:
+        check(want["id"] in sbx and sbx[want["id"]]["run"] == want["run"],
+              f"/api/graph: sandbox {want['id']} of run {want['run']}", f"sandboxes: {list(sbx)}")
+    for ip, name in spec["names"].items():
+        check(ip in dst and dst[ip]["name"] == name, f"/api/graph: destination {ip} named '{name}'",
+              f"got {dst.get(ip)}")
+    run = spec["sandboxes"][0]["run"]
+    only = get_json(f"{a.base}/api/graph?run={run}")
+    check(all(s["run"] == run for s in only["sandboxes"]) and only["edges"],
+          f"/api/graph?run={run}: that run's sandboxes only")
+    return 0
+
+
+# ---- /metrics ----
+
+def parse_metrics(text):
+    m = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        name_labels, value = line.rsplit(" ", 1)
+        m[name_labels] = float(value)
+    return m
+
+
+def cmd_metrics(a):
+    st, text, hdr = http(f"{a.base}/metrics")
+    check(st == 200 and hdr.get("Content-Type", "").startswith("text/plain"),
+          "/metrics answers 200 text/plain")
+    p = subprocess.run([a.promtool, "check", "metrics"], input=text, capture_output=True, text=True)
+    check(p.returncode == 0, "promtool check metrics passes", (p.stdout + p.stderr).strip()[:400])
+    m = parse_metrics(text)
+    c = json.load(open(a.counters))
+    bad = []
+    n = 0
+    for d in ("egress", "ingress"):
+        for reason, v in c["node"][d].items():
+            for unit, name in (("packets", "runwall_packets_total"), ("bytes", "runwall_bytes_total")):
+                key = f'{name}{{direction="{d}",reason="{reason}"}}'
+                n += 1
+                if m.get(key) != v[unit]:
+                    bad.append(f"{key}={m.get(key)} kernel {v[unit]}")
+    check(not bad, f"/metrics: node packets and bytes equal `runwall counters -j` ({n} series)", "; ".join(bad[:5]))
+    bad = []
+    runs = [r for r in c["runs"] if r["id"] in a.runs.split(",")]
+    for r in runs:
+        for d in ("egress", "ingress"):
+            for reason, v in r[d].items():
+                for unit, name in (("packets", "runwall_run_packets_total"), ("bytes", "runwall_run_bytes_total")):
+                    key = f'{name}{{run="{r["id"]}",direction="{d}",reason="{reason}"}}'
+                    if m.get(key) != v[unit]:
+                        bad.append(f"{key}={m.get(key)} kernel {v[unit]}")
+    check(len(runs) == len(a.runs.split(",")) and not bad,
+          f"/metrics: per-run packets and bytes equal the kernel's for {a.runs}", "; ".join(bad[:5]))
+    ev = c["node"]["events"]
+    check(all(m.get(f'runwall_events_total{{outcome="{k}"}}') == ev[k] for k in ("sent", "lost", "suppressed")),
+          "/metrics: events sent/lost/suppressed equal the kernel's", json.dumps(ev))
+    for want in a.expect or []:
+        k, v = want.rsplit("=", 1)
+        check(m.get(k) == float(v), f"/metrics: {k} = {v}", f"got {m.get(k)}")
+    for absent in a.absent or []:
+        check(not any(k.startswith(absent) for k in m), f"/metrics: no series {absent}")
+    for name in ("runwall_policy_apply_duration_seconds_count", "runwall_map_entries{map=\"pods\",pin=\"rw_pods\"}",
+                 "runwall_map_capacity{map=\"conntrack\",pin=\"rw_conntrack\"}", "runwall_sandboxes{state=\"enforced\"}",
+                 "runwall_attach_failures_total", "runwall_subscriber_events_total{outcome=\"skipped\"}",
+                 "runwall_policy_revision"):
+        check(name in m, f"/metrics has {name}")
+    return 0
+
+
+# ---- server-sent events ----
+
+class SSE:
+    """A minimal EventSource: connect, read events with their ids."""
+
+    def __init__(self, url, last_id=None, token=None):
+        host, port, path = split(url)
+        self.s = socket.create_connection((host, port), timeout=10 * SCALE)
+        hdr = f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept: text/event-stream\r\n"
+        if last_id is not None:
+            hdr += f"Last-Event-ID: {last_id}\r\n"
+        if token:
+            hdr += f"Authorization: Bearer {token}\r\n"
+        self.s.sendall((hdr + "\r\n").encode())
+        self.buf = b""
+        head = self._until(b"\r\n\r\n")
+        self.status = int(head.split(b" ")[1])
+        self.chunked = b"chunked" in head.lower()
+        self.raw = b""
+
+    def _until(self, sep):
+        while sep not in self.buf:
+            d = self.s.recv(65536)
+            if not d:
+                raise EOFError
+            self.buf += d
+        i = self.buf.index(sep)
+        part, self.buf = self.buf[:i], self.buf[i + len(sep):]
+        return part
+
+    def _data(self):
+        # de-chunk what arrived into self.raw
+        if not self.chunked:
+            self.raw += self.buf
+            self.buf = b""
+            return
+        while True:
+            if b"\r\n" not in self.buf:
+                return
+            size_line, rest = self.buf.split(b"\r\n", 1)
+            size = int(size_line.split(b";")[0], 16)
+            if len(rest) < size + 2:
+                return
+            self.raw += rest[:size]
+            self.buf = rest[size + 2:]
+
+    def events(self, timeout):
+        """Events (dicts with 'id') that arrive within timeout seconds."""
+        got = []
+        end = time.time() + timeout * SCALE
+        first = True
+        while time.time() < end:
+            if first and self.buf:  # what came with the headers
+                first = False
+                d = b""
+                self._data()
+                self._take(got)
+                continue
+            self.s.settimeout(max(0.05, end - time.time()))
+            try:
+                d = self.s.recv(65536)
+            except socket.timeout:
+                break
+            if not d:
+                break
+            first = False
+            self.buf += d
+            self._data()
+            self._take(got)
+        return got
+
+    def _take(self, got):
+        while b"\n\n" in self.raw:
+            block, self.raw = self.raw.split(b"\n\n", 1)
+            ev = {}
+            for line in block.decode().split("\n"):
+                if line.startswith("id: "):
+                    ev["_id"] = int(line[4:])
+                elif line.startswith("data: "):
+                    ev.update(json.loads(line[6:]))
+            if "_id" in ev:
+                got.append(ev)
+
+    def close(self):
+        self.s.close()
+
+
+def split(url):
+    assert url.startswith("http://")
+    rest = url[7:]
+    hostport, _, path = rest.partition("/")
+    host, _, port = hostport.partition(":")
+    return host, int(port or 80), "/" + path
+
+
+def cmd_sse(a):
+    """Phase 'new': follow the stream, run the trigger command, expect the refusal it makes.
+    Phase 'resume': note the last id, disconnect, run the trigger (two refusals), reconnect
+    with Last-Event-ID: exactly those arrive, none twice, none lost."""
+    url = f"{a.base}/api/events/stream?{a.query}" if a.query else f"{a.base}/api/events/stream"
+    s = SSE(url)
+    check(s.status == 200, "SSE: /api/events/stream answers 200")
+    s.events(0.3)  # the retry line
+    subprocess.run(a.trigger, shell=True, check=False, capture_output=True)
+    got = s.events(3)
+    want = json.loads(a.want)
+    match = [e for e in got if all(e.get(k) == v for k, v in want.items())]
+    check(len(match) >= 1, f"SSE: a new refusal arrives live ({json.dumps(want)})",
+          f"got {len(got)} events: {json.dumps(got[:3])[:300]}")
+    check(all(e["_id"] == e["id"] for e in got), "SSE: the id line is the event's id")
+    if a.query:
+        k, v = a.query.split("=", 1)
+        check(all(str(e.get(k)) == v for e in got), f"SSE ?{a.query}: only matching events",
+              json.dumps(got[:2]))
+    last = got[-1]["_id"] if got else 0
+    s.close()
+    # while disconnected: more refusals
+    subprocess.run(a.trigger2, shell=True, check=False, capture_output=True)
+    time.sleep(0.5 * SCALE)
+    expected = [e for e in events(a.base, f"?since={last}" + (f"&{a.query}" if a.query else ""))["events"]]
+    s = SSE(url, last_id=last)
+    again = s.events(1.5)
+    s.close()
+    check([e["_id"] for e in again] == [e["id"] for e in expected] and len(expected) >= a.min_missed,
+          f"SSE resume with Last-Event-ID: the {len(expected)} events since, none lost, none twice",
+          f"got {[e['_id'] for e in again]}, buffer has {[e['id'] for e in expected]}")
+    return 0
+
+
+# ---- bad input ----
+
+def raw_request(base, data, read=True, timeout=5):
+    host, port, _ = split(base)
+    s = socket.create_connection((host, port), timeout=timeout * SCALE)
+    s.sendall(data)
+    if not read:
+        return s
+    resp = b""
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            resp += d
+            if b"\r\n\r\n" in resp and b"Content-Length" not in resp.split(b"\r\n\r\n")[0]:
+                break
+            if b"\r\n\r\n" in resp:
+                head, body = resp.split(b"\r\n\r\n", 1)
+                for l in head.split(b"\r\n"):
+                    if l.lower().startswith(b"content-length:") and len(body) >= int(l.split(b":")[1]):
+                        s.close()
+                        return resp
+    except socket.timeout:
+        pass
+    s.close()
+    return resp
+
+
+def status_of(resp):
+    try:
+        return int(resp.split(b" ")[1])
+    except (IndexError, ValueError):
+        return 0
+
+
+def cmd_bad(a):
+    cases = [
+        ("unknown path", "/nope", None, [404]),
+        ("unknown api path", "/api/nope", None, [404]),
+        ("bad reason", "/api/events?reason=privat-destination", None, [400]),
+        ("bad limit", "/api/events?limit=0", None, [400]),
+        ("bad since", "/api/events?since=abc", None, [400]),
+        ("bad dst", "/api/events?dst=1.2.3.4:99999", None, [400]),
+        ("unknown parameter", "/api/events?colour=red", None, [400]),
+        ("bad escape", "/api/events?run=%zz", None, [400]),
+        ("bad stream query", "/api/events/stream?verdict=maybe", None, [400]),
+        ("bad graph query", "/api/graph?pod=10.1.2.300", None, [400]),
+        ("too many parameters", "/api/events?" + "&".join(["limit=1"] * 20), None, [400]),
+        ("oversized query", "/api/events?run=" + "a" * 20000, None, [400, 413, 414, 431]),
+    ]
+    for what, path, method, want in cases:
+        st, body, _ = http(a.base + path, a.token, method or "GET")
+        ok = st in want
+        if ok and st == 400:
+            ok = json.loads(body).get("error", "") != ""
+        check(ok, f"bad input: {what} -> {want[0] if len(want) == 1 else want}", f"got {st}: {body[:200]}")
+    st, body, hdr = http(a.base + "/api/events", a.token, "POST")
+    check(st == 405 and "GET" in hdr.get("Allow", ""), "read-only: POST -> 405 with Allow", f"got {st}")
+    st, _, _ = http(a.base + "/api/status", a.token, "DELETE")
+    check(st == 405, "read-only: DELETE -> 405", f"got {st}")
+    big = b"GET /api/events HTTP/1.1\r\nHost: x\r\n" + b"X-Big: " + b"b" * 40000 + b"\r\n\r\n"
+    st = status_of(raw_request(a.base, big))
+    check(st in (400, 413, 431), "request-size limit: a 40 kB header -> 4xx", f"got {st}")
+    r = raw_request(a.base, b"GARBAGE\r\n\r\n")
+    check(status_of(r) in (400, 0), "a request line that is not HTTP: 400 or closed", f"got {r[:80]!r}")
+    return 0
+
+
+def cmd_token(a):
+    for path in ("/api/status", "/metrics", "/api/events", "/"):
+        st, _, hdr = http(a.base + path)
+        check(st == 401 and "Bearer" in hdr.get("WWW-Authenticate", ""),
+              f"token: {path} without a token -> 401", f"got {st}")
+        st, _, _ = http(a.base + path, "wrong-" + a.token)
+        check(st == 401, f"token: {path} with a wrong token -> 401", f"got {st}")
+        st, _, _ = http(a.base + path, a.token[:-1])
+        check(st == 401, f"token: {path} with a prefix of the token -> 401", f"got {st}")
+        st, _, _ = http(a.base + path, a.token)
+        check(st == 200, f"token: {path} with the token -> 200", f"got {st}")
+    st, _, _ = http(a.base + "/healthz")
+    check(st == 200, "token: /healthz answers without it (probes)", f"got {st}")
+    return 0
+
+
+def cmd_hostile(a):
+    """100 idle connections and a client that never reads, then: the API still answers and
+    events still flow (the trigger's refusal shows up)."""
+    host, port, _ = split(a.base)
+    idle = []
+    for _ in range(100):
+        try:
+            idle.append(socket.create_connection((host, port), timeout=5))
+        except OSError as e:
+            out("NOTE", f"idle connection {len(idle)}: {e}")
+            break
+    # half a request on some of them
+    for s in idle[:50]:
+        s.sendall(b"GET /api/ev")
+    # a client that never reads: a stream with a tiny receive window, while events pour in
+    slow = socket.socket()
+    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+    slow.connect((host, port))
+    slow.sendall(b"GET /api/events/stream?since=0 HTTP/1.1\r\nHost: x\r\n\r\n")
+    slow2 = socket.socket()
+    slow2.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+    slow2.connect((host, port))
+    slow2.sendall(b"GET /api/events?limit=10000 HTTP/1.1\r\nHost: x\r\n\r\n")
+    before = events(a.base)["cursor"]
+    t0 = time.time()
+    st, _, _ = http(a.base + "/healthz", timeout=3)
+    dt = time.time() - t0
+    check(st == 200, f"with 100 idle connections and 2 clients that never read: /healthz answers",
+          f"got {st}")
+    out("NOTE", f"/healthz answered in {dt * 1000:.1f} ms with 100 idle connections and 2 stalled readers")
+    subprocess.run(a.trigger, shell=True, check=False, capture_output=True)
+    want = json.loads(a.want)
+    end = time.time() + 3 * SCALE
+    found = []
+    while time.time() < end and not found:
+        found = [e for e in events(a.base, f"?since={before}")["events"]
+                 if all(e.get(k) == v for k, v in want.items())]
+        time.sleep(0.1)
+    check(bool(found), "... and the agent's loop still drains events (a new refusal is served)")
+    st, _, _ = http(a.base + "/api/status", a.token, timeout=3)
+    check(st == 200, "... and /api/status answers", f"got {st}")
+    for s in idle:
+        s.close()
+    slow.close()
+    slow2.close()
+    return 0
+
+
+# ---- the merged view ----
+
+def cmd_merged(a):
+    want_nodes = set(a.nodes.split(","))
+    end = time.time() + 10 * SCALE
+    evs = []
+    while time.time() < end:
+        evs = events(a.base)["events"]
+        if want_nodes <= {e.get("node") for e in evs}:
+            break
+        time.sleep(0.2)
+    check(want_nodes <= {e.get("node") for e in evs}, f"view: events of every agent ({a.nodes})",
+          f"nodes seen: {sorted({str(e.get('node')) for e in evs})}")
+    for spec in a.want or []:
+        w = json.loads(spec)
+        check(any(all(e.get(k) == v for k, v in w.items()) for e in evs), f"view: has {spec}")
+    ids = [e["id"] for e in evs]
+    check(ids == sorted(ids) and len(set(ids)) == len(ids), "view: merged ids strictly increasing")
+    g = get_json(f"{a.base}/api/graph")
+    check(want_nodes <= {s["node"] for s in g["sandboxes"]}, "view: /api/graph has both nodes' sandboxes",
+          json.dumps(g["sandboxes"])[:300])
+    st = get_json(f"{a.base}/api/status")
+    check(st.get("view") and {x["node"] for x in st["agents"]} == want_nodes and
+          all(x["connected"] for x in st["agents"]), "view: /api/status lists every agent, connected",
+          json.dumps(st)[:300])
+    return 0
+
+
+def cmd_wait_event(a):
+    """Until /api/events (BASE) has an event matching --want, since --since."""
+    want = json.loads(a.want)
+    end = time.time() + a.timeout * SCALE
+    while time.time() < end:
+        try:
+            evs = events(a.base, f"?since={a.since}")["events"]
+            if any(all(e.get(k) == v for k, v in want.items()) for e in evs):
+                return 0
+        except (OSError, RuntimeError):
+            pass
+        time.sleep(0.2)
+    return 1
+
+
+# ---- the browser ----
+
+def cmd_browser(a):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+
+    opts = Options()
+    opts.binary_location = "/usr/bin/chromium"
+    for f in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+              "--disable-background-networking", "--disable-component-update", "--disable-sync",
+              "--disable-dev-shm-usage", f"--user-data-dir={a.profile}", "--window-size=1500,900"):
+        opts.add_argument(f)
+    # Chromium and its driver start slowly on a loaded machine: generous timeouts, one retry.
+    drv = None
+    for attempt in (1, 2):
+        try:
+            drv = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+            break
+        except Exception as e:  # selenium raises its own WebDriverException types
+            out("NOTE", f"starting Chromium (attempt {attempt}): {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            if attempt == 2:
+                raise
+    try:
+        drv.set_page_load_timeout(60 * SCALE)
+        drv.set_script_timeout(30 * SCALE)
+        drv.get(a.base + "/")
+        check("runwall" in drv.title, "browser: the page loads", drv.title)
+
+        def wait(fn, secs):
+            end = time.time() + secs * SCALE
+            while time.time() < end:
+                try:
+                    v = fn()
+                    if v:
+                        return v
+                except Exception:  # the DOM changes under us
+                    pass
+                time.sleep(0.2)
+            return fn()
+
+        def live():
+            return drv.find_element(By.ID, "conn").text == "live"
+        check(wait(live, 30), "browser: the page is connected to the stream (live)")
+
+        # Read the page's state in one script each time: the table is redrawn with every event,
+        # so element handles would go stale under the background traffic.
+        def table():
+            return drv.execute_script("""
+                return [...document.querySelectorAll('#events tbody tr')].map((tr) => ({
+                    id: tr.dataset.id, run: tr.dataset.run, reason: tr.dataset.reason,
+                    dst: tr.querySelector('td.dst').textContent}));""")
+
+        def edges():
+            return drv.execute_script("""
+                return [...document.querySelectorAll('#graph path.edge')].map((p) => ({
+                    sandbox: p.dataset.sandbox, destination: p.dataset.destination,
+                    reasons: p.dataset.reasons.split(','), stroke: p.getAttribute('stroke'),
+                    title: p.querySelector('title').textContent}));""")
+
+        def top_id():
+            t = table()
+            return t[0]["id"] if t else None
+
+        # traffic runs in the background (the suite's loop); new refusals must show up
+        subprocess.run(a.trigger, shell=True, check=False, capture_output=True)
+        for spec in a.row:
+            run, reason, dst = spec.split(",")
+            r = wait(lambda: [t for t in table() if t["run"] == run and t["reason"] == reason and dst in t["dst"]], 20)
+            check(bool(r), f"browser: the table shows {run} refused {reason} to {dst}",
+                  f"{len(table())} rows")
+        for spec in a.edge:
+            run, dst, reason, colour = spec.split(",")
+
+            def edge():
+                for e in edges():
+                    if (f"/{run}/" in "/" + e["sandbox"] + "/" and e["destination"] == dst and
+                            reason in e["reasons"]):
+                        return e
+                return None
+            e = wait(edge, 20)
+            check(e is not None, f"browser: the graph has an edge {run} -> {dst} with {reason}")
+            if e is not None:
+                check(e["stroke"] == colour, f"browser: that edge is coloured {colour}", e["stroke"])
+                check(reason in e["title"], f"browser: the edge's hover text names {reason}", e["title"])
+        # filters and pause
+        drv.execute_script("document.getElementById('f-reason').value = arguments[0];"
+                           "document.getElementById('f-reason').dispatchEvent(new Event('change'));", "metadata")
+        shown = table()
+        check(bool(shown) and all(t["reason"] == "metadata" for t in shown),
+              "browser: the reason filter shows only metadata refusals", f"{len(shown)} rows")
+        drv.execute_script("document.getElementById('f-reason').value = '';"
+                           "document.getElementById('f-reason').dispatchEvent(new Event('change'));")
+        drv.save_screenshot(a.screenshot)
+        out("NOTE", f"screenshot {a.screenshot}")
+        drv.find_element(By.ID, "pause").click()
+        top = top_id()
+        subprocess.run(a.trigger, shell=True, check=False, capture_output=True)
+        time.sleep(1.5 * SCALE)
+        waiting = drv.find_element(By.ID, "shown").text
+        check(top_id() == top and "waiting" in waiting and not waiting.startswith("0 waiting"),
+              "browser: paused, the table holds still while events wait", waiting)
+        drv.find_element(By.ID, "pause").click()
+        check(wait(lambda: top_id() != top, 10), "browser: resumed, the waiting events show")
+        if a.restart:
+            top = top_id()
+            subprocess.run(a.restart, shell=True, check=True)
+            ok = wait(lambda: drv.find_element(By.ID, "conn").text != "live", 5)
+            out("NOTE", "the page noticed the agent going away" if ok else "the page did not notice the restart")
+            subprocess.run(a.trigger, shell=True, check=False, capture_output=True)
+            ok = wait(lambda: live() and top_id() != top, 30)
+            if not ok:
+                subprocess.run(a.trigger, shell=True, check=False, capture_output=True)
+                ok = wait(lambda: live() and top_id() != top, 20)
+            check(bool(ok), "browser: after an agent restart the page reconnects and new events show")
+    except Exception as e:
+        msg = str(e).splitlines()[0] if str(e) else ""
+        out("FAIL", "browser: the test ran to its end", f"{type(e).__name__}: {msg}")
+        try:
+            drv.save_screenshot(a.screenshot + ".failed.png")
+        except Exception:
+            pass
+    finally:
+        drv.quit()
+    return 0
+
+
+def main():
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("get"); s.add_argument("url"); s.add_argument("--token"); s.add_argument("--method", default="GET")
+    s = sub.add_parser("wait-ready"); s.add_argument("url"); s.add_argument("--timeout", type=float, default=10)
+    s = sub.add_parser("receiver"); s.add_argument("--port", type=int, required=True); s.add_argument("--out", required=True); s.add_argument("--ready", required=True)
+    s = sub.add_parser("events"); s.add_argument("base"); s.add_argument("--expect", required=True)
+    s = sub.add_parser("graph"); s.add_argument("base"); s.add_argument("--expect", required=True)
+    s = sub.add_parser("metrics"); s.add_argument("base"); s.add_argument("--counters", required=True)
+    s.add_argument("--promtool", default="promtool"); s.add_argument("--runs", required=True)
+    s.add_argument("--expect", action="append"); s.add_argument("--absent", action="append")
+    s = sub.add_parser("sse"); s.add_argument("base"); s.add_argument("--trigger", required=True)
+    s.add_argument("--trigger2", required=True); s.add_argument("--want", required=True)
+    s.add_argument("--query", default=""); s.add_argument("--min-missed", type=int, default=1)
+    s = sub.add_parser("bad"); s.add_argument("base"); s.add_argument("--token")
+    s = sub.add_parser("token"); s.add_argument("base"); s.add_argument("--token", required=True)
+    s = sub.add_parser("hostile"); s.add_argument("base"); s.add_argument("--trigger", required=True)
+    s.add_argument("--want", required=True); s.add_argument("--token")
+    s = sub.add_parser("merged"); s.add_argument("base"); s.add_argument("--nodes", required=True)
+    s.add_argument("--want", action="append")
+    s = sub.add_parser("wait-event"); s.add_argument("base"); s.add_argument("--want", required=True)
+    s.add_argument("--since", default="0"); s.add_argument("--timeout", type=float, default=5)
+    s = sub.add_parser("browser"); s.add_argument("base"); s.add_argument("--screenshot", required=True)
+    s.add_argument("--profile", required=True); s.add_argument("--trigger", required=True)
+    s.add_argument("--row", action="append", default=[]); s.add_argument("--edge", action="append", default=[])
+    s.add_argument("--restart")
+    a = p.parse_args()
+    fn = globals()["cmd_" + a.cmd.replace("-", "_")]
+    return fn(a) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

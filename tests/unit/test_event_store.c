@@ -1,0 +1,364 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* test_event_store.c: the agent's recent events (cursor, eviction, filters, limit), the
+ * per-destination aggregates (counts per reason, oldest dropped first and counted) and the
+ * HTTP API's query parsing (every parameter, every refusal).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <netinet/in.h>
+
+#include "event_store.h"
+
+static __be32 ip(const char *s)
+{
+	struct in_addr a;
+
+	assert_int_equal(inet_pton(AF_INET, s, &a), 1);
+	return a.s_addr;
+}
+
+static struct rw_event mkev(const char *run, const char *pod, const char *dst, int port,
+			    int verdict, int reason)
+{
+	struct rw_event ev = {};
+
+	snprintf(ev.run_id, sizeof(ev.run_id), "%s", run);
+	ev.saddr = ip(pod);
+	ev.daddr = ip(dst);
+	ev.dport = htons(port);
+	ev.sport = htons(40000);
+	ev.proto = IPPROTO_TCP;
+	ev.dir = RW_DIR_EGRESS;
+	ev.verdict = verdict;
+	ev.reason = reason;
+	return ev;
+}
+
+static void add(struct rw_evstore *s, const struct rw_event *ev, const char *tag)
+{
+	char json[64];
+	int n = snprintf(json, sizeof(json), "{\"tag\":\"%s\"}", tag);
+
+	assert_true(rw_evstore_add(s, ev, "", json, n) > 0);
+}
+
+struct collect {
+	uint64_t ids[64];
+	char tags[64][16];
+	size_t n;
+	size_t stop_after;
+};
+
+static int collect(const struct rw_evstore_entry *e, void *data)
+{
+	struct collect *c = data;
+
+	c->ids[c->n] = e->id;
+	sscanf(e->json, "{\"tag\":\"%15[^\"]", c->tags[c->n]);
+	c->n++;
+	return c->stop_after && c->n == c->stop_after;
+}
+
+static void test_store_cursor_and_eviction(void **state)
+{
+	struct rw_evstore s;
+	struct rw_evfilter f;
+	struct collect c = {};
+	struct rw_event ev = mkev("run-a", "10.1.2.3", "93.184.216.34", 443, RW_VERDICT_DROP,
+				  RW_REASON_NOT_ALLOWLISTED);
+	char tag[8];
+
+	assert_int_equal(rw_evstore_init(&s, 4), 0);
+	assert_int_equal(rw_evstore_first_id(&s), 0);
+	assert_int_equal(rw_evstore_last_id(&s), 0);
+	rw_evfilter_init(&f);
+	assert_int_equal(rw_evstore_query(&s, &f, collect, &c), 0);
+	for (int i = 1; i <= 6; i++) {
+		snprintf(tag, sizeof(tag), "e%d", i);
+		add(&s, &ev, tag);
+	}
+	/* 6 added into 4 places: ids 3..6 left, the two oldest evicted and counted. */
+	assert_int_equal(rw_evstore_first_id(&s), 3);
+	assert_int_equal(rw_evstore_last_id(&s), 6);
+	assert_int_equal(s.evicted, 2);
+	assert_int_equal(rw_evstore_query(&s, &f, collect, &c), 4);
+	assert_int_equal(c.ids[0], 3);
+	assert_int_equal(c.ids[3], 6);
+	assert_string_equal(c.tags[0], "e3");
+	assert_string_equal(c.tags[3], "e6");
+
+	/* since: strictly after the cursor; a cursor older than the buffer gets all it holds. */
+	memset(&c, 0, sizeof(c));
+	f.since = 4;
+	assert_int_equal(rw_evstore_query(&s, &f, collect, &c), 2);
+	assert_int_equal(c.ids[0], 5);
+	memset(&c, 0, sizeof(c));
+	f.since = 1;
+	assert_int_equal(rw_evstore_query(&s, &f, collect, &c), 4);
+	memset(&c, 0, sizeof(c));
+	f.since = 6;
+	assert_int_equal(rw_evstore_query(&s, &f, collect, &c), 0);
+	f.since = 1000;
+	assert_int_equal(rw_evstore_query(&s, &f, collect, &c), 0);
+
+	/* limit: the newest N, still oldest first. */
+	memset(&c, 0, sizeof(c));
+	f.since = 0;
+	f.limit = 2;
+	assert_int_equal(rw_evstore_query(&s, &f, collect, &c), 2);
+	assert_int_equal(c.ids[0], 5);
+	assert_int_equal(c.ids[1], 6);
+
+	/* the callback stops the walk */
+	memset(&c, 0, sizeof(c));
+	f.limit = 0;
+	c.stop_after = 1;
+	assert_int_equal(rw_evstore_query(&s, &f, collect, &c), 1);
+	rw_evstore_free(&s);
+	assert_int_equal(rw_evstore_init(&s, 0), -EINVAL);
+}
+
+static void test_store_filters(void **state)
+{
+	struct rw_evstore s;
+	struct rw_evfilter f;
+	struct collect c = {};
+	struct rw_event e1 = mkev("run-a", "10.1.2.3", "169.254.169.254", 80, RW_VERDICT_DROP,
+				  RW_REASON_METADATA);
+	struct rw_event e2 = mkev("run-b", "10.1.2.4", "93.184.216.34", 443, RW_VERDICT_ALLOW,
+				  RW_REASON_ALLOWED);
+	struct rw_event e3 = mkev("run-a", "10.1.2.3", "93.184.216.34", 8443, RW_VERDICT_DROP,
+				  RW_REASON_NOT_ALLOWLISTED);
+	struct rw_event e4 = mkev("run-a", "10.1.2.3", "172.20.0.12", 4096, RW_VERDICT_DROP,
+				  RW_REASON_INBOUND_DENIED);
+
+	/* inbound: the peer is the source, the pod the destination */
+	e4.dir = RW_DIR_INGRESS;
+	e4.saddr = ip("172.20.0.12");
+	e4.daddr = ip("10.1.2.3");
+	assert_int_equal(rw_evstore_init(&s, 16), 0);
+	add(&s, &e1, "e1");
+	add(&s, &e2, "e2");
+	add(&s, &e3, "e3");
+	add(&s, &e4, "e4");
+
+#define EXPECT(field_setup, n_expected, first_tag)					\
+	do {										\
+		rw_evfilter_init(&f);							\
+		field_setup;								\
+		memset(&c, 0, sizeof(c));						\
+		assert_int_equal(rw_evstore_query(&s, &f, collect, &c), n_expected);	\
+		if (n_expected)								\
+			assert_string_equal(c.tags[0], first_tag);			\
+	} while (0)
+
+	EXPECT((void)0, 4, "e1");
+	EXPECT(snprintf(f.run, sizeof(f.run), "run-b"), 1, "e2");
+	EXPECT(snprintf(f.run, sizeof(f.run), "run-a"), 3, "e1");
+	EXPECT(f.verdict = RW_VERDICT_ALLOW, 1, "e2");
+	EXPECT(f.verdict = RW_VERDICT_DROP, 3, "e1");
+	EXPECT(f.reason = RW_REASON_NOT_ALLOWLISTED, 1, "e3");
+	EXPECT((f.has_pod = true, f.pod = ip("10.1.2.3")), 3, "e1");
+	EXPECT((f.has_pod = true, f.pod = ip("10.1.2.9")), 0, "");
+	EXPECT((f.has_dst = true, f.dst = ip("93.184.216.34")), 2, "e2");
+	EXPECT((f.has_dst = true, f.dst = ip("93.184.216.34"), f.dport = 8443), 1, "e3");
+	EXPECT((f.has_dst = true, f.dst = ip("172.20.0.12")), 1, "e4");
+	EXPECT((f.has_dst = true, f.dst = ip("93.184.216.34"), f.verdict = RW_VERDICT_DROP), 1,
+	       "e3");
+	EXPECT(snprintf(f.node, sizeof(f.node), "node-a"), 0, "");
+	/* the limit counts matches, not entries scanned */
+	EXPECT((f.verdict = RW_VERDICT_DROP, f.limit = 2), 2, "e3");
+#undef EXPECT
+	rw_evstore_free(&s);
+}
+
+static void test_query_parse(void **state)
+{
+	struct rw_evfilter f;
+	char err[256];
+	static const char ok[] = "run=run-7f3a&pod=10.1.2.3&verdict=drop&reason=not-allowlisted"
+				 "&dst=93.184.216.34%3A443&since=42&limit=10&node=node-a";
+
+	rw_evfilter_init(&f);
+	assert_int_equal(rw_query_parse(ok, strlen(ok), &f, err, sizeof(err)), 0);
+	assert_string_equal(f.run, "run-7f3a");
+	assert_true(f.has_pod);
+	assert_int_equal(f.pod, ip("10.1.2.3"));
+	assert_int_equal(f.verdict, RW_VERDICT_DROP);
+	assert_int_equal(f.reason, RW_REASON_NOT_ALLOWLISTED);
+	assert_true(f.has_dst);
+	assert_int_equal(f.dst, ip("93.184.216.34"));
+	assert_int_equal(f.dport, 443);
+	assert_int_equal(f.since, 42);
+	assert_int_equal(f.limit, 10);
+	assert_string_equal(f.node, "node-a");
+
+	/* empty pieces are ignored; allowed is a verdict name too; a query need not end in NUL */
+	rw_evfilter_init(&f);
+	assert_int_equal(rw_query_parse("&&verdict=allowed&XYZ", 18, &f, err, sizeof(err)), 0);
+	assert_int_equal(f.verdict, RW_VERDICT_ALLOW);
+	assert_int_equal(rw_query_parse("", 0, &f, err, sizeof(err)), 0);
+
+	static const struct {
+		const char *qs;
+		const char *err;
+	} bad[] = {
+		{ "colour=red", "unknown parameter 'colour'; valid: run, pod, verdict, reason, dst, node, since, limit" },
+		{ "run=", "run '': expected a run id (1-63 of [A-Za-z0-9._-])" },
+		{ "run=a%20b", "run 'a b': expected a run id (1-63 of [A-Za-z0-9._-])" },
+		{ "pod=10.1.2.300", "pod '10.1.2.300': expected an IPv4 address" },
+		{ "verdict=maybe", "verdict 'maybe': expected allow or drop" },
+		{ "reason=privat-destination", "reason 'privat-destination': not a reason name" },
+		{ "dst=1.2.3.4:0", "dst '1.2.3.4:0': port must be 1-65535" },
+		{ "dst=1.2.3.4:65536", "dst '1.2.3.4:65536': port must be 1-65535" },
+		{ "dst=example.com", "dst 'example.com': expected IP or IP:PORT" },
+		{ "since=-1", "since '-1': expected an event id (an unsigned integer)" },
+		{ "since=18446744073709551616", "since '18446744073709551616': expected an event id (an unsigned integer)" },
+		{ "limit=0", "limit '0': expected 1-10000" },
+		{ "limit=10001", "limit '10001': expected 1-10000" },
+		{ "run=%zz", "run: badly encoded value" },
+		{ "run=%4", "run: badly encoded value" },
+		{ "run=%00", "run: badly encoded value" },
+		{ "%=1", "query parameter 1: badly encoded name" },
+		{ "limit=1&limit=1&limit=1&limit=1&limit=1&limit=1&limit=1&limit=1&limit=1&limit=1&"
+		  "limit=1&limit=1&limit=1&limit=1&limit=1&limit=1&limit=1",
+		  "more than 16 query parameters" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		rw_evfilter_init(&f);
+		err[0] = '\0';
+		assert_int_equal(rw_query_parse(bad[i].qs, strlen(bad[i].qs), &f, err, sizeof(err)),
+				 -EINVAL);
+		if (strcmp(err, bad[i].err))
+			fail_msg("query '%s': error '%s', expected '%s'", bad[i].qs, err,
+				 bad[i].err);
+	}
+
+	/* oversized values and names */
+	{
+		char big[600];
+
+		memset(big, 'a', sizeof(big));
+		memcpy(big, "run=", 4);
+		assert_int_equal(rw_query_parse(big, sizeof(big), &f, err, sizeof(err)), -EINVAL);
+		assert_string_equal(err, "run: too long a value");
+		assert_int_equal(rw_query_parse(big + 4, 100, &f, err, sizeof(err)), -EINVAL);
+		assert_string_equal(err, "query parameter 1: too long a name");
+	}
+}
+
+static void test_aggregates(void **state)
+{
+	struct rw_aggs a;
+	struct rw_agg_key k = {};
+	const struct rw_agg *g;
+	struct rw_event d1 = mkev("run-a", "10.1.2.3", "93.184.216.34", 443, RW_VERDICT_DROP,
+				  RW_REASON_NOT_ALLOWLISTED);
+	struct rw_event ok = mkev("run-a", "10.1.2.3", "172.20.0.10", 443, RW_VERDICT_ALLOW,
+				  RW_REASON_ALLOWED);
+	struct rw_event other = mkev("run-b", "10.1.2.4", "93.184.216.34", 443, RW_VERDICT_DROP,
+				     RW_REASON_NOT_ALLOWLISTED);
+
+	assert_int_equal(rw_aggs_init(&a, 2), 0);
+	assert_non_null(rw_aggs_add(&a, &d1, "", 100, NULL, NULL));
+	assert_non_null(rw_aggs_add(&a, &d1, "", 200, NULL, NULL));
+	/* another source port is the same aggregate */
+	d1.sport = htons(40001);
+	assert_non_null(rw_aggs_add(&a, &d1, "", 300, NULL, NULL));
+	assert_non_null(rw_aggs_add(&a, &ok, "", 150, "services[0] egress-proxy", "egress-proxy"));
+	assert_int_equal(a.count, 2);
+
+	snprintf(k.run, sizeof(k.run), "run-a");
+	k.peer = ip("93.184.216.34");
+	k.port = htons(443);
+	k.proto = IPPROTO_TCP;
+	k.dir = RW_DIR_EGRESS;
+	g = rw_aggs_find(&a, &k);
+	assert_non_null(g);
+	assert_int_equal(g->count, 3);
+	assert_int_equal(g->by_reason[RW_REASON_NOT_ALLOWLISTED], 3);
+	assert_int_equal(g->first_ns, 100);
+	assert_int_equal(g->last_ns, 300);
+	assert_int_equal(g->verdict, RW_VERDICT_DROP);
+	assert_int_equal(g->pod, ip("10.1.2.3"));
+
+	k.peer = ip("172.20.0.10");
+	g = rw_aggs_find(&a, &k);
+	assert_non_null(g);
+	assert_string_equal(g->rule, "services[0] egress-proxy");
+	assert_string_equal(g->peer_name, "egress-proxy");
+	assert_int_equal(g->by_reason[RW_REASON_ALLOWED], 1);
+
+	/* Full: a new key drops the one updated least recently (the egress-proxy one was
+	 * touched last, so the drops to 93.184.216.34 go), and the drop is counted.
+	 */
+	assert_non_null(rw_aggs_add(&a, &d1, "", 400, NULL, NULL));	/* touch: now newest */
+	assert_non_null(rw_aggs_add(&a, &other, "", 500, NULL, NULL));
+	assert_int_equal(a.count, 2);
+	assert_int_equal(a.evicted, 1);
+	assert_null(rw_aggs_find(&a, &k));		/* egress-proxy went */
+	k.peer = ip("93.184.216.34");
+	g = rw_aggs_find(&a, &k);
+	assert_non_null(g);
+	assert_int_equal(g->count, 4);
+	snprintf(k.run, sizeof(k.run), "run-b");
+	assert_non_null(rw_aggs_find(&a, &k));
+	/* a node is part of the key */
+	snprintf(k.node, sizeof(k.node), "node-b");
+	assert_null(rw_aggs_find(&a, &k));
+	rw_aggs_free(&a);
+}
+
+static int count_each(const struct rw_agg *g, void *data)
+{
+	(*(int *)data)++;
+	return 0;
+}
+
+static void test_aggregates_many(void **state)
+{
+	struct rw_aggs a;
+	int n = 0;
+
+	/* More keys than places, in a loop: the count never passes the bound. */
+	assert_int_equal(rw_aggs_init(&a, 100), 0);
+	for (int i = 0; i < 1000; i++) {
+		char dst[32];
+		struct rw_event ev;
+
+		snprintf(dst, sizeof(dst), "93.184.%d.%d", i / 250, i % 250 + 1);
+		ev = mkev("run-a", "10.1.2.3", dst, 443, RW_VERDICT_DROP, RW_REASON_NOT_ALLOWLISTED);
+		assert_non_null(rw_aggs_add(&a, &ev, "", i, NULL, NULL));
+		assert_true(a.count <= 100);
+	}
+	assert_int_equal(a.count, 100);
+	assert_int_equal(a.evicted, 900);
+	rw_aggs_each(&a, count_each, &n);
+	assert_int_equal(n, 100);
+	/* the newest first */
+	assert_int_equal(a.newest->last_ns, 999);
+	assert_int_equal(a.oldest->last_ns, 900);
+	rw_aggs_free(&a);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_store_cursor_and_eviction),
+		cmocka_unit_test(test_store_filters),
+		cmocka_unit_test(test_query_parse),
+		cmocka_unit_test(test_aggregates),
+		cmocka_unit_test(test_aggregates_many),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

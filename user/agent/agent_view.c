@@ -1,0 +1,211 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* agent_view.c: the agent's side of the live traffic view (see agent_view.h). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "access_requests.h"
+#include "agent_view.h"
+#include "eventfmt.h"
+#include "http.h"
+
+struct rw_agent_view {
+	const struct rw_datapath *dp;
+	char node[RW_NODE_LEN];
+	struct rw_feed feed;
+	bool feed_ok;
+	struct rw_http *http;
+	struct rw_access *access;
+	pthread_mutex_t snap_lock;	/* the metrics snapshot */
+	struct rw_metrics_snap snap;
+};
+
+const char *rw_policy_service_at(const struct rw_policy *p, __be32 ip)
+{
+	const char *best = "";
+	int best_len = -1;
+
+	for (size_t i = 0; p && i < p->n_services; i++) {
+		const struct rw_policy_rule *r = &p->services[i];
+		__u32 mask = r->prefixlen ? htonl(~0u << (32 - r->prefixlen)) : 0;
+
+		if ((ip & mask) == r->addr && r->prefixlen > best_len) {
+			best = r->name;
+			best_len = r->prefixlen;
+		}
+	}
+	return best;
+}
+
+static char *metrics_text(void *data)
+{
+	struct rw_agent_view *v = data;
+	struct rw_metrics_snap s;
+	struct rw_access_stats as;
+	char *text;
+
+	pthread_mutex_lock(&v->snap_lock);
+	s = v->snap;
+	s.runs = s.n_runs ? malloc(s.n_runs * sizeof(*s.runs)) : NULL;
+	if (s.runs)
+		memcpy(s.runs, v->snap.runs, s.n_runs * sizeof(*s.runs));
+	else
+		s.n_runs = 0;
+	pthread_mutex_unlock(&v->snap_lock);
+	pthread_mutex_lock(&v->feed.lock);
+	s.events_buffered = v->feed.events.count;
+	s.events_evicted = v->feed.events.evicted;
+	s.aggregates = v->feed.aggs.count;
+	s.aggregates_evicted = v->feed.aggs.evicted;
+	pthread_mutex_unlock(&v->feed.lock);
+	rw_access_get_stats(v->access, &as);
+	s.requests_queued = as.queued;
+	s.requests_sent = as.sent;
+	s.requests_failed = as.failed;
+	s.requests_dropped = as.dropped;
+	s.requests_retries = as.retries;
+	s.requests_pending = as.pending;
+	text = rw_metrics_text(v->dp, &s);
+	free(s.runs);
+	return text;
+}
+
+static char *requests_text(void *data)
+{
+	struct rw_agent_view *v = data;
+	json_t *o = rw_agent_view_requests(v);
+	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+
+	json_decref(o);
+	return text;
+}
+
+struct rw_agent_view *rw_agent_view_start(const struct rw_agent_view_opts *o,
+					  const struct rw_datapath *dp, char *err, size_t errlen,
+					  bool *usage)
+{
+	struct rw_http_opts ho = { .listen = o->listen, .token_file = o->token_file,
+				   .flag = "agent: --listen" };
+	struct rw_http_ops ops = { .metrics = metrics_text, .requests = requests_text };
+	struct rw_agent_view *v = calloc(1, sizeof(*v));
+
+	*usage = false;
+	if (!v) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	v->dp = dp;
+	snprintf(v->node, sizeof(v->node), "%s", o->node ? o->node : "");
+	pthread_mutex_init(&v->snap_lock, NULL);
+	if (rw_feed_init(&v->feed, o->events ? o->events : RW_EVSTORE_DEFAULT, RW_AGGS_DEFAULT)) {
+		snprintf(err, errlen, "out of memory for %zu events", o->events);
+		goto fail;
+	}
+	v->feed_ok = true;
+	if (o->request_url) {
+		v->access = rw_access_start(o->request_url, v->node, o->request_queue ?
+					    o->request_queue : RW_ACCESS_QUEUE_DEFAULT);
+		if (!v->access) {
+			int e = errno;
+
+			*usage = e == EINVAL || e == ERANGE;
+			if (e == EINVAL)
+				snprintf(err, errlen, "agent: --access-request-url '%s': expected an "
+					 "http:// or https:// URL", o->request_url);
+			else if (e == ERANGE)
+				snprintf(err, errlen, "agent: --access-request-queue %zu: expected "
+					 "1-%d", o->request_queue, RW_ACCESS_KEYS_MAX / 2);
+			else
+				snprintf(err, errlen, "agent: --access-request-url %s: cannot start: "
+					 "%s", o->request_url, strerror(e));
+			goto fail;
+		}
+	}
+	if (o->listen) {
+		ops.data = v;
+		v->http = rw_http_start(&ho, &v->feed, &ops, err, errlen, usage);
+		if (!v->http)
+			goto fail;
+	}
+	return v;
+fail:
+	rw_agent_view_stop(v);
+	return NULL;
+}
+
+json_t *rw_agent_view_event(struct rw_agent_view *v, const struct rw_event *ev,
+			    const struct rw_policy *p, int64_t mono_to_real)
+{
+	json_t *o = rw_event_json(ev, p, mono_to_real);
+	const char *service;
+	char *text;
+
+	if (!o || !v)
+		return o;
+	service = rw_policy_service_at(p, ev->dir == RW_DIR_EGRESS ? ev->daddr : ev->saddr);
+	json_object_set_new(o, "node", json_string(v->node));
+	json_object_set_new(o, "service", json_string(service));
+	text = json_dumps(o, JSON_COMPACT);
+	if (text) {
+		const char *rule = json_string_value(json_object_get(o, "rule"));
+
+		rw_feed_add(&v->feed, ev, v->node, (int64_t)ev->ts_ns + mono_to_real, text,
+			    strlen(text), rule, service);
+		free(text);
+	}
+	rw_access_note(v->access, ev, (int64_t)ev->ts_ns + mono_to_real);
+	return o;
+}
+
+void rw_agent_view_publish(struct rw_agent_view *v, json_t *status, bool ready,
+			   const char *ready_text, const struct rw_metrics_snap *snap)
+{
+	char *text;
+	struct rw_metrics_run *runs = NULL;
+
+	if (!v) {
+		json_decref(status);
+		return;
+	}
+	if (status) {
+		json_object_set_new(status, "node", json_string(v->node));
+		text = json_dumps(status, JSON_COMPACT);
+		json_decref(status);
+		if (text)
+			rw_feed_set_status(&v->feed, text, ready, ready_text);
+	}
+	if (snap) {
+		if (snap->n_runs) {
+			runs = malloc(snap->n_runs * sizeof(*runs));
+			if (runs)
+				memcpy(runs, snap->runs, snap->n_runs * sizeof(*runs));
+		}
+		pthread_mutex_lock(&v->snap_lock);
+		free(v->snap.runs);
+		v->snap = *snap;
+		v->snap.runs = runs;
+		v->snap.n_runs = runs ? snap->n_runs : 0;
+		pthread_mutex_unlock(&v->snap_lock);
+	}
+}
+
+json_t *rw_agent_view_requests(struct rw_agent_view *v)
+{
+	return rw_access_json(v ? v->access : NULL);
+}
+
+void rw_agent_view_stop(struct rw_agent_view *v)
+{
+	if (!v)
+		return;
+	rw_http_stop(v->http);		/* first: its threads read the feed */
+	rw_access_stop(v->access);
+	if (v->feed_ok)
+		rw_feed_free(&v->feed);
+	free(v->snap.runs);
+	pthread_mutex_destroy(&v->snap_lock);
+	free(v);
+}

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* agent_view.h: what `runwall agent --listen` adds to the agent: the recent events and
+ * aggregates, the HTTP server, /metrics and the network-access requests. The agent's loop calls
+ * in with each event and, on its tick, hands over a status snapshot; nothing here blocks it.
+ */
+#ifndef RUNWALL_AGENT_VIEW_H
+#define RUNWALL_AGENT_VIEW_H
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <jansson.h>
+
+#include "datapath.h"
+#include "event_store.h"
+#include "metrics.h"
+#include "policy.h"
+
+struct rw_agent_view_opts {
+	const char *listen;		/* --listen ADDR:PORT, NULL: no HTTP */
+	const char *token_file;		/* --http-token-file */
+	const char *request_url;	/* --access-request-url, NULL: none */
+	size_t request_queue;		/* --access-request-queue */
+	size_t events;			/* --events: recent events kept */
+	const char *node;		/* --node: this node's name in events and requests */
+};
+
+struct rw_agent_view;
+
+/* NULL with err (and *usage for a bad flag) on failure. dp must outlive the view. */
+struct rw_agent_view *rw_agent_view_start(const struct rw_agent_view_opts *o,
+					  const struct rw_datapath *dp, char *err, size_t errlen,
+					  bool *usage);
+/* One ring buffer event, on the agent's loop. p: the snapshot in force (names the rule and
+ * the service at the peer), may be NULL. Returns the event's JSON (new ref) for the agent's
+ * own subscribers, or NULL.
+ */
+json_t *rw_agent_view_event(struct rw_agent_view *v, const struct rw_event *ev,
+			    const struct rw_policy *p, int64_t mono_to_real);
+/* The agent's state for /api/status, /readyz and /metrics: status is taken over (freed here). */
+void rw_agent_view_publish(struct rw_agent_view *v, json_t *status, bool ready,
+			   const char *ready_text, const struct rw_metrics_snap *snap);
+/* /api/requests and `runwall requests` (new ref). */
+json_t *rw_agent_view_requests(struct rw_agent_view *v);
+void rw_agent_view_stop(struct rw_agent_view *v);
+
+/* The service of the snapshot whose address (or CIDR) holds ip, else "". */
+const char *rw_policy_service_at(const struct rw_policy *p, __be32 ip);
+
+#endif /* RUNWALL_AGENT_VIEW_H */

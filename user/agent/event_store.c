@@ -1,0 +1,498 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* event_store.c: recent verdict events, per-destination aggregates, and the API's filters. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "event_store.h"
+#include "reasons.h"
+
+#define QUERY_MAX_PARAMS	16
+#define QUERY_MAX_VALUE		256
+
+void rw_evfilter_init(struct rw_evfilter *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->verdict = -1;
+	f->reason = -1;
+}
+
+__be32 rw_event_pod(const struct rw_event *ev)
+{
+	return ev->dir == RW_DIR_EGRESS ? ev->saddr : ev->daddr;
+}
+
+__be32 rw_event_peer(const struct rw_event *ev)
+{
+	return ev->dir == RW_DIR_EGRESS ? ev->daddr : ev->saddr;
+}
+
+bool rw_evfilter_match(const struct rw_evfilter *f, const struct rw_event *ev, const char *node)
+{
+	if (f->verdict >= 0 && ev->verdict != f->verdict)
+		return false;
+	if (f->reason >= 0 && ev->reason != f->reason)
+		return false;
+	if (f->run[0] && strncmp(ev->run_id, f->run, RW_RUN_ID_LEN))
+		return false;
+	if (f->node[0] && strcmp(node ? node : "", f->node))
+		return false;
+	if (f->has_pod && rw_event_pod(ev) != f->pod)
+		return false;
+	if (f->has_dst) {
+		if (rw_event_peer(ev) != f->dst)
+			return false;
+		if (f->dport && ntohs(ev->dport) != f->dport)
+			return false;
+	}
+	return true;
+}
+
+static int set_err(char *err, size_t errlen, const char *fmt, const char *key, const char *value)
+{
+	snprintf(err, errlen, fmt, key, value);
+	return -EINVAL;
+}
+
+static int parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (!*s)
+		return -EINVAL;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9')
+			return -EINVAL;
+		if (v > (max - (uint64_t)(*s - '0')) / 10)
+			return -ERANGE;
+		v = v * 10 + (uint64_t)(*s - '0');
+	}
+	*out = v;
+	return 0;
+}
+
+static bool valid_id(const char *s, size_t max)
+{
+	size_t n = strlen(s);
+
+	if (!n || n >= max)
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '.' || *s == '_' || *s == '-' || *s == ':'))
+			return false;
+	return true;
+}
+
+int rw_query_set(struct rw_evfilter *f, const char *key, const char *value, char *err,
+		 size_t errlen)
+{
+	struct in_addr a;
+	uint64_t n;
+
+	if (!value)
+		value = "";
+	if (strlen(value) >= QUERY_MAX_VALUE)
+		return set_err(err, errlen, "%s: value longer than 255 bytes%s", key, "");
+	if (!strcmp(key, "run")) {
+		if (!valid_id(value, RW_RUN_ID_LEN))
+			return set_err(err, errlen, "run '%s': expected a run id (1-63 of "
+				       "[A-Za-z0-9._-])%s", value, "");
+		snprintf(f->run, sizeof(f->run), "%s", value);
+	} else if (!strcmp(key, "node")) {
+		if (!valid_id(value, RW_NODE_LEN))
+			return set_err(err, errlen, "node '%s': expected a node name (1-63 of "
+				       "[A-Za-z0-9._:-])%s", value, "");
+		snprintf(f->node, sizeof(f->node), "%s", value);
+	} else if (!strcmp(key, "pod")) {
+		if (inet_pton(AF_INET, value, &a) != 1)
+			return set_err(err, errlen, "pod '%s': expected an IPv4 address%s", value,
+				       "");
+		f->has_pod = true;
+		f->pod = a.s_addr;
+	} else if (!strcmp(key, "verdict")) {
+		if (!strcmp(value, "allow") || !strcmp(value, "allowed"))
+			f->verdict = RW_VERDICT_ALLOW;
+		else if (!strcmp(value, "drop") || !strcmp(value, "dropped"))
+			f->verdict = RW_VERDICT_DROP;
+		else
+			return set_err(err, errlen, "verdict '%s': expected allow or drop%s", value,
+				       "");
+	} else if (!strcmp(key, "reason")) {
+		int r = rw_reason_parse(value);
+
+		if (r < 0)
+			return set_err(err, errlen, "reason '%s': not a reason name%s", value, "");
+		f->reason = r;
+	} else if (!strcmp(key, "dst")) {
+		char host[INET_ADDRSTRLEN];
+		const char *colon = strchr(value, ':');
+		size_t hl = colon ? (size_t)(colon - value) : strlen(value);
+
+		if (hl >= sizeof(host))
+			return set_err(err, errlen, "dst '%s': expected IP or IP:PORT%s", value, "");
+		memcpy(host, value, hl);
+		host[hl] = '\0';
+		if (inet_pton(AF_INET, host, &a) != 1)
+			return set_err(err, errlen, "dst '%s': expected IP or IP:PORT%s", value, "");
+		f->dport = 0;
+		if (colon) {
+			if (parse_u64(colon + 1, 65535, &n) || n == 0)
+				return set_err(err, errlen, "dst '%s': port must be 1-65535%s", value,
+					       "");
+			f->dport = (__u16)n;
+		}
+		f->has_dst = true;
+		f->dst = a.s_addr;
+	} else if (!strcmp(key, "since")) {
+		if (parse_u64(value, UINT64_MAX, &n))
+			return set_err(err, errlen, "since '%s': expected an event id (an unsigned "
+				       "integer)%s", value, "");
+		f->since = n;
+	} else if (!strcmp(key, "limit")) {
+		if (parse_u64(value, RW_QUERY_MAX_LIMIT, &n) || n == 0)
+			return set_err(err, errlen, "limit '%s': expected 1-10000%s", value, "");
+		f->limit = (unsigned int)n;
+	} else {
+		return set_err(err, errlen, "unknown parameter '%s'; valid: run, pod, verdict, "
+			       "reason, dst, node, since, limit%s", key, "");
+	}
+	return 0;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+/* Percent-decode in[0..len) into out (size cap, NUL-terminated). -EINVAL: a bad escape, an
+ * embedded NUL; -E2BIG: longer than cap - 1.
+ */
+static int decode(const char *in, size_t len, char *out, size_t cap)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		char c = in[i];
+
+		if (c == '%') {
+			int hi, lo;
+
+			if (i + 2 >= len)
+				return -EINVAL;
+			hi = hexval(in[i + 1]);
+			lo = hexval(in[i + 2]);
+			if (hi < 0 || lo < 0)
+				return -EINVAL;
+			c = (char)(hi << 4 | lo);
+			i += 2;
+		} else if (c == '+') {
+			c = ' ';
+		}
+		if (c == '\0')
+			return -EINVAL;
+		if (o + 1 >= cap)
+			return -E2BIG;
+		out[o++] = c;
+	}
+	out[o] = '\0';
+	return 0;
+}
+
+int rw_query_parse(const char *qs, size_t len, struct rw_evfilter *f, char *err, size_t errlen)
+{
+	char key[32], value[QUERY_MAX_VALUE];
+	size_t pos = 0;
+	int n = 0, ret;
+
+	while (pos < len) {
+		const char *p = qs + pos, *amp = memchr(p, '&', len - pos), *eq;
+		size_t plen = amp ? (size_t)(amp - p) : len - pos;
+
+		pos += plen + 1;
+		if (!plen)
+			continue;
+		if (++n > QUERY_MAX_PARAMS) {
+			snprintf(err, errlen, "more than %d query parameters", QUERY_MAX_PARAMS);
+			return -EINVAL;
+		}
+		eq = memchr(p, '=', plen);
+		ret = decode(p, eq ? (size_t)(eq - p) : plen, key, sizeof(key));
+		if (ret) {
+			snprintf(err, errlen, "query parameter %d: %s name", n,
+				 ret == -E2BIG ? "too long a" : "badly encoded");
+			return -EINVAL;
+		}
+		ret = eq ? decode(eq + 1, plen - (size_t)(eq + 1 - p), value, sizeof(value)) : 0;
+		if (!eq)
+			value[0] = '\0';
+		if (ret) {
+			snprintf(err, errlen, "%s: %s value", key,
+				 ret == -E2BIG ? "too long a" : "badly encoded");
+			return -EINVAL;
+		}
+		ret = rw_query_set(f, key, value, err, errlen);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* ---- recent events ---- */
+
+int rw_evstore_init(struct rw_evstore *s, size_t cap)
+{
+	memset(s, 0, sizeof(*s));
+	if (!cap || cap > RW_EVSTORE_MAX)
+		return -EINVAL;
+	s->ring = calloc(cap, sizeof(*s->ring));
+	if (!s->ring)
+		return -ENOMEM;
+	s->cap = cap;
+	s->next_id = 1;
+	return 0;
+}
+
+void rw_evstore_free(struct rw_evstore *s)
+{
+	for (size_t i = 0; s->ring && i < s->cap; i++)
+		free(s->ring[i].json);
+	free(s->ring);
+	memset(s, 0, sizeof(*s));
+}
+
+uint64_t rw_evstore_add(struct rw_evstore *s, const struct rw_event *ev, const char *node,
+			const char *json, size_t json_len)
+{
+	struct rw_evstore_entry *e;
+	char *copy = malloc(json_len + 1);
+
+	if (!copy)
+		return 0;
+	memcpy(copy, json, json_len);
+	copy[json_len] = '\0';
+	if (s->count == s->cap) {
+		e = &s->ring[s->head];
+		s->head = (s->head + 1) % s->cap;
+		s->count--;
+		s->evicted++;
+	} else {
+		e = &s->ring[(s->head + s->count) % s->cap];
+	}
+	free(e->json);
+	e->id = s->next_id++;
+	e->ev = *ev;
+	snprintf(e->node, sizeof(e->node), "%s", node ? node : "");
+	e->json = copy;
+	e->json_len = json_len;
+	s->count++;
+	return e->id;
+}
+
+uint64_t rw_evstore_first_id(const struct rw_evstore *s)
+{
+	return s->count ? s->ring[s->head].id : 0;
+}
+
+uint64_t rw_evstore_last_id(const struct rw_evstore *s)
+{
+	return s->count ? s->next_id - 1 : 0;
+}
+
+size_t rw_evstore_query(const struct rw_evstore *s, const struct rw_evfilter *f,
+			int (*fn)(const struct rw_evstore_entry *e, void *data), void *data)
+{
+	size_t start = 0, visited = 0, limit = f->limit ? f->limit : RW_QUERY_MAX_LIMIT;
+	uint64_t first = rw_evstore_first_id(s);
+
+	if (!s->count)
+		return 0;
+	/* Ids are consecutive in the ring: jump straight past the cursor. */
+	if (f->since >= first)
+		start = f->since - first + 1;
+	if (start >= s->count)
+		return 0;
+	/* Only the newest `limit` matches: find where they begin by counting from the end. */
+	{
+		size_t matched = 0, from = start;
+
+		for (size_t i = s->count; i-- > start;) {
+			const struct rw_evstore_entry *e = &s->ring[(s->head + i) % s->cap];
+
+			if (!rw_evfilter_match(f, &e->ev, e->node))
+				continue;
+			if (++matched == limit) {
+				from = i;
+				break;
+			}
+		}
+		start = from;
+	}
+	for (size_t i = start; i < s->count && visited < limit; i++) {
+		const struct rw_evstore_entry *e = &s->ring[(s->head + i) % s->cap];
+
+		if (!rw_evfilter_match(f, &e->ev, e->node))
+			continue;
+		visited++;
+		if (fn(e, data))
+			break;
+	}
+	return visited;
+}
+
+/* ---- aggregates ---- */
+
+static size_t agg_hash(const struct rw_agg_key *k, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)k;
+	uint64_t h = 1469598103934665603ULL;	/* FNV-1a */
+
+	for (size_t i = 0; i < sizeof(*k); i++)
+		h = (h ^ p[i]) * 1099511628211ULL;
+	return h % n;
+}
+
+static void agg_key(struct rw_agg_key *k, const struct rw_event *ev, const char *node)
+{
+	memset(k, 0, sizeof(*k));	/* the key is hashed and compared as bytes */
+	snprintf(k->node, sizeof(k->node), "%s", node ? node : "");
+	memcpy(k->run, ev->run_id, sizeof(k->run));
+	k->run[sizeof(k->run) - 1] = '\0';
+	for (size_t i = strlen(k->run); i < sizeof(k->run); i++)
+		k->run[i] = '\0';
+	k->peer = rw_event_peer(ev);
+	k->port = ev->dport;
+	k->proto = ev->proto;
+	k->dir = ev->dir;
+}
+
+int rw_aggs_init(struct rw_aggs *a, size_t cap)
+{
+	memset(a, 0, sizeof(*a));
+	if (!cap || cap > RW_EVSTORE_MAX)
+		return -EINVAL;
+	a->n_buckets = cap * 2 + 1;
+	a->buckets = calloc(a->n_buckets, sizeof(*a->buckets));
+	if (!a->buckets)
+		return -ENOMEM;
+	a->cap = cap;
+	return 0;
+}
+
+void rw_aggs_free(struct rw_aggs *a)
+{
+	struct rw_agg *g = a->newest, *next;
+
+	for (; g; g = next) {
+		next = g->older;
+		free(g);
+	}
+	free(a->buckets);
+	memset(a, 0, sizeof(*a));
+}
+
+static void lru_unlink(struct rw_aggs *a, struct rw_agg *g)
+{
+	if (g->newer)
+		g->newer->older = g->older;
+	else
+		a->newest = g->older;
+	if (g->older)
+		g->older->newer = g->newer;
+	else
+		a->oldest = g->newer;
+	g->newer = g->older = NULL;
+}
+
+static void lru_push(struct rw_aggs *a, struct rw_agg *g)
+{
+	g->older = a->newest;
+	g->newer = NULL;
+	if (a->newest)
+		a->newest->newer = g;
+	a->newest = g;
+	if (!a->oldest)
+		a->oldest = g;
+}
+
+static void agg_evict_oldest(struct rw_aggs *a)
+{
+	struct rw_agg *g = a->oldest, **pp;
+
+	if (!g)
+		return;
+	lru_unlink(a, g);
+	for (pp = &a->buckets[agg_hash(&g->key, a->n_buckets)]; *pp; pp = &(*pp)->hnext)
+		if (*pp == g) {
+			*pp = g->hnext;
+			break;
+		}
+	free(g);
+	a->count--;
+	a->evicted++;
+}
+
+const struct rw_agg *rw_aggs_find(const struct rw_aggs *a, const struct rw_agg_key *k)
+{
+	struct rw_agg *g = a->buckets[agg_hash(k, a->n_buckets)];
+
+	for (; g; g = g->hnext)
+		if (!memcmp(&g->key, k, sizeof(*k)))
+			return g;
+	return NULL;
+}
+
+struct rw_agg *rw_aggs_add(struct rw_aggs *a, const struct rw_event *ev, const char *node,
+			   int64_t real_ns, const char *rule, const char *peer_name)
+{
+	struct rw_agg_key k;
+	struct rw_agg *g;
+	size_t b;
+
+	agg_key(&k, ev, node);
+	g = (struct rw_agg *)rw_aggs_find(a, &k);
+	if (g) {
+		lru_unlink(a, g);
+	} else {
+		if (a->count == a->cap)
+			agg_evict_oldest(a);
+		g = calloc(1, sizeof(*g));
+		if (!g)
+			return NULL;
+		g->key = k;
+		g->first_ns = real_ns;
+		b = agg_hash(&k, a->n_buckets);
+		g->hnext = a->buckets[b];
+		a->buckets[b] = g;
+		a->count++;
+	}
+	lru_push(a, g);
+	g->pod = rw_event_pod(ev);
+	g->verdict = ev->verdict;
+	g->reason = ev->reason;
+	g->count++;
+	if (ev->reason < RW_REASON_COUNT)
+		g->by_reason[ev->reason]++;
+	g->last_ns = real_ns;
+	if (rule)
+		snprintf(g->rule, sizeof(g->rule), "%s", rule);
+	if (peer_name)
+		snprintf(g->peer_name, sizeof(g->peer_name), "%s", peer_name);
+	return g;
+}
+
+void rw_aggs_each(const struct rw_aggs *a, int (*fn)(const struct rw_agg *g, void *data),
+		  void *data)
+{
+	for (const struct rw_agg *g = a->newest; g; g = g->older)
+		if (fn(g, data))
+			break;
+}

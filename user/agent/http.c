@@ -1,0 +1,782 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* http.c: the HTTP API and page over libmicrohttpd (replaces health.c: /healthz and /readyz
+ * answer as they did). Read-only: GET and HEAD only. Loopback unless a bearer token is
+ * configured. One thread per connection, a connection limit, a request-size limit (MHD's
+ * memory pool: a bigger request line or header gets 414/431 from MHD itself) and a timeout:
+ * a client that never reads blocks its own thread only, until the timeout closes it.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <microhttpd.h>
+
+#include "eventfmt.h"
+#include "http.h"
+#include "log.h"
+#include "reasons.h"
+#include "view_page.h"		/* generated from view.html: rw_view_page[], rw_view_page_len */
+
+#define CONN_TIMEOUT_S		30
+#define REQUEST_MEMORY		(16 * 1024)	/* request line + headers, per connection */
+#define SSE_KEEPALIVE_S		5
+#define SSE_BLOCK		(64 * 1024)
+#define TOKEN_MAX		512
+
+struct rw_http {
+	struct MHD_Daemon *daemon;
+	struct rw_feed *feed;
+	struct rw_http_ops ops;
+	char token[TOKEN_MAX];		/* "" when none is required */
+	unsigned int port;
+};
+
+/* ---- the feed ---- */
+
+int rw_feed_init(struct rw_feed *f, size_t events, size_t aggs)
+{
+	int err;
+
+	memset(f, 0, sizeof(*f));
+	err = rw_evstore_init(&f->events, events);
+	if (err)
+		return err;
+	err = rw_aggs_init(&f->aggs, aggs);
+	if (err) {
+		rw_evstore_free(&f->events);
+		return err;
+	}
+	/* Ids go on growing across restarts (a browser resuming with Last-Event-ID after an
+	 * agent restart must not hold a cursor above every new id): start at the clock, in
+	 * microseconds, below 2^53 so that JavaScript holds them exactly.
+	 */
+	{
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		f->events.next_id = (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+	}
+	pthread_mutex_init(&f->lock, NULL);
+	pthread_cond_init(&f->cond, NULL);
+	snprintf(f->ready_text, sizeof(f->ready_text), "not ready: starting\n");
+	return 0;
+}
+
+void rw_feed_free(struct rw_feed *f)
+{
+	rw_evstore_free(&f->events);
+	rw_aggs_free(&f->aggs);
+	free(f->status);
+	pthread_mutex_destroy(&f->lock);
+	pthread_cond_destroy(&f->cond);
+}
+
+uint64_t rw_feed_add(struct rw_feed *f, const struct rw_event *ev, const char *node,
+		     int64_t real_ns, const char *json, size_t json_len, const char *rule,
+		     const char *peer_name)
+{
+	uint64_t id;
+
+	pthread_mutex_lock(&f->lock);
+	id = rw_evstore_add(&f->events, ev, node, json, json_len);
+	rw_aggs_add(&f->aggs, ev, node, real_ns, rule, peer_name);
+	pthread_cond_broadcast(&f->cond);
+	pthread_mutex_unlock(&f->lock);
+	return id;
+}
+
+void rw_feed_set_status(struct rw_feed *f, char *status, bool ready, const char *ready_text)
+{
+	char *old;
+
+	pthread_mutex_lock(&f->lock);
+	old = f->status;
+	f->status = status;
+	f->ready = ready;
+	snprintf(f->ready_text, sizeof(f->ready_text), "%s", ready_text);
+	pthread_mutex_unlock(&f->lock);
+	free(old);
+}
+
+/* ---- the graph ---- */
+
+static void edge_key(const struct rw_agg *g, char *sbx, size_t sl, char *dst, size_t dl)
+{
+	char pod[INET_ADDRSTRLEN], peer[INET_ADDRSTRLEN];
+
+	inet_ntop(AF_INET, &g->pod, pod, sizeof(pod));
+	inet_ntop(AF_INET, &g->key.peer, peer, sizeof(peer));
+	snprintf(sbx, sl, "%s%s%s/%s", g->key.node, g->key.node[0] ? "/" : "", g->key.run, pod);
+	snprintf(dst, dl, "%s", peer);
+}
+
+struct graph_walk {
+	const struct rw_evfilter *f;
+	json_t *sandboxes, *dests, *edges, *by_edge;
+};
+
+static bool agg_match(const struct rw_evfilter *f, const struct rw_agg *g)
+{
+	if (f->run[0] && strcmp(f->run, g->key.run))
+		return false;
+	if (f->node[0] && strcmp(f->node, g->key.node))
+		return false;
+	if (f->has_pod && f->pod != g->pod)
+		return false;
+	if (f->has_dst && (f->dst != g->key.peer || (f->dport && ntohs(g->key.port) != f->dport)))
+		return false;
+	if (f->reason >= 0 && !g->by_reason[f->reason])
+		return false;
+	if (f->verdict == RW_VERDICT_ALLOW && !g->by_reason[RW_REASON_ALLOWED])
+		return false;
+	if (f->verdict == RW_VERDICT_DROP && g->count == g->by_reason[RW_REASON_ALLOWED])
+		return false;
+	return true;
+}
+
+static int graph_one(const struct rw_agg *g, void *data)
+{
+	struct graph_walk *w = data;
+	char sbx[256], dst[INET_ADDRSTRLEN], ek[300], pod[INET_ADDRSTRLEN], when[40];
+	json_t *e, *reasons;
+
+	if (!agg_match(w->f, g))
+		return 0;
+	edge_key(g, sbx, sizeof(sbx), dst, sizeof(dst));
+	inet_ntop(AF_INET, &g->pod, pod, sizeof(pod));
+	if (!json_object_get(w->sandboxes, sbx))
+		json_object_set_new(w->sandboxes, sbx,
+				    json_pack("{s:s, s:s, s:s, s:s}", "id", sbx, "node", g->key.node,
+					      "run", g->key.run, "pod", pod));
+	{
+		json_t *d = json_object_get(w->dests, dst);
+
+		if (!d)
+			json_object_set_new(w->dests, dst,
+					    json_pack("{s:s, s:s, s:s}", "id", dst, "ip", dst,
+						      "name", g->peer_name));
+		else if (g->peer_name[0] && !json_string_length(json_object_get(d, "name")))
+			json_object_set_new(d, "name", json_string(g->peer_name));
+	}
+	snprintf(ek, sizeof(ek), "%s|%s|%s", sbx, rw_dir_name(g->key.dir), dst);
+	e = json_object_get(w->by_edge, ek);
+	rw_format_time(g->last_ns, when, sizeof(when));
+	if (!e) {
+		e = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:o, s:o, s:s, s:s}", "sandbox", sbx,
+			      "destination", dst, "dir", rw_dir_name(g->key.dir), "count",
+			      (json_int_t)0, "allowed", (json_int_t)0, "dropped", (json_int_t)0,
+			      "reasons", json_object(), "ports", json_array(), "last", when,
+			      "rule", g->rule);
+		json_object_set_new(w->by_edge, ek, e);
+		json_array_append(w->edges, e);
+	}
+	json_object_set_new(e, "count", json_integer(json_integer_value(json_object_get(e,
+						"count")) + (json_int_t)g->count));
+	json_object_set_new(e, "allowed", json_integer(json_integer_value(json_object_get(e,
+						"allowed")) + (json_int_t)g->by_reason[0]));
+	json_object_set_new(e, "dropped", json_integer(json_integer_value(json_object_get(e,
+						"dropped")) + (json_int_t)(g->count - g->by_reason[0])));
+	reasons = json_object_get(e, "reasons");
+	for (int r = 0; r < RW_REASON_COUNT; r++) {
+		const char *name = rw_reason_name(r);
+
+		if (!g->by_reason[r])
+			continue;
+		json_object_set_new(reasons, name,
+				    json_integer(json_integer_value(json_object_get(reasons, name)) +
+						 (json_int_t)g->by_reason[r]));
+	}
+	{
+		char first[40];
+
+		rw_format_time(g->first_ns, first, sizeof(first));
+		json_array_append_new(json_object_get(e, "ports"),
+				      json_pack("{s:i, s:s, s:I, s:s, s:s, s:s, s:s, s:s}",
+						"port", (int)ntohs(g->key.port), "proto",
+						rw_proto_name(g->key.proto), "count",
+						(json_int_t)g->count, "verdict",
+						g->verdict == RW_VERDICT_ALLOW ? "allow" : "drop",
+						"reason", rw_reason_name(g->reason), "rule", g->rule,
+						"first", first, "last", when));
+	}
+	return 0;
+}
+
+json_t *rw_graph_json(const struct rw_aggs *a, const struct rw_evfilter *f)
+{
+	struct graph_walk w = { .f = f, .sandboxes = json_object(), .dests = json_object(),
+				.edges = json_array(), .by_edge = json_object() };
+	json_t *sbx = json_array(), *dst = json_array(), *v;
+	const char *k;
+
+	rw_aggs_each(a, graph_one, &w);
+	json_object_foreach(w.sandboxes, k, v)
+		json_array_append(sbx, v);
+	json_object_foreach(w.dests, k, v)
+		json_array_append(dst, v);
+	json_decref(w.sandboxes);
+	json_decref(w.dests);
+	json_decref(w.by_edge);
+	return json_pack("{s:b, s:o, s:o, s:o, s:I, s:I, s:I}", "ok", 1, "sandboxes", sbx,
+			 "destinations", dst, "edges", w.edges, "aggregates", (json_int_t)a->count,
+			 "capacity", (json_int_t)a->cap, "evicted", (json_int_t)a->evicted);
+}
+
+/* ---- answering ---- */
+
+static enum MHD_Result send_text(struct MHD_Connection *c, unsigned int status, const char *type,
+				 const char *body, size_t len, enum MHD_ResponseMemoryMode mode)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, mode);
+	enum MHD_Result ret;
+
+	if (!r)
+		return MHD_NO;
+	MHD_add_response_header(r, "Content-Type", type);
+	MHD_add_response_header(r, "Cache-Control", "no-store");
+	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+		MHD_add_response_header(r, "Allow", "GET, HEAD");
+	if (status == MHD_HTTP_UNAUTHORIZED)
+		MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"runwall\"");
+	ret = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static enum MHD_Result send_json_error(struct MHD_Connection *c, unsigned int status,
+				       const char *msg)
+{
+	json_t *o = json_pack("{s:b, s:s, s:i}", "ok", 0, "error", msg, "status", (int)status);
+	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	enum MHD_Result ret;
+
+	json_decref(o);
+	if (!text)
+		return MHD_NO;
+	ret = send_text(c, status, "application/json", text, strlen(text), MHD_RESPMEM_MUST_FREE);
+	return ret;
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *c, json_t *o)
+{
+	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+
+	json_decref(o);
+	if (!text)
+		return send_json_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+	return send_text(c, MHD_HTTP_OK, "application/json", text, strlen(text),
+			 MHD_RESPMEM_MUST_FREE);
+}
+
+/* The query, checked parameter by parameter with the same function the fuzzer drives. */
+struct query_walk {
+	struct rw_evfilter *f;
+	char err[320];
+	int ret;
+};
+
+static enum MHD_Result query_one(void *cls, enum MHD_ValueKind kind, const char *key,
+				 const char *value)
+{
+	struct query_walk *q = cls;
+
+	if (q->ret)
+		return MHD_NO;
+	q->ret = rw_query_set(q->f, key, value, q->err, sizeof(q->err));
+	return q->ret ? MHD_NO : MHD_YES;
+}
+
+static int parse_query(struct MHD_Connection *c, struct rw_evfilter *f, char *err, size_t len)
+{
+	struct query_walk q = { .f = f };
+	int n;
+
+	rw_evfilter_init(f);
+	n = MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, query_one, &q);
+	if (!q.ret && n > 16) {
+		snprintf(err, len, "more than 16 query parameters");
+		return -EINVAL;
+	}
+	if (q.ret)
+		snprintf(err, len, "%s", q.err);
+	return q.ret;
+}
+
+/* A growing text buffer. */
+struct buf {
+	char *p;
+	size_t len, cap;
+	bool failed;
+};
+
+static void buf_add(struct buf *b, const char *s, size_t n)
+{
+	if (b->failed)
+		return;
+	if (b->len + n + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		char *grown;
+
+		while (cap < b->len + n + 1)
+			cap *= 2;
+		grown = realloc(b->p, cap);
+		if (!grown) {
+			b->failed = true;
+			return;
+		}
+		b->p = grown;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+	b->p[b->len] = '\0';
+}
+
+/* An entry as {"id":N,...the event...}. */
+static void buf_event(struct buf *b, const struct rw_evstore_entry *e)
+{
+	char head[48];
+	int n = snprintf(head, sizeof(head), "{\"id\":%llu%s", (unsigned long long)e->id,
+			 e->json_len > 2 ? "," : "");
+
+	buf_add(b, head, n);
+	buf_add(b, e->json + 1, e->json_len - 1);
+}
+
+struct events_walk {
+	struct buf *b;
+	size_t n;
+	uint64_t last;
+};
+
+static int events_one(const struct rw_evstore_entry *e, void *data)
+{
+	struct events_walk *w = data;
+
+	if (w->n++)
+		buf_add(w->b, ",", 1);
+	buf_event(w->b, e);
+	w->last = e->id;
+	return 0;
+}
+
+static enum MHD_Result answer_events(struct rw_http *h, struct MHD_Connection *c,
+				     const struct rw_evfilter *f)
+{
+	struct buf b = {};
+	struct events_walk w = { .b = &b };
+	char tail[160];
+	uint64_t first, last, evicted;
+
+	buf_add(&b, "{\"ok\":true,\"events\":[", 21);
+	pthread_mutex_lock(&h->feed->lock);
+	rw_evstore_query(&h->feed->events, f, events_one, &w);
+	first = rw_evstore_first_id(&h->feed->events);
+	last = rw_evstore_last_id(&h->feed->events);
+	evicted = h->feed->events.evicted;
+	pthread_mutex_unlock(&h->feed->lock);
+	/* "cursor": what to pass as `since` next time (the newest id scanned, matching or not). */
+	snprintf(tail, sizeof(tail), "],\"count\":%zu,\"first\":%llu,\"last\":%llu,\"cursor\":%llu,"
+		 "\"evicted\":%llu}", w.n, (unsigned long long)first, (unsigned long long)last,
+		 (unsigned long long)(last > f->since ? last : f->since),
+		 (unsigned long long)evicted);
+	buf_add(&b, tail, strlen(tail));
+	if (b.failed) {
+		free(b.p);
+		return send_json_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+	}
+	return send_text(c, MHD_HTTP_OK, "application/json", b.p, b.len, MHD_RESPMEM_MUST_FREE);
+}
+
+/* ---- server-sent events ---- */
+
+struct sse {
+	struct rw_http *h;
+	struct rw_evfilter f;		/* f.since: the cursor */
+	struct buf out;
+	size_t off;
+	uint64_t sent_last;
+	bool started;
+};
+
+static int sse_one(const struct rw_evstore_entry *e, void *data)
+{
+	struct sse *s = data;
+	char head[48];
+	int n = snprintf(head, sizeof(head), "id: %llu\ndata: ", (unsigned long long)e->id);
+
+	buf_add(&s->out, head, n);
+	buf_event(&s->out, e);
+	buf_add(&s->out, "\n\n", 2);
+	s->sent_last = e->id;
+	return s->out.len >= SSE_BLOCK;
+}
+
+/* MHD calls this on the connection's own thread whenever it can send more: it waits here
+ * (up to the keepalive period) for events past the cursor. Returning 0 is not allowed with
+ * internal threads (MHD would spin), so an idle stream sends a comment line instead.
+ */
+static ssize_t sse_read(void *cls, uint64_t pos, char *dst, size_t max)
+{
+	struct sse *s = cls;
+	struct rw_feed *feed = s->h->feed;
+	size_t n;
+
+	if (s->off == s->out.len) {
+		struct timespec until;
+
+		s->off = s->out.len = 0;
+		if (!s->started) {
+			/* The browser's reconnection delay after an agent restart. */
+			buf_add(&s->out, "retry: 1000\n\n", 13);
+			s->started = true;
+		}
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += SSE_KEEPALIVE_S;
+		pthread_mutex_lock(&feed->lock);
+		for (;;) {
+			uint64_t last = rw_evstore_last_id(&feed->events);
+
+			if (feed->closing) {
+				pthread_mutex_unlock(&feed->lock);
+				return MHD_CONTENT_READER_END_OF_STREAM;
+			}
+			if (last > s->f.since) {
+				s->sent_last = 0;
+				rw_evstore_query(&feed->events, &s->f, sse_one, s);
+				/* Past what was sent when the block filled, else past all scanned. */
+				s->f.since = s->out.len >= SSE_BLOCK ? s->sent_last : last;
+			}
+			if (s->out.len)
+				break;
+			if (pthread_cond_timedwait(&feed->cond, &feed->lock, &until) == ETIMEDOUT)
+				break;
+		}
+		pthread_mutex_unlock(&feed->lock);
+		if (!s->out.len)
+			buf_add(&s->out, ": keepalive\n\n", 13);
+		if (s->out.failed)
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+	}
+	n = s->out.len - s->off;
+	if (n > max)
+		n = max;
+	memcpy(dst, s->out.p + s->off, n);
+	s->off += n;
+	return (ssize_t)n;
+}
+
+static void sse_free(void *cls)
+{
+	struct sse *s = cls;
+
+	free(s->out.p);
+	free(s);
+}
+
+static enum MHD_Result answer_stream(struct rw_http *h, struct MHD_Connection *c,
+				     const struct rw_evfilter *f)
+{
+	const char *last_id = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+							  MHD_HTTP_HEADER_LAST_EVENT_ID);
+	const char *since = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "since");
+	struct MHD_Response *r;
+	struct sse *s;
+	enum MHD_Result ret;
+
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return send_json_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+	s->h = h;
+	s->f = *f;
+	s->f.limit = 0;
+	/* Resume after Last-Event-ID (what a browser sends when it reconnects), else after
+	 * ?since=, else from now on.
+	 */
+	if (last_id) {
+		struct rw_evfilter tmp;
+		char err[128];
+
+		rw_evfilter_init(&tmp);
+		if (rw_query_set(&tmp, "since", last_id, err, sizeof(err))) {
+			free(s);
+			return send_json_error(c, MHD_HTTP_BAD_REQUEST,
+					       "Last-Event-ID: expected an event id");
+		}
+		s->f.since = tmp.since;
+	} else if (!since) {
+		pthread_mutex_lock(&h->feed->lock);
+		s->f.since = rw_evstore_last_id(&h->feed->events);
+		if (!s->f.since)
+			s->f.since = h->feed->events.next_id - 1;
+		pthread_mutex_unlock(&h->feed->lock);
+	}
+	r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, SSE_BLOCK, sse_read, s, sse_free);
+	if (!r) {
+		free(s);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, "Content-Type", "text/event-stream");
+	MHD_add_response_header(r, "Cache-Control", "no-store");
+	MHD_add_response_header(r, "X-Accel-Buffering", "no");
+	ret = MHD_queue_response(c, MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+/* ---- routing ---- */
+
+static bool token_ok(const struct rw_http *h, struct MHD_Connection *c)
+{
+	const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						       MHD_HTTP_HEADER_AUTHORIZATION);
+	size_t want = strlen(h->token), got;
+	unsigned char diff = 0;
+
+	if (!h->token[0])
+		return true;
+	if (!auth || strncmp(auth, "Bearer ", 7))
+		return false;
+	auth += 7;
+	got = strlen(auth);
+	/* Compare in constant time for a given length. */
+	for (size_t i = 0; i < want; i++)
+		diff |= (unsigned char)h->token[i] ^ (unsigned char)(i < got ? auth[i] : 0);
+	return diff == 0 && got == want;
+}
+
+static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *url,
+			      const char *method, const char *version, const char *upload,
+			      size_t *upload_size, void **state)
+{
+	struct rw_http *h = cls;
+	struct rw_evfilter f;
+	char err[320];
+
+	if (strcmp(method, "GET") && strcmp(method, "HEAD"))
+		return send_json_error(c, MHD_HTTP_METHOD_NOT_ALLOWED,
+				       "read-only: GET and HEAD only");
+	/* Probes answer without the token: they tell no more than whether the node enforces. */
+	if (!strcmp(url, "/healthz"))
+		return send_text(c, MHD_HTTP_OK, "text/plain", "ok\n", 3, MHD_RESPMEM_PERSISTENT);
+	if (!strcmp(url, "/readyz")) {
+		char body[256];
+		bool ready;
+
+		pthread_mutex_lock(&h->feed->lock);
+		ready = h->feed->ready;
+		snprintf(body, sizeof(body), "%s", h->feed->ready_text);
+		pthread_mutex_unlock(&h->feed->lock);
+		return send_text(c, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
+				 "text/plain", body, strlen(body), MHD_RESPMEM_MUST_COPY);
+	}
+	if (!token_ok(h, c))
+		return send_json_error(c, MHD_HTTP_UNAUTHORIZED,
+				       "missing or wrong bearer token (Authorization: Bearer ...)");
+	if (!strcmp(url, "/") || !strcmp(url, "/index.html"))
+		return send_text(c, MHD_HTTP_OK, "text/html; charset=utf-8",
+				 (const char *)rw_view_page, rw_view_page_len,
+				 MHD_RESPMEM_PERSISTENT);
+	if (!strcmp(url, "/metrics") || !strcmp(url, "/api/requests")) {
+		bool metrics = url[1] == 'm';
+		char *(*fn)(void *) = metrics ? h->ops.metrics : h->ops.requests;
+		char *text;
+
+		if (!fn)
+			return send_json_error(c, MHD_HTTP_NOT_FOUND, "not served here");
+		text = fn(h->ops.data);
+		if (!text)
+			return send_json_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot build it");
+		return send_text(c, MHD_HTTP_OK, metrics ? "text/plain; version=0.0.4" :
+			"application/json", text, strlen(text), MHD_RESPMEM_MUST_FREE);
+	}
+	if (!strcmp(url, "/api/status")) {
+		char *text = NULL;
+
+		pthread_mutex_lock(&h->feed->lock);
+		if (h->feed->status)
+			text = strdup(h->feed->status);
+		pthread_mutex_unlock(&h->feed->lock);
+		if (!text)
+			return send_json_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "no status yet");
+		return send_text(c, MHD_HTTP_OK, "application/json", text, strlen(text),
+				 MHD_RESPMEM_MUST_FREE);
+	}
+	if (!strcmp(url, "/api/events") || !strcmp(url, "/api/events/stream") ||
+	    !strcmp(url, "/api/graph")) {
+		if (parse_query(c, &f, err, sizeof(err)))
+			return send_json_error(c, MHD_HTTP_BAD_REQUEST, err);
+		if (!strcmp(url, "/api/events"))
+			return answer_events(h, c, &f);
+		if (!strcmp(url, "/api/events/stream"))
+			return answer_stream(h, c, &f);
+		{
+			json_t *g;
+
+			pthread_mutex_lock(&h->feed->lock);
+			g = rw_graph_json(&h->feed->aggs, &f);
+			pthread_mutex_unlock(&h->feed->lock);
+			return send_json(c, g);
+		}
+	}
+	snprintf(err, sizeof(err), "no such path; valid: /, /healthz, /readyz, /metrics, "
+		 "/api/status, /api/events, /api/events/stream, /api/graph, /api/requests");
+	return send_json_error(c, MHD_HTTP_NOT_FOUND, err);
+}
+
+/* ---- start and stop ---- */
+
+/* MHD's own messages (a client that hung up mid-request, ...) are about clients, not about the
+ * node: debug level (-v), through the agent's logger.
+ */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char msg[512];
+	size_t n;
+
+	if (rw_log_verbosity < RW_LOG_DEBUG)
+		return;
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = strlen(msg);
+	while (n && msg[n - 1] == '\n')
+		msg[--n] = '\0';
+	rw_debug("http: %s", msg);
+}
+
+static int read_token(const char *path, char *out, size_t cap, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	if (!f) {
+		snprintf(err, errlen, "--http-token-file %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	n = fread(out, 1, cap - 1, f);
+	fclose(f);
+	out[n] = '\0';
+	while (n && (out[n - 1] == '\n' || out[n - 1] == '\r' || out[n - 1] == ' '))
+		out[--n] = '\0';
+	if (n < 16 || strchr(out, '\n') || n >= cap - 1) {
+		snprintf(err, errlen, "--http-token-file %s: expected one line of 16 to %zu "
+			 "characters", path, cap - 2);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (out[i] <= ' ' || out[i] > '~') {
+			snprintf(err, errlen, "--http-token-file %s: the token must be printable "
+				 "ASCII without spaces", path);
+			return -EINVAL;
+		}
+	return 0;
+}
+
+/* ADDR:PORT (":PORT" and "PORT": 127.0.0.1), and the token rule. */
+static int parse_listen(const struct rw_http_opts *o, struct sockaddr_in *sa, char *token,
+			size_t token_len, char *err, size_t errlen)
+{
+	const char *colon = strrchr(o->listen, ':'), *port_s = colon ? colon + 1 : o->listen;
+	char host[64] = "127.0.0.1", *end;
+	unsigned long port;
+
+	memset(sa, 0, sizeof(*sa));
+	sa->sin_family = AF_INET;
+	if (colon && colon != o->listen) {
+		if ((size_t)(colon - o->listen) >= sizeof(host)) {
+			snprintf(err, errlen, "%s '%s': expected ADDR:PORT", o->flag, o->listen);
+			return -EINVAL;
+		}
+		memcpy(host, o->listen, colon - o->listen);
+		host[colon - o->listen] = '\0';
+	}
+	errno = 0;
+	port = strtoul(port_s, &end, 10);
+	if (!*port_s || *end || errno || port > 65535 ||
+	    inet_pton(AF_INET, host, &sa->sin_addr) != 1) {
+		snprintf(err, errlen, "%s '%s': expected IPV4:PORT (or PORT for 127.0.0.1:PORT)",
+			 o->flag, o->listen);
+		return -EINVAL;
+	}
+	sa->sin_port = htons(port);
+	if (o->token_file)
+		return read_token(o->token_file, token, token_len, err, errlen);
+	if ((ntohl(sa->sin_addr.s_addr) >> 24) != 127) {
+		snprintf(err, errlen, "%s %s: an address other than loopback needs "
+			 "--http-token-file (clients then send Authorization: Bearer TOKEN)",
+			 o->flag, o->listen);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int rw_http_check(const struct rw_http_opts *o, char *err, size_t errlen)
+{
+	struct sockaddr_in sa;
+	char token[TOKEN_MAX];
+
+	return parse_listen(o, &sa, token, sizeof(token), err, errlen);
+}
+
+struct rw_http *rw_http_start(const struct rw_http_opts *o, struct rw_feed *feed,
+			      const struct rw_http_ops *ops, char *err, size_t errlen, bool *usage)
+{
+	struct sockaddr_in sa;
+	struct rw_http *h;
+	const union MHD_DaemonInfo *info;
+
+	*usage = true;
+	h = calloc(1, sizeof(*h));
+	if (!h) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	h->feed = feed;
+	if (ops)
+		h->ops = *ops;
+	if (parse_listen(o, &sa, h->token, sizeof(h->token), err, errlen))
+		goto fail;
+	*usage = false;
+	h->daemon = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION |
+				     MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+				     MHD_USE_ERROR_LOG, 0, NULL, NULL, answer, h,
+				     MHD_OPTION_SOCK_ADDR, &sa,
+				     MHD_OPTION_CONNECTION_LIMIT,
+				     o->max_connections ? o->max_connections : 256u,
+				     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)CONN_TIMEOUT_S,
+				     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)REQUEST_MEMORY,
+				     MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024),
+				     MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+				     MHD_OPTION_END);
+	if (!h->daemon) {
+		snprintf(err, errlen, "%s %s: cannot listen (address in use or not on this host?)",
+			 o->flag, o->listen);
+		goto fail;
+	}
+	info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
+	h->port = info ? info->port : ntohs(sa.sin_port);
+	return h;
+fail:
+	free(h);
+	return NULL;
+}
+
+unsigned int rw_http_port(const struct rw_http *h)
+{
+	return h->port;
+}
+
+void rw_http_stop(struct rw_http *h)
+{
+	if (!h)
+		return;
+	pthread_mutex_lock(&h->feed->lock);
+	h->feed->closing = true;
+	pthread_cond_broadcast(&h->feed->cond);
+	pthread_mutex_unlock(&h->feed->lock);
+	MHD_stop_daemon(h->daemon);
+	free(h);
+}

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* http.h: the read-only HTTP API and page of `runwall agent --listen` and `runwall view`
+ * (libmicrohttpd, one thread per connection so that a slow client only slows itself). The
+ * agent's loop never waits for it: it hands over events and snapshots under the feed's lock.
+ */
+#ifndef RUNWALL_HTTP_H
+#define RUNWALL_HTTP_H
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "event_store.h"
+
+/* What the HTTP threads read and the agent (or the view) writes, under `lock`. */
+struct rw_feed {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;		/* broadcast on every new event and on close */
+	struct rw_evstore events;
+	struct rw_aggs aggs;
+	char *status;			/* the status JSON (text), NULL until the first one */
+	bool ready;			/* /readyz: 200 or 503 */
+	char ready_text[256];		/* its body */
+	bool closing;
+};
+
+int rw_feed_init(struct rw_feed *f, size_t events, size_t aggs);
+void rw_feed_free(struct rw_feed *f);
+/* Keep one event (JSON without its id, and aggregated with the rule that matched and the
+ * service named at the peer); wakes the streams. Takes the lock. Returns the event's id.
+ */
+uint64_t rw_feed_add(struct rw_feed *f, const struct rw_event *ev, const char *node,
+		     int64_t real_ns, const char *json, size_t json_len, const char *rule,
+		     const char *peer_name);
+/* Replace the status text (taken over: freed by the feed) and the readiness. Takes the lock. */
+void rw_feed_set_status(struct rw_feed *f, char *status, bool ready, const char *ready_text);
+
+/* Answers computed on an HTTP thread (thread-safe): malloc'd text, NULL on error (500). */
+struct rw_http_ops {
+	char *(*metrics)(void *data);
+	char *(*requests)(void *data);
+	void *data;
+};
+
+struct rw_http_opts {
+	const char *listen;		/* "ADDR:PORT", ":PORT" or "PORT" (loopback) */
+	const char *token_file;		/* required for any address but loopback */
+	const char *flag;		/* "--listen", for messages */
+	unsigned int max_connections;	/* 0: 256 */
+};
+
+struct rw_http;
+
+/* Parse ADDR:PORT (":PORT" and "PORT" mean 127.0.0.1), read the token, listen. NULL with a
+ * message in err (a usage error when *usage is set) on failure.
+ */
+struct rw_http *rw_http_start(const struct rw_http_opts *o, struct rw_feed *feed,
+			      const struct rw_http_ops *ops, char *err, size_t errlen, bool *usage);
+/* The same checks as rw_http_start() without listening (for a flag check before anything
+ * else is set up): 0 or -EINVAL with err.
+ */
+int rw_http_check(const struct rw_http_opts *o, char *err, size_t errlen);
+/* The port it listens on (useful with port 0). */
+unsigned int rw_http_port(const struct rw_http *h);
+void rw_http_stop(struct rw_http *h);
+
+/* The /api/graph answer from the aggregates that pass the filter (run, pod, dst, node,
+ * verdict, reason). Caller holds the feed's lock. New reference.
+ */
+#include <jansson.h>
+json_t *rw_graph_json(const struct rw_aggs *a, const struct rw_evfilter *f);
+
+#endif /* RUNWALL_HTTP_H */

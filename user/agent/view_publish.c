@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* view_publish.c: the agent's state handed to the HTTP view on the loop's tick (when something
+ * changed, and every second): the status JSON (the control socket's), readiness for /readyz (a
+ * snapshot is enforced and every known sandbox veth has both programs attached) and what
+ * /metrics needs of the agent. The HTTP threads never read the agent's own structures.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent.h"
+
+void agent_view_publish(struct agent *a)
+{
+	struct rw_metrics_snap snap = a->msnap;
+	struct rw_metrics_run *runs = calloc(a->n_sbx ? a->n_sbx : 1, sizeof(*runs));
+	struct rw_config cfg = {};
+	char text[256];
+	size_t detached = 0;
+	bool ready;
+
+	rw_config_read(&a->dp, &cfg);
+	for (size_t i = 0; i < a->n_sbx; i++) {
+		struct sandbox *s = &a->sbx[i];
+		struct rw_pod pod;
+
+		if (!s->attached[RW_DIR_EGRESS] || !s->attached[RW_DIR_INGRESS]) {
+			snap.sandboxes[RW_SBX_NOT_ATTACHED]++;
+			detached++;
+		} else if (!s->pod) {
+			snap.sandboxes[RW_SBX_UNBOUND]++;
+		} else if (rw_live_pod(&a->dp, s->pod, &pod)) {
+			snap.sandboxes[RW_SBX_NO_RUN]++;
+		} else {
+			bool dup = false;
+
+			snap.sandboxes[RW_SBX_ENFORCED]++;
+			/* Runs with a sandbox here: their counters are this node's to export. */
+			for (size_t r = 0; runs && r < snap.n_runs; r++)
+				dup |= runs[r].idx == pod.run_idx;
+			if (runs && !dup) {
+				snprintf(runs[snap.n_runs].id, sizeof(runs[0].id), "%s", pod.run_id);
+				runs[snap.n_runs++].idx = pod.run_idx;
+			}
+		}
+	}
+	if (!runs)
+		snap.n_runs = 0;
+	snap.runs = runs;
+	snap.attach_failures = a->attach_failures;
+	snap.subscribers = a->n_subs;
+	snap.delivered = a->delivered_gone;
+	snap.skipped = a->skipped_gone;
+	for (int i = 0; i < a->n_subs; i++) {
+		snap.delivered += a->subs[i].delivered;
+		snap.skipped += a->subs[i].skipped;
+	}
+	ready = RW_STATE_READY(cfg.state) && !detached;
+	if (!RW_STATE_READY(cfg.state))
+		snprintf(text, sizeof(text), "not ready: no snapshot applied\n");
+	else if (detached)
+		snprintf(text, sizeof(text), "not ready: %zu of %zu sandbox veths not attached\n",
+			 detached, a->n_sbx);
+	else
+		snprintf(text, sizeof(text), "ready revision %llu, %zu sandbox veths attached\n",
+			 (unsigned long long)RW_STATE_REVISION(cfg.state), a->n_sbx);
+	rw_agent_view_publish(a->view, agent_status_json(a), ready, text, &snap);
+	free(runs);
+	a->view_dirty = false;
+}

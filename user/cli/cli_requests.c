@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* cli_requests.c: `runwall requests`: the network-access requests the agent raised (the `requests`
+ * request on its control socket; the same list as its /api/requests).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+#include <jansson.h>
+
+#include "cli_util.h"
+#include "commands.h"
+#include "ctl.h"
+
+
+static int cmd_requests(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "run", required_argument, NULL, 'r' },
+		{ "help", no_argument, NULL, 'h' },
+		{}
+	};
+	static const char *const heads[] = { "FIRST SEEN", "RUN", "GEN", "POD", "DESTINATION",
+					     "COUNT", "STATE", "ATTEMPTS", "LAST ERROR" };
+	const char *run = NULL, *url;
+	struct rw_table t;
+	json_t *reply = NULL, *list, *item, *stats;
+	size_t i, shown = 0;
+	int c, err;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'r':
+			run = optarg;
+			break;
+		case 'h':
+			rw_cmd_help(&rw_cmd_requests, stdout);
+			return RW_EXIT_OK;
+		default:
+			return rw_cmd_usage_error(&rw_cmd_requests, "bad option '%s'",
+						  argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return rw_cmd_usage_error(&rw_cmd_requests, "unexpected argument '%s'",
+					  argv[optind]);
+	err = rw_ctl_call(rw_g.socket, "requests", NULL, NULL, 0, RW_CTL_TIMEOUT_MS, &reply);
+	if (err)
+		return rw_fail(RW_EXIT_USAGE, "requests: no agent on %s (%s)", rw_g.socket,
+			       strerror(-err));
+	if (!json_is_true(json_object_get(reply, "ok"))) {
+		const char *e = json_string_value(json_object_get(reply, "error"));
+		int ret = rw_fail(RW_EXIT_REFUSED, "requests: %s", e ? e : "the agent refused");
+
+		json_decref(reply);
+		return ret;
+	}
+	list = json_object_get(reply, "requests");
+	if (run) {
+		json_t *kept = json_array();
+
+		json_array_foreach(list, i, item)
+			if (!strcmp(json_string_value(json_object_get(item, "run")) ?: "", run))
+				json_array_append(kept, item);
+		json_object_set_new(reply, "requests", kept);
+		list = kept;
+	}
+	if (rw_g.json) {
+		rw_cli_json_print(reply);
+		return RW_EXIT_OK;
+	}
+	url = json_string_value(json_object_get(reply, "url"));
+	stats = json_object_get(reply, "stats");
+	if (!url) {
+		printf("network-access requests: off (the agent runs without --access-request-url)\n");
+		json_decref(reply);
+		return RW_EXIT_OK;
+	}
+	printf("network-access requests to %s: %lld queued, %lld sent, %lld pending, %lld failed, "
+	       "%lld dropped (queue full), %lld retries\n", url,
+	       json_integer_value(json_object_get(stats, "queued")),
+	       json_integer_value(json_object_get(stats, "sent")),
+	       json_integer_value(json_object_get(stats, "pending")),
+	       json_integer_value(json_object_get(stats, "failed")),
+	       json_integer_value(json_object_get(stats, "dropped")),
+	       json_integer_value(json_object_get(stats, "retries")));
+	rw_table_init(&t, 9, heads, RW_TABLE_RIGHT(2) | RW_TABLE_RIGHT(5) | RW_TABLE_RIGHT(7));
+	json_array_foreach(list, i, item) {
+		const char *le = json_string_value(json_object_get(item, "last_error"));
+
+		rw_table_row(&t);
+		rw_table_cell(&t, "%s", json_string_value(json_object_get(item, "first_seen")));
+		rw_table_cell(&t, "%s", json_string_value(json_object_get(item, "run")));
+		rw_table_cell(&t, "%lld", json_integer_value(json_object_get(item, "generation")));
+		rw_table_cell(&t, "%s", json_string_value(json_object_get(item, "pod")));
+		rw_table_cell(&t, "%s:%lld/%s",
+			      json_string_value(json_object_get(item, "destination")),
+			      json_integer_value(json_object_get(item, "port")),
+			      json_string_value(json_object_get(item, "protocol")));
+		rw_table_cell(&t, "%lld", json_integer_value(json_object_get(item, "count")));
+		rw_table_cell(&t, "%s", json_string_value(json_object_get(item, "state")));
+		rw_table_cell(&t, "%lld", json_integer_value(json_object_get(item, "attempts")));
+		rw_table_cell(&t, "%s", le ? le : "");
+		shown++;
+	}
+	if (shown)
+		rw_table_print(&t, stdout, "  ");
+	rw_table_free(&t);
+	json_decref(reply);
+	return RW_EXIT_OK;
+}
+
+const struct rw_cmd rw_cmd_requests = {
+	.name = "requests",
+	.summary = "the network-access requests the agent raised (--access-request-url)",
+	.grammar = "requests [--run ID]",
+	.options = "  --run ID    that run's requests only\n",
+	.func = cmd_requests,
+};
