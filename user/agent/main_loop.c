@@ -344,7 +344,8 @@ const struct rw_cmd rw_cmd_agent = {
 	.name = "agent",
 	.summary = "run the node agent (the DaemonSet's process)",
 	.grammar = "agent [--policy FILE] [--ifprefix LIST] [--attach-mode auto|tcx|tc] "
-		   "[--resync SECONDS] [--event-rate N[/BURST]] [--health ADDR:PORT] [-v]",
+		   "[--resync SECONDS] [--event-rate N[/BURST]] [--ct-per-sandbox N] [--ct-node N] "
+		   "[--health ADDR:PORT] [-v]",
 	.options = agent_options,
 	.func = cmd_agent,
 };
