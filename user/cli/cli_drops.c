@@ -53,8 +53,10 @@ struct follow {
 	bool header_done;
 };
 
-/* One line of the stream. Returns 1 when --count is reached, 0 to go on, or an exit code + 2
- * when the agent reported an error.
+#define FOLLOW_DONE (-1)	/* on_line(): --count reached, or nobody reads any more */
+
+/* One line of the stream. Returns 0 to go on, FOLLOW_DONE, or the exit code after reporting the
+ * agent's error.
  */
 static int on_line(struct follow *fl, char *line)
 {
@@ -72,7 +74,7 @@ static int on_line(struct follow *fl, char *line)
 		rw_fail(RW_EXIT_REFUSED, "agent: %s",
 			json_string_value(json_object_get(o, "error")) ?: "refused the stream");
 		json_decref(o);
-		return 2 + RW_EXIT_REFUSED;
+		return RW_EXIT_REFUSED;
 	}
 	if (rw_event_from_json(o, &ev, rule, sizeof(rule)) || !rw_cli_filter_match(fl->f, &ev)) {
 		json_decref(o);
@@ -87,9 +89,9 @@ static int on_line(struct follow *fl, char *line)
 	}
 	/* Whoever reads through the pipe went away (`| head -3`): done. */
 	if (fflush(stdout) == EOF || ferror(stdout))
-		return 1;
+		return FOLLOW_DONE;
 	fl->seen++;
-	return fl->count && fl->seen >= fl->count;
+	return fl->count && fl->seen >= fl->count ? FOLLOW_DONE : 0;
 }
 
 static int cmd_drops(int argc, char **argv)
@@ -242,12 +244,8 @@ static int cmd_drops(int argc, char **argv)
 			*nl = '\0';
 			r = on_line(&fl, line);
 			line = nl + 1;
-			if (r == 1) {
-				ret = RW_EXIT_OK;
-				goto cleanup;
-			}
-			if (r > 1) {
-				ret = r - 2;
+			if (r) {
+				ret = r == FOLLOW_DONE ? RW_EXIT_OK : r;
 				goto cleanup;
 			}
 		}

@@ -138,7 +138,8 @@ static __u64 live_revision(const struct rw_datapath *dp)
 	return RW_STATE_REVISION(cfg.state);
 }
 
-/* The policy in force, judged by the pinned maps. Returns 0, or an exit code + 1 after
+/* The policy in force, judged by the pinned maps. Returns 0, a negative errno when this node
+ * cannot judge the packet (said by the caller), or the exit code (1 or 2, never 0) after
  * reporting why the question cannot be answered.
  */
 static int judge_live(const struct question *q, __be32 *pod, bool need, struct rw_cli_probe *p,
@@ -156,17 +157,17 @@ static int judge_live(const struct question *q, __be32 *pod, bool need, struct r
 
 	ret = rw_cli_open(&pinned, rw_g.bpffs, err, sizeof(err));
 	if (ret)
-		return 1 + rw_fail(ret == -ENOENT ? RW_EXIT_USAGE : RW_EXIT_REFUSED, "%s", err);
+		return rw_fail(ret == -ENOENT ? RW_EXIT_USAGE : RW_EXIT_REFUSED, "%s", err);
 	ret = rw_cli_live_runs(&pinned, &runs, &n_runs);
 	if (ret) {
-		ret = 1 + rw_fail(RW_EXIT_REFUSED, "reading the live pods: %s", strerror(-ret));
+		ret = rw_fail(RW_EXIT_REFUSED, "reading the live pods: %s", strerror(-ret));
 		goto cleanup;
 	}
 	if (q->run) {
 		int r = rw_cli_run_find(runs, n_runs, q->run, 0);
 
 		if (r < 0) {
-			ret = need ? 1 + rw_fail(RW_EXIT_REFUSED, "no run '%s' in the live slot%s",
+			ret = need ? rw_fail(RW_EXIT_REFUSED, "no run '%s' in the live slot%s",
 						 q->run, live_revision(&pinned) ? "" :
 						 " (the node is not ready)") : -ENOENT;
 			goto cleanup;
@@ -184,13 +185,13 @@ static int judge_live(const struct question *q, __be32 *pod, bool need, struct r
 		char ip[16];
 
 		rw_cli_ip(*pod, ip, sizeof(ip));
-		ret = need ? 1 + rw_fail(RW_EXIT_REFUSED, "%s is bound to no sandbox veth here "
+		ret = need ? rw_fail(RW_EXIT_REFUSED, "%s is bound to no sandbox veth here "
 					 "(rw_endpoints): none of its packets reaches runwall on "
 					 "this node", ip) : -ENOENT;
 		goto cleanup;
 	}
 	if (!if_indextoname(ifindex, ifname)) {
-		ret = 1 + rw_fail(RW_EXIT_REFUSED, "the pod's veth (ifindex %u) is not in this "
+		ret = rw_fail(RW_EXIT_REFUSED, "the pod's veth (ifindex %u) is not in this "
 				  "network namespace: run explain in the node's", ifindex);
 		goto cleanup;
 	}
@@ -200,14 +201,14 @@ static int judge_live(const struct question *q, __be32 *pod, bool need, struct r
 	 */
 	ret = rw_datapath_load(&dry, rw_g.bpffs, RW_DP_DRY_RUN, err, sizeof(err));
 	if (ret) {
-		ret = 1 + rw_fail(RW_EXIT_REFUSED, "loading the dry-run programs: %s", err);
+		ret = rw_fail(RW_EXIT_REFUSED, "loading the dry-run programs: %s", err);
 		goto cleanup;
 	}
 	make_probe(q, *pod, p);
 	v->revision = live_revision(&dry);
 	ret = judge(&dry, p, ifindex, v, err, sizeof(err));
 	if (ret) {
-		ret = 1 + rw_fail(RW_EXIT_REFUSED, "%s", err);
+		ret = rw_fail(RW_EXIT_REFUSED, "%s", err);
 		goto cleanup;
 	}
 	fill_run(&dry, dry.skel->bss->rw_explain_result.run_idx, v);
@@ -228,7 +229,9 @@ cleanup:
 	return ret;
 }
 
-/* The same packet judged by a policy file in private maps. Returns 0 or an exit code + 1. */
+/* The same packet judged by a policy file in private maps. Returns 0, or the exit code (1 or 2)
+ * after reporting why it cannot.
+ */
 static int judge_file(const struct question *q, __be32 *pod, bool have_pod,
 		      struct rw_cli_probe *p, struct rw_cli_verdict *v)
 {
@@ -242,7 +245,7 @@ static int judge_file(const struct question *q, __be32 *pod, bool have_pod,
 
 	ret = rw_policy_parse_file(q->policy, &pol, &perr);
 	if (ret)
-		return 1 + rw_fail(ret == -EINVAL ? RW_EXIT_REFUSED : RW_EXIT_USAGE, "%s",
+		return rw_fail(ret == -EINVAL ? RW_EXIT_REFUSED : RW_EXIT_USAGE, "%s",
 				   perr.text);
 	if (!have_pod) {
 		/* --run: the run's first pod in the file. */
@@ -252,7 +255,7 @@ static int judge_file(const struct question *q, __be32 *pod, bool have_pod,
 			if (!strcmp(pol.runs[i].id, q->run))
 				run = &pol.runs[i];
 		if (!run || !run->n_pods) {
-			ret = 1 + rw_fail(RW_EXIT_REFUSED, "%s: no run '%s' with pods", q->policy,
+			ret = rw_fail(RW_EXIT_REFUSED, "%s: no run '%s' with pods", q->policy,
 					  q->run);
 			goto cleanup;
 		}
@@ -260,7 +263,7 @@ static int judge_file(const struct question *q, __be32 *pod, bool have_pod,
 	}
 	ret = rw_datapath_load(&dp, NULL, RW_DP_NO_PIN | RW_DP_DRY_RUN, err, sizeof(err));
 	if (ret) {
-		ret = 1 + rw_fail(RW_EXIT_REFUSED, "loading the dry-run programs: %s", err);
+		ret = rw_fail(RW_EXIT_REFUSED, "loading the dry-run programs: %s", err);
 		goto cleanup;
 	}
 	/* The loader leaves a dry run's config alone: give it our layout, not ready. */
@@ -270,12 +273,12 @@ static int judge_file(const struct question *q, __be32 *pod, bool have_pod,
 	else
 		snprintf(err, sizeof(err), "%s", strerror(-ret));
 	if (ret) {
-		ret = 1 + rw_fail(RW_EXIT_REFUSED, "%s: cannot be applied: %s", q->policy, err);
+		ret = rw_fail(RW_EXIT_REFUSED, "%s: cannot be applied: %s", q->policy, err);
 		goto cleanup;
 	}
 	ret = rw_endpoint_bind(&dp, LOOPBACK_IFINDEX, *pod);
 	if (ret) {
-		ret = 1 + rw_fail(RW_EXIT_REFUSED, "binding the pod in the private maps: %s",
+		ret = rw_fail(RW_EXIT_REFUSED, "binding the pod in the private maps: %s",
 				  strerror(-ret));
 		goto cleanup;
 	}
@@ -283,7 +286,7 @@ static int judge_file(const struct question *q, __be32 *pod, bool have_pod,
 	v->revision = pol.revision;
 	ret = judge(&dp, p, LOOPBACK_IFINDEX, v, err, sizeof(err));
 	if (ret) {
-		ret = 1 + rw_fail(RW_EXIT_REFUSED, "%s", err);
+		ret = rw_fail(RW_EXIT_REFUSED, "%s", err);
 		goto cleanup;
 	}
 	fill_run(&dp, dp.skel->bss->rw_explain_result.run_idx, v);
@@ -406,7 +409,7 @@ static int cmd_explain(int argc, char **argv)
 	if (layout > 0 || !q.policy) {
 		ret = judge_live(&q, &pod, !q.policy, &p, &now, &ifindex);
 		if (ret > 0)
-			return ret - 1;
+			return ret;
 		have_now = ret == 0;
 		if (!have_now && !rw_g.json)
 			fprintf(stderr, "runwall: explain: the live policy cannot judge this "
@@ -415,7 +418,7 @@ static int cmd_explain(int argc, char **argv)
 	if (q.policy) {
 		ret = judge_file(&q, &pod, q.has_pod || have_now, &p, &with);
 		if (ret > 0)
-			return ret - 1;
+			return ret;
 		have_with = true;
 	}
 
