@@ -100,7 +100,7 @@ check-asan: setup
 		"drops --reason privat-destination"; do \
 		rc=0; $(ASAN_BUILD)/runwall $$args >/dev/null 2>$(ASAN_BUILD)/runwall.err || rc=$$?; \
 		[ $$rc -le 2 ] || { cat $(ASAN_BUILD)/runwall.err; echo "runwall $$args: exit $$rc"; exit 1; }; done; \
-	echo "=== asan test_differential"; $(ASAN_BUILD)/tests/test_differential --packets 5000 --snapshots 20
+	echo "=== asan test_differential"; $(ASAN_BUILD)/tests/kernel/test_differential --packets 5000 --snapshots 20
 	@echo "# check-asan: clean"
 
 .PHONY: check-asan
