@@ -383,6 +383,18 @@ static int cmd_agent(int argc, char **argv)
 		agent_load_policy_file(&a, true);
 	}
 	if (a.view_opts.listen || a.view_opts.request_url) {
+		/* The HTTP and access-request threads inherit this thread's signal mask: block the
+		 * signals agent_run() takes through its signalfd before they exist, or the kernel
+		 * may deliver the kubelet's SIGTERM to one of them and kill the agent by the
+		 * default action (exit 143, socket left behind) instead of a clean exit.
+		 */
+		sigset_t mask;
+
+		sigemptyset(&mask);
+		sigaddset(&mask, SIGINT);
+		sigaddset(&mask, SIGTERM);
+		sigaddset(&mask, SIGHUP);
+		sigprocmask(SIG_BLOCK, &mask, NULL);
 		a.view = rw_agent_view_start(&a.view_opts, &a.dp, verr, sizeof(verr), &vusage);
 		if (!a.view) {
 			ret = rw_fail(vusage ? RW_EXIT_USAGE : RW_EXIT_REFUSED, "%s", verr);
