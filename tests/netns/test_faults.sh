@@ -102,14 +102,17 @@ check "the first agent still answers on its socket" eval "rw -j status >/dev/nul
 check "and still enforces revision 7" [ "$(in_force)" = "True 7" ]
 
 # ---- a snapshot larger than the maps: refused whole, the old one kept ----
-"${RW_PY:-python3}" - "$work/big.json" <<'P'
+# The pod map's size comes from the contract header, whatever this build has.
+max_pods=$(awk '$2 == "RW_MAX_PODS" && $1 == "#define" {print $3; exit}' include/runwall.h)
+big=$((max_pods + 808))
+"${RW_PY:-python3}" - "$work/big.json" "$big" <<'P'
 import json, sys
-pods = ["10.%d.%d.%d" % (100 + i // 65536, (i // 256) % 256, i % 256) for i in range(9000)]
+pods = ["10.%d.%d.%d" % (100 + i // 65536, (i // 256) % 256, i % 256) for i in range(int(sys.argv[2]))]
 json.dump({"revision": 8, "runs": [{"id": "run-big", "pods": pods}]}, open(sys.argv[1], "w"))
 P
 rc=0
 rw apply "$work/big.json" >"$work/big.log" 2>&1 || rc=$?
-check "9000 pods (the pod map holds 8192) refused: $(head -c 200 "$work/big.log")" \
+check "$big pods (the pod map holds $max_pods) refused: $(head -c 200 "$work/big.log")" \
 	[ "$rc" -ne 0 ]
 check "revision 7 still in force after the refusal" [ "$(in_force)" = "True 7" ]
 
