@@ -69,10 +69,15 @@ TEST_HDRS := $(FE_HDRS) $(wildcard user/cni/*.h tests/kernel/*.h)
 TEST_LIBS := $(CLI_AR) $(AGENT_AR) $(CNI_AR) $(KHELP_AR) $(LIB)
 BENCH_BIN := $(BUILD)/tests/bench_datapath
 
+# The C sources clang-format keeps in shape (.clang-format; clang-format 14).
+CLANG_FORMAT ?= clang-format
+FORMAT_SRC := $(wildcard user/*/*.[ch] include/*.h bpf/*.[ch] tests/*/*.[ch])
+
 SETUP_STAMP := $(BUILD)/.setup-done
 
 .DELETE_ON_ERROR:
-.PHONY: all deps setup check check-lib test vmtest bench clean demo demo-clean image check-image
+.PHONY: all deps setup check check-lib format format-check test vmtest bench clean demo demo-clean \
+	image check-image
 
 # The targets that run what they build as root install what is missing first; any other build
 # only checks (scripts/check-deps.sh names the missing packages) and never needs root.
@@ -165,6 +170,16 @@ check-lib: $(LIB)
 		-o $(BUILD)/check-lib || { echo "librunwall.a must not reference the agent or the CLI" >&2; exit 1; }
 	$(Q)rm -f $(BUILD)/check-lib $(BUILD)/check-lib.c
 
+# `make format` rewrites the sources in place; `make format-check` (run by `make check`) fails,
+# naming file and line, when any of them has drifted.
+format:
+	$(Q)$(CLANG_FORMAT) -i $(FORMAT_SRC)
+
+format-check:
+	$(call msg,FORMAT,C sources under user/ include/ bpf/ tests/)
+	$(Q)$(CLANG_FORMAT) --dry-run --Werror $(FORMAT_SRC) || \
+		{ echo "make format-check: run \`make format\` and commit the result" >&2; exit 1; }
+
 $(BUILD)/tests/kernel/%.o: tests/kernel/%.c $(TEST_HDRS) $(SKEL)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
@@ -196,7 +211,7 @@ bench: setup all
 	$(Q)tests/bench/run.sh $(BUILD)
 
 # The test command: installs what is missing, builds without warnings, runs every suite.
-check: setup all check-lib
+check: setup all check-lib format-check
 	$(Q)tests/run.sh $(BUILD)
 
 test: check

@@ -9,21 +9,21 @@
  * so one program serves both the tcx link and the cls_bpf direct-action fallback.
  */
 #ifndef TCX_NEXT
-#define TCX_NEXT	-1	/* == TC_ACT_UNSPEC: hand on to the next program on the hook */
-#define TCX_PASS	0	/* == TC_ACT_OK: never used; it would skip the enforcers after us */
-#define TCX_DROP	2	/* == TC_ACT_SHOT */
+#define TCX_NEXT -1 /* == TC_ACT_UNSPEC: hand on to the next program on the hook */
+#define TCX_PASS 0  /* == TC_ACT_OK: never used; it would skip the enforcers after us */
+#define TCX_DROP 2  /* == TC_ACT_SHOT */
 #endif
 
-#define ETH_HLEN_	14
-#define ETH_P_IP_	0x0800
-#define ETH_P_ARP_	0x0806
+#define ETH_HLEN_  14
+#define ETH_P_IP_  0x0800
+#define ETH_P_ARP_ 0x0806
 
-#define IP_MF_		0x2000
-#define IP_OFFSET_	0x1fff
+#define IP_MF_	   0x2000
+#define IP_OFFSET_ 0x1fff
 
-#define TCP_FLAG_SYN_	0x02
-#define TCP_FLAG_ACK_	0x10
+#define TCP_FLAG_SYN_ 0x02
+#define TCP_FLAG_ACK_ 0x10
 
-#define EEXIST_		17	/* what bpf_map_update_elem(BPF_NOEXIST) returns, negated */
+#define EEXIST_ 17 /* what bpf_map_update_elem(BPF_NOEXIST) returns, negated */
 
 #endif /* RUNWALL_BPF_NET_H */

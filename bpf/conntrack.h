@@ -70,9 +70,9 @@ static __always_inline int rw_ct_note(void *table, const struct rw_ct_key *k,
 	switch (bpf_map_update_elem(table, k, &v, BPF_NOEXIST)) {
 	case 0:
 		return RW_CT_NEW;
-	case -EEXIST_:	/* another CPU noted the same flow first */
+	case -EEXIST_: /* another CPU noted the same flow first */
 		return RW_CT_KNOWN;
-	default:	/* -E2BIG: the sandbox's table is full; -ENOMEM */
+	default: /* -E2BIG: the sandbox's table is full; -ENOMEM */
 		return RW_CT_FULL;
 	}
 }
@@ -80,8 +80,7 @@ static __always_inline int rw_ct_note(void *table, const struct rw_ct_key *k,
 /* The fast path's ending: an allowed packet of a flow whose cached verdict is current. Counted
  * exactly like a judged one; no event (the flow is not new).
  */
-static __always_inline int rw_finish_cached(struct __sk_buff *skb, __u8 dir,
-					    struct rw_ct_value *ct)
+static __always_inline int rw_finish_cached(struct __sk_buff *skb, __u8 dir, struct rw_ct_value *ct)
 {
 	__u32 run_idx = ct->run_idx;
 

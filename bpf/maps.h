@@ -127,7 +127,7 @@ struct {
 struct rw_ct_inner {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, RW_CT_PER_SANDBOX);
-	__uint(map_flags, BPF_F_NO_PREALLOC);	/* entries cost memory only when used */
+	__uint(map_flags, BPF_F_NO_PREALLOC); /* entries cost memory only when used */
 	__uint(key_size, sizeof(struct rw_ct_key));
 	__uint(value_size, sizeof(struct rw_ct_value));
 };

@@ -4,14 +4,14 @@
 #define RUNWALL_BPF_PARSE_H
 
 struct rw_pkt {
-	__be32 saddr;		/* IPv4 source, or ARP sender */
-	__be32 daddr;		/* IPv4 destination, or ARP target */
+	__be32 saddr; /* IPv4 source, or ARP sender */
+	__be32 daddr; /* IPv4 destination, or ARP target */
 	__be16 sport;
 	__be16 dport;
-	__u8 proto;		/* IPPROTO_*, 0 for ARP */
+	__u8 proto; /* IPPROTO_*, 0 for ARP */
 	__u8 tcp_flags;
 	__u8 is_arp;
-	__be16 ethertype;	/* the frame's, or the out-of-band tag's protocol */
+	__be16 ethertype; /* the frame's, or the out-of-band tag's protocol */
 };
 
 /* Each header is copied out of the packet: with a direct load when it sits in the linear area
@@ -19,15 +19,15 @@ struct rw_pkt {
  * works whatever part of the packet is linear (GRO'd or paged skbs on a veth, where direct access
  * alone would see a short data_end and misjudge a well-formed packet). Returns 0 or < 0.
  */
-#define RW_LOAD(skb, data, end, off, dst)						\
-	({										\
-		void *__p = (data) + (off);						\
-		int __r = 0;								\
-		if (__p + sizeof(*(dst)) <= (end))					\
-			__builtin_memcpy((dst), __p, sizeof(*(dst)));			\
-		else									\
-			__r = bpf_skb_load_bytes((skb), (off), (dst), sizeof(*(dst)));	\
-		__r;									\
+#define RW_LOAD(skb, data, end, off, dst)                                              \
+	({                                                                             \
+		void *__p = (data) + (off);                                            \
+		int __r = 0;                                                           \
+		if (__p + sizeof(*(dst)) <= (end))                                     \
+			__builtin_memcpy((dst), __p, sizeof(*(dst)));                  \
+		else                                                                   \
+			__r = bpf_skb_load_bytes((skb), (off), (dst), sizeof(*(dst))); \
+		__r;                                                                   \
 	})
 struct rw_arp_ipv4 {
 	__be16 htype;

@@ -48,7 +48,9 @@ static __always_inline int rw_is_metadata(__be32 addr)
 {
 	__u32 a = bpf_ntohl(addr);
 
-#define RW_IS_METADATA(host, str) if (a == (host)) return 1;
+#define RW_IS_METADATA(host, str) \
+	if (a == (host))          \
+		return 1;
 	RW_METADATA_ADDRS(RW_IS_METADATA)
 #undef RW_IS_METADATA
 	return 0;
@@ -59,8 +61,9 @@ static __always_inline int rw_is_special(__be32 addr)
 {
 	__u32 a = bpf_ntohl(addr);
 
-#define RW_IS_SPECIAL(net, len, str) \
-	if ((a & (__u32)(0xffffffffULL << (32 - (len)))) == (net)) return 1;
+#define RW_IS_SPECIAL(net, len, str)                               \
+	if ((a & (__u32)(0xffffffffULL << (32 - (len)))) == (net)) \
+		return 1;
 	RW_SPECIAL_RANGES(RW_IS_SPECIAL)
 #undef RW_IS_SPECIAL
 	return 0;
@@ -73,7 +76,7 @@ static __always_inline struct rw_rule *rw_find_allow(const struct rw_view *v, __
 						     __be32 daddr, __be16 dport, __u8 proto,
 						     __u8 *path)
 {
-	struct rw_allow_key k = { .scope = scope, .daddr = daddr, .dport = dport, .proto = proto };
+	struct rw_allow_key k = {.scope = scope, .daddr = daddr, .dport = dport, .proto = proto};
 	struct rw_allow_lpm_key lk = {
 		.prefixlen = RW_ALLOW_LPM_FIXED_BITS + 32,
 		.scope = scope,
@@ -98,10 +101,10 @@ static __always_inline struct rw_rule *rw_find_allow(const struct rw_view *v, __
  * this is the same rule once more, in the kernel).
  */
 static __always_inline int rw_egress_policy(const struct rw_view *v, const struct rw_pod *pod,
-					    __be32 daddr, __be16 dport, __u8 proto,
-					    __u32 *rule_id, __u8 *path)
+					    __be32 daddr, __be16 dport, __u8 proto, __u32 *rule_id,
+					    __u8 *path)
 {
-	struct rw_cidr_lpm_key dk = { .prefixlen = 32, .addr = daddr };
+	struct rw_cidr_lpm_key dk = {.prefixlen = 32, .addr = daddr};
 	struct rw_rule *rule;
 	__u8 rule_path = RW_PATH_NONE;
 	int special;

@@ -71,7 +71,7 @@ static __always_inline struct rw_ct_value *rw_fast(struct rw_ctx *x, void *table
 	if (x->pkt.is_arp || (x->pkt.proto != IPPROTO_TCP && x->pkt.proto != IPPROTO_UDP))
 		return NULL;
 	ct = rw_ct_lookup(table, ck);
-	x->ct = ct;	/* the full judgement goes on with it */
+	x->ct = ct; /* the full judgement goes on with it */
 	if (rw_dry_run || !ct || ct->stamp != x->revision || rw_tcp_is_syn(&x->pkt))
 		return NULL;
 	return ct;
@@ -117,9 +117,8 @@ static __always_inline int rw_begin(struct rw_ctx *x, struct rw_view *v, void **
  * own table has no room for is not allowed (conntrack-full). A known flow's entry caches the
  * verdict (rw_finish).
  */
-static __always_inline int rw_allow_flow(struct rw_ctx *x, void *table,
-					 const struct rw_ct_key *ck, struct rw_ct_value *ct,
-					 __u8 dir)
+static __always_inline int rw_allow_flow(struct rw_ctx *x, void *table, const struct rw_ct_key *ck,
+					 struct rw_ct_value *ct, __u8 dir)
 {
 	x->ct_path = x->path;
 	if (!ct || ct->opened_by == dir) {
@@ -131,7 +130,7 @@ static __always_inline int rw_allow_flow(struct rw_ctx *x, void *table,
 			return rw_finish(x, RW_REASON_CONNTRACK_FULL);
 		}
 	} else {
-		x->ct = NULL;	/* the other side's flow: its own verdict is cached, not this one */
+		x->ct = NULL; /* the other side's flow: its own verdict is cached, not this one */
 	}
 	return rw_finish(x, RW_REASON_ALLOWED);
 }
@@ -139,7 +138,7 @@ static __always_inline int rw_allow_flow(struct rw_ctx *x, void *table,
 SEC("tc")
 int rw_egress(struct __sk_buff *skb)
 {
-	struct rw_ctx x = { .skb = skb, .dir = RW_DIR_EGRESS };
+	struct rw_ctx x = {.skb = skb, .dir = RW_DIR_EGRESS};
 	struct rw_ct_value *ct;
 	void *table = NULL;
 	struct rw_ct_key ck;
@@ -190,7 +189,7 @@ int rw_egress(struct __sk_buff *skb)
 SEC("tc")
 int rw_ingress(struct __sk_buff *skb)
 {
-	struct rw_ctx x = { .skb = skb, .dir = RW_DIR_INGRESS };
+	struct rw_ctx x = {.skb = skb, .dir = RW_DIR_INGRESS};
 	struct rw_ct_value *ct;
 	struct rw_rule *in;
 	void *table = NULL;

@@ -13,14 +13,14 @@ struct rw_explain rw_explain_result;
 struct rw_ctx {
 	struct __sk_buff *skb;
 	struct rw_pkt pkt;
-	const struct rw_pod *pod;	/* NULL while the source is unknown */
+	const struct rw_pod *pod; /* NULL while the source is unknown */
 	__u64 revision;
 	__u32 rule_id;
 	__u8 dir;
 	__u8 path;
-	__u8 new_flow;			/* report an allowed packet: it made a new conntrack entry */
-	__u8 ct_path;			/* the path to cache in ct, as seen from the opening side */
-	struct rw_ct_value *ct;		/* the flow's entry, stamped when the packet is allowed */
+	__u8 new_flow;		/* report an allowed packet: it made a new conntrack entry */
+	__u8 ct_path;		/* the path to cache in ct, as seen from the opening side */
+	struct rw_ct_value *ct; /* the flow's entry, stamped when the packet is allowed */
 };
 
 static __always_inline void rw_count(__u32 idx, __u8 dir, __u8 reason, __u32 len)
@@ -81,7 +81,7 @@ static __always_inline int rw_take_event_token(__u32 ifindex, __u32 kind)
 	burst = cfg->event_burst;
 	b = bpf_map_lookup_elem(&RW_MAP_EVENT_BUDGET, &ifindex);
 	if (!b) {
-		struct rw_budget fresh = {};	/* tat 0: a full bucket */
+		struct rw_budget fresh = {}; /* tat 0: a full bucket */
 
 		bpf_map_update_elem(&RW_MAP_EVENT_BUDGET, &ifindex, &fresh, BPF_NOEXIST);
 		b = bpf_map_lookup_elem(&RW_MAP_EVENT_BUDGET, &ifindex);

@@ -13,53 +13,53 @@
 #define RW_LAYOUT_VERSION 3
 
 /* Map names, once. The user side pins and opens them by these names (RW_MAP_NAME). */
-#define RW_MAP_CONFIG		rw_config
-#define RW_MAP_ENDPOINTS	rw_endpoints
-#define RW_MAP_PODS		rw_pods
-#define RW_MAP_ALLOW_EXACT	rw_allow_exact
-#define RW_MAP_ALLOW_CIDR	rw_allow_cidr
-#define RW_MAP_DENY		rw_deny
-#define RW_MAP_INBOUND		rw_inbound
-#define RW_MAP_CONNTRACK	rw_conntrack
-#define RW_MAP_COUNTERS		rw_counters
-#define RW_MAP_EVENT_BUDGET	rw_event_budget
-#define RW_MAP_EVENTS		rw_events
-#define RW_STR_(x) #x
-#define RW_MAP_NAME(m) RW_STR_(m)
+#define RW_MAP_CONFIG	    rw_config
+#define RW_MAP_ENDPOINTS    rw_endpoints
+#define RW_MAP_PODS	    rw_pods
+#define RW_MAP_ALLOW_EXACT  rw_allow_exact
+#define RW_MAP_ALLOW_CIDR   rw_allow_cidr
+#define RW_MAP_DENY	    rw_deny
+#define RW_MAP_INBOUND	    rw_inbound
+#define RW_MAP_CONNTRACK    rw_conntrack
+#define RW_MAP_COUNTERS	    rw_counters
+#define RW_MAP_EVENT_BUDGET rw_event_budget
+#define RW_MAP_EVENTS	    rw_events
+#define RW_STR_(x)	    #x
+#define RW_MAP_NAME(m)	    RW_STR_(m)
 
 /* Sizes; each can be overridden at build time (-DRW_MAX_PODS=...). */
 #ifndef RW_MAX_ENDPOINTS
-#define RW_MAX_ENDPOINTS	4096	/* sandbox veths on one node */
+#define RW_MAX_ENDPOINTS 4096 /* sandbox veths on one node */
 #endif
 #ifndef RW_MAX_PODS
-#define RW_MAX_PODS		16384	/* pod IPs named by one snapshot */
+#define RW_MAX_PODS 16384 /* pod IPs named by one snapshot */
 #endif
 #ifndef RW_MAX_RUNS
-#define RW_MAX_RUNS		1024	/* runs with their own counters; index 0 is the node total */
+#define RW_MAX_RUNS 1024 /* runs with their own counters; index 0 is the node total */
 #endif
 #ifndef RW_MAX_ALLOW_EXACT
-#define RW_MAX_ALLOW_EXACT	131072	/* (scope, ip, port, proto) allow entries */
+#define RW_MAX_ALLOW_EXACT 131072 /* (scope, ip, port, proto) allow entries */
 #endif
 #ifndef RW_MAX_ALLOW_CIDR
-#define RW_MAX_ALLOW_CIDR	16384	/* (scope, port, proto, cidr) allow entries */
+#define RW_MAX_ALLOW_CIDR 16384 /* (scope, port, proto, cidr) allow entries */
 #endif
 #ifndef RW_MAX_DENY
-#define RW_MAX_DENY		4096	/* configured deny CIDRs (the node's VPC, pod, service CIDRs) */
+#define RW_MAX_DENY 4096 /* configured deny CIDRs (the node's VPC, pod, service CIDRs) */
 #endif
 #ifndef RW_MAX_INBOUND
-#define RW_MAX_INBOUND		4096	/* (port, proto, peer cidr) inbound entries */
+#define RW_MAX_INBOUND 4096 /* (port, proto, peer cidr) inbound entries */
 #endif
 /* Conntrack: one table per sandbox veth (an inner map of rw_conntrack), sized by the agent
  * (--ct-per-sandbox, --ct-node); these are the defaults.
  */
 #ifndef RW_CT_PER_SANDBOX
-#define RW_CT_PER_SANDBOX	8192	/* flows one sandbox may hold at once */
+#define RW_CT_PER_SANDBOX 8192 /* flows one sandbox may hold at once */
 #endif
 #ifndef RW_CT_NODE
-#define RW_CT_NODE		1048576	/* flows of all sandboxes of the node together */
+#define RW_CT_NODE 1048576 /* flows of all sandboxes of the node together */
 #endif
 #ifndef RW_RINGBUF_BYTES
-#define RW_RINGBUF_BYTES	(1 << 22)
+#define RW_RINGBUF_BYTES (1 << 22)
 #endif
 
 /* The policy maps come in two slots (outer ARRAY_OF_MAPS of 2); rw_config says which is live. */
@@ -70,50 +70,56 @@
 /* Reasons: a numbered contract shared with the docs (README "Reasons") and the CLI. Never
  * renumber; add at the end. RW_REASON_ALLOWED is the verdict "allowed", not a drop.
  */
-#define RW_REASONS(X)							\
-	X(ALLOWED,		0,  "allowed")				\
-	X(NOT_READY,		1,  "not-ready")			\
-	X(UNKNOWN_SOURCE,	2,  "unknown-source")			\
-	X(SPOOFED_SOURCE,	3,  "spoofed-source")			\
-	X(MALFORMED,		4,  "malformed")			\
-	X(UNSUPPORTED_L2,	5,  "unsupported-l2")			\
-	X(IP_OPTIONS,		6,  "ip-options")			\
-	X(FRAGMENT,		7,  "fragment")				\
-	X(UNSUPPORTED_PROTOCOL,	8,  "unsupported-protocol")		\
-	X(DNS,			9,  "dns")				\
-	X(METADATA,		10, "metadata")				\
-	X(PRIVATE_DESTINATION,	11, "private-destination")		\
-	X(NOT_ALLOWLISTED,	12, "not-allowlisted")			\
-	X(INBOUND_DENIED,	13, "inbound-denied")			\
-	X(CONNTRACK_FULL,	14, "conntrack-full")
+#define RW_REASONS(X)                                      \
+	X(ALLOWED, 0, "allowed")                           \
+	X(NOT_READY, 1, "not-ready")                       \
+	X(UNKNOWN_SOURCE, 2, "unknown-source")             \
+	X(SPOOFED_SOURCE, 3, "spoofed-source")             \
+	X(MALFORMED, 4, "malformed")                       \
+	X(UNSUPPORTED_L2, 5, "unsupported-l2")             \
+	X(IP_OPTIONS, 6, "ip-options")                     \
+	X(FRAGMENT, 7, "fragment")                         \
+	X(UNSUPPORTED_PROTOCOL, 8, "unsupported-protocol") \
+	X(DNS, 9, "dns")                                   \
+	X(METADATA, 10, "metadata")                        \
+	X(PRIVATE_DESTINATION, 11, "private-destination")  \
+	X(NOT_ALLOWLISTED, 12, "not-allowlisted")          \
+	X(INBOUND_DENIED, 13, "inbound-denied")            \
+	X(CONNTRACK_FULL, 14, "conntrack-full")
 
+/* An X-macro list, then the count: clang-format would indent the count. */
+/* clang-format off */
 enum rw_reason {
 #define RW_REASON_ENUM(name, num, str) RW_REASON_##name = num,
 	RW_REASONS(RW_REASON_ENUM)
 #undef RW_REASON_ENUM
 	RW_REASON_COUNT
 };
+/* clang-format on */
 
 /* Which path allowed a packet (the "rule that matched" in events and explain). */
-#define RW_ALLOW_PATHS(X)						\
-	X(NONE,		0, "none")					\
-	X(ARP,		1, "arp")		/* ARP with the pod's own sender address */ \
-	X(REPLY,	2, "reply")		/* reply of a flow the other side opened */ \
-	X(RULE,		3, "rule")		/* an exact ip:port allow rule */	\
-	X(RULE_CIDR,	4, "rule-cidr")		/* a CIDR allow rule (LPM) */		\
-	X(OPEN,		5, "open")		/* egress mode open, public destination */ \
-	X(INBOUND,	6, "inbound")		/* an inbound rule */
+#define RW_ALLOW_PATHS(X)                                                        \
+	X(NONE, 0, "none")                                                       \
+	X(ARP, 1, "arp")	     /* ARP with the pod's own sender address */ \
+	X(REPLY, 2, "reply")	     /* reply of a flow the other side opened */ \
+	X(RULE, 3, "rule")	     /* an exact ip:port allow rule */           \
+	X(RULE_CIDR, 4, "rule-cidr") /* a CIDR allow rule (LPM) */               \
+	X(OPEN, 5, "open")	     /* egress mode open, public destination */  \
+	X(INBOUND, 6, "inbound")     /* an inbound rule */
 
+/* An X-macro list, then the count: clang-format would indent the count. */
+/* clang-format off */
 enum rw_allow_path {
 #define RW_PATH_ENUM(name, num, str) RW_PATH_##name = num,
 	RW_ALLOW_PATHS(RW_PATH_ENUM)
 #undef RW_PATH_ENUM
 	RW_PATH_COUNT
 };
+/* clang-format on */
 
 enum rw_dir {
-	RW_DIR_EGRESS = 0,	/* pod -> world: TC ingress hook of the host-side veth */
-	RW_DIR_INGRESS = 1,	/* world -> pod: TC egress hook of the host-side veth */
+	RW_DIR_EGRESS = 0,  /* pod -> world: TC ingress hook of the host-side veth */
+	RW_DIR_INGRESS = 1, /* world -> pod: TC egress hook of the host-side veth */
 	RW_DIR_COUNT
 };
 
@@ -131,33 +137,34 @@ enum rw_egress_mode {
  * index of the entry (12 bits) and the index inside it (16 bits: runs[a].allow[b]). The parser
  * refuses lists longer than these fields (RW_RULE_MAX_A, RW_RULE_MAX_B): ids never wrap.
  */
-#define RW_RULE_KIND_SERVICE	1	/* services[a] */
-#define RW_RULE_KIND_RUN	2	/* runs[a].allow[b] */
-#define RW_RULE_KIND_INBOUND	3	/* inbound[a] */
-#define RW_RULE_MAX_A		4096u	/* services, inbound rules, runs */
-#define RW_RULE_MAX_B		65536u	/* allow rules of one run */
-#define RW_RULE_ID(kind, a, b)	(((__u32)(kind) << 28) | (((__u32)(a) & 0xfff) << 16) | ((__u32)(b) & 0xffff))
-#define RW_RULE_KIND(id)	((id) >> 28)
-#define RW_RULE_A(id)		(((id) >> 16) & 0xfff)
-#define RW_RULE_B(id)		((id) & 0xffff)
+#define RW_RULE_KIND_SERVICE 1	    /* services[a] */
+#define RW_RULE_KIND_RUN     2	    /* runs[a].allow[b] */
+#define RW_RULE_KIND_INBOUND 3	    /* inbound[a] */
+#define RW_RULE_MAX_A	     4096u  /* services, inbound rules, runs */
+#define RW_RULE_MAX_B	     65536u /* allow rules of one run */
+#define RW_RULE_ID(kind, a, b) \
+	(((__u32)(kind) << 28) | (((__u32)(a)&0xfff) << 16) | ((__u32)(b)&0xffff))
+#define RW_RULE_KIND(id) ((id) >> 28)
+#define RW_RULE_A(id)	 (((id) >> 16) & 0xfff)
+#define RW_RULE_B(id)	 ((id)&0xffff)
 
 /* rw_config[0]: node-wide state. `state` is one 64-bit word so that a packet reads readiness,
  * the live slot and the revision with a single load while the agent flips them with a single
  * store: revision << 8 | ready << 1 | slot.
  */
-#define RW_STATE_SLOT(s)	((__u32)((s) & 1))
-#define RW_STATE_READY(s)	(((s) >> 1) & 1)
-#define RW_STATE_REVISION(s)	((s) >> 8)
-#define RW_STATE(rev, ready, slot) (((__u64)(rev) << 8) | ((__u64)(!!(ready)) << 1) | ((slot) & 1))
+#define RW_STATE_SLOT(s)	   ((__u32)((s)&1))
+#define RW_STATE_READY(s)	   (((s) >> 1) & 1)
+#define RW_STATE_REVISION(s)	   ((s) >> 8)
+#define RW_STATE(rev, ready, slot) (((__u64)(rev) << 8) | ((__u64)(!!(ready)) << 1) | ((slot)&1))
 
 struct rw_config {
 	__u64 state;
-	__u32 layout_version;	/* RW_LAYOUT_VERSION of whoever created the pins */
-	__u32 event_rate;	/* events per second per sandbox veth and kind (0: no budget) */
-	__u32 event_burst;	/* bucket depth, in events */
-	__u32 ct_per_sandbox;	/* size of each sandbox's conntrack table (new tables) */
-	__u64 applied_ns;	/* CLOCK_MONOTONIC (bpf_ktime_get_ns) of the last flip */
-	__u32 ct_node;		/* all sandboxes' tables together may hold this many flows */
+	__u32 layout_version; /* RW_LAYOUT_VERSION of whoever created the pins */
+	__u32 event_rate;     /* events per second per sandbox veth and kind (0: no budget) */
+	__u32 event_burst;    /* bucket depth, in events */
+	__u32 ct_per_sandbox; /* size of each sandbox's conntrack table (new tables) */
+	__u64 applied_ns;     /* CLOCK_MONOTONIC (bpf_ktime_get_ns) of the last flip */
+	__u32 ct_node;	      /* all sandboxes' tables together may hold this many flows */
 	__u32 pad;
 };
 _Static_assert(sizeof(struct rw_config) == 40, "rw_config layout");
@@ -174,9 +181,9 @@ _Static_assert(sizeof(struct rw_endpoint) == 8, "rw_endpoint layout");
  */
 struct rw_pod {
 	char run_id[RW_RUN_ID_LEN];
-	__u32 run_idx;		/* 1..RW_MAX_RUNS-1: index of the run's counters */
-	__u32 run_gen;		/* revision in which this run's policy last changed */
-	__u8 egress_mode;	/* enum rw_egress_mode */
+	__u32 run_idx;	  /* 1..RW_MAX_RUNS-1: index of the run's counters */
+	__u32 run_gen;	  /* revision in which this run's policy last changed */
+	__u8 egress_mode; /* enum rw_egress_mode */
 	__u8 pad[7];
 };
 _Static_assert(sizeof(struct rw_pod) == 80, "rw_pod layout");
@@ -194,7 +201,7 @@ struct rw_allow_key {
 _Static_assert(sizeof(struct rw_allow_key) == 12, "rw_allow_key layout");
 
 struct rw_rule {
-	__u32 rule_id;		/* RW_RULE_ID() */
+	__u32 rule_id; /* RW_RULE_ID() */
 };
 
 /* rw_allow_cidr[slot]: LPM trie. The fixed part (scope, port, proto, pad = 64 bits) comes
@@ -258,14 +265,14 @@ _Static_assert(sizeof(struct rw_ct_key) == 20, "rw_ct_key layout");
  * made, and the table is replaced whenever the veth's pod changes, so a hit proves the source.
  */
 struct rw_ct_value {
-	__u64 created_ns;	/* bpf_ktime_get_ns() at the first packet */
-	__u64 seen_ns;		/* created_ns, then moved on by the agent's expiry pass while active */
-	__u64 stamp;		/* revision of the cached verdict; 0: none */
-	__u32 rule_id;		/* the rule that allows the flow */
-	__u32 run_idx;		/* cached with the verdict: whose counters */
-	__u8 opened_by;		/* enum rw_dir: RW_DIR_EGRESS = the pod opened it */
-	__u8 active;		/* set by packets, cleared by the agent's expiry pass */
-	__u8 path;		/* cached allow path, as seen from the opening direction */
+	__u64 created_ns; /* bpf_ktime_get_ns() at the first packet */
+	__u64 seen_ns;	  /* created_ns, then moved on by the agent's expiry pass while active */
+	__u64 stamp;	  /* revision of the cached verdict; 0: none */
+	__u32 rule_id;	  /* the rule that allows the flow */
+	__u32 run_idx;	  /* cached with the verdict: whose counters */
+	__u8 opened_by;	  /* enum rw_dir: RW_DIR_EGRESS = the pod opened it */
+	__u8 active;	  /* set by packets, cleared by the agent's expiry pass */
+	__u8 path;	  /* cached allow path, as seen from the opening direction */
 	__u8 pad[5];
 };
 _Static_assert(sizeof(struct rw_ct_value) == 40, "rw_ct_value layout");
@@ -277,8 +284,8 @@ struct rw_counters {
 	__u64 packets[RW_DIR_COUNT][RW_REASON_COUNT];
 	__u64 bytes[RW_DIR_COUNT][RW_REASON_COUNT];
 	__u64 events_sent;
-	__u64 events_lost;		/* ring buffer full */
-	__u64 events_suppressed;	/* over the sandbox's event budget */
+	__u64 events_lost;	 /* ring buffer full */
+	__u64 events_suppressed; /* over the sandbox's event budget */
 };
 _Static_assert(sizeof(struct rw_counters) == 504, "rw_counters layout");
 
@@ -293,34 +300,35 @@ _Static_assert(sizeof(struct rw_counters) == 504, "rw_counters layout");
 enum rw_budget_kind { RW_BUDGET_DROP = 0, RW_BUDGET_FLOW = 1, RW_BUDGET_KINDS };
 
 struct rw_budget {
-	__u64 tat[RW_BUDGET_KINDS];	/* ticks; 0: a full bucket */
+	__u64 tat[RW_BUDGET_KINDS]; /* ticks; 0: a full bucket */
 };
 _Static_assert(sizeof(struct rw_budget) == 16, "rw_budget layout");
 
 /* Ticks of 1/rate s in `ns` nanoseconds, without overflow for any uptime and rate < 2^32. */
-#define RW_BUDGET_TICKS(ns, rate) \
-	((((__u64)(ns) / 1000000000ULL) * (rate)) + (((__u64)(ns) % 1000000000ULL) * (rate)) / 1000000000ULL)
+#define RW_BUDGET_TICKS(ns, rate)                   \
+	((((__u64)(ns) / 1000000000ULL) * (rate)) + \
+	 (((__u64)(ns) % 1000000000ULL) * (rate)) / 1000000000ULL)
 
 /* One verdict, sent through rw_events for each drop and each new allowed flow. */
 struct rw_event {
-	__u64 ts_ns;		/* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
-	__u64 revision;		/* policy revision the verdict was made under */
+	__u64 ts_ns;	/* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
+	__u64 revision; /* policy revision the verdict was made under */
 	__u32 ifindex;
 	__u32 run_idx;
 	__u32 run_gen;
-	__u32 rule_id;		/* allowed by this rule (0: none) */
-	char run_id[RW_RUN_ID_LEN];	/* "" when the source is unknown */
+	__u32 rule_id;		    /* allowed by this rule (0: none) */
+	char run_id[RW_RUN_ID_LEN]; /* "" when the source is unknown */
 	__be32 saddr;
 	__be32 daddr;
 	__be16 sport;
 	__be16 dport;
 	__u8 proto;
-	__u8 dir;		/* enum rw_dir */
-	__u8 verdict;		/* enum rw_verdict */
-	__u8 reason;		/* enum rw_reason */
-	__u8 path;		/* enum rw_allow_path */
+	__u8 dir;     /* enum rw_dir */
+	__u8 verdict; /* enum rw_verdict */
+	__u8 reason;  /* enum rw_reason */
+	__u8 path;    /* enum rw_allow_path */
 	__u8 pad;
-	__be16 ethertype;	/* 0x0800 IPv4, 0x0806 ARP; what an unsupported-l2 drop carried */
+	__be16 ethertype; /* 0x0800 IPv4, 0x0806 ARP; what an unsupported-l2 drop carried */
 	__u8 pad2[4];
 };
 _Static_assert(sizeof(struct rw_event) == 120, "rw_event layout");
@@ -329,10 +337,10 @@ _Static_assert(sizeof(struct rw_event) == 120, "rw_event layout");
  * change no state, and leave their decision in .bss (rw_explain_result).
  */
 struct rw_explain {
-	__u32 runs;		/* bumped by every dry run */
-	__u8 reason;		/* enum rw_reason */
-	__u8 path;		/* enum rw_allow_path */
-	__u8 verdict;		/* enum rw_verdict */
+	__u32 runs;   /* bumped by every dry run */
+	__u8 reason;  /* enum rw_reason */
+	__u8 path;    /* enum rw_allow_path */
+	__u8 verdict; /* enum rw_verdict */
 	__u8 pad;
 	__u32 rule_id;
 	__u32 run_idx;
@@ -343,32 +351,32 @@ _Static_assert(sizeof(struct rw_explain) == 16, "rw_explain layout");
  * ECS task metadata, EKS Pod Identity agent, the Amazon DNS resolver and time sync service on
  * link-local, and Alibaba's metadata address (others share 169.254.169.254).
  */
-#define RW_METADATA_ADDRS(X)						\
-	X(0xa9fea9fe, "169.254.169.254")				\
-	X(0xa9feaa02, "169.254.170.2")					\
-	X(0xa9feaa17, "169.254.170.23")					\
-	X(0xa9fea9fd, "169.254.169.253")				\
-	X(0xa9fea97b, "169.254.169.123")				\
+#define RW_METADATA_ADDRS(X)             \
+	X(0xa9fea9fe, "169.254.169.254") \
+	X(0xa9feaa02, "169.254.170.2")   \
+	X(0xa9feaa17, "169.254.170.23")  \
+	X(0xa9fea9fd, "169.254.169.253") \
+	X(0xa9fea97b, "169.254.169.123") \
 	X(0x646464c8, "100.100.100.200")
 
 /* Special-purpose and private ranges (RFC 6890 and friends), host byte order: denied unless an
  * explicit rule allows that exact destination and port.
  */
-#define RW_SPECIAL_RANGES(X)						\
-	X(0x00000000, 8,  "0.0.0.0/8")					\
-	X(0x0a000000, 8,  "10.0.0.0/8")					\
-	X(0x64400000, 10, "100.64.0.0/10")				\
-	X(0x7f000000, 8,  "127.0.0.0/8")				\
-	X(0xa9fe0000, 16, "169.254.0.0/16")				\
-	X(0xac100000, 12, "172.16.0.0/12")				\
-	X(0xc0000000, 24, "192.0.0.0/24")				\
-	X(0xc0000200, 24, "192.0.2.0/24")				\
-	X(0xc0a80000, 16, "192.168.0.0/16")				\
-	X(0xc6120000, 15, "198.18.0.0/15")				\
-	X(0xc6336400, 24, "198.51.100.0/24")				\
-	X(0xcb007100, 24, "203.0.113.0/24")				\
-	X(0xe0000000, 4,  "224.0.0.0/4")				\
-	X(0xf0000000, 4,  "240.0.0.0/4")				\
+#define RW_SPECIAL_RANGES(X)                 \
+	X(0x00000000, 8, "0.0.0.0/8")        \
+	X(0x0a000000, 8, "10.0.0.0/8")       \
+	X(0x64400000, 10, "100.64.0.0/10")   \
+	X(0x7f000000, 8, "127.0.0.0/8")      \
+	X(0xa9fe0000, 16, "169.254.0.0/16")  \
+	X(0xac100000, 12, "172.16.0.0/12")   \
+	X(0xc0000000, 24, "192.0.0.0/24")    \
+	X(0xc0000200, 24, "192.0.2.0/24")    \
+	X(0xc0a80000, 16, "192.168.0.0/16")  \
+	X(0xc6120000, 15, "198.18.0.0/15")   \
+	X(0xc6336400, 24, "198.51.100.0/24") \
+	X(0xcb007100, 24, "203.0.113.0/24")  \
+	X(0xe0000000, 4, "224.0.0.0/4")      \
+	X(0xf0000000, 4, "240.0.0.0/4")      \
 	X(0xffffffff, 32, "255.255.255.255/32")
 
 #endif /* RUNWALL_H */

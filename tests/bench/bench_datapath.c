@@ -45,14 +45,19 @@
 #include "pkt.h"
 #include "policy.h"
 
-#define NVETH 16
+#define NVETH	     16
 #define PODS_PER_RUN 10
-#define TCP IPPROTO_TCP
+#define TCP	     IPPROTO_TCP
 
-#define DIE(...) do { fprintf(stderr, "bench: " __VA_ARGS__); fputc('\n', stderr); exit(1); } while (0)
+#define DIE(...)                                        \
+	do {                                            \
+		fprintf(stderr, "bench: " __VA_ARGS__); \
+		fputc('\n', stderr);                    \
+		exit(1);                                \
+	} while (0)
 
 static int ifindex[NVETH];
-static char lerr[512];	/* what rw_datapath_load() says when it fails */
+static char lerr[512]; /* what rw_datapath_load() says when it fails */
 static int quick;
 static json_t *rows;
 static const char *runwall_bin = "build/runwall";
@@ -79,9 +84,9 @@ static void row(const char *section, const char *name, double value, const char 
 		json_object_set_new(o, "target", json_real(target));
 		json_object_set_new(o, "met", json_boolean(met));
 		/* How far from the target: positive = better than it, as a fraction of it. */
-		json_object_set_new(o, "margin", json_real(!strcmp(cmp, "<=") ?
-							   (target - value) / target :
-							   (value - target) / target));
+		json_object_set_new(o, "margin",
+				    json_real(!strcmp(cmp, "<=") ? (target - value) / target
+								 : (value - target) / target));
 	}
 	if (extra)
 		json_object_update(o, extra), json_decref(extra);
@@ -138,17 +143,19 @@ static char *make_policy(unsigned long long revision, int runs, int rules, int c
 
 	if (!s)
 		DIE("out of memory");
-	len += snprintf(s + len, cap - len,
-			"{\"revision\": %llu, \"deny\": [\"10.0.0.0/16\"], \"services\": ["
-			"{\"name\": \"egress-proxy\", \"ip\": \"172.20.0.10\", \"tcp\": [443, 8443]},"
-			"{\"name\": \"model\", \"cidr\": \"172.21.0.0/24\", \"tcp\": [443]}],"
-			"\"inbound\": [{\"name\": \"app-tier\", \"cidr\": \"172.20.0.12/32\", "
-			"\"tcp\": [4096]}], \"runs\": [", revision);
+	len += snprintf(
+		s + len, cap - len,
+		"{\"revision\": %llu, \"deny\": [\"10.0.0.0/16\"], \"services\": ["
+		"{\"name\": \"egress-proxy\", \"ip\": \"172.20.0.10\", \"tcp\": [443, 8443]},"
+		"{\"name\": \"model\", \"cidr\": \"172.21.0.0/24\", \"tcp\": [443]}],"
+		"\"inbound\": [{\"name\": \"app-tier\", \"cidr\": \"172.20.0.12/32\", "
+		"\"tcp\": [4096]}], \"runs\": [",
+		revision);
 	for (int r = 0; r < runs; r++) {
 		int shift = changed && r % 100 == changed % 100 ? changed : 0;
 
-		len += snprintf(s + len, cap - len, "%s{\"id\": \"run-%d\", \"pods\": [", r ? "," : "",
-				r);
+		len += snprintf(s + len, cap - len, "%s{\"id\": \"run-%d\", \"pods\": [",
+				r ? "," : "", r);
 		for (int p = 0; p < PODS_PER_RUN; p++)
 			len += snprintf(s + len, cap - len, "%s\"%s\"", p ? "," : "",
 					ipstr(pod_ip(r, p), a));
@@ -204,8 +211,8 @@ static double pct(double *v, int n, double p)
 static int load_baseline(void)
 {
 	struct bpf_insn insns[] = {
-		{ BPF_ALU64 | BPF_MOV | BPF_K, 0, 0, 0, -1 },
-		{ BPF_JMP | BPF_EXIT, 0, 0, 0, 0 },
+		{BPF_ALU64 | BPF_MOV | BPF_K, 0, 0, 0, -1},
+		{BPF_JMP | BPF_EXIT, 0, 0, 0, 0},
 	};
 
 	return bpf_prog_load(BPF_PROG_TYPE_SCHED_CLS, "rw_baseline", "GPL", insns, 2, NULL);
@@ -219,7 +226,7 @@ struct probe_pkt {
 
 static int run_n(int prog, const struct probe_pkt *p, __u32 repeat, __u32 *ns)
 {
-	struct __sk_buff ctx = { .ifindex = ifindex[p->veth] };
+	struct __sk_buff ctx = {.ifindex = ifindex[p->veth]};
 	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = p->buf, .data_size_in = p->len,
 		    .ctx_in = &ctx, .ctx_size_in = sizeof(ctx), .repeat = repeat);
 
@@ -235,12 +242,16 @@ static int run_once(int prog, const struct probe_pkt *p, __u32 *ns)
 	return run_n(prog, p, 1, ns);
 }
 
-static void build_pkt(struct probe_pkt *p, int veth, __be32 src, __be32 dst, int sport,
-		      int dport, int flags)
+static void build_pkt(struct probe_pkt *p, int veth, __be32 src, __be32 dst, int sport, int dport,
+		      int flags)
 {
 	char s[16], d[16];
-	struct pkt_spec spec = { .src = ipstr(src, s), .dst = ipstr(dst, d), .proto = TCP,
-				 .sport = sport, .dport = dport, .tcp_flags = flags };
+	struct pkt_spec spec = {.src = ipstr(src, s),
+				.dst = ipstr(dst, d),
+				.proto = TCP,
+				.sport = sport,
+				.dport = dport,
+				.tcp_flags = flags};
 
 	p->veth = veth;
 	p->len = pkt_build(&spec, p->buf);
@@ -270,12 +281,14 @@ static double pass(int prog, struct probe_pkt *pkts, int n, int want_ret, __u32 
 
 enum { P_EST_EG, P_EST_IN, P_NEW, P_DROP, P_COUNT };
 static const char *const path_names[P_COUNT] = {
-	"established flow, egress (pod -> world)", "established flow, ingress (reply into the pod)",
-	"new allowed flow (SYN)", "drop with its event (not allowlisted)",
+	"established flow, egress (pod -> world)",
+	"established flow, ingress (reply into the pod)",
+	"new allowed flow (SYN)",
+	"drop with its event (not allowlisted)",
 };
-static const char *const path_keys[P_COUNT] = { "established_egress", "established_ingress",
-						 "new_allowed", "drop_event" };
-static const double path_targets[P_COUNT] = { 3, 3, 5, 5 };
+static const char *const path_keys[P_COUNT] = {"established_egress", "established_ingress",
+					       "new_allowed", "drop_event"};
+static const double path_targets[P_COUNT] = {3, 3, 5, 5};
 
 static void per_packet(struct rw_datapath *dp, int base_prog, double ratios[][P_COUNT], int si,
 		       int runs, int rules)
@@ -306,7 +319,8 @@ static void per_packet(struct rw_datapath *dp, int base_prog, double ratios[][P_
 		dst = rule_addr(r, i);
 		build_pkt(&est[k], v, pod, dst, sport_base + k, rule_port(r, i, 0), 0x10);
 		build_pkt(&rep[k], v, dst, pod, rule_port(r, i, 0), sport_base + k, 0x10);
-		build_pkt(&drop[k], v, pod, htonl((93u << 24) | (k << 8) | 1), 30000 + k, 443, 0x02);
+		build_pkt(&drop[k], v, pod, htonl((93u << 24) | (k << 8) | 1), 30000 + k, 443,
+			  0x02);
 		/* Open each flow once: the measured packets are its later ones. */
 		build_pkt(&syn[k], v, pod, dst, sport_base + k, rule_port(r, i, 0), 0x02);
 		if (run_once(dp->prog_fd[RW_DIR_EGRESS], &syn[k], NULL) != -1)
@@ -321,8 +335,8 @@ static void per_packet(struct rw_datapath *dp, int base_prog, double ratios[][P_
 			do
 				i = rand() % rules;
 			while (rule_is_cidr(i) && rules > 1);
-			build_pkt(s, v, pod_ip(r, v % PODS_PER_RUN), rule_addr(r, i), sport_base + k,
-				  rule_port(r, i, 0), 0x02);
+			build_pkt(s, v, pod_ip(r, v % PODS_PER_RUN), rule_addr(r, i),
+				  sport_base + k, rule_port(r, i, 0), 0x02);
 		}
 		sport_base += n;
 		if (sport_base > 60000)
@@ -343,7 +357,8 @@ static void per_packet(struct rw_datapath *dp, int base_prog, double ratios[][P_
 		res[P_DROP][rd] = pass(dp->prog_fd[RW_DIR_EGRESS], drop, n, 2, warm);
 	}
 	{
-		double base = pct(res[P_COUNT], rounds, 0.5), cbase = pct(cold[P_COUNT], rounds, 0.5);
+		double base = pct(res[P_COUNT], rounds, 0.5),
+		       cbase = pct(cold[P_COUNT], rounds, 0.5);
 
 		snprintf(name, sizeof(name), "empty TC program, %d rules", runs * rules);
 		row("per-packet", name, base, "ns", NULL, 0,
@@ -357,8 +372,8 @@ static void per_packet(struct rw_datapath *dp, int base_prog, double ratios[][P_
 			row("per-packet", name, ns / base, "x empty", "<=", path_targets[c],
 			    json_pack("{s:i, s:s, s:f, s:f}", "rules", runs * rules, "path",
 				      path_keys[c], "ns", ns, "empty_ns", base));
-			snprintf(name, sizeof(name), "%s, %d rules, cold",
-				 path_names[c], runs * rules);
+			snprintf(name, sizeof(name), "%s, %d rules, cold", path_names[c],
+				 runs * rules);
 			row("per-packet-cold", name, cns / cbase, "x empty", NULL, 0,
 			    json_pack("{s:i, s:s, s:f, s:f}", "rules", runs * rules, "path",
 				      path_keys[c], "ns", cns, "empty_ns", cbase));
@@ -378,7 +393,7 @@ static int on_event(void *ctx, void *data, size_t size)
 
 static void section_per_packet(void)
 {
-	static const int sizes[][2] = { { 1, 10 }, { 100, 10 }, { 1000, 10 }, { 1000, 100 } };
+	static const int sizes[][2] = {{1, 10}, {100, 10}, {1000, 10}, {1000, 100}};
 	const int nsizes = sizeof(sizes) / sizeof(sizes[0]);
 	double ratios[4][P_COUNT];
 	struct rw_datapath dp;
@@ -393,7 +408,7 @@ static void section_per_packet(void)
 	if (base < 0)
 		DIE("baseline program: %s", strerror(errno));
 	rw_config_read(&dp, &cfg);
-	cfg.event_rate = 0;	/* no budget: every drop sends its event */
+	cfg.event_rate = 0; /* no budget: every drop sends its event */
 	rw_config_write(&dp, &cfg);
 	ring = ring_buffer__new(dp.map_fd[RW_M_EVENTS], on_event, NULL, NULL);
 	for (int s = 0; s < nsizes; s++)
@@ -403,8 +418,7 @@ static void section_per_packet(void)
 
 		snprintf(name, sizeof(name), "%s: growth 10 -> 100 000 rules", path_names[c]);
 		row("per-packet", name, ratios[nsizes - 1][c] / ratios[0][c], "x",
-		    c <= P_EST_IN ? "<=" : NULL, 1.2,
-		    json_pack("{s:s}", "path", path_keys[c]));
+		    c <= P_EST_IN ? "<=" : NULL, 1.2, json_pack("{s:s}", "path", path_keys[c]));
 	}
 	ring_buffer__free(ring);
 	ring = NULL;
@@ -414,15 +428,15 @@ static void section_per_packet(void)
 
 /* ---- Apply ---------------------------------------------------------------------------- */
 
-#define BIG_RUNS 1000
+#define BIG_RUNS  1000
 #define BIG_RULES 100
 
 static struct {
 	int prog;
 	struct probe_pkt pkt;
 	volatile int stop;
-	volatile int expect;	/* verdict the current change brings */
-	volatile double seen;	/* when a packet first got it (ms), 0 not yet */
+	volatile int expect;  /* verdict the current change brings */
+	volatile double seen; /* when a packet first got it (ms), 0 not yet */
 } prober;
 
 static void *prober_main(void *arg)
@@ -452,7 +466,8 @@ static void section_apply(void)
 	pthread_t th;
 
 	printf("# apply: %d pods in %d runs, %d rules (%d%% CIDR), with rw_apply as the agent calls "
-	       "it\n", BIG_RUNS * PODS_PER_RUN, BIG_RUNS, BIG_RUNS * BIG_RULES, 10);
+	       "it\n",
+	       BIG_RUNS * PODS_PER_RUN, BIG_RUNS, BIG_RUNS * BIG_RULES, 10);
 	for (int f = 0; f < fulls; f++) {
 		if (rw_datapath_load(&dp, NULL, RW_DP_NO_PIN, lerr, sizeof(lerr)))
 			DIE("loading the programs: %s", lerr);
@@ -469,9 +484,11 @@ static void section_apply(void)
 			rw_datapath_close(&dp);
 	}
 	row("apply", "full apply from empty (10 000 pods, 100 000 rules)", pct(full, fulls, 0.5),
-	    "ms", "<=", 60, json_pack("{s:f, s:i}", "write_ms", pct(full_build, fulls, 0.5), "entries",
-				      res.entries + res.pods));
-	row("apply", "parsing that snapshot (not part of the apply)", parse_ms, "ms", NULL, 0, NULL);
+	    "ms", "<=", 60,
+	    json_pack("{s:f, s:i}", "write_ms", pct(full_build, fulls, 0.5), "entries",
+		      res.entries + res.pods));
+	row("apply", "parsing that snapshot (not part of the apply)", parse_ms, "ms", NULL, 0,
+	    NULL);
 
 	/* Steady state: both slots hold a snapshot; then 1 % changes, each with the probe's rule
 	 * toggled, while a thread sends the probe's packet all along.
@@ -519,17 +536,17 @@ static void section_apply(void)
 	}
 	prober.stop = 1;
 	pthread_join(th, NULL);
-	row("apply", "1 % change, p50 (apply until the flip)", pct(change, changes, 0.5), "ms", "<=",
-	    5, json_pack("{s:f}", "writes", written / changes));
-	row("apply", "1 % change, p99 (apply until the flip)", pct(change, changes, 0.99), "ms", NULL,
-	    0, NULL);
-	row("apply", "1 % change, p50 of its planning (runs, entries, diff)", pct(plan, changes, 0.5),
-	    "ms", NULL, 0, NULL);
+	row("apply", "1 % change, p50 (apply until the flip)", pct(change, changes, 0.5), "ms",
+	    "<=", 5, json_pack("{s:f}", "writes", written / changes));
+	row("apply", "1 % change, p99 (apply until the flip)", pct(change, changes, 0.99), "ms",
+	    NULL, 0, NULL);
+	row("apply", "1 % change, p50 of its planning (runs, entries, diff)",
+	    pct(plan, changes, 0.5), "ms", NULL, 0, NULL);
 	row("apply", "1 % change, p50 of its writes", pct(wr, changes, 0.5), "ms", NULL, 0, NULL);
 	row("apply", "1 % change with its grace period, p50", pct(change_total, changes, 0.5), "ms",
 	    NULL, 0, NULL);
-	row("apply", "apply to the first packet with the new verdict, p50", pct(first, changes, 0.5),
-	    "ms", NULL, 0, NULL);
+	row("apply", "apply to the first packet with the new verdict, p50",
+	    pct(first, changes, 0.5), "ms", NULL, 0, NULL);
 	row("apply", "apply to the first packet with the new verdict, p99",
 	    pct(first, changes, 0.99), "ms", "<=", 10, json_pack("{s:i}", "changes", changes));
 	rw_endpoint_unbind(&dp, ifindex[0]);
@@ -631,8 +648,8 @@ static void section_agent(void)
 			DIE("the agent (%s) did not apply the snapshot", runwall_bin);
 		usleep(50000);
 	}
-	row("memory", "agent RSS with 10 000 pods / 100 000 rules in force", rss_kb(agent_pid) / 1024.0,
-	    "MiB", NULL, 0, NULL);
+	row("memory", "agent RSS with 10 000 pods / 100 000 rules in force",
+	    rss_kb(agent_pid) / 1024.0, "MiB", NULL, 0, NULL);
 
 	/* Our own copy of the programs on the agent's maps, to make events with. */
 	if (rw_datapath_load(&dp, pin_dir, 0, lerr, sizeof(lerr)))
@@ -657,7 +674,8 @@ static void section_agent(void)
 		}
 	}
 	total += policy_maps;
-	row("memory", "kernel memory of every map (memlock)", total / 1048576.0, "MiB", NULL, 0, NULL);
+	row("memory", "kernel memory of every map (memlock)", total / 1048576.0, "MiB", NULL, 0,
+	    NULL);
 	row("memory", "policy maps, both slots, per rule at 100 000 rules",
 	    (double)policy_maps / (BIG_RUNS * BIG_RULES), "bytes", NULL, 0,
 	    json_pack("{s:f}", "policy_maps_mib", policy_maps / 1048576.0));
@@ -675,7 +693,7 @@ static void section_agent(void)
 
 		rw_counters_read(&dp, 0, &c0);
 		for (int k = 0; (t = now_ms()) - t0 < secs * 1000; k++) {
-			struct __sk_buff ctx = { .ifindex = ifindex[0] };
+			struct __sk_buff ctx = {.ifindex = ifindex[0]};
 			LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt.buf,
 				    .data_size_in = pkt.len, .ctx_in = &ctx,
 				    .ctx_size_in = sizeof(ctx), .repeat = per);
@@ -685,7 +703,7 @@ static void section_agent(void)
 			while (now_ms() < t0 + (k + 1) * step_ms)
 				usleep(100);
 		}
-		usleep(200000);	/* let the agent's last tick drain */
+		usleep(200000); /* let the agent's last tick drain */
 		rw_counters_read(&dp, 0, &c1);
 		sent = c1.events_sent - c0.events_sent;
 		lost = c1.events_lost - c0.events_lost;
@@ -695,22 +713,20 @@ static void section_agent(void)
 			break;
 		best = achieved;
 		if (achieved < rate * 0.8)
-			break;	/* the generator cannot go faster on this machine */
+			break; /* the generator cannot go faster on this machine */
 	}
-	row("events", "events drained per second by the agent, none lost", best, "events/s", ">=",
-	    200000, NULL);
+	row("events", "events drained per second by the agent, none lost", best, "events/s",
+	    ">=", 200000, NULL);
 	rw_datapath_close(&dp);
 	agent_stop();
 }
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "json", required_argument, NULL, 'j' },
-		{ "runwall", required_argument, NULL, 'r' },
-		{ "quick", no_argument, NULL, 'q' },
-		{}
-	};
+	static const struct option opts[] = {{"json", required_argument, NULL, 'j'},
+					     {"runwall", required_argument, NULL, 'r'},
+					     {"quick", no_argument, NULL, 'q'},
+					     {}};
 	const char *json_path = NULL;
 	char cmd[128];
 	int c, all;
@@ -727,7 +743,8 @@ int main(int argc, char **argv)
 			quick = 1;
 			break;
 		default:
-			fprintf(stderr, "usage: bench_datapath [--json FILE] [--runwall BIN] [--quick] "
+			fprintf(stderr,
+				"usage: bench_datapath [--json FILE] [--runwall BIN] [--quick] "
 				"[per-packet|apply|agent...]\n");
 			return 2;
 		}

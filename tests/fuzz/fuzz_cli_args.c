@@ -13,7 +13,7 @@
 #include "cli_util.h"
 #include "parse.h"
 
-static const char *const words[] = { "config", "endpoints", "pods", "allow", "deny" };
+static const char *const words[] = {"config", "endpoints", "pods", "allow", "deny"};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -69,7 +69,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		break;
 	case 8:
 		if (rw_name_lookup(s, "thing", words, sizeof(words) / sizeof(words[0]), err,
-				  sizeof(err)) < 0 && !err[0])
+				   sizeof(err)) < 0 &&
+		    !err[0])
 			abort();
 		break;
 	case 10: {
@@ -77,7 +78,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		unsigned long long rate, burst;
 
 		if (rw_parse_rate(s, 1000000, &rate, &burst) == 0 &&
-		    (rate > 1000000 || (strchr(s, '/') ? burst > 1000000 || !burst : burst != 2 * rate)))
+		    (rate > 1000000 ||
+		     (strchr(s, '/') ? burst > 1000000 || !burst : burst != 2 * rate)))
 			abort();
 		break;
 	}

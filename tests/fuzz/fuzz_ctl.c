@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t body_len;
 	int sv[2], err;
 
-	if (size > 65536)	/* stays within the socket buffer: one write, no reader thread */
+	if (size > 65536) /* stays within the socket buffer: one write, no reader thread */
 		return 0;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
 		abort();

@@ -25,7 +25,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	rw_policy_diff(NULL, &p, diff, sizeof(diff));
 	if (rw_policy_parse_newer((const char *)data, size, "fuzz", p.revision, &q, &err) == 0)
-		abort();	/* the same revision again must be refused */
+		abort(); /* the same revision again must be refused */
 	if (rw_policy_parse((const char *)data, size, "fuzz", &q, &err))
 		abort();
 	for (size_t r = 0; r < p.n_runs; r++)

@@ -27,8 +27,8 @@ static __u16 csum(const __u8 *p, size_t len)
 
 size_t pkt_build(const struct pkt_spec *s, __u8 *buf)
 {
-	static const __u8 pod_mac[6] = { 0x02, 0, 0, 0, 0, 0x01 };
-	static const __u8 gw_mac[6] = { 0x02, 0, 0, 0, 0, 0xfe };
+	static const __u8 pod_mac[6] = {0x02, 0, 0, 0, 0, 0x01};
+	static const __u8 gw_mac[6] = {0x02, 0, 0, 0, 0, 0xfe};
 	__u8 ihl = s->ihl ? s->ihl : 5, doff = s->tcp_doff ? s->tcp_doff : 5;
 	size_t off = 0, ip_off, l4_off, l4_len, len;
 	struct in_addr src = {}, dst = {};
@@ -47,11 +47,11 @@ size_t pkt_build(const struct pkt_spec *s, __u8 *buf)
 	if (s->arp) {
 		put16(buf + off, 0x0806);
 		off += 2;
-		put16(buf + off, 1);			/* Ethernet */
-		put16(buf + off + 2, 0x0800);		/* IPv4 */
+		put16(buf + off, 1);	      /* Ethernet */
+		put16(buf + off + 2, 0x0800); /* IPv4 */
 		buf[off + 4] = s->arp_hlen ? s->arp_hlen : 6;
 		buf[off + 5] = 4;
-		put16(buf + off + 6, 1);		/* request */
+		put16(buf + off + 6, 1); /* request */
 		memcpy(buf + off + 8, pod_mac, 6);
 		memcpy(buf + off + 14, &src, 4);
 		memcpy(buf + off + 24, &dst, 4);
@@ -68,9 +68,9 @@ size_t pkt_build(const struct pkt_spec *s, __u8 *buf)
 	else if (s->proto == IPPROTO_UDP)
 		l4_len = 8 + s->payload;
 	else
-		l4_len = 8 + s->payload;	/* ICMP echo, SCTP common header, ... */
+		l4_len = 8 + s->payload; /* ICMP echo, SCTP common header, ... */
 	if (ihl < 5)
-		l4_off = ip_off + 20;		/* keep the bytes where a real header would be */
+		l4_off = ip_off + 20; /* keep the bytes where a real header would be */
 
 	buf[ip_off] = ((s->ip_version ? s->ip_version : 4) << 4) | (ihl & 0xf);
 	put16(buf + ip_off + 2, (__u16)(l4_off - ip_off + l4_len + s->tot_len_delta));

@@ -13,22 +13,22 @@
 
 /* Knobs: zero means "a normal packet". */
 struct pkt_spec {
-	const char *src;		/* dotted quad */
+	const char *src; /* dotted quad */
 	const char *dst;
-	__u8 proto;			/* IPPROTO_TCP, IPPROTO_UDP, or anything else */
+	__u8 proto; /* IPPROTO_TCP, IPPROTO_UDP, or anything else */
 	__u16 sport, dport;
-	__u8 tcp_flags;			/* default SYN for TCP */
-	__u16 ethertype;		/* default 0x0800 */
-	int vlan;			/* insert an 802.1Q tag (VID 10) before the ethertype */
-	int arp;			/* build an ARP request instead (src = sender, dst = target) */
-	__u8 arp_hlen;			/* default 6 */
-	__u8 ihl;			/* default 5; > 5 adds a loose source route option */
-	int ip_version;			/* default 4 */
-	__u16 frag;			/* frag_off field, host order (IP_MF 0x2000 | offset) */
-	int tot_len_delta;		/* added to the right tot_len */
-	__u8 tcp_doff;			/* default 5 */
-	size_t payload;			/* L4 payload bytes */
-	int truncate;			/* drop this many bytes from the end of the frame */
+	__u8 tcp_flags;	   /* default SYN for TCP */
+	__u16 ethertype;   /* default 0x0800 */
+	int vlan;	   /* insert an 802.1Q tag (VID 10) before the ethertype */
+	int arp;	   /* build an ARP request instead (src = sender, dst = target) */
+	__u8 arp_hlen;	   /* default 6 */
+	__u8 ihl;	   /* default 5; > 5 adds a loose source route option */
+	int ip_version;	   /* default 4 */
+	__u16 frag;	   /* frag_off field, host order (IP_MF 0x2000 | offset) */
+	int tot_len_delta; /* added to the right tot_len */
+	__u8 tcp_doff;	   /* default 5 */
+	size_t payload;	   /* L4 payload bytes */
+	int truncate;	   /* drop this many bytes from the end of the frame */
 	int udp_len_delta;
 };
 

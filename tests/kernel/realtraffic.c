@@ -35,27 +35,27 @@
 #include "realtraffic.h"
 #include "reasons.h"
 
-#define BIG_FRAME 5000	/* >= PAGE_SIZE, or packet_alloc_skb() makes it linear anyway */
+#define BIG_FRAME 5000 /* >= PAGE_SIZE, or packet_alloc_skb() makes it linear anyway */
 
 /* probe: linear[0] = skb->data_end - skb->data; return TC_ACT_UNSPEC. */
 static int load_probe(int map_fd)
 {
 	struct bpf_insn insns[] = {
-		{ BPF_LDX | BPF_MEM | BPF_W, 2, 1, offsetof(struct __sk_buff, data), 0 },
-		{ BPF_LDX | BPF_MEM | BPF_W, 3, 1, offsetof(struct __sk_buff, data_end), 0 },
-		{ BPF_ALU64 | BPF_SUB | BPF_X, 3, 2, 0, 0 },
-		{ BPF_STX | BPF_MEM | BPF_DW, 10, 3, -8, 0 },
-		{ BPF_ST | BPF_MEM | BPF_W, 10, 0, -12, 0 },
-		{ BPF_LD | BPF_DW | BPF_IMM, 1, BPF_PSEUDO_MAP_FD, 0, map_fd },
-		{ 0, 0, 0, 0, 0 },
-		{ BPF_ALU64 | BPF_MOV | BPF_X, 2, 10, 0, 0 },
-		{ BPF_ALU64 | BPF_ADD | BPF_K, 2, 0, 0, -12 },
-		{ BPF_ALU64 | BPF_MOV | BPF_X, 3, 10, 0, 0 },
-		{ BPF_ALU64 | BPF_ADD | BPF_K, 3, 0, 0, -8 },
-		{ BPF_ALU64 | BPF_MOV | BPF_K, 4, 0, 0, 0 },
-		{ BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_map_update_elem },
-		{ BPF_ALU64 | BPF_MOV | BPF_K, 0, 0, 0, -1 },
-		{ BPF_JMP | BPF_EXIT, 0, 0, 0, 0 },
+		{BPF_LDX | BPF_MEM | BPF_W, 2, 1, offsetof(struct __sk_buff, data), 0},
+		{BPF_LDX | BPF_MEM | BPF_W, 3, 1, offsetof(struct __sk_buff, data_end), 0},
+		{BPF_ALU64 | BPF_SUB | BPF_X, 3, 2, 0, 0},
+		{BPF_STX | BPF_MEM | BPF_DW, 10, 3, -8, 0},
+		{BPF_ST | BPF_MEM | BPF_W, 10, 0, -12, 0},
+		{BPF_LD | BPF_DW | BPF_IMM, 1, BPF_PSEUDO_MAP_FD, 0, map_fd},
+		{0, 0, 0, 0, 0},
+		{BPF_ALU64 | BPF_MOV | BPF_X, 2, 10, 0, 0},
+		{BPF_ALU64 | BPF_ADD | BPF_K, 2, 0, 0, -12},
+		{BPF_ALU64 | BPF_MOV | BPF_X, 3, 10, 0, 0},
+		{BPF_ALU64 | BPF_ADD | BPF_K, 3, 0, 0, -8},
+		{BPF_ALU64 | BPF_MOV | BPF_K, 4, 0, 0, 0},
+		{BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_map_update_elem},
+		{BPF_ALU64 | BPF_MOV | BPF_K, 0, 0, 0, -1},
+		{BPF_JMP | BPF_EXIT, 0, 0, 0, 0},
 	};
 
 	return bpf_prog_load(BPF_PROG_TYPE_SCHED_CLS, "rw_lin_probe", "GPL", insns,
@@ -66,11 +66,11 @@ static int load_probe(int map_fd)
 static int load_vlan_pusher(void)
 {
 	struct bpf_insn insns[] = {
-		{ BPF_ALU64 | BPF_MOV | BPF_K, 2, 0, 0, 0x0081 },	/* htons(0x8100) */
-		{ BPF_ALU64 | BPF_MOV | BPF_K, 3, 0, 0, 10 },
-		{ BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_skb_vlan_push },
-		{ BPF_ALU64 | BPF_MOV | BPF_K, 0, 0, 0, -1 },
-		{ BPF_JMP | BPF_EXIT, 0, 0, 0, 0 },
+		{BPF_ALU64 | BPF_MOV | BPF_K, 2, 0, 0, 0x0081}, /* htons(0x8100) */
+		{BPF_ALU64 | BPF_MOV | BPF_K, 3, 0, 0, 10},
+		{BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_skb_vlan_push},
+		{BPF_ALU64 | BPF_MOV | BPF_K, 0, 0, 0, -1},
+		{BPF_JMP | BPF_EXIT, 0, 0, 0, 0},
 	};
 
 	return bpf_prog_load(BPF_PROG_TYPE_SCHED_CLS, "rw_vlan_push", "GPL", insns,
@@ -79,7 +79,7 @@ static int load_vlan_pusher(void)
 
 static int packet_socket(const char *dev, int vnet)
 {
-	struct sockaddr_ll sll = { .sll_family = AF_PACKET };
+	struct sockaddr_ll sll = {.sll_family = AF_PACKET};
 	int fd = socket(AF_PACKET, SOCK_RAW, 0), one = 1;
 
 	if (fd < 0)
@@ -101,10 +101,10 @@ static size_t big_frame(const struct pkt_spec *s, __u8 *buf)
 	hlen = pkt_build(s, buf);
 	if (hlen > BIG_FRAME)
 		FATAL("headers longer than the frame");
-	buf[16] = (BIG_FRAME - 14) >> 8;	/* IPv4 tot_len */
+	buf[16] = (BIG_FRAME - 14) >> 8; /* IPv4 tot_len */
 	buf[17] = (BIG_FRAME - 14) & 0xff;
 	if (s->proto == IPPROTO_UDP) {
-		buf[38] = (BIG_FRAME - 34) >> 8;	/* UDP length */
+		buf[38] = (BIG_FRAME - 34) >> 8; /* UDP length */
 		buf[39] = (BIG_FRAME - 34) & 0xff;
 	}
 	return BIG_FRAME;
@@ -112,9 +112,9 @@ static size_t big_frame(const struct pkt_spec *s, __u8 *buf)
 
 static void send_vnet(int fd, const __u8 *frame, size_t len)
 {
-	struct virtio_net_hdr vh = { .gso_type = VIRTIO_NET_HDR_GSO_NONE, .hdr_len = 14 };
-	struct iovec iov[2] = { { &vh, sizeof(vh) }, { (void *)frame, len } };
-	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2 };
+	struct virtio_net_hdr vh = {.gso_type = VIRTIO_NET_HDR_GSO_NONE, .hdr_len = 14};
+	struct iovec iov[2] = {{&vh, sizeof(vh)}, {(void *)frame, len}};
+	struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 2};
 
 	if (sendmsg(fd, &msg, 0) < 0)
 		FATAL("sendmsg with a vnet header: %s", strerror(errno));
@@ -138,10 +138,18 @@ void test_real_traffic(struct rw_datapath *dp, const char *dev, int ifindex, con
 	DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_INGRESS);
 	DECLARE_LIBBPF_OPTS(bpf_tc_opts, ours, .handle = 1, .priority = 1);
 	DECLARE_LIBBPF_OPTS(bpf_tc_opts, probe, .handle = 2, .priority = 2);
-	struct pkt_spec allowed = { .src = pod_ip, .dst = "172.20.0.11", .proto = IPPROTO_TCP,
-				    .sport = 40100, .dport = 3443, .tcp_flags = 0x02 };
-	struct pkt_spec denied = { .src = pod_ip, .dst = "93.184.216.34", .proto = IPPROTO_TCP,
-				   .sport = 40101, .dport = 443, .tcp_flags = 0x02 };
+	struct pkt_spec allowed = {.src = pod_ip,
+				   .dst = "172.20.0.11",
+				   .proto = IPPROTO_TCP,
+				   .sport = 40100,
+				   .dport = 3443,
+				   .tcp_flags = 0x02};
+	struct pkt_spec denied = {.src = pod_ip,
+				  .dst = "93.184.216.34",
+				  .proto = IPPROTO_TCP,
+				  .sport = 40101,
+				  .dport = 443,
+				  .tcp_flags = 0x02};
 	struct rw_counters before, after;
 	static __u8 frame[BIG_FRAME + 16];
 	char cmd[512], peer[IFNAMSIZ + 4];
@@ -151,8 +159,8 @@ void test_real_traffic(struct rw_datapath *dp, const char *dev, int ifindex, con
 	size_t len;
 
 	snprintf(peer, sizeof(peer), "%sp", dev);
-	snprintf(cmd, sizeof(cmd), "ip link set %s mtu 9000 up && ip link set %s mtu 9000 up",
-		 dev, peer);
+	snprintf(cmd, sizeof(cmd), "ip link set %s mtu 9000 up && ip link set %s mtu 9000 up", dev,
+		 peer);
 	if (system(cmd))
 		FATAL("%s failed", cmd);
 
@@ -181,10 +189,11 @@ void test_real_traffic(struct rw_datapath *dp, const char *dev, int ifindex, con
 		   "the skb had %llu linear bytes: the headers were not outside the linear area",
 		   (unsigned long long)linear);
 	ok &= CHECK_EQ(after.packets[RW_DIR_EGRESS][RW_REASON_ALLOWED] -
-		       before.packets[RW_DIR_EGRESS][RW_REASON_ALLOWED], 1, "allowed");
+			       before.packets[RW_DIR_EGRESS][RW_REASON_ALLOWED],
+		       1, "allowed");
 	printf("%s %d - real veth: a %d-byte SYN with %llu linear bytes to the identity broker "
-	       "is allowed\n", ok ? "ok" : "not ok", t_count, BIG_FRAME,
-	       (unsigned long long)linear);
+	       "is allowed\n",
+	       ok ? "ok" : "not ok", t_count, BIG_FRAME, (unsigned long long)linear);
 
 	/* Headers outside the linear area, refused for the right reason (not as malformed). */
 	rw_counters_read(dp, 0, &before);
@@ -195,9 +204,11 @@ void test_real_traffic(struct rw_datapath *dp, const char *dev, int ifindex, con
 	rw_counters_read(dp, 0, &after);
 	t_count++;
 	ok = CHECK_EQ(after.packets[RW_DIR_EGRESS][RW_REASON_NOT_ALLOWLISTED] -
-		      before.packets[RW_DIR_EGRESS][RW_REASON_NOT_ALLOWLISTED], 1, "not-allowlisted");
+			      before.packets[RW_DIR_EGRESS][RW_REASON_NOT_ALLOWLISTED],
+		      1, "not-allowlisted");
 	ok &= CHECK_EQ(after.packets[RW_DIR_EGRESS][RW_REASON_MALFORMED] -
-		       before.packets[RW_DIR_EGRESS][RW_REASON_MALFORMED], 0, "not malformed");
+			       before.packets[RW_DIR_EGRESS][RW_REASON_MALFORMED],
+		       0, "not malformed");
 	printf("%s %d - real veth: a non-linear SYN to the internet is not-allowlisted\n",
 	       ok ? "ok" : "not ok", t_count);
 	close(fd);
@@ -208,11 +219,13 @@ void test_real_traffic(struct rw_datapath *dp, const char *dev, int ifindex, con
 	len = pkt_build(&allowed, frame);
 	if (send(fd, frame, 14 + 10, 0) < 0)
 		FATAL("send on %s: %s", peer, strerror(errno));
-	wait_counter(dp, RW_REASON_MALFORMED, before.packets[RW_DIR_EGRESS][RW_REASON_MALFORMED] + 1);
+	wait_counter(dp, RW_REASON_MALFORMED,
+		     before.packets[RW_DIR_EGRESS][RW_REASON_MALFORMED] + 1);
 	rw_counters_read(dp, 0, &after);
 	t_count++;
 	ok = CHECK_EQ(after.packets[RW_DIR_EGRESS][RW_REASON_MALFORMED] -
-		      before.packets[RW_DIR_EGRESS][RW_REASON_MALFORMED], 1, "malformed");
+			      before.packets[RW_DIR_EGRESS][RW_REASON_MALFORMED],
+		      1, "malformed");
 	printf("%s %d - real veth: a frame cut inside its IPv4 header is malformed\n",
 	       ok ? "ok" : "not ok", t_count);
 
@@ -243,11 +256,14 @@ void test_real_traffic(struct rw_datapath *dp, const char *dev, int ifindex, con
 	}
 	t_count++;
 	ok = CHECK_EQ(after.packets[RW_DIR_EGRESS][RW_REASON_UNSUPPORTED_L2] -
-		      before.packets[RW_DIR_EGRESS][RW_REASON_UNSUPPORTED_L2], 1, "unsupported-l2");
+			      before.packets[RW_DIR_EGRESS][RW_REASON_UNSUPPORTED_L2],
+		      1, "unsupported-l2");
 	ok &= CHECK_EQ(after.packets[RW_DIR_EGRESS][RW_REASON_ALLOWED] -
-		       before.packets[RW_DIR_EGRESS][RW_REASON_ALLOWED], 0, "not allowed");
+			       before.packets[RW_DIR_EGRESS][RW_REASON_ALLOWED],
+		       0, "not allowed");
 	printf("%s %d - real veth: an out-of-band VLAN tag on a packet to an allowed service is "
-	       "unsupported-l2\n", ok ? "ok" : "not ok", t_count);
+	       "unsupported-l2\n",
+	       ok ? "ok" : "not ok", t_count);
 	close(fd);
 
 	hook.attach_point = BPF_TC_INGRESS | BPF_TC_EGRESS;

@@ -69,8 +69,8 @@ static int veth(const char *name)
 static int load_prog(const char *name, int ret)
 {
 	const struct bpf_insn insns[] = {
-		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = ret },
-		{ .code = BPF_JMP | BPF_EXIT },
+		{.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = ret},
+		{.code = BPF_JMP | BPF_EXIT},
 	};
 	int fd = bpf_prog_load(BPF_PROG_TYPE_SCHED_CLS, name, "GPL", insns, 2, NULL);
 
@@ -234,7 +234,8 @@ static int group_setup(void **state)
 		have_tcx = bpf_prog_query_opts(1, BPF_TCX_INGRESS, &q) != -EINVAL;
 	}
 	if (!have_tcx)
-		fprintf(stderr, "kernel without tcx: the tcx tests check the tc fallback instead\n");
+		fprintf(stderr,
+			"kernel without tcx: the tcx tests check the tc fallback instead\n");
 	return 0;
 }
 
@@ -332,8 +333,8 @@ static void test_tcx_reattach_idempotent(void **state)
 	assert_int_equal(rw_attach(pin_dir, idx, RW_DIR_EGRESS, prog_a, RW_ATTACH_AUTO, NULL), 0);
 	lid = pin_link(path, NULL);
 	for (i = 0; i < 3; i++)
-		assert_int_equal(rw_attach(pin_dir, idx, RW_DIR_EGRESS, prog_a, RW_ATTACH_AUTO, NULL),
-				 0);
+		assert_int_equal(
+			rw_attach(pin_dir, idx, RW_DIR_EGRESS, prog_a, RW_ATTACH_AUTO, NULL), 0);
 	lid2 = pin_link(path, NULL);
 	assert_int_equal(lid, lid2);
 	assert_int_equal(tcx_ids(idx, BPF_TCX_INGRESS, ids), 1);
@@ -355,7 +356,7 @@ static void test_tcx_replace(void **state)
 	lid = pin_link(path, NULL);
 
 	assert_int_equal(rw_attach(pin_dir, idx, RW_DIR_EGRESS, prog_b, RW_ATTACH_AUTO, NULL), 0);
-	assert_int_equal(pin_link(path, &pid), lid);	/* same link, program swapped */
+	assert_int_equal(pin_link(path, &pid), lid); /* same link, program swapped */
 	assert_int_equal(pid, prog_id(prog_b));
 	assert_int_equal(tcx_ids(idx, BPF_TCX_INGRESS, ids), 1);
 	assert_int_equal(ids[0], prog_id(prog_b));
@@ -555,8 +556,8 @@ static void test_dotted_ifname(void **state)
 	pin_path(pin, sizeof(pin), "tcx", idx, "egress", "rw-d0");
 	pin_path(mark, sizeof(mark), "tc", idx, "ingress", "rw-d0");
 	if (have_tcx) {
-		assert_int_equal(rw_attach(pin_dir, idx, RW_DIR_EGRESS, prog_a, RW_ATTACH_TCX, NULL),
-				 0);
+		assert_int_equal(
+			rw_attach(pin_dir, idx, RW_DIR_EGRESS, prog_a, RW_ATTACH_TCX, NULL), 0);
 		assert_true(exists(pin));
 		query(idx, RW_DIR_EGRESS, &info);
 		assert_true(info.found && info.first);
@@ -794,9 +795,12 @@ static void test_detach_all(void **state)
 	b = veth("rwd1");
 	c = veth("rwd2");
 	if (have_tcx) {
-		assert_int_equal(rw_attach(pin_dir, a, RW_DIR_EGRESS, prog_a, RW_ATTACH_AUTO, NULL), 0);
-		assert_int_equal(rw_attach(pin_dir, a, RW_DIR_INGRESS, prog_b, RW_ATTACH_AUTO, NULL), 0);
-		assert_int_equal(rw_attach(pin_dir, b, RW_DIR_EGRESS, prog_a, RW_ATTACH_AUTO, NULL), 0);
+		assert_int_equal(rw_attach(pin_dir, a, RW_DIR_EGRESS, prog_a, RW_ATTACH_AUTO, NULL),
+				 0);
+		assert_int_equal(
+			rw_attach(pin_dir, a, RW_DIR_INGRESS, prog_b, RW_ATTACH_AUTO, NULL), 0);
+		assert_int_equal(rw_attach(pin_dir, b, RW_DIR_EGRESS, prog_a, RW_ATTACH_AUTO, NULL),
+				 0);
 		/* Someone else's links: one pinned next to links/, one in it under a name that
 		 * is not runwall's.
 		 */

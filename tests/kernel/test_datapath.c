@@ -34,24 +34,24 @@
 int t_failed;
 int t_count;
 
-#define TCP IPPROTO_TCP
-#define UDP IPPROTO_UDP
-#define SYN 0x02
-#define ACK 0x10
-#define SYNACK 0x12
-#define E RW_DIR_EGRESS
-#define I RW_DIR_INGRESS
-#define ALLOW RW_VERDICT_ALLOW
-#define DROP RW_VERDICT_DROP
+#define TCP	IPPROTO_TCP
+#define UDP	IPPROTO_UDP
+#define SYN	0x02
+#define ACK	0x10
+#define SYNACK	0x12
+#define E	RW_DIR_EGRESS
+#define I	RW_DIR_INGRESS
+#define ALLOW	RW_VERDICT_ALLOW
+#define DROP	RW_VERDICT_DROP
 #define NO_PATH 0xff
 
 /* Sandboxes of the test node: rwt0 and rwt1 are bound to pods of the snapshot, rwt2 to nothing,
  * rwt3 to a pod IP no snapshot names.
  */
-#define POD_A "10.1.2.3"	/* run-7f3a, allowlist */
-#define POD_B "10.1.2.4"	/* run-9c01, open */
-#define POD_X "10.1.2.9"	/* bound, unknown to the policy */
-static const char *const devs[] = { "rwt0", "rwt1", "rwt2", "rwt3" };
+#define POD_A "10.1.2.3" /* run-7f3a, allowlist */
+#define POD_B "10.1.2.4" /* run-9c01, open */
+#define POD_X "10.1.2.9" /* bound, unknown to the policy */
+static const char *const devs[] = {"rwt0", "rwt1", "rwt2", "rwt3"};
 static int ifindex_of[4];
 
 /* Seed 001's release defaults with the example's deny list, plus the shapes the table needs: a
@@ -112,257 +112,333 @@ static const char policy_v2[] =
 
 struct tcase {
 	const char *name;
-	int dev;		/* index into devs[] */
+	int dev; /* index into devs[] */
 	int dir;
 	struct pkt_spec pkt;
 	int verdict;
 	int reason;
-	int path;		/* expected allow path, NO_PATH for drops */
-	int event;		/* an event is expected */
-	const char *run;	/* run id expected in counters and event, NULL: none */
+	int path;	 /* expected allow path, NO_PATH for drops */
+	int event;	 /* an event is expected */
+	const char *run; /* run id expected in counters and event, NULL: none */
 };
 
-#define EG(dev_, src_, dst_, proto_, sport_, dport_, flags_)				\
-	.dev = dev_, .dir = E,								\
-	.pkt = { .src = src_, .dst = dst_, .proto = proto_, .sport = sport_,		\
-		 .dport = dport_, .tcp_flags = flags_ }
-#define IN(dev_, src_, dst_, proto_, sport_, dport_, flags_)				\
-	.dev = dev_, .dir = I,								\
-	.pkt = { .src = src_, .dst = dst_, .proto = proto_, .sport = sport_,		\
-		 .dport = dport_, .tcp_flags = flags_ }
-#define ALLOWED(path_, event_, run_)							\
-	.verdict = ALLOW, .reason = RW_REASON_ALLOWED, .path = path_, .event = event_,	\
-	.run = run_
-#define DROPPED(reason_, run_)								\
+#define EG(dev_, src_, dst_, proto_, sport_, dport_, flags_) \
+	.dev = dev_, .dir = E,                               \
+	.pkt = {.src = src_,                                 \
+		.dst = dst_,                                 \
+		.proto = proto_,                             \
+		.sport = sport_,                             \
+		.dport = dport_,                             \
+		.tcp_flags = flags_}
+#define IN(dev_, src_, dst_, proto_, sport_, dport_, flags_) \
+	.dev = dev_, .dir = I,                               \
+	.pkt = {.src = src_,                                 \
+		.dst = dst_,                                 \
+		.proto = proto_,                             \
+		.sport = sport_,                             \
+		.dport = dport_,                             \
+		.tcp_flags = flags_}
+#define ALLOWED(path_, event_, run_) \
+	.verdict = ALLOW, .reason = RW_REASON_ALLOWED, .path = path_, .event = event_, .run = run_
+#define DROPPED(reason_, run_) \
 	.verdict = DROP, .reason = reason_, .path = NO_PATH, .event = 1, .run = run_
 
 static const struct tcase not_ready_cases[] = {
-	{ "before any snapshot, egress is not-ready", EG(0, POD_A, "172.20.0.10", TCP, 40000, 443, SYN),
-	  DROPPED(RW_REASON_NOT_READY, NULL) },
-	{ "before any snapshot, ingress is not-ready", IN(0, "172.20.0.12", POD_A, TCP, 50000, 4096, SYN),
-	  DROPPED(RW_REASON_NOT_READY, NULL) },
-	{ "before any snapshot, ARP is not-ready", .dev = 0, .dir = E,
-	  .pkt = { .arp = 1, .src = POD_A, .dst = "169.254.1.1" }, DROPPED(RW_REASON_NOT_READY, NULL) },
+	{"before any snapshot, egress is not-ready",
+	 EG(0, POD_A, "172.20.0.10", TCP, 40000, 443, SYN), DROPPED(RW_REASON_NOT_READY, NULL)},
+	{"before any snapshot, ingress is not-ready",
+	 IN(0, "172.20.0.12", POD_A, TCP, 50000, 4096, SYN), DROPPED(RW_REASON_NOT_READY, NULL)},
+	{"before any snapshot, ARP is not-ready", .dev = 0, .dir = E,
+	 .pkt = {.arp = 1, .src = POD_A, .dst = "169.254.1.1"}, DROPPED(RW_REASON_NOT_READY, NULL)},
 };
 
 static const struct tcase v1_cases[] = {
 	/* Every allow path. */
-	{ "egress proxy 443 (SYN)", EG(0, POD_A, "172.20.0.10", TCP, 40001, 443, SYN),
-	  ALLOWED(RW_PATH_RULE, 1, "run-7f3a") },
-	{ "egress proxy 8443", EG(0, POD_A, "172.20.0.10", TCP, 40002, 8443, SYN),
-	  ALLOWED(RW_PATH_RULE, 1, "run-7f3a") },
-	{ "egress proxy forwarding route 3128", EG(0, POD_A, "172.20.0.10", TCP, 40003, 3128, SYN),
-	  ALLOWED(RW_PATH_RULE, 1, "run-7f3a") },
-	{ "identity broker 3443", EG(0, POD_A, "172.20.0.11", TCP, 40004, 3443, SYN),
-	  ALLOWED(RW_PATH_RULE, 1, "run-7f3a") },
-	{ "app tier 3000", EG(0, POD_A, "172.20.0.12", TCP, 40005, 3000, SYN),
-	  ALLOWED(RW_PATH_RULE, 1, "run-7f3a") },
-	{ "drive gateway 8080", EG(0, POD_A, "172.20.0.13", TCP, 40006, 8080, SYN),
-	  ALLOWED(RW_PATH_RULE, 1, "run-7f3a") },
-	{ "established ACK to the egress proxy: allowed, no new-flow event",
-	  EG(0, POD_A, "172.20.0.10", TCP, 40001, 443, ACK), ALLOWED(RW_PATH_RULE, 0, "run-7f3a") },
-	{ "UDP service, first packet of the flow: event", EG(0, POD_A, "172.20.0.14", UDP, 41000, 4317, 0),
-	  ALLOWED(RW_PATH_RULE, 1, "run-7f3a") },
-	{ "UDP service, second packet of the flow: no event",
-	  EG(0, POD_A, "172.20.0.14", UDP, 41000, 4317, 0), ALLOWED(RW_PATH_RULE, 0, "run-7f3a") },
-	{ "CIDR service rule (LPM)", EG(0, POD_A, "172.21.0.9", TCP, 40007, 443, SYN),
-	  ALLOWED(RW_PATH_RULE_CIDR, 1, "run-7f3a") },
-	{ "allowed /32 inside the denied 10.0.0.0/16", EG(0, POD_A, "10.0.0.20", TCP, 40008, 9000, SYN),
-	  ALLOWED(RW_PATH_RULE, 1, "run-7f3a") },
-	{ "its denied neighbour 10.0.0.21", EG(0, POD_A, "10.0.0.21", TCP, 40009, 9000, SYN),
-	  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a") },
-	{ "open run: public host any port", EG(1, POD_B, "1.1.1.1", TCP, 40010, 8443, SYN),
-	  ALLOWED(RW_PATH_OPEN, 1, "run-9c01") },
-	{ "open run: public host UDP", EG(1, POD_B, "1.1.1.1", UDP, 40011, 9999, 0),
-	  ALLOWED(RW_PATH_OPEN, 1, "run-9c01") },
-	{ "open run: a flow opened by a bare ACK is a new flow: event",
-	  EG(1, POD_B, "1.1.1.1", TCP, 40016, 8443, ACK), ALLOWED(RW_PATH_OPEN, 1, "run-9c01") },
-	{ "open run: the bare-ACK flow's next packet: no event",
-	  EG(1, POD_B, "1.1.1.1", TCP, 40016, 8443, ACK), ALLOWED(RW_PATH_OPEN, 0, "run-9c01") },
-	{ "open run: a retransmitted SYN of a known flow: no event",
-	  EG(1, POD_B, "1.1.1.1", TCP, 40016, 8443, SYN), ALLOWED(RW_PATH_OPEN, 0, "run-9c01") },
-	{ "run's own CIDR rule", EG(1, POD_B, "52.94.9.7", TCP, 40012, 5432, SYN),
-	  ALLOWED(RW_PATH_RULE_CIDR, 1, "run-9c01") },
-	{ "run's rule is not another run's", EG(0, POD_A, "52.94.9.7", TCP, 40013, 5432, SYN),
-	  DROPPED(RW_REASON_NOT_ALLOWLISTED, "run-7f3a") },
-	{ "DNS explicitly allowed on 53 for one run", EG(1, POD_B, "9.9.9.9", UDP, 40014, 53, 0),
-	  ALLOWED(RW_PATH_RULE, 1, "run-9c01") },
-	{ "DNS to the same resolver from another run", EG(0, POD_A, "9.9.9.9", UDP, 40015, 53, 0),
-	  DROPPED(RW_REASON_DNS, "run-7f3a") },
-	{ "ARP from the pod's own address", .dev = 0, .dir = E,
-	  .pkt = { .arp = 1, .src = POD_A, .dst = "169.254.1.1" }, ALLOWED(RW_PATH_ARP, 0, "run-7f3a") },
-	{ "ARP into the pod", .dev = 0, .dir = I,
-	  .pkt = { .arp = 1, .src = "169.254.1.1", .dst = POD_A }, ALLOWED(RW_PATH_ARP, 0, "run-7f3a") },
+	{"egress proxy 443 (SYN)", EG(0, POD_A, "172.20.0.10", TCP, 40001, 443, SYN),
+	 ALLOWED(RW_PATH_RULE, 1, "run-7f3a")},
+	{"egress proxy 8443", EG(0, POD_A, "172.20.0.10", TCP, 40002, 8443, SYN),
+	 ALLOWED(RW_PATH_RULE, 1, "run-7f3a")},
+	{"egress proxy forwarding route 3128", EG(0, POD_A, "172.20.0.10", TCP, 40003, 3128, SYN),
+	 ALLOWED(RW_PATH_RULE, 1, "run-7f3a")},
+	{"identity broker 3443", EG(0, POD_A, "172.20.0.11", TCP, 40004, 3443, SYN),
+	 ALLOWED(RW_PATH_RULE, 1, "run-7f3a")},
+	{"app tier 3000", EG(0, POD_A, "172.20.0.12", TCP, 40005, 3000, SYN),
+	 ALLOWED(RW_PATH_RULE, 1, "run-7f3a")},
+	{"drive gateway 8080", EG(0, POD_A, "172.20.0.13", TCP, 40006, 8080, SYN),
+	 ALLOWED(RW_PATH_RULE, 1, "run-7f3a")},
+	{"established ACK to the egress proxy: allowed, no new-flow event",
+	 EG(0, POD_A, "172.20.0.10", TCP, 40001, 443, ACK), ALLOWED(RW_PATH_RULE, 0, "run-7f3a")},
+	{"UDP service, first packet of the flow: event",
+	 EG(0, POD_A, "172.20.0.14", UDP, 41000, 4317, 0), ALLOWED(RW_PATH_RULE, 1, "run-7f3a")},
+	{"UDP service, second packet of the flow: no event",
+	 EG(0, POD_A, "172.20.0.14", UDP, 41000, 4317, 0), ALLOWED(RW_PATH_RULE, 0, "run-7f3a")},
+	{"CIDR service rule (LPM)", EG(0, POD_A, "172.21.0.9", TCP, 40007, 443, SYN),
+	 ALLOWED(RW_PATH_RULE_CIDR, 1, "run-7f3a")},
+	{"allowed /32 inside the denied 10.0.0.0/16",
+	 EG(0, POD_A, "10.0.0.20", TCP, 40008, 9000, SYN), ALLOWED(RW_PATH_RULE, 1, "run-7f3a")},
+	{"its denied neighbour 10.0.0.21", EG(0, POD_A, "10.0.0.21", TCP, 40009, 9000, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
+	{"open run: public host any port", EG(1, POD_B, "1.1.1.1", TCP, 40010, 8443, SYN),
+	 ALLOWED(RW_PATH_OPEN, 1, "run-9c01")},
+	{"open run: public host UDP", EG(1, POD_B, "1.1.1.1", UDP, 40011, 9999, 0),
+	 ALLOWED(RW_PATH_OPEN, 1, "run-9c01")},
+	{"open run: a flow opened by a bare ACK is a new flow: event",
+	 EG(1, POD_B, "1.1.1.1", TCP, 40016, 8443, ACK), ALLOWED(RW_PATH_OPEN, 1, "run-9c01")},
+	{"open run: the bare-ACK flow's next packet: no event",
+	 EG(1, POD_B, "1.1.1.1", TCP, 40016, 8443, ACK), ALLOWED(RW_PATH_OPEN, 0, "run-9c01")},
+	{"open run: a retransmitted SYN of a known flow: no event",
+	 EG(1, POD_B, "1.1.1.1", TCP, 40016, 8443, SYN), ALLOWED(RW_PATH_OPEN, 0, "run-9c01")},
+	{"run's own CIDR rule", EG(1, POD_B, "52.94.9.7", TCP, 40012, 5432, SYN),
+	 ALLOWED(RW_PATH_RULE_CIDR, 1, "run-9c01")},
+	{"run's rule is not another run's", EG(0, POD_A, "52.94.9.7", TCP, 40013, 5432, SYN),
+	 DROPPED(RW_REASON_NOT_ALLOWLISTED, "run-7f3a")},
+	{"DNS explicitly allowed on 53 for one run", EG(1, POD_B, "9.9.9.9", UDP, 40014, 53, 0),
+	 ALLOWED(RW_PATH_RULE, 1, "run-9c01")},
+	{"DNS to the same resolver from another run", EG(0, POD_A, "9.9.9.9", UDP, 40015, 53, 0),
+	 DROPPED(RW_REASON_DNS, "run-7f3a")},
+	{"ARP from the pod's own address", .dev = 0, .dir = E,
+	 .pkt = {.arp = 1, .src = POD_A, .dst = "169.254.1.1"},
+	 ALLOWED(RW_PATH_ARP, 0, "run-7f3a")},
+	{"ARP into the pod", .dev = 0, .dir = I,
+	 .pkt = {.arp = 1, .src = "169.254.1.1", .dst = POD_A},
+	 ALLOWED(RW_PATH_ARP, 0, "run-7f3a")},
 
 	/* Replies and inbound connections. */
-	{ "SYN-ACK reply from the egress proxy", IN(0, "172.20.0.10", POD_A, TCP, 443, 40001, SYNACK),
-	  ALLOWED(RW_PATH_REPLY, 0, "run-7f3a") },
-	{ "UDP reply from the telemetry service", IN(0, "172.20.0.14", POD_A, UDP, 4317, 41000, 0),
-	  ALLOWED(RW_PATH_REPLY, 0, "run-7f3a") },
-	{ "reply from the open internet to the open run", IN(1, "1.1.1.1", POD_B, TCP, 8443, 40010, SYNACK),
-	  ALLOWED(RW_PATH_REPLY, 0, "run-9c01") },
-	{ "inbound from the app tier to 4096", IN(0, "172.20.0.12", POD_A, TCP, 50000, 4096, SYN),
-	  ALLOWED(RW_PATH_INBOUND, 1, "run-7f3a") },
-	{ "inbound from the Temporal worker to 4999", IN(0, "172.20.0.20", POD_A, TCP, 50001, 4999, SYN),
-	  ALLOWED(RW_PATH_INBOUND, 1, "run-7f3a") },
-	{ "inbound from the streaming service to 6085", IN(0, "172.20.0.21", POD_A, TCP, 50002, 6085, SYN),
-	  ALLOWED(RW_PATH_INBOUND, 1, "run-7f3a") },
-	{ "the pod's SYN-ACK to the app tier", EG(0, POD_A, "172.20.0.12", TCP, 4096, 50000, SYNACK),
-	  ALLOWED(RW_PATH_REPLY, 0, "run-7f3a") },
-	{ "a bare SYN on the inbound flow's ports is a request, not a reply",
-	  EG(0, POD_A, "172.20.0.12", TCP, 4096, 50000, SYN),
-	  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a") },
-	{ "a request posing as a reply (ACK from 4096, no flow)",
-	  EG(0, POD_A, "8.8.4.4", TCP, 4096, 50000, ACK), DROPPED(RW_REASON_NOT_ALLOWLISTED, "run-7f3a") },
-	{ "posing as a reply to the app tier on another port",
-	  EG(0, POD_A, "172.20.0.12", TCP, 4096, 50009, ACK),
-	  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a") },
-	{ "inbound from the app tier to port 22", IN(0, "172.20.0.12", POD_A, TCP, 50003, 22, SYN),
-	  DROPPED(RW_REASON_INBOUND_DENIED, "run-7f3a") },
-	{ "inbound from the internet to 4096", IN(0, "8.8.8.8", POD_A, TCP, 50004, 4096, SYN),
-	  DROPPED(RW_REASON_INBOUND_DENIED, "run-7f3a") },
-	{ "inbound UDP from the app tier to 4096", IN(0, "172.20.0.12", POD_A, UDP, 50005, 4096, 0),
-	  DROPPED(RW_REASON_INBOUND_DENIED, "run-7f3a") },
-	{ "a stateless ACK into the pod (no flow)", IN(0, "172.20.0.10", POD_A, TCP, 443, 40099, ACK),
-	  DROPPED(RW_REASON_INBOUND_DENIED, "run-7f3a") },
-	{ "inbound to an address that is not the veth's pod",
-	  IN(0, "172.20.0.12", "10.1.2.99", TCP, 50006, 4096, SYN),
-	  DROPPED(RW_REASON_INBOUND_DENIED, "run-7f3a") },
-	{ "inbound ICMP", .dev = 0, .dir = I, .pkt = { .src = "172.20.0.12", .dst = POD_A, .proto = 1 },
-	  DROPPED(RW_REASON_UNSUPPORTED_PROTOCOL, "run-7f3a") },
-	{ "inbound on an unbound veth", IN(2, "172.20.0.12", "10.1.2.77", TCP, 50007, 4096, SYN),
-	  DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL) },
-	{ "inbound IPv6", .dev = 0, .dir = I, .pkt = { .ethertype = 0x86dd, .src = "0.0.0.0", .dst = "0.0.0.0", .payload = 40 },
-	  DROPPED(RW_REASON_UNSUPPORTED_L2, "run-7f3a") },
+	{"SYN-ACK reply from the egress proxy",
+	 IN(0, "172.20.0.10", POD_A, TCP, 443, 40001, SYNACK),
+	 ALLOWED(RW_PATH_REPLY, 0, "run-7f3a")},
+	{"UDP reply from the telemetry service", IN(0, "172.20.0.14", POD_A, UDP, 4317, 41000, 0),
+	 ALLOWED(RW_PATH_REPLY, 0, "run-7f3a")},
+	{"reply from the open internet to the open run",
+	 IN(1, "1.1.1.1", POD_B, TCP, 8443, 40010, SYNACK), ALLOWED(RW_PATH_REPLY, 0, "run-9c01")},
+	{"inbound from the app tier to 4096", IN(0, "172.20.0.12", POD_A, TCP, 50000, 4096, SYN),
+	 ALLOWED(RW_PATH_INBOUND, 1, "run-7f3a")},
+	{"inbound from the Temporal worker to 4999",
+	 IN(0, "172.20.0.20", POD_A, TCP, 50001, 4999, SYN),
+	 ALLOWED(RW_PATH_INBOUND, 1, "run-7f3a")},
+	{"inbound from the streaming service to 6085",
+	 IN(0, "172.20.0.21", POD_A, TCP, 50002, 6085, SYN),
+	 ALLOWED(RW_PATH_INBOUND, 1, "run-7f3a")},
+	{"the pod's SYN-ACK to the app tier", EG(0, POD_A, "172.20.0.12", TCP, 4096, 50000, SYNACK),
+	 ALLOWED(RW_PATH_REPLY, 0, "run-7f3a")},
+	{"a bare SYN on the inbound flow's ports is a request, not a reply",
+	 EG(0, POD_A, "172.20.0.12", TCP, 4096, 50000, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
+	{"a request posing as a reply (ACK from 4096, no flow)",
+	 EG(0, POD_A, "8.8.4.4", TCP, 4096, 50000, ACK),
+	 DROPPED(RW_REASON_NOT_ALLOWLISTED, "run-7f3a")},
+	{"posing as a reply to the app tier on another port",
+	 EG(0, POD_A, "172.20.0.12", TCP, 4096, 50009, ACK),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
+	{"inbound from the app tier to port 22", IN(0, "172.20.0.12", POD_A, TCP, 50003, 22, SYN),
+	 DROPPED(RW_REASON_INBOUND_DENIED, "run-7f3a")},
+	{"inbound from the internet to 4096", IN(0, "8.8.8.8", POD_A, TCP, 50004, 4096, SYN),
+	 DROPPED(RW_REASON_INBOUND_DENIED, "run-7f3a")},
+	{"inbound UDP from the app tier to 4096", IN(0, "172.20.0.12", POD_A, UDP, 50005, 4096, 0),
+	 DROPPED(RW_REASON_INBOUND_DENIED, "run-7f3a")},
+	{"a stateless ACK into the pod (no flow)",
+	 IN(0, "172.20.0.10", POD_A, TCP, 443, 40099, ACK),
+	 DROPPED(RW_REASON_INBOUND_DENIED, "run-7f3a")},
+	{"inbound to an address that is not the veth's pod",
+	 IN(0, "172.20.0.12", "10.1.2.99", TCP, 50006, 4096, SYN),
+	 DROPPED(RW_REASON_INBOUND_DENIED, "run-7f3a")},
+	{"inbound ICMP", .dev = 0, .dir = I,
+	 .pkt = {.src = "172.20.0.12", .dst = POD_A, .proto = 1},
+	 DROPPED(RW_REASON_UNSUPPORTED_PROTOCOL, "run-7f3a")},
+	{"inbound on an unbound veth", IN(2, "172.20.0.12", "10.1.2.77", TCP, 50007, 4096, SYN),
+	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
+	{"inbound IPv6", .dev = 0, .dir = I,
+	 .pkt = {.ethertype = 0x86dd, .src = "0.0.0.0", .dst = "0.0.0.0", .payload = 40},
+	 DROPPED(RW_REASON_UNSUPPORTED_L2, "run-7f3a")},
 
 	/* Refusals, one or more per reason. */
-	{ "a stateless ACK to a denied host", EG(0, POD_A, "8.8.8.8", TCP, 40020, 443, ACK),
-	  DROPPED(RW_REASON_NOT_ALLOWLISTED, "run-7f3a") },
-	{ "public internet in allowlist mode", EG(0, POD_A, "93.184.216.34", TCP, 40021, 443, SYN),
-	  DROPPED(RW_REASON_NOT_ALLOWLISTED, "run-7f3a") },
-	{ "connectors service 8080", EG(0, POD_A, "172.20.0.30", TCP, 40022, 8080, SYN),
-	  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a") },
-	{ "another port of an allowed host", EG(0, POD_A, "172.20.0.10", TCP, 40023, 22, SYN),
-	  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a") },
-	{ "UDP to a TCP-only service (QUIC)", EG(0, POD_A, "172.20.0.10", UDP, 40024, 443, 0),
-	  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a") },
-	{ "instance metadata 169.254.169.254", EG(0, POD_A, "169.254.169.254", TCP, 40025, 80, SYN),
-	  DROPPED(RW_REASON_METADATA, "run-7f3a") },
-	{ "ECS task metadata 169.254.170.2", EG(0, POD_A, "169.254.170.2", TCP, 40026, 80, SYN),
-	  DROPPED(RW_REASON_METADATA, "run-7f3a") },
-	{ "EKS pod identity 169.254.170.23", EG(0, POD_A, "169.254.170.23", TCP, 40027, 80, SYN),
-	  DROPPED(RW_REASON_METADATA, "run-7f3a") },
-	{ "metadata from the open run", EG(1, POD_B, "169.254.169.254", TCP, 40028, 80, SYN),
-	  DROPPED(RW_REASON_METADATA, "run-9c01") },
-	{ "metadata over UDP on 53 is metadata first", EG(0, POD_A, "169.254.169.253", UDP, 40029, 53, 0),
-	  DROPPED(RW_REASON_METADATA, "run-7f3a") },
-	{ "DNS over UDP to cluster DNS", EG(0, POD_A, "172.20.0.53", UDP, 40030, 53, 0),
-	  DROPPED(RW_REASON_DNS, "run-7f3a") },
-	{ "DNS over TCP to a public resolver", EG(0, POD_A, "8.8.8.8", TCP, 40031, 53, SYN),
-	  DROPPED(RW_REASON_DNS, "run-7f3a") },
-	{ "DNS over UDP from the open run", EG(1, POD_B, "8.8.8.8", UDP, 40032, 53, 0),
-	  DROPPED(RW_REASON_DNS, "run-9c01") },
-	{ "127.0.0.1 sent out of the pod", EG(0, POD_A, "127.0.0.1", TCP, 40033, 80, SYN),
-	  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a") },
-	{ "open run to another pod", EG(1, POD_B, POD_A, TCP, 40034, 22, SYN),
-	  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01") },
-	{ "open run to a configured deny CIDR (100.64.0.0/16)", EG(1, POD_B, "100.64.3.3", TCP, 40035, 443, SYN),
-	  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01") },
-	{ "open run to multicast", EG(1, POD_B, "224.0.0.251", UDP, 5353, 5353, 0),
-	  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01") },
-	{ "open run to broadcast", EG(1, POD_B, "255.255.255.255", UDP, 68, 67, 0),
-	  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01") },
-	{ "open run to TEST-NET-3", EG(1, POD_B, "203.0.113.5", TCP, 40036, 443, SYN),
-	  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01") },
-	{ "SCTP to an allowed IP and port", .dev = 0, .dir = E,
-	  .pkt = { .src = POD_A, .dst = "172.20.0.10", .proto = 132, .sport = 40037, .dport = 443 },
-	  DROPPED(RW_REASON_UNSUPPORTED_PROTOCOL, "run-7f3a") },
-	{ "UDP-Lite to an allowed IP and port", .dev = 0, .dir = E,
-	  .pkt = { .src = POD_A, .dst = "172.20.0.14", .proto = 136, .sport = 40038, .dport = 4317 },
-	  DROPPED(RW_REASON_UNSUPPORTED_PROTOCOL, "run-7f3a") },
-	{ "ICMP echo", .dev = 0, .dir = E, .pkt = { .src = POD_A, .dst = "172.20.0.10", .proto = 1 },
-	  DROPPED(RW_REASON_UNSUPPORTED_PROTOCOL, "run-7f3a") },
-	{ "GRE", .dev = 1, .dir = E, .pkt = { .src = POD_B, .dst = "1.1.1.1", .proto = 47 },
-	  DROPPED(RW_REASON_UNSUPPORTED_PROTOCOL, "run-9c01") },
-	{ "IPIP", .dev = 1, .dir = E, .pkt = { .src = POD_B, .dst = "1.1.1.1", .proto = 4 },
-	  DROPPED(RW_REASON_UNSUPPORTED_PROTOCOL, "run-9c01") },
-	{ "spoofed source (the other sandbox's IP)", EG(0, POD_B, "172.20.0.10", TCP, 40039, 443, SYN),
-	  DROPPED(RW_REASON_SPOOFED_SOURCE, "run-7f3a") },
-	{ "spoofed ARP sender", .dev = 0, .dir = E, .pkt = { .arp = 1, .src = POD_B, .dst = "169.254.1.1" },
-	  DROPPED(RW_REASON_SPOOFED_SOURCE, "run-7f3a") },
-	{ "unbound veth", EG(2, "10.1.2.77", "172.20.0.10", TCP, 40040, 443, SYN),
-	  DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL) },
-	{ "veth bound to a pod no run owns", EG(3, POD_X, "172.20.0.10", TCP, 40041, 443, SYN),
-	  DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL) },
-	{ "IPv4 with IHL 6 and a loose source route", .dev = 0, .dir = E,
-	  .pkt = { .src = POD_A, .dst = "172.20.0.10", .proto = TCP, .sport = 40042, .dport = 443, .ihl = 6 },
-	  DROPPED(RW_REASON_IP_OPTIONS, "run-7f3a") },
-	{ "a tiny first fragment", .dev = 0, .dir = E,
-	  .pkt = { .src = POD_A, .dst = "172.20.0.10", .proto = UDP, .sport = 40043, .dport = 4317,
-		   .frag = 0x2000 },
-	  DROPPED(RW_REASON_FRAGMENT, "run-7f3a") },
-	{ "a later fragment whose payload looks like port 443", .dev = 0, .dir = E,
-	  .pkt = { .src = POD_A, .dst = "172.20.0.10", .proto = TCP, .sport = 40044, .dport = 443,
-		   .frag = 185 },
-	  DROPPED(RW_REASON_FRAGMENT, "run-7f3a") },
-	{ "VLAN-tagged packet to an allowed service", .dev = 0, .dir = E,
-	  .pkt = { .src = POD_A, .dst = "172.20.0.10", .proto = TCP, .sport = 40045, .dport = 443, .vlan = 1 },
-	  DROPPED(RW_REASON_UNSUPPORTED_L2, "run-7f3a") },
-	{ "IPv6", .dev = 0, .dir = E, .pkt = { .ethertype = 0x86dd, .src = "0.0.0.0", .dst = "0.0.0.0", .payload = 40 },
-	  DROPPED(RW_REASON_UNSUPPORTED_L2, "run-7f3a") },
-	{ "IHL 4", .dev = 0, .dir = E,
-	  .pkt = { .src = POD_A, .dst = "172.20.0.10", .proto = TCP, .sport = 40046, .dport = 443, .ihl = 4 },
-	  DROPPED(RW_REASON_MALFORMED, "run-7f3a") },
-	{ "IP version 6 under an IPv4 ethertype", .dev = 0, .dir = E,
-	  .pkt = { .src = POD_A, .dst = "172.20.0.10", .proto = TCP, .sport = 40047, .dport = 443,
-		   .ip_version = 6 },
-	  DROPPED(RW_REASON_MALFORMED, "run-7f3a") },
-	{ "tot_len longer than the frame", .dev = 0, .dir = E,
-	  .pkt = { .src = POD_A, .dst = "172.20.0.10", .proto = TCP, .sport = 40048, .dport = 443,
-		   .tot_len_delta = 20 },
-	  DROPPED(RW_REASON_MALFORMED, "run-7f3a") },
-	{ "a truncated TCP header (tot_len leaves 10 bytes)", .dev = 0, .dir = E,
-	  .pkt = { .src = POD_A, .dst = "172.20.0.10", .proto = TCP, .sport = 40049, .dport = 443,
-		   .tot_len_delta = -10, .truncate = 10 },
-	  DROPPED(RW_REASON_MALFORMED, "run-7f3a") },
-	{ "a frame cut inside the TCP header", .dev = 0, .dir = E,
-	  .pkt = { .src = POD_A, .dst = "172.20.0.10", .proto = TCP, .sport = 40050, .dport = 443,
-		   .truncate = 12 },
-	  DROPPED(RW_REASON_MALFORMED, "run-7f3a") },
-	{ "TCP data offset 4", .dev = 0, .dir = E,
-	  .pkt = { .src = POD_A, .dst = "172.20.0.10", .proto = TCP, .sport = 40051, .dport = 443,
-		   .tcp_doff = 4 },
-	  DROPPED(RW_REASON_MALFORMED, "run-7f3a") },
-	{ "UDP length below 8", .dev = 0, .dir = E,
-	  .pkt = { .src = POD_A, .dst = "172.20.0.14", .proto = UDP, .sport = 40052, .dport = 4317,
-		   .udp_len_delta = -4 },
-	  DROPPED(RW_REASON_MALFORMED, "run-7f3a") },
-	{ "ARP with a 8-byte hardware address", .dev = 0, .dir = E,
-	  .pkt = { .arp = 1, .src = POD_A, .dst = "169.254.1.1", .arp_hlen = 8 },
-	  DROPPED(RW_REASON_MALFORMED, "run-7f3a") },
-	{ "a malformed packet into the pod", .dev = 0, .dir = I,
-	  .pkt = { .src = "172.20.0.12", .dst = POD_A, .proto = TCP, .sport = 50008, .dport = 4096,
-		   .tcp_doff = 3 },
-	  DROPPED(RW_REASON_MALFORMED, "run-7f3a") },
+	{"a stateless ACK to a denied host", EG(0, POD_A, "8.8.8.8", TCP, 40020, 443, ACK),
+	 DROPPED(RW_REASON_NOT_ALLOWLISTED, "run-7f3a")},
+	{"public internet in allowlist mode", EG(0, POD_A, "93.184.216.34", TCP, 40021, 443, SYN),
+	 DROPPED(RW_REASON_NOT_ALLOWLISTED, "run-7f3a")},
+	{"connectors service 8080", EG(0, POD_A, "172.20.0.30", TCP, 40022, 8080, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
+	{"another port of an allowed host", EG(0, POD_A, "172.20.0.10", TCP, 40023, 22, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
+	{"UDP to a TCP-only service (QUIC)", EG(0, POD_A, "172.20.0.10", UDP, 40024, 443, 0),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
+	{"instance metadata 169.254.169.254", EG(0, POD_A, "169.254.169.254", TCP, 40025, 80, SYN),
+	 DROPPED(RW_REASON_METADATA, "run-7f3a")},
+	{"ECS task metadata 169.254.170.2", EG(0, POD_A, "169.254.170.2", TCP, 40026, 80, SYN),
+	 DROPPED(RW_REASON_METADATA, "run-7f3a")},
+	{"EKS pod identity 169.254.170.23", EG(0, POD_A, "169.254.170.23", TCP, 40027, 80, SYN),
+	 DROPPED(RW_REASON_METADATA, "run-7f3a")},
+	{"metadata from the open run", EG(1, POD_B, "169.254.169.254", TCP, 40028, 80, SYN),
+	 DROPPED(RW_REASON_METADATA, "run-9c01")},
+	{"metadata over UDP on 53 is metadata first",
+	 EG(0, POD_A, "169.254.169.253", UDP, 40029, 53, 0),
+	 DROPPED(RW_REASON_METADATA, "run-7f3a")},
+	{"DNS over UDP to cluster DNS", EG(0, POD_A, "172.20.0.53", UDP, 40030, 53, 0),
+	 DROPPED(RW_REASON_DNS, "run-7f3a")},
+	{"DNS over TCP to a public resolver", EG(0, POD_A, "8.8.8.8", TCP, 40031, 53, SYN),
+	 DROPPED(RW_REASON_DNS, "run-7f3a")},
+	{"DNS over UDP from the open run", EG(1, POD_B, "8.8.8.8", UDP, 40032, 53, 0),
+	 DROPPED(RW_REASON_DNS, "run-9c01")},
+	{"127.0.0.1 sent out of the pod", EG(0, POD_A, "127.0.0.1", TCP, 40033, 80, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
+	{"open run to another pod", EG(1, POD_B, POD_A, TCP, 40034, 22, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01")},
+	{"open run to a configured deny CIDR (100.64.0.0/16)",
+	 EG(1, POD_B, "100.64.3.3", TCP, 40035, 443, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01")},
+	{"open run to multicast", EG(1, POD_B, "224.0.0.251", UDP, 5353, 5353, 0),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01")},
+	{"open run to broadcast", EG(1, POD_B, "255.255.255.255", UDP, 68, 67, 0),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01")},
+	{"open run to TEST-NET-3", EG(1, POD_B, "203.0.113.5", TCP, 40036, 443, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01")},
+	{"SCTP to an allowed IP and port", .dev = 0, .dir = E,
+	 .pkt = {.src = POD_A, .dst = "172.20.0.10", .proto = 132, .sport = 40037, .dport = 443},
+	 DROPPED(RW_REASON_UNSUPPORTED_PROTOCOL, "run-7f3a")},
+	{"UDP-Lite to an allowed IP and port", .dev = 0, .dir = E,
+	 .pkt = {.src = POD_A, .dst = "172.20.0.14", .proto = 136, .sport = 40038, .dport = 4317},
+	 DROPPED(RW_REASON_UNSUPPORTED_PROTOCOL, "run-7f3a")},
+	{"ICMP echo", .dev = 0, .dir = E, .pkt = {.src = POD_A, .dst = "172.20.0.10", .proto = 1},
+	 DROPPED(RW_REASON_UNSUPPORTED_PROTOCOL, "run-7f3a")},
+	{"GRE", .dev = 1, .dir = E, .pkt = {.src = POD_B, .dst = "1.1.1.1", .proto = 47},
+	 DROPPED(RW_REASON_UNSUPPORTED_PROTOCOL, "run-9c01")},
+	{"IPIP", .dev = 1, .dir = E, .pkt = {.src = POD_B, .dst = "1.1.1.1", .proto = 4},
+	 DROPPED(RW_REASON_UNSUPPORTED_PROTOCOL, "run-9c01")},
+	{"spoofed source (the other sandbox's IP)",
+	 EG(0, POD_B, "172.20.0.10", TCP, 40039, 443, SYN),
+	 DROPPED(RW_REASON_SPOOFED_SOURCE, "run-7f3a")},
+	{"spoofed ARP sender", .dev = 0, .dir = E,
+	 .pkt = {.arp = 1, .src = POD_B, .dst = "169.254.1.1"},
+	 DROPPED(RW_REASON_SPOOFED_SOURCE, "run-7f3a")},
+	{"unbound veth", EG(2, "10.1.2.77", "172.20.0.10", TCP, 40040, 443, SYN),
+	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
+	{"veth bound to a pod no run owns", EG(3, POD_X, "172.20.0.10", TCP, 40041, 443, SYN),
+	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
+	{"IPv4 with IHL 6 and a loose source route", .dev = 0, .dir = E,
+	 .pkt = {.src = POD_A,
+		 .dst = "172.20.0.10",
+		 .proto = TCP,
+		 .sport = 40042,
+		 .dport = 443,
+		 .ihl = 6},
+	 DROPPED(RW_REASON_IP_OPTIONS, "run-7f3a")},
+	{"a tiny first fragment", .dev = 0, .dir = E,
+	 .pkt = {.src = POD_A,
+		 .dst = "172.20.0.10",
+		 .proto = UDP,
+		 .sport = 40043,
+		 .dport = 4317,
+		 .frag = 0x2000},
+	 DROPPED(RW_REASON_FRAGMENT, "run-7f3a")},
+	{"a later fragment whose payload looks like port 443", .dev = 0, .dir = E,
+	 .pkt = {.src = POD_A,
+		 .dst = "172.20.0.10",
+		 .proto = TCP,
+		 .sport = 40044,
+		 .dport = 443,
+		 .frag = 185},
+	 DROPPED(RW_REASON_FRAGMENT, "run-7f3a")},
+	{"VLAN-tagged packet to an allowed service", .dev = 0, .dir = E,
+	 .pkt = {.src = POD_A,
+		 .dst = "172.20.0.10",
+		 .proto = TCP,
+		 .sport = 40045,
+		 .dport = 443,
+		 .vlan = 1},
+	 DROPPED(RW_REASON_UNSUPPORTED_L2, "run-7f3a")},
+	{"IPv6", .dev = 0, .dir = E,
+	 .pkt = {.ethertype = 0x86dd, .src = "0.0.0.0", .dst = "0.0.0.0", .payload = 40},
+	 DROPPED(RW_REASON_UNSUPPORTED_L2, "run-7f3a")},
+	{"IHL 4", .dev = 0, .dir = E,
+	 .pkt = {.src = POD_A,
+		 .dst = "172.20.0.10",
+		 .proto = TCP,
+		 .sport = 40046,
+		 .dport = 443,
+		 .ihl = 4},
+	 DROPPED(RW_REASON_MALFORMED, "run-7f3a")},
+	{"IP version 6 under an IPv4 ethertype", .dev = 0, .dir = E,
+	 .pkt = {.src = POD_A,
+		 .dst = "172.20.0.10",
+		 .proto = TCP,
+		 .sport = 40047,
+		 .dport = 443,
+		 .ip_version = 6},
+	 DROPPED(RW_REASON_MALFORMED, "run-7f3a")},
+	{"tot_len longer than the frame", .dev = 0, .dir = E,
+	 .pkt = {.src = POD_A,
+		 .dst = "172.20.0.10",
+		 .proto = TCP,
+		 .sport = 40048,
+		 .dport = 443,
+		 .tot_len_delta = 20},
+	 DROPPED(RW_REASON_MALFORMED, "run-7f3a")},
+	{"a truncated TCP header (tot_len leaves 10 bytes)", .dev = 0, .dir = E,
+	 .pkt = {.src = POD_A,
+		 .dst = "172.20.0.10",
+		 .proto = TCP,
+		 .sport = 40049,
+		 .dport = 443,
+		 .tot_len_delta = -10,
+		 .truncate = 10},
+	 DROPPED(RW_REASON_MALFORMED, "run-7f3a")},
+	{"a frame cut inside the TCP header", .dev = 0, .dir = E,
+	 .pkt = {.src = POD_A,
+		 .dst = "172.20.0.10",
+		 .proto = TCP,
+		 .sport = 40050,
+		 .dport = 443,
+		 .truncate = 12},
+	 DROPPED(RW_REASON_MALFORMED, "run-7f3a")},
+	{"TCP data offset 4", .dev = 0, .dir = E,
+	 .pkt = {.src = POD_A,
+		 .dst = "172.20.0.10",
+		 .proto = TCP,
+		 .sport = 40051,
+		 .dport = 443,
+		 .tcp_doff = 4},
+	 DROPPED(RW_REASON_MALFORMED, "run-7f3a")},
+	{"UDP length below 8", .dev = 0, .dir = E,
+	 .pkt = {.src = POD_A,
+		 .dst = "172.20.0.14",
+		 .proto = UDP,
+		 .sport = 40052,
+		 .dport = 4317,
+		 .udp_len_delta = -4},
+	 DROPPED(RW_REASON_MALFORMED, "run-7f3a")},
+	{"ARP with a 8-byte hardware address", .dev = 0, .dir = E,
+	 .pkt = {.arp = 1, .src = POD_A, .dst = "169.254.1.1", .arp_hlen = 8},
+	 DROPPED(RW_REASON_MALFORMED, "run-7f3a")},
+	{"a malformed packet into the pod", .dev = 0, .dir = I,
+	 .pkt = {.src = "172.20.0.12",
+		 .dst = POD_A,
+		 .proto = TCP,
+		 .sport = 50008,
+		 .dport = 4096,
+		 .tcp_doff = 3},
+	 DROPPED(RW_REASON_MALFORMED, "run-7f3a")},
 };
 
 static const struct tcase v2_cases[] = {
-	{ "revoked: the next ACK of an open flow to the egress proxy",
-	  EG(0, POD_A, "172.20.0.10", TCP, 40001, 443, ACK),
-	  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a") },
-	{ "revoked: the egress proxy's next reply", IN(0, "172.20.0.10", POD_A, TCP, 443, 40001, ACK),
-	  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a") },
-	{ "revoked inbound rule: the pod's next reply to the app tier",
-	  EG(0, POD_A, "172.20.0.12", TCP, 4096, 50000, ACK),
-	  DROPPED(RW_REASON_INBOUND_DENIED, "run-7f3a") },
-	{ "kept: the identity broker", EG(0, POD_A, "172.20.0.11", TCP, 40060, 3443, SYN),
-	  ALLOWED(RW_PATH_RULE, 1, "run-7f3a") },
-	{ "kept: the Temporal worker's flow", EG(0, POD_A, "172.20.0.20", TCP, 4999, 50001, ACK),
-	  ALLOWED(RW_PATH_REPLY, 0, "run-7f3a") },
-	{ "moved pod: its old run's open flow is gone", IN(1, "1.1.1.1", POD_B, TCP, 8443, 40010, ACK),
-	  DROPPED(RW_REASON_INBOUND_DENIED, "run-b77e") },
-	{ "moved pod: judged by its new run (allowlist)", EG(1, POD_B, "1.1.1.1", TCP, 40061, 8443, SYN),
-	  DROPPED(RW_REASON_NOT_ALLOWLISTED, "run-b77e") },
+	{"revoked: the next ACK of an open flow to the egress proxy",
+	 EG(0, POD_A, "172.20.0.10", TCP, 40001, 443, ACK),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
+	{"revoked: the egress proxy's next reply",
+	 IN(0, "172.20.0.10", POD_A, TCP, 443, 40001, ACK),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
+	{"revoked inbound rule: the pod's next reply to the app tier",
+	 EG(0, POD_A, "172.20.0.12", TCP, 4096, 50000, ACK),
+	 DROPPED(RW_REASON_INBOUND_DENIED, "run-7f3a")},
+	{"kept: the identity broker", EG(0, POD_A, "172.20.0.11", TCP, 40060, 3443, SYN),
+	 ALLOWED(RW_PATH_RULE, 1, "run-7f3a")},
+	{"kept: the Temporal worker's flow", EG(0, POD_A, "172.20.0.20", TCP, 4999, 50001, ACK),
+	 ALLOWED(RW_PATH_REPLY, 0, "run-7f3a")},
+	{"moved pod: its old run's open flow is gone",
+	 IN(1, "1.1.1.1", POD_B, TCP, 8443, 40010, ACK),
+	 DROPPED(RW_REASON_INBOUND_DENIED, "run-b77e")},
+	{"moved pod: judged by its new run (allowlist)",
+	 EG(1, POD_B, "1.1.1.1", TCP, 40061, 8443, SYN),
+	 DROPPED(RW_REASON_NOT_ALLOWLISTED, "run-b77e")},
 };
 
 /* ---- the kernel side under test ---- */
@@ -400,7 +476,7 @@ static __u32 run_idx_of(const char *run)
 		return 0;
 	/* The test's runs each have one pod: find the run through the live pods map. */
 	for (int i = 0; i < 4; i++) {
-		const char *ips[] = { POD_A, POD_B, POD_X, "0.0.0.0" };
+		const char *ips[] = {POD_A, POD_B, POD_X, "0.0.0.0"};
 
 		inet_pton(AF_INET, ips[i], &ip);
 		if (rw_live_pod(&dp, ip, &pod) == 0 && !strcmp(pod.run_id, run))
@@ -411,9 +487,9 @@ static __u32 run_idx_of(const char *run)
 
 static int test_run(int dir, int ifindex, const void *pkt, size_t len, __u32 repeat, int *retval)
 {
-	struct __sk_buff ctx = { .ifindex = ifindex };
-	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt, .data_size_in = len,
-		    .ctx_in = &ctx, .ctx_size_in = sizeof(ctx), .repeat = repeat);
+	struct __sk_buff ctx = {.ifindex = ifindex};
+	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt, .data_size_in = len, .ctx_in = &ctx,
+		    .ctx_size_in = sizeof(ctx), .repeat = repeat);
 	int err;
 
 	err = bpf_prog_test_run_opts(dp.prog_fd[dir], &opts);
@@ -428,7 +504,7 @@ static void run_case(const struct tcase *c)
 	size_t len = pkt_build(&c->pkt, buf);
 	__u32 run_idx = run_idx_of(c->run);
 	int retval, err, failed_before = t_failed;
-	int want_ret = c->verdict == ALLOW ? -1 : 2;	/* TCX_NEXT : TCX_DROP */
+	int want_ret = c->verdict == ALLOW ? -1 : 2; /* TCX_NEXT : TCX_DROP */
 
 	t_count++;
 	drain_events();
@@ -439,18 +515,22 @@ static void run_case(const struct tcase *c)
 	err = test_run(c->dir, ifindex_of[c->dev], buf, len, 1, &retval);
 	CHECK_EQ(err, 0, "test_run");
 	CHECK(retval == want_ret, "verdict", "returned %d (%s), expected %d (%s)", retval,
-	      retval == -1 ? "TCX_NEXT" : retval == 2 ? "TCX_DROP" : "?", want_ret,
-	      want_ret == -1 ? "TCX_NEXT" : "TCX_DROP");
+	      retval == -1  ? "TCX_NEXT"
+	      : retval == 2 ? "TCX_DROP"
+			    : "?",
+	      want_ret, want_ret == -1 ? "TCX_NEXT" : "TCX_DROP");
 
 	/* Counters: exactly one packet under (direction, reason), node-wide and for the run. */
 	rw_counters_read(&dp, 0, &node1);
 	CHECK(node1.packets[c->dir][c->reason] - node0.packets[c->dir][c->reason] == 1,
-	      "node counter", "packets[%s][%s] grew by %llu, expected 1", c->dir ? "ingress" : "egress",
-	      rw_reason_name(c->reason),
-	      (unsigned long long)(node1.packets[c->dir][c->reason] - node0.packets[c->dir][c->reason]));
-	CHECK(node1.bytes[c->dir][c->reason] - node0.bytes[c->dir][c->reason] == len, "byte counter",
-	      "bytes grew by %llu, expected %zu",
-	      (unsigned long long)(node1.bytes[c->dir][c->reason] - node0.bytes[c->dir][c->reason]), len);
+	      "node counter", "packets[%s][%s] grew by %llu, expected 1",
+	      c->dir ? "ingress" : "egress", rw_reason_name(c->reason),
+	      (unsigned long long)(node1.packets[c->dir][c->reason] -
+				   node0.packets[c->dir][c->reason]));
+	CHECK(node1.bytes[c->dir][c->reason] - node0.bytes[c->dir][c->reason] == len,
+	      "byte counter", "bytes grew by %llu, expected %zu",
+	      (unsigned long long)(node1.bytes[c->dir][c->reason] - node0.bytes[c->dir][c->reason]),
+	      len);
 	if (c->run) {
 		CHECK(run_idx != 0, "run", "run %s not found in the live pods map", c->run);
 		rw_counters_read(&dp, run_idx, &run1);
@@ -474,29 +554,37 @@ static void run_case(const struct tcase *c)
 		      rw_reason_name(ev->reason), rw_reason_name(c->reason));
 		CHECK_EQ(ev->verdict, c->verdict, "event verdict");
 		CHECK_EQ(ev->dir, c->dir, "event direction");
-		CHECK_EQ(ntohs(ev->ethertype), c->pkt.vlan ? 0x8100 : c->pkt.arp ? 0x0806 :
-			 c->pkt.ethertype ? c->pkt.ethertype : 0x0800, "event ethertype");
+		CHECK_EQ(ntohs(ev->ethertype),
+			 c->pkt.vlan	    ? 0x8100
+			 : c->pkt.arp	    ? 0x0806
+			 : c->pkt.ethertype ? c->pkt.ethertype
+					    : 0x0800,
+			 "event ethertype");
 		CHECK_EQ(ev->ifindex, ifindex_of[c->dev], "event ifindex");
-		CHECK(!strcmp(ev->run_id, c->run ? c->run : ""), "event run", "\"%s\", expected \"%s\"",
-		      ev->run_id, c->run ? c->run : "");
+		CHECK(!strcmp(ev->run_id, c->run ? c->run : ""), "event run",
+		      "\"%s\", expected \"%s\"", ev->run_id, c->run ? c->run : "");
 		CHECK(!c->run || ev->run_gen > 0, "event generation", "%u", ev->run_gen);
 		if (c->reason != RW_REASON_UNSUPPORTED_L2 && c->reason != RW_REASON_MALFORMED &&
 		    c->reason != RW_REASON_IP_OPTIONS && c->reason != RW_REASON_FRAGMENT) {
 			CHECK(ev->saddr == want_src.s_addr && ev->daddr == want_dst.s_addr,
-			      "event addresses", "%08x -> %08x", ntohl(ev->saddr), ntohl(ev->daddr));
+			      "event addresses", "%08x -> %08x", ntohl(ev->saddr),
+			      ntohl(ev->daddr));
 			CHECK_EQ(ev->proto, c->pkt.arp ? 0 : c->pkt.proto, "event protocol");
 			if (c->pkt.proto == TCP || c->pkt.proto == UDP)
-				CHECK(ntohs(ev->sport) == c->pkt.sport && ntohs(ev->dport) == c->pkt.dport,
-				      "event ports", "%u -> %u", ntohs(ev->sport), ntohs(ev->dport));
+				CHECK(ntohs(ev->sport) == c->pkt.sport &&
+					      ntohs(ev->dport) == c->pkt.dport,
+				      "event ports", "%u -> %u", ntohs(ev->sport),
+				      ntohs(ev->dport));
 		}
 		if (c->path != NO_PATH)
 			CHECK(ev->path == c->path, "event path", "%s, expected %s",
 			      rw_path_name(ev->path), rw_path_name(c->path));
 		if (c->run)
-			CHECK(ev->revision > 0, "event revision", "%llu", (unsigned long long)ev->revision);
+			CHECK(ev->revision > 0, "event revision", "%llu",
+			      (unsigned long long)ev->revision);
 	}
-	printf("%s %d - %s: %s%s%s\n", t_failed == failed_before ? "ok" : "not ok", t_count, c->name,
-	       c->verdict == ALLOW ? "allowed" : rw_reason_name(c->reason),
+	printf("%s %d - %s: %s%s%s\n", t_failed == failed_before ? "ok" : "not ok", t_count,
+	       c->name, c->verdict == ALLOW ? "allowed" : rw_reason_name(c->reason),
 	       c->path != NO_PATH && c->verdict == ALLOW ? " via " : "",
 	       c->path != NO_PATH && c->verdict == ALLOW ? rw_path_name(c->path) : "");
 }
@@ -525,17 +613,17 @@ static void apply_json(const char *json, int expect_err, const char *what)
 	if (expect_err) {
 		CHECK(ret == expect_err, what, "rw_apply returned %d (%s), expected %d", ret, err,
 		      expect_err);
-		printf("%s %d - %s: refused: %s\n", ret == expect_err ? "ok" : "not ok", t_count, what,
-		       err);
+		printf("%s %d - %s: refused: %s\n", ret == expect_err ? "ok" : "not ok", t_count,
+		       what, err);
 		rw_policy_free(&p);
 		return;
 	}
 	if (!CHECK(ret == 0, what, "rw_apply: %s", err))
 		FATAL("cannot go on without the snapshot");
 	printf("ok %d - %s: revision %llu live in slot %u: %u runs, %u pods, %u entries; "
-	       "built in %.2f ms, flipped in %.2f ms, %u flows flushed\n", t_count, what,
-	       (unsigned long long)res.revision, res.slot, res.runs, res.pods, res.entries,
-	       res.build_ms, res.flip_ms, res.flows_flushed);
+	       "built in %.2f ms, flipped in %.2f ms, %u flows flushed\n",
+	       t_count, what, (unsigned long long)res.revision, res.slot, res.runs, res.pods,
+	       res.entries, res.build_ms, res.flip_ms, res.flows_flushed);
 	if (have_prev)
 		rw_policy_free(&prev);
 	prev = p;
@@ -560,7 +648,8 @@ static void make_veths(void)
 	if (system("ip link set lo up"))
 		FATAL("ip link set lo up failed");
 	for (int i = 0; i < 4; i++) {
-		snprintf(cmd, sizeof(cmd), "ip link add %s type veth peer name %sp", devs[i], devs[i]);
+		snprintf(cmd, sizeof(cmd), "ip link add %s type veth peer name %sp", devs[i],
+			 devs[i]);
 		if (system(cmd))
 			FATAL("%s failed", cmd);
 		ifindex_of[i] = if_nametoindex(devs[i]);
@@ -574,11 +663,11 @@ static void make_veths(void)
  */
 static void test_metadata_beats_rules(void)
 {
-	struct rw_allow_key k = { .scope = 0, .dport = htons(80), .proto = TCP };
-	struct rw_rule r = { .rule_id = 0xdead };
-	struct tcase c = { "metadata is refused even with a rule for it",
-			   EG(0, POD_A, "169.254.169.254", TCP, 40070, 80, SYN),
-			   DROPPED(RW_REASON_METADATA, "run-7f3a") };
+	struct rw_allow_key k = {.scope = 0, .dport = htons(80), .proto = TCP};
+	struct rw_rule r = {.rule_id = 0xdead};
+	struct tcase c = {"metadata is refused even with a rule for it",
+			  EG(0, POD_A, "169.254.169.254", TCP, 40070, 80, SYN),
+			  DROPPED(RW_REASON_METADATA, "run-7f3a")};
 	int fd = rw_live_inner_fd(&dp, RW_M_ALLOW_EXACT);
 
 	inet_pton(AF_INET, "169.254.169.254", &k.daddr);
@@ -593,8 +682,10 @@ static void test_metadata_beats_rules(void)
 static int ct_entry(int dev, const char *pod, __u16 pod_port, const char *peer, __u16 peer_port,
 		    __u8 proto, struct rw_ct_value *v, struct rw_ct_key *kout)
 {
-	struct rw_ct_key k = { .ifindex = ifindex_of[dev], .pod_port = htons(pod_port),
-			       .peer_port = htons(peer_port), .proto = proto };
+	struct rw_ct_key k = {.ifindex = ifindex_of[dev],
+			      .pod_port = htons(pod_port),
+			      .peer_port = htons(peer_port),
+			      .proto = proto};
 	int fd = rw_conntrack_table_fd(&dp, ifindex_of[dev]), err;
 
 	inet_pton(AF_INET, pod, &k.pod_ip);
@@ -617,22 +708,25 @@ static int ct_entry(int dev, const char *pod, __u16 pod_port, const char *peer, 
  */
 static void test_verdict_cache(void)
 {
-	struct rw_allow_key k = { .scope = 0, .dport = htons(3443), .proto = TCP };
+	struct rw_allow_key k = {.scope = 0, .dport = htons(3443), .proto = TCP};
 	static const struct tcase opening[] = {
-		{ "cache: a flow to the identity broker opens", EG(0, POD_A, "172.20.0.11", TCP, 40110, 3443, SYN),
-		  ALLOWED(RW_PATH_RULE, 1, "run-7f3a") },
+		{"cache: a flow to the identity broker opens",
+		 EG(0, POD_A, "172.20.0.11", TCP, 40110, 3443, SYN),
+		 ALLOWED(RW_PATH_RULE, 1, "run-7f3a")},
 	};
 	static const struct tcase cached[] = {
-		{ "cache: with its rule gone from the live map, the flow's next packet is allowed from its cached verdict",
-		  EG(0, POD_A, "172.20.0.11", TCP, 40110, 3443, ACK), ALLOWED(RW_PATH_RULE, 0, "run-7f3a") },
-		{ "cache: and its reply, as a reply",
-		  IN(0, "172.20.0.11", POD_A, TCP, 3443, 40110, ACK), ALLOWED(RW_PATH_REPLY, 0, "run-7f3a") },
-		{ "cache: a new flow to the same service is judged: refused",
-		  EG(0, POD_A, "172.20.0.11", TCP, 40111, 3443, SYN),
-		  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a") },
-		{ "cache: a bare ACK of an unknown flow to it is judged: refused",
-		  EG(0, POD_A, "172.20.0.11", TCP, 40112, 3443, ACK),
-		  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a") },
+		{"cache: with its rule gone from the live map, the flow's next packet is allowed from its cached verdict",
+		 EG(0, POD_A, "172.20.0.11", TCP, 40110, 3443, ACK),
+		 ALLOWED(RW_PATH_RULE, 0, "run-7f3a")},
+		{"cache: and its reply, as a reply",
+		 IN(0, "172.20.0.11", POD_A, TCP, 3443, 40110, ACK),
+		 ALLOWED(RW_PATH_REPLY, 0, "run-7f3a")},
+		{"cache: a new flow to the same service is judged: refused",
+		 EG(0, POD_A, "172.20.0.11", TCP, 40111, 3443, SYN),
+		 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
+		{"cache: a bare ACK of an unknown flow to it is judged: refused",
+		 EG(0, POD_A, "172.20.0.11", TCP, 40112, 3443, ACK),
+		 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
 	};
 	struct rw_config cfg;
 	struct rw_ct_value v;
@@ -667,12 +761,12 @@ static void test_verdict_cache(void)
 static void test_stale_stamp(void)
 {
 	static const struct tcase cases[] = {
-		{ "stale stamp (older revision), allowed verdict: judged again, refused",
-		  EG(0, POD_A, "172.20.0.10", TCP, 40120, 443, ACK),
-		  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a") },
-		{ "stale stamp (newer revision), allowed verdict: judged again, refused",
-		  IN(0, "172.20.0.10", POD_A, TCP, 443, 40121, ACK),
-		  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a") },
+		{"stale stamp (older revision), allowed verdict: judged again, refused",
+		 EG(0, POD_A, "172.20.0.10", TCP, 40120, 443, ACK),
+		 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
+		{"stale stamp (newer revision), allowed verdict: judged again, refused",
+		 IN(0, "172.20.0.10", POD_A, TCP, 443, 40121, ACK),
+		 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
 	};
 	struct rw_config cfg;
 	struct rw_ct_key k;
@@ -685,9 +779,10 @@ static void test_stale_stamp(void)
 	if (fd < 0)
 		FATAL("rwt0 has no conntrack table");
 	for (int i = 0; i < 2; i++) {
-		struct rw_ct_value v = { .opened_by = E, .path = RW_PATH_RULE,
-					 .rule_id = RW_RULE_ID(RW_RULE_KIND_SERVICE, 0, 0),
-					 .stamp = i ? rev + 1 : rev - 1 };
+		struct rw_ct_value v = {.opened_by = E,
+					.path = RW_PATH_RULE,
+					.rule_id = RW_RULE_ID(RW_RULE_KIND_SERVICE, 0, 0),
+					.stamp = i ? rev + 1 : rev - 1};
 		struct rw_ct_value dummy;
 
 		ct_entry(0, POD_A, 40120 + i, "172.20.0.10", 443, TCP, &dummy, &k);
@@ -705,23 +800,26 @@ static void test_stale_stamp(void)
 static void test_run_rules_after_ranges(void)
 {
 	struct tcase c[] = {
-		{ "a run's exact rule for a private host (written past the parser) opens nothing",
-		  EG(1, POD_B, "10.0.5.6", TCP, 40130, 22, SYN),
-		  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01") },
-		{ "a run's 0.0.0.0/2 rule (written past the parser) opens nothing private",
-		  EG(1, POD_B, "10.0.5.7", TCP, 40131, 22, SYN),
-		  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01") },
-		{ "... nor CGNAT (100.64.0.0/10, also in the deny list)",
-		  EG(1, POD_B, "100.64.3.4", TCP, 40132, 22, SYN),
-		  DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01") },
-		{ "... but a public host on it is the run's own rule",
-		  EG(1, POD_B, "52.1.2.3", TCP, 40133, 22, SYN), ALLOWED(RW_PATH_RULE_CIDR, 1, "run-9c01") },
+		{"a run's exact rule for a private host (written past the parser) opens nothing",
+		 EG(1, POD_B, "10.0.5.6", TCP, 40130, 22, SYN),
+		 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01")},
+		{"a run's 0.0.0.0/2 rule (written past the parser) opens nothing private",
+		 EG(1, POD_B, "10.0.5.7", TCP, 40131, 22, SYN),
+		 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01")},
+		{"... nor CGNAT (100.64.0.0/10, also in the deny list)",
+		 EG(1, POD_B, "100.64.3.4", TCP, 40132, 22, SYN),
+		 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01")},
+		{"... but a public host on it is the run's own rule",
+		 EG(1, POD_B, "52.1.2.3", TCP, 40133, 22, SYN),
+		 ALLOWED(RW_PATH_RULE_CIDR, 1, "run-9c01")},
 	};
 	__u32 run_idx = run_idx_of("run-9c01");
-	struct rw_allow_key k = { .scope = run_idx, .dport = htons(22), .proto = TCP };
-	struct rw_allow_lpm_key lk = { .prefixlen = RW_ALLOW_LPM_FIXED_BITS + 2, .scope = run_idx,
-				       .dport = htons(22), .proto = TCP };
-	struct rw_rule r = { .rule_id = RW_RULE_ID(RW_RULE_KIND_RUN, 1, 7) };
+	struct rw_allow_key k = {.scope = run_idx, .dport = htons(22), .proto = TCP};
+	struct rw_allow_lpm_key lk = {.prefixlen = RW_ALLOW_LPM_FIXED_BITS + 2,
+				      .scope = run_idx,
+				      .dport = htons(22),
+				      .proto = TCP};
+	struct rw_rule r = {.rule_id = RW_RULE_ID(RW_RULE_KIND_RUN, 1, 7)};
 	int fd = rw_live_inner_fd(&dp, RW_M_ALLOW_EXACT);
 	int lfd = rw_live_inner_fd(&dp, RW_M_ALLOW_CIDR);
 
@@ -751,8 +849,8 @@ static void test_generations(void)
 	t_count++;
 	ok = CHECK_EQ(a.run_gen, 1, "unchanged run-7f3a keeps generation 1");
 	ok &= CHECK_EQ(b.run_gen, 2, "new run-b77e gets generation 2");
-	ok &= CHECK(a.run_idx != b.run_idx && b.run_idx != 0, "run indexes", "%u and %u",
-		    a.run_idx, b.run_idx);
+	ok &= CHECK(a.run_idx != b.run_idx && b.run_idx != 0, "run indexes", "%u and %u", a.run_idx,
+		    b.run_idx);
 	printf("%s %d - generations: run-7f3a gen %u idx %u, run-b77e gen %u idx %u\n",
 	       ok ? "ok" : "not ok", t_count, a.run_gen, a.run_idx, b.run_gen, b.run_idx);
 }
@@ -774,12 +872,20 @@ static void set_budget(__u32 rate, __u32 burst)
  */
 static void test_event_budget(void)
 {
-	struct pkt_spec flood = { .src = POD_A, .dst = "8.8.8.8", .proto = TCP, .sport = 40080,
-				  .dport = 443, .tcp_flags = ACK };
-	struct pkt_spec other = { .src = POD_B, .dst = "8.8.8.8", .proto = UDP, .sport = 40081,
-				  .dport = 53 };
-	struct pkt_spec flow = { .src = POD_A, .dst = "172.20.0.11", .proto = TCP, .sport = 40082,
-				 .dport = 3443, .tcp_flags = SYN };
+	struct pkt_spec flood = {.src = POD_A,
+				 .dst = "8.8.8.8",
+				 .proto = TCP,
+				 .sport = 40080,
+				 .dport = 443,
+				 .tcp_flags = ACK};
+	struct pkt_spec other = {
+		.src = POD_B, .dst = "8.8.8.8", .proto = UDP, .sport = 40081, .dport = 53};
+	struct pkt_spec flow = {.src = POD_A,
+				.dst = "172.20.0.11",
+				.proto = TCP,
+				.sport = 40082,
+				.dport = 3443,
+				.tcp_flags = SYN};
 	struct rw_counters before, after;
 	__u8 buf[PKT_MAX];
 	size_t len;
@@ -800,14 +906,17 @@ static void test_event_budget(void)
 
 	t_count++;
 	ok = CHECK_EQ(after.packets[E][RW_REASON_NOT_ALLOWLISTED] -
-		      before.packets[E][RW_REASON_NOT_ALLOWLISTED], 10, "flood counted");
-	ok &= CHECK_EQ(n_events, 5, "events: 3 of the flood's budget, the other sandbox's one, "
+			      before.packets[E][RW_REASON_NOT_ALLOWLISTED],
+		      10, "flood counted");
+	ok &= CHECK_EQ(n_events, 5,
+		       "events: 3 of the flood's budget, the other sandbox's one, "
 		       "the flooding sandbox's new flow");
 	ok &= CHECK_EQ(after.events_suppressed - before.events_suppressed, 7, "suppressed events");
 	ok &= CHECK(n_events >= 4 && events[3].ifindex == (__u32)ifindex_of[1], "other sandbox",
 		    "its event was not delivered");
 	ok &= CHECK(n_events == 5 && events[4].verdict == ALLOW &&
-		    events[4].ifindex == (__u32)ifindex_of[0], "new flow",
+			    events[4].ifindex == (__u32)ifindex_of[0],
+		    "new flow",
 		    "the flooding sandbox's new flow was not reported (its own bucket)");
 	printf("%s %d - event budget: 10 drops from one sandbox at 1/s burst 3 give %d events, "
 	       "%llu suppressed; the other sandbox and the flooder's new flow still report\n",
@@ -856,8 +965,12 @@ static void *flood_thread(void *p)
 static void test_event_budget_exact(void)
 {
 	const __u32 rate = 200, burst = 5, n = 200000;
-	struct pkt_spec flood = { .src = POD_A, .dst = "8.8.8.8", .proto = TCP, .sport = 40083,
-				  .dport = 443, .tcp_flags = ACK };
+	struct pkt_spec flood = {.src = POD_A,
+				 .dst = "8.8.8.8",
+				 .proto = TCP,
+				 .sport = 40083,
+				 .dport = 443,
+				 .tcp_flags = ACK};
 	struct rw_counters before, after;
 	struct rw_budget b = {};
 	__u8 buf[PKT_MAX];
@@ -880,7 +993,7 @@ static void test_event_budget_exact(void)
 	rounds = 0;
 	t0 = mono_ns();
 	do {
-		struct __sk_buff ctx = { .ifindex = ifindex_of[0] };
+		struct __sk_buff ctx = {.ifindex = ifindex_of[0]};
 		LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = buf, .data_size_in = len,
 			    .ctx_in = &ctx, .ctx_size_in = sizeof(ctx), .repeat = n);
 
@@ -901,15 +1014,17 @@ static void test_event_budget_exact(void)
 	hi = burst + (long long)(rate * wall_s) + 1;
 	t_count++;
 	ok = CHECK_EQ(err, 0, "test_run");
-	ok &= CHECK(sent >= lo && sent <= hi, "one CPU", "%lld events, expected %lld..%lld "
-		    "(%.1f ms of programs, %.1f ms wall)", sent, lo, hi, run_s * 1e3, wall_s * 1e3);
+	ok &= CHECK(sent >= lo && sent <= hi, "one CPU",
+		    "%lld events, expected %lld..%lld "
+		    "(%.1f ms of programs, %.1f ms wall)",
+		    sent, lo, hi, run_s * 1e3, wall_s * 1e3);
 	ok &= CHECK_EQ(after.events_sent + after.events_suppressed - before.events_sent -
-		       before.events_suppressed, (long long)n * rounds,
-		       "every drop's event sent or suppressed");
+			       before.events_suppressed,
+		       (long long)n * rounds, "every drop's event sent or suppressed");
 	printf("%s %d - exact budget, one CPU: %llu drops %.0f ns apart at %u/s burst %u: %lld "
-	       "events (bounds %lld..%lld)\n", ok ? "ok" : "not ok", t_count,
-	       (unsigned long long)n * rounds, run_s * 1e9 / ((double)n * rounds), rate, burst,
-	       sent, lo, hi);
+	       "events (bounds %lld..%lld)\n",
+	       ok ? "ok" : "not ok", t_count, (unsigned long long)n * rounds,
+	       run_s * 1e9 / ((double)n * rounds), rate, burst, sent, lo, hi);
 
 	/* Another CPU has moved the bucket ahead of our clock: nothing to take, no underflow. */
 	drain_events();
@@ -941,8 +1056,8 @@ static void test_event_budget_exact(void)
 	rw_counters_read(&dp, 0, &before);
 	{
 		struct flood_arg f[2] = {
-			{ .cpu = 0, .repeat = 20000, .rounds = 10, .pkt = buf, .len = len },
-			{ .cpu = 1, .repeat = 20000, .rounds = 10, .pkt = buf, .len = len },
+			{.cpu = 0, .repeat = 20000, .rounds = 10, .pkt = buf, .len = len},
+			{.cpu = 1, .repeat = 20000, .rounds = 10, .pkt = buf, .len = len},
 		};
 		pthread_t th[2];
 
@@ -961,14 +1076,17 @@ static void test_event_budget_exact(void)
 	hi = burst + (long long)(rate * wall_s) + 1;
 	t_count++;
 	ok = CHECK_EQ(err, 0, "test_run on two CPUs");
-	ok &= CHECK(sent >= burst && sent <= hi, "two CPUs", "%lld events, expected %u..%lld "
-		    "(%.1f ms wall)", sent, burst, hi, wall_s * 1e3);
+	ok &= CHECK(sent >= burst && sent <= hi, "two CPUs",
+		    "%lld events, expected %u..%lld "
+		    "(%.1f ms wall)",
+		    sent, burst, hi, wall_s * 1e3);
 	ok &= CHECK_EQ(after.events_sent + after.events_suppressed - before.events_sent -
-		       before.events_suppressed, 400000, "every drop's event sent or suppressed");
+			       before.events_suppressed,
+		       400000, "every drop's event sent or suppressed");
 	drain_events();
 	printf("%s %d - exact budget, two CPUs: 400000 drops in %.1f ms at %u/s burst %u: %lld "
-	       "events (at most %lld)\n", ok ? "ok" : "not ok", t_count, wall_s * 1e3, rate, burst,
-	       sent, hi);
+	       "events (at most %lld)\n",
+	       ok ? "ok" : "not ok", t_count, wall_s * 1e3, rate, burst, sent, hi);
 }
 
 /* Conntrack tables are per sandbox: one sandbox's full table refuses its own new flows
@@ -1006,12 +1124,12 @@ static void test_conntrack_isolation(void)
 		CHECK_EQ(info.max_entries, 4, "rwt0's table size");
 		close(fd);
 	}
-	printf("%s %d - bind makes the sandbox's own table (4 flows)\n",
-	       fd >= 0 ? "ok" : "not ok", t_count);
+	printf("%s %d - bind makes the sandbox's own table (4 flows)\n", fd >= 0 ? "ok" : "not ok",
+	       t_count);
 
 	for (int i = 0; i < 4; i++) {
-		struct tcase c = { NULL, EG(0, POD_A, "172.20.0.11", TCP, 41100 + i, 3443, SYN),
-				   ALLOWED(RW_PATH_RULE, 1, "run-7f3a") };
+		struct tcase c = {NULL, EG(0, POD_A, "172.20.0.11", TCP, 41100 + i, 3443, SYN),
+				  ALLOWED(RW_PATH_RULE, 1, "run-7f3a")};
 
 		snprintf(name, sizeof(name), "flow %d of 4 in rwt0's table", i + 1);
 		c.name = name;
@@ -1019,24 +1137,24 @@ static void test_conntrack_isolation(void)
 	}
 	{
 		static const struct tcase cases[] = {
-			{ "a 5th new flow: conntrack-full, for this sandbox only",
-			  EG(0, POD_A, "172.20.0.11", TCP, 41104, 3443, SYN),
-			  DROPPED(RW_REASON_CONNTRACK_FULL, "run-7f3a") },
-			{ "a 5th new UDP flow: conntrack-full",
-			  EG(0, POD_A, "172.20.0.14", UDP, 41105, 4317, 0),
-			  DROPPED(RW_REASON_CONNTRACK_FULL, "run-7f3a") },
-			{ "a new inbound connection into the full sandbox: conntrack-full",
-			  IN(0, "172.20.0.20", POD_A, TCP, 50100, 4999, SYN),
-			  DROPPED(RW_REASON_CONNTRACK_FULL, "run-7f3a") },
-			{ "the full sandbox's known flows go on: next packet",
-			  EG(0, POD_A, "172.20.0.11", TCP, 41100, 3443, ACK),
-			  ALLOWED(RW_PATH_RULE, 0, "run-7f3a") },
-			{ "the full sandbox's known flows go on: the server speaks",
-			  IN(0, "172.20.0.11", POD_A, TCP, 3443, 41103, ACK),
-			  ALLOWED(RW_PATH_REPLY, 0, "run-7f3a") },
-			{ "another sandbox opens flows as before",
-			  EG(1, POD_B, "172.20.0.11", TCP, 41106, 3443, SYN),
-			  ALLOWED(RW_PATH_RULE, 1, "run-b77e") },
+			{"a 5th new flow: conntrack-full, for this sandbox only",
+			 EG(0, POD_A, "172.20.0.11", TCP, 41104, 3443, SYN),
+			 DROPPED(RW_REASON_CONNTRACK_FULL, "run-7f3a")},
+			{"a 5th new UDP flow: conntrack-full",
+			 EG(0, POD_A, "172.20.0.14", UDP, 41105, 4317, 0),
+			 DROPPED(RW_REASON_CONNTRACK_FULL, "run-7f3a")},
+			{"a new inbound connection into the full sandbox: conntrack-full",
+			 IN(0, "172.20.0.20", POD_A, TCP, 50100, 4999, SYN),
+			 DROPPED(RW_REASON_CONNTRACK_FULL, "run-7f3a")},
+			{"the full sandbox's known flows go on: next packet",
+			 EG(0, POD_A, "172.20.0.11", TCP, 41100, 3443, ACK),
+			 ALLOWED(RW_PATH_RULE, 0, "run-7f3a")},
+			{"the full sandbox's known flows go on: the server speaks",
+			 IN(0, "172.20.0.11", POD_A, TCP, 3443, 41103, ACK),
+			 ALLOWED(RW_PATH_REPLY, 0, "run-7f3a")},
+			{"another sandbox opens flows as before",
+			 EG(1, POD_B, "172.20.0.11", TCP, 41106, 3443, SYN),
+			 ALLOWED(RW_PATH_RULE, 1, "run-b77e")},
 		};
 
 		run_table(cases, sizeof(cases) / sizeof(cases[0]));
@@ -1055,8 +1173,9 @@ static void test_conntrack_isolation(void)
 	}
 	t_count++;
 	printf("%s %d - rwt1's table holds only rwt1's flows\n",
-	       CHECK(fd >= 0 && n == 0, "isolation", "fd %d, %d foreign entries", fd, n) ? "ok" :
-	       "not ok", t_count);
+	       CHECK(fd >= 0 && n == 0, "isolation", "fd %d, %d foreign entries", fd, n) ? "ok"
+											 : "not ok",
+	       t_count);
 
 	/* The pod moves (flush by pod IP, as an apply does): a fresh, empty table. */
 	t_count++;
@@ -1070,12 +1189,12 @@ static void test_conntrack_isolation(void)
 	       CHECK_EQ(n, 1, "tables replaced") ? "ok" : "not ok", t_count);
 	{
 		static const struct tcase cases[] = {
-			{ "after the flush, its old flow's reply is a new inbound connection",
-			  IN(0, "172.20.0.11", POD_A, TCP, 3443, 41100, ACK),
-			  DROPPED(RW_REASON_INBOUND_DENIED, "run-7f3a") },
-			{ "after the flush, a new flow fits again",
-			  EG(0, POD_A, "172.20.0.11", TCP, 41107, 3443, SYN),
-			  ALLOWED(RW_PATH_RULE, 1, "run-7f3a") },
+			{"after the flush, its old flow's reply is a new inbound connection",
+			 IN(0, "172.20.0.11", POD_A, TCP, 3443, 41100, ACK),
+			 DROPPED(RW_REASON_INBOUND_DENIED, "run-7f3a")},
+			{"after the flush, a new flow fits again",
+			 EG(0, POD_A, "172.20.0.11", TCP, 41107, 3443, SYN),
+			 ALLOWED(RW_PATH_RULE, 1, "run-7f3a")},
 		};
 
 		run_table(cases, sizeof(cases) / sizeof(cases[0]));
@@ -1085,23 +1204,23 @@ static void test_conntrack_isolation(void)
 	{
 		__u32 key = ifindex_of[0];
 		static const struct tcase cases[] = {
-			{ "no table: a known flow is unknown, its reply is refused",
-			  IN(0, "172.20.0.11", POD_A, TCP, 3443, 41107, ACK),
-			  DROPPED(RW_REASON_INBOUND_DENIED, "run-7f3a") },
-			{ "no table: a new flow is conntrack-full",
-			  EG(0, POD_A, "172.20.0.11", TCP, 41108, 3443, SYN),
-			  DROPPED(RW_REASON_CONNTRACK_FULL, "run-7f3a") },
+			{"no table: a known flow is unknown, its reply is refused",
+			 IN(0, "172.20.0.11", POD_A, TCP, 3443, 41107, ACK),
+			 DROPPED(RW_REASON_INBOUND_DENIED, "run-7f3a")},
+			{"no table: a new flow is conntrack-full",
+			 EG(0, POD_A, "172.20.0.11", TCP, 41108, 3443, SYN),
+			 DROPPED(RW_REASON_CONNTRACK_FULL, "run-7f3a")},
 		};
 
 		static const struct tcase healed[] = {
-			{ "binding the veth to the same pod again gives it a table: new flows fit",
-			  EG(0, POD_A, "172.20.0.11", TCP, 41109, 3443, SYN),
-			  ALLOWED(RW_PATH_RULE, 1, "run-7f3a") },
+			{"binding the veth to the same pod again gives it a table: new flows fit",
+			 EG(0, POD_A, "172.20.0.11", TCP, 41109, 3443, SYN),
+			 ALLOWED(RW_PATH_RULE, 1, "run-7f3a")},
 		};
 
 		bpf_map_delete_elem(dp.map_fd[RW_M_CONNTRACK], &key);
 		run_table(cases, sizeof(cases) / sizeof(cases[0]));
-		bind_veth(0, POD_A);	/* what the agent's resync does */
+		bind_veth(0, POD_A); /* what the agent's resync does */
 		run_table(healed, 1);
 	}
 }
@@ -1111,12 +1230,22 @@ static void test_conntrack_isolation(void)
  */
 static void test_conntrack_expire(void)
 {
-	struct pkt_spec a = { .src = POD_A, .dst = "172.20.0.11", .proto = TCP, .sport = 41200,
-			      .dport = 3443, .tcp_flags = SYN };
-	struct pkt_spec b = { .src = POD_A, .dst = "172.20.0.11", .proto = TCP, .sport = 41201,
-			      .dport = 3443, .tcp_flags = SYN };
-	struct rw_ct_key k = { .ifindex = ifindex_of[0], .pod_port = htons(41200),
-			       .peer_port = htons(3443), .proto = TCP };
+	struct pkt_spec a = {.src = POD_A,
+			     .dst = "172.20.0.11",
+			     .proto = TCP,
+			     .sport = 41200,
+			     .dport = 3443,
+			     .tcp_flags = SYN};
+	struct pkt_spec b = {.src = POD_A,
+			     .dst = "172.20.0.11",
+			     .proto = TCP,
+			     .sport = 41201,
+			     .dport = 3443,
+			     .tcp_flags = SYN};
+	struct rw_ct_key k = {.ifindex = ifindex_of[0],
+			      .pod_port = htons(41200),
+			      .peer_port = htons(3443),
+			      .proto = TCP};
 	struct rw_ct_value v;
 	__u8 buf[PKT_MAX];
 	__u32 cursor = 0;
@@ -1139,7 +1268,8 @@ static void test_conntrack_expire(void)
 	k.pod_port = htons(41200);
 	t_count++;
 	ok = CHECK_EQ(expired, 1, "flows expired");
-	ok &= CHECK(bpf_map_lookup_elem(fd, &k, &v) != 0, "expired", "the idle flow is still there");
+	ok &= CHECK(bpf_map_lookup_elem(fd, &k, &v) != 0, "expired",
+		    "the idle flow is still there");
 	k.pod_port = htons(41201);
 	ok &= CHECK(bpf_map_lookup_elem(fd, &k, &v) == 0, "kept", "the fresh flow is gone");
 	ok &= CHECK_EQ(cursor, 0, "cursor back at the start after a full walk");
@@ -1151,9 +1281,13 @@ static void test_conntrack_expire(void)
 /* A full ring loses events, never verdicts or counts. */
 static void test_ring_full(void)
 {
-	struct pkt_spec p = { .src = POD_A, .dst = "93.184.216.34", .proto = TCP, .sport = 40090,
-			      .dport = 443, .tcp_flags = ACK };
-	const __u32 n = 50000;	/* more than the 4 MiB ring holds (120-byte events + headers) */
+	struct pkt_spec p = {.src = POD_A,
+			     .dst = "93.184.216.34",
+			     .proto = TCP,
+			     .sport = 40090,
+			     .dport = 443,
+			     .tcp_flags = ACK};
+	const __u32 n = 50000; /* more than the 4 MiB ring holds (120-byte events + headers) */
 	struct rw_counters before, after;
 	__u8 buf[PKT_MAX];
 	size_t len = pkt_build(&p, buf);
@@ -1169,7 +1303,8 @@ static void test_ring_full(void)
 	t_count++;
 	ok = CHECK_EQ(retval, 2, "verdict with a full ring");
 	ok &= CHECK_EQ(after.packets[E][RW_REASON_NOT_ALLOWLISTED] -
-		       before.packets[E][RW_REASON_NOT_ALLOWLISTED], n, "every drop counted");
+			       before.packets[E][RW_REASON_NOT_ALLOWLISTED],
+		       n, "every drop counted");
 	ok &= CHECK(lost > 0, "lost", "no event was lost: the ring did not fill");
 	ok &= CHECK_EQ(sent + lost, n, "sent + lost");
 	drain_events();
@@ -1184,8 +1319,9 @@ static void test_ring_full(void)
  */
 static char *policy_at(unsigned int revision, int v3)
 {
-	const char *from = v3 ? "{\"name\": \"drive-gateway\", \"ip\": \"172.20.0.13\", \"tcp\": [8080]}"
-			      : NULL;
+	const char *from =
+		v3 ? "{\"name\": \"drive-gateway\", \"ip\": \"172.20.0.13\", \"tcp\": [8080]}"
+		   : NULL;
 	const char *to = "{\"name\": \"new-svc\", \"ip\": \"172.20.0.15\", \"tcp\": [7000]}";
 	char *out = malloc(sizeof(policy_v2) + 256), *at;
 	char rev[32];
@@ -1226,10 +1362,10 @@ static void check_v3(int v3, const char *when)
 	static __u16 sport = 41000;
 	char n1[160], n2[160];
 	struct tcase c[2] = {
-		{ n1, EG(0, POD_A, "172.20.0.13", TCP, sport++, 8080, SYN),
-		  ALLOWED(RW_PATH_RULE, 1, "run-7f3a") },
-		{ n2, EG(0, POD_A, "172.20.0.15", TCP, sport++, 7000, SYN),
-		  ALLOWED(RW_PATH_RULE, 1, "run-7f3a") },
+		{n1, EG(0, POD_A, "172.20.0.13", TCP, sport++, 8080, SYN),
+		 ALLOWED(RW_PATH_RULE, 1, "run-7f3a")},
+		{n2, EG(0, POD_A, "172.20.0.15", TCP, sport++, 7000, SYN),
+		 ALLOWED(RW_PATH_RULE, 1, "run-7f3a")},
 	};
 
 	snprintf(n1, sizeof(n1), "%s: the drive gateway is %s", when, v3 ? "revoked" : "allowed");
@@ -1294,7 +1430,8 @@ static void test_interrupted_apply(void)
 	ok = CHECK(ret == -EIO, "interrupted apply", "returned %d (%s), expected -EIO", ret, err);
 	ok &= CHECK_EQ(RW_STATE_REVISION(cfg.state), 3, "revision in force");
 	printf("%s %d - an apply interrupted after 2 writes fails (%s); revision %llu stays live\n",
-	       ok ? "ok" : "not ok", t_count, err, (unsigned long long)RW_STATE_REVISION(cfg.state));
+	       ok ? "ok" : "not ok", t_count, err,
+	       (unsigned long long)RW_STATE_REVISION(cfg.state));
 	rw_policy_free(&p);
 	free(json);
 	check_v3(0, "after the interrupted apply");
@@ -1316,7 +1453,7 @@ static void test_interrupted_apply(void)
 
 static void print_verified_insns(void)
 {
-	const char *names[RW_DIR_COUNT] = { "rw_egress", "rw_ingress" };
+	const char *names[RW_DIR_COUNT] = {"rw_egress", "rw_ingress"};
 
 	for (int d = 0; d < RW_DIR_COUNT; d++) {
 		struct bpf_prog_info info = {};
@@ -1347,7 +1484,7 @@ int main(void)
 	ring = ring_buffer__new(dp.map_fd[RW_M_EVENTS], on_event, NULL, NULL);
 	if (!ring)
 		FATAL("ring_buffer__new: %s", strerror(errno));
-	set_budget(0, 0);	/* no budget while the table checks one event per case */
+	set_budget(0, 0); /* no budget while the table checks one event per case */
 
 	bind_veth(0, POD_A);
 	bind_veth(1, POD_B);

@@ -22,9 +22,9 @@
 #include "netlink.h"
 
 struct ev {
-	bool link;	/* else route */
+	bool link; /* else route */
 	bool add;
-	int ifindex;	/* link: ifindex, route: oif */
+	int ifindex; /* link: ifindex, route: oif */
 	char name[RW_NL_IFNAMSIZ];
 	__be32 dst;
 	__u8 prefixlen;
@@ -35,7 +35,7 @@ struct ev {
 struct evlog {
 	struct ev ev[1024];
 	int n;
-	int fail;	/* handlers return this when set */
+	int fail; /* handlers return this when set */
 };
 
 static int sh(const char *fmt, ...)
@@ -153,9 +153,8 @@ static long now_ms(void)
  */
 static bool pump(struct rw_nl_sub *sub, struct evlog *log, const struct ev *want, int ms)
 {
-	const struct rw_nl_handlers h = { .on_link = log_link, .on_route = log_route,
-					  .data = log };
-	struct pollfd pfd = { .fd = rw_nl_sub_fd(sub), .events = POLLIN };
+	const struct rw_nl_handlers h = {.on_link = log_link, .on_route = log_route, .data = log};
+	struct pollfd pfd = {.fd = rw_nl_sub_fd(sub), .events = POLLIN};
 	long end = now_ms() + ms;
 
 	while (!(want && find(log, want))) {
@@ -171,23 +170,23 @@ static bool pump(struct rw_nl_sub *sub, struct evlog *log, const struct ev *want
 
 static const struct ev *link_ev(const struct evlog *log, bool add, const char *name)
 {
-	struct ev want = { .link = true, .add = add };
+	struct ev want = {.link = true, .add = add};
 
 	snprintf(want.name, sizeof(want.name), "%s", name);
 	return find(log, &want);
 }
 
-static const struct ev *route_ev(const struct evlog *log, bool add, const char *dst,
-				 __u8 prefixlen, int oif)
+static const struct ev *route_ev(const struct evlog *log, bool add, const char *dst, __u8 prefixlen,
+				 int oif)
 {
-	struct ev want = { .add = add, .dst = ip4(dst), .prefixlen = prefixlen, .ifindex = oif };
+	struct ev want = {.add = add, .dst = ip4(dst), .prefixlen = prefixlen, .ifindex = oif};
 
 	return find(log, &want);
 }
 
 static bool pump_link(struct rw_nl_sub *sub, struct evlog *log, bool add, const char *name)
 {
-	struct ev want = { .link = true, .add = add };
+	struct ev want = {.link = true, .add = add};
 
 	snprintf(want.name, sizeof(want.name), "%s", name);
 	return pump(sub, log, &want, 3000);
@@ -196,7 +195,7 @@ static bool pump_link(struct rw_nl_sub *sub, struct evlog *log, bool add, const 
 static bool pump_route(struct rw_nl_sub *sub, struct evlog *log, bool add, const char *dst,
 		       __u8 prefixlen, int oif)
 {
-	struct ev want = { .add = add, .dst = ip4(dst), .prefixlen = prefixlen, .ifindex = oif };
+	struct ev want = {.add = add, .dst = ip4(dst), .prefixlen = prefixlen, .ifindex = oif};
 
 	return pump(sub, log, &want, 3000);
 }
@@ -273,7 +272,7 @@ static void test_dump_links(void **state)
 	}
 	assert_int_equal(e->ifindex, idx);
 	assert_true(e->admin_up);
-	assert_false(e->oper_up);	/* its peer is down */
+	assert_false(e->oper_up); /* its peer is down */
 	e = link_ev(log, true, "rwn0p");
 	assert_non_null(e);
 	assert_false(e->admin_up);
@@ -406,20 +405,22 @@ static void test_sub_bridge_port(void **state)
 
 	veth("rwb0");
 	assert_int_equal(sh("ip link add rwbr type bridge && ip link set rwbr up && "
-			    "ip link set rwb0 up && ip link set rwb0 master rwbr"), 0);
+			    "ip link set rwb0 up && ip link set rwb0 master rwbr"),
+			 0);
 	assert_int_equal(rw_nl_sub_open(&sub), 0);
 	assert_int_equal(sh("ip link set rwb0 nomaster"), 0);
 	assert_true(pump_link(sub, log, true, "rwb0"));
 	pump(sub, log, NULL, 300);
 	for (i = 0; i < log->n; i++)
-		assert_false(log->ev[i].link && !log->ev[i].add && !strcmp(log->ev[i].name, "rwb0"));
+		assert_false(log->ev[i].link && !log->ev[i].add &&
+			     !strcmp(log->ev[i].name, "rwb0"));
 	rw_nl_sub_close(sub);
 }
 
 static void test_sub_overrun(void **state)
 {
-	const struct rw_nl_handlers h = { .on_link = log_link, .on_route = log_route,
-					  .data = *state };
+	const struct rw_nl_handlers h = {
+		.on_link = log_link, .on_route = log_route, .data = *state};
 	struct evlog *log = *state;
 	struct rw_nl_sub *sub = NULL;
 	struct pollfd pfd;
@@ -429,7 +430,8 @@ static void test_sub_overrun(void **state)
 	assert_int_equal(sh("ip link set rwo0 up && ip link set rwo0p up"), 0);
 	assert_int_equal(rw_nl_sub_open(&sub), 0);
 	/* The smallest queue the kernel allows (SOCK_MIN_RCVBUF): a handful of messages. */
-	assert_int_equal(setsockopt(rw_nl_sub_fd(sub), SOL_SOCKET, SO_RCVBUF, &one, sizeof(one)), 0);
+	assert_int_equal(setsockopt(rw_nl_sub_fd(sub), SOL_SOCKET, SO_RCVBUF, &one, sizeof(one)),
+			 0);
 	assert_int_equal(sh("for i in $(seq 1 60); do ip route add 10.97.0.$i/32 dev rwo0; done"),
 			 0);
 	ret = rw_nl_sub_read(sub, &h);
@@ -450,7 +452,7 @@ static void test_sub_overrun(void **state)
 
 static void test_sub_handler_error(void **state)
 {
-	const struct rw_nl_handlers h = { .on_link = log_link, .data = *state };
+	const struct rw_nl_handlers h = {.on_link = log_link, .data = *state};
 	struct evlog *log = *state;
 	struct rw_nl_sub *sub = NULL;
 	struct pollfd pfd;

@@ -101,7 +101,9 @@ static int is_metadata(__be32 addr)
 {
 	__u32 a = ntohl(addr);
 
-#define M(host, str) if (a == (host)) return 1;
+#define M(host, str)     \
+	if (a == (host)) \
+		return 1;
 	RW_METADATA_ADDRS(M)
 #undef M
 	return 0;
@@ -116,7 +118,9 @@ static int in_cidr(__be32 addr, __be32 net, int len)
 
 static int is_special(__be32 addr)
 {
-#define S(net, len, str) if (in_cidr(addr, htonl(net), len)) return 1;
+#define S(net, len, str)                    \
+	if (in_cidr(addr, htonl(net), len)) \
+		return 1;
 	RW_SPECIAL_RANGES(S)
 #undef S
 	return 0;
@@ -152,8 +156,8 @@ struct match {
 
 enum { EXACT, CIDR, ANY_LEN };
 
-static void match_rules(const struct rw_policy_rule *rules, size_t n, int kind, int a,
-			int is_run, __be32 addr, __u16 port, __u8 proto, struct match *m)
+static void match_rules(const struct rw_policy_rule *rules, size_t n, int kind, int a, int is_run,
+			__be32 addr, __u16 port, __u8 proto, struct match *m)
 {
 	m->n = 0;
 	m->prefixlen = -1;
@@ -173,8 +177,8 @@ static void match_rules(const struct rw_policy_rule *rules, size_t n, int kind, 
 			m->n = 0;
 			m->prefixlen = r->prefixlen;
 		}
-		id = is_run ? RW_RULE_ID(RW_RULE_KIND_RUN, a, i) :
-			      RW_RULE_ID(a, i, 0);	/* a: the kind, for services and inbound */
+		id = is_run ? RW_RULE_ID(RW_RULE_KIND_RUN, a, i)
+			    : RW_RULE_ID(a, i, 0); /* a: the kind, for services and inbound */
 		if (m->n < MODEL_MAX_RULES)
 			m->rules[m->n++] = id;
 	}
@@ -205,10 +209,10 @@ static void egress_policy(const struct rw_policy *s, int ri, __be32 daddr, __be1
 		v->reason = RW_REASON_METADATA;
 		return;
 	}
-	match_rules(s->services, s->n_services, EXACT, RW_RULE_KIND_SERVICE, 0, daddr, dport,
-		    proto, &se);
-	match_rules(s->services, s->n_services, CIDR, RW_RULE_KIND_SERVICE, 0, daddr, dport,
-		    proto, &sc);
+	match_rules(s->services, s->n_services, EXACT, RW_RULE_KIND_SERVICE, 0, daddr, dport, proto,
+		    &se);
+	match_rules(s->services, s->n_services, CIDR, RW_RULE_KIND_SERVICE, 0, daddr, dport, proto,
+		    &sc);
 	match_rules(run->allow, run->n_allow, EXACT, ri, 1, daddr, dport, proto, &re);
 	match_rules(run->allow, run->n_allow, CIDR, ri, 1, daddr, dport, proto, &rc);
 	special = is_special(daddr) || is_denied(s, daddr);

@@ -27,11 +27,11 @@
 
 /* What the model knows of a packet's frame, parsed from its bytes by the contract. */
 struct model_pkt {
-	int reason;		/* RW_REASON_ALLOWED when it parsed, else the drop reason */
+	int reason; /* RW_REASON_ALLOWED when it parsed, else the drop reason */
 	int is_arp;
-	__be32 saddr, daddr;	/* IPv4, or ARP sender/target */
-	__be16 sport, dport;	/* TCP/UDP only, else 0 */
-	__u8 proto;		/* IPPROTO_*, 0 for ARP */
+	__be32 saddr, daddr; /* IPv4, or ARP sender/target */
+	__be16 sport, dport; /* TCP/UDP only, else 0 */
+	__u8 proto;	     /* IPPROTO_*, 0 for ARP */
 	__u8 tcp_flags;
 };
 
@@ -47,18 +47,18 @@ struct model_binding {
 #define MODEL_MAX_RULES 16
 
 struct model_verdict {
-	int verdict;			/* enum rw_verdict */
-	int reason;			/* enum rw_reason (or 14) */
-	int path;			/* enum rw_allow_path */
+	int verdict; /* enum rw_verdict */
+	int reason;  /* enum rw_reason (or 14) */
+	int path;    /* enum rw_allow_path */
 	/* Rules that could be "the" rule: equally specific matches of the winning lookup (a
 	 * snapshot may list the same destination twice); the datapath must name one of them.
 	 */
 	__u32 rules[MODEL_MAX_RULES];
 	int n_rules;
-	int run;			/* index into snapshot->runs charged with it, -1: none */
+	int run; /* index into snapshot->runs charged with it, -1: none */
 	/* Conntrack effect: an entry is created (opened by this direction). */
 	int ct_create;
-	int new_flow;			/* an allowed packet that is reported as a new flow */
+	int new_flow; /* an allowed packet that is reported as a new flow */
 };
 
 /* Parse a frame (what the veth carries, Ethernet first) per README "Reasons". */

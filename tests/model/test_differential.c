@@ -36,7 +36,7 @@
 #include "reasons.h"
 #include "runwall.skel.h"
 
-#define N_VETH 6
+#define N_VETH	  6
 #define TCX_NEXT_ (-1)
 #define TCX_DROP_ 2
 
@@ -76,12 +76,15 @@ static const __u32 metadata[] = {
 	RW_METADATA_ADDRS(M)
 #undef M
 };
-static const struct { __u32 net; int len; } special[] = {
-#define S(net_, len_, str) { net_, len_ },
+static const struct {
+	__u32 net;
+	int len;
+} special[] = {
+#define S(net_, len_, str) {net_, len_},
 	RW_SPECIAL_RANGES(S)
 #undef S
 };
-#define NMETA (sizeof(metadata) / sizeof(metadata[0]))
+#define NMETA	 (sizeof(metadata) / sizeof(metadata[0]))
 #define NSPECIAL (sizeof(special) / sizeof(special[0]))
 
 static __u32 mask_of(int len)
@@ -92,20 +95,30 @@ static __u32 mask_of(int len)
 static __u32 pick_addr(void)
 {
 	switch (rnd(11)) {
-	case 0: return (__u32)rnd64();
+	case 0:
+		return (__u32)rnd64();
 	case 1: {
 		int i = rnd(NSPECIAL);
 
 		return special[i].net | ((__u32)rnd64() & ~mask_of(special[i].len));
 	}
-	case 2: return metadata[rnd(NMETA)] + rnd(3) - 1;
-	case 3: case 4: return 0xac140000 | rnd(4) << 8 | rnd(24);	/* 172.20.x.y */
-	case 5: return 0xac150000 | rnd(256);				/* 172.21.0.x */
-	case 6: return 0x01020300 | rnd(256);				/* 1.2.3.x */
-	case 7: return 0x5db8d800 | rnd(256);				/* 93.184.216.x */
-	case 8: return 0x08080800 | rnd(8);				/* 8.8.8.x */
-	case 9: return chance(50) ? 0x64400000 | rnd(1024) : 0x0a000000 | rnd(1024);
-	default: return 0x0a010200 | rnd(32);				/* pods: 10.1.2.x */
+	case 2:
+		return metadata[rnd(NMETA)] + rnd(3) - 1;
+	case 3:
+	case 4:
+		return 0xac140000 | rnd(4) << 8 | rnd(24); /* 172.20.x.y */
+	case 5:
+		return 0xac150000 | rnd(256); /* 172.21.0.x */
+	case 6:
+		return 0x01020300 | rnd(256); /* 1.2.3.x */
+	case 7:
+		return 0x5db8d800 | rnd(256); /* 93.184.216.x */
+	case 8:
+		return 0x08080800 | rnd(8); /* 8.8.8.x */
+	case 9:
+		return chance(50) ? 0x64400000 | rnd(1024) : 0x0a000000 | rnd(1024);
+	default:
+		return 0x0a010200 | rnd(32); /* pods: 10.1.2.x */
 	}
 }
 
@@ -117,7 +130,7 @@ static int covers_metadata(__u32 net, int len)
 	return 0;
 }
 
-static const __u16 port_pool[] = { 53, 80, 443, 8080, 1, 65535, 4096, 3128, 5432, 54 };
+static const __u16 port_pool[] = {53, 80, 443, 8080, 1, 65535, 4096, 3128, 5432, 54};
 
 static __u16 pick_port(void)
 {
@@ -156,7 +169,7 @@ static void sb_printf(struct sbuf *b, const char *fmt, ...)
 
 static void ip_str(__u32 host, char *out)
 {
-	struct in_addr a = { htonl(host) };
+	struct in_addr a = {htonl(host)};
 
 	inet_ntop(AF_INET, &a, out, INET_ADDRSTRLEN);
 }
@@ -226,7 +239,7 @@ static void gen_target(struct sbuf *b, int allow_ip, int public_only)
 		sb_printf(b, "\"cidr\": \"%s/%d\"", s, len);
 }
 
-static const char *const egress_modes[] = { "allowlist", "open" };
+static const char *const egress_modes[] = {"allowlist", "open"};
 
 static char *gen_snapshot(__u64 revision)
 {
@@ -314,7 +327,7 @@ struct ct_entry {
 
 static struct ct_entry *ct_tab;
 static size_t ct_n, ct_cap;
-static unsigned int ct_share;	/* rw_config.ct_per_sandbox: one sandbox's conntrack table */
+static unsigned int ct_share; /* rw_config.ct_per_sandbox: one sandbox's conntrack table */
 
 static int ct_full(__u32 ifindex)
 {
@@ -331,11 +344,15 @@ static void ct_key(const struct model_pkt *p, int dir, __u32 ifindex, struct ct_
 	k->ifindex = ifindex;
 	k->proto = p->proto;
 	if (dir == RW_DIR_EGRESS) {
-		k->pod = p->saddr; k->peer = p->daddr;
-		k->pod_port = p->sport; k->peer_port = p->dport;
+		k->pod = p->saddr;
+		k->peer = p->daddr;
+		k->pod_port = p->sport;
+		k->peer_port = p->dport;
 	} else {
-		k->pod = p->daddr; k->peer = p->saddr;
-		k->pod_port = p->dport; k->peer_port = p->sport;
+		k->pod = p->daddr;
+		k->peer = p->saddr;
+		k->pod_port = p->dport;
+		k->peer_port = p->sport;
 	}
 }
 
@@ -406,8 +423,8 @@ static int on_event(void *ctx, void *data, size_t len)
 
 static const char *reason_name(int r)
 {
-	return r == RW_MODEL_REASON_CONNTRACK_FULL && r >= RW_REASON_COUNT ? "conntrack-full" :
-	       rw_reason_name(r);
+	return r == RW_MODEL_REASON_CONNTRACK_FULL && r >= RW_REASON_COUNT ? "conntrack-full"
+									   : rw_reason_name(r);
 }
 
 static void report(const char *what, int veth, int dir, const __u8 *buf, size_t len,
@@ -423,11 +440,12 @@ static void report(const char *what, int veth, int dir, const __u8 *buf, size_t 
 		inet_ntop(AF_INET, &binding[veth].pod_ip, ip, sizeof(ip));
 	printf("  DIFF %s: snapshot %llu, packet %llu, veth %d bound to %s, %s, conntrack %s\n",
 	       what, cur_snap_no, st.packets, veth, ip, dir ? "ingress" : "egress",
-	       ct == MODEL_CT_NONE ? "none" : ct == MODEL_CT_BY_EGRESS ? "opened by the pod" :
-	       "opened by the peer");
-	printf("    model: %s, %s, path %s, %d rule(s)%s%x\n",
-	       m->verdict ? "allow" : "drop", reason_name(m->reason), rw_path_name(m->path),
-	       m->n_rules, m->n_rules ? " first " : "", m->n_rules ? m->rules[0] : 0);
+	       ct == MODEL_CT_NONE	  ? "none"
+	       : ct == MODEL_CT_BY_EGRESS ? "opened by the pod"
+					  : "opened by the peer");
+	printf("    model: %s, %s, path %s, %d rule(s)%s%x\n", m->verdict ? "allow" : "drop",
+	       reason_name(m->reason), rw_path_name(m->path), m->n_rules,
+	       m->n_rules ? " first " : "", m->n_rules ? m->rules[0] : 0);
 	printf("    ");
 	va_start(ap, fmt);
 	vprintf(fmt, ap);
@@ -442,9 +460,9 @@ static void report(const char *what, int veth, int dir, const __u8 *buf, size_t 
 
 static int test_run(int prog_fd, __u32 ifindex, const __u8 *buf, size_t len, int *retval)
 {
-	struct __sk_buff ctx = { .ifindex = ifindex };
-	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = buf, .data_size_in = len,
-		    .ctx_in = &ctx, .ctx_size_in = sizeof(ctx));
+	struct __sk_buff ctx = {.ifindex = ifindex};
+	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = buf, .data_size_in = len, .ctx_in = &ctx,
+		    .ctx_size_in = sizeof(ctx));
 	int err = bpf_prog_test_run_opts(prog_fd, &opts);
 
 	*retval = (int)opts.retval;
@@ -454,9 +472,9 @@ static int test_run(int prog_fd, __u32 ifindex, const __u8 *buf, size_t len, int
 static int rule_ok(const struct model_verdict *m, __u32 id)
 {
 	if (m->verdict != RW_VERDICT_ALLOW)
-		return 1;	/* a drop names no rule */
+		return 1; /* a drop names no rule */
 	if (!m->n_rules)
-		return id == 0;	/* open, arp, or the reply of an open flow */
+		return id == 0; /* open, arp, or the reply of an open flow */
 	for (int i = 0; i < m->n_rules; i++)
 		if (m->rules[i] == id)
 			return 1;
@@ -484,7 +502,7 @@ static void judge(int veth, int dir, const __u8 *buf, size_t len)
 	enum model_ct ct = MODEL_CT_NONE;
 	int retval, err, want_ret, want_events;
 
-	if (len < 14) {		/* BPF_PROG_TEST_RUN refuses frames shorter than Ethernet */
+	if (len < 14) { /* BPF_PROG_TEST_RUN refuses frames shorter than Ethernet */
 		st.skipped++;
 		return;
 	}
@@ -517,9 +535,9 @@ static void judge(int veth, int dir, const __u8 *buf, size_t len)
 	}
 	if (ex->verdict != m.verdict || ex->reason != m.reason || ex->path != m.path ||
 	    !rule_ok(&m, ex->rule_id))
-		report("verdict", veth, dir, buf, len, ct, &m,
-		       "datapath: %s, %s, path %s, rule %x", ex->verdict ? "allow" : "drop",
-		       reason_name(ex->reason), rw_path_name(ex->path), ex->rule_id);
+		report("verdict", veth, dir, buf, len, ct, &m, "datapath: %s, %s, path %s, rule %x",
+		       ex->verdict ? "allow" : "drop", reason_name(ex->reason),
+		       rw_path_name(ex->path), ex->rule_id);
 
 	/* The production copy: its return code, exact counters, and the event. */
 	if (cur_snap)
@@ -533,8 +551,8 @@ static void judge(int veth, int dir, const __u8 *buf, size_t len)
 	rw_counters_read(&dp, 0, &n1);
 	want_ret = m.verdict == RW_VERDICT_ALLOW ? TCX_NEXT_ : TCX_DROP_;
 	if (err || retval != want_ret)
-		report("return code", veth, dir, buf, len, ct, &m, "production: err %d, returned %d",
-		       err, retval);
+		report("return code", veth, dir, buf, len, ct, &m,
+		       "production: err %d, returned %d", err, retval);
 	if (m.reason < RW_REASON_COUNT &&
 	    n1.packets[dir][m.reason] - n0.packets[dir][m.reason] != 1)
 		report("node counter", veth, dir, buf, len, ct, &m,
@@ -546,8 +564,9 @@ static void judge(int veth, int dir, const __u8 *buf, size_t len)
 		    r1.packets[dir][m.reason] - r0.packets[dir][m.reason] != 1)
 			report("run counter", veth, dir, buf, len, ct, &m,
 			       "production: run %u packets[%s] grew by %llu", run_idx,
-			       reason_name(m.reason), (unsigned long long)(r1.packets[dir][m.reason] -
-									 r0.packets[dir][m.reason]));
+			       reason_name(m.reason),
+			       (unsigned long long)(r1.packets[dir][m.reason] -
+						    r0.packets[dir][m.reason]));
 	}
 	want_events = m.verdict == RW_VERDICT_DROP || m.new_flow;
 	if (n_events != want_events)
@@ -557,8 +576,8 @@ static void judge(int veth, int dir, const __u8 *buf, size_t len)
 			      last_event.path != m.path || last_event.ifindex != ifindex ||
 			      !rule_ok(&m, last_event.rule_id)))
 		report("event", veth, dir, buf, len, ct, &m,
-		       "event: %s, %s, path %s, rule %x, ifindex %u", last_event.verdict ?
-		       "allow" : "drop", reason_name(last_event.reason),
+		       "event: %s, %s, path %s, rule %x, ifindex %u",
+		       last_event.verdict ? "allow" : "drop", reason_name(last_event.reason),
 		       rw_path_name(last_event.path), last_event.rule_id, last_event.ifindex);
 
 	if (m.ct_create)
@@ -575,11 +594,16 @@ static __u32 edge_of(__u32 net, int len)
 	__u32 first = net & mask_of(len), last = first | ~mask_of(len);
 
 	switch (rnd(5)) {
-	case 0: return first;
-	case 1: return last;
-	case 2: return first - 1;
-	case 3: return last + 1;
-	default: return first | ((__u32)rnd64() & ~mask_of(len));
+	case 0:
+		return first;
+	case 1:
+		return last;
+	case 2:
+		return first - 1;
+	case 3:
+		return last + 1;
+	default:
+		return first | ((__u32)rnd64() & ~mask_of(len));
 	}
 }
 
@@ -636,7 +660,9 @@ static __u32 pick_peer(__u16 *port, __u8 *proto)
 
 	*port = pick_port();
 	switch (cur_snap ? rnd(6) : 5) {
-	case 0: case 1: case 2:
+	case 0:
+	case 1:
+	case 2:
 		r = pick_rule(&inbound);
 		if (r) {
 			if (chance(75))
@@ -660,7 +686,7 @@ static __u32 pick_peer(__u16 *port, __u8 *proto)
 	return pick_addr();
 }
 
-static const __u8 tcp_flag_pool[] = { 0x02, 0x10, 0x12, 0x04, 0x11, 0x18, 0x00, 0x03, 0x14, 0xff };
+static const __u8 tcp_flag_pool[] = {0x02, 0x10, 0x12, 0x04, 0x11, 0x18, 0x00, 0x03, 0x14, 0xff};
 
 static void pick_spec(struct pkt_spec *s, char *src, char *dst, int veth, int dir)
 {
@@ -672,11 +698,12 @@ static void pick_spec(struct pkt_spec *s, char *src, char *dst, int veth, int di
 
 	memset(s, 0, sizeof(*s));
 	if (chance(6))
-		proto = rnd(256);	/* every protocol number */
+		proto = rnd(256); /* every protocol number */
 	s->proto = proto;
 	s->tcp_flags = chance(80) ? tcp_flag_pool[rnd(sizeof(tcp_flag_pool))] : rnd(256);
 	if (!s->tcp_flags)
-		s->tcp_flags = 0x10;	/* pkt_build makes 0 a SYN; keep "no flags" for the flag pool */
+		s->tcp_flags =
+			0x10; /* pkt_build makes 0 a SYN; keep "no flags" for the flag pool */
 	if (dir == RW_DIR_EGRESS) {
 		ip_str(self, src);
 		ip_str(peer, dst);
@@ -699,21 +726,41 @@ static size_t mutate(struct pkt_spec *s, __u8 *buf)
 	size_t len;
 
 	switch (rnd(12)) {
-	case 0: s->ihl = chance(50) ? 6 + rnd(10) : rnd(5); break;
-	case 1: s->frag = chance(50) ? 0x2000 : chance(50) ? 0x4000 : rnd(0x10000); break;
-	case 2: s->vlan = 1; break;
-	case 3: s->arp = 1; s->arp_hlen = chance(70) ? 6 : rnd(256); break;
-	case 4: s->ethertype = chance(30) ? 0x86dd : chance(30) ? 0x88a8 : rnd(0x10000); break;
-	case 5: s->tot_len_delta = (int)rnd(80) - 40; break;
-	case 6: s->tcp_doff = rnd(16); break;
-	case 7: s->udp_len_delta = (int)rnd(80) - 40; break;
-	case 8: s->ip_version = rnd(16); break;
-	default: break;
+	case 0:
+		s->ihl = chance(50) ? 6 + rnd(10) : rnd(5);
+		break;
+	case 1:
+		s->frag = chance(50) ? 0x2000 : chance(50) ? 0x4000 : rnd(0x10000);
+		break;
+	case 2:
+		s->vlan = 1;
+		break;
+	case 3:
+		s->arp = 1;
+		s->arp_hlen = chance(70) ? 6 : rnd(256);
+		break;
+	case 4:
+		s->ethertype = chance(30) ? 0x86dd : chance(30) ? 0x88a8 : rnd(0x10000);
+		break;
+	case 5:
+		s->tot_len_delta = (int)rnd(80) - 40;
+		break;
+	case 6:
+		s->tcp_doff = rnd(16);
+		break;
+	case 7:
+		s->udp_len_delta = (int)rnd(80) - 40;
+		break;
+	case 8:
+		s->ip_version = rnd(16);
+		break;
+	default:
+		break;
 	}
 	len = pkt_build(s, buf);
 	if (chance(25) && len > 14)
-		len -= rnd(len - 14);			/* truncation */
-	if (chance(30)) {				/* bit flips anywhere past the MACs */
+		len -= rnd(len - 14); /* truncation */
+	if (chance(30)) {	      /* bit flips anywhere past the MACs */
 		int flips = 1 + rnd(3);
 
 		for (int i = 0; i < flips; i++)
@@ -920,14 +967,20 @@ static void setup(void)
  */
 static int ct_kernel_has(__u32 ifindex, const struct model_pkt *p, int dir)
 {
-	struct rw_ct_key k = { .ifindex = ifindex, .proto = p->proto };
+	struct rw_ct_key k = {.ifindex = ifindex, .proto = p->proto};
 	struct rw_ct_value v;
 	int fd = rw_conntrack_table_fd(&dp, ifindex), found;
 
 	if (dir == RW_DIR_EGRESS) {
-		k.pod_ip = p->saddr; k.peer_ip = p->daddr; k.pod_port = p->sport; k.peer_port = p->dport;
+		k.pod_ip = p->saddr;
+		k.peer_ip = p->daddr;
+		k.pod_port = p->sport;
+		k.peer_port = p->dport;
 	} else {
-		k.pod_ip = p->daddr; k.peer_ip = p->saddr; k.pod_port = p->dport; k.peer_port = p->sport;
+		k.pod_ip = p->daddr;
+		k.peer_ip = p->saddr;
+		k.pod_port = p->dport;
+		k.peer_port = p->sport;
 	}
 	if (fd < 0)
 		return 0;
@@ -954,10 +1007,18 @@ static int conntrack_full_phase(__u64 revision)
 		"{\"revision\": %llu, \"services\": [{\"name\": \"proxy\", \"ip\": \"172.20.0.10\","
 		" \"tcp\": [443]}], \"runs\": [{\"id\": \"run-quiet\", \"pods\": [\"10.9.0.1\"]},"
 		" {\"id\": \"run-flood\", \"pods\": [\"10.9.0.2\"], \"egress\": \"open\"}]}";
-	struct pkt_spec syn = { .src = "10.9.0.1", .dst = "172.20.0.10", .proto = IPPROTO_TCP,
-				.sport = 40000, .dport = 443, .tcp_flags = 0x02 };
-	struct pkt_spec reply = { .src = "172.20.0.10", .dst = "10.9.0.1", .proto = IPPROTO_TCP,
-				  .sport = 443, .dport = 40000, .tcp_flags = 0x12 };
+	struct pkt_spec syn = {.src = "10.9.0.1",
+			       .dst = "172.20.0.10",
+			       .proto = IPPROTO_TCP,
+			       .sport = 40000,
+			       .dport = 443,
+			       .tcp_flags = 0x02};
+	struct pkt_spec reply = {.src = "172.20.0.10",
+				 .dst = "10.9.0.1",
+				 .proto = IPPROTO_TCP,
+				 .sport = 443,
+				 .dport = 40000,
+				 .tcp_flags = 0x12};
 	const unsigned int flows = ct_share + ct_share / 4;
 	unsigned long long allowed = 0, full = 0, other = 0;
 	struct model_verdict with, without;
@@ -979,7 +1040,7 @@ static int conntrack_full_phase(__u64 revision)
 		rw_conntrack_flush(&dp, ifindex_of[v], 0);
 	rw_endpoint_bind(&dp, ifindex_of[0], inet_addr("10.9.0.1"));
 	rw_endpoint_bind(&dp, ifindex_of[1], inet_addr("10.9.0.2"));
-	binding[0] = (struct model_binding){ 1, inet_addr("10.9.0.1") };
+	binding[0] = (struct model_binding){1, inet_addr("10.9.0.1")};
 
 	ret = run_once(0, RW_DIR_EGRESS, &syn, &p);
 	fails += ret != TCX_NEXT_;
@@ -990,10 +1051,13 @@ static int conntrack_full_phase(__u64 revision)
 
 	/* The flood: new UDP flows from the open sandbox to public addresses. */
 	for (unsigned int i = 0; i < flows; i++) {
-		struct pkt_spec f = { .src = "10.9.0.2", .dst = dst, .proto = IPPROTO_UDP,
-				      .sport = 1024 + i % 60000, .dport = 443 };
+		struct pkt_spec f = {.src = "10.9.0.2",
+				     .dst = dst,
+				     .proto = IPPROTO_UDP,
+				     .sport = 1024 + i % 60000,
+				     .dport = 443};
 
-		ip_str(0x01000000 + i / 60000 * 256 + 1, dst);	/* 1.0.x.1 */
+		ip_str(0x01000000 + i / 60000 * 256 + 1, dst); /* 1.0.x.1 */
 		ret = run_once(1, RW_DIR_EGRESS, &f, &p);
 		if (ret == TCX_NEXT_)
 			allowed++;
@@ -1013,26 +1077,27 @@ static int conntrack_full_phase(__u64 revision)
 		if (test_run(dp.prog_fd[RW_DIR_INGRESS], ifindex_of[0], buf, len, &ret))
 			ret = -100;
 	}
-	if (ret != ((has ? with.verdict : without.verdict) == RW_VERDICT_ALLOW ? TCX_NEXT_ :
-		    TCX_DROP_)) {
+	if (ret !=
+	    ((has ? with.verdict : without.verdict) == RW_VERDICT_ALLOW ? TCX_NEXT_ : TCX_DROP_)) {
 		printf("  FAIL conntrack phase: quiet sandbox's reply returned %d with its entry %s\n",
 		       ret, has ? "present" : "evicted");
 		fails++;
 	}
 	if (RW_MODEL_PLANNED && (!has || allowed != ct_share || allowed + full != flows)) {
 		printf("  FAIL conntrack phase (planned): the flood displaced the quiet sandbox's flow"
-		       " (%s) or was never refused conntrack-full (%llu)\n", has ? "kept" : "evicted",
-		       full);
+		       " (%s) or was never refused conntrack-full (%llu)\n",
+		       has ? "kept" : "evicted", full);
 		fails++;
 	}
 	if (!RW_MODEL_PLANNED && (full || other)) {
-		printf("  FAIL conntrack phase: %llu of the flood's new flows were refused\n", full);
+		printf("  FAIL conntrack phase: %llu of the flood's new flows were refused\n",
+		       full);
 		fails++;
 	}
 	printf("%s 2 - conntrack full: %u new flows from one sandbox (its share %u): %llu allowed, "
 	       "%llu refused conntrack-full; the other sandbox's flow %s, its reply %s as the model says\n",
-	       fails ? "not ok" : "ok", flows, ct_share, allowed, full,
-	       has ? "kept" : "evicted", ret == TCX_NEXT_ ? "allowed" : "dropped");
+	       fails ? "not ok" : "ok", flows, ct_share, allowed, full, has ? "kept" : "evicted",
+	       ret == TCX_NEXT_ ? "allowed" : "dropped");
 	for (int v = 0; v < N_VETH; v++)
 		rw_conntrack_flush(&dp, ifindex_of[v], 0);
 	rw_policy_free(&snap);
@@ -1068,12 +1133,14 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[i], "-v")) {
 			verbose = 1;
 		} else {
-			fprintf(stderr, "usage: %s [--seed N] [--packets N] [--snapshots N] [--no-conntrack-phase] [-v]\n",
+			fprintf(stderr,
+				"usage: %s [--seed N] [--packets N] [--snapshots N] [--no-conntrack-phase] [-v]\n",
 				argv[0]);
 			return 2;
 		}
 	}
-	if (!have_seed && getenv("RW_DIFF_SEED") && *getenv("RW_DIFF_SEED")) {	/* make check RW_DIFF_SEED=N */
+	if (!have_seed && getenv("RW_DIFF_SEED") &&
+	    *getenv("RW_DIFF_SEED")) { /* make check RW_DIFF_SEED=N */
 		seed = strtoull(getenv("RW_DIFF_SEED"), NULL, 0);
 		have_seed = 1;
 	}
@@ -1088,9 +1155,10 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	rw_log_setup_libbpf();
 	printf("# differential: seed %llu (replay: %s --seed %llu --packets %llu --snapshots %llu),"
-	       " model order: %s\n", seed, argv[0], seed, packets, snapshots,
-	       RW_MODEL_PLANNED ? "planned (run rules after the private ranges)" :
-				  "today's (every rule before the private ranges)");
+	       " model order: %s\n",
+	       seed, argv[0], seed, packets, snapshots,
+	       RW_MODEL_PLANNED ? "planned (run rules after the private ranges)"
+				: "today's (every rule before the private ranges)");
 	rng_state = seed;
 	setup();
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -1114,10 +1182,10 @@ int main(int argc, char **argv)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 
-
 	printf("# %llu packets over %llu snapshots (%llu generated snapshots refused by the parser,"
-	       " %llu frames test_run cannot take) in %.1f s\n", st.packets, st.snapshots,
-	       st.refused, st.skipped, (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
+	       " %llu frames test_run cannot take) in %.1f s\n",
+	       st.packets, st.snapshots, st.refused, st.skipped,
+	       (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
 	printf("# reasons:");
 	for (int r = 0; r <= RW_REASON_COUNT; r++)
 		if (st.by_reason[r])

@@ -138,7 +138,7 @@ static void test_parse_rate(void **state)
 	r = b = 7;
 	assert_int_equal(rw_parse_rate("10/0", 1000, &r, &b), -ERANGE);
 	assert_int_equal(rw_parse_rate("1001", 1000, &r, &b), -ERANGE);
-	assert_true(r == 7 && b == 7);	/* nothing written on an error */
+	assert_true(r == 7 && b == 7); /* nothing written on an error */
 	assert_int_equal(rw_parse_rate("-1", 1000, &r, &b), -EINVAL);
 	assert_int_equal(rw_parse_rate("10/", 1000, &r, &b), -EINVAL);
 	assert_int_equal(rw_parse_rate("/10", 1000, &r, &b), -EINVAL);
@@ -170,7 +170,7 @@ static void test_distance(void **state)
 {
 	assert_int_equal(rw_name_distance("allow", "allow"), 0);
 	assert_int_equal(rw_name_distance("alow", "allow"), 1);
-	assert_int_equal(rw_name_distance("dupm", "dump"), 1);	/* a transposition */
+	assert_int_equal(rw_name_distance("dupm", "dump"), 1); /* a transposition */
 	assert_int_equal(rw_name_distance("Conntrack", "conntrack"), 0);
 	assert_int_equal(rw_name_distance("", "abc"), 3);
 	assert_int_equal(rw_name_distance("deny", "pods"), 4);
@@ -178,7 +178,7 @@ static void test_distance(void **state)
 
 static void test_lookup_names(void **state)
 {
-	static const char *const subs[] = { "list", "dump", "lookup" };
+	static const char *const subs[] = {"list", "dump", "lookup"};
 	char err[512];
 
 	assert_int_equal(rw_name_lookup("lookup", "map subcommand", subs, 3, err, sizeof(err)), 2);
@@ -260,13 +260,13 @@ static void test_reason_names(void **state)
 
 static void test_table(void **state)
 {
-	static const char *const heads[] = { "NAME", "COUNT", "NOTE" };
+	static const char *const heads[] = {"NAME", "COUNT", "NOTE"};
 	struct rw_table t;
 	struct capture c;
 	char *out;
 
 	rw_table_init(&t, 3, heads, RW_TABLE_RIGHT(1));
-	assert_int_equal(rw_table_cell(&t, "x"), -EINVAL);	/* no row yet */
+	assert_int_equal(rw_table_cell(&t, "x"), -EINVAL); /* no row yet */
 	rw_table_row(&t);
 	rw_table_cell(&t, "%s", "conntrack");
 	rw_table_cell(&t, "%d", 7);
@@ -274,18 +274,17 @@ static void test_table(void **state)
 	rw_table_row(&t);
 	rw_table_cell(&t, "%s", "pods");
 	rw_table_cell(&t, "%d", 12345678);
-	rw_table_row(&t);			/* a short row: the rest is blank */
+	rw_table_row(&t); /* a short row: the rest is blank */
 	rw_table_cell(&t, "config");
 	assert_int_equal(rw_table_cell(&t, "a"), 0);
 	assert_int_equal(rw_table_cell(&t, "b"), 0);
-	assert_int_equal(rw_table_cell(&t, "c"), -EINVAL);	/* one cell too many */
+	assert_int_equal(rw_table_cell(&t, "c"), -EINVAL); /* one cell too many */
 	rw_table_print(&t, capture_start(&c), "  ");
 	out = capture_end(&c);
-	assert_string_equal(out,
-			    "  NAME          COUNT  NOTE\n"
-			    "  conntrack         7  lru\n"
-			    "  pods       12345678\n"
-			    "  config            a  b\n");
+	assert_string_equal(out, "  NAME          COUNT  NOTE\n"
+				 "  conntrack         7  lru\n"
+				 "  pods       12345678\n"
+				 "  config            a  b\n");
 	free(out);
 	rw_table_free(&t);
 
@@ -410,14 +409,18 @@ static void test_counters_json(void **state)
 		assert_non_null(json_object_get(eg, rw_reason_name(r)));
 		assert_non_null(json_object_get(json_object_get(in, rw_reason_name(r)), "bytes"));
 	}
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(eg, "allowed"),
-							     "packets")), 1203);
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(eg, "allowed"),
-							     "bytes")), 150000);
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(in, "inbound-denied"),
-							     "packets")), 3);
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(in, "not-ready"),
-							     "packets")), 0);
+	assert_int_equal(
+		json_integer_value(json_object_get(json_object_get(eg, "allowed"), "packets")),
+		1203);
+	assert_int_equal(
+		json_integer_value(json_object_get(json_object_get(eg, "allowed"), "bytes")),
+		150000);
+	assert_int_equal(json_integer_value(
+				 json_object_get(json_object_get(in, "inbound-denied"), "packets")),
+			 3);
+	assert_int_equal(
+		json_integer_value(json_object_get(json_object_get(in, "not-ready"), "packets")),
+		0);
 	assert_int_equal(json_integer_value(json_object_get(ev, "sent")), 3);
 	assert_int_equal(json_integer_value(json_object_get(ev, "lost")), 0);
 	assert_int_equal(json_integer_value(json_object_get(ev, "suppressed")), 44);
@@ -432,8 +435,15 @@ static struct rw_event event(int dir, int verdict, int reason, const char *src, 
 			     const char *dst, int dport, const char *run)
 {
 	struct rw_event ev = {
-		.ts_ns = 1000, .revision = 12, .ifindex = 5, .run_idx = 1, .run_gen = 12,
-		.proto = IPPROTO_TCP, .dir = dir, .verdict = verdict, .reason = reason,
+		.ts_ns = 1000,
+		.revision = 12,
+		.ifindex = 5,
+		.run_idx = 1,
+		.run_gen = 12,
+		.proto = IPPROTO_TCP,
+		.dir = dir,
+		.verdict = verdict,
+		.reason = reason,
 	};
 
 	ev.saddr = ip(src);
@@ -535,8 +545,13 @@ static void test_event_header(void **state)
 static void test_packet(void **state)
 {
 	struct rw_cli_probe p = {
-		.dir = RW_DIR_EGRESS, .src = ip("10.1.2.3"), .dst = ip("172.20.0.10"),
-		.sport = 40000, .dport = 443, .proto = IPPROTO_TCP, .tcp_flags = 0x02,
+		.dir = RW_DIR_EGRESS,
+		.src = ip("10.1.2.3"),
+		.dst = ip("172.20.0.10"),
+		.sport = 40000,
+		.dport = 443,
+		.proto = IPPROTO_TCP,
+		.tcp_flags = 0x02,
 	};
 	__u8 buf[RW_CLI_PKT_MAX], small[40];
 	__u32 sum = 0;
@@ -544,48 +559,62 @@ static void test_packet(void **state)
 
 	len = rw_cli_build_packet(&p, buf, sizeof(buf));
 	assert_int_equal(len, 14 + 20 + 20);
-	assert_int_equal(buf[12], 0x08);		/* IPv4 */
+	assert_int_equal(buf[12], 0x08); /* IPv4 */
 	assert_int_equal(buf[13], 0x00);
-	assert_int_equal(buf[14], 0x45);		/* version 4, no options */
-	assert_int_equal(buf[16] << 8 | buf[17], 40);	/* tot_len */
-	assert_int_equal((buf[20] << 8 | buf[21]) & 0x3fff, 0);	/* not a fragment */
+	assert_int_equal(buf[14], 0x45);			/* version 4, no options */
+	assert_int_equal(buf[16] << 8 | buf[17], 40);		/* tot_len */
+	assert_int_equal((buf[20] << 8 | buf[21]) & 0x3fff, 0); /* not a fragment */
 	assert_int_equal(buf[23], IPPROTO_TCP);
 	assert_memory_equal(buf + 26, &p.src, 4);
 	assert_memory_equal(buf + 30, &p.dst, 4);
-	for (int i = 14; i < 34; i += 2)		/* the header checksum adds up */
+	for (int i = 14; i < 34; i += 2) /* the header checksum adds up */
 		sum += buf[i] << 8 | buf[i + 1];
 	while (sum >> 16)
 		sum = (sum & 0xffff) + (sum >> 16);
 	assert_int_equal(sum, 0xffff);
 	assert_int_equal(buf[34] << 8 | buf[35], 40000);
 	assert_int_equal(buf[36] << 8 | buf[37], 443);
-	assert_int_equal(buf[46] >> 4, 5);		/* doff */
-	assert_int_equal(buf[47], 0x02);		/* SYN */
+	assert_int_equal(buf[46] >> 4, 5); /* doff */
+	assert_int_equal(buf[47], 0x02);   /* SYN */
 
 	p.proto = IPPROTO_UDP;
 	len = rw_cli_build_packet(&p, buf, sizeof(buf));
 	assert_int_equal(len, 14 + 20 + 8);
 	assert_int_equal(buf[16] << 8 | buf[17], 28);
 	assert_int_equal(buf[23], IPPROTO_UDP);
-	assert_int_equal(buf[38] << 8 | buf[39], 8);	/* UDP length */
+	assert_int_equal(buf[38] << 8 | buf[39], 8); /* UDP length */
 	assert_int_equal(rw_cli_build_packet(&p, small, sizeof(small)), 0);
 }
 
 static void test_explain_line(void **state)
 {
 	struct rw_cli_probe p = {
-		.dir = RW_DIR_EGRESS, .src = ip("10.1.2.3"), .dst = ip("172.20.0.10"),
-		.sport = 40000, .dport = 443, .proto = IPPROTO_TCP, .tcp_flags = 0x02,
+		.dir = RW_DIR_EGRESS,
+		.src = ip("10.1.2.3"),
+		.dst = ip("172.20.0.10"),
+		.sport = 40000,
+		.dport = 443,
+		.proto = IPPROTO_TCP,
+		.tcp_flags = 0x02,
 	};
 	struct rw_cli_verdict now = {
-		.verdict = RW_VERDICT_ALLOW, .reason = RW_REASON_ALLOWED, .path = RW_PATH_RULE,
+		.verdict = RW_VERDICT_ALLOW,
+		.reason = RW_REASON_ALLOWED,
+		.path = RW_PATH_RULE,
 		.rule_id = RW_RULE_ID(RW_RULE_KIND_SERVICE, 0, 0),
 		.rule = "services[0] egress-proxy",
-		.run = "run-7f3a", .gen = 12, .revision = 12, .source = "live",
+		.run = "run-7f3a",
+		.gen = 12,
+		.revision = 12,
+		.source = "live",
 	};
 	struct rw_cli_verdict with = {
-		.verdict = RW_VERDICT_DROP, .reason = RW_REASON_PRIVATE_DESTINATION,
-		.run = "run-7f3a", .gen = 13, .revision = 13, .source = "next.json",
+		.verdict = RW_VERDICT_DROP,
+		.reason = RW_REASON_PRIVATE_DESTINATION,
+		.run = "run-7f3a",
+		.gen = 13,
+		.revision = 13,
+		.source = "next.json",
 	};
 	char line[768];
 
@@ -626,11 +655,18 @@ static void test_explain_line(void **state)
 static void test_explain_json(void **state)
 {
 	struct rw_cli_probe p = {
-		.dir = RW_DIR_EGRESS, .src = ip("10.1.2.3"), .dst = ip("8.8.8.8"),
-		.sport = 40000, .dport = 53, .proto = IPPROTO_UDP,
+		.dir = RW_DIR_EGRESS,
+		.src = ip("10.1.2.3"),
+		.dst = ip("8.8.8.8"),
+		.sport = 40000,
+		.dport = 53,
+		.proto = IPPROTO_UDP,
 	};
 	struct rw_cli_verdict v = {
-		.verdict = RW_VERDICT_DROP, .reason = RW_REASON_DNS, .run = "run-7f3a", .gen = 12,
+		.verdict = RW_VERDICT_DROP,
+		.reason = RW_REASON_DNS,
+		.run = "run-7f3a",
+		.gen = 12,
 		.revision = 12,
 	};
 	json_t *o = rw_cli_verdict_json(&p, &v);
@@ -648,26 +684,16 @@ static void test_explain_json(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parse_ip),
-		cmocka_unit_test(test_parse_port),
-		cmocka_unit_test(test_parse_ip_port),
-		cmocka_unit_test(test_parse_uint),
-		cmocka_unit_test(test_parse_rate),
-		cmocka_unit_test(test_parse_proto_flags),
-		cmocka_unit_test(test_distance),
-		cmocka_unit_test(test_lookup_names),
-		cmocka_unit_test(test_map_names),
-		cmocka_unit_test(test_map_list),
-		cmocka_unit_test(test_reason_names),
-		cmocka_unit_test(test_table),
-		cmocka_unit_test(test_small_formats),
-		cmocka_unit_test(test_counters_table),
-		cmocka_unit_test(test_counters_json),
-		cmocka_unit_test(test_filter),
-		cmocka_unit_test(test_event_header),
-		cmocka_unit_test(test_packet),
-		cmocka_unit_test(test_explain_line),
-		cmocka_unit_test(test_explain_json),
+		cmocka_unit_test(test_parse_ip),      cmocka_unit_test(test_parse_port),
+		cmocka_unit_test(test_parse_ip_port), cmocka_unit_test(test_parse_uint),
+		cmocka_unit_test(test_parse_rate),    cmocka_unit_test(test_parse_proto_flags),
+		cmocka_unit_test(test_distance),      cmocka_unit_test(test_lookup_names),
+		cmocka_unit_test(test_map_names),     cmocka_unit_test(test_map_list),
+		cmocka_unit_test(test_reason_names),  cmocka_unit_test(test_table),
+		cmocka_unit_test(test_small_formats), cmocka_unit_test(test_counters_table),
+		cmocka_unit_test(test_counters_json), cmocka_unit_test(test_filter),
+		cmocka_unit_test(test_event_header),  cmocka_unit_test(test_packet),
+		cmocka_unit_test(test_explain_line),  cmocka_unit_test(test_explain_json),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -54,7 +54,8 @@ static void test_defaults_and_no_prev(void **state)
 	struct rw_cni_req req;
 	char err[256] = "";
 
-	assert_int_equal(parse("{\"cniVersion\":\"0.4.0\",\"type\":\"runwall-cni\"}", &req, err), 0);
+	assert_int_equal(parse("{\"cniVersion\":\"0.4.0\",\"type\":\"runwall-cni\"}", &req, err),
+			 0);
 	assert_string_equal(req.bpffs, "/sys/fs/bpf/runwall");
 	assert_string_equal(req.ifprefix, "eni,vlan");
 	assert_int_equal(req.mode, RW_ATTACH_AUTO);
@@ -75,7 +76,9 @@ static void test_vpc_cni_two_host_interfaces(void **state)
 			       "\"interfaces\":[{\"name\":\"dummy1\"},{\"name\":\"eni0a1b2c3d\"},"
 			       "{\"name\":\"eth0\",\"sandbox\":\"/proc/1/ns/net\"}],\"ips\":["
 			       "{\"address\":\"fd00::5/128\"},{\"address\":\"10.1.2.3/32\","
-			       "\"interface\":2}]}}", &req, err), 0);
+			       "\"interface\":2}]}}",
+			       &req, err),
+			 0);
 	assert_true(req.prev_complete);
 	assert_string_equal(req.host_if, "eni0a1b2c3d");
 	assert_int_equal(req.pod_ip, inet_addr("10.1.2.3"));
@@ -87,28 +90,31 @@ static void test_incomplete_prev(void **state)
 	static const struct {
 		const char *prev, *msg;
 	} cases[] = {
-		{ "{}", "prevResult.interfaces: missing or not an array" },
-		{ "{\"interfaces\":[{\"name\":\"eth0\",\"sandbox\":\"/x\"}],\"ips\":[]}",
-		  "prevResult.interfaces: no host-side interface (one without \"sandbox\")" },
-		{ "{\"interfaces\":[{\"name\":\"veth0\"}]}", "prevResult.ips: missing or not an array" },
-		{ "{\"interfaces\":[{\"name\":\"veth0\"}],\"ips\":[{\"address\":\"fd00::1/64\"}]}",
-		  "prevResult.ips: no IPv4 address" },
-		{ "{\"interfaces\":[{\"name\":\"a/b\"}],\"ips\":[]}",
-		  "prevResult.interfaces[0].name: not an interface name" },
-		{ "{\"interfaces\":[{\"name\":\"0123456789abcdef\"}],\"ips\":[]}",
-		  "prevResult.interfaces[0].name: not an interface name" },
-		{ "{\"interfaces\":[7],\"ips\":[]}",
-		  "prevResult.interfaces[0]: not an object with a name" },
-		{ "{\"interfaces\":[{\"name\":\"v\"}],\"ips\":[{\"address\":5}]}",
-		  "prevResult.ips[0].address: missing or not a string" },
+		{"{}", "prevResult.interfaces: missing or not an array"},
+		{"{\"interfaces\":[{\"name\":\"eth0\",\"sandbox\":\"/x\"}],\"ips\":[]}",
+		 "prevResult.interfaces: no host-side interface (one without \"sandbox\")"},
+		{"{\"interfaces\":[{\"name\":\"veth0\"}]}",
+		 "prevResult.ips: missing or not an array"},
+		{"{\"interfaces\":[{\"name\":\"veth0\"}],\"ips\":[{\"address\":\"fd00::1/64\"}]}",
+		 "prevResult.ips: no IPv4 address"},
+		{"{\"interfaces\":[{\"name\":\"a/b\"}],\"ips\":[]}",
+		 "prevResult.interfaces[0].name: not an interface name"},
+		{"{\"interfaces\":[{\"name\":\"0123456789abcdef\"}],\"ips\":[]}",
+		 "prevResult.interfaces[0].name: not an interface name"},
+		{"{\"interfaces\":[7],\"ips\":[]}",
+		 "prevResult.interfaces[0]: not an object with a name"},
+		{"{\"interfaces\":[{\"name\":\"v\"}],\"ips\":[{\"address\":5}]}",
+		 "prevResult.ips[0].address: missing or not a string"},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct rw_cni_req req;
 		char doc[512], err[256] = "";
 
-		snprintf(doc, sizeof(doc), "{\"cniVersion\":\"1.0.0\",\"type\":\"runwall-cni\","
-			 "\"prevResult\":%s}", cases[i].prev);
+		snprintf(doc, sizeof(doc),
+			 "{\"cniVersion\":\"1.0.0\",\"type\":\"runwall-cni\","
+			 "\"prevResult\":%s}",
+			 cases[i].prev);
 		assert_int_equal(parse(doc, &req, err), 0);
 		assert_false(req.prev_complete);
 		assert_string_equal(req.prev_error, cases[i].msg);
@@ -123,23 +129,25 @@ static void test_refusals(void **state)
 		int code;
 		const char *msg;
 	} cases[] = {
-		{ "[]", RW_CNI_E_DECODE, "network config: not a JSON object" },
-		{ "{\"type\":\"runwall-cni\"}", RW_CNI_E_CONFIG, "cniVersion: missing or not a string" },
-		{ "{\"cniVersion\":\"0.2.0\",\"type\":\"runwall-cni\"}", RW_CNI_E_VERSION,
-		  "cniVersion: \"0.2.0\" is not one of 0.3.0, 0.3.1, 0.4.0, 1.0.0" },
-		{ "{\"cniVersion\":\"1.0.0\"}", RW_CNI_E_CONFIG, "type: missing or not a string" },
-		{ "{\"cniVersion\":\"1.0.0\",\"type\":\"runwall-cni\",\"bpffs\":3}", RW_CNI_E_CONFIG,
-		  "bpffs: must be a string" },
-		{ "{\"cniVersion\":\"1.0.0\",\"type\":\"runwall-cni\",\"bpffs\":\"rel/dir\"}",
-		  RW_CNI_E_CONFIG, "bpffs: \"rel/dir\" is not an absolute path" },
-		{ "{\"cniVersion\":\"1.0.0\",\"type\":\"runwall-cni\",\"ifPrefix\":\"\"}",
-		  RW_CNI_E_CONFIG, "ifPrefix: must be a non-empty string of at most 127 bytes" },
-		{ "{\"cniVersion\":\"1.0.0\",\"type\":\"runwall-cni\",\"attachMode\":\"xdp\"}",
-		  RW_CNI_E_CONFIG, "attachMode: \"xdp\" is not one of auto, tcx, tc" },
-		{ "{\"cniVersion\":\"1.0.0\",\"type\":\"runwall-cni\",\"prevResult\":[]}",
-		  RW_CNI_E_CONFIG, "prevResult: not an object" },
-		{ "{\"cniVersion\":\"1.0.0\",\"cniVersion\":\"1.0.0\",\"type\":\"x\"}", RW_CNI_E_DECODE,
-		  "network config: line 1 column 34: duplicate object key near '\"cniVersion\"'" },
+		{"[]", RW_CNI_E_DECODE, "network config: not a JSON object"},
+		{"{\"type\":\"runwall-cni\"}", RW_CNI_E_CONFIG,
+		 "cniVersion: missing or not a string"},
+		{"{\"cniVersion\":\"0.2.0\",\"type\":\"runwall-cni\"}", RW_CNI_E_VERSION,
+		 "cniVersion: \"0.2.0\" is not one of 0.3.0, 0.3.1, 0.4.0, 1.0.0"},
+		{"{\"cniVersion\":\"1.0.0\"}", RW_CNI_E_CONFIG, "type: missing or not a string"},
+		{"{\"cniVersion\":\"1.0.0\",\"type\":\"runwall-cni\",\"bpffs\":3}", RW_CNI_E_CONFIG,
+		 "bpffs: must be a string"},
+		{"{\"cniVersion\":\"1.0.0\",\"type\":\"runwall-cni\",\"bpffs\":\"rel/dir\"}",
+		 RW_CNI_E_CONFIG, "bpffs: \"rel/dir\" is not an absolute path"},
+		{"{\"cniVersion\":\"1.0.0\",\"type\":\"runwall-cni\",\"ifPrefix\":\"\"}",
+		 RW_CNI_E_CONFIG, "ifPrefix: must be a non-empty string of at most 127 bytes"},
+		{"{\"cniVersion\":\"1.0.0\",\"type\":\"runwall-cni\",\"attachMode\":\"xdp\"}",
+		 RW_CNI_E_CONFIG, "attachMode: \"xdp\" is not one of auto, tcx, tc"},
+		{"{\"cniVersion\":\"1.0.0\",\"type\":\"runwall-cni\",\"prevResult\":[]}",
+		 RW_CNI_E_CONFIG, "prevResult: not an object"},
+		{"{\"cniVersion\":\"1.0.0\",\"cniVersion\":\"1.0.0\",\"type\":\"x\"}",
+		 RW_CNI_E_DECODE,
+		 "network config: line 1 column 34: duplicate object key near '\"cniVersion\"'"},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -174,8 +182,9 @@ static void test_conflist_install_idempotent(void **state)
 	json_t *d = doc("{\"name\":\"aws-cni\",\"plugins\":[{\"type\":\"aws-cni\"},"
 			"{\"type\":\"portmap\"}]}");
 	json_t *e = doc("{\"type\":\"runwall-cni\",\"ifPrefix\":\"eni\"}");
-	json_t *want = doc("{\"name\":\"aws-cni\",\"plugins\":[{\"type\":\"aws-cni\"},"
-			   "{\"type\":\"portmap\"},{\"type\":\"runwall-cni\",\"ifPrefix\":\"eni\"}]}");
+	json_t *want =
+		doc("{\"name\":\"aws-cni\",\"plugins\":[{\"type\":\"aws-cni\"},"
+		    "{\"type\":\"portmap\"},{\"type\":\"runwall-cni\",\"ifPrefix\":\"eni\"}]}");
 	char err[128];
 	bool changed;
 

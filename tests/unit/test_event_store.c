@@ -151,14 +151,14 @@ static void test_store_filters(void **state)
 	add(&s, &e3, "e3");
 	add(&s, &e4, "e4");
 
-#define EXPECT(field_setup, n_expected, first_tag)					\
-	do {										\
-		rw_evfilter_init(&f);							\
-		field_setup;								\
-		memset(&c, 0, sizeof(c));						\
-		assert_int_equal(rw_evstore_query(&s, &f, collect, &c), n_expected);	\
-		if (n_expected)								\
-			assert_string_equal(c.tags[0], first_tag);			\
+#define EXPECT(field_setup, n_expected, first_tag)                                   \
+	do {                                                                         \
+		rw_evfilter_init(&f);                                                \
+		field_setup;                                                         \
+		memset(&c, 0, sizeof(c));                                            \
+		assert_int_equal(rw_evstore_query(&s, &f, collect, &c), n_expected); \
+		if (n_expected)                                                      \
+			assert_string_equal(c.tags[0], first_tag);                   \
 	} while (0)
 
 	EXPECT((void)0, 4, "e1");
@@ -212,26 +212,28 @@ static void test_query_parse(void **state)
 		const char *qs;
 		const char *err;
 	} bad[] = {
-		{ "colour=red", "unknown parameter 'colour'; valid: run, pod, verdict, reason, dst, node, since, limit" },
-		{ "run=", "run '': expected a run id (1-63 of [A-Za-z0-9._-])" },
-		{ "run=a%20b", "run 'a b': expected a run id (1-63 of [A-Za-z0-9._-])" },
-		{ "pod=10.1.2.300", "pod '10.1.2.300': expected an IPv4 address" },
-		{ "verdict=maybe", "verdict 'maybe': expected allow or drop" },
-		{ "reason=privat-destination", "reason 'privat-destination': not a reason name" },
-		{ "dst=1.2.3.4:0", "dst '1.2.3.4:0': port must be 1-65535" },
-		{ "dst=1.2.3.4:65536", "dst '1.2.3.4:65536': port must be 1-65535" },
-		{ "dst=example.com", "dst 'example.com': expected IP or IP:PORT" },
-		{ "since=-1", "since '-1': expected an event id (an unsigned integer)" },
-		{ "since=18446744073709551616", "since '18446744073709551616': expected an event id (an unsigned integer)" },
-		{ "limit=0", "limit '0': expected 1-10000" },
-		{ "limit=10001", "limit '10001': expected 1-10000" },
-		{ "run=%zz", "run: badly encoded value" },
-		{ "run=%4", "run: badly encoded value" },
-		{ "run=%00", "run: badly encoded value" },
-		{ "%=1", "query parameter 1: badly encoded name" },
-		{ "limit=1&limit=1&limit=1&limit=1&limit=1&limit=1&limit=1&limit=1&limit=1&limit=1&"
-		  "limit=1&limit=1&limit=1&limit=1&limit=1&limit=1&limit=1",
-		  "more than 16 query parameters" },
+		{"colour=red",
+		 "unknown parameter 'colour'; valid: run, pod, verdict, reason, dst, node, since, limit"},
+		{"run=", "run '': expected a run id (1-63 of [A-Za-z0-9._-])"},
+		{"run=a%20b", "run 'a b': expected a run id (1-63 of [A-Za-z0-9._-])"},
+		{"pod=10.1.2.300", "pod '10.1.2.300': expected an IPv4 address"},
+		{"verdict=maybe", "verdict 'maybe': expected allow or drop"},
+		{"reason=privat-destination", "reason 'privat-destination': not a reason name"},
+		{"dst=1.2.3.4:0", "dst '1.2.3.4:0': port must be 1-65535"},
+		{"dst=1.2.3.4:65536", "dst '1.2.3.4:65536': port must be 1-65535"},
+		{"dst=example.com", "dst 'example.com': expected IP or IP:PORT"},
+		{"since=-1", "since '-1': expected an event id (an unsigned integer)"},
+		{"since=18446744073709551616",
+		 "since '18446744073709551616': expected an event id (an unsigned integer)"},
+		{"limit=0", "limit '0': expected 1-10000"},
+		{"limit=10001", "limit '10001': expected 1-10000"},
+		{"run=%zz", "run: badly encoded value"},
+		{"run=%4", "run: badly encoded value"},
+		{"run=%00", "run: badly encoded value"},
+		{"%=1", "query parameter 1: badly encoded name"},
+		{"limit=1&limit=1&limit=1&limit=1&limit=1&limit=1&limit=1&limit=1&limit=1&limit=1&"
+		 "limit=1&limit=1&limit=1&limit=1&limit=1&limit=1&limit=1",
+		 "more than 16 query parameters"},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		rw_evfilter_init(&f);
@@ -263,8 +265,8 @@ static void test_aggregates(void **state)
 	const struct rw_agg *g;
 	struct rw_event d1 = mkev("run-a", "10.1.2.3", "93.184.216.34", 443, RW_VERDICT_DROP,
 				  RW_REASON_NOT_ALLOWLISTED);
-	struct rw_event ok = mkev("run-a", "10.1.2.3", "172.20.0.10", 443, RW_VERDICT_ALLOW,
-				  RW_REASON_ALLOWED);
+	struct rw_event ok =
+		mkev("run-a", "10.1.2.3", "172.20.0.10", 443, RW_VERDICT_ALLOW, RW_REASON_ALLOWED);
 	struct rw_event other = mkev("run-b", "10.1.2.4", "93.184.216.34", 443, RW_VERDICT_DROP,
 				     RW_REASON_NOT_ALLOWLISTED);
 
@@ -301,11 +303,11 @@ static void test_aggregates(void **state)
 	/* Full: a new key drops the one updated least recently (the egress-proxy one was
 	 * touched last, so the drops to 93.184.216.34 go), and the drop is counted.
 	 */
-	assert_non_null(rw_aggs_add(&a, &d1, "", 400, NULL, NULL));	/* touch: now newest */
+	assert_non_null(rw_aggs_add(&a, &d1, "", 400, NULL, NULL)); /* touch: now newest */
 	assert_non_null(rw_aggs_add(&a, &other, "", 500, NULL, NULL));
 	assert_int_equal(a.count, 2);
 	assert_int_equal(a.evicted, 1);
-	assert_null(rw_aggs_find(&a, &k));		/* egress-proxy went */
+	assert_null(rw_aggs_find(&a, &k)); /* egress-proxy went */
 	k.peer = ip("93.184.216.34");
 	g = rw_aggs_find(&a, &k);
 	assert_non_null(g);
@@ -336,7 +338,8 @@ static void test_aggregates_many(void **state)
 		struct rw_event ev;
 
 		snprintf(dst, sizeof(dst), "93.184.%d.%d", i / 250, i % 250 + 1);
-		ev = mkev("run-a", "10.1.2.3", dst, 443, RW_VERDICT_DROP, RW_REASON_NOT_ALLOWLISTED);
+		ev = mkev("run-a", "10.1.2.3", dst, 443, RW_VERDICT_DROP,
+			  RW_REASON_NOT_ALLOWLISTED);
 		assert_non_null(rw_aggs_add(&a, &ev, "", i, NULL, NULL));
 		assert_true(a.count <= 100);
 	}

@@ -25,25 +25,25 @@
 
 /* The snapshot of README "Policy snapshot", byte for byte: line numbers below refer to it. */
 static const char example[] =
-	"{\n"									/* 1 */
-	"  \"revision\": 12,\n"							/* 2 */
-	"  \"egress\": \"allowlist\",\n"					/* 3 */
-	"  \"deny\": [\"10.0.0.0/16\", \"100.64.0.0/16\"],\n"			/* 4 */
-	"  \"services\": [\n"							/* 5 */
+	"{\n"						      /* 1 */
+	"  \"revision\": 12,\n"				      /* 2 */
+	"  \"egress\": \"allowlist\",\n"		      /* 3 */
+	"  \"deny\": [\"10.0.0.0/16\", \"100.64.0.0/16\"],\n" /* 4 */
+	"  \"services\": [\n"				      /* 5 */
 	"    {\"name\": \"egress-proxy\",    \"ip\": \"172.20.0.10\", \"tcp\": [443, 8443, 3128]},\n"
 	"    {\"name\": \"identity-broker\", \"ip\": \"172.20.0.11\", \"tcp\": [3443]},\n"
 	"    {\"name\": \"app-tier\",        \"ip\": \"172.20.0.12\", \"tcp\": [3000]},\n"
-	"    {\"name\": \"drive-gateway\",   \"ip\": \"172.20.0.13\", \"tcp\": [8080]}\n"	/* 9 */
-	"  ],\n"								/* 10 */
-	"  \"inbound\": [\n"							/* 11 */
+	"    {\"name\": \"drive-gateway\",   \"ip\": \"172.20.0.13\", \"tcp\": [8080]}\n" /* 9 */
+	"  ],\n"									  /* 10 */
+	"  \"inbound\": [\n"								  /* 11 */
 	"    {\"name\": \"app-tier\", \"cidr\": \"172.20.0.12/32\", \"tcp\": [4096, 4098, 4999, 6085]}\n"
-	"  ],\n"								/* 13 */
-	"  \"runs\": [\n"							/* 14 */
-	"    {\"id\": \"run-7f3a\", \"pods\": [\"10.1.2.3\"]},\n"			/* 15 */
-	"    {\"id\": \"run-9c01\", \"pods\": [\"10.1.2.4\"], \"egress\": \"open\",\n"	/* 16 */
-	"     \"allow\": [{\"cidr\": \"52.194.9.0/24\", \"tcp\": [5432], \"udp\": []}]}\n"	/* 17 */
-	"  ]\n"									/* 18 */
-	"}\n";									/* 19 */
+	"  ],\n"									   /* 13 */
+	"  \"runs\": [\n"								   /* 14 */
+	"    {\"id\": \"run-7f3a\", \"pods\": [\"10.1.2.3\"]},\n"			   /* 15 */
+	"    {\"id\": \"run-9c01\", \"pods\": [\"10.1.2.4\"], \"egress\": \"open\",\n"	   /* 16 */
+	"     \"allow\": [{\"cidr\": \"52.194.9.0/24\", \"tcp\": [5432], \"udp\": []}]}\n" /* 17 */
+	"  ]\n"										   /* 18 */
+	"}\n";										   /* 19 */
 
 /* The example with one piece of text replaced; the piece must occur exactly once. */
 static char *example_with(const char *from, const char *to)
@@ -204,7 +204,8 @@ static void test_defaults(void **state)
 
 	/* A run without "egress" follows the node; "pods" may be empty. */
 	parse_ok("{\"revision\": 2, \"egress\": \"open\", \"deny\": [],"
-		 " \"runs\": [{\"id\": \"a\", \"pods\": [], \"allow\": []}]}", &p);
+		 " \"runs\": [{\"id\": \"a\", \"pods\": [], \"allow\": []}]}",
+		 &p);
 	assert_int_equal(p.egress, RW_EGRESS_OPEN);
 	assert_int_equal(p.n_deny, 0);
 	assert_int_equal(p.n_runs, 1);
@@ -216,9 +217,11 @@ static void test_defaults(void **state)
 	rw_policy_free(&p);
 
 	/* udp alone is enough; a run's own "allowlist" overrides an open node. */
-	parse_ok("{\"revision\": 3, \"egress\": \"open\", \"runs\": [{\"id\": \"A.b_c-9\", \"pods\": "
-		 "[\"10.0.0.1\"], \"egress\": \"allowlist\", \"allow\": [{\"ip\": \"52.94.2.53\", "
-		 "\"udp\": [53]}]}]}", &p);
+	parse_ok(
+		"{\"revision\": 3, \"egress\": \"open\", \"runs\": [{\"id\": \"A.b_c-9\", \"pods\": "
+		"[\"10.0.0.1\"], \"egress\": \"allowlist\", \"allow\": [{\"ip\": \"52.94.2.53\", "
+		"\"udp\": [53]}]}]}",
+		&p);
 	assert_int_equal(p.runs[0].egress, RW_EGRESS_ALLOWLIST);
 	assert_int_equal(rw_policy_run_egress(&p, &p.runs[0]), RW_EGRESS_ALLOWLIST);
 	assert_int_equal(p.runs[0].allow[0].n_tcp, 0);
@@ -259,22 +262,22 @@ static void test_revision_not_newer(void **state)
 static void test_revision_range(void **state)
 {
 	static const struct refusal cases[] = {
-		{ "{\"revision\": 0}",
-		  "policy.json:1:14: revision: 0 is not a revision (1..72057594037927935)" },
-		{ "{\"revision\": -1}",
-		  "policy.json:1:14: revision: -1 is not a revision (1..72057594037927935)" },
-		{ "{\"revision\": 72057594037927936}",
-		  "policy.json:1:14: revision: 72057594037927936 is too large: the kernel keeps "
-		  "56 bits of revision (at most 72057594037927935)" },
-		{ "{\"revision\": 9223372036854775807}",
-		  "policy.json:1:14: revision: 9223372036854775807 is too large: the kernel keeps "
-		  "56 bits of revision (at most 72057594037927935)" },
-		{ "{\"revision\": 12.0}",
-		  "policy.json:1:14: revision: expected an integer, got a real number" },
-		{ "{\"revision\": \"12\"}",
-		  "policy.json:1:14: revision: expected an integer, got a string" },
-		{ "{\"revision\": null}",
-		  "policy.json:1:14: revision: expected an integer, got null" },
+		{"{\"revision\": 0}",
+		 "policy.json:1:14: revision: 0 is not a revision (1..72057594037927935)"},
+		{"{\"revision\": -1}",
+		 "policy.json:1:14: revision: -1 is not a revision (1..72057594037927935)"},
+		{"{\"revision\": 72057594037927936}",
+		 "policy.json:1:14: revision: 72057594037927936 is too large: the kernel keeps "
+		 "56 bits of revision (at most 72057594037927935)"},
+		{"{\"revision\": 9223372036854775807}",
+		 "policy.json:1:14: revision: 9223372036854775807 is too large: the kernel keeps "
+		 "56 bits of revision (at most 72057594037927935)"},
+		{"{\"revision\": 12.0}",
+		 "policy.json:1:14: revision: expected an integer, got a real number"},
+		{"{\"revision\": \"12\"}",
+		 "policy.json:1:14: revision: expected an integer, got a string"},
+		{"{\"revision\": null}",
+		 "policy.json:1:14: revision: expected an integer, got null"},
 	};
 	struct rw_policy p;
 
@@ -287,33 +290,33 @@ static void test_revision_range(void **state)
 /* ---- Ports --------------------------------------------------------------------------------- */
 
 /* One service with the given tcp list; the list starts at column 71. */
-#define SERVICE_TCP(ports) \
-	"{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"52.94.2.1\", \"tcp\": [" \
-	ports "]}]}"
+#define SERVICE_TCP(ports)                                                                           \
+	"{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"52.94.2.1\", \"tcp\": [" ports \
+	"]}]}"
 
 static void test_ports_edge_cases(void **state)
 {
 	static const struct refusal cases[] = {
-		{ SERVICE_TCP("0"),
-		  "policy.json:1:71: services[0].tcp[0]: 0 is not a port (1..65535)" },
-		{ SERVICE_TCP("65536"),
-		  "policy.json:1:71: services[0].tcp[0]: 65536 is not a port (1..65535)" },
-		{ SERVICE_TCP("-1"),
-		  "policy.json:1:71: services[0].tcp[0]: -1 is not a port (1..65535)" },
-		{ SERVICE_TCP("443.5"),
-		  "policy.json:1:71: services[0].tcp[0]: expected a port number (an integer), "
-		  "got a real number" },
-		{ SERVICE_TCP("443.0"),
-		  "policy.json:1:71: services[0].tcp[0]: expected a port number (an integer), "
-		  "got a real number" },
-		{ SERVICE_TCP("\"443\""),
-		  "policy.json:1:71: services[0].tcp[0]: expected a port number (an integer), "
-		  "got a string" },
-		{ SERVICE_TCP("80, 4294967297"),
-		  "policy.json:1:75: services[0].tcp[1]: 4294967297 is not a port (1..65535)" },
-		{ "{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"52.94.2.1\", "
-		  "\"udp\": 53}]}",
-		  "policy.json:1:70: services[0].udp: expected an array of ports, got an integer" },
+		{SERVICE_TCP("0"),
+		 "policy.json:1:71: services[0].tcp[0]: 0 is not a port (1..65535)"},
+		{SERVICE_TCP("65536"),
+		 "policy.json:1:71: services[0].tcp[0]: 65536 is not a port (1..65535)"},
+		{SERVICE_TCP("-1"),
+		 "policy.json:1:71: services[0].tcp[0]: -1 is not a port (1..65535)"},
+		{SERVICE_TCP("443.5"),
+		 "policy.json:1:71: services[0].tcp[0]: expected a port number (an integer), "
+		 "got a real number"},
+		{SERVICE_TCP("443.0"),
+		 "policy.json:1:71: services[0].tcp[0]: expected a port number (an integer), "
+		 "got a real number"},
+		{SERVICE_TCP("\"443\""),
+		 "policy.json:1:71: services[0].tcp[0]: expected a port number (an integer), "
+		 "got a string"},
+		{SERVICE_TCP("80, 4294967297"),
+		 "policy.json:1:75: services[0].tcp[1]: 4294967297 is not a port (1..65535)"},
+		{"{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"52.94.2.1\", "
+		 "\"udp\": 53}]}",
+		 "policy.json:1:70: services[0].udp: expected an array of ports, got an integer"},
 	};
 	struct rw_policy p;
 
@@ -329,12 +332,14 @@ static void test_duplicate_port(void **state)
 {
 	struct rw_policy p;
 
-	expect_example_refused("[443, 8443, 3128]", "[443, 8443, 443]",
-			       "policy.json:6:73: services[0].tcp[2]: port 443 is already listed at "
-			       "services[0].tcp[0]");
+	expect_example_refused(
+		"[443, 8443, 3128]", "[443, 8443, 443]",
+		"policy.json:6:73: services[0].tcp[2]: port 443 is already listed at "
+		"services[0].tcp[0]");
 	/* the same port over tcp and udp is two different things */
 	parse_ok("{\"revision\": 1, \"inbound\": [{\"name\": \"dns\", \"cidr\": \"10.0.0.0/8\", "
-		 "\"tcp\": [53], \"udp\": [53]}]}", &p);
+		 "\"tcp\": [53], \"udp\": [53]}]}",
+		 &p);
 	assert_int_equal(p.inbound[0].tcp[0], 53);
 	assert_int_equal(p.inbound[0].udp[0], 53);
 	rw_policy_free(&p);
@@ -343,13 +348,13 @@ static void test_duplicate_port(void **state)
 static void test_rule_without_port(void **state)
 {
 	static const struct refusal cases[] = {
-		{ "{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"52.94.2.1\"}]}",
-		  "policy.json:1:30: services[0]: allows no port (give \"tcp\" and/or \"udp\" "
-		  "ports)" },
-		{ "{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"52.94.2.1\", "
-		  "\"tcp\": [], \"udp\": []}]}",
-		  "policy.json:1:30: services[0]: allows no port (give \"tcp\" and/or \"udp\" "
-		  "ports)" },
+		{"{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"52.94.2.1\"}]}",
+		 "policy.json:1:30: services[0]: allows no port (give \"tcp\" and/or \"udp\" "
+		 "ports)"},
+		{"{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"52.94.2.1\", "
+		 "\"tcp\": [], \"udp\": []}]}",
+		 "policy.json:1:30: services[0]: allows no port (give \"tcp\" and/or \"udp\" "
+		 "ports)"},
 	};
 
 	expect_all_refused(cases, ARRAY_LEN(cases));
@@ -363,17 +368,17 @@ static void test_rule_without_port(void **state)
 static void test_unknown_keys(void **state)
 {
 	static const struct refusal cases[] = {
-		{ "{\"revision\": 1, \"servics\": []}",
-		  "policy.json:1:17: servics: unknown key (expected one of: revision, egress, deny, "
-		  "services, inbound, runs)" },
-		{ "{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"52.94.2.1\", "
-		  "\"port\": 80}]}",
-		  "policy.json:1:63: services[0].port: unknown key (expected one of: name, ip, "
-		  "cidr, tcp, udp)" },
+		{"{\"revision\": 1, \"servics\": []}",
+		 "policy.json:1:17: servics: unknown key (expected one of: revision, egress, deny, "
+		 "services, inbound, runs)"},
+		{"{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"52.94.2.1\", "
+		 "\"port\": 80}]}",
+		 "policy.json:1:63: services[0].port: unknown key (expected one of: name, ip, "
+		 "cidr, tcp, udp)"},
 		/* keys that are not plain words are quoted, control characters escaped */
-		{ "{\"revision\": 1, \"a b\\n\": 1}",
-		  "policy.json:1:17: [\"a b\\u000a\"]: unknown key (expected one of: revision, "
-		  "egress, deny, services, inbound, runs)" },
+		{"{\"revision\": 1, \"a b\\n\": 1}",
+		 "policy.json:1:17: [\"a b\\u000a\"]: unknown key (expected one of: revision, "
+		 "egress, deny, services, inbound, runs)"},
 	};
 
 	expect_all_refused(cases, ARRAY_LEN(cases));
@@ -381,30 +386,30 @@ static void test_unknown_keys(void **state)
 			       "policy.json:17:6: runs[1].alow: unknown key (expected one of: id, "
 			       "pods, egress, allow)");
 	/* a run's allow rule has no name */
-	expect_example_refused("{\"cidr\": \"52.194.9.0/24\"",
-			       "{\"name\": \"db\", \"cidr\": \"52.194.9.0/24\"",
-			       "policy.json:17:17: runs[1].allow[0].name: unknown key (expected one "
-			       "of: ip, cidr, tcp, udp)");
+	expect_example_refused(
+		"{\"cidr\": \"52.194.9.0/24\"", "{\"name\": \"db\", \"cidr\": \"52.194.9.0/24\"",
+		"policy.json:17:17: runs[1].allow[0].name: unknown key (expected one "
+		"of: ip, cidr, tcp, udp)");
 }
 
 static void test_wrong_types(void **state)
 {
 	static const struct refusal cases[] = {
-		{ "[]", "policy.json:1:1: (document): expected an object, got an array" },
-		{ "{\"revision\": 1, \"services\": {}}",
-		  "policy.json:1:29: services: expected an array, got an object" },
-		{ "{\"revision\": 1, \"runs\": [\"run-1\"]}",
-		  "policy.json:1:26: runs[0]: expected an object, got a string" },
-		{ "{\"revision\": 1, \"deny\": [10]}",
-		  "policy.json:1:26: deny[0]: expected a string, got an integer" },
-		{ "{\"revision\": 1, \"egress\": true}",
-		  "policy.json:1:27: egress: expected a string, got a boolean" },
-		{ "{\"revision\": 1, \"runs\": [{\"id\": \"a\", \"pods\": \"10.1.2.3\"}]}",
-		  "policy.json:1:46: runs[0].pods: expected an array, got a string" },
-		{ "{\"revision\": 1, \"runs\": [{\"id\": 7, \"pods\": []}]}",
-		  "policy.json:1:33: runs[0].id: expected a string, got an integer" },
-		{ "{\"revision\": 1, \"inbound\": [[]]}",
-		  "policy.json:1:29: inbound[0]: expected an object, got an array" },
+		{"[]", "policy.json:1:1: (document): expected an object, got an array"},
+		{"{\"revision\": 1, \"services\": {}}",
+		 "policy.json:1:29: services: expected an array, got an object"},
+		{"{\"revision\": 1, \"runs\": [\"run-1\"]}",
+		 "policy.json:1:26: runs[0]: expected an object, got a string"},
+		{"{\"revision\": 1, \"deny\": [10]}",
+		 "policy.json:1:26: deny[0]: expected a string, got an integer"},
+		{"{\"revision\": 1, \"egress\": true}",
+		 "policy.json:1:27: egress: expected a string, got a boolean"},
+		{"{\"revision\": 1, \"runs\": [{\"id\": \"a\", \"pods\": \"10.1.2.3\"}]}",
+		 "policy.json:1:46: runs[0].pods: expected an array, got a string"},
+		{"{\"revision\": 1, \"runs\": [{\"id\": 7, \"pods\": []}]}",
+		 "policy.json:1:33: runs[0].id: expected a string, got an integer"},
+		{"{\"revision\": 1, \"inbound\": [[]]}",
+		 "policy.json:1:29: inbound[0]: expected an object, got an array"},
 	};
 
 	expect_all_refused(cases, ARRAY_LEN(cases));
@@ -413,16 +418,16 @@ static void test_wrong_types(void **state)
 static void test_missing_keys(void **state)
 {
 	static const struct refusal cases[] = {
-		{ "{\"revision\": 1, \"services\": [{\"ip\": \"52.94.2.1\", \"tcp\": [80]}]}",
-		  "policy.json:1:30: services[0].name: required key is missing" },
-		{ "{\"revision\": 1, \"inbound\": [{\"cidr\": \"10.0.0.0/8\", \"tcp\": [80]}]}",
-		  "policy.json:1:29: inbound[0].name: required key is missing" },
-		{ "{\"revision\": 1, \"runs\": [{\"pods\": []}]}",
-		  "policy.json:1:26: runs[0].id: required key is missing" },
-		{ "{\"revision\": 1, \"runs\": [{\"id\": \"a\"}]}",
-		  "policy.json:1:26: runs[0].pods: required key is missing" },
-		{ "{\"revision\": 1, \"services\": [{\"name\": \"s\", \"tcp\": [80]}]}",
-		  "policy.json:1:30: services[0]: needs \"ip\" or \"cidr\"" },
+		{"{\"revision\": 1, \"services\": [{\"ip\": \"52.94.2.1\", \"tcp\": [80]}]}",
+		 "policy.json:1:30: services[0].name: required key is missing"},
+		{"{\"revision\": 1, \"inbound\": [{\"cidr\": \"10.0.0.0/8\", \"tcp\": [80]}]}",
+		 "policy.json:1:29: inbound[0].name: required key is missing"},
+		{"{\"revision\": 1, \"runs\": [{\"pods\": []}]}",
+		 "policy.json:1:26: runs[0].id: required key is missing"},
+		{"{\"revision\": 1, \"runs\": [{\"id\": \"a\"}]}",
+		 "policy.json:1:26: runs[0].pods: required key is missing"},
+		{"{\"revision\": 1, \"services\": [{\"name\": \"s\", \"tcp\": [80]}]}",
+		 "policy.json:1:30: services[0]: needs \"ip\" or \"cidr\""},
 	};
 
 	expect_all_refused(cases, ARRAY_LEN(cases));
@@ -446,23 +451,23 @@ static void test_ip_and_cidr(void **state)
 static void test_bad_ipv4(void **state)
 {
 	static const struct refusal cases[] = {
-		{ SERVICE_IP("\"10.1.2.300\""),
-		  "policy.json:1:50: services[0].ip: \"10.1.2.300\" is not an IPv4 address" },
-		{ SERVICE_IP("\"010.1.1.1\""),
-		  "policy.json:1:50: services[0].ip: \"010.1.1.1\" is not an IPv4 address" },
-		{ SERVICE_IP("\"10.1\""),
-		  "policy.json:1:50: services[0].ip: \"10.1\" is not an IPv4 address" },
-		{ SERVICE_IP("\" 10.1.1.1\""),
-		  "policy.json:1:50: services[0].ip: \" 10.1.1.1\" is not an IPv4 address" },
-		{ SERVICE_IP("\"::1\""),
-		  "policy.json:1:50: services[0].ip: \"::1\" is not an IPv4 address" },
-		{ SERVICE_IP("\"\""),
-		  "policy.json:1:50: services[0].ip: \"\" is not an IPv4 address" },
-		{ SERVICE_IP("\"10.0.0.0/8\""),
-		  "policy.json:1:50: services[0].ip: \"10.0.0.0/8\" is not an IPv4 address (use "
-		  "\"cidr\" for a range)" },
-		{ SERVICE_IP("167772161"),
-		  "policy.json:1:50: services[0].ip: expected a string, got an integer" },
+		{SERVICE_IP("\"10.1.2.300\""),
+		 "policy.json:1:50: services[0].ip: \"10.1.2.300\" is not an IPv4 address"},
+		{SERVICE_IP("\"010.1.1.1\""),
+		 "policy.json:1:50: services[0].ip: \"010.1.1.1\" is not an IPv4 address"},
+		{SERVICE_IP("\"10.1\""),
+		 "policy.json:1:50: services[0].ip: \"10.1\" is not an IPv4 address"},
+		{SERVICE_IP("\" 10.1.1.1\""),
+		 "policy.json:1:50: services[0].ip: \" 10.1.1.1\" is not an IPv4 address"},
+		{SERVICE_IP("\"::1\""),
+		 "policy.json:1:50: services[0].ip: \"::1\" is not an IPv4 address"},
+		{SERVICE_IP("\"\""),
+		 "policy.json:1:50: services[0].ip: \"\" is not an IPv4 address"},
+		{SERVICE_IP("\"10.0.0.0/8\""),
+		 "policy.json:1:50: services[0].ip: \"10.0.0.0/8\" is not an IPv4 address (use "
+		 "\"cidr\" for a range)"},
+		{SERVICE_IP("167772161"),
+		 "policy.json:1:50: services[0].ip: expected a string, got an integer"},
 	};
 
 	expect_all_refused(cases, ARRAY_LEN(cases));
@@ -479,17 +484,17 @@ static void test_bad_ipv4(void **state)
 static void test_bad_cidr(void **state)
 {
 	static const struct refusal cases[] = {
-		{ DENY("\"10.0.0.0/33\""), NOT_A_CIDR("10.0.0.0/33") },
-		{ DENY("\"10.0.0.0\""), NOT_A_CIDR("10.0.0.0") },
-		{ DENY("\"10.0.0.0/\""), NOT_A_CIDR("10.0.0.0/") },
-		{ DENY("\"10.0.0.0/08\""), NOT_A_CIDR("10.0.0.0/08") },
-		{ DENY("\"10.0.0.0/-1\""), NOT_A_CIDR("10.0.0.0/-1") },
-		{ DENY("\"10.0.0.0/+8\""), NOT_A_CIDR("10.0.0.0/+8") },
-		{ DENY("\"10.0.0.0/8 \""), NOT_A_CIDR("10.0.0.0/8 ") },
-		{ DENY("\"10.0.0.0/8/8\""), NOT_A_CIDR("10.0.0.0/8/8") },
-		{ DENY("\"10.0.0/8\""), NOT_A_CIDR("10.0.0/8") },
-		{ DENY("\"010.0.0.0/8\""), NOT_A_CIDR("010.0.0.0/8") },
-		{ DENY("\"/8\""), NOT_A_CIDR("/8") },
+		{DENY("\"10.0.0.0/33\""), NOT_A_CIDR("10.0.0.0/33")},
+		{DENY("\"10.0.0.0\""), NOT_A_CIDR("10.0.0.0")},
+		{DENY("\"10.0.0.0/\""), NOT_A_CIDR("10.0.0.0/")},
+		{DENY("\"10.0.0.0/08\""), NOT_A_CIDR("10.0.0.0/08")},
+		{DENY("\"10.0.0.0/-1\""), NOT_A_CIDR("10.0.0.0/-1")},
+		{DENY("\"10.0.0.0/+8\""), NOT_A_CIDR("10.0.0.0/+8")},
+		{DENY("\"10.0.0.0/8 \""), NOT_A_CIDR("10.0.0.0/8 ")},
+		{DENY("\"10.0.0.0/8/8\""), NOT_A_CIDR("10.0.0.0/8/8")},
+		{DENY("\"10.0.0/8\""), NOT_A_CIDR("10.0.0/8")},
+		{DENY("\"010.0.0.0/8\""), NOT_A_CIDR("010.0.0.0/8")},
+		{DENY("\"/8\""), NOT_A_CIDR("/8")},
 	};
 	struct rw_policy p;
 
@@ -512,9 +517,10 @@ static void test_cidr_host_bits(void **state)
 	expect_refused(DENY("\"1.2.3.4/0\""),
 		       "policy.json:1:26: deny[0]: \"1.2.3.4/0\" has host bits set: did you mean "
 		       "0.0.0.0/0?");
-	expect_example_refused("\"52.194.9.0/24\"", "\"52.194.9.1/24\"",
-			       "policy.json:17:25: runs[1].allow[0].cidr: \"52.194.9.1/24\" has host "
-			       "bits set: did you mean 52.194.9.0/24?");
+	expect_example_refused(
+		"\"52.194.9.0/24\"", "\"52.194.9.1/24\"",
+		"policy.json:17:25: runs[1].allow[0].cidr: \"52.194.9.1/24\" has host "
+		"bits set: did you mean 52.194.9.0/24?");
 }
 
 /* One service with the given "cidr" value, at column 52. */
@@ -524,24 +530,24 @@ static void test_cidr_host_bits(void **state)
 static void test_metadata_coverage(void **state)
 {
 	static const struct refusal cases[] = {
-		{ SERVICE_IP("\"169.254.169.254\""),
-		  "policy.json:1:50: services[0].ip: \"169.254.169.254\" covers the metadata "
-		  "address 169.254.169.254" },
-		{ SERVICE_CIDR("\"169.254.170.2/32\""),
-		  "policy.json:1:52: services[0].cidr: \"169.254.170.2/32\" covers the metadata "
-		  "address 169.254.170.2" },
-		{ SERVICE_CIDR("\"169.254.0.0/16\""),
-		  "policy.json:1:52: services[0].cidr: \"169.254.0.0/16\" covers the metadata "
-		  "address 169.254.169.254" },
-		{ SERVICE_CIDR("\"169.254.169.252/31\""),
-		  "policy.json:1:52: services[0].cidr: \"169.254.169.252/31\" covers the metadata "
-		  "address 169.254.169.253" },
-		{ SERVICE_CIDR("\"0.0.0.0/0\""),
-		  "policy.json:1:52: services[0].cidr: \"0.0.0.0/0\" covers the metadata address "
-		  "169.254.169.254" },
-		{ SERVICE_CIDR("\"100.100.100.0/24\""),
-		  "policy.json:1:52: services[0].cidr: \"100.100.100.0/24\" covers the metadata "
-		  "address 100.100.100.200" },
+		{SERVICE_IP("\"169.254.169.254\""),
+		 "policy.json:1:50: services[0].ip: \"169.254.169.254\" covers the metadata "
+		 "address 169.254.169.254"},
+		{SERVICE_CIDR("\"169.254.170.2/32\""),
+		 "policy.json:1:52: services[0].cidr: \"169.254.170.2/32\" covers the metadata "
+		 "address 169.254.170.2"},
+		{SERVICE_CIDR("\"169.254.0.0/16\""),
+		 "policy.json:1:52: services[0].cidr: \"169.254.0.0/16\" covers the metadata "
+		 "address 169.254.169.254"},
+		{SERVICE_CIDR("\"169.254.169.252/31\""),
+		 "policy.json:1:52: services[0].cidr: \"169.254.169.252/31\" covers the metadata "
+		 "address 169.254.169.253"},
+		{SERVICE_CIDR("\"0.0.0.0/0\""),
+		 "policy.json:1:52: services[0].cidr: \"0.0.0.0/0\" covers the metadata address "
+		 "169.254.169.254"},
+		{SERVICE_CIDR("\"100.100.100.0/24\""),
+		 "policy.json:1:52: services[0].cidr: \"100.100.100.0/24\" covers the metadata "
+		 "address 100.100.100.200"},
 	};
 	struct rw_policy p;
 
@@ -564,22 +570,23 @@ static void test_metadata_coverage(void **state)
 /* Run rules name public destinations only: overlapping a built-in range or the deny list is
  * refused with the rule's path and the range. Services may still name private addresses.
  */
-#define RUN_RULE_TAIL ": run rules name public destinations only (only services may name " \
+#define RUN_RULE_TAIL                                                        \
+	": run rules name public destinations only (only services may name " \
 	"private addresses)"
 
 static void test_run_rules_public_only(void **state)
 {
 	static const struct refusal cases[] = {
-		{ "{\"revision\": 1, \"deny\": [\"52.194.0.0/16\"], \"runs\": [{\"id\": \"a\", "
-		  "\"pods\": [\"10.1.2.3\"], \"allow\": [{\"cidr\": \"52.194.9.0/24\", \"tcp\": "
-		  "[5432]}]}]}",
-		  "policy.json:1:106: runs[0].allow[0].cidr: \"52.194.9.0/24\" overlaps "
-		  "52.194.0.0/16 (deny[0]), denied by the snapshot" RUN_RULE_TAIL },
-		{ "{\"revision\": 1, \"runs\": [{\"id\": \"a\", \"pods\": [\"10.1.2.3\"], \"allow\": "
-		  "[{\"ip\": \"52.1.2.3\", \"tcp\": [443]}, {\"cidr\": \"52.0.0.0/6\", \"udp\": [53]}]}],"
-		  " \"deny\": [\"53.0.0.0/8\"]}",
-		  "policy.json:1:113: runs[0].allow[1].cidr: \"52.0.0.0/6\" overlaps 53.0.0.0/8 "
-		  "(deny[0]), denied by the snapshot" RUN_RULE_TAIL },
+		{"{\"revision\": 1, \"deny\": [\"52.194.0.0/16\"], \"runs\": [{\"id\": \"a\", "
+		 "\"pods\": [\"10.1.2.3\"], \"allow\": [{\"cidr\": \"52.194.9.0/24\", \"tcp\": "
+		 "[5432]}]}]}",
+		 "policy.json:1:106: runs[0].allow[0].cidr: \"52.194.9.0/24\" overlaps "
+		 "52.194.0.0/16 (deny[0]), denied by the snapshot" RUN_RULE_TAIL},
+		{"{\"revision\": 1, \"runs\": [{\"id\": \"a\", \"pods\": [\"10.1.2.3\"], \"allow\": "
+		 "[{\"ip\": \"52.1.2.3\", \"tcp\": [443]}, {\"cidr\": \"52.0.0.0/6\", \"udp\": [53]}]}],"
+		 " \"deny\": [\"53.0.0.0/8\"]}",
+		 "policy.json:1:113: runs[0].allow[1].cidr: \"52.0.0.0/6\" overlaps 53.0.0.0/8 "
+		 "(deny[0]), denied by the snapshot" RUN_RULE_TAIL},
 	};
 	struct rw_policy p;
 
@@ -595,21 +602,25 @@ static void test_run_rules_public_only(void **state)
 	expect_example_refused("{\"cidr\": \"52.194.9.0/24\"", "{\"ip\": \"169.254.1.1\"",
 			       "policy.json:17:23: runs[1].allow[0].ip: \"169.254.1.1\" overlaps "
 			       "169.254.0.0/16, a private or special-purpose range" RUN_RULE_TAIL);
-	expect_example_refused("{\"cidr\": \"52.194.9.0/24\"", "{\"cidr\": \"100.64.0.0/12\"",
-			       "policy.json:17:25: runs[1].allow[0].cidr: \"100.64.0.0/12\" overlaps "
-			       "100.64.0.0/10, a private or special-purpose range" RUN_RULE_TAIL);
-	expect_example_refused("{\"cidr\": \"52.194.9.0/24\"", "{\"cidr\": \"172.20.9.0/24\"",
-			       "policy.json:17:25: runs[1].allow[0].cidr: \"172.20.9.0/24\" overlaps "
-			       "172.16.0.0/12, a private or special-purpose range" RUN_RULE_TAIL);
+	expect_example_refused(
+		"{\"cidr\": \"52.194.9.0/24\"", "{\"cidr\": \"100.64.0.0/12\"",
+		"policy.json:17:25: runs[1].allow[0].cidr: \"100.64.0.0/12\" overlaps "
+		"100.64.0.0/10, a private or special-purpose range" RUN_RULE_TAIL);
+	expect_example_refused(
+		"{\"cidr\": \"52.194.9.0/24\"", "{\"cidr\": \"172.20.9.0/24\"",
+		"policy.json:17:25: runs[1].allow[0].cidr: \"172.20.9.0/24\" overlaps "
+		"172.16.0.0/12, a private or special-purpose range" RUN_RULE_TAIL);
 	expect_all_refused(cases, ARRAY_LEN(cases));
 	/* The same address is fine for the platform's services, and a public neighbour of a
 	 * range is fine for a run.
 	 */
 	parse_ok("{\"revision\": 1, \"services\": [{\"name\": \"db\", \"cidr\": \"10.0.5.0/24\", "
-		 "\"tcp\": [5432]}]}", &p);
+		 "\"tcp\": [5432]}]}",
+		 &p);
 	rw_policy_free(&p);
 	parse_ok("{\"revision\": 1, \"runs\": [{\"id\": \"a\", \"pods\": [\"10.1.2.3\"], "
-		 "\"allow\": [{\"cidr\": \"11.0.0.0/8\", \"tcp\": [443]}]}]}", &p);
+		 "\"allow\": [{\"cidr\": \"11.0.0.0/8\", \"tcp\": [443]}]}]}",
+		 &p);
 	rw_policy_free(&p);
 }
 
@@ -622,9 +633,12 @@ static char *many_rules(size_t services, size_t rules)
 	assert_non_null(s);
 	len += snprintf(s + len, cap - len, "{\"revision\": 1, \"services\": [");
 	for (size_t i = 0; i < services; i++)
-		len += snprintf(s + len, cap - len, "%s{\"name\": \"s%zu\", \"ip\": \"52.%zu.%zu.1\", "
-				"\"tcp\": [443]}", i ? ", " : "", i, i / 256, i % 256);
-	len += snprintf(s + len, cap - len, "], \"runs\": [{\"id\": \"a\", \"pods\": [\"10.1.2.3\"], "
+		len += snprintf(s + len, cap - len,
+				"%s{\"name\": \"s%zu\", \"ip\": \"52.%zu.%zu.1\", "
+				"\"tcp\": [443]}",
+				i ? ", " : "", i, i / 256, i % 256);
+	len += snprintf(s + len, cap - len,
+			"], \"runs\": [{\"id\": \"a\", \"pods\": [\"10.1.2.3\"], "
 			"\"allow\": [");
 	for (size_t i = 0; i < rules; i++)
 		len += snprintf(s + len, cap - len, "%s{\"ip\": \"53.%zu.%zu.1\", \"tcp\": [%zu]}",
@@ -675,26 +689,26 @@ static void test_rule_id_limits(void **state)
 static void test_pod_addresses(void **state)
 {
 	static const struct refusal cases[] = {
-		{ RUN_PODS("\"169.254.169.254\""),
-		  "policy.json:1:47: runs[0].pods[0]: \"169.254.169.254\" cannot be a pod address: "
-		  "it is a metadata address" },
-		{ RUN_PODS("\"100.100.100.200\""),
-		  "policy.json:1:47: runs[0].pods[0]: \"100.100.100.200\" cannot be a pod address: "
-		  "it is a metadata address" },
-		{ RUN_PODS("\"0.0.0.0\""),
-		  "policy.json:1:47: runs[0].pods[0]: \"0.0.0.0\" cannot be a pod address: it is "
-		  "the unspecified address" },
-		{ RUN_PODS("\"255.255.255.255\""),
-		  "policy.json:1:47: runs[0].pods[0]: \"255.255.255.255\" cannot be a pod address: "
-		  "it is the broadcast address" },
-		{ RUN_PODS("\"224.0.0.1\""),
-		  "policy.json:1:47: runs[0].pods[0]: \"224.0.0.1\" cannot be a pod address: it is "
-		  "a multicast address" },
-		{ RUN_PODS("\"239.255.255.255\""),
-		  "policy.json:1:47: runs[0].pods[0]: \"239.255.255.255\" cannot be a pod address: "
-		  "it is a multicast address" },
-		{ RUN_PODS("\"10.0.0.0/32\""),
-		  "policy.json:1:47: runs[0].pods[0]: \"10.0.0.0/32\" is not an IPv4 address" },
+		{RUN_PODS("\"169.254.169.254\""),
+		 "policy.json:1:47: runs[0].pods[0]: \"169.254.169.254\" cannot be a pod address: "
+		 "it is a metadata address"},
+		{RUN_PODS("\"100.100.100.200\""),
+		 "policy.json:1:47: runs[0].pods[0]: \"100.100.100.200\" cannot be a pod address: "
+		 "it is a metadata address"},
+		{RUN_PODS("\"0.0.0.0\""),
+		 "policy.json:1:47: runs[0].pods[0]: \"0.0.0.0\" cannot be a pod address: it is "
+		 "the unspecified address"},
+		{RUN_PODS("\"255.255.255.255\""),
+		 "policy.json:1:47: runs[0].pods[0]: \"255.255.255.255\" cannot be a pod address: "
+		 "it is the broadcast address"},
+		{RUN_PODS("\"224.0.0.1\""),
+		 "policy.json:1:47: runs[0].pods[0]: \"224.0.0.1\" cannot be a pod address: it is "
+		 "a multicast address"},
+		{RUN_PODS("\"239.255.255.255\""),
+		 "policy.json:1:47: runs[0].pods[0]: \"239.255.255.255\" cannot be a pod address: "
+		 "it is a multicast address"},
+		{RUN_PODS("\"10.0.0.0/32\""),
+		 "policy.json:1:47: runs[0].pods[0]: \"10.0.0.0/32\" is not an IPv4 address"},
 	};
 	struct rw_policy p;
 
@@ -750,29 +764,30 @@ static void test_duplicate_run_id(void **state)
 
 /* One run with the given id, at column 33. */
 #define RUN_ID(id) "{\"revision\": 1, \"runs\": [{\"id\": " id ", \"pods\": []}]}"
-#define NOT_A_RUN_ID(s) \
+#define NOT_A_RUN_ID(s)                                                                         \
 	"policy.json:1:33: runs[0].id: \"" s "\" is not a run id (1..63 characters of A-Z a-z " \
 	"0-9 . _ -)"
 #define ID_63 "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789."
 /* One service with the given name, at column 39. */
-#define SERVICE_NAME(name) \
-	"{\"revision\": 1, \"services\": [{\"name\": " name ", \"ip\": \"52.94.2.1\", \"tcp\": [80]}]}"
-#define NOT_A_NAME(s) \
+#define SERVICE_NAME(name)                                  \
+	"{\"revision\": 1, \"services\": [{\"name\": " name \
+	", \"ip\": \"52.94.2.1\", \"tcp\": [80]}]}"
+#define NOT_A_NAME(s)                                                                         \
 	"policy.json:1:39: services[0].name: \"" s "\" is not a name (1..63 printable ASCII " \
 	"characters)"
 
 static void test_run_ids_and_names(void **state)
 {
 	static const struct refusal cases[] = {
-		{ RUN_ID("\"run 1\""), NOT_A_RUN_ID("run 1") },
-		{ RUN_ID("\"\""), NOT_A_RUN_ID("") },
-		{ RUN_ID("\"run/1\""), NOT_A_RUN_ID("run/1") },
-		{ RUN_ID("\"r\\u00fcn\""), NOT_A_RUN_ID("r\xc3\xbcn") },
-		{ RUN_ID("\"" ID_63 "x\""), NOT_A_RUN_ID(ID_63 "x") },
-		{ SERVICE_NAME("\"\""), NOT_A_NAME("") },
-		{ SERVICE_NAME("\"a\\tb\""), NOT_A_NAME("a\\u0009b") },
-		{ SERVICE_NAME("\"" ID_63 "x\""), NOT_A_NAME(ID_63 "x") },
-		{ SERVICE_NAME("\"caf\\u00e9\""), NOT_A_NAME("caf\xc3\xa9") },
+		{RUN_ID("\"run 1\""), NOT_A_RUN_ID("run 1")},
+		{RUN_ID("\"\""), NOT_A_RUN_ID("")},
+		{RUN_ID("\"run/1\""), NOT_A_RUN_ID("run/1")},
+		{RUN_ID("\"r\\u00fcn\""), NOT_A_RUN_ID("r\xc3\xbcn")},
+		{RUN_ID("\"" ID_63 "x\""), NOT_A_RUN_ID(ID_63 "x")},
+		{SERVICE_NAME("\"\""), NOT_A_NAME("")},
+		{SERVICE_NAME("\"a\\tb\""), NOT_A_NAME("a\\u0009b")},
+		{SERVICE_NAME("\"" ID_63 "x\""), NOT_A_NAME(ID_63 "x")},
+		{SERVICE_NAME("\"caf\\u00e9\""), NOT_A_NAME("caf\xc3\xa9")},
 	};
 	struct rw_policy p;
 
@@ -811,13 +826,13 @@ static void test_duplicate_key(void **state)
 static void test_syntax_errors(void **state)
 {
 	static const struct refusal cases[] = {
-		{ "", "policy.json:1:1: (document): '[' or '{' expected near end of file" },
-		{ "{\"revision\": 1,}",
-		  "policy.json:1:16: (document): string or '}' expected near '}'" },
-		{ "{\"revision\": 1} x",
-		  "policy.json:1:17: (document): end of file expected near 'x'" },
-		{ "{\"revision\": 99999999999999999999}",
-		  "policy.json:1:33: (document): too big integer near '99999999999999999999'" },
+		{"", "policy.json:1:1: (document): '[' or '{' expected near end of file"},
+		{"{\"revision\": 1,}",
+		 "policy.json:1:16: (document): string or '}' expected near '}'"},
+		{"{\"revision\": 1} x",
+		 "policy.json:1:17: (document): end of file expected near 'x'"},
+		{"{\"revision\": 99999999999999999999}",
+		 "policy.json:1:33: (document): too big integer near '99999999999999999999'"},
 	};
 
 	expect_all_refused(cases, ARRAY_LEN(cases));
@@ -832,20 +847,20 @@ static void test_error_positions(void **state)
 {
 	static const struct refusal cases[] = {
 		/* each escaped key is 5 characters longer than its plain spelling: 71 + 10 */
-		{ "{\"r\\u0065vision\": 1, \"\\u0073ervices\": [{\"name\": \"s\", \"ip\": "
-		  "\"52.94.2.1\", \"tcp\": [0]}]}",
-		  "policy.json:1:81: services[0].tcp[0]: 0 is not a port (1..65535)" },
-		{ "{\"revision\": 1, \"services\": [{\"name\": \"a]},\\\"[{\", \"ip\": \"52.94.2.1\", "
-		  "\"tcp\": [80]}, {\"name\": \"b\", \"ip\": \"192.0.2.2\", \"tcp\": [0]}]}",
-		  "policy.json:1:125: services[1].tcp[0]: 0 is not a port (1..65535)" },
+		{"{\"r\\u0065vision\": 1, \"\\u0073ervices\": [{\"name\": \"s\", \"ip\": "
+		 "\"52.94.2.1\", \"tcp\": [0]}]}",
+		 "policy.json:1:81: services[0].tcp[0]: 0 is not a port (1..65535)"},
+		{"{\"revision\": 1, \"services\": [{\"name\": \"a]},\\\"[{\", \"ip\": \"52.94.2.1\", "
+		 "\"tcp\": [80]}, {\"name\": \"b\", \"ip\": \"192.0.2.2\", \"tcp\": [0]}]}",
+		 "policy.json:1:125: services[1].tcp[0]: 0 is not a port (1..65535)"},
 		/* members after nested containers; a tab is one column, lines end at \n only */
-		{ "{\"deny\": [], \"services\": [{\"name\": \"x\", \"ip\": \"52.94.2.1\", \"tcp\": [80]}],"
-		  "\r\n\t\"egress\": 5, \"revision\": 1}",
-		  "policy.json:2:12: egress: expected a string, got an integer" },
-		{ "{\"revision\": 1, \"runs\": [{\"pods\": [], \"allow\": [{\"ip\": \"52.94.2.1\", "
-		  "\"tcp\": [80], \"udp\": [53]}], \"id\": \"a b\"}]}",
-		  "policy.json:1:103: runs[0].id: \"a b\" is not a run id (1..63 characters of "
-		  "A-Z a-z 0-9 . _ -)" },
+		{"{\"deny\": [], \"services\": [{\"name\": \"x\", \"ip\": \"52.94.2.1\", \"tcp\": [80]}],"
+		 "\r\n\t\"egress\": 5, \"revision\": 1}",
+		 "policy.json:2:12: egress: expected a string, got an integer"},
+		{"{\"revision\": 1, \"runs\": [{\"pods\": [], \"allow\": [{\"ip\": \"52.94.2.1\", "
+		 "\"tcp\": [80], \"udp\": [53]}], \"id\": \"a b\"}]}",
+		 "policy.json:1:103: runs[0].id: \"a b\" is not a run id (1..63 characters of "
+		 "A-Z a-z 0-9 . _ -)"},
 	};
 
 	expect_all_refused(cases, ARRAY_LEN(cases));
@@ -979,7 +994,7 @@ static void test_parse_stdin(void **state)
 	assert_int_equal(dup2(saved, STDIN_FILENO), STDIN_FILENO);
 	close(saved);
 	assert_string_equal(err.text, "<stdin>:1:27: egress: \"shut\" is not an egress mode "
-			    "(expected \"allowlist\" or \"open\")");
+				      "(expected \"allowlist\" or \"open\")");
 	assert_int_equal(rc, -EINVAL);
 }
 
@@ -1002,7 +1017,8 @@ static int run_equal(const char *a, const char *b)
 }
 
 #define ONE_RUN(node, run) "{\"revision\": 1" node ", \"runs\": [{\"id\": \"a\"" run "}]}"
-#define R1 ", \"pods\": [\"10.0.0.1\", \"10.0.0.2\"], \"allow\": [" \
+#define R1                                                       \
+	", \"pods\": [\"10.0.0.1\", \"10.0.0.2\"], \"allow\": [" \
 	"{\"ip\": \"52.94.2.1\", \"tcp\": [80, 443]}, {\"cidr\": \"52.195.100.0/24\", \"udp\": [53]}]"
 
 /* The digest an apply uses to skip runs that did not change: equal for the same run written the
@@ -1059,10 +1075,11 @@ static void test_run_equal(void **state)
 
 	assert_true(run_equal(ONE_RUN("", R1), ONE_RUN(", \"egress\": \"allowlist\"", R1)));
 	/* order-insensitive: pods, rules and ports in another order are the same policy */
-	assert_true(run_equal(ONE_RUN("", R1),
-			      ONE_RUN("", ", \"allow\": [{\"cidr\": \"52.195.100.0/24\", \"udp\": "
-				      "[53]}, {\"tcp\": [443, 80], \"ip\": \"52.94.2.1\"}], \"pods\": "
-				      "[\"10.0.0.2\", \"10.0.0.1\"]")));
+	assert_true(run_equal(
+		ONE_RUN("", R1),
+		ONE_RUN("", ", \"allow\": [{\"cidr\": \"52.195.100.0/24\", \"udp\": "
+			    "[53]}, {\"tcp\": [443, 80], \"ip\": \"52.94.2.1\"}], \"pods\": "
+			    "[\"10.0.0.2\", \"10.0.0.1\"]")));
 	/* the effective egress counts: explicit "allowlist" under an allowlist node is equal,
 	 * an inherited mode changes with the node's
 	 */
@@ -1072,32 +1089,37 @@ static void test_run_equal(void **state)
 			      ONE_RUN("", R1 ", \"egress\": \"open\"")));
 	assert_false(run_equal(ONE_RUN("", R1), ONE_RUN("", R1 ", \"egress\": \"open\"")));
 
-	assert_false(run_equal(ONE_RUN("", R1),
-			       "{\"revision\": 1, \"runs\": [{\"id\": \"b\"" R1 "}]}"));
-	assert_false(run_equal(ONE_RUN("", R1),
-			       ONE_RUN("", ", \"pods\": [\"10.0.0.1\", \"10.0.0.3\"], \"allow\": ["
-				       "{\"ip\": \"52.94.2.1\", \"tcp\": [80, 443]}, {\"cidr\": "
-				       "\"52.195.100.0/24\", \"udp\": [53]}]")));
-	assert_false(run_equal(ONE_RUN("", R1),
-			       ONE_RUN("", ", \"pods\": [\"10.0.0.1\"], \"allow\": ["
-				       "{\"ip\": \"52.94.2.1\", \"tcp\": [80, 443]}, {\"cidr\": "
-				       "\"52.195.100.0/24\", \"udp\": [53]}]")));
+	assert_false(
+		run_equal(ONE_RUN("", R1), "{\"revision\": 1, \"runs\": [{\"id\": \"b\"" R1 "}]}"));
+	assert_false(
+		run_equal(ONE_RUN("", R1),
+			  ONE_RUN("", ", \"pods\": [\"10.0.0.1\", \"10.0.0.3\"], \"allow\": ["
+				      "{\"ip\": \"52.94.2.1\", \"tcp\": [80, 443]}, {\"cidr\": "
+				      "\"52.195.100.0/24\", \"udp\": [53]}]")));
+	assert_false(
+		run_equal(ONE_RUN("", R1),
+			  ONE_RUN("", ", \"pods\": [\"10.0.0.1\"], \"allow\": ["
+				      "{\"ip\": \"52.94.2.1\", \"tcp\": [80, 443]}, {\"cidr\": "
+				      "\"52.195.100.0/24\", \"udp\": [53]}]")));
 	/* a port, a protocol, a prefix length or a whole rule of difference */
+	assert_false(
+		run_equal(ONE_RUN("", R1),
+			  ONE_RUN("", ", \"pods\": [\"10.0.0.1\", \"10.0.0.2\"], \"allow\": ["
+				      "{\"ip\": \"52.94.2.1\", \"tcp\": [80, 444]}, {\"cidr\": "
+				      "\"52.195.100.0/24\", \"udp\": [53]}]")));
+	assert_false(
+		run_equal(ONE_RUN("", R1),
+			  ONE_RUN("", ", \"pods\": [\"10.0.0.1\", \"10.0.0.2\"], \"allow\": ["
+				      "{\"ip\": \"52.94.2.1\", \"tcp\": [80, 443]}, {\"cidr\": "
+				      "\"52.195.100.0/24\", \"tcp\": [53]}]")));
+	assert_false(
+		run_equal(ONE_RUN("", R1),
+			  ONE_RUN("", ", \"pods\": [\"10.0.0.1\", \"10.0.0.2\"], \"allow\": ["
+				      "{\"ip\": \"52.94.2.1\", \"tcp\": [80, 443]}, {\"cidr\": "
+				      "\"52.195.100.0/25\", \"udp\": [53]}]")));
 	assert_false(run_equal(ONE_RUN("", R1),
 			       ONE_RUN("", ", \"pods\": [\"10.0.0.1\", \"10.0.0.2\"], \"allow\": ["
-				       "{\"ip\": \"52.94.2.1\", \"tcp\": [80, 444]}, {\"cidr\": "
-				       "\"52.195.100.0/24\", \"udp\": [53]}]")));
-	assert_false(run_equal(ONE_RUN("", R1),
-			       ONE_RUN("", ", \"pods\": [\"10.0.0.1\", \"10.0.0.2\"], \"allow\": ["
-				       "{\"ip\": \"52.94.2.1\", \"tcp\": [80, 443]}, {\"cidr\": "
-				       "\"52.195.100.0/24\", \"tcp\": [53]}]")));
-	assert_false(run_equal(ONE_RUN("", R1),
-			       ONE_RUN("", ", \"pods\": [\"10.0.0.1\", \"10.0.0.2\"], \"allow\": ["
-				       "{\"ip\": \"52.94.2.1\", \"tcp\": [80, 443]}, {\"cidr\": "
-				       "\"52.195.100.0/25\", \"udp\": [53]}]")));
-	assert_false(run_equal(ONE_RUN("", R1),
-			       ONE_RUN("", ", \"pods\": [\"10.0.0.1\", \"10.0.0.2\"], \"allow\": ["
-				       "{\"ip\": \"52.94.2.1\", \"tcp\": [80, 443]}]")));
+					   "{\"ip\": \"52.94.2.1\", \"tcp\": [80, 443]}]")));
 }
 
 /* Port lists long enough to be compared as sets through a bitmap rather than pairwise. */
@@ -1106,7 +1128,8 @@ static void test_run_equal_long_port_lists(void **state)
 	char a[1024], b[1024], c[1024];
 	int i, la, lb, lc;
 
-	la = snprintf(a, sizeof(a), "{\"revision\": 1, \"runs\": [{\"id\": \"a\", \"pods\": [], "
+	la = snprintf(a, sizeof(a),
+		      "{\"revision\": 1, \"runs\": [{\"id\": \"a\", \"pods\": [], "
 		      "\"allow\": [{\"ip\": \"52.94.2.1\", \"tcp\": [");
 	lb = snprintf(b, sizeof(b), "%s", a);
 	lc = snprintf(c, sizeof(c), "%s", a);
@@ -1156,16 +1179,15 @@ static void test_diff(void **state)
 	parse_ok(example_next, &b);
 
 	n = rw_policy_diff(NULL, &a, buf, sizeof(buf));
-	assert_string_equal(buf,
-			    "+ deny 10.0.0.0/16\n"
-			    "+ deny 100.64.0.0/16\n"
-			    "+ service egress-proxy (172.20.0.10 tcp 443,8443,3128)\n"
-			    "+ service identity-broker (172.20.0.11 tcp 3443)\n"
-			    "+ service app-tier (172.20.0.12 tcp 3000)\n"
-			    "+ service drive-gateway (172.20.0.13 tcp 8080)\n"
-			    "+ inbound app-tier (172.20.0.12 tcp 4096,4098,4999,6085)\n"
-			    "+ run run-7f3a (1 pod)\n"
-			    "+ run run-9c01 (1 pod, egress open, 1 allow rule)\n");
+	assert_string_equal(buf, "+ deny 10.0.0.0/16\n"
+				 "+ deny 100.64.0.0/16\n"
+				 "+ service egress-proxy (172.20.0.10 tcp 443,8443,3128)\n"
+				 "+ service identity-broker (172.20.0.11 tcp 3443)\n"
+				 "+ service app-tier (172.20.0.12 tcp 3000)\n"
+				 "+ service drive-gateway (172.20.0.13 tcp 8080)\n"
+				 "+ inbound app-tier (172.20.0.12 tcp 4096,4098,4999,6085)\n"
+				 "+ run run-7f3a (1 pod)\n"
+				 "+ run run-9c01 (1 pod, egress open, 1 allow rule)\n");
 	assert_int_equal(n, 9);
 
 	n = rw_policy_diff(&a, &a, buf, sizeof(buf));
@@ -1173,29 +1195,27 @@ static void test_diff(void **state)
 	assert_int_equal(n, 0);
 
 	n = rw_policy_diff(&a, &b, buf, sizeof(buf));
-	assert_string_equal(buf,
-			    "- deny 100.64.0.0/16\n"
-			    "+ deny 192.168.0.0/16\n"
-			    "~ service egress-proxy: tcp 443,8443,3128 -> 3128,443\n"
-			    "~ service identity-broker: 172.20.0.11 -> 172.20.0.21\n"
-			    "- service drive-gateway\n"
-			    "+ service cache (172.20.1.0/24 udp 11211)\n"
-			    "- run run-7f3a\n"
-			    "~ run run-9c01: egress open -> allowlist; pods +10.1.2.5\n"
-			    "+ run run-b2b2 (2 pods)\n");
+	assert_string_equal(buf, "- deny 100.64.0.0/16\n"
+				 "+ deny 192.168.0.0/16\n"
+				 "~ service egress-proxy: tcp 443,8443,3128 -> 3128,443\n"
+				 "~ service identity-broker: 172.20.0.11 -> 172.20.0.21\n"
+				 "- service drive-gateway\n"
+				 "+ service cache (172.20.1.0/24 udp 11211)\n"
+				 "- run run-7f3a\n"
+				 "~ run run-9c01: egress open -> allowlist; pods +10.1.2.5\n"
+				 "+ run run-b2b2 (2 pods)\n");
 	assert_int_equal(n, 9);
 
 	n = rw_policy_diff(&b, NULL, buf, sizeof(buf));
-	assert_string_equal(buf,
-			    "- deny 10.0.0.0/16\n"
-			    "- deny 192.168.0.0/16\n"
-			    "- service egress-proxy\n"
-			    "- service identity-broker\n"
-			    "- service app-tier\n"
-			    "- service cache\n"
-			    "- inbound app-tier\n"
-			    "- run run-9c01\n"
-			    "- run run-b2b2\n");
+	assert_string_equal(buf, "- deny 10.0.0.0/16\n"
+				 "- deny 192.168.0.0/16\n"
+				 "- service egress-proxy\n"
+				 "- service identity-broker\n"
+				 "- service app-tier\n"
+				 "- service cache\n"
+				 "- inbound app-tier\n"
+				 "- run run-9c01\n"
+				 "- run run-b2b2\n");
 	assert_int_equal(n, 9);
 
 	/* a short buffer keeps a NUL-terminated prefix; the count is unaffected */
@@ -1218,11 +1238,14 @@ static void test_diff_node_egress(void **state)
 	parse_ok("{\"revision\": 1, \"runs\": [{\"id\": \"a\", \"pods\": [\"10.0.0.1\"]}, "
 		 "{\"id\": \"b\", \"pods\": [\"10.0.0.2\"], \"egress\": \"open\"}, "
 		 "{\"id\": \"c\", \"pods\": [\"10.0.0.3\"], \"allow\": [{\"ip\": \"52.94.2.1\", "
-		 "\"tcp\": [80]}]}]}", &a);
-	parse_ok("{\"revision\": 2, \"egress\": \"open\", \"runs\": [{\"id\": \"a\", \"pods\": "
-		 "[\"10.0.0.1\"]}, {\"id\": \"b\", \"pods\": [\"10.0.0.2\"], \"egress\": \"open\"}, "
-		 "{\"id\": \"c\", \"pods\": [\"10.0.0.4\"], \"egress\": \"allowlist\", \"allow\": "
-		 "[{\"ip\": \"52.94.2.1\", \"tcp\": [81]}]}]}", &b);
+		 "\"tcp\": [80]}]}]}",
+		 &a);
+	parse_ok(
+		"{\"revision\": 2, \"egress\": \"open\", \"runs\": [{\"id\": \"a\", \"pods\": "
+		"[\"10.0.0.1\"]}, {\"id\": \"b\", \"pods\": [\"10.0.0.2\"], \"egress\": \"open\"}, "
+		"{\"id\": \"c\", \"pods\": [\"10.0.0.4\"], \"egress\": \"allowlist\", \"allow\": "
+		"[{\"ip\": \"52.94.2.1\", \"tcp\": [81]}]}]}",
+		&b);
 	n = rw_policy_diff(&a, &b, buf, sizeof(buf));
 	assert_string_equal(buf,
 			    "~ egress allowlist -> open\n"

@@ -13,9 +13,9 @@
 #include "eventfmt.h"
 #include "reasons.h"
 
-#define POST_TIMEOUT_MS		5000
-#define BACKOFF_FIRST_MS	250
-#define BACKOFF_MAX_MS		10000
+#define POST_TIMEOUT_MS	 5000
+#define BACKOFF_FIRST_MS 250
+#define BACKOFF_MAX_MS	 10000
 
 enum req_state { REQ_FREE, REQ_PENDING, REQ_SENT, REQ_FAILED };
 
@@ -30,7 +30,7 @@ struct req {
 	int64_t first_ns, sent_ns;
 	uint64_t count;
 	int attempts;
-	int64_t next_try_ns;		/* CLOCK_MONOTONIC */
+	int64_t next_try_ns; /* CLOCK_MONOTONIC */
 	long last_status;
 	char last_error[160];
 };
@@ -44,7 +44,7 @@ struct rw_access {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool stop;
-	struct req *reqs;		/* RW_ACCESS_KEYS_MAX slots */
+	struct req *reqs; /* RW_ACCESS_KEYS_MAX slots */
 	size_t n_used;
 	uint64_t next_seq;
 	struct rw_access_stats st;
@@ -62,8 +62,7 @@ static int64_t mono_ns(void)
 bool rw_access_eligible(const struct rw_event *ev)
 {
 	return ev->verdict == RW_VERDICT_DROP && ev->reason == RW_REASON_NOT_ALLOWLISTED &&
-	       ev->dir == RW_DIR_EGRESS && ev->run_id[0] &&
-	       (ev->proto == 6 || ev->proto == 17);
+	       ev->dir == RW_DIR_EGRESS && ev->run_id[0] && (ev->proto == 6 || ev->proto == 17);
 }
 
 static bool same_key(const struct req *r, const struct rw_event *ev)
@@ -136,22 +135,21 @@ static json_t *req_json(const struct rw_access *a, const struct req *r, bool ful
 	inet_ntop(AF_INET, &r->pod, pod, sizeof(pod));
 	inet_ntop(AF_INET, &r->dst, dst, sizeof(dst));
 	rw_format_time(r->first_ns, first, sizeof(first));
-	o = json_pack("{s:s, s:s, s:i, s:s, s:s, s:i, s:s, s:s, s:I, s:s}", "node", a->node,
-		      "run", r->run, "generation", (int)r->gen, "pod", pod, "destination", dst,
-		      "port", (int)ntohs(r->port), "protocol", rw_proto_name(r->proto),
-		      "first_seen", first, "count", (json_int_t)r->count, "reason",
-		      "not-allowlisted");
+	o = json_pack("{s:s, s:s, s:i, s:s, s:s, s:i, s:s, s:s, s:I, s:s}", "node", a->node, "run",
+		      r->run, "generation", (int)r->gen, "pod", pod, "destination", dst, "port",
+		      (int)ntohs(r->port), "protocol", rw_proto_name(r->proto), "first_seen", first,
+		      "count", (json_int_t)r->count, "reason", "not-allowlisted");
 	if (o && full) {
-		static const char *const names[] = { "free", "pending", "sent", "failed" };
+		static const char *const names[] = {"free", "pending", "sent", "failed"};
 		char sent[40];
 
 		rw_format_time(r->sent_ns, sent, sizeof(sent));
 		json_object_set_new(o, "state", json_string(names[r->state]));
 		json_object_set_new(o, "attempts", json_integer(r->attempts));
-		json_object_set_new(o, "sent", r->state == REQ_SENT ? json_string(sent) :
-								      json_null());
-		json_object_set_new(o, "last_error", r->last_error[0] ?
-						     json_string(r->last_error) : json_null());
+		json_object_set_new(o, "sent",
+				    r->state == REQ_SENT ? json_string(sent) : json_null());
+		json_object_set_new(o, "last_error",
+				    r->last_error[0] ? json_string(r->last_error) : json_null());
 	}
 	return o;
 }
@@ -284,8 +282,8 @@ static void *worker(void *data)
 			int64_t ms = (int64_t)BACKOFF_FIRST_MS << (r->attempts - 1);
 
 			a->st.retries++;
-			r->next_try_ns = mono_ns() + (ms > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : ms) *
-							     1000000LL;
+			r->next_try_ns =
+				mono_ns() + (ms > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : ms) * 1000000LL;
 		}
 	}
 	pthread_mutex_unlock(&a->lock);
@@ -362,8 +360,8 @@ json_t *rw_access_json(struct rw_access *a)
 		      a->url, "queue_max", (json_int_t)a->queue_max, "stats", "queued",
 		      (json_int_t)a->st.queued, "sent", (json_int_t)a->st.sent, "failed",
 		      (json_int_t)a->st.failed, "dropped", (json_int_t)a->st.dropped, "retries",
-		      (json_int_t)a->st.retries, "pending", (json_int_t)a->st.pending,
-		      "requests", list);
+		      (json_int_t)a->st.retries, "pending", (json_int_t)a->st.pending, "requests",
+		      list);
 	pthread_mutex_unlock(&a->lock);
 	free(order);
 	return o;

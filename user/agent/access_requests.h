@@ -14,8 +14,8 @@
 #include <linux/types.h>
 #include "runwall.h"
 
-#define RW_ACCESS_QUEUE_DEFAULT	256	/* requests waiting to be sent */
-#define RW_ACCESS_KEYS_MAX	4096	/* requests remembered (for dedup and /api/requests) */
+#define RW_ACCESS_QUEUE_DEFAULT 256  /* requests waiting to be sent */
+#define RW_ACCESS_KEYS_MAX	4096 /* requests remembered (for dedup and /api/requests) */
 #define RW_ACCESS_MAX_ATTEMPTS	12
 
 struct rw_access;

@@ -24,10 +24,10 @@
 #include "policy.h"
 #include "agent_view.h"
 
-#define TICK_MS			50	/* ring buffer drain and subscriber flush period */
-#define MAX_SUBS		64
-#define SUB_BUF_MAX		(1u << 20)	/* per subscriber; beyond it events are skipped */
-#define REQUEST_TIMEOUT_MS	2000
+#define TICK_MS		   50 /* ring buffer drain and subscriber flush period */
+#define MAX_SUBS	   64
+#define SUB_BUF_MAX	   (1u << 20) /* per subscriber; beyond it events are skipped */
+#define REQUEST_TIMEOUT_MS 2000
 
 struct subscriber {
 	int fd;
@@ -43,44 +43,44 @@ struct subscriber {
  */
 struct ctl_client {
 	int fd;
-	char *buf;		/* the request as read so far, then the reply */
+	char *buf; /* the request as read so far, then the reply */
 	size_t len, cap;
-	size_t off;		/* reply bytes written */
+	size_t off; /* reply bytes written */
 	bool replying;
-	int64_t deadline_ms;	/* monotonic */
+	int64_t deadline_ms; /* monotonic */
 };
 
-#define MAX_CLIENTS		32
+#define MAX_CLIENTS 32
 
 struct run_state {
 	char id[RW_RUN_ID_LEN];
 	__u32 gen;
-	int64_t since;		/* realtime ns at which this generation became enforced */
+	int64_t since; /* realtime ns at which this generation became enforced */
 };
 
 struct sandbox {
 	int ifindex;
 	char ifname[IF_NAMESIZE];
-	__be32 pod;		/* bound pod IP, 0 when none */
+	__be32 pod; /* bound pod IP, 0 when none */
 	enum rw_attach_mode mode[RW_DIR_COUNT];
 	bool attached[RW_DIR_COUNT];
-	bool seen;		/* mark for a full resync */
+	bool seen; /* mark for a full resync */
 	/* A failed attach is tried again after a backoff (ATTACH_RETRY_MIN_MS, doubling up to
 	 * ATTACH_RETRY_MAX_MS) by the tick, not only at the next resync.
 	 */
-	unsigned int attach_failures;	/* in a row; 0 once attached */
+	unsigned int attach_failures; /* in a row; 0 once attached */
 	unsigned int backoff_ms;
-	int64_t retry_at_ms;		/* monotonic; 0: no retry pending */
+	int64_t retry_at_ms; /* monotonic; 0: no retry pending */
 	char attach_error[160];
 };
 
-#define ATTACH_RETRY_MIN_MS	100
-#define ATTACH_RETRY_MAX_MS	5000
+#define ATTACH_RETRY_MIN_MS 100
+#define ATTACH_RETRY_MAX_MS 5000
 /* Ring records handled per drain: libbpf 1.1's ring_buffer__consume() goes on while records
  * keep arriving, so a flooding sandbox could hold the loop; the rest waits for the next tick
  * (and a full ring counts events_lost in the kernel, it never changes a verdict).
  */
-#define RING_DRAIN_BUDGET	4096
+#define RING_DRAIN_BUDGET 4096
 
 struct agent {
 	struct rw_datapath dp;
@@ -89,17 +89,17 @@ struct agent {
 	enum rw_attach_mode attach_mode;
 	int resync_sec;
 	struct rw_agent_view_opts view_opts;
-	struct rw_agent_view *view;	/* --listen, --access-request-url: NULL without either */
-	struct rw_metrics_snap msnap;	/* what /metrics needs of the agent */
-	bool view_dirty;		/* something changed: publish the status at the next tick */
+	struct rw_agent_view *view;   /* --listen, --access-request-url: NULL without either */
+	struct rw_metrics_snap msnap; /* what /metrics needs of the agent */
+	bool view_dirty;	      /* something changed: publish the status at the next tick */
 	unsigned int ticks;
 
-	struct rw_policy policy;	/* the snapshot in force, when this agent knows it */
+	struct rw_policy policy; /* the snapshot in force, when this agent knows it */
 	bool have_policy;
-	char *policy_text;		/* its text, for `runwall explain` to name rules */
+	char *policy_text; /* its text, for `runwall explain` to name rules */
 	size_t policy_text_len;
 	char policy_source[256];
-	char *policy_bytes;		/* the file's last content, to ignore no-op rewrites */
+	char *policy_bytes; /* the file's last content, to ignore no-op rewrites */
 	size_t policy_len;
 	struct rw_apply_result last_apply;
 	int64_t ready_since, applied_at;
@@ -109,11 +109,11 @@ struct agent {
 
 	struct sandbox *sbx;
 	size_t n_sbx;
-	bool links_dirty;		/* netlink overran or failed: dump everything again */
-	unsigned long long attach_failures;	/* every failed attach, counted for status */
+	bool links_dirty;		    /* netlink overran or failed: dump everything again */
+	unsigned long long attach_failures; /* every failed attach, counted for status */
 	unsigned long long attach_retries;
 	int ring_budget;		/* records left in this drain */
-	unsigned long long ring_capped;	/* drains that stopped at RING_DRAIN_BUDGET */
+	unsigned long long ring_capped; /* drains that stopped at RING_DRAIN_BUDGET */
 
 	int epfd, listen_fd, inotify_fd, tick_fd, resync_fd, sig_fd;
 	struct rw_nl_sub *nl;
@@ -122,13 +122,13 @@ struct agent {
 	int n_subs;
 	struct ctl_client clients[MAX_CLIENTS];
 	int n_clients;
-	unsigned long long clients_dropped;	/* over their deadline, or too many at once */
-	unsigned long long delivered_gone;	/* of subscribers that left */
+	unsigned long long clients_dropped; /* over their deadline, or too many at once */
+	unsigned long long delivered_gone;  /* of subscribers that left */
 	unsigned long long skipped_gone;
 	int64_t mono_to_real;
 	bool reload_pending;
 	bool stop;
-	__u32 ct_cursor;		/* where rw_conntrack_expire() goes on */
+	__u32 ct_cursor; /* where rw_conntrack_expire() goes on */
 };
 
 static inline const char *agent_ip_str(__be32 ip, char *buf)

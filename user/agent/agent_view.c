@@ -19,7 +19,7 @@ struct rw_agent_view {
 	bool feed_ok;
 	struct rw_http *http;
 	struct rw_access *access;
-	pthread_mutex_t snap_lock;	/* the metrics snapshot */
+	pthread_mutex_t snap_lock; /* the metrics snapshot */
 	struct rw_metrics_snap snap;
 };
 
@@ -87,9 +87,9 @@ struct rw_agent_view *rw_agent_view_start(const struct rw_agent_view_opts *o,
 					  const struct rw_datapath *dp, char *err, size_t errlen,
 					  bool *usage)
 {
-	struct rw_http_opts ho = { .listen = o->listen, .token_file = o->token_file,
-				   .flag = "agent: --listen" };
-	struct rw_http_ops ops = { .metrics = metrics_text, .requests = requests_text };
+	struct rw_http_opts ho = {
+		.listen = o->listen, .token_file = o->token_file, .flag = "agent: --listen"};
+	struct rw_http_ops ops = {.metrics = metrics_text, .requests = requests_text};
 	struct rw_agent_view *v = calloc(1, sizeof(*v));
 
 	*usage = false;
@@ -106,21 +106,28 @@ struct rw_agent_view *rw_agent_view_start(const struct rw_agent_view_opts *o,
 	}
 	v->feed_ok = true;
 	if (o->request_url) {
-		v->access = rw_access_start(o->request_url, v->node, o->request_queue ?
-					    o->request_queue : RW_ACCESS_QUEUE_DEFAULT);
+		v->access = rw_access_start(o->request_url, v->node,
+					    o->request_queue ? o->request_queue
+							     : RW_ACCESS_QUEUE_DEFAULT);
 		if (!v->access) {
 			int e = errno;
 
 			*usage = e == EINVAL || e == ERANGE;
 			if (e == EINVAL)
-				snprintf(err, errlen, "agent: --access-request-url '%s': expected an "
-					 "http:// or https:// URL", o->request_url);
+				snprintf(err, errlen,
+					 "agent: --access-request-url '%s': expected an "
+					 "http:// or https:// URL",
+					 o->request_url);
 			else if (e == ERANGE)
-				snprintf(err, errlen, "agent: --access-request-queue %zu: expected "
-					 "1-%d", o->request_queue, RW_ACCESS_KEYS_MAX / 2);
+				snprintf(err, errlen,
+					 "agent: --access-request-queue %zu: expected "
+					 "1-%d",
+					 o->request_queue, RW_ACCESS_KEYS_MAX / 2);
 			else
-				snprintf(err, errlen, "agent: --access-request-url %s: cannot start: "
-					 "%s", o->request_url, strerror(e));
+				snprintf(err, errlen,
+					 "agent: --access-request-url %s: cannot start: "
+					 "%s",
+					 o->request_url, strerror(e));
 			goto fail;
 		}
 	}
@@ -201,7 +208,7 @@ void rw_agent_view_stop(struct rw_agent_view *v)
 {
 	if (!v)
 		return;
-	rw_http_stop(v->http);		/* first: its threads read the feed */
+	rw_http_stop(v->http); /* first: its threads read the feed */
 	rw_access_stop(v->access);
 	if (v->feed_ok)
 		rw_feed_free(&v->feed);

@@ -69,20 +69,21 @@ json_t *agent_status_json(struct agent *a)
 	o = json_pack("{s:b, s:b, s:I, s:o, s:o, s:f, s:s, s:s, s:s, s:o, s:o, s:o, "
 		      "s:{s:i, s:I, s:I}, s:o}",
 		      "ok", 1, "ready", ready, "revision",
-		      (json_int_t)(ready ? RW_STATE_REVISION(cfg.state) : 0),
-		      "ready_since", a->ready_since ? json_string(when) : json_null(),
-		      "applied", a->applied_at ? json_string(applied) : json_null(),
-		      "apply_ms", a->last_apply.total_ms,
-		      "bpffs", a->dp.pin_dir, "socket", rw_g.socket, "ifprefix", a->ifprefix,
-		      "policy_file", a->policy_path ? json_string(a->policy_path) : json_null(),
-		      "runs", runs, "sandboxes", sbx,
-		      "events", "subscribers", a->n_subs, "delivered", (json_int_t)delivered,
-		      "skipped", (json_int_t)skipped,
-		      "last_error", a->last_error[0] ? json_string(a->last_error) : json_null());
+		      (json_int_t)(ready ? RW_STATE_REVISION(cfg.state) : 0), "ready_since",
+		      a->ready_since ? json_string(when) : json_null(), "applied",
+		      a->applied_at ? json_string(applied) : json_null(), "apply_ms",
+		      a->last_apply.total_ms, "bpffs", a->dp.pin_dir, "socket", rw_g.socket,
+		      "ifprefix", a->ifprefix, "policy_file",
+		      a->policy_path ? json_string(a->policy_path) : json_null(), "runs", runs,
+		      "sandboxes", sbx, "events", "subscribers", a->n_subs, "delivered",
+		      (json_int_t)delivered, "skipped", (json_int_t)skipped, "last_error",
+		      a->last_error[0] ? json_string(a->last_error) : json_null());
 	if (o) {
-		json_object_set_new(o, "attach", json_pack("{s:I, s:I, s:i}", "failures",
-			(json_int_t)a->attach_failures, "retries", (json_int_t)a->attach_retries,
-			"pending", attach_pending));
+		json_object_set_new(o, "attach",
+				    json_pack("{s:I, s:I, s:i}", "failures",
+					      (json_int_t)a->attach_failures, "retries",
+					      (json_int_t)a->attach_retries, "pending",
+					      attach_pending));
 		json_object_set_new(json_object_get(o, "events"), "ring_drains_capped",
 				    json_integer(a->ring_capped));
 	}
@@ -120,7 +121,7 @@ static void client_write(struct agent *a, int i)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
-			return;	/* EPOLLOUT brings us back */
+			return; /* EPOLLOUT brings us back */
 		if (n <= 0)
 			break;
 		c->off += n;
@@ -131,7 +132,7 @@ static void client_write(struct agent *a, int i)
 static void client_reply(struct agent *a, int i, json_t *reply)
 {
 	struct ctl_client *c = &a->clients[i];
-	struct epoll_event ev = { .events = EPOLLOUT, .data.fd = c->fd };
+	struct epoll_event ev = {.events = EPOLLOUT, .data.fd = c->fd};
 	char *line = reply ? json_dumps(reply, JSON_COMPACT) : NULL;
 	size_t len;
 
@@ -141,7 +142,7 @@ static void client_reply(struct agent *a, int i, json_t *reply)
 		return;
 	}
 	len = strlen(line);
-	line[len++] = '\n';	/* json_dumps leaves room: we overwrite its NUL */
+	line[len++] = '\n'; /* json_dumps leaves room: we overwrite its NUL */
 	free(c->buf);
 	c->buf = line;
 	c->len = len;
@@ -185,12 +186,14 @@ static void client_request(struct agent *a, int i)
 		reply = NULL;
 		agent_apply(a, body, body_len, arg && *arg ? arg : "<socket>", &reply);
 	} else if (!strcmp(verb, "policy")) {
-		reply = a->policy_text ?
-			json_pack("{s:b, s:I, s:s, s:s%}", "ok", 1, "revision",
-				  (json_int_t)a->policy.revision, "source", a->policy_source,
-				  "snapshot", a->policy_text, a->policy_text_len) :
-			error_json("this agent does not know the snapshot in force (applied before "
-				   "it started); apply it again or pass --policy");
+		reply = a->policy_text
+				? json_pack("{s:b, s:I, s:s, s:s%}", "ok", 1, "revision",
+					    (json_int_t)a->policy.revision, "source",
+					    a->policy_source, "snapshot", a->policy_text,
+					    a->policy_text_len)
+				: error_json(
+					  "this agent does not know the snapshot in force (applied before "
+					  "it started); apply it again or pass --policy");
 	} else if (!strcmp(verb, "events")) {
 		int fd = c->fd;
 
@@ -271,8 +274,9 @@ void agent_ctl_tick(struct agent *a)
 	for (int i = 0; i < a->n_clients;) {
 		if (now >= a->clients[i].deadline_ms) {
 			rw_debug("control socket client %d: no %s within %d ms, dropped",
-				 a->clients[i].fd, a->clients[i].replying ? "room for the reply" :
-				 "complete request", REQUEST_TIMEOUT_MS);
+				 a->clients[i].fd,
+				 a->clients[i].replying ? "room for the reply" : "complete request",
+				 REQUEST_TIMEOUT_MS);
 			a->clients_dropped++;
 			client_close(a, i);
 			continue;
@@ -291,7 +295,7 @@ void agent_ctl_close_all(struct agent *a)
 void agent_on_client(struct agent *a)
 {
 	for (int k = 0; k < 16; k++) {
-		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
+		struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP};
 		struct ucred cred;
 		socklen_t cl = sizeof(cred);
 		struct ctl_client *c;
@@ -306,7 +310,8 @@ void agent_on_client(struct agent *a)
 			continue;
 		}
 		if (a->n_clients == MAX_CLIENTS) {
-			static const char busy[] = "{\"ok\":false,\"error\":\"too many clients\"}\n";
+			static const char busy[] =
+				"{\"ok\":false,\"error\":\"too many clients\"}\n";
 
 			a->clients_dropped++;
 			if (write(fd, busy, sizeof(busy) - 1) < 0)
@@ -315,8 +320,8 @@ void agent_on_client(struct agent *a)
 			continue;
 		}
 		c = &a->clients[a->n_clients];
-		*c = (struct ctl_client){ .fd = fd, .cap = 4096,
-					  .deadline_ms = agent_now_ms() + REQUEST_TIMEOUT_MS };
+		*c = (struct ctl_client){
+			.fd = fd, .cap = 4096, .deadline_ms = agent_now_ms() + REQUEST_TIMEOUT_MS};
 		c->buf = malloc(c->cap + 1);
 		ev.data.fd = fd;
 		if (!c->buf || epoll_ctl(a->epfd, EPOLL_CTL_ADD, fd, &ev)) {

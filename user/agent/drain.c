@@ -11,7 +11,7 @@
 #include "agent.h"
 #include "log.h"
 
-#define RW_DRAIN_STOP (-ENOSPC)	/* our own stop, told apart from the callback's errors */
+#define RW_DRAIN_STOP (-ENOSPC) /* our own stop, told apart from the callback's errors */
 
 int agent_ring_cb(void *ctx, void *data, size_t size)
 {

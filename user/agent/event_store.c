@@ -9,8 +9,8 @@
 #include "event_store.h"
 #include "reasons.h"
 
-#define QUERY_MAX_PARAMS	16
-#define QUERY_MAX_VALUE		256
+#define QUERY_MAX_PARAMS 16
+#define QUERY_MAX_VALUE	 256
 
 void rw_evfilter_init(struct rw_evfilter *f)
 {
@@ -98,13 +98,17 @@ int rw_query_set(struct rw_evfilter *f, const char *key, const char *value, char
 		return set_err(err, errlen, "%s: value longer than 255 bytes%s", key, "");
 	if (!strcmp(key, "run")) {
 		if (!valid_id(value, RW_RUN_ID_LEN))
-			return set_err(err, errlen, "run '%s': expected a run id (1-63 of "
-				       "[A-Za-z0-9._-])%s", value, "");
+			return set_err(err, errlen,
+				       "run '%s': expected a run id (1-63 of "
+				       "[A-Za-z0-9._-])%s",
+				       value, "");
 		snprintf(f->run, sizeof(f->run), "%s", value);
 	} else if (!strcmp(key, "node")) {
 		if (!valid_id(value, RW_NODE_LEN))
-			return set_err(err, errlen, "node '%s': expected a node name (1-63 of "
-				       "[A-Za-z0-9._:-])%s", value, "");
+			return set_err(err, errlen,
+				       "node '%s': expected a node name (1-63 of "
+				       "[A-Za-z0-9._:-])%s",
+				       value, "");
 		snprintf(f->node, sizeof(f->node), "%s", value);
 	} else if (!strcmp(key, "pod")) {
 		if (inet_pton(AF_INET, value, &a) != 1)
@@ -132,32 +136,38 @@ int rw_query_set(struct rw_evfilter *f, const char *key, const char *value, char
 		size_t hl = colon ? (size_t)(colon - value) : strlen(value);
 
 		if (hl >= sizeof(host))
-			return set_err(err, errlen, "dst '%s': expected IP or IP:PORT%s", value, "");
+			return set_err(err, errlen, "dst '%s': expected IP or IP:PORT%s", value,
+				       "");
 		memcpy(host, value, hl);
 		host[hl] = '\0';
 		if (inet_pton(AF_INET, host, &a) != 1)
-			return set_err(err, errlen, "dst '%s': expected IP or IP:PORT%s", value, "");
+			return set_err(err, errlen, "dst '%s': expected IP or IP:PORT%s", value,
+				       "");
 		f->dport = 0;
 		if (colon) {
 			if (parse_u64(colon + 1, 65535, &n) || n == 0)
-				return set_err(err, errlen, "dst '%s': port must be 1-65535%s", value,
-					       "");
+				return set_err(err, errlen, "dst '%s': port must be 1-65535%s",
+					       value, "");
 			f->dport = (__u16)n;
 		}
 		f->has_dst = true;
 		f->dst = a.s_addr;
 	} else if (!strcmp(key, "since")) {
 		if (parse_u64(value, UINT64_MAX, &n))
-			return set_err(err, errlen, "since '%s': expected an event id (an unsigned "
-				       "integer)%s", value, "");
+			return set_err(err, errlen,
+				       "since '%s': expected an event id (an unsigned "
+				       "integer)%s",
+				       value, "");
 		f->since = n;
 	} else if (!strcmp(key, "limit")) {
 		if (parse_u64(value, RW_QUERY_MAX_LIMIT, &n) || n == 0)
 			return set_err(err, errlen, "limit '%s': expected 1-10000%s", value, "");
 		f->limit = (unsigned int)n;
 	} else {
-		return set_err(err, errlen, "unknown parameter '%s'; valid: run, pod, verdict, "
-			       "reason, dst, node, since, limit%s", key, "");
+		return set_err(err, errlen,
+			       "unknown parameter '%s'; valid: run, pod, verdict, "
+			       "reason, dst, node, since, limit%s",
+			       key, "");
 	}
 	return 0;
 }
@@ -353,7 +363,7 @@ size_t rw_evstore_query(const struct rw_evstore *s, const struct rw_evfilter *f,
 static size_t agg_hash(const struct rw_agg_key *k, size_t n)
 {
 	const unsigned char *p = (const unsigned char *)k;
-	uint64_t h = 1469598103934665603ULL;	/* FNV-1a */
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
 
 	for (size_t i = 0; i < sizeof(*k); i++)
 		h = (h ^ p[i]) * 1099511628211ULL;
@@ -362,7 +372,7 @@ static size_t agg_hash(const struct rw_agg_key *k, size_t n)
 
 static void agg_key(struct rw_agg_key *k, const struct rw_event *ev, const char *node)
 {
-	memset(k, 0, sizeof(*k));	/* the key is hashed and compared as bytes */
+	memset(k, 0, sizeof(*k)); /* the key is hashed and compared as bytes */
 	snprintf(k->node, sizeof(k->node), "%s", node ? node : "");
 	memcpy(k->run, ev->run_id, sizeof(k->run));
 	k->run[sizeof(k->run) - 1] = '\0';

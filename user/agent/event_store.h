@@ -11,26 +11,26 @@
 #include <linux/types.h>
 #include "runwall.h"
 
-#define RW_NODE_LEN		64	/* node name of an event ("" on an agent's own) */
-#define RW_NAME_LEN		96	/* rule and service names */
-#define RW_EVSTORE_DEFAULT	10000
-#define RW_EVSTORE_MAX		1000000
-#define RW_AGGS_DEFAULT		4096
-#define RW_QUERY_MAX_LIMIT	10000	/* events one /api/events answer holds at most */
+#define RW_NODE_LEN	   64 /* node name of an event ("" on an agent's own) */
+#define RW_NAME_LEN	   96 /* rule and service names */
+#define RW_EVSTORE_DEFAULT 10000
+#define RW_EVSTORE_MAX	   1000000
+#define RW_AGGS_DEFAULT	   4096
+#define RW_QUERY_MAX_LIMIT 10000 /* events one /api/events answer holds at most */
 
 /* Which events a client wants. Zeroed, then rw_evfilter_init(): every event. */
 struct rw_evfilter {
-	char run[RW_RUN_ID_LEN];	/* "": any */
-	char node[RW_NODE_LEN];		/* "": any */
+	char run[RW_RUN_ID_LEN]; /* "": any */
+	char node[RW_NODE_LEN];	 /* "": any */
 	bool has_pod;
-	__be32 pod;			/* the pod's side: source of egress, destination of ingress */
-	int verdict;			/* -1 any, RW_VERDICT_DROP, RW_VERDICT_ALLOW */
-	int reason;			/* -1 any */
+	__be32 pod;  /* the pod's side: source of egress, destination of ingress */
+	int verdict; /* -1 any, RW_VERDICT_DROP, RW_VERDICT_ALLOW */
+	int reason;  /* -1 any */
 	bool has_dst;
-	__be32 dst;			/* the peer: destination of egress, source of ingress */
-	__u16 dport;			/* host order, 0: any */
-	uint64_t since;			/* events with an id above this one */
-	unsigned int limit;		/* at most this many (the newest), 0: RW_QUERY_MAX_LIMIT */
+	__be32 dst;	    /* the peer: destination of egress, source of ingress */
+	__u16 dport;	    /* host order, 0: any */
+	uint64_t since;	    /* events with an id above this one */
+	unsigned int limit; /* at most this many (the newest), 0: RW_QUERY_MAX_LIMIT */
 };
 
 void rw_evfilter_init(struct rw_evfilter *f);
@@ -56,10 +56,10 @@ __be32 rw_event_peer(const struct rw_event *ev);
 /* ---- recent events ---- */
 
 struct rw_evstore_entry {
-	uint64_t id;			/* 1, 2, 3, ...: the cursor; never reused */
+	uint64_t id; /* 1, 2, 3, ...: the cursor; never reused */
 	struct rw_event ev;
 	char node[RW_NODE_LEN];
-	char *json;			/* the event as JSON without its id: "{...}" */
+	char *json; /* the event as JSON without its id: "{...}" */
 	size_t json_len;
 };
 
@@ -67,9 +67,9 @@ struct rw_evstore {
 	struct rw_evstore_entry *ring;
 	size_t cap;
 	size_t count;
-	size_t head;			/* index of the oldest entry */
+	size_t head; /* index of the oldest entry */
 	uint64_t next_id;
-	uint64_t evicted;		/* entries dropped to make room */
+	uint64_t evicted; /* entries dropped to make room */
 };
 
 int rw_evstore_init(struct rw_evstore *s, size_t cap);
@@ -92,21 +92,21 @@ struct rw_agg_key {
 	char node[RW_NODE_LEN];
 	char run[RW_RUN_ID_LEN];
 	__be32 peer;
-	__be16 port;			/* the destination port (the pod's own for ingress) */
+	__be16 port; /* the destination port (the pod's own for ingress) */
 	__u8 proto;
 	__u8 dir;
 };
 
 struct rw_agg {
 	struct rw_agg_key key;
-	__be32 pod;			/* the last pod seen on it */
-	__u8 verdict;			/* the last verdict and reason */
+	__be32 pod;   /* the last pod seen on it */
+	__u8 verdict; /* the last verdict and reason */
 	__u8 reason;
 	uint64_t count;
-	uint64_t by_reason[RW_REASON_COUNT];	/* [RW_REASON_ALLOWED]: allowed */
-	int64_t first_ns, last_ns;	/* realtime */
-	char rule[RW_NAME_LEN];		/* the rule that matched last ("" for a drop) */
-	char peer_name[RW_NAME_LEN];	/* the service the snapshot names at the peer, or "" */
+	uint64_t by_reason[RW_REASON_COUNT]; /* [RW_REASON_ALLOWED]: allowed */
+	int64_t first_ns, last_ns;	     /* realtime */
+	char rule[RW_NAME_LEN];		     /* the rule that matched last ("" for a drop) */
+	char peer_name[RW_NAME_LEN];	     /* the service the snapshot names at the peer, or "" */
 	/* private */
 	struct rw_agg *hnext, *newer, *older;
 };
@@ -115,7 +115,7 @@ struct rw_aggs {
 	struct rw_agg **buckets;
 	size_t n_buckets;
 	size_t cap, count;
-	struct rw_agg *newest, *oldest;	/* by last update */
+	struct rw_agg *newest, *oldest; /* by last update */
 	uint64_t evicted;		/* aggregates dropped, oldest first, to make room */
 };
 

@@ -47,8 +47,8 @@ int agent_on_event(void *ctx, void *data, size_t size)
 	 * network-access request; the subscribers get the same JSON.
 	 */
 	o = a->view ? rw_agent_view_event(a->view, ev, a->have_policy ? &a->policy : NULL,
-					  a->mono_to_real) :
-		      rw_event_json(ev, a->have_policy ? &a->policy : NULL, a->mono_to_real);
+					  a->mono_to_real)
+		    : rw_event_json(ev, a->have_policy ? &a->policy : NULL, a->mono_to_real);
 	if (!a->n_subs) {
 		json_decref(o);
 		return 0;
@@ -58,7 +58,7 @@ int agent_on_event(void *ctx, void *data, size_t size)
 	if (!line)
 		return 0;
 	len = strlen(line);
-	line[len++] = '\n';	/* json_dumps leaves room: we overwrite its NUL */
+	line[len++] = '\n'; /* json_dumps leaves room: we overwrite its NUL */
 	for (int i = 0; i < a->n_subs; i++) {
 		struct subscriber *s = &a->subs[i];
 
@@ -100,7 +100,7 @@ void agent_add_subscriber(struct agent *a, int fd)
 	/* The client has shut down its writing side already (the request ends that way), so
 	 * EPOLLRDHUP would fire at once: wait for the full hangup (always reported) instead.
 	 */
-	struct epoll_event ev = { .events = 0, .data.fd = fd };
+	struct epoll_event ev = {.events = 0, .data.fd = fd};
 
 	if (a->n_subs == MAX_SUBS) {
 		json_t *o = json_pack("{s:b, s:s}", "ok", 0, "error", "too many subscribers");
@@ -111,7 +111,7 @@ void agent_add_subscriber(struct agent *a, int fd)
 		return;
 	}
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-	a->subs[a->n_subs] = (struct subscriber){ .fd = fd, .buf = malloc(SUB_BUF_MAX) };
+	a->subs[a->n_subs] = (struct subscriber){.fd = fd, .buf = malloc(SUB_BUF_MAX)};
 	if (!a->subs[a->n_subs].buf) {
 		close(fd);
 		return;

@@ -18,19 +18,19 @@
 #include "http.h"
 #include "log.h"
 #include "reasons.h"
-#include "view_page.h"		/* generated from view.html: rw_view_page[], rw_view_page_len */
+#include "view_page.h" /* generated from view.html: rw_view_page[], rw_view_page_len */
 
-#define CONN_TIMEOUT_S		30
-#define REQUEST_MEMORY		(16 * 1024)	/* request line + headers, per connection */
-#define SSE_KEEPALIVE_S		5
-#define SSE_BLOCK		(64 * 1024)
-#define TOKEN_MAX		512
+#define CONN_TIMEOUT_S	30
+#define REQUEST_MEMORY	(16 * 1024) /* request line + headers, per connection */
+#define SSE_KEEPALIVE_S 5
+#define SSE_BLOCK	(64 * 1024)
+#define TOKEN_MAX	512
 
 struct rw_http {
 	struct MHD_Daemon *daemon;
 	struct rw_feed *feed;
 	struct rw_http_ops ops;
-	char token[TOKEN_MAX];		/* "" when none is required */
+	char token[TOKEN_MAX]; /* "" when none is required */
 	unsigned int port;
 };
 
@@ -149,8 +149,8 @@ static int graph_one(const struct rw_agg *g, void *data)
 	inet_ntop(AF_INET, &g->pod, pod, sizeof(pod));
 	if (!json_object_get(w->sandboxes, sbx))
 		json_object_set_new(w->sandboxes, sbx,
-				    json_pack("{s:s, s:s, s:s, s:s}", "id", sbx, "node", g->key.node,
-					      "run", g->key.run, "pod", pod));
+				    json_pack("{s:s, s:s, s:s, s:s}", "id", sbx, "node",
+					      g->key.node, "run", g->key.run, "pod", pod));
 	{
 		json_t *d = json_object_get(w->dests, dst);
 
@@ -168,55 +168,60 @@ static int graph_one(const struct rw_agg *g, void *data)
 		e = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:o, s:o, s:s, s:s}", "sandbox", sbx,
 			      "destination", dst, "dir", rw_dir_name(g->key.dir), "count",
 			      (json_int_t)0, "allowed", (json_int_t)0, "dropped", (json_int_t)0,
-			      "reasons", json_object(), "ports", json_array(), "last", when,
-			      "rule", g->rule);
+			      "reasons", json_object(), "ports", json_array(), "last", when, "rule",
+			      g->rule);
 		json_object_set_new(w->by_edge, ek, e);
 		json_array_append(w->edges, e);
 	}
-	json_object_set_new(e, "count", json_integer(json_integer_value(json_object_get(e,
-						"count")) + (json_int_t)g->count));
-	json_object_set_new(e, "allowed", json_integer(json_integer_value(json_object_get(e,
-						"allowed")) + (json_int_t)g->by_reason[0]));
-	json_object_set_new(e, "dropped", json_integer(json_integer_value(json_object_get(e,
-						"dropped")) + (json_int_t)(g->count - g->by_reason[0])));
+	json_object_set_new(e, "count",
+			    json_integer(json_integer_value(json_object_get(e, "count")) +
+					 (json_int_t)g->count));
+	json_object_set_new(e, "allowed",
+			    json_integer(json_integer_value(json_object_get(e, "allowed")) +
+					 (json_int_t)g->by_reason[0]));
+	json_object_set_new(e, "dropped",
+			    json_integer(json_integer_value(json_object_get(e, "dropped")) +
+					 (json_int_t)(g->count - g->by_reason[0])));
 	reasons = json_object_get(e, "reasons");
 	for (int r = 0; r < RW_REASON_COUNT; r++) {
 		const char *name = rw_reason_name(r);
 
 		if (!g->by_reason[r])
 			continue;
-		json_object_set_new(reasons, name,
-				    json_integer(json_integer_value(json_object_get(reasons, name)) +
-						 (json_int_t)g->by_reason[r]));
+		json_object_set_new(
+			reasons, name,
+			json_integer(json_integer_value(json_object_get(reasons, name)) +
+				     (json_int_t)g->by_reason[r]));
 	}
 	{
 		char first[40];
 
 		rw_format_time(g->first_ns, first, sizeof(first));
 		json_array_append_new(json_object_get(e, "ports"),
-				      json_pack("{s:i, s:s, s:I, s:s, s:s, s:s, s:s, s:s}",
-						"port", (int)ntohs(g->key.port), "proto",
+				      json_pack("{s:i, s:s, s:I, s:s, s:s, s:s, s:s, s:s}", "port",
+						(int)ntohs(g->key.port), "proto",
 						rw_proto_name(g->key.proto), "count",
 						(json_int_t)g->count, "verdict",
 						g->verdict == RW_VERDICT_ALLOW ? "allow" : "drop",
-						"reason", rw_reason_name(g->reason), "rule", g->rule,
-						"first", first, "last", when));
+						"reason", rw_reason_name(g->reason), "rule",
+						g->rule, "first", first, "last", when));
 	}
 	return 0;
 }
 
 json_t *rw_graph_json(const struct rw_aggs *a, const struct rw_evfilter *f)
 {
-	struct graph_walk w = { .f = f, .sandboxes = json_object(), .dests = json_object(),
-				.edges = json_array(), .by_edge = json_object() };
+	struct graph_walk w = {.f = f,
+			       .sandboxes = json_object(),
+			       .dests = json_object(),
+			       .edges = json_array(),
+			       .by_edge = json_object()};
 	json_t *sbx = json_array(), *dst = json_array(), *v;
 	const char *k;
 
 	rw_aggs_each(a, graph_one, &w);
-	json_object_foreach(w.sandboxes, k, v)
-		json_array_append(sbx, v);
-	json_object_foreach(w.dests, k, v)
-		json_array_append(dst, v);
+	json_object_foreach(w.sandboxes, k, v) json_array_append(sbx, v);
+	json_object_foreach(w.dests, k, v) json_array_append(dst, v);
 	json_decref(w.sandboxes);
 	json_decref(w.dests);
 	json_decref(w.by_edge);
@@ -292,7 +297,7 @@ static enum MHD_Result query_one(void *cls, enum MHD_ValueKind kind, const char 
 
 static int parse_query(struct MHD_Connection *c, struct rw_evfilter *f, char *err, size_t len)
 {
-	struct query_walk q = { .f = f };
+	struct query_walk q = {.f = f};
 	int n;
 
 	rw_evfilter_init(f);
@@ -368,7 +373,7 @@ static enum MHD_Result answer_events(struct rw_http *h, struct MHD_Connection *c
 				     const struct rw_evfilter *f)
 {
 	struct buf b = {};
-	struct events_walk w = { .b = &b };
+	struct events_walk w = {.b = &b};
 	char tail[160];
 	uint64_t first, last, evicted;
 
@@ -380,8 +385,10 @@ static enum MHD_Result answer_events(struct rw_http *h, struct MHD_Connection *c
 	evicted = h->feed->events.evicted;
 	pthread_mutex_unlock(&h->feed->lock);
 	/* "cursor": what to pass as `since` next time (the newest id scanned, matching or not). */
-	snprintf(tail, sizeof(tail), "],\"count\":%zu,\"first\":%llu,\"last\":%llu,\"cursor\":%llu,"
-		 "\"evicted\":%llu}", w.n, (unsigned long long)first, (unsigned long long)last,
+	snprintf(tail, sizeof(tail),
+		 "],\"count\":%zu,\"first\":%llu,\"last\":%llu,\"cursor\":%llu,"
+		 "\"evicted\":%llu}",
+		 w.n, (unsigned long long)first, (unsigned long long)last,
 		 (unsigned long long)(last > f->since ? last : f->since),
 		 (unsigned long long)evicted);
 	buf_add(&b, tail, strlen(tail));
@@ -396,7 +403,7 @@ static enum MHD_Result answer_events(struct rw_http *h, struct MHD_Connection *c
 
 struct sse {
 	struct rw_http *h;
-	struct rw_evfilter f;		/* f.since: the cursor */
+	struct rw_evfilter f; /* f.since: the cursor */
 	struct buf out;
 	size_t off;
 	uint64_t sent_last;
@@ -481,8 +488,8 @@ static void sse_free(void *cls)
 static enum MHD_Result answer_stream(struct rw_http *h, struct MHD_Connection *c,
 				     const struct rw_evfilter *f)
 {
-	const char *last_id = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-							  MHD_HTTP_HEADER_LAST_EVENT_ID);
+	const char *last_id =
+		MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_LAST_EVENT_ID);
 	const char *since = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "since");
 	struct MHD_Response *r;
 	struct sse *s;
@@ -532,8 +539,8 @@ static enum MHD_Result answer_stream(struct rw_http *h, struct MHD_Connection *c
 
 static bool token_ok(const struct rw_http *h, struct MHD_Connection *c)
 {
-	const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-						       MHD_HTTP_HEADER_AUTHORIZATION);
+	const char *auth =
+		MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
 	size_t want = strlen(h->token), got;
 	unsigned char diff = 0;
 
@@ -590,9 +597,11 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
 			return send_json_error(c, MHD_HTTP_NOT_FOUND, "not served here");
 		text = fn(h->ops.data);
 		if (!text)
-			return send_json_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "cannot build it");
-		return send_text(c, MHD_HTTP_OK, metrics ? "text/plain; version=0.0.4" :
-			"application/json", text, strlen(text), MHD_RESPMEM_MUST_FREE);
+			return send_json_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR,
+					       "cannot build it");
+		return send_text(c, MHD_HTTP_OK,
+				 metrics ? "text/plain; version=0.0.4" : "application/json", text,
+				 strlen(text), MHD_RESPMEM_MUST_FREE);
 	}
 	if (!strcmp(url, "/api/status")) {
 		char *text = NULL;
@@ -623,7 +632,8 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
 			return send_json(c, g);
 		}
 	}
-	snprintf(err, sizeof(err), "no such path; valid: /, /healthz, /readyz, /metrics, "
+	snprintf(err, sizeof(err),
+		 "no such path; valid: /, /healthz, /readyz, /metrics, "
 		 "/api/status, /api/events, /api/events/stream, /api/graph, /api/requests");
 	return send_json_error(c, MHD_HTTP_NOT_FOUND, err);
 }
@@ -662,14 +672,18 @@ static int read_token(const char *path, char *out, size_t cap, char *err, size_t
 	while (n && (out[n - 1] == '\n' || out[n - 1] == '\r' || out[n - 1] == ' '))
 		out[--n] = '\0';
 	if (n < 16 || strchr(out, '\n') || n >= cap - 1) {
-		snprintf(err, errlen, "--http-token-file %s: expected one line of 16 to %zu "
-			 "characters", path, cap - 2);
+		snprintf(err, errlen,
+			 "--http-token-file %s: expected one line of 16 to %zu "
+			 "characters",
+			 path, cap - 2);
 		return -EINVAL;
 	}
 	for (size_t i = 0; i < n; i++)
 		if (out[i] <= ' ' || out[i] > '~') {
-			snprintf(err, errlen, "--http-token-file %s: the token must be printable "
-				 "ASCII without spaces", path);
+			snprintf(err, errlen,
+				 "--http-token-file %s: the token must be printable "
+				 "ASCII without spaces",
+				 path);
 			return -EINVAL;
 		}
 	return 0;
@@ -705,7 +719,8 @@ static int parse_listen(const struct rw_http_opts *o, struct sockaddr_in *sa, ch
 	if (o->token_file)
 		return read_token(o->token_file, token, token_len, err, errlen);
 	if ((ntohl(sa->sin_addr.s_addr) >> 24) != 127) {
-		snprintf(err, errlen, "%s %s: an address other than loopback needs "
+		snprintf(err, errlen,
+			 "%s %s: an address other than loopback needs "
 			 "--http-token-file (clients then send Authorization: Bearer TOKEN)",
 			 o->flag, o->listen);
 		return -EINVAL;
@@ -740,17 +755,14 @@ struct rw_http *rw_http_start(const struct rw_http_opts *o, struct rw_feed *feed
 	if (parse_listen(o, &sa, h->token, sizeof(h->token), err, errlen))
 		goto fail;
 	*usage = false;
-	h->daemon = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION |
-				     MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
-				     MHD_USE_ERROR_LOG, 0, NULL, NULL, answer, h,
-				     MHD_OPTION_SOCK_ADDR, &sa,
-				     MHD_OPTION_CONNECTION_LIMIT,
-				     o->max_connections ? o->max_connections : 256u,
-				     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)CONN_TIMEOUT_S,
-				     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)REQUEST_MEMORY,
-				     MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024),
-				     MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-				     MHD_OPTION_END);
+	h->daemon = MHD_start_daemon(
+		MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+			MHD_USE_ERROR_LOG,
+		0, NULL, NULL, answer, h, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_CONNECTION_LIMIT,
+		o->max_connections ? o->max_connections : 256u, MHD_OPTION_CONNECTION_TIMEOUT,
+		(unsigned int)CONN_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+		(size_t)REQUEST_MEMORY, MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024),
+		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
 	if (!h->daemon) {
 		snprintf(err, errlen, "%s %s: cannot listen (address in use or not on this host?)",
 			 o->flag, o->listen);

@@ -15,12 +15,12 @@
 /* What the HTTP threads read and the agent (or the view) writes, under `lock`. */
 struct rw_feed {
 	pthread_mutex_t lock;
-	pthread_cond_t cond;		/* broadcast on every new event and on close */
+	pthread_cond_t cond; /* broadcast on every new event and on close */
 	struct rw_evstore events;
 	struct rw_aggs aggs;
-	char *status;			/* the status JSON (text), NULL until the first one */
-	bool ready;			/* /readyz: 200 or 503 */
-	char ready_text[256];		/* its body */
+	char *status;	      /* the status JSON (text), NULL until the first one */
+	bool ready;	      /* /readyz: 200 or 503 */
+	char ready_text[256]; /* its body */
 	bool closing;
 };
 
@@ -43,10 +43,10 @@ struct rw_http_ops {
 };
 
 struct rw_http_opts {
-	const char *listen;		/* "ADDR:PORT", ":PORT" or "PORT" (loopback) */
-	const char *token_file;		/* required for any address but loopback */
-	const char *flag;		/* "--listen", for messages */
-	unsigned int max_connections;	/* 0: 256 */
+	const char *listen;	      /* "ADDR:PORT", ":PORT" or "PORT" (loopback) */
+	const char *token_file;	      /* required for any address but loopback */
+	const char *flag;	      /* "--listen", for messages */
+	unsigned int max_connections; /* 0: 256 */
 };
 
 struct rw_http;

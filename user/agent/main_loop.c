@@ -29,7 +29,7 @@
 
 static int epoll_add(struct agent *a, int fd)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
+	struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
 
 	return epoll_ctl(a->epfd, EPOLL_CTL_ADD, fd, &ev) ? -errno : 0;
 }
@@ -37,8 +37,8 @@ static int epoll_add(struct agent *a, int fd)
 static int timer(int period_ms)
 {
 	struct itimerspec its = {
-		.it_interval = { period_ms / 1000, (period_ms % 1000) * 1000000L },
-		.it_value = { period_ms / 1000, (period_ms % 1000) * 1000000L },
+		.it_interval = {period_ms / 1000, (period_ms % 1000) * 1000000L},
+		.it_value = {period_ms / 1000, (period_ms % 1000) * 1000000L},
 	};
 	int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 
@@ -74,7 +74,7 @@ static void on_signal(struct agent *a)
 
 static int agent_run(struct agent *a)
 {
-	static const struct rw_nl_handlers handlers = { agent_on_link, agent_on_route, NULL };
+	static const struct rw_nl_handlers handlers = {agent_on_link, agent_on_route, NULL};
 	struct rw_nl_handlers h = handlers;
 	struct epoll_event evs[16];
 	sigset_t mask;
@@ -134,7 +134,8 @@ static int agent_run(struct agent *a)
 				}
 				if (a->links_dirty)
 					agent_full_resync(a);
-				if (a->view && (a->view_dirty || ++a->ticks % (1000 / TICK_MS) == 0))
+				if (a->view &&
+				    (a->view_dirty || ++a->ticks % (1000 / TICK_MS) == 0))
 					agent_view_publish(a);
 			} else if (fd == a->resync_fd) {
 				struct timespec ts;
@@ -170,9 +171,9 @@ static int agent_run(struct agent *a)
 	return 0;
 }
 
-#define MAX_RESYNC_SEC	86400
-#define MAX_EVENT_RATE	1000000
-#define MAX_CT_FLOWS	(1u << 30)
+#define MAX_RESYNC_SEC	  86400
+#define MAX_EVENT_RATE	  1000000
+#define MAX_CT_FLOWS	  (1u << 30)
 #define MAX_REQUEST_QUEUE (RW_ACCESS_KEYS_MAX / 2)
 
 static const char agent_options[] =
@@ -197,32 +198,35 @@ static const char agent_options[] =
 static int cmd_agent(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "policy", required_argument, NULL, 'p' },
-		{ "ifprefix", required_argument, NULL, 'i' },
-		{ "attach-mode", required_argument, NULL, 'm' },
-		{ "resync", required_argument, NULL, 'r' },
-		{ "event-rate", required_argument, NULL, 'e' },
-		{ "ct-per-sandbox", required_argument, NULL, 'C' },
-		{ "ct-node", required_argument, NULL, 'N' },
-		{ "listen", required_argument, NULL, 'H' },
-		{ "health", required_argument, NULL, 'H' },	/* the old name of --listen */
-		{ "http-token-file", required_argument, NULL, 'T' },
-		{ "events", required_argument, NULL, 'E' },
-		{ "node", required_argument, NULL, 'n' },
-		{ "access-request-url", required_argument, NULL, 'U' },
-		{ "access-request-queue", required_argument, NULL, 'Q' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },
-		{}
-	};
-	struct agent a = { .ifprefix = "eni,vlan", .resync_sec = 10, .listen_fd = -1,
-			   .inotify_fd = -1, .epfd = -1, .tick_fd = -1, .resync_fd = -1,
-			   .sig_fd = -1 };
+		{"policy", required_argument, NULL, 'p'},
+		{"ifprefix", required_argument, NULL, 'i'},
+		{"attach-mode", required_argument, NULL, 'm'},
+		{"resync", required_argument, NULL, 'r'},
+		{"event-rate", required_argument, NULL, 'e'},
+		{"ct-per-sandbox", required_argument, NULL, 'C'},
+		{"ct-node", required_argument, NULL, 'N'},
+		{"listen", required_argument, NULL, 'H'},
+		{"health", required_argument, NULL, 'H'}, /* the old name of --listen */
+		{"http-token-file", required_argument, NULL, 'T'},
+		{"events", required_argument, NULL, 'E'},
+		{"node", required_argument, NULL, 'n'},
+		{"access-request-url", required_argument, NULL, 'U'},
+		{"access-request-queue", required_argument, NULL, 'Q'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{}};
+	struct agent a = {.ifprefix = "eni,vlan",
+			  .resync_sec = 10,
+			  .listen_fd = -1,
+			  .inotify_fd = -1,
+			  .epfd = -1,
+			  .tick_fd = -1,
+			  .resync_fd = -1,
+			  .sig_fd = -1};
 	char node[RW_NODE_LEN] = "", verr[400];
 	bool vusage;
 	static const char *const attach_modes[] = {
-		[RW_ATTACH_AUTO] = "auto", [RW_ATTACH_TCX] = "tcx", [RW_ATTACH_TC] = "tc"
-	};
+		[RW_ATTACH_AUTO] = "auto", [RW_ATTACH_TCX] = "tcx", [RW_ATTACH_TC] = "tc"};
 	unsigned long long v, rate = 0, burst = 0, ct_sbx = 0, ct_node = 0;
 	bool have_rate = false;
 	char msg[256];
@@ -250,23 +254,28 @@ static int cmd_agent(int argc, char **argv)
 			break;
 		case 'r':
 			if (rw_parse_uint(optarg, MAX_RESYNC_SEC, &v) || v < 1)
-				return rw_fail(RW_EXIT_USAGE, "agent: --resync '%s': expected "
-					       "seconds, 1 to %d", optarg, MAX_RESYNC_SEC);
+				return rw_fail(RW_EXIT_USAGE,
+					       "agent: --resync '%s': expected "
+					       "seconds, 1 to %d",
+					       optarg, MAX_RESYNC_SEC);
 			a.resync_sec = (int)v;
 			break;
 		case 'e':
 			if (rw_parse_rate(optarg, MAX_EVENT_RATE, &rate, &burst))
-				return rw_fail(RW_EXIT_USAGE, "agent: --event-rate '%s': expected "
-					       "N or N/BURST, 0 to %d (BURST at least 1)", optarg,
-					       MAX_EVENT_RATE);
+				return rw_fail(RW_EXIT_USAGE,
+					       "agent: --event-rate '%s': expected "
+					       "N or N/BURST, 0 to %d (BURST at least 1)",
+					       optarg, MAX_EVENT_RATE);
 			have_rate = true;
 			break;
 		case 'C':
 		case 'N':
 			if (rw_parse_uint(optarg, MAX_CT_FLOWS, &v) || v < 1)
-				return rw_fail(RW_EXIT_USAGE, "agent: --%s '%s': expected a number of "
-					       "flows, 1 to %u", c == 'C' ? "ct-per-sandbox" : "ct-node",
-					       optarg, MAX_CT_FLOWS);
+				return rw_fail(RW_EXIT_USAGE,
+					       "agent: --%s '%s': expected a number of "
+					       "flows, 1 to %u",
+					       c == 'C' ? "ct-per-sandbox" : "ct-node", optarg,
+					       MAX_CT_FLOWS);
 			*(c == 'C' ? &ct_sbx : &ct_node) = v;
 			break;
 		case 'H':
@@ -277,8 +286,10 @@ static int cmd_agent(int argc, char **argv)
 			break;
 		case 'n':
 			if (!*optarg || strlen(optarg) >= sizeof(node))
-				return rw_fail(RW_EXIT_USAGE, "agent: --node '%s': expected 1 to %zu "
-					       "characters", optarg, sizeof(node) - 1);
+				return rw_fail(RW_EXIT_USAGE,
+					       "agent: --node '%s': expected 1 to %zu "
+					       "characters",
+					       optarg, sizeof(node) - 1);
 			snprintf(node, sizeof(node), "%s", optarg);
 			break;
 		case 'U':
@@ -286,21 +297,25 @@ static int cmd_agent(int argc, char **argv)
 			break;
 		case 'E':
 			if (rw_parse_uint(optarg, RW_EVSTORE_MAX, &v) || v < 1)
-				return rw_fail(RW_EXIT_USAGE, "agent: --events '%s': expected 1 to %d",
-					       optarg, RW_EVSTORE_MAX);
+				return rw_fail(RW_EXIT_USAGE,
+					       "agent: --events '%s': expected 1 to %d", optarg,
+					       RW_EVSTORE_MAX);
 			a.view_opts.events = v;
 			break;
 		case 'Q':
 			if (rw_parse_uint(optarg, MAX_REQUEST_QUEUE, &v) || v < 1)
-				return rw_fail(RW_EXIT_USAGE, "agent: --access-request-queue '%s': "
-					       "expected 1 to %d", optarg, MAX_REQUEST_QUEUE);
+				return rw_fail(RW_EXIT_USAGE,
+					       "agent: --access-request-queue '%s': "
+					       "expected 1 to %d",
+					       optarg, MAX_REQUEST_QUEUE);
 			a.view_opts.request_queue = v;
 			break;
 		case 'h':
 			rw_cmd_help(&rw_cmd_agent, stdout);
 			return RW_EXIT_OK;
 		default:
-			return rw_cmd_usage_error(&rw_cmd_agent, "bad option '%s'", argv[optind - 1]);
+			return rw_cmd_usage_error(&rw_cmd_agent, "bad option '%s'",
+						  argv[optind - 1]);
 		}
 	}
 	if (optind < argc)
@@ -311,9 +326,9 @@ static int cmd_agent(int argc, char **argv)
 		snprintf(node, sizeof(node), "node");
 	a.view_opts.node = node;
 	if (a.view_opts.listen) {
-		struct rw_http_opts ho = { .listen = a.view_opts.listen,
-					   .token_file = a.view_opts.token_file,
-					   .flag = "agent: --listen" };
+		struct rw_http_opts ho = {.listen = a.view_opts.listen,
+					  .token_file = a.view_opts.token_file,
+					  .flag = "agent: --listen"};
 
 		if (rw_http_check(&ho, verr, sizeof(verr)))
 			return rw_fail(RW_EXIT_USAGE, "%s", verr);
@@ -366,8 +381,9 @@ static int cmd_agent(int argc, char **argv)
 	}
 	a.listen_fd = rw_ctl_listen(rw_g.socket);
 	if (a.listen_fd < 0) {
-		rw_err("%s: %s", rw_g.socket, a.listen_fd == -EADDRINUSE ?
-			"another agent answers on this socket" : strerror(-a.listen_fd));
+		rw_err("%s: %s", rw_g.socket,
+		       a.listen_fd == -EADDRINUSE ? "another agent answers on this socket"
+						  : strerror(-a.listen_fd));
 		goto cleanup;
 	}
 	/* Programs on every sandbox veth first, then the policy: a restarted agent swaps the
@@ -403,8 +419,11 @@ static int cmd_agent(int argc, char **argv)
 		agent_view_publish(&a);
 		if (a.view_opts.listen)
 			rw_info("HTTP on %s: the page at /, the API under /api, /metrics, /healthz, "
-				"/readyz%s", a.view_opts.listen, a.view_opts.token_file ?
-				" (bearer token required but for /healthz and /readyz)" : "");
+				"/readyz%s",
+				a.view_opts.listen,
+				a.view_opts.token_file
+					? " (bearer token required but for /healthz and /readyz)"
+					: "");
 		if (a.view_opts.request_url)
 			rw_info("network-access requests to %s", a.view_opts.request_url);
 	}
@@ -421,7 +440,7 @@ cleanup:
 		unlink(rw_g.socket);
 	}
 	{
-		int fds[] = { a.inotify_fd, a.tick_fd, a.resync_fd, a.sig_fd, a.epfd };
+		int fds[] = {a.inotify_fd, a.tick_fd, a.resync_fd, a.sig_fd, a.epfd};
 
 		for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
 			if (fds[i] >= 0)

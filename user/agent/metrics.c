@@ -53,9 +53,9 @@ static void counters_family(struct out *o, const struct rw_datapath *dp,
 	struct rw_counters c;
 	char labels[200];
 
-	family(o, node, "counter", bytes ?
-	       "Bytes judged on this node's sandbox veths, by direction and reason (allowed: not a drop)." :
-	       "Packets judged on this node's sandbox veths, by direction and reason (allowed: not a drop).");
+	family(o, node, "counter",
+	       bytes ? "Bytes judged on this node's sandbox veths, by direction and reason (allowed: not a drop)."
+		     : "Packets judged on this node's sandbox veths, by direction and reason (allowed: not a drop).");
 	if (rw_counters_read(dp, 0, &c) == 0)
 		for (int d = 0; d < RW_DIR_COUNT; d++)
 			for (int r = 0; r < RW_REASON_COUNT; r++) {
@@ -63,9 +63,9 @@ static void counters_family(struct out *o, const struct rw_datapath *dp,
 					 rw_dir_name(d), rw_reason_name(r));
 				sample(o, node, labels, bytes ? c.bytes[d][r] : c.packets[d][r]);
 			}
-	family(o, run, "counter", bytes ?
-	       "Bytes per run with a sandbox on this node, by direction and reason." :
-	       "Packets per run with a sandbox on this node, by direction and reason.");
+	family(o, run, "counter",
+	       bytes ? "Bytes per run with a sandbox on this node, by direction and reason."
+		     : "Packets per run with a sandbox on this node, by direction and reason.");
 	for (size_t i = 0; i < s->n_runs; i++) {
 		if (rw_counters_read(dp, s->runs[i].idx, &c))
 			continue;
@@ -81,8 +81,8 @@ static void counters_family(struct out *o, const struct rw_datapath *dp,
 
 char *rw_metrics_text(const struct rw_datapath *dp, const struct rw_metrics_snap *s)
 {
-	static const char *const sbx_state[RW_SBX__COUNT] = { "enforced", "unbound", "no-run",
-							      "not-attached" };
+	static const char *const sbx_state[RW_SBX__COUNT] = {"enforced", "unbound", "no-run",
+							     "not-attached"};
 	struct rw_cli_fill fill[RW_M__COUNT];
 	struct rw_counters c = {};
 	struct rw_config cfg = {};
@@ -112,7 +112,8 @@ char *rw_metrics_text(const struct rw_datapath *dp, const struct rw_metrics_snap
 	rw_config_read(dp, &cfg);
 	family(&o, "runwall_ready", "gauge", "1 when a policy snapshot is enforced on this node.");
 	sample(&o, "runwall_ready", "", RW_STATE_READY(cfg.state));
-	family(&o, "runwall_policy_revision", "gauge", "Revision of the snapshot in force (0: none).");
+	family(&o, "runwall_policy_revision", "gauge",
+	       "Revision of the snapshot in force (0: none).");
 	sample(&o, "runwall_policy_revision", "",
 	       RW_STATE_READY(cfg.state) ? RW_STATE_REVISION(cfg.state) : 0);
 	family(&o, "runwall_policy_apply_duration_seconds", "histogram",

@@ -11,13 +11,13 @@
 
 /* Upper bounds (seconds) of the apply duration histogram's buckets (+Inf is implied). */
 #define RW_APPLY_BUCKETS(X) X(0.005) X(0.01) X(0.025) X(0.05) X(0.1) X(0.25) X(0.5) X(1) X(2.5) X(5)
-#define RW_APPLY_N_BUCKETS 10
+#define RW_APPLY_N_BUCKETS  10
 
 enum rw_sbx_state {
-	RW_SBX_ENFORCED,	/* both hooks attached, bound to a pod of a run */
-	RW_SBX_UNBOUND,		/* attached, no pod routed through it yet: deny-all */
-	RW_SBX_NO_RUN,		/* attached, its pod is in no run of the snapshot: deny-all */
-	RW_SBX_NOT_ATTACHED,	/* a hook is missing (attach failed): not enforced here */
+	RW_SBX_ENFORCED,     /* both hooks attached, bound to a pod of a run */
+	RW_SBX_UNBOUND,	     /* attached, no pod routed through it yet: deny-all */
+	RW_SBX_NO_RUN,	     /* attached, its pod is in no run of the snapshot: deny-all */
+	RW_SBX_NOT_ATTACHED, /* a hook is missing (attach failed): not enforced here */
 	RW_SBX__COUNT
 };
 
@@ -27,18 +27,18 @@ struct rw_metrics_run {
 };
 
 struct rw_metrics_snap {
-	struct rw_metrics_run *runs;	/* runs with a sandbox bound on this node */
+	struct rw_metrics_run *runs; /* runs with a sandbox bound on this node */
 	size_t n_runs;
-	uint64_t applies;		/* apply duration histogram */
+	uint64_t applies; /* apply duration histogram */
 	double apply_seconds;
-	uint64_t apply_bucket[RW_APPLY_N_BUCKETS];	/* per bucket, not cumulative */
+	uint64_t apply_bucket[RW_APPLY_N_BUCKETS]; /* per bucket, not cumulative */
 	uint64_t applies_refused;
 	uint64_t sandboxes[RW_SBX__COUNT];
 	uint64_t attach_failures;
 	uint64_t subscribers, delivered, skipped;
 	uint64_t events_buffered, events_evicted, aggregates, aggregates_evicted;
 	uint64_t requests_queued, requests_sent, requests_failed, requests_dropped,
-		 requests_retries, requests_pending, requests_suppressed;
+		requests_retries, requests_pending, requests_suppressed;
 };
 
 /* Count one apply that took `seconds`. */

@@ -57,8 +57,7 @@ static void keep_text(struct agent *a, const char *buf, size_t len, const char *
 }
 
 /* Parse and apply a snapshot. On refusal nothing changes and *reply says why. */
-int agent_apply(struct agent *a, const char *buf, size_t len, const char *source,
-		       json_t **reply)
+int agent_apply(struct agent *a, const char *buf, size_t len, const char *source, json_t **reply)
 {
 	struct rw_policy_error perr = {};
 	struct rw_apply_result res;
@@ -117,11 +116,11 @@ int agent_apply(struct agent *a, const char *buf, size_t len, const char *source
 		a->ready_since = a->applied_at;
 	a->last_error[0] = '\0';
 	runs_update(a);
-	*reply = json_pack("{s:b, s:I, s:I, s:f, s:f, s:f, s:i, s:i, s:o}", "ok", 1,
-			   "revision", (json_int_t)res.revision, "previous",
-			   (json_int_t)res.previous, "apply_ms", res.total_ms, "build_ms",
-			   res.build_ms, "flip_ms", res.flip_ms, "runs", (int)res.runs, "pods",
-			   (int)res.pods, "changes", changes);
+	*reply = json_pack("{s:b, s:I, s:I, s:f, s:f, s:f, s:i, s:i, s:o}", "ok", 1, "revision",
+			   (json_int_t)res.revision, "previous", (json_int_t)res.previous,
+			   "apply_ms", res.total_ms, "build_ms", res.build_ms, "flip_ms",
+			   res.flip_ms, "runs", (int)res.runs, "pods", (int)res.pods, "changes",
+			   changes);
 	free(diff);
 	return 0;
 }
@@ -197,8 +196,9 @@ int agent_watch_policy(struct agent *a)
 	/* Watch the folder, not the file: a ConfigMap update swaps a symlink (..data) and editors
 	 * rename a new file over the old one; either way the old inode is not the file any more.
 	 */
-	if (inotify_add_watch(fd, dirname(copy), IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE |
-				  IN_DELETE | IN_ATTRIB) < 0) {
+	if (inotify_add_watch(fd, dirname(copy),
+			      IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_ATTRIB) <
+	    0) {
 		int err = -errno;
 
 		close(fd);
@@ -206,4 +206,3 @@ int agent_watch_policy(struct agent *a)
 	}
 	return fd;
 }
-

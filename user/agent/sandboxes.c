@@ -45,11 +45,13 @@ static void sbx_attach(struct agent *a, struct sandbox *s)
 	for (int d = 0; d < RW_DIR_COUNT; d++) {
 		s->attached[d] = !errs[d];
 		if (errs[d] && !msg[0])
-			snprintf(msg, sizeof(msg), "attach %s: %s", rw_dir_name(d), strerror(-errs[d]));
+			snprintf(msg, sizeof(msg), "attach %s: %s", rw_dir_name(d),
+				 strerror(-errs[d]));
 	}
 	if (!msg[0]) {
 		if (s->attach_failures)
-			rw_info("%s: attached after %u failed attempts", s->ifname, s->attach_failures);
+			rw_info("%s: attached after %u failed attempts", s->ifname,
+				s->attach_failures);
 		s->attach_failures = 0;
 		s->backoff_ms = 0;
 		s->retry_at_ms = 0;
@@ -105,8 +107,8 @@ static void sbx_bind(struct agent *a, struct sandbox *s, __be32 pod)
 	if (s->pod && pod)
 		rw_warn("%s: pod %s replaced by %s", s->ifname, agent_ip_str(s->pod, ip),
 			agent_ip_str(pod, (char[INET_ADDRSTRLEN]){}));
-	err = pod ? rw_endpoint_bind(&a->dp, s->ifindex, pod) :
-		    rw_endpoint_unbind(&a->dp, s->ifindex);
+	err = pod ? rw_endpoint_bind(&a->dp, s->ifindex, pod)
+		  : rw_endpoint_unbind(&a->dp, s->ifindex);
 	if (err) {
 		rw_err("%s: %s: %s", s->ifname, pod ? "bind" : "unbind", strerror(-err));
 		return;
@@ -165,7 +167,7 @@ int agent_on_link(bool add, const struct rw_nl_link *l, void *data)
 	}
 	if (!sbx_add(a, l->ifindex, l->name))
 		return -ENOMEM;
-	a->links_dirty = true;	/* routes may have come before the link */
+	a->links_dirty = true; /* routes may have come before the link */
 	return 0;
 }
 
@@ -324,7 +326,7 @@ int agent_full_resync(struct agent *a)
 	while (bpf_map_get_next_key(a->dp.map_fd[RW_M_ENDPOINTS], prev, &key) == 0) {
 		if (!sbx_find(a, key)) {
 			rw_endpoint_unbind(&a->dp, key);
-			prev = NULL;	/* the walk restarts after a delete */
+			prev = NULL; /* the walk restarts after a delete */
 			continue;
 		}
 		prev = &key;
@@ -333,4 +335,3 @@ int agent_full_resync(struct agent *a)
 	a->links_dirty = false;
 	return 0;
 }
-

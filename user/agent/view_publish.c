@@ -39,7 +39,8 @@ void agent_view_publish(struct agent *a)
 			for (size_t r = 0; runs && r < snap.n_runs; r++)
 				dup |= runs[r].idx == pod.run_idx;
 			if (runs && !dup) {
-				snprintf(runs[snap.n_runs].id, sizeof(runs[0].id), "%s", pod.run_id);
+				snprintf(runs[snap.n_runs].id, sizeof(runs[0].id), "%s",
+					 pod.run_id);
 				runs[snap.n_runs++].idx = pod.run_idx;
 			}
 		}

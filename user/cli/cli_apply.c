@@ -83,8 +83,7 @@ static int cmd_apply(int argc, char **argv)
 		       (long long)json_integer_value(json_object_get(reply, "previous")),
 		       json_real_value(json_object_get(reply, "apply_ms")));
 		changes = json_object_get(reply, "changes");
-		json_array_foreach(changes, i, line)
-			printf("  %s\n", json_string_value(line));
+		json_array_foreach(changes, i, line) printf("  %s\n", json_string_value(line));
 	}
 	json_decref(reply);
 	return ret;

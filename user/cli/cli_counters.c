@@ -12,7 +12,6 @@
 #include "commands.h"
 #include "ctl.h"
 
-
 static const char counters_usage[] = "counters [--run ID]";
 
 static void pods_str(const struct rw_cli_run *r, char *buf, size_t len)
@@ -44,12 +43,10 @@ static json_t *agent_events(json_t *status)
 
 static int cmd_counters(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "run", required_argument, NULL, 'r' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{}
-	};
+	static const struct option opts[] = {{"run", required_argument, NULL, 'r'},
+					     {"json", no_argument, NULL, 'j'},
+					     {"help", no_argument, NULL, 'h'},
+					     {}};
 	struct rw_cli_run *runs = NULL;
 	struct rw_counters node;
 	struct rw_datapath dp;
@@ -72,7 +69,8 @@ static int cmd_counters(int argc, char **argv)
 			rw_cmd_help(&rw_cmd_counters, stdout);
 			return RW_EXIT_OK;
 		default:
-			return rw_cmd_usage_error(&rw_cmd_counters, "bad option '%s'", argv[optind - 1]);
+			return rw_cmd_usage_error(&rw_cmd_counters, "bad option '%s'",
+						  argv[optind - 1]);
 		}
 	}
 	if (optind < argc)
@@ -130,8 +128,8 @@ static int cmd_counters(int argc, char **argv)
 			json_array_append_new(arr, o);
 		}
 		o = json_pack("{s:b, s:b, s:I, s:o, s:o, s:o}", "ok", 1, "ready",
-			      (int)RW_STATE_READY(cfg.state), "revision", rev,
-			      "node", rw_cli_counters_json(&node), "runs", arr, "agent",
+			      (int)RW_STATE_READY(cfg.state), "revision", rev, "node",
+			      rw_cli_counters_json(&node), "runs", arr, "agent",
 			      agent_events(status));
 		rw_cli_json_print(o);
 		ret = RW_EXIT_OK;
@@ -149,7 +147,8 @@ static int cmd_counters(int argc, char **argv)
 			long long skipped = json_integer_value(json_object_get(ev, "skipped"));
 
 			printf("  agent: %lld events delivered to %lld subscriber%s, "
-			       "%lld skipped\n", delivered, subs, subs == 1 ? "" : "s", skipped);
+			       "%lld skipped\n",
+			       delivered, subs, subs == 1 ? "" : "s", skipped);
 		} else {
 			printf("  agent: not running (%s)\n", rw_g.socket);
 		}

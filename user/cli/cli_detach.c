@@ -35,7 +35,7 @@ static int cmd_detach(int argc, char **argv)
 	}
 	if (argc != 1)
 		return rw_cmd_usage_error(&rw_cmd_detach, "takes no arguments; --bpffs and "
-					  "--socket name the instance");
+							  "--socket name the instance");
 	layout = rw_datapath_pinned_layout(rw_g.bpffs);
 	stop_agent();
 	links = rw_detach_all(rw_g.bpffs);
@@ -53,7 +53,8 @@ static int cmd_detach(int argc, char **argv)
 		printf("{\"ok\":true,\"bpffs\":\"%s\",\"maps_unpinned\":%d}\n", rw_g.bpffs, maps);
 	else
 		printf("detached: programs taken off every hook runwall held, %d maps unpinned "
-		       "from %s\n", maps, rw_g.bpffs);
+		       "from %s\n",
+		       maps, rw_g.bpffs);
 	return RW_EXIT_OK;
 }
 

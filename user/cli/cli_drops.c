@@ -47,13 +47,13 @@ static void find_pod_veth(struct rw_cli_filter *f)
 
 struct follow {
 	const struct rw_cli_filter *f;
-	unsigned long long count;	/* 0: no limit */
+	unsigned long long count; /* 0: no limit */
 	unsigned long long seen;
 	int64_t mono_to_real;
 	bool header_done;
 };
 
-#define FOLLOW_DONE (-1)	/* on_line(): --count reached, or nobody reads any more */
+#define FOLLOW_DONE (-1) /* on_line(): --count reached, or nobody reads any more */
 
 /* One line of the stream. Returns 0 to go on, FOLLOW_DONE, or the exit code after reporting the
  * agent's error.
@@ -97,20 +97,14 @@ static int on_line(struct follow *fl, char *line)
 static int cmd_drops(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "all", no_argument, NULL, 'a' },
-		{ "run", required_argument, NULL, 'r' },
-		{ "pod", required_argument, NULL, 'p' },
-		{ "reason", required_argument, NULL, 'R' },
-		{ "dst", required_argument, NULL, 'd' },
-		{ "count", required_argument, NULL, 'n' },
-		{ "timeout", required_argument, NULL, 't' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{}
-	};
+		{"all", no_argument, NULL, 'a'},	   {"run", required_argument, NULL, 'r'},
+		{"pod", required_argument, NULL, 'p'},	   {"reason", required_argument, NULL, 'R'},
+		{"dst", required_argument, NULL, 'd'},	   {"count", required_argument, NULL, 'n'},
+		{"timeout", required_argument, NULL, 't'}, {"json", no_argument, NULL, 'j'},
+		{"help", no_argument, NULL, 'h'},	   {}};
 	struct rw_cli_filter f;
-	struct follow fl = { .f = &f };
-	struct sigaction sa = { .sa_handler = on_signal };
+	struct follow fl = {.f = &f};
+	struct sigaction sa = {.sa_handler = on_signal};
 	size_t len = 0, cap = 65536;
 	long long deadline = 0;
 	double timeout = 0;
@@ -148,8 +142,10 @@ static int cmd_drops(int argc, char **argv)
 			break;
 		case 'n':
 			if (rw_parse_uint(optarg, 1ULL << 40, &fl.count) || !fl.count)
-				return rw_fail(RW_EXIT_USAGE, "drops --count: '%s' is not a number "
-					       "of events (1 or more)", optarg);
+				return rw_fail(RW_EXIT_USAGE,
+					       "drops --count: '%s' is not a number "
+					       "of events (1 or more)",
+					       optarg);
 			break;
 		case 't':
 			timeout = strtod(optarg, &end);
@@ -162,7 +158,8 @@ static int cmd_drops(int argc, char **argv)
 			rw_cmd_help(&rw_cmd_drops, stdout);
 			return RW_EXIT_OK;
 		default:
-			return rw_cmd_usage_error(&rw_cmd_drops, "bad option '%s'", argv[optind - 1]);
+			return rw_cmd_usage_error(&rw_cmd_drops, "bad option '%s'",
+						  argv[optind - 1]);
 		}
 	}
 	if (optind < argc)
@@ -174,8 +171,8 @@ static int cmd_drops(int argc, char **argv)
 	if (fd < 0)
 		return rw_fail(RW_EXIT_USAGE,
 			       "no agent on %s (%s): drops follows the agent's event stream; "
-			       "start `runwall agent` or pass --socket", rw_g.socket,
-			       strerror(-fd));
+			       "start `runwall agent` or pass --socket",
+			       rw_g.socket, strerror(-fd));
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
@@ -196,7 +193,7 @@ static int cmd_drops(int argc, char **argv)
 	}
 
 	while (!stop) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
 		int wait = -1, r;
 		ssize_t n;
 		char *nl, *line;
@@ -231,8 +228,10 @@ static int cmd_drops(int argc, char **argv)
 		}
 		if (n == 0) {
 			if (fl.count)
-				ret = rw_fail(RW_EXIT_REFUSED, "the agent closed the event stream "
-					      "after %llu of %llu events", fl.seen, fl.count);
+				ret = rw_fail(RW_EXIT_REFUSED,
+					      "the agent closed the event stream "
+					      "after %llu of %llu events",
+					      fl.seen, fl.count);
 			else
 				ret = rw_fail(RW_EXIT_REFUSED, "the agent closed the event stream");
 			goto cleanup;
@@ -265,12 +264,13 @@ const struct rw_cmd rw_cmd_drops = {
 	.name = "drops",
 	.summary = "follow live verdicts (needs the agent)",
 	.grammar = drops_usage,
-	.options = "  --all             allowed new flows too, not only drops\n"
-		   "  --run ID          only this run's events\n"
-		   "  --pod IP          only events of this pod (either side) or of its veth\n"
-		   "  --reason REASON   only this reason (\"allowed\": allowed flows)\n"
-		   "  --dst IP[:PORT]   only this destination\n"
-		   "  --count N         exit 0 after N matching events\n"
-		   "  --timeout SEC     stop after SEC seconds (exit 1 if --count was not reached)\n",
+	.options =
+		"  --all             allowed new flows too, not only drops\n"
+		"  --run ID          only this run's events\n"
+		"  --pod IP          only events of this pod (either side) or of its veth\n"
+		"  --reason REASON   only this reason (\"allowed\": allowed flows)\n"
+		"  --dst IP[:PORT]   only this destination\n"
+		"  --count N         exit 0 after N matching events\n"
+		"  --timeout SEC     stop after SEC seconds (exit 1 if --count was not reached)\n",
 	.func = cmd_drops,
 };

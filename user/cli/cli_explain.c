@@ -26,10 +26,10 @@
 #include "reasons.h"
 #include "runwall.skel.h"
 
-#define DEFAULT_SPORT		40000
-#define LOOPBACK_IFINDEX	1	/* test_run's device for ctx.ifindex <= 1 */
-#define TCX_NEXT_RET		(-1)
-#define TCX_DROP_RET		2
+#define DEFAULT_SPORT	 40000
+#define LOOPBACK_IFINDEX 1 /* test_run's device for ctx.ifindex <= 1 */
+#define TCX_NEXT_RET	 (-1)
+#define TCX_DROP_RET	 2
 
 static const char explain_usage[] = "explain {--pod IP | --run ID} DST PORT [tcp|udp] [--ingress] "
 				    "[--sport N] [--flags syn|ack|synack] [--policy FILE]";
@@ -73,11 +73,11 @@ static void make_probe(const struct question *q, __be32 pod, struct rw_cli_probe
 static int judge(struct rw_datapath *dp, const struct rw_cli_probe *p, __u32 ifindex,
 		 struct rw_cli_verdict *v, char *err, size_t errlen)
 {
-	struct __sk_buff ctx = { .ifindex = ifindex };
+	struct __sk_buff ctx = {.ifindex = ifindex};
 	__u8 pkt[RW_CLI_PKT_MAX];
 	size_t len = rw_cli_build_packet(p, pkt, sizeof(pkt));
-	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt, .data_size_in = len,
-		    .ctx_in = &ctx, .ctx_size_in = sizeof(ctx), .repeat = 1);
+	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt, .data_size_in = len, .ctx_in = &ctx,
+		    .ctx_size_in = sizeof(ctx), .repeat = 1);
 	struct rw_explain *res = &dp->skel->bss->rw_explain_result;
 	__u32 before = res->runs;
 	int ret;
@@ -86,15 +86,18 @@ static int judge(struct rw_datapath *dp, const struct rw_cli_probe *p, __u32 ifi
 	if (ret) {
 		ret = -errno;
 		snprintf(err, errlen, "BPF_PROG_TEST_RUN on ifindex %u: %s%s", ifindex,
-			 strerror(-ret), ret == -ENODEV ? " (run explain in the node's network "
-			 "namespace, where the sandbox veths are)" : "");
+			 strerror(-ret),
+			 ret == -ENODEV ? " (run explain in the node's network "
+					  "namespace, where the sandbox veths are)"
+					: "");
 		return ret;
 	}
 	/* The dry run must have reached its verdict exactly once, and said what it returned. */
 	if (res->runs != before + 1) {
 		snprintf(err, errlen,
 			 "the dry run left no verdict (rw_explain_result.runs %u -> %u): is this "
-			 "BPF object built with rw_dry_run support?", before, res->runs);
+			 "BPF object built with rw_dry_run support?",
+			 before, res->runs);
 		return -EPROTO;
 	}
 	if ((res->verdict == RW_VERDICT_ALLOW) != ((int)opts.retval == TCX_NEXT_RET) ||
@@ -145,7 +148,7 @@ static __u64 live_revision(const struct rw_datapath *dp)
 static int judge_live(const struct question *q, __be32 *pod, bool need, struct rw_cli_probe *p,
 		      struct rw_cli_verdict *v, __u32 *ifindex_out)
 {
-	struct rw_datapath pinned, dry = { .skel = NULL };
+	struct rw_datapath pinned, dry = {.skel = NULL};
 	struct rw_cli_run *runs = NULL;
 	struct rw_policy names;
 	bool have_names = false;
@@ -168,8 +171,10 @@ static int judge_live(const struct question *q, __be32 *pod, bool need, struct r
 
 		if (r < 0) {
 			ret = need ? rw_fail(RW_EXIT_REFUSED, "no run '%s' in the live slot%s",
-						 q->run, live_revision(&pinned) ? "" :
-						 " (the node is not ready)") : -ENOENT;
+					     q->run,
+					     live_revision(&pinned) ? ""
+								    : " (the node is not ready)")
+				   : -ENOENT;
 			goto cleanup;
 		}
 		/* The run's first pod that has a veth on this node. */
@@ -185,14 +190,19 @@ static int judge_live(const struct question *q, __be32 *pod, bool need, struct r
 		char ip[16];
 
 		rw_cli_ip(*pod, ip, sizeof(ip));
-		ret = need ? rw_fail(RW_EXIT_REFUSED, "%s is bound to no sandbox veth here "
-					 "(rw_endpoints): none of its packets reaches runwall on "
-					 "this node", ip) : -ENOENT;
+		ret = need ? rw_fail(RW_EXIT_REFUSED,
+				     "%s is bound to no sandbox veth here "
+				     "(rw_endpoints): none of its packets reaches runwall on "
+				     "this node",
+				     ip)
+			   : -ENOENT;
 		goto cleanup;
 	}
 	if (!if_indextoname(ifindex, ifname)) {
-		ret = rw_fail(RW_EXIT_REFUSED, "the pod's veth (ifindex %u) is not in this "
-				  "network namespace: run explain in the node's", ifindex);
+		ret = rw_fail(RW_EXIT_REFUSED,
+			      "the pod's veth (ifindex %u) is not in this "
+			      "network namespace: run explain in the node's",
+			      ifindex);
 		goto cleanup;
 	}
 
@@ -232,11 +242,11 @@ cleanup:
 /* The same packet judged by a policy file in private maps. Returns 0, or the exit code (1 or 2)
  * after reporting why it cannot.
  */
-static int judge_file(const struct question *q, __be32 *pod, bool have_pod,
-		      struct rw_cli_probe *p, struct rw_cli_verdict *v)
+static int judge_file(const struct question *q, __be32 *pod, bool have_pod, struct rw_cli_probe *p,
+		      struct rw_cli_verdict *v)
 {
-	struct rw_datapath dp = { .skel = NULL };
-	struct rw_config cfg = { .layout_version = RW_LAYOUT_VERSION };
+	struct rw_datapath dp = {.skel = NULL};
+	struct rw_config cfg = {.layout_version = RW_LAYOUT_VERSION};
 	struct rw_policy_error perr;
 	struct rw_apply_result res;
 	struct rw_policy pol;
@@ -245,8 +255,7 @@ static int judge_file(const struct question *q, __be32 *pod, bool have_pod,
 
 	ret = rw_policy_parse_file(q->policy, &pol, &perr);
 	if (ret)
-		return rw_fail(ret == -EINVAL ? RW_EXIT_REFUSED : RW_EXIT_USAGE, "%s",
-				   perr.text);
+		return rw_fail(ret == -EINVAL ? RW_EXIT_REFUSED : RW_EXIT_USAGE, "%s", perr.text);
 	if (!have_pod) {
 		/* --run: the run's first pod in the file. */
 		const struct rw_policy_run *run = NULL;
@@ -256,7 +265,7 @@ static int judge_file(const struct question *q, __be32 *pod, bool have_pod,
 				run = &pol.runs[i];
 		if (!run || !run->n_pods) {
 			ret = rw_fail(RW_EXIT_REFUSED, "%s: no run '%s' with pods", q->policy,
-					  q->run);
+				      q->run);
 			goto cleanup;
 		}
 		*pod = run->pods[0];
@@ -279,7 +288,7 @@ static int judge_file(const struct question *q, __be32 *pod, bool have_pod,
 	ret = rw_endpoint_bind(&dp, LOOPBACK_IFINDEX, *pod);
 	if (ret) {
 		ret = rw_fail(RW_EXIT_REFUSED, "binding the pod in the private maps: %s",
-				  strerror(-ret));
+			      strerror(-ret));
 		goto cleanup;
 	}
 	make_probe(q, *pod, p);
@@ -303,23 +312,17 @@ cleanup:
 static int parse(int argc, char **argv, struct question *q)
 {
 	static const struct option opts[] = {
-		{ "pod", required_argument, NULL, 'p' },
-		{ "run", required_argument, NULL, 'r' },
-		{ "ingress", no_argument, NULL, 'i' },
-		{ "egress", no_argument, NULL, 'e' },
-		{ "sport", required_argument, NULL, 's' },
-		{ "flags", required_argument, NULL, 'f' },
-		{ "policy", required_argument, NULL, 'P' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{}
-	};
+		{"pod", required_argument, NULL, 'p'},	  {"run", required_argument, NULL, 'r'},
+		{"ingress", no_argument, NULL, 'i'},	  {"egress", no_argument, NULL, 'e'},
+		{"sport", required_argument, NULL, 's'},  {"flags", required_argument, NULL, 'f'},
+		{"policy", required_argument, NULL, 'P'}, {"json", no_argument, NULL, 'j'},
+		{"help", no_argument, NULL, 'h'},	  {}};
 	int opt, npos;
 
 	memset(q, 0, sizeof(*q));
 	q->sport = DEFAULT_SPORT;
 	q->proto = IPPROTO_TCP;
-	q->flags = 0x02;	/* SYN */
+	q->flags = 0x02; /* SYN */
 	while ((opt = getopt_long(argc, argv, "p:r:ies:f:P:jh", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'j':
@@ -327,8 +330,10 @@ static int parse(int argc, char **argv, struct question *q)
 			break;
 		case 'p':
 			if (rw_parse_ip(optarg, &q->pod))
-				return rw_fail(RW_EXIT_USAGE, "explain --pod: '%s' is not an IPv4 "
-					       "address", optarg);
+				return rw_fail(RW_EXIT_USAGE,
+					       "explain --pod: '%s' is not an IPv4 "
+					       "address",
+					       optarg);
 			q->has_pod = true;
 			break;
 		case 'r':
@@ -342,14 +347,17 @@ static int parse(int argc, char **argv, struct question *q)
 			break;
 		case 's':
 			if (rw_parse_port(optarg, &q->sport))
-				return rw_fail(RW_EXIT_USAGE, "explain --sport: '%s' is not a port "
-					       "(1-65535)", optarg);
+				return rw_fail(RW_EXIT_USAGE,
+					       "explain --sport: '%s' is not a port "
+					       "(1-65535)",
+					       optarg);
 			break;
 		case 'f':
 			if (rw_parse_tcp_flags(optarg, &q->flags))
 				return rw_fail(RW_EXIT_USAGE,
 					       "explain --flags: unknown flags '%s'; valid: syn, "
-					       "ack, synack", optarg);
+					       "ack, synack",
+					       optarg);
 			q->flags_set = true;
 			break;
 		case 'P':
@@ -359,7 +367,8 @@ static int parse(int argc, char **argv, struct question *q)
 			rw_cmd_help(&rw_cmd_explain, stdout);
 			return -1;
 		default:
-			return rw_cmd_usage_error(&rw_cmd_explain, "bad option '%s'", argv[optind - 1]);
+			return rw_cmd_usage_error(&rw_cmd_explain, "bad option '%s'",
+						  argv[optind - 1]);
 		}
 	}
 	if (q->has_pod == !!q->run)
@@ -369,10 +378,10 @@ static int parse(int argc, char **argv, struct question *q)
 	npos = argc - optind;
 	if (npos < 2 || npos > 3)
 		return rw_cmd_usage_error(&rw_cmd_explain, "%s",
-					  npos < 2 ? "DST and PORT are needed" : "too many arguments");
+					  npos < 2 ? "DST and PORT are needed"
+						   : "too many arguments");
 	if (rw_parse_ip(argv[optind], &q->dst))
-		return rw_fail(RW_EXIT_USAGE, "explain: '%s' is not an IPv4 address",
-			       argv[optind]);
+		return rw_fail(RW_EXIT_USAGE, "explain: '%s' is not an IPv4 address", argv[optind]);
 	if (rw_parse_port(argv[optind + 1], &q->dport))
 		return rw_fail(RW_EXIT_USAGE, "explain: '%s' is not a port (1-65535)",
 			       argv[optind + 1]);
@@ -386,7 +395,7 @@ static int parse(int argc, char **argv, struct question *q)
 
 static int cmd_explain(int argc, char **argv)
 {
-	struct rw_cli_verdict now = { 0 }, with = { 0 };
+	struct rw_cli_verdict now = {0}, with = {0};
 	struct rw_cli_probe p;
 	const struct rw_cli_verdict *top;
 	struct question q;
@@ -404,16 +413,20 @@ static int cmd_explain(int argc, char **argv)
 	/* Never load with pins where nothing is pinned: that would create them. */
 	layout = rw_datapath_pinned_layout(rw_g.bpffs);
 	if (layout == 0 && !q.policy)
-		return rw_fail(RW_EXIT_USAGE, "nothing pinned at %s: no policy in force to explain "
-			       "(use --policy FILE to judge against a snapshot file)", rw_g.bpffs);
+		return rw_fail(RW_EXIT_USAGE,
+			       "nothing pinned at %s: no policy in force to explain "
+			       "(use --policy FILE to judge against a snapshot file)",
+			       rw_g.bpffs);
 	if (layout > 0 || !q.policy) {
 		ret = judge_live(&q, &pod, !q.policy, &p, &now, &ifindex);
 		if (ret > 0)
 			return ret;
 		have_now = ret == 0;
 		if (!have_now && !rw_g.json)
-			fprintf(stderr, "runwall: explain: the live policy cannot judge this "
-				"packet on this node; judging it with %s only\n", q.policy);
+			fprintf(stderr,
+				"runwall: explain: the live policy cannot judge this "
+				"packet on this node; judging it with %s only\n",
+				q.policy);
 	}
 	if (q.policy) {
 		ret = judge_file(&q, &pod, q.has_pod || have_now, &p, &with);
@@ -449,13 +462,14 @@ const struct rw_cmd rw_cmd_explain = {
 	.name = "explain",
 	.summary = "why a packet would be allowed or refused, by the real program",
 	.grammar = explain_usage,
-	.options = "  --pod IP          the pod whose packet it is\n"
-		   "  --run ID          or the run's first pod bound to a veth of this node\n"
-		   "  DST PORT          the peer and the port; then tcp (default) or udp\n"
-		   "  --ingress         from the peer DST to the pod's PORT\n"
-		   "  --egress          from the pod to DST:PORT (the default)\n"
-		   "  --sport N         the source port (default 40000)\n"
-		   "  --flags F         syn (default), ack or synack\n"
-		   "  --policy FILE     also judge the packet under FILE's snapshot (nothing live changes)\n",
+	.options =
+		"  --pod IP          the pod whose packet it is\n"
+		"  --run ID          or the run's first pod bound to a veth of this node\n"
+		"  DST PORT          the peer and the port; then tcp (default) or udp\n"
+		"  --ingress         from the peer DST to the pod's PORT\n"
+		"  --egress          from the pod to DST:PORT (the default)\n"
+		"  --sport N         the source port (default 40000)\n"
+		"  --flags F         syn (default), ack or synack\n"
+		"  --policy FILE     also judge the packet under FILE's snapshot (nothing live changes)\n",
 	.func = cmd_explain,
 };

@@ -23,7 +23,6 @@
 #include "eventfmt.h"
 #include "reasons.h"
 
-
 struct mctx {
 	struct rw_datapath dp;
 	struct rw_config cfg;
@@ -38,8 +37,8 @@ struct mctx {
 	int64_t mono_to_real;
 	__u64 now_mono;
 	enum rw_cli_map map;
-	json_t *entries;	/* -j */
-	struct rw_table t;	/* plain */
+	json_t *entries;   /* -j */
+	struct rw_table t; /* plain */
 };
 
 /* What `lookup` looks for; `dump` leaves it empty (everything matches). */
@@ -47,13 +46,13 @@ struct mkey {
 	bool any;
 	bool has_ip;
 	__be32 ip;
-	__u16 port;		/* host order, 0: any */
-	__u8 proto;		/* 0: any */
+	__u16 port; /* host order, 0: any */
+	__u8 proto; /* 0: any */
 	bool has_ifindex;
 	__u32 ifindex;
 	bool has_idx;
 	__u32 idx;
-	const char *text;	/* the key as typed, for messages */
+	const char *text; /* the key as typed, for messages */
 };
 
 static const char map_usage[] = "map { list | dump MAP | lookup MAP KEY }";
@@ -102,7 +101,8 @@ static void load_policy(struct mctx *c)
 
 	if (rw_ctl_call(rw_g.socket, "status", NULL, NULL, 0, RW_CTL_TIMEOUT_MS, &status))
 		return;
-	c->have_policy = rw_cli_agent_policy(rw_g.socket, status, c->ready ? c->revision : 0, &c->policy) == 0;
+	c->have_policy = rw_cli_agent_policy(rw_g.socket, status, c->ready ? c->revision : 0,
+					     &c->policy) == 0;
 	if (c->have_policy)
 		snprintf(c->policy_file, sizeof(c->policy_file), "%s",
 			 json_string_value(json_object_get(status, "policy_file")));
@@ -310,16 +310,12 @@ static int show_config(struct mctx *c, const struct mkey *k)
 	if (c->cfg.applied_ns)
 		rw_format_time((int64_t)c->cfg.applied_ns + c->mono_to_real, applied,
 			       sizeof(applied));
-	o = json_pack("{s:b, s:I, s:i, s:I, s:i, s:i, s:i, s:o, s:I}",
-		      "ready", c->ready,
-		      "revision", (json_int_t)RW_STATE_REVISION(c->cfg.state),
-		      "slot", (int)RW_STATE_SLOT(c->cfg.state),
-		      "state", (json_int_t)c->cfg.state,
-		      "layout_version", (int)c->cfg.layout_version,
-		      "event_rate", (int)c->cfg.event_rate,
-		      "event_burst", (int)c->cfg.event_burst,
-		      "applied", jstr_or_null(applied),
-		      "applied_ns", (json_int_t)c->cfg.applied_ns);
+	o = json_pack("{s:b, s:I, s:i, s:I, s:i, s:i, s:i, s:o, s:I}", "ready", c->ready,
+		      "revision", (json_int_t)RW_STATE_REVISION(c->cfg.state), "slot",
+		      (int)RW_STATE_SLOT(c->cfg.state), "state", (json_int_t)c->cfg.state,
+		      "layout_version", (int)c->cfg.layout_version, "event_rate",
+		      (int)c->cfg.event_rate, "event_burst", (int)c->cfg.event_burst, "applied",
+		      jstr_or_null(applied), "applied_ns", (json_int_t)c->cfg.applied_ns);
 	if (c->entries) {
 		json_array_append_new(c->entries, o);
 		return 1;
@@ -327,8 +323,10 @@ static int show_config(struct mctx *c, const struct mkey *k)
 	json_decref(o);
 	rw_table_row(&c->t);
 	rw_table_cell(&c->t, "ready");
-	rw_table_cell(&c->t, "%s", c->ready ? "yes" : "no (every sandbox packet is dropped: "
-				   "not-ready)");
+	rw_table_cell(&c->t, "%s",
+		      c->ready ? "yes"
+			       : "no (every sandbox packet is dropped: "
+				 "not-ready)");
 	rw_table_row(&c->t);
 	rw_table_cell(&c->t, "revision");
 	rw_table_cell(&c->t, "%llu", (unsigned long long)RW_STATE_REVISION(c->cfg.state));
@@ -429,8 +427,8 @@ static int show_pods(struct mctx *c, const struct mkey *k)
 }
 
 /* One row of the allow maps, exact or CIDR: 1, the row shown. */
-static int allow_row(struct mctx *c, const char *kind, __u32 scope, const char *dst,
-		     __u8 proto, __u16 port, __u32 rule_id)
+static int allow_row(struct mctx *c, const char *kind, __u32 scope, const char *dst, __u8 proto,
+		     __u16 port, __u32 rule_id)
 {
 	const char *run = scope ? run_of_idx(c, scope) : NULL;
 	char rule[128];
@@ -480,8 +478,8 @@ static int allow_cidr_row(struct mctx *c, const struct mkey *k, const void *key,
 	unsigned int plen = lk->prefixlen - RW_ALLOW_LPM_FIXED_BITS;
 	char dst[32];
 
-	if (!k->any && (!in_cidr(k->ip, lk->daddr, plen) ||
-			!port_proto_match(k, lk->proto, ntohs(lk->dport))))
+	if (!k->any &&
+	    (!in_cidr(k->ip, lk->daddr, plen) || !port_proto_match(k, lk->proto, ntohs(lk->dport))))
 		return 0;
 	rw_cli_cidr(lk->daddr, plen, dst, sizeof(dst));
 	if (plen == 32)
@@ -589,15 +587,13 @@ static int conntrack_row(struct mctx *c, const struct mkey *k, const void *key, 
 		rw_cli_ip(ck->peer_ip, peer_ip, sizeof(peer_ip));
 		json_t *o = json_pack("{s:i, s:s, s:s, s:i, s:s, s:i, s:s, s:o, s:s, s:I, "
 				      "s:I, s:i, s:s}",
-				      "ifindex", (int)ck->ifindex, "ifname", name,
-				      "pod", pod_ip, "pod_port", (int)ntohs(ck->pod_port),
-				      "peer", peer_ip,
-				      "peer_port", (int)ntohs(ck->peer_port),
-				      "proto", rw_proto_name(ck->proto),
-				      "run", jstr_or_null(run), "opened_by", by,
-				      "age_ms", (json_int_t)(age / 1000000),
-				      "idle_ms", (json_int_t)(idle / 1000000),
-				      "rule_id", (int)cv->rule_id, "rule", rule);
+				      "ifindex", (int)ck->ifindex, "ifname", name, "pod", pod_ip,
+				      "pod_port", (int)ntohs(ck->pod_port), "peer", peer_ip,
+				      "peer_port", (int)ntohs(ck->peer_port), "proto",
+				      rw_proto_name(ck->proto), "run", jstr_or_null(run),
+				      "opened_by", by, "age_ms", (json_int_t)(age / 1000000),
+				      "idle_ms", (json_int_t)(idle / 1000000), "rule_id",
+				      (int)cv->rule_id, "rule", rule);
 
 		json_array_append_new(c->entries, o);
 		return 1;
@@ -632,7 +628,7 @@ static int show_conntrack(struct mctx *c, const struct mkey *k)
 		int fd = rw_conntrack_table_fd(&c->dp, ((__u32 *)veths)[i]);
 
 		if (fd < 0)
-			continue;	/* gone since the walk */
+			continue; /* gone since the walk */
 		err = collect(fd, ks, vs, &keys, &vals, &n);
 		close(fd);
 		if (err)
@@ -674,8 +670,8 @@ static int show_counters(struct mctx *c, const struct mkey *k)
 			continue;
 		shown++;
 		if (c->entries) {
-			json_t *o = json_pack("{s:i, s:o}", "idx", (int)idx, "run",
-					      jstr_or_null(run));
+			json_t *o =
+				json_pack("{s:i, s:o}", "idx", (int)idx, "run", jstr_or_null(run));
 			json_t *v = rw_cli_counters_json(&s);
 
 			json_object_update(o, v);
@@ -686,8 +682,9 @@ static int show_counters(struct mctx *c, const struct mkey *k)
 		if (!idx)
 			printf("idx 0: node (every sandbox)\n");
 		else
-			printf("idx %u: %s%s\n", idx, run ? "run " : "", run ? run :
-			       "no live run (counters of a run gone from the snapshot)");
+			printf("idx %u: %s%s\n", idx, run ? "run " : "",
+			       run ? run
+				   : "no live run (counters of a run gone from the snapshot)");
 		rw_cli_counters_print(stdout, &s, "  ");
 	}
 	return shown;
@@ -715,8 +712,8 @@ static int budget_row(struct mctx *c, const struct mkey *k, const void *key, con
 		return 0;
 	ifname_of(ifindex, name);
 	if (c->entries) {
-		json_t *o = json_pack("{s:i, s:s, s:I, s:I}", "ifindex", (int)ifindex,
-				      "ifname", name, "drop_events_left", (json_int_t)drops,
+		json_t *o = json_pack("{s:i, s:s, s:I, s:I}", "ifindex", (int)ifindex, "ifname",
+				      name, "drop_events_left", (json_int_t)drops,
 				      "flow_events_left", (json_int_t)flows);
 
 		json_array_append_new(c->entries, o);
@@ -743,27 +740,56 @@ static const struct {
 	const char *const heads[9];
 	size_t ncols;
 	unsigned int right;
-	bool slotted;		/* read in the live slot */
-	bool rules;		/* has rule ids to name */
-	const char *key;	/* what lookup takes */
+	bool slotted;	 /* read in the live slot */
+	bool rules;	 /* has rule ids to name */
+	const char *key; /* what lookup takes */
 } maps[RW_CLI_MAP__COUNT] = {
-	[RW_CLI_MAP_CONFIG] = { show_config, { "FIELD", "VALUE" }, 2, 0, false, false, "" },
-	[RW_CLI_MAP_ENDPOINTS] = { show_endpoints, { "IFINDEX", "IFNAME", "POD", "RUN" }, 4,
-				   RW_TABLE_RIGHT(0), false, false, "IFINDEX|IFNAME|POD-IP" },
-	[RW_CLI_MAP_PODS] = { show_pods, { "POD", "RUN", "IDX", "GEN", "EGRESS", "VETH" }, 6,
-			      RW_TABLE_RIGHT(2) | RW_TABLE_RIGHT(3), true, false, "POD-IP" },
-	[RW_CLI_MAP_ALLOW] = { show_allow, { "SCOPE", "DST", "PORT", "KIND", "RULE" }, 5, 0, true,
-			       true, "IP[:PORT] [tcp|udp]" },
-	[RW_CLI_MAP_DENY] = { show_deny, { "CIDR" }, 1, 0, true, false, "IP" },
-	[RW_CLI_MAP_INBOUND] = { show_inbound, { "PEER", "PORT", "RULE" }, 3, 0, true, true,
-				 "PEER-IP[:PORT] [tcp|udp]" },
-	[RW_CLI_MAP_CONNTRACK] = { show_conntrack, { "VETH", "POD", "PEER", "PROTO", "OPENED-BY",
-						     "AGE", "IDLE", "RUN", "RULE" }, 9,
-				   RW_TABLE_RIGHT(5) | RW_TABLE_RIGHT(6), false, true, "IP" },
-	[RW_CLI_MAP_COUNTERS] = { show_counters, { "" }, 0, 0, false, false, "RUN-ID|IDX|node" },
-	[RW_CLI_MAP_BUDGET] = { show_budget, { "IFINDEX", "IFNAME", "DROP-EVENTS", "FLOW-EVENTS" },
-				4, RW_TABLE_RIGHT(0) | RW_TABLE_RIGHT(2) | RW_TABLE_RIGHT(3), false, false,
-				"IFINDEX|IFNAME" },
+	[RW_CLI_MAP_CONFIG] = {show_config, {"FIELD", "VALUE"}, 2, 0, false, false, ""},
+	[RW_CLI_MAP_ENDPOINTS] = {show_endpoints,
+				  {"IFINDEX", "IFNAME", "POD", "RUN"},
+				  4,
+				  RW_TABLE_RIGHT(0),
+				  false,
+				  false,
+				  "IFINDEX|IFNAME|POD-IP"},
+	[RW_CLI_MAP_PODS] = {show_pods,
+			     {"POD", "RUN", "IDX", "GEN", "EGRESS", "VETH"},
+			     6,
+			     RW_TABLE_RIGHT(2) | RW_TABLE_RIGHT(3),
+			     true,
+			     false,
+			     "POD-IP"},
+	[RW_CLI_MAP_ALLOW] = {show_allow,
+			      {"SCOPE", "DST", "PORT", "KIND", "RULE"},
+			      5,
+			      0,
+			      true,
+			      true,
+			      "IP[:PORT] [tcp|udp]"},
+	[RW_CLI_MAP_DENY] = {show_deny, {"CIDR"}, 1, 0, true, false, "IP"},
+	[RW_CLI_MAP_INBOUND] = {show_inbound,
+				{"PEER", "PORT", "RULE"},
+				3,
+				0,
+				true,
+				true,
+				"PEER-IP[:PORT] [tcp|udp]"},
+	[RW_CLI_MAP_CONNTRACK] = {show_conntrack,
+				  {"VETH", "POD", "PEER", "PROTO", "OPENED-BY", "AGE", "IDLE",
+				   "RUN", "RULE"},
+				  9,
+				  RW_TABLE_RIGHT(5) | RW_TABLE_RIGHT(6),
+				  false,
+				  true,
+				  "IP"},
+	[RW_CLI_MAP_COUNTERS] = {show_counters, {""}, 0, 0, false, false, "RUN-ID|IDX|node"},
+	[RW_CLI_MAP_BUDGET] = {show_budget,
+			       {"IFINDEX", "IFNAME", "DROP-EVENTS", "FLOW-EVENTS"},
+			       4,
+			       RW_TABLE_RIGHT(0) | RW_TABLE_RIGHT(2) | RW_TABLE_RIGHT(3),
+			       false,
+			       false,
+			       "IFINDEX|IFNAME"},
 };
 
 static int parse_key(struct mctx *c, enum rw_cli_map map, int argc, char **argv, struct mkey *k)
@@ -797,8 +823,10 @@ static int parse_key(struct mctx *c, enum rw_cli_map map, int argc, char **argv,
 			return rw_fail(RW_EXIT_USAGE, "map lookup %s: '%s' is not IP or IP:PORT",
 				       rw_cli_map_names[map], s);
 		if (argc == 2 && rw_parse_proto(argv[1], &k->proto))
-			return rw_fail(RW_EXIT_USAGE, "map lookup %s: unknown protocol '%s'; "
-				       "valid: tcp, udp", rw_cli_map_names[map], argv[1]);
+			return rw_fail(RW_EXIT_USAGE,
+				       "map lookup %s: unknown protocol '%s'; "
+				       "valid: tcp, udp",
+				       rw_cli_map_names[map], argv[1]);
 		k->has_ip = true;
 		return 0;
 	case RW_CLI_MAP_ENDPOINTS:
@@ -815,9 +843,10 @@ static int parse_key(struct mctx *c, enum rw_cli_map map, int argc, char **argv,
 		} else {
 			k->ifindex = if_nametoindex(s);
 			if (!k->ifindex)
-				return rw_fail(RW_EXIT_REFUSED, "map lookup %s: no interface '%s' "
-					       "in this network namespace", rw_cli_map_names[map],
-					       s);
+				return rw_fail(RW_EXIT_REFUSED,
+					       "map lookup %s: no interface '%s' "
+					       "in this network namespace",
+					       rw_cli_map_names[map], s);
 		}
 		k->has_ifindex = true;
 		return 0;
@@ -898,9 +927,8 @@ static int show(struct mctx *c, enum rw_cli_map map, const struct mkey *k, bool 
 			       maps[map].slotted && !c->ready ? " (the node is not ready)" : "");
 	}
 	if (rw_g.json) {
-		json_t *o = json_pack("{s:b, s:s, s:b, s:I}", "ok", 1, "map",
-				      rw_cli_map_names[map], "ready", c->ready, "revision",
-				      (json_int_t)c->revision);
+		json_t *o = json_pack("{s:b, s:s, s:b, s:I}", "ok", 1, "map", rw_cli_map_names[map],
+				      "ready", c->ready, "revision", (json_int_t)c->revision);
 
 		if (maps[map].slotted && c->ready)
 			json_object_set_new(o, "slot", json_integer(c->slot));
@@ -926,8 +954,7 @@ static int show(struct mctx *c, enum rw_cli_map map, const struct mkey *k, bool 
 
 static int list(struct mctx *c)
 {
-	static const char *const heads[] = { "MAP", "PINNED AS", "TYPE", "ENTRIES", "MAX",
-					     "FILL" };
+	static const char *const heads[] = {"MAP", "PINNED AS", "TYPE", "ENTRIES", "MAX", "FILL"};
 	struct rw_cli_fill fill[RW_M__COUNT];
 	struct rw_table t;
 	json_t *arr;
@@ -936,12 +963,11 @@ static int list(struct mctx *c)
 	if (rw_g.json) {
 		arr = json_array();
 		for (int i = 0; i < RW_M__COUNT; i++)
-			json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:I, s:I}", "name",
-							     fill[i].name, "pin", fill[i].pin,
-							     "type", fill[i].type, "entries",
-							     (json_int_t)fill[i].entries,
-							     "max_entries",
-							     (json_int_t)fill[i].max_entries));
+			json_array_append_new(
+				arr, json_pack("{s:s, s:s, s:s, s:I, s:I}", "name", fill[i].name,
+					       "pin", fill[i].pin, "type", fill[i].type, "entries",
+					       (json_int_t)fill[i].entries, "max_entries",
+					       (json_int_t)fill[i].max_entries));
 		rw_cli_json_print(json_pack("{s:b, s:s, s:b, s:I, s:o}", "ok", 1, "bpffs",
 					    c->dp.pin_dir, "ready", c->ready, "revision",
 					    (json_int_t)c->revision, "maps", arr));
@@ -989,15 +1015,12 @@ static int list(struct mctx *c)
 static int cmd_map(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{}
-	};
-	static const char *const subs[] = { "list", "dump", "lookup" };
-	struct mctx c = { 0 };
+		{"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {}};
+	static const char *const subs[] = {"list", "dump", "lookup"};
+	struct mctx c = {0};
 	char err[512];
 	int sub, map, ret, opt;
-	struct mkey k = { .any = true };
+	struct mkey k = {.any = true};
 
 	while ((opt = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
 		if (opt == 'j') {
@@ -1022,7 +1045,8 @@ static int cmd_map(int argc, char **argv)
 		if (argc < 2)
 			return rw_fail(RW_EXIT_USAGE,
 				       "map %s: which map? valid: config, endpoints, pods, allow, "
-				       "deny, inbound, conntrack, counters, budget", subs[sub]);
+				       "deny, inbound, conntrack, counters, budget",
+				       subs[sub]);
 		map = rw_cli_map_lookup(argv[1], err, sizeof(err));
 		if (map < 0)
 			return rw_fail(RW_EXIT_USAGE, "%s", err);
@@ -1081,8 +1105,9 @@ const struct rw_cmd rw_cmd_map = {
 	.name = "map",
 	.summary = "read the pinned maps",
 	.grammar = map_usage,
-	.options = "  list              every map: type, entries, size, pinned path\n"
-		   "  dump MAP          every entry of MAP, decoded\n"
-		   "  lookup MAP KEY    one entry (KEY as dump prints it: an IP, a rule key, an ifindex...)\n",
+	.options =
+		"  list              every map: type, entries, size, pinned path\n"
+		"  dump MAP          every entry of MAP, decoded\n"
+		"  lookup MAP KEY    one entry (KEY as dump prints it: an IP, a rule key, an ifindex...)\n",
 	.func = cmd_map,
 };

@@ -12,16 +12,13 @@
 #include "commands.h"
 #include "ctl.h"
 
-
 static int cmd_requests(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "run", required_argument, NULL, 'r' },
-		{ "help", no_argument, NULL, 'h' },
-		{}
-	};
-	static const char *const heads[] = { "FIRST SEEN", "RUN", "GEN", "POD", "DESTINATION",
-					     "COUNT", "STATE", "ATTEMPTS", "LAST ERROR" };
+		{"run", required_argument, NULL, 'r'}, {"help", no_argument, NULL, 'h'}, {}};
+	static const char *const heads[] = {"FIRST SEEN", "RUN",	 "GEN",
+					    "POD",	  "DESTINATION", "COUNT",
+					    "STATE",	  "ATTEMPTS",	 "LAST ERROR"};
 	const char *run = NULL, *url;
 	struct rw_table t;
 	json_t *reply = NULL, *list, *item, *stats;
@@ -59,9 +56,10 @@ static int cmd_requests(int argc, char **argv)
 	if (run) {
 		json_t *kept = json_array();
 
-		json_array_foreach(list, i, item)
-			if (!strcmp(json_string_value(json_object_get(item, "run")) ?: "", run))
-				json_array_append(kept, item);
+		json_array_foreach(
+			list, i,
+			item) if (!strcmp(json_string_value(json_object_get(item, "run")) ?: "",
+					  run)) json_array_append(kept, item);
 		json_object_set_new(reply, "requests", kept);
 		list = kept;
 	}
@@ -77,15 +75,16 @@ static int cmd_requests(int argc, char **argv)
 		return RW_EXIT_OK;
 	}
 	printf("network-access requests to %s: %lld queued, %lld sent, %lld pending, %lld failed, "
-	       "%lld dropped (queue full), %lld retries\n", url,
-	       json_integer_value(json_object_get(stats, "queued")),
+	       "%lld dropped (queue full), %lld retries\n",
+	       url, json_integer_value(json_object_get(stats, "queued")),
 	       json_integer_value(json_object_get(stats, "sent")),
 	       json_integer_value(json_object_get(stats, "pending")),
 	       json_integer_value(json_object_get(stats, "failed")),
 	       json_integer_value(json_object_get(stats, "dropped")),
 	       json_integer_value(json_object_get(stats, "retries")));
 	rw_table_init(&t, 9, heads, RW_TABLE_RIGHT(2) | RW_TABLE_RIGHT(5) | RW_TABLE_RIGHT(7));
-	json_array_foreach(list, i, item) {
+	json_array_foreach(list, i, item)
+	{
 		const char *le = json_string_value(json_object_get(item, "last_error"));
 
 		rw_table_row(&t);

@@ -23,13 +23,12 @@
 #include "eventfmt.h"
 #include "status.h"
 
-
 static const char status_usage[] = "status";
 
 struct sctx {
 	struct rw_datapath dp;
 	const char *bpffs;
-	json_t *agent;		/* the agent's status reply, NULL without one */
+	json_t *agent; /* the agent's status reply, NULL without one */
 	int agent_err;
 	struct rw_config cfg;
 	bool ready;
@@ -121,7 +120,8 @@ static const char *agent_run_since(struct sctx *c, const char *id)
 	json_t *runs = c->agent ? json_object_get(c->agent, "runs") : NULL, *r;
 	size_t i;
 
-	json_array_foreach(runs, i, r) {
+	json_array_foreach(runs, i, r)
+	{
 		if (!strcmp(json_string_value(json_object_get(r, "id")) ?: "", id))
 			return json_string_value(json_object_get(r, "since"));
 	}
@@ -158,27 +158,26 @@ static json_t *maps_json(struct sctx *c)
 
 	rw_cli_map_fill(&c->dp, fill);
 	for (int i = 0; i < RW_M__COUNT; i++)
-		json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:I, s:I}", "name",
-						     fill[i].name, "pin", fill[i].pin, "type",
-						     fill[i].type, "entries",
-						     (json_int_t)fill[i].entries, "max_entries",
-						     (json_int_t)fill[i].max_entries));
+		json_array_append_new(arr,
+				      json_pack("{s:s, s:s, s:s, s:I, s:I}", "name", fill[i].name,
+						"pin", fill[i].pin, "type", fill[i].type, "entries",
+						(json_int_t)fill[i].entries, "max_entries",
+						(json_int_t)fill[i].max_entries));
 	return arr;
 }
 
 static json_t *events_json(struct sctx *c)
 {
 	json_t *ae = c->agent ? json_object_get(c->agent, "events") : NULL;
-	struct rw_counters node = { 0 };
+	struct rw_counters node = {0};
 
 	rw_counters_read(&c->dp, 0, &node);
-	return json_pack("{s:I, s:I, s:I, s:O, s:O, s:O}",
-			 "sent", (json_int_t)node.events_sent,
-			 "lost", (json_int_t)node.events_lost,
-			 "suppressed", (json_int_t)node.events_suppressed,
-			 "subscribers", json_object_get(ae, "subscribers") ?: json_null(),
-			 "delivered", json_object_get(ae, "delivered") ?: json_null(),
-			 "skipped", json_object_get(ae, "skipped") ?: json_null());
+	return json_pack("{s:I, s:I, s:I, s:O, s:O, s:O}", "sent", (json_int_t)node.events_sent,
+			 "lost", (json_int_t)node.events_lost, "suppressed",
+			 (json_int_t)node.events_suppressed, "subscribers",
+			 json_object_get(ae, "subscribers") ?: json_null(), "delivered",
+			 json_object_get(ae, "delivered") ?: json_null(), "skipped",
+			 json_object_get(ae, "skipped") ?: json_null());
 }
 
 static json_t *agent_json(struct sctx *c)
@@ -188,12 +187,12 @@ static json_t *agent_json(struct sctx *c)
 	if (!a)
 		return json_pack("{s:b, s:s, s:s}", "running", 0, "socket", rw_g.socket, "error",
 				 strerror(-c->agent_err));
-	return json_pack("{s:b, s:s, s:O, s:O, s:O, s:O, s:O}", "running", 1, "socket",
-			 rw_g.socket, "ifprefix", json_object_get(a, "ifprefix") ?: json_null(),
-			 "policy_file", json_object_get(a, "policy_file") ?: json_null(),
-			 "apply_ms", json_object_get(a, "apply_ms") ?: json_null(),
-			 "last_error", json_object_get(a, "last_error") ?: json_null(),
-			 "attach", json_object_get(a, "attach") ?: json_null());
+	return json_pack("{s:b, s:s, s:O, s:O, s:O, s:O, s:O}", "running", 1, "socket", rw_g.socket,
+			 "ifprefix", json_object_get(a, "ifprefix") ?: json_null(), "policy_file",
+			 json_object_get(a, "policy_file") ?: json_null(), "apply_ms",
+			 json_object_get(a, "apply_ms") ?: json_null(), "last_error",
+			 json_object_get(a, "last_error") ?: json_null(), "attach",
+			 json_object_get(a, "attach") ?: json_null());
 }
 
 /* "tcx first", "tc first, 1 after", "tcx NOT FIRST (2 others)", "NOT ATTACHED" */
@@ -214,9 +213,9 @@ static void hook_str(json_t *h, char *buf, size_t len)
 
 static void print_plain(struct sctx *c, json_t *o)
 {
-	static const char *const sb_heads[] = { "VETH", "IFINDEX", "POD", "RUN", "EGRESS HOOK",
-						"INGRESS HOOK" };
-	static const char *const map_heads[] = { "MAP", "PINNED AS", "ENTRIES", "MAX", "FILL" };
+	static const char *const sb_heads[] = {"VETH", "IFINDEX",     "POD",
+					       "RUN",  "EGRESS HOOK", "INGRESS HOOK"};
+	static const char *const map_heads[] = {"MAP", "PINNED AS", "ENTRIES", "MAX", "FILL"};
 	json_t *runs = json_object_get(o, "runs"), *sbx = json_object_get(o, "sandboxes");
 	json_t *maps = json_object_get(o, "maps"), *ev = json_object_get(o, "events"), *v;
 	const char *since = json_string_value(json_object_get(o, "ready_since"));
@@ -250,31 +249,36 @@ static void print_plain(struct sctx *c, json_t *o)
 			json_t *at = json_object_get(c->agent, "attach");
 
 			printf("attach:     %lld failed, %lld retries, %lld veths waiting for a "
-			       "retry\n", json_integer_value(json_object_get(at, "failures")),
+			       "retry\n",
+			       json_integer_value(json_object_get(at, "failures")),
 			       json_integer_value(json_object_get(at, "retries")),
 			       json_integer_value(json_object_get(at, "pending")));
 		}
 	} else if (rw_ctl_no_agent(c->agent_err)) {
 		printf("agent:      not running (enforcement continues from the pinned state; no "
-		       "agent on %s)\n", rw_g.socket);
+		       "agent on %s)\n",
+		       rw_g.socket);
 	} else {
 		printf("agent:      not answering on %s (%s); enforcement continues from the "
-		       "pinned state\n", rw_g.socket, strerror(-c->agent_err));
+		       "pinned state\n",
+		       rw_g.socket, strerror(-c->agent_err));
 	}
 	printf("bpffs:      %s\n", c->bpffs);
 	printf("limits:     events %u/s burst %u per sandbox for drops and for new flows; "
-	       "conntrack %u flows per sandbox, %u per node\n", c->cfg.event_rate,
-	       c->cfg.event_burst, c->cfg.ct_per_sandbox, c->cfg.ct_node);
+	       "conntrack %u flows per sandbox, %u per node\n",
+	       c->cfg.event_rate, c->cfg.event_burst, c->cfg.ct_per_sandbox, c->cfg.ct_node);
 
 	printf("\nruns: %zu\n", json_array_size(runs));
 	rw_table_init(&t, 5, NULL, 0);
-	json_array_foreach(runs, i, v) {
+	json_array_foreach(runs, i, v)
+	{
 		const char *rs = json_string_value(json_object_get(v, "since"));
 		json_t *pods = json_object_get(v, "pods"), *p;
 		char list[512] = "";
 		size_t j, off = 0;
 
-		json_array_foreach(pods, j, p) {
+		json_array_foreach(pods, j, p)
+		{
 			if (off < sizeof(list))
 				off += snprintf(list + off, sizeof(list) - off, "%s%s",
 						j ? "," : "", json_string_value(p));
@@ -293,7 +297,8 @@ static void print_plain(struct sctx *c, json_t *o)
 
 	printf("\nsandboxes: %zu\n", json_array_size(sbx));
 	rw_table_init(&t, 6, sb_heads, RW_TABLE_RIGHT(1));
-	json_array_foreach(sbx, i, v) {
+	json_array_foreach(sbx, i, v)
+	{
 		json_t *hooks = json_object_get(v, "hooks");
 		const char *pod = json_string_value(json_object_get(v, "pod"));
 		const char *run = json_string_value(json_object_get(v, "run"));
@@ -313,7 +318,8 @@ static void print_plain(struct sctx *c, json_t *o)
 		rw_table_print(&t, stdout, "  ");
 	rw_table_free(&t);
 	/* Failed attaches the agent is retrying (with backoff). */
-	json_array_foreach(sbx, i, v) {
+	json_array_foreach(sbx, i, v)
+	{
 		const char *ae = json_string_value(json_object_get(v, "attach_error"));
 
 		if (ae)
@@ -325,7 +331,8 @@ static void print_plain(struct sctx *c, json_t *o)
 
 	printf("\nmaps:\n");
 	rw_table_init(&t, 5, map_heads, RW_TABLE_RIGHT(2) | RW_TABLE_RIGHT(3) | RW_TABLE_RIGHT(4));
-	json_array_foreach(maps, i, v) {
+	json_array_foreach(maps, i, v)
+	{
 		long long e = json_integer_value(json_object_get(v, "entries"));
 		long long m = json_integer_value(json_object_get(v, "max_entries"));
 		const char *pin = json_string_value(json_object_get(v, "pin"));
@@ -369,11 +376,8 @@ static void print_plain(struct sctx *c, json_t *o)
 static int cmd_status(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{}
-	};
-	struct sctx c = { .bpffs = rw_g.bpffs };
+		{"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {}};
+	struct sctx c = {.bpffs = rw_g.bpffs};
 	char err[512], applied[40] = "";
 	json_t *o;
 	int opt, ret;
@@ -392,7 +396,8 @@ static int cmd_status(int argc, char **argv)
 	if (optind < argc)
 		return rw_cmd_usage_error(&rw_cmd_status, "unexpected '%s'", argv[optind]);
 
-	c.agent_err = rw_ctl_call(rw_g.socket, "status", NULL, NULL, 0, RW_CTL_TIMEOUT_MS, &c.agent);
+	c.agent_err =
+		rw_ctl_call(rw_g.socket, "status", NULL, NULL, 0, RW_CTL_TIMEOUT_MS, &c.agent);
 	if (c.agent_err)
 		c.agent = NULL;
 	if (c.agent && !json_is_true(json_object_get(c.agent, "ok"))) {
@@ -406,8 +411,10 @@ static int cmd_status(int argc, char **argv)
 
 		if (dir && *dir && strcmp(dir, c.bpffs)) {
 			if (!rw_g.json)
-				fprintf(stderr, "runwall: the agent on %s pins under %s, not %s: "
-					"reading %s\n", rw_g.socket, dir, c.bpffs, dir);
+				fprintf(stderr,
+					"runwall: the agent on %s pins under %s, not %s: "
+					"reading %s\n",
+					rw_g.socket, dir, c.bpffs, dir);
 			c.bpffs = dir;
 		}
 	}
@@ -435,29 +442,26 @@ static int cmd_status(int argc, char **argv)
 		rw_format_time((int64_t)c.cfg.applied_ns + c.mono_to_real, applied,
 			       sizeof(applied));
 
-	o = json_pack("{s:b, s:b, s:I, s:o, s:o, s:s, s:o, s:o, s:o, s:o, s:o}",
-		      "ok", 1, "ready", c.ready, "revision", (json_int_t)c.revision,
-		      "ready_since", c.agent ? json_incref(json_object_get(c.agent, "ready_since"))
-					       ?: json_null() : json_null(),
-		      "applied", jstr_or_null(applied), "bpffs", c.bpffs,
-		      "agent", agent_json(&c),
-		      "runs", runs_json(&c),
-		      "sandboxes", c.agent && json_is_array(json_object_get(c.agent, "sandboxes")) ?
-				   json_incref(json_object_get(c.agent, "sandboxes")) :
-				   sandboxes_from_kernel(&c),
-		      "maps", maps_json(&c),
-		      "events", events_json(&c));
+	o = json_pack("{s:b, s:b, s:I, s:o, s:o, s:s, s:o, s:o, s:o, s:o, s:o}", "ok", 1, "ready",
+		      c.ready, "revision", (json_int_t)c.revision, "ready_since",
+		      c.agent ? json_incref(json_object_get(c.agent, "ready_since")) ?: json_null()
+			      : json_null(),
+		      "applied", jstr_or_null(applied), "bpffs", c.bpffs, "agent", agent_json(&c),
+		      "runs", runs_json(&c), "sandboxes",
+		      c.agent && json_is_array(json_object_get(c.agent, "sandboxes"))
+			      ? json_incref(json_object_get(c.agent, "sandboxes"))
+			      : sandboxes_from_kernel(&c),
+		      "maps", maps_json(&c), "events", events_json(&c));
 	if (!o) {
 		ret = rw_fail(RW_EXIT_REFUSED, "out of memory");
 		goto cleanup;
 	}
 	/* The agent's --event-rate, --ct-per-sandbox and --ct-node, as the kernel holds them. */
-	json_object_set_new(o, "limits",
-			    json_pack("{s:I, s:I, s:I, s:I}",
-				      "event_rate", (json_int_t)c.cfg.event_rate,
-				      "event_burst", (json_int_t)c.cfg.event_burst,
-				      "ct_per_sandbox", (json_int_t)c.cfg.ct_per_sandbox,
-				      "ct_node", (json_int_t)c.cfg.ct_node));
+	json_object_set_new(
+		o, "limits",
+		json_pack("{s:I, s:I, s:I, s:I}", "event_rate", (json_int_t)c.cfg.event_rate,
+			  "event_burst", (json_int_t)c.cfg.event_burst, "ct_per_sandbox",
+			  (json_int_t)c.cfg.ct_per_sandbox, "ct_node", (json_int_t)c.cfg.ct_node));
 	if (rw_g.json) {
 		rw_cli_json_print(o);
 	} else {

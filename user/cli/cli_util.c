@@ -99,7 +99,7 @@ static const char *cell(const struct rw_table *t, size_t r, size_t c)
 
 void rw_table_print(const struct rw_table *t, FILE *f, const char *indent)
 {
-	size_t width[32] = { 0 }, ncols = t->ncols < 32 ? t->ncols : 32;
+	size_t width[32] = {0}, ncols = t->ncols < 32 ? t->ncols : 32;
 	char *line = NULL;
 	size_t size = 0;
 
@@ -247,8 +247,8 @@ json_t *rw_cli_counters_json(const struct rw_counters *c)
 		json_object_set_new(o, rw_dir_name(d), dir);
 	}
 	json_object_set_new(o, "events",
-			    json_pack("{s:I, s:I, s:I}", "sent", (json_int_t)c->events_sent,
-				      "lost", (json_int_t)c->events_lost, "suppressed",
+			    json_pack("{s:I, s:I, s:I}", "sent", (json_int_t)c->events_sent, "lost",
+				      (json_int_t)c->events_lost, "suppressed",
 				      (json_int_t)c->events_suppressed));
 	return o;
 }
@@ -279,14 +279,13 @@ void rw_cli_counters_summary(const struct rw_counters *c, char *buf, size_t len)
 	snprintf(buf, len,
 		 "%llu drop%s, %llu allowed; events: %llu sent, %llu suppressed, %llu lost",
 		 (unsigned long long)drops, drops == 1 ? "" : "s",
-		 (unsigned long long)rw_cli_counters_allowed(c),
-		 (unsigned long long)c->events_sent, (unsigned long long)c->events_suppressed,
-		 (unsigned long long)c->events_lost);
+		 (unsigned long long)rw_cli_counters_allowed(c), (unsigned long long)c->events_sent,
+		 (unsigned long long)c->events_suppressed, (unsigned long long)c->events_lost);
 }
 
 void rw_cli_counters_print(FILE *f, const struct rw_counters *c, const char *indent)
 {
-	static const char *const heads[] = { "DIR", "REASON", "PACKETS", "BYTES" };
+	static const char *const heads[] = {"DIR", "REASON", "PACKETS", "BYTES"};
 	struct rw_table t;
 	char line[256];
 
@@ -372,8 +371,8 @@ static __u16 ip_csum(const __u8 *p, size_t len)
 size_t rw_cli_build_packet(const struct rw_cli_probe *p, __u8 *buf, size_t len)
 {
 	/* Locally administered MACs: the program never looks at them. */
-	static const __u8 a_mac[6] = { 0x02, 0x72, 0x77, 0, 0, 0x01 };
-	static const __u8 b_mac[6] = { 0x02, 0x72, 0x77, 0, 0, 0x02 };
+	static const __u8 a_mac[6] = {0x02, 0x72, 0x77, 0, 0, 0x01};
+	static const __u8 b_mac[6] = {0x02, 0x72, 0x77, 0, 0, 0x02};
 	size_t l4 = p->proto == IPPROTO_UDP ? 8 : 20, total = 14 + 20 + l4;
 	__u8 *ip = buf + 14, *th = buf + 34;
 
@@ -386,7 +385,7 @@ size_t rw_cli_build_packet(const struct rw_cli_probe *p, __u8 *buf, size_t len)
 	ip[0] = 0x45;
 	put16(ip + 2, (__u16)(20 + l4));
 	put16(ip + 4, 1);
-	put16(ip + 6, 0x4000);		/* DF, not a fragment */
+	put16(ip + 6, 0x4000); /* DF, not a fragment */
 	ip[8] = 64;
 	ip[9] = p->proto;
 	memcpy(ip + 12, &p->src, 4);
@@ -397,9 +396,9 @@ size_t rw_cli_build_packet(const struct rw_cli_probe *p, __u8 *buf, size_t len)
 	if (p->proto == IPPROTO_UDP) {
 		put16(th + 4, 8);
 	} else {
-		th[7] = 1;			/* seq 1 */
+		th[7] = 1; /* seq 1 */
 		if (p->tcp_flags & RW_TCP_ACK)
-			th[11] = 1;		/* ack 1 */
+			th[11] = 1; /* ack 1 */
 		th[12] = 5 << 4;
 		th[13] = p->tcp_flags;
 		put16(th + 14, 65535);
@@ -471,21 +470,12 @@ json_t *rw_cli_verdict_json(const struct rw_cli_probe *p, const struct rw_cli_ve
 	rw_cli_ip(p->dst, dst, sizeof(dst));
 	return json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:I, s:s, s:s, s:i, s:s, s:i, s:s, "
 			 "s:s}",
-			 "verdict", v->verdict == RW_VERDICT_ALLOW ? "allow" : "drop",
-			 "reason", rw_reason_name(v->reason),
-			 "path", rw_path_name(v->path),
-			 "rule", v->rule,
-			 "rule_id", (int)v->rule_id,
-			 "run", v->run,
-			 "gen", (int)v->gen,
-			 "revision", (json_int_t)v->revision,
-			 "dir", rw_dir_name(p->dir),
-			 "src", src,
-			 "sport", (int)p->sport,
-			 "dst", dst,
-			 "dport", (int)p->dport,
-			 "proto", rw_proto_name(p->proto),
-			 "source", v->source ? v->source : "live");
+			 "verdict", v->verdict == RW_VERDICT_ALLOW ? "allow" : "drop", "reason",
+			 rw_reason_name(v->reason), "path", rw_path_name(v->path), "rule", v->rule,
+			 "rule_id", (int)v->rule_id, "run", v->run, "gen", (int)v->gen, "revision",
+			 (json_int_t)v->revision, "dir", rw_dir_name(p->dir), "src", src, "sport",
+			 (int)p->sport, "dst", dst, "dport", (int)p->dport, "proto",
+			 rw_proto_name(p->proto), "source", v->source ? v->source : "live");
 }
 
 /* ---- the kernel's state, read only ------------------------------------------------------- */
@@ -495,8 +485,10 @@ int rw_cli_open(struct rw_datapath *dp, const char *bpffs, char *err, size_t err
 	int layout = rw_datapath_pinned_layout(bpffs);
 
 	if (layout == 0) {
-		snprintf(err, errlen, "nothing pinned at %s: runwall is not set up on this node, "
-			 "or its maps are under another --bpffs", bpffs);
+		snprintf(err, errlen,
+			 "nothing pinned at %s: runwall is not set up on this node, "
+			 "or its maps are under another --bpffs",
+			 bpffs);
 		return -ENOENT;
 	}
 	if (layout < 0) {

@@ -33,24 +33,27 @@ int rw_cli_reason_lookup(const char *word, char *err, size_t errlen);
 /* The names `runwall map` takes: one per map of RW_MAPS (datapath.h), except that "allow" shows
  * both allow maps. Its names are RW_MAPS' shown names, in this order.
  */
-#define RW_CLI_MAPS(X)			\
-	X(CONFIG, "config")		\
-	X(ENDPOINTS, "endpoints")	\
-	X(PODS, "pods")			\
-	X(ALLOW, "allow")		\
-	X(DENY, "deny")			\
-	X(INBOUND, "inbound")		\
-	X(CONNTRACK, "conntrack")	\
-	X(COUNTERS, "counters")		\
-	X(BUDGET, "budget")		\
+#define RW_CLI_MAPS(X)            \
+	X(CONFIG, "config")       \
+	X(ENDPOINTS, "endpoints") \
+	X(PODS, "pods")           \
+	X(ALLOW, "allow")         \
+	X(DENY, "deny")           \
+	X(INBOUND, "inbound")     \
+	X(CONNTRACK, "conntrack") \
+	X(COUNTERS, "counters")   \
+	X(BUDGET, "budget")       \
 	X(EVENTS, "events")
 
+/* An X-macro list, then the count: clang-format would indent the count. */
+/* clang-format off */
 enum rw_cli_map {
 #define X(id, name) RW_CLI_MAP_##id,
 	RW_CLI_MAPS(X)
 #undef X
 	RW_CLI_MAP__COUNT
 };
+/* clang-format on */
 
 extern const char *const rw_cli_map_names[RW_CLI_MAP__COUNT];
 
@@ -66,10 +69,10 @@ struct rw_table {
 	size_t ncols;
 	const char *const *heads;
 	unsigned int right_mask;
-	char **cells;		/* rows * ncols, row-major */
+	char **cells; /* rows * ncols, row-major */
 	size_t rows;
-	size_t cap;		/* rows allocated */
-	size_t cur;		/* cells filled in the last row */
+	size_t cap; /* rows allocated */
+	size_t cur; /* cells filled in the last row */
 };
 
 #define RW_TABLE_RIGHT(col) (1u << (col))
@@ -123,15 +126,15 @@ void rw_cli_counters_summary(const struct rw_counters *c, char *buf, size_t len)
 
 /* Which events `runwall drops` shows. Zeroed = every drop. */
 struct rw_cli_filter {
-	bool all;		/* allowed new flows too */
-	const char *run;	/* run id, or NULL */
+	bool all;	 /* allowed new flows too */
+	const char *run; /* run id, or NULL */
 	bool has_pod;
-	__be32 pod;		/* the pod's side of the event (source of egress, dst of ingress) */
-	__u32 pod_ifindex;	/* the pod's veth when known (0: not known): its events match too */
-	int reason;		/* -1: any */
+	__be32 pod;	   /* the pod's side of the event (source of egress, dst of ingress) */
+	__u32 pod_ifindex; /* the pod's veth when known (0: not known): its events match too */
+	int reason;	   /* -1: any */
 	bool has_dst;
 	__be32 dst;
-	__u16 dport;		/* host order, 0: any */
+	__u16 dport; /* host order, 0: any */
 };
 
 void rw_cli_filter_init(struct rw_cli_filter *f);
@@ -144,24 +147,24 @@ void rw_cli_event_header(char *buf, size_t len);
 
 /* A packet to judge, as explain describes it. Addresses in network order, ports host order. */
 struct rw_cli_probe {
-	__u8 dir;		/* enum rw_dir */
+	__u8 dir; /* enum rw_dir */
 	__be32 src, dst;
 	__u16 sport, dport;
-	__u8 proto;		/* IPPROTO_TCP or IPPROTO_UDP */
+	__u8 proto; /* IPPROTO_TCP or IPPROTO_UDP */
 	__u8 tcp_flags;
 };
 
 /* What the program decided, and under which policy. */
 struct rw_cli_verdict {
-	__u8 verdict;		/* enum rw_verdict */
+	__u8 verdict; /* enum rw_verdict */
 	__u8 reason;
 	__u8 path;
 	__u32 rule_id;
-	char rule[128];		/* rw_rule_name() */
-	char run[RW_RUN_ID_LEN];	/* "" when the pod belongs to no run */
+	char rule[128];		 /* rw_rule_name() */
+	char run[RW_RUN_ID_LEN]; /* "" when the pod belongs to no run */
 	__u32 gen;
 	__u64 revision;
-	const char *source;	/* "live" or the policy file */
+	const char *source; /* "live" or the policy file */
 };
 
 #define RW_CLI_PKT_MAX 128
@@ -204,10 +207,10 @@ int rw_cli_open(struct rw_datapath *dp, const char *bpffs, char *err, size_t err
  * for rw_events, the bytes not consumed yet out of the ring's size.
  */
 struct rw_cli_fill {
-	const char *name;	/* what `runwall map` calls it: "allow" */
-	const char *pin;	/* pinned as: "rw_allow_exact" */
-	const char *type;	/* "hash", "lpm_trie", ... (of the inner map for slotted ones) */
-	long long entries;	/* -errno when it could not be counted */
+	const char *name;  /* what `runwall map` calls it: "allow" */
+	const char *pin;   /* pinned as: "rw_allow_exact" */
+	const char *type;  /* "hash", "lpm_trie", ... (of the inner map for slotted ones) */
+	long long entries; /* -errno when it could not be counted */
 	__u32 max_entries;
 };
 

@@ -20,21 +20,21 @@
 #include "http.h"
 #include "log.h"
 
-#define MAX_AGENTS		64
-#define RECONNECT_MS		1000
-#define SSE_MAX_EVENT		(256 * 1024)
+#define MAX_AGENTS    64
+#define RECONNECT_MS  1000
+#define SSE_MAX_EVENT (256 * 1024)
 
 struct upstream {
 	struct view *v;
-	char url[512];			/* base URL, no trailing slash */
-	char node[RW_NODE_LEN];		/* the agent's node (its status), else host:port */
+	char url[512];		/* base URL, no trailing slash */
+	char node[RW_NODE_LEN]; /* the agent's node (its status), else host:port */
 	pthread_t thread;
 	/* SSE parsing */
-	char *pending;			/* bytes of an unfinished line */
+	char *pending; /* bytes of an unfinished line */
 	size_t pending_len;
-	char *data;			/* data: lines of the event being read */
+	char *data; /* data: lines of the event being read */
 	size_t data_len;
-	uint64_t id, last_id;		/* id: of the event being read; the last one dispatched */
+	uint64_t id, last_id; /* id: of the event being read; the last one dispatched */
 	/* what /api/status shows, under v->lock */
 	bool connected;
 	uint64_t events, connects;
@@ -46,7 +46,7 @@ struct view {
 	struct rw_feed feed;
 	struct upstream up[MAX_AGENTS];
 	size_t n_up;
-	char auth[600];			/* "Authorization: Bearer ..." or "" */
+	char auth[600]; /* "Authorization: Bearer ..." or "" */
 	pthread_mutex_t lock;
 	volatile int stop;
 };
@@ -187,13 +187,13 @@ static size_t sse_write(char *p, size_t size, size_t n, void *data)
 
 	for (size_t i = 0; i < total; i++) {
 		if (p[i] == '\n') {
-			u->pending[u->pending_len] = '\0';	/* the id: line is parsed as a string */
+			u->pending[u->pending_len] = '\0'; /* the id: line is parsed as a string */
 			sse_line(u, u->pending, u->pending_len);
 			u->pending_len = 0;
 			continue;
 		}
 		if (u->pending_len + 1 >= SSE_MAX_EVENT)
-			return 0;	/* a line longer than any event: drop the stream */
+			return 0; /* a line longer than any event: drop the stream */
 		u->pending[u->pending_len++] = p[i];
 	}
 	return total;
@@ -279,16 +279,16 @@ static void *follow(void *data)
 			snprintf(err, sizeof(err), "%.200s: %s", url, curl_easy_strerror(rc));
 		else
 			snprintf(err, sizeof(err), "%.200s: %s", url,
-				 status == 200 ? "the agent closed the stream" :
-				 status == 401 ? "HTTP 401: missing or wrong token (--token-file)" :
-				 "unexpected answer");
+				 status == 200	 ? "the agent closed the stream"
+				 : status == 401 ? "HTTP 401: missing or wrong token (--token-file)"
+						 : "unexpected answer");
 		curl_slist_free_all(hdr);
 		curl_easy_cleanup(c);
 		set_state(u, false, err);
 		if (!v->stop)
 			rw_warn("%s: %s; reconnecting", u->node, err);
 		for (int i = 0; i < RECONNECT_MS / 100 && !v->stop; i++)
-			nanosleep(&(struct timespec){ 0, 100000000L }, NULL);
+			nanosleep(&(struct timespec){0, 100000000L}, NULL);
 	}
 	return NULL;
 }
@@ -305,13 +305,14 @@ static void publish_status(struct view *v)
 		json_t *st = u->status;
 
 		all &= u->connected;
-		json_array_append_new(agents, json_pack(
-			"{s:s, s:s, s:b, s:I, s:I, s:s?, s:O?, s:O?}", "url", u->url, "node",
-			u->node, "connected", u->connected, "events", (json_int_t)u->events,
-			"connects", (json_int_t)u->connects, "last_error",
-			u->last_error[0] ? u->last_error : NULL, "ready",
-			st ? json_object_get(st, "ready") : NULL, "revision",
-			st ? json_object_get(st, "revision") : NULL));
+		json_array_append_new(
+			agents,
+			json_pack("{s:s, s:s, s:b, s:I, s:I, s:s?, s:O?, s:O?}", "url", u->url,
+				  "node", u->node, "connected", u->connected, "events",
+				  (json_int_t)u->events, "connects", (json_int_t)u->connects,
+				  "last_error", u->last_error[0] ? u->last_error : NULL, "ready",
+				  st ? json_object_get(st, "ready") : NULL, "revision",
+				  st ? json_object_get(st, "revision") : NULL));
 	}
 	pthread_mutex_unlock(&v->lock);
 	o = json_pack("{s:b, s:b, s:o}", "ok", 1, "view", 1, "agents", agents);
@@ -337,7 +338,8 @@ static char *merged_requests(void *data)
 		pthread_mutex_lock(&v->lock);
 		snprintf(node, sizeof(node), "%s", v->up[i].node);
 		pthread_mutex_unlock(&v->lock);
-		json_array_foreach(json_object_get(r, "requests"), k, item) {
+		json_array_foreach(json_object_get(r, "requests"), k, item)
+		{
 			if (!json_string_length(json_object_get(item, "node")))
 				json_object_set_new(item, "node", json_string(node));
 			json_array_append(list, item);
@@ -359,17 +361,15 @@ static const char view_options[] =
 
 static int cmd_view(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "agent", required_argument, NULL, 'a' },
-		{ "token-file", required_argument, NULL, 't' },
-		{ "listen", required_argument, NULL, 'l' },
-		{ "http-token-file", required_argument, NULL, 'T' },
-		{ "events", required_argument, NULL, 'e' },
-		{ "help", no_argument, NULL, 'h' },
-		{}
-	};
-	struct rw_http_opts ho = { .listen = "127.0.0.1:9180", .flag = "view: --listen" };
-	struct rw_http_ops ops = { .requests = merged_requests };
+	static const struct option opts[] = {{"agent", required_argument, NULL, 'a'},
+					     {"token-file", required_argument, NULL, 't'},
+					     {"listen", required_argument, NULL, 'l'},
+					     {"http-token-file", required_argument, NULL, 'T'},
+					     {"events", required_argument, NULL, 'e'},
+					     {"help", no_argument, NULL, 'h'},
+					     {}};
+	struct rw_http_opts ho = {.listen = "127.0.0.1:9180", .flag = "view: --listen"};
+	struct rw_http_ops ops = {.requests = merged_requests};
 	const char *token_file = NULL;
 	struct rw_http *http = NULL;
 	struct view *v;
@@ -390,20 +390,22 @@ static int cmd_view(int argc, char **argv)
 
 			if (v->n_up == MAX_AGENTS) {
 				free(v);
-				return rw_fail(RW_EXIT_USAGE, "view: at most %d --agent", MAX_AGENTS);
+				return rw_fail(RW_EXIT_USAGE, "view: at most %d --agent",
+					       MAX_AGENTS);
 			}
 			if ((strncmp(optarg, "http://", 7) && strncmp(optarg, "https://", 8)) ||
 			    len >= sizeof(u->url) || len < 8) {
 				free(v);
-				return rw_fail(RW_EXIT_USAGE, "view: --agent '%s': expected "
-					       "http://HOST:PORT", optarg);
+				return rw_fail(RW_EXIT_USAGE,
+					       "view: --agent '%s': expected "
+					       "http://HOST:PORT",
+					       optarg);
 			}
 			u = &v->up[v->n_up++];
 			snprintf(u->url, sizeof(u->url), "%s", optarg);
 			while (len && u->url[len - 1] == '/')
 				u->url[--len] = '\0';
-			snprintf(u->node, sizeof(u->node), "%s",
-				 strstr(u->url, "://") + 3);
+			snprintf(u->node, sizeof(u->node), "%s", strstr(u->url, "://") + 3);
 			break;
 		}
 		case 't':
@@ -429,13 +431,15 @@ static int cmd_view(int argc, char **argv)
 			return RW_EXIT_OK;
 		default:
 			free(v);
-			return rw_cmd_usage_error(&rw_cmd_view, "bad option '%s'", argv[optind - 1]);
+			return rw_cmd_usage_error(&rw_cmd_view, "bad option '%s'",
+						  argv[optind - 1]);
 		}
 	}
 	if (optind < argc || !v->n_up) {
 		free(v);
 		if (optind < argc)
-			return rw_fail(RW_EXIT_USAGE, "view: unexpected argument '%s'", argv[optind]);
+			return rw_fail(RW_EXIT_USAGE, "view: unexpected argument '%s'",
+				       argv[optind]);
 		return rw_fail(RW_EXIT_USAGE, "view: at least one --agent URL is needed");
 	}
 	if (token_file) {
@@ -488,11 +492,12 @@ static int cmd_view(int argc, char **argv)
 		}
 	}
 	rw_info("view of %zu agents on http://%s:%u/", v->n_up,
-		strchr(ho.listen, ':') && ho.listen[0] != ':' ?
-			strndupa(ho.listen, strrchr(ho.listen, ':') - ho.listen) : "127.0.0.1",
+		strchr(ho.listen, ':') && ho.listen[0] != ':'
+			? strndupa(ho.listen, strrchr(ho.listen, ':') - ho.listen)
+			: "127.0.0.1",
 		rw_http_port(http));
 	for (;;) {
-		struct timespec one = { 1, 0 };
+		struct timespec one = {1, 0};
 		int sig = sigtimedwait(&mask, NULL, &one);
 
 		if (sig > 0)

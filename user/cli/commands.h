@@ -7,15 +7,15 @@
 #include <stdio.h>
 
 /* Exit codes, for every command (README "Exit codes"). */
-#define RW_EXIT_OK		0	/* done / found / applied */
-#define RW_EXIT_REFUSED		1	/* refused, not found, not ready, a check failed */
-#define RW_EXIT_USAGE		2	/* bad usage, or no agent where one is needed */
+#define RW_EXIT_OK	0 /* done / found / applied */
+#define RW_EXIT_REFUSED 1 /* refused, not found, not ready, a check failed */
+#define RW_EXIT_USAGE	2 /* bad usage, or no agent where one is needed */
 
 struct rw_globals {
-	const char *bpffs;	/* --bpffs: the pin folder */
-	const char *socket;	/* --socket: the agent's control socket */
-	bool json;		/* -j/--json: JSON on stdout, errors included */
-	int verbose;		/* -v, -vv */
+	const char *bpffs;  /* --bpffs: the pin folder */
+	const char *socket; /* --socket: the agent's control socket */
+	bool json;	    /* -j/--json: JSON on stdout, errors included */
+	int verbose;	    /* -v, -vv */
 };
 
 extern struct rw_globals rw_g;
@@ -27,9 +27,9 @@ extern struct rw_globals rw_g;
  */
 struct rw_cmd {
 	const char *name;
-	const char *summary;	/* one line for `runwall help` */
-	const char *grammar;	/* "drops [--all] [--run ID] ...", after "runwall " */
-	const char *options;	/* "  --run ID   ...\n" lines, or NULL */
+	const char *summary; /* one line for `runwall help` */
+	const char *grammar; /* "drops [--all] [--run ID] ...", after "runwall " */
+	const char *options; /* "  --run ID   ...\n" lines, or NULL */
 	/* Takes its own arguments (argv[0] is the command's name; the global options are taken
 	 * out wherever they were) and returns an exit code.
 	 */

@@ -21,16 +21,8 @@ struct rw_globals rw_g = {
 
 /* The commands, in the order `runwall help` lists them. A new command: its file, and one line. */
 static const struct rw_cmd *const commands[] = {
-	&rw_cmd_agent,
-	&rw_cmd_apply,
-	&rw_cmd_status,
-	&rw_cmd_map,
-	&rw_cmd_counters,
-	&rw_cmd_drops,
-	&rw_cmd_explain,
-	&rw_cmd_requests,
-	&rw_cmd_view,
-	&rw_cmd_detach,
+	&rw_cmd_agent, &rw_cmd_apply,	&rw_cmd_status,	  &rw_cmd_map,	&rw_cmd_counters,
+	&rw_cmd_drops, &rw_cmd_explain, &rw_cmd_requests, &rw_cmd_view, &rw_cmd_detach,
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -61,8 +53,9 @@ void rw_cmd_help(const struct rw_cmd *cmd, FILE *f)
 	fprintf(f, "Usage: runwall %s\n  %s\n", cmd->grammar, cmd->summary);
 	if (cmd->options)
 		fprintf(f, "\n%s", cmd->options);
-	fprintf(f, "\nGlobal options (before or after COMMAND): --bpffs DIR, --socket PATH, -j|--json, "
-		   "-v|--verbose.\n");
+	fprintf(f,
+		"\nGlobal options (before or after COMMAND): --bpffs DIR, --socket PATH, -j|--json, "
+		"-v|--verbose.\n");
 }
 
 int rw_cmd_usage_error(const struct rw_cmd *cmd, const char *fmt, ...)
@@ -78,23 +71,25 @@ int rw_cmd_usage_error(const struct rw_cmd *cmd, const char *fmt, ...)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: runwall [OPTIONS] COMMAND [ARGS] [OPTIONS]\n\n"
-		   "OPTIONS := { --bpffs DIR | --socket PATH | -j|--json | -v|--verbose | -h|--help }\n"
-		   "  --bpffs DIR    pinned maps and links (default %s)\n"
-		   "  --socket PATH  the agent's control socket (default %s)\n"
-		   "  -j, --json     JSON on stdout, errors included\n"
-		   "  -v, --verbose  more log lines (-vv: libbpf's debug too)\n"
-		   "Global options go before or after COMMAND (`runwall status --socket S -j`); `--`\n"
-		   "ends them.\n\n"
-		   "COMMAND :=\n",
+	fprintf(f,
+		"Usage: runwall [OPTIONS] COMMAND [ARGS] [OPTIONS]\n\n"
+		"OPTIONS := { --bpffs DIR | --socket PATH | -j|--json | -v|--verbose | -h|--help }\n"
+		"  --bpffs DIR    pinned maps and links (default %s)\n"
+		"  --socket PATH  the agent's control socket (default %s)\n"
+		"  -j, --json     JSON on stdout, errors included\n"
+		"  -v, --verbose  more log lines (-vv: libbpf's debug too)\n"
+		"Global options go before or after COMMAND (`runwall status --socket S -j`); `--`\n"
+		"ends them.\n\n"
+		"COMMAND :=\n",
 		RW_DEFAULT_BPFFS, RW_DEFAULT_SOCKET);
 	for (size_t i = 0; i < N_COMMANDS; i++)
 		fprintf(f, "  %-9s %s\n", commands[i]->name, commands[i]->summary);
 	fprintf(f, "\nGrammar:\n");
 	for (size_t i = 0; i < N_COMMANDS; i++)
 		fprintf(f, "  runwall %s\n", commands[i]->grammar);
-	fprintf(f, "\n`runwall help COMMAND` for one command. Exit codes: 0 ok, 1 refused or not found, "
-		   "2 usage or no agent.\n");
+	fprintf(f,
+		"\n`runwall help COMMAND` for one command. Exit codes: 0 ok, 1 refused or not found, "
+		"2 usage or no agent.\n");
 }
 
 static const struct rw_cmd *find(const char *name)
@@ -144,7 +139,8 @@ static int take_globals(int argc, char **argv, bool *help)
 				*c == 'j' ? (void)(rw_g.json = true) : (void)rw_g.verbose++;
 		else if (!seen_cmd && a[0] == '-' && a[1])
 			return rw_fail(RW_EXIT_USAGE, "unknown option '%s' (try `runwall help`)",
-				       a), -1;
+				       a),
+			       -1;
 		else {
 			seen_cmd = true;
 			argv[out++] = argv[i];

@@ -9,7 +9,7 @@
 #include "datapath.h"
 #include "netlink.h"
 
-static const char *const versions[] = { RW_CNI_VERSIONS };
+static const char *const versions[] = {RW_CNI_VERSIONS};
 
 bool rw_cni_version_ok(const char *v)
 {
@@ -68,7 +68,8 @@ static void parse_prev(struct rw_cni_req *req)
 			 "prevResult.interfaces: missing or not an array");
 		return;
 	}
-	json_array_foreach(ifs, i, it) {
+	json_array_foreach(ifs, i, it)
+	{
 		json_t *name = json_object_get(it, "name"), *sbx = json_object_get(it, "sandbox");
 
 		if (!json_is_object(it) || !json_is_string(name)) {
@@ -78,7 +79,8 @@ static void parse_prev(struct rw_cni_req *req)
 		}
 		if (sbx && !(json_is_string(sbx) && json_string_length(sbx) == 0))
 			continue;
-		if (json_string_length(name) == 0 || json_string_length(name) >= sizeof(req->host_if) ||
+		if (json_string_length(name) == 0 ||
+		    json_string_length(name) >= sizeof(req->host_if) ||
 		    strlen(json_string_value(name)) != json_string_length(name) ||
 		    strchr(json_string_value(name), '/')) {
 			snprintf(req->prev_error, sizeof(req->prev_error),
@@ -103,7 +105,8 @@ static void parse_prev(struct rw_cni_req *req)
 			 "prevResult.ips: missing or not an array");
 		return;
 	}
-	json_array_foreach(ips, i, it) {
+	json_array_foreach(ips, i, it)
+	{
 		json_t *addr = json_object_get(it, "address");
 		char buf[INET_ADDRSTRLEN + 4], *slash;
 		struct in_addr in;
@@ -114,7 +117,7 @@ static void parse_prev(struct rw_cni_req *req)
 			return;
 		}
 		if (json_string_length(addr) >= sizeof(buf))
-			continue;	/* IPv6: longer than any IPv4 CIDR; not ours */
+			continue; /* IPv6: longer than any IPv4 CIDR; not ours */
 		snprintf(buf, sizeof(buf), "%s", json_string_value(addr));
 		slash = strchr(buf, '/');
 		if (slash)

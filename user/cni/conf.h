@@ -15,33 +15,33 @@
 
 /* CNI error codes (spec "Error codes"), and runwall-cni's own (100 and up). */
 enum rw_cni_code {
-	RW_CNI_E_VERSION = 1,		/* incompatible CNI version */
-	RW_CNI_E_CONFIG = 4,		/* invalid network config */
-	RW_CNI_E_ENV = 7,		/* invalid environment variables */
-	RW_CNI_E_IO = 5,		/* I/O failure (reading stdin) */
-	RW_CNI_E_DECODE = 6,		/* failed to decode content */
-	RW_CNI_E_TRY_LATER = 11,	/* try again later: runwall is not set up on this node */
-	RW_CNI_E_PREV = 100,		/* prevResult lacks the host veth or the pod's IPv4 address */
-	RW_CNI_E_ATTACH = 101,		/* attaching or binding failed */
-	RW_CNI_E_CHECK = 102,		/* CHECK: the pod is not protected as it should be */
-	RW_CNI_E_LAYOUT = 103,		/* the pins on the node are another runwall's layout */
+	RW_CNI_E_VERSION = 1,	 /* incompatible CNI version */
+	RW_CNI_E_CONFIG = 4,	 /* invalid network config */
+	RW_CNI_E_ENV = 7,	 /* invalid environment variables */
+	RW_CNI_E_IO = 5,	 /* I/O failure (reading stdin) */
+	RW_CNI_E_DECODE = 6,	 /* failed to decode content */
+	RW_CNI_E_TRY_LATER = 11, /* try again later: runwall is not set up on this node */
+	RW_CNI_E_PREV = 100,	 /* prevResult lacks the host veth or the pod's IPv4 address */
+	RW_CNI_E_ATTACH = 101,	 /* attaching or binding failed */
+	RW_CNI_E_CHECK = 102,	 /* CHECK: the pod is not protected as it should be */
+	RW_CNI_E_LAYOUT = 103,	 /* the pins on the node are another runwall's layout */
 };
 
-#define RW_CNI_DEFAULT_IFPREFIX	"eni,vlan"
+#define RW_CNI_DEFAULT_IFPREFIX "eni,vlan"
 #define RW_CNI_VERSIONS		"0.3.0", "0.3.1", "0.4.0", "1.0.0"
 #define RW_CNI_MAX_INPUT	(1 << 20)
 
 struct rw_cni_req {
 	char cni_version[16];
-	char bpffs[PATH_MAX];		/* "bpffs", default RW_DEFAULT_BPFFS */
-	enum rw_attach_mode mode;	/* "attachMode": auto|tcx|tc */
-	char ifprefix[128];		/* "ifPrefix", default RW_CNI_DEFAULT_IFPREFIX */
-	json_t *prev;			/* prevResult (a reference we own), NULL when absent */
+	char bpffs[PATH_MAX];	  /* "bpffs", default RW_DEFAULT_BPFFS */
+	enum rw_attach_mode mode; /* "attachMode": auto|tcx|tc */
+	char ifprefix[128];	  /* "ifPrefix", default RW_CNI_DEFAULT_IFPREFIX */
+	json_t *prev;		  /* prevResult (a reference we own), NULL when absent */
 	/* From prevResult, when present and complete: */
-	char host_if[16];		/* the host-side interface (no "sandbox" key) */
-	__be32 pod_ip;			/* the first IPv4 address of ips[] */
-	bool prev_complete;		/* host_if and pod_ip were found */
-	char prev_error[256];		/* why not, when !prev_complete */
+	char host_if[16];     /* the host-side interface (no "sandbox" key) */
+	__be32 pod_ip;	      /* the first IPv4 address of ips[] */
+	bool prev_complete;   /* host_if and pod_ip were found */
+	char prev_error[256]; /* why not, when !prev_complete */
 };
 
 /* Parse stdin's network configuration (len bytes, not NUL-terminated). 0 on success; otherwise

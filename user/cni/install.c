@@ -58,7 +58,7 @@ int rw_cni_conflist_edit(json_t *doc, json_t *entry, bool *changed, char *err, s
 			i++;
 			continue;
 		}
-		json_array_remove(plugins, i);	/* uninstall, or a duplicate */
+		json_array_remove(plugins, i); /* uninstall, or a duplicate */
 		*changed = true;
 	}
 	if (entry && !placed) {
@@ -68,8 +68,8 @@ int rw_cni_conflist_edit(json_t *doc, json_t *entry, bool *changed, char *err, s
 	return 0;
 }
 
-static int write_atomic(const char *dir, const char *name, const void *buf, size_t len,
-			mode_t mode, char *err, size_t errlen)
+static int write_atomic(const char *dir, const char *name, const void *buf, size_t len, mode_t mode,
+			char *err, size_t errlen)
 {
 	char tmp[PATH_MAX], path[PATH_MAX];
 	int fd, ret = 0;
@@ -174,7 +174,7 @@ static int edit_file(const char *dir, const char *name, json_t *entry, char *err
 		} else {
 			size_t len = strlen(text);
 
-			text[len] = '\n';	/* json_dumps leaves room for its NUL: reuse it */
+			text[len] = '\n'; /* json_dumps leaves room for its NUL: reuse it */
 			ret = write_atomic(dir, name, text, len + 1, 0644, err, errlen);
 			free(text);
 		}
@@ -196,9 +196,11 @@ int rw_cni_install(const char *self, const char *bin_dir, const char *conf_dir, 
 		return fail(err, errlen, -errno, "%s: %s", conf_dir, strerror(errno));
 	if (n == 0) {
 		free(names);
-		return fail(err, errlen, -ENOENT,
-			    "%s: no *.conflist: runwall-cni chains after the node's network plugin, "
-			    "whose conflist must be there first", conf_dir);
+		return fail(
+			err, errlen, -ENOENT,
+			"%s: no *.conflist: runwall-cni chains after the node's network plugin, "
+			"whose conflist must be there first",
+			conf_dir);
 	}
 	/* The binary first: a conflist naming a plugin the runtime cannot find fails every
 	 * pod, while a binary no conflist names is harmless.

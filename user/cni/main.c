@@ -111,15 +111,18 @@ static int open_node(const struct rw_cni_req *req, struct rw_datapath *dp, bool 
 	int err = rw_datapath_open_pinned(dp, req->bpffs, msg, sizeof(msg));
 
 	if (err == -EPROTO)
-		return cni_error(req->cni_version, RW_CNI_E_LAYOUT,
-				 "runwall on this node has another layout",
-				 "%s (this runwall-cni reads layout %d): update runwall-cni with the "
-				 "agent", msg, RW_LAYOUT_VERSION);
+		return cni_error(
+			req->cni_version, RW_CNI_E_LAYOUT,
+			"runwall on this node has another layout",
+			"%s (this runwall-cni reads layout %d): update runwall-cni with the "
+			"agent",
+			msg, RW_LAYOUT_VERSION);
 	if (err)
 		return cni_error(req->cni_version, RW_CNI_E_TRY_LATER,
 				 "runwall is not set up on this node",
 				 "%s: no runwall maps pinned there (%s): the runwall agent has not "
-				 "run on this node, or \"bpffs\" names another folder", req->bpffs, msg);
+				 "run on this node, or \"bpffs\" names another folder",
+				 req->bpffs, msg);
 	if (progs) {
 		err = rw_datapath_open_pinned_progs(dp, msg, sizeof(msg));
 		if (err) {
@@ -154,9 +157,11 @@ static int print_prev(const struct rw_cni_req *req)
 static int require_prev(const struct rw_cni_req *req, const char *cmd)
 {
 	if (!req->prev)
-		return cni_error(req->cni_version, RW_CNI_E_CONFIG, "no prevResult",
-				 "%s: runwall-cni must be chained after the plugin that creates the "
-				 "pod's veth (the VPC CNI), in a conflist", cmd);
+		return cni_error(
+			req->cni_version, RW_CNI_E_CONFIG, "no prevResult",
+			"%s: runwall-cni must be chained after the plugin that creates the "
+			"pod's veth (the VPC CNI), in a conflist",
+			cmd);
 	if (!req->prev_complete)
 		return cni_error(req->cni_version, RW_CNI_E_PREV,
 				 "prevResult names no host veth and pod IPv4 address", "%s",
@@ -180,7 +185,8 @@ static int cmd_add(struct rw_cni_req *req)
 		return cni_error(req->cni_version, RW_CNI_E_CONFIG,
 				 "the pod's veth is not one the agent keeps",
 				 "%s does not start with a prefix of ifPrefix \"%s\" (the agent's "
-				 "--ifprefix)", req->host_if, req->ifprefix);
+				 "--ifprefix)",
+				 req->host_if, req->ifprefix);
 	if (open_node(req, &dp, true))
 		return 1;
 	ifindex = host_ifindex(req);
@@ -205,8 +211,9 @@ static int cmd_add(struct rw_cni_req *req)
 			dir = d;
 	if (err)
 		return cni_error(req->cni_version, RW_CNI_E_ATTACH,
-				 "runwall could not protect the pod's veth", "%s (ifindex %d), pod %s: %s%s: %s",
-				 req->host_if, ifindex, ip, dir >= 0 ? "attaching the " : "binding",
+				 "runwall could not protect the pod's veth",
+				 "%s (ifindex %d), pod %s: %s%s: %s", req->host_if, ifindex, ip,
+				 dir >= 0 ? "attaching the " : "binding",
 				 dir >= 0 ? rw_dir_name(dir) : "", strerror(-err));
 	rw_info("%s (ifindex %d): attached (%s, %s), bound to pod %s", req->host_if, ifindex,
 		rw_attach_mode_str(used[RW_DIR_EGRESS]), rw_attach_mode_str(used[RW_DIR_INGRESS]),
@@ -242,20 +249,20 @@ static int cmd_check(struct rw_cni_req *req)
 	inet_ntop(AF_INET, &st.pod_ip, bound, sizeof(bound));
 	for (int d = 0; d < RW_DIR_COUNT; d++)
 		if (!st.first[d])
-			return cni_error(req->cni_version, RW_CNI_E_CHECK,
-					 "the pod's veth is not protected",
-					 "%s: runwall's %s program is %s", req->host_if,
-					 rw_dir_name(d), st.found[d] ? "not first on its hook" :
-					 "not attached");
+			return cni_error(
+				req->cni_version, RW_CNI_E_CHECK, "the pod's veth is not protected",
+				"%s: runwall's %s program is %s", req->host_if, rw_dir_name(d),
+				st.found[d] ? "not first on its hook" : "not attached");
 	if (st.pod_ip != req->pod_ip)
 		return cni_error(req->cni_version, RW_CNI_E_CHECK, "the pod's veth is not bound",
 				 "%s: bound to %s, the pod is %s", req->host_if,
 				 st.pod_ip ? bound : "nothing", ip);
 	if (!st.ct_table)
-		return cni_error(req->cni_version, RW_CNI_E_CHECK,
-				 "the pod's veth has no conntrack table",
-				 "%s: bound to %s but without its own conntrack table (every flow of "
-				 "the pod is refused)", req->host_if, ip);
+		return cni_error(
+			req->cni_version, RW_CNI_E_CHECK, "the pod's veth has no conntrack table",
+			"%s: bound to %s but without its own conntrack table (every flow of "
+			"the pod is refused)",
+			req->host_if, ip);
 	return 0;
 }
 
@@ -304,15 +311,13 @@ static void usage(FILE *f)
 
 static int cmd_admin(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "bin-dir", required_argument, NULL, 'b' },
-		{ "conf-dir", required_argument, NULL, 'c' },
-		{ "bpffs", required_argument, NULL, 'f' },
-		{ "ifprefix", required_argument, NULL, 'p' },
-		{ "attach-mode", required_argument, NULL, 'm' },
-		{ "help", no_argument, NULL, 'h' },
-		{}
-	};
+	static const struct option opts[] = {{"bin-dir", required_argument, NULL, 'b'},
+					     {"conf-dir", required_argument, NULL, 'c'},
+					     {"bpffs", required_argument, NULL, 'f'},
+					     {"ifprefix", required_argument, NULL, 'p'},
+					     {"attach-mode", required_argument, NULL, 'm'},
+					     {"help", no_argument, NULL, 'h'},
+					     {}};
 	const char *bin_dir = NULL, *conf_dir = NULL, *bpffs = NULL, *ifprefix = NULL;
 	const char *mode = NULL;
 	bool install = !strcmp(argv[1], "install");
@@ -323,20 +328,35 @@ static int cmd_admin(int argc, char **argv)
 	optind = 2;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'b': bin_dir = optarg; break;
-		case 'c': conf_dir = optarg; break;
-		case 'f': bpffs = optarg; break;
-		case 'p': ifprefix = optarg; break;
-		case 'm': mode = optarg; break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		case 'b':
+			bin_dir = optarg;
+			break;
+		case 'c':
+			conf_dir = optarg;
+			break;
+		case 'f':
+			bpffs = optarg;
+			break;
+		case 'p':
+			ifprefix = optarg;
+			break;
+		case 'm':
+			mode = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
 		}
 	}
 	if (optind < argc || !bin_dir || !conf_dir || (!install && (bpffs || ifprefix || mode))) {
-		fprintf(stderr, "runwall-cni: %s: %s\n", argv[1], optind < argc ?
-			"unexpected argument" : !bin_dir || !conf_dir ?
-			"--bin-dir and --conf-dir are required" :
-			"--bpffs, --ifprefix and --attach-mode are for install");
+		fprintf(stderr, "runwall-cni: %s: %s\n", argv[1],
+			optind < argc ? "unexpected argument"
+			: !bin_dir || !conf_dir
+				? "--bin-dir and --conf-dir are required"
+				: "--bpffs, --ifprefix and --attach-mode are for install");
 		usage(stderr);
 		return 2;
 	}
@@ -350,8 +370,8 @@ static int cmd_admin(int argc, char **argv)
 		return 0;
 	}
 	if (mode && strcmp(mode, "auto") && strcmp(mode, "tcx") && strcmp(mode, "tc")) {
-		fprintf(stderr, "runwall-cni: install: --attach-mode %s: not one of auto, tcx, tc\n",
-			mode);
+		fprintf(stderr,
+			"runwall-cni: install: --attach-mode %s: not one of auto, tcx, tc\n", mode);
 		return 2;
 	}
 	if (bpffs && bpffs[0] != '/') {

@@ -27,11 +27,11 @@
 #include "util.h"
 
 #define POLICY_TABLES (RW_M_INBOUND - RW_M_PODS + 1)
-#define T_PODS (RW_M_PODS - RW_M_PODS)
-#define ENT_KEY_MAX 16
+#define T_PODS	      (RW_M_PODS - RW_M_PODS)
+#define ENT_KEY_MAX   16
 
 #ifndef ENOTSUPP
-#define ENOTSUPP 524	/* the kernel's "no such operation for this map type" */
+#define ENOTSUPP 524 /* the kernel's "no such operation for this map type" */
 #endif
 
 struct inner_spec {
@@ -47,20 +47,20 @@ struct inner_spec {
  * type, key size, value size or flags (bpf_map_meta_equal()).
  */
 static const struct inner_spec inner_specs[POLICY_TABLES] = {
-	[RW_M_PODS - RW_M_PODS] = { BPF_MAP_TYPE_HASH, "rw_pods_i", sizeof(__be32),
-				    sizeof(struct rw_pod), RW_MAX_PODS, 0 },
-	[RW_M_ALLOW_EXACT - RW_M_PODS] = { BPF_MAP_TYPE_HASH, "rw_allow_x_i",
-					   sizeof(struct rw_allow_key), sizeof(struct rw_rule),
-					   RW_MAX_ALLOW_EXACT, 0 },
-	[RW_M_ALLOW_CIDR - RW_M_PODS] = { BPF_MAP_TYPE_LPM_TRIE, "rw_allow_c_i",
-					  sizeof(struct rw_allow_lpm_key), sizeof(struct rw_rule),
-					  RW_MAX_ALLOW_CIDR, BPF_F_NO_PREALLOC },
-	[RW_M_DENY - RW_M_PODS] = { BPF_MAP_TYPE_LPM_TRIE, "rw_deny_i",
-				    sizeof(struct rw_cidr_lpm_key), sizeof(__u32), RW_MAX_DENY,
-				    BPF_F_NO_PREALLOC },
-	[RW_M_INBOUND - RW_M_PODS] = { BPF_MAP_TYPE_LPM_TRIE, "rw_inbound_i",
-				       sizeof(struct rw_inbound_lpm_key), sizeof(struct rw_rule),
-				       RW_MAX_INBOUND, BPF_F_NO_PREALLOC },
+	[RW_M_PODS - RW_M_PODS] = {BPF_MAP_TYPE_HASH, "rw_pods_i", sizeof(__be32),
+				   sizeof(struct rw_pod), RW_MAX_PODS, 0},
+	[RW_M_ALLOW_EXACT - RW_M_PODS] = {BPF_MAP_TYPE_HASH, "rw_allow_x_i",
+					  sizeof(struct rw_allow_key), sizeof(struct rw_rule),
+					  RW_MAX_ALLOW_EXACT, 0},
+	[RW_M_ALLOW_CIDR - RW_M_PODS] = {BPF_MAP_TYPE_LPM_TRIE, "rw_allow_c_i",
+					 sizeof(struct rw_allow_lpm_key), sizeof(struct rw_rule),
+					 RW_MAX_ALLOW_CIDR, BPF_F_NO_PREALLOC},
+	[RW_M_DENY - RW_M_PODS] = {BPF_MAP_TYPE_LPM_TRIE, "rw_deny_i",
+				   sizeof(struct rw_cidr_lpm_key), sizeof(__u32), RW_MAX_DENY,
+				   BPF_F_NO_PREALLOC},
+	[RW_M_INBOUND - RW_M_PODS] = {BPF_MAP_TYPE_LPM_TRIE, "rw_inbound_i",
+				      sizeof(struct rw_inbound_lpm_key), sizeof(struct rw_rule),
+				      RW_MAX_INBOUND, BPF_F_NO_PREALLOC},
 };
 
 /* One entry of a rule table (every table but pods): value is a rule id (or 1 for deny). Sorted
@@ -71,7 +71,7 @@ struct ent {
 	__u8 pad[3];
 	__u32 val;
 	__u8 key[ENT_KEY_MAX];
-	__u32 seq;	/* order of generation while a group is built, then 0 */
+	__u32 seq; /* order of generation while a group is built, then 0 */
 };
 
 /* What one source of entries put into a slot: a run (its pods and its allow rules) or, with id
@@ -80,28 +80,28 @@ struct ent {
 struct group {
 	char id[RW_RUN_ID_LEN];
 	struct rw_pod pod;	/* the value of each of the run's pods */
-	size_t pod_off, n_pods;	/* sorted */
-	size_t ent_off, n_ents;	/* sorted by (table, key), no duplicate keys */
+	size_t pod_off, n_pods; /* sorted */
+	size_t ent_off, n_ents; /* sorted by (table, key), no duplicate keys */
 };
 
 struct shadow {
-	bool known;		/* false: the slot holds something we do not know */
+	bool known; /* false: the slot holds something we do not know */
 	struct group *groups;
 	size_t n_groups, cap_groups;
 	__be32 *pods;
 	size_t n_pods, cap_pods;
 	struct ent *ents;
 	size_t n_ents, cap_ents;
-	__u32 *index;		/* open addressing, group index + 1, 0 = free */
+	__u32 *index; /* open addressing, group index + 1, 0 = free */
 	size_t index_mask;
 	unsigned int count[POLICY_TABLES];
 };
 
 struct rw_apply_cache {
-	int fd[RW_SLOTS][POLICY_TABLES];	/* the inner maps, created once */
+	int fd[RW_SLOTS][POLICY_TABLES]; /* the inner maps, created once */
 	struct shadow shadow[RW_SLOTS];
-	bool no_batch[POLICY_TABLES];		/* the kernel has no batch ops for this type */
-	long fault_after;			/* tests: fail after this many writes, -1 never */
+	bool no_batch[POLICY_TABLES]; /* the kernel has no batch ops for this type */
+	long fault_after;	      /* tests: fail after this many writes, -1 never */
 	long writes;
 };
 
@@ -249,9 +249,9 @@ static int add_ent(struct shadow *s, int table, const void *key, size_t klen, __
 static int add_rule(struct shadow *s, enum rw_map_id table, __u32 scope,
 		    const struct rw_policy_rule *r, __u32 rule_id)
 {
-	const __u16 *ports[2] = { r->tcp, r->udp };
-	size_t n[2] = { r->n_tcp, r->n_udp };
-	const __u8 protos[2] = { IPPROTO_TCP, IPPROTO_UDP };
+	const __u16 *ports[2] = {r->tcp, r->udp};
+	size_t n[2] = {r->n_tcp, r->n_udp};
+	const __u8 protos[2] = {IPPROTO_TCP, IPPROTO_UDP};
 	int err;
 
 	for (int p = 0; p < 2; p++) {
@@ -261,13 +261,17 @@ static int add_rule(struct shadow *s, enum rw_map_id table, __u32 scope,
 			if (table == RW_M_INBOUND) {
 				struct rw_inbound_lpm_key k = {
 					.prefixlen = RW_INBOUND_LPM_FIXED_BITS + r->prefixlen,
-					.dport = port, .proto = protos[p], .saddr = r->addr,
+					.dport = port,
+					.proto = protos[p],
+					.saddr = r->addr,
 				};
 
 				err = add_ent(s, RW_M_INBOUND - RW_M_PODS, &k, sizeof(k), rule_id);
 			} else if (r->prefixlen == 32) {
 				struct rw_allow_key k = {
-					.scope = scope, .daddr = r->addr, .dport = port,
+					.scope = scope,
+					.daddr = r->addr,
+					.dport = port,
 					.proto = protos[p],
 				};
 
@@ -276,7 +280,9 @@ static int add_rule(struct shadow *s, enum rw_map_id table, __u32 scope,
 			} else {
 				struct rw_allow_lpm_key k = {
 					.prefixlen = RW_ALLOW_LPM_FIXED_BITS + r->prefixlen,
-					.scope = scope, .dport = port, .proto = protos[p],
+					.scope = scope,
+					.dport = port,
+					.proto = protos[p],
 					.daddr = r->addr,
 				};
 
@@ -331,7 +337,7 @@ static struct group *group_open(struct shadow *s, const char *id)
 struct run_slot {
 	__u32 idx;
 	__u32 gen;
-	bool same;	/* written exactly like prev's run at the same position: copy its entries */
+	bool same; /* written exactly like prev's run at the same position: copy its entries */
 };
 
 /* The same run written the same way, in the same order: the common case. The parser's digests
@@ -375,8 +381,8 @@ static int shadow_build(struct shadow *s, const struct rw_policy *p, const struc
 				    RW_RULE_ID(RW_RULE_KIND_INBOUND, i, 0))))
 			goto fail;
 	for (size_t i = 0; i < p->n_deny; i++) {
-		struct rw_cidr_lpm_key k = { .prefixlen = p->deny[i].prefixlen,
-					     .addr = p->deny[i].addr };
+		struct rw_cidr_lpm_key k = {.prefixlen = p->deny[i].prefixlen,
+					    .addr = p->deny[i].addr};
 
 		if ((err = add_ent(s, RW_M_DENY - RW_M_PODS, &k, sizeof(k), 1)))
 			goto fail;
@@ -599,8 +605,8 @@ static int write_keys(struct rw_apply_cache *c, int t, int fd, const __u8 *keys,
 		ret = vals ? bpf_map_update_elem(fd, keys + i * ks, vals + i * vs, BPF_ANY)
 			   : bpf_map_delete_elem(fd, keys + i * ks);
 		if (ret && !(vals == NULL && errno == ENOENT))
-			return fail(err, errlen, -errno, "%s: %s: %s",
-				    rw_map_names[RW_M_PODS + t], what, strerror(errno));
+			return fail(err, errlen, -errno, "%s: %s: %s", rw_map_names[RW_M_PODS + t],
+				    what, strerror(errno));
 	}
 	return 0;
 }
@@ -661,13 +667,13 @@ static int grace_period(const struct rw_datapath *dp, const struct rw_apply_cach
 	__u32 slot = 0;
 
 	return bpf_map_update_elem(dp->map_fd[RW_M_PODS], &slot, &c->fd[0][0], BPF_ANY) ? -errno
-											     : 0;
+											: 0;
 }
 
 int rw_apply_prepare(struct rw_datapath *dp, char *err, size_t errlen)
 {
 	struct rw_apply_cache *c = dp->apply;
-	bool created[RW_SLOTS] = { true, true };
+	bool created[RW_SLOTS] = {true, true};
 
 	if (c)
 		return 0;
@@ -697,10 +703,9 @@ int rw_apply_prepare(struct rw_datapath *dp, char *err, size_t errlen)
 				goto fail_errno;
 			}
 			LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = inner_specs[t].flags);
-			c->fd[s][t] = bpf_map_create(inner_specs[t].type, inner_specs[t].name,
-						     inner_specs[t].key_size,
-						     inner_specs[t].value_size,
-						     inner_specs[t].max_entries, &opts);
+			c->fd[s][t] = bpf_map_create(
+				inner_specs[t].type, inner_specs[t].name, inner_specs[t].key_size,
+				inner_specs[t].value_size, inner_specs[t].max_entries, &opts);
 			if (c->fd[s][t] < 0) {
 				ret = -errno;
 				goto fail_errno;
@@ -711,7 +716,7 @@ int rw_apply_prepare(struct rw_datapath *dp, char *err, size_t errlen)
 				goto fail_errno;
 			}
 			continue;
-fail_errno:
+		fail_errno:
 			fail(err, errlen, ret, "%s[%u]: inner map: %s", rw_map_names[RW_M_PODS + t],
 			     s, strerror(-ret));
 			dp->apply = c;
@@ -879,7 +884,8 @@ static int assign_runs(const struct rw_datapath *dp, struct shadow *live_shadow,
 
 	for (size_t r = 0; r < next->n_runs; r++) {
 		const struct rw_policy_run *run = &next->runs[r];
-		struct group *lg = shadow_find(&live, run->id), *pg = shadow_find(&prev_ix, run->id);
+		struct group *lg = shadow_find(&live, run->id),
+			     *pg = shadow_find(&prev_ix, run->id);
 		const struct rw_policy_run *old = pg ? &prev->runs[pg->pod_off] : NULL;
 
 		slots[r].idx = lg ? lg->pod.run_idx : 0;

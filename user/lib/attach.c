@@ -31,9 +31,9 @@
 #include "bpf_compat.h"
 #include "nlutil.h"
 
-#define RW_LINK_TYPE_TCX 11	/* BPF_LINK_TYPE_TCX: an enum constant, so no #ifndef test */
+#define RW_LINK_TYPE_TCX 11 /* BPF_LINK_TYPE_TCX: an enum constant, so no #ifndef test */
 #ifndef ENOTSUPP
-#define ENOTSUPP 524		/* kernel-internal "operation not supported", seen by user space */
+#define ENOTSUPP 524 /* kernel-internal "operation not supported", seen by user space */
 #endif
 
 /* struct bpf_link_info as a 6.6+ kernel fills it for a tcx link: type, id, prog_id, then the
@@ -52,16 +52,16 @@ struct rw_tcx_link_info {
 	__u32 attach_type;
 };
 _Static_assert(offsetof(struct rw_tcx_link_info, ifindex) ==
-	       offsetof(struct bpf_link_info, xdp.ifindex),
+		       offsetof(struct bpf_link_info, xdp.ifindex),
 	       "tcx link info must sit where the UAPI union starts");
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-#define TMP_PREFIX "tmp_"
+#define ARRAY_SIZE(a)  (sizeof(a) / sizeof((a)[0]))
+#define TMP_PREFIX     "tmp_"
 #define TC_MARK_TARGET "runwall-tc-filter"
 
 enum pin_kind { PIN_TCX, PIN_TC };
 
-static const char *const kind_str[] = { [PIN_TCX] = "tcx", [PIN_TC] = "tc" };
+static const char *const kind_str[] = {[PIN_TCX] = "tcx", [PIN_TC] = "tc"};
 
 /* What a name in links/ says: kind_ifindex_dir_ifname. */
 struct pin_id {
@@ -75,9 +75,9 @@ struct pin_id {
 struct hook {
 	int ifindex;
 	enum rw_dir dir;
-	char ifname[IF_NAMESIZE];	/* as in pin names (ifname_for_pin()); "" if it is gone */
+	char ifname[IF_NAMESIZE]; /* as in pin names (ifname_for_pin()); "" if it is gone */
 	char links[PATH_MAX];
-	char pin[2][PATH_MAX];		/* by enum pin_kind: path of the entry found, or "" */
+	char pin[2][PATH_MAX]; /* by enum pin_kind: path of the entry found, or "" */
 };
 
 /* A tc filter on the hook, from a dump. */
@@ -90,8 +90,8 @@ struct tc_filter {
 
 struct tc_list {
 	struct tc_filter f[RW_HOOK_MAX_PROGS];
-	__u32 n;	/* entries in f[] */
-	__u32 total;	/* filters seen */
+	__u32 n;     /* entries in f[] */
+	__u32 total; /* filters seen */
 };
 
 static const char *dir_str(enum rw_dir dir)
@@ -343,8 +343,8 @@ static int tcx_is_first(int ifindex, enum rw_dir dir, __u32 prog_id, bool *first
 static int hold_prog_load(void)
 {
 	const struct bpf_insn insns[] = {
-		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = TC_ACT_SHOT },
-		{ .code = BPF_JMP | BPF_EXIT },
+		{.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = TC_ACT_SHOT},
+		{.code = BPF_JMP | BPF_EXIT},
 	};
 
 	return bpf_prog_load(BPF_PROG_TYPE_SCHED_CLS, "rw_hold", "GPL", insns, ARRAY_SIZE(insns),
@@ -380,7 +380,7 @@ static int tc_attr_cb(const struct nlattr *attr, void *data)
 	int type = mnl_attr_get_type(attr);
 
 	if (mnl_attr_type_valid(attr, TCA_MAX) < 0)
-		return MNL_CB_OK;	/* newer than our headers */
+		return MNL_CB_OK; /* newer than our headers */
 	switch (type) {
 	case TCA_KIND:
 		if (mnl_attr_validate(attr, MNL_TYPE_NUL_STRING) < 0)
@@ -619,7 +619,7 @@ static int hook_find(struct hook *h, int want, bool tidy)
 			if (!h->pin[id.kind][0])
 				strcpy(h->pin[id.kind], path);
 			else if (tidy && id.kind == PIN_TC)
-				unlink(path);	/* a second marker says nothing more */
+				unlink(path); /* a second marker says nothing more */
 			continue;
 		}
 		if (tidy && h->ifname[0] && !strcmp(id.ifname, h->ifname) && entry_stale(&id, path))
@@ -1029,7 +1029,7 @@ int rw_detach_all(const char *pin_dir)
 		if (err2 && err2 != -ENOENT && !err)
 			err = err2;
 	}
-	rmdir(links);	/* only when empty; pins that are not runwall's stay */
+	rmdir(links); /* only when empty; pins that are not runwall's stay */
 out:
 	if (d)
 		closedir(d);
@@ -1062,7 +1062,7 @@ int rw_hook_query(int ifindex, enum rw_dir dir, struct rw_hook_info *out)
 
 	err = tcx_list(ifindex, dir, ids, &cnt);
 	if (err == -EINVAL) {
-		cnt = 0;	/* a kernel without tcx */
+		cnt = 0; /* a kernel without tcx */
 		err = 0;
 	}
 	if (err)

@@ -34,7 +34,7 @@
 #include "runwall.h"
 
 enum rw_attach_mode {
-	RW_ATTACH_AUTO,	/* tcx when the kernel has it, tc otherwise */
+	RW_ATTACH_AUTO, /* tcx when the kernel has it, tc otherwise */
 	RW_ATTACH_TCX,
 	RW_ATTACH_TC,
 };
@@ -46,11 +46,11 @@ enum rw_attach_mode {
  * either handle, never both for longer than that swap. Handles 1, 2, ... are what other tools
  * use (the AWS network policy agent uses handle 1 prio 1), hence "RW" in the upper half.
  */
-#define RW_TC_PRIO		1
-#define RW_TC_HANDLE		0x52570001
-#define RW_TC_HANDLE_ALT	0x52570002
+#define RW_TC_PRIO	 1
+#define RW_TC_HANDLE	 0x52570001
+#define RW_TC_HANDLE_ALT 0x52570002
 
-#define RW_LINKS_DIR		"links"
+#define RW_LINKS_DIR "links"
 
 /* Attach prog_fd (a BPF_PROG_TYPE_SCHED_CLS program) for `dir` on ifindex (in the caller's
  * network namespace) and make it the first program on the hook:
@@ -88,14 +88,14 @@ int rw_detach_all(const char *pin_dir);
  * before the clsact qdisc's filters on a 6.6+ kernel), then the tc filters of chain 0.
  */
 struct rw_hook_prog {
-	__u32 prog_id;		/* 0 for a tc filter that is not cls_bpf */
-	__u32 handle;		/* tc filter handle; 0 for tcx */
-	__u16 prio;		/* tc filter priority; 0 for tcx */
+	__u32 prog_id; /* 0 for a tc filter that is not cls_bpf */
+	__u32 handle;  /* tc filter handle; 0 for tcx */
+	__u16 prio;    /* tc filter priority; 0 for tcx */
 	bool tcx;
 	bool runwall;
 };
 
-#define RW_HOOK_MAX_PROGS	128
+#define RW_HOOK_MAX_PROGS 128
 
 struct rw_hook_info {
 	/* In: the id of runwall's program, which is how a tcx program is recognised as
@@ -104,13 +104,13 @@ struct rw_hook_info {
 	 * Out: the id of runwall's program on the hook, 0 if none.
 	 */
 	__u32 prog_id;
-	bool found;			/* runwall's program is on the hook */
-	enum rw_attach_mode mode;	/* RW_ATTACH_TCX or RW_ATTACH_TC when found */
-	bool first;			/* runwall runs before every other program on the hook */
-	__u32 n_other;			/* other programs on the hook: tcx programs + tc filters */
-	__u32 n_tcx;			/* tcx programs on the hook (runwall's included) */
-	__u32 n_tc;			/* tc filters on the hook (runwall's included) */
-	__u32 n_progs;			/* entries in progs[]: min(n_tcx + n_tc, max) */
+	bool found;		  /* runwall's program is on the hook */
+	enum rw_attach_mode mode; /* RW_ATTACH_TCX or RW_ATTACH_TC when found */
+	bool first;		  /* runwall runs before every other program on the hook */
+	__u32 n_other;		  /* other programs on the hook: tcx programs + tc filters */
+	__u32 n_tcx;		  /* tcx programs on the hook (runwall's included) */
+	__u32 n_tc;		  /* tc filters on the hook (runwall's included) */
+	__u32 n_progs;		  /* entries in progs[]: min(n_tcx + n_tc, max) */
 	struct rw_hook_prog progs[RW_HOOK_MAX_PROGS];
 };
 
@@ -133,9 +133,9 @@ int rw_hook_query_pinned(const char *pin_dir, int ifindex, enum rw_dir dir,
 struct rw_link_pin {
 	int ifindex;
 	enum rw_dir dir;
-	enum rw_attach_mode mode;	/* RW_ATTACH_TCX: a pinned link; RW_ATTACH_TC: a marker */
-	char ifname[16];		/* IF_NAMESIZE; a '.' of the interface's name is a '-' */
-	const char *name;		/* the entry's file name, valid during the callback */
+	enum rw_attach_mode mode; /* RW_ATTACH_TCX: a pinned link; RW_ATTACH_TC: a marker */
+	char ifname[16];	  /* IF_NAMESIZE; a '.' of the interface's name is a '-' */
+	const char *name;	  /* the entry's file name, valid during the callback */
 };
 
 /* The one parser of those names: true when `name` is one of runwall's (not a "tmp_" one). */

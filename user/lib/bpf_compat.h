@@ -6,13 +6,13 @@
 #include <linux/bpf.h>
 
 #ifndef BPF_TCX_INGRESS
-#define BPF_TCX_INGRESS 46	/* enum bpf_attach_type */
+#define BPF_TCX_INGRESS 46 /* enum bpf_attach_type */
 #endif
 #ifndef BPF_TCX_EGRESS
 #define BPF_TCX_EGRESS 47
 #endif
 #ifndef BPF_F_BEFORE
-#define BPF_F_BEFORE (1U << 3)	/* attach before the relative program (none: at the head) */
+#define BPF_F_BEFORE (1U << 3) /* attach before the relative program (none: at the head) */
 #endif
 
 #endif /* RUNWALL_BPF_COMPAT_H */

@@ -75,7 +75,7 @@ int rw_ctl_read_request(int fd, int timeout_ms, char **bufp, char **verb, char *
 {
 	size_t len = 0, cap = 4096;
 	char *buf = malloc(cap + 1), *nl, *sp;
-	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
 	int err = 0;
 
 	*bufp = NULL;
@@ -146,7 +146,7 @@ static int write_all(int fd, const char *p, size_t len, double deadline)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN) {
-			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+			struct pollfd pfd = {.fd = fd, .events = POLLOUT};
 			double left = deadline ? deadline - rw_now_ms() : 2000;
 
 			if (left <= 0 || poll(&pfd, 1, (int)left + 1) <= 0)
@@ -240,7 +240,7 @@ int rw_ctl_call(const char *path, const char *verb, const char *arg, const void 
 	if (fd < 0)
 		return fd;
 	for (;;) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
 		double left = deadline - rw_now_ms();
 		ssize_t n;
 

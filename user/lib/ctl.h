@@ -19,7 +19,7 @@
 #include <jansson.h>
 
 #define RW_DEFAULT_SOCKET "/run/runwall/runwall.sock"
-#define RW_CTL_MAX_BODY (16u << 20)
+#define RW_CTL_MAX_BODY	  (16u << 20)
 
 /* Listen on path (its folder is made 0700 when missing; a stale socket is replaced). */
 int rw_ctl_listen(const char *path);
@@ -37,7 +37,7 @@ int rw_ctl_reply(int fd, json_t *obj);
  * loads a snapshot of up to RW_CTL_MAX_BODY bytes before it answers.
  */
 #define RW_CTL_TIMEOUT_MS	2000
-#define RW_CTL_APPLY_TIMEOUT_MS	10000
+#define RW_CTL_APPLY_TIMEOUT_MS 10000
 
 /* Client: connect and send a request, all within timeout_ms; returns the connected fd (blocking,
  * for reading the reply or the stream) or a negative errno: see rw_ctl_no_agent(); -ETIMEDOUT

@@ -31,8 +31,8 @@ const char *const rw_map_shown_names[RW_M__COUNT] = {
 };
 
 /* Event budget of a fresh node: enough for a sandbox's normal flows, not for a flood. */
-#define RW_DEFAULT_EVENT_RATE	200
-#define RW_DEFAULT_EVENT_BURST	400
+#define RW_DEFAULT_EVENT_RATE  200
+#define RW_DEFAULT_EVENT_BURST 400
 
 /* Say what failed in err (when there is one) and return the error. */
 static int __attribute__((format(printf, 4, 5)))
@@ -97,7 +97,8 @@ static int check_bpffs(const char *pin_dir, char *err, size_t errlen)
 	return fail(-ENOTSUP, err, errlen,
 		    "%s: %s is not a bpf filesystem (mount -t bpf bpf %s; inside `ip netns exec`, "
 		    "/sys is remounted without it: enter the netns with `nsenter "
-		    "--net=/run/netns/NAME`)", pin_dir, dir, dir);
+		    "--net=/run/netns/NAME`)",
+		    pin_dir, dir, dir);
 }
 
 int rw_datapath_pinned_layout(const char *pin_dir)
@@ -157,7 +158,8 @@ int rw_datapath_load(struct rw_datapath *dp, const char *pin_dir, unsigned int f
 		if (layout && layout != RW_LAYOUT_VERSION)
 			return fail(-EPROTO, errbuf, errlen,
 				    "%s: pinned maps have layout %d, this runwall has %d; run "
-				    "`runwall detach` first", pin_dir, layout, RW_LAYOUT_VERSION);
+				    "`runwall detach` first",
+				    pin_dir, layout, RW_LAYOUT_VERSION);
 		err = mkdir_p(pin_dir);
 		if (err)
 			return fail(err, errbuf, errlen, "%s: %s", pin_dir, strerror(-err));
@@ -171,14 +173,15 @@ int rw_datapath_load(struct rw_datapath *dp, const char *pin_dir, unsigned int f
 		return fail(err, errbuf, errlen, "opening the BPF object: %s", strerror(-err));
 	}
 	if (flags & RW_DP_NO_PIN) {
-		bpf_object__for_each_map(map, skel->obj)
-			bpf_map__set_pin_path(map, NULL);
+		bpf_object__for_each_map(map, skel->obj) bpf_map__set_pin_path(map, NULL);
 	}
 	skel->rodata->rw_dry_run = !!(flags & RW_DP_DRY_RUN);
 	err = runwall_bpf__load(skel);
 	if (err) {
-		fail(err, errbuf, errlen, "loading the BPF programs: %s (libbpf's warnings above say "
-		     "more)", strerror(-err));
+		fail(err, errbuf, errlen,
+		     "loading the BPF programs: %s (libbpf's warnings above say "
+		     "more)",
+		     strerror(-err));
 		goto cleanup;
 	}
 	dp->skel = skel;
@@ -223,12 +226,16 @@ int rw_datapath_open_pinned(struct rw_datapath *dp, const char *pin_dir, char *e
 	layout = rw_datapath_pinned_layout(pin_dir);
 	if (layout <= 0) {
 		err = layout ? layout : -ENOENT;
-		return fail(err, errbuf, errlen, "%s: no runwall maps pinned here (%s); is the agent "
-			    "running with this --bpffs?", pin_dir, strerror(-err));
+		return fail(err, errbuf, errlen,
+			    "%s: no runwall maps pinned here (%s); is the agent "
+			    "running with this --bpffs?",
+			    pin_dir, strerror(-err));
 	}
 	if (layout != RW_LAYOUT_VERSION)
-		return fail(-EPROTO, errbuf, errlen, "%s: pinned maps have layout %d, this runwall "
-			    "reads %d", pin_dir, layout, RW_LAYOUT_VERSION);
+		return fail(-EPROTO, errbuf, errlen,
+			    "%s: pinned maps have layout %d, this runwall "
+			    "reads %d",
+			    pin_dir, layout, RW_LAYOUT_VERSION);
 	snprintf(dp->pin_dir, sizeof(dp->pin_dir), "%s", pin_dir);
 	for (int i = 0; i < RW_M__COUNT; i++) {
 		snprintf(path, sizeof(path), "%s/%s", pin_dir, rw_map_names[i]);
@@ -368,7 +375,7 @@ static int ct_node_used(const struct rw_datapath *dp, __u32 skip, __u64 *used)
 			continue;
 		fd = rw_conntrack_table_fd(dp, key);
 		if (fd < 0)
-			continue;	/* deleted under our feet */
+			continue; /* deleted under our feet */
 		*used += table_size(fd);
 		close(fd);
 	}
@@ -423,7 +430,8 @@ int rw_conntrack_flush(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_i
 	/* The veths bound to the pod: a walk of the endpoints, never of the flows. */
 	while (bpf_map_get_next_key(dp->map_fd[RW_M_ENDPOINTS], prev, &key) == 0) {
 		prev = &key;
-		if (bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &key, &ep) || ep.pod_ip != pod_ip)
+		if (bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &key, &ep) ||
+		    ep.pod_ip != pod_ip)
 			continue;
 		err = rw_conntrack_flush(dp, key, 0);
 		if (err < 0)
@@ -434,8 +442,8 @@ int rw_conntrack_flush(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_i
 }
 
 /* How long a flow may stay idle before rw_conntrack_expire() forgets it. */
-#define RW_CT_IDLE_TCP_NS	(3600ULL * 1000000000ULL)
-#define RW_CT_IDLE_OTHER_NS	(180ULL * 1000000000ULL)
+#define RW_CT_IDLE_TCP_NS   (3600ULL * 1000000000ULL)
+#define RW_CT_IDLE_OTHER_NS (180ULL * 1000000000ULL)
 
 /* Packets mark a flow active (no clock on the datapath's fast path); the pass turns that into
  * a time. An update racing a packet at worst writes back an older stamp, which only costs the
@@ -449,8 +457,9 @@ static int ct_expire_one(int fd, const struct rw_ct_key *key, struct rw_ct_value
 		bpf_map_update_elem(fd, key, v, BPF_EXIST);
 		return 0;
 	}
-	if (now_ns <= v->seen_ns || now_ns - v->seen_ns <= (key->proto == IPPROTO_TCP ?
-							      RW_CT_IDLE_TCP_NS : RW_CT_IDLE_OTHER_NS))
+	if (now_ns <= v->seen_ns ||
+	    now_ns - v->seen_ns <=
+		    (key->proto == IPPROTO_TCP ? RW_CT_IDLE_TCP_NS : RW_CT_IDLE_OTHER_NS))
 		return 0;
 	return bpf_map_delete_elem(fd, key) == 0;
 }
@@ -484,13 +493,13 @@ int rw_conntrack_expire(const struct rw_datapath *dp, __u64 now_ns, __u32 *curso
 		close(fd);
 	}
 	if (visited < budget)
-		*cursor = 0;	/* the walk reached the end: start over next time */
+		*cursor = 0; /* the walk reached the end: start over next time */
 	return expired;
 }
 
 int rw_endpoint_bind(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_ip)
 {
-	struct rw_endpoint cur, ep = { .pod_ip = pod_ip };
+	struct rw_endpoint cur, ep = {.pod_ip = pod_ip};
 	int fd = dp->map_fd[RW_M_ENDPOINTS], err;
 
 	if (bpf_map_lookup_elem(fd, &ifindex, &cur) == 0) {
@@ -498,8 +507,9 @@ int rw_endpoint_bind(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_ip)
 
 		/* Bound already: give it back its table if it lost it (fail-closed until then). */
 		if (cur.pod_ip == pod_ip)
-			return bpf_map_lookup_elem(dp->map_fd[RW_M_CONNTRACK], &ifindex, &id) == 0 ?
-				0 : ct_table_reset(dp, ifindex);
+			return bpf_map_lookup_elem(dp->map_fd[RW_M_CONNTRACK], &ifindex, &id) == 0
+				       ? 0
+				       : ct_table_reset(dp, ifindex);
 		/* Unbind first so that no packet sees the new pod with the old pod's flows. */
 		rw_endpoint_unbind(dp, ifindex);
 	}

@@ -15,18 +15,18 @@
  * the name `runwall map` shows it under). enum rw_map_id (RW_M_ID), rw_map_names[] (the pinned
  * names) and the CLI's view of the maps are made from this list.
  */
-#define RW_MAPS(X)						\
-	X(CONFIG,	RW_MAP_CONFIG,		"config")	\
-	X(ENDPOINTS,	RW_MAP_ENDPOINTS,	"endpoints")	\
-	X(PODS,		RW_MAP_PODS,		"pods")		\
-	X(ALLOW_EXACT,	RW_MAP_ALLOW_EXACT,	"allow")	\
-	X(ALLOW_CIDR,	RW_MAP_ALLOW_CIDR,	"allow")	\
-	X(DENY,		RW_MAP_DENY,		"deny")		\
-	X(INBOUND,	RW_MAP_INBOUND,		"inbound")	\
-	X(CONNTRACK,	RW_MAP_CONNTRACK,	"conntrack")	\
-	X(COUNTERS,	RW_MAP_COUNTERS,	"counters")	\
-	X(EVENT_BUDGET,	RW_MAP_EVENT_BUDGET,	"budget")	\
-	X(EVENTS,	RW_MAP_EVENTS,		"events")
+#define RW_MAPS(X)                                     \
+	X(CONFIG, RW_MAP_CONFIG, "config")             \
+	X(ENDPOINTS, RW_MAP_ENDPOINTS, "endpoints")    \
+	X(PODS, RW_MAP_PODS, "pods")                   \
+	X(ALLOW_EXACT, RW_MAP_ALLOW_EXACT, "allow")    \
+	X(ALLOW_CIDR, RW_MAP_ALLOW_CIDR, "allow")      \
+	X(DENY, RW_MAP_DENY, "deny")                   \
+	X(INBOUND, RW_MAP_INBOUND, "inbound")          \
+	X(CONNTRACK, RW_MAP_CONNTRACK, "conntrack")    \
+	X(COUNTERS, RW_MAP_COUNTERS, "counters")       \
+	X(EVENT_BUDGET, RW_MAP_EVENT_BUDGET, "budget") \
+	X(EVENTS, RW_MAP_EVENTS, "events")
 
 /* The agent pins its two programs as <pin_dir>/progs/egress and <pin_dir>/progs/ingress (the
  * rw_dir_name()s), so that something else on the node (runwall-cni, at pod creation) can attach
@@ -34,12 +34,15 @@
  */
 #define RW_PROGS_DIR "progs"
 
+/* An X-macro list, then the count: clang-format would indent the count. */
+/* clang-format off */
 enum rw_map_id {
 #define X(id, pin, shown) RW_M_##id,
 	RW_MAPS(X)
 #undef X
 	RW_M__COUNT
 };
+/* clang-format on */
 
 /* The pinned names ("rw_config", ...) and the names `runwall map` shows ("config", ...). */
 extern const char *const rw_map_names[RW_M__COUNT];
@@ -47,19 +50,19 @@ extern const char *const rw_map_shown_names[RW_M__COUNT];
 
 enum rw_datapath_flags {
 	RW_DP_NO_PIN = 1 << 0,	/* private maps, nothing pinned (tests, `explain --policy`) */
-	RW_DP_DRY_RUN = 1 << 1,	/* judge only: no counters, conntrack or events (explain) */
+	RW_DP_DRY_RUN = 1 << 1, /* judge only: no counters, conntrack or events (explain) */
 };
 
 struct runwall_bpf;
 struct rw_apply_cache;
 
 struct rw_datapath {
-	struct runwall_bpf *skel;	/* NULL when only the pinned maps were opened */
-	char pin_dir[PATH_MAX];		/* "" with RW_DP_NO_PIN */
+	struct runwall_bpf *skel; /* NULL when only the pinned maps were opened */
+	char pin_dir[PATH_MAX];	  /* "" with RW_DP_NO_PIN */
 	int map_fd[RW_M__COUNT];
-	int prog_fd[RW_DIR_COUNT];	/* [RW_DIR_EGRESS] = rw_egress, -1 when not loaded */
+	int prog_fd[RW_DIR_COUNT]; /* [RW_DIR_EGRESS] = rw_egress, -1 when not loaded */
 	unsigned int flags;
-	struct rw_apply_cache *apply;	/* the slots' inner maps and what they hold (apply.c) */
+	struct rw_apply_cache *apply; /* the slots' inner maps and what they hold (apply.c) */
 };
 
 /* Load the programs; with a pin dir, reuse the maps pinned there (after checking their layout
@@ -71,8 +74,7 @@ int rw_datapath_load(struct rw_datapath *dp, const char *pin_dir, unsigned int f
 		     size_t errlen);
 
 /* Open the pinned maps only (the CLI, with or without a running agent). */
-int rw_datapath_open_pinned(struct rw_datapath *dp, const char *pin_dir, char *err,
-			    size_t errlen);
+int rw_datapath_open_pinned(struct rw_datapath *dp, const char *pin_dir, char *err, size_t errlen);
 
 /* After rw_datapath_open_pinned(): open the pinned programs too (prog_fd[] set, closed by
  * rw_datapath_close()). -ENOENT when one is not pinned (an agent that never ran here, or one

@@ -68,23 +68,14 @@ json_t *rw_event_json(const struct rw_event *ev, const struct rw_policy *p, int6
 	rw_rule_name(p, ev->rule_id, rule, sizeof(rule));
 	return json_pack("{s:s, s:I, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:s, s:i, s:s, s:i, "
 			 "s:i, s:s, s:I}",
-			 "time", when,
-			 "ts_ns", (json_int_t)ev->ts_ns,
-			 "dir", rw_dir_name(ev->dir),
-			 "verdict", ev->verdict == RW_VERDICT_ALLOW ? "allow" : "drop",
-			 "reason", rw_reason_name(ev->reason),
-			 "path", rw_path_name(ev->path),
-			 "run", ev->run_id,
-			 "gen", (int)ev->run_gen,
-			 "src", src,
-			 "sport", (int)ntohs(ev->sport),
-			 "dst", dst,
-			 "dport", (int)ntohs(ev->dport),
-			 "proto", rw_packet_proto_name(ev->ethertype, ev->proto),
-			 "ifindex", (int)ev->ifindex,
-			 "rule_id", (int)ev->rule_id,
-			 "rule", rule,
-			 "revision", (json_int_t)ev->revision);
+			 "time", when, "ts_ns", (json_int_t)ev->ts_ns, "dir", rw_dir_name(ev->dir),
+			 "verdict", ev->verdict == RW_VERDICT_ALLOW ? "allow" : "drop", "reason",
+			 rw_reason_name(ev->reason), "path", rw_path_name(ev->path), "run",
+			 ev->run_id, "gen", (int)ev->run_gen, "src", src, "sport",
+			 (int)ntohs(ev->sport), "dst", dst, "dport", (int)ntohs(ev->dport), "proto",
+			 rw_packet_proto_name(ev->ethertype, ev->proto), "ifindex",
+			 (int)ev->ifindex, "rule_id", (int)ev->rule_id, "rule", rule, "revision",
+			 (json_int_t)ev->revision);
 }
 
 static int lookup_name(const char *s, const char *(*name)(unsigned int), unsigned int max)
@@ -102,12 +93,13 @@ int rw_event_from_json(json_t *o, struct rw_event *ev, char *rule, size_t rule_l
 	int gen, sport, dport, ifindex, rule_id, n;
 
 	memset(ev, 0, sizeof(*ev));
-	if (json_unpack(o, "{s:I, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:s, s:i, s:s, s:i, "
+	if (json_unpack(o,
+			"{s:I, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:s, s:i, s:s, s:i, "
 			"s:i, s?s, s:I}",
-			"ts_ns", &ts, "dir", &dir, "verdict", &verdict, "reason", &reason,
-			"path", &path, "run", &run, "gen", &gen, "src", &src, "sport", &sport,
-			"dst", &dst, "dport", &dport, "proto", &proto, "ifindex", &ifindex,
-			"rule_id", &rule_id, "rule", &r, "revision", &revision))
+			"ts_ns", &ts, "dir", &dir, "verdict", &verdict, "reason", &reason, "path",
+			&path, "run", &run, "gen", &gen, "src", &src, "sport", &sport, "dst", &dst,
+			"dport", &dport, "proto", &proto, "ifindex", &ifindex, "rule_id", &rule_id,
+			"rule", &r, "revision", &revision))
 		return -EINVAL;
 	ev->ts_ns = ts;
 	ev->revision = revision;
@@ -155,8 +147,8 @@ void rw_event_line(const struct rw_event *ev, const char *rule, int64_t mono_to_
 		   size_t len)
 {
 	char src[INET_ADDRSTRLEN + 8], dst[INET_ADDRSTRLEN + 8], a[INET_ADDRSTRLEN], when[40];
-	const char *what = ev->verdict == RW_VERDICT_ALLOW ? rw_path_name(ev->path) :
-							      rw_reason_name(ev->reason);
+	const char *what = ev->verdict == RW_VERDICT_ALLOW ? rw_path_name(ev->path)
+							   : rw_reason_name(ev->reason);
 
 	addr(ev->saddr, a);
 	if (ev->proto == 6 || ev->proto == 17)
@@ -172,6 +164,6 @@ void rw_event_line(const struct rw_event *ev, const char *rule, int64_t mono_to_
 	snprintf(buf, len, "%s  %-7s %-5s %-20s %-12s %21s -> %-21s %s%s%s", when,
 		 rw_dir_name(ev->dir), ev->verdict == RW_VERDICT_ALLOW ? "allow" : "drop", what,
 		 ev->run_id[0] ? ev->run_id : "-", src, dst,
-		 rw_packet_proto_name(ev->ethertype, ev->proto),
-		 rule && rule[0] ? "  " : "", rule ? rule : "");
+		 rw_packet_proto_name(ev->ethertype, ev->proto), rule && rule[0] ? "  " : "",
+		 rule ? rule : "");
 }

@@ -9,7 +9,7 @@
 
 int rw_log_verbosity = RW_LOG_INFO;
 
-static const char *const level_names[] = { "error", "warn", "info", "debug", "trace" };
+static const char *const level_names[] = {"error", "warn", "info", "debug", "trace"};
 
 static void vlog(enum rw_log_level level, const char *fmt, va_list ap)
 {
@@ -42,8 +42,9 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	/* libbpf's warnings (a verifier log, "couldn't reuse pinned map") are warnings at the default
 	 * level; its info is our debug (-v), its debug our trace (-vv).
 	 */
-	enum rw_log_level ours = level == LIBBPF_WARN ? RW_LOG_WARN :
-				 level == LIBBPF_INFO ? RW_LOG_DEBUG : RW_LOG_TRACE;
+	enum rw_log_level ours = level == LIBBPF_WARN	? RW_LOG_WARN
+				 : level == LIBBPF_INFO ? RW_LOG_DEBUG
+							: RW_LOG_TRACE;
 
 	vlog(ours, fmt, ap);
 	return 0;

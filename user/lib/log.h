@@ -5,16 +5,16 @@
 
 enum rw_log_level { RW_LOG_ERROR, RW_LOG_WARN, RW_LOG_INFO, RW_LOG_DEBUG, RW_LOG_TRACE };
 
-extern int rw_log_verbosity;	/* messages up to this level are printed; default RW_LOG_INFO */
+extern int rw_log_verbosity; /* messages up to this level are printed; default RW_LOG_INFO */
 
 void rw_log(enum rw_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Route libbpf's own messages through rw_log: warnings as warnings, info at -v, debug at -vv. */
 void rw_log_setup_libbpf(void);
 
-#define rw_err(...)	rw_log(RW_LOG_ERROR, __VA_ARGS__)
-#define rw_warn(...)	rw_log(RW_LOG_WARN, __VA_ARGS__)
-#define rw_info(...)	rw_log(RW_LOG_INFO, __VA_ARGS__)
-#define rw_debug(...)	rw_log(RW_LOG_DEBUG, __VA_ARGS__)
+#define rw_err(...)   rw_log(RW_LOG_ERROR, __VA_ARGS__)
+#define rw_warn(...)  rw_log(RW_LOG_WARN, __VA_ARGS__)
+#define rw_info(...)  rw_log(RW_LOG_INFO, __VA_ARGS__)
+#define rw_debug(...) rw_log(RW_LOG_DEBUG, __VA_ARGS__)
 
 #endif /* RUNWALL_LOG_H */

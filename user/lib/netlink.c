@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <linux/if.h>	/* after <net/if.h>: libc-compat.h then skips what glibc has */
+#include <linux/if.h> /* after <net/if.h>: libc-compat.h then skips what glibc has */
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <libmnl/libmnl.h>
@@ -32,10 +32,10 @@ struct rw_nl_sub {
 
 /* What the message callbacks need: the user's callbacks and the first error. */
 struct nl_ctx {
-	rw_nl_link_fn link_fn;		/* dumps */
+	rw_nl_link_fn link_fn; /* dumps */
 	rw_nl_route_fn route_fn;
 	void *data;
-	const struct rw_nl_handlers *h;	/* subscription */
+	const struct rw_nl_handlers *h; /* subscription */
 	bool intr;			/* a dump message carried NLM_F_DUMP_INTR */
 	int err;			/* a callback's error */
 };
@@ -53,7 +53,7 @@ static int link_attr_cb(const struct nlattr *attr, void *data)
 	int type = mnl_attr_get_type(attr);
 
 	if (mnl_attr_type_valid(attr, IFLA_MAX) < 0)
-		return MNL_CB_OK;	/* newer than our headers */
+		return MNL_CB_OK; /* newer than our headers */
 	switch (type) {
 	case IFLA_IFNAME:
 		if (mnl_attr_validate(attr, MNL_TYPE_NUL_STRING) < 0)
@@ -91,8 +91,8 @@ static int link_parse(const struct nlmsghdr *nlh, struct rw_nl_link *link)
 	link->flags = ifi->ifi_flags;
 	link->admin_up = ifi->ifi_flags & IFF_UP;
 	link->oper_up = ifi->ifi_flags & IFF_RUNNING;
-	link->operstate = tb[IFLA_OPERSTATE] ? mnl_attr_get_u8(tb[IFLA_OPERSTATE]) :
-					       IF_OPER_UNKNOWN;
+	link->operstate =
+		tb[IFLA_OPERSTATE] ? mnl_attr_get_u8(tb[IFLA_OPERSTATE]) : IF_OPER_UNKNOWN;
 	if (tb[IFLA_IFNAME]) {
 		name = mnl_attr_get_str(tb[IFLA_IFNAME]);
 		strncpy(link->name, name, sizeof(link->name) - 1);
@@ -145,7 +145,7 @@ static int route_parse(const struct nlmsghdr *nlh, struct rw_nl_route *route)
 	route->prefixlen = rtm->rtm_dst_len;
 	route->oif = (int)mnl_attr_get_u32(tb[RTA_OIF]);
 	if (tb[RTA_DST])
-		route->dst = mnl_attr_get_u32(tb[RTA_DST]);	/* stays big-endian */
+		route->dst = mnl_attr_get_u32(tb[RTA_DST]); /* stays big-endian */
 	return 1;
 }
 
@@ -201,7 +201,7 @@ static int dump_run(struct nlmsghdr *nlh, mnl_cb_t cb, struct nl_ctx *ctx)
 
 int rw_nl_dump_links(rw_nl_link_fn fn, void *data)
 {
-	struct nl_ctx ctx = { .link_fn = fn, .data = data };
+	struct nl_ctx ctx = {.link_fn = fn, .data = data};
 	struct nlmsghdr *nlh;
 	struct ifinfomsg *ifi;
 	int err;
@@ -223,7 +223,7 @@ int rw_nl_dump_links(rw_nl_link_fn fn, void *data)
 
 int rw_nl_dump_routes(rw_nl_route_fn fn, void *data)
 {
-	struct nl_ctx ctx = { .route_fn = fn, .data = data };
+	struct nl_ctx ctx = {.route_fn = fn, .data = data};
 	struct nlmsghdr *nlh;
 	struct rtmsg *rtm;
 	int err;
@@ -243,7 +243,7 @@ int rw_nl_dump_routes(rw_nl_route_fn fn, void *data)
 
 int rw_nl_sub_open(struct rw_nl_sub **out)
 {
-	static const unsigned int groups[] = { RTNLGRP_LINK, RTNLGRP_IPV4_ROUTE };
+	static const unsigned int groups[] = {RTNLGRP_LINK, RTNLGRP_IPV4_ROUTE};
 	struct rw_nl_sub *sub = NULL;
 	int err, fd, sz = SUB_RCVBUF;
 	size_t i;
@@ -279,7 +279,7 @@ int rw_nl_sub_open(struct rw_nl_sub **out)
 	}
 	fd = mnl_socket_get_fd(sub->nl);
 	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)))
-		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));	/* best effort */
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz)); /* best effort */
 	*out = sub;
 	sub = NULL;
 	err = 0;
@@ -354,7 +354,7 @@ static void sub_drain(struct rw_nl_sub *sub)
 
 int rw_nl_sub_read(struct rw_nl_sub *sub, const struct rw_nl_handlers *h)
 {
-	struct nl_ctx ctx = { .h = h };
+	struct nl_ctx ctx = {.h = h};
 	struct sockaddr_nl sa;
 	struct iovec iov;
 	struct msghdr msg = {

@@ -17,21 +17,21 @@
 #include <stdbool.h>
 #include <linux/types.h>
 
-#define RW_NL_IFNAMSIZ 16	/* IF_NAMESIZE, without pulling <net/if.h> into every user */
+#define RW_NL_IFNAMSIZ 16 /* IF_NAMESIZE, without pulling <net/if.h> into every user */
 
 struct rw_nl_link {
 	int ifindex;
 	char name[RW_NL_IFNAMSIZ];
-	unsigned int flags;	/* IFF_* as the kernel reports them (ifi_flags) */
-	__u8 operstate;		/* IF_OPER_* (RFC 2863); IF_OPER_UNKNOWN when not reported */
-	bool admin_up;		/* IFF_UP: "ip link set up" */
-	bool oper_up;		/* IFF_RUNNING: operstate UP (or UNKNOWN, for devices without
+	unsigned int flags; /* IFF_* as the kernel reports them (ifi_flags) */
+	__u8 operstate;	    /* IF_OPER_* (RFC 2863); IF_OPER_UNKNOWN when not reported */
+	bool admin_up;	    /* IFF_UP: "ip link set up" */
+	bool oper_up;	    /* IFF_RUNNING: operstate UP (or UNKNOWN, for devices without
 				 * carrier, like lo); a veth is up only when its peer is too */
 };
 
 /* An IPv4 route of the main table with an output interface. */
 struct rw_nl_route {
-	__be32 dst;		/* network byte order; 0 for a default route */
+	__be32 dst; /* network byte order; 0 for a default route */
 	__u8 prefixlen;
 	int oif;
 };

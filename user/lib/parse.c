@@ -84,7 +84,6 @@ int rw_parse_proto(const char *s, __u8 *proto)
 	return 0;
 }
 
-
 int rw_parse_tcp_flags(const char *s, __u8 *flags)
 {
 	if (!strcasecmp(s, "syn"))
@@ -161,7 +160,7 @@ static const char *suggest(const char *word, const char *const *names, size_t n)
 }
 
 int rw_name_lookup(const char *word, const char *what, const char *const *names, size_t n,
-		  char *err, size_t errlen)
+		   char *err, size_t errlen)
 {
 	const char *hint;
 	size_t off;

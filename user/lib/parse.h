@@ -39,7 +39,7 @@ unsigned int rw_name_distance(const char *a, const char *b);
  * close enough to be a typo.
  */
 int rw_name_lookup(const char *word, const char *what, const char *const *names, size_t n,
-		  char *err, size_t errlen);
+		   char *err, size_t errlen);
 
 /* "N" or "N/BURST", each 0..max (BURST >= 1); BURST is 2N when not given. */
 int rw_parse_rate(const char *s, unsigned long long max, unsigned long long *rate,

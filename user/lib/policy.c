@@ -21,34 +21,34 @@
 #include "policy.h"
 #include "util.h"
 
-#define MAX_FILE_BYTES	(16u << 20)
+#define MAX_FILE_BYTES (16u << 20)
 /* rw_config.state keeps the revision in its top 56 bits (RW_STATE): a larger one would wrap. */
-#define MAX_REVISION	((1ULL << 56) - 1)
+#define MAX_REVISION ((1ULL << 56) - 1)
 /* Deepest path the schema has: runs[i].allow[j].tcp[k]. Unknown keys are refused before
  * anything below them is looked at, so no document can go deeper.
  */
-#define MAX_DEPTH	8
+#define MAX_DEPTH 8
 /* Bytes of a user string repeated in an error: enough to recognise it, short enough to leave
  * room for the rest of the message in rw_policy_error.text.
  */
-#define QUOTE_MAX	64
-#define QUOTE_BUF	(QUOTE_MAX * 6 + 16)
+#define QUOTE_MAX 64
+#define QUOTE_BUF (QUOTE_MAX * 6 + 16)
 
 static const struct {
-	__u32 addr;		/* host byte order */
+	__u32 addr; /* host byte order */
 	__u8 prefixlen;
 	const char *name;
 } special[] = {
-#define RW_SPECIAL_ENTRY(a, l, s) { a, l, s },
+#define RW_SPECIAL_ENTRY(a, l, s) {a, l, s},
 	RW_SPECIAL_RANGES(RW_SPECIAL_ENTRY)
 #undef RW_SPECIAL_ENTRY
 };
 
 static const struct {
-	__u32 addr;		/* host byte order */
+	__u32 addr; /* host byte order */
 	const char *name;
 } metadata[] = {
-#define RW_MD_ENTRY(a, s) { a, s },
+#define RW_MD_ENTRY(a, s) {a, s},
 	RW_METADATA_ADDRS(RW_MD_ENTRY)
 #undef RW_MD_ENTRY
 };
@@ -82,8 +82,7 @@ static void sb_vprintf(struct sbuf *sb, const char *fmt, va_list ap)
 		sb->len += n;
 }
 
-__attribute__((format(printf, 2, 3)))
-static void sb_printf(struct sbuf *sb, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void sb_printf(struct sbuf *sb, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -140,8 +139,8 @@ static void sb_cidr(struct sbuf *sb, __be32 addr, unsigned int prefixlen)
 /* ---- Where an error is: the JSON path and its position in the text ------------------------ */
 
 struct step {
-	const char *key;	/* member name; NULL for an array element */
-	size_t index;		/* the member's position in its object, or the element's index */
+	const char *key; /* member name; NULL for an array element */
+	size_t index;	 /* the member's position in its object, or the element's index */
 };
 
 struct parser {
@@ -149,19 +148,19 @@ struct parser {
 	size_t len;
 	const char *source;
 	struct rw_policy_error *err;
-	uint64_t in_force;	/* refuse revisions not above it (0: no check) */
+	uint64_t in_force; /* refuse revisions not above it (0: no check) */
 	struct step path[MAX_DEPTH];
 	int depth;
 };
 
 static void push_key(struct parser *ps, const char *key, size_t index)
 {
-	ps->path[ps->depth++] = (struct step){ .key = key, .index = index };
+	ps->path[ps->depth++] = (struct step){.key = key, .index = index};
 }
 
 static void push_index(struct parser *ps, size_t index)
 {
-	ps->path[ps->depth++] = (struct step){ .key = NULL, .index = index };
+	ps->path[ps->depth++] = (struct step){.key = NULL, .index = index};
 }
 
 static void pop(struct parser *ps)
@@ -333,13 +332,13 @@ static void loc_line_col(const char *b, size_t off, int *line, int *col)
 /* ---- Errors ------------------------------------------------------------------------------- */
 
 enum where {
-	AT_VALUE,	/* the value at the current path */
-	AT_KEY,		/* the key of the path's last member (unknown or conflicting keys) */
-	AT_PARENT,	/* the object that should hold the current path (missing keys) */
+	AT_VALUE,  /* the value at the current path */
+	AT_KEY,	   /* the key of the path's last member (unknown or conflicting keys) */
+	AT_PARENT, /* the object that should hold the current path (missing keys) */
 };
 
-__attribute__((format(printf, 3, 4)))
-static int fail(struct parser *ps, enum where where, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static int fail(struct parser *ps, enum where where,
+						      const char *fmt, ...)
 {
 	struct rw_policy_error *err = ps->err;
 	int depth = where == AT_PARENT ? ps->depth - 1 : ps->depth;
@@ -407,7 +406,8 @@ static size_t member_index(json_t *obj, const char *key)
 	json_t *v;
 	size_t i = 0;
 
-	json_object_foreach(obj, k, v) {
+	json_object_foreach(obj, k, v)
+	{
 		if (!strcmp(k, key))
 			break;
 		i++;
@@ -456,10 +456,13 @@ static int parse_revision(struct parser *ps, json_t *v, uint64_t *revision)
 	if ((unsigned long long)r > MAX_REVISION)
 		return fail(ps, AT_VALUE,
 			    "%" JSON_INTEGER_FORMAT " is too large: the kernel keeps 56 bits of "
-			    "revision (at most %llu)", r, MAX_REVISION);
+			    "revision (at most %llu)",
+			    r, MAX_REVISION);
 	if (ps->in_force && (uint64_t)r <= ps->in_force)
-		return fail(ps, AT_VALUE, "%" JSON_INTEGER_FORMAT " is not newer than %llu, the one "
-			    "in force", r, (unsigned long long)ps->in_force);
+		return fail(ps, AT_VALUE,
+			    "%" JSON_INTEGER_FORMAT " is not newer than %llu, the one "
+			    "in force",
+			    r, (unsigned long long)ps->in_force);
 	*revision = r;
 	return 0;
 }
@@ -569,7 +572,7 @@ static int parse_rule_addr(struct parser *ps, json_t *v, bool is_cidr, struct rw
 
 static int parse_ports(struct parser *ps, json_t *v, __u16 **ports, size_t *n)
 {
-	uint64_t seen[65536 / 64] = { 0 };
+	uint64_t seen[65536 / 64] = {0};
 	char other[128];
 	json_int_t port;
 	size_t i, j;
@@ -584,7 +587,8 @@ static int parse_ports(struct parser *ps, json_t *v, __u16 **ports, size_t *n)
 		return fail_nomem(ps);
 	*n = json_array_size(v);
 
-	json_array_foreach(v, i, e) {
+	json_array_foreach(v, i, e)
+	{
 		push_index(ps, i);
 		if (!json_is_integer(e))
 			return fail_type(ps, e, "a port number (an integer)");
@@ -595,8 +599,8 @@ static int parse_ports(struct parser *ps, json_t *v, __u16 **ports, size_t *n)
 		if (seen[port / 64] & (1ULL << (port % 64))) {
 			for (j = 0; j < i && (*ports)[j] != port; j++)
 				;
-			return fail(ps, AT_VALUE, "port %" JSON_INTEGER_FORMAT
-				    " is already listed at %s", port,
+			return fail(ps, AT_VALUE,
+				    "port %" JSON_INTEGER_FORMAT " is already listed at %s", port,
 				    sibling_path(ps, j, other, sizeof(other)));
 		}
 		seen[port / 64] |= 1ULL << (port % 64);
@@ -635,7 +639,8 @@ static int parse_run_id(struct parser *ps, json_t *v, char id[RW_RUN_ID_LEN])
 	if (rc)
 		return rc;
 	for (c = s; (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-		    (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' || *c == '-'; c++)
+		    (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' || *c == '-';
+	     c++)
 		;
 	if (!*s || *c || c - s > RW_RUN_ID_LEN - 1)
 		return fail(ps, AT_VALUE,
@@ -686,7 +691,8 @@ static int parse_rule(struct parser *ps, json_t *v, bool named, struct rw_policy
 
 	if (!json_is_object(v))
 		return fail_type(ps, v, "an object");
-	json_object_foreach(v, key, e) {
+	json_object_foreach(v, key, e)
+	{
 		push_key(ps, key, k++);
 		if (named && !strcmp(key, "name")) {
 			rc = parse_name(ps, e, r->name);
@@ -742,7 +748,8 @@ static int parse_array(struct parser *ps, json_t *v, size_t size, void **items, 
 		return fail_nomem(ps);
 	*n = json_array_size(v);
 
-	json_array_foreach(v, i, e) {
+	json_array_foreach(v, i, e)
+	{
 		push_index(ps, i);
 		rc = elem(ps, e, (char *)*items + i * size, arg);
 		if (rc)
@@ -772,8 +779,7 @@ static int deny_elem(struct parser *ps, json_t *e, void *item, const void *arg)
 
 static int parse_deny(struct parser *ps, json_t *v, struct rw_policy *p)
 {
-	return parse_array(ps, v, sizeof(*p->deny), (void **)&p->deny, &p->n_deny, deny_elem,
-			   NULL);
+	return parse_array(ps, v, sizeof(*p->deny), (void **)&p->deny, &p->n_deny, deny_elem, NULL);
 }
 
 static int pod_elem(struct parser *ps, json_t *e, void *item, const void *arg)
@@ -798,7 +804,8 @@ static int parse_run(struct parser *ps, json_t *v, struct rw_policy_run *run)
 	run->egress = -1;
 	if (!json_is_object(v))
 		return fail_type(ps, v, "an object");
-	json_object_foreach(v, key, e) {
+	json_object_foreach(v, key, e)
+	{
 		push_key(ps, key, k++);
 		if (!strcmp(key, "id")) {
 			rc = parse_run_id(ps, e, run->id);
@@ -833,8 +840,7 @@ static int run_elem(struct parser *ps, json_t *e, void *item, const void *arg)
 
 static int parse_runs(struct parser *ps, json_t *v, struct rw_policy *p)
 {
-	return parse_array(ps, v, sizeof(*p->runs), (void **)&p->runs, &p->n_runs, run_elem,
-			   NULL);
+	return parse_array(ps, v, sizeof(*p->runs), (void **)&p->runs, &p->n_runs, run_elem, NULL);
 }
 
 /* ---- Checks across runs ---------------------------------------------------------------------
@@ -844,7 +850,7 @@ static int parse_runs(struct parser *ps, json_t *v, struct rw_policy *p)
  * twin is the entry just before it.
  */
 struct pod_ref {
-	__u32 addr;		/* host byte order, for sorting */
+	__u32 addr; /* host byte order, for sorting */
 	size_t run;
 	size_t pod;
 };
@@ -870,7 +876,7 @@ static void select_runs_step(struct parser *ps, json_t *root, json_t *runs, size
 
 static int check_pods(struct parser *ps, json_t *root, const struct rw_policy *p)
 {
-	struct pod_ref *refs, dup = { 0 }, first = { 0 };
+	struct pod_ref *refs, dup = {0}, first = {0};
 	size_t n = 0, i, j;
 	bool found = false;
 	char addr[INET_ADDRSTRLEN];
@@ -885,7 +891,7 @@ static int check_pods(struct parser *ps, json_t *root, const struct rw_policy *p
 	n = 0;
 	for (i = 0; i < p->n_runs; i++)
 		for (j = 0; j < p->runs[i].n_pods; j++)
-			refs[n++] = (struct pod_ref){ ntohl(p->runs[i].pods[j]), i, j };
+			refs[n++] = (struct pod_ref){ntohl(p->runs[i].pods[j]), i, j};
 	qsort(refs, n, sizeof(*refs), pod_ref_cmp);
 	for (i = 1; i < n; i++) {
 		if (refs[i].addr != refs[i - 1].addr)
@@ -936,7 +942,7 @@ static int check_run_ids(struct parser *ps, json_t *root, const struct rw_policy
 	if (!refs)
 		return fail_nomem(ps);
 	for (i = 0; i < p->n_runs; i++)
-		refs[i] = (struct id_ref){ p->runs[i].id, i };
+		refs[i] = (struct id_ref){p->runs[i].id, i};
 	qsort(refs, p->n_runs, sizeof(*refs), id_ref_cmp);
 	for (i = 1; i < p->n_runs; i++) {
 		if (strcmp(refs[i].id, refs[i - 1].id))
@@ -980,8 +986,8 @@ static int check_run_rules(struct parser *ps, json_t *root, const struct rw_poli
 
 		for (size_t a = 0; a < run->n_allow; a++) {
 			const struct rw_policy_rule *rule = &run->allow[a];
-			json_t *obj = json_array_get(json_object_get(json_array_get(runs, r),
-								     "allow"), a);
+			json_t *obj = json_array_get(
+				json_object_get(json_array_get(runs, r), "allow"), a);
 			const char *key = json_object_get(obj, "ip") ? "ip" : "cidr";
 			const char *text = json_string_value(json_object_get(obj, key));
 			const char *what = NULL;
@@ -989,8 +995,8 @@ static int check_run_rules(struct parser *ps, json_t *root, const struct rw_poli
 
 			sb_init(&sb, range, sizeof(range));
 			for (i = 0; i < sizeof(special) / sizeof(special[0]) && !what; i++) {
-				if (cidrs_overlap(rule->addr, rule->prefixlen, htonl(special[i].addr),
-						  special[i].prefixlen)) {
+				if (cidrs_overlap(rule->addr, rule->prefixlen,
+						  htonl(special[i].addr), special[i].prefixlen)) {
 					sb_printf(&sb, "%s", special[i].name);
 					what = "a private or special-purpose range";
 				}
@@ -1008,7 +1014,8 @@ static int check_run_rules(struct parser *ps, json_t *root, const struct rw_poli
 			select_runs_step(ps, root, runs, r, "allow");
 			push_index(ps, a);
 			push_key(ps, key, member_index(obj, key));
-			return fail(ps, AT_VALUE, "%s overlaps %s, %s: run rules name public "
+			return fail(ps, AT_VALUE,
+				    "%s overlaps %s, %s: run rules name public "
 				    "destinations only (only services may name private addresses)",
 				    quote(q, text ? text : "?"), range, what);
 		}
@@ -1021,8 +1028,8 @@ static int check_run_rules(struct parser *ps, json_t *root, const struct rw_poli
  */
 static int check_rule_counts(struct parser *ps, json_t *root, const struct rw_policy *p)
 {
-	static const char *const lists[] = { "services", "inbound", "runs" };
-	const size_t counts[] = { p->n_services, p->n_inbound, p->n_runs };
+	static const char *const lists[] = {"services", "inbound", "runs"};
+	const size_t counts[] = {p->n_services, p->n_inbound, p->n_runs};
 	json_t *runs = json_object_get(root, "runs");
 
 	for (size_t l = 0; l < 3; l++) {
@@ -1036,8 +1043,10 @@ static int check_rule_counts(struct parser *ps, json_t *root, const struct rw_po
 		if (p->runs[r].n_allow <= RW_RULE_MAX_B)
 			continue;
 		select_runs_step(ps, root, runs, r, "allow");
-		return fail(ps, AT_VALUE, "%zu rules: a run has at most %u (they must fit in a "
-			    "rule id)", p->runs[r].n_allow, RW_RULE_MAX_B);
+		return fail(ps, AT_VALUE,
+			    "%zu rules: a run has at most %u (they must fit in a "
+			    "rule id)",
+			    p->runs[r].n_allow, RW_RULE_MAX_B);
 	}
 	return 0;
 }
@@ -1053,7 +1062,8 @@ static int parse_root(struct parser *ps, json_t *root, struct rw_policy *p)
 	if (!json_is_object(root))
 		return fail_type(ps, root, "an object");
 	p->egress = RW_EGRESS_ALLOWLIST;
-	json_object_foreach(root, key, v) {
+	json_object_foreach(root, key, v)
+	{
 		push_key(ps, key, k++);
 		if (!strcmp(key, "revision")) {
 			rc = parse_revision(ps, v, &p->revision);
@@ -1069,7 +1079,8 @@ static int parse_root(struct parser *ps, json_t *root, struct rw_policy *p)
 		} else if (!strcmp(key, "runs")) {
 			rc = parse_runs(ps, v, p);
 		} else {
-			return fail(ps, AT_KEY, "unknown key (expected one of: revision, egress, "
+			return fail(ps, AT_KEY,
+				    "unknown key (expected one of: revision, egress, "
 				    "deny, services, inbound, runs)");
 		}
 		if (rc)
@@ -1132,8 +1143,8 @@ int rw_policy_parse_newer(const char *buf, size_t len, const char *source, uint6
 			  struct rw_policy *out, struct rw_policy_error *err)
 {
 	struct rw_policy_error scratch;
-	struct rw_policy p = { 0 };
-	struct parser ps = { 0 };
+	struct rw_policy p = {0};
+	struct parser ps = {0};
 	json_error_t jerr;
 	json_t *root;
 	int rc;
@@ -1247,7 +1258,7 @@ static void dg_ports(struct digest *d, const __u16 *p, size_t n)
 
 void rw_policy_run_digest(const struct rw_policy_run *r, uint64_t digest[2])
 {
-	struct digest d = { 0x9e3779b97f4a7c15ULL, 0x6a09e667f3bcc909ULL };
+	struct digest d = {0x9e3779b97f4a7c15ULL, 0x6a09e667f3bcc909ULL};
 	size_t len = strnlen(r->id, sizeof(r->id));
 
 	dg_word(&d, len);
@@ -1328,8 +1339,8 @@ static bool rule_equal(const struct rw_policy_rule *a, const struct rw_policy_ru
 }
 
 /* Every rule of one list is in the other: a rule listed twice allows nothing more. */
-static bool rules_subset(const struct rw_policy_rule *a, size_t na,
-			 const struct rw_policy_rule *b, size_t nb)
+static bool rules_subset(const struct rw_policy_rule *a, size_t na, const struct rw_policy_rule *b,
+			 size_t nb)
 {
 	size_t i, j;
 
@@ -1356,8 +1367,8 @@ int rw_policy_run_equal(const struct rw_policy *a, const struct rw_policy_run *r
 
 const char *rw_egress_name(int mode)
 {
-#define X(m, name)         \
-	if (mode == (m))   \
+#define X(m, name)       \
+	if (mode == (m)) \
 		return name;
 	RW_EGRESS_MODES(X)
 #undef X
@@ -1366,7 +1377,7 @@ const char *rw_egress_name(int mode)
 
 int rw_egress_parse(const char *name)
 {
-#define X(m, n)                \
+#define X(m, n)                 \
 	if (!strcmp(name, (n))) \
 		return (m);
 	RW_EGRESS_MODES(X)
@@ -1568,7 +1579,8 @@ static int diff_runs(struct sbuf *sb, const struct rw_policy *old, const struct 
 		eo = rw_policy_run_egress(old, o);
 		en = rw_policy_run_egress(new, n);
 		if (eo != en) {
-			sb_printf(sb, "%segress %s -> %s", sep, rw_egress_name(eo), rw_egress_name(en));
+			sb_printf(sb, "%segress %s -> %s", sep, rw_egress_name(eo),
+				  rw_egress_name(en));
 			sep = "; ";
 		}
 		if (!addrs_equal(o->pods, o->n_pods, n->pods, n->n_pods)) {
@@ -1603,7 +1615,7 @@ static int diff_runs(struct sbuf *sb, const struct rw_policy *old, const struct 
 int rw_policy_diff(const struct rw_policy *old, const struct rw_policy *new, char *buf,
 		   size_t buflen)
 {
-	static const struct rw_policy empty = { .egress = RW_EGRESS_ALLOWLIST };
+	static const struct rw_policy empty = {.egress = RW_EGRESS_ALLOWLIST};
 	struct sbuf sb;
 	int count = 0;
 

@@ -10,10 +10,10 @@
 
 /* A destination (or an inbound peer) and the ports it is allowed on. */
 struct rw_policy_rule {
-	char name[64];		/* services[] and inbound[] only; "" elsewhere */
-	__be32 addr;		/* network byte order, host bits clear */
-	__u8 prefixlen;		/* 32 for "ip" */
-	__u16 *tcp;		/* host byte order, 1..65535, no duplicates */
+	char name[64];	/* services[] and inbound[] only; "" elsewhere */
+	__be32 addr;	/* network byte order, host bits clear */
+	__u8 prefixlen; /* 32 for "ip" */
+	__u16 *tcp;	/* host byte order, 1..65535, no duplicates */
 	size_t n_tcp;
 	__u16 *udp;
 	size_t n_udp;
@@ -28,15 +28,15 @@ struct rw_policy_run {
 	char id[RW_RUN_ID_LEN];
 	__be32 *pods;
 	size_t n_pods;
-	int egress;		/* enum rw_egress_mode, or -1: the node's */
+	int egress; /* enum rw_egress_mode, or -1: the node's */
 	struct rw_policy_rule *allow;
 	size_t n_allow;
-	uint64_t digest[2];	/* rw_policy_run_digest(), set by the parser */
+	uint64_t digest[2]; /* rw_policy_run_digest(), set by the parser */
 };
 
 struct rw_policy {
 	uint64_t revision;
-	int egress;		/* enum rw_egress_mode */
+	int egress; /* enum rw_egress_mode */
 	struct rw_policy_cidr *deny;
 	size_t n_deny;
 	struct rw_policy_rule *services;
@@ -50,8 +50,8 @@ struct rw_policy {
 /* Why a snapshot was refused: "FILE:LINE:COL: JSON.PATH: what is wrong". */
 struct rw_policy_error {
 	char text[512];
-	int line;		/* 1-based; 0 when unknown */
-	int column;		/* 1-based; 0 when unknown */
+	int line;   /* 1-based; 0 when unknown */
+	int column; /* 1-based; 0 when unknown */
 };
 
 /* Parse a snapshot. `source` names it in errors (a path, or "<stdin>"). On error returns a
@@ -72,8 +72,8 @@ void rw_policy_free(struct rw_policy *p);
 /* The egress modes (enum rw_egress_mode in runwall.h) and the names snapshots, status and
  * `runwall map` give them, once.
  */
-#define RW_EGRESS_MODES(X)			\
-	X(RW_EGRESS_ALLOWLIST, "allowlist")	\
+#define RW_EGRESS_MODES(X)                  \
+	X(RW_EGRESS_ALLOWLIST, "allowlist") \
 	X(RW_EGRESS_OPEN, "open")
 
 /* "allowlist", "open"; "?" for anything else. */

@@ -6,11 +6,11 @@
 #include <linux/types.h>
 #include "runwall.h"
 
-const char *rw_reason_name(unsigned int reason);	/* "not-allowlisted"; "?" if unknown */
-int rw_reason_parse(const char *name);			/* reason number, or -EINVAL */
-const char *rw_path_name(unsigned int path);		/* "rule-cidr" */
-const char *rw_dir_name(unsigned int dir);		/* "egress" / "ingress" */
-const char *rw_proto_name(unsigned int proto);		/* "tcp", "udp", "icmp", or "132" */
+const char *rw_reason_name(unsigned int reason); /* "not-allowlisted"; "?" if unknown */
+int rw_reason_parse(const char *name);		 /* reason number, or -EINVAL */
+const char *rw_path_name(unsigned int path);	 /* "rule-cidr" */
+const char *rw_dir_name(unsigned int dir);	 /* "egress" / "ingress" */
+const char *rw_proto_name(unsigned int proto);	 /* "tcp", "udp", "icmp", or "132" */
 
 /* What a packet was: the IPv4 protocol's name for IPv4 ("tcp"), else the ethertype's ("arp",
  * "ipv6", "vlan", "qinq", "0x88cc"); ethertype in network byte order, 0 when unknown.

@@ -16,7 +16,7 @@ static json_t *ip_or_null(__be32 ip)
 
 json_t *rw_status_hook(const char *pin_dir, int ifindex, enum rw_dir dir)
 {
-	struct rw_hook_info *hi = calloc(1, sizeof(*hi));	/* large: not on the stack */
+	struct rw_hook_info *hi = calloc(1, sizeof(*hi)); /* large: not on the stack */
 	json_t *o;
 
 	if (!hi || rw_hook_query_pinned(pin_dir, ifindex, dir, hi)) {
@@ -34,9 +34,10 @@ json_t *rw_status_sandbox(const char *pin_dir, const char *ifname, int ifindex, 
 			  const char *run)
 {
 	return json_pack("{s:s, s:i, s:o, s:o, s:{s:o, s:o}}", "ifname", ifname, "ifindex", ifindex,
-			 "pod", ip_or_null(pod), "run", run && *run ? json_string(run) : json_null(),
-			 "hooks", "egress", rw_status_hook(pin_dir, ifindex, RW_DIR_EGRESS),
-			 "ingress", rw_status_hook(pin_dir, ifindex, RW_DIR_INGRESS));
+			 "pod", ip_or_null(pod), "run",
+			 run && *run ? json_string(run) : json_null(), "hooks", "egress",
+			 rw_status_hook(pin_dir, ifindex, RW_DIR_EGRESS), "ingress",
+			 rw_status_hook(pin_dir, ifindex, RW_DIR_INGRESS));
 }
 
 json_t *rw_status_run(const char *id, __u32 idx, __u32 gen, const char *since, int egress,

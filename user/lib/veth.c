@@ -76,8 +76,8 @@ int rw_veth_query(const struct rw_datapath *dp, int ifindex, struct rw_veth_stat
 		memset(hi, 0, sizeof(*hi));
 		if (dp->prog_fd[d] >= 0 && bpf_obj_get_info_by_fd(dp->prog_fd[d], &info, &len) == 0)
 			hi->prog_id = info.id;
-		err = hi->prog_id ? rw_hook_query(ifindex, d, hi) :
-				    rw_hook_query_pinned(dp->pin_dir, ifindex, d, hi);
+		err = hi->prog_id ? rw_hook_query(ifindex, d, hi)
+				  : rw_hook_query_pinned(dp->pin_dir, ifindex, d, hi);
 		if (err)
 			break;
 		st->found[d] = hi->found;
@@ -121,8 +121,8 @@ int rw_veth_prune_gone(const struct rw_datapath *dp)
 		    sscanf(de->d_name, "tc_%d_%15[a-z]", &ifindex, dirname) != 2)
 			continue;
 		if (ifindex > 0 && ifindex_gone(ifindex))
-			rw_detach(dp->pin_dir, ifindex, strcmp(dirname, "egress") ?
-				  RW_DIR_INGRESS : RW_DIR_EGRESS);
+			rw_detach(dp->pin_dir, ifindex,
+				  strcmp(dirname, "egress") ? RW_DIR_INGRESS : RW_DIR_EGRESS);
 	}
 	if (dir)
 		closedir(dir);

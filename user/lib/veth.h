@@ -30,10 +30,10 @@ int rw_veth_protect(const struct rw_datapath *dp, int ifindex, __be32 pod_ip,
  * runwall's program (the one pinned under pin_dir) is first on each hook, and the pod bound.
  */
 struct rw_veth_state {
-	bool first[RW_DIR_COUNT];	/* runwall's program found and first on the hook */
+	bool first[RW_DIR_COUNT]; /* runwall's program found and first on the hook */
 	bool found[RW_DIR_COUNT];
-	__be32 pod_ip;			/* 0: not bound */
-	bool ct_table;			/* the veth has its own conntrack table */
+	__be32 pod_ip; /* 0: not bound */
+	bool ct_table; /* the veth has its own conntrack table */
 };
 
 int rw_veth_query(const struct rw_datapath *dp, int ifindex, struct rw_veth_state *st);
