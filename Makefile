@@ -157,9 +157,13 @@ $(CNI_AR): $(filter-out %/main.o,$(CNI_OBJ))
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
+# runwall-cni is copied onto the host and run there by the container runtime, so it carries its
+# libraries: libbpf, libelf, zlib and jansson are linked in. Debian ships no static libmnl, so
+# libmnl and glibc (2.34 symbols at most: Amazon Linux 2023's) are what it asks of the host.
+CNI_LDLIBS := -Wl,-Bstatic -lbpf -lelf -lz -ljansson -Wl,-Bdynamic -lmnl
 $(BUILD)/runwall-cni: $(CNI_OBJ) $(LIB)
 	$(call msg,LD,$@)
-	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $^ $(CNI_LDLIBS) -o $@
 
 # The boundary: link every member of librunwall.a, and nothing else of runwall's, into a program.
 # An undefined reference (to rw_g, rw_fail, cmd_*, anything of a front end's) fails the link.
