@@ -25,12 +25,14 @@ FUZZ_BUILD   ?= build-fuzz
 FUZZ_CC      ?= clang-14
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS  := -g -O1 $(FUZZ_SAN) -Wall -Wextra -Wno-unused-parameter -Werror -std=gnu11 \
-		-D_GNU_SOURCE $(subst -I$(BUILD),-I$(FUZZ_BUILD),$(FE_INC))
+		-D_GNU_SOURCE $(subst -I$(BUILD),-I$(FUZZ_BUILD),$(FE_INC)) -Iuser/cni
 FUZZ_LDLIBS  ?=
 FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_NAMES   := $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRC))
 FUZZ_BINS    := $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_NAMES))
-FUZZ_LIB_OBJ := $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(LIB_SRC) $(filter-out %/main.c,$(CLI_SRC)))
+# The library, the CLI's parsers, and the parsers of the agent's HTTP queries and runwall-cni's stdin.
+FUZZ_LIB_OBJ := $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(LIB_SRC) $(filter-out %/main.c,$(CLI_SRC)) \
+		user/agent/event_store.c user/cni/conf.c)
 FUZZ_LIB     := $(FUZZ_BUILD)/librunwall-fuzz.a
 # Seconds per target: `make fuzz` (FUZZ_SECONDS) and the short runs of `make check`.
 FUZZ_SECONDS ?= 60
