@@ -75,7 +75,7 @@ static void test_store_cursor_and_eviction(void **state)
 	struct collect c = {};
 	struct rw_event ev = mkev("run-a", "10.1.2.3", "93.184.216.34", 443, RW_VERDICT_DROP,
 				  RW_REASON_NOT_ALLOWLISTED);
-	char tag[8];
+	char tag[16];
 
 	assert_int_equal(rw_evstore_init(&s, 4), 0);
 	assert_int_equal(rw_evstore_first_id(&s), 0);
