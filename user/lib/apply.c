@@ -301,10 +301,14 @@ static int add_rule(struct shadow *s, enum rw_map_id table, __u32 scope,
  */
 static void group_close(struct shadow *s, struct group *g)
 {
-	struct ent *e = s->ents + g->ent_off;
 	size_t n = s->n_ents - g->ent_off, out = 0;
+	/* A run with no rules (or a shadow with none yet) has no array to point into: ents may be
+	 * NULL, and qsort() of NULL is undefined even for 0 elements.
+	 */
+	struct ent *e = n ? s->ents + g->ent_off : NULL;
 
-	qsort(e, n, sizeof(*e), ent_qsort_cmp);
+	if (n > 1)
+		qsort(e, n, sizeof(*e), ent_qsort_cmp);
 	for (size_t i = 0; i < n; i++) {
 		if (i + 1 < n && !ent_cmp_key(&e[i], &e[i + 1]))
 			continue;
@@ -316,7 +320,8 @@ static void group_close(struct shadow *s, struct group *g)
 	for (size_t i = 0; i < out; i++)
 		s->count[e[i].table]++;
 	g->n_pods = s->n_pods - g->pod_off;
-	qsort(s->pods + g->pod_off, g->n_pods, sizeof(*s->pods), pod_cmp);
+	if (g->n_pods > 1)
+		qsort(s->pods + g->pod_off, g->n_pods, sizeof(*s->pods), pod_cmp);
 	s->count[T_PODS] += g->n_pods;
 }
 
@@ -410,10 +415,12 @@ static int shadow_build(struct shadow *s, const struct rw_policy *p, const struc
 				    grow((void **)&s->ents, &s->cap_ents, s->n_ents + lg->n_ents,
 					 sizeof(*s->ents)))
 					goto fail;
-				memcpy(s->pods + s->n_pods, live->pods + lg->pod_off,
-				       lg->n_pods * sizeof(*s->pods));
-				memcpy(s->ents + s->n_ents, live->ents + lg->ent_off,
-				       lg->n_ents * sizeof(*s->ents));
+				if (lg->n_pods)
+					memcpy(s->pods + s->n_pods, live->pods + lg->pod_off,
+					       lg->n_pods * sizeof(*s->pods));
+				if (lg->n_ents)
+					memcpy(s->ents + s->n_ents, live->ents + lg->ent_off,
+					       lg->n_ents * sizeof(*s->ents));
 				s->n_pods += lg->n_pods;
 				s->n_ents += lg->n_ents;
 				g->n_pods = lg->n_pods;
@@ -427,7 +434,8 @@ static int shadow_build(struct shadow *s, const struct rw_policy *p, const struc
 		if (grow((void **)&s->pods, &s->cap_pods, s->n_pods + run->n_pods,
 			 sizeof(*s->pods)))
 			goto fail;
-		memcpy(s->pods + s->n_pods, run->pods, run->n_pods * sizeof(*s->pods));
+		if (run->n_pods)
+			memcpy(s->pods + s->n_pods, run->pods, run->n_pods * sizeof(*s->pods));
 		s->n_pods += run->n_pods;
 		for (size_t i = 0; i < run->n_allow; i++)
 			if ((err = add_rule(s, RW_M_ALLOW_EXACT, slots[r].idx, &run->allow[i],
@@ -814,7 +822,8 @@ static int live_runs(const struct rw_datapath *dp, struct shadow *live, struct s
 		ng->pod = pod;
 	}
 	close(fd);
-	qsort(out->groups, out->n_groups, sizeof(*out->groups), group_id_cmp);
+	if (out->n_groups > 1)
+		qsort(out->groups, out->n_groups, sizeof(*out->groups), group_id_cmp);
 	{
 		size_t n = 0;
 
