@@ -348,19 +348,26 @@ struct run_slot {
 /* The same run written the same way, in the same order: the common case. The parser's digests
  * tell without reading either run; a run made by other means is compared in full.
  */
+/* memcmp() of two arrays of n bytes, either of which may be NULL when n is 0. */
+static bool bytes_equal(const void *a, const void *b, size_t n)
+{
+	return !n || !memcmp(a, b, n);
+}
+
 static bool run_same(const struct rw_policy_run *a, const struct rw_policy_run *b)
 {
 	if ((a->digest[0] || a->digest[1]) && (b->digest[0] || b->digest[1]))
 		return a->digest[0] == b->digest[0] && a->digest[1] == b->digest[1];
 	if (a->n_pods != b->n_pods || a->egress != b->egress || a->n_allow != b->n_allow ||
-	    memcmp(a->pods, b->pods, a->n_pods * sizeof(*a->pods)))
+	    !bytes_equal(a->pods, b->pods, a->n_pods * sizeof(*a->pods)))
 		return false;
 	for (size_t i = 0; i < a->n_allow; i++) {
 		const struct rw_policy_rule *x = &a->allow[i], *y = &b->allow[i];
 
 		if (x->addr != y->addr || x->prefixlen != y->prefixlen || x->n_tcp != y->n_tcp ||
-		    x->n_udp != y->n_udp || memcmp(x->tcp, y->tcp, x->n_tcp * sizeof(*x->tcp)) ||
-		    memcmp(x->udp, y->udp, x->n_udp * sizeof(*x->udp)))
+		    x->n_udp != y->n_udp ||
+		    !bytes_equal(x->tcp, y->tcp, x->n_tcp * sizeof(*x->tcp)) ||
+		    !bytes_equal(x->udp, y->udp, x->n_udp * sizeof(*x->udp)))
 			return false;
 	}
 	return true;
@@ -973,7 +980,8 @@ int rw_live_pod(const struct rw_datapath *dp, __be32 pod_ip, struct rw_pod *out)
 
 static bool in_sorted(const __be32 *a, size_t n, __be32 x)
 {
-	return bsearch(&x, a, n, sizeof(*a), pod_cmp) != NULL;
+	/* An empty list may be NULL: bsearch() of NULL is undefined even for 0 elements. */
+	return n && bsearch(&x, a, n, sizeof(*a), pod_cmp) != NULL;
 }
 
 /* Pods of the old live slot whose run changed or went away: their flows were opened under
