@@ -1021,7 +1021,7 @@ static int run_equal(const char *a, const char *b)
 	", \"pods\": [\"10.0.0.1\", \"10.0.0.2\"], \"allow\": [" \
 	"{\"ip\": \"52.94.2.1\", \"tcp\": [80, 443]}, {\"cidr\": \"52.195.100.0/24\", \"udp\": [53]}]"
 
-/* The digest an apply uses to skip runs that did not change: equal for the same run written the
+/* The digest by which an apply leaves unchanged runs alone: equal for the same run written the
  * same way (whatever else the snapshot changes), different for any change, including order (rule
  * ids name positions).
  */
