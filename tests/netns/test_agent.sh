@@ -280,8 +280,12 @@ ip -n "$node" link add "q${pfx}" type veth peer name "r${pfx}"
 nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$bpffs-second" --socket "$sock-second" agent \
 	--ifprefix "q${pfx}" --attach-mode tc >>"$work/agent2.log" 2>&1 &
 second=$!
-sleep 1
-sst=$(nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$bpffs-second" --socket "$sock-second" -j status || true)
+# A first start creates both slots' inner maps, a grace period each: slow under emulation.
+second_status() {
+	sst=$(nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$bpffs-second" --socket "$sock-second" -j status 2>/dev/null) &&
+		python3 -c "import json,sys; sys.exit(0 if [s['ifname'] for s in json.load(sys.stdin)['sandboxes']] else 1)" <<<"$sst"
+}
+rw_wait 10 second_status || true
 check "the second agent sees only its own veth" \
 	test "$(python3 -c "import json,sys; print([s['ifname'] for s in json.load(sys.stdin)['sandboxes']])" <<<"$sst")" = "['q${pfx}']"
 check "forced clsact fallback: mode tc" \
