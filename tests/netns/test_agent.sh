@@ -285,7 +285,7 @@ second_status() {
 	sst=$(nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$bpffs-second" --socket "$sock-second" -j status 2>/dev/null) &&
 		python3 -c "import json,sys; sys.exit(0 if [s['ifname'] for s in json.load(sys.stdin)['sandboxes']] else 1)" <<<"$sst"
 }
-rw_wait 10 second_status || true
+eventually second_status || true
 check "the second agent sees only its own veth" \
 	test "$(python3 -c "import json,sys; print([s['ifname'] for s in json.load(sys.stdin)['sandboxes']])" <<<"$sst")" = "['q${pfx}']"
 check "forced clsact fallback: mode tc" \
