@@ -686,6 +686,43 @@ static void test_tc_existing_clsact(void **state)
 	assert_int_equal(count_entries(), 1);
 }
 
+/* A plain `ingress` qdisc (not clsact) has no egress hook, yet takes a filter asked for at the
+ * egress parent and puts it on its one (ingress) block: attached that way, runwall's ingress
+ * program would replace its egress program there and the egress hook would run nothing. The
+ * egress hook is refused with -EBUSY instead, in either order, the ingress hook keeps runwall's
+ * egress program, and a query does not report the egress hook as attached.
+ */
+static void test_tc_plain_ingress_qdisc(void **state)
+{
+	struct rw_hook_info info;
+	int idx;
+
+	for (int order = 0; order < 2; order++) {
+		idx = veth("rwq0");
+		assert_int_equal(sh("tc qdisc add dev rwq0 ingress"), 0);
+		if (order == 0)
+			assert_int_equal(
+				rw_attach(pin_dir, idx, RW_DIR_EGRESS, prog_a, RW_ATTACH_TC, NULL),
+				0);
+		assert_int_equal(
+			rw_attach(pin_dir, idx, RW_DIR_INGRESS, prog_b, RW_ATTACH_TC, NULL),
+			-EBUSY);
+		if (order == 1)
+			assert_int_equal(
+				rw_attach(pin_dir, idx, RW_DIR_EGRESS, prog_a, RW_ATTACH_TC, NULL),
+				0);
+		query(idx, RW_DIR_EGRESS, &info);
+		assert_true(info.found);
+		assert_int_equal(info.prog_id, prog_id(prog_a));
+		query(idx, RW_DIR_INGRESS, &info);
+		assert_false(info.found);
+		assert_int_equal(sh("tc qdisc show dev rwq0 | grep -q 'qdisc ingress'"), 0);
+		assert_int_equal(rw_detach(pin_dir, idx, RW_DIR_EGRESS), 0);
+		assert_int_equal(sh("ip link del rwq0"), 0);
+	}
+	assert_string_not_equal(rw_attach_strerror(-EBUSY), strerror(EBUSY));
+}
+
 /* The tc marker of a deleted veth goes when the veth comes back under its name. */
 static void test_tc_stale_marker(void **state)
 {
@@ -871,6 +908,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_dotted_ifname, cleanup),
 		cmocka_unit_test_teardown(test_tc_forced, cleanup),
 		cmocka_unit_test_teardown(test_tc_existing_clsact, cleanup),
+		cmocka_unit_test_teardown(test_tc_plain_ingress_qdisc, cleanup),
 		cmocka_unit_test_teardown(test_tc_stale_marker, cleanup),
 		cmocka_unit_test_teardown(test_mode_switch, cleanup),
 		cmocka_unit_test_teardown(test_auto_mode, cleanup),

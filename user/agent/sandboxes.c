@@ -46,7 +46,7 @@ static void sbx_attach(struct agent *a, struct sandbox *s)
 		s->attached[d] = !errs[d];
 		if (errs[d] && !msg[0])
 			snprintf(msg, sizeof(msg), "attach %s: %s", rw_dir_name(d),
-				 strerror(-errs[d]));
+				 rw_attach_strerror(errs[d]));
 	}
 	if (!msg[0]) {
 		if (s->attach_failures)

@@ -214,7 +214,8 @@ static int cmd_add(struct rw_cni_req *req)
 				 "runwall could not protect the pod's veth",
 				 "%s (ifindex %d), pod %s: %s%s: %s", req->host_if, ifindex, ip,
 				 dir >= 0 ? "attaching the " : "binding",
-				 dir >= 0 ? rw_dir_name(dir) : "", strerror(-err));
+				 dir >= 0 ? rw_dir_name(dir) : "",
+				 dir >= 0 ? rw_attach_strerror(err) : strerror(-err));
 	rw_info("%s (ifindex %d): attached (%s, %s), bound to pod %s", req->host_if, ifindex,
 		rw_attach_mode_str(used[RW_DIR_EGRESS]), rw_attach_mode_str(used[RW_DIR_INGRESS]),
 		ip);

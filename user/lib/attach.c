@@ -92,6 +92,7 @@ struct tc_list {
 	struct tc_filter f[RW_HOOK_MAX_PROGS];
 	__u32 n;     /* entries in f[] */
 	__u32 total; /* filters seen */
+	bool shared; /* the TC egress hook's dump showed the ingress hook's filters (tc_list()) */
 };
 
 static const char *dir_str(enum rw_dir dir)
@@ -450,7 +451,7 @@ static int tc_filter_cb(const struct nlmsghdr *nlh, void *data)
  * cls_bpf_change() uses list_add_rcu(), and the dump walks that list). Empty when there is no
  * clsact qdisc or no such interface (tc_dump_tfilter() then sends nothing).
  */
-static int tc_list(int ifindex, enum rw_dir dir, struct tc_list *l)
+static int tc_dump(int ifindex, enum rw_dir dir, struct tc_list *l)
 {
 	struct nlmsghdr *nlh;
 	struct tcmsg *tcm;
@@ -466,6 +467,97 @@ static int tc_list(int ifindex, enum rw_dir dir, struct tc_list *l)
 	mnl_attr_put_u32(nlh, TCA_CHAIN, 0);
 	err = rw_mnl_dump(nlh, tc_filter_cb, l);
 	free(nlh);
+	return err;
+}
+
+static bool tc_list_same(const struct tc_list *a, const struct tc_list *b)
+{
+	if (a->total != b->total || a->n != b->n)
+		return false;
+	for (__u32 i = 0; i < a->n; i++)
+		if (a->f[i].handle != b->f[i].handle || a->f[i].prog_id != b->f[i].prog_id ||
+		    a->f[i].prio != b->f[i].prio)
+			return false;
+	return true;
+}
+
+struct qdisc_probe {
+	int ifindex;
+	char kind[32]; /* of the qdisc at TC_H_INGRESS; "" when there is none */
+};
+
+static int tc_qdisc_cb(const struct nlmsghdr *nlh, void *data)
+{
+	const struct nlattr *tb[TCA_MAX + 1] = {};
+	const struct tcmsg *tcm = mnl_nlmsg_get_payload(nlh);
+	struct qdisc_probe *p = data;
+
+	if (nlh->nlmsg_type != RTM_NEWQDISC || tcm->tcm_ifindex != p->ifindex ||
+	    tcm->tcm_parent != TC_H_INGRESS)
+		return MNL_CB_OK;
+	if (mnl_attr_parse(nlh, sizeof(*tcm), tc_attr_cb, tb) < 0)
+		return MNL_CB_ERROR;
+	if (tb[TCA_KIND])
+		snprintf(p->kind, sizeof(p->kind), "%s", mnl_attr_get_str(tb[TCA_KIND]));
+	return MNL_CB_OK;
+}
+
+/* 1 when ifindex's qdisc at the ingress handle is clsact, 0 when it is another kind. A qdisc
+ * dump walks every interface of the namespace (the kernel does not filter it by tcm_ifindex;
+ * iproute2 filters in user space too), so it is only asked when a qdisc was already there
+ * and its hooks hold no filter; a single RTM_GETQDISC would do, but tc_get_qdisc() answers by
+ * notifying every RTNLGRP_TC listener.
+ */
+static int tc_hook_is_clsact(int ifindex)
+{
+	struct qdisc_probe p = {.ifindex = ifindex};
+	struct nlmsghdr *nlh;
+	struct tcmsg *tcm;
+	int err;
+
+	tcm = rw_mnl_dump_request(RTM_GETQDISC, sizeof(*tcm), &nlh);
+	if (!tcm)
+		return -ENOMEM;
+	tcm->tcm_family = AF_UNSPEC;
+	err = rw_mnl_dump(nlh, tc_qdisc_cb, &p);
+	free(nlh);
+	if (err)
+		return err;
+	return !strcmp(p.kind, "clsact");
+}
+
+/* Only the clsact qdisc has an egress hook for filters. A plain `ingress` qdisc (handle ffff:,
+ * what `tc qdisc add dev X ingress` makes) holds the same place, so bpf_tc_hook_create() of
+ * clsact fails with -EEXIST, and yet a filter asked for at parent ffff:fff3 is accepted: the
+ * ingress qdisc's class lookup takes any minor (ingress_find()) and it has one block
+ * (ingress_tcf_block()), so the filter lands on the *ingress* hook and the egress hook has
+ * none. A dump of "the egress hook" then shows the ingress hook's filters. So, for the egress
+ * hook: when its filters are exactly the ingress hook's (on clsact that takes the same filters
+ * with the same programs on both hooks, which runwall never does: each direction has its own
+ * program), the qdisc itself is asked (tc_hook_is_clsact()); if it is not clsact, the list is
+ * empty and marked shared. attach_tc() asks it too when both hooks are empty.
+ */
+static int tc_list(int ifindex, enum rw_dir dir, struct tc_list *l)
+{
+	struct tc_list *other;
+	int err;
+
+	err = tc_dump(ifindex, dir, l);
+	if (err || dir != RW_DIR_INGRESS || !l->total)
+		return err;
+	other = malloc(sizeof(*other));
+	if (!other)
+		return -ENOMEM;
+	err = tc_dump(ifindex, RW_DIR_EGRESS, other);
+	if (!err && tc_list_same(l, other)) {
+		err = tc_hook_is_clsact(ifindex);
+		if (err == 0) {
+			memset(l, 0, sizeof(*l));
+			l->shared = true;
+		}
+		err = err < 0 ? err : 0;
+	}
+	free(other);
 	return err;
 }
 
@@ -820,10 +912,20 @@ static int attach_tc(struct hook *h, int prog_fd, __u32 prog_id)
 	 * but tc_get_qdisc() also broadcasts its answer to every RTNLGRP_TC listener, and a
 	 * qdisc dump cannot be limited to one interface.)
 	 */
+	if (l->shared) {
+		err = -EBUSY;
+		goto out;
+	}
 	if (!l->total) {
 		err = bpf_tc_hook_create(&tc_hook);
-		if (err && err != -EEXIST)
+		if (err == -EEXIST && h->dir == RW_DIR_INGRESS) {
+			err = tc_hook_is_clsact(h->ifindex);
+			if (err == 0)
+				err = -EBUSY;
+		}
+		if (err < 0 && err != -EEXIST)
 			goto out;
+		err = 0;
 	}
 
 	/* The marker first: whenever runwall's filter may be on the hook, links/ says so. */
@@ -891,6 +993,14 @@ out:
 static bool dir_valid(enum rw_dir dir)
 {
 	return dir == RW_DIR_EGRESS || dir == RW_DIR_INGRESS;
+}
+
+const char *rw_attach_strerror(int err)
+{
+	if (err == -EBUSY)
+		return "its qdisc is not clsact (a plain ingress?), which tc mode needs for the "
+		       "egress hook";
+	return strerror(-err);
 }
 
 int rw_attach(const char *pin_dir, int ifindex, enum rw_dir dir, int prog_fd,

@@ -70,6 +70,12 @@ enum rw_attach_mode {
 int rw_attach(const char *pin_dir, int ifindex, enum rw_dir dir, int prog_fd,
 	      enum rw_attach_mode mode, enum rw_attach_mode *used);
 
+/* rw_attach()'s errors for people: strerror(), except -EBUSY from tc, which rw_attach() returns
+ * when the interface's qdisc at the ingress handle is not clsact (a plain `ingress` qdisc has
+ * no egress hook; a filter meant for it would land on the ingress hook).
+ */
+const char *rw_attach_strerror(int err);
+
 /* Take runwall's program off one hook: its pinned tcx link (detached, pin removed) and/or its
  * tc filter(s) (runwall's handles at RW_TC_PRIO only; the clsact qdisc and everyone else's
  * filters stay) and the marker. -ENOENT when runwall had nothing there.
