@@ -956,15 +956,28 @@ static void *flood_thread(void *p)
 	return NULL;
 }
 
+static __u64 coarse_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
 /* The budget is exact: N denied packets from one sandbox, as fast as the kernel runs them (well
- * under 5 µs apart), on one CPU and then on two at once, give between rate x (time the
- * programs ran, less the coarse clock's lag) + burst - 1 events and rate x (wall time) + burst,
- * rounded up. Ticks come from the clock, so no refill is lost to rounding, and a bucket
- * another CPU moved ahead is never read as an underflow.
+ * under 5 µs apart), on one CPU and then on two at once. On one CPU the count is exact, with no
+ * timing in the bounds: the programs read the coarse clock (bpf_ktime_get_coarse_ns(), the
+ * clock user space reads as CLOCK_MONOTONIC_COARSE), a full bucket gives `burst` events at the
+ * first packet, then one per tick of 1/rate s while packets keep coming, so the flood gets
+ * burst + ticks(last packet) - ticks(first packet) events exactly, and those two clock reads
+ * are bracketed by our own reads of the same clock around the first and the last packet. The
+ * burst covers a minute of ticks, so no stall of this process (preemption, a stolen vCPU, a
+ * late tick) can fill the bucket and lose refill; what could lose refill is rounding, which is
+ * what this proves absent. A bucket another CPU moved ahead is never read as an underflow.
  */
 static void test_event_budget_exact(void)
 {
-	const __u32 rate = 200, burst = 5, n = 200000;
+	const __u32 rate = 200, burst = 5, n = 200000, burst1 = rate * 60, edge = 20000;
 	struct pkt_spec flood = {.src = POD_A,
 				 .dst = "8.8.8.8",
 				 .proto = TCP,
@@ -976,55 +989,57 @@ static void test_event_budget_exact(void)
 	__u8 buf[PKT_MAX];
 	size_t len = pkt_build(&flood, buf);
 	__u32 key = ifindex_of[0];
-	long long sent, lo, hi;
-	double wall_s, run_s, lag_s;
-	__u64 t0, t1;
-	int ok, err, rounds, ncpu = libbpf_num_possible_cpus();
+	long long sent, lo, hi, pkts;
+	double wall_s;
+	__u64 t0, t1, c0_before, c0_after, c1_before, c1_after;
+	int ok, err, rounds, retval, ncpu = libbpf_num_possible_cpus();
 
-	/* One CPU: rounds of n packets until a second has passed, so that the refill is far
-	 * above the burst whatever the machine's speed.
+	/* One CPU: rounds of n packets until a second has passed, between a first and a last
+	 * round of edge packets with the clock read around each. Every round is dense (more
+	 * packets than the ticks the burst holds), so whatever refill a pause between rounds left
+	 * in the bucket, the next round takes it all; the edge rounds are short, so the bounds
+	 * are tight.
 	 */
-	set_budget(rate, burst);
+	set_budget(rate, burst1);
 	bpf_map_delete_elem(dp.map_fd[RW_M_EVENT_BUDGET], &key);
 	drain_events();
 	rw_counters_read(&dp, 0, &before);
-	err = 0;
-	run_s = 0;
-	rounds = 0;
 	t0 = mono_ns();
-	do {
-		struct __sk_buff ctx = {.ifindex = ifindex_of[0]};
-		LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = buf, .data_size_in = len,
-			    .ctx_in = &ctx, .ctx_size_in = sizeof(ctx), .repeat = n);
-
-		err = bpf_prog_test_run_opts(dp.prog_fd[E], &opts);
-		run_s += (double)opts.duration * n / 1e9;
+	c0_before = coarse_ns();
+	err = test_run(E, ifindex_of[0], buf, len, edge, &retval);
+	c0_after = coarse_ns();
+	rounds = 0;
+	while (!err && mono_ns() - t0 < 1000000000ULL && rounds < 1000) {
+		err = test_run(E, ifindex_of[0], buf, len, n, &retval);
 		rounds++;
-		t1 = mono_ns();
-	} while (!err && t1 - t0 < 1000000000ULL && rounds < 1000);
+	}
+	c1_before = coarse_ns();
+	err = err ? err : test_run(E, ifindex_of[0], buf, len, edge, &retval);
+	c1_after = coarse_ns();
+	t1 = mono_ns();
 	rw_counters_read(&dp, 0, &after);
 	wall_s = (t1 - t0) / 1e9;
+	pkts = (long long)n * rounds + 2 * edge;
 	sent = after.events_sent - before.events_sent;
-	/* The budget reads the coarse clock, which trails by the ticks the kernel has yet to
-	 * process: a jiffy natively, up to ~100 ms under emulation (make vmtest sets
-	 * RW_WAIT_SCALE). The refill the lower bound proves is the one that 5 µs rounding lost.
-	 */
-	lag_s = getenv("RW_WAIT_SCALE") && atof(getenv("RW_WAIT_SCALE")) > 1 ? 0.25 : 0.02;
-	lo = burst + (long long)(rate * (run_s - lag_s)) - 1;
-	hi = burst + (long long)(rate * wall_s) + 1;
+	lo = burst1 +
+	     (long long)(RW_BUDGET_TICKS(c1_before, rate) - RW_BUDGET_TICKS(c0_after, rate));
+	hi = burst1 +
+	     (long long)(RW_BUDGET_TICKS(c1_after, rate) - RW_BUDGET_TICKS(c0_before, rate));
 	t_count++;
 	ok = CHECK_EQ(err, 0, "test_run");
+	ok &= CHECK(wall_s < burst1 / rate, "no refill capped",
+		    "the flood took %.1f s, more than the %u s of ticks the burst holds", wall_s,
+		    burst1 / rate);
 	ok &= CHECK(sent >= lo && sent <= hi, "one CPU",
-		    "%lld events, expected %lld..%lld "
-		    "(%.1f ms of programs, %.1f ms wall)",
-		    sent, lo, hi, run_s * 1e3, wall_s * 1e3);
+		    "%lld events, expected %lld..%lld (%.1f ms wall)", sent, lo, hi, wall_s * 1e3);
+	ok &= CHECK(sent < pkts, "suppressed", "all %lld drops sent an event", pkts);
 	ok &= CHECK_EQ(after.events_sent + after.events_suppressed - before.events_sent -
 			       before.events_suppressed,
-		       (long long)n * rounds, "every drop's event sent or suppressed");
-	printf("%s %d - exact budget, one CPU: %llu drops %.0f ns apart at %u/s burst %u: %lld "
-	       "events (bounds %lld..%lld)\n",
-	       ok ? "ok" : "not ok", t_count, (unsigned long long)n * rounds,
-	       run_s * 1e9 / ((double)n * rounds), rate, burst, sent, lo, hi);
+		       pkts, "every drop's event sent or suppressed");
+	printf("%s %d - exact budget, one CPU: %lld drops over %.0f ms at %u/s burst %u: %lld "
+	       "events (bounds %lld..%lld from the coarse clock around the first and last rounds)\n",
+	       ok ? "ok" : "not ok", t_count, pkts, wall_s * 1e3, rate, burst1, sent, lo, hi);
+	set_budget(rate, burst);
 
 	/* Another CPU has moved the bucket ahead of our clock: nothing to take, no underflow. */
 	drain_events();
