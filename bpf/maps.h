@@ -149,6 +149,19 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } RW_MAP_COUNTERS SEC(".maps");
 
+/* The revision in which each run's verdicts last changed (include/runwall.h, rw_run_revs),
+ * indexed by run_idx: the fast path's one check on a cached verdict. An ARRAY, so the verifier
+ * inlines the lookup (array_map_gen_lookup() in kernel/bpf/arraymap.c): a bounds check and a
+ * load, no helper call.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RW_MAX_RUNS);
+	__type(key, __u32);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} RW_MAP_RUN_REVS SEC(".maps");
+
 /* Event budgets per sandbox veth (struct rw_budget): created by the first event of a veth,
  * deleted when the veth is unbound. Updated with atomics only (no lock), so LRU is fine.
  */

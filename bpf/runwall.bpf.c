@@ -58,21 +58,38 @@ static __always_inline int rw_identify(struct rw_ctx *x, const struct rw_view *v
 	return RW_REASON_ALLOWED;
 }
 
-/* The fast path: a TCP or UDP packet of a known flow whose cached verdict was made under the
- * revision in force is allowed again after this one lookup (two, with the sandbox's table):
- * no endpoint, pod or policy lookup, no clock. The entry's key names the pod's own address,
- * checked when the entry was made, so a hit also proves the source. A SYN is always judged.
+/* The fast path: a TCP or UDP packet of a known flow whose cached verdict is still current is
+ * allowed again after this one lookup (two, with the sandbox's table): no endpoint, pod or
+ * policy lookup, no clock. The entry's key names the pod's own address, checked when the entry
+ * was made, so a hit also proves the source. A SYN is always judged.
+ *
+ * Current means run_revs[run_idx] <= stamp <= the revision in force. Why that is enough, with
+ * the agent writing while packets run: the agent writes run_revs[r] = N for every run whose
+ * verdicts change in revision N (every run, for a node-wide change) BEFORE the single store
+ * that flips the state word to N (user/lib/apply.c, rw_apply_revs()). A packet that read the
+ * old state word was judged under the old slot and stamps the old revision M < N, so once
+ * run_revs[r] = N its flow fails this test and is judged again; a packet that read the new
+ * state word judges under the new slot and stamps N. A packet reading run_revs[r] before the
+ * agent's write is one that could have run entirely before the flip: the old verdict is then
+ * still the policy in force, and the grace period after the flip waits for it. A stamp above
+ * the revision in force (left by pins of another history) is never trusted.
  */
 static __always_inline struct rw_ct_value *rw_fast(struct rw_ctx *x, void *table,
 						   const struct rw_ct_key *ck)
 {
 	struct rw_ct_value *ct;
+	__u64 *run_rev;
+	__u32 idx;
 
 	if (x->pkt.is_arp || (x->pkt.proto != IPPROTO_TCP && x->pkt.proto != IPPROTO_UDP))
 		return NULL;
 	ct = rw_ct_lookup(table, ck);
 	x->ct = ct; /* the full judgement goes on with it */
-	if (rw_dry_run || !ct || ct->stamp != x->revision || rw_tcp_is_syn(&x->pkt))
+	if (rw_dry_run || !ct || rw_tcp_is_syn(&x->pkt))
+		return NULL;
+	idx = ct->run_idx;
+	run_rev = bpf_map_lookup_elem(&RW_MAP_RUN_REVS, &idx);
+	if (!run_rev || !ct->stamp || ct->stamp < *run_rev || ct->stamp > x->revision)
 		return NULL;
 	return ct;
 }

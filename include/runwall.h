@@ -10,7 +10,7 @@
 #define RUNWALL_H
 
 /* Bumped whenever a pinned map changes layout; a restarted agent refuses pins of another layout. */
-#define RW_LAYOUT_VERSION 3
+#define RW_LAYOUT_VERSION 4
 
 /* Map names, once. The user side pins and opens them by these names (RW_MAP_NAME). */
 #define RW_MAP_CONFIG	    rw_config
@@ -24,6 +24,7 @@
 #define RW_MAP_COUNTERS	    rw_counters
 #define RW_MAP_EVENT_BUDGET rw_event_budget
 #define RW_MAP_EVENTS	    rw_events
+#define RW_MAP_RUN_REVS	    rw_run_revs
 #define RW_STR_(x)	    #x
 #define RW_MAP_NAME(m)	    RW_STR_(m)
 
@@ -258,16 +259,19 @@ struct rw_ct_key {
 _Static_assert(sizeof(struct rw_ct_key) == 20, "rw_ct_key layout");
 
 /* The entry also caches the flow's last verdict (the fast path): `stamp` is the policy revision
- * it was judged under. While the live revision is the stamp, a packet of the flow reuses
- * rule_id, path and run_idx after this one lookup; any apply changes the revision, so the next
- * packet in either direction is judged in full again (and stamps again). Only allowed verdicts
- * are cached. The entry's key (pod_ip) was checked against the veth's pod when the entry was
- * made, and the table is replaced whenever the veth's pod changes, so a hit proves the source.
+ * it was judged under. A packet of the flow reuses rule_id, path and run_idx after this one
+ * lookup while rw_run_revs[run_idx] <= stamp <= the revision in force: nothing the verdict
+ * depends on (the run's pods, egress mode and rules, or any node-wide part of the policy) has
+ * changed since it was judged. An apply that changes run A moves rw_run_revs[A] only, so A's
+ * flows are judged in full at their next packet in either direction (and stamp again) while
+ * run B's stay on the fast path. Only allowed verdicts are cached. The entry's key (pod_ip) was
+ * checked against the veth's pod when the entry was made, and the table is replaced whenever
+ * the veth's pod changes, so a hit proves the source.
  */
 struct rw_ct_value {
 	__u64 created_ns; /* bpf_ktime_get_ns() at the first packet */
 	__u64 seen_ns;	  /* created_ns, then moved on by the agent's expiry pass while active */
-	__u64 stamp;	  /* revision of the cached verdict; 0: none */
+	__u64 stamp;	  /* revision the cached verdict was judged under; 0: none */
 	__u32 rule_id;	  /* the rule that allows the flow */
 	__u32 run_idx;	  /* cached with the verdict: whose counters */
 	__u8 opened_by;	  /* enum rw_dir: RW_DIR_EGRESS = the pod opened it */
@@ -288,6 +292,15 @@ struct rw_counters {
 	__u64 events_suppressed; /* over the sandbox's event budget */
 };
 _Static_assert(sizeof(struct rw_counters) == 504, "rw_counters layout");
+
+/* rw_run_revs: ARRAY of __u64 indexed by run_idx, like the counters: the revision in which
+ * anything run_idx's verdicts depend on last changed (its pods, egress mode or rules, its index
+ * given to another run or freed, or any node-wide part: services, deny list, inbound rules,
+ * the node's egress mode). Written by the agent before the flip that makes that revision live
+ * (user/lib/apply_revs.c). Revisions only grow while the pins exist (an apply at or below the
+ * revision in force is refused, and the pinned state outlives the agent), so a `>=` test on
+ * the stamp is sound.
+ */
 
 /* rw_event_budget: two token buckets per veth ifindex, one for drops and one for new-flow
  * reports, so that one flooding sandbox cannot drown the events of the others and its junk

@@ -289,9 +289,9 @@ check "agent --help prints the same text as help agent" test "$out" = "$("$RUNWA
 # ---- map ----
 run rw map list
 check "map list exits 0 and names every pinned map" \
-	test "$rc" = 0 -a "$(grep -Ec '^  [a-z]+ +rw_[a-z_]+ ' <<<"$out")" = 11
+	test "$rc" = 0 -a "$(grep -Ec '^  [a-z]+ +rw_[a-z_]+ ' <<<"$out")" = 12
 run rw -j map list
-check "map list -j" json_is "len(d['maps']), d['revision']" "(11, 12)"
+check "map list -j" json_is "len(d['maps']), d['revision']" "(12, 12)"
 
 run rw map dump config
 check "map dump config" grep -Eq "^revision +12$" <<<"$out"

@@ -733,6 +733,36 @@ static int show_budget(struct mctx *c, const struct mkey *k)
 			  cmp_u32, budget_row);
 }
 
+/* rw_run_revs: per run index, the revision its cached verdicts must be stamped at or after.
+ * Indexes no live run holds are left out of a dump (the array has RW_MAX_RUNS entries).
+ */
+static int revs_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
+{
+	__u32 idx = *(const __u32 *)key;
+	__u64 rev = *(const __u64 *)val;
+	const char *run = idx ? run_of_idx(c, idx) : NULL;
+
+	if (k->any ? !run : idx != k->idx)
+		return 0;
+	if (c->entries) {
+		json_array_append_new(c->entries,
+				      json_pack("{s:i, s:o, s:I}", "idx", (int)idx, "run",
+						jstr_or_null(run), "revision", (json_int_t)rev));
+		return 1;
+	}
+	rw_table_row(&c->t);
+	rw_table_cell(&c->t, "%u", idx);
+	rw_table_cell(&c->t, "%s", run ? run : "-");
+	rw_table_cell(&c->t, "%llu", (unsigned long long)rev);
+	return 1;
+}
+
+static int show_revs(struct mctx *c, const struct mkey *k)
+{
+	return each_entry(c, k, RW_M_RUN_REVS, false, sizeof(__u32), sizeof(__u64), cmp_u32,
+			  revs_row);
+}
+
 /* ---- the subcommands ---------------------------------------------------------------------- */
 
 static const struct {
@@ -790,6 +820,13 @@ static const struct {
 			       false,
 			       false,
 			       "IFINDEX|IFNAME"},
+	[RW_CLI_MAP_REVS] = {show_revs,
+			     {"IDX", "RUN", "REVISION"},
+			     3,
+			     RW_TABLE_RIGHT(0) | RW_TABLE_RIGHT(2),
+			     false,
+			     false,
+			     "RUN-ID|IDX"},
 };
 
 static int parse_key(struct mctx *c, enum rw_cli_map map, int argc, char **argv, struct mkey *k)
@@ -850,7 +887,8 @@ static int parse_key(struct mctx *c, enum rw_cli_map map, int argc, char **argv,
 		}
 		k->has_ifindex = true;
 		return 0;
-	case RW_CLI_MAP_COUNTERS: {
+	case RW_CLI_MAP_COUNTERS:
+	case RW_CLI_MAP_REVS: {
 		int i;
 
 		if (argc > 1)
@@ -1007,7 +1045,7 @@ static int list(struct mctx *c)
 	}
 	rw_table_print(&t, stdout, "  ");
 	rw_table_free(&t);
-	printf("  (pods, allow, deny, inbound: the live slot; counters: indexes in use; "
+	printf("  (pods, allow, deny, inbound: the live slot; counters, revs: indexes in use; "
 	       "events: bytes not read yet)\n");
 	return RW_EXIT_OK;
 }

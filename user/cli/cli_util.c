@@ -537,6 +537,7 @@ int rw_cli_map_fill(const struct rw_datapath *dp, struct rw_cli_fill fill[RW_M__
 		[RW_M_CONNTRACK] = sizeof(struct rw_ct_key),
 		[RW_M_COUNTERS] = 4,
 		[RW_M_EVENT_BUDGET] = 4,
+		[RW_M_RUN_REVS] = 4,
 	};
 	static const __u32 inner_max[RW_M__COUNT] = {
 		[RW_M_PODS] = RW_MAX_PODS,
@@ -580,6 +581,7 @@ int rw_cli_map_fill(const struct rw_datapath *dp, struct rw_cli_fill fill[RW_M__
 			break;
 		}
 		case RW_M_COUNTERS:
+		case RW_M_RUN_REVS:
 			f->entries = rw_cli_live_runs(dp, &runs, &n_runs);
 			if (!f->entries) {
 				f->entries = 1 + (long long)n_runs;

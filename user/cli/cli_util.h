@@ -43,7 +43,8 @@ int rw_cli_reason_lookup(const char *word, char *err, size_t errlen);
 	X(CONNTRACK, "conntrack") \
 	X(COUNTERS, "counters")   \
 	X(BUDGET, "budget")       \
-	X(EVENTS, "events")
+	X(EVENTS, "events")       \
+	X(REVS, "revs")
 
 /* An X-macro list, then the count: clang-format would indent the count. */
 /* clang-format off */

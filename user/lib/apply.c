@@ -23,6 +23,7 @@
 #include <bpf/libbpf.h>
 
 #include "apply.h"
+#include "apply_revs.h"
 #include "log.h"
 #include "util.h"
 
@@ -338,12 +339,6 @@ static struct group *group_open(struct shadow *s, const char *id)
 	g->ent_off = s->n_ents;
 	return g;
 }
-
-struct run_slot {
-	__u32 idx;
-	__u32 gen;
-	bool same; /* written exactly like prev's run at the same position: copy its entries */
-};
 
 /* The same run written the same way, in the same order: the common case. The parser's digests
  * tell without reading either run; a run made by other means is compared in full.
@@ -1154,6 +1149,11 @@ int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
 	t1 = rw_now_ms();
 	res->build_ms = t1 - t0;
 	res->write_ms = res->build_ms - res->plan_ms;
+
+	/* Before the flip: which runs' cached verdicts this revision may change. */
+	ret = rw_apply_revs(dp, prev, next, slots, err, errlen);
+	if (ret)
+		goto cleanup;
 
 	/* The flip: one 64-bit store that packets read with one load. */
 	cfg.state = RW_STATE(next->revision, 1, idle);

@@ -26,7 +26,8 @@
 	X(CONNTRACK, RW_MAP_CONNTRACK, "conntrack")    \
 	X(COUNTERS, RW_MAP_COUNTERS, "counters")       \
 	X(EVENT_BUDGET, RW_MAP_EVENT_BUDGET, "budget") \
-	X(EVENTS, RW_MAP_EVENTS, "events")
+	X(EVENTS, RW_MAP_EVENTS, "events")             \
+	X(RUN_REVS, RW_MAP_RUN_REVS, "revs")
 
 /* The agent pins its two programs as <pin_dir>/progs/egress and <pin_dir>/progs/ingress (the
  * rw_dir_name()s), so that something else on the node (runwall-cni, at pod creation) can attach
