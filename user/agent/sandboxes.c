@@ -179,6 +179,8 @@ void agent_sandboxes_tick(struct agent *a)
 	}
 }
 
+static void sbx_forget(struct agent *a, struct sandbox *s);
+
 /* The interface went away: its tcx links died with it; forget the pins, the binding and the
  * veth's flows so that nothing carries over to whatever reuses the ifindex.
  */
@@ -191,6 +193,35 @@ static void sbx_remove(struct agent *a, int ifindex)
 	rw_endpoint_unbind(&a->dp, ifindex);
 	if (!s)
 		return;
+	sbx_forget(a, s);
+}
+
+/* RTM_DELLINK, read late: when a new interface already has the ifindex again (a pod deleted and
+ * the next one created, runwall-cni's ADD done before this event is read), the pins and the
+ * binding under that ifindex are the new veth's: taking them off would leave a live pod
+ * without programs. The old veth's tcx links died with it and runwall-cni's DEL unbound it; a
+ * full resync at the next tick sorts out whatever is left (attach is idempotent and replaces a
+ * defunct link's pin, the binding follows the route).
+ */
+static void sbx_gone(struct agent *a, int ifindex)
+{
+	char name[IF_NAMESIZE];
+	struct sandbox *s = sbx_find(a, ifindex);
+
+	if (!if_indextoname(ifindex, name)) {
+		sbx_remove(a, ifindex);
+		return;
+	}
+	rw_info("ifindex %d: gone and already reused by %s; resyncing", ifindex, name);
+	a->links_dirty = true;
+	if (s)
+		sbx_forget(a, s);
+}
+
+static void sbx_forget(struct agent *a, struct sandbox *s)
+{
+	int ifindex = s->ifindex;
+
 	rw_info("%s (ifindex %d): gone", s->ifname, ifindex);
 	*s = a->sbx[--a->n_sbx];
 	sbx_room_freed(a);
@@ -202,7 +233,7 @@ int agent_on_link(bool add, const struct rw_nl_link *l, void *data)
 
 	if (!add) {
 		if (sbx_find(a, l->ifindex))
-			sbx_remove(a, l->ifindex);
+			sbx_gone(a, l->ifindex);
 		return 0;
 	}
 	if (!rw_ifname_match(l->name, a->ifprefix)) {
