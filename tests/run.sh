@@ -27,7 +27,7 @@ mount | grep -q ' /sys/fs/bpf type bpf' || mount -t bpf bpf /sys/fs/bpf
 # them too, but what it proves is user space's behaviour on the same kernel interfaces the kernel
 # suites already cover, so it runs on this machine only, not again under emulation, where the
 # browser, the image and the fault runs would take CI past its time limit), command
-host_only="test_view test_manifest test_faults"
+host_only="test_view test_manifest"
 suites=()
 for kind in unit kernel; do
 	for t in "$build"/tests/$kind/test_*; do
