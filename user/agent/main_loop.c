@@ -531,6 +531,7 @@ const struct rw_cmd rw_cmd_agent = {
 	.summary = "run the node agent (the DaemonSet's process)",
 	.grammar = "agent [--policy FILE] [--ifprefix LIST] [--attach-mode auto|tcx|tc] "
 		   "[--resync SECONDS] [--event-rate N[/BURST]] [--ct-per-sandbox N] [--ct-node N] "
+		   "[--max-endpoints N] "
 		   "[--listen ADDR:PORT] [--http-token-file FILE] [--events N] [--node NAME] "
 		   "[--access-request-url URL] [--access-request-queue N] [-v]",
 	.options = agent_options,
