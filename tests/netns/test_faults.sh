@@ -171,7 +171,7 @@ rev=10
 # RW_FAULT_STEPS="half" (for example) runs fewer steps while debugging; "" none. Under emulation
 # (make vmtest, a kernel without tcx) only after-flip: where an apply dies is user space's
 # order of writes, the same on every kernel, and each step costs two agent starts there.
-if [ "${RUNWALL_VMTEST:-0}" = 1 ]; then steps=after-flip flood_n=3000; else steps="before-write half after-flip" flood_n=30000; fi
+if [ "${RUNWALL_VMTEST:-0}" = 1 ]; then steps=after-flip; else steps="before-write half after-flip"; fi
 for step in ${RW_FAULT_STEPS-$steps}; do
 	write_old $rev
 	RUNWALL_APPLY_FAULT="$step:$((rev + 1))" start_agent --policy "$work/policy.json" --resync 1
@@ -183,16 +183,16 @@ for step in ${RW_FAULT_STEPS-$steps}; do
 	timeout $((20 * scale)) tail --pid="$agent_pid" -f /dev/null || rc=$?
 	wait "$agent_pid" 2>/dev/null && arc=0 || arc=$?
 	agent_pid=
-	check "$step: the agent died applying revision $((rev + 1)) (exit $arc)" [ "$rc" -eq 0 ] && [ "$arc" -ne 0 ]
+	check "$step: the agent died applying revision $((rev + 1)) (exit $arc)" eval '[ "$rc" -eq 0 ] && [ "$arc" -ne 0 ]'
 	st=$(in_force) v=$(vector)
 	if [ "$step" = after-flip ]; then want="True $((rev + 1))"; wv=$NEW_V; else want="True $rev"; wv=$OLD_V; fi
 	check "$step: with the agent dead, the kernel enforces '$st' (expected '$want'), every table of one revision: $v" \
-		[ "$st" = "$want" ] && [ "$v" = "$wv" ]
+		eval '[ "$st" = "$want" ] && [ "$v" = "$wv" ]'
 	start_agent --policy "$work/policy.json" --resync 1
 	for _ in $(seq $((100 * scale))); do [ "$(in_force)" = "True $((rev + 1))" ] && break; sleep 0.1; done
 	v=$(vector)
 	check "$step: the restarted agent converges on revision $((rev + 1)): $v" \
-		[ "$(in_force)" = "True $((rev + 1))" ] && [ "$v" = "$NEW_V" ]
+		eval '[ "$(in_force)" = "True $((rev + 1))" ] && [ "$v" = "$NEW_V" ]'
 	rw shutdown >/dev/null 2>&1 || true
 	kill "$agent_pid" 2>/dev/null; wait "$agent_pid" 2>/dev/null || true
 	agent_pid=
@@ -238,6 +238,9 @@ drops = sum(v["packets"] for d in ("egress", "ingress") for k, v in r[d].items()
 print(r["egress"]["not-allowlisted"]["packets"], drops, e["sent"] + e["lost"] + e["suppressed"],
       e["suppressed"])'
 }
+# Under emulation this part is left out: it is the agent's consumer (user space) and the ring
+# buffer's accounting, which test_hostile already shows on that kernel.
+if [ "${RUNWALL_VMTEST:-0}" != 1 ]; then
 cat >"$work/flood.json" <<'J'
 {"revision": 30, "runs": [{"id": "run-a", "pods": ["10.1.2.3"]}, {"id": "run-b", "pods": ["10.1.2.4"]}]}
 J
@@ -251,7 +254,7 @@ sub_pid=$!
 for _ in $(seq $((100 * scale))); do rw -j status | grep -q '"subscribers":1' && break; sleep 0.1; done
 read -r a_drops0 a_all0 a_ev0 a_sup0 <<<"$(run_counters run-a)"
 kill -STOP "$agent_pid"
-flood=$(send_udp pa "$flood_n" 8.8.8.8 9)
+flood=$(send_udp pa 30000 8.8.8.8 9)
 quiet=$(send_udp pb 5 8.8.8.8 10)
 sleep 0.5
 kill -CONT "$agent_pid"
@@ -261,11 +264,14 @@ read -r a_drops a_all a_ev a_sup <<<"$(run_counters run-a)"
 a_drops=$((a_drops - a_drops0)) a_all=$((a_all - a_all0)) a_ev=$((a_ev - a_ev0)) a_sup=$((a_sup - a_sup0))
 b_events=$(grep -c '"run":"run-b"' "$work/sub-b.log" || true)
 check "agent stopped: all $flood datagrams of the flood dropped not-allowlisted and counted ($a_drops)" \
-	[ "$flood" -gt 0 ] && [ "$a_drops" -eq "$flood" ]
+	eval '[ "$flood" -gt 0 ] && [ "$a_drops" -eq "$flood" ]'
 check "every drop's event counted as sent, lost or suppressed ($a_ev for $a_all drops, $flood of them the flood's; $a_sup suppressed)" \
-	[ "$a_ev" -eq "$a_all" ] && [ "$a_sup" -gt 0 ]
+	eval '[ "$a_ev" -eq "$a_all" ] && [ "$a_sup" -gt 0 ]'
 check "the quiet sandbox's $quiet events delivered after the agent resumed ($b_events, subscriber exit $rc)" \
-	[ "$rc" -eq 0 ] && [ "$b_events" -eq "$quiet" ]
+	eval '[ "$rc" -eq 0 ] && [ "$b_events" -eq "$quiet" ]'
+else
+	ip -n "$node" link del "${pfx}0"
+fi
 
 # ---- more sandboxes than the node's tables hold: the extra ones deny-all, with the reason in
 # the log and in status, the others unaffected; bound by the resync that finds room ----
@@ -273,14 +279,16 @@ check "the quiet sandbox's $quiet events delivered after the agent resumed ($b_e
 # --max-endpoints on fresh pins) and the conntrack budget (--ct-node flows over tables of
 # --ct-per-sandbox each: 1048576 / 8192 = 128 sandboxes with the defaults); a snapshot with more
 # runs than the run counters hold (RW_MAX_RUNS - 1) is refused whole.
-kill "$sub_pid" 2>/dev/null || true; wait "$sub_pid" 2>/dev/null || true
+if [ -n "${sub_pid:-}" ]; then kill "$sub_pid" 2>/dev/null || true; wait "$sub_pid" 2>/dev/null || true; fi
 sub_pid=
-rw shutdown >/dev/null 2>&1 || kill "$agent_pid"
-wait "$agent_pid" 2>/dev/null || true
-agent_pid=
+if [ -n "$agent_pid" ]; then
+	rw shutdown >/dev/null 2>&1 || kill "$agent_pid"
+	wait "$agent_pid" 2>/dev/null || true
+	agent_pid=
+fi
 rw detach >/dev/null
-ip netns del "${id}-pa"
-ip netns del "${id}-pb"
+ip netns del "${id}-pa" 2>/dev/null || true
+ip netns del "${id}-pb" 2>/dev/null || true
 # The proxy is an address of the node itself (on its loopback): a pod's packets to it go
 # through the pod's veth like any other.
 ip -n "$node" link set lo up
@@ -336,7 +344,7 @@ over_limit_checks() { # over_limit_checks WHAT IFNAME
 	after=$(node_unknown)
 	ev=$(grep -c "\"ifindex\":$(ip -n "$node" -o link show "$2" | cut -d: -f1)," "$work/cap-drops.log" || true)
 	check "$what: its packets dropped unknown-source, counted on the node (+$((after - before))) and reported for its veth ($ev event, drops exit $rc)" \
-		[ $((after - before)) -ge 1 ] && [ "$ev" -ge 1 ] && [ "$rc" -eq 0 ]
+		eval '[ $((after - before)) -ge 1 ] && [ "$ev" -ge 1 ] && [ "$rc" -eq 0 ]'
 	for c in 1 2 3 4 5; do
 		[ "c$c" = "$p" ] && continue
 		grep -q "^${pfx}c$c " <<<"$(waiting)" && continue
@@ -348,7 +356,7 @@ start_agent --policy "$work/cap.json" --max-endpoints 4 --ct-per-sandbox 64 --ct
 for _ in $(seq $((100 * scale))); do [ "$(in_force)" = "True 40" ] && [ "$(waiting | wc -l)" = 2 ] && break; sleep 0.1; done
 w=$(waiting)
 check "conntrack budget (--ct-node 192 over tables of 64): 3 sandboxes bound ($(bound_count)), 2 waiting: $(echo $w)" \
-	[ "$(bound_count)" = 3 ] && [ "$(grep -c 'conntrack budget for the node exhausted (--ct-node 192: 3 tables of --ct-per-sandbox 64 flows)' <<<"$w")" = 2 ]
+	eval '[ "$(bound_count)" = 3 ] && [ "$(grep -c "conntrack budget for the node exhausted (--ct-node 192: 3 tables of --ct-per-sandbox 64 flows)" <<<"$w")" = 2 ]'
 w1=$(head -n1 <<<"$w" | cut -d' ' -f1)
 check "the agent's log names the veth and why" \
 	grep -q "$w1 (ifindex [0-9]*): pod 10.1.3.[0-9] not bound, deny-all: conntrack budget for the node exhausted" "$work/agent.log"
@@ -363,7 +371,7 @@ start_agent --policy "$work/cap.json" --ct-per-sandbox 64 --ct-node 1024 --resyn
 for _ in $(seq $((100 * scale))); do [ "$(waiting | wc -l)" = 1 ] && [ "$(bound_count)" = 4 ] && break; sleep 0.1; done
 w=$(waiting)
 check "endpoint table of 4: 4 sandboxes bound ($(bound_count)), 1 waiting: $w" \
-	[ "$(bound_count)" = 4 ] && grep -q " endpoint table full (4)$" <<<"$w" && [ "$(wc -l <<<"$w")" = 1 ]
+	eval '[ "$(bound_count)" = 4 ] && grep -q " endpoint table full (4)$" <<<"$w" && [ "$(wc -l <<<"$w")" = 1 ]'
 w1=$(cut -d' ' -f1 <<<"$w")
 check "the agent's log names the veth and why" \
 	grep -q "$w1 (ifindex [0-9]*): pod 10.1.3.[0-9] not bound, deny-all: endpoint table full (4)" "$work/agent.log"
@@ -376,7 +384,7 @@ print([s["ifname"] for s in json.load(sys.stdin)["sandboxes"] if s.get("pod")][0
 ip netns del "${id}-$(pod_of "$gone")"
 for _ in $(seq $((100 * scale))); do [ -z "$(waiting)" ] && [ "$(bound_count)" = 4 ] && break; sleep 0.1; done
 check "$gone deleted: $w1 bound by the next resync ($(bound_count) bound, waiting: '$(waiting)')" \
-	[ -z "$(waiting)" ] && [ "$(bound_count)" = 4 ]
+	eval '[ -z "$(waiting)" ] && [ "$(bound_count)" = 4 ]'
 check "$w1 now reaches the proxy" [ "$(connects "$(pod_of "$w1")")" = ok ]
 check "the agent's log says it waited" grep -q "$w1: bound to pod 10.1.3.[0-9] (it waited for room: endpoint table full (4))" "$work/agent.log"
 
@@ -391,9 +399,9 @@ P
 rc=0
 rw apply "$work/runs.json" >"$work/runs.log" 2>&1 || rc=$?
 check "$max_runs runs (the counters hold $((max_runs - 1))) refused whole: $(head -c 160 "$work/runs.log")" \
-	[ "$rc" -ne 0 ] && grep -q "more than $((max_runs - 1)) runs" "$work/runs.log"
+	eval '[ "$rc" -ne 0 ] && grep -q "more than $((max_runs - 1)) runs" "$work/runs.log"'
 check "revision 40 still in force, and the bound sandboxes still connect" \
-	[ "$(in_force)" = "True 40" ] && [ "$(connects "$(pod_of "$w1")")" = ok ]
+	eval '[ "$(in_force)" = "True 40" ] && [ "$(connects "$(pod_of "$w1")")" = ok ]'
 rw shutdown >/dev/null 2>&1 || kill "$agent_pid"
 wait "$agent_pid" 2>/dev/null || true
 agent_pid=
