@@ -72,6 +72,11 @@ struct sandbox {
 	unsigned int backoff_ms;
 	int64_t retry_at_ms; /* monotonic; 0: no retry pending */
 	char attach_error[160];
+	/* The pod its /32 route names but the node has no room to bind (the endpoint table or
+	 * the conntrack budget is full): deny-all, and bound by the resync that finds room.
+	 */
+	__be32 waiting_pod;
+	char bind_error[160];
 };
 
 #define ATTACH_RETRY_MIN_MS 100
@@ -112,8 +117,9 @@ struct agent {
 	bool links_dirty;		    /* netlink overran or failed: dump everything again */
 	unsigned long long attach_failures; /* every failed attach, counted for status */
 	unsigned long long attach_retries;
-	int ring_budget;		/* records left in this drain */
-	unsigned long long ring_capped; /* drains that stopped at RING_DRAIN_BUDGET */
+	unsigned long long bind_failures; /* bindings refused for want of room, or failed */
+	int ring_budget;		  /* records left in this drain */
+	unsigned long long ring_capped;	  /* drains that stopped at RING_DRAIN_BUDGET */
 
 	int epfd, listen_fd, inotify_fd, tick_fd, resync_fd, sig_fd;
 	struct rw_nl_sub *nl;

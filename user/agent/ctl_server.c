@@ -22,7 +22,7 @@ json_t *agent_status_json(struct agent *a)
 	struct rw_config cfg = {};
 	unsigned long long delivered = a->delivered_gone, skipped = a->skipped_gone;
 	int64_t now_ms = agent_now_ms();
-	int attach_pending = 0;
+	int attach_pending = 0, bind_waiting = 0;
 	bool ready;
 
 	rw_config_read(&a->dp, &cfg);
@@ -60,6 +60,15 @@ json_t *agent_status_json(struct agent *a)
 			json_object_set_new(e, "attach_retry_in_ms", json_integer(in > 0 ? in : 0));
 			attach_pending++;
 		}
+		/* Routed to a pod the node has no room to bind: deny-all, and why. */
+		if (e && s->waiting_pod) {
+			char ip[INET_ADDRSTRLEN];
+
+			json_object_set_new(e, "waiting_pod",
+					    json_string(agent_ip_str(s->waiting_pod, ip)));
+			json_object_set_new(e, "bind_error", json_string(s->bind_error));
+			bind_waiting++;
+		}
 		json_array_append_new(sbx, e);
 	}
 	for (int i = 0; i < a->n_subs; i++) {
@@ -84,6 +93,10 @@ json_t *agent_status_json(struct agent *a)
 					      (json_int_t)a->attach_failures, "retries",
 					      (json_int_t)a->attach_retries, "pending",
 					      attach_pending));
+		json_object_set_new(o, "bind",
+				    json_pack("{s:I, s:i}", "failures",
+					      (json_int_t)a->bind_failures, "waiting",
+					      bind_waiting));
 		json_object_set_new(json_object_get(o, "events"), "ring_drains_capped",
 				    json_integer(a->ring_capped));
 	}

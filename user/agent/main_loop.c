@@ -15,7 +15,10 @@
 #include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/timerfd.h>
+#include <sys/un.h>
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
 #include "agent.h"
@@ -171,6 +174,27 @@ static int agent_run(struct agent *a)
 	return 0;
 }
 
+/* Someone answers on the control socket's path: another agent runs there. Checked before
+ * anything is loaded or pinned, so that this refusal leaves the node exactly as it was
+ * (rw_ctl_listen() checks again when it binds).
+ */
+static bool socket_answers(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	bool answers;
+	int fd;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return false;
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	answers = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	close(fd);
+	return answers;
+}
+
 #define MAX_RESYNC_SEC	  86400
 #define MAX_EVENT_RATE	  1000000
 #define MAX_CT_FLOWS	  (1u << 30)
@@ -185,6 +209,8 @@ static const char agent_options[] =
 	"                         each (default 200/400; 0: no limit)\n"
 	"  --ct-per-sandbox N     flows one sandbox may track (default 8192; new tables)\n"
 	"  --ct-node N            flows all sandboxes may track together (default 1048576)\n"
+	"  --max-endpoints N      sandbox veths the node binds at most (default and maximum\n"
+	"                         4096; fresh pins only: pinned ones keep their size)\n"
 	"  --listen ADDR:PORT     HTTP: /healthz, /readyz, /metrics, /api/..., the page (PORT\n"
 	"                         alone: 127.0.0.1; any other address needs --http-token-file)\n"
 	"  --http-token-file FILE bearer token the HTTP API requires (not /healthz, /readyz)\n"
@@ -205,6 +231,7 @@ static int cmd_agent(int argc, char **argv)
 		{"event-rate", required_argument, NULL, 'e'},
 		{"ct-per-sandbox", required_argument, NULL, 'C'},
 		{"ct-node", required_argument, NULL, 'N'},
+		{"max-endpoints", required_argument, NULL, 'M'},
 		{"listen", required_argument, NULL, 'H'},
 		{"health", required_argument, NULL, 'H'}, /* the old name of --listen */
 		{"http-token-file", required_argument, NULL, 'T'},
@@ -227,7 +254,8 @@ static int cmd_agent(int argc, char **argv)
 	bool vusage;
 	static const char *const attach_modes[] = {
 		[RW_ATTACH_AUTO] = "auto", [RW_ATTACH_TCX] = "tcx", [RW_ATTACH_TC] = "tc"};
-	unsigned long long v, rate = 0, burst = 0, ct_sbx = 0, ct_node = 0;
+	unsigned long long v, rate = 0, burst = 0, ct_sbx = 0, ct_node = 0, max_ep = 0;
+	bool fresh;
 	bool have_rate = false;
 	char msg[256];
 	struct rw_config cfg;
@@ -277,6 +305,14 @@ static int cmd_agent(int argc, char **argv)
 					       c == 'C' ? "ct-per-sandbox" : "ct-node", optarg,
 					       MAX_CT_FLOWS);
 			*(c == 'C' ? &ct_sbx : &ct_node) = v;
+			break;
+		case 'M':
+			if (rw_parse_uint(optarg, RW_MAX_ENDPOINTS, &v) || v < 1)
+				return rw_fail(RW_EXIT_USAGE,
+					       "agent: --max-endpoints '%s': expected a number of "
+					       "veths, 1 to %d",
+					       optarg, RW_MAX_ENDPOINTS);
+			max_ep = v;
 			break;
 		case 'H':
 			a.view_opts.listen = optarg;
@@ -334,27 +370,28 @@ static int cmd_agent(int argc, char **argv)
 			return rw_fail(RW_EXIT_USAGE, "%s", verr);
 	}
 
+	/* Every refusal below leaves the node as it found it: checks that need nothing loaded
+	 * come first, and a refusal after a first load removes what that load pinned.
+	 */
+	if (ct_sbx && ct_node && ct_sbx > ct_node)
+		return rw_fail(RW_EXIT_USAGE,
+			       "agent: --ct-per-sandbox %llu is more than the node's %llu "
+			       "(--ct-node)",
+			       ct_sbx, ct_node);
+	if (socket_answers(rw_g.socket))
+		return rw_fail(RW_EXIT_REFUSED, "%s: another agent answers on this socket",
+			       rw_g.socket);
+	fresh = rw_datapath_pinned_layout(rw_g.bpffs) == 0;
+
 	a.mono_to_real = rw_mono_to_real_offset();
-	err = rw_datapath_load(&a.dp, rw_g.bpffs, 0, msg, sizeof(msg));
+	err = rw_datapath_load_sized(&a.dp, rw_g.bpffs, 0, max_ep, msg, sizeof(msg));
 	if (err) {
 		rw_err("%s", msg);
-		return RW_EXIT_REFUSED;
-	}
-	/* For runwall-cni: a pod created while this agent is away gets these programs. */
-	err = rw_datapath_pin_progs(&a.dp);
-	if (err) {
-		rw_err("%s/%s: pinning the programs: %s", a.dp.pin_dir, RW_PROGS_DIR,
-		       strerror(-err));
-		rw_datapath_close(&a.dp);
+		if (fresh && a.dp.pin_dir[0] == '\0')
+			rw_datapath_unpin(rw_g.bpffs); /* what a failed first load left */
 		return RW_EXIT_REFUSED;
 	}
 	rw_config_read(&a.dp, &cfg);
-	if (RW_STATE_READY(cfg.state))
-		rw_info("adopting %s: revision %llu in force", a.dp.pin_dir,
-			(unsigned long long)RW_STATE_REVISION(cfg.state));
-	else
-		rw_info("%s: no snapshot applied yet: every sandbox packet is dropped not-ready",
-			a.dp.pin_dir);
 	if (have_rate) {
 		cfg.event_rate = rate;
 		cfg.event_burst = burst;
@@ -367,8 +404,31 @@ static int cmd_agent(int argc, char **argv)
 		rw_err("agent: --ct-per-sandbox %u is more than the node's %u (--ct-node)",
 		       cfg.ct_per_sandbox, cfg.ct_node);
 		ret = RW_EXIT_USAGE;
-		goto cleanup;
+		goto refused;
 	}
+	if (max_ep) {
+		struct bpf_map_info info = {};
+		__u32 len = sizeof(info);
+
+		if (bpf_obj_get_info_by_fd(a.dp.map_fd[RW_M_ENDPOINTS], &info, &len) == 0 &&
+		    info.max_entries != max_ep)
+			rw_warn("--max-endpoints %llu: the pinned endpoint table holds %u veths and "
+				"keeps that size (runwall detach, then start again, to change it)",
+				max_ep, info.max_entries);
+	}
+	/* For runwall-cni: a pod created while this agent is away gets these programs. */
+	err = rw_datapath_pin_progs(&a.dp);
+	if (err) {
+		rw_err("%s/%s: pinning the programs: %s", a.dp.pin_dir, RW_PROGS_DIR,
+		       strerror(-err));
+		goto refused;
+	}
+	if (RW_STATE_READY(cfg.state))
+		rw_info("adopting %s: revision %llu in force", a.dp.pin_dir,
+			(unsigned long long)RW_STATE_REVISION(cfg.state));
+	else
+		rw_info("%s: no snapshot applied yet: every sandbox packet is dropped not-ready",
+			a.dp.pin_dir);
 	if (have_rate || ct_sbx > 0 || ct_node > 0)
 		rw_config_write(&a.dp, &cfg);
 
@@ -377,20 +437,20 @@ static int cmd_agent(int argc, char **argv)
 	err = rw_nl_sub_open(&a.nl);
 	if (!a.ring || a.epfd < 0 || err) {
 		rw_err("setting up: %s", strerror(err ? -err : errno));
-		goto cleanup;
+		goto refused;
 	}
 	a.listen_fd = rw_ctl_listen(rw_g.socket);
 	if (a.listen_fd < 0) {
 		rw_err("%s: %s", rw_g.socket,
 		       a.listen_fd == -EADDRINUSE ? "another agent answers on this socket"
 						  : strerror(-a.listen_fd));
-		goto cleanup;
+		goto refused;
 	}
 	/* Programs on every sandbox veth first, then the policy: a restarted agent swaps the
 	 * programs of its predecessor's links in place, never detaching.
 	 */
 	if (agent_full_resync(&a))
-		goto cleanup;
+		goto refused;
 	if (a.policy_path) {
 		a.inotify_fd = agent_watch_policy(&a);
 		if (a.inotify_fd < 0)
@@ -414,7 +474,7 @@ static int cmd_agent(int argc, char **argv)
 		a.view = rw_agent_view_start(&a.view_opts, &a.dp, verr, sizeof(verr), &vusage);
 		if (!a.view) {
 			ret = rw_fail(vusage ? RW_EXIT_USAGE : RW_EXIT_REFUSED, "%s", verr);
-			goto cleanup;
+			goto refused;
 		}
 		agent_view_publish(&a);
 		if (a.view_opts.listen)
@@ -430,7 +490,15 @@ static int cmd_agent(int argc, char **argv)
 	rw_info("agent running: %zu sandbox veths (prefix %s), socket %s", a.n_sbx, a.ifprefix,
 		rw_g.socket);
 	ret = agent_run(&a) ? RW_EXIT_REFUSED : RW_EXIT_OK;
+	goto cleanup;
 
+refused:
+	/* A first start that cannot serve takes back the pins it made. */
+	if (fresh) {
+		rw_datapath_close(&a.dp);
+		rw_detach_all(rw_g.bpffs);
+		rw_datapath_unpin(rw_g.bpffs);
+	}
 cleanup:
 	rw_agent_view_stop(a.view);
 	while (a.n_subs)
@@ -463,6 +531,7 @@ const struct rw_cmd rw_cmd_agent = {
 	.summary = "run the node agent (the DaemonSet's process)",
 	.grammar = "agent [--policy FILE] [--ifprefix LIST] [--attach-mode auto|tcx|tc] "
 		   "[--resync SECONDS] [--event-rate N[/BURST]] [--ct-per-sandbox N] [--ct-node N] "
+		   "[--max-endpoints N] "
 		   "[--listen ADDR:PORT] [--http-token-file FILE] [--events N] [--node NAME] "
 		   "[--access-request-url URL] [--access-request-queue N] [-v]",
 	.options = agent_options,

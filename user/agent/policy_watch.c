@@ -83,6 +83,16 @@ int agent_apply(struct agent *a, const char *buf, size_t len, const char *source
 	if (ret) {
 		char msg[700];
 
+		/* Not every failure inside rw_apply() writes a sentence (a map opened by id without
+		 * CAP_SYS_ADMIN fails with EPERM before any): never log an empty reason.
+		 */
+		if (!err[0])
+			snprintf(
+				err, sizeof(err), "%s%s", strerror(-ret),
+				ret == -EPERM || ret == -EACCES
+					? " (a capability is missing: the agent needs BPF, NET_ADMIN "
+					  "and SYS_ADMIN)"
+					: "");
 		snprintf(msg, sizeof(msg), "%s: %s", source, err);
 		a->msnap.applies_refused++;
 		rw_warn("refused snapshot: %s", msg);

@@ -97,11 +97,28 @@ static struct sandbox *sbx_add(struct agent *a, int ifindex, const char *name)
 	return s;
 }
 
+/* A sandbox waits for room: ask for a full resync at the next tick, which binds it if the
+ * room that was just freed is enough.
+ */
+static void sbx_room_freed(struct agent *a)
+{
+	for (size_t i = 0; i < a->n_sbx; i++)
+		if (a->sbx[i].waiting_pod) {
+			a->links_dirty = true;
+			return;
+		}
+}
+
 static void sbx_bind(struct agent *a, struct sandbox *s, __be32 pod)
 {
-	char ip[INET_ADDRSTRLEN];
+	char ip[INET_ADDRSTRLEN], why[sizeof(s->bind_error)];
+	__be32 now = 0;
 	int err;
 
+	if (!pod || pod != s->waiting_pod) {
+		s->waiting_pod = 0;
+		s->bind_error[0] = '\0';
+	}
 	if (s->pod == pod)
 		return;
 	if (s->pod && pod)
@@ -109,14 +126,42 @@ static void sbx_bind(struct agent *a, struct sandbox *s, __be32 pod)
 			agent_ip_str(pod, (char[INET_ADDRSTRLEN]){}));
 	err = pod ? rw_endpoint_bind(&a->dp, s->ifindex, pod)
 		  : rw_endpoint_unbind(&a->dp, s->ifindex);
-	if (err) {
-		rw_err("%s: %s: %s", s->ifname, pod ? "bind" : "unbind", strerror(-err));
+	if (err && pod) {
+		/* The veth stays (or is now) bound to nothing: deny-all, its packets dropped
+		 * unknown-source. Said once per pod and cause, tried again by every resync.
+		 */
+		a->bind_failures++;
+		rw_bind_error_str(&a->dp, err, why, sizeof(why));
+		if (s->waiting_pod != pod || strcmp(s->bind_error, why)) {
+			rw_err("%s (ifindex %d): pod %s not bound, deny-all: %s; bound by the next "
+			       "resync that finds room",
+			       s->ifname, s->ifindex, agent_ip_str(pod, ip), why);
+			snprintf(a->last_error, sizeof(a->last_error), "%s: pod %s not bound: %s",
+				 s->ifname, ip, why);
+		}
+		s->waiting_pod = pod;
+		snprintf(s->bind_error, sizeof(s->bind_error), "%s", why);
+		rw_endpoint_lookup(&a->dp, s->ifindex, &now);
+		if (s->pod && !now)
+			sbx_room_freed(a); /* the old pod's binding went with the attempt */
+		s->pod = now;
 		return;
 	}
-	if (pod)
+	if (err) {
+		rw_err("%s: unbind: %s", s->ifname, strerror(-err));
+		return;
+	}
+	if (pod && s->waiting_pod)
+		rw_info("%s: bound to pod %s (it waited for room: %s)", s->ifname,
+			agent_ip_str(pod, ip), s->bind_error);
+	else if (pod)
 		rw_info("%s: bound to pod %s", s->ifname, agent_ip_str(pod, ip));
 	else
 		rw_info("%s: pod %s gone, deny-all", s->ifname, agent_ip_str(s->pod, ip));
+	s->waiting_pod = 0;
+	s->bind_error[0] = '\0';
+	if (!pod)
+		sbx_room_freed(a);
 	s->pod = pod;
 }
 
@@ -134,6 +179,8 @@ void agent_sandboxes_tick(struct agent *a)
 	}
 }
 
+static void sbx_forget(struct agent *a, struct sandbox *s);
+
 /* The interface went away: its tcx links died with it; forget the pins, the binding and the
  * veth's flows so that nothing carries over to whatever reuses the ifindex.
  */
@@ -146,8 +193,38 @@ static void sbx_remove(struct agent *a, int ifindex)
 	rw_endpoint_unbind(&a->dp, ifindex);
 	if (!s)
 		return;
+	sbx_forget(a, s);
+}
+
+/* RTM_DELLINK, read late: when a new interface already has the ifindex again (a pod deleted and
+ * the next one created, runwall-cni's ADD done before this event is read), the pins and the
+ * binding under that ifindex are the new veth's: taking them off would leave a live pod
+ * without programs. The old veth's tcx links died with it and runwall-cni's DEL unbound it; a
+ * full resync at the next tick sorts out whatever is left (attach is idempotent and replaces a
+ * defunct link's pin, the binding follows the route).
+ */
+static void sbx_gone(struct agent *a, int ifindex)
+{
+	char name[IF_NAMESIZE];
+	struct sandbox *s = sbx_find(a, ifindex);
+
+	if (!if_indextoname(ifindex, name)) {
+		sbx_remove(a, ifindex);
+		return;
+	}
+	rw_info("ifindex %d: gone and already reused by %s; resyncing", ifindex, name);
+	a->links_dirty = true;
+	if (s)
+		sbx_forget(a, s);
+}
+
+static void sbx_forget(struct agent *a, struct sandbox *s)
+{
+	int ifindex = s->ifindex;
+
 	rw_info("%s (ifindex %d): gone", s->ifname, ifindex);
 	*s = a->sbx[--a->n_sbx];
+	sbx_room_freed(a);
 }
 
 int agent_on_link(bool add, const struct rw_nl_link *l, void *data)
@@ -156,7 +233,7 @@ int agent_on_link(bool add, const struct rw_nl_link *l, void *data)
 
 	if (!add) {
 		if (sbx_find(a, l->ifindex))
-			sbx_remove(a, l->ifindex);
+			sbx_gone(a, l->ifindex);
 		return 0;
 	}
 	if (!rw_ifname_match(l->name, a->ifprefix)) {
@@ -270,14 +347,18 @@ int agent_full_resync(struct agent *a)
 {
 	struct route_dump rd = {};
 	__u32 key, *prev = NULL;
+	bool freed = false;
 	int err;
 
+	/* Cleared first: room freed during this pass asks for another. */
+	a->links_dirty = false;
 	for (size_t i = 0; i < a->n_sbx; i++)
 		a->sbx[i].seen = false;
 	for (int tries = 0; (err = rw_nl_dump_links(dump_link, a)) == -EAGAIN && tries < 5; tries++)
 		;
 	if (err) {
 		rw_err("netlink: dumping links: %s", strerror(-err));
+		a->links_dirty = true;
 		return err;
 	}
 	for (size_t i = 0; i < a->n_sbx;) {
@@ -295,6 +376,7 @@ int agent_full_resync(struct agent *a)
 	if (err) {
 		free(rd.w);
 		rw_err("netlink: dumping routes: %s", strerror(-err));
+		a->links_dirty = true;
 		return err;
 	}
 	for (size_t i = 0; i < a->n_sbx; i++) {
@@ -326,12 +408,14 @@ int agent_full_resync(struct agent *a)
 	while (bpf_map_get_next_key(a->dp.map_fd[RW_M_ENDPOINTS], prev, &key) == 0) {
 		if (!sbx_find(a, key)) {
 			rw_endpoint_unbind(&a->dp, key);
+			freed = true;
 			prev = NULL; /* the walk restarts after a delete */
 			continue;
 		}
 		prev = &key;
 	}
 	prune_link_pins(a);
-	a->links_dirty = false;
+	if (freed)
+		sbx_room_freed(a);
 	return 0;
 }

@@ -328,6 +328,17 @@ static void print_plain(struct sctx *c, json_t *o)
 			       json_integer_value(json_object_get(v, "attach_failures")),
 			       json_integer_value(json_object_get(v, "attach_retry_in_ms")));
 	}
+	/* Veths routed to a pod the node has no room to bind: deny-all until there is room. */
+	json_array_foreach(sbx, i, v)
+	{
+		const char *be = json_string_value(json_object_get(v, "bind_error"));
+
+		if (be)
+			printf("  %s: pod %s not bound, deny-all: %s (bound by the resync that "
+			       "finds room)\n",
+			       json_string_value(json_object_get(v, "ifname")),
+			       json_string_value(json_object_get(v, "waiting_pod")), be);
+	}
 
 	printf("\nmaps:\n");
 	rw_table_init(&t, 5, map_heads, RW_TABLE_RIGHT(2) | RW_TABLE_RIGHT(3) | RW_TABLE_RIGHT(4));

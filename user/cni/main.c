@@ -173,7 +173,7 @@ static int cmd_add(struct rw_cni_req *req)
 {
 	enum rw_attach_mode used[RW_DIR_COUNT];
 	struct rw_datapath dp;
-	char ip[INET_ADDRSTRLEN];
+	char ip[INET_ADDRSTRLEN], why[200];
 	int ifindex, err, errs[RW_DIR_COUNT] = {}, dir = -1;
 
 	if (require_prev(req, "ADD"))
@@ -205,17 +205,20 @@ static int cmd_add(struct rw_cni_req *req)
 			break;
 		usleep(50 * 1000);
 	}
-	rw_datapath_close(&dp);
 	for (int d = RW_DIR_COUNT - 1; d >= 0; d--)
 		if (errs[d])
 			dir = d;
+	/* A binding refused for want of room says which limit ("endpoint table full (4096)"). */
+	if (err && dir < 0)
+		rw_bind_error_str(&dp, err, why, sizeof(why));
+	rw_datapath_close(&dp);
 	if (err)
 		return cni_error(req->cni_version, RW_CNI_E_ATTACH,
 				 "runwall could not protect the pod's veth",
 				 "%s (ifindex %d), pod %s: %s%s: %s", req->host_if, ifindex, ip,
 				 dir >= 0 ? "attaching the " : "binding",
 				 dir >= 0 ? rw_dir_name(dir) : "",
-				 dir >= 0 ? rw_attach_strerror(err) : strerror(-err));
+				 dir >= 0 ? rw_attach_strerror(err) : why);
 	rw_info("%s (ifindex %d): attached (%s, %s), bound to pod %s", req->host_if, ifindex,
 		rw_attach_mode_str(used[RW_DIR_EGRESS]), rw_attach_mode_str(used[RW_DIR_INGRESS]),
 		ip);

@@ -137,12 +137,37 @@ static int config_init(struct rw_datapath *dp)
 	return rw_config_write(dp, &cfg);
 }
 
+/* max_entries of a map pinned under pin_dir: 0 when it is not pinned there. */
+static __u32 pinned_max_entries(const char *pin_dir, enum rw_map_id id)
+{
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+	char path[PATH_MAX + 32];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", pin_dir, rw_map_names[id]);
+	fd = bpf_obj_get(path);
+	if (fd < 0)
+		return 0;
+	if (bpf_obj_get_info_by_fd(fd, &info, &len))
+		info.max_entries = 0;
+	close(fd);
+	return info.max_entries;
+}
+
 int rw_datapath_load(struct rw_datapath *dp, const char *pin_dir, unsigned int flags, char *errbuf,
 		     size_t errlen)
+{
+	return rw_datapath_load_sized(dp, pin_dir, flags, 0, errbuf, errlen);
+}
+
+int rw_datapath_load_sized(struct rw_datapath *dp, const char *pin_dir, unsigned int flags,
+			   __u32 max_endpoints, char *errbuf, size_t errlen)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, opts);
 	struct runwall_bpf *skel = NULL;
 	struct bpf_map *map;
+	__u32 ep_size = 0;
 	int err, layout;
 
 	datapath_init(dp, flags);
@@ -165,7 +190,13 @@ int rw_datapath_load(struct rw_datapath *dp, const char *pin_dir, unsigned int f
 			return fail(err, errbuf, errlen, "%s: %s", pin_dir, strerror(-err));
 		snprintf(dp->pin_dir, sizeof(dp->pin_dir), "%s", pin_dir);
 		opts.pin_root_path = dp->pin_dir;
+		/* Pinned endpoints keep the size they were made with: libbpf reuses a pin only
+		 * when every attribute matches.
+		 */
+		ep_size = pinned_max_entries(pin_dir, RW_M_ENDPOINTS);
 	}
+	if (!ep_size)
+		ep_size = max_endpoints;
 
 	skel = runwall_bpf__open_opts(&opts);
 	if (!skel) {
@@ -176,6 +207,8 @@ int rw_datapath_load(struct rw_datapath *dp, const char *pin_dir, unsigned int f
 		bpf_object__for_each_map(map, skel->obj) bpf_map__set_pin_path(map, NULL);
 	}
 	skel->rodata->rw_dry_run = !!(flags & RW_DP_DRY_RUN);
+	if (ep_size && ep_size < RW_MAX_ENDPOINTS)
+		bpf_map__set_max_entries(skel->maps.RW_MAP_ENDPOINTS, ep_size);
 	err = runwall_bpf__load(skel);
 	if (err) {
 		fail(err, errbuf, errlen,

@@ -74,6 +74,13 @@ struct rw_datapath {
 int rw_datapath_load(struct rw_datapath *dp, const char *pin_dir, unsigned int flags, char *err,
 		     size_t errlen);
 
+/* The same, with the endpoints map (the sandbox veths the node can bind) made with room for
+ * max_endpoints veths instead of RW_MAX_ENDPOINTS (0 or more: the default). Only a fresh map
+ * takes it: pinned endpoints keep the size they were made with, whatever max_endpoints says.
+ */
+int rw_datapath_load_sized(struct rw_datapath *dp, const char *pin_dir, unsigned int flags,
+			   __u32 max_endpoints, char *err, size_t errlen);
+
 /* Open the pinned maps only (the CLI, with or without a running agent). */
 int rw_datapath_open_pinned(struct rw_datapath *dp, const char *pin_dir, char *err, size_t errlen);
 

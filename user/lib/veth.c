@@ -46,6 +46,26 @@ int rw_veth_protect(const struct rw_datapath *dp, int ifindex, __be32 pod_ip,
 	return rw_endpoint_bind(dp, ifindex, pod_ip);
 }
 
+const char *rw_bind_error_str(const struct rw_datapath *dp, int err, char *buf, size_t len)
+{
+	struct bpf_map_info info = {};
+	__u32 info_len = sizeof(info);
+	struct rw_config cfg = {};
+
+	if (err == -E2BIG &&
+	    bpf_obj_get_info_by_fd(dp->map_fd[RW_M_ENDPOINTS], &info, &info_len) == 0) {
+		snprintf(buf, len, "endpoint table full (%u)", info.max_entries);
+	} else if (err == -ENOSPC && rw_config_read(dp, &cfg) == 0 && cfg.ct_per_sandbox) {
+		snprintf(buf, len,
+			 "conntrack budget for the node exhausted (--ct-node %u: %u tables of "
+			 "--ct-per-sandbox %u flows)",
+			 cfg.ct_node, cfg.ct_node / cfg.ct_per_sandbox, cfg.ct_per_sandbox);
+	} else {
+		snprintf(buf, len, "%s", strerror(-err));
+	}
+	return buf;
+}
+
 int rw_endpoint_lookup(const struct rw_datapath *dp, __u32 ifindex, __be32 *pod_ip)
 {
 	struct rw_endpoint ep;

@@ -26,6 +26,15 @@ int rw_veth_protect(const struct rw_datapath *dp, int ifindex, __be32 pod_ip,
 		    enum rw_attach_mode mode, enum rw_attach_mode used[RW_DIR_COUNT],
 		    int errs[RW_DIR_COUNT]);
 
+/* What a failed rw_endpoint_bind() (or rw_veth_protect()'s binding) means, for an operator: the
+ * node's limit that was reached, with its size, or the error itself. The veth stays bound to
+ * nothing, so deny-all (its packets are dropped unknown-source), until a binding succeeds.
+ *   -E2BIG   "endpoint table full (N)": the node binds at most N sandbox veths
+ *   -ENOSPC  "conntrack budget for the node exhausted (...)": --ct-node over --ct-per-sandbox
+ * Returns buf.
+ */
+const char *rw_bind_error_str(const struct rw_datapath *dp, int err, char *buf, size_t len);
+
 /* What a veth looks like to the kernel, for a check (runwall-cni CHECK, status): whether
  * runwall's program (the one pinned under pin_dir) is first on each hook, and the pod bound.
  */

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Veth churn on a node with the agent running: pods created and deleted as fast as the real path
+# allows, up to 100 a second (RW_CHURN_RATE), for a minute (RW_CHURN_SECONDS; 15 s in make vmtest),
+# each made the way
+# the VPC CNI makes it (host veth, pod address, /32 route) and then given to runwall-cni ADD, each
+# deleted with runwall-cni DEL and the veth's deletion; veth names, ifindexes and pod addresses
+# are reused by the next pods. tests/netns/churn.py does the churn and the checks while it runs:
+# every live pod's veth has runwall's programs on both hooks (asked of the kernel) and is bound to
+# the pod's own address, so to its run; a sample of fresh pods reach their run's database or not,
+# as their run says. Afterwards the agent still answers, and nothing of the gone veths is left:
+# no binding, no link pin, no sandbox in status.
+#
+#   tests/netns/test_churn.sh BUILD
+set -euo pipefail
+
+build=${1:-build}
+cd "$(dirname "$0")/../.."
+RUNWALL=$(realpath "$build/runwall")
+CNI=$(realpath "$build/runwall-cni")
+for x in "$RUNWALL" "$CNI"; do [ -x "$x" ] || { echo "Bail out! $x is missing: run make"; exit 1; }; done
+
+id=rwch$$
+node=${id}-node
+pfx=h${$}x
+bpffs=/sys/fs/bpf/rwtest-churn-$$
+sock=/run/rwtest-churn-$$.sock
+work=$(mktemp -d /tmp/rwtest-churn.XXXXXX)
+slots=${RW_CHURN_SLOTS:-8}
+# A minute in make check; 15 s under emulation (make vmtest), where each veth takes far longer.
+if [ "${RUNWALL_VMTEST:-0}" = 1 ]; then seconds=${RW_CHURN_SECONDS:-15}; else seconds=${RW_CHURN_SECONDS:-60}; fi
+rate=${RW_CHURN_RATE:-100}
+scale=${RW_WAIT_SCALE:-1}
+agent_pid=
+n=0
+failed=0
+
+cleanup() {
+	set +e
+	[ -n "$agent_pid" ] && kill -9 "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null
+	"$RUNWALL" --bpffs "$bpffs" --socket "$sock" detach >/dev/null 2>&1
+	for s in $(seq 0 $((slots - 1))); do ip netns del "$pfx-pod$s" 2>/dev/null; done
+	ip netns del "$node" 2>/dev/null
+	rm -rf "$work" "$sock"
+}
+trap cleanup EXIT
+
+ok() { n=$((n + 1)); echo "ok $n - $*"; }
+not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
+check() { local what=$1; shift; if "$@"; then ok "$what"; else not_ok "$what"; fi; }
+rw() { nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$bpffs" --socket "$sock" "$@"; }
+py() { "${RW_PY:-python3}" "$@"; }
+
+ip netns add "$node"
+ip netns exec "$node" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+ip -n "$node" link set lo up
+ip -n "$node" addr add 172.20.0.10/32 dev lo
+ip -n "$node" addr add 52.94.9.5/32 dev lo
+for s in $(seq 0 $((slots - 1))); do
+	ip netns add "$pfx-pod$s"
+	ip netns exec "$pfx-pod$s" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+	ip -n "$pfx-pod$s" link set lo up
+done
+# Every pool address its own run; even ones may reach their database 52.94.9.5:5432.
+py - "$work/policy.json" <<'P'
+import json, sys
+runs = []
+for i in range(12):
+    r = {"id": "run-%d" % (10 + i), "pods": ["10.1.4.%d" % (10 + i)]}
+    if (10 + i) % 2 == 0:
+        r["allow"] = [{"ip": "52.94.9.5", "tcp": [5432]}]
+    runs.append(r)
+json.dump({"revision": 1, "services": [{"name": "proxy", "ip": "172.20.0.10", "tcp": [443]}],
+           "runs": runs}, open(sys.argv[1], "w"))
+P
+nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$bpffs" --socket "$sock" agent \
+	--ifprefix "$pfx" --policy "$work/policy.json" >>"$work/agent.log" 2>&1 &
+agent_pid=$!
+for _ in $(seq $((200 * scale))); do
+	{ rw -j status 2>/dev/null || true; } | grep -q '"ready":true' && break
+	sleep 0.05
+done
+check "the agent enforces the churn snapshot" eval "rw -j status | grep -q '\"ready\":true'"
+
+rc=0
+nsenter --net=/run/netns/"$node" "${RW_PY:-python3}" tests/netns/churn.py --pfx "$pfx" \
+	--bpffs "$bpffs" --cni "$CNI" --slots "$slots" --seconds "$seconds" --rate "$rate" \
+	--probe-timeout "$(awk -v s="$scale" 'BEGIN {print 0.5 * s}')" >"$work/churn.json" \
+	2>"$work/churn.err" || rc=$?
+out=$(tail -n1 "$work/churn.json")
+echo "# churn: $out"
+get() { py -c 'import json,sys; print(json.loads(sys.argv[1]).get(sys.argv[2], 0))' "$out" "$1"; }
+created=$(get created) checks=$(get checks) probes_ok=$(get probes_ok) probes_to=$(get probes_timeout)
+check "churn ran ($rc): $created pods created and deleted in $(get seconds) s, $(get rate)/s (target $rate/s; ADD p50 $(get add_ms_p50) ms, p99 $(get add_ms_p99) ms)" \
+	[ "$created" -ge $((2 * slots)) ]
+check "no failure: every ADD and DEL answered, every live veth observed with runwall's programs and bound to its own pod ($checks samples, $(get inconclusive) inconclusive), every probe as its run says ($(get failures) failures: $(get fails))" \
+	eval '[ "$rc" -eq 0 ] && [ "$(get failures)" = 0 ] && [ "$checks" -ge "$created" ]'
+check "fresh pods reached their run's database ($probes_ok) or were refused by theirs ($probes_to), as their run says" \
+	eval '[ "$probes_ok" -ge 1 ] && [ "$probes_to" -ge 1 ]'
+[ -s "$work/churn.err" ] && sed 's/^/# churn.py: /' "$work/churn.err" | head -n 20
+
+# Afterwards: the agent answers, and nothing of the gone veths is left.
+check "the agent is still running" kill -0 "$agent_pid"
+sbx() { rw -j status | py -c 'import json,sys; print(len(json.load(sys.stdin)["sandboxes"]))'; }
+for _ in $(seq $((100 * scale))); do [ "$(sbx)" = 0 ] && break; sleep 0.1; done
+check "status lists no sandbox ($(sbx))" [ "$(sbx)" = 0 ]
+eps=$(bpftool -j map dump pinned "$bpffs/rw_endpoints" | py -c 'import json,sys; print(len(json.load(sys.stdin)))')
+check "no endpoint binding left ($eps)" [ "$eps" = 0 ]
+links=$(find "$bpffs/links" -mindepth 1 2>/dev/null | wc -l)
+check "no link pin left ($links)" [ "$links" = 0 ]
+if [ "$failed" -ne 0 ]; then
+	echo "# agent log (last 20 lines):"
+	tail -n 20 "$work/agent.log" | sed 's/^/#   /'
+fi
+
+rw shutdown >/dev/null 2>&1 || kill "$agent_pid"
+wait "$agent_pid" 2>/dev/null || true
+agent_pid=
+echo "1..$n"
+[ "$failed" -eq 0 ] && echo "# PASS" || echo "# FAIL: $failed"
+[ "$failed" -eq 0 ]
