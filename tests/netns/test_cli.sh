@@ -366,10 +366,10 @@ start_drops() { # start_drops OUTFILE ARGS...
 	return 1
 }
 
-start_drops "$work/drops.json" -j drops --pod 10.1.2.3 --count 2 --timeout $((10 * scale)) ||
+start_drops "$work/drops.json" -j drops --pod 10.1.2.3 --count 2 --timeout $((30 * scale)) ||
 	not_ok "drops did not subscribe to the agent's stream"
 json_drops_pid=$drops_pid
-start_drops "$work/drops.txt" drops --all --run run-7f3a --count 3 --timeout $((10 * scale)) ||
+start_drops "$work/drops.txt" drops --all --run run-7f3a --count 3 --timeout $((30 * scale)) ||
 	not_ok "drops --all did not subscribe to the agent's stream"
 check "an allowed service connects from the sandbox" test "$(try "$pod_a" tcp 172.20.0.10 443)" = ok
 check "a public host is refused in allowlist mode" test "$(try "$pod_a" tcp 93.184.216.34 443)" = timeout
