@@ -75,7 +75,9 @@ fuzz-short: fuzz-build
 
 # make fuzz: every fuzzer for FUZZ_SECONDS, then the long differential run (>= 1 000 000 packets
 # over >= 1 000 snapshots; FUZZ_DIFF_PACKETS, FUZZ_DIFF_SNAPSHOTS, RW_DIFF_SEED).
-FUZZ_DIFF_PACKETS ?= 1000000
+# About 1.3 % of the generated frames are ones BPF_PROG_TEST_RUN cannot take (shorter than an
+# Ethernet header): 1 020 000 generated is over 1 000 000 judged by both.
+FUZZ_DIFF_PACKETS ?= 1020000
 FUZZ_DIFF_SNAPSHOTS ?= 1000
 fuzz: fuzz-build $(DIFF_BIN)
 	$(call fuzz_run,$(FUZZ_SECONDS))
