@@ -10,6 +10,7 @@
  * half-written by a failed apply) is cleared and rewritten in full.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -101,6 +102,7 @@ struct shadow {
 struct rw_apply_cache {
 	int fd[RW_SLOTS][POLICY_TABLES]; /* the inner maps, created once */
 	struct shadow shadow[RW_SLOTS];
+	struct shadow spare;	      /* arrays of a retired shadow, reused by the next one */
 	bool no_batch[POLICY_TABLES]; /* the kernel has no batch ops for this type */
 	long fault_after;	      /* tests: fail after this many writes, -1 never */
 	long writes;
@@ -146,6 +148,22 @@ static void shadow_reset(struct shadow *s)
 	free(s->ents);
 	free(s->index);
 	memset(s, 0, sizeof(*s));
+}
+
+/* Empty `s` but keep its arrays, for the next shadow built into it. */
+static void shadow_recycle(struct shadow *s)
+{
+	struct shadow keep = {
+		.groups = s->groups,
+		.cap_groups = s->cap_groups,
+		.pods = s->pods,
+		.cap_pods = s->cap_pods,
+		.ents = s->ents,
+		.cap_ents = s->cap_ents,
+	};
+
+	free(s->index);
+	*s = keep;
 }
 
 static int grow(void **p, size_t *cap, size_t need, size_t size)
@@ -368,14 +386,15 @@ static bool run_same(const struct rw_policy_run *a, const struct rw_policy_run *
 	return true;
 }
 
-/* The shadow of a snapshot: what the slot must hold for `p`. */
+/* The shadow of a snapshot: what the slot must hold for `p`, built into `s`, empty (zeroed,
+ * or recycled with its arrays).
+ */
 static int shadow_build(struct shadow *s, const struct rw_policy *p, const struct run_slot *slots,
 			const struct shadow *live)
 {
 	struct group *g;
 	int err = -ENOMEM;
 
-	memset(s, 0, sizeof(*s));
 	g = group_open(s, "");
 	if (!g)
 		goto fail;
@@ -570,9 +589,12 @@ static int diff_shadows(struct ops *ops, const struct shadow *os, const struct s
 	return err;
 }
 
+/* Writes are counted only for an injected fault (and then made by one thread). */
 static int count_write(struct rw_apply_cache *c, long n)
 {
-	if (c->fault_after >= 0 && c->writes + n > c->fault_after) {
+	if (c->fault_after < 0)
+		return 0;
+	if (c->writes + n > c->fault_after) {
 		c->writes = c->fault_after;
 		return -EIO;
 	}
@@ -598,10 +620,8 @@ static int write_keys(struct rw_apply_cache *c, int t, int fd, const __u8 *keys,
 
 		ret = vals ? bpf_map_update_batch(fd, keys, vals, &count, &opts)
 			   : bpf_map_delete_batch(fd, keys, &count, &opts);
-		if (!ret) {
-			c->writes += n;
+		if (!ret)
 			return 0;
-		}
 		ret = -errno;
 		if ((ret != -ENOTSUPP && ret != -EOPNOTSUPP) || count)
 			return fail(err, errlen, ret, "%s: batch %s of %zu entries: %s (%u done)",
@@ -621,29 +641,98 @@ static int write_keys(struct rw_apply_cache *c, int t, int fd, const __u8 *keys,
 	return 0;
 }
 
+/* One table's writes: its deletes, then its updates (a key that moved from one run to another
+ * is deleted, then written).
+ */
+static int table_ops(struct rw_apply_cache *c, __u32 slot, const struct ops *ops, int t, char *err,
+		     size_t errlen)
+{
+	int ret = write_keys(c, t, c->fd[slot][t], ops->del[t].keys, NULL, ops->del[t].n, err,
+			     errlen);
+
+	return ret ? ret
+		   : write_keys(c, t, c->fd[slot][t], ops->upd[t].keys, ops->upd[t].vals,
+				ops->upd[t].n, err, errlen);
+}
+
+/* Below this many writes in all, one thread writes every table. */
+#define PARALLEL_MIN_WRITES 8192
+
+struct table_writer {
+	struct rw_apply_cache *c;
+	__u32 slot;
+	const struct ops *ops;
+	int t;
+	int ret;
+	char err[256];
+};
+
+static void *table_writer_main(void *arg)
+{
+	struct table_writer *w = arg;
+
+	w->ret = table_ops(w->c, w->slot, w->ops, w->t, w->err, sizeof(w->err));
+	return NULL;
+}
+
+/* What a table's writes cost, roughly: a batch write per key in the kernel, or a syscall per
+ * key where the map has no batch operations (the LPM tries).
+ */
+static size_t table_cost(const struct rw_apply_cache *c, const struct ops *ops, int t)
+{
+	size_t n = ops->del[t].n + ops->upd[t].n;
+
+	return inner_specs[t].type == BPF_MAP_TYPE_LPM_TRIE || c->no_batch[t] ? 3 * n : n;
+}
+
 static int run_ops(struct rw_apply_cache *c, __u32 slot, const struct ops *ops,
 		   unsigned int *written, uint64_t revision, char *err, size_t errlen)
 {
-	int ret;
+	struct table_writer w = {.c = c, .slot = slot, .ops = ops, .t = -1};
+	size_t total = 0, cost, most = 0;
+	pthread_t th;
+	int ret = 0;
 
-	/* Deletes first: a key that moved from one run to another is deleted, then written. */
 	for (int t = 0; t < POLICY_TABLES; t++) {
-		ret = write_keys(c, t, c->fd[slot][t], ops->del[t].keys, NULL, ops->del[t].n, err,
-				 errlen);
-		if (ret)
-			return ret;
-		*written += ops->del[t].n;
+		*written += ops->del[t].n + ops->upd[t].n;
+		cost = table_cost(c, ops, t);
+		total += cost;
+		if (cost > most) {
+			most = cost;
+			w.t = t;
+		}
 	}
-	for (int t = 0; t < POLICY_TABLES; t++) {
-		if (t == POLICY_TABLES / 2)
-			fault_point("half", revision);
-		ret = write_keys(c, t, c->fd[slot][t], ops->upd[t].keys, ops->upd[t].vals,
-				 ops->upd[t].n, err, errlen);
-		if (ret)
-			return ret;
-		*written += ops->upd[t].n;
+	/* A big write: the costliest table in a second thread, the others in this one, on the
+	 * idle slot's separate maps. Serial when a fault is injected, for its step to be exact.
+	 */
+	if (total < PARALLEL_MIN_WRITES || c->fault_after >= 0 || getenv("RUNWALL_APPLY_FAULT") ||
+	    pthread_create(&th, NULL, table_writer_main, &w)) {
+		/* Deletes first: a key that moved from one run to another is deleted, then
+		 * written.
+		 */
+		for (int t = 0; t < POLICY_TABLES; t++) {
+			ret = write_keys(c, t, c->fd[slot][t], ops->del[t].keys, NULL,
+					 ops->del[t].n, err, errlen);
+			if (ret)
+				return ret;
+		}
+		for (int t = 0; t < POLICY_TABLES; t++) {
+			if (t == POLICY_TABLES / 2)
+				fault_point("half", revision);
+			ret = write_keys(c, t, c->fd[slot][t], ops->upd[t].keys, ops->upd[t].vals,
+					 ops->upd[t].n, err, errlen);
+			if (ret)
+				return ret;
+		}
+		return 0;
 	}
-	return 0;
+	for (int t = 0; !ret && t < POLICY_TABLES; t++)
+		if (t != w.t)
+			ret = table_ops(c, slot, ops, t, err, errlen);
+	pthread_join(th, NULL);
+	if (!ret && w.ret)
+		ret = fail(err, errlen, w.ret, "%s", w.err);
+	return ret;
 }
 
 /* Every key of one inner map, for clearing a slot we know nothing about. */
@@ -747,6 +836,7 @@ void rw_apply_release(struct rw_datapath *dp)
 
 	if (!c)
 		return;
+	shadow_reset(&c->spare);
 	for (int s = 0; s < RW_SLOTS; s++) {
 		shadow_reset(&c->shadow[s]);
 		for (int t = 0; t < POLICY_TABLES; t++)
@@ -1099,6 +1189,9 @@ int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
 			  errlen);
 	if (ret)
 		goto cleanup;
+	/* Into the arrays of the shadow the last apply retired: no fresh megabytes to fault in. */
+	ns = c->spare;
+	memset(&c->spare, 0, sizeof(c->spare));
 	ret = shadow_build(&ns, next, slots, res->previous ? &c->shadow[!idle] : NULL);
 	if (ret) {
 		fail(err, errlen, ret, "building the snapshot's entries: %s", strerror(-ret));
@@ -1143,7 +1236,9 @@ int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
 	ret = run_ops(c, idle, &ops, &res->written, next->revision, err, errlen);
 	if (ret)
 		goto cleanup;
-	shadow_reset(&c->shadow[idle]);
+	shadow_recycle(&c->shadow[idle]);
+	shadow_reset(&c->spare);
+	c->spare = c->shadow[idle];
 	c->shadow[idle] = ns;
 	memset(&ns, 0, sizeof(ns));
 	t1 = rw_now_ms();
