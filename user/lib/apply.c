@@ -103,7 +103,7 @@ struct rw_apply_cache {
 	int fd[RW_SLOTS][POLICY_TABLES]; /* the inner maps, created once */
 	struct shadow shadow[RW_SLOTS];
 	struct shadow spare;	      /* arrays of a retired shadow, reused by the next one */
-	bool no_batch[POLICY_TABLES]; /* the kernel has no batch ops for this type */
+	bool no_batch[POLICY_TABLES]; /* the kernel has no batch ops for this type (atomic) */
 	long fault_after;	      /* tests: fail after this many writes, -1 never */
 	long writes;
 };
@@ -315,6 +315,49 @@ static int add_rule(struct shadow *s, enum rw_map_id table, __u32 scope,
 	return 0;
 }
 
+static bool ents_sorted(const struct ent *e, size_t n)
+{
+	for (size_t i = 1; i < n; i++)
+		if (ent_qsort_cmp(&e[i - 1], &e[i]) > 0)
+			return false;
+	return true;
+}
+
+/* Sort a group's entries as qsort() with ent_qsort_cmp() would, with less work in the usual
+ * case: rules come in their tables' order interleaved (a run's /32s and CIDRs), often each
+ * table already in order. A stable pass by table, then qsort() only for a table out of order.
+ */
+static void ents_sort(struct ent *e, size_t n)
+{
+	struct ent stack[256], *tmp;
+	size_t start[POLICY_TABLES + 1] = {}, at[POLICY_TABLES];
+
+	if (ents_sorted(e, n))
+		return;
+	tmp = n <= 256 ? stack : malloc(n * sizeof(*tmp));
+	if (!tmp) {
+		qsort(e, n, sizeof(*e), ent_qsort_cmp);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		start[e[i].table + 1]++;
+	for (int t = 0; t < POLICY_TABLES; t++) {
+		start[t + 1] += start[t];
+		at[t] = start[t];
+	}
+	for (size_t i = 0; i < n; i++)
+		tmp[at[e[i].table]++] = e[i];
+	memcpy(e, tmp, n * sizeof(*e));
+	if (tmp != stack)
+		free(tmp);
+	for (int t = 0; t < POLICY_TABLES; t++) {
+		size_t m = start[t + 1] - start[t];
+
+		if (m > 1 && !ents_sorted(e + start[t], m))
+			qsort(e + start[t], m, sizeof(*e), ent_qsort_cmp);
+	}
+}
+
 /* Close the group being built: sort its entries and keep the last of equal keys (what writing
  * them one after the other would leave), sort its pods, count.
  */
@@ -327,7 +370,7 @@ static void group_close(struct shadow *s, struct group *g)
 	struct ent *e = n ? s->ents + g->ent_off : NULL;
 
 	if (n > 1)
-		qsort(e, n, sizeof(*e), ent_qsort_cmp);
+		ents_sort(e, n);
 	for (size_t i = 0; i < n; i++) {
 		if (i + 1 < n && !ent_cmp_key(&e[i], &e[i + 1]))
 			continue;
@@ -614,7 +657,7 @@ static int write_keys(struct rw_apply_cache *c, int t, int fd, const __u8 *keys,
 
 	if (!n)
 		return 0;
-	if (!c->no_batch[t] && c->fault_after < 0) {
+	if (!__atomic_load_n(&c->no_batch[t], __ATOMIC_RELAXED) && c->fault_after < 0) {
 		LIBBPF_OPTS(bpf_map_batch_opts, opts, .elem_flags = BPF_ANY);
 		__u32 count = n;
 
@@ -626,7 +669,7 @@ static int write_keys(struct rw_apply_cache *c, int t, int fd, const __u8 *keys,
 		if ((ret != -ENOTSUPP && ret != -EOPNOTSUPP) || count)
 			return fail(err, errlen, ret, "%s: batch %s of %zu entries: %s (%u done)",
 				    rw_map_names[RW_M_PODS + t], what, n, strerror(-ret), count);
-		c->no_batch[t] = true;
+		__atomic_store_n(&c->no_batch[t], true, __ATOMIC_RELAXED);
 	}
 	for (size_t i = 0; i < n; i++) {
 		if (count_write(c, 1))
@@ -641,98 +684,133 @@ static int write_keys(struct rw_apply_cache *c, int t, int fd, const __u8 *keys,
 	return 0;
 }
 
-/* One table's writes: its deletes, then its updates (a key that moved from one run to another
- * is deleted, then written).
+/* Above this many writes (weighted by table_cost()) a phase of writes is shared by two
+ * threads; below it one thread is quicker than starting another.
  */
-static int table_ops(struct rw_apply_cache *c, __u32 slot, const struct ops *ops, int t, char *err,
-		     size_t errlen)
-{
-	int ret = write_keys(c, t, c->fd[slot][t], ops->del[t].keys, NULL, ops->del[t].n, err,
-			     errlen);
+#define PARALLEL_MIN_WRITES 8192
+#define CHUNK_WRITES	    4096 /* one piece of a phase, in the same weight */
 
-	return ret ? ret
-		   : write_keys(c, t, c->fd[slot][t], ops->upd[t].keys, ops->upd[t].vals,
-				ops->upd[t].n, err, errlen);
+/* What a key's write costs, roughly: a batch write in the kernel, or a syscall of its own where
+ * the map has no batch operations (the LPM tries).
+ */
+static size_t key_cost(const struct rw_apply_cache *c, int t)
+{
+	return inner_specs[t].type == BPF_MAP_TYPE_LPM_TRIE ||
+			       __atomic_load_n(&c->no_batch[t], __ATOMIC_RELAXED)
+		       ? 4
+		       : 1;
 }
 
-/* Below this many writes in all, one thread writes every table. */
-#define PARALLEL_MIN_WRITES 8192
+/* A phase of writes (every table's deletes, or every table's updates) cut into pieces that two
+ * threads take in turn. The tables are separate maps, and within a phase no key appears twice,
+ * so pieces are independent; the deletes end before any update starts.
+ */
+struct piece {
+	int t;
+	size_t off, n;
+};
 
-struct table_writer {
+struct phase {
 	struct rw_apply_cache *c;
 	__u32 slot;
-	const struct ops *ops;
-	int t;
+	const struct oplist *l; /* per table: ops->del or ops->upd */
+	bool upd;
+	struct piece *p;
+	size_t n_p;
+	size_t next; /* the next piece to take (atomic) */
+	int failed;  /* atomic */
 	int ret;
 	char err[256];
 };
 
-static void *table_writer_main(void *arg)
+static void *phase_work(void *arg)
 {
-	struct table_writer *w = arg;
+	struct phase *ph = arg;
+	char err[256];
+	size_t i;
 
-	w->ret = table_ops(w->c, w->slot, w->ops, w->t, w->err, sizeof(w->err));
+	while (!__atomic_load_n(&ph->failed, __ATOMIC_RELAXED) &&
+	       (i = __atomic_fetch_add(&ph->next, 1, __ATOMIC_RELAXED)) < ph->n_p) {
+		const struct piece *p = &ph->p[i];
+		const struct oplist *l = &ph->l[p->t];
+		size_t ks = inner_specs[p->t].key_size, vs = inner_specs[p->t].value_size;
+		int ret =
+			write_keys(ph->c, p->t, ph->c->fd[ph->slot][p->t], l->keys + p->off * ks,
+				   ph->upd ? l->vals + p->off * vs : NULL, p->n, err, sizeof(err));
+
+		if (ret && !__atomic_exchange_n(&ph->failed, 1, __ATOMIC_ACQ_REL)) {
+			ph->ret = ret;
+			snprintf(ph->err, sizeof(ph->err), "%s", err);
+		}
+	}
 	return NULL;
 }
 
-/* What a table's writes cost, roughly: a batch write per key in the kernel, or a syscall per
- * key where the map has no batch operations (the LPM tries).
- */
-static size_t table_cost(const struct rw_apply_cache *c, const struct ops *ops, int t)
+static int run_phase(struct rw_apply_cache *c, __u32 slot, const struct oplist *l, bool upd,
+		     char *err, size_t errlen)
 {
-	size_t n = ops->del[t].n + ops->upd[t].n;
+	struct phase ph = {.c = c, .slot = slot, .l = l, .upd = upd};
+	size_t cost = 0;
+	pthread_t th;
+	bool threaded;
 
-	return inner_specs[t].type == BPF_MAP_TYPE_LPM_TRIE || c->no_batch[t] ? 3 * n : n;
+	for (int t = 0; t < POLICY_TABLES; t++) {
+		size_t per = CHUNK_WRITES / key_cost(c, t);
+
+		cost += l[t].n * key_cost(c, t);
+		ph.n_p += (l[t].n + per - 1) / per;
+	}
+	if (!ph.n_p)
+		return 0;
+	ph.p = calloc(ph.n_p, sizeof(*ph.p));
+	if (!ph.p)
+		return fail(err, errlen, -ENOMEM, "out of memory");
+	ph.n_p = 0;
+	for (int t = 0; t < POLICY_TABLES; t++) {
+		size_t per = CHUNK_WRITES / key_cost(c, t);
+
+		for (size_t off = 0; off < l[t].n; off += per)
+			ph.p[ph.n_p++] =
+				(struct piece){t, off, l[t].n - off < per ? l[t].n - off : per};
+	}
+	threaded = cost >= PARALLEL_MIN_WRITES && !pthread_create(&th, NULL, phase_work, &ph);
+	phase_work(&ph);
+	if (threaded)
+		pthread_join(th, NULL);
+	free(ph.p);
+	return ph.ret ? fail(err, errlen, ph.ret, "%s", ph.err) : 0;
 }
 
 static int run_ops(struct rw_apply_cache *c, __u32 slot, const struct ops *ops,
 		   unsigned int *written, uint64_t revision, char *err, size_t errlen)
 {
-	struct table_writer w = {.c = c, .slot = slot, .ops = ops, .t = -1};
-	size_t total = 0, cost, most = 0;
-	pthread_t th;
-	int ret = 0;
+	int ret;
 
-	for (int t = 0; t < POLICY_TABLES; t++) {
+	for (int t = 0; t < POLICY_TABLES; t++)
 		*written += ops->del[t].n + ops->upd[t].n;
-		cost = table_cost(c, ops, t);
-		total += cost;
-		if (cost > most) {
-			most = cost;
-			w.t = t;
-		}
-	}
-	/* A big write: the costliest table in a second thread, the others in this one, on the
-	 * idle slot's separate maps. Serial when a fault is injected, for its step to be exact.
+	/* Big writes are shared by two threads, a phase at a time (run_phase()); one thread when a
+	 * fault is injected, for its step to be exact.
 	 */
-	if (total < PARALLEL_MIN_WRITES || c->fault_after >= 0 || getenv("RUNWALL_APPLY_FAULT") ||
-	    pthread_create(&th, NULL, table_writer_main, &w)) {
-		/* Deletes first: a key that moved from one run to another is deleted, then
-		 * written.
-		 */
-		for (int t = 0; t < POLICY_TABLES; t++) {
-			ret = write_keys(c, t, c->fd[slot][t], ops->del[t].keys, NULL,
-					 ops->del[t].n, err, errlen);
-			if (ret)
-				return ret;
-		}
-		for (int t = 0; t < POLICY_TABLES; t++) {
-			if (t == POLICY_TABLES / 2)
-				fault_point("half", revision);
-			ret = write_keys(c, t, c->fd[slot][t], ops->upd[t].keys, ops->upd[t].vals,
-					 ops->upd[t].n, err, errlen);
-			if (ret)
-				return ret;
-		}
-		return 0;
+	if (c->fault_after < 0 && !getenv("RUNWALL_APPLY_FAULT")) {
+		ret = run_phase(c, slot, ops->del, false, err, errlen);
+		return ret ? ret : run_phase(c, slot, ops->upd, true, err, errlen);
 	}
-	for (int t = 0; !ret && t < POLICY_TABLES; t++)
-		if (t != w.t)
-			ret = table_ops(c, slot, ops, t, err, errlen);
-	pthread_join(th, NULL);
-	if (!ret && w.ret)
-		ret = fail(err, errlen, w.ret, "%s", w.err);
-	return ret;
+	/* Deletes first: a key that moved from one run to another is deleted, then written. */
+	for (int t = 0; t < POLICY_TABLES; t++) {
+		ret = write_keys(c, t, c->fd[slot][t], ops->del[t].keys, NULL, ops->del[t].n, err,
+				 errlen);
+		if (ret)
+			return ret;
+	}
+	for (int t = 0; t < POLICY_TABLES; t++) {
+		if (t == POLICY_TABLES / 2)
+			fault_point("half", revision);
+		ret = write_keys(c, t, c->fd[slot][t], ops->upd[t].keys, ops->upd[t].vals,
+				 ops->upd[t].n, err, errlen);
+		if (ret)
+			return ret;
+	}
+	return 0;
 }
 
 /* Every key of one inner map, for clearing a slot we know nothing about. */
