@@ -1728,6 +1728,74 @@ static void test_run_generations(void)
 	gen_have_prev = 0;
 }
 
+/* A snapshot big enough that its writes are split between two threads (one table each way):
+ * v2's services with 12 000 rules for run-7f3a, 10 % of them CIDRs. Every entry is live after
+ * the flip, a rule from each table decides, and the way back to v2 (in the big snapshot's slot:
+ * 12 000 deletes, two threads too) leaves no leftover.
+ */
+static void test_big_apply(void)
+{
+	const int rules = 12000;
+	size_t cap = sizeof(policy_v2) + (size_t)rules * 64;
+	char *json = malloc(cap), err[512];
+	const char *run = "{\"id\": \"run-7f3a\", \"pods\": [\"10.1.2.3\"]", *rev, *at;
+	struct rw_policy_error perr;
+	struct rw_apply_result res;
+	struct rw_policy p;
+	size_t len;
+	int ret, ok, entries;
+
+	rev = strstr(policy_v2, "\"revision\": 2");
+	at = strstr(policy_v2, run);
+	if (!json || !rev || !at)
+		FATAL("big snapshot: no room, no revision or no run-7f3a");
+	/* Revision 10, after test_interrupted_apply's. */
+	len = snprintf(json, cap, "%.*s\"revision\": 10%.*s%s, \"allow\": [",
+		       (int)(rev - policy_v2), policy_v2,
+		       (int)(at - rev - strlen("\"revision\": 2")), rev + strlen("\"revision\": 2"),
+		       run);
+	for (int i = 0; i < rules; i++)
+		len += snprintf(json + len, cap - len,
+				i % 10 == 9 ? "%s{\"cidr\": \"45.%d.%d.0/24\", \"tcp\": [%d]}"
+					    : "%s{\"ip\": \"44.%d.%d.1\", \"tcp\": [%d]}",
+				i ? "," : "", i / 256, i % 256, 1000 + i % 1000);
+	snprintf(json + len, cap - len, "]%s", at + strlen(run));
+	if (rw_policy_parse(json, strlen(json), "big", &p, &perr))
+		FATAL("big snapshot: %s", perr.text);
+	ret = rw_apply(&dp, NULL, &p, &res, err, sizeof(err));
+	t_count++;
+	ok = CHECK(ret == 0, "big apply", "rw_apply: %s", err);
+	entries = live_count(RW_M_ALLOW_EXACT) + live_count(RW_M_ALLOW_CIDR) +
+		  live_count(RW_M_DENY) + live_count(RW_M_INBOUND);
+	ok &= CHECK_EQ(live_count(RW_M_PODS), (int)res.pods, "pods in the live slot");
+	ok &= CHECK_EQ(entries, (int)res.entries, "entries in the live slot");
+	ok &= CHECK(res.written >= (unsigned int)rules, "big apply", "%u writes", res.written);
+	printf("%s %d - a big snapshot (%d rules) written by two threads: %u writes, %d entries "
+	       "live\n",
+	       ok ? "ok" : "not ok", t_count, rules, res.written, entries);
+	rw_policy_free(&p);
+	free(json);
+	{
+		struct tcase c[] = {
+			{"big snapshot: its last exact rule allows",
+			 EG(0, POD_A, "44.46.222.1", TCP, 42001, 1998, SYN),
+			 ALLOWED(RW_PATH_RULE, 1, "run-7f3a")},
+			{"big snapshot: its last CIDR rule allows",
+			 EG(0, POD_A, "45.46.223.7", TCP, 42002, 1999, SYN),
+			 ALLOWED(RW_PATH_RULE_CIDR, 1, "run-7f3a")},
+			{"big snapshot: another port of that CIDR is not allowlisted",
+			 EG(0, POD_A, "45.46.223.7", TCP, 42003, 1998, SYN),
+			 DROPPED(RW_REASON_NOT_ALLOWLISTED, "run-7f3a")},
+		};
+
+		run_table(c, sizeof(c) / sizeof(c[0]));
+	}
+	apply_checked(11, 0, 0, "v2 by diff after the big snapshot");
+	check_v3(0, "revision 11");
+	apply_checked(12, 0, 0, "v2 by diff into the big snapshot's slot (its rules deleted)");
+	check_v3(0, "revision 12");
+}
+
 static void print_verified_insns(void)
 {
 	const char *names[RW_DIR_COUNT] = {"rw_egress", "rw_ingress"};
@@ -1784,6 +1852,7 @@ int main(void)
 	test_conntrack_expire();
 	test_ring_full();
 	test_interrupted_apply();
+	test_big_apply();
 	test_real_traffic(&dp, devs[0], ifindex_of[0], POD_A);
 	test_run_generations();
 

@@ -5,13 +5,27 @@
  * that returns a negative value makes libbpf store the consumer position after that record and
  * return (ringbuf_process_ring()), so agent_ring_cb() counts and stops the drain there; the
  * rest waits for the next tick.
+ *
+ * A drain stops at whichever comes first: RING_DRAIN_BUDGET records (what the ring holds, so a
+ * tick can empty a full ring when the work per event is cheap) or RING_DRAIN_MS of work (so a
+ * flood, or events made costly by subscribers and the HTTP view, take a bounded share of the
+ * loop, and the control socket, netlink and HTTP stay served).
  */
 #include <errno.h>
+#include <time.h>
 
 #include "agent.h"
 #include "log.h"
 
 #define RW_DRAIN_STOP (-ENOSPC) /* our own stop, told apart from the callback's errors */
+
+static int64_t drain_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 int agent_ring_cb(void *ctx, void *data, size_t size)
 {
@@ -19,6 +33,9 @@ int agent_ring_cb(void *ctx, void *data, size_t size)
 	int ret = agent_on_event(ctx, data, size);
 
 	if (--a->ring_budget <= 0)
+		return RW_DRAIN_STOP;
+	/* The clock every RING_DRAIN_CLOCK_EVERY records: a vDSO call, cheap next to them. */
+	if (!(a->ring_budget % RING_DRAIN_CLOCK_EVERY) && drain_now_ns() >= a->ring_deadline_ns)
 		return RW_DRAIN_STOP;
 	return ret;
 }
@@ -28,6 +45,7 @@ void agent_drain_ring(struct agent *a)
 	int ret;
 
 	a->ring_budget = RING_DRAIN_BUDGET;
+	a->ring_deadline_ns = drain_now_ns() + (int64_t)RING_DRAIN_MS * 1000000;
 	ret = ring_buffer__consume(a->ring);
 	if (ret == RW_DRAIN_STOP)
 		a->ring_capped++;

@@ -10,6 +10,7 @@
  * half-written by a failed apply) is cleared and rewritten in full.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -101,7 +102,8 @@ struct shadow {
 struct rw_apply_cache {
 	int fd[RW_SLOTS][POLICY_TABLES]; /* the inner maps, created once */
 	struct shadow shadow[RW_SLOTS];
-	bool no_batch[POLICY_TABLES]; /* the kernel has no batch ops for this type */
+	struct shadow spare;	      /* arrays of a retired shadow, reused by the next one */
+	bool no_batch[POLICY_TABLES]; /* the kernel has no batch ops for this type (atomic) */
 	long fault_after;	      /* tests: fail after this many writes, -1 never */
 	long writes;
 };
@@ -146,6 +148,22 @@ static void shadow_reset(struct shadow *s)
 	free(s->ents);
 	free(s->index);
 	memset(s, 0, sizeof(*s));
+}
+
+/* Empty `s` but keep its arrays, for the next shadow built into it. */
+static void shadow_recycle(struct shadow *s)
+{
+	struct shadow keep = {
+		.groups = s->groups,
+		.cap_groups = s->cap_groups,
+		.pods = s->pods,
+		.cap_pods = s->cap_pods,
+		.ents = s->ents,
+		.cap_ents = s->cap_ents,
+	};
+
+	free(s->index);
+	*s = keep;
 }
 
 static int grow(void **p, size_t *cap, size_t need, size_t size)
@@ -297,6 +315,49 @@ static int add_rule(struct shadow *s, enum rw_map_id table, __u32 scope,
 	return 0;
 }
 
+static bool ents_sorted(const struct ent *e, size_t n)
+{
+	for (size_t i = 1; i < n; i++)
+		if (ent_qsort_cmp(&e[i - 1], &e[i]) > 0)
+			return false;
+	return true;
+}
+
+/* Sort a group's entries as qsort() with ent_qsort_cmp() would, with less work in the usual
+ * case: rules come in their tables' order interleaved (a run's /32s and CIDRs), often each
+ * table already in order. A stable pass by table, then qsort() only for a table out of order.
+ */
+static void ents_sort(struct ent *e, size_t n)
+{
+	struct ent stack[256], *tmp;
+	size_t start[POLICY_TABLES + 1] = {}, at[POLICY_TABLES];
+
+	if (ents_sorted(e, n))
+		return;
+	tmp = n <= 256 ? stack : malloc(n * sizeof(*tmp));
+	if (!tmp) {
+		qsort(e, n, sizeof(*e), ent_qsort_cmp);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		start[e[i].table + 1]++;
+	for (int t = 0; t < POLICY_TABLES; t++) {
+		start[t + 1] += start[t];
+		at[t] = start[t];
+	}
+	for (size_t i = 0; i < n; i++)
+		tmp[at[e[i].table]++] = e[i];
+	memcpy(e, tmp, n * sizeof(*e));
+	if (tmp != stack)
+		free(tmp);
+	for (int t = 0; t < POLICY_TABLES; t++) {
+		size_t m = start[t + 1] - start[t];
+
+		if (m > 1 && !ents_sorted(e + start[t], m))
+			qsort(e + start[t], m, sizeof(*e), ent_qsort_cmp);
+	}
+}
+
 /* Close the group being built: sort its entries and keep the last of equal keys (what writing
  * them one after the other would leave), sort its pods, count.
  */
@@ -309,7 +370,7 @@ static void group_close(struct shadow *s, struct group *g)
 	struct ent *e = n ? s->ents + g->ent_off : NULL;
 
 	if (n > 1)
-		qsort(e, n, sizeof(*e), ent_qsort_cmp);
+		ents_sort(e, n);
 	for (size_t i = 0; i < n; i++) {
 		if (i + 1 < n && !ent_cmp_key(&e[i], &e[i + 1]))
 			continue;
@@ -368,14 +429,15 @@ static bool run_same(const struct rw_policy_run *a, const struct rw_policy_run *
 	return true;
 }
 
-/* The shadow of a snapshot: what the slot must hold for `p`. */
+/* The shadow of a snapshot: what the slot must hold for `p`, built into `s`, empty (zeroed,
+ * or recycled with its arrays).
+ */
 static int shadow_build(struct shadow *s, const struct rw_policy *p, const struct run_slot *slots,
 			const struct shadow *live)
 {
 	struct group *g;
 	int err = -ENOMEM;
 
-	memset(s, 0, sizeof(*s));
 	g = group_open(s, "");
 	if (!g)
 		goto fail;
@@ -570,9 +632,12 @@ static int diff_shadows(struct ops *ops, const struct shadow *os, const struct s
 	return err;
 }
 
+/* Writes are counted only for an injected fault (and then made by one thread). */
 static int count_write(struct rw_apply_cache *c, long n)
 {
-	if (c->fault_after >= 0 && c->writes + n > c->fault_after) {
+	if (c->fault_after < 0)
+		return 0;
+	if (c->writes + n > c->fault_after) {
 		c->writes = c->fault_after;
 		return -EIO;
 	}
@@ -592,21 +657,19 @@ static int write_keys(struct rw_apply_cache *c, int t, int fd, const __u8 *keys,
 
 	if (!n)
 		return 0;
-	if (!c->no_batch[t] && c->fault_after < 0) {
+	if (!__atomic_load_n(&c->no_batch[t], __ATOMIC_RELAXED) && c->fault_after < 0) {
 		LIBBPF_OPTS(bpf_map_batch_opts, opts, .elem_flags = BPF_ANY);
 		__u32 count = n;
 
 		ret = vals ? bpf_map_update_batch(fd, keys, vals, &count, &opts)
 			   : bpf_map_delete_batch(fd, keys, &count, &opts);
-		if (!ret) {
-			c->writes += n;
+		if (!ret)
 			return 0;
-		}
 		ret = -errno;
 		if ((ret != -ENOTSUPP && ret != -EOPNOTSUPP) || count)
 			return fail(err, errlen, ret, "%s: batch %s of %zu entries: %s (%u done)",
 				    rw_map_names[RW_M_PODS + t], what, n, strerror(-ret), count);
-		c->no_batch[t] = true;
+		__atomic_store_n(&c->no_batch[t], true, __ATOMIC_RELAXED);
 	}
 	for (size_t i = 0; i < n; i++) {
 		if (count_write(c, 1))
@@ -621,18 +684,123 @@ static int write_keys(struct rw_apply_cache *c, int t, int fd, const __u8 *keys,
 	return 0;
 }
 
+/* Above this many writes (weighted by table_cost()) a phase of writes is shared by two
+ * threads; below it one thread is quicker than starting another.
+ */
+#define PARALLEL_MIN_WRITES 8192
+#define CHUNK_WRITES	    4096 /* one piece of a phase, in the same weight */
+
+/* What a key's write costs, roughly: a batch write in the kernel, or a syscall of its own where
+ * the map has no batch operations (the LPM tries).
+ */
+static size_t key_cost(const struct rw_apply_cache *c, int t)
+{
+	return inner_specs[t].type == BPF_MAP_TYPE_LPM_TRIE ||
+			       __atomic_load_n(&c->no_batch[t], __ATOMIC_RELAXED)
+		       ? 4
+		       : 1;
+}
+
+/* A phase of writes (every table's deletes, or every table's updates) cut into pieces that two
+ * threads take in turn. The tables are separate maps, and within a phase no key appears twice,
+ * so pieces are independent; the deletes end before any update starts.
+ */
+struct piece {
+	int t;
+	size_t off, n;
+};
+
+struct phase {
+	struct rw_apply_cache *c;
+	__u32 slot;
+	const struct oplist *l; /* per table: ops->del or ops->upd */
+	bool upd;
+	struct piece *p;
+	size_t n_p;
+	size_t next; /* the next piece to take (atomic) */
+	int failed;  /* atomic */
+	int ret;
+	char err[256];
+};
+
+static void *phase_work(void *arg)
+{
+	struct phase *ph = arg;
+	char err[256];
+	size_t i;
+
+	while (!__atomic_load_n(&ph->failed, __ATOMIC_RELAXED) &&
+	       (i = __atomic_fetch_add(&ph->next, 1, __ATOMIC_RELAXED)) < ph->n_p) {
+		const struct piece *p = &ph->p[i];
+		const struct oplist *l = &ph->l[p->t];
+		size_t ks = inner_specs[p->t].key_size, vs = inner_specs[p->t].value_size;
+		int ret =
+			write_keys(ph->c, p->t, ph->c->fd[ph->slot][p->t], l->keys + p->off * ks,
+				   ph->upd ? l->vals + p->off * vs : NULL, p->n, err, sizeof(err));
+
+		if (ret && !__atomic_exchange_n(&ph->failed, 1, __ATOMIC_ACQ_REL)) {
+			ph->ret = ret;
+			snprintf(ph->err, sizeof(ph->err), "%s", err);
+		}
+	}
+	return NULL;
+}
+
+static int run_phase(struct rw_apply_cache *c, __u32 slot, const struct oplist *l, bool upd,
+		     char *err, size_t errlen)
+{
+	struct phase ph = {.c = c, .slot = slot, .l = l, .upd = upd};
+	size_t cost = 0;
+	pthread_t th;
+	bool threaded;
+
+	for (int t = 0; t < POLICY_TABLES; t++) {
+		size_t per = CHUNK_WRITES / key_cost(c, t);
+
+		cost += l[t].n * key_cost(c, t);
+		ph.n_p += (l[t].n + per - 1) / per;
+	}
+	if (!ph.n_p)
+		return 0;
+	ph.p = calloc(ph.n_p, sizeof(*ph.p));
+	if (!ph.p)
+		return fail(err, errlen, -ENOMEM, "out of memory");
+	ph.n_p = 0;
+	for (int t = 0; t < POLICY_TABLES; t++) {
+		size_t per = CHUNK_WRITES / key_cost(c, t);
+
+		for (size_t off = 0; off < l[t].n; off += per)
+			ph.p[ph.n_p++] =
+				(struct piece){t, off, l[t].n - off < per ? l[t].n - off : per};
+	}
+	threaded = cost >= PARALLEL_MIN_WRITES && !pthread_create(&th, NULL, phase_work, &ph);
+	phase_work(&ph);
+	if (threaded)
+		pthread_join(th, NULL);
+	free(ph.p);
+	return ph.ret ? fail(err, errlen, ph.ret, "%s", ph.err) : 0;
+}
+
 static int run_ops(struct rw_apply_cache *c, __u32 slot, const struct ops *ops,
 		   unsigned int *written, uint64_t revision, char *err, size_t errlen)
 {
 	int ret;
 
+	for (int t = 0; t < POLICY_TABLES; t++)
+		*written += ops->del[t].n + ops->upd[t].n;
+	/* Big writes are shared by two threads, a phase at a time (run_phase()); one thread when a
+	 * fault is injected, for its step to be exact.
+	 */
+	if (c->fault_after < 0 && !getenv("RUNWALL_APPLY_FAULT")) {
+		ret = run_phase(c, slot, ops->del, false, err, errlen);
+		return ret ? ret : run_phase(c, slot, ops->upd, true, err, errlen);
+	}
 	/* Deletes first: a key that moved from one run to another is deleted, then written. */
 	for (int t = 0; t < POLICY_TABLES; t++) {
 		ret = write_keys(c, t, c->fd[slot][t], ops->del[t].keys, NULL, ops->del[t].n, err,
 				 errlen);
 		if (ret)
 			return ret;
-		*written += ops->del[t].n;
 	}
 	for (int t = 0; t < POLICY_TABLES; t++) {
 		if (t == POLICY_TABLES / 2)
@@ -641,7 +809,6 @@ static int run_ops(struct rw_apply_cache *c, __u32 slot, const struct ops *ops,
 				 ops->upd[t].n, err, errlen);
 		if (ret)
 			return ret;
-		*written += ops->upd[t].n;
 	}
 	return 0;
 }
@@ -747,6 +914,7 @@ void rw_apply_release(struct rw_datapath *dp)
 
 	if (!c)
 		return;
+	shadow_reset(&c->spare);
 	for (int s = 0; s < RW_SLOTS; s++) {
 		shadow_reset(&c->shadow[s]);
 		for (int t = 0; t < POLICY_TABLES; t++)
@@ -1099,6 +1267,9 @@ int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
 			  errlen);
 	if (ret)
 		goto cleanup;
+	/* Into the arrays of the shadow the last apply retired: no fresh megabytes to fault in. */
+	ns = c->spare;
+	memset(&c->spare, 0, sizeof(c->spare));
 	ret = shadow_build(&ns, next, slots, res->previous ? &c->shadow[!idle] : NULL);
 	if (ret) {
 		fail(err, errlen, ret, "building the snapshot's entries: %s", strerror(-ret));
@@ -1143,7 +1314,9 @@ int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
 	ret = run_ops(c, idle, &ops, &res->written, next->revision, err, errlen);
 	if (ret)
 		goto cleanup;
-	shadow_reset(&c->shadow[idle]);
+	shadow_recycle(&c->shadow[idle]);
+	shadow_reset(&c->spare);
+	c->spare = c->shadow[idle];
 	c->shadow[idle] = ns;
 	memset(&ns, 0, sizeof(ns));
 	t1 = rw_now_ms();
