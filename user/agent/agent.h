@@ -88,9 +88,12 @@ struct sandbox {
  * tick (and a full ring counts events_lost in the kernel, it never changes a verdict). With
  * cheap events that is a full ring per tick (about 650 000 events/s); with costly ones (every
  * event turned into JSON for subscribers and the view) at most RING_DRAIN_MS of each TICK_MS.
+ * Half the tick: at ~10 us an event with the view on, that drains ~50 000 events/s, what 128
+ * sandboxes (the default conntrack budget's count) send at their full event budgets (2 x 200/s
+ * each), and a control request still waits at most that long.
  */
 #define RING_DRAIN_BUDGET      ((int)(RW_RINGBUF_BYTES / (sizeof(struct rw_event) + 8)))
-#define RING_DRAIN_MS	       10
+#define RING_DRAIN_MS	       25
 #define RING_DRAIN_CLOCK_EVERY 64 /* records between two reads of the clock */
 
 struct agent {
