@@ -120,7 +120,13 @@ vc() {
 }
 # vcq SUBCOMMAND ARGS...: view_check.py in the node namespace, exit status only.
 vcq() { rw_node_exec "$RW_PY" "$VC" "$@" >/dev/null 2>&1; }
-http_get() { rw_node_exec "$RW_PY" "$VC" get "$@"; }
+# http_get URL: the status line, then the body (curl: under emulation a python start takes
+# seconds, and this runs often).
+http_get() {
+	local out
+	out=$(rw_node_exec curl -s --max-time "$(rw_scale 5)" -w '\n%{http_code}' "$1") || true
+	printf '%s\n%s\n' "${out##*$'\n'}" "${out%$'\n'*}"
+}
 
 AGENT2_PID= AGENT3_PID= VIEW_PID= RECV_PID=
 cleanup() {
@@ -198,6 +204,12 @@ rc=0
 rw_node_exec "$RW_RUNWALL" --bpffs "$RW_BPFFS" --socket "$RW_SOCK" agent --listen 127.0.0.1:99999 \
 	>"$RW_WORK/flag.out" 2>&1 || rc=$?
 check "agent --listen 127.0.0.1:99999: exit 2 (bad port)" test "$rc" = 2
+for args in "--agents-dns $AGENTS_DNS" "--agents-dns $AGENTS_DNS:0" "--agents-dns $AGENTS_DNS:9100 --dns-refresh 0" ""; do
+	rc=0
+	# shellcheck disable=SC2086 # the arguments split on purpose
+	"$RW_RUNWALL" view $args >"$RW_WORK/flag.out" 2>&1 || rc=$?
+	check "view ${args:-(no agent)}: exit 2 ($(head -n 1 "$RW_WORK/flag.out" | cut -c 1-80))" test "$rc" = 2
+done
 
 # ---- the agent, the receiver -------------------------------------------------------------------
 
@@ -223,17 +235,44 @@ check "/healthz: 200 ok" test "$(http_get "$API/healthz" | tr '\n' ' ')" = "200 
 # ---- known traffic -----------------------------------------------------------------------------
 
 section "api: known traffic"
-for port in 443 443 443 8443; do attempt a tcp "$INET" "$port"; done
-attempt a udp "$INET" 443
-attempt a tcp 169.254.169.254 80
-attempt a tcp 10.0.5.5 443
-attempt a udp 172.20.0.53 53
-attempt a tcp 172.20.0.10 443
-attempt b tcp "$INET" 443
-attempt b tcp 10.0.5.5 443
-attempt b tcp 169.254.169.254 80
-rw_probe svc tcp "$A_IP" 4096 --src 172.20.0.12 --timeout "$ATTEMPT_S" >/dev/null || true
-rw_probe svc tcp "$A_IP" 22 --src 172.20.0.12 --timeout "$ATTEMPT_S" >/dev/null || true
+# One batch per sender, each attempt's packets counted as they leave its eth0 (probe.py batch
+# --count-iface): natively a refused TCP attempt is one SYN; on a loaded machine or under
+# emulation its close can come after the 1 s RTO, and the retransmitted SYN is a refusal too.
+# The expected counts below are what was sent.
+sent_batch() { # sent_batch FROM < SPEC
+	rw_probe "$1" batch --timeout "$ATTEMPT_S" --count-iface eth0 >>"$RW_WORK/sent.jsonl"
+}
+sent() { # sent REGEX: packets sent by the attempts whose id matches
+	jq -s --arg re "^($1)\$" '[.[] | select(.id | test($re)) | .pkts] | add // 0' "$RW_WORK/sent.jsonl"
+}
+sent_batch a <<EOF
+a443a tcp $INET 443
+a443b tcp $INET 443
+a443c tcp $INET 443
+a8443 tcp $INET 8443
+audp udp $INET 443
+ameta tcp 169.254.169.254 80
+apriv tcp 10.0.5.5 443
+adns udp 172.20.0.53 53
+aproxy tcp 172.20.0.10 443
+EOF
+sent_batch b <<EOF
+bopen tcp $INET 443
+bpriv tcp 10.0.5.5 443
+bmeta tcp 169.254.169.254 80
+EOF
+sent_batch svc <<EOF
+in4096 tcp $A_IP 4096 172.20.0.12
+in22 tcp $A_IP 22 172.20.0.12
+EOF
+N443=$(sent 'a443[abc]')
+NNA=$(sent 'a443[abc]|a8443|audp')
+NMETA=$(sent ameta)
+NPRIV_B=$(sent bpriv)
+NIN22=$(sent in22)
+diag "sent: $N443 SYNs to $INET:443 in 3 attempts, $NNA not-allowlisted packets in 5, metadata $NMETA, b's private $NPRIV_B, inbound to 22 $NIN22"
+check "every attempt of the known traffic ran and was counted" \
+	test "$(jq -s 'length == 14 and all(.[]; .pkts >= 1)' "$RW_WORK/sent.jsonl")" = true
 rw_sleep 0.5
 
 cat >"$RW_WORK/events.spec" <<EOF
@@ -250,8 +289,8 @@ cat >"$RW_WORK/events.spec" <<EOF
   {"run": "$A_RUN", "verdict": "drop", "reason": "inbound-denied", "dir": "ingress", "src": "172.20.0.12", "dport": 22}
  ],
  "counts": [
-  {"run": "$A_RUN", "reason": "not-allowlisted", "dst": "$INET", "dport": 443, "proto": "tcp", "_n": 3},
-  {"run": "$A_RUN", "reason": "not-allowlisted", "_n": 5}
+  {"run": "$A_RUN", "reason": "not-allowlisted", "dst": "$INET", "dport": 443, "proto": "tcp", "_n": $N443},
+  {"run": "$A_RUN", "reason": "not-allowlisted", "_n": $NNA}
  ],
  "filters": [
   ["run=$B_RUN", "run=$B_RUN"],
@@ -267,11 +306,11 @@ vc events "$API" --expect "$RW_WORK/events.spec"
 
 cat >"$RW_WORK/graph.spec" <<EOF
 {"edges": [
-  {"sandbox": "node-a/$A_RUN/$A_IP", "destination": "$INET", "reasons": {"not-allowlisted": 5}, "ports": ["tcp/443", "tcp/8443", "udp/443"]},
-  {"sandbox": "node-a/$A_RUN/$A_IP", "destination": "169.254.169.254", "reasons": {"metadata": 1}},
+  {"sandbox": "node-a/$A_RUN/$A_IP", "destination": "$INET", "reasons": {"not-allowlisted": $NNA}, "ports": ["tcp/443", "tcp/8443", "udp/443"]},
+  {"sandbox": "node-a/$A_RUN/$A_IP", "destination": "169.254.169.254", "reasons": {"metadata": $NMETA}},
   {"sandbox": "node-a/$A_RUN/$A_IP", "destination": "172.20.0.10", "reasons": {"allowed": 1}, "ports": ["tcp/443"]},
   {"sandbox": "node-a/$B_RUN/$B_IP", "destination": "$INET", "reasons": {"allowed": 1}},
-  {"sandbox": "node-a/$A_RUN/$A_IP", "destination": "172.20.0.12", "dir": "ingress", "reasons": {"allowed": 1, "inbound-denied": 1}}
+  {"sandbox": "node-a/$A_RUN/$A_IP", "destination": "172.20.0.12", "dir": "ingress", "reasons": {"allowed": 1, "inbound-denied": $NIN22}}
  ],
  "sandboxes": [{"id": "node-a/$A_RUN/$A_IP", "run": "$A_RUN"}, {"id": "node-a/$B_RUN/$B_IP", "run": "$B_RUN"}],
  "names": {"172.20.0.10": "egress-proxy", "$INET": ""}}
@@ -288,10 +327,10 @@ check "/api/status: the status JSON (ready, revision 1, both runs, both veths, n
 section "metrics"
 rw -j counters >"$RW_WORK/counters.json"
 vc metrics "$API" --counters "$RW_WORK/counters.json" --promtool "$PROMTOOL" --runs "$A_RUN,$B_RUN" \
-	--expect "runwall_run_packets_total{run=\"$A_RUN\",direction=\"egress\",reason=\"not-allowlisted\"}=5" \
-	--expect "runwall_run_packets_total{run=\"$A_RUN\",direction=\"egress\",reason=\"metadata\"}=1" \
-	--expect "runwall_run_packets_total{run=\"$B_RUN\",direction=\"egress\",reason=\"private-destination\"}=1" \
-	--expect "runwall_run_packets_total{run=\"$A_RUN\",direction=\"ingress\",reason=\"inbound-denied\"}=1" \
+	--expect "runwall_run_packets_total{run=\"$A_RUN\",direction=\"egress\",reason=\"not-allowlisted\"}=$NNA" \
+	--expect "runwall_run_packets_total{run=\"$A_RUN\",direction=\"egress\",reason=\"metadata\"}=$NMETA" \
+	--expect "runwall_run_packets_total{run=\"$B_RUN\",direction=\"egress\",reason=\"private-destination\"}=$NPRIV_B" \
+	--expect "runwall_run_packets_total{run=\"$A_RUN\",direction=\"ingress\",reason=\"inbound-denied\"}=$NIN22" \
 	--expect "runwall_policy_revision=1" \
 	--expect "runwall_sandboxes{state=\"enforced\"}=2" \
 	--expect "runwall_policy_apply_duration_seconds_count=1" \
@@ -312,13 +351,14 @@ check "requests: tcp/443, tcp/8443 and udp/443 to $INET, each once, with every f
 	"$RW_WORK/requests.jsonl" >/dev/null
 check "requests: none for metadata, private, DNS, or the open-mode run's allowed traffic" \
 	jq -se 'all(.[]; .body.destination == "93.184.216.34" and .body.run == "run-7f3a")' "$RW_WORK/requests.jsonl" >/dev/null
-attempt a tcp "$INET" 443
+sent_batch a <<<"a443d tcp $INET 443"
+N443=$(sent 'a443[abcd]')
 rw_sleep 0.5
 check "requests: a repeated refusal raises no new request" test "$(n_requests)" = 3
 req=$(http_get "$API/api/requests" | tail -n +2)
-check "/api/requests: the three, sent, with the count so far (4 for tcp/443)" jq -e '
+check "/api/requests: the three, sent, with the count so far ($N443 for tcp/443, 4 attempts)" jq -e --argjson n "$N443" '
 	(.requests | length) == 3 and all(.requests[]; .state == "sent" and .attempts == 1) and
-	(.requests[] | select(.port == 443 and .protocol == "tcp") | .count) == 4 and
+	(.requests[] | select(.port == 443 and .protocol == "tcp") | .count) == $n and
 	.stats.sent == 3 and .stats.pending == 0' <<<"$req" >/dev/null
 requests_table() { rw requests >"$RW_WORK/requests.txt" && grep -q "$INET:8443/tcp .*sent" "$RW_WORK/requests.txt"; }
 requests_json() { rw -j requests | jq -e '.ok and (.requests | length) == 3' >/dev/null; }
@@ -328,7 +368,10 @@ check "runwall -j requests: the same list" requests_json
 # The receiver goes down; 6 new destinations are refused with a queue of 4: 4 wait, 2 overflow.
 kill "$RECV_PID"
 wait "$RECV_PID" 2>/dev/null || true
-for port in 5001 5002 5003 5004 5005 5006; do attempt a tcp "$INET" "$port"; done
+# One batch (the attempts start in this order): under emulation six separate probes take long
+# enough for the head's retries (about 75 s in all) to run out.
+printf 'q%s tcp %s %s\n' 5001 "$INET" 5001 5002 "$INET" 5002 5003 "$INET" 5003 5004 "$INET" 5004 \
+	5005 "$INET" 5005 5006 "$INET" 5006 | sent_batch a
 pending_is() { http_get "$API/api/requests" | tail -n +2 | jq -e ".stats.pending == $1 and .stats.retries >= 1" >/dev/null; }
 check "requests: receiver down: 4 pending and retried, 2 over the queue bound dropped" \
 	rw_wait 5 pending_is 4
@@ -446,8 +489,12 @@ wait "$AGENT3_PID" 2>/dev/null || true
 vc wait-agents "$VIEW_DNS" --want node-a:up,node-b:up,node-d:down --dns 3 --what "dns: an agent stopped"
 check "dns: not ready while an agent is down" bash -c "nsenter --net=/run/netns/$RW_NODE $RW_PY $VC get $VIEW_DNS/readyz | sed -n 1p | grep -qx 503"
 # ... and once the name no longer gives its address, dropped.
-grep -v '^127\.0\.0\.2 ' "$RW_WORK/hosts" >"$RW_WORK/hosts.next"
-cat "$RW_WORK/hosts.next" >"$RW_WORK/hosts"
+# Commented out with a one-byte write: rewriting the file would truncate it first, and a
+# resolution at that moment would not find the name there and ask DNS, which this node's
+# namespace cannot reach (the view keeps its agents through a resolver failure, the time it
+# takes is the resolver's timeout).
+off=$(grep -bo '^127\.0\.0\.2 ' "$RW_WORK/hosts" | cut -d: -f1)
+printf '#' | dd of="$RW_WORK/hosts" bs=1 seek="$off" conv=notrunc status=none
 vc wait-agents "$VIEW_DNS" --want node-a:up,node-b:up --dns 2 --what "dns: an address gone from the name"
 check "dns: the view said so" grep -q "agent http://127.0.0.2:9100 (node-d) is gone from $AGENTS_DNS: dropped" "$RW_WORK/view-dns.log"
 check "dns: ready again" vcq wait-ready "$VIEW_DNS/readyz" --timeout 5

@@ -723,8 +723,7 @@ static int cmd_view(int argc, char **argv)
 	}
 	for (size_t k = 0; k < v->n_dns; k++)
 		dns_refresh(v, (int)k);
-	rw_info("view of %zu agents%s on http://%s:%u/", n_urls,
-		v->n_dns ? " and every address of --agents-dns" : "",
+	rw_info("view of %zu --agent and %zu --agents-dns names on http://%s:%u/", n_urls, v->n_dns,
 		strchr(ho.listen, ':') && ho.listen[0] != ':'
 			? strndupa(ho.listen, strrchr(ho.listen, ':') - ho.listen)
 			: "127.0.0.1",
