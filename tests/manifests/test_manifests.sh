@@ -183,5 +183,58 @@ else
 	not_ok "manifests/ops/detach.yaml agrees with the DaemonSet"; echo "$out" | sed 's/^/# /'
 fi
 
+# The view follows every agent: its --agents-dns NAME:PORT is a headless Service of the same
+# namespace over exactly the DaemonSet's pods, on the agents' HTTP port, and it sends the token
+# the agents require (the same Secret, mounted where --token-file reads it).
+if out=$(python3 - "$work/rendered.json" <<'PY'
+import json, sys
+docs = json.load(open(sys.argv[1]))
+get = lambda kind, name: next(d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name)
+ds = next(d for d in docs if d["kind"] == "DaemonSet")
+pod = get("Deployment", "runwall-view")["spec"]["template"]["spec"]
+view = next(c for c in pod["containers"] if c["name"] == "view")
+agent = next(c for c in ds["spec"]["template"]["spec"]["containers"] if c["name"] == "agent")
+def opt(c, k):
+    vals = [a.split("=", 1)[1] for a in c.get("args", []) if a.startswith(k + "=")]
+    return vals[0] if len(vals) == 1 else None
+bad = []
+dns = opt(view, "--agents-dns")
+if not dns or any(a.startswith("--agent=") for a in view["args"]):
+    sys.exit(f"the view's args {view['args']}: expected one --agents-dns=NAME:PORT and no --agent")
+name, port = dns.rsplit(":", 1)
+svc_name, ns = name.split(".")[:2]
+svc = get("Service", svc_name)
+if svc["metadata"]["namespace"] != ns or not name.endswith(f"{svc_name}.{ns}.svc.cluster.local"):
+    bad.append(f"--agents-dns {name} is not Service {svc_name} in {svc['metadata']['namespace']}")
+if svc["spec"].get("clusterIP") != "None":
+    bad.append(f"Service {svc_name} is not headless (clusterIP: None): its name would give one address")
+labels = ds["spec"]["template"]["metadata"]["labels"]
+sel = svc["spec"]["selector"]
+if any(labels.get(k) != v for k, v in sel.items()):
+    bad.append(f"Service {svc_name} selector {sel} misses the DaemonSet's pods {labels}")
+if any(all(d["spec"]["template"]["metadata"]["labels"].get(k) == v for k, v in sel.items())
+       for d in docs if d["kind"] == "Deployment"):
+    bad.append(f"Service {svc_name} selector {sel} also selects a Deployment's pods")
+sp = next((p for p in svc["spec"]["ports"] if str(p["port"]) == port), None)
+cp = {p["name"]: p["containerPort"] for p in agent["ports"]}
+listen = opt(agent, "--listen") or ""
+if not sp or cp.get(sp["targetPort"], sp["targetPort"]) != int(port) or listen.rsplit(":", 1)[-1] != port:
+    bad.append(f"port {port}: Service {sp}, agent ports {cp}, agent --listen {listen}")
+secret_of = lambda spec, c, path: next((v["secret"]["secretName"] for m in c["volumeMounts"]
+                                        for v in spec["volumes"] if v["name"] == m["name"] and "secret" in v
+                                        and path.startswith(m["mountPath"] + "/")), None)
+want = secret_of(ds["spec"]["template"]["spec"], agent, opt(agent, "--http-token-file") or "")
+got = secret_of(pod, view, opt(view, "--token-file") or "")
+if not want or want != got:
+    bad.append(f"the view's --token-file is in Secret {got}, the agents' --http-token-file in {want}")
+print("\n".join(bad) if bad else f"{dns} (headless, the DaemonSet's pods, port {port}, token {want})")
+sys.exit(1 if bad else 0)
+PY
+); then
+	ok "the view follows every agent: --agents-dns $out"
+else
+	not_ok "the view follows every agent by DNS"; echo "$out" | sed 's/^/# /'
+fi
+
 echo "1..$n"
 [ "$failed" -eq 0 ]

@@ -15,6 +15,11 @@
 #   policy on a sandbox, applies a ConfigMap update (an apply over a live snapshot), exits on
 #   SIGTERM within the grace period with enforcement left in place, and a second start (the
 #   rolling update's next pod) adopts the pins and is ready again;
+# - the view Deployment's container runs its exact command and arguments (paths mapped the same
+#   way, the agents' token Secret the same file as the agent's) as its user, with no capability:
+#   its --agents-dns name, resolved through a hosts file bind-mounted over /etc/hosts in a mount
+#   namespace of its own, gives the agent's address; the view follows it with the token, and a
+#   refusal on the node shows in the view's API (with the view's own token);
 # - the CNI install init container runs its exact command, with no capability, against a copy of
 #   the VPC CNI's conflist, twice (idempotent).
 #
@@ -49,7 +54,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-for tool in kubectl setpriv jq; do
+for tool in kubectl setpriv jq unshare curl; do
 	command -v "$tool" >/dev/null || { echo "Bail out! $tool is missing: run scripts/setup.sh"; exit 1; }
 done
 [ -x "$RW_RUNWALL" ] || { echo "Bail out! $RW_RUNWALL is missing: run make"; exit 1; }
@@ -66,6 +71,7 @@ ds = next(d for d in docs if d["kind"] == "DaemonSet")
 pod = ds["spec"]["template"]["spec"]
 volumes = {v["name"]: v for v in pod["volumes"]}
 problems = []
+tokens = {}  # one per Secret: the agent and the view mount the same runwall-http-token
 
 def kubelet_dir(path, files):
     """A ConfigMap or Secret volume as the kubelet lays it out: files behind a ..data symlink."""
@@ -77,7 +83,7 @@ def kubelet_dir(path, files):
         os.symlink(f"..data/{name}", f"{path}/{name}")
     os.symlink(stamp, f"{path}/..data")
 
-def mounts_of(c):
+def mounts_of(c, volumes):
     m = {}
     for vm in c.get("volumeMounts", []):
         v = volumes[vm["name"]]
@@ -92,14 +98,17 @@ def mounts_of(c):
             kubelet_dir(m[vm["mountPath"]], cm["data"])
         elif "secret" in v:
             # The operator creates it (docs/operations.md): one key, "token".
-            m[vm["mountPath"]] = f"{work}/volumes/{vm['name']}"
-            kubelet_dir(m[vm["mountPath"]], {"token": secrets.token_hex(32) + "\n"})
+            name = v["secret"]["secretName"]
+            tokens.setdefault(name, secrets.token_hex(32) + "\n")
+            m[vm["mountPath"]] = f"{work}/volumes/{c['name']}-{vm['name']}"
+            if not os.path.exists(m[vm["mountPath"]]):
+                kubelet_dir(m[vm["mountPath"]], {"token": tokens[name]})
         else:
             problems.append(f"volume {vm['name']}: a kind this test does not map")
     return m
 
-def mapped(c):
-    mounts = mounts_of(c)
+def mapped(c, volumes=volumes):
+    mounts = mounts_of(c, volumes)
     argv = c.get("command", []) + c.get("args", [])
     binary = os.path.join(build, os.path.basename(argv[0]))
     out = [binary]
@@ -118,7 +127,8 @@ def mapped(c):
         problems.append(f"{c['name']}: capabilities do not drop ALL first")
     return {"argv": out, "binary": binary, "manifest_argv": argv,
             "caps": ",".join(["-all"] + ["+" + x.lower() for x in caps.get("add", [])]),
-            "no_new_privs": sc.get("allowPrivilegeEscalation") is False}
+            "no_new_privs": sc.get("allowPrivilegeEscalation") is False,
+            "mounts": mounts}
 
 agent = next(c for c in pod["containers"] if c["name"] == "agent")
 plan = {"agent": mapped(agent),
@@ -132,6 +142,11 @@ for probe in ("readinessProbe", "livenessProbe"):
     plan[probe] = {"path": get["path"], "port": port}
 listen = [a.split("=", 1)[1] for a in plan["agent"]["argv"] if a.startswith("--listen=")]
 plan["listen"] = listen[0] if len(listen) == 1 else None
+vpod = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "runwall-view")["spec"]["template"]["spec"]
+view = next(c for c in vpod["containers"] if c["name"] == "view")
+plan["view"] = mapped(view, {v["name"]: v for v in vpod["volumes"]})
+plan["view"]["user"] = (vpod["securityContext"]["runAsUser"], vpod["securityContext"]["runAsGroup"])
+plan["view"]["port"] = next(p["containerPort"] for p in view["ports"] if p["name"] == "http")
 plan["problems"] = problems
 json.dump(plan, sys.stdout)
 PY
@@ -243,6 +258,43 @@ start_agent
 check "the next pod is ready again (GET $readyz 200)" rw_wait 10 http_is "$readyz" 200
 check "it adopted revision 2 and the sandbox binding" rw_wait 10 ready_and_bound 2
 grep -q "adopting" "$RW_WORK/agent.log" && ok "its log says it adopted the pins" || { not_ok "its log says it adopted the pins"; agent_log; }
+
+# The view Deployment: its exact command, as its user, no capability. Its --agents-dns name is
+# given the agent's address by a hosts file over /etc/hosts in its own mount namespace.
+mapfile -t vargv < <(jq -r '.view.argv[]' "$plan")
+echo "# the view: $(jq -r '.view.manifest_argv | join(" ")' "$plan")"
+dns=$(jq -r '.view.argv[] | select(startswith("--agents-dns=")) | ltrimstr("--agents-dns=")' "$plan")
+check "the view follows the agents by DNS (--agents-dns NAME:PORT, the agents' port $ready_port)" \
+	test -n "$dns" -a "${dns##*:}" = "$ready_port"
+printf '127.0.0.1 localhost\n%s %s\n' "$RW_NODE_LINK" "${dns%:*}" >"$RW_WORK/hosts"
+chmod 0755 "$RW_WORK" # the view's user reads its token files below it, as the kubelet's fsGroup allows
+vuid=$(jq -r '.view.user[0]' "$plan")
+vgid=$(jq -r '.view.user[1]' "$plan")
+vport=$(jq -r .view.port "$plan")
+# shellcheck disable=SC2016 # expanded by the inner shell
+rw_bg "$RW_WORK/view.log" unshare --mount --propagation private -- \
+	sh -c 'mount --bind "$1" /etc/hosts && shift && exec "$@"' sh "$RW_WORK/hosts" \
+	nsenter "--net=/run/netns/$RW_NODE" -- setpriv --reuid="$vuid" --regid="$vgid" --clear-groups \
+	--bounding-set=-all --inh-caps=-all --no-new-privs -- "${vargv[@]}"
+view_token=$(cat "$(jq -r '.view.argv[] | select(startswith("--http-token-file=")) | ltrimstr("--http-token-file=")' "$plan")")
+view_get() { # view_get PATH: the view's answer, with its own token
+	rw_node_exec curl -s --max-time 5 -H "Authorization: Bearer $view_token" "http://127.0.0.1:$vport$1"
+}
+view_connected() {
+	view_get /api/status | jq -e '(.agents | length) == 1 and .agents[0].connected and .agents[0].url == "http://'"$RW_NODE_LINK:$ready_port"'" and .dns[0].addresses == 1' >/dev/null
+}
+if rw_wait 10 view_connected; then
+	ok "the view resolved ${dns%:*} and follows the agent with the agents' token (port $vport)"
+else
+	not_ok "the view follows the agent"; view_get /api/status | sed 's/^/#   /'; sed 's/^/#   /' "$RW_WORK/view.log"
+fi
+probe_is 169.254.169.254 80 timeout || true
+view_has_refusal() {
+	view_get /api/events | jq -e 'any(.events[]; .run == "run-7f3a" and .reason == "metadata")' >/dev/null
+}
+check "a refusal on the node shows in the view's /api/events" rw_wait 10 view_has_refusal
+check "the view requires its own token off loopback (401 without)" \
+	test "$(rw_node_exec curl -s -o /dev/null -w '%{http_code}' --max-time 5 "http://$RW_NODE_LINK:$vport/api/events")" = 401
 rw_agent_kill TERM
 
 # The CNI install init container, with no capability, on a copy of the VPC CNI's conflist.

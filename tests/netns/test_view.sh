@@ -19,15 +19,23 @@
 #   sse        a new refusal arrives on the stream; resuming with Last-Event-ID loses nothing
 #   bad        unknown paths, bad and oversized queries, other methods: the right 4xx
 #   hostile    100 idle connections and clients that never read: the agent still serves & drains
-#   token      a second agent on a non-loopback address: no/wrong token 401, /healthz open
+#   token      a second agent on a non-loopback address: no/wrong token 401 (as a bearer token
+#              or the page's cookie, curl too), the right one 200, the stream with the cookie;
+#              the page itself and /healthz open
 #   view       `runwall view` merges both agents, tags events with their node, reconnects after
 #              an agent restart
+#   dns        `runwall view --agents-dns NAME:PORT` in a mount namespace of its own where a
+#              hosts file bind-mounted over /etc/hosts gives NAME the two agents' addresses: it
+#              follows both; a third agent added to the name is followed, stopped it is down,
+#              gone from the name it is dropped
 #   browser    headless Chromium: refusals in the table and the graph with reason and run,
-#              filters, pause, reconnection after an agent restart; a screenshot in BUILD/
+#              filters, pause, reconnection after an agent restart; a screenshot in BUILD/; the
+#              second agent's page asks for the token on a 401 (a wrong one is asked again),
+#              keeps it in a SameSite=Strict cookie, and goes live with it
 #   run-ends   a run removed from the snapshot leaves /metrics
 #
-# Everything lives in namespaces named rwv<pid>-*, pins in /sys/fs/bpf/rwtest-view{,2}-<pid>,
-# sockets /run/rwtest-view{,2}-<pid>.sock, files in /tmp/rwtest-view-<pid>.*; HTTP listens only
+# Everything lives in namespaces named rwv<pid>-*, pins in /sys/fs/bpf/rwtest-view{,2,3}-<pid>,
+# sockets /run/rwtest-view{,2,3}-<pid>.sock, files in /tmp/rwtest-view-<pid>.*; HTTP listens only
 # inside the node namespace. All of it is removed on exit (RW_KEEP=1 keeps the files).
 set -Eeuo pipefail
 
@@ -46,6 +54,8 @@ RW_BPFFS=/sys/fs/bpf/rwtest-view-$ID
 RW_SOCK=/run/rwtest-view-$ID.sock
 BPFFS2=/sys/fs/bpf/rwtest-view2-$ID
 SOCK2=/run/rwtest-view2-$ID.sock
+BPFFS3=/sys/fs/bpf/rwtest-view3-$ID
+SOCK3=/run/rwtest-view3-$ID.sock
 RW_WORK=$(mktemp -d "/tmp/rwtest-view-$ID.XXXXXX")
 VC="$HERE/view_check.py"
 POLICY_DEFAULT=$ROOT/manifests/policy-default.json
@@ -55,9 +65,16 @@ SCREENSHOT=$BUILD/view-screenshot.png
 A_IF=eniaaaa0001 A_IP=10.1.2.3 A_RUN=run-7f3a
 B_IF=enibbbb0002 B_IP=10.1.2.4 B_RUN=run-9c01
 C_IF=vlancccc0003 C_IP=10.1.2.5 C_RUN=run-c0de
+D_IF=dnsdddd0004 D_IP=10.1.2.6 D_RUN=run-d00d
+# The agents all listen on port 9100 (as a DaemonSet's do, one per node address): the third
+# on another loopback address, which the agent treats as loopback (127.0.0.0/8: no token
+# required; it is given one all the same, as the view sends it).
 API=http://127.0.0.1:9100
-API2=http://$RW_NODE_LINK:9101
+API2=http://$RW_NODE_LINK:9100
+API3=http://127.0.0.2:9100
 VIEW=http://127.0.0.1:9180
+VIEW_DNS=http://127.0.0.1:9181
+AGENTS_DNS=agents.rwtest
 RECV_PORT=9300
 INET=93.184.216.34
 
@@ -103,9 +120,15 @@ vc() {
 }
 # vcq SUBCOMMAND ARGS...: view_check.py in the node namespace, exit status only.
 vcq() { rw_node_exec "$RW_PY" "$VC" "$@" >/dev/null 2>&1; }
-http_get() { rw_node_exec "$RW_PY" "$VC" get "$@"; }
+# http_get URL: the status line, then the body (curl: under emulation a python start takes
+# seconds, and this runs often).
+http_get() {
+	local out
+	out=$(rw_node_exec curl -s --max-time "$(rw_scale 5)" -w '\n%{http_code}' "$1") || true
+	printf '%s\n%s\n' "${out##*$'\n'}" "${out%$'\n'*}"
+}
 
-AGENT2_PID= VIEW_PID= RECV_PID=
+AGENT2_PID= AGENT3_PID= VIEW_PID= RECV_PID=
 cleanup() {
 	local rc=$?
 	trap - ERR
@@ -118,7 +141,7 @@ cleanup() {
 	# The browser test restarts the agent: the pid file has the one running now.
 	[ -s "$RW_WORK/agent.pid" ] && RW_AGENT_PID=$(cat "$RW_WORK/agent.pid")
 	rw_node_down
-	rm -rf "$BPFFS2" "$SOCK2"
+	rm -rf "$BPFFS2" "$SOCK2" "$BPFFS3" "$SOCK3"
 	if [ "${RW_KEEP:-0}" = 1 ]; then
 		echo "# RW_KEEP=1: logs left in $RW_WORK" >&3
 	else
@@ -129,16 +152,20 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 trap 'not_ok "aborted at line $LINENO: $BASH_COMMAND"; echo "1..$T" >&3' ERR
 
-# attempt FROM tcp|udp DST PORT: one attempt, under the SYN RTO (one SYN when refused).
+# attempt FROM tcp|udp DST PORT: one attempt, under the SYN RTO (one SYN when refused: the
+# counts below are exact). Not stretched under emulation (RW_WAIT_SCALE): past the 1 s RTO a
+# refused attempt sends a second SYN. An allowed one needs no answer: its event is its first
+# packet's.
+ATTEMPT_S=0.8
 attempt() {
-	rw_probe "$1" "$2" "$3" "$4" --timeout "$(rw_scale 0.5)" >/dev/null || true
+	rw_probe "$1" "$2" "$3" "$4" --timeout "$ATTEMPT_S" >/dev/null || true
 }
 # The same as a shell command, for view_check.py to run (it runs in the node namespace).
 attempt_cmd() {
-	echo "ip netns exec ${RW_SB_NS[$1]} $RW_PY $RW_PROBE $2 $3 $4 --timeout $(rw_scale 0.5)"
+	echo "ip netns exec ${RW_SB_NS[$1]} $RW_PY $RW_PROBE $2 $3 $4 --timeout $ATTEMPT_S"
 }
 
-for tool in "$RW_PY" jq nsenter ip "$PROMTOOL" /usr/bin/chromium /usr/bin/chromedriver; do
+for tool in "$RW_PY" jq nsenter unshare curl ip "$PROMTOOL" /usr/bin/chromium /usr/bin/chromedriver; do
 	command -v "$tool" >/dev/null || {
 		not_ok "precondition: $tool is installed"
 		echo "1..$T"
@@ -157,8 +184,10 @@ rw_node_up
 rw_sandbox_add a "$A_IF" "$A_IP"
 rw_sandbox_add b "$B_IF" "$B_IP"
 rw_sandbox_add c "$C_IF" "$C_IP"
+rw_sandbox_add d "$D_IF" "$D_IP"
 cp "$POLICY_DEFAULT" "$RW_WORK/policy.json"
 jq '.runs = [{"id": "run-c0de", "pods": ["10.1.2.5"]}]' "$POLICY_DEFAULT" >"$RW_WORK/policy2.json"
+jq '.runs = [{"id": "run-d00d", "pods": ["10.1.2.6"]}]' "$POLICY_DEFAULT" >"$RW_WORK/policy3.json"
 head -c 24 /dev/urandom | base64 | tr -d '/+=' >"$RW_WORK/token"
 TOKEN=$(cat "$RW_WORK/token")
 
@@ -175,6 +204,12 @@ rc=0
 rw_node_exec "$RW_RUNWALL" --bpffs "$RW_BPFFS" --socket "$RW_SOCK" agent --listen 127.0.0.1:99999 \
 	>"$RW_WORK/flag.out" 2>&1 || rc=$?
 check "agent --listen 127.0.0.1:99999: exit 2 (bad port)" test "$rc" = 2
+for args in "--agents-dns $AGENTS_DNS" "--agents-dns $AGENTS_DNS:0" "--agents-dns $AGENTS_DNS:9100 --dns-refresh 0" ""; do
+	rc=0
+	# shellcheck disable=SC2086 # the arguments split on purpose
+	"$RW_RUNWALL" view $args >"$RW_WORK/flag.out" 2>&1 || rc=$?
+	check "view ${args:-(no agent)}: exit 2 ($(head -n 1 "$RW_WORK/flag.out" | cut -c 1-80))" test "$rc" = 2
+done
 
 # ---- the agent, the receiver -------------------------------------------------------------------
 
@@ -200,17 +235,44 @@ check "/healthz: 200 ok" test "$(http_get "$API/healthz" | tr '\n' ' ')" = "200 
 # ---- known traffic -----------------------------------------------------------------------------
 
 section "api: known traffic"
-for port in 443 443 443 8443; do attempt a tcp "$INET" "$port"; done
-attempt a udp "$INET" 443
-attempt a tcp 169.254.169.254 80
-attempt a tcp 10.0.5.5 443
-attempt a udp 172.20.0.53 53
-attempt a tcp 172.20.0.10 443
-attempt b tcp "$INET" 443
-attempt b tcp 10.0.5.5 443
-attempt b tcp 169.254.169.254 80
-rw_probe svc tcp "$A_IP" 4096 --src 172.20.0.12 --timeout "$(rw_scale 0.5)" >/dev/null || true
-rw_probe svc tcp "$A_IP" 22 --src 172.20.0.12 --timeout "$(rw_scale 0.5)" >/dev/null || true
+# One batch per sender, each attempt's packets counted as they leave its eth0 (probe.py batch
+# --count-iface): natively a refused TCP attempt is one SYN; on a loaded machine or under
+# emulation its close can come after the 1 s RTO, and the retransmitted SYN is a refusal too.
+# The expected counts below are what was sent.
+sent_batch() { # sent_batch FROM < SPEC
+	rw_probe "$1" batch --timeout "$ATTEMPT_S" --count-iface eth0 >>"$RW_WORK/sent.jsonl"
+}
+sent() { # sent REGEX: packets sent by the attempts whose id matches
+	jq -s --arg re "^($1)\$" '[.[] | select(.id | test($re)) | .pkts] | add // 0' "$RW_WORK/sent.jsonl"
+}
+sent_batch a <<EOF
+a443a tcp $INET 443
+a443b tcp $INET 443
+a443c tcp $INET 443
+a8443 tcp $INET 8443
+audp udp $INET 443
+ameta tcp 169.254.169.254 80
+apriv tcp 10.0.5.5 443
+adns udp 172.20.0.53 53
+aproxy tcp 172.20.0.10 443
+EOF
+sent_batch b <<EOF
+bopen tcp $INET 443
+bpriv tcp 10.0.5.5 443
+bmeta tcp 169.254.169.254 80
+EOF
+sent_batch svc <<EOF
+in4096 tcp $A_IP 4096 172.20.0.12
+in22 tcp $A_IP 22 172.20.0.12
+EOF
+N443=$(sent 'a443[abc]')
+NNA=$(sent 'a443[abc]|a8443|audp')
+NMETA=$(sent ameta)
+NPRIV_B=$(sent bpriv)
+NIN22=$(sent in22)
+diag "sent: $N443 SYNs to $INET:443 in 3 attempts, $NNA not-allowlisted packets in 5, metadata $NMETA, b's private $NPRIV_B, inbound to 22 $NIN22"
+check "every attempt of the known traffic ran and was counted" \
+	test "$(jq -s 'length == 14 and all(.[]; .pkts >= 1)' "$RW_WORK/sent.jsonl")" = true
 rw_sleep 0.5
 
 cat >"$RW_WORK/events.spec" <<EOF
@@ -227,8 +289,8 @@ cat >"$RW_WORK/events.spec" <<EOF
   {"run": "$A_RUN", "verdict": "drop", "reason": "inbound-denied", "dir": "ingress", "src": "172.20.0.12", "dport": 22}
  ],
  "counts": [
-  {"run": "$A_RUN", "reason": "not-allowlisted", "dst": "$INET", "dport": 443, "proto": "tcp", "_n": 3},
-  {"run": "$A_RUN", "reason": "not-allowlisted", "_n": 5}
+  {"run": "$A_RUN", "reason": "not-allowlisted", "dst": "$INET", "dport": 443, "proto": "tcp", "_n": $N443},
+  {"run": "$A_RUN", "reason": "not-allowlisted", "_n": $NNA}
  ],
  "filters": [
   ["run=$B_RUN", "run=$B_RUN"],
@@ -244,11 +306,11 @@ vc events "$API" --expect "$RW_WORK/events.spec"
 
 cat >"$RW_WORK/graph.spec" <<EOF
 {"edges": [
-  {"sandbox": "node-a/$A_RUN/$A_IP", "destination": "$INET", "reasons": {"not-allowlisted": 5}, "ports": ["tcp/443", "tcp/8443", "udp/443"]},
-  {"sandbox": "node-a/$A_RUN/$A_IP", "destination": "169.254.169.254", "reasons": {"metadata": 1}},
+  {"sandbox": "node-a/$A_RUN/$A_IP", "destination": "$INET", "reasons": {"not-allowlisted": $NNA}, "ports": ["tcp/443", "tcp/8443", "udp/443"]},
+  {"sandbox": "node-a/$A_RUN/$A_IP", "destination": "169.254.169.254", "reasons": {"metadata": $NMETA}},
   {"sandbox": "node-a/$A_RUN/$A_IP", "destination": "172.20.0.10", "reasons": {"allowed": 1}, "ports": ["tcp/443"]},
   {"sandbox": "node-a/$B_RUN/$B_IP", "destination": "$INET", "reasons": {"allowed": 1}},
-  {"sandbox": "node-a/$A_RUN/$A_IP", "destination": "172.20.0.12", "dir": "ingress", "reasons": {"allowed": 1, "inbound-denied": 1}}
+  {"sandbox": "node-a/$A_RUN/$A_IP", "destination": "172.20.0.12", "dir": "ingress", "reasons": {"allowed": 1, "inbound-denied": $NIN22}}
  ],
  "sandboxes": [{"id": "node-a/$A_RUN/$A_IP", "run": "$A_RUN"}, {"id": "node-a/$B_RUN/$B_IP", "run": "$B_RUN"}],
  "names": {"172.20.0.10": "egress-proxy", "$INET": ""}}
@@ -265,10 +327,10 @@ check "/api/status: the status JSON (ready, revision 1, both runs, both veths, n
 section "metrics"
 rw -j counters >"$RW_WORK/counters.json"
 vc metrics "$API" --counters "$RW_WORK/counters.json" --promtool "$PROMTOOL" --runs "$A_RUN,$B_RUN" \
-	--expect "runwall_run_packets_total{run=\"$A_RUN\",direction=\"egress\",reason=\"not-allowlisted\"}=5" \
-	--expect "runwall_run_packets_total{run=\"$A_RUN\",direction=\"egress\",reason=\"metadata\"}=1" \
-	--expect "runwall_run_packets_total{run=\"$B_RUN\",direction=\"egress\",reason=\"private-destination\"}=1" \
-	--expect "runwall_run_packets_total{run=\"$A_RUN\",direction=\"ingress\",reason=\"inbound-denied\"}=1" \
+	--expect "runwall_run_packets_total{run=\"$A_RUN\",direction=\"egress\",reason=\"not-allowlisted\"}=$NNA" \
+	--expect "runwall_run_packets_total{run=\"$A_RUN\",direction=\"egress\",reason=\"metadata\"}=$NMETA" \
+	--expect "runwall_run_packets_total{run=\"$B_RUN\",direction=\"egress\",reason=\"private-destination\"}=$NPRIV_B" \
+	--expect "runwall_run_packets_total{run=\"$A_RUN\",direction=\"ingress\",reason=\"inbound-denied\"}=$NIN22" \
 	--expect "runwall_policy_revision=1" \
 	--expect "runwall_sandboxes{state=\"enforced\"}=2" \
 	--expect "runwall_policy_apply_duration_seconds_count=1" \
@@ -289,13 +351,14 @@ check "requests: tcp/443, tcp/8443 and udp/443 to $INET, each once, with every f
 	"$RW_WORK/requests.jsonl" >/dev/null
 check "requests: none for metadata, private, DNS, or the open-mode run's allowed traffic" \
 	jq -se 'all(.[]; .body.destination == "93.184.216.34" and .body.run == "run-7f3a")' "$RW_WORK/requests.jsonl" >/dev/null
-attempt a tcp "$INET" 443
+sent_batch a <<<"a443d tcp $INET 443"
+N443=$(sent 'a443[abcd]')
 rw_sleep 0.5
 check "requests: a repeated refusal raises no new request" test "$(n_requests)" = 3
 req=$(http_get "$API/api/requests" | tail -n +2)
-check "/api/requests: the three, sent, with the count so far (4 for tcp/443)" jq -e '
+check "/api/requests: the three, sent, with the count so far ($N443 for tcp/443, 4 attempts)" jq -e --argjson n "$N443" '
 	(.requests | length) == 3 and all(.requests[]; .state == "sent" and .attempts == 1) and
-	(.requests[] | select(.port == 443 and .protocol == "tcp") | .count) == 4 and
+	(.requests[] | select(.port == 443 and .protocol == "tcp") | .count) == $n and
 	.stats.sent == 3 and .stats.pending == 0' <<<"$req" >/dev/null
 requests_table() { rw requests >"$RW_WORK/requests.txt" && grep -q "$INET:8443/tcp .*sent" "$RW_WORK/requests.txt"; }
 requests_json() { rw -j requests | jq -e '.ok and (.requests | length) == 3' >/dev/null; }
@@ -305,7 +368,10 @@ check "runwall -j requests: the same list" requests_json
 # The receiver goes down; 6 new destinations are refused with a queue of 4: 4 wait, 2 overflow.
 kill "$RECV_PID"
 wait "$RECV_PID" 2>/dev/null || true
-for port in 5001 5002 5003 5004 5005 5006; do attempt a tcp "$INET" "$port"; done
+# One batch (the attempts start in this order): under emulation six separate probes take long
+# enough for the head's retries (about 75 s in all) to run out.
+printf 'q%s tcp %s %s\n' 5001 "$INET" 5001 5002 "$INET" 5002 5003 "$INET" 5003 5004 "$INET" 5004 \
+	5005 "$INET" 5005 5006 "$INET" 5006 | sent_batch a
 pending_is() { http_get "$API/api/requests" | tail -n +2 | jq -e ".stats.pending == $1 and .stats.retries >= 1" >/dev/null; }
 check "requests: receiver down: 4 pending and retried, 2 over the queue bound dropped" \
 	rw_wait 5 pending_is 4
@@ -338,16 +404,28 @@ check "the agent survived all of it" kill -0 "$RW_AGENT_PID"
 
 # ---- a second agent, with a token, and `runwall view` --------------------------------------------
 
-section "token: a second agent on $RW_NODE_LINK:9101"
+section "token: a second agent on $RW_NODE_LINK:9100"
 start_agent2() {
 	rw_bg "$RW_WORK/agent2.log" nsenter "--net=/run/netns/$RW_NODE" -- "$RW_RUNWALL" --bpffs "$BPFFS2" \
 		--socket "$SOCK2" agent --ifprefix vlan --policy "$RW_WORK/policy2.json" \
-		--listen "$RW_NODE_LINK:9101" --http-token-file "$RW_WORK/token" --node node-b
+		--listen "$RW_NODE_LINK:9100" --http-token-file "$RW_WORK/token" --node node-b
 	AGENT2_PID=$RW_LAST_PID
 }
 start_agent2
 check "second agent: /readyz 200 without a token" vcq wait-ready "$API2/readyz" --timeout 10
 vc token "$API2" --token "$TOKEN"
+# The same with curl, as an operator would: the cookie is what the page sends.
+code() { rw_node_exec curl -s -o /dev/null -w '%{http_code}' --max-time "$(rw_scale 5)" "$@"; }
+check "curl: /api/events without a token -> 401" test "$(code "$API2/api/events")" = 401
+check "curl: /api/events with a wrong cookie -> 401" test "$(code --cookie "runwall_token=x$TOKEN" "$API2/api/events")" = 401
+check "curl: /api/events with the right cookie -> 200" test "$(code --cookie "runwall_token=$TOKEN" "$API2/api/events")" = 200
+check "curl: /api/events with the bearer token -> 200" test "$(code -H "Authorization: Bearer $TOKEN" "$API2/api/events")" = 200
+# The stream with the cookie: its headers, then the retry line; curl ends it at --max-time.
+rw_node_exec curl -s -N -D "$RW_WORK/sse.head" --max-time "$(rw_scale 2)" --cookie "runwall_token=$TOKEN" \
+	"$API2/api/events/stream" >"$RW_WORK/sse.body" || true
+check "curl: the SSE stream with the cookie -> 200 text/event-stream, then events" \
+	bash -c "grep -q '^HTTP/1.1 200' '$RW_WORK/sse.head' && grep -qi '^content-type: text/event-stream' '$RW_WORK/sse.head' && grep -q '^retry: 1000' '$RW_WORK/sse.body'"
+check "curl: the SSE stream without the cookie -> 401" test "$(code "$API2/api/events/stream")" = 401
 attempt c tcp "$INET" 443
 attempt c tcp 169.254.169.254 80
 
@@ -372,6 +450,57 @@ since=$(http_get "$VIEW/api/events" | tail -n +2 | jq .cursor)
 attempt c tcp "$INET" 9443
 check "view: after the second agent restarts, its new refusals arrive (reconnected)" \
 	vcq wait-event "$VIEW" --since "$since" --timeout 10 --want "{\"node\": \"node-b\", \"dport\": 9443}"
+
+# ---- discovery by DNS ----------------------------------------------------------------------------
+
+section "dns: runwall view --agents-dns $AGENTS_DNS:9100"
+# The name lives in a hosts file bind-mounted over /etc/hosts in the view's own mount namespace
+# (never the machine's /etc/hosts). Written in place (the bind mount holds its inode): first
+# the two agents' addresses, as a headless Service answers with one address per pod.
+printf '127.0.0.1 localhost\n127.0.0.1 %s\n%s %s\n' "$AGENTS_DNS" "$RW_NODE_LINK" "$AGENTS_DNS" >"$RW_WORK/hosts"
+# shellcheck disable=SC2016 # expanded by the inner shell
+rw_bg "$RW_WORK/view-dns.log" unshare --mount --propagation private -- \
+	sh -c 'mount --bind "$1" /etc/hosts && shift && exec "$@"' sh "$RW_WORK/hosts" \
+	nsenter "--net=/run/netns/$RW_NODE" -- "$RW_RUNWALL" view --agents-dns "$AGENTS_DNS:9100" \
+	--dns-refresh 1 --token-file "$RW_WORK/token" --listen 127.0.0.1:9181
+VIEW_DNS_PID=$RW_LAST_PID
+check "dns: /readyz 200 once every agent the name gives is connected" vcq wait-ready "$VIEW_DNS/readyz" --timeout 10
+vc wait-agents "$VIEW_DNS" --want node-a:up,node-b:up --dns 2
+# (node-b restarted above: what it has in memory is from then on.)
+vc merged "$VIEW_DNS" --nodes node-a,node-b \
+	--want "{\"node\": \"node-b\", \"run\": \"$C_RUN\", \"dport\": 9443}" \
+	--want "{\"node\": \"node-a\", \"run\": \"$A_RUN\", \"reason\": \"not-allowlisted\", \"dport\": 8443}"
+check "dns: the machine's /etc/hosts does not have the name" bash -c "! grep -q '$AGENTS_DNS' /etc/hosts"
+# A third agent (a new node): once the name gives its address too, the view follows it.
+rw_bg "$RW_WORK/agent3.log" nsenter "--net=/run/netns/$RW_NODE" -- "$RW_RUNWALL" --bpffs "$BPFFS3" \
+	--socket "$SOCK3" agent --ifprefix dnsd --policy "$RW_WORK/policy3.json" \
+	--listen 127.0.0.2:9100 --http-token-file "$RW_WORK/token" --node node-d
+AGENT3_PID=$RW_LAST_PID
+check "third agent: /readyz 200 on 127.0.0.2:9100" vcq wait-ready "$API3/readyz" --timeout 10
+echo "127.0.0.2 $AGENTS_DNS" >>"$RW_WORK/hosts"
+vc wait-agents "$VIEW_DNS" --want node-a:up,node-b:up,node-d:up --dns 3 --what "dns: a third address"
+since=$(http_get "$VIEW_DNS/api/events" | tail -n +2 | jq .cursor)
+attempt d tcp 169.254.169.254 80
+check "dns: the third agent's refusals arrive, tagged node-d" \
+	vcq wait-event "$VIEW_DNS" --since "$since" --timeout 10 --want "{\"node\": \"node-d\", \"run\": \"$D_RUN\", \"reason\": \"metadata\"}"
+# Stopped, it is down (its address still in the name: the view keeps trying it)...
+kill "$AGENT3_PID"
+wait "$AGENT3_PID" 2>/dev/null || true
+vc wait-agents "$VIEW_DNS" --want node-a:up,node-b:up,node-d:down --dns 3 --what "dns: an agent stopped"
+check "dns: not ready while an agent is down" bash -c "nsenter --net=/run/netns/$RW_NODE $RW_PY $VC get $VIEW_DNS/readyz | sed -n 1p | grep -qx 503"
+# ... and once the name no longer gives its address, dropped.
+# Commented out with a one-byte write: rewriting the file would truncate it first, and a
+# resolution at that moment would not find the name there and ask DNS, which this node's
+# namespace cannot reach (the view keeps its agents through a resolver failure, the time it
+# takes is the resolver's timeout).
+off=$(grep -bo '^127\.0\.0\.2 ' "$RW_WORK/hosts" | cut -d: -f1)
+printf '#' | dd of="$RW_WORK/hosts" bs=1 seek="$off" conv=notrunc status=none
+vc wait-agents "$VIEW_DNS" --want node-a:up,node-b:up --dns 2 --what "dns: an address gone from the name"
+check "dns: the view said so" grep -q "agent http://127.0.0.2:9100 (node-d) is gone from $AGENTS_DNS: dropped" "$RW_WORK/view-dns.log"
+check "dns: ready again" vcq wait-ready "$VIEW_DNS/readyz" --timeout 5
+kill "$VIEW_DNS_PID"
+wait "$VIEW_DNS_PID" 2>/dev/null || true
+rm -rf "$BPFFS3" "$SOCK3"
 
 # ---- the browser -------------------------------------------------------------------------------
 
@@ -409,7 +538,9 @@ vc browser "$API" --screenshot "$SCREENSHOT" --profile "$RW_WORK/chromium" \
 	--row "$B_RUN,private-destination,10.0.5.5" \
 	--edge "$A_RUN,$INET,not-allowlisted,#c0392b" --edge "$A_RUN,169.254.169.254,metadata,#c0392b" \
 	--edge "$B_RUN,$INET,allowed,#1e8449" \
-	--restart "$RW_WORK/restart.sh"
+	--restart "$RW_WORK/restart.sh" \
+	--token-base "$API2" --token "$TOKEN" --token-trigger "$(attempt_cmd c tcp 169.254.169.254 80)" \
+	--token-row "$C_RUN,metadata,169.254.169.254"
 RW_AGENT_PID=$(cat "$RW_WORK/agent.pid")
 kill "$TRAFFIC_PID" 2>/dev/null || true
 wait "$TRAFFIC_PID" 2>/dev/null || true

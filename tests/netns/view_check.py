@@ -245,7 +245,7 @@ def cmd_metrics(a):
 class SSE:
     """A minimal EventSource: connect, read events with their ids."""
 
-    def __init__(self, url, last_id=None, token=None):
+    def __init__(self, url, last_id=None, token=None, cookie=None):
         host, port, path = split(url)
         self.s = socket.create_connection((host, port), timeout=10 * SCALE)
         hdr = f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept: text/event-stream\r\n"
@@ -253,6 +253,8 @@ class SSE:
             hdr += f"Last-Event-ID: {last_id}\r\n"
         if token:
             hdr += f"Authorization: Bearer {token}\r\n"
+        if cookie:
+            hdr += f"Cookie: runwall_token={cookie}\r\n"
         self.s.sendall((hdr + "\r\n").encode())
         self.buf = b""
         head = self._until(b"\r\n\r\n")
@@ -439,7 +441,8 @@ def cmd_bad(a):
 
 
 def cmd_token(a):
-    for path in ("/api/status", "/metrics", "/api/events", "/"):
+    from urllib.parse import quote
+    for path in ("/api/status", "/metrics", "/api/events", "/api/graph", "/api/requests"):
         st, _, hdr = http(a.base + path)
         check(st == 401 and "Bearer" in hdr.get("WWW-Authenticate", ""),
               f"token: {path} without a token -> 401", f"got {st}")
@@ -449,6 +452,27 @@ def cmd_token(a):
         check(st == 401, f"token: {path} with a prefix of the token -> 401", f"got {st}")
         st, _, _ = http(a.base + path, a.token)
         check(st == 200, f"token: {path} with the token -> 200", f"got {st}")
+    # The page's cookie (what an EventSource sends): the same token, percent-encoded.
+    cookie = lambda v: {"Cookie": f"theme=dark; runwall_token={v}"}
+    for what, value, want in (("a wrong", "wrong-" + a.token, 401), ("a prefix of the", a.token[:-1], 401),
+                              ("an undecodable", a.token[:-2] + "%z", 401), ("the", a.token, 200),
+                              ("the percent-encoded", quote(a.token, safe=""), 200)):
+        st, _, _ = http(a.base + "/api/status", headers=cookie(value))
+        check(st == want, f"token: /api/status with {what} token in the cookie -> {want}", f"got {st}")
+    st, _, _ = http(a.base + "/api/status", headers={"Cookie": f"other_token={a.token}"})
+    check(st == 401, "token: the token in another cookie's name -> 401", f"got {st}")
+    st, _, _ = http(a.base + "/api/status?token=" + quote(a.token, safe=""))
+    check(st in (400, 401), "token: never taken from the URL (?token= -> 4xx)", f"got {st}")
+    s = SSE(a.base + "/api/events/stream", cookie=a.token)
+    check(s.status == 200, "token: the SSE stream with the cookie -> 200", f"got {s.status}")
+    s.close()
+    s = SSE(a.base + "/api/events/stream", cookie="wrong-" + a.token)
+    check(s.status == 401, "token: the SSE stream with a wrong cookie -> 401", f"got {s.status}")
+    s.close()
+    # The page itself holds no data: it loads without the token, to ask for it.
+    st, body, _ = http(a.base + "/")
+    check(st == 200 and "<title>runwall: live traffic</title>" in body and '"id":' not in body,
+          "token: / (the page, no data in it) loads without the token", f"got {st}")
     st, _, _ = http(a.base + "/healthz")
     check(st == 200, "token: /healthz answers without it (probes)", f"got {st}")
     return 0
@@ -545,6 +569,31 @@ def cmd_wait_event(a):
     return 1
 
 
+def cmd_wait_agents(a):
+    """Until the view's /api/status lists exactly the agents --want (node:up or node:down) and,
+    with --dns N, its --agents-dns name holds N addresses."""
+    want = sorted(a.want.split(","))
+    end = time.time() + a.timeout * SCALE
+    got, dns = [], []
+    while True:
+        try:
+            st = get_json(f"{a.base}/api/status")
+            got = sorted(f"{x['node']}:{'up' if x['connected'] else 'down'}" for x in st["agents"])
+            dns = [d["addresses"] for d in st.get("dns", [])]
+            if got == want and (a.dns is None or dns == [a.dns]):
+                break
+        except (OSError, RuntimeError, KeyError, ValueError):
+            pass
+        if time.time() > end:
+            break
+        time.sleep(0.2)
+    check(got == want and (a.dns is None or dns == [a.dns]),
+          f"{a.what}: the view follows exactly {', '.join(want)}" +
+          (f" ({a.dns} addresses)" if a.dns is not None else ""),
+          f"got {got}, dns addresses {dns if got else '?'}")
+    return 0
+
+
 # ---- the browser ----
 
 def cmd_browser(a):
@@ -559,6 +608,9 @@ def cmd_browser(a):
               "--disable-background-networking", "--disable-component-update", "--disable-sync",
               "--disable-dev-shm-usage", f"--user-data-dir={a.profile}", "--window-size=1500,900"):
         opts.add_argument(f)
+    # A prompt stays open until the test answers it (the default would dismiss it at the next
+    # command).
+    opts.set_capability("unhandledPromptBehavior", "ignore")
     # Chromium and its driver start slowly on a loaded machine: generous timeouts, one retry.
     drv = None
     for attempt in (1, 2):
@@ -661,6 +713,8 @@ def cmd_browser(a):
                 subprocess.run(a.trigger, shell=True, check=False, capture_output=True)
                 ok = wait(lambda: live() and top_id() != top, 20)
             check(bool(ok), "browser: after an agent restart the page reconnects and new events show")
+        if a.token_base:
+            browser_token(a, drv, wait, live, table)
     except Exception as e:
         msg = str(e).splitlines()[0] if str(e) else ""
         out("FAIL", "browser: the test ran to its end", f"{type(e).__name__}: {msg}")
@@ -671,6 +725,58 @@ def cmd_browser(a):
     finally:
         drv.quit()
     return 0
+
+
+def browser_token(a, drv, wait, live, table):
+    """The page of an agent that requires a token: it asks for it on the first 401, keeps it
+    in a cookie, and the API and the stream work with it."""
+    from selenium.common.exceptions import NoAlertPresentException, WebDriverException
+    from urllib.parse import quote
+
+    def alert(secs):
+        end = time.time() + secs * SCALE
+        while time.time() < end:
+            try:
+                al = drv.switch_to.alert
+                al.text  # raises until one is open
+                return al
+            except (NoAlertPresentException, WebDriverException):
+                time.sleep(0.1)
+        return None
+
+    drv.delete_all_cookies()
+    try:
+        drv.get(a.token_base + "/")
+    except WebDriverException:
+        pass  # the prompt may open before the load ends
+    al = alert(30)
+    check(al is not None, "browser (token): the page loads without the token and a 401 asks for it")
+    if al is None:
+        return
+    al.send_keys("wrong-" + a.token)
+    al.accept()
+    al = alert(20)
+    check(al is not None and "refused" in al.text, "browser (token): a wrong token is refused and asked for again",
+          "no second prompt" if al is None else al.text)
+    if al is None:
+        return
+    al.send_keys(a.token)
+    al.accept()
+    check(wait(live, 30), "browser (token): with the right token the page is live (the stream sends the cookie)")
+    if a.token_trigger:
+        subprocess.run(a.token_trigger, shell=True, check=False, capture_output=True)
+    for spec in a.token_row:
+        run, reason, dst = spec.split(",")
+        r = wait(lambda: [t for t in table() if t["run"] == run and t["reason"] == reason and dst in t["dst"]], 20)
+        check(bool(r), f"browser (token): the table shows {run} refused {reason} to {dst}", f"{len(table())} rows")
+    c = drv.get_cookie("runwall_token")
+    check(c is not None and c["value"] == quote(a.token, safe="") and c.get("sameSite") == "Strict" and
+          c.get("path") == "/", "browser (token): kept in a cookie runwall_token, SameSite=Strict, Path=/",
+          json.dumps(c))
+    check(a.token not in drv.current_url and quote(a.token, safe="") not in drv.current_url,
+          "browser (token): never in the URL", drv.current_url)
+    drv.refresh()
+    check(alert(2) is None and wait(live, 30), "browser (token): a reload is live again without asking")
 
 
 def main():
@@ -695,10 +801,15 @@ def main():
     s.add_argument("--want", action="append")
     s = sub.add_parser("wait-event"); s.add_argument("base"); s.add_argument("--want", required=True)
     s.add_argument("--since", default="0"); s.add_argument("--timeout", type=float, default=5)
+    s = sub.add_parser("wait-agents"); s.add_argument("base"); s.add_argument("--want", required=True)
+    s.add_argument("--dns", type=int); s.add_argument("--timeout", type=float, default=10)
+    s.add_argument("--what", default="dns")
     s = sub.add_parser("browser"); s.add_argument("base"); s.add_argument("--screenshot", required=True)
     s.add_argument("--profile", required=True); s.add_argument("--trigger", required=True)
     s.add_argument("--row", action="append", default=[]); s.add_argument("--edge", action="append", default=[])
     s.add_argument("--restart")
+    s.add_argument("--token-base"); s.add_argument("--token")
+    s.add_argument("--token-trigger"); s.add_argument("--token-row", action="append", default=[])
     a = p.parse_args()
     fn = globals()["cmd_" + a.cmd.replace("-", "_")]
     return fn(a) or 0

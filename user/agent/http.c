@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* http.c: the HTTP API and page over libmicrohttpd (replaces health.c: /healthz and /readyz
- * answer as they did). Read-only: GET and HEAD only. Loopback unless a bearer token is
- * configured. One thread per connection, a connection limit, a request-size limit (MHD's
+ * answer as they did). Read-only: GET and HEAD only. Loopback unless a token is configured
+ * (sent as a bearer token, or by the page as a cookie). One thread per connection, a connection limit, a request-size limit (MHD's
  * memory pool: a bigger request line or header gets 414/431 from MHD itself) and a timeout:
  * a client that never reads blocks its own thread only, until the timeout closes it.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -537,23 +538,61 @@ static enum MHD_Result answer_stream(struct rw_http *h, struct MHD_Connection *c
 
 /* ---- routing ---- */
 
+/* Whether GOT (LEN bytes) is the token, in time that depends on the token's length only. */
+static bool token_eq(const struct rw_http *h, const char *got, size_t len)
+{
+	size_t want = strlen(h->token);
+	unsigned char diff = 0;
+
+	for (size_t i = 0; i < want; i++)
+		diff |= (unsigned char)h->token[i] ^ (unsigned char)(i < len ? got[i] : 0);
+	return diff == 0 && len == want;
+}
+
+/* A cookie value percent-decoded (the page stores it with encodeURIComponent) into OUT;
+ * its length, or -1 when it is malformed or too long.
+ */
+static ssize_t cookie_decode(const char *in, char *out, size_t cap)
+{
+	size_t n = 0;
+
+	for (; *in; in++) {
+		unsigned int hex;
+
+		if (n + 1 >= cap)
+			return -1;
+		if (*in != '%') {
+			out[n++] = *in;
+			continue;
+		}
+		if (sscanf(in + 1, "%2x", &hex) != 1 || !isxdigit((unsigned char)in[1]) ||
+		    !isxdigit((unsigned char)in[2]))
+			return -1;
+		out[n++] = (char)hex;
+		in += 2;
+	}
+	out[n] = '\0';
+	return (ssize_t)n;
+}
+
+/* The token as `Authorization: Bearer TOKEN`, or as the cookie the page sets (an EventSource
+ * cannot send headers; the token never goes in the URL, where logs and history keep it).
+ */
 static bool token_ok(const struct rw_http *h, struct MHD_Connection *c)
 {
 	const char *auth =
 		MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-	size_t want = strlen(h->token), got;
-	unsigned char diff = 0;
+	const char *cookie = MHD_lookup_connection_value(c, MHD_COOKIE_KIND, RW_HTTP_COOKIE);
+	char buf[TOKEN_MAX];
+	ssize_t n;
 
 	if (!h->token[0])
 		return true;
-	if (!auth || strncmp(auth, "Bearer ", 7))
+	if (auth && !strncmp(auth, "Bearer ", 7) && token_eq(h, auth + 7, strlen(auth + 7)))
+		return true;
+	if (!cookie || (n = cookie_decode(cookie, buf, sizeof(buf))) < 0)
 		return false;
-	auth += 7;
-	got = strlen(auth);
-	/* Compare in constant time for a given length. */
-	for (size_t i = 0; i < want; i++)
-		diff |= (unsigned char)h->token[i] ^ (unsigned char)(i < got ? auth[i] : 0);
-	return diff == 0 && got == want;
+	return token_eq(h, buf, (size_t)n);
 }
 
 static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *url,
@@ -581,13 +620,18 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
 		return send_text(c, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
 				 "text/plain", body, strlen(body), MHD_RESPMEM_MUST_COPY);
 	}
-	if (!token_ok(h, c))
-		return send_json_error(c, MHD_HTTP_UNAUTHORIZED,
-				       "missing or wrong bearer token (Authorization: Bearer ...)");
+	/* The page holds no data (it fetches /api/... with the token): it loads without one, so
+	 * that it can ask for it.
+	 */
 	if (!strcmp(url, "/") || !strcmp(url, "/index.html"))
 		return send_text(c, MHD_HTTP_OK, "text/html; charset=utf-8",
 				 (const char *)rw_view_page, rw_view_page_len,
 				 MHD_RESPMEM_PERSISTENT);
+	if (!token_ok(h, c))
+		return send_json_error(
+			c, MHD_HTTP_UNAUTHORIZED,
+			"missing or wrong token (Authorization: Bearer TOKEN, or the "
+			"page's " RW_HTTP_COOKIE " cookie)");
 	if (!strcmp(url, "/metrics") || !strcmp(url, "/api/requests")) {
 		bool metrics = url[1] == 'm';
 		char *(*fn)(void *) = metrics ? h->ops.metrics : h->ops.requests;

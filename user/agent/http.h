@@ -42,6 +42,11 @@ struct rw_http_ops {
 	void *data;
 };
 
+/* The cookie the page keeps the token in (SameSite=Strict, Path=/), percent-encoded: the
+ * server takes it as it takes `Authorization: Bearer`.
+ */
+#define RW_HTTP_COOKIE "runwall_token"
+
 struct rw_http_opts {
 	const char *listen;	      /* "ADDR:PORT", ":PORT" or "PORT" (loopback) */
 	const char *token_file;	      /* required for any address but loopback */

@@ -1,11 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* cli_view.c: `runwall view --agent URL [--agent URL ...]`: the page and API of several agents,
- * merged. One thread per agent follows its /api/events/stream with libcurl (resuming with
- * Last-Event-ID, reconnecting after a restart) and tags each event with the agent's node; the
- * merged events feed the same HTTP server as the agent's own.
+/* cli_view.c: `runwall view`: the page and API of several agents, merged. The agents are given
+ * as URLs (--agent) or as a DNS name (--agents-dns NAME:PORT: every address it resolves to is
+ * one agent, as a headless Service gives one per pod; the name is resolved again every
+ * --dns-refresh seconds, new agents followed, those gone dropped). One thread per agent follows
+ * its /api/events/stream with libcurl (resuming with Last-Event-ID, reconnecting after a
+ * restart) and tags each event with the agent's node; the merged events feed the same HTTP
+ * server as the agent's own.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,12 +25,17 @@
 #include "http.h"
 #include "log.h"
 
-#define MAX_AGENTS    64
-#define RECONNECT_MS  1000
-#define SSE_MAX_EVENT (256 * 1024)
+#define MAX_AGENTS	    256
+#define MAX_DNS		    8
+#define DNS_REFRESH_DEFAULT 10
+#define RECONNECT_MS	    1000
+#define SSE_MAX_EVENT	    (256 * 1024)
 
 struct upstream {
 	struct view *v;
+	bool used;		/* the slot holds an agent (under v->lock) */
+	volatile int stop;	/* this one only: its address is gone from DNS */
+	int dns;		/* the --agents-dns it came from, -1 for --agent */
 	char url[512];		/* base URL, no trailing slash */
 	char node[RW_NODE_LEN]; /* the agent's node (its status), else host:port */
 	pthread_t thread;
@@ -42,10 +52,19 @@ struct upstream {
 	json_t *status;
 };
 
+/* A name whose every address is an agent. */
+struct dns_source {
+	char name[256], port[8];
+	unsigned int addresses; /* what the last answer held */
+	char last_error[200];	/* of the last resolution, "" when it worked */
+};
+
 struct view {
 	struct rw_feed feed;
 	struct upstream up[MAX_AGENTS];
-	size_t n_up;
+	size_t n_up; /* slots ever used: up[0..n_up), some of them free again */
+	struct dns_source dns[MAX_DNS];
+	size_t n_dns;
 	char auth[600]; /* "Authorization: Bearer ..." or "" */
 	pthread_mutex_t lock;
 	volatile int stop;
@@ -199,11 +218,14 @@ static size_t sse_write(char *p, size_t size, size_t n, void *data)
 	return total;
 }
 
+static bool stopping(const struct upstream *u)
+{
+	return u->v->stop || u->stop;
+}
+
 static int stop_check(void *data, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
 {
-	struct upstream *u = data;
-
-	return u->v->stop;
+	return stopping(data);
 }
 
 static void set_state(struct upstream *u, bool connected, const char *err)
@@ -232,7 +254,7 @@ static void *follow(void *data)
 	struct upstream *u = data;
 	struct view *v = u->v;
 
-	while (!v->stop) {
+	while (!stopping(u)) {
 		struct curl_slist *hdr = NULL;
 		char url[700], err[300] = "", idh[64];
 		json_t *st = get_json(v, u->url, "/api/status", err, sizeof(err));
@@ -285,18 +307,153 @@ static void *follow(void *data)
 		curl_slist_free_all(hdr);
 		curl_easy_cleanup(c);
 		set_state(u, false, err);
-		if (!v->stop)
+		if (!stopping(u))
 			rw_warn("%s: %s; reconnecting", u->node, err);
-		for (int i = 0; i < RECONNECT_MS / 100 && !v->stop; i++)
+		for (int i = 0; i < RECONNECT_MS / 100 && !stopping(u); i++)
 			nanosleep(&(struct timespec){0, 100000000L}, NULL);
 	}
 	return NULL;
 }
 
+/* ---- the agents: a fixed --agent list, and every address of each --agents-dns name ---- */
+
+/* Start following URL in a free slot. 0, or -ENOSPC / -ENOMEM / the thread's error. */
+static int agent_add(struct view *v, const char *url, int dns)
+{
+	struct upstream *u = NULL;
+	int err;
+
+	pthread_mutex_lock(&v->lock);
+	for (size_t i = 0; i < MAX_AGENTS && !u; i++)
+		if (!v->up[i].used)
+			u = &v->up[i];
+	if (u) {
+		json_decref(u->status);
+		memset(u, 0, sizeof(*u));
+		u->v = v;
+		u->dns = dns;
+		u->used = true;
+		snprintf(u->url, sizeof(u->url), "%s", url);
+		snprintf(u->node, sizeof(u->node), "%s", strstr(u->url, "://") + 3);
+		if ((size_t)(u - v->up) >= v->n_up)
+			v->n_up = (size_t)(u - v->up) + 1;
+	}
+	pthread_mutex_unlock(&v->lock);
+	if (!u)
+		return -ENOSPC;
+	u->pending = malloc(SSE_MAX_EVENT);
+	u->data = malloc(SSE_MAX_EVENT + 1);
+	err = !u->pending || !u->data ? ENOMEM : pthread_create(&u->thread, NULL, follow, u);
+	if (!err)
+		return 0;
+	free(u->pending);
+	free(u->data);
+	pthread_mutex_lock(&v->lock);
+	u->used = false;
+	pthread_mutex_unlock(&v->lock);
+	return -err;
+}
+
+/* Stop following an agent and free its slot (its events stay in the feed). */
+static void agent_drop(struct upstream *u)
+{
+	struct view *v = u->v;
+
+	u->stop = 1;
+	pthread_join(u->thread, NULL); /* within a request's timeout: transfers check `stop` */
+	free(u->pending);
+	free(u->data);
+	pthread_mutex_lock(&v->lock);
+	u->used = false;
+	u->pending = u->data = NULL;
+	json_decref(u->status);
+	u->status = NULL;
+	pthread_mutex_unlock(&v->lock);
+}
+
+/* Resolve one name and follow exactly its addresses: new ones added, those gone dropped. A
+ * name that resolves to nothing (NXDOMAIN, no address: a headless Service without pods) has no
+ * agents; any other failure (the resolver down) keeps the agents as they are.
+ */
+static void dns_refresh(struct view *v, int k)
+{
+	struct dns_source *d = &v->dns[k];
+	struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
+	char(*urls)[64] = NULL;
+	size_t n = 0;
+	int rc;
+
+	rc = getaddrinfo(d->name, d->port, &hints, &res);
+	if (rc && rc != EAI_NONAME && rc != EAI_NODATA) {
+		const char *why = rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc);
+
+		pthread_mutex_lock(&v->lock);
+		snprintf(d->last_error, sizeof(d->last_error), "%s", why);
+		pthread_mutex_unlock(&v->lock);
+		rw_warn("view: --agents-dns %s: %s; keeping its %u agents", d->name,
+			gai_strerror(rc), d->addresses);
+		return;
+	}
+	urls = calloc(MAX_AGENTS, sizeof(*urls));
+	if (!urls) {
+		freeaddrinfo(res);
+		return;
+	}
+	for (struct addrinfo *ai = rc ? NULL : res; ai && n < MAX_AGENTS; ai = ai->ai_next) {
+		const struct sockaddr_in *sa = (const struct sockaddr_in *)ai->ai_addr;
+		char ip[INET_ADDRSTRLEN], url[64];
+		bool dup = false;
+
+		inet_ntop(AF_INET, &sa->sin_addr, ip, sizeof(ip));
+		snprintf(url, sizeof(url), "http://%s:%u", ip, ntohs(sa->sin_port));
+		for (size_t i = 0; i < n && !dup; i++)
+			dup = !strcmp(urls[i], url);
+		if (!dup)
+			snprintf(urls[n++], sizeof(urls[0]), "%s", url);
+	}
+	freeaddrinfo(res);
+	/* Gone: a slot of this name whose address is not in the answer. */
+	for (size_t i = 0; i < v->n_up; i++) {
+		struct upstream *u = &v->up[i];
+		bool keep = false;
+
+		if (!u->used || u->dns != k)
+			continue;
+		for (size_t j = 0; j < n && !keep; j++)
+			keep = !strcmp(urls[j], u->url);
+		if (!keep) {
+			rw_info("view: agent %s (%s) is gone from %s: dropped", u->url, u->node,
+				d->name);
+			agent_drop(u);
+		}
+	}
+	/* New: an address no slot follows yet (an --agent of the same URL counts). */
+	for (size_t j = 0; j < n; j++) {
+		bool known = false;
+
+		for (size_t i = 0; i < v->n_up && !known; i++)
+			known = v->up[i].used && !strcmp(v->up[i].url, urls[j]);
+		if (known)
+			continue;
+		rc = agent_add(v, urls[j], k);
+		if (rc)
+			rw_warn("view: agent %s from %s: cannot follow it: %s", urls[j], d->name,
+				strerror(-rc));
+		else
+			rw_info("view: agent %s found by %s", urls[j], d->name);
+	}
+	pthread_mutex_lock(&v->lock);
+	d->addresses = (unsigned int)n;
+	d->last_error[0] = '\0';
+	pthread_mutex_unlock(&v->lock);
+	free(urls);
+}
+
 static void publish_status(struct view *v)
 {
-	json_t *agents = json_array(), *o;
-	bool all = v->n_up > 0;
+	json_t *agents = json_array(), *dns = json_array(), *o;
+	size_t n = 0;
+	bool all = true;
 	char *text;
 
 	pthread_mutex_lock(&v->lock);
@@ -304,18 +461,29 @@ static void publish_status(struct view *v)
 		struct upstream *u = &v->up[i];
 		json_t *st = u->status;
 
+		if (!u->used)
+			continue;
+		n++;
 		all &= u->connected;
 		json_array_append_new(
-			agents,
-			json_pack("{s:s, s:s, s:b, s:I, s:I, s:s?, s:O?, s:O?}", "url", u->url,
-				  "node", u->node, "connected", u->connected, "events",
-				  (json_int_t)u->events, "connects", (json_int_t)u->connects,
-				  "last_error", u->last_error[0] ? u->last_error : NULL, "ready",
-				  st ? json_object_get(st, "ready") : NULL, "revision",
-				  st ? json_object_get(st, "revision") : NULL));
+			agents, json_pack("{s:s, s:s, s:s, s:b, s:I, s:I, s:s?, s:O?, s:O?}", "url",
+					  u->url, "node", u->node, "source",
+					  u->dns < 0 ? "--agent" : v->dns[u->dns].name, "connected",
+					  u->connected, "events", (json_int_t)u->events, "connects",
+					  (json_int_t)u->connects, "last_error",
+					  u->last_error[0] ? u->last_error : NULL, "ready",
+					  st ? json_object_get(st, "ready") : NULL, "revision",
+					  st ? json_object_get(st, "revision") : NULL));
 	}
+	for (size_t i = 0; i < v->n_dns; i++)
+		json_array_append_new(
+			dns, json_pack("{s:s, s:s, s:i, s:s?}", "name", v->dns[i].name, "port",
+				       v->dns[i].port, "addresses", (int)v->dns[i].addresses,
+				       "last_error",
+				       v->dns[i].last_error[0] ? v->dns[i].last_error : NULL));
 	pthread_mutex_unlock(&v->lock);
-	o = json_pack("{s:b, s:b, s:o}", "ok", 1, "view", 1, "agents", agents);
+	all &= n > 0;
+	o = json_pack("{s:b, s:b, s:o, s:o}", "ok", 1, "view", 1, "agents", agents, "dns", dns);
 	text = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
 	if (text)
@@ -328,16 +496,33 @@ static char *merged_requests(void *data)
 {
 	struct view *v = data;
 	json_t *list = json_array(), *o;
+	struct {
+		char url[512], node[RW_NODE_LEN];
+	} * agents;
+	size_t n = 0;
 	char *text;
 
+	/* The agents of now (slots come and go with DNS), then one request each, unlocked. */
+	agents = calloc(MAX_AGENTS, sizeof(*agents));
+	if (!agents) {
+		json_decref(list);
+		return NULL;
+	}
+	pthread_mutex_lock(&v->lock);
 	for (size_t i = 0; i < v->n_up; i++) {
-		char err[300], node[RW_NODE_LEN];
-		json_t *r = get_json(v, v->up[i].url, "/api/requests", err, sizeof(err)), *item;
+		if (!v->up[i].used)
+			continue;
+		snprintf(agents[n].url, sizeof(agents[n].url), "%s", v->up[i].url);
+		snprintf(agents[n].node, sizeof(agents[n].node), "%s", v->up[i].node);
+		n++;
+	}
+	pthread_mutex_unlock(&v->lock);
+	for (size_t i = 0; i < n; i++) {
+		char err[300];
+		const char *node = agents[i].node;
+		json_t *r = get_json(v, agents[i].url, "/api/requests", err, sizeof(err)), *item;
 		size_t k;
 
-		pthread_mutex_lock(&v->lock);
-		snprintf(node, sizeof(node), "%s", v->up[i].node);
-		pthread_mutex_unlock(&v->lock);
 		json_array_foreach(json_object_get(r, "requests"), k, item)
 		{
 			if (!json_string_length(json_object_get(item, "node")))
@@ -346,6 +531,7 @@ static char *merged_requests(void *data)
 		}
 		json_decref(r);
 	}
+	free(agents);
 	o = json_pack("{s:b, s:o}", "ok", 1, "requests", list);
 	text = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
@@ -354,14 +540,61 @@ static char *merged_requests(void *data)
 
 static const char view_options[] =
 	"  --agent URL             an agent's --listen address (http://10.0.1.5:9100); repeat it\n"
+	"  --agents-dns NAME:PORT  every IPv4 address NAME resolves to is an agent on PORT (a\n"
+	"                          headless Service: one per pod); repeat it for several names\n"
+	"  --dns-refresh SECONDS   resolve the --agents-dns names again this often: new agents\n"
+	"                          are followed, those gone dropped (default 10)\n"
 	"  --token-file FILE       bearer token the agents require\n"
 	"  --listen ADDR:PORT      where to serve the merged page and API (default 127.0.0.1:9180)\n"
-	"  --http-token-file FILE  bearer token this view requires (needed off loopback)\n"
+	"  --http-token-file FILE  token this view requires (needed off loopback): a bearer token,\n"
+	"                          or the cookie the page stores when it asks for it\n"
 	"  --events N              merged events kept in memory (default 10000)\n";
+
+/* --agent URL: checked and kept for the start. */
+static int add_static(const char *arg, char (*urls)[512], size_t *n)
+{
+	size_t len = strlen(arg);
+
+	if (*n == MAX_AGENTS)
+		return rw_fail(RW_EXIT_USAGE, "view: at most %d --agent", MAX_AGENTS);
+	if ((strncmp(arg, "http://", 7) && strncmp(arg, "https://", 8)) || len >= 512 || len < 8)
+		return rw_fail(RW_EXIT_USAGE, "view: --agent '%s': expected http://HOST:PORT", arg);
+	snprintf(urls[*n], 512, "%s", arg);
+	while (len && urls[*n][len - 1] == '/')
+		urls[*n][--len] = '\0';
+	(*n)++;
+	return 0;
+}
+
+/* --agents-dns NAME:PORT. */
+static int add_dns(struct view *v, const char *arg)
+{
+	const char *colon = strrchr(arg, ':');
+	struct dns_source *d;
+	char *end;
+	unsigned long port;
+
+	if (v->n_dns == MAX_DNS)
+		return rw_fail(RW_EXIT_USAGE, "view: at most %d --agents-dns", MAX_DNS);
+	errno = 0;
+	port = colon ? strtoul(colon + 1, &end, 10) : 0;
+	if (!colon || colon == arg || (size_t)(colon - arg) >= sizeof(d->name) || !colon[1] ||
+	    *end || errno || !port || port > 65535 || strchr(arg, '/'))
+		return rw_fail(RW_EXIT_USAGE,
+			       "view: --agents-dns '%s': expected NAME:PORT "
+			       "(runwall-agent.runwall-system.svc.cluster.local:9750)",
+			       arg);
+	d = &v->dns[v->n_dns++];
+	snprintf(d->name, sizeof(d->name), "%.*s", (int)(colon - arg), arg);
+	snprintf(d->port, sizeof(d->port), "%lu", port);
+	return 0;
+}
 
 static int cmd_view(int argc, char **argv)
 {
 	static const struct option opts[] = {{"agent", required_argument, NULL, 'a'},
+					     {"agents-dns", required_argument, NULL, 'd'},
+					     {"dns-refresh", required_argument, NULL, 'r'},
 					     {"token-file", required_argument, NULL, 't'},
 					     {"listen", required_argument, NULL, 'l'},
 					     {"http-token-file", required_argument, NULL, 'T'},
@@ -373,41 +606,38 @@ static int cmd_view(int argc, char **argv)
 	const char *token_file = NULL;
 	struct rw_http *http = NULL;
 	struct view *v;
-	long events = RW_EVSTORE_DEFAULT;
-	char err[400];
+	char(*urls)[512] = NULL;
+	size_t n_urls = 0;
+	long events = RW_EVSTORE_DEFAULT, refresh = DNS_REFRESH_DEFAULT, since_dns = 0;
+	char err[400], *end;
 	bool usage;
 	sigset_t mask;
 	int c, ret = RW_EXIT_REFUSED;
 
 	v = calloc(1, sizeof(*v));
-	if (!v)
+	urls = calloc(MAX_AGENTS, sizeof(*urls));
+	if (!v || !urls) {
+		free(v);
+		free(urls);
 		return rw_fail(RW_EXIT_REFUSED, "view: out of memory");
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	}
+	ret = RW_EXIT_OK;
+	while (!ret && (c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
-		case 'a': {
-			struct upstream *u;
-			size_t len = strlen(optarg);
-
-			if (v->n_up == MAX_AGENTS) {
-				free(v);
-				return rw_fail(RW_EXIT_USAGE, "view: at most %d --agent",
-					       MAX_AGENTS);
-			}
-			if ((strncmp(optarg, "http://", 7) && strncmp(optarg, "https://", 8)) ||
-			    len >= sizeof(u->url) || len < 8) {
-				free(v);
-				return rw_fail(RW_EXIT_USAGE,
-					       "view: --agent '%s': expected "
-					       "http://HOST:PORT",
-					       optarg);
-			}
-			u = &v->up[v->n_up++];
-			snprintf(u->url, sizeof(u->url), "%s", optarg);
-			while (len && u->url[len - 1] == '/')
-				u->url[--len] = '\0';
-			snprintf(u->node, sizeof(u->node), "%s", strstr(u->url, "://") + 3);
+		case 'a':
+			ret = add_static(optarg, urls, &n_urls);
 			break;
-		}
+		case 'd':
+			ret = add_dns(v, optarg);
+			break;
+		case 'r':
+			errno = 0;
+			refresh = strtol(optarg, &end, 10);
+			if (!*optarg || *end || errno || refresh < 1 || refresh > 3600)
+				ret = rw_fail(RW_EXIT_USAGE,
+					      "view: --dns-refresh '%s': expected 1-3600 seconds",
+					      optarg);
+			break;
 		case 't':
 			token_file = optarg;
 			break;
@@ -419,29 +649,31 @@ static int cmd_view(int argc, char **argv)
 			break;
 		case 'e':
 			events = strtol(optarg, NULL, 10);
-			if (events < 1 || events > RW_EVSTORE_MAX) {
-				free(v);
-				return rw_fail(RW_EXIT_USAGE, "view: --events '%s': expected 1-%d",
-					       optarg, RW_EVSTORE_MAX);
-			}
+			if (events < 1 || events > RW_EVSTORE_MAX)
+				ret = rw_fail(RW_EXIT_USAGE, "view: --events '%s': expected 1-%d",
+					      optarg, RW_EVSTORE_MAX);
 			break;
 		case 'h':
 			rw_cmd_help(&rw_cmd_view, stdout);
 			free(v);
+			free(urls);
 			return RW_EXIT_OK;
 		default:
-			free(v);
-			return rw_cmd_usage_error(&rw_cmd_view, "bad option '%s'",
-						  argv[optind - 1]);
+			ret = rw_cmd_usage_error(&rw_cmd_view, "bad option '%s'", argv[optind - 1]);
+			break;
 		}
 	}
-	if (optind < argc || !v->n_up) {
+	if (!ret && optind < argc)
+		ret = rw_fail(RW_EXIT_USAGE, "view: unexpected argument '%s'", argv[optind]);
+	else if (!ret && !n_urls && !v->n_dns)
+		ret = rw_fail(RW_EXIT_USAGE,
+			      "view: at least one --agent URL or --agents-dns NAME:PORT is needed");
+	if (ret) {
 		free(v);
-		if (optind < argc)
-			return rw_fail(RW_EXIT_USAGE, "view: unexpected argument '%s'",
-				       argv[optind]);
-		return rw_fail(RW_EXIT_USAGE, "view: at least one --agent URL is needed");
+		free(urls);
+		return ret;
 	}
+	ret = RW_EXIT_REFUSED;
 	if (token_file) {
 		char tok[520];
 		FILE *f = fopen(token_file, "r");
@@ -454,6 +686,7 @@ static int cmd_view(int argc, char **argv)
 			tok[--n] = '\0';
 		if (!f || !n) {
 			free(v);
+			free(urls);
 			return rw_fail(RW_EXIT_USAGE, "view: --token-file %s: %s", token_file,
 				       f ? "empty" : strerror(errno));
 		}
@@ -461,6 +694,7 @@ static int cmd_view(int argc, char **argv)
 	}
 	if (rw_feed_init(&v->feed, events, RW_AGGS_DEFAULT)) {
 		free(v);
+		free(urls);
 		return rw_fail(RW_EXIT_REFUSED, "view: out of memory");
 	}
 	pthread_mutex_init(&v->lock, NULL);
@@ -478,47 +712,50 @@ static int cmd_view(int argc, char **argv)
 		ret = rw_fail(usage ? RW_EXIT_USAGE : RW_EXIT_REFUSED, "%s", err);
 		goto out_feed;
 	}
-	for (size_t i = 0; i < v->n_up; i++) {
-		v->up[i].v = v;
-		v->up[i].pending = malloc(SSE_MAX_EVENT);
-		v->up[i].data = malloc(SSE_MAX_EVENT + 1);
-		if (!v->up[i].pending || !v->up[i].data ||
-		    pthread_create(&v->up[i].thread, NULL, follow, &v->up[i])) {
-			v->stop = 1;
-			for (size_t k = 0; k < i; k++)
-				pthread_join(v->up[k].thread, NULL);
-			ret = rw_fail(RW_EXIT_REFUSED, "view: cannot start a thread");
-			goto out_http;
+	for (size_t i = 0; i < n_urls; i++) {
+		int rc = agent_add(v, urls[i], -1);
+
+		if (rc) {
+			ret = rw_fail(RW_EXIT_REFUSED, "view: %s: cannot follow it: %s", urls[i],
+				      strerror(-rc));
+			goto out_agents;
 		}
 	}
-	rw_info("view of %zu agents on http://%s:%u/", v->n_up,
+	for (size_t k = 0; k < v->n_dns; k++)
+		dns_refresh(v, (int)k);
+	rw_info("view of %zu --agent and %zu --agents-dns names on http://%s:%u/", n_urls, v->n_dns,
 		strchr(ho.listen, ':') && ho.listen[0] != ':'
 			? strndupa(ho.listen, strrchr(ho.listen, ':') - ho.listen)
 			: "127.0.0.1",
 		rw_http_port(http));
+	publish_status(v);
 	for (;;) {
 		struct timespec one = {1, 0};
 		int sig = sigtimedwait(&mask, NULL, &one);
 
 		if (sig > 0)
 			break;
+		if (v->n_dns && ++since_dns >= refresh) {
+			since_dns = 0;
+			for (size_t k = 0; k < v->n_dns; k++)
+				dns_refresh(v, (int)k);
+		}
 		publish_status(v);
 	}
 	rw_info("view: exiting");
+	ret = RW_EXIT_OK;
+out_agents:
 	v->stop = 1;
 	for (size_t i = 0; i < v->n_up; i++)
-		pthread_join(v->up[i].thread, NULL);
-	ret = RW_EXIT_OK;
-out_http:
+		if (v->up[i].used)
+			agent_drop(&v->up[i]);
 	rw_http_stop(http);
 out_feed:
-	for (size_t i = 0; i < v->n_up; i++) {
-		free(v->up[i].pending);
-		free(v->up[i].data);
+	for (size_t i = 0; i < v->n_up; i++)
 		json_decref(v->up[i].status);
-	}
 	rw_feed_free(&v->feed);
 	pthread_mutex_destroy(&v->lock);
+	free(urls);
 	free(v);
 	return ret;
 }
@@ -526,8 +763,8 @@ out_feed:
 const struct rw_cmd rw_cmd_view = {
 	.name = "view",
 	.summary = "the live traffic page and API of several agents, merged",
-	.grammar = "view --agent URL [--agent URL ...] [--listen ADDR:PORT] [--token-file FILE] "
-		   "[--http-token-file FILE] [--events N]",
+	.grammar = "view {--agent URL | --agents-dns NAME:PORT} ... [--dns-refresh SECONDS] "
+		   "[--listen ADDR:PORT] [--token-file FILE] [--http-token-file FILE] [--events N]",
 	.options = view_options,
 	.func = cmd_view,
 };
