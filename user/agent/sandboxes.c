@@ -179,7 +179,14 @@ void agent_sandboxes_tick(struct agent *a)
 	}
 }
 
-static void sbx_forget(struct agent *a, struct sandbox *s);
+static void sbx_forget(struct agent *a, struct sandbox *s)
+{
+	int ifindex = s->ifindex;
+
+	rw_info("%s (ifindex %d): gone", s->ifname, ifindex);
+	*s = a->sbx[--a->n_sbx];
+	sbx_room_freed(a);
+}
 
 /* The interface went away: its tcx links died with it; forget the pins, the binding and the
  * veth's flows so that nothing carries over to whatever reuses the ifindex.
@@ -216,15 +223,6 @@ static void sbx_gone(struct agent *a, int ifindex)
 	a->links_dirty = true;
 	if (s)
 		sbx_forget(a, s);
-}
-
-static void sbx_forget(struct agent *a, struct sandbox *s)
-{
-	int ifindex = s->ifindex;
-
-	rw_info("%s (ifindex %d): gone", s->ifname, ifindex);
-	*s = a->sbx[--a->n_sbx];
-	sbx_room_freed(a);
 }
 
 int agent_on_link(bool add, const struct rw_nl_link *l, void *data)

@@ -25,16 +25,13 @@
 
 #include "apply.h"
 #include "apply_revs.h"
+#include "bpf_compat.h"
 #include "log.h"
 #include "util.h"
 
 #define POLICY_TABLES (RW_M_INBOUND - RW_M_PODS + 1)
 #define T_PODS	      (RW_M_PODS - RW_M_PODS)
 #define ENT_KEY_MAX   16
-
-#ifndef ENOTSUPP
-#define ENOTSUPP 524 /* the kernel's "no such operation for this map type" */
-#endif
 
 struct inner_spec {
 	enum bpf_map_type type;

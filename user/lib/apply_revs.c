@@ -21,10 +21,7 @@
 #include <bpf/bpf.h>
 
 #include "apply_revs.h"
-
-#ifndef ENOTSUPP
-#define ENOTSUPP 524 /* the kernel's "no such operation for this map type" */
-#endif
+#include "bpf_compat.h"
 
 static bool ports_as_written(const __u16 *a, size_t na, const __u16 *b, size_t nb)
 {

@@ -32,9 +32,6 @@
 #include "nlutil.h"
 
 #define RW_LINK_TYPE_TCX 11 /* BPF_LINK_TYPE_TCX: an enum constant, so no #ifndef test */
-#ifndef ENOTSUPP
-#define ENOTSUPP 524 /* kernel-internal "operation not supported", seen by user space */
-#endif
 
 /* struct bpf_link_info as a 6.6+ kernel fills it for a tcx link: type, id, prog_id, then the
  * union (8-byte aligned: some members hold __aligned_u64) whose tcx member is
@@ -504,9 +501,10 @@ static int tc_qdisc_cb(const struct nlmsghdr *nlh, void *data)
 
 /* 1 when ifindex's qdisc at the ingress handle is clsact, 0 when it is another kind. A qdisc
  * dump walks every interface of the namespace (the kernel does not filter it by tcm_ifindex;
- * iproute2 filters in user space too), so it is only asked when a qdisc was already there
- * and its hooks hold no filter; a single RTM_GETQDISC would do, but tc_get_qdisc() answers by
- * notifying every RTNLGRP_TC listener.
+ * iproute2 filters in user space too), so it is only asked in the two cases that cannot be
+ * told apart otherwise: the two hooks list the same filters (tc_list()), or a qdisc was
+ * already there and neither hook holds a filter (attach_tc()). A single RTM_GETQDISC would
+ * do, but tc_get_qdisc() answers by notifying every RTNLGRP_TC listener.
  */
 static int tc_hook_is_clsact(int ifindex)
 {
