@@ -67,6 +67,18 @@ case "$RW_WAIT_SCALE" in
 esac
 export RW_WAIT_SCALE
 
+# rw_jq_true [--arg|--argjson|--slurpfile NAME VALUE]... FILTER [FILE]: whether FILTER is true of
+# the JSON document in FILE or on standard input. Not `jq -e`: jq 1.6 exits 0 when there is no
+# input at all (a command that failed and printed nothing), which would pass any check.
+rw_jq_true() {
+	local opts=()
+	while [[ "${1:-}" == --arg || "${1:-}" == --argjson || "${1:-}" == --slurpfile ]]; do
+		opts+=("$1" "$2" "$3")
+		shift 3
+	done
+	jq -n -e "${opts[@]}" "input | ($1)" "${@:2}" >/dev/null 2>&1
+}
+
 # rw_scale SECONDS: SECONDS x RW_WAIT_SCALE
 rw_scale() { awk -v s="$1" -v k="$RW_WAIT_SCALE" 'BEGIN {printf "%.3f\n", s * k}'; }
 rw_sleep() { sleep "$(rw_scale "$1")"; }

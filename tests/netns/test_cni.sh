@@ -34,7 +34,7 @@ FAILED=0
 ok() { T=$((T + 1)); echo "ok $T - $*" >&3; }
 not_ok() { T=$((T + 1)); FAILED=$((FAILED + 1)); echo "not ok $T - $*" >&3; }
 diag() { echo "# $*" >&3; }
-jqe() { jq -e "$@" >/dev/null; }
+
 check() {
 	local what=$1
 	shift
@@ -115,7 +115,7 @@ cni_self() {
 		CNI_PATH="$PLUGINS:$BUILD" "$CNI" 2>>"$RW_WORK/cni.log"
 }
 hooks_first() { # hooks_first IFNAME: rw_egress first on ingress and rw_ingress first on egress
-	rw_probe node hooks --dev "$1" | jq -e '
+	rw_probe node hooks --dev "$1" | rw_jq_true '
 		(if .tcx and (.ingress | length) > 0 then .ingress[0].name else .tc_ingress[0].name end) == "rw_egress" and
 		(if .tcx and (.egress | length) > 0 then .egress[0].name else .tc_egress[0].name end) == "rw_ingress"' >/dev/null
 }
@@ -157,28 +157,28 @@ check "install into a conf folder without a conflist fails with a message" insta
 "$CNI" install --bin-dir "$bin" --conf-dir "$conf" --bpffs /sys/fs/bpf/rw-x --ifprefix eni >/dev/null
 check "install copies the binary, executable" cmp -s "$CNI" "$bin/runwall-cni"
 check "install appends runwall-cni last in the first conflist's plugins, with its keys" \
-	jqe '[.plugins[].type] == ["aws-cni", "egress-cni", "portmap", "runwall-cni"] and
+	rw_jq_true '[.plugins[].type] == ["aws-cni", "egress-cni", "portmap", "runwall-cni"] and
 		.plugins[3] == {type: "runwall-cni", bpffs: "/sys/fs/bpf/rw-x", ifPrefix: "eni"}' "$conf/10-aws.conflist"
 check "install keeps the rest of the conflist" \
-	jqe --slurpfile o "$RW_WORK/aws.orig" 'del(.plugins[3]) == $o[0]' "$conf/10-aws.conflist"
+	rw_jq_true --slurpfile o "$RW_WORK/aws.orig" 'del(.plugins[3]) == $o[0]' "$conf/10-aws.conflist"
 check "install leaves the other conflist alone" cmp -s "$conf/20-other.conflist" "$RW_WORK/other.orig"
 cp "$conf/10-aws.conflist" "$RW_WORK/aws.once"
 "$CNI" install --bin-dir "$bin" --conf-dir "$conf" --bpffs /sys/fs/bpf/rw-x --ifprefix eni >/dev/null
 check "install twice: the same conflist, one entry" cmp -s "$conf/10-aws.conflist" "$RW_WORK/aws.once"
 "$CNI" install --bin-dir "$bin" --conf-dir "$conf" --ifprefix eni,vlan >/dev/null
 check "install with other keys replaces the entry in place" \
-	jqe '[.plugins[].type] == ["aws-cni", "egress-cni", "portmap", "runwall-cni"] and
+	rw_jq_true '[.plugins[].type] == ["aws-cni", "egress-cni", "portmap", "runwall-cni"] and
 		.plugins[3] == {type: "runwall-cni", ifPrefix: "eni,vlan"}' "$conf/10-aws.conflist"
 check "no temporary file left in the folders" \
 	test -z "$(find "$bin" "$conf" -name '*.tmp')"
 "$CNI" uninstall --bin-dir "$bin" --conf-dir "$conf" >/dev/null
 check "uninstall removes the entry (the conflist is as it was)" \
-	jqe --slurpfile o "$RW_WORK/aws.orig" '. == $o[0]' "$conf/10-aws.conflist"
+	rw_jq_true --slurpfile o "$RW_WORK/aws.orig" '. == $o[0]' "$conf/10-aws.conflist"
 check "uninstall removes the binary" test ! -e "$bin/runwall-cni"
 check "uninstall twice succeeds" eval '"$CNI" uninstall --bin-dir "$bin" --conf-dir "$conf" >/dev/null'
 check "uninstall left the other conflist alone" cmp -s "$conf/20-other.conflist" "$RW_WORK/other.orig"
-check "VERSION lists 0.4.0 and 1.0.0" \
-	bash -c "CNI_COMMAND=VERSION '$CNI' | jq -e '.supportedVersions | index(\"0.4.0\") and index(\"1.0.0\")' >/dev/null"
+cni_versions() { CNI_COMMAND=VERSION "$CNI" | rw_jq_true '.supportedVersions | index("0.4.0") and index("1.0.0")'; }
+check "VERSION lists 0.4.0 and 1.0.0" cni_versions
 
 # ---- a node ----------------------------------------------------------------------------------
 rw_node_up >/dev/null
@@ -190,7 +190,7 @@ if out=$(cni ADD n0); then
 	not_ok "runwall never set up: ADD fails"
 else
 	check "runwall never set up: ADD fails with CNI error 11 (try again later) naming the folder" \
-		jqe --arg p "/sys/fs/bpf/rwtest-cni-$ID-never" \
+		rw_jq_true --arg p "/sys/fs/bpf/rwtest-cni-$ID-never" \
 			'.code == 11 and (.msg | test("not set up")) and (.details | contains($p))' <<<"$out"
 fi
 check "the runtime's DEL after the failed ADD succeeds" cni DEL n0
@@ -202,7 +202,7 @@ jq '.revision = 100 | .runs += [{id: "run-cni1", pods: ["10.1.9.11"]},
 	{id: "run-cni2", pods: ["10.1.9.12"]}]' "$POLICY_DEFAULT" >"$RW_WORK/policy.json"
 rw_agent_start --ifprefix veth --policy "$RW_WORK/policy.json" --resync 1
 rw_agent_wait
-ready() { rw -j status 2>/dev/null | jqe .ready; }
+ready() { rw -j status 2>/dev/null | rw_jq_true .ready; }
 check "agent up with the policy" rw_wait 5 ready
 check "the agent pinned its programs for runwall-cni" \
 	test -e "$RW_BPFFS/progs/egress" -a -e "$RW_BPFFS/progs/ingress"
@@ -211,7 +211,7 @@ pod_prepare p1 10.1.9.11
 if cni ADD p1 >"$RW_WORK/p1.out"; then
 	ok "agent running: ADD succeeds"
 	check "ADD passes ptp's result on (the pod's IP and both interfaces)" \
-		jqe '.cniVersion == "1.0.0" and .ips[0].address == "10.1.9.11/24" and
+		rw_jq_true '.cniVersion == "1.0.0" and .ips[0].address == "10.1.9.11/24" and
 			(.interfaces | length) == 2' "$RW_WORK/p1.out"
 	first_packets p1 "agent running"
 	P1_IF=$(host_if p1)
@@ -238,7 +238,7 @@ if cni ADD p2 >"$RW_WORK/p2.out"; then
 		not_ok "CHECK fails once the binding is gone"
 	else
 		check "CHECK fails once the binding is gone (error 102, naming the veth)" \
-			jqe --arg v "$P2_IF" '.code == 102 and (.details | contains($v))' <<<"$out"
+			rw_jq_true --arg v "$P2_IF" '.code == 102 and (.details | contains($v))' <<<"$out"
 	fi
 	check "a pod unbound is deny-all: the service is refused" \
 		test "$(probe p2 172.20.0.10 443)" = timeout
@@ -281,7 +281,7 @@ ip -n "$RW_NODE" link set xrtfail name vethrtfail
 ip -n "$RW_NODE" link set vethrtfail up
 check "a failed attach is retried (3 failed attempts within 2 s, no resync)" rw_wait 2 failures_at_least 3
 check "status -j shows the failed attach and when it is retried" \
-	jqe '.agent.attach.failures >= 3 and .agent.attach.retries >= 1 and .agent.attach.pending == 1 and
+	rw_jq_true '.agent.attach.failures >= 3 and .agent.attach.retries >= 1 and .agent.attach.pending == 1 and
 		(.sandboxes[] | select(.ifname == "vethrtfail") | (.attach_error | test("attach")) and
 		.attach_retry_in_ms >= 0)' <<<"$(rw -j status 2>/dev/null || true)"
 check "status shows it to people" grep -q "vethrtfail: attach .*retrying in" <<<"$(rw status 2>/dev/null || true)"

@@ -177,7 +177,7 @@ hooks_json() { rw_probe node hooks --dev "$1" 2>/dev/null; }
 # tcx (the kernel has none) and on each clsact hook exactly one filter, runwall's (cls_bpf,
 # direct-action, its handle, pref 1 so first), running the right program.
 hooks_ok() {
-	jq -e --arg mode "$MODE" '
+	rw_jq_true --arg mode "$MODE" '
 		def rw_filter($prog): length == 1 and (.[0] | .kind == "bpf" and .name == $prog and
 			.pref == 1 and .chain == 0 and .direct_action and
 			(.handle == 1381433345 or .handle == 1381433346));  # 0x52570001, 0x52570002
@@ -374,9 +374,9 @@ spoof_stop() { # the packets sent had 0.5 s (scaled) to arrive: stop the sniffer
 spoof_round baseline 40400
 spoof_stop
 check "baseline: without runwall a SYN that sandbox A sends as B reaches the service" \
-	jq -e '.count >= 1' "$RW_WORK/sniff-svc-baseline.json" >/dev/null
+	rw_jq_true '.count >= 1' "$RW_WORK/sniff-svc-baseline.json"
 check "baseline: without runwall B receives the service's SYN-ACK for it" \
-	jq -e '.count >= 1' "$RW_WORK/sniff-b-baseline.json" >/dev/null
+	rw_jq_true '.count >= 1' "$RW_WORK/sniff-b-baseline.json"
 
 # ---- Fail closed: before the first snapshot --------------------------------------------------
 
@@ -385,7 +385,7 @@ rw_agent_start --ifprefix eni,vlan --attach-mode "$RW_ATTACH_MODE" -v
 rw_agent_wait
 h=$(hooks_json "$A_IF" || true)
 check "kernel: tcx $(if $KERNEL_TCX; then echo present; else echo absent; fi) (tcx_prog_attach in /proc/kallsyms), and BPF_PROG_QUERY agrees; runwall must attach with $MODE$([ "$RW_ATTACH_MODE" = auto ] || echo " (forced: RW_ATTACH_MODE=$RW_ATTACH_MODE)")" \
-	jq -e --argjson k "$KERNEL_TCX" '.tcx == $k' <<<"$h" >/dev/null
+	rw_jq_true --argjson k "$KERNEL_TCX" '.tcx == $k' <<<"$h"
 check "fail-closed: the agent attached to $A_IF (kernel: $HOOKS_DESC)" wait_hooks "$A_IF"
 check "fail-closed: the agent attached to $B_IF" wait_hooks "$B_IF"
 check "fail-closed: status says not ready, revision 0" \
@@ -449,7 +449,7 @@ rw_wait_file "$RW_WORK/flood.ready"
 rw_sandbox_add c "$C_IF" "$C_IP"
 check "fail-closed: the agent attached to the new veth $C_IF (prefix vlan)" wait_hooks "$C_IF" 10
 wait "$fpid" || true
-if jq -e '.answers == 0 and .sent > 0' "$RW_WORK/flood.json" >/dev/null; then
+if rw_jq_true '.answers == 0 and .sent > 0' "$RW_WORK/flood.json" >/dev/null; then
 	ok "fail-closed: nothing the new pod sent from its first packet on got through ($(jq -r '"\(.sent) datagrams, after \(.send_errors) sends that failed for want of a route"' "$RW_WORK/flood.json"))"
 else
 	not_ok "fail-closed: nothing the new pod sent from its first packet on got through"
@@ -534,9 +534,9 @@ rw_probe svc raw-tcp --src 172.20.0.10 --sport 443 --dst "$B_IP" --dport 40404 -
 spoof_stop
 counters "$RW_WORK/c7.json"
 check "spoof: the SYN A sent as B never reached the service" \
-	jq -e '.count == 0' "$RW_WORK/sniff-svc-runwall.json" >/dev/null
+	rw_jq_true '.count == 0' "$RW_WORK/sniff-svc-runwall.json"
 check "spoof: B received nothing for that flow (no SYN-ACK, not even the forged one)" \
-	jq -e '.count == 0' "$RW_WORK/sniff-b-runwall.json" >/dev/null
+	rw_jq_true '.count == 0' "$RW_WORK/sniff-b-runwall.json"
 d=$("${EXPECT[@]}" delta --before "$RW_WORK/c6.json" --after "$RW_WORK/c7.json" --scope "$A_RUN" --dir egress --reason spoofed-source)
 check "spoof counters: $A_RUN egress spoofed-source +3 packets (2 SYNs, 1 ARP; exact, got +$d)" test "$d" = 3
 d=$("${EXPECT[@]}" delta --before "$RW_WORK/c6.json" --after "$RW_WORK/c7.json" --scope "$A_RUN" --dir egress --reason spoofed-source --field bytes)
@@ -676,7 +676,7 @@ st=$(status_json)
 for name in a b c; do
 	dev=${RW_SB_IF[$name]}
 	check "restart: status: $dev has runwall once on each hook, $MODE, first, no others" \
-		jq -e --arg d "$dev" --arg mode "$MODE" '.sandboxes[] | select(.ifname == $d) | .hooks |
+		rw_jq_true --arg d "$dev" --arg mode "$MODE" '.sandboxes[] | select(.ifname == $d) | .hooks |
 			[.egress, .ingress] | all(.attached == true and .mode == $mode and .first == true and .others == 0)' \
 		<<<"$st" >/dev/null
 	check "restart: kernel: $dev has $HOOKS_DESC" eval 'hooks_json "$dev" | hooks_ok'
@@ -743,7 +743,7 @@ for f in syntax unknown-key metadata-rule; do
 		test "$(status_field .revision)" = "$REV"
 done
 check "bad-snapshot: status reports the last refusal" \
-	jq -e '.agent.last_error != null' <<<"$(status_json)" >/dev/null
+	rw_jq_true '.agent.last_error != null' <<<"$(status_json)"
 rw_sleep 0.3
 kill "$lpid" 2>/dev/null || true
 wait "$lpid" 2>/dev/null || true

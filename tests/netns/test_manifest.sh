@@ -198,13 +198,12 @@ except Exception as e:
     print("error", e)' "http://$RW_NODE_LINK:$ready_port$1"
 }
 http_is() { [ "$(http_status "$1")" = "$2" ]; }
-# `jq -n 'input | ...'`: no input at all is an error (plain `jq -e` would exit 0 on none).
 status_json() { rw -j status 2>/dev/null || true; }
 ready_at() { # ready_at REVISION: the kernel enforces that revision
-	status_json | jq -n -e --argjson r "$1" 'input | .ready == true and .revision == $r' >/dev/null
+	status_json | rw_jq_true --argjson r "$1" '.ready == true and .revision == $r'
 }
 bound() {
-	status_json | jq -n -e 'input | any(.sandboxes[]; .ifname == "eni7f3a0001" and .pod == "10.1.2.3" and .run == "run-7f3a")' >/dev/null
+	status_json | rw_jq_true 'any(.sandboxes[]; .ifname == "eni7f3a0001" and .pod == "10.1.2.3" and .run == "run-7f3a")'
 }
 ready_and_bound() { ready_at "$1" && bound; }
 probe_is() { [ "$(rw_probe a tcp "$1" "$2" --timeout 1)" = "$3" ]; }
@@ -281,7 +280,7 @@ view_get() { # view_get PATH: the view's answer, with its own token
 	rw_node_exec curl -s --max-time 5 -H "Authorization: Bearer $view_token" "http://127.0.0.1:$vport$1"
 }
 view_connected() {
-	view_get /api/status | jq -e '(.agents | length) == 1 and .agents[0].connected and .agents[0].url == "http://'"$RW_NODE_LINK:$ready_port"'" and .dns[0].addresses == 1' >/dev/null
+	view_get /api/status | rw_jq_true '(.agents | length) == 1 and .agents[0].connected and .agents[0].url == "http://'"$RW_NODE_LINK:$ready_port"'" and .dns[0].addresses == 1'
 }
 if rw_wait 10 view_connected; then
 	ok "the view resolved ${dns%:*} and follows the agent with the agents' token (port $vport)"
@@ -290,7 +289,7 @@ else
 fi
 probe_is 169.254.169.254 80 timeout || true
 view_has_refusal() {
-	view_get /api/events | jq -e 'any(.events[]; .run == "run-7f3a" and .reason == "metadata")' >/dev/null
+	view_get /api/events | rw_jq_true 'any(.events[]; .run == "run-7f3a" and .reason == "metadata")'
 }
 check "a refusal on the node shows in the view's /api/events" rw_wait 10 view_has_refusal
 check "the view requires its own token off loopback (401 without)" \
@@ -299,8 +298,8 @@ rw_agent_kill TERM
 
 # The CNI install init container, with no capability, on a copy of the VPC CNI's conflist.
 chained() {
-	jq -n -e 'input | [.plugins[].type] as $t | ($t | map(select(. == "runwall-cni")) | length) == 1 and $t[0] == "aws-cni"' \
-		"$1" >/dev/null
+	rw_jq_true '[.plugins[].type] as $t | ($t | map(select(. == "runwall-cni")) | length) == 1 and $t[0] == "aws-cni"' \
+		"$1"
 }
 ninit=$(jq '.init | length' "$plan")
 check "the DaemonSet has the CNI install init container" test "$ninit" = 1

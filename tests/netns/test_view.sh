@@ -319,7 +319,7 @@ vc graph "$API" --expect "$RW_WORK/graph.spec"
 
 st=$(http_get "$API/api/status" | tail -n +2)
 check "/api/status: the status JSON (ready, revision 1, both runs, both veths, node)" \
-	jq -e --arg a "$A_IF" '.ok and .ready and .revision == 1 and (.runs | length) == 2 and
+	rw_jq_true --arg a "$A_IF" '.ok and .ready and .revision == 1 and (.runs | length) == 2 and
 		([.sandboxes[].ifname] | index($a)) != null and .node == "node-a"' <<<"$st" >/dev/null
 
 # ---- metrics -----------------------------------------------------------------------------------
@@ -356,12 +356,12 @@ N443=$(sent 'a443[abcd]')
 rw_sleep 0.5
 check "requests: a repeated refusal raises no new request" test "$(n_requests)" = 3
 req=$(http_get "$API/api/requests" | tail -n +2)
-check "/api/requests: the three, sent, with the count so far ($N443 for tcp/443, 4 attempts)" jq -e --argjson n "$N443" '
+check "/api/requests: the three, sent, with the count so far ($N443 for tcp/443, 4 attempts)" rw_jq_true --argjson n "$N443" '
 	(.requests | length) == 3 and all(.requests[]; .state == "sent" and .attempts == 1) and
 	(.requests[] | select(.port == 443 and .protocol == "tcp") | .count) == $n and
 	.stats.sent == 3 and .stats.pending == 0' <<<"$req" >/dev/null
 requests_table() { rw requests >"$RW_WORK/requests.txt" && grep -q "$INET:8443/tcp .*sent" "$RW_WORK/requests.txt"; }
-requests_json() { rw -j requests | jq -e '.ok and (.requests | length) == 3' >/dev/null; }
+requests_json() { rw -j requests | rw_jq_true '.ok and (.requests | length) == 3' >/dev/null; }
 check "runwall requests: a table of them" requests_table
 check "runwall -j requests: the same list" requests_json
 
@@ -372,12 +372,14 @@ wait "$RECV_PID" 2>/dev/null || true
 # enough for the head's retries (about 75 s in all) to run out.
 printf 'q%s tcp %s %s\n' 5001 "$INET" 5001 5002 "$INET" 5002 5003 "$INET" 5003 5004 "$INET" 5004 \
 	5005 "$INET" 5005 5006 "$INET" 5006 | sent_batch a
-pending_is() { http_get "$API/api/requests" | tail -n +2 | jq -e ".stats.pending == $1 and .stats.retries >= 1" >/dev/null; }
+pending_is() { http_get "$API/api/requests" | tail -n +2 | rw_jq_true ".stats.pending == $1 and .stats.retries >= 1" >/dev/null; }
 check "requests: receiver down: 4 pending and retried, 2 over the queue bound dropped" \
 	rw_wait 5 pending_is 4
-check "requests: the overflow is counted (/api/requests and /metrics)" bash -c "
-	nsenter --net=/run/netns/$RW_NODE $RW_PY $VC get $API/api/requests | tail -n +2 | jq -e '.stats.dropped == 2' >/dev/null &&
-	nsenter --net=/run/netns/$RW_NODE $RW_PY $VC get $API/metrics | grep -qx 'runwall_access_requests_total{outcome=\"dropped\"} 2'"
+overflow_counted() {
+	http_get "$API/api/requests" | tail -n +2 | rw_jq_true '.stats.dropped == 2' &&
+		http_get "$API/metrics" | grep -qx 'runwall_access_requests_total{outcome="dropped"} 2'
+}
+check "requests: the overflow is counted (/api/requests and /metrics)" overflow_counted
 start_receiver
 rw_wait 15 has_requests 7 || true
 check "requests: receiver back: the 4 queued ones arrive, in order, nothing lost within the bound" \
@@ -440,7 +442,7 @@ vc merged "$VIEW" --nodes node-a,node-b \
 check "view: the page is served" bash -c "nsenter --net=/run/netns/$RW_NODE $RW_PY $VC get $VIEW/ | grep -q '<title>runwall: live traffic</title>'"
 req=$(http_get "$VIEW/api/requests" | tail -n +2)
 check "view: /api/requests merges the agents' (tagged node-a)" \
-	jq -e '(.requests | length) >= 7 and all(.requests[]; .node == "node-a")' <<<"$req" >/dev/null
+	rw_jq_true '(.requests | length) >= 7 and all(.requests[]; .node == "node-a")' <<<"$req"
 # The second agent restarts: the view reconnects and follows the new one.
 kill "$AGENT2_PID"
 wait "$AGENT2_PID" 2>/dev/null || true
