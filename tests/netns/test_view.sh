@@ -28,6 +28,8 @@
 #              hosts file bind-mounted over /etc/hosts gives NAME the two agents' addresses: it
 #              follows both; a third agent added to the name is followed, stopped it is down,
 #              gone from the name it is dropped
+#   dns-stall  the name's only nameserver never answers: the view is ready with its --agent,
+#              says the name is being resolved, and exits at once on SIGTERM
 #   browser    headless Chromium: refusals in the table and the graph with reason and run,
 #              filters, pause, reconnection after an agent restart; a screenshot in BUILD/; the
 #              second agent's page asks for the token on a 401 (a wrong one is asked again),
@@ -503,6 +505,33 @@ check "dns: ready again" vcq wait-ready "$VIEW_DNS/readyz" --timeout 5
 kill "$VIEW_DNS_PID"
 wait "$VIEW_DNS_PID" 2>/dev/null || true
 rm -rf "$BPFFS3" "$SOCK3"
+
+section "dns-stall: a resolver that never answers"
+# The view's name lookups run beside its loop: with the only nameserver one that reads every
+# query and never answers (each lookup then takes 2 x 30 s), the view still reports its --agent
+# ready at once, says the name is being resolved, and exits at once on SIGTERM.
+printf 'nameserver 127.0.0.53\noptions timeout:30 attempts:2\n' >"$RW_WORK/resolv.conf"
+rw_bg "$RW_WORK/blackhole.log" ip netns exec "$RW_NODE" "$RW_PY" "$VC" dns-blackhole --addr 127.0.0.53 \
+	--ready "$RW_WORK/blackhole.ready"
+rw_wait_file "$RW_WORK/blackhole.ready"
+# shellcheck disable=SC2016 # expanded by the inner shell
+rw_bg "$RW_WORK/view-stall.log" unshare --mount --propagation private -- \
+	sh -c 'mount --bind "$1" /etc/resolv.conf && shift && exec "$@"' sh "$RW_WORK/resolv.conf" \
+	nsenter "--net=/run/netns/$RW_NODE" -- "$RW_RUNWALL" view --agent "$API" \
+	--agents-dns "stalled.$AGENTS_DNS:9100" --dns-refresh 1 --listen 127.0.0.1:9182
+VIEW_STALL_PID=$RW_LAST_PID
+check "dns-stall: /readyz 200 with the --agent connected while the name is still being resolved" \
+	vcq wait-ready "http://127.0.0.1:9182/readyz" --timeout 5
+resolving() {
+	http_get "http://127.0.0.1:9182/api/status" | tail -n +2 |
+		rw_jq_true '.dns[0].resolving and .dns[0].addresses == 0 and (.agents | length) == 1'
+}
+check "dns-stall: /api/status says the name is being resolved" rw_wait 3 resolving
+kill "$VIEW_STALL_PID"
+check "dns-stall: SIGTERM ends the view at once (within 2 s), the lookup abandoned" \
+	rw_wait 2 bash -c "! kill -0 $VIEW_STALL_PID 2>/dev/null"
+wait "$VIEW_STALL_PID" 2>/dev/null || true
+check "dns-stall: the view said it was exiting" grep -q "view: exiting" "$RW_WORK/view-stall.log"
 
 # ---- the browser -------------------------------------------------------------------------------
 

@@ -8,6 +8,8 @@ suite numbers them), or "NOTE<TAB>text".
   view_check.py wait-ready URL --timeout S           until GET URL answers 200
   view_check.py receiver --port P --out F --ready F  an access-request receiver: each POST body
                                                      one JSON line in F; answers 204
+  view_check.py dns-blackhole --addr A --ready F     a DNS server on A:53 (UDP) that reads
+                                                     every query and never answers
   view_check.py events BASE --expect SPEC.json       /api/events and its filters against SPEC
   view_check.py graph BASE --expect SPEC.json        /api/graph against SPEC
   view_check.py metrics BASE --counters C.json --promtool PATH [--runs R,...]
@@ -106,6 +108,15 @@ def cmd_receiver(a):
     with open(a.ready, "w") as f:
         f.write("ready\n")
     srv.serve_forever()
+
+
+def cmd_dns_blackhole(a):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind((a.addr, 53))
+    with open(a.ready, "w") as f:
+        f.write("ready\n")
+    while True:
+        s.recv(4096)  # read, so the queries never pile up; never answered
 
 
 # ---- /api/events ----
@@ -785,6 +796,7 @@ def main():
     s = sub.add_parser("get"); s.add_argument("url"); s.add_argument("--token"); s.add_argument("--method", default="GET")
     s = sub.add_parser("wait-ready"); s.add_argument("url"); s.add_argument("--timeout", type=float, default=10)
     s = sub.add_parser("receiver"); s.add_argument("--port", type=int, required=True); s.add_argument("--out", required=True); s.add_argument("--ready", required=True)
+    s = sub.add_parser("dns-blackhole"); s.add_argument("--addr", required=True); s.add_argument("--ready", required=True)
     s = sub.add_parser("events"); s.add_argument("base"); s.add_argument("--expect", required=True)
     s = sub.add_parser("graph"); s.add_argument("base"); s.add_argument("--expect", required=True)
     s = sub.add_parser("metrics"); s.add_argument("base"); s.add_argument("--counters", required=True)

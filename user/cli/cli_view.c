@@ -2,7 +2,10 @@
 /* cli_view.c: `runwall view`: the page and API of several agents, merged. The agents are given
  * as URLs (--agent) or as a DNS name (--agents-dns NAME:PORT: every address it resolves to is
  * one agent, as a headless Service gives one per pod; the name is resolved again every
- * --dns-refresh seconds, new agents followed, those gone dropped). One thread per agent follows
+ * --dns-refresh seconds, new agents followed, those gone dropped). Names are resolved with
+ * glibc's getaddrinfo_a(): its own threads wait for the resolver, and a completion is a queued
+ * signal the main loop takes with SIGTERM, so a resolver that never answers stalls neither the
+ * status nor the exit. One thread per agent follows
  * its /api/events/stream with libcurl (resuming with Last-Event-ID, reconnecting after a
  * restart) and tags each event with the agent's node; the merged events feed the same HTTP
  * server as the agent's own.
@@ -24,6 +27,7 @@
 #include "eventfmt.h"
 #include "http.h"
 #include "log.h"
+#include "util.h"
 
 #define MAX_AGENTS	    256
 #define MAX_DNS		    8
@@ -52,11 +56,21 @@ struct upstream {
 	json_t *status;
 };
 
+/* One getaddrinfo_a() request with everything it points to: glibc's resolver thread writes
+ * into it until it completes, so it lives apart from the view (see dns_abandon).
+ */
+struct dns_query {
+	struct gaicb cb;
+	struct addrinfo hints;
+	char name[256], port[8];
+};
+
 /* A name whose every address is an agent. */
 struct dns_source {
 	char name[256], port[8];
-	unsigned int addresses; /* what the last answer held */
-	char last_error[200];	/* of the last resolution, "" when it worked */
+	unsigned int addresses;	 /* what the last answer held */
+	char last_error[200];	 /* of the last resolution, "" when it worked */
+	struct dns_query *query; /* the resolution in flight, NULL when none */
 };
 
 struct view {
@@ -69,14 +83,6 @@ struct view {
 	pthread_mutex_t lock;
 	volatile int stop;
 };
-
-static int64_t now_real(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 struct body {
 	char *p;
@@ -163,7 +169,7 @@ static void dispatch(struct upstream *u)
 	json_object_set_new(o, "node", json_string(u->node));
 	text = json_dumps(o, JSON_COMPACT);
 	if (text) {
-		rw_feed_add(&u->v->feed, &ev, u->node, now_real(), text, strlen(text), rule,
+		rw_feed_add(&u->v->feed, &ev, u->node, rw_now_real_ns(), text, strlen(text), rule,
 			    service);
 		free(text);
 	}
@@ -371,35 +377,67 @@ static void agent_drop(struct upstream *u)
 	pthread_mutex_unlock(&v->lock);
 }
 
-/* Resolve one name and follow exactly its addresses: new ones added, those gone dropped. A
- * name that resolves to nothing (NXDOMAIN, no address: a headless Service without pods) has no
- * agents; any other failure (the resolver down) keeps the agents as they are.
+/* The view's completions: a queued real-time signal, blocked in every thread and taken by
+ * the main loop's sigtimedwait() with SIGINT and SIGTERM.
  */
-static void dns_refresh(struct view *v, int k)
+#define DNS_DONE_SIGNAL (SIGRTMIN + 1)
+
+/* Start resolving name k unless a resolution of it is still in flight. */
+static void dns_start(struct view *v, int k)
 {
 	struct dns_source *d = &v->dns[k];
-	struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res = NULL;
-	char(*urls)[64] = NULL;
-	size_t n = 0;
+	struct sigevent done = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = DNS_DONE_SIGNAL};
+	struct gaicb *list[1];
+	struct dns_query *q;
 	int rc;
 
-	rc = getaddrinfo(d->name, d->port, &hints, &res);
+	if (d->query)
+		return;
+	q = calloc(1, sizeof(*q));
+	if (!q)
+		return;
+	snprintf(q->name, sizeof(q->name), "%s", d->name);
+	snprintf(q->port, sizeof(q->port), "%s", d->port);
+	q->hints = (struct addrinfo){.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
+	q->cb = (struct gaicb){.ar_name = q->name, .ar_service = q->port, .ar_request = &q->hints};
+	list[0] = &q->cb;
+	rc = getaddrinfo_a(GAI_NOWAIT, list, 1, &done);
+	if (rc) {
+		pthread_mutex_lock(&v->lock);
+		snprintf(d->last_error, sizeof(d->last_error), "cannot start a resolution: %s",
+			 gai_strerror(rc));
+		pthread_mutex_unlock(&v->lock);
+		free(q);
+		return;
+	}
+	d->query = q;
+}
+
+/* A resolution of name k ended with rc and res: follow exactly its addresses, new ones added,
+ * those gone dropped. A name that resolves to nothing (NXDOMAIN, no address: a headless Service
+ * without pods) has no agents; any other failure (the resolver down) keeps the agents as they
+ * are.
+ */
+static void dns_apply(struct view *v, int k, int rc, const struct addrinfo *res)
+{
+	struct dns_source *d = &v->dns[k];
+	char(*urls)[64] = NULL;
+	size_t n = 0;
+
 	if (rc && rc != EAI_NONAME && rc != EAI_NODATA) {
 		const char *why = rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc);
 
 		pthread_mutex_lock(&v->lock);
 		snprintf(d->last_error, sizeof(d->last_error), "%s", why);
 		pthread_mutex_unlock(&v->lock);
-		rw_warn("view: --agents-dns %s: %s; keeping its %u agents", d->name,
-			gai_strerror(rc), d->addresses);
+		rw_warn("view: --agents-dns %s: %s; keeping its %u agents", d->name, why,
+			d->addresses);
 		return;
 	}
 	urls = calloc(MAX_AGENTS, sizeof(*urls));
-	if (!urls) {
-		freeaddrinfo(res);
+	if (!urls)
 		return;
-	}
-	for (struct addrinfo *ai = rc ? NULL : res; ai && n < MAX_AGENTS; ai = ai->ai_next) {
+	for (const struct addrinfo *ai = rc ? NULL : res; ai && n < MAX_AGENTS; ai = ai->ai_next) {
 		const struct sockaddr_in *sa = (const struct sockaddr_in *)ai->ai_addr;
 		char ip[INET_ADDRSTRLEN], url[64];
 		bool dup = false;
@@ -411,7 +449,6 @@ static void dns_refresh(struct view *v, int k)
 		if (!dup)
 			snprintf(urls[n++], sizeof(urls[0]), "%s", url);
 	}
-	freeaddrinfo(res);
 	/* Gone: a slot of this name whose address is not in the answer. */
 	for (size_t i = 0; i < v->n_up; i++) {
 		struct upstream *u = &v->up[i];
@@ -430,15 +467,16 @@ static void dns_refresh(struct view *v, int k)
 	/* New: an address no slot follows yet (an --agent of the same URL counts). */
 	for (size_t j = 0; j < n; j++) {
 		bool known = false;
+		int err;
 
 		for (size_t i = 0; i < v->n_up && !known; i++)
 			known = v->up[i].used && !strcmp(v->up[i].url, urls[j]);
 		if (known)
 			continue;
-		rc = agent_add(v, urls[j], k);
-		if (rc)
+		err = agent_add(v, urls[j], k);
+		if (err)
 			rw_warn("view: agent %s from %s: cannot follow it: %s", urls[j], d->name,
-				strerror(-rc));
+				strerror(-err));
 		else
 			rw_info("view: agent %s found by %s", urls[j], d->name);
 	}
@@ -447,6 +485,48 @@ static void dns_refresh(struct view *v, int k)
 	d->last_error[0] = '\0';
 	pthread_mutex_unlock(&v->lock);
 	free(urls);
+}
+
+/* Every resolution that has ended: its answer applied, its request freed. */
+static void dns_collect(struct view *v)
+{
+	for (size_t k = 0; k < v->n_dns; k++) {
+		struct dns_query *q = v->dns[k].query;
+		int rc = q ? gai_error(&q->cb) : EAI_INPROGRESS;
+
+		if (rc == EAI_INPROGRESS)
+			continue;
+		v->dns[k].query = NULL;
+		dns_apply(v, (int)k, rc, q->cb.ar_result);
+		freeaddrinfo(q->cb.ar_result);
+		free(q);
+	}
+}
+
+/* At exit: a resolution still in flight is cancelled, or, when glibc's thread is already
+ * waiting for the resolver and cannot be stopped, left to it: it writes into the request when
+ * the resolver answers, so the request is never freed (the process is ending; the pointer kept
+ * here says the memory is not lost).
+ */
+static struct dns_query *dns_abandoned[MAX_DNS];
+
+static void dns_stop(struct view *v)
+{
+	for (size_t k = 0; k < v->n_dns; k++) {
+		struct dns_query *q = v->dns[k].query;
+		int rc = q ? gai_cancel(&q->cb) : EAI_CANCELED;
+
+		if (!q)
+			continue;
+		v->dns[k].query = NULL;
+		if (rc == EAI_NOTCANCELED) {
+			dns_abandoned[k] = q;
+			continue;
+		}
+		if (rc == EAI_ALLDONE)
+			freeaddrinfo(q->cb.ar_result);
+		free(q);
+	}
 }
 
 static void publish_status(struct view *v)
@@ -477,9 +557,9 @@ static void publish_status(struct view *v)
 	}
 	for (size_t i = 0; i < v->n_dns; i++)
 		json_array_append_new(
-			dns, json_pack("{s:s, s:s, s:i, s:s?}", "name", v->dns[i].name, "port",
+			dns, json_pack("{s:s, s:s, s:i, s:b, s:s?}", "name", v->dns[i].name, "port",
 				       v->dns[i].port, "addresses", (int)v->dns[i].addresses,
-				       "last_error",
+				       "resolving", v->dns[i].query != NULL, "last_error",
 				       v->dns[i].last_error[0] ? v->dns[i].last_error : NULL));
 	pthread_mutex_unlock(&v->lock);
 	all &= n > 0;
@@ -608,7 +688,8 @@ static int cmd_view(int argc, char **argv)
 	struct view *v;
 	char(*urls)[512] = NULL;
 	size_t n_urls = 0;
-	long events = RW_EVSTORE_DEFAULT, refresh = DNS_REFRESH_DEFAULT, since_dns = 0;
+	long events = RW_EVSTORE_DEFAULT, refresh = DNS_REFRESH_DEFAULT;
+	double next_dns;
 	char err[400], *end;
 	bool usage;
 	sigset_t mask;
@@ -704,6 +785,7 @@ static int cmd_view(int argc, char **argv)
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, DNS_DONE_SIGNAL);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	publish_status(v);
@@ -722,7 +804,8 @@ static int cmd_view(int argc, char **argv)
 		}
 	}
 	for (size_t k = 0; k < v->n_dns; k++)
-		dns_refresh(v, (int)k);
+		dns_start(v, (int)k);
+	next_dns = rw_now_ms() + refresh * 1000.0;
 	rw_info("view of %zu --agent and %zu --agents-dns names on http://%s:%u/", n_urls, v->n_dns,
 		strchr(ho.listen, ':') && ho.listen[0] != ':'
 			? strndupa(ho.listen, strrchr(ho.listen, ':') - ho.listen)
@@ -733,18 +816,20 @@ static int cmd_view(int argc, char **argv)
 		struct timespec one = {1, 0};
 		int sig = sigtimedwait(&mask, NULL, &one);
 
-		if (sig > 0)
+		if (sig == SIGINT || sig == SIGTERM)
 			break;
-		if (v->n_dns && ++since_dns >= refresh) {
-			since_dns = 0;
+		dns_collect(v);
+		if (v->n_dns && rw_now_ms() >= next_dns) {
+			next_dns = rw_now_ms() + refresh * 1000.0;
 			for (size_t k = 0; k < v->n_dns; k++)
-				dns_refresh(v, (int)k);
+				dns_start(v, (int)k);
 		}
 		publish_status(v);
 	}
 	rw_info("view: exiting");
 	ret = RW_EXIT_OK;
 out_agents:
+	dns_stop(v);
 	v->stop = 1;
 	for (size_t i = 0; i < v->n_up; i++)
 		if (v->up[i].used)
