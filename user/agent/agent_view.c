@@ -143,28 +143,25 @@ fail:
 	return NULL;
 }
 
-json_t *rw_agent_view_event(struct rw_agent_view *v, const struct rw_event *ev,
-			    const struct rw_policy *p, int64_t mono_to_real)
+char *rw_agent_view_event(struct rw_agent_view *v, const struct rw_event *ev,
+			  const struct rw_policy *p, int64_t mono_to_real)
 {
 	json_t *o = rw_event_json(ev, p, mono_to_real);
 	const char *service;
 	char *text;
 
-	if (!o || !v)
-		return o;
+	if (!o)
+		return NULL;
 	service = rw_policy_service_at(p, ev->dir == RW_DIR_EGRESS ? ev->daddr : ev->saddr);
 	json_object_set_new(o, "node", json_string(v->node));
 	json_object_set_new(o, "service", json_string(service));
 	text = json_dumps(o, JSON_COMPACT);
-	if (text) {
-		const char *rule = json_string_value(json_object_get(o, "rule"));
-
+	if (text)
 		rw_feed_add(&v->feed, ev, v->node, (int64_t)ev->ts_ns + mono_to_real, text,
-			    strlen(text), rule, service);
-		free(text);
-	}
+			    strlen(text), json_string_value(json_object_get(o, "rule")), service);
+	json_decref(o);
 	rw_access_note(v->access, ev, (int64_t)ev->ts_ns + mono_to_real);
-	return o;
+	return text;
 }
 
 void rw_agent_view_publish(struct rw_agent_view *v, json_t *status, bool ready,

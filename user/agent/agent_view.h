@@ -31,11 +31,11 @@ struct rw_agent_view *rw_agent_view_start(const struct rw_agent_view_opts *o,
 					  const struct rw_datapath *dp, char *err, size_t errlen,
 					  bool *usage);
 /* One ring buffer event, on the agent's loop. p: the snapshot in force (names the rule and
- * the service at the peer), may be NULL. Returns the event's JSON (new ref) for the agent's
- * own subscribers, or NULL.
+ * the service at the peer), may be NULL. Returns the event's JSON text, the one the view keeps,
+ * for the agent's own subscribers (free() it), or NULL.
  */
-json_t *rw_agent_view_event(struct rw_agent_view *v, const struct rw_event *ev,
-			    const struct rw_policy *p, int64_t mono_to_real);
+char *rw_agent_view_event(struct rw_agent_view *v, const struct rw_event *ev,
+			  const struct rw_policy *p, int64_t mono_to_real);
 /* The agent's state for /api/status, /readyz and /metrics: status is taken over (freed here). */
 void rw_agent_view_publish(struct rw_agent_view *v, json_t *status, bool ready,
 			   const char *ready_text, const struct rw_metrics_snap *snap);

@@ -44,19 +44,20 @@ int agent_on_event(void *ctx, void *data, size_t size)
 	if (!a->n_subs && !a->view)
 		return 0;
 	/* The view keeps it (with the node and the service at the peer) and may raise a
-	 * network-access request; the subscribers get the same JSON.
+	 * network-access request; the subscribers get the same text.
 	 */
-	o = a->view ? rw_agent_view_event(a->view, ev, a->have_policy ? &a->policy : NULL,
-					  a->mono_to_real)
-		    : rw_event_json(ev, a->have_policy ? &a->policy : NULL, a->mono_to_real);
-	if (!a->n_subs) {
+	if (a->view) {
+		line = rw_agent_view_event(a->view, ev, a->have_policy ? &a->policy : NULL,
+					   a->mono_to_real);
+	} else {
+		o = rw_event_json(ev, a->have_policy ? &a->policy : NULL, a->mono_to_real);
+		line = o ? json_dumps(o, JSON_COMPACT) : NULL;
 		json_decref(o);
+	}
+	if (!line || !a->n_subs) {
+		free(line);
 		return 0;
 	}
-	line = o ? json_dumps(o, JSON_COMPACT) : NULL;
-	json_decref(o);
-	if (!line)
-		return 0;
 	len = strlen(line);
 	line[len++] = '\n'; /* json_dumps leaves room: we overwrite its NUL */
 	for (int i = 0; i < a->n_subs; i++) {
