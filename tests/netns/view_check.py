@@ -23,6 +23,7 @@ suite numbers them), or "NOTE<TAB>text".
 import argparse
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -613,25 +614,20 @@ def cmd_browser(a):
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
 
+    # Chromium is started here, not by chromedriver, which gives it 60 s to come up: under
+    # emulation (QEMU TCG, make vmtest) a start takes minutes on a busy machine. chromedriver
+    # then attaches to it through its DevTools port, with no limit of its own.
+    browser, port = start_chromium(a.profile)
     opts = Options()
-    opts.binary_location = "/usr/bin/chromium"
-    for f in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-              "--disable-background-networking", "--disable-component-update", "--disable-sync",
-              "--disable-dev-shm-usage", f"--user-data-dir={a.profile}", "--window-size=1500,900"):
-        opts.add_argument(f)
+    opts.debugger_address = f"127.0.0.1:{port}"
     # A prompt stays open until the test answers it (the default would dismiss it at the next
     # command).
     opts.set_capability("unhandledPromptBehavior", "ignore")
-    # Chromium and its driver start slowly on a loaded machine: generous timeouts, one retry.
-    drv = None
-    for attempt in (1, 2):
-        try:
-            drv = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
-            break
-        except Exception as e:  # selenium raises its own WebDriverException types
-            out("NOTE", f"starting Chromium (attempt {attempt}): {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
-            if attempt == 2:
-                raise
+    try:
+        drv = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+    except BaseException:
+        stop_chromium(browser)
+        raise
     try:
         drv.set_page_load_timeout(60 * SCALE)
         drv.set_script_timeout(30 * SCALE)
@@ -735,7 +731,54 @@ def cmd_browser(a):
             pass
     finally:
         drv.quit()
+        stop_chromium(browser)
     return 0
+
+
+def start_chromium(profile):
+    """Headless Chromium on a DevTools port of its choosing, in a session of its own (it runs
+    a process per role); returns it and the port, once it is listening."""
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1500,900",
+             "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0", "about:blank"]
+    active = os.path.join(profile, "DevToolsActivePort")
+    try:
+        os.unlink(active)
+    except FileNotFoundError:
+        pass
+    log = open(os.path.join(profile, "chromium.log"), "wb")
+    p = subprocess.Popen(["/usr/bin/chromium"] + flags, stdin=subprocess.DEVNULL, stdout=log,
+                         stderr=log, start_new_session=True)
+    start = time.time()
+    end = start + 60 * SCALE
+    while time.time() < end and p.poll() is None:
+        try:
+            with open(active) as f:
+                port = int(f.readline())
+            out("NOTE", f"Chromium listening on DevTools port {port} after {time.time() - start:.1f} s")
+            return p, port
+        except (FileNotFoundError, ValueError):
+            time.sleep(0.2)
+    stop_chromium(p)
+    raise RuntimeError(f"Chromium did not start within {60 * SCALE:.0f} s (exit status {p.returncode}); "
+                       f"its log: {os.path.join(profile, 'chromium.log')}")
+
+
+def stop_chromium(p):
+    """Chromium and every process it started (its session)."""
+    try:
+        os.killpg(p.pid, signal.SIGTERM)
+        p.wait(timeout=10 * SCALE)
+    except ProcessLookupError:
+        return
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    try:
+        os.killpg(p.pid, signal.SIGKILL)  # children that outlived it
+    except ProcessLookupError:
+        pass
 
 
 def browser_token(a, drv, wait, live, table):
