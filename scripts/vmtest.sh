@@ -11,7 +11,7 @@
 #                     and the tests' modules built in needs none.
 #   --mem SIZE        guest memory (env VMTEST_MEM, default 2G)
 #   --smp N           guest CPUs (env VMTEST_SMP, default 2)
-#   --timeout SEC     whole-run limit (env VMTEST_TIMEOUT, default 3000: the kernel suites take about 25 minutes under TCG)
+#   --timeout SEC     whole-run limit (env VMTEST_TIMEOUT, default 3600: the kernel suites take about 32 minutes under TCG)
 #   --accel auto|kvm|tcg  (env VMTEST_ACCEL, default auto: kvm only if a probe guest really runs)
 #   --append ARGS     extra kernel command line (env VMTEST_APPEND)
 #   --env NAME=VALUE  extra variable for the command (repeatable); CI and V pass through if set
@@ -42,7 +42,7 @@ kernel=${VMTEST_KERNEL:-}
 modules=${VMTEST_MODULES:-}
 mem=${VMTEST_MEM:-2G}
 smp=${VMTEST_SMP:-2}
-timeout=${VMTEST_TIMEOUT:-3000}
+timeout=${VMTEST_TIMEOUT:-3600}
 accel=${VMTEST_ACCEL:-auto}
 append=${VMTEST_APPEND:-}
 verbose=0
