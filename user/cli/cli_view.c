@@ -5,10 +5,9 @@
  * --dns-refresh seconds, new agents followed, those gone dropped). Names are resolved with
  * glibc's getaddrinfo_a(): its own threads wait for the resolver, and a completion is a queued
  * signal the main loop takes with SIGTERM, so a resolver that never answers stalls neither the
- * status nor the exit. One thread per agent follows
- * its /api/events/stream with libcurl (resuming with Last-Event-ID, reconnecting after a
- * restart) and tags each event with the agent's node; the merged events feed the same HTTP
- * server as the agent's own.
+ * status nor the exit. One thread per agent follows its /api/events/stream with libcurl
+ * (resuming with Last-Event-ID, reconnecting after a restart) and tags each event with the
+ * agent's node; the merged events feed the same HTTP server as the agent's own.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -57,7 +56,7 @@ struct upstream {
 };
 
 /* One getaddrinfo_a() request with everything it points to: glibc's resolver thread writes
- * into it until it completes, so it lives apart from the view (see dns_abandon).
+ * into it until it completes, so it lives apart from the view (see dns_stop).
  */
 struct dns_query {
 	struct gaicb cb;
@@ -425,7 +424,8 @@ static void dns_apply(struct view *v, int k, int rc, const struct addrinfo *res)
 	size_t n = 0;
 
 	if (rc && rc != EAI_NONAME && rc != EAI_NODATA) {
-		const char *why = rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc);
+		/* No strerror(errno) for EAI_SYSTEM: the errno was glibc's resolver thread's. */
+		const char *why = gai_strerror(rc);
 
 		pthread_mutex_lock(&v->lock);
 		snprintf(d->last_error, sizeof(d->last_error), "%s", why);
@@ -492,9 +492,9 @@ static void dns_collect(struct view *v)
 {
 	for (size_t k = 0; k < v->n_dns; k++) {
 		struct dns_query *q = v->dns[k].query;
-		int rc = q ? gai_error(&q->cb) : EAI_INPROGRESS;
+		int rc;
 
-		if (rc == EAI_INPROGRESS)
+		if (!q || (rc = gai_error(&q->cb)) == EAI_INPROGRESS)
 			continue;
 		v->dns[k].query = NULL;
 		dns_apply(v, (int)k, rc, q->cb.ar_result);
@@ -514,11 +514,12 @@ static void dns_stop(struct view *v)
 {
 	for (size_t k = 0; k < v->n_dns; k++) {
 		struct dns_query *q = v->dns[k].query;
-		int rc = q ? gai_cancel(&q->cb) : EAI_CANCELED;
+		int rc;
 
 		if (!q)
 			continue;
 		v->dns[k].query = NULL;
+		rc = gai_cancel(&q->cb);
 		if (rc == EAI_NOTCANCELED) {
 			dns_abandoned[k] = q;
 			continue;
