@@ -117,7 +117,7 @@ cni_self() {
 hooks_first() { # hooks_first IFNAME: rw_egress first on ingress and rw_ingress first on egress
 	rw_probe node hooks --dev "$1" | rw_jq_true '
 		(if .tcx and (.ingress | length) > 0 then .ingress[0].name else .tc_ingress[0].name end) == "rw_egress" and
-		(if .tcx and (.egress | length) > 0 then .egress[0].name else .tc_egress[0].name end) == "rw_ingress"' >/dev/null
+		(if .tcx and (.egress | length) > 0 then .egress[0].name else .tc_egress[0].name end) == "rw_ingress"'
 }
 # The pod's first packets: metadata and a private host refused, an allowed service reached.
 first_packets() {

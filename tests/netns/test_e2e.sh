@@ -449,7 +449,7 @@ rw_wait_file "$RW_WORK/flood.ready"
 rw_sandbox_add c "$C_IF" "$C_IP"
 check "fail-closed: the agent attached to the new veth $C_IF (prefix vlan)" wait_hooks "$C_IF" 10
 wait "$fpid" || true
-if rw_jq_true '.answers == 0 and .sent > 0' "$RW_WORK/flood.json" >/dev/null; then
+if rw_jq_true '.answers == 0 and .sent > 0' "$RW_WORK/flood.json"; then
 	ok "fail-closed: nothing the new pod sent from its first packet on got through ($(jq -r '"\(.sent) datagrams, after \(.send_errors) sends that failed for want of a route"' "$RW_WORK/flood.json"))"
 else
 	not_ok "fail-closed: nothing the new pod sent from its first packet on got through"
@@ -678,7 +678,7 @@ for name in a b c; do
 	check "restart: status: $dev has runwall once on each hook, $MODE, first, no others" \
 		rw_jq_true --arg d "$dev" --arg mode "$MODE" '.sandboxes[] | select(.ifname == $d) | .hooks |
 			[.egress, .ingress] | all(.attached == true and .mode == $mode and .first == true and .others == 0)' \
-		<<<"$st" >/dev/null
+		<<<"$st"
 	check "restart: kernel: $dev has $HOOKS_DESC" eval 'hooks_json "$dev" | hooks_ok'
 	# and the same as iproute2's tc sees it: the bpf filters (lines with a handle) on each hook,
 	# and how many of them are runwall's (its handle, direct-action, the hook's program)

@@ -322,7 +322,7 @@ vc graph "$API" --expect "$RW_WORK/graph.spec"
 st=$(http_get "$API/api/status" | tail -n +2)
 check "/api/status: the status JSON (ready, revision 1, both runs, both veths, node)" \
 	rw_jq_true --arg a "$A_IF" '.ok and .ready and .revision == 1 and (.runs | length) == 2 and
-		([.sandboxes[].ifname] | index($a)) != null and .node == "node-a"' <<<"$st" >/dev/null
+		([.sandboxes[].ifname] | index($a)) != null and .node == "node-a"' <<<"$st"
 
 # ---- metrics -----------------------------------------------------------------------------------
 
@@ -361,9 +361,9 @@ req=$(http_get "$API/api/requests" | tail -n +2)
 check "/api/requests: the three, sent, with the count so far ($N443 for tcp/443, 4 attempts)" rw_jq_true --argjson n "$N443" '
 	(.requests | length) == 3 and all(.requests[]; .state == "sent" and .attempts == 1) and
 	(.requests[] | select(.port == 443 and .protocol == "tcp") | .count) == $n and
-	.stats.sent == 3 and .stats.pending == 0' <<<"$req" >/dev/null
+	.stats.sent == 3 and .stats.pending == 0' <<<"$req"
 requests_table() { rw requests >"$RW_WORK/requests.txt" && grep -q "$INET:8443/tcp .*sent" "$RW_WORK/requests.txt"; }
-requests_json() { rw -j requests | rw_jq_true '.ok and (.requests | length) == 3' >/dev/null; }
+requests_json() { rw -j requests | rw_jq_true '.ok and (.requests | length) == 3'; }
 check "runwall requests: a table of them" requests_table
 check "runwall -j requests: the same list" requests_json
 
@@ -374,7 +374,7 @@ wait "$RECV_PID" 2>/dev/null || true
 # enough for the head's retries (about 75 s in all) to run out.
 printf 'q%s tcp %s %s\n' 5001 "$INET" 5001 5002 "$INET" 5002 5003 "$INET" 5003 5004 "$INET" 5004 \
 	5005 "$INET" 5005 5006 "$INET" 5006 | sent_batch a
-pending_is() { http_get "$API/api/requests" | tail -n +2 | rw_jq_true ".stats.pending == $1 and .stats.retries >= 1" >/dev/null; }
+pending_is() { http_get "$API/api/requests" | tail -n +2 | rw_jq_true ".stats.pending == $1 and .stats.retries >= 1"; }
 check "requests: receiver down: 4 pending and retried, 2 over the queue bound dropped" \
 	rw_wait 5 pending_is 4
 overflow_counted() {

@@ -747,9 +747,9 @@ def start_chromium(profile):
         os.unlink(active)
     except FileNotFoundError:
         pass
-    log = open(os.path.join(profile, "chromium.log"), "wb")
-    p = subprocess.Popen(["/usr/bin/chromium"] + flags, stdin=subprocess.DEVNULL, stdout=log,
-                         stderr=log, start_new_session=True)
+    with open(os.path.join(profile, "chromium.log"), "wb") as log:
+        p = subprocess.Popen(["/usr/bin/chromium"] + flags, stdin=subprocess.DEVNULL, stdout=log,
+                             stderr=log, start_new_session=True)
     start = time.time()
     end = start + 60 * SCALE
     while time.time() < end and p.poll() is None:
