@@ -156,6 +156,8 @@ static inline const char *agent_ip_str(__be32 ip, char *buf)
 int agent_on_link(bool add, const struct rw_nl_link *l, void *data);
 int agent_on_route(bool add, const struct rw_nl_route *r, void *data);
 int agent_full_resync(struct agent *a);
+/* A test seam: agent_full_resync() calls it after its dumps and before it acts on them. */
+void agent_resync_after_dump(struct agent *a);
 /* The tick's share: attaches whose backoff is over. */
 void agent_sandboxes_tick(struct agent *a);
 int64_t agent_now_ms(void);

@@ -2,6 +2,13 @@
 /* sandboxes.c: the agent's sandbox veths: attach runwall's programs to every interface whose name
  * has the prefix, bind each to the pod its /32 route names, forget what goes away, and a full
  * resync that makes the kernel's picture match the system's.
+ *
+ * A netlink event, or a dump, says what was true when the kernel sent it. By the time the agent
+ * acts on it, the veth behind an ifindex may be another one: the pod deleted, the next pod's veth
+ * created with the same ifindex (and even the same name) and already protected and bound by
+ * runwall-cni. So events and dumps only say which veth to look at: every change to a veth's
+ * programs or binding is made under the veth lock that runwall-cni takes too (rw_veth_lock()),
+ * after asking the kernel again what the veth is now (its name) and which pod its route names.
  */
 #include <limits.h>
 #include <errno.h>
@@ -13,6 +20,7 @@
 
 #include "agent.h"
 #include "log.h"
+#include "netlink.h"
 #include "reasons.h"
 #include "veth.h"
 
@@ -32,6 +40,29 @@ int64_t agent_now_ms(void)
 	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
 }
 
+/* runwall-cni holds the veth lock for a few map updates and attaches. */
+#define VETH_LOCK_MS 1000
+
+/* The veth lock, or a negative errno: then the change waits for a resync. */
+static int sbx_lock(struct agent *a)
+{
+	int fd = rw_veth_lock(a->dp.pin_dir, VETH_LOCK_MS);
+
+	if (fd < 0) {
+		rw_err("veth lock on %s: %s; the change waits for the next resync", a->dp.pin_dir,
+		       strerror(-fd));
+		a->links_dirty = true;
+	}
+	return fd;
+}
+
+/* Called by agent_full_resync() after its dumps, before it acts on them. Tests replace it to
+ * change the system at exactly that moment; here it does nothing.
+ */
+__attribute__((weak)) void agent_resync_after_dump(struct agent *a)
+{
+}
+
 /* Both programs on the veth (rw_veth_attach(), the code runwall-cni uses too). A failure is
  * counted, shown in status and tried again after a backoff by the tick (agent_sandboxes_tick()),
  * so a veth is not left open until the next resync.
@@ -39,9 +70,24 @@ int64_t agent_now_ms(void)
 static void sbx_attach(struct agent *a, struct sandbox *s)
 {
 	int errs[RW_DIR_COUNT] = {};
-	char msg[sizeof(s->attach_error)] = "";
+	char msg[sizeof(s->attach_error)] = "", name[IF_NAMESIZE];
+	/* Attaching to a sandbox veth is never wrong, so a lock that cannot be had does not stop
+	 * it; the lock keeps it from crossing runwall-cni's attach of the same hook.
+	 */
+	int lock = rw_veth_lock(a->dp.pin_dir, VETH_LOCK_MS);
 
+	if (!rw_veth_is_sandbox(s->ifindex, a->ifprefix, name)) {
+		/* Gone, or another interface has its ifindex now: nothing of ours to attach to.
+		 * Its RTM_DELLINK or the next resync forgets it.
+		 */
+		s->retry_at_ms = 0;
+		rw_veth_unlock(lock);
+		return;
+	}
+	if (strcmp(s->ifname, name))
+		snprintf(s->ifname, sizeof(s->ifname), "%s", name);
 	rw_veth_attach(&a->dp, s->ifindex, a->attach_mode, s->mode, errs);
+	rw_veth_unlock(lock);
 	for (int d = 0; d < RW_DIR_COUNT; d++) {
 		s->attached[d] = !errs[d];
 		if (errs[d] && !msg[0])
@@ -188,46 +234,113 @@ static void sbx_forget(struct agent *a, struct sandbox *s)
 	sbx_room_freed(a);
 }
 
-/* The interface went away: its tcx links died with it; forget the pins, the binding and the
- * veth's flows so that nothing carries over to whatever reuses the ifindex.
- */
-static void sbx_remove(struct agent *a, int ifindex)
+static int first_route(const struct rw_nl_route *r, void *data)
 {
-	struct sandbox *s = sbx_find(a, ifindex);
+	__be32 *dst = data;
 
+	if (!*dst)
+		*dst = r->dst;
+	return 0;
+}
+
+/* The pod the main table's /32 route names for ifindex now (0: none). -ENODEV: no such
+ * interface.
+ */
+static int route_pod(int ifindex, __be32 *pod)
+{
+	int err;
+
+	for (int tries = 0; tries < 5; tries++) {
+		*pod = 0;
+		err = rw_nl_dump_routes_via(ifindex, first_route, pod);
+		if (err != -EAGAIN)
+			break;
+	}
+	return err;
+}
+
+/* Bind s to the pod its route names now, as the kernel says under the veth lock, whatever the
+ * event that brought the agent here said: that event may be about the veth that had this
+ * ifindex before, and the binding now in the map may be runwall-cni's for the veth that has
+ * it now.
+ */
+static void sbx_sync_pod(struct agent *a, struct sandbox *s)
+{
+	char name[IF_NAMESIZE];
+	__be32 want, bound;
+	int lock = sbx_lock(a), err;
+
+	if (lock < 0)
+		return;
+	if (!rw_veth_is_sandbox(s->ifindex, a->ifprefix, name))
+		goto out; /* gone or not ours: its RTM_DELLINK (or a resync) takes it off */
+	err = route_pod(s->ifindex, &want);
+	if (err) {
+		if (err != -ENODEV) {
+			rw_err("%s: asking for its route: %s; resyncing", s->ifname,
+			       strerror(-err));
+			a->links_dirty = true;
+		}
+		goto out;
+	}
+	if (rw_endpoint_lookup(&a->dp, s->ifindex, &bound) == 0)
+		s->pod = bound; /* whoever wrote it: runwall-cni, or this agent before a restart */
+	sbx_bind(a, s, want);
+out:
+	rw_veth_unlock(lock);
+}
+
+/* Take runwall off ifindex (its pins, binding and flows) unless a sandbox veth has that ifindex
+ * now: that one's programs and binding are its own (runwall-cni's ADD, done before this was
+ * read). True when taken off (or nothing could be checked: false, and a resync is asked for).
+ */
+static bool sbx_remove(struct agent *a, int ifindex)
+{
+	char name[IF_NAMESIZE];
+	struct sandbox *s;
+	int lock = sbx_lock(a);
+
+	if (lock < 0)
+		return false;
+	if (rw_veth_is_sandbox(ifindex, a->ifprefix, name)) {
+		rw_veth_unlock(lock);
+		return false;
+	}
 	for (int d = 0; d < RW_DIR_COUNT; d++)
 		rw_detach(a->dp.pin_dir, ifindex, d);
 	rw_endpoint_unbind(&a->dp, ifindex);
-	if (!s)
-		return;
-	sbx_forget(a, s);
+	rw_veth_unlock(lock);
+	s = sbx_find(a, ifindex);
+	if (s)
+		sbx_forget(a, s);
+	return true;
 }
 
-/* RTM_DELLINK, read late: when a new interface already has the ifindex again (a pod deleted and
- * the next one created, runwall-cni's ADD done before this event is read), the pins and the
- * binding under that ifindex are the new veth's: taking them off would leave a live pod
- * without programs. The old veth's tcx links died with it and runwall-cni's DEL unbound it; a
- * full resync at the next tick sorts out whatever is left (attach is idempotent and replaces a
- * defunct link's pin, the binding follows the route).
+/* RTM_DELLINK, read late: when a new sandbox veth already has the ifindex again (a pod deleted
+ * and the next one created, runwall-cni's ADD done before this event is read), the pins and the
+ * binding under that ifindex are the new veth's. The old veth's tcx links died with it and
+ * runwall-cni's DEL unbound it; the sandbox is looked at again as the veth it is now (attach is
+ * idempotent and replaces a defunct link's pin, the binding follows the route).
  */
 static void sbx_gone(struct agent *a, int ifindex)
 {
-	char name[IF_NAMESIZE];
-	struct sandbox *s = sbx_find(a, ifindex);
+	struct sandbox *s;
 
-	if (!if_indextoname(ifindex, name)) {
-		sbx_remove(a, ifindex);
+	if (sbx_remove(a, ifindex))
 		return;
-	}
-	rw_info("ifindex %d: gone and already reused by %s; resyncing", ifindex, name);
+	s = sbx_find(a, ifindex);
 	a->links_dirty = true;
-	if (s)
-		sbx_forget(a, s);
+	if (!s)
+		return;
+	rw_info("ifindex %d: gone and already reused; looking at it again", ifindex);
+	sbx_attach(a, s);
+	sbx_sync_pod(a, s);
 }
 
 int agent_on_link(bool add, const struct rw_nl_link *l, void *data)
 {
 	struct agent *a = data;
+	struct sandbox *s;
 
 	if (!add) {
 		if (sbx_find(a, l->ifindex))
@@ -235,47 +348,35 @@ int agent_on_link(bool add, const struct rw_nl_link *l, void *data)
 		return 0;
 	}
 	if (!rw_ifname_match(l->name, a->ifprefix)) {
-		/* Renamed away from the prefix: no longer ours. */
+		/* Renamed away from the prefix: no longer ours (sbx_remove() asks again). */
 		if (sbx_find(a, l->ifindex))
 			sbx_remove(a, l->ifindex);
 		return 0;
 	}
-	if (!sbx_add(a, l->ifindex, l->name))
+	s = sbx_add(a, l->ifindex, l->name);
+	if (!s)
 		return -ENOMEM;
-	a->links_dirty = true; /* routes may have come before the link */
+	sbx_sync_pod(a, s); /* routes may have come before the link */
+	a->links_dirty = true;
 	return 0;
 }
 
 int agent_on_route(bool add, const struct rw_nl_route *r, void *data)
 {
 	struct agent *a = data;
-	struct sandbox *s;
 
 	if (r->prefixlen != 32)
 		return 0;
-	/* The VPC CNI moves a pod IP with RouteReplace: one RTM_NEWROUTE for the new interface
-	 * and no RTM_DELROUTE for the old one. The veth the route left is unbound now, not at the
-	 * next resync: a /32 names one interface at a time.
+	/* The route's veth, and every veth bound to its address: the VPC CNI moves a pod IP with
+	 * RouteReplace, one RTM_NEWROUTE for the new interface and no RTM_DELROUTE for the old,
+	 * and a /32 names one interface at a time. Each is bound to what its route says now.
 	 */
-	if (add) {
-		for (size_t i = 0; i < a->n_sbx; i++) {
-			struct sandbox *o = &a->sbx[i];
-			char ip[INET_ADDRSTRLEN];
+	for (size_t i = 0; i < a->n_sbx; i++) {
+		struct sandbox *s = &a->sbx[i];
 
-			if (o->pod != r->dst || o->ifindex == r->oif)
-				continue;
-			rw_info("%s: the route to pod %s moved to ifindex %d", o->ifname,
-				agent_ip_str(r->dst, ip), r->oif);
-			sbx_bind(a, o, 0);
-		}
+		if (s->ifindex == r->oif || (s->pod && s->pod == r->dst))
+			sbx_sync_pod(a, s);
 	}
-	s = sbx_find(a, r->oif);
-	if (!s)
-		return 0;
-	if (add)
-		sbx_bind(a, s, r->dst);
-	else if (s->pod == r->dst)
-		sbx_bind(a, s, 0);
 	return 0;
 }
 
@@ -318,28 +419,44 @@ static int dump_route(const struct rw_nl_route *r, void *data)
 	return 0;
 }
 
-static int prune_pin(const struct rw_link_pin *pin, void *data)
+/* A binding or a link pin of an ifindex the agent does not know: taken off unless a sandbox
+ * veth has that ifindex now (one made after the dump, which runwall-cni protected: its
+ * RTM_NEWLINK is on its way). True when taken off.
+ */
+static bool prune_unknown(struct agent *a, int ifindex, int dir)
 {
-	struct agent *a = data;
+	char name[IF_NAMESIZE];
+	int lock;
 
-	if (sbx_find(a, pin->ifindex))
-		return 0;
-	rw_info("links/%s: interface %d is gone, removing runwall's pin", pin->name, pin->ifindex);
-	rw_detach(a->dp.pin_dir, pin->ifindex, pin->dir);
-	return 0;
+	if (sbx_find(a, ifindex))
+		return false;
+	lock = sbx_lock(a);
+	if (lock < 0)
+		return false;
+	if (rw_veth_is_sandbox(ifindex, a->ifprefix, name)) {
+		rw_veth_unlock(lock);
+		return false;
+	}
+	if (dir < 0) {
+		rw_endpoint_unbind(&a->dp, ifindex);
+	} else {
+		rw_info("links: interface %d is gone, removing runwall's %s pin", ifindex,
+			rw_dir_name(dir));
+		rw_detach(a->dp.pin_dir, ifindex, dir);
+	}
+	rw_veth_unlock(lock);
+	return true;
 }
 
-/* Remove runwall's link pins of interfaces that no longer exist (an agent that was down when
- * a veth went away never saw it go).
- */
-static void prune_link_pins(struct agent *a)
+static int prune_pin(const struct rw_link_pin *pin, void *data)
 {
-	rw_link_pins(a->dp.pin_dir, prune_pin, a);
+	prune_unknown(data, pin->ifindex, pin->dir);
+	return 0;
 }
 
 /* Make the kernel's picture match the system's: every prefixed interface attached (and
  * runwall first on each hook), every veth bound to the pod its /32 route names, nothing bound
- * that is not.
+ * that is not. The dumps say where to look; each change asks the kernel again (see the top).
  */
 int agent_full_resync(struct agent *a)
 {
@@ -359,13 +476,6 @@ int agent_full_resync(struct agent *a)
 		a->links_dirty = true;
 		return err;
 	}
-	for (size_t i = 0; i < a->n_sbx;) {
-		if (!a->sbx[i].seen) {
-			sbx_remove(a, a->sbx[i].ifindex);
-			continue;
-		}
-		i++;
-	}
 	for (int tries = 0; (err = rw_nl_dump_routes(dump_route, &rd)) == -EAGAIN && tries < 5;
 	     tries++) {
 		free(rd.w);
@@ -377,17 +487,29 @@ int agent_full_resync(struct agent *a)
 		a->links_dirty = true;
 		return err;
 	}
+	agent_resync_after_dump(a);
+	/* Not in the dump: gone, unless made since (sbx_remove() asks). */
+	for (size_t i = 0; i < a->n_sbx;) {
+		if (!a->sbx[i].seen && sbx_remove(a, a->sbx[i].ifindex))
+			continue;
+		i++;
+	}
 	for (size_t i = 0; i < a->n_sbx; i++) {
 		struct sandbox *s = &a->sbx[i];
 		struct rw_hook_info hi;
-		__be32 want = 0;
+		__be32 want = 0, bound = 0;
 
 		for (size_t r = 0; r < rd.n; r++)
 			if (rd.w[r].ifindex == s->ifindex) {
 				want = rd.w[r].pod;
 				break;
 			}
-		sbx_bind(a, s, want);
+		/* Only what differs from the dump is looked at again: a resync of a quiet node
+		 * costs two dumps.
+		 */
+		rw_endpoint_lookup(&a->dp, s->ifindex, &bound);
+		if (want != bound || s->pod != bound || s->waiting_pod)
+			sbx_sync_pod(a, s);
 		/* Check the order on the hooks; rw_attach() puts runwall back in front. */
 		for (int d = 0; d < RW_DIR_COUNT; d++) {
 			memset(&hi, 0, sizeof(hi));
@@ -404,15 +526,17 @@ int agent_full_resync(struct agent *a)
 
 	/* Bindings of interfaces that are not sandboxes (any more). */
 	while (bpf_map_get_next_key(a->dp.map_fd[RW_M_ENDPOINTS], prev, &key) == 0) {
-		if (!sbx_find(a, key)) {
-			rw_endpoint_unbind(&a->dp, key);
+		if (prune_unknown(a, key, -1)) {
 			freed = true;
 			prev = NULL; /* the walk restarts after a delete */
 			continue;
 		}
 		prev = &key;
 	}
-	prune_link_pins(a);
+	/* Link pins of interfaces that no longer exist (an agent that was down when a veth went
+	 * away never saw it go).
+	 */
+	rw_link_pins(a->dp.pin_dir, prune_pin, a);
 	if (freed)
 		sbx_room_freed(a);
 	return 0;

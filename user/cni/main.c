@@ -33,6 +33,9 @@
 #include "reasons.h"
 #include "veth.h"
 
+/* The veth lock (rw_veth_lock()): the agent holds it for one veth's change at a time. */
+#define CNI_LOCK_MS 10000
+
 /* The CNI error result (spec "Error"), on stdout; the exit code is non-zero. */
 static int cni_error(const char *version, int code, const char *msg, const char *fmt, ...)
 {
@@ -174,7 +177,7 @@ static int cmd_add(struct rw_cni_req *req)
 	enum rw_attach_mode used[RW_DIR_COUNT];
 	struct rw_datapath dp;
 	char ip[INET_ADDRSTRLEN], why[200];
-	int ifindex, err, errs[RW_DIR_COUNT] = {}, dir = -1;
+	int ifindex, err, errs[RW_DIR_COUNT] = {}, dir = -1, lock;
 
 	if (require_prev(req, "ADD"))
 		return 1;
@@ -195,9 +198,20 @@ static int cmd_add(struct rw_cni_req *req)
 		return 1;
 	}
 	inet_ntop(AF_INET, &req->pod_ip, ip, sizeof(ip));
-	/* A running agent attaches to the same new veth at the same moment (netlink told it):
-	 * whichever of us comes second finds the program already on the hook (-EEXIST) before the
-	 * other's link is pinned. Once it is pinned, attaching again is a no-op.
+	/* Under the veth lock, which the agent takes for every change it makes to a veth: its
+	 * stale events about the veth that had this ifindex before cannot undo what is done here.
+	 */
+	lock = rw_veth_lock(req->bpffs, CNI_LOCK_MS);
+	if (lock < 0) {
+		rw_datapath_close(&dp);
+		return cni_error(req->cni_version, RW_CNI_E_TRY_LATER,
+				 "runwall's veth lock is held", "%s: %s after %d ms", req->bpffs,
+				 strerror(-lock), CNI_LOCK_MS);
+	}
+	/* A runwall-cni of another version, or an agent without the lock, may attach to the same
+	 * new veth at the same moment: whichever comes second finds the program already on the
+	 * hook (-EEXIST) before the other's link is pinned. Once it is pinned, attaching again is
+	 * a no-op.
 	 */
 	for (int tries = 0;; tries++) {
 		err = rw_veth_protect(&dp, ifindex, req->pod_ip, req->mode, used, errs);
@@ -205,6 +219,7 @@ static int cmd_add(struct rw_cni_req *req)
 			break;
 		usleep(50 * 1000);
 	}
+	rw_veth_unlock(lock);
 	for (int d = RW_DIR_COUNT - 1; d >= 0; d--)
 		if (errs[d])
 			dir = d;
@@ -274,7 +289,7 @@ static int cmd_del(struct rw_cni_req *req)
 {
 	struct rw_datapath dp;
 	__be32 bound;
-	int ifindex, err, layout = rw_datapath_pinned_layout(req->bpffs);
+	int ifindex, err, lock, layout = rw_datapath_pinned_layout(req->bpffs);
 
 	/* Nothing of runwall's on the node: nothing to undo. Pins of another layout: nothing this
 	 * plugin can undo, and a failed DEL would be retried forever.
@@ -288,6 +303,13 @@ static int cmd_del(struct rw_cni_req *req)
 	}
 	if (open_node(req, &dp, false))
 		return 1;
+	lock = rw_veth_lock(req->bpffs, CNI_LOCK_MS);
+	if (lock < 0) {
+		rw_datapath_close(&dp);
+		return cni_error(req->cni_version, RW_CNI_E_TRY_LATER,
+				 "runwall's veth lock is held", "%s: %s after %d ms", req->bpffs,
+				 strerror(-lock), CNI_LOCK_MS);
+	}
 	err = 0;
 	/* The veth stays deny-all (its programs stay) until the plugin before us deletes it:
 	 * taking them off would open it for that moment.
@@ -295,8 +317,12 @@ static int cmd_del(struct rw_cni_req *req)
 	ifindex = req->prev_complete ? (int)if_nametoindex(req->host_if) : 0;
 	if (ifindex && rw_endpoint_lookup(&dp, ifindex, &bound) == 0 && bound == req->pod_ip)
 		err = rw_endpoint_unbind(&dp, ifindex);
+	/* Under the lock: no veth made since with a gone veth's ifindex can be protected (by
+	 * runwall-cni or the agent) between the check that it is gone and the removal.
+	 */
 	if (!err)
 		err = rw_veth_prune_gone(&dp);
+	rw_veth_unlock(lock);
 	rw_datapath_close(&dp);
 	if (err)
 		return cni_error(req->cni_version, RW_CNI_E_ATTACH, "unbinding the pod failed",

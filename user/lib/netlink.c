@@ -190,9 +190,9 @@ static int dump_route_cb(const struct nlmsghdr *nlh, void *data)
 /* Run a links or routes dump: a callback's error first, then rw_mnl_dump()'s, then -EAGAIN
  * when the kernel flagged the dump as interrupted.
  */
-static int dump_run(struct nlmsghdr *nlh, mnl_cb_t cb, struct nl_ctx *ctx)
+static int dump_run(struct nlmsghdr *nlh, mnl_cb_t cb, struct nl_ctx *ctx, bool strict)
 {
-	int err = rw_mnl_dump(nlh, cb, ctx);
+	int err = rw_mnl_dump_opts(nlh, cb, ctx, strict);
 
 	if (err)
 		return ctx->err ? ctx->err : err;
@@ -216,7 +216,7 @@ int rw_nl_dump_links(rw_nl_link_fn fn, void *data)
 	 * for them.
 	 */
 	mnl_attr_put_u32(nlh, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
-	err = dump_run(nlh, dump_link_cb, &ctx);
+	err = dump_run(nlh, dump_link_cb, &ctx, false);
 	free(nlh);
 	return err;
 }
@@ -234,7 +234,30 @@ int rw_nl_dump_routes(rw_nl_route_fn fn, void *data)
 	if (!rtm)
 		return -ENOMEM;
 	rtm->rtm_family = AF_INET;
-	err = dump_run(nlh, dump_route_cb, &ctx);
+	err = dump_run(nlh, dump_route_cb, &ctx, false);
+	free(nlh);
+	return err;
+}
+
+int rw_nl_dump_routes_via(int oif, rw_nl_route_fn fn, void *data)
+{
+	struct nl_ctx ctx = {.route_fn = fn, .data = data};
+	struct nlmsghdr *nlh;
+	struct rtmsg *rtm;
+	int err;
+
+	if (!fn || oif <= 0)
+		return -EINVAL;
+	rtm = rw_mnl_dump_request(RTM_GETROUTE, sizeof(*rtm), &nlh);
+	if (!rtm)
+		return -ENOMEM;
+	rtm->rtm_family = AF_INET;
+	rtm->rtm_table = RT_TABLE_MAIN;
+	mnl_attr_put_u32(nlh, RTA_OIF, (__u32)oif);
+	/* Strict: the kernel filters on the table and the interface (and says -ENODEV when no
+	 * interface has that index) instead of sending the whole table.
+	 */
+	err = dump_run(nlh, dump_route_cb, &ctx, true);
 	free(nlh);
 	return err;
 }

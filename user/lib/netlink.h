@@ -51,6 +51,11 @@ int rw_nl_dump_links(rw_nl_link_fn fn, void *data);
  */
 int rw_nl_dump_routes(rw_nl_route_fn fn, void *data);
 
+/* The same routes, only those whose output interface is oif: what names oif's pod now, asked
+ * of the kernel at the moment of the call. -ENODEV when no interface has that index.
+ */
+int rw_nl_dump_routes_via(int oif, rw_nl_route_fn fn, void *data);
+
 /* A subscription to RTNLGRP_LINK and RTNLGRP_IPV4_ROUTE on a non-blocking socket. */
 struct rw_nl_sub;
 

@@ -29,15 +29,24 @@ void *rw_mnl_dump_request(__u16 type, size_t extra_len, struct nlmsghdr **nlh)
 
 int rw_mnl_dump(struct nlmsghdr *nlh, mnl_cb_t cb, void *data)
 {
+	return rw_mnl_dump_opts(nlh, cb, data, false);
+}
+
+int rw_mnl_dump_opts(struct nlmsghdr *nlh, mnl_cb_t cb, void *data, bool strict)
+{
 	char *buf = (char *)nlh;
 	unsigned int seq, portid;
 	struct mnl_socket *nl;
-	int ret, err;
+	int ret, err, one = 1;
 
 	nl = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC);
 	if (!nl)
 		return neg_errno();
 	if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0) {
+		err = neg_errno();
+		goto out;
+	}
+	if (strict && mnl_socket_setsockopt(nl, NETLINK_GET_STRICT_CHK, &one, sizeof(one)) < 0) {
 		err = neg_errno();
 		goto out;
 	}

@@ -6,6 +6,7 @@
 #ifndef RUNWALL_NLUTIL_H
 #define RUNWALL_NLUTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <linux/types.h>
 #include <libmnl/libmnl.h>
@@ -28,5 +29,11 @@ void *rw_mnl_dump_request(__u16 type, size_t extra_len, struct nlmsghdr **nlh);
  * -errno, or -EIO when the callback left errno at 0.
  */
 int rw_mnl_dump(struct nlmsghdr *nlh, mnl_cb_t cb, void *data);
+
+/* The same; with strict, on a socket with NETLINK_GET_STRICT_CHK, where the kernel (4.20+)
+ * takes the request's header and attributes as filters (a route dump of one table and one
+ * output interface) and refuses what it cannot filter on instead of ignoring it.
+ */
+int rw_mnl_dump_opts(struct nlmsghdr *nlh, mnl_cb_t cb, void *data, bool strict);
 
 #endif /* RUNWALL_NLUTIL_H */

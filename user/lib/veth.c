@@ -8,9 +8,54 @@
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <time.h>
 #include <bpf/bpf.h>
 
+#include "netlink.h"
 #include "veth.h"
+
+int rw_veth_lock(const char *pin_dir, int timeout_ms)
+{
+	struct timespec pause = {.tv_nsec = 1000 * 1000};
+	int fd = open(pin_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	/* Holders keep it for a few map updates and attaches: milliseconds. */
+	for (int waited = 0;; waited++) {
+		if (!flock(fd, LOCK_EX | LOCK_NB))
+			return fd;
+		if (errno != EWOULDBLOCK && errno != EINTR) {
+			int err = -errno;
+
+			close(fd);
+			return err;
+		}
+		if (waited >= timeout_ms) {
+			close(fd);
+			return -ETIMEDOUT;
+		}
+		nanosleep(&pause, NULL);
+	}
+}
+
+void rw_veth_unlock(int fd)
+{
+	if (fd >= 0)
+		close(fd); /* the last close drops the flock */
+}
+
+bool rw_veth_is_sandbox(int ifindex, const char *prefixes, char *name)
+{
+	name[0] = '\0';
+	if (ifindex <= 0 || !if_indextoname(ifindex, name)) {
+		name[0] = '\0';
+		return false;
+	}
+	return rw_ifname_match(name, prefixes);
+}
 
 int rw_veth_attach(const struct rw_datapath *dp, int ifindex, enum rw_attach_mode mode,
 		   enum rw_attach_mode used[RW_DIR_COUNT], int errs[RW_DIR_COUNT])

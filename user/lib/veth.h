@@ -56,4 +56,21 @@ int rw_endpoint_lookup(const struct rw_datapath *dp, __u32 ifindex, __be32 *pod_
  */
 int rw_veth_prune_gone(const struct rw_datapath *dp);
 
+/* The node's veth lock: the agent and every runwall-cni call change a veth's programs and
+ * binding only while they hold it, and check the kernel's picture of the veth (its name, its
+ * route) after taking it. Between a check and the change it decides, nothing else of runwall's
+ * can then act on the same ifindex, even when the veth behind it was deleted and another one
+ * created with that ifindex (the plugin before runwall-cni, or the agent's stale events).
+ * An flock(2) on the pin folder: the kernel drops it when its holder exits, killed or not.
+ * Returns the lock's fd (give it to rw_veth_unlock()), -ETIMEDOUT after timeout_ms, or another
+ * negative errno.
+ */
+int rw_veth_lock(const char *pin_dir, int timeout_ms);
+void rw_veth_unlock(int fd);
+
+/* Whether ifindex is, right now, an interface whose name starts with one of prefixes
+ * (rw_ifname_match()); its name in name[IF_NAMESIZE] when it exists at all, "" otherwise.
+ */
+bool rw_veth_is_sandbox(int ifindex, const char *prefixes, char *name);
+
 #endif /* RUNWALL_VETH_H */

@@ -1,0 +1,353 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* test_sandboxes.c: the agent's sandbox veths (user/agent/sandboxes.c) against the running
+ * kernel, with the interleavings of pod churn driven exactly: a veth made and protected by
+ * runwall-cni between the agent's resync dumps and its prune, stale netlink events read after
+ * the veth behind their ifindex was replaced, and a retry pending on an ifindex that another
+ * interface took. After every step the kernel is asked (hooks, binding) whether the live pod is
+ * still protected and bound to its own address. In a network namespace of the test's own; needs
+ * root.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <net/if.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+#include <linux/magic.h>
+#include <bpf/bpf.h>
+#include <cmocka.h>
+
+#include "agent.h"
+#include "veth.h"
+
+static struct agent a;
+static char pin_dir[128];
+
+/* What the hook does when agent_full_resync() calls it; NULL: nothing. */
+static void (*after_dump)(void);
+
+void agent_resync_after_dump(struct agent *ag)
+{
+	void (*fn)(void) = after_dump;
+
+	after_dump = NULL;
+	if (fn)
+		fn();
+}
+
+static int quiet(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	return 0;
+}
+
+static void sh(const char *fmt, ...)
+{
+	char cmd[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	assert_int_equal(system(cmd), 0);
+}
+
+static __be32 ip4(const char *s)
+{
+	struct in_addr in;
+
+	assert_int_equal(inet_pton(AF_INET, s, &in), 1);
+	return in.s_addr;
+}
+
+/* A pod's host veth as the VPC CNI makes it: a fixed ifindex (so that the next pod reuses it,
+ * as churn does), up, and the pod's /32 route through it. The peer (rwxN) stands for the pod's
+ * eth0; its name is not the agent's prefix.
+ */
+static void make_pod(const char *name, int ifindex, const char *ip)
+{
+	sh("ip link add %s index %d type veth peer name rwx%d && ip link set %s up && "
+	   "ip link set rwx%d up && ip route add %s/32 dev %s scope link",
+	   name, ifindex, ifindex, name, ifindex, ip, name);
+}
+
+/* runwall-cni ADD: programs and binding, under the veth lock. */
+static void cni_add(int ifindex, const char *ip)
+{
+	int lock = rw_veth_lock(pin_dir, 1000);
+
+	assert_true(lock >= 0);
+	assert_int_equal(rw_veth_protect(&a.dp, ifindex, ip4(ip), RW_ATTACH_AUTO, NULL, NULL), 0);
+	rw_veth_unlock(lock);
+}
+
+/* runwall-cni DEL and the veth's deletion. */
+static void del_pod(const char *name, int ifindex)
+{
+	int lock = rw_veth_lock(pin_dir, 1000);
+
+	assert_true(lock >= 0);
+	rw_endpoint_unbind(&a.dp, ifindex);
+	rw_veth_unlock(lock);
+	sh("ip link del %s", name);
+}
+
+/* The kernel's word: runwall first on both hooks of ifindex, and the pod bound is ip. */
+static bool protected_as(int ifindex, const char *ip)
+{
+	struct rw_veth_state st;
+
+	if (rw_veth_query(&a.dp, ifindex, &st))
+		return false;
+	return st.first[RW_DIR_EGRESS] && st.first[RW_DIR_INGRESS] && st.pod_ip == ip4(ip);
+}
+
+/* The agent's netlink handlers, with the live pod checked after each event. */
+struct watch {
+	int ifindex;
+	const char *ip;
+	int events, broken;
+};
+
+static struct watch *watching;
+
+static void watch_check(void)
+{
+	if (!watching)
+		return;
+	watching->events++;
+	if (!protected_as(watching->ifindex, watching->ip)) {
+		watching->broken++;
+		fprintf(stderr, "# after event %d: ifindex %d is not protected as pod %s\n",
+			watching->events, watching->ifindex, watching->ip);
+	}
+}
+
+static int on_link(bool add, const struct rw_nl_link *l, void *data)
+{
+	int ret = agent_on_link(add, l, data);
+
+	watch_check();
+	return ret;
+}
+
+static int on_route(bool add, const struct rw_nl_route *r, void *data)
+{
+	int ret = agent_on_route(add, r, data);
+
+	watch_check();
+	return ret;
+}
+
+/* Read every event the kernel has queued for the agent, as its loop does. */
+static void drain_events(struct watch *w)
+{
+	const struct rw_nl_handlers h = {.on_link = on_link, .on_route = on_route, .data = &a};
+	int ret;
+
+	watching = w;
+	do {
+		ret = rw_nl_sub_read(a.nl, &h);
+		assert_true(ret >= 0);
+		assert_int_not_equal(ret, RW_NL_RESYNC);
+	} while (ret == 0 && recv(rw_nl_sub_fd(a.nl), &(char){0}, 1, MSG_PEEK | MSG_DONTWAIT) > 0);
+	watching = NULL;
+}
+
+static int count_bindings(void)
+{
+	__u32 key, *prev = NULL;
+	int n = 0;
+
+	while (bpf_map_get_next_key(a.dp.map_fd[RW_M_ENDPOINTS], prev, &key) == 0) {
+		n++;
+		prev = &key;
+	}
+	return n;
+}
+
+/* --- fixtures ------------------------------------------------------------------------------ */
+
+static int group_setup(void **state)
+{
+	struct statfs sfs;
+	char err[256];
+
+	libbpf_set_print(quiet);
+	if (unshare(CLONE_NEWNET)) {
+		perror("unshare(CLONE_NEWNET)");
+		return -1;
+	}
+	if (statfs("/sys/fs/bpf", &sfs) || sfs.f_type != BPF_FS_MAGIC) {
+		if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+		    mount("bpf", "/sys/fs/bpf", "bpf", 0, "mode=0700")) {
+			perror("mount bpffs");
+			return -1;
+		}
+	}
+	if (system("ip link set lo up"))
+		return -1;
+	snprintf(pin_dir, sizeof(pin_dir), "/sys/fs/bpf/rwtest-sbx-%d", (int)getpid());
+	if (mkdir(pin_dir, 0700)) {
+		perror(pin_dir);
+		return -1;
+	}
+	a.ifprefix = "rwsb";
+	a.attach_mode = RW_ATTACH_AUTO;
+	if (rw_datapath_load(&a.dp, pin_dir, 0, err, sizeof(err))) {
+		fprintf(stderr, "loading the datapath: %s\n", err);
+		return -1;
+	}
+	if (rw_nl_sub_open(&a.nl))
+		return -1;
+	return agent_full_resync(&a);
+}
+
+static int group_teardown(void **state)
+{
+	rw_nl_sub_close(a.nl);
+	rw_detach_all(a.dp.pin_dir);
+	rw_datapath_close(&a.dp);
+	rw_datapath_unpin(pin_dir);
+	if (rmdir(pin_dir) && errno != ENOENT)
+		perror(pin_dir);
+	free(a.sbx);
+	return 0;
+}
+
+/* Each test ends with no veth of ours, and the agent has seen them go. */
+static int cleanup(void **state)
+{
+	if (system("for i in $(ip -o link show | awk -F'[ :@]+' '/ rwsb|rwx/ {print $2}'); do "
+		   "ip link del $i 2>/dev/null; done; true"))
+		return -1;
+	drain_events(NULL);
+	agent_full_resync(&a);
+	return 0;
+}
+
+/* --- the interleavings --------------------------------------------------------------------- */
+
+static void make_and_protect_7001(void)
+{
+	make_pod("rwsb1", 7001, "10.9.0.1");
+	cni_add(7001, "10.9.0.1");
+}
+
+/* A pod created and protected by runwall-cni after the resync's dumps and before its prune:
+ * the resync knows nothing of the veth, and must not take its programs or binding off.
+ */
+static void test_resync_keeps_veth_made_after_dump(void **state)
+{
+	struct watch w = {.ifindex = 7001, .ip = "10.9.0.1"};
+
+	after_dump = make_and_protect_7001;
+	assert_int_equal(agent_full_resync(&a), 0);
+	assert_null(after_dump);
+	assert_true(protected_as(7001, "10.9.0.1"));
+	/* Its events, read afterwards, leave it as it is. */
+	drain_events(&w);
+	assert_int_equal(w.broken, 0);
+	assert_true(protected_as(7001, "10.9.0.1"));
+	/* And once it is gone, nothing of it is left. */
+	del_pod("rwsb1", 7001);
+	drain_events(NULL);
+	assert_int_equal(agent_full_resync(&a), 0);
+	assert_int_equal(count_bindings(), 0);
+	assert_int_equal(a.n_sbx, 0);
+}
+
+/* Pod A deleted and pod B created on the same ifindex and name, B protected by runwall-cni,
+ * all before the agent reads a single event: A's events (its route, its veth's deletion) then
+ * describe a veth that is gone. After each event B is still protected and bound to B.
+ */
+static void test_stale_events_on_reused_ifindex(void **state)
+{
+	struct watch w = {.ifindex = 7002, .ip = "10.9.0.3"};
+
+	drain_events(NULL);
+	make_pod("rwsb2", 7002, "10.9.0.2");
+	cni_add(7002, "10.9.0.2");
+	del_pod("rwsb2", 7002);
+	make_pod("rwsb2", 7002, "10.9.0.3");
+	cni_add(7002, "10.9.0.3");
+	drain_events(&w);
+	assert_true(w.events >= 4);
+	assert_int_equal(w.broken, 0);
+	/* The resync the events asked for agrees. */
+	assert_int_equal(agent_full_resync(&a), 0);
+	assert_true(protected_as(7002, "10.9.0.3"));
+	del_pod("rwsb2", 7002);
+	drain_events(NULL);
+	assert_int_equal(agent_full_resync(&a), 0);
+	assert_int_equal(count_bindings(), 0);
+}
+
+/* The agent knew pod A's veth and had an attach retry pending; the veth went and an interface
+ * that is not a sandbox's took its ifindex before the retry: the retry must not put runwall's
+ * programs (deny-all) on it.
+ */
+static void test_retry_on_ifindex_taken_by_other(void **state)
+{
+	struct rw_veth_state st;
+	struct sandbox *s = NULL;
+
+	drain_events(NULL);
+	make_pod("rwsb3", 7003, "10.9.0.4");
+	drain_events(NULL);
+	for (size_t i = 0; i < a.n_sbx; i++)
+		if (a.sbx[i].ifindex == 7003)
+			s = &a.sbx[i];
+	assert_non_null(s);
+	s->retry_at_ms = 1; /* due */
+	sh("ip link del rwsb3 && ip link add rwx3 index 7003 type veth peer name rwx3p && "
+	   "ip link set rwx3 up");
+	agent_sandboxes_tick(&a);
+	assert_int_equal(rw_veth_query(&a.dp, 7003, &st), 0);
+	assert_false(st.found[RW_DIR_EGRESS]);
+	assert_false(st.found[RW_DIR_INGRESS]);
+	/* Its deletion read (no runwall-cni DEL ran): the old veth's binding goes too. */
+	drain_events(NULL);
+	assert_int_equal(agent_full_resync(&a), 0);
+	assert_int_equal(rw_veth_query(&a.dp, 7003, &st), 0);
+	assert_false(st.found[RW_DIR_EGRESS]);
+	assert_false(st.found[RW_DIR_INGRESS]);
+	assert_int_equal(st.pod_ip, 0);
+}
+
+/* The lock is exclusive between holders, and a waiter gives up after its time. */
+static void test_lock_excludes(void **state)
+{
+	int first = rw_veth_lock(pin_dir, 0), second;
+
+	assert_true(first >= 0);
+	second = rw_veth_lock(pin_dir, 20);
+	assert_int_equal(second, -ETIMEDOUT);
+	rw_veth_unlock(first);
+	second = rw_veth_lock(pin_dir, 0);
+	assert_true(second >= 0);
+	rw_veth_unlock(second);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_teardown(test_resync_keeps_veth_made_after_dump, cleanup),
+		cmocka_unit_test_teardown(test_stale_events_on_reused_ifindex, cleanup),
+		cmocka_unit_test_teardown(test_retry_on_ifindex_taken_by_other, cleanup),
+		cmocka_unit_test(test_lock_excludes),
+	};
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "test_sandboxes: needs root (BPF, netns, bpffs)\n");
+		return 1;
+	}
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
