@@ -34,9 +34,13 @@ FUZZ_BINS    := $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_NAMES))
 FUZZ_LIB_OBJ := $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(LIB_SRC) $(filter-out %/main.c,$(CLI_SRC)) \
 		user/agent/event_store.c user/cni/conf.c)
 FUZZ_LIB     := $(FUZZ_BUILD)/librunwall-fuzz.a
-# Seconds per target: `make fuzz` (FUZZ_SECONDS) and the short runs of `make check`.
+# `make fuzz`: seconds per target of open-ended exploration. `make check` explores nothing at
+# random: it replays the committed inputs, then runs FUZZ_CHECK_RUNS inputs from seed
+# FUZZ_CHECK_SEED, the same ones every time (see fuzz-short).
 FUZZ_SECONDS ?= 60
-FUZZ_CHECK_SECONDS ?= 4
+FUZZ_CHECK_SEED ?= 1
+FUZZ_CHECK_RUNS ?= 20000
+FUZZ_OPTS := -timeout=10 -rss_limit_mb=1024
 
 $(FUZZ_BUILD)/runwall.skel.h: $(SKEL)
 	$(Q)mkdir -p $(@D) && cp $< $@
@@ -55,23 +59,64 @@ $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB) $(FE_HDRS)
 
 fuzz-build: setup $(FUZZ_BINS)
 
-# Each target from its committed corpus (copied, so that new inputs stay in FUZZ_BUILD), for a
-# set time; a crash stops with the input saved under $(FUZZ_BUILD)/crashes/ (commit it into the
-# target's corpus folder: from then on it is replayed by every run).
+# Open-ended exploration (make fuzz): each target from its committed corpus for $(1) s, new
+# inputs kept in $(FUZZ_BUILD)/corpus/NAME. A crash stops with the input saved under
+# $(FUZZ_BUILD)/crashes/ and says how to commit it into the target's corpus folder: from then on
+# every `make check` replays it.
 define fuzz_run
 	@set -e; for n in $(FUZZ_NAMES); do \
 		mkdir -p $(FUZZ_BUILD)/corpus/$$n $(FUZZ_BUILD)/crashes tests/fuzz/corpus/$$n; \
 		echo "# fuzz_$$n: $(1) s from tests/fuzz/corpus/$$n ($$(ls tests/fuzz/corpus/$$n | wc -l) seeds)"; \
-		$(FUZZ_BUILD)/fuzz_$$n -max_total_time=$(1) -timeout=10 -rss_limit_mb=1024 \
+		$(FUZZ_BUILD)/fuzz_$$n -max_total_time=$(1) $(FUZZ_OPTS) \
 			-print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/crashes/$$n- \
-			$(FUZZ_BUILD)/corpus/$$n tests/fuzz/corpus/$$n 2>$(FUZZ_BUILD)/fuzz_$$n.log \
-			|| { tail -40 $(FUZZ_BUILD)/fuzz_$$n.log; echo "# FAIL fuzz_$$n"; exit 1; }; \
+			$(FUZZ_BUILD)/corpus/$$n tests/fuzz/corpus/$$n 2>$(FUZZ_BUILD)/fuzz_$$n.log || { \
+			tail -40 $(FUZZ_BUILD)/fuzz_$$n.log; echo "# FAIL fuzz_$$n"; \
+			art=$$(sed -n 's/.*Test unit written to \(.*\)$$/\1/p' $(FUZZ_BUILD)/fuzz_$$n.log | tail -1); \
+			if [ -n "$$art" ]; then \
+				echo "# keep it as a regression input (replayed by every make check):"; \
+				echo "#   cp $$art tests/fuzz/corpus/$$n/crash-WHAT && git add tests/fuzz/corpus/$$n/crash-WHAT"; \
+				echo "# then fix it and commit both."; fi; \
+			exit 1; }; \
 		grep -E '^stat::number_of_executed_units|^stat::new_units_added' $(FUZZ_BUILD)/fuzz_$$n.log | tr '\n' ' '; echo; \
 	done
 endef
 
-fuzz-short: fuzz-build
-	$(call fuzz_run,$(FUZZ_CHECK_SECONDS))
+# make check's fuzz step, the same result for the same commit: every file of each target's
+# tests/fuzz/corpus/NAME/ (the seeds and the crashes kept as regression inputs) run once, a
+# crash naming its input; then FUZZ_CHECK_RUNS mutations from seed FUZZ_CHECK_SEED over that
+# corpus (-runs, no time limit, no corpus reload; address randomization off, as libFuzzer's
+# comparison tracing sees pointer values), the new inputs written under
+# $(FUZZ_BUILD)/check-corpus/ (emptied first), never into tests/.
+fuzz-replay: fuzz-build
+	@set -e; mkdir -p $(FUZZ_BUILD)/crashes; for n in $(FUZZ_NAMES); do \
+		log=$(FUZZ_BUILD)/replay_$$n.log; \
+		count=$$(find tests/fuzz/corpus/$$n -type f 2>/dev/null | wc -l); \
+		if [ "$$count" -eq 0 ]; then echo "# fuzz_$$n: no inputs in tests/fuzz/corpus/$$n"; continue; fi; \
+		find tests/fuzz/corpus/$$n -type f -print0 | sort -z | \
+			xargs -0 $(FUZZ_BUILD)/fuzz_$$n $(FUZZ_OPTS) \
+			-artifact_prefix=$(FUZZ_BUILD)/crashes/$$n- >$$log 2>&1 || { \
+			tail -40 $$log; \
+			f=$$(sed -n 's/^Running: //p' $$log | tail -1); \
+			echo "# FAIL fuzz_$$n: the committed input $$f (replay: $(FUZZ_BUILD)/fuzz_$$n $$f)"; \
+			exit 1; }; \
+		echo "# fuzz_$$n: $$count committed inputs replayed"; \
+	done
+
+fuzz-short: fuzz-replay
+	@set -e; norand="setarch -R"; $$norand true 2>/dev/null || { norand=; \
+		echo "# setarch -R is refused here: addresses randomized, the runs below may differ"; }; \
+	for n in $(FUZZ_NAMES); do \
+		log=$(FUZZ_BUILD)/check_$$n.log; \
+		rm -rf $(FUZZ_BUILD)/check-corpus/$$n; mkdir -p $(FUZZ_BUILD)/check-corpus/$$n tests/fuzz/corpus/$$n; \
+		$$norand $(FUZZ_BUILD)/fuzz_$$n -seed=$(FUZZ_CHECK_SEED) -runs=$(FUZZ_CHECK_RUNS) -reload=0 \
+			$(FUZZ_OPTS) -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/crashes/$$n- \
+			$(FUZZ_BUILD)/check-corpus/$$n tests/fuzz/corpus/$$n >$$log 2>&1 || { \
+			tail -40 $$log; \
+			echo "# FAIL fuzz_$$n (seed $(FUZZ_CHECK_SEED), $(FUZZ_CHECK_RUNS) runs; the input is under $(FUZZ_BUILD)/crashes/)"; \
+			exit 1; }; \
+		echo "# fuzz_$$n: seed $(FUZZ_CHECK_SEED), $$(awk '/^stat::number_of_executed_units:/ {print $$2}' $$log) runs," \
+			"$$(awk '/^stat::new_units_added:/ {print $$2}' $$log) new inputs, $$(grep -o 'cov: [0-9]*' $$log | tail -1)"; \
+	done
 
 # make fuzz: every fuzzer for FUZZ_SECONDS, then the long differential run (>= 1 000 000 packets
 # over >= 1 000 snapshots; FUZZ_DIFF_PACKETS, FUZZ_DIFF_SNAPSHOTS, RW_DIFF_SEED).
@@ -86,7 +131,7 @@ fuzz: fuzz-build $(DIFF_BIN)
 
 check: fuzz-short
 
-.PHONY: fuzz fuzz-build fuzz-short
+.PHONY: fuzz fuzz-build fuzz-replay fuzz-short
 
 # ---- make check-asan: user space and every suite that does not need the kernel, built with
 # ASan and UBSan (nothing recovers: the first report fails the run, leaks included) into its own
@@ -104,7 +149,8 @@ check-asan: setup
 		"drops --reason privat-destination"; do \
 		rc=0; $(ASAN_BUILD)/runwall $$args >/dev/null 2>$(ASAN_BUILD)/runwall.err || rc=$$?; \
 		[ $$rc -le 2 ] || { cat $(ASAN_BUILD)/runwall.err; echo "runwall $$args: exit $$rc"; exit 1; }; done; \
-	echo "=== asan test_differential"; $(ASAN_BUILD)/tests/kernel/test_differential --packets 5000 --snapshots 20
+	echo "=== asan test_differential"; $(ASAN_BUILD)/tests/kernel/test_differential --packets 5000 --snapshots 20 \
+		--seed $${RW_DIFF_SEED:-1}
 	@echo "# check-asan: clean"
 
 .PHONY: check-asan

@@ -23,6 +23,11 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 mount | grep -q ' /sys/fs/bpf type bpf' || mount -t bpf bpf /sys/fs/bpf
 
+# The same commit passes or fails the same way: the differential run takes a fixed seed
+# (RW_DIFF_SEED=N replays another; `make fuzz`'s long run takes a fresh one, printed first), the
+# churn's choices too (RW_SEED, tests/netns/churn.py).
+export RW_DIFF_SEED=${RW_DIFF_SEED:-1}
+
 # name, kind (unit: user space only; kernel: needs the kernel's BPF, netns, veth; host: needs
 # them too, but what it proves is user space's behaviour on the same kernel interfaces the kernel
 # suites already cover, so it runs on this machine only: the manifest suite checks the

@@ -2,13 +2,14 @@
 /* fuzz_cni.c: libFuzzer target for runwall-cni's stdin: the network configuration and the
  * prevResult of the plugins before it (any bytes, as a container runtime would pipe them). A
  * refusal has a CNI error code and says why; an accepted configuration names a complete veth and
- * pod address, or says why not.
+ * an address a pod can have (rw_pod_addr_refusal()), or says why not.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "conf.h"
+#include "podaddr.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -22,7 +23,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 	} else if (req.prev && !req.prev_complete && !req.prev_error[0]) {
 		abort();
-	} else if (req.prev_complete && (!req.host_if[0] || !req.pod_ip)) {
+	} else if (req.prev_complete &&
+		   (!req.host_if[0] || !req.pod_ip || rw_pod_addr_refusal(req.pod_ip))) {
 		abort();
 	}
 	rw_cni_req_free(&req);

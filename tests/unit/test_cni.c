@@ -122,6 +122,120 @@ static void test_incomplete_prev(void **state)
 	}
 }
 
+/* An address no pod can have is never bound: ADD and CHECK fail with RW_CNI_E_PREV and the
+ * message (DEL still works, with nothing of the pod's to unbind).
+ */
+static void test_not_pod_addresses(void **state)
+{
+	static const struct {
+		const char *ips, *msg;
+	} cases[] = {
+		{"{\"interface\":1,\"address\":\"0.0.0.0/0\"}",
+		 "prevResult.ips[0].address: \"0.0.0.0/0\" is not a pod address: \"this network\" "
+		 "(0.0.0.0/8)"},
+		{"{\"address\":\"0.1.2.3/32\"}",
+		 "prevResult.ips[0].address: \"0.1.2.3/32\" is not a pod address: \"this network\" "
+		 "(0.0.0.0/8)"},
+		{"{\"address\":\"127.0.0.1/8\"}",
+		 "prevResult.ips[0].address: \"127.0.0.1/8\" is not a pod address: a loopback "
+		 "address"},
+		{"{\"address\":\"169.254.1.1/32\"}",
+		 "prevResult.ips[0].address: \"169.254.1.1/32\" is not a pod address: a link-local "
+		 "address"},
+		{"{\"address\":\"224.0.0.251/32\"}",
+		 "prevResult.ips[0].address: \"224.0.0.251/32\" is not a pod address: a multicast "
+		 "address"},
+		{"{\"address\":\"239.255.255.255\"}",
+		 "prevResult.ips[0].address: \"239.255.255.255\" is not a pod address: a multicast "
+		 "address"},
+		{"{\"address\":\"240.0.0.1/32\"}",
+		 "prevResult.ips[0].address: \"240.0.0.1/32\" is not a pod address: a reserved "
+		 "address (240.0.0.0/4)"},
+		{"{\"address\":\"255.255.255.255/32\"}",
+		 "prevResult.ips[0].address: \"255.255.255.255/32\" is not a pod address: the "
+		 "broadcast address"},
+		{"{\"address\":\"10.1.4.0/24\"}",
+		 "prevResult.ips[0].address: \"10.1.4.0/24\" is not a pod address: the network "
+		 "address of 10.1.4.0/24"},
+		{"{\"address\":\"10.1.4.255/24\"}",
+		 "prevResult.ips[0].address: \"10.1.4.255/24\" is not a pod address: the broadcast "
+		 "address of 10.1.4.0/24"},
+		{"{\"address\":\"10.1.7.255/22\"}",
+		 "prevResult.ips[0].address: \"10.1.7.255/22\" is not a pod address: the broadcast "
+		 "address of 10.1.4.0/22"},
+		{"{\"address\":\"10.1.4.7/33\"}",
+		 "prevResult.ips[0].address: \"10.1.4.7/33\" is not a pod address: \"/33\" is not a "
+		 "prefix length (0 to 32)"},
+		{"{\"address\":\"10.1.4.7/24x\"}",
+		 "prevResult.ips[0].address: \"10.1.4.7/24x\" is not a pod address: \"/24x\" is not "
+		 "a prefix length (0 to 32)"},
+		{"{\"address\":\"10.1.4.7/\"}",
+		 "prevResult.ips[0].address: \"10.1.4.7/\" is not a pod address: \"/\" is not a "
+		 "prefix length (0 to 32)"},
+		{"{\"address\":\"10.1.4.7/024\"}",
+		 "prevResult.ips[0].address: \"10.1.4.7/024\" is not a pod address: \"/024\" is not "
+		 "a prefix length (0 to 32)"},
+		{"{\"address\":\"10.1.4.7/-1\"}",
+		 "prevResult.ips[0].address: \"10.1.4.7/-1\" is not a pod address: \"/-1\" is not "
+		 "a prefix length (0 to 32)"},
+		/* IPv6 is skipped: the first IPv4 address is the one judged */
+		{"{\"address\":\"fd00::5/128\"},{\"address\":\"127.0.0.5/32\"},"
+		 "{\"address\":\"10.1.2.3/32\"}",
+		 "prevResult.ips[1].address: \"127.0.0.5/32\" is not a pod address: a loopback "
+		 "address"},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct rw_cni_req req;
+		char doc[512], err[256] = "";
+
+		snprintf(doc, sizeof(doc),
+			 "{\"cniVersion\":\"1.0.0\",\"type\":\"runwall-cni\",\"prevResult\":{"
+			 "\"interfaces\":[{\"name\":\"veth0\"}],\"ips\":[%s]}}",
+			 cases[i].ips);
+		assert_int_equal(parse(doc, &req, err), 0);
+		assert_false(req.prev_complete);
+		assert_int_equal(req.pod_ip, 0);
+		assert_string_equal(req.prev_error, cases[i].msg);
+		rw_cni_req_free(&req);
+	}
+}
+
+/* What a pod can have: any host of a prefix, both of a /31, a /32 or a bare address. */
+static void test_pod_addresses(void **state)
+{
+	static const struct {
+		const char *addr, *pod;
+	} cases[] = {
+		{"10.1.4.1/24", "10.1.4.1"},
+		{"10.1.4.254/24", "10.1.4.254"},
+		{"10.1.4.0/31", "10.1.4.0"},
+		{"10.1.4.1/31", "10.1.4.1"},
+		{"10.1.4.255/32", "10.1.4.255"},
+		{"10.1.4.0/32", "10.1.4.0"},
+		{"10.1.4.9", "10.1.4.9"},
+		{"1.2.3.4/0", "1.2.3.4"},
+		{"223.255.255.254/8", "223.255.255.254"},
+		{"169.253.255.255/32", "169.253.255.255"},
+		{"169.255.0.1/32", "169.255.0.1"},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct rw_cni_req req;
+		char doc[512], err[256] = "";
+
+		snprintf(doc, sizeof(doc),
+			 "{\"cniVersion\":\"1.0.0\",\"type\":\"runwall-cni\",\"prevResult\":{"
+			 "\"interfaces\":[{\"name\":\"veth0\"}],\"ips\":[{\"address\":\"%s\"}]}}",
+			 cases[i].addr);
+		assert_int_equal(parse(doc, &req, err), 0);
+		assert_string_equal(req.prev_error, "");
+		assert_true(req.prev_complete);
+		assert_int_equal(req.pod_ip, inet_addr(cases[i].pod));
+		rw_cni_req_free(&req);
+	}
+}
+
 static void test_refusals(void **state)
 {
 	static const struct {
@@ -252,6 +366,8 @@ int main(void)
 		cmocka_unit_test(test_defaults_and_no_prev),
 		cmocka_unit_test(test_vpc_cni_two_host_interfaces),
 		cmocka_unit_test(test_incomplete_prev),
+		cmocka_unit_test(test_not_pod_addresses),
+		cmocka_unit_test(test_pod_addresses),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_versions),
 		cmocka_unit_test(test_conflist_install_idempotent),

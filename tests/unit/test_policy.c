@@ -690,31 +690,57 @@ static void test_pod_addresses(void **state)
 {
 	static const struct refusal cases[] = {
 		{RUN_PODS("\"169.254.169.254\""),
-		 "policy.json:1:47: runs[0].pods[0]: \"169.254.169.254\" cannot be a pod address: "
-		 "it is a metadata address"},
+		 "policy.json:1:47: runs[0].pods[0]: \"169.254.169.254\" is not a pod address: "
+		 "a metadata address"},
 		{RUN_PODS("\"100.100.100.200\""),
-		 "policy.json:1:47: runs[0].pods[0]: \"100.100.100.200\" cannot be a pod address: "
-		 "it is a metadata address"},
+		 "policy.json:1:47: runs[0].pods[0]: \"100.100.100.200\" is not a pod address: "
+		 "a metadata address"},
 		{RUN_PODS("\"0.0.0.0\""),
-		 "policy.json:1:47: runs[0].pods[0]: \"0.0.0.0\" cannot be a pod address: it is "
-		 "the unspecified address"},
+		 "policy.json:1:47: runs[0].pods[0]: \"0.0.0.0\" is not a pod address: \"this "
+		 "network\" (0.0.0.0/8)"},
+		{RUN_PODS("\"0.255.255.255\""),
+		 "policy.json:1:47: runs[0].pods[0]: \"0.255.255.255\" is not a pod address: \"this "
+		 "network\" (0.0.0.0/8)"},
+		{RUN_PODS("\"10.1.2.3\", \"127.0.0.1\""),
+		 "policy.json:1:59: runs[0].pods[1]: \"127.0.0.1\" is not a pod address: a "
+		 "loopback address"},
+		{RUN_PODS("\"127.255.255.254\""),
+		 "policy.json:1:47: runs[0].pods[0]: \"127.255.255.254\" is not a pod address: a "
+		 "loopback address"},
+		{RUN_PODS("\"169.254.1.1\""),
+		 "policy.json:1:47: runs[0].pods[0]: \"169.254.1.1\" is not a pod address: a "
+		 "link-local address"},
+		{RUN_PODS("\"169.254.0.0\""),
+		 "policy.json:1:47: runs[0].pods[0]: \"169.254.0.0\" is not a pod address: a "
+		 "link-local address"},
 		{RUN_PODS("\"255.255.255.255\""),
-		 "policy.json:1:47: runs[0].pods[0]: \"255.255.255.255\" cannot be a pod address: "
-		 "it is the broadcast address"},
+		 "policy.json:1:47: runs[0].pods[0]: \"255.255.255.255\" is not a pod address: "
+		 "the broadcast address"},
 		{RUN_PODS("\"224.0.0.1\""),
-		 "policy.json:1:47: runs[0].pods[0]: \"224.0.0.1\" cannot be a pod address: it is "
-		 "a multicast address"},
+		 "policy.json:1:47: runs[0].pods[0]: \"224.0.0.1\" is not a pod address: a "
+		 "multicast address"},
 		{RUN_PODS("\"239.255.255.255\""),
-		 "policy.json:1:47: runs[0].pods[0]: \"239.255.255.255\" cannot be a pod address: "
-		 "it is a multicast address"},
+		 "policy.json:1:47: runs[0].pods[0]: \"239.255.255.255\" is not a pod address: a "
+		 "multicast address"},
+		{RUN_PODS("\"240.0.0.1\""),
+		 "policy.json:1:47: runs[0].pods[0]: \"240.0.0.1\" is not a pod address: a "
+		 "reserved address (240.0.0.0/4)"},
+		{RUN_PODS("\"255.255.255.254\""),
+		 "policy.json:1:47: runs[0].pods[0]: \"255.255.255.254\" is not a pod address: a "
+		 "reserved address (240.0.0.0/4)"},
 		{RUN_PODS("\"10.0.0.0/32\""),
 		 "policy.json:1:47: runs[0].pods[0]: \"10.0.0.0/32\" is not an IPv4 address"},
 	};
 	struct rw_policy p;
 
 	expect_all_refused(cases, ARRAY_LEN(cases));
-	parse_ok(RUN_PODS("\"223.255.255.255\", \"240.0.0.1\""), &p);
-	assert_int_equal(p.runs[0].n_pods, 2);
+	/* The neighbours of each refused range can be pods; so can a /24's .0 and .255, as a
+	 * snapshot names addresses, not prefixes.
+	 */
+	parse_ok(RUN_PODS("\"223.255.255.255\", \"1.0.0.0\", \"126.255.255.255\", \"128.0.0.0\", "
+			  "\"169.253.255.255\", \"169.255.0.0\", \"10.1.4.0\", \"10.1.4.255\""),
+		 &p);
+	assert_int_equal(p.runs[0].n_pods, 8);
 	assert_int_equal(p.runs[0].pods[0], htonl(0xdfffffff));
 	rw_policy_free(&p);
 }

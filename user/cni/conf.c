@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /* conf.c: runwall-cni's network configuration and prevResult, parsed with jansson (conf.h). */
-#include <arpa/inet.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -8,6 +8,7 @@
 #include "conf.h"
 #include "datapath.h"
 #include "netlink.h"
+#include "podaddr.h"
 
 static const char *const versions[] = {RW_CNI_VERSIONS};
 
@@ -108,23 +109,28 @@ static void parse_prev(struct rw_cni_req *req)
 	json_array_foreach(ips, i, it)
 	{
 		json_t *addr = json_object_get(it, "address");
-		char buf[INET_ADDRSTRLEN + 4], *slash;
-		struct in_addr in;
+		char why[128];
+		__be32 pod;
+		int err;
 
 		if (!json_is_object(it) || !json_is_string(addr)) {
 			snprintf(req->prev_error, sizeof(req->prev_error),
 				 "prevResult.ips[%zu].address: missing or not a string", i);
 			return;
 		}
-		if (json_string_length(addr) >= sizeof(buf))
-			continue; /* IPv6: longer than any IPv4 CIDR; not ours */
-		snprintf(buf, sizeof(buf), "%s", json_string_value(addr));
-		slash = strchr(buf, '/');
-		if (slash)
-			*slash = '\0';
-		if (inet_pton(AF_INET, buf, &in) != 1)
+		/* The first IPv4 address is the pod's (IPv6 and what is no address are not ours);
+		 * one that no pod can have is refused, never bound.
+		 */
+		err = rw_pod_cidr_check(json_string_value(addr), &pod, why, sizeof(why));
+		if (err == -EAFNOSUPPORT)
 			continue;
-		req->pod_ip = in.s_addr;
+		if (err) {
+			snprintf(req->prev_error, sizeof(req->prev_error),
+				 "prevResult.ips[%zu].address: \"%.40s\" is not a pod address: %s",
+				 i, json_string_value(addr), why);
+			return;
+		}
+		req->pod_ip = pod;
 		req->prev_complete = true;
 		return;
 	}

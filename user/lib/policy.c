@@ -18,6 +18,7 @@
 
 #include <jansson.h>
 
+#include "podaddr.h"
 #include "policy.h"
 #include "util.h"
 
@@ -653,8 +654,7 @@ static int parse_run_id(struct parser *ps, json_t *v, char id[RW_RUN_ID_LEN])
 static int parse_pod(struct parser *ps, json_t *v, __be32 *addr)
 {
 	char q[QUOTE_BUF];
-	const char *s = NULL, *why = NULL;
-	__u32 h;
+	const char *s = NULL, *why;
 	size_t i;
 	int rc;
 
@@ -663,18 +663,13 @@ static int parse_pod(struct parser *ps, json_t *v, __be32 *addr)
 		return rc;
 	if (!parse_ipv4(s, addr))
 		return fail(ps, AT_VALUE, "%s is not an IPv4 address", quote(q, s));
-	h = ntohl(*addr);
+	/* The one answer of every path that names or binds a pod (podaddr.h), metadata first. */
+	why = rw_pod_addr_refusal(*addr);
 	for (i = 0; i < sizeof(metadata) / sizeof(metadata[0]); i++)
-		if (h == metadata[i].addr)
-			why = "it is a metadata address";
-	if (h == 0)
-		why = "it is the unspecified address";
-	else if (h == 0xffffffff)
-		why = "it is the broadcast address";
-	else if ((h & 0xf0000000) == 0xe0000000)
-		why = "it is a multicast address";
+		if (ntohl(*addr) == metadata[i].addr)
+			why = "a metadata address";
 	if (why)
-		return fail(ps, AT_VALUE, "%s cannot be a pod address: %s", quote(q, s), why);
+		return fail(ps, AT_VALUE, "%s is not a pod address: %s", quote(q, s), why);
 	return 0;
 }
 
