@@ -2,8 +2,8 @@
 /* test_sandboxes.c: the agent's sandbox veths (user/agent/sandboxes.c) against the running
  * kernel, with the interleavings of pod churn driven exactly: a veth made and protected by
  * runwall-cni between the agent's resync dumps and its prune, stale netlink events read after
- * the veth behind their ifindex was replaced, and a retry pending on an ifindex that another
- * interface took. After every step the kernel is asked (hooks, binding) whether the live pod is
+ * the veth behind their ifindex was replaced, a retry pending on an ifindex that another
+ * interface took, and routes to addresses no pod can have. After every step the kernel is asked (hooks, binding) whether the live pod is
  * still protected and bound to its own address. In a network namespace of the test's own; needs
  * root.
  */
@@ -322,6 +322,29 @@ static void test_retry_on_ifindex_taken_by_other(void **state)
 	assert_int_equal(st.pod_ip, 0);
 }
 
+/* A /32 route to an address no pod can have names no pod: a link-local one alone binds
+ * nothing, and beside the pod's own route (whichever the kernel lists first) it changes nothing.
+ */
+static void test_route_to_non_pod_address(void **state)
+{
+	struct rw_veth_state st;
+
+	drain_events(NULL);
+	sh("ip link add rwsb4 index 7004 type veth peer name rwx7004 && ip link set rwsb4 up && "
+	   "ip link set rwx7004 up && ip route add 169.254.9.9/32 dev rwsb4 scope link");
+	drain_events(NULL);
+	assert_int_equal(agent_full_resync(&a), 0);
+	assert_int_equal(rw_veth_query(&a.dp, 7004, &st), 0);
+	assert_true(st.first[RW_DIR_EGRESS] && st.first[RW_DIR_INGRESS]);
+	assert_int_equal(st.pod_ip, 0);
+	sh("ip route add 10.9.0.5/32 dev rwsb4 scope link && "
+	   "ip route add 169.254.9.1/32 dev rwsb4 scope link");
+	drain_events(NULL);
+	assert_true(protected_as(7004, "10.9.0.5"));
+	assert_int_equal(agent_full_resync(&a), 0);
+	assert_true(protected_as(7004, "10.9.0.5"));
+}
+
 /* The lock is exclusive between holders, and a waiter gives up after its time. */
 static void test_lock_excludes(void **state)
 {
@@ -342,6 +365,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_resync_keeps_veth_made_after_dump, cleanup),
 		cmocka_unit_test_teardown(test_stale_events_on_reused_ifindex, cleanup),
 		cmocka_unit_test_teardown(test_retry_on_ifindex_taken_by_other, cleanup),
+		cmocka_unit_test_teardown(test_route_to_non_pod_address, cleanup),
 		cmocka_unit_test(test_lock_excludes),
 	};
 

@@ -21,6 +21,7 @@
 #include "agent.h"
 #include "log.h"
 #include "netlink.h"
+#include "podaddr.h"
 #include "reasons.h"
 #include "veth.h"
 
@@ -234,11 +235,14 @@ static void sbx_forget(struct agent *a, struct sandbox *s)
 	sbx_room_freed(a);
 }
 
+/* A /32 route to an address no pod can have (loopback, link-local, broadcast...) names no pod:
+ * it is not bound, and it cannot hide the veth's pod route.
+ */
 static int first_route(const struct rw_nl_route *r, void *data)
 {
 	__be32 *dst = data;
 
-	if (!*dst)
+	if (!*dst && !rw_pod_addr_refusal(r->dst))
 		*dst = r->dst;
 	return 0;
 }
@@ -365,7 +369,7 @@ int agent_on_route(bool add, const struct rw_nl_route *r, void *data)
 {
 	struct agent *a = data;
 
-	if (r->prefixlen != 32)
+	if (r->prefixlen != 32 || rw_pod_addr_refusal(r->dst))
 		return 0;
 	/* The route's veth, and every veth bound to its address: the VPC CNI moves a pod IP with
 	 * RouteReplace, one RTM_NEWROUTE for the new interface and no RTM_DELROUTE for the old,
@@ -409,6 +413,8 @@ static int dump_route(const struct rw_nl_route *r, void *data)
 	struct route_dump *rd = data;
 	struct route_want *grown;
 
+	if (rw_pod_addr_refusal(r->dst))
+		return 0; /* as first_route() */
 	grown = realloc(rd->w, (rd->n + 1) * sizeof(*rd->w));
 	if (!grown)
 		return -ENOMEM;

@@ -167,7 +167,7 @@ static int require_prev(const struct rw_cni_req *req, const char *cmd)
 			cmd);
 	if (!req->prev_complete)
 		return cni_error(req->cni_version, RW_CNI_E_PREV,
-				 "prevResult names no host veth and pod IPv4 address", "%s",
+				 "prevResult names no host veth and pod IPv4 address to bind", "%s",
 				 req->prev_error);
 	return 0;
 }
