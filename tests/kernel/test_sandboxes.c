@@ -4,8 +4,9 @@
  * runwall-cni between the agent's resync dumps and its prune, stale netlink events read after
  * the veth behind their ifindex was replaced, and a retry pending on an ifindex that another
  * interface took. After every step the kernel is asked (hooks, binding) whether the live pod is
- * still protected and bound to its own address. In a network namespace of the test's own; needs
- * root.
+ * still protected and bound to its own address. Also: only veths are taken, and a snapshot
+ * adopted after a restart is not trusted as the one in force. In a network namespace of the
+ * test's own; needs root.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -322,6 +323,68 @@ static void test_retry_on_ifindex_taken_by_other(void **state)
 	assert_int_equal(st.pod_ip, 0);
 }
 
+/* rw_run_revs of the run that pod_ip belongs to. */
+static __u64 run_rev_of(const char *pod_ip)
+{
+	struct rw_pod pod;
+	__u64 rev = 0;
+
+	assert_int_equal(rw_live_pod(&a.dp, ip4(pod_ip), &pod), 0);
+	assert_int_equal(bpf_map_lookup_elem(a.dp.map_fd[RW_M_RUN_REVS], &pod.run_idx, &rev), 0);
+	return rev;
+}
+
+static void apply_text(const char *text)
+{
+	json_t *reply = NULL;
+
+	assert_int_equal(agent_apply(&a, text, strlen(text), "test", &reply), 0);
+	json_decref(reply);
+}
+
+#define SNAP(rev, allow)                                                                         \
+	"{\"revision\": " #rev ", \"runs\": [{\"id\": \"run-adopt\", \"pods\": [\"10.9.1.1\"], " \
+	"\"allow\": [" allow "]}]}"
+
+/* A restarted agent adopts the file's snapshot when its revision is the one in force. Here the
+ * file has that revision but other content (run-adopt without 52.0.0.1), and the next snapshot
+ * revokes 52.0.0.1, leaving run-adopt as the file wrote it: the run's cached verdicts (an allow
+ * to 52.0.0.1, judged under revision 5) must go, so rw_run_revs of the run moves to 6.
+ */
+static void test_adopted_snapshot_is_not_prev(void **state)
+{
+	char path[] = "/tmp/rwtest-adopt-XXXXXX";
+	const char *file = SNAP(5, "");
+	int fd;
+
+	apply_text(SNAP(5, "{\"ip\": \"52.0.0.1\", \"tcp\": [443]}"));
+	assert_int_equal(run_rev_of("10.9.1.1"), 5);
+	/* The restart: the new agent knows nothing but the kernel's state and the file. */
+	rw_policy_free(&a.policy);
+	a.have_policy = false;
+	free(a.policy_bytes);
+	a.policy_bytes = NULL;
+	a.policy_len = 0;
+	a.last_apply = (struct rw_apply_result){};
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, file, strlen(file)), (ssize_t)strlen(file));
+	close(fd);
+	a.policy_path = path;
+	agent_load_policy_file(&a, true);
+	assert_true(a.have_policy);
+	assert_int_equal(a.policy.revision, 5);
+	assert_int_equal(a.last_apply.revision, 0); /* adopted, not applied again */
+
+	apply_text(SNAP(6, ""));
+	assert_int_equal(run_rev_of("10.9.1.1"), 6);
+	/* Once applied by this agent, its snapshot is a `prev` again: an unchanged run keeps. */
+	apply_text(SNAP(7, ""));
+	assert_int_equal(run_rev_of("10.9.1.1"), 6);
+	unlink(path);
+	a.policy_path = NULL;
+}
+
 /* The lock is exclusive between holders, and a waiter gives up after its time. */
 static void test_lock_excludes(void **state)
 {
@@ -343,6 +406,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_stale_events_on_reused_ifindex, cleanup),
 		cmocka_unit_test_teardown(test_retry_on_ifindex_taken_by_other, cleanup),
 		cmocka_unit_test(test_lock_excludes),
+		cmocka_unit_test(test_adopted_snapshot_is_not_prev),
 	};
 
 	if (geteuid() != 0) {

@@ -110,6 +110,11 @@ struct agent {
 
 	struct rw_policy policy; /* the snapshot in force, when this agent knows it */
 	bool have_policy;
+	/* policy was adopted at start: the file's snapshot with the revision in force, but the
+	 * kernel cannot say whether its content is what was applied. Not a `prev` for rw_apply():
+	 * the next apply re-judges every run's flows.
+	 */
+	bool policy_adopted;
 	char *policy_text; /* its text, for `runwall explain` to name rules */
 	size_t policy_text_len;
 	char policy_source[256];
