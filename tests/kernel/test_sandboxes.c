@@ -323,6 +323,31 @@ static void test_retry_on_ifindex_taken_by_other(void **state)
 	assert_int_equal(st.pod_ip, 0);
 }
 
+/* An interface with the agent's prefix that is not a veth (a bridge here, standing for the VPC
+ * CNI's vlan.eth.N trunk, which has no /32 route of its own) is left alone by the events and
+ * the resync: no programs on it, no sandbox for it. A veth made beside it is still taken.
+ */
+static void test_not_veth_left_alone(void **state)
+{
+	struct rw_veth_state st;
+
+	drain_events(NULL);
+	sh("ip link add rwsbbr index 7010 type bridge && ip link set rwsbbr up");
+	make_pod("rwsb5", 7011, "10.9.0.5");
+	drain_events(NULL);
+	assert_int_equal(agent_full_resync(&a), 0);
+	assert_int_equal(rw_veth_query(&a.dp, 7010, &st), 0);
+	assert_false(st.found[RW_DIR_EGRESS]);
+	assert_false(st.found[RW_DIR_INGRESS]);
+	for (size_t i = 0; i < a.n_sbx; i++)
+		assert_int_not_equal(a.sbx[i].ifindex, 7010);
+	assert_int_equal(rw_veth_query(&a.dp, 7011, &st), 0);
+	assert_true(st.first[RW_DIR_EGRESS] && st.first[RW_DIR_INGRESS]);
+	assert_int_equal(st.pod_ip, ip4("10.9.0.5"));
+	sh("ip link del rwsbbr");
+	del_pod("rwsb5", 7011);
+}
+
 /* rw_run_revs of the run that pod_ip belongs to. */
 static __u64 run_rev_of(const char *pod_ip)
 {
@@ -405,6 +430,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_resync_keeps_veth_made_after_dump, cleanup),
 		cmocka_unit_test_teardown(test_stale_events_on_reused_ifindex, cleanup),
 		cmocka_unit_test_teardown(test_retry_on_ifindex_taken_by_other, cleanup),
+		cmocka_unit_test_teardown(test_not_veth_left_alone, cleanup),
 		cmocka_unit_test(test_lock_excludes),
 		cmocka_unit_test(test_adopted_snapshot_is_not_prev),
 	};

@@ -128,6 +128,11 @@ struct agent {
 
 	struct sandbox *sbx;
 	size_t n_sbx;
+	/* The last interfaces with the prefix but not veths (the VPC CNI's vlan.eth.N trunks),
+	 * left alone and logged once each.
+	 */
+	int not_veth[8];
+	unsigned int n_not_veth;
 	bool links_dirty;		    /* netlink overran or failed: dump everything again */
 	unsigned long long attach_failures; /* every failed attach, counted for status */
 	unsigned long long attach_retries;
