@@ -194,15 +194,17 @@ $(KHELP_AR): $(KHELP_OBJ)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
 # cmocka: one binary per module; -Werror=unused-function makes a test left out of tests[] fail.
+# The libraries as one group: the agent's and the CLI's refer to each other (metrics.c to
+# rw_cli_map_fill, cli_view.c to the feed).
 $(BUILD)/tests/unit/test_%: tests/unit/test_%.c $(TEST_LIBS) $(TEST_HDRS)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(TEST_INC) -Werror=unused-function $< $(TEST_LIBS) $(LDLIBS) -lcmocka -o $@
+	$(Q)$(CC) $(CFLAGS) $(TEST_INC) -Werror=unused-function $< -Wl,--start-group $(TEST_LIBS) -Wl,--end-group $(LDLIBS) -lcmocka -o $@
 
 $(BUILD)/tests/kernel/test_%: tests/kernel/test_%.c $(TEST_LIBS) $(TEST_HDRS)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(TEST_INC) -Werror=unused-function $< $(TEST_LIBS) $(LDLIBS) -lcmocka -o $@
+	$(Q)$(CC) $(CFLAGS) $(TEST_INC) -Werror=unused-function $< -Wl,--start-group $(TEST_LIBS) -Wl,--end-group $(LDLIBS) -lcmocka -o $@
 
 $(BENCH_BIN): tests/bench/bench_datapath.c $(TEST_LIBS) $(TEST_HDRS)
 	$(call msg,CC,$@)

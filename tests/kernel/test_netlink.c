@@ -30,6 +30,8 @@ struct ev {
 	__u8 prefixlen;
 	bool admin_up;
 	bool oper_up;
+	char kind[16];
+	bool veth;
 };
 
 struct evlog {
@@ -92,6 +94,8 @@ static int log_link(bool add, const struct rw_nl_link *l, void *data)
 	memcpy(e->name, l->name, sizeof(e->name));
 	e->admin_up = l->admin_up;
 	e->oper_up = l->oper_up;
+	memcpy(e->kind, l->kind, sizeof(e->kind));
+	e->veth = l->veth;
 	return 0;
 }
 
@@ -329,6 +333,48 @@ static void test_dump_routes(void **state)
 	assert_int_equal(rw_nl_dump_routes(dump_route_cb, log), -ECANCELED);
 }
 
+/* Each link's kind, in dumps and in events: a veth is one, a bridge (standing for the VPC
+ * CNI's vlan.eth.N trunk: this kernel has no vlan module) is not, and lo has no kind.
+ */
+static void test_link_kind(void **state)
+{
+	struct evlog *log = *state;
+	struct rw_nl_sub *sub = NULL;
+	const struct ev *e;
+
+	assert_int_equal(rw_nl_sub_open(&sub), 0);
+	veth("rwk0");
+	sh("ip link del rwkbr >/dev/null 2>&1");
+	assert_int_equal(sh("ip link add rwkbr type bridge"), 0);
+	assert_true(pump_link(sub, log, true, "rwkbr"));
+	e = link_ev(log, true, "rwk0");
+	assert_non_null(e);
+	assert_string_equal(e->kind, "veth");
+	assert_true(e->veth);
+	e = link_ev(log, true, "rwkbr");
+	assert_string_equal(e->kind, "bridge");
+	assert_false(e->veth);
+	rw_nl_sub_close(sub);
+
+	log->n = 0;
+	assert_int_equal(rw_nl_dump_links(dump_link_cb, log), 0);
+	e = link_ev(log, true, "rwk0");
+	assert_non_null(e);
+	assert_string_equal(e->kind, "veth");
+	assert_true(e->veth);
+	e = link_ev(log, true, "rwk0p");
+	assert_non_null(e);
+	assert_true(e->veth);
+	e = link_ev(log, true, "rwkbr");
+	assert_non_null(e);
+	assert_string_equal(e->kind, "bridge");
+	assert_false(e->veth);
+	e = link_ev(log, true, "lo");
+	assert_non_null(e);
+	assert_string_equal(e->kind, "");
+	assert_false(e->veth);
+}
+
 static void test_sub_link_events(void **state)
 {
 	struct evlog *log = *state;
@@ -478,6 +524,7 @@ int main(void)
 		cmocka_unit_test(test_ifname_match),
 		cmocka_unit_test_setup_teardown(test_dump_links, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dump_routes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_link_kind, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sub_link_events, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sub_route_events, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sub_bridge_port, setup, teardown),

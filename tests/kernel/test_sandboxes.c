@@ -3,9 +3,10 @@
  * kernel, with the interleavings of pod churn driven exactly: a veth made and protected by
  * runwall-cni between the agent's resync dumps and its prune, stale netlink events read after
  * the veth behind their ifindex was replaced, a retry pending on an ifindex that another
- * interface took, and routes to addresses no pod can have. After every step the kernel is asked (hooks, binding) whether the live pod is
- * still protected and bound to its own address. In a network namespace of the test's own; needs
- * root.
+ * interface took, and routes to addresses no pod can have. After every step the kernel is
+ * asked (hooks, binding) whether the live pod is still protected and bound to its own address. Also: only veths are taken, and a snapshot
+ * adopted after a restart is not trusted as the one in force. In a network namespace of the
+ * test's own; needs root.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -322,6 +323,93 @@ static void test_retry_on_ifindex_taken_by_other(void **state)
 	assert_int_equal(st.pod_ip, 0);
 }
 
+/* An interface with the agent's prefix that is not a veth (a bridge here, standing for the VPC
+ * CNI's vlan.eth.N trunk, which has no /32 route of its own) is left alone by the events and
+ * the resync: no programs on it, no sandbox for it. A veth made beside it is still taken.
+ */
+static void test_not_veth_left_alone(void **state)
+{
+	struct rw_veth_state st;
+
+	drain_events(NULL);
+	sh("ip link add rwsbbr index 7010 type bridge && ip link set rwsbbr up");
+	make_pod("rwsb5", 7011, "10.9.0.5");
+	drain_events(NULL);
+	assert_int_equal(agent_full_resync(&a), 0);
+	assert_int_equal(rw_veth_query(&a.dp, 7010, &st), 0);
+	assert_false(st.found[RW_DIR_EGRESS]);
+	assert_false(st.found[RW_DIR_INGRESS]);
+	for (size_t i = 0; i < a.n_sbx; i++)
+		assert_int_not_equal(a.sbx[i].ifindex, 7010);
+	assert_int_equal(rw_veth_query(&a.dp, 7011, &st), 0);
+	assert_true(st.first[RW_DIR_EGRESS] && st.first[RW_DIR_INGRESS]);
+	assert_int_equal(st.pod_ip, ip4("10.9.0.5"));
+	sh("ip link del rwsbbr");
+	del_pod("rwsb5", 7011);
+}
+
+/* rw_run_revs of the run that pod_ip belongs to. */
+static __u64 run_rev_of(const char *pod_ip)
+{
+	struct rw_pod pod;
+	__u64 rev = 0;
+
+	assert_int_equal(rw_live_pod(&a.dp, ip4(pod_ip), &pod), 0);
+	assert_int_equal(bpf_map_lookup_elem(a.dp.map_fd[RW_M_RUN_REVS], &pod.run_idx, &rev), 0);
+	return rev;
+}
+
+static void apply_text(const char *text)
+{
+	json_t *reply = NULL;
+
+	assert_int_equal(agent_apply(&a, text, strlen(text), "test", &reply), 0);
+	json_decref(reply);
+}
+
+#define SNAP(rev, allow)                                                                         \
+	"{\"revision\": " #rev ", \"runs\": [{\"id\": \"run-adopt\", \"pods\": [\"10.9.1.1\"], " \
+	"\"allow\": [" allow "]}]}"
+
+/* A restarted agent adopts the file's snapshot when its revision is the one in force. Here the
+ * file has that revision but other content (run-adopt without 52.0.0.1), and the next snapshot
+ * revokes 52.0.0.1, leaving run-adopt as the file wrote it: the run's cached verdicts (an allow
+ * to 52.0.0.1, judged under revision 5) must go, so rw_run_revs of the run moves to 6.
+ */
+static void test_adopted_snapshot_is_not_prev(void **state)
+{
+	char path[] = "/tmp/rwtest-adopt-XXXXXX";
+	const char *file = SNAP(5, "");
+	int fd;
+
+	apply_text(SNAP(5, "{\"ip\": \"52.0.0.1\", \"tcp\": [443]}"));
+	assert_int_equal(run_rev_of("10.9.1.1"), 5);
+	/* The restart: the new agent knows nothing but the kernel's state and the file. */
+	rw_policy_free(&a.policy);
+	a.have_policy = false;
+	free(a.policy_bytes);
+	a.policy_bytes = NULL;
+	a.policy_len = 0;
+	a.last_apply = (struct rw_apply_result){};
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, file, strlen(file)), (ssize_t)strlen(file));
+	close(fd);
+	a.policy_path = path;
+	agent_load_policy_file(&a, true);
+	assert_true(a.have_policy);
+	assert_int_equal(a.policy.revision, 5);
+	assert_int_equal(a.last_apply.revision, 0); /* adopted, not applied again */
+
+	apply_text(SNAP(6, ""));
+	assert_int_equal(run_rev_of("10.9.1.1"), 6);
+	/* Once applied by this agent, its snapshot is a `prev` again: an unchanged run keeps. */
+	apply_text(SNAP(7, ""));
+	assert_int_equal(run_rev_of("10.9.1.1"), 6);
+	unlink(path);
+	a.policy_path = NULL;
+}
+
 /* A /32 route to an address no pod can have names no pod: a link-local one alone binds
  * nothing, and beside the pod's own route (whichever the kernel lists first) it changes nothing.
  */
@@ -365,8 +453,10 @@ int main(void)
 		cmocka_unit_test_teardown(test_resync_keeps_veth_made_after_dump, cleanup),
 		cmocka_unit_test_teardown(test_stale_events_on_reused_ifindex, cleanup),
 		cmocka_unit_test_teardown(test_retry_on_ifindex_taken_by_other, cleanup),
+		cmocka_unit_test_teardown(test_not_veth_left_alone, cleanup),
 		cmocka_unit_test_teardown(test_route_to_non_pod_address, cleanup),
 		cmocka_unit_test(test_lock_excludes),
+		cmocka_unit_test(test_adopted_snapshot_is_not_prev),
 	};
 
 	if (geteuid() != 0) {

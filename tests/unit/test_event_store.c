@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* test_event_store.c: the agent's recent events (cursor, eviction, filters, limit), the
- * per-destination aggregates (counts per reason, oldest dropped first and counted) and the
+ * per-destination aggregates (counts per reason, oldest dropped first and counted, buckets under a
+ * per-process random key) and the
  * HTTP API's query parsing (every parameter, every refusal).
  */
 #include <stdarg.h>
@@ -15,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "event_store.h"
 
@@ -353,6 +356,122 @@ static void test_aggregates_many(void **state)
 	rw_aggs_free(&a);
 }
 
+/* ---- the aggregates' keyed hash ---- */
+
+/* The reference vectors of SipHash-2-4 (Aumasson and Bernstein): key 00..0f, messages 00..(n-1). */
+static void test_siphash_vectors(void **state)
+{
+	const struct rw_hash_key k = {0x0706050403020100ULL, 0x0f0e0d0c0b0a0908ULL};
+	unsigned char m[16];
+
+	(void)state;
+	for (int i = 0; i < 16; i++)
+		m[i] = i;
+	assert_true(rw_siphash(&k, m, 0) == 0x726fdb47dd0e0e31ULL);
+	assert_true(rw_siphash(&k, m, 8) == 0x93f5f5799a932462ULL);
+	assert_true(rw_siphash(&k, m, 15) == 0xa129ca6149be45e5ULL);
+}
+
+#define N_KEYS 64
+
+/* Which bucket holds each of N_KEYS aggregates (one per destination). */
+static void agg_buckets(struct rw_aggs *a, size_t out[N_KEYS])
+{
+	for (int i = 0; i < N_KEYS; i++) {
+		char dst[32];
+		struct rw_event ev;
+		const struct rw_agg *g;
+
+		snprintf(dst, sizeof(dst), "93.184.0.%d", i + 1);
+		ev = mkev("run-a", "10.1.2.3", dst, 443, RW_VERDICT_DROP,
+			  RW_REASON_NOT_ALLOWLISTED);
+		assert_non_null(g = rw_aggs_add(a, &ev, "", i, NULL, NULL));
+		out[i] = a->n_buckets;
+		for (size_t b = 0; b < a->n_buckets; b++)
+			for (const struct rw_agg *c = a->buckets[b]; c; c = c->hnext)
+				if (c == g)
+					out[i] = b;
+		assert_true(out[i] < a->n_buckets);
+	}
+}
+
+/* The same keys land in other buckets under another key, and are all found again. */
+static void test_aggregates_keyed(void **state)
+{
+	const struct rw_hash_key k1 = {1, 2}, k2 = {3, 4};
+	struct rw_aggs a, b;
+	size_t ba[N_KEYS], bb[N_KEYS];
+	int differ = 0;
+
+	(void)state;
+	assert_int_equal(rw_aggs_init_keyed(&a, 100, &k1), 0);
+	assert_int_equal(rw_aggs_init_keyed(&b, 100, &k2), 0);
+	agg_buckets(&a, ba);
+	agg_buckets(&b, bb);
+	for (int i = 0; i < N_KEYS; i++)
+		differ += ba[i] != bb[i];
+	assert_true(differ > N_KEYS / 2);
+	for (struct rw_aggs *x = &a; x; x = x == &a ? &b : NULL) {
+		assert_int_equal(x->count, N_KEYS);
+		for (const struct rw_agg *g = x->newest; g; g = g->older)
+			assert_ptr_equal(rw_aggs_find(x, &g->key), g);
+	}
+	rw_aggs_free(&a);
+	rw_aggs_free(&b);
+}
+
+/* Each process has its own key: two agents (here two runs of this program, which print their
+ * buckets when RW_TEST_BUCKETS is set) put the same keys in other buckets, so chains cannot be
+ * built offline against a known hash.
+ */
+static int print_buckets(void)
+{
+	struct rw_aggs a;
+	size_t b[N_KEYS];
+
+	if (rw_aggs_init(&a, 100))
+		return 1;
+	agg_buckets(&a, b);
+	return write(STDOUT_FILENO, b, sizeof(b)) == (ssize_t)sizeof(b) ? 0 : 1;
+}
+
+static void child_buckets(size_t out[N_KEYS])
+{
+	int fds[2];
+	pid_t pid;
+	int status;
+
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid) {
+		char *argv[] = {"test_event_store", NULL};
+
+		dup2(fds[1], STDOUT_FILENO);
+		close(fds[0]);
+		close(fds[1]);
+		setenv("RW_TEST_BUCKETS", "1", 1);
+		execv("/proc/self/exe", argv);
+		_exit(127);
+	}
+	close(fds[1]);
+	assert_int_equal(read(fds[0], out, sizeof(size_t) * N_KEYS),
+			 (ssize_t)(sizeof(size_t) * N_KEYS));
+	close(fds[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+static void test_aggregates_key_per_process(void **state)
+{
+	size_t b1[N_KEYS], b2[N_KEYS];
+
+	(void)state;
+	child_buckets(b1);
+	child_buckets(b2);
+	assert_memory_not_equal(b1, b2, sizeof(b1));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -361,7 +480,13 @@ int main(void)
 		cmocka_unit_test(test_query_parse),
 		cmocka_unit_test(test_aggregates),
 		cmocka_unit_test(test_aggregates_many),
+		cmocka_unit_test(test_siphash_vectors),
+		cmocka_unit_test(test_aggregates_keyed),
+		cmocka_unit_test(test_aggregates_key_per_process),
 	};
+
+	if (getenv("RW_TEST_BUCKETS"))
+		return print_buckets();
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -110,6 +110,11 @@ struct agent {
 
 	struct rw_policy policy; /* the snapshot in force, when this agent knows it */
 	bool have_policy;
+	/* policy was adopted at start: the file's snapshot with the revision in force, but the
+	 * kernel cannot say whether its content is what was applied. Not a `prev` for rw_apply():
+	 * the next apply re-judges every run's flows.
+	 */
+	bool policy_adopted;
 	char *policy_text; /* its text, for `runwall explain` to name rules */
 	size_t policy_text_len;
 	char policy_source[256];
@@ -123,6 +128,11 @@ struct agent {
 
 	struct sandbox *sbx;
 	size_t n_sbx;
+	/* The last interfaces with the prefix but not veths (the VPC CNI's vlan.eth.N trunks),
+	 * left alone and logged once each.
+	 */
+	int not_veth[8];
+	unsigned int n_not_veth;
 	bool links_dirty;		    /* netlink overran or failed: dump everything again */
 	unsigned long long attach_failures; /* every failed attach, counted for status */
 	unsigned long long attach_retries;

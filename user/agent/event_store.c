@@ -360,14 +360,12 @@ size_t rw_evstore_query(const struct rw_evstore *s, const struct rw_evfilter *f,
 
 /* ---- aggregates ---- */
 
-static size_t agg_hash(const struct rw_agg_key *k, size_t n)
+/* Keyed: a sandbox chooses much of the key (its destinations and ports), and with a fixed hash
+ * could pick keys offline that share one chain.
+ */
+static size_t agg_hash(const struct rw_aggs *a, const struct rw_agg_key *k)
 {
-	const unsigned char *p = (const unsigned char *)k;
-	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-
-	for (size_t i = 0; i < sizeof(*k); i++)
-		h = (h ^ p[i]) * 1099511628211ULL;
-	return h % n;
+	return rw_siphash(&a->hash_key, k, sizeof(*k)) % a->n_buckets;
 }
 
 static void agg_key(struct rw_agg_key *k, const struct rw_event *ev, const char *node)
@@ -386,7 +384,13 @@ static void agg_key(struct rw_agg_key *k, const struct rw_event *ev, const char 
 
 int rw_aggs_init(struct rw_aggs *a, size_t cap)
 {
+	return rw_aggs_init_keyed(a, cap, rw_hash_key());
+}
+
+int rw_aggs_init_keyed(struct rw_aggs *a, size_t cap, const struct rw_hash_key *key)
+{
 	memset(a, 0, sizeof(*a));
+	a->hash_key = *key;
 	if (!cap || cap > RW_EVSTORE_MAX)
 		return -EINVAL;
 	a->n_buckets = cap * 2 + 1;
@@ -440,7 +444,7 @@ static void agg_evict_oldest(struct rw_aggs *a)
 	if (!g)
 		return;
 	lru_unlink(a, g);
-	for (pp = &a->buckets[agg_hash(&g->key, a->n_buckets)]; *pp; pp = &(*pp)->hnext)
+	for (pp = &a->buckets[agg_hash(a, &g->key)]; *pp; pp = &(*pp)->hnext)
 		if (*pp == g) {
 			*pp = g->hnext;
 			break;
@@ -452,7 +456,7 @@ static void agg_evict_oldest(struct rw_aggs *a)
 
 const struct rw_agg *rw_aggs_find(const struct rw_aggs *a, const struct rw_agg_key *k)
 {
-	struct rw_agg *g = a->buckets[agg_hash(k, a->n_buckets)];
+	struct rw_agg *g = a->buckets[agg_hash(a, k)];
 
 	for (; g; g = g->hnext)
 		if (!memcmp(&g->key, k, sizeof(*k)))
@@ -479,7 +483,7 @@ struct rw_agg *rw_aggs_add(struct rw_aggs *a, const struct rw_event *ev, const c
 			return NULL;
 		g->key = k;
 		g->first_ns = real_ns;
-		b = agg_hash(&k, a->n_buckets);
+		b = agg_hash(a, &k);
 		g->hnext = a->buckets[b];
 		a->buckets[b] = g;
 		a->count++;

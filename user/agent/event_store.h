@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <linux/types.h>
 #include "runwall.h"
+#include "util.h"
 
 #define RW_NODE_LEN	   64 /* node name of an event ("" on an agent's own) */
 #define RW_NAME_LEN	   96 /* rule and service names */
@@ -117,9 +118,12 @@ struct rw_aggs {
 	size_t cap, count;
 	struct rw_agg *newest, *oldest; /* by last update */
 	uint64_t evicted;		/* aggregates dropped, oldest first, to make room */
+	struct rw_hash_key hash_key;	/* the buckets' (rw_siphash()) */
 };
 
+/* Hashed under the process's key (rw_hash_key()); _keyed under the one given (tests). */
 int rw_aggs_init(struct rw_aggs *a, size_t cap);
+int rw_aggs_init_keyed(struct rw_aggs *a, size_t cap, const struct rw_hash_key *key);
 void rw_aggs_free(struct rw_aggs *a);
 /* Count one event; rule and peer_name may be NULL. Returns the aggregate (NULL on ENOMEM). */
 struct rw_agg *rw_aggs_add(struct rw_aggs *a, const struct rw_event *ev, const char *node,

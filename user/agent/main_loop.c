@@ -28,6 +28,7 @@
 #include "access_requests.h"
 #include "http.h"
 #include "log.h"
+#include "util.h"
 #include "parse.h"
 
 static int epoll_add(struct agent *a, int fd)
@@ -261,6 +262,8 @@ static int cmd_agent(int argc, char **argv)
 	struct rw_config cfg;
 	int c, err, ret = RW_EXIT_REFUSED;
 
+	/* The key of the tables a sandbox's traffic fills, taken before any of it is seen. */
+	(void)rw_hash_key();
 	while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'v':

@@ -79,7 +79,12 @@ int agent_apply(struct agent *a, const char *buf, size_t len, const char *source
 				   perr.line, "column", perr.column);
 		return ret;
 	}
-	ret = rw_apply(&a->dp, a->have_policy ? &a->policy : NULL, &next, &res, err, sizeof(err));
+	/* An adopted snapshot is only as good as its revision number: a file with the revision in
+	 * force but other content taken as `prev` would let runs it happens to share with `next`
+	 * keep verdicts cached under what was really in force (a revocation kept).
+	 */
+	ret = rw_apply(&a->dp, a->have_policy && !a->policy_adopted ? &a->policy : NULL, &next,
+		       &res, err, sizeof(err));
 	if (ret) {
 		char msg[700];
 
@@ -117,6 +122,7 @@ int agent_apply(struct agent *a, const char *buf, size_t len, const char *source
 		rw_policy_free(&a->policy);
 	a->policy = next;
 	a->have_policy = true;
+	a->policy_adopted = false;
 	keep_text(a, buf, len, source);
 	a->last_apply = res;
 	rw_metrics_apply(&a->msnap, res.total_ms / 1000.0);
@@ -174,10 +180,12 @@ void agent_load_policy_file(struct agent *a, bool at_start)
 	}
 	if (in_force && p.revision == in_force && !a->have_policy) {
 		/* What the kernel enforces already: adopt it, do not apply it again. */
-		rw_info("%s: revision %llu is the one in force; adopted", a->policy_path,
-			(unsigned long long)in_force);
+		rw_info("%s: revision %llu is the one in force; adopted (the next apply judges "
+			"every run's flows again: the content in force is not known)",
+			a->policy_path, (unsigned long long)in_force);
 		a->policy = p;
 		a->have_policy = true;
+		a->policy_adopted = true;
 		keep_text(a, buf, len, a->policy_path);
 		runs_update(a);
 		return;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* sandboxes.c: the agent's sandbox veths: attach runwall's programs to every interface whose name
- * has the prefix, bind each to the pod its /32 route names, forget what goes away, and a full
- * resync that makes the kernel's picture match the system's.
+/* sandboxes.c: the agent's sandbox veths: attach runwall's programs to every veth whose name has
+ * the prefix (no other kind of device), bind each to the pod its /32 route names, forget what goes
+ * away, and a full resync that makes the kernel's picture match the system's.
  *
  * A netlink event, or a dump, says what was true when the kernel sent it. By the time the agent
  * acts on it, the veth behind an ifindex may be another one: the pod deleted, the next pod's veth
@@ -341,6 +341,25 @@ static void sbx_gone(struct agent *a, int ifindex)
 	sbx_sync_pod(a, s);
 }
 
+/* Only a veth is a sandbox's host side. Another device with the prefix (the VPC CNI's
+ * vlan.eth.N trunk of branch-ENI pods has no /32 route of its own: attached, it would drop all
+ * its pods' traffic as unknown-source) is left alone, and said once.
+ */
+static bool not_veth(struct agent *a, const struct rw_nl_link *l)
+{
+	size_t n = sizeof(a->not_veth) / sizeof(a->not_veth[0]);
+
+	if (l->veth)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (a->not_veth[i] == l->ifindex)
+			return true;
+	a->not_veth[a->n_not_veth++ % n] = l->ifindex;
+	rw_info("%s (ifindex %d): has the prefix but is a %s, not a veth; left alone", l->name,
+		l->ifindex, l->kind[0] ? l->kind : "device of no kind");
+	return true;
+}
+
 int agent_on_link(bool add, const struct rw_nl_link *l, void *data)
 {
 	struct agent *a = data;
@@ -351,7 +370,7 @@ int agent_on_link(bool add, const struct rw_nl_link *l, void *data)
 			sbx_gone(a, l->ifindex);
 		return 0;
 	}
-	if (!rw_ifname_match(l->name, a->ifprefix)) {
+	if (!rw_ifname_match(l->name, a->ifprefix) || not_veth(a, l)) {
 		/* Renamed away from the prefix: no longer ours (sbx_remove() asks again). */
 		if (sbx_find(a, l->ifindex))
 			sbx_remove(a, l->ifindex);
@@ -389,7 +408,7 @@ static int dump_link(const struct rw_nl_link *l, void *data)
 	struct agent *a = data;
 	struct sandbox *s;
 
-	if (!rw_ifname_match(l->name, a->ifprefix))
+	if (!rw_ifname_match(l->name, a->ifprefix) || not_veth(a, l))
 		return 0;
 	s = sbx_add(a, l->ifindex, l->name);
 	if (!s)

@@ -180,13 +180,12 @@ static int grow(void **p, size_t *cap, size_t need, size_t size)
 	return 0;
 }
 
+/* Keyed (rw_hash_key()): run ids are chosen outside the node, and a fixed hash would let them
+ * be chosen to share one probe sequence.
+ */
 static __u64 hash_id(const char *s)
 {
-	__u64 h = 1469598103934665603ULL;
-
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-	return h ^ (h >> 29);
+	return rw_siphash(rw_hash_key(), s, strlen(s));
 }
 
 static int shadow_index(struct shadow *s)

@@ -63,10 +63,29 @@ static int link_attr_cb(const struct nlattr *attr, void *data)
 		if (mnl_attr_validate(attr, MNL_TYPE_U8) < 0)
 			return MNL_CB_ERROR;
 		break;
+	case IFLA_LINKINFO:
+		if (mnl_attr_validate(attr, MNL_TYPE_NESTED) < 0)
+			return MNL_CB_ERROR;
+		break;
 	default:
 		return MNL_CB_OK;
 	}
 	tb[type] = attr;
+	return MNL_CB_OK;
+}
+
+static int linkinfo_attr_cb(const struct nlattr *attr, void *data)
+{
+	const struct nlattr **tb = data;
+	int type = mnl_attr_get_type(attr);
+
+	if (mnl_attr_type_valid(attr, IFLA_INFO_MAX) < 0)
+		return MNL_CB_OK;
+	if (type == IFLA_INFO_KIND) {
+		if (mnl_attr_validate(attr, MNL_TYPE_NUL_STRING) < 0)
+			return MNL_CB_ERROR;
+		tb[type] = attr;
+	}
 	return MNL_CB_OK;
 }
 
@@ -97,6 +116,19 @@ static int link_parse(const struct nlmsghdr *nlh, struct rw_nl_link *link)
 		name = mnl_attr_get_str(tb[IFLA_IFNAME]);
 		strncpy(link->name, name, sizeof(link->name) - 1);
 	}
+	/* The kernel puts IFLA_LINKINFO in every RTM_NEWLINK (dumps and notifications) of a
+	 * device with rtnl_link_ops; a physical NIC has none, and its kind stays "".
+	 */
+	if (tb[IFLA_LINKINFO]) {
+		const struct nlattr *info[IFLA_INFO_MAX + 1] = {};
+
+		if (mnl_attr_parse_nested(tb[IFLA_LINKINFO], linkinfo_attr_cb, info) < 0)
+			return -1;
+		if (info[IFLA_INFO_KIND])
+			strncpy(link->kind, mnl_attr_get_str(info[IFLA_INFO_KIND]),
+				sizeof(link->kind) - 1);
+	}
+	link->veth = !strcmp(link->kind, "veth");
 	return 1;
 }
 

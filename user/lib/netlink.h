@@ -27,6 +27,8 @@ struct rw_nl_link {
 	bool admin_up;	    /* IFF_UP: "ip link set up" */
 	bool oper_up;	    /* IFF_RUNNING: operstate UP (or UNKNOWN, for devices without
 				 * carrier, like lo); a veth is up only when its peer is too */
+	char kind[16];	    /* IFLA_INFO_KIND: "veth", "vlan", "bridge"...; "" for none */
+	bool veth;	    /* kind is "veth": the only kind a sandbox's host side has */
 };
 
 /* An IPv4 route of the main table with an output interface. */

@@ -1309,14 +1309,38 @@ static bool ports_equal(const __u16 *a, size_t na, const __u16 *b, size_t nb)
 	return true;
 }
 
+static int be32_cmp(const void *a, const void *b)
+{
+	__be32 x = *(const __be32 *)a, y = *(const __be32 *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The same pods in any order: sorted copies compared, O(n log n) (a pairwise search of a
+ * reordered list of thousands is seconds of the agent's loop). Pairwise only when there is no
+ * memory for the copies.
+ */
 static bool addrs_equal(const __be32 *a, size_t na, const __be32 *b, size_t nb)
 {
+	__be32 *sa, *sb;
 	size_t i, j;
+	bool eq;
 
 	if (na != nb)
 		return false;
 	if (!na || !memcmp(a, b, na * sizeof(*a)))
 		return true;
+	sa = malloc(2 * na * sizeof(*sa));
+	if (sa) {
+		sb = sa + na;
+		memcpy(sa, a, na * sizeof(*a));
+		memcpy(sb, b, nb * sizeof(*b));
+		qsort(sa, na, sizeof(*sa), be32_cmp);
+		qsort(sb, nb, sizeof(*sb), be32_cmp);
+		eq = !memcmp(sa, sb, na * sizeof(*sa));
+		free(sa);
+		return eq;
+	}
 	for (i = 0; i < na; i++) {
 		for (j = 0; j < nb && b[j] != a[i]; j++)
 			;
@@ -1333,7 +1357,9 @@ static bool rule_equal(const struct rw_policy_rule *a, const struct rw_policy_ru
 	       ports_equal(a->udp, a->n_udp, b->udp, b->n_udp);
 }
 
-/* Every rule of one list is in the other: a rule listed twice allows nothing more. */
+/* Every rule of one list is in the other: a rule listed twice allows nothing more. Pairwise:
+ * only when there is no memory for rules_same_set()'s sorted copies.
+ */
 static bool rules_subset(const struct rw_policy_rule *a, size_t na, const struct rw_policy_rule *b,
 			 size_t nb)
 {
@@ -1348,14 +1374,127 @@ static bool rules_subset(const struct rw_policy_rule *a, size_t na, const struct
 	return true;
 }
 
+/* A rule in canonical form: its port lists sorted (the parser guarantees no duplicates). */
+struct rule_canon {
+	__be32 addr;
+	__u8 prefixlen;
+	const __u16 *tcp, *udp;
+	size_t n_tcp, n_udp;
+};
+
+static int u16_cmp(const void *a, const void *b)
+{
+	return (int)*(const __u16 *)a - (int)*(const __u16 *)b;
+}
+
+static int ports_cmp(const __u16 *a, size_t na, const __u16 *b, size_t nb)
+{
+	if (na != nb)
+		return na < nb ? -1 : 1;
+	return na ? memcmp(a, b, na * sizeof(*a)) : 0;
+}
+
+static int canon_cmp(const void *pa, const void *pb)
+{
+	const struct rule_canon *a = pa, *b = pb;
+	int c;
+
+	if (a->addr != b->addr)
+		return a->addr < b->addr ? -1 : 1;
+	if (a->prefixlen != b->prefixlen)
+		return a->prefixlen < b->prefixlen ? -1 : 1;
+	c = ports_cmp(a->tcp, a->n_tcp, b->tcp, b->n_tcp);
+	return c ? c : ports_cmp(a->udp, a->n_udp, b->udp, b->n_udp);
+}
+
+/* The rules sorted and without repeats, their ports in *buf (freed by the caller); NULL when
+ * out of memory.
+ */
+static struct rule_canon *rules_canon(const struct rw_policy_rule *r, size_t n, size_t *out_n,
+				      __u16 **buf)
+{
+	struct rule_canon *c;
+	size_t ports = 0, at = 0, k = 0;
+	__u16 *p;
+
+	for (size_t i = 0; i < n; i++)
+		ports += r[i].n_tcp + r[i].n_udp;
+	c = malloc((n ? n : 1) * sizeof(*c));
+	p = malloc((ports ? ports : 1) * sizeof(*p));
+	if (!c || !p) {
+		free(c);
+		free(p);
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		c[i] = (struct rule_canon){.addr = r[i].addr, .prefixlen = r[i].prefixlen};
+		if (r[i].n_tcp)
+			memcpy(p + at, r[i].tcp, r[i].n_tcp * sizeof(*p));
+		qsort(p + at, r[i].n_tcp, sizeof(*p), u16_cmp);
+		c[i].tcp = p + at;
+		c[i].n_tcp = r[i].n_tcp;
+		at += r[i].n_tcp;
+		if (r[i].n_udp)
+			memcpy(p + at, r[i].udp, r[i].n_udp * sizeof(*p));
+		qsort(p + at, r[i].n_udp, sizeof(*p), u16_cmp);
+		c[i].udp = p + at;
+		c[i].n_udp = r[i].n_udp;
+		at += r[i].n_udp;
+	}
+	qsort(c, n, sizeof(*c), canon_cmp);
+	for (size_t i = 0; i < n; i++)
+		if (!k || canon_cmp(&c[k - 1], &c[i]))
+			c[k++] = c[i];
+	*out_n = k;
+	*buf = p;
+	return c;
+}
+
+/* The same set of rules, whatever their order and repeats (a rule listed twice allows nothing
+ * more): both lists sorted into canonical form and compared, O(n log n). The pairwise search it
+ * replaces took seconds of the agent's loop for a reordered run of 65 536 rules.
+ */
+static bool rules_same_set(const struct rw_policy_rule *a, size_t na,
+			   const struct rw_policy_rule *b, size_t nb)
+{
+	struct rule_canon *ca = NULL, *cb = NULL;
+	__u16 *pa = NULL, *pb = NULL;
+	size_t ka = 0, kb = 0, i;
+	bool eq;
+
+	if (na == nb) {
+		for (i = 0; i < na; i++)
+			if (a[i].addr != b[i].addr || a[i].prefixlen != b[i].prefixlen ||
+			    ports_cmp(a[i].tcp, a[i].n_tcp, b[i].tcp, b[i].n_tcp) ||
+			    ports_cmp(a[i].udp, a[i].n_udp, b[i].udp, b[i].n_udp))
+				break;
+		if (i == na)
+			return true; /* the same rules written the same way: the usual case */
+	}
+	ca = rules_canon(a, na, &ka, &pa);
+	cb = ca ? rules_canon(b, nb, &kb, &pb) : NULL;
+	if (!cb) {
+		free(ca);
+		free(pa);
+		return rules_subset(a, na, b, nb) && rules_subset(b, nb, a, na);
+	}
+	eq = ka == kb;
+	for (i = 0; eq && i < ka; i++)
+		eq = !canon_cmp(&ca[i], &cb[i]);
+	free(ca);
+	free(pa);
+	free(cb);
+	free(pb);
+	return eq;
+}
+
 int rw_policy_run_equal(const struct rw_policy *a, const struct rw_policy_run *ra,
 			const struct rw_policy *b, const struct rw_policy_run *rb)
 {
 	return !strcmp(ra->id, rb->id) &&
 	       rw_policy_run_egress(a, ra) == rw_policy_run_egress(b, rb) &&
 	       addrs_equal(ra->pods, ra->n_pods, rb->pods, rb->n_pods) &&
-	       rules_subset(ra->allow, ra->n_allow, rb->allow, rb->n_allow) &&
-	       rules_subset(rb->allow, rb->n_allow, ra->allow, ra->n_allow);
+	       rules_same_set(ra->allow, ra->n_allow, rb->allow, rb->n_allow);
 }
 
 /* ---- Diff ------------------------------------------------------------------------------------ */
@@ -1585,8 +1724,7 @@ static int diff_runs(struct sbuf *sb, const struct rw_policy *old, const struct 
 			sb_pods_missing(sb, '-', o, n, &shown);
 			sep = "; ";
 		}
-		if (!rules_subset(o->allow, o->n_allow, n->allow, n->n_allow) ||
-		    !rules_subset(n->allow, n->n_allow, o->allow, o->n_allow))
+		if (!rules_same_set(o->allow, o->n_allow, n->allow, n->n_allow))
 			sb_printf(sb, "%sallow rules changed (%zu -> %zu)", sep, o->n_allow,
 				  n->n_allow);
 		sb_printf(sb, "\n");

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* util.c: the clocks and the file reader every part of runwall shares. */
+/* util.c: the clocks, the file reader and the keyed hash every part of runwall shares. */
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/random.h>
 
 #include "util.h"
 
@@ -80,4 +82,89 @@ int rw_read_file(const char *path, size_t max, char **out, size_t *len)
 	*out = buf;
 	*len = n;
 	return 0;
+}
+
+/* ---- the keyed hash ---- */
+
+static struct rw_hash_key hash_key;
+static pthread_once_t hash_key_once = PTHREAD_ONCE_INIT;
+
+static void hash_key_make(void)
+{
+	uint64_t k[2];
+	ssize_t n = getrandom(k, sizeof(k), 0);
+
+	if (n != (ssize_t)sizeof(k)) {
+		struct timespec a, b;
+
+		clock_gettime(CLOCK_REALTIME, &a);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		k[0] = (uint64_t)a.tv_sec * 1000000000ULL + (uint64_t)a.tv_nsec;
+		k[1] = ((uint64_t)b.tv_sec * 1000000000ULL + (uint64_t)b.tv_nsec) ^
+		       (uint64_t)getpid() << 32;
+	}
+	hash_key.k0 = k[0];
+	hash_key.k1 = k[1];
+}
+
+const struct rw_hash_key *rw_hash_key(void)
+{
+	pthread_once(&hash_key_once, hash_key_make);
+	return &hash_key;
+}
+
+#define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND                   \
+	do {                       \
+		v0 += v1;          \
+		v1 = ROTL(v1, 13); \
+		v1 ^= v0;          \
+		v0 = ROTL(v0, 32); \
+		v2 += v3;          \
+		v3 = ROTL(v3, 16); \
+		v3 ^= v2;          \
+		v0 += v3;          \
+		v3 = ROTL(v3, 21); \
+		v3 ^= v0;          \
+		v2 += v1;          \
+		v1 = ROTL(v1, 17); \
+		v1 ^= v2;          \
+		v2 = ROTL(v2, 32); \
+	} while (0)
+
+static uint64_t le64(const unsigned char *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+uint64_t rw_siphash(const struct rw_hash_key *key, const void *data, size_t len)
+{
+	const unsigned char *p = data, *end = p + (len & ~(size_t)7);
+	uint64_t v0 = 0x736f6d6570736575ULL ^ key->k0, v1 = 0x646f72616e646f6dULL ^ key->k1;
+	uint64_t v2 = 0x6c7967656e657261ULL ^ key->k0, v3 = 0x7465646279746573ULL ^ key->k1;
+	uint64_t m, b = (uint64_t)len << 56;
+
+	for (; p != end; p += 8) {
+		m = le64(p);
+		v3 ^= m;
+		SIPROUND;
+		SIPROUND;
+		v0 ^= m;
+	}
+	for (int i = (int)(len & 7) - 1; i >= 0; i--)
+		b |= (uint64_t)p[i] << (8 * i);
+	v3 ^= b;
+	SIPROUND;
+	SIPROUND;
+	v0 ^= b;
+	v2 ^= 0xff;
+	SIPROUND;
+	SIPROUND;
+	SIPROUND;
+	SIPROUND;
+	return v0 ^ v1 ^ v2 ^ v3;
 }

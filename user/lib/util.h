@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
-/* util.h: the clocks and the file reader every part of runwall shares. */
+/* util.h: the clocks, the file reader and the keyed hash every part of runwall shares. */
 #ifndef RUNWALL_UTIL_H
 #define RUNWALL_UTIL_H
 
@@ -17,5 +17,20 @@ int64_t rw_now_real_ns(void);
  * -EFBIG when it is longer than max bytes; -errno of open/read otherwise.
  */
 int rw_read_file(const char *path, size_t max, char **out, size_t *len);
+
+/* A key for the hash tables whose keys a sandbox influences (the view's aggregates): a chain
+ * can be built only by one who knows the key.
+ */
+struct rw_hash_key {
+	uint64_t k0, k1;
+};
+
+/* The process's key: 128 bits from getrandom(2), taken once, on the first call (the agent
+ * makes it at start). Should getrandom fail, the clocks and the pid: worse, never fixed.
+ */
+const struct rw_hash_key *rw_hash_key(void);
+
+/* SipHash-2-4 of data under key. */
+uint64_t rw_siphash(const struct rw_hash_key *key, const void *data, size_t len);
 
 #endif /* RUNWALL_UTIL_H */
