@@ -410,6 +410,28 @@ static void test_adopted_snapshot_is_not_prev(void **state)
 	a.policy_path = NULL;
 }
 
+/* A bound sandbox veth deleted (no runwall-cni DEL) and a bridge made with its name and ifindex:
+ * the name has the prefix, but the device is no veth, so the old veth's binding and pins go.
+ */
+static void test_ifindex_taken_by_prefixed_non_veth(void **state)
+{
+	struct rw_veth_state st;
+
+	drain_events(NULL);
+	make_pod("rwsb5", 7005, "10.9.0.6");
+	cni_add(7005, "10.9.0.6");
+	drain_events(NULL);
+	assert_true(protected_as(7005, "10.9.0.6"));
+	sh("ip link del rwsb5 && ip link add rwsb5 index 7005 type bridge && ip link set rwsb5 up");
+	drain_events(NULL);
+	assert_int_equal(agent_full_resync(&a), 0);
+	assert_int_equal(rw_veth_query(&a.dp, 7005, &st), 0);
+	assert_false(st.found[RW_DIR_EGRESS]);
+	assert_false(st.found[RW_DIR_INGRESS]);
+	assert_int_equal(st.pod_ip, 0);
+	assert_int_equal(count_bindings(), 0);
+}
+
 /* A /32 route to an address no pod can have names no pod: a link-local one alone binds
  * nothing, and beside the pod's own route (whichever the kernel lists first) it changes nothing.
  */
@@ -455,6 +477,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_retry_on_ifindex_taken_by_other, cleanup),
 		cmocka_unit_test_teardown(test_not_veth_left_alone, cleanup),
 		cmocka_unit_test_teardown(test_route_to_non_pod_address, cleanup),
+		cmocka_unit_test_teardown(test_ifindex_taken_by_prefixed_non_veth, cleanup),
 		cmocka_unit_test(test_lock_excludes),
 		cmocka_unit_test(test_adopted_snapshot_is_not_prev),
 	};

@@ -10,6 +10,10 @@
 #include <string.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
 #include <time.h>
 #include <bpf/bpf.h>
 
@@ -47,6 +51,22 @@ void rw_veth_unlock(int fd)
 		close(fd); /* the last close drops the flock */
 }
 
+/* The driver behind an interface name, as ethtool -i says it ("veth"). */
+static bool driver_is_veth(const char *name)
+{
+	struct ethtool_drvinfo info = {.cmd = ETHTOOL_GDRVINFO};
+	struct ifreq ifr = {.ifr_data = (void *)&info};
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	bool veth;
+
+	if (fd < 0)
+		return false;
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", name);
+	veth = ioctl(fd, SIOCETHTOOL, &ifr) == 0 && !strcmp(info.driver, "veth");
+	close(fd);
+	return veth;
+}
+
 bool rw_veth_is_sandbox(int ifindex, const char *prefixes, char *name)
 {
 	name[0] = '\0';
@@ -54,7 +74,7 @@ bool rw_veth_is_sandbox(int ifindex, const char *prefixes, char *name)
 		name[0] = '\0';
 		return false;
 	}
-	return rw_ifname_match(name, prefixes);
+	return rw_ifname_match(name, prefixes) && driver_is_veth(name);
 }
 
 int rw_veth_attach(const struct rw_datapath *dp, int ifindex, enum rw_attach_mode mode,

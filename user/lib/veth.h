@@ -68,8 +68,9 @@ int rw_veth_prune_gone(const struct rw_datapath *dp);
 int rw_veth_lock(const char *pin_dir, int timeout_ms);
 void rw_veth_unlock(int fd);
 
-/* Whether ifindex is, right now, an interface whose name starts with one of prefixes
- * (rw_ifname_match()); its name in name[IF_NAMESIZE] when it exists at all, "" otherwise.
+/* Whether ifindex is, right now, a veth (its driver, as ethtool -i says) whose name starts with
+ * one of prefixes (rw_ifname_match()); its name in name[IF_NAMESIZE] when it exists at all, ""
+ * otherwise.
  */
 bool rw_veth_is_sandbox(int ifindex, const char *prefixes, char *name);
 
