@@ -147,10 +147,19 @@ static int on_route(bool add, const struct rw_nl_route *r, void *data)
 	return ret;
 }
 
+static int on_tc(int ifindex, void *data)
+{
+	int ret = agent_on_tc(ifindex, data);
+
+	watch_check();
+	return ret;
+}
+
 /* Read every event the kernel has queued for the agent, as its loop does. */
 static void drain_events(struct watch *w)
 {
-	const struct rw_nl_handlers h = {.on_link = on_link, .on_route = on_route, .data = &a};
+	const struct rw_nl_handlers h = {
+		.on_link = on_link, .on_route = on_route, .on_tc = on_tc, .data = &a};
 	int ret;
 
 	watching = w;
@@ -432,6 +441,30 @@ static void test_ifindex_taken_by_prefixed_non_veth(void **state)
 	assert_int_equal(count_bindings(), 0);
 }
 
+/* tc mode (6.1 kernels): another tool's filter added at runwall's priority runs first (cls_bpf
+ * puts a new filter at the head of its priority's list). Its RTM_NEWTFILTER is enough for the
+ * agent to put runwall back in front, without waiting for a resync; so is a deleted clsact.
+ */
+static void test_foreign_tc_filter_seen_at_once(void **state)
+{
+	struct rw_veth_state st;
+
+	a.attach_mode = RW_ATTACH_TC;
+	drain_events(NULL);
+	make_pod("rwsb6", 7006, "10.9.0.7");
+	drain_events(NULL);
+	assert_true(protected_as(7006, "10.9.0.7"));
+	sh("tc filter add dev rwsb6 ingress prio 1 handle 0x77 bpf bytecode '1,6 0 0 0,'");
+	assert_int_equal(rw_veth_query(&a.dp, 7006, &st), 0);
+	assert_false(st.first[RW_DIR_EGRESS]); /* the foreign filter is in front */
+	drain_events(NULL);
+	assert_true(protected_as(7006, "10.9.0.7"));
+	sh("tc qdisc del dev rwsb6 clsact");
+	drain_events(NULL);
+	assert_true(protected_as(7006, "10.9.0.7"));
+	a.attach_mode = RW_ATTACH_AUTO;
+}
+
 /* A /32 route to an address no pod can have names no pod: a link-local one alone binds
  * nothing, and beside the pod's own route (whichever the kernel lists first) it changes nothing.
  */
@@ -477,6 +510,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_retry_on_ifindex_taken_by_other, cleanup),
 		cmocka_unit_test_teardown(test_not_veth_left_alone, cleanup),
 		cmocka_unit_test_teardown(test_route_to_non_pod_address, cleanup),
+		cmocka_unit_test_teardown(test_foreign_tc_filter_seen_at_once, cleanup),
 		cmocka_unit_test_teardown(test_ifindex_taken_by_prefixed_non_veth, cleanup),
 		cmocka_unit_test(test_lock_excludes),
 		cmocka_unit_test(test_adopted_snapshot_is_not_prev),

@@ -165,6 +165,7 @@ static inline const char *agent_ip_str(__be32 ip, char *buf)
 /* sandboxes.c: netlink handlers, and the full resync that makes the kernel match the system. */
 int agent_on_link(bool add, const struct rw_nl_link *l, void *data);
 int agent_on_route(bool add, const struct rw_nl_route *r, void *data);
+int agent_on_tc(int ifindex, void *data);
 int agent_full_resync(struct agent *a);
 /* A test seam: agent_full_resync() calls it after its dumps and before it acts on them. */
 void agent_resync_after_dump(struct agent *a);

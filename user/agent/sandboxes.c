@@ -403,6 +403,39 @@ int agent_on_route(bool add, const struct rw_nl_route *r, void *data)
 	return 0;
 }
 
+/* runwall first on both hooks of s, as the kernel lists them; rw_attach() puts it back in
+ * front when it is not.
+ */
+static void sbx_check_hooks(struct agent *a, struct sandbox *s)
+{
+	struct rw_hook_info hi;
+
+	for (int d = 0; d < RW_DIR_COUNT; d++) {
+		memset(&hi, 0, sizeof(hi));
+		if (rw_hook_query_pinned(a->dp.pin_dir, s->ifindex, d, &hi) == 0 && hi.found &&
+		    hi.first)
+			continue;
+		rw_warn("%s: runwall %s on the %s hook; attaching again", s->ifname,
+			hi.found ? "was not first" : "was missing", rw_dir_name(d));
+		sbx_attach(a, s);
+		return;
+	}
+}
+
+/* A tc filter or qdisc of a sandbox veth changed (another tool's filter added before runwall's
+ * in tc mode, or its clsact deleted): the hooks are checked now, not at the next resync. A
+ * program put before runwall's on a tcx hook sends no netlink event: the resync finds that one.
+ */
+int agent_on_tc(int ifindex, void *data)
+{
+	struct agent *a = data;
+	struct sandbox *s = sbx_find(a, ifindex);
+
+	if (s && !s->retry_at_ms)
+		sbx_check_hooks(a, s);
+	return 0;
+}
+
 static int dump_link(const struct rw_nl_link *l, void *data)
 {
 	struct agent *a = data;
@@ -521,7 +554,6 @@ int agent_full_resync(struct agent *a)
 	}
 	for (size_t i = 0; i < a->n_sbx; i++) {
 		struct sandbox *s = &a->sbx[i];
-		struct rw_hook_info hi;
 		__be32 want = 0, bound = 0;
 
 		for (size_t r = 0; r < rd.n; r++)
@@ -535,17 +567,7 @@ int agent_full_resync(struct agent *a)
 		rw_endpoint_lookup(&a->dp, s->ifindex, &bound);
 		if (want != bound || s->pod != bound || s->waiting_pod)
 			sbx_sync_pod(a, s);
-		/* Check the order on the hooks; rw_attach() puts runwall back in front. */
-		for (int d = 0; d < RW_DIR_COUNT; d++) {
-			memset(&hi, 0, sizeof(hi));
-			if (rw_hook_query_pinned(a->dp.pin_dir, s->ifindex, d, &hi) == 0 &&
-			    hi.found && hi.first)
-				continue;
-			rw_warn("%s: runwall %s on the %s hook; attaching again", s->ifname,
-				hi.found ? "was not first" : "was missing", rw_dir_name(d));
-			sbx_attach(a, s);
-			break;
-		}
+		sbx_check_hooks(a, s);
 	}
 	free(rd.w);
 

@@ -298,7 +298,7 @@ int rw_nl_dump_routes_via(int oif, rw_nl_route_fn fn, void *data)
 
 int rw_nl_sub_open(struct rw_nl_sub **out)
 {
-	static const unsigned int groups[] = {RTNLGRP_LINK, RTNLGRP_IPV4_ROUTE};
+	static const unsigned int groups[] = {RTNLGRP_LINK, RTNLGRP_IPV4_ROUTE, RTNLGRP_TC};
 	struct rw_nl_sub *sub = NULL;
 	int err, fd, sz = SUB_RCVBUF;
 	size_t i;
@@ -385,6 +385,19 @@ static int sub_msg_cb(const struct nlmsghdr *nlh, void *data)
 			return ret < 0 ? MNL_CB_ERROR : MNL_CB_OK;
 		ctx->err = h->on_route(nlh->nlmsg_type == RTM_NEWROUTE, &route, h->data);
 		break;
+	case RTM_NEWTFILTER:
+	case RTM_DELTFILTER:
+	case RTM_NEWQDISC:
+	case RTM_DELQDISC: {
+		const struct tcmsg *tcm = mnl_nlmsg_get_payload(nlh);
+
+		if (!h->on_tc)
+			return MNL_CB_OK;
+		if (mnl_nlmsg_get_payload_len(nlh) < sizeof(*tcm))
+			return MNL_CB_ERROR;
+		ctx->err = h->on_tc(tcm->tcm_ifindex, h->data);
+		break;
+	}
 	default:
 		return MNL_CB_OK;
 	}

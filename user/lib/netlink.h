@@ -58,7 +58,7 @@ int rw_nl_dump_routes(rw_nl_route_fn fn, void *data);
  */
 int rw_nl_dump_routes_via(int oif, rw_nl_route_fn fn, void *data);
 
-/* A subscription to RTNLGRP_LINK and RTNLGRP_IPV4_ROUTE on a non-blocking socket. */
+/* A subscription to RTNLGRP_LINK, RTNLGRP_IPV4_ROUTE and RTNLGRP_TC on a non-blocking socket. */
 struct rw_nl_sub;
 
 /* What rw_nl_sub_read() calls; either may be NULL. `add` is true for RTM_NEWLINK/RTM_NEWROUTE
@@ -74,6 +74,10 @@ struct rw_nl_handlers {
 	int (*on_link)(bool add, const struct rw_nl_link *link, void *data);
 	int (*on_route)(bool add, const struct rw_nl_route *route, void *data);
 	void *data;
+	/* A tc filter or qdisc of ifindex was added, changed or removed (RTNLGRP_TC): someone
+	 * may have put a filter before runwall's, or taken runwall's clsact away.
+	 */
+	int (*on_tc)(int ifindex, void *data);
 };
 
 /* rw_nl_sub_read() return value after the socket overran (ENOBUFS: the kernel dropped
