@@ -9,6 +9,7 @@
 #include "datapath.h"
 #include "netlink.h"
 #include "podaddr.h"
+#include "util.h"
 
 static const char *const versions[] = {RW_CNI_VERSIONS};
 
@@ -25,16 +26,6 @@ bool rw_cni_version_has_check(const char *v)
 	return rw_cni_version_ok(v) && strcmp(v, "0.3.0") && strcmp(v, "0.3.1");
 }
 
-static int fail(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return code;
-}
-
 /* An optional string key of at most size-1 bytes; 0, or an error code with err set. */
 static int opt_string(json_t *conf, const char *key, char *out, size_t size, char *err,
 		      size_t errlen)
@@ -44,11 +35,12 @@ static int opt_string(json_t *conf, const char *key, char *out, size_t size, cha
 	if (!v)
 		return 0;
 	if (!json_is_string(v))
-		return fail(err, errlen, RW_CNI_E_CONFIG, "%s: must be a string", key);
+		return rw_fail_msg(err, errlen, RW_CNI_E_CONFIG, "%s: must be a string", key);
 	if (json_string_length(v) == 0 || json_string_length(v) >= size ||
 	    strlen(json_string_value(v)) != json_string_length(v))
-		return fail(err, errlen, RW_CNI_E_CONFIG,
-			    "%s: must be a non-empty string of at most %zu bytes", key, size - 1);
+		return rw_fail_msg(err, errlen, RW_CNI_E_CONFIG,
+				   "%s: must be a non-empty string of at most %zu bytes", key,
+				   size - 1);
 	memcpy(out, json_string_value(v), json_string_length(v) + 1);
 	return 0;
 }
@@ -151,27 +143,30 @@ int rw_cni_parse(const char *buf, size_t len, struct rw_cni_req *req, char *err,
 
 	conf = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!conf)
-		return fail(err, errlen, RW_CNI_E_DECODE, "network config: line %d column %d: %s",
-			    jerr.line, jerr.column, jerr.text);
+		return rw_fail_msg(err, errlen, RW_CNI_E_DECODE,
+				   "network config: line %d column %d: %s", jerr.line, jerr.column,
+				   jerr.text);
 	if (!json_is_object(conf)) {
-		code = fail(err, errlen, RW_CNI_E_DECODE, "network config: not a JSON object");
+		code = rw_fail_msg(err, errlen, RW_CNI_E_DECODE,
+				   "network config: not a JSON object");
 		goto out;
 	}
 	v = json_object_get(conf, "cniVersion");
 	if (!json_is_string(v)) {
-		code = fail(err, errlen, RW_CNI_E_CONFIG, "cniVersion: missing or not a string");
+		code = rw_fail_msg(err, errlen, RW_CNI_E_CONFIG,
+				   "cniVersion: missing or not a string");
 		goto out;
 	}
 	if (!rw_cni_version_ok(json_string_value(v))) {
-		code = fail(err, errlen, RW_CNI_E_VERSION,
-			    "cniVersion: \"%.32s\" is not one of 0.3.0, 0.3.1, 0.4.0, 1.0.0",
-			    json_string_value(v));
+		code = rw_fail_msg(err, errlen, RW_CNI_E_VERSION,
+				   "cniVersion: \"%.32s\" is not one of 0.3.0, 0.3.1, 0.4.0, 1.0.0",
+				   json_string_value(v));
 		goto out;
 	}
 	snprintf(req->cni_version, sizeof(req->cni_version), "%s", json_string_value(v));
 	v = json_object_get(conf, "type");
 	if (!json_is_string(v)) {
-		code = fail(err, errlen, RW_CNI_E_CONFIG, "type: missing or not a string");
+		code = rw_fail_msg(err, errlen, RW_CNI_E_CONFIG, "type: missing or not a string");
 		goto out;
 	}
 	code = opt_string(conf, "bpffs", req->bpffs, sizeof(req->bpffs), err, errlen);
@@ -183,8 +178,8 @@ int rw_cni_parse(const char *buf, size_t len, struct rw_cni_req *req, char *err,
 	if (code)
 		goto out;
 	if (req->bpffs[0] != '/') {
-		code = fail(err, errlen, RW_CNI_E_CONFIG, "bpffs: \"%s\" is not an absolute path",
-			    req->bpffs);
+		code = rw_fail_msg(err, errlen, RW_CNI_E_CONFIG,
+				   "bpffs: \"%s\" is not an absolute path", req->bpffs);
 		goto out;
 	}
 	if (!strcmp(mode, "auto")) {
@@ -194,14 +189,15 @@ int rw_cni_parse(const char *buf, size_t len, struct rw_cni_req *req, char *err,
 	} else if (!strcmp(mode, "tc")) {
 		req->mode = RW_ATTACH_TC;
 	} else {
-		code = fail(err, errlen, RW_CNI_E_CONFIG,
-			    "attachMode: \"%s\" is not one of auto, tcx, tc", mode);
+		code = rw_fail_msg(err, errlen, RW_CNI_E_CONFIG,
+				   "attachMode: \"%s\" is not one of auto, tcx, tc", mode);
 		goto out;
 	}
 	v = json_object_get(conf, "prevResult");
 	if (v && !json_is_null(v)) {
 		if (!json_is_object(v)) {
-			code = fail(err, errlen, RW_CNI_E_CONFIG, "prevResult: not an object");
+			code = rw_fail_msg(err, errlen, RW_CNI_E_CONFIG,
+					   "prevResult: not an object");
 			goto out;
 		}
 		req->prev = json_incref(v);

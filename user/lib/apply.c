@@ -126,16 +126,6 @@ void rw_apply_inject_fault(long after_writes)
 	fault_after_next = after_writes;
 }
 
-static int fail(char *err, size_t errlen, int ret, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return ret;
-}
-
 /* ---- Shadows --------------------------------------------------------------------------- */
 
 static void shadow_reset(struct shadow *s)
@@ -663,19 +653,21 @@ static int write_keys(struct rw_apply_cache *c, int t, int fd, const __u8 *keys,
 			return 0;
 		ret = -errno;
 		if ((ret != -ENOTSUPP && ret != -EOPNOTSUPP) || count)
-			return fail(err, errlen, ret, "%s: batch %s of %zu entries: %s (%u done)",
-				    rw_map_names[RW_M_PODS + t], what, n, strerror(-ret), count);
+			return rw_fail_msg(
+				err, errlen, ret, "%s: batch %s of %zu entries: %s (%u done)",
+				rw_map_names[RW_M_PODS + t], what, n, strerror(-ret), count);
 		__atomic_store_n(&c->no_batch[t], true, __ATOMIC_RELAXED);
 	}
 	for (size_t i = 0; i < n; i++) {
 		if (count_write(c, 1))
-			return fail(err, errlen, -EIO, "%s: %s: injected fault after %ld writes",
-				    rw_map_names[RW_M_PODS + t], what, c->writes);
+			return rw_fail_msg(err, errlen, -EIO,
+					   "%s: %s: injected fault after %ld writes",
+					   rw_map_names[RW_M_PODS + t], what, c->writes);
 		ret = vals ? bpf_map_update_elem(fd, keys + i * ks, vals + i * vs, BPF_ANY)
 			   : bpf_map_delete_elem(fd, keys + i * ks);
 		if (ret && !(vals == NULL && errno == ENOENT))
-			return fail(err, errlen, -errno, "%s: %s: %s", rw_map_names[RW_M_PODS + t],
-				    what, strerror(errno));
+			return rw_fail_msg(err, errlen, -errno, "%s: %s: %s",
+					   rw_map_names[RW_M_PODS + t], what, strerror(errno));
 	}
 	return 0;
 }
@@ -760,7 +752,7 @@ static int run_phase(struct rw_apply_cache *c, __u32 slot, const struct oplist *
 		return 0;
 	ph.p = calloc(ph.n_p, sizeof(*ph.p));
 	if (!ph.p)
-		return fail(err, errlen, -ENOMEM, "out of memory");
+		return rw_fail_msg(err, errlen, -ENOMEM, "out of memory");
 	ph.n_p = 0;
 	for (int t = 0; t < POLICY_TABLES; t++) {
 		size_t per = CHUNK_WRITES / key_cost(c, t);
@@ -774,7 +766,7 @@ static int run_phase(struct rw_apply_cache *c, __u32 slot, const struct oplist *
 	if (threaded)
 		pthread_join(th, NULL);
 	free(ph.p);
-	return ph.ret ? fail(err, errlen, ph.ret, "%s", ph.err) : 0;
+	return ph.ret ? rw_fail_msg(err, errlen, ph.ret, "%s", ph.err) : 0;
 }
 
 static int run_ops(struct rw_apply_cache *c, __u32 slot, const struct ops *ops,
@@ -852,7 +844,7 @@ int rw_apply_prepare(struct rw_datapath *dp, char *err, size_t errlen)
 		return 0;
 	c = calloc(1, sizeof(*c));
 	if (!c)
-		return fail(err, errlen, -ENOMEM, "out of memory");
+		return rw_fail_msg(err, errlen, -ENOMEM, "out of memory");
 	c->fault_after = -1;
 	for (int s = 0; s < RW_SLOTS; s++)
 		for (int t = 0; t < POLICY_TABLES; t++)
@@ -890,8 +882,8 @@ int rw_apply_prepare(struct rw_datapath *dp, char *err, size_t errlen)
 			}
 			continue;
 		fail_errno:
-			fail(err, errlen, ret, "%s[%u]: inner map: %s", rw_map_names[RW_M_PODS + t],
-			     s, strerror(-ret));
+			rw_fail_msg(err, errlen, ret, "%s[%u]: inner map: %s",
+				    rw_map_names[RW_M_PODS + t], s, strerror(-ret));
 			dp->apply = c;
 			rw_apply_release(dp);
 			return ret;
@@ -1076,8 +1068,8 @@ static int assign_runs(const struct rw_datapath *dp, struct shadow *live_shadow,
 		while (cursor < RW_MAX_RUNS && used[cursor])
 			cursor++;
 		if (cursor >= RW_MAX_RUNS) {
-			ret = fail(err, errlen, -E2BIG, "runs: more than %d runs on one node",
-				   RW_MAX_RUNS - 1);
+			ret = rw_fail_msg(err, errlen, -E2BIG,
+					  "runs: more than %d runs on one node", RW_MAX_RUNS - 1);
 			goto cleanup;
 		}
 		used[cursor] = 1;
@@ -1090,8 +1082,8 @@ static int assign_runs(const struct rw_datapath *dp, struct shadow *live_shadow,
 	}
 	ret = zero_counters(dp, fresh, n_fresh);
 	if (ret)
-		fail(err, errlen, ret, "%s: zeroing run counters: %s", rw_map_names[RW_M_COUNTERS],
-		     strerror(-ret));
+		rw_fail_msg(err, errlen, ret, "%s: zeroing run counters: %s",
+			    rw_map_names[RW_M_COUNTERS], strerror(-ret));
 cleanup:
 	free(fresh);
 	shadow_reset(&live);
@@ -1235,13 +1227,13 @@ int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
 
 	ret = rw_config_read(dp, &cfg);
 	if (ret)
-		return fail(err, errlen, ret, "%s: read: %s", rw_map_names[RW_M_CONFIG],
-			    strerror(-ret));
+		return rw_fail_msg(err, errlen, ret, "%s: read: %s", rw_map_names[RW_M_CONFIG],
+				   strerror(-ret));
 	if (RW_STATE_READY(cfg.state) && next->revision <= RW_STATE_REVISION(cfg.state))
-		return fail(err, errlen, -ESTALE,
-			    "revision: %llu is not newer than %llu, the one in force",
-			    (unsigned long long)next->revision,
-			    (unsigned long long)RW_STATE_REVISION(cfg.state));
+		return rw_fail_msg(err, errlen, -ESTALE,
+				   "revision: %llu is not newer than %llu, the one in force",
+				   (unsigned long long)next->revision,
+				   (unsigned long long)RW_STATE_REVISION(cfg.state));
 	if (!dp->apply) {
 		/* A datapath loaded for dry runs has no slots until its first apply. */
 		ret = rw_apply_prepare((struct rw_datapath *)dp, err, errlen);
@@ -1258,7 +1250,7 @@ int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
 
 	slots = calloc(next->n_runs ? next->n_runs : 1, sizeof(*slots));
 	if (!slots)
-		return fail(err, errlen, -ENOMEM, "out of memory");
+		return rw_fail_msg(err, errlen, -ENOMEM, "out of memory");
 	ret = assign_runs(dp, res->previous ? &c->shadow[!idle] : NULL, prev, next, slots, err,
 			  errlen);
 	if (ret)
@@ -1268,15 +1260,17 @@ int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
 	memset(&c->spare, 0, sizeof(c->spare));
 	ret = shadow_build(&ns, next, slots, res->previous ? &c->shadow[!idle] : NULL);
 	if (ret) {
-		fail(err, errlen, ret, "building the snapshot's entries: %s", strerror(-ret));
+		rw_fail_msg(err, errlen, ret, "building the snapshot's entries: %s",
+			    strerror(-ret));
 		goto cleanup;
 	}
 	/* Refuse before writing anything. */
 	for (int t = 0; t < POLICY_TABLES; t++) {
 		if (ns.count[t] > inner_specs[t].max_entries) {
-			ret = fail(err, errlen, -E2BIG, "%s: %u entries, more than the %u it holds",
-				   rw_map_names[RW_M_PODS + t], ns.count[t],
-				   inner_specs[t].max_entries);
+			ret = rw_fail_msg(err, errlen, -E2BIG,
+					  "%s: %u entries, more than the %u it holds",
+					  rw_map_names[RW_M_PODS + t], ns.count[t],
+					  inner_specs[t].max_entries);
 			goto cleanup;
 		}
 	}
@@ -1299,7 +1293,7 @@ int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
 		}
 	}
 	if (ret) {
-		fail(err, errlen, ret, "computing the writes: %s", strerror(-ret));
+		rw_fail_msg(err, errlen, ret, "computing the writes: %s", strerror(-ret));
 		goto cleanup;
 	}
 	/* From here on the idle slot holds something between two snapshots until the writes end. */
@@ -1334,7 +1328,8 @@ int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
 	}
 	ret = rw_config_write(dp, &cfg);
 	if (ret) {
-		fail(err, errlen, ret, "%s: flip: %s", rw_map_names[RW_M_CONFIG], strerror(-ret));
+		rw_fail_msg(err, errlen, ret, "%s: flip: %s", rw_map_names[RW_M_CONFIG],
+			    strerror(-ret));
 		goto cleanup;
 	}
 	fault_point("after-flip", next->revision);

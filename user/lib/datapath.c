@@ -17,6 +17,7 @@
 #include "datapath.h"
 #include "reasons.h"
 #include "runwall.skel.h"
+#include "util.h"
 
 const char *const rw_map_names[RW_M__COUNT] = {
 #define X(id, pin, shown) [RW_M_##id] = RW_MAP_NAME(pin),
@@ -33,20 +34,6 @@ const char *const rw_map_shown_names[RW_M__COUNT] = {
 /* Event budget of a fresh node: enough for a sandbox's normal flows, not for a flood. */
 #define RW_DEFAULT_EVENT_RATE  200
 #define RW_DEFAULT_EVENT_BURST 400
-
-/* Say what failed in err (when there is one) and return the error. */
-static int __attribute__((format(printf, 4, 5)))
-fail(int ret, char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return ret;
-}
 
 static void datapath_init(struct rw_datapath *dp, unsigned int flags)
 {
@@ -94,11 +81,12 @@ static int check_bpffs(const char *pin_dir, char *err, size_t errlen)
 	}
 	if (st.f_type == BPF_FS_MAGIC)
 		return 0;
-	return fail(-ENOTSUP, err, errlen,
-		    "%s: %s is not a bpf filesystem (mount -t bpf bpf %s; inside `ip netns exec`, "
-		    "/sys is remounted without it: enter the netns with `nsenter "
-		    "--net=/run/netns/NAME`)",
-		    pin_dir, dir, dir);
+	return rw_fail_msg(
+		err, errlen, -ENOTSUP,
+		"%s: %s is not a bpf filesystem (mount -t bpf bpf %s; inside `ip netns exec`, "
+		"/sys is remounted without it: enter the netns with `nsenter "
+		"--net=/run/netns/NAME`)",
+		pin_dir, dir, dir);
 }
 
 int rw_datapath_pinned_layout(const char *pin_dir)
@@ -178,16 +166,18 @@ int rw_datapath_load_sized(struct rw_datapath *dp, const char *pin_dir, unsigned
 		/* Check the layout before libbpf tries to reuse the pins, to name the problem. */
 		layout = rw_datapath_pinned_layout(pin_dir);
 		if (layout < 0)
-			return fail(layout, errbuf, errlen, "%s: cannot read pinned config: %s",
-				    pin_dir, strerror(-layout));
+			return rw_fail_msg(errbuf, errlen, layout,
+					   "%s: cannot read pinned config: %s", pin_dir,
+					   strerror(-layout));
 		if (layout && layout != RW_LAYOUT_VERSION)
-			return fail(-EPROTO, errbuf, errlen,
-				    "%s: pinned maps have layout %d, this runwall has %d; run "
-				    "`runwall detach` first",
-				    pin_dir, layout, RW_LAYOUT_VERSION);
+			return rw_fail_msg(
+				errbuf, errlen, -EPROTO,
+				"%s: pinned maps have layout %d, this runwall has %d; run "
+				"`runwall detach` first",
+				pin_dir, layout, RW_LAYOUT_VERSION);
 		err = mkdir_p(pin_dir);
 		if (err)
-			return fail(err, errbuf, errlen, "%s: %s", pin_dir, strerror(-err));
+			return rw_fail_msg(errbuf, errlen, err, "%s: %s", pin_dir, strerror(-err));
 		snprintf(dp->pin_dir, sizeof(dp->pin_dir), "%s", pin_dir);
 		opts.pin_root_path = dp->pin_dir;
 		/* Pinned endpoints keep the size they were made with: libbpf reuses a pin only
@@ -201,7 +191,8 @@ int rw_datapath_load_sized(struct rw_datapath *dp, const char *pin_dir, unsigned
 	skel = runwall_bpf__open_opts(&opts);
 	if (!skel) {
 		err = -errno;
-		return fail(err, errbuf, errlen, "opening the BPF object: %s", strerror(-err));
+		return rw_fail_msg(errbuf, errlen, err, "opening the BPF object: %s",
+				   strerror(-err));
 	}
 	if (flags & RW_DP_NO_PIN) {
 		bpf_object__for_each_map(map, skel->obj) bpf_map__set_pin_path(map, NULL);
@@ -211,10 +202,10 @@ int rw_datapath_load_sized(struct rw_datapath *dp, const char *pin_dir, unsigned
 		bpf_map__set_max_entries(skel->maps.RW_MAP_ENDPOINTS, ep_size);
 	err = runwall_bpf__load(skel);
 	if (err) {
-		fail(err, errbuf, errlen,
-		     "loading the BPF programs: %s (libbpf's warnings above say "
-		     "more)",
-		     strerror(-err));
+		rw_fail_msg(errbuf, errlen, err,
+			    "loading the BPF programs: %s (libbpf's warnings above say "
+			    "more)",
+			    strerror(-err));
 		goto cleanup;
 	}
 	dp->skel = skel;
@@ -224,16 +215,16 @@ int rw_datapath_load_sized(struct rw_datapath *dp, const char *pin_dir, unsigned
 		map = bpf_object__find_map_by_name(skel->obj, rw_map_names[i]);
 		dp->map_fd[i] = map ? bpf_map__fd(map) : -1;
 		if (dp->map_fd[i] < 0) {
-			err = fail(-ENOENT, errbuf, errlen, "map %s missing from the BPF object",
-				   rw_map_names[i]);
+			err = rw_fail_msg(errbuf, errlen, -ENOENT,
+					  "map %s missing from the BPF object", rw_map_names[i]);
 			goto cleanup;
 		}
 	}
 	if (!(flags & RW_DP_DRY_RUN)) {
 		err = config_init(dp);
 		if (err) {
-			fail(err, errbuf, errlen, "initialising %s: %s", rw_map_names[RW_M_CONFIG],
-			     strerror(-err));
+			rw_fail_msg(errbuf, errlen, err, "initialising %s: %s",
+				    rw_map_names[RW_M_CONFIG], strerror(-err));
 			goto cleanup;
 		}
 		/* The slots' inner maps exist from the start and live as long as the pins. */
@@ -259,22 +250,22 @@ int rw_datapath_open_pinned(struct rw_datapath *dp, const char *pin_dir, char *e
 	layout = rw_datapath_pinned_layout(pin_dir);
 	if (layout <= 0) {
 		err = layout ? layout : -ENOENT;
-		return fail(err, errbuf, errlen,
-			    "%s: no runwall maps pinned here (%s); is the agent "
-			    "running with this --bpffs?",
-			    pin_dir, strerror(-err));
+		return rw_fail_msg(errbuf, errlen, err,
+				   "%s: no runwall maps pinned here (%s); is the agent "
+				   "running with this --bpffs?",
+				   pin_dir, strerror(-err));
 	}
 	if (layout != RW_LAYOUT_VERSION)
-		return fail(-EPROTO, errbuf, errlen,
-			    "%s: pinned maps have layout %d, this runwall "
-			    "reads %d",
-			    pin_dir, layout, RW_LAYOUT_VERSION);
+		return rw_fail_msg(errbuf, errlen, -EPROTO,
+				   "%s: pinned maps have layout %d, this runwall "
+				   "reads %d",
+				   pin_dir, layout, RW_LAYOUT_VERSION);
 	snprintf(dp->pin_dir, sizeof(dp->pin_dir), "%s", pin_dir);
 	for (int i = 0; i < RW_M__COUNT; i++) {
 		snprintf(path, sizeof(path), "%s/%s", pin_dir, rw_map_names[i]);
 		dp->map_fd[i] = bpf_obj_get(path);
 		if (dp->map_fd[i] < 0) {
-			err = fail(-errno, errbuf, errlen, "%s: %s", path, strerror(errno));
+			err = rw_fail_msg(errbuf, errlen, -errno, "%s: %s", path, strerror(errno));
 			rw_datapath_close(dp);
 			return err;
 		}
@@ -290,7 +281,7 @@ int rw_datapath_open_pinned_progs(struct rw_datapath *dp, char *err, size_t errl
 		snprintf(path, sizeof(path), "%s/%s/%s", dp->pin_dir, RW_PROGS_DIR, rw_dir_name(d));
 		dp->prog_fd[d] = bpf_obj_get(path);
 		if (dp->prog_fd[d] < 0)
-			return fail(-errno, err, errlen, "%s: %s", path, strerror(errno));
+			return rw_fail_msg(err, errlen, -errno, "%s: %s", path, strerror(errno));
 	}
 	return 0;
 }

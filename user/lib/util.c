@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* util.c: the clocks, the file reader and the keyed hash every part of runwall shares. */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -167,4 +169,16 @@ uint64_t rw_siphash(const struct rw_hash_key *key, const void *data, size_t len)
 	SIPROUND;
 	SIPROUND;
 	return v0 ^ v1 ^ v2 ^ v3;
+}
+
+int rw_fail_msg(char *err, size_t errlen, int ret, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return ret;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return ret;
 }

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
-/* util.h: the clocks, the file reader and the keyed hash every part of runwall shares. */
+/* util.h: the clocks, the file reader, the keyed hash and the error message every part of
+ * runwall shares.
+ */
 #ifndef RUNWALL_UTIL_H
 #define RUNWALL_UTIL_H
 
@@ -32,5 +34,12 @@ const struct rw_hash_key *rw_hash_key(void);
 
 /* SipHash-2-4 of data under key. */
 uint64_t rw_siphash(const struct rw_hash_key *key, const void *data, size_t len);
+
+/* The library's way to fail: the sentence (printf-style) into err (errlen bytes; err may be NULL
+ * when errlen is 0), and ret, the negative errno or code, returned: `return rw_fail_msg(err,
+ * errlen, -ENOENT, "%s: no such file", path);`. The library never prints: callers do.
+ */
+int rw_fail_msg(char *err, size_t errlen, int ret, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
 #endif /* RUNWALL_UTIL_H */
