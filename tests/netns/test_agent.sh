@@ -2,7 +2,8 @@
 # The agent on real veths in network namespaces made here: discovery, binding from /32 routes,
 # fail-closed start, policy file reloads (rename and ConfigMap-style symlink swap), refusal of
 # bad snapshots with the old policy still enforced, veth churn, restart after kill -9 without a
-# gap, the clsact fallback, two agents side by side, and detach.
+# gap, the clsact fallback, two agents side by side, runwall-cni kept chained in a CNI conf
+# folder (--cni-conf-dir), and detach.
 #
 #   tests/netns/test_agent.sh BUILD
 set -euo pipefail
@@ -10,7 +11,8 @@ set -euo pipefail
 build=${1:-build}
 cd "$(dirname "$0")/../.."
 RUNWALL=$(realpath "$build/runwall")
-[ -x "$RUNWALL" ] || { echo "Bail out! $RUNWALL is missing: run make"; exit 1; }
+CNI_BIN=$(realpath "$build/runwall-cni")
+for x in "$RUNWALL" "$CNI_BIN"; do [ -x "$x" ] || { echo "Bail out! $x is missing: run make"; exit 1; }; done
 
 id=rwa$$
 node=${id}-node
@@ -26,9 +28,11 @@ failed=0
 cleanup() {
 	set +e
 	[ -n "$agent_pid" ] && kill -9 "$agent_pid" 2>/dev/null
+	[ -n "${third:-}" ] && kill -9 "$third" 2>/dev/null && wait "$third" 2>/dev/null
 	[ -n "${listener:-}" ] && kill "$listener" 2>/dev/null && wait "$listener" 2>/dev/null
 	"$RUNWALL" --bpffs "$bpffs" --socket "$sock" detach >/dev/null 2>&1
 	"$RUNWALL" --bpffs "$bpffs-second" --socket "$sock-second" detach >/dev/null 2>&1
+	"$RUNWALL" --bpffs "$bpffs-third" --socket "$sock-third" detach >/dev/null 2>&1
 	for ns in "$node" "${pods[@]}" ${id}-pc; do ip netns del "$ns" 2>/dev/null; done
 	rm -rf "$work"
 }
@@ -64,6 +68,18 @@ start_agent() { # start_agent [agent args...]
 # status exits 1 while the node is not ready; the JSON is what matters here
 status_field() { { rw -j status || true; } | python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 status_is() { test "$(status_field "$1")" = "$2"; }
+
+# Retry a check for SECONDS (scaled), every 20 ms: wait_s SECONDS command...
+wait_s() {
+	local end
+	end=$(awk -v s="$1" -v k="$scale" -v t="${EPOCHREALTIME/./}" 'BEGIN {printf "%.0f\n", t + s * k * 1e6}')
+	shift
+	while :; do
+		"$@" && return 0
+		[ "${EPOCHREALTIME/./}" -lt "$end" ] || return 1
+		sleep 0.02
+	done
+}
 
 # Retry a check for a while: netlink and inotify events reach the agent asynchronously.
 eventually() {
@@ -297,6 +313,49 @@ wait "$second" 2>/dev/null || true
 check "detaching the second agent leaves the first one's state" test "$(status_field "d['revision']")" = 6
 check "and takes its tc filter off, clsact and others stay" \
 	bash -c "! ip netns exec $node tc filter show dev q${pfx} ingress | grep -q bpf"
+
+# ---- 8b. runwall-cni kept chained: the network plugin's rewrite of its conflist is repaired ----
+# A third agent of its own (no veths) watching a CNI conf folder: the VPC CNI's conflist with
+# runwall-cni's entry as `runwall-cni install` writes it, then rewritten as aws-node does on
+# every start (a whole new file renamed over the old one, without the entry).
+netd="$work/net.d"
+mkdir -p "$netd"
+aws_conflist() { # aws_conflist [extra plugin JSON]: 10-aws.conflist's content
+	printf '{"cniVersion":"1.0.0","name":"aws-cni","plugins":[{"name":"aws-cni","type":"aws-cni","mtu":"9001"},{"type":"portmap","capabilities":{"portMappings":true}}%s]}\n' "${1:-}"
+}
+aws_conflist "" >"$netd/10-aws.conflist"
+"$CNI_BIN" install --bin-dir "$work" --conf-dir "$netd" --bpffs "$bpffs-third" --ifprefix "z${pfx}" >/dev/null
+third_rw() { nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$bpffs-third" --socket "$sock-third" "$@"; }
+nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$bpffs-third" --socket "$sock-third" agent \
+	--ifprefix "z${pfx}" --cni-conf-dir "$netd" >>"$work/agent3.log" 2>&1 &
+third=$!
+cni_field() { { third_rw -j status 2>/dev/null || true; } | jq -r ".agent.cni.$1"; }
+chained_in() { [ "$(cni_field chained)" = true ] && [ "$(cni_field file)" = "$1" ]; }
+entries() { jq '[.plugins[] | select(.type == "runwall-cni")] | length' "$netd/10-aws.conflist"; }
+check "the agent sees runwall-cni chained in 10-aws.conflist" eventually chained_in 10-aws.conflist
+check "... and leaves the installer's entry as it is (one entry, not rewritten)" \
+	eval '[ "$(entries)" = 1 ] && [ "$(cni_field repairs)" = 0 ]'
+aws_conflist "" >"$netd/.10-aws.conflist.new" && mv "$netd/.10-aws.conflist.new" "$netd/10-aws.conflist"
+back() { [ "$(entries)" = 1 ] && [ "$(cni_field repairs)" = 1 ]; }
+# Within a second (the agent reads the folder's inotify event at once; a second is the bound).
+check "aws-node's rewrite: the entry is back within a second, once" wait_s 1 back
+check "... and the entry is the installer's, chained after the network plugin" \
+	eval "[ \"\$(jq -c '.plugins[-1]' '$netd/10-aws.conflist')\" = '{\"type\":\"runwall-cni\",\"bpffs\":\"$bpffs-third\",\"ifPrefix\":\"z${pfx}\"}' ]"
+check "status gives the window the entry was missing" \
+	eval '[ "$(cni_field last_repair_window_ms)" -ge 0 ] && [ "$(cni_field last_repair_window_ms)" -lt $((1000 * scale)) ]'
+# (status exits non-zero on a node with no snapshot: its text is what counts here)
+check "status shows it to people" \
+	grep -q "^cni: .*chained in $netd/10-aws.conflist; 1 repairs" <<<"$(third_rw status 2>&1 || true)"
+# A single-plugin .conf that sorts first is what the runtime loads: runwall-cni is not chained.
+echo '{"cniVersion":"1.0.0","name":"other","type":"bridge"}' >"$netd/05-other.conf"
+unchained() { [ "$(cni_field chained)" = false ] && cni_field why | grep -q '05-other.conf is loaded first'; }
+check "a .conf that sorts first: status says not chained, and why" eventually unchained
+check "... to people too" grep -q "^cni: .*NOT CHAINED: .*05-other.conf" <<<"$(third_rw status 2>&1 || true)"
+rm "$netd/05-other.conf"
+check "once it is gone: chained again" eventually chained_in 10-aws.conflist
+kill "$third"; wait "$third" 2>/dev/null || true
+third=
+nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$bpffs-third" --socket "$sock-third" detach >/dev/null 2>&1 || true
 
 # ---- 9. detach removes everything runwall attached and pinned, and nothing else ----
 ip netns exec "$node" tc qdisc add dev "${pfx}a" clsact 2>/dev/null || true

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* test_cni.c: runwall-cni's pure parts (user/cni): rw_cni_parse() on network configurations
  * and prevResults as runtimes send them (what it takes, the code and message of each refusal),
- * and rw_cni_conflist_edit() (install and uninstall of the conflist entry, idempotent).
+ * rw_cni_conflist_edit() (install and uninstall of the conflist entry, idempotent), and the
+ * chain check of user/lib/cnichain.c on a folder of its own (which file the runtime loads, the
+ * entry put back, a single-plugin file reported).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,7 +14,9 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "conf.h"
 #include "install.h"
@@ -359,6 +363,117 @@ static void test_conflist_refused(void **state)
 	json_decref(d);
 }
 
+/* --- the chain: which file the runtime loads, and the agent's repair --------------------- */
+
+static char netd[64];
+
+static void put(const char *name, const char *text)
+{
+	char path[128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", netd, name);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static json_t *file_doc(const char *name)
+{
+	char path[128];
+	json_t *d;
+
+	snprintf(path, sizeof(path), "%s/%s", netd, name);
+	d = json_load_file(path, 0, NULL);
+	assert_non_null(d);
+	return d;
+}
+
+static int chain_setup(void **state)
+{
+	snprintf(netd, sizeof(netd), "/tmp/rwtest-netd.XXXXXX");
+	return mkdtemp(netd) ? 0 : -1;
+}
+
+static int chain_teardown(void **state)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", netd);
+	return system(cmd);
+}
+
+static void test_conf_pick_order(void **state)
+{
+	char name[64], err[256];
+
+	assert_int_equal(rw_cni_conf_pick(netd, name, sizeof(name), err, sizeof(err)), -ENOENT);
+	put("10-aws.conflist", "{}");
+	put(".05-hidden.conf", "{}");
+	put("01-notes.txt", "{}");
+	put(".10-aws.conflist.runwall.tmp", "{}");
+	assert_int_equal(rw_cni_conf_pick(netd, name, sizeof(name), err, sizeof(err)), 0);
+	assert_string_equal(name, "10-aws.conflist");
+	/* libcni takes .conf, .conflist and .json together, in lexical order. */
+	put("10-aws.conf", "{}");
+	assert_int_equal(rw_cni_conf_pick(netd, name, sizeof(name), err, sizeof(err)), 0);
+	assert_string_equal(name, "10-aws.conf");
+	put("09-x.json", "{}");
+	assert_int_equal(rw_cni_conf_pick(netd, name, sizeof(name), err, sizeof(err)), 0);
+	assert_string_equal(name, "09-x.json");
+}
+
+static void test_chain_ensure(void **state)
+{
+	json_t *entry = doc("{\"type\":\"runwall-cni\"}"), *d, *plugins;
+	struct rw_cni_chain st;
+
+	assert_int_equal(rw_cni_chain_ensure(netd, entry, &st), -ENOENT);
+	assert_false(st.chained);
+	/* aws-node's file, as it writes it on start: the entry is appended, last. */
+	put("10-aws.conflist", "{\"name\":\"aws-cni\",\"plugins\":[{\"type\":\"aws-cni\"},"
+			       "{\"type\":\"portmap\"}]}");
+	assert_int_equal(rw_cni_chain_ensure(netd, entry, &st), 0);
+	assert_true(st.chained);
+	assert_true(st.repaired);
+	assert_string_equal(st.file, "10-aws.conflist");
+	d = file_doc("10-aws.conflist");
+	plugins = json_object_get(d, "plugins");
+	assert_int_equal(json_array_size(plugins), 3);
+	assert_true(json_equal(json_array_get(plugins, 2), entry));
+	json_decref(d);
+	/* Chained: nothing is written again. */
+	assert_int_equal(rw_cni_chain_ensure(netd, entry, &st), 0);
+	assert_true(st.chained);
+	assert_false(st.repaired);
+	/* An entry the installer wrote with other keys is kept as it is. */
+	put("10-aws.conflist", "{\"name\":\"aws-cni\",\"plugins\":[{\"type\":\"aws-cni\"},"
+			       "{\"type\":\"runwall-cni\",\"bpffs\":\"/sys/fs/bpf/x\"}]}");
+	assert_int_equal(rw_cni_chain_ensure(netd, entry, &st), 0);
+	assert_false(st.repaired);
+	d = file_doc("10-aws.conflist");
+	assert_string_equal(json_string_value(json_object_get(
+				    json_array_get(json_object_get(d, "plugins"), 1), "bpffs")),
+			    "/sys/fs/bpf/x");
+	json_decref(d);
+	/* A single-plugin .conf loaded first: not chained, not rewritten, and why. */
+	put("05-other.conf", "{\"name\":\"other\",\"type\":\"bridge\"}");
+	assert_int_equal(rw_cni_chain_ensure(netd, entry, &st), -EMEDIUMTYPE);
+	assert_false(st.chained);
+	assert_string_equal(st.file, "05-other.conf");
+	assert_non_null(strstr(st.why, "05-other.conf is loaded first and holds one plugin"));
+	d = file_doc("05-other.conf");
+	assert_null(json_object_get(d, "plugins"));
+	json_decref(d);
+	/* A broken conflist loaded first: not chained, with the parser's message. */
+	put("01-broken.conflist", "{\"plugins\": [");
+	assert_true(rw_cni_chain_ensure(netd, entry, &st) < 0);
+	assert_false(st.chained);
+	assert_non_null(strstr(st.why, "01-broken.conflist"));
+	json_decref(entry);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -374,6 +489,8 @@ int main(void)
 		cmocka_unit_test(test_conflist_replace_in_place_and_dedupe),
 		cmocka_unit_test(test_conflist_uninstall),
 		cmocka_unit_test(test_conflist_refused),
+		cmocka_unit_test_setup_teardown(test_conf_pick_order, chain_setup, chain_teardown),
+		cmocka_unit_test_setup_teardown(test_chain_ensure, chain_setup, chain_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,6 +3,7 @@
  *   main_loop.c     `runwall agent`: options, setup, the epoll loop, signals, timers
  *   sandboxes.c     sandbox veths: attach, bind pod IPs from /32 routes, forget, full resync
  *   policy_watch.c  the policy file (inotify) and applying snapshots
+ *   cni_chain.c     runwall-cni kept in the node's CNI conf file (--cni-conf-dir, inotify)
  *   events.c        the ring buffer's events, fanned out to the socket's subscribers
  *   ctl_server.c    the control socket: status, apply, policy, events, requests, shutdown
  *   view_publish.c  the agent's state handed to the HTTP view (agent_view.c, http.c) on its tick
@@ -79,6 +80,19 @@ struct sandbox {
 	char bind_error[160];
 };
 
+/* runwall-cni's place in the node's CNI configuration (cni_chain.c). */
+struct agent_cni {
+	const char *conf_dir; /* --cni-conf-dir; NULL: not watched */
+	int inotify_fd;
+	bool chained;
+	char file[256]; /* the file the runtime loads */
+	char why[512];	/* when not chained */
+	unsigned long long repairs, checks;
+	int64_t changed_at_ms;	    /* monotonic: an event said the folder changed */
+	int64_t last_window_ms;	    /* the last repair: from that event to the entry back */
+	int64_t unchained_since_ms; /* 0 while chained */
+};
+
 #define ATTACH_RETRY_MIN_MS 100
 #define ATTACH_RETRY_MAX_MS 5000
 /* One drain of the ring, on each tick: libbpf 1.1's ring_buffer__consume() goes on while
@@ -142,6 +156,7 @@ struct agent {
 	unsigned long long ring_capped;	  /* drains stopped by their budget or their time */
 
 	int epfd, listen_fd, inotify_fd, tick_fd, resync_fd, sig_fd;
+	struct agent_cni cni;
 	struct rw_nl_sub *nl;
 	struct ring_buffer *ring;
 	struct subscriber subs[MAX_SUBS];
@@ -196,6 +211,14 @@ bool agent_ctl_on_fd(struct agent *a, int fd, __u32 events);
 void agent_ctl_tick(struct agent *a);
 void agent_ctl_close_all(struct agent *a);
 json_t *agent_status_json(struct agent *a);
+
+/* cni_chain.c: check (and repair) the chain now; watch the folder (0, or a negative errno);
+ * an inotify event of it; what status shows (json null without --cni-conf-dir).
+ */
+void agent_cni_check(struct agent *a);
+int agent_cni_watch(struct agent *a);
+void agent_cni_on_inotify(struct agent *a);
+json_t *agent_cni_status(const struct agent *a);
 
 /* view_publish.c: hand the HTTP view the status, readiness and metrics snapshot. */
 void agent_view_publish(struct agent *a);

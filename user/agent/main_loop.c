@@ -98,7 +98,8 @@ static int agent_run(struct agent *a)
 	nl_fd = rw_nl_sub_fd(a->nl);
 	if (epoll_add(a, a->listen_fd) || epoll_add(a, nl_fd) || epoll_add(a, a->sig_fd) ||
 	    epoll_add(a, a->tick_fd) || epoll_add(a, a->resync_fd) ||
-	    (a->inotify_fd >= 0 && epoll_add(a, a->inotify_fd))) {
+	    (a->inotify_fd >= 0 && epoll_add(a, a->inotify_fd)) ||
+	    (a->cni.inotify_fd >= 0 && epoll_add(a, a->cni.inotify_fd))) {
 		rw_err("epoll: %s", strerror(errno));
 		return -errno;
 	}
@@ -126,6 +127,8 @@ static int agent_run(struct agent *a)
 			} else if (fd == a->inotify_fd) {
 				drain_fd(fd);
 				a->reload_pending = true;
+			} else if (fd == a->cni.inotify_fd) {
+				agent_cni_on_inotify(a);
 			} else if (fd == a->tick_fd) {
 				drain_fd(fd);
 				/* Events were submitted without wakeups: drain on the tick. */
@@ -147,6 +150,7 @@ static int agent_run(struct agent *a)
 
 				drain_fd(fd);
 				agent_full_resync(a);
+				agent_cni_check(a); /* in case an event was missed */
 				/* Idle flows leave the sandboxes' tables, a bounded slice per resync. */
 				clock_gettime(CLOCK_MONOTONIC, &ts);
 				rw_conntrack_expire(&a->dp, ts.tv_sec * 1000000000ULL + ts.tv_nsec,
@@ -205,6 +209,8 @@ static bool socket_answers(const char *path)
 static const char agent_options[] =
 	"  --policy FILE          snapshot to apply at start and whenever it changes\n"
 	"  --ifprefix LIST        interfaces to enforce on (default eni,vlan)\n"
+	"  --cni-conf-dir DIR     keep runwall-cni chained in the CNI conf file the runtime\n"
+	"                         loads from DIR, putting its entry back when it is rewritten\n"
 	"  --attach-mode MODE     auto (tcx, else tc), tcx or tc (default auto)\n"
 	"  --resync SECONDS       full resync period (default 10)\n"
 	"  --event-rate N[/BURST] events per second per sandbox, for drops and for new flows\n"
@@ -228,6 +234,7 @@ static int cmd_agent(int argc, char **argv)
 	static const struct option opts[] = {
 		{"policy", required_argument, NULL, 'p'},
 		{"ifprefix", required_argument, NULL, 'i'},
+		{"cni-conf-dir", required_argument, NULL, 'K'},
 		{"attach-mode", required_argument, NULL, 'm'},
 		{"resync", required_argument, NULL, 'r'},
 		{"event-rate", required_argument, NULL, 'e'},
@@ -244,7 +251,8 @@ static int cmd_agent(int argc, char **argv)
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{}};
-	struct agent a = {.ifprefix = "eni,vlan",
+	struct agent a = {.ifprefix = RW_DEFAULT_IFPREFIX,
+			  .cni = {.inotify_fd = -1},
 			  .resync_sec = 10,
 			  .listen_fd = -1,
 			  .inotify_fd = -1,
@@ -275,6 +283,9 @@ static int cmd_agent(int argc, char **argv)
 			break;
 		case 'i':
 			a.ifprefix = optarg;
+			break;
+		case 'K':
+			a.cni.conf_dir = optarg;
 			break;
 		case 'm':
 			err = rw_name_lookup(optarg, "--attach-mode", attach_modes,
@@ -455,6 +466,12 @@ static int cmd_agent(int argc, char **argv)
 	 */
 	if (agent_full_resync(&a))
 		goto refused;
+	err = agent_cni_watch(&a);
+	if (err) {
+		rw_err("--cni-conf-dir %s: %s", a.cni.conf_dir, strerror(-err));
+		ret = RW_EXIT_USAGE;
+		goto refused;
+	}
 	if (a.policy_path) {
 		a.inotify_fd = agent_watch_policy(&a);
 		if (a.inotify_fd < 0)
@@ -512,7 +529,8 @@ cleanup:
 		unlink(rw_g.socket);
 	}
 	{
-		int fds[] = {a.inotify_fd, a.tick_fd, a.resync_fd, a.sig_fd, a.epfd};
+		int fds[] = {a.inotify_fd, a.cni.inotify_fd, a.tick_fd,
+			     a.resync_fd,  a.sig_fd,	     a.epfd};
 
 		for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
 			if (fds[i] >= 0)
@@ -535,7 +553,7 @@ const struct rw_cmd rw_cmd_agent = {
 	.summary = "run the node agent (the DaemonSet's process)",
 	.grammar = "agent [--policy FILE] [--ifprefix LIST] [--attach-mode auto|tcx|tc] "
 		   "[--resync SECONDS] [--event-rate N[/BURST]] [--ct-per-sandbox N] [--ct-node N] "
-		   "[--max-endpoints N] "
+		   "[--max-endpoints N] [--cni-conf-dir DIR] "
 		   "[--listen ADDR:PORT] [--http-token-file FILE] [--events N] [--node NAME] "
 		   "[--access-request-url URL] [--access-request-queue N] [-v]",
 	.options = agent_options,

@@ -156,6 +156,14 @@ char *rw_metrics_text(const struct rw_datapath *dp, const struct rw_metrics_snap
 	family(&o, "runwall_attach_failures_total", "counter",
 	       "Programs that could not be attached to a sandbox veth hook.");
 	sample(&o, "runwall_attach_failures_total", "", s->attach_failures);
+	if (s->cni_watched) {
+		family(&o, "runwall_cni_chained", "gauge",
+		       "1 when the CNI conf file the runtime loads chains runwall-cni, 0 when not.");
+		sample(&o, "runwall_cni_chained", "", s->cni_chained);
+		family(&o, "runwall_cni_repairs_total", "counter",
+		       "Times the agent put runwall-cni's entry back into the CNI conf file.");
+		sample(&o, "runwall_cni_repairs_total", "", s->cni_repairs);
+	}
 
 	family(&o, "runwall_view_events", "gauge", "Verdict events held in memory for the API.");
 	sample(&o, "runwall_view_events", "", s->events_buffered);

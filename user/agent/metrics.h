@@ -35,6 +35,8 @@ struct rw_metrics_snap {
 	uint64_t applies_refused;
 	uint64_t sandboxes[RW_SBX__COUNT];
 	uint64_t attach_failures;
+	bool cni_watched, cni_chained; /* --cni-conf-dir, and whether runwall-cni is chained */
+	uint64_t cni_repairs;
 	uint64_t subscribers, delivered, skipped;
 	uint64_t events_buffered, events_evicted, aggregates, aggregates_evicted;
 	uint64_t requests_queued, requests_sent, requests_failed, requests_dropped,

@@ -56,12 +56,18 @@ void agent_view_publish(struct agent *a)
 		snap.delivered += a->subs[i].delivered;
 		snap.skipped += a->subs[i].skipped;
 	}
-	ready = RW_STATE_READY(cfg.state) && !detached;
+	snap.cni_watched = a->cni.conf_dir;
+	snap.cni_chained = a->cni.chained;
+	snap.cni_repairs = a->cni.repairs;
+	ready = RW_STATE_READY(cfg.state) && !detached && (!a->cni.conf_dir || a->cni.chained);
 	if (!RW_STATE_READY(cfg.state))
 		snprintf(text, sizeof(text), "not ready: no snapshot applied\n");
 	else if (detached)
 		snprintf(text, sizeof(text), "not ready: %zu of %zu sandbox veths not attached\n",
 			 detached, a->n_sbx);
+	else if (a->cni.conf_dir && !a->cni.chained)
+		snprintf(text, sizeof(text), "not ready: runwall-cni not chained: %.200s\n",
+			 a->cni.why);
 	else
 		snprintf(text, sizeof(text), "ready revision %llu, %zu sandbox veths attached\n",
 			 (unsigned long long)RW_STATE_REVISION(cfg.state), a->n_sbx);

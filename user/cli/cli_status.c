@@ -187,12 +187,13 @@ static json_t *agent_json(struct sctx *c)
 	if (!a)
 		return json_pack("{s:b, s:s, s:s}", "running", 0, "socket", rw_g.socket, "error",
 				 strerror(-c->agent_err));
-	return json_pack("{s:b, s:s, s:O, s:O, s:O, s:O, s:O}", "running", 1, "socket", rw_g.socket,
-			 "ifprefix", json_object_get(a, "ifprefix") ?: json_null(), "policy_file",
-			 json_object_get(a, "policy_file") ?: json_null(), "apply_ms",
-			 json_object_get(a, "apply_ms") ?: json_null(), "last_error",
+	return json_pack("{s:b, s:s, s:O, s:O, s:O, s:O, s:O, s:O}", "running", 1, "socket",
+			 rw_g.socket, "ifprefix", json_object_get(a, "ifprefix") ?: json_null(),
+			 "policy_file", json_object_get(a, "policy_file") ?: json_null(),
+			 "apply_ms", json_object_get(a, "apply_ms") ?: json_null(), "last_error",
 			 json_object_get(a, "last_error") ?: json_null(), "attach",
-			 json_object_get(a, "attach") ?: json_null());
+			 json_object_get(a, "attach") ?: json_null(), "cni",
+			 json_object_get(a, "cni") ?: json_null());
 }
 
 /* "tcx first", "tc first, 1 after", "tcx NOT FIRST (2 others)", "NOT ATTACHED" */
@@ -253,6 +254,24 @@ static void print_plain(struct sctx *c, json_t *o)
 			       json_integer_value(json_object_get(at, "failures")),
 			       json_integer_value(json_object_get(at, "retries")),
 			       json_integer_value(json_object_get(at, "pending")));
+		}
+		if (json_is_object(json_object_get(c->agent, "cni"))) {
+			json_t *cn = json_object_get(c->agent, "cni");
+			json_t *w = json_object_get(cn, "last_repair_window_ms");
+
+			if (json_is_true(json_object_get(cn, "chained")))
+				printf("cni:        chained in %s/%s; %lld repairs",
+				       json_string_value(json_object_get(cn, "conf_dir")),
+				       json_string_value(json_object_get(cn, "file")),
+				       json_integer_value(json_object_get(cn, "repairs")));
+			else
+				printf("cni:        NOT CHAINED: %s; %lld repairs",
+				       json_string_value(json_object_get(cn, "why")) ?: "?",
+				       json_integer_value(json_object_get(cn, "repairs")));
+			if (json_is_integer(w))
+				printf(" (the last after %lld ms without the entry)",
+				       json_integer_value(w));
+			printf("\n");
 		}
 	} else if (rw_ctl_no_agent(c->agent_err)) {
 		printf("agent:      not running (enforcement continues from the pinned state; no "

@@ -27,7 +27,8 @@ enum rw_cni_code {
 	RW_CNI_E_LAYOUT = 103,	 /* the pins on the node are another runwall's layout */
 };
 
-#define RW_CNI_DEFAULT_IFPREFIX "eni,vlan"
+#include "netlink.h" /* RW_DEFAULT_IFPREFIX */
+#define RW_CNI_DEFAULT_IFPREFIX RW_DEFAULT_IFPREFIX
 #define RW_CNI_VERSIONS		"0.3.0", "0.3.1", "0.4.0", "1.0.0"
 #define RW_CNI_MAX_INPUT	(1 << 20)
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /* install.h: putting runwall-cni on a node and taking it away (what the DaemonSet's init
  * container runs): the binary into the CNI bin folder, and a {"type": "runwall-cni", ...}
- * entry at the end of the plugins of the first *.conflist, chained after the network plugin.
+ * entry at the end of the plugins of the file the runtime loads (a .conflist), chained after the
+ * network plugin.
  */
 #ifndef RUNWALL_CNI_INSTALL_H
 #define RUNWALL_CNI_INSTALL_H
@@ -9,14 +10,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#define RW_CNI_TYPE "runwall-cni"
-
-/* Edit one conflist document in memory: put `entry` (whose "type" is RW_CNI_TYPE) in plugins,
- * replacing an existing runwall-cni entry in place or appending it, or with entry == NULL take
- * every runwall-cni entry out. *changed says whether the document differs. 0, or -EINVAL with
- * a message in err when the document is not a conflist.
- */
-int rw_cni_conflist_edit(json_t *doc, json_t *entry, bool *changed, char *err, size_t errlen);
+#include "cnichain.h" /* the conflist edit, shared with the agent's repair */
 
 /* The commands. 0 on success, a negative errno with a message in err. */
 int rw_cni_install(const char *self, const char *bin_dir, const char *conf_dir, json_t *entry,

@@ -138,6 +138,20 @@ static int open_node(const struct rw_cni_req *req, struct rw_datapath *dp, bool 
 	return 0;
 }
 
+/* The veth lock (rw_veth_lock()), or -1 with the error result written and dp closed. */
+static int lock_node(const struct rw_cni_req *req, struct rw_datapath *dp)
+{
+	int lock = rw_veth_lock(req->bpffs, CNI_LOCK_MS);
+
+	if (lock < 0) {
+		rw_datapath_close(dp);
+		cni_error(req->cni_version, RW_CNI_E_TRY_LATER, "runwall's veth lock is held",
+			  "%s: %s after %d ms", req->bpffs, strerror(-lock), CNI_LOCK_MS);
+		return -1;
+	}
+	return lock;
+}
+
 static int host_ifindex(const struct rw_cni_req *req)
 {
 	int ifindex = if_nametoindex(req->host_if);
@@ -201,13 +215,9 @@ static int cmd_add(struct rw_cni_req *req)
 	/* Under the veth lock, which the agent takes for every change it makes to a veth: its
 	 * stale events about the veth that had this ifindex before cannot undo what is done here.
 	 */
-	lock = rw_veth_lock(req->bpffs, CNI_LOCK_MS);
-	if (lock < 0) {
-		rw_datapath_close(&dp);
-		return cni_error(req->cni_version, RW_CNI_E_TRY_LATER,
-				 "runwall's veth lock is held", "%s: %s after %d ms", req->bpffs,
-				 strerror(-lock), CNI_LOCK_MS);
-	}
+	lock = lock_node(req, &dp);
+	if (lock < 0)
+		return 1;
 	/* A runwall-cni of another version, or an agent without the lock, may attach to the same
 	 * new veth at the same moment: whichever comes second finds the program already on the
 	 * hook (-EEXIST) before the other's link is pinned. Once it is pinned, attaching again is
@@ -303,13 +313,9 @@ static int cmd_del(struct rw_cni_req *req)
 	}
 	if (open_node(req, &dp, false))
 		return 1;
-	lock = rw_veth_lock(req->bpffs, CNI_LOCK_MS);
-	if (lock < 0) {
-		rw_datapath_close(&dp);
-		return cni_error(req->cni_version, RW_CNI_E_TRY_LATER,
-				 "runwall's veth lock is held", "%s: %s after %d ms", req->bpffs,
-				 strerror(-lock), CNI_LOCK_MS);
-	}
+	lock = lock_node(req, &dp);
+	if (lock < 0)
+		return 1;
 	err = 0;
 	/* The veth stays deny-all (its programs stay) until the plugin before us deletes it:
 	 * taking them off would open it for that moment.

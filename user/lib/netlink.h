@@ -101,6 +101,9 @@ int rw_nl_sub_read(struct rw_nl_sub *sub, const struct rw_nl_handlers *h);
 
 void rw_nl_sub_close(struct rw_nl_sub *sub);
 
+/* The agent's and runwall-cni's --ifprefix / ifPrefix by default: the VPC CNI's pod veths. */
+#define RW_DEFAULT_IFPREFIX "eni,vlan"
+
 /* Whether `name` starts with one of the comma-separated prefixes in `prefixes` ("eni,vlan").
  * Blanks around a prefix are ignored, and so are empty ones: NULL, "" or "," match nothing.
  */
