@@ -428,11 +428,14 @@ static int print_buckets(void)
 {
 	struct rw_aggs a;
 	size_t b[N_KEYS];
+	ssize_t n;
 
 	if (rw_aggs_init(&a, 100))
 		return 1;
 	agg_buckets(&a, b);
-	return write(STDOUT_FILENO, b, sizeof(b)) == (ssize_t)sizeof(b) ? 0 : 1;
+	rw_aggs_free(&a);
+	n = write(STDOUT_FILENO, b, sizeof(b));
+	return n == (ssize_t)sizeof(b) ? 0 : 1;
 }
 
 static void child_buckets(size_t out[N_KEYS])
