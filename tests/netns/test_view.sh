@@ -23,7 +23,8 @@
 #   hostile    100 idle connections and clients that never read: the agent still serves & drains
 #   flood      300 sockets from one address trickling a header: the per-IP limit refuses all but
 #              16, /healthz on the probe listener (--probe-listen) and other addresses are still
-#              served, a partial header left alone is closed by the header deadline
+#              served, a partial header left alone is closed by the header deadline, an event
+#              stream opened meanwhile is not
 #   token      a second agent on a non-loopback address: no/wrong token 401 (as a bearer token
 #              or the page's cookie, curl too), the right one 200, the stream with the cookie;
 #              the page itself and /healthz open
@@ -423,7 +424,8 @@ vc hostile "$API" --trigger "$(attempt_cmd a tcp "$INET" 7100)" \
 	--want "{\"run\": \"$A_RUN\", \"dport\": 7100, \"reason\": \"not-allowlisted\"}"
 check "the agent survived all of it" kill -0 "$RW_AGENT_PID"
 section "flood: 300 trickling sockets from one address"
-vc flood "$API" --probe "$PROBE" --source 127.0.0.3 --partial-source 127.0.0.4 --count 300 --per-ip 16
+vc flood "$API" --probe "$PROBE" --source 127.0.0.3 --partial-source 127.0.0.4 --stream-source 127.0.0.5 \
+	--count 300 --per-ip 16
 check "the agent survived the flood" kill -0 "$RW_AGENT_PID"
 
 # ---- a second agent, with a token, and `runwall view` --------------------------------------------

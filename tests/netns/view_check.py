@@ -549,6 +549,19 @@ def closed(s):
         return True
 
 
+def alive(s):
+    """s is still open: what it has received read away, no EOF and no reset."""
+    s.setblocking(False)  # else Python waits for data up to the socket's timeout first
+    try:
+        while True:
+            if not s.recv(65536, socket.MSG_DONTWAIT):
+                return False
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+
+
 def source_conn(host, port, source, timeout=5):
     s = socket.socket()
     s.settimeout(timeout)
@@ -567,6 +580,11 @@ def cmd_flood(a):
     partial = source_conn(host, port, a.partial_source)
     partial.sendall(b"GET /api/ev")
     partial_closed = None
+    # an event stream from another address: its headers are in, so the header timeout is not
+    # its timeout (a comment line every 5 s keeps it open)
+    stream = source_conn(host, port, a.stream_source)
+    stream.sendall(b"GET /api/events/stream HTTP/1.1\r\nHost: x\r\n" +
+                   (f"Authorization: Bearer {a.token}\r\n".encode() if a.token else b"") + b"\r\n")
     socks, refused = [], 0
     for _ in range(a.count):
         try:
@@ -621,9 +639,12 @@ def cmd_flood(a):
     check(partial_closed is not None,
           f"flood: a partial header left alone is closed within {deadline:.0f} s "
           f"(closed after {partial_closed or 0:.1f} s)", "still open")
+    check(alive(stream), f"flood: an event stream opened at the start is still open after "
+          f"{time.time() - t0:.0f} s (the header timeout ends with the headers)", "closed")
     for s in socks:
         s.close()
     partial.close()
+    stream.close()
     return 0
 
 
@@ -943,6 +964,7 @@ def main():
     s.add_argument("--want", required=True); s.add_argument("--token")
     s = sub.add_parser("flood"); s.add_argument("base"); s.add_argument("--probe", required=True)
     s.add_argument("--source", default="127.0.0.3"); s.add_argument("--partial-source", default="127.0.0.4")
+    s.add_argument("--stream-source", default="127.0.0.5"); s.add_argument("--token")
     s.add_argument("--count", type=int, default=300); s.add_argument("--per-ip", type=int, default=16)
     s.add_argument("--deadline", type=float, default=12)
     s = sub.add_parser("merged"); s.add_argument("base"); s.add_argument("--nodes", required=True)
