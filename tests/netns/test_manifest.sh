@@ -139,9 +139,10 @@ ports = {p["name"]: p["containerPort"] for p in agent.get("ports", [])}
 for probe in ("readinessProbe", "livenessProbe"):
     get = agent[probe]["httpGet"]
     port = ports.get(get["port"], get["port"])
-    plan[probe] = {"path": get["path"], "port": port}
-listen = [a.split("=", 1)[1] for a in plan["agent"]["argv"] if a.startswith("--listen=")]
-plan["listen"] = listen[0] if len(listen) == 1 else None
+    plan[probe] = {"path": get["path"], "port": port, "host": get.get("host", "")}
+for flag in ("listen", "probe-listen"):
+    listen = [a.split("=", 1)[1] for a in plan["agent"]["argv"] if a.startswith(f"--{flag}=")]
+    plan[flag] = listen[0] if len(listen) == 1 else None
 vpod = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "runwall-view")["spec"]["template"]["spec"]
 view = next(c for c in vpod["containers"] if c["name"] == "view")
 plan["view"] = mapped(view, {v["name"]: v for v in vpod["volumes"]})
@@ -171,8 +172,15 @@ done
 check "the agent's --bpffs and --socket are on the bpffs and run volumes" \
 	test "${RW_BPFFS:-}" = "$bpfroot/runwall" -a "${RW_SOCK:-}" = "$RW_WORK/host/run/runwall/runwall.sock"
 ready_port=$(jq -r .readinessProbe.port "$plan")
-check "the probes' port is the port of --listen ($(jq -r .listen "$plan"))" \
-	test "$(jq -r .listen "$plan")" = "0.0.0.0:$ready_port" -a "$(jq -r .livenessProbe.port "$plan")" = "$ready_port"
+probe_host=$(jq -r .readinessProbe.host "$plan")
+# The kubelet probes a host-network pod from the node: 127.0.0.1 is the node's loopback.
+check "the probes' host and port are those of --probe-listen ($(jq -r '."probe-listen"' "$plan"), loopback)" \
+	test "$(jq -r '."probe-listen"' "$plan")" = "$probe_host:$ready_port" -a "$probe_host" = 127.0.0.1 \
+	-a "$(jq -r .livenessProbe.port "$plan")" = "$ready_port" -a "$(jq -r .livenessProbe.host "$plan")" = "$probe_host"
+api_listen=$(jq -r .listen "$plan")
+api_port=${api_listen##*:}
+check "the API listens on every address of the node (--listen $api_listen)" \
+	test "${api_listen%:*}" = 0.0.0.0 -a "$api_port" != "$ready_port"
 
 # The node: services, and one sandbox wired like the VPC CNI does, in run-7f3a of the
 # ConfigMap's policy (manifests/policy-default.json).
@@ -186,7 +194,7 @@ start_agent() {
 	RW_AGENT_PID=$!
 	RW_PIDS+=("$RW_AGENT_PID")
 }
-# HTTP status of GET http://NODE:PORT/PATH from the node, like the kubelet's probe.
+# HTTP status of GET http://HOST:PORT/PATH from the node, like the kubelet's probe.
 http_status() {
 	rw_node_exec "$RW_PY" -c '
 import sys, urllib.error, urllib.request
@@ -195,7 +203,7 @@ try:
 except urllib.error.HTTPError as e:
     print(e.code)
 except Exception as e:
-    print("error", e)' "http://$RW_NODE_LINK:$ready_port$1"
+    print("error", e)' "http://$probe_host:$ready_port$1"
 }
 http_is() { [ "$(http_status "$1")" = "$2" ]; }
 status_json() { rw -j status 2>/dev/null || true; }
@@ -216,6 +224,9 @@ else
 	not_ok "liveness: GET $(jq -r .livenessProbe.path "$plan") on port $ready_port: $(http_status "$(jq -r .livenessProbe.path "$plan")")"
 	agent_log
 fi
+remote_probe_fails() { ! rw_node_exec curl -s -o /dev/null --max-time 2 "http://$RW_NODE_LINK:$ready_port/healthz"; }
+check "the probes' port answers on loopback only (GET http://$RW_NODE_LINK:$ready_port/healthz fails)" \
+	remote_probe_fails
 readyz=$(jq -r .readinessProbe.path "$plan")
 check "readiness: GET $readyz answers 200 once the ConfigMap's revision 1 is enforced" \
 	rw_wait 10 http_is "$readyz" 200
@@ -263,8 +274,8 @@ grep -q "adopting" "$RW_WORK/agent.log" && ok "its log says it adopted the pins"
 mapfile -t vargv < <(jq -r '.view.argv[]' "$plan")
 echo "# the view: $(jq -r '.view.manifest_argv | join(" ")' "$plan")"
 dns=$(jq -r '.view.argv[] | select(startswith("--agents-dns=")) | ltrimstr("--agents-dns=")' "$plan")
-check "the view follows the agents by DNS (--agents-dns NAME:PORT, the agents' port $ready_port)" \
-	test -n "$dns" -a "${dns##*:}" = "$ready_port"
+check "the view follows the agents by DNS (--agents-dns NAME:PORT, the agents' port $api_port)" \
+	test -n "$dns" -a "${dns##*:}" = "$api_port"
 printf '127.0.0.1 localhost\n%s %s\n' "$RW_NODE_LINK" "${dns%:*}" >"$RW_WORK/hosts"
 chmod 0755 "$RW_WORK" # the view's user reads its token files below it, as the kubelet's fsGroup allows
 vuid=$(jq -r '.view.user[0]' "$plan")
@@ -280,7 +291,7 @@ view_get() { # view_get PATH: the view's answer, with its own token
 	rw_node_exec curl -s --max-time 5 -H "Authorization: Bearer $view_token" "http://127.0.0.1:$vport$1"
 }
 view_connected() {
-	view_get /api/status | rw_jq_true '(.agents | length) == 1 and .agents[0].connected and .agents[0].url == "http://'"$RW_NODE_LINK:$ready_port"'" and .dns[0].addresses == 1'
+	view_get /api/status | rw_jq_true '(.agents | length) == 1 and .agents[0].connected and .agents[0].url == "http://'"$RW_NODE_LINK:$api_port"'" and .dns[0].addresses == 1'
 }
 if rw_wait 10 view_connected; then
 	ok "the view resolved ${dns%:*} and follows the agent with the agents' token (port $vport)"

@@ -7,8 +7,10 @@
 #   tests/netns/test_view.sh BUILD_DIR
 #
 # TAP output. The checks, in the order they run:
-#   flags      a non-loopback --listen without a token is refused before anything is set up
-#   health     /healthz, /readyz (ready: a snapshot enforced, every sandbox veth attached)
+#   flags      a non-loopback --listen without a token is refused before anything is set up, so
+#              is a non-loopback --probe-listen
+#   health     /healthz, /readyz (ready: a snapshot enforced, every sandbox veth attached), the
+#              same on the probe listener, which serves nothing else
 #   api        known traffic (refusals of every kind, allowed flows, inbound), then /api/events
 #              with every filter, since and limit, /api/status, /api/graph with service names
 #   metrics    promtool check metrics; node and per-run packets and bytes equal the kernel's
@@ -19,6 +21,10 @@
 #   sse        a new refusal arrives on the stream; resuming with Last-Event-ID loses nothing
 #   bad        unknown paths, bad and oversized queries, other methods: the right 4xx
 #   hostile    100 idle connections and clients that never read: the agent still serves & drains
+#   flood      300 sockets from one address trickling a header: the per-IP limit refuses all but
+#              16, /healthz on the probe listener (--probe-listen) and other addresses are still
+#              served, a partial header left alone is closed by the header deadline, an event
+#              stream opened meanwhile is not
 #   token      a second agent on a non-loopback address: no/wrong token 401 (as a bearer token
 #              or the page's cookie, curl too), the right one 200, the stream with the cookie;
 #              the page itself and /healthz open
@@ -72,6 +78,7 @@ D_IF=dnsdddd0004 D_IP=10.1.2.6 D_RUN=run-d00d
 # on another loopback address, which the agent treats as loopback (127.0.0.0/8: no token
 # required; it is given one all the same, as the view sends it).
 API=http://127.0.0.1:9100
+PROBE=http://127.0.0.1:9101
 API2=http://$RW_NODE_LINK:9100
 API3=http://127.0.0.2:9100
 VIEW=http://127.0.0.1:9180
@@ -206,6 +213,12 @@ rc=0
 rw_node_exec "$RW_RUNWALL" --bpffs "$RW_BPFFS" --socket "$RW_SOCK" agent --listen 127.0.0.1:99999 \
 	>"$RW_WORK/flag.out" 2>&1 || rc=$?
 check "agent --listen 127.0.0.1:99999: exit 2 (bad port)" test "$rc" = 2
+rc=0
+rw_node_exec "$RW_RUNWALL" --bpffs "$RW_BPFFS" --socket "$RW_SOCK" agent --listen 127.0.0.1:9109 \
+	--probe-listen "$RW_NODE_LINK:9110" >"$RW_WORK/flag.out" 2>&1 || rc=$?
+check "agent --probe-listen on a non-loopback address: exit 2" test "$rc" = 2
+check "... saying why" grep -q "probe-listen $RW_NODE_LINK:9110: the probes answer without a token: a loopback address only" "$RW_WORK/flag.out"
+check "... before pinning anything" test ! -e "$RW_BPFFS"
 for args in "--agents-dns $AGENTS_DNS" "--agents-dns $AGENTS_DNS:0" "--agents-dns $AGENTS_DNS:9100 --dns-refresh 0" ""; do
 	rc=0
 	# shellcheck disable=SC2086 # the arguments split on purpose
@@ -225,7 +238,8 @@ start_receiver() {
 }
 start_receiver
 touch "$RW_WORK/requests.jsonl"
-AGENT_ARGS=(--ifprefix eni --policy "$RW_WORK/policy.json" --listen 127.0.0.1:9100 --node node-a
+AGENT_ARGS=(--ifprefix eni --policy "$RW_WORK/policy.json" --listen 127.0.0.1:9100
+	--probe-listen 127.0.0.1:9101 --node node-a
 	--access-request-url "http://127.0.0.1:$RECV_PORT/requests" --access-request-queue 4)
 rw_agent_start "${AGENT_ARGS[@]}"
 rw_agent_wait
@@ -233,6 +247,10 @@ check "/readyz: 200 once the snapshot is enforced and both veths are attached" \
 	vcq wait-ready "$API/readyz" --timeout 10
 check "/readyz says so" grep -q "^ready revision 1, 2 sandbox veths attached" <(http_get "$API/readyz" | tail -n +2)
 check "/healthz: 200 ok" test "$(http_get "$API/healthz" | tr '\n' ' ')" = "200 ok  "
+check "probe listener: /healthz 200 ok" test "$(http_get "$PROBE/healthz" | tr '\n' ' ')" = "200 ok  "
+check "probe listener: /readyz the same answer" test "$(http_get "$PROBE/readyz")" = "$(http_get "$API/readyz")"
+check "probe listener: nothing else (/metrics 404)" test "$(http_get "$PROBE/metrics" | sed -n 1p)" = 404
+check "probe listener: nor the page (/ 404)" test "$(http_get "$PROBE/" | sed -n 1p)" = 404
 
 # ---- known traffic -----------------------------------------------------------------------------
 
@@ -405,6 +423,10 @@ section "hostile: idle and stalled clients"
 vc hostile "$API" --trigger "$(attempt_cmd a tcp "$INET" 7100)" \
 	--want "{\"run\": \"$A_RUN\", \"dport\": 7100, \"reason\": \"not-allowlisted\"}"
 check "the agent survived all of it" kill -0 "$RW_AGENT_PID"
+section "flood: 300 trickling sockets from one address"
+vc flood "$API" --probe "$PROBE" --source 127.0.0.3 --partial-source 127.0.0.4 --stream-source 127.0.0.5 \
+	--count 300 --per-ip 16
+check "the agent survived the flood" kill -0 "$RW_AGENT_PID"
 
 # ---- a second agent, with a token, and `runwall view` --------------------------------------------
 

@@ -23,6 +23,7 @@ suite numbers them), or "NOTE<TAB>text".
 import argparse
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -495,9 +496,10 @@ def cmd_hostile(a):
     events still flow (the trigger's refusal shows up)."""
     host, port, _ = split(a.base)
     idle = []
-    for _ in range(100):
+    for i in range(100):
         try:
-            idle.append(socket.create_connection((host, port), timeout=5))
+            # ten sources, ten each: under the per-IP limit, so that all 100 hold a slot
+            idle.append(source_conn(host, port, f"127.0.1.{i // 10 + 1}"))
         except OSError as e:
             out("NOTE", f"idle connection {len(idle)}: {e}")
             break
@@ -535,6 +537,114 @@ def cmd_hostile(a):
         s.close()
     slow.close()
     slow2.close()
+    return 0
+
+
+def closed(s):
+    """The server closed s (EOF, a reset, or an answer it closes after), without blocking."""
+    try:
+        r, _, _ = select.select([s], [], [], 0)
+        return bool(r) and s.recv(4096, socket.MSG_DONTWAIT) is not None
+    except OSError:
+        return True
+
+
+def alive(s):
+    """s is still open: what it has received read away, no EOF and no reset."""
+    s.setblocking(False)  # else Python waits for data up to the socket's timeout first
+    try:
+        while True:
+            if not s.recv(65536, socket.MSG_DONTWAIT):
+                return False
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+
+
+def source_conn(host, port, source, timeout=5):
+    s = socket.socket()
+    s.settimeout(timeout)
+    s.bind((source, 0))
+    s.connect((host, port))
+    return s
+
+
+def cmd_flood(a):
+    """COUNT sockets from one source address that send one header byte and then trickle one
+    more a second (under the header deadline, which is an inactivity timeout): the per-IP limit
+    refuses those beyond it, the probe listener and other sources are still served, and a
+    partial header left alone is closed by the header deadline."""
+    host, port, _ = split(a.base)
+    t0 = time.time()
+    partial = source_conn(host, port, a.partial_source)
+    partial.sendall(b"GET /api/ev")
+    partial_closed = None
+    # an event stream from another address: its headers are in, so the header timeout is not
+    # its timeout (a comment line every 5 s keeps it open)
+    stream = source_conn(host, port, a.stream_source)
+    stream.sendall(b"GET /api/events/stream HTTP/1.1\r\nHost: x\r\n" +
+                   (f"Authorization: Bearer {a.token}\r\n".encode() if a.token else b"") + b"\r\n")
+    socks, refused = [], 0
+    for _ in range(a.count):
+        try:
+            s = source_conn(host, port, a.source)
+            s.sendall(b"G")
+            socks.append(s)
+        except OSError:
+            refused += 1
+    header = b"ET /api/events HTTP/1.1\r\nX-Trickle: " + b"x" * 4096
+
+    def trickle(until):
+        nonlocal partial_closed
+        i = 1
+        while time.time() < until:
+            for s in socks:
+                try:
+                    s.send(header[i % len(header):i % len(header) + 1])
+                except OSError:
+                    pass
+            i += 1
+            if partial_closed is None and closed(partial):
+                partial_closed = time.time() - t0
+            time.sleep(min(1.0, max(0.0, until - time.time())))
+
+    trickle(time.time() + 2)
+    still = [s for s in socks if not closed(s)]
+    out("NOTE", f"{a.count} sockets from {a.source}: {refused} refused at connect, "
+        f"{len(socks) - len(still)} closed by the agent, {len(still)} held")
+    check(len(still) <= a.per_ip and refused + len(socks) - len(still) >= a.count - a.per_ip,
+          f"flood: of {a.count} trickling sockets from one address, at most {a.per_ip} are held "
+          "(the others refused or closed)", f"{len(still)} held")
+    try:
+        t = time.time()
+        st, body, _ = http(a.probe + "/healthz", timeout=3)
+        dt = time.time() - t
+    except OSError as e:
+        st, body, dt = str(e), "", 0
+    check(st == 200 and body == "ok\n",
+          f"flood: /healthz on the probe listener answers 200 at once ({dt * 1000:.0f} ms)",
+          f"got {st}")
+    try:
+        st, _, _ = http(a.base + "/readyz", timeout=3)
+    except OSError as e:
+        st = str(e)
+    check(st == 200, "flood: the main listener still serves another source address (/readyz)",
+          f"got {st}")
+    deadline = a.deadline * SCALE
+    trickle(t0 + deadline)
+    held = sum(1 for s in still if not closed(s))
+    out("NOTE", f"after {time.time() - t0:.1f} s of trickling, {held} of the {len(still)} held "
+        "sockets are still open (the header deadline is an inactivity timeout)")
+    check(partial_closed is not None,
+          f"flood: a partial header left alone is closed within {deadline:.0f} s "
+          f"(closed after {partial_closed or 0:.1f} s)", "still open")
+    check(alive(stream), f"flood: an event stream opened at the start is still open after "
+          f"{time.time() - t0:.0f} s (the header timeout ends with the headers)", "closed")
+    for s in socks:
+        s.close()
+    partial.close()
+    stream.close()
     return 0
 
 
@@ -852,6 +962,11 @@ def main():
     s = sub.add_parser("token"); s.add_argument("base"); s.add_argument("--token", required=True)
     s = sub.add_parser("hostile"); s.add_argument("base"); s.add_argument("--trigger", required=True)
     s.add_argument("--want", required=True); s.add_argument("--token")
+    s = sub.add_parser("flood"); s.add_argument("base"); s.add_argument("--probe", required=True)
+    s.add_argument("--source", default="127.0.0.3"); s.add_argument("--partial-source", default="127.0.0.4")
+    s.add_argument("--stream-source", default="127.0.0.5"); s.add_argument("--token")
+    s.add_argument("--count", type=int, default=300); s.add_argument("--per-ip", type=int, default=16)
+    s.add_argument("--deadline", type=float, default=12)
     s = sub.add_parser("merged"); s.add_argument("base"); s.add_argument("--nodes", required=True)
     s.add_argument("--want", action="append")
     s = sub.add_parser("wait-event"); s.add_argument("base"); s.add_argument("--want", required=True)

@@ -18,6 +18,7 @@ struct rw_agent_view {
 	struct rw_feed feed;
 	bool feed_ok;
 	struct rw_http *http;
+	struct rw_http *probe_http; /* --probe-listen: the same server, the probes only */
 	struct rw_access *access;
 	pthread_mutex_t snap_lock; /* the metrics snapshot */
 	struct rw_metrics_snap snap;
@@ -137,6 +138,20 @@ struct rw_agent_view *rw_agent_view_start(const struct rw_agent_view_opts *o,
 		if (!v->http)
 			goto fail;
 	}
+	if (o->probe_listen) {
+		/* Its own daemon, so that clients of the main listener cannot fill its slots:
+		 * the kubelet's probes are its only expected clients.
+		 */
+		struct rw_http_opts po = {.listen = o->probe_listen,
+					  .flag = "agent: --probe-listen",
+					  .max_connections = 32,
+					  .per_ip_limit = 32,
+					  .probes_only = true};
+
+		v->probe_http = rw_http_start(&po, &v->feed, NULL, err, errlen, usage);
+		if (!v->probe_http)
+			goto fail;
+	}
 	return v;
 fail:
 	rw_agent_view_stop(v);
@@ -205,7 +220,8 @@ void rw_agent_view_stop(struct rw_agent_view *v)
 {
 	if (!v)
 		return;
-	rw_http_stop(v->http); /* first: its threads read the feed */
+	rw_http_stop(v->http); /* first: their threads read the feed */
+	rw_http_stop(v->probe_http);
 	rw_access_stop(v->access);
 	if (v->feed_ok)
 		rw_feed_free(&v->feed);

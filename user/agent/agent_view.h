@@ -16,12 +16,13 @@
 #include "policy.h"
 
 struct rw_agent_view_opts {
-	const char *listen;	 /* --listen ADDR:PORT, NULL: no HTTP */
-	const char *token_file;	 /* --http-token-file */
-	const char *request_url; /* --access-request-url, NULL: none */
-	size_t request_queue;	 /* --access-request-queue */
-	size_t events;		 /* --events: recent events kept */
-	const char *node;	 /* --node: this node's name in events and requests */
+	const char *listen;	  /* --listen ADDR:PORT, NULL: no HTTP */
+	const char *probe_listen; /* --probe-listen ADDR:PORT (loopback): /healthz, /readyz */
+	const char *token_file;	  /* --http-token-file */
+	const char *request_url;  /* --access-request-url, NULL: none */
+	size_t request_queue;	  /* --access-request-queue */
+	size_t events;		  /* --events: recent events kept */
+	const char *node;	  /* --node: this node's name in events and requests */
 };
 
 struct rw_agent_view;

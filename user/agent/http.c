@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* http.c: the HTTP API and page over libmicrohttpd (replaces health.c: /healthz and /readyz
  * answer as they did). Read-only: GET and HEAD only. Loopback unless a token is configured
- * (sent as a bearer token, or by the page as a cookie). One thread per connection, a connection limit, a request-size limit (MHD's
- * memory pool: a bigger request line or header gets 414/431 from MHD itself) and a timeout:
- * a client that never reads blocks its own thread only, until the timeout closes it.
+ * (sent as a bearer token, or by the page as a cookie). One thread per connection, a connection
+ * limit and a per-IP one (a client beyond it is closed at accept), a request-size limit (MHD's
+ * memory pool: a bigger request line or header gets 414/431 from MHD itself), a short timeout
+ * until a request's headers are in and a longer one after: a client that never reads blocks its
+ * own thread only, until the timeout closes it. With probes_only (--probe-listen) the same
+ * daemon serves /healthz and /readyz only, on loopback.
  */
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -21,11 +24,13 @@
 #include "reasons.h"
 #include "view_page.h" /* generated from view.html: rw_view_page[], rw_view_page_len */
 
-#define CONN_TIMEOUT_S	30
-#define REQUEST_MEMORY	(16 * 1024) /* request line + headers, per connection */
-#define SSE_KEEPALIVE_S 5
-#define SSE_BLOCK	(64 * 1024)
-#define TOKEN_MAX	512
+#define CONN_TIMEOUT_S	 30
+#define HEADER_TIMEOUT_S 5 /* until a request's headers are in (inactivity, see header_deadline) */
+#define PER_IP_DEFAULT	 16
+#define REQUEST_MEMORY	 (16 * 1024) /* request line + headers, per connection */
+#define SSE_KEEPALIVE_S	 5
+#define SSE_BLOCK	 (64 * 1024)
+#define TOKEN_MAX	 512
 
 struct rw_http {
 	struct MHD_Daemon *daemon;
@@ -33,6 +38,7 @@ struct rw_http {
 	struct rw_http_ops ops;
 	char token[TOKEN_MAX]; /* "" when none is required */
 	unsigned int port;
+	bool probes_only;
 };
 
 /* ---- the feed ---- */
@@ -603,6 +609,8 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
 	struct rw_evfilter f;
 	char err[320];
 
+	/* The headers are in: the request's answer (a stream too) gets the normal timeout. */
+	MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned int)CONN_TIMEOUT_S);
 	if (strcmp(method, "GET") && strcmp(method, "HEAD"))
 		return send_json_error(c, MHD_HTTP_METHOD_NOT_ALLOWED,
 				       "read-only: GET and HEAD only");
@@ -620,6 +628,10 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
 		return send_text(c, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE,
 				 "text/plain", body, strlen(body), MHD_RESPMEM_MUST_COPY);
 	}
+	if (h->probes_only)
+		return send_json_error(
+			c, MHD_HTTP_NOT_FOUND,
+			"this listener (--probe-listen) serves /healthz and /readyz only");
 	/* The page holds no data (it fetches /api/... with the token): it loads without one, so
 	 * that it can ask for it.
 	 */
@@ -683,6 +695,34 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
 }
 
 /* ---- start and stop ---- */
+
+/* The header deadline: a connection starts with HEADER_TIMEOUT_S, answer() raises it to
+ * CONN_TIMEOUT_S once a request's headers are in, and a finished request drops it back for the
+ * next one on the same connection. MHD's timeouts are inactivity timeouts: a client that sends
+ * a byte every few seconds still holds its slot, but only up to the per-IP limit.
+ */
+static void header_deadline(struct MHD_Connection *c)
+{
+	MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned int)HEADER_TIMEOUT_S);
+}
+
+static void conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+			enum MHD_ConnectionNotificationCode code)
+{
+	(void)cls;
+	(void)socket_context;
+	if (code == MHD_CONNECTION_NOTIFY_STARTED)
+		header_deadline(c);
+}
+
+static void request_done(void *cls, struct MHD_Connection *c, void **state,
+			 enum MHD_RequestTerminationCode code)
+{
+	(void)cls;
+	(void)state;
+	if (code == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+		header_deadline(c);
+}
 
 /* MHD's own messages (a client that hung up mid-request, ...) are about clients, not about the
  * node: debug level (-v), through the agent's logger.
@@ -760,6 +800,16 @@ static int parse_listen(const struct rw_http_opts *o, struct sockaddr_in *sa, ch
 		return -EINVAL;
 	}
 	sa->sin_port = htons(port);
+	if (o->probes_only) {
+		if ((ntohl(sa->sin_addr.s_addr) >> 24) != 127) {
+			snprintf(err, errlen,
+				 "%s %s: the probes answer without a token: a loopback address "
+				 "only",
+				 o->flag, o->listen);
+			return -EINVAL;
+		}
+		return 0;
+	}
 	if (o->token_file)
 		return read_token(o->token_file, token, token_len, err, errlen);
 	if ((ntohl(sa->sin_addr.s_addr) >> 24) != 127) {
@@ -794,6 +844,7 @@ struct rw_http *rw_http_start(const struct rw_http_opts *o, struct rw_feed *feed
 		return NULL;
 	}
 	h->feed = feed;
+	h->probes_only = o->probes_only;
 	if (ops)
 		h->ops = *ops;
 	if (parse_listen(o, &sa, h->token, sizeof(h->token), err, errlen))
@@ -803,10 +854,13 @@ struct rw_http *rw_http_start(const struct rw_http_opts *o, struct rw_feed *feed
 		MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
 			MHD_USE_ERROR_LOG,
 		0, NULL, NULL, answer, h, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_CONNECTION_LIMIT,
-		o->max_connections ? o->max_connections : 256u, MHD_OPTION_CONNECTION_TIMEOUT,
-		(unsigned int)CONN_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-		(size_t)REQUEST_MEMORY, MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024),
-		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+		o->max_connections ? o->max_connections : 256u, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+		o->per_ip_limit ? o->per_ip_limit : (unsigned int)PER_IP_DEFAULT,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)CONN_TIMEOUT_S,
+		MHD_OPTION_NOTIFY_CONNECTION, conn_notify, NULL, MHD_OPTION_NOTIFY_COMPLETED,
+		request_done, NULL, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)REQUEST_MEMORY,
+		MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024), MHD_OPTION_EXTERNAL_LOGGER,
+		mhd_log, NULL, MHD_OPTION_END);
 	if (!h->daemon) {
 		snprintf(err, errlen, "%s %s: cannot listen (address in use or not on this host?)",
 			 o->flag, o->listen);

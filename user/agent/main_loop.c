@@ -221,6 +221,8 @@ static const char agent_options[] =
 	"                         4096; fresh pins only: pinned ones keep their size)\n"
 	"  --listen ADDR:PORT     HTTP: /healthz, /readyz, /metrics, /api/..., the page (PORT\n"
 	"                         alone: 127.0.0.1; any other address needs --http-token-file)\n"
+	"  --probe-listen ADDR:PORT  /healthz and /readyz only, on a listener of their own\n"
+	"                         (loopback only; for the kubelet's probes)\n"
 	"  --http-token-file FILE bearer token the HTTP API requires (not /healthz, /readyz)\n"
 	"  --events N             recent events kept in memory for the API (default 10000)\n"
 	"  --node NAME            this node's name in events and requests (default: host name)\n"
@@ -243,6 +245,7 @@ static int cmd_agent(int argc, char **argv)
 		{"max-endpoints", required_argument, NULL, 'M'},
 		{"listen", required_argument, NULL, 'H'},
 		{"health", required_argument, NULL, 'H'}, /* the old name of --listen */
+		{"probe-listen", required_argument, NULL, 'P'},
 		{"http-token-file", required_argument, NULL, 'T'},
 		{"events", required_argument, NULL, 'E'},
 		{"node", required_argument, NULL, 'n'},
@@ -332,6 +335,9 @@ static int cmd_agent(int argc, char **argv)
 		case 'H':
 			a.view_opts.listen = optarg;
 			break;
+		case 'P':
+			a.view_opts.probe_listen = optarg;
+			break;
 		case 'T':
 			a.view_opts.token_file = optarg;
 			break;
@@ -382,6 +388,14 @@ static int cmd_agent(int argc, char **argv)
 					  .flag = "agent: --listen"};
 
 		if (rw_http_check(&ho, verr, sizeof(verr)))
+			return rw_fail(RW_EXIT_USAGE, "%s", verr);
+	}
+	if (a.view_opts.probe_listen) {
+		struct rw_http_opts po = {.listen = a.view_opts.probe_listen,
+					  .flag = "agent: --probe-listen",
+					  .probes_only = true};
+
+		if (rw_http_check(&po, verr, sizeof(verr)))
 			return rw_fail(RW_EXIT_USAGE, "%s", verr);
 	}
 
@@ -479,7 +493,7 @@ static int cmd_agent(int argc, char **argv)
 				strerror(-a.inotify_fd));
 		agent_load_policy_file(&a, true);
 	}
-	if (a.view_opts.listen || a.view_opts.request_url) {
+	if (a.view_opts.listen || a.view_opts.probe_listen || a.view_opts.request_url) {
 		/* The HTTP and access-request threads inherit this thread's signal mask: block the
 		 * signals agent_run() takes through its signalfd before they exist, or the kernel
 		 * may deliver the kubelet's SIGTERM to one of them and kill the agent by the
@@ -505,6 +519,8 @@ static int cmd_agent(int argc, char **argv)
 				a.view_opts.token_file
 					? " (bearer token required but for /healthz and /readyz)"
 					: "");
+		if (a.view_opts.probe_listen)
+			rw_info("probes on %s: /healthz, /readyz", a.view_opts.probe_listen);
 		if (a.view_opts.request_url)
 			rw_info("network-access requests to %s", a.view_opts.request_url);
 	}
@@ -554,7 +570,8 @@ const struct rw_cmd rw_cmd_agent = {
 	.grammar = "agent [--policy FILE] [--ifprefix LIST] [--attach-mode auto|tcx|tc] "
 		   "[--resync SECONDS] [--event-rate N[/BURST]] [--ct-per-sandbox N] [--ct-node N] "
 		   "[--max-endpoints N] [--cni-conf-dir DIR] "
-		   "[--listen ADDR:PORT] [--http-token-file FILE] [--events N] [--node NAME] "
+		   "[--listen ADDR:PORT] [--probe-listen ADDR:PORT] [--http-token-file FILE] "
+		   "[--events N] [--node NAME] "
 		   "[--access-request-url URL] [--access-request-queue N] [-v]",
 	.options = agent_options,
 	.func = cmd_agent,
