@@ -217,6 +217,38 @@ ready_and_bound() { ready_at "$1" && bound; }
 probe_is() { [ "$(rw_probe a tcp "$1" "$2" --timeout 1)" = "$3" ]; }
 agent_log() { sed 's/^/#   /' "$RW_WORK/agent.log"; }
 
+# The VPC CNI's conflist as aws-node writes it (no runwall-cni entry).
+vpc_conflist() {
+	cat <<'EOF'
+{
+  "cniVersion": "0.4.0",
+  "name": "aws-cni",
+  "disableCheck": true,
+  "plugins": [
+    {"name": "aws-cni", "type": "aws-cni", "vethPrefix": "eni", "mtu": "9001",
+     "podSGEnforcingMode": "strict", "pluginLogFile": "/var/log/aws-routed-eni/plugin.log",
+     "pluginLogLevel": "DEBUG", "capabilities": {"io.kubernetes.cri.pod-annotations": true}},
+    {"name": "egress-cni", "type": "egress-cni", "mtu": "9001", "enabled": "false",
+     "randomizeSNAT": "prng", "nodeIP": "",
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": "fd00::ac:00/118"}]],
+              "routes": [{"dst": "::/0"}], "dataDir": "/run/cni/v4pd/egress-v6-ipam"},
+     "pluginLogFile": "/var/log/aws-routed-eni/egress-v6-plugin.log", "pluginLogLevel": "DEBUG"},
+    {"type": "portmap", "capabilities": {"portMappings": true}, "snat": true}
+  ]
+}
+EOF
+}
+chained() {
+	rw_jq_true '[.plugins[].type] as $t | ($t | map(select(. == "runwall-cni")) | length) == 1 and $t[0] == "aws-cni"' \
+		"$1"
+}
+
+# The node's CNI folder holds aws-node's conflist, as when the init container ran (below).
+agent_confdir=$(jq -r '.agent.argv[] | select(startswith("--cni-conf-dir=")) | ltrimstr("--cni-conf-dir=")' "$plan")
+check "the agent watches the CNI conf folder of the init container's volume" \
+	test "$agent_confdir" = "$RW_WORK/host/etc/cni/net.d"
+mkdir -p "$agent_confdir"
+vpc_conflist >"$agent_confdir/10-aws.conflist"
 start_agent
 if rw_wait 10 http_is "$(jq -r .livenessProbe.path "$plan")" 200; then
 	ok "liveness: GET $(jq -r .livenessProbe.path "$plan") on port $ready_port answers 200"
@@ -234,6 +266,12 @@ check "the kernel enforces revision 1 and the sandbox veth is bound to run-7f3a"
 	rw_wait 10 ready_and_bound 1
 check "the sandbox reaches the egress proxy 172.20.0.10:443" rw_wait 5 probe_is 172.20.0.10 443 ok
 check "the sandbox is refused the metadata address" probe_is 169.254.169.254 80 timeout
+
+agent_chained() { status_json | rw_jq_true '.agent.cni.chained == true and .agent.cni.file == "10-aws.conflist"'; }
+check "the agent chains runwall-cni into aws-node's conflist" rw_wait 5 agent_chained
+vpc_conflist >"$agent_confdir/.10-aws.conflist.new" && mv "$agent_confdir/.10-aws.conflist.new" "$agent_confdir/10-aws.conflist"
+repaired() { chained "$agent_confdir/10-aws.conflist" && status_json | rw_jq_true '.agent.cni.repairs >= 2'; }
+check "aws-node's rewrite of its conflist: the entry is back within a second" rw_wait 1 repaired
 
 # A ConfigMap update, as the kubelet writes it: a new timestamped folder, then ..data swapped.
 policy_dir=$(dirname "$(jq -r '.agent.argv[] | select(startswith("--policy=")) | ltrimstr("--policy=")' "$plan")")
@@ -308,10 +346,6 @@ check "the view requires its own token off loopback (401 without)" \
 rw_agent_kill TERM
 
 # The CNI install init container, with no capability, on a copy of the VPC CNI's conflist.
-chained() {
-	rw_jq_true '[.plugins[].type] as $t | ($t | map(select(. == "runwall-cni")) | length) == 1 and $t[0] == "aws-cni"' \
-		"$1"
-}
 ninit=$(jq '.init | length' "$plan")
 check "the DaemonSet has the CNI install init container" test "$ninit" = 1
 for ((i = 0; i < ninit; i++)); do
@@ -324,24 +358,7 @@ for ((i = 0; i < ninit; i++)); do
 		not_ok "${iargv[0]} is missing: the DaemonSet's init container runs it (make builds it once the CNI plugin lands)"
 		continue
 	fi
-	cat >"$confdir/10-aws.conflist" <<'EOF'
-{
-  "cniVersion": "0.4.0",
-  "name": "aws-cni",
-  "disableCheck": true,
-  "plugins": [
-    {"name": "aws-cni", "type": "aws-cni", "vethPrefix": "eni", "mtu": "9001",
-     "podSGEnforcingMode": "strict", "pluginLogFile": "/var/log/aws-routed-eni/plugin.log",
-     "pluginLogLevel": "DEBUG", "capabilities": {"io.kubernetes.cri.pod-annotations": true}},
-    {"name": "egress-cni", "type": "egress-cni", "mtu": "9001", "enabled": "false",
-     "randomizeSNAT": "prng", "nodeIP": "",
-     "ipam": {"type": "host-local", "ranges": [[{"subnet": "fd00::ac:00/118"}]],
-              "routes": [{"dst": "::/0"}], "dataDir": "/run/cni/v4pd/egress-v6-ipam"},
-     "pluginLogFile": "/var/log/aws-routed-eni/egress-v6-plugin.log", "pluginLogLevel": "DEBUG"},
-    {"type": "portmap", "capabilities": {"portMappings": true}, "snat": true}
-  ]
-}
-EOF
+	vpc_conflist >"$confdir/10-aws.conflist"
 	for run in 1 2; do
 		if out=$(setpriv --bounding-set="$icaps" --inh-caps=-all --no-new-privs -- "${iargv[@]}" 2>&1); then
 			ok "init container run $run: $(jq -r ".init[$i].manifest_argv | join(\" \")" "$plan")"
