@@ -62,6 +62,10 @@ static char *metrics_text(void *data)
 	s.aggregates = v->feed.aggs.count;
 	s.aggregates_evicted = v->feed.aggs.evicted;
 	pthread_mutex_unlock(&v->feed.lock);
+	pthread_mutex_lock(&v->feed.pending_lock);
+	s.events_deferred = v->feed.deferred;
+	s.events_deferred_dropped = v->feed.deferred_dropped;
+	pthread_mutex_unlock(&v->feed.pending_lock);
 	rw_access_get_stats(v->access, &as);
 	s.requests_queued = as.queued;
 	s.requests_sent = as.sent;
@@ -177,6 +181,12 @@ char *rw_agent_view_event(struct rw_agent_view *v, const struct rw_event *ev,
 	json_decref(o);
 	rw_access_note(v->access, ev, (int64_t)ev->ts_ns + mono_to_real);
 	return text;
+}
+
+void rw_agent_view_tick(struct rw_agent_view *v)
+{
+	if (v)
+		rw_feed_flush(&v->feed);
 }
 
 void rw_agent_view_publish(struct rw_agent_view *v, json_t *status, bool ready,

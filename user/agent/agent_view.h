@@ -40,6 +40,10 @@ char *rw_agent_view_event(struct rw_agent_view *v, const struct rw_event *ev,
 /* The agent's state for /api/status, /readyz and /metrics: status is taken over (freed here). */
 void rw_agent_view_publish(struct rw_agent_view *v, json_t *status, bool ready,
 			   const char *ready_text, const struct rw_metrics_snap *snap);
+/* The tick's share: events set aside while a query held the view's store go in now, if it is
+ * free (rw_feed_flush()).
+ */
+void rw_agent_view_tick(struct rw_agent_view *v);
 /* /api/requests and `runwall requests` (new ref). */
 json_t *rw_agent_view_requests(struct rw_agent_view *v);
 void rw_agent_view_stop(struct rw_agent_view *v);

@@ -67,44 +67,142 @@ int rw_feed_init(struct rw_feed *f, size_t events, size_t aggs)
 		f->events.next_id = (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 	}
 	pthread_mutex_init(&f->lock, NULL);
+	pthread_mutex_init(&f->pending_lock, NULL);
 	pthread_cond_init(&f->cond, NULL);
 	snprintf(f->ready_text, sizeof(f->ready_text), "not ready: starting\n");
 	return 0;
 }
 
+static void pending_free(struct rw_feed_pending *p)
+{
+	free(p->json);
+	free(p->rule);
+	free(p->peer_name);
+}
+
 void rw_feed_free(struct rw_feed *f)
 {
+	for (size_t i = 0; i < f->n_pending; i++)
+		pending_free(&f->pending[i]);
+	free(f->pending);
+	free(f->pending_status);
 	rw_evstore_free(&f->events);
 	rw_aggs_free(&f->aggs);
 	free(f->status);
 	pthread_mutex_destroy(&f->lock);
+	pthread_mutex_destroy(&f->pending_lock);
 	pthread_cond_destroy(&f->cond);
 }
 
-uint64_t rw_feed_add(struct rw_feed *f, const struct rw_event *ev, const char *node,
-		     int64_t real_ns, const char *json, size_t json_len, const char *rule,
-		     const char *peer_name)
+/* With lock and pending_lock held: what waits aside goes in, oldest first; the old status is
+ * returned, to be freed outside the locks.
+ */
+static char *hand_over(struct rw_feed *f)
 {
-	uint64_t id;
+	char *old = NULL;
 
-	pthread_mutex_lock(&f->lock);
-	id = rw_evstore_add(&f->events, ev, node, json, json_len);
-	rw_aggs_add(&f->aggs, ev, node, real_ns, rule, peer_name);
-	pthread_cond_broadcast(&f->cond);
-	pthread_mutex_unlock(&f->lock);
-	return id;
+	for (size_t i = 0; i < f->n_pending; i++) {
+		struct rw_feed_pending *p = &f->pending[i];
+
+		rw_evstore_add(&f->events, &p->ev, p->node, p->json, p->json_len);
+		rw_aggs_add(&f->aggs, &p->ev, p->node, p->real_ns, p->rule, p->peer_name);
+		pending_free(p);
+	}
+	f->n_pending = 0;
+	if (f->pending_status) {
+		old = f->status;
+		f->status = f->pending_status;
+		f->ready = f->pending_ready;
+		snprintf(f->ready_text, sizeof(f->ready_text), "%s", f->pending_ready_text);
+		f->pending_status = NULL;
+	}
+	return old;
+}
+
+static char *dup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+/* With pending_lock held: keep the event aside, copied; false when there is no room. */
+static bool defer(struct rw_feed *f, const struct rw_event *ev, const char *node, int64_t real_ns,
+		  const char *json, size_t json_len, const char *rule, const char *peer_name)
+{
+	struct rw_feed_pending *p;
+
+	if (!f->pending) {
+		f->pending = calloc(RW_FEED_PENDING_MAX, sizeof(*f->pending));
+		if (!f->pending)
+			return false;
+	}
+	if (f->n_pending == RW_FEED_PENDING_MAX)
+		return false;
+	p = &f->pending[f->n_pending];
+	memset(p, 0, sizeof(*p));
+	p->json = malloc(json_len + 1);
+	if (!p->json)
+		return false;
+	memcpy(p->json, json, json_len);
+	p->json[json_len] = '\0';
+	p->json_len = json_len;
+	p->ev = *ev;
+	snprintf(p->node, sizeof(p->node), "%s", node ? node : "");
+	p->real_ns = real_ns;
+	p->rule = dup_or_null(rule);
+	p->peer_name = dup_or_null(peer_name);
+	f->n_pending++;
+	return true;
+}
+
+void rw_feed_add(struct rw_feed *f, const struct rw_event *ev, const char *node, int64_t real_ns,
+		 const char *json, size_t json_len, const char *rule, const char *peer_name)
+{
+	char *old = NULL;
+
+	pthread_mutex_lock(&f->pending_lock);
+	if (pthread_mutex_trylock(&f->lock) == 0) {
+		old = hand_over(f);
+		rw_evstore_add(&f->events, ev, node, json, json_len);
+		rw_aggs_add(&f->aggs, ev, node, real_ns, rule, peer_name);
+		pthread_cond_broadcast(&f->cond);
+		pthread_mutex_unlock(&f->lock);
+	} else if (defer(f, ev, node, real_ns, json, json_len, rule, peer_name)) {
+		f->deferred++;
+	} else {
+		f->deferred_dropped++;
+	}
+	pthread_mutex_unlock(&f->pending_lock);
+	free(old);
 }
 
 void rw_feed_set_status(struct rw_feed *f, char *status, bool ready, const char *ready_text)
 {
 	char *old;
 
-	pthread_mutex_lock(&f->lock);
-	old = f->status;
-	f->status = status;
-	f->ready = ready;
-	snprintf(f->ready_text, sizeof(f->ready_text), "%s", ready_text);
-	pthread_mutex_unlock(&f->lock);
+	pthread_mutex_lock(&f->pending_lock);
+	old = f->pending_status;
+	f->pending_status = status;
+	f->pending_ready = ready;
+	snprintf(f->pending_ready_text, sizeof(f->pending_ready_text), "%s", ready_text);
+	pthread_mutex_unlock(&f->pending_lock);
+	free(old);
+	rw_feed_flush(f);
+}
+
+void rw_feed_flush(struct rw_feed *f)
+{
+	char *old = NULL;
+
+	pthread_mutex_lock(&f->pending_lock);
+	if ((f->n_pending || f->pending_status) && pthread_mutex_trylock(&f->lock) == 0) {
+		bool events = f->n_pending;
+
+		old = hand_over(f);
+		if (events)
+			pthread_cond_broadcast(&f->cond);
+		pthread_mutex_unlock(&f->lock);
+	}
+	pthread_mutex_unlock(&f->pending_lock);
 	free(old);
 }
 

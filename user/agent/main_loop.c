@@ -133,6 +133,7 @@ static int agent_run(struct agent *a)
 				drain_fd(fd);
 				/* Events were submitted without wakeups: drain on the tick. */
 				agent_drain_ring(a);
+				rw_agent_view_tick(a->view);
 				agent_flush_subscribers(a);
 				agent_sandboxes_tick(a);
 				agent_ctl_tick(a);

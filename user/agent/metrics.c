@@ -170,6 +170,12 @@ char *rw_metrics_text(const struct rw_datapath *dp, const struct rw_metrics_snap
 	family(&o, "runwall_view_events_evicted_total", "counter",
 	       "Events dropped from memory, oldest first, to make room.");
 	sample(&o, "runwall_view_events_evicted_total", "", s->events_evicted);
+	family(&o, "runwall_view_events_deferred_total", "counter",
+	       "Events the agent's loop set aside because a query held the view's store.");
+	sample(&o, "runwall_view_events_deferred_total", "", s->events_deferred);
+	family(&o, "runwall_view_events_deferred_dropped_total", "counter",
+	       "Events not kept for the view: more were set aside than the loop may hold.");
+	sample(&o, "runwall_view_events_deferred_dropped_total", "", s->events_deferred_dropped);
 	family(&o, "runwall_view_aggregates", "gauge",
 	       "Per (run, destination, port, protocol) aggregates held in memory.");
 	sample(&o, "runwall_view_aggregates", "", s->aggregates);

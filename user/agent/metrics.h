@@ -39,6 +39,7 @@ struct rw_metrics_snap {
 	uint64_t cni_repairs;
 	uint64_t subscribers, delivered, skipped;
 	uint64_t events_buffered, events_evicted, aggregates, aggregates_evicted;
+	uint64_t events_deferred, events_deferred_dropped;
 	uint64_t requests_queued, requests_sent, requests_failed, requests_dropped,
 		requests_retries, requests_pending, requests_suppressed;
 };

@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* test_feed.c: the view's feed (user/agent/http.c) between its writer (the agent's loop) and its
+ * readers (HTTP threads scanning under the feed's lock): a writer never waits for a reader.
+ * While a reader holds the lock, events and a status set meanwhile wait aside, in order, and go
+ * in at the next add or flush that finds the lock free; past RW_FEED_PENDING_MAX an event is
+ * counted, never waited for (cmocka).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "http.h"
+
+/* A writer that waits for the reader below waits forever (the reader lets go only when told,
+ * after the writes): the alarm turns that hang into a failure.
+ */
+static void on_alarm(int sig)
+{
+	static const char msg[] = "test_feed: a writer blocked behind a reader holding the lock\n";
+
+	(void)sig;
+	if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0)
+		_exit(2);
+	_exit(1);
+}
+
+struct reader {
+	struct rw_feed *f;
+	pthread_mutex_t m;
+	pthread_cond_t c;
+	bool holding, release;
+};
+
+/* A query: takes the feed's lock and holds it until released. */
+static void *reader_main(void *data)
+{
+	struct reader *r = data;
+
+	pthread_mutex_lock(&r->f->lock);
+	pthread_mutex_lock(&r->m);
+	r->holding = true;
+	pthread_cond_broadcast(&r->c);
+	while (!r->release)
+		pthread_cond_wait(&r->c, &r->m);
+	pthread_mutex_unlock(&r->m);
+	pthread_mutex_unlock(&r->f->lock);
+	return NULL;
+}
+
+static void reader_start(struct reader *r, struct rw_feed *f, pthread_t *t)
+{
+	memset(r, 0, sizeof(*r));
+	r->f = f;
+	pthread_mutex_init(&r->m, NULL);
+	pthread_cond_init(&r->c, NULL);
+	assert_int_equal(pthread_create(t, NULL, reader_main, r), 0);
+	pthread_mutex_lock(&r->m);
+	while (!r->holding)
+		pthread_cond_wait(&r->c, &r->m);
+	pthread_mutex_unlock(&r->m);
+}
+
+static void reader_stop(struct reader *r, pthread_t t)
+{
+	pthread_mutex_lock(&r->m);
+	r->release = true;
+	pthread_cond_broadcast(&r->c);
+	pthread_mutex_unlock(&r->m);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	pthread_mutex_destroy(&r->m);
+	pthread_cond_destroy(&r->c);
+}
+
+static void add(struct rw_feed *f, int i)
+{
+	struct rw_event ev = {.verdict = RW_VERDICT_DROP, .reason = RW_REASON_NOT_ALLOWLISTED};
+	char json[64];
+
+	ev.daddr = htonl(0x5db80000u + (unsigned int)i);
+	ev.dport = htons(443);
+	snprintf(json, sizeof(json), "{\"n\":%d}", i);
+	rw_feed_add(f, &ev, "", 1000 + i, json, strlen(json), "", NULL);
+}
+
+static int nth_json(const struct rw_evstore_entry *e, void *data)
+{
+	int *want = data;
+	char buf[64];
+
+	snprintf(buf, sizeof(buf), "{\"n\":%d}", (*want)++);
+	assert_string_equal(e->json, buf);
+	return 0;
+}
+
+static void test_writer_never_waits(void **state)
+{
+	struct rw_evfilter all = {};
+	struct rw_feed f;
+	struct reader r;
+	pthread_t t;
+	int next = 0;
+
+	(void)state;
+	rw_evfilter_init(&all);
+	assert_int_equal(rw_feed_init(&f, 1000, 1000), 0);
+	add(&f, 0);
+	reader_start(&r, &f, &t);
+	signal(SIGALRM, on_alarm);
+	alarm(30);
+	for (int i = 1; i <= 100; i++)
+		add(&f, i);
+	rw_feed_set_status(&f, strdup("{\"status\":2}"), true, "ready 2\n");
+	rw_feed_flush(&f); /* the lock is still held: nothing goes in */
+	alarm(0);
+	assert_int_equal(f.n_pending, 100);
+	assert_int_equal(f.deferred, 100);
+	assert_int_equal(f.deferred_dropped, 0);
+	reader_stop(&r, t);
+	assert_int_equal(f.events.count, 1);
+	assert_null(f.status);
+	rw_feed_flush(&f);
+	assert_int_equal(f.n_pending, 0);
+	assert_int_equal(f.events.count, 101);
+	assert_int_equal(f.aggs.count, 101);
+	assert_string_equal(f.status, "{\"status\":2}");
+	assert_true(f.ready);
+	assert_string_equal(f.ready_text, "ready 2\n");
+	/* In the order they were added. */
+	rw_evstore_query(&f.events, &all, nth_json, &next);
+	assert_int_equal(next, 101);
+	rw_feed_free(&f);
+}
+
+/* The next add that finds the lock free hands over what waited first, then itself. */
+static void test_next_add_hands_over_first(void **state)
+{
+	struct rw_evfilter all = {};
+	struct rw_feed f;
+	struct reader r;
+	pthread_t t;
+	int next = 0;
+
+	(void)state;
+	rw_evfilter_init(&all);
+	assert_int_equal(rw_feed_init(&f, 1000, 1000), 0);
+	reader_start(&r, &f, &t);
+	for (int i = 0; i < 3; i++)
+		add(&f, i);
+	reader_stop(&r, t);
+	add(&f, 3);
+	assert_int_equal(f.n_pending, 0);
+	assert_int_equal(f.events.count, 4);
+	rw_evstore_query(&f.events, &all, nth_json, &next);
+	assert_int_equal(next, 4);
+	rw_feed_free(&f);
+}
+
+/* Past RW_FEED_PENDING_MAX an event is counted, not kept and not waited for. */
+static void test_pending_bound(void **state)
+{
+	struct rw_feed f;
+	struct reader r;
+	pthread_t t;
+
+	(void)state;
+	assert_int_equal(rw_feed_init(&f, RW_FEED_PENDING_MAX + 100, 1000), 0);
+	reader_start(&r, &f, &t);
+	signal(SIGALRM, on_alarm);
+	alarm(30);
+	for (int i = 0; i < RW_FEED_PENDING_MAX + 10; i++)
+		add(&f, i);
+	alarm(0);
+	assert_int_equal(f.n_pending, RW_FEED_PENDING_MAX);
+	assert_int_equal(f.deferred, RW_FEED_PENDING_MAX);
+	assert_int_equal(f.deferred_dropped, 10);
+	reader_stop(&r, t);
+	rw_feed_flush(&f);
+	assert_int_equal(f.events.count, RW_FEED_PENDING_MAX);
+	rw_feed_free(&f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_writer_never_waits),
+		cmocka_unit_test(test_next_add_hands_over_first),
+		cmocka_unit_test(test_pending_bound),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
