@@ -34,7 +34,7 @@ static json_t *chain_entry(const struct agent *a)
 		json_object_set_new(e, "ifPrefix", json_string(a->ifprefix));
 	if (a->attach_mode != RW_ATTACH_AUTO)
 		json_object_set_new(e, "attachMode",
-				    json_string(a->attach_mode == RW_ATTACH_TCX ? "tcx" : "tc"));
+				    json_string(rw_attach_mode_str(a->attach_mode)));
 	return e;
 }
 

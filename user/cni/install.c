@@ -58,16 +58,14 @@ static int read_all(const char *path, char **out, size_t *len, char *err, size_t
 /* Uninstall looks at every conflist, whichever is loaded. */
 static int conflist_filter(const struct dirent *de)
 {
-	size_t n = strlen(de->d_name);
-
-	return de->d_name[0] != '.' && n > 9 && !strcmp(de->d_name + n - 9, ".conflist");
+	return de->d_name[0] != '.' && rw_cni_is_conflist(de->d_name);
 }
 
 int rw_cni_install(const char *self, const char *bin_dir, const char *conf_dir, json_t *entry,
 		   char *err, size_t errlen)
 {
 	char name[256], *bin = NULL;
-	size_t len = 0, n;
+	size_t len = 0;
 	int ret;
 
 	/* The file the runtime loads (.conf, .conflist and .json, in lexical order). */
@@ -80,8 +78,7 @@ int rw_cni_install(const char *self, const char *bin_dir, const char *conf_dir, 
 			conf_dir);
 	if (ret)
 		return ret;
-	n = strlen(name);
-	if (n <= 9 || strcmp(name + n - 9, ".conflist"))
+	if (!rw_cni_is_conflist(name))
 		return rw_fail_msg(
 			err, errlen, -EMEDIUMTYPE,
 			"%s/%s is the file the runtime loads, and it holds one plugin, not a "

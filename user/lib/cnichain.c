@@ -106,6 +106,11 @@ static bool ends_with(const char *s, const char *suffix)
 	return n > m && !strcmp(s + n - m, suffix);
 }
 
+bool rw_cni_is_conflist(const char *name)
+{
+	return ends_with(name, ".conflist");
+}
+
 /* libcni's ConfFiles(dir, [".conf", ".conflist", ".json"]): what the runtime considers. */
 static int conf_filter(const struct dirent *de)
 {
@@ -191,7 +196,7 @@ int rw_cni_chain_ensure(const char *conf_dir, json_t *entry, struct rw_cni_chain
 		st->file[0] = '\0';
 		return ret;
 	}
-	if (!ends_with(st->file, ".conflist")) {
+	if (!rw_cni_is_conflist(st->file)) {
 		snprintf(st->why, sizeof(st->why),
 			 "%s/%s is loaded first and holds one plugin, not a list: runwall-cni "
 			 "chains only into a .conflist",

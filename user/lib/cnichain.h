@@ -23,6 +23,11 @@
  */
 int rw_cni_conflist_edit(json_t *doc, json_t *entry, bool *changed, char *err, size_t errlen);
 
+/* Whether a conf file's name says it holds a list of plugins (".conflist"): the only kind
+ * runwall-cni can be chained into.
+ */
+bool rw_cni_is_conflist(const char *name);
+
 /* The file the runtime loads: the first name in lexical order ending in .conf, .conflist or
  * .json (not starting with '.'). 0 with name set; -ENOENT when there is none; another negative
  * errno (with err set) when the folder cannot be read.
