@@ -61,7 +61,7 @@ static __always_inline int rw_is_special(__be32 addr)
 {
 	__u32 a = bpf_ntohl(addr);
 
-#define RW_IS_SPECIAL(net, len, str)                               \
+#define RW_IS_SPECIAL(net, len, str, label)                        \
 	if ((a & (__u32)(0xffffffffULL << (32 - (len)))) == (net)) \
 		return 1;
 	RW_SPECIAL_RANGES(RW_IS_SPECIAL)

@@ -373,23 +373,24 @@ _Static_assert(sizeof(struct rw_explain) == 16, "rw_explain layout");
 	X(0x646464c8, "100.100.100.200")
 
 /* Special-purpose and private ranges (RFC 6890 and friends), host byte order: denied unless an
- * explicit rule allows that exact destination and port.
+ * explicit rule allows that exact destination and port. The last column is what the live view
+ * calls a destination in the range.
  */
-#define RW_SPECIAL_RANGES(X)                 \
-	X(0x00000000, 8, "0.0.0.0/8")        \
-	X(0x0a000000, 8, "10.0.0.0/8")       \
-	X(0x64400000, 10, "100.64.0.0/10")   \
-	X(0x7f000000, 8, "127.0.0.0/8")      \
-	X(0xa9fe0000, 16, "169.254.0.0/16")  \
-	X(0xac100000, 12, "172.16.0.0/12")   \
-	X(0xc0000000, 24, "192.0.0.0/24")    \
-	X(0xc0000200, 24, "192.0.2.0/24")    \
-	X(0xc0a80000, 16, "192.168.0.0/16")  \
-	X(0xc6120000, 15, "198.18.0.0/15")   \
-	X(0xc6336400, 24, "198.51.100.0/24") \
-	X(0xcb007100, 24, "203.0.113.0/24")  \
-	X(0xe0000000, 4, "224.0.0.0/4")      \
-	X(0xf0000000, 4, "240.0.0.0/4")      \
-	X(0xffffffff, 32, "255.255.255.255/32")
+#define RW_SPECIAL_RANGES(X)                                  \
+	X(0x00000000, 8, "0.0.0.0/8", "this network")         \
+	X(0x0a000000, 8, "10.0.0.0/8", "private")             \
+	X(0x64400000, 10, "100.64.0.0/10", "CGNAT")           \
+	X(0x7f000000, 8, "127.0.0.0/8", "loopback")           \
+	X(0xa9fe0000, 16, "169.254.0.0/16", "link-local")     \
+	X(0xac100000, 12, "172.16.0.0/12", "private")         \
+	X(0xc0000000, 24, "192.0.0.0/24", "IETF protocol")    \
+	X(0xc0000200, 24, "192.0.2.0/24", "documentation")    \
+	X(0xc0a80000, 16, "192.168.0.0/16", "private")        \
+	X(0xc6120000, 15, "198.18.0.0/15", "benchmarking")    \
+	X(0xc6336400, 24, "198.51.100.0/24", "documentation") \
+	X(0xcb007100, 24, "203.0.113.0/24", "documentation")  \
+	X(0xe0000000, 4, "224.0.0.0/4", "multicast")          \
+	X(0xf0000000, 4, "240.0.0.0/4", "reserved")           \
+	X(0xffffffff, 32, "255.255.255.255/32", "broadcast")
 
 #endif /* RUNWALL_H */

@@ -118,7 +118,7 @@ static int in_cidr(__be32 addr, __be32 net, int len)
 
 static int is_special(__be32 addr)
 {
-#define S(net, len, str)                    \
+#define S(net, len, str, label)             \
 	if (in_cidr(addr, htonl(net), len)) \
 		return 1;
 	RW_SPECIAL_RANGES(S)

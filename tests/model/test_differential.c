@@ -80,7 +80,7 @@ static const struct {
 	__u32 net;
 	int len;
 } special[] = {
-#define S(net_, len_, str) {net_, len_},
+#define S(net_, len_, str, label) {net_, len_},
 	RW_SPECIAL_RANGES(S)
 #undef S
 };

@@ -564,6 +564,7 @@ cat >"$RW_WORK/traffic.sh" <<EOF
 while :; do
 	$(attempt_cmd a tcp "$INET" 443) >/dev/null 2>&1
 	$(attempt_cmd a tcp 169.254.169.254 80) >/dev/null 2>&1
+	$(attempt_cmd a tcp 172.20.0.53 53) >/dev/null 2>&1
 	$(attempt_cmd a tcp 172.20.0.10 443) >/dev/null 2>&1
 	$(attempt_cmd b tcp 10.0.5.5 443) >/dev/null 2>&1
 	$(attempt_cmd b tcp "$INET" 443) >/dev/null 2>&1
@@ -589,6 +590,8 @@ vc browser "$API" --screenshot "$SCREENSHOT" --profile "$RW_WORK/chromium" \
 	--trigger "$(attempt_cmd a tcp "$INET" 8443)" \
 	--row "$A_RUN,not-allowlisted,$INET" --row "$A_RUN,metadata,169.254.169.254" \
 	--row "$B_RUN,private-destination,10.0.5.5" \
+	--label "metadata,metadata,169.254.169.254" --label "dns,DNS,172.20.0.53" \
+	--label "private-destination,private,10.0.5.5" \
 	--edge "$A_RUN,$INET,not-allowlisted,#c0392b" --edge "$A_RUN,169.254.169.254,metadata,#c0392b" \
 	--edge "$B_RUN,$INET,allowed,#1e8449" \
 	--restart "$RW_WORK/restart.sh" \

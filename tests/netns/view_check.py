@@ -786,6 +786,28 @@ def cmd_browser(a):
             r = wait(lambda: [t for t in table() if t["run"] == run and t["reason"] == reason and dst in t["dst"]], 20)
             check(bool(r), f"browser: the table shows {run} refused {reason} to {dst}",
                   f"{len(table())} rows")
+        for spec in a.label:
+            reason, label, dst = spec.split(",")
+            want = f"{label} ({dst})"
+            r = wait(lambda: [t for t in table() if t["reason"] == reason and t["dst"] == want], 20)
+            check(bool(r), f"browser: a {reason} refusal names its destination '{want}'",
+                  ", ".join(sorted({t["dst"] for t in table() if t["reason"] == reason})))
+        # What a person sees at 1400 x 900: every column in view, no sideways scroll, and no node
+        # column on a one-node page.
+        fit = drv.execute_script("""
+            const w = document.getElementById('tablewrap'), vis = (c) => {
+                const th = document.querySelector('#events th.' + c);
+                return th && getComputedStyle(th).display !== 'none' ? th.getBoundingClientRect() : null; };
+            return {inner: window.innerWidth, scroll: w.scrollWidth, client: w.clientWidth,
+                    reason: vis('reason') && vis('reason').right, rule: vis('rule') && vis('rule').right,
+                    node: vis('node') !== null};""")
+        check(fit["inner"] == 1400, "browser: the window is 1400 px wide", str(fit["inner"]))
+        check(fit["scroll"] <= fit["client"], "browser: the table needs no sideways scroll",
+              f"scrollWidth {fit['scroll']}, clientWidth {fit['client']}")
+        check(fit["reason"] is not None and fit["rule"] is not None and
+              max(fit["reason"], fit["rule"]) <= fit["inner"],
+              "browser: the reason and rule columns are in view", str(fit))
+        check(not fit["node"], "browser: a one-node page has no node column")
         for spec in a.edge:
             run, dst, reason, colour = spec.split(",")
 
@@ -850,7 +872,7 @@ def start_chromium(profile):
     a process per role); returns it and the port, once it is listening."""
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1500,900",
+             "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--window-size=1400,900",
              "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0", "about:blank"]
     active = os.path.join(profile, "DevToolsActivePort")
     try:
@@ -977,6 +999,7 @@ def main():
     s = sub.add_parser("browser"); s.add_argument("base"); s.add_argument("--screenshot", required=True)
     s.add_argument("--profile", required=True); s.add_argument("--trigger", required=True)
     s.add_argument("--row", action="append", default=[]); s.add_argument("--edge", action="append", default=[])
+    s.add_argument("--label", action="append", default=[])
     s.add_argument("--restart")
     s.add_argument("--token-base"); s.add_argument("--token")
     s.add_argument("--token-trigger"); s.add_argument("--token-row", action="append", default=[])

@@ -1260,6 +1260,36 @@ static const char example_next[] =
 	"  ]\n"
 	"}\n";
 
+/* The live view's names for the built-in ranges: metadata before link-local, the most specific
+ * range, nothing for a public address.
+ */
+static void test_builtin_label(void **state)
+{
+	static const struct {
+		const char *ip, *label;
+	} cases[] = {
+		{"169.254.169.254", "metadata"}, {"169.254.170.2", "metadata"},
+		{"169.254.1.1", "link-local"},	 {"10.0.5.5", "private"},
+		{"172.20.0.53", "private"},	 {"192.168.1.1", "private"},
+		{"100.64.0.1", "CGNAT"},	 {"127.0.0.1", "loopback"},
+		{"224.0.0.251", "multicast"},	 {"255.255.255.255", "broadcast"},
+		{"93.184.216.34", NULL},	 {"52.94.9.5", NULL},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct in_addr a;
+		const char *got;
+
+		assert_int_equal(inet_pton(AF_INET, cases[i].ip, &a), 1);
+		got = rw_builtin_label(a.s_addr);
+		if (!cases[i].label)
+			assert_null(got);
+		else
+			assert_string_equal(got, cases[i].label);
+	}
+}
+
 static void test_diff(void **state)
 {
 	struct rw_policy a, b;
@@ -1384,6 +1414,7 @@ int main(void)
 		cmocka_unit_test(test_run_equal_long_port_lists),
 		cmocka_unit_test(test_run_equal_repeated_rules),
 		cmocka_unit_test(test_run_equal_many_rules),
+		cmocka_unit_test(test_builtin_label),
 		cmocka_unit_test(test_diff),
 		cmocka_unit_test(test_diff_node_egress),
 	};

@@ -166,18 +166,27 @@ char *rw_agent_view_event(struct rw_agent_view *v, const struct rw_event *ev,
 			  const struct rw_policy *p, int64_t mono_to_real)
 {
 	json_t *o = rw_event_json(ev, p, mono_to_real);
-	const char *service;
+	__be32 peer = ev->dir == RW_DIR_EGRESS ? ev->daddr : ev->saddr;
+	const char *service, *label;
 	char *text;
 
 	if (!o)
 		return NULL;
-	service = rw_policy_service_at(p, ev->dir == RW_DIR_EGRESS ? ev->daddr : ev->saddr);
+	service = rw_policy_service_at(p, peer);
+	/* The page names what a peer is: DNS (port 53, refused wherever it goes), else the built-in
+	 * range it is in.
+	 */
+	label = ev->reason == RW_REASON_DNS ? "DNS" : rw_builtin_label(peer);
 	json_object_set_new(o, "node", json_string(v->node));
 	json_object_set_new(o, "service", json_string(service));
+	json_object_set_new(o, "label", label ? json_string(label) : json_null());
 	text = json_dumps(o, JSON_COMPACT);
 	if (text)
 		rw_feed_add(&v->feed, ev, v->node, (int64_t)ev->ts_ns + mono_to_real, text,
-			    strlen(text), json_string_value(json_object_get(o, "rule")), service);
+			    strlen(text), json_string_value(json_object_get(o, "rule")),
+			    *service ? service
+			    : label  ? label
+				     : "");
 	json_decref(o);
 	rw_access_note(v->access, ev, (int64_t)ev->ts_ns + mono_to_real);
 	return text;

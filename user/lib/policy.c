@@ -39,8 +39,9 @@ static const struct {
 	__u32 addr; /* host byte order */
 	__u8 prefixlen;
 	const char *name;
+	const char *label;
 } special[] = {
-#define RW_SPECIAL_ENTRY(a, l, s) {a, l, s},
+#define RW_SPECIAL_ENTRY(a, l, s, label) {a, l, s, label},
 	RW_SPECIAL_RANGES(RW_SPECIAL_ENTRY)
 #undef RW_SPECIAL_ENTRY
 };
@@ -53,6 +54,26 @@ static const struct {
 	RW_METADATA_ADDRS(RW_MD_ENTRY)
 #undef RW_MD_ENTRY
 };
+
+const char *rw_builtin_label(__be32 addr)
+{
+	const char *label = NULL;
+	int best = -1;
+	__u32 a = ntohl(addr);
+
+	for (size_t i = 0; i < sizeof(metadata) / sizeof(metadata[0]); i++)
+		if (a == metadata[i].addr)
+			return "metadata";
+	for (size_t i = 0; i < sizeof(special) / sizeof(special[0]); i++) {
+		__u32 mask = special[i].prefixlen ? ~0u << (32 - special[i].prefixlen) : 0;
+
+		if ((a & mask) == special[i].addr && special[i].prefixlen > best) {
+			label = special[i].label;
+			best = special[i].prefixlen;
+		}
+	}
+	return label;
+}
 
 /* ---- Bounded text output, shared by error messages and rw_policy_diff() ------------------- */
 

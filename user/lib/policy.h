@@ -76,6 +76,11 @@ void rw_policy_free(struct rw_policy *p);
 	X(RW_EGRESS_ALLOWLIST, "allowlist") \
 	X(RW_EGRESS_OPEN, "open")
 
+/* What the built-in ranges call `addr` ("metadata", "private", "CGNAT", "link-local", ...), the
+ * most specific first, or NULL for an address in none of them.
+ */
+const char *rw_builtin_label(__be32 addr);
+
 /* "allowlist", "open"; "?" for anything else. */
 const char *rw_egress_name(int mode);
 
