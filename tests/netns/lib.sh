@@ -67,6 +67,47 @@ case "$RW_WAIT_SCALE" in
 esac
 export RW_WAIT_SCALE
 
+# ---- the suite harness: TAP, and what every suite starts with ----------------------------------
+
+# rw_suite_begin NAME PREFIX [BUILD]: the start of a suite. BUILD (default build; relative to the
+# repository) holds the binaries. Sets ID (this shell's pid), the namespace names (PREFIX ID -,
+# rw_names), RW_RUNWALL, and a pin folder, socket and work folder of the suite's own
+# (rwtest-NAME-ID). TAP lines go to fd 3, the suite's stdout, so that `check … >/dev/null`
+# silences only the command checked.
+rw_suite_begin() {
+	local name=$1 prefix=$2 build=${3:-build}
+
+	RW_ROOT=$(cd "$RW_LIB_DIR/../.." && pwd)
+	case "$build" in /*) BUILD=$build ;; *) BUILD=$RW_ROOT/$build ;; esac
+	ID=$$
+	rw_names "$prefix$ID-"
+	RW_RUNWALL=$BUILD/runwall
+	RW_BPFFS=/sys/fs/bpf/rwtest-$name-$ID
+	RW_SOCK=/run/rwtest-$name-$ID.sock
+	RW_WORK=$(mktemp -d "/tmp/rwtest-$name-$ID.XXXXXX")
+	exec 3>&1
+	T=0
+	FAILED=0
+	[ -x "$RW_RUNWALL" ] || { echo "Bail out! $RW_RUNWALL is missing: run make" >&3; exit 1; }
+}
+
+ok() { T=$((T + 1)); echo "ok $T - $*" >&3; }
+not_ok() { T=$((T + 1)); FAILED=$((FAILED + 1)); echo "not ok $T - $*" >&3; }
+# diag TEXT…: a TAP comment; with no arguments, standard input indented under one.
+diag() { if [ $# -gt 0 ]; then echo "# $*" >&3; else sed 's/^/#   /' >&3; fi; }
+# check DESCRIPTION COMMAND…: ok when the command succeeds.
+check() {
+	local what=$1
+	shift
+	if "$@"; then ok "$what"; else not_ok "$what"; fi
+}
+section() { echo "# ---- $*" >&3; }
+# rw_suite_end: the plan, and the suite's exit status (last command of a suite).
+rw_suite_end() {
+	echo "1..$T" >&3
+	[ "$FAILED" -eq 0 ] || { echo "# $FAILED of $T failed" >&3; return 1; }
+}
+
 # rw_jq_true [--arg|--argjson|--slurpfile NAME VALUE]... FILTER [FILE]: whether FILTER is true of
 # the JSON document in FILE or on standard input. Not `jq -e`: jq 1.6 exits 0 when there is no
 # input at all (a command that failed and printed nothing), which would pass any check.

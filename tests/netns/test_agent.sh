@@ -8,22 +8,21 @@
 #   tests/netns/test_agent.sh BUILD
 set -euo pipefail
 
-build=${1:-build}
-cd "$(dirname "$0")/../.."
-RUNWALL=$(realpath "$build/runwall")
-CNI_BIN=$(realpath "$build/runwall-cni")
-for x in "$RUNWALL" "$CNI_BIN"; do [ -x "$x" ] || { echo "Bail out! $x is missing: run make"; exit 1; }; done
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/netns/lib.sh
+source "$HERE/lib.sh"
+rw_suite_begin agent rwa "${1:-build}"
+cd "$RW_ROOT"
+RUNWALL=$RW_RUNWALL
+CNI_BIN=$BUILD/runwall-cni
+[ -x "$CNI_BIN" ] || { echo "Bail out! $CNI_BIN is missing: run make"; exit 1; }
 
-id=rwa$$
+id=rwa$ID
 node=${id}-node
 pods=(${id}-pa ${id}-pb)
-pfx=e${$}x			# interface prefix of this run's sandbox veths
-bpffs=/sys/fs/bpf/rwtest-agent-$$
-sock=/run/rwtest-agent-$$.sock
-work=$(mktemp -d /tmp/rwtest-agent.XXXXXX)
+pfx=e${ID}x			# interface prefix of this run's sandbox veths
+bpffs=$RW_BPFFS sock=$RW_SOCK work=$RW_WORK
 agent_pid=
-n=0
-failed=0
 
 cleanup() {
 	set +e
@@ -39,14 +38,8 @@ cleanup() {
 trap cleanup EXIT
 
 # Waits stretch by RW_WAIT_SCALE (tests/run.sh sets it under emulation, `make vmtest`).
-scale=${RW_WAIT_SCALE:-1}
+scale=$RW_WAIT_SCALE
 
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
-check() { # check "description" command...
-	local what=$1; shift
-	if "$@"; then ok "$what"; else not_ok "$what"; fi
-}
 
 # runwall in the node's netns. nsenter keeps this mount namespace (and /sys/fs/bpf): `ip netns
 # exec` would remount /sys and hide the pins.
@@ -68,18 +61,6 @@ start_agent() { # start_agent [agent args...]
 # status exits 1 while the node is not ready; the JSON is what matters here
 status_field() { { rw -j status || true; } | python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 status_is() { test "$(status_field "$1")" = "$2"; }
-
-# Retry a check for SECONDS (scaled), every 20 ms: wait_s SECONDS command...
-wait_s() {
-	local end
-	end=$(awk -v s="$1" -v k="$scale" -v t="${EPOCHREALTIME/./}" 'BEGIN {printf "%.0f\n", t + s * k * 1e6}')
-	shift
-	while :; do
-		"$@" && return 0
-		[ "${EPOCHREALTIME/./}" -lt "$end" ] || return 1
-		sleep 0.02
-	done
-}
 
 # Retry a check for a while: netlink and inotify events reach the agent asynchronously.
 eventually() {
@@ -338,7 +319,7 @@ check "... and leaves the installer's entry as it is (one entry, not rewritten)"
 aws_conflist "" >"$netd/.10-aws.conflist.new" && mv "$netd/.10-aws.conflist.new" "$netd/10-aws.conflist"
 back() { [ "$(entries)" = 1 ] && [ "$(cni_field repairs)" = 1 ]; }
 # Within a second (the agent reads the folder's inotify event at once; a second is the bound).
-check "aws-node's rewrite: the entry is back within a second, once" wait_s 1 back
+check "aws-node's rewrite: the entry is back within a second, once" rw_wait 1 back
 check "... and the entry is the installer's, chained after the network plugin" \
 	eval "[ \"\$(jq -c '.plugins[-1]' '$netd/10-aws.conflist')\" = '{\"type\":\"runwall-cni\",\"bpffs\":\"$bpffs-third\",\"ifPrefix\":\"z${pfx}\"}' ]"
 check "status gives the window the entry was missing" \
@@ -368,10 +349,5 @@ check "no runwall program left on the veths: 8080, never allowed, now answers" \
 check "the foreign tc filter is still there" \
 	bash -c "ip netns exec $node tc filter show dev ${pfx}a ingress | grep -q u32"
 
-echo "1..$n"
-if [ "$failed" -ne 0 ]; then
-	echo "# agent log:"; sed 's/^/#   /' "$work/agent.log"
-	echo "# FAIL: $failed of $n"
-	exit 1
-fi
-echo "# PASS: $n checks"
+[ "$FAILED" -eq 0 ] || { diag "agent log:"; diag <"$work/agent.log"; }
+rw_suite_end

@@ -13,26 +13,25 @@
 #   tests/netns/test_churn.sh BUILD
 set -euo pipefail
 
-build=${1:-build}
-cd "$(dirname "$0")/../.."
-RUNWALL=$(realpath "$build/runwall")
-CNI=$(realpath "$build/runwall-cni")
-for x in "$RUNWALL" "$CNI"; do [ -x "$x" ] || { echo "Bail out! $x is missing: run make"; exit 1; }; done
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/netns/lib.sh
+source "$HERE/lib.sh"
+rw_suite_begin churn rwch "${1:-build}"
+cd "$RW_ROOT"
+RUNWALL=$RW_RUNWALL
+CNI=$BUILD/runwall-cni
+[ -x "$CNI" ] || { echo "Bail out! $CNI is missing: run make"; exit 1; }
 
-id=rwch$$
+id=rwch$ID
 node=${id}-node
-pfx=h${$}x
-bpffs=/sys/fs/bpf/rwtest-churn-$$
-sock=/run/rwtest-churn-$$.sock
-work=$(mktemp -d /tmp/rwtest-churn.XXXXXX)
+pfx=h${ID}x
+bpffs=$RW_BPFFS sock=$RW_SOCK work=$RW_WORK
 slots=${RW_CHURN_SLOTS:-8}
 # A minute in make check; 15 s under emulation (make vmtest), where each veth takes far longer.
 if [ "${RUNWALL_VMTEST:-0}" = 1 ]; then seconds=${RW_CHURN_SECONDS:-15}; else seconds=${RW_CHURN_SECONDS:-60}; fi
 rate=${RW_CHURN_RATE:-100}
-scale=${RW_WAIT_SCALE:-1}
+scale=$RW_WAIT_SCALE
 agent_pid=
-n=0
-failed=0
 
 cleanup() {
 	set +e
@@ -44,9 +43,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else not_ok "$what"; fi; }
 rw() { nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$bpffs" --socket "$sock" "$@"; }
 py() { "${RW_PY:-python3}" "$@"; }
 
@@ -107,7 +103,7 @@ eps=$(bpftool -j map dump pinned "$bpffs/rw_endpoints" | py -c 'import json,sys;
 check "no endpoint binding left ($eps)" [ "$eps" = 0 ]
 links=$(find "$bpffs/links" -mindepth 1 2>/dev/null | wc -l)
 check "no link pin left ($links)" [ "$links" = 0 ]
-if [ "$failed" -ne 0 ]; then
+if [ "$FAILED" -ne 0 ]; then
 	echo "# agent log (last 20 lines):"
 	tail -n 20 "$work/agent.log" | sed 's/^/#   /'
 fi
@@ -115,6 +111,4 @@ fi
 rw shutdown >/dev/null 2>&1 || kill "$agent_pid"
 wait "$agent_pid" 2>/dev/null || true
 agent_pid=
-echo "1..$n"
-[ "$failed" -eq 0 ] && echo "# PASS" || echo "# FAIL: $failed"
-[ "$failed" -eq 0 ]
+rw_suite_end

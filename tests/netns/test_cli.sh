@@ -12,32 +12,29 @@
 # namespace through `nsenter --net` (not `ip netns exec`, whose private /sys hides the pins).
 set -euo pipefail
 
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/netns/lib.sh
+source "$HERE/lib.sh"
+rw_suite_begin cli rwc "${1:-build}"
+cd "$RW_ROOT"
+RUNWALL=$RW_RUNWALL
 # Waits stretch by RW_WAIT_SCALE (tests/run.sh sets it under emulation, `make vmtest`).
-scale=${RW_WAIT_SCALE:-1}
-
-build=${1:-build}
-cd "$(dirname "$0")/../.."
-RUNWALL=$(realpath "$build/runwall" 2>/dev/null || true)
-[ -x "$RUNWALL" ] || { echo "Bail out! $build/runwall is missing: run make"; exit 1; }
+scale=$RW_WAIT_SCALE
 [ "$(id -u)" -eq 0 ] || { echo "Bail out! run as root (netns, BPF)"; exit 1; }
 # The interpreter itself, not a wrapper script that may fork it (pyenv shims): its pid is the
 # one to end.
 PY=$(python3 -c 'import sys; print(sys.executable)')
 
-id=rwc$$
+id=rwc$ID
 node=${id}-node
 svc=${id}-svc
 pod_a=${id}-a		# run-7f3a, allowlist: 10.1.2.3 on veth ${id}a
 pod_b=${id}-b		# run-9c01, open:      10.1.2.4 on veth ${id}b
 veth_a=${id}a
 veth_b=${id}b
-bpffs=/sys/fs/bpf/rwtest-cli-$$
-sock=/run/rwtest-cli-$$.sock
-work=$(mktemp -d /tmp/rwtest-cli.XXXXXX)
+bpffs=$RW_BPFFS sock=$RW_SOCK work=$RW_WORK
 agent_pid=
 pids=()
-n=0
-failed=0
 
 cleanup() {
 	set +e
@@ -60,14 +57,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
-check() { # check "description" command...
-	local what=$1
-	shift
-	if "$@"; then ok "$what"; else not_ok "$what"; fi
-}
-diag() { sed 's/^/#   /' >&2; }
 
 # runwall in the node namespace with this run's pins and socket. `run` keeps its output in
 # $out, stderr in $err and the exit code in $rc, whatever the exit code.
@@ -620,9 +609,4 @@ trap - EXIT
 left=$(ip netns list | grep -c "^$id-" || true)
 check "the namespaces are removed" test "$left" = 0
 
-echo "1..$n"
-if [ "$failed" -ne 0 ]; then
-	echo "# FAIL: $failed of $n checks failed"
-	exit 1
-fi
-echo "# PASS: $n checks"
+rw_suite_end

@@ -11,35 +11,15 @@
 set -Eeuo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-BUILD=${1:-build}
-case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
-
+# shellcheck source=tests/netns/lib.sh
 source "$HERE/lib.sh"
-
-ID=$$
-rw_names "rwc$ID-"
-RW_RUNWALL=$BUILD/runwall
+rw_suite_begin cni rwc "${1:-build}"
+ROOT=$RW_ROOT
 CNI=$BUILD/runwall-cni
-RW_BPFFS=/sys/fs/bpf/rwtest-cni-$ID
-RW_SOCK=/run/rwtest-cni-$ID.sock
-RW_WORK=$(mktemp -d "/tmp/rwtest-cni-$ID.XXXXXX")
 POLICY_DEFAULT=$ROOT/manifests/policy-default.json
 PLUGINS=/usr/lib/cni
 CHAIN=("$RW_PY" "$HERE/cni_chain.py")
 
-exec 3>&1
-T=0
-FAILED=0
-ok() { T=$((T + 1)); echo "ok $T - $*" >&3; }
-not_ok() { T=$((T + 1)); FAILED=$((FAILED + 1)); echo "not ok $T - $*" >&3; }
-diag() { echo "# $*" >&3; }
-
-check() {
-	local what=$1
-	shift
-	if "$@"; then ok "$what"; else not_ok "$what"; fi
-}
 
 for x in "$RW_RUNWALL" "$CNI" "$PLUGINS/ptp" "$PLUGINS/host-local"; do
 	[ -x "$x" ] || { echo "Bail out! $x is missing (make; containernetworking-plugins)"; exit 1; }
@@ -338,5 +318,4 @@ check "the agent dropped the 5 stalled clients at their deadline" \
 	test "$(grep -c '^closed' "$RW_WORK/stall.out")" = 5
 rw_agent_kill TERM
 
-echo "1..$T" >&3
-[ "$FAILED" -eq 0 ]
+rw_suite_end

@@ -37,19 +37,10 @@
 set -Eeuo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-BUILD=${1:-build}
-case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
-
 # shellcheck source=tests/netns/lib.sh
 source "$HERE/lib.sh"
-
-ID=$$
-rw_names "rwe$ID-"
-RW_RUNWALL=$BUILD/runwall
-RW_BPFFS=/sys/fs/bpf/rwtest-e2e-$ID
-RW_SOCK=/run/rwtest-e2e-$ID.sock
-RW_WORK=$(mktemp -d "/tmp/rwtest-e2e-$ID.XXXXXX")
+rw_suite_begin e2e rwe "${1:-build}"
+ROOT=$RW_ROOT
 EXPECT=("$RW_PY" "$HERE/expect.py")
 POLICY_DEFAULT=$ROOT/manifests/policy-default.json
 EVENTS=$RW_WORK/events.jsonl # the event stream until the restart test
@@ -80,26 +71,6 @@ fi
 
 # ---- TAP -----------------------------------------------------------------------------------
 
-# TAP lines go to fd 3 (the real stdout), so that `check … >/dev/null` silences only the command.
-exec 3>&1
-T=0
-FAILED=0
-ok() {
-	T=$((T + 1))
-	echo "ok $T - $*" >&3
-}
-not_ok() {
-	T=$((T + 1))
-	FAILED=$((FAILED + 1))
-	echo "not ok $T - $*" >&3
-}
-diag() { echo "# $*" >&3; }
-# check DESCRIPTION COMMAND…: ok when the command succeeds.
-check() {
-	local what=$1
-	shift
-	if "$@"; then ok "$what"; else not_ok "$what"; fi
-}
 # expect.py prints PASS/FAIL/NOTE/METRIC lines; number them. METRIC lines go to $RW_WORK/metrics.
 judge() {
 	local out=$RW_WORK/judge.out st what why
@@ -118,9 +89,6 @@ judge() {
 		METRIC) echo "$what $why" >>"$RW_WORK/metrics" ;;
 		esac
 	done <"$out"
-}
-section() {
-	echo "# ---- $*" >&3
 }
 
 cleanup() {
@@ -757,6 +725,5 @@ check "bad-snapshot: then a good policy file (revision $REV) is applied" wait_re
 
 kill "$EVENTS_PID" 2>/dev/null || true
 diag "suite time: $((($(date +%s%N) - SUITE_START) / 1000000)) ms"
-echo "1..$T"
 trap - ERR
-[ "$FAILED" -eq 0 ]
+rw_suite_end

@@ -10,20 +10,18 @@
 #   tests/netns/test_faults.sh BUILD
 set -euo pipefail
 
-build=${1:-build}
-cd "$(dirname "$0")/../.."
-RUNWALL=$(realpath "$build/runwall")
-[ -x "$RUNWALL" ] || { echo "Bail out! $RUNWALL is missing: run make"; exit 1; }
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/netns/lib.sh
+source "$HERE/lib.sh"
+rw_suite_begin faults rwf "${1:-build}"
+cd "$RW_ROOT"
+RUNWALL=$RW_RUNWALL
 
-id=rwf$$
+id=rwf$ID
 node=${id}-node
-pfx=f${$}x
-bpffs=/sys/fs/bpf/rwtest-faults-$$
-sock=/run/rwtest-faults-$$.sock
-work=$(mktemp -d /tmp/rwtest-faults.XXXXXX)
+pfx=f${ID}x
+bpffs=$RW_BPFFS sock=$RW_SOCK work=$RW_WORK
 agent_pid=
-n=0
-failed=0
 
 cleanup() {
 	set +e
@@ -42,10 +40,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-scale=${RW_WAIT_SCALE:-1}
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else not_ok "$what"; fi; }
+scale=$RW_WAIT_SCALE
 
 rw() { nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$bpffs" --socket "$sock" "$@"; }
 
@@ -406,6 +401,4 @@ rw shutdown >/dev/null 2>&1 || kill "$agent_pid"
 wait "$agent_pid" 2>/dev/null || true
 agent_pid=
 
-echo "1..$n"
-[ "$failed" -eq 0 ] && echo "# PASS" || echo "# FAIL: $failed"
-[ "$failed" -eq 0 ]
+rw_suite_end

@@ -19,20 +19,9 @@
 set -Eeuo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-BUILD=${1:-build}
-case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
-
 # shellcheck source=tests/netns/lib.sh
 source "$HERE/lib.sh"
-
-ID=$$
-rw_names "rwh$ID-"
-RW_RUNWALL=$BUILD/runwall
-RW_BPFFS=/sys/fs/bpf/rwtest-hostile-$ID
-RW_SOCK=/run/rwtest-hostile-$ID.sock
-RW_WORK=$(mktemp -d "/tmp/rwtest-hostile-$ID.XXXXXX")
-[ -x "$RW_RUNWALL" ] || { echo "Bail out! $RW_RUNWALL is missing: run make"; exit 1; }
+rw_suite_begin hostile rwh "${1:-build}"
 
 # Sandboxes: F floods, Q is quiet, O runs in open mode.
 F_IF=enihf${ID}a F_IP=10.1.2.3 F_RUN=run-flood
@@ -42,17 +31,6 @@ PFX=enih
 RATE=50 BURST=20 SHARE=64
 LATE_PORT=9443	# the server that speaks next, on the egress proxy's address
 
-exec 3>&1
-T=0
-FAILED=0
-ok() { T=$((T + 1)); echo "ok $T - $*" >&3; }
-not_ok() { T=$((T + 1)); FAILED=$((FAILED + 1)); echo "not ok $T - $*" >&3; }
-diag() { echo "# $*" >&3; }
-check() {
-	local what=$1
-	shift
-	if "$@"; then ok "$what"; else not_ok "$what"; fi
-}
 bail() {
 	echo "Bail out! $*" >&3
 	[ -f "$RW_WORK/agent.log" ] && sed 's/^/#   /' "$RW_WORK/agent.log" | tail -n 20 >&3
@@ -265,5 +243,4 @@ policy 3 '{"cidr": "52.94.9.0/24", "tcp": [5432]}' '"52.94.0.0/16"' >"$RW_WORK/d
 refused denied "$RW_WORK/denied.json" \
 	'runs[2].allow[0].cidr: "52.94.9.0/24" overlaps 52.94.0.0/16 (deny[1]), denied by the snapshot'
 
-echo "1..$T" >&3
-[ "$FAILED" = 0 ] || { echo "# $FAILED of $T failed" >&3; exit 1; }
+rw_suite_end

@@ -26,25 +26,13 @@
 #   tests/netns/test_manifest.sh BUILD
 set -euo pipefail
 
-build=${1:-build}
-cd "$(dirname "$0")/../.."
-build=$(realpath "$build")
-. tests/netns/lib.sh
-
-ID=$$
-rw_names "rwm$ID-"
-RW_RUNWALL=$build/runwall
-RW_WORK=$(mktemp -d "/tmp/rwtest-manifest-$ID.XXXXXX")
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/netns/lib.sh
+source "$HERE/lib.sh"
+rw_suite_begin manifest rwm "${1:-build}"
+cd "$RW_ROOT"
+build=$BUILD
 bpfroot=/sys/fs/bpf/rwtest-manifest-$ID
-n=0
-failed=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
-not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
-check() { # check "description" command...
-	local what=$1
-	shift
-	if "$@"; then ok "$what"; else not_ok "$what"; fi
-}
 cleanup() {
 	set +e
 	rw_agent_kill KILL
@@ -370,5 +358,4 @@ for ((i = 0; i < ninit; i++)); do
 	check "the conflist chains runwall-cni once, after the VPC CNI's plugins" chained "$confdir/10-aws.conflist"
 done
 
-echo "1..$n"
-[ "$failed" -eq 0 ]
+rw_suite_end

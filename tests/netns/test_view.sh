@@ -48,23 +48,14 @@
 set -Eeuo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-BUILD=${1:-build}
-case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
-
 # shellcheck source=tests/netns/lib.sh
 source "$HERE/lib.sh"
-
-ID=$$
-rw_names "rwv$ID-"
-RW_RUNWALL=$BUILD/runwall
-RW_BPFFS=/sys/fs/bpf/rwtest-view-$ID
-RW_SOCK=/run/rwtest-view-$ID.sock
+rw_suite_begin view rwv "${1:-build}"
+ROOT=$RW_ROOT
 BPFFS2=/sys/fs/bpf/rwtest-view2-$ID
 SOCK2=/run/rwtest-view2-$ID.sock
 BPFFS3=/sys/fs/bpf/rwtest-view3-$ID
 SOCK3=/run/rwtest-view3-$ID.sock
-RW_WORK=$(mktemp -d "/tmp/rwtest-view-$ID.XXXXXX")
 VC="$HERE/view_check.py"
 POLICY_DEFAULT=$ROOT/manifests/policy-default.json
 PROMTOOL=${PROMTOOL:-/usr/bin/promtool}
@@ -87,25 +78,6 @@ AGENTS_DNS=agents.rwtest
 RECV_PORT=9300
 INET=93.184.216.34
 
-exec 3>&1
-T=0
-FAILED=0
-ok() {
-	T=$((T + 1))
-	echo "ok $T - $*" >&3
-}
-not_ok() {
-	T=$((T + 1))
-	FAILED=$((FAILED + 1))
-	echo "not ok $T - $*" >&3
-}
-diag() { echo "# $*" >&3; }
-check() {
-	local what=$1
-	shift
-	if "$@"; then ok "$what"; else not_ok "$what"; fi
-}
-section() { echo "# ---- $*" >&3; }
 
 # vc SUBCOMMAND ARGS...: view_check.py in the node namespace, its PASS/FAIL lines numbered. With
 # nsenter (network namespace only), not `ip netns exec`, whose private /sys hides the bpffs from
@@ -618,5 +590,4 @@ gone() { ! http_get "$API/metrics" | grep -q "run=\"$B_RUN\""; }
 check "/metrics: no series of $B_RUN any more (its run ended)" rw_wait 3 gone
 check "/metrics: $A_RUN still there" bash -c "nsenter --net=/run/netns/$RW_NODE $RW_PY $VC get $API/metrics | grep -q 'run=\"$A_RUN\"'"
 
-echo "1..$T"
-[ "$FAILED" -eq 0 ]
+rw_suite_end
