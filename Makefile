@@ -76,8 +76,8 @@ FORMAT_SRC := $(wildcard user/*/*.[ch] include/*.h bpf/*.[ch] tests/*/*.[ch])
 SETUP_STAMP := $(BUILD)/.setup-done
 
 .DELETE_ON_ERROR:
-.PHONY: all deps setup check check-lib format format-check test vmtest bench clean demo demo-clean \
-	image check-image
+.PHONY: all deps setup check check-lib check-docs format format-check test vmtest bench clean demo \
+	demo-clean image check-image help
 
 # The targets that run what they build as root install what is missing first; any other build
 # only checks (scripts/check-deps.sh names the missing packages) and never needs root.
@@ -216,9 +216,17 @@ $(BENCH_BIN): tests/bench/bench_datapath.c $(TEST_LIBS) $(TEST_HDRS)
 bench: setup all
 	$(Q)tests/bench/run.sh $(BUILD)
 
-# The test command: installs what is missing, builds without warnings, runs every suite.
-check: setup all check-lib format-check
+# The test command: installs what is missing, builds without warnings, checks the library's
+# boundary, the format and the docs, runs the fuzzers' short form (fuzz-short, tests/proof.mk:
+# the committed inputs replayed, then a fixed-seed run), then every suite.
+check: setup all check-lib format-check fuzz-short
+	$(Q)scripts/check-docs.sh $(BUILD)
 	$(Q)tests/run.sh $(BUILD)
+
+# The docs against the tree and the binary: every relative link and #anchor of README.md,
+# docs/ and tests/README.md resolves, and each docs/cli page's usage block is `runwall help`'s.
+check-docs: $(RUNWALL)
+	$(Q)scripts/check-docs.sh $(BUILD)
 
 test: check
 
