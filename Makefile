@@ -1,6 +1,7 @@
 # runwall: `make` builds (no root: it only says which packages are missing); `make check`, `demo`,
 # `vmtest` and `bench` install what is missing (scripts/setup.sh), then build and run as root.
-# Output goes to build/ only. V=1 shows the full commands.
+# Output goes to build/ only. V=1 shows the full commands. `make help` lists every target and
+# variable.
 
 BUILD     ?= build
 CLANG     ?= clang
@@ -76,8 +77,8 @@ FORMAT_SRC := $(wildcard user/*/*.[ch] include/*.h bpf/*.[ch] tests/*/*.[ch])
 SETUP_STAMP := $(BUILD)/.setup-done
 
 .DELETE_ON_ERROR:
-.PHONY: all deps setup check check-lib format format-check test vmtest bench clean demo demo-clean \
-	image check-image
+.PHONY: all deps setup check check-lib check-docs format format-check test vmtest bench clean demo \
+	demo-clean image check-image help
 
 # The targets that run what they build as root install what is missing first; any other build
 # only checks (scripts/check-deps.sh names the missing packages) and never needs root.
@@ -216,9 +217,17 @@ $(BENCH_BIN): tests/bench/bench_datapath.c $(TEST_LIBS) $(TEST_HDRS)
 bench: setup all
 	$(Q)tests/bench/run.sh $(BUILD)
 
-# The test command: installs what is missing, builds without warnings, runs every suite.
-check: setup all check-lib format-check
+# The test command: installs what is missing, builds without warnings, checks the library's
+# boundary, the format and the docs, runs the fuzzers' short form (fuzz-short, tests/proof.mk:
+# the committed inputs replayed, then a fixed-seed run), then every suite.
+check: setup all check-lib format-check fuzz-short
+	$(Q)scripts/check-docs.sh $(BUILD)
 	$(Q)tests/run.sh $(BUILD)
+
+# The docs against the tree and the binary: every relative link and #anchor of README.md,
+# docs/ and tests/README.md resolves, and each docs/cli page's usage block is `runwall help`'s.
+check-docs: $(RUNWALL)
+	$(Q)scripts/check-docs.sh $(BUILD)
 
 test: check
 
@@ -247,3 +256,59 @@ demo-clean:
 
 clean:
 	$(Q)rm -rf $(BUILD)
+
+# `make help`: every target and variable, one line each (the proof targets are tests/proof.mk's).
+help:
+	@echo 'Targets (check, test, vmtest, bench, demo, image, check-image, check-asan, soak and fuzz run as root):'
+	@printf '  %-15s %s\n' \
+	all          'build everything into BUILD (the default; no root: names the packages missing)' \
+	deps         'check the build dependencies (scripts/check-deps.sh)' \
+	setup        'install the Debian packages the build and the tests need, mount bpffs' \
+	check        'build, check-lib, format-check, fuzz-short, check-docs, then every suite' \
+	test         'the same as check' \
+	check-lib    'librunwall.a references only itself and system libraries' \
+	check-docs   'the docs links and anchors resolve; each docs/cli usage block is runwall help' \
+	format       'rewrite the C sources with clang-format' \
+	format-check 'fail when a C source differs from .clang-format' \
+	vmtest       'the kernel suites in a VM (Debian 6.1, or VMTEST_KERNEL)' \
+	bench        'the benchmarks (tests/bench/run.sh), results in BUILD/bench.json' \
+	image        'the OCI image archive and its kustomization under BUILD/image' \
+	check-image  'build the image, then test it' \
+	demo         'a demo node in network namespaces, left up' \
+	demo-clean   'remove the demo' \
+	clean        'remove BUILD' \
+	check-asan   'user space and the unit suites under ASan and UBSan, in ASAN_BUILD' \
+	fuzz         'every fuzzer for FUZZ_SECONDS, then the long differential run' \
+	fuzz-build   'build the fuzzers into FUZZ_BUILD' \
+	fuzz-replay  'run every committed fuzz input once' \
+	fuzz-short   'fuzz-replay, then FUZZ_CHECK_RUNS inputs from FUZZ_CHECK_SEED (in check)' \
+	soak         'the agent for SOAK_SECONDS under ASan, then on the normal build' \
+	help         'this list'
+	@echo
+	@echo 'Variables (make VAR=value; now: the value in force):'
+	@printf '  %-19s %s\n' \
+	BUILD               "build folder (now: $(BUILD))" \
+	V=1                 "show the full commands (Q, the commands' prefix, is then empty; else @)" \
+	CC                  "C compiler of user space (now: $(CC))" \
+	CFLAGS              "its flags, -Wall -Werror ... added (now: $(CFLAGS))" \
+	CLANG               "compiler of the BPF object (now: $(CLANG))" \
+	BPFTOOL             "bpftool, for the object and the skeleton (now: $(BPFTOOL))" \
+	CLANG_FORMAT        "clang-format of format and format-check, version 14 (now: $(CLANG_FORMAT))" \
+	VMTEST_KERNEL       "vmtest: the kernel image to boot instead of Debian's 6.1" \
+	IMAGE_REPO          "image: the name the image is tagged with (now: $(IMAGE_REPO))" \
+	MODEL_PLANNED       "the reference model's verdict order: 1 the datapath's, 0 the older (now: $(MODEL_PLANNED))" \
+	RW_DIFF_SEED        "environment: the differential run's seed (check: 1; fuzz: a fresh one)" \
+	FUZZ_BUILD          "the fuzzers' build folder (now: $(FUZZ_BUILD))" \
+	FUZZ_CC             "the fuzzers' compiler (now: $(FUZZ_CC))" \
+	FUZZ_LDLIBS         "extra libraries of the fuzz targets" \
+	FUZZ_SECONDS        "fuzz: seconds per fuzzer (now: $(FUZZ_SECONDS))" \
+	FUZZ_CHECK_SEED     "fuzz-short: the seed (now: $(FUZZ_CHECK_SEED))" \
+	FUZZ_CHECK_RUNS     "fuzz-short: inputs per fuzzer (now: $(FUZZ_CHECK_RUNS))" \
+	FUZZ_DIFF_PACKETS   "fuzz: packets of the long differential run (now: $(FUZZ_DIFF_PACKETS))" \
+	FUZZ_DIFF_SNAPSHOTS "fuzz: snapshots of the long differential run (now: $(FUZZ_DIFF_SNAPSHOTS))" \
+	ASAN_BUILD          "check-asan and soak: their build folder (now: $(ASAN_BUILD))" \
+	SOAK_SECONDS        "soak: seconds of each run (now: $(SOAK_SECONDS))"
+	@echo
+	@echo 'Environment of the suites and scripts: RW_WAIT_SCALE (every wait; 10 in the VM),'
+	@echo 'RW_SEED, RW_CHURN_SECONDS and RW_CHURN_RATE (netns/test_churn), RW_KEEP=1 (a netns suite'
+	@echo 'keeps its files), RW_DEMO_PORT (make demo). See tests/README.md.'

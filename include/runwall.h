@@ -68,7 +68,7 @@
 
 #define RW_RUN_ID_LEN 64 /* 1..63 chars of [A-Za-z0-9._-] and a NUL */
 
-/* Reasons: a numbered contract shared with the docs (README "Reasons") and the CLI. Never
+/* Reasons: a numbered contract shared with the docs (docs/reasons.md) and the CLI. Never
  * renumber; add at the end. RW_REASON_ALLOWED is the verdict "allowed", not a drop.
  */
 #define RW_REASONS(X)                                      \

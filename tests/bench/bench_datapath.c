@@ -18,7 +18,7 @@
  *
  *   bench_datapath --json FILE [--runwall BIN] [--quick] [SECTION...]
  * Results are rows {name, value, unit, target, cmp, met, ...} in FILE (tests/bench/report.py
- * prints them and regenerates the README table).
+ * prints them and regenerates the table of docs/benchmarks.md).
  */
 #include <arpa/inet.h>
 #include <errno.h>

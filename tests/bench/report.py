@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Merge benchmark rows into one JSON with the machine and the date, print the table, and
-(with --readme README.md) regenerate the README's benchmark table between its markers.
+(with --readme docs/benchmarks.md) regenerate the benchmark table between its markers.
 
-  report.py OUT.json ROWS.json... [--readme README.md]
-  report.py --from OUT.json --readme README.md
+  report.py OUT.json ROWS.json... [--readme docs/benchmarks.md]
+  report.py --from OUT.json --readme docs/benchmarks.md
 """
 import datetime, json, os, platform, subprocess, sys
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* model.c: the reference model, written from the contract (README "The datapath", "Reasons",
- * the planned order of issue 13), not from bpf/. Plain C over the parsed snapshot: no maps, no
- * tries, no hashes, just the rules as the snapshot lists them.
+/* model.c: the reference model, written from the contract (docs/architecture.md "The datapath",
+ * docs/reasons.md, the planned order of issue 13), not from bpf/. Plain C over the parsed
+ * snapshot: no maps, no tries, no hashes, just the rules as the snapshot lists them.
  */
 #include <string.h>
 #include <arpa/inet.h>
@@ -95,7 +95,7 @@ void model_parse(const __u8 *f, size_t len, int vlan_out_of_band, struct model_p
 	}
 }
 
-/* ---- the address tables of the contract (include/runwall.h, README "Reasons") ---- */
+/* ---- the address tables of the contract (include/runwall.h, docs/reasons.md) ---- */
 
 static int is_metadata(__be32 addr)
 {
@@ -193,7 +193,7 @@ static void take(struct model_verdict *v, const struct match *m, int path)
 	v->n_rules = m->n;
 }
 
-/* The egress policy of run `ri` for daddr:dport (README verdict order, from "protocol" on). */
+/* The egress policy of run `ri` for daddr:dport (docs/architecture.md verdict order, from "protocol" on). */
 static void egress_policy(const struct rw_policy *s, int ri, __be32 daddr, __be16 dport_be,
 			  __u8 proto, struct model_verdict *v)
 {
@@ -225,7 +225,7 @@ static void egress_policy(const struct rw_policy *s, int ri, __be32 daddr, __be1
 		return;
 	}
 	if (!RW_MODEL_PLANNED) {
-		/* Today (README "explicit allow rules (services, then the run's own; exact IP:port
+		/* Today (docs "explicit allow rules (services, then the run's own; exact IP:port
 		 * by hash, CIDRs by LPM)"): every exact rule, services' then the run's, then every
 		 * CIDR rule the same way, all before the private and special ranges.
 		 */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /* model.h: the reference model of the datapath, test-only code. It decides a packet from the
- * documented contract (README "The datapath" and "Reasons", and the planned verdict order of
- * issue 13's brief), never from bpf/: the differential test (test_differential.c) holds the
+ * documented contract (docs/architecture.md "The datapath", docs/reasons.md, and the planned
+ * verdict order of issue 13's brief), never from bpf/: the differential test (test_differential.c) holds the
  * production programs to it.
  */
 #ifndef RUNWALL_TEST_MODEL_H
@@ -12,7 +12,7 @@
 #include "runwall.h"
 #include "policy.h"
 
-/* THE switch: 1 = the planned order, now the datapath's (README "The datapath"): services'
+/* THE switch: 1 = the planned order, now the datapath's (docs/architecture.md): services'
  * rules, then the private/special ranges and the deny list, then the run's own rules; reason 14
  * conntrack-full for a new flow over the sandbox's share; a new-flow event for every new
  * conntrack entry. 0 = the order before that (every explicit allow rule, services then the
@@ -61,7 +61,7 @@ struct model_verdict {
 	int new_flow; /* an allowed packet that is reported as a new flow */
 };
 
-/* Parse a frame (what the veth carries, Ethernet first) per README "Reasons". */
+/* Parse a frame (what the veth carries, Ethernet first) per docs/reasons.md. */
 void model_parse(const __u8 *frame, size_t len, int vlan_out_of_band, struct model_pkt *p);
 
 /* Judge one packet. `snap` NULL: no snapshot applied yet. `ct` is the conntrack state of the

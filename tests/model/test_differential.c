@@ -864,7 +864,7 @@ static int next_snapshot(__u64 revision)
 }
 
 /* Bind each veth: mostly to a pod of the snapshot, sometimes to an IP no run has, or to
- * nothing. A changed binding forgets the veth's flows (README "The agent").
+ * nothing. A changed binding forgets the veth's flows (docs/architecture.md "The agent").
  */
 static void rebind(void)
 {

@@ -23,7 +23,7 @@
 
 #include "policy.h"
 
-/* The snapshot of README "Policy snapshot", byte for byte: line numbers below refer to it. */
+/* The snapshot of docs/policy.md "Policy snapshot", byte for byte: line numbers below refer to it. */
 static const char example[] =
 	"{\n"						      /* 1 */
 	"  \"revision\": 12,\n"				      /* 2 */

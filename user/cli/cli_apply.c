@@ -93,6 +93,6 @@ const struct rw_cmd rw_cmd_apply = {
 	.name = "apply",
 	.summary = "push a policy snapshot to the agent",
 	.grammar = "apply FILE|-",
-	.options = "  FILE|-   the snapshot (README \"Policy snapshot\"); - reads standard input\n",
+	.options = "  FILE|-   the snapshot (docs/policy.md); - reads standard input\n",
 	.func = cmd_apply,
 };

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-/* Exit codes, for every command (README "Exit codes"). */
+/* Exit codes, for every command (docs/cli/README.md "Exit codes"). */
 #define RW_EXIT_OK	0 /* done / found / applied */
 #define RW_EXIT_REFUSED 1 /* refused, not found, not ready, a check failed */
 #define RW_EXIT_USAGE	2 /* bad usage, or no agent where one is needed */

@@ -19,7 +19,7 @@ int64_t rw_mono_to_real_offset(void);
 void rw_rule_name(const struct rw_policy *p, uint32_t rule_id, char *buf, size_t len);
 
 /* The event as a JSON object (new reference). Field names are stable and documented in the
- * README ("Event fields").
+ * docs/reasons.md ("Event fields").
  */
 json_t *rw_event_json(const struct rw_event *ev, const struct rw_policy *p, int64_t mono_to_real);
 

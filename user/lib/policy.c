@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* policy.c: parse, compare and diff policy snapshots (README "Policy snapshot").
+/* policy.c: parse, compare and diff policy snapshots (docs/policy.md).
  *
  * jansson does the JSON; this file checks the snapshot against its schema and turns every
  * refusal into one line "SOURCE:LINE:COL: PATH: what is wrong" that an operator can act on

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
-/* policy.h: a node's policy snapshot (README "Policy snapshot") as the agent holds it in memory. */
+/* policy.h: a node's policy snapshot (docs/policy.md) as the agent holds it in memory. */
 #ifndef RUNWALL_POLICY_H
 #define RUNWALL_POLICY_H
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /* status.h: the status JSON's parts, built once: the agent's `status` reply on the control socket
  * and `runwall status` (with or without an agent) use the same builders, so a run, a sandbox and
- * a hook look the same wherever they come from (README "runwall status").
+ * a hook look the same wherever they come from (docs/cli/status.md).
  *
  * Each returns a new reference, or NULL when out of memory.
  */
