@@ -529,7 +529,10 @@ struct rw_agg *rw_aggs_add(struct rw_aggs *a, const struct rw_event *ev, const c
 	size_t b;
 
 	agg_key(&k, ev, node);
-	g = (struct rw_agg *)rw_aggs_find(a, &k);
+	b = agg_hash(a, &k); /* once: the lookup and the insert share it */
+	for (g = a->buckets[b]; g; g = g->hnext)
+		if (!memcmp(&g->key, &k, sizeof(k)))
+			break;
 	if (g) {
 		lru_unlink(a, g);
 		rw_shares_touch(&a->shares, &g->share);
@@ -542,7 +545,6 @@ struct rw_agg *rw_aggs_add(struct rw_aggs *a, const struct rw_event *ev, const c
 		g->key = k;
 		rw_shares_add(&a->shares, &g->share, k.run);
 		g->first_ns = real_ns;
-		b = agg_hash(a, &k);
 		g->hnext = a->buckets[b];
 		a->buckets[b] = g;
 		a->count++;

@@ -16,7 +16,7 @@ static void run_key(char out[RW_RUN_ID_LEN], const char *run)
 
 static size_t bucket_of(const struct rw_shares *s, const char id[RW_RUN_ID_LEN])
 {
-	return rw_siphash(&s->hash_key, id, RW_RUN_ID_LEN) % s->n_buckets;
+	return rw_siphash(&s->hash_key, id, strnlen(id, RW_RUN_ID_LEN)) % s->n_buckets;
 }
 
 int rw_shares_init(struct rw_shares *s, size_t cap, size_t floor, const struct rw_hash_key *key)
@@ -55,15 +55,21 @@ void rw_shares_free(struct rw_shares *s)
 	memset(s, 0, sizeof(*s));
 }
 
+/* One event asks for its run several times (victim, share, add): the last one found is kept. */
 static struct rw_share_run *lookup(const struct rw_shares *s, const char id[RW_RUN_ID_LEN])
 {
+	struct rw_shares *m = (struct rw_shares *)s;
 	struct rw_share_run *r;
 
 	if (!id[0])
 		return s->catch_all;
+	if (s->last && !memcmp(s->last->id, id, RW_RUN_ID_LEN))
+		return s->last;
 	for (r = s->buckets[bucket_of(s, id)]; r; r = r->hnext)
-		if (!memcmp(r->id, id, RW_RUN_ID_LEN))
+		if (!memcmp(r->id, id, RW_RUN_ID_LEN)) {
+			m->last = r;
 			return r;
+		}
 	return NULL;
 }
 
@@ -140,6 +146,8 @@ static void release(struct rw_shares *s, struct rw_share_run *r)
 	}
 	if (r == s->catch_all)
 		return;
+	if (s->last == r)
+		s->last = NULL;
 	for (pp = &s->buckets[bucket_of(s, r->id)]; *pp; pp = &(*pp)->hnext)
 		if (*pp == r) {
 			*pp = r->hnext;

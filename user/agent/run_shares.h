@@ -56,6 +56,7 @@ struct rw_shares {
 	struct rw_share_run **heap; /* by count, most first */
 	size_t n_runs;		    /* runs holding entries (the catch-all when it holds any) */
 	struct rw_hash_key hash_key;
+	struct rw_share_run *last; /* the run looked up last (a cache) */
 };
 
 /* cap: the table's capacity; floor: a run's share at the least (clamped to cap). */
