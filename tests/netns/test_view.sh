@@ -41,6 +41,9 @@
 #              second agent's page asks for the token on a 401 (a wrong one is asked again),
 #              keeps it in a SameSite=Strict cookie, and goes live with it
 #   run-ends   a run removed from the snapshot leaves /metrics
+#   shares     an agent keeping 16 events, the receiver down: one run's refusals fill the request
+#              queue and the store; another run's refusals still take a place (the first run's
+#              newest gives it up), reach the receiver once when it is back, and stay in the view
 #
 # Everything lives in namespaces named rwv<pid>-*, pins in /sys/fs/bpf/rwtest-view{,2,3}-<pid>,
 # sockets /run/rwtest-view{,2,3}-<pid>.sock, files in /tmp/rwtest-view-<pid>.*; HTTP listens only
@@ -589,5 +592,51 @@ check "the new snapshot (revision 2) is in force" rw_wait 5 rev2
 gone() { ! http_get "$API/metrics" | grep -q "run=\"$B_RUN\""; }
 check "/metrics: no series of $B_RUN any more (its run ended)" rw_wait 3 gone
 check "/metrics: $A_RUN still there" bash -c "nsenter --net=/run/netns/$RW_NODE $RW_PY $VC get $API/metrics | grep -q 'run=\"$A_RUN\"'"
+
+# ---- shares: one run's burst and another run's request ---------------------------------------
+
+section "shares: one run's refusal burst does not push another run out of the queue or the view"
+# The agent again, keeping 16 events; revision 3 makes both runs allowlisted, so both raise
+# requests. The receiver down: B refuses one destination (queued, its event kept), A then 24
+# against a queue of 4 (3 places taken, the rest dropped: A holds its share) and 24 events
+# against a store of 16 (A displaces its own), then B another: B holds less than its share of
+# the queue (1 of 2) and takes the place of A's newest.
+rw_agent_kill
+rw_wait 10 bash -c "! kill -0 $RW_AGENT_PID 2>/dev/null" || true
+rw_agent_start "${AGENT_ARGS[@]}" --events 16
+rw_agent_wait
+check "shares: the agent again, with --events 16: /readyz 200" vcq wait-ready "$API/readyz" --timeout 10
+jq '.revision = 3 | .runs |= map(del(.egress))' "$POLICY_DEFAULT" >"$RW_WORK/policy.next"
+mv "$RW_WORK/policy.next" "$RW_WORK/policy.json"
+rev3() { http_get "$API/metrics" | grep -qx 'runwall_policy_revision 3'; }
+check "shares: revision 3 (both runs allowlisted) is in force" rw_wait 5 rev3
+kill "$RECV_PID"
+wait "$RECV_PID" 2>/dev/null || true
+sent_batch b <<<"s6100 tcp $INET 6100"
+for p in $(seq 6001 6024); do echo "s$p tcp $INET $p"; done | sent_batch a
+sent_batch b <<<"s6101 tcp $INET 6101"
+queue_shared() {
+	http_get "$API/api/requests" | tail -n +2 | rw_jq_true --arg b "$B_RUN" '
+		.stats.pending == 4 and .stats.displaced == 1 and .stats.dropped >= 21 and
+		([.requests[] | select(.state == "pending" and .run == $b) | .port] | sort) == [6100, 6101]'
+}
+check "shares: 4 pending, B's two among them; A's newest displaced, A's others dropped" rw_wait 5 queue_shared
+check "shares: /metrics counts the displaced one" \
+	bash -c "nsenter --net=/run/netns/$RW_NODE $RW_PY $VC get $API/metrics | grep -qx 'runwall_access_requests_total{outcome=\"displaced\"} 1'"
+start_receiver
+idle() { http_get "$API/api/requests" | tail -n +2 | rw_jq_true '.stats.pending == 0'; }
+rw_wait 15 idle || true
+b_posts() { jq -s --arg b "$B_RUN" '[.[] | select(.body.run == $b) | .body.port] | sort' "$RW_WORK/requests.jsonl"; }
+check "shares: receiver back: B's two requests arrive, each exactly once" test "$(b_posts | jq -c .)" = "[6100,6101]"
+b_rows() {
+	http_get "$API/api/events?run=$B_RUN&reason=not-allowlisted" | tail -n +2 |
+		rw_jq_true '([.events[].dport] | unique) == [6100, 6101] and
+			.displaced.own_share >= 8 and .displaced.fair_share >= 1' &&
+		http_get "$API/api/graph?run=$B_RUN" | tail -n +2 |
+		rw_jq_true --arg b "$B_RUN" --arg dst "$INET" --argjson n "$(sent 's610[01]')" '
+			[.edges[] | select((.sandbox | startswith("node-a/\($b)/")) and .destination == $dst)
+				| .reasons["not-allowlisted"]] == [$n]'
+}
+check "shares: the view still lists B's refusals (/api/events, the graph); A displaced its own" b_rows
 
 rw_suite_end

@@ -12,6 +12,7 @@
 #include "access_requests.h"
 #include "eventfmt.h"
 #include "reasons.h"
+#include "run_shares.h"
 
 #define POST_TIMEOUT_MS	 5000
 #define BACKOFF_FIRST_MS 250
@@ -19,8 +20,21 @@
 
 enum req_state { REQ_FREE, REQ_PENDING, REQ_SENT, REQ_FAILED };
 
+/* What a request is remembered by, hashed and compared as bytes. */
+struct req_key {
+	char run[RW_RUN_ID_LEN];
+	__u32 gen;
+	__be32 dst;
+	__be16 port;
+	__u8 proto;
+	__u8 pad;
+};
+
 struct req {
 	enum req_state state;
+	struct req_key key;
+	struct req *hnext;	    /* in its bucket, or on the free list */
+	struct rw_share_link share; /* in the queue's shares while pending, else the records' */
 	uint64_t seq;
 	char run[RW_RUN_ID_LEN];
 	__u32 gen;
@@ -45,7 +59,14 @@ struct rw_access {
 	pthread_cond_t cond;
 	bool stop;
 	struct req *reqs; /* RW_ACCESS_KEYS_MAX slots */
-	size_t n_used;
+	size_t n_used;	  /* slots ever taken: reqs[n_used..] were never used */
+	struct req *free_reqs;
+	struct req **buckets;
+	size_t n_buckets;
+	struct rw_hash_key hash_key;
+	struct rw_shares queue;	  /* the pending requests, per run */
+	struct rw_shares records; /* the sent and failed ones, per run */
+	struct req *inflight;	  /* being POSTed, unlocked: never displaced */
 	uint64_t next_seq;
 	struct rw_access_stats st;
 	CURL *curl;
@@ -65,52 +86,114 @@ bool rw_access_eligible(const struct rw_event *ev)
 	       ev->dir == RW_DIR_EGRESS && ev->run_id[0] && (ev->proto == 6 || ev->proto == 17);
 }
 
-static bool same_key(const struct req *r, const struct rw_event *ev)
+static void req_key_of(struct req_key *k, const struct rw_event *ev)
 {
-	return r->gen == ev->run_gen && r->dst == ev->daddr && r->port == ev->dport &&
-	       r->proto == ev->proto && !strncmp(r->run, ev->run_id, RW_RUN_ID_LEN);
+	memset(k, 0, sizeof(*k));
+	memcpy(k->run, ev->run_id, strnlen(ev->run_id, RW_RUN_ID_LEN - 1));
+	k->gen = ev->run_gen;
+	k->dst = ev->daddr;
+	k->port = ev->dport;
+	k->proto = ev->proto;
 }
 
-/* A slot for a new request: a free one, else the oldest that is not waiting to be sent. */
-static struct req *slot(struct rw_access *a)
+static struct req **bucket(struct rw_access *a, const struct req_key *k)
 {
-	struct req *best = NULL;
+	return &a->buckets[rw_siphash(&a->hash_key, k, sizeof(*k)) % a->n_buckets];
+}
 
-	for (size_t i = 0; i < RW_ACCESS_KEYS_MAX; i++) {
-		struct req *r = &a->reqs[i];
+static void forget(struct rw_access *a, struct req *r)
+{
+	struct req **pp;
 
-		if (r->state == REQ_FREE)
-			return r;
-		if (r->state != REQ_PENDING && (!best || r->seq < best->seq))
-			best = r;
+	for (pp = bucket(a, &r->key); *pp; pp = &(*pp)->hnext)
+		if (*pp == r) {
+			*pp = r->hnext;
+			break;
+		}
+	rw_shares_del(r->state == REQ_PENDING ? &a->queue : &a->records, &r->share);
+	r->state = REQ_FREE;
+	r->hnext = a->free_reqs;
+	a->free_reqs = r;
+}
+
+#define REQ_OF(l) ((struct req *)((char *)(l)-offsetof(struct req, share)))
+
+/* The queue is full and run's request would join it. A run under its share of the queue takes
+ * the place of the newest request of the run holding the most (whose overflow it is, as if it
+ * had come last); a run at its share or over it has its own new request dropped: the queue
+ * keeps each run's first requests, sends them in order, and one run's burst cannot take the
+ * places of another's. True when a place was freed.
+ */
+static bool queue_room(struct rw_access *a, const char *run)
+{
+	struct rw_share_run *most = rw_shares_heaviest(&a->queue);
+	struct req *victim;
+
+	if (rw_shares_count(&a->queue, run) >= rw_shares_fair(&a->queue, run) || !most)
+		return false;
+	victim = REQ_OF(most->newest);
+	if (victim == a->inflight)
+		return false;
+	forget(a, victim);
+	a->st.pending--;
+	a->st.displaced_queue++;
+	return true;
+}
+
+/* A slot for a new request: a free one, else a remembered (sent or failed) one goes, chosen by
+ * the records' shares: pending requests are never forgotten.
+ */
+static struct req *slot(struct rw_access *a, const char *run)
+{
+	enum rw_share_cause cause = RW_SHARE_OWN;
+	struct rw_share_link *l;
+	struct req *r = a->free_reqs;
+
+	if (r) {
+		a->free_reqs = r->hnext;
+		return r;
 	}
-	return best;
+	if (a->n_used < RW_ACCESS_KEYS_MAX)
+		return &a->reqs[a->n_used++];
+	l = rw_shares_victim(&a->records, run, &cause);
+	if (!l)
+		return NULL;
+	r = REQ_OF(l);
+	forget(a, r);
+	a->free_reqs = r->hnext;
+	a->st.forgotten[cause]++;
+	return r;
 }
 
 bool rw_access_note(struct rw_access *a, const struct rw_event *ev, int64_t real_ns)
 {
-	struct req *r;
+	struct req_key k;
+	struct req *r, **b;
 	bool queued = false;
 
 	if (!a || !rw_access_eligible(ev))
 		return false;
+	req_key_of(&k, ev);
 	pthread_mutex_lock(&a->lock);
-	for (size_t i = 0; i < RW_ACCESS_KEYS_MAX; i++) {
-		r = &a->reqs[i];
-		if (r->state != REQ_FREE && same_key(r, ev)) {
+	b = bucket(a, &k);
+	for (r = *b; r; r = r->hnext)
+		if (!memcmp(&r->key, &k, sizeof(k))) {
 			r->count++;
 			goto out;
 		}
+	if (a->st.pending >= a->queue_max && !queue_room(a, k.run)) {
+		a->st.dropped++;
+		goto out;
 	}
-	if (a->st.pending >= a->queue_max || !(r = slot(a))) {
+	if (!(r = slot(a, k.run))) {
 		a->st.dropped++;
 		goto out;
 	}
 	memset(r, 0, sizeof(*r));
 	r->state = REQ_PENDING;
+	r->key = k;
 	r->seq = a->next_seq++;
-	memcpy(r->run, ev->run_id, sizeof(r->run));
-	r->run[sizeof(r->run) - 1] = '\0';
+	memcpy(r->run, k.run, sizeof(r->run));
 	r->gen = ev->run_gen;
 	r->pod = ev->saddr;
 	r->dst = ev->daddr;
@@ -118,6 +201,9 @@ bool rw_access_note(struct rw_access *a, const struct rw_event *ev, int64_t real
 	r->proto = ev->proto;
 	r->first_ns = real_ns;
 	r->count = 1;
+	r->hnext = *b;
+	*b = r;
+	rw_shares_add(&a->queue, &r->share, k.run);
 	a->st.queued++;
 	a->st.pending++;
 	queued = true;
@@ -217,6 +303,14 @@ static struct req *next_pending(struct rw_access *a)
 	return best;
 }
 
+/* A request leaves the queue and is remembered, in the records' shares. */
+static void settle(struct rw_access *a, struct req *r, enum req_state state)
+{
+	rw_shares_del(&a->queue, &r->share);
+	r->state = state;
+	rw_shares_add(&a->records, &r->share, r->key.run);
+}
+
 /* One at a time, oldest first: while the receiver is down the head waits (with backoff) and
  * the rest queue up behind it, so that nothing within the queue bound is lost.
  */
@@ -258,11 +352,13 @@ static void *worker(void *data)
 			r->next_try_ns = now + BACKOFF_MAX_MS * 1000000LL;
 			continue;
 		}
-		/* The slot stays PENDING while unlocked: nothing else reuses or moves it. */
+		/* The slot stays PENDING while unlocked, and in flight: nothing reuses it. */
+		a->inflight = r;
 		pthread_mutex_unlock(&a->lock);
 		ret = post(a, body, &status, err, sizeof(err));
 		free(body);
 		pthread_mutex_lock(&a->lock);
+		a->inflight = NULL;
 		r->attempts++;
 		r->last_status = status;
 		snprintf(r->last_error, sizeof(r->last_error), "%s", ret ? err : "");
@@ -271,11 +367,11 @@ static void *worker(void *data)
 
 			clock_gettime(CLOCK_REALTIME, &ts);
 			r->sent_ns = ts.tv_sec * 1000000000LL + ts.tv_nsec;
-			r->state = REQ_SENT;
+			settle(a, r, REQ_SENT);
 			a->st.sent++;
 			a->st.pending--;
 		} else if (ret < 0 || r->attempts >= RW_ACCESS_MAX_ATTEMPTS) {
-			r->state = REQ_FAILED;
+			settle(a, r, REQ_FAILED);
 			a->st.failed++;
 			a->st.pending--;
 		} else if (!a->stop) {
@@ -311,11 +407,17 @@ struct rw_access *rw_access_start(const char *url, const char *node, size_t queu
 	snprintf(a->node, sizeof(a->node), "%s", node ? node : "");
 	a->queue_max = queue_max;
 	a->next_seq = 1;
+	a->hash_key = *rw_hash_key();
+	a->n_buckets = RW_ACCESS_KEYS_MAX * 2 + 1;
+	a->buckets = calloc(a->n_buckets, sizeof(*a->buckets));
+	/* A run's share of the queue has no floor but one request: the queue may be 4 long. */
+	err = rw_shares_init(&a->queue, queue_max, 1, &a->hash_key) ||
+	      rw_shares_init(&a->records, RW_ACCESS_KEYS_MAX, RW_SHARE_FLOOR, &a->hash_key);
 	pthread_mutex_init(&a->lock, NULL);
 	pthread_cond_init(&a->cond, NULL);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	a->curl = curl_easy_init();
-	if (!a->url || !a->reqs || !a->curl) {
+	if (!a->url || !a->reqs || !a->buckets || err || !a->curl) {
 		errno = ENOMEM;
 		goto fail;
 	}
@@ -356,12 +458,14 @@ json_t *rw_access_json(struct rw_access *a)
 		}
 	for (size_t i = 0; i < n; i++)
 		json_array_append_new(list, req_json(a, order[i], true));
-	o = json_pack("{s:b, s:s, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I}, s:o}", "ok", 1, "url",
-		      a->url, "queue_max", (json_int_t)a->queue_max, "stats", "queued",
-		      (json_int_t)a->st.queued, "sent", (json_int_t)a->st.sent, "failed",
+	o = json_pack("{s:b, s:s, s:I, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:{s:I, s:I}}, s:o}",
+		      "ok", 1, "url", a->url, "queue_max", (json_int_t)a->queue_max, "stats",
+		      "queued", (json_int_t)a->st.queued, "sent", (json_int_t)a->st.sent, "failed",
 		      (json_int_t)a->st.failed, "dropped", (json_int_t)a->st.dropped, "retries",
-		      (json_int_t)a->st.retries, "pending", (json_int_t)a->st.pending, "requests",
-		      list);
+		      (json_int_t)a->st.retries, "pending", (json_int_t)a->st.pending, "displaced",
+		      (json_int_t)a->st.displaced_queue, "forgotten", "own_share",
+		      (json_int_t)a->st.forgotten[RW_SHARE_OWN], "fair_share",
+		      (json_int_t)a->st.forgotten[RW_SHARE_FAIR], "requests", list);
 	pthread_mutex_unlock(&a->lock);
 	free(order);
 	return o;
@@ -393,6 +497,9 @@ void rw_access_stop(struct rw_access *a)
 	pthread_mutex_destroy(&a->lock);
 	pthread_cond_destroy(&a->cond);
 	free(a->reqs);
+	free(a->buckets);
+	rw_shares_free(&a->queue);
+	rw_shares_free(&a->records);
 	free(a->url);
 	free(a);
 }

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <jansson.h>
 #include <linux/types.h>
+#include "run_shares.h"
 #include "runwall.h"
 
 #define RW_ACCESS_QUEUE_DEFAULT 256  /* requests waiting to be sent */
@@ -20,14 +21,23 @@
 
 struct rw_access;
 
+/* queued = sent + failed + pending + displaced. dropped: not queued, the queue being full and
+ * the run at its share of it. displaced: queued, then dropped for a run under its share.
+ * forgotten: sent or failed requests no longer remembered, by enum rw_share_cause (a later
+ * refusal of theirs is a new request).
+ */
 struct rw_access_stats {
-	uint64_t queued, sent, failed, dropped, retries, pending;
+	uint64_t queued, sent, failed, dropped, retries, pending, displaced_queue;
+	uint64_t forgotten[RW_SHARE__CAUSES];
 };
 
 /* Start the worker. queue_max: 1..65536. NULL with errno on failure. */
 struct rw_access *rw_access_start(const char *url, const char *node, size_t queue_max);
 /* The agent's loop, for each event: queues a request when it is the first not-allowlisted
- * refusal of its key, counts it otherwise. Never blocks (a full queue drops, counted).
+ * refusal of its key, counts it otherwise. Never blocks. The queue and the records are shared
+ * per run (run_shares.h): a full queue drops a run's request when the run holds its share of
+ * the queue, else it drops the newest of the run holding the most; the records forget a sent
+ * one of the run itself at its share, else of the run holding the most.
  * Returns true when a request was queued.
  */
 bool rw_access_note(struct rw_access *a, const struct rw_event *ev, int64_t real_ns);

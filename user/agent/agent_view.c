@@ -61,6 +61,8 @@ static char *metrics_text(void *data)
 	s.events_evicted = v->feed.events.evicted;
 	s.aggregates = v->feed.aggs.count;
 	s.aggregates_evicted = v->feed.aggs.evicted;
+	memcpy(s.events_displaced, v->feed.events.displaced, sizeof(s.events_displaced));
+	memcpy(s.aggregates_displaced, v->feed.aggs.displaced, sizeof(s.aggregates_displaced));
 	pthread_mutex_unlock(&v->feed.lock);
 	pthread_mutex_lock(&v->feed.pending_lock);
 	s.events_deferred = v->feed.deferred;
@@ -73,6 +75,8 @@ static char *metrics_text(void *data)
 	s.requests_dropped = as.dropped;
 	s.requests_retries = as.retries;
 	s.requests_pending = as.pending;
+	s.requests_displaced = as.displaced_queue;
+	memcpy(s.requests_forgotten, as.forgotten, sizeof(s.requests_forgotten));
 	text = rw_metrics_text(v->dp, &s);
 	free(s.runs);
 	return text;

@@ -2,6 +2,7 @@
 /* event_store.c: recent verdict events, per-destination aggregates, and the API's filters. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -260,23 +261,48 @@ int rw_query_parse(const char *qs, size_t len, struct rw_evfilter *f, char *err,
 
 int rw_evstore_init(struct rw_evstore *s, size_t cap)
 {
+	int err;
+
 	memset(s, 0, sizeof(*s));
 	if (!cap || cap > RW_EVSTORE_MAX)
 		return -EINVAL;
-	s->ring = calloc(cap, sizeof(*s->ring));
-	if (!s->ring)
+	s->slots = calloc(cap, sizeof(*s->slots));
+	s->order = calloc(cap * 2, sizeof(*s->order));
+	err = rw_shares_init(&s->shares, cap, RW_SHARE_FLOOR, rw_hash_key());
+	if (!s->slots || !s->order || err) {
+		rw_evstore_free(s);
 		return -ENOMEM;
+	}
 	s->cap = cap;
+	s->order_cap = cap * 2;
 	s->next_id = 1;
 	return 0;
 }
 
 void rw_evstore_free(struct rw_evstore *s)
 {
-	for (size_t i = 0; s->ring && i < s->cap; i++)
-		free(s->ring[i].json);
-	free(s->ring);
+	for (size_t i = 0; s->slots && i < s->cap; i++)
+		free(s->slots[i].json);
+	free(s->slots);
+	free(s->order);
+	rw_shares_free(&s->shares);
 	memset(s, 0, sizeof(*s));
+}
+
+static void order_squeeze(struct rw_evstore *s)
+{
+	size_t n = 0;
+
+	for (size_t i = s->head; i < s->head + s->len; i++) {
+		struct rw_evstore_entry *e = s->order[i].e;
+
+		if (!e)
+			continue;
+		e->pos = n;
+		s->order[n++] = s->order[i];
+	}
+	s->head = 0;
+	s->len = n;
 }
 
 uint64_t rw_evstore_add(struct rw_evstore *s, const struct rw_event *ev, const char *node,
@@ -290,26 +316,43 @@ uint64_t rw_evstore_add(struct rw_evstore *s, const struct rw_event *ev, const c
 	memcpy(copy, json, json_len);
 	copy[json_len] = '\0';
 	if (s->count == s->cap) {
-		e = &s->ring[s->head];
-		s->head = (s->head + 1) % s->cap;
+		enum rw_share_cause cause = RW_SHARE_OWN;
+		struct rw_share_link *l = rw_shares_victim(&s->shares, ev->run_id, &cause);
+
+		e = (struct rw_evstore_entry *)((char *)l -
+						offsetof(struct rw_evstore_entry, share));
+		rw_shares_del(&s->shares, &e->share);
+		s->order[e->pos].e = NULL;
+		free(e->json);
+		e->json = NULL;
 		s->count--;
 		s->evicted++;
+		s->displaced[cause]++;
+		while (s->len && !s->order[s->head].e) {
+			s->head++;
+			s->len--;
+		}
 	} else {
-		e = &s->ring[(s->head + s->count) % s->cap];
+		e = &s->slots[s->count];
 	}
-	free(e->json);
+	if (s->head + s->len == s->order_cap)
+		order_squeeze(s);
 	e->id = s->next_id++;
 	e->ev = *ev;
 	snprintf(e->node, sizeof(e->node), "%s", node ? node : "");
 	e->json = copy;
 	e->json_len = json_len;
+	e->pos = s->head + s->len;
+	s->order[e->pos] = (struct rw_evstore_pos){.id = e->id, .e = e};
+	s->len++;
 	s->count++;
+	rw_shares_add(&s->shares, &e->share, ev->run_id);
 	return e->id;
 }
 
 uint64_t rw_evstore_first_id(const struct rw_evstore *s)
 {
-	return s->count ? s->ring[s->head].id : 0;
+	return s->count ? s->order[s->head].id : 0;
 }
 
 uint64_t rw_evstore_last_id(const struct rw_evstore *s)
@@ -320,36 +363,40 @@ uint64_t rw_evstore_last_id(const struct rw_evstore *s)
 size_t rw_evstore_query(const struct rw_evstore *s, const struct rw_evfilter *f,
 			int (*fn)(const struct rw_evstore_entry *e, void *data), void *data)
 {
-	size_t start = 0, visited = 0, limit = f->limit ? f->limit : RW_QUERY_MAX_LIMIT;
-	uint64_t first = rw_evstore_first_id(s);
+	size_t lo = s->head, hi = s->head + s->len, start, visited = 0;
+	size_t limit = f->limit ? f->limit : RW_QUERY_MAX_LIMIT;
 
 	if (!s->count)
 		return 0;
-	/* Ids are consecutive in the ring: jump straight past the cursor. */
-	if (f->since >= first)
-		start = f->since - first + 1;
-	if (start >= s->count)
-		return 0;
+	/* Ids rise along order[]: a binary search finds the first past the cursor. */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (s->order[mid].id <= f->since)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	start = lo;
 	/* Only the newest `limit` matches: find where they begin by counting from the end. */
 	{
-		size_t matched = 0, from = start;
+		size_t matched = 0;
 
-		for (size_t i = s->count; i-- > start;) {
-			const struct rw_evstore_entry *e = &s->ring[(s->head + i) % s->cap];
+		for (size_t i = s->head + s->len; i-- > start;) {
+			const struct rw_evstore_entry *e = s->order[i].e;
 
-			if (!rw_evfilter_match(f, &e->ev, e->node))
+			if (!e || !rw_evfilter_match(f, &e->ev, e->node))
 				continue;
 			if (++matched == limit) {
-				from = i;
+				start = i;
 				break;
 			}
 		}
-		start = from;
 	}
-	for (size_t i = start; i < s->count && visited < limit; i++) {
-		const struct rw_evstore_entry *e = &s->ring[(s->head + i) % s->cap];
+	for (size_t i = start; i < s->head + s->len && visited < limit; i++) {
+		const struct rw_evstore_entry *e = s->order[i].e;
 
-		if (!rw_evfilter_match(f, &e->ev, e->node))
+		if (!e || !rw_evfilter_match(f, &e->ev, e->node))
 			continue;
 		visited++;
 		if (fn(e, data))
@@ -395,8 +442,11 @@ int rw_aggs_init_keyed(struct rw_aggs *a, size_t cap, const struct rw_hash_key *
 		return -EINVAL;
 	a->n_buckets = cap * 2 + 1;
 	a->buckets = calloc(a->n_buckets, sizeof(*a->buckets));
-	if (!a->buckets)
+	if (!a->buckets || rw_shares_init(&a->shares, cap, RW_SHARE_FLOOR, key)) {
+		free(a->buckets);
+		a->buckets = NULL;
 		return -ENOMEM;
+	}
 	a->cap = cap;
 	return 0;
 }
@@ -410,6 +460,7 @@ void rw_aggs_free(struct rw_aggs *a)
 		free(g);
 	}
 	free(a->buckets);
+	rw_shares_free(&a->shares);
 	memset(a, 0, sizeof(*a));
 }
 
@@ -437,12 +488,17 @@ static void lru_push(struct rw_aggs *a, struct rw_agg *g)
 		a->oldest = g;
 }
 
-static void agg_evict_oldest(struct rw_aggs *a)
+/* Room for one more aggregate of run: the victim rw_shares_victim() names goes. */
+static void agg_make_room(struct rw_aggs *a, const char *run)
 {
-	struct rw_agg *g = a->oldest, **pp;
+	enum rw_share_cause cause = RW_SHARE_OWN;
+	struct rw_share_link *l = rw_shares_victim(&a->shares, run, &cause);
+	struct rw_agg *g, **pp;
 
-	if (!g)
+	if (!l)
 		return;
+	g = (struct rw_agg *)((char *)l - offsetof(struct rw_agg, share));
+	rw_shares_del(&a->shares, &g->share);
 	lru_unlink(a, g);
 	for (pp = &a->buckets[agg_hash(a, &g->key)]; *pp; pp = &(*pp)->hnext)
 		if (*pp == g) {
@@ -452,6 +508,7 @@ static void agg_evict_oldest(struct rw_aggs *a)
 	free(g);
 	a->count--;
 	a->evicted++;
+	a->displaced[cause]++;
 }
 
 const struct rw_agg *rw_aggs_find(const struct rw_aggs *a, const struct rw_agg_key *k)
@@ -472,18 +529,22 @@ struct rw_agg *rw_aggs_add(struct rw_aggs *a, const struct rw_event *ev, const c
 	size_t b;
 
 	agg_key(&k, ev, node);
-	g = (struct rw_agg *)rw_aggs_find(a, &k);
+	b = agg_hash(a, &k); /* once: the lookup and the insert share it */
+	for (g = a->buckets[b]; g; g = g->hnext)
+		if (!memcmp(&g->key, &k, sizeof(k)))
+			break;
 	if (g) {
 		lru_unlink(a, g);
+		rw_shares_touch(&a->shares, &g->share);
 	} else {
 		if (a->count == a->cap)
-			agg_evict_oldest(a);
+			agg_make_room(a, k.run);
 		g = calloc(1, sizeof(*g));
 		if (!g)
 			return NULL;
 		g->key = k;
+		rw_shares_add(&a->shares, &g->share, k.run);
 		g->first_ns = real_ns;
-		b = agg_hash(a, &k);
 		g->hnext = a->buckets[b];
 		a->buckets[b] = g;
 		a->count++;

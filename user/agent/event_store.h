@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <linux/types.h>
+#include "run_shares.h"
 #include "runwall.h"
 #include "util.h"
 
@@ -62,20 +63,41 @@ struct rw_evstore_entry {
 	char node[RW_NODE_LEN];
 	char *json; /* the event as JSON without its id: "{...}" */
 	size_t json_len;
+	/* private */
+	struct rw_share_link share;
+	size_t pos; /* in order[] */
 };
 
+/* One place of the id order: e is NULL once the entry was displaced (its id stays, for the
+ * binary search by cursor).
+ */
+struct rw_evstore_pos {
+	uint64_t id;
+	struct rw_evstore_entry *e;
+};
+
+/* The entries sit in slots[]; order[head, head + len) lists them by id, oldest first, with a
+ * hole where a run's entry was displaced from the middle. order[] has room for twice cap: when
+ * its end is reached the holes are squeezed out, at most once per cap events.
+ */
 struct rw_evstore {
-	struct rw_evstore_entry *ring;
+	struct rw_evstore_entry *slots;
 	size_t cap;
 	size_t count;
-	size_t head; /* index of the oldest entry */
+	struct rw_evstore_pos *order;
+	size_t order_cap, head, len;
 	uint64_t next_id;
-	uint64_t evicted; /* entries dropped to make room */
+	uint64_t evicted; /* entries dropped to make room (all causes) */
+	uint64_t displaced[RW_SHARE__CAUSES];
+	struct rw_shares shares;
 };
 
 int rw_evstore_init(struct rw_evstore *s, size_t cap);
 void rw_evstore_free(struct rw_evstore *s);
-/* Keep one event (json copied); the oldest goes when full. Returns its id, 0 on ENOMEM. */
+/* Keep one event (json copied). When full, one entry goes: the oldest of the event's run when
+ * it holds its share of the store or more, else the oldest of the run holding the most
+ * (rw_shares_victim()). Returns its id, 0 on ENOMEM.
+ */
 uint64_t rw_evstore_add(struct rw_evstore *s, const struct rw_event *ev, const char *node,
 			const char *json, size_t json_len);
 /* Oldest and newest ids held (0 when empty). */
@@ -110,6 +132,7 @@ struct rw_agg {
 	char peer_name[RW_NAME_LEN];	     /* the service the snapshot names at the peer, or "" */
 	/* private */
 	struct rw_agg *hnext, *newer, *older;
+	struct rw_share_link share;
 };
 
 struct rw_aggs {
@@ -117,15 +140,20 @@ struct rw_aggs {
 	size_t n_buckets;
 	size_t cap, count;
 	struct rw_agg *newest, *oldest; /* by last update */
-	uint64_t evicted;		/* aggregates dropped, oldest first, to make room */
-	struct rw_hash_key hash_key;	/* the buckets' (rw_siphash()) */
+	uint64_t evicted;		/* aggregates dropped to make room (all causes) */
+	uint64_t displaced[RW_SHARE__CAUSES];
+	struct rw_hash_key hash_key; /* the buckets' (rw_siphash()) */
+	struct rw_shares shares;     /* which one goes when full: see rw_evstore_add() */
 };
 
 /* Hashed under the process's key (rw_hash_key()); _keyed under the one given (tests). */
 int rw_aggs_init(struct rw_aggs *a, size_t cap);
 int rw_aggs_init_keyed(struct rw_aggs *a, size_t cap, const struct rw_hash_key *key);
 void rw_aggs_free(struct rw_aggs *a);
-/* Count one event; rule and peer_name may be NULL. Returns the aggregate (NULL on ENOMEM). */
+/* Count one event; rule and peer_name may be NULL. When full, a new aggregate displaces the least
+ * recently updated one of its run, or of the run holding the most, as rw_evstore_add() does.
+ * Returns the aggregate (NULL on ENOMEM).
+ */
 struct rw_agg *rw_aggs_add(struct rw_aggs *a, const struct rw_event *ev, const char *node,
 			   int64_t real_ns, const char *rule, const char *peer_name);
 const struct rw_agg *rw_aggs_find(const struct rw_aggs *a, const struct rw_agg_key *k);

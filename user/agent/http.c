@@ -330,9 +330,12 @@ json_t *rw_graph_json(const struct rw_aggs *a, const struct rw_evfilter *f)
 	json_decref(w.sandboxes);
 	json_decref(w.dests);
 	json_decref(w.by_edge);
-	return json_pack("{s:b, s:o, s:o, s:o, s:I, s:I, s:I}", "ok", 1, "sandboxes", sbx,
-			 "destinations", dst, "edges", w.edges, "aggregates", (json_int_t)a->count,
-			 "capacity", (json_int_t)a->cap, "evicted", (json_int_t)a->evicted);
+	return json_pack("{s:b, s:o, s:o, s:o, s:I, s:I, s:I, s:{s:I, s:I}}", "ok", 1, "sandboxes",
+			 sbx, "destinations", dst, "edges", w.edges, "aggregates",
+			 (json_int_t)a->count, "capacity", (json_int_t)a->cap, "evicted",
+			 (json_int_t)a->evicted, "displaced", "own_share",
+			 (json_int_t)a->displaced[RW_SHARE_OWN], "fair_share",
+			 (json_int_t)a->displaced[RW_SHARE_FAIR]);
 }
 
 /* ---- answering ---- */
@@ -479,8 +482,8 @@ static enum MHD_Result answer_events(struct rw_http *h, struct MHD_Connection *c
 {
 	struct buf b = {};
 	struct events_walk w = {.b = &b};
-	char tail[160];
-	uint64_t first, last, evicted;
+	char tail[224];
+	uint64_t first, last, evicted, own, fair;
 
 	buf_add(&b, "{\"ok\":true,\"events\":[", 21);
 	pthread_mutex_lock(&h->feed->lock);
@@ -488,14 +491,16 @@ static enum MHD_Result answer_events(struct rw_http *h, struct MHD_Connection *c
 	first = rw_evstore_first_id(&h->feed->events);
 	last = rw_evstore_last_id(&h->feed->events);
 	evicted = h->feed->events.evicted;
+	own = h->feed->events.displaced[RW_SHARE_OWN];
+	fair = h->feed->events.displaced[RW_SHARE_FAIR];
 	pthread_mutex_unlock(&h->feed->lock);
 	/* "cursor": what to pass as `since` next time (the newest id scanned, matching or not). */
 	snprintf(tail, sizeof(tail),
 		 "],\"count\":%zu,\"first\":%llu,\"last\":%llu,\"cursor\":%llu,"
-		 "\"evicted\":%llu}",
+		 "\"evicted\":%llu,\"displaced\":{\"own_share\":%llu,\"fair_share\":%llu}}",
 		 w.n, (unsigned long long)first, (unsigned long long)last,
 		 (unsigned long long)(last > f->since ? last : f->since),
-		 (unsigned long long)evicted);
+		 (unsigned long long)evicted, (unsigned long long)own, (unsigned long long)fair);
 	buf_add(&b, tail, strlen(tail));
 	if (b.failed) {
 		free(b.p);

@@ -168,8 +168,16 @@ char *rw_metrics_text(const struct rw_datapath *dp, const struct rw_metrics_snap
 	family(&o, "runwall_view_events", "gauge", "Verdict events held in memory for the API.");
 	sample(&o, "runwall_view_events", "", s->events_buffered);
 	family(&o, "runwall_view_events_evicted_total", "counter",
-	       "Events dropped from memory, oldest first, to make room.");
+	       "Events dropped from memory to make room (every cause).");
 	sample(&o, "runwall_view_events_evicted_total", "", s->events_evicted);
+	family(&o, "runwall_view_events_displaced_total", "counter",
+	       "Events dropped to make room, by cause: own_share, the run's own oldest (it held "
+	       "its share or more); fair_share, the oldest of the run holding the most, for a run "
+	       "under its share.");
+	sample(&o, "runwall_view_events_displaced_total", "cause=\"own_share\"",
+	       s->events_displaced[RW_SHARE_OWN]);
+	sample(&o, "runwall_view_events_displaced_total", "cause=\"fair_share\"",
+	       s->events_displaced[RW_SHARE_FAIR]);
 	family(&o, "runwall_view_events_deferred_total", "counter",
 	       "Events the agent's loop set aside because a query held the view's store.");
 	sample(&o, "runwall_view_events_deferred_total", "", s->events_deferred);
@@ -180,15 +188,32 @@ char *rw_metrics_text(const struct rw_datapath *dp, const struct rw_metrics_snap
 	       "Per (run, destination, port, protocol) aggregates held in memory.");
 	sample(&o, "runwall_view_aggregates", "", s->aggregates);
 	family(&o, "runwall_view_aggregates_evicted_total", "counter",
-	       "Aggregates dropped, least recently updated first, to make room.");
+	       "Aggregates dropped, least recently updated first, to make room (every cause).");
 	sample(&o, "runwall_view_aggregates_evicted_total", "", s->aggregates_evicted);
+	family(&o, "runwall_view_aggregates_displaced_total", "counter",
+	       "Aggregates dropped to make room, by cause: own_share, the run's own least recently "
+	       "updated; fair_share, that of the run holding the most, for a run under its share.");
+	sample(&o, "runwall_view_aggregates_displaced_total", "cause=\"own_share\"",
+	       s->aggregates_displaced[RW_SHARE_OWN]);
+	sample(&o, "runwall_view_aggregates_displaced_total", "cause=\"fair_share\"",
+	       s->aggregates_displaced[RW_SHARE_FAIR]);
 
 	family(&o, "runwall_access_requests_total", "counter",
-	       "Network-access requests: queued, sent (2xx), failed for good, dropped (queue full).");
+	       "Network-access requests: queued, sent (2xx), failed for good, dropped (queue full, "
+	       "the run at its share of it), displaced (queued, then dropped for a run under its "
+	       "share).");
 	sample(&o, "runwall_access_requests_total", "outcome=\"queued\"", s->requests_queued);
 	sample(&o, "runwall_access_requests_total", "outcome=\"sent\"", s->requests_sent);
 	sample(&o, "runwall_access_requests_total", "outcome=\"failed\"", s->requests_failed);
 	sample(&o, "runwall_access_requests_total", "outcome=\"dropped\"", s->requests_dropped);
+	sample(&o, "runwall_access_requests_total", "outcome=\"displaced\"", s->requests_displaced);
+	family(&o, "runwall_access_requests_forgotten_total", "counter",
+	       "Sent or failed requests no longer remembered for dedup, to make room, by cause: "
+	       "own_share, the run's own oldest; fair_share, the oldest of the run holding the most.");
+	sample(&o, "runwall_access_requests_forgotten_total", "cause=\"own_share\"",
+	       s->requests_forgotten[RW_SHARE_OWN]);
+	sample(&o, "runwall_access_requests_forgotten_total", "cause=\"fair_share\"",
+	       s->requests_forgotten[RW_SHARE_FAIR]);
 	family(&o, "runwall_access_request_retries_total", "counter",
 	       "Retries of network-access requests (the receiver was down or answered 5xx).");
 	sample(&o, "runwall_access_request_retries_total", "", s->requests_retries);

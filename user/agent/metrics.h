@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "datapath.h"
+#include "run_shares.h"
 
 /* Upper bounds (seconds) of the apply duration histogram's buckets (+Inf is implied). */
 #define RW_APPLY_BUCKETS(X) X(0.005) X(0.01) X(0.025) X(0.05) X(0.1) X(0.25) X(0.5) X(1) X(2.5) X(5)
@@ -39,9 +40,11 @@ struct rw_metrics_snap {
 	uint64_t cni_repairs;
 	uint64_t subscribers, delivered, skipped;
 	uint64_t events_buffered, events_evicted, aggregates, aggregates_evicted;
+	uint64_t events_displaced[RW_SHARE__CAUSES], aggregates_displaced[RW_SHARE__CAUSES];
 	uint64_t events_deferred, events_deferred_dropped;
 	uint64_t requests_queued, requests_sent, requests_failed, requests_dropped,
-		requests_retries, requests_pending, requests_suppressed;
+		requests_retries, requests_pending, requests_suppressed, requests_displaced;
+	uint64_t requests_forgotten[RW_SHARE__CAUSES];
 };
 
 /* Count one apply that took `seconds`. */

@@ -75,12 +75,13 @@ static int cmd_requests(int argc, char **argv)
 		return RW_EXIT_OK;
 	}
 	printf("network-access requests to %s: %lld queued, %lld sent, %lld pending, %lld failed, "
-	       "%lld dropped (queue full), %lld retries\n",
+	       "%lld dropped (queue full), %lld displaced (for another run's share), %lld retries\n",
 	       url, json_integer_value(json_object_get(stats, "queued")),
 	       json_integer_value(json_object_get(stats, "sent")),
 	       json_integer_value(json_object_get(stats, "pending")),
 	       json_integer_value(json_object_get(stats, "failed")),
 	       json_integer_value(json_object_get(stats, "dropped")),
+	       json_integer_value(json_object_get(stats, "displaced")),
 	       json_integer_value(json_object_get(stats, "retries")));
 	rw_table_init(&t, 9, heads, RW_TABLE_RIGHT(2) | RW_TABLE_RIGHT(5) | RW_TABLE_RIGHT(7));
 	json_array_foreach(list, i, item)
