@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* runwall.bpf.c: the two programs on each sandbox's host-side veth.
+/* runwall.bpf.c: the two programs on each sandbox's host-side veth, and the agent's flip.
  *
  *   rw_egress  (pod -> world) on the veth's TC ingress hook, out of the pod's reach;
- *   rw_ingress (world -> pod) on the veth's TC egress hook.
+ *   rw_ingress (world -> pod) on the veth's TC egress hook;
+ *   rw_flip    the one writer of the state word, run by the agent (BPF_PROG_TEST_RUN).
  *
  * Absence means deny: every case not positively allowed below ends in rw_finish() with a reason.
  */
@@ -65,14 +66,15 @@ static __always_inline int rw_identify(struct rw_ctx *x, const struct rw_view *v
  *
  * Current means run_revs[run_idx] <= stamp <= the revision in force. Why that is enough, with
  * the agent writing while packets run: the agent writes run_revs[r] = N for every run whose
- * verdicts change in revision N (every run, for a node-wide change) BEFORE the single store
- * that flips the state word to N (user/lib/apply.c, rw_apply_revs()). A packet that read the
- * old state word was judged under the old slot and stamps the old revision M < N, so once
- * run_revs[r] = N its flow fails this test and is judged again; a packet that read the new
- * state word judges under the new slot and stamps N. A packet reading run_revs[r] before the
- * agent's write is one that could have run entirely before the flip: the old verdict is then
- * still the policy in force, and the grace period after the flip waits for it. A stamp above
- * the revision in force (left by pins of another history) is never trusted.
+ * verdicts change in revision N (every run, for a node-wide change) BEFORE the single atomic
+ * store that flips the state word to N (user/lib/apply.c, rw_apply_revs(); rw_flip below; the
+ * memory ordering is spelled out at the flip in rw_apply()). A packet that read the old state
+ * word was judged under the old slot and stamps the old revision M < N, so once run_revs[r] = N
+ * its flow fails this test and is judged again; a packet that read the new state word judges
+ * under the new slot and stamps N. A packet reading run_revs[r] before the agent's write is one
+ * that could have run entirely before the flip: the old verdict is then still the policy in
+ * force, and the grace period after the flip waits for it. A stamp above the revision in force
+ * (left by pins of another history) is never trusted.
  */
 static __always_inline struct rw_ct_value *rw_fast(struct rw_ctx *x, void *table,
 						   const struct rw_ct_key *ck)
@@ -258,4 +260,31 @@ int rw_ingress(struct __sk_buff *skb)
 	x.rule_id = in->rule_id;
 	x.path = RW_PATH_INBOUND;
 	return rw_allow_flow(&x, table, &ck, ct, RW_DIR_INGRESS);
+}
+
+/* The flip. A map update from user space copies the whole value with the kernel's memcpy
+ * (copy_map_value()), which promises nothing about the size of its stores: `rep movsb` may write
+ * the state word a byte at a time, and a packet loading it in between would see a slot and a
+ * revision that were never stored together. Here the word is written by one BPF_CMPXCHG: a
+ * single 64-bit store that every CPU sees whole, and a full memory barrier (lock cmpxchg on
+ * x86, a fully ordered compare-and-swap on arm64). The compare makes a second writer visible:
+ * the flip stores nothing unless the word is still the one the caller started from. Sleepable
+ * (SEC("syscall")), so it runs in the caller's process context; packets never run it.
+ */
+SEC("syscall")
+int rw_flip(struct rw_flip_args *args)
+{
+	struct rw_config *cfg;
+	__u64 expect = args->expect;
+	__u32 zero = 0;
+
+	cfg = bpf_map_lookup_elem(&RW_MAP_CONFIG, &zero);
+	if (!cfg)
+		return RW_FLIP_NO_CONFIG;
+	args->found = __sync_val_compare_and_swap(&cfg->state, expect, args->next);
+	if (args->found != expect)
+		return RW_FLIP_CHANGED;
+	/* Not read by packets: when the flip happened, for `runwall status`. */
+	cfg->applied_ns = bpf_ktime_get_ns();
+	return RW_FLIP_DONE;
 }

@@ -151,7 +151,7 @@ enum rw_egress_mode {
 
 /* rw_config[0]: node-wide state. `state` is one 64-bit word so that a packet reads readiness,
  * the live slot and the revision with a single load while the agent flips them with a single
- * store: revision << 8 | ready << 1 | slot.
+ * atomic store (rw_flip): revision << 8 | ready << 1 | slot.
  */
 #define RW_STATE_SLOT(s)	   ((__u32)((s)&1))
 #define RW_STATE_READY(s)	   (((s) >> 1) & 1)
@@ -169,6 +169,23 @@ struct rw_config {
 	__u32 pad;
 };
 _Static_assert(sizeof(struct rw_config) == 40, "rw_config layout");
+
+/* rw_flip, the one writer of rw_config.state: a BPF_PROG_TYPE_SYSCALL program that user space
+ * runs with BPF_PROG_TEST_RUN, this as its context (in and out). It stores `next` with one
+ * compare-and-exchange when the state word is `expect`, and says what it found.
+ */
+struct rw_flip_args {
+	__u64 expect; /* the state word the flip starts from */
+	__u64 next;   /* the state word to store */
+	__u64 found;  /* out: the state word that was there (== expect: `next` is stored) */
+};
+_Static_assert(sizeof(struct rw_flip_args) == 24, "rw_flip_args layout");
+
+enum rw_flip_result {
+	RW_FLIP_DONE = 0,
+	RW_FLIP_NO_CONFIG = 1, /* rw_config has no entry 0 (cannot happen to an ARRAY) */
+	RW_FLIP_CHANGED = 2,   /* the state word was not `expect`: nothing stored */
+};
 
 /* rw_endpoints: host-side veth ifindex -> the pod bound to it (the /32 route to the pod). */
 struct rw_endpoint {

@@ -5,18 +5,20 @@
  * events must agree; any difference is a bug in one of them and is printed with everything
  * needed to replay it (seed, snapshot, packet bytes).
  *
- *   test_differential [--seed N] [--packets N] [--snapshots N] [-v]
+ *   test_differential [--seed N] [--packets N] [--snapshots N] [--flips N] [-v]
  *
  * Without --seed, RW_DIFF_SEED from the environment, else a fresh seed; it is printed first.
  *
  * The production programs are pinned in a private bpffs folder and a dry-run copy (the one
  * `runwall explain` uses) runs over the same maps: it reports the path and rule of every
  * packet, where the production copy only reports new flows. Runs in its own network namespace.
+ * A last phase flips the state word back and forth under reader threads (flip_phase()).
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1104,6 +1106,182 @@ static int conntrack_full_phase(__u64 revision)
 	return fails;
 }
 
+/* ---- the flip under concurrent readers ----
+ *
+ * The main thread flips the pinned state word between two values that differ in every byte,
+ * through rw_config_flip() as an apply does, while reader threads run a small program with
+ * BPF_PROG_TEST_RUN that loads the word exactly as rw_state_load() does (one aligned 8-byte
+ * load of rw_config[0]) and counts, in a per-CPU map, each value it saw: the one, the other, or
+ * anything else (and keeps the last such). Any other value is a torn read: a packet judging
+ * under a slot and a revision that were never stored together. The readers must also have seen
+ * both values, or they did not run while the word moved and the phase proves nothing.
+ */
+#define FLIP_A	     0x5a5a5a5a5a5a5a02ULL /* ready, slot 0 */
+#define FLIP_B	     0xa5a5a5a5a5a5a503ULL /* ready, slot 1: every byte differs from FLIP_A */
+#define FLIP_READERS 2
+#define FLIP_REPEAT  2000 /* loads per BPF_PROG_TEST_RUN call */
+
+struct flip_seen {
+	__u64 torn, saw_a, saw_b, last_torn;
+};
+
+static volatile int flip_done, flip_started;
+static int flip_prog = -1;
+static unsigned long long flip_reads;
+
+#define INSN(c, d, s, o, i) \
+	((struct bpf_insn){.code = (c), .dst_reg = (d), .src_reg = (s), .off = (o), .imm = (i)})
+#define LD_IMM64(d, src, v) \
+	INSN(BPF_LD | BPF_DW | BPF_IMM, d, src, 0, (__u32)(v)), INSN(0, 0, 0, 0, (__u64)(v) >> 32)
+
+static int flip_reader_load(int cfg_fd, int seen_fd)
+{
+	const struct bpf_insn insns[] = {
+		INSN(BPF_ST | BPF_W | BPF_MEM, BPF_REG_10, 0, -4, 0), /* key 0 */
+		INSN(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_2, BPF_REG_10, 0, 0),
+		INSN(BPF_ALU64 | BPF_ADD | BPF_K, BPF_REG_2, 0, 0, -4),
+		LD_IMM64(BPF_REG_1, BPF_PSEUDO_MAP_FD, cfg_fd),
+		INSN(BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_map_lookup_elem),
+		INSN(BPF_JMP | BPF_JEQ | BPF_K, BPF_REG_0, 0, 21, 0), /* -> exit */
+		/* The load rw_state_load() makes. */
+		INSN(BPF_LDX | BPF_DW | BPF_MEM, BPF_REG_6, BPF_REG_0, 0, 0),
+		INSN(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_8, 0, 0, 8), /* saw_a */
+		LD_IMM64(BPF_REG_1, 0, FLIP_A),
+		INSN(BPF_JMP | BPF_JEQ | BPF_X, BPF_REG_6, BPF_REG_1, 5, 0), /* -> count */
+		INSN(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_8, 0, 0, 16),	     /* saw_b */
+		LD_IMM64(BPF_REG_1, 0, FLIP_B),
+		INSN(BPF_JMP | BPF_JEQ | BPF_X, BPF_REG_6, BPF_REG_1, 1, 0), /* -> count */
+		INSN(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_8, 0, 0, 0),	     /* torn */
+		/* count: */
+		INSN(BPF_ALU64 | BPF_MOV | BPF_X, BPF_REG_2, BPF_REG_10, 0, 0),
+		INSN(BPF_ALU64 | BPF_ADD | BPF_K, BPF_REG_2, 0, 0, -4),
+		LD_IMM64(BPF_REG_1, BPF_PSEUDO_MAP_FD, seen_fd),
+		INSN(BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_map_lookup_elem),
+		INSN(BPF_JMP | BPF_JEQ | BPF_K, BPF_REG_0, 0, 5, 0), /* -> exit */
+		INSN(BPF_ALU64 | BPF_ADD | BPF_X, BPF_REG_0, BPF_REG_8, 0, 0),
+		INSN(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_1, 0, 0, 1),
+		INSN(BPF_STX | BPF_DW | BPF_ATOMIC, BPF_REG_0, BPF_REG_1, 0, BPF_ADD),
+		INSN(BPF_JMP | BPF_JNE | BPF_K, BPF_REG_8, 0, 1, 0),	       /* -> exit */
+		INSN(BPF_STX | BPF_DW | BPF_MEM, BPF_REG_0, BPF_REG_6, 24, 0), /* last_torn */
+		/* exit: */
+		INSN(BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, 0),
+		INSN(BPF_JMP | BPF_EXIT, 0, 0, 0, 0),
+	};
+
+	return bpf_prog_load(BPF_PROG_TYPE_SCHED_CLS, "rw_flip_reader", "GPL", insns,
+			     sizeof(insns) / sizeof(insns[0]), NULL);
+}
+
+static void *flip_reader(void *arg)
+{
+	__u8 frame[64] = {0};
+	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = frame, .data_size_in = sizeof(frame),
+		    .repeat = FLIP_REPEAT);
+
+	__atomic_add_fetch(&flip_started, 1, __ATOMIC_SEQ_CST);
+	while (!__atomic_load_n(&flip_done, __ATOMIC_SEQ_CST)) {
+		if (bpf_prog_test_run_opts(flip_prog, &opts))
+			return (void *)(long)-errno;
+		__atomic_add_fetch(&flip_reads, FLIP_REPEAT, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+static int flip_phase(unsigned long long flips, int tap)
+{
+	int ncpu = libbpf_num_possible_cpus(), cfg_fd = dp.map_fd[RW_M_CONFIG], seen_fd, fails = 0;
+	struct flip_seen *per = calloc(ncpu > 0 ? ncpu : 1, sizeof(*per)), sum = {};
+	pthread_t readers[FLIP_READERS];
+	struct rw_config cfg, end;
+	struct timespec t0, t1;
+	unsigned long long n = 0;
+	char err[512] = "";
+	__u32 zero = 0;
+	__u64 cur;
+	int ret = 0;
+
+	seen_fd =
+		bpf_map_create(BPF_MAP_TYPE_PERCPU_ARRAY, "rw_flip_seen", 4, sizeof(sum), 1, NULL);
+	if (!per || seen_fd < 0 || rw_config_read(&dp, &cfg)) {
+		printf("Bail out! flip phase: setting up: %s\n", strerror(errno));
+		exit(1);
+	}
+	flip_prog = flip_reader_load(cfg_fd, seen_fd);
+	if (flip_prog < 0) {
+		printf("Bail out! flip phase: loading the reader: %s\n", strerror(errno));
+		exit(1);
+	}
+	ret = rw_config_flip(&dp, cfg.state, FLIP_A, err, sizeof(err));
+	flip_done = 0;
+	for (int i = 0; !ret && i < FLIP_READERS; i++)
+		if (pthread_create(&readers[i], NULL, flip_reader, NULL)) {
+			printf("Bail out! flip phase: pthread_create failed\n");
+			exit(1);
+		}
+	while (!ret && __atomic_load_n(&flip_started, __ATOMIC_SEQ_CST) < FLIP_READERS)
+		sched_yield();
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	cur = FLIP_A;
+	for (; !ret && n < flips; n++) {
+		__u64 next = cur == FLIP_A ? FLIP_B : FLIP_A;
+
+		ret = rw_config_flip(&dp, cur, next, err, sizeof(err));
+		cur = next;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	__atomic_store_n(&flip_done, 1, __ATOMIC_SEQ_CST);
+	for (int i = 0; i < FLIP_READERS && flip_started; i++) {
+		void *rr;
+
+		pthread_join(readers[i], &rr);
+		if (rr && !ret) {
+			snprintf(err, sizeof(err), "reader: BPF_PROG_TEST_RUN: %s",
+				 strerror(-(int)(long)rr));
+			ret = -1;
+		}
+	}
+	rw_config_read(&dp, &end);
+	if (bpf_map_lookup_elem(seen_fd, &zero, per) == 0) {
+		for (int c = 0; c < ncpu; c++) {
+			sum.torn += per[c].torn;
+			sum.saw_a += per[c].saw_a;
+			sum.saw_b += per[c].saw_b;
+			if (per[c].torn)
+				sum.last_torn = per[c].last_torn;
+		}
+	}
+	/* Back to the state the snapshots left. */
+	if (rw_config_flip(&dp, end.state, cfg.state, err + strlen(err), sizeof(err) - strlen(err)))
+		ret = ret ? ret : -1;
+	printf("# flip phase: %llu flips in %.3f s by rw_flip; %d readers made %llu loads: %llu saw "
+	       "%#llx, %llu saw %#llx, %llu saw anything else\n",
+	       n, (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9, FLIP_READERS,
+	       flip_reads, (unsigned long long)sum.saw_a, FLIP_A, (unsigned long long)sum.saw_b,
+	       FLIP_B, (unsigned long long)sum.torn);
+	if (ret) {
+		printf("not ok %d - the flip under readers: %s\n", tap, err);
+		fails++;
+	} else if (sum.torn || end.state != cur) {
+		printf("not ok %d - the flip under readers: %llu torn loads (the last %#llx), state "
+		       "%#llx after the last flip to %#llx\n",
+		       tap, (unsigned long long)sum.torn, (unsigned long long)sum.last_torn,
+		       (unsigned long long)end.state, (unsigned long long)cur);
+		fails++;
+	} else if (!sum.saw_a || !sum.saw_b) {
+		printf("not ok %d - the flip under readers: the readers never saw the word move "
+		       "(%llu and %llu loads of each value)\n",
+		       tap, (unsigned long long)sum.saw_a, (unsigned long long)sum.saw_b);
+		fails++;
+	} else {
+		printf("ok %d - the flip under readers: every load saw one of the two stored states\n",
+		       tap);
+	}
+	close(flip_prog);
+	close(seen_fd);
+	free(per);
+	return fails;
+}
+
 static void teardown(void)
 {
 	ring_buffer__free(ring);
@@ -1115,9 +1293,9 @@ static void teardown(void)
 
 int main(int argc, char **argv)
 {
-	unsigned long long seed = 0, packets = 100000, snapshots = 0, per_snap;
+	unsigned long long seed = 0, packets = 100000, snapshots = 0, flips = 20000, per_snap;
 	struct timespec t0, t1;
-	int have_seed = 0, ct_fails = 0, no_ct_phase = 0;
+	int have_seed = 0, ct_fails = 0, flip_fails, no_ct_phase = 0;
 	__u64 revision = 1;
 
 	for (int i = 1; i < argc; i++) {
@@ -1128,13 +1306,16 @@ int main(int argc, char **argv)
 			packets = strtoull(argv[++i], NULL, 0);
 		} else if (!strcmp(argv[i], "--snapshots") && i + 1 < argc) {
 			snapshots = strtoull(argv[++i], NULL, 0);
+		} else if (!strcmp(argv[i], "--flips") && i + 1 < argc) {
+			flips = strtoull(argv[++i], NULL, 0);
 		} else if (!strcmp(argv[i], "--no-conntrack-phase")) {
 			no_ct_phase = 1;
 		} else if (!strcmp(argv[i], "-v")) {
 			verbose = 1;
 		} else {
 			fprintf(stderr,
-				"usage: %s [--seed N] [--packets N] [--snapshots N] [--no-conntrack-phase] [-v]\n",
+				"usage: %s [--seed N] [--packets N] [--snapshots N] [--flips N] "
+				"[--no-conntrack-phase] [-v]\n",
 				argv[0]);
 			return 2;
 		}
@@ -1197,10 +1378,11 @@ int main(int argc, char **argv)
 	printf("\n%s 1 - model and datapath agree on every packet (seed %llu): %llu differences\n",
 	       st.diffs ? "not ok" : "ok", seed, st.diffs);
 	ct_fails = no_ct_phase ? 0 : conntrack_full_phase(revision);
+	flip_fails = flip_phase(flips, no_ct_phase ? 2 : 3);
 	teardown();
-	printf("1..%d\n", no_ct_phase ? 1 : 2);
+	printf("1..%d\n", no_ct_phase ? 2 : 3);
 	rw_policy_free(&snaps[0]);
 	free(json_now);
 	free(ct_tab);
-	return st.diffs || ct_fails ? 1 : 0;
+	return st.diffs || ct_fails || flip_fails ? 1 : 0;
 }

@@ -1318,20 +1318,26 @@ int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
 	if (ret)
 		goto cleanup;
 
-	/* The flip: one 64-bit store that packets read with one load. */
-	cfg.state = RW_STATE(next->revision, 1, idle);
-	{
-		struct timespec ts;
-
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		cfg.applied_ns = ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-	}
-	ret = rw_config_write(dp, &cfg);
-	if (ret) {
-		rw_fail_msg(err, errlen, ret, "%s: flip: %s", rw_map_names[RW_M_CONFIG],
-			    strerror(-ret));
+	/* The flip: one atomic 64-bit store (rw_flip) that packets read with one load, from the
+	 * state read at the start of this apply. Why a packet that loads the new word sees the
+	 * whole new slot and the new run_revs:
+	 *   writer: every write of the idle slot's inner maps and of run_revs above was a bpf(2)
+	 *   call that had returned, in this thread's program order, before the BPF_CMPXCHG, which
+	 *   is a full barrier (and a thread that moves between CPUs keeps its order: the
+	 *   scheduler's switch is a barrier too). So they are visible to any CPU before the new
+	 *   state word is.
+	 *   reader: rw_state_load() loads the word once, whole (an aligned 8-byte load, and the
+	 *   one store that changes it is 8 bytes: never a mix of two words); rw_view_load() then
+	 *   looks the inner maps up with the slot taken from that value, loads that depend on it
+	 *   by address, which no CPU performs before the load they depend on.
+	 * The fast path needs no more: its run_revs load does not depend on the state word, but a
+	 * packet that sees an old run_revs[r] gets what it would have got entirely before the flip
+	 * (the old verdict, then still the policy in force), and the grace period below waits
+	 * for it.
+	 */
+	ret = rw_config_flip(dp, cfg.state, RW_STATE(next->revision, 1, idle), err, errlen);
+	if (ret)
 		goto cleanup;
-	}
 	fault_point("after-flip", next->revision);
 	/* One grace period: afterwards no program still reads the old slot, so the next apply may
 	 * write it.

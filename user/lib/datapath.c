@@ -43,6 +43,7 @@ static void datapath_init(struct rw_datapath *dp, unsigned int flags)
 		dp->map_fd[i] = -1;
 	for (int i = 0; i < RW_DIR_COUNT; i++)
 		dp->prog_fd[i] = -1;
+	dp->flip_fd = -1;
 }
 
 static int mkdir_p(const char *path)
@@ -198,6 +199,11 @@ int rw_datapath_load_sized(struct rw_datapath *dp, const char *pin_dir, unsigned
 		bpf_object__for_each_map(map, skel->obj) bpf_map__set_pin_path(map, NULL);
 	}
 	skel->rodata->rw_dry_run = !!(flags & RW_DP_DRY_RUN);
+	/* The flip only where one can happen: not in a dry run over the pins (`runwall explain`
+	 * against the node's policy), which must never write them.
+	 */
+	bpf_program__set_autoload(skel->progs.rw_flip,
+				  !(flags & RW_DP_DRY_RUN) || (flags & RW_DP_NO_PIN));
 	if (ep_size && ep_size < RW_MAX_ENDPOINTS)
 		bpf_map__set_max_entries(skel->maps.RW_MAP_ENDPOINTS, ep_size);
 	err = runwall_bpf__load(skel);
@@ -211,6 +217,8 @@ int rw_datapath_load_sized(struct rw_datapath *dp, const char *pin_dir, unsigned
 	dp->skel = skel;
 	dp->prog_fd[RW_DIR_EGRESS] = bpf_program__fd(skel->progs.rw_egress);
 	dp->prog_fd[RW_DIR_INGRESS] = bpf_program__fd(skel->progs.rw_ingress);
+	if (bpf_program__autoload(skel->progs.rw_flip))
+		dp->flip_fd = bpf_program__fd(skel->progs.rw_flip);
 	for (int i = 0; i < RW_M__COUNT; i++) {
 		map = bpf_object__find_map_by_name(skel->obj, rw_map_names[i]);
 		dp->map_fd[i] = map ? bpf_map__fd(map) : -1;
@@ -360,9 +368,56 @@ int rw_config_read(const struct rw_datapath *dp, struct rw_config *cfg)
 
 int rw_config_write(const struct rw_datapath *dp, const struct rw_config *cfg)
 {
+	struct rw_config cur, next = *cfg;
 	__u32 zero = 0;
+	int err;
 
-	return bpf_map_update_elem(dp->map_fd[RW_M_CONFIG], &zero, cfg, BPF_ANY) ? -errno : 0;
+	/* The state word read here is still the one in force when the copy below rewrites it, so
+	 * the copy stores the bytes they already hold. Nothing can flip in between: the word's one
+	 * writer is rw_config_flip(), and only the process that owns the datapath calls either,
+	 * from one thread (the agent, one per pin folder: its main loop makes every apply and every
+	 * config write; `runwall explain --policy` and the tests, on private maps of their own).
+	 * The CLI and runwall-cni only open the pins, and never write rw_config.
+	 */
+	err = rw_config_read(dp, &cur);
+	if (err)
+		return err;
+	next.state = cur.state;
+	return bpf_map_update_elem(dp->map_fd[RW_M_CONFIG], &zero, &next, BPF_ANY) ? -errno : 0;
+}
+
+int rw_config_flip(const struct rw_datapath *dp, __u64 expect, __u64 next, char *err, size_t errlen)
+{
+	struct rw_flip_args args = {.expect = expect, .next = next};
+	LIBBPF_OPTS(bpf_test_run_opts, opts, .ctx_in = &args, .ctx_size_in = sizeof(args));
+	const char *cfg = rw_map_names[RW_M_CONFIG];
+	int ret;
+
+	if (dp->flip_fd < 0)
+		return rw_fail_msg(
+			err, errlen, -ENOTSUP,
+			"%s: flip: this datapath was loaded without rw_flip (a dry run "
+			"over the pins, or the pins only), which never changes the state",
+			cfg);
+	/* The kernel copies the context back into args when the program returns. */
+	if (bpf_prog_test_run_opts(dp->flip_fd, &opts)) {
+		ret = -errno;
+		return rw_fail_msg(err, errlen, ret, "%s: flip: running rw_flip: %s", cfg,
+				   strerror(-ret));
+	}
+	switch (opts.retval) {
+	case RW_FLIP_DONE:
+		return 0;
+	case RW_FLIP_CHANGED:
+		return rw_fail_msg(err, errlen, -ESTALE,
+				   "%s: flip: the state word is %#llx, not the %#llx this change "
+				   "started from (another writer%s%s?); nothing flipped",
+				   cfg, (unsigned long long)args.found, (unsigned long long)expect,
+				   dp->pin_dir[0] ? ": a second agent on " : "", dp->pin_dir);
+	default:
+		return rw_fail_msg(err, errlen, -ENOENT, "%s: flip: rw_flip answered %u", cfg,
+				   opts.retval);
+	}
 }
 
 /* ---- conntrack: one table per sandbox veth ------------------------------------------------ */

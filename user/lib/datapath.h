@@ -62,6 +62,7 @@ struct rw_datapath {
 	char pin_dir[PATH_MAX];	  /* "" with RW_DP_NO_PIN */
 	int map_fd[RW_M__COUNT];
 	int prog_fd[RW_DIR_COUNT]; /* [RW_DIR_EGRESS] = rw_egress, -1 when not loaded */
+	int flip_fd;		   /* rw_flip; -1 where no flip can happen (rw_config_flip()) */
 	unsigned int flags;
 	struct rw_apply_cache *apply; /* the slots' inner maps and what they hold (apply.c) */
 };
@@ -106,7 +107,20 @@ int rw_datapath_pinned_layout(const char *pin_dir);
 int rw_datapath_unpin(const char *pin_dir);
 
 int rw_config_read(const struct rw_datapath *dp, struct rw_config *cfg);
+
+/* Write every field of cfg but the state word, which keeps the value in force: the copy
+ * rewrites its bytes with the value they hold (re-read here), so a packet reading the word
+ * during the copy sees it whole. Only rw_config_flip() changes the state word.
+ */
 int rw_config_write(const struct rw_datapath *dp, const struct rw_config *cfg);
+
+/* Store `next` as the state word with one atomic 64-bit store (the rw_flip program), provided
+ * the word is still `expect`, and note the time in applied_ns. 0; -ESTALE when the word was
+ * something else (nothing stored); -ENOTSUP when dp has no flip program (loaded as a dry run
+ * over the pins, or only the pins opened: the CLI and runwall-cni never flip).
+ */
+int rw_config_flip(const struct rw_datapath *dp, __u64 expect, __u64 next, char *err,
+		   size_t errlen);
 
 /* Bind a host-side veth to the pod routed through it, or unbind it. This is the one call that
  * makes a veth a sandbox for the datapath (the agent and runwall-cni both use it): binding
