@@ -3,6 +3,7 @@
  *   main_loop.c     `runwall agent`: options, setup, the epoll loop, signals, timers
  *   sandboxes.c     sandbox veths: attach, bind pod IPs from /32 routes, forget, full resync
  *   policy_watch.c  the policy file (inotify) and applying snapshots
+ *   policy_follow.c PolicyWatch (--policy-url): the control plane's messages, applied and acked
  *   cni_chain.c     runwall-cni kept in the node's CNI conf file (--cni-conf-dir, inotify)
  *   events.c        the ring buffer's events, fanned out to the socket's subscribers
  *   ctl_server.c    the control socket: status, apply, policy, events, requests, shutdown
@@ -24,6 +25,7 @@
 #include "netlink.h"
 #include "policy.h"
 #include "agent_view.h"
+#include "policy_stream.h"
 
 #define TICK_MS		   50 /* ring buffer drain and subscriber flush period */
 #define MAX_SUBS	   64
@@ -110,6 +112,16 @@ struct agent_cni {
 #define RING_DRAIN_MS	       25
 #define RING_DRAIN_CLOCK_EVERY 64 /* records between two reads of the clock */
 
+/* PolicyWatch (policy_follow.c, policy_stream.c): NULL watch without --policy-url. */
+struct agent_follow {
+	struct rw_watch_opts opts;
+	struct rw_watch *watch;
+	uint64_t received; /* the highest revision a message carried */
+	uint64_t applied, refusals;
+	int64_t last_message_ns; /* CLOCK_MONOTONIC; 0: none yet */
+	char last_refusal[400];
+};
+
 struct agent {
 	struct rw_datapath dp;
 	const char *policy_path;
@@ -157,6 +169,7 @@ struct agent {
 
 	int epfd, listen_fd, inotify_fd, tick_fd, resync_fd, sig_fd;
 	struct agent_cni cni;
+	struct agent_follow follow;
 	struct rw_nl_sub *nl;
 	struct ring_buffer *ring;
 	struct subscriber subs[MAX_SUBS];
@@ -196,6 +209,16 @@ void agent_drain_ring(struct agent *a);
 int agent_apply(struct agent *a, const char *buf, size_t len, const char *source, json_t **reply);
 void agent_load_policy_file(struct agent *a, bool at_start);
 int agent_watch_policy(struct agent *a);
+
+/* policy_follow.c: start (after the policy file); the stream's eventfd became readable; the
+ * tick's share (revision for reconnections, metrics); what status shows (null without it).
+ */
+int agent_follow_start(struct agent *a, char *err, size_t errlen);
+bool agent_follow_is_fd(const struct agent *a, int fd);
+void agent_follow_on_fd(struct agent *a);
+void agent_follow_tick(struct agent *a);
+json_t *agent_follow_status(struct agent *a);
+void agent_follow_stop(struct agent *a);
 
 /* events.c */
 int agent_on_event(void *ctx, void *data, size_t size);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
@@ -137,6 +138,7 @@ static int agent_run(struct agent *a)
 				agent_flush_subscribers(a);
 				agent_sandboxes_tick(a);
 				agent_ctl_tick(a);
+				agent_follow_tick(a);
 				if (a->reload_pending && a->policy_path) {
 					a->reload_pending = false;
 					agent_load_policy_file(a, false);
@@ -156,6 +158,8 @@ static int agent_run(struct agent *a)
 				clock_gettime(CLOCK_MONOTONIC, &ts);
 				rw_conntrack_expire(&a->dp, ts.tv_sec * 1000000000ULL + ts.tv_nsec,
 						    &a->ct_cursor, 65536);
+			} else if (agent_follow_is_fd(a, fd)) {
+				agent_follow_on_fd(a);
 			} else if (agent_ctl_on_fd(a, fd, evs[i].events)) {
 				/* a control socket client, served without blocking */
 			} else {
@@ -230,6 +234,15 @@ static const char agent_options[] =
 	"  --access-request-url URL  POST a network-access request for the first not-allowlisted\n"
 	"                         refusal of each run, generation, destination, port, protocol\n"
 	"  --access-request-queue N  requests waiting to be sent at most (default 256)\n"
+	"  --policy-url URL       follow the control plane (PolicyWatch, docs/policy-watch.md):\n"
+	"                         one long-lived https GET of snapshots and per-run changes\n"
+	"  --policy-ack-url URL   where outcomes are POSTed (default: the --policy-url path's\n"
+	"                         last segment replaced by ack)\n"
+	"  --policy-ca FILE       CA bundle the server's certificate must chain to\n"
+	"  --policy-cert FILE, --policy-key FILE  client certificate (mutual TLS)\n"
+	"  --policy-token-file FILE  bearer token sent with every request\n"
+	"  --policy-stall SECONDS cut the stream after this long without a complete message\n"
+	"                         (default 15; heartbeats expected every third of it)\n"
 	"  -v, --verbose          more log lines (-vv: libbpf's debug too)\n";
 
 static int cmd_agent(int argc, char **argv)
@@ -252,6 +265,13 @@ static int cmd_agent(int argc, char **argv)
 		{"node", required_argument, NULL, 'n'},
 		{"access-request-url", required_argument, NULL, 'U'},
 		{"access-request-queue", required_argument, NULL, 'Q'},
+		{"policy-url", required_argument, NULL, 1000},
+		{"policy-ack-url", required_argument, NULL, 1001},
+		{"policy-ca", required_argument, NULL, 1002},
+		{"policy-cert", required_argument, NULL, 1003},
+		{"policy-key", required_argument, NULL, 1004},
+		{"policy-token-file", required_argument, NULL, 1005},
+		{"policy-stall", required_argument, NULL, 1006},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{}};
@@ -368,6 +388,32 @@ static int cmd_agent(int argc, char **argv)
 					       optarg, MAX_REQUEST_QUEUE);
 			a.view_opts.request_queue = v;
 			break;
+		case 1000:
+			a.follow.opts.url = optarg;
+			break;
+		case 1001:
+			a.follow.opts.ack_url = optarg;
+			break;
+		case 1002:
+			a.follow.opts.ca = optarg;
+			break;
+		case 1003:
+			a.follow.opts.cert = optarg;
+			break;
+		case 1004:
+			a.follow.opts.key = optarg;
+			break;
+		case 1005:
+			a.follow.opts.token_file = optarg;
+			break;
+		case 1006:
+			if (rw_parse_uint(optarg, 3600, &v) || v < 3)
+				return rw_fail(RW_EXIT_USAGE,
+					       "agent: --policy-stall '%s': expected seconds, 3 to "
+					       "3600",
+					       optarg);
+			a.follow.opts.stall_sec = v;
+			break;
 		case 'h':
 			rw_cmd_help(&rw_cmd_agent, stdout);
 			return RW_EXIT_OK;
@@ -383,6 +429,20 @@ static int cmd_agent(int argc, char **argv)
 	if (!node[0] && gethostname(node, sizeof(node) - 1))
 		snprintf(node, sizeof(node), "node");
 	a.view_opts.node = node;
+	if (!a.follow.opts.url &&
+	    (a.follow.opts.ack_url || a.follow.opts.ca || a.follow.opts.cert || a.follow.opts.key ||
+	     a.follow.opts.token_file || a.follow.opts.stall_sec))
+		return rw_fail(RW_EXIT_USAGE, "agent: the --policy-* options need --policy-url");
+	if (a.follow.opts.url) {
+		const char *seed = getenv("RW_SEED");
+
+		a.follow.opts.node = node;
+		/* The backoff's jitter: RW_SEED makes a test's reconnections the same every run. */
+		a.follow.opts.seed = seed && *seed ? (unsigned int)strtoul(seed, NULL, 0)
+						   : (unsigned int)(time(NULL) ^ getpid());
+		if (rw_watch_check(&a.follow.opts, verr, sizeof(verr)))
+			return rw_fail(RW_EXIT_USAGE, "agent: %s", verr);
+	}
 	if (a.view_opts.listen) {
 		struct rw_http_opts ho = {.listen = a.view_opts.listen,
 					  .token_file = a.view_opts.token_file,
@@ -525,6 +585,20 @@ static int cmd_agent(int argc, char **argv)
 		if (a.view_opts.request_url)
 			rw_info("network-access requests to %s", a.view_opts.request_url);
 	}
+	if (a.follow.opts.url) {
+		/* The stream threads inherit the signal mask, as the HTTP ones do. */
+		sigset_t mask;
+
+		sigemptyset(&mask);
+		sigaddset(&mask, SIGINT);
+		sigaddset(&mask, SIGTERM);
+		sigaddset(&mask, SIGHUP);
+		sigprocmask(SIG_BLOCK, &mask, NULL);
+		if (agent_follow_start(&a, verr, sizeof(verr))) {
+			ret = rw_fail(RW_EXIT_REFUSED, "agent: --policy-url: %s", verr);
+			goto refused;
+		}
+	}
 	rw_info("agent running: %zu sandbox veths (prefix %s), socket %s", a.n_sbx, a.ifprefix,
 		rw_g.socket);
 	ret = agent_run(&a) ? RW_EXIT_REFUSED : RW_EXIT_OK;
@@ -538,6 +612,7 @@ refused:
 		rw_datapath_unpin(rw_g.bpffs);
 	}
 cleanup:
+	agent_follow_stop(&a);
 	rw_agent_view_stop(a.view);
 	while (a.n_subs)
 		agent_sub_close(&a, 0);
@@ -573,7 +648,10 @@ const struct rw_cmd rw_cmd_agent = {
 		   "[--max-endpoints N] [--cni-conf-dir DIR] "
 		   "[--listen ADDR:PORT] [--probe-listen ADDR:PORT] [--http-token-file FILE] "
 		   "[--events N] [--node NAME] "
-		   "[--access-request-url URL] [--access-request-queue N] [-v]",
+		   "[--access-request-url URL] [--access-request-queue N] "
+		   "[--policy-url URL [--policy-ack-url URL] [--policy-ca FILE] "
+		   "[--policy-cert FILE --policy-key FILE] [--policy-token-file FILE] "
+		   "[--policy-stall SECONDS]] [-v]",
 	.options = agent_options,
 	.func = cmd_agent,
 };

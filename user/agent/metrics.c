@@ -130,6 +130,39 @@ char *rw_metrics_text(const struct rw_datapath *dp, const struct rw_metrics_snap
 	       "Snapshots refused (nothing applied).");
 	sample(&o, "runwall_policy_refused_total", "", s->applies_refused);
 
+	if (s->watch_enabled) {
+		family(&o, "runwall_policy_watch_connected", "gauge",
+		       "1 while the PolicyWatch stream (--policy-url) is up.");
+		sample(&o, "runwall_policy_watch_connected", "", s->watch_connected);
+		family(&o, "runwall_policy_watch_connects_total", "counter",
+		       "PolicyWatch streams established.");
+		sample(&o, "runwall_policy_watch_connects_total", "", s->watch_connects);
+		family(&o, "runwall_policy_watch_messages_total", "counter",
+		       "PolicyWatch messages received (heartbeats included).");
+		sample(&o, "runwall_policy_watch_messages_total", "", s->watch_messages);
+		family(&o, "runwall_policy_watch_refusals_total", "counter",
+		       "PolicyWatch messages refused: malformed, on a stale base, or a change the "
+		       "policy parser or the apply refused.");
+		sample(&o, "runwall_policy_watch_refusals_total", "", s->watch_refusals);
+		family(&o, "runwall_policy_watch_acks_total", "counter",
+		       "Acknowledgements POSTed to the control plane, sent or failed for good.");
+		sample(&o, "runwall_policy_watch_acks_total", "outcome=\"sent\"",
+		       s->watch_acks_sent);
+		sample(&o, "runwall_policy_watch_acks_total", "outcome=\"failed\"",
+		       s->watch_acks_failed);
+		family(&o, "runwall_policy_watch_revision_received", "gauge",
+		       "The highest revision a PolicyWatch message carried (the one in force: "
+		       "runwall_policy_revision).");
+		sample(&o, "runwall_policy_watch_revision_received", "",
+		       s->watch_revision_received);
+		if (s->watch_message_age >= 0) {
+			family(&o, "runwall_policy_watch_last_message_age_seconds", "gauge",
+			       "Seconds since the last PolicyWatch message.");
+			fprintf(o.f, "runwall_policy_watch_last_message_age_seconds %.3f\n",
+				s->watch_message_age);
+		}
+	}
+
 	if (rw_cli_map_fill(dp, fill) == 0) {
 		family(&o, "runwall_map_entries", "gauge",
 		       "Entries in each pinned map (policy maps: the live slot; events: bytes not read yet).");

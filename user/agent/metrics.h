@@ -45,6 +45,11 @@ struct rw_metrics_snap {
 	uint64_t requests_queued, requests_sent, requests_failed, requests_dropped,
 		requests_retries, requests_pending, requests_suppressed, requests_displaced;
 	uint64_t requests_forgotten[RW_SHARE__CAUSES];
+	/* PolicyWatch (--policy-url); message_age < 0: no message yet */
+	bool watch_enabled, watch_connected;
+	uint64_t watch_connects, watch_messages, watch_refusals, watch_acks_sent, watch_acks_failed,
+		watch_revision_received;
+	double watch_message_age;
 };
 
 /* Count one apply that took `seconds`. */

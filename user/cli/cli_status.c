@@ -187,13 +187,14 @@ static json_t *agent_json(struct sctx *c)
 	if (!a)
 		return json_pack("{s:b, s:s, s:s}", "running", 0, "socket", rw_g.socket, "error",
 				 strerror(-c->agent_err));
-	return json_pack("{s:b, s:s, s:O, s:O, s:O, s:O, s:O, s:O}", "running", 1, "socket",
+	return json_pack("{s:b, s:s, s:O, s:O, s:O, s:O, s:O, s:O, s:O}", "running", 1, "socket",
 			 rw_g.socket, "ifprefix", json_object_get(a, "ifprefix") ?: json_null(),
 			 "policy_file", json_object_get(a, "policy_file") ?: json_null(),
 			 "apply_ms", json_object_get(a, "apply_ms") ?: json_null(), "last_error",
 			 json_object_get(a, "last_error") ?: json_null(), "attach",
 			 json_object_get(a, "attach") ?: json_null(), "cni",
-			 json_object_get(a, "cni") ?: json_null());
+			 json_object_get(a, "cni") ?: json_null(), "policy_watch",
+			 json_object_get(a, "policy_watch") ?: json_null());
 }
 
 /* "tcx first", "tc first, 1 after", "tcx NOT FIRST (2 others)", "NOT ATTACHED" */
@@ -254,6 +255,22 @@ static void print_plain(struct sctx *c, json_t *o)
 			       json_integer_value(json_object_get(at, "failures")),
 			       json_integer_value(json_object_get(at, "retries")),
 			       json_integer_value(json_object_get(at, "pending")));
+		}
+		if (json_is_object(json_object_get(c->agent, "policy_watch"))) {
+			json_t *pw = json_object_get(c->agent, "policy_watch");
+			json_t *age = json_object_get(pw, "last_message_age_ms");
+
+			printf("watch:      %s %s; revision %lld received, %lld enforced; %lld "
+			       "refused",
+			       json_is_true(json_object_get(pw, "connected")) ? "following"
+									      : "NOT CONNECTED to",
+			       json_string_value(json_object_get(pw, "url")),
+			       json_integer_value(json_object_get(pw, "revision_received")),
+			       json_integer_value(json_object_get(pw, "revision_enforced")),
+			       json_integer_value(json_object_get(pw, "refusals")));
+			if (json_is_integer(age))
+				printf("; last message %lld ms ago", json_integer_value(age));
+			printf("\n");
 		}
 		if (json_is_object(json_object_get(c->agent, "cni"))) {
 			json_t *cn = json_object_get(c->agent, "cni");

@@ -1,0 +1,327 @@
+#!/usr/bin/env bash
+# PolicyWatch (issue 21): the agent follows a control plane over real HTTPS (tests/policy_server.py
+# in the services namespace, certificates made here with openssl), on a node built in
+# namespaces (lib.sh):
+#
+#   trust     a server certificate not from --policy-ca, a client without a certificate or with
+#             one of another CA, and a wrong token: each refused, its reason logged, nothing
+#             applied
+#   follow    the snapshot on connect; a run's upsert enforced from its ack on (a probe of that
+#             run's sandbox fails before and passes after), the other run's verdicts kept cached
+#             (its entry in the revs map unchanged); a delete likewise
+#   refusals  a change on a stale base refused (path "base"), then a whole snapshot asked for and
+#             acked; a bad change refused with its JSON path in the ack, the policy in force
+#             unchanged; malformed, oversized and truncated messages refused and the stream
+#             reconnected
+#   restart   the server killed and restarted: the agent reconnects with the revision in force and
+#             nothing is applied again
+#   stall     a server that sends one byte a second is cut after --policy-stall, and `runwall
+#             status` answers within a second throughout
+#   churn     run starts and ends as per-run changes for CHURN_SECONDS (fixed seed), each acked ok;
+#             p50/p99 from change sent to ack reported (diag), not asserted
+#
+# Everything lives in namespaces named rwp<pid>-*, pins in /sys/fs/bpf/rwtest-policywatch-<pid>, the
+# socket /run/rwtest-policywatch-<pid>.sock, files in /tmp/rwtest-policywatch-<pid>.*; all of it
+# goes on exit, on failure too.
+#
+#   tests/netns/test_policy_watch.sh BUILD
+set -Eeuo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/netns/lib.sh
+source "$HERE/lib.sh"
+rw_suite_begin policywatch rwp "${1:-build}"
+
+A_IF=enipa${ID} A_IP=10.1.2.3 A_RUN=run-a
+B_IF=enipb${ID} B_IP=10.1.2.4 B_RUN=run-b
+PFX=enip
+SRV=$RW_SVC_LINK PORT=9443 CTL=127.0.0.1:9080
+URL=https://$SRV:$PORT/v1/watch
+STALL=3
+CHURN_SECONDS=${CHURN_SECONDS:-40}
+export RW_SEED=1
+SERVER=$RW_ROOT/tests/policy_server.py
+C=$RW_WORK/certs
+
+bail() {
+	echo "Bail out! $*" >&3
+	[ -f "$RW_WORK/agent.log" ] && sed 's/^/#   /' "$RW_WORK/agent.log" | tail -n 30 >&3
+	[ -f "$RW_WORK/server.log" ] && sed 's/^/#   /' "$RW_WORK/server.log" | tail -n 10 >&3
+	exit 1
+}
+
+cleanup() {
+	set +e
+	rw_node_down
+	[ "${RW_KEEP:-0}" = 1 ] && echo "# files kept in $RW_WORK" >&3 || rm -rf "$RW_WORK"
+}
+trap cleanup EXIT
+
+status_json() { rw -j status 2>/dev/null || true; }
+watch_json() { status_json | jq -c '.agent.policy_watch'; }
+ctl() { # ctl METHOD PATH [CURL ARGS]: the reference server's control port
+	local m=$1 p=$2
+	shift 2
+	rw_in "$RW_SVC" curl -sS -m 30 -X "$m" "$@" "http://$CTL$p"
+}
+acks() { ctl GET /acks; }
+# ack_of REVISION: the ack of that revision (the last one), or nothing
+ack_of() { acks | jq -c --argjson r "$1" '[.[] | select(.revision == $r)] | last // empty'; }
+has_ack() { [ -n "$(ack_of "$1")" ]; }
+revision() { status_json | jq -r '.revision'; }
+
+# ---- certificates: CA "ca" signs the server's and the node's; "other" is someone else ----------
+mkdir -p "$C"
+mkcert() { # mkcert NAME CA EXT
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$1" \
+		-keyout "$C/$1.key" -out "$C/$1.csr" 2>/dev/null
+	printf '%s\n' "$3" >"$C/$1.ext"
+	openssl x509 -req -in "$C/$1.csr" -CA "$C/$2.crt" -CAkey "$C/$2.key" -CAcreateserial \
+		-days 2 -extfile "$C/$1.ext" -out "$C/$1.crt" 2>/dev/null
+}
+for ca in ca other; do
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=$ca" \
+		-keyout "$C/$ca.key" -out "$C/$ca.crt" 2>/dev/null || bail "openssl: the $ca CA"
+done
+mkcert server ca "subjectAltName=IP:$SRV
+extendedKeyUsage=serverAuth" || bail "openssl: the server's certificate"
+mkcert server-other other "subjectAltName=IP:$SRV
+extendedKeyUsage=serverAuth" || bail "openssl: the other server certificate"
+mkcert node ca "extendedKeyUsage=clientAuth" || bail "openssl: the node's certificate"
+mkcert node-other other "extendedKeyUsage=clientAuth" || bail "openssl: the other node certificate"
+echo "s3cret-$ID" >"$C/token"
+echo "wrong-$ID" >"$C/token-wrong"
+
+snapshot() { # snapshot REVISION: services, run A (no rules), run B (the database)
+	cat <<EOT
+{"revision": $1, "deny": ["10.0.0.0/16"],
+ "services": [{"name": "egress-proxy", "ip": "172.20.0.10", "tcp": [443]}],
+ "runs": [{"id": "$A_RUN", "pods": ["$A_IP"]},
+          {"id": "$B_RUN", "pods": ["$B_IP"], "allow": [{"ip": "52.94.9.5", "tcp": [5432]}]}]}
+EOT
+}
+
+# server_start [CERT]: the reference server in the services namespace (mutual TLS and a token)
+server_start() {
+	local cert=${1:-server}
+	rm -f "$RW_WORK/server.ready"
+	rw_bg "$RW_WORK/server.log" ip netns exec "$RW_SVC" "$RW_PY" "$SERVER" --listen "$SRV:$PORT" \
+		--cert "$C/$cert.crt" --key "$C/$cert.key" --client-ca "$C/ca.crt" \
+		--token-file "$C/token" --state "$RW_WORK/state.json" --control "$CTL" \
+		--heartbeat 1 --acks "$RW_WORK/acks.jsonl" --ready "$RW_WORK/server.ready"
+	SERVER_PID=$RW_LAST_PID
+	rw_wait_file "$RW_WORK/server.ready" || bail "the policy server did not start"
+}
+server_stop() { kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; }
+
+# agent [OPTIONS...]: the agent following the server, good credentials unless told otherwise
+agent() {
+	: >"$RW_WORK/agent.log"
+	rw_agent_start --ifprefix "$PFX" --node "node-$ID" --policy-url "$URL" --policy-stall "$STALL" "$@"
+	rw_agent_wait || bail "the agent did not start"
+}
+GOOD=(--policy-ca "$C/ca.crt" --policy-cert "$C/node.crt" --policy-key "$C/node.key"
+	--policy-token-file "$C/token")
+
+# ---- the node ----------------------------------------------------------------------------------
+rw_node_up || bail "the node did not come up"
+rw_sandbox_add a "$A_IF" "$A_IP" || bail "sandbox a"
+rw_sandbox_add b "$B_IF" "$B_IP" || bail "sandbox b"
+snapshot 1 >"$RW_WORK/state.json"
+server_start
+
+# ---- trust -------------------------------------------------------------------------------------
+section trust
+# refused_with CASE PATTERN: the agent logged a refusal matching PATTERN, never connected, and
+# applied nothing
+refused_with() {
+	local why=$1 pat=$2
+	if rw_wait 8 grep -qiE "policy watch: .*($pat)" "$RW_WORK/agent.log" &&
+		rw_jq_true '.connected == false and .connects == 0' <<<"$(watch_json)" &&
+		rw_jq_true '.ready == false' <<<"$(status_json)"; then
+		ok "trust: $why: refused, nothing applied ($(grep -m1 -oiE "policy watch: .*($pat)[^;]*" "$RW_WORK/agent.log" | cut -c1-140))"
+	else
+		not_ok "trust: $why"
+		tail -n 5 "$RW_WORK/agent.log" | diag
+	fi
+	rw_agent_kill TERM
+}
+agent --policy-ca "$C/other.crt" --policy-cert "$C/node.crt" --policy-key "$C/node.key" --policy-token-file "$C/token"
+refused_with "a server certificate not from --policy-ca" "certificate"
+agent --policy-ca "$C/ca.crt" --policy-token-file "$C/token"
+refused_with "a client without a certificate (mutual TLS)" "alert|certificate|handshake|SSL"
+agent --policy-ca "$C/ca.crt" --policy-cert "$C/node-other.crt" --policy-key "$C/node-other.key" --policy-token-file "$C/token"
+refused_with "a client certificate of another CA" "alert|unknown ca|certificate|SSL"
+agent --policy-ca "$C/ca.crt" --policy-cert "$C/node.crt" --policy-key "$C/node.key" --policy-token-file "$C/token-wrong"
+refused_with "a wrong bearer token" "401"
+check "trust: the server logged the refused handshakes" grep -q "TLS handshake .* refused" "$RW_WORK/server.log"
+out=$(rw_cmd; "${RW_CMD[@]}" agent --policy-url "http://$SRV:$PORT/v1/watch" 2>&1) && rc=0 || rc=$?
+check "trust: plain http:// to a host off loopback is refused at start (exit $rc)" \
+	eval '[ "$rc" = 2 ] && grep -q "expected https://" <<<"$out"'
+
+# ---- follow ------------------------------------------------------------------------------------
+section follow
+agent "${GOOD[@]}"
+follows() { rw_jq_true '.ready and .revision == 1 and .agent.policy_watch.connected' <<<"$(status_json)"; }
+rw_wait 10 follows || bail "the agent did not take revision 1 from the server"
+ok "follow: connected, revision 1 from the server's snapshot"
+check "follow: the snapshot's ack: ok, revision 1, this node" rw_wait 5 rw_jq_true \
+	--arg n "node-$ID" 'any(.[]; .ok and .revision == 1 and .type == "snapshot" and .node == $n)' <<<"$(acks)"
+check "follow: the watch request named the node and revision 0" \
+	rw_jq_true --arg n "node-$ID" '.connections[-1] | .node == $n and .revision == 0' <<<"$(ctl GET /state)"
+check "follow: before the upsert, A cannot reach the database" \
+	test "$(rw_probe a tcp 52.94.9.5 5432 --timeout 0.5)" != ok
+check "follow: B reaches it" test "$(rw_probe b tcp 52.94.9.5 5432)" = ok
+revs_of() { rw -j map dump revs 2>/dev/null | jq -r --arg r "$1" '[.entries[]? | select(.run == $r) | .revision] | first // "none"'; }
+b_rev=$(revs_of "$B_RUN")
+ctl POST /upsert --data "{\"id\": \"$A_RUN\", \"pods\": [\"$A_IP\"], \"allow\": [{\"ip\": \"52.94.9.5\", \"tcp\": [5432]}]}" >/dev/null
+rw_wait 5 has_ack 2 || true
+ack=$(ack_of 2)
+check "follow: the upsert's ack: ok, revision 2, generation 2 ($ack)" \
+	rw_jq_true '.ok and .type == "run-upsert" and .revision == 2 and .generation == 2 and .id == "run-a"' <<<"$ack"
+check "follow: from its ack on, A reaches the database" test "$(rw_probe a tcp 52.94.9.5 5432)" = ok
+check "follow: B's cached verdicts are kept: its revs entry is still $b_rev (A's: $(revs_of "$A_RUN"))" \
+	eval '[ "$(revs_of "$B_RUN")" = "$b_rev" ] && [ "$(revs_of "$A_RUN")" = 2 ]'
+ctl POST /upsert --data "{\"id\": \"$A_RUN\", \"pods\": [\"$A_IP\"]}" >/dev/null
+rw_wait 5 has_ack 3 || true
+check "follow: a second upsert (the rule taken back) acked ok at 3" rw_jq_true '.ok' <<<"$(ack_of 3)"
+check "follow: from that ack on, A cannot reach the database" \
+	test "$(rw_probe a tcp 52.94.9.5 5432 --timeout 0.5)" != ok
+check "follow: status: revision received 3, enforced 3, connected" \
+	rw_jq_true '.revision_received == 3 and .revision_enforced == 3 and .connected and .last_message_age_ms < 5000' <<<"$(watch_json)"
+
+# ---- refusals ----------------------------------------------------------------------------------
+section refusals
+conns() { ctl GET /state | jq '.connections | length'; }
+n0=$(conns)
+ctl POST /raw --data-binary "{\"type\":\"run-upsert\",\"revision\":9,\"base\":8,\"run\":{\"id\":\"run-x\",\"pods\":[\"10.1.9.9\"]}}
+" >/dev/null
+stale() { rw_jq_true 'any(.[]; .ok == false and .path == "base" and .revision == 9 and .need == "snapshot")' <<<"$(acks)"; }
+check "refusals: a change on base 8 (3 in force) refused, path base, a snapshot needed" rw_wait 5 stale
+snapshot_asked() { rw_jq_true --argjson n "$n0" '(.connections | length) > $n and .connections[-1].revision == 0' <<<"$(ctl GET /state)"; }
+check "refusals: the agent reconnected asking for a whole snapshot (revision=0)" rw_wait 5 snapshot_asked
+snap_ok() { rw_jq_true 'last | .ok and .type == "snapshot" and .revision == 3' <<<"$(acks)"; }
+check "refusals: the snapshot that followed acked ok at 3, nothing applied again ($(acks | jq -c 'last'))" \
+	eval 'rw_wait 5 snap_ok && rw_jq_true ".unchanged" <<<"$(acks | jq -c last)"'
+applied0=$(watch_json | jq '.applied')
+ctl POST /raw --data-binary '{"type":"run-upsert","revision":4,"base":3,"run":{"id":"run-c","pods":["10.1.2.300"]}}
+' >/dev/null
+bad() { rw_jq_true 'any(.[]; .ok == false and .revision == 4 and .path == "run.pods[0]")' <<<"$(acks)"; }
+check "refusals: a bad change refused with its JSON path run.pods[0] in the ack ($(rw_wait 5 bad; acks | jq -c '[.[] | select(.revision == 4)] | last | {path, error}'))" bad
+check "refusals: the policy in force is unchanged (revision 3, applies $applied0)" \
+	rw_jq_true --argjson n "$applied0" '.revision_enforced == 3 and .applied == $n' <<<"$(watch_json)"
+n0=$(conns)
+ctl POST /raw --data-binary '{"type": "run-upsert", "revision": 
+' >/dev/null
+malformed() { rw_jq_true 'any(.[]; .ok == false and .path == "(message)")' <<<"$(acks)"; }
+reconnected() { [ "$(conns)" -gt "$1" ] && rw_jq_true '.connected' <<<"$(watch_json)"; }
+check "refusals: a malformed message refused in an ack, the stream dropped and resumed" \
+	eval 'rw_wait 5 malformed && rw_wait 5 reconnected "$n0" && [ "$(ctl GET /state | jq ".connections[-1].revision")" = 3 ]'
+n0=$(conns)
+head -c $((16 * 1024 * 1024 + 10)) /dev/zero | tr '\0' 'x' >"$RW_WORK/huge"
+ctl POST /raw --data-binary "@$RW_WORK/huge" >/dev/null
+check "refusals: a message over 16 MiB refused, logged, the stream reconnected" \
+	eval 'rw_wait 10 grep -q "more than 16777216 bytes" "$RW_WORK/agent.log" && rw_wait 5 reconnected "$n0"'
+rm -f "$RW_WORK/huge"
+n0=$(conns)
+ctl POST '/raw?close=1' --data-binary '{"type":"heartbeat"' >/dev/null
+check "refusals: a truncated message (the stream ends mid-line) refused, logged, reconnected" \
+	eval 'rw_wait 5 grep -q "truncated message" "$RW_WORK/agent.log" && rw_wait 5 reconnected "$n0"'
+check "refusals: the refusals are counted in status ($(watch_json | jq '.refusals'))" \
+	rw_jq_true '.refusals >= 4 and .revision_enforced == 3' <<<"$(watch_json)"
+
+# ---- restart -----------------------------------------------------------------------------------
+section restart
+applied0=$(watch_json | jq '.applied')
+server_stop
+disconnected() { rw_jq_true '.connected == false' <<<"$(watch_json)"; }
+check "restart: the server killed: the agent is disconnected, still enforcing 3" \
+	eval 'rw_wait 5 disconnected && [ "$(revision)" = 3 ]'
+server_start
+resumed() { rw_jq_true '.connected' <<<"$(watch_json)"; }
+check "restart: reconnected to the restarted server" rw_wait 15 resumed
+check "restart: it asked for revision 3 (resume), and nothing was applied again" \
+	eval 'rw_jq_true ".connections[-1].revision == 3" <<<"$(ctl GET /state)" && rw_jq_true --argjson n "$applied0" ".applied == \$n and .revision_enforced == 3" <<<"$(watch_json)"'
+ctl POST /upsert --data "{\"id\": \"$A_RUN\", \"pods\": [\"$A_IP\"], \"egress\": \"allowlist\"}" >/dev/null
+check "restart: the next change applies on top of what is in force (ack ok at 4)" \
+	eval 'rw_wait 5 has_ack 4 && rw_jq_true ".ok" <<<"$(ack_of 4)"'
+
+# ---- stall -------------------------------------------------------------------------------------
+section stall
+ctl POST '/mode?m=stall' >/dev/null
+worst=0
+end=$(( $(date +%s) + STALL + 4 ))
+while [ "$(date +%s)" -lt "$end" ]; do
+	s0=$(date +%s%N)
+	rw -j status >/dev/null 2>&1 || true
+	s1=$(date +%s%N)
+	[ $(((s1 - s0) / 1000000)) -gt "$worst" ] && worst=$(((s1 - s0) / 1000000))
+	sleep 0.2
+done
+check "stall: a server sending one byte a second is cut after $STALL s (logged)" \
+	grep -q "stalled: no complete message in $STALL s" "$RW_WORK/agent.log"
+limit_ms=$(awk -v k="$RW_WAIT_SCALE" 'BEGIN {printf "%d", 1000 * k}')
+check "stall: runwall status answered within $worst ms at worst (under $limit_ms)" test "$worst" -lt "$limit_ms"
+n0=$(conns)
+ctl POST '/mode?m=normal' >/dev/null
+check "stall: the server healed: a new stream, still at 4, B's revs entry still $b_rev" \
+	eval 'rw_wait 20 reconnected "$n0" && [ "$(revision)" = 4 ] && [ "$(revs_of "$B_RUN")" = "$b_rev" ]'
+
+# ---- churn -------------------------------------------------------------------------------------
+section churn
+cat >"$RW_WORK/churn.py" <<'EOT'
+import json, random, sys, time, urllib.request
+ctl, seconds = sys.argv[1], float(sys.argv[2])
+rnd = random.Random(1)
+def call(method, path, body=None):
+    req = urllib.request.Request("http://" + ctl + path, data=body, method=method)
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+live, lat, bad, n = [], [], [], 0
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    if live and (len(live) >= 32 or rnd.random() < 0.5):
+        rid = live.pop(rnd.randrange(len(live)))
+        r = call("POST", "/delete?id=" + rid, b"")
+    else:
+        n += 1
+        rid = "run-churn-%d" % n
+        pod = "10.1.%d.%d" % (3 + n // 250, 1 + n % 250)
+        run = {"id": rid, "pods": [pod]}
+        if rnd.random() < 0.5:
+            run["allow"] = [{"ip": "52.94.9.%d" % rnd.randrange(1, 255), "tcp": [443]}]
+        r = call("POST", "/upsert", json.dumps(run).encode())
+        live.append(rid)
+    rev, sent = r["revision"], r["sent_ns"]
+    while True:
+        acks = [a for a in call("GET", "/acks") if a.get("revision") == rev]
+        if acks:
+            break
+        time.sleep(0.002)
+    a = acks[-1]
+    lat.append((a["_ns"] - sent) / 1e6)
+    if not a.get("ok"):
+        bad.append(a)
+lat.sort()
+p = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]
+print(json.dumps({"changes": len(lat), "refused": bad[:3], "n_refused": len(bad),
+                  "p50_ms": round(p(0.5), 2), "p99_ms": round(p(0.99), 2), "max_ms": round(lat[-1], 2),
+                  "live": live}))
+EOT
+rw_in "$RW_SVC" "$RW_PY" "$RW_WORK/churn.py" "$CTL" "$CHURN_SECONDS" >"$RW_WORK/churn.json" 2>"$RW_WORK/churn.err" ||
+	{ cat "$RW_WORK/churn.err" | diag; }
+res=$(cat "$RW_WORK/churn.json" 2>/dev/null || echo '{}')
+diag "churn: $(jq -c '{changes, n_refused, p50_ms, p99_ms, max_ms}' <<<"$res") (change sent to ack, per-run changes, fixed seed)"
+check "churn: every change acked ok ($(jq '.changes' <<<"$res") changes)" \
+	rw_jq_true '.changes > 0 and .n_refused == 0' <<<"$res"
+live_runs() { status_json | jq -c '[.runs[]?.id | select(startswith("run-churn-"))] | sort'; }
+check "churn: the runs in force are exactly the live ones" \
+	test "$(live_runs)" = "$(jq -c '.live | sort' <<<"$res")"
+check "churn: A and B kept their verdicts: B's revs entry still $b_rev" test "$(revs_of "$B_RUN")" = "$b_rev"
+check "churn: the sandboxes still enforce: B reaches the database, A does not" \
+	eval '[ "$(rw_probe b tcp 52.94.9.5 5432)" = ok ] && [ "$(rw_probe a tcp 52.94.9.5 5432 --timeout 0.5)" != ok ]'
+grep "applied revision" "$RW_WORK/agent.log" | tail -n 1 | sed 's/.*applied/last apply:/' | diag
+
+rw_agent_kill TERM
+server_stop
+rw_suite_end

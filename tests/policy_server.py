@@ -1,0 +1,305 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+"""policy_server.py: a reference PolicyWatch server (docs/policy-watch.md), for the suites and
+for a controller team to read. Python 3 from Debian, standard library only.
+
+  policy_server.py --listen ADDR:PORT --cert FILE --key FILE [--client-ca FILE]
+                   [--token-file FILE] --state FILE [--control 127.0.0.1:PORT]
+                   [--heartbeat SECONDS] [--acks FILE] [--ready FILE]
+
+The watch side (TLS, what an agent talks to):
+  GET  /v1/watch?node=NAME&revision=R   one long-lived answer of newline-delimited JSON: a whole
+                                        snapshot unless R is the server's revision, then every
+                                        change as it happens, a heartbeat when idle
+  POST /v1/ack                          an agent's acknowledgement, recorded (one JSON line each
+                                        in --acks) and answered 204
+
+The control side (plain HTTP, loopback only: how a test drives it):
+  POST /snapshot         body: a whole snapshot; it becomes the server's state, sent to every stream
+  POST /upsert           body: one run; revision = state's + 1, base = state's; sent as run-upsert
+  POST /delete?id=RUN    sent as run-delete
+  POST /raw              body: bytes sent as they are to every stream (malformed, stale...); the
+                         state is left alone. ?close=1: each stream is closed after them
+  POST /mode?m=normal|stall|silent  stall: a heartbeat one byte a second; silent: nothing
+  GET  /state            {"revision": R, "streams": N, "connections": [...], "acks": N}
+  GET  /acks             every ack recorded, with its arrival time (monotonic ns)
+
+State (the snapshot and its revision) is kept in --state, rewritten on every change, so that a
+restarted server resumes where it was: an agent that reconnects with the server's revision gets
+no snapshot.
+"""
+import argparse
+import json
+import os
+import queue
+import ssl
+import sys
+import threading
+import time
+import urllib.parse
+import socketserver
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def server_bind(self):
+        # HTTPServer's own asks DNS for the address's name (getfqdn): no DNS in a test namespace.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
+
+
+class State:
+    def __init__(self, path):
+        self.path = path
+        self.lock = threading.Lock()
+        self.snapshot = {"revision": 0, "runs": []}
+        self.streams = []        # one queue per open stream
+        self.connections = []    # what each watch request asked for
+        self.acks = []
+        self.mode = "normal"
+        if os.path.exists(path):
+            with open(path) as f:
+                self.snapshot = json.load(f)
+
+    @property
+    def revision(self):
+        return self.snapshot.get("revision", 0)
+
+    def save(self):
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(self.snapshot, f)
+        os.replace(tmp, self.path)
+
+    def broadcast(self, data, close=False):
+        for q in self.streams:
+            q.put((data, close))
+
+
+def line(obj):
+    return (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+
+
+def make_watch_handler(st, args, token):
+    class Watch(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"  # the body ends when the connection does
+
+        def log_message(self, fmt, *a):
+            sys.stderr.write("watch: " + fmt % a + "\n")
+
+        def authorized(self):
+            if token is None:
+                return True
+            if self.headers.get("Authorization", "") == "Bearer " + token:
+                return True
+            self.send_error(401, "bad or missing bearer token")
+            return False
+
+        def do_GET(self):
+            u = urllib.parse.urlsplit(self.path)
+            if u.path != "/v1/watch":
+                return self.send_error(404)
+            if not self.authorized():
+                return
+            q = urllib.parse.parse_qs(u.query)
+            node = q.get("node", [""])[0]
+            try:
+                rev = int(q.get("revision", ["0"])[0])
+            except ValueError:
+                return self.send_error(400, "revision: not an integer")
+            mine = queue.Queue()
+            with st.lock:
+                st.connections.append({"node": node, "revision": rev, "ns": time.monotonic_ns()})
+                first = None if rev == st.revision and rev else line({"type": "snapshot", "snapshot": st.snapshot})
+                st.streams.append(mine)
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-ndjson")
+                self.send_header("Cache-Control", "no-cache")
+                self.end_headers()
+                if first:
+                    self.wfile.write(first)
+                    self.wfile.flush()
+                self.stream(mine)
+            except (BrokenPipeError, ConnectionResetError, ssl.SSLError, OSError):
+                pass
+            finally:
+                with st.lock:
+                    st.streams.remove(mine)
+
+        def stream(self, mine):
+            hb = line({"type": "heartbeat"})
+            while True:
+                if st.mode == "stall":
+                    for b in hb:  # one byte a second: never a whole message before the cut
+                        self.wfile.write(bytes([b]))
+                        self.wfile.flush()
+                        time.sleep(1)
+                        if st.mode != "stall":
+                            return  # half a line sent: this stream is done
+                    continue
+                try:
+                    data, close = mine.get(timeout=args.heartbeat)
+                except queue.Empty:
+                    if st.mode == "normal":
+                        self.wfile.write(hb)
+                        self.wfile.flush()
+                    continue
+                self.wfile.write(data)
+                self.wfile.flush()
+                if close:
+                    return
+
+        def do_POST(self):
+            if urllib.parse.urlsplit(self.path).path != "/v1/ack":
+                return self.send_error(404)
+            if not self.authorized():
+                return
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            try:
+                ack = json.loads(body)
+            except ValueError:
+                return self.send_error(400, "not JSON")
+            ack["_ns"] = time.monotonic_ns()
+            with st.lock:
+                st.acks.append(ack)
+                if args.acks:
+                    with open(args.acks, "a") as f:
+                        f.write(json.dumps(ack) + "\n")
+            self.send_response(204)
+            self.end_headers()
+
+    return Watch
+
+
+def make_control_handler(st):
+    class Control(BaseHTTPRequestHandler):
+        def log_message(self, fmt, *a):
+            pass
+
+        def reply(self, obj, code=200):
+            data = json.dumps(obj).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            u = urllib.parse.urlsplit(self.path)
+            with st.lock:
+                if u.path == "/state":
+                    return self.reply({"revision": st.revision, "streams": len(st.streams),
+                                       "connections": st.connections, "acks": len(st.acks),
+                                       "mode": st.mode})
+                if u.path == "/acks":
+                    return self.reply(st.acks)
+            self.reply({"error": "unknown"}, 404)
+
+        def do_POST(self):
+            u = urllib.parse.urlsplit(self.path)
+            q = urllib.parse.parse_qs(u.query)
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            now = time.monotonic_ns()
+            with st.lock:
+                if u.path == "/raw":
+                    st.broadcast(body, close=q.get("close", ["0"])[0] == "1")
+                    return self.reply({"sent_ns": now})
+                if u.path == "/mode":
+                    st.mode = q.get("m", ["normal"])[0]
+                    return self.reply({"mode": st.mode})
+                base = st.revision
+                if u.path == "/snapshot":
+                    st.snapshot = json.loads(body)
+                    msg = {"type": "snapshot", "snapshot": st.snapshot}
+                elif u.path == "/upsert":
+                    run = json.loads(body)
+                    runs = st.snapshot.setdefault("runs", [])
+                    # In place: a run that moves in runs[] has its verdicts judged again.
+                    at = [i for i, r in enumerate(runs) if r.get("id") == run["id"]]
+                    if at:
+                        runs[at[0]] = run
+                    else:
+                        runs.append(run)
+                    st.snapshot["revision"] = base + 1
+                    msg = {"type": "run-upsert", "revision": base + 1, "base": base, "run": run}
+                elif u.path == "/delete":
+                    rid = q["id"][0]
+                    st.snapshot["runs"] = [r for r in st.snapshot.get("runs", []) if r.get("id") != rid]
+                    st.snapshot["revision"] = base + 1
+                    msg = {"type": "run-delete", "revision": base + 1, "base": base, "id": rid}
+                else:
+                    return self.reply({"error": "unknown"}, 404)
+                st.save()
+                st.broadcast(line(msg))
+                return self.reply({"revision": st.revision, "sent_ns": now})
+
+    return Control
+
+
+def addr(s):
+    host, port = s.rsplit(":", 1)
+    return host, int(port)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--listen", required=True)
+    ap.add_argument("--cert", required=True)
+    ap.add_argument("--key", required=True)
+    ap.add_argument("--client-ca")
+    ap.add_argument("--token-file")
+    ap.add_argument("--state", required=True)
+    ap.add_argument("--control")
+    ap.add_argument("--heartbeat", type=float, default=5)
+    ap.add_argument("--acks")
+    ap.add_argument("--ready")
+    args = ap.parse_args()
+
+    st = State(args.state)
+    token = None
+    if args.token_file:
+        with open(args.token_file) as f:
+            token = f.read().strip()
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_cert_chain(args.cert, args.key)
+    if args.client_ca:
+        ctx.verify_mode = ssl.CERT_REQUIRED  # mutual TLS: no certificate, no stream
+        ctx.load_verify_locations(args.client_ca)
+
+    class TLSServer(Server):
+        def get_request(self):
+            sock, peer = self.socket.accept()
+            return ctx.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), peer
+
+        def finish_request(self, request, client_address):
+            try:
+                request.do_handshake()
+            except (ssl.SSLError, OSError) as e:
+                sys.stderr.write("watch: TLS handshake with %s refused: %s\n" % (client_address[0], e))
+                return
+            super().finish_request(request, client_address)
+
+    srv = TLSServer(addr(args.listen), make_watch_handler(st, args, token))
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    if args.control:
+        host, port = addr(args.control)
+        if not host.startswith("127."):
+            sys.exit("--control: loopback only")
+        ctl = Server((host, port), make_control_handler(st))
+        threading.Thread(target=ctl.serve_forever, daemon=True).start()
+    if args.ready:
+        with open(args.ready, "w") as f:
+            f.write("ready\n")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,392 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* policy_follow.c: the agent's side of PolicyWatch (--policy-url, docs/policy-watch.md): the
+ * messages policy_stream.c hands over are judged and applied here, on the loop, through
+ * agent_apply() (the validation and the apply of `runwall apply`), and each outcome is
+ * acknowledged. A run's change is the snapshot in force with that run replaced or removed:
+ * rw_apply() re-judges the flows of that run only.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/epoll.h>
+
+#include "agent.h"
+#include "log.h"
+#include "policy_stream.h"
+#include "util.h"
+#include "watch_msg.h"
+
+#define ITEMS_PER_WAKEUP 16 /* then back to the loop's other fds; the eventfd stays readable */
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static uint64_t revision_in_force(struct agent *a)
+{
+	struct rw_config cfg = {};
+
+	rw_config_read(&a->dp, &cfg);
+	return RW_STATE_READY(cfg.state) ? RW_STATE_REVISION(cfg.state) : 0;
+}
+
+static void send_ack(struct agent *a, json_t *o)
+{
+	char *body;
+
+	json_object_set_new(o, "node", json_string(a->view_opts.node));
+	body = json_dumps(o, JSON_COMPACT);
+	if (body) {
+		rw_watch_ack(a->follow.watch, body);
+		free(body);
+	}
+	json_decref(o);
+}
+
+static const char *const type_names[] = {
+	[RW_WATCH_SNAPSHOT] = "snapshot",
+	[RW_WATCH_RUN_UPSERT] = "run-upsert",
+	[RW_WATCH_RUN_DELETE] = "run-delete",
+	[RW_WATCH_HEARTBEAT] = "heartbeat",
+};
+
+/* A refusal: counted, logged, acknowledged. need: the stream is dropped, and reconnected asking
+ * for that revision (0: a whole snapshot).
+ */
+static void refuse(struct agent *a, const struct rw_watch_msg *m, uint64_t revision,
+		   const char *path, const char *error, bool drop, uint64_t need)
+{
+	json_t *o;
+
+	a->follow.refusals++;
+	rw_warn("policy watch: refused %s%s%s: %s%s%s", m ? type_names[m->type] : "a message",
+		m && m->id[0] ? " " : "", m ? m->id : "", path, path[0] ? ": " : "", error);
+	snprintf(a->follow.last_refusal, sizeof(a->follow.last_refusal), "%s%s%s", path,
+		 path[0] ? ": " : "", error);
+	o = json_pack("{s:b, s:s, s:s, s:I}", "ok", 0, "error", error, "path", path, "in_force",
+		      (json_int_t)revision_in_force(a));
+	if (m) {
+		json_object_set_new(o, "type", json_string(type_names[m->type]));
+		if (revision)
+			json_object_set_new(o, "revision", json_integer(revision));
+		if (m->type == RW_WATCH_RUN_UPSERT || m->type == RW_WATCH_RUN_DELETE)
+			json_object_set_new(o, "base", json_integer(m->base));
+		if (m->id[0])
+			json_object_set_new(o, "id", json_string(m->id));
+	}
+	if (drop)
+		json_object_set_new(o, "need", json_string(need ? "resume" : "snapshot"));
+	send_ack(a, o);
+	if (drop)
+		rw_watch_drop(a->follow.watch, need);
+}
+
+/* The generation the run enforces now (its revision of last change), 0 when not in force. */
+static uint64_t run_generation(struct agent *a, const char *id)
+{
+	for (size_t r = 0; r < a->n_runs; r++)
+		if (!strcmp(a->runs[r].id, id))
+			return a->runs[r].gen;
+	return 0;
+}
+
+/* Apply `text`; on refusal, the policy parser's path, with `run_prefix` ("runs[K]") rewritten
+ * to `run_as` ("run") when the error lies in the run the message carried.
+ */
+static void apply_text(struct agent *a, const struct rw_watch_msg *m, uint64_t revision,
+		       const char *text, size_t len, const char *run_prefix, const char *run_as,
+		       double compose_ms, int64_t received_ns)
+{
+	json_t *reply = NULL, *o;
+	const char *error, *msg;
+	char path[256], mapped[300];
+
+	if (agent_apply(a, text, len, "policy-watch", &reply) == 0) {
+		o = json_pack("{s:b, s:s, s:I, s:f, s:f, s:f}", "ok", 1, "type",
+			      type_names[m->type], "revision", (json_int_t)revision, "apply_ms",
+			      json_real_value(json_object_get(reply, "apply_ms")), "compose_ms",
+			      compose_ms, "queued_ms", (mono_ns() - received_ns) / 1e6);
+		json_object_set_new(o, "generation",
+				    json_integer(m->type == RW_WATCH_RUN_UPSERT && m->id[0]
+							 ? run_generation(a, m->id)
+							 : revision));
+		if (m->id[0])
+			json_object_set_new(o, "id", json_string(m->id));
+		a->follow.applied++;
+		rw_debug("policy watch: %s %s: revision %llu, compose %.2f ms, apply %.2f ms",
+			 type_names[m->type], m->id, (unsigned long long)revision, compose_ms,
+			 json_real_value(json_object_get(reply, "apply_ms")));
+		send_ack(a, o);
+		json_decref(reply);
+		return;
+	}
+	error = json_string_value(json_object_get(reply, "error"));
+	if (!error)
+		error = "refused";
+	if (rw_watch_error_path(error, path, sizeof(path), &msg)) {
+		size_t pl = run_prefix ? strlen(run_prefix) : 0;
+
+		if (pl && !strncmp(path, run_prefix, pl) && (path[pl] == '.' || !path[pl]))
+			snprintf(mapped, sizeof(mapped), "%s%s", run_as, path + pl);
+		else
+			snprintf(mapped, sizeof(mapped), "snapshot.%s", path);
+	} else {
+		msg = error;
+		mapped[0] = '\0';
+	}
+	/* agent_apply() counted and logged it as any refused snapshot; ack it as this message's. */
+	a->follow.refusals++;
+	snprintf(a->follow.last_refusal, sizeof(a->follow.last_refusal), "%s%s%s", mapped,
+		 mapped[0] ? ": " : "", msg);
+	o = json_pack("{s:b, s:s, s:s, s:s, s:I, s:I}", "ok", 0, "type", type_names[m->type],
+		      "error", msg, "path", mapped, "revision", (json_int_t)revision, "in_force",
+		      (json_int_t)revision_in_force(a));
+	if (m->id[0])
+		json_object_set_new(o, "id", json_string(m->id));
+	send_ack(a, o);
+	json_decref(reply);
+}
+
+static void on_snapshot(struct agent *a, const struct rw_watch_msg *m, int64_t received_ns)
+{
+	json_t *rev = json_object_get(m->body, "revision");
+	uint64_t in_force = revision_in_force(a);
+	uint64_t revision = json_is_integer(rev) && json_integer_value(rev) > 0
+				    ? (uint64_t)json_integer_value(rev)
+				    : 0;
+	char *text;
+
+	/* The revision in force again (a server that resends what the agent told it it has):
+	 * nothing to apply, and the flows stay cached.
+	 */
+	if (revision && revision == in_force && a->have_policy) {
+		send_ack(a, json_pack("{s:b, s:s, s:I, s:I, s:b}", "ok", 1, "type", "snapshot",
+				      "revision", (json_int_t)revision, "generation",
+				      (json_int_t)revision, "unchanged", 1));
+		return;
+	}
+	text = json_dumps(m->body, JSON_COMPACT);
+	if (!text) {
+		refuse(a, m, revision, "snapshot", "out of memory", false, 0);
+		return;
+	}
+	apply_text(a, m, revision, text, strlen(text), NULL, NULL, 0, received_ns);
+	free(text);
+}
+
+static void on_run_change(struct agent *a, const struct rw_watch_msg *m, int64_t received_ns)
+{
+	uint64_t in_force = revision_in_force(a);
+	char err[200], prefix[40];
+	json_t *doc, *runs;
+	json_error_t jerr;
+	size_t k, n;
+	int64_t t0;
+	char *text;
+
+	if (!a->have_policy || !a->policy_text) {
+		refuse(a, m, m->revision, "base",
+		       "no snapshot in force: a whole snapshot is needed", true, 0);
+		return;
+	}
+	if (m->base != in_force) {
+		snprintf(err, sizeof(err),
+			 "%llu is not the revision in force (%llu): a whole snapshot is needed",
+			 (unsigned long long)m->base, (unsigned long long)in_force);
+		refuse(a, m, m->revision, "base", err, true, 0);
+		return;
+	}
+	t0 = mono_ns();
+	doc = json_loadb(a->policy_text, a->policy_text_len, 0, &jerr);
+	runs = json_object_get(doc, "runs");
+	if (!doc || (runs && !json_is_array(runs))) {
+		json_decref(doc);
+		refuse(a, m, m->revision, "base", "the snapshot in force cannot be read back", true,
+		       0);
+		return;
+	}
+	if (!runs) {
+		runs = json_array();
+		json_object_set_new(doc, "runs", runs);
+	}
+	n = json_array_size(runs);
+	for (k = 0; k < n; k++) {
+		const char *id = json_string_value(json_object_get(json_array_get(runs, k), "id"));
+
+		if (id && m->id[0] && !strcmp(id, m->id))
+			break;
+	}
+	if (m->type == RW_WATCH_RUN_DELETE) {
+		if (k == n) {
+			json_decref(doc);
+			snprintf(err, sizeof(err), "no run %s in force", m->id);
+			refuse(a, m, m->revision, "id", err, false, 0);
+			return;
+		}
+		json_array_remove(runs, k);
+	} else if (k == n) {
+		json_array_append(runs, m->body);
+	} else {
+		json_array_set(runs, k, m->body);
+	}
+	json_object_set_new(doc, "revision", json_integer(m->revision));
+	text = json_dumps(doc, JSON_COMPACT);
+	json_decref(doc);
+	if (!text) {
+		refuse(a, m, m->revision, "", "out of memory", false, 0);
+		return;
+	}
+	snprintf(prefix, sizeof(prefix), "runs[%zu]", k);
+	apply_text(a, m, m->revision, text, strlen(text),
+		   m->type == RW_WATCH_RUN_UPSERT ? prefix : NULL, "run", (mono_ns() - t0) / 1e6,
+		   received_ns);
+	free(text);
+}
+
+static void on_message(struct agent *a, const struct rw_watch_item *it)
+{
+	struct rw_watch_msg m;
+	char err[300];
+
+	a->follow.last_message_ns = it->received_ns;
+	if (rw_watch_msg_parse(it->text, it->len, &m, err, sizeof(err))) {
+		const char *colon = strstr(err, ": ");
+		char path[80] = "";
+
+		if (colon && colon - err < (long)sizeof(path))
+			snprintf(path, sizeof(path), "%.*s", (int)(colon - err), err);
+		refuse(a, NULL, 0, path, colon ? colon + 2 : err, true, revision_in_force(a));
+		return;
+	}
+	if (m.revision > a->follow.received)
+		a->follow.received = m.revision;
+	if (m.type == RW_WATCH_SNAPSHOT) {
+		json_t *rev = json_object_get(m.body, "revision");
+
+		if (json_is_integer(rev) && json_integer_value(rev) > 0 &&
+		    (uint64_t)json_integer_value(rev) > a->follow.received)
+			a->follow.received = json_integer_value(rev);
+		on_snapshot(a, &m, it->received_ns);
+	} else if (m.type == RW_WATCH_RUN_UPSERT || m.type == RW_WATCH_RUN_DELETE) {
+		on_run_change(a, &m, it->received_ns);
+	}
+	rw_watch_msg_free(&m);
+	rw_watch_set_revision(a->follow.watch, revision_in_force(a));
+}
+
+void agent_follow_on_fd(struct agent *a)
+{
+	struct rw_watch_item it;
+
+	for (int i = 0; i < ITEMS_PER_WAKEUP && rw_watch_pop(a->follow.watch, &it); i++) {
+		switch (it.kind) {
+		case RW_WATCH_ITEM_CONNECTED:
+			rw_info("policy watch: connected to %s (revision %llu in force)",
+				it.text ? it.text : "", (unsigned long long)revision_in_force(a));
+			a->follow.last_message_ns = it.received_ns;
+			break;
+		case RW_WATCH_ITEM_DISCONNECTED:
+			if (it.refused && it.text) {
+				/* Oversized or truncated: acked like a malformed message. */
+				a->follow.refusals++;
+				snprintf(a->follow.last_refusal, sizeof(a->follow.last_refusal),
+					 "(message): %s", it.text);
+				send_ack(a, json_pack("{s:b, s:s, s:s, s:I}", "ok", 0, "error",
+						      it.text, "path", "(message)", "in_force",
+						      (json_int_t)revision_in_force(a)));
+			}
+			rw_warn("policy watch: %s; reconnecting in %u ms (enforcing revision %llu "
+				"meanwhile)",
+				it.text ? it.text : "", it.retry_ms,
+				(unsigned long long)revision_in_force(a));
+			break;
+		case RW_WATCH_ITEM_MESSAGE:
+			if (it.text)
+				on_message(a, &it);
+			break;
+		}
+		free(it.text);
+	}
+	a->view_dirty = true;
+}
+
+int agent_follow_start(struct agent *a, char *err, size_t errlen)
+{
+	struct epoll_event ev = {.events = EPOLLIN};
+
+	a->follow.opts.node = a->view_opts.node;
+	a->follow.watch = rw_watch_start(&a->follow.opts, revision_in_force(a), err, errlen);
+	if (!a->follow.watch)
+		return -EINVAL;
+	ev.data.fd = rw_watch_fd(a->follow.watch);
+	if (epoll_ctl(a->epfd, EPOLL_CTL_ADD, ev.data.fd, &ev)) {
+		snprintf(err, errlen, "epoll: %s", strerror(errno));
+		return -errno;
+	}
+	rw_info("policy watch: following %s, acknowledging to %s", a->follow.opts.url,
+		rw_watch_ack_url(a->follow.watch));
+	return 0;
+}
+
+bool agent_follow_is_fd(const struct agent *a, int fd)
+{
+	return a->follow.watch && fd == rw_watch_fd(a->follow.watch);
+}
+
+void agent_follow_tick(struct agent *a)
+{
+	struct rw_watch_stats st;
+
+	if (!a->follow.watch)
+		return;
+	/* A snapshot from the file or the socket moves the revision a reconnection resumes from. */
+	rw_watch_set_revision(a->follow.watch, revision_in_force(a));
+	rw_watch_get_stats(a->follow.watch, &st);
+	a->msnap.watch_enabled = true;
+	a->msnap.watch_connected = st.connected;
+	a->msnap.watch_connects = st.connects;
+	a->msnap.watch_messages = st.messages;
+	a->msnap.watch_refusals = a->follow.refusals;
+	a->msnap.watch_acks_sent = st.acks_sent;
+	a->msnap.watch_acks_failed = st.acks_failed;
+	a->msnap.watch_revision_received = a->follow.received;
+	a->msnap.watch_message_age =
+		a->follow.last_message_ns ? (mono_ns() - a->follow.last_message_ns) / 1e9 : -1;
+}
+
+json_t *agent_follow_status(struct agent *a)
+{
+	struct rw_watch_stats st;
+
+	if (!a->follow.watch)
+		return json_null();
+	rw_watch_get_stats(a->follow.watch, &st);
+	return json_pack(
+		"{s:s, s:s, s:b, s:I, s:I, s:I, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
+		"url", a->follow.opts.url, "ack_url", rw_watch_ack_url(a->follow.watch),
+		"connected", st.connected, "connects", (json_int_t)st.connects, "disconnects",
+		(json_int_t)st.disconnects, "messages", (json_int_t)st.messages,
+		"last_message_age_ms",
+		a->follow.last_message_ns
+			? json_integer((mono_ns() - a->follow.last_message_ns) / 1000000)
+			: json_null(),
+		"revision_received", (json_int_t)a->follow.received, "revision_enforced",
+		(json_int_t)revision_in_force(a), "applied", (json_int_t)a->follow.applied,
+		"refusals", (json_int_t)a->follow.refusals, "acks_sent", (json_int_t)st.acks_sent,
+		"acks_failed", (json_int_t)st.acks_failed, "acks_dropped",
+		(json_int_t)st.acks_dropped, "last_error",
+		st.last_error[0] ? json_string(st.last_error) : json_null(), "last_refusal",
+		a->follow.last_refusal[0] ? json_string(a->follow.last_refusal) : json_null());
+}
+
+void agent_follow_stop(struct agent *a)
+{
+	rw_watch_stop(a->follow.watch);
+	a->follow.watch = NULL;
+}
