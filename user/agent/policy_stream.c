@@ -352,6 +352,23 @@ static size_t discard(char *data, size_t size, size_t nmemb, void *ctx)
 	return size * nmemb;
 }
 
+static bool stopping(struct rw_watch *w)
+{
+	bool stop;
+
+	pthread_mutex_lock(&w->lock);
+	stop = w->stop;
+	pthread_mutex_unlock(&w->lock);
+	return stop;
+}
+
+/* An agent told to exit does not wait for an ack server that does not answer. */
+static int ack_progress(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+			curl_off_t ulnow)
+{
+	return stopping(ctx);
+}
+
 static int post_ack(struct rw_watch *w, CURL *c, const char *body, char *err, size_t errlen)
 {
 	char errbuf[CURL_ERROR_SIZE] = "";
@@ -368,6 +385,9 @@ static int post_ack(struct rw_watch *w, CURL *c, const char *body, char *err, si
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)ACK_TIMEOUT_MS);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
 	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, ack_progress);
+	curl_easy_setopt(c, CURLOPT_XFERINFODATA, w);
 	rc = curl_easy_perform(c);
 	curl_slist_free_all(hdr);
 	if (rc != CURLE_OK) {
@@ -398,6 +418,8 @@ static void *ack_main(void *data)
 		w->a_len--;
 		pthread_mutex_unlock(&w->lock);
 		for (int attempt = 0; c && attempt < ACK_ATTEMPTS && ret; attempt++) {
+			if (attempt && stopping(w))
+				break;
 			if (attempt)
 				usleep((250u << attempt) * 1000);
 			ret = post_ack(w, c, body, err, sizeof(err));
