@@ -19,6 +19,8 @@
 #             status` answers within a second throughout
 #   churn     run starts and ends as per-run changes for CHURN_SECONDS (fixed seed), each acked ok;
 #             p50/p99 from change sent to ack reported (diag), not asserted
+#   cost      one run's change on the small node and after a snapshot of 960 more runs (a node holds 1023): the time
+#             to compose, to apply and to the ack, reported (diag), not asserted
 #
 # Everything lives in namespaces named rwp<pid>-*, pins in /sys/fs/bpf/rwtest-policywatch-<pid>, the
 # socket /run/rwtest-policywatch-<pid>.sock, files in /tmp/rwtest-policywatch-<pid>.*; all of it
@@ -326,6 +328,56 @@ check "churn: A and B kept their verdicts: B's revs entry still $b_rev" test "$(
 check "churn: the sandboxes still enforce: B reaches the database, A does not" \
 	eval '[ "$(rw_probe b tcp 52.94.9.5 5432)" = ok ] && [ "$(rw_probe a tcp 52.94.9.5 5432 --timeout 0.5)" != ok ]'
 grep "applied revision" "$RW_WORK/agent.log" | tail -n 1 | sed 's/.*applied/last apply:/' | diag
+
+# ---- cost: one run's change on a small node and on a big one (reported, not asserted) ---------
+section cost
+cat >"$RW_WORK/cost.py" <<'EOT'
+import json, statistics, sys, time, urllib.request
+ctl, n_runs, changes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+def call(method, path, body=None):
+    req = urllib.request.Request("http://" + ctl + path, data=body, method=method)
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.loads(r.read())
+def ack(rev):
+    while True:
+        got = [a for a in call("GET", "/acks") if a.get("revision") == rev]
+        if got:
+            return got[-1]
+        time.sleep(0.005)
+rev = call("GET", "/state")["revision"]
+if n_runs:
+    snap = json.loads(sys.stdin.read())
+    snap["revision"] = rev + 1
+    for i in range(n_runs):
+        snap["runs"].append({"id": "run-big-%d" % i, "pods": ["10.2.%d.%d" % (i // 250, 1 + i % 250)],
+                             "allow": [{"ip": "52.95.%d.%d" % (i // 250, 1 + i % 250), "tcp": [443]}]})
+    r = call("POST", "/snapshot", json.dumps(snap).encode())
+    a = ack(r["revision"])
+    assert a["ok"], a
+    snapshot_ms = a["apply_ms"]
+else:
+    snapshot_ms = None
+compose, parse, apply_, lat = [], [], [], []
+for i in range(changes):
+    run = {"id": "run-cost", "pods": ["10.3.0.1"], "allow": [{"ip": "52.96.0.%d" % (1 + i % 200), "tcp": [443]}]}
+    r = call("POST", "/upsert", json.dumps(run).encode())
+    a = ack(r["revision"])
+    assert a["ok"], a
+    compose.append(a["compose_ms"]); parse.append(a["parse_ms"]); apply_.append(a["apply_ms"]); lat.append((a["_ns"] - r["sent_ns"]) / 1e6)
+m = lambda v: round(statistics.median(v), 2)
+print(json.dumps({"runs_added": n_runs, "snapshot_apply_ms": snapshot_ms, "changes": changes,
+                  "compose_ms_p50": m(compose), "parse_ms_p50": m(parse), "apply_ms_p50": m(apply_), "sent_to_ack_ms_p50": m(lat)}))
+EOT
+cost() { status_json >/dev/null; rw_in "$RW_SVC" "$RW_PY" "$RW_WORK/cost.py" "$CTL" "$1" 20 <"$RW_WORK/state.json" 2>>"$RW_WORK/cost.err"; }
+small=$(cost 0) || small='{}'
+n_small=$(status_json | jq '.runs | length')
+big=$(cost 960) || big='{}'
+n_big=$(status_json | jq '.runs | length')
+diag "cost: one run's upsert on a node of $n_small runs: $small"
+diag "cost: one run's upsert on a node of $n_big runs: $big"
+check "cost: the changes on both nodes were acked ok (big node: $n_big runs)" \
+	eval 'rw_jq_true ".changes == 20" <<<"$small" && rw_jq_true ".changes == 20" <<<"$big"'
+[ -s "$RW_WORK/cost.err" ] && tail -c 600 "$RW_WORK/cost.err" | diag
 
 rw_agent_kill TERM
 server_stop

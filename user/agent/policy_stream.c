@@ -35,7 +35,7 @@ struct rw_watch {
 	bool drop;	    /* the loop asked for the stream to be dropped */
 	bool drop_snapshot; /* ... and for a whole snapshot on the next connection */
 	struct rw_watch_item queue[RW_WATCH_QUEUE];
-	size_t q_head, q_len;
+	size_t q_head, q_len, q_bytes;
 	char *acks[RW_WATCH_ACK_QUEUE];
 	size_t a_head, a_len;
 	struct rw_watch_stats st;
@@ -71,6 +71,7 @@ static void push_locked(struct rw_watch *w, enum rw_watch_item_kind kind, const 
 		it->text[len] = '\0';
 	}
 	it->len = it->text ? len : 0;
+	w->q_bytes += it->len;
 	it->retry_ms = retry_ms;
 	it->refused = refused;
 	it->received_ns = mono_ns();
@@ -98,7 +99,12 @@ static int on_line(void *ctx, const char *line, size_t len)
 	int ret = 0;
 
 	pthread_mutex_lock(&w->lock);
-	while (w->q_len == RW_WATCH_QUEUE && !w->stop && !w->drop)
+	/* A server sending big messages faster than they are applied waits here: the queue holds
+	 * at most RW_WATCH_QUEUE_BYTES (or one message), not 64 of 16 MiB.
+	 */
+	while ((w->q_len == RW_WATCH_QUEUE ||
+		(w->q_len && w->q_bytes + len > RW_WATCH_QUEUE_BYTES)) &&
+	       !w->stop && !w->drop)
 		pthread_cond_wait(&w->cond, &w->lock);
 	if (w->stop || w->drop) {
 		ret = -ECANCELED;
@@ -271,6 +277,9 @@ static void *stream_main(void *data)
 			 (unsigned long long)revision);
 		curl_free(node);
 		curl_easy_reset(w->curl);
+		/* A 16 MiB line's buffer does not outlive its stream. */
+		if (w->framer.cap > (1u << 20))
+			rw_watch_framer_free(&w->framer);
 		rw_watch_framer_reset(&w->framer);
 		w->abort_reason[0] = '\0';
 		w->got_200 = false;
@@ -597,6 +606,7 @@ bool rw_watch_pop(struct rw_watch *w, struct rw_watch_item *item)
 		*item = w->queue[w->q_head];
 		w->q_head = (w->q_head + 1) % RW_WATCH_QUEUE;
 		w->q_len--;
+		w->q_bytes -= item->len;
 		got = true;
 		pthread_cond_broadcast(&w->cond);
 	} else if (read(w->efd, &n, sizeof(n)) < 0) {
@@ -625,6 +635,7 @@ void rw_watch_drop(struct rw_watch *w, uint64_t revision)
 
 		if (it->kind != RW_WATCH_ITEM_MESSAGE)
 			break;
+		w->q_bytes -= it->len;
 		free(it->text);
 		w->q_head = (w->q_head + 1) % RW_WATCH_QUEUE;
 		w->q_len--;

@@ -12,6 +12,7 @@
 
 #define RW_WATCH_STALL_DEFAULT	15 /* seconds without a complete message: the stream is cut */
 #define RW_WATCH_QUEUE		64 /* messages waiting for the loop at most */
+#define RW_WATCH_QUEUE_BYTES	(32u << 20) /* and their bytes (one message always fits) */
 #define RW_WATCH_ACK_QUEUE	1024
 #define RW_WATCH_BACKOFF_MIN_MS 250
 #define RW_WATCH_BACKOFF_MAX_MS 30000
