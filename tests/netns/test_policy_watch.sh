@@ -168,7 +168,8 @@ check "trust: plain http:// to a host off loopback is refused at start (exit $rc
 
 # ---- follow ------------------------------------------------------------------------------------
 section follow
-agent "${GOOD[@]}"
+HTTP=127.0.0.1:9750
+agent "${GOOD[@]}" --listen "$HTTP"
 follows() { rw_jq_true '.ready and .revision == 1 and .agent.policy_watch.connected' <<<"$(status_json)"; }
 rw_wait 10 follows || bail "the agent did not take revision 1 from the server"
 ok "follow: connected, revision 1 from the server's snapshot"
@@ -196,6 +197,19 @@ check "follow: from that ack on, A cannot reach the database" \
 	test "$(rw_probe a tcp 52.94.9.5 5432 --timeout 0.5)" != ok
 check "follow: status: revision received 3, enforced 3, connected" \
 	rw_jq_true '.revision_received == 3 and .revision_enforced == 3 and .connected and .last_message_age_ms < 5000' <<<"$(watch_json)"
+http_get() { rw_node_exec curl -sS -m 5 "http://$HTTP$1"; }
+api_shows() { rw_jq_true '.policy_watch | .connected and .revision_enforced == 3 and .refusals == 0' <<<"$(http_get /api/status)"; }
+check "follow: /api/status shows the stream: connected, revision 3, no refusals" rw_wait 3 api_shows
+metrics_show() {
+	local m
+	m=$(http_get /metrics)
+	grep -qx 'runwall_policy_watch_connected 1' <<<"$m" &&
+		grep -qx 'runwall_policy_watch_revision_received 3' <<<"$m" &&
+		grep -qx 'runwall_policy_watch_refusals_total 0' <<<"$m" &&
+		grep -q '^runwall_policy_watch_last_message_age_seconds ' <<<"$m"
+}
+check "follow: /metrics shows it: connected, revision received 3, 0 refusals, the last message's age" \
+	rw_wait 3 metrics_show
 
 # ---- refusals ----------------------------------------------------------------------------------
 section refusals
@@ -236,6 +250,8 @@ check "refusals: a truncated message (the stream ends mid-line) refused, logged,
 	eval 'rw_wait 5 grep -q "truncated message" "$RW_WORK/agent.log" && rw_wait 5 reconnected "$n0"'
 check "refusals: the refusals are counted in status ($(watch_json | jq '.refusals'))" \
 	rw_jq_true '.refusals >= 4 and .revision_enforced == 3' <<<"$(watch_json)"
+check "refusals: and in /metrics ($(http_get /metrics | grep '^runwall_policy_watch_refusals_total'))" \
+	eval 'rw_wait 3 eval "http_get /metrics | grep -qx \"runwall_policy_watch_refusals_total $(watch_json | jq .refusals)\""'
 
 # ---- restart -----------------------------------------------------------------------------------
 section restart

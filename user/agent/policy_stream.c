@@ -256,7 +256,7 @@ static void *stream_main(void *data)
 	for (;;) {
 		char url[4096], err[256] = "", errbuf[CURL_ERROR_SIZE] = "", *node;
 		struct curl_slist *hdr;
-		uint64_t revision;
+		uint64_t revision, messages_before;
 		unsigned int delay;
 		struct timespec until;
 		bool snapshot, stop;
@@ -268,6 +268,7 @@ static void *stream_main(void *data)
 		revision = snapshot ? 0 : w->revision;
 		w->drop = false;
 		w->drop_snapshot = false;
+		messages_before = w->st.messages;
 		pthread_mutex_unlock(&w->lock);
 		if (stop)
 			break;
@@ -333,7 +334,8 @@ static void *stream_main(void *data)
 		pthread_mutex_unlock(&w->lock);
 		if (stop)
 			break;
-		if (w->got_200 && w->st.messages)
+		/* A stream that brought a message was a good one: start the backoff over. */
+		if (w->got_200 && w->st.messages > messages_before)
 			backoff = RW_WATCH_BACKOFF_MIN_MS;
 		delay = snapshot ? 0 : backoff / 2 + rand_r(&w->rand_state) % (backoff / 2 + 1);
 		if (!snapshot && backoff < RW_WATCH_BACKOFF_MAX_MS)
