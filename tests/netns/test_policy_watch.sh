@@ -165,6 +165,9 @@ check "trust: the server logged the refused handshakes" grep -q "TLS handshake .
 out=$(rw_cmd; "${RW_CMD[@]}" agent --policy-url "http://$SRV:$PORT/v1/watch" 2>&1) && rc=0 || rc=$?
 check "trust: plain http:// to a host off loopback is refused at start (exit $rc)" \
 	eval '[ "$rc" = 2 ] && grep -q "expected https://" <<<"$out"'
+out=$(rw_cmd; "${RW_CMD[@]}" agent --policy-url "$URL" --policy-ack-url "http://$SRV:$PORT/v1/ack" 2>&1) && rc=0 || rc=$?
+check "trust: so is a plain http:// --policy-ack-url off loopback (exit $rc)" \
+	eval '[ "$rc" = 2 ] && grep -q "policy-ack-url .*expected https://" <<<"$out"'
 
 # ---- follow ------------------------------------------------------------------------------------
 section follow

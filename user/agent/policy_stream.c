@@ -24,7 +24,7 @@
 struct rw_watch {
 	struct rw_watch_opts o;
 	char *url, *ack_url;
-	bool loopback;
+	bool loopback, ack_loopback; /* plain http allowed to each: its host is loopback */
 	int efd;
 	pthread_t stream_thread, ack_thread;
 	bool stream_started, ack_started;
@@ -218,14 +218,14 @@ static int read_token(const char *path, char *out, size_t outlen, char *err, siz
 }
 
 /* TLS and credentials, the same for the stream and the acks. */
-static struct curl_slist *setup_common(struct rw_watch *w, CURL *c, const char *url, char *err,
-				       size_t errlen)
+static struct curl_slist *setup_common(struct rw_watch *w, CURL *c, const char *url, bool loopback,
+				       char *err, size_t errlen)
 {
 	struct curl_slist *hdr = NULL;
 	char token[TOKEN_MAX + 32];
 
 	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, w->loopback ? "http,https" : "https");
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, loopback ? "http,https" : "https");
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_TIMEOUT_MS);
 	curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);
@@ -286,7 +286,7 @@ static void *stream_main(void *data)
 		w->got_200 = false;
 		w->refused = false;
 		w->last_msg_ns = mono_ns();
-		hdr = setup_common(w, w->curl, url, err, sizeof(err));
+		hdr = setup_common(w, w->curl, url, w->loopback, err, sizeof(err));
 		if (!hdr) {
 			rc = CURLE_READ_ERROR;
 			snprintf(w->abort_reason, sizeof(w->abort_reason), "%s", err);
@@ -387,7 +387,7 @@ static int post_ack(struct rw_watch *w, CURL *c, const char *body, char *err, si
 	CURLcode rc;
 
 	curl_easy_reset(c);
-	hdr = setup_common(w, c, w->ack_url, err, errlen);
+	hdr = setup_common(w, c, w->ack_url, w->ack_loopback, err, errlen);
 	if (!hdr)
 		return -EINVAL;
 	hdr = curl_slist_append(hdr, "Content-Type: application/json");
@@ -520,13 +520,6 @@ int rw_watch_check(const struct rw_watch_opts *o, char *err, size_t errlen)
 	if (o->ack_url &&
 	    check_url(o->ack_url, "--policy-ack-url", &ack_loopback, NULL, err, errlen))
 		return -EINVAL;
-	if (o->ack_url && loopback != ack_loopback) {
-		snprintf(err, errlen,
-			 "--policy-ack-url '%s': on loopback where --policy-url is not, or the "
-			 "other way round",
-			 o->ack_url);
-		return -EINVAL;
-	}
 	if (!o->cert != !o->key) {
 		snprintf(err, errlen, "--policy-cert and --policy-key go together");
 		return -EINVAL;
@@ -563,6 +556,10 @@ struct rw_watch *rw_watch_start(const struct rw_watch_opts *o, uint64_t revision
 	pthread_condattr_destroy(&ca);
 	if (rw_watch_check(o, err, errlen) ||
 	    check_url(o->url, "--policy-url", &w->loopback, o->ack_url ? NULL : &ack, err, errlen))
+		goto fail;
+	w->ack_loopback = w->loopback; /* a derived ack URL has the policy URL's host */
+	if (o->ack_url &&
+	    check_url(o->ack_url, "--policy-ack-url", &w->ack_loopback, NULL, err, errlen))
 		goto fail;
 	w->url = strdup(o->url);
 	w->ack_url = o->ack_url ? strdup(o->ack_url) : strdup(ack);
