@@ -8,7 +8,8 @@
 #             applied
 #   follow    the snapshot on connect; a run's upsert enforced from its ack on (a probe of that
 #             run's sandbox fails before and passes after), the other run's verdicts kept cached
-#             (its entry in the revs map unchanged); a delete likewise
+#             (its entry in the revs map unchanged); the stream's state in status, /api/status and
+#             /metrics
 #   refusals  a change on a stale base refused (path "base"), then a whole snapshot asked for and
 #             acked; a bad change refused with its JSON path in the ack, the policy in force
 #             unchanged; malformed, oversized and truncated messages refused and the stream
@@ -17,10 +18,13 @@
 #             nothing is applied again
 #   stall     a server that sends one byte a second is cut after --policy-stall, and `runwall
 #             status` answers within a second throughout
-#   churn     run starts and ends as per-run changes for CHURN_SECONDS (fixed seed), each acked ok;
+#   churn     CHURN_RUNS (1000) run starts and the ends a fixed seed draws between them (at most
+#             32 live), as upserts and deletes, each acked ok; the runs in force then the live ones;
 #             p50/p99 from change sent to ack reported (diag), not asserted
-#   cost      one run's change on the small node and after a snapshot of 960 more runs (a node holds 1023): the time
-#             to compose, to apply and to the ack, reported (diag), not asserted
+#   cost      one run's change on the small node and after a snapshot of 960 more runs (a node
+#             holds 1023): the time to compose, parse, apply and ack, reported (diag), not asserted
+#   frozen    a server stopped with SIGSTOP: the stream is cut, status answers, enforcement goes
+#             on, and SIGTERM ends the agent at once though its reconnection hangs
 #
 # Everything lives in namespaces named rwp<pid>-*, pins in /sys/fs/bpf/rwtest-policywatch-<pid>, the
 # socket /run/rwtest-policywatch-<pid>.sock, files in /tmp/rwtest-policywatch-<pid>.*; all of it
@@ -40,7 +44,7 @@ PFX=enip
 SRV=$RW_SVC_LINK PORT=9443 CTL=127.0.0.1:9080
 URL=https://$SRV:$PORT/v1/watch
 STALL=3
-CHURN_SECONDS=${CHURN_SECONDS:-40}
+CHURN_RUNS=${CHURN_RUNS:-1000} # runs started; the seed draws the ends between them
 export RW_SEED=1
 SERVER=$RW_ROOT/tests/policy_server.py
 C=$RW_WORK/certs
@@ -297,15 +301,14 @@ check "stall: the server healed: a new stream, still at 4, B's revs entry still 
 section churn
 cat >"$RW_WORK/churn.py" <<'EOT'
 import json, random, sys, time, urllib.request
-ctl, seconds = sys.argv[1], float(sys.argv[2])
+ctl, runs = sys.argv[1], int(sys.argv[2])
 rnd = random.Random(1)
 def call(method, path, body=None):
     req = urllib.request.Request("http://" + ctl + path, data=body, method=method)
     with urllib.request.urlopen(req, timeout=30) as r:
         return json.loads(r.read())
 live, lat, bad, n = [], [], [], 0
-end = time.monotonic() + seconds
-while time.monotonic() < end:
+while n < runs:
     if live and (len(live) >= 32 or rnd.random() < 0.5):
         rid = live.pop(rnd.randrange(len(live)))
         r = call("POST", "/delete?id=" + rid, b"")
@@ -334,12 +337,12 @@ print(json.dumps({"changes": len(lat), "refused": bad[:3], "n_refused": len(bad)
                   "p50_ms": round(p(0.5), 2), "p99_ms": round(p(0.99), 2), "max_ms": round(lat[-1], 2),
                   "live": live}))
 EOT
-rw_in "$RW_SVC" "$RW_PY" "$RW_WORK/churn.py" "$CTL" "$CHURN_SECONDS" >"$RW_WORK/churn.json" 2>"$RW_WORK/churn.err" ||
+rw_in "$RW_SVC" "$RW_PY" "$RW_WORK/churn.py" "$CTL" "$CHURN_RUNS" >"$RW_WORK/churn.json" 2>"$RW_WORK/churn.err" ||
 	{ cat "$RW_WORK/churn.err" | diag; }
 res=$(cat "$RW_WORK/churn.json" 2>/dev/null || echo '{}')
 diag "churn: $(jq -c '{changes, n_refused, p50_ms, p99_ms, max_ms}' <<<"$res") (change sent to ack, per-run changes, fixed seed)"
-check "churn: every change acked ok ($(jq '.changes' <<<"$res") changes)" \
-	rw_jq_true '.changes > 0 and .n_refused == 0' <<<"$res"
+check "churn: every change acked ok ($(jq '.changes' <<<"$res") changes: $CHURN_RUNS starts, the rest ends)" \
+	rw_jq_true --argjson n "$CHURN_RUNS" '.changes > $n and .n_refused == 0 and (.live | length) > 0' <<<"$res"
 live_runs() { status_json | jq -c '[.runs[]?.id | select(startswith("run-churn-"))] | sort'; }
 check "churn: the runs in force are exactly the live ones" \
 	test "$(live_runs)" = "$(jq -c '.live | sort' <<<"$res")"
@@ -398,6 +401,26 @@ check "cost: the changes on both nodes were acked ok (big node: $n_big runs)" \
 	eval 'rw_jq_true ".changes == 20" <<<"$small" && rw_jq_true ".changes == 20" <<<"$big"'
 [ -s "$RW_WORK/cost.err" ] && tail -c 600 "$RW_WORK/cost.err" | diag
 
+# ---- frozen server: the stream and the reconnection hang; the agent neither waits nor stops ---
+section frozen
+stalls() { grep -c "stalled: no complete message" "$RW_WORK/agent.log" || true; }
+s0=$(stalls)
+kill -STOP "$SERVER_PID"
+more_stalls() { [ "$(stalls)" -gt "$s0" ]; }
+check "frozen: a server that stops answering (SIGSTOP) is cut after $STALL s" rw_wait $((STALL + 5)) more_stalls
+rw_sleep 1 # the reconnection's TLS handshake now waits on the frozen server
+t0=$(date +%s%N)
+st=$(status_json)
+t1=$(date +%s%N)
+check "frozen: status answers in $(((t1 - t0) / 1000000)) ms, still enforcing, not connected" \
+	eval 'rw_jq_true ".ready and (.agent.policy_watch.connected | not)" <<<"$st" && [ $(((t1 - t0) / 1000000)) -lt "$limit_ms" ]'
+check "frozen: enforcement goes on: B reaches the database" test "$(rw_probe b tcp 52.94.9.5 5432)" = ok
+t0=$(date +%s%N)
 rw_agent_kill TERM
+t1=$(date +%s%N)
+exit_limit=$(awk -v k="$RW_WAIT_SCALE" 'BEGIN {printf "%d", 3000 * k}')
+check "frozen: SIGTERM: the agent exits in $(((t1 - t0) / 1000000)) ms (under $exit_limit) though a connection hangs" \
+	test $(((t1 - t0) / 1000000)) -lt "$exit_limit"
+kill -CONT "$SERVER_PID" 2>/dev/null || true
 server_stop
 rw_suite_end
