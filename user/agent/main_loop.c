@@ -245,6 +245,17 @@ static const char agent_options[] =
 	"                         (default 15; heartbeats expected every third of it)\n"
 	"  -v, --verbose          more log lines (-vv: libbpf's debug too)\n";
 
+/* The long options without a short letter. */
+enum {
+	OPT_POLICY_URL = 1000,
+	OPT_POLICY_ACK_URL,
+	OPT_POLICY_CA,
+	OPT_POLICY_CERT,
+	OPT_POLICY_KEY,
+	OPT_POLICY_TOKEN_FILE,
+	OPT_POLICY_STALL,
+};
+
 static int cmd_agent(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -265,13 +276,13 @@ static int cmd_agent(int argc, char **argv)
 		{"node", required_argument, NULL, 'n'},
 		{"access-request-url", required_argument, NULL, 'U'},
 		{"access-request-queue", required_argument, NULL, 'Q'},
-		{"policy-url", required_argument, NULL, 1000},
-		{"policy-ack-url", required_argument, NULL, 1001},
-		{"policy-ca", required_argument, NULL, 1002},
-		{"policy-cert", required_argument, NULL, 1003},
-		{"policy-key", required_argument, NULL, 1004},
-		{"policy-token-file", required_argument, NULL, 1005},
-		{"policy-stall", required_argument, NULL, 1006},
+		{"policy-url", required_argument, NULL, OPT_POLICY_URL},
+		{"policy-ack-url", required_argument, NULL, OPT_POLICY_ACK_URL},
+		{"policy-ca", required_argument, NULL, OPT_POLICY_CA},
+		{"policy-cert", required_argument, NULL, OPT_POLICY_CERT},
+		{"policy-key", required_argument, NULL, OPT_POLICY_KEY},
+		{"policy-token-file", required_argument, NULL, OPT_POLICY_TOKEN_FILE},
+		{"policy-stall", required_argument, NULL, OPT_POLICY_STALL},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{}};
@@ -388,25 +399,25 @@ static int cmd_agent(int argc, char **argv)
 					       optarg, MAX_REQUEST_QUEUE);
 			a.view_opts.request_queue = v;
 			break;
-		case 1000:
+		case OPT_POLICY_URL:
 			a.follow.opts.url = optarg;
 			break;
-		case 1001:
+		case OPT_POLICY_ACK_URL:
 			a.follow.opts.ack_url = optarg;
 			break;
-		case 1002:
+		case OPT_POLICY_CA:
 			a.follow.opts.ca = optarg;
 			break;
-		case 1003:
+		case OPT_POLICY_CERT:
 			a.follow.opts.cert = optarg;
 			break;
-		case 1004:
+		case OPT_POLICY_KEY:
 			a.follow.opts.key = optarg;
 			break;
-		case 1005:
+		case OPT_POLICY_TOKEN_FILE:
 			a.follow.opts.token_file = optarg;
 			break;
-		case 1006:
+		case OPT_POLICY_STALL:
 			if (rw_parse_uint(optarg, 3600, &v) || v < 3)
 				return rw_fail(RW_EXIT_USAGE,
 					       "agent: --policy-stall '%s': expected seconds, 3 to "
