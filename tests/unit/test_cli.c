@@ -354,6 +354,9 @@ static void sample_counters(struct rw_counters *c)
 	c->bytes[RW_DIR_INGRESS][RW_REASON_INBOUND_DENIED] = 180;
 	c->events_sent = 3;
 	c->events_suppressed = 44;
+	c->answers[RW_ANSWER_RST] = 5;
+	c->answers[RW_ANSWER_ICMP] = 2;
+	c->answers[RW_ANSWER_BUDGET] = 1;
 }
 
 static void test_counters_table(void **state)
@@ -368,25 +371,28 @@ static void test_counters_table(void **state)
 	rw_cli_counters_print(capture_start(&cap), &c, "  ");
 	out = capture_end(&cap);
 	/* Only the non-zero rows, in contract order, numbers right-aligned. */
-	assert_string_equal(out,
-			    "  DIR      REASON           PACKETS   BYTES\n"
-			    "  egress   allowed             1203  150000\n"
-			    "  egress   metadata               4     296\n"
-			    "  egress   not-allowlisted       40    2400\n"
-			    "  ingress  inbound-denied         3     180\n"
-			    "  47 drops, 1203 allowed; events: 3 sent, 44 suppressed, 0 lost\n");
+	assert_string_equal(
+		out,
+		"  DIR      REASON           PACKETS   BYTES\n"
+		"  egress   allowed             1203  150000\n"
+		"  egress   metadata               4     296\n"
+		"  egress   not-allowlisted       40    2400\n"
+		"  ingress  inbound-denied         3     180\n"
+		"  47 drops, 1203 allowed; events: 3 sent, 44 suppressed, 0 lost; answers: 5 rst, "
+		"2 icmp, 1 over budget\n");
 	free(out);
 
 	memset(&c, 0, sizeof(c));
 	rw_cli_counters_print(capture_start(&cap), &c, "");
 	out = capture_end(&cap);
 	assert_string_equal(out, "no packets\n0 drops, 0 allowed; events: 0 sent, 0 suppressed, "
-				 "0 lost\n");
+				 "0 lost; answers: 0 rst, 0 icmp, 0 over budget\n");
 	free(out);
 
 	c.packets[RW_DIR_INGRESS][RW_REASON_NOT_READY] = 1;
 	rw_cli_counters_summary(&c, line, sizeof(line));
-	assert_string_equal(line, "1 drop, 0 allowed; events: 0 sent, 0 suppressed, 0 lost");
+	assert_string_equal(line, "1 drop, 0 allowed; events: 0 sent, 0 suppressed, 0 lost; "
+				  "answers: 0 rst, 0 icmp, 0 over budget");
 }
 
 static void test_counters_json(void **state)
@@ -425,7 +431,11 @@ static void test_counters_json(void **state)
 	assert_int_equal(json_integer_value(json_object_get(ev, "lost")), 0);
 	assert_int_equal(json_integer_value(json_object_get(ev, "suppressed")), 44);
 	assert_int_equal(json_object_size(ev), 3);
-	assert_int_equal(json_object_size(o), 3);
+	ev = json_object_get(o, "answers");
+	assert_int_equal(json_integer_value(json_object_get(ev, "rst")), 5);
+	assert_int_equal(json_integer_value(json_object_get(ev, "icmp")), 2);
+	assert_int_equal(json_integer_value(json_object_get(ev, "budget")), 1);
+	assert_int_equal(json_object_size(o), 4);
 	json_decref(o);
 }
 
@@ -672,11 +682,12 @@ static void test_explain_json(void **state)
 	json_t *o = rw_cli_verdict_json(&p, &v);
 	char *s = json_dumps(o, JSON_COMPACT);
 
-	assert_string_equal(s, "{\"verdict\":\"drop\",\"reason\":\"dns\",\"path\":\"none\","
-			       "\"rule\":\"\",\"rule_id\":0,\"run\":\"run-7f3a\",\"gen\":12,"
-			       "\"revision\":12,\"dir\":\"egress\",\"src\":\"10.1.2.3\","
-			       "\"sport\":40000,\"dst\":\"8.8.8.8\",\"dport\":53,\"proto\":\"udp\","
-			       "\"source\":\"live\"}");
+	assert_string_equal(
+		s, "{\"verdict\":\"drop\",\"reason\":\"dns\",\"path\":\"none\",\"answer\":\"none\","
+		   "\"rule\":\"\",\"rule_id\":0,\"run\":\"run-7f3a\",\"gen\":12,"
+		   "\"revision\":12,\"dir\":\"egress\",\"src\":\"10.1.2.3\","
+		   "\"sport\":40000,\"dst\":\"8.8.8.8\",\"dport\":53,\"proto\":\"udp\","
+		   "\"source\":\"live\"}");
 	free(s);
 	json_decref(o);
 }
