@@ -49,8 +49,10 @@ the `ts_ns` of runwall's events: probe times and event times compare directly.
   probe.py now                                        CLOCK_MONOTONIC now
 
 Results: "ok" = connected, got the listener's greeting and the echo of a line (so data flowed
-both ways); "refused" = a RST or an ICMP error came back (never runwall: it drops silently);
-"timeout" = nothing came back; "partial" = connected but the exchange then stalled.
+both ways); "refused" = a RST or an ICMP error came back (runwall's answer to a refusal of the
+sandbox's own packet, or a closed port); "timeout" = nothing came back (a silent drop: before
+the source is proven, into a sandbox, or "refusal": "drop"); "partial" = connected but the
+exchange then stalled.
 
 A refused TCP attempt with a timeout under one second sends exactly one SYN: Linux retransmits a
 SYN after its initial RTO of 1 s, and closing a socket in SYN-SENT sends nothing. The tests rely
