@@ -113,8 +113,9 @@ rw_sandbox_add a "$A_IF" "$A_IP" || bail "sandbox a"
 rw_sandbox_add b "$B_IF" "$B_IP" || bail "sandbox b"
 rw_sandbox_add v "$V_IF" "$V_IP" || bail "sandbox v"
 policy 1 >"$RW_WORK/policy.json"
+API=http://127.0.0.1:9100 # the node namespace's own loopback
 rw_agent_start --policy "$RW_WORK/policy.json" --ifprefix "$PFX" --answer-rate "$ARATE/$ABURST" \
-	--attach-mode "${RW_ATTACH_MODE:-auto}"
+	--attach-mode "${RW_ATTACH_MODE:-auto}" --listen 127.0.0.1:9100
 rw_agent_wait || bail "the agent did not start"
 ready() { [ "$(status_json | jq -r '.ready and ([.sandboxes[]? | select(.pod != null)] | length == 3)')" = true ]; }
 rw_wait 10 ready || bail "the agent did not bind the three sandboxes and apply revision 1"
@@ -186,6 +187,29 @@ if rw_wait 3 in_events; then
 	ok "the events say which answer each refusal got (rst, icmp)"
 else
 	not_ok "events: $(head -c 600 "$RW_WORK/events.jsonl")"
+fi
+
+metrics_say() {
+	rw_node_exec curl -s --max-time "$(rw_scale 5)" "$API/metrics" >"$RW_WORK/metrics.txt" || return 1
+	grep -Eq "^runwall_run_answers_total\{run=\"$A_RUN\",answer=\"rst\"\} [1-9]" "$RW_WORK/metrics.txt" &&
+		grep -Eq '^runwall_answers_total\{answer="icmp"\} [1-9]' "$RW_WORK/metrics.txt" &&
+		grep -Eq '^runwall_answers_total\{answer="budget"\} [0-9]' "$RW_WORK/metrics.txt"
+}
+if metrics_say; then
+	ok "/metrics: runwall_answers_total and runwall_run_answers_total by answer"
+else
+	not_ok "/metrics: $(grep answers "$RW_WORK/metrics.txt" | head -8 | tr '\n' ' ')"
+fi
+api_says() {
+	rw_node_exec curl -s --max-time "$(rw_scale 5)" "$API/api/events" >"$RW_WORK/api-events.json" || return 1
+	jq -e --arg r "$A_RUN" '[.events[] | select(.run == $r)] |
+		any(.answer == "rst" and .proto == "tcp") and any(.answer == "icmp" and .proto == "udp")' \
+		"$RW_WORK/api-events.json" >/dev/null
+}
+if rw_wait 3 api_says; then
+	ok "the view's /api/events say which answer each refusal got"
+else
+	not_ok "/api/events: $(head -c 400 "$RW_WORK/api-events.json")"
 fi
 
 # ---- spoof: a forged source gets no answer, and the forged-for pod hears nothing ----------------
