@@ -550,6 +550,41 @@ static void test_event_header(void **state)
 	assert_int_equal(strstr(head, "PROTO") - head, strstr(line, " tcp") + 1 - line);
 }
 
+/* The answer a refusal got: in the event's JSON, back from it, and at the end of the line. */
+static void test_event_answer(void **state)
+{
+	struct rw_event ev = event(RW_DIR_EGRESS, RW_VERDICT_DROP, RW_REASON_NOT_ALLOWLISTED,
+				   "10.1.2.3", 40000, "93.184.216.34", 443, "run-7f3a"),
+			back;
+	static const char *const notes[RW_ANSWER_COUNT] = {
+		[RW_ANSWER_NONE] = "tcp",
+		[RW_ANSWER_RST] = "tcp  answered: rst",
+		[RW_ANSWER_ICMP] = "tcp  answered: icmp",
+		[RW_ANSWER_BUDGET] = "tcp  unanswered: over the answer budget"};
+	char line[512];
+	json_t *o;
+
+	(void)state;
+	for (int a = 0; a < RW_ANSWER_COUNT; a++) {
+		ev.answer = a;
+		o = rw_event_json(&ev, NULL, 0);
+		assert_non_null(o);
+		assert_string_equal(json_string_value(json_object_get(o, "answer")),
+				    rw_answer_name(a));
+		assert_int_equal(rw_event_from_json(o, &back, NULL, 0), 0);
+		assert_int_equal(back.answer, a);
+		json_decref(o);
+		rw_event_line(&ev, "", 0, line, sizeof(line));
+		assert_string_equal(line + strlen(line) - strlen(notes[a]), notes[a]);
+	}
+	/* An older agent's event has no "answer": none. */
+	o = rw_event_json(&ev, NULL, 0);
+	json_object_del(o, "answer");
+	assert_int_equal(rw_event_from_json(o, &back, NULL, 0), 0);
+	assert_int_equal(back.answer, RW_ANSWER_NONE);
+	json_decref(o);
+}
+
 /* ---- explain ----------------------------------------------------------------------------- */
 
 static void test_packet(void **state)
@@ -703,8 +738,9 @@ int main(void)
 		cmocka_unit_test(test_reason_names),  cmocka_unit_test(test_table),
 		cmocka_unit_test(test_small_formats), cmocka_unit_test(test_counters_table),
 		cmocka_unit_test(test_counters_json), cmocka_unit_test(test_filter),
-		cmocka_unit_test(test_event_header),  cmocka_unit_test(test_packet),
-		cmocka_unit_test(test_explain_line),  cmocka_unit_test(test_explain_json),
+		cmocka_unit_test(test_event_header),  cmocka_unit_test(test_event_answer),
+		cmocka_unit_test(test_packet),	      cmocka_unit_test(test_explain_line),
+		cmocka_unit_test(test_explain_json),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
