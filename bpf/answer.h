@@ -194,11 +194,14 @@ static __always_inline int rw_answer_icmp(struct __sk_buff *skb)
 /* Builds the answer of `kind` in place of the refused packet. A subprogram, not inlined: it is
  * called from every refusal of rw_egress, and one copy keeps the program small. Returns 0 when
  * the packet now is the answer; else the packet is to be dropped as it is.
+ *
+ * Every checksum is written in full. A packet a pod sends through its veth is usually
+ * CHECKSUM_PARTIAL (the checksum left to an offload that never comes on a veth); the answer keeps
+ * that state, which the pod's stack takes as verified on local delivery (skb_csum_unnecessary()),
+ * and its checksums are right for any reader that sums them anyway.
  */
 static __noinline int rw_answer_build(struct __sk_buff *skb, __u32 kind)
 {
-	if (!skb)
-		return -1;
 	if (kind == RW_ANSWER_RST)
 		return rw_answer_rst(skb);
 	if (kind == RW_ANSWER_ICMP)
