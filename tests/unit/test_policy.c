@@ -1375,6 +1375,32 @@ static void test_diff_node_egress(void **state)
 	rw_policy_free(&b);
 }
 
+/* The node's refusal mode changes the runs that inherit it; a run's own is shown as it comes. */
+static void test_diff_refusal(void **state)
+{
+	struct rw_policy a, b;
+	char buf[512];
+	int n;
+
+	(void)state;
+	parse_ok("{\"revision\": 1, \"runs\": [{\"id\": \"a\", \"pods\": [\"10.0.0.1\"]}, "
+		 "{\"id\": \"b\", \"pods\": [\"10.0.0.2\"], \"refusal\": \"drop\"}]}",
+		 &a);
+	parse_ok("{\"revision\": 2, \"refusal\": \"drop\", \"runs\": [{\"id\": \"a\", \"pods\": "
+		 "[\"10.0.0.1\"]}, {\"id\": \"b\", \"pods\": [\"10.0.0.2\"], \"refusal\": "
+		 "\"drop\"}, {\"id\": \"c\", \"pods\": [], \"refusal\": \"answer\"}]}",
+		 &b);
+	n = rw_policy_diff(&a, &b, buf, sizeof(buf));
+	assert_string_equal(buf, "~ refusal answer -> drop\n"
+				 "~ run a: refusal answer -> drop\n"
+				 "+ run c (0 pods, refusal answer)\n");
+	assert_int_equal(n, 3);
+	assert_false(rw_policy_run_equal(&a, &a.runs[0], &b, &b.runs[0]));
+	assert_true(rw_policy_run_equal(&a, &a.runs[1], &b, &b.runs[1]));
+	rw_policy_free(&a);
+	rw_policy_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1402,6 +1428,7 @@ int main(void)
 		cmocka_unit_test(test_run_ids_and_names),
 		cmocka_unit_test(test_egress_values),
 		cmocka_unit_test(test_refusal_values),
+		cmocka_unit_test(test_diff_refusal),
 		cmocka_unit_test(test_duplicate_key),
 		cmocka_unit_test(test_syntax_errors),
 		cmocka_unit_test(test_error_positions),
