@@ -216,6 +216,8 @@ static const char agent_options[] =
 	"  --resync SECONDS       full resync period (default 10)\n"
 	"  --event-rate N[/BURST] events per second per sandbox, for drops and for new flows\n"
 	"                         each (default 200/400; 0: no limit)\n"
+	"  --answer-rate N[/BURST] answers to refused packets (TCP resets, ICMP unreachables)\n"
+	"                         per second per sandbox (default 100/100; 0: no limit)\n"
 	"  --ct-per-sandbox N     flows one sandbox may track (default 8192; new tables)\n"
 	"  --ct-node N            flows all sandboxes may track together (default 1048576)\n"
 	"  --max-endpoints N      sandbox veths the node binds at most (default and maximum\n"
@@ -241,6 +243,7 @@ static int cmd_agent(int argc, char **argv)
 		{"attach-mode", required_argument, NULL, 'm'},
 		{"resync", required_argument, NULL, 'r'},
 		{"event-rate", required_argument, NULL, 'e'},
+		{"answer-rate", required_argument, NULL, 'A'},
 		{"ct-per-sandbox", required_argument, NULL, 'C'},
 		{"ct-node", required_argument, NULL, 'N'},
 		{"max-endpoints", required_argument, NULL, 'M'},
@@ -269,8 +272,9 @@ static int cmd_agent(int argc, char **argv)
 	static const char *const attach_modes[] = {
 		[RW_ATTACH_AUTO] = "auto", [RW_ATTACH_TCX] = "tcx", [RW_ATTACH_TC] = "tc"};
 	unsigned long long v, rate = 0, burst = 0, ct_sbx = 0, ct_node = 0, max_ep = 0;
+	unsigned long long answer_rate = 0, answer_burst = 0;
 	bool fresh;
-	bool have_rate = false;
+	bool have_rate = false, have_answer_rate = false;
 	char msg[256];
 	struct rw_config cfg;
 	int c, err, ret = RW_EXIT_REFUSED;
@@ -314,6 +318,14 @@ static int cmd_agent(int argc, char **argv)
 					       "N or N/BURST, 0 to %d (BURST at least 1)",
 					       optarg, MAX_EVENT_RATE);
 			have_rate = true;
+			break;
+		case 'A':
+			if (rw_parse_rate(optarg, MAX_EVENT_RATE, &answer_rate, &answer_burst))
+				return rw_fail(RW_EXIT_USAGE,
+					       "agent: --answer-rate '%s': expected "
+					       "N or N/BURST, 0 to %d (BURST at least 1)",
+					       optarg, MAX_EVENT_RATE);
+			have_answer_rate = true;
 			break;
 		case 'C':
 		case 'N':
@@ -426,6 +438,10 @@ static int cmd_agent(int argc, char **argv)
 		cfg.event_rate = rate;
 		cfg.event_burst = burst;
 	}
+	if (have_answer_rate) {
+		cfg.answer_rate = answer_rate;
+		cfg.answer_burst = answer_burst;
+	}
 	if (ct_sbx > 0)
 		cfg.ct_per_sandbox = ct_sbx;
 	if (ct_node > 0)
@@ -459,7 +475,7 @@ static int cmd_agent(int argc, char **argv)
 	else
 		rw_info("%s: no snapshot applied yet: every sandbox packet is dropped not-ready",
 			a.dp.pin_dir);
-	if (have_rate || ct_sbx > 0 || ct_node > 0)
+	if (have_rate || have_answer_rate || ct_sbx > 0 || ct_node > 0)
 		rw_config_write(&a.dp, &cfg);
 
 	a.ring = ring_buffer__new(a.dp.map_fd[RW_M_EVENTS], agent_ring_cb, &a, NULL);
@@ -568,12 +584,13 @@ cleanup:
 const struct rw_cmd rw_cmd_agent = {
 	.name = "agent",
 	.summary = "run the node agent (the DaemonSet's process)",
-	.grammar = "agent [--policy FILE] [--ifprefix LIST] [--attach-mode auto|tcx|tc] "
-		   "[--resync SECONDS] [--event-rate N[/BURST]] [--ct-per-sandbox N] [--ct-node N] "
-		   "[--max-endpoints N] [--cni-conf-dir DIR] "
-		   "[--listen ADDR:PORT] [--probe-listen ADDR:PORT] [--http-token-file FILE] "
-		   "[--events N] [--node NAME] "
-		   "[--access-request-url URL] [--access-request-queue N] [-v]",
+	.grammar =
+		"agent [--policy FILE] [--ifprefix LIST] [--attach-mode auto|tcx|tc] "
+		"[--resync SECONDS] [--event-rate N[/BURST]] [--answer-rate N[/BURST]] [--ct-per-sandbox N] [--ct-node N] "
+		"[--max-endpoints N] [--cni-conf-dir DIR] "
+		"[--listen ADDR:PORT] [--probe-listen ADDR:PORT] [--http-token-file FILE] "
+		"[--events N] [--node NAME] "
+		"[--access-request-url URL] [--access-request-queue N] [-v]",
 	.options = agent_options,
 	.func = cmd_agent,
 };

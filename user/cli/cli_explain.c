@@ -109,6 +109,7 @@ static int judge(struct rw_datapath *dp, const struct rw_cli_probe *p, __u32 ifi
 	v->verdict = res->verdict;
 	v->reason = res->reason;
 	v->path = res->path;
+	v->answer = res->answer;
 	v->rule_id = res->rule_id;
 	return 0;
 }

@@ -284,8 +284,9 @@ static void print_plain(struct sctx *c, json_t *o)
 	}
 	printf("bpffs:      %s\n", c->bpffs);
 	printf("limits:     events %u/s burst %u per sandbox for drops and for new flows; "
-	       "conntrack %u flows per sandbox, %u per node\n",
-	       c->cfg.event_rate, c->cfg.event_burst, c->cfg.ct_per_sandbox, c->cfg.ct_node);
+	       "answers %u/s burst %u per sandbox; conntrack %u flows per sandbox, %u per node\n",
+	       c->cfg.event_rate, c->cfg.event_burst, c->cfg.answer_rate, c->cfg.answer_burst,
+	       c->cfg.ct_per_sandbox, c->cfg.ct_node);
 
 	printf("\nruns: %zu\n", json_array_size(runs));
 	rw_table_init(&t, 5, NULL, 0);
@@ -486,12 +487,17 @@ static int cmd_status(int argc, char **argv)
 		ret = rw_fail(RW_EXIT_REFUSED, "out of memory");
 		goto cleanup;
 	}
-	/* The agent's --event-rate, --ct-per-sandbox and --ct-node, as the kernel holds them. */
-	json_object_set_new(
-		o, "limits",
-		json_pack("{s:I, s:I, s:I, s:I}", "event_rate", (json_int_t)c.cfg.event_rate,
-			  "event_burst", (json_int_t)c.cfg.event_burst, "ct_per_sandbox",
-			  (json_int_t)c.cfg.ct_per_sandbox, "ct_node", (json_int_t)c.cfg.ct_node));
+	/* The agent's --event-rate, --answer-rate, --ct-per-sandbox and --ct-node, as the kernel
+	 * holds them.
+	 */
+	json_object_set_new(o, "limits",
+			    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "event_rate",
+				      (json_int_t)c.cfg.event_rate, "event_burst",
+				      (json_int_t)c.cfg.event_burst, "answer_rate",
+				      (json_int_t)c.cfg.answer_rate, "answer_burst",
+				      (json_int_t)c.cfg.answer_burst, "ct_per_sandbox",
+				      (json_int_t)c.cfg.ct_per_sandbox, "ct_node",
+				      (json_int_t)c.cfg.ct_node));
 	if (rw_g.json) {
 		rw_cli_json_print(o);
 	} else {

@@ -250,6 +250,11 @@ json_t *rw_cli_counters_json(const struct rw_counters *c)
 			    json_pack("{s:I, s:I, s:I}", "sent", (json_int_t)c->events_sent, "lost",
 				      (json_int_t)c->events_lost, "suppressed",
 				      (json_int_t)c->events_suppressed));
+	json_object_set_new(o, "answers",
+			    json_pack("{s:I, s:I, s:I}", "rst",
+				      (json_int_t)c->answers[RW_ANSWER_RST], "icmp",
+				      (json_int_t)c->answers[RW_ANSWER_ICMP], "budget",
+				      (json_int_t)c->answers[RW_ANSWER_BUDGET]));
 	return o;
 }
 
@@ -277,10 +282,14 @@ void rw_cli_counters_summary(const struct rw_counters *c, char *buf, size_t len)
 	uint64_t drops = rw_cli_counters_drops(c);
 
 	snprintf(buf, len,
-		 "%llu drop%s, %llu allowed; events: %llu sent, %llu suppressed, %llu lost",
+		 "%llu drop%s, %llu allowed; events: %llu sent, %llu suppressed, %llu lost; "
+		 "answers: %llu rst, %llu icmp, %llu over budget",
 		 (unsigned long long)drops, drops == 1 ? "" : "s",
 		 (unsigned long long)rw_cli_counters_allowed(c), (unsigned long long)c->events_sent,
-		 (unsigned long long)c->events_suppressed, (unsigned long long)c->events_lost);
+		 (unsigned long long)c->events_suppressed, (unsigned long long)c->events_lost,
+		 (unsigned long long)c->answers[RW_ANSWER_RST],
+		 (unsigned long long)c->answers[RW_ANSWER_ICMP],
+		 (unsigned long long)c->answers[RW_ANSWER_BUDGET]);
 }
 
 void rw_cli_counters_print(FILE *f, const struct rw_counters *c, const char *indent)
@@ -421,8 +430,11 @@ void rw_cli_verdict_str(const struct rw_cli_verdict *v, char *buf, size_t len)
 	if (v->verdict == RW_VERDICT_ALLOW)
 		snprintf(buf, len, "allowed via %s%s%s", rw_path_name(v->path),
 			 v->rule[0] ? " " : "", v->rule);
-	else
+	else if (v->answer == RW_ANSWER_NONE)
 		snprintf(buf, len, "refused: %s", rw_reason_name(v->reason));
+	else
+		snprintf(buf, len, "refused: %s, answered with %s", rw_reason_name(v->reason),
+			 rw_answer_name(v->answer));
 }
 
 void rw_cli_verdict_context(const struct rw_cli_verdict *v, char *buf, size_t len)
@@ -468,14 +480,15 @@ json_t *rw_cli_verdict_json(const struct rw_cli_probe *p, const struct rw_cli_ve
 
 	rw_cli_ip(p->src, src, sizeof(src));
 	rw_cli_ip(p->dst, dst, sizeof(dst));
-	return json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:I, s:s, s:s, s:i, s:s, s:i, s:s, "
-			 "s:s}",
+	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:I, s:s, s:s, s:i, s:s, s:i, "
+			 "s:s, s:s}",
 			 "verdict", v->verdict == RW_VERDICT_ALLOW ? "allow" : "drop", "reason",
-			 rw_reason_name(v->reason), "path", rw_path_name(v->path), "rule", v->rule,
-			 "rule_id", (int)v->rule_id, "run", v->run, "gen", (int)v->gen, "revision",
-			 (json_int_t)v->revision, "dir", rw_dir_name(p->dir), "src", src, "sport",
-			 (int)p->sport, "dst", dst, "dport", (int)p->dport, "proto",
-			 rw_proto_name(p->proto), "source", v->source ? v->source : "live");
+			 rw_reason_name(v->reason), "path", rw_path_name(v->path), "answer",
+			 rw_answer_name(v->answer), "rule", v->rule, "rule_id", (int)v->rule_id,
+			 "run", v->run, "gen", (int)v->gen, "revision", (json_int_t)v->revision,
+			 "dir", rw_dir_name(p->dir), "src", src, "sport", (int)p->sport, "dst", dst,
+			 "dport", (int)p->dport, "proto", rw_proto_name(p->proto), "source",
+			 v->source ? v->source : "live");
 }
 
 /* ---- the kernel's state, read only ------------------------------------------------------- */

@@ -160,6 +160,7 @@ struct rw_cli_verdict {
 	__u8 verdict; /* enum rw_verdict */
 	__u8 reason;
 	__u8 path;
+	__u8 answer; /* enum rw_answer the refusal gets, its budget aside */
 	__u32 rule_id;
 	char rule[128];		 /* rw_rule_name() */
 	char run[RW_RUN_ID_LEN]; /* "" when the pod belongs to no run */
@@ -176,7 +177,9 @@ size_t rw_cli_build_packet(const struct rw_cli_probe *p, __u8 *buf, size_t len);
 /* "egress 10.1.2.3:40000 -> 172.20.0.10:443 tcp" */
 void rw_cli_probe_str(const struct rw_cli_probe *p, char *buf, size_t len);
 
-/* "allowed via rule services[0] egress-proxy", "allowed via open", "refused: dns" */
+/* "allowed via rule services[0] egress-proxy", "allowed via open", "refused: dns",
+ * "refused: not-allowlisted, answered with rst"
+ */
 void rw_cli_verdict_str(const struct rw_cli_verdict *v, char *buf, size_t len);
 
 /* "run run-7f3a gen 12, revision 12" or "no run, revision 12" */
@@ -190,7 +193,7 @@ void rw_cli_verdict_context(const struct rw_cli_verdict *v, char *buf, size_t le
 void rw_cli_explain_line(const struct rw_cli_probe *p, const struct rw_cli_verdict *now,
 			 const struct rw_cli_verdict *with, char *buf, size_t len);
 
-/* {"verdict":"allow","reason":...,"path":...,"rule":...,"rule_id":N,"run":...,"gen":N,
+/* {"verdict":"allow","reason":...,"path":...,"answer":...,"rule":...,"rule_id":N,"run":...,"gen":N,
  *  "revision":N,"dir":...,"src":...,"sport":N,"dst":...,"dport":N,"proto":...,"source":...}
  */
 json_t *rw_cli_verdict_json(const struct rw_cli_probe *p, const struct rw_cli_verdict *v);

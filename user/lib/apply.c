@@ -400,7 +400,8 @@ static bool run_same(const struct rw_policy_run *a, const struct rw_policy_run *
 {
 	if ((a->digest[0] || a->digest[1]) && (b->digest[0] || b->digest[1]))
 		return a->digest[0] == b->digest[0] && a->digest[1] == b->digest[1];
-	if (a->n_pods != b->n_pods || a->egress != b->egress || a->n_allow != b->n_allow ||
+	if (a->n_pods != b->n_pods || a->egress != b->egress || a->refusal != b->refusal ||
+	    a->n_allow != b->n_allow ||
 	    !bytes_equal(a->pods, b->pods, a->n_pods * sizeof(*a->pods)))
 		return false;
 	for (size_t i = 0; i < a->n_allow; i++) {
@@ -454,6 +455,7 @@ static int shadow_build(struct shadow *s, const struct rw_policy *p, const struc
 		g->pod.run_idx = slots[r].idx;
 		g->pod.run_gen = slots[r].gen;
 		g->pod.egress_mode = rw_policy_run_egress(p, run);
+		g->pod.refusal = rw_policy_run_refusal(p, run);
 		snprintf(g->pod.run_id, sizeof(g->pod.run_id), "%s", run->id);
 		if (slots[r].same && live && live->known) {
 			const struct group *lg = shadow_find(live, run->id);
@@ -1059,7 +1061,7 @@ static int assign_runs(const struct rw_datapath *dp, struct shadow *live_shadow,
 		slots[r].gen = lg ? lg->pod.run_gen : 0;
 		/* A run keeps its generation only when we know its policy did not change. */
 		slots[r].same = old && pg->pod_off == r && prev->egress == next->egress &&
-				run_same(old, run);
+				prev->refusal == next->refusal && run_same(old, run);
 		if (!slots[r].idx || !old ||
 		    (!slots[r].same && !rw_policy_run_equal(prev, old, next, run)))
 			slots[r].gen = (__u32)next->revision;
