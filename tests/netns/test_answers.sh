@@ -23,20 +23,9 @@
 set -Eeuo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-BUILD=${1:-build}
-case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
-
 # shellcheck source=tests/netns/lib.sh
 source "$HERE/lib.sh"
-
-ID=$$
-rw_names "rwa$ID-"
-RW_RUNWALL=$BUILD/runwall
-RW_BPFFS=/sys/fs/bpf/rwtest-answers-$ID
-RW_SOCK=/run/rwtest-answers-$ID.sock
-RW_WORK=$(mktemp -d "/tmp/rwtest-answers-$ID.XXXXXX")
-[ -x "$RW_RUNWALL" ] || { echo "Bail out! $RW_RUNWALL is missing: run make"; exit 1; }
+rw_suite_begin answers rwa "${1:-build}"
 
 # Sandboxes: A asks and floods, B is the other sandbox, V is the pod whose address A forges.
 A_IF=eniaa${ID}a A_IP=10.1.2.3 A_RUN=run-asker
@@ -46,12 +35,6 @@ PFX=enia
 ARATE=20 ABURST=10
 REFUSED=93.184.216.34 # "the public internet": listens on tcp 443 and udp 443 (lib.sh)
 
-exec 3>&1
-T=0
-FAILED=0
-ok() { T=$((T + 1)); echo "ok $T - $*" >&3; }
-not_ok() { T=$((T + 1)); FAILED=$((FAILED + 1)); echo "not ok $T - $*" >&3; }
-diag() { echo "# $*" >&3; }
 bail() {
 	echo "Bail out! $*" >&3
 	[ -f "$RW_WORK/agent.log" ] && sed 's/^/#   /' "$RW_WORK/agent.log" | tail -n 20 >&3
@@ -280,5 +263,4 @@ else
 	not_ok "the other run: $(cat "$RW_WORK/drop-other.json")"
 fi
 
-echo "1..$T" >&3
-[ "$FAILED" = 0 ]
+rw_suite_end
