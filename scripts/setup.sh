@@ -8,7 +8,7 @@ packages=(
 	libbpf-dev bpftool libelf-dev zlib1g-dev
 	libmnl-dev libjansson-dev libmicrohttpd-dev libcmocka-dev libcurl4-openssl-dev xxd
 	chromium chromium-driver python3-selenium prometheus
-	iproute2 iputils-ping netcat-openbsd python3 procps jq util-linux
+	iproute2 iputils-ping netcat-openbsd python3 procps jq util-linux curl
 	qemu-system-x86 linux-image-amd64 busybox-static cpio xz-utils binutils
 	# make image and its test; the manifest checks (kubectl: from the apt source that carries
 	# it, packages.cloud.google.com on the development machine; npm: nodejs from NodeSource
