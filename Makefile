@@ -46,8 +46,11 @@ CLI_AR    := $(BUILD)/librunwall-cli.a
 AGENT_SRC := $(wildcard user/agent/*.c)
 AGENT_OBJ := $(patsubst user/%.c,$(BUILD)/%.o,$(AGENT_SRC))
 AGENT_AR  := $(BUILD)/librunwall-agent.a
-FE_INC    := $(LIB_INC) -Iuser/cli -Iuser/agent
-FE_HDRS   := $(LIB_HDRS) $(wildcard user/cli/*.h user/agent/*.h)
+VIEW_SRC  := $(wildcard user/view/*.c)
+VIEW_OBJ  := $(patsubst user/%.c,$(BUILD)/%.o,$(VIEW_SRC))
+VIEW_AR   := $(BUILD)/librunwall-view.a
+FE_INC    := $(LIB_INC) -Iuser/view -Iuser/cli -Iuser/agent
+FE_HDRS   := $(LIB_HDRS) $(wildcard user/view/*.h user/cli/*.h user/agent/*.h)
 RUNWALL   := $(BUILD)/runwall
 
 # The CNI plugin, its own front end on the same library, once user/cni/ has sources.
@@ -67,7 +70,7 @@ KHELP_SRC := $(filter-out tests/kernel/test_%.c,$(wildcard tests/kernel/*.c))
 KHELP_OBJ := $(patsubst tests/kernel/%.c,$(BUILD)/tests/kernel/%.o,$(KHELP_SRC))
 KHELP_AR  := $(BUILD)/tests/kernel/libhelpers.a
 TEST_HDRS := $(FE_HDRS) $(wildcard user/cni/*.h tests/kernel/*.h)
-TEST_LIBS := $(CLI_AR) $(AGENT_AR) $(CNI_AR) $(KHELP_AR) $(LIB)
+TEST_LIBS := $(CLI_AR) $(AGENT_AR) $(VIEW_AR) $(CNI_AR) $(KHELP_AR) $(LIB)
 BENCH_BIN := $(BUILD)/tests/bench_datapath
 
 # The C sources clang-format keeps in shape (.clang-format; clang-format 14).
@@ -121,13 +124,18 @@ $(BUILD)/cli/%.o: user/cli/%.c $(FE_HDRS) $(SKEL)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(FE_INC) -c $< -o $@
 
-# The page of the HTTP view (user/agent/view.html), embedded into the binary.
-$(BUILD)/view_page.h: user/agent/view.html $(SETUP_STAMP)
+# The page of the HTTP view (user/view/view.html), embedded into the binary.
+$(BUILD)/view_page.h: user/view/view.html $(SETUP_STAMP)
 	$(call msg,GEN,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)xxd -i -n rw_view_page $< > $@
 
-$(BUILD)/agent/%.o: user/agent/%.c $(FE_HDRS) $(SKEL) $(BUILD)/view_page.h
+$(BUILD)/view/%.o: user/view/%.c $(FE_HDRS) $(SKEL) $(BUILD)/view_page.h
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(FE_INC) -c $< -o $@
+
+$(BUILD)/agent/%.o: user/agent/%.c $(FE_HDRS) $(SKEL)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(FE_INC) -c $< -o $@
@@ -149,7 +157,11 @@ $(AGENT_AR): $(AGENT_OBJ)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
-$(RUNWALL): $(BUILD)/cli/main.o $(CLI_AR) $(AGENT_AR) $(LIB)
+$(VIEW_AR): $(VIEW_OBJ)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+$(RUNWALL): $(BUILD)/cli/main.o $(CLI_AR) $(AGENT_AR) $(VIEW_AR) $(LIB)
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 
