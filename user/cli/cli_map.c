@@ -653,7 +653,7 @@ static bool counters_zero(const struct rw_counters *s)
 
 static int show_counters(struct mctx *c, const struct mkey *k)
 {
-	__u32 max = rw_cli_max_entries(c->dp.map_fd[RW_M_COUNTERS]);
+	__u32 max = rw_map_max_entries(c->dp.map_fd[RW_M_COUNTERS]);
 	int shown = 0, err;
 
 	for (__u32 idx = 0; idx < max; idx++) {
@@ -993,11 +993,11 @@ static int show(struct mctx *c, enum rw_cli_map map, const struct mkey *k, bool 
 static int list(struct mctx *c)
 {
 	static const char *const heads[] = {"MAP", "PINNED AS", "TYPE", "ENTRIES", "MAX", "FILL"};
-	struct rw_cli_fill fill[RW_M__COUNT];
+	struct rw_map_fill fill[RW_M__COUNT];
 	struct rw_table t;
 	json_t *arr;
 
-	rw_cli_map_fill(&c->dp, fill);
+	rw_map_fill(&c->dp, fill);
 	if (rw_g.json) {
 		arr = json_array();
 		for (int i = 0; i < RW_M__COUNT; i++)
@@ -1019,7 +1019,7 @@ static int list(struct mctx *c)
 		printf(" (node not ready: the policy maps have no live slot)\n");
 	rw_table_init(&t, 6, heads, RW_TABLE_RIGHT(3) | RW_TABLE_RIGHT(4) | RW_TABLE_RIGHT(5));
 	for (int i = 0; i < RW_M__COUNT; i++) {
-		const struct rw_cli_fill *f = &fill[i];
+		const struct rw_map_fill *f = &fill[i];
 		char pct[16];
 
 		rw_table_row(&t);

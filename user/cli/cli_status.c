@@ -153,10 +153,10 @@ static json_t *runs_json(struct sctx *c)
 
 static json_t *maps_json(struct sctx *c)
 {
-	struct rw_cli_fill fill[RW_M__COUNT];
+	struct rw_map_fill fill[RW_M__COUNT];
 	json_t *arr = json_array();
 
-	rw_cli_map_fill(&c->dp, fill);
+	rw_map_fill(&c->dp, fill);
 	for (int i = 0; i < RW_M__COUNT; i++)
 		json_array_append_new(arr,
 				      json_pack("{s:s, s:s, s:s, s:I, s:I}", "name", fill[i].name,
