@@ -3,9 +3,10 @@
 # missing or read-only, on pins of another layout and on a socket path another agent holds,
 # and the policy in force stays enforced each time; a snapshot larger than the maps is refused
 # whole with the old one kept; the agent killed at each step of an apply (RUNWALL_APPLY_FAULT,
-# user/lib/apply.c) leaves the old or the new snapshot in force in every table, never a mix,
-# and a restarted agent converges; the agent stopped (SIGSTOP) while a sandbox floods loses no
-# count and the other sandbox's events arrive once it resumes.
+# user/lib/apply.c, in the test build build/tests/runwall-faults only) leaves the old or the new
+# snapshot in force in every table, never a mix, and a restarted agent converges; the agent
+# stopped (SIGSTOP) while a sandbox floods loses no count and the other sandbox's events arrive
+# once it resumes.
 #
 #   tests/netns/test_faults.sh BUILD
 set -euo pipefail
@@ -15,7 +16,9 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/lib.sh"
 rw_suite_begin faults rwf "${1:-build}"
 cd "$RW_ROOT"
-RUNWALL=$RW_RUNWALL
+# The build whose library has the fault hook (RUNWALL_APPLY_FAULT); build/runwall has none.
+RUNWALL=$BUILD/tests/runwall-faults
+[ -x "$RUNWALL" ] || { echo "Bail out! $RUNWALL is missing: run make" >&3; exit 1; }
 
 id=rwf$ID
 node=${id}-node

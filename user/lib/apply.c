@@ -107,9 +107,11 @@ struct rw_apply_cache {
 
 static long fault_after_next = -1;
 
-/* Test hook (tests/netns/test_faults.sh): RUNWALL_APPLY_FAULT=STEP[:REVISION] aborts the process
- * at a named step of an apply (before-write, half, after-flip), to show that a crash at any step
- * leaves the old or the new snapshot in force, never a mix. Unset, it costs one getenv().
+#ifdef RW_TEST_FAULTS
+/* Test hook (tests/netns/test_faults.sh), in the test build only (build/tests/runwall-faults):
+ * RUNWALL_APPLY_FAULT=STEP[:REVISION] aborts the process at a named step of an apply
+ * (before-write, half, after-flip), to show that a crash at any step leaves the old or the new
+ * snapshot in force, never a mix.
  */
 static void fault_point(const char *step, uint64_t revision)
 {
@@ -120,6 +122,21 @@ static void fault_point(const char *step, uint64_t revision)
 	    (!f[n] || (f[n] == ':' && strtoull(f + n + 1, NULL, 10) == revision)))
 		abort();
 }
+
+static bool fault_hook_set(void)
+{
+	return getenv("RUNWALL_APPLY_FAULT") != NULL;
+}
+#else
+static void fault_point(const char *step, uint64_t revision)
+{
+}
+
+static bool fault_hook_set(void)
+{
+	return false;
+}
+#endif
 
 void rw_apply_inject_fault(long after_writes)
 {
@@ -779,7 +796,7 @@ static int run_ops(struct rw_apply_cache *c, __u32 slot, const struct ops *ops,
 	/* Big writes are shared by two threads, a phase at a time (run_phase()); one thread when a
 	 * fault is injected, for its step to be exact.
 	 */
-	if (c->fault_after < 0 && !getenv("RUNWALL_APPLY_FAULT")) {
+	if (c->fault_after < 0 && !fault_hook_set()) {
 		ret = run_phase(c, slot, ops->del, false, err, errlen);
 		return ret ? ret : run_phase(c, slot, ops->upd, true, err, errlen);
 	}
