@@ -239,6 +239,12 @@ int rw_agent_run(const struct agent_opts *o, char *refusal, size_t refusal_len)
 			rw_datapath_unpin(a.bpffs); /* what a failed first load left */
 		return RW_EXIT_REFUSED;
 	}
+	/* The slots' inner maps exist from the start and live as long as the pins. */
+	err = rw_apply_prepare(&a.dp, msg, sizeof(msg));
+	if (err) {
+		rw_err("%s", msg);
+		goto refused;
+	}
 	rw_config_read(&a.dp, &cfg);
 	if (o->have_rate) {
 		cfg.event_rate = o->rate;

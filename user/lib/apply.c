@@ -852,6 +852,18 @@ static int grace_period(const struct rw_datapath *dp, const struct rw_apply_cach
 											: 0;
 }
 
+static void cache_free(struct rw_apply_cache *c)
+{
+	shadow_reset(&c->spare);
+	for (int s = 0; s < RW_SLOTS; s++) {
+		shadow_reset(&c->shadow[s]);
+		for (int t = 0; t < POLICY_TABLES; t++)
+			if (c->fd[s][t] >= 0)
+				close(c->fd[s][t]);
+	}
+	free(c);
+}
+
 int rw_apply_prepare(struct rw_datapath *dp, char *err, size_t errlen)
 {
 	struct rw_apply_cache *c = dp->apply;
@@ -910,24 +922,16 @@ int rw_apply_prepare(struct rw_datapath *dp, char *err, size_t errlen)
 	for (int s = 0; s < RW_SLOTS; s++)
 		c->shadow[s].known = created[s];
 	dp->apply = c;
+	dp->apply_free = cache_free;
 	return 0;
 }
 
 void rw_apply_release(struct rw_datapath *dp)
 {
-	struct rw_apply_cache *c = dp->apply;
-
-	if (!c)
-		return;
-	shadow_reset(&c->spare);
-	for (int s = 0; s < RW_SLOTS; s++) {
-		shadow_reset(&c->shadow[s]);
-		for (int t = 0; t < POLICY_TABLES; t++)
-			if (c->fd[s][t] >= 0)
-				close(c->fd[s][t]);
-	}
-	free(c);
+	if (dp->apply)
+		cache_free(dp->apply);
 	dp->apply = NULL;
+	dp->apply_free = NULL;
 }
 
 void rw_apply_forget(const struct rw_datapath *dp)
@@ -1227,8 +1231,8 @@ nomem:
 	return -ENOMEM;
 }
 
-int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
-	     const struct rw_policy *next, struct rw_apply_result *res, char *err, size_t errlen)
+int rw_apply(struct rw_datapath *dp, const struct rw_policy *prev, const struct rw_policy *next,
+	     struct rw_apply_result *res, char *err, size_t errlen)
 {
 	struct rw_apply_cache *c;
 	struct shadow ns = {};
@@ -1252,8 +1256,8 @@ int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
 				   (unsigned long long)next->revision,
 				   (unsigned long long)RW_STATE_REVISION(cfg.state));
 	if (!dp->apply) {
-		/* A datapath loaded for dry runs has no slots until its first apply. */
-		ret = rw_apply_prepare((struct rw_datapath *)dp, err, errlen);
+		/* No slots yet (a dry run's datapath, a test's): its first apply prepares them. */
+		ret = rw_apply_prepare(dp, err, errlen);
 		if (ret)
 			return ret;
 	}
