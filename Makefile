@@ -87,7 +87,9 @@ KHELP_SRC := $(filter-out tests/kernel/test_%.c,$(wildcard tests/kernel/*.c))
 KHELP_OBJ := $(patsubst tests/kernel/%.c,$(BUILD)/tests/kernel/%.o,$(KHELP_SRC))
 KHELP_AR  := $(BUILD)/tests/kernel/libhelpers.a
 TEST_HDRS := $(FE_HDRS) $(wildcard user/cni/*.h tests/kernel/*.h)
-TEST_LIBS := $(CLI_AR) $(AGENT_AR) $(VIEW_AR) $(CNI_AR) $(KHELP_AR) $(LIB)
+# log_stderr.o first, as an object: the suites' log lines go to stderr (tests/kernel/log_stderr.c).
+TEST_LIBS := $(BUILD)/tests/kernel/log_stderr.o $(CLI_AR) $(AGENT_AR) $(VIEW_AR) $(CNI_AR) \
+	     $(KHELP_AR) $(LIB)
 BENCH_BIN := $(BUILD)/tests/bench_datapath
 
 # The C sources clang-format keeps in shape (.clang-format; clang-format 14).
