@@ -20,6 +20,7 @@
 
 #include "runwall.h"
 #include "datapath.h"
+#include "liveruns.h"
 #include "mapfill.h"
 #include "parse.h"
 #include "policy.h"
@@ -205,22 +206,6 @@ json_t *rw_cli_verdict_json(const struct rw_cli_probe *p, const struct rw_cli_ve
 int rw_cli_open(struct rw_datapath *dp, const char *bpffs, char *err, size_t errlen);
 
 enum rw_cli_map rw_cli_map_of(enum rw_map_id id);
-
-/* A run of the live slot, as the pods map says. */
-struct rw_cli_run {
-	char id[RW_RUN_ID_LEN];
-	__u32 idx;
-	__u32 gen;
-	__u8 egress;
-	__be32 *pods;
-	size_t n_pods;
-};
-
-/* The runs of the live slot, by counter index (none when the node is not ready). */
-int rw_cli_live_runs(const struct rw_datapath *dp, struct rw_cli_run **runs, size_t *n);
-void rw_cli_runs_free(struct rw_cli_run *runs, size_t n);
-/* Index in runs[] of the run with this id or counter index (id NULL), -ENOENT when none. */
-int rw_cli_run_find(const struct rw_cli_run *runs, size_t n, const char *id, __u32 idx);
 
 /* The veth a pod IP is bound to in rw_endpoints (-ENOENT: none). */
 int rw_cli_pod_ifindex(const struct rw_datapath *dp, __be32 pod, __u32 *ifindex);

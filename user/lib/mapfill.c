@@ -11,6 +11,7 @@
 #include <bpf/libbpf.h>
 
 #include "apply.h"
+#include "liveruns.h"
 #include "mapfill.h"
 
 static const char *map_type(int fd)
@@ -23,46 +24,6 @@ static const char *map_type(int fd)
 		return "?";
 	s = libbpf_bpf_map_type_str(info.type);
 	return s ? s : "?";
-}
-
-/* Runs of the live slot: the counter indexes the pods map names, each once. */
-static long long live_run_count(const struct rw_datapath *dp)
-{
-	__u32 *seen = NULL, n = 0;
-	__be32 key, *prev = NULL;
-	struct rw_pod pod;
-	int fd = rw_live_inner_fd(dp, RW_M_PODS);
-	long long ret;
-
-	if (fd == -ENOENT)
-		return 0;
-	if (fd < 0)
-		return fd;
-	ret = 0;
-	while (bpf_map_get_next_key(fd, prev, &key) == 0) {
-		__u32 i;
-
-		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, &pod))
-			continue;
-		for (i = 0; i < n && seen[i] != pod.run_idx; i++)
-			;
-		if (i < n)
-			continue;
-		if (n % 64 == 0) {
-			__u32 *grown = realloc(seen, (n + 64) * sizeof(*seen));
-
-			if (!grown) {
-				ret = -ENOMEM;
-				break;
-			}
-			seen = grown;
-		}
-		seen[n++] = pod.run_idx;
-	}
-	free(seen);
-	close(fd);
-	return ret ? ret : n;
 }
 
 int rw_map_fill(const struct rw_datapath *dp, struct rw_map_fill fill[RW_M__COUNT])
@@ -119,11 +80,18 @@ int rw_map_fill(const struct rw_datapath *dp, struct rw_map_fill fill[RW_M__COUN
 			break;
 		}
 		case RW_M_COUNTERS:
-		case RW_M_RUN_REVS:
-			f->entries = live_run_count(dp);
-			if (f->entries >= 0)
-				f->entries++; /* the node's own */
+		case RW_M_RUN_REVS: {
+			struct rw_live_run *runs;
+			size_t n_runs;
+
+			f->entries = rw_live_runs(dp, &runs, &n_runs);
+			if (!f->entries) {
+				f->entries =
+					1 + (long long)n_runs; /* the node's own, then the runs' */
+				rw_live_runs_free(runs, n_runs);
+			}
 			break;
+		}
 		case RW_M_CONNTRACK: {
 			/* Flows of every sandbox's table, against the node's size. */
 			struct rw_config cfg;
