@@ -18,7 +18,6 @@ rw_suite_begin faults rwf "${1:-build}"
 cd "$RW_ROOT"
 # The build whose library has the fault hook (RUNWALL_APPLY_FAULT); build/runwall has none.
 RUNWALL=$BUILD/tests/runwall-faults
-[ -x "$RUNWALL" ] || { echo "Bail out! $RUNWALL is missing: run make" >&3; exit 1; }
 
 id=rwf$ID
 node=${id}-node
@@ -42,6 +41,10 @@ cleanup() {
 	rm -rf "$work" "$sock"
 }
 trap cleanup EXIT
+[ -x "$RUNWALL" ] || { echo "Bail out! $RUNWALL is missing: run make" >&3; exit 1; }
+# Without the hook the agent would never abort and the fault steps would wait for it.
+grep -q RUNWALL_APPLY_FAULT "$RUNWALL" ||
+	{ echo "Bail out! $RUNWALL has no fault hook (built without -DRW_TEST_FAULTS)" >&3; exit 1; }
 
 scale=$RW_WAIT_SCALE
 
