@@ -13,7 +13,6 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "apply.h"
 #include "datapath.h"
 #include "reasons.h"
 #include "runwall.skel.h"
@@ -242,10 +241,6 @@ int rw_datapath_load_sized(struct rw_datapath *dp, const char *pin_dir, unsigned
 				    rw_map_names[RW_M_CONFIG], strerror(-err));
 			goto cleanup;
 		}
-		/* The slots' inner maps exist from the start and live as long as the pins. */
-		err = rw_apply_prepare(dp, errbuf, errlen);
-		if (err)
-			goto cleanup;
 	}
 	return 0;
 
@@ -326,7 +321,9 @@ int rw_datapath_pin_progs(const struct rw_datapath *dp)
 
 void rw_datapath_close(struct rw_datapath *dp)
 {
-	rw_apply_release(dp);
+	if (dp->apply && dp->apply_free)
+		dp->apply_free(dp->apply);
+	dp->apply = NULL;
 	if (dp->skel) {
 		runwall_bpf__destroy(dp->skel);
 	} else {

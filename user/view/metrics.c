@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli_util.h"
+#include "mapfill.h"
 #include "metrics.h"
 #include "reasons.h"
 
@@ -111,7 +111,7 @@ char *rw_metrics_text(const struct rw_datapath *dp, const struct rw_metrics_snap
 {
 	static const char *const sbx_state[RW_SBX__COUNT] = {"enforced", "unbound", "no-run",
 							     "not-attached"};
-	struct rw_cli_fill fill[RW_M__COUNT];
+	struct rw_map_fill fill[RW_M__COUNT];
 	struct rw_counters c = {};
 	struct rw_config cfg = {};
 	struct out o = {};
@@ -159,7 +159,7 @@ char *rw_metrics_text(const struct rw_datapath *dp, const struct rw_metrics_snap
 	       "Snapshots refused (nothing applied).");
 	sample(&o, "runwall_policy_refused_total", "", s->applies_refused);
 
-	if (rw_cli_map_fill(dp, fill) == 0) {
+	if (rw_map_fill(dp, fill) == 0) {
 		family(&o, "runwall_map_entries", "gauge",
 		       "Entries in each pinned map (policy maps: the live slot; events: bytes not read yet).");
 		for (int i = 0; i < RW_M__COUNT; i++) {
