@@ -9,6 +9,8 @@ CC        ?= gcc
 BPFTOOL   ?= $(or $(shell PATH=$$PATH:/usr/sbin:/sbin command -v bpftool),bpftool)
 ARCH      := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
 
+, := ,
+
 ifeq ($(V),1)
 Q =
 msg =
@@ -38,17 +40,35 @@ LIB_OBJ   := $(patsubst user/%.c,$(BUILD)/%.o,$(LIB_SRC))
 LIB_HDRS  := $(wildcard user/lib/*.h) include/runwall.h
 LIB       := $(BUILD)/librunwall.a
 
-# The `runwall` binary: the CLI (user/cli, main.c holds the command table) and the agent
-# (user/agent, `runwall agent`). commands.h in user/cli is what both front ends share.
-CLI_SRC   := $(wildcard user/cli/*.c)
-CLI_OBJ   := $(patsubst user/%.c,$(BUILD)/%.o,$(CLI_SRC))
-CLI_AR    := $(BUILD)/librunwall-cli.a
+# The `runwall` binary: the CLI (user/cli, main.c holds the command table, cli_agent.c parses
+# `runwall agent`'s options), the agent (user/agent, started by rw_agent_run(), agent_run.h) and
+# the live view (user/view, shared by `agent --listen` and `runwall view`). Each layer sees only
+# the headers of the layers below it: the view the library's, the agent the view's, the CLI the
+# view's and the agent's entry point; `make check-layers` proves the archives' references agree.
+VIEW_SRC  := $(wildcard user/view/*.c)
+VIEW_OBJ  := $(patsubst user/%.c,$(BUILD)/%.o,$(VIEW_SRC))
+VIEW_AR   := $(BUILD)/librunwall-view.a
+VIEW_INC  := $(LIB_INC) -Iuser/view
+VIEW_HDRS := $(LIB_HDRS) $(wildcard user/view/*.h)
 AGENT_SRC := $(wildcard user/agent/*.c)
 AGENT_OBJ := $(patsubst user/%.c,$(BUILD)/%.o,$(AGENT_SRC))
 AGENT_AR  := $(BUILD)/librunwall-agent.a
-FE_INC    := $(LIB_INC) -Iuser/cli -Iuser/agent
-FE_HDRS   := $(LIB_HDRS) $(wildcard user/cli/*.h user/agent/*.h)
+AGENT_INC := $(VIEW_INC) -Iuser/agent
+AGENT_HDRS := $(VIEW_HDRS) $(wildcard user/agent/*.h)
+CLI_SRC   := $(wildcard user/cli/*.c)
+CLI_OBJ   := $(patsubst user/%.c,$(BUILD)/%.o,$(CLI_SRC))
+CLI_AR    := $(BUILD)/librunwall-cli.a
+CLI_INC   := $(VIEW_INC) -Iuser/cli -Iuser/agent
+CLI_HDRS  := $(VIEW_HDRS) $(wildcard user/cli/*.h) user/agent/agent_run.h
+FE_INC    := $(LIB_INC) -Iuser/view -Iuser/cli -Iuser/agent
+FE_HDRS   := $(LIB_HDRS) $(wildcard user/view/*.h user/cli/*.h user/agent/*.h)
 RUNWALL   := $(BUILD)/runwall
+
+# The fault hook of tests/netns/test_faults.sh (RUNWALL_APPLY_FAULT, user/lib/apply.c) exists
+# only in a test build: the library with -DRW_TEST_FAULTS, linked into build/tests/runwall-faults.
+# build/runwall has no trace of it.
+FAULT_LIB := $(BUILD)/tests/librunwall-faults.a
+FAULT_BIN := $(BUILD)/tests/runwall-faults
 
 # The CNI plugin, its own front end on the same library, once user/cni/ has sources.
 CNI_SRC   := $(wildcard user/cni/*.c)
@@ -67,7 +87,9 @@ KHELP_SRC := $(filter-out tests/kernel/test_%.c,$(wildcard tests/kernel/*.c))
 KHELP_OBJ := $(patsubst tests/kernel/%.c,$(BUILD)/tests/kernel/%.o,$(KHELP_SRC))
 KHELP_AR  := $(BUILD)/tests/kernel/libhelpers.a
 TEST_HDRS := $(FE_HDRS) $(wildcard user/cni/*.h tests/kernel/*.h)
-TEST_LIBS := $(CLI_AR) $(AGENT_AR) $(CNI_AR) $(KHELP_AR) $(LIB)
+# log_stderr.o first, as an object: the suites' log lines go to stderr (tests/kernel/log_stderr.c).
+TEST_LIBS := $(BUILD)/tests/kernel/log_stderr.o $(CLI_AR) $(AGENT_AR) $(VIEW_AR) $(CNI_AR) \
+	     $(KHELP_AR) $(LIB)
 BENCH_BIN := $(BUILD)/tests/bench_datapath
 
 # The C sources clang-format keeps in shape (.clang-format; clang-format 14).
@@ -77,14 +99,14 @@ FORMAT_SRC := $(wildcard user/*/*.[ch] include/*.h bpf/*.[ch] tests/*/*.[ch])
 SETUP_STAMP := $(BUILD)/.setup-done
 
 .DELETE_ON_ERROR:
-.PHONY: all deps setup check check-lib check-docs format format-check test vmtest bench clean demo \
+.PHONY: all deps setup check check-lib check-layers check-docs format format-check test vmtest bench clean demo \
 	demo-clean image check-image help
 
 # The targets that run what they build as root install what is missing first; any other build
 # only checks (scripts/check-deps.sh names the missing packages) and never needs root.
 NEEDS_SETUP := $(filter check test vmtest demo bench image check-image,$(MAKECMDGOALS))
 
-all: $(RUNWALL) $(CNI_BIN) $(UNIT_BIN) $(KERN_BIN) $(BENCH_BIN)
+all: $(RUNWALL) $(FAULT_BIN) $(CNI_BIN) $(UNIT_BIN) $(KERN_BIN) $(BENCH_BIN)
 
 # The reference model, differential test, fuzzers and sanitizer build (issue 13).
 include tests/proof.mk
@@ -116,26 +138,36 @@ $(BUILD)/lib/%.o: user/lib/%.c $(LIB_HDRS) $(SKEL)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(LIB_INC) -c $< -o $@
 
-$(BUILD)/cli/%.o: user/cli/%.c $(FE_HDRS) $(SKEL)
+$(BUILD)/tests/faults/apply.o: user/lib/apply.c $(LIB_HDRS) $(SKEL)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(FE_INC) -c $< -o $@
+	$(Q)$(CC) $(CFLAGS) -DRW_TEST_FAULTS $(LIB_INC) -c $< -o $@
 
-# The page of the HTTP view (user/agent/view.html), embedded into the binary.
-$(BUILD)/view_page.h: user/agent/view.html $(SETUP_STAMP)
+$(BUILD)/cli/%.o: user/cli/%.c $(CLI_HDRS) $(SKEL)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(CLI_INC) -c $< -o $@
+
+# The page of the HTTP view (user/view/view.html), embedded into the binary.
+$(BUILD)/view_page.h: user/view/view.html $(SETUP_STAMP)
 	$(call msg,GEN,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)xxd -i -n rw_view_page $< > $@
 
-$(BUILD)/agent/%.o: user/agent/%.c $(FE_HDRS) $(SKEL) $(BUILD)/view_page.h
+$(BUILD)/view/%.o: user/view/%.c $(VIEW_HDRS) $(SKEL) $(BUILD)/view_page.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(FE_INC) -c $< -o $@
+	$(Q)$(CC) $(CFLAGS) $(VIEW_INC) -c $< -o $@
 
-$(BUILD)/cni/%.o: user/cni/%.c $(FE_HDRS) $(wildcard user/cni/*.h) $(SKEL)
+$(BUILD)/agent/%.o: user/agent/%.c $(AGENT_HDRS) $(SKEL)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(FE_INC) -c $< -o $@
+	$(Q)$(CC) $(CFLAGS) $(AGENT_INC) -c $< -o $@
+
+$(BUILD)/cni/%.o: user/cni/%.c $(LIB_HDRS) $(wildcard user/cni/*.h) $(SKEL)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(LIB_INC) -Iuser/cni -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	$(call msg,AR,$@)
@@ -149,7 +181,19 @@ $(AGENT_AR): $(AGENT_OBJ)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
-$(RUNWALL): $(BUILD)/cli/main.o $(CLI_AR) $(AGENT_AR) $(LIB)
+$(VIEW_AR): $(VIEW_OBJ)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+$(RUNWALL): $(BUILD)/cli/main.o $(CLI_AR) $(AGENT_AR) $(VIEW_AR) $(LIB)
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
+
+$(FAULT_LIB): $(filter-out %/apply.o,$(LIB_OBJ)) $(BUILD)/tests/faults/apply.o
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && $(AR) rcs $@ $^
+
+$(FAULT_BIN): $(BUILD)/cli/main.o $(CLI_AR) $(AGENT_AR) $(VIEW_AR) $(FAULT_LIB)
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 
@@ -175,6 +219,33 @@ check-lib: $(LIB)
 		-o $(BUILD)/check-lib || { echo "librunwall.a must not reference the agent or the CLI" >&2; exit 1; }
 	$(Q)rm -f $(BUILD)/check-lib $(BUILD)/check-lib.c
 
+# Every layer, as check-lib does for the library: link each archive whole with only what it may
+# use, so that a reference to anything else fails the link. The view may use the library; the
+# agent the view and the library; the CLI the view, the library and, of the agent, rw_agent_run()
+# alone (the link gets a stand-in that defines only that: the real one is the agent archive's,
+# which the runwall binary links after the CLI's); runwall-cni the library. No layer may use a
+# sibling, and nothing below may use what is above it. The CLI's sources may include, of the
+# agent's headers, agent_run.h alone.
+LAYER_MAIN := $(BUILD)/check-layers/main.c
+LAYER_STUB := $(BUILD)/check-layers/agent_entry.c
+define layer_link
+	$(Q)$(CC) $(1) -Wl,--whole-archive $(2) -Wl,--no-whole-archive $(3) $(LDLIBS) \
+		-o $(BUILD)/check-layers/a.out || { echo "check-layers: $(4)" >&2; exit 1; }
+endef
+check-layers: $(LIB) $(VIEW_AR) $(AGENT_AR) $(CLI_AR) $(BUILD)/cli/main.o $(CNI_AR) $(CNI_OBJ)
+	$(call msg,CHECK,view -> lib; agent -> view+lib; cli -> view+lib+rw_agent_run; cni -> lib)
+	$(Q)mkdir -p $(BUILD)/check-layers
+	$(Q)echo 'int main(void) { return 0; }' > $(LAYER_MAIN)
+	$(Q)echo 'int rw_agent_run(void) { return 0; }' > $(LAYER_STUB)
+	$(call layer_link,$(LAYER_MAIN),$(VIEW_AR),$(LIB),librunwall-view.a must reference only the library)
+	$(call layer_link,$(LAYER_MAIN),$(AGENT_AR),$(VIEW_AR) $(LIB),librunwall-agent.a must reference only the view and the library)
+	$(call layer_link,$(BUILD)/cli/main.o $(LAYER_STUB),$(CLI_AR),$(VIEW_AR) $(LIB),the CLI must reference only the view$(,) the library and rw_agent_run())
+	$(call layer_link,$(filter %/main.o,$(CNI_OBJ)),$(CNI_AR),$(LIB),runwall-cni must reference only the library)
+	$(Q)! grep -n '#include "' user/cli/*.c user/cli/*.h | grep -v '"agent_run.h"' | \
+		grep -F "$$(cd user/agent && ls *.h | sed 's/.*/"&"/')" || \
+		{ echo "check-layers: user/cli includes an agent header other than agent_run.h" >&2; exit 1; }
+	$(Q)rm -rf $(BUILD)/check-layers
+
 # `make format` rewrites the sources in place; `make format-check` (run by `make check`) fails,
 # naming file and line, when any of them has drifted.
 format:
@@ -195,17 +266,16 @@ $(KHELP_AR): $(KHELP_OBJ)
 	$(Q)rm -f $@ && $(AR) rcs $@ $^
 
 # cmocka: one binary per module; -Werror=unused-function makes a test left out of tests[] fail.
-# The libraries as one group: the agent's and the CLI's refer to each other (metrics.c to
-# rw_cli_map_fill, cli_view.c to the feed).
+# TEST_LIBS is in layer order (check-layers), so one pass of the linker resolves them.
 $(BUILD)/tests/unit/test_%: tests/unit/test_%.c $(TEST_LIBS) $(TEST_HDRS)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(TEST_INC) -Werror=unused-function $< -Wl,--start-group $(TEST_LIBS) -Wl,--end-group $(LDLIBS) -lcmocka -o $@
+	$(Q)$(CC) $(CFLAGS) $(TEST_INC) -Werror=unused-function $< $(TEST_LIBS) $(LDLIBS) -lcmocka -o $@
 
 $(BUILD)/tests/kernel/test_%: tests/kernel/test_%.c $(TEST_LIBS) $(TEST_HDRS)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(TEST_INC) -Werror=unused-function $< -Wl,--start-group $(TEST_LIBS) -Wl,--end-group $(LDLIBS) -lcmocka -o $@
+	$(Q)$(CC) $(CFLAGS) $(TEST_INC) -Werror=unused-function $< $(TEST_LIBS) $(LDLIBS) -lcmocka -o $@
 
 $(BENCH_BIN): tests/bench/bench_datapath.c $(TEST_LIBS) $(TEST_HDRS)
 	$(call msg,CC,$@)
@@ -217,10 +287,10 @@ $(BENCH_BIN): tests/bench/bench_datapath.c $(TEST_LIBS) $(TEST_HDRS)
 bench: setup all
 	$(Q)tests/bench/run.sh $(BUILD)
 
-# The test command: installs what is missing, builds without warnings, checks the library's
-# boundary, the format and the docs, runs the fuzzers' short form (fuzz-short, tests/proof.mk:
+# The test command: installs what is missing, builds without warnings, checks the library's and
+# the layers' boundaries, the format and the docs, runs the fuzzers' short form (fuzz-short, tests/proof.mk:
 # the committed inputs replayed, then a fixed-seed run), then every suite.
-check: setup all check-lib format-check fuzz-short
+check: setup all check-lib check-layers format-check fuzz-short
 	$(Q)scripts/check-docs.sh $(BUILD)
 	$(Q)tests/run.sh $(BUILD)
 
@@ -264,9 +334,10 @@ help:
 	all          'build everything into BUILD (the default; no root: names the packages missing)' \
 	deps         'check the build dependencies (scripts/check-deps.sh)' \
 	setup        'install the Debian packages the build and the tests need, mount bpffs' \
-	check        'build, check-lib, format-check, fuzz-short, check-docs, then every suite' \
+	check        'build, check-lib, check-layers, format-check, fuzz-short, check-docs, then every suite' \
 	test         'the same as check' \
 	check-lib    'librunwall.a references only itself and system libraries' \
+	check-layers 'view, agent, CLI and CNI archives reference only the layers below them' \
 	check-docs   'the docs links and anchors resolve; each docs/cli usage block is runwall help' \
 	format       'rewrite the C sources with clang-format' \
 	format-check 'fail when a C source differs from .clang-format' \

@@ -14,15 +14,29 @@
 #define TCX_DROP 2  /* == TC_ACT_SHOT */
 #endif
 
-#define ETH_HLEN_  14
+#define ETH_HLEN_ 14
+#ifndef ETH_ALEN
+#define ETH_ALEN 6
+#endif
 #define ETH_P_IP_  0x0800
 #define ETH_P_ARP_ 0x0806
 
+#define IP_DF_	   0x4000
 #define IP_MF_	   0x2000
 #define IP_OFFSET_ 0x1fff
 
+#define TCP_FLAG_FIN_ 0x01
 #define TCP_FLAG_SYN_ 0x02
+#define TCP_FLAG_RST_ 0x04
 #define TCP_FLAG_ACK_ 0x10
+
+/* ICMP types that are queries or their replies (RFC 792, RFC 950): the only ICMP a refusal
+ * answers. An ICMP error, or any type not known to be informational, is never answered with an
+ * ICMP error (RFC 1122 3.2.2).
+ */
+#define RW_ICMP_INFO_TYPES                                                                        \
+	((1u << 0) | (1u << 8) | (1u << 13) | (1u << 14) | (1u << 15) | (1u << 16) | (1u << 17) | \
+	 (1u << 18))
 
 #define EEXIST_ 17 /* what bpf_map_update_elem(BPF_NOEXIST) returns, negated */
 

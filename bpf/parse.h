@@ -11,6 +11,7 @@ struct rw_pkt {
 	__u8 proto; /* IPPROTO_*, 0 for ARP */
 	__u8 tcp_flags;
 	__u8 is_arp;
+	__u8 icmp_info;	  /* ICMP whose type is a query or its reply (answer.h), not an error */
 	__be16 ethertype; /* the frame's, or the out-of-band tag's protocol */
 };
 
@@ -116,6 +117,11 @@ static __always_inline int rw_parse(struct __sk_buff *skb, struct rw_pkt *p)
 		udp_len = bpf_ntohs(udp.len);
 		if (udp_len < sizeof(udp) || udp_len > tot_len - sizeof(ip))
 			return RW_REASON_MALFORMED;
+	} else if (ip.protocol == IPPROTO_ICMP) {
+		__u8 type;
+
+		if (tot_len > sizeof(ip) && !RW_LOAD(skb, data, end, l4_off, &type) && type < 32)
+			p->icmp_info = !!(RW_ICMP_INFO_TYPES & (1u << type));
 	}
 	/* Other protocols parse without ports and are refused later, after source identity. */
 	return RW_REASON_ALLOWED;

@@ -22,6 +22,7 @@
 #include "maps.h"
 #include "parse.h"
 #include "policy.h"
+#include "answer.h"
 #include "verdict.h"
 #include "conntrack.h"
 
@@ -157,7 +158,7 @@ static __always_inline int rw_allow_flow(struct rw_ctx *x, void *table, const st
 SEC("tc")
 int rw_egress(struct __sk_buff *skb)
 {
-	struct rw_ctx x = {.skb = skb, .dir = RW_DIR_EGRESS};
+	struct rw_ctx x = {.skb = skb, .ifindex = skb->ifindex, .dir = RW_DIR_EGRESS};
 	struct rw_ct_value *ct;
 	void *table = NULL;
 	struct rw_ct_key ck;
@@ -173,6 +174,7 @@ int rw_egress(struct __sk_buff *skb)
 	reason = rw_identify(&x, &v, x.pkt.saddr, RW_REASON_SPOOFED_SOURCE);
 	if (reason != RW_REASON_ALLOWED)
 		return rw_finish(&x, reason);
+	x.identified = 1; /* from here on a refusal may be answered (answer.h) */
 	if (x.pkt.is_arp) {
 		x.path = RW_PATH_ARP;
 		return rw_finish(&x, RW_REASON_ALLOWED);
@@ -208,7 +210,7 @@ int rw_egress(struct __sk_buff *skb)
 SEC("tc")
 int rw_ingress(struct __sk_buff *skb)
 {
-	struct rw_ctx x = {.skb = skb, .dir = RW_DIR_INGRESS};
+	struct rw_ctx x = {.skb = skb, .ifindex = skb->ifindex, .dir = RW_DIR_INGRESS};
 	struct rw_ct_value *ct;
 	struct rw_rule *in;
 	void *table = NULL;

@@ -12,6 +12,8 @@ struct rw_explain rw_explain_result;
 /* Everything known about a packet by the time it is judged. */
 struct rw_ctx {
 	struct __sk_buff *skb;
+	__u32 ifindex; /* skb->ifindex, read once: clang would keep &skb->ifindex, a modified ctx
+			* pointer the verifier refuses to dereference */
 	struct rw_pkt pkt;
 	const struct rw_pod *pod; /* NULL while the source is unknown */
 	__u64 revision;
@@ -20,6 +22,7 @@ struct rw_ctx {
 	__u8 path;
 	__u8 new_flow;		/* report an allowed packet: it made a new conntrack entry */
 	__u8 ct_path;		/* the path to cache in ct, as seen from the opening side */
+	__u8 identified;	/* rw_identify() proved the source: a refusal may be answered */
 	struct rw_ct_value *ct; /* the flow's entry, stamped when the packet is allowed */
 };
 
@@ -62,23 +65,27 @@ static __always_inline void rw_count_event(__u32 run_idx, enum rw_event_fate fat
 /* Compare-and-exchange attempts on a contended bucket before the event is suppressed. */
 #define RW_BUDGET_RETRIES 4
 
-/* One event from bucket `kind` of this veth (struct rw_budget: GCRA in ticks of 1/rate s).
+/* One token from bucket `kind` of this veth (struct rw_budget: GCRA in ticks of 1/rate s): an
+ * event's (drop or new flow, at event_rate) or an answer's (at answer_rate).
  * Lock-free and exact under any interleaving of CPUs: tat only moves by compare-and-exchange,
  * always from the value the decision was made on, and never backwards except when it lies
  * further ahead than any rate could have put it (the rate was changed). Losing the race
  * RW_BUDGET_RETRIES times suppresses the event: a flood is never paid for by going over budget.
  * Returns 1 when the event may be sent.
  */
-static __always_inline int rw_take_event_token(__u32 ifindex, __u32 kind)
+static __always_inline int rw_take_token(__u32 ifindex, __u32 kind)
 {
 	__u32 zero = 0;
 	struct rw_config *cfg = bpf_map_lookup_elem(&RW_MAP_CONFIG, &zero);
 	struct rw_budget *b;
-	__u64 now, burst, old, next;
+	__u64 now, rate, burst, old, next;
 
-	if (!cfg || !cfg->event_rate)
+	if (!cfg)
 		return 1;
-	burst = cfg->event_burst;
+	rate = kind == RW_BUDGET_ANSWER ? cfg->answer_rate : cfg->event_rate;
+	burst = kind == RW_BUDGET_ANSWER ? cfg->answer_burst : cfg->event_burst;
+	if (!rate)
+		return 1;
 	b = bpf_map_lookup_elem(&RW_MAP_EVENT_BUDGET, &ifindex);
 	if (!b) {
 		struct rw_budget fresh = {}; /* tat 0: a full bucket */
@@ -92,8 +99,9 @@ static __always_inline int rw_take_event_token(__u32 ifindex, __u32 kind)
 	 * read: buckets count whole ticks of 1/rate s, and the coarse clock lags by at most one
 	 * jiffy, so the bound moves by at most rate x 1 jiffy, never the exactness of the refill.
 	 */
-	now = RW_BUDGET_TICKS(bpf_ktime_get_coarse_ns(), cfg->event_rate);
-	kind &= 1;
+	now = RW_BUDGET_TICKS(bpf_ktime_get_coarse_ns(), rate);
+	if (kind >= RW_BUDGET_KINDS)
+		return 0;
 #pragma unroll
 	for (int i = 0; i < RW_BUDGET_RETRIES; i++) {
 		old = *(volatile __u64 *)&b->tat[kind];
@@ -111,13 +119,13 @@ static __always_inline int rw_take_event_token(__u32 ifindex, __u32 kind)
 	return 0;
 }
 
-static __always_inline void rw_report(struct rw_ctx *x, __u8 verdict, __u8 reason)
+static __always_inline void rw_report(struct rw_ctx *x, __u8 verdict, __u8 reason, __u8 answer)
 {
 	__u32 run_idx = x->pod ? x->pod->run_idx : 0;
 	struct rw_event *ev;
 
-	if (!rw_take_event_token(x->skb->ifindex,
-				 verdict == RW_VERDICT_DROP ? RW_BUDGET_DROP : RW_BUDGET_FLOW)) {
+	if (!rw_take_token(x->ifindex,
+			   verdict == RW_VERDICT_DROP ? RW_BUDGET_DROP : RW_BUDGET_FLOW)) {
 		rw_count_event(run_idx, RW_EVENT_SUPPRESSED);
 		return;
 	}
@@ -129,7 +137,7 @@ static __always_inline void rw_report(struct rw_ctx *x, __u8 verdict, __u8 reaso
 	__builtin_memset(ev, 0, sizeof(*ev));
 	ev->ts_ns = bpf_ktime_get_ns();
 	ev->revision = x->revision;
-	ev->ifindex = x->skb->ifindex;
+	ev->ifindex = x->ifindex;
 	if (x->pod) {
 		ev->run_idx = x->pod->run_idx;
 		ev->run_gen = x->pod->run_gen;
@@ -145,18 +153,54 @@ static __always_inline void rw_report(struct rw_ctx *x, __u8 verdict, __u8 reaso
 	ev->verdict = verdict;
 	ev->reason = reason;
 	ev->path = x->path;
+	ev->answer = answer;
 	ev->ethertype = x->pkt.ethertype;
 	/* No wakeup per event: the agent drains the ring on a short timer (BPF_RB_NO_WAKEUP). */
 	bpf_ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
 	rw_count_event(run_idx, RW_EVENT_SENT);
 }
 
-/* Counts first (the truth), then the event (a sample), then the verdict. */
+/* Answers by kind, node-wide and for the run, like rw_count(). */
+static __always_inline void rw_count_answer(__u32 run_idx, __u8 answer)
+{
+	__u32 idx = 0;
+
+	if (answer == RW_ANSWER_NONE || answer >= RW_ANSWER_COUNT)
+		return;
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		struct rw_counters *c = bpf_map_lookup_elem(&RW_MAP_COUNTERS, &idx);
+
+		if (c)
+			c->answers[answer]++;
+		if (!run_idx || run_idx >= RW_MAX_RUNS)
+			break;
+		idx = run_idx;
+	}
+}
+
+/* The answer of a refusal, within the sandbox's answer budget: the packet becomes the answer
+ * (answer.h), or it is a plain drop and RW_ANSWER_BUDGET says why there is none.
+ */
+static __always_inline __u8 rw_answer(struct rw_ctx *x, __u8 kind)
+{
+	if (kind == RW_ANSWER_NONE)
+		return kind;
+	if (!rw_take_token(x->ifindex, RW_BUDGET_ANSWER))
+		return RW_ANSWER_BUDGET;
+	/* A failed rewrite leaves a packet that is dropped like any refusal. */
+	return rw_answer_build(x->skb, kind) ? RW_ANSWER_NONE : kind;
+}
+
+/* Counts first (the truth), then the answer, then the event (a sample), then the verdict. */
 static __always_inline int rw_finish(struct rw_ctx *x, __u8 reason)
 {
 	__u8 verdict = reason == RW_REASON_ALLOWED ? RW_VERDICT_ALLOW : RW_VERDICT_DROP;
 	__u32 run_idx = x->pod ? x->pod->run_idx : 0;
+	__u8 answer = RW_ANSWER_NONE;
 
+	if (verdict == RW_VERDICT_DROP)
+		answer = rw_answer_kind(&x->pkt, x->pod, x->dir, x->identified);
 	if (rw_dry_run) {
 		rw_explain_result.runs++;
 		rw_explain_result.reason = reason;
@@ -164,6 +208,8 @@ static __always_inline int rw_finish(struct rw_ctx *x, __u8 reason)
 		rw_explain_result.verdict = verdict;
 		rw_explain_result.rule_id = x->rule_id;
 		rw_explain_result.run_idx = run_idx;
+		rw_explain_result.answer = answer;
+		answer = RW_ANSWER_NONE; /* judge, change nothing: no packet is rewritten */
 	} else {
 		rw_count(0, x->dir, reason, x->skb->len);
 		if (run_idx && run_idx < RW_MAX_RUNS)
@@ -178,10 +224,16 @@ static __always_inline int rw_finish(struct rw_ctx *x, __u8 reason)
 			x->ct->path = x->ct_path;
 			x->ct->stamp = x->revision;
 		}
+		answer = rw_answer(x, answer);
+		rw_count_answer(run_idx, answer);
 		if (verdict == RW_VERDICT_DROP || x->new_flow)
-			rw_report(x, verdict, reason);
+			rw_report(x, verdict, reason, answer);
 	}
-	/* Allowed packets go on to the next enforcer on the hook, never straight through. */
+	/* Allowed packets go on to the next enforcer on the hook, never straight through. An
+	 * answer goes to the peer of the veth it came in on: the pod's own eth0 (answer.h).
+	 */
+	if (answer == RW_ANSWER_RST || answer == RW_ANSWER_ICMP)
+		return bpf_redirect_peer(x->ifindex, 0);
 	return verdict == RW_VERDICT_ALLOW ? TCX_NEXT : TCX_DROP;
 }
 

@@ -10,7 +10,7 @@
 #define RUNWALL_H
 
 /* Bumped whenever a pinned map changes layout; a restarted agent refuses pins of another layout. */
-#define RW_LAYOUT_VERSION 4
+#define RW_LAYOUT_VERSION 5
 
 /* Map names, once. The user side pins and opens them by these names (RW_MAP_NAME). */
 #define RW_MAP_CONFIG	    rw_config
@@ -134,6 +134,29 @@ enum rw_egress_mode {
 	RW_EGRESS_OPEN = 1,
 };
 
+/* What a sandbox hears when its packet is refused (the snapshot's "refusal"). */
+enum rw_refusal_mode {
+	RW_REFUSAL_ANSWER = 0, /* a TCP reset or an ICMP unreachable back into the pod */
+	RW_REFUSAL_DROP = 1,   /* nothing: the packet is dropped silently */
+};
+
+/* The answer a refused packet got, in events, explain and the counters. Never renumber. */
+#define RW_ANSWERS(X)                                                                          \
+	X(NONE, 0, "none")     /* no answer: not a refusal of a proven source, or drop mode */ \
+	X(RST, 1, "rst")       /* a TCP reset */                                               \
+	X(ICMP, 2, "icmp")     /* ICMP destination unreachable, code 13 */                     \
+	X(BUDGET, 3, "budget") /* would have been answered: over the sandbox's budget */
+
+/* An X-macro list, then the count: clang-format would indent the count. */
+/* clang-format off */
+enum rw_answer {
+#define RW_ANSWER_ENUM(name, num, str) RW_ANSWER_##name = num,
+	RW_ANSWERS(RW_ANSWER_ENUM)
+#undef RW_ANSWER_ENUM
+	RW_ANSWER_COUNT
+};
+/* clang-format on */
+
 /* Rule ids name the snapshot entry that allowed a packet: kind in the top 4 bits, then the
  * index of the entry (12 bits) and the index inside it (16 bits: runs[a].allow[b]). The parser
  * refuses lists longer than these fields (RW_RULE_MAX_A, RW_RULE_MAX_B): ids never wrap.
@@ -166,9 +189,11 @@ struct rw_config {
 	__u32 ct_per_sandbox; /* size of each sandbox's conntrack table (new tables) */
 	__u64 applied_ns;     /* CLOCK_MONOTONIC (bpf_ktime_get_ns) of the last flip */
 	__u32 ct_node;	      /* all sandboxes' tables together may hold this many flows */
+	__u32 answer_rate;    /* refusal answers per second per sandbox veth (0: no budget) */
+	__u32 answer_burst;   /* bucket depth, in answers */
 	__u32 pad;
 };
-_Static_assert(sizeof(struct rw_config) == 40, "rw_config layout");
+_Static_assert(sizeof(struct rw_config) == 48, "rw_config layout");
 
 /* rw_flip, the one writer of rw_config.state: a BPF_PROG_TYPE_SYSCALL program that user space
  * runs with BPF_PROG_TEST_RUN, this as its context (in and out). It stores `next` with one
@@ -202,7 +227,8 @@ struct rw_pod {
 	__u32 run_idx;	  /* 1..RW_MAX_RUNS-1: index of the run's counters */
 	__u32 run_gen;	  /* revision in which this run's policy last changed */
 	__u8 egress_mode; /* enum rw_egress_mode */
-	__u8 pad[7];
+	__u8 refusal;	  /* enum rw_refusal_mode: the run's, or the node's when it has none */
+	__u8 pad[6];
 };
 _Static_assert(sizeof(struct rw_pod) == 80, "rw_pod layout");
 
@@ -307,8 +333,12 @@ struct rw_counters {
 	__u64 events_sent;
 	__u64 events_lost;	 /* ring buffer full */
 	__u64 events_suppressed; /* over the sandbox's event budget */
+	/* Refusals by the answer they got: [RW_ANSWER_RST], [RW_ANSWER_ICMP] sent back into the
+	 * pod, [RW_ANSWER_BUDGET] dropped plainly over the sandbox's answer budget. [0] unused.
+	 */
+	__u64 answers[RW_ANSWER_COUNT];
 };
-_Static_assert(sizeof(struct rw_counters) == 504, "rw_counters layout");
+_Static_assert(sizeof(struct rw_counters) == 536, "rw_counters layout");
 
 /* rw_run_revs: ARRAY of __u64 indexed by run_idx, like the counters: the revision in which
  * anything run_idx's verdicts depend on last changed (its pods, egress mode or rules, its index
@@ -319,20 +349,27 @@ _Static_assert(sizeof(struct rw_counters) == 504, "rw_counters layout");
  * the stamp is sound.
  */
 
-/* rw_event_budget: two token buckets per veth ifindex, one for drops and one for new-flow
+/* rw_event_budget: three token buckets per veth ifindex, one for drops and one for new-flow
  * reports, so that one flooding sandbox cannot drown the events of the others and its junk
- * drops cannot hide its new flows. Each bucket is one word, a GCRA "theoretical arrival time"
+ * drops cannot hide its new flows, and one for the answers to its refused packets (its own
+ * rate, rw_config.answer_rate), so that a refused-SYN flood cannot make the node send
+ * unbounded resets. Each bucket is one word, a GCRA "theoretical arrival time"
  * in ticks of 1/event_rate s since boot: an event is allowed when tat < now + burst, and moves
  * tat to max(tat, now) + 1 with one compare-and-exchange. Over any interval a bucket allows at
  * most rate x time + burst events, whatever the CPUs interleave, and the refill is exact
  * (ticks are derived from the clock, never accumulated).
  */
-enum rw_budget_kind { RW_BUDGET_DROP = 0, RW_BUDGET_FLOW = 1, RW_BUDGET_KINDS };
+enum rw_budget_kind {
+	RW_BUDGET_DROP = 0,
+	RW_BUDGET_FLOW = 1,
+	RW_BUDGET_ANSWER = 2,
+	RW_BUDGET_KINDS
+};
 
 struct rw_budget {
 	__u64 tat[RW_BUDGET_KINDS]; /* ticks; 0: a full bucket */
 };
-_Static_assert(sizeof(struct rw_budget) == 16, "rw_budget layout");
+_Static_assert(sizeof(struct rw_budget) == 24, "rw_budget layout");
 
 /* Ticks of 1/rate s in `ns` nanoseconds, without overflow for any uptime and rate < 2^32. */
 #define RW_BUDGET_TICKS(ns, rate)                   \
@@ -353,11 +390,11 @@ struct rw_event {
 	__be16 sport;
 	__be16 dport;
 	__u8 proto;
-	__u8 dir;     /* enum rw_dir */
-	__u8 verdict; /* enum rw_verdict */
-	__u8 reason;  /* enum rw_reason */
-	__u8 path;    /* enum rw_allow_path */
-	__u8 pad;
+	__u8 dir;	  /* enum rw_dir */
+	__u8 verdict;	  /* enum rw_verdict */
+	__u8 reason;	  /* enum rw_reason */
+	__u8 path;	  /* enum rw_allow_path */
+	__u8 answer;	  /* enum rw_answer: what the refused packet got back */
 	__be16 ethertype; /* 0x0800 IPv4, 0x0806 ARP; what an unsupported-l2 drop carried */
 	__u8 pad2[4];
 };
@@ -371,7 +408,7 @@ struct rw_explain {
 	__u8 reason;  /* enum rw_reason */
 	__u8 path;    /* enum rw_allow_path */
 	__u8 verdict; /* enum rw_verdict */
-	__u8 pad;
+	__u8 answer;  /* enum rw_answer the packet would get (never RW_ANSWER_BUDGET) */
 	__u32 rule_id;
 	__u32 run_idx;
 };

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # check-docs.sh: the docs say what the tree and the binary say (run by `make check`).
 #
-#   scripts/check-docs.sh [BUILD]
+#   scripts/check-docs.sh [BUILD] [--update]
 #
 # 1. Every relative link and #anchor in README.md, docs/**/*.md and tests/README.md resolves: the
 #    file or folder exists, and an anchor names a heading of the target page by GitHub's rules
@@ -17,17 +17,24 @@
 #    and every such block (docs/cli/README.md has `runwall help`'s own) must equal the binary's
 #    output byte for byte: the help text lives next to each command's code
 #    (user/cli/cli_COMMAND.c), so a changed option shows up here until its page follows.
+#    --update writes the binary's text into every usage block instead (then read the diff: the
+#    rest of the page may need to follow too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${1:-build}
+update=0
+args=()
+for a in "$@"; do
+	if [ "$a" = --update ]; then update=1; else args+=("$a"); fi
+done
+build=${args[0]:-build}
 [ -x "$build/runwall" ] || { echo "check-docs: $build/runwall is missing: run make" >&2; exit 1; }
 # Debian's python3, as the test libraries use.
 py=/usr/bin/python3
 [ -x "$py" ] || py=$(command -v python3)
-exec "$py" - "$build/runwall" <<'PY'
+exec "$py" - "$build/runwall" "$update" <<'PY'
 import difflib, glob, os, re, subprocess, sys
 
-runwall = sys.argv[1]
+runwall, update = sys.argv[1], sys.argv[2] == "1"
 pages = sorted(set(["README.md", "tests/README.md"] + glob.glob("docs/**/*.md", recursive=True)))
 errors = []
 
@@ -151,6 +158,12 @@ def check_usage(page, blocks_seen):
         if problem:
             err(where, problem)
             continue
+        if doc != want and update:
+            lines[i + 2:end] = want.rstrip("\n").split("\n")
+            open(page, "w", encoding="utf-8").write("\n".join(lines))
+            print(f"check-docs: {where}: usage block updated from `runwall help {cmd}`".replace("  ", " "))
+            del blocks_seen[page][-1]  # counted again by the pass over the new text
+            return check_usage(page, blocks_seen)
         if doc != want:
             diff = difflib.unified_diff(want.splitlines(), doc.splitlines(),
                                         f"runwall help {cmd}".strip(), page, lineterm="", n=1)

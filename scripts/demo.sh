@@ -84,9 +84,21 @@ try() {
 	sleep 0.3 # the agent drains the ring on a short timer
 	case "$res" in
 	ok) printf '  \033[32m%s\033[0m\n' "connected, data both ways" ;;
+	refused) printf '  \033[31m%s\033[0m\n' "refused at once: runwall answered into the pod (a reset, or ICMP unreachable)" ;;
 	timeout) printf '  \033[31m%s\033[0m\n' "no answer: dropped" ;;
 	*) printf '  %s\n' "$res" ;;
 	esac
+}
+
+# A tool's view of a refusal: curl from sandbox A to a host its run does not allow fails at once
+# with "Connection refused" (runwall's reset), where it would otherwise wait out TCP's timeout.
+try_curl() {
+	local t0 t1 out
+	printf '\n\033[1m> %s\033[0m\n' "sandbox A: curl https://93.184.216.34/ (not in its run's rules)"
+	t0=${EPOCHREALTIME/./}
+	out=$(ip netns exec "${RW_PREFIX}a" curl -sS --max-time 30 -o /dev/null https://93.184.216.34/ 2>&1 || true)
+	t1=${EPOCHREALTIME/./}
+	printf '  \033[31m%s\033[0m (after %d ms)\n' "$out" $(((t1 - t0) / 1000))
 }
 
 up() {
@@ -139,6 +151,7 @@ up() {
 	try a "sandbox A -> egress proxy 172.20.0.10:443" tcp 172.20.0.10 443 ""
 	try a "sandbox A -> identity broker 172.20.0.11:3443" tcp 172.20.0.11 3443 ""
 	try a "sandbox A -> the internet 93.184.216.34:443" tcp 93.184.216.34 443 ""
+	try_curl
 	try a "sandbox A -> instance metadata 169.254.169.254:80" tcp 169.254.169.254 80 ""
 	try a "sandbox A -> cluster DNS 172.20.0.53:53/udp" udp 172.20.0.53 53 ""
 	try a "sandbox A -> a private host 10.0.5.5:443" tcp 10.0.5.5 443 ""

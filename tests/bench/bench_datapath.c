@@ -146,7 +146,11 @@ static char *make_policy(unsigned long long revision, int runs, int rules, int c
 		DIE("out of memory");
 	len += snprintf(
 		s + len, cap - len,
-		"{\"revision\": %llu, \"deny\": [\"10.0.0.0/16\"], \"services\": ["
+		/* "refusal": "drop": test_run's repeats run on one skb, and an answer would make
+		 * the first repeat's packet the reset the others then judge. The drop path measured
+		 * is the refusal's judgement and event, as before answers existed.
+		 */
+		"{\"revision\": %llu, \"refusal\": \"drop\", \"deny\": [\"10.0.0.0/16\"], \"services\": ["
 		"{\"name\": \"egress-proxy\", \"ip\": \"172.20.0.10\", \"tcp\": [443, 8443]},"
 		"{\"name\": \"model\", \"cidr\": \"172.21.0.0/24\", \"tcp\": [443]}],"
 		"\"inbound\": [{\"name\": \"app-tier\", \"cidr\": \"172.20.0.12/32\", "

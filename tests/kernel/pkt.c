@@ -95,6 +95,8 @@ size_t pkt_build(const struct pkt_spec *s, __u8 *buf)
 		put16(buf + l4_off, s->sport);
 		put16(buf + l4_off + 2, s->dport);
 		put16(buf + l4_off + 4, 0x0102);
+		put16(buf + l4_off + 8, s->tcp_ack >> 16);
+		put16(buf + l4_off + 10, s->tcp_ack & 0xffff);
 		buf[l4_off + 12] = doff << 4;
 		buf[l4_off + 13] = s->tcp_flags ? s->tcp_flags : 0x02;
 		put16(buf + l4_off + 14, 65535);

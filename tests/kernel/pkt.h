@@ -30,6 +30,7 @@ struct pkt_spec {
 	size_t payload;	   /* L4 payload bytes */
 	int truncate;	   /* drop this many bytes from the end of the frame */
 	int udp_len_delta;
+	__u32 tcp_ack; /* the acknowledgment number (default 0); the sequence number is 0x01020000 */
 };
 
 /* Builds the frame into buf; returns its length. */

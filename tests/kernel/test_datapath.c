@@ -39,6 +39,7 @@ int t_count;
 #define SYN	0x02
 #define ACK	0x10
 #define SYNACK	0x12
+#define RST	0x04
 #define E	RW_DIR_EGRESS
 #define I	RW_DIR_INGRESS
 #define ALLOW	RW_VERDICT_ALLOW
@@ -120,6 +121,7 @@ struct tcase {
 	int path;	 /* expected allow path, NO_PATH for drops */
 	int event;	 /* an event is expected */
 	const char *run; /* run id expected in counters and event, NULL: none */
+	int answer;	 /* enum rw_answer the refusal gets (RW_ANSWER_NONE: a plain drop) */
 };
 
 #define EG(dev_, src_, dst_, proto_, sport_, dport_, flags_) \
@@ -142,6 +144,9 @@ struct tcase {
 	.verdict = ALLOW, .reason = RW_REASON_ALLOWED, .path = path_, .event = event_, .run = run_
 #define DROPPED(reason_, run_) \
 	.verdict = DROP, .reason = reason_, .path = NO_PATH, .event = 1, .run = run_
+/* A refusal of the pod's own packet, answered into the pod (a redirect to the veth's peer). */
+#define REFUSED_RST(reason_, run_)  DROPPED(reason_, run_), .answer = RW_ANSWER_RST
+#define REFUSED_ICMP(reason_, run_) DROPPED(reason_, run_), .answer = RW_ANSWER_ICMP
 
 static const struct tcase not_ready_cases[] = {
 	{"before any snapshot, egress is not-ready",
@@ -177,7 +182,7 @@ static const struct tcase v1_cases[] = {
 	{"allowed /32 inside the denied 10.0.0.0/16",
 	 EG(0, POD_A, "10.0.0.20", TCP, 40008, 9000, SYN), ALLOWED(RW_PATH_RULE, 1, "run-7f3a")},
 	{"its denied neighbour 10.0.0.21", EG(0, POD_A, "10.0.0.21", TCP, 40009, 9000, SYN),
-	 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
+	 REFUSED_RST(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
 	{"open run: public host any port", EG(1, POD_B, "1.1.1.1", TCP, 40010, 8443, SYN),
 	 ALLOWED(RW_PATH_OPEN, 1, "run-9c01")},
 	{"open run: public host UDP", EG(1, POD_B, "1.1.1.1", UDP, 40011, 9999, 0),
@@ -191,11 +196,11 @@ static const struct tcase v1_cases[] = {
 	{"run's own CIDR rule", EG(1, POD_B, "52.94.9.7", TCP, 40012, 5432, SYN),
 	 ALLOWED(RW_PATH_RULE_CIDR, 1, "run-9c01")},
 	{"run's rule is not another run's", EG(0, POD_A, "52.94.9.7", TCP, 40013, 5432, SYN),
-	 DROPPED(RW_REASON_NOT_ALLOWLISTED, "run-7f3a")},
+	 REFUSED_RST(RW_REASON_NOT_ALLOWLISTED, "run-7f3a")},
 	{"DNS explicitly allowed on 53 for one run", EG(1, POD_B, "9.9.9.9", UDP, 40014, 53, 0),
 	 ALLOWED(RW_PATH_RULE, 1, "run-9c01")},
 	{"DNS to the same resolver from another run", EG(0, POD_A, "9.9.9.9", UDP, 40015, 53, 0),
-	 DROPPED(RW_REASON_DNS, "run-7f3a")},
+	 REFUSED_ICMP(RW_REASON_DNS, "run-7f3a")},
 	{"ARP from the pod's own address", .dev = 0, .dir = E,
 	 .pkt = {.arp = 1, .src = POD_A, .dst = "169.254.1.1"},
 	 ALLOWED(RW_PATH_ARP, 0, "run-7f3a")},
@@ -223,13 +228,13 @@ static const struct tcase v1_cases[] = {
 	 ALLOWED(RW_PATH_REPLY, 0, "run-7f3a")},
 	{"a bare SYN on the inbound flow's ports is a request, not a reply",
 	 EG(0, POD_A, "172.20.0.12", TCP, 4096, 50000, SYN),
-	 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
+	 REFUSED_RST(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
 	{"a request posing as a reply (ACK from 4096, no flow)",
 	 EG(0, POD_A, "8.8.4.4", TCP, 4096, 50000, ACK),
-	 DROPPED(RW_REASON_NOT_ALLOWLISTED, "run-7f3a")},
+	 REFUSED_RST(RW_REASON_NOT_ALLOWLISTED, "run-7f3a")},
 	{"posing as a reply to the app tier on another port",
 	 EG(0, POD_A, "172.20.0.12", TCP, 4096, 50009, ACK),
-	 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
+	 REFUSED_RST(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
 	{"inbound from the app tier to port 22", IN(0, "172.20.0.12", POD_A, TCP, 50003, 22, SYN),
 	 DROPPED(RW_REASON_INBOUND_DENIED, "run-7f3a")},
 	{"inbound from the internet to 4096", IN(0, "8.8.8.8", POD_A, TCP, 50004, 4096, SYN),
@@ -253,57 +258,58 @@ static const struct tcase v1_cases[] = {
 
 	/* Refusals, one or more per reason. */
 	{"a stateless ACK to a denied host", EG(0, POD_A, "8.8.8.8", TCP, 40020, 443, ACK),
-	 DROPPED(RW_REASON_NOT_ALLOWLISTED, "run-7f3a")},
+	 REFUSED_RST(RW_REASON_NOT_ALLOWLISTED, "run-7f3a")},
 	{"public internet in allowlist mode", EG(0, POD_A, "93.184.216.34", TCP, 40021, 443, SYN),
-	 DROPPED(RW_REASON_NOT_ALLOWLISTED, "run-7f3a")},
+	 REFUSED_RST(RW_REASON_NOT_ALLOWLISTED, "run-7f3a")},
 	{"connectors service 8080", EG(0, POD_A, "172.20.0.30", TCP, 40022, 8080, SYN),
-	 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
+	 REFUSED_RST(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
 	{"another port of an allowed host", EG(0, POD_A, "172.20.0.10", TCP, 40023, 22, SYN),
-	 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
+	 REFUSED_RST(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
 	{"UDP to a TCP-only service (QUIC)", EG(0, POD_A, "172.20.0.10", UDP, 40024, 443, 0),
-	 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
+	 REFUSED_ICMP(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
 	{"instance metadata 169.254.169.254", EG(0, POD_A, "169.254.169.254", TCP, 40025, 80, SYN),
-	 DROPPED(RW_REASON_METADATA, "run-7f3a")},
+	 REFUSED_RST(RW_REASON_METADATA, "run-7f3a")},
 	{"ECS task metadata 169.254.170.2", EG(0, POD_A, "169.254.170.2", TCP, 40026, 80, SYN),
-	 DROPPED(RW_REASON_METADATA, "run-7f3a")},
+	 REFUSED_RST(RW_REASON_METADATA, "run-7f3a")},
 	{"EKS pod identity 169.254.170.23", EG(0, POD_A, "169.254.170.23", TCP, 40027, 80, SYN),
-	 DROPPED(RW_REASON_METADATA, "run-7f3a")},
+	 REFUSED_RST(RW_REASON_METADATA, "run-7f3a")},
 	{"metadata from the open run", EG(1, POD_B, "169.254.169.254", TCP, 40028, 80, SYN),
-	 DROPPED(RW_REASON_METADATA, "run-9c01")},
+	 REFUSED_RST(RW_REASON_METADATA, "run-9c01")},
 	{"metadata over UDP on 53 is metadata first",
 	 EG(0, POD_A, "169.254.169.253", UDP, 40029, 53, 0),
-	 DROPPED(RW_REASON_METADATA, "run-7f3a")},
+	 REFUSED_ICMP(RW_REASON_METADATA, "run-7f3a")},
 	{"DNS over UDP to cluster DNS", EG(0, POD_A, "172.20.0.53", UDP, 40030, 53, 0),
-	 DROPPED(RW_REASON_DNS, "run-7f3a")},
+	 REFUSED_ICMP(RW_REASON_DNS, "run-7f3a")},
 	{"DNS over TCP to a public resolver", EG(0, POD_A, "8.8.8.8", TCP, 40031, 53, SYN),
-	 DROPPED(RW_REASON_DNS, "run-7f3a")},
+	 REFUSED_RST(RW_REASON_DNS, "run-7f3a")},
 	{"DNS over UDP from the open run", EG(1, POD_B, "8.8.8.8", UDP, 40032, 53, 0),
-	 DROPPED(RW_REASON_DNS, "run-9c01")},
-	{"127.0.0.1 sent out of the pod", EG(0, POD_A, "127.0.0.1", TCP, 40033, 80, SYN),
+	 REFUSED_ICMP(RW_REASON_DNS, "run-9c01")},
+	{"127.0.0.1 sent out of the pod (no answer from a loopback source)",
+	 EG(0, POD_A, "127.0.0.1", TCP, 40033, 80, SYN),
 	 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
 	{"open run to another pod", EG(1, POD_B, POD_A, TCP, 40034, 22, SYN),
-	 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01")},
+	 REFUSED_RST(RW_REASON_PRIVATE_DESTINATION, "run-9c01")},
 	{"open run to a configured deny CIDR (100.64.0.0/16)",
 	 EG(1, POD_B, "100.64.3.3", TCP, 40035, 443, SYN),
+	 REFUSED_RST(RW_REASON_PRIVATE_DESTINATION, "run-9c01")},
+	{"open run to multicast (never answered)", EG(1, POD_B, "224.0.0.251", UDP, 5353, 5353, 0),
 	 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01")},
-	{"open run to multicast", EG(1, POD_B, "224.0.0.251", UDP, 5353, 5353, 0),
-	 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01")},
-	{"open run to broadcast", EG(1, POD_B, "255.255.255.255", UDP, 68, 67, 0),
+	{"open run to broadcast (never answered)", EG(1, POD_B, "255.255.255.255", UDP, 68, 67, 0),
 	 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01")},
 	{"open run to TEST-NET-3", EG(1, POD_B, "203.0.113.5", TCP, 40036, 443, SYN),
-	 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01")},
+	 REFUSED_RST(RW_REASON_PRIVATE_DESTINATION, "run-9c01")},
 	{"SCTP to an allowed IP and port", .dev = 0, .dir = E,
 	 .pkt = {.src = POD_A, .dst = "172.20.0.10", .proto = 132, .sport = 40037, .dport = 443},
-	 DROPPED(RW_REASON_UNSUPPORTED_PROTOCOL, "run-7f3a")},
+	 REFUSED_ICMP(RW_REASON_UNSUPPORTED_PROTOCOL, "run-7f3a")},
 	{"UDP-Lite to an allowed IP and port", .dev = 0, .dir = E,
 	 .pkt = {.src = POD_A, .dst = "172.20.0.14", .proto = 136, .sport = 40038, .dport = 4317},
-	 DROPPED(RW_REASON_UNSUPPORTED_PROTOCOL, "run-7f3a")},
+	 REFUSED_ICMP(RW_REASON_UNSUPPORTED_PROTOCOL, "run-7f3a")},
 	{"ICMP echo", .dev = 0, .dir = E, .pkt = {.src = POD_A, .dst = "172.20.0.10", .proto = 1},
-	 DROPPED(RW_REASON_UNSUPPORTED_PROTOCOL, "run-7f3a")},
+	 REFUSED_ICMP(RW_REASON_UNSUPPORTED_PROTOCOL, "run-7f3a")},
 	{"GRE", .dev = 1, .dir = E, .pkt = {.src = POD_B, .dst = "1.1.1.1", .proto = 47},
-	 DROPPED(RW_REASON_UNSUPPORTED_PROTOCOL, "run-9c01")},
+	 REFUSED_ICMP(RW_REASON_UNSUPPORTED_PROTOCOL, "run-9c01")},
 	{"IPIP", .dev = 1, .dir = E, .pkt = {.src = POD_B, .dst = "1.1.1.1", .proto = 4},
-	 DROPPED(RW_REASON_UNSUPPORTED_PROTOCOL, "run-9c01")},
+	 REFUSED_ICMP(RW_REASON_UNSUPPORTED_PROTOCOL, "run-9c01")},
 	{"spoofed source (the other sandbox's IP)",
 	 EG(0, POD_B, "172.20.0.10", TCP, 40039, 443, SYN),
 	 DROPPED(RW_REASON_SPOOFED_SOURCE, "run-7f3a")},
@@ -431,13 +437,13 @@ static const struct tcase v1_cases[] = {
 static const struct tcase v2_cases[] = {
 	{"revoked: the next ACK of an open flow to the egress proxy",
 	 EG(0, POD_A, "172.20.0.10", TCP, 40001, 443, ACK),
-	 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
+	 REFUSED_RST(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
 	{"revoked: the egress proxy's next reply",
 	 IN(0, "172.20.0.10", POD_A, TCP, 443, 40001, ACK),
 	 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
 	{"revoked inbound rule: the pod's next reply to the app tier",
 	 EG(0, POD_A, "172.20.0.12", TCP, 4096, 50000, ACK),
-	 DROPPED(RW_REASON_INBOUND_DENIED, "run-7f3a")},
+	 REFUSED_RST(RW_REASON_INBOUND_DENIED, "run-7f3a")},
 	{"kept: the identity broker", EG(0, POD_A, "172.20.0.11", TCP, 40060, 3443, SYN),
 	 ALLOWED(RW_PATH_RULE, 1, "run-7f3a")},
 	{"kept: the Temporal worker's flow", EG(0, POD_A, "172.20.0.20", TCP, 4999, 50001, ACK),
@@ -447,7 +453,7 @@ static const struct tcase v2_cases[] = {
 	 DROPPED(RW_REASON_INBOUND_DENIED, "run-b77e")},
 	{"moved pod: judged by its new run (allowlist)",
 	 EG(1, POD_B, "1.1.1.1", TCP, 40061, 8443, SYN),
-	 DROPPED(RW_REASON_NOT_ALLOWLISTED, "run-b77e")},
+	 REFUSED_RST(RW_REASON_NOT_ALLOWLISTED, "run-b77e")},
 };
 
 /* ---- the kernel side under test ---- */
@@ -506,6 +512,11 @@ static int test_run(int dir, int ifindex, const void *pkt, size_t len, __u32 rep
 	return err;
 }
 
+static const char *ret_name(int ret)
+{
+	return ret == -1 ? "TCX_NEXT" : ret == 2 ? "TCX_DROP" : ret == 7 ? "TC_ACT_REDIRECT" : "?";
+}
+
 static void run_case(const struct tcase *c)
 {
 	struct rw_counters node0, node1, run0, run1;
@@ -513,7 +524,8 @@ static void run_case(const struct tcase *c)
 	size_t len = pkt_build(&c->pkt, buf);
 	__u32 run_idx = run_idx_of(c->run);
 	int retval, err, failed_before = t_failed;
-	int want_ret = c->verdict == ALLOW ? -1 : 2; /* TCX_NEXT : TCX_DROP */
+	/* TCX_NEXT, TC_ACT_REDIRECT (the answer, to the veth's peer), TCX_DROP */
+	int want_ret = c->verdict == ALLOW ? -1 : c->answer ? 7 : 2;
 
 	t_count++;
 	drain_events();
@@ -524,10 +536,7 @@ static void run_case(const struct tcase *c)
 	err = test_run(c->dir, ifindex_of[c->dev], buf, len, 1, &retval);
 	CHECK_EQ(err, 0, "test_run");
 	CHECK(retval == want_ret, "verdict", "returned %d (%s), expected %d (%s)", retval,
-	      retval == -1  ? "TCX_NEXT"
-	      : retval == 2 ? "TCX_DROP"
-			    : "?",
-	      want_ret, want_ret == -1 ? "TCX_NEXT" : "TCX_DROP");
+	      ret_name(retval), want_ret, ret_name(want_ret));
 
 	/* Counters: exactly one packet under (direction, reason), node-wide and for the run. */
 	rw_counters_read(&dp, 0, &node1);
@@ -540,9 +549,16 @@ static void run_case(const struct tcase *c)
 	      "byte counter", "bytes grew by %llu, expected %zu",
 	      (unsigned long long)(node1.bytes[c->dir][c->reason] - node0.bytes[c->dir][c->reason]),
 	      len);
+	for (int a = 1; a < RW_ANSWER_COUNT; a++)
+		CHECK(node1.answers[a] - node0.answers[a] == (a == c->answer), "answer counter",
+		      "answers[%s] grew by %llu", rw_answer_name(a),
+		      (unsigned long long)(node1.answers[a] - node0.answers[a]));
 	if (c->run) {
 		CHECK(run_idx != 0, "run", "run %s not found in the live pods map", c->run);
 		rw_counters_read(&dp, run_idx, &run1);
+		if (c->answer)
+			CHECK_EQ(run1.answers[c->answer] - run0.answers[c->answer], 1,
+				 "run's answer counter");
 		CHECK(run1.packets[c->dir][c->reason] - run0.packets[c->dir][c->reason] == 1,
 		      "run counter", "%s packets[%s] grew by %llu, expected 1", c->run,
 		      rw_reason_name(c->reason),
@@ -562,6 +578,8 @@ static void run_case(const struct tcase *c)
 		CHECK(ev->reason == c->reason, "event reason", "%s, expected %s",
 		      rw_reason_name(ev->reason), rw_reason_name(c->reason));
 		CHECK_EQ(ev->verdict, c->verdict, "event verdict");
+		CHECK(ev->answer == c->answer, "event answer", "%s, expected %s",
+		      rw_answer_name(ev->answer), rw_answer_name(c->answer));
 		CHECK_EQ(ev->dir, c->dir, "event direction");
 		CHECK_EQ(ntohs(ev->ethertype),
 			 c->pkt.vlan	    ? 0x8100
@@ -592,10 +610,11 @@ static void run_case(const struct tcase *c)
 			CHECK(ev->revision > 0, "event revision", "%llu",
 			      (unsigned long long)ev->revision);
 	}
-	printf("%s %d - %s: %s%s%s\n", t_failed == failed_before ? "ok" : "not ok", t_count,
+	printf("%s %d - %s: %s%s%s%s%s\n", t_failed == failed_before ? "ok" : "not ok", t_count,
 	       c->name, c->verdict == ALLOW ? "allowed" : rw_reason_name(c->reason),
 	       c->path != NO_PATH && c->verdict == ALLOW ? " via " : "",
-	       c->path != NO_PATH && c->verdict == ALLOW ? rw_path_name(c->path) : "");
+	       c->path != NO_PATH && c->verdict == ALLOW ? rw_path_name(c->path) : "",
+	       c->answer ? ", answered: " : "", c->answer ? rw_answer_name(c->answer) : "");
 }
 
 static void run_table(const struct tcase *cases, size_t n)
@@ -676,7 +695,7 @@ static void test_metadata_beats_rules(void)
 	struct rw_rule r = {.rule_id = 0xdead};
 	struct tcase c = {"metadata is refused even with a rule for it",
 			  EG(0, POD_A, "169.254.169.254", TCP, 40070, 80, SYN),
-			  DROPPED(RW_REASON_METADATA, "run-7f3a")};
+			  REFUSED_RST(RW_REASON_METADATA, "run-7f3a")};
 	int fd = rw_live_inner_fd(&dp, RW_M_ALLOW_EXACT);
 
 	inet_pton(AF_INET, "169.254.169.254", &k.daddr);
@@ -732,10 +751,10 @@ static void test_verdict_cache(void)
 		 ALLOWED(RW_PATH_REPLY, 0, "run-7f3a")},
 		{"cache: a new flow to the same service is judged: refused",
 		 EG(0, POD_A, "172.20.0.11", TCP, 40111, 3443, SYN),
-		 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
+		 REFUSED_RST(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
 		{"cache: a bare ACK of an unknown flow to it is judged: refused",
 		 EG(0, POD_A, "172.20.0.11", TCP, 40112, 3443, ACK),
-		 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
+		 REFUSED_RST(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
 	};
 	struct rw_config cfg;
 	struct rw_ct_value v;
@@ -772,7 +791,7 @@ static void test_stale_stamp(void)
 	static const struct tcase cases[] = {
 		{"stale stamp (older revision), allowed verdict: judged again, refused",
 		 EG(0, POD_A, "172.20.0.10", TCP, 40120, 443, ACK),
-		 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
+		 REFUSED_RST(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
 		{"stale stamp (newer revision), allowed verdict: judged again, refused",
 		 IN(0, "172.20.0.10", POD_A, TCP, 443, 40121, ACK),
 		 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
@@ -811,13 +830,13 @@ static void test_run_rules_after_ranges(void)
 	struct tcase c[] = {
 		{"a run's exact rule for a private host (written past the parser) opens nothing",
 		 EG(1, POD_B, "10.0.5.6", TCP, 40130, 22, SYN),
-		 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01")},
+		 REFUSED_RST(RW_REASON_PRIVATE_DESTINATION, "run-9c01")},
 		{"a run's 0.0.0.0/2 rule (written past the parser) opens nothing private",
 		 EG(1, POD_B, "10.0.5.7", TCP, 40131, 22, SYN),
-		 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01")},
+		 REFUSED_RST(RW_REASON_PRIVATE_DESTINATION, "run-9c01")},
 		{"... nor CGNAT (100.64.0.0/10, also in the deny list)",
 		 EG(1, POD_B, "100.64.3.4", TCP, 40132, 22, SYN),
-		 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-9c01")},
+		 REFUSED_RST(RW_REASON_PRIVATE_DESTINATION, "run-9c01")},
 		{"... but a public host on it is the run's own rule",
 		 EG(1, POD_B, "52.1.2.3", TCP, 40133, 22, SYN),
 		 ALLOWED(RW_PATH_RULE_CIDR, 1, "run-9c01")},
@@ -886,7 +905,8 @@ static void test_event_budget(void)
 				 .proto = TCP,
 				 .sport = 40080,
 				 .dport = 443,
-				 .tcp_flags = ACK};
+				 .tcp_flags =
+					 RST | ACK}; /* repeatable: a reset is never answered */
 	struct pkt_spec other = {
 		.src = POD_B, .dst = "8.8.8.8", .proto = UDP, .sport = 40081, .dport = 53};
 	struct pkt_spec flow = {.src = POD_A,
@@ -941,6 +961,613 @@ static __u64 mono_ns(void)
 	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 }
 
+/* ---- answers to refusals ---- */
+
+static void set_answer_budget(__u32 rate, __u32 burst)
+{
+	struct rw_config cfg;
+
+	if (rw_config_read(&dp, &cfg))
+		FATAL("reading config");
+	cfg.answer_rate = rate;
+	cfg.answer_burst = burst;
+	if (rw_config_write(&dp, &cfg))
+		FATAL("writing config");
+}
+
+static int test_run_out(int dir, int ifindex, const void *pkt, size_t len, __u8 *out,
+			__u32 *out_len, int *retval)
+{
+	struct __sk_buff ctx = {.ifindex = ifindex};
+	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt, .data_size_in = len, .data_out = out,
+		    .data_size_out = PKT_MAX, .ctx_in = &ctx, .ctx_size_in = sizeof(ctx),
+		    .repeat = 1);
+	int err;
+
+	err = bpf_prog_test_run_opts(dp.prog_fd[dir], &opts);
+	*retval = (int)opts.retval;
+	*out_len = opts.data_size_out;
+	return err;
+}
+
+/* RFC 1071: the one's complement sum of 16-bit words, an odd byte padded with zero. A header
+ * whose checksum is right sums to 0xffff.
+ */
+static __u16 rfc1071_sum(const __u8 *p, size_t len, __u32 sum)
+{
+	for (size_t i = 0; i + 1 < len; i += 2)
+		sum += (p[i] << 8) | p[i + 1];
+	if (len & 1)
+		sum += p[len - 1] << 8;
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return sum;
+}
+
+static void put16be(__u8 *p, __u16 v)
+{
+	p[0] = v >> 8;
+	p[1] = v;
+}
+
+static void put32be(__u8 *p, __u32 v)
+{
+	put16be(p, v >> 16);
+	put16be(p + 2, v);
+}
+
+/* The TCP checksum field's value for the segment at tcp (RFC 793 3.1 pseudo-header). */
+static __u16 tcp_csum(const __u8 *ip, const __u8 *tcp, size_t tcp_len)
+{
+	__u8 ph[12] = {0};
+
+	memcpy(ph, ip + 12, 8);
+	ph[9] = IPPROTO_TCP;
+	put16be(ph + 10, tcp_len);
+	return ~rfc1071_sum(tcp, tcp_len, rfc1071_sum(ph, 12, 0)) & 0xffff;
+}
+
+static const __u8 pod_mac[6] = {0x02, 0, 0, 0, 0, 0x01}, gw_mac[6] = {0x02, 0, 0, 0, 0, 0xfe};
+
+/* The frame head every answer has: to the pod's MAC from the gateway's, IPv4 from the refused
+ * destination to the pod.
+ */
+static void want_head(const struct pkt_spec *s, __u8 *w, __u8 tos, __u16 tot_len, __u16 frag,
+		      __u8 proto)
+{
+	struct in_addr src, dst;
+
+	inet_pton(AF_INET, s->src, &src);
+	inet_pton(AF_INET, s->dst, &dst);
+	memcpy(w, pod_mac, 6);
+	memcpy(w + 6, gw_mac, 6);
+	put16be(w + 12, 0x0800);
+	w[14] = 0x45;
+	w[15] = tos;
+	put16be(w + 16, tot_len);
+	put16be(w + 20, frag);
+	w[22] = 64;
+	w[23] = proto;
+	memcpy(w + 26, &dst, 4);
+	memcpy(w + 30, &src, 4);
+	put16be(w + 24, ~rfc1071_sum(w + 14, 20, 0) & 0xffff);
+}
+
+/* The reset RFC 793 3.4 makes of the segment s: built here byte by byte from the spec. */
+static size_t want_rst(const struct pkt_spec *s, __u32 seq, __u32 ack, __u8 flags, __u8 *w)
+{
+	memset(w, 0, PKT_MAX);
+	want_head(s, w, 0, 40, 0x4000, IPPROTO_TCP);
+	put16be(w + 34, s->dport);
+	put16be(w + 36, s->sport);
+	put32be(w + 38, seq);
+	put32be(w + 42, ack);
+	w[46] = 5 << 4;
+	w[47] = flags;
+	put16be(w + 50, tcp_csum(w + 14, w + 34, 20));
+	return 54;
+}
+
+/* ICMP destination unreachable, code 13, quoting the first `quote` bytes of the refused IP
+ * datagram in.
+ */
+static size_t want_icmp(const struct pkt_spec *s, const __u8 *in, size_t quote, __u8 *w)
+{
+	memset(w, 0, PKT_MAX);
+	want_head(s, w, 0xc0, 20 + 8 + quote, 0, IPPROTO_ICMP);
+	w[34] = 3;
+	w[35] = 13;
+	memcpy(w + 42, in + 14, quote);
+	put16be(w + 36, ~rfc1071_sum(w + 34, 8 + quote, 0) & 0xffff);
+	return 42 + quote;
+}
+
+/* The checksums of an answer, summed over what the program wrote, not compared with ours. */
+static int answer_sums_ok(const __u8 *f, size_t len)
+{
+	size_t ip_len = len - 14;
+
+	if (len < 34 || rfc1071_sum(f + 14, 20, 0) != 0xffff)
+		return 0;
+	if (f[23] == IPPROTO_TCP) {
+		__u8 ph[12] = {0};
+
+		memcpy(ph, f + 26, 8);
+		ph[9] = IPPROTO_TCP;
+		put16be(ph + 10, ip_len - 20);
+		return rfc1071_sum(f + 34, ip_len - 20, rfc1071_sum(ph, 12, 0)) == 0xffff;
+	}
+	return f[23] == IPPROTO_ICMP && rfc1071_sum(f + 34, ip_len - 20, 0) == 0xffff;
+}
+
+struct acase {
+	const char *name;
+	int dev;
+	struct pkt_spec pkt;
+	int reason;
+	int answer;	/* enum rw_answer */
+	__u32 seq, ack; /* RW_ANSWER_RST: the reset's numbers */
+	__u8 flags;
+	size_t quote; /* RW_ANSWER_ICMP: bytes of the datagram quoted */
+};
+
+static void run_answer_case(const struct acase *c)
+{
+	__u8 in[PKT_MAX], out[PKT_MAX], want[PKT_MAX];
+	size_t len = pkt_build(&c->pkt, in), want_len = len;
+	struct rw_counters n0, n1;
+	int retval, err, failed_before = t_failed;
+	__u32 out_len = 0;
+
+	if (c->answer == RW_ANSWER_RST)
+		want_len = want_rst(&c->pkt, c->seq, c->ack, c->flags, want);
+	else if (c->answer == RW_ANSWER_ICMP)
+		want_len = want_icmp(&c->pkt, in, c->quote, want);
+	else
+		memcpy(want, in, len); /* no answer: the packet is dropped as it came */
+	t_count++;
+	drain_events();
+	rw_counters_read(&dp, 0, &n0);
+	err = test_run_out(E, ifindex_of[c->dev], in, len, out, &out_len, &retval);
+	rw_counters_read(&dp, 0, &n1);
+	ring_buffer__consume(ring);
+	CHECK_EQ(err, 0, "test_run");
+	CHECK(retval == (c->answer ? 7 : 2), "verdict", "returned %d (%s)", retval,
+	      ret_name(retval));
+	CHECK_EQ(n1.packets[E][c->reason] - n0.packets[E][c->reason], 1, "reason counter");
+	CHECK_EQ(n1.bytes[E][c->reason] - n0.bytes[E][c->reason], len,
+		 "bytes counted are the refused packet's");
+	if (c->answer)
+		CHECK_EQ(n1.answers[c->answer] - n0.answers[c->answer], 1, "answer counter");
+	CHECK(n_events == 1 && events[0].answer == c->answer && events[0].reason == c->reason,
+	      "event", "%d events, answer %s", n_events,
+	      n_events ? rw_answer_name(events[0].answer) : "-");
+	CHECK(out_len == want_len && !memcmp(out, want, want_len), "output packet",
+	      "%u bytes, expected %zu%s", out_len, want_len,
+	      out_len == want_len ? " (contents differ)" : "");
+	if (c->answer)
+		CHECK(answer_sums_ok(out, out_len), "checksums", "an IP, TCP or ICMP sum is wrong");
+	if (t_failed != failed_before) {
+		printf("  # got: ");
+		for (__u32 i = 0; i < out_len; i++)
+			printf("%02x", out[i]);
+		printf("\n  # want:");
+		for (size_t i = 0; i < want_len; i++)
+			printf("%02x", want[i]);
+		printf("\n");
+	}
+	printf("%s %d - answer: %s: %s, %s (%u bytes out)\n",
+	       t_failed == failed_before ? "ok" : "not ok", t_count, c->name,
+	       rw_reason_name(c->reason), rw_answer_name(c->answer), out_len);
+}
+
+#define SEQ0 0x01020000u /* pkt_build()'s sequence number */
+
+static const struct acase answer_cases[] = {
+	{"a refused SYN: RST|ACK, seq 0, ack SEG.SEQ+1",
+	 0,
+	 {.src = POD_A,
+	  .dst = "93.184.216.34",
+	  .proto = TCP,
+	  .sport = 40100,
+	  .dport = 443,
+	  .tcp_flags = SYN},
+	 RW_REASON_NOT_ALLOWLISTED,
+	 RW_ANSWER_RST,
+	 0,
+	 SEQ0 + 1,
+	 RST | ACK,
+	 0},
+	{"a refused SYN with 5 bytes of data (TFO) and options: ack SEG.SEQ+1+5",
+	 0,
+	 {.src = POD_A,
+	  .dst = "93.184.216.34",
+	  .proto = TCP,
+	  .sport = 40101,
+	  .dport = 443,
+	  .tcp_flags = SYN,
+	  .tcp_doff = 8,
+	  .payload = 5},
+	 RW_REASON_NOT_ALLOWLISTED,
+	 RW_ANSWER_RST,
+	 0,
+	 SEQ0 + 6,
+	 RST | ACK,
+	 0},
+	{"a refused segment with ACK (a revoked flow's next): RST, seq SEG.ACK",
+	 0,
+	 {.src = POD_A,
+	  .dst = "93.184.216.34",
+	  .proto = TCP,
+	  .sport = 40102,
+	  .dport = 443,
+	  .tcp_flags = ACK | 0x08,
+	  .tcp_ack = 0xa1b2c3d4,
+	  .payload = 100},
+	 RW_REASON_NOT_ALLOWLISTED,
+	 RW_ANSWER_RST,
+	 0xa1b2c3d4,
+	 0,
+	 RST,
+	 0},
+	{"a refused bare FIN: RST|ACK, ack SEG.SEQ+1",
+	 0,
+	 {.src = POD_A,
+	  .dst = "93.184.216.34",
+	  .proto = TCP,
+	  .sport = 40103,
+	  .dport = 443,
+	  .tcp_flags = 0x01},
+	 RW_REASON_NOT_ALLOWLISTED,
+	 RW_ANSWER_RST,
+	 0,
+	 SEQ0 + 1,
+	 RST | ACK,
+	 0},
+	{"a refused SYN from and to port 0: the reset names ports 0",
+	 0,
+	 {.src = POD_A,
+	  .dst = "93.184.216.34",
+	  .proto = TCP,
+	  .sport = 0,
+	  .dport = 0,
+	  .tcp_flags = SYN},
+	 RW_REASON_NOT_ALLOWLISTED,
+	 RW_ANSWER_RST,
+	 0,
+	 SEQ0 + 1,
+	 RST | ACK,
+	 0},
+	{"a refused SYN to the metadata address",
+	 1,
+	 {.src = POD_B,
+	  .dst = "169.254.169.254",
+	  .proto = TCP,
+	  .sport = 40104,
+	  .dport = 80,
+	  .tcp_flags = SYN},
+	 RW_REASON_METADATA,
+	 RW_ANSWER_RST,
+	 0,
+	 SEQ0 + 1,
+	 RST | ACK,
+	 0},
+	{"a refused reset is never answered",
+	 0,
+	 {.src = POD_A,
+	  .dst = "93.184.216.34",
+	  .proto = TCP,
+	  .sport = 40105,
+	  .dport = 443,
+	  .tcp_flags = RST | ACK},
+	 RW_REASON_NOT_ALLOWLISTED,
+	 RW_ANSWER_NONE,
+	 0,
+	 0,
+	 0,
+	 0},
+	{"refused UDP (DNS) with 40 bytes: ICMP 3/13 quoting header + 8 bytes",
+	 0,
+	 {.src = POD_A, .dst = "8.8.8.8", .proto = UDP, .sport = 40106, .dport = 53, .payload = 40},
+	 RW_REASON_DNS,
+	 RW_ANSWER_ICMP,
+	 .quote = 28},
+	{"refused UDP from port 0 to port 0",
+	 0,
+	 {.src = POD_A, .dst = "93.184.216.34", .proto = UDP, .sport = 0, .dport = 0},
+	 RW_REASON_NOT_ALLOWLISTED,
+	 RW_ANSWER_ICMP,
+	 .quote = 28},
+	{"refused GRE: ICMP 3/13",
+	 1,
+	 {.src = POD_B, .dst = "1.1.1.1", .proto = 47, .payload = 12},
+	 RW_REASON_UNSUPPORTED_PROTOCOL,
+	 RW_ANSWER_ICMP,
+	 .quote = 28},
+	{"refused IP with 4 bytes of payload: the quote is the whole datagram",
+	 1,
+	 {.src = POD_B, .dst = "1.1.1.1", .proto = 47, .tot_len_delta = -4, .truncate = 4},
+	 RW_REASON_UNSUPPORTED_PROTOCOL,
+	 RW_ANSWER_ICMP,
+	 .quote = 24},
+	{"refused ICMP echo request: ICMP 3/13",
+	 0,
+	 {.src = POD_A, .dst = "93.184.216.34", .proto = 1, .sport = 0x0800, .payload = 56},
+	 RW_REASON_UNSUPPORTED_PROTOCOL,
+	 RW_ANSWER_ICMP,
+	 .quote = 28},
+	{"a refused ICMP error (port unreachable) is never answered",
+	 0,
+	 {.src = POD_A, .dst = "93.184.216.34", .proto = 1, .sport = 0x0303, .payload = 28},
+	 RW_REASON_UNSUPPORTED_PROTOCOL,
+	 RW_ANSWER_NONE,
+	 0,
+	 0,
+	 0,
+	 0},
+	{"a refused ICMP of an unknown type is never answered",
+	 0,
+	 {.src = POD_A, .dst = "93.184.216.34", .proto = 1, .sport = 0x2a00, .payload = 8},
+	 RW_REASON_UNSUPPORTED_PROTOCOL,
+	 RW_ANSWER_NONE,
+	 0,
+	 0,
+	 0,
+	 0},
+	/* No answer before the source is proven, nor where the answer's source could not be. */
+	{"spoofed source: no answer",
+	 0,
+	 {.src = POD_B,
+	  .dst = "93.184.216.34",
+	  .proto = TCP,
+	  .sport = 40107,
+	  .dport = 443,
+	  .tcp_flags = SYN},
+	 RW_REASON_SPOOFED_SOURCE,
+	 RW_ANSWER_NONE,
+	 0,
+	 0,
+	 0,
+	 0},
+	{"unbound veth: no answer",
+	 2,
+	 {.src = "10.1.2.77",
+	  .dst = "93.184.216.34",
+	  .proto = TCP,
+	  .sport = 40108,
+	  .dport = 443,
+	  .tcp_flags = SYN},
+	 RW_REASON_UNKNOWN_SOURCE,
+	 RW_ANSWER_NONE,
+	 0,
+	 0,
+	 0,
+	 0},
+	{"a pod no run owns: no answer",
+	 3,
+	 {.src = POD_X, .dst = "93.184.216.34", .proto = UDP, .sport = 40109, .dport = 53},
+	 RW_REASON_UNKNOWN_SOURCE,
+	 RW_ANSWER_NONE,
+	 0,
+	 0,
+	 0,
+	 0},
+	{"IP options: no answer (refused before the source is proven)",
+	 0,
+	 {.src = POD_A,
+	  .dst = "93.184.216.34",
+	  .proto = TCP,
+	  .sport = 40110,
+	  .dport = 443,
+	  .tcp_flags = SYN,
+	  .ihl = 6},
+	 RW_REASON_IP_OPTIONS,
+	 RW_ANSWER_NONE,
+	 0,
+	 0,
+	 0,
+	 0},
+	{"an 802.1Q tag in the header: no answer (unsupported-l2)",
+	 0,
+	 {.src = POD_A,
+	  .dst = "93.184.216.34",
+	  .proto = TCP,
+	  .sport = 40111,
+	  .dport = 443,
+	  .tcp_flags = SYN,
+	  .vlan = 1},
+	 RW_REASON_UNSUPPORTED_L2,
+	 RW_ANSWER_NONE,
+	 0,
+	 0,
+	 0,
+	 0},
+	{"a truncated TCP header: no answer (malformed)",
+	 0,
+	 {.src = POD_A,
+	  .dst = "93.184.216.34",
+	  .proto = TCP,
+	  .sport = 40112,
+	  .dport = 443,
+	  .tcp_flags = SYN,
+	  .tot_len_delta = -10,
+	  .truncate = 10},
+	 RW_REASON_MALFORMED,
+	 RW_ANSWER_NONE,
+	 0,
+	 0,
+	 0,
+	 0},
+	{"a fragment: no answer",
+	 0,
+	 {.src = POD_A,
+	  .dst = "93.184.216.34",
+	  .proto = UDP,
+	  .sport = 40113,
+	  .dport = 53,
+	  .frag = 0x2000},
+	 RW_REASON_FRAGMENT,
+	 RW_ANSWER_NONE,
+	 0,
+	 0,
+	 0,
+	 0},
+	{"to 0.0.0.0: no answer (it would come from a martian source)",
+	 0,
+	 {.src = POD_A,
+	  .dst = "0.0.0.1",
+	  .proto = TCP,
+	  .sport = 40114,
+	  .dport = 443,
+	  .tcp_flags = SYN},
+	 RW_REASON_PRIVATE_DESTINATION,
+	 RW_ANSWER_NONE,
+	 0,
+	 0,
+	 0,
+	 0},
+	{"to multicast: no answer",
+	 1,
+	 {.src = POD_B, .dst = "239.1.2.3", .proto = UDP, .sport = 40115, .dport = 5000},
+	 RW_REASON_PRIVATE_DESTINATION,
+	 RW_ANSWER_NONE,
+	 0,
+	 0,
+	 0,
+	 0},
+};
+
+static void test_answers(void)
+{
+	for (size_t i = 0; i < sizeof(answer_cases) / sizeof(answer_cases[0]); i++)
+		run_answer_case(&answer_cases[i]);
+}
+
+/* Before any snapshot nothing is proven: a refusal is a plain drop. */
+static void test_answer_not_ready(void)
+{
+	static const struct acase c = {"not ready: no answer",
+				       0,
+				       {.src = POD_A,
+					.dst = "93.184.216.34",
+					.proto = TCP,
+					.sport = 40116,
+					.dport = 443,
+					.tcp_flags = SYN},
+				       RW_REASON_NOT_READY,
+				       RW_ANSWER_NONE,
+				       0,
+				       0,
+				       0,
+				       0};
+
+	run_answer_case(&c);
+}
+
+/* The answer budget: a sandbox's refused SYNs past its burst are plain drops, counted as
+ * such, while another sandbox's answers still go out. Each SYN is its own test run: a repeated
+ * run would judge the reset the first one made of the packet.
+ */
+static void test_answer_budget(void)
+{
+	struct pkt_spec syn = {.src = POD_A,
+			       .dst = "93.184.216.34",
+			       .proto = TCP,
+			       .sport = 40120,
+			       .dport = 443,
+			       .tcp_flags = SYN};
+	struct pkt_spec other = syn;
+	const int n = 40, burst = 5;
+	struct rw_counters n0, n1, r0, r1;
+	__u32 run_a = run_idx_of("run-7f3a"), out_len;
+	__u8 buf[PKT_MAX], out[PKT_MAX];
+	int retval, redirected = 0, dropped = 0, other_ret, ok;
+	__u64 t0, t1;
+
+	other.src = POD_B;
+	set_answer_budget(1, burst);
+	rw_counters_read(&dp, 0, &n0);
+	rw_counters_read(&dp, run_a, &r0);
+	t0 = mono_ns();
+	for (int i = 0; i < n; i++) {
+		syn.sport = 40120 + i;
+		test_run_out(E, ifindex_of[0], buf, pkt_build(&syn, buf), out, &out_len, &retval);
+		redirected += retval == 7;
+		dropped += retval == 2;
+	}
+	t1 = mono_ns();
+	test_run_out(E, ifindex_of[1], buf, pkt_build(&other, buf), out, &out_len, &other_ret);
+	rw_counters_read(&dp, 0, &n1);
+	rw_counters_read(&dp, run_a, &r1);
+	set_answer_budget(0, 0);
+	drain_events();
+
+	t_count++;
+	/* At 1/s the loop's ticks add at most its duration in seconds, plus one. */
+	ok = CHECK(redirected >= burst && redirected <= burst + 1 + (int)((t1 - t0) / 1000000000),
+		   "answers within the budget", "%d answered", redirected);
+	ok &= CHECK_EQ(redirected + dropped, n, "every SYN answered or dropped");
+	ok &= CHECK_EQ(n1.answers[RW_ANSWER_RST] - n0.answers[RW_ANSWER_RST], redirected + 1,
+		       "node's rst answers (the other sandbox's too)");
+	ok &= CHECK_EQ(n1.answers[RW_ANSWER_BUDGET] - n0.answers[RW_ANSWER_BUDGET], dropped,
+		       "node's over-budget refusals");
+	ok &= CHECK_EQ(r1.answers[RW_ANSWER_BUDGET] - r0.answers[RW_ANSWER_BUDGET], dropped,
+		       "run's over-budget refusals");
+	ok &= CHECK_EQ(n1.packets[E][RW_REASON_NOT_ALLOWLISTED] -
+			       n0.packets[E][RW_REASON_NOT_ALLOWLISTED],
+		       n + 1, "every refusal counted under its reason");
+	ok &= CHECK_EQ(other_ret, 7, "the other sandbox is still answered");
+	printf("%s %d - answer budget 1/s burst %d: %d refused SYNs from one sandbox give %d "
+	       "resets and %d plain drops in %.1f ms; the other sandbox is answered\n",
+	       ok ? "ok" : "not ok", t_count, burst, n, redirected, dropped, (t1 - t0) / 1e6);
+}
+
+/* "refusal": "drop" node-wide with a run's "answer", then the other way round. */
+static const char refusal_policy[] = "{\"revision\": %u, %s\"runs\": [\n"
+				     "  {\"id\": \"run-7f3a\", \"pods\": [\"10.1.2.3\"]%s},\n"
+				     "  {\"id\": \"run-b77e\", \"pods\": [\"10.1.2.4\"]%s}]}\n";
+
+static void test_refusal_modes(void)
+{
+	struct acase a = {"",
+			  0,
+			  {.src = POD_A,
+			   .dst = "93.184.216.34",
+			   .proto = TCP,
+			   .sport = 40200,
+			   .dport = 443,
+			   .tcp_flags = SYN},
+			  RW_REASON_NOT_ALLOWLISTED,
+			  RW_ANSWER_NONE,
+			  0,
+			  0,
+			  0,
+			  0};
+	struct acase b = {
+		"",
+		1,
+		{.src = POD_B, .dst = "93.184.216.34", .proto = UDP, .sport = 40201, .dport = 443},
+		RW_REASON_NOT_ALLOWLISTED,
+		RW_ANSWER_ICMP,
+		.quote = 28};
+	char json[512];
+
+	snprintf(json, sizeof(json), refusal_policy, 1000, "\"refusal\": \"drop\", ", "",
+		 ", \"refusal\": \"answer\"");
+	apply_json(json, 0, "node-wide drop, run-b77e answers");
+	a.name = "node-wide \"drop\": a refused SYN is a plain drop";
+	run_answer_case(&a);
+	b.name = "node-wide \"drop\", run's \"answer\": refused UDP is answered";
+	run_answer_case(&b);
+
+	snprintf(json, sizeof(json), refusal_policy, 1001, "", ", \"refusal\": \"drop\"", "");
+	apply_json(json, 0, "node-wide answer, run-7f3a drops");
+	a.name = "run's \"drop\": a refused SYN is a plain drop";
+	run_answer_case(&a);
+	b.name = "node default (answer): refused UDP is answered";
+	run_answer_case(&b);
+}
+
 struct flood_arg {
 	int cpu;
 	__u32 repeat;
@@ -992,7 +1619,8 @@ static void test_event_budget_exact(void)
 				 .proto = TCP,
 				 .sport = 40083,
 				 .dport = 443,
-				 .tcp_flags = ACK};
+				 .tcp_flags =
+					 RST | ACK}; /* repeatable: a reset is never answered */
 	struct rw_counters before, after;
 	struct rw_budget b = {};
 	__u8 buf[PKT_MAX];
@@ -1163,10 +1791,10 @@ static void test_conntrack_isolation(void)
 		static const struct tcase cases[] = {
 			{"a 5th new flow: conntrack-full, for this sandbox only",
 			 EG(0, POD_A, "172.20.0.11", TCP, 41104, 3443, SYN),
-			 DROPPED(RW_REASON_CONNTRACK_FULL, "run-7f3a")},
+			 REFUSED_RST(RW_REASON_CONNTRACK_FULL, "run-7f3a")},
 			{"a 5th new UDP flow: conntrack-full",
 			 EG(0, POD_A, "172.20.0.14", UDP, 41105, 4317, 0),
-			 DROPPED(RW_REASON_CONNTRACK_FULL, "run-7f3a")},
+			 REFUSED_ICMP(RW_REASON_CONNTRACK_FULL, "run-7f3a")},
 			{"a new inbound connection into the full sandbox: conntrack-full",
 			 IN(0, "172.20.0.20", POD_A, TCP, 50100, 4999, SYN),
 			 DROPPED(RW_REASON_CONNTRACK_FULL, "run-7f3a")},
@@ -1233,7 +1861,7 @@ static void test_conntrack_isolation(void)
 			 DROPPED(RW_REASON_INBOUND_DENIED, "run-7f3a")},
 			{"no table: a new flow is conntrack-full",
 			 EG(0, POD_A, "172.20.0.11", TCP, 41108, 3443, SYN),
-			 DROPPED(RW_REASON_CONNTRACK_FULL, "run-7f3a")},
+			 REFUSED_RST(RW_REASON_CONNTRACK_FULL, "run-7f3a")},
 		};
 
 		static const struct tcase healed[] = {
@@ -1310,7 +1938,7 @@ static void test_ring_full(void)
 			     .proto = TCP,
 			     .sport = 40090,
 			     .dport = 443,
-			     .tcp_flags = ACK};
+			     .tcp_flags = RST | ACK}; /* repeatable: a reset is never answered */
 	const __u32 n = 50000; /* more than the 4 MiB ring holds (120-byte events + headers) */
 	struct rw_counters before, after;
 	__u8 buf[PKT_MAX];
@@ -1396,10 +2024,10 @@ static void check_v3(int v3, const char *when)
 	snprintf(n2, sizeof(n2), "%s: the new service is %s", when, v3 ? "allowed" : "denied");
 	if (v3) {
 		c[0].verdict = DROP, c[0].reason = RW_REASON_PRIVATE_DESTINATION;
-		c[0].path = NO_PATH;
+		c[0].path = NO_PATH, c[0].answer = RW_ANSWER_RST;
 	} else {
 		c[1].verdict = DROP, c[1].reason = RW_REASON_PRIVATE_DESTINATION;
-		c[1].path = NO_PATH;
+		c[1].path = NO_PATH, c[1].answer = RW_ANSWER_RST;
 	}
 	run_table(c, 2);
 }
@@ -1592,7 +2220,7 @@ static void test_run_generations(void)
 		 ALLOWED(RW_PATH_REPLY, 0, "run-7f3a")},
 		{"gens: run-b77e's flow is judged in full: refused while the rule is out",
 		 EG(1, POD_B, "172.20.0.11", TCP, 40201, 3443, ACK),
-		 DROPPED(RW_REASON_PRIVATE_DESTINATION, "run-b77e")},
+		 REFUSED_RST(RW_REASON_PRIVATE_DESTINATION, "run-b77e")},
 	};
 	static const struct tcase b_again[] = {
 		{"gens: run-b77e's flow, judged in full again with the rule back",
@@ -1609,7 +2237,7 @@ static void test_run_generations(void)
 	static const struct tcase revoked_b[] = {
 		{"gens: run-b77e's rule revoked: its flow's next packet is refused",
 		 EG(1, POD_B, "52.94.9.7", TCP, 40202, 5432, ACK),
-		 DROPPED(RW_REASON_NOT_ALLOWLISTED, "run-b77e")},
+		 REFUSED_RST(RW_REASON_NOT_ALLOWLISTED, "run-b77e")},
 		{"gens: ... and its next reply", IN(1, "52.94.9.7", POD_B, TCP, 5432, 40202, ACK),
 		 DROPPED(RW_REASON_NOT_ALLOWLISTED, "run-b77e")},
 		{"gens: run-7f3a's flow is still cached",
@@ -1627,7 +2255,7 @@ static void test_run_generations(void)
 	static const struct tcase reused[] = {
 		{"gens: a flow cached by the index's earlier run (rule-cidr, stamped before it was freed) is judged by the run now holding it: refused",
 		 EG(1, POD_B, "52.94.9.7", TCP, 40203, 5432, ACK),
-		 DROPPED(RW_REASON_NOT_ALLOWLISTED, "run-c0de")},
+		 REFUSED_RST(RW_REASON_NOT_ALLOWLISTED, "run-c0de")},
 	};
 	const char *rule = "{\"cidr\": \"52.94.9.0/24\", \"tcp\": [5432]}";
 	__u32 a, b, c;
@@ -1794,7 +2422,7 @@ static void test_big_apply(void)
 			 ALLOWED(RW_PATH_RULE_CIDR, 1, "run-7f3a")},
 			{"big snapshot: another port of that CIDR is not allowlisted",
 			 EG(0, POD_A, "45.46.223.7", TCP, 42003, 1998, SYN),
-			 DROPPED(RW_REASON_NOT_ALLOWLISTED, "run-7f3a")},
+			 REFUSED_RST(RW_REASON_NOT_ALLOWLISTED, "run-7f3a")},
 		};
 
 		run_table(c, sizeof(c) / sizeof(c[0]));
@@ -2012,15 +2640,18 @@ int main(void)
 	ring = ring_buffer__new(dp.map_fd[RW_M_EVENTS], on_event, NULL, NULL);
 	if (!ring)
 		FATAL("ring_buffer__new: %s", strerror(errno));
-	set_budget(0, 0); /* no budget while the table checks one event per case */
+	set_budget(0, 0);	 /* no budget while the table checks one event per case */
+	set_answer_budget(0, 0); /* nor for answers: every refusal of the tables is answered */
 
 	bind_veth(0, POD_A);
 	bind_veth(1, POD_B);
 	bind_veth(3, POD_X);
 
 	run_table(not_ready_cases, sizeof(not_ready_cases) / sizeof(not_ready_cases[0]));
+	test_answer_not_ready();
 	apply_json(policy_v1, 0, "policy v1");
 	run_table(v1_cases, sizeof(v1_cases) / sizeof(v1_cases[0]));
+	test_answers();
 	test_metadata_beats_rules();
 	test_run_rules_after_ranges();
 	test_verdict_cache();
@@ -2031,6 +2662,7 @@ int main(void)
 	test_generations();
 	test_event_budget();
 	test_event_budget_exact();
+	test_answer_budget();
 	test_conntrack_isolation();
 	test_conntrack_expire();
 	test_ring_full();
@@ -2040,6 +2672,7 @@ int main(void)
 	test_flip_pinned();
 	test_real_traffic(&dp, devs[0], ifindex_of[0], POD_A);
 	test_run_generations();
+	test_refusal_modes();
 
 	printf("1..%d\n", t_count);
 	printf("# %s: %d checks failed\n", t_failed ? "FAIL" : "PASS", t_failed);

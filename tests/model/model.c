@@ -19,6 +19,7 @@ void model_parse(const __u8 *f, size_t len, int vlan_out_of_band, struct model_p
 	size_t ihl, tot_len;
 
 	memset(p, 0, sizeof(*p));
+	p->icmp_type = -1;
 	/* unsupported-l2: VLAN tags, in the header or out of band. */
 	if (vlan_out_of_band) {
 		p->reason = RW_REASON_UNSUPPORTED_L2;
@@ -92,6 +93,8 @@ void model_parse(const __u8 *f, size_t len, int vlan_out_of_band, struct model_p
 		memcpy(&p->dport, u + 2, 2);
 		if (get16(u + 4) < 8 || get16(u + 4) > tot_len - 20)
 			p->reason = RW_REASON_MALFORMED;
+	} else if (p->proto == IPPROTO_ICMP && tot_len > 20) {
+		p->icmp_type = f[34];
 	}
 }
 
@@ -318,8 +321,8 @@ static void open_flow(const struct model_pkt *p, enum model_ct ct, int ct_full, 
 	(void)mine;
 }
 
-void model_judge(const struct rw_policy *s, const struct model_binding *ep, int dir,
-		 const struct model_pkt *p, enum model_ct ct, int ct_full, struct model_verdict *v)
+static void judge(const struct rw_policy *s, const struct model_binding *ep, int dir,
+		  const struct model_pkt *p, enum model_ct ct, int ct_full, struct model_verdict *v)
 {
 	int run = -1;
 	struct match m;
@@ -390,4 +393,45 @@ void model_judge(const struct rw_policy *s, const struct model_binding *ep, int 
 		return drop(v, RW_REASON_INBOUND_DENIED);
 	take(v, &m, RW_PATH_INBOUND);
 	open_flow(p, ct, ct_full, dir, v);
+}
+
+/* The answer to a refusal (README "Answers"): only a refused packet out of the pod whose source
+ * was proven (bound veth, the pod's own address, a run's pod), in a run whose refusal mode is
+ * "answer", to a destination that can be an answer's source (not 0/8, 127/8, multicast,
+ * broadcast or class E). TCP gets a reset unless it is one; ICMP an unreachable when it is a
+ * query or a query's reply (types 0, 8, 13-18), never when it is an error; any other protocol,
+ * UDP included, an unreachable.
+ */
+static int answer_of(const struct rw_policy *s, int run, const struct model_pkt *p)
+{
+	__u32 d = ntohl(p->daddr);
+	__u8 first = d >> 24;
+
+	if (rw_policy_run_refusal(s, &s->runs[run]) != RW_REFUSAL_ANSWER)
+		return RW_ANSWER_NONE;
+	if (first == 0 || first == 127 || first >= 224)
+		return RW_ANSWER_NONE;
+	if (p->proto == IPPROTO_TCP)
+		return p->tcp_flags & 0x04 ? RW_ANSWER_NONE : RW_ANSWER_RST;
+	if (p->proto == IPPROTO_ICMP)
+		return p->icmp_type == 0 || p->icmp_type == 8 ||
+				       (p->icmp_type >= 13 && p->icmp_type <= 18)
+			       ? RW_ANSWER_ICMP
+			       : RW_ANSWER_NONE;
+	return RW_ANSWER_ICMP;
+}
+
+void model_judge(const struct rw_policy *s, const struct model_binding *ep, int dir,
+		 const struct model_pkt *p, enum model_ct ct, int ct_full, struct model_verdict *v)
+{
+	int run;
+
+	judge(s, ep, dir, p, ct, ct_full, v);
+	if (v->verdict != RW_VERDICT_DROP || dir != RW_DIR_EGRESS || !s ||
+	    p->reason != RW_REASON_ALLOWED || p->is_arp || !ep->bound)
+		return;
+	run = run_of(s, ep->pod_ip);
+	if (run < 0 || p->saddr != ep->pod_ip)
+		return;
+	v->answer = answer_of(s, run, p);
 }

@@ -33,6 +33,7 @@ struct model_pkt {
 	__be16 sport, dport; /* TCP/UDP only, else 0 */
 	__u8 proto;	     /* IPPROTO_*, 0 for ARP */
 	__u8 tcp_flags;
+	int icmp_type; /* ICMP's type byte, -1: not ICMP or no byte */
 };
 
 /* Conntrack as the model sees it: who opened the flow of this packet on this veth. */
@@ -59,6 +60,7 @@ struct model_verdict {
 	/* Conntrack effect: an entry is created (opened by this direction). */
 	int ct_create;
 	int new_flow; /* an allowed packet that is reported as a new flow */
+	int answer;   /* enum rw_answer the refusal gets, its budget aside */
 };
 
 /* Parse a frame (what the veth carries, Ethernet first) per docs/reasons.md. */

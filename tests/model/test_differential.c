@@ -38,9 +38,10 @@
 #include "reasons.h"
 #include "runwall.skel.h"
 
-#define N_VETH	  6
-#define TCX_NEXT_ (-1)
-#define TCX_DROP_ 2
+#define N_VETH		 6
+#define TCX_NEXT_	 (-1)
+#define TCX_DROP_	 2
+#define TC_ACT_REDIRECT_ 7
 
 static struct rw_datapath dp, dry;
 static struct ring_buffer *ring;
@@ -242,6 +243,7 @@ static void gen_target(struct sbuf *b, int allow_ip, int public_only)
 }
 
 static const char *const egress_modes[] = {"allowlist", "open"};
+static const char *const refusal_modes[] = {"answer", "drop"};
 
 static char *gen_snapshot(__u64 revision)
 {
@@ -252,6 +254,8 @@ static char *gen_snapshot(__u64 revision)
 	sb_printf(&b, "{\"revision\": %llu", (unsigned long long)revision);
 	if (chance(70))
 		sb_printf(&b, ", \"egress\": \"%s\"", egress_modes[rnd(2)]);
+	if (chance(30))
+		sb_printf(&b, ", \"refusal\": \"%s\"", refusal_modes[rnd(2)]);
 	n = rnd(5);
 	sb_printf(&b, ", \"deny\": [");
 	for (int i = 0; i < n; i++) {
@@ -301,6 +305,8 @@ static char *gen_snapshot(__u64 revision)
 		sb_printf(&b, "]");
 		if (chance(50))
 			sb_printf(&b, ", \"egress\": \"%s\"", egress_modes[rnd(2)]);
+		if (chance(30))
+			sb_printf(&b, ", \"refusal\": \"%s\"", refusal_modes[rnd(2)]);
 		if (allow) {
 			sb_printf(&b, ", \"allow\": [");
 			for (int i = 0; i < allow; i++) {
@@ -405,6 +411,7 @@ static void ct_forget(__u32 ifindex, __be32 pod)
 struct stats {
 	unsigned long long packets, diffs, snapshots, refused, skipped;
 	unsigned long long by_reason[RW_REASON_COUNT + 1], by_path[RW_PATH_COUNT];
+	unsigned long long by_answer[RW_ANSWER_COUNT];
 };
 
 static struct stats st;
@@ -536,10 +543,11 @@ static void judge(int veth, int dir, const __u8 *buf, size_t len)
 		return;
 	}
 	if (ex->verdict != m.verdict || ex->reason != m.reason || ex->path != m.path ||
-	    !rule_ok(&m, ex->rule_id))
-		report("verdict", veth, dir, buf, len, ct, &m, "datapath: %s, %s, path %s, rule %x",
+	    ex->answer != m.answer || !rule_ok(&m, ex->rule_id))
+		report("verdict", veth, dir, buf, len, ct, &m,
+		       "datapath: %s, %s, path %s, answer %s, rule %x",
 		       ex->verdict ? "allow" : "drop", reason_name(ex->reason),
-		       rw_path_name(ex->path), ex->rule_id);
+		       rw_path_name(ex->path), rw_answer_name(ex->answer), ex->rule_id);
 
 	/* The production copy: its return code, exact counters, and the event. */
 	if (cur_snap)
@@ -551,7 +559,9 @@ static void judge(int veth, int dir, const __u8 *buf, size_t len)
 	err = test_run(dp.prog_fd[dir], ifindex, buf, len, &retval);
 	ring_buffer__consume(ring);
 	rw_counters_read(&dp, 0, &n1);
-	want_ret = m.verdict == RW_VERDICT_ALLOW ? TCX_NEXT_ : TCX_DROP_;
+	want_ret = m.verdict == RW_VERDICT_ALLOW ? TCX_NEXT_
+		   : m.answer ? TC_ACT_REDIRECT_ /* the answer, to the veth's peer */
+			      : TCX_DROP_;
 	if (err || retval != want_ret)
 		report("return code", veth, dir, buf, len, ct, &m,
 		       "production: err %d, returned %d", err, retval);
@@ -576,11 +586,17 @@ static void judge(int veth, int dir, const __u8 *buf, size_t len)
 		       n_events, want_events);
 	else if (n_events && (last_event.reason != m.reason || last_event.verdict != m.verdict ||
 			      last_event.path != m.path || last_event.ifindex != ifindex ||
-			      !rule_ok(&m, last_event.rule_id)))
+			      last_event.answer != m.answer || !rule_ok(&m, last_event.rule_id)))
 		report("event", veth, dir, buf, len, ct, &m,
-		       "event: %s, %s, path %s, rule %x, ifindex %u",
+		       "event: %s, %s, path %s, answer %s, rule %x, ifindex %u",
 		       last_event.verdict ? "allow" : "drop", reason_name(last_event.reason),
-		       rw_path_name(last_event.path), last_event.rule_id, last_event.ifindex);
+		       rw_path_name(last_event.path), rw_answer_name(last_event.answer),
+		       last_event.rule_id, last_event.ifindex);
+	if (m.answer && n1.answers[m.answer] - n0.answers[m.answer] != 1)
+		report("answer counter", veth, dir, buf, len, ct, &m,
+		       "production: answers[%s] grew by %llu", rw_answer_name(m.answer),
+		       (unsigned long long)(n1.answers[m.answer] - n0.answers[m.answer]));
+	st.by_answer[m.answer < RW_ANSWER_COUNT ? m.answer : 0]++;
 
 	if (m.ct_create)
 		ct_add(&k, dir == RW_DIR_EGRESS ? MODEL_CT_BY_EGRESS : MODEL_CT_BY_INGRESS);
@@ -914,6 +930,8 @@ static void set_no_budget(void)
 		goto fail;
 	cfg.event_rate = 0;
 	cfg.event_burst = 0;
+	cfg.answer_rate = 0; /* every answer the model expects is sent */
+	cfg.answer_burst = 0;
 	if (rw_config_write(&dp, &cfg))
 		goto fail;
 	ct_share = cfg.ct_per_sandbox;
@@ -1375,6 +1393,9 @@ int main(int argc, char **argv)
 	printf("\n# paths:");
 	for (int p = 0; p < RW_PATH_COUNT; p++)
 		printf(" %s %llu", rw_path_name(p), st.by_path[p]);
+	printf("\n# answers:");
+	for (int a = 0; a < RW_ANSWER_COUNT; a++)
+		printf(" %s %llu", rw_answer_name(a), st.by_answer[a]);
 	printf("\n%s 1 - model and datapath agree on every packet (seed %llu): %llu differences\n",
 	       st.diffs ? "not ok" : "ok", seed, st.diffs);
 	ct_fails = no_ct_phase ? 0 : conntrack_full_phase(revision);

@@ -27,7 +27,7 @@ into TAP; "NOTE<TAB>text" lines become TAP comments.
       silence longer than --max-gap ms, every line sent in the window answered.
   expect.py loop --file F [--since NS] [--until NS] --label TEXT
       the attempts of `probe.py loop` in a time window: every "ok…" target connected, every
-      "deny…" target timed out.
+      "deny…" target was refused with an answer (a reset).
 
 Every refused TCP attempt sends exactly one SYN (probe.py's timeout is under the 1 s initial
 RTO) and every UDP attempt one datagram, so drop counters are compared for equality: packets,
@@ -90,6 +90,23 @@ def env_runs():
     return runs, ips
 
 
+# Refusals the datapath answers (README "Answers"): a sandbox's own packet refused after its
+# source was proven gets a TCP reset or an ICMP unreachable, so the attempt ends "refused" at
+# once; one refused before that (spoofed, unknown, not ready, malformed), or any refusal into a
+# sandbox, stays silent: "timeout". The snapshots these suites apply keep the default
+# ("refusal": "answer").
+ANSWERED_REASONS = {"dns", "metadata", "private-destination", "not-allowlisted",
+                    "unsupported-protocol", "inbound-denied", "conntrack-full"}
+
+
+def want_result(row):
+    if row["expect"] == "allow":
+        return "ok"
+    if row["from"] != "svc" and row["src"] is None and row["why"] in ANSWERED_REASONS:
+        return "refused"
+    return "timeout"
+
+
 def load_spec(path):
     rows = []
     with open(path) as f:
@@ -144,8 +161,10 @@ def cmd_attempts(args):
     if args.check == "verdicts":
         for row in spec:
             r = row["res"]
-            want = "ok" if row["expect"] == "allow" else "timeout"
-            what = f"{label(row)}: {'connects, data both ways' if want == 'ok' else 'refused'}"
+            want = want_result(row)
+            what = (f"{label(row)}: " +
+                    {"ok": "connects, data both ways", "refused": "refused, answered at once",
+                     "timeout": "refused, nothing comes back"}[want])
             if r is None:
                 out("FAIL", what, "no result from probe.py")
             elif r["result"] != want:
@@ -428,7 +447,8 @@ def cmd_loop(args):
             (args.until is None or r["t0"] <= args.until)]
     names = sorted({r["id"] for r in rows})
     for name in names:
-        want = "ok" if name.startswith("ok") else "timeout"
+        # A "deny" target is a sandbox's refused connection: answered (probe.py "refused").
+        want = "ok" if name.startswith("ok") else "refused"
         mine = [r for r in rows if r["id"] == name]
         bad = [r for r in mine if r["result"] != want]
         what = (f"{args.label}{name}: all {len(mine)} attempts "

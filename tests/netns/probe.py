@@ -25,6 +25,16 @@ the `ts_ns` of runwall's events: probe times and event times compare directly.
   probe.py raw-tcp --src IP --sport N --dst IP --dport N [--flags S|SA]
                                                       one hand-made TCP segment through a raw
                                                       socket (IP_HDRINCL): any source address
+  probe.py errno tcp|udp DST PORT [--timeout S]       one blocking attempt, reported by errno:
+                                                      connect() for TCP; for UDP a connected
+                                                      socket's send, then recv: "errno" is the
+                                                      error's name ("ECONNREFUSED",
+                                                      "EHOSTUNREACH"), "ok" or "timeout", with
+                                                      the milliseconds it took
+  probe.py syn-flood --src IP --dst IP --dport N --duration S
+                                                      raw SYNs from --src, a new source port
+                                                      each, as fast as one CPU sends them; prints
+                                                      how many were sent
   probe.py arp --iface IF --sender-ip IP --target-ip IP
                                                       one ARP request with any sender address
   probe.py sniff --iface IF [--src IP] [--sport N] [--dst IP] [--dport N] --duration S
@@ -39,8 +49,10 @@ the `ts_ns` of runwall's events: probe times and event times compare directly.
   probe.py now                                        CLOCK_MONOTONIC now
 
 Results: "ok" = connected, got the listener's greeting and the echo of a line (so data flowed
-both ways); "refused" = a RST or an ICMP error came back (never runwall: it drops silently);
-"timeout" = nothing came back; "partial" = connected but the exchange then stalled.
+both ways); "refused" = a RST or an ICMP error came back (runwall's answer to a refusal of the
+sandbox's own packet, or a closed port); "timeout" = nothing came back (a silent drop: before
+the source is proven, into a sandbox, or "refusal": "drop"); "partial" = connected but the
+exchange then stalled.
 
 A refused TCP attempt with a timeout under one second sends exactly one SYN: Linux retransmits a
 SYN after its initial RTO of 1 s, and closing a socket in SYN-SENT sends nothing. The tests rely
@@ -454,6 +466,44 @@ def cmd_raw_tcp(args):
     return 0
 
 
+def cmd_errno(args):
+    kind = socket.SOCK_STREAM if args.proto == "tcp" else socket.SOCK_DGRAM
+    s = socket.socket(socket.AF_INET, kind)
+    s.settimeout(args.timeout)
+    t0 = now()
+    res = {"proto": args.proto, "dst": args.dst, "dport": args.port}
+    try:
+        s.connect((args.dst, args.port))
+        if args.proto == "udp":
+            s.send(b"ping\n")
+            s.recv(2048)
+        res["errno"] = "ok"
+    except socket.timeout:
+        res["errno"] = "timeout"
+    except OSError as e:
+        res["errno"] = errno.errorcode.get(e.errno, str(e.errno))
+    res["ms"] = round((now() - t0) / 1e6, 3)
+    s.close()
+    emit(res)
+    return 0
+
+
+def cmd_syn_flood(args):
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    end = now() + int(args.duration * 1e9)
+    n = 0
+    while now() < end:
+        pkt = tcp_segment(args.src, 1024 + n % 60000, args.dst, args.dport, "S")
+        try:
+            s.sendto(pkt, (args.dst, 0))
+            n += 1
+        except OSError:
+            pass
+    s.close()
+    emit({"sent": n})
+    return 0
+
+
 def cmd_arp(args):
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0806))
     s.bind((args.iface, 0x0806))
@@ -715,6 +765,18 @@ def main():
     p.add_argument("--seq", type=int, default=1000)
     p.add_argument("--ack", type=int, default=0)
     p.set_defaults(func=cmd_raw_tcp)
+    p = sub.add_parser("errno")
+    p.add_argument("proto", choices=("tcp", "udp"))
+    p.add_argument("dst")
+    p.add_argument("port", type=int)
+    p.add_argument("--timeout", type=float, default=5)
+    p.set_defaults(func=cmd_errno)
+    p = sub.add_parser("syn-flood")
+    p.add_argument("--src", required=True)
+    p.add_argument("--dst", required=True)
+    p.add_argument("--dport", type=int, required=True)
+    p.add_argument("--duration", type=float, default=1)
+    p.set_defaults(func=cmd_syn_flood)
     p = sub.add_parser("arp")
     p.add_argument("--iface", required=True)
     p.add_argument("--sender-ip", required=True)

@@ -85,7 +85,7 @@ nsenter --net=/run/netns/"$node" "${RW_PY:-python3}" tests/netns/churn.py --pfx 
 out=$(tail -n1 "$work/churn.json")
 echo "# churn: $out"
 get() { py -c 'import json,sys; print(json.loads(sys.argv[1]).get(sys.argv[2], 0))' "$out" "$1"; }
-created=$(get created) checks=$(get checks) probes_ok=$(get probes_ok) probes_to=$(get probes_timeout)
+created=$(get created) checks=$(get checks) probes_ok=$(get probes_ok) probes_to=$(get probes_refused)
 check "churn ran ($rc): $created pods created and deleted in $(get seconds) s, $(get rate)/s (target $rate/s; ADD p50 $(get add_ms_p50) ms, p99 $(get add_ms_p99) ms)" \
 	[ "$created" -ge $((2 * slots)) ]
 check "no failure: every ADD and DEL answered, every live veth observed with runwall's programs and bound to its own pod ($checks samples, $(get inconclusive) inconclusive), every probe as its run says ($(get failures) failures: $(get fails))" \

@@ -361,8 +361,9 @@ json_drops_pid=$drops_pid
 start_drops "$work/drops.txt" drops --all --run run-7f3a --count 3 --timeout $((30 * scale)) ||
 	not_ok "drops --all did not subscribe to the agent's stream"
 check "an allowed service connects from the sandbox" test "$(try "$pod_a" tcp 172.20.0.10 443)" = ok
-check "a public host is refused in allowlist mode" test "$(try "$pod_a" tcp 93.184.216.34 443)" = timeout
-check "a private host is refused" test "$(try "$pod_a" tcp 10.0.5.5 22)" = timeout
+# Refused and answered (a reset from the datapath): the attempt ends at once, "refused".
+check "a public host is refused in allowlist mode" test "$(try "$pod_a" tcp 93.184.216.34 443)" = refused
+check "a private host is refused" test "$(try "$pod_a" tcp 10.0.5.5 22)" = refused
 rc=0
 wait "$drops_pid" || rc=$?
 check "drops --all --count 3 exits 0 ($rc)" test "$rc" = 0
@@ -394,7 +395,9 @@ check "counters plain: the summary line" grep -Eq "[0-9]+ drops, [0-9]+ allowed;
 run rw -j counters
 check "counters -j: node, runs and every reason" \
 	json_is "sorted(d['node']), len(d['node']['egress']), [r['id'] for r in d['runs']]" \
-	"(['egress', 'events', 'ingress'], 15, ['run-7f3a', 'run-9c01'])"
+	"(['answers', 'egress', 'events', 'ingress'], 15, ['run-7f3a', 'run-9c01'])"
+check "counters -j: the answers the refusals got" \
+	json_is "sorted(d['node']['answers']), d['node']['answers']['rst'] >= 2" "(['budget', 'icmp', 'rst'], True)"
 check "counters -j: node and run agree on the refusals" \
 	json_is "d['node']['egress']['not-allowlisted']['packets'] >= d['runs'][0]['egress']['not-allowlisted']['packets'] >= 1" True
 run rw -j counters --run run-9c01
@@ -461,7 +464,9 @@ check "explain plain: the line ($out)" test "$out" = \
 	"egress 10.1.2.3:40000 -> 172.20.0.10:443 tcp (run run-7f3a gen 12, revision 12): allowed via rule services[0] egress-proxy"
 run rw explain --run run-7f3a 93.184.216.34 443 --sport 41000
 check "explain plain, refused, exit 1 ($rc)" test "$rc" = 1 -a "$out" = \
-	"egress 10.1.2.3:41000 -> 93.184.216.34:443 tcp (run run-7f3a gen 12, revision 12): refused: not-allowlisted"
+	"egress 10.1.2.3:41000 -> 93.184.216.34:443 tcp (run run-7f3a gen 12, revision 12): refused: not-allowlisted, answered with rst"
+run rw -j explain --run run-7f3a 172.20.0.53 53 udp
+check "explain -j: a refused datagram is answered with icmp" json_is "d['reason'], d['answer']" "('dns', 'icmp')"
 run rw -j explain --pod 10.1.2.3 172.20.0.12 4096 --ingress
 check "explain -j: the documented fields" \
 	json_is "d['ok'], d['dir'], d['src'], d['sport'], d['dst'], d['dport'], d['proto'], d['run'], d['gen'], d['revision'], d['rule_id'] > 0" \
@@ -475,13 +480,14 @@ check "explain changes no counter (dry run)" test "$(rw -j counters)" = "$before
 
 # ---- explain against real traffic: the same verdict, and the counter it names moves ----
 real_vs_explain() { # real_vs_explain NS EXPLAIN-ARGS -- TRY-ARGS
-	local ns=$1 eargs=$2 dir=egress reason verdict got b a
+	local ns=$1 eargs=$2 dir=egress reason verdict answer got b a
 	shift 3
 	[[ "$eargs" == *--ingress* ]] && dir=ingress
 	# shellcheck disable=SC2086
 	run rw -j explain $eargs
 	verdict=$(jq_ "d['verdict']")
 	reason=$(jq_ "d['reason']")
+	answer=$(jq_ "d['answer']")
 	b=$(counter "$dir" "$reason")
 	got=$(try "$ns" "$@")
 	a=$(counter "$dir" "$reason")
@@ -489,10 +495,14 @@ real_vs_explain() { # real_vs_explain NS EXPLAIN-ARGS -- TRY-ARGS
 		not_ok "real traffic ($*: $got) disagrees with explain ($eargs: allowed)"
 	elif [ "$verdict" = drop ] && [ "$got" = ok ]; then
 		not_ok "real traffic ($*: ok) disagrees with explain ($eargs: $reason)"
+	# An answered TCP refusal ends "refused" at once; try.py's UDP socket is not connected,
+	# and Linux reports an ICMP error only to a connected one (__udp4_lib_err()), so it times out.
+	elif [ "$verdict" = drop ] && [ "$got" != "$([ "$answer" != none ] && [ "$1" = tcp ] && echo refused || echo timeout)" ]; then
+		not_ok "real traffic ($*: $got) disagrees with explain ($eargs: $reason, answer $answer)"
 	elif [ "$a" -le "$b" ]; then
 		not_ok "real traffic ($*): $dir $reason did not grow ($b -> $a)"
 	else
-		ok "real traffic agrees with explain $eargs: $verdict $reason ($got, $dir $reason $b -> $a)"
+		ok "real traffic agrees with explain $eargs: $verdict $reason, answer $answer ($got, $dir $reason $b -> $a)"
 	fi
 }
 real_vs_explain "$pod_a" "$A 172.20.0.11 3443" -- tcp 172.20.0.11 3443
@@ -507,7 +517,7 @@ real_vs_explain "$svc" "$A 172.20.0.13 4098 --ingress" -- tcp 10.1.2.3 4098 172.
 # ---- explain --policy: what a change would do ----
 run rw explain --pod 10.1.2.3 172.20.0.10 443 --policy "$work/next.json"
 check "explain --policy: now allowed, refused with the file, exit 1 ($rc)" test "$rc" = 1 -a "$out" = \
-	"egress 10.1.2.3:40000 -> 172.20.0.10:443 tcp (run run-7f3a gen 12, revision 12): now: allowed via rule services[0] egress-proxy; with $work/next.json (run run-7f3a gen 13, revision 13): refused: private-destination"
+	"egress 10.1.2.3:40000 -> 172.20.0.10:443 tcp (run run-7f3a gen 12, revision 12): now: allowed via rule services[0] egress-proxy; with $work/next.json (run run-7f3a gen 13, revision 13): refused: private-destination, answered with rst"
 run rw -j explain --pod 10.1.2.3 93.184.216.34 443 --policy "$work/next.json"
 check "explain --policy -j: the file's verdict on top, the live one under now ($rc)" \
 	json_is "d['verdict'], d['path'], d['revision'], d['now']['verdict'], d['now']['reason'], d['now']['revision']" \

@@ -99,12 +99,13 @@ hooks_first() { # hooks_first IFNAME: rw_egress first on ingress and rw_ingress 
 		(if .tcx and (.ingress | length) > 0 then .ingress[0].name else .tc_ingress[0].name end) == "rw_egress" and
 		(if .tcx and (.egress | length) > 0 then .egress[0].name else .tc_egress[0].name end) == "rw_ingress"'
 }
-# The pod's first packets: metadata and a private host refused, an allowed service reached.
+# The pod's first packets: metadata and a private host refused (answered with a reset: the
+# probe sees "refused", and nothing reached the service), an allowed service reached.
 first_packets() {
 	local pod=$1 what=$2
 	check "$what: the pod's very first connection, to metadata 169.254.169.254:80, is refused" \
-		test "$(probe "$pod" 169.254.169.254 80)" = timeout
-	check "$what: a private host 10.0.5.5:22 is refused" test "$(probe "$pod" 10.0.5.5 22)" = timeout
+		test "$(probe "$pod" 169.254.169.254 80)" = refused
+	check "$what: a private host 10.0.5.5:22 is refused" test "$(probe "$pod" 10.0.5.5 22)" = refused
 	check "$what: the egress proxy 172.20.0.10:443 (a service) is reached" \
 		test "$(probe "$pod" 172.20.0.10 443)" = ok
 }

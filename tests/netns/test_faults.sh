@@ -3,9 +3,10 @@
 # missing or read-only, on pins of another layout and on a socket path another agent holds,
 # and the policy in force stays enforced each time; a snapshot larger than the maps is refused
 # whole with the old one kept; the agent killed at each step of an apply (RUNWALL_APPLY_FAULT,
-# user/lib/apply.c) leaves the old or the new snapshot in force in every table, never a mix,
-# and a restarted agent converges; the agent stopped (SIGSTOP) while a sandbox floods loses no
-# count and the other sandbox's events arrive once it resumes.
+# user/lib/apply.c, in the test build build/tests/runwall-faults only) leaves the old or the new
+# snapshot in force in every table, never a mix, and a restarted agent converges; the agent
+# stopped (SIGSTOP) while a sandbox floods loses no count and the other sandbox's events arrive
+# once it resumes.
 #
 #   tests/netns/test_faults.sh BUILD
 set -euo pipefail
@@ -15,7 +16,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/lib.sh"
 rw_suite_begin faults rwf "${1:-build}"
 cd "$RW_ROOT"
-RUNWALL=$RW_RUNWALL
+# The build whose library has the fault hook (RUNWALL_APPLY_FAULT); build/runwall has none.
+RUNWALL=$BUILD/tests/runwall-faults
 
 id=rwf$ID
 node=${id}-node
@@ -39,6 +41,10 @@ cleanup() {
 	rm -rf "$work" "$sock"
 }
 trap cleanup EXIT
+[ -x "$RUNWALL" ] || { echo "Bail out! $RUNWALL is missing: run make" >&3; exit 1; }
+# Without the hook the agent would never abort and the fault steps would wait for it.
+grep -q RUNWALL_APPLY_FAULT "$RUNWALL" ||
+	{ echo "Bail out! $RUNWALL has no fault hook (built without -DRW_TEST_FAULTS)" >&3; exit 1; }
 
 scale=$RW_WAIT_SCALE
 

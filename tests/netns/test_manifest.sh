@@ -253,7 +253,7 @@ check "readiness: GET $readyz answers 200 once the ConfigMap's revision 1 is enf
 check "the kernel enforces revision 1 and the sandbox veth is bound to run-7f3a" \
 	rw_wait 10 ready_and_bound 1
 check "the sandbox reaches the egress proxy 172.20.0.10:443" rw_wait 5 probe_is 172.20.0.10 443 ok
-check "the sandbox is refused the metadata address" probe_is 169.254.169.254 80 timeout
+check "the sandbox is refused the metadata address (answered with a reset)" probe_is 169.254.169.254 80 refused
 
 agent_chained() { status_json | rw_jq_true '.agent.cni.chained == true and .agent.cni.file == "10-aws.conflist"'; }
 check "the agent chains runwall-cni into aws-node's conflist" rw_wait 5 agent_chained
@@ -287,7 +287,7 @@ fi
 RW_AGENT_PID=
 check "with the pod gone the kernel still enforces revision 2" ready_at 2
 check "with the pod gone the sandbox still reaches the proxy" probe_is 172.20.0.10 443 ok
-check "with the pod gone the sandbox is still refused the metadata address" probe_is 169.254.169.254 80 timeout
+check "with the pod gone the sandbox is still refused the metadata address (the pinned programs answer)" probe_is 169.254.169.254 80 refused
 
 # The rolling update's next pod: same command, adopts the pins.
 start_agent

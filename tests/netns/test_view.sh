@@ -567,6 +567,7 @@ vc browser "$API" --screenshot "$SCREENSHOT" --profile "$RW_WORK/chromium" \
 	--row "$B_RUN,private-destination,10.0.5.5" \
 	--label "metadata,metadata,169.254.169.254" --label "dns,DNS,172.20.0.53" \
 	--label "private-destination,private,10.0.5.5" \
+	--answer "not-allowlisted,reset" --answer "metadata,reset" \
 	--edge "$A_RUN,$INET,not-allowlisted,#c0392b" --edge "$A_RUN,169.254.169.254,metadata,#c0392b" \
 	--edge "$B_RUN,$INET,allowed,#1e8449" \
 	--restart "$RW_WORK/restart.sh" \

@@ -766,7 +766,8 @@ def cmd_browser(a):
             return drv.execute_script("""
                 return [...document.querySelectorAll('#events tbody tr')].map((tr) => ({
                     id: tr.dataset.id, run: tr.dataset.run, reason: tr.dataset.reason,
-                    dst: tr.querySelector('td.dst').textContent}));""")
+                    dst: tr.querySelector('td.dst').textContent,
+                    answer: tr.querySelector('td.answer').textContent}));""")
 
         def edges():
             return drv.execute_script("""
@@ -786,6 +787,11 @@ def cmd_browser(a):
             r = wait(lambda: [t for t in table() if t["run"] == run and t["reason"] == reason and dst in t["dst"]], 20)
             check(bool(r), f"browser: the table shows {run} refused {reason} to {dst}",
                   f"{len(table())} rows")
+        for spec in a.answer:
+            reason, answer = spec.split(",")
+            r = wait(lambda: [t for t in table() if t["reason"] == reason and t["answer"] == answer], 20)
+            check(bool(r), f"browser: a {reason} refusal shows its answer '{answer}' beside the reason",
+                  ", ".join(sorted({t["answer"] for t in table() if t["reason"] == reason})))
         for spec in a.label:
             reason, label, dst = spec.split(",")
             want = f"{label} ({dst})"
@@ -799,14 +805,14 @@ def cmd_browser(a):
                 const th = document.querySelector('#events th.' + c);
                 return th && getComputedStyle(th).display !== 'none' ? th.getBoundingClientRect() : null; };
             return {inner: window.innerWidth, scroll: w.scrollWidth, client: w.clientWidth,
-                    reason: vis('reason') && vis('reason').right, rule: vis('rule') && vis('rule').right,
+                    reason: vis('reason') && vis('reason').right, answer: vis('answer') && vis('answer').right, rule: vis('rule') && vis('rule').right,
                     node: vis('node') !== null};""")
         check(fit["inner"] == 1400, "browser: the window is 1400 px wide", str(fit["inner"]))
         check(fit["scroll"] <= fit["client"], "browser: the table needs no sideways scroll",
               f"scrollWidth {fit['scroll']}, clientWidth {fit['client']}")
-        check(fit["reason"] is not None and fit["rule"] is not None and
-              max(fit["reason"], fit["rule"]) <= fit["inner"],
-              "browser: the reason and rule columns are in view", str(fit))
+        check(None not in (fit["reason"], fit["answer"], fit["rule"]) and
+              max(fit["reason"], fit["answer"], fit["rule"]) <= fit["inner"],
+              "browser: the reason, answer and rule columns are in view", str(fit))
         check(not fit["node"], "browser: a one-node page has no node column")
         for spec in a.edge:
             run, dst, reason, colour = spec.split(",")
@@ -1000,6 +1006,7 @@ def main():
     s.add_argument("--profile", required=True); s.add_argument("--trigger", required=True)
     s.add_argument("--row", action="append", default=[]); s.add_argument("--edge", action="append", default=[])
     s.add_argument("--label", action="append", default=[])
+    s.add_argument("--answer", action="append", default=[])
     s.add_argument("--restart")
     s.add_argument("--token-base"); s.add_argument("--token")
     s.add_argument("--token-trigger"); s.add_argument("--token-row", action="append", default=[])

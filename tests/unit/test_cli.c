@@ -354,6 +354,9 @@ static void sample_counters(struct rw_counters *c)
 	c->bytes[RW_DIR_INGRESS][RW_REASON_INBOUND_DENIED] = 180;
 	c->events_sent = 3;
 	c->events_suppressed = 44;
+	c->answers[RW_ANSWER_RST] = 5;
+	c->answers[RW_ANSWER_ICMP] = 2;
+	c->answers[RW_ANSWER_BUDGET] = 1;
 }
 
 static void test_counters_table(void **state)
@@ -368,25 +371,28 @@ static void test_counters_table(void **state)
 	rw_cli_counters_print(capture_start(&cap), &c, "  ");
 	out = capture_end(&cap);
 	/* Only the non-zero rows, in contract order, numbers right-aligned. */
-	assert_string_equal(out,
-			    "  DIR      REASON           PACKETS   BYTES\n"
-			    "  egress   allowed             1203  150000\n"
-			    "  egress   metadata               4     296\n"
-			    "  egress   not-allowlisted       40    2400\n"
-			    "  ingress  inbound-denied         3     180\n"
-			    "  47 drops, 1203 allowed; events: 3 sent, 44 suppressed, 0 lost\n");
+	assert_string_equal(
+		out,
+		"  DIR      REASON           PACKETS   BYTES\n"
+		"  egress   allowed             1203  150000\n"
+		"  egress   metadata               4     296\n"
+		"  egress   not-allowlisted       40    2400\n"
+		"  ingress  inbound-denied         3     180\n"
+		"  47 drops, 1203 allowed; events: 3 sent, 44 suppressed, 0 lost; answers: 5 rst, "
+		"2 icmp, 1 over budget\n");
 	free(out);
 
 	memset(&c, 0, sizeof(c));
 	rw_cli_counters_print(capture_start(&cap), &c, "");
 	out = capture_end(&cap);
 	assert_string_equal(out, "no packets\n0 drops, 0 allowed; events: 0 sent, 0 suppressed, "
-				 "0 lost\n");
+				 "0 lost; answers: 0 rst, 0 icmp, 0 over budget\n");
 	free(out);
 
 	c.packets[RW_DIR_INGRESS][RW_REASON_NOT_READY] = 1;
 	rw_cli_counters_summary(&c, line, sizeof(line));
-	assert_string_equal(line, "1 drop, 0 allowed; events: 0 sent, 0 suppressed, 0 lost");
+	assert_string_equal(line, "1 drop, 0 allowed; events: 0 sent, 0 suppressed, 0 lost; "
+				  "answers: 0 rst, 0 icmp, 0 over budget");
 }
 
 static void test_counters_json(void **state)
@@ -425,7 +431,11 @@ static void test_counters_json(void **state)
 	assert_int_equal(json_integer_value(json_object_get(ev, "lost")), 0);
 	assert_int_equal(json_integer_value(json_object_get(ev, "suppressed")), 44);
 	assert_int_equal(json_object_size(ev), 3);
-	assert_int_equal(json_object_size(o), 3);
+	ev = json_object_get(o, "answers");
+	assert_int_equal(json_integer_value(json_object_get(ev, "rst")), 5);
+	assert_int_equal(json_integer_value(json_object_get(ev, "icmp")), 2);
+	assert_int_equal(json_integer_value(json_object_get(ev, "budget")), 1);
+	assert_int_equal(json_object_size(o), 4);
 	json_decref(o);
 }
 
@@ -538,6 +548,41 @@ static void test_event_header(void **state)
 	assert_int_equal(strstr(head, "SOURCE") - head + 6, arrow - line);
 	assert_int_equal(strstr(head, "DESTINATION") - head, arrow + 4 - line);
 	assert_int_equal(strstr(head, "PROTO") - head, strstr(line, " tcp") + 1 - line);
+}
+
+/* The answer a refusal got: in the event's JSON, back from it, and at the end of the line. */
+static void test_event_answer(void **state)
+{
+	struct rw_event ev = event(RW_DIR_EGRESS, RW_VERDICT_DROP, RW_REASON_NOT_ALLOWLISTED,
+				   "10.1.2.3", 40000, "93.184.216.34", 443, "run-7f3a"),
+			back;
+	static const char *const notes[RW_ANSWER_COUNT] = {
+		[RW_ANSWER_NONE] = "tcp",
+		[RW_ANSWER_RST] = "tcp  answered: rst",
+		[RW_ANSWER_ICMP] = "tcp  answered: icmp",
+		[RW_ANSWER_BUDGET] = "tcp  unanswered: over the answer budget"};
+	char line[512];
+	json_t *o;
+
+	(void)state;
+	for (int a = 0; a < RW_ANSWER_COUNT; a++) {
+		ev.answer = a;
+		o = rw_event_json(&ev, NULL, 0);
+		assert_non_null(o);
+		assert_string_equal(json_string_value(json_object_get(o, "answer")),
+				    rw_answer_name(a));
+		assert_int_equal(rw_event_from_json(o, &back, NULL, 0), 0);
+		assert_int_equal(back.answer, a);
+		json_decref(o);
+		rw_event_line(&ev, "", 0, line, sizeof(line));
+		assert_string_equal(line + strlen(line) - strlen(notes[a]), notes[a]);
+	}
+	/* An older agent's event has no "answer": none. */
+	o = rw_event_json(&ev, NULL, 0);
+	json_object_del(o, "answer");
+	assert_int_equal(rw_event_from_json(o, &back, NULL, 0), 0);
+	assert_int_equal(back.answer, RW_ANSWER_NONE);
+	json_decref(o);
 }
 
 /* ---- explain ----------------------------------------------------------------------------- */
@@ -672,11 +717,12 @@ static void test_explain_json(void **state)
 	json_t *o = rw_cli_verdict_json(&p, &v);
 	char *s = json_dumps(o, JSON_COMPACT);
 
-	assert_string_equal(s, "{\"verdict\":\"drop\",\"reason\":\"dns\",\"path\":\"none\","
-			       "\"rule\":\"\",\"rule_id\":0,\"run\":\"run-7f3a\",\"gen\":12,"
-			       "\"revision\":12,\"dir\":\"egress\",\"src\":\"10.1.2.3\","
-			       "\"sport\":40000,\"dst\":\"8.8.8.8\",\"dport\":53,\"proto\":\"udp\","
-			       "\"source\":\"live\"}");
+	assert_string_equal(
+		s, "{\"verdict\":\"drop\",\"reason\":\"dns\",\"path\":\"none\",\"answer\":\"none\","
+		   "\"rule\":\"\",\"rule_id\":0,\"run\":\"run-7f3a\",\"gen\":12,"
+		   "\"revision\":12,\"dir\":\"egress\",\"src\":\"10.1.2.3\","
+		   "\"sport\":40000,\"dst\":\"8.8.8.8\",\"dport\":53,\"proto\":\"udp\","
+		   "\"source\":\"live\"}");
 	free(s);
 	json_decref(o);
 }
@@ -692,8 +738,9 @@ int main(void)
 		cmocka_unit_test(test_reason_names),  cmocka_unit_test(test_table),
 		cmocka_unit_test(test_small_formats), cmocka_unit_test(test_counters_table),
 		cmocka_unit_test(test_counters_json), cmocka_unit_test(test_filter),
-		cmocka_unit_test(test_event_header),  cmocka_unit_test(test_packet),
-		cmocka_unit_test(test_explain_line),  cmocka_unit_test(test_explain_json),
+		cmocka_unit_test(test_event_header),  cmocka_unit_test(test_event_answer),
+		cmocka_unit_test(test_packet),	      cmocka_unit_test(test_explain_line),
+		cmocka_unit_test(test_explain_json),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* test_feed.c: the view's feed (user/agent/http.c) between its writer (the agent's loop) and its
+/* test_feed.c: the view's feed (user/view/feed.c) between its writer (the agent's loop) and its
  * readers (HTTP threads scanning under the feed's lock): a writer never waits for a reader.
  * While a reader holds the lock, events and a status set meanwhile wait aside, in order, and go
  * in at the next add or flush that finds the lock free; past RW_FEED_PENDING_MAX an event is

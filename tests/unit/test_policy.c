@@ -369,8 +369,8 @@ static void test_unknown_keys(void **state)
 {
 	static const struct refusal cases[] = {
 		{"{\"revision\": 1, \"servics\": []}",
-		 "policy.json:1:17: servics: unknown key (expected one of: revision, egress, deny, "
-		 "services, inbound, runs)"},
+		 "policy.json:1:17: servics: unknown key (expected one of: revision, egress, refusal, "
+		 "deny, services, inbound, runs)"},
 		{"{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"52.94.2.1\", "
 		 "\"port\": 80}]}",
 		 "policy.json:1:63: services[0].port: unknown key (expected one of: name, ip, "
@@ -378,13 +378,13 @@ static void test_unknown_keys(void **state)
 		/* keys that are not plain words are quoted, control characters escaped */
 		{"{\"revision\": 1, \"a b\\n\": 1}",
 		 "policy.json:1:17: [\"a b\\u000a\"]: unknown key (expected one of: revision, "
-		 "egress, deny, services, inbound, runs)"},
+		 "egress, refusal, deny, services, inbound, runs)"},
 	};
 
 	expect_all_refused(cases, ARRAY_LEN(cases));
 	expect_example_refused("\"allow\": [", "\"alow\": [",
 			       "policy.json:17:6: runs[1].alow: unknown key (expected one of: id, "
-			       "pods, egress, allow)");
+			       "pods, egress, refusal, allow)");
 	/* a run's allow rule has no name */
 	expect_example_refused(
 		"{\"cidr\": \"52.194.9.0/24\"", "{\"name\": \"db\", \"cidr\": \"52.194.9.0/24\"",
@@ -835,6 +835,34 @@ static void test_egress_values(void **state)
 	expect_example_refused("\"egress\": \"open\"", "\"egress\": \"Open\"",
 			       "policy.json:16:56: runs[1].egress: \"Open\" is not an egress mode "
 			       "(expected \"allowlist\" or \"open\")");
+}
+
+/* "refusal": "answer" by default, "drop" node-wide, a run's own; anything else is refused. */
+static void test_refusal_values(void **state)
+{
+	struct rw_policy p;
+
+	(void)state;
+	parse_ok("{\"revision\": 1, \"runs\": [{\"id\": \"a\", \"pods\": []}]}", &p);
+	assert_int_equal(p.refusal, RW_REFUSAL_ANSWER);
+	assert_int_equal(p.runs[0].refusal, -1);
+	assert_int_equal(rw_policy_run_refusal(&p, &p.runs[0]), RW_REFUSAL_ANSWER);
+	rw_policy_free(&p);
+	parse_ok("{\"revision\": 1, \"refusal\": \"drop\", \"runs\": [{\"id\": \"a\", "
+		 "\"pods\": []}, {\"id\": \"b\", \"pods\": [], \"refusal\": \"answer\"}]}",
+		 &p);
+	assert_int_equal(p.refusal, RW_REFUSAL_DROP);
+	assert_int_equal(rw_policy_run_refusal(&p, &p.runs[0]), RW_REFUSAL_DROP);
+	assert_int_equal(rw_policy_run_refusal(&p, &p.runs[1]), RW_REFUSAL_ANSWER);
+	rw_policy_free(&p);
+	expect_refused("{\"revision\": 1, \"refusal\": \"reject\"}",
+		       "policy.json:1:28: refusal: \"reject\" is not a refusal mode (expected "
+		       "\"answer\" or \"drop\")");
+	expect_refused("{\"revision\": 1, \"refusal\": true}",
+		       "policy.json:1:28: refusal: expected a string, got a boolean");
+	expect_example_refused("\"egress\": \"open\"", "\"refusal\": \"Drop\"",
+			       "policy.json:16:57: runs[1].refusal: \"Drop\" is not a refusal mode "
+			       "(expected \"answer\" or \"drop\")");
 }
 
 /* ---- JSON level ---------------------------------------------------------------------------- */
@@ -1377,6 +1405,32 @@ static void test_diff_node_egress(void **state)
 	rw_policy_free(&b);
 }
 
+/* The node's refusal mode changes the runs that inherit it; a run's own is shown as it comes. */
+static void test_diff_refusal(void **state)
+{
+	struct rw_policy a, b;
+	char buf[512];
+	int n;
+
+	(void)state;
+	parse_ok("{\"revision\": 1, \"runs\": [{\"id\": \"a\", \"pods\": [\"10.0.0.1\"]}, "
+		 "{\"id\": \"b\", \"pods\": [\"10.0.0.2\"], \"refusal\": \"drop\"}]}",
+		 &a);
+	parse_ok("{\"revision\": 2, \"refusal\": \"drop\", \"runs\": [{\"id\": \"a\", \"pods\": "
+		 "[\"10.0.0.1\"]}, {\"id\": \"b\", \"pods\": [\"10.0.0.2\"], \"refusal\": "
+		 "\"drop\"}, {\"id\": \"c\", \"pods\": [], \"refusal\": \"answer\"}]}",
+		 &b);
+	n = rw_policy_diff(&a, &b, buf, sizeof(buf));
+	assert_string_equal(buf, "~ refusal answer -> drop\n"
+				 "~ run a: refusal answer -> drop\n"
+				 "+ run c (0 pods, refusal answer)\n");
+	assert_int_equal(n, 3);
+	assert_false(rw_policy_run_equal(&a, &a.runs[0], &b, &b.runs[0]));
+	assert_true(rw_policy_run_equal(&a, &a.runs[1], &b, &b.runs[1]));
+	rw_policy_free(&a);
+	rw_policy_free(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1403,6 +1457,8 @@ int main(void)
 		cmocka_unit_test(test_duplicate_run_id),
 		cmocka_unit_test(test_run_ids_and_names),
 		cmocka_unit_test(test_egress_values),
+		cmocka_unit_test(test_refusal_values),
+		cmocka_unit_test(test_diff_refusal),
 		cmocka_unit_test(test_duplicate_key),
 		cmocka_unit_test(test_syntax_errors),
 		cmocka_unit_test(test_error_positions),

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /* agent.h: the agent's state, shared by its files (not by the library or the CLI):
- *   main_loop.c     `runwall agent`: options, setup, the epoll loop, signals, timers
+ *   main_loop.c     rw_agent_run() (agent_run.h): setup, the epoll loop, signals, timers
  *   sandboxes.c     sandbox veths: attach, bind pod IPs from /32 routes, forget, full resync
  *   policy_watch.c  the policy file (inotify) and applying snapshots
  *   policy_follow.c PolicyWatch (--policy-url): the control plane's messages, applied and acked
@@ -124,6 +124,8 @@ struct agent_follow {
 
 struct agent {
 	struct rw_datapath dp;
+	const char *bpffs;  /* the pin folder */
+	const char *socket; /* the control socket's path */
 	const char *policy_path;
 	const char *ifprefix;
 	enum rw_attach_mode attach_mode;

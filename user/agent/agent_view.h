@@ -10,20 +10,11 @@
 #include <stdint.h>
 #include <jansson.h>
 
+#include "agent_run.h"
 #include "datapath.h"
 #include "event_store.h"
 #include "metrics.h"
 #include "policy.h"
-
-struct rw_agent_view_opts {
-	const char *listen;	  /* --listen ADDR:PORT, NULL: no HTTP */
-	const char *probe_listen; /* --probe-listen ADDR:PORT (loopback): /healthz, /readyz */
-	const char *token_file;	  /* --http-token-file */
-	const char *request_url;  /* --access-request-url, NULL: none */
-	size_t request_queue;	  /* --access-request-queue */
-	size_t events;		  /* --events: recent events kept */
-	const char *node;	  /* --node: this node's name in events and requests */
-};
 
 struct rw_agent_view;
 

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "agent.h"
-#include "commands.h"
 #include "ctl.h"
 #include "eventfmt.h"
 #include "log.h"
@@ -81,7 +80,7 @@ json_t *agent_status_json(struct agent *a)
 		      (json_int_t)(ready ? RW_STATE_REVISION(cfg.state) : 0), "ready_since",
 		      a->ready_since ? json_string(when) : json_null(), "applied",
 		      a->applied_at ? json_string(applied) : json_null(), "apply_ms",
-		      a->last_apply.total_ms, "bpffs", a->dp.pin_dir, "socket", rw_g.socket,
+		      a->last_apply.total_ms, "bpffs", a->dp.pin_dir, "socket", a->socket,
 		      "ifprefix", a->ifprefix, "policy_file",
 		      a->policy_path ? json_string(a->policy_path) : json_null(), "runs", runs,
 		      "sandboxes", sbx, "events", "subscribers", a->n_subs, "delivered",

@@ -3,16 +3,14 @@
  * links of a previous agent), attaches them to every sandbox veth, binds pod IPs to veths from
  * the CNI's /32 routes, applies policy snapshots (file, control socket), and fans the ring
  * buffer's verdict events out to the socket's subscribers. It never detaches on exit: the
- * kernel keeps enforcing what was last applied. This file: options, setup, the epoll loop; agent.h
- * says where the rest lives.
+ * kernel keeps enforcing what was last applied. This file: setup from struct agent_opts (agent_run.h;
+ * user/cli/cli_agent.c parses the options), the epoll loop; agent.h says where the rest lives.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
@@ -23,14 +21,12 @@
 #include <bpf/libbpf.h>
 
 #include "agent.h"
-#include "commands.h"
+#include "agent_run.h"
 #include "ctl.h"
 #include "eventfmt.h"
 #include "access_requests.h"
-#include "http.h"
 #include "log.h"
 #include "util.h"
-#include "parse.h"
 
 static int epoll_add(struct agent *a, int fd)
 {
@@ -206,316 +202,83 @@ static bool socket_answers(const char *path)
 	return answers;
 }
 
-#define MAX_RESYNC_SEC	  86400
-#define MAX_EVENT_RATE	  1000000
-#define MAX_CT_FLOWS	  (1u << 30)
-#define MAX_REQUEST_QUEUE (RW_ACCESS_KEYS_MAX / 2)
+_Static_assert(RW_AGENT_REQUEST_QUEUE_MAX <= RW_ACCESS_KEYS_MAX / 2,
+	       "the queue holds at most half of the requests remembered");
 
-static const char agent_options[] =
-	"  --policy FILE          snapshot to apply at start and whenever it changes\n"
-	"  --ifprefix LIST        interfaces to enforce on (default eni,vlan)\n"
-	"  --cni-conf-dir DIR     keep runwall-cni chained in the CNI conf file the runtime\n"
-	"                         loads from DIR, putting its entry back when it is rewritten\n"
-	"  --attach-mode MODE     auto (tcx, else tc), tcx or tc (default auto)\n"
-	"  --resync SECONDS       full resync period (default 10)\n"
-	"  --event-rate N[/BURST] events per second per sandbox, for drops and for new flows\n"
-	"                         each (default 200/400; 0: no limit)\n"
-	"  --ct-per-sandbox N     flows one sandbox may track (default 8192; new tables)\n"
-	"  --ct-node N            flows all sandboxes may track together (default 1048576)\n"
-	"  --max-endpoints N      sandbox veths the node binds at most (default and maximum\n"
-	"                         4096; fresh pins only: pinned ones keep their size)\n"
-	"  --listen ADDR:PORT     HTTP: /healthz, /readyz, /metrics, /api/..., the page (PORT\n"
-	"                         alone: 127.0.0.1; any other address needs --http-token-file)\n"
-	"  --probe-listen ADDR:PORT  /healthz and /readyz only, on a listener of their own\n"
-	"                         (loopback only; for the kubelet's probes)\n"
-	"  --http-token-file FILE bearer token the HTTP API requires (not /healthz, /readyz)\n"
-	"  --events N             recent events kept in memory for the API (default 10000)\n"
-	"  --node NAME            this node's name in events and requests (default: host name)\n"
-	"  --access-request-url URL  POST a network-access request for the first not-allowlisted\n"
-	"                         refusal of each run, generation, destination, port, protocol\n"
-	"  --access-request-queue N  requests waiting to be sent at most (default 256)\n"
-	"  --policy-url URL       follow the control plane (PolicyWatch, docs/policy-watch.md):\n"
-	"                         one long-lived https GET of snapshots and per-run changes\n"
-	"  --policy-ack-url URL   where outcomes are POSTed (default: the --policy-url path's\n"
-	"                         last segment replaced by ack)\n"
-	"  --policy-ca FILE       CA bundle the server's certificate must chain to\n"
-	"  --policy-cert FILE, --policy-key FILE  client certificate (mutual TLS)\n"
-	"  --policy-token-file FILE  bearer token sent with every request\n"
-	"  --policy-stall SECONDS cut the stream after this long without a complete message\n"
-	"                         (default 15; heartbeats expected every third of it)\n"
-	"  -v, --verbose          more log lines (-vv: libbpf's debug too)\n";
-
-/* The long options without a short letter. */
-enum {
-	OPT_POLICY_URL = 1000,
-	OPT_POLICY_ACK_URL,
-	OPT_POLICY_CA,
-	OPT_POLICY_CERT,
-	OPT_POLICY_KEY,
-	OPT_POLICY_TOKEN_FILE,
-	OPT_POLICY_STALL,
-};
-
-static int cmd_agent(int argc, char **argv)
+int rw_agent_run(const struct agent_opts *o, char *refusal, size_t refusal_len)
 {
-	static const struct option opts[] = {
-		{"policy", required_argument, NULL, 'p'},
-		{"ifprefix", required_argument, NULL, 'i'},
-		{"cni-conf-dir", required_argument, NULL, 'K'},
-		{"attach-mode", required_argument, NULL, 'm'},
-		{"resync", required_argument, NULL, 'r'},
-		{"event-rate", required_argument, NULL, 'e'},
-		{"ct-per-sandbox", required_argument, NULL, 'C'},
-		{"ct-node", required_argument, NULL, 'N'},
-		{"max-endpoints", required_argument, NULL, 'M'},
-		{"listen", required_argument, NULL, 'H'},
-		{"health", required_argument, NULL, 'H'}, /* the old name of --listen */
-		{"probe-listen", required_argument, NULL, 'P'},
-		{"http-token-file", required_argument, NULL, 'T'},
-		{"events", required_argument, NULL, 'E'},
-		{"node", required_argument, NULL, 'n'},
-		{"access-request-url", required_argument, NULL, 'U'},
-		{"access-request-queue", required_argument, NULL, 'Q'},
-		{"policy-url", required_argument, NULL, OPT_POLICY_URL},
-		{"policy-ack-url", required_argument, NULL, OPT_POLICY_ACK_URL},
-		{"policy-ca", required_argument, NULL, OPT_POLICY_CA},
-		{"policy-cert", required_argument, NULL, OPT_POLICY_CERT},
-		{"policy-key", required_argument, NULL, OPT_POLICY_KEY},
-		{"policy-token-file", required_argument, NULL, OPT_POLICY_TOKEN_FILE},
-		{"policy-stall", required_argument, NULL, OPT_POLICY_STALL},
-		{"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'},
-		{}};
-	struct agent a = {.ifprefix = RW_DEFAULT_IFPREFIX,
-			  .cni = {.inotify_fd = -1},
-			  .resync_sec = 10,
+	struct agent a = {.bpffs = o->bpffs,
+			  .socket = o->socket,
+			  .policy_path = o->policy_path,
+			  .ifprefix = o->ifprefix,
+			  .attach_mode = o->attach_mode,
+			  .resync_sec = o->resync_sec,
+			  .view_opts = o->view,
+			  .cni = {.conf_dir = o->cni_conf_dir, .inotify_fd = -1},
+			  .follow = {.opts = o->watch},
 			  .listen_fd = -1,
 			  .inotify_fd = -1,
 			  .epfd = -1,
 			  .tick_fd = -1,
 			  .resync_fd = -1,
 			  .sig_fd = -1};
-	char node[RW_NODE_LEN] = "", verr[400];
-	bool vusage;
-	static const char *const attach_modes[] = {
-		[RW_ATTACH_AUTO] = "auto", [RW_ATTACH_TCX] = "tcx", [RW_ATTACH_TC] = "tc"};
-	unsigned long long v, rate = 0, burst = 0, ct_sbx = 0, ct_node = 0, max_ep = 0;
-	bool fresh;
-	bool have_rate = false;
+	bool fresh, vusage;
 	char msg[256];
 	struct rw_config cfg;
-	int c, err, ret = RW_EXIT_REFUSED;
-
-	/* The key of the tables a sandbox's traffic fills, taken before any of it is seen. */
-	(void)rw_hash_key();
-	while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'v':
-			rw_log_verbosity++;
-			break;
-		case 'p':
-			a.policy_path = optarg;
-			break;
-		case 'i':
-			a.ifprefix = optarg;
-			break;
-		case 'K':
-			a.cni.conf_dir = optarg;
-			break;
-		case 'm':
-			err = rw_name_lookup(optarg, "--attach-mode", attach_modes,
-					     sizeof(attach_modes) / sizeof(attach_modes[0]), msg,
-					     sizeof(msg));
-			if (err < 0)
-				return rw_fail(RW_EXIT_USAGE, "agent: %s", msg);
-			a.attach_mode = err;
-			break;
-		case 'r':
-			if (rw_parse_uint(optarg, MAX_RESYNC_SEC, &v) || v < 1)
-				return rw_fail(RW_EXIT_USAGE,
-					       "agent: --resync '%s': expected "
-					       "seconds, 1 to %d",
-					       optarg, MAX_RESYNC_SEC);
-			a.resync_sec = (int)v;
-			break;
-		case 'e':
-			if (rw_parse_rate(optarg, MAX_EVENT_RATE, &rate, &burst))
-				return rw_fail(RW_EXIT_USAGE,
-					       "agent: --event-rate '%s': expected "
-					       "N or N/BURST, 0 to %d (BURST at least 1)",
-					       optarg, MAX_EVENT_RATE);
-			have_rate = true;
-			break;
-		case 'C':
-		case 'N':
-			if (rw_parse_uint(optarg, MAX_CT_FLOWS, &v) || v < 1)
-				return rw_fail(RW_EXIT_USAGE,
-					       "agent: --%s '%s': expected a number of "
-					       "flows, 1 to %u",
-					       c == 'C' ? "ct-per-sandbox" : "ct-node", optarg,
-					       MAX_CT_FLOWS);
-			*(c == 'C' ? &ct_sbx : &ct_node) = v;
-			break;
-		case 'M':
-			if (rw_parse_uint(optarg, RW_MAX_ENDPOINTS, &v) || v < 1)
-				return rw_fail(RW_EXIT_USAGE,
-					       "agent: --max-endpoints '%s': expected a number of "
-					       "veths, 1 to %d",
-					       optarg, RW_MAX_ENDPOINTS);
-			max_ep = v;
-			break;
-		case 'H':
-			a.view_opts.listen = optarg;
-			break;
-		case 'P':
-			a.view_opts.probe_listen = optarg;
-			break;
-		case 'T':
-			a.view_opts.token_file = optarg;
-			break;
-		case 'n':
-			if (!*optarg || strlen(optarg) >= sizeof(node))
-				return rw_fail(RW_EXIT_USAGE,
-					       "agent: --node '%s': expected 1 to %zu "
-					       "characters",
-					       optarg, sizeof(node) - 1);
-			snprintf(node, sizeof(node), "%s", optarg);
-			break;
-		case 'U':
-			a.view_opts.request_url = optarg;
-			break;
-		case 'E':
-			if (rw_parse_uint(optarg, RW_EVSTORE_MAX, &v) || v < 1)
-				return rw_fail(RW_EXIT_USAGE,
-					       "agent: --events '%s': expected 1 to %d", optarg,
-					       RW_EVSTORE_MAX);
-			a.view_opts.events = v;
-			break;
-		case 'Q':
-			if (rw_parse_uint(optarg, MAX_REQUEST_QUEUE, &v) || v < 1)
-				return rw_fail(RW_EXIT_USAGE,
-					       "agent: --access-request-queue '%s': "
-					       "expected 1 to %d",
-					       optarg, MAX_REQUEST_QUEUE);
-			a.view_opts.request_queue = v;
-			break;
-		case OPT_POLICY_URL:
-			a.follow.opts.url = optarg;
-			break;
-		case OPT_POLICY_ACK_URL:
-			a.follow.opts.ack_url = optarg;
-			break;
-		case OPT_POLICY_CA:
-			a.follow.opts.ca = optarg;
-			break;
-		case OPT_POLICY_CERT:
-			a.follow.opts.cert = optarg;
-			break;
-		case OPT_POLICY_KEY:
-			a.follow.opts.key = optarg;
-			break;
-		case OPT_POLICY_TOKEN_FILE:
-			a.follow.opts.token_file = optarg;
-			break;
-		case OPT_POLICY_STALL:
-			if (rw_parse_uint(optarg, 3600, &v) || v < 3)
-				return rw_fail(RW_EXIT_USAGE,
-					       "agent: --policy-stall '%s': expected seconds, 3 to "
-					       "3600",
-					       optarg);
-			a.follow.opts.stall_sec = v;
-			break;
-		case 'h':
-			rw_cmd_help(&rw_cmd_agent, stdout);
-			return RW_EXIT_OK;
-		default:
-			return rw_cmd_usage_error(&rw_cmd_agent, "bad option '%s'",
-						  argv[optind - 1]);
-		}
-	}
-	if (optind < argc)
-		return rw_cmd_usage_error(&rw_cmd_agent, "unexpected argument '%s'", argv[optind]);
-	if (a.view_opts.token_file && !a.view_opts.listen)
-		return rw_fail(RW_EXIT_USAGE, "agent: --http-token-file needs --listen");
-	if (!node[0] && gethostname(node, sizeof(node) - 1))
-		snprintf(node, sizeof(node), "node");
-	a.view_opts.node = node;
-	if (!a.follow.opts.url &&
-	    (a.follow.opts.ack_url || a.follow.opts.ca || a.follow.opts.cert || a.follow.opts.key ||
-	     a.follow.opts.token_file || a.follow.opts.stall_sec))
-		return rw_fail(RW_EXIT_USAGE, "agent: the --policy-* options need --policy-url");
-	if (a.follow.opts.url) {
-		const char *seed = getenv("RW_SEED");
-
-		a.follow.opts.node = node;
-		/* The backoff's jitter: RW_SEED makes a test's reconnections the same every run. */
-		a.follow.opts.seed = seed && *seed ? (unsigned int)strtoul(seed, NULL, 0)
-						   : (unsigned int)(time(NULL) ^ getpid());
-		if (rw_watch_check(&a.follow.opts, verr, sizeof(verr)))
-			return rw_fail(RW_EXIT_USAGE, "agent: %s", verr);
-	}
-	if (a.view_opts.listen) {
-		struct rw_http_opts ho = {.listen = a.view_opts.listen,
-					  .token_file = a.view_opts.token_file,
-					  .flag = "agent: --listen"};
-
-		if (rw_http_check(&ho, verr, sizeof(verr)))
-			return rw_fail(RW_EXIT_USAGE, "%s", verr);
-	}
-	if (a.view_opts.probe_listen) {
-		struct rw_http_opts po = {.listen = a.view_opts.probe_listen,
-					  .flag = "agent: --probe-listen",
-					  .probes_only = true};
-
-		if (rw_http_check(&po, verr, sizeof(verr)))
-			return rw_fail(RW_EXIT_USAGE, "%s", verr);
-	}
+	int err, ret = RW_EXIT_REFUSED;
 
 	/* Every refusal below leaves the node as it found it: checks that need nothing loaded
 	 * come first, and a refusal after a first load removes what that load pinned.
 	 */
-	if (ct_sbx && ct_node && ct_sbx > ct_node)
-		return rw_fail(RW_EXIT_USAGE,
-			       "agent: --ct-per-sandbox %llu is more than the node's %llu "
-			       "(--ct-node)",
-			       ct_sbx, ct_node);
-	if (socket_answers(rw_g.socket))
-		return rw_fail(RW_EXIT_REFUSED, "%s: another agent answers on this socket",
-			       rw_g.socket);
-	fresh = rw_datapath_pinned_layout(rw_g.bpffs) == 0;
+	if (o->watch.url && rw_watch_check(&o->watch, msg, sizeof(msg)))
+		return rw_fail_msg(refusal, refusal_len, RW_EXIT_USAGE, "agent: %s", msg);
+	if (socket_answers(o->socket))
+		return rw_fail_msg(refusal, refusal_len, RW_EXIT_REFUSED,
+				   "%s: another agent answers on this socket", o->socket);
+	fresh = rw_datapath_pinned_layout(a.bpffs) == 0;
 
 	a.mono_to_real = rw_mono_to_real_offset();
-	err = rw_datapath_load_sized(&a.dp, rw_g.bpffs, 0, max_ep, msg, sizeof(msg));
+	err = rw_datapath_load_sized(&a.dp, a.bpffs, 0, o->max_endpoints, msg, sizeof(msg));
 	if (err) {
 		rw_err("%s", msg);
 		if (fresh && a.dp.pin_dir[0] == '\0')
-			rw_datapath_unpin(rw_g.bpffs); /* what a failed first load left */
+			rw_datapath_unpin(a.bpffs); /* what a failed first load left */
 		return RW_EXIT_REFUSED;
 	}
-	rw_config_read(&a.dp, &cfg);
-	if (have_rate) {
-		cfg.event_rate = rate;
-		cfg.event_burst = burst;
+	/* The slots' inner maps exist from the start and live as long as the pins. */
+	err = rw_apply_prepare(&a.dp, msg, sizeof(msg));
+	if (err) {
+		rw_err("%s", msg);
+		goto refused;
 	}
-	if (ct_sbx > 0)
-		cfg.ct_per_sandbox = ct_sbx;
-	if (ct_node > 0)
-		cfg.ct_node = ct_node;
+	rw_config_read(&a.dp, &cfg);
+	if (o->have_rate) {
+		cfg.event_rate = o->rate;
+		cfg.event_burst = o->burst;
+	}
+	if (o->have_answer_rate) {
+		cfg.answer_rate = o->answer_rate;
+		cfg.answer_burst = o->answer_burst;
+	}
+	if (o->ct_per_sandbox > 0)
+		cfg.ct_per_sandbox = o->ct_per_sandbox;
+	if (o->ct_node > 0)
+		cfg.ct_node = o->ct_node;
 	if (cfg.ct_per_sandbox > cfg.ct_node) {
 		rw_err("agent: --ct-per-sandbox %u is more than the node's %u (--ct-node)",
 		       cfg.ct_per_sandbox, cfg.ct_node);
 		ret = RW_EXIT_USAGE;
 		goto refused;
 	}
-	if (max_ep) {
+	if (o->max_endpoints) {
 		struct bpf_map_info info = {};
 		__u32 len = sizeof(info);
 
 		if (bpf_obj_get_info_by_fd(a.dp.map_fd[RW_M_ENDPOINTS], &info, &len) == 0 &&
-		    info.max_entries != max_ep)
+		    info.max_entries != o->max_endpoints)
 			rw_warn("--max-endpoints %llu: the pinned endpoint table holds %u veths and "
 				"keeps that size (runwall detach, then start again, to change it)",
-				max_ep, info.max_entries);
+				o->max_endpoints, info.max_entries);
 	}
 	/* For runwall-cni: a pod created while this agent is away gets these programs. */
 	err = rw_datapath_pin_progs(&a.dp);
@@ -530,7 +293,7 @@ static int cmd_agent(int argc, char **argv)
 	else
 		rw_info("%s: no snapshot applied yet: every sandbox packet is dropped not-ready",
 			a.dp.pin_dir);
-	if (have_rate || ct_sbx > 0 || ct_node > 0)
+	if (o->have_rate || o->have_answer_rate || o->ct_per_sandbox > 0 || o->ct_node > 0)
 		rw_config_write(&a.dp, &cfg);
 
 	a.ring = ring_buffer__new(a.dp.map_fd[RW_M_EVENTS], agent_ring_cb, &a, NULL);
@@ -540,9 +303,9 @@ static int cmd_agent(int argc, char **argv)
 		rw_err("setting up: %s", strerror(err ? -err : errno));
 		goto refused;
 	}
-	a.listen_fd = rw_ctl_listen(rw_g.socket);
+	a.listen_fd = rw_ctl_listen(a.socket);
 	if (a.listen_fd < 0) {
-		rw_err("%s: %s", rw_g.socket,
+		rw_err("%s: %s", a.socket,
 		       a.listen_fd == -EADDRINUSE ? "another agent answers on this socket"
 						  : strerror(-a.listen_fd));
 		goto refused;
@@ -578,9 +341,9 @@ static int cmd_agent(int argc, char **argv)
 		sigaddset(&mask, SIGTERM);
 		sigaddset(&mask, SIGHUP);
 		sigprocmask(SIG_BLOCK, &mask, NULL);
-		a.view = rw_agent_view_start(&a.view_opts, &a.dp, verr, sizeof(verr), &vusage);
+		a.view = rw_agent_view_start(&a.view_opts, &a.dp, refusal, refusal_len, &vusage);
 		if (!a.view) {
-			ret = rw_fail(vusage ? RW_EXIT_USAGE : RW_EXIT_REFUSED, "%s", verr);
+			ret = vusage ? RW_EXIT_USAGE : RW_EXIT_REFUSED;
 			goto refused;
 		}
 		agent_view_publish(&a);
@@ -599,19 +362,20 @@ static int cmd_agent(int argc, char **argv)
 	if (a.follow.opts.url) {
 		/* The stream threads inherit the signal mask, as the HTTP ones do. */
 		sigset_t mask;
+		char werr[400];
 
 		sigemptyset(&mask);
 		sigaddset(&mask, SIGINT);
 		sigaddset(&mask, SIGTERM);
 		sigaddset(&mask, SIGHUP);
 		sigprocmask(SIG_BLOCK, &mask, NULL);
-		if (agent_follow_start(&a, verr, sizeof(verr))) {
-			ret = rw_fail(RW_EXIT_REFUSED, "agent: --policy-url: %s", verr);
+		if (agent_follow_start(&a, werr, sizeof(werr))) {
+			rw_err("--policy-url: %s", werr);
 			goto refused;
 		}
 	}
 	rw_info("agent running: %zu sandbox veths (prefix %s), socket %s", a.n_sbx, a.ifprefix,
-		rw_g.socket);
+		a.socket);
 	ret = agent_run(&a) ? RW_EXIT_REFUSED : RW_EXIT_OK;
 	goto cleanup;
 
@@ -619,8 +383,8 @@ refused:
 	/* A first start that cannot serve takes back the pins it made. */
 	if (fresh) {
 		rw_datapath_close(&a.dp);
-		rw_detach_all(rw_g.bpffs);
-		rw_datapath_unpin(rw_g.bpffs);
+		rw_detach_all(a.bpffs);
+		rw_datapath_unpin(a.bpffs);
 	}
 cleanup:
 	agent_follow_stop(&a);
@@ -629,7 +393,7 @@ cleanup:
 		agent_sub_close(&a, 0);
 	if (a.listen_fd >= 0) {
 		close(a.listen_fd);
-		unlink(rw_g.socket);
+		unlink(a.socket);
 	}
 	{
 		int fds[] = {a.inotify_fd, a.cni.inotify_fd, a.tick_fd,
@@ -650,19 +414,3 @@ cleanup:
 	rw_datapath_close(&a.dp);
 	return ret;
 }
-
-const struct rw_cmd rw_cmd_agent = {
-	.name = "agent",
-	.summary = "run the node agent (the DaemonSet's process)",
-	.grammar = "agent [--policy FILE] [--ifprefix LIST] [--attach-mode auto|tcx|tc] "
-		   "[--resync SECONDS] [--event-rate N[/BURST]] [--ct-per-sandbox N] [--ct-node N] "
-		   "[--max-endpoints N] [--cni-conf-dir DIR] "
-		   "[--listen ADDR:PORT] [--probe-listen ADDR:PORT] [--http-token-file FILE] "
-		   "[--events N] [--node NAME] "
-		   "[--access-request-url URL] [--access-request-queue N] "
-		   "[--policy-url URL [--policy-ack-url URL] [--policy-ca FILE] "
-		   "[--policy-cert FILE --policy-key FILE] [--policy-token-file FILE] "
-		   "[--policy-stall SECONDS]] [-v]",
-	.options = agent_options,
-	.func = cmd_agent,
-};

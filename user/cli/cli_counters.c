@@ -14,7 +14,7 @@
 
 static const char counters_usage[] = "counters [--run ID]";
 
-static void pods_str(const struct rw_cli_run *r, char *buf, size_t len)
+static void pods_str(const struct rw_live_run *r, char *buf, size_t len)
 {
 	size_t off = 0;
 
@@ -47,7 +47,7 @@ static int cmd_counters(int argc, char **argv)
 					     {"json", no_argument, NULL, 'j'},
 					     {"help", no_argument, NULL, 'h'},
 					     {}};
-	struct rw_cli_run *runs = NULL;
+	struct rw_live_run *runs = NULL;
 	struct rw_counters node;
 	struct rw_datapath dp;
 	struct rw_config cfg;
@@ -81,7 +81,7 @@ static int cmd_counters(int argc, char **argv)
 		return rw_fail(ret == -ENOENT ? RW_EXIT_USAGE : RW_EXIT_REFUSED, "%s", err);
 	ret = rw_config_read(&dp, &cfg);
 	if (!ret)
-		ret = rw_cli_live_runs(&dp, &runs, &n_runs);
+		ret = rw_live_runs(&dp, &runs, &n_runs);
 	if (!ret)
 		ret = rw_counters_read(&dp, 0, &node);
 	if (ret) {
@@ -89,7 +89,7 @@ static int cmd_counters(int argc, char **argv)
 		goto cleanup;
 	}
 	if (run) {
-		want = rw_cli_run_find(runs, n_runs, run, 0);
+		want = rw_live_run_find(runs, n_runs, run, 0);
 		if (want < 0) {
 			char names[400] = "";
 			size_t off = 0;
@@ -169,7 +169,7 @@ static int cmd_counters(int argc, char **argv)
 	ret = RW_EXIT_OK;
 cleanup:
 	json_decref(status);
-	rw_cli_runs_free(runs, n_runs);
+	rw_live_runs_free(runs, n_runs);
 	rw_datapath_close(&dp);
 	return ret;
 }

@@ -109,6 +109,7 @@ static int judge(struct rw_datapath *dp, const struct rw_cli_probe *p, __u32 ifi
 	v->verdict = res->verdict;
 	v->reason = res->reason;
 	v->path = res->path;
+	v->answer = res->answer;
 	v->rule_id = res->rule_id;
 	return 0;
 }
@@ -116,20 +117,20 @@ static int judge(struct rw_datapath *dp, const struct rw_cli_probe *p, __u32 ifi
 /* The run the program saw (its counter index) as id and generation. */
 static void fill_run(const struct rw_datapath *dp, __u32 run_idx, struct rw_cli_verdict *v)
 {
-	struct rw_cli_run *runs;
+	struct rw_live_run *runs;
 	size_t n;
 	int i;
 
 	v->run[0] = '\0';
 	v->gen = 0;
-	if (!run_idx || rw_cli_live_runs(dp, &runs, &n))
+	if (!run_idx || rw_live_runs(dp, &runs, &n))
 		return;
-	i = rw_cli_run_find(runs, n, NULL, run_idx);
+	i = rw_live_run_find(runs, n, NULL, run_idx);
 	if (i >= 0) {
 		snprintf(v->run, sizeof(v->run), "%s", runs[i].id);
 		v->gen = runs[i].gen;
 	}
-	rw_cli_runs_free(runs, n);
+	rw_live_runs_free(runs, n);
 }
 
 static __u64 live_revision(const struct rw_datapath *dp)
@@ -149,7 +150,7 @@ static int judge_live(const struct question *q, __be32 *pod, bool need, struct r
 		      struct rw_cli_verdict *v, __u32 *ifindex_out)
 {
 	struct rw_datapath pinned, dry = {.skel = NULL};
-	struct rw_cli_run *runs = NULL;
+	struct rw_live_run *runs = NULL;
 	struct rw_policy names;
 	bool have_names = false;
 	json_t *status = NULL;
@@ -161,13 +162,13 @@ static int judge_live(const struct question *q, __be32 *pod, bool need, struct r
 	ret = rw_cli_open(&pinned, rw_g.bpffs, err, sizeof(err));
 	if (ret)
 		return rw_fail(ret == -ENOENT ? RW_EXIT_USAGE : RW_EXIT_REFUSED, "%s", err);
-	ret = rw_cli_live_runs(&pinned, &runs, &n_runs);
+	ret = rw_live_runs(&pinned, &runs, &n_runs);
 	if (ret) {
 		ret = rw_fail(RW_EXIT_REFUSED, "reading the live pods: %s", strerror(-ret));
 		goto cleanup;
 	}
 	if (q->run) {
-		int r = rw_cli_run_find(runs, n_runs, q->run, 0);
+		int r = rw_live_run_find(runs, n_runs, q->run, 0);
 
 		if (r < 0) {
 			ret = need ? rw_fail(RW_EXIT_REFUSED, "no run '%s' in the live slot%s",
@@ -234,7 +235,7 @@ cleanup:
 	json_decref(status);
 	if (dry.skel)
 		rw_datapath_close(&dry);
-	rw_cli_runs_free(runs, n_runs);
+	rw_live_runs_free(runs, n_runs);
 	rw_datapath_close(&pinned);
 	return ret;
 }

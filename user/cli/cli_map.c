@@ -29,7 +29,7 @@ struct mctx {
 	bool ready;
 	__u32 slot;
 	__u64 revision;
-	struct rw_cli_run *runs;
+	struct rw_live_run *runs;
 	size_t n_runs;
 	struct rw_policy policy;
 	bool have_policy;
@@ -69,7 +69,7 @@ static __u64 mono_now(void)
 
 static const char *run_of_idx(const struct mctx *c, __u32 idx)
 {
-	int i = rw_cli_run_find(c->runs, c->n_runs, NULL, idx);
+	int i = rw_live_run_find(c->runs, c->n_runs, NULL, idx);
 
 	return i < 0 ? NULL : c->runs[i].id;
 }
@@ -653,7 +653,7 @@ static bool counters_zero(const struct rw_counters *s)
 
 static int show_counters(struct mctx *c, const struct mkey *k)
 {
-	__u32 max = rw_cli_max_entries(c->dp.map_fd[RW_M_COUNTERS]);
+	__u32 max = rw_map_max_entries(c->dp.map_fd[RW_M_COUNTERS]);
 	int shown = 0, err;
 
 	for (__u32 idx = 0; idx < max; idx++) {
@@ -903,7 +903,7 @@ static int parse_key(struct mctx *c, enum rw_cli_map map, int argc, char **argv,
 			k->idx = (__u32)v;
 			return 0;
 		}
-		i = rw_cli_run_find(c->runs, c->n_runs, s, 0);
+		i = rw_live_run_find(c->runs, c->n_runs, s, 0);
 		if (i < 0)
 			return rw_fail(RW_EXIT_REFUSED,
 				       "map lookup counters: no run '%s' in the live slot%s", s,
@@ -993,11 +993,11 @@ static int show(struct mctx *c, enum rw_cli_map map, const struct mkey *k, bool 
 static int list(struct mctx *c)
 {
 	static const char *const heads[] = {"MAP", "PINNED AS", "TYPE", "ENTRIES", "MAX", "FILL"};
-	struct rw_cli_fill fill[RW_M__COUNT];
+	struct rw_map_fill fill[RW_M__COUNT];
 	struct rw_table t;
 	json_t *arr;
 
-	rw_cli_map_fill(&c->dp, fill);
+	rw_map_fill(&c->dp, fill);
 	if (rw_g.json) {
 		arr = json_array();
 		for (int i = 0; i < RW_M__COUNT; i++)
@@ -1019,7 +1019,7 @@ static int list(struct mctx *c)
 		printf(" (node not ready: the policy maps have no live slot)\n");
 	rw_table_init(&t, 6, heads, RW_TABLE_RIGHT(3) | RW_TABLE_RIGHT(4) | RW_TABLE_RIGHT(5));
 	for (int i = 0; i < RW_M__COUNT; i++) {
-		const struct rw_cli_fill *f = &fill[i];
+		const struct rw_map_fill *f = &fill[i];
 		char pct[16];
 
 		rw_table_row(&t);
@@ -1116,7 +1116,7 @@ static int cmd_map(int argc, char **argv)
 	c.revision = c.ready ? RW_STATE_REVISION(c.cfg.state) : 0;
 	c.mono_to_real = rw_mono_to_real_offset();
 	c.now_mono = mono_now();
-	ret = rw_cli_live_runs(&c.dp, &c.runs, &c.n_runs);
+	ret = rw_live_runs(&c.dp, &c.runs, &c.n_runs);
 	if (ret) {
 		ret = rw_fail(RW_EXIT_REFUSED, "reading the live pods: %s", strerror(-ret));
 		goto cleanup;
@@ -1134,7 +1134,7 @@ static int cmd_map(int argc, char **argv)
 cleanup:
 	if (c.have_policy)
 		rw_policy_free(&c.policy);
-	rw_cli_runs_free(c.runs, c.n_runs);
+	rw_live_runs_free(c.runs, c.n_runs);
 	rw_datapath_close(&c.dp);
 	return ret;
 }

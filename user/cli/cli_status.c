@@ -30,172 +30,7 @@ struct sctx {
 	const char *bpffs;
 	json_t *agent; /* the agent's status reply, NULL without one */
 	int agent_err;
-	struct rw_config cfg;
-	bool ready;
-	__u64 revision;
-	struct rw_cli_run *runs;
-	size_t n_runs;
-	int64_t mono_to_real;
 };
-
-static json_t *jstr_or_null(const char *s)
-{
-	return s && *s ? json_string(s) : json_null();
-}
-
-static int add_ifindex(__u32 **list, size_t *n, __u32 ifindex)
-{
-	__u32 *grown;
-
-	for (size_t i = 0; i < *n; i++)
-		if ((*list)[i] == ifindex)
-			return 0;
-	grown = realloc(*list, (*n + 1) * sizeof(**list));
-	if (!grown)
-		return -ENOMEM;
-	*list = grown;
-	(*list)[(*n)++] = ifindex;
-	return 0;
-}
-
-static int cmp_u32(const void *a, const void *b)
-{
-	__u32 x = *(const __u32 *)a, y = *(const __u32 *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* Without the agent: the veths bound in rw_endpoints and those runwall's link pins name. */
-struct pin_list {
-	__u32 **list;
-	size_t *n;
-};
-
-static int add_pin(const struct rw_link_pin *pin, void *data)
-{
-	struct pin_list *lp = data;
-
-	add_ifindex(lp->list, lp->n, pin->ifindex);
-	return 0;
-}
-
-static json_t *sandboxes_from_kernel(struct sctx *c)
-{
-	char name[IF_NAMESIZE];
-	json_t *arr = json_array();
-	__u32 key, *prev = NULL, *list = NULL;
-	struct rw_endpoint ep;
-	struct pin_list lp;
-	size_t n = 0;
-
-	while (bpf_map_get_next_key(c->dp.map_fd[RW_M_ENDPOINTS], prev, &key) == 0) {
-		prev = &key;
-		add_ifindex(&list, &n, key);
-	}
-	lp.list = &list;
-	lp.n = &n;
-	rw_link_pins(c->bpffs, add_pin, &lp);
-	qsort(list, n, sizeof(*list), cmp_u32);
-	for (size_t i = 0; i < n; i++) {
-		const char *run = NULL;
-		bool bound = !bpf_map_lookup_elem(c->dp.map_fd[RW_M_ENDPOINTS], &list[i], &ep);
-
-		if (!if_indextoname(list[i], name))
-			snprintf(name, sizeof(name), "?");
-		if (bound) {
-			for (size_t r = 0; r < c->n_runs && !run; r++)
-				for (size_t p = 0; p < c->runs[r].n_pods; p++)
-					if (c->runs[r].pods[p] == ep.pod_ip)
-						run = c->runs[r].id;
-		}
-		json_array_append_new(arr, rw_status_sandbox(c->bpffs, name, (int)list[i],
-							     bound ? ep.pod_ip : 0, run));
-	}
-	free(list);
-	return arr;
-}
-
-static const char *agent_run_since(struct sctx *c, const char *id)
-{
-	json_t *runs = c->agent ? json_object_get(c->agent, "runs") : NULL, *r;
-	size_t i;
-
-	json_array_foreach(runs, i, r)
-	{
-		if (!strcmp(json_string_value(json_object_get(r, "id")) ?: "", id))
-			return json_string_value(json_object_get(r, "since"));
-	}
-	return NULL;
-}
-
-static json_t *runs_json(struct sctx *c)
-{
-	json_t *arr = json_array();
-	char applied[40] = "";
-
-	if (c->cfg.applied_ns)
-		rw_format_time((int64_t)c->cfg.applied_ns + c->mono_to_real, applied,
-			       sizeof(applied));
-	for (size_t i = 0; i < c->n_runs; i++) {
-		const struct rw_cli_run *r = &c->runs[i];
-		const char *since = agent_run_since(c, r->id);
-
-		/* Without the agent: a run whose generation is the revision in force changed
-		 * with the last flip.
-		 */
-		if (!c->agent && r->gen == c->revision)
-			since = applied;
-		json_array_append_new(arr, rw_status_run(r->id, r->idx, r->gen, since, r->egress,
-							 r->pods, r->n_pods));
-	}
-	return arr;
-}
-
-static json_t *maps_json(struct sctx *c)
-{
-	struct rw_cli_fill fill[RW_M__COUNT];
-	json_t *arr = json_array();
-
-	rw_cli_map_fill(&c->dp, fill);
-	for (int i = 0; i < RW_M__COUNT; i++)
-		json_array_append_new(arr,
-				      json_pack("{s:s, s:s, s:s, s:I, s:I}", "name", fill[i].name,
-						"pin", fill[i].pin, "type", fill[i].type, "entries",
-						(json_int_t)fill[i].entries, "max_entries",
-						(json_int_t)fill[i].max_entries));
-	return arr;
-}
-
-static json_t *events_json(struct sctx *c)
-{
-	json_t *ae = c->agent ? json_object_get(c->agent, "events") : NULL;
-	struct rw_counters node = {0};
-
-	rw_counters_read(&c->dp, 0, &node);
-	return json_pack("{s:I, s:I, s:I, s:O, s:O, s:O}", "sent", (json_int_t)node.events_sent,
-			 "lost", (json_int_t)node.events_lost, "suppressed",
-			 (json_int_t)node.events_suppressed, "subscribers",
-			 json_object_get(ae, "subscribers") ?: json_null(), "delivered",
-			 json_object_get(ae, "delivered") ?: json_null(), "skipped",
-			 json_object_get(ae, "skipped") ?: json_null());
-}
-
-static json_t *agent_json(struct sctx *c)
-{
-	json_t *a = c->agent;
-
-	if (!a)
-		return json_pack("{s:b, s:s, s:s}", "running", 0, "socket", rw_g.socket, "error",
-				 strerror(-c->agent_err));
-	return json_pack("{s:b, s:s, s:O, s:O, s:O, s:O, s:O, s:O, s:O}", "running", 1, "socket",
-			 rw_g.socket, "ifprefix", json_object_get(a, "ifprefix") ?: json_null(),
-			 "policy_file", json_object_get(a, "policy_file") ?: json_null(),
-			 "apply_ms", json_object_get(a, "apply_ms") ?: json_null(), "last_error",
-			 json_object_get(a, "last_error") ?: json_null(), "attach",
-			 json_object_get(a, "attach") ?: json_null(), "cni",
-			 json_object_get(a, "cni") ?: json_null(), "policy_watch",
-			 json_object_get(a, "policy_watch") ?: json_null());
-}
 
 /* "tcx first", "tc first, 1 after", "tcx NOT FIRST (2 others)", "NOT ATTACHED" */
 static void hook_str(json_t *h, char *buf, size_t len)
@@ -222,12 +57,14 @@ static void print_plain(struct sctx *c, json_t *o)
 	json_t *maps = json_object_get(o, "maps"), *ev = json_object_get(o, "events"), *v;
 	const char *since = json_string_value(json_object_get(o, "ready_since"));
 	const char *applied = json_string_value(json_object_get(o, "applied"));
+	json_t *limits = json_object_get(o, "limits");
 	struct rw_table t;
 	size_t i;
 
-	if (c->ready)
+	if (json_is_true(json_object_get(o, "ready")))
 		printf("node:       READY, enforcing revision %llu%s%s\n",
-		       (unsigned long long)c->revision, since ? " since " : "", since ? since : "");
+		       (unsigned long long)json_integer_value(json_object_get(o, "revision")),
+		       since ? " since " : "", since ? since : "");
 	else
 		printf("node:       NOT READY: no policy applied, every sandbox packet is dropped "
 		       "(not-ready)\n");
@@ -300,9 +137,15 @@ static void print_plain(struct sctx *c, json_t *o)
 		       rw_g.socket, strerror(-c->agent_err));
 	}
 	printf("bpffs:      %s\n", c->bpffs);
-	printf("limits:     events %u/s burst %u per sandbox for drops and for new flows; "
-	       "conntrack %u flows per sandbox, %u per node\n",
-	       c->cfg.event_rate, c->cfg.event_burst, c->cfg.ct_per_sandbox, c->cfg.ct_node);
+	printf("limits:     events %lld/s burst %lld per sandbox for drops and for new flows; "
+	       "answers %lld/s burst %lld per sandbox; conntrack %lld flows per sandbox, %lld per "
+	       "node\n",
+	       json_integer_value(json_object_get(limits, "event_rate")),
+	       json_integer_value(json_object_get(limits, "event_burst")),
+	       json_integer_value(json_object_get(limits, "answer_rate")),
+	       json_integer_value(json_object_get(limits, "answer_burst")),
+	       json_integer_value(json_object_get(limits, "ct_per_sandbox")),
+	       json_integer_value(json_object_get(limits, "ct_node")));
 
 	printf("\nruns: %zu\n", json_array_size(runs));
 	rw_table_init(&t, 5, NULL, 0);
@@ -425,7 +268,8 @@ static int cmd_status(int argc, char **argv)
 	static const struct option opts[] = {
 		{"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {}};
 	struct sctx c = {.bpffs = rw_g.bpffs};
-	char err[512], applied[40] = "";
+	char err[512];
+	bool ready;
 	json_t *o;
 	int opt, ret;
 
@@ -475,49 +319,20 @@ static int cmd_status(int argc, char **argv)
 				       rw_g.socket, strerror(-c.agent_err));
 		return rw_fail(RW_EXIT_REFUSED, "%s", err);
 	}
-	c.mono_to_real = rw_mono_to_real_offset();
-	ret = rw_config_read(&c.dp, &c.cfg);
-	if (!ret)
-		ret = rw_cli_live_runs(&c.dp, &c.runs, &c.n_runs);
-	if (ret) {
-		ret = rw_fail(RW_EXIT_REFUSED, "reading the pinned maps: %s", strerror(-ret));
-		goto cleanup;
-	}
-	c.ready = RW_STATE_READY(c.cfg.state);
-	c.revision = c.ready ? RW_STATE_REVISION(c.cfg.state) : 0;
-	if (c.cfg.applied_ns)
-		rw_format_time((int64_t)c.cfg.applied_ns + c.mono_to_real, applied,
-			       sizeof(applied));
-
-	o = json_pack("{s:b, s:b, s:I, s:o, s:o, s:s, s:o, s:o, s:o, s:o, s:o}", "ok", 1, "ready",
-		      c.ready, "revision", (json_int_t)c.revision, "ready_since",
-		      c.agent ? json_incref(json_object_get(c.agent, "ready_since")) ?: json_null()
-			      : json_null(),
-		      "applied", jstr_or_null(applied), "bpffs", c.bpffs, "agent", agent_json(&c),
-		      "runs", runs_json(&c), "sandboxes",
-		      c.agent && json_is_array(json_object_get(c.agent, "sandboxes"))
-			      ? json_incref(json_object_get(c.agent, "sandboxes"))
-			      : sandboxes_from_kernel(&c),
-		      "maps", maps_json(&c), "events", events_json(&c));
+	o = rw_status_node(&c.dp, c.bpffs, rw_g.socket, c.agent, c.agent_err, err, sizeof(err));
 	if (!o) {
-		ret = rw_fail(RW_EXIT_REFUSED, "out of memory");
+		ret = rw_fail(RW_EXIT_REFUSED, "%s", err);
 		goto cleanup;
 	}
-	/* The agent's --event-rate, --ct-per-sandbox and --ct-node, as the kernel holds them. */
-	json_object_set_new(
-		o, "limits",
-		json_pack("{s:I, s:I, s:I, s:I}", "event_rate", (json_int_t)c.cfg.event_rate,
-			  "event_burst", (json_int_t)c.cfg.event_burst, "ct_per_sandbox",
-			  (json_int_t)c.cfg.ct_per_sandbox, "ct_node", (json_int_t)c.cfg.ct_node));
+	ready = json_is_true(json_object_get(o, "ready"));
 	if (rw_g.json) {
 		rw_cli_json_print(o);
 	} else {
 		print_plain(&c, o);
 		json_decref(o);
 	}
-	ret = c.ready ? RW_EXIT_OK : RW_EXIT_REFUSED;
+	ret = ready ? RW_EXIT_OK : RW_EXIT_REFUSED;
 cleanup:
-	rw_cli_runs_free(c.runs, c.n_runs);
 	rw_datapath_close(&c.dp);
 	json_decref(c.agent);
 	return ret;

@@ -250,6 +250,11 @@ json_t *rw_cli_counters_json(const struct rw_counters *c)
 			    json_pack("{s:I, s:I, s:I}", "sent", (json_int_t)c->events_sent, "lost",
 				      (json_int_t)c->events_lost, "suppressed",
 				      (json_int_t)c->events_suppressed));
+	json_object_set_new(o, "answers",
+			    json_pack("{s:I, s:I, s:I}", "rst",
+				      (json_int_t)c->answers[RW_ANSWER_RST], "icmp",
+				      (json_int_t)c->answers[RW_ANSWER_ICMP], "budget",
+				      (json_int_t)c->answers[RW_ANSWER_BUDGET]));
 	return o;
 }
 
@@ -277,10 +282,14 @@ void rw_cli_counters_summary(const struct rw_counters *c, char *buf, size_t len)
 	uint64_t drops = rw_cli_counters_drops(c);
 
 	snprintf(buf, len,
-		 "%llu drop%s, %llu allowed; events: %llu sent, %llu suppressed, %llu lost",
+		 "%llu drop%s, %llu allowed; events: %llu sent, %llu suppressed, %llu lost; "
+		 "answers: %llu rst, %llu icmp, %llu over budget",
 		 (unsigned long long)drops, drops == 1 ? "" : "s",
 		 (unsigned long long)rw_cli_counters_allowed(c), (unsigned long long)c->events_sent,
-		 (unsigned long long)c->events_suppressed, (unsigned long long)c->events_lost);
+		 (unsigned long long)c->events_suppressed, (unsigned long long)c->events_lost,
+		 (unsigned long long)c->answers[RW_ANSWER_RST],
+		 (unsigned long long)c->answers[RW_ANSWER_ICMP],
+		 (unsigned long long)c->answers[RW_ANSWER_BUDGET]);
 }
 
 void rw_cli_counters_print(FILE *f, const struct rw_counters *c, const char *indent)
@@ -421,8 +430,11 @@ void rw_cli_verdict_str(const struct rw_cli_verdict *v, char *buf, size_t len)
 	if (v->verdict == RW_VERDICT_ALLOW)
 		snprintf(buf, len, "allowed via %s%s%s", rw_path_name(v->path),
 			 v->rule[0] ? " " : "", v->rule);
-	else
+	else if (v->answer == RW_ANSWER_NONE)
 		snprintf(buf, len, "refused: %s", rw_reason_name(v->reason));
+	else
+		snprintf(buf, len, "refused: %s, answered with %s", rw_reason_name(v->reason),
+			 rw_answer_name(v->answer));
 }
 
 void rw_cli_verdict_context(const struct rw_cli_verdict *v, char *buf, size_t len)
@@ -468,14 +480,15 @@ json_t *rw_cli_verdict_json(const struct rw_cli_probe *p, const struct rw_cli_ve
 
 	rw_cli_ip(p->src, src, sizeof(src));
 	rw_cli_ip(p->dst, dst, sizeof(dst));
-	return json_pack("{s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:I, s:s, s:s, s:i, s:s, s:i, s:s, "
-			 "s:s}",
+	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:I, s:s, s:s, s:i, s:s, s:i, "
+			 "s:s, s:s}",
 			 "verdict", v->verdict == RW_VERDICT_ALLOW ? "allow" : "drop", "reason",
-			 rw_reason_name(v->reason), "path", rw_path_name(v->path), "rule", v->rule,
-			 "rule_id", (int)v->rule_id, "run", v->run, "gen", (int)v->gen, "revision",
-			 (json_int_t)v->revision, "dir", rw_dir_name(p->dir), "src", src, "sport",
-			 (int)p->sport, "dst", dst, "dport", (int)p->dport, "proto",
-			 rw_proto_name(p->proto), "source", v->source ? v->source : "live");
+			 rw_reason_name(v->reason), "path", rw_path_name(v->path), "answer",
+			 rw_answer_name(v->answer), "rule", v->rule, "rule_id", (int)v->rule_id,
+			 "run", v->run, "gen", (int)v->gen, "revision", (json_int_t)v->revision,
+			 "dir", rw_dir_name(p->dir), "src", src, "sport", (int)p->sport, "dst", dst,
+			 "dport", (int)p->dport, "proto", rw_proto_name(p->proto), "source",
+			 v->source ? v->source : "live");
 }
 
 /* ---- the kernel's state, read only ------------------------------------------------------- */
@@ -512,219 +525,6 @@ enum rw_cli_map rw_cli_map_of(enum rw_map_id id)
 	return i < 0 ? RW_CLI_MAP__COUNT : (enum rw_cli_map)i;
 }
 
-static const char *map_type(int fd)
-{
-	struct bpf_map_info info = {};
-	__u32 len = sizeof(info);
-	const char *s;
-
-	if (bpf_obj_get_info_by_fd(fd, &info, &len))
-		return "?";
-	s = libbpf_bpf_map_type_str(info.type);
-	return s ? s : "?";
-}
-
-int rw_cli_map_fill(const struct rw_datapath *dp, struct rw_cli_fill fill[RW_M__COUNT])
-{
-	static const __u32 key_size[RW_M__COUNT] = {
-		[RW_M_CONFIG] = 4,
-		[RW_M_ENDPOINTS] = 4,
-		[RW_M_PODS] = sizeof(__be32),
-		[RW_M_ALLOW_EXACT] = sizeof(struct rw_allow_key),
-		[RW_M_ALLOW_CIDR] = sizeof(struct rw_allow_lpm_key),
-		[RW_M_DENY] = sizeof(struct rw_cidr_lpm_key),
-		[RW_M_INBOUND] = sizeof(struct rw_inbound_lpm_key),
-		[RW_M_CONNTRACK] = sizeof(struct rw_ct_key),
-		[RW_M_COUNTERS] = 4,
-		[RW_M_EVENT_BUDGET] = 4,
-		[RW_M_RUN_REVS] = 4,
-	};
-	static const __u32 inner_max[RW_M__COUNT] = {
-		[RW_M_PODS] = RW_MAX_PODS,
-		[RW_M_ALLOW_EXACT] = RW_MAX_ALLOW_EXACT,
-		[RW_M_ALLOW_CIDR] = RW_MAX_ALLOW_CIDR,
-		[RW_M_DENY] = RW_MAX_DENY,
-		[RW_M_INBOUND] = RW_MAX_INBOUND,
-	};
-	struct rw_cli_run *runs;
-	size_t n_runs;
-
-	for (int i = 0; i < RW_M__COUNT; i++) {
-		struct rw_cli_fill *f = &fill[i];
-		int fd = dp->map_fd[i];
-
-		f->name = rw_cli_map_names[rw_cli_map_of(i)];
-		f->pin = rw_map_names[i];
-		f->type = map_type(fd);
-		f->max_entries = rw_cli_max_entries(fd);
-		switch (i) {
-		case RW_M_PODS:
-		case RW_M_ALLOW_EXACT:
-		case RW_M_ALLOW_CIDR:
-		case RW_M_DENY:
-		case RW_M_INBOUND: {
-			int inner = rw_live_inner_fd(dp, i);
-
-			f->max_entries = inner_max[i];
-			if (inner == -ENOENT) {
-				f->entries = 0;
-				break;
-			}
-			if (inner < 0) {
-				f->entries = inner;
-				break;
-			}
-			f->type = map_type(inner);
-			f->max_entries = rw_cli_max_entries(inner);
-			f->entries = rw_cli_count_entries(inner, key_size[i]);
-			close(inner);
-			break;
-		}
-		case RW_M_COUNTERS:
-		case RW_M_RUN_REVS:
-			f->entries = rw_cli_live_runs(dp, &runs, &n_runs);
-			if (!f->entries) {
-				f->entries = 1 + (long long)n_runs;
-				rw_cli_runs_free(runs, n_runs);
-			}
-			break;
-		case RW_M_CONNTRACK: {
-			/* Flows of every sandbox's table, against the node's size. */
-			struct rw_config cfg;
-			__u32 key, *prev = NULL;
-
-			f->entries = 0;
-			while (bpf_map_get_next_key(fd, prev, &key) == 0) {
-				int inner = rw_conntrack_table_fd(dp, key);
-
-				prev = &key;
-				if (inner < 0)
-					continue;
-				f->entries += rw_cli_count_entries(inner, sizeof(struct rw_ct_key));
-				close(inner);
-			}
-			if (rw_config_read(dp, &cfg) == 0 && cfg.ct_node)
-				f->max_entries = cfg.ct_node;
-			break;
-		}
-		case RW_M_EVENTS: {
-			__u32 size;
-
-			f->entries = rw_cli_ring_pending(fd, &size);
-			f->max_entries = size;
-			break;
-		}
-		default:
-			f->entries = rw_cli_count_entries(fd, key_size[i]);
-		}
-	}
-	return 0;
-}
-
-void rw_cli_runs_free(struct rw_cli_run *runs, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(runs[i].pods);
-	free(runs);
-}
-
-static int run_cmp(const void *a, const void *b)
-{
-	const struct rw_cli_run *x = a, *y = b;
-
-	return x->idx < y->idx ? -1 : x->idx > y->idx;
-}
-
-static int ip_cmp(const void *a, const void *b)
-{
-	__u32 x = ntohl(*(const __be32 *)a), y = ntohl(*(const __be32 *)b);
-
-	return x < y ? -1 : x > y;
-}
-
-static int add_pod(struct rw_cli_run **runs, size_t *n, size_t *cap, __be32 ip,
-		   const struct rw_pod *pod)
-{
-	struct rw_cli_run *r = NULL;
-	__be32 *pods;
-
-	for (size_t i = 0; i < *n; i++) {
-		if ((*runs)[i].idx == pod->run_idx &&
-		    !strncmp((*runs)[i].id, pod->run_id, RW_RUN_ID_LEN)) {
-			r = &(*runs)[i];
-			break;
-		}
-	}
-	if (!r) {
-		if (*n == *cap) {
-			size_t c = *cap ? *cap * 2 : 16;
-			struct rw_cli_run *grown = realloc(*runs, c * sizeof(*grown));
-
-			if (!grown)
-				return -ENOMEM;
-			*runs = grown;
-			*cap = c;
-		}
-		r = &(*runs)[(*n)++];
-		memset(r, 0, sizeof(*r));
-		snprintf(r->id, sizeof(r->id), "%.*s", RW_RUN_ID_LEN - 1, pod->run_id);
-		r->idx = pod->run_idx;
-		r->gen = pod->run_gen;
-		r->egress = pod->egress_mode;
-	}
-	pods = realloc(r->pods, (r->n_pods + 1) * sizeof(*pods));
-	if (!pods)
-		return -ENOMEM;
-	r->pods = pods;
-	r->pods[r->n_pods++] = ip;
-	return 0;
-}
-
-int rw_cli_live_runs(const struct rw_datapath *dp, struct rw_cli_run **out, size_t *n_out)
-{
-	struct rw_cli_run *runs = NULL;
-	size_t n = 0, cap = 0;
-	__be32 key, *prev = NULL;
-	struct rw_pod pod;
-	int fd, err = 0;
-
-	*out = NULL;
-	*n_out = 0;
-	fd = rw_live_inner_fd(dp, RW_M_PODS);
-	if (fd == -ENOENT)
-		return 0;
-	if (fd < 0)
-		return fd;
-	while (bpf_map_get_next_key(fd, prev, &key) == 0) {
-		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, &pod))
-			continue;
-		err = add_pod(&runs, &n, &cap, key, &pod);
-		if (err)
-			goto cleanup;
-	}
-	qsort(runs, n, sizeof(*runs), run_cmp);
-	for (size_t i = 0; i < n; i++)
-		qsort(runs[i].pods, runs[i].n_pods, sizeof(__be32), ip_cmp);
-	*out = runs;
-	*n_out = n;
-	runs = NULL;
-	n = 0;
-cleanup:
-	rw_cli_runs_free(runs, n);
-	close(fd);
-	return err;
-}
-
-int rw_cli_run_find(const struct rw_cli_run *runs, size_t n, const char *id, __u32 idx)
-{
-	for (size_t i = 0; i < n; i++) {
-		if (id ? !strcmp(runs[i].id, id) : runs[i].idx == idx)
-			return (int)i;
-	}
-	return -ENOENT;
-}
-
 int rw_cli_pod_ifindex(const struct rw_datapath *dp, __be32 pod, __u32 *ifindex)
 {
 	int fd = dp->map_fd[RW_M_ENDPOINTS];
@@ -741,49 +541,6 @@ int rw_cli_pod_ifindex(const struct rw_datapath *dp, __be32 pod, __u32 *ifindex)
 		return -ENOENT;
 	*ifindex = found;
 	return 0;
-}
-
-long rw_cli_count_entries(int fd, __u32 key_size)
-{
-	__u8 key[64], next[64];
-	void *prev = NULL;
-	long n = 0;
-
-	if (key_size > sizeof(key))
-		return -E2BIG;
-	while (bpf_map_get_next_key(fd, prev, next) == 0) {
-		memcpy(key, next, key_size);
-		prev = key;
-		n++;
-	}
-	return errno == ENOENT ? n : -errno;
-}
-
-__u32 rw_cli_max_entries(int fd)
-{
-	struct bpf_map_info info = {};
-	__u32 len = sizeof(info);
-
-	if (bpf_obj_get_info_by_fd(fd, &info, &len))
-		return 0;
-	return info.max_entries;
-}
-
-long long rw_cli_ring_pending(int fd, __u32 *size)
-{
-	long page = sysconf(_SC_PAGESIZE);
-	unsigned long cons, prod;
-	void *m;
-
-	*size = rw_cli_max_entries(fd);
-	/* The consumer position page, then the producer's: both readable by anyone with the fd. */
-	m = mmap(NULL, 2 * page, PROT_READ, MAP_SHARED, fd, 0);
-	if (m == MAP_FAILED)
-		return -errno;
-	cons = __atomic_load_n((unsigned long *)m, __ATOMIC_ACQUIRE);
-	prod = __atomic_load_n((unsigned long *)((char *)m + page), __ATOMIC_ACQUIRE);
-	munmap(m, 2 * page);
-	return (long long)(prod - cons);
 }
 
 /* ---- the agent ----------------------------------------------------------------------------- */

@@ -20,6 +20,8 @@
 
 #include "runwall.h"
 #include "datapath.h"
+#include "liveruns.h"
+#include "mapfill.h"
 #include "parse.h"
 #include "policy.h"
 
@@ -160,6 +162,7 @@ struct rw_cli_verdict {
 	__u8 verdict; /* enum rw_verdict */
 	__u8 reason;
 	__u8 path;
+	__u8 answer; /* enum rw_answer the refusal gets, its budget aside */
 	__u32 rule_id;
 	char rule[128];		 /* rw_rule_name() */
 	char run[RW_RUN_ID_LEN]; /* "" when the pod belongs to no run */
@@ -176,7 +179,9 @@ size_t rw_cli_build_packet(const struct rw_cli_probe *p, __u8 *buf, size_t len);
 /* "egress 10.1.2.3:40000 -> 172.20.0.10:443 tcp" */
 void rw_cli_probe_str(const struct rw_cli_probe *p, char *buf, size_t len);
 
-/* "allowed via rule services[0] egress-proxy", "allowed via open", "refused: dns" */
+/* "allowed via rule services[0] egress-proxy", "allowed via open", "refused: dns",
+ * "refused: not-allowlisted, answered with rst"
+ */
 void rw_cli_verdict_str(const struct rw_cli_verdict *v, char *buf, size_t len);
 
 /* "run run-7f3a gen 12, revision 12" or "no run, revision 12" */
@@ -190,7 +195,7 @@ void rw_cli_verdict_context(const struct rw_cli_verdict *v, char *buf, size_t le
 void rw_cli_explain_line(const struct rw_cli_probe *p, const struct rw_cli_verdict *now,
 			 const struct rw_cli_verdict *with, char *buf, size_t len);
 
-/* {"verdict":"allow","reason":...,"path":...,"rule":...,"rule_id":N,"run":...,"gen":N,
+/* {"verdict":"allow","reason":...,"path":...,"answer":...,"rule":...,"rule_id":N,"run":...,"gen":N,
  *  "revision":N,"dir":...,"src":...,"sport":N,"dst":...,"dport":N,"proto":...,"source":...}
  */
 json_t *rw_cli_verdict_json(const struct rw_cli_probe *p, const struct rw_cli_verdict *v);
@@ -203,48 +208,10 @@ json_t *rw_cli_verdict_json(const struct rw_cli_probe *p, const struct rw_cli_ve
  */
 int rw_cli_open(struct rw_datapath *dp, const char *bpffs, char *err, size_t errlen);
 
-/* How full one pinned map is. For the slotted policy maps, the live slot's inner map (entries 0
- * when the node is not ready); for rw_counters, the counter indexes in use (node + live runs);
- * for rw_events, the bytes not consumed yet out of the ring's size.
- */
-struct rw_cli_fill {
-	const char *name;  /* what `runwall map` calls it: "allow" */
-	const char *pin;   /* pinned as: "rw_allow_exact" */
-	const char *type;  /* "hash", "lpm_trie", ... (of the inner map for slotted ones) */
-	long long entries; /* -errno when it could not be counted */
-	__u32 max_entries;
-};
-
-int rw_cli_map_fill(const struct rw_datapath *dp, struct rw_cli_fill fill[RW_M__COUNT]);
 enum rw_cli_map rw_cli_map_of(enum rw_map_id id);
-
-/* A run of the live slot, as the pods map says. */
-struct rw_cli_run {
-	char id[RW_RUN_ID_LEN];
-	__u32 idx;
-	__u32 gen;
-	__u8 egress;
-	__be32 *pods;
-	size_t n_pods;
-};
-
-/* The runs of the live slot, by counter index (none when the node is not ready). */
-int rw_cli_live_runs(const struct rw_datapath *dp, struct rw_cli_run **runs, size_t *n);
-void rw_cli_runs_free(struct rw_cli_run *runs, size_t n);
-/* Index in runs[] of the run with this id or counter index (id NULL), -ENOENT when none. */
-int rw_cli_run_find(const struct rw_cli_run *runs, size_t n, const char *id, __u32 idx);
 
 /* The veth a pod IP is bound to in rw_endpoints (-ENOENT: none). */
 int rw_cli_pod_ifindex(const struct rw_datapath *dp, __be32 pod, __u32 *ifindex);
-
-/* Entries in a map (by walking its keys), or a negative errno. */
-long rw_cli_count_entries(int fd, __u32 key_size);
-
-/* max_entries of a map, 0 on error. */
-__u32 rw_cli_max_entries(int fd);
-
-/* Bytes written to a ring buffer map and not consumed yet (-errno when it cannot be mapped). */
-long long rw_cli_ring_pending(int fd, __u32 *size);
 
 /* ---- the agent ----------------------------------------------------------------------------- */
 

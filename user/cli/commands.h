@@ -6,10 +6,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-/* Exit codes, for every command (docs/cli/README.md "Exit codes"). */
-#define RW_EXIT_OK	0 /* done / found / applied */
-#define RW_EXIT_REFUSED 1 /* refused, not found, not ready, a check failed */
-#define RW_EXIT_USAGE	2 /* bad usage, or no agent where one is needed */
+#include "util.h" /* RW_EXIT_* */
 
 struct rw_globals {
 	const char *bpffs;  /* --bpffs: the pin folder */
@@ -20,9 +17,8 @@ struct rw_globals {
 
 extern struct rw_globals rw_g;
 
-/* One command, bpftool-style: each lives in its own file (user/cli/cli_NAME.c, the agent's in
- * user/agent/main_loop.c) with its usage, its options and its handler, and is one line of the
- * table in main.c. The usage text is written here once: `runwall help NAME`, `runwall NAME
+/* One command, bpftool-style: each lives in its own file (user/cli/cli_NAME.c) with its usage,
+ * its options and its handler, and is one line of the table in main.c. The usage text is written here once: `runwall help NAME`, `runwall NAME
  * --help` and every usage error print it from this struct.
  */
 struct rw_cmd {

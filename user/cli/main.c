@@ -69,6 +69,12 @@ int rw_cmd_usage_error(const struct rw_cmd *cmd, const char *fmt, ...)
 	return rw_fail(RW_EXIT_USAGE, "%s: %s (usage: runwall %s)", cmd->name, msg, cmd->grammar);
 }
 
+/* The library's log lines (the agent's log among them) go to stderr. */
+static void print_stderr(enum rw_log_level level, const char *line)
+{
+	fputs(line, stderr);
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -166,6 +172,7 @@ int main(int argc, char **argv)
 	if (argc < 0)
 		return RW_EXIT_USAGE;
 	rw_log_verbosity = RW_LOG_INFO + rw_g.verbose;
+	rw_log_set_print(print_stderr);
 	rw_log_setup_libbpf();
 	if (help) {
 		usage(stdout);

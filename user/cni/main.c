@@ -431,6 +431,12 @@ static int cmd_admin(int argc, char **argv)
 	return 0;
 }
 
+/* The library's log lines go to stderr, the runtime's log. */
+static void print_stderr(enum rw_log_level level, const char *line)
+{
+	fputs(line, stderr);
+}
+
 int main(int argc, char **argv)
 {
 	const char *cmd = getenv("CNI_COMMAND");
@@ -446,6 +452,7 @@ int main(int argc, char **argv)
 		return strcmp(argv[1], "--help") && strcmp(argv[1], "-h") ? 2 : 0;
 	}
 	/* stdout carries the result and nothing else; messages go to stderr (the runtime's log). */
+	rw_log_set_print(print_stderr);
 	rw_log_setup_libbpf();
 	if (!cmd || !*cmd)
 		return cni_error(NULL, RW_CNI_E_ENV, "CNI_COMMAND is not set",

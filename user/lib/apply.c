@@ -107,9 +107,11 @@ struct rw_apply_cache {
 
 static long fault_after_next = -1;
 
-/* Test hook (tests/netns/test_faults.sh): RUNWALL_APPLY_FAULT=STEP[:REVISION] aborts the process
- * at a named step of an apply (before-write, half, after-flip), to show that a crash at any step
- * leaves the old or the new snapshot in force, never a mix. Unset, it costs one getenv().
+#ifdef RW_TEST_FAULTS
+/* Test hook (tests/netns/test_faults.sh), in the test build only (build/tests/runwall-faults):
+ * RUNWALL_APPLY_FAULT=STEP[:REVISION] aborts the process at a named step of an apply
+ * (before-write, half, after-flip), to show that a crash at any step leaves the old or the new
+ * snapshot in force, never a mix.
  */
 static void fault_point(const char *step, uint64_t revision)
 {
@@ -120,6 +122,21 @@ static void fault_point(const char *step, uint64_t revision)
 	    (!f[n] || (f[n] == ':' && strtoull(f + n + 1, NULL, 10) == revision)))
 		abort();
 }
+
+static bool fault_hook_set(void)
+{
+	return getenv("RUNWALL_APPLY_FAULT") != NULL;
+}
+#else
+static void fault_point(const char *step, uint64_t revision)
+{
+}
+
+static bool fault_hook_set(void)
+{
+	return false;
+}
+#endif
 
 void rw_apply_inject_fault(long after_writes)
 {
@@ -400,7 +417,8 @@ static bool run_same(const struct rw_policy_run *a, const struct rw_policy_run *
 {
 	if ((a->digest[0] || a->digest[1]) && (b->digest[0] || b->digest[1]))
 		return a->digest[0] == b->digest[0] && a->digest[1] == b->digest[1];
-	if (a->n_pods != b->n_pods || a->egress != b->egress || a->n_allow != b->n_allow ||
+	if (a->n_pods != b->n_pods || a->egress != b->egress || a->refusal != b->refusal ||
+	    a->n_allow != b->n_allow ||
 	    !bytes_equal(a->pods, b->pods, a->n_pods * sizeof(*a->pods)))
 		return false;
 	for (size_t i = 0; i < a->n_allow; i++) {
@@ -454,6 +472,7 @@ static int shadow_build(struct shadow *s, const struct rw_policy *p, const struc
 		g->pod.run_idx = slots[r].idx;
 		g->pod.run_gen = slots[r].gen;
 		g->pod.egress_mode = rw_policy_run_egress(p, run);
+		g->pod.refusal = rw_policy_run_refusal(p, run);
 		snprintf(g->pod.run_id, sizeof(g->pod.run_id), "%s", run->id);
 		if (slots[r].same && live && live->known) {
 			const struct group *lg = shadow_find(live, run->id);
@@ -779,7 +798,7 @@ static int run_ops(struct rw_apply_cache *c, __u32 slot, const struct ops *ops,
 	/* Big writes are shared by two threads, a phase at a time (run_phase()); one thread when a
 	 * fault is injected, for its step to be exact.
 	 */
-	if (c->fault_after < 0 && !getenv("RUNWALL_APPLY_FAULT")) {
+	if (c->fault_after < 0 && !fault_hook_set()) {
 		ret = run_phase(c, slot, ops->del, false, err, errlen);
 		return ret ? ret : run_phase(c, slot, ops->upd, true, err, errlen);
 	}
@@ -833,6 +852,18 @@ static int grace_period(const struct rw_datapath *dp, const struct rw_apply_cach
 
 	return bpf_map_update_elem(dp->map_fd[RW_M_PODS], &slot, &c->fd[0][0], BPF_ANY) ? -errno
 											: 0;
+}
+
+static void cache_free(struct rw_apply_cache *c)
+{
+	shadow_reset(&c->spare);
+	for (int s = 0; s < RW_SLOTS; s++) {
+		shadow_reset(&c->shadow[s]);
+		for (int t = 0; t < POLICY_TABLES; t++)
+			if (c->fd[s][t] >= 0)
+				close(c->fd[s][t]);
+	}
+	free(c);
 }
 
 int rw_apply_prepare(struct rw_datapath *dp, char *err, size_t errlen)
@@ -893,24 +924,16 @@ int rw_apply_prepare(struct rw_datapath *dp, char *err, size_t errlen)
 	for (int s = 0; s < RW_SLOTS; s++)
 		c->shadow[s].known = created[s];
 	dp->apply = c;
+	dp->apply_free = cache_free;
 	return 0;
 }
 
 void rw_apply_release(struct rw_datapath *dp)
 {
-	struct rw_apply_cache *c = dp->apply;
-
-	if (!c)
-		return;
-	shadow_reset(&c->spare);
-	for (int s = 0; s < RW_SLOTS; s++) {
-		shadow_reset(&c->shadow[s]);
-		for (int t = 0; t < POLICY_TABLES; t++)
-			if (c->fd[s][t] >= 0)
-				close(c->fd[s][t]);
-	}
-	free(c);
+	if (dp->apply)
+		cache_free(dp->apply);
 	dp->apply = NULL;
+	dp->apply_free = NULL;
 }
 
 void rw_apply_forget(const struct rw_datapath *dp)
@@ -1059,7 +1082,7 @@ static int assign_runs(const struct rw_datapath *dp, struct shadow *live_shadow,
 		slots[r].gen = lg ? lg->pod.run_gen : 0;
 		/* A run keeps its generation only when we know its policy did not change. */
 		slots[r].same = old && pg->pod_off == r && prev->egress == next->egress &&
-				run_same(old, run);
+				prev->refusal == next->refusal && run_same(old, run);
 		if (!slots[r].idx || !old ||
 		    (!slots[r].same && !rw_policy_run_equal(prev, old, next, run)))
 			slots[r].gen = (__u32)next->revision;
@@ -1210,8 +1233,8 @@ nomem:
 	return -ENOMEM;
 }
 
-int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
-	     const struct rw_policy *next, struct rw_apply_result *res, char *err, size_t errlen)
+int rw_apply(struct rw_datapath *dp, const struct rw_policy *prev, const struct rw_policy *next,
+	     struct rw_apply_result *res, char *err, size_t errlen)
 {
 	struct rw_apply_cache *c;
 	struct shadow ns = {};
@@ -1235,8 +1258,8 @@ int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
 				   (unsigned long long)next->revision,
 				   (unsigned long long)RW_STATE_REVISION(cfg.state));
 	if (!dp->apply) {
-		/* A datapath loaded for dry runs has no slots until its first apply. */
-		ret = rw_apply_prepare((struct rw_datapath *)dp, err, errlen);
+		/* No slots yet (a dry run's datapath, a test's): its first apply prepares them. */
+		ret = rw_apply_prepare(dp, err, errlen);
 		if (ret)
 			return ret;
 	}

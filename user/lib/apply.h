@@ -33,12 +33,14 @@ struct rw_apply_result {
  * untouched, the idle slot may be half written (the next apply rewrites it), and `err` says
  * why.
  */
-int rw_apply(const struct rw_datapath *dp, const struct rw_policy *prev,
-	     const struct rw_policy *next, struct rw_apply_result *res, char *err, size_t errlen);
+int rw_apply(struct rw_datapath *dp, const struct rw_policy *prev, const struct rw_policy *next,
+	     struct rw_apply_result *res, char *err, size_t errlen);
 
 /* Create the two slots' inner maps once, or adopt those the pinned outer maps hold (their
- * contents are then unknown: the first apply into each rewrites it in full). rw_datapath_load()
- * calls it; rw_apply() too, on a datapath that has none yet.
+ * contents are then unknown: the first apply into each rewrites it in full). The agent calls it
+ * right after rw_datapath_load(), so that the pins hold the slots from the start; rw_apply()
+ * calls it on a datapath that has none yet. rw_datapath_close() frees what it made through
+ * dp->apply_free (the datapath knows nothing of applies); rw_apply_release() frees it now.
  */
 int rw_apply_prepare(struct rw_datapath *dp, char *err, size_t errlen);
 void rw_apply_release(struct rw_datapath *dp);

@@ -13,7 +13,6 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "apply.h"
 #include "datapath.h"
 #include "reasons.h"
 #include "runwall.skel.h"
@@ -34,6 +33,11 @@ const char *const rw_map_shown_names[RW_M__COUNT] = {
 /* Event budget of a fresh node: enough for a sandbox's normal flows, not for a flood. */
 #define RW_DEFAULT_EVENT_RATE  200
 #define RW_DEFAULT_EVENT_BURST 400
+/* Answers to refused packets, per sandbox: enough for every connect() a program makes at once
+ * to fail fast, far below what a flood could make the node send.
+ */
+#define RW_DEFAULT_ANSWER_RATE	100
+#define RW_DEFAULT_ANSWER_BURST 100
 
 static void datapath_init(struct rw_datapath *dp, unsigned int flags)
 {
@@ -121,6 +125,8 @@ static int config_init(struct rw_datapath *dp)
 	cfg.layout_version = RW_LAYOUT_VERSION;
 	cfg.event_rate = RW_DEFAULT_EVENT_RATE;
 	cfg.event_burst = RW_DEFAULT_EVENT_BURST;
+	cfg.answer_rate = RW_DEFAULT_ANSWER_RATE;
+	cfg.answer_burst = RW_DEFAULT_ANSWER_BURST;
 	cfg.ct_per_sandbox = RW_CT_PER_SANDBOX;
 	cfg.ct_node = RW_CT_NODE;
 	return rw_config_write(dp, &cfg);
@@ -235,10 +241,6 @@ int rw_datapath_load_sized(struct rw_datapath *dp, const char *pin_dir, unsigned
 				    rw_map_names[RW_M_CONFIG], strerror(-err));
 			goto cleanup;
 		}
-		/* The slots' inner maps exist from the start and live as long as the pins. */
-		err = rw_apply_prepare(dp, errbuf, errlen);
-		if (err)
-			goto cleanup;
 	}
 	return 0;
 
@@ -319,7 +321,9 @@ int rw_datapath_pin_progs(const struct rw_datapath *dp)
 
 void rw_datapath_close(struct rw_datapath *dp)
 {
-	rw_apply_release(dp);
+	if (dp->apply && dp->apply_free)
+		dp->apply_free(dp->apply);
+	dp->apply = NULL;
 	if (dp->skel) {
 		runwall_bpf__destroy(dp->skel);
 	} else {
@@ -641,6 +645,8 @@ int rw_counters_read(const struct rw_datapath *dp, __u32 idx, struct rw_counters
 		sum->events_sent += per[c].events_sent;
 		sum->events_lost += per[c].events_lost;
 		sum->events_suppressed += per[c].events_suppressed;
+		for (int a = 0; a < RW_ANSWER_COUNT; a++)
+			sum->answers[a] += per[c].answers[a];
 	}
 cleanup:
 	free(per);

@@ -64,7 +64,11 @@ struct rw_datapath {
 	int prog_fd[RW_DIR_COUNT]; /* [RW_DIR_EGRESS] = rw_egress, -1 when not loaded */
 	int flip_fd;		   /* rw_flip; -1 where no flip can happen (rw_config_flip()) */
 	unsigned int flags;
-	struct rw_apply_cache *apply; /* the slots' inner maps and what they hold (apply.c) */
+	/* The slots' inner maps and what they hold (apply.c), and how rw_datapath_close() frees
+	 * them: set by rw_apply_prepare(), as libbpf's bpf_map__set_priv() takes a clear_priv.
+	 */
+	struct rw_apply_cache *apply;
+	void (*apply_free)(struct rw_apply_cache *c);
 };
 
 /* Load the programs; with a pin dir, reuse the maps pinned there (after checking their layout

@@ -66,16 +66,16 @@ json_t *rw_event_json(const struct rw_event *ev, const struct rw_policy *p, int6
 	addr(ev->daddr, dst);
 	rw_format_time((int64_t)ev->ts_ns + mono_to_real, when, sizeof(when));
 	rw_rule_name(p, ev->rule_id, rule, sizeof(rule));
-	return json_pack("{s:s, s:I, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:s, s:i, s:s, s:i, "
-			 "s:i, s:s, s:I}",
-			 "time", when, "ts_ns", (json_int_t)ev->ts_ns, "dir", rw_dir_name(ev->dir),
-			 "verdict", ev->verdict == RW_VERDICT_ALLOW ? "allow" : "drop", "reason",
-			 rw_reason_name(ev->reason), "path", rw_path_name(ev->path), "run",
-			 ev->run_id, "gen", (int)ev->run_gen, "src", src, "sport",
-			 (int)ntohs(ev->sport), "dst", dst, "dport", (int)ntohs(ev->dport), "proto",
-			 rw_packet_proto_name(ev->ethertype, ev->proto), "ifindex",
-			 (int)ev->ifindex, "rule_id", (int)ev->rule_id, "rule", rule, "revision",
-			 (json_int_t)ev->revision);
+	return json_pack(
+		"{s:s, s:I, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:s, s:i, s:s, "
+		"s:i, s:i, s:s, s:I}",
+		"time", when, "ts_ns", (json_int_t)ev->ts_ns, "dir", rw_dir_name(ev->dir),
+		"verdict", ev->verdict == RW_VERDICT_ALLOW ? "allow" : "drop", "reason",
+		rw_reason_name(ev->reason), "path", rw_path_name(ev->path), "answer",
+		rw_answer_name(ev->answer), "run", ev->run_id, "gen", (int)ev->run_gen, "src", src,
+		"sport", (int)ntohs(ev->sport), "dst", dst, "dport", (int)ntohs(ev->dport), "proto",
+		rw_packet_proto_name(ev->ethertype, ev->proto), "ifindex", (int)ev->ifindex,
+		"rule_id", (int)ev->rule_id, "rule", rule, "revision", (json_int_t)ev->revision);
 }
 
 static int lookup_name(const char *s, const char *(*name)(unsigned int), unsigned int max)
@@ -88,18 +88,18 @@ static int lookup_name(const char *s, const char *(*name)(unsigned int), unsigne
 
 int rw_event_from_json(json_t *o, struct rw_event *ev, char *rule, size_t rule_len)
 {
-	const char *dir, *verdict, *reason, *path, *run, *src, *dst, *proto, *r = "";
+	const char *dir, *verdict, *reason, *path, *run, *src, *dst, *proto, *r = "", *answer = "";
 	json_int_t ts, revision;
 	int gen, sport, dport, ifindex, rule_id, n;
 
 	memset(ev, 0, sizeof(*ev));
 	if (json_unpack(o,
-			"{s:I, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:s, s:i, s:s, s:i, "
+			"{s:I, s:s, s:s, s:s, s:s, s?s, s:s, s:i, s:s, s:i, s:s, s:i, s:s, s:i, "
 			"s:i, s?s, s:I}",
 			"ts_ns", &ts, "dir", &dir, "verdict", &verdict, "reason", &reason, "path",
-			&path, "run", &run, "gen", &gen, "src", &src, "sport", &sport, "dst", &dst,
-			"dport", &dport, "proto", &proto, "ifindex", &ifindex, "rule_id", &rule_id,
-			"rule", &r, "revision", &revision))
+			&path, "answer", &answer, "run", &run, "gen", &gen, "src", &src, "sport",
+			&sport, "dst", &dst, "dport", &dport, "proto", &proto, "ifindex", &ifindex,
+			"rule_id", &rule_id, "rule", &r, "revision", &revision))
 		return -EINVAL;
 	ev->ts_ns = ts;
 	ev->revision = revision;
@@ -109,6 +109,8 @@ int rw_event_from_json(json_t *o, struct rw_event *ev, char *rule, size_t rule_l
 	ev->reason = n < 0 ? 0xff : n;
 	n = lookup_name(path, rw_path_name, RW_PATH_COUNT);
 	ev->path = n < 0 ? 0 : n;
+	n = lookup_name(answer, rw_answer_name, RW_ANSWER_COUNT);
+	ev->answer = n < 0 ? RW_ANSWER_NONE : n; /* an older agent's events have none */
 	snprintf(ev->run_id, sizeof(ev->run_id), "%s", run);
 	ev->run_gen = gen;
 	inet_pton(AF_INET, src, &ev->saddr);
@@ -143,6 +145,21 @@ int rw_event_from_json(json_t *o, struct rw_event *ev, char *rule, size_t rule_l
 	return 0;
 }
 
+/* What the refused packet got back, for people: "" when nothing was due. */
+static const char *answer_note(unsigned int answer)
+{
+	switch (answer) {
+	case RW_ANSWER_RST:
+		return "  answered: rst";
+	case RW_ANSWER_ICMP:
+		return "  answered: icmp";
+	case RW_ANSWER_BUDGET:
+		return "  unanswered: over the answer budget";
+	default:
+		return "";
+	}
+}
+
 void rw_event_line(const struct rw_event *ev, const char *rule, int64_t mono_to_real, char *buf,
 		   size_t len)
 {
@@ -161,9 +178,9 @@ void rw_event_line(const struct rw_event *ev, const char *rule, int64_t mono_to_
 	else
 		snprintf(dst, sizeof(dst), "%s", a);
 	rw_format_time((int64_t)ev->ts_ns + mono_to_real, when, sizeof(when));
-	snprintf(buf, len, "%s  %-7s %-5s %-20s %-12s %21s -> %-21s %s%s%s", when,
+	snprintf(buf, len, "%s  %-7s %-5s %-20s %-12s %21s -> %-21s %s%s%s%s", when,
 		 rw_dir_name(ev->dir), ev->verdict == RW_VERDICT_ALLOW ? "allow" : "drop", what,
 		 ev->run_id[0] ? ev->run_id : "-", src, dst,
-		 rw_packet_proto_name(ev->ethertype, ev->proto), rule && rule[0] ? "  " : "",
-		 rule ? rule : "");
+		 rw_packet_proto_name(ev->ethertype, ev->proto), answer_note(ev->answer),
+		 rule && rule[0] ? "  " : "", rule ? rule : "");
 }

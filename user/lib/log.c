@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* log.c: stderr logging with levels; libbpf's messages routed through it. */
+/* log.c: log lines with levels and a UTC timestamp, handed to the front end's print callback;
+ * libbpf's messages routed through it.
+ */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <bpf/libbpf.h>
 
@@ -9,21 +14,37 @@
 
 int rw_log_verbosity = RW_LOG_INFO;
 
+static rw_log_print_fn print_fn;
+
 static const char *const level_names[] = {"error", "warn", "info", "debug", "trace"};
 
-static void vlog(enum rw_log_level level, const char *fmt, va_list ap)
+rw_log_print_fn rw_log_set_print(rw_log_print_fn fn)
 {
+	rw_log_print_fn old = __atomic_exchange_n(&print_fn, fn, __ATOMIC_ACQ_REL);
+
+	return old;
+}
+
+/* newline: end the line when the message does not (libbpf's messages carry their own). */
+static void vlog(enum rw_log_level level, bool newline, const char *fmt, va_list ap)
+{
+	rw_log_print_fn fn = __atomic_load_n(&print_fn, __ATOMIC_ACQUIRE);
+	char stamp[32], *msg = NULL, *line = NULL;
 	struct timespec ts;
 	struct tm tm;
-	char stamp[32];
+	size_t n;
 
-	if ((int)level > rw_log_verbosity)
+	if (!fn || (int)level > rw_log_verbosity || vasprintf(&msg, fmt, ap) < 0)
 		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
-	fprintf(stderr, "%s.%03ldZ %s ", stamp, ts.tv_nsec / 1000000, level_names[level]);
-	vfprintf(stderr, fmt, ap);
+	n = strlen(msg);
+	if (asprintf(&line, "%s.%03ldZ %s %s%s", stamp, ts.tv_nsec / 1000000, level_names[level],
+		     msg, newline && n && msg[n - 1] != '\n' ? "\n" : "") >= 0)
+		fn(level, line);
+	free(line);
+	free(msg);
 }
 
 void rw_log(enum rw_log_level level, const char *fmt, ...)
@@ -31,10 +52,8 @@ void rw_log(enum rw_log_level level, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vlog(level, fmt, ap);
+	vlog(level, true, fmt, ap);
 	va_end(ap);
-	if ((int)level <= rw_log_verbosity && fmt[0] && fmt[__builtin_strlen(fmt) - 1] != '\n')
-		fputc('\n', stderr);
 }
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -46,7 +65,7 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 				 : level == LIBBPF_INFO ? RW_LOG_DEBUG
 							: RW_LOG_TRACE;
 
-	vlog(ours, fmt, ap);
+	vlog(ours, false, fmt, ap);
 	return 0;
 }
 

@@ -1,11 +1,20 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
-/* log.h: one line per event worth an operator's attention, to stderr. */
+/* log.h: one line per event worth an operator's attention. The library formats the line and
+ * hands it to the print callback a front end sets (as libbpf's libbpf_set_print()); with none
+ * set, nothing is printed: the library itself never writes.
+ */
 #ifndef RUNWALL_LOG_H
 #define RUNWALL_LOG_H
 
 enum rw_log_level { RW_LOG_ERROR, RW_LOG_WARN, RW_LOG_INFO, RW_LOG_DEBUG, RW_LOG_TRACE };
 
 extern int rw_log_verbosity; /* messages up to this level are printed; default RW_LOG_INFO */
+
+/* A whole line: "2026-01-02T03:04:05.678Z warn MESSAGE\n". Called from any thread. */
+typedef void (*rw_log_print_fn)(enum rw_log_level level, const char *line);
+
+/* Sets the callback (NULL: print nothing) and returns the one it replaces. */
+rw_log_print_fn rw_log_set_print(rw_log_print_fn fn);
 
 void rw_log(enum rw_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -465,6 +465,24 @@ static int parse_egress(struct parser *ps, json_t *v, int *mode)
 	return 0;
 }
 
+static int parse_refusal(struct parser *ps, json_t *v, int *mode)
+{
+	char q[QUOTE_BUF];
+	const char *s = NULL;
+	int rc;
+
+	rc = parse_string(ps, v, &s);
+	if (rc)
+		return rc;
+	rc = rw_refusal_parse(s);
+	if (rc < 0)
+		return fail(ps, AT_VALUE,
+			    "%s is not a refusal mode (expected \"answer\" or \"drop\")",
+			    quote(q, s));
+	*mode = rc;
+	return 0;
+}
+
 static int parse_revision(struct parser *ps, json_t *v, uint64_t *revision)
 {
 	json_int_t r;
@@ -818,6 +836,7 @@ static int parse_run(struct parser *ps, json_t *v, struct rw_policy_run *run)
 	int rc;
 
 	run->egress = -1;
+	run->refusal = -1;
 	if (!json_is_object(v))
 		return fail_type(ps, v, "an object");
 	json_object_foreach(v, key, e)
@@ -831,11 +850,14 @@ static int parse_run(struct parser *ps, json_t *v, struct rw_policy_run *run)
 			have_pods = true;
 		} else if (!strcmp(key, "egress")) {
 			rc = parse_egress(ps, e, &run->egress);
+		} else if (!strcmp(key, "refusal")) {
+			rc = parse_refusal(ps, e, &run->refusal);
 		} else if (!strcmp(key, "allow")) {
 			rc = parse_rules(ps, e, false, &run->allow, &run->n_allow);
 		} else {
 			return fail(ps, AT_KEY,
-				    "unknown key (expected one of: id, pods, egress, allow)");
+				    "unknown key (expected one of: id, pods, egress, refusal, "
+				    "allow)");
 		}
 		if (rc)
 			return rc;
@@ -1078,6 +1100,7 @@ static int parse_root(struct parser *ps, json_t *root, struct rw_policy *p)
 	if (!json_is_object(root))
 		return fail_type(ps, root, "an object");
 	p->egress = RW_EGRESS_ALLOWLIST;
+	p->refusal = RW_REFUSAL_ANSWER;
 	json_object_foreach(root, key, v)
 	{
 		push_key(ps, key, k++);
@@ -1086,6 +1109,8 @@ static int parse_root(struct parser *ps, json_t *root, struct rw_policy *p)
 			have_revision = true;
 		} else if (!strcmp(key, "egress")) {
 			rc = parse_egress(ps, v, &p->egress);
+		} else if (!strcmp(key, "refusal")) {
+			rc = parse_refusal(ps, v, &p->refusal);
 		} else if (!strcmp(key, "deny")) {
 			rc = parse_deny(ps, v, p);
 		} else if (!strcmp(key, "services")) {
@@ -1097,7 +1122,7 @@ static int parse_root(struct parser *ps, json_t *root, struct rw_policy *p)
 		} else {
 			return fail(ps, AT_KEY,
 				    "unknown key (expected one of: revision, egress, "
-				    "deny, services, inbound, runs)");
+				    "refusal, deny, services, inbound, runs)");
 		}
 		if (rc)
 			return rc;
@@ -1285,6 +1310,7 @@ void rw_policy_run_digest(const struct rw_policy_run *r, uint64_t digest[2])
 		dg_word(&d, w);
 	}
 	dg_word(&d, (uint64_t)(int64_t)r->egress);
+	dg_word(&d, (uint64_t)(int64_t)r->refusal);
 	dg_word(&d, r->n_pods);
 	for (size_t i = 0; i < r->n_pods; i++)
 		dg_word(&d, r->pods[i]);
@@ -1514,6 +1540,7 @@ int rw_policy_run_equal(const struct rw_policy *a, const struct rw_policy_run *r
 {
 	return !strcmp(ra->id, rb->id) &&
 	       rw_policy_run_egress(a, ra) == rw_policy_run_egress(b, rb) &&
+	       rw_policy_run_refusal(a, ra) == rw_policy_run_refusal(b, rb) &&
 	       addrs_equal(ra->pods, ra->n_pods, rb->pods, rb->n_pods) &&
 	       rules_same_set(ra->allow, ra->n_allow, rb->allow, rb->n_allow);
 }
@@ -1536,6 +1563,26 @@ int rw_egress_parse(const char *name)
 	if (!strcmp(name, (n))) \
 		return (m);
 	RW_EGRESS_MODES(X)
+#undef X
+	return -EINVAL;
+}
+
+const char *rw_refusal_name(int mode)
+{
+#define X(m, name)       \
+	if (mode == (m)) \
+		return name;
+	RW_REFUSAL_MODES(X)
+#undef X
+	return "?";
+}
+
+int rw_refusal_parse(const char *name)
+{
+#define X(m, n)                 \
+	if (!strcmp(name, (n))) \
+		return (m);
+	RW_REFUSAL_MODES(X)
 #undef X
 	return -EINVAL;
 }
@@ -1738,6 +1785,13 @@ static int diff_runs(struct sbuf *sb, const struct rw_policy *old, const struct 
 				  rw_egress_name(en));
 			sep = "; ";
 		}
+		eo = rw_policy_run_refusal(old, o);
+		en = rw_policy_run_refusal(new, n);
+		if (eo != en) {
+			sb_printf(sb, "%srefusal %s -> %s", sep, rw_refusal_name(eo),
+				  rw_refusal_name(en));
+			sep = "; ";
+		}
 		if (!addrs_equal(o->pods, o->n_pods, n->pods, n->n_pods)) {
 			sb_printf(sb, "%spods", sep);
 			shown = 0;
@@ -1758,6 +1812,8 @@ static int diff_runs(struct sbuf *sb, const struct rw_policy *old, const struct 
 		sb_printf(sb, "+ run %s (%zu pod%s", n->id, n->n_pods, plural(n->n_pods));
 		if (n->egress >= 0)
 			sb_printf(sb, ", egress %s", rw_egress_name(n->egress));
+		if (n->refusal >= 0)
+			sb_printf(sb, ", refusal %s", rw_refusal_name(n->refusal));
 		if (n->n_allow)
 			sb_printf(sb, ", %zu allow rule%s", n->n_allow, plural(n->n_allow));
 		sb_printf(sb, ")\n");
@@ -1781,6 +1837,11 @@ int rw_policy_diff(const struct rw_policy *old, const struct rw_policy *new, cha
 	if (old != &empty && new != &empty && old->egress != new->egress) {
 		sb_printf(&sb, "~ egress %s -> %s\n", rw_egress_name(old->egress),
 			  rw_egress_name(new->egress));
+		count++;
+	}
+	if (old != &empty && new != &empty && old->refusal != new->refusal) {
+		sb_printf(&sb, "~ refusal %s -> %s\n", rw_refusal_name(old->refusal),
+			  rw_refusal_name(new->refusal));
 		count++;
 	}
 	count += diff_deny(&sb, old, new);

@@ -28,7 +28,8 @@ struct rw_policy_run {
 	char id[RW_RUN_ID_LEN];
 	__be32 *pods;
 	size_t n_pods;
-	int egress; /* enum rw_egress_mode, or -1: the node's */
+	int egress;  /* enum rw_egress_mode, or -1: the node's */
+	int refusal; /* enum rw_refusal_mode, or -1: the node's */
 	struct rw_policy_rule *allow;
 	size_t n_allow;
 	uint64_t digest[2]; /* rw_policy_run_digest(), set by the parser */
@@ -36,7 +37,8 @@ struct rw_policy_run {
 
 struct rw_policy {
 	uint64_t revision;
-	int egress; /* enum rw_egress_mode */
+	int egress;  /* enum rw_egress_mode */
+	int refusal; /* enum rw_refusal_mode */
 	struct rw_policy_cidr *deny;
 	size_t n_deny;
 	struct rw_policy_rule *services;
@@ -93,13 +95,30 @@ static inline int rw_policy_run_egress(const struct rw_policy *p, const struct r
 	return r->egress >= 0 ? r->egress : p->egress;
 }
 
-/* Whether two runs have the same policy (id, pods, egress, allow rules): used to keep a run's
+/* The refusal modes (enum rw_refusal_mode in runwall.h) and their names, once. */
+#define RW_REFUSAL_MODES(X)            \
+	X(RW_REFUSAL_ANSWER, "answer") \
+	X(RW_REFUSAL_DROP, "drop")
+
+/* "answer", "drop"; "?" for anything else. */
+const char *rw_refusal_name(int mode);
+
+/* The mode a name says, or -EINVAL. */
+int rw_refusal_parse(const char *name);
+
+/* What a run's refused packets get. */
+static inline int rw_policy_run_refusal(const struct rw_policy *p, const struct rw_policy_run *r)
+{
+	return r->refusal >= 0 ? r->refusal : p->refusal;
+}
+
+/* Whether two runs have the same policy (id, pods, egress, refusal, allow rules): used to keep a run's
  * generation across snapshots that do not change it.
  */
 int rw_policy_run_equal(const struct rw_policy *a, const struct rw_policy_run *ra,
 			const struct rw_policy *b, const struct rw_policy_run *rb);
 
-/* A 128-bit fingerprint of a run as written (id, pods, egress and allow rules, in order), so
+/* A 128-bit fingerprint of a run as written (id, pods, egress, refusal and allow rules, in order), so
  * that an apply finds the runs that did not change without reading both snapshots whole. The
  * parser sets it while the run is fresh in the cache. Not cryptographic: equal digests are
  * taken as equal runs.

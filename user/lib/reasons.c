@@ -19,6 +19,17 @@ static const char *const path_names[RW_PATH_COUNT] = {
 #undef RW_PATH_STR
 };
 
+static const char *const answer_names[RW_ANSWER_COUNT] = {
+#define RW_ANSWER_STR(name, num, str) [num] = str,
+	RW_ANSWERS(RW_ANSWER_STR)
+#undef RW_ANSWER_STR
+};
+
+const char *rw_answer_name(unsigned int answer)
+{
+	return answer < RW_ANSWER_COUNT ? answer_names[answer] : "?";
+}
+
 const char *rw_reason_name(unsigned int reason)
 {
 	return reason < RW_REASON_COUNT ? reason_names[reason] : "?";

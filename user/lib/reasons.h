@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
-/* reasons.h: names of reasons, allow paths and directions, as users see them. */
+/* reasons.h: names of reasons, allow paths, answers and directions, as users see them. */
 #ifndef RUNWALL_REASONS_H
 #define RUNWALL_REASONS_H
 
@@ -9,6 +9,7 @@
 const char *rw_reason_name(unsigned int reason); /* "not-allowlisted"; "?" if unknown */
 int rw_reason_parse(const char *name);		 /* reason number, or -EINVAL */
 const char *rw_path_name(unsigned int path);	 /* "rule-cidr" */
+const char *rw_answer_name(unsigned int answer); /* "none", "rst", "icmp", "budget" */
 const char *rw_dir_name(unsigned int dir);	 /* "egress" / "ingress" */
 const char *rw_proto_name(unsigned int proto);	 /* "tcp", "udp", "icmp", or "132" */
 

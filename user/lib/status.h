@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
-/* status.h: the status JSON's parts, built once: the agent's `status` reply on the control socket
- * and `runwall status` (with or without an agent) use the same builders, so a run, a sandbox and
- * a hook look the same wherever they come from (docs/cli/status.md).
+/* status.h: the status JSON, built once. rw_status_node() builds the node's document, the one
+ * `runwall status` prints (with or without an agent); its parts are built by the functions below,
+ * which the agent's `status` reply on the control socket (served too as /api/status) uses as
+ * well, so a run, a sandbox and a hook look the same wherever they come from
+ * (docs/cli/status.md).
  *
  * Each returns a new reference, or NULL when out of memory.
  */
@@ -12,6 +14,7 @@
 #include <jansson.h>
 #include <linux/types.h>
 
+#include "datapath.h"
 #include "runwall.h"
 
 /* {"attached":B, "mode":"tcx"|"tc"|"none", "first":B, "others":N}: who is on the hook of `dir`
@@ -29,5 +32,13 @@ json_t *rw_status_sandbox(const char *pin_dir, const char *ifname, int ifindex, 
 /* {"id", "idx", "gen", "since" (null when unknown), "egress":"allowlist"|"open", "pods":[IP]}. */
 json_t *rw_status_run(const char *id, __u32 idx, __u32 gen, const char *since, int egress,
 		      const __be32 *pods, size_t n_pods);
+
+/* The node's status: {"ok", "ready", "revision", "ready_since", "applied", "bpffs", "agent",
+ * "runs", "sandboxes", "maps", "events", "limits"} from the maps pinned at bpffs (dp) and, when
+ * the agent answered, its `status` reply `agent` (borrowed; NULL without one, agent_err saying
+ * why). NULL with err when the maps cannot be read.
+ */
+json_t *rw_status_node(const struct rw_datapath *dp, const char *bpffs, const char *socket,
+		       json_t *agent, int agent_err, char *err, size_t errlen);
 
 #endif /* RUNWALL_STATUS_H */

@@ -8,6 +8,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Exit codes of every front end (docs/cli/README.md "Exit codes"). */
+#define RW_EXIT_OK	0 /* done / found / applied */
+#define RW_EXIT_REFUSED 1 /* refused, not found, not ready, a check failed */
+#define RW_EXIT_USAGE	2 /* bad usage, or no agent where one is needed */
+
 /* CLOCK_MONOTONIC in milliseconds, with fractions: for durations and deadlines. */
 double rw_now_ms(void);
 

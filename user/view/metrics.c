@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli_util.h"
+#include "mapfill.h"
 #include "metrics.h"
 #include "reasons.h"
 
@@ -79,11 +79,39 @@ static void counters_family(struct out *o, const struct rw_datapath *dp,
 	}
 }
 
+/* The answers to refusals: sent back into the pod (rst, icmp) or not sent, over the sandbox's
+ * answer budget (budget), node-wide and per run.
+ */
+static void answers_family(struct out *o, const struct rw_datapath *dp,
+			   const struct rw_metrics_snap *s, const struct rw_counters *node)
+{
+	struct rw_counters c;
+	char labels[200];
+
+	family(o, "runwall_answers_total", "counter",
+	       "Refused packets by the answer they got: a TCP reset (rst) or ICMP unreachable (icmp) sent back into the pod, or none over the sandbox's answer budget (budget).");
+	for (int a = 1; a < RW_ANSWER_COUNT; a++) {
+		snprintf(labels, sizeof(labels), "answer=\"%s\"", rw_answer_name(a));
+		sample(o, "runwall_answers_total", labels, node->answers[a]);
+	}
+	family(o, "runwall_run_answers_total", "counter",
+	       "Refused packets per run with a sandbox on this node, by the answer they got.");
+	for (size_t i = 0; i < s->n_runs; i++) {
+		if (rw_counters_read(dp, s->runs[i].idx, &c))
+			continue;
+		for (int a = 1; a < RW_ANSWER_COUNT; a++) {
+			snprintf(labels, sizeof(labels), "run=\"%s\",answer=\"%s\"", s->runs[i].id,
+				 rw_answer_name(a));
+			sample(o, "runwall_run_answers_total", labels, c.answers[a]);
+		}
+	}
+}
+
 char *rw_metrics_text(const struct rw_datapath *dp, const struct rw_metrics_snap *s)
 {
 	static const char *const sbx_state[RW_SBX__COUNT] = {"enforced", "unbound", "no-run",
 							     "not-attached"};
-	struct rw_cli_fill fill[RW_M__COUNT];
+	struct rw_map_fill fill[RW_M__COUNT];
 	struct rw_counters c = {};
 	struct rw_config cfg = {};
 	struct out o = {};
@@ -102,6 +130,7 @@ char *rw_metrics_text(const struct rw_datapath *dp, const struct rw_metrics_snap
 	sample(&o, "runwall_events_total", "outcome=\"sent\"", c.events_sent);
 	sample(&o, "runwall_events_total", "outcome=\"lost\"", c.events_lost);
 	sample(&o, "runwall_events_total", "outcome=\"suppressed\"", c.events_suppressed);
+	answers_family(&o, dp, s, &c);
 	family(&o, "runwall_subscriber_events_total", "counter",
 	       "Events the agent wrote to its control socket subscribers, or skipped for a slow one.");
 	sample(&o, "runwall_subscriber_events_total", "outcome=\"delivered\"", s->delivered);
@@ -163,7 +192,7 @@ char *rw_metrics_text(const struct rw_datapath *dp, const struct rw_metrics_snap
 		}
 	}
 
-	if (rw_cli_map_fill(dp, fill) == 0) {
+	if (rw_map_fill(dp, fill) == 0) {
 		family(&o, "runwall_map_entries", "gauge",
 		       "Entries in each pinned map (policy maps: the live slot; events: bytes not read yet).");
 		for (int i = 0; i < RW_M__COUNT; i++) {

@@ -1,0 +1,312 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* cli_agent.c: `runwall agent`: its options, checked before anything is loaded, into struct
+ * agent_opts for rw_agent_run() (user/agent/agent_run.h, the agent's one entry point).
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent_run.h"
+#include "commands.h"
+#include "event_store.h"
+#include "http.h"
+#include "log.h"
+#include "netlink.h" /* RW_DEFAULT_IFPREFIX */
+#include "parse.h"
+#include "runwall.h"
+#include "util.h"
+
+#define MAX_RESYNC_SEC 86400
+#define MAX_EVENT_RATE 1000000
+#define MAX_CT_FLOWS   (1u << 30)
+
+static const char agent_options[] =
+	"  --policy FILE          snapshot to apply at start and whenever it changes\n"
+	"  --ifprefix LIST        interfaces to enforce on (default eni,vlan)\n"
+	"  --cni-conf-dir DIR     keep runwall-cni chained in the CNI conf file the runtime\n"
+	"                         loads from DIR, putting its entry back when it is rewritten\n"
+	"  --attach-mode MODE     auto (tcx, else tc), tcx or tc (default auto)\n"
+	"  --resync SECONDS       full resync period (default 10)\n"
+	"  --event-rate N[/BURST] events per second per sandbox, for drops and for new flows\n"
+	"                         each (default 200/400; 0: no limit)\n"
+	"  --answer-rate N[/BURST] answers to refused packets (TCP resets, ICMP unreachables)\n"
+	"                         per second per sandbox (default 100/100; 0: no limit)\n"
+	"  --ct-per-sandbox N     flows one sandbox may track (default 8192; new tables)\n"
+	"  --ct-node N            flows all sandboxes may track together (default 1048576)\n"
+	"  --max-endpoints N      sandbox veths the node binds at most (default and maximum\n"
+	"                         4096; fresh pins only: pinned ones keep their size)\n"
+	"  --listen ADDR:PORT     HTTP: /healthz, /readyz, /metrics, /api/..., the page (PORT\n"
+	"                         alone: 127.0.0.1; any other address needs --http-token-file)\n"
+	"  --probe-listen ADDR:PORT  /healthz and /readyz only, on a listener of their own\n"
+	"                         (loopback only; for the kubelet's probes)\n"
+	"  --http-token-file FILE bearer token the HTTP API requires (not /healthz, /readyz)\n"
+	"  --events N             recent events kept in memory for the API (default 10000)\n"
+	"  --node NAME            this node's name in events and requests (default: host name)\n"
+	"  --access-request-url URL  POST a network-access request for the first not-allowlisted\n"
+	"                         refusal of each run, generation, destination, port, protocol\n"
+	"  --access-request-queue N  requests waiting to be sent at most (default 256)\n"
+	"  --policy-url URL       follow the control plane (PolicyWatch, docs/policy-watch.md):\n"
+	"                         one long-lived https GET of snapshots and per-run changes\n"
+	"  --policy-ack-url URL   where outcomes are POSTed (default: the --policy-url path's\n"
+	"                         last segment replaced by ack)\n"
+	"  --policy-ca FILE       CA bundle the server's certificate must chain to\n"
+	"  --policy-cert FILE, --policy-key FILE  client certificate (mutual TLS)\n"
+	"  --policy-token-file FILE  bearer token sent with every request\n"
+	"  --policy-stall SECONDS cut the stream after this long without a complete message\n"
+	"                         (default 15; heartbeats expected every third of it)\n"
+	"  -v, --verbose          more log lines (-vv: libbpf's debug too)\n";
+
+/* The long options without a short letter. */
+enum {
+	OPT_POLICY_URL = 1000,
+	OPT_POLICY_ACK_URL,
+	OPT_POLICY_CA,
+	OPT_POLICY_CERT,
+	OPT_POLICY_KEY,
+	OPT_POLICY_TOKEN_FILE,
+	OPT_POLICY_STALL,
+};
+
+static int cmd_agent(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"policy", required_argument, NULL, 'p'},
+		{"ifprefix", required_argument, NULL, 'i'},
+		{"cni-conf-dir", required_argument, NULL, 'K'},
+		{"attach-mode", required_argument, NULL, 'm'},
+		{"resync", required_argument, NULL, 'r'},
+		{"event-rate", required_argument, NULL, 'e'},
+		{"answer-rate", required_argument, NULL, 'A'},
+		{"ct-per-sandbox", required_argument, NULL, 'C'},
+		{"ct-node", required_argument, NULL, 'N'},
+		{"max-endpoints", required_argument, NULL, 'M'},
+		{"listen", required_argument, NULL, 'H'},
+		{"health", required_argument, NULL, 'H'}, /* the old name of --listen */
+		{"probe-listen", required_argument, NULL, 'P'},
+		{"http-token-file", required_argument, NULL, 'T'},
+		{"events", required_argument, NULL, 'E'},
+		{"node", required_argument, NULL, 'n'},
+		{"access-request-url", required_argument, NULL, 'U'},
+		{"access-request-queue", required_argument, NULL, 'Q'},
+		{"policy-url", required_argument, NULL, OPT_POLICY_URL},
+		{"policy-ack-url", required_argument, NULL, OPT_POLICY_ACK_URL},
+		{"policy-ca", required_argument, NULL, OPT_POLICY_CA},
+		{"policy-cert", required_argument, NULL, OPT_POLICY_CERT},
+		{"policy-key", required_argument, NULL, OPT_POLICY_KEY},
+		{"policy-token-file", required_argument, NULL, OPT_POLICY_TOKEN_FILE},
+		{"policy-stall", required_argument, NULL, OPT_POLICY_STALL},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{}};
+	struct agent_opts a = {.ifprefix = RW_DEFAULT_IFPREFIX, .resync_sec = 10};
+	char node[RW_NODE_LEN] = "", verr[400];
+	static const char *const attach_modes[] = {
+		[RW_ATTACH_AUTO] = "auto", [RW_ATTACH_TCX] = "tcx", [RW_ATTACH_TC] = "tc"};
+	unsigned long long v;
+	char msg[256];
+	int c, err, ret;
+
+	/* The key of the tables a sandbox's traffic fills, taken before any of it is seen. */
+	(void)rw_hash_key();
+	while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'v':
+			rw_log_verbosity++;
+			break;
+		case 'p':
+			a.policy_path = optarg;
+			break;
+		case 'i':
+			a.ifprefix = optarg;
+			break;
+		case 'K':
+			a.cni_conf_dir = optarg;
+			break;
+		case 'm':
+			err = rw_name_lookup(optarg, "--attach-mode", attach_modes,
+					     sizeof(attach_modes) / sizeof(attach_modes[0]), msg,
+					     sizeof(msg));
+			if (err < 0)
+				return rw_fail(RW_EXIT_USAGE, "agent: %s", msg);
+			a.attach_mode = err;
+			break;
+		case 'r':
+			if (rw_parse_uint(optarg, MAX_RESYNC_SEC, &v) || v < 1)
+				return rw_fail(RW_EXIT_USAGE,
+					       "agent: --resync '%s': expected "
+					       "seconds, 1 to %d",
+					       optarg, MAX_RESYNC_SEC);
+			a.resync_sec = (int)v;
+			break;
+		case 'e':
+			if (rw_parse_rate(optarg, MAX_EVENT_RATE, &a.rate, &a.burst))
+				return rw_fail(RW_EXIT_USAGE,
+					       "agent: --event-rate '%s': expected "
+					       "N or N/BURST, 0 to %d (BURST at least 1)",
+					       optarg, MAX_EVENT_RATE);
+			a.have_rate = true;
+			break;
+		case 'A':
+			if (rw_parse_rate(optarg, MAX_EVENT_RATE, &a.answer_rate, &a.answer_burst))
+				return rw_fail(RW_EXIT_USAGE,
+					       "agent: --answer-rate '%s': expected "
+					       "N or N/BURST, 0 to %d (BURST at least 1)",
+					       optarg, MAX_EVENT_RATE);
+			a.have_answer_rate = true;
+			break;
+		case 'C':
+		case 'N':
+			if (rw_parse_uint(optarg, MAX_CT_FLOWS, &v) || v < 1)
+				return rw_fail(RW_EXIT_USAGE,
+					       "agent: --%s '%s': expected a number of "
+					       "flows, 1 to %u",
+					       c == 'C' ? "ct-per-sandbox" : "ct-node", optarg,
+					       MAX_CT_FLOWS);
+			*(c == 'C' ? &a.ct_per_sandbox : &a.ct_node) = v;
+			break;
+		case 'M':
+			if (rw_parse_uint(optarg, RW_MAX_ENDPOINTS, &v) || v < 1)
+				return rw_fail(RW_EXIT_USAGE,
+					       "agent: --max-endpoints '%s': expected a number of "
+					       "veths, 1 to %d",
+					       optarg, RW_MAX_ENDPOINTS);
+			a.max_endpoints = v;
+			break;
+		case 'H':
+			a.view.listen = optarg;
+			break;
+		case 'P':
+			a.view.probe_listen = optarg;
+			break;
+		case 'T':
+			a.view.token_file = optarg;
+			break;
+		case 'n':
+			if (!*optarg || strlen(optarg) >= sizeof(node))
+				return rw_fail(RW_EXIT_USAGE,
+					       "agent: --node '%s': expected 1 to %zu "
+					       "characters",
+					       optarg, sizeof(node) - 1);
+			snprintf(node, sizeof(node), "%s", optarg);
+			break;
+		case 'U':
+			a.view.request_url = optarg;
+			break;
+		case 'E':
+			if (rw_parse_uint(optarg, RW_EVSTORE_MAX, &v) || v < 1)
+				return rw_fail(RW_EXIT_USAGE,
+					       "agent: --events '%s': expected 1 to %d", optarg,
+					       RW_EVSTORE_MAX);
+			a.view.events = v;
+			break;
+		case 'Q':
+			if (rw_parse_uint(optarg, RW_AGENT_REQUEST_QUEUE_MAX, &v) || v < 1)
+				return rw_fail(RW_EXIT_USAGE,
+					       "agent: --access-request-queue '%s': "
+					       "expected 1 to %d",
+					       optarg, RW_AGENT_REQUEST_QUEUE_MAX);
+			a.view.request_queue = v;
+			break;
+		case OPT_POLICY_URL:
+			a.watch.url = optarg;
+			break;
+		case OPT_POLICY_ACK_URL:
+			a.watch.ack_url = optarg;
+			break;
+		case OPT_POLICY_CA:
+			a.watch.ca = optarg;
+			break;
+		case OPT_POLICY_CERT:
+			a.watch.cert = optarg;
+			break;
+		case OPT_POLICY_KEY:
+			a.watch.key = optarg;
+			break;
+		case OPT_POLICY_TOKEN_FILE:
+			a.watch.token_file = optarg;
+			break;
+		case OPT_POLICY_STALL:
+			if (rw_parse_uint(optarg, 3600, &v) || v < 3)
+				return rw_fail(RW_EXIT_USAGE,
+					       "agent: --policy-stall '%s': expected seconds, 3 to "
+					       "3600",
+					       optarg);
+			a.watch.stall_sec = v;
+			break;
+		case 'h':
+			rw_cmd_help(&rw_cmd_agent, stdout);
+			return RW_EXIT_OK;
+		default:
+			return rw_cmd_usage_error(&rw_cmd_agent, "bad option '%s'",
+						  argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return rw_cmd_usage_error(&rw_cmd_agent, "unexpected argument '%s'", argv[optind]);
+	if (a.view.token_file && !a.view.listen)
+		return rw_fail(RW_EXIT_USAGE, "agent: --http-token-file needs --listen");
+	if (!node[0] && gethostname(node, sizeof(node) - 1))
+		snprintf(node, sizeof(node), "node");
+	a.view.node = node;
+	if (!a.watch.url && (a.watch.ack_url || a.watch.ca || a.watch.cert || a.watch.key ||
+			     a.watch.token_file || a.watch.stall_sec))
+		return rw_fail(RW_EXIT_USAGE, "agent: the --policy-* options need --policy-url");
+	if (a.watch.url) {
+		const char *seed = getenv("RW_SEED");
+
+		a.watch.node = node;
+		/* The backoff's jitter: RW_SEED makes a test's reconnections the same every run. */
+		a.watch.seed = seed && *seed ? (unsigned int)strtoul(seed, NULL, 0)
+					     : (unsigned int)(time(NULL) ^ getpid());
+	}
+	if (a.view.listen) {
+		struct rw_http_opts ho = {.listen = a.view.listen,
+					  .token_file = a.view.token_file,
+					  .flag = "agent: --listen"};
+
+		if (rw_http_check(&ho, verr, sizeof(verr)))
+			return rw_fail(RW_EXIT_USAGE, "%s", verr);
+	}
+	if (a.view.probe_listen) {
+		struct rw_http_opts po = {.listen = a.view.probe_listen,
+					  .flag = "agent: --probe-listen",
+					  .probes_only = true};
+
+		if (rw_http_check(&po, verr, sizeof(verr)))
+			return rw_fail(RW_EXIT_USAGE, "%s", verr);
+	}
+
+	/* Checks that need nothing loaded, so that a refusal leaves the node as it found it. */
+	if (a.ct_per_sandbox && a.ct_node && a.ct_per_sandbox > a.ct_node)
+		return rw_fail(RW_EXIT_USAGE,
+			       "agent: --ct-per-sandbox %llu is more than the node's %llu "
+			       "(--ct-node)",
+			       a.ct_per_sandbox, a.ct_node);
+	a.bpffs = rw_g.bpffs;
+	a.socket = rw_g.socket;
+	verr[0] = '\0';
+	ret = rw_agent_run(&a, verr, sizeof(verr));
+	if (verr[0])
+		return rw_fail(ret, "%s", verr);
+	return ret;
+}
+
+const struct rw_cmd rw_cmd_agent = {
+	.name = "agent",
+	.summary = "run the node agent (the DaemonSet's process)",
+	.grammar = "agent [--policy FILE] [--ifprefix LIST] [--attach-mode auto|tcx|tc] "
+		   "[--resync SECONDS] [--event-rate N[/BURST]] [--answer-rate N[/BURST]] "
+		   "[--ct-per-sandbox N] [--ct-node N] "
+		   "[--max-endpoints N] [--cni-conf-dir DIR] "
+		   "[--listen ADDR:PORT] [--probe-listen ADDR:PORT] [--http-token-file FILE] "
+		   "[--events N] [--node NAME] "
+		   "[--access-request-url URL] [--access-request-queue N] "
+		   "[--policy-url URL [--policy-ack-url URL] [--policy-ca FILE] "
+		   "[--policy-cert FILE --policy-key FILE] [--policy-token-file FILE] "
+		   "[--policy-stall SECONDS]] [-v]",
+	.options = agent_options,
+	.func = cmd_agent,
+};
