@@ -7,6 +7,8 @@
 #   send         run-cut's client sending every 100 ms fails with ECONNRESET within 1 s of the
 #                apply returning, and the server's socket sees the reset too
 #   server-next  run-cut's client that only reads, whose server writes next: the same
+#   idle         run-cut's connection on which nobody sends: the agent's probe after the apply
+#                (revoke_probe.c) makes the pod send, and then the same
 #   kept         run-kept's connection stays up
 #   drop         run-quiet's sending connection hears nothing: no reset either end
 #
@@ -96,13 +98,14 @@ rw_wait_file "$RW_WORK/server.ready" || bail "the server did not start"
 
 client send cut send
 client next cut server-next
+client idle cut idle
 client kept kept send
 client quiet quiet send
-for c in send next kept quiet; do
+for c in send next idle kept quiet; do
 	rw_wait 5 connected "$c" || bail "connection $c did not open: $(cat "$RW_WORK/$c.jsonl")"
 done
 rw_sleep 0.5 # every flow has a cached verdict: the cut must come from the apply
-ok "four connections open under egress open: $(for c in send next kept quiet; do printf '%s ' "$(local_of "$c")"; done)"
+ok "five connections open under egress open: $(for c in send next idle kept quiet; do printf '%s ' "$(local_of "$c")"; done)"
 
 # ---- the cut ---------------------------------------------------------------------------------
 rst0=$(run_answers "$CUT_RUN" rst)
@@ -113,7 +116,7 @@ t_apply=$(mono_ns) # late by a python start: the deadline is judged from here, t
 diag "the apply took $(((t_apply - t_begin) / 1000000)) ms (with two python starts)"
 DEADLINE_MS=$(awk -v k="$RW_WAIT_SCALE" 'BEGIN {printf "%d", 1000 * k}')
 
-for c in send next; do
+for c in send next idle; do
 	rw_wait 3 ended "$c" || true
 	res=$(jq -cs '.[1] // {}' "$RW_WORK/$c.jsonl")
 	ms=$(jq -r --argjson t "$t_begin" 'if .t_ns then ((.t_ns - $t) / 1e6 | floor) else "-" end' <<<"$res")
@@ -131,10 +134,10 @@ for c in send next; do
 	fi
 done
 rst=$(($(run_answers "$CUT_RUN" rst) - rst0))
-if [ "$rst" -ge 2 ]; then
+if [ "$rst" -ge 3 ]; then
 	ok "$CUT_RUN's counters: $rst refused segments answered rst (both ends reset)"
 else
-	not_ok "$CUT_RUN's counters: $rst rst answers, expected at least 2"
+	not_ok "$CUT_RUN's counters: $rst rst answers, expected at least 3"
 fi
 
 # ---- kept, and drop --------------------------------------------------------------------------
