@@ -84,8 +84,9 @@ rw_sandbox_add cut "$CUT_IF" "$CUT_IP" || bail "sandbox cut"
 rw_sandbox_add kept "$KEPT_IF" "$KEPT_IP" || bail "sandbox kept"
 rw_sandbox_add quiet "$QUIET_IF" "$QUIET_IP" || bail "sandbox quiet"
 policy 1 open >"$RW_WORK/policy.json"
+API=http://127.0.0.1:9100 # the node namespace's own loopback
 rw_agent_start --policy "$RW_WORK/policy.json" --ifprefix "$PFX" \
-	--attach-mode "${RW_ATTACH_MODE:-auto}"
+	--attach-mode "${RW_ATTACH_MODE:-auto}" --listen 127.0.0.1:9100
 rw_agent_wait || bail "the agent did not start"
 ready() { [ "$(status_json | jq -r '.ready and ([.sandboxes[]? | select(.pod != null)] | length == 3)')" = true ]; }
 rw_wait 10 ready || bail "the agent did not bind the three sandboxes and apply revision 1"
@@ -138,6 +139,18 @@ if [ "$rst" -ge 3 ]; then
 	ok "$CUT_RUN's counters: $rst refused segments answered rst (both ends reset)"
 else
 	not_ok "$CUT_RUN's counters: $rst rst answers, expected at least 3"
+fi
+
+# The cut run's three connections and the quiet run's one were probed; the kept run's was not.
+probes() {
+	rw_node_exec curl -s --max-time "$(rw_scale 5)" "$API/metrics" |
+		sed -n 's/^runwall_revoke_probes_total{outcome="probed"} //p'
+}
+probed=$(probes)
+if [ "$probed" = 4 ]; then
+	ok "/metrics: runwall_revoke_probes_total{outcome=\"probed\"} 4 (the connections of the two narrowed runs)"
+else
+	not_ok "/metrics: runwall_revoke_probes_total{outcome=\"probed\"} '$probed', expected 4"
 fi
 
 # ---- kept, and drop --------------------------------------------------------------------------

@@ -70,6 +70,10 @@ static void probe_stale_connections(struct agent *a)
 		rw_warn("probing the connections the apply may have cut: %s", strerror(-err));
 		return;
 	}
+	a->msnap.probes_sent += st.probed;
+	a->msnap.probes_capped += st.capped;
+	a->msnap.probes_no_mac += st.no_mac;
+	a->msnap.probes_failed += st.failed;
 	if (st.probed || st.capped || st.no_mac || st.failed)
 		rw_info("probed %u connections in %u sandboxes whose verdicts the apply changed "
 			"(%u over the bounds of %d per sandbox and %d per apply, %u of pods with no "
