@@ -23,6 +23,7 @@
 #include "parse.h"
 #include "policy.h"
 #include "answer.h"
+#include "revoke.h"
 #include "verdict.h"
 #include "conntrack.h"
 
@@ -165,6 +166,8 @@ int rw_egress(struct __sk_buff *skb)
 	struct rw_view v;
 	int reason;
 
+	if (rw_revoke_own(skb))
+		return TCX_NEXT;
 	reason = rw_begin(&x, &v, &table, &ck, &ct);
 	if (ct)
 		return rw_finish_cached(skb, x.dir, ct);
@@ -237,6 +240,7 @@ int rw_ingress(struct __sk_buff *skb)
 	reason = rw_identify(&x, &v, x.pkt.daddr, RW_REASON_INBOUND_DENIED);
 	if (reason != RW_REASON_ALLOWED)
 		return rw_finish(&x, reason);
+	x.identified = 1; /* from here on a refused segment of a known flow closes it (revoke.h) */
 
 	/* A reply of a flow the sandbox opened: allowed while the egress policy still allows the
 	 * flow, so that a revoked rule cuts both directions at the next packet.

@@ -182,14 +182,20 @@ static __always_inline void rw_count_answer(__u32 run_idx, __u8 answer)
 /* The answer of a refusal, within the sandbox's answer budget: the packet becomes the answer
  * (answer.h), or it is a plain drop and RW_ANSWER_BUDGET says why there is none.
  */
-static __always_inline __u8 rw_answer(struct rw_ctx *x, __u8 kind)
+static __always_inline __u8 rw_answer(struct rw_ctx *x, __u8 kind, __u8 revoke)
 {
+	int err;
+
 	if (kind == RW_ANSWER_NONE)
 		return kind;
 	if (!rw_take_token(x->ifindex, RW_BUDGET_ANSWER))
 		return RW_ANSWER_BUDGET;
 	/* A failed rewrite leaves a packet that is dropped like any refusal. */
-	return rw_answer_build(x->skb, kind) ? RW_ANSWER_NONE : kind;
+	if (revoke)
+		err = rw_revoke_build(x->skb, x->dir == RW_DIR_EGRESS);
+	else
+		err = rw_answer_build(x->skb, kind);
+	return err ? RW_ANSWER_NONE : kind;
 }
 
 /* Counts first (the truth), then the answer, then the event (a sample), then the verdict. */
@@ -197,10 +203,15 @@ static __always_inline int rw_finish(struct rw_ctx *x, __u8 reason)
 {
 	__u8 verdict = reason == RW_REASON_ALLOWED ? RW_VERDICT_ALLOW : RW_VERDICT_DROP;
 	__u32 run_idx = x->pod ? x->pod->run_idx : 0;
-	__u8 answer = RW_ANSWER_NONE;
+	__u8 answer = RW_ANSWER_NONE, revoke = 0;
 
-	if (verdict == RW_VERDICT_DROP)
+	if (verdict == RW_VERDICT_DROP) {
 		answer = rw_answer_kind(&x->pkt, x->pod, x->dir, x->identified);
+		/* A known flow's segment: both ends are reset (revoke.h), under the answer "rst". */
+		revoke = rw_revoke_applies(&x->pkt, x->pod, x->dir, x->identified, x->ct);
+		if (revoke)
+			answer = RW_ANSWER_RST;
+	}
 	if (rw_dry_run) {
 		rw_explain_result.runs++;
 		rw_explain_result.reason = reason;
@@ -224,14 +235,17 @@ static __always_inline int rw_finish(struct rw_ctx *x, __u8 reason)
 			x->ct->path = x->ct_path;
 			x->ct->stamp = x->revision;
 		}
-		answer = rw_answer(x, answer);
+		answer = rw_answer(x, answer, revoke);
 		rw_count_answer(run_idx, answer);
 		if (verdict == RW_VERDICT_DROP || x->new_flow)
 			rw_report(x, verdict, reason, answer);
 	}
 	/* Allowed packets go on to the next enforcer on the hook, never straight through. An
-	 * answer goes to the peer of the veth it came in on: the pod's own eth0 (answer.h).
+	 * answer goes to the peer of the veth it came in on: the pod's own eth0 (answer.h); on
+	 * the veth's egress (a revoke's reset of a remote's segment) it is on its way there.
 	 */
+	if ((answer == RW_ANSWER_RST || answer == RW_ANSWER_ICMP) && x->dir == RW_DIR_INGRESS)
+		return TCX_NEXT;
 	if (answer == RW_ANSWER_RST || answer == RW_ANSWER_ICMP)
 		return bpf_redirect_peer(x->ifindex, 0);
 	return verdict == RW_VERDICT_ALLOW ? TCX_NEXT : TCX_DROP;

@@ -140,6 +140,12 @@ enum rw_refusal_mode {
 	RW_REFUSAL_DROP = 1,   /* nothing: the packet is dropped silently */
 };
 
+/* skb->mark of the remote's reset a revoke sends (bpf/revoke.h): injected into the host veth's
+ * ingress, where only this mark lets it past rw_egress unjudged. A pod cannot set it: the mark
+ * is scrubbed when a packet crosses the veth into the node's namespace.
+ */
+#define RW_MARK_REVOKE 0x72770001u
+
 /* The answer a refused packet got, in events, explain and the counters. Never renumber. */
 #define RW_ANSWERS(X)                                                                          \
 	X(NONE, 0, "none")     /* no answer: not a refusal of a proven source, or drop mode */ \

@@ -15,6 +15,7 @@
 #include "agent.h"
 #include "ctl.h"
 #include "log.h"
+#include "revoke_probe.h"
 #include "util.h"
 
 static void runs_update(struct agent *a)
@@ -57,6 +58,30 @@ static void keep_text(struct agent *a, const char *buf, size_t len, const char *
 }
 
 /* Parse and apply a snapshot. On refusal nothing changes and *reply says why. */
+/* After an apply: an idle connection the apply cut sends nothing for the datapath to reset, so
+ * make it send (revoke_probe.c). Bounded per sandbox and per apply, never blocking.
+ */
+static void probe_stale_connections(struct agent *a)
+{
+	struct rw_probe_stats st;
+	int err = rw_revoke_probe(&a->dp, &st);
+
+	if (err) {
+		rw_warn("probing the connections the apply may have cut: %s", strerror(-err));
+		return;
+	}
+	a->msnap.probes_sent += st.probed;
+	a->msnap.probes_capped += st.capped;
+	a->msnap.probes_no_mac += st.no_mac;
+	a->msnap.probes_failed += st.failed;
+	if (st.probed || st.capped || st.no_mac || st.failed)
+		rw_info("probed %u connections in %u sandboxes whose verdicts the apply changed "
+			"(%u over the bounds of %d per sandbox and %d per apply, %u of pods with no "
+			"neighbour entry, %u segments not sent)",
+			st.probed, st.sandboxes, st.capped, RW_PROBE_PER_SANDBOX,
+			RW_PROBE_PER_APPLY, st.no_mac, st.failed);
+}
+
 int agent_apply(struct agent *a, const char *buf, size_t len, const char *source, json_t **reply)
 {
 	struct rw_policy_error perr = {};
@@ -132,6 +157,7 @@ int agent_apply(struct agent *a, const char *buf, size_t len, const char *source
 		a->ready_since = a->applied_at;
 	a->last_error[0] = '\0';
 	runs_update(a);
+	probe_stale_connections(a);
 	*reply = json_pack("{s:b, s:I, s:I, s:f, s:f, s:f, s:i, s:i, s:o}", "ok", 1, "revision",
 			   (json_int_t)res.revision, "previous", (json_int_t)res.previous,
 			   "apply_ms", res.total_ms, "build_ms", res.build_ms, "flip_ms",

@@ -158,6 +158,14 @@ char *rw_metrics_text(const struct rw_datapath *dp, const struct rw_metrics_snap
 	family(&o, "runwall_policy_refused_total", "counter",
 	       "Snapshots refused (nothing applied).");
 	sample(&o, "runwall_policy_refused_total", "", s->applies_refused);
+	family(&o, "runwall_revoke_probes_total", "counter",
+	       "TCP connections whose verdict an apply made stale, by what the probe after it did: "
+	       "probed (two ACKs into the pod), capped (over the bounds), no-mac (no neighbour entry "
+	       "for the pod), send-failed (segments the veth did not take).");
+	sample(&o, "runwall_revoke_probes_total", "outcome=\"probed\"", s->probes_sent);
+	sample(&o, "runwall_revoke_probes_total", "outcome=\"capped\"", s->probes_capped);
+	sample(&o, "runwall_revoke_probes_total", "outcome=\"no-mac\"", s->probes_no_mac);
+	sample(&o, "runwall_revoke_probes_total", "outcome=\"send-failed\"", s->probes_failed);
 
 	if (s->watch_enabled) {
 		family(&o, "runwall_policy_watch_connected", "gauge",

@@ -34,6 +34,8 @@ struct rw_metrics_snap {
 	double apply_seconds;
 	uint64_t apply_bucket[RW_APPLY_N_BUCKETS]; /* per bucket, not cumulative */
 	uint64_t applies_refused;
+	/* The probes of connections an apply may have cut (revoke_probe.c), by outcome. */
+	uint64_t probes_sent, probes_capped, probes_no_mac, probes_failed;
 	uint64_t sandboxes[RW_SBX__COUNT];
 	uint64_t attach_failures;
 	bool cni_watched, cni_chained; /* --cni-conf-dir, and whether runwall-cni is chained */

@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* revoke.h: closing both ends of a connection whose permission is gone. A refused segment
+ * (not a SYN, not a reset, with ACK) of a flow in the sandbox's own conntrack table, in either
+ * direction, becomes two bare resets, each with the sequence number its receiver expects
+ * (RFC 793 3.4; RFC 5961 3.2 wants it exact):
+ *
+ *   segment from the pod:    to the remote <SEQ=SEG.SEQ>, to the pod <SEQ=SEG.ACK>;
+ *   segment from the remote: to the pod <SEQ=SEG.SEQ>, to the remote <SEQ=SEG.ACK>.
+ *
+ * The packet itself becomes the pod's reset (rw_egress redirects it to the veth's peer,
+ * rw_ingress passes it on into the pod). The remote's reset is a clone injected into the host
+ * veth's ingress (bpf_clone_redirect(), BPF_F_INGRESS), as if the pod had sent it: it meets
+ * rw_egress, which lets it through unjudged only by its mark (RW_MARK_REVOKE), and the node
+ * routes it like any packet of the flow.
+ *
+ * Why this send path cannot be aimed: the 4-tuple is the refused segment's own, and it must name
+ * an entry of the sandbox's own table (x->ct), made only when the policy allowed the flow; the
+ * reset goes to that entry's peer and nowhere else, carries nothing but a reset, and each
+ * refused segment costs a token of the sandbox's answer budget. A pod cannot mark a packet: a
+ * packet crossing a veth into another namespace has its mark scrubbed (skb_scrub_packet() in
+ * ____dev_forward_skb()), so a marked packet on the host veth's ingress can only be a clone made
+ * here. rw_ingress never trusts the mark: a packet routed to the pod may carry any mark the
+ * node's own rules gave it.
+ */
+#ifndef RUNWALL_BPF_REVOKE_H
+#define RUNWALL_BPF_REVOKE_H
+
+#define RW_RST_CSUM_OFF (ETH_HLEN_ + 20 + 16) /* the TCP checksum of a struct rw_rst_frame */
+
+/* Does a refusal close both ends? The peer's address passes rw_answer_kind()'s martian test for
+ * the same reason: it becomes the source of the pod's reset.
+ */
+static __always_inline int rw_revoke_applies(const struct rw_pkt *p, const struct rw_pod *pod,
+					     __u8 dir, __u8 identified, const void *ct)
+{
+	__u8 peer_first =
+		dir == RW_DIR_EGRESS ? ((const __u8 *)&p->daddr)[0] : ((const __u8 *)&p->saddr)[0];
+
+	if (!identified || !ct || !pod || pod->refusal != RW_REFUSAL_ANSWER || p->is_arp ||
+	    p->proto != IPPROTO_TCP)
+		return 0;
+	if ((p->tcp_flags & (TCP_FLAG_SYN_ | TCP_FLAG_RST_ | TCP_FLAG_ACK_)) != TCP_FLAG_ACK_)
+		return 0;
+	return peer_first && peer_first != 127 && peer_first < 224;
+}
+
+/* Writes over the packet (already cut to RW_RST_LEN) a bare reset <SEQ=seq><CTL=RST> of the
+ * segment's flow, the segment's way or, with `back`, toward its sender. The TCP checksum is
+ * written through bpf_l4_csum_replace(), which knows the skb's checksum state: a packet a pod
+ * sent is usually CHECKSUM_PARTIAL, whose field must hold the pseudo-header sum for the device
+ * that completes it (the remote's reset may leave through a NIC), and any other the full sum.
+ * From a field of zero, the pseudo-header's sum is added as a pseudo-header change (kept in
+ * either state) and the header's as a data change (dropped when the device sums the data).
+ */
+static __always_inline int rw_revoke_write(struct __sk_buff *skb, const struct ethhdr *eth,
+					   const struct iphdr *ip, const struct tcphdr *tcp,
+					   int back, __be32 seq)
+{
+	struct rw_rst_frame f = {};
+	struct rw_tcp_pseudo ph = {};
+	__s64 pseudo, hdr;
+
+	__builtin_memcpy(f.eth.h_dest, back ? eth->h_source : eth->h_dest, ETH_ALEN);
+	__builtin_memcpy(f.eth.h_source, back ? eth->h_dest : eth->h_source, ETH_ALEN);
+	f.eth.h_proto = eth->h_proto;
+	f.ip.version = 4;
+	f.ip.ihl = 5;
+	f.ip.tot_len = bpf_htons(20 + 20);
+	f.ip.frag_off = bpf_htons(IP_DF_);
+	f.ip.ttl = 64;
+	f.ip.protocol = IPPROTO_TCP;
+	f.ip.saddr = back ? ip->daddr : ip->saddr;
+	f.ip.daddr = back ? ip->saddr : ip->daddr;
+	f.ip.check = rw_csum_fold(bpf_csum_diff(NULL, 0, (__be32 *)&f.ip, sizeof(f.ip), 0));
+	f.tcp.source = back ? tcp->dest : tcp->source;
+	f.tcp.dest = back ? tcp->source : tcp->dest;
+	f.tcp.seq = seq;
+	((__u8 *)&f.tcp)[13] = TCP_FLAG_RST_;
+	f.tcp.doff = 5;
+
+	ph.saddr = f.ip.saddr;
+	ph.daddr = f.ip.daddr;
+	ph.proto = IPPROTO_TCP;
+	ph.len = bpf_htons(20);
+	pseudo = bpf_csum_diff(NULL, 0, (__be32 *)&ph, sizeof(ph), 0);
+	hdr = bpf_csum_diff(NULL, 0, (__be32 *)&f.tcp, sizeof(f.tcp), 0);
+	if (pseudo < 0 || hdr < 0)
+		return -1;
+	if (bpf_skb_store_bytes(skb, 0, &f.eth, RW_RST_LEN, BPF_F_RECOMPUTE_CSUM))
+		return -1;
+	if (bpf_l4_csum_replace(skb, RW_RST_CSUM_OFF, 0, (__u32)pseudo, BPF_F_PSEUDO_HDR))
+		return -1;
+	return bpf_l4_csum_replace(skb, RW_RST_CSUM_OFF, 0, (__u32)hdr, 0);
+}
+
+/* Turns the refused segment into the pod's reset, after sending a clone of the remote's. A
+ * subprogram: called from every refusal of both programs. Returns 0 when the packet now is the
+ * pod's reset; else the packet is to be dropped as it is. A failed clone (the veth down, no
+ * memory) still leaves the pod's reset.
+ */
+static __noinline int rw_revoke_build(struct __sk_buff *skb, __u32 from_pod)
+{
+	__u32 mark = skb->mark;
+	struct ethhdr eth;
+	struct iphdr ip;
+	struct tcphdr tcp;
+
+	if (bpf_skb_load_bytes(skb, 0, &eth, sizeof(eth)) ||
+	    bpf_skb_load_bytes(skb, ETH_HLEN_, &ip, sizeof(ip)) ||
+	    bpf_skb_load_bytes(skb, ETH_HLEN_ + sizeof(ip), &tcp, sizeof(tcp)))
+		return -1;
+	/* Shrinking never fails for want of room, and resets a GSO skb to one frame. */
+	if (bpf_skb_change_tail(skb, RW_RST_LEN, 0))
+		return -1;
+	if (rw_revoke_write(skb, &eth, &ip, &tcp, !from_pod, from_pod ? tcp.seq : tcp.ack_seq))
+		return -1;
+	skb->mark = RW_MARK_REVOKE;
+	bpf_clone_redirect(skb, skb->ifindex, BPF_F_INGRESS);
+	skb->mark = mark;
+	return rw_revoke_write(skb, &eth, &ip, &tcp, from_pod, from_pod ? tcp.ack_seq : tcp.seq);
+}
+
+/* rw_egress's first test: a remote's reset made above, back on the host veth's ingress. Its
+ * mark is cleared so that it means nothing to the node's routing and filters.
+ */
+static __always_inline int rw_revoke_own(struct __sk_buff *skb)
+{
+	if (skb->mark != RW_MARK_REVOKE)
+		return 0;
+	skb->mark = 0;
+	return 1;
+}
+
+#endif /* RUNWALL_BPF_REVOKE_H */

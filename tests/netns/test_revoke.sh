@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# A revoke closes what it cuts (issue 20, part 2), from real sockets in sandboxes of a node
+# built in namespaces (lib.sh). Connections of three runs, all "egress": "open", to a server in
+# the services namespace; then one apply narrows run-cut (answer) and run-quiet ("refusal":
+# "drop") to an allowlist that lacks the server, and leaves run-kept alone:
+#
+#   send         run-cut's client sending every 100 ms fails with ECONNRESET within 1 s of the
+#                apply returning, and the server's socket sees the reset too
+#   server-next  run-cut's client that only reads, whose server writes next: the same
+#   idle         run-cut's connection on which nobody sends: the agent's probe after the apply
+#                (revoke_probe.c) makes the pod send, and then the same
+#   kept         run-kept's connection stays up
+#   drop         run-quiet's sending connection hears nothing: no reset either end
+#
+# Everything lives in namespaces named rwr<pid>-*, pins in /sys/fs/bpf/rwtest-revoke-<pid>, the
+# socket /run/rwtest-revoke-<pid>.sock, files in /tmp/rwtest-revoke-<pid>.*; all of it goes on
+# exit, on failure too. Waits scale with RW_WAIT_SCALE (make vmtest).
+#
+#   tests/netns/test_revoke.sh BUILD
+#
+# RW_ATTACH_MODE=tc|tcx picks the agent's --attach-mode (default auto: tcx where the kernel has
+# it).
+set -Eeuo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/netns/lib.sh
+source "$HERE/lib.sh"
+rw_suite_begin revoke rwr "${1:-build}"
+cleanup() {
+	set +e
+	rw_node_down
+	[ "${RW_KEEP:-0}" = 1 ] && echo "# files kept in $RW_WORK" >&3 || rm -rf "$RW_WORK"
+}
+trap cleanup EXIT
+bail() {
+	echo "Bail out! $*" >&3
+	[ -f "$RW_WORK/agent.log" ] && sed 's/^/#   /' "$RW_WORK/agent.log" | tail -n 20 >&3
+	exit 1
+}
+
+CUT_IF=enirc${ID}a CUT_IP=10.1.2.3 CUT_RUN=run-cut
+KEPT_IF=enirk${ID}b KEPT_IP=10.1.2.4 KEPT_RUN=run-kept
+QUIET_IF=enirq${ID}c QUIET_IP=10.1.2.5 QUIET_RUN=run-quiet
+PFX=enir
+SERVER=93.184.216.34 PORT=7443 # "the public internet" (lib.sh); the port only this suite serves
+CONN=$HERE/revoke_conn.py
+LIFE=$(rw_scale 60) # no process here outlives this, whatever happens
+
+mono_ns() { "$RW_PY" -c 'import time; print(time.clock_gettime_ns(time.CLOCK_MONOTONIC))'; }
+counters_json() { rw -j counters 2>/dev/null || true; }
+status_json() { rw -j status 2>/dev/null || true; }
+run_answers() { # run_answers RUN KIND
+	counters_json | jq -r --arg r "$1" --arg k "$2" \
+		'[.runs[]? | select(.id == $r) | .answers[$k] // 0] | add // 0'
+}
+
+policy() { # policy REVISION EGRESS-OF-THE-CUT-RUNS
+	cat <<JSON
+{
+  "revision": $1,
+  "services": [{"name": "egress-proxy", "ip": "172.20.0.10", "tcp": [443]}],
+  "runs": [
+    {"id": "$CUT_RUN", "pods": ["$CUT_IP"], "egress": "$2"},
+    {"id": "$KEPT_RUN", "pods": ["$KEPT_IP"], "egress": "open"},
+    {"id": "$QUIET_RUN", "pods": ["$QUIET_IP"], "egress": "$2", "refusal": "drop"}
+  ]
+}
+JSON
+}
+
+# client NAME SANDBOX MODE: a connection from the sandbox to the server, in the background.
+client() {
+	rw_bg "$RW_WORK/$1.jsonl" ip netns exec "${RW_SB_NS[$2]}" "$RW_PY" "$CONN" client \
+		--dst "$SERVER" --port "$PORT" --mode "$3" --duration "$LIFE"
+}
+connected() { [ "$(jq -s 'length' "$RW_WORK/$1.jsonl" 2>/dev/null)" -ge 1 ] 2>/dev/null; }
+ended() { [ "$(jq -s 'length' "$RW_WORK/$1.jsonl" 2>/dev/null)" -ge 2 ] 2>/dev/null; }
+# the client's own address:port, as the server names its peer
+local_of() { jq -rs '.[0].connected' "$RW_WORK/$1.jsonl"; }
+server_saw() { jq -c --arg p "$(local_of "$1")" 'select(.peer == $p)' "$RW_WORK/server.jsonl" 2>/dev/null; }
+
+# ---- the node ----------------------------------------------------------------------------------
+rw_node_up || bail "the node did not come up"
+rw_sandbox_add cut "$CUT_IF" "$CUT_IP" || bail "sandbox cut"
+rw_sandbox_add kept "$KEPT_IF" "$KEPT_IP" || bail "sandbox kept"
+rw_sandbox_add quiet "$QUIET_IF" "$QUIET_IP" || bail "sandbox quiet"
+policy 1 open >"$RW_WORK/policy.json"
+API=http://127.0.0.1:9100 # the node namespace's own loopback
+rw_agent_start --policy "$RW_WORK/policy.json" --ifprefix "$PFX" \
+	--attach-mode "${RW_ATTACH_MODE:-auto}" --listen 127.0.0.1:9100
+rw_agent_wait || bail "the agent did not start"
+ready() { [ "$(status_json | jq -r '.ready and ([.sandboxes[]? | select(.pod != null)] | length == 3)')" = true ]; }
+rw_wait 10 ready || bail "the agent did not bind the three sandboxes and apply revision 1"
+diag "attach mode: $(status_json | jq -r '[.sandboxes[]?.hooks.egress.mode // empty] | unique | join(",")')"
+
+rm -f "$RW_WORK/server.ready"
+rw_bg "$RW_WORK/server.jsonl" ip netns exec "$RW_SVC" "$RW_PY" "$CONN" server --port "$PORT" \
+	--ready "$RW_WORK/server.ready" --duration "$LIFE"
+rw_wait_file "$RW_WORK/server.ready" || bail "the server did not start"
+
+client send cut send
+client next cut server-next
+client idle cut idle
+client kept kept send
+client quiet quiet send
+for c in send next idle kept quiet; do
+	rw_wait 5 connected "$c" || bail "connection $c did not open: $(cat "$RW_WORK/$c.jsonl")"
+done
+rw_sleep 0.5 # every flow has a cached verdict: the cut must come from the apply
+ok "five connections open under egress open: $(for c in send next idle kept quiet; do printf '%s ' "$(local_of "$c")"; done)"
+
+# ---- the cut ---------------------------------------------------------------------------------
+rst0=$(run_answers "$CUT_RUN" rst)
+policy 2 allowlist >"$RW_WORK/policy2.json"
+t_begin=$(mono_ns)
+rw apply "$RW_WORK/policy2.json" >"$RW_WORK/apply2.out" 2>&1 || bail "apply revision 2: $(cat "$RW_WORK/apply2.out")"
+t_apply=$(mono_ns) # late by a python start: the deadline is judged from here, times from t_begin
+diag "the apply took $(((t_apply - t_begin) / 1000000)) ms (with two python starts)"
+DEADLINE_MS=$(awk -v k="$RW_WAIT_SCALE" 'BEGIN {printf "%d", 1000 * k}')
+
+for c in send next idle; do
+	rw_wait 3 ended "$c" || true
+	res=$(jq -cs '.[1] // {}' "$RW_WORK/$c.jsonl")
+	ms=$(jq -r --argjson t "$t_begin" 'if .t_ns then ((.t_ns - $t) / 1e6 | floor) else "-" end' <<<"$res")
+	if rw_jq_true --argjson d "$DEADLINE_MS" --argjson t "$t_apply" \
+		'.errno == "ECONNRESET" and (.t_ns - $t) / 1e6 < $d' <<<"$res"; then
+		ok "$CUT_RUN's $c connection fails with ECONNRESET $ms ms after the apply began (deadline $DEADLINE_MS ms after it returned)"
+	else
+		not_ok "$CUT_RUN's $c connection: $res ($ms ms after the apply began), expected ECONNRESET within $DEADLINE_MS ms"
+	fi
+	srv_reset() { rw_jq_true '.errno == "ECONNRESET"' <<<"$(server_saw "$1")"; }
+	if rw_wait 3 srv_reset "$c"; then
+		ok "the server's socket of the $c connection sees the reset: $(server_saw "$c")"
+	else
+		not_ok "the server's socket of the $c connection: '$(server_saw "$c")', expected ECONNRESET"
+	fi
+done
+rst=$(($(run_answers "$CUT_RUN" rst) - rst0))
+if [ "$rst" -ge 3 ]; then
+	ok "$CUT_RUN's counters: $rst refused segments answered rst (both ends reset)"
+else
+	not_ok "$CUT_RUN's counters: $rst rst answers, expected at least 3"
+fi
+
+# The cut run's three connections and the quiet run's one were probed; the kept run's was not.
+probes() {
+	rw_node_exec curl -s --max-time "$(rw_scale 5)" "$API/metrics" |
+		sed -n 's/^runwall_revoke_probes_total{outcome="probed"} //p'
+}
+probed=$(probes)
+if [ "$probed" = 4 ]; then
+	ok "/metrics: runwall_revoke_probes_total{outcome=\"probed\"} 4 (the connections of the two narrowed runs)"
+else
+	not_ok "/metrics: runwall_revoke_probes_total{outcome=\"probed\"} '$probed', expected 4"
+fi
+
+# ---- kept, and drop --------------------------------------------------------------------------
+rw_sleep 1
+if ! ended kept && [ -z "$(server_saw kept)" ]; then
+	ok "$KEPT_RUN's connection stays up"
+else
+	not_ok "$KEPT_RUN's connection: $(cat "$RW_WORK/kept.jsonl"), server: $(server_saw kept)"
+fi
+if ! ended quiet && [ -z "$(server_saw quiet)" ] && [ "$(run_answers "$QUIET_RUN" rst)" = 0 ]; then
+	ok "\"refusal\": \"drop\": $QUIET_RUN's cut connection hears nothing, nor does its server"
+else
+	not_ok "\"refusal\": \"drop\": $(cat "$RW_WORK/quiet.jsonl"), server: $(server_saw quiet), rst $(run_answers "$QUIET_RUN" rst)"
+fi
+rw_suite_end

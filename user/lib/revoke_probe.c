@@ -1,0 +1,260 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* revoke_probe.c: reaching a connection that sends nothing.
+ *
+ * The datapath resets a cut connection at its next segment (bpf/revoke.h), but an idle one has
+ * none. So after an apply, for each TCP entry of a sandbox's own conntrack table whose cached
+ * verdict the apply made stale, the agent sends into the pod, from the remote's address and
+ * port, two bare ACKs whose sequence numbers lie 2^31 apart: a TCP window is below 2^30
+ * (RFC 7323 2.3), so at least one is outside the pod's receive window, and the pod answers it
+ * with an ACK carrying its exact SND.NXT and RCV.NXT (RFC 793 3.9, "If an incoming segment is
+ * not acceptable, an acknowledgment should be sent in reply"; Linux: tcp_send_dupack()). The
+ * other one may fall in the window: its ack number acknowledges nothing of an idle connection
+ * (SND.UNA = SND.NXT), being either an old one, taken as a harmless duplicate, or one beyond
+ * SND.NXT, which Linux discards (tcp_ack(): "ack of unsent data"). For a connection with data
+ * in flight the odds that it lands among the unacknowledged bytes are theirs over 2^32. The pod's answer then meets
+ * rw_egress: a cut flow's is refused and both ends are reset; an allowed flow's goes to the
+ * remote as one duplicate ACK, which TCP ignores.
+ *
+ * The ACKs are written to an AF_PACKET socket on the host veth with PACKET_QDISC_BYPASS, which
+ * hands the frame to the driver (dev_direct_xmit()) without the veth's egress hook: rw_ingress
+ * does not judge them (it would refuse them: that is the point). Why this cannot be aimed: the
+ * 4-tuple is an entry of that sandbox's own table, the frame goes only into that sandbox's own
+ * veth, to the pod's own MAC and address, and carries no payload, no SYN, no RST.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <linux/neighbour.h>
+#include <linux/rtnetlink.h>
+#include <libmnl/libmnl.h>
+#include <bpf/bpf.h>
+
+#include "log.h"
+#include "nlutil.h"
+#include "revoke_probe.h"
+
+#define RW_PROBE_NEIGH_MAX 4096
+
+struct neigh {
+	__u32 ifindex;
+	__be32 ip;
+	__u8 mac[ETH_ALEN];
+};
+
+struct neigh_list {
+	struct neigh *v;
+	size_t n;
+};
+
+static int on_neigh(const struct nlmsghdr *nlh, void *data)
+{
+	const struct ndmsg *nd = mnl_nlmsg_get_payload(nlh);
+	struct neigh_list *l = data;
+	const struct nlattr *a;
+	struct neigh e = {.ifindex = nd->ndm_ifindex};
+	int have_ip = 0, have_mac = 0;
+
+	if (nlh->nlmsg_type != RTM_NEWNEIGH || nd->ndm_family != AF_INET ||
+	    (nd->ndm_state & (NUD_INCOMPLETE | NUD_FAILED | NUD_NOARP)) ||
+	    l->n >= RW_PROBE_NEIGH_MAX)
+		return MNL_CB_OK;
+	mnl_attr_for_each(a, nlh, sizeof(*nd))
+	{
+		if (mnl_attr_get_type(a) == NDA_DST && mnl_attr_get_payload_len(a) == 4) {
+			memcpy(&e.ip, mnl_attr_get_payload(a), 4);
+			have_ip = 1;
+		} else if (mnl_attr_get_type(a) == NDA_LLADDR &&
+			   mnl_attr_get_payload_len(a) == ETH_ALEN) {
+			memcpy(e.mac, mnl_attr_get_payload(a), ETH_ALEN);
+			have_mac = 1;
+		}
+	}
+	if (have_ip && have_mac)
+		l->v[l->n++] = e;
+	return MNL_CB_OK;
+}
+
+static const struct neigh *neigh_find(const struct neigh_list *l, __u32 ifindex, __be32 ip)
+{
+	for (size_t i = 0; i < l->n; i++)
+		if (l->v[i].ifindex == ifindex && l->v[i].ip == ip)
+			return &l->v[i];
+	return NULL;
+}
+
+static __u16 csum_fold(__u32 sum)
+{
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (__u16)~sum;
+}
+
+static __u32 csum_add(const void *p, size_t len, __u32 sum)
+{
+	const __u8 *b = p;
+
+	for (size_t i = 0; i + 1 < len; i += 2)
+		sum += (b[i] << 8) | b[i + 1];
+	return sum;
+}
+
+/* A bare ACK <SEQ=seq><ACK=ack> from the remote to the pod: the flow's 4-tuple, nothing else. */
+static size_t probe_frame(__u8 *f, const __u8 *pod_mac, const __u8 *veth_mac,
+			  const struct rw_ct_key *k, __u32 seq, __u32 ack)
+{
+	__u8 ph[12] = {0};
+	__u16 sum;
+
+	memset(f, 0, 54);
+	memcpy(f, pod_mac, ETH_ALEN);
+	memcpy(f + 6, veth_mac, ETH_ALEN);
+	f[12] = 0x08;
+	f[14] = 0x45;
+	f[17] = 40;
+	f[20] = 0x40; /* DF */
+	f[22] = 64;
+	f[23] = IPPROTO_TCP;
+	memcpy(f + 26, &k->peer_ip, 4);
+	memcpy(f + 30, &k->pod_ip, 4);
+	sum = csum_fold(csum_add(f + 14, 20, 0));
+	f[24] = sum >> 8;
+	f[25] = sum;
+	memcpy(f + 34, &k->peer_port, 2);
+	memcpy(f + 36, &k->pod_port, 2);
+	for (int i = 0; i < 4; i++) {
+		f[38 + i] = seq >> (24 - 8 * i);
+		f[42 + i] = ack >> (24 - 8 * i);
+	}
+	f[46] = 5 << 4;
+	f[47] = 0x10; /* ACK */
+	f[48] = 0xff; /* window 65535: nothing rides on it */
+	f[49] = 0xff;
+	memcpy(ph, f + 26, 8);
+	ph[9] = IPPROTO_TCP;
+	ph[11] = 20;
+	sum = csum_fold(csum_add(f + 34, 20, csum_add(ph, 12, 0)));
+	f[50] = sum >> 8;
+	f[51] = sum;
+	return 54;
+}
+
+/* The veth's own MAC, the probes' source (the node's side, as every packet into the pod has). */
+static int veth_mac(int fd, __u32 ifindex, __u8 *mac)
+{
+	struct ifreq ifr = {0};
+
+	if (!if_indextoname(ifindex, ifr.ifr_name) || ioctl(fd, SIOCGIFHWADDR, &ifr))
+		return -errno;
+	memcpy(mac, ifr.ifr_hwaddr.sa_data, ETH_ALEN);
+	return 0;
+}
+
+static void probe_sandbox(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_ip,
+			  const struct neigh_list *nl, int pfd, unsigned int *budget,
+			  struct rw_probe_stats *st)
+{
+	struct rw_ct_key k, next, *prev = NULL;
+	struct sockaddr_ll to = {.sll_family = AF_PACKET,
+				 .sll_protocol = htons(ETH_P_IP),
+				 .sll_ifindex = (int)ifindex,
+				 .sll_halen = ETH_ALEN};
+	const struct neigh *pod = neigh_find(nl, ifindex, pod_ip);
+	int fd = rw_conntrack_table_fd(dp, ifindex), probed = 0;
+	__u8 f[64], vmac[ETH_ALEN];
+	struct rw_ct_value v;
+	__u64 run_rev;
+
+	if (fd < 0)
+		return;
+	if (pod && veth_mac(pfd, ifindex, vmac))
+		pod = NULL;
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		k = next;
+		prev = &k;
+		if (k.proto != IPPROTO_TCP || k.pod_ip != pod_ip || bpf_map_lookup_elem(fd, &k, &v))
+			continue;
+		if (bpf_map_lookup_elem(dp->map_fd[RW_M_RUN_REVS], &v.run_idx, &run_rev) ||
+		    v.stamp >= run_rev)
+			continue; /* its verdict still holds: nothing to learn */
+		if (!pod) {
+			st->no_mac++;
+			continue;
+		}
+		if (probed >= RW_PROBE_PER_SANDBOX || !*budget) {
+			st->capped++;
+			continue;
+		}
+		memcpy(to.sll_addr, pod->mac, ETH_ALEN);
+		/* Two sequence numbers 2^31 apart, one surely outside the window; any ack number
+		 * will do (see the top of this file). Fixed by the entry: the same probes for the
+		 * same flow.
+		 */
+		for (__u32 half = 0; half < 2; half++) {
+			size_t len = probe_frame(f, pod->mac, vmac, &k,
+						 (__u32)v.created_ns + half * 0x80000000u,
+						 (__u32)v.created_ns + 0x40000000u);
+
+			if (sendto(pfd, f, len, MSG_DONTWAIT, (struct sockaddr *)&to, sizeof(to)) !=
+			    (ssize_t)len)
+				st->failed++;
+		}
+		probed++;
+		(*budget)--;
+	}
+	close(fd);
+	if (probed)
+		st->sandboxes++;
+	st->probed += probed;
+}
+
+int rw_revoke_probe(const struct rw_datapath *dp, struct rw_probe_stats *st)
+{
+	struct neigh_list nl = {.v = calloc(RW_PROBE_NEIGH_MAX, sizeof(struct neigh))};
+	unsigned int budget = RW_PROBE_PER_APPLY;
+	struct rw_endpoint ep;
+	struct nlmsghdr *nlh;
+	struct ndmsg *nd;
+	__u32 ifindex, *prev = NULL, key;
+	int pfd, err, one = 1;
+
+	memset(st, 0, sizeof(*st));
+	if (!nl.v)
+		return -ENOMEM;
+	nd = rw_mnl_dump_request(RTM_GETNEIGH, sizeof(*nd), &nlh);
+	if (!nd) {
+		free(nl.v);
+		return -ENOMEM;
+	}
+	nd->ndm_family = AF_INET;
+	err = rw_mnl_dump(nlh, on_neigh, &nl);
+	free(nlh);
+	if (err) {
+		free(nl.v);
+		return err;
+	}
+	/* No protocol: the socket sends only, it receives nothing. */
+	pfd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
+	if (pfd < 0 || setsockopt(pfd, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof(one))) {
+		err = -errno;
+		if (pfd >= 0)
+			close(pfd);
+		free(nl.v);
+		return err;
+	}
+	while (!bpf_map_get_next_key(dp->map_fd[RW_M_ENDPOINTS], prev, &ifindex)) {
+		key = ifindex;
+		prev = &key;
+		if (!bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &key, &ep))
+			probe_sandbox(dp, key, ep.pod_ip, &nl, pfd, &budget, st);
+	}
+	close(pfd);
+	free(nl.v);
+	return 0;
+}

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* revoke_probe.h: after an apply, make every open TCP connection whose cached verdict it
+ * invalidated send a segment, so that the datapath can judge it, and reset it if it is cut
+ * (bpf/revoke.h). See revoke_probe.c.
+ */
+#ifndef RUNWALL_REVOKE_PROBE_H
+#define RUNWALL_REVOKE_PROBE_H
+
+#include "datapath.h"
+
+#define RW_PROBE_PER_SANDBOX 256 /* connections probed in one sandbox per apply */
+#define RW_PROBE_PER_APPLY   4096
+
+struct rw_probe_stats {
+	unsigned int sandboxes; /* sandboxes with at least one connection probed */
+	unsigned int probed;	/* connections probed (two segments each) */
+	unsigned int capped;	/* stale connections left unprobed over the bounds */
+	unsigned int no_mac;	/* connections of a pod the node has no neighbour entry for */
+	unsigned int failed;	/* segments the veth did not take */
+};
+
+/* Probes the TCP connections in the sandboxes' own conntrack tables whose verdict is stale
+ * (stamp below the run's run_revs entry). Never blocks: the sends are non-blocking, and what
+ * the bounds leave out is counted. Returns 0 or a negative errno (nothing was probed).
+ */
+int rw_revoke_probe(const struct rw_datapath *dp, struct rw_probe_stats *st);
+
+#endif /* RUNWALL_REVOKE_PROBE_H */
