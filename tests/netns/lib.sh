@@ -102,6 +102,23 @@ check() {
 	if "$@"; then ok "$what"; else not_ok "$what"; fi
 }
 section() { echo "# ---- $*" >&3; }
+# rw_bail TEXT…: the suite cannot go on: a TAP bail-out with the agent log's last lines.
+rw_bail() {
+	echo "Bail out! $*" >&3
+	[ ! -f "$RW_WORK/agent.log" ] || tail -n 20 "$RW_WORK/agent.log" | diag
+	exit 1
+}
+# rw_suite_cleanup: a suite's EXIT trap when the node is all it made: the node down, the work
+# folder gone (RW_KEEP=1 keeps the files, for a look after a failure).
+rw_suite_cleanup() {
+	set +e
+	rw_node_down
+	if [ "${RW_KEEP:-0}" = 1 ]; then echo "# files kept in $RW_WORK" >&3; else rm -rf "$RW_WORK"; fi
+}
+# The CLI's JSON, or nothing when it fails (a check then fails on empty input: rw_jq_true).
+rw_status_json() { rw -j status 2>/dev/null || true; }
+rw_counters_json() { rw -j counters 2>/dev/null || true; }
+rw_mono_ns() { "$RW_PY" -c 'import time; print(time.clock_gettime_ns(time.CLOCK_MONOTONIC))'; }
 # rw_suite_end: the plan, and the suite's exit status (last command of a suite).
 rw_suite_end() {
 	echo "1..$T" >&3

@@ -35,25 +35,12 @@ PFX=enia
 ARATE=20 ABURST=10
 REFUSED=93.184.216.34 # "the public internet": listens on tcp 443 and udp 443 (lib.sh)
 
-bail() {
-	echo "Bail out! $*" >&3
-	[ -f "$RW_WORK/agent.log" ] && sed 's/^/#   /' "$RW_WORK/agent.log" | tail -n 20 >&3
-	exit 1
-}
 
-cleanup() {
-	set +e
-	rw_node_down
-	[ "${RW_KEEP:-0}" = 1 ] && echo "# files kept in $RW_WORK" >&3 || rm -rf "$RW_WORK"
-}
-trap cleanup EXIT
+trap rw_suite_cleanup EXIT
 
-mono_ns() { "$RW_PY" -c 'import time; print(time.clock_gettime_ns(time.CLOCK_MONOTONIC))'; }
-status_json() { rw -j status 2>/dev/null || true; }
-counters_json() { rw -j counters 2>/dev/null || true; }
 # run_answers RUN KIND: the run's refusals answered with KIND (rst, icmp, budget)
 run_answers() {
-	counters_json | jq -r --arg r "$1" --arg k "$2" \
+	rw_counters_json | jq -r --arg r "$1" --arg k "$2" \
 		'[.runs[]? | select(.id == $r) | .answers[$k] // 0] | add // 0'
 }
 
@@ -80,7 +67,7 @@ sniff_start() {
 	rw_bg "$RW_WORK/$name.json" ip netns exec "$ns" "$RW_PY" "$RW_PROBE" sniff --iface "$iface" \
 		--duration 600 --ready "$RW_WORK/$name.ready" "$@"
 	eval "sniff_pid_$name=$RW_LAST_PID"
-	rw_wait_file "$RW_WORK/$name.ready" || bail "sniffer $name did not start"
+	rw_wait_file "$RW_WORK/$name.ready" || rw_bail "sniffer $name did not start"
 }
 sniff_stop() {
 	local pid
@@ -91,22 +78,22 @@ sniff_stop() {
 }
 
 # ---- the node ----------------------------------------------------------------------------------
-rw_node_up || bail "the node did not come up"
-rw_sandbox_add a "$A_IF" "$A_IP" || bail "sandbox a"
-rw_sandbox_add b "$B_IF" "$B_IP" || bail "sandbox b"
-rw_sandbox_add v "$V_IF" "$V_IP" || bail "sandbox v"
+rw_node_up || rw_bail "the node did not come up"
+rw_sandbox_add a "$A_IF" "$A_IP" || rw_bail "sandbox a"
+rw_sandbox_add b "$B_IF" "$B_IP" || rw_bail "sandbox b"
+rw_sandbox_add v "$V_IF" "$V_IP" || rw_bail "sandbox v"
 policy 1 >"$RW_WORK/policy.json"
 API=http://127.0.0.1:9100 # the node namespace's own loopback
 rw_agent_start --policy "$RW_WORK/policy.json" --ifprefix "$PFX" --answer-rate "$ARATE/$ABURST" \
 	--attach-mode "${RW_ATTACH_MODE:-auto}" --listen 127.0.0.1:9100
-rw_agent_wait || bail "the agent did not start"
-ready() { [ "$(status_json | jq -r '.ready and ([.sandboxes[]? | select(.pod != null)] | length == 3)')" = true ]; }
-rw_wait 10 ready || bail "the agent did not bind the three sandboxes and apply revision 1"
-diag "attach mode: $(status_json | jq -r '[.sandboxes[]?.hooks.egress.mode // empty] | unique | join(",")')"
-if [ "$(status_json | jq -c '[.limits.answer_rate, .limits.answer_burst]')" = "[$ARATE,$ABURST]" ]; then
+rw_agent_wait || rw_bail "the agent did not start"
+ready() { [ "$(rw_status_json | jq -r '.ready and ([.sandboxes[]? | select(.pod != null)] | length == 3)')" = true ]; }
+rw_wait 10 ready || rw_bail "the agent did not bind the three sandboxes and apply revision 1"
+diag "attach mode: $(rw_status_json | jq -r '[.sandboxes[]?.hooks.egress.mode // empty] | unique | join(",")')"
+if [ "$(rw_status_json | jq -c '[.limits.answer_rate, .limits.answer_burst]')" = "[$ARATE,$ABURST]" ]; then
 	ok "status shows the answer budget: $ARATE/s burst $ABURST per sandbox"
 else
-	not_ok "status limits: $(status_json | jq -c .limits)"
+	not_ok "status limits: $(rw_status_json | jq -c .limits)"
 fi
 rw_cmd
 rw_bg "$RW_WORK/events.jsonl" "${RW_CMD[@]}" -j drops --run "$A_RUN"
@@ -198,16 +185,16 @@ fi
 # ---- spoof: a forged source gets no answer, and the forged-for pod hears nothing ----------------
 sniff_start victim "${RW_SB_NS[v]}" eth0 --src "$REFUSED"
 sniff_start asker "${RW_SB_NS[a]}" eth0 --src "$REFUSED"
-spoofed0=$(counters_json | jq -r '.node.egress["spoofed-source"].packets // 0')
+spoofed0=$(rw_counters_json | jq -r '.node.egress["spoofed-source"].packets // 0')
 for i in 1 2 3; do
 	rw_probe a raw-tcp --src "$V_IP" --sport $((41000 + i)) --dst "$REFUSED" --dport 443 --flags S >/dev/null
 done
-spoofed_ok() { [ "$(counters_json | jq -r '.node.egress["spoofed-source"].packets // 0')" -ge $((spoofed0 + 3)) ]; }
+spoofed_ok() { [ "$(rw_counters_json | jq -r '.node.egress["spoofed-source"].packets // 0')" -ge $((spoofed0 + 3)) ]; }
 rw_wait 3 spoofed_ok || true
 rw_sleep 0.3
 v_seen=$(sniff_stop victim)
 a_seen=$(sniff_stop asker)
-spoofed1=$(counters_json | jq -r '.node.egress["spoofed-source"].packets // 0')
+spoofed1=$(rw_counters_json | jq -r '.node.egress["spoofed-source"].packets // 0')
 if [ "$v_seen" = 0 ] && [ "$a_seen" = 0 ] && [ $((spoofed1 - spoofed0)) -ge 3 ]; then
 	ok "3 SYNs forged from $V_IP: dropped spoofed-source ($((spoofed1 - spoofed0))), no answer to the forger or the forged-for pod"
 else
@@ -217,7 +204,7 @@ fi
 # ---- flood: answers within the budget, the other sandbox still answered ---------------------
 DURATION=$(rw_scale 1.5)
 rst0=$(run_answers "$A_RUN" rst) budget0=$(run_answers "$A_RUN" budget)
-t0=$(mono_ns)
+t0=$(rw_mono_ns)
 for cpu in 0 1; do
 	rw_bg "$RW_WORK/flood$cpu.json" ip netns exec "${RW_SB_NS[a]}" taskset -c "$cpu" "$RW_PY" \
 		"$RW_PROBE" syn-flood --src "$A_IP" --dst "$REFUSED" --dport 443 --duration "$DURATION"
@@ -226,7 +213,7 @@ done
 rw_sleep 0.5
 rw_probe b errno tcp "$REFUSED" 443 --timeout "$TIMEOUT" >"$RW_WORK/other.json" || true
 wait "$flood_pid0" "$flood_pid1" 2>/dev/null || true
-t1=$(mono_ns)
+t1=$(rw_mono_ns)
 rw_sleep 0.2
 sent=$(jq -s 'map(.sent) | add' "$RW_WORK/flood0.json" "$RW_WORK/flood1.json")
 rst=$(($(run_answers "$A_RUN" rst) - rst0))
@@ -247,7 +234,7 @@ fi
 
 # ---- drop: one run's "refusal": "drop" is today's silence ------------------------------------
 policy 2 ', "refusal": "drop"' >"$RW_WORK/policy2.json"
-rw apply "$RW_WORK/policy2.json" >"$RW_WORK/apply2.out" 2>&1 || bail "apply revision 2: $(cat "$RW_WORK/apply2.out")"
+rw apply "$RW_WORK/policy2.json" >"$RW_WORK/apply2.out" 2>&1 || rw_bail "apply revision 2: $(cat "$RW_WORK/apply2.out")"
 rw_sleep 1.2 # the flood's bucket refills: a silence must not be the budget's
 rst0=$(run_answers "$A_RUN" rst)
 rw_probe a errno tcp "$REFUSED" 443 --timeout "$(rw_scale 0.8)" >"$RW_WORK/drop.json" || true

@@ -119,8 +119,7 @@ snapshot() {
 }
 REV=$(jq .revision "$POLICY_DEFAULT")
 
-status_json() { rw -j status 2>/dev/null || true; }
-status_field() { status_json | jq -r "$1"; }
+status_field() { rw_status_json | jq -r "$1"; }
 counters() { rw -j counters >"$1"; }
 
 # batch SPEC OUTDIR [TIMEOUT]: run the spec's attempts, each FROM's in its namespace, all at once.
@@ -170,7 +169,7 @@ wait_hooks() {
 
 # Wait until the agent reports the veth bound to the pod.
 bound_is() {
-	[ "$(status_json | jq -r --arg d "$1" '.sandboxes[]? | select(.ifname == $d) | .pod')" = "$2" ]
+	[ "$(rw_status_json | jq -r --arg d "$1" '.sandboxes[]? | select(.ifname == $d) | .pod')" = "$2" ]
 }
 wait_bound() {
 	rw_wait "${3:-5}" bound_is "$1" "$2"
@@ -357,7 +356,7 @@ check "kernel: tcx $(if $KERNEL_TCX; then echo present; else echo absent; fi) (t
 check "fail-closed: the agent attached to $A_IF (kernel: $HOOKS_DESC)" wait_hooks "$A_IF"
 check "fail-closed: the agent attached to $B_IF" wait_hooks "$B_IF"
 check "fail-closed: status says not ready, revision 0" \
-	test "$(status_json | jq -c '[.ready, .revision]')" = "[false,0]"
+	test "$(rw_status_json | jq -c '[.ready, .revision]')" = "[false,0]"
 start_events "$EVENTS"
 
 cat >"$RW_WORK/notready.spec" <<'EOF'
@@ -385,7 +384,7 @@ else
 	not_ok "runwall apply manifests/policy-default.json exits 0"
 	sed 's/^/#   /' "$RW_WORK/apply.out"
 fi
-check "status: ready, revision $REV" test "$(status_json | jq -c '[.ready, .revision]')" = "[true,$REV]"
+check "status: ready, revision $REV" test "$(rw_status_json | jq -c '[.ready, .revision]')" = "[true,$REV]"
 check "status: $A_IF bound to $A_IP ($A_RUN)" wait_bound "$A_IF" "$A_IP"
 check "status: $B_IF bound to $B_IP ($B_RUN)" wait_bound "$B_IF" "$B_IP"
 rw_sleep 0.2
@@ -640,7 +639,7 @@ judge loop --file "$loop" --label "restart, whole run: "
 counters "$RW_WORK/c9.json"
 d=$("${EXPECT[@]}" delta --before "$RW_WORK/c8.json" --after "$RW_WORK/c9.json" --scope "$A_RUN" --dir egress --reason not-allowlisted)
 check "restart: drops of the gap are counted (not-allowlisted +$d)" test "$d" -ge 1
-st=$(status_json)
+st=$(rw_status_json)
 for name in a b c; do
 	dev=${RW_SB_IF[$name]}
 	check "restart: status: $dev has runwall once on each hook, $MODE, first, no others" \
@@ -711,7 +710,7 @@ for f in syntax unknown-key metadata-rule; do
 		test "$(status_field .revision)" = "$REV"
 done
 check "bad-snapshot: status reports the last refusal" \
-	rw_jq_true '.agent.last_error != null' <<<"$(status_json)"
+	rw_jq_true '.agent.last_error != null' <<<"$(rw_status_json)"
 rw_sleep 0.3
 kill "$lpid" 2>/dev/null || true
 wait "$lpid" 2>/dev/null || true

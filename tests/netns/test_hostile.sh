@@ -31,28 +31,15 @@ PFX=enih
 RATE=50 BURST=20 SHARE=64
 LATE_PORT=9443	# the server that speaks next, on the egress proxy's address
 
-bail() {
-	echo "Bail out! $*" >&3
-	[ -f "$RW_WORK/agent.log" ] && sed 's/^/#   /' "$RW_WORK/agent.log" | tail -n 20 >&3
-	exit 1
-}
 
-cleanup() {
-	set +e
-	rw_node_down
-	[ "${RW_KEEP:-0}" = 1 ] && echo "# files kept in $RW_WORK" >&3 || rm -rf "$RW_WORK"
-}
-trap cleanup EXIT
+trap rw_suite_cleanup EXIT
 
-mono_ns() { "$RW_PY" -c 'import time; print(time.clock_gettime_ns(time.CLOCK_MONOTONIC))'; }
-status_json() { rw -j status 2>/dev/null || true; }
-counters_json() { rw -j counters 2>/dev/null || true; }
 # run_counter RUN DIR REASON: packets of one run under one reason
 run_counter() {
-	counters_json | jq -r --arg r "$1" --arg d "$2" --arg why "$3" \
+	rw_counters_json | jq -r --arg r "$1" --arg d "$2" --arg why "$3" \
 		'[.runs[]? | select(.id == $r) | .[$d][$why].packets // 0] | add // 0'
 }
-node_events() { counters_json | jq -r ".node.events.$1 // 0"; }
+node_events() { rw_counters_json | jq -r ".node.events.$1 // 0"; }
 
 policy() { # policy REVISION [AN ALLOW RULE FOR RUN-O] [ANOTHER DENY CIDR]
 	local allow="" deny=""
@@ -75,18 +62,18 @@ EOF
 }
 
 # ---- the node ----------------------------------------------------------------------------------
-rw_node_up || bail "the node did not come up"
-rw_sandbox_add f "$F_IF" "$F_IP" || bail "sandbox f"
-rw_sandbox_add q "$Q_IF" "$Q_IP" || bail "sandbox q"
-rw_sandbox_add o "$O_IF" "$O_IP" || bail "sandbox o"
+rw_node_up || rw_bail "the node did not come up"
+rw_sandbox_add f "$F_IF" "$F_IP" || rw_bail "sandbox f"
+rw_sandbox_add q "$Q_IF" "$Q_IP" || rw_bail "sandbox q"
+rw_sandbox_add o "$O_IF" "$O_IP" || rw_bail "sandbox o"
 policy 1 >"$RW_WORK/policy.json"
 rw_agent_start --policy "$RW_WORK/policy.json" --ifprefix "$PFX" --event-rate "$RATE/$BURST" \
 	--ct-per-sandbox "$SHARE"
-rw_agent_wait || bail "the agent did not start"
-ready() { [ "$(status_json | jq -r '.ready and ([.sandboxes[]? | select(.pod != null)] | length == 3)')" = true ]; }
-rw_wait 10 ready || bail "the agent did not bind the three sandboxes and apply revision 1"
+rw_agent_wait || rw_bail "the agent did not start"
+ready() { [ "$(rw_status_json | jq -r '.ready and ([.sandboxes[]? | select(.pod != null)] | length == 3)')" = true ]; }
+rw_wait 10 ready || rw_bail "the agent did not bind the three sandboxes and apply revision 1"
 check "status shows the limits: events $RATE/$BURST, conntrack $SHARE per sandbox" \
-	test "$(status_json | jq -c '[.limits.event_rate, .limits.event_burst, .limits.ct_per_sandbox]')" = "[$RATE,$BURST,$SHARE]"
+	test "$(rw_status_json | jq -c '[.limits.event_rate, .limits.event_burst, .limits.ct_per_sandbox]')" = "[$RATE,$BURST,$SHARE]"
 
 rw_cmd
 rw_bg "$RW_WORK/events.jsonl" "${RW_CMD[@]}" -j drops --all
@@ -118,7 +105,7 @@ while time.monotonic() < end:
 print(n)
 EOF
 lost0=$(node_events lost)
-t0=$(mono_ns)
+t0=$(rw_mono_ns)
 for cpu in 0 1; do
 	rw_bg "$RW_WORK/flood$cpu.out" ip netns exec "${RW_SB_NS[f]}" taskset -c "$cpu" "$RW_PY" \
 		"$RW_WORK/flood.py" "$DURATION"
@@ -141,7 +128,7 @@ check "flood: runwall status answers in $(((s1 - s0) / 1000000)) ms (under $limi
 check "flood: an apply succeeds in $(((s2 - s1) / 1000000)) ms (under $limit_ms)" \
 	test "$apply_rc" = 0 -a $(((s2 - s1) / 1000000)) -lt "$limit_ms"
 wait "$flood_pid0" "$flood_pid1" || true
-t1=$(mono_ns)
+t1=$(rw_mono_ns)
 sent=$(($(cat "$RW_WORK/flood0.out") + $(cat "$RW_WORK/flood1.out")))
 rw_sleep 0.5
 check "flood: the quiet sandbox's drop is delivered" \
@@ -153,7 +140,7 @@ bound=$(awk -v r="$RATE" -v b="$BURST" -v t0="$t0" -v t1="$t1" 'BEGIN {printf "%
 diag "flood: $sent datagrams from two CPUs in $(((t1 - t0) / 1000000)) ms, $events events delivered (bound $bound)"
 check "flood: the flooding sandbox's events stay within rate x time + burst ($events <= $bound)" \
 	test "$events" -le "$bound" -a "$events" -ge "$BURST"
-suppressed=$(counters_json | jq -r --arg r "$F_RUN" '[.runs[]? | select(.id == $r) | .events.suppressed // 0] | add // 0')
+suppressed=$(rw_counters_json | jq -r --arg r "$F_RUN" '[.runs[]? | select(.id == $r) | .events.suppressed // 0] | add // 0')
 check "flood: the rest is counted as suppressed for its run ($suppressed)" test "$suppressed" -gt 0
 check "flood: no event lost to a full ring ($(($(node_events lost) - lost0)))" test "$(node_events lost)" = "$lost0"
 
@@ -182,11 +169,11 @@ except OSError as e:
 EOF
 rw_bg "$RW_WORK/late.log" ip netns exec "$RW_SVC" "$RW_PY" "$RW_WORK/late.py" "$LATE_PORT" \
 	"$RW_WORK/late.ready" "$RW_WORK/late.push"
-rw_wait_file "$RW_WORK/late.ready" || bail "the late server did not start"
+rw_wait_file "$RW_WORK/late.ready" || rw_bail "the late server did not start"
 rw_bg "$RW_WORK/idle.out" ip netns exec "${RW_SB_NS[q]}" "$RW_PY" "$RW_WORK/idle.py" "$LATE_PORT" \
 	"$RW_WORK/idle.connected" "$(rw_scale 30)"
 idle_pid=$RW_LAST_PID
-rw_wait_file "$RW_WORK/idle.connected" || bail "the quiet sandbox did not connect to the late server"
+rw_wait_file "$RW_WORK/idle.connected" || rw_bail "the quiet sandbox did not connect to the late server"
 
 # Far more new flows than the open sandbox's share: one UDP datagram from each of 2000 ports.
 cat >"$RW_WORK/ctflood.py" <<'EOF'
@@ -224,14 +211,14 @@ check "conntrack: the flooding sandbox's own new flows stay refused while its ta
 	rw_wait 2 one_more_full
 
 # ---- wide-rules --------------------------------------------------------------------------------
-rev=$(status_json | jq -r .revision)
+rev=$(rw_status_json | jq -r .revision)
 refused() { # refused NAME POLICY-FILE EXPECTED-MESSAGE-PART
 	local out=$RW_WORK/$1.out rc=0
 	rw apply "$2" >"$out" 2>&1 || rc=$?
 	diag "    $(head -n 1 "$out")"
 	check "wide-rules: $1: runwall apply exits 1 ($rc)" test "$rc" = 1
 	check "wide-rules: $1: the message names the rule and the range" grep -qF -- "$3" "$out"
-	check "wide-rules: $1: revision still $rev" test "$(status_json | jq -r .revision)" = "$rev"
+	check "wide-rules: $1: revision still $rev" test "$(rw_status_json | jq -r .revision)" = "$rev"
 }
 policy 3 '{"cidr": "0.0.0.0/2", "tcp": [22]}' >"$RW_WORK/wide.json"
 refused wide "$RW_WORK/wide.json" \

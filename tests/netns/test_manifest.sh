@@ -194,12 +194,11 @@ except Exception as e:
     print("error", e)' "http://$probe_host:$ready_port$1"
 }
 http_is() { [ "$(http_status "$1")" = "$2" ]; }
-status_json() { rw -j status 2>/dev/null || true; }
 ready_at() { # ready_at REVISION: the kernel enforces that revision
-	status_json | rw_jq_true --argjson r "$1" '.ready == true and .revision == $r'
+	rw_status_json | rw_jq_true --argjson r "$1" '.ready == true and .revision == $r'
 }
 bound() {
-	status_json | rw_jq_true 'any(.sandboxes[]; .ifname == "eni7f3a0001" and .pod == "10.1.2.3" and .run == "run-7f3a")'
+	rw_status_json | rw_jq_true 'any(.sandboxes[]; .ifname == "eni7f3a0001" and .pod == "10.1.2.3" and .run == "run-7f3a")'
 }
 ready_and_bound() { ready_at "$1" && bound; }
 probe_is() { [ "$(rw_probe a tcp "$1" "$2" --timeout 1)" = "$3" ]; }
@@ -255,10 +254,10 @@ check "the kernel enforces revision 1 and the sandbox veth is bound to run-7f3a"
 check "the sandbox reaches the egress proxy 172.20.0.10:443" rw_wait 5 probe_is 172.20.0.10 443 ok
 check "the sandbox is refused the metadata address (answered with a reset)" probe_is 169.254.169.254 80 refused
 
-agent_chained() { status_json | rw_jq_true '.agent.cni.chained == true and .agent.cni.file == "10-aws.conflist"'; }
+agent_chained() { rw_status_json | rw_jq_true '.agent.cni.chained == true and .agent.cni.file == "10-aws.conflist"'; }
 check "the agent chains runwall-cni into aws-node's conflist" rw_wait 5 agent_chained
 vpc_conflist >"$agent_confdir/.10-aws.conflist.new" && mv "$agent_confdir/.10-aws.conflist.new" "$agent_confdir/10-aws.conflist"
-repaired() { chained "$agent_confdir/10-aws.conflist" && status_json | rw_jq_true '.agent.cni.repairs >= 2'; }
+repaired() { chained "$agent_confdir/10-aws.conflist" && rw_status_json | rw_jq_true '.agent.cni.repairs >= 2'; }
 check "aws-node's rewrite of its conflist: the entry is back within a second" rw_wait 1 repaired
 
 # A ConfigMap update, as the kubelet writes it: a new timestamped folder, then ..data swapped.

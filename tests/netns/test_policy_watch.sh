@@ -56,15 +56,9 @@ bail() {
 	exit 1
 }
 
-cleanup() {
-	set +e
-	rw_node_down
-	[ "${RW_KEEP:-0}" = 1 ] && echo "# files kept in $RW_WORK" >&3 || rm -rf "$RW_WORK"
-}
-trap cleanup EXIT
+trap rw_suite_cleanup EXIT
 
-status_json() { rw -j status 2>/dev/null || true; }
-watch_json() { status_json | jq -c '.agent.policy_watch'; }
+watch_json() { rw_status_json | jq -c '.agent.policy_watch'; }
 ctl() { # ctl METHOD PATH [CURL ARGS]: the reference server's control port
 	local m=$1 p=$2
 	shift 2
@@ -74,7 +68,7 @@ acks() { ctl GET /acks; }
 # ack_of REVISION: the ack of that revision (the last one), or nothing
 ack_of() { acks | jq -c --argjson r "$1" '[.[] | select(.revision == $r)] | last // empty'; }
 has_ack() { [ -n "$(ack_of "$1")" ]; }
-revision() { status_json | jq -r '.revision'; }
+revision() { rw_status_json | jq -r '.revision'; }
 
 # ---- certificates: CA "ca" signs the server's and the node's; "other" is someone else ----------
 mkdir -p "$C"
@@ -147,7 +141,7 @@ refused_with() {
 	if rw_wait 8 grep -qiE "policy watch: .*($pat)" "$RW_WORK/agent.log" &&
 		{ [ -z "$spat" ] || rw_wait 5 grep -qiE "$spat" "$RW_WORK/server.log"; } &&
 		rw_jq_true '.connected == false and .connects == 0' <<<"$(watch_json)" &&
-		rw_jq_true '.ready == false' <<<"$(status_json)"; then
+		rw_jq_true '.ready == false' <<<"$(rw_status_json)"; then
 		ok "trust: $why: refused, nothing applied ($(grep -m1 -oiE "policy watch: .*($pat)[^;]*" "$RW_WORK/agent.log" | cut -c1-140)${spat:+; server: $(grep -m1 -oiE "$spat" "$RW_WORK/server.log")})"
 	else
 		not_ok "trust: $why"
@@ -177,7 +171,7 @@ check "trust: so is a plain http:// --policy-ack-url off loopback (exit $rc)" \
 section follow
 HTTP=127.0.0.1:9750
 agent "${GOOD[@]}" --listen "$HTTP"
-follows() { rw_jq_true '.ready and .revision == 1 and .agent.policy_watch.connected' <<<"$(status_json)"; }
+follows() { rw_jq_true '.ready and .revision == 1 and .agent.policy_watch.connected' <<<"$(rw_status_json)"; }
 rw_wait 10 follows || bail "the agent did not take revision 1 from the server"
 ok "follow: connected, revision 1 from the server's snapshot"
 snapshot_acked() { rw_jq_true --arg n "node-$ID" 'any(.[]; .ok and .revision == 1 and .type == "snapshot" and .node == $n)' <<<"$(acks)"; }
@@ -343,7 +337,7 @@ res=$(cat "$RW_WORK/churn.json" 2>/dev/null || echo '{}')
 diag "churn: $(jq -c '{changes, n_refused, p50_ms, p99_ms, max_ms}' <<<"$res") (change sent to ack, per-run changes, fixed seed)"
 check "churn: every change acked ok ($(jq '.changes' <<<"$res") changes: $CHURN_RUNS starts, the rest ends)" \
 	rw_jq_true --argjson n "$CHURN_RUNS" '.changes > $n and .n_refused == 0 and (.live | length) > 0' <<<"$res"
-live_runs() { status_json | jq -c '[.runs[]?.id | select(startswith("run-churn-"))] | sort'; }
+live_runs() { rw_status_json | jq -c '[.runs[]?.id | select(startswith("run-churn-"))] | sort'; }
 check "churn: the runs in force are exactly the live ones" \
 	test "$(live_runs)" = "$(jq -c '.live | sort' <<<"$res")"
 check "churn: A and B kept their verdicts: B's revs entry still $b_rev" test "$(revs_of "$B_RUN")" = "$b_rev"
@@ -390,11 +384,11 @@ m = lambda v: round(statistics.median(v), 2)
 print(json.dumps({"runs_added": n_runs, "snapshot_apply_ms": snapshot_ms, "changes": changes,
                   "compose_ms_p50": m(compose), "parse_ms_p50": m(parse), "apply_ms_p50": m(apply_), "sent_to_ack_ms_p50": m(lat)}))
 EOT
-cost() { status_json >/dev/null; rw_in "$RW_SVC" "$RW_PY" "$RW_WORK/cost.py" "$CTL" "$1" 20 <"$RW_WORK/state.json" 2>>"$RW_WORK/cost.err"; }
+cost() { rw_status_json >/dev/null; rw_in "$RW_SVC" "$RW_PY" "$RW_WORK/cost.py" "$CTL" "$1" 20 <"$RW_WORK/state.json" 2>>"$RW_WORK/cost.err"; }
 small=$(cost 0) || small='{}'
-n_small=$(status_json | jq '.runs | length')
+n_small=$(rw_status_json | jq '.runs | length')
 big=$(cost 960) || big='{}'
-n_big=$(status_json | jq '.runs | length')
+n_big=$(rw_status_json | jq '.runs | length')
 diag "cost: one run's upsert on a node of $n_small runs: $small"
 diag "cost: one run's upsert on a node of $n_big runs: $big"
 check "cost: the changes on both nodes were acked ok (big node: $n_big runs)" \
@@ -410,7 +404,7 @@ more_stalls() { [ "$(stalls)" -gt "$s0" ]; }
 check "frozen: a server that stops answering (SIGSTOP) is cut after $STALL s" rw_wait $((STALL + 5)) more_stalls
 rw_sleep 1 # the reconnection's TLS handshake now waits on the frozen server
 t0=$(date +%s%N)
-st=$(status_json)
+st=$(rw_status_json)
 t1=$(date +%s%N)
 check "frozen: status answers in $(((t1 - t0) / 1000000)) ms, still enforcing, not connected" \
 	eval 'rw_jq_true ".ready and (.agent.policy_watch.connected | not)" <<<"$st" && [ $(((t1 - t0) / 1000000)) -lt "$limit_ms" ]'

@@ -25,17 +25,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/netns/lib.sh
 source "$HERE/lib.sh"
 rw_suite_begin revoke rwr "${1:-build}"
-cleanup() {
-	set +e
-	rw_node_down
-	[ "${RW_KEEP:-0}" = 1 ] && echo "# files kept in $RW_WORK" >&3 || rm -rf "$RW_WORK"
-}
-trap cleanup EXIT
-bail() {
-	echo "Bail out! $*" >&3
-	[ -f "$RW_WORK/agent.log" ] && sed 's/^/#   /' "$RW_WORK/agent.log" | tail -n 20 >&3
-	exit 1
-}
+trap rw_suite_cleanup EXIT
 
 CUT_IF=enirc${ID}a CUT_IP=10.1.2.3 CUT_RUN=run-cut
 KEPT_IF=enirk${ID}b KEPT_IP=10.1.2.4 KEPT_RUN=run-kept
@@ -45,11 +35,8 @@ SERVER=93.184.216.34 PORT=7443 # "the public internet" (lib.sh); the port only t
 CONN=$HERE/revoke_conn.py
 LIFE=$(rw_scale 60) # no process here outlives this, whatever happens
 
-mono_ns() { "$RW_PY" -c 'import time; print(time.clock_gettime_ns(time.CLOCK_MONOTONIC))'; }
-counters_json() { rw -j counters 2>/dev/null || true; }
-status_json() { rw -j status 2>/dev/null || true; }
 run_answers() { # run_answers RUN KIND
-	counters_json | jq -r --arg r "$1" --arg k "$2" \
+	rw_counters_json | jq -r --arg r "$1" --arg k "$2" \
 		'[.runs[]? | select(.id == $r) | .answers[$k] // 0] | add // 0'
 }
 
@@ -79,23 +66,23 @@ local_of() { jq -rs '.[0].connected' "$RW_WORK/$1.jsonl"; }
 server_saw() { jq -c --arg p "$(local_of "$1")" 'select(.peer == $p)' "$RW_WORK/server.jsonl" 2>/dev/null; }
 
 # ---- the node ----------------------------------------------------------------------------------
-rw_node_up || bail "the node did not come up"
-rw_sandbox_add cut "$CUT_IF" "$CUT_IP" || bail "sandbox cut"
-rw_sandbox_add kept "$KEPT_IF" "$KEPT_IP" || bail "sandbox kept"
-rw_sandbox_add quiet "$QUIET_IF" "$QUIET_IP" || bail "sandbox quiet"
+rw_node_up || rw_bail "the node did not come up"
+rw_sandbox_add cut "$CUT_IF" "$CUT_IP" || rw_bail "sandbox cut"
+rw_sandbox_add kept "$KEPT_IF" "$KEPT_IP" || rw_bail "sandbox kept"
+rw_sandbox_add quiet "$QUIET_IF" "$QUIET_IP" || rw_bail "sandbox quiet"
 policy 1 open >"$RW_WORK/policy.json"
 API=http://127.0.0.1:9100 # the node namespace's own loopback
 rw_agent_start --policy "$RW_WORK/policy.json" --ifprefix "$PFX" \
 	--attach-mode "${RW_ATTACH_MODE:-auto}" --listen 127.0.0.1:9100
-rw_agent_wait || bail "the agent did not start"
-ready() { [ "$(status_json | jq -r '.ready and ([.sandboxes[]? | select(.pod != null)] | length == 3)')" = true ]; }
-rw_wait 10 ready || bail "the agent did not bind the three sandboxes and apply revision 1"
-diag "attach mode: $(status_json | jq -r '[.sandboxes[]?.hooks.egress.mode // empty] | unique | join(",")')"
+rw_agent_wait || rw_bail "the agent did not start"
+ready() { [ "$(rw_status_json | jq -r '.ready and ([.sandboxes[]? | select(.pod != null)] | length == 3)')" = true ]; }
+rw_wait 10 ready || rw_bail "the agent did not bind the three sandboxes and apply revision 1"
+diag "attach mode: $(rw_status_json | jq -r '[.sandboxes[]?.hooks.egress.mode // empty] | unique | join(",")')"
 
 rm -f "$RW_WORK/server.ready"
 rw_bg "$RW_WORK/server.jsonl" ip netns exec "$RW_SVC" "$RW_PY" "$CONN" server --port "$PORT" \
 	--ready "$RW_WORK/server.ready" --duration "$LIFE"
-rw_wait_file "$RW_WORK/server.ready" || bail "the server did not start"
+rw_wait_file "$RW_WORK/server.ready" || rw_bail "the server did not start"
 
 client send cut send
 client next cut server-next
@@ -103,7 +90,7 @@ client idle cut idle
 client kept kept send
 client quiet quiet send
 for c in send next idle kept quiet; do
-	rw_wait 5 connected "$c" || bail "connection $c did not open: $(cat "$RW_WORK/$c.jsonl")"
+	rw_wait 5 connected "$c" || rw_bail "connection $c did not open: $(cat "$RW_WORK/$c.jsonl")"
 done
 rw_sleep 0.5 # every flow has a cached verdict: the cut must come from the apply
 ok "five connections open under egress open: $(for c in send next idle kept quiet; do printf '%s ' "$(local_of "$c")"; done)"
@@ -111,9 +98,9 @@ ok "five connections open under egress open: $(for c in send next idle kept quie
 # ---- the cut ---------------------------------------------------------------------------------
 rst0=$(run_answers "$CUT_RUN" rst)
 policy 2 allowlist >"$RW_WORK/policy2.json"
-t_begin=$(mono_ns)
-rw apply "$RW_WORK/policy2.json" >"$RW_WORK/apply2.out" 2>&1 || bail "apply revision 2: $(cat "$RW_WORK/apply2.out")"
-t_apply=$(mono_ns) # late by a python start: the deadline is judged from here, times from t_begin
+t_begin=$(rw_mono_ns)
+rw apply "$RW_WORK/policy2.json" >"$RW_WORK/apply2.out" 2>&1 || rw_bail "apply revision 2: $(cat "$RW_WORK/apply2.out")"
+t_apply=$(rw_mono_ns) # late by a python start: the deadline is judged from here, times from t_begin
 diag "the apply took $(((t_apply - t_begin) / 1000000)) ms (with two python starts)"
 DEADLINE_MS=$(awk -v k="$RW_WAIT_SCALE" 'BEGIN {printf "%d", 1000 * k}')
 
