@@ -12,17 +12,20 @@ static void put16(__u8 *p, __u16 v)
 	p[1] = v & 0xff;
 }
 
-static __u16 csum(const __u8 *p, size_t len)
+__u16 pkt_csum_sum(const __u8 *p, size_t len, __u32 sum)
 {
-	__u32 sum = 0;
-
 	for (size_t i = 0; i + 1 < len; i += 2)
 		sum += (p[i] << 8) | p[i + 1];
 	if (len & 1)
 		sum += p[len - 1] << 8;
 	while (sum >> 16)
 		sum = (sum & 0xffff) + (sum >> 16);
-	return ~sum & 0xffff;
+	return sum;
+}
+
+static __u16 csum(const __u8 *p, size_t len)
+{
+	return ~pkt_csum_sum(p, len, 0) & 0xffff;
 }
 
 size_t pkt_build(const struct pkt_spec *s, __u8 *buf)

@@ -36,4 +36,10 @@ struct pkt_spec {
 /* Builds the frame into buf; returns its length. */
 size_t pkt_build(const struct pkt_spec *s, __u8 *buf);
 
+/* RFC 1071: `sum` plus the one's complement sum of 16-bit words, an odd byte padded with zero,
+ * folded to 16 bits. A header whose checksum is right sums to 0xffff; its checksum field is the
+ * complement of the sum over the header with the field zero.
+ */
+__u16 pkt_csum_sum(const __u8 *p, size_t len, __u32 sum);
+
 #endif /* RUNWALL_TEST_PKT_H */

@@ -1000,20 +1000,6 @@ static int test_run_out(int dir, int ifindex, const void *pkt, size_t len, __u8 
 	return err;
 }
 
-/* RFC 1071: the one's complement sum of 16-bit words, an odd byte padded with zero. A header
- * whose checksum is right sums to 0xffff.
- */
-static __u16 rfc1071_sum(const __u8 *p, size_t len, __u32 sum)
-{
-	for (size_t i = 0; i + 1 < len; i += 2)
-		sum += (p[i] << 8) | p[i + 1];
-	if (len & 1)
-		sum += p[len - 1] << 8;
-	while (sum >> 16)
-		sum = (sum & 0xffff) + (sum >> 16);
-	return sum;
-}
-
 static void put16be(__u8 *p, __u16 v)
 {
 	p[0] = v >> 8;
@@ -1034,7 +1020,7 @@ static __u16 tcp_csum(const __u8 *ip, const __u8 *tcp, size_t tcp_len)
 	memcpy(ph, ip + 12, 8);
 	ph[9] = IPPROTO_TCP;
 	put16be(ph + 10, tcp_len);
-	return ~rfc1071_sum(tcp, tcp_len, rfc1071_sum(ph, 12, 0)) & 0xffff;
+	return ~pkt_csum_sum(tcp, tcp_len, pkt_csum_sum(ph, 12, 0)) & 0xffff;
 }
 
 static const __u8 pod_mac[6] = {0x02, 0, 0, 0, 0, 0x01}, gw_mac[6] = {0x02, 0, 0, 0, 0, 0xfe};
@@ -1060,7 +1046,7 @@ static void want_head(const struct pkt_spec *s, __u8 *w, __u8 tos, __u16 tot_len
 	w[23] = proto;
 	memcpy(w + 26, &dst, 4);
 	memcpy(w + 30, &src, 4);
-	put16be(w + 24, ~rfc1071_sum(w + 14, 20, 0) & 0xffff);
+	put16be(w + 24, ~pkt_csum_sum(w + 14, 20, 0) & 0xffff);
 }
 
 /* The reset RFC 793 3.4 makes of the segment s: built here byte by byte from the spec. */
@@ -1088,7 +1074,7 @@ static size_t want_icmp(const struct pkt_spec *s, const __u8 *in, size_t quote, 
 	w[34] = 3;
 	w[35] = 13;
 	memcpy(w + 42, in + 14, quote);
-	put16be(w + 36, ~rfc1071_sum(w + 34, 8 + quote, 0) & 0xffff);
+	put16be(w + 36, ~pkt_csum_sum(w + 34, 8 + quote, 0) & 0xffff);
 	return 42 + quote;
 }
 
@@ -1097,7 +1083,7 @@ static int answer_sums_ok(const __u8 *f, size_t len)
 {
 	size_t ip_len = len - 14;
 
-	if (len < 34 || rfc1071_sum(f + 14, 20, 0) != 0xffff)
+	if (len < 34 || pkt_csum_sum(f + 14, 20, 0) != 0xffff)
 		return 0;
 	if (f[23] == IPPROTO_TCP) {
 		__u8 ph[12] = {0};
@@ -1105,9 +1091,9 @@ static int answer_sums_ok(const __u8 *f, size_t len)
 		memcpy(ph, f + 26, 8);
 		ph[9] = IPPROTO_TCP;
 		put16be(ph + 10, ip_len - 20);
-		return rfc1071_sum(f + 34, ip_len - 20, rfc1071_sum(ph, 12, 0)) == 0xffff;
+		return pkt_csum_sum(f + 34, ip_len - 20, pkt_csum_sum(ph, 12, 0)) == 0xffff;
 	}
-	return f[23] == IPPROTO_ICMP && rfc1071_sum(f + 34, ip_len - 20, 0) == 0xffff;
+	return f[23] == IPPROTO_ICMP && pkt_csum_sum(f + 34, ip_len - 20, 0) == 0xffff;
 }
 
 struct acase {
@@ -1599,7 +1585,7 @@ static size_t want_bare_rst(const __u8 *dmac, const __u8 *smac, const char *sadd
 	w[23] = IPPROTO_TCP;
 	memcpy(w + 26, &src, 4);
 	memcpy(w + 30, &dst, 4);
-	put16be(w + 24, ~rfc1071_sum(w + 14, 20, 0) & 0xffff);
+	put16be(w + 24, ~pkt_csum_sum(w + 14, 20, 0) & 0xffff);
 	put16be(w + 34, sport);
 	put16be(w + 36, dport);
 	put32be(w + 38, seq);
