@@ -45,6 +45,13 @@ static void sample(struct out *o, const char *name, const char *labels, unsigned
 		v);
 }
 
+/* One sample per cause of a per-run share's displacements (run_shares.h). */
+static void share_samples(struct out *o, const char *name, const uint64_t *by_cause)
+{
+	sample(o, name, "cause=\"own_share\"", by_cause[RW_SHARE_OWN]);
+	sample(o, name, "cause=\"fair_share\"", by_cause[RW_SHARE_FAIR]);
+}
+
 static void counters_family(struct out *o, const struct rw_datapath *dp,
 			    const struct rw_metrics_snap *s, bool bytes)
 {
@@ -244,10 +251,7 @@ char *rw_metrics_text(const struct rw_datapath *dp, const struct rw_metrics_snap
 	       "Events dropped to make room, by cause: own_share, the run's own oldest (it held "
 	       "its share or more); fair_share, the oldest of the run holding the most, for a run "
 	       "under its share.");
-	sample(&o, "runwall_view_events_displaced_total", "cause=\"own_share\"",
-	       s->events_displaced[RW_SHARE_OWN]);
-	sample(&o, "runwall_view_events_displaced_total", "cause=\"fair_share\"",
-	       s->events_displaced[RW_SHARE_FAIR]);
+	share_samples(&o, "runwall_view_events_displaced_total", s->events_displaced);
 	family(&o, "runwall_view_events_deferred_total", "counter",
 	       "Events the agent's loop set aside because a query held the view's store.");
 	sample(&o, "runwall_view_events_deferred_total", "", s->events_deferred);
@@ -263,10 +267,7 @@ char *rw_metrics_text(const struct rw_datapath *dp, const struct rw_metrics_snap
 	family(&o, "runwall_view_aggregates_displaced_total", "counter",
 	       "Aggregates dropped to make room, by cause: own_share, the run's own least recently "
 	       "updated; fair_share, that of the run holding the most, for a run under its share.");
-	sample(&o, "runwall_view_aggregates_displaced_total", "cause=\"own_share\"",
-	       s->aggregates_displaced[RW_SHARE_OWN]);
-	sample(&o, "runwall_view_aggregates_displaced_total", "cause=\"fair_share\"",
-	       s->aggregates_displaced[RW_SHARE_FAIR]);
+	share_samples(&o, "runwall_view_aggregates_displaced_total", s->aggregates_displaced);
 
 	family(&o, "runwall_access_requests_total", "counter",
 	       "Network-access requests: queued, sent (2xx), failed for good, dropped (queue full, "
@@ -280,10 +281,7 @@ char *rw_metrics_text(const struct rw_datapath *dp, const struct rw_metrics_snap
 	family(&o, "runwall_access_requests_forgotten_total", "counter",
 	       "Sent or failed requests no longer remembered for dedup, to make room, by cause: "
 	       "own_share, the run's own oldest; fair_share, the oldest of the run holding the most.");
-	sample(&o, "runwall_access_requests_forgotten_total", "cause=\"own_share\"",
-	       s->requests_forgotten[RW_SHARE_OWN]);
-	sample(&o, "runwall_access_requests_forgotten_total", "cause=\"fair_share\"",
-	       s->requests_forgotten[RW_SHARE_FAIR]);
+	share_samples(&o, "runwall_access_requests_forgotten_total", s->requests_forgotten);
 	family(&o, "runwall_access_request_retries_total", "counter",
 	       "Retries of network-access requests (the receiver was down or answered 5xx).");
 	sample(&o, "runwall_access_request_retries_total", "", s->requests_retries);
