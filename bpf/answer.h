@@ -85,6 +85,22 @@ static __always_inline __u8 rw_answer_kind(const struct rw_pkt *p, const struct 
 	return RW_ANSWER_ICMP;
 }
 
+/* The IPv4 header of a bare reset (no options, no payload), from saddr to daddr, its checksum
+ * written: the answer's and both of a revoke's (revoke.h).
+ */
+static __always_inline void rw_rst_ip(struct iphdr *ip, __be32 saddr, __be32 daddr)
+{
+	ip->version = 4;
+	ip->ihl = 5;
+	ip->tot_len = bpf_htons(20 + 20);
+	ip->frag_off = bpf_htons(IP_DF_);
+	ip->ttl = 64;
+	ip->protocol = IPPROTO_TCP;
+	ip->saddr = saddr;
+	ip->daddr = daddr;
+	ip->check = rw_csum_fold(bpf_csum_diff(NULL, 0, (__be32 *)ip, sizeof(*ip), 0));
+}
+
 /* Rewrites the refused segment into its reset (RFC 793 3.4, "Reset Generation"): from an
  * ACK-bearing segment, <SEQ=SEG.ACK><CTL=RST>; from any other (a SYN), <SEQ=0><ACK=SEG.SEQ+
  * SEG.LEN><CTL=RST,ACK>, SEG.LEN counting the payload, SYN and FIN. parse.h proved the header
@@ -110,15 +126,7 @@ static __always_inline int rw_answer_rst(struct __sk_buff *skb)
 
 	__builtin_memcpy(f.eth.h_dest, f.eth.h_source, ETH_ALEN);
 	bpf_skb_load_bytes(skb, 0, f.eth.h_source, ETH_ALEN);
-	f.ip.version = 4;
-	f.ip.ihl = 5;
-	f.ip.tot_len = bpf_htons(20 + 20);
-	f.ip.frag_off = bpf_htons(IP_DF_);
-	f.ip.ttl = 64;
-	f.ip.protocol = IPPROTO_TCP;
-	f.ip.saddr = ip.daddr;
-	f.ip.daddr = ip.saddr;
-	f.ip.check = rw_csum_fold(bpf_csum_diff(NULL, 0, (__be32 *)&f.ip, sizeof(f.ip), 0));
+	rw_rst_ip(&f.ip, ip.daddr, ip.saddr);
 
 	f.tcp.source = tcp.dest;
 	f.tcp.dest = tcp.source;

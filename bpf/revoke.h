@@ -63,15 +63,7 @@ static __always_inline int rw_revoke_write(struct __sk_buff *skb, const struct e
 	__builtin_memcpy(f.eth.h_dest, back ? eth->h_source : eth->h_dest, ETH_ALEN);
 	__builtin_memcpy(f.eth.h_source, back ? eth->h_dest : eth->h_source, ETH_ALEN);
 	f.eth.h_proto = eth->h_proto;
-	f.ip.version = 4;
-	f.ip.ihl = 5;
-	f.ip.tot_len = bpf_htons(20 + 20);
-	f.ip.frag_off = bpf_htons(IP_DF_);
-	f.ip.ttl = 64;
-	f.ip.protocol = IPPROTO_TCP;
-	f.ip.saddr = back ? ip->daddr : ip->saddr;
-	f.ip.daddr = back ? ip->saddr : ip->daddr;
-	f.ip.check = rw_csum_fold(bpf_csum_diff(NULL, 0, (__be32 *)&f.ip, sizeof(f.ip), 0));
+	rw_rst_ip(&f.ip, back ? ip->daddr : ip->saddr, back ? ip->saddr : ip->daddr);
 	f.tcp.source = back ? tcp->dest : tcp->source;
 	f.tcp.dest = back ? tcp->source : tcp->dest;
 	f.tcp.seq = seq;
