@@ -39,6 +39,7 @@
 #include <sys/wait.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <linux/pkt_cls.h>
 
 #include "apply.h"
 #include "datapath.h"
@@ -137,7 +138,8 @@ static char *ipstr(__be32 a, char *buf)
  * r % 100 == changed % 100 (1 %) have their ports shifted by `changed` (a 1 % change per step);
  * with `probe`, run 0 also allows 44.255.0.1:9999.
  */
-static char *make_policy(unsigned long long revision, int runs, int rules, int changed, int probe)
+static char *make_policy_refusal(unsigned long long revision, int runs, int rules, int changed,
+				 int probe, const char *refusal)
 {
 	size_t cap = 4096 + (size_t)runs * (200 + PODS_PER_RUN * 20 + rules * 60), len = 0;
 	char *s = malloc(cap), a[16];
@@ -146,16 +148,12 @@ static char *make_policy(unsigned long long revision, int runs, int rules, int c
 		DIE("out of memory");
 	len += snprintf(
 		s + len, cap - len,
-		/* "refusal": "drop": test_run's repeats run on one skb, and an answer would make
-		 * the first repeat's packet the reset the others then judge. The drop path measured
-		 * is the refusal's judgement and event, as before answers existed.
-		 */
-		"{\"revision\": %llu, \"refusal\": \"drop\", \"deny\": [\"10.0.0.0/16\"], \"services\": ["
+		"{\"revision\": %llu, \"refusal\": \"%s\", \"deny\": [\"10.0.0.0/16\"], \"services\": ["
 		"{\"name\": \"egress-proxy\", \"ip\": \"172.20.0.10\", \"tcp\": [443, 8443]},"
 		"{\"name\": \"model\", \"cidr\": \"172.21.0.0/24\", \"tcp\": [443]}],"
 		"\"inbound\": [{\"name\": \"app-tier\", \"cidr\": \"172.20.0.12/32\", "
 		"\"tcp\": [4096]}], \"runs\": [",
-		revision);
+		revision, refusal);
 	for (int r = 0; r < runs; r++) {
 		int shift = changed && r % 100 == changed % 100 ? changed : 0;
 
@@ -177,6 +175,15 @@ static char *make_policy(unsigned long long revision, int runs, int rules, int c
 	}
 	snprintf(s + len, cap - len, "]}");
 	return s;
+}
+
+/* "refusal": "drop", except where an answer is measured: test_run's repeats run on one skb, and
+ * an answer would make the first repeat's packet the reset that the others then judge. The drop
+ * path measured is the refusal's judgement and event, as before answers existed.
+ */
+static char *make_policy(unsigned long long revision, int runs, int rules, int changed, int probe)
+{
+	return make_policy_refusal(revision, runs, rules, changed, probe, "drop");
 }
 
 /* Parse a snapshot, and settle the heap after it. Parsing 100 000 rules frees about a million
@@ -255,19 +262,25 @@ static int run_once(int prog, const struct probe_pkt *p, __u32 *ns)
 	return run_n(prog, p, 1, ns);
 }
 
-static void build_pkt(struct probe_pkt *p, int veth, __be32 src, __be32 dst, int sport, int dport,
-		      int flags)
+static void build_pkt_proto(struct probe_pkt *p, int veth, int proto, __be32 src, __be32 dst,
+			    int sport, int dport, int flags)
 {
 	char s[16], d[16];
 	struct pkt_spec spec = {.src = ipstr(src, s),
 				.dst = ipstr(dst, d),
-				.proto = TCP,
+				.proto = proto,
 				.sport = sport,
 				.dport = dport,
 				.tcp_flags = flags};
 
 	p->veth = veth;
 	p->len = pkt_build(&spec, p->buf);
+}
+
+static void build_pkt(struct probe_pkt *p, int veth, __be32 src, __be32 dst, int sport, int dport,
+		      int flags)
+{
+	build_pkt_proto(p, veth, TCP, src, dst, sport, dport, flags);
 }
 
 static struct ring_buffer *ring;
@@ -303,17 +316,57 @@ static const char *const path_keys[P_COUNT] = {"established_egress", "establishe
 					       "new_allowed", "drop_event"};
 static const double path_targets[P_COUNT] = {3, 3, 5, 5};
 
+/* A refusal with its event and its answer: the same table, the node's refusal "answer", no
+ * answer budget. An answer rewrites the packet test_run hands the program, so each packet is
+ * its own test_run (the cold method, next to the empty program run the same way in the same
+ * round): a TCP SYN answered with a reset, a UDP datagram with ICMP code 13. `*p` is the
+ * snapshot in force; it is replaced by its answering twin (revision `revision`).
+ */
+static void answered(struct rw_datapath *dp, int base_prog, struct probe_pkt *tcp,
+		     struct probe_pkt *udp, int n, int rounds, unsigned long long revision,
+		     int runs, int rules, struct rw_policy *p)
+{
+	static const char *const names[] = {"refused SYN with its event and its reset",
+					    "refused UDP with its event and its ICMP answer"};
+	static const char *const keys[] = {"answer_rst", "answer_icmp"};
+	char *json = make_policy_refusal(revision, runs, rules, 0, 0, "answer"), name[128];
+	double base[16], ans[2][16], cbase;
+	struct rw_apply_result ar;
+	struct rw_policy next;
+
+	parse(json, &next);
+	apply(dp, p, &next, &ar);
+	rw_policy_free(p);
+	*p = next;
+	for (int rd = 0; rd < rounds; rd++) {
+		base[rd] = pass(base_prog, tcp, n, 99, 1);
+		ans[0][rd] = pass(dp->prog_fd[RW_DIR_EGRESS], tcp, n, TC_ACT_REDIRECT, 1);
+		ans[1][rd] = pass(dp->prog_fd[RW_DIR_EGRESS], udp, n, TC_ACT_REDIRECT, 1);
+	}
+	cbase = pct(base, rounds, 0.5);
+	for (int c = 0; c < 2; c++) {
+		double ns = pct(ans[c], rounds, 0.5);
+
+		snprintf(name, sizeof(name), "%s, %d rules, cold", names[c], runs * rules);
+		row("per-packet", name, ns / cbase, "x empty", "<=", 5,
+		    json_pack("{s:i, s:s, s:f, s:f}", "rules", runs * rules, "path", keys[c], "ns",
+			      ns, "empty_ns", cbase));
+	}
+	free(json);
+}
+
 static void per_packet(struct rw_datapath *dp, int base_prog, double ratios[][P_COUNT], int si,
 		       int runs, int rules)
 {
 	const int n = quick ? 256 : 1024, rounds = quick ? 3 : 7;
 	struct probe_pkt *est = calloc(n, sizeof(*est)), *rep = calloc(n, sizeof(*rep));
 	struct probe_pkt *syn = calloc(n, sizeof(*syn)), *drop = calloc(n, sizeof(*drop));
+	struct probe_pkt *udp = calloc(n, sizeof(*udp));
 	double res[P_COUNT + 1][16], cold[P_COUNT + 1][16];
 	const __u32 warm = 32;
 	struct rw_apply_result ar;
 	struct rw_policy p;
-	char *json = make_policy(100 + si, runs, rules, 0, 0), name[128];
+	char *json = make_policy(100 + 2 * si, runs, rules, 0, 0), name[128];
 	static int sport_base = 10000;
 
 	parse(json, &p);
@@ -334,6 +387,8 @@ static void per_packet(struct rw_datapath *dp, int base_prog, double ratios[][P_
 		build_pkt(&rep[k], v, dst, pod, rule_port(r, i, 0), sport_base + k, 0x10);
 		build_pkt(&drop[k], v, pod, htonl((93u << 24) | (k << 8) | 1), 30000 + k, 443,
 			  0x02);
+		build_pkt_proto(&udp[k], v, IPPROTO_UDP, pod, htonl((93u << 24) | (k << 8) | 1),
+				30000 + k, 443, 0);
 		/* Open each flow once: the measured packets are its later ones. */
 		build_pkt(&syn[k], v, pod, dst, sport_base + k, rule_port(r, i, 0), 0x02);
 		if (run_once(dp->prog_fd[RW_DIR_EGRESS], &syn[k], NULL) != -1)
@@ -415,11 +470,12 @@ static void per_packet(struct rw_datapath *dp, int base_prog, double ratios[][P_
 				      path_keys[c], "ns", cns, "empty_ns", cbase));
 		}
 	}
+	answered(dp, base_prog, drop, udp, n, rounds, 101 + 2 * si, runs, rules, &p);
 	for (int v = 0; v < NVETH; v++)
 		rw_endpoint_unbind(dp, ifindex[v]);
 	rw_policy_free(&p);
 	free(json);
-	free(est), free(rep), free(syn), free(drop);
+	free(est), free(rep), free(syn), free(drop), free(udp);
 }
 
 static int on_event(void *ctx, void *data, size_t size)
@@ -444,7 +500,8 @@ static void section_per_packet(void)
 	if (base < 0)
 		DIE("baseline program: %s", strerror(errno));
 	rw_config_read(&dp, &cfg);
-	cfg.event_rate = 0; /* no budget: every drop sends its event */
+	cfg.event_rate = 0;  /* no budget: every drop sends its event */
+	cfg.answer_rate = 0; /* and every refusal of an answering run its answer */
 	rw_config_write(&dp, &cfg);
 	ring = ring_buffer__new(dp.map_fd[RW_M_EVENTS], on_event, NULL, NULL);
 	for (int s = 0; s < nsizes; s++)
