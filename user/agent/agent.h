@@ -112,6 +112,13 @@ struct agent_cni {
 #define RING_DRAIN_MS	       25
 #define RING_DRAIN_CLOCK_EVERY 64 /* records between two reads of the clock */
 
+/* One drain of the ring (drain.c writes it). */
+struct agent_drain {
+	int ring_budget;		/* records left in this drain */
+	int64_t ring_deadline_ns;	/* CLOCK_MONOTONIC: the drain stops there */
+	unsigned long long ring_capped; /* drains stopped by their budget or their time */
+};
+
 /* PolicyWatch (policy_follow.c, policy_stream.c): NULL watch without --policy-url. */
 struct agent_follow {
 	struct rw_watch_opts opts;
@@ -165,9 +172,7 @@ struct agent {
 	unsigned long long attach_failures; /* every failed attach, counted for status */
 	unsigned long long attach_retries;
 	unsigned long long bind_failures; /* bindings refused for want of room, or failed */
-	int ring_budget;		  /* records left in this drain */
-	int64_t ring_deadline_ns;	  /* CLOCK_MONOTONIC: the drain stops there */
-	unsigned long long ring_capped;	  /* drains stopped by their budget or their time */
+	struct agent_drain drain;
 
 	int epfd, listen_fd, inotify_fd, tick_fd, resync_fd, sig_fd;
 	struct agent_cni cni;

@@ -97,7 +97,7 @@ json_t *agent_status_json(struct agent *a)
 					      (json_int_t)a->bind_failures, "waiting",
 					      bind_waiting));
 		json_object_set_new(json_object_get(o, "events"), "ring_drains_capped",
-				    json_integer(a->ring_capped));
+				    json_integer(a->drain.ring_capped));
 		json_object_set_new(o, "cni", agent_cni_status(a));
 		json_object_set_new(o, "policy_watch", agent_follow_status(a));
 	}
