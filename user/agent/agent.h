@@ -55,6 +55,13 @@ struct ctl_client {
 
 #define MAX_CLIENTS 32
 
+/* The control socket's clients (ctl_server.c writes it). */
+struct agent_clients {
+	struct ctl_client clients[MAX_CLIENTS];
+	int n_clients;
+	unsigned long long clients_dropped; /* over their deadline, or too many at once */
+};
+
 struct run_state {
 	char id[RW_RUN_ID_LEN];
 	__u32 gen;
@@ -181,10 +188,8 @@ struct agent {
 	struct ring_buffer *ring;
 	struct subscriber subs[MAX_SUBS];
 	int n_subs;
-	struct ctl_client clients[MAX_CLIENTS];
-	int n_clients;
-	unsigned long long clients_dropped; /* over their deadline, or too many at once */
-	unsigned long long delivered_gone;  /* of subscribers that left */
+	struct agent_clients ctl;
+	unsigned long long delivered_gone; /* of subscribers that left */
 	unsigned long long skipped_gone;
 	int64_t mono_to_real;
 	bool reload_pending;

@@ -108,26 +108,26 @@ json_t *agent_status_json(struct agent *a)
 
 static void client_close(struct agent *a, int i)
 {
-	struct ctl_client *c = &a->clients[i];
+	struct ctl_client *c = &a->ctl.clients[i];
 
 	epoll_ctl(a->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	free(c->buf);
-	a->clients[i] = a->clients[--a->n_clients];
+	a->ctl.clients[i] = a->ctl.clients[--a->ctl.n_clients];
 }
 
 /* Hand the fd on (a subscriber) without closing it. */
 static void client_release(struct agent *a, int i)
 {
-	epoll_ctl(a->epfd, EPOLL_CTL_DEL, a->clients[i].fd, NULL);
-	free(a->clients[i].buf);
-	a->clients[i] = a->clients[--a->n_clients];
+	epoll_ctl(a->epfd, EPOLL_CTL_DEL, a->ctl.clients[i].fd, NULL);
+	free(a->ctl.clients[i].buf);
+	a->ctl.clients[i] = a->ctl.clients[--a->ctl.n_clients];
 }
 
 /* Write what is left of the reply; the client is closed once all of it went out. */
 static void client_write(struct agent *a, int i)
 {
-	struct ctl_client *c = &a->clients[i];
+	struct ctl_client *c = &a->ctl.clients[i];
 
 	while (c->off < c->len) {
 		ssize_t n = write(c->fd, c->buf + c->off, c->len - c->off);
@@ -145,7 +145,7 @@ static void client_write(struct agent *a, int i)
 
 static void client_reply(struct agent *a, int i, json_t *reply)
 {
-	struct ctl_client *c = &a->clients[i];
+	struct ctl_client *c = &a->ctl.clients[i];
 	struct epoll_event ev = {.events = EPOLLOUT, .data.fd = c->fd};
 	char *line = reply ? json_dumps(reply, JSON_COMPACT) : NULL;
 	size_t len;
@@ -175,7 +175,7 @@ static json_t *error_json(const char *msg)
 /* The whole request is in: "VERB [ARG]\n" and the body (ctl.h). */
 static void client_request(struct agent *a, int i)
 {
-	struct ctl_client *c = &a->clients[i];
+	struct ctl_client *c = &a->ctl.clients[i];
 	char *verb = c->buf, *arg = NULL, *body, *nl, *sp;
 	size_t body_len;
 	json_t *reply;
@@ -229,7 +229,7 @@ static void client_request(struct agent *a, int i)
 /* Read what has arrived; the request is complete when the client shuts down its writing side. */
 static void client_read(struct agent *a, int i)
 {
-	struct ctl_client *c = &a->clients[i];
+	struct ctl_client *c = &a->ctl.clients[i];
 
 	for (;;) {
 		ssize_t n;
@@ -269,10 +269,10 @@ static void client_read(struct agent *a, int i)
 
 bool agent_ctl_on_fd(struct agent *a, int fd, __u32 events)
 {
-	for (int i = 0; i < a->n_clients; i++) {
-		if (a->clients[i].fd != fd)
+	for (int i = 0; i < a->ctl.n_clients; i++) {
+		if (a->ctl.clients[i].fd != fd)
 			continue;
-		if (a->clients[i].replying)
+		if (a->ctl.clients[i].replying)
 			client_write(a, i);
 		else if (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))
 			client_read(a, i);
@@ -285,13 +285,14 @@ void agent_ctl_tick(struct agent *a)
 {
 	int64_t now = agent_now_ms();
 
-	for (int i = 0; i < a->n_clients;) {
-		if (now >= a->clients[i].deadline_ms) {
+	for (int i = 0; i < a->ctl.n_clients;) {
+		if (now >= a->ctl.clients[i].deadline_ms) {
 			rw_debug("control socket client %d: no %s within %d ms, dropped",
-				 a->clients[i].fd,
-				 a->clients[i].replying ? "room for the reply" : "complete request",
+				 a->ctl.clients[i].fd,
+				 a->ctl.clients[i].replying ? "room for the reply"
+							    : "complete request",
 				 REQUEST_TIMEOUT_MS);
-			a->clients_dropped++;
+			a->ctl.clients_dropped++;
 			client_close(a, i);
 			continue;
 		}
@@ -301,7 +302,7 @@ void agent_ctl_tick(struct agent *a)
 
 void agent_ctl_close_all(struct agent *a)
 {
-	while (a->n_clients)
+	while (a->ctl.n_clients)
 		client_close(a, 0);
 }
 
@@ -323,17 +324,17 @@ void agent_on_client(struct agent *a)
 			close(fd);
 			continue;
 		}
-		if (a->n_clients == MAX_CLIENTS) {
+		if (a->ctl.n_clients == MAX_CLIENTS) {
 			static const char busy[] =
 				"{\"ok\":false,\"error\":\"too many clients\"}\n";
 
-			a->clients_dropped++;
+			a->ctl.clients_dropped++;
 			if (write(fd, busy, sizeof(busy) - 1) < 0)
 				rw_debug("control socket: %s", strerror(errno));
 			close(fd);
 			continue;
 		}
-		c = &a->clients[a->n_clients];
+		c = &a->ctl.clients[a->ctl.n_clients];
 		*c = (struct ctl_client){
 			.fd = fd, .cap = 4096, .deadline_ms = agent_now_ms() + REQUEST_TIMEOUT_MS};
 		c->buf = malloc(c->cap + 1);
@@ -343,6 +344,6 @@ void agent_on_client(struct agent *a)
 			close(fd);
 			continue;
 		}
-		a->n_clients++;
+		a->ctl.n_clients++;
 	}
 }

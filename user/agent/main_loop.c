@@ -171,7 +171,7 @@ static int agent_run(struct agent *a)
 	agent_flush_subscribers(a);
 	agent_sandboxes_tick(a);
 	/* The shutdown request's reply, if it did not all go out at once. */
-	for (int i = 0; i < 20 && a->n_clients; i++) {
+	for (int i = 0; i < 20 && a->ctl.n_clients; i++) {
 		int n = epoll_wait(a->epfd, evs, 16, 10);
 
 		for (int k = 0; k < n; k++)
