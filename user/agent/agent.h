@@ -40,6 +40,14 @@ struct subscriber {
 	unsigned long long skipped;
 };
 
+/* The socket's event subscribers (events.c writes it). */
+struct agent_subscribers {
+	struct subscriber subs[MAX_SUBS];
+	int n_subs;
+	unsigned long long delivered_gone; /* of subscribers that left */
+	unsigned long long skipped_gone;
+};
+
 /* A control socket client between accept and close: its request is read and its reply written
  * without blocking, each within REQUEST_TIMEOUT_MS of the accept, so that no client can hold the
  * loop (a client that sends half a request and waits, or never reads its reply, is dropped).
@@ -186,11 +194,8 @@ struct agent {
 	struct agent_follow follow;
 	struct rw_nl_sub *nl;
 	struct ring_buffer *ring;
-	struct subscriber subs[MAX_SUBS];
-	int n_subs;
+	struct agent_subscribers subscribers;
 	struct agent_clients ctl;
-	unsigned long long delivered_gone; /* of subscribers that left */
-	unsigned long long skipped_gone;
 	int64_t mono_to_real;
 	bool reload_pending;
 	bool stop;

@@ -19,7 +19,8 @@ json_t *agent_status_json(struct agent *a)
 	char when[40], applied[40];
 	json_t *runs = json_array(), *sbx = json_array(), *o;
 	struct rw_config cfg = {};
-	unsigned long long delivered = a->delivered_gone, skipped = a->skipped_gone;
+	unsigned long long delivered = a->subscribers.delivered_gone,
+			   skipped = a->subscribers.skipped_gone;
 	int64_t now_ms = agent_now_ms();
 	int attach_pending = 0, bind_waiting = 0;
 	bool ready;
@@ -70,9 +71,9 @@ json_t *agent_status_json(struct agent *a)
 		}
 		json_array_append_new(sbx, e);
 	}
-	for (int i = 0; i < a->n_subs; i++) {
-		delivered += a->subs[i].delivered;
-		skipped += a->subs[i].skipped;
+	for (int i = 0; i < a->subscribers.n_subs; i++) {
+		delivered += a->subscribers.subs[i].delivered;
+		skipped += a->subscribers.subs[i].skipped;
 	}
 	o = json_pack("{s:b, s:b, s:I, s:o, s:o, s:f, s:s, s:s, s:s, s:o, s:o, s:o, "
 		      "s:{s:i, s:I, s:I}, s:o}",
@@ -83,7 +84,7 @@ json_t *agent_status_json(struct agent *a)
 		      a->last_apply.total_ms, "bpffs", a->dp.pin_dir, "socket", a->socket,
 		      "ifprefix", a->ifprefix, "policy_file",
 		      a->policy_path ? json_string(a->policy_path) : json_null(), "runs", runs,
-		      "sandboxes", sbx, "events", "subscribers", a->n_subs, "delivered",
+		      "sandboxes", sbx, "events", "subscribers", a->subscribers.n_subs, "delivered",
 		      (json_int_t)delivered, "skipped", (json_int_t)skipped, "last_error",
 		      a->last_error[0] ? json_string(a->last_error) : json_null());
 	if (o) {

@@ -159,8 +159,8 @@ static int agent_run(struct agent *a)
 			} else if (agent_ctl_on_fd(a, fd, evs[i].events)) {
 				/* a control socket client, served without blocking */
 			} else {
-				for (int s = 0; s < a->n_subs; s++)
-					if (a->subs[s].fd == fd) {
+				for (int s = 0; s < a->subscribers.n_subs; s++)
+					if (a->subscribers.subs[s].fd == fd) {
 						agent_sub_close(a, s);
 						break;
 					}
@@ -389,7 +389,7 @@ refused:
 cleanup:
 	agent_follow_stop(&a);
 	rw_agent_view_stop(a.view);
-	while (a.n_subs)
+	while (a.subscribers.n_subs)
 		agent_sub_close(&a, 0);
 	if (a.listen_fd >= 0) {
 		close(a.listen_fd);

@@ -49,12 +49,12 @@ void agent_view_publish(struct agent *a)
 		snap.n_runs = 0;
 	snap.runs = runs;
 	snap.attach_failures = a->attach_failures;
-	snap.subscribers = a->n_subs;
-	snap.delivered = a->delivered_gone;
-	snap.skipped = a->skipped_gone;
-	for (int i = 0; i < a->n_subs; i++) {
-		snap.delivered += a->subs[i].delivered;
-		snap.skipped += a->subs[i].skipped;
+	snap.subscribers = a->subscribers.n_subs;
+	snap.delivered = a->subscribers.delivered_gone;
+	snap.skipped = a->subscribers.skipped_gone;
+	for (int i = 0; i < a->subscribers.n_subs; i++) {
+		snap.delivered += a->subscribers.subs[i].delivered;
+		snap.skipped += a->subscribers.subs[i].skipped;
 	}
 	snap.cni_watched = a->cni.conf_dir;
 	snap.cni_chained = a->cni.chained;
