@@ -97,6 +97,21 @@ struct sandbox {
 	char bind_error[160];
 };
 
+/* The sandbox veths and what happened to them (sandboxes.c writes it). */
+struct agent_sandboxes {
+	struct sandbox *sbx;
+	size_t n_sbx;
+	/* The last interfaces with the prefix but not veths (the VPC CNI's vlan.eth.N trunks),
+	 * left alone and logged once each.
+	 */
+	int not_veth[8];
+	unsigned int n_not_veth;
+	bool links_dirty;		    /* netlink overran or failed: dump everything again */
+	unsigned long long attach_failures; /* every failed attach, counted for status */
+	unsigned long long attach_retries;
+	unsigned long long bind_failures; /* bindings refused for want of room, or failed */
+};
+
 /* runwall-cni's place in the node's CNI configuration (cni_chain.c). */
 struct agent_cni {
 	const char *conf_dir; /* --cni-conf-dir; NULL: not watched */
@@ -176,17 +191,7 @@ struct agent {
 	struct run_state *runs;
 	size_t n_runs;
 
-	struct sandbox *sbx;
-	size_t n_sbx;
-	/* The last interfaces with the prefix but not veths (the VPC CNI's vlan.eth.N trunks),
-	 * left alone and logged once each.
-	 */
-	int not_veth[8];
-	unsigned int n_not_veth;
-	bool links_dirty;		    /* netlink overran or failed: dump everything again */
-	unsigned long long attach_failures; /* every failed attach, counted for status */
-	unsigned long long attach_retries;
-	unsigned long long bind_failures; /* bindings refused for want of room, or failed */
+	struct agent_sandboxes sandboxes;
 	struct agent_drain drain;
 
 	int epfd, listen_fd, inotify_fd, tick_fd, resync_fd, sig_fd;
@@ -217,6 +222,9 @@ void agent_resync_after_dump(struct agent *a);
 /* The tick's share: attaches whose backoff is over. */
 void agent_sandboxes_tick(struct agent *a);
 int64_t agent_now_ms(void);
+/* Netlink overran or failed: the next tick dumps everything again. */
+void agent_links_lost(struct agent *a);
+void agent_sandboxes_free(struct agent *a);
 
 /* drain.c: the ring buffer, at most RING_DRAIN_BUDGET records or RING_DRAIN_MS per call. */
 int agent_ring_cb(void *ctx, void *data, size_t size);

@@ -43,8 +43,8 @@ json_t *agent_status_json(struct agent *a)
 							  rw_policy_run_egress(&a->policy, run),
 							  run->pods, run->n_pods));
 	}
-	for (size_t i = 0; i < a->n_sbx; i++) {
-		struct sandbox *s = &a->sbx[i];
+	for (size_t i = 0; i < a->sandboxes.n_sbx; i++) {
+		struct sandbox *s = &a->sandboxes.sbx[i];
 		struct rw_pod pod;
 		bool known = s->pod && rw_live_pod(&a->dp, s->pod, &pod) == 0;
 
@@ -90,12 +90,12 @@ json_t *agent_status_json(struct agent *a)
 	if (o) {
 		json_object_set_new(o, "attach",
 				    json_pack("{s:I, s:I, s:i}", "failures",
-					      (json_int_t)a->attach_failures, "retries",
-					      (json_int_t)a->attach_retries, "pending",
+					      (json_int_t)a->sandboxes.attach_failures, "retries",
+					      (json_int_t)a->sandboxes.attach_retries, "pending",
 					      attach_pending));
 		json_object_set_new(o, "bind",
 				    json_pack("{s:I, s:i}", "failures",
-					      (json_int_t)a->bind_failures, "waiting",
+					      (json_int_t)a->sandboxes.bind_failures, "waiting",
 					      bind_waiting));
 		json_object_set_new(json_object_get(o, "events"), "ring_drains_capped",
 				    json_integer(a->drain.ring_capped));

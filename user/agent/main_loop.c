@@ -117,7 +117,7 @@ static int agent_run(struct agent *a)
 				if (ret) {
 					if (ret != RW_NL_RESYNC)
 						rw_warn("netlink: %s; resyncing", strerror(-ret));
-					a->links_dirty = true;
+					agent_links_lost(a);
 				}
 			} else if (fd == a->sig_fd) {
 				on_signal(a);
@@ -139,7 +139,7 @@ static int agent_run(struct agent *a)
 					a->reload_pending = false;
 					agent_load_policy_file(a, false);
 				}
-				if (a->links_dirty)
+				if (a->sandboxes.links_dirty)
 					agent_full_resync(a);
 				if (a->view &&
 				    (a->view_dirty || ++a->ticks % (1000 / TICK_MS) == 0))
@@ -374,8 +374,8 @@ int rw_agent_run(const struct agent_opts *o, char *refusal, size_t refusal_len)
 			goto refused;
 		}
 	}
-	rw_info("agent running: %zu sandbox veths (prefix %s), socket %s", a.n_sbx, a.ifprefix,
-		a.socket);
+	rw_info("agent running: %zu sandbox veths (prefix %s), socket %s", a.sandboxes.n_sbx,
+		a.ifprefix, a.socket);
 	ret = agent_run(&a) ? RW_EXIT_REFUSED : RW_EXIT_OK;
 	goto cleanup;
 
@@ -410,7 +410,7 @@ cleanup:
 	free(a.policy_bytes);
 	free(a.policy_text);
 	free(a.runs);
-	free(a.sbx);
+	agent_sandboxes_free(&a);
 	rw_datapath_close(&a.dp);
 	return ret;
 }

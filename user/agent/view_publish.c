@@ -13,15 +13,16 @@
 void agent_view_publish(struct agent *a)
 {
 	struct rw_metrics_snap snap = a->msnap;
-	struct rw_metrics_run *runs = calloc(a->n_sbx ? a->n_sbx : 1, sizeof(*runs));
+	struct rw_metrics_run *runs =
+		calloc(a->sandboxes.n_sbx ? a->sandboxes.n_sbx : 1, sizeof(*runs));
 	struct rw_config cfg = {};
 	char text[256];
 	size_t detached = 0;
 	bool ready;
 
 	rw_config_read(&a->dp, &cfg);
-	for (size_t i = 0; i < a->n_sbx; i++) {
-		struct sandbox *s = &a->sbx[i];
+	for (size_t i = 0; i < a->sandboxes.n_sbx; i++) {
+		struct sandbox *s = &a->sandboxes.sbx[i];
 		struct rw_pod pod;
 
 		if (!s->attached[RW_DIR_EGRESS] || !s->attached[RW_DIR_INGRESS]) {
@@ -48,7 +49,7 @@ void agent_view_publish(struct agent *a)
 	if (!runs)
 		snap.n_runs = 0;
 	snap.runs = runs;
-	snap.attach_failures = a->attach_failures;
+	snap.attach_failures = a->sandboxes.attach_failures;
 	snap.subscribers = a->subscribers.n_subs;
 	snap.delivered = a->subscribers.delivered_gone;
 	snap.skipped = a->subscribers.skipped_gone;
@@ -64,13 +65,13 @@ void agent_view_publish(struct agent *a)
 		snprintf(text, sizeof(text), "not ready: no snapshot applied\n");
 	else if (detached)
 		snprintf(text, sizeof(text), "not ready: %zu of %zu sandbox veths not attached\n",
-			 detached, a->n_sbx);
+			 detached, a->sandboxes.n_sbx);
 	else if (a->cni.conf_dir && !a->cni.chained)
 		snprintf(text, sizeof(text), "not ready: runwall-cni not chained: %.200s\n",
 			 a->cni.why);
 	else
 		snprintf(text, sizeof(text), "ready revision %llu, %zu sandbox veths attached\n",
-			 (unsigned long long)RW_STATE_REVISION(cfg.state), a->n_sbx);
+			 (unsigned long long)RW_STATE_REVISION(cfg.state), a->sandboxes.n_sbx);
 	rw_agent_view_publish(a->view, agent_status_json(a), ready, text, &snap);
 	free(runs);
 	a->view_dirty = false;
