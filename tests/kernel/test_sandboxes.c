@@ -394,12 +394,12 @@ static void test_adopted_snapshot_is_not_prev(void **state)
 	apply_text(SNAP(5, "{\"ip\": \"52.0.0.1\", \"tcp\": [443]}"));
 	assert_int_equal(run_rev_of("10.9.1.1"), 5);
 	/* The restart: the new agent knows nothing but the kernel's state and the file. */
-	rw_policy_free(&a.policy);
-	a.have_policy = false;
-	free(a.policy_bytes);
-	a.policy_bytes = NULL;
-	a.policy_len = 0;
-	a.last_apply = (struct rw_apply_result){};
+	rw_policy_free(&a.pol.policy);
+	a.pol.have_policy = false;
+	free(a.pol.policy_bytes);
+	a.pol.policy_bytes = NULL;
+	a.pol.policy_len = 0;
+	a.pol.last_apply = (struct rw_apply_result){};
 	fd = mkstemp(path);
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, file, strlen(file)), (ssize_t)strlen(file));
@@ -407,9 +407,9 @@ static void test_adopted_snapshot_is_not_prev(void **state)
 	a.policy_path = path;
 	agent_load_policy_file(&a, true);
 	unlink(path); /* read once: a failing check below leaves nothing in /tmp */
-	assert_true(a.have_policy);
-	assert_int_equal(a.policy.revision, 5);
-	assert_int_equal(a.last_apply.revision, 0); /* adopted, not applied again */
+	assert_true(a.pol.have_policy);
+	assert_int_equal(a.pol.policy.revision, 5);
+	assert_int_equal(a.pol.last_apply.revision, 0); /* adopted, not applied again */
 
 	apply_text(SNAP(6, ""));
 	assert_int_equal(run_rev_of("10.9.1.1"), 6);

@@ -76,6 +76,26 @@ struct run_state {
 	int64_t since; /* realtime ns at which this generation became enforced */
 };
 
+/* The policy in force and its runs (policy_watch.c, the apply path, writes it). */
+struct agent_policy {
+	struct rw_policy policy; /* the snapshot in force, when this agent knows it */
+	bool have_policy;
+	/* policy was adopted at start: the file's snapshot with the revision in force, but the
+	 * kernel cannot say whether its content is what was applied. Not a `prev` for rw_apply():
+	 * the next apply re-judges every run's flows.
+	 */
+	bool policy_adopted;
+	char *policy_text; /* its text, for `runwall explain` to name rules */
+	size_t policy_text_len;
+	char policy_source[256];
+	char *policy_bytes; /* the file's last content, to ignore no-op rewrites */
+	size_t policy_len;
+	struct rw_apply_result last_apply;
+	int64_t ready_since, applied_at;
+	struct run_state *runs;
+	size_t n_runs;
+};
+
 struct sandbox {
 	int ifindex;
 	char ifname[IF_NAMESIZE];
@@ -173,23 +193,8 @@ struct agent {
 	bool view_dirty;	      /* something changed: publish the status at the next tick */
 	unsigned int ticks;
 
-	struct rw_policy policy; /* the snapshot in force, when this agent knows it */
-	bool have_policy;
-	/* policy was adopted at start: the file's snapshot with the revision in force, but the
-	 * kernel cannot say whether its content is what was applied. Not a `prev` for rw_apply():
-	 * the next apply re-judges every run's flows.
-	 */
-	bool policy_adopted;
-	char *policy_text; /* its text, for `runwall explain` to name rules */
-	size_t policy_text_len;
-	char policy_source[256];
-	char *policy_bytes; /* the file's last content, to ignore no-op rewrites */
-	size_t policy_len;
-	struct rw_apply_result last_apply;
-	int64_t ready_since, applied_at;
+	struct agent_policy pol;
 	char last_error[800];
-	struct run_state *runs;
-	size_t n_runs;
 
 	struct agent_sandboxes sandboxes;
 	struct agent_drain drain;
@@ -234,6 +239,9 @@ void agent_drain_ring(struct agent *a);
 int agent_apply(struct agent *a, const char *buf, size_t len, const char *source, json_t **reply);
 void agent_load_policy_file(struct agent *a, bool at_start);
 int agent_watch_policy(struct agent *a);
+/* SIGHUP: forget the file's last content, so that the next load applies it even unchanged. */
+void agent_policy_forget_file(struct agent *a);
+void agent_policy_free(struct agent *a);
 
 /* policy_follow.c: start (after the policy file); the stream's eventfd became readable; the
  * tick's share (revision for reconnections, metrics); what status shows (null without it).

@@ -27,20 +27,20 @@ json_t *agent_status_json(struct agent *a)
 
 	rw_config_read(&a->dp, &cfg);
 	ready = RW_STATE_READY(cfg.state);
-	rw_format_time(a->ready_since, when, sizeof(when));
-	rw_format_time(a->applied_at, applied, sizeof(applied));
-	for (size_t r = 0; a->have_policy && r < a->policy.n_runs; r++) {
-		const struct rw_policy_run *run = &a->policy.runs[r];
+	rw_format_time(a->pol.ready_since, when, sizeof(when));
+	rw_format_time(a->pol.applied_at, applied, sizeof(applied));
+	for (size_t r = 0; a->pol.have_policy && r < a->pol.policy.n_runs; r++) {
+		const struct rw_policy_run *run = &a->pol.policy.runs[r];
 		struct rw_pod pod = {};
 		char since[40] = "";
 
 		if (run->n_pods)
 			rw_live_pod(&a->dp, run->pods[0], &pod);
-		for (size_t i = 0; i < a->n_runs; i++)
-			if (!strcmp(a->runs[i].id, run->id))
-				rw_format_time(a->runs[i].since, since, sizeof(since));
+		for (size_t i = 0; i < a->pol.n_runs; i++)
+			if (!strcmp(a->pol.runs[i].id, run->id))
+				rw_format_time(a->pol.runs[i].since, since, sizeof(since));
 		json_array_append_new(runs, rw_status_run(run->id, pod.run_idx, pod.run_gen, since,
-							  rw_policy_run_egress(&a->policy, run),
+							  rw_policy_run_egress(&a->pol.policy, run),
 							  run->pods, run->n_pods));
 	}
 	for (size_t i = 0; i < a->sandboxes.n_sbx; i++) {
@@ -79,9 +79,9 @@ json_t *agent_status_json(struct agent *a)
 		      "s:{s:i, s:I, s:I}, s:o}",
 		      "ok", 1, "ready", ready, "revision",
 		      (json_int_t)(ready ? RW_STATE_REVISION(cfg.state) : 0), "ready_since",
-		      a->ready_since ? json_string(when) : json_null(), "applied",
-		      a->applied_at ? json_string(applied) : json_null(), "apply_ms",
-		      a->last_apply.total_ms, "bpffs", a->dp.pin_dir, "socket", a->socket,
+		      a->pol.ready_since ? json_string(when) : json_null(), "applied",
+		      a->pol.applied_at ? json_string(applied) : json_null(), "apply_ms",
+		      a->pol.last_apply.total_ms, "bpffs", a->dp.pin_dir, "socket", a->socket,
 		      "ifprefix", a->ifprefix, "policy_file",
 		      a->policy_path ? json_string(a->policy_path) : json_null(), "runs", runs,
 		      "sandboxes", sbx, "events", "subscribers", a->subscribers.n_subs, "delivered",
@@ -201,11 +201,11 @@ static void client_request(struct agent *a, int i)
 		reply = NULL;
 		agent_apply(a, body, body_len, arg && *arg ? arg : "<socket>", &reply);
 	} else if (!strcmp(verb, "policy")) {
-		reply = a->policy_text
+		reply = a->pol.policy_text
 				? json_pack("{s:b, s:I, s:s, s:s%}", "ok", 1, "revision",
-					    (json_int_t)a->policy.revision, "source",
-					    a->policy_source, "snapshot", a->policy_text,
-					    a->policy_text_len)
+					    (json_int_t)a->pol.policy.revision, "source",
+					    a->pol.policy_source, "snapshot", a->pol.policy_text,
+					    a->pol.policy_text_len)
 				: error_json(
 					  "this agent does not know the snapshot in force (applied before "
 					  "it started); apply it again or pass --policy");

@@ -48,10 +48,10 @@ int agent_on_event(void *ctx, void *data, size_t size)
 	 * network-access request; the subscribers get the same text.
 	 */
 	if (a->view) {
-		line = rw_agent_view_event(a->view, ev, a->have_policy ? &a->policy : NULL,
+		line = rw_agent_view_event(a->view, ev, a->pol.have_policy ? &a->pol.policy : NULL,
 					   a->mono_to_real);
 	} else {
-		o = rw_event_json(ev, a->have_policy ? &a->policy : NULL, a->mono_to_real);
+		o = rw_event_json(ev, a->pol.have_policy ? &a->pol.policy : NULL, a->mono_to_real);
 		line = o ? json_dumps(o, JSON_COMPACT) : NULL;
 		json_decref(o);
 	}

@@ -63,8 +63,7 @@ static void on_signal(struct agent *a)
 	while (read(a->sig_fd, &si, sizeof(si)) == sizeof(si)) {
 		if (si.ssi_signo == SIGHUP) {
 			rw_info("SIGHUP: reloading the policy file");
-			free(a->policy_bytes);
-			a->policy_bytes = NULL;
+			agent_policy_forget_file(a);
 			a->reload_pending = true;
 		} else {
 			rw_info("signal %d: exiting; enforcement stays in place", si.ssi_signo);
@@ -405,11 +404,7 @@ cleanup:
 	}
 	ring_buffer__free(a.ring);
 	rw_nl_sub_close(a.nl);
-	if (a.have_policy)
-		rw_policy_free(&a.policy);
-	free(a.policy_bytes);
-	free(a.policy_text);
-	free(a.runs);
+	agent_policy_free(&a);
 	agent_sandboxes_free(&a);
 	rw_datapath_close(&a.dp);
 	return ret;

@@ -90,9 +90,9 @@ static void refuse(struct agent *a, const struct rw_watch_msg *m, uint64_t revis
 /* The generation the run enforces now (its revision of last change), 0 when not in force. */
 static uint64_t run_generation(struct agent *a, const char *id)
 {
-	for (size_t r = 0; r < a->n_runs; r++)
-		if (!strcmp(a->runs[r].id, id))
-			return a->runs[r].gen;
+	for (size_t r = 0; r < a->pol.n_runs; r++)
+		if (!strcmp(a->pol.runs[r].id, id))
+			return a->pol.runs[r].gen;
 	return 0;
 }
 
@@ -172,7 +172,7 @@ static void on_snapshot(struct agent *a, const struct rw_watch_msg *m, int64_t r
 	/* The revision in force again (a server that resends what the agent told it it has):
 	 * nothing to apply, and the flows stay cached.
 	 */
-	if (revision && revision == in_force && a->have_policy) {
+	if (revision && revision == in_force && a->pol.have_policy) {
 		send_ack(a, json_pack("{s:b, s:s, s:I, s:I, s:b}", "ok", 1, "type", "snapshot",
 				      "revision", (json_int_t)revision, "generation",
 				      (json_int_t)revision, "unchanged", 1));
@@ -197,7 +197,7 @@ static void on_run_change(struct agent *a, const struct rw_watch_msg *m, int64_t
 	int64_t t0;
 	char *text;
 
-	if (!a->have_policy || !a->policy_text) {
+	if (!a->pol.have_policy || !a->pol.policy_text) {
 		refuse(a, m, m->revision, "base",
 		       "no snapshot in force: a whole snapshot is needed", true, 0);
 		return;
@@ -210,7 +210,7 @@ static void on_run_change(struct agent *a, const struct rw_watch_msg *m, int64_t
 		return;
 	}
 	t0 = mono_ns();
-	doc = json_loadb(a->policy_text, a->policy_text_len, 0, &jerr);
+	doc = json_loadb(a->pol.policy_text, a->pol.policy_text_len, 0, &jerr);
 	runs = json_object_get(doc, "runs");
 	if (!doc || (runs && !json_is_array(runs))) {
 		json_decref(doc);
