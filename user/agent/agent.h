@@ -94,6 +94,10 @@ struct agent_policy {
 	int64_t ready_since, applied_at;
 	struct run_state *runs;
 	size_t n_runs;
+	/* The apply's share of what /metrics needs of the agent (applies, apply_seconds,
+	 * apply_bucket, applies_refused, probes_*); view_publish.c adds the rest.
+	 */
+	struct rw_metrics_snap metrics;
 };
 
 struct sandbox {
@@ -177,6 +181,13 @@ struct agent_follow {
 	uint64_t applied, refusals;
 	int64_t last_message_ns; /* CLOCK_MONOTONIC; 0: none yet */
 	char last_refusal[400];
+	struct rw_metrics_snap metrics; /* its share of /metrics: the watch_* fields */
+};
+
+/* The status, readiness and metrics handed to the HTTP view (view_publish.c writes it). */
+struct agent_publish {
+	bool dirty; /* something changed: publish the status at the next tick */
+	unsigned int ticks;
 };
 
 struct agent {
@@ -188,10 +199,8 @@ struct agent {
 	enum rw_attach_mode attach_mode;
 	int resync_sec;
 	struct rw_agent_view_opts view_opts;
-	struct rw_agent_view *view;   /* --listen, --access-request-url: NULL without either */
-	struct rw_metrics_snap msnap; /* what /metrics needs of the agent */
-	bool view_dirty;	      /* something changed: publish the status at the next tick */
-	unsigned int ticks;
+	struct rw_agent_view *view; /* --listen, --access-request-url: NULL without either */
+	struct agent_publish publish;
 
 	struct agent_policy pol;
 	char last_error[800];
@@ -276,7 +285,15 @@ int agent_cni_watch(struct agent *a);
 void agent_cni_on_inotify(struct agent *a);
 json_t *agent_cni_status(const struct agent *a);
 
-/* view_publish.c: hand the HTTP view the status, readiness and metrics snapshot. */
+/* policy_follow.c: its share of the metrics snapshot (the watch_* fields), copied into snap. */
+void agent_follow_metrics(const struct agent *a, struct rw_metrics_snap *snap);
+
+/* view_publish.c: hand the HTTP view the status, readiness and metrics snapshot; something
+ * changed (publish at the next tick); the tick's share (publish when something changed, and
+ * every second).
+ */
 void agent_view_publish(struct agent *a);
+void agent_view_changed(struct agent *a);
+void agent_view_tick(struct agent *a);
 
 #endif /* RUNWALL_AGENT_H */

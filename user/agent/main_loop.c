@@ -107,7 +107,7 @@ static int agent_run(struct agent *a)
 			int fd = evs[i].data.fd;
 
 			if (fd != a->tick_fd)
-				a->view_dirty = true;
+				agent_view_changed(a);
 			if (fd == a->listen_fd) {
 				agent_on_client(a);
 			} else if (fd == nl_fd) {
@@ -140,9 +140,7 @@ static int agent_run(struct agent *a)
 				}
 				if (a->sandboxes.links_dirty)
 					agent_full_resync(a);
-				if (a->view &&
-				    (a->view_dirty || ++a->ticks % (1000 / TICK_MS) == 0))
-					agent_view_publish(a);
+				agent_view_tick(a);
 			} else if (fd == a->resync_fd) {
 				struct timespec ts;
 

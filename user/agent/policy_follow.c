@@ -320,7 +320,7 @@ void agent_follow_on_fd(struct agent *a)
 		}
 		free(it.text);
 	}
-	a->view_dirty = true;
+	agent_view_changed(a);
 }
 
 int agent_follow_start(struct agent *a, char *err, size_t errlen)
@@ -355,15 +355,15 @@ void agent_follow_tick(struct agent *a)
 	/* A snapshot from the file or the socket moves the revision a reconnection resumes from. */
 	rw_watch_set_revision(a->follow.watch, revision_in_force(a));
 	rw_watch_get_stats(a->follow.watch, &st);
-	a->msnap.watch_enabled = true;
-	a->msnap.watch_connected = st.connected;
-	a->msnap.watch_connects = st.connects;
-	a->msnap.watch_messages = st.messages;
-	a->msnap.watch_refusals = a->follow.refusals;
-	a->msnap.watch_acks_sent = st.acks_sent;
-	a->msnap.watch_acks_failed = st.acks_failed;
-	a->msnap.watch_revision_received = a->follow.received;
-	a->msnap.watch_message_age =
+	a->follow.metrics.watch_enabled = true;
+	a->follow.metrics.watch_connected = st.connected;
+	a->follow.metrics.watch_connects = st.connects;
+	a->follow.metrics.watch_messages = st.messages;
+	a->follow.metrics.watch_refusals = a->follow.refusals;
+	a->follow.metrics.watch_acks_sent = st.acks_sent;
+	a->follow.metrics.watch_acks_failed = st.acks_failed;
+	a->follow.metrics.watch_revision_received = a->follow.received;
+	a->follow.metrics.watch_message_age =
 		a->follow.last_message_ns ? (mono_ns() - a->follow.last_message_ns) / 1e9 : -1;
 }
 
@@ -396,4 +396,19 @@ void agent_follow_stop(struct agent *a)
 {
 	rw_watch_stop(a->follow.watch);
 	a->follow.watch = NULL;
+}
+
+void agent_follow_metrics(const struct agent *a, struct rw_metrics_snap *snap)
+{
+	const struct rw_metrics_snap *m = &a->follow.metrics;
+
+	snap->watch_enabled = m->watch_enabled;
+	snap->watch_connected = m->watch_connected;
+	snap->watch_connects = m->watch_connects;
+	snap->watch_messages = m->watch_messages;
+	snap->watch_refusals = m->watch_refusals;
+	snap->watch_acks_sent = m->watch_acks_sent;
+	snap->watch_acks_failed = m->watch_acks_failed;
+	snap->watch_revision_received = m->watch_revision_received;
+	snap->watch_message_age = m->watch_message_age;
 }

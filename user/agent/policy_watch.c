@@ -72,10 +72,10 @@ static void probe_stale_connections(struct agent *a)
 		rw_warn("probing the connections the apply may have cut: %s", strerror(-err));
 		return;
 	}
-	a->msnap.probes_sent += st.probed;
-	a->msnap.probes_capped += st.capped;
-	a->msnap.probes_no_mac += st.no_mac;
-	a->msnap.probes_failed += st.failed;
+	a->pol.metrics.probes_sent += st.probed;
+	a->pol.metrics.probes_capped += st.capped;
+	a->pol.metrics.probes_no_mac += st.no_mac;
+	a->pol.metrics.probes_failed += st.failed;
 	if (st.probed || st.capped || st.no_mac || st.failed)
 		rw_info("probed %u connections in %u sandboxes whose verdicts the apply changed "
 			"(%u over the bounds of %d per sandbox and %d per apply, %u of pods with no "
@@ -99,7 +99,7 @@ int agent_apply(struct agent *a, const char *buf, size_t len, const char *source
 				    RW_STATE_READY(cfg.state) ? RW_STATE_REVISION(cfg.state) : 0,
 				    &next, &perr);
 	if (ret) {
-		a->msnap.applies_refused++;
+		a->pol.metrics.applies_refused++;
 		rw_warn("refused snapshot: %s", perr.text);
 		snprintf(a->last_error, sizeof(a->last_error), "%s", perr.text);
 		*reply = json_pack("{s:b, s:s, s:i, s:i}", "ok", 0, "error", perr.text, "line",
@@ -126,7 +126,7 @@ int agent_apply(struct agent *a, const char *buf, size_t len, const char *source
 					  "and SYS_ADMIN)"
 					: "");
 		snprintf(msg, sizeof(msg), "%s: %s", source, err);
-		a->msnap.applies_refused++;
+		a->pol.metrics.applies_refused++;
 		rw_warn("refused snapshot: %s", msg);
 		snprintf(a->last_error, sizeof(a->last_error), "%s", msg);
 		*reply = json_pack("{s:b, s:s}", "ok", 0, "error", msg);
@@ -153,8 +153,8 @@ int agent_apply(struct agent *a, const char *buf, size_t len, const char *source
 	a->pol.policy_adopted = false;
 	keep_text(a, buf, len, source);
 	a->pol.last_apply = res;
-	rw_metrics_apply(&a->msnap, res.total_ms / 1000.0);
-	a->view_dirty = true;
+	rw_metrics_apply(&a->pol.metrics, res.total_ms / 1000.0);
+	agent_view_changed(a);
 	a->pol.applied_at = rw_now_real_ns();
 	if (!res.previous && !a->pol.ready_since)
 		a->pol.ready_since = a->pol.applied_at;
@@ -203,7 +203,7 @@ void agent_load_policy_file(struct agent *a, bool at_start)
 	rw_config_read(&a->dp, &cfg);
 	in_force = RW_STATE_READY(cfg.state) ? RW_STATE_REVISION(cfg.state) : 0;
 	if (rw_policy_parse(buf, len, a->policy_path, &p, &perr)) {
-		a->msnap.applies_refused++;
+		a->pol.metrics.applies_refused++;
 		rw_warn("refused snapshot: %s", perr.text);
 		snprintf(a->last_error, sizeof(a->last_error), "%s", perr.text);
 		return;

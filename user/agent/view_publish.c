@@ -12,7 +12,7 @@
 
 void agent_view_publish(struct agent *a)
 {
-	struct rw_metrics_snap snap = a->msnap;
+	struct rw_metrics_snap snap = a->pol.metrics;
 	struct rw_metrics_run *runs =
 		calloc(a->sandboxes.n_sbx ? a->sandboxes.n_sbx : 1, sizeof(*runs));
 	struct rw_config cfg = {};
@@ -48,6 +48,7 @@ void agent_view_publish(struct agent *a)
 	}
 	if (!runs)
 		snap.n_runs = 0;
+	agent_follow_metrics(a, &snap);
 	snap.runs = runs;
 	snap.attach_failures = a->sandboxes.attach_failures;
 	snap.subscribers = a->subscribers.n_subs;
@@ -74,5 +75,16 @@ void agent_view_publish(struct agent *a)
 			 (unsigned long long)RW_STATE_REVISION(cfg.state), a->sandboxes.n_sbx);
 	rw_agent_view_publish(a->view, agent_status_json(a), ready, text, &snap);
 	free(runs);
-	a->view_dirty = false;
+	a->publish.dirty = false;
+}
+
+void agent_view_changed(struct agent *a)
+{
+	a->publish.dirty = true;
+}
+
+void agent_view_tick(struct agent *a)
+{
+	if (a->view && (a->publish.dirty || ++a->publish.ticks % (1000 / TICK_MS) == 0))
+		agent_view_publish(a);
 }
