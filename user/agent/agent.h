@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
-/* agent.h: the agent's state, shared by its files (not by the library or the CLI):
+/* agent.h: the agent's state, shared by its files (not by the library or the CLI). struct agent
+ * holds one part per file that changes it (struct agent_policy, agent_sandboxes, ...); a file
+ * writes only its own part, and changes another's through that file's functions below.
  *   main_loop.c     rw_agent_run() (agent_run.h): setup, the epoll loop, signals, timers
  *   sandboxes.c     sandbox veths: attach, bind pod IPs from /32 routes, forget, full resync
  *   policy_watch.c  the policy file (inotify) and applying snapshots
@@ -190,7 +192,11 @@ struct agent_publish {
 	unsigned int ticks;
 };
 
+/* The agent: main_loop.c's own fields (set up from struct agent_opts, then the loop's), and one
+ * part per file that changes it. A file writes only its own part; any file may read them all.
+ */
 struct agent {
+	/* main_loop.c: set up by rw_agent_run(), read-only after */
 	struct rw_datapath dp;
 	const char *bpffs;  /* the pin folder */
 	const char *socket; /* the control socket's path */
@@ -200,31 +206,37 @@ struct agent {
 	int resync_sec;
 	struct rw_agent_view_opts view_opts;
 	struct rw_agent_view *view; /* --listen, --access-request-url: NULL without either */
-	struct agent_publish publish;
-
-	struct agent_policy pol;
-	char last_error[800];
-
-	struct agent_sandboxes sandboxes;
-	struct agent_drain drain;
-
 	int epfd, listen_fd, inotify_fd, tick_fd, resync_fd, sig_fd;
-	struct agent_cni cni;
-	struct agent_follow follow;
 	struct rw_nl_sub *nl;
 	struct ring_buffer *ring;
-	struct agent_subscribers subscribers;
-	struct agent_clients ctl;
 	int64_t mono_to_real;
+	/* main_loop.c: the loop's; last_error through agent_set_error(), stop through agent_stop() */
+	char last_error[800];
 	bool reload_pending;
 	bool stop;
 	__u32 ct_cursor; /* where rw_conntrack_expire() goes on */
+
+	struct agent_policy pol;	      /* policy_watch.c */
+	struct agent_sandboxes sandboxes;     /* sandboxes.c */
+	struct agent_drain drain;	      /* drain.c */
+	struct agent_subscribers subscribers; /* events.c */
+	struct agent_clients ctl;	      /* ctl_server.c */
+	struct agent_cni cni;		      /* cni_chain.c */
+	struct agent_follow follow;	      /* policy_follow.c */
+	struct agent_publish publish;	      /* view_publish.c */
 };
 
 static inline const char *agent_ip_str(__be32 ip, char *buf)
 {
 	return inet_ntop(AF_INET, &ip, buf, INET_ADDRSTRLEN);
 }
+
+/* main_loop.c: the last error of an apply or a sandbox, for status (cleared by a good apply);
+ * leave the loop after this pass.
+ */
+void agent_set_error(struct agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void agent_clear_error(struct agent *a);
+void agent_stop(struct agent *a);
 
 /* sandboxes.c: netlink handlers, and the full resync that makes the kernel match the system. */
 int agent_on_link(bool add, const struct rw_nl_link *l, void *data);

@@ -220,7 +220,7 @@ static void client_request(struct agent *a, int i)
 	} else if (!strcmp(verb, "shutdown")) {
 		rw_info("shutdown requested on the control socket; enforcement stays in place");
 		reply = json_pack("{s:b}", "ok", 1);
-		a->stop = true;
+		agent_stop(a);
 	} else {
 		reply = error_json("unknown request");
 	}

@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,25 @@ static void drain_fd(int fd)
 
 	while (read(fd, buf, sizeof(buf)) > 0)
 		;
+}
+
+void agent_set_error(struct agent *a, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(a->last_error, sizeof(a->last_error), fmt, ap);
+	va_end(ap);
+}
+
+void agent_clear_error(struct agent *a)
+{
+	a->last_error[0] = '\0';
+}
+
+void agent_stop(struct agent *a)
+{
+	a->stop = true;
 }
 
 static void on_signal(struct agent *a)

@@ -101,7 +101,7 @@ int agent_apply(struct agent *a, const char *buf, size_t len, const char *source
 	if (ret) {
 		a->pol.metrics.applies_refused++;
 		rw_warn("refused snapshot: %s", perr.text);
-		snprintf(a->last_error, sizeof(a->last_error), "%s", perr.text);
+		agent_set_error(a, "%s", perr.text);
 		*reply = json_pack("{s:b, s:s, s:i, s:i}", "ok", 0, "error", perr.text, "line",
 				   perr.line, "column", perr.column);
 		return ret;
@@ -128,7 +128,7 @@ int agent_apply(struct agent *a, const char *buf, size_t len, const char *source
 		snprintf(msg, sizeof(msg), "%s: %s", source, err);
 		a->pol.metrics.applies_refused++;
 		rw_warn("refused snapshot: %s", msg);
-		snprintf(a->last_error, sizeof(a->last_error), "%s", msg);
+		agent_set_error(a, "%s", msg);
 		*reply = json_pack("{s:b, s:s}", "ok", 0, "error", msg);
 		rw_policy_free(&next);
 		return ret;
@@ -158,7 +158,7 @@ int agent_apply(struct agent *a, const char *buf, size_t len, const char *source
 	a->pol.applied_at = rw_now_real_ns();
 	if (!res.previous && !a->pol.ready_since)
 		a->pol.ready_since = a->pol.applied_at;
-	a->last_error[0] = '\0';
+	agent_clear_error(a);
 	runs_update(a);
 	probe_stale_connections(a);
 	*reply = json_pack("{s:b, s:I, s:I, s:f, s:f, s:f, s:i, s:i, s:o}", "ok", 1, "revision",
@@ -205,7 +205,7 @@ void agent_load_policy_file(struct agent *a, bool at_start)
 	if (rw_policy_parse(buf, len, a->policy_path, &p, &perr)) {
 		a->pol.metrics.applies_refused++;
 		rw_warn("refused snapshot: %s", perr.text);
-		snprintf(a->last_error, sizeof(a->last_error), "%s", perr.text);
+		agent_set_error(a, "%s", perr.text);
 		return;
 	}
 	if (in_force && p.revision == in_force && !a->pol.have_policy) {

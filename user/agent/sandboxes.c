@@ -114,7 +114,7 @@ static void sbx_attach(struct agent *a, struct sandbox *s)
 	snprintf(s->attach_error, sizeof(s->attach_error), "%s", msg);
 	rw_err("%s: %s (attempt %u; again in %u ms)", s->ifname, msg, s->attach_failures,
 	       s->backoff_ms);
-	snprintf(a->last_error, sizeof(a->last_error), "%s: %s", s->ifname, msg);
+	agent_set_error(a, "%s: %s", s->ifname, msg);
 }
 
 static struct sandbox *sbx_add(struct agent *a, int ifindex, const char *name)
@@ -183,8 +183,7 @@ static void sbx_bind(struct agent *a, struct sandbox *s, __be32 pod)
 			rw_err("%s (ifindex %d): pod %s not bound, deny-all: %s; bound by the next "
 			       "resync that finds room",
 			       s->ifname, s->ifindex, agent_ip_str(pod, ip), why);
-			snprintf(a->last_error, sizeof(a->last_error), "%s: pod %s not bound: %s",
-				 s->ifname, ip, why);
+			agent_set_error(a, "%s: pod %s not bound: %s", s->ifname, ip, why);
 		}
 		s->waiting_pod = pod;
 		snprintf(s->bind_error, sizeof(s->bind_error), "%s", why);
