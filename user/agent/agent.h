@@ -7,6 +7,7 @@
  *   policy_watch.c  the policy file (inotify) and applying snapshots
  *   policy_follow.c PolicyWatch (--policy-url): the control plane's messages, applied and acked
  *   cni_chain.c     runwall-cni kept in the node's CNI conf file (--cni-conf-dir, inotify)
+ *   drain.c         the ring buffer drained in bounded steps, on each tick
  *   events.c        the ring buffer's events, fanned out to the socket's subscribers
  *   ctl_server.c    the control socket: status, apply, policy, events, requests, shutdown
  *   view_publish.c  the agent's state handed to the HTTP view (agent_view.c, http.c) on its tick
