@@ -228,7 +228,7 @@ static int group_teardown(void **state)
 	rw_datapath_unpin(pin_dir);
 	if (rmdir(pin_dir) && errno != ENOENT)
 		perror(pin_dir);
-	free(a.sbx);
+	free(a.sandboxes.sbx);
 	return 0;
 }
 
@@ -271,7 +271,7 @@ static void test_resync_keeps_veth_made_after_dump(void **state)
 	drain_events(NULL);
 	assert_int_equal(agent_full_resync(&a), 0);
 	assert_int_equal(count_bindings(), 0);
-	assert_int_equal(a.n_sbx, 0);
+	assert_int_equal(a.sandboxes.n_sbx, 0);
 }
 
 /* Pod A deleted and pod B created on the same ifindex and name, B protected by runwall-cni,
@@ -312,9 +312,9 @@ static void test_retry_on_ifindex_taken_by_other(void **state)
 	drain_events(NULL);
 	make_pod("rwsb3", 7003, "10.9.0.4");
 	drain_events(NULL);
-	for (size_t i = 0; i < a.n_sbx; i++)
-		if (a.sbx[i].ifindex == 7003)
-			s = &a.sbx[i];
+	for (size_t i = 0; i < a.sandboxes.n_sbx; i++)
+		if (a.sandboxes.sbx[i].ifindex == 7003)
+			s = &a.sandboxes.sbx[i];
 	assert_non_null(s);
 	s->retry_at_ms = 1; /* due */
 	sh("ip link del rwsb3 && ip link add rwx3 index 7003 type veth peer name rwx3p && "
@@ -348,8 +348,8 @@ static void test_not_veth_left_alone(void **state)
 	assert_int_equal(rw_veth_query(&a.dp, 7010, &st), 0);
 	assert_false(st.found[RW_DIR_EGRESS]);
 	assert_false(st.found[RW_DIR_INGRESS]);
-	for (size_t i = 0; i < a.n_sbx; i++)
-		assert_int_not_equal(a.sbx[i].ifindex, 7010);
+	for (size_t i = 0; i < a.sandboxes.n_sbx; i++)
+		assert_int_not_equal(a.sandboxes.sbx[i].ifindex, 7010);
 	assert_int_equal(rw_veth_query(&a.dp, 7011, &st), 0);
 	assert_true(st.first[RW_DIR_EGRESS] && st.first[RW_DIR_INGRESS]);
 	assert_int_equal(st.pod_ip, ip4("10.9.0.5"));
@@ -394,12 +394,12 @@ static void test_adopted_snapshot_is_not_prev(void **state)
 	apply_text(SNAP(5, "{\"ip\": \"52.0.0.1\", \"tcp\": [443]}"));
 	assert_int_equal(run_rev_of("10.9.1.1"), 5);
 	/* The restart: the new agent knows nothing but the kernel's state and the file. */
-	rw_policy_free(&a.policy);
-	a.have_policy = false;
-	free(a.policy_bytes);
-	a.policy_bytes = NULL;
-	a.policy_len = 0;
-	a.last_apply = (struct rw_apply_result){};
+	rw_policy_free(&a.pol.policy);
+	a.pol.have_policy = false;
+	free(a.pol.policy_bytes);
+	a.pol.policy_bytes = NULL;
+	a.pol.policy_len = 0;
+	a.pol.last_apply = (struct rw_apply_result){};
 	fd = mkstemp(path);
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, file, strlen(file)), (ssize_t)strlen(file));
@@ -407,9 +407,9 @@ static void test_adopted_snapshot_is_not_prev(void **state)
 	a.policy_path = path;
 	agent_load_policy_file(&a, true);
 	unlink(path); /* read once: a failing check below leaves nothing in /tmp */
-	assert_true(a.have_policy);
-	assert_int_equal(a.policy.revision, 5);
-	assert_int_equal(a.last_apply.revision, 0); /* adopted, not applied again */
+	assert_true(a.pol.have_policy);
+	assert_int_equal(a.pol.policy.revision, 5);
+	assert_int_equal(a.pol.last_apply.revision, 0); /* adopted, not applied again */
 
 	apply_text(SNAP(6, ""));
 	assert_int_equal(run_rev_of("10.9.1.1"), 6);

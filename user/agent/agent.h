@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
-/* agent.h: the agent's state, shared by its files (not by the library or the CLI):
+/* agent.h: the agent's state, shared by its files (not by the library or the CLI). struct agent
+ * holds one part per file that changes it (struct agent_policy, agent_sandboxes, ...); a file
+ * writes only its own part, and changes another's through that file's functions below.
  *   main_loop.c     rw_agent_run() (agent_run.h): setup, the epoll loop, signals, timers
  *   sandboxes.c     sandbox veths: attach, bind pod IPs from /32 routes, forget, full resync
  *   policy_watch.c  the policy file (inotify) and applying snapshots
  *   policy_follow.c PolicyWatch (--policy-url): the control plane's messages, applied and acked
  *   cni_chain.c     runwall-cni kept in the node's CNI conf file (--cni-conf-dir, inotify)
+ *   drain.c         the ring buffer drained in bounded steps, on each tick
  *   events.c        the ring buffer's events, fanned out to the socket's subscribers
  *   ctl_server.c    the control socket: status, apply, policy, events, requests, shutdown
  *   view_publish.c  the agent's state handed to the HTTP view (agent_view.c, http.c) on its tick
@@ -40,6 +43,14 @@ struct subscriber {
 	unsigned long long skipped;
 };
 
+/* The socket's event subscribers (events.c writes it). */
+struct agent_subscribers {
+	struct subscriber subs[MAX_SUBS];
+	int n_subs;
+	unsigned long long delivered_gone; /* of subscribers that left */
+	unsigned long long skipped_gone;
+};
+
 /* A control socket client between accept and close: its request is read and its reply written
  * without blocking, each within REQUEST_TIMEOUT_MS of the accept, so that no client can hold the
  * loop (a client that sends half a request and waits, or never reads its reply, is dropped).
@@ -55,10 +66,41 @@ struct ctl_client {
 
 #define MAX_CLIENTS 32
 
+/* The control socket's clients (ctl_server.c writes it). */
+struct agent_clients {
+	struct ctl_client clients[MAX_CLIENTS];
+	int n_clients;
+	unsigned long long clients_dropped; /* over their deadline, or too many at once */
+};
+
 struct run_state {
 	char id[RW_RUN_ID_LEN];
 	__u32 gen;
 	int64_t since; /* realtime ns at which this generation became enforced */
+};
+
+/* The policy in force and its runs (policy_watch.c, the apply path, writes it). */
+struct agent_policy {
+	struct rw_policy policy; /* the snapshot in force, when this agent knows it */
+	bool have_policy;
+	/* policy was adopted at start: the file's snapshot with the revision in force, but the
+	 * kernel cannot say whether its content is what was applied. Not a `prev` for rw_apply():
+	 * the next apply re-judges every run's flows.
+	 */
+	bool policy_adopted;
+	char *policy_text; /* its text, for `runwall explain` to name rules */
+	size_t policy_text_len;
+	char policy_source[256];
+	char *policy_bytes; /* the file's last content, to ignore no-op rewrites */
+	size_t policy_len;
+	struct rw_apply_result last_apply;
+	int64_t ready_since, applied_at;
+	struct run_state *runs;
+	size_t n_runs;
+	/* The apply's share of what /metrics needs of the agent (applies, apply_seconds,
+	 * apply_bucket, applies_refused, probes_*); view_publish.c adds the rest.
+	 */
+	struct rw_metrics_snap metrics;
 };
 
 struct sandbox {
@@ -80,6 +122,21 @@ struct sandbox {
 	 */
 	__be32 waiting_pod;
 	char bind_error[160];
+};
+
+/* The sandbox veths and what happened to them (sandboxes.c writes it). */
+struct agent_sandboxes {
+	struct sandbox *sbx;
+	size_t n_sbx;
+	/* The last interfaces with the prefix but not veths (the VPC CNI's vlan.eth.N trunks),
+	 * left alone and logged once each.
+	 */
+	int not_veth[8];
+	unsigned int n_not_veth;
+	bool links_dirty;		    /* netlink overran or failed: dump everything again */
+	unsigned long long attach_failures; /* every failed attach, counted for status */
+	unsigned long long attach_retries;
+	unsigned long long bind_failures; /* bindings refused for want of room, or failed */
 };
 
 /* runwall-cni's place in the node's CNI configuration (cni_chain.c). */
@@ -112,6 +169,13 @@ struct agent_cni {
 #define RING_DRAIN_MS	       25
 #define RING_DRAIN_CLOCK_EVERY 64 /* records between two reads of the clock */
 
+/* One drain of the ring (drain.c writes it). */
+struct agent_drain {
+	int ring_budget;		/* records left in this drain */
+	int64_t ring_deadline_ns;	/* CLOCK_MONOTONIC: the drain stops there */
+	unsigned long long ring_capped; /* drains stopped by their budget or their time */
+};
+
 /* PolicyWatch (policy_follow.c, policy_stream.c): NULL watch without --policy-url. */
 struct agent_follow {
 	struct rw_watch_opts opts;
@@ -120,9 +184,20 @@ struct agent_follow {
 	uint64_t applied, refusals;
 	int64_t last_message_ns; /* CLOCK_MONOTONIC; 0: none yet */
 	char last_refusal[400];
+	struct rw_metrics_snap metrics; /* its share of /metrics: the watch_* fields */
 };
 
+/* The status, readiness and metrics handed to the HTTP view (view_publish.c writes it). */
+struct agent_publish {
+	bool dirty; /* something changed: publish the status at the next tick */
+	unsigned int ticks;
+};
+
+/* The agent: main_loop.c's own fields (set up from struct agent_opts, then the loop's), and one
+ * part per file that changes it. A file writes only its own part; any file may read them all.
+ */
 struct agent {
+	/* main_loop.c: set up by rw_agent_run(), read-only after */
 	struct rw_datapath dp;
 	const char *bpffs;  /* the pin folder */
 	const char *socket; /* the control socket's path */
@@ -131,66 +206,38 @@ struct agent {
 	enum rw_attach_mode attach_mode;
 	int resync_sec;
 	struct rw_agent_view_opts view_opts;
-	struct rw_agent_view *view;   /* --listen, --access-request-url: NULL without either */
-	struct rw_metrics_snap msnap; /* what /metrics needs of the agent */
-	bool view_dirty;	      /* something changed: publish the status at the next tick */
-	unsigned int ticks;
-
-	struct rw_policy policy; /* the snapshot in force, when this agent knows it */
-	bool have_policy;
-	/* policy was adopted at start: the file's snapshot with the revision in force, but the
-	 * kernel cannot say whether its content is what was applied. Not a `prev` for rw_apply():
-	 * the next apply re-judges every run's flows.
-	 */
-	bool policy_adopted;
-	char *policy_text; /* its text, for `runwall explain` to name rules */
-	size_t policy_text_len;
-	char policy_source[256];
-	char *policy_bytes; /* the file's last content, to ignore no-op rewrites */
-	size_t policy_len;
-	struct rw_apply_result last_apply;
-	int64_t ready_since, applied_at;
-	char last_error[800];
-	struct run_state *runs;
-	size_t n_runs;
-
-	struct sandbox *sbx;
-	size_t n_sbx;
-	/* The last interfaces with the prefix but not veths (the VPC CNI's vlan.eth.N trunks),
-	 * left alone and logged once each.
-	 */
-	int not_veth[8];
-	unsigned int n_not_veth;
-	bool links_dirty;		    /* netlink overran or failed: dump everything again */
-	unsigned long long attach_failures; /* every failed attach, counted for status */
-	unsigned long long attach_retries;
-	unsigned long long bind_failures; /* bindings refused for want of room, or failed */
-	int ring_budget;		  /* records left in this drain */
-	int64_t ring_deadline_ns;	  /* CLOCK_MONOTONIC: the drain stops there */
-	unsigned long long ring_capped;	  /* drains stopped by their budget or their time */
-
+	struct rw_agent_view *view; /* --listen, --access-request-url: NULL without either */
 	int epfd, listen_fd, inotify_fd, tick_fd, resync_fd, sig_fd;
-	struct agent_cni cni;
-	struct agent_follow follow;
 	struct rw_nl_sub *nl;
 	struct ring_buffer *ring;
-	struct subscriber subs[MAX_SUBS];
-	int n_subs;
-	struct ctl_client clients[MAX_CLIENTS];
-	int n_clients;
-	unsigned long long clients_dropped; /* over their deadline, or too many at once */
-	unsigned long long delivered_gone;  /* of subscribers that left */
-	unsigned long long skipped_gone;
 	int64_t mono_to_real;
+	/* main_loop.c: the loop's; last_error through agent_set_error(), stop through agent_stop() */
+	char last_error[800];
 	bool reload_pending;
 	bool stop;
 	__u32 ct_cursor; /* where rw_conntrack_expire() goes on */
+
+	struct agent_policy pol;	      /* policy_watch.c */
+	struct agent_sandboxes sandboxes;     /* sandboxes.c */
+	struct agent_drain drain;	      /* drain.c */
+	struct agent_subscribers subscribers; /* events.c */
+	struct agent_clients ctl;	      /* ctl_server.c */
+	struct agent_cni cni;		      /* cni_chain.c */
+	struct agent_follow follow;	      /* policy_follow.c */
+	struct agent_publish publish;	      /* view_publish.c */
 };
 
 static inline const char *agent_ip_str(__be32 ip, char *buf)
 {
 	return inet_ntop(AF_INET, &ip, buf, INET_ADDRSTRLEN);
 }
+
+/* main_loop.c: the last error of an apply or a sandbox, for status (cleared by a good apply);
+ * leave the loop after this pass.
+ */
+void agent_set_error(struct agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void agent_clear_error(struct agent *a);
+void agent_stop(struct agent *a);
 
 /* sandboxes.c: netlink handlers, and the full resync that makes the kernel match the system. */
 int agent_on_link(bool add, const struct rw_nl_link *l, void *data);
@@ -202,6 +249,9 @@ void agent_resync_after_dump(struct agent *a);
 /* The tick's share: attaches whose backoff is over. */
 void agent_sandboxes_tick(struct agent *a);
 int64_t agent_now_ms(void);
+/* Netlink overran or failed: the next tick dumps everything again. */
+void agent_links_lost(struct agent *a);
+void agent_sandboxes_free(struct agent *a);
 
 /* drain.c: the ring buffer, at most RING_DRAIN_BUDGET records or RING_DRAIN_MS per call. */
 int agent_ring_cb(void *ctx, void *data, size_t size);
@@ -211,6 +261,9 @@ void agent_drain_ring(struct agent *a);
 int agent_apply(struct agent *a, const char *buf, size_t len, const char *source, json_t **reply);
 void agent_load_policy_file(struct agent *a, bool at_start);
 int agent_watch_policy(struct agent *a);
+/* SIGHUP: forget the file's last content, so that the next load applies it even unchanged. */
+void agent_policy_forget_file(struct agent *a);
+void agent_policy_free(struct agent *a);
 
 /* policy_follow.c: start (after the policy file); the stream's eventfd became readable; the
  * tick's share (revision for reconnections, metrics); what status shows (null without it).
@@ -245,7 +298,15 @@ int agent_cni_watch(struct agent *a);
 void agent_cni_on_inotify(struct agent *a);
 json_t *agent_cni_status(const struct agent *a);
 
-/* view_publish.c: hand the HTTP view the status, readiness and metrics snapshot. */
+/* policy_follow.c: its share of the metrics snapshot (the watch_* fields), copied into snap. */
+void agent_follow_metrics(const struct agent *a, struct rw_metrics_snap *snap);
+
+/* view_publish.c: hand the HTTP view the status, readiness and metrics snapshot; something
+ * changed (publish at the next tick); the tick's share (publish when something changed, and
+ * every second).
+ */
 void agent_view_publish(struct agent *a);
+void agent_view_changed(struct agent *a);
+void agent_view_tick(struct agent *a);
 
 #endif /* RUNWALL_AGENT_H */

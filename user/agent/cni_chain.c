@@ -62,7 +62,7 @@ void agent_cni_check(struct agent *a)
 		rw_warn("%s/%s: runwall-cni's entry was missing (the file was rewritten); put back "
 			"after %lld ms",
 			c->conf_dir, st.file, (long long)c->last_window_ms);
-		a->view_dirty = true;
+		agent_view_changed(a);
 	}
 	if (err) {
 		if (c->chained || strcmp(c->why, st.why))

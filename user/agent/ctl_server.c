@@ -19,31 +19,32 @@ json_t *agent_status_json(struct agent *a)
 	char when[40], applied[40];
 	json_t *runs = json_array(), *sbx = json_array(), *o;
 	struct rw_config cfg = {};
-	unsigned long long delivered = a->delivered_gone, skipped = a->skipped_gone;
+	unsigned long long delivered = a->subscribers.delivered_gone,
+			   skipped = a->subscribers.skipped_gone;
 	int64_t now_ms = agent_now_ms();
 	int attach_pending = 0, bind_waiting = 0;
 	bool ready;
 
 	rw_config_read(&a->dp, &cfg);
 	ready = RW_STATE_READY(cfg.state);
-	rw_format_time(a->ready_since, when, sizeof(when));
-	rw_format_time(a->applied_at, applied, sizeof(applied));
-	for (size_t r = 0; a->have_policy && r < a->policy.n_runs; r++) {
-		const struct rw_policy_run *run = &a->policy.runs[r];
+	rw_format_time(a->pol.ready_since, when, sizeof(when));
+	rw_format_time(a->pol.applied_at, applied, sizeof(applied));
+	for (size_t r = 0; a->pol.have_policy && r < a->pol.policy.n_runs; r++) {
+		const struct rw_policy_run *run = &a->pol.policy.runs[r];
 		struct rw_pod pod = {};
 		char since[40] = "";
 
 		if (run->n_pods)
 			rw_live_pod(&a->dp, run->pods[0], &pod);
-		for (size_t i = 0; i < a->n_runs; i++)
-			if (!strcmp(a->runs[i].id, run->id))
-				rw_format_time(a->runs[i].since, since, sizeof(since));
+		for (size_t i = 0; i < a->pol.n_runs; i++)
+			if (!strcmp(a->pol.runs[i].id, run->id))
+				rw_format_time(a->pol.runs[i].since, since, sizeof(since));
 		json_array_append_new(runs, rw_status_run(run->id, pod.run_idx, pod.run_gen, since,
-							  rw_policy_run_egress(&a->policy, run),
+							  rw_policy_run_egress(&a->pol.policy, run),
 							  run->pods, run->n_pods));
 	}
-	for (size_t i = 0; i < a->n_sbx; i++) {
-		struct sandbox *s = &a->sbx[i];
+	for (size_t i = 0; i < a->sandboxes.n_sbx; i++) {
+		struct sandbox *s = &a->sandboxes.sbx[i];
 		struct rw_pod pod;
 		bool known = s->pod && rw_live_pod(&a->dp, s->pod, &pod) == 0;
 
@@ -70,34 +71,34 @@ json_t *agent_status_json(struct agent *a)
 		}
 		json_array_append_new(sbx, e);
 	}
-	for (int i = 0; i < a->n_subs; i++) {
-		delivered += a->subs[i].delivered;
-		skipped += a->subs[i].skipped;
+	for (int i = 0; i < a->subscribers.n_subs; i++) {
+		delivered += a->subscribers.subs[i].delivered;
+		skipped += a->subscribers.subs[i].skipped;
 	}
 	o = json_pack("{s:b, s:b, s:I, s:o, s:o, s:f, s:s, s:s, s:s, s:o, s:o, s:o, "
 		      "s:{s:i, s:I, s:I}, s:o}",
 		      "ok", 1, "ready", ready, "revision",
 		      (json_int_t)(ready ? RW_STATE_REVISION(cfg.state) : 0), "ready_since",
-		      a->ready_since ? json_string(when) : json_null(), "applied",
-		      a->applied_at ? json_string(applied) : json_null(), "apply_ms",
-		      a->last_apply.total_ms, "bpffs", a->dp.pin_dir, "socket", a->socket,
+		      a->pol.ready_since ? json_string(when) : json_null(), "applied",
+		      a->pol.applied_at ? json_string(applied) : json_null(), "apply_ms",
+		      a->pol.last_apply.total_ms, "bpffs", a->dp.pin_dir, "socket", a->socket,
 		      "ifprefix", a->ifprefix, "policy_file",
 		      a->policy_path ? json_string(a->policy_path) : json_null(), "runs", runs,
-		      "sandboxes", sbx, "events", "subscribers", a->n_subs, "delivered",
+		      "sandboxes", sbx, "events", "subscribers", a->subscribers.n_subs, "delivered",
 		      (json_int_t)delivered, "skipped", (json_int_t)skipped, "last_error",
 		      a->last_error[0] ? json_string(a->last_error) : json_null());
 	if (o) {
 		json_object_set_new(o, "attach",
 				    json_pack("{s:I, s:I, s:i}", "failures",
-					      (json_int_t)a->attach_failures, "retries",
-					      (json_int_t)a->attach_retries, "pending",
+					      (json_int_t)a->sandboxes.attach_failures, "retries",
+					      (json_int_t)a->sandboxes.attach_retries, "pending",
 					      attach_pending));
 		json_object_set_new(o, "bind",
 				    json_pack("{s:I, s:i}", "failures",
-					      (json_int_t)a->bind_failures, "waiting",
+					      (json_int_t)a->sandboxes.bind_failures, "waiting",
 					      bind_waiting));
 		json_object_set_new(json_object_get(o, "events"), "ring_drains_capped",
-				    json_integer(a->ring_capped));
+				    json_integer(a->drain.ring_capped));
 		json_object_set_new(o, "cni", agent_cni_status(a));
 		json_object_set_new(o, "policy_watch", agent_follow_status(a));
 	}
@@ -108,26 +109,26 @@ json_t *agent_status_json(struct agent *a)
 
 static void client_close(struct agent *a, int i)
 {
-	struct ctl_client *c = &a->clients[i];
+	struct ctl_client *c = &a->ctl.clients[i];
 
 	epoll_ctl(a->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
 	free(c->buf);
-	a->clients[i] = a->clients[--a->n_clients];
+	a->ctl.clients[i] = a->ctl.clients[--a->ctl.n_clients];
 }
 
 /* Hand the fd on (a subscriber) without closing it. */
 static void client_release(struct agent *a, int i)
 {
-	epoll_ctl(a->epfd, EPOLL_CTL_DEL, a->clients[i].fd, NULL);
-	free(a->clients[i].buf);
-	a->clients[i] = a->clients[--a->n_clients];
+	epoll_ctl(a->epfd, EPOLL_CTL_DEL, a->ctl.clients[i].fd, NULL);
+	free(a->ctl.clients[i].buf);
+	a->ctl.clients[i] = a->ctl.clients[--a->ctl.n_clients];
 }
 
 /* Write what is left of the reply; the client is closed once all of it went out. */
 static void client_write(struct agent *a, int i)
 {
-	struct ctl_client *c = &a->clients[i];
+	struct ctl_client *c = &a->ctl.clients[i];
 
 	while (c->off < c->len) {
 		ssize_t n = write(c->fd, c->buf + c->off, c->len - c->off);
@@ -145,7 +146,7 @@ static void client_write(struct agent *a, int i)
 
 static void client_reply(struct agent *a, int i, json_t *reply)
 {
-	struct ctl_client *c = &a->clients[i];
+	struct ctl_client *c = &a->ctl.clients[i];
 	struct epoll_event ev = {.events = EPOLLOUT, .data.fd = c->fd};
 	char *line = reply ? json_dumps(reply, JSON_COMPACT) : NULL;
 	size_t len;
@@ -175,7 +176,7 @@ static json_t *error_json(const char *msg)
 /* The whole request is in: "VERB [ARG]\n" and the body (ctl.h). */
 static void client_request(struct agent *a, int i)
 {
-	struct ctl_client *c = &a->clients[i];
+	struct ctl_client *c = &a->ctl.clients[i];
 	char *verb = c->buf, *arg = NULL, *body, *nl, *sp;
 	size_t body_len;
 	json_t *reply;
@@ -200,11 +201,11 @@ static void client_request(struct agent *a, int i)
 		reply = NULL;
 		agent_apply(a, body, body_len, arg && *arg ? arg : "<socket>", &reply);
 	} else if (!strcmp(verb, "policy")) {
-		reply = a->policy_text
+		reply = a->pol.policy_text
 				? json_pack("{s:b, s:I, s:s, s:s%}", "ok", 1, "revision",
-					    (json_int_t)a->policy.revision, "source",
-					    a->policy_source, "snapshot", a->policy_text,
-					    a->policy_text_len)
+					    (json_int_t)a->pol.policy.revision, "source",
+					    a->pol.policy_source, "snapshot", a->pol.policy_text,
+					    a->pol.policy_text_len)
 				: error_json(
 					  "this agent does not know the snapshot in force (applied before "
 					  "it started); apply it again or pass --policy");
@@ -219,7 +220,7 @@ static void client_request(struct agent *a, int i)
 	} else if (!strcmp(verb, "shutdown")) {
 		rw_info("shutdown requested on the control socket; enforcement stays in place");
 		reply = json_pack("{s:b}", "ok", 1);
-		a->stop = true;
+		agent_stop(a);
 	} else {
 		reply = error_json("unknown request");
 	}
@@ -229,7 +230,7 @@ static void client_request(struct agent *a, int i)
 /* Read what has arrived; the request is complete when the client shuts down its writing side. */
 static void client_read(struct agent *a, int i)
 {
-	struct ctl_client *c = &a->clients[i];
+	struct ctl_client *c = &a->ctl.clients[i];
 
 	for (;;) {
 		ssize_t n;
@@ -269,10 +270,10 @@ static void client_read(struct agent *a, int i)
 
 bool agent_ctl_on_fd(struct agent *a, int fd, __u32 events)
 {
-	for (int i = 0; i < a->n_clients; i++) {
-		if (a->clients[i].fd != fd)
+	for (int i = 0; i < a->ctl.n_clients; i++) {
+		if (a->ctl.clients[i].fd != fd)
 			continue;
-		if (a->clients[i].replying)
+		if (a->ctl.clients[i].replying)
 			client_write(a, i);
 		else if (events & (EPOLLIN | EPOLLHUP | EPOLLERR | EPOLLRDHUP))
 			client_read(a, i);
@@ -285,13 +286,14 @@ void agent_ctl_tick(struct agent *a)
 {
 	int64_t now = agent_now_ms();
 
-	for (int i = 0; i < a->n_clients;) {
-		if (now >= a->clients[i].deadline_ms) {
+	for (int i = 0; i < a->ctl.n_clients;) {
+		if (now >= a->ctl.clients[i].deadline_ms) {
 			rw_debug("control socket client %d: no %s within %d ms, dropped",
-				 a->clients[i].fd,
-				 a->clients[i].replying ? "room for the reply" : "complete request",
+				 a->ctl.clients[i].fd,
+				 a->ctl.clients[i].replying ? "room for the reply"
+							    : "complete request",
 				 REQUEST_TIMEOUT_MS);
-			a->clients_dropped++;
+			a->ctl.clients_dropped++;
 			client_close(a, i);
 			continue;
 		}
@@ -301,7 +303,7 @@ void agent_ctl_tick(struct agent *a)
 
 void agent_ctl_close_all(struct agent *a)
 {
-	while (a->n_clients)
+	while (a->ctl.n_clients)
 		client_close(a, 0);
 }
 
@@ -323,17 +325,17 @@ void agent_on_client(struct agent *a)
 			close(fd);
 			continue;
 		}
-		if (a->n_clients == MAX_CLIENTS) {
+		if (a->ctl.n_clients == MAX_CLIENTS) {
 			static const char busy[] =
 				"{\"ok\":false,\"error\":\"too many clients\"}\n";
 
-			a->clients_dropped++;
+			a->ctl.clients_dropped++;
 			if (write(fd, busy, sizeof(busy) - 1) < 0)
 				rw_debug("control socket: %s", strerror(errno));
 			close(fd);
 			continue;
 		}
-		c = &a->clients[a->n_clients];
+		c = &a->ctl.clients[a->ctl.n_clients];
 		*c = (struct ctl_client){
 			.fd = fd, .cap = 4096, .deadline_ms = agent_now_ms() + REQUEST_TIMEOUT_MS};
 		c->buf = malloc(c->cap + 1);
@@ -343,6 +345,6 @@ void agent_on_client(struct agent *a)
 			close(fd);
 			continue;
 		}
-		a->n_clients++;
+		a->ctl.n_clients++;
 	}
 }

@@ -32,10 +32,11 @@ int agent_ring_cb(void *ctx, void *data, size_t size)
 	struct agent *a = ctx;
 	int ret = agent_on_event(ctx, data, size);
 
-	if (--a->ring_budget <= 0)
+	if (--a->drain.ring_budget <= 0)
 		return RW_DRAIN_STOP;
 	/* The clock every RING_DRAIN_CLOCK_EVERY records: a vDSO call, cheap next to them. */
-	if (!(a->ring_budget % RING_DRAIN_CLOCK_EVERY) && drain_now_ns() >= a->ring_deadline_ns)
+	if (!(a->drain.ring_budget % RING_DRAIN_CLOCK_EVERY) &&
+	    drain_now_ns() >= a->drain.ring_deadline_ns)
 		return RW_DRAIN_STOP;
 	return ret;
 }
@@ -44,11 +45,11 @@ void agent_drain_ring(struct agent *a)
 {
 	int ret;
 
-	a->ring_budget = RING_DRAIN_BUDGET;
-	a->ring_deadline_ns = drain_now_ns() + (int64_t)RING_DRAIN_MS * 1000000;
+	a->drain.ring_budget = RING_DRAIN_BUDGET;
+	a->drain.ring_deadline_ns = drain_now_ns() + (int64_t)RING_DRAIN_MS * 1000000;
 	ret = ring_buffer__consume(a->ring);
 	if (ret == RW_DRAIN_STOP)
-		a->ring_capped++;
+		a->drain.ring_capped++;
 	else if (ret < 0)
 		rw_debug("ring buffer: %d", ret);
 }

@@ -15,14 +15,15 @@
 
 void agent_sub_close(struct agent *a, int i)
 {
-	rw_debug("subscriber %d gone: %llu events delivered, %llu skipped", a->subs[i].fd,
-		 a->subs[i].delivered, a->subs[i].skipped);
-	a->delivered_gone += a->subs[i].delivered;
-	a->skipped_gone += a->subs[i].skipped;
-	epoll_ctl(a->epfd, EPOLL_CTL_DEL, a->subs[i].fd, NULL);
-	close(a->subs[i].fd);
-	free(a->subs[i].buf);
-	a->subs[i] = a->subs[--a->n_subs];
+	rw_debug("subscriber %d gone: %llu events delivered, %llu skipped",
+		 a->subscribers.subs[i].fd, a->subscribers.subs[i].delivered,
+		 a->subscribers.subs[i].skipped);
+	a->subscribers.delivered_gone += a->subscribers.subs[i].delivered;
+	a->subscribers.skipped_gone += a->subscribers.subs[i].skipped;
+	epoll_ctl(a->epfd, EPOLL_CTL_DEL, a->subscribers.subs[i].fd, NULL);
+	close(a->subscribers.subs[i].fd);
+	free(a->subscribers.subs[i].buf);
+	a->subscribers.subs[i] = a->subscribers.subs[--a->subscribers.n_subs];
 }
 
 int agent_on_event(void *ctx, void *data, size_t size)
@@ -41,27 +42,27 @@ int agent_on_event(void *ctx, void *data, size_t size)
 		rw_event_line(ev, NULL, a->mono_to_real, text, sizeof(text));
 		rw_debug("%s", text);
 	}
-	if (!a->n_subs && !a->view)
+	if (!a->subscribers.n_subs && !a->view)
 		return 0;
 	/* The view keeps it (with the node and the service at the peer) and may raise a
 	 * network-access request; the subscribers get the same text.
 	 */
 	if (a->view) {
-		line = rw_agent_view_event(a->view, ev, a->have_policy ? &a->policy : NULL,
+		line = rw_agent_view_event(a->view, ev, a->pol.have_policy ? &a->pol.policy : NULL,
 					   a->mono_to_real);
 	} else {
-		o = rw_event_json(ev, a->have_policy ? &a->policy : NULL, a->mono_to_real);
+		o = rw_event_json(ev, a->pol.have_policy ? &a->pol.policy : NULL, a->mono_to_real);
 		line = o ? json_dumps(o, JSON_COMPACT) : NULL;
 		json_decref(o);
 	}
-	if (!line || !a->n_subs) {
+	if (!line || !a->subscribers.n_subs) {
 		free(line);
 		return 0;
 	}
 	len = strlen(line);
 	line[len++] = '\n'; /* json_dumps leaves room: we overwrite its NUL */
-	for (int i = 0; i < a->n_subs; i++) {
-		struct subscriber *s = &a->subs[i];
+	for (int i = 0; i < a->subscribers.n_subs; i++) {
+		struct subscriber *s = &a->subscribers.subs[i];
 
 		/* A slow subscriber skips events (counted); it never holds up the ring. */
 		if (s->len + len > SUB_BUF_MAX) {
@@ -77,8 +78,8 @@ int agent_on_event(void *ctx, void *data, size_t size)
 
 void agent_flush_subscribers(struct agent *a)
 {
-	for (int i = 0; i < a->n_subs;) {
-		struct subscriber *s = &a->subs[i];
+	for (int i = 0; i < a->subscribers.n_subs;) {
+		struct subscriber *s = &a->subscribers.subs[i];
 		ssize_t n = s->len ? write(s->fd, s->buf, s->len) : 0;
 
 		if (n < 0 && errno != EAGAIN && errno != EINTR) {
@@ -103,7 +104,7 @@ void agent_add_subscriber(struct agent *a, int fd)
 	 */
 	struct epoll_event ev = {.events = 0, .data.fd = fd};
 
-	if (a->n_subs == MAX_SUBS) {
+	if (a->subscribers.n_subs == MAX_SUBS) {
 		json_t *o = json_pack("{s:b, s:s}", "ok", 0, "error", "too many subscribers");
 
 		rw_ctl_reply(fd, o);
@@ -112,12 +113,13 @@ void agent_add_subscriber(struct agent *a, int fd)
 		return;
 	}
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-	a->subs[a->n_subs] = (struct subscriber){.fd = fd, .buf = malloc(SUB_BUF_MAX)};
-	if (!a->subs[a->n_subs].buf) {
+	a->subscribers.subs[a->subscribers.n_subs] =
+		(struct subscriber){.fd = fd, .buf = malloc(SUB_BUF_MAX)};
+	if (!a->subscribers.subs[a->subscribers.n_subs].buf) {
 		close(fd);
 		return;
 	}
-	a->n_subs++;
+	a->subscribers.n_subs++;
 	epoll_ctl(a->epfd, EPOLL_CTL_ADD, fd, &ev);
 	rw_debug("subscriber %d joined", fd);
 }

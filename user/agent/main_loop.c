@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,25 @@ static void drain_fd(int fd)
 		;
 }
 
+void agent_set_error(struct agent *a, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(a->last_error, sizeof(a->last_error), fmt, ap);
+	va_end(ap);
+}
+
+void agent_clear_error(struct agent *a)
+{
+	a->last_error[0] = '\0';
+}
+
+void agent_stop(struct agent *a)
+{
+	a->stop = true;
+}
+
 static void on_signal(struct agent *a)
 {
 	struct signalfd_siginfo si;
@@ -63,8 +83,7 @@ static void on_signal(struct agent *a)
 	while (read(a->sig_fd, &si, sizeof(si)) == sizeof(si)) {
 		if (si.ssi_signo == SIGHUP) {
 			rw_info("SIGHUP: reloading the policy file");
-			free(a->policy_bytes);
-			a->policy_bytes = NULL;
+			agent_policy_forget_file(a);
 			a->reload_pending = true;
 		} else {
 			rw_info("signal %d: exiting; enforcement stays in place", si.ssi_signo);
@@ -108,7 +127,7 @@ static int agent_run(struct agent *a)
 			int fd = evs[i].data.fd;
 
 			if (fd != a->tick_fd)
-				a->view_dirty = true;
+				agent_view_changed(a);
 			if (fd == a->listen_fd) {
 				agent_on_client(a);
 			} else if (fd == nl_fd) {
@@ -117,7 +136,7 @@ static int agent_run(struct agent *a)
 				if (ret) {
 					if (ret != RW_NL_RESYNC)
 						rw_warn("netlink: %s; resyncing", strerror(-ret));
-					a->links_dirty = true;
+					agent_links_lost(a);
 				}
 			} else if (fd == a->sig_fd) {
 				on_signal(a);
@@ -139,11 +158,9 @@ static int agent_run(struct agent *a)
 					a->reload_pending = false;
 					agent_load_policy_file(a, false);
 				}
-				if (a->links_dirty)
+				if (a->sandboxes.links_dirty)
 					agent_full_resync(a);
-				if (a->view &&
-				    (a->view_dirty || ++a->ticks % (1000 / TICK_MS) == 0))
-					agent_view_publish(a);
+				agent_view_tick(a);
 			} else if (fd == a->resync_fd) {
 				struct timespec ts;
 
@@ -159,8 +176,8 @@ static int agent_run(struct agent *a)
 			} else if (agent_ctl_on_fd(a, fd, evs[i].events)) {
 				/* a control socket client, served without blocking */
 			} else {
-				for (int s = 0; s < a->n_subs; s++)
-					if (a->subs[s].fd == fd) {
+				for (int s = 0; s < a->subscribers.n_subs; s++)
+					if (a->subscribers.subs[s].fd == fd) {
 						agent_sub_close(a, s);
 						break;
 					}
@@ -171,7 +188,7 @@ static int agent_run(struct agent *a)
 	agent_flush_subscribers(a);
 	agent_sandboxes_tick(a);
 	/* The shutdown request's reply, if it did not all go out at once. */
-	for (int i = 0; i < 20 && a->n_clients; i++) {
+	for (int i = 0; i < 20 && a->ctl.n_clients; i++) {
 		int n = epoll_wait(a->epfd, evs, 16, 10);
 
 		for (int k = 0; k < n; k++)
@@ -374,8 +391,8 @@ int rw_agent_run(const struct agent_opts *o, char *refusal, size_t refusal_len)
 			goto refused;
 		}
 	}
-	rw_info("agent running: %zu sandbox veths (prefix %s), socket %s", a.n_sbx, a.ifprefix,
-		a.socket);
+	rw_info("agent running: %zu sandbox veths (prefix %s), socket %s", a.sandboxes.n_sbx,
+		a.ifprefix, a.socket);
 	ret = agent_run(&a) ? RW_EXIT_REFUSED : RW_EXIT_OK;
 	goto cleanup;
 
@@ -389,7 +406,7 @@ refused:
 cleanup:
 	agent_follow_stop(&a);
 	rw_agent_view_stop(a.view);
-	while (a.n_subs)
+	while (a.subscribers.n_subs)
 		agent_sub_close(&a, 0);
 	if (a.listen_fd >= 0) {
 		close(a.listen_fd);
@@ -405,12 +422,8 @@ cleanup:
 	}
 	ring_buffer__free(a.ring);
 	rw_nl_sub_close(a.nl);
-	if (a.have_policy)
-		rw_policy_free(&a.policy);
-	free(a.policy_bytes);
-	free(a.policy_text);
-	free(a.runs);
-	free(a.sbx);
+	agent_policy_free(&a);
+	agent_sandboxes_free(&a);
 	rw_datapath_close(&a.dp);
 	return ret;
 }

@@ -90,9 +90,9 @@ static void refuse(struct agent *a, const struct rw_watch_msg *m, uint64_t revis
 /* The generation the run enforces now (its revision of last change), 0 when not in force. */
 static uint64_t run_generation(struct agent *a, const char *id)
 {
-	for (size_t r = 0; r < a->n_runs; r++)
-		if (!strcmp(a->runs[r].id, id))
-			return a->runs[r].gen;
+	for (size_t r = 0; r < a->pol.n_runs; r++)
+		if (!strcmp(a->pol.runs[r].id, id))
+			return a->pol.runs[r].gen;
 	return 0;
 }
 
@@ -172,7 +172,7 @@ static void on_snapshot(struct agent *a, const struct rw_watch_msg *m, int64_t r
 	/* The revision in force again (a server that resends what the agent told it it has):
 	 * nothing to apply, and the flows stay cached.
 	 */
-	if (revision && revision == in_force && a->have_policy) {
+	if (revision && revision == in_force && a->pol.have_policy) {
 		send_ack(a, json_pack("{s:b, s:s, s:I, s:I, s:b}", "ok", 1, "type", "snapshot",
 				      "revision", (json_int_t)revision, "generation",
 				      (json_int_t)revision, "unchanged", 1));
@@ -197,7 +197,7 @@ static void on_run_change(struct agent *a, const struct rw_watch_msg *m, int64_t
 	int64_t t0;
 	char *text;
 
-	if (!a->have_policy || !a->policy_text) {
+	if (!a->pol.have_policy || !a->pol.policy_text) {
 		refuse(a, m, m->revision, "base",
 		       "no snapshot in force: a whole snapshot is needed", true, 0);
 		return;
@@ -210,7 +210,7 @@ static void on_run_change(struct agent *a, const struct rw_watch_msg *m, int64_t
 		return;
 	}
 	t0 = mono_ns();
-	doc = json_loadb(a->policy_text, a->policy_text_len, 0, &jerr);
+	doc = json_loadb(a->pol.policy_text, a->pol.policy_text_len, 0, &jerr);
 	runs = json_object_get(doc, "runs");
 	if (!doc || (runs && !json_is_array(runs))) {
 		json_decref(doc);
@@ -320,7 +320,7 @@ void agent_follow_on_fd(struct agent *a)
 		}
 		free(it.text);
 	}
-	a->view_dirty = true;
+	agent_view_changed(a);
 }
 
 int agent_follow_start(struct agent *a, char *err, size_t errlen)
@@ -355,15 +355,15 @@ void agent_follow_tick(struct agent *a)
 	/* A snapshot from the file or the socket moves the revision a reconnection resumes from. */
 	rw_watch_set_revision(a->follow.watch, revision_in_force(a));
 	rw_watch_get_stats(a->follow.watch, &st);
-	a->msnap.watch_enabled = true;
-	a->msnap.watch_connected = st.connected;
-	a->msnap.watch_connects = st.connects;
-	a->msnap.watch_messages = st.messages;
-	a->msnap.watch_refusals = a->follow.refusals;
-	a->msnap.watch_acks_sent = st.acks_sent;
-	a->msnap.watch_acks_failed = st.acks_failed;
-	a->msnap.watch_revision_received = a->follow.received;
-	a->msnap.watch_message_age =
+	a->follow.metrics.watch_enabled = true;
+	a->follow.metrics.watch_connected = st.connected;
+	a->follow.metrics.watch_connects = st.connects;
+	a->follow.metrics.watch_messages = st.messages;
+	a->follow.metrics.watch_refusals = a->follow.refusals;
+	a->follow.metrics.watch_acks_sent = st.acks_sent;
+	a->follow.metrics.watch_acks_failed = st.acks_failed;
+	a->follow.metrics.watch_revision_received = a->follow.received;
+	a->follow.metrics.watch_message_age =
 		a->follow.last_message_ns ? (mono_ns() - a->follow.last_message_ns) / 1e9 : -1;
 }
 
@@ -396,4 +396,19 @@ void agent_follow_stop(struct agent *a)
 {
 	rw_watch_stop(a->follow.watch);
 	a->follow.watch = NULL;
+}
+
+void agent_follow_metrics(const struct agent *a, struct rw_metrics_snap *snap)
+{
+	const struct rw_metrics_snap *m = &a->follow.metrics;
+
+	snap->watch_enabled = m->watch_enabled;
+	snap->watch_connected = m->watch_connected;
+	snap->watch_connects = m->watch_connects;
+	snap->watch_messages = m->watch_messages;
+	snap->watch_refusals = m->watch_refusals;
+	snap->watch_acks_sent = m->watch_acks_sent;
+	snap->watch_acks_failed = m->watch_acks_failed;
+	snap->watch_revision_received = m->watch_revision_received;
+	snap->watch_message_age = m->watch_message_age;
 }

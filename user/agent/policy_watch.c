@@ -20,27 +20,29 @@
 
 static void runs_update(struct agent *a)
 {
-	struct run_state *next = calloc(a->policy.n_runs ? a->policy.n_runs : 1, sizeof(*next));
+	struct run_state *next =
+		calloc(a->pol.policy.n_runs ? a->pol.policy.n_runs : 1, sizeof(*next));
 	int64_t now = rw_now_real_ns();
 
 	if (!next)
 		return;
-	for (size_t r = 0; r < a->policy.n_runs; r++) {
+	for (size_t r = 0; r < a->pol.policy.n_runs; r++) {
 		struct rw_pod pod;
 
-		snprintf(next[r].id, sizeof(next[r].id), "%s", a->policy.runs[r].id);
-		next[r].gen = a->last_apply.revision;
-		if (a->policy.runs[r].n_pods &&
-		    rw_live_pod(&a->dp, a->policy.runs[r].pods[0], &pod) == 0)
+		snprintf(next[r].id, sizeof(next[r].id), "%s", a->pol.policy.runs[r].id);
+		next[r].gen = a->pol.last_apply.revision;
+		if (a->pol.policy.runs[r].n_pods &&
+		    rw_live_pod(&a->dp, a->pol.policy.runs[r].pods[0], &pod) == 0)
 			next[r].gen = pod.run_gen;
 		next[r].since = now;
-		for (size_t o = 0; o < a->n_runs; o++)
-			if (!strcmp(a->runs[o].id, next[r].id) && a->runs[o].gen == next[r].gen)
-				next[r].since = a->runs[o].since;
+		for (size_t o = 0; o < a->pol.n_runs; o++)
+			if (!strcmp(a->pol.runs[o].id, next[r].id) &&
+			    a->pol.runs[o].gen == next[r].gen)
+				next[r].since = a->pol.runs[o].since;
 	}
-	free(a->runs);
-	a->runs = next;
-	a->n_runs = a->policy.n_runs;
+	free(a->pol.runs);
+	a->pol.runs = next;
+	a->pol.n_runs = a->pol.policy.n_runs;
 }
 
 static void keep_text(struct agent *a, const char *buf, size_t len, const char *source)
@@ -51,10 +53,10 @@ static void keep_text(struct agent *a, const char *buf, size_t len, const char *
 		return;
 	memcpy(copy, buf, len);
 	copy[len] = '\0';
-	free(a->policy_text);
-	a->policy_text = copy;
-	a->policy_text_len = len;
-	snprintf(a->policy_source, sizeof(a->policy_source), "%s", source);
+	free(a->pol.policy_text);
+	a->pol.policy_text = copy;
+	a->pol.policy_text_len = len;
+	snprintf(a->pol.policy_source, sizeof(a->pol.policy_source), "%s", source);
 }
 
 /* Parse and apply a snapshot. On refusal nothing changes and *reply says why. */
@@ -70,10 +72,10 @@ static void probe_stale_connections(struct agent *a)
 		rw_warn("probing the connections the apply may have cut: %s", strerror(-err));
 		return;
 	}
-	a->msnap.probes_sent += st.probed;
-	a->msnap.probes_capped += st.capped;
-	a->msnap.probes_no_mac += st.no_mac;
-	a->msnap.probes_failed += st.failed;
+	a->pol.metrics.probes_sent += st.probed;
+	a->pol.metrics.probes_capped += st.capped;
+	a->pol.metrics.probes_no_mac += st.no_mac;
+	a->pol.metrics.probes_failed += st.failed;
 	if (st.probed || st.capped || st.no_mac || st.failed)
 		rw_info("probed %u connections in %u sandboxes whose verdicts the apply changed "
 			"(%u over the bounds of %d per sandbox and %d per apply, %u of pods with no "
@@ -97,9 +99,9 @@ int agent_apply(struct agent *a, const char *buf, size_t len, const char *source
 				    RW_STATE_READY(cfg.state) ? RW_STATE_REVISION(cfg.state) : 0,
 				    &next, &perr);
 	if (ret) {
-		a->msnap.applies_refused++;
+		a->pol.metrics.applies_refused++;
 		rw_warn("refused snapshot: %s", perr.text);
-		snprintf(a->last_error, sizeof(a->last_error), "%s", perr.text);
+		agent_set_error(a, "%s", perr.text);
 		*reply = json_pack("{s:b, s:s, s:i, s:i}", "ok", 0, "error", perr.text, "line",
 				   perr.line, "column", perr.column);
 		return ret;
@@ -108,8 +110,8 @@ int agent_apply(struct agent *a, const char *buf, size_t len, const char *source
 	 * force but other content taken as `prev` would let runs it happens to share with `next`
 	 * keep verdicts cached under what was really in force (a revocation kept).
 	 */
-	ret = rw_apply(&a->dp, a->have_policy && !a->policy_adopted ? &a->policy : NULL, &next,
-		       &res, err, sizeof(err));
+	ret = rw_apply(&a->dp, a->pol.have_policy && !a->pol.policy_adopted ? &a->pol.policy : NULL,
+		       &next, &res, err, sizeof(err));
 	if (ret) {
 		char msg[700];
 
@@ -124,15 +126,16 @@ int agent_apply(struct agent *a, const char *buf, size_t len, const char *source
 					  "and SYS_ADMIN)"
 					: "");
 		snprintf(msg, sizeof(msg), "%s: %s", source, err);
-		a->msnap.applies_refused++;
+		a->pol.metrics.applies_refused++;
 		rw_warn("refused snapshot: %s", msg);
-		snprintf(a->last_error, sizeof(a->last_error), "%s", msg);
+		agent_set_error(a, "%s", msg);
 		*reply = json_pack("{s:b, s:s}", "ok", 0, "error", msg);
 		rw_policy_free(&next);
 		return ret;
 	}
 	diff = malloc(65536);
-	n = diff ? rw_policy_diff(a->have_policy ? &a->policy : NULL, &next, diff, 65536) : 0;
+	n = diff ? rw_policy_diff(a->pol.have_policy ? &a->pol.policy : NULL, &next, diff, 65536)
+		 : 0;
 	changes = json_array();
 	for (char *line = diff ? strtok(diff, "\n") : NULL; line; line = strtok(NULL, "\n")) {
 		json_array_append_new(changes, json_string(line));
@@ -143,19 +146,19 @@ int agent_apply(struct agent *a, const char *buf, size_t len, const char *source
 		(unsigned long long)res.revision, source, (unsigned long long)res.previous, n,
 		res.runs, res.pods, res.entries, res.total_ms, res.build_ms, res.flip_ms,
 		res.flows_flushed);
-	if (a->have_policy)
-		rw_policy_free(&a->policy);
-	a->policy = next;
-	a->have_policy = true;
-	a->policy_adopted = false;
+	if (a->pol.have_policy)
+		rw_policy_free(&a->pol.policy);
+	a->pol.policy = next;
+	a->pol.have_policy = true;
+	a->pol.policy_adopted = false;
 	keep_text(a, buf, len, source);
-	a->last_apply = res;
-	rw_metrics_apply(&a->msnap, res.total_ms / 1000.0);
-	a->view_dirty = true;
-	a->applied_at = rw_now_real_ns();
-	if (!res.previous && !a->ready_since)
-		a->ready_since = a->applied_at;
-	a->last_error[0] = '\0';
+	a->pol.last_apply = res;
+	rw_metrics_apply(&a->pol.metrics, res.total_ms / 1000.0);
+	agent_view_changed(a);
+	a->pol.applied_at = rw_now_real_ns();
+	if (!res.previous && !a->pol.ready_since)
+		a->pol.ready_since = a->pol.applied_at;
+	agent_clear_error(a);
 	runs_update(a);
 	probe_stale_connections(a);
 	*reply = json_pack("{s:b, s:I, s:I, s:f, s:f, s:f, s:i, s:i, s:o}", "ok", 1, "revision",
@@ -188,30 +191,31 @@ void agent_load_policy_file(struct agent *a, bool at_start)
 			rw_warn("%s: %s", a->policy_path, strerror(-err));
 		return;
 	}
-	if (a->policy_bytes && len == a->policy_len && !memcmp(buf, a->policy_bytes, len)) {
+	if (a->pol.policy_bytes && len == a->pol.policy_len &&
+	    !memcmp(buf, a->pol.policy_bytes, len)) {
 		free(buf);
 		return;
 	}
-	free(a->policy_bytes);
-	a->policy_bytes = buf;
-	a->policy_len = len;
+	free(a->pol.policy_bytes);
+	a->pol.policy_bytes = buf;
+	a->pol.policy_len = len;
 
 	rw_config_read(&a->dp, &cfg);
 	in_force = RW_STATE_READY(cfg.state) ? RW_STATE_REVISION(cfg.state) : 0;
 	if (rw_policy_parse(buf, len, a->policy_path, &p, &perr)) {
-		a->msnap.applies_refused++;
+		a->pol.metrics.applies_refused++;
 		rw_warn("refused snapshot: %s", perr.text);
-		snprintf(a->last_error, sizeof(a->last_error), "%s", perr.text);
+		agent_set_error(a, "%s", perr.text);
 		return;
 	}
-	if (in_force && p.revision == in_force && !a->have_policy) {
+	if (in_force && p.revision == in_force && !a->pol.have_policy) {
 		/* What the kernel enforces already: adopt it, do not apply it again. */
 		rw_info("%s: revision %llu is the one in force; adopted (the next apply judges "
 			"every run's flows again: the content in force is not known)",
 			a->policy_path, (unsigned long long)in_force);
-		a->policy = p;
-		a->have_policy = true;
-		a->policy_adopted = true;
+		a->pol.policy = p;
+		a->pol.have_policy = true;
+		a->pol.policy_adopted = true;
 		keep_text(a, buf, len, a->policy_path);
 		runs_update(a);
 		return;
@@ -249,4 +253,24 @@ int agent_watch_policy(struct agent *a)
 		return err;
 	}
 	return fd;
+}
+
+void agent_policy_forget_file(struct agent *a)
+{
+	free(a->pol.policy_bytes);
+	a->pol.policy_bytes = NULL;
+}
+
+void agent_policy_free(struct agent *a)
+{
+	if (a->pol.have_policy)
+		rw_policy_free(&a->pol.policy);
+	a->pol.have_policy = false;
+	free(a->pol.policy_bytes);
+	a->pol.policy_bytes = NULL;
+	free(a->pol.policy_text);
+	a->pol.policy_text = NULL;
+	free(a->pol.runs);
+	a->pol.runs = NULL;
+	a->pol.n_runs = 0;
 }

@@ -27,9 +27,9 @@
 
 static struct sandbox *sbx_find(struct agent *a, int ifindex)
 {
-	for (size_t i = 0; i < a->n_sbx; i++)
-		if (a->sbx[i].ifindex == ifindex)
-			return &a->sbx[i];
+	for (size_t i = 0; i < a->sandboxes.n_sbx; i++)
+		if (a->sandboxes.sbx[i].ifindex == ifindex)
+			return &a->sandboxes.sbx[i];
 	return NULL;
 }
 
@@ -52,7 +52,7 @@ static int sbx_lock(struct agent *a)
 	if (fd < 0) {
 		rw_err("veth lock on %s: %s; the change waits for the next resync", a->dp.pin_dir,
 		       strerror(-fd));
-		a->links_dirty = true;
+		a->sandboxes.links_dirty = true;
 	}
 	return fd;
 }
@@ -105,7 +105,7 @@ static void sbx_attach(struct agent *a, struct sandbox *s)
 		s->attach_error[0] = '\0';
 		return;
 	}
-	a->attach_failures++;
+	a->sandboxes.attach_failures++;
 	s->attach_failures++;
 	s->backoff_ms = s->backoff_ms ? s->backoff_ms * 2 : ATTACH_RETRY_MIN_MS;
 	if (s->backoff_ms > ATTACH_RETRY_MAX_MS)
@@ -114,7 +114,7 @@ static void sbx_attach(struct agent *a, struct sandbox *s)
 	snprintf(s->attach_error, sizeof(s->attach_error), "%s", msg);
 	rw_err("%s: %s (attempt %u; again in %u ms)", s->ifname, msg, s->attach_failures,
 	       s->backoff_ms);
-	snprintf(a->last_error, sizeof(a->last_error), "%s: %s", s->ifname, msg);
+	agent_set_error(a, "%s: %s", s->ifname, msg);
 }
 
 static struct sandbox *sbx_add(struct agent *a, int ifindex, const char *name)
@@ -128,11 +128,11 @@ static struct sandbox *sbx_add(struct agent *a, int ifindex, const char *name)
 		}
 		return s;
 	}
-	grown = realloc(a->sbx, (a->n_sbx + 1) * sizeof(*a->sbx));
+	grown = realloc(a->sandboxes.sbx, (a->sandboxes.n_sbx + 1) * sizeof(*a->sandboxes.sbx));
 	if (!grown)
 		return NULL;
-	a->sbx = grown;
-	s = &a->sbx[a->n_sbx++];
+	a->sandboxes.sbx = grown;
+	s = &a->sandboxes.sbx[a->sandboxes.n_sbx++];
 	memset(s, 0, sizeof(*s));
 	s->ifindex = ifindex;
 	snprintf(s->ifname, sizeof(s->ifname), "%s", name);
@@ -149,9 +149,9 @@ static struct sandbox *sbx_add(struct agent *a, int ifindex, const char *name)
  */
 static void sbx_room_freed(struct agent *a)
 {
-	for (size_t i = 0; i < a->n_sbx; i++)
-		if (a->sbx[i].waiting_pod) {
-			a->links_dirty = true;
+	for (size_t i = 0; i < a->sandboxes.n_sbx; i++)
+		if (a->sandboxes.sbx[i].waiting_pod) {
+			a->sandboxes.links_dirty = true;
 			return;
 		}
 }
@@ -177,14 +177,13 @@ static void sbx_bind(struct agent *a, struct sandbox *s, __be32 pod)
 		/* The veth stays (or is now) bound to nothing: deny-all, its packets dropped
 		 * unknown-source. Said once per pod and cause, tried again by every resync.
 		 */
-		a->bind_failures++;
+		a->sandboxes.bind_failures++;
 		rw_bind_error_str(&a->dp, err, why, sizeof(why));
 		if (s->waiting_pod != pod || strcmp(s->bind_error, why)) {
 			rw_err("%s (ifindex %d): pod %s not bound, deny-all: %s; bound by the next "
 			       "resync that finds room",
 			       s->ifname, s->ifindex, agent_ip_str(pod, ip), why);
-			snprintf(a->last_error, sizeof(a->last_error), "%s: pod %s not bound: %s",
-				 s->ifname, ip, why);
+			agent_set_error(a, "%s: pod %s not bound: %s", s->ifname, ip, why);
 		}
 		s->waiting_pod = pod;
 		snprintf(s->bind_error, sizeof(s->bind_error), "%s", why);
@@ -216,12 +215,12 @@ void agent_sandboxes_tick(struct agent *a)
 {
 	int64_t now = agent_now_ms();
 
-	for (size_t i = 0; i < a->n_sbx; i++) {
-		struct sandbox *s = &a->sbx[i];
+	for (size_t i = 0; i < a->sandboxes.n_sbx; i++) {
+		struct sandbox *s = &a->sandboxes.sbx[i];
 
 		if (!s->retry_at_ms || now < s->retry_at_ms)
 			continue;
-		a->attach_retries++;
+		a->sandboxes.attach_retries++;
 		sbx_attach(a, s);
 	}
 }
@@ -231,7 +230,7 @@ static void sbx_forget(struct agent *a, struct sandbox *s)
 	int ifindex = s->ifindex;
 
 	rw_info("%s (ifindex %d): gone", s->ifname, ifindex);
-	*s = a->sbx[--a->n_sbx];
+	*s = a->sandboxes.sbx[--a->sandboxes.n_sbx];
 	sbx_room_freed(a);
 }
 
@@ -283,7 +282,7 @@ static void sbx_sync_pod(struct agent *a, struct sandbox *s)
 		if (err != -ENODEV) {
 			rw_err("%s: asking for its route: %s; resyncing", s->ifname,
 			       strerror(-err));
-			a->links_dirty = true;
+			a->sandboxes.links_dirty = true;
 		}
 		goto out;
 	}
@@ -333,7 +332,7 @@ static void sbx_gone(struct agent *a, int ifindex)
 	if (sbx_remove(a, ifindex))
 		return;
 	s = sbx_find(a, ifindex);
-	a->links_dirty = true;
+	a->sandboxes.links_dirty = true;
 	if (!s)
 		return;
 	rw_info("ifindex %d: gone and already reused; looking at it again", ifindex);
@@ -347,14 +346,14 @@ static void sbx_gone(struct agent *a, int ifindex)
  */
 static bool not_veth(struct agent *a, const struct rw_nl_link *l)
 {
-	size_t n = sizeof(a->not_veth) / sizeof(a->not_veth[0]);
+	size_t n = sizeof(a->sandboxes.not_veth) / sizeof(a->sandboxes.not_veth[0]);
 
 	if (l->veth)
 		return false;
 	for (size_t i = 0; i < n; i++)
-		if (a->not_veth[i] == l->ifindex)
+		if (a->sandboxes.not_veth[i] == l->ifindex)
 			return true;
-	a->not_veth[a->n_not_veth++ % n] = l->ifindex;
+	a->sandboxes.not_veth[a->sandboxes.n_not_veth++ % n] = l->ifindex;
 	rw_info("%s (ifindex %d): has the prefix but is a %s, not a veth; left alone", l->name,
 		l->ifindex, l->kind[0] ? l->kind : "device of no kind");
 	return true;
@@ -380,7 +379,7 @@ int agent_on_link(bool add, const struct rw_nl_link *l, void *data)
 	if (!s)
 		return -ENOMEM;
 	sbx_sync_pod(a, s); /* routes may have come before the link */
-	a->links_dirty = true;
+	a->sandboxes.links_dirty = true;
 	return 0;
 }
 
@@ -394,8 +393,8 @@ int agent_on_route(bool add, const struct rw_nl_route *r, void *data)
 	 * RouteReplace, one RTM_NEWROUTE for the new interface and no RTM_DELROUTE for the old,
 	 * and a /32 names one interface at a time. Each is bound to what its route says now.
 	 */
-	for (size_t i = 0; i < a->n_sbx; i++) {
-		struct sandbox *s = &a->sbx[i];
+	for (size_t i = 0; i < a->sandboxes.n_sbx; i++) {
+		struct sandbox *s = &a->sandboxes.sbx[i];
 
 		if (s->ifindex == r->oif || (s->pod && s->pod == r->dst))
 			sbx_sync_pod(a, s);
@@ -524,14 +523,14 @@ int agent_full_resync(struct agent *a)
 	int err;
 
 	/* Cleared first: room freed during this pass asks for another. */
-	a->links_dirty = false;
-	for (size_t i = 0; i < a->n_sbx; i++)
-		a->sbx[i].seen = false;
+	a->sandboxes.links_dirty = false;
+	for (size_t i = 0; i < a->sandboxes.n_sbx; i++)
+		a->sandboxes.sbx[i].seen = false;
 	for (int tries = 0; (err = rw_nl_dump_links(dump_link, a)) == -EAGAIN && tries < 5; tries++)
 		;
 	if (err) {
 		rw_err("netlink: dumping links: %s", strerror(-err));
-		a->links_dirty = true;
+		a->sandboxes.links_dirty = true;
 		return err;
 	}
 	for (int tries = 0; (err = rw_nl_dump_routes(dump_route, &rd)) == -EAGAIN && tries < 5;
@@ -542,18 +541,18 @@ int agent_full_resync(struct agent *a)
 	if (err) {
 		free(rd.w);
 		rw_err("netlink: dumping routes: %s", strerror(-err));
-		a->links_dirty = true;
+		a->sandboxes.links_dirty = true;
 		return err;
 	}
 	agent_resync_after_dump(a);
 	/* Not in the dump: gone, unless made since (sbx_remove() asks). */
-	for (size_t i = 0; i < a->n_sbx;) {
-		if (!a->sbx[i].seen && sbx_remove(a, a->sbx[i].ifindex))
+	for (size_t i = 0; i < a->sandboxes.n_sbx;) {
+		if (!a->sandboxes.sbx[i].seen && sbx_remove(a, a->sandboxes.sbx[i].ifindex))
 			continue;
 		i++;
 	}
-	for (size_t i = 0; i < a->n_sbx; i++) {
-		struct sandbox *s = &a->sbx[i];
+	for (size_t i = 0; i < a->sandboxes.n_sbx; i++) {
+		struct sandbox *s = &a->sandboxes.sbx[i];
 		__be32 want = 0, bound = 0;
 
 		for (size_t r = 0; r < rd.n; r++)
@@ -587,4 +586,16 @@ int agent_full_resync(struct agent *a)
 	if (freed)
 		sbx_room_freed(a);
 	return 0;
+}
+
+void agent_links_lost(struct agent *a)
+{
+	a->sandboxes.links_dirty = true;
+}
+
+void agent_sandboxes_free(struct agent *a)
+{
+	free(a->sandboxes.sbx);
+	a->sandboxes.sbx = NULL;
+	a->sandboxes.n_sbx = 0;
 }

@@ -12,16 +12,17 @@
 
 void agent_view_publish(struct agent *a)
 {
-	struct rw_metrics_snap snap = a->msnap;
-	struct rw_metrics_run *runs = calloc(a->n_sbx ? a->n_sbx : 1, sizeof(*runs));
+	struct rw_metrics_snap snap = a->pol.metrics;
+	struct rw_metrics_run *runs =
+		calloc(a->sandboxes.n_sbx ? a->sandboxes.n_sbx : 1, sizeof(*runs));
 	struct rw_config cfg = {};
 	char text[256];
 	size_t detached = 0;
 	bool ready;
 
 	rw_config_read(&a->dp, &cfg);
-	for (size_t i = 0; i < a->n_sbx; i++) {
-		struct sandbox *s = &a->sbx[i];
+	for (size_t i = 0; i < a->sandboxes.n_sbx; i++) {
+		struct sandbox *s = &a->sandboxes.sbx[i];
 		struct rw_pod pod;
 
 		if (!s->attached[RW_DIR_EGRESS] || !s->attached[RW_DIR_INGRESS]) {
@@ -47,14 +48,15 @@ void agent_view_publish(struct agent *a)
 	}
 	if (!runs)
 		snap.n_runs = 0;
+	agent_follow_metrics(a, &snap);
 	snap.runs = runs;
-	snap.attach_failures = a->attach_failures;
-	snap.subscribers = a->n_subs;
-	snap.delivered = a->delivered_gone;
-	snap.skipped = a->skipped_gone;
-	for (int i = 0; i < a->n_subs; i++) {
-		snap.delivered += a->subs[i].delivered;
-		snap.skipped += a->subs[i].skipped;
+	snap.attach_failures = a->sandboxes.attach_failures;
+	snap.subscribers = a->subscribers.n_subs;
+	snap.delivered = a->subscribers.delivered_gone;
+	snap.skipped = a->subscribers.skipped_gone;
+	for (int i = 0; i < a->subscribers.n_subs; i++) {
+		snap.delivered += a->subscribers.subs[i].delivered;
+		snap.skipped += a->subscribers.subs[i].skipped;
 	}
 	snap.cni_watched = a->cni.conf_dir;
 	snap.cni_chained = a->cni.chained;
@@ -64,14 +66,25 @@ void agent_view_publish(struct agent *a)
 		snprintf(text, sizeof(text), "not ready: no snapshot applied\n");
 	else if (detached)
 		snprintf(text, sizeof(text), "not ready: %zu of %zu sandbox veths not attached\n",
-			 detached, a->n_sbx);
+			 detached, a->sandboxes.n_sbx);
 	else if (a->cni.conf_dir && !a->cni.chained)
 		snprintf(text, sizeof(text), "not ready: runwall-cni not chained: %.200s\n",
 			 a->cni.why);
 	else
 		snprintf(text, sizeof(text), "ready revision %llu, %zu sandbox veths attached\n",
-			 (unsigned long long)RW_STATE_REVISION(cfg.state), a->n_sbx);
+			 (unsigned long long)RW_STATE_REVISION(cfg.state), a->sandboxes.n_sbx);
 	rw_agent_view_publish(a->view, agent_status_json(a), ready, text, &snap);
 	free(runs);
-	a->view_dirty = false;
+	a->publish.dirty = false;
+}
+
+void agent_view_changed(struct agent *a)
+{
+	a->publish.dirty = true;
+}
+
+void agent_view_tick(struct agent *a)
+{
+	if (a->view && (a->publish.dirty || ++a->publish.ticks % (1000 / TICK_MS) == 0))
+		agent_view_publish(a);
 }
