@@ -99,7 +99,7 @@ FORMAT_SRC := $(wildcard user/*/*.[ch] include/*.h bpf/*.[ch] tests/*/*.[ch])
 SETUP_STAMP := $(BUILD)/.setup-done
 
 .DELETE_ON_ERROR:
-.PHONY: all deps setup check check-lib check-layers check-docs format format-check test vmtest bench clean demo \
+.PHONY: all deps setup check check-lib check-layers check-headers     check-docs format format-check test vmtest bench clean demo \
 	demo-clean image check-image help
 
 # The targets that run what they build as root install what is missing first; any other build
@@ -246,6 +246,16 @@ check-layers: $(LIB) $(VIEW_AR) $(AGENT_AR) $(CLI_AR) $(BUILD)/cli/main.o $(CNI_
 		{ echo "check-layers: user/cli includes an agent header other than agent_run.h" >&2; exit 1; }
 	$(Q)rm -rf $(BUILD)/check-layers
 
+# Each kernel header compiles alone and first (twice: its guard), so that no include order in
+# runwall.bpf.c is load-bearing: every bpf/*.h includes what it uses.
+check-headers: | deps
+	$(call msg,CHECK,each bpf/*.h compiles alone)
+	$(Q)for h in $(notdir $(wildcard bpf/*.h)); do \
+		printf '#include "%s"\n#include "%s"\n' $$h $$h | \
+			$(CLANG) $(BPF_CFLAGS) -Wno-unused-function -fsyntax-only -x c - || \
+			{ echo "check-headers: bpf/$$h does not compile on its own" >&2; exit 1; }; \
+	done
+
 # `make format` rewrites the sources in place; `make format-check` (run by `make check`) fails,
 # naming file and line, when any of them has drifted.
 format:
@@ -290,7 +300,7 @@ bench: setup all
 # The test command: installs what is missing, builds without warnings, checks the library's and
 # the layers' boundaries, the format and the docs, runs the fuzzers' short form (fuzz-short, tests/proof.mk:
 # the committed inputs replayed, then a fixed-seed run), then every suite.
-check: setup all check-lib check-layers format-check fuzz-short
+check: setup all check-lib check-layers check-headers     format-check fuzz-short
 	$(Q)scripts/check-docs.sh $(BUILD)
 	$(Q)tests/run.sh $(BUILD)
 
@@ -338,6 +348,7 @@ help:
 	test         'the same as check' \
 	check-lib    'librunwall.a references only itself and system libraries' \
 	check-layers 'view, agent, CLI and CNI archives reference only the layers below them' \
+	check-headers     'each bpf/*.h compiles alone: it includes what it uses' \
 	check-docs   'the docs links and anchors resolve; each docs/cli usage block is runwall help' \
 	format       'rewrite the C sources with clang-format' \
 	format-check 'fail when a C source differs from .clang-format' \

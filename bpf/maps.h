@@ -5,6 +5,12 @@
 #ifndef RUNWALL_BPF_MAPS_H
 #define RUNWALL_BPF_MAPS_H
 
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#include "runwall.h"
+
 /* Node-wide state: readiness, live policy slot and revision, event budget. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -3,6 +3,15 @@
 #ifndef RUNWALL_BPF_POLICY_H
 #define RUNWALL_BPF_POLICY_H
 
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "runwall.h"
+#include "maps.h"
+
 /* The inner maps of the live slot, looked up once per packet. */
 struct rw_view {
 	__u64 revision;
