@@ -34,7 +34,7 @@ static __always_inline void rw_ct_key_make(struct rw_ct_key *k, __u32 ifindex, _
  */
 static __always_inline void *rw_ct_table(__u32 ifindex)
 {
-	return bpf_map_lookup_elem(&RW_MAP_CONNTRACK, &ifindex);
+	return bpf_map_lookup_elem(&rw_conntrack, &ifindex);
 }
 
 static __always_inline struct rw_ct_value *rw_ct_lookup(void *table, const struct rw_ct_key *k)

@@ -47,7 +47,7 @@ static __always_inline struct rw_endpoint *rw_attribute(struct rw_ctx *x, const 
 	__u32 ifindex = x->skb->ifindex;
 	struct rw_endpoint *ep;
 
-	ep = bpf_map_lookup_elem(&RW_MAP_ENDPOINTS, &ifindex);
+	ep = bpf_map_lookup_elem(&rw_endpoints, &ifindex);
 	if (ep)
 		x->pod = bpf_map_lookup_elem(v->pods, &ep->pod_ip);
 	return ep;
@@ -101,7 +101,7 @@ static __always_inline struct rw_ct_value *rw_fast(struct rw_ctx *x, void *table
 	if (*x->dry_run || !ct || rw_tcp_is_syn(&x->pkt))
 		return NULL;
 	idx = ct->run_idx;
-	run_rev = bpf_map_lookup_elem(&RW_MAP_RUN_REVS, &idx);
+	run_rev = bpf_map_lookup_elem(&rw_run_revs, &idx);
 	if (!run_rev || !ct->stamp || ct->stamp < *run_rev || ct->stamp > x->revision)
 		return NULL;
 	return ct;
@@ -301,7 +301,7 @@ int rw_flip(struct rw_flip_args *args)
 	__u64 expect = args->expect;
 	__u32 zero = 0;
 
-	cfg = bpf_map_lookup_elem(&RW_MAP_CONFIG, &zero);
+	cfg = bpf_map_lookup_elem(&rw_config, &zero);
 	if (!cfg)
 		return RW_FLIP_NO_CONFIG;
 	args->found = __sync_val_compare_and_swap(&cfg->state, expect, args->next);

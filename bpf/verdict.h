@@ -16,7 +16,7 @@
 
 static __always_inline void rw_count(__u32 idx, __u8 dir, __u8 reason, __u32 len)
 {
-	struct rw_counters *c = bpf_map_lookup_elem(&RW_MAP_COUNTERS, &idx);
+	struct rw_counters *c = bpf_map_lookup_elem(&rw_counters, &idx);
 
 	/* Per-CPU values: plain increments are exact, no other CPU writes this copy. */
 	if (!c || dir >= RW_DIR_COUNT || reason >= RW_REASON_COUNT)
@@ -34,7 +34,7 @@ static __always_inline void rw_count_event(__u32 run_idx, enum rw_event_fate fat
 
 #pragma unroll
 	for (int i = 0; i < 2; i++) {
-		struct rw_counters *c = bpf_map_lookup_elem(&RW_MAP_COUNTERS, &idx);
+		struct rw_counters *c = bpf_map_lookup_elem(&rw_counters, &idx);
 
 		if (c) {
 			if (fate == RW_EVENT_SENT)
@@ -64,7 +64,7 @@ static __always_inline void rw_count_event(__u32 run_idx, enum rw_event_fate fat
 static __always_inline int rw_take_token(__u32 ifindex, __u32 kind)
 {
 	__u32 zero = 0;
-	struct rw_config *cfg = bpf_map_lookup_elem(&RW_MAP_CONFIG, &zero);
+	struct rw_config *cfg = bpf_map_lookup_elem(&rw_config, &zero);
 	struct rw_budget *b;
 	__u64 now, rate, burst, old, next;
 
@@ -74,12 +74,12 @@ static __always_inline int rw_take_token(__u32 ifindex, __u32 kind)
 	burst = kind == RW_BUDGET_ANSWER ? cfg->answer_burst : cfg->event_burst;
 	if (!rate)
 		return 1;
-	b = bpf_map_lookup_elem(&RW_MAP_EVENT_BUDGET, &ifindex);
+	b = bpf_map_lookup_elem(&rw_event_budget, &ifindex);
 	if (!b) {
 		struct rw_budget fresh = {}; /* tat 0: a full bucket */
 
-		bpf_map_update_elem(&RW_MAP_EVENT_BUDGET, &ifindex, &fresh, BPF_NOEXIST);
-		b = bpf_map_lookup_elem(&RW_MAP_EVENT_BUDGET, &ifindex);
+		bpf_map_update_elem(&rw_event_budget, &ifindex, &fresh, BPF_NOEXIST);
+		b = bpf_map_lookup_elem(&rw_event_budget, &ifindex);
 		if (!b)
 			return 0;
 	}
@@ -117,7 +117,7 @@ static __always_inline void rw_report(struct rw_ctx *x, __u8 verdict, __u8 reaso
 		rw_count_event(run_idx, RW_EVENT_SUPPRESSED);
 		return;
 	}
-	ev = bpf_ringbuf_reserve(&RW_MAP_EVENTS, sizeof(*ev), 0);
+	ev = bpf_ringbuf_reserve(&rw_events, sizeof(*ev), 0);
 	if (!ev) {
 		rw_count_event(run_idx, RW_EVENT_LOST);
 		return;
@@ -157,7 +157,7 @@ static __always_inline void rw_count_answer(__u32 run_idx, __u8 answer)
 		return;
 #pragma unroll
 	for (int i = 0; i < 2; i++) {
-		struct rw_counters *c = bpf_map_lookup_elem(&RW_MAP_COUNTERS, &idx);
+		struct rw_counters *c = bpf_map_lookup_elem(&rw_counters, &idx);
 
 		if (c)
 			c->answers[answer]++;
