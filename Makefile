@@ -83,10 +83,13 @@ UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
 KERN_SRC  := $(wildcard tests/kernel/test_*.c)
 KERN_BIN  := $(patsubst tests/kernel/%.c,$(BUILD)/tests/kernel/%,$(KERN_SRC))
+# test_datapath's parts, one per area (tests/README.md), linked into its binary alone.
+DP_SRC    := $(wildcard tests/kernel/datapath/*.c)
+DP_OBJ    := $(patsubst tests/kernel/%.c,$(BUILD)/tests/kernel/%.o,$(DP_SRC))
 KHELP_SRC := $(filter-out tests/kernel/test_%.c,$(wildcard tests/kernel/*.c))
 KHELP_OBJ := $(patsubst tests/kernel/%.c,$(BUILD)/tests/kernel/%.o,$(KHELP_SRC))
 KHELP_AR  := $(BUILD)/tests/kernel/libhelpers.a
-TEST_HDRS := $(FE_HDRS) $(wildcard user/cni/*.h tests/kernel/*.h)
+TEST_HDRS := $(FE_HDRS) $(wildcard user/cni/*.h tests/kernel/*.h tests/kernel/datapath/*.h)
 # log_stderr.o first, as an object: the suites' log lines go to stderr (tests/kernel/log_stderr.c).
 TEST_LIBS := $(BUILD)/tests/kernel/log_stderr.o $(CLI_AR) $(AGENT_AR) $(VIEW_AR) $(CNI_AR) \
 	     $(KHELP_AR) $(LIB)
@@ -94,7 +97,7 @@ BENCH_BIN := $(BUILD)/tests/bench_datapath
 
 # The C sources clang-format keeps in shape (.clang-format; clang-format 14).
 CLANG_FORMAT ?= clang-format
-FORMAT_SRC := $(wildcard user/*/*.[ch] include/*.h bpf/*.[ch] tests/*/*.[ch])
+FORMAT_SRC := $(wildcard user/*/*.[ch] include/*.h bpf/*.[ch] tests/*/*.[ch] tests/kernel/datapath/*.[ch])
 
 SETUP_STAMP := $(BUILD)/.setup-done
 
@@ -286,6 +289,17 @@ $(BUILD)/tests/kernel/test_%: tests/kernel/test_%.c $(TEST_LIBS) $(TEST_HDRS)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(TEST_INC) -Werror=unused-function $< $(TEST_LIBS) $(LDLIBS) -lcmocka -o $@
+
+$(BUILD)/tests/kernel/datapath/%.o: tests/kernel/datapath/%.c $(TEST_HDRS) $(SKEL)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(TEST_INC) -Itests/kernel/datapath -Werror=unused-function -c $< -o $@
+
+$(BUILD)/tests/kernel/test_datapath: tests/kernel/test_datapath.c $(DP_OBJ) $(TEST_LIBS) $(TEST_HDRS)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(TEST_INC) -Itests/kernel/datapath -Werror=unused-function $< $(DP_OBJ) \
+		$(TEST_LIBS) $(LDLIBS) -lcmocka -o $@
 
 $(BENCH_BIN): tests/bench/bench_datapath.c $(TEST_LIBS) $(TEST_HDRS)
 	$(call msg,CC,$@)
