@@ -1082,11 +1082,18 @@ static int cmd_map(int argc, char **argv)
 		return rw_fail(RW_EXIT_USAGE, "%s", err);
 	map = -1;
 	if (sub > 0) {
-		if (argc < 2)
-			return rw_fail(RW_EXIT_USAGE,
-				       "map %s: which map? valid: config, endpoints, pods, allow, "
-				       "deny, inbound, conntrack, counters, budget",
-				       subs[sub]);
+		if (argc < 2) {
+			char valid[256] = "";
+			size_t at = 0;
+
+			/* Every map this command shows, once (RW_MAPS' shown names). */
+			for (int m = 0; m < RW_M__COUNT; m++)
+				if (maps[m].show && at < sizeof(valid))
+					at += snprintf(valid + at, sizeof(valid) - at, "%s%s",
+						       at ? ", " : "", rw_map_shown_names[m]);
+			return rw_fail(RW_EXIT_USAGE, "map %s: which map? valid: %s", subs[sub],
+				       valid);
+		}
 		map = rw_cli_map_lookup(argv[1], err, sizeof(err));
 		if (map < 0)
 			return rw_fail(RW_EXIT_USAGE, "%s", err);
