@@ -83,10 +83,13 @@ UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BIN  := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
 KERN_SRC  := $(wildcard tests/kernel/test_*.c)
 KERN_BIN  := $(patsubst tests/kernel/%.c,$(BUILD)/tests/kernel/%,$(KERN_SRC))
+# test_datapath's parts, one per area (tests/README.md), linked into its binary alone.
+DP_SRC    := $(wildcard tests/kernel/datapath/*.c)
+DP_OBJ    := $(patsubst tests/kernel/%.c,$(BUILD)/tests/kernel/%.o,$(DP_SRC))
 KHELP_SRC := $(filter-out tests/kernel/test_%.c,$(wildcard tests/kernel/*.c))
 KHELP_OBJ := $(patsubst tests/kernel/%.c,$(BUILD)/tests/kernel/%.o,$(KHELP_SRC))
 KHELP_AR  := $(BUILD)/tests/kernel/libhelpers.a
-TEST_HDRS := $(FE_HDRS) $(wildcard user/cni/*.h tests/kernel/*.h)
+TEST_HDRS := $(FE_HDRS) $(wildcard user/cni/*.h tests/kernel/*.h tests/kernel/datapath/*.h)
 # log_stderr.o first, as an object: the suites' log lines go to stderr (tests/kernel/log_stderr.c).
 TEST_LIBS := $(BUILD)/tests/kernel/log_stderr.o $(CLI_AR) $(AGENT_AR) $(VIEW_AR) $(CNI_AR) \
 	     $(KHELP_AR) $(LIB)
@@ -94,12 +97,12 @@ BENCH_BIN := $(BUILD)/tests/bench_datapath
 
 # The C sources clang-format keeps in shape (.clang-format; clang-format 14).
 CLANG_FORMAT ?= clang-format
-FORMAT_SRC := $(wildcard user/*/*.[ch] include/*.h bpf/*.[ch] tests/*/*.[ch])
+FORMAT_SRC := $(wildcard user/*/*.[ch] include/*.h bpf/*.[ch] tests/*/*.[ch] tests/kernel/datapath/*.[ch])
 
 SETUP_STAMP := $(BUILD)/.setup-done
 
 .DELETE_ON_ERROR:
-.PHONY: all deps setup check check-lib check-layers check-docs format format-check test vmtest bench clean demo \
+.PHONY: all deps setup check check-lib check-layers check-headers     check-docs format format-check test vmtest bench clean demo \
 	demo-clean image check-image help
 
 # The targets that run what they build as root install what is missing first; any other build
@@ -246,6 +249,16 @@ check-layers: $(LIB) $(VIEW_AR) $(AGENT_AR) $(CLI_AR) $(BUILD)/cli/main.o $(CNI_
 		{ echo "check-layers: user/cli includes an agent header other than agent_run.h" >&2; exit 1; }
 	$(Q)rm -rf $(BUILD)/check-layers
 
+# Each kernel header compiles alone and first (twice: its guard), so that no include order in
+# runwall.bpf.c is load-bearing: every bpf/*.h includes what it uses.
+check-headers: | deps
+	$(call msg,CHECK,each bpf/*.h compiles alone)
+	$(Q)for h in $(notdir $(wildcard bpf/*.h)); do \
+		printf '#include "%s"\n#include "%s"\n' $$h $$h | \
+			$(CLANG) $(BPF_CFLAGS) -Wno-unused-function -fsyntax-only -x c - || \
+			{ echo "check-headers: bpf/$$h does not compile on its own" >&2; exit 1; }; \
+	done
+
 # `make format` rewrites the sources in place; `make format-check` (run by `make check`) fails,
 # naming file and line, when any of them has drifted.
 format:
@@ -277,6 +290,17 @@ $(BUILD)/tests/kernel/test_%: tests/kernel/test_%.c $(TEST_LIBS) $(TEST_HDRS)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(TEST_INC) -Werror=unused-function $< $(TEST_LIBS) $(LDLIBS) -lcmocka -o $@
 
+$(BUILD)/tests/kernel/datapath/%.o: tests/kernel/datapath/%.c $(TEST_HDRS) $(SKEL)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(TEST_INC) -Itests/kernel/datapath -Werror=unused-function -c $< -o $@
+
+$(BUILD)/tests/kernel/test_datapath: tests/kernel/test_datapath.c $(DP_OBJ) $(TEST_LIBS) $(TEST_HDRS)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(TEST_INC) -Itests/kernel/datapath -Werror=unused-function $< $(DP_OBJ) \
+		$(TEST_LIBS) $(LDLIBS) -lcmocka -o $@
+
 $(BENCH_BIN): tests/bench/bench_datapath.c $(TEST_LIBS) $(TEST_HDRS)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
@@ -290,7 +314,7 @@ bench: setup all
 # The test command: installs what is missing, builds without warnings, checks the library's and
 # the layers' boundaries, the format and the docs, runs the fuzzers' short form (fuzz-short, tests/proof.mk:
 # the committed inputs replayed, then a fixed-seed run), then every suite.
-check: setup all check-lib check-layers format-check fuzz-short
+check: setup all check-lib check-layers check-headers     format-check fuzz-short
 	$(Q)scripts/check-docs.sh $(BUILD)
 	$(Q)tests/run.sh $(BUILD)
 
@@ -338,6 +362,7 @@ help:
 	test         'the same as check' \
 	check-lib    'librunwall.a references only itself and system libraries' \
 	check-layers 'view, agent, CLI and CNI archives reference only the layers below them' \
+	check-headers     'each bpf/*.h compiles alone: it includes what it uses' \
 	check-docs   'the docs links and anchors resolve; each docs/cli usage block is runwall help' \
 	format       'rewrite the C sources with clang-format' \
 	format-check 'fail when a C source differs from .clang-format' \

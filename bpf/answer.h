@@ -15,6 +15,19 @@
 #ifndef RUNWALL_BPF_ANSWER_H
 #define RUNWALL_BPF_ANSWER_H
 
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/tcp.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "runwall.h"
+#include "bpf_net.h"
+#include "parse.h"
+
 /* The frames are built on the stack behind two bytes of padding so that the IP header (and the
  * words bpf_csum_diff() sums) are 4-byte aligned: the verifier refuses misaligned stack access.
  */

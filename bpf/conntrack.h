@@ -5,6 +5,16 @@
 #ifndef RUNWALL_BPF_CONNTRACK_H
 #define RUNWALL_BPF_CONNTRACK_H
 
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#include "runwall.h"
+#include "bpf_net.h"
+#include "maps.h"
+#include "ctx.h"
+#include "verdict.h"
+
 /* The key is the flow from the pod's side, so both directions find the same entry. */
 static __always_inline void rw_ct_key_make(struct rw_ct_key *k, __u32 ifindex, __be32 pod_ip,
 					   __be32 peer_ip, __be16 pod_port, __be16 peer_port,
@@ -24,7 +34,7 @@ static __always_inline void rw_ct_key_make(struct rw_ct_key *k, __u32 ifindex, _
  */
 static __always_inline void *rw_ct_table(__u32 ifindex)
 {
-	return bpf_map_lookup_elem(&RW_MAP_CONNTRACK, &ifindex);
+	return bpf_map_lookup_elem(&rw_conntrack, &ifindex);
 }
 
 static __always_inline struct rw_ct_value *rw_ct_lookup(void *table, const struct rw_ct_key *k)
@@ -35,9 +45,9 @@ static __always_inline struct rw_ct_value *rw_ct_lookup(void *table, const struc
 /* Mark a known flow active for the agent's expiry pass. Written only when it changes, so busy
  * flows do not write a shared cache line on every packet, and no clock is read.
  */
-static __always_inline void rw_ct_touch(struct rw_ct_value *cur)
+static __always_inline void rw_ct_touch(const struct rw_ctx *x, struct rw_ct_value *cur)
 {
-	if (!rw_dry_run && !cur->active)
+	if (!*x->dry_run && !cur->active)
 		cur->active = 1;
 }
 
@@ -53,12 +63,12 @@ static __always_inline int rw_ct_note(void *table, const struct rw_ct_key *k,
 	struct rw_ct_value v = {};
 
 	if (cur) {
-		rw_ct_touch(cur);
+		rw_ct_touch(x, cur);
 		return RW_CT_KNOWN;
 	}
 	if (!table)
 		return RW_CT_FULL;
-	if (rw_dry_run)
+	if (*x->dry_run)
 		return RW_CT_NEW;
 	v.created_ns = bpf_ktime_get_ns();
 	v.seen_ns = v.created_ns;
@@ -80,14 +90,14 @@ static __always_inline int rw_ct_note(void *table, const struct rw_ct_key *k,
 /* The fast path's ending: an allowed packet of a flow whose cached verdict is current. Counted
  * exactly like a judged one; no event (the flow is not new).
  */
-static __always_inline int rw_finish_cached(struct __sk_buff *skb, __u8 dir, struct rw_ct_value *ct)
+static __always_inline int rw_finish_cached(const struct rw_ctx *x, struct rw_ct_value *ct)
 {
 	__u32 run_idx = ct->run_idx;
 
-	rw_count(0, dir, RW_REASON_ALLOWED, skb->len);
+	rw_count(0, x->dir, RW_REASON_ALLOWED, x->skb->len);
 	if (run_idx && run_idx < RW_MAX_RUNS)
-		rw_count(run_idx, dir, RW_REASON_ALLOWED, skb->len);
-	rw_ct_touch(ct);
+		rw_count(run_idx, x->dir, RW_REASON_ALLOWED, x->skb->len);
+	rw_ct_touch(x, ct);
 	return TCX_NEXT;
 }
 

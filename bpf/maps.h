@@ -5,6 +5,12 @@
 #ifndef RUNWALL_BPF_MAPS_H
 #define RUNWALL_BPF_MAPS_H
 
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#include "runwall.h"
+
 /* Node-wide state: readiness, live policy slot and revision, event budget. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -12,7 +18,7 @@ struct {
 	__type(key, __u32);
 	__type(value, struct rw_config);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} RW_MAP_CONFIG SEC(".maps");
+} rw_config SEC(".maps");
 
 /* Host-side veth ifindex -> the pod IP routed through it. Written by the agent from netlink, not
  * from snapshots: it is what the kernel's routing says, not what the control plane says.
@@ -23,7 +29,7 @@ struct {
 	__type(key, __u32);
 	__type(value, struct rw_endpoint);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} RW_MAP_ENDPOINTS SEC(".maps");
+} rw_endpoints SEC(".maps");
 
 /* The policy of a snapshot lives in inner maps, two slots per table. The agent fills fresh inner
  * maps for the idle slot, then flips rw_config.state: a packet reads the slot once and sees one
@@ -48,7 +54,7 @@ struct {
 	__type(key, __u32);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 	__array(values, struct rw_pods_inner);
-} RW_MAP_PODS SEC(".maps");
+} rw_pods SEC(".maps");
 
 struct rw_allow_exact_inner {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -63,7 +69,7 @@ struct {
 	__type(key, __u32);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 	__array(values, struct rw_allow_exact_inner);
-} RW_MAP_ALLOW_EXACT SEC(".maps");
+} rw_allow_exact SEC(".maps");
 
 /* LPM tries must be created with BPF_F_NO_PREALLOC (kernel/bpf/lpm_trie.c). */
 struct rw_allow_cidr_inner {
@@ -80,7 +86,7 @@ struct {
 	__type(key, __u32);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 	__array(values, struct rw_allow_cidr_inner);
-} RW_MAP_ALLOW_CIDR SEC(".maps");
+} rw_allow_cidr SEC(".maps");
 
 struct rw_deny_inner {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
@@ -96,7 +102,7 @@ struct {
 	__type(key, __u32);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 	__array(values, struct rw_deny_inner);
-} RW_MAP_DENY SEC(".maps");
+} rw_deny SEC(".maps");
 
 struct rw_inbound_inner {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
@@ -112,7 +118,7 @@ struct {
 	__type(key, __u32);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 	__array(values, struct rw_inbound_inner);
-} RW_MAP_INBOUND SEC(".maps");
+} rw_inbound SEC(".maps");
 
 /* Who opened each flow, so that replies can be told from requests: one table per sandbox veth,
  * keyed by its ifindex. The library creates a veth's table when it binds the veth to a pod
@@ -138,7 +144,7 @@ struct {
 	__type(key, __u32);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 	__array(values, struct rw_ct_inner);
-} RW_MAP_CONNTRACK SEC(".maps");
+} rw_conntrack SEC(".maps");
 
 /* Exact packet and byte counts per (direction, reason): [0] node, [run_idx] each run. */
 struct {
@@ -147,7 +153,7 @@ struct {
 	__type(key, __u32);
 	__type(value, struct rw_counters);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} RW_MAP_COUNTERS SEC(".maps");
+} rw_counters SEC(".maps");
 
 /* The revision in which each run's verdicts last changed (include/runwall.h, rw_run_revs),
  * indexed by run_idx: the fast path's one check on a cached verdict. An ARRAY, so the verifier
@@ -160,7 +166,7 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} RW_MAP_RUN_REVS SEC(".maps");
+} rw_run_revs SEC(".maps");
 
 /* Event budgets per sandbox veth (struct rw_budget): created by the first event of a veth,
  * deleted when the veth is unbound. Updated with atomics only (no lock), so LRU is fine.
@@ -171,13 +177,21 @@ struct {
 	__type(key, __u32);
 	__type(value, struct rw_budget);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} RW_MAP_EVENT_BUDGET SEC(".maps");
+} rw_event_budget SEC(".maps");
 
 /* Verdict events; the agent is the one consumer and drains it on a timer. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, RW_RINGBUF_BYTES);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
-} RW_MAP_EVENTS SEC(".maps");
+} rw_events SEC(".maps");
+
+/* Every map of RW_MAPS (runwall.h), the list user space opens and pins by name, is defined
+ * above: a missing one does not compile. That no map here is missing from the list is checked
+ * against the built object (tests/unit/test_cli.c, test_map_list_is_the_object).
+ */
+#define X(id, map, shown) _Static_assert(sizeof(map) > 0, #map " of RW_MAPS is defined in maps.h");
+RW_MAPS(X)
+#undef X
 
 #endif /* RUNWALL_BPF_MAPS_H */

@@ -3,6 +3,19 @@
 #ifndef RUNWALL_BPF_PARSE_H
 #define RUNWALL_BPF_PARSE_H
 
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/tcp.h>
+#include <linux/udp.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "runwall.h"
+#include "bpf_net.h"
+
 struct rw_pkt {
 	__be32 saddr; /* IPv4 source, or ARP sender */
 	__be32 daddr; /* IPv4 destination, or ARP target */

@@ -3,6 +3,15 @@
 #ifndef RUNWALL_BPF_POLICY_H
 #define RUNWALL_BPF_POLICY_H
 
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "runwall.h"
+#include "maps.h"
+
 /* The inner maps of the live slot, looked up once per packet. */
 struct rw_view {
 	__u64 revision;
@@ -21,7 +30,7 @@ static __always_inline int rw_state_load(__u64 *state)
 	struct rw_config *cfg;
 	__u32 zero = 0;
 
-	cfg = bpf_map_lookup_elem(&RW_MAP_CONFIG, &zero);
+	cfg = bpf_map_lookup_elem(&rw_config, &zero);
 	if (!cfg)
 		return -1;
 	*state = *(volatile __u64 *)&cfg->state;
@@ -34,11 +43,11 @@ static __always_inline int rw_view_load(struct rw_view *v, __u64 state)
 	__u32 slot = RW_STATE_SLOT(state);
 
 	v->revision = RW_STATE_REVISION(state);
-	v->pods = bpf_map_lookup_elem(&RW_MAP_PODS, &slot);
-	v->allow_exact = bpf_map_lookup_elem(&RW_MAP_ALLOW_EXACT, &slot);
-	v->allow_cidr = bpf_map_lookup_elem(&RW_MAP_ALLOW_CIDR, &slot);
-	v->deny = bpf_map_lookup_elem(&RW_MAP_DENY, &slot);
-	v->inbound = bpf_map_lookup_elem(&RW_MAP_INBOUND, &slot);
+	v->pods = bpf_map_lookup_elem(&rw_pods, &slot);
+	v->allow_exact = bpf_map_lookup_elem(&rw_allow_exact, &slot);
+	v->allow_cidr = bpf_map_lookup_elem(&rw_allow_cidr, &slot);
+	v->deny = bpf_map_lookup_elem(&rw_deny, &slot);
+	v->inbound = bpf_map_lookup_elem(&rw_inbound, &slot);
 	if (!v->pods || !v->allow_exact || !v->allow_cidr || !v->deny || !v->inbound)
 		return -1;
 	return 0;

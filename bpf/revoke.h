@@ -25,6 +25,20 @@
 #ifndef RUNWALL_BPF_REVOKE_H
 #define RUNWALL_BPF_REVOKE_H
 
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/tcp.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "runwall.h"
+#include "bpf_net.h"
+#include "parse.h"
+#include "answer.h"
+
 #define RW_RST_CSUM_OFF (ETH_HLEN_ + 20 + 16) /* the TCP checksum of a struct rw_rst_frame */
 
 /* Does a refusal close both ends? The peer's address passes rw_answer_kind()'s martian test for

@@ -21,6 +21,7 @@
 #include "bpf_net.h"
 #include "maps.h"
 #include "parse.h"
+#include "ctx.h"
 #include "policy.h"
 #include "answer.h"
 #include "revoke.h"
@@ -28,6 +29,14 @@
 #include "conntrack.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Set by `runwall explain` on its own copy of the programs (user/lib/datapath.c, through the
+ * skeleton's .rodata): judge, but change no state. The steps read it as *x->dry_run.
+ */
+const volatile __u8 rw_dry_run = 0;
+
+/* What the last dry run decided, read back by `runwall explain` from .bss (x->explain). */
+struct rw_explain rw_explain_result;
 
 /* Which run sent (or is sent) this packet, judged by the veth alone: the veth is the sandbox,
  * whatever the packet claims. Drops that happen before the identity check are counted and
@@ -38,7 +47,7 @@ static __always_inline struct rw_endpoint *rw_attribute(struct rw_ctx *x, const 
 	__u32 ifindex = x->skb->ifindex;
 	struct rw_endpoint *ep;
 
-	ep = bpf_map_lookup_elem(&RW_MAP_ENDPOINTS, &ifindex);
+	ep = bpf_map_lookup_elem(&rw_endpoints, &ifindex);
 	if (ep)
 		x->pod = bpf_map_lookup_elem(v->pods, &ep->pod_ip);
 	return ep;
@@ -89,10 +98,10 @@ static __always_inline struct rw_ct_value *rw_fast(struct rw_ctx *x, void *table
 		return NULL;
 	ct = rw_ct_lookup(table, ck);
 	x->ct = ct; /* the full judgement goes on with it */
-	if (rw_dry_run || !ct || rw_tcp_is_syn(&x->pkt))
+	if (*x->dry_run || !ct || rw_tcp_is_syn(&x->pkt))
 		return NULL;
 	idx = ct->run_idx;
-	run_rev = bpf_map_lookup_elem(&RW_MAP_RUN_REVS, &idx);
+	run_rev = bpf_map_lookup_elem(&rw_run_revs, &idx);
 	if (!run_rev || !ct->stamp || ct->stamp < *run_rev || ct->stamp > x->revision)
 		return NULL;
 	return ct;
@@ -159,7 +168,11 @@ static __always_inline int rw_allow_flow(struct rw_ctx *x, void *table, const st
 SEC("tc")
 int rw_egress(struct __sk_buff *skb)
 {
-	struct rw_ctx x = {.skb = skb, .ifindex = skb->ifindex, .dir = RW_DIR_EGRESS};
+	struct rw_ctx x = {.skb = skb,
+			   .ifindex = skb->ifindex,
+			   .dir = RW_DIR_EGRESS,
+			   .dry_run = &rw_dry_run,
+			   .explain = &rw_explain_result};
 	struct rw_ct_value *ct;
 	void *table = NULL;
 	struct rw_ct_key ck;
@@ -170,7 +183,7 @@ int rw_egress(struct __sk_buff *skb)
 		return TCX_NEXT;
 	reason = rw_begin(&x, &v, &table, &ck, &ct);
 	if (ct)
-		return rw_finish_cached(skb, x.dir, ct);
+		return rw_finish_cached(&x, ct);
 	if (reason != RW_REASON_ALLOWED)
 		return rw_finish(&x, reason);
 
@@ -192,7 +205,7 @@ int rw_egress(struct __sk_buff *skb)
 
 		if (!in)
 			return rw_finish(&x, RW_REASON_INBOUND_DENIED);
-		rw_ct_touch(ct);
+		rw_ct_touch(&x, ct);
 		x.rule_id = in->rule_id;
 		x.path = RW_PATH_REPLY;
 		x.ct_path = RW_PATH_INBOUND;
@@ -213,7 +226,11 @@ int rw_egress(struct __sk_buff *skb)
 SEC("tc")
 int rw_ingress(struct __sk_buff *skb)
 {
-	struct rw_ctx x = {.skb = skb, .ifindex = skb->ifindex, .dir = RW_DIR_INGRESS};
+	struct rw_ctx x = {.skb = skb,
+			   .ifindex = skb->ifindex,
+			   .dir = RW_DIR_INGRESS,
+			   .dry_run = &rw_dry_run,
+			   .explain = &rw_explain_result};
 	struct rw_ct_value *ct;
 	struct rw_rule *in;
 	void *table = NULL;
@@ -223,7 +240,7 @@ int rw_ingress(struct __sk_buff *skb)
 
 	reason = rw_begin(&x, &v, &table, &ck, &ct);
 	if (ct)
-		return rw_finish_cached(skb, x.dir, ct);
+		return rw_finish_cached(&x, ct);
 	if (reason != RW_REASON_ALLOWED)
 		return rw_finish(&x, reason);
 
@@ -250,7 +267,7 @@ int rw_ingress(struct __sk_buff *skb)
 		reason = rw_egress_policy(&v, x.pod, x.pkt.saddr, x.pkt.sport, x.pkt.proto,
 					  &x.rule_id, &x.path);
 		if (reason == RW_REASON_ALLOWED) {
-			rw_ct_touch(ct);
+			rw_ct_touch(&x, ct);
 			x.ct_path = x.path;
 			x.path = RW_PATH_REPLY;
 		}
@@ -284,7 +301,7 @@ int rw_flip(struct rw_flip_args *args)
 	__u64 expect = args->expect;
 	__u32 zero = 0;
 
-	cfg = bpf_map_lookup_elem(&RW_MAP_CONFIG, &zero);
+	cfg = bpf_map_lookup_elem(&rw_config, &zero);
 	if (!cfg)
 		return RW_FLIP_NO_CONFIG;
 	args->found = __sync_val_compare_and_swap(&cfg->state, expect, args->next);

@@ -3,32 +3,20 @@
 #ifndef RUNWALL_BPF_VERDICT_H
 #define RUNWALL_BPF_VERDICT_H
 
-/* Set by `runwall explain` on its own copy of the program: judge, but change no state. */
-const volatile __u8 rw_dry_run = 0;
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
 
-/* What the last dry run decided, read back by `runwall explain` from .bss. */
-struct rw_explain rw_explain_result;
-
-/* Everything known about a packet by the time it is judged. */
-struct rw_ctx {
-	struct __sk_buff *skb;
-	__u32 ifindex; /* skb->ifindex, read once: clang would keep &skb->ifindex, a modified ctx
-			* pointer the verifier refuses to dereference */
-	struct rw_pkt pkt;
-	const struct rw_pod *pod; /* NULL while the source is unknown */
-	__u64 revision;
-	__u32 rule_id;
-	__u8 dir;
-	__u8 path;
-	__u8 new_flow;		/* report an allowed packet: it made a new conntrack entry */
-	__u8 ct_path;		/* the path to cache in ct, as seen from the opening side */
-	__u8 identified;	/* rw_identify() proved the source: a refusal may be answered */
-	struct rw_ct_value *ct; /* the flow's entry, stamped when the packet is allowed */
-};
+#include "runwall.h"
+#include "bpf_net.h"
+#include "maps.h"
+#include "ctx.h"
+#include "answer.h"
+#include "revoke.h"
 
 static __always_inline void rw_count(__u32 idx, __u8 dir, __u8 reason, __u32 len)
 {
-	struct rw_counters *c = bpf_map_lookup_elem(&RW_MAP_COUNTERS, &idx);
+	struct rw_counters *c = bpf_map_lookup_elem(&rw_counters, &idx);
 
 	/* Per-CPU values: plain increments are exact, no other CPU writes this copy. */
 	if (!c || dir >= RW_DIR_COUNT || reason >= RW_REASON_COUNT)
@@ -46,7 +34,7 @@ static __always_inline void rw_count_event(__u32 run_idx, enum rw_event_fate fat
 
 #pragma unroll
 	for (int i = 0; i < 2; i++) {
-		struct rw_counters *c = bpf_map_lookup_elem(&RW_MAP_COUNTERS, &idx);
+		struct rw_counters *c = bpf_map_lookup_elem(&rw_counters, &idx);
 
 		if (c) {
 			if (fate == RW_EVENT_SENT)
@@ -76,7 +64,7 @@ static __always_inline void rw_count_event(__u32 run_idx, enum rw_event_fate fat
 static __always_inline int rw_take_token(__u32 ifindex, __u32 kind)
 {
 	__u32 zero = 0;
-	struct rw_config *cfg = bpf_map_lookup_elem(&RW_MAP_CONFIG, &zero);
+	struct rw_config *cfg = bpf_map_lookup_elem(&rw_config, &zero);
 	struct rw_budget *b;
 	__u64 now, rate, burst, old, next;
 
@@ -86,12 +74,12 @@ static __always_inline int rw_take_token(__u32 ifindex, __u32 kind)
 	burst = kind == RW_BUDGET_ANSWER ? cfg->answer_burst : cfg->event_burst;
 	if (!rate)
 		return 1;
-	b = bpf_map_lookup_elem(&RW_MAP_EVENT_BUDGET, &ifindex);
+	b = bpf_map_lookup_elem(&rw_event_budget, &ifindex);
 	if (!b) {
 		struct rw_budget fresh = {}; /* tat 0: a full bucket */
 
-		bpf_map_update_elem(&RW_MAP_EVENT_BUDGET, &ifindex, &fresh, BPF_NOEXIST);
-		b = bpf_map_lookup_elem(&RW_MAP_EVENT_BUDGET, &ifindex);
+		bpf_map_update_elem(&rw_event_budget, &ifindex, &fresh, BPF_NOEXIST);
+		b = bpf_map_lookup_elem(&rw_event_budget, &ifindex);
 		if (!b)
 			return 0;
 	}
@@ -129,7 +117,7 @@ static __always_inline void rw_report(struct rw_ctx *x, __u8 verdict, __u8 reaso
 		rw_count_event(run_idx, RW_EVENT_SUPPRESSED);
 		return;
 	}
-	ev = bpf_ringbuf_reserve(&RW_MAP_EVENTS, sizeof(*ev), 0);
+	ev = bpf_ringbuf_reserve(&rw_events, sizeof(*ev), 0);
 	if (!ev) {
 		rw_count_event(run_idx, RW_EVENT_LOST);
 		return;
@@ -169,7 +157,7 @@ static __always_inline void rw_count_answer(__u32 run_idx, __u8 answer)
 		return;
 #pragma unroll
 	for (int i = 0; i < 2; i++) {
-		struct rw_counters *c = bpf_map_lookup_elem(&RW_MAP_COUNTERS, &idx);
+		struct rw_counters *c = bpf_map_lookup_elem(&rw_counters, &idx);
 
 		if (c)
 			c->answers[answer]++;
@@ -212,14 +200,14 @@ static __always_inline int rw_finish(struct rw_ctx *x, __u8 reason)
 		if (revoke)
 			answer = RW_ANSWER_RST;
 	}
-	if (rw_dry_run) {
-		rw_explain_result.runs++;
-		rw_explain_result.reason = reason;
-		rw_explain_result.path = x->path;
-		rw_explain_result.verdict = verdict;
-		rw_explain_result.rule_id = x->rule_id;
-		rw_explain_result.run_idx = run_idx;
-		rw_explain_result.answer = answer;
+	if (*x->dry_run) {
+		x->explain->runs++;
+		x->explain->reason = reason;
+		x->explain->path = x->path;
+		x->explain->verdict = verdict;
+		x->explain->rule_id = x->rule_id;
+		x->explain->run_idx = run_idx;
+		x->explain->answer = answer;
 		answer = RW_ANSWER_NONE; /* judge, change nothing: no packet is rewritten */
 	} else {
 		rw_count(0, x->dir, reason, x->skb->len);

@@ -12,21 +12,25 @@
 /* Bumped whenever a pinned map changes layout; a restarted agent refuses pins of another layout. */
 #define RW_LAYOUT_VERSION 5
 
-/* Map names, once. The user side pins and opens them by these names (RW_MAP_NAME). */
-#define RW_MAP_CONFIG	    rw_config
-#define RW_MAP_ENDPOINTS    rw_endpoints
-#define RW_MAP_PODS	    rw_pods
-#define RW_MAP_ALLOW_EXACT  rw_allow_exact
-#define RW_MAP_ALLOW_CIDR   rw_allow_cidr
-#define RW_MAP_DENY	    rw_deny
-#define RW_MAP_INBOUND	    rw_inbound
-#define RW_MAP_CONNTRACK    rw_conntrack
-#define RW_MAP_COUNTERS	    rw_counters
-#define RW_MAP_EVENT_BUDGET rw_event_budget
-#define RW_MAP_EVENTS	    rw_events
-#define RW_MAP_RUN_REVS	    rw_run_revs
-#define RW_STR_(x)	    #x
-#define RW_MAP_NAME(m)	    RW_STR_(m)
+/* Every map of the datapath, once: X(ID, its name (the BPF object's variable and the pin's),
+ * the name `runwall map` shows it under). bpf/maps.h defines each (and checks that it does);
+ * user space makes enum rw_map_id (RW_M_ID), rw_map_names[] and rw_map_shown_names[] from it
+ * (user/lib/datapath.h), and `runwall map` its table. Maps shown under one name ("allow") are
+ * shown together, under the first's ID.
+ */
+#define RW_MAPS(X)                                 \
+	X(CONFIG, rw_config, "config")             \
+	X(ENDPOINTS, rw_endpoints, "endpoints")    \
+	X(PODS, rw_pods, "pods")                   \
+	X(ALLOW_EXACT, rw_allow_exact, "allow")    \
+	X(ALLOW_CIDR, rw_allow_cidr, "allow")      \
+	X(DENY, rw_deny, "deny")                   \
+	X(INBOUND, rw_inbound, "inbound")          \
+	X(CONNTRACK, rw_conntrack, "conntrack")    \
+	X(COUNTERS, rw_counters, "counters")       \
+	X(EVENT_BUDGET, rw_event_budget, "budget") \
+	X(EVENTS, rw_events, "events")             \
+	X(RUN_REVS, rw_run_revs, "revs")
 
 /* Sizes; each can be overridden at build time (-DRW_MAX_PODS=...). */
 #ifndef RW_MAX_ENDPOINTS

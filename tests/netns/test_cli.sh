@@ -539,6 +539,9 @@ run rw -j map dump conntrak
 check "... with -j, a JSON error" json_is "d['ok'], d['exit'], 'conntrack' in d['error']" "(False, 2, True)"
 run rw map dupm pods
 check "an unknown map subcommand exits 2 ($rc: $err)" test "$rc" = 2
+run rw map dump
+check "map dump without a map exits 2 and names every map it shows ($rc: $err)" \
+	test "$rc" = 2 -a -n "$(grep -F "map dump: which map? valid: config, endpoints, pods, allow, deny, inbound, conntrack, counters, budget, revs" <<<"$err")"
 run rw map lookup pods 10.1.2.300
 check "a bad IP exits 2 ($rc: $err)" test "$rc" = 2
 run rw explain --pod 10.1.2 172.20.0.10 443

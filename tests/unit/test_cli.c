@@ -18,6 +18,8 @@
 #include <netinet/in.h>
 
 #include "cli_util.h"
+#include "datapath.h"
+#include "runwall.skel.h"
 #include "eventfmt.h"
 #include "reasons.h"
 
@@ -201,11 +203,12 @@ static void test_map_names(void **state)
 {
 	char err[512];
 
-	assert_int_equal(rw_cli_map_lookup("allow", err, sizeof(err)), RW_CLI_MAP_ALLOW);
-	assert_int_equal(rw_cli_map_lookup("rw_allow_cidr", err, sizeof(err)), RW_CLI_MAP_ALLOW);
-	assert_int_equal(rw_cli_map_lookup("rw_allow_exact", err, sizeof(err)), RW_CLI_MAP_ALLOW);
-	assert_int_equal(rw_cli_map_lookup("rw_event_budget", err, sizeof(err)), RW_CLI_MAP_BUDGET);
-	assert_int_equal(rw_cli_map_lookup("budget", err, sizeof(err)), RW_CLI_MAP_BUDGET);
+	assert_int_equal(rw_cli_map_lookup("allow", err, sizeof(err)), RW_M_ALLOW_EXACT);
+	assert_int_equal(rw_cli_map_lookup("rw_allow_cidr", err, sizeof(err)), RW_M_ALLOW_EXACT);
+	assert_int_equal(rw_cli_map_lookup("rw_allow_exact", err, sizeof(err)), RW_M_ALLOW_EXACT);
+	assert_int_equal(rw_cli_map_lookup("rw_event_budget", err, sizeof(err)), RW_M_EVENT_BUDGET);
+	assert_int_equal(rw_cli_map_lookup("budget", err, sizeof(err)), RW_M_EVENT_BUDGET);
+	assert_int_equal(rw_cli_map_lookup("revs", err, sizeof(err)), RW_M_RUN_REVS);
 	assert_int_equal(rw_cli_map_lookup("conntrak", err, sizeof(err)), -EINVAL);
 	assert_string_equal(err, "unknown map 'conntrak' (did you mean 'conntrack'?); valid: "
 				 "config, endpoints, pods, allow, deny, inbound, conntrack, "
@@ -214,25 +217,52 @@ static void test_map_names(void **state)
 	assert_non_null(strstr(err, "(did you mean 'allow'?)"));
 	assert_int_equal(rw_cli_map_lookup("routes", err, sizeof(err)), -EINVAL);
 	assert_null(strstr(err, "did you mean"));
-	/* Every name the table has resolves to itself. */
-	for (int m = 0; m < RW_CLI_MAP__COUNT; m++)
-		assert_int_equal(rw_cli_map_lookup(rw_cli_map_names[m], err, sizeof(err)), m);
+	/* Every shown and every pinned name resolves to the map shown under it. */
+	for (int i = 0; i < RW_M__COUNT; i++) {
+		assert_int_equal(rw_cli_map_lookup(rw_map_shown_names[i], err, sizeof(err)),
+				 rw_cli_map_of(i));
+		assert_int_equal(rw_cli_map_lookup(rw_map_names[i], err, sizeof(err)),
+				 rw_cli_map_of(i));
+	}
 }
 
-/* Every map of RW_MAPS is shown under one of the CLI's names, and every CLI name shows a map. */
+/* Every map of RW_MAPS is shown under the first map of its shown name, which is its own. */
 static void test_map_list(void **state)
 {
-	bool shown[RW_CLI_MAP__COUNT] = {};
-
 	for (int i = 0; i < RW_M__COUNT; i++) {
-		enum rw_cli_map m = rw_cli_map_of(i);
+		enum rw_map_id m = rw_cli_map_of(i);
 
-		assert_true(m < RW_CLI_MAP__COUNT);
-		assert_string_equal(rw_cli_map_names[m], rw_map_shown_names[i]);
-		shown[m] = true;
+		assert_true(m <= (enum rw_map_id)i);
+		assert_string_equal(rw_map_shown_names[m], rw_map_shown_names[i]);
+		assert_int_equal(rw_cli_map_of(m), m);
 	}
-	for (int m = 0; m < RW_CLI_MAP__COUNT; m++)
-		assert_true(shown[m]);
+	assert_int_equal(rw_cli_map_of(RW_M_ALLOW_CIDR), RW_M_ALLOW_EXACT);
+}
+
+/* RW_MAPS is the built object's map list: bpf/maps.h defines every map of it (a _Static_assert
+ * there), and here the object has no map it lacks. Opening parses the ELF only: no root.
+ */
+static void test_map_list_is_the_object(void **state)
+{
+	struct runwall_bpf *skel = runwall_bpf__open();
+	struct bpf_map *map;
+	int n = 0;
+
+	assert_non_null(skel);
+	bpf_object__for_each_map(map, skel->obj)
+	{
+		int i = 0;
+
+		if (bpf_map__is_internal(map)) /* .rodata, .bss: the globals */
+			continue;
+		while (i < RW_M__COUNT && strcmp(bpf_map__name(map), rw_map_names[i]))
+			i++;
+		if (i == RW_M__COUNT)
+			fail_msg("map %s of the BPF object is not in RW_MAPS", bpf_map__name(map));
+		n++;
+	}
+	assert_int_equal(n, RW_M__COUNT);
+	runwall_bpf__destroy(skel);
 }
 
 static void test_reason_names(void **state)
@@ -730,16 +760,27 @@ static void test_explain_json(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parse_ip),      cmocka_unit_test(test_parse_port),
-		cmocka_unit_test(test_parse_ip_port), cmocka_unit_test(test_parse_uint),
-		cmocka_unit_test(test_parse_rate),    cmocka_unit_test(test_parse_proto_flags),
-		cmocka_unit_test(test_distance),      cmocka_unit_test(test_lookup_names),
-		cmocka_unit_test(test_map_names),     cmocka_unit_test(test_map_list),
-		cmocka_unit_test(test_reason_names),  cmocka_unit_test(test_table),
-		cmocka_unit_test(test_small_formats), cmocka_unit_test(test_counters_table),
-		cmocka_unit_test(test_counters_json), cmocka_unit_test(test_filter),
-		cmocka_unit_test(test_event_header),  cmocka_unit_test(test_event_answer),
-		cmocka_unit_test(test_packet),	      cmocka_unit_test(test_explain_line),
+		cmocka_unit_test(test_parse_ip),
+		cmocka_unit_test(test_parse_port),
+		cmocka_unit_test(test_parse_ip_port),
+		cmocka_unit_test(test_parse_uint),
+		cmocka_unit_test(test_parse_rate),
+		cmocka_unit_test(test_parse_proto_flags),
+		cmocka_unit_test(test_distance),
+		cmocka_unit_test(test_lookup_names),
+		cmocka_unit_test(test_map_names),
+		cmocka_unit_test(test_map_list),
+		cmocka_unit_test(test_map_list_is_the_object),
+		cmocka_unit_test(test_reason_names),
+		cmocka_unit_test(test_table),
+		cmocka_unit_test(test_small_formats),
+		cmocka_unit_test(test_counters_table),
+		cmocka_unit_test(test_counters_json),
+		cmocka_unit_test(test_filter),
+		cmocka_unit_test(test_event_header),
+		cmocka_unit_test(test_event_answer),
+		cmocka_unit_test(test_packet),
+		cmocka_unit_test(test_explain_line),
 		cmocka_unit_test(test_explain_json),
 	};
 

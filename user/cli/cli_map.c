@@ -36,7 +36,7 @@ struct mctx {
 	char policy_file[512];
 	int64_t mono_to_real;
 	__u64 now_mono;
-	enum rw_cli_map map;
+	enum rw_map_id map;
 	json_t *entries;   /* -j */
 	struct rw_table t; /* plain */
 };
@@ -773,63 +773,63 @@ static const struct {
 	bool slotted;	 /* read in the live slot */
 	bool rules;	 /* has rule ids to name */
 	const char *key; /* what lookup takes */
-} maps[RW_CLI_MAP__COUNT] = {
-	[RW_CLI_MAP_CONFIG] = {show_config, {"FIELD", "VALUE"}, 2, 0, false, false, ""},
-	[RW_CLI_MAP_ENDPOINTS] = {show_endpoints,
-				  {"IFINDEX", "IFNAME", "POD", "RUN"},
-				  4,
-				  RW_TABLE_RIGHT(0),
-				  false,
-				  false,
-				  "IFINDEX|IFNAME|POD-IP"},
-	[RW_CLI_MAP_PODS] = {show_pods,
-			     {"POD", "RUN", "IDX", "GEN", "EGRESS", "VETH"},
-			     6,
-			     RW_TABLE_RIGHT(2) | RW_TABLE_RIGHT(3),
-			     true,
-			     false,
-			     "POD-IP"},
-	[RW_CLI_MAP_ALLOW] = {show_allow,
+} maps[RW_M__COUNT] = {
+	[RW_M_CONFIG] = {show_config, {"FIELD", "VALUE"}, 2, 0, false, false, ""},
+	[RW_M_ENDPOINTS] = {show_endpoints,
+			    {"IFINDEX", "IFNAME", "POD", "RUN"},
+			    4,
+			    RW_TABLE_RIGHT(0),
+			    false,
+			    false,
+			    "IFINDEX|IFNAME|POD-IP"},
+	[RW_M_PODS] = {show_pods,
+		       {"POD", "RUN", "IDX", "GEN", "EGRESS", "VETH"},
+		       6,
+		       RW_TABLE_RIGHT(2) | RW_TABLE_RIGHT(3),
+		       true,
+		       false,
+		       "POD-IP"},
+	[RW_M_ALLOW_EXACT] = {show_allow,
 			      {"SCOPE", "DST", "PORT", "KIND", "RULE"},
 			      5,
 			      0,
 			      true,
 			      true,
 			      "IP[:PORT] [tcp|udp]"},
-	[RW_CLI_MAP_DENY] = {show_deny, {"CIDR"}, 1, 0, true, false, "IP"},
-	[RW_CLI_MAP_INBOUND] = {show_inbound,
-				{"PEER", "PORT", "RULE"},
-				3,
-				0,
-				true,
-				true,
-				"PEER-IP[:PORT] [tcp|udp]"},
-	[RW_CLI_MAP_CONNTRACK] = {show_conntrack,
-				  {"VETH", "POD", "PEER", "PROTO", "OPENED-BY", "AGE", "IDLE",
-				   "RUN", "RULE"},
-				  9,
-				  RW_TABLE_RIGHT(5) | RW_TABLE_RIGHT(6),
-				  false,
-				  true,
-				  "IP"},
-	[RW_CLI_MAP_COUNTERS] = {show_counters, {""}, 0, 0, false, false, "RUN-ID|IDX|node"},
-	[RW_CLI_MAP_BUDGET] = {show_budget,
+	[RW_M_DENY] = {show_deny, {"CIDR"}, 1, 0, true, false, "IP"},
+	[RW_M_INBOUND] = {show_inbound,
+			  {"PEER", "PORT", "RULE"},
+			  3,
+			  0,
+			  true,
+			  true,
+			  "PEER-IP[:PORT] [tcp|udp]"},
+	[RW_M_CONNTRACK] = {show_conntrack,
+			    {"VETH", "POD", "PEER", "PROTO", "OPENED-BY", "AGE", "IDLE", "RUN",
+			     "RULE"},
+			    9,
+			    RW_TABLE_RIGHT(5) | RW_TABLE_RIGHT(6),
+			    false,
+			    true,
+			    "IP"},
+	[RW_M_COUNTERS] = {show_counters, {""}, 0, 0, false, false, "RUN-ID|IDX|node"},
+	[RW_M_EVENT_BUDGET] = {show_budget,
 			       {"IFINDEX", "IFNAME", "DROP-EVENTS", "FLOW-EVENTS"},
 			       4,
 			       RW_TABLE_RIGHT(0) | RW_TABLE_RIGHT(2) | RW_TABLE_RIGHT(3),
 			       false,
 			       false,
 			       "IFINDEX|IFNAME"},
-	[RW_CLI_MAP_REVS] = {show_revs,
-			     {"IDX", "RUN", "REVISION"},
-			     3,
-			     RW_TABLE_RIGHT(0) | RW_TABLE_RIGHT(2),
-			     false,
-			     false,
-			     "RUN-ID|IDX"},
+	[RW_M_RUN_REVS] = {show_revs,
+			   {"IDX", "RUN", "REVISION"},
+			   3,
+			   RW_TABLE_RIGHT(0) | RW_TABLE_RIGHT(2),
+			   false,
+			   false,
+			   "RUN-ID|IDX"},
 };
 
-static int parse_key(struct mctx *c, enum rw_cli_map map, int argc, char **argv, struct mkey *k)
+static int parse_key(struct mctx *c, enum rw_map_id map, int argc, char **argv, struct mkey *k)
 {
 	const char *s = argv[0];
 	unsigned long long v;
@@ -837,41 +837,41 @@ static int parse_key(struct mctx *c, enum rw_cli_map map, int argc, char **argv,
 	memset(k, 0, sizeof(*k));
 	k->text = s;
 	switch (map) {
-	case RW_CLI_MAP_CONFIG:
+	case RW_M_CONFIG:
 		k->any = true;
 		return 0;
-	case RW_CLI_MAP_PODS:
-	case RW_CLI_MAP_DENY:
-	case RW_CLI_MAP_CONNTRACK:
+	case RW_M_PODS:
+	case RW_M_DENY:
+	case RW_M_CONNTRACK:
 		if (argc > 1)
 			return rw_fail(RW_EXIT_USAGE, "map lookup %s: one key, %s",
-				       rw_cli_map_names[map], maps[map].key);
+				       rw_map_shown_names[map], maps[map].key);
 		if (rw_parse_ip(s, &k->ip))
 			return rw_fail(RW_EXIT_USAGE, "map lookup %s: '%s' is not an IPv4 address",
-				       rw_cli_map_names[map], s);
+				       rw_map_shown_names[map], s);
 		k->has_ip = true;
 		return 0;
-	case RW_CLI_MAP_ALLOW:
-	case RW_CLI_MAP_INBOUND:
+	case RW_M_ALLOW_EXACT:
+	case RW_M_INBOUND:
 		if (argc > 2)
 			return rw_fail(RW_EXIT_USAGE, "map lookup %s: the key is %s",
-				       rw_cli_map_names[map], maps[map].key);
+				       rw_map_shown_names[map], maps[map].key);
 		if (rw_parse_ip_port(s, &k->ip, &k->port))
 			return rw_fail(RW_EXIT_USAGE, "map lookup %s: '%s' is not IP or IP:PORT",
-				       rw_cli_map_names[map], s);
+				       rw_map_shown_names[map], s);
 		if (argc == 2 && rw_parse_proto(argv[1], &k->proto))
 			return rw_fail(RW_EXIT_USAGE,
 				       "map lookup %s: unknown protocol '%s'; "
 				       "valid: tcp, udp",
-				       rw_cli_map_names[map], argv[1]);
+				       rw_map_shown_names[map], argv[1]);
 		k->has_ip = true;
 		return 0;
-	case RW_CLI_MAP_ENDPOINTS:
-	case RW_CLI_MAP_BUDGET:
+	case RW_M_ENDPOINTS:
+	case RW_M_EVENT_BUDGET:
 		if (argc > 1)
 			return rw_fail(RW_EXIT_USAGE, "map lookup %s: one key, %s",
-				       rw_cli_map_names[map], maps[map].key);
-		if (map == RW_CLI_MAP_ENDPOINTS && rw_parse_ip(s, &k->ip) == 0) {
+				       rw_map_shown_names[map], maps[map].key);
+		if (map == RW_M_ENDPOINTS && rw_parse_ip(s, &k->ip) == 0) {
 			k->has_ip = true;
 			return 0;
 		}
@@ -883,12 +883,12 @@ static int parse_key(struct mctx *c, enum rw_cli_map map, int argc, char **argv,
 				return rw_fail(RW_EXIT_REFUSED,
 					       "map lookup %s: no interface '%s' "
 					       "in this network namespace",
-					       rw_cli_map_names[map], s);
+					       rw_map_shown_names[map], s);
 		}
 		k->has_ifindex = true;
 		return 0;
-	case RW_CLI_MAP_COUNTERS:
-	case RW_CLI_MAP_REVS: {
+	case RW_M_COUNTERS:
+	case RW_M_RUN_REVS: {
 		int i;
 
 		if (argc > 1)
@@ -913,11 +913,11 @@ static int parse_key(struct mctx *c, enum rw_cli_map map, int argc, char **argv,
 	}
 	default:
 		return rw_fail(RW_EXIT_USAGE, "map lookup: cannot look up %s",
-			       rw_cli_map_names[map]);
+			       rw_map_shown_names[map]);
 	}
 }
 
-static void title(struct mctx *c, enum rw_cli_map map, int shown, const struct mkey *k)
+static void title(struct mctx *c, enum rw_map_id map, int shown, const struct mkey *k)
 {
 	char where[160] = "";
 
@@ -929,14 +929,14 @@ static void title(struct mctx *c, enum rw_cli_map map, int shown, const struct m
 			snprintf(where, sizeof(where), ", node not ready: no live slot");
 	}
 	if (k->any)
-		printf("%s%s: %d entr%s\n", rw_cli_map_names[map], where, shown,
+		printf("%s%s: %d entr%s\n", rw_map_shown_names[map], where, shown,
 		       shown == 1 ? "y" : "ies");
 	else
-		printf("%s%s: %d entr%s for %s\n", rw_cli_map_names[map], where, shown,
+		printf("%s%s: %d entr%s for %s\n", rw_map_shown_names[map], where, shown,
 		       shown == 1 ? "y" : "ies", k->text);
 }
 
-static int show(struct mctx *c, enum rw_cli_map map, const struct mkey *k, bool lookup)
+static int show(struct mctx *c, enum rw_map_id map, const struct mkey *k, bool lookup)
 {
 	int shown;
 
@@ -946,7 +946,7 @@ static int show(struct mctx *c, enum rw_cli_map map, const struct mkey *k, bool 
 		rw_table_init(&c->t, maps[map].ncols, maps[map].heads, maps[map].right);
 	if (maps[map].rules)
 		load_policy(c);
-	if (!rw_g.json && map == RW_CLI_MAP_COUNTERS)
+	if (!rw_g.json && map == RW_M_COUNTERS)
 		printf("counters (summed over CPUs; idx 0 is the node, the others runs)\n");
 	shown = maps[map].show(c, k);
 	if (shown < 0 || (lookup && !shown)) {
@@ -956,17 +956,19 @@ static int show(struct mctx *c, enum rw_cli_map map, const struct mkey *k, bool 
 	if (shown < 0) {
 		rw_table_free(&c->t);
 		return rw_fail(RW_EXIT_REFUSED, "map %s: reading %s: %s",
-			       lookup ? "lookup" : "dump", rw_cli_map_names[map], strerror(-shown));
+			       lookup ? "lookup" : "dump", rw_map_shown_names[map],
+			       strerror(-shown));
 	}
 	if (lookup && !shown) {
 		rw_table_free(&c->t);
 		return rw_fail(RW_EXIT_REFUSED, "map lookup %s: nothing for %s%s",
-			       rw_cli_map_names[map], k->text,
+			       rw_map_shown_names[map], k->text,
 			       maps[map].slotted && !c->ready ? " (the node is not ready)" : "");
 	}
 	if (rw_g.json) {
-		json_t *o = json_pack("{s:b, s:s, s:b, s:I}", "ok", 1, "map", rw_cli_map_names[map],
-				      "ready", c->ready, "revision", (json_int_t)c->revision);
+		json_t *o =
+			json_pack("{s:b, s:s, s:b, s:I}", "ok", 1, "map", rw_map_shown_names[map],
+				  "ready", c->ready, "revision", (json_int_t)c->revision);
 
 		if (maps[map].slotted && c->ready)
 			json_object_set_new(o, "slot", json_integer(c->slot));
@@ -977,11 +979,11 @@ static int show(struct mctx *c, enum rw_cli_map map, const struct mkey *k, bool 
 		rw_cli_json_print(o);
 		return RW_EXIT_OK;
 	}
-	if (map != RW_CLI_MAP_COUNTERS) {
-		if (map != RW_CLI_MAP_CONFIG)
+	if (map != RW_M_COUNTERS) {
+		if (map != RW_M_CONFIG)
 			title(c, map, shown, k);
 		if (c->t.rows)
-			rw_table_print(&c->t, stdout, map == RW_CLI_MAP_CONFIG ? "" : "  ");
+			rw_table_print(&c->t, stdout, map == RW_M_CONFIG ? "" : "  ");
 		if (c->have_policy && c->t.rows)
 			printf("  (rule names from the snapshot in force, revision %llu)\n",
 			       (unsigned long long)c->policy.revision);
@@ -1080,22 +1082,29 @@ static int cmd_map(int argc, char **argv)
 		return rw_fail(RW_EXIT_USAGE, "%s", err);
 	map = -1;
 	if (sub > 0) {
-		if (argc < 2)
-			return rw_fail(RW_EXIT_USAGE,
-				       "map %s: which map? valid: config, endpoints, pods, allow, "
-				       "deny, inbound, conntrack, counters, budget",
-				       subs[sub]);
+		if (argc < 2) {
+			char valid[256] = "";
+			size_t at = 0;
+
+			/* Every map this command shows, once (RW_MAPS' shown names). */
+			for (int m = 0; m < RW_M__COUNT; m++)
+				if (maps[m].show && at < sizeof(valid))
+					at += snprintf(valid + at, sizeof(valid) - at, "%s%s",
+						       at ? ", " : "", rw_map_shown_names[m]);
+			return rw_fail(RW_EXIT_USAGE, "map %s: which map? valid: %s", subs[sub],
+				       valid);
+		}
 		map = rw_cli_map_lookup(argv[1], err, sizeof(err));
 		if (map < 0)
 			return rw_fail(RW_EXIT_USAGE, "%s", err);
-		if (map == RW_CLI_MAP_EVENTS)
+		if (map == RW_M_EVENTS)
 			return rw_fail(RW_EXIT_USAGE,
 				       "events is the ring buffer of verdict events: follow it "
 				       "with `runwall drops`");
 		if (sub == 1 && argc > 2)
 			return rw_fail(RW_EXIT_USAGE, "map dump %s: unexpected '%s'", argv[1],
 				       argv[2]);
-		if (sub == 2 && argc < 3 && map != RW_CLI_MAP_CONFIG)
+		if (sub == 2 && argc < 3 && map != RW_M_CONFIG)
 			return rw_fail(RW_EXIT_USAGE, "map lookup %s: which key? %s", argv[1],
 				       maps[map].key);
 	} else if (argc > 1) {

@@ -29,19 +29,23 @@ int rw_cli_reason_lookup(const char *word, char *err, size_t errlen)
 	return rw_name_lookup(word, "reason", names, RW_REASON_COUNT, err, errlen);
 }
 
-const char *const rw_cli_map_names[RW_CLI_MAP__COUNT] = {
-#define X(id, name) [RW_CLI_MAP_##id] = name,
-	RW_CLI_MAPS(X)
-#undef X
-};
-
 int rw_cli_map_lookup(const char *word, char *err, size_t errlen)
 {
-	/* A pinned name ("rw_allow_cidr") names its map too. */
-	for (int i = 0; i < RW_M__COUNT; i++)
-		if (!strcmp(word, rw_map_names[i]))
-			return rw_cli_map_of(i);
-	return rw_name_lookup(word, "map", rw_cli_map_names, RW_CLI_MAP__COUNT, err, errlen);
+	const char *names[RW_M__COUNT];
+	enum rw_map_id ids[RW_M__COUNT];
+	int n = 0, i;
+
+	for (int m = 0; m < RW_M__COUNT; m++) {
+		/* A pinned name ("rw_allow_cidr") names its map too. */
+		if (!strcmp(word, rw_map_names[m]))
+			return rw_cli_map_of(m);
+		if (rw_cli_map_of(m) == (enum rw_map_id)m) {
+			names[n] = rw_map_shown_names[m];
+			ids[n++] = m;
+		}
+	}
+	i = rw_name_lookup(word, "map", names, n, err, errlen);
+	return i < 0 ? i : (int)ids[i];
 }
 
 /* ---- text -------------------------------------------------------------------------------- */
@@ -517,12 +521,12 @@ int rw_cli_open(struct rw_datapath *dp, const char *bpffs, char *err, size_t err
 	return rw_datapath_open_pinned(dp, bpffs, err, errlen);
 }
 
-enum rw_cli_map rw_cli_map_of(enum rw_map_id id)
+enum rw_map_id rw_cli_map_of(enum rw_map_id id)
 {
-	int i = rw_name_lookup(rw_map_shown_names[id], "map", rw_cli_map_names, RW_CLI_MAP__COUNT,
-			       NULL, 0);
-
-	return i < 0 ? RW_CLI_MAP__COUNT : (enum rw_cli_map)i;
+	for (int m = 0; m < (int)id; m++)
+		if (!strcmp(rw_map_shown_names[m], rw_map_shown_names[id]))
+			return m;
+	return id;
 }
 
 int rw_cli_pod_ifindex(const struct rw_datapath *dp, __be32 pod, __u32 *ifindex)

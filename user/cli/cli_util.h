@@ -32,35 +32,9 @@
 /* A reason name (rw_reason_name()) into its number, with the same message. */
 int rw_cli_reason_lookup(const char *word, char *err, size_t errlen);
 
-/* The names `runwall map` takes: one per map of RW_MAPS (datapath.h), except that "allow" shows
- * both allow maps. Its names are RW_MAPS' shown names, in this order.
+/* A map name as users type it ("allow": a shown name of RW_MAPS) or as it is pinned
+ * ("rw_allow_cidr"), into the map `runwall map` shows it under (rw_cli_map_of()).
  */
-#define RW_CLI_MAPS(X)            \
-	X(CONFIG, "config")       \
-	X(ENDPOINTS, "endpoints") \
-	X(PODS, "pods")           \
-	X(ALLOW, "allow")         \
-	X(DENY, "deny")           \
-	X(INBOUND, "inbound")     \
-	X(CONNTRACK, "conntrack") \
-	X(COUNTERS, "counters")   \
-	X(BUDGET, "budget")       \
-	X(EVENTS, "events")       \
-	X(REVS, "revs")
-
-/* An X-macro list, then the count: clang-format would indent the count. */
-/* clang-format off */
-enum rw_cli_map {
-#define X(id, name) RW_CLI_MAP_##id,
-	RW_CLI_MAPS(X)
-#undef X
-	RW_CLI_MAP__COUNT
-};
-/* clang-format on */
-
-extern const char *const rw_cli_map_names[RW_CLI_MAP__COUNT];
-
-/* A map name as users type it ("allow") or as it is pinned ("rw_allow_exact"). */
 int rw_cli_map_lookup(const char *word, char *err, size_t errlen);
 
 /* ---- text -------------------------------------------------------------------------------- */
@@ -208,7 +182,10 @@ json_t *rw_cli_verdict_json(const struct rw_cli_probe *p, const struct rw_cli_ve
  */
 int rw_cli_open(struct rw_datapath *dp, const char *bpffs, char *err, size_t errlen);
 
-enum rw_cli_map rw_cli_map_of(enum rw_map_id id);
+/* The map `runwall map` shows `id` under: the first of RW_MAPS with its shown name
+ * (RW_M_ALLOW_EXACT for both allow maps).
+ */
+enum rw_map_id rw_cli_map_of(enum rw_map_id id);
 
 /* The veth a pod IP is bound to in rw_endpoints (-ENOENT: none). */
 int rw_cli_pod_ifindex(const struct rw_datapath *dp, __be32 pod, __u32 *ifindex);

@@ -19,7 +19,7 @@
 #include "util.h"
 
 const char *const rw_map_names[RW_M__COUNT] = {
-#define X(id, pin, shown) [RW_M_##id] = RW_MAP_NAME(pin),
+#define X(id, pin, shown) [RW_M_##id] = #pin,
 	RW_MAPS(X)
 #undef X
 };
@@ -211,7 +211,7 @@ int rw_datapath_load_sized(struct rw_datapath *dp, const char *pin_dir, unsigned
 	bpf_program__set_autoload(skel->progs.rw_flip,
 				  !(flags & RW_DP_DRY_RUN) || (flags & RW_DP_NO_PIN));
 	if (ep_size && ep_size < RW_MAX_ENDPOINTS)
-		bpf_map__set_max_entries(skel->maps.RW_MAP_ENDPOINTS, ep_size);
+		bpf_map__set_max_entries(skel->maps.rw_endpoints, ep_size);
 	err = runwall_bpf__load(skel);
 	if (err) {
 		rw_fail_msg(errbuf, errlen, err,

@@ -11,31 +11,15 @@
 
 #define RW_DEFAULT_BPFFS "/sys/fs/bpf/runwall"
 
-/* Every map user space knows, once: X(ID, its name in runwall.h (the BPF object's and the pin's),
- * the name `runwall map` shows it under). enum rw_map_id (RW_M_ID), rw_map_names[] (the pinned
- * names) and the CLI's view of the maps are made from this list.
- */
-#define RW_MAPS(X)                                     \
-	X(CONFIG, RW_MAP_CONFIG, "config")             \
-	X(ENDPOINTS, RW_MAP_ENDPOINTS, "endpoints")    \
-	X(PODS, RW_MAP_PODS, "pods")                   \
-	X(ALLOW_EXACT, RW_MAP_ALLOW_EXACT, "allow")    \
-	X(ALLOW_CIDR, RW_MAP_ALLOW_CIDR, "allow")      \
-	X(DENY, RW_MAP_DENY, "deny")                   \
-	X(INBOUND, RW_MAP_INBOUND, "inbound")          \
-	X(CONNTRACK, RW_MAP_CONNTRACK, "conntrack")    \
-	X(COUNTERS, RW_MAP_COUNTERS, "counters")       \
-	X(EVENT_BUDGET, RW_MAP_EVENT_BUDGET, "budget") \
-	X(EVENTS, RW_MAP_EVENTS, "events")             \
-	X(RUN_REVS, RW_MAP_RUN_REVS, "revs")
-
 /* The agent pins its two programs as <pin_dir>/progs/egress and <pin_dir>/progs/ingress (the
  * rw_dir_name()s), so that something else on the node (runwall-cni, at pod creation) can attach
  * exactly the programs the agent enforces with, while the agent is away.
  */
 #define RW_PROGS_DIR "progs"
 
-/* An X-macro list, then the count: clang-format would indent the count. */
+/* The maps of RW_MAPS (runwall.h), as user space indexes them. An X-macro list, then the
+ * count: clang-format would indent the count.
+ */
 /* clang-format off */
 enum rw_map_id {
 #define X(id, pin, shown) RW_M_##id,

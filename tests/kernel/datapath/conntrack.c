@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* conntrack.c (test_datapath): the per-sandbox conntrack tables: isolation, conntrack-full, expiry.
+ */
+#include "dp_suite.h"
+
+/* Conntrack tables are per sandbox: one sandbox's full table refuses its own new flows
+ * (conntrack-full, counted for its run) and leaves its known flows and every other sandbox
+ * alone; a pod change starts an empty table; a veth without a table is fail-closed.
+ */
+static void set_ct_share(__u32 per_sandbox)
+{
+	struct rw_config cfg;
+
+	if (rw_config_read(&dp, &cfg))
+		FATAL("reading config");
+	cfg.ct_per_sandbox = per_sandbox;
+	if (rw_config_write(&dp, &cfg))
+		FATAL("writing config");
+}
+
+void test_conntrack_isolation(void)
+{
+	char name[64];
+	int fd, n = 0;
+
+	/* rwt0 gets a table of 4 flows: unbind and bind again (a fresh table of the new size). */
+	set_ct_share(4);
+	rw_endpoint_unbind(&dp, ifindex_of[0]);
+	bind_veth(0, POD_A);
+	set_ct_share(RW_CT_PER_SANDBOX);
+	fd = rw_conntrack_table_fd(&dp, ifindex_of[0]);
+	t_count++;
+	if (CHECK(fd >= 0, "table", "rwt0 has no conntrack table after bind: %s", strerror(-fd))) {
+		struct bpf_map_info info = {};
+		__u32 l = sizeof(info);
+
+		bpf_obj_get_info_by_fd(fd, &info, &l);
+		CHECK_EQ(info.max_entries, 4, "rwt0's table size");
+		close(fd);
+	}
+	printf("%s %d - bind makes the sandbox's own table (4 flows)\n", fd >= 0 ? "ok" : "not ok",
+	       t_count);
+
+	for (int i = 0; i < 4; i++) {
+		struct tcase c = {NULL, EG(0, POD_A, "172.20.0.11", TCP, 41100 + i, 3443, SYN),
+				  ALLOWED(RW_PATH_RULE, 1, "run-7f3a")};
+
+		snprintf(name, sizeof(name), "flow %d of 4 in rwt0's table", i + 1);
+		c.name = name;
+		run_case(&c);
+	}
+	{
+		static const struct tcase cases[] = {
+			{"a 5th new flow: conntrack-full, for this sandbox only",
+			 EG(0, POD_A, "172.20.0.11", TCP, 41104, 3443, SYN),
+			 REFUSED_RST(RW_REASON_CONNTRACK_FULL, "run-7f3a")},
+			{"a 5th new UDP flow: conntrack-full",
+			 EG(0, POD_A, "172.20.0.14", UDP, 41105, 4317, 0),
+			 REFUSED_ICMP(RW_REASON_CONNTRACK_FULL, "run-7f3a")},
+			{"a new inbound connection into the full sandbox: conntrack-full",
+			 IN(0, "172.20.0.20", POD_A, TCP, 50100, 4999, SYN),
+			 DROPPED(RW_REASON_CONNTRACK_FULL, "run-7f3a")},
+			{"the full sandbox's known flows go on: next packet",
+			 EG(0, POD_A, "172.20.0.11", TCP, 41100, 3443, ACK),
+			 ALLOWED(RW_PATH_RULE, 0, "run-7f3a")},
+			{"the full sandbox's known flows go on: the server speaks",
+			 IN(0, "172.20.0.11", POD_A, TCP, 3443, 41103, ACK),
+			 ALLOWED(RW_PATH_REPLY, 0, "run-7f3a")},
+			{"another sandbox opens flows as before",
+			 EG(1, POD_B, "172.20.0.11", TCP, 41106, 3443, SYN),
+			 ALLOWED(RW_PATH_RULE, 1, "run-b77e")},
+		};
+
+		run_table(cases, sizeof(cases) / sizeof(cases[0]));
+	}
+
+	/* Flows are in the sandbox's own table only. */
+	fd = rw_conntrack_table_fd(&dp, ifindex_of[1]);
+	if (fd >= 0) {
+		struct rw_ct_key k, *prev = NULL;
+
+		while (bpf_map_get_next_key(fd, prev, &k) == 0) {
+			prev = &k;
+			n += k.ifindex != (__u32)ifindex_of[1];
+		}
+		close(fd);
+	}
+	t_count++;
+	printf("%s %d - rwt1's table holds only rwt1's flows\n",
+	       CHECK(fd >= 0 && n == 0, "isolation", "fd %d, %d foreign entries", fd, n) ? "ok"
+											 : "not ok",
+	       t_count);
+
+	/* The pod moves (flush by pod IP, as an apply does): a fresh, empty table. */
+	t_count++;
+	{
+		struct in_addr a;
+
+		inet_pton(AF_INET, POD_A, &a);
+		n = rw_conntrack_flush(&dp, 0, a.s_addr);
+	}
+	printf("%s %d - flushing the pod's flows replaces its one table\n",
+	       CHECK_EQ(n, 1, "tables replaced") ? "ok" : "not ok", t_count);
+	{
+		static const struct tcase cases[] = {
+			{"after the flush, its old flow's reply is a new inbound connection",
+			 IN(0, "172.20.0.11", POD_A, TCP, 3443, 41100, ACK),
+			 DROPPED(RW_REASON_INBOUND_DENIED, "run-7f3a")},
+			{"after the flush, a new flow fits again",
+			 EG(0, POD_A, "172.20.0.11", TCP, 41107, 3443, SYN),
+			 ALLOWED(RW_PATH_RULE, 1, "run-7f3a")},
+		};
+
+		run_table(cases, sizeof(cases) / sizeof(cases[0]));
+	}
+
+	/* No table at all (bound by an older agent, or deleted under us): fail closed. */
+	{
+		__u32 key = ifindex_of[0];
+		static const struct tcase cases[] = {
+			{"no table: a known flow is unknown, its reply is refused",
+			 IN(0, "172.20.0.11", POD_A, TCP, 3443, 41107, ACK),
+			 DROPPED(RW_REASON_INBOUND_DENIED, "run-7f3a")},
+			{"no table: a new flow is conntrack-full",
+			 EG(0, POD_A, "172.20.0.11", TCP, 41108, 3443, SYN),
+			 REFUSED_RST(RW_REASON_CONNTRACK_FULL, "run-7f3a")},
+		};
+
+		static const struct tcase healed[] = {
+			{"binding the veth to the same pod again gives it a table: new flows fit",
+			 EG(0, POD_A, "172.20.0.11", TCP, 41109, 3443, SYN),
+			 ALLOWED(RW_PATH_RULE, 1, "run-7f3a")},
+		};
+
+		bpf_map_delete_elem(dp.map_fd[RW_M_CONNTRACK], &key);
+		run_table(cases, sizeof(cases) / sizeof(cases[0]));
+		bind_veth(0, POD_A); /* what the agent's resync does */
+		run_table(healed, 1);
+	}
+}
+
+/* Idle flows leave the tables: one made to look an hour and a bit idle goes, a fresh one stays
+ * (an expired TCP flow's next packet is judged as a new one: the policy decides again).
+ */
+void test_conntrack_expire(void)
+{
+	struct pkt_spec a = {.src = POD_A,
+			     .dst = "172.20.0.11",
+			     .proto = TCP,
+			     .sport = 41200,
+			     .dport = 3443,
+			     .tcp_flags = SYN};
+	struct pkt_spec b = {.src = POD_A,
+			     .dst = "172.20.0.11",
+			     .proto = TCP,
+			     .sport = 41201,
+			     .dport = 3443,
+			     .tcp_flags = SYN};
+	struct rw_ct_key k = {.ifindex = ifindex_of[0],
+			      .pod_port = htons(41200),
+			      .peer_port = htons(3443),
+			      .proto = TCP};
+	struct rw_ct_value v;
+	__u8 buf[PKT_MAX];
+	__u32 cursor = 0;
+	int retval, fd, expired, ok;
+
+	test_run(E, ifindex_of[0], buf, pkt_build(&a, buf), 1, &retval);
+	test_run(E, ifindex_of[0], buf, pkt_build(&b, buf), 1, &retval);
+	inet_pton(AF_INET, POD_A, &k.pod_ip);
+	inet_pton(AF_INET, "172.20.0.11", &k.peer_ip);
+	fd = rw_conntrack_table_fd(&dp, ifindex_of[0]);
+	if (fd < 0 || bpf_map_lookup_elem(fd, &k, &v))
+		FATAL("the flow of the expiry case is not in rwt0's table");
+	/* Seen at boot, judged 10 s short of an hour from now: only the aged flow is over the
+	 * hour (the machine has been up for more than 10 s), whatever the uptime.
+	 */
+	v.seen_ns = 1;
+	if (bpf_map_update_elem(fd, &k, &v, BPF_EXIST))
+		FATAL("ageing the flow of the expiry case: %s", strerror(errno));
+	expired = rw_conntrack_expire(&dp, mono_ns() + 3590ULL * 1000000000ULL, &cursor, 1 << 20);
+	k.pod_port = htons(41200);
+	t_count++;
+	ok = CHECK_EQ(expired, 1, "flows expired");
+	ok &= CHECK(bpf_map_lookup_elem(fd, &k, &v) != 0, "expired",
+		    "the idle flow is still there");
+	k.pod_port = htons(41201);
+	ok &= CHECK(bpf_map_lookup_elem(fd, &k, &v) == 0, "kept", "the fresh flow is gone");
+	ok &= CHECK_EQ(cursor, 0, "cursor back at the start after a full walk");
+	close(fd);
+	printf("%s %d - conntrack expiry: an idle flow goes, a fresh one stays\n",
+	       ok ? "ok" : "not ok", t_count);
+}

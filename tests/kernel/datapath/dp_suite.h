@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
+/* dp_suite.h: what the parts of test_datapath share: the test node, its policies, the case
+ * table's shape, and the fixtures and tests each part defines.
+ */
+#ifndef RUNWALL_TEST_DP_SUITE_H
+#define RUNWALL_TEST_DP_SUITE_H
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <pthread.h>
+#include <sched.h>
+#include <time.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/utsname.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "apply.h"
+#include "datapath.h"
+#include "harness.h"
+#include "log.h"
+#include "pkt.h"
+#include "policy.h"
+#include "reasons.h"
+#include "realtraffic.h"
+
+#define TCP	IPPROTO_TCP
+#define UDP	IPPROTO_UDP
+#define SYN	0x02
+#define ACK	0x10
+#define SYNACK	0x12
+#define RST	0x04
+#define E	RW_DIR_EGRESS
+#define I	RW_DIR_INGRESS
+#define ALLOW	RW_VERDICT_ALLOW
+#define DROP	RW_VERDICT_DROP
+#define NO_PATH 0xff
+
+/* Sandboxes of the test node: rwt0 and rwt1 are bound to pods of the snapshot, rwt2 to nothing,
+ * rwt3 to a pod IP no snapshot names.
+ */
+#define POD_A "10.1.2.3" /* run-7f3a, allowlist */
+#define POD_B "10.1.2.4" /* run-9c01, open */
+#define POD_X "10.1.2.9" /* bound, unknown to the policy */
+struct tcase {
+	const char *name;
+	int dev; /* index into devs[] */
+	int dir;
+	struct pkt_spec pkt;
+	int verdict;
+	int reason;
+	int path;	 /* expected allow path, NO_PATH for drops */
+	int event;	 /* an event is expected */
+	const char *run; /* run id expected in counters and event, NULL: none */
+	int answer;	 /* enum rw_answer the refusal gets (RW_ANSWER_NONE: a plain drop) */
+};
+
+#define EG(dev_, src_, dst_, proto_, sport_, dport_, flags_) \
+	.dev = dev_, .dir = E,                               \
+	.pkt = {.src = src_,                                 \
+		.dst = dst_,                                 \
+		.proto = proto_,                             \
+		.sport = sport_,                             \
+		.dport = dport_,                             \
+		.tcp_flags = flags_}
+#define IN(dev_, src_, dst_, proto_, sport_, dport_, flags_) \
+	.dev = dev_, .dir = I,                               \
+	.pkt = {.src = src_,                                 \
+		.dst = dst_,                                 \
+		.proto = proto_,                             \
+		.sport = sport_,                             \
+		.dport = dport_,                             \
+		.tcp_flags = flags_}
+#define ALLOWED(path_, event_, run_) \
+	.verdict = ALLOW, .reason = RW_REASON_ALLOWED, .path = path_, .event = event_, .run = run_
+#define DROPPED(reason_, run_) \
+	.verdict = DROP, .reason = reason_, .path = NO_PATH, .event = 1, .run = run_
+/* A refusal of the pod's own packet, answered into the pod (a redirect to the veth's peer). */
+#define REFUSED_RST(reason_, run_)  DROPPED(reason_, run_), .answer = RW_ANSWER_RST
+#define REFUSED_ICMP(reason_, run_) DROPPED(reason_, run_), .answer = RW_ANSWER_ICMP
+/* A refused remote's segment of a known flow: it goes on into the pod as the pod's reset, and a
+ * clone resets the remote (bpf/revoke.h).
+ */
+#define REVOKED(reason_, run_) DROPPED(reason_, run_), .answer = RW_ANSWER_RST
+
+#define SEQ0 0x01020000u /* pkt_build()'s sequence number */
+
+/* fixtures.c */
+extern const char *const devs[];
+extern int ifindex_of[4];
+extern const char policy_v1[];
+extern const char policy_v2[];
+extern struct rw_datapath dp;
+extern struct ring_buffer *ring;
+extern struct rw_event events[64];
+extern int n_events;
+int on_event(void *ctx, void *data, size_t len);
+void drain_events(void);
+__u32 run_idx_of(const char *run);
+int test_run(int dir, int ifindex, const void *pkt, size_t len, __u32 repeat, int *retval);
+const char *ret_name(int ret);
+void run_case(const struct tcase *c);
+void run_table(const struct tcase *cases, size_t n);
+void apply_json(const char *json, int expect_err, const char *what);
+void bind_veth(int dev, const char *ip);
+void make_veths(void);
+__u64 mono_ns(void);
+
+/* reasons.c */
+extern const struct tcase not_ready_cases[];
+extern const struct tcase v1_cases[];
+extern const struct tcase v2_cases[];
+extern const size_t n_not_ready_cases, n_v1_cases, n_v2_cases;
+void test_metadata_beats_rules(void);
+int ct_entry(int dev, const char *pod, __u16 pod_port, const char *peer, __u16 peer_port,
+	     __u8 proto, struct rw_ct_value *v, struct rw_ct_key *kout);
+void test_run_rules_after_ranges(void);
+
+/* cache.c */
+void test_verdict_cache(void);
+void test_stale_stamp(void);
+void test_run_generations(void);
+
+/* apply.c */
+void test_generations(void);
+char *policy_at(unsigned int revision, int v3);
+void test_interrupted_apply(void);
+void test_big_apply(void);
+
+/* budget.c */
+void set_budget(__u32 rate, __u32 burst);
+void test_event_budget(void);
+void test_event_budget_exact(void);
+
+/* answers.c */
+void set_answer_budget(__u32 rate, __u32 burst);
+int test_run_out(int dir, int ifindex, const void *pkt, size_t len, __u8 *out, __u32 *out_len,
+		 int *retval);
+void put16be(__u8 *p, __u16 v);
+void put32be(__u8 *p, __u32 v);
+__u16 tcp_csum(const __u8 *ip, const __u8 *tcp, size_t tcp_len);
+extern const __u8 pod_mac[6], gw_mac[6];
+int answer_sums_ok(const __u8 *f, size_t len);
+void test_answers(void);
+void test_answer_not_ready(void);
+void test_answer_budget(void);
+void test_refusal_modes(void);
+
+/* revoke.c */
+void test_revoke(void);
+void test_revoke_drop_mode(void);
+
+/* conntrack.c */
+void test_conntrack_isolation(void);
+void test_conntrack_expire(void);
+
+/* ring.c */
+void test_ring_full(void);
+
+/* flip.c */
+void test_flip(void);
+void test_flip_pinned(void);
+
+#endif /* RUNWALL_TEST_DP_SUITE_H */

@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* fixtures.c (test_datapath): the suite's fixtures: the test node's veths and policies, the programs under test, the ring
+ * buffer reader, and the helpers that run one case or one table of cases.
+ */
+#include "dp_suite.h"
+
+const char *const devs[] = {"rwt0", "rwt1", "rwt2", "rwt3"};
+int ifindex_of[4];
+
+/* Seed 001's release defaults with the example's deny list, plus the shapes the table needs: a
+ * CIDR service, a UDP service, an allowed /32 inside a denied range, DNS allowed on 53 for one
+ * run, and the three inbound peers.
+ */
+const char policy_v1[] =
+	"{\n"
+	"  \"revision\": 1,\n"
+	"  \"egress\": \"allowlist\",\n"
+	"  \"deny\": [\"10.0.0.0/16\", \"100.64.0.0/16\"],\n"
+	"  \"services\": [\n"
+	"    {\"name\": \"egress-proxy\", \"ip\": \"172.20.0.10\", \"tcp\": [443, 8443, 3128]},\n"
+	"    {\"name\": \"identity-broker\", \"ip\": \"172.20.0.11\", \"tcp\": [3443]},\n"
+	"    {\"name\": \"app-tier\", \"ip\": \"172.20.0.12\", \"tcp\": [3000]},\n"
+	"    {\"name\": \"drive-gateway\", \"ip\": \"172.20.0.13\", \"tcp\": [8080]},\n"
+	"    {\"name\": \"telemetry\", \"ip\": \"172.20.0.14\", \"tcp\": [4317, 4318], \"udp\": [4317]},\n"
+	"    {\"name\": \"internal-api\", \"ip\": \"10.0.0.20\", \"tcp\": [9000]},\n"
+	"    {\"name\": \"model-gateway\", \"cidr\": \"172.21.0.0/24\", \"tcp\": [443]}\n"
+	"  ],\n"
+	"  \"inbound\": [\n"
+	"    {\"name\": \"app-tier\", \"cidr\": \"172.20.0.12/32\", \"tcp\": [4096, 4098, 4999, 6085]},\n"
+	"    {\"name\": \"temporal-worker\", \"cidr\": \"172.20.0.20/32\", \"tcp\": [4096, 4098, 4999, 6085]},\n"
+	"    {\"name\": \"streaming\", \"cidr\": \"172.20.0.21/32\", \"tcp\": [4096, 4098, 4999, 6085]}\n"
+	"  ],\n"
+	"  \"runs\": [\n"
+	"    {\"id\": \"run-7f3a\", \"pods\": [\"10.1.2.3\"]},\n"
+	"    {\"id\": \"run-9c01\", \"pods\": [\"10.1.2.4\"], \"egress\": \"open\",\n"
+	"     \"allow\": [{\"cidr\": \"52.94.9.0/24\", \"tcp\": [5432], \"udp\": []},\n"
+	"               {\"ip\": \"9.9.9.9\", \"udp\": [53]}]}\n"
+	"  ]\n"
+	"}\n";
+
+/* Revision 2: the egress proxy and the app tier's inbound rule are revoked, and POD_B now
+ * belongs to another run.
+ */
+const char policy_v2[] =
+	"{\n"
+	"  \"revision\": 2,\n"
+	"  \"deny\": [\"10.0.0.0/16\", \"100.64.0.0/16\"],\n"
+	"  \"services\": [\n"
+	"    {\"name\": \"identity-broker\", \"ip\": \"172.20.0.11\", \"tcp\": [3443]},\n"
+	"    {\"name\": \"app-tier\", \"ip\": \"172.20.0.12\", \"tcp\": [3000]},\n"
+	"    {\"name\": \"drive-gateway\", \"ip\": \"172.20.0.13\", \"tcp\": [8080]},\n"
+	"    {\"name\": \"telemetry\", \"ip\": \"172.20.0.14\", \"tcp\": [4317, 4318], \"udp\": [4317]},\n"
+	"    {\"name\": \"internal-api\", \"ip\": \"10.0.0.20\", \"tcp\": [9000]},\n"
+	"    {\"name\": \"model-gateway\", \"cidr\": \"172.21.0.0/24\", \"tcp\": [443]}\n"
+	"  ],\n"
+	"  \"inbound\": [\n"
+	"    {\"name\": \"temporal-worker\", \"cidr\": \"172.20.0.20/32\", \"tcp\": [4096, 4098, 4999, 6085]},\n"
+	"    {\"name\": \"streaming\", \"cidr\": \"172.20.0.21/32\", \"tcp\": [4096, 4098, 4999, 6085]}\n"
+	"  ],\n"
+	"  \"runs\": [\n"
+	"    {\"id\": \"run-7f3a\", \"pods\": [\"10.1.2.3\"]},\n"
+	"    {\"id\": \"run-b77e\", \"pods\": [\"10.1.2.4\"]}\n"
+	"  ]\n"
+	"}\n";
+
+/* ---- the kernel side under test ---- */
+
+struct rw_datapath dp;
+struct ring_buffer *ring;
+struct rw_event events[64];
+int n_events;
+static long long events_overflow;
+
+int on_event(void *ctx, void *data, size_t len)
+{
+	if (len < sizeof(struct rw_event))
+		return 0;
+	if (n_events < (int)(sizeof(events) / sizeof(events[0])))
+		memcpy(&events[n_events++], data, sizeof(struct rw_event));
+	else
+		events_overflow++;
+	return 0;
+}
+
+void drain_events(void)
+{
+	ring_buffer__consume(ring);
+	n_events = 0;
+	events_overflow = 0;
+}
+
+__u32 run_idx_of(const char *run)
+{
+	struct rw_pod pod;
+	__be32 ip;
+
+	if (!run)
+		return 0;
+	/* The test's runs each have one pod: find the run through the live pods map. */
+	for (int i = 0; i < 4; i++) {
+		const char *ips[] = {POD_A, POD_B, POD_X, "0.0.0.0"};
+
+		inet_pton(AF_INET, ips[i], &ip);
+		if (rw_live_pod(&dp, ip, &pod) == 0 && !strcmp(pod.run_id, run))
+			return pod.run_idx;
+	}
+	return 0;
+}
+
+int test_run(int dir, int ifindex, const void *pkt, size_t len, __u32 repeat, int *retval)
+{
+	struct __sk_buff ctx = {.ifindex = ifindex};
+	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt, .data_size_in = len, .ctx_in = &ctx,
+		    .ctx_size_in = sizeof(ctx), .repeat = repeat);
+	int err;
+
+	err = bpf_prog_test_run_opts(dp.prog_fd[dir], &opts);
+	*retval = (int)opts.retval;
+	return err;
+}
+
+const char *ret_name(int ret)
+{
+	return ret == -1 ? "TCX_NEXT" : ret == 2 ? "TCX_DROP" : ret == 7 ? "TC_ACT_REDIRECT" : "?";
+}
+
+void run_case(const struct tcase *c)
+{
+	struct rw_counters node0, node1, run0, run1;
+	__u8 buf[PKT_MAX];
+	size_t len = pkt_build(&c->pkt, buf);
+	__u32 run_idx = run_idx_of(c->run);
+	int retval, err, failed_before = t_failed;
+	/* TCX_NEXT, TC_ACT_REDIRECT (the answer, to the veth's peer), TCX_DROP; a reset made
+	 * of a remote's segment is on its way into the pod (TCX_NEXT)
+	 */
+	int want_ret = c->verdict == ALLOW ? -1 : c->answer && c->dir == I ? -1 : c->answer ? 7 : 2;
+
+	t_count++;
+	drain_events();
+	rw_counters_read(&dp, 0, &node0);
+	if (run_idx)
+		rw_counters_read(&dp, run_idx, &run0);
+
+	err = test_run(c->dir, ifindex_of[c->dev], buf, len, 1, &retval);
+	CHECK_EQ(err, 0, "test_run");
+	CHECK(retval == want_ret, "verdict", "returned %d (%s), expected %d (%s)", retval,
+	      ret_name(retval), want_ret, ret_name(want_ret));
+
+	/* Counters: exactly one packet under (direction, reason), node-wide and for the run. */
+	rw_counters_read(&dp, 0, &node1);
+	CHECK(node1.packets[c->dir][c->reason] - node0.packets[c->dir][c->reason] == 1,
+	      "node counter", "packets[%s][%s] grew by %llu, expected 1",
+	      c->dir ? "ingress" : "egress", rw_reason_name(c->reason),
+	      (unsigned long long)(node1.packets[c->dir][c->reason] -
+				   node0.packets[c->dir][c->reason]));
+	CHECK(node1.bytes[c->dir][c->reason] - node0.bytes[c->dir][c->reason] == len,
+	      "byte counter", "bytes grew by %llu, expected %zu",
+	      (unsigned long long)(node1.bytes[c->dir][c->reason] - node0.bytes[c->dir][c->reason]),
+	      len);
+	for (int a = 1; a < RW_ANSWER_COUNT; a++)
+		CHECK(node1.answers[a] - node0.answers[a] == (a == c->answer), "answer counter",
+		      "answers[%s] grew by %llu", rw_answer_name(a),
+		      (unsigned long long)(node1.answers[a] - node0.answers[a]));
+	if (c->run) {
+		CHECK(run_idx != 0, "run", "run %s not found in the live pods map", c->run);
+		rw_counters_read(&dp, run_idx, &run1);
+		if (c->answer)
+			CHECK_EQ(run1.answers[c->answer] - run0.answers[c->answer], 1,
+				 "run's answer counter");
+		CHECK(run1.packets[c->dir][c->reason] - run0.packets[c->dir][c->reason] == 1,
+		      "run counter", "%s packets[%s] grew by %llu, expected 1", c->run,
+		      rw_reason_name(c->reason),
+		      (unsigned long long)(run1.packets[c->dir][c->reason] -
+					   run0.packets[c->dir][c->reason]));
+	}
+
+	/* The event: one per drop and per new allowed flow, saying what the counters say. */
+	ring_buffer__consume(ring);
+	CHECK(n_events == c->event, "events", "%d events, expected %d", n_events, c->event);
+	if (n_events == 1 && c->event) {
+		const struct rw_event *ev = &events[0];
+		struct in_addr want_src, want_dst;
+
+		inet_pton(AF_INET, c->pkt.src, &want_src);
+		inet_pton(AF_INET, c->pkt.dst, &want_dst);
+		CHECK(ev->reason == c->reason, "event reason", "%s, expected %s",
+		      rw_reason_name(ev->reason), rw_reason_name(c->reason));
+		CHECK_EQ(ev->verdict, c->verdict, "event verdict");
+		CHECK(ev->answer == c->answer, "event answer", "%s, expected %s",
+		      rw_answer_name(ev->answer), rw_answer_name(c->answer));
+		CHECK_EQ(ev->dir, c->dir, "event direction");
+		CHECK_EQ(ntohs(ev->ethertype),
+			 c->pkt.vlan	    ? 0x8100
+			 : c->pkt.arp	    ? 0x0806
+			 : c->pkt.ethertype ? c->pkt.ethertype
+					    : 0x0800,
+			 "event ethertype");
+		CHECK_EQ(ev->ifindex, ifindex_of[c->dev], "event ifindex");
+		CHECK(!strcmp(ev->run_id, c->run ? c->run : ""), "event run",
+		      "\"%s\", expected \"%s\"", ev->run_id, c->run ? c->run : "");
+		CHECK(!c->run || ev->run_gen > 0, "event generation", "%u", ev->run_gen);
+		if (c->reason != RW_REASON_UNSUPPORTED_L2 && c->reason != RW_REASON_MALFORMED &&
+		    c->reason != RW_REASON_IP_OPTIONS && c->reason != RW_REASON_FRAGMENT) {
+			CHECK(ev->saddr == want_src.s_addr && ev->daddr == want_dst.s_addr,
+			      "event addresses", "%08x -> %08x", ntohl(ev->saddr),
+			      ntohl(ev->daddr));
+			CHECK_EQ(ev->proto, c->pkt.arp ? 0 : c->pkt.proto, "event protocol");
+			if (c->pkt.proto == TCP || c->pkt.proto == UDP)
+				CHECK(ntohs(ev->sport) == c->pkt.sport &&
+					      ntohs(ev->dport) == c->pkt.dport,
+				      "event ports", "%u -> %u", ntohs(ev->sport),
+				      ntohs(ev->dport));
+		}
+		if (c->path != NO_PATH)
+			CHECK(ev->path == c->path, "event path", "%s, expected %s",
+			      rw_path_name(ev->path), rw_path_name(c->path));
+		if (c->run)
+			CHECK(ev->revision > 0, "event revision", "%llu",
+			      (unsigned long long)ev->revision);
+	}
+	printf("%s %d - %s: %s%s%s%s%s\n", t_failed == failed_before ? "ok" : "not ok", t_count,
+	       c->name, c->verdict == ALLOW ? "allowed" : rw_reason_name(c->reason),
+	       c->path != NO_PATH && c->verdict == ALLOW ? " via " : "",
+	       c->path != NO_PATH && c->verdict == ALLOW ? rw_path_name(c->path) : "",
+	       c->answer ? ", answered: " : "", c->answer ? rw_answer_name(c->answer) : "");
+}
+
+void run_table(const struct tcase *cases, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		run_case(&cases[i]);
+}
+
+void apply_json(const char *json, int expect_err, const char *what)
+{
+	struct rw_policy_error perr;
+	struct rw_apply_result res;
+	struct rw_policy p;
+	static struct rw_policy prev;
+	static int have_prev;
+	char err[512];
+	int ret;
+
+	ret = rw_policy_parse(json, strlen(json), what, &p, &perr);
+	if (ret)
+		FATAL("%s: %s", what, perr.text);
+	ret = rw_apply(&dp, have_prev ? &prev : NULL, &p, &res, err, sizeof(err));
+	t_count++;
+	if (expect_err) {
+		CHECK(ret == expect_err, what, "rw_apply returned %d (%s), expected %d", ret, err,
+		      expect_err);
+		printf("%s %d - %s: refused: %s\n", ret == expect_err ? "ok" : "not ok", t_count,
+		       what, err);
+		rw_policy_free(&p);
+		return;
+	}
+	if (!CHECK(ret == 0, what, "rw_apply: %s", err))
+		FATAL("cannot go on without the snapshot");
+	printf("ok %d - %s: revision %llu live in slot %u: %u runs, %u pods, %u entries; "
+	       "built in %.2f ms, flipped in %.2f ms, %u flows flushed\n",
+	       t_count, what, (unsigned long long)res.revision, res.slot, res.runs, res.pods,
+	       res.entries, res.build_ms, res.flip_ms, res.flows_flushed);
+	if (have_prev)
+		rw_policy_free(&prev);
+	prev = p;
+	have_prev = 1;
+}
+
+void bind_veth(int dev, const char *ip)
+{
+	struct in_addr a;
+
+	inet_pton(AF_INET, ip, &a);
+	if (rw_endpoint_bind(&dp, ifindex_of[dev], a.s_addr))
+		FATAL("binding %s to %s: %s", devs[dev], ip, strerror(errno));
+}
+
+void make_veths(void)
+{
+	char cmd[256];
+
+	if (unshare(CLONE_NEWNET))
+		FATAL("unshare(CLONE_NEWNET): %s (the suite needs root)", strerror(errno));
+	if (system("ip link set lo up"))
+		FATAL("ip link set lo up failed");
+	for (int i = 0; i < 4; i++) {
+		snprintf(cmd, sizeof(cmd), "ip link add %s type veth peer name %sp", devs[i],
+			 devs[i]);
+		if (system(cmd))
+			FATAL("%s failed", cmd);
+		ifindex_of[i] = if_nametoindex(devs[i]);
+		if (!ifindex_of[i])
+			FATAL("%s has no ifindex", devs[i]);
+	}
+}
+
+__u64 mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}

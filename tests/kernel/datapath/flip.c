@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* flip.c (test_datapath): the flip: the state word moves only through rw_flip, also on pinned maps.
+ */
+#include "dp_suite.h"
+
+/* ---- the flip: the state word moves only through rw_flip ---- */
+
+static int apply_rev(struct rw_datapath *d, unsigned int revision, char *err, size_t errlen)
+{
+	char *json = policy_at(revision, revision & 1);
+	struct rw_policy_error perr;
+	struct rw_apply_result res;
+	struct rw_policy p;
+	int ret;
+
+	if (rw_policy_parse(json, strlen(json), "flip", &p, &perr))
+		FATAL("flip: %s", perr.text);
+	ret = rw_apply(d, NULL, &p, &res, err, errlen);
+	rw_policy_free(&p);
+	free(json);
+	return ret;
+}
+
+/* An apply flips the state word to exactly (revision, ready, idle slot) and the kernel's clock
+ * stamps applied_ns; a flip from a state that is not the one in force stores nothing and says
+ * what it found; rw_config_write() never changes the state word, whatever its caller's copy
+ * holds; without rw_flip an apply fails with a sentence naming it and nothing moves, so
+ * rw_flip is what moves the state.
+ */
+void test_flip(void)
+{
+	struct rw_config before, cfg;
+	char err[512] = "", msg[512];
+	__u64 t0, t1, s;
+	unsigned int rev;
+	int ret, ok, fd;
+
+	rw_config_read(&dp, &before);
+	rev = (unsigned int)RW_STATE_REVISION(before.state) + 1;
+	t_count++;
+	ok = CHECK(dp.flip_fd >= 0, "rw_flip", "not loaded in a private datapath");
+	t0 = mono_ns();
+	ret = apply_rev(&dp, rev, err, sizeof(err));
+	t1 = mono_ns();
+	rw_config_read(&dp, &cfg);
+	s = RW_STATE(rev, 1, !RW_STATE_SLOT(before.state));
+	ok &= CHECK(ret == 0, "apply", "%s", err);
+	ok &= CHECK(cfg.state == s, "state", "%#llx, expected %#llx", (unsigned long long)cfg.state,
+		    (unsigned long long)s);
+	ok &= CHECK(cfg.applied_ns >= t0 && cfg.applied_ns <= t1, "applied_ns",
+		    "%llu, not in [%llu, %llu]", (unsigned long long)cfg.applied_ns,
+		    (unsigned long long)t0, (unsigned long long)t1);
+	ok &= CHECK(cfg.layout_version == before.layout_version &&
+			    cfg.event_rate == before.event_rate &&
+			    cfg.ct_per_sandbox == before.ct_per_sandbox &&
+			    cfg.ct_node == before.ct_node,
+		    "other fields", "changed by the flip");
+	printf("%s %d - apply flips the state word by rw_flip to exactly %#llx (revision %u, slot "
+	       "%u), applied_ns from the kernel's clock\n",
+	       ok ? "ok" : "not ok", t_count, (unsigned long long)s, rev, RW_STATE_SLOT(s));
+
+	t_count++;
+	ret = rw_config_flip(&dp, before.state, RW_STATE(rev + 100, 1, 0), err, sizeof(err));
+	rw_config_read(&dp, &cfg);
+	ok = CHECK_EQ(ret, -ESTALE, "stale flip");
+	ok &= CHECK(cfg.state == s, "state", "%#llx after a refused flip",
+		    (unsigned long long)cfg.state);
+	ok &= CHECK(strstr(err, "nothing flipped") != NULL, "message", "%s", err);
+	printf("%s %d - a flip from a state not in force is refused: %s\n", ok ? "ok" : "not ok",
+	       t_count, err);
+
+	t_count++;
+	cfg.state = RW_STATE(rev + 200, 0, 1); /* a stale or made-up copy of the word */
+	cfg.event_burst = before.event_burst + 7;
+	ret = rw_config_write(&dp, &cfg);
+	rw_config_read(&dp, &cfg);
+	ok = CHECK_EQ(ret, 0, "rw_config_write");
+	ok &= CHECK(cfg.state == s, "state", "%#llx after rw_config_write, expected %#llx",
+		    (unsigned long long)cfg.state, (unsigned long long)s);
+	ok &= CHECK_EQ(cfg.event_burst, before.event_burst + 7, "event_burst written");
+	cfg.event_burst = before.event_burst;
+	rw_config_write(&dp, &cfg);
+	printf("%s %d - rw_config_write writes the other fields and keeps the state word in "
+	       "force\n",
+	       ok ? "ok" : "not ok", t_count);
+
+	t_count++;
+	fd = dp.flip_fd;
+	dp.flip_fd = -1;
+	ret = apply_rev(&dp, rev + 1, err, sizeof(err));
+	dp.flip_fd = fd;
+	rw_config_read(&dp, &cfg);
+	ok = CHECK_EQ(ret, -ENOTSUP, "apply without rw_flip");
+	ok &= CHECK(strstr(err, "rw_flip") != NULL, "message", "%s", err);
+	ok &= CHECK(cfg.state == s, "state", "%#llx after the failed apply",
+		    (unsigned long long)cfg.state);
+	snprintf(msg, sizeof(msg), "%s", err);
+	ret = apply_rev(&dp, rev + 1, err, sizeof(err));
+	rw_config_read(&dp, &cfg);
+	s = RW_STATE(rev + 1, 1, RW_STATE_SLOT(before.state));
+	ok &= CHECK(ret == 0, "apply", "%s", err);
+	ok &= CHECK(cfg.state == s, "state", "%#llx, expected %#llx", (unsigned long long)cfg.state,
+		    (unsigned long long)s);
+	printf("%s %d - without rw_flip an apply fails (%s) and the state stays; with it, %#llx\n",
+	       ok ? "ok" : "not ok", t_count, msg, (unsigned long long)s);
+}
+
+/* Pinned, as the agent has it: a fresh node is not ready (state 0), the first apply flips to
+ * slot 0, a dry run over the pins (`runwall explain`) and the pins alone (the CLI, runwall-cni)
+ * have no rw_flip and cannot flip, the state outlives the agent, and a restarted agent adopts
+ * it and flips from it with its own rw_flip.
+ */
+void test_flip_pinned(void)
+{
+	struct rw_datapath a, dry, ro;
+	struct rw_config cfg;
+	char pins[64], err[512] = "";
+	int ret, ok = 0;
+
+	/* Closed at the end whether or not they were opened: nothing open to begin with. */
+	memset(&a, 0, sizeof(a));
+	for (int i = 0; i < RW_M__COUNT; i++)
+		a.map_fd[i] = -1;
+	for (int d = 0; d < RW_DIR_COUNT; d++)
+		a.prog_fd[d] = -1;
+	a.flip_fd = -1;
+	ro = a;
+	snprintf(pins, sizeof(pins), "/sys/fs/bpf/rwtest-flip-%d", (int)getpid());
+	t_count++;
+	if (!CHECK(rw_datapath_load(&a, pins, 0, err, sizeof(err)) == 0, "load", "%s: %s", pins,
+		   err))
+		goto out;
+	rw_config_read(&a, &cfg);
+	ok = CHECK(cfg.state == 0, "fresh state", "%#llx", (unsigned long long)cfg.state);
+	ok &= CHECK(a.flip_fd >= 0, "rw_flip", "not loaded by the agent's load");
+	ret = apply_rev(&a, 1, err, sizeof(err));
+	rw_config_read(&a, &cfg);
+	ok &= CHECK(ret == 0, "first apply", "%s", err);
+	ok &= CHECK(cfg.state == RW_STATE(1, 1, 0), "state", "%#llx after the first apply",
+		    (unsigned long long)cfg.state);
+	if (!CHECK(rw_datapath_load(&dry, pins, RW_DP_DRY_RUN, err, sizeof(err)) == 0, "dry load",
+		   "%s", err))
+		goto out_fail;
+	ok &= CHECK(dry.flip_fd < 0, "dry run", "has rw_flip");
+	ret = rw_config_flip(&dry, cfg.state, RW_STATE(9, 1, 1), err, sizeof(err));
+	ok &= CHECK(ret == -ENOTSUP && strstr(err, "rw_flip"), "dry-run flip", "%d: %s", ret, err);
+	rw_datapath_close(&dry);
+	if (!CHECK(rw_datapath_open_pinned(&ro, pins, err, sizeof(err)) == 0, "open pinned", "%s",
+		   err))
+		goto out_fail;
+	ok &= CHECK(ro.flip_fd < 0, "pins only", "have rw_flip");
+	ok &= CHECK_EQ(rw_config_flip(&ro, cfg.state, RW_STATE(9, 1, 1), err, sizeof(err)),
+		       -ENOTSUP, "pins-only flip");
+	rw_datapath_close(&a); /* the agent exits */
+	rw_config_read(&ro, &cfg);
+	ok &= CHECK(cfg.state == RW_STATE(1, 1, 0), "state", "%#llx once the agent is gone",
+		    (unsigned long long)cfg.state);
+	if (!CHECK(rw_datapath_load(&a, pins, 0, err, sizeof(err)) == 0, "reload", "%s", err))
+		goto out_fail;
+	rw_config_read(&a, &cfg);
+	ok &= CHECK(cfg.state == RW_STATE(1, 1, 0), "state", "%#llx after the restart's load",
+		    (unsigned long long)cfg.state);
+	ret = apply_rev(&a, 2, err, sizeof(err));
+	rw_config_read(&ro, &cfg);
+	ok &= CHECK(ret == 0, "apply after the restart", "%s", err);
+	ok &= CHECK(cfg.state == RW_STATE(2, 1, 1), "state", "%#llx after the restarted apply",
+		    (unsigned long long)cfg.state);
+	goto out;
+out_fail:
+	ok = 0;
+out:
+	printf("%s %d - pinned: fresh state 0, revision 1 in slot 0, no flip from a dry run or the "
+	       "pins alone, adopted after a restart and flipped to revision 2 in slot 1\n",
+	       ok ? "ok" : "not ok", t_count);
+	rw_datapath_close(&ro);
+	rw_datapath_close(&a);
+	rw_datapath_unpin(pins);
+}

@@ -1,0 +1,349 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* revoke.c (test_datapath): revoke: a refused segment of a known flow resets both ends.
+ */
+#include "dp_suite.h"
+
+/* ---- revoke: a refused segment of a known flow resets both ends ---- */
+
+/* A bare reset <SEQ=seq><CTL=RST> from saddr:sport to daddr:dport, byte by byte. */
+static size_t want_bare_rst(const __u8 *dmac, const __u8 *smac, const char *saddr,
+			    const char *daddr, __u16 sport, __u16 dport, __u32 seq, __u8 *w)
+{
+	struct in_addr src, dst;
+
+	inet_pton(AF_INET, saddr, &src);
+	inet_pton(AF_INET, daddr, &dst);
+	memset(w, 0, PKT_MAX);
+	memcpy(w, dmac, 6);
+	memcpy(w + 6, smac, 6);
+	put16be(w + 12, 0x0800);
+	w[14] = 0x45;
+	put16be(w + 16, 40);
+	put16be(w + 20, 0x4000);
+	w[22] = 64;
+	w[23] = IPPROTO_TCP;
+	memcpy(w + 26, &src, 4);
+	memcpy(w + 30, &dst, 4);
+	put16be(w + 24, ~pkt_csum_sum(w + 14, 20, 0) & 0xffff);
+	put16be(w + 34, sport);
+	put16be(w + 36, dport);
+	put32be(w + 38, seq);
+	w[46] = 5 << 4;
+	w[47] = RST;
+	put16be(w + 50, tcp_csum(w + 14, w + 34, 20));
+	return 54;
+}
+
+static int wait_scale(void)
+{
+	const char *s = getenv("RW_WAIT_SCALE");
+	int n = s ? atoi(s) : 1;
+
+	return n > 0 ? n : 1;
+}
+
+/* A packet socket on the host veth: it sees what enters the veth's ingress, the remote's reset
+ * a revoke injects there, before any tc hook.
+ */
+static int revoke_tap_open(int dev)
+{
+	struct sockaddr_ll sll = {.sll_family = AF_PACKET,
+				  .sll_protocol = htons(ETH_P_ALL),
+				  .sll_ifindex = ifindex_of[dev]};
+	char cmd[256];
+	int fd;
+
+	/* No IPv6: the veth must stay silent for the tap to see only what the test makes. */
+	snprintf(cmd, sizeof(cmd),
+		 "sysctl -qw net.ipv6.conf.%s.disable_ipv6=1 && ip link set %s up", devs[dev],
+		 devs[dev]);
+	if (system(cmd))
+		FATAL("%s failed", cmd);
+	fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK, htons(ETH_P_ALL));
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sll, sizeof(sll)))
+		FATAL("packet socket on %s: %s", devs[dev], strerror(errno));
+	return fd;
+}
+
+static void revoke_tap_close(int fd, int dev)
+{
+	char cmd[128];
+
+	close(fd);
+	snprintf(cmd, sizeof(cmd), "ip link set %s down", devs[dev]);
+	if (system(cmd))
+		FATAL("%s failed", cmd);
+}
+
+/* The next TCP frame entering the veth within a generous deadline; 0 when none came. */
+static size_t revoke_tap_next(int fd, __u8 *f, int wait_ms)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	struct sockaddr_ll from;
+	socklen_t fl = sizeof(from);
+	ssize_t n;
+
+	while (poll(&p, 1, wait_ms) == 1) {
+		n = recvfrom(fd, f, PKT_MAX, 0, (struct sockaddr *)&from, &fl);
+		if (n >= 54 && from.sll_pkttype != PACKET_OUTGOING && f[12] == 0x08 && f[13] == 0 &&
+		    f[23] == IPPROTO_TCP)
+			return n;
+	}
+	return 0;
+}
+
+/* Notes the flow as the pod's own, opened under an earlier verdict (stamp 0: judged again). */
+static void revoke_ct_note(int dev, const char *pod, __u16 pod_port, const char *peer,
+			   __u16 peer_port, const char *run)
+{
+	struct rw_ct_key k = {.ifindex = ifindex_of[dev],
+			      .pod_port = htons(pod_port),
+			      .peer_port = htons(peer_port),
+			      .proto = IPPROTO_TCP};
+	struct rw_ct_value v = {.opened_by = RW_DIR_EGRESS, .run_idx = run_idx_of(run)};
+	int fd = rw_conntrack_table_fd(&dp, ifindex_of[dev]);
+
+	inet_pton(AF_INET, pod, &k.pod_ip);
+	inet_pton(AF_INET, peer, &k.peer_ip);
+	v.created_ns = mono_ns();
+	v.seen_ns = v.created_ns;
+	if (fd < 0 || bpf_map_update_elem(fd, &k, &v, BPF_ANY))
+		FATAL("noting a flow in %s's table: %s", devs[dev], strerror(errno));
+	close(fd);
+}
+
+struct rcase {
+	const char *name;
+	int dir;
+	struct pkt_spec pkt; /* a segment on veth 0 (POD_A, run-7f3a) */
+	int tracked;	     /* its flow is in the sandbox's table */
+	int ret;	     /* the program's verdict */
+	/* The pod's reset (the packet out of the run) and the remote's (entering the veth); a
+	 * zero seq with no reset expected: the packet is dropped as it came, nothing is sent.
+	 */
+	int resets;
+	__u32 pod_seq, remote_seq;
+};
+
+static void run_revoke_case(const struct rcase *c, int tap)
+{
+	__u8 in[PKT_MAX], out[PKT_MAX], want_pod[PKT_MAX], want_remote[PKT_MAX], got[PKT_MAX];
+	size_t len = pkt_build(&c->pkt, in), pod_len = len, remote_len = 0, got_len;
+	const char *pod = c->dir == E ? c->pkt.src : c->pkt.dst;
+	const char *remote = c->dir == E ? c->pkt.dst : c->pkt.src;
+	__u16 pod_port = c->dir == E ? c->pkt.sport : c->pkt.dport;
+	__u16 remote_port = c->dir == E ? c->pkt.dport : c->pkt.sport;
+	/* pkt_build() frames run from pod_mac to gw_mac whichever way: a reset back toward a
+	 * frame's sender swaps them.
+	 */
+	const __u8 *pod_dmac = c->dir == E ? pod_mac : gw_mac;
+	const __u8 *pod_smac = c->dir == E ? gw_mac : pod_mac;
+	struct rw_counters n0, n1;
+	int retval, err, failed_before = t_failed;
+	__u32 out_len = 0;
+
+	if (c->tracked)
+		revoke_ct_note(0, pod, pod_port, remote, remote_port, "run-7f3a");
+	if (c->resets) {
+		pod_len = want_bare_rst(pod_dmac, pod_smac, remote, pod, remote_port, pod_port,
+					c->pod_seq, want_pod);
+		remote_len = want_bare_rst(pod_smac, pod_dmac, pod, remote, pod_port, remote_port,
+					   c->remote_seq, want_remote);
+	} else {
+		memcpy(want_pod, in, len);
+	}
+	t_count++;
+	drain_events();
+	rw_counters_read(&dp, 0, &n0);
+	err = test_run_out(c->dir, ifindex_of[0], in, len, out, &out_len, &retval);
+	rw_counters_read(&dp, 0, &n1);
+	ring_buffer__consume(ring);
+	got_len = revoke_tap_next(tap, got, (c->resets ? 2000 : 200) * wait_scale());
+	CHECK_EQ(err, 0, "test_run");
+	CHECK(retval == c->ret, "verdict", "returned %d (%s), expected %d", retval,
+	      ret_name(retval), c->ret);
+	CHECK_EQ(n1.answers[RW_ANSWER_RST] - n0.answers[RW_ANSWER_RST], c->resets ? 1 : 0,
+		 "rst answers");
+	CHECK(n_events == 1 && events[0].answer == (c->resets ? RW_ANSWER_RST : RW_ANSWER_NONE),
+	      "event", "%d events, answer %s", n_events,
+	      n_events ? rw_answer_name(events[0].answer) : "-");
+	CHECK(out_len == pod_len && !memcmp(out, want_pod, pod_len), "the packet (pod's reset)",
+	      "%u bytes, expected %zu", out_len, pod_len);
+	CHECK(got_len == remote_len && (!remote_len || !memcmp(got, want_remote, remote_len)),
+	      "the remote's reset", "%zu bytes entered the veth, expected %zu", got_len,
+	      remote_len);
+	if (c->resets) {
+		CHECK(answer_sums_ok(out, out_len), "pod reset checksums", "a sum is wrong");
+		CHECK(got_len && answer_sums_ok(got, got_len), "remote reset checksums",
+		      "a sum is wrong");
+	}
+	if (t_failed != failed_before) {
+		printf("  # out: ");
+		for (__u32 i = 0; i < out_len; i++)
+			printf("%02x", out[i]);
+		printf("\n  # tap: ");
+		for (size_t i = 0; i < got_len; i++)
+			printf("%02x", got[i]);
+		printf("\n");
+	}
+	printf("%s %d - revoke: %s\n", t_failed == failed_before ? "ok" : "not ok", t_count,
+	       c->name);
+}
+
+#define RV_REMOTE "93.184.216.34" /* not allowlisted for run-7f3a under policy_v1 */
+
+static const struct rcase revoke_cases[] = {
+	{"the pod's segment of a known flow: pod RST seq SEG.ACK, remote RST seq SEG.SEQ",
+	 E,
+	 {.src = POD_A,
+	  .dst = RV_REMOTE,
+	  .proto = TCP,
+	  .sport = 40300,
+	  .dport = 443,
+	  .tcp_flags = ACK | 0x08,
+	  .tcp_ack = 0xa1b2c3d4,
+	  .payload = 100},
+	 1,
+	 7,
+	 1,
+	 0xa1b2c3d4,
+	 SEQ0},
+	{"the remote's segment of a known flow: pod RST seq SEG.SEQ, remote RST seq SEG.ACK",
+	 I,
+	 {.src = RV_REMOTE,
+	  .dst = POD_A,
+	  .proto = TCP,
+	  .sport = 443,
+	  .dport = 40301,
+	  .tcp_flags = ACK,
+	  .tcp_ack = 0x0badf00d,
+	  .payload = 50},
+	 1,
+	 -1,
+	 1,
+	 SEQ0,
+	 0x0badf00d},
+	{"the remote's bare ACK with options of a known flow: both reset",
+	 I,
+	 {.src = RV_REMOTE,
+	  .dst = POD_A,
+	  .proto = TCP,
+	  .sport = 443,
+	  .dport = 40302,
+	  .tcp_flags = ACK,
+	  .tcp_doff = 8,
+	  .tcp_ack = 0x77777777},
+	 1,
+	 -1,
+	 1,
+	 SEQ0,
+	 0x77777777},
+	{"a remote's segment of a flow not in the table: dropped, no reset either way",
+	 I,
+	 {.src = RV_REMOTE,
+	  .dst = POD_A,
+	  .proto = TCP,
+	  .sport = 443,
+	  .dport = 40303,
+	  .tcp_flags = ACK,
+	  .tcp_ack = 0x12345678},
+	 0,
+	 2,
+	 0,
+	 0,
+	 0},
+	{"a known flow's refused reset from the remote: never answered",
+	 I,
+	 {.src = RV_REMOTE,
+	  .dst = POD_A,
+	  .proto = TCP,
+	  .sport = 443,
+	  .dport = 40304,
+	  .tcp_flags = RST | ACK,
+	  .tcp_ack = 0x12345678},
+	 1,
+	 2,
+	 0,
+	 0,
+	 0},
+};
+
+/* The mark of a revoke's own reset lets a packet past rw_egress only (where a pod cannot set
+ * it), cleared; on rw_ingress, where the node may have marked it, it means nothing.
+ */
+static void test_revoke_mark(void)
+{
+	struct pkt_spec eg = {.src = POD_A,
+			      .dst = RV_REMOTE,
+			      .proto = TCP,
+			      .sport = 40310,
+			      .dport = 443,
+			      .tcp_flags = SYN};
+	struct pkt_spec in = {.src = RV_REMOTE,
+			      .dst = POD_A,
+			      .proto = TCP,
+			      .sport = 443,
+			      .dport = 40311,
+			      .tcp_flags = SYN};
+	struct __sk_buff ctx = {.ifindex = ifindex_of[0], .mark = RW_MARK_REVOKE}, ctx_out = {};
+	__u8 buf[PKT_MAX], out[PKT_MAX];
+	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = buf, .data_out = out,
+		    .data_size_out = PKT_MAX, .ctx_in = &ctx, .ctx_size_in = sizeof(ctx),
+		    .ctx_out = &ctx_out, .ctx_size_out = sizeof(ctx_out), .repeat = 1);
+	struct rw_counters n0, n1;
+	int ok;
+
+	t_count++;
+	drain_events();
+	opts.data_size_in = pkt_build(&eg, buf);
+	rw_counters_read(&dp, 0, &n0);
+	ok = CHECK_EQ(bpf_prog_test_run_opts(dp.prog_fd[E], &opts), 0, "test_run egress");
+	rw_counters_read(&dp, 0, &n1);
+	ok &= CHECK((int)opts.retval == -1, "marked egress passes", "returned %d",
+		    (int)opts.retval);
+	ok &= CHECK_EQ(ctx_out.mark, 0, "mark cleared");
+	ok &= CHECK_EQ(n1.packets[E][RW_REASON_NOT_ALLOWLISTED] -
+			       n0.packets[E][RW_REASON_NOT_ALLOWLISTED],
+		       0, "not judged");
+
+	opts.data_size_in = pkt_build(&in, buf);
+	opts.data_size_out = PKT_MAX;
+	ok &= CHECK_EQ(bpf_prog_test_run_opts(dp.prog_fd[I], &opts), 0, "test_run ingress");
+	ok &= CHECK((int)opts.retval == 2, "marked ingress judged", "returned %d",
+		    (int)opts.retval);
+	ring_buffer__consume(ring);
+	ok &= CHECK_EQ(n_events, 1, "the ingress refusal reported");
+	printf("%s %d - revoke: its mark passes rw_egress only (cleared), rw_ingress judges it\n",
+	       ok ? "ok" : "not ok", t_count);
+}
+
+void test_revoke(void)
+{
+	int tap = revoke_tap_open(0);
+
+	for (size_t i = 0; i < sizeof(revoke_cases) / sizeof(revoke_cases[0]); i++)
+		run_revoke_case(&revoke_cases[i], tap);
+	test_revoke_mark();
+	revoke_tap_close(tap, 0);
+}
+
+/* "refusal": "drop" (run-7f3a's, after test_refusal_modes): a known flow's refused segments
+ * are dropped in silence, both ways.
+ */
+void test_revoke_drop_mode(void)
+{
+	struct rcase eg = revoke_cases[0], in = revoke_cases[1];
+	int tap = revoke_tap_open(0);
+
+	eg.name = "\"drop\": the pod's segment of a known flow is a plain drop";
+	eg.pkt.sport = 40320;
+	eg.ret = 2;
+	eg.resets = 0;
+	in.name = "\"drop\": the remote's segment of a known flow is a plain drop";
+	in.pkt.dport = 40321;
+	in.ret = 2;
+	in.resets = 0;
+	run_revoke_case(&eg, tap);
+	run_revoke_case(&in, tap);
+	revoke_tap_close(tap, 0);
+}
