@@ -88,8 +88,13 @@ struct agent_policy {
 	 * the next apply re-judges every run's flows.
 	 */
 	bool policy_adopted;
-	char *policy_text; /* its text, for `runwall explain` to name rules */
+	char *policy_text; /* its text, for `runwall explain` to name rules (agent_policy_text()) */
 	size_t policy_text_len;
+	/* After run changes: the snapshot as a document, changed run by run, and written out as
+	 * policy_text only when read. NULL until the first change of a snapshot.
+	 */
+	json_t *policy_doc;
+	struct rw_policy_index policy_index; /* of policy, built by the first run change */
 	char policy_source[256];
 	char *policy_bytes; /* the file's last content, to ignore no-op rewrites */
 	size_t policy_len;
@@ -259,6 +264,19 @@ void agent_drain_ring(struct agent *a);
 
 /* policy_watch.c */
 int agent_apply(struct agent *a, const char *buf, size_t len, const char *source, json_t **reply);
+/* PolicyWatch's run-upsert (obj_run: the run) or run-delete (obj_run NULL, del_id) at
+ * `revision`: only that run parsed and checked, against the index of the policy in force
+ * (rw_policy_change_*()), then applied as agent_apply() applies; the kept document follows.
+ * On refusal nothing changes, *reply says why, and *refused_at names the message's own key
+ * when it is not the run's ("base": the snapshot in force cannot be read back, "id": no such
+ * run), else NULL. *reply as agent_apply()'s, with parse_ms, compose_ms and probe_ms.
+ */
+int agent_apply_change(struct agent *a, uint64_t revision, json_t *obj_run, const char *del_id,
+		       const char *source, const char **refused_at, json_t **reply);
+/* The snapshot in force as a document, for a run change (NULL: unknown, or no memory). */
+json_t *agent_policy_doc(struct agent *a);
+/* Its text (NULL: unknown), written out from policy_doc when a run change made it stale. */
+const char *agent_policy_text(struct agent *a, size_t *len);
 void agent_load_policy_file(struct agent *a, bool at_start);
 int agent_watch_policy(struct agent *a);
 /* SIGHUP: forget the file's last content, so that the next load applies it even unchanged. */

@@ -201,14 +201,15 @@ static void client_request(struct agent *a, int i)
 		reply = NULL;
 		agent_apply(a, body, body_len, arg && *arg ? arg : "<socket>", &reply);
 	} else if (!strcmp(verb, "policy")) {
-		reply = a->pol.policy_text
-				? json_pack("{s:b, s:I, s:s, s:s%}", "ok", 1, "revision",
-					    (json_int_t)a->pol.policy.revision, "source",
-					    a->pol.policy_source, "snapshot", a->pol.policy_text,
-					    a->pol.policy_text_len)
-				: error_json(
-					  "this agent does not know the snapshot in force (applied before "
-					  "it started); apply it again or pass --policy");
+		size_t text_len = 0;
+		const char *text = agent_policy_text(a, &text_len);
+
+		reply = text ? json_pack("{s:b, s:I, s:s, s:s%}", "ok", 1, "revision",
+					 (json_int_t)a->pol.policy.revision, "source",
+					 a->pol.policy_source, "snapshot", text, text_len)
+			     : error_json(
+				       "this agent does not know the snapshot in force (applied before "
+				       "it started); apply it again or pass --policy");
 	} else if (!strcmp(verb, "events")) {
 		int fd = c->fd;
 

@@ -96,12 +96,9 @@ static uint64_t run_generation(struct agent *a, const char *id)
 	return 0;
 }
 
-/* Apply `text`; on refusal, the policy parser's path, with `run_prefix` ("runs[K]") rewritten
- * to `run_as` ("run") when the error lies in the run the message carried.
- */
+/* Apply a snapshot's `text`; on refusal, the policy parser's path under "snapshot.". */
 static void apply_text(struct agent *a, const struct rw_watch_msg *m, uint64_t revision,
-		       const char *text, size_t len, const char *run_prefix, const char *run_as,
-		       double compose_ms, int64_t received_ns)
+		       const char *text, size_t len, int64_t received_ns)
 {
 	json_t *reply = NULL, *o;
 	const char *error, *msg;
@@ -118,7 +115,7 @@ static void apply_text(struct agent *a, const struct rw_watch_msg *m, uint64_t r
 		o = json_pack("{s:b, s:s, s:I, s:f, s:f, s:f, s:f}", "ok", 1, "type",
 			      type_names[m->type], "revision", (json_int_t)revision, "apply_ms",
 			      apply_ms, "parse_ms", (mono_ns() - t0) / 1e6 - apply_ms, "compose_ms",
-			      compose_ms, "queued_ms", (mono_ns() - received_ns) / 1e6);
+			      0.0, "queued_ms", (mono_ns() - received_ns) / 1e6);
 		json_object_set_new(o, "generation",
 				    json_integer(m->type == RW_WATCH_RUN_UPSERT && m->id[0]
 							 ? run_generation(a, m->id)
@@ -126,8 +123,8 @@ static void apply_text(struct agent *a, const struct rw_watch_msg *m, uint64_t r
 		if (m->id[0])
 			json_object_set_new(o, "id", json_string(m->id));
 		a->follow.applied++;
-		rw_debug("policy watch: %s %s: revision %llu, compose %.2f ms, apply %.2f ms",
-			 type_names[m->type], m->id, (unsigned long long)revision, compose_ms,
+		rw_debug("policy watch: %s: revision %llu, apply %.2f ms", type_names[m->type],
+			 (unsigned long long)revision,
 			 json_real_value(json_object_get(reply, "apply_ms")));
 		send_ack(a, o);
 		json_decref(reply);
@@ -137,12 +134,7 @@ static void apply_text(struct agent *a, const struct rw_watch_msg *m, uint64_t r
 	if (!error)
 		error = "refused";
 	if (rw_watch_error_path(error, path, sizeof(path), &msg)) {
-		size_t pl = run_prefix ? strlen(run_prefix) : 0;
-
-		if (pl && !strncmp(path, run_prefix, pl) && (path[pl] == '.' || !path[pl]))
-			snprintf(mapped, sizeof(mapped), "%s%s", run_as, path + pl);
-		else
-			snprintf(mapped, sizeof(mapped), "snapshot.%s", path);
+		snprintf(mapped, sizeof(mapped), "snapshot.%s", path);
 	} else {
 		msg = error;
 		mapped[0] = '\0';
@@ -183,21 +175,83 @@ static void on_snapshot(struct agent *a, const struct rw_watch_msg *m, int64_t r
 		refuse(a, m, revision, "snapshot", "out of memory", false, 0);
 		return;
 	}
-	apply_text(a, m, revision, text, strlen(text), NULL, NULL, 0, received_ns);
+	apply_text(a, m, revision, text, strlen(text), received_ns);
 	free(text);
 }
 
+/* The ack of a run change agent_apply_change() refused or applied. */
+static void ack_change(struct agent *a, const struct rw_watch_msg *m, int ret, json_t *reply,
+		       int64_t received_ns)
+{
+	const char *error, *msg;
+	char path[256], mapped[300];
+	json_t *o;
+
+	if (ret == 0) {
+		double apply_ms = json_real_value(json_object_get(reply, "apply_ms"));
+		double compose_ms = json_real_value(json_object_get(reply, "compose_ms"));
+		double parse_ms = json_real_value(json_object_get(reply, "parse_ms"));
+
+		o = json_pack("{s:b, s:s, s:I, s:f, s:f, s:f, s:f, s:f}", "ok", 1, "type",
+			      type_names[m->type], "revision", (json_int_t)m->revision, "apply_ms",
+			      apply_ms, "parse_ms", parse_ms, "compose_ms", compose_ms, "probe_ms",
+			      json_real_value(json_object_get(reply, "probe_ms")), "queued_ms",
+			      (mono_ns() - received_ns) / 1e6);
+		json_object_set_new(o, "generation",
+				    json_integer(m->type == RW_WATCH_RUN_UPSERT
+							 ? run_generation(a, m->id)
+							 : m->revision));
+		json_object_set_new(o, "id", json_string(m->id));
+		a->follow.applied++;
+		rw_debug("policy watch: %s %s: revision %llu, parse %.2f ms, apply %.2f ms",
+			 type_names[m->type], m->id, (unsigned long long)m->revision, parse_ms,
+			 apply_ms);
+		send_ack(a, o);
+		json_decref(reply);
+		return;
+	}
+	error = json_string_value(json_object_get(reply, "error"));
+	if (!error)
+		error = "refused";
+	/* The parser's paths: "run..." is the run the message carried; "id", "revision" are the
+	 * message's own; anything else ("runs": the node's limit) is the snapshot's.
+	 */
+	if (rw_watch_error_path(error, path, sizeof(path), &msg)) {
+		if (!strncmp(path, "run", 3) && (path[3] == '.' || !path[3]))
+			snprintf(mapped, sizeof(mapped), "%s", path);
+		else if (!strcmp(path, "id") || !strcmp(path, "revision"))
+			snprintf(mapped, sizeof(mapped), "%s", path);
+		else
+			snprintf(mapped, sizeof(mapped), "snapshot.%s", path);
+	} else {
+		msg = error;
+		mapped[0] = '\0';
+	}
+	a->follow.refusals++;
+	snprintf(a->follow.last_refusal, sizeof(a->follow.last_refusal), "%s%s%s", mapped,
+		 mapped[0] ? ": " : "", msg);
+	o = json_pack("{s:b, s:s, s:s, s:s, s:I, s:I}", "ok", 0, "type", type_names[m->type],
+		      "error", msg, "path", mapped, "revision", (json_int_t)m->revision, "in_force",
+		      (json_int_t)revision_in_force(a));
+	if (m->id[0])
+		json_object_set_new(o, "id", json_string(m->id));
+	send_ack(a, o);
+	json_decref(reply);
+}
+
+/* A run's change: that run parsed and checked against the index of the policy in force, and
+ * applied as the policy in force with that run replaced or removed (agent_apply_change()).
+ * Nothing of the other runs is parsed or written out again.
+ */
 static void on_run_change(struct agent *a, const struct rw_watch_msg *m, int64_t received_ns)
 {
 	uint64_t in_force = revision_in_force(a);
-	char err[200], prefix[40];
-	json_t *doc, *runs;
-	json_error_t jerr;
-	size_t k, n;
-	int64_t t0;
-	char *text;
+	const char *refused_at;
+	json_t *reply = NULL;
+	char err[200];
+	int ret;
 
-	if (!a->pol.have_policy || !a->pol.policy_text) {
+	if (!a->pol.have_policy || (!a->pol.policy_text && !a->pol.policy_doc)) {
 		refuse(a, m, m->revision, "base",
 		       "no snapshot in force: a whole snapshot is needed", true, 0);
 		return;
@@ -209,51 +263,17 @@ static void on_run_change(struct agent *a, const struct rw_watch_msg *m, int64_t
 		refuse(a, m, m->revision, "base", err, true, 0);
 		return;
 	}
-	t0 = mono_ns();
-	doc = json_loadb(a->pol.policy_text, a->pol.policy_text_len, 0, &jerr);
-	runs = json_object_get(doc, "runs");
-	if (!doc || (runs && !json_is_array(runs))) {
-		json_decref(doc);
-		refuse(a, m, m->revision, "base", "the snapshot in force cannot be read back", true,
-		       0);
+	ret = agent_apply_change(a, m->revision, m->type == RW_WATCH_RUN_DELETE ? NULL : m->body,
+				 m->id, "policy-watch", &refused_at, &reply);
+	if (ret && refused_at) {
+		/* The message's own: "base" wants a whole snapshot, "id" names no run. */
+		refuse(a, m, m->revision, refused_at,
+		       json_string_value(json_object_get(reply, "error")),
+		       !strcmp(refused_at, "base"), 0);
+		json_decref(reply);
 		return;
 	}
-	if (!runs) {
-		runs = json_array();
-		json_object_set_new(doc, "runs", runs);
-	}
-	n = json_array_size(runs);
-	for (k = 0; k < n; k++) {
-		const char *id = json_string_value(json_object_get(json_array_get(runs, k), "id"));
-
-		if (id && m->id[0] && !strcmp(id, m->id))
-			break;
-	}
-	if (m->type == RW_WATCH_RUN_DELETE) {
-		if (k == n) {
-			json_decref(doc);
-			snprintf(err, sizeof(err), "no run %s in force", m->id);
-			refuse(a, m, m->revision, "id", err, false, 0);
-			return;
-		}
-		json_array_remove(runs, k);
-	} else if (k == n) {
-		json_array_append(runs, m->body);
-	} else {
-		json_array_set(runs, k, m->body);
-	}
-	json_object_set_new(doc, "revision", json_integer(m->revision));
-	text = json_dumps(doc, JSON_COMPACT);
-	json_decref(doc);
-	if (!text) {
-		refuse(a, m, m->revision, "", "out of memory", false, 0);
-		return;
-	}
-	snprintf(prefix, sizeof(prefix), "runs[%zu]", k);
-	apply_text(a, m, m->revision, text, strlen(text),
-		   m->type == RW_WATCH_RUN_UPSERT ? prefix : NULL, "run", (mono_ns() - t0) / 1e6,
-		   received_ns);
-	free(text);
+	ack_change(a, m, ret, reply, received_ns);
 }
 
 static void on_message(struct agent *a, const struct rw_watch_item *it)

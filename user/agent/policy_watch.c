@@ -45,21 +45,93 @@ static void runs_update(struct agent *a)
 	a->pol.n_runs = a->pol.policy.n_runs;
 }
 
+/* The run state of one run change (runs_update() for that run alone): a->pol.runs follows the
+ * policy's order, as the change moved it.
+ */
+static void run_state_change(struct agent *a, size_t at, bool added, bool removed)
+{
+	const struct rw_policy_run *run = removed ? NULL : &a->pol.policy.runs[at];
+	struct run_state st = {}, *grown;
+	struct rw_pod pod;
+
+	if (a->pol.n_runs != a->pol.policy.n_runs + removed - added) {
+		runs_update(a); /* a->pol.runs fell behind (no memory at some point): all of them */
+		return;
+	}
+	if (removed) {
+		memmove(&a->pol.runs[at], &a->pol.runs[at + 1],
+			(a->pol.n_runs - at - 1) * sizeof(*a->pol.runs));
+		a->pol.n_runs--;
+		return;
+	}
+	snprintf(st.id, sizeof(st.id), "%s", run->id);
+	st.gen = a->pol.last_apply.revision;
+	if (run->n_pods && rw_live_pod(&a->dp, run->pods[0], &pod) == 0)
+		st.gen = pod.run_gen;
+	st.since = rw_now_real_ns();
+	if (added) {
+		grown = realloc(a->pol.runs, (a->pol.n_runs + 1) * sizeof(*a->pol.runs));
+		if (!grown) {
+			runs_update(a);
+			return;
+		}
+		a->pol.runs = grown;
+		a->pol.runs[a->pol.n_runs++] = st;
+		return;
+	}
+	if (!strcmp(a->pol.runs[at].id, st.id) && a->pol.runs[at].gen == st.gen)
+		st.since = a->pol.runs[at].since;
+	a->pol.runs[at] = st;
+}
+
+/* A whole snapshot's text: what the control socket's `policy` returns. */
 static void keep_text(struct agent *a, const char *buf, size_t len, const char *source)
 {
 	char *copy = malloc(len + 1);
 
+	json_decref(a->pol.policy_doc);
+	a->pol.policy_doc = NULL;
+	rw_policy_index_free(&a->pol.policy_index);
+	free(a->pol.policy_text);
+	a->pol.policy_text = NULL;
+	snprintf(a->pol.policy_source, sizeof(a->pol.policy_source), "%s", source);
 	if (!copy)
 		return;
 	memcpy(copy, buf, len);
 	copy[len] = '\0';
-	free(a->pol.policy_text);
 	a->pol.policy_text = copy;
 	a->pol.policy_text_len = len;
-	snprintf(a->pol.policy_source, sizeof(a->pol.policy_source), "%s", source);
 }
 
-/* Parse and apply a snapshot. On refusal nothing changes and *reply says why. */
+json_t *agent_policy_doc(struct agent *a)
+{
+	json_error_t jerr;
+	json_t *runs;
+
+	if (a->pol.policy_doc || !a->pol.policy_text)
+		return a->pol.policy_doc;
+	/* Once per snapshot: every change after it edits the document. */
+	a->pol.policy_doc = json_loadb(a->pol.policy_text, a->pol.policy_text_len, 0, &jerr);
+	runs = json_object_get(a->pol.policy_doc, "runs");
+	if (a->pol.policy_doc && !runs)
+		json_object_set_new(a->pol.policy_doc, "runs", runs = json_array());
+	if (!json_is_array(runs) || json_array_size(runs) != a->pol.policy.n_runs) {
+		json_decref(a->pol.policy_doc);
+		a->pol.policy_doc = NULL;
+	}
+	return a->pol.policy_doc;
+}
+
+const char *agent_policy_text(struct agent *a, size_t *len)
+{
+	if (!a->pol.policy_text && a->pol.policy_doc) {
+		a->pol.policy_text = json_dumps(a->pol.policy_doc, JSON_COMPACT);
+		a->pol.policy_text_len = a->pol.policy_text ? strlen(a->pol.policy_text) : 0;
+	}
+	*len = a->pol.policy_text_len;
+	return a->pol.policy_text;
+}
+
 /* After an apply: an idle connection the apply cut sends nothing for the datapath to reset, so
  * make it send (revoke_probe.c). Bounded per sandbox and per apply, never blocking.
  */
@@ -84,34 +156,24 @@ static void probe_stale_connections(struct agent *a)
 			RW_PROBE_PER_APPLY, st.no_mac, st.failed);
 }
 
-int agent_apply(struct agent *a, const char *buf, size_t len, const char *source, json_t **reply)
+/* rw_apply() of `next` over what is in force (`change`: a run change's next, NULL: a whole
+ * snapshot's), counted and logged; on success *reply holds the result, and the caller makes
+ * `next` the policy in force and calls applied().
+ */
+static int apply_next(struct agent *a, const struct rw_policy *next,
+		      const struct rw_policy_change *change, const char *source,
+		      struct rw_apply_result *res, json_t **reply)
 {
-	struct rw_policy_error perr = {};
-	struct rw_apply_result res;
-	struct rw_policy next;
-	struct rw_config cfg = {};
 	char err[600], *diff = NULL;
 	json_t *changes;
 	int ret, n;
 
-	rw_config_read(&a->dp, &cfg);
-	ret = rw_policy_parse_newer(buf, len, source,
-				    RW_STATE_READY(cfg.state) ? RW_STATE_REVISION(cfg.state) : 0,
-				    &next, &perr);
-	if (ret) {
-		a->pol.metrics.applies_refused++;
-		rw_warn("refused snapshot: %s", perr.text);
-		agent_set_error(a, "%s", perr.text);
-		*reply = json_pack("{s:b, s:s, s:i, s:i}", "ok", 0, "error", perr.text, "line",
-				   perr.line, "column", perr.column);
-		return ret;
-	}
 	/* An adopted snapshot is only as good as its revision number: a file with the revision in
 	 * force but other content taken as `prev` would let runs it happens to share with `next`
 	 * keep verdicts cached under what was really in force (a revocation kept).
 	 */
 	ret = rw_apply(&a->dp, a->pol.have_policy && !a->pol.policy_adopted ? &a->pol.policy : NULL,
-		       &next, &res, err, sizeof(err));
+		       next, res, err, sizeof(err));
 	if (ret) {
 		char msg[700];
 
@@ -130,12 +192,25 @@ int agent_apply(struct agent *a, const char *buf, size_t len, const char *source
 		rw_warn("refused snapshot: %s", msg);
 		agent_set_error(a, "%s", msg);
 		*reply = json_pack("{s:b, s:s}", "ok", 0, "error", msg);
-		rw_policy_free(&next);
 		return ret;
 	}
 	diff = malloc(65536);
-	n = diff ? rw_policy_diff(a->pol.have_policy ? &a->pol.policy : NULL, &next, diff, 65536)
-		 : 0;
+	if (diff && change) {
+		/* The one run that changed, not the node: the diff of two one-run policies. */
+		struct rw_policy o = {.egress = a->pol.policy.egress,
+				      .refusal = a->pol.policy.refusal},
+				 nw = {.egress = next->egress, .refusal = next->refusal};
+
+		o.runs = (struct rw_policy_run *)&change->old;
+		o.n_runs = !change->added;
+		nw.runs = &next->runs[change->at];
+		nw.n_runs = !change->removed;
+		n = rw_policy_diff(&o, &nw, diff, 65536);
+	} else {
+		n = diff ? rw_policy_diff(a->pol.have_policy ? &a->pol.policy : NULL, next, diff,
+					  65536)
+			 : 0;
+	}
 	changes = json_array();
 	for (char *line = diff ? strtok(diff, "\n") : NULL; line; line = strtok(NULL, "\n")) {
 		json_array_append_new(changes, json_string(line));
@@ -143,30 +218,145 @@ int agent_apply(struct agent *a, const char *buf, size_t len, const char *source
 	}
 	rw_info("applied revision %llu from %s (previous %llu): %d changes, %u runs, %u pods, "
 		"%u entries, %.1f ms (build %.1f, flip %.1f), %u flows forgotten",
-		(unsigned long long)res.revision, source, (unsigned long long)res.previous, n,
-		res.runs, res.pods, res.entries, res.total_ms, res.build_ms, res.flip_ms,
-		res.flows_flushed);
+		(unsigned long long)res->revision, source, (unsigned long long)res->previous, n,
+		res->runs, res->pods, res->entries, res->total_ms, res->build_ms, res->flip_ms,
+		res->flows_flushed);
+	*reply = json_pack("{s:b, s:I, s:I, s:f, s:f, s:f, s:i, s:i, s:o}", "ok", 1, "revision",
+			   (json_int_t)res->revision, "previous", (json_int_t)res->previous,
+			   "apply_ms", res->total_ms, "build_ms", res->build_ms, "flip_ms",
+			   res->flip_ms, "runs", (int)res->runs, "pods", (int)res->pods, "changes",
+			   changes);
+	free(diff);
+	return 0;
+}
+
+/* What follows an apply, once `a->pol.policy` is the policy applied. */
+static void applied(struct agent *a, const struct rw_apply_result *res)
+{
+	a->pol.have_policy = true;
+	a->pol.policy_adopted = false;
+	a->pol.last_apply = *res;
+	rw_metrics_apply(&a->pol.metrics, res->total_ms / 1000.0);
+	agent_view_changed(a);
+	a->pol.applied_at = rw_now_real_ns();
+	if (!res->previous && !a->pol.ready_since)
+		a->pol.ready_since = a->pol.applied_at;
+	agent_clear_error(a);
+}
+
+int agent_apply(struct agent *a, const char *buf, size_t len, const char *source, json_t **reply)
+{
+	struct rw_policy_error perr = {};
+	struct rw_apply_result res;
+	struct rw_policy next;
+	struct rw_config cfg = {};
+	int ret;
+
+	rw_config_read(&a->dp, &cfg);
+	ret = rw_policy_parse_newer(buf, len, source,
+				    RW_STATE_READY(cfg.state) ? RW_STATE_REVISION(cfg.state) : 0,
+				    &next, &perr);
+	if (ret) {
+		a->pol.metrics.applies_refused++;
+		rw_warn("refused snapshot: %s", perr.text);
+		agent_set_error(a, "%s", perr.text);
+		*reply = json_pack("{s:b, s:s, s:i, s:i}", "ok", 0, "error", perr.text, "line",
+				   perr.line, "column", perr.column);
+		return ret;
+	}
+	ret = apply_next(a, &next, NULL, source, &res, reply);
+	if (ret) {
+		rw_policy_free(&next);
+		return ret;
+	}
 	if (a->pol.have_policy)
 		rw_policy_free(&a->pol.policy);
 	a->pol.policy = next;
-	a->pol.have_policy = true;
-	a->pol.policy_adopted = false;
 	keep_text(a, buf, len, source);
-	a->pol.last_apply = res;
-	rw_metrics_apply(&a->pol.metrics, res.total_ms / 1000.0);
-	agent_view_changed(a);
-	a->pol.applied_at = rw_now_real_ns();
-	if (!res.previous && !a->pol.ready_since)
-		a->pol.ready_since = a->pol.applied_at;
-	agent_clear_error(a);
+	applied(a, &res);
 	runs_update(a);
 	probe_stale_connections(a);
-	*reply = json_pack("{s:b, s:I, s:I, s:f, s:f, s:f, s:i, s:i, s:o}", "ok", 1, "revision",
-			   (json_int_t)res.revision, "previous", (json_int_t)res.previous,
-			   "apply_ms", res.total_ms, "build_ms", res.build_ms, "flip_ms",
-			   res.flip_ms, "runs", (int)res.runs, "pods", (int)res.pods, "changes",
-			   changes);
-	free(diff);
+	return 0;
+}
+
+int agent_apply_change(struct agent *a, uint64_t revision, json_t *obj_run, const char *del_id,
+		       const char *source, const char **refused_at, json_t **reply)
+{
+	struct rw_policy_index *ix = &a->pol.policy_index;
+	struct rw_policy_error perr;
+	struct rw_policy_change c;
+	struct rw_apply_result res;
+	double t0 = rw_now_ms(), t1, compose_ms;
+	json_t *doc, *runs;
+	bool added, removed;
+	char msg[200];
+	size_t at;
+	int ret;
+
+	*refused_at = NULL;
+	/* Once per snapshot, both in proportion to the node: the document and the index. */
+	doc = agent_policy_doc(a);
+	runs = json_object_get(doc, "runs");
+	if (!json_is_array(runs) || (!ix->runs && rw_policy_index_build(ix, &a->pol.policy))) {
+		*refused_at = "base";
+		*reply = json_pack("{s:b, s:s}", "ok", 0, "error",
+				   "the snapshot in force cannot be read back");
+		return -ENOMEM;
+	}
+	if (!obj_run && rw_policy_index_run(ix, &a->pol.policy, del_id) < 0) {
+		*refused_at = "id";
+		snprintf(msg, sizeof(msg), "no run %s in force", del_id);
+		*reply = json_pack("{s:b, s:s}", "ok", 0, "error", msg);
+		return -ENOENT;
+	}
+	ret = obj_run ? rw_policy_change_upsert(&a->pol.policy, ix, revision, obj_run, source, &c,
+						&perr)
+		      : rw_policy_change_delete(&a->pol.policy, ix, revision, del_id, source, &c,
+						&perr);
+	if (ret) {
+		a->pol.metrics.applies_refused++;
+		rw_warn("refused run change: %s", perr.text);
+		agent_set_error(a, "%s", perr.text);
+		*reply = json_pack("{s:b, s:s}", "ok", 0, "error", perr.text);
+		return ret;
+	}
+	at = c.at;
+	added = c.added;
+	removed = c.removed;
+	ret = apply_next(a, &c.next, &c, source, &res, reply);
+	if (ret) {
+		rw_policy_change_abort(&c);
+		return ret;
+	}
+	rw_policy_change_commit(&a->pol.policy, ix, &c);
+	t1 = rw_now_ms();
+	if ((removed ? json_array_remove(runs, at)
+	     : added ? json_array_append(runs, obj_run)
+		     : json_array_set(runs, at, obj_run)) ||
+	    json_object_set_new(doc, "revision", json_integer(a->pol.policy.revision))) {
+		/* No memory: a document that is not the policy in force is no document. The
+		 * next change asks for a whole snapshot; `policy` says the agent does not know.
+		 */
+		json_decref(a->pol.policy_doc);
+		a->pol.policy_doc = NULL;
+	}
+	/* Written out again when read (agent_policy_text()), not at every change. */
+	free(a->pol.policy_text);
+	a->pol.policy_text = NULL;
+	a->pol.policy_text_len = 0;
+	snprintf(a->pol.policy_source, sizeof(a->pol.policy_source), "%s", source);
+	compose_ms = rw_now_ms() - t1;
+	applied(a, &res);
+	run_state_change(a, at, added, removed);
+	/* parse_ms: the run's parse and checks, the next policy, the log's diff and the run's
+	 * state: all of the change but the apply, the document's edit and the probes.
+	 */
+	json_object_set_new(*reply, "parse_ms",
+			    json_real(rw_now_ms() - t0 - res.total_ms - compose_ms));
+	json_object_set_new(*reply, "compose_ms", json_real(compose_ms));
+	t1 = rw_now_ms();
+	probe_stale_connections(a);
+	json_object_set_new(*reply, "probe_ms", json_real(rw_now_ms() - t1));
 	return 0;
 }
 
@@ -270,6 +460,9 @@ void agent_policy_free(struct agent *a)
 	a->pol.policy_bytes = NULL;
 	free(a->pol.policy_text);
 	a->pol.policy_text = NULL;
+	json_decref(a->pol.policy_doc);
+	a->pol.policy_doc = NULL;
+	rw_policy_index_free(&a->pol.policy_index);
 	free(a->pol.runs);
 	a->pol.runs = NULL;
 	a->pol.n_runs = 0;

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* policy.c: parse, compare and diff policy snapshots (docs/policy.md).
+/* policy.c: parse, compare and diff policy snapshots (docs/policy.md), and change one run of a
+ * policy without parsing the others (PolicyWatch, docs/policy-watch.md).
  *
  * jansson does the JSON; this file checks the snapshot against its schema and turns every
  * refusal into one line "SOURCE:LINE:COL: PATH: what is wrong" that an operator can act on
@@ -1013,52 +1014,82 @@ static bool cidrs_overlap(__be32 a, unsigned int alen, __be32 b, unsigned int bl
  * platform's `services` may name private addresses. The datapath checks run rules after the
  * ranges as well, so a rule that got past this would still allow nothing private.
  */
-static int check_run_rules(struct parser *ps, json_t *root, const struct rw_policy *p)
+static int check_run_rules_of(struct parser *ps, json_t *obj_run, const struct rw_policy_run *run,
+			      const struct rw_policy *p)
 {
-	json_t *runs = json_object_get(root, "runs");
 	char q[QUOTE_BUF], range[48];
 	struct sbuf sb;
 
-	for (size_t r = 0; r < p->n_runs; r++) {
-		const struct rw_policy_run *run = &p->runs[r];
+	for (size_t a = 0; a < run->n_allow; a++) {
+		const struct rw_policy_rule *rule = &run->allow[a];
+		json_t *obj = json_array_get(json_object_get(obj_run, "allow"), a);
+		const char *key = json_object_get(obj, "ip") ? "ip" : "cidr";
+		const char *text = json_string_value(json_object_get(obj, key));
+		const char *what = NULL;
+		size_t i;
 
-		for (size_t a = 0; a < run->n_allow; a++) {
-			const struct rw_policy_rule *rule = &run->allow[a];
-			json_t *obj = json_array_get(
-				json_object_get(json_array_get(runs, r), "allow"), a);
-			const char *key = json_object_get(obj, "ip") ? "ip" : "cidr";
-			const char *text = json_string_value(json_object_get(obj, key));
-			const char *what = NULL;
-			size_t i;
-
-			sb_init(&sb, range, sizeof(range));
-			for (i = 0; i < sizeof(special) / sizeof(special[0]) && !what; i++) {
-				if (cidrs_overlap(rule->addr, rule->prefixlen,
-						  htonl(special[i].addr), special[i].prefixlen)) {
-					sb_printf(&sb, "%s", special[i].name);
-					what = "a private or special-purpose range";
-				}
+		sb_init(&sb, range, sizeof(range));
+		for (i = 0; i < sizeof(special) / sizeof(special[0]) && !what; i++) {
+			if (cidrs_overlap(rule->addr, rule->prefixlen, htonl(special[i].addr),
+					  special[i].prefixlen)) {
+				sb_printf(&sb, "%s", special[i].name);
+				what = "a private or special-purpose range";
 			}
-			for (i = 0; i < p->n_deny && !what; i++) {
-				if (cidrs_overlap(rule->addr, rule->prefixlen, p->deny[i].addr,
-						  p->deny[i].prefixlen)) {
-					sb_cidr(&sb, p->deny[i].addr, p->deny[i].prefixlen);
-					sb_printf(&sb, " (deny[%zu])", i);
-					what = "denied by the snapshot";
-				}
-			}
-			if (!what)
-				continue;
-			select_runs_step(ps, root, runs, r, "allow");
-			push_index(ps, a);
-			push_key(ps, key, member_index(obj, key));
-			return fail(ps, AT_VALUE,
-				    "%s overlaps %s, %s: run rules name public "
-				    "destinations only (only services may name private addresses)",
-				    quote(q, text ? text : "?"), range, what);
 		}
+		for (i = 0; i < p->n_deny && !what; i++) {
+			if (cidrs_overlap(rule->addr, rule->prefixlen, p->deny[i].addr,
+					  p->deny[i].prefixlen)) {
+				sb_cidr(&sb, p->deny[i].addr, p->deny[i].prefixlen);
+				sb_printf(&sb, " (deny[%zu])", i);
+				what = "denied by the snapshot";
+			}
+		}
+		if (!what)
+			continue;
+		push_key(ps, "allow", member_index(obj_run, "allow"));
+		push_index(ps, a);
+		push_key(ps, key, member_index(obj, key));
+		return fail(ps, AT_VALUE,
+			    "%s overlaps %s, %s: run rules name public "
+			    "destinations only (only services may name private addresses)",
+			    quote(q, text ? text : "?"), range, what);
 	}
 	return 0;
+}
+
+/* The path at runs[r], for the checks of one run. */
+static void select_run(struct parser *ps, json_t *root, size_t r)
+{
+	push_key(ps, "runs", member_index(root, "runs"));
+	push_index(ps, r);
+}
+
+static int check_run_rules(struct parser *ps, json_t *root, const struct rw_policy *p)
+{
+	json_t *runs = json_object_get(root, "runs");
+
+	for (size_t r = 0; r < p->n_runs; r++) {
+		int rc;
+
+		select_run(ps, root, r);
+		rc = check_run_rules_of(ps, json_array_get(runs, r), &p->runs[r], p);
+		if (rc)
+			return rc;
+		ps->depth -= 2;
+	}
+	return 0;
+}
+
+/* A run's rules fit in its rule ids' sub-index; the path is at the run. */
+static int check_run_rule_count(struct parser *ps, json_t *obj_run, const struct rw_policy_run *run)
+{
+	if (run->n_allow <= RW_RULE_MAX_B)
+		return 0;
+	push_key(ps, "allow", member_index(obj_run, "allow"));
+	return fail(ps, AT_VALUE,
+		    "%zu rules: a run has at most %u (they must fit in a "
+		    "rule id)",
+		    run->n_allow, RW_RULE_MAX_B);
 }
 
 /* Rule ids (RW_RULE_ID) hold an index and a sub-index of fixed width: a longer list is refused
@@ -1078,13 +1109,15 @@ static int check_rule_counts(struct parser *ps, json_t *root, const struct rw_po
 			    RW_RULE_MAX_A);
 	}
 	for (size_t r = 0; r < p->n_runs; r++) {
+		int rc;
+
 		if (p->runs[r].n_allow <= RW_RULE_MAX_B)
 			continue;
-		select_runs_step(ps, root, runs, r, "allow");
-		return fail(ps, AT_VALUE,
-			    "%zu rules: a run has at most %u (they must fit in a "
-			    "rule id)",
-			    p->runs[r].n_allow, RW_RULE_MAX_B);
+		select_run(ps, root, r);
+		rc = check_run_rule_count(ps, json_array_get(runs, r), &p->runs[r]);
+		if (rc)
+			return rc;
+		ps->depth -= 2;
 	}
 	return 0;
 }
@@ -1264,6 +1297,436 @@ int rw_policy_parse_file(const char *path, struct rw_policy *out, struct rw_poli
 	rc = rw_policy_parse(buf, len, source, out, err);
 	free(buf);
 	return rc;
+}
+
+/* ---- One run's change ------------------------------------------------------------------------
+ * PolicyWatch's run-upsert and run-delete (docs/policy-watch.md): the next policy is the one in
+ * force with one run replaced, added or removed. Only that run is parsed, by parse_run() and the
+ * checks a whole snapshot's runs get, its path "run"; what a check needs of the other runs comes
+ * from an index (run id and pod IP to position), so a change costs the run's size, not the
+ * node's. The result is what rw_policy_parse() makes of the same snapshot written out, and so is
+ * every refusal (at "run" for "runs[K]"), but one: a pod that only a run after the changed one
+ * lists is reported at the changed run's pod, where the whole snapshot names the later run's.
+ */
+
+struct rw_policy_index_pod {
+	__be32 ip;
+	__u32 run; /* position + 1; 0: a free slot */
+	__u32 pod;
+};
+
+struct rw_policy_index_run {
+	uint64_t hash;
+	__u32 run; /* position + 1; 0: a free slot */
+};
+
+/* Keyed (rw_hash_key()), as apply.c's: ids and pod IPs are chosen outside the node. */
+static uint64_t ix_hash(const void *data, size_t len)
+{
+	return rw_siphash(rw_hash_key(), data, len);
+}
+
+static size_t ix_pod_slot(const struct rw_policy_index *ix, __be32 ip)
+{
+	size_t i = ix_hash(&ip, sizeof(ip)) & ix->pod_mask;
+
+	while (ix->pods[i].run && ix->pods[i].ip != ip)
+		i = (i + 1) & ix->pod_mask;
+	return i;
+}
+
+static size_t ix_run_slot(const struct rw_policy_index *ix, const struct rw_policy *p,
+			  const char *id, uint64_t h)
+{
+	size_t i = h & ix->run_mask;
+
+	while (ix->runs[i].run &&
+	       (ix->runs[i].hash != h || strcmp(p->runs[ix->runs[i].run - 1].id, id)))
+		i = (i + 1) & ix->run_mask;
+	return i;
+}
+
+/* Linear probing's deletion: the entries after the hole that may move into it do (Knuth's
+ * algorithm R), so that no lookup stops at a hole before its key.
+ */
+#define IX_DELETE(tab, mask, i, home_of)                                                 \
+	do {                                                                             \
+		size_t _j = (i);                                                         \
+		for (;;) {                                                               \
+			size_t _k;                                                       \
+			_j = (_j + 1) & (mask);                                          \
+			if (!(tab)[_j].run)                                              \
+				break;                                                   \
+			_k = home_of((tab)[_j]) & (mask);                                \
+			if ((i) <= _j ? ((i) < _k && _k <= _j) : ((i) < _k || _k <= _j)) \
+				continue;                                                \
+			(tab)[i] = (tab)[_j];                                            \
+			(i) = _j;                                                        \
+		}                                                                        \
+		(tab)[i].run = 0;                                                        \
+	} while (0)
+
+#define IX_POD_HOME(e) ix_hash(&(e).ip, sizeof((e).ip))
+#define IX_RUN_HOME(e) ((e).hash)
+
+static void ix_pod_delete(struct rw_policy_index *ix, __be32 ip)
+{
+	size_t i = ix_pod_slot(ix, ip);
+
+	if (!ix->pods[i].run)
+		return;
+	IX_DELETE(ix->pods, ix->pod_mask, i, IX_POD_HOME);
+	ix->n_pods--;
+}
+
+static void ix_run_delete(struct rw_policy_index *ix, const struct rw_policy *p, const char *id)
+{
+	uint64_t h = ix_hash(id, strlen(id));
+	size_t i = ix_run_slot(ix, p, id, h);
+
+	if (!ix->runs[i].run)
+		return;
+	IX_DELETE(ix->runs, ix->run_mask, i, IX_RUN_HOME);
+	ix->n_runs--;
+}
+
+/* A table of at least twice `n` slots (and room for some growth before the next rebuild). */
+static size_t ix_size(size_t n)
+{
+	size_t size = 64;
+
+	while (size < 2 * n + 64)
+		size *= 2;
+	return size;
+}
+
+static void ix_add_run_pods(struct rw_policy_index *ix, const struct rw_policy_run *run, size_t r)
+{
+	for (size_t i = 0; i < run->n_pods; i++) {
+		size_t s = ix_pod_slot(ix, run->pods[i]);
+
+		if (!ix->pods[s].run)
+			ix->n_pods++;
+		ix->pods[s] = (struct rw_policy_index_pod){run->pods[i], r + 1, i};
+	}
+}
+
+int rw_policy_index_build(struct rw_policy_index *ix, const struct rw_policy *p)
+{
+	size_t pods = 0;
+
+	rw_policy_index_free(ix);
+	for (size_t r = 0; r < p->n_runs; r++)
+		pods += p->runs[r].n_pods;
+	ix->pod_mask = ix_size(pods) - 1;
+	ix->run_mask = ix_size(p->n_runs) - 1;
+	ix->pods = calloc(ix->pod_mask + 1, sizeof(*ix->pods));
+	ix->runs = calloc(ix->run_mask + 1, sizeof(*ix->runs));
+	if (!ix->pods || !ix->runs) {
+		rw_policy_index_free(ix);
+		return -ENOMEM;
+	}
+	for (size_t r = 0; r < p->n_runs; r++) {
+		const char *id = p->runs[r].id;
+		uint64_t h = ix_hash(id, strlen(id));
+		size_t s = ix_run_slot(ix, p, id, h);
+
+		/* A parsed policy has unique ids; the first of two would win here. */
+		if (!ix->runs[s].run) {
+			ix->runs[s] = (struct rw_policy_index_run){h, r + 1};
+			ix->n_runs++;
+		}
+		ix_add_run_pods(ix, &p->runs[r], r);
+	}
+	return 0;
+}
+
+void rw_policy_index_free(struct rw_policy_index *ix)
+{
+	free(ix->pods);
+	free(ix->runs);
+	memset(ix, 0, sizeof(*ix));
+}
+
+long rw_policy_index_run(const struct rw_policy_index *ix, const struct rw_policy *p,
+			 const char *id)
+{
+	size_t s;
+
+	if (!ix->runs)
+		return -1;
+	s = ix_run_slot(ix, p, id, ix_hash(id, strlen(id)));
+	return ix->runs[s].run ? (long)ix->runs[s].run - 1 : -1;
+}
+
+struct pod_at {
+	__u32 addr; /* host byte order, for sorting */
+	size_t pod;
+};
+
+static int pod_at_cmp(const void *a, const void *b)
+{
+	const struct pod_at *x = a, *y = b;
+
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	return x->pod < y->pod ? -1 : x->pod > y->pod;
+}
+
+/* check_pods() for run `run` at position `at` of the next policy (`self`: the position of the
+ * run it replaces in `cur`, or -1): a pod it lists twice, or that another run lists. The path
+ * is at the run.
+ */
+static int check_run_pods(struct parser *ps, json_t *obj_run, const struct rw_policy *cur,
+			  const struct rw_policy_index *ix, const struct rw_policy_run *run,
+			  size_t at, long self)
+{
+	size_t best = SIZE_MAX, first = 0, other_run = 0, other_pod = 0;
+	char addr[INET_ADDRSTRLEN];
+	struct pod_at *sorted;
+	bool in_other = false;
+
+	if (run->n_pods > 1) {
+		sorted = malloc(run->n_pods * sizeof(*sorted));
+		if (!sorted)
+			return fail_nomem(ps);
+		for (size_t i = 0; i < run->n_pods; i++)
+			sorted[i] = (struct pod_at){ntohl(run->pods[i]), i};
+		qsort(sorted, run->n_pods, sizeof(*sorted), pod_at_cmp);
+		for (size_t i = 1; i < run->n_pods; i++)
+			if (sorted[i].addr == sorted[i - 1].addr && sorted[i].pod < best) {
+				best = sorted[i].pod;
+				first = sorted[i - 1].pod;
+			}
+		free(sorted);
+	}
+	/* What a whole snapshot reports: the earliest repeat in its text, here a pod listed twice
+	 * or listed by a run before this one. A pod that only a run after it lists is reported
+	 * here too (the whole snapshot would name the later run's pod).
+	 */
+	for (int later = 0; later < 2 && (!later || best == SIZE_MAX); later++) {
+		for (size_t i = 0; i < run->n_pods && i < best; i++) {
+			const struct rw_policy_index_pod *e =
+				&ix->pods[ix_pod_slot(ix, run->pods[i])];
+
+			if (!e->run || (long)e->run - 1 == self || (e->run - 1 > at) != later)
+				continue;
+			best = i;
+			in_other = true;
+			other_run = e->run - 1;
+			other_pod = e->pod;
+		}
+	}
+	if (best == SIZE_MAX)
+		return 0;
+	push_key(ps, "pods", member_index(obj_run, "pods"));
+	push_index(ps, best);
+	inet_ntop(AF_INET, &run->pods[best], addr, sizeof(addr));
+	if (in_other)
+		return fail(ps, AT_VALUE,
+			    "pod %s is already listed at runs[%zu].pods[%zu] (run %s)", addr,
+			    other_run, other_pod, cur->runs[other_run].id);
+	return fail(ps, AT_VALUE, "pod %s is already listed at runs[%zu].pods[%zu] (run %s)", addr,
+		    at, first, run->id);
+}
+
+/* The next policy: `cur`'s node-wide parts and runs (shared, not copied), with position `at`
+ * holding `run` (NULL: removed, the runs after it move up) or `run` added at the end.
+ */
+static int change_build(const struct rw_policy *cur, uint64_t revision, size_t at,
+			const struct rw_policy_run *run, struct rw_policy_change *c)
+{
+	size_t n = cur->n_runs + (c->added ? 1 : 0) - (c->removed ? 1 : 0);
+	struct rw_policy_run *runs = malloc((n ? n : 1) * sizeof(*runs));
+
+	if (!runs)
+		return -ENOMEM;
+	if (c->removed) {
+		memcpy(runs, cur->runs, at * sizeof(*runs));
+		memcpy(runs + at, cur->runs + at + 1, (cur->n_runs - at - 1) * sizeof(*runs));
+	} else {
+		if (cur->n_runs)
+			memcpy(runs, cur->runs, cur->n_runs * sizeof(*runs));
+		runs[at] = *run;
+	}
+	if (!c->added)
+		c->old = cur->runs[at];
+	c->next = *cur;
+	c->next.revision = revision;
+	c->next.runs = runs;
+	c->next.n_runs = n;
+	c->at = at;
+	return 0;
+}
+
+static int change_revision(struct parser *ps, const struct rw_policy *cur, uint64_t revision)
+{
+	push_key(ps, "revision", 0);
+	if (revision < 1 || revision > MAX_REVISION)
+		return fail(ps, AT_VALUE, "%llu is not a revision (1..%llu)",
+			    (unsigned long long)revision, MAX_REVISION);
+	if (revision <= cur->revision)
+		return fail(ps, AT_VALUE, "%llu is not newer than %llu, the one in force",
+			    (unsigned long long)revision, (unsigned long long)cur->revision);
+	pop(ps);
+	return 0;
+}
+
+static void change_init(struct parser *ps, const char *source, struct rw_policy_error *err,
+			struct rw_policy_change *out)
+{
+	memset(err, 0, sizeof(*err));
+	memset(out, 0, sizeof(*out));
+	memset(ps, 0, sizeof(*ps));
+	/* No text: the run came in a message, whose line and column would name nothing the
+	 * author wrote, so errors carry the path only.
+	 */
+	ps->buf = "";
+	ps->source = source ? source : "<input>";
+	ps->err = err;
+}
+
+int rw_policy_change_upsert(const struct rw_policy *cur, const struct rw_policy_index *ix,
+			    uint64_t revision, struct json_t *obj_run, const char *source,
+			    struct rw_policy_change *out, struct rw_policy_error *err)
+{
+	struct rw_policy_run run = {0};
+	struct parser ps;
+	long self;
+	size_t at;
+	int rc;
+
+	change_init(&ps, source, err, out);
+	if (!ix->runs || !ix->pods)
+		return fail_nomem(&ps);
+	rc = change_revision(&ps, cur, revision);
+	if (rc)
+		return rc;
+	push_key(&ps, "run", 0);
+	rc = parse_run(&ps, obj_run, &run);
+	if (rc)
+		goto fail;
+	self = rw_policy_index_run(ix, cur, run.id);
+	at = self >= 0 ? (size_t)self : cur->n_runs;
+	out->added = self < 0;
+	/* The checks of parse_root(), in its order, on this run alone. */
+	if (out->added && cur->n_runs + 1 > RW_RULE_MAX_A) {
+		ps.depth = 0;
+		push_key(&ps, "runs", 0);
+		rc = fail(&ps, AT_VALUE, "%zu entries: at most %u fit in a rule id",
+			  cur->n_runs + 1, RW_RULE_MAX_A);
+		goto fail;
+	}
+	rc = check_run_rule_count(&ps, obj_run, &run);
+	if (!rc)
+		rc = check_run_rules_of(&ps, obj_run, &run, cur);
+	if (!rc)
+		rc = check_run_pods(&ps, obj_run, cur, ix, &run, at, self);
+	if (rc)
+		goto fail;
+	rc = change_build(cur, revision, at, &run, out);
+	if (rc) {
+		rc = fail_nomem(&ps);
+		goto fail;
+	}
+	return 0;
+fail:
+	free(run.pods);
+	free_rules(run.allow, run.n_allow);
+	memset(out, 0, sizeof(*out));
+	return rc;
+}
+
+int rw_policy_change_delete(const struct rw_policy *cur, const struct rw_policy_index *ix,
+			    uint64_t revision, const char *id, const char *source,
+			    struct rw_policy_change *out, struct rw_policy_error *err)
+{
+	char q[QUOTE_BUF];
+	struct parser ps;
+	long at;
+	int rc;
+
+	change_init(&ps, source, err, out);
+	if (!ix->runs || !ix->pods)
+		return fail_nomem(&ps);
+	rc = change_revision(&ps, cur, revision);
+	if (rc)
+		return rc;
+	at = rw_policy_index_run(ix, cur, id);
+	if (at < 0) {
+		push_key(&ps, "id", 0);
+		return fail(&ps, AT_VALUE, "no run %s in force", quote(q, id));
+	}
+	out->removed = true;
+	rc = change_build(cur, revision, at, NULL, out);
+	if (rc) {
+		memset(out, 0, sizeof(*out));
+		return fail_nomem(&ps);
+	}
+	return 0;
+}
+
+void rw_policy_change_commit(struct rw_policy *cur, struct rw_policy_index *ix,
+			     struct rw_policy_change *c)
+{
+	struct rw_policy prev = *cur;
+	size_t at = c->at;
+
+	*cur = c->next;
+	if (ix->runs) {
+		if (!c->added) {
+			for (size_t i = 0; i < c->old.n_pods; i++)
+				ix_pod_delete(ix, c->old.pods[i]);
+		}
+		if (c->removed) {
+			ix_run_delete(ix, &prev, c->old.id);
+			/* The runs after it moved up one place. */
+			for (size_t r = at; r < cur->n_runs; r++) {
+				const struct rw_policy_run *run = &cur->runs[r];
+				uint64_t h = ix_hash(run->id, strlen(run->id));
+				size_t s = h & ix->run_mask;
+
+				/* Its entry still says r + 1 (position + 1 in prev). */
+				while (ix->runs[s].run &&
+				       (ix->runs[s].hash != h || ix->runs[s].run != r + 2))
+					s = (s + 1) & ix->run_mask;
+				ix->runs[s].run = r + 1;
+				for (size_t i = 0; i < run->n_pods; i++)
+					ix->pods[ix_pod_slot(ix, run->pods[i])].run = r + 1;
+			}
+		} else {
+			if (c->added) {
+				const char *id = cur->runs[at].id;
+				uint64_t h = ix_hash(id, strlen(id));
+
+				ix->runs[ix_run_slot(ix, cur, id, h)] =
+					(struct rw_policy_index_run){h, at + 1};
+				ix->n_runs++;
+			}
+			ix_add_run_pods(ix, &cur->runs[at], at);
+		}
+		/* Past half full: rebuilt at twice the size (or, without memory, dropped, and
+		 * rebuilt by the next change).
+		 */
+		if (2 * ix->n_pods > ix->pod_mask + 1 || 2 * ix->n_runs > ix->run_mask + 1)
+			rw_policy_index_build(ix, cur);
+	}
+	if (!c->added) {
+		free(c->old.pods);
+		free_rules(c->old.allow, c->old.n_allow);
+	}
+	free(prev.runs);
+	memset(c, 0, sizeof(*c));
+}
+
+void rw_policy_change_abort(struct rw_policy_change *c)
+{
+	if (!c->removed && c->next.runs) {
+		free(c->next.runs[c->at].pods);
+		free_rules(c->next.runs[c->at].allow, c->next.runs[c->at].n_allow);
+	}
+	free(c->next.runs);
+	memset(c, 0, sizeof(*c));
 }
 
 struct digest {

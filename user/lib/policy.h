@@ -3,6 +3,7 @@
 #ifndef RUNWALL_POLICY_H
 #define RUNWALL_POLICY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <linux/types.h>
@@ -70,6 +71,54 @@ int rw_policy_parse_newer(const char *buf, size_t len, const char *source, uint6
 			  struct rw_policy *out, struct rw_policy_error *err);
 int rw_policy_parse_file(const char *path, struct rw_policy *out, struct rw_policy_error *err);
 void rw_policy_free(struct rw_policy *p);
+
+/* One run's change (PolicyWatch's run-upsert and run-delete) without parsing the node again:
+ * the policy in force indexed (run id and pod IP to position), the one run parsed and checked
+ * as rw_policy_parse() checks a snapshot's runs, its errors at "run" ("SOURCE: run.pods[0]:
+ * ..."), and the next policy made of the one in force with that run replaced, added last, or
+ * removed (the runs after it move up), sharing every other array with it.
+ */
+struct rw_policy_index_pod;
+struct rw_policy_index_run;
+struct rw_policy_index {
+	struct rw_policy_index_pod *pods; /* NULL: not built */
+	size_t pod_mask, n_pods;
+	struct rw_policy_index_run *runs;
+	size_t run_mask, n_runs;
+};
+
+/* Index `p` (freeing what `ix` held): 0 or -ENOMEM, with `ix` then empty. */
+int rw_policy_index_build(struct rw_policy_index *ix, const struct rw_policy *p);
+void rw_policy_index_free(struct rw_policy_index *ix);
+/* The position of run `id` in `p`, which `ix` indexes, or -1. */
+long rw_policy_index_run(const struct rw_policy_index *ix, const struct rw_policy *p,
+			 const char *id);
+
+struct rw_policy_change {
+	struct rw_policy next; /* shares all but runs[] and runs[at] with the policy in force */
+	size_t at;	       /* the position of the run upserted or removed */
+	bool added, removed;
+	struct rw_policy_run old; /* the run replaced or removed (still the policy in force's) */
+};
+
+struct json_t;
+/* The policy in force `cur` (indexed by `ix`) at `revision` with run `obj_run` (a JSON object,
+ * as in a snapshot's runs[]) in place of the run of its id, or added last. 0, or -EINVAL /
+ * -ENOMEM with `err` and `out` zeroed; `cur` and `ix` are never changed.
+ */
+int rw_policy_change_upsert(const struct rw_policy *cur, const struct rw_policy_index *ix,
+			    uint64_t revision, struct json_t *obj_run, const char *source,
+			    struct rw_policy_change *out, struct rw_policy_error *err);
+/* `cur` at `revision` without run `id` ("SOURCE: id: no run ... in force" when it has none). */
+int rw_policy_change_delete(const struct rw_policy *cur, const struct rw_policy_index *ix,
+			    uint64_t revision, const char *id, const char *source,
+			    struct rw_policy_change *out, struct rw_policy_error *err);
+/* The change is in force: `cur` becomes `c->next`, `ix` follows, and what `cur` no longer holds
+ * is freed. Or it is not: abort frees what the change made, and `cur` stays as it was.
+ */
+void rw_policy_change_commit(struct rw_policy *cur, struct rw_policy_index *ix,
+			     struct rw_policy_change *c);
+void rw_policy_change_abort(struct rw_policy_change *c);
 
 /* The egress modes (enum rw_egress_mode in runwall.h) and the names snapshots, status and
  * `runwall map` give them, once.
