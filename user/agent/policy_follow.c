@@ -90,6 +90,11 @@ static void refuse(struct agent *a, const struct rw_watch_msg *m, uint64_t revis
 /* The generation the run enforces now (its revision of last change), 0 when not in force. */
 static uint64_t run_generation(struct agent *a, const char *id)
 {
+	long at = rw_policy_index_run(&a->pol.policy_index, &a->pol.policy, id);
+
+	/* pol.runs follows the policy's order: the index says where (after a run change). */
+	if (at >= 0 && a->pol.n_runs == a->pol.policy.n_runs && !strcmp(a->pol.runs[at].id, id))
+		return a->pol.runs[at].gen;
 	for (size_t r = 0; r < a->pol.n_runs; r++)
 		if (!strcmp(a->pol.runs[r].id, id))
 			return a->pol.runs[r].gen;
