@@ -19,10 +19,12 @@
 #   stall     a server that sends one byte a second is cut after --policy-stall, and `runwall
 #             status` answers within a second throughout
 #   churn     CHURN_RUNS (1000) run starts and the ends a fixed seed draws between them (at most
-#             32 live), as upserts and deletes, each acked ok; the runs in force then the live ones;
-#             p50/p99 from change sent to ack reported (diag), not asserted
+#             32 live), as upserts and deletes, each acked ok; the runs in force then the live ones,
+#             in status and in the snapshot the control socket reads back; p50/p99 from change
+#             sent to ack reported (diag), not asserted
 #   cost      one run's change on the small node and after a snapshot of 960 more runs (a node
-#             holds 1023): the time to compose, parse, apply and ack, reported (diag), not asserted
+#             holds 1023): the time to parse, compose, apply, probe and ack, p50/p99 over 40
+#             changes, reported (diag), not asserted
 #   frozen    a server stopped with SIGSTOP: the stream is cut, status answers, enforcement goes
 #             on, and SIGTERM ends the agent at once though its reconnection hangs
 #
@@ -340,6 +342,30 @@ check "churn: every change acked ok ($(jq '.changes' <<<"$res") changes: $CHURN_
 live_runs() { rw_status_json | jq -c '[.runs[]?.id | select(startswith("run-churn-"))] | sort'; }
 check "churn: the runs in force are exactly the live ones" \
 	test "$(live_runs)" = "$(jq -c '.live | sort' <<<"$res")"
+# What the control socket's `policy` gives back (runwall explain names rules from it): after run
+# changes the agent writes it out from its document when asked, so it must be the snapshot in force.
+cat >"$RW_WORK/readback.py" <<'EOT'
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(b"policy\n")
+s.shutdown(socket.SHUT_WR)
+buf = b""
+while True:
+    d = s.recv(65536)
+    if not d:
+        break
+    buf += d
+r = json.loads(buf)
+snap = json.loads(r["snapshot"])
+print(json.dumps({"same_revision": snap["revision"] == r["revision"], "revision": snap["revision"],
+                  "runs": sorted(x["id"] for x in snap["runs"] if x["id"].startswith("run-churn-"))}))
+EOT
+readback=$("$RW_PY" "$RW_WORK/readback.py" "$RW_SOCK" 2>&1) || readback='{}'
+check "churn: the snapshot read back holds exactly the live runs, at the revision in force ($(jq -c '{revision, runs: (.runs | length)}' <<<"$readback" 2>/dev/null))" \
+	eval 'rw_jq_true ".same_revision" <<<"$readback" &&
+	      [ "$(jq -c .runs <<<"$readback")" = "$(jq -c ".live | sort" <<<"$res")" ] &&
+	      [ "$(jq .revision <<<"$readback")" = "$(revision)" ]'
 check "churn: A and B kept their verdicts: B's revs entry still $b_rev" test "$(revs_of "$B_RUN")" = "$b_rev"
 check "churn: the sandboxes still enforce: B reaches the database, A does not" \
 	eval '[ "$(rw_probe b tcp 52.94.9.5 5432)" = ok ] && [ "$(rw_probe a tcp 52.94.9.5 5432 --timeout 0.5)" != ok ]'
