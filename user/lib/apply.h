@@ -14,15 +14,14 @@ struct rw_apply_result {
 	unsigned int slot; /* the slot now live */
 	unsigned int runs;
 	unsigned int pods;
-	unsigned int entries; /* allow, deny and inbound entries written */
-	unsigned int
-		flows_flushed; /* conntrack tables of pods that joined a run, from another or none */
-	unsigned int written;  /* keys written or deleted in the idle slot (the diff) */
-	int full;	       /* the idle slot was unknown: cleared and written in full */
-	double build_ms;       /* fill the idle slot: plan_ms + write_ms */
-	double plan_ms;	       /* run indexes, the snapshot's entries, the diff */
-	double write_ms;       /* the writes into the idle slot */
-	double flip_ms;	       /* flip and wait until no packet runs on the old slot */
+	unsigned int entries;	    /* allow, deny and inbound entries written */
+	unsigned int flows_flushed; /* tables of pods that joined a run: from another, or none */
+	unsigned int written;	    /* keys written or deleted in the idle slot (the diff) */
+	int full;		    /* the idle slot was unknown: cleared and written in full */
+	double build_ms;	    /* fill the idle slot: plan_ms + write_ms */
+	double plan_ms;		    /* run indexes, the snapshot's entries, the diff */
+	double write_ms;	    /* the writes into the idle slot */
+	double flip_ms;		    /* flip and wait until no packet runs on the old slot */
 	double total_ms;
 };
 
