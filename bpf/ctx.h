@@ -24,6 +24,9 @@ struct rw_ctx {
 	__u8 new_flow;		/* report an allowed packet: it made a new conntrack entry */
 	__u8 ct_path;		/* the path to cache in ct, as seen from the opening side */
 	__u8 identified;	/* rw_identify() proved the source: a refusal may be answered */
+	__u8 runless;		/* the source is the veth's own pod, but no run of the snapshot
+				 * names it: only a revoke may answer (revoke.h) */
+	__u8 node_refusal;	/* with runless: rw_config.refusal */
 	struct rw_ct_value *ct; /* the flow's entry, stamped when the packet is allowed */
 	/* &rw_dry_run (runwall.bpf.c). Set: judge, but change no state. Each read is a load from
 	 * .rodata, which libbpf freezes at load: the verifier reads the value itself and never walks

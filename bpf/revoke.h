@@ -21,6 +21,16 @@
  * ____dev_forward_skb()), so a marked packet on the host veth's ingress can only be a clone made
  * here. rw_ingress never trusts the mark: a packet routed to the pod may carry any mark the
  * node's own rules gave it.
+ *
+ * A run that ends while its pod lives (removed from the snapshot, the veth still bound) leaves
+ * flows its run opened: the apply keeps that veth's table (user/lib/apply.c), and their
+ * segments are reset the same way under the node's refusal mode (rw_config.refusal), though the
+ * packet is unknown-source. The proof is the binding: the packet's pod-side address must be the
+ * one the veth is bound to (rw_identify()), the address the node routes to that veth, so the
+ * pod's reset can only go to the pod that sent or is sent the segment, and the remote's only to
+ * a peer of a flow the ended run was allowed. Nothing else of such a pod is answered: a SYN or
+ * a datagram has no run whose policy the answer would tell. An unbound veth has neither proof
+ * nor table, and stays silent.
  */
 #ifndef RUNWALL_BPF_REVOKE_H
 #define RUNWALL_BPF_REVOKE_H
@@ -41,17 +51,17 @@
 
 #define RW_RST_CSUM_OFF (ETH_HLEN_ + 20 + 16) /* the TCP checksum of a struct rw_rst_frame */
 
-/* Does a refusal close both ends? The peer's address passes rw_answer_kind()'s martian test for
- * the same reason: it becomes the source of the pod's reset.
+/* Does a refusal close both ends? `refusal` is the mode of a proven source (the run's, or the
+ * node's for a run that has ended), RW_REFUSAL_DROP for any other. The peer's address passes
+ * rw_answer_kind()'s martian test for the same reason: it becomes the source of the pod's reset.
  */
-static __always_inline int rw_revoke_applies(const struct rw_pkt *p, const struct rw_pod *pod,
-					     __u8 dir, __u8 identified, const void *ct)
+static __always_inline int rw_revoke_applies(const struct rw_pkt *p, __u8 dir, const void *ct,
+					     __u8 refusal)
 {
 	__u8 peer_first =
 		dir == RW_DIR_EGRESS ? ((const __u8 *)&p->daddr)[0] : ((const __u8 *)&p->saddr)[0];
 
-	if (!identified || !ct || !pod || pod->refusal != RW_REFUSAL_ANSWER || p->is_arp ||
-	    p->proto != IPPROTO_TCP)
+	if (refusal != RW_REFUSAL_ANSWER || !ct || p->is_arp || p->proto != IPPROTO_TCP)
 		return 0;
 	if ((p->tcp_flags & (TCP_FLAG_SYN_ | TCP_FLAG_RST_ | TCP_FLAG_ACK_)) != TCP_FLAG_ACK_)
 		return 0;

@@ -55,6 +55,11 @@ static __always_inline struct rw_endpoint *rw_attribute(struct rw_ctx *x, const 
 
 /* Source identity: the veth must be bound to a pod, the packet must come from (or, into the
  * pod, go to) that pod's IP, and the IP must belong to a run of the snapshot in force.
+ *
+ * A bound veth's own address that no run names is a pod whose run has ended while it lives: the
+ * source is still proven (the binding is what the node's routing says), so its refusal may
+ * still close the flows its run had opened (revoke.h), under the node's refusal mode. It is
+ * unknown-source all the same: there is no run to charge, and nothing else is answered.
  */
 static __always_inline int rw_identify(struct rw_ctx *x, const struct rw_view *v, __be32 claimed,
 				       int mismatch_reason)
@@ -65,8 +70,14 @@ static __always_inline int rw_identify(struct rw_ctx *x, const struct rw_view *v
 		return RW_REASON_UNKNOWN_SOURCE;
 	if (claimed != ep->pod_ip)
 		return x->pod ? mismatch_reason : RW_REASON_UNKNOWN_SOURCE;
-	if (!x->pod)
+	if (!x->pod) {
+		__u32 zero = 0;
+		struct rw_config *cfg = bpf_map_lookup_elem(&rw_config, &zero);
+
+		x->runless = 1;
+		x->node_refusal = cfg ? cfg->refusal : RW_REFUSAL_DROP;
 		return RW_REASON_UNKNOWN_SOURCE;
+	}
 	return RW_REASON_ALLOWED;
 }
 

@@ -186,6 +186,16 @@ static __always_inline __u8 rw_answer(struct rw_ctx *x, __u8 kind, __u8 revoke)
 	return err ? RW_ANSWER_NONE : kind;
 }
 
+/* The refusal mode of a proven source: its run's, or the node's for a pod whose run has ended.
+ * Any other source is never answered.
+ */
+static __always_inline __u8 rw_refusal_of(const struct rw_ctx *x)
+{
+	if (x->identified && x->pod)
+		return x->pod->refusal;
+	return x->runless ? x->node_refusal : RW_REFUSAL_DROP;
+}
+
 /* Counts first (the truth), then the answer, then the event (a sample), then the verdict. */
 static __always_inline int rw_finish(struct rw_ctx *x, __u8 reason)
 {
@@ -196,7 +206,7 @@ static __always_inline int rw_finish(struct rw_ctx *x, __u8 reason)
 	if (verdict == RW_VERDICT_DROP) {
 		answer = rw_answer_kind(&x->pkt, x->pod, x->dir, x->identified);
 		/* A known flow's segment: both ends are reset (revoke.h), under the answer "rst". */
-		revoke = rw_revoke_applies(&x->pkt, x->pod, x->dir, x->identified, x->ct);
+		revoke = rw_revoke_applies(&x->pkt, x->dir, x->ct, rw_refusal_of(x));
 		if (revoke)
 			answer = RW_ANSWER_RST;
 	}

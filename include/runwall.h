@@ -201,7 +201,9 @@ struct rw_config {
 	__u32 ct_node;	      /* all sandboxes' tables together may hold this many flows */
 	__u32 answer_rate;    /* refusal answers per second per sandbox veth (0: no budget) */
 	__u32 answer_burst;   /* bucket depth, in answers */
-	__u32 pad;
+	__u8 refusal;	      /* enum rw_refusal_mode of the snapshot in force, node-wide: what a
+			       * sandbox whose run has ended hears (bpf/revoke.h) */
+	__u8 pad[3];
 };
 _Static_assert(sizeof(struct rw_config) == 48, "rw_config layout");
 

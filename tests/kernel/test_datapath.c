@@ -80,6 +80,7 @@ int main(void)
 	test_run_generations();
 	test_refusal_modes();
 	test_revoke_drop_mode();
+	test_revoke_ended();
 
 	printf("1..%d\n", t_count);
 	printf("# %s: %d checks failed\n", t_failed ? "FAIL" : "PASS", t_failed);

@@ -421,17 +421,45 @@ static int answer_of(const struct rw_policy *s, int run, const struct model_pkt 
 	return RW_ANSWER_ICMP;
 }
 
+/* A revoke (docs/reasons.md "Closing a cut connection"): a refused TCP segment with ACK, neither
+ * a SYN nor a reset, of a flow in the veth's table (opened from either side), whichever way it
+ * goes, is reset at both ends when its pod-side address is the veth's own pod and the mode in
+ * force is "answer": the run's, or the node's for a pod no run names ("A run that ends while its
+ * pod lives"). The peer becomes the pod's reset's source: the answer's martian test, on it.
+ * Only a packet the identity check let through or refused as unknown-source: a spoofed source,
+ * or a packet into the pod for another address, is never one.
+ */
+static int revokes(const struct rw_policy *s, const struct model_binding *ep, int dir,
+		   const struct model_pkt *p, enum model_ct ct, int run, int reason)
+{
+	__be32 pod = dir == RW_DIR_EGRESS ? p->saddr : p->daddr;
+	__u8 peer_first = ntohl(dir == RW_DIR_EGRESS ? p->daddr : p->saddr) >> 24;
+	int mode = run >= 0 ? rw_policy_run_refusal(s, &s->runs[run]) : s->refusal;
+
+	if (ct == MODEL_CT_NONE || p->proto != IPPROTO_TCP || (p->tcp_flags & 0x16) != 0x10)
+		return 0;
+	if (pod != ep->pod_ip || mode != RW_REFUSAL_ANSWER)
+		return 0;
+	if (run < 0 && reason != RW_REASON_UNKNOWN_SOURCE)
+		return 0;
+	return peer_first && peer_first != 127 && peer_first < 224;
+}
+
 void model_judge(const struct rw_policy *s, const struct model_binding *ep, int dir,
 		 const struct model_pkt *p, enum model_ct ct, int ct_full, struct model_verdict *v)
 {
 	int run;
 
 	judge(s, ep, dir, p, ct, ct_full, v);
-	if (v->verdict != RW_VERDICT_DROP || dir != RW_DIR_EGRESS || !s ||
-	    p->reason != RW_REASON_ALLOWED || p->is_arp || !ep->bound)
+	if (v->verdict != RW_VERDICT_DROP || !s || p->reason != RW_REASON_ALLOWED || p->is_arp ||
+	    !ep->bound)
 		return;
 	run = run_of(s, ep->pod_ip);
-	if (run < 0 || p->saddr != ep->pod_ip)
+	if (revokes(s, ep, dir, p, ct, run, v->reason)) {
+		v->answer = RW_ANSWER_RST;
+		return;
+	}
+	if (run < 0 || dir != RW_DIR_EGRESS || p->saddr != ep->pod_ip)
 		return;
 	v->answer = answer_of(s, run, p);
 }

@@ -60,7 +60,7 @@ struct model_verdict {
 	/* Conntrack effect: an entry is created (opened by this direction). */
 	int ct_create;
 	int new_flow; /* an allowed packet that is reported as a new flow */
-	int answer;   /* enum rw_answer the refusal gets, its budget aside */
+	int answer;   /* enum rw_answer the refusal gets, its budget aside (a revoke's: rst) */
 };
 
 /* Parse a frame (what the veth carries, Ethernet first) per docs/reasons.md. */

@@ -323,6 +323,31 @@ static char *gen_snapshot(__u64 revision)
 	return b.s;
 }
 
+/* The snapshot in force at another revision, its egress modes narrowed ("open" becomes
+ * "allowlist") or, when none is open, widened: the same runs with the same pods, so their flows
+ * stay in their tables and a narrowing cuts them (a revoke).
+ */
+static char *derive_snapshot(const char *now, __u64 revision)
+{
+	const char *rest = strchr(now, ','),
+		   *from = strstr(now, "\"open\"") ? "\"open\"" : "\"allowlist\"";
+	const char *to = from[1] == 'o' ? "\"allowlist\"" : "\"open\"";
+	struct sbuf b = {};
+
+	if (!rest)
+		return gen_snapshot(revision);
+	sb_printf(&b, "{\"revision\": %llu", (unsigned long long)revision);
+	for (const char *p = rest, *hit; *p; p = hit + strlen(from)) {
+		hit = strstr(p, from);
+		if (!hit) {
+			sb_printf(&b, "%s", p);
+			break;
+		}
+		sb_printf(&b, "%.*s%s", (int)(hit - p), p, to);
+	}
+	return b.s;
+}
+
 /* ---- the model's conntrack: who opened which flow on which veth ---- */
 
 struct ct_entry {
@@ -412,6 +437,7 @@ struct stats {
 	unsigned long long packets, diffs, snapshots, refused, skipped;
 	unsigned long long by_reason[RW_REASON_COUNT + 1], by_path[RW_PATH_COUNT];
 	unsigned long long by_answer[RW_ANSWER_COUNT];
+	unsigned long long revokes, revokes_ended; /* refused segments of known flows reset */
 };
 
 static struct stats st;
@@ -559,9 +585,11 @@ static void judge(int veth, int dir, const __u8 *buf, size_t len)
 	err = test_run(dp.prog_fd[dir], ifindex, buf, len, &retval);
 	ring_buffer__consume(ring);
 	rw_counters_read(&dp, 0, &n1);
-	want_ret = m.verdict == RW_VERDICT_ALLOW ? TCX_NEXT_
-		   : m.answer ? TC_ACT_REDIRECT_ /* the answer, to the veth's peer */
-			      : TCX_DROP_;
+	/* An answer goes to the veth's peer; a revoke's reset into the pod is on its way there. */
+	want_ret = m.verdict == RW_VERDICT_ALLOW			     ? TCX_NEXT_
+		   : m.answer && dir == RW_DIR_INGRESS			     ? TCX_NEXT_
+		   : m.answer == RW_ANSWER_RST || m.answer == RW_ANSWER_ICMP ? TC_ACT_REDIRECT_
+									     : TCX_DROP_;
 	if (err || retval != want_ret)
 		report("return code", veth, dir, buf, len, ct, &m,
 		       "production: err %d, returned %d", err, retval);
@@ -597,6 +625,10 @@ static void judge(int veth, int dir, const __u8 *buf, size_t len)
 		       "production: answers[%s] grew by %llu", rw_answer_name(m.answer),
 		       (unsigned long long)(n1.answers[m.answer] - n0.answers[m.answer]));
 	st.by_answer[m.answer < RW_ANSWER_COUNT ? m.answer : 0]++;
+	if (m.answer == RW_ANSWER_RST && ct != MODEL_CT_NONE && (p.tcp_flags & 0x16) == 0x10) {
+		st.revokes++;
+		st.revokes_ended += m.reason == RW_REASON_UNKNOWN_SOURCE;
+	}
 
 	if (m.ct_create)
 		ct_add(&k, dir == RW_DIR_EGRESS ? MODEL_CT_BY_EGRESS : MODEL_CT_BY_INGRESS);
@@ -795,6 +827,34 @@ static void one_packet(void)
 	struct pkt_spec s;
 	size_t len;
 
+	if (cur_snap && ct_n && chance(12)) {
+		/* A segment of a flow some earlier packet opened, maybe under an earlier snapshot
+		 * (that may have cut it, or ended its run), either way: a revoke when refused.
+		 */
+		const struct ct_entry *e = &ct_tab[rnd(ct_n)];
+		int v;
+
+		for (v = 0; v < N_VETH && (__u32)ifindex_of[v] != e->ifindex; v++)
+			;
+		if (v < N_VETH && (e->proto == IPPROTO_TCP || e->proto == IPPROTO_UDP)) {
+			memset(&s, 0, sizeof(s));
+			inet_ntop(AF_INET, dir == RW_DIR_EGRESS ? &e->pod : &e->peer, src,
+				  sizeof(src));
+			inet_ntop(AF_INET, dir == RW_DIR_EGRESS ? &e->peer : &e->pod, dst,
+				  sizeof(dst));
+			s.src = src;
+			s.dst = dst;
+			s.proto = e->proto;
+			s.sport = ntohs(dir == RW_DIR_EGRESS ? e->pod_port : e->peer_port);
+			s.dport = ntohs(dir == RW_DIR_EGRESS ? e->peer_port : e->pod_port);
+			s.tcp_flags = chance(75) ? 0x10 : tcp_flag_pool[rnd(sizeof(tcp_flag_pool))];
+			s.tcp_ack = (__u32)rnd64();
+			s.payload = chance(50) ? rnd(200) : 0;
+			len = pkt_build(&s, buf);
+			judge(v, dir, buf, len);
+			return;
+		}
+	}
 	pick_spec(&s, src, dst, veth, dir);
 	if (cur_snap && chance(35)) {
 		/* A flow first opened from the other side (clean), then this packet on it. */
@@ -844,7 +904,8 @@ static int next_snapshot(__u64 revision)
 	struct rw_policy next;
 	char err[512], *json;
 
-	json = gen_snapshot(revision);
+	json = have_snap && json_now && chance(30) ? derive_snapshot(json_now, revision)
+						   : gen_snapshot(revision);
 	if (rw_policy_parse(json, strlen(json), "generated", &next, &perr)) {
 		st.refused++;
 		if (verbose)
@@ -859,14 +920,16 @@ static int next_snapshot(__u64 revision)
 		free(json);
 		return -1;
 	}
-	/* The model's conntrack follows the contract: a pod whose run changed loses its flows. */
+	/* The model's conntrack follows the contract: a pod joining a run (from another, or from
+	 * none) loses its flows; a pod whose run ended and that no run names keeps them.
+	 */
 	if (have_snap) {
-		for (size_t r = 0; r < snaps[0].n_runs; r++)
-			for (size_t i = 0; i < snaps[0].runs[r].n_pods; i++) {
-				__be32 ip = snaps[0].runs[r].pods[i];
-				const char *now = run_id_of(&next, ip);
+		for (size_t r = 0; r < next.n_runs; r++)
+			for (size_t i = 0; i < next.runs[r].n_pods; i++) {
+				__be32 ip = next.runs[r].pods[i];
+				const char *was = run_id_of(&snaps[0], ip);
 
-				if (!now || strcmp(now, snaps[0].runs[r].id))
+				if (!was || strcmp(was, next.runs[r].id))
 					ct_forget(0, ip);
 			}
 		rw_policy_free(&snaps[0]);
@@ -890,9 +953,11 @@ static void rebind(void)
 		struct model_binding b = {};
 		const struct rw_policy_run *run;
 
-		/* Keep it, with its flows: mostly when its pod is still in a run. */
+		/* Keep it, with its flows: mostly when its pod is still in a run, and often enough
+		 * when its run has ended (its flows are revoked).
+		 */
 		if (binding[v].bound && cur_snap &&
-		    chance(run_id_of(cur_snap, binding[v].pod_ip) ? 50 : 8))
+		    chance(run_id_of(cur_snap, binding[v].pod_ip) ? 50 : 30))
 			continue;
 		if (chance(85) && cur_snap && cur_snap->n_runs) {
 			run = &cur_snap->runs[rnd(cur_snap->n_runs)];
@@ -1396,7 +1461,10 @@ int main(int argc, char **argv)
 	printf("\n# answers:");
 	for (int a = 0; a < RW_ANSWER_COUNT; a++)
 		printf(" %s %llu", rw_answer_name(a), st.by_answer[a]);
-	printf("\n%s 1 - model and datapath agree on every packet (seed %llu): %llu differences\n",
+	printf("\n# revokes: %llu refused segments of known flows reset both ways, %llu of them of a "
+	       "run that ended while its pod lives\n",
+	       st.revokes, st.revokes_ended);
+	printf("%s 1 - model and datapath agree on every packet (seed %llu): %llu differences\n",
 	       st.diffs ? "not ok" : "ok", seed, st.diffs);
 	ct_fails = no_ct_phase ? 0 : conntrack_full_phase(revision);
 	flip_fails = flip_phase(flips, no_ct_phase ? 2 : 3);

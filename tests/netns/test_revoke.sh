@@ -12,6 +12,13 @@
 #   kept         run-kept's connection stays up
 #   drop         run-quiet's sending connection hears nothing: no reset either end
 #
+# Then two runs end while their pods live (removed from the snapshot, the veths still bound):
+#
+#   ended        revision 3 removes run-end: its sending and its idle connection each fail with
+#                ECONNRESET within 1 s of the apply returning, and the server sees both resets
+#   ended-drop   revision 4 removes run-endq under a node-wide "refusal": "drop": its sending
+#                connection hears nothing, nor does its server
+#
 # Everything lives in namespaces named rwr<pid>-*, pins in /sys/fs/bpf/rwtest-revoke-<pid>, the
 # socket /run/rwtest-revoke-<pid>.sock, files in /tmp/rwtest-revoke-<pid>.*; all of it goes on
 # exit, on failure too. Waits scale with RW_WAIT_SCALE (make vmtest).
@@ -30,6 +37,8 @@ trap rw_suite_cleanup EXIT
 CUT_IF=enirc${ID}a CUT_IP=10.1.2.3 CUT_RUN=run-cut
 KEPT_IF=enirk${ID}b KEPT_IP=10.1.2.4 KEPT_RUN=run-kept
 QUIET_IF=enirq${ID}c QUIET_IP=10.1.2.5 QUIET_RUN=run-quiet
+END_IF=enire${ID}d END_IP=10.1.2.6 END_RUN=run-end
+ENDQ_IF=enirf${ID}e ENDQ_IP=10.1.2.7 ENDQ_RUN=run-endq
 PFX=enir
 SERVER=93.184.216.34 PORT=7443 # "the public internet" (lib.sh); the port only this suite serves
 CONN=$HERE/revoke_conn.py
@@ -39,16 +48,26 @@ run_answers() { # run_answers RUN KIND
 	rw_counters_json | jq -r --arg r "$1" --arg k "$2" \
 		'[.runs[]? | select(.id == $r) | .answers[$k] // 0] | add // 0'
 }
+node_answers() { rw_counters_json | jq -r --arg k "$1" '.node.answers[$k] // 0'; }
 
-policy() { # policy REVISION EGRESS-OF-THE-CUT-RUNS
+# policy REVISION EGRESS-OF-THE-CUT-RUNS [ENDING-RUNS-STILL-THERE [NODE-REFUSAL]]: the ending
+# runs come last, so that removing them moves no other run's rule ids.
+policy() {
+	local ending=${3-"$END_RUN $ENDQ_RUN"} r ip extra=""
+	for r in $ending; do
+		ip=$END_IP
+		[ "$r" = "$ENDQ_RUN" ] && ip=$ENDQ_IP
+		extra+=$(printf ',\n    {"id": "%s", "pods": ["%s"], "egress": "open"}' "$r" "$ip")
+	done
 	cat <<JSON
 {
   "revision": $1,
+  "refusal": "${4:-answer}",
   "services": [{"name": "egress-proxy", "ip": "172.20.0.10", "tcp": [443]}],
   "runs": [
     {"id": "$CUT_RUN", "pods": ["$CUT_IP"], "egress": "$2"},
     {"id": "$KEPT_RUN", "pods": ["$KEPT_IP"], "egress": "open"},
-    {"id": "$QUIET_RUN", "pods": ["$QUIET_IP"], "egress": "$2", "refusal": "drop"}
+    {"id": "$QUIET_RUN", "pods": ["$QUIET_IP"], "egress": "$2", "refusal": "drop"}$extra
   ]
 }
 JSON
@@ -70,13 +89,15 @@ rw_node_up || rw_bail "the node did not come up"
 rw_sandbox_add cut "$CUT_IF" "$CUT_IP" || rw_bail "sandbox cut"
 rw_sandbox_add kept "$KEPT_IF" "$KEPT_IP" || rw_bail "sandbox kept"
 rw_sandbox_add quiet "$QUIET_IF" "$QUIET_IP" || rw_bail "sandbox quiet"
+rw_sandbox_add end "$END_IF" "$END_IP" || rw_bail "sandbox end"
+rw_sandbox_add endq "$ENDQ_IF" "$ENDQ_IP" || rw_bail "sandbox endq"
 policy 1 open >"$RW_WORK/policy.json"
 API=http://127.0.0.1:9100 # the node namespace's own loopback
 rw_agent_start --policy "$RW_WORK/policy.json" --ifprefix "$PFX" \
 	--attach-mode "${RW_ATTACH_MODE:-auto}" --listen 127.0.0.1:9100
 rw_agent_wait || rw_bail "the agent did not start"
-ready() { [ "$(rw_status_json | jq -r '.ready and ([.sandboxes[]? | select(.pod != null)] | length == 3)')" = true ]; }
-rw_wait 10 ready || rw_bail "the agent did not bind the three sandboxes and apply revision 1"
+ready() { [ "$(rw_status_json | jq -r '.ready and ([.sandboxes[]? | select(.pod != null)] | length == 5)')" = true ]; }
+rw_wait 10 ready || rw_bail "the agent did not bind the five sandboxes and apply revision 1"
 diag "attach mode: $(rw_status_json | jq -r '[.sandboxes[]?.hooks.egress.mode // empty] | unique | join(",")')"
 
 rm -f "$RW_WORK/server.ready"
@@ -89,11 +110,14 @@ client next cut server-next
 client idle cut idle
 client kept kept send
 client quiet quiet send
-for c in send next idle kept quiet; do
+client end-send end send
+client end-idle end idle
+client endq endq send
+for c in send next idle kept quiet end-send end-idle endq; do
 	rw_wait 5 connected "$c" || rw_bail "connection $c did not open: $(cat "$RW_WORK/$c.jsonl")"
 done
 rw_sleep 0.5 # every flow has a cached verdict: the cut must come from the apply
-ok "five connections open under egress open: $(for c in send next idle kept quiet; do printf '%s ' "$(local_of "$c")"; done)"
+ok "eight connections open under egress open: $(for c in send next idle kept quiet end-send end-idle endq; do printf '%s ' "$(local_of "$c")"; done)"
 
 # ---- the cut ---------------------------------------------------------------------------------
 rst0=$(run_answers "$CUT_RUN" rst)
@@ -104,22 +128,28 @@ t_apply=$(rw_mono_ns) # late by a python start: the deadline is judged from here
 diag "the apply took $(((t_apply - t_begin) / 1000000)) ms (with two python starts)"
 DEADLINE_MS=$(awk -v k="$RW_WAIT_SCALE" 'BEGIN {printf "%d", 1000 * k}')
 
-for c in send next idle; do
+# reset_within RUN CONNECTION: the connection fails with ECONNRESET within the deadline of the
+# apply that began at t_begin and returned at t_apply, and so does the server's socket.
+srv_reset() { rw_jq_true '.errno == "ECONNRESET"' <<<"$(server_saw "$1")"; }
+reset_within() {
+	local run=$1 c=$2 res ms
 	rw_wait 3 ended "$c" || true
 	res=$(jq -cs '.[1] // {}' "$RW_WORK/$c.jsonl")
 	ms=$(jq -r --argjson t "$t_begin" 'if .t_ns then ((.t_ns - $t) / 1e6 | floor) else "-" end' <<<"$res")
 	if rw_jq_true --argjson d "$DEADLINE_MS" --argjson t "$t_apply" \
 		'.errno == "ECONNRESET" and (.t_ns - $t) / 1e6 < $d' <<<"$res"; then
-		ok "$CUT_RUN's $c connection fails with ECONNRESET $ms ms after the apply began (deadline $DEADLINE_MS ms after it returned)"
+		ok "$run's $c connection fails with ECONNRESET $ms ms after the apply began (deadline $DEADLINE_MS ms after it returned)"
 	else
-		not_ok "$CUT_RUN's $c connection: $res ($ms ms after the apply began), expected ECONNRESET within $DEADLINE_MS ms"
+		not_ok "$run's $c connection: $res ($ms ms after the apply began), expected ECONNRESET within $DEADLINE_MS ms"
 	fi
-	srv_reset() { rw_jq_true '.errno == "ECONNRESET"' <<<"$(server_saw "$1")"; }
 	if rw_wait 3 srv_reset "$c"; then
 		ok "the server's socket of the $c connection sees the reset: $(server_saw "$c")"
 	else
 		not_ok "the server's socket of the $c connection: '$(server_saw "$c")', expected ECONNRESET"
 	fi
+}
+for c in send next idle; do
+	reset_within "$CUT_RUN" "$c"
 done
 rst=$(($(run_answers "$CUT_RUN" rst) - rst0))
 if [ "$rst" -ge 3 ]; then
@@ -151,5 +181,40 @@ if ! ended quiet && [ -z "$(server_saw quiet)" ] && [ "$(run_answers "$QUIET_RUN
 	ok "\"refusal\": \"drop\": $QUIET_RUN's cut connection hears nothing, nor does its server"
 else
 	not_ok "\"refusal\": \"drop\": $(cat "$RW_WORK/quiet.jsonl"), server: $(server_saw quiet), rst $(run_answers "$QUIET_RUN" rst)"
+fi
+
+# ---- a run ends while its pod lives ----------------------------------------------------------
+# Its packets are unknown-source now; the veth's binding still proves them the pod's own.
+unknown_source() { rw_counters_json | jq -r '[.node.egress, .node.ingress | .["unknown-source"].packets // 0] | add'; }
+rst0=$(node_answers rst)
+us0=$(unknown_source)
+policy 3 allowlist "$ENDQ_RUN" >"$RW_WORK/policy3.json"
+t_begin=$(rw_mono_ns)
+rw apply "$RW_WORK/policy3.json" >"$RW_WORK/apply3.out" 2>&1 || rw_bail "apply revision 3: $(cat "$RW_WORK/apply3.out")"
+t_apply=$(rw_mono_ns)
+for c in end-send end-idle; do
+	reset_within "$END_RUN (removed, its pod alive)" "$c"
+done
+rst=$(($(node_answers rst) - rst0))
+us=$(($(unknown_source) - us0))
+if [ "$rst" -ge 2 ] && [ "$us" -ge 2 ]; then
+	ok "the node's counters: $rst refused segments answered rst, $us packets unknown-source since the run ended"
+else
+	not_ok "the node's counters: $rst rst answers and $us unknown-source packets since the run ended, expected at least 2 of each"
+fi
+
+rst0=$(node_answers rst)
+policy 4 allowlist "" drop >"$RW_WORK/policy4.json"
+rw apply "$RW_WORK/policy4.json" >"$RW_WORK/apply4.out" 2>&1 || rw_bail "apply revision 4: $(cat "$RW_WORK/apply4.out")"
+rw_sleep 1.5
+if ! ended endq && [ -z "$(server_saw endq)" ] && [ "$(node_answers rst)" = "$rst0" ]; then
+	ok "node-wide \"refusal\": \"drop\": $ENDQ_RUN removed while its pod sends, its connection hears nothing, nor does its server"
+else
+	not_ok "node-wide \"refusal\": \"drop\": $(cat "$RW_WORK/endq.jsonl"), server: $(server_saw endq), rst $rst0 -> $(node_answers rst)"
+fi
+if ! ended kept && [ -z "$(server_saw kept)" ]; then
+	ok "$KEPT_RUN's connection stays up through both"
+else
+	not_ok "$KEPT_RUN's connection: $(cat "$RW_WORK/kept.jsonl"), server: $(server_saw kept)"
 fi
 rw_suite_end

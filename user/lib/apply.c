@@ -1158,56 +1158,65 @@ static bool in_sorted(const __be32 *a, size_t n, __be32 x)
 	return n && bsearch(&x, a, n, sizeof(*a), pod_cmp) != NULL;
 }
 
-/* Pods of the old live slot whose run changed or went away: their flows were opened under
- * another run, so they are forgotten.
+/* Whether a sandbox's own conntrack table holds any flow. */
+static bool ct_table_used(const struct rw_datapath *dp, __u32 ifindex)
+{
+	int fd = rw_conntrack_table_fd(dp, ifindex);
+	struct rw_ct_key k;
+	bool used;
+
+	if (fd < 0)
+		return false;
+	used = bpf_map_get_next_key(fd, NULL, &k) == 0;
+	close(fd);
+	return used;
+}
+
+/* Pods of the new live slot that were not in the same run in the old one: a pod moved from
+ * another run, or joining one from none. Their flows were opened under another run, or under a
+ * run that has ended, so they are forgotten. A pod whose run ended and that no run names now
+ * keeps its flows: the datapath still knows its veth's own address, and a segment of one of
+ * them is a revoke that resets both ends (bpf/revoke.h, and the probe of revoke_probe.c).
  */
 static int flush_moved_pods(const struct rw_datapath *dp, const struct shadow *old, __u32 old_slot,
 			    const struct shadow *next)
 {
-	__be32 *moved = NULL, key, *prev = NULL;
+	__be32 *moved = NULL;
 	size_t n = 0, cap = 0;
 	int fd = -1, ret = 0;
 	struct rw_pod pod;
 
-	if (old->known) {
-		for (size_t g = 0; g < old->n_groups; g++) {
-			const struct group *o = &old->groups[g], *ng = shadow_find(next, o->id);
-
-			for (size_t i = 0; i < o->n_pods; i++) {
-				__be32 ip = old->pods[o->pod_off + i];
-
-				if (ng && in_sorted(next->pods + ng->pod_off, ng->n_pods, ip))
-					continue;
-				if (grow((void **)&moved, &cap, n + 1, sizeof(*moved)))
-					goto nomem;
-				moved[n++] = ip;
-			}
-		}
-	} else {
+	if (!old->known) {
 		fd = slot_inner_fd(dp, RW_M_PODS, old_slot);
-		if (fd < 0)
-			return fd == -ENOENT ? 0 : fd;
-		while (bpf_map_get_next_key(fd, prev, &key) == 0) {
-			const struct group *ng;
+		if (fd < 0 && fd != -ENOENT)
+			return fd;
+	}
+	for (size_t g = 0; g < next->n_groups; g++) {
+		const struct group *ng = &next->groups[g];
+		const struct group *og = old->known ? shadow_find(old, ng->id) : NULL;
 
-			prev = &key;
-			if (bpf_map_lookup_elem(fd, &key, &pod))
+		for (size_t i = 0; i < ng->n_pods; i++) {
+			__be32 ip = next->pods[ng->pod_off + i];
+
+			if (old->known && og && in_sorted(old->pods + og->pod_off, og->n_pods, ip))
 				continue;
-			pod.run_id[RW_RUN_ID_LEN - 1] = '\0';
-			ng = shadow_find(next, pod.run_id);
-			if (ng && in_sorted(next->pods + ng->pod_off, ng->n_pods, key))
-				continue;
+			if (!old->known && fd >= 0 && !bpf_map_lookup_elem(fd, &ip, &pod)) {
+				pod.run_id[RW_RUN_ID_LEN - 1] = '\0';
+				if (!strcmp(pod.run_id, ng->id))
+					continue;
+			}
 			if (grow((void **)&moved, &cap, n + 1, sizeof(*moved)))
 				goto nomem;
-			moved[n++] = key;
+			moved[n++] = ip;
 		}
-		close(fd);
 	}
+	if (fd >= 0)
+		close(fd);
 	if (!n)
 		return 0;
 	qsort(moved, n, sizeof(*moved), pod_cmp);
-	/* Each sandbox has its own conntrack table: reset those of the veths bound to a moved pod,
-	 * in one walk of the endpoints.
+	/* Each sandbox has its own conntrack table: reset those of the veths bound to a moved pod
+	 * that hold any flow (most joining pods have none), in one walk of the endpoints.
 	 */
 	{
 		struct rw_endpoint ep;
@@ -1217,7 +1226,7 @@ static int flush_moved_pods(const struct rw_datapath *dp, const struct shadow *o
 		while (bpf_map_get_next_key(dp->map_fd[RW_M_ENDPOINTS], iprev, &ifi) == 0) {
 			iprev = &ifi;
 			if (bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &ifi, &ep) ||
-			    !in_sorted(moved, n, ep.pod_ip))
+			    !in_sorted(moved, n, ep.pod_ip) || !ct_table_used(dp, ifi))
 				continue;
 			r = rw_conntrack_flush(dp, ifi, 0);
 			if (r > 0)
@@ -1340,6 +1349,18 @@ int rw_apply(struct rw_datapath *dp, const struct rw_policy *prev, const struct 
 	ret = rw_apply_revs(dp, prev, next, slots, err, errlen);
 	if (ret)
 		goto cleanup;
+	/* And what a pod whose run has ended hears (bpf/revoke.h): the next snapshot's refusal mode
+	 * is in force by the time its flip ends the run.
+	 */
+	if (cfg.refusal != (__u8)next->refusal) {
+		cfg.refusal = (__u8)next->refusal;
+		ret = rw_config_write(dp, &cfg);
+		if (ret) {
+			rw_fail_msg(err, errlen, ret, "%s: writing the refusal mode: %s",
+				    rw_map_names[RW_M_CONFIG], strerror(-ret));
+			goto cleanup;
+		}
+	}
 
 	/* The flip: one atomic 64-bit store (rw_flip) that packets read with one load, from the
 	 * state read at the start of this apply. Why a packet that loads the new word sees the

@@ -15,7 +15,7 @@ struct rw_apply_result {
 	unsigned int runs;
 	unsigned int pods;
 	unsigned int entries;	    /* allow, deny and inbound entries written */
-	unsigned int flows_flushed; /* conntrack entries of pods that changed run */
+	unsigned int flows_flushed; /* tables of pods that joined a run: from another, or none */
 	unsigned int written;	    /* keys written or deleted in the idle slot (the diff) */
 	int full;		    /* the idle slot was unknown: cleared and written in full */
 	double build_ms;	    /* fill the idle slot: plan_ms + write_ms */

@@ -13,7 +13,9 @@
  * SND.NXT, which Linux discards (tcp_ack(): "ack of unsent data"). For a connection with data
  * in flight the odds that it lands among the unacknowledged bytes are theirs over 2^32. The pod's answer then meets
  * rw_egress: a cut flow's is refused and both ends are reset; an allowed flow's goes to the
- * remote as one duplicate ACK, which TCP ignores.
+ * remote as one duplicate ACK, which TCP ignores. The flows of a run that ended while its pod
+ * lives are among them: the apply keeps them in the still bound veth's table, and the freed run
+ * index makes their stamps stale; the pod's answer is unknown-source, and reset the same way.
  *
  * The ACKs are written to an AF_PACKET socket on the host veth with PACKET_QDISC_BYPASS, which
  * hands the frame to the driver (dev_direct_xmit()) without the veth's egress hook: rw_ingress

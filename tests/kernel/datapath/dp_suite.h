@@ -157,6 +157,7 @@ void test_refusal_modes(void);
 /* revoke.c */
 void test_revoke(void);
 void test_revoke_drop_mode(void);
+void test_revoke_ended(void);
 
 /* conntrack.c */
 void test_conntrack_isolation(void);

@@ -347,3 +347,124 @@ void test_revoke_drop_mode(void)
 	run_revoke_case(&in, tap);
 	revoke_tap_close(tap, 0);
 }
+
+/* A run removed from the snapshot while its pod lives: the veth stays bound to the pod's
+ * address, which no run names now (unknown-source). Its flows' refused segments still reset both
+ * ends under the node's refusal mode, since the source is the veth's own; nothing else of it is
+ * answered, nor a packet of another address, nor anything once the veth is unbound.
+ */
+static const char ended_policy[] = "{\"revision\": %u, %s\"runs\": [\n"
+				   "  {\"id\": \"run-b77e\", \"pods\": [\"10.1.2.4\"]}]}\n";
+static const char back_policy[] = "{\"revision\": %u, \"runs\": [\n"
+				  "  {\"id\": \"run-7f3a\", \"pods\": [\"10.1.2.3\"]},\n"
+				  "  {\"id\": \"run-b77e\", \"pods\": [\"10.1.2.4\"]}]}\n";
+
+/* The last case's event says what the counters say: unknown-source, whatever the answer. */
+static void ended_reason(const char *what)
+{
+	int ok;
+
+	t_count++;
+	ok = CHECK(n_events == 1 && events[0].reason == RW_REASON_UNKNOWN_SOURCE &&
+			   !events[0].run_id[0],
+		   "reason", "%d events, reason %s", n_events,
+		   n_events ? rw_reason_name(events[0].reason) : "-");
+	printf("%s %d - %s: reported as unknown-source, no run\n", ok ? "ok" : "not ok", t_count,
+	       what);
+}
+
+void test_revoke_ended(void)
+{
+	struct rcase eg = revoke_cases[0], in = revoke_cases[1];
+	struct rcase other_eg = revoke_cases[0], other_in = revoke_cases[1];
+	struct rcase syn = revoke_cases[0];
+	const char *other = "10.1.2.50"; /* in the table of POD_A's veth, but not its address */
+	struct rw_ct_value v;
+	char json[512];
+	int tap, ok;
+
+	/* The flows are the ended run's, noted while it lived: the apply must keep them. */
+	revoke_ct_note(0, POD_A, 40330, RV_REMOTE, 443, "run-7f3a");
+	revoke_ct_note(0, POD_A, 40331, RV_REMOTE, 443, "run-7f3a");
+	revoke_ct_note(0, other, 40332, RV_REMOTE, 443, "run-7f3a");
+	revoke_ct_note(0, other, 40333, RV_REMOTE, 443, "run-7f3a");
+	snprintf(json, sizeof(json), ended_policy, 1002, "");
+	apply_json(json, 0, "run-7f3a removed while its pod lives, node-wide answer");
+	t_count++;
+	ok = CHECK(ct_entry(0, POD_A, 40330, RV_REMOTE, 443, TCP, &v, NULL) == 0,
+		   "the ended run's flow", "forgotten by the apply");
+	printf("%s %d - ended run: its pod's flows stay in its veth's table\n",
+	       ok ? "ok" : "not ok", t_count);
+
+	tap = revoke_tap_open(0);
+	eg.name =
+		"ended run: the pod's segment of its known flow resets both ends (unknown-source)";
+	eg.pkt.sport = 40330;
+	in.name = "ended run: the remote's segment of its known flow resets both ends";
+	in.pkt.dport = 40331;
+	other_eg.name = "ended run: a known flow of an address not the veth's binding: plain drop";
+	other_eg.pkt.src = other;
+	other_eg.pkt.sport = 40332;
+	other_eg.ret = 2;
+	other_eg.resets = 0;
+	other_in.name =
+		"ended run: a remote's segment to an address not the veth's binding: plain drop";
+	other_in.pkt.dst = other;
+	other_in.pkt.dport = 40333;
+	other_in.ret = 2;
+	other_in.resets = 0;
+	syn.name = "ended run: the pod's SYN is never answered (no run to name)";
+	syn.pkt.sport = 40334;
+	syn.pkt.tcp_flags = SYN;
+	syn.pkt.payload = 0;
+	syn.tracked = 0;
+	syn.ret = 2;
+	syn.resets = 0;
+	eg.tracked = in.tracked = other_eg.tracked = other_in.tracked = 0; /* noted above */
+	run_revoke_case(&eg, tap);
+	ended_reason(eg.name);
+	run_revoke_case(&in, tap);
+	ended_reason(in.name);
+	run_revoke_case(&other_eg, tap);
+	run_revoke_case(&other_in, tap);
+	run_revoke_case(&syn, tap);
+
+	/* "refusal": "drop" node-wide: the ended run's flows are cut in silence. */
+	snprintf(json, sizeof(json), ended_policy, 1003, "\"refusal\": \"drop\", ");
+	apply_json(json, 0, "run-7f3a still gone, node-wide drop");
+	eg.name = "ended run, node-wide \"drop\": the pod's segment of its known flow: plain drop";
+	eg.pkt.sport = 40335;
+	eg.tracked = 1;
+	eg.ret = 2;
+	eg.resets = 0;
+	in.name = "ended run, node-wide \"drop\": the remote's segment: plain drop";
+	in.pkt.dport = 40336;
+	in.tracked = 1;
+	in.ret = 2;
+	in.resets = 0;
+	run_revoke_case(&eg, tap);
+	run_revoke_case(&in, tap);
+
+	/* Unbound (CNI DEL): no proof of the source is left, nor a table. */
+	snprintf(json, sizeof(json), ended_policy, 1004, "");
+	apply_json(json, 0, "run-7f3a still gone, node-wide answer again");
+	revoke_ct_note(0, POD_A, 40337, RV_REMOTE, 443, "run-7f3a");
+	if (rw_endpoint_unbind(&dp, ifindex_of[0]))
+		FATAL("unbinding %s: %s", devs[0], strerror(errno));
+	eg.name = "unbound veth: the pod's segment of its once known flow: plain drop";
+	eg.pkt.sport = 40337;
+	eg.tracked = 0;
+	run_revoke_case(&eg, tap);
+	revoke_tap_close(tap, 0);
+
+	/* Bound again and named by a run: what its ended run left is forgotten. */
+	bind_veth(0, POD_A);
+	revoke_ct_note(0, POD_A, 40338, RV_REMOTE, 443, "run-7f3a");
+	snprintf(json, sizeof(json), back_policy, 1005);
+	apply_json(json, 0, "run-7f3a back");
+	t_count++;
+	ok = CHECK(ct_entry(0, POD_A, 40338, RV_REMOTE, 443, TCP, &v, NULL) != 0,
+		   "a flow from before the pod joined its run", "still in the table");
+	printf("%s %d - a pod joining a run: its veth's table starts empty\n", ok ? "ok" : "not ok",
+	       t_count);
+}
