@@ -27,6 +27,7 @@ struct rw_ctx {
 	__u8 runless;		/* the source is the veth's own pod, but no run of the snapshot
 				 * names it: only a revoke may answer (revoke.h) */
 	__u8 node_refusal;	/* with runless: rw_config.refusal */
+	__u8 lease_expired;	/* the control plane's lease ran out (rw_state_load) */
 	struct rw_ct_value *ct; /* the flow's entry, stamped when the packet is allowed */
 	/* &rw_dry_run (runwall.bpf.c). Set: judge, but change no state. Each read is a load from
 	 * .rodata, which libbpf freezes at load: the verifier reads the value itself and never walks

@@ -15,6 +15,7 @@
 /* The inner maps of the live slot, looked up once per packet. */
 struct rw_view {
 	__u64 revision;
+	__u8 lease_expired; /* the lease-expired policy: services and inbound only */
 	void *pods;
 	void *allow_exact;
 	void *allow_cidr;
@@ -22,18 +23,26 @@ struct rw_view {
 	void *inbound;
 };
 
-/* The node's state word (readiness, live slot, revision): one lookup, one load. Returns 0
- * when ready.
+/* The node's state word (readiness, live slot, revision) and whether the control plane's lease
+ * has expired: one lookup, two loads, and a clock read only while a lease is set. The coarse
+ * clock (CLOCK_MONOTONIC at the last tick) is a load, not a clocksource read; it lags by at most
+ * a jiffy, so a lease expires at most that much late. Each word is read whole: rw_flip and
+ * rw_lease store them with one atomic instruction each. Returns 0 when ready.
  */
-static __always_inline int rw_state_load(__u64 *state)
+static __always_inline int rw_state_load(__u64 *state, __u8 *lease_expired)
 {
 	struct rw_config *cfg;
+	__u64 deadline;
 	__u32 zero = 0;
 
+	*lease_expired = 0;
 	cfg = bpf_map_lookup_elem(&rw_config, &zero);
 	if (!cfg)
 		return -1;
 	*state = *(volatile __u64 *)&cfg->state;
+	deadline = *(volatile __u64 *)&cfg->lease_deadline_ns;
+	if (deadline && bpf_ktime_get_coarse_ns() >= deadline)
+		*lease_expired = 1;
 	return RW_STATE_READY(*state) ? 0 : -1;
 }
 
@@ -107,7 +116,8 @@ static __always_inline struct rw_rule *rw_find_allow(const struct rw_view *v, __
  * metadata, the platform's services, private and special ranges and the deny list, the run's
  * own rules, DNS (port 53 that no rule allowed), then the egress mode. Run rules come after the
  * ranges: only `services` may name a private address (the parser refuses run rules that do;
- * this is the same rule once more, in the kernel).
+ * this is the same rule once more, in the kernel). Under an expired lease the run's rules and
+ * its egress mode are not consulted: what services do not allow is lease-expired.
  */
 static __always_inline int rw_egress_policy(const struct rw_view *v, const struct rw_pod *pod,
 					    __be32 daddr, __be16 dport, __u8 proto, __u32 *rule_id,
@@ -124,7 +134,7 @@ static __always_inline int rw_egress_policy(const struct rw_view *v, const struc
 	if (rule)
 		goto allowed;
 	special = rw_is_special(daddr) || bpf_map_lookup_elem(v->deny, &dk);
-	if (!special) {
+	if (!special && !v->lease_expired) {
 		rule = rw_find_allow(v, pod->run_idx, daddr, dport, proto, &rule_path);
 		if (rule)
 			goto allowed;
@@ -133,6 +143,8 @@ static __always_inline int rw_egress_policy(const struct rw_view *v, const struc
 		return RW_REASON_DNS;
 	if (special)
 		return RW_REASON_PRIVATE_DESTINATION;
+	if (v->lease_expired)
+		return RW_REASON_LEASE_EXPIRED;
 	if (pod->egress_mode == RW_EGRESS_OPEN) {
 		*path = RW_PATH_OPEN;
 		return RW_REASON_ALLOWED;

@@ -3,7 +3,8 @@
  *
  *   rw_egress  (pod -> world) on the veth's TC ingress hook, out of the pod's reach;
  *   rw_ingress (world -> pod) on the veth's TC egress hook;
- *   rw_flip    the one writer of the state word, run by the agent (BPF_PROG_TEST_RUN).
+ *   rw_flip    the one writer of the state word, run by the agent (BPF_PROG_TEST_RUN);
+ *   rw_lease   the one writer of the lease deadline, run the same way.
  *
  * Absence means deny: every case not positively allowed below ends in rw_finish() with a reason.
  */
@@ -96,7 +97,9 @@ static __always_inline int rw_identify(struct rw_ctx *x, const struct rw_view *v
  * under the new slot and stamps N. A packet reading run_revs[r] before the agent's write is one
  * that could have run entirely before the flip: the old verdict is then still the policy in
  * force, and the grace period after the flip waits for it. A stamp above the revision in force
- * (left by pins of another history) is never trusted.
+ * (left by pins of another history) is never trusted. Under an expired lease no cached verdict
+ * is trusted either: they were judged by the whole policy, and the lease-expired one must judge
+ * each packet (a services flow is allowed again, a run rule's is cut).
  */
 static __always_inline struct rw_ct_value *rw_fast(struct rw_ctx *x, void *table,
 						   const struct rw_ct_key *ck)
@@ -109,7 +112,7 @@ static __always_inline struct rw_ct_value *rw_fast(struct rw_ctx *x, void *table
 		return NULL;
 	ct = rw_ct_lookup(table, ck);
 	x->ct = ct; /* the full judgement goes on with it */
-	if (*x->dry_run || !ct || rw_tcp_is_syn(&x->pkt))
+	if (*x->dry_run || !ct || x->lease_expired || rw_tcp_is_syn(&x->pkt))
 		return NULL;
 	idx = ct->run_idx;
 	run_rev = bpf_map_lookup_elem(&rw_run_revs, &idx);
@@ -129,7 +132,7 @@ static __always_inline int rw_begin(struct rw_ctx *x, struct rw_view *v, void **
 	__u64 state;
 
 	*cached = NULL;
-	if (rw_state_load(&state))
+	if (rw_state_load(&state, &x->lease_expired))
 		return RW_REASON_NOT_READY;
 	x->revision = RW_STATE_REVISION(state);
 	if (parsed == RW_REASON_ALLOWED) {
@@ -147,6 +150,7 @@ static __always_inline int rw_begin(struct rw_ctx *x, struct rw_view *v, void **
 	}
 	if (rw_view_load(v, state))
 		return RW_REASON_NOT_READY;
+	v->lease_expired = x->lease_expired;
 	if (parsed != RW_REASON_ALLOWED)
 		rw_attribute(x, v);
 	return parsed;
@@ -320,5 +324,23 @@ int rw_flip(struct rw_flip_args *args)
 		return RW_FLIP_CHANGED;
 	/* Not read by packets: when the flip happened, for `runwall status`. */
 	cfg->applied_ns = bpf_ktime_get_ns();
+	return RW_FLIP_DONE;
+}
+
+/* The lease. The deadline is a 64-bit word packets read with one load, so like the state word it
+ * is never written by a map update's copy: one BPF_XCHG stores it whole (and is a full barrier,
+ * like the flip's compare-and-exchange). No compare: the agent is the one writer, and the newest
+ * word it writes is the lease it means. Sleepable, run by the agent through BPF_PROG_TEST_RUN.
+ */
+SEC("syscall")
+int rw_lease(struct rw_lease_args *args)
+{
+	struct rw_config *cfg;
+	__u32 zero = 0;
+
+	cfg = bpf_map_lookup_elem(&rw_config, &zero);
+	if (!cfg)
+		return RW_FLIP_NO_CONFIG;
+	args->found = __sync_lock_test_and_set(&cfg->lease_deadline_ns, args->deadline_ns);
 	return RW_FLIP_DONE;
 }

@@ -10,7 +10,7 @@
 #define RUNWALL_H
 
 /* Bumped whenever a pinned map changes layout; a restarted agent refuses pins of another layout. */
-#define RW_LAYOUT_VERSION 5
+#define RW_LAYOUT_VERSION 6
 
 /* Every map of the datapath, once: X(ID, its name (the BPF object's variable and the pin's),
  * the name `runwall map` shows it under). bpf/maps.h defines each (and checks that it does);
@@ -90,7 +90,8 @@
 	X(PRIVATE_DESTINATION, 11, "private-destination")  \
 	X(NOT_ALLOWLISTED, 12, "not-allowlisted")          \
 	X(INBOUND_DENIED, 13, "inbound-denied")            \
-	X(CONNTRACK_FULL, 14, "conntrack-full")
+	X(CONNTRACK_FULL, 14, "conntrack-full")            \
+	X(LEASE_EXPIRED, 15, "lease-expired")
 
 /* An X-macro list, then the count: clang-format would indent the count. */
 /* clang-format off */
@@ -204,8 +205,13 @@ struct rw_config {
 	__u8 refusal;	      /* enum rw_refusal_mode of the snapshot in force, node-wide: what a
 			       * sandbox whose run has ended hears (bpf/revoke.h) */
 	__u8 pad[3];
+	/* The control plane's dead-man lease: CLOCK_MONOTONIC (the bpf_ktime_get_coarse_ns()
+	 * domain) after which packets are judged by the lease-expired policy (services and
+	 * inbound only); 0: no lease. Written only by rw_lease, read by packets with one load.
+	 */
+	__u64 lease_deadline_ns;
 };
-_Static_assert(sizeof(struct rw_config) == 48, "rw_config layout");
+_Static_assert(sizeof(struct rw_config) == 56, "rw_config layout");
 
 /* rw_flip, the one writer of rw_config.state: a BPF_PROG_TYPE_SYSCALL program that user space
  * runs with BPF_PROG_TEST_RUN, this as its context (in and out). It stores `next` with one
@@ -223,6 +229,16 @@ enum rw_flip_result {
 	RW_FLIP_NO_CONFIG = 1, /* rw_config has no entry 0 (cannot happen to an ARRAY) */
 	RW_FLIP_CHANGED = 2,   /* the state word was not `expect`: nothing stored */
 };
+
+/* rw_lease, the one writer of rw_config.lease_deadline_ns: a BPF_PROG_TYPE_SYSCALL program
+ * run like rw_flip, this as its context. It exchanges the deadline with one atomic 64-bit
+ * exchange and says what was there.
+ */
+struct rw_lease_args {
+	__u64 deadline_ns; /* the deadline to store (0: no lease) */
+	__u64 found;	   /* out: the deadline that was there */
+};
+_Static_assert(sizeof(struct rw_lease_args) == 16, "rw_lease_args layout");
 
 /* rw_endpoints: host-side veth ifindex -> the pod bound to it (the /32 route to the pod). */
 struct rw_endpoint {
@@ -350,7 +366,7 @@ struct rw_counters {
 	 */
 	__u64 answers[RW_ANSWER_COUNT];
 };
-_Static_assert(sizeof(struct rw_counters) == 536, "rw_counters layout");
+_Static_assert(sizeof(struct rw_counters) == 568, "rw_counters layout");
 
 /* rw_run_revs: ARRAY of __u64 indexed by run_idx, like the counters: the revision in which
  * anything run_idx's verdicts depend on last changed (its pods, egress mode or rules, its index

@@ -61,6 +61,8 @@ int main(void)
 	test_metadata_beats_rules();
 	test_run_rules_after_ranges();
 	test_verdict_cache();
+	test_lease();
+	test_lease_apply();
 	apply_json(policy_v1, -ESTALE, "the same revision again");
 	apply_json(policy_v2, 0, "policy v2");
 	run_table(v2_cases, n_v2_cases);

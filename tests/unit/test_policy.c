@@ -370,7 +370,7 @@ static void test_unknown_keys(void **state)
 	static const struct refusal cases[] = {
 		{"{\"revision\": 1, \"servics\": []}",
 		 "policy.json:1:17: servics: unknown key (expected one of: revision, egress, refusal, "
-		 "deny, services, inbound, runs)"},
+		 "lease_seconds, deny, services, inbound, runs)"},
 		{"{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"52.94.2.1\", "
 		 "\"port\": 80}]}",
 		 "policy.json:1:63: services[0].port: unknown key (expected one of: name, ip, "
@@ -378,7 +378,7 @@ static void test_unknown_keys(void **state)
 		/* keys that are not plain words are quoted, control characters escaped */
 		{"{\"revision\": 1, \"a b\\n\": 1}",
 		 "policy.json:1:17: [\"a b\\u000a\"]: unknown key (expected one of: revision, "
-		 "egress, refusal, deny, services, inbound, runs)"},
+		 "egress, refusal, lease_seconds, deny, services, inbound, runs)"},
 	};
 
 	expect_all_refused(cases, ARRAY_LEN(cases));
@@ -863,6 +863,52 @@ static void test_refusal_values(void **state)
 	expect_example_refused("\"egress\": \"open\"", "\"refusal\": \"Drop\"",
 			       "policy.json:16:57: runs[1].refusal: \"Drop\" is not a refusal mode "
 			       "(expected \"answer\" or \"drop\")");
+}
+
+/* "lease_seconds": none by default, an integer of RW_LEASE_MIN..RW_LEASE_MAX, kept by the parse;
+ * anything else refused at its path.
+ */
+static void test_lease_seconds(void **state)
+{
+	static const struct refusal cases[] = {
+		{"{\"revision\": 1, \"lease_seconds\": 0}",
+		 "policy.json:1:34: lease_seconds: 0 is not a lease (1..86400 seconds; leave the "
+		 "key out for no lease)"},
+		{"{\"revision\": 1, \"lease_seconds\": -5}",
+		 "policy.json:1:34: lease_seconds: -5 is not a lease (1..86400 seconds; leave the "
+		 "key out for no lease)"},
+		{"{\"revision\": 1, \"lease_seconds\": 86401}",
+		 "policy.json:1:34: lease_seconds: 86401 is not a lease (1..86400 seconds; leave "
+		 "the key out for no lease)"},
+		{"{\"revision\": 1, \"lease_seconds\": 2.5}",
+		 "policy.json:1:34: lease_seconds: expected an integer, got a real number"},
+		{"{\"revision\": 1, \"lease_seconds\": \"10\"}",
+		 "policy.json:1:34: lease_seconds: expected an integer, got a string"},
+		{"{\"revision\": 1, \"lease_seconds\": null}",
+		 "policy.json:1:34: lease_seconds: expected an integer, got null"},
+	};
+	struct rw_policy p;
+	char diff[256];
+
+	(void)state;
+	expect_all_refused(cases, ARRAY_LEN(cases));
+	parse_ok("{\"revision\": 1}", &p);
+	assert_int_equal(p.lease_seconds, 0);
+	rw_policy_free(&p);
+	parse_ok("{\"revision\": 1, \"lease_seconds\": 1}", &p);
+	assert_int_equal(p.lease_seconds, 1);
+	rw_policy_free(&p);
+	parse_ok("{\"revision\": 1, \"lease_seconds\": 86400}", &p);
+	assert_int_equal(p.lease_seconds, 86400);
+	{
+		struct rw_policy q;
+
+		parse_ok("{\"revision\": 2, \"lease_seconds\": 30}", &q);
+		assert_int_equal(rw_policy_diff(&p, &q, diff, sizeof(diff)), 1);
+		assert_string_equal(diff, "~ lease_seconds 86400 -> 30\n");
+		rw_policy_free(&q);
+	}
+	rw_policy_free(&p);
 }
 
 /* ---- JSON level ---------------------------------------------------------------------------- */
@@ -1458,6 +1504,7 @@ int main(void)
 		cmocka_unit_test(test_run_ids_and_names),
 		cmocka_unit_test(test_egress_values),
 		cmocka_unit_test(test_refusal_values),
+		cmocka_unit_test(test_lease_seconds),
 		cmocka_unit_test(test_diff_refusal),
 		cmocka_unit_test(test_duplicate_key),
 		cmocka_unit_test(test_syntax_errors),

@@ -1383,6 +1383,14 @@ int rw_apply(struct rw_datapath *dp, const struct rw_policy *prev, const struct 
 	if (ret)
 		goto cleanup;
 	fault_point("after-flip", next->revision);
+	/* The snapshot's lease from now on (or none): a snapshot is a message of the control
+	 * plane, so it renews the lease it sets. Between the flip and this store packets judge
+	 * the new slot under the old deadline: an expired one only narrows them to services.
+	 */
+	ret = rw_lease_renew(dp, next->lease_seconds, err, errlen);
+	if (ret)
+		rw_warn("the flip to revision %llu is done, but its lease is not: %s",
+			(unsigned long long)next->revision, err ? err : strerror(-ret));
 	/* One grace period: afterwards no program still reads the old slot, so the next apply may
 	 * write it.
 	 */

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -48,6 +49,7 @@ static void datapath_init(struct rw_datapath *dp, unsigned int flags)
 	for (int i = 0; i < RW_DIR_COUNT; i++)
 		dp->prog_fd[i] = -1;
 	dp->flip_fd = -1;
+	dp->lease_fd = -1;
 }
 
 static int mkdir_p(const char *path)
@@ -210,6 +212,8 @@ int rw_datapath_load_sized(struct rw_datapath *dp, const char *pin_dir, unsigned
 	 */
 	bpf_program__set_autoload(skel->progs.rw_flip,
 				  !(flags & RW_DP_DRY_RUN) || (flags & RW_DP_NO_PIN));
+	bpf_program__set_autoload(skel->progs.rw_lease,
+				  !(flags & RW_DP_DRY_RUN) || (flags & RW_DP_NO_PIN));
 	if (ep_size && ep_size < RW_MAX_ENDPOINTS)
 		bpf_map__set_max_entries(skel->maps.rw_endpoints, ep_size);
 	err = runwall_bpf__load(skel);
@@ -225,6 +229,8 @@ int rw_datapath_load_sized(struct rw_datapath *dp, const char *pin_dir, unsigned
 	dp->prog_fd[RW_DIR_INGRESS] = bpf_program__fd(skel->progs.rw_ingress);
 	if (bpf_program__autoload(skel->progs.rw_flip))
 		dp->flip_fd = bpf_program__fd(skel->progs.rw_flip);
+	if (bpf_program__autoload(skel->progs.rw_lease))
+		dp->lease_fd = bpf_program__fd(skel->progs.rw_lease);
 	for (int i = 0; i < RW_M__COUNT; i++) {
 		map = bpf_object__find_map_by_name(skel->obj, rw_map_names[i]);
 		dp->map_fd[i] = map ? bpf_map__fd(map) : -1;
@@ -387,6 +393,7 @@ int rw_config_write(const struct rw_datapath *dp, const struct rw_config *cfg)
 	if (err)
 		return err;
 	next.state = cur.state;
+	next.lease_deadline_ns = cur.lease_deadline_ns; /* the same for rw_lease's word */
 	return bpf_map_update_elem(dp->map_fd[RW_M_CONFIG], &zero, &next, BPF_ANY) ? -errno : 0;
 }
 
@@ -422,6 +429,43 @@ int rw_config_flip(const struct rw_datapath *dp, __u64 expect, __u64 next, char 
 		return rw_fail_msg(err, errlen, -ENOENT, "%s: flip: rw_flip answered %u", cfg,
 				   opts.retval);
 	}
+}
+
+int rw_lease_write(const struct rw_datapath *dp, __u64 deadline_ns, char *err, size_t errlen)
+{
+	struct rw_lease_args args = {.deadline_ns = deadline_ns};
+	LIBBPF_OPTS(bpf_test_run_opts, opts, .ctx_in = &args, .ctx_size_in = sizeof(args));
+	const char *cfg = rw_map_names[RW_M_CONFIG];
+	int ret;
+
+	if (dp->lease_fd < 0)
+		return rw_fail_msg(err, errlen, -ENOTSUP,
+				   "%s: lease: this datapath was loaded without rw_lease (a dry "
+				   "run over the pins, or the pins only)",
+				   cfg);
+	if (bpf_prog_test_run_opts(dp->lease_fd, &opts)) {
+		ret = -errno;
+		return rw_fail_msg(err, errlen, ret, "%s: lease: running rw_lease: %s", cfg,
+				   strerror(-ret));
+	}
+	if (opts.retval != RW_FLIP_DONE)
+		return rw_fail_msg(err, errlen, -ENOENT, "%s: lease: rw_lease answered %u", cfg,
+				   opts.retval);
+	return 0;
+}
+
+int rw_lease_renew(const struct rw_datapath *dp, __u32 lease_seconds, char *err, size_t errlen)
+{
+	struct timespec ts;
+
+	if (!lease_seconds)
+		return rw_lease_write(dp, 0, err, errlen);
+	/* CLOCK_MONOTONIC is bpf_ktime_get_ns()'s clock; the coarse one packets read lags it. */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return rw_lease_write(dp,
+			      (__u64)ts.tv_sec * 1000000000ULL + (__u64)ts.tv_nsec +
+				      (__u64)lease_seconds * 1000000000ULL,
+			      err, errlen);
 }
 
 /* ---- conntrack: one table per sandbox veth ------------------------------------------------ */

@@ -47,6 +47,7 @@ struct rw_datapath {
 	int map_fd[RW_M__COUNT];
 	int prog_fd[RW_DIR_COUNT]; /* [RW_DIR_EGRESS] = rw_egress, -1 when not loaded */
 	int flip_fd;		   /* rw_flip; -1 where no flip can happen (rw_config_flip()) */
+	int lease_fd;		   /* rw_lease; -1 where no flip can happen either */
 	unsigned int flags;
 	/* The slots' inner maps and what they hold (apply.c), and how rw_datapath_close() frees
 	 * them: set by rw_apply_prepare(), as libbpf's bpf_map__set_priv() takes a clear_priv.
@@ -109,6 +110,17 @@ int rw_config_write(const struct rw_datapath *dp, const struct rw_config *cfg);
  */
 int rw_config_flip(const struct rw_datapath *dp, __u64 expect, __u64 next, char *err,
 		   size_t errlen);
+
+/* Store the lease deadline (CLOCK_MONOTONIC ns; 0: no lease) with one atomic 64-bit exchange
+ * (the rw_lease program): from then on packets are judged by the lease-expired policy once the
+ * clock passes it. -ENOTSUP where dp has no rw_lease (as rw_config_flip()).
+ */
+int rw_lease_write(const struct rw_datapath *dp, __u64 deadline_ns, char *err, size_t errlen);
+
+/* rw_lease_write() of now + lease_seconds (0: no lease): what every message of the control
+ * plane and every apply of a snapshot renews.
+ */
+int rw_lease_renew(const struct rw_datapath *dp, __u32 lease_seconds, char *err, size_t errlen);
 
 /* Bind a host-side veth to the pod routed through it, or unbind it. This is the one call that
  * makes a veth a sandbox for the datapath (the agent and runwall-cni both use it): binding

@@ -508,6 +508,23 @@ static int parse_revision(struct parser *ps, json_t *v, uint64_t *revision)
 	return 0;
 }
 
+static int parse_lease(struct parser *ps, json_t *v, __u32 *seconds)
+{
+	json_int_t n;
+
+	if (!json_is_integer(v))
+		return fail_type(ps, v, "an integer");
+	n = json_integer_value(v);
+	if (n < RW_LEASE_MIN || n > RW_LEASE_MAX)
+		return fail(ps, AT_VALUE,
+			    "%" JSON_INTEGER_FORMAT
+			    " is not a lease (%d..%d seconds; leave the key "
+			    "out for no lease)",
+			    n, RW_LEASE_MIN, RW_LEASE_MAX);
+	*seconds = (__u32)n;
+	return 0;
+}
+
 /* Dotted quad exactly as inet_pton(AF_INET) takes it: four decimal parts, no leading zeros
  * (glibc refuses "010.1.1.1" rather than guess octal), no spaces, no shorthand like "10.1".
  */
@@ -1144,6 +1161,8 @@ static int parse_root(struct parser *ps, json_t *root, struct rw_policy *p)
 			rc = parse_egress(ps, v, &p->egress);
 		} else if (!strcmp(key, "refusal")) {
 			rc = parse_refusal(ps, v, &p->refusal);
+		} else if (!strcmp(key, "lease_seconds")) {
+			rc = parse_lease(ps, v, &p->lease_seconds);
 		} else if (!strcmp(key, "deny")) {
 			rc = parse_deny(ps, v, p);
 		} else if (!strcmp(key, "services")) {
@@ -1155,7 +1174,7 @@ static int parse_root(struct parser *ps, json_t *root, struct rw_policy *p)
 		} else {
 			return fail(ps, AT_KEY,
 				    "unknown key (expected one of: revision, egress, "
-				    "refusal, deny, services, inbound, runs)");
+				    "refusal, lease_seconds, deny, services, inbound, runs)");
 		}
 		if (rc)
 			return rc;
@@ -2305,6 +2324,11 @@ int rw_policy_diff(const struct rw_policy *old, const struct rw_policy *new, cha
 	if (old != &empty && new != &empty && old->refusal != new->refusal) {
 		sb_printf(&sb, "~ refusal %s -> %s\n", rw_refusal_name(old->refusal),
 			  rw_refusal_name(new->refusal));
+		count++;
+	}
+	if (old != &empty && new != &empty && old->lease_seconds != new->lease_seconds) {
+		sb_printf(&sb, "~ lease_seconds %u -> %u\n", old->lease_seconds,
+			  new->lease_seconds);
 		count++;
 	}
 	count += diff_deny(&sb, old, new);

@@ -38,8 +38,9 @@ struct rw_policy_run {
 
 struct rw_policy {
 	uint64_t revision;
-	int egress;  /* enum rw_egress_mode */
-	int refusal; /* enum rw_refusal_mode */
+	int egress;	     /* enum rw_egress_mode */
+	int refusal;	     /* enum rw_refusal_mode */
+	__u32 lease_seconds; /* the dead-man lease (RW_LEASE_MIN..RW_LEASE_MAX), 0: none */
 	struct rw_policy_cidr *deny;
 	size_t n_deny;
 	struct rw_policy_rule *services;
@@ -49,6 +50,12 @@ struct rw_policy {
 	struct rw_policy_run *runs;
 	size_t n_runs;
 };
+
+/* The bounds of a snapshot's lease_seconds: at least a second (the agent renews it on every
+ * message), at most a day.
+ */
+#define RW_LEASE_MIN 1
+#define RW_LEASE_MAX 86400
 
 /* Why a snapshot was refused: "FILE:LINE:COL: JSON.PATH: what is wrong". */
 struct rw_policy_error {

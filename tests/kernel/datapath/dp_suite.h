@@ -129,6 +129,10 @@ void test_verdict_cache(void);
 void test_stale_stamp(void);
 void test_run_generations(void);
 
+/* lease.c */
+void test_lease(void);
+void test_lease_apply(void);
+
 /* apply.c */
 void test_generations(void);
 char *policy_at(unsigned int revision, int v3);

@@ -124,6 +124,7 @@ void test_flip_pinned(void)
 	for (int d = 0; d < RW_DIR_COUNT; d++)
 		a.prog_fd[d] = -1;
 	a.flip_fd = -1;
+	a.lease_fd = -1;
 	ro = a;
 	snprintf(pins, sizeof(pins), "/sys/fs/bpf/rwtest-flip-%d", (int)getpid());
 	t_count++;
