@@ -196,9 +196,12 @@ static void take(struct model_verdict *v, const struct match *m, int path)
 	v->n_rules = m->n;
 }
 
-/* The egress policy of run `ri` for daddr:dport (docs/architecture.md verdict order, from "protocol" on). */
+/* The egress policy of run `ri` for daddr:dport (docs/architecture.md verdict order, from "protocol" on).
+ * Under an expired lease (docs/policy-watch.md "The lease") the run has no rules and no egress
+ * mode: what the services do not allow is lease-expired, past the contract's other refusals.
+ */
 static void egress_policy(const struct rw_policy *s, int ri, __be32 daddr, __be16 dport_be,
-			  __u8 proto, struct model_verdict *v)
+			  __u8 proto, int lease_expired, struct model_verdict *v)
 {
 	const struct rw_policy_run *run = &s->runs[ri];
 	__u16 dport = ntohs(dport_be);
@@ -216,8 +219,10 @@ static void egress_policy(const struct rw_policy *s, int ri, __be32 daddr, __be1
 		    &se);
 	match_rules(s->services, s->n_services, CIDR, RW_RULE_KIND_SERVICE, 0, daddr, dport, proto,
 		    &sc);
-	match_rules(run->allow, run->n_allow, EXACT, ri, 1, daddr, dport, proto, &re);
-	match_rules(run->allow, run->n_allow, CIDR, ri, 1, daddr, dport, proto, &rc);
+	match_rules(run->allow, lease_expired ? 0 : run->n_allow, EXACT, ri, 1, daddr, dport, proto,
+		    &re);
+	match_rules(run->allow, lease_expired ? 0 : run->n_allow, CIDR, ri, 1, daddr, dport, proto,
+		    &rc);
 	special = is_special(daddr) || is_denied(s, daddr);
 	/* DNS: port 53 to any destination no rule allows explicitly on 53 (in the planned order a
 	 * run's rule cannot allow a private or denied destination, so it does not count there).
@@ -255,6 +260,10 @@ static void egress_policy(const struct rw_policy *s, int ri, __be32 daddr, __be1
 		return take(v, &re, RW_PATH_RULE);
 	if (rc.n)
 		return take(v, &rc, RW_PATH_RULE_CIDR);
+	if (lease_expired) {
+		v->reason = RW_REASON_LEASE_EXPIRED;
+		return;
+	}
 	if (rw_policy_run_egress(s, run) == RW_EGRESS_OPEN) {
 		v->verdict = RW_VERDICT_ALLOW;
 		v->reason = RW_REASON_ALLOWED;
@@ -322,7 +331,8 @@ static void open_flow(const struct model_pkt *p, enum model_ct ct, int ct_full, 
 }
 
 static void judge(const struct rw_policy *s, const struct model_binding *ep, int dir,
-		  const struct model_pkt *p, enum model_ct ct, int ct_full, struct model_verdict *v)
+		  const struct model_pkt *p, enum model_ct ct, int ct_full, int lease_expired,
+		  struct model_verdict *v)
 {
 	int run = -1;
 	struct match m;
@@ -361,7 +371,7 @@ static void judge(const struct rw_policy *s, const struct model_binding *ep, int
 		/* protocol */
 		if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP)
 			return drop(v, RW_REASON_UNSUPPORTED_PROTOCOL);
-		egress_policy(s, run, p->daddr, p->dport, p->proto, v);
+		egress_policy(s, run, p->daddr, p->dport, p->proto, lease_expired, v);
 		if (v->verdict == RW_VERDICT_ALLOW)
 			open_flow(p, ct, ct_full, dir, v);
 		return;
@@ -382,7 +392,7 @@ static void judge(const struct rw_policy *s, const struct model_binding *ep, int
 		return drop(v, RW_REASON_INBOUND_DENIED);
 	/* reply of a flow the pod opened, judged again by the pod's egress policy */
 	if (ct == MODEL_CT_BY_EGRESS && !is_syn(p)) {
-		egress_policy(s, run, p->saddr, p->sport, p->proto, v);
+		egress_policy(s, run, p->saddr, p->sport, p->proto, lease_expired, v);
 		if (v->verdict == RW_VERDICT_ALLOW)
 			v->path = RW_PATH_REPLY;
 		return;
@@ -446,11 +456,12 @@ static int revokes(const struct rw_policy *s, const struct model_binding *ep, in
 }
 
 void model_judge(const struct rw_policy *s, const struct model_binding *ep, int dir,
-		 const struct model_pkt *p, enum model_ct ct, int ct_full, struct model_verdict *v)
+		 const struct model_pkt *p, enum model_ct ct, int ct_full, int lease_expired,
+		 struct model_verdict *v)
 {
 	int run;
 
-	judge(s, ep, dir, p, ct, ct_full, v);
+	judge(s, ep, dir, p, ct, ct_full, lease_expired, v);
 	if (v->verdict != RW_VERDICT_DROP || !s || p->reason != RW_REASON_ALLOWED || p->is_arp ||
 	    !ep->bound)
 		return;

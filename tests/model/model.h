@@ -67,9 +67,11 @@ struct model_verdict {
 void model_parse(const __u8 *frame, size_t len, int vlan_out_of_band, struct model_pkt *p);
 
 /* Judge one packet. `snap` NULL: no snapshot applied yet. `ct` is the conntrack state of the
- * packet's flow on this veth; `ct_full` says the sandbox's conntrack share is full (planned).
+ * packet's flow on this veth; `ct_full` says the sandbox's conntrack share is full (planned);
+ * `lease_expired` says the control plane's lease has run out (the lease-expired policy).
  */
 void model_judge(const struct rw_policy *snap, const struct model_binding *ep, int dir,
-		 const struct model_pkt *p, enum model_ct ct, int ct_full, struct model_verdict *v);
+		 const struct model_pkt *p, enum model_ct ct, int ct_full, int lease_expired,
+		 struct model_verdict *v);
 
 #endif /* RUNWALL_TEST_MODEL_H */

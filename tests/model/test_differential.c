@@ -256,6 +256,8 @@ static char *gen_snapshot(__u64 revision)
 		sb_printf(&b, ", \"egress\": \"%s\"", egress_modes[rnd(2)]);
 	if (chance(30))
 		sb_printf(&b, ", \"refusal\": \"%s\"", refusal_modes[rnd(2)]);
+	if (chance(20)) /* the phase's lease is set after the apply (pick_lease) */
+		sb_printf(&b, ", \"lease_seconds\": %u", 1 + rnd(86400));
 	n = rnd(5);
 	sb_printf(&b, ", \"deny\": [");
 	for (int i = 0; i < n; i++) {
@@ -448,6 +450,16 @@ static struct model_binding binding[N_VETH];
 static struct rw_event last_event;
 static int n_events;
 
+/* The control plane's lease, an input of both: none, ahead, expired for a whole snapshot, or
+ * "cut": each flow a packet opens is opened under a lease ahead, and its next packet sent once
+ * the lease has expired (the verdict cache of the flow must not outlive the lease).
+ */
+enum lease_mode { LEASE_NONE, LEASE_AHEAD, LEASE_EXPIRED, LEASE_CUT };
+static const char *const lease_names[] = {"none", "ahead", "expired", "cut"};
+static enum lease_mode lease_mode;
+static int lease_expired;
+static unsigned long long lease_packets; /* judged under an expired lease */
+
 static int on_event(void *ctx, void *data, size_t len)
 {
 	if (len >= sizeof(struct rw_event))
@@ -473,8 +485,10 @@ static void report(const char *what, int veth, int dir, const __u8 *buf, size_t 
 		return;
 	if (binding[veth].bound)
 		inet_ntop(AF_INET, &binding[veth].pod_ip, ip, sizeof(ip));
-	printf("  DIFF %s: snapshot %llu, packet %llu, veth %d bound to %s, %s, conntrack %s\n",
-	       what, cur_snap_no, st.packets, veth, ip, dir ? "ingress" : "egress",
+	printf("  DIFF %s: snapshot %llu, packet %llu, lease %s (%s), veth %d bound to %s, %s, "
+	       "conntrack %s\n",
+	       what, cur_snap_no, st.packets, lease_names[lease_mode],
+	       lease_expired ? "expired" : "in force", veth, ip, dir ? "ingress" : "egress",
 	       ct == MODEL_CT_NONE	  ? "none"
 	       : ct == MODEL_CT_BY_EGRESS ? "opened by the pod"
 					  : "opened by the peer");
@@ -542,13 +556,14 @@ static void judge(int veth, int dir, const __u8 *buf, size_t len)
 		return;
 	}
 	st.packets++;
+	lease_packets += lease_expired;
 	model_parse(buf, len, 0, &p);
 	if (p.reason == RW_REASON_ALLOWED && !p.is_arp) {
 		ct_key(&p, dir, ifindex, &k);
 		e = ct_find(&k);
 		ct = e ? e->by : MODEL_CT_NONE;
 	}
-	model_judge(cur_snap, &binding[veth], dir, &p, ct, ct_full(ifindex), &m);
+	model_judge(cur_snap, &binding[veth], dir, &p, ct, ct_full(ifindex), lease_expired, &m);
 	st.by_reason[m.reason < RW_REASON_COUNT ? m.reason : RW_REASON_COUNT]++;
 	st.by_path[m.path]++;
 
@@ -632,6 +647,37 @@ static void judge(int veth, int dir, const __u8 *buf, size_t len)
 
 	if (m.ct_create)
 		ct_add(&k, dir == RW_DIR_EGRESS ? MODEL_CT_BY_EGRESS : MODEL_CT_BY_INGRESS);
+}
+
+/* ---- the lease ---- */
+
+static void set_lease(int expired)
+{
+	struct timespec ts;
+	char err[256];
+	__u64 deadline;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	/* Expired: 1 ns after boot. Ahead: an hour from now, far past any run of the suite. */
+	deadline = expired ? 1 : (__u64)(ts.tv_sec + 3600) * 1000000000ULL;
+	if (lease_mode == LEASE_NONE && !expired)
+		deadline = 0;
+	if (rw_lease_write(&dp, deadline, err, sizeof(err))) {
+		printf("Bail out! %s\n", err);
+		exit(1);
+	}
+	lease_expired = expired;
+}
+
+static void pick_lease(void)
+{
+	__u32 r = rnd(100);
+
+	lease_mode = r < 55   ? LEASE_NONE
+		     : r < 70 ? LEASE_AHEAD
+		     : r < 85 ? LEASE_EXPIRED
+			      : LEASE_CUT;
+	set_lease(lease_mode == LEASE_EXPIRED);
 }
 
 /* ---- packets ---- */
@@ -874,12 +920,16 @@ static void one_packet(void)
 		judge(veth, !dir, buf, len);
 		if (s.proto == IPPROTO_TCP)
 			s.tcp_flags = chance(70) ? 0x10 : tcp_flag_pool[rnd(sizeof(tcp_flag_pool))];
+		if (lease_mode == LEASE_CUT)
+			set_lease(1);
 	}
 	if (chance(22))
 		len = mutate(&s, buf);
 	else
 		len = pkt_build(&s, buf);
 	judge(veth, dir, buf, len);
+	if (lease_mode == LEASE_CUT && lease_expired)
+		set_lease(0);
 }
 
 /* ---- snapshots into the kernel ---- */
@@ -1157,8 +1207,9 @@ static int conntrack_full_phase(__u64 revision)
 
 		model_parse(buf, len, 0, &p);
 		has = ct_kernel_has(ifindex_of[0], &p, RW_DIR_INGRESS);
-		model_judge(&snap, &binding[0], RW_DIR_INGRESS, &p, MODEL_CT_BY_EGRESS, 0, &with);
-		model_judge(&snap, &binding[0], RW_DIR_INGRESS, &p, MODEL_CT_NONE, 0, &without);
+		model_judge(&snap, &binding[0], RW_DIR_INGRESS, &p, MODEL_CT_BY_EGRESS, 0, 0,
+			    &with);
+		model_judge(&snap, &binding[0], RW_DIR_INGRESS, &p, MODEL_CT_NONE, 0, 0, &without);
 		if (test_run(dp.prog_fd[RW_DIR_INGRESS], ifindex_of[0], buf, len, &ret))
 			ret = -100;
 	}
@@ -1441,9 +1492,12 @@ int main(int argc, char **argv)
 			ct_forget(0, 0);
 		}
 		rebind();
+		pick_lease();
 		while (st.packets + st.skipped < st.snapshots * per_snap + 200)
 			one_packet();
 	}
+	lease_mode = LEASE_NONE;
+	set_lease(0);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 
 	printf("# %llu packets over %llu snapshots (%llu generated snapshots refused by the parser,"
@@ -1464,6 +1518,7 @@ int main(int argc, char **argv)
 	printf("\n# revokes: %llu refused segments of known flows reset both ways, %llu of them of a "
 	       "run that ended while its pod lives\n",
 	       st.revokes, st.revokes_ended);
+	printf("# under an expired lease: %llu packets\n", lease_packets);
 	printf("%s 1 - model and datapath agree on every packet (seed %llu): %llu differences\n",
 	       st.diffs ? "not ok" : "ok", seed, st.diffs);
 	ct_fails = no_ct_phase ? 0 : conntrack_full_phase(revision);
