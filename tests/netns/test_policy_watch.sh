@@ -27,6 +27,11 @@
 #             changes, reported (diag), not asserted
 #   frozen    a server stopped with SIGSTOP: the stream is cut, status answers, enforcement goes
 #             on, and SIGTERM ends the agent at once though its reconnection hangs
+#   lease     a snapshot with lease_seconds 2, kept by the heartbeats; the server partitioned (an
+#             nftables table in its namespace): within lease + 1 s the run rule and open mode are
+#             refused lease-expired, the proxy still works, status, /readyz (503), /api/status and
+#             /metrics say so; healed, the run rule works again; the agent stopped (SIGSTOP): the
+#             lease expires all the same, and SIGCONT restores it. The times are reported.
 #
 # Everything lives in namespaces named rwp<pid>-*, pins in /sys/fs/bpf/rwtest-policywatch-<pid>, the
 # socket /run/rwtest-policywatch-<pid>.sock, files in /tmp/rwtest-policywatch-<pid>.*; all of it
@@ -71,6 +76,8 @@ acks() { ctl GET /acks; }
 ack_of() { acks | jq -c --argjson r "$1" '[.[] | select(.revision == $r)] | last // empty'; }
 has_ack() { [ -n "$(ack_of "$1")" ]; }
 revision() { rw_status_json | jq -r '.revision'; }
+
+command -v nft >/dev/null || bail "nft is missing (nftables: scripts/setup.sh installs it); the lease section partitions the server with it"
 
 # ---- certificates: CA "ca" signs the server's and the node's; "other" is someone else ----------
 mkdir -p "$C"
@@ -448,5 +455,118 @@ exit_limit=$(awk -v k="$RW_WAIT_SCALE" 'BEGIN {printf "%d", 3000 * k}')
 check "frozen: SIGTERM: the agent exits in $(((t1 - t0) / 1000000)) ms (under $exit_limit) though a connection hangs" \
 	test $(((t1 - t0) / 1000000)) -lt "$exit_limit"
 kill -CONT "$SERVER_PID" 2>/dev/null || true
+server_stop
+
+# ---- lease: a snapshot with lease_seconds; the datapath falls back when the messages stop -----
+section lease
+LEASE=2
+server_start
+agent "${GOOD[@]}" --listen "$HTTP"
+rw_wait 10 resumed || bail "the agent did not reconnect for the lease"
+lrev=$(($(ctl GET /state | jq '.revision') + 1))
+cat >"$RW_WORK/lease.json" <<EOT
+{"revision": $lrev, "lease_seconds": $LEASE, "deny": ["10.0.0.0/16"],
+ "services": [{"name": "egress-proxy", "ip": "172.20.0.10", "tcp": [443]}],
+ "runs": [{"id": "$A_RUN", "pods": ["$A_IP"], "egress": "open"},
+          {"id": "$B_RUN", "pods": ["$B_IP"], "allow": [{"ip": "52.94.9.5", "tcp": [5432]}]}]}
+EOT
+ctl POST /snapshot --data-binary "@$RW_WORK/lease.json" >/dev/null
+rw_wait 5 has_ack "$lrev" || true
+check "lease: the snapshot with lease_seconds $LEASE acked ok at $lrev" rw_jq_true '.ok' <<<"$(ack_of "$lrev")"
+in_force() { rw_jq_true --argjson l $((LEASE * 1000)) '.lease.expired == false and .lease.remaining_ms <= $l' <<<"$(rw_status_json)"; }
+check "lease: status shows it in force ($(rw_status_json | jq -c .lease))" rw_wait 5 in_force
+run_rule() { rw_probe b tcp 52.94.9.5 5432 --timeout 0.5; }
+open_mode() { rw_probe a tcp 93.184.216.34 80 --timeout 0.5; }
+proxy() { rw_probe "$1" tcp 172.20.0.10 443 --timeout 2; }
+sleep $((LEASE + 1)) # longer than the lease: only the heartbeats keep it
+check "lease: after $((LEASE + 1)) s the heartbeats keep it: the run rule, open mode and the proxy work" \
+	eval '[ "$(run_rule)" = ok ] && [ "$(open_mode)" = ok ] && [ "$(proxy b)" = ok ]'
+readyz() { rw_node_exec curl -s -o /dev/null -w '%{http_code}' -m 5 "http://$HTTP/readyz"; }
+check "lease: /readyz answers $(readyz) while the lease holds" test "$(readyz)" = 200
+lease_expired_count() { rw_counters_json | jq -r '[.node.egress["lease-expired"].packets // 0, .node.ingress["lease-expired"].packets // 0] | add'; }
+# until_refused START_NS: poll the run rule until the datapath refuses it; prints the ms since START
+until_refused() {
+	local end=$(($(date +%s) + $(printf '%.0f' "$(rw_scale 20)")))
+	while [ "$(date +%s)" -lt "$end" ]; do
+		if [ "$(run_rule)" = refused ]; then
+			echo $((($(rw_mono_ns) - $1) / 1000000))
+			return 0
+		fi
+		sleep 0.05
+	done
+	echo never
+}
+until_ok() { # until_ok START_NS: the same until the run rule works again
+	local end=$(($(date +%s) + $(printf '%.0f' "$(rw_scale 30)")))
+	while [ "$(date +%s)" -lt "$end" ]; do
+		if [ "$(run_rule)" = ok ]; then
+			echo $((($(rw_mono_ns) - $1) / 1000000))
+			return 0
+		fi
+		sleep 0.05
+	done
+	echo never
+}
+within_ms=$(awk -v k="$RW_WAIT_SCALE" -v l="$LEASE" 'BEGIN {printf "%d", (l + 1) * 1000 * k}')
+
+# (a) partition: the server's namespace drops everything of its port, both ways.
+c0=$(lease_expired_count)
+t0=$(rw_mono_ns)
+ip netns exec "$RW_SVC" nft -f - <<EOT || bail "nft: the partition"
+table inet rwlease {
+	chain in { type filter hook input priority 0; tcp dport $PORT drop; }
+	chain out { type filter hook output priority 0; tcp sport $PORT drop; }
+}
+EOT
+ms=$(until_refused "$t0")
+diag "lease: partitioned: the run rule refused ${ms} ms after the partition (lease ${LEASE} s, heartbeats every 1 s)"
+check "lease: partitioned: the datapath refuses the run rule within lease + 1 s ($ms ms, under $within_ms)" \
+	eval '[ "$ms" != never ] && [ "$ms" -le "$within_ms" ]'
+check "lease: partitioned: open mode is refused too ($(open_mode))" test "$(open_mode)" = refused
+check "lease: partitioned: the proxy still works for both sandboxes" \
+	eval '[ "$(proxy a)" = ok ] && [ "$(proxy b)" = ok ]'
+check "lease: partitioned: refusals counted as lease-expired ($c0 -> $(lease_expired_count))" \
+	test "$(lease_expired_count)" -gt "$c0"
+expired_shown() { rw_jq_true '.lease.expired and .lease.remaining_ms < 0' <<<"$(rw_status_json)"; }
+check "lease: partitioned: status shows it expired ($(rw_status_json | jq -c .lease))" expired_shown
+check "lease: partitioned: /readyz answers 503 ($(rw_node_exec curl -s -m 5 "http://$HTTP/readyz"))" \
+	rw_wait 3 eval '[ "$(readyz)" = 503 ]'
+metrics_expired() {
+	local m
+	m=$(http_get /metrics)
+	grep -qx 'runwall_lease_expired 1' <<<"$m" && grep -q '^runwall_lease_remaining_seconds -' <<<"$m" &&
+		grep -qE '^runwall_packets_total\{direction="egress",reason="lease-expired"\} [1-9]' <<<"$m"
+}
+check "lease: partitioned: /metrics shows runwall_lease_expired 1, the time since, and the lease-expired drops" \
+	rw_wait 3 metrics_expired
+check "lease: partitioned: /api/status shows it for the view" \
+	rw_jq_true '.lease.expired' <<<"$(http_get /api/status)"
+out=$(rw status 2>&1 || true)
+check "lease: partitioned: runwall status says so ($(grep '^lease:' <<<"$out"))" grep -q '^lease: *EXPIRED' <<<"$out"
+
+# (c) heal: the next message (the snapshot on reconnect, or a heartbeat) restores the policy.
+t0=$(rw_mono_ns)
+ip netns exec "$RW_SVC" nft delete table inet rwlease || bail "nft: healing the partition"
+ms=$(until_ok "$t0")
+diag "lease: healed: the run rule works again ${ms} ms after the heal (the agent's reconnection and its first message)"
+check "lease: healed: the run rule works again ($ms ms after the heal), and open mode" \
+	eval '[ "$ms" != never ] && [ "$(open_mode)" = ok ]'
+check "lease: healed: /readyz answers 200 again" rw_wait 3 eval '[ "$(readyz)" = 200 ]'
+
+# (b) a frozen agent renews nothing: the lease expires all the same.
+rw_wait 5 in_force || true
+t0=$(rw_mono_ns)
+kill -STOP "$RW_AGENT_PID"
+ms=$(until_refused "$t0")
+diag "lease: agent stopped: the run rule refused ${ms} ms after SIGSTOP"
+check "lease: agent stopped (SIGSTOP): the datapath refuses the run rule within lease + 1 s ($ms ms, under $within_ms)" \
+	eval '[ "$ms" != never ] && [ "$ms" -le "$within_ms" ]'
+check "lease: agent stopped: the proxy still works" test "$(proxy b)" = ok
+t0=$(rw_mono_ns)
+kill -CONT "$RW_AGENT_PID"
+ms=$(until_ok "$t0")
+diag "lease: agent continued: the run rule works again ${ms} ms after SIGCONT (its next heartbeat)"
+check "lease: agent continued (SIGCONT): the run rule works again ($ms ms)" test "$ms" != never
+rw_agent_kill TERM
 server_stop
 rw_suite_end

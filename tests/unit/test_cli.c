@@ -278,7 +278,7 @@ static void test_reason_names(void **state)
 				 "unknown-source, spoofed-source, malformed, unsupported-l2, "
 				 "ip-options, fragment, unsupported-protocol, dns, metadata, "
 				 "private-destination, not-allowlisted, inbound-denied, "
-				 "conntrack-full");
+				 "conntrack-full, lease-expired");
 	/* A unique prefix is a good guess too. */
 	assert_int_equal(rw_cli_reason_lookup("inbound", err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "(did you mean 'inbound-denied'?)"));

@@ -101,6 +101,7 @@ json_t *agent_status_json(struct agent *a)
 				    json_integer(a->drain.ring_capped));
 		json_object_set_new(o, "cni", agent_cni_status(a));
 		json_object_set_new(o, "policy_watch", agent_follow_status(a));
+		json_object_set_new(o, "lease", rw_status_lease(&cfg, a->mono_to_real));
 	}
 	return o;
 }

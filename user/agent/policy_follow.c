@@ -296,6 +296,12 @@ static void on_message(struct agent *a, const struct rw_watch_item *it)
 		refuse(a, NULL, 0, path, colon ? colon + 2 : err, true, revision_in_force(a));
 		return;
 	}
+	/* Any message the control plane sends, a heartbeat too, says it is there: the lease of the
+	 * snapshot in force runs again from now (a snapshot it carries sets its own when applied).
+	 */
+	if (a->pol.have_policy && a->pol.policy.lease_seconds &&
+	    rw_lease_renew(&a->dp, a->pol.policy.lease_seconds, err, sizeof(err)))
+		rw_warn("policy watch: renewing the lease: %s", err);
 	if (m.revision > a->follow.received)
 		a->follow.received = m.revision;
 	if (m.type == RW_WATCH_SNAPSHOT) {

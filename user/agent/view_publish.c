@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* view_publish.c: the agent's state handed to the HTTP view on the loop's tick (when something
  * changed, and every second): the status JSON (the control socket's), readiness for /readyz (a
- * snapshot is enforced and every known sandbox veth has both programs attached) and what
- * /metrics needs of the agent. The HTTP threads never read the agent's own structures.
+ * snapshot is enforced, its lease, if it has one, has not expired, and every known sandbox veth
+ * has both programs attached) and what /metrics needs of the agent. The HTTP threads never read the agent's own structures.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,9 +18,11 @@ void agent_view_publish(struct agent *a)
 	struct rw_config cfg = {};
 	char text[256];
 	size_t detached = 0;
-	bool ready;
+	int64_t lease_left;
+	bool ready, lease_expired;
 
 	rw_config_read(&a->dp, &cfg);
+	lease_expired = rw_lease_state(&cfg, &lease_left) == RW_LEASE_EXPIRED;
 	for (size_t i = 0; i < a->sandboxes.n_sbx; i++) {
 		struct sandbox *s = &a->sandboxes.sbx[i];
 		struct rw_pod pod;
@@ -61,9 +63,15 @@ void agent_view_publish(struct agent *a)
 	snap.cni_watched = a->cni.conf_dir;
 	snap.cni_chained = a->cni.chained;
 	snap.cni_repairs = a->cni.repairs;
-	ready = RW_STATE_READY(cfg.state) && !detached && (!a->cni.conf_dir || a->cni.chained);
+	ready = RW_STATE_READY(cfg.state) && !lease_expired && !detached &&
+		(!a->cni.conf_dir || a->cni.chained);
 	if (!RW_STATE_READY(cfg.state))
 		snprintf(text, sizeof(text), "not ready: no snapshot applied\n");
+	else if (lease_expired)
+		snprintf(text, sizeof(text),
+			 "not ready: the control plane's lease expired %lld ms ago: services and "
+			 "inbound only (lease-expired)\n",
+			 (long long)(-lease_left / 1000000));
 	else if (detached)
 		snprintf(text, sizeof(text), "not ready: %zu of %zu sandbox veths not attached\n",
 			 detached, a->sandboxes.n_sbx);

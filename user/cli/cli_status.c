@@ -68,6 +68,18 @@ static void print_plain(struct sctx *c, json_t *o)
 	else
 		printf("node:       NOT READY: no policy applied, every sandbox packet is dropped "
 		       "(not-ready)\n");
+	if (json_is_object(json_object_get(o, "lease"))) {
+		json_t *lease = json_object_get(o, "lease");
+		long long left = json_integer_value(json_object_get(lease, "remaining_ms"));
+
+		if (json_is_true(json_object_get(lease, "expired")))
+			printf("lease:      EXPIRED %lld ms ago: services and inbound only, the rest "
+			       "is refused (lease-expired)\n",
+			       -left);
+		else
+			printf("lease:      %lld ms left (until %s)\n", left,
+			       json_string_value(json_object_get(lease, "deadline")));
+	}
 	if (applied) {
 		json_t *ms = c->agent ? json_object_get(c->agent, "apply_ms") : NULL;
 

@@ -468,6 +468,23 @@ int rw_lease_renew(const struct rw_datapath *dp, __u32 lease_seconds, char *err,
 			      err, errlen);
 }
 
+enum rw_lease_state rw_lease_state(const struct rw_config *cfg, int64_t *remaining_ns)
+{
+	struct timespec ts;
+	int64_t left;
+
+	if (remaining_ns)
+		*remaining_ns = 0;
+	if (!cfg->lease_deadline_ns)
+		return RW_LEASE_NONE;
+	/* bpf_ktime_get_coarse_ns() is CLOCK_MONOTONIC_COARSE: the clock the programs judge by. */
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	left = (int64_t)(cfg->lease_deadline_ns - ((__u64)ts.tv_sec * 1000000000ULL + ts.tv_nsec));
+	if (remaining_ns)
+		*remaining_ns = left;
+	return left > 0 ? RW_LEASE_IN_FORCE : RW_LEASE_EXPIRED;
+}
+
 /* ---- conntrack: one table per sandbox veth ------------------------------------------------ */
 
 int rw_conntrack_table_fd(const struct rw_datapath *dp, __u32 ifindex)

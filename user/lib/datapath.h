@@ -122,6 +122,13 @@ int rw_lease_write(const struct rw_datapath *dp, __u64 deadline_ns, char *err, s
  */
 int rw_lease_renew(const struct rw_datapath *dp, __u32 lease_seconds, char *err, size_t errlen);
 
+/* The lease as packets see it now: RW_LEASE_NONE (no deadline), RW_LEASE_IN_FORCE or
+ * RW_LEASE_EXPIRED, judged by the coarse clock the programs read. *remaining_ns (may be NULL):
+ * until the deadline, negative once it is behind.
+ */
+enum rw_lease_state { RW_LEASE_NONE = 0, RW_LEASE_IN_FORCE = 1, RW_LEASE_EXPIRED = 2 };
+enum rw_lease_state rw_lease_state(const struct rw_config *cfg, int64_t *remaining_ns);
+
 /* Bind a host-side veth to the pod routed through it, or unbind it. This is the one call that
  * makes a veth a sandbox for the datapath (the agent and runwall-cni both use it): binding
  * creates the sandbox's own conntrack table (rw_config.ct_per_sandbox entries; -ENOSPC when the

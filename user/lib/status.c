@@ -219,6 +219,19 @@ static json_t *events_json(struct node_status *c)
 			 json_object_get(ae, "skipped") ?: json_null());
 }
 
+json_t *rw_status_lease(const struct rw_config *cfg, int64_t mono_to_real)
+{
+	int64_t left;
+	enum rw_lease_state st = rw_lease_state(cfg, &left);
+	char deadline[40] = "";
+
+	if (st == RW_LEASE_NONE)
+		return json_null();
+	rw_format_time((int64_t)cfg->lease_deadline_ns + mono_to_real, deadline, sizeof(deadline));
+	return json_pack("{s:b, s:s, s:I}", "expired", st == RW_LEASE_EXPIRED, "deadline", deadline,
+			 "remaining_ms", (json_int_t)(left / 1000000));
+}
+
 static json_t *agent_json(struct node_status *c)
 {
 	json_t *a = c->agent;
@@ -278,6 +291,7 @@ json_t *rw_status_node(const struct rw_datapath *dp, const char *bpffs, const ch
 		rw_fail_msg(err, errlen, -ENOMEM, "out of memory");
 		return NULL;
 	}
+	json_object_set_new(o, "lease", rw_status_lease(&c.cfg, c.mono_to_real));
 	/* The agent's --event-rate, --answer-rate, --ct-per-sandbox and --ct-node, as the kernel
 	 * holds them.
 	 */

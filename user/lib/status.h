@@ -30,11 +30,16 @@ json_t *rw_status_sandbox(const char *pin_dir, const char *ifname, int ifindex, 
 			  const char *run);
 
 /* {"id", "idx", "gen", "since" (null when unknown), "egress":"allowlist"|"open", "pods":[IP]}. */
+/* The control plane's lease as the kernel judges it (rw_lease_state()): {"expired", "deadline"
+ * (UTC), "remaining_ms" (negative once expired)}, or null without one.
+ */
+json_t *rw_status_lease(const struct rw_config *cfg, int64_t mono_to_real);
+
 json_t *rw_status_run(const char *id, __u32 idx, __u32 gen, const char *since, int egress,
 		      const __be32 *pods, size_t n_pods);
 
 /* The node's status: {"ok", "ready", "revision", "ready_since", "applied", "bpffs", "agent",
- * "runs", "sandboxes", "maps", "events", "limits"} from the maps pinned at bpffs (dp) and, when
+ * "runs", "sandboxes", "maps", "events", "lease", "limits"} from the maps pinned at bpffs (dp) and, when
  * the agent answered, its `status` reply `agent` (borrowed; NULL without one, agent_err saying
  * why). NULL with err when the maps cannot be read.
  */

@@ -148,6 +148,19 @@ char *rw_metrics_text(const struct rw_datapath *dp, const struct rw_metrics_snap
 	rw_config_read(dp, &cfg);
 	family(&o, "runwall_ready", "gauge", "1 when a policy snapshot is enforced on this node.");
 	sample(&o, "runwall_ready", "", RW_STATE_READY(cfg.state));
+	{
+		int64_t left;
+		enum rw_lease_state lease = rw_lease_state(&cfg, &left);
+
+		family(&o, "runwall_lease_expired", "gauge",
+		       "1 while the control plane's lease has expired: services and inbound only.");
+		sample(&o, "runwall_lease_expired", "", lease == RW_LEASE_EXPIRED);
+		if (lease != RW_LEASE_NONE) {
+			family(&o, "runwall_lease_remaining_seconds", "gauge",
+			       "Seconds until the control plane's lease expires (negative: since).");
+			fprintf(o.f, "runwall_lease_remaining_seconds %.3f\n", left / 1e9);
+		}
+	}
 	family(&o, "runwall_policy_revision", "gauge",
 	       "Revision of the snapshot in force (0: none).");
 	sample(&o, "runwall_policy_revision", "",
