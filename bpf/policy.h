@@ -134,7 +134,12 @@ static __always_inline int rw_egress_policy(const struct rw_view *v, const struc
 	if (rule)
 		goto allowed;
 	special = rw_is_special(daddr) || bpf_map_lookup_elem(v->deny, &dk);
-	if (!special && !v->lease_expired) {
+	/* The lease-expired policy ends here: the run's rules and egress mode are not consulted. */
+	if (v->lease_expired)
+		return dport == bpf_htons(53) ? RW_REASON_DNS
+		       : special	      ? RW_REASON_PRIVATE_DESTINATION
+					      : RW_REASON_LEASE_EXPIRED;
+	if (!special) {
 		rule = rw_find_allow(v, pod->run_idx, daddr, dport, proto, &rule_path);
 		if (rule)
 			goto allowed;
@@ -143,8 +148,6 @@ static __always_inline int rw_egress_policy(const struct rw_view *v, const struc
 		return RW_REASON_DNS;
 	if (special)
 		return RW_REASON_PRIVATE_DESTINATION;
-	if (v->lease_expired)
-		return RW_REASON_LEASE_EXPIRED;
 	if (pod->egress_mode == RW_EGRESS_OPEN) {
 		*path = RW_PATH_OPEN;
 		return RW_REASON_ALLOWED;
