@@ -210,8 +210,10 @@ struct rw_config {
 	 * inbound only); 0: no lease. Written only by rw_lease, read by packets with one load.
 	 */
 	__u64 lease_deadline_ns;
+	__u32 lease_seconds; /* the lease of the snapshot in force (0: none): what a renewal adds */
+	__u32 pad2;
 };
-_Static_assert(sizeof(struct rw_config) == 56, "rw_config layout");
+_Static_assert(sizeof(struct rw_config) == 64, "rw_config layout");
 
 /* rw_flip, the one writer of rw_config.state: a BPF_PROG_TYPE_SYSCALL program that user space
  * runs with BPF_PROG_TEST_RUN, this as its context (in and out). It stores `next` with one

@@ -32,7 +32,8 @@
 #             the lease) the run rule and open mode are refused lease-expired, the proxy still
 #             works, status, /readyz (503), /api/status and /metrics say so; healed, the run rule
 #             works again; the agent stopped (SIGSTOP): the lease expires all the same, and
-#             SIGCONT restores it. The times are reported.
+#             SIGCONT restores it; a restarted agent, sent heartbeats only, keeps it. The times
+#             are reported.
 #
 # Everything lives in namespaces named rwp<pid>-*, pins in /sys/fs/bpf/rwtest-policywatch-<pid>, the
 # socket /run/rwtest-policywatch-<pid>.sock, files in /tmp/rwtest-policywatch-<pid>.*; all of it
@@ -579,6 +580,16 @@ kill -CONT "$RW_AGENT_PID"
 ms=$(since_ms "$t0" "$(until_got ok)")
 diag "lease: agent continued: the run rule works again ${ms} ms after SIGCONT (its next heartbeat)"
 check "lease: agent continued (SIGCONT): the run rule works again ($ms ms)" test "$ms" != never
+
+# A restarted agent resumes at the revision in force: the server sends no snapshot, only heartbeats,
+# which renew the lease the kernel keeps (rw_config.lease_seconds), with no snapshot in memory.
+rw_agent_kill TERM
+n0=$(conns)
+agent "${GOOD[@]}" --listen "$HTTP"
+rw_wait 10 reconnected "$n0" || true
+sleep $((LEASE + 1))
+check "lease: a restarted agent resumed at $lrev (no snapshot sent) and its heartbeats keep the lease ($(rw_status_json | jq -c .lease))" \
+	eval 'rw_jq_true ".connections[-1].revision == $lrev" <<<"$(ctl GET /state)" && in_force && [ "$(run_rule)" = ok ]'
 rw_agent_kill TERM
 server_stop
 rw_suite_end

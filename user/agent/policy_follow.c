@@ -299,8 +299,7 @@ static void on_message(struct agent *a, const struct rw_watch_item *it)
 	/* Any message the control plane sends, a heartbeat too, says it is there: the lease of the
 	 * snapshot in force runs again from now (a snapshot it carries sets its own when applied).
 	 */
-	if (a->pol.have_policy && a->pol.policy.lease_seconds &&
-	    rw_lease_renew(&a->dp, a->pol.policy.lease_seconds, err, sizeof(err)))
+	if (rw_lease_renew(&a->dp, err, sizeof(err)))
 		rw_warn("policy watch: renewing the lease: %s", err);
 	if (m.revision > a->follow.received)
 		a->follow.received = m.revision;

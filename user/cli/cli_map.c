@@ -316,6 +316,7 @@ static int show_config(struct mctx *c, const struct mkey *k)
 		      "layout_version", (int)c->cfg.layout_version, "event_rate",
 		      (int)c->cfg.event_rate, "event_burst", (int)c->cfg.event_burst, "applied",
 		      jstr_or_null(applied), "applied_ns", (json_int_t)c->cfg.applied_ns);
+	json_object_set_new(o, "lease_seconds", json_integer(c->cfg.lease_seconds));
 	json_object_set_new(o, "lease_deadline_ns",
 			    json_integer((json_int_t)c->cfg.lease_deadline_ns));
 	if (c->entries) {
@@ -352,8 +353,8 @@ static int show_config(struct mctx *c, const struct mkey *k)
 	rw_table_row(&c->t);
 	rw_table_cell(&c->t, "lease deadline");
 	if (c->cfg.lease_deadline_ns)
-		rw_table_cell(&c->t, "%llu ns (CLOCK_MONOTONIC)",
-			      (unsigned long long)c->cfg.lease_deadline_ns);
+		rw_table_cell(&c->t, "%llu ns (CLOCK_MONOTONIC), lease %u s",
+			      (unsigned long long)c->cfg.lease_deadline_ns, c->cfg.lease_seconds);
 	else
 		rw_table_cell(&c->t, "none");
 	return 1;

@@ -1387,7 +1387,7 @@ int rw_apply(struct rw_datapath *dp, const struct rw_policy *prev, const struct 
 	 * plane, so it renews the lease it sets. Between the flip and this store packets judge
 	 * the new slot under the old deadline: an expired one only narrows them to services.
 	 */
-	ret = rw_lease_renew(dp, next->lease_seconds, err, errlen);
+	ret = rw_lease_set(dp, next->lease_seconds, err, errlen);
 	if (ret)
 		rw_warn("the flip to revision %llu is done, but its lease is not: %s",
 			(unsigned long long)next->revision, err ? err : strerror(-ret));

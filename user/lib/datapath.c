@@ -454,18 +454,44 @@ int rw_lease_write(const struct rw_datapath *dp, __u64 deadline_ns, char *err, s
 	return 0;
 }
 
-int rw_lease_renew(const struct rw_datapath *dp, __u32 lease_seconds, char *err, size_t errlen)
+static int lease_from_now(const struct rw_datapath *dp, __u32 lease_seconds, char *err,
+			  size_t errlen)
 {
 	struct timespec ts;
 
-	if (!lease_seconds)
-		return rw_lease_write(dp, 0, err, errlen);
 	/* CLOCK_MONOTONIC is bpf_ktime_get_ns()'s clock; the coarse one packets read lags it. */
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return rw_lease_write(dp,
 			      (__u64)ts.tv_sec * 1000000000ULL + (__u64)ts.tv_nsec +
 				      (__u64)lease_seconds * 1000000000ULL,
 			      err, errlen);
+}
+
+int rw_lease_set(const struct rw_datapath *dp, __u32 lease_seconds, char *err, size_t errlen)
+{
+	struct rw_config cfg;
+	int ret = rw_config_read(dp, &cfg);
+
+	if (!ret && cfg.lease_seconds != lease_seconds) {
+		cfg.lease_seconds = lease_seconds;
+		ret = rw_config_write(dp, &cfg);
+	}
+	if (ret)
+		return rw_fail_msg(err, errlen, ret, "%s: lease: %s", rw_map_names[RW_M_CONFIG],
+				   strerror(-ret));
+	return lease_seconds ? lease_from_now(dp, lease_seconds, err, errlen)
+			     : rw_lease_write(dp, 0, err, errlen);
+}
+
+int rw_lease_renew(const struct rw_datapath *dp, char *err, size_t errlen)
+{
+	struct rw_config cfg;
+	int ret = rw_config_read(dp, &cfg);
+
+	if (ret)
+		return rw_fail_msg(err, errlen, ret, "%s: lease: %s", rw_map_names[RW_M_CONFIG],
+				   strerror(-ret));
+	return cfg.lease_seconds ? lease_from_now(dp, cfg.lease_seconds, err, errlen) : 0;
 }
 
 enum rw_lease_state rw_lease_state(const struct rw_config *cfg, int64_t *remaining_ns)

@@ -117,10 +117,16 @@ int rw_config_flip(const struct rw_datapath *dp, __u64 expect, __u64 next, char 
  */
 int rw_lease_write(const struct rw_datapath *dp, __u64 deadline_ns, char *err, size_t errlen);
 
-/* rw_lease_write() of now + lease_seconds (0: no lease): what every message of the control
- * plane and every apply of a snapshot renews.
+/* The snapshot's lease, at its apply: rw_config.lease_seconds (a plain field, packets never
+ * read it) and the deadline now + lease_seconds, or none (0).
  */
-int rw_lease_renew(const struct rw_datapath *dp, __u32 lease_seconds, char *err, size_t errlen);
+int rw_lease_set(const struct rw_datapath *dp, __u32 lease_seconds, char *err, size_t errlen);
+
+/* A message of the control plane: the deadline moves to now + rw_config.lease_seconds, the
+ * lease of the snapshot in force as the kernel holds it (so an agent that restarted renews it
+ * without the snapshot's text); 0 and nothing written without a lease.
+ */
+int rw_lease_renew(const struct rw_datapath *dp, char *err, size_t errlen);
 
 /* The lease as packets see it now: RW_LEASE_NONE (no deadline), RW_LEASE_IN_FORCE or
  * RW_LEASE_EXPIRED, judged by the coarse clock the programs read. *remaining_ns (may be NULL):

@@ -228,8 +228,9 @@ json_t *rw_status_lease(const struct rw_config *cfg, int64_t mono_to_real)
 	if (st == RW_LEASE_NONE)
 		return json_null();
 	rw_format_time((int64_t)cfg->lease_deadline_ns + mono_to_real, deadline, sizeof(deadline));
-	return json_pack("{s:b, s:s, s:I}", "expired", st == RW_LEASE_EXPIRED, "deadline", deadline,
-			 "remaining_ms", (json_int_t)(left / 1000000));
+	return json_pack("{s:I, s:b, s:s, s:I}", "seconds", (json_int_t)cfg->lease_seconds,
+			 "expired", st == RW_LEASE_EXPIRED, "deadline", deadline, "remaining_ms",
+			 (json_int_t)(left / 1000000));
 }
 
 static json_t *agent_json(struct node_status *c)

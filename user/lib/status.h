@@ -30,8 +30,8 @@ json_t *rw_status_sandbox(const char *pin_dir, const char *ifname, int ifindex, 
 			  const char *run);
 
 /* {"id", "idx", "gen", "since" (null when unknown), "egress":"allowlist"|"open", "pods":[IP]}. */
-/* The control plane's lease as the kernel judges it (rw_lease_state()): {"expired", "deadline"
- * (UTC), "remaining_ms" (negative once expired)}, or null without one.
+/* The control plane's lease as the kernel judges it (rw_lease_state()): {"seconds", "expired",
+ * "deadline" (UTC), "remaining_ms" (negative once expired)}, or null without one.
  */
 json_t *rw_status_lease(const struct rw_config *cfg, int64_t mono_to_real);
 
@@ -39,9 +39,9 @@ json_t *rw_status_run(const char *id, __u32 idx, __u32 gen, const char *since, i
 		      const __be32 *pods, size_t n_pods);
 
 /* The node's status: {"ok", "ready", "revision", "ready_since", "applied", "bpffs", "agent",
- * "runs", "sandboxes", "maps", "events", "lease", "limits"} from the maps pinned at bpffs (dp) and, when
- * the agent answered, its `status` reply `agent` (borrowed; NULL without one, agent_err saying
- * why). NULL with err when the maps cannot be read.
+ * "runs", "sandboxes", "maps", "events", "lease", "limits"} from the maps pinned at bpffs (dp)
+ * and, when the agent answered, its `status` reply `agent` (borrowed; NULL without one,
+ * agent_err saying why). NULL with err when the maps cannot be read.
  */
 json_t *rw_status_node(const struct rw_datapath *dp, const char *bpffs, const char *socket,
 		       json_t *agent, int agent_err, char *err, size_t errlen);

@@ -174,6 +174,14 @@ void test_lease_apply(void)
 		    "deadline", "%llu, not in [%llu, %llu] + 30 s",
 		    (unsigned long long)cfg.lease_deadline_ns, (unsigned long long)t0,
 		    (unsigned long long)t1);
+	ok &= CHECK_EQ(cfg.lease_seconds, 30, "the lease the kernel keeps for renewals");
+	/* A message renews it from the kernel's copy, with no snapshot at hand. */
+	t0 = mono_ns();
+	ok &= CHECK(rw_lease_renew(&d, err, sizeof(err)) == 0, "renew", "%s", err);
+	rw_config_read(&d, &cfg);
+	ok &= CHECK(cfg.lease_deadline_ns >= t0 + 30000000000ULL, "renewed deadline",
+		    "%llu, before %llu + 30 s", (unsigned long long)cfg.lease_deadline_ns,
+		    (unsigned long long)t0);
 	snprintf(json, sizeof(json), leased, 2, "");
 	if (rw_policy_parse(json, strlen(json), "lease", &p, &perr))
 		FATAL("lease: %s", perr.text);
@@ -181,8 +189,12 @@ void test_lease_apply(void)
 	rw_policy_free(&p);
 	rw_config_read(&d, &cfg);
 	ok &= CHECK_EQ(cfg.lease_deadline_ns, 0, "deadline after a snapshot without a lease");
-	printf("%s %d - lease: an apply of lease_seconds 30 sets the deadline 30 s ahead, one "
-	       "without lease_seconds clears it\n",
+	ok &= CHECK_EQ(cfg.lease_seconds, 0, "no lease kept");
+	ok &= CHECK(rw_lease_renew(&d, err, sizeof(err)) == 0, "renew", "%s", err);
+	rw_config_read(&d, &cfg);
+	ok &= CHECK_EQ(cfg.lease_deadline_ns, 0, "a renewal without a lease writes no deadline");
+	printf("%s %d - lease: an apply of lease_seconds 30 sets the deadline 30 s ahead and keeps "
+	       "the lease for renewals; one without lease_seconds clears both\n",
 	       ok ? "ok" : "not ok", t_count);
 	rw_datapath_close(&d);
 }
