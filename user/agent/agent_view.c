@@ -101,7 +101,7 @@ static char *status_text(void *data, const char *part_text)
 	json_decref(part);
 	if (o)
 		json_object_set_new(o, "node", json_string(v->node));
-	text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	text = o ? json_dumps(o, RW_STATUS_JSON_FLAGS) : NULL;
 	json_decref(o);
 	return text;
 }

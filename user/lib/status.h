@@ -43,4 +43,9 @@ json_t *rw_status_run(const char *id, __u32 idx, __u32 gen, const char *since, i
 json_t *rw_status_node(const struct rw_datapath *dp, const char *bpffs, const char *socket,
 		       json_t *agent, int agent_err, char *err, size_t errlen);
 
+/* How /api/status writes the document: as `runwall -j` does (rw_cli_json_print()), compact,
+ * reals to 9 significant digits.
+ */
+#define RW_STATUS_JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(9))
+
 #endif /* RUNWALL_STATUS_H */
