@@ -99,7 +99,7 @@ struct agent_policy {
 	char *policy_bytes; /* the file's last content, to ignore no-op rewrites */
 	size_t policy_len;
 	struct rw_apply_result last_apply;
-	int64_t ready_since, applied_at;
+	int64_t ready_since;
 	struct run_state *runs;
 	size_t n_runs;
 	/* The apply's share of what /metrics needs of the agent (applies, apply_seconds,
