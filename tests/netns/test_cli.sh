@@ -262,7 +262,20 @@ check "status -j: map fill" \
 	json_is "[(m['pin'], m['entries']) for m in d['maps'] if m['name'] in ('pods', 'allow', 'inbound', 'deny')]" \
 	"[('rw_pods', 2), ('rw_allow_exact', 6), ('rw_allow_cidr', 2), ('rw_deny', 2), ('rw_inbound', 4)]"
 check "status -j: events from the kernel and the agent" \
-	json_is "sorted(d['events'])" "['delivered', 'lost', 'sent', 'skipped', 'subscribers', 'suppressed']"
+	json_is "sorted(d['events'])" "['delivered', 'lost', 'ring_drains_capped', 'sent', 'skipped', 'subscribers', 'suppressed']"
+# The control socket's `status` is the agent's part of that document only: nothing the kernel
+# holds (readiness, revision, the last flip, a run's pods, a veth's pod, run and hooks).
+run "$PY" -c 'import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(b"status\n")
+s.shutdown(socket.SHUT_WR)
+print(s.makefile().readline())' "$sock"
+check "the socket's status: the agent's part, no node-level key" json_is "sorted(d)" \
+	"['apply_ms', 'attach', 'bind', 'bpffs', 'cni', 'events', 'ifprefix', 'last_error', 'ok', 'policy_file', 'policy_watch', 'ready_since', 'runs', 'sandboxes', 'socket']"
+check "the socket's status: each run's since, each veth by name and index" \
+	json_is "sorted(set(k for r in d['runs'] for k in r)), sorted(set(k for x in d['sandboxes'] for k in x)), len(d['runs']), len(d['sandboxes'])" \
+	"(['id', 'since'], ['ifindex', 'ifname'], 2, 2)"
 # Global options go before or after the command (kubectl, bpftool style).
 run nsenter --net=/run/netns/"$node" "$RUNWALL" status --socket "$sock" -j --bpffs="$bpffs"
 check "status --socket S -j --bpffs=DIR: options after the command ($rc)" \

@@ -210,7 +210,7 @@ check "follow: from that ack on, A cannot reach the database" \
 check "follow: status: revision received 3, enforced 3, connected" \
 	rw_jq_true '.revision_received == 3 and .revision_enforced == 3 and .connected and .last_message_age_ms < 5000' <<<"$(watch_json)"
 http_get() { rw_node_exec curl -sS -m 5 "http://$HTTP$1"; }
-api_shows() { rw_jq_true '.policy_watch | .connected and .revision_enforced == 3 and .refusals == 0' <<<"$(http_get /api/status)"; }
+api_shows() { rw_jq_true '.agent.policy_watch | .connected and .revision_enforced == 3 and .refusals == 0' <<<"$(http_get /api/status)"; }
 check "follow: /api/status shows the stream: connected, revision 3, no refusals" rw_wait 3 api_shows
 metrics_show() {
 	local m

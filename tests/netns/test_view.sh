@@ -12,7 +12,8 @@
 #   health     /healthz, /readyz (ready: a snapshot enforced, every sandbox veth attached), the
 #              same on the probe listener, which serves nothing else
 #   api        known traffic (refusals of every kind, allowed flows, inbound), then /api/events
-#              with every filter, since and limit, /api/status, /api/graph with service names
+#              with every filter, since and limit, /api/status (the document `runwall -j status`
+#              prints), /api/graph with service names
 #   metrics    promtool check metrics; node and per-run packets and bytes equal the kernel's
 #              (`runwall counters -j`) and the attempts sent
 #   requests   one POST per (run, destination, port, protocol) to a real receiver, none for
@@ -316,6 +317,22 @@ st=$(http_get "$API/api/status" | tail -n +2)
 check "/api/status: the status JSON (ready, revision 1, both runs, both veths, node)" \
 	rw_jq_true --arg a "$A_IF" '.ok and .ready and .revision == 1 and (.runs | length) == 2 and
 		([.sandboxes[].ifname] | index($a)) != null and .node == "node-a"' <<<"$st"
+# One document: /api/status is what `runwall -j status` prints on the same node, plus `node`.
+# Masked: what may move between the two reads (the ring's unread bytes, the time to an attach
+# retry); the rest must be equal, key for key.
+status_mask='del(.node) | .maps |= map(if .pin == "rw_events" then .entries = 0 else . end) |
+	.sandboxes |= map(del(.attach_retry_in_ms))'
+same_status() {
+	http_get "$API/api/status" | tail -n +2 | jq -S "$status_mask" >"$RW_WORK/status-api.json" 2>&1 || true
+	rw_status_json | jq -S "$status_mask" >"$RW_WORK/status-cli.json" 2>&1 || true
+	cmp -s "$RW_WORK/status-api.json" "$RW_WORK/status-cli.json"
+}
+if rw_wait 5 same_status; then
+	ok "/api/status is the document runwall -j status prints (plus node)"
+else
+	not_ok "/api/status is the document runwall -j status prints (plus node)"
+	diff "$RW_WORK/status-cli.json" "$RW_WORK/status-api.json" | head -n 40 | sed 's/^/#   /' >&3 || true
+fi
 
 # ---- metrics -----------------------------------------------------------------------------------
 

@@ -99,7 +99,7 @@ struct agent_policy {
 	char *policy_bytes; /* the file's last content, to ignore no-op rewrites */
 	size_t policy_len;
 	struct rw_apply_result last_apply;
-	int64_t ready_since, applied_at;
+	int64_t ready_since;
 	struct run_state *runs;
 	size_t n_runs;
 	/* The apply's share of what /metrics needs of the agent (applies, apply_seconds,
@@ -306,7 +306,12 @@ void agent_on_client(struct agent *a);
 bool agent_ctl_on_fd(struct agent *a, int fd, __u32 events);
 void agent_ctl_tick(struct agent *a);
 void agent_ctl_close_all(struct agent *a);
-json_t *agent_status_json(struct agent *a);
+/* The agent's part of the node's status, its `status` reply: what only the agent knows (its
+ * settings, its counters, when the node became ready, each run's since, the veths of its
+ * --ifprefix with their failed attaches and waiting pods); rw_status_node() makes the node's
+ * document of it.
+ */
+json_t *agent_status_part(struct agent *a);
 
 /* cni_chain.c: check (and repair) the chain now; watch the folder (0, or a negative errno);
  * an inotify event of it; what status shows (json null without --cni-conf-dir).

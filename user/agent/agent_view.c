@@ -11,6 +11,7 @@
 #include "agent_view.h"
 #include "eventfmt.h"
 #include "http.h"
+#include "status.h"
 
 struct rw_agent_view {
 	const struct rw_datapath *dp;
@@ -82,6 +83,29 @@ static char *metrics_text(void *data)
 	return text;
 }
 
+/* /api/status: the node's document, the one `runwall -j status` prints, built here from the
+ * agent's part its loop last published and the maps as they are now (as /metrics, off the loop:
+ * the map fill walks every conntrack table), plus the node's name.
+ */
+static char *status_text(void *data, const char *part_text)
+{
+	struct rw_agent_view *v = data;
+	json_t *part = json_loads(part_text, 0, NULL), *o;
+	char err[256], *text;
+
+	if (!part)
+		return NULL;
+	o = rw_status_node(v->dp, v->dp->pin_dir,
+			   json_string_value(json_object_get(part, "socket")) ?: "", part, 0, err,
+			   sizeof(err));
+	json_decref(part);
+	if (o)
+		json_object_set_new(o, "node", json_string(v->node));
+	text = o ? json_dumps(o, RW_STATUS_JSON_FLAGS) : NULL;
+	json_decref(o);
+	return text;
+}
+
 static char *requests_text(void *data)
 {
 	struct rw_agent_view *v = data;
@@ -98,7 +122,8 @@ struct rw_agent_view *rw_agent_view_start(const struct rw_agent_view_opts *o,
 {
 	struct rw_http_opts ho = {
 		.listen = o->listen, .token_file = o->token_file, .flag = "agent: --listen"};
-	struct rw_http_ops ops = {.metrics = metrics_text, .requests = requests_text};
+	struct rw_http_ops ops = {
+		.metrics = metrics_text, .requests = requests_text, .status = status_text};
 	struct rw_agent_view *v = calloc(1, sizeof(*v));
 
 	*usage = false;
@@ -213,7 +238,6 @@ void rw_agent_view_publish(struct rw_agent_view *v, json_t *status, bool ready,
 		return;
 	}
 	if (status) {
-		json_object_set_new(status, "node", json_string(v->node));
 		text = json_dumps(status, JSON_COMPACT);
 		json_decref(status);
 		if (text)

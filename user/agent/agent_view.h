@@ -28,7 +28,9 @@ struct rw_agent_view *rw_agent_view_start(const struct rw_agent_view_opts *o,
  */
 char *rw_agent_view_event(struct rw_agent_view *v, const struct rw_event *ev,
 			  const struct rw_policy *p, int64_t mono_to_real);
-/* The agent's state for /api/status, /readyz and /metrics: status is taken over (freed here). */
+/* The agent's state for /api/status (status: the agent's part of the node's status, taken over
+ * and freed here), /readyz and /metrics.
+ */
 void rw_agent_view_publish(struct rw_agent_view *v, json_t *status, bool ready,
 			   const char *ready_text, const struct rw_metrics_snap *snap);
 /* The tick's share: events set aside while a query held the view's store go in now, if it is

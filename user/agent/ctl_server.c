@@ -12,44 +12,32 @@
 #include "ctl.h"
 #include "eventfmt.h"
 #include "log.h"
-#include "status.h"
 
-json_t *agent_status_json(struct agent *a)
+json_t *agent_status_part(struct agent *a)
 {
-	char when[40], applied[40];
+	char when[40];
 	json_t *runs = json_array(), *sbx = json_array(), *o;
-	struct rw_config cfg = {};
 	unsigned long long delivered = a->subscribers.delivered_gone,
 			   skipped = a->subscribers.skipped_gone;
 	int64_t now_ms = agent_now_ms();
 	int attach_pending = 0, bind_waiting = 0;
-	bool ready;
 
-	rw_config_read(&a->dp, &cfg);
-	ready = RW_STATE_READY(cfg.state);
 	rw_format_time(a->pol.ready_since, when, sizeof(when));
-	rw_format_time(a->pol.applied_at, applied, sizeof(applied));
+	/* Since when each run of the snapshot in force enforces its generation. */
 	for (size_t r = 0; a->pol.have_policy && r < a->pol.policy.n_runs; r++) {
-		const struct rw_policy_run *run = &a->pol.policy.runs[r];
-		struct rw_pod pod = {};
+		const char *id = a->pol.policy.runs[r].id;
 		char since[40] = "";
 
-		if (run->n_pods)
-			rw_live_pod(&a->dp, run->pods[0], &pod);
 		for (size_t i = 0; i < a->pol.n_runs; i++)
-			if (!strcmp(a->pol.runs[i].id, run->id))
+			if (!strcmp(a->pol.runs[i].id, id))
 				rw_format_time(a->pol.runs[i].since, since, sizeof(since));
-		json_array_append_new(runs, rw_status_run(run->id, pod.run_idx, pod.run_gen, since,
-							  rw_policy_run_egress(&a->pol.policy, run),
-							  run->pods, run->n_pods));
+		json_array_append_new(runs, json_pack("{s:s, s:o}", "id", id, "since",
+						      *since ? json_string(since) : json_null()));
 	}
+	/* The veths of --ifprefix, attached or not; their pods and hooks are the kernel's. */
 	for (size_t i = 0; i < a->sandboxes.n_sbx; i++) {
 		struct sandbox *s = &a->sandboxes.sbx[i];
-		struct rw_pod pod;
-		bool known = s->pod && rw_live_pod(&a->dp, s->pod, &pod) == 0;
-
-		json_t *e = rw_status_sandbox(a->dp.pin_dir, s->ifname, s->ifindex, s->pod,
-					      known ? pod.run_id : NULL);
+		json_t *e = json_pack("{s:s, s:i}", "ifname", s->ifname, "ifindex", s->ifindex);
 
 		/* A failed attach, until a retry succeeds: what failed, how often, when next. */
 		if (e && s->attach_error[0]) {
@@ -75,18 +63,17 @@ json_t *agent_status_json(struct agent *a)
 		delivered += a->subscribers.subs[i].delivered;
 		skipped += a->subscribers.subs[i].skipped;
 	}
-	o = json_pack("{s:b, s:b, s:I, s:o, s:o, s:f, s:s, s:s, s:s, s:o, s:o, s:o, "
-		      "s:{s:i, s:I, s:I}, s:o}",
-		      "ok", 1, "ready", ready, "revision",
-		      (json_int_t)(ready ? RW_STATE_REVISION(cfg.state) : 0), "ready_since",
-		      a->pol.ready_since ? json_string(when) : json_null(), "applied",
-		      a->pol.applied_at ? json_string(applied) : json_null(), "apply_ms",
-		      a->pol.last_apply.total_ms, "bpffs", a->dp.pin_dir, "socket", a->socket,
-		      "ifprefix", a->ifprefix, "policy_file",
-		      a->policy_path ? json_string(a->policy_path) : json_null(), "runs", runs,
+	/* bpffs: where this agent pins, for a CLI started with another --bpffs. */
+	o = json_pack("{s:b, s:s, s:s, s:s, s:o, s:o, s:f, s:o, s:o, s:o, "
+		      "s:{s:i, s:I, s:I, s:I}}",
+		      "ok", 1, "socket", a->socket, "bpffs", a->dp.pin_dir, "ifprefix", a->ifprefix,
+		      "policy_file", a->policy_path ? json_string(a->policy_path) : json_null(),
+		      "ready_since", a->pol.ready_since ? json_string(when) : json_null(),
+		      "apply_ms", a->pol.last_apply.total_ms, "last_error",
+		      a->last_error[0] ? json_string(a->last_error) : json_null(), "runs", runs,
 		      "sandboxes", sbx, "events", "subscribers", a->subscribers.n_subs, "delivered",
-		      (json_int_t)delivered, "skipped", (json_int_t)skipped, "last_error",
-		      a->last_error[0] ? json_string(a->last_error) : json_null());
+		      (json_int_t)delivered, "skipped", (json_int_t)skipped, "ring_drains_capped",
+		      (json_int_t)a->drain.ring_capped);
 	if (o) {
 		json_object_set_new(o, "attach",
 				    json_pack("{s:I, s:I, s:i}", "failures",
@@ -97,11 +84,8 @@ json_t *agent_status_json(struct agent *a)
 				    json_pack("{s:I, s:i}", "failures",
 					      (json_int_t)a->sandboxes.bind_failures, "waiting",
 					      bind_waiting));
-		json_object_set_new(json_object_get(o, "events"), "ring_drains_capped",
-				    json_integer(a->drain.ring_capped));
 		json_object_set_new(o, "cni", agent_cni_status(a));
 		json_object_set_new(o, "policy_watch", agent_follow_status(a));
-		json_object_set_new(o, "lease", rw_status_lease(&cfg, a->mono_to_real));
 	}
 	return o;
 }
@@ -197,7 +181,7 @@ static void client_request(struct agent *a, int i)
 	body = nl + 1;
 	body_len = c->len - (size_t)(body - c->buf);
 	if (!strcmp(verb, "status")) {
-		reply = agent_status_json(a);
+		reply = agent_status_part(a);
 	} else if (!strcmp(verb, "apply")) {
 		reply = NULL;
 		agent_apply(a, body, body_len, arg && *arg ? arg : "<socket>", &reply);

@@ -238,9 +238,8 @@ static void applied(struct agent *a, const struct rw_apply_result *res)
 	a->pol.last_apply = *res;
 	rw_metrics_apply(&a->pol.metrics, res->total_ms / 1000.0);
 	agent_view_changed(a);
-	a->pol.applied_at = rw_now_real_ns();
 	if (!res->previous && !a->pol.ready_since)
-		a->pol.ready_since = a->pol.applied_at;
+		a->pol.ready_since = rw_now_real_ns();
 	agent_clear_error(a);
 }
 

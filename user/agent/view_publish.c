@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* view_publish.c: the agent's state handed to the HTTP view on the loop's tick (when something
- * changed, and every second): the status JSON (the control socket's), readiness for /readyz (a
- * snapshot is enforced, its lease, if it has one, has not expired, and every known sandbox veth
- * has both programs attached) and what /metrics needs of the agent. The HTTP threads never read the agent's own structures.
+ * changed, and every second): the agent's part of the status (the control socket's reply, which
+ * the view makes the node's document of for /api/status), readiness for /readyz (a snapshot is
+ * enforced, its lease, if it has one, has not expired, and every known sandbox veth has both
+ * programs attached) and what /metrics needs of the agent. The HTTP threads never read the
+ * agent's own structures.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,7 +83,7 @@ void agent_view_publish(struct agent *a)
 	else
 		snprintf(text, sizeof(text), "ready revision %llu, %zu sandbox veths attached\n",
 			 (unsigned long long)RW_STATE_REVISION(cfg.state), a->sandboxes.n_sbx);
-	rw_agent_view_publish(a->view, agent_status_json(a), ready, text, &snap);
+	rw_agent_view_publish(a->view, agent_status_part(a), ready, text, &snap);
 	free(runs);
 	a->publish.dirty = false;
 }

@@ -58,6 +58,7 @@ static void print_plain(struct sctx *c, json_t *o)
 	const char *since = json_string_value(json_object_get(o, "ready_since"));
 	const char *applied = json_string_value(json_object_get(o, "applied"));
 	json_t *limits = json_object_get(o, "limits");
+	json_t *ag = c->agent ? json_object_get(o, "agent") : NULL; /* the agent's, as merged */
 	struct rw_table t;
 	size_t i;
 
@@ -81,23 +82,23 @@ static void print_plain(struct sctx *c, json_t *o)
 			       json_string_value(json_object_get(lease, "deadline")));
 	}
 	if (applied) {
-		json_t *ms = c->agent ? json_object_get(c->agent, "apply_ms") : NULL;
+		json_t *ms = json_object_get(ag, "apply_ms");
 
 		printf("last apply: %s", applied);
 		if (json_is_number(ms) && json_number_value(ms) > 0)
 			printf(" (%.1f ms)", json_number_value(ms));
 		printf("\n");
 	}
-	if (c->agent) {
-		const char *pf = json_string_value(json_object_get(c->agent, "policy_file"));
-		const char *le = json_string_value(json_object_get(c->agent, "last_error"));
+	if (ag) {
+		const char *pf = json_string_value(json_object_get(ag, "policy_file"));
+		const char *le = json_string_value(json_object_get(ag, "last_error"));
 
 		printf("agent:      running (socket %s, ifprefix %s, policy %s)\n", rw_g.socket,
-		       json_string_value(json_object_get(c->agent, "ifprefix")) ?: "-",
+		       json_string_value(json_object_get(ag, "ifprefix")) ?: "-",
 		       pf ? pf : "from the socket only");
 		printf("last error: %s\n", le ? le : "none");
-		if (json_is_object(json_object_get(c->agent, "attach"))) {
-			json_t *at = json_object_get(c->agent, "attach");
+		if (json_is_object(json_object_get(ag, "attach"))) {
+			json_t *at = json_object_get(ag, "attach");
 
 			printf("attach:     %lld failed, %lld retries, %lld veths waiting for a "
 			       "retry\n",
@@ -105,8 +106,8 @@ static void print_plain(struct sctx *c, json_t *o)
 			       json_integer_value(json_object_get(at, "retries")),
 			       json_integer_value(json_object_get(at, "pending")));
 		}
-		if (json_is_object(json_object_get(c->agent, "policy_watch"))) {
-			json_t *pw = json_object_get(c->agent, "policy_watch");
+		if (json_is_object(json_object_get(ag, "policy_watch"))) {
+			json_t *pw = json_object_get(ag, "policy_watch");
 			json_t *age = json_object_get(pw, "last_message_age_ms");
 
 			printf("watch:      %s %s; revision %lld received, %lld enforced; %lld "
@@ -121,8 +122,8 @@ static void print_plain(struct sctx *c, json_t *o)
 				printf("; last message %lld ms ago", json_integer_value(age));
 			printf("\n");
 		}
-		if (json_is_object(json_object_get(c->agent, "cni"))) {
-			json_t *cn = json_object_get(c->agent, "cni");
+		if (json_is_object(json_object_get(ag, "cni"))) {
+			json_t *cn = json_object_get(ag, "cni");
 			json_t *w = json_object_get(cn, "last_repair_window_ms");
 
 			if (json_is_true(json_object_get(cn, "chained")))
@@ -266,7 +267,7 @@ static void print_plain(struct sctx *c, json_t *o)
 	       json_integer_value(json_object_get(ev, "sent")),
 	       json_integer_value(json_object_get(ev, "lost")),
 	       json_integer_value(json_object_get(ev, "suppressed")));
-	if (c->agent)
+	if (ag)
 		printf("; %lld delivered, %lld skipped to %lld subscriber%s (agent)",
 		       json_integer_value(json_object_get(ev, "delivered")),
 		       json_integer_value(json_object_get(ev, "skipped")),

@@ -578,7 +578,6 @@ int rw_cli_agent_policy(const char *socket, json_t *status, __u64 live_revision,
 {
 	struct rw_policy_error perr;
 	const char *path;
-	json_t *rev;
 
 	memset(out, 0, sizeof(*out));
 	if (!live_revision)
@@ -589,10 +588,7 @@ int rw_cli_agent_policy(const char *socket, json_t *status, __u64 live_revision,
 	if (!status)
 		return -ENOENT;
 	path = json_string_value(json_object_get(status, "policy_file"));
-	rev = json_object_get(status, "revision");
-	if (!path || !json_is_integer(rev) || (__u64)json_integer_value(rev) != live_revision)
-		return -ENOENT;
-	if (rw_policy_parse_file(path, out, &perr))
+	if (!path || rw_policy_parse_file(path, out, &perr))
 		return -ENOENT;
 	/* The file may have moved on since it was applied: its names would be wrong then. */
 	if (out->revision != live_revision) {

@@ -5,7 +5,7 @@
  * writing side. The agent answers one JSON object line and closes, except for "events", which
  * streams one JSON object per line until the client goes away.
  *
- *   status            -> {"ok":true, "ready":..., ...}
+ *   status            -> {"ok":true, ...}: the agent's part of the node's status (status.h)
  *   apply SOURCE      body: a snapshot  -> {"ok":true,"revision":N,...} | {"ok":false,"error":"..."}
  *   policy            -> {"ok":true,"revision":N,"source":"...","snapshot":"<the JSON text>"}
  *   events            -> a stream of event objects

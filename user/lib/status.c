@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* status.c: the status JSON (see status.h): its parts, and the node's whole document. */
+/* status.c: the status JSON (see status.h): its parts, and the node's whole document with the
+ * agent's part merged in.
+ */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdbool.h>
@@ -63,7 +65,7 @@ json_t *rw_status_run(const char *id, __u32 idx, __u32 gen, const char *since, i
 			 "egress", rw_egress_name(egress), "pods", list);
 }
 
-/* ---- the node's status: `runwall status` ------------------------------------------------- */
+/* ---- the node's status: `runwall status`, /api/status ------------------------------------- */
 
 struct node_status {
 	const struct rw_datapath *dp;
@@ -104,6 +106,22 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* The veth ifindex, as the kernel sees it: the pod rw_endpoints binds to it, that pod's run in
+ * the live slot, and the hooks.
+ */
+static json_t *sandbox_json(struct node_status *c, const char *ifname, __u32 ifindex)
+{
+	const char *run = NULL;
+	struct rw_endpoint ep;
+	bool bound = !bpf_map_lookup_elem(c->dp->map_fd[RW_M_ENDPOINTS], &ifindex, &ep);
+
+	for (size_t r = 0; bound && r < c->n_runs && !run; r++)
+		for (size_t p = 0; p < c->runs[r].n_pods; p++)
+			if (c->runs[r].pods[p] == ep.pod_ip)
+				run = c->runs[r].id;
+	return rw_status_sandbox(c->bpffs, ifname, (int)ifindex, bound ? ep.pod_ip : 0, run);
+}
+
 /* Without the agent: the veths bound in rw_endpoints and those runwall's link pins name. */
 struct pin_list {
 	__u32 **list;
@@ -123,7 +141,6 @@ static json_t *sandboxes_from_kernel(struct node_status *c)
 	char name[IF_NAMESIZE];
 	json_t *arr = json_array();
 	__u32 key, *prev = NULL, *list = NULL;
-	struct rw_endpoint ep;
 	struct pin_list lp;
 	size_t n = 0;
 
@@ -136,21 +153,32 @@ static json_t *sandboxes_from_kernel(struct node_status *c)
 	rw_link_pins(c->bpffs, add_pin, &lp);
 	qsort(list, n, sizeof(*list), cmp_u32);
 	for (size_t i = 0; i < n; i++) {
-		const char *run = NULL;
-		bool bound = !bpf_map_lookup_elem(c->dp->map_fd[RW_M_ENDPOINTS], &list[i], &ep);
-
 		if (!if_indextoname(list[i], name))
 			snprintf(name, sizeof(name), "?");
-		if (bound) {
-			for (size_t r = 0; r < c->n_runs && !run; r++)
-				for (size_t p = 0; p < c->runs[r].n_pods; p++)
-					if (c->runs[r].pods[p] == ep.pod_ip)
-						run = c->runs[r].id;
-		}
-		json_array_append_new(arr, rw_status_sandbox(c->bpffs, name, (int)list[i],
-							     bound ? ep.pod_ip : 0, run));
+		json_array_append_new(arr, sandbox_json(c, name, list[i]));
 	}
 	free(list);
+	return arr;
+}
+
+/* With the agent: the veths it knows (its --ifprefix, attached or not), in its order, each as
+ * the kernel sees it with what only the agent knows merged in (a failed attach and its retry, a
+ * pod waiting for room).
+ */
+static json_t *sandboxes_from_agent(struct node_status *c, json_t *known)
+{
+	json_t *arr = json_array(), *s;
+	size_t i;
+
+	json_array_foreach(known, i, s)
+	{
+		json_t *e = sandbox_json(c, json_string_value(json_object_get(s, "ifname")) ?: "?",
+					 (__u32)json_integer_value(json_object_get(s, "ifindex")));
+
+		if (e)
+			json_object_update_missing(e, s);
+		json_array_append_new(arr, e);
+	}
 	return arr;
 }
 
@@ -211,12 +239,13 @@ static json_t *events_json(struct node_status *c)
 	struct rw_counters node = {0};
 
 	rw_counters_read(c->dp, 0, &node);
-	return json_pack("{s:I, s:I, s:I, s:O, s:O, s:O}", "sent", (json_int_t)node.events_sent,
-			 "lost", (json_int_t)node.events_lost, "suppressed",
-			 (json_int_t)node.events_suppressed, "subscribers",
+	return json_pack("{s:I, s:I, s:I, s:O, s:O, s:O, s:O}", "sent",
+			 (json_int_t)node.events_sent, "lost", (json_int_t)node.events_lost,
+			 "suppressed", (json_int_t)node.events_suppressed, "subscribers",
 			 json_object_get(ae, "subscribers") ?: json_null(), "delivered",
 			 json_object_get(ae, "delivered") ?: json_null(), "skipped",
-			 json_object_get(ae, "skipped") ?: json_null());
+			 json_object_get(ae, "skipped") ?: json_null(), "ring_drains_capped",
+			 json_object_get(ae, "ring_drains_capped") ?: json_null());
 }
 
 json_t *rw_status_lease(const struct rw_config *cfg, int64_t mono_to_real)
@@ -240,12 +269,14 @@ static json_t *agent_json(struct node_status *c)
 	if (!a)
 		return json_pack("{s:b, s:s, s:s}", "running", 0, "socket", c->socket, "error",
 				 strerror(-c->agent_err));
-	return json_pack("{s:b, s:s, s:O, s:O, s:O, s:O, s:O, s:O, s:O}", "running", 1, "socket",
-			 c->socket, "ifprefix", json_object_get(a, "ifprefix") ?: json_null(),
-			 "policy_file", json_object_get(a, "policy_file") ?: json_null(),
-			 "apply_ms", json_object_get(a, "apply_ms") ?: json_null(), "last_error",
+	return json_pack("{s:b, s:s, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O}", "running", 1,
+			 "socket", c->socket, "ifprefix",
+			 json_object_get(a, "ifprefix") ?: json_null(), "policy_file",
+			 json_object_get(a, "policy_file") ?: json_null(), "apply_ms",
+			 json_object_get(a, "apply_ms") ?: json_null(), "last_error",
 			 json_object_get(a, "last_error") ?: json_null(), "attach",
-			 json_object_get(a, "attach") ?: json_null(), "cni",
+			 json_object_get(a, "attach") ?: json_null(), "bind",
+			 json_object_get(a, "bind") ?: json_null(), "cni",
 			 json_object_get(a, "cni") ?: json_null(), "policy_watch",
 			 json_object_get(a, "policy_watch") ?: json_null());
 }
@@ -284,7 +315,7 @@ json_t *rw_status_node(const struct rw_datapath *dp, const char *bpffs, const ch
 		      "applied", jstr_or_null(applied), "bpffs", bpffs, "agent", agent_json(&c),
 		      "runs", runs_json(&c), "sandboxes",
 		      agent && json_is_array(json_object_get(agent, "sandboxes"))
-			      ? json_incref(json_object_get(agent, "sandboxes"))
+			      ? sandboxes_from_agent(&c, json_object_get(agent, "sandboxes"))
 			      : sandboxes_from_kernel(&c),
 		      "maps", maps_json(&c), "events", events_json(&c));
 	rw_live_runs_free(c.runs, c.n_runs);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /* status.h: the status JSON, built once. rw_status_node() builds the node's document, the one
- * `runwall status` prints (with or without an agent); its parts are built by the functions below,
- * which the agent's `status` reply on the control socket (served too as /api/status) uses as
- * well, so a run, a sandbox and a hook look the same wherever they come from
- * (docs/cli/status.md).
+ * `runwall status` prints (with or without an agent) and the agent's /api/status serves; the
+ * agent's `status` reply on the control socket is only the agent's part of it (what the kernel
+ * does not hold), which rw_status_node() merges in. A run, a sandbox and a hook are built by the
+ * functions below, so they look the same with the agent and without (docs/cli/status.md).
  *
  * Each returns a new reference, or NULL when out of memory.
  */
@@ -39,11 +39,18 @@ json_t *rw_status_run(const char *id, __u32 idx, __u32 gen, const char *since, i
 		      const __be32 *pods, size_t n_pods);
 
 /* The node's status: {"ok", "ready", "revision", "ready_since", "applied", "bpffs", "agent",
- * "runs", "sandboxes", "maps", "events", "lease", "limits"} from the maps pinned at bpffs (dp)
- * and, when the agent answered, its `status` reply `agent` (borrowed; NULL without one,
- * agent_err saying why). NULL with err when the maps cannot be read.
+ * "runs", "sandboxes", "maps", "events", "lease", "limits"} from the maps pinned at bpffs (dp) and, when
+ * the agent answered, its part `agent` (its `status` reply, borrowed; NULL without one,
+ * agent_err saying why): the agent's settings and counters, when the node became ready, each
+ * run's since, the veths it knows with their failed attaches and waiting pods. NULL with err
+ * when the maps cannot be read.
  */
 json_t *rw_status_node(const struct rw_datapath *dp, const char *bpffs, const char *socket,
 		       json_t *agent, int agent_err, char *err, size_t errlen);
+
+/* How /api/status writes the document: as `runwall -j` does (rw_cli_json_print()), compact,
+ * reals to 9 significant digits.
+ */
+#define RW_STATUS_JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(9))
 
 #endif /* RUNWALL_STATUS_H */

@@ -34,7 +34,7 @@ struct rw_feed {
 	pthread_cond_t cond;  /* broadcast on every new event and on close */
 	struct rw_evstore events;
 	struct rw_aggs aggs;
-	char *status;	      /* the status JSON (text), NULL until the first one */
+	char *status;	      /* the status JSON (text) published, NULL until the first one */
 	bool ready;	      /* /readyz: 200 or 503 */
 	char ready_text[256]; /* its body */
 	bool closing;

@@ -496,6 +496,15 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
 		pthread_mutex_unlock(&h->feed->lock);
 		if (!text)
 			return send_json_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, "no status yet");
+		if (h->ops.status) {
+			char *doc = h->ops.status(h->ops.data, text);
+
+			free(text);
+			if (!doc)
+				return send_json_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR,
+						       "cannot build it");
+			text = doc;
+		}
 		return send_text(c, MHD_HTTP_OK, "application/json", text, strlen(text),
 				 MHD_RESPMEM_MUST_FREE);
 	}

@@ -16,6 +16,10 @@
 struct rw_http_ops {
 	char *(*metrics)(void *data);
 	char *(*requests)(void *data);
+	/* /api/status from the status text the front end published (the feed's); NULL: that
+	 * text as it is.
+	 */
+	char *(*status)(void *data, const char *published);
 	void *data;
 };
 
