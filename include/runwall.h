@@ -91,7 +91,7 @@
 	X(NOT_ALLOWLISTED, 12, "not-allowlisted")          \
 	X(INBOUND_DENIED, 13, "inbound-denied")            \
 	X(CONNTRACK_FULL, 14, "conntrack-full")            \
-	X(LEASE_EXPIRED, 15, "lease-expired")                  \
+	X(LEASE_EXPIRED, 15, "lease-expired")              \
 	X(IPV6_ROUTING, 16, "ipv6-routing")                \
 	X(IPV6_EXT_HEADERS, 17, "ipv6-ext-headers")        \
 	X(IPV6_NEXT_HEADER, 18, "ipv6-next-header")        \
