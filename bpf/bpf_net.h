@@ -18,12 +18,32 @@
 #ifndef ETH_ALEN
 #define ETH_ALEN 6
 #endif
-#define ETH_P_IP_  0x0800
-#define ETH_P_ARP_ 0x0806
+#define ETH_P_IP_   0x0800
+#define ETH_P_ARP_  0x0806
+#define ETH_P_IPV6_ 0x86DD
 
 #define IP_DF_	   0x4000
 #define IP_MF_	   0x2000
 #define IP_OFFSET_ 0x1fff
+
+/* IPv6 next header values (IANA "Assigned Internet Protocol Numbers"; RFC 7045 lists which are
+ * extension headers). <linux/in6.h> names some; these are the ones the parser needs.
+ */
+#define RW_NH_HOPOPTS  0
+#define RW_NH_TCP      6
+#define RW_NH_UDP      17
+#define RW_NH_ROUTING  43
+#define RW_NH_FRAGMENT 44
+#define RW_NH_ESP      50
+#define RW_NH_AH       51
+#define RW_NH_ICMPV6   58
+#define RW_NH_NONE     59
+#define RW_NH_DSTOPTS  60
+#define RW_NH_MOBILITY 135
+#define RW_NH_HIP      139
+#define RW_NH_SHIM6    140
+#define RW_NH_EXP1     253
+#define RW_NH_EXP2     254
 
 #define TCP_FLAG_FIN_ 0x01
 #define TCP_FLAG_SYN_ 0x02

@@ -10,7 +10,7 @@
 #define RUNWALL_H
 
 /* Bumped whenever a pinned map changes layout; a restarted agent refuses pins of another layout. */
-#define RW_LAYOUT_VERSION 6
+#define RW_LAYOUT_VERSION 7
 
 /* Every map of the datapath, once: X(ID, its name (the BPF object's variable and the pin's),
  * the name `runwall map` shows it under). bpf/maps.h defines each (and checks that it does);
@@ -91,7 +91,19 @@
 	X(NOT_ALLOWLISTED, 12, "not-allowlisted")          \
 	X(INBOUND_DENIED, 13, "inbound-denied")            \
 	X(CONNTRACK_FULL, 14, "conntrack-full")            \
-	X(LEASE_EXPIRED, 15, "lease-expired")
+	X(LEASE_EXPIRED, 15, "lease-expired")              \
+	X(IPV6_ROUTING, 16, "ipv6-routing")                \
+	X(IPV6_EXT_HEADERS, 17, "ipv6-ext-headers")        \
+	X(IPV6_NEXT_HEADER, 18, "ipv6-next-header")        \
+	X(IPV6_JUMBOGRAM, 19, "ipv6-jumbogram")
+
+/* The IPv6 extension-header walk's bounds (bpf/parse.h): more headers than RW_IPV6_EXT_MAX, or
+ * more than RW_IPV6_EXT_BYTES of them together, is ipv6-ext-headers. Four is every header a
+ * packet that is not a fragment may carry, each once (RFC 8200 4.1: hop-by-hop, destination
+ * options, routing, destination options).
+ */
+#define RW_IPV6_EXT_MAX	  4
+#define RW_IPV6_EXT_BYTES 256
 
 /* An X-macro list, then the count: clang-format would indent the count. */
 /* clang-format off */
@@ -368,7 +380,7 @@ struct rw_counters {
 	 */
 	__u64 answers[RW_ANSWER_COUNT];
 };
-_Static_assert(sizeof(struct rw_counters) == 568, "rw_counters layout");
+_Static_assert(sizeof(struct rw_counters) == 696, "rw_counters layout");
 
 /* rw_run_revs: ARRAY of __u64 indexed by run_idx, like the counters: the revision in which
  * anything run_idx's verdicts depend on last changed (its pods, egress mode or rules, its index

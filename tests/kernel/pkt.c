@@ -28,6 +28,94 @@ static __u16 csum(const __u8 *p, size_t len)
 	return ~pkt_csum_sum(p, len, 0) & 0xffff;
 }
 
+/* IPv6 after the Ethernet header at buf + off: the fixed header, s->ext[] in order (every one
+ * of them 8 bytes and more as ext_len says, so a header the walk does not know still has room
+ * for its first bytes), the upper layer.
+ */
+static size_t build_ipv6(const struct pkt_spec *s, __u8 *buf, size_t off)
+{
+	size_t ip_off = off, l4_off, l4_len, len;
+	struct in6_addr src = {}, dst = {};
+	__u8 *nh;
+
+	inet_pton(AF_INET6, s->src, &src);
+	inet_pton(AF_INET6, s->dst, &dst);
+	buf[ip_off] = (s->ip_version ? s->ip_version : 6) << 4;
+	buf[ip_off + 7] = 64; /* hop limit */
+	memcpy(buf + ip_off + 8, &src, 16);
+	memcpy(buf + ip_off + 24, &dst, 16);
+	nh = buf + ip_off + 6;
+	off = ip_off + 40;
+	for (int i = 0; i < s->n_ext && i < PKT_EXT_MAX; i++) {
+		size_t hlen = (s->ext_len[i] + 1) * 8;
+
+		/* The last 64 bytes are the upper layer's. A header longer than the rest can hold:
+		 * its first 8 bytes claim the length.
+		 */
+		if (off + 8 > PKT_MAX - 64)
+			break;
+		if (off + hlen > PKT_MAX - 64)
+			hlen = 8;
+		*nh = s->ext[i];
+		nh = buf + off;
+		buf[off + 1] = s->ext_len[i];
+		if (s->ext[i] == 43) {
+			buf[off + 2] = s->rh_type;
+			buf[off + 3] = s->segments_left;
+		} else if (s->ext[i] == 44) {
+			buf[off + 1] = 0; /* reserved: a fragment header is 8 bytes */
+			hlen = 8;
+			put16(buf + off + 2, s->frag6);
+			put16(buf + off + 4, 0x1234);
+		} else if (s->ext[i] == 0 && i == 0 && s->jumbo) {
+			buf[off + 2] = 0xc2; /* Jumbo Payload (RFC 2675) */
+			buf[off + 3] = 4;
+			put16(buf + off + 6, 70000 & 0xffff);
+			buf[off + 5] = 70000 >> 16;
+			if (hlen > 8) {
+				buf[off + 8] = 1; /* PadN */
+				buf[off + 9] = hlen - 10;
+			}
+		} else {
+			buf[off + 2] = 1; /* PadN over the rest */
+			buf[off + 3] = hlen - 4;
+		}
+		off += hlen;
+	}
+	*nh = s->proto;
+	l4_off = off;
+	if (s->proto == IPPROTO_TCP) {
+		__u8 doff = s->tcp_doff ? s->tcp_doff : 5;
+
+		l4_len = doff * 4 + s->payload;
+		put16(buf + l4_off, s->sport);
+		put16(buf + l4_off + 2, s->dport);
+		put16(buf + l4_off + 4, 0x0102);
+		put16(buf + l4_off + 8, s->tcp_ack >> 16);
+		put16(buf + l4_off + 10, s->tcp_ack & 0xffff);
+		buf[l4_off + 12] = doff << 4;
+		buf[l4_off + 13] = s->tcp_flags ? s->tcp_flags : 0x02;
+		put16(buf + l4_off + 14, 65535);
+	} else if (s->proto == IPPROTO_UDP) {
+		l4_len = 8 + s->payload;
+		put16(buf + l4_off, s->sport);
+		put16(buf + l4_off + 2, s->dport);
+		put16(buf + l4_off + 4, (__u16)(8 + s->payload + s->udp_len_delta));
+	} else if (s->proto == 58) {
+		l4_len = 8 + s->payload;
+		buf[l4_off] = s->icmp6_type;
+	} else {
+		l4_len = 8 + s->payload;
+		put16(buf + l4_off, s->sport);
+		put16(buf + l4_off + 2, s->dport);
+	}
+	len = l4_off + l4_len;
+	if (len > PKT_MAX)
+		len = PKT_MAX;
+	put16(buf + ip_off + 4, s->jumbo ? 0 : (__u16)(len - ip_off - 40 + s->tot_len_delta));
+	return len - s->truncate;
+}
+
 size_t pkt_build(const struct pkt_spec *s, __u8 *buf)
 {
 	static const __u8 pod_mac[6] = {0x02, 0, 0, 0, 0, 0x01};
@@ -61,8 +149,10 @@ size_t pkt_build(const struct pkt_spec *s, __u8 *buf)
 		len = off + 28;
 		return len - s->truncate;
 	}
-	put16(buf + off, s->ethertype ? s->ethertype : 0x0800);
+	put16(buf + off, s->ethertype ? s->ethertype : s->ipv6 ? 0x86dd : 0x0800);
 	off += 2;
+	if (s->ipv6)
+		return build_ipv6(s, buf, off);
 
 	ip_off = off;
 	l4_off = ip_off + ihl * 4;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
-/* pkt.h: hand-built packets for the verdict table: Ethernet, IPv4, TCP/UDP, ARP, with knobs for
- * every way a header can be wrong.
+/* pkt.h: hand-built packets for the verdict table: Ethernet, IPv4 or IPv6 with extension
+ * headers, TCP/UDP/ICMPv6, ARP, with knobs for every way a header can be wrong.
  */
 #ifndef RUNWALL_TEST_PKT_H
 #define RUNWALL_TEST_PKT_H
@@ -9,7 +9,8 @@
 #include <stddef.h>
 #include <linux/types.h>
 
-#define PKT_MAX 256
+#define PKT_MAX	    512
+#define PKT_EXT_MAX 8 /* IPv6 extension headers one packet may be built with */
 
 /* Knobs: zero means "a normal packet". */
 struct pkt_spec {
@@ -31,6 +32,20 @@ struct pkt_spec {
 	int truncate;	   /* drop this many bytes from the end of the frame */
 	int udp_len_delta;
 	__u32 tcp_ack; /* the acknowledgment number (default 0); the sequence number is 0x01020000 */
+	/* IPv6 (src and dst are then IPv6 addresses): ethertype 0x86dd, version 6 unless
+	 * ip_version says otherwise, tot_len_delta added to the payload length. proto is the
+	 * upper layer after the extension headers: for 58 (ICMPv6) a 4-byte header of type
+	 * icmp6_type and 4 more bytes, and `payload` after that.
+	 */
+	int ipv6;
+	int n_ext;		   /* extension headers, in this order: */
+	__u8 ext[PKT_EXT_MAX];	   /* each one's type (0, 43, 44, 60, or any next header) */
+	__u8 ext_len[PKT_EXT_MAX]; /* its Hdr Ext Len: (n + 1) * 8 bytes, padded with PadN */
+	__u8 rh_type;		   /* a routing header's type */
+	__u8 segments_left;	   /* a routing header's segments left */
+	__u16 frag6;		   /* a fragment header's offset << 3 | M, host order */
+	int jumbo; /* payload length 0; a first hop-by-hop header gets a jumbo option */
+	__u8 icmp6_type;
 };
 
 /* Builds the frame into buf; returns its length. */

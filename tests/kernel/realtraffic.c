@@ -13,6 +13,8 @@
  *   band at the TC ingress hook (sch_handle_ingress() runs before vlan_do_receive()).
  * - A frame cut inside its IPv4 header: this kernel's BPF_PROG_TEST_RUN refuses to build an skb
  *   shorter than the L3 header its ethertype announces, but such a frame can still cross a veth.
+ * - The same two for IPv6: extension headers outside the linear area, a frame cut inside its
+ *   IPv6 header.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -107,6 +109,17 @@ static size_t big_frame(const struct pkt_spec *s, __u8 *buf)
 		buf[38] = (BIG_FRAME - 34) >> 8; /* UDP length */
 		buf[39] = (BIG_FRAME - 34) & 0xff;
 	}
+	return BIG_FRAME;
+}
+
+/* The same for IPv6: the payload length says the frame's whole length. */
+static size_t big_frame6(const struct pkt_spec *s, __u8 *buf)
+{
+	memset(buf, 0, BIG_FRAME);
+	if (pkt_build(s, buf) > BIG_FRAME)
+		FATAL("headers longer than the frame");
+	buf[18] = (BIG_FRAME - 54) >> 8;
+	buf[19] = (BIG_FRAME - 54) & 0xff;
 	return BIG_FRAME;
 }
 
@@ -265,6 +278,72 @@ void test_real_traffic(struct rw_datapath *dp, const char *dev, int ifindex, con
 	       "unsupported-l2\n",
 	       ok ? "ok" : "not ok", t_count);
 	close(fd);
+
+	/* IPv6 whose extension headers and TCP header are outside the linear area (sent as the
+	 * first SYN above, whose linear length the probe saw; a dropped packet never reaches the
+	 * probe): the walk reads them with the helper, so a routing header with segments left is
+	 * ipv6-routing and the same chain without is unsupported-l2, never malformed. Then a frame
+	 * cut inside its IPv6 header, which BPF_PROG_TEST_RUN cannot build.
+	 */
+	{
+		struct pkt_spec routed = {.ipv6 = 1,
+					  .src = "2600:1f14:abc:1::3",
+					  .dst = "2606:4700::1111",
+					  .proto = IPPROTO_TCP,
+					  .sport = 40102,
+					  .dport = 443,
+					  .n_ext = 2,
+					  .ext = {60, 43},
+					  .ext_len = {0, 2},
+					  .segments_left = 1};
+		const struct {
+			const char *what;
+			__u8 segments_left;
+			int reason;
+		} v6[] = {{"a non-linear IPv6 SYN behind a routing header with segments left is "
+			   "ipv6-routing",
+			   1, RW_REASON_IPV6_ROUTING},
+			  {"a non-linear IPv6 SYN behind a routing header with segments left 0 is "
+			   "unsupported-l2",
+			   0, RW_REASON_UNSUPPORTED_L2}};
+
+		fd = packet_socket(peer, 1);
+		for (size_t i = 0; i < sizeof(v6) / sizeof(v6[0]); i++) {
+			routed.segments_left = v6[i].segments_left;
+			rw_counters_read(dp, 0, &before);
+			len = big_frame6(&routed, frame);
+			send_vnet(fd, frame, len);
+			wait_counter(dp, v6[i].reason,
+				     before.packets[RW_DIR_EGRESS][v6[i].reason] + 1);
+			rw_counters_read(dp, 0, &after);
+			t_count++;
+			ok = CHECK_EQ(after.packets[RW_DIR_EGRESS][v6[i].reason] -
+					      before.packets[RW_DIR_EGRESS][v6[i].reason],
+				      1, rw_reason_name(v6[i].reason));
+			ok &= CHECK_EQ(after.packets[RW_DIR_EGRESS][RW_REASON_MALFORMED] -
+					       before.packets[RW_DIR_EGRESS][RW_REASON_MALFORMED],
+				       0, "not malformed");
+			printf("%s %d - real veth: %s\n", ok ? "ok" : "not ok", t_count,
+			       v6[i].what);
+		}
+		close(fd);
+
+		fd = packet_socket(peer, 0);
+		rw_counters_read(dp, 0, &before);
+		len = pkt_build(&routed, frame);
+		if (send(fd, frame, 14 + 20, 0) < 0)
+			FATAL("send on %s: %s", peer, strerror(errno));
+		wait_counter(dp, RW_REASON_MALFORMED,
+			     before.packets[RW_DIR_EGRESS][RW_REASON_MALFORMED] + 1);
+		rw_counters_read(dp, 0, &after);
+		t_count++;
+		ok = CHECK_EQ(after.packets[RW_DIR_EGRESS][RW_REASON_MALFORMED] -
+				      before.packets[RW_DIR_EGRESS][RW_REASON_MALFORMED],
+			      1, "malformed");
+		printf("%s %d - real veth: a frame cut inside its IPv6 header is malformed\n",
+		       ok ? "ok" : "not ok", t_count);
+		close(fd);
+	}
 
 	hook.attach_point = BPF_TC_INGRESS | BPF_TC_EGRESS;
 	bpf_tc_hook_destroy(&hook);

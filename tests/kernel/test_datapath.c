@@ -53,9 +53,11 @@ int main(void)
 	bind_veth(3, POD_X);
 
 	run_table(not_ready_cases, n_not_ready_cases);
+	test_ipv6_not_ready();
 	test_answer_not_ready();
 	apply_json(policy_v1, 0, "policy v1");
 	run_table(v1_cases, n_v1_cases);
+	test_ipv6();
 	test_answers();
 	test_revoke();
 	test_metadata_beats_rules();

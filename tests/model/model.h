@@ -34,6 +34,10 @@ struct model_pkt {
 	__u8 proto;	     /* IPPROTO_*, 0 for ARP */
 	__u8 tcp_flags;
 	int icmp_type; /* ICMP's type byte, -1: not ICMP or no byte */
+	int is_ipv6;
+	__u8 saddr6[16], daddr6[16];
+	int nexthdr;	/* IPv6: the next header after the extension headers */
+	int icmp6_type; /* ICMPv6's type byte, -1: not ICMPv6 */
 };
 
 /* Conntrack as the model sees it: who opened the flow of this packet on this veth. */

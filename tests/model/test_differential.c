@@ -816,11 +816,42 @@ static void pick_spec(struct pkt_spec *s, char *src, char *dst, int veth, int di
 	s->payload = rnd(4) ? rnd(40) : 0;
 }
 
+/* An IPv6 packet instead, with a chain of extension headers: mostly the four the walk knows,
+ * at and past its bounds, routing headers with and without segments left, fragments, next
+ * headers it cannot see past, jumbograms. The knobs the other mutations set still apply.
+ */
+static void pick_ipv6(struct pkt_spec *s)
+{
+	static const char *const addrs[] = {
+		"2600:1f14:abc:1::3", "2606:4700::1111", "fe80::1",	     "ff02::1:ff00:1",
+		"fd00:ec2::254",      "::ffff:10.0.0.1", "64:ff9b::a00:506", "::"};
+	static const __u8 ext_pool[] = {0, 43, 44, 60, 60, 60, 0, 43};
+	static const __u8 upper_pool[] = {6, 17, 58, 6, 17, 50, 51, 59, 135, 132, 253};
+
+	s->ipv6 = 1;
+	s->src = addrs[rnd(sizeof(addrs) / sizeof(addrs[0]))];
+	s->dst = addrs[rnd(sizeof(addrs) / sizeof(addrs[0]))];
+	s->n_ext = chance(40) ? 0 : (int)rnd(PKT_EXT_MAX + 1);
+	for (int i = 0; i < s->n_ext; i++) {
+		s->ext[i] = chance(95) ? ext_pool[rnd(sizeof(ext_pool))] : rnd(256);
+		s->ext_len[i] = chance(80) ? rnd(3) : chance(50) ? 15 + rnd(2) : rnd(256);
+	}
+	s->rh_type = rnd(5);
+	s->segments_left = chance(60) ? 0 : rnd(256);
+	s->frag6 = chance(30) ? 0 : chance(50) ? 1 : rnd(0x10000);
+	s->jumbo = chance(5);
+	if (chance(50))
+		s->proto = upper_pool[rnd(sizeof(upper_pool))];
+	s->icmp6_type = chance(50) ? 128 + rnd(9) : rnd(256);
+}
+
 /* Mutations: the header knobs of the packet builder, then raw byte damage. */
 static size_t mutate(struct pkt_spec *s, __u8 *buf)
 {
 	size_t len;
 
+	if (chance(25))
+		pick_ipv6(s);
 	switch (rnd(12)) {
 	case 0:
 		s->ihl = chance(50) ? 6 + rnd(10) : rnd(5);

@@ -10,6 +10,9 @@
 #              that connection survives, and the quiet sandbox still opens new flows
 #   wide-rules run rules overlapping a private range or the deny list are refused with their
 #              JSON path and the range, and the policy in force stays
+#   frames6    the IPv6 half of the hostile frames: raw frames from a sandbox (routing headers,
+#              fragments, long chains, ESP, a jumbogram, broken headers) each get their reason
+#              under the sandbox's run, with its event; well-formed IPv6 stays unsupported-l2
 #
 # Everything lives in namespaces named rwh<pid>-*, pins in /sys/fs/bpf/rwtest-hostile-<pid>, the
 # socket /run/rwtest-hostile-<pid>.sock, files in /tmp/rwtest-hostile-<pid>.*; all of it goes on
@@ -230,4 +233,56 @@ policy 3 '{"cidr": "52.94.9.0/24", "tcp": [5432]}' '"52.94.0.0/16"' >"$RW_WORK/d
 refused denied "$RW_WORK/denied.json" \
 	'runs[2].allow[0].cidr: "52.94.9.0/24" overlaps 52.94.0.0/16 (deny[1]), denied by the snapshot'
 
+# ---- frames6 -----------------------------------------------------------------------------------
+# Each frame leaves the quiet sandbox's eth0 through a packet socket, whatever its stack would
+# send; the expected reason is docs/reasons.md's. The event check looks for the reason with the
+# IPv6 ethertype ("proto": "ipv6") from the sandbox's run.
+cat >"$RW_WORK/frames6.py" <<'EOF'
+import socket, struct, sys
+SRC = socket.inet_pton(socket.AF_INET6, "2600:1f14:abc:1::4")
+DST = socket.inet_pton(socket.AF_INET6, "2606:4700::1111")
+def ip6(nh, payload, plen=None, version=6):
+    plen = len(payload) if plen is None else plen
+    return struct.pack("!IHBB", version << 28, plen, nh, 64) + SRC + DST + payload
+def opts(nh, n8=0):  # hop-by-hop or destination options of (n8 + 1) * 8 bytes, PadN
+    return bytes([nh, n8, 1, (n8 + 1) * 8 - 4]) + bytes((n8 + 1) * 8 - 4)
+def rh(nh, kind, left):
+    return bytes([nh, 2, kind, left]) + bytes(20)
+def fh(nh, off_m):
+    return struct.pack("!BBHI", nh, 0, off_m, 0x1234)
+TCP = struct.pack("!HHIIBBHHH", 40000, 443, 1, 0, 5 << 4, 2, 65535, 0, 0)
+UDP = struct.pack("!HHHH", 40000, 443, 8, 0)
+FRAMES = {
+    "tcp-syn": ("unsupported-l2", ip6(6, TCP)),
+    "ndp-solicitation": ("unsupported-l2", ip6(58, bytes([135, 0, 0, 0]) + bytes(20))),
+    "routing-type0": ("ipv6-routing", ip6(43, rh(6, 0, 1) + TCP)),
+    "routing-srv6": ("ipv6-routing", ip6(43, rh(6, 4, 1) + TCP)),
+    "fragment-first": ("fragment", ip6(44, fh(6, 1) + TCP)),
+    "fragment-atomic": ("fragment", ip6(44, fh(17, 0) + UDP)),
+    "five-ext-headers": ("ipv6-ext-headers",
+                         ip6(0, opts(60) + opts(60) + opts(60) + opts(60) + opts(6) + TCP)),
+    "chain-264-bytes": ("ipv6-ext-headers", ip6(0, opts(60, 15) + opts(6, 16) + TCP)),
+    "esp": ("ipv6-next-header", ip6(50, bytes(24))),
+    "jumbogram": ("ipv6-jumbogram",
+                  ip6(0, bytes([6, 0, 0xc2, 4]) + struct.pack("!I", 70000) + TCP, plen=0)),
+    "hop-by-hop-not-first": ("malformed", ip6(60, opts(0) + opts(6) + TCP)),
+    "payload-beyond-frame": ("malformed", ip6(6, TCP, plen=len(TCP) + 1)),
+    "cut-in-ext-header": ("malformed", ip6(60, opts(6, 1) + TCP, plen=6)),
+}
+if sys.argv[1] == "list":
+    for name, (reason, _) in FRAMES.items():
+        print(name, reason)
+else:
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+    s.bind((sys.argv[2], 0))
+    s.send(b"\xff" * 6 + s.getsockname()[4] + struct.pack("!H", 0x86DD) + FRAMES[sys.argv[3]][1])
+EOF
+while read -r name reason; do
+	before=$(run_counter "$Q_RUN" egress "$reason")
+	rw_in "${RW_SB_NS[q]}" "$RW_PY" "$RW_WORK/frames6.py" send eth0 "$name"
+	one_more() { [ $(($(run_counter "$Q_RUN" egress "$reason") - before)) = 1 ]; }
+	check "frames6: $name is $reason, counted for the sandbox's run" rw_wait 2 one_more
+	check "frames6: $name: its event says $reason, ipv6" in_events --arg run "$Q_RUN" \
+		--arg why "$reason" 'any(.[]; .run == $run and .reason == $why and .proto == "ipv6")'
+done < <("$RW_PY" "$RW_WORK/frames6.py" list)
 rw_suite_end

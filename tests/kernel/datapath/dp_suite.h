@@ -174,4 +174,8 @@ void test_ring_full(void);
 void test_flip(void);
 void test_flip_pinned(void);
 
+/* ipv6.c */
+void test_ipv6_not_ready(void);
+void test_ipv6(void);
+
 #endif /* RUNWALL_TEST_DP_SUITE_H */

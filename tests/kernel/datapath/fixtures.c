@@ -194,14 +194,27 @@ void run_case(const struct tcase *c)
 			 c->pkt.vlan	    ? 0x8100
 			 : c->pkt.arp	    ? 0x0806
 			 : c->pkt.ethertype ? c->pkt.ethertype
+			 : c->pkt.ipv6	    ? 0x86dd
 					    : 0x0800,
 			 "event ethertype");
 		CHECK_EQ(ev->ifindex, ifindex_of[c->dev], "event ifindex");
 		CHECK(!strcmp(ev->run_id, c->run ? c->run : ""), "event run",
 		      "\"%s\", expected \"%s\"", ev->run_id, c->run ? c->run : "");
 		CHECK(!c->run || ev->run_gen > 0, "event generation", "%u", ev->run_gen);
-		if (c->reason != RW_REASON_UNSUPPORTED_L2 && c->reason != RW_REASON_MALFORMED &&
-		    c->reason != RW_REASON_IP_OPTIONS && c->reason != RW_REASON_FRAGMENT) {
+		if (c->pkt.ipv6) {
+			/* 4-byte event addresses cannot hold IPv6 ones (docs/ipv6.md): none. */
+			CHECK(ev->saddr == 0 && ev->daddr == 0 && ev->proto == 0, "event addresses",
+			      "%08x -> %08x proto %u, expected none", ntohl(ev->saddr),
+			      ntohl(ev->daddr), ev->proto);
+			if (c->reason == RW_REASON_UNSUPPORTED_L2 &&
+			    (c->pkt.proto == TCP || c->pkt.proto == UDP))
+				CHECK(ntohs(ev->sport) == c->pkt.sport &&
+					      ntohs(ev->dport) == c->pkt.dport,
+				      "event ports", "%u -> %u", ntohs(ev->sport),
+				      ntohs(ev->dport));
+		} else if (c->reason != RW_REASON_UNSUPPORTED_L2 &&
+			   c->reason != RW_REASON_MALFORMED && c->reason != RW_REASON_IP_OPTIONS &&
+			   c->reason != RW_REASON_FRAGMENT) {
 			CHECK(ev->saddr == want_src.s_addr && ev->daddr == want_dst.s_addr,
 			      "event addresses", "%08x -> %08x", ntohl(ev->saddr),
 			      ntohl(ev->daddr));

@@ -109,9 +109,9 @@ const struct tcase v1_cases[] = {
 	 DROPPED(RW_REASON_UNSUPPORTED_PROTOCOL, "run-7f3a")},
 	{"inbound on an unbound veth", IN(2, "172.20.0.12", "10.1.2.77", TCP, 50007, 4096, SYN),
 	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
-	{"inbound IPv6", .dev = 0, .dir = I,
+	{"inbound IPv4 header under the IPv6 ethertype", .dev = 0, .dir = I,
 	 .pkt = {.ethertype = 0x86dd, .src = "0.0.0.0", .dst = "0.0.0.0", .payload = 40},
-	 DROPPED(RW_REASON_UNSUPPORTED_L2, "run-7f3a")},
+	 DROPPED(RW_REASON_MALFORMED, "run-7f3a")},
 
 	/* Refusals, one or more per reason. */
 	{"a stateless ACK to a denied host", EG(0, POD_A, "8.8.8.8", TCP, 40020, 443, ACK),
@@ -218,9 +218,9 @@ const struct tcase v1_cases[] = {
 		 .dport = 443,
 		 .vlan = 1},
 	 DROPPED(RW_REASON_UNSUPPORTED_L2, "run-7f3a")},
-	{"IPv6", .dev = 0, .dir = E,
+	{"IPv4 header under the IPv6 ethertype", .dev = 0, .dir = E,
 	 .pkt = {.ethertype = 0x86dd, .src = "0.0.0.0", .dst = "0.0.0.0", .payload = 40},
-	 DROPPED(RW_REASON_UNSUPPORTED_L2, "run-7f3a")},
+	 DROPPED(RW_REASON_MALFORMED, "run-7f3a")},
 	{"IHL 4", .dev = 0, .dir = E,
 	 .pkt = {.src = POD_A,
 		 .dst = "172.20.0.10",
