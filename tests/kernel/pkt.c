@@ -32,6 +32,37 @@ static __u16 csum(const __u8 *p, size_t len)
  * of them 8 bytes and more as ext_len says, so a header the walk does not know still has room
  * for its first bytes), the upper layer.
  */
+/* The L4 header at l4 (TCP, UDP, ICMPv6's type when icmp6, else the ports of whatever header
+ * starts with two): returns its length with the payload.
+ */
+static size_t put_l4(const struct pkt_spec *s, __u8 *l4, int icmp6)
+{
+	if (s->proto == IPPROTO_TCP) {
+		__u8 doff = s->tcp_doff ? s->tcp_doff : 5;
+
+		put16(l4, s->sport);
+		put16(l4 + 2, s->dport);
+		put16(l4 + 4, 0x0102);
+		put16(l4 + 8, s->tcp_ack >> 16);
+		put16(l4 + 10, s->tcp_ack & 0xffff);
+		l4[12] = doff << 4;
+		l4[13] = s->tcp_flags ? s->tcp_flags : 0x02;
+		put16(l4 + 14, 65535);
+		return doff * 4 + s->payload;
+	}
+	if (s->proto == IPPROTO_UDP) {
+		put16(l4, s->sport);
+		put16(l4 + 2, s->dport);
+		put16(l4 + 4, (__u16)(8 + s->payload + s->udp_len_delta));
+	} else if (icmp6) {
+		l4[0] = s->icmp6_type;
+	} else {
+		put16(l4, s->sport); /* ICMP echo, SCTP common header, ... */
+		put16(l4 + 2, s->dport);
+	}
+	return 8 + s->payload;
+}
+
 static size_t build_ipv6(const struct pkt_spec *s, __u8 *buf, size_t off)
 {
 	size_t ip_off = off, l4_off, l4_len, len;
@@ -84,31 +115,7 @@ static size_t build_ipv6(const struct pkt_spec *s, __u8 *buf, size_t off)
 	}
 	*nh = s->proto;
 	l4_off = off;
-	if (s->proto == IPPROTO_TCP) {
-		__u8 doff = s->tcp_doff ? s->tcp_doff : 5;
-
-		l4_len = doff * 4 + s->payload;
-		put16(buf + l4_off, s->sport);
-		put16(buf + l4_off + 2, s->dport);
-		put16(buf + l4_off + 4, 0x0102);
-		put16(buf + l4_off + 8, s->tcp_ack >> 16);
-		put16(buf + l4_off + 10, s->tcp_ack & 0xffff);
-		buf[l4_off + 12] = doff << 4;
-		buf[l4_off + 13] = s->tcp_flags ? s->tcp_flags : 0x02;
-		put16(buf + l4_off + 14, 65535);
-	} else if (s->proto == IPPROTO_UDP) {
-		l4_len = 8 + s->payload;
-		put16(buf + l4_off, s->sport);
-		put16(buf + l4_off + 2, s->dport);
-		put16(buf + l4_off + 4, (__u16)(8 + s->payload + s->udp_len_delta));
-	} else if (s->proto == 58) {
-		l4_len = 8 + s->payload;
-		buf[l4_off] = s->icmp6_type;
-	} else {
-		l4_len = 8 + s->payload;
-		put16(buf + l4_off, s->sport);
-		put16(buf + l4_off + 2, s->dport);
-	}
+	l4_len = put_l4(s, buf + l4_off, s->proto == 58);
 	len = l4_off + l4_len;
 	if (len > PKT_MAX)
 		len = PKT_MAX;
@@ -120,7 +127,7 @@ size_t pkt_build(const struct pkt_spec *s, __u8 *buf)
 {
 	static const __u8 pod_mac[6] = {0x02, 0, 0, 0, 0, 0x01};
 	static const __u8 gw_mac[6] = {0x02, 0, 0, 0, 0, 0xfe};
-	__u8 ihl = s->ihl ? s->ihl : 5, doff = s->tcp_doff ? s->tcp_doff : 5;
+	__u8 ihl = s->ihl ? s->ihl : 5;
 	size_t off = 0, ip_off, l4_off, l4_len, len;
 	struct in_addr src = {}, dst = {};
 
@@ -156,17 +163,10 @@ size_t pkt_build(const struct pkt_spec *s, __u8 *buf)
 
 	ip_off = off;
 	l4_off = ip_off + ihl * 4;
-	if (s->proto == IPPROTO_TCP)
-		l4_len = doff * 4 + s->payload;
-	else if (s->proto == IPPROTO_UDP)
-		l4_len = 8 + s->payload;
-	else
-		l4_len = 8 + s->payload; /* ICMP echo, SCTP common header, ... */
 	if (ihl < 5)
 		l4_off = ip_off + 20; /* keep the bytes where a real header would be */
 
 	buf[ip_off] = ((s->ip_version ? s->ip_version : 4) << 4) | (ihl & 0xf);
-	put16(buf + ip_off + 2, (__u16)(l4_off - ip_off + l4_len + s->tot_len_delta));
 	put16(buf + ip_off + 4, 0x1234);
 	put16(buf + ip_off + 6, s->frag);
 	buf[ip_off + 8] = 64;
@@ -182,25 +182,11 @@ size_t pkt_build(const struct pkt_spec *s, __u8 *buf)
 		opt[2] = 4;
 		memcpy(opt + 3, &dst, 4);
 	}
+	/* After the option: with ihl 6 its last bytes are where the L4 header begins. */
+	l4_len = put_l4(s, buf + l4_off, 0);
+	put16(buf + ip_off + 2, (__u16)(l4_off - ip_off + l4_len + s->tot_len_delta));
 	put16(buf + ip_off + 10, csum(buf + ip_off, ihl >= 5 ? ihl * 4 : 20));
 
-	if (s->proto == IPPROTO_TCP) {
-		put16(buf + l4_off, s->sport);
-		put16(buf + l4_off + 2, s->dport);
-		put16(buf + l4_off + 4, 0x0102);
-		put16(buf + l4_off + 8, s->tcp_ack >> 16);
-		put16(buf + l4_off + 10, s->tcp_ack & 0xffff);
-		buf[l4_off + 12] = doff << 4;
-		buf[l4_off + 13] = s->tcp_flags ? s->tcp_flags : 0x02;
-		put16(buf + l4_off + 14, 65535);
-	} else if (s->proto == IPPROTO_UDP) {
-		put16(buf + l4_off, s->sport);
-		put16(buf + l4_off + 2, s->dport);
-		put16(buf + l4_off + 4, (__u16)(8 + s->payload + s->udp_len_delta));
-	} else {
-		put16(buf + l4_off, s->sport);
-		put16(buf + l4_off + 2, s->dport);
-	}
 	len = l4_off + l4_len;
 	return len - s->truncate;
 }
