@@ -101,45 +101,26 @@ static uint64_t run_generation(struct agent *a, const char *id)
 	return 0;
 }
 
-/* Apply a snapshot's `text`; on refusal, the policy parser's path under "snapshot.". */
-static void apply_text(struct agent *a, const struct rw_watch_msg *m, uint64_t revision,
-		       const char *text, size_t len, int64_t received_ns)
+/* The ack of a refused apply: the policy parser's path and message from `reply` (taken over).
+ * A snapshot's paths go under "snapshot."; a run change's "run..." is the run the message
+ * carried, and "id", "revision" are the message's own, anything else ("runs": the node's
+ * limit) the snapshot's.
+ */
+static void ack_refusal(struct agent *a, const struct rw_watch_msg *m, uint64_t revision,
+			json_t *reply, bool run_change)
 {
-	json_t *reply = NULL, *o;
-	const char *error, *msg;
+	const char *error = json_string_value(json_object_get(reply, "error")), *msg;
 	char path[256], mapped[300];
-	int64_t t0 = mono_ns();
-	int ret = agent_apply(a, text, len, "policy-watch", &reply);
+	json_t *o;
 
-	if (ret == 0) {
-		/* apply_ms: rw_apply(), the maps and the flip; parse_ms: the rest of agent_apply()
-		 * (the parser and the diff for the log), both O(node) in CPU, not in kernel work.
-		 */
-		double apply_ms = json_real_value(json_object_get(reply, "apply_ms"));
-
-		o = json_pack("{s:b, s:s, s:I, s:f, s:f, s:f, s:f}", "ok", 1, "type",
-			      type_names[m->type], "revision", (json_int_t)revision, "apply_ms",
-			      apply_ms, "parse_ms", (mono_ns() - t0) / 1e6 - apply_ms, "compose_ms",
-			      0.0, "queued_ms", (mono_ns() - received_ns) / 1e6);
-		json_object_set_new(o, "generation",
-				    json_integer(m->type == RW_WATCH_RUN_UPSERT && m->id[0]
-							 ? run_generation(a, m->id)
-							 : revision));
-		if (m->id[0])
-			json_object_set_new(o, "id", json_string(m->id));
-		a->follow.applied++;
-		rw_debug("policy watch: %s: revision %llu, apply %.2f ms", type_names[m->type],
-			 (unsigned long long)revision,
-			 json_real_value(json_object_get(reply, "apply_ms")));
-		send_ack(a, o);
-		json_decref(reply);
-		return;
-	}
-	error = json_string_value(json_object_get(reply, "error"));
 	if (!error)
 		error = "refused";
 	if (rw_watch_error_path(error, path, sizeof(path), &msg)) {
-		snprintf(mapped, sizeof(mapped), "snapshot.%s", path);
+		bool own =
+			run_change && ((!strncmp(path, "run", 3) && (path[3] == '.' || !path[3])) ||
+				       !strcmp(path, "id") || !strcmp(path, "revision"));
+
+		snprintf(mapped, sizeof(mapped), "%s%s", own ? "" : "snapshot.", path);
 	} else {
 		msg = error;
 		mapped[0] = '\0';
@@ -155,6 +136,36 @@ static void apply_text(struct agent *a, const struct rw_watch_msg *m, uint64_t r
 		json_object_set_new(o, "id", json_string(m->id));
 	send_ack(a, o);
 	json_decref(reply);
+}
+
+/* Apply a snapshot's `text`, and ack what became of it. */
+static void apply_text(struct agent *a, const struct rw_watch_msg *m, uint64_t revision,
+		       const char *text, size_t len, int64_t received_ns)
+{
+	json_t *reply = NULL, *o;
+	int64_t t0 = mono_ns();
+	int ret = agent_apply(a, text, len, "policy-watch", &reply);
+
+	if (ret == 0) {
+		/* apply_ms: rw_apply(), the maps and the flip; parse_ms: the rest of agent_apply()
+		 * (the parser and the diff for the log), both O(node) in CPU, not in kernel work.
+		 */
+		double apply_ms = json_real_value(json_object_get(reply, "apply_ms"));
+
+		o = json_pack("{s:b, s:s, s:I, s:f, s:f, s:f, s:f}", "ok", 1, "type",
+			      type_names[m->type], "revision", (json_int_t)revision, "apply_ms",
+			      apply_ms, "parse_ms", (mono_ns() - t0) / 1e6 - apply_ms, "compose_ms",
+			      0.0, "queued_ms", (mono_ns() - received_ns) / 1e6);
+		json_object_set_new(o, "generation", json_integer(revision));
+		a->follow.applied++;
+		rw_debug("policy watch: %s: revision %llu, apply %.2f ms", type_names[m->type],
+			 (unsigned long long)revision,
+			 json_real_value(json_object_get(reply, "apply_ms")));
+		send_ack(a, o);
+		json_decref(reply);
+		return;
+	}
+	ack_refusal(a, m, revision, reply, false);
 }
 
 static void on_snapshot(struct agent *a, const struct rw_watch_msg *m, int64_t received_ns)
@@ -188,8 +199,6 @@ static void on_snapshot(struct agent *a, const struct rw_watch_msg *m, int64_t r
 static void ack_change(struct agent *a, const struct rw_watch_msg *m, int ret, json_t *reply,
 		       int64_t received_ns)
 {
-	const char *error, *msg;
-	char path[256], mapped[300];
 	json_t *o;
 
 	if (ret == 0) {
@@ -215,33 +224,7 @@ static void ack_change(struct agent *a, const struct rw_watch_msg *m, int ret, j
 		json_decref(reply);
 		return;
 	}
-	error = json_string_value(json_object_get(reply, "error"));
-	if (!error)
-		error = "refused";
-	/* The parser's paths: "run..." is the run the message carried; "id", "revision" are the
-	 * message's own; anything else ("runs": the node's limit) is the snapshot's.
-	 */
-	if (rw_watch_error_path(error, path, sizeof(path), &msg)) {
-		if (!strncmp(path, "run", 3) && (path[3] == '.' || !path[3]))
-			snprintf(mapped, sizeof(mapped), "%s", path);
-		else if (!strcmp(path, "id") || !strcmp(path, "revision"))
-			snprintf(mapped, sizeof(mapped), "%s", path);
-		else
-			snprintf(mapped, sizeof(mapped), "snapshot.%s", path);
-	} else {
-		msg = error;
-		mapped[0] = '\0';
-	}
-	a->follow.refusals++;
-	snprintf(a->follow.last_refusal, sizeof(a->follow.last_refusal), "%s%s%s", mapped,
-		 mapped[0] ? ": " : "", msg);
-	o = json_pack("{s:b, s:s, s:s, s:s, s:I, s:I}", "ok", 0, "type", type_names[m->type],
-		      "error", msg, "path", mapped, "revision", (json_int_t)m->revision, "in_force",
-		      (json_int_t)revision_in_force(a));
-	if (m->id[0])
-		json_object_set_new(o, "id", json_string(m->id));
-	send_ack(a, o);
-	json_decref(reply);
+	ack_refusal(a, m, m->revision, reply, true);
 }
 
 /* A run's change: that run parsed and checked against the index of the policy in force, and
