@@ -64,9 +64,10 @@ FE_INC    := $(LIB_INC) -Iuser/view -Iuser/cli -Iuser/agent
 FE_HDRS   := $(LIB_HDRS) $(wildcard user/view/*.h user/cli/*.h user/agent/*.h)
 RUNWALL   := $(BUILD)/runwall
 
-# The fault hook of tests/netns/test_faults.sh (RUNWALL_APPLY_FAULT, user/lib/apply.c) exists
-# only in a test build: the library with -DRW_TEST_FAULTS, linked into build/tests/runwall-faults.
-# build/runwall has no trace of it.
+# The fault hooks of user/lib/apply.c exist only in a test build: the library with
+# -DRW_TEST_FAULTS, linked into build/tests/runwall-faults (RUNWALL_APPLY_FAULT, for
+# tests/netns/test_faults.sh) and into test_datapath (rw_apply_inject_fault()). build/runwall
+# has no trace of either.
 FAULT_LIB := $(BUILD)/tests/librunwall-faults.a
 FAULT_BIN := $(BUILD)/tests/runwall-faults
 
@@ -293,13 +294,13 @@ $(BUILD)/tests/kernel/test_%: tests/kernel/test_%.c $(TEST_LIBS) $(TEST_HDRS)
 $(BUILD)/tests/kernel/datapath/%.o: tests/kernel/datapath/%.c $(TEST_HDRS) $(SKEL)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(TEST_INC) -Itests/kernel/datapath -Werror=unused-function -c $< -o $@
+	$(Q)$(CC) $(CFLAGS) -DRW_TEST_FAULTS $(TEST_INC) -Itests/kernel/datapath -Werror=unused-function -c $< -o $@
 
-$(BUILD)/tests/kernel/test_datapath: tests/kernel/test_datapath.c $(DP_OBJ) $(TEST_LIBS) $(TEST_HDRS)
+$(BUILD)/tests/kernel/test_datapath: tests/kernel/test_datapath.c $(DP_OBJ) $(TEST_LIBS) $(FAULT_LIB) $(TEST_HDRS)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(TEST_INC) -Itests/kernel/datapath -Werror=unused-function $< $(DP_OBJ) \
-		$(TEST_LIBS) $(LDLIBS) -lcmocka -o $@
+	$(Q)$(CC) $(CFLAGS) -DRW_TEST_FAULTS $(TEST_INC) -Itests/kernel/datapath -Werror=unused-function $< \
+		$(DP_OBJ) $(patsubst $(LIB),$(FAULT_LIB),$(TEST_LIBS)) $(LDLIBS) -lcmocka -o $@
 
 $(BENCH_BIN): tests/bench/bench_datapath.c $(TEST_LIBS) $(TEST_HDRS)
 	$(call msg,CC,$@)

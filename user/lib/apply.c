@@ -105,9 +105,23 @@ struct rw_apply_cache {
 	long writes;
 };
 
+#ifdef RW_TEST_FAULTS
 static long fault_after_next = -1;
 
-#ifdef RW_TEST_FAULTS
+void rw_apply_inject_fault(long after_writes)
+{
+	fault_after_next = after_writes;
+}
+
+/* The count rw_apply_inject_fault() set for this apply, once. */
+static long fault_after_take(void)
+{
+	long n = fault_after_next;
+
+	fault_after_next = -1;
+	return n;
+}
+
 /* Test hook (tests/netns/test_faults.sh), in the test build only (build/tests/runwall-faults):
  * RUNWALL_APPLY_FAULT=STEP[:REVISION] aborts the process at a named step of an apply
  * (before-write, half, after-flip), to show that a crash at any step leaves the old or the new
@@ -128,6 +142,11 @@ static bool fault_hook_set(void)
 	return getenv("RUNWALL_APPLY_FAULT") != NULL;
 }
 #else
+static long fault_after_take(void)
+{
+	return -1;
+}
+
 static void fault_point(const char *step, uint64_t revision)
 {
 }
@@ -137,11 +156,6 @@ static bool fault_hook_set(void)
 	return false;
 }
 #endif
-
-void rw_apply_inject_fault(long after_writes)
-{
-	fault_after_next = after_writes;
-}
 
 /* ---- Shadows --------------------------------------------------------------------------- */
 
@@ -1273,8 +1287,7 @@ int rw_apply(struct rw_datapath *dp, const struct rw_policy *prev, const struct 
 			return ret;
 	}
 	c = cache_of(dp);
-	c->fault_after = fault_after_next;
-	fault_after_next = -1;
+	c->fault_after = fault_after_take();
 	c->writes = 0;
 	res->previous = RW_STATE_READY(cfg.state) ? RW_STATE_REVISION(cfg.state) : 0;
 	/* Before the first snapshot either slot can be filled. */

@@ -48,8 +48,12 @@ void rw_apply_release(struct rw_datapath *dp);
 /* Forget what the slots hold, as a restarted agent would (tests). */
 void rw_apply_forget(const struct rw_datapath *dp);
 
-/* Tests: make the next rw_apply() fail after this many key writes, as if it were killed there. */
+#ifdef RW_TEST_FAULTS
+/* Tests, in the test build of the library only (-DRW_TEST_FAULTS): make the next rw_apply()
+ * fail after this many key writes, as if it were killed there.
+ */
 void rw_apply_inject_fault(long after_writes);
+#endif
 
 /* The run of a pod IP in the live slot (for explain, status and the CLI). */
 int rw_live_pod(const struct rw_datapath *dp, __be32 pod_ip, struct rw_pod *out);
