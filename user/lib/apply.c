@@ -652,6 +652,7 @@ static int diff_shadows(struct ops *ops, const struct shadow *os, const struct s
 }
 
 /* Writes are counted only for an injected fault (and then made by one thread). */
+#ifdef RW_TEST_FAULTS
 static int count_write(struct rw_apply_cache *c, long n)
 {
 	if (c->fault_after < 0)
@@ -663,6 +664,12 @@ static int count_write(struct rw_apply_cache *c, long n)
 	c->writes += n;
 	return 0;
 }
+#else
+static int count_write(struct rw_apply_cache *c, long n)
+{
+	return 0;
+}
+#endif
 
 /* Write (or delete, with vals NULL) n keys: one batch call where the map type has batch
  * operations, one call per key where it does not (LPM tries in 6.1 and 6.18).
