@@ -13,6 +13,7 @@
 #include "eventfmt.h"
 #include "reasons.h"
 #include "run_shares.h"
+#include "util.h"
 
 #define POST_TIMEOUT_MS	 5000
 #define BACKOFF_FIRST_MS 250
@@ -71,14 +72,6 @@ struct rw_access {
 	struct rw_access_stats st;
 	CURL *curl;
 };
-
-static int64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 bool rw_access_eligible(const struct rw_event *ev)
 {
@@ -321,7 +314,7 @@ static void *worker(void *data)
 	pthread_mutex_lock(&a->lock);
 	while (!a->stop) {
 		struct req *r = next_pending(a);
-		int64_t now = mono_ns();
+		int64_t now = rw_now_mono_ns();
 		char *body, err[160] = "";
 		long status;
 		json_t *o;
@@ -378,8 +371,8 @@ static void *worker(void *data)
 			int64_t ms = (int64_t)BACKOFF_FIRST_MS << (r->attempts - 1);
 
 			a->st.retries++;
-			r->next_try_ns =
-				mono_ns() + (ms > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : ms) * 1000000LL;
+			r->next_try_ns = rw_now_mono_ns() +
+					 (ms > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : ms) * 1000000LL;
 		}
 	}
 	pthread_mutex_unlock(&a->lock);

@@ -12,20 +12,12 @@
  * loop, and the control socket, netlink and HTTP stay served).
  */
 #include <errno.h>
-#include <time.h>
 
 #include "agent.h"
 #include "log.h"
+#include "util.h"
 
 #define RW_DRAIN_STOP (-ENOSPC) /* our own stop, told apart from the callback's errors */
-
-static int64_t drain_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 int agent_ring_cb(void *ctx, void *data, size_t size)
 {
@@ -36,7 +28,7 @@ int agent_ring_cb(void *ctx, void *data, size_t size)
 		return RW_DRAIN_STOP;
 	/* The clock every RING_DRAIN_CLOCK_EVERY records: a vDSO call, cheap next to them. */
 	if (!(a->drain.ring_budget % RING_DRAIN_CLOCK_EVERY) &&
-	    drain_now_ns() >= a->drain.ring_deadline_ns)
+	    rw_now_mono_ns() >= a->drain.ring_deadline_ns)
 		return RW_DRAIN_STOP;
 	return ret;
 }
@@ -46,7 +38,7 @@ void agent_drain_ring(struct agent *a)
 	int ret;
 
 	a->drain.ring_budget = RING_DRAIN_BUDGET;
-	a->drain.ring_deadline_ns = drain_now_ns() + (int64_t)RING_DRAIN_MS * 1000000;
+	a->drain.ring_deadline_ns = rw_now_mono_ns() + (int64_t)RING_DRAIN_MS * 1000000;
 	ret = ring_buffer__consume(a->ring);
 	if (ret == RW_DRAIN_STOP)
 		a->drain.ring_capped++;

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <sys/epoll.h>
 
 #include "agent.h"
@@ -19,14 +18,6 @@
 #include "watch_msg.h"
 
 #define ITEMS_PER_WAKEUP 16 /* then back to the loop's other fds; the eventfd stays readable */
-
-static int64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 static uint64_t revision_in_force(struct agent *a)
 {
@@ -143,7 +134,7 @@ static void apply_text(struct agent *a, const struct rw_watch_msg *m, uint64_t r
 		       const char *text, size_t len, int64_t received_ns)
 {
 	json_t *reply = NULL, *o;
-	int64_t t0 = mono_ns();
+	int64_t t0 = rw_now_mono_ns();
 	int ret = agent_apply(a, text, len, "policy-watch", &reply);
 
 	if (ret == 0) {
@@ -154,8 +145,9 @@ static void apply_text(struct agent *a, const struct rw_watch_msg *m, uint64_t r
 
 		o = json_pack("{s:b, s:s, s:I, s:f, s:f, s:f, s:f}", "ok", 1, "type",
 			      type_names[m->type], "revision", (json_int_t)revision, "apply_ms",
-			      apply_ms, "parse_ms", (mono_ns() - t0) / 1e6 - apply_ms, "compose_ms",
-			      0.0, "queued_ms", (mono_ns() - received_ns) / 1e6);
+			      apply_ms, "parse_ms", (rw_now_mono_ns() - t0) / 1e6 - apply_ms,
+			      "compose_ms", 0.0, "queued_ms",
+			      (rw_now_mono_ns() - received_ns) / 1e6);
 		json_object_set_new(o, "generation", json_integer(revision));
 		a->follow.applied++;
 		rw_debug("policy watch: %s: revision %llu, apply %.2f ms", type_names[m->type],
@@ -210,7 +202,7 @@ static void ack_change(struct agent *a, const struct rw_watch_msg *m, int ret, j
 			      type_names[m->type], "revision", (json_int_t)m->revision, "apply_ms",
 			      apply_ms, "parse_ms", parse_ms, "compose_ms", compose_ms, "probe_ms",
 			      json_real_value(json_object_get(reply, "probe_ms")), "queued_ms",
-			      (mono_ns() - received_ns) / 1e6);
+			      (rw_now_mono_ns() - received_ns) / 1e6);
 		json_object_set_new(o, "generation",
 				    json_integer(m->type == RW_WATCH_RUN_UPSERT
 							 ? run_generation(a, m->id)
@@ -377,7 +369,8 @@ void agent_follow_tick(struct agent *a)
 	a->follow.metrics.watch_acks_failed = st.acks_failed;
 	a->follow.metrics.watch_revision_received = a->follow.received;
 	a->follow.metrics.watch_message_age =
-		a->follow.last_message_ns ? (mono_ns() - a->follow.last_message_ns) / 1e9 : -1;
+		a->follow.last_message_ns ? (rw_now_mono_ns() - a->follow.last_message_ns) / 1e9
+					  : -1;
 }
 
 json_t *agent_follow_status(struct agent *a)
@@ -394,7 +387,7 @@ json_t *agent_follow_status(struct agent *a)
 		(json_int_t)st.disconnects, "messages", (json_int_t)st.messages,
 		"last_message_age_ms",
 		a->follow.last_message_ns
-			? json_integer((mono_ns() - a->follow.last_message_ns) / 1000000)
+			? json_integer((rw_now_mono_ns() - a->follow.last_message_ns) / 1000000)
 			: json_null(),
 		"revision_received", (json_int_t)a->follow.received, "revision_enforced",
 		(json_int_t)revision_in_force(a), "applied", (json_int_t)a->follow.applied,

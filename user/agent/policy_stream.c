@@ -49,14 +49,6 @@ struct rw_watch {
 	unsigned int rand_state;
 };
 
-static int64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 /* Under the lock: wake the loop. */
 static void push_locked(struct rw_watch *w, enum rw_watch_item_kind kind, const char *text,
 			size_t len, unsigned int retry_ms, bool refused)
@@ -74,7 +66,7 @@ static void push_locked(struct rw_watch *w, enum rw_watch_item_kind kind, const 
 	w->q_bytes += it->len;
 	it->retry_ms = retry_ms;
 	it->refused = refused;
-	it->received_ns = mono_ns();
+	it->received_ns = rw_now_mono_ns();
 	w->q_len++;
 	if (write(w->efd, &one, sizeof(one)) < 0) {
 		/* the counter is saturated: the loop is woken already */
@@ -113,7 +105,7 @@ static int on_line(void *ctx, const char *line, size_t len)
 		w->st.messages++;
 	}
 	pthread_mutex_unlock(&w->lock);
-	w->last_msg_ns = mono_ns();
+	w->last_msg_ns = rw_now_mono_ns();
 	return ret;
 }
 
@@ -148,11 +140,11 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *ctx)
 		curl_easy_getinfo(w->curl, CURLINFO_RESPONSE_CODE, &code);
 		if (code == 200) {
 			w->got_200 = true;
-			w->last_msg_ns = mono_ns();
+			w->last_msg_ns = rw_now_mono_ns();
 			pthread_mutex_lock(&w->lock);
 			w->st.connected = true;
 			w->st.connects++;
-			w->st.connected_since_ns = mono_ns();
+			w->st.connected_since_ns = rw_now_mono_ns();
 			pthread_mutex_unlock(&w->lock);
 			push_notice(w, RW_WATCH_ITEM_CONNECTED, w->url, 0, false);
 		}
@@ -181,7 +173,7 @@ static int on_progress(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off
 			snprintf(w->abort_reason, sizeof(w->abort_reason), "dropped by the agent");
 		return 1;
 	}
-	if (w->got_200 && mono_ns() - w->last_msg_ns > (int64_t)stall * 1000000000LL) {
+	if (w->got_200 && rw_now_mono_ns() - w->last_msg_ns > (int64_t)stall * 1000000000LL) {
 		snprintf(w->abort_reason, sizeof(w->abort_reason),
 			 "stalled: no complete message in %u s (a heartbeat is expected at least "
 			 "every %u s)",
@@ -285,7 +277,7 @@ static void *stream_main(void *data)
 		w->abort_reason[0] = '\0';
 		w->got_200 = false;
 		w->refused = false;
-		w->last_msg_ns = mono_ns();
+		w->last_msg_ns = rw_now_mono_ns();
 		hdr = setup_common(w, w->curl, url, w->loopback, err, sizeof(err));
 		if (!hdr) {
 			rc = CURLE_READ_ERROR;

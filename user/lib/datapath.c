@@ -457,13 +457,8 @@ int rw_lease_write(const struct rw_datapath *dp, __u64 deadline_ns, char *err, s
 static int lease_from_now(const struct rw_datapath *dp, __u32 lease_seconds, char *err,
 			  size_t errlen)
 {
-	struct timespec ts;
-
-	/* CLOCK_MONOTONIC is bpf_ktime_get_ns()'s clock; the coarse one packets read lags it. */
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return rw_lease_write(dp,
-			      (__u64)ts.tv_sec * 1000000000ULL + (__u64)ts.tv_nsec +
-				      (__u64)lease_seconds * 1000000000ULL,
+	/* From CLOCK_MONOTONIC, bpf_ktime_get_ns()'s clock; the coarse one packets read lags it. */
+	return rw_lease_write(dp, (__u64)rw_now_mono_ns() + (__u64)lease_seconds * 1000000000ULL,
 			      err, errlen);
 }
 

@@ -16,6 +16,9 @@
 /* CLOCK_MONOTONIC in milliseconds, with fractions: for durations and deadlines. */
 double rw_now_ms(void);
 
+/* CLOCK_MONOTONIC in nanoseconds, bpf_ktime_get_ns()'s clock: for deadlines and ages. */
+int64_t rw_now_mono_ns(void);
+
 /* CLOCK_REALTIME in nanoseconds since the epoch: for "since" and "applied" times. */
 int64_t rw_now_real_ns(void);
 
