@@ -94,32 +94,25 @@ static int packet_socket(const char *dev, int vnet)
 	return fd;
 }
 
-/* A frame of BIG_FRAME bytes: the crafted headers, lengths covering a zero payload. */
+/* A frame of BIG_FRAME bytes: the crafted headers, lengths covering a zero payload (IPv4's
+ * tot_len and a UDP length; IPv6's payload length).
+ */
 static size_t big_frame(const struct pkt_spec *s, __u8 *buf)
-{
-	size_t hlen;
-
-	memset(buf, 0, BIG_FRAME);
-	hlen = pkt_build(s, buf);
-	if (hlen > BIG_FRAME)
-		FATAL("headers longer than the frame");
-	buf[16] = (BIG_FRAME - 14) >> 8; /* IPv4 tot_len */
-	buf[17] = (BIG_FRAME - 14) & 0xff;
-	if (s->proto == IPPROTO_UDP) {
-		buf[38] = (BIG_FRAME - 34) >> 8; /* UDP length */
-		buf[39] = (BIG_FRAME - 34) & 0xff;
-	}
-	return BIG_FRAME;
-}
-
-/* The same for IPv6: the payload length says the frame's whole length. */
-static size_t big_frame6(const struct pkt_spec *s, __u8 *buf)
 {
 	memset(buf, 0, BIG_FRAME);
 	if (pkt_build(s, buf) > BIG_FRAME)
 		FATAL("headers longer than the frame");
-	buf[18] = (BIG_FRAME - 54) >> 8;
-	buf[19] = (BIG_FRAME - 54) & 0xff;
+	if (s->ipv6) {
+		buf[18] = (BIG_FRAME - 54) >> 8;
+		buf[19] = (BIG_FRAME - 54) & 0xff;
+		return BIG_FRAME;
+	}
+	buf[16] = (BIG_FRAME - 14) >> 8;
+	buf[17] = (BIG_FRAME - 14) & 0xff;
+	if (s->proto == IPPROTO_UDP) {
+		buf[38] = (BIG_FRAME - 34) >> 8;
+		buf[39] = (BIG_FRAME - 34) & 0xff;
+	}
 	return BIG_FRAME;
 }
 
@@ -144,6 +137,28 @@ static void wait_counter(struct rw_datapath *dp, int reason, __u64 want)
 			return;
 		usleep(5000);
 	}
+}
+
+/* The first `cut` bytes of `frame` sent on fd: a frame cut inside its L3 header, which
+ * BPF_PROG_TEST_RUN cannot build, must be malformed.
+ */
+static void expect_cut_malformed(struct rw_datapath *dp, int fd, const char *peer,
+				 const __u8 *frame, size_t cut, const char *what)
+{
+	struct rw_counters before, after;
+	int ok;
+
+	rw_counters_read(dp, 0, &before);
+	if (send(fd, frame, cut, 0) < 0)
+		FATAL("send on %s: %s", peer, strerror(errno));
+	wait_counter(dp, RW_REASON_MALFORMED,
+		     before.packets[RW_DIR_EGRESS][RW_REASON_MALFORMED] + 1);
+	rw_counters_read(dp, 0, &after);
+	t_count++;
+	ok = CHECK_EQ(after.packets[RW_DIR_EGRESS][RW_REASON_MALFORMED] -
+			      before.packets[RW_DIR_EGRESS][RW_REASON_MALFORMED],
+		      1, "malformed");
+	printf("%s %d - real veth: %s\n", ok ? "ok" : "not ok", t_count, what);
 }
 
 void test_real_traffic(struct rw_datapath *dp, const char *dev, int ifindex, const char *pod_ip)
@@ -228,19 +243,9 @@ void test_real_traffic(struct rw_datapath *dp, const char *dev, int ifindex, con
 
 	/* A frame cut inside its IPv4 header. */
 	fd = packet_socket(peer, 0);
-	rw_counters_read(dp, 0, &before);
 	len = pkt_build(&allowed, frame);
-	if (send(fd, frame, 14 + 10, 0) < 0)
-		FATAL("send on %s: %s", peer, strerror(errno));
-	wait_counter(dp, RW_REASON_MALFORMED,
-		     before.packets[RW_DIR_EGRESS][RW_REASON_MALFORMED] + 1);
-	rw_counters_read(dp, 0, &after);
-	t_count++;
-	ok = CHECK_EQ(after.packets[RW_DIR_EGRESS][RW_REASON_MALFORMED] -
-			      before.packets[RW_DIR_EGRESS][RW_REASON_MALFORMED],
-		      1, "malformed");
-	printf("%s %d - real veth: a frame cut inside its IPv4 header is malformed\n",
-	       ok ? "ok" : "not ok", t_count);
+	expect_cut_malformed(dp, fd, peer, frame, 14 + 10,
+			     "a frame cut inside its IPv4 header is malformed");
 
 	/* An out-of-band VLAN tag on a packet to an allowed service. */
 	{
@@ -311,7 +316,7 @@ void test_real_traffic(struct rw_datapath *dp, const char *dev, int ifindex, con
 		for (size_t i = 0; i < sizeof(v6) / sizeof(v6[0]); i++) {
 			routed.segments_left = v6[i].segments_left;
 			rw_counters_read(dp, 0, &before);
-			len = big_frame6(&routed, frame);
+			len = big_frame(&routed, frame);
 			send_vnet(fd, frame, len);
 			wait_counter(dp, v6[i].reason,
 				     before.packets[RW_DIR_EGRESS][v6[i].reason] + 1);
@@ -329,19 +334,9 @@ void test_real_traffic(struct rw_datapath *dp, const char *dev, int ifindex, con
 		close(fd);
 
 		fd = packet_socket(peer, 0);
-		rw_counters_read(dp, 0, &before);
-		len = pkt_build(&routed, frame);
-		if (send(fd, frame, 14 + 20, 0) < 0)
-			FATAL("send on %s: %s", peer, strerror(errno));
-		wait_counter(dp, RW_REASON_MALFORMED,
-			     before.packets[RW_DIR_EGRESS][RW_REASON_MALFORMED] + 1);
-		rw_counters_read(dp, 0, &after);
-		t_count++;
-		ok = CHECK_EQ(after.packets[RW_DIR_EGRESS][RW_REASON_MALFORMED] -
-				      before.packets[RW_DIR_EGRESS][RW_REASON_MALFORMED],
-			      1, "malformed");
-		printf("%s %d - real veth: a frame cut inside its IPv6 header is malformed\n",
-		       ok ? "ok" : "not ok", t_count);
+		pkt_build(&routed, frame);
+		expect_cut_malformed(dp, fd, peer, frame, 14 + 20,
+				     "a frame cut inside its IPv6 header is malformed");
 		close(fd);
 	}
 
