@@ -56,6 +56,22 @@ struct {
 	__array(values, struct rw_pods_inner);
 } rw_pods SEC(".maps");
 
+/* The IPv6 tables, one beside each IPv4 one: the same values, IPv6 keys (runwall.h). */
+struct rw_pods6_inner {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RW_MAX_PODS);
+	__uint(key_size, 4 * sizeof(__be32));
+	__uint(value_size, sizeof(struct rw_pod));
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, RW_SLOTS);
+	__type(key, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct rw_pods6_inner);
+} rw_pods6 SEC(".maps");
+
 struct rw_allow_exact_inner {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, RW_MAX_ALLOW_EXACT);
@@ -88,6 +104,37 @@ struct {
 	__array(values, struct rw_allow_cidr_inner);
 } rw_allow_cidr SEC(".maps");
 
+struct rw_allow_exact6_inner {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RW_MAX_ALLOW_EXACT);
+	__uint(key_size, sizeof(struct rw_allow6_key));
+	__uint(value_size, sizeof(struct rw_rule));
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, RW_SLOTS);
+	__type(key, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct rw_allow_exact6_inner);
+} rw_allow_exact6 SEC(".maps");
+
+struct rw_allow_cidr6_inner {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, RW_MAX_ALLOW_CIDR);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(key_size, sizeof(struct rw_allow6_lpm_key));
+	__uint(value_size, sizeof(struct rw_rule));
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, RW_SLOTS);
+	__type(key, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct rw_allow_cidr6_inner);
+} rw_allow_cidr6 SEC(".maps");
+
 struct rw_deny_inner {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
 	__uint(max_entries, RW_MAX_DENY);
@@ -104,6 +151,22 @@ struct {
 	__array(values, struct rw_deny_inner);
 } rw_deny SEC(".maps");
 
+struct rw_deny6_inner {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, RW_MAX_DENY);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(key_size, sizeof(struct rw_cidr6_lpm_key));
+	__uint(value_size, sizeof(__u32));
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, RW_SLOTS);
+	__type(key, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct rw_deny6_inner);
+} rw_deny6 SEC(".maps");
+
 struct rw_inbound_inner {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
 	__uint(max_entries, RW_MAX_INBOUND);
@@ -119,6 +182,22 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 	__array(values, struct rw_inbound_inner);
 } rw_inbound SEC(".maps");
+
+struct rw_inbound6_inner {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, RW_MAX_INBOUND);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(key_size, sizeof(struct rw_inbound6_lpm_key));
+	__uint(value_size, sizeof(struct rw_rule));
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, RW_SLOTS);
+	__type(key, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct rw_inbound6_inner);
+} rw_inbound6 SEC(".maps");
 
 /* Who opened each flow, so that replies can be told from requests: one table per sandbox veth,
  * keyed by its ifindex. The library creates a veth's table when it binds the veth to a pod
@@ -145,6 +224,23 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 	__array(values, struct rw_ct_inner);
 } rw_conntrack SEC(".maps");
+
+/* The sandbox's IPv6 flows: a table of its own beside the IPv4 one, made and replaced with it. */
+struct rw_ct6_inner {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RW_CT_PER_SANDBOX);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(key_size, sizeof(struct rw_ct6_key));
+	__uint(value_size, sizeof(struct rw_ct_value));
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
+	__uint(max_entries, RW_MAX_ENDPOINTS);
+	__type(key, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct rw_ct6_inner);
+} rw_conntrack6 SEC(".maps");
 
 /* Exact packet and byte counts per (direction, reason): [0] node, [run_idx] each run. */
 struct {

@@ -10,7 +10,7 @@
 #define RUNWALL_H
 
 /* Bumped whenever a pinned map changes layout; a restarted agent refuses pins of another layout. */
-#define RW_LAYOUT_VERSION 7
+#define RW_LAYOUT_VERSION 8
 
 /* Every map of the datapath, once: X(ID, its name (the BPF object's variable and the pin's),
  * the name `runwall map` shows it under). bpf/maps.h defines each (and checks that it does);
@@ -22,11 +22,17 @@
 	X(CONFIG, rw_config, "config")             \
 	X(ENDPOINTS, rw_endpoints, "endpoints")    \
 	X(PODS, rw_pods, "pods")                   \
+	X(PODS6, rw_pods6, "pods")                 \
 	X(ALLOW_EXACT, rw_allow_exact, "allow")    \
 	X(ALLOW_CIDR, rw_allow_cidr, "allow")      \
+	X(ALLOW_EXACT6, rw_allow_exact6, "allow")  \
+	X(ALLOW_CIDR6, rw_allow_cidr6, "allow")    \
 	X(DENY, rw_deny, "deny")                   \
+	X(DENY6, rw_deny6, "deny")                 \
 	X(INBOUND, rw_inbound, "inbound")          \
+	X(INBOUND6, rw_inbound6, "inbound")        \
 	X(CONNTRACK, rw_conntrack, "conntrack")    \
+	X(CONNTRACK6, rw_conntrack6, "conntrack")  \
 	X(COUNTERS, rw_counters, "counters")       \
 	X(EVENT_BUDGET, rw_event_budget, "budget") \
 	X(EVENTS, rw_events, "events")             \
@@ -95,7 +101,9 @@
 	X(IPV6_ROUTING, 16, "ipv6-routing")                \
 	X(IPV6_EXT_HEADERS, 17, "ipv6-ext-headers")        \
 	X(IPV6_NEXT_HEADER, 18, "ipv6-next-header")        \
-	X(IPV6_JUMBOGRAM, 19, "ipv6-jumbogram")
+	X(IPV6_JUMBOGRAM, 19, "ipv6-jumbogram")            \
+	X(ICMPV6_TYPE, 20, "icmpv6-type")                  \
+	X(ICMP_UNRELATED, 21, "icmp-unrelated")
 
 /* The IPv6 extension-header walk's bounds (bpf/parse.h): more headers than RW_IPV6_EXT_MAX, or
  * more than RW_IPV6_EXT_BYTES of them together, is ipv6-ext-headers. Four is every header a
@@ -254,14 +262,23 @@ struct rw_lease_args {
 };
 _Static_assert(sizeof(struct rw_lease_args) == 16, "rw_lease_args layout");
 
-/* rw_endpoints: host-side veth ifindex -> the pod bound to it (the /32 route to the pod). */
+/* rw_endpoints: host-side veth ifindex -> the pod bound to it: the /32 and the /128 the node
+ * routes to the veth. `flags` says which of the two are bound (RW_EP_*); an address whose flag
+ * is clear is not the pod's, whatever the field holds. A link-local IPv6 address is never bound:
+ * its scope is the veth, which only the pod and the node share.
+ */
+#define RW_EP_IP4 (1u << 0)
+#define RW_EP_IP6 (1u << 1)
 struct rw_endpoint {
 	__be32 pod_ip;
-	__u32 flags;
+	__u32 flags; /* RW_EP_IP4 | RW_EP_IP6 */
+	__be32 pod_ip6[4];
 };
-_Static_assert(sizeof(struct rw_endpoint) == 8, "rw_endpoint layout");
+_Static_assert(sizeof(struct rw_endpoint) == 24, "rw_endpoint layout");
 
-/* rw_pods[slot]: pod IPv4 (__be32) -> its run. The run id travels with each event, so an event
+/* rw_pods[slot]: pod IPv4 (__be32) -> its run; rw_pods6[slot]: pod IPv6 (__be32[4]) -> its run,
+ * the same value, so that one run_idx (counters, rw_run_revs, the verdict cache) covers both
+ * families of a run and one apply cuts both. The run id travels with each event, so an event
  * names the run that really sent it even after the IP has moved on.
  */
 struct rw_pod {
@@ -304,6 +321,41 @@ struct rw_allow_lpm_key {
 _Static_assert(sizeof(struct rw_allow_lpm_key) == 16, "rw_allow_lpm_key layout");
 #define RW_ALLOW_LPM_FIXED_BITS 64
 
+/* The IPv6 keys: the same fields, the address as four words in network byte order. */
+struct rw_allow6_key {
+	__u32 scope;
+	__be32 daddr[4];
+	__be16 dport;
+	__u8 proto;
+	__u8 pad;
+};
+_Static_assert(sizeof(struct rw_allow6_key) == 24, "rw_allow6_key layout");
+
+struct rw_allow6_lpm_key {
+	__u32 prefixlen; /* RW_ALLOW_LPM_FIXED_BITS + CIDR length (0..128) */
+	__u32 scope;
+	__be16 dport;
+	__u8 proto;
+	__u8 pad;
+	__be32 daddr[4];
+};
+_Static_assert(sizeof(struct rw_allow6_lpm_key) == 28, "rw_allow6_lpm_key layout");
+
+struct rw_cidr6_lpm_key {
+	__u32 prefixlen;
+	__be32 addr[4];
+};
+_Static_assert(sizeof(struct rw_cidr6_lpm_key) == 20, "rw_cidr6_lpm_key layout");
+
+struct rw_inbound6_lpm_key {
+	__u32 prefixlen; /* RW_INBOUND_LPM_FIXED_BITS + CIDR length (0..128) */
+	__be16 dport;
+	__u8 proto;
+	__u8 pad;
+	__be32 saddr[4];
+};
+_Static_assert(sizeof(struct rw_inbound6_lpm_key) == 24, "rw_inbound6_lpm_key layout");
+
 /* rw_deny[slot]: LPM trie of configured deny CIDRs (the built-in ranges are compiled in). */
 struct rw_cidr_lpm_key {
 	__u32 prefixlen;
@@ -343,6 +395,21 @@ struct rw_ct_key {
 };
 _Static_assert(sizeof(struct rw_ct_key) == 20, "rw_ct_key layout");
 
+/* rw_conntrack6: the same, for IPv6 flows: a second outer map, since every inner map of one
+ * outer map has the template's key size. A veth's two tables have ct_per_sandbox entries each;
+ * ct_node counts the flows of both.
+ */
+struct rw_ct6_key {
+	__u32 ifindex;
+	__be32 pod_ip[4];
+	__be32 peer_ip[4];
+	__be16 pod_port;
+	__be16 peer_port;
+	__u8 proto;
+	__u8 pad[3];
+};
+_Static_assert(sizeof(struct rw_ct6_key) == 44, "rw_ct6_key layout");
+
 /* The entry also caches the flow's last verdict (the fast path): `stamp` is the policy revision
  * it was judged under. A packet of the flow reuses rule_id, path and run_idx after this one
  * lookup while rw_run_revs[run_idx] <= stamp <= the revision in force: nothing the verdict
@@ -380,7 +447,7 @@ struct rw_counters {
 	 */
 	__u64 answers[RW_ANSWER_COUNT];
 };
-_Static_assert(sizeof(struct rw_counters) == 696, "rw_counters layout");
+_Static_assert(sizeof(struct rw_counters) == 760, "rw_counters layout");
 
 /* rw_run_revs: ARRAY of __u64 indexed by run_idx, like the counters: the revision in which
  * anything run_idx's verdicts depend on last changed (its pods, egress mode or rules, its index
@@ -427,8 +494,15 @@ struct rw_event {
 	__u32 run_gen;
 	__u32 rule_id;		    /* allowed by this rule (0: none) */
 	char run_id[RW_RUN_ID_LEN]; /* "" when the source is unknown */
-	__be32 saddr;
-	__be32 daddr;
+	/* The family is the ethertype's: IPv4 and ARP in saddr/daddr, IPv6 in saddr6/daddr6. */
+	union {
+		__be32 saddr;
+		__be32 saddr6[4];
+	};
+	union {
+		__be32 daddr;
+		__be32 daddr6[4];
+	};
 	__be16 sport;
 	__be16 dport;
 	__u8 proto;
@@ -437,10 +511,11 @@ struct rw_event {
 	__u8 reason;	  /* enum rw_reason */
 	__u8 path;	  /* enum rw_allow_path */
 	__u8 answer;	  /* enum rw_answer: what the refused packet got back */
-	__be16 ethertype; /* 0x0800 IPv4, 0x0806 ARP; what an unsupported-l2 drop carried */
+	__be16 ethertype; /* 0x0800 IPv4, 0x0806 ARP, 0x86dd IPv6; what an unsupported-l2 drop
+			   * carried */
 	__u8 pad2[4];
 };
-_Static_assert(sizeof(struct rw_event) == 120, "rw_event layout");
+_Static_assert(sizeof(struct rw_event) == 144, "rw_event layout");
 
 /* `runwall explain` runs its own copy of the programs with rw_dry_run set: they judge but
  * change no state, and leave their decision in .bss (rw_explain_result).
@@ -488,5 +563,36 @@ _Static_assert(sizeof(struct rw_explain) == 16, "rw_explain layout");
 	X(0xe0000000, 4, "224.0.0.0/4", "multicast")          \
 	X(0xf0000000, 4, "240.0.0.0/4", "reserved")           \
 	X(0xffffffff, 32, "255.255.255.255/32", "broadcast")
+
+/* The IPv6 tables, each address as four 32-bit words in host byte order. Cloud metadata on
+ * IPv6 (EKS on an IPv6 cluster): IMDS, Pod Identity, the Amazon DNS resolver and time sync.
+ */
+#define RW_METADATA6_ADDRS(X)                            \
+	X(0xfd000ec2, 0, 0, 0x00000254, "fd00:ec2::254") \
+	X(0xfd000ec2, 0, 0, 0x00000023, "fd00:ec2::23")  \
+	X(0xfd000ec2, 0, 0, 0x00000253, "fd00:ec2::253") \
+	X(0xfd000ec2, 0, 0, 0x00000123, "fd00:ec2::123")
+
+/* Special-purpose IPv6 ranges (RFC 6890, RFC 4291): private-destination, as the IPv4 ones. */
+#define RW_SPECIAL6_RANGES(X)                                                 \
+	X(0x00000000, 0, 0, 0x00000000, 128, "::/128", "unspecified")         \
+	X(0x00000000, 0, 0, 0x00000001, 128, "::1/128", "loopback")           \
+	X(0xfe800000, 0, 0, 0x00000000, 10, "fe80::/10", "link-local")        \
+	X(0xfc000000, 0, 0, 0x00000000, 7, "fc00::/7", "unique local")        \
+	X(0xff000000, 0, 0, 0x00000000, 8, "ff00::/8", "multicast")           \
+	X(0x20010db8, 0, 0, 0x00000000, 32, "2001:db8::/32", "documentation") \
+	X(0x01000000, 0, 0, 0x00000000, 64, "100::/64", "discard")
+
+/* IPv6 forms that carry an IPv4 address, and the bits that hold it: a destination in one of
+ * them is judged as IPv4 to that address (ranges, metadata, deny list, services, run rules,
+ * egress mode), since that is where a translator or tunnel delivers it. No rule may name one
+ * (the parser says: write the IPv4 address). X(w0, w1, w2, w3, prefix length, text, label).
+ */
+#define RW_EMBEDDED4_RANGES(X)                                               \
+	X(0x00000000, 0, 0x0000ffff, 0, 96, "::ffff:0:0/96", "IPv4-mapped")  \
+	X(0x0064ff9b, 0, 0, 0, 96, "64:ff9b::/96", "NAT64")                  \
+	X(0x0064ff9b, 0x00010000, 0, 0, 48, "64:ff9b:1::/48", "local NAT64") \
+	X(0x20020000, 0, 0, 0, 16, "2002::/16", "6to4")                      \
+	X(0x20010000, 0, 0, 0, 32, "2001::/32", "Teredo")
 
 #endif /* RUNWALL_H */

@@ -279,7 +279,8 @@ static void test_reason_names(void **state)
 				 "ip-options, fragment, unsupported-protocol, dns, metadata, "
 				 "private-destination, not-allowlisted, inbound-denied, "
 				 "conntrack-full, lease-expired, ipv6-routing, "
-				 "ipv6-ext-headers, ipv6-next-header, ipv6-jumbogram");
+				 "ipv6-ext-headers, ipv6-next-header, ipv6-jumbogram, "
+				 "icmpv6-type, icmp-unrelated");
 	/* A unique prefix is a good guess too. */
 	assert_int_equal(rw_cli_reason_lookup("inbound", err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "(did you mean 'inbound-denied'?)"));

@@ -29,9 +29,9 @@
 #include "log.h"
 #include "util.h"
 
-#define POLICY_TABLES (RW_M_INBOUND - RW_M_PODS + 1)
+#define POLICY_TABLES (RW_M_INBOUND6 - RW_M_PODS + 1)
 #define T_PODS	      (RW_M_PODS - RW_M_PODS)
-#define ENT_KEY_MAX   16
+#define ENT_KEY_MAX   28 /* sizeof(struct rw_allow6_lpm_key), the largest */
 
 struct inner_spec {
 	enum bpf_map_type type;
@@ -60,6 +60,20 @@ static const struct inner_spec inner_specs[POLICY_TABLES] = {
 	[RW_M_INBOUND - RW_M_PODS] = {BPF_MAP_TYPE_LPM_TRIE, "rw_inbound_i",
 				      sizeof(struct rw_inbound_lpm_key), sizeof(struct rw_rule),
 				      RW_MAX_INBOUND, BPF_F_NO_PREALLOC},
+	[RW_M_PODS6 - RW_M_PODS] = {BPF_MAP_TYPE_HASH, "rw_pods6_i", 4 * sizeof(__be32),
+				    sizeof(struct rw_pod), RW_MAX_PODS, 0},
+	[RW_M_ALLOW_EXACT6 - RW_M_PODS] = {BPF_MAP_TYPE_HASH, "rw_allow_x6_i",
+					   sizeof(struct rw_allow6_key), sizeof(struct rw_rule),
+					   RW_MAX_ALLOW_EXACT, 0},
+	[RW_M_ALLOW_CIDR6 - RW_M_PODS] = {BPF_MAP_TYPE_LPM_TRIE, "rw_allow_c6_i",
+					  sizeof(struct rw_allow6_lpm_key), sizeof(struct rw_rule),
+					  RW_MAX_ALLOW_CIDR, BPF_F_NO_PREALLOC},
+	[RW_M_DENY6 - RW_M_PODS] = {BPF_MAP_TYPE_LPM_TRIE, "rw_deny6_i",
+				    sizeof(struct rw_cidr6_lpm_key), sizeof(__u32), RW_MAX_DENY,
+				    BPF_F_NO_PREALLOC},
+	[RW_M_INBOUND6 - RW_M_PODS] = {BPF_MAP_TYPE_LPM_TRIE, "rw_inbound6_i",
+				       sizeof(struct rw_inbound6_lpm_key), sizeof(struct rw_rule),
+				       RW_MAX_INBOUND, BPF_F_NO_PREALLOC},
 };
 
 /* One entry of a rule table (every table but pods): value is a rule id (or 1 for deny). Sorted

@@ -36,7 +36,13 @@ int rw_map_fill(const struct rw_datapath *dp, struct rw_map_fill fill[RW_M__COUN
 		[RW_M_ALLOW_CIDR] = sizeof(struct rw_allow_lpm_key),
 		[RW_M_DENY] = sizeof(struct rw_cidr_lpm_key),
 		[RW_M_INBOUND] = sizeof(struct rw_inbound_lpm_key),
+		[RW_M_PODS6] = 4 * sizeof(__be32),
+		[RW_M_ALLOW_EXACT6] = sizeof(struct rw_allow6_key),
+		[RW_M_ALLOW_CIDR6] = sizeof(struct rw_allow6_lpm_key),
+		[RW_M_DENY6] = sizeof(struct rw_cidr6_lpm_key),
+		[RW_M_INBOUND6] = sizeof(struct rw_inbound6_lpm_key),
 		[RW_M_CONNTRACK] = sizeof(struct rw_ct_key),
+		[RW_M_CONNTRACK6] = sizeof(struct rw_ct6_key),
 		[RW_M_COUNTERS] = 4,
 		[RW_M_EVENT_BUDGET] = 4,
 		[RW_M_RUN_REVS] = 4,
@@ -47,6 +53,11 @@ int rw_map_fill(const struct rw_datapath *dp, struct rw_map_fill fill[RW_M__COUN
 		[RW_M_ALLOW_CIDR] = RW_MAX_ALLOW_CIDR,
 		[RW_M_DENY] = RW_MAX_DENY,
 		[RW_M_INBOUND] = RW_MAX_INBOUND,
+		[RW_M_PODS6] = RW_MAX_PODS,
+		[RW_M_ALLOW_EXACT6] = RW_MAX_ALLOW_EXACT,
+		[RW_M_ALLOW_CIDR6] = RW_MAX_ALLOW_CIDR,
+		[RW_M_DENY6] = RW_MAX_DENY,
+		[RW_M_INBOUND6] = RW_MAX_INBOUND,
 	};
 	for (int i = 0; i < RW_M__COUNT; i++) {
 		struct rw_map_fill *f = &fill[i];
@@ -61,7 +72,12 @@ int rw_map_fill(const struct rw_datapath *dp, struct rw_map_fill fill[RW_M__COUN
 		case RW_M_ALLOW_EXACT:
 		case RW_M_ALLOW_CIDR:
 		case RW_M_DENY:
-		case RW_M_INBOUND: {
+		case RW_M_INBOUND:
+		case RW_M_PODS6:
+		case RW_M_ALLOW_EXACT6:
+		case RW_M_ALLOW_CIDR6:
+		case RW_M_DENY6:
+		case RW_M_INBOUND6: {
 			int inner = rw_live_inner_fd(dp, i);
 
 			f->max_entries = inner_max[i];
