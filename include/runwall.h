@@ -263,18 +263,21 @@ struct rw_lease_args {
 _Static_assert(sizeof(struct rw_lease_args) == 16, "rw_lease_args layout");
 
 /* rw_endpoints: host-side veth ifindex -> the pod bound to it: the /32 and the /128 the node
- * routes to the veth. `flags` says which of the two are bound (RW_EP_*); an address whose flag
- * is clear is not the pod's, whatever the field holds. A link-local IPv6 address is never bound:
- * its scope is the veth, which only the pod and the node share.
+ * routes to the veth, and the host veth's own link-local address (the pod's IPv6 gateway, which
+ * no NDP message of the pod may claim). `flags` says which are set (RW_EP_*); an address whose
+ * flag is clear is nobody's, whatever the field holds. The pod's own link-local address is never
+ * bound: its scope is the veth, which only the pod and the node share.
  */
-#define RW_EP_IP4 (1u << 0)
-#define RW_EP_IP6 (1u << 1)
+#define RW_EP_IP4 (1u << 0) /* pod_ip */
+#define RW_EP_IP6 (1u << 1) /* pod_ip6 */
+#define RW_EP_GW6 (1u << 2) /* gw_ip6 */
 struct rw_endpoint {
 	__be32 pod_ip;
-	__u32 flags; /* RW_EP_IP4 | RW_EP_IP6 */
+	__u32 flags; /* RW_EP_* */
 	__be32 pod_ip6[4];
+	__be32 gw_ip6[4];
 };
-_Static_assert(sizeof(struct rw_endpoint) == 24, "rw_endpoint layout");
+_Static_assert(sizeof(struct rw_endpoint) == 40, "rw_endpoint layout");
 
 /* rw_pods[slot]: pod IPv4 (__be32) -> its run; rw_pods6[slot]: pod IPv6 (__be32[4]) -> its run,
  * the same value, so that one run_idx (counters, rw_run_revs, the verdict cache) covers both
