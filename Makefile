@@ -326,7 +326,8 @@ $(LOOKUPS_BIN): tests/bench/bench_lookups.c tests/bench/lookups.h include/runwal
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -Iinclude -Itests/bench -I$(BUILD)/tests $< -lbpf -lelf -lz -ljansson -o $@
 
-# The benchmarks (tests/bench/run.sh): per-packet cost, lookups, veth throughput, apply, events, memory.
+# The benchmarks (tests/bench/run.sh): per-packet cost, lookups, veth throughput, apply, events,
+# memory.
 # A table with each target on stdout, JSON in $(BUILD)/bench.json. Not part of `make check`.
 bench: setup all
 	$(Q)tests/bench/run.sh $(BUILD)
