@@ -139,6 +139,12 @@ static void fill(struct lookups_bpf *skel)
 		}
 		update(skel->maps.lk_ct_by_ifindex, &ifindex, &fd);
 		update(skel->maps.lk_ct_by_slot, &s, &fd);
+		{
+			__u32 slot = ifindex % LK_IFINDEX_SLOTS;
+
+			update(skel->maps.lk_ct_by_ifindex_slot, &slot, &fd);
+			update(skel->maps.lk_slot_owner, &slot, &ifindex);
+		}
 		close(fd);
 	}
 	{
@@ -244,12 +250,16 @@ int main(int argc, char **argv)
 		 "hash_of_maps_hash20_warm", skel->progs.lk_ct_by_ifindex_warm},
 		{"ARRAY_OF_MAPS slot -> HASH 20-byte, 4 096 flows", "array_of_maps_hash20_warm",
 		 skel->progs.lk_ct_by_slot_warm},
+		{"owner check, ARRAY_OF_MAPS ifindex % 65 536 -> HASH 20-byte, 4 096 flows",
+		 "ifindex_slot_hash20_warm", skel->progs.lk_ct_by_ifindex_slot_warm},
 		{"HASH, 20-byte rw_ct_key, one node table, all 65 536 flows", "hash20_node_all",
 		 skel->progs.lk_ct_node_all},
 		{"HASH_OF_MAPS ifindex -> HASH 20-byte (runwall's), all 65 536 flows",
 		 "hash_of_maps_hash20_all", skel->progs.lk_ct_by_ifindex_all},
 		{"ARRAY_OF_MAPS slot -> HASH 20-byte, all 65 536 flows", "array_of_maps_hash20_all",
 		 skel->progs.lk_ct_by_slot_all},
+		{"owner check, ARRAY_OF_MAPS ifindex % 65 536 -> HASH, all 65 536 flows",
+		 "ifindex_slot_hash20_all", skel->progs.lk_ct_by_ifindex_slot_all},
 		{"LPM_TRIE 16-byte allow key, 10 prefixes, hit", "lpm16_10_hit",
 		 skel->progs.lk_trie4_10_hit},
 		{"LPM_TRIE 16-byte allow key, 10 prefixes, miss", "lpm16_10_miss",

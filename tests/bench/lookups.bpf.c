@@ -123,6 +123,24 @@ struct {
 	__array(values, struct lk_ct_inner);
 } lk_ct_by_slot SEC(".maps");
 
+/* The slot as the ifindex itself: an outer array indexed by ifindex modulo its size, and beside
+ * it the ifindex that owns each slot, checked first, so that two veths whose ifindexes share a
+ * slot can never share a table (the agent would refuse to bind the second).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, LK_IFINDEX_SLOTS);
+	__type(key, __u32);
+	__array(values, struct lk_ct_inner);
+} lk_ct_by_ifindex_slot SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LK_IFINDEX_SLOTS);
+	__type(key, __u32);
+	__type(value, __u32);
+} lk_slot_owner SEC(".maps");
+
 /* Allow tries of 10, 100, 1 000, 10 000 and 100 000 prefixes (lk_allow_prefix()), IPv4 and IPv6 keys. */
 #define LK_TRIE(name, key_type)                       \
 	struct {                                      \
@@ -288,6 +306,35 @@ static __always_inline int lk_ct_by_slot_lookup(int warm)
 	lk_ct_key(&k, s, f);
 	LK_EXPECT(table && bpf_map_lookup_elem(table, &k), 1);
 	return 0;
+}
+
+static __always_inline int lk_ct_by_ifindex_slot_lookup(int warm)
+{
+	__u32 s, f, ifindex, slot, *owner;
+	struct rw_ct_key k;
+	void *table = NULL;
+
+	lk_node_flow(&s, &f, warm);
+	ifindex = LK_IFINDEX0 + s;
+	slot = ifindex % LK_IFINDEX_SLOTS;
+	owner = bpf_map_lookup_elem(&lk_slot_owner, &slot);
+	if (owner && *owner == ifindex)
+		table = bpf_map_lookup_elem(&lk_ct_by_ifindex_slot, &slot);
+	lk_ct_key(&k, s, f);
+	LK_EXPECT(table && bpf_map_lookup_elem(table, &k), 1);
+	return 0;
+}
+
+SEC("tc")
+int lk_ct_by_ifindex_slot_all(struct __sk_buff *skb)
+{
+	return lk_ct_by_ifindex_slot_lookup(0);
+}
+
+SEC("tc")
+int lk_ct_by_ifindex_slot_warm(struct __sk_buff *skb)
+{
+	return lk_ct_by_ifindex_slot_lookup(1);
 }
 
 SEC("tc")

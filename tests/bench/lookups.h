@@ -18,14 +18,15 @@
 #define LK_BE32(x) __builtin_bswap32(x)
 #define LK_BE16(x) __builtin_bswap16(x)
 
-#define LK_RUNS		1024 /* ARRAY and PERCPU_ARRAY entries: RW_MAX_RUNS */
-#define LK_SLOTS	2    /* the policy's two slots: RW_SLOTS */
-#define LK_ENDPOINTS	1024 /* bound veths in the 4-byte-key HASH (of RW_MAX_ENDPOINTS) */
-#define LK_SANDBOXES	16   /* conntrack tables in the outer maps */
-#define LK_FLOWS	4096 /* flows in each sandbox's table (of RW_CT_PER_SANDBOX) */
-#define LK_NODE_FLOWS	(LK_SANDBOXES * LK_FLOWS) /* one node table holding all of them */
-#define LK_IFINDEX0	100			  /* sandbox s is veth LK_IFINDEX0 + s */
-#define LK_PREFIXES_MAX 100000
+#define LK_RUNS		 1024 /* ARRAY and PERCPU_ARRAY entries: RW_MAX_RUNS */
+#define LK_SLOTS	 2    /* the policy's two slots: RW_SLOTS */
+#define LK_ENDPOINTS	 1024 /* bound veths in the 4-byte-key HASH (of RW_MAX_ENDPOINTS) */
+#define LK_SANDBOXES	 16   /* conntrack tables in the outer maps */
+#define LK_FLOWS	 4096 /* flows in each sandbox's table (of RW_CT_PER_SANDBOX) */
+#define LK_NODE_FLOWS	 (LK_SANDBOXES * LK_FLOWS) /* one node table holding all of them */
+#define LK_IFINDEX0	 100			   /* sandbox s is veth LK_IFINDEX0 + s */
+#define LK_PREFIXES_MAX	 100000
+#define LK_IFINDEX_SLOTS 65536 /* the ifindex-indexed outer array: ifindex % this */
 
 /* Flow f of sandbox s, the pod's side, as rw_ct_key_make() makes it. */
 LK_INLINE void lk_ct_key(struct rw_ct_key *k, __u32 s, __u32 f)
