@@ -6,10 +6,11 @@
  * program but lk_empty. Every lookup's outcome is known (a hit or a miss); one that differs
  * counts in lk_wrong, which bench_lookups requires to stay 0.
  *
- * The verifier's rewrite of bpf_map_lookup_elem() is what is measured: for ARRAY, PERCPU_ARRAY
- * (since 6.10), ARRAY_OF_MAPS and HASH(_OF_MAPS) it inlines the map's gen_lookup (a bounds check
- * and a load for arrays; a direct call of the hash's lookup for hashes), for LPM_TRIE it calls
- * trie_lookup_elem() (kernel/bpf/verifier.c, do_misc_fixups()).
+ * The verifier's rewrite of bpf_map_lookup_elem() is what is measured: for ARRAY, ARRAY_OF_MAPS,
+ * HASH(_OF_MAPS) and, on 6.18 but not on 6.1, PERCPU_ARRAY it inlines the map's gen_lookup (a
+ * bounds check and a load for arrays; a direct call of __htab_map_lookup_elem() for hashes), for
+ * LPM_TRIE it calls trie_lookup_elem() (kernel/bpf/verifier.c, do_misc_fixups(); seen with
+ * `bpftool prog dump xlated` on both kernels).
  */
 #include <linux/types.h>
 #include <linux/bpf.h>
