@@ -1266,22 +1266,10 @@ static bool in_sorted(const __be32 *a, size_t n, __be32 x)
 	return n && bsearch(&x, a, n, sizeof(*a), pod_cmp) != NULL;
 }
 
-/* fd of a veth's IPv6 conntrack table (to close), or a negative errno (-ENOENT: it has none). */
-static int ct6_table_fd(const struct rw_datapath *dp, __u32 ifindex)
-{
-	__u32 id;
-	int fd;
-
-	if (bpf_map_lookup_elem(dp->map_fd[RW_M_CONNTRACK6], &ifindex, &id))
-		return -errno;
-	fd = bpf_map_get_fd_by_id(id);
-	return fd < 0 ? -errno : fd;
-}
-
 /* Whether a sandbox's own conntrack tables (IPv4 or IPv6) hold any flow. */
 static bool ct_table_used(const struct rw_datapath *dp, __u32 ifindex)
 {
-	int fd4 = rw_conntrack_table_fd(dp, ifindex), fd6 = ct6_table_fd(dp, ifindex);
+	int fd4 = rw_conntrack_table_fd(dp, ifindex), fd6 = rw_conntrack6_table_fd(dp, ifindex);
 	struct rw_ct6_key k6;
 	struct rw_ct_key k;
 	bool used = false;
@@ -1409,7 +1397,7 @@ static int flush_moved_pods(const struct rw_datapath *dp, const struct shadow *o
 			iprev = &ifi;
 			if (bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &ifi, &ep))
 				continue;
-			hit = in_sorted(moved, n, ep.pod_ip) ||
+			hit = ((ep.flags & RW_EP_IP4) && in_sorted(moved, n, ep.pod_ip)) ||
 			      ((ep.flags & RW_EP_IP6) && n6 &&
 			       bsearch(ep.pod_ip6, moved6, n6, sizeof(*moved6), ent6_key_cmp));
 			if (!hit || !ct_table_used(dp, ifi))

@@ -72,17 +72,25 @@ static int live_lookup(enum rw_map_id table, const void *key, void *val)
 	return ret;
 }
 
-static int live_entries(enum rw_map_id table)
+static int live_entries_fd(int fd)
 {
-	int fd = rw_live_inner_fd(&dp, table), n = 0;
 	__u8 key[64], prev[64];
+	int n = 0;
 
-	if (fd < 0)
-		FATAL("live %s: %s", rw_map_names[table], strerror(-fd));
 	while (bpf_map_get_next_key(fd, n ? prev : NULL, key) == 0) {
 		memcpy(prev, key, sizeof(key));
 		n++;
 	}
+	return n;
+}
+
+static int live_entries(enum rw_map_id table)
+{
+	int fd = rw_live_inner_fd(&dp, table), n;
+
+	if (fd < 0)
+		FATAL("live %s: %s", rw_map_names[table], strerror(-fd));
+	n = live_entries_fd(fd);
 	close(fd);
 	return n;
 }
@@ -115,6 +123,35 @@ static __u32 cidr6_rule(__u32 scope, const char *daddr, __u16 port, __u8 proto)
 
 	v6(daddr, k.daddr);
 	return live_lookup(RW_M_ALLOW_CIDR6, &k, &r) ? 0 : r.rule_id;
+}
+
+/* Flows in a veth's IPv6 conntrack table (-1: it has none). */
+static int ct6_flows(int dev)
+{
+	int fd = rw_conntrack6_table_fd(&dp, ifindex_of[dev]), n;
+
+	if (fd < 0)
+		return -1;
+	n = live_entries_fd(fd);
+	close(fd);
+	return n;
+}
+
+/* A flow of the pod's, as the datapath would have left it. */
+static void ct6_put(int dev, const char *pod, const char *peer)
+{
+	struct rw_ct6_key k = {.ifindex = ifindex_of[dev],
+			       .pod_port = htons(40000),
+			       .peer_port = htons(443),
+			       .proto = TCP};
+	struct rw_ct_value v = {.opened_by = RW_DIR_EGRESS};
+	int fd = rw_conntrack6_table_fd(&dp, ifindex_of[dev]);
+
+	v6(pod, k.pod_ip);
+	v6(peer, k.peer_ip);
+	if (fd < 0 || bpf_map_update_elem(fd, &k, &v, BPF_ANY))
+		FATAL("%s's IPv6 conntrack table: %s", devs[dev], strerror(fd < 0 ? -fd : errno));
+	close(fd);
 }
 
 static __u64 run_rev(__u32 idx)
@@ -257,8 +294,20 @@ void test_apply6(void)
 	       ok ? "ok" : "not ok", t_count, b6b.run_idx, b6b.run_gen);
 
 	/* 4. An IPv6 pod moves to run-6a, whose egress changes: each IPv6 pod gets the value of
-	 * its run now.
+	 * its run now, and the flows of the moved pod's veth (bound by its IPv6 address only) are
+	 * forgotten, while run-6b's other pod, which stays, keeps its own.
 	 */
+	{
+		struct rw_endpoint moved = {.flags = RW_EP_IP6}, stays = {.flags = RW_EP_IP6};
+
+		v6("2600:1f18:6::c", moved.pod_ip6);
+		v6(V6_POD_B, stays.pod_ip6);
+		if (rw_endpoint_bind_addrs(&dp, ifindex_of[2], &moved) ||
+		    rw_endpoint_bind_addrs(&dp, ifindex_of[3], &stays))
+			FATAL("binding rwt2 and rwt3 to IPv6 pods");
+		ct6_put(2, "2600:1f18:6::c", "2a00:1450::2");
+		ct6_put(3, V6_POD_B, "2a00:1450::2");
+	}
 	json = snapshot6(rev + 3, "2a00:1450::2", "open",
 			 "\"" V4_POD_A6 "\", \"" V6_POD_A "\", \"2600:1f18:6::c\"",
 			 "\"" V6_POD_B "\"");
@@ -275,8 +324,15 @@ void test_apply6(void)
 	ok &= CHECK(pod6(V6_POD_B, &b6b) == 0 && b6b.run_idx == ib && !strcmp(b6b.run_id, "run-6b"),
 		    "run-6b keeps its other pod", "run %s", b6b.run_id);
 	ok &= CHECK_EQ(live_entries(RW_M_PODS6), 3, "rw_pods6 entries");
-	printf("%s %d - apply6: an IPv6 pod moved between runs, %u writes\n", ok ? "ok" : "not ok",
-	       t_count, res.written);
+	ok &= CHECK_EQ(res.flows_flushed, 1, "one veth's tables flushed");
+	ok &= CHECK_EQ(ct6_flows(2), 0, "the moved pod's IPv6 flows forgotten");
+	ok &= CHECK_EQ(ct6_flows(3), 1, "the other pod's IPv6 flow kept");
+	printf("%s %d - apply6: an IPv6 pod moved between runs, its veth's flows forgotten, %u "
+	       "writes\n",
+	       ok ? "ok" : "not ok", t_count, res.written);
+	/* rwt2 and rwt3 as the suite bound them: to nothing, and to POD_X. */
+	rw_endpoint_unbind(&dp, ifindex_of[2]);
+	bind_veth(3, POD_X);
 	if (have_prev6)
 		rw_policy_free(&prev6);
 	have_prev6 = 0;
