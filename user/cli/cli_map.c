@@ -1073,6 +1073,39 @@ static int show_revs(struct mctx *c, const struct mkey *k)
 			  revs_row);
 }
 
+/* rw_progs6: the IPv6 program each direction tail-calls (an ID: the kernel's lookup answer). */
+static int show_progs(struct mctx *c, const struct mkey *k)
+{
+	int shown = 0;
+
+	for (__u32 d = 0; d < RW_DIR_COUNT; d++) {
+		struct bpf_prog_info info = {};
+		__u32 id, len = sizeof(info);
+		int fd;
+
+		if (bpf_map_lookup_elem(c->dp.map_fd[RW_M_PROGS6], &d, &id))
+			continue;
+		fd = bpf_prog_get_fd_by_id(id);
+		if (fd >= 0) {
+			bpf_obj_get_info_by_fd(fd, &info, &len);
+			close(fd);
+		}
+		if (c->entries) {
+			json_array_append_new(c->entries,
+					      json_pack("{s:s, s:I, s:s}", "dir", rw_dir_name(d),
+							"prog_id", (json_int_t)id, "prog",
+							info.name));
+		} else {
+			rw_table_row(&c->t);
+			rw_table_cell(&c->t, "%s", rw_dir_name(d));
+			rw_table_cell(&c->t, "%u", id);
+			rw_table_cell(&c->t, "%s", info.name);
+		}
+		shown++;
+	}
+	return shown;
+}
+
 /* ---- the subcommands ---------------------------------------------------------------------- */
 
 static const struct {
@@ -1130,6 +1163,8 @@ static const struct {
 			       false,
 			       false,
 			       "IFINDEX|IFNAME"},
+	[RW_M_PROGS6] =
+		{show_progs, {"DIR", "PROG-ID", "PROGRAM"}, 3, RW_TABLE_RIGHT(1), false, false, ""},
 	[RW_M_RUN_REVS] = {show_revs,
 			   {"IDX", "RUN", "REVISION"},
 			   3,
