@@ -5,7 +5,8 @@
 # and with the agent stopped (pins present) a pod is enforced from its first packet (metadata
 # and a private host refused, an allowed service reached); CHECK sees the binding go; DEL
 # unbinds, is idempotent and leaves nothing behind; install/uninstall into a temp conf folder
-# is idempotent.
+# is idempotent. An IPv6 EKS node's pod (an IPv6 and a 169.254.172.0/22 IPv4) is bound with both
+# and its gateway, shown by status and counters; the agent binds a /128 route's IPv6.
 #
 #   tests/netns/test_cni.sh BUILD
 set -Eeuo pipefail
