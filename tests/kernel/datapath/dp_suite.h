@@ -178,4 +178,7 @@ void test_flip_pinned(void);
 void test_ipv6_not_ready(void);
 void test_ipv6(void);
 
+/* ipv6_bind.c */
+void test_ipv6_binding(void);
+
 #endif /* RUNWALL_TEST_DP_SUITE_H */
