@@ -538,6 +538,45 @@ static void test_lease6(void)
 		FATAL("rw_lease_write: %s", err);
 }
 
+/* A veth bound to an IPv6 address no run names (a pod whose run has ended): the source is the
+ * veth's own, but there is no run to judge it by: unknown-source, no run, as for IPv4.
+ */
+static void test_runless6(void)
+{
+	static const struct tcase cases[] = {
+		{"IPv6 of a pod no run names", .dev = 3, .dir = E,
+		 .pkt = {.ipv6 = 1,
+			 .src = "2600:1f14:abc:1::9",
+			 .dst = PROXY6,
+			 .proto = TCP,
+			 .sport = 40110,
+			 .dport = 443},
+		 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
+		{"another pod's IPv6 from that veth", .dev = 3, .dir = E,
+		 .pkt = {.ipv6 = 1,
+			 .src = POD_A6,
+			 .dst = PROXY6,
+			 .proto = TCP,
+			 .sport = 40111,
+			 .dport = 443},
+		 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
+		{"into that pod from the IPv6 peer", .dev = 3, .dir = I,
+		 .pkt = {.ipv6 = 1,
+			 .src = PEER6,
+			 .dst = "2600:1f14:abc:1::9",
+			 .proto = TCP,
+			 .sport = 50110,
+			 .dport = 4096,
+			 .tcp_flags = SYN},
+		 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
+	};
+
+	bind_dual(3, POD_X, "2600:1f14:abc:1::9");
+	run_table(cases, sizeof(cases) / sizeof(cases[0]));
+	rw_endpoint_unbind(&dp, ifindex_of[3]);
+	bind_veth(3, POD_X);
+}
+
 void test_ipv6_policy(void)
 {
 	unsigned long long rev = next_revision();
@@ -550,6 +589,7 @@ void test_ipv6_policy(void)
 	free(json);
 	run_table(egress_cases, sizeof(egress_cases) / sizeof(egress_cases[0]));
 	test_cache6(rev);
+	test_runless6();
 	test_lease6();
 	test_one_apply_cuts_both(&rev);
 	test_conntrack6_full();
