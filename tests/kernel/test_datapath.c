@@ -95,6 +95,7 @@ int main(void)
 	test_revoke6();
 	test_refusal_modes6();
 	test_apply6();
+	test_ipv6_policy();
 
 	printf("1..%d\n", t_count);
 	printf("# %s: %d checks failed\n", t_failed ? "FAIL" : "PASS", t_failed);
