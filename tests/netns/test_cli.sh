@@ -291,9 +291,9 @@ check "agent --help prints the same text as help agent" test "$out" = "$("$RUNWA
 # ---- map ----
 run rw map list
 check "map list exits 0 and names every pinned map" \
-	test "$rc" = 0 -a "$(grep -Ec '^  [a-z]+ +rw_[a-z_0-9]+ ' <<<"$out")" = 18
+	test "$rc" = 0 -a "$(grep -Ec '^  [a-z]+ +rw_[a-z_0-9]+ ' <<<"$out")" = 19
 run rw -j map list
-check "map list -j" json_is "len(d['maps']), d['revision']" "(18, 12)"
+check "map list -j" json_is "len(d['maps']), d['revision']" "(19, 12)"
 
 run rw map dump config
 check "map dump config" grep -Eq "^revision +12$" <<<"$out"
