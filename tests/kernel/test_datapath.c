@@ -89,6 +89,7 @@ int main(void)
 	test_revoke_drop_mode();
 	test_revoke_ended();
 	test_apply6();
+	test_ipv6_policy();
 	icmp6_setup();
 	test_ndp();
 	test_icmp6();

@@ -184,6 +184,9 @@ void test_ipv6(void);
 /* ipv6_bind.c */
 void test_ipv6_binding(void);
 
+/* ipv6_policy.c */
+void test_ipv6_policy(void);
+
 /* icmp6.c, ndp.c */
 void icmp6_setup(void);
 void icmp6_teardown(void);
