@@ -17,9 +17,9 @@ static __u16 get16(const __u8 *p)
 
 /* IPv6 per docs/reasons.md ("IPv6 parsing"): the fixed header, at most RW_IPV6_EXT_MAX
  * extension headers of RW_IPV6_EXT_BYTES together, the upper layer. ICMPv6 (docs/ipv6.md
- * "NDP and ICMPv6"): an NS or NA holds its 16-byte target after the 8-byte header (else it is
- * malformed); an error (types 1 to 4) quotes the packet it is about after its 8 bytes, of which
- * the fixed IPv6 header and the first 8 bytes of a TCP or UDP header are read.
+ * "NDP and ICMPv6"): an NS or NA holds its 16-byte target after the 8-byte header; an error
+ * (types 1 to 4) quotes the packet it is about after its 8 bytes, of which the fixed IPv6
+ * header and the first 8 bytes of a TCP or UDP header are read.
  */
 static int model_parse_ipv6(const __u8 *f, size_t len, struct model_pkt *p)
 {
@@ -99,9 +99,8 @@ static int model_parse_ipv6(const __u8 *f, size_t len, struct model_pkt *p)
 			return RW_REASON_MALFORMED;
 		p->icmp6_type = l4[0];
 		p->icmp6_code = l4[1];
-		if (l4[0] == 135 || l4[0] == 136) {
-			if (left < 24)
-				return RW_REASON_MALFORMED;
+		p->icmp6_len = left;
+		if ((l4[0] == 135 || l4[0] == 136) && left >= 24) {
 			p->has_target = 1;
 			memcpy(p->target, l4 + 8, 16);
 		} else if (l4[0] >= 1 && l4[0] <= 4 && left >= 8 + 40 + 8) {
@@ -729,42 +728,54 @@ static void allow_path(struct model_verdict *v, int path)
 	v->n_rules = 0;
 }
 
-/* NDP (docs/ipv6.md "NDP and ICMPv6"): hop limit 255 (RFC 4861: it never crossed a router), on
- * the pod's own veth. Out of the pod: RS, NS, NA from a link-local source, the bound pod_ip6
- * or, for an NS (DAD), ::, to a link-local address or a solicited-node group, an NA to ff02::1
- * too, an RS to ff02::2 too; what a pod could lie with is the target: an NA's must be its own
- * (pod_ip6, or a link-local that is its source and not the gateway's), an NS's a link-local
- * (the gateway's included) or, in DAD, its own pod_ip6. A pod never sends an RA or a redirect.
- * Into the pod: RS, RA, NS, NA from a link-local source (the node).
+/* NDP (docs/ipv6.md "NDP and ICMPv6", docs/reasons.md "ICMPv6"): what every receiver
+ * discards (RFC 4861: a hop limit other than 255, a code other than 0, a message shorter than its
+ * fixed part, a multicast target) is malformed. Out of the pod the source is the pod's (a
+ * link-local that is not the gateway's, the bound pod_ip6, or :: for an NS of DAD to a
+ * solicited-node group), else spoofed-source; the destination is on the veth (a link-local, a
+ * solicited-node group for an NS, ff02::1 for an NA, ff02::2 for an RS), else icmpv6-type; the
+ * target is the pod's to claim (an NS's: a link-local, the gateway's, or in DAD its own pod_ip6;
+ * an NA's: its pod_ip6 or the link-local it speaks from), else spoofed-source. Into the pod,
+ * from a link-local source (the node), else inbound-denied, to the pod (a link-local, its
+ * pod_ip6, a solicited-node group, ff02::1), else inbound-denied or, for another group,
+ * icmpv6-type. An RA out of the pod is refused first: a pod is no router.
  */
 static void judge_ndp(const struct model_binding *ep, int dir, const struct model_pkt *p,
 		      struct model_verdict *v)
 {
-	int type = p->icmp6_type, dst_ok;
+	static const size_t fixed[] = {8, 16, 24, 24}; /* RS, RA, NS, NA */
+	int type = p->icmp6_type, dad = is_unspecified6(p->saddr6);
+	int gw_src = (ep->flags & RW_EP_GW6) && same6(p->saddr6, ep->gw_ip6);
 
+	if (dir == RW_DIR_EGRESS && type == 134)
+		return drop(v, RW_REASON_ICMPV6_TYPE);
+	if (p->hop_limit != 255 || p->icmp6_code != 0 || p->icmp6_len < fixed[type - 133] ||
+	    (p->has_target && p->target[0] == 0xff))
+		return drop(v, RW_REASON_MALFORMED);
 	if (dir == RW_DIR_INGRESS) {
-		if (type == 137 || p->hop_limit != 255 || !is_link_local6(p->saddr6))
-			return drop(v, RW_REASON_ICMPV6_TYPE);
-		return allow_path(v, RW_PATH_ARP);
+		if (!is_link_local6(p->saddr6))
+			return drop(v, RW_REASON_INBOUND_DENIED);
+		if (is_link_local6(p->daddr6) || same6(p->daddr6, ep->pod_ip6) ||
+		    is_solicited_node6(p->daddr6) || is_link_group6(p->daddr6, 1))
+			return allow_path(v, RW_PATH_NDP);
+		return drop(v, p->daddr6[0] == 0xff ? RW_REASON_ICMPV6_TYPE
+						    : RW_REASON_INBOUND_DENIED);
 	}
-	if (type == 134 || type == 137 || p->hop_limit != 255)
-		return drop(v, RW_REASON_ICMPV6_TYPE);
-	if (!is_link_local6(p->saddr6) && !same6(p->saddr6, ep->pod_ip6) &&
-	    !(type == 135 && is_unspecified6(p->saddr6)))
+	if (dad ? type != 135 || !is_solicited_node6(p->daddr6)
+		: gw_src || (!is_link_local6(p->saddr6) && !same6(p->saddr6, ep->pod_ip6)))
 		return drop(v, RW_REASON_SPOOFED_SOURCE);
-	dst_ok = is_link_local6(p->daddr6) || is_solicited_node6(p->daddr6) ||
-		 (type == 136 && is_link_group6(p->daddr6, 1)) ||
-		 (type == 133 && is_link_group6(p->daddr6, 2));
-	if (!dst_ok)
+	if (!is_link_local6(p->daddr6) && !(type == 135 && is_solicited_node6(p->daddr6)) &&
+	    !(type == 136 && is_link_group6(p->daddr6, 1)) &&
+	    !(type == 133 && is_link_group6(p->daddr6, 2)))
 		return drop(v, RW_REASON_ICMPV6_TYPE);
-	if (type == 136 && !same6(p->target, ep->pod_ip6) &&
-	    !(is_link_local6(p->target) && same6(p->target, p->saddr6) &&
-	      !((ep->flags & RW_EP_GW6) && same6(p->target, ep->gw_ip6))))
-		return drop(v, RW_REASON_SPOOFED_SOURCE);
 	if (type == 135 && !is_link_local6(p->target) &&
-	    !(is_unspecified6(p->saddr6) && same6(p->target, ep->pod_ip6)))
+	    !((ep->flags & RW_EP_GW6) && same6(p->target, ep->gw_ip6)) &&
+	    !(dad && same6(p->target, ep->pod_ip6)))
 		return drop(v, RW_REASON_SPOOFED_SOURCE);
-	allow_path(v, RW_PATH_ARP);
+	if (type == 136 && !same6(p->target, ep->pod_ip6) &&
+	    !(is_link_local6(p->target) && same6(p->target, p->saddr6)))
+		return drop(v, RW_REASON_SPOOFED_SOURCE);
+	allow_path(v, RW_PATH_NDP);
 }
 
 /* An IPv6 packet that parsed, charged to `run` (the veth's IPv6 pod's). */
@@ -776,26 +787,29 @@ static void judge6(const struct rw_policy *s, const struct model_binding *ep, in
 	int icmp6 = p->proto == IPPROTO_ICMPV6, type = p->icmp6_type;
 	struct match m;
 
-	/* Identity: a veth bound in IPv6, to a pod of a run; NDP's addresses are the link's. */
+	/* Identity: a veth bound in IPv6, to a pod of a run; NDP's addresses are the link's, and
+	 * an ICMPv6 type the datapath never allows is that whatever its addresses.
+	 */
 	if (!bound6(ep) || run < 0)
 		return drop(v, RW_REASON_UNKNOWN_SOURCE);
-	if (icmp6 && type >= 133 && type <= 137)
+	if (icmp6 && type >= 133 && type <= 136)
 		return judge_ndp(ep, dir, p, v);
+	if (icmp6 && !(type >= 1 && type <= 4) && type != 128 && type != 129)
+		return drop(v, RW_REASON_ICMPV6_TYPE);
 	if (!same6(self, ep->pod_ip6))
 		return drop(v, dir == RW_DIR_EGRESS ? RW_REASON_SPOOFED_SOURCE
 						    : RW_REASON_INBOUND_DENIED);
 	if (icmp6) {
 		if (type == 128 || type == 129)
 			return drop(v, RW_REASON_UNSUPPORTED_PROTOCOL);
-		if (type < 1 || type > 4)
-			return drop(v, RW_REASON_ICMPV6_TYPE);
-		/* An error about a flow of the sandbox's table; out of the pod, sent to that
-		 * flow's peer (the quoted packet's source), so that it cannot be aimed elsewhere.
+		/* An error about a flow of the sandbox's table whose verdict is of the policy in
+		 * force (`ct`, given so by the caller); out of the pod, sent to that flow's peer
+		 * (the quoted packet's source), so that it cannot be aimed elsewhere.
 		 */
 		if (ct == MODEL_CT_NONE || !p->has_inner ||
 		    (dir == RW_DIR_EGRESS && !same6(p->daddr6, p->in_saddr6)))
 			return drop(v, RW_REASON_ICMP_UNRELATED);
-		return allow_path(v, RW_PATH_REPLY);
+		return allow_path(v, RW_PATH_RELATED);
 	}
 	if (dir == RW_DIR_EGRESS) {
 		if (ct == MODEL_CT_BY_INGRESS && !is_syn(p)) {

@@ -39,6 +39,7 @@ struct model_pkt {
 	int nexthdr;	/* IPv6: the next header after the extension headers */
 	int icmp6_type; /* ICMPv6's type byte, -1: not ICMPv6 */
 	int icmp6_code;
+	size_t icmp6_len; /* the ICMPv6 message's bytes, its header included */
 	__u8 hop_limit;
 	/* An NS's or NA's target address (its body holds one). */
 	int has_target;
@@ -54,7 +55,8 @@ struct model_pkt {
 
 /* Conntrack as the model sees it: who opened the flow of this packet on this veth. For an
  * ICMPv6 error, the state of the flow its quoted packet belongs to (the key the harness makes
- * with model_error_flow()).
+ * with model_error_flow()), MODEL_CT_NONE unless that flow's cached verdict is of the policy in
+ * force (docs/reasons.md "ICMPv6": a flow an apply has cut carries no more errors).
  */
 enum model_ct { MODEL_CT_NONE = 0, MODEL_CT_BY_EGRESS, MODEL_CT_BY_INGRESS };
 

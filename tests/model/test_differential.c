@@ -864,6 +864,32 @@ static __u32 run_idx_of(int run)
 	return err ? 0 : pod.run_idx;
 }
 
+/* Whether the kernel's entry of an IPv6 flow holds a verdict of the policy in force (the fast
+ * path's test: rw_run_revs[run_idx] <= stamp <= the revision in force), and its rule.
+ */
+static int ct6_current(const struct ct_entry *q, __u32 *rule)
+{
+	struct rw_ct6_key k = {.ifindex = q->ifindex, .proto = q->proto};
+	int fd = rw_conntrack6_table_fd(&dp, q->ifindex), found;
+	struct rw_ct_value v;
+	struct rw_config cfg;
+	__u64 rev = 0;
+
+	if (fd < 0)
+		return 0;
+	memcpy(k.pod_ip, q->pod, 16);
+	memcpy(k.peer_ip, q->peer, 16);
+	k.pod_port = q->pod_port;
+	k.peer_port = q->peer_port;
+	found = bpf_map_lookup_elem(fd, &k, &v) == 0;
+	close(fd);
+	if (!found || rw_config_read(&dp, &cfg) ||
+	    bpf_map_lookup_elem(dp.map_fd[RW_M_RUN_REVS], &v.run_idx, &rev))
+		return 0;
+	*rule = v.rule_id;
+	return v.stamp && v.stamp >= rev && v.stamp <= RW_STATE_REVISION(cfg.state);
+}
+
 /* Judge one frame on veth `veth` in `dir` by the model and by both copies of the programs. */
 static void judge(int veth, int dir, const __u8 *buf, size_t len)
 {
@@ -874,13 +900,10 @@ static void judge(int veth, int dir, const __u8 *buf, size_t len)
 	struct model_pkt p;
 	struct ct_entry k, *e = NULL;
 	enum model_ct ct = MODEL_CT_NONE;
-	int retval, err, want_ret, want_events;
+	int retval, err, want_ret, want_events, is_error = 0;
+	__u32 related_rule = 0;
 
 	if (len < 14) { /* BPF_PROG_TEST_RUN refuses frames shorter than Ethernet */
-		st.skipped++;
-		return;
-	}
-	if (getenv("TMP_NO6") && buf[12] == 0x86 && buf[13] == 0xdd) {
 		st.skipped++;
 		return;
 	}
@@ -891,16 +914,28 @@ static void judge(int veth, int dir, const __u8 *buf, size_t len)
 		struct ct_entry q = {.ifindex = ifindex, .v6 = 1};
 
 		ct_key(&p, dir, ifindex, &k);
-		/* An ICMPv6 error is judged by the flow it quotes. */
-		if (model_error_flow(&p, dir, q.pod, q.peer, &q.pod_port, &q.peer_port, &q.proto))
+		/* An ICMPv6 error is judged by the flow it quotes, when that flow's verdict is
+		 * still current (the kernel's stamp; the model keeps no revisions of its own).
+		 */
+		is_error = model_error_flow(&p, dir, q.pod, q.peer, &q.pod_port, &q.peer_port,
+					    &q.proto);
+		if (is_error) {
 			e = ct_find(&q);
-		else
+			if (e && !ct6_current(&q, &related_rule))
+				e = NULL;
+		} else {
 			e = ct_find(&k);
+		}
 		ct = e ? e->by : MODEL_CT_NONE;
 		st.ipv6 += p.is_ipv6;
 	}
 	model_judge(cur_snap, &binding[veth], dir, &p, ct, ct_full(ifindex, p.is_ipv6),
 		    lease_expired, &m);
+	if (is_error && m.path == RW_PATH_RELATED && related_rule) {
+		/* The flow's rule, as its entry caches it. */
+		m.rules[0] = related_rule;
+		m.n_rules = 1;
+	}
 	st.by_reason[m.reason < RW_REASON_COUNT ? m.reason : RW_REASON_COUNT]++;
 	st.by_path[m.path]++;
 
