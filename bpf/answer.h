@@ -466,6 +466,12 @@ __noinline int rw_answer_icmp6(struct __sk_buff *skb)
 
 		if (off < quote) {
 			n = quote - off < RW_ICMP6_QUOTE_CHUNK ? quote - off : RW_ICMP6_QUOTE_CHUNK;
+			/* n is 1 to 64 here, but 6.1's verifier loses quote's bounds and sees 0 to
+			 * 63 ("invalid zero-sized read"): the same n again, in a form whose bounds
+			 * it computes itself; the empty asm keeps clang from folding it away.
+			 */
+			asm volatile("" : "+r"(n));
+			n = ((n - 1) & (RW_ICMP6_QUOTE_CHUNK - 1)) + 1;
 			__builtin_memset(u.chunk, 0, sizeof(u.chunk));
 			if (bpf_skb_load_bytes(skb, ETH_HLEN_ + off, u.chunk, n))
 				return -1;
