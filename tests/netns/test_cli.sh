@@ -628,6 +628,64 @@ run rw explain --pod 10.1.2.4 172.20.0.10 128 icmpv6
 check "explain icmpv6 to an IPv4 DST exits 2 ($rc)" test "$rc" = 2
 run rw explain --pod 2600:1f18:bb::4 2a00:1450::1 256 icmpv6 --policy "$work/dual.json"
 check "explain with an ICMPv6 type past 255 exits 2 ($rc)" test "$rc" = 2
+# A real IPv6 flow of pod_b, seen in rw_conntrack6: IPv6 on for this part only, in the node,
+# pod_b and the services namespaces; static neighbours (the flow needs no NDP) and the /128
+# route the agent binds the veth's IPv6 address from, as the VPC CNI makes it.
+for ns in "$node" "$svc" "$pod_b"; do
+	in_ns "$ns" sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0
+	in_ns "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.default.disable_ipv6=0
+done
+in_ns "$node" sysctl -qw net.ipv6.conf.all.forwarding=1
+ip -n "$node" -6 addr add fd99::1/64 dev "up$$" nodad
+ip -n "$svc" -6 addr add fd99::2/64 dev eth0 nodad
+ip -n "$svc" -6 addr add 2a00:1450::9/128 dev lo
+ip -n "$svc" -6 route add 2600:1f18:bb::4/128 via fd99::1
+ip -n "$node" -6 route add 2a00:1450::/32 via fd99::2
+mac_b=$(ip -n "$node" -br link show "$veth_b" | awk '{print $3}')
+pod_mac_b=$(ip -n "$pod_b" -br link show eth0 | awk '{print $3}')
+ip -n "$pod_b" -6 addr add 2600:1f18:bb::4/128 dev eth0 nodad
+ip -n "$pod_b" -6 neigh add fe80::1 lladdr "$mac_b" dev eth0 nud permanent
+ip -n "$pod_b" -6 route add default via fe80::1 dev eth0
+ip -n "$node" -6 neigh add 2600:1f18:bb::4 lladdr "$pod_mac_b" dev "$veth_b" nud permanent
+ip -n "$node" -6 route add 2600:1f18:bb::4/128 dev "$veth_b"
+bound6=
+for _ in $(seq $((100 * scale))); do
+	run rw -j map lookup endpoints "$veth_b"
+	# Bound by its /128 route, and with the veth's link-local as the pod's gateway.
+	bound6=$(jq_ "d['entries'][0]['pod6'], d['entries'][0]['gw6'] is not None" 2>/dev/null) || true
+	[ "$bound6" = "('2600:1f18:bb::4', True)" ] && break
+	sleep 0.05
+done
+check "the agent binds pod_b's veth by its /128 route too, and its gateway ($bound6)" \
+	test "$bound6" = "('2600:1f18:bb::4', True)"
+in_ns "$svc" "$PY" -c 'import socket, sys
+s = socket.socket(socket.AF_INET6); s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("2a00:1450::9", 443)); s.listen(8)
+print("ready", flush=True)
+while True:
+    c, _ = s.accept(); c.sendall(b"hello\n"); c.close()' >"$work/listen6" 2>&1 &
+pids+=($!)
+for _ in $(seq $((100 * scale))); do grep -q ready "$work/listen6" && break; sleep 0.05; done
+got6=$(in_ns "$pod_b" "$PY" -c 'import socket
+s = socket.socket(socket.AF_INET6); s.settimeout(3)
+try:
+    s.connect(("2a00:1450::9", 443)); print("ok" if s.recv(16) else "empty")
+except OSError as e:
+    print("failed", e)')
+check "pod_b's IPv6 connection to a public address (open mode) ($got6)" test "$got6" = ok
+run rw map dump conntrack
+check "map dump conntrack: the IPv6 flow, bracketed" \
+	grep -Eq "${veth_b} +\[2600:1f18:bb::4\]:[0-9]+ +\[2a00:1450::9\]:443 +tcp +pod .* run-9c01" <<<"$out"
+run rw -j map lookup conntrack 2600:1f18:bb::4
+check "map lookup conntrack IPV6 -j" \
+	json_is "[(e['pod'], e['peer'], e['peer_port'], e['opened_by'], e['proto'], e['run']) for e in d['entries']]" \
+	"[('2600:1f18:bb::4', '2a00:1450::9', 443, 'pod', 'tcp', 'run-9c01')]"
+run rw -j map list
+check "map list -j: rw_conntrack6 counts the flow" \
+	json_is "[m['entries'] for m in d['maps'] if m['pin'] == 'rw_conntrack6']" "[1]"
+run rw -j map lookup pods 2600:1f18:bb::4
+check "map lookup pods IPV6 -j: its veth" \
+	json_is "[e['ifindex'] for e in d['entries']]" "[$(ip -n "$node" -o link show "$veth_b" | cut -d: -f1)]"
 # Back to the IPv4 snapshot for what follows.
 python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["revision"]=15; json.dump(p, open(sys.argv[2],"w"))' \
 	"$work/policy.json" "$work/back.json"
