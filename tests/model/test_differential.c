@@ -1914,7 +1914,10 @@ static void setup(void)
 	}
 	snprintf(pin_dir, sizeof(pin_dir), "/sys/fs/bpf/rw-proof-diff-%d", getpid());
 	if (rw_datapath_load(&dp, pin_dir, 0, err, sizeof(err))) {
+		/* The maps may be pinned already: a program the verifier refused leaves none. */
 		printf("Bail out! loading the programs pinned at %s: %s\n", pin_dir, err);
+		rw_datapath_unpin(pin_dir);
+		rmdir(pin_dir);
 		exit(1);
 	}
 	if (rw_datapath_load(&dry, pin_dir, RW_DP_DRY_RUN, err, sizeof(err))) {
