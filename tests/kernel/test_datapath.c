@@ -75,6 +75,7 @@ int main(void)
 	test_answer_budget();
 	test_conntrack_isolation();
 	test_conntrack_expire();
+	test_ipv6_binding();
 	test_ring_full();
 	test_interrupted_apply();
 	test_big_apply();
@@ -85,6 +86,7 @@ int main(void)
 	test_refusal_modes();
 	test_revoke_drop_mode();
 	test_revoke_ended();
+	test_apply6();
 
 	printf("1..%d\n", t_count);
 	printf("# %s: %d checks failed\n", t_failed ? "FAIL" : "PASS", t_failed);

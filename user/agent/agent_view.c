@@ -11,6 +11,7 @@
 #include "agent_view.h"
 #include "eventfmt.h"
 #include "http.h"
+#include "ipaddr.h"
 #include "status.h"
 
 struct rw_agent_view {
@@ -32,8 +33,11 @@ const char *rw_policy_service_at(const struct rw_policy *p, __be32 ip)
 
 	for (size_t i = 0; p && i < p->n_services; i++) {
 		const struct rw_policy_rule *r = &p->services[i];
-		__u32 mask = r->prefixlen ? htonl(~0u << (32 - r->prefixlen)) : 0;
+		__u32 mask;
 
+		if (r->prefixlen > 32)
+			continue; /* an IPv6 service's: never an IPv4 address's */
+		mask = r->prefixlen ? htonl(~0u << (32 - r->prefixlen)) : 0;
 		if ((ip & mask) == r->addr && r->prefixlen > best_len) {
 			best = r->name;
 			best_len = r->prefixlen;
@@ -201,11 +205,13 @@ char *rw_agent_view_event(struct rw_agent_view *v, const struct rw_event *ev,
 
 	if (!o)
 		return NULL;
-	service = rw_policy_service_at(p, peer);
 	/* The page names what a peer is: DNS (port 53, refused wherever it goes), else the built-in
-	 * range it is in.
+	 * range it is in. An IPv6 peer's first word is no IPv4 address: it is named by neither.
 	 */
-	label = ev->reason == RW_REASON_DNS ? "DNS" : rw_builtin_label(peer);
+	service = rw_event_is_ipv6(ev) ? "" : rw_policy_service_at(p, peer);
+	label = ev->reason == RW_REASON_DNS ? "DNS"
+		: rw_event_is_ipv6(ev)	    ? NULL
+					    : rw_builtin_label(peer);
 	json_object_set_new(o, "node", json_string(v->node));
 	json_object_set_new(o, "service", json_string(service));
 	json_object_set_new(o, "label", label ? json_string(label) : json_null());

@@ -32,9 +32,10 @@ void agent_view_publish(struct agent *a)
 		if (!s->attached[RW_DIR_EGRESS] || !s->attached[RW_DIR_INGRESS]) {
 			snap.sandboxes[RW_SBX_NOT_ATTACHED]++;
 			detached++;
-		} else if (!s->pod) {
+		} else if (!(s->pod.flags & (RW_EP_IP4 | RW_EP_IP6))) {
 			snap.sandboxes[RW_SBX_UNBOUND]++;
-		} else if (rw_live_pod(&a->dp, s->pod, &pod)) {
+		} else if (!(s->pod.flags & RW_EP_IP4) ||
+			   rw_live_pod(&a->dp, s->pod.pod_ip, &pod)) {
 			snap.sandboxes[RW_SBX_NO_RUN]++;
 		} else {
 			bool dup = false;

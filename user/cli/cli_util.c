@@ -224,6 +224,36 @@ void rw_cli_ip_port(__be32 ip, __u16 port, char *buf, size_t len)
 		snprintf(buf, len, "%s", s);
 }
 
+void rw_cli_ip6(const __be32 ip[4], char *buf, size_t len)
+{
+	char s[INET6_ADDRSTRLEN];
+
+	inet_ntop(AF_INET6, ip, s, sizeof(s));
+	snprintf(buf, len, "%s", s);
+}
+
+void rw_cli_cidr6(const __be32 ip[4], unsigned int prefixlen, char *buf, size_t len)
+{
+	char s[INET6_ADDRSTRLEN];
+
+	inet_ntop(AF_INET6, ip, s, sizeof(s));
+	if (prefixlen < 128)
+		snprintf(buf, len, "%s/%u", s, prefixlen);
+	else
+		snprintf(buf, len, "%s", s);
+}
+
+void rw_cli_ip6_port(const __be32 ip[4], __u16 port, char *buf, size_t len)
+{
+	char s[INET6_ADDRSTRLEN];
+
+	inet_ntop(AF_INET6, ip, s, sizeof(s));
+	if (port)
+		snprintf(buf, len, "[%s]:%u", s, port);
+	else
+		snprintf(buf, len, "%s", s);
+}
+
 void rw_cli_json_print(json_t *o)
 {
 	char *s = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
@@ -341,13 +371,15 @@ bool rw_cli_filter_match(const struct rw_cli_filter *f, const struct rw_event *e
 	if (f->run && strncmp(ev->run_id, f->run, RW_RUN_ID_LEN))
 		return false;
 	if (f->has_pod) {
-		__be32 side = ev->dir == RW_DIR_EGRESS ? ev->saddr : ev->daddr;
+		struct rw_ip side = rw_event_pod_ip(ev);
 
-		if (side != f->pod && !(f->pod_ifindex && ev->ifindex == f->pod_ifindex))
+		if (!rw_ip_eq(&side, &f->pod) && !(f->pod_ifindex && ev->ifindex == f->pod_ifindex))
 			return false;
 	}
 	if (f->has_dst) {
-		if (ev->daddr != f->dst)
+		struct rw_ip dst = rw_event_dst(ev);
+
+		if (!rw_ip_eq(&dst, &f->dst))
 			return false;
 		if (f->dport && ntohs(ev->dport) != f->dport)
 			return false;
@@ -529,7 +561,15 @@ enum rw_map_id rw_cli_map_of(enum rw_map_id id)
 	return id;
 }
 
-int rw_cli_pod_ifindex(const struct rw_datapath *dp, __be32 pod, __u32 *ifindex)
+/* Whether ep binds pod (an address whose flag is clear is not bound). */
+static bool endpoint_binds(const struct rw_endpoint *ep, const struct rw_ip *pod)
+{
+	if (pod->family == AF_INET6)
+		return (ep->flags & RW_EP_IP6) && !memcmp(ep->pod_ip6, pod->a, sizeof(ep->pod_ip6));
+	return (ep->flags & RW_EP_IP4) && ep->pod_ip == pod->a[0];
+}
+
+int rw_cli_pod_ifindex_of(const struct rw_datapath *dp, const struct rw_ip *pod, __u32 *ifindex)
 {
 	int fd = dp->map_fd[RW_M_ENDPOINTS];
 	__u32 key, *prev = NULL, found = 0;
@@ -537,7 +577,7 @@ int rw_cli_pod_ifindex(const struct rw_datapath *dp, __be32 pod, __u32 *ifindex)
 
 	while (bpf_map_get_next_key(fd, prev, &key) == 0) {
 		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, &ep) == 0 && ep.pod_ip == pod &&
+		if (bpf_map_lookup_elem(fd, &key, &ep) == 0 && endpoint_binds(&ep, pod) &&
 		    (!found || key < found))
 			found = key;
 	}
@@ -545,6 +585,13 @@ int rw_cli_pod_ifindex(const struct rw_datapath *dp, __be32 pod, __u32 *ifindex)
 		return -ENOENT;
 	*ifindex = found;
 	return 0;
+}
+
+int rw_cli_pod_ifindex(const struct rw_datapath *dp, __be32 pod, __u32 *ifindex)
+{
+	struct rw_ip ip = rw_ip4(pod);
+
+	return rw_cli_pod_ifindex_of(dp, &ip, ifindex);
 }
 
 /* ---- the agent ----------------------------------------------------------------------------- */

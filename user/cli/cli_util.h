@@ -20,6 +20,7 @@
 
 #include "runwall.h"
 #include "datapath.h"
+#include "ipaddr.h"
 #include "liveruns.h"
 #include "mapfill.h"
 #include "parse.h"
@@ -75,6 +76,12 @@ void rw_cli_fill_pct(long long entries, long long max, char *buf, size_t len);
 void rw_cli_ip(__be32 ip, char *buf, size_t len);
 void rw_cli_cidr(__be32 ip, unsigned int prefixlen, char *buf, size_t len);
 void rw_cli_ip_port(__be32 ip, __u16 port, char *buf, size_t len);
+/* The same of an IPv6 address (network order): "2001:db8::1", "2001:db8::/32" (prefixlen <
+ * 128), "[2001:db8::1]:443" (port != 0).
+ */
+void rw_cli_ip6(const __be32 ip[4], char *buf, size_t len);
+void rw_cli_cidr6(const __be32 ip[4], unsigned int prefixlen, char *buf, size_t len);
+void rw_cli_ip6_port(const __be32 ip[4], __u16 port, char *buf, size_t len);
 
 /* Print a JSON value as one compact line and flush (other programs read it through a pipe).
  * Takes the reference.
@@ -106,12 +113,12 @@ struct rw_cli_filter {
 	bool all;	 /* allowed new flows too */
 	const char *run; /* run id, or NULL */
 	bool has_pod;
-	__be32 pod;	   /* the pod's side of the event (source of egress, dst of ingress) */
+	struct rw_ip pod;  /* the pod's side of the event (source of egress, dst of ingress) */
 	__u32 pod_ifindex; /* the pod's veth when known (0: not known): its events match too */
 	int reason;	   /* -1: any */
 	bool has_dst;
-	__be32 dst;
-	__u16 dport; /* host order, 0: any */
+	struct rw_ip dst; /* either family: an event of the other never matches */
+	__u16 dport;	  /* host order, 0: any */
 };
 
 void rw_cli_filter_init(struct rw_cli_filter *f);
@@ -187,7 +194,10 @@ int rw_cli_open(struct rw_datapath *dp, const char *bpffs, char *err, size_t err
  */
 enum rw_map_id rw_cli_map_of(enum rw_map_id id);
 
-/* The veth a pod IP is bound to in rw_endpoints (-ENOENT: none). */
+/* The veth a pod address (either family) is bound to in rw_endpoints (-ENOENT: none);
+ * rw_cli_pod_ifindex() of an IPv4 one.
+ */
+int rw_cli_pod_ifindex_of(const struct rw_datapath *dp, const struct rw_ip *pod, __u32 *ifindex);
 int rw_cli_pod_ifindex(const struct rw_datapath *dp, __be32 pod, __u32 *ifindex);
 
 /* ---- the agent ----------------------------------------------------------------------------- */

@@ -23,11 +23,12 @@
  */
 json_t *rw_status_hook(const char *pin_dir, int ifindex, enum rw_dir dir);
 
-/* {"ifname", "ifindex", "pod" (null when unbound), "run" (null when none), "hooks":{"egress",
- * "ingress"}}.
+/* {"ifname", "ifindex", "pod" (its IPv4, null when none is bound), "pod6" (its IPv6, null when
+ * none), "gateway6" (the host veth's link-local the binding holds, null when none), "run" (null
+ * when none), "hooks":{"egress", "ingress"}}. ep NULL: unbound.
  */
-json_t *rw_status_sandbox(const char *pin_dir, const char *ifname, int ifindex, __be32 pod,
-			  const char *run);
+json_t *rw_status_sandbox(const char *pin_dir, const char *ifname, int ifindex,
+			  const struct rw_endpoint *ep, const char *run);
 
 /* {"id", "idx", "gen", "since" (null when unknown), "egress":"allowlist"|"open", "pods":[IP]}. */
 /* The control plane's lease as the kernel judges it (rw_lease_state()): {"seconds", "expired",
