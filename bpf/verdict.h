@@ -179,8 +179,12 @@ static __always_inline __u8 rw_answer(struct rw_ctx *x, __u8 kind, __u8 revoke)
 	if (!rw_take_token(x->ifindex, RW_BUDGET_ANSWER))
 		return RW_ANSWER_BUDGET;
 	/* A failed rewrite leaves a packet that is dropped like any refusal. */
-	if (revoke)
+	if (revoke && x->pkt.is_ipv6)
+		err = rw_revoke6_build(x->skb, x->dir == RW_DIR_EGRESS, x->pkt.l4_off);
+	else if (revoke)
 		err = rw_revoke_build(x->skb, x->dir == RW_DIR_EGRESS);
+	else if (x->pkt.is_ipv6)
+		err = rw_answer6_build(x->skb, kind, x->pkt.l4_off);
 	else
 		err = rw_answer_build(x->skb, kind);
 	return err ? RW_ANSWER_NONE : kind;
@@ -204,9 +208,12 @@ static __always_inline int rw_finish(struct rw_ctx *x, __u8 reason)
 	__u8 answer = RW_ANSWER_NONE, revoke = 0;
 
 	if (verdict == RW_VERDICT_DROP) {
-		answer = rw_answer_kind(&x->pkt, x->pod, x->dir, x->identified);
+		answer = x->pkt.is_ipv6 ? rw_answer6_kind(&x->pkt, x->pod, x->dir, x->identified)
+					: rw_answer_kind(&x->pkt, x->pod, x->dir, x->identified);
 		/* A known flow's segment: both ends are reset (revoke.h), under the answer "rst". */
-		revoke = rw_revoke_applies(&x->pkt, x->dir, x->ct, rw_refusal_of(x));
+		revoke = x->pkt.is_ipv6
+				 ? rw_revoke6_applies(&x->pkt, x->dir, x->ct, rw_refusal_of(x))
+				 : rw_revoke_applies(&x->pkt, x->dir, x->ct, rw_refusal_of(x));
 		if (revoke)
 			answer = RW_ANSWER_RST;
 	}

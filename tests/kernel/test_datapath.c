@@ -60,6 +60,7 @@ int main(void)
 	test_ipv6();
 	test_answers();
 	test_revoke();
+	test_revoke_probe6();
 	test_metadata_beats_rules();
 	test_run_rules_after_ranges();
 	test_verdict_cache();

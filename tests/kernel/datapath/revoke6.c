@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* revoke6.c (test_datapath): the revoke for IPv6: a refused segment of a flow in the veth's
+ * rw_conntrack6 table resets both ends, each reset checked byte by byte with its sequence number
+ * and its checksum summed here; and the apply's probe of idle flows reaches the IPv6 table.
+ */
+#include <sys/ioctl.h>
+
+#include "dp_suite.h"
+#include "revoke_probe.h"
+
+#define PROBE_DEV   3 /* rwt3: bound to POD_X, no run's; rebound dual-stack here and back */
+#define PROBE_POD6  "2600:1f14:abc:1::99"
+#define PROBE_PEER  "2606:4700::6666"
+#define PROBE_PEER4 "93.184.216.34"
+
+/* The sum of the IPv6 pseudo-header (RFC 8200 8.1) of the packet whose IPv6 header is at ip6. */
+static __u32 pseudo6_sum(const __u8 *ip6, __u32 len, __u8 nexthdr)
+{
+	__u8 tail[8] = {0};
+
+	put32be(tail, len);
+	tail[7] = nexthdr;
+	return pkt_csum_sum(tail, 8, pkt_csum_sum(ip6 + 8, 32, 0));
+}
+
+/* The TCP or ICMPv6 checksum of an IPv6 frame f with no extension headers, summed over what is
+ * in it: 1 when it is right.
+ */
+int answer6_sums_ok(const __u8 *f, size_t len)
+{
+	size_t l4_len = len - 14 - 40;
+
+	if (len < 14 + 40 + 8 || f[12] != 0x86 || f[13] != 0xdd ||
+	    (size_t)((f[18] << 8) | f[19]) != l4_len)
+		return 0;
+	return pkt_csum_sum(f + 54, l4_len, pseudo6_sum(f + 14, l4_len, f[20])) == 0xffff;
+}
+
+/* A bare TCP segment <SEQ=seq><ACK=ack><CTL=flags>, window `win`, from saddr:sport to
+ * daddr:dport over IPv6 with hop limit 64, byte by byte. Returns its length.
+ */
+size_t want_tcp6(const __u8 *dmac, const __u8 *smac, const char *saddr, const char *daddr,
+		 __u16 sport, __u16 dport, __u32 seq, __u32 ack, __u8 flags, __u16 win, __u8 *w)
+{
+	struct in6_addr src, dst;
+
+	inet_pton(AF_INET6, saddr, &src);
+	inet_pton(AF_INET6, daddr, &dst);
+	memset(w, 0, PKT_MAX);
+	memcpy(w, dmac, 6);
+	memcpy(w + 6, smac, 6);
+	put16be(w + 12, 0x86dd);
+	w[14] = 0x60;
+	put16be(w + 18, 20);
+	w[20] = IPPROTO_TCP;
+	w[21] = 64;
+	memcpy(w + 22, &src, 16);
+	memcpy(w + 38, &dst, 16);
+	put16be(w + 54, sport);
+	put16be(w + 56, dport);
+	put32be(w + 58, seq);
+	put32be(w + 62, ack);
+	w[66] = 5 << 4;
+	w[67] = flags;
+	put16be(w + 68, win);
+	put16be(w + 70, ~pkt_csum_sum(w + 54, 20, pseudo6_sum(w + 14, 20, IPPROTO_TCP)) & 0xffff);
+	return 74;
+}
+
+/* ---- the probe: an idle IPv6 flow of a stale verdict is made to speak ---- */
+
+static void sh(const char *cmd)
+{
+	if (system(cmd))
+		FATAL("%s failed", cmd);
+}
+
+/* The next TCP frame, IPv4 or IPv6, that the pod's side of the veth receives within a generous
+ * deadline; 0 when none came.
+ */
+static size_t peer_tap_next(int fd, __u8 *f, int wait_ms)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	ssize_t n;
+
+	while (poll(&p, 1, wait_ms) == 1) {
+		n = recv(fd, f, PKT_MAX, 0);
+		if (n >= 74 && f[12] == 0x86 && f[13] == 0xdd && f[20] == IPPROTO_TCP)
+			return n;
+		if (n >= 54 && f[12] == 0x08 && f[13] == 0 && f[23] == IPPROTO_TCP)
+			return n;
+	}
+	return 0;
+}
+
+/* An IPv6 flow and an IPv4 flow of the dual-stack sandbox, both noted under an earlier verdict
+ * (stamp 0, stale once the run's revision has moved): rw_revoke_probe() sends each two bare ACKs
+ * from the remote, sequence numbers 2^31 apart, to the pod's MAC, which only the IPv6
+ * neighbour entry names.
+ */
+void test_revoke_probe6(void)
+{
+	struct rw_endpoint ep = {.flags = RW_EP_IP4 | RW_EP_IP6};
+	struct rw_ct6_key k6 = {.ifindex = ifindex_of[PROBE_DEV],
+				.pod_port = htons(40600),
+				.peer_port = htons(443),
+				.proto = IPPROTO_TCP};
+	struct rw_ct_key k4 = {.ifindex = ifindex_of[PROBE_DEV],
+			       .pod_port = htons(40601),
+			       .peer_port = htons(443),
+			       .proto = IPPROTO_TCP};
+	struct rw_ct_value v = {.opened_by = RW_DIR_EGRESS, .run_idx = run_idx_of("run-7f3a")};
+	__u8 veth_mac[6], got[PKT_MAX], want[4][PKT_MAX];
+	struct sockaddr_ll sll = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL)};
+	struct rw_probe_stats st;
+	size_t want_len[4], got_len;
+	char cmd[256], peer[IFNAMSIZ + 2];
+	struct ifreq ifr = {0};
+	int fd, tap, err, ok, seen = 0;
+
+	inet_pton(AF_INET, POD_X, &ep.pod_ip);
+	inet_pton(AF_INET6, PROBE_POD6, ep.pod_ip6);
+	if (rw_endpoint_bind_addrs(&dp, ifindex_of[PROBE_DEV], &ep))
+		FATAL("binding %s dual-stack: %s", devs[PROBE_DEV], strerror(errno));
+	memcpy(k6.pod_ip, ep.pod_ip6, 16);
+	inet_pton(AF_INET6, PROBE_PEER, k6.peer_ip);
+	k4.pod_ip = ep.pod_ip;
+	inet_pton(AF_INET, PROBE_PEER4, &k4.peer_ip);
+	v.created_ns = 0x5a5a0000u;
+	v.seen_ns = mono_ns();
+	fd = rw_conntrack6_table_fd(&dp, ifindex_of[PROBE_DEV]);
+	if (fd < 0 || bpf_map_update_elem(fd, &k6, &v, BPF_ANY))
+		FATAL("noting a flow in %s's IPv6 table: %s", devs[PROBE_DEV], strerror(errno));
+	close(fd);
+	v.created_ns = 0x4b4b0000u;
+	fd = rw_conntrack_table_fd(&dp, ifindex_of[PROBE_DEV]);
+	if (fd < 0 || bpf_map_update_elem(fd, &k4, &v, BPF_ANY))
+		FATAL("noting a flow in %s's table: %s", devs[PROBE_DEV], strerror(errno));
+	close(fd);
+
+	/* The host veth up with IPv6 (its neighbour table), its peer up and silent: the tap on
+	 * the peer sees what the probe writes into the veth.
+	 */
+	snprintf(peer, sizeof(peer), "%sp", devs[PROBE_DEV]);
+	snprintf(cmd, sizeof(cmd),
+		 "sysctl -qw net.ipv6.conf.%s.disable_ipv6=1 && ip link set %s up && "
+		 "ip link set %s up && ip -6 neigh replace %s lladdr 02:00:00:00:00:01 dev %s "
+		 "nud permanent",
+		 peer, peer, devs[PROBE_DEV], PROBE_POD6, devs[PROBE_DEV]);
+	sh(cmd);
+	tap = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK, htons(ETH_P_ALL));
+	sll.sll_ifindex = if_nametoindex(peer);
+	if (tap < 0 || bind(tap, (struct sockaddr *)&sll, sizeof(sll)))
+		FATAL("packet socket on %s: %s", peer, strerror(errno));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", devs[PROBE_DEV]);
+	if (ioctl(tap, SIOCGIFHWADDR, &ifr))
+		FATAL("the MAC of %s: %s", devs[PROBE_DEV], strerror(errno));
+	memcpy(veth_mac, ifr.ifr_hwaddr.sa_data, 6);
+
+	err = rw_revoke_probe(&dp, &st);
+
+	t_count++;
+	ok = CHECK_EQ(err, 0, "rw_revoke_probe");
+	/* The IPv6 flow's two ACKs, then the IPv4 flow's, of the same pod: its MAC from the IPv6
+	 * neighbour entry.
+	 */
+	for (int half = 0; half < 2; half++) {
+		__u8 *w = want[2 + half];
+
+		want_len[half] = want_tcp6(pod_mac, veth_mac, PROBE_PEER, PROBE_POD6, 443, 40600,
+					   0x5a5a0000u + half * 0x80000000u, 0x9a5a0000u, ACK,
+					   0xffff, want[half]);
+		want_tcp6(pod_mac, veth_mac, PROBE_PEER, PROBE_POD6, 443, 40601,
+			  0x4b4b0000u + half * 0x80000000u, 0x8b4b0000u, ACK, 0xffff, w);
+		/* The same segment over IPv4: its IPv4 header in place of the IPv6 one. */
+		memmove(w + 34, w + 54, 20);
+		put16be(w + 12, 0x0800);
+		memset(w + 14, 0, 20);
+		w[14] = 0x45;
+		put16be(w + 16, 40);
+		put16be(w + 20, 0x4000);
+		w[22] = 64;
+		w[23] = IPPROTO_TCP;
+		memcpy(w + 26, &k4.peer_ip, 4);
+		memcpy(w + 30, &k4.pod_ip, 4);
+		put16be(w + 24, ~pkt_csum_sum(w + 14, 20, 0) & 0xffff);
+		put16be(w + 50, 0);
+		put16be(w + 50, tcp_csum(w + 14, w + 34, 20));
+		want_len[2 + half] = 54;
+	}
+	while (seen != 0xf && (got_len = peer_tap_next(tap, got, 2000 * wait_scale())))
+		for (int i = 0; i < 4; i++)
+			if (got_len == want_len[i] && !memcmp(got, want[i], got_len))
+				seen |= 1 << i;
+	ok &= CHECK((seen & 3) == 3, "the IPv6 flow's two ACKs", "seen %#x of 0x3", seen & 3);
+	ok &= CHECK((seen >> 2) == 3, "the IPv4 flow's two ACKs", "seen %#x of 0x3", seen >> 2);
+	ok &= CHECK(st.probed >= 2, "probed", "%u connections probed", st.probed);
+	printf("%s %d - revoke probe: a stale IPv6 flow and a stale IPv4 flow of a dual-stack pod "
+	       "get two ACKs each (%u probed, %u without a MAC)\n",
+	       ok ? "ok" : "not ok", t_count, st.probed, st.no_mac);
+
+	close(tap);
+	snprintf(cmd, sizeof(cmd), "ip link set %s down && ip link set %s down", devs[PROBE_DEV],
+		 peer);
+	sh(cmd);
+	bind_veth(PROBE_DEV, POD_X);
+}
