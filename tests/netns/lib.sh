@@ -461,3 +461,31 @@ rw_sandbox6_add() {
 	done
 	rw_start_listener "$ns" "sandbox-$name" "${args[@]}"
 }
+
+# rw_node_dual_stack ADDR6...: the node of rw_node_up made dual-stack (the demo's): IPv6 on in
+# the node and the services namespaces (quiet, as rw_ns_add6's), the node forwarding it, an
+# uplink 2600:1f14:abc:ff::1/64 <-> ::2/64 with default routes both ways, each ADDR6 on the
+# services' lo, and a listener on [::] for RW_SVC_TCP_PORTS. Pods: rw_sandbox6_add.
+RW_NODE_LINK6=2600:1f14:abc:ff::1
+RW_SVC_LINK6=2600:1f14:abc:ff::2
+rw_node_dual_stack() {
+	local ns a p args=()
+	for ns in "$RW_NODE" "$RW_SVC"; do
+		rw_in "$ns" sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0 \
+			net.ipv6.conf.all.accept_ra=0 net.ipv6.conf.default.accept_ra=0 \
+			net.ipv6.conf.all.router_solicitations=0 net.ipv6.conf.default.router_solicitations=0
+		rw_in "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.default.disable_ipv6=0
+	done
+	rw_in "$RW_NODE" sysctl -qw net.ipv6.conf.all.forwarding=1
+	ip -n "$RW_NODE" -6 addr add "$RW_NODE_LINK6/64" dev svc0 nodad
+	ip -n "$RW_SVC" -6 addr add "$RW_SVC_LINK6/64" dev eth0 nodad
+	ip -n "$RW_NODE" -6 route add default via "$RW_SVC_LINK6"
+	ip -n "$RW_SVC" -6 route add default via "$RW_NODE_LINK6"
+	for a in "$@"; do
+		ip -n "$RW_SVC" -6 addr add "$a/128" dev lo nodad
+	done
+	for p in "${RW_SVC_TCP_PORTS[@]}"; do
+		args+=(--tcp "[::]:$p")
+	done
+	rw_start_listener "$RW_SVC" services6 "${args[@]}"
+}

@@ -488,12 +488,14 @@ conn() { # conn NAME DST
 }
 connected() { [ "$(jq -s 'length' "$RW_WORK/$1.jsonl" 2>/dev/null)" -ge 1 ] 2>/dev/null; }
 ended() { [ "$(jq -s 'length' "$RW_WORK/$1.jsonl" 2>/dev/null)" -ge 2 ] 2>/dev/null; }
-local_of() { jq -rs '.[0].connected' "$RW_WORK/$1.jsonl"; }
+local_of() { jq -rs '.[0].connected' "$RW_WORK/$1.jsonl" 2>/dev/null || echo none; }
 server_saw() { jq -c --arg p "$(local_of "$1")" 'select(.peer == $p)' "$RW_WORK/server.jsonl" 2>/dev/null; }
 srv_reset() { rw_jq_true '.errno == "ECONNRESET"' <<<"$(server_saw "$1")"; }
 conn v6 "$INET6"
 conn v4 93.184.216.34
-for c in v6 v4; do rw_wait 5 connected "$c" || not_ok "revoke6: the $c connection opens: $(cat "$RW_WORK/$c.jsonl")"; done
+for c in v6 v4; do
+	rw_wait 5 connected "$c" || not_ok "revoke6: the $c connection opens: $(tail -n 1 "$RW_WORK/$c.jsonl")"
+done
 rw_sleep 0.5
 policy 2 allowlist >"$RW_WORK/policy2.json"
 t_begin=$(rw_mono_ns)
@@ -502,7 +504,7 @@ t_apply=$(rw_mono_ns)
 CUT_MS=$(awk -v k="$RW_WAIT_SCALE" 'BEGIN {printf "%d", 1000 * k}')
 for c in v6 v4; do
 	rw_wait 3 ended "$c" || true
-	res=$(jq -cs '.[1] // {}' "$RW_WORK/$c.jsonl")
+	res=$(jq -cs '.[1] // {}' "$RW_WORK/$c.jsonl" 2>/dev/null || echo '{"error": "no JSON from the client"}')
 	check "revoke6: $B_RUN's $c connection ($(local_of "$c")) fails with ECONNRESET within $CUT_MS ms of the apply: $res" \
 		rw_jq_true --argjson d "$CUT_MS" --argjson t "$t_apply" '.errno == "ECONNRESET" and (.t_ns - $t) / 1e6 < $d' <<<"$res"
 	check "revoke6: the server's socket of the $c connection sees the reset" rw_wait 3 srv_reset "$c"
