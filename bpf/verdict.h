@@ -107,7 +107,8 @@ static __always_inline int rw_take_token(__u32 ifindex, __u32 kind)
 	return 0;
 }
 
-static __always_inline void rw_report(struct rw_ctx *x, __u8 verdict, __u8 reason, __u8 answer)
+static __always_inline void rw_report(struct rw_ctx *x, __u8 verdict, __u8 reason, __u8 answer,
+				      const int six)
 {
 	__u32 run_idx = x->pod ? x->pod->run_idx : 0;
 	struct rw_event *ev;
@@ -132,8 +133,13 @@ static __always_inline void rw_report(struct rw_ctx *x, __u8 verdict, __u8 reaso
 		__builtin_memcpy(ev->run_id, x->pod->run_id, RW_RUN_ID_LEN);
 	}
 	ev->rule_id = x->rule_id;
-	ev->saddr = x->pkt.saddr;
-	ev->daddr = x->pkt.daddr;
+	if (six) {
+		__builtin_memcpy(ev->saddr6, x->pkt.saddr6, sizeof(ev->saddr6));
+		__builtin_memcpy(ev->daddr6, x->pkt.daddr6, sizeof(ev->daddr6));
+	} else {
+		ev->saddr = x->pkt.saddr;
+		ev->daddr = x->pkt.daddr;
+	}
 	ev->sport = x->pkt.sport;
 	ev->dport = x->pkt.dport;
 	ev->proto = x->pkt.proto;
@@ -168,9 +174,10 @@ static __always_inline void rw_count_answer(__u32 run_idx, __u8 answer)
 }
 
 /* The answer of a refusal, within the sandbox's answer budget: the packet becomes the answer
- * (answer.h), or it is a plain drop and RW_ANSWER_BUDGET says why there is none.
+ * (answer.h), or it is a plain drop and RW_ANSWER_BUDGET says why there is none. `six` as
+ * rw_finish_family()'s: each family's builders are subprograms of their own.
  */
-static __always_inline __u8 rw_answer(struct rw_ctx *x, __u8 kind, __u8 revoke)
+static __always_inline __u8 rw_answer(struct rw_ctx *x, __u8 kind, __u8 revoke, const int six)
 {
 	int err;
 
@@ -179,11 +186,11 @@ static __always_inline __u8 rw_answer(struct rw_ctx *x, __u8 kind, __u8 revoke)
 	if (!rw_take_token(x->ifindex, RW_BUDGET_ANSWER))
 		return RW_ANSWER_BUDGET;
 	/* A failed rewrite leaves a packet that is dropped like any refusal. */
-	if (revoke && x->pkt.is_ipv6)
+	if (revoke && six)
 		err = rw_revoke6_build(x->skb, x->dir == RW_DIR_EGRESS, x->pkt.l4_off);
 	else if (revoke)
 		err = rw_revoke_build(x->skb, x->dir == RW_DIR_EGRESS);
-	else if (x->pkt.is_ipv6)
+	else if (six)
 		err = rw_answer6_build(x->skb, kind, x->pkt.l4_off);
 	else
 		err = rw_answer_build(x->skb, kind);
@@ -200,20 +207,25 @@ static __always_inline __u8 rw_refusal_of(const struct rw_ctx *x)
 	return x->runless ? x->node_refusal : RW_REFUSAL_DROP;
 }
 
-/* Counts first (the truth), then the answer, then the event (a sample), then the verdict. */
-static __always_inline int rw_finish(struct rw_ctx *x, __u8 reason)
+/* Counts first (the truth), then the answer, then the event (a sample), then the verdict.
+ * `six` is a constant of each call (rw_finish(), rw_finish6()): the family of the packet, as
+ * rw_parse() said it, so that each family's program path holds only its own steps.
+ */
+static __always_inline int rw_finish_family(struct rw_ctx *x, __u8 reason, const int six)
 {
 	__u8 verdict = reason == RW_REASON_ALLOWED ? RW_VERDICT_ALLOW : RW_VERDICT_DROP;
 	__u32 run_idx = x->pod ? x->pod->run_idx : 0;
 	__u8 answer = RW_ANSWER_NONE, revoke = 0;
 
-	if (verdict == RW_VERDICT_DROP) {
-		answer = x->pkt.is_ipv6 ? rw_answer6_kind(&x->pkt, x->pod, x->dir, x->identified)
-					: rw_answer_kind(&x->pkt, x->pod, x->dir, x->identified);
+	if (verdict == RW_VERDICT_DROP && six) {
+		answer = rw_answer6_kind(&x->pkt, x->pod, x->dir, x->identified);
+		revoke = rw_revoke6_applies(&x->pkt, x->dir, x->ct, rw_refusal_of(x));
+		if (revoke)
+			answer = RW_ANSWER_RST;
+	} else if (verdict == RW_VERDICT_DROP) {
+		answer = rw_answer_kind(&x->pkt, x->pod, x->dir, x->identified);
 		/* A known flow's segment: both ends are reset (revoke.h), under the answer "rst". */
-		revoke = x->pkt.is_ipv6
-				 ? rw_revoke6_applies(&x->pkt, x->dir, x->ct, rw_refusal_of(x))
-				 : rw_revoke_applies(&x->pkt, x->dir, x->ct, rw_refusal_of(x));
+		revoke = rw_revoke_applies(&x->pkt, x->dir, x->ct, rw_refusal_of(x));
 		if (revoke)
 			answer = RW_ANSWER_RST;
 	}
@@ -240,10 +252,10 @@ static __always_inline int rw_finish(struct rw_ctx *x, __u8 reason)
 			x->ct->path = x->ct_path;
 			x->ct->stamp = x->revision;
 		}
-		answer = rw_answer(x, answer, revoke);
+		answer = rw_answer(x, answer, revoke, six);
 		rw_count_answer(run_idx, answer);
 		if (verdict == RW_VERDICT_DROP || x->new_flow)
-			rw_report(x, verdict, reason, answer);
+			rw_report(x, verdict, reason, answer, six);
 	}
 	/* Allowed packets go on to the next enforcer on the hook, never straight through. An
 	 * answer goes to the peer of the veth it came in on: the pod's own eth0 (answer.h); on
@@ -254,6 +266,16 @@ static __always_inline int rw_finish(struct rw_ctx *x, __u8 reason)
 	if (answer == RW_ANSWER_RST || answer == RW_ANSWER_ICMP)
 		return bpf_redirect_peer(x->ifindex, 0);
 	return verdict == RW_VERDICT_ALLOW ? TCX_NEXT : TCX_DROP;
+}
+
+static __always_inline int rw_finish(struct rw_ctx *x, __u8 reason)
+{
+	return rw_finish_family(x, reason, 0);
+}
+
+static __always_inline int rw_finish6(struct rw_ctx *x, __u8 reason)
+{
+	return rw_finish_family(x, reason, 1);
 }
 
 #endif /* RUNWALL_BPF_VERDICT_H */

@@ -259,7 +259,7 @@ check "status -j: sandboxes bound and attached first" \
 	json_is "sorted((s['ifname'], s['pod'], s['run'], s['hooks']['egress']['first'], s['hooks']['ingress']['first']) for s in d['sandboxes'])" \
 	"[('${veth_a}', '10.1.2.3', 'run-7f3a', True, True), ('${veth_b}', '10.1.2.4', 'run-9c01', True, True)]"
 check "status -j: map fill" \
-	json_is "[(m['pin'], m['entries']) for m in d['maps'] if m['name'] in ('pods', 'allow', 'inbound', 'deny')]" \
+	json_is "[(m['pin'], m['entries']) for m in d['maps'] if m['name'] in ('pods', 'allow', 'inbound', 'deny') and m['entries']]" \
 	"[('rw_pods', 2), ('rw_allow_exact', 6), ('rw_allow_cidr', 2), ('rw_deny', 2), ('rw_inbound', 4)]"
 check "status -j: events from the kernel and the agent" \
 	json_is "sorted(d['events'])" "['delivered', 'lost', 'ring_drains_capped', 'sent', 'skipped', 'subscribers', 'suppressed']"
@@ -291,9 +291,9 @@ check "agent --help prints the same text as help agent" test "$out" = "$("$RUNWA
 # ---- map ----
 run rw map list
 check "map list exits 0 and names every pinned map" \
-	test "$rc" = 0 -a "$(grep -Ec '^  [a-z]+ +rw_[a-z_]+ ' <<<"$out")" = 12
+	test "$rc" = 0 -a "$(grep -Ec '^  [a-z]+ +rw_[a-z_0-9]+ ' <<<"$out")" = 18
 run rw -j map list
-check "map list -j" json_is "len(d['maps']), d['revision']" "(12, 12)"
+check "map list -j" json_is "len(d['maps']), d['revision']" "(18, 12)"
 
 run rw map dump config
 check "map dump config" grep -Eq "^revision +12$" <<<"$out"
@@ -408,7 +408,7 @@ check "counters plain: the summary line" grep -Eq "[0-9]+ drops, [0-9]+ allowed;
 run rw -j counters
 check "counters -j: node, runs and every reason" \
 	json_is "sorted(d['node']), len(d['node']['egress']), [r['id'] for r in d['runs']]" \
-	"(['answers', 'egress', 'events', 'ingress'], 20, ['run-7f3a', 'run-9c01'])"
+	"(['answers', 'egress', 'events', 'ingress'], 22, ['run-7f3a', 'run-9c01'])"
 check "counters -j: the answers the refusals got" \
 	json_is "sorted(d['node']['answers']), d['node']['answers']['rst'] >= 2" "(['budget', 'icmp', 'rst'], True)"
 check "counters -j: node and run agree on the refusals" \
@@ -541,6 +541,82 @@ printf '{"revision": 14, "runs": [{"id": "x", "pods": ["10.1.2.300"]}]}\n' >"$wo
 run rw explain --pod 10.1.2.3 172.20.0.10 443 --policy "$work/bad.json"
 check "explain --policy with a refused snapshot exits 1 with the parser's message" \
 	test "$rc" = 1 -a -n "$(grep "bad.json:1:" <<<"$err")"
+
+# ---- IPv6: the maps and explain over a dual-stack snapshot ----
+# Its IPv6 pod has no veth here (the namespaces run without IPv6): explain judges it in private
+# maps (--policy), where the pod is bound by its IPv6 address.
+python3 - "$work/policy.json" "$work/dual.json" <<'EOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["revision"] = 14
+p["deny"].append("fd00:10::/32")
+p["services"].append({"name": "proxy6", "ip": "2600:1f18:aa::10", "tcp": [443]})
+p["services"].append({"name": "api6", "cidr": "2600:1f18:ab::/48", "tcp": [8443]})
+p["inbound"].append({"name": "app6", "cidr": "2600:1f18:aa:1::/64", "tcp": [4096]})
+p["runs"][1]["pods"].append("2600:1f18:bb::4")
+p["runs"][1]["allow"].append({"ip": "2a00:1450::1", "tcp": [443]})
+json.dump(p, open(sys.argv[2], "w"), indent=1)
+EOF
+run rw apply "$work/dual.json"
+check "apply of a dual-stack snapshot ($rc: $err)" test "$rc" = 0
+run rw map dump pods
+check "map dump pods: the IPv6 pod in its run" \
+	grep -Eq "^  2600:1f18:bb::4 +run-9c01 +2 +14 +open +- \(no veth bound\)" <<<"$out"
+run rw -j map lookup pods 2600:1f18:bb::4
+check "map lookup pods IPV6 -j" json_is "[(e['pod'], e['run'], e['idx'], e['gen']) for e in d['entries']]" \
+	"[('2600:1f18:bb::4', 'run-9c01', 2, 14)]"
+run rw map dump allow
+check "map dump allow: the IPv6 services and run rule, named" \
+	test "$(grep -Ec "^  services +2600:1f18:aa::10 +tcp/443 +exact +services\[5\] proxy6$|^  services +2600:1f18:ab::/48 +tcp/8443 +cidr +services\[6\] api6$|^  run run-9c01 +2a00:1450::1 +tcp/443 +exact +runs\[1\].allow\[1\]$" <<<"$out")" = 3
+run rw -j map lookup allow '[2600:1f18:ab:5::1]:8443'
+check "map lookup allow [IPV6]:PORT finds the covering CIDR" \
+	json_is "[(e['dst'], e['scope'], e['rule']) for e in d['entries']]" "[('2600:1f18:ab::/48', 'services', 'services[6] api6')]"
+run rw -j map lookup allow 2a00:1450::1 tcp
+check "map lookup allow IPV6 tcp: the run's rule" \
+	json_is "[(e['dst'], e['port'], e['run']) for e in d['entries']]" "[('2a00:1450::1', 443, 'run-9c01')]"
+run rw -j map lookup allow '[2600:1f18:ab:5::1]:443'
+check "map lookup allow [IPV6]:PORT of no rule exits 1 ($rc)" test "$rc" = 1
+run rw map dump deny
+check "map dump deny: both families" \
+	test "$(grep -Ec '^  (10.0.0.0/16|100.64.0.0/16|fd00:10::/32)$' <<<"$out")" = 3
+run rw -j map lookup deny fd00:10:5::1
+check "map lookup deny IPV6 -j" json_is "[e['cidr'] for e in d['entries']]" "['fd00:10::/32']"
+run rw -j map lookup deny 10.0.5.5
+check "map lookup deny IPV4 -j: no IPv6 entry" json_is "[e['cidr'] for e in d['entries']]" "['10.0.0.0/16']"
+run rw -j map lookup inbound '[2600:1f18:aa:1::9]:4096'
+check "map lookup inbound [IPV6]:PORT -j" json_is "[(e['peer'], e['port'], e['rule']) for e in d['entries']]" \
+	"[('2600:1f18:aa:1::/64', 4096, 'inbound[1] app6')]"
+run rw -j map list
+check "map list -j: the IPv6 tables' fill" \
+	json_is "[(m['pin'], m['entries']) for m in d['maps'] if m['pin'] in ('rw_pods6', 'rw_allow_exact6', 'rw_allow_cidr6', 'rw_deny6', 'rw_inbound6', 'rw_conntrack6')]" \
+	"[('rw_pods6', 1), ('rw_allow_exact6', 2), ('rw_allow_cidr6', 1), ('rw_deny6', 1), ('rw_inbound6', 1), ('rw_conntrack6', 0)]"
+run rw map lookup pods 2600:1f18::zz
+check "map lookup of a bad IPv6 address exits 2 ($rc)" test "$rc" = 2
+
+run rw explain --pod 2600:1f18:bb::4 2a00:1450::1 443 --policy "$work/dual.json"
+check "explain an IPv6 packet: the frame as IPv6, bracketed ($rc: $out)" \
+	grep -Eq "^egress \[2600:1f18:bb::4\]:40000 -> \[2a00:1450::1\]:443 tcp \(.*revision 14\): with $work/dual.json: " <<<"$out"
+check "... judged by the file alone, the pod having no veth here" \
+	grep -q "the live policy cannot judge this packet on this node" <<<"$err"
+run rw -j explain --run run-9c01 2a00:1450::1 443 udp --policy "$work/dual.json"
+check "explain --run with an IPv6 DST takes the run's IPv6 pod -j" \
+	json_is "d['family'], d['pod'], d['src'], d['dst'], d['dport'], d['proto']" \
+	"('ipv6', '2600:1f18:bb::4', '2600:1f18:bb::4', '2a00:1450::1', 443, 'udp')"
+run rw -j explain --pod 2600:1f18:bb::4 2a00:1450::1 128 icmpv6 --policy "$work/dual.json"
+check "explain an ICMPv6 type -j" json_is "d['proto'], d['icmp_type'], 'dport' in d" "('icmpv6', 128, False)"
+run rw explain --pod 2600:1f18:bb::4 2a00:1450::1 135 icmpv6 --policy "$work/dual.json"
+check "explain an ICMPv6 type: the line" grep -q "^egress 2600:1f18:bb::4 -> 2a00:1450::1 icmpv6 type 135 " <<<"$out"
+run rw explain --pod 10.1.2.4 2a00:1450::1 443
+check "explain with a pod and DST of two families exits 2 ($rc)" test "$rc" = 2
+run rw explain --pod 10.1.2.4 172.20.0.10 128 icmpv6
+check "explain icmpv6 to an IPv4 DST exits 2 ($rc)" test "$rc" = 2
+run rw explain --pod 2600:1f18:bb::4 2a00:1450::1 256 icmpv6 --policy "$work/dual.json"
+check "explain with an ICMPv6 type past 255 exits 2 ($rc)" test "$rc" = 2
+# Back to the IPv4 snapshot for what follows.
+python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["revision"]=15; json.dump(p, open(sys.argv[2],"w"))' \
+	"$work/policy.json" "$work/back.json"
+run rw apply "$work/back.json"
+check "apply the IPv4 snapshot again ($rc: $err)" test "$rc" = 0
 
 # ---- errors: exit codes and messages ----
 run rw frobnicate

@@ -212,7 +212,7 @@ static void test_map_names(void **state)
 	assert_int_equal(rw_cli_map_lookup("conntrak", err, sizeof(err)), -EINVAL);
 	assert_string_equal(err, "unknown map 'conntrak' (did you mean 'conntrack'?); valid: "
 				 "config, endpoints, pods, allow, deny, inbound, conntrack, "
-				 "counters, budget, events, revs");
+				 "counters, budget, events, revs, progs");
 	assert_int_equal(rw_cli_map_lookup("alow", err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "(did you mean 'allow'?)"));
 	assert_int_equal(rw_cli_map_lookup("routes", err, sizeof(err)), -EINVAL);
@@ -871,9 +871,83 @@ static void test_explain_json(void **state)
 		   "\"rule\":\"\",\"rule_id\":0,\"run\":\"run-7f3a\",\"gen\":12,"
 		   "\"revision\":12,\"dir\":\"egress\",\"src\":\"10.1.2.3\","
 		   "\"sport\":40000,\"dst\":\"8.8.8.8\",\"dport\":53,\"proto\":\"udp\","
-		   "\"source\":\"live\"}");
+		   "\"source\":\"live\",\"family\":\"ipv4\"}");
 	free(s);
 	json_decref(o);
+}
+
+/* explain's IPv6 frames: the fixed header (no extension headers), then TCP, UDP or an ICMPv6
+ * message of the asked type (NDP with hop limit 255 and room for its target); the line and the
+ * JSON in the family's text.
+ */
+static void test_explain_ipv6(void **state)
+{
+	struct rw_cli_probe p = {
+		.dir = RW_DIR_EGRESS,
+		.sport = 40000,
+		.dport = 443,
+		.proto = IPPROTO_TCP,
+		.tcp_flags = 0x02,
+		.six = true,
+	};
+	struct rw_cli_verdict v = {
+		.verdict = RW_VERDICT_DROP, .reason = RW_REASON_DNS, .revision = 3};
+	__u8 buf[RW_CLI_PKT_MAX], small[60];
+	char line[256], *js;
+	json_t *o;
+	size_t len;
+
+	assert_int_equal(inet_pton(AF_INET6, "2600:1f18::7", p.src6), 1);
+	assert_int_equal(inet_pton(AF_INET6, "2a00:1450::1", p.dst6), 1);
+	len = rw_cli_build_packet(&p, buf, sizeof(buf));
+	assert_int_equal(len, 14 + 40 + 20);
+	assert_int_equal(buf[12] << 8 | buf[13], 0x86dd);
+	assert_int_equal(buf[14] >> 4, 6);
+	assert_int_equal(buf[18] << 8 | buf[19], 20); /* payload length */
+	assert_int_equal(buf[20], IPPROTO_TCP);	      /* next header */
+	assert_int_equal(buf[21], 64);		      /* hop limit */
+	assert_memory_equal(buf + 22, p.src6, 16);
+	assert_memory_equal(buf + 38, p.dst6, 16);
+	assert_int_equal(buf[54] << 8 | buf[55], 40000);
+	assert_int_equal(buf[56] << 8 | buf[57], 443);
+	assert_int_equal(buf[66] >> 4, 5); /* doff */
+	assert_int_equal(buf[67], 0x02);   /* SYN */
+	assert_int_equal(rw_cli_build_packet(&p, small, sizeof(small)), 0);
+	rw_cli_probe_str(&p, line, sizeof(line));
+	assert_string_equal(line, "egress [2600:1f18::7]:40000 -> [2a00:1450::1]:443 tcp");
+
+	p.proto = IPPROTO_UDP;
+	assert_int_equal(rw_cli_build_packet(&p, buf, sizeof(buf)), 14 + 40 + 8);
+	assert_int_equal(buf[20], IPPROTO_UDP);
+	assert_int_equal(buf[58] << 8 | buf[59], 8); /* UDP length */
+	o = rw_cli_verdict_json(&p, &v);
+	js = json_dumps(o, JSON_COMPACT);
+	assert_non_null(strstr(js,
+			       "\"src\":\"2600:1f18::7\",\"sport\":40000,\"dst\":\"2a00:1450::1\","
+			       "\"dport\":443,\"proto\":\"udp\",\"source\":\"live\",\"family\":"
+			       "\"ipv6\"}"));
+	free(js);
+	json_decref(o);
+
+	p.proto = IPPROTO_ICMPV6;
+	p.dport = 128;
+	assert_int_equal(rw_cli_build_packet(&p, buf, sizeof(buf)), 14 + 40 + 8);
+	assert_int_equal(buf[20], IPPROTO_ICMPV6);
+	assert_int_equal(buf[21], 64);
+	assert_int_equal(buf[54], 128); /* type */
+	assert_int_equal(buf[55], 0);	/* code */
+	rw_cli_probe_str(&p, line, sizeof(line));
+	assert_string_equal(line, "egress 2600:1f18::7 -> 2a00:1450::1 icmpv6 type 128");
+	o = rw_cli_verdict_json(&p, &v);
+	assert_int_equal(json_integer_value(json_object_get(o, "icmp_type")), 128);
+	assert_string_equal(json_string_value(json_object_get(o, "proto")), "icmpv6");
+	assert_null(json_object_get(o, "dport"));
+	assert_null(json_object_get(o, "sport"));
+	json_decref(o);
+	p.dport = 135; /* NS: on-link, and the target's 16 bytes */
+	assert_int_equal(rw_cli_build_packet(&p, buf, sizeof(buf)), 14 + 40 + 24);
+	assert_int_equal(buf[18] << 8 | buf[19], 24);
+	assert_int_equal(buf[21], 255);
 }
 
 int main(void)
@@ -903,6 +977,7 @@ int main(void)
 		cmocka_unit_test(test_packet),
 		cmocka_unit_test(test_explain_line),
 		cmocka_unit_test(test_explain_json),
+		cmocka_unit_test(test_explain_ipv6),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

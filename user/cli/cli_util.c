@@ -413,29 +413,15 @@ static __u16 ip_csum(const __u8 *p, size_t len)
 	return (__u16)~sum;
 }
 
-size_t rw_cli_build_packet(const struct rw_cli_probe *p, __u8 *buf, size_t len)
+/* The L4 header of a probe at th: TCP (doff 5), UDP, or an ICMPv6 message. No checksum: the
+ * datapath judges headers, it does not verify sums.
+ */
+static void put_l4(const struct rw_cli_probe *p, __u8 *th)
 {
-	/* Locally administered MACs: the program never looks at them. */
-	static const __u8 a_mac[6] = {0x02, 0x72, 0x77, 0, 0, 0x01};
-	static const __u8 b_mac[6] = {0x02, 0x72, 0x77, 0, 0, 0x02};
-	size_t l4 = p->proto == IPPROTO_UDP ? 8 : 20, total = 14 + 20 + l4;
-	__u8 *ip = buf + 14, *th = buf + 34;
-
-	if (len < total)
-		return 0;
-	memset(buf, 0, total);
-	memcpy(buf, b_mac, 6);
-	memcpy(buf + 6, a_mac, 6);
-	put16(buf + 12, 0x0800);
-	ip[0] = 0x45;
-	put16(ip + 2, (__u16)(20 + l4));
-	put16(ip + 4, 1);
-	put16(ip + 6, 0x4000); /* DF, not a fragment */
-	ip[8] = 64;
-	ip[9] = p->proto;
-	memcpy(ip + 12, &p->src, 4);
-	memcpy(ip + 16, &p->dst, 4);
-	put16(ip + 10, ip_csum(ip, 20));
+	if (p->proto == IPPROTO_ICMPV6) {
+		th[0] = (__u8)p->dport; /* type, code 0 */
+		return;
+	}
 	put16(th, p->sport);
 	put16(th + 2, p->dport);
 	if (p->proto == IPPROTO_UDP) {
@@ -448,15 +434,75 @@ size_t rw_cli_build_packet(const struct rw_cli_probe *p, __u8 *buf, size_t len)
 		th[13] = p->tcp_flags;
 		put16(th + 14, 65535);
 	}
+}
+
+/* ICMPv6: 8 bytes, and for the NDP types (133-137) the 16 bytes of a target (::), which is
+ * where their bodies start.
+ */
+static size_t l4_len(const struct rw_cli_probe *p)
+{
+	if (p->proto == IPPROTO_ICMPV6)
+		return p->dport >= 133 && p->dport <= 137 ? 24 : 8;
+	return p->proto == IPPROTO_UDP ? 8 : 20;
+}
+
+size_t rw_cli_build_packet(const struct rw_cli_probe *p, __u8 *buf, size_t len)
+{
+	/* Locally administered MACs: the program never looks at them. */
+	static const __u8 a_mac[6] = {0x02, 0x72, 0x77, 0, 0, 0x01};
+	static const __u8 b_mac[6] = {0x02, 0x72, 0x77, 0, 0, 0x02};
+	size_t l4 = l4_len(p), l3 = p->six ? 40 : 20, total = 14 + l3 + l4;
+	__u8 *ip = buf + 14, *th = buf + 14 + l3;
+
+	if (len < total)
+		return 0;
+	memset(buf, 0, total);
+	memcpy(buf, b_mac, 6);
+	memcpy(buf + 6, a_mac, 6);
+	if (p->six) {
+		put16(buf + 12, 0x86dd);
+		ip[0] = 0x60;
+		put16(ip + 4, (__u16)l4);
+		ip[6] = p->proto;
+		/* NDP is only ever judged with the hop limit that proves it on-link (RFC 4861). */
+		ip[7] = p->proto == IPPROTO_ICMPV6 && p->dport >= 133 && p->dport <= 137 ? 255 : 64;
+		memcpy(ip + 8, p->src6, 16);
+		memcpy(ip + 24, p->dst6, 16);
+		put_l4(p, th);
+		return total;
+	}
+	put16(buf + 12, 0x0800);
+	ip[0] = 0x45;
+	put16(ip + 2, (__u16)(20 + l4));
+	put16(ip + 4, 1);
+	put16(ip + 6, 0x4000); /* DF, not a fragment */
+	ip[8] = 64;
+	ip[9] = p->proto;
+	memcpy(ip + 12, &p->src, 4);
+	memcpy(ip + 16, &p->dst, 4);
+	put16(ip + 10, ip_csum(ip, 20));
+	put_l4(p, th);
 	return total;
 }
 
 void rw_cli_probe_str(const struct rw_cli_probe *p, char *buf, size_t len)
 {
-	char src[32], dst[32];
+	char src[64], dst[64];
 
-	rw_cli_ip_port(p->src, p->sport, src, sizeof(src));
-	rw_cli_ip_port(p->dst, p->dport, dst, sizeof(dst));
+	if (p->six && p->proto == IPPROTO_ICMPV6) {
+		rw_cli_ip6(p->src6, src, sizeof(src));
+		rw_cli_ip6(p->dst6, dst, sizeof(dst));
+		snprintf(buf, len, "%s %s -> %s icmpv6 type %u", rw_dir_name(p->dir), src, dst,
+			 p->dport);
+		return;
+	}
+	if (p->six) {
+		rw_cli_ip6_port(p->src6, p->sport, src, sizeof(src));
+		rw_cli_ip6_port(p->dst6, p->dport, dst, sizeof(dst));
+	} else {
+		rw_cli_ip_port(p->src, p->sport, src, sizeof(src));
+		rw_cli_ip_port(p->dst, p->dport, dst, sizeof(dst));
+	}
 	snprintf(buf, len, "%s %s -> %s %s", rw_dir_name(p->dir), src, dst,
 		 rw_proto_name(p->proto));
 }
@@ -512,19 +558,33 @@ void rw_cli_explain_line(const struct rw_cli_probe *p, const struct rw_cli_verdi
 
 json_t *rw_cli_verdict_json(const struct rw_cli_probe *p, const struct rw_cli_verdict *v)
 {
-	char src[INET_ADDRSTRLEN], dst[INET_ADDRSTRLEN];
+	char src[INET6_ADDRSTRLEN], dst[INET6_ADDRSTRLEN];
+	json_t *o;
 
-	rw_cli_ip(p->src, src, sizeof(src));
-	rw_cli_ip(p->dst, dst, sizeof(dst));
-	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:I, s:s, s:s, s:i, s:s, s:i, "
-			 "s:s, s:s}",
-			 "verdict", v->verdict == RW_VERDICT_ALLOW ? "allow" : "drop", "reason",
-			 rw_reason_name(v->reason), "path", rw_path_name(v->path), "answer",
-			 rw_answer_name(v->answer), "rule", v->rule, "rule_id", (int)v->rule_id,
-			 "run", v->run, "gen", (int)v->gen, "revision", (json_int_t)v->revision,
-			 "dir", rw_dir_name(p->dir), "src", src, "sport", (int)p->sport, "dst", dst,
-			 "dport", (int)p->dport, "proto", rw_proto_name(p->proto), "source",
-			 v->source ? v->source : "live");
+	if (p->six) {
+		rw_cli_ip6(p->src6, src, sizeof(src));
+		rw_cli_ip6(p->dst6, dst, sizeof(dst));
+	} else {
+		rw_cli_ip(p->src, src, sizeof(src));
+		rw_cli_ip(p->dst, dst, sizeof(dst));
+	}
+	o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:I, s:s, s:s, s:i, s:s, s:i, "
+		      "s:s, s:s}",
+		      "verdict", v->verdict == RW_VERDICT_ALLOW ? "allow" : "drop", "reason",
+		      rw_reason_name(v->reason), "path", rw_path_name(v->path), "answer",
+		      rw_answer_name(v->answer), "rule", v->rule, "rule_id", (int)v->rule_id, "run",
+		      v->run, "gen", (int)v->gen, "revision", (json_int_t)v->revision, "dir",
+		      rw_dir_name(p->dir), "src", src, "sport", (int)p->sport, "dst", dst, "dport",
+		      (int)p->dport, "proto",
+		      p->proto == IPPROTO_ICMPV6 ? "icmpv6" : rw_proto_name(p->proto), "source",
+		      v->source ? v->source : "live");
+	json_object_set_new(o, "family", json_string(p->six ? "ipv6" : "ipv4"));
+	if (p->proto == IPPROTO_ICMPV6) {
+		json_object_set_new(o, "icmp_type", json_integer(p->dport));
+		json_object_del(o, "sport");
+		json_object_del(o, "dport");
+	}
+	return o;
 }
 
 /* ---- the kernel's state, read only ------------------------------------------------------- */

@@ -133,9 +133,11 @@ void rw_cli_event_header(char *buf, size_t len);
 struct rw_cli_probe {
 	__u8 dir; /* enum rw_dir */
 	__be32 src, dst;
-	__u16 sport, dport;
-	__u8 proto; /* IPPROTO_TCP or IPPROTO_UDP */
+	__u16 sport, dport; /* IPPROTO_ICMPV6: dport is the type */
+	__u8 proto;	    /* IPPROTO_TCP, IPPROTO_UDP, or (IPv6) IPPROTO_ICMPV6 */
 	__u8 tcp_flags;
+	bool six; /* IPv6: src6 and dst6, not src and dst */
+	__be32 src6[4], dst6[4];
 };
 
 /* What the program decided, and under which policy. */
@@ -154,10 +156,14 @@ struct rw_cli_verdict {
 
 #define RW_CLI_PKT_MAX 128
 
-/* Ethernet + IPv4 (no options) + TCP (doff 5) or UDP, no payload. Returns the length. */
+/* Ethernet + IPv4 (no options) or IPv6 (no extension headers) + TCP (doff 5) or UDP, or an
+ * ICMPv6 message of the probe's type, no payload. Returns the length.
+ */
 size_t rw_cli_build_packet(const struct rw_cli_probe *p, __u8 *buf, size_t len);
 
-/* "egress 10.1.2.3:40000 -> 172.20.0.10:443 tcp" */
+/* "egress 10.1.2.3:40000 -> 172.20.0.10:443 tcp", "egress [2600::7]:40000 -> [2a00::1]:443 tcp",
+ * "egress 2600::7 -> 2a00::1 icmpv6 type 128"
+ */
 void rw_cli_probe_str(const struct rw_cli_probe *p, char *buf, size_t len);
 
 /* "allowed via rule services[0] egress-proxy", "allowed via open", "refused: dns",
@@ -177,7 +183,8 @@ void rw_cli_explain_line(const struct rw_cli_probe *p, const struct rw_cli_verdi
 			 const struct rw_cli_verdict *with, char *buf, size_t len);
 
 /* {"verdict":"allow","reason":...,"path":...,"answer":...,"rule":...,"rule_id":N,"run":...,"gen":N,
- *  "revision":N,"dir":...,"src":...,"sport":N,"dst":...,"dport":N,"proto":...,"source":...}
+ *  "revision":N,"dir":...,"src":...,"sport":N,"dst":...,"dport":N,"proto":...,"source":...,
+ *  "family":"ipv4"|"ipv6"} (ICMPv6: "icmp_type" in place of the ports)
  */
 json_t *rw_cli_verdict_json(const struct rw_cli_probe *p, const struct rw_cli_verdict *v);
 

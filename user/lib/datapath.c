@@ -47,7 +47,7 @@ static void datapath_init(struct rw_datapath *dp, unsigned int flags)
 	for (int i = 0; i < RW_M__COUNT; i++)
 		dp->map_fd[i] = -1;
 	for (int i = 0; i < RW_DIR_COUNT; i++)
-		dp->prog_fd[i] = -1;
+		dp->prog_fd[i] = dp->prog6_fd[i] = -1;
 	dp->flip_fd = -1;
 	dp->lease_fd = -1;
 }
@@ -207,6 +207,11 @@ int rw_datapath_load_sized(struct rw_datapath *dp, const char *pin_dir, unsigned
 		bpf_object__for_each_map(map, skel->obj) bpf_map__set_pin_path(map, NULL);
 	}
 	skel->rodata->rw_dry_run = !!(flags & RW_DP_DRY_RUN);
+	/* A dry run's IPv6 programs are its own: the pinned rw_progs6 holds the node's, which the
+	 * programs attached on the veths tail-call.
+	 */
+	if (flags & RW_DP_DRY_RUN)
+		bpf_map__set_pin_path(skel->maps.rw_progs6, NULL);
 	/* The flip only where one can happen: not in a dry run over the pins (`runwall explain`
 	 * against the node's policy), which must never write them.
 	 */
@@ -237,6 +242,17 @@ int rw_datapath_load_sized(struct rw_datapath *dp, const char *pin_dir, unsigned
 		if (dp->map_fd[i] < 0) {
 			err = rw_fail_msg(errbuf, errlen, -ENOENT,
 					  "map %s missing from the BPF object", rw_map_names[i]);
+			goto cleanup;
+		}
+	}
+	dp->prog6_fd[RW_DIR_EGRESS] = bpf_program__fd(skel->progs.rw_egress6);
+	dp->prog6_fd[RW_DIR_INGRESS] = bpf_program__fd(skel->progs.rw_ingress6);
+	/* Each slot is replaced whole: a packet tail-calls the old IPv6 program or the new one. */
+	for (__u32 d = 0; d < RW_DIR_COUNT; d++) {
+		if (bpf_map_update_elem(dp->map_fd[RW_M_PROGS6], &d, &dp->prog6_fd[d], BPF_ANY)) {
+			err = rw_fail_msg(errbuf, errlen, -errno, "%s[%s]: %s",
+					  rw_map_names[RW_M_PROGS6], rw_dir_name(d),
+					  strerror(errno));
 			goto cleanup;
 		}
 	}

@@ -45,9 +45,10 @@ struct rw_datapath {
 	struct runwall_bpf *skel; /* NULL when only the pinned maps were opened */
 	char pin_dir[PATH_MAX];	  /* "" with RW_DP_NO_PIN */
 	int map_fd[RW_M__COUNT];
-	int prog_fd[RW_DIR_COUNT]; /* [RW_DIR_EGRESS] = rw_egress, -1 when not loaded */
-	int flip_fd;		   /* rw_flip; -1 where no flip can happen (rw_config_flip()) */
-	int lease_fd;		   /* rw_lease; -1 where no flip can happen either */
+	int prog_fd[RW_DIR_COUNT];  /* [RW_DIR_EGRESS] = rw_egress, -1 when not loaded */
+	int prog6_fd[RW_DIR_COUNT]; /* rw_egress6, rw_ingress6 (never attached: rw_progs6) */
+	int flip_fd;		    /* rw_flip; -1 where no flip can happen (rw_config_flip()) */
+	int lease_fd;		    /* rw_lease; -1 where no flip can happen either */
 	unsigned int flags;
 	/* The slots' inner maps and what they hold (apply.c), and how rw_datapath_close() frees
 	 * them: set by rw_apply_prepare(), as libbpf's bpf_map__set_priv() takes a clear_priv.
