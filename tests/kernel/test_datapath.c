@@ -90,6 +90,7 @@ int main(void)
 	test_revoke_drop_mode();
 	test_revoke_ended();
 	test_apply6();
+	test_ipv6_policy();
 
 	printf("1..%d\n", t_count);
 	printf("# %s: %d checks failed\n", t_failed ? "FAIL" : "PASS", t_failed);

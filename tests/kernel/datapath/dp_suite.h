@@ -193,4 +193,7 @@ void test_ipv6(void);
 /* ipv6_bind.c */
 void test_ipv6_binding(void);
 
+/* ipv6_policy.c */
+void test_ipv6_policy(void);
+
 #endif /* RUNWALL_TEST_DP_SUITE_H */
