@@ -381,20 +381,29 @@ RW_IPS="a=$A_IP4 b=$B_IP4" judge attempts --check events --spec "$RW_WORK/matrix
 
 # ---- ranges: link-local, multicast, v4-mapped ----------------------------------------------------
 section "ranges: link-local, multicast and v4-mapped destinations"
-before=$(run_counter "$A_RUN" egress private-destination)
-rw_probe a tcp "$GW_A%eth0" 22 --timeout "$(rw_scale 0.5)" >/dev/null || true
+# A socket to a link-scope destination takes the pod's own link-local source, which is never
+# bound: outside NDP that is spoofed-source. Bound to the pod's /128, the destination decides.
 plus() { [ $(($(run_counter "$1" egress "$2") - $3)) -ge "$4" ]; }
-check "ranges: TCP to the gateway's link-local $GW_A:22 is private-destination" rw_wait 2 plus "$A_RUN" private-destination "$before" 1
+LL_A=$(pod_ll a)
+before=$(run_counter "$A_RUN" egress spoofed-source)
+rw_probe a tcp "$GW_A%eth0" 22 --timeout "$(rw_scale 0.5)" >/dev/null || true
+check "ranges: TCP from a's own link-local $LL_A to the gateway's is spoofed-source (the pod's link-local is no identity)" \
+	rw_wait 2 plus "$A_RUN" spoofed-source "$before" 1
+before=$(run_counter "$A_RUN" egress private-destination)
+rw_probe a tcp "$GW_A%eth0" 22 --src "$A_IP6" --timeout "$(rw_scale 0.5)" >/dev/null || true
+check "ranges: TCP from $A_IP6 to the gateway's link-local $GW_A:22 is private-destination" \
+	rw_wait 2 plus "$A_RUN" private-destination "$before" 1
 check "ranges: its event names the link-local destination" in_events --arg run "$A_RUN" --arg d "$GW_A" \
-	'any(.[]; .run == $run and .reason == "private-destination" and .dst == $d and .dport == 22)'
+	--arg s "$A_IP6" 'any(.[]; .run == $run and .reason == "private-destination" and .src == $s and .dst == $d and .dport == 22)'
 for m in ff02::1 ff05::1:3 ff0e::101; do
 	before=$(run_counter "$A_RUN" egress private-destination)
 	rw_in "${RW_SB_NS[a]}" "$RW_PY" -c '
 import socket, sys
 s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+s.bind((sys.argv[2], 0))
 s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_IF, socket.if_nametoindex("eth0"))
-s.sendto(b"x", (sys.argv[1], 9))' "$m" 2>/dev/null || true
-	check "ranges: UDP to multicast $m is private-destination" rw_wait 2 plus "$A_RUN" private-destination "$before" 1
+s.sendto(b"x", (sys.argv[1], 9))' "$m" "$A_IP6" 2>/dev/null || true
+	check "ranges: UDP from $A_IP6 to multicast $m is private-destination" rw_wait 2 plus "$A_RUN" private-destination "$before" 1
 done
 for d in ::ffff:a00:505 ::ffff:a9fe:a9fe; do
 	why=private-destination
@@ -427,7 +436,6 @@ check "pmtu: sandbox b's route cache shows mtu $HOP_MTU (got '$(route_mtu b)'): 
 # ---- forged-na -----------------------------------------------------------------------------------
 section "forged-na: NDP lies from a sandbox"
 ip -n "$RW_NODE" -6 neigh show | sort >"$RW_WORK/neigh-before"
-LL_A=$(pod_ll a)
 before=$(run_counter "$A_RUN" egress spoofed-source)
 frame a na "$LL_A" ff02::1 "$B_IP6"
 frame a na "$LL_A" ff02::1 "$GW_A"
