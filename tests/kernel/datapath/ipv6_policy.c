@@ -3,8 +3,8 @@
  * the IPv6 programs under real snapshots (rw_policy_parse(), rw_apply()): the services on their
  * ports, metadata, the special ranges, the forms that embed an IPv4 address (judged by the IPv4
  * policy), DNS, the egress modes, inbound from the platform's peers only, spoofing, replies and
- * the verdict cache, one apply cutting an IPv6 and an IPv4 flow of one run, and the IPv6 table
- * of a full sandbox. run_case() checks each case's verdict, counters and event, whose addresses
+ * the verdict cache, the lease-expired policy, one apply cutting an IPv6 and an IPv4 flow of one
+ * run, and the IPv6 table of a full sandbox. run_case() checks each case's verdict, counters and event, whose addresses
  * are the IPv6 ones.
  *
  * rwt0 and rwt1 are bound dual-stack here (their IPv4 as in the other parts); both runs refuse
@@ -343,7 +343,7 @@ static const struct tcase egress_cases[] = {
 	 DROPPED(RW_REASON_UNSUPPORTED_PROTOCOL, A)},
 	{"ICMPv6 echo: by type (bpf/icmp6.h)", .dev = 0, .dir = E,
 	 .pkt = {.ipv6 = 1, .src = POD_A6, .dst = PROXY6, .proto = 58, .icmp6_type = 128},
-	 DROPPED(RW_REASON_ICMPV6_TYPE, A)},
+	 DROPPED(RW_REASON_UNSUPPORTED_PROTOCOL, A)},
 };
 
 /* The flow's entry in rwt0's IPv6 table: 0 when found. */
@@ -469,6 +469,50 @@ static void test_conntrack6_full(void)
 	bind_dual(0, POD_A, POD_A6);
 }
 
+/* The lease-expired policy judges IPv6 as it judges IPv4: services and inbound only; a cached
+ * flow of a run rule is judged again and cut; the other refusals keep their reasons; an
+ * embedded IPv4 destination gets the IPv4 lease policy.
+ */
+static void test_lease6(void)
+{
+	static const struct tcase before[] = {
+		{"lease 0: an IPv6 run-rule flow opens", OUT_A("2a00:1451::8", UDP, 40100, 123, 0),
+		 ALLOWED(RW_PATH_RULE_CIDR, 1, A)},
+		{"lease 0: it goes on (cached)", OUT_A("2a00:1451::8", UDP, 40100, 123, 0),
+		 ALLOWED(RW_PATH_RULE_CIDR, 0, A)},
+	};
+	static const struct tcase expired[] = {
+		{"lease expired: the IPv6 run-rule flow is cut",
+		 OUT_A("2a00:1451::8", UDP, 40100, 123, 0), DROPPED(RW_REASON_LEASE_EXPIRED, A)},
+		{"lease expired: an IPv6 service still opens", OUT_A(PROXY6, TCP, 40101, 443, SYN),
+		 ALLOWED(RW_PATH_RULE, 1, A)},
+		{"lease expired: open mode over IPv6", OUT_B(PUBLIC6, TCP, 40102, 443, SYN),
+		 DROPPED(RW_REASON_LEASE_EXPIRED, B)},
+		{"lease expired: unique local stays private",
+		 OUT_B("fd12::5", TCP, 40103, 443, SYN), DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
+		{"lease expired: DNS over IPv6 stays dns", OUT_B(PUBLIC6, UDP, 40104, 53, 0),
+		 DROPPED(RW_REASON_DNS, B)},
+		{"lease expired: metadata stays metadata",
+		 OUT_B("fd00:ec2::254", TCP, 40105, 80, SYN), DROPPED(RW_REASON_METADATA, B)},
+		{"lease expired: NAT64 of a public address",
+		 OUT_B("64:ff9b::101:101", TCP, 40106, 443, SYN),
+		 DROPPED(RW_REASON_LEASE_EXPIRED, B)},
+		{"lease expired: v4-mapped IPv4 service",
+		 OUT_B("::ffff:172.20.0.10", TCP, 40107, 443, SYN), ALLOWED(RW_PATH_RULE, 1, B)},
+		{"lease expired: inbound from the IPv6 peer", INTO_A(PEER6, TCP, 50100, 4096, SYN),
+		 ALLOWED(RW_PATH_INBOUND, 1, A)},
+	};
+	char err[256];
+
+	run_table(before, sizeof(before) / sizeof(before[0]));
+	/* A deadline of 1 ns after boot is behind the kernel's clock. */
+	if (rw_lease_write(&dp, 1, err, sizeof(err)))
+		FATAL("rw_lease_write: %s", err);
+	run_table(expired, sizeof(expired) / sizeof(expired[0]));
+	if (rw_lease_write(&dp, 0, err, sizeof(err)))
+		FATAL("rw_lease_write: %s", err);
+}
+
 void test_ipv6_policy(void)
 {
 	unsigned long long rev = next_revision();
@@ -481,6 +525,7 @@ void test_ipv6_policy(void)
 	free(json);
 	run_table(egress_cases, sizeof(egress_cases) / sizeof(egress_cases[0]));
 	test_cache6(rev);
+	test_lease6();
 	test_one_apply_cuts_both(&rev);
 	test_conntrack6_full();
 	bind_veth(0, POD_A);
