@@ -187,7 +187,8 @@ check "nothing of the pod left on the node" \
 
 # ---- the agent running -----------------------------------------------------------------------
 jq '.revision = 100 | .runs += [{id: "run-cni1", pods: ["10.1.9.11"]},
-	{id: "run-cni2", pods: ["10.1.9.12"]}]' "$POLICY_DEFAULT" >"$RW_WORK/policy.json"
+	{id: "run-cni2", pods: ["10.1.9.12"]}, {id: "run-cni6", pods: ["2600:1f14:abc:de00::7"]}]' \
+	"$POLICY_DEFAULT" >"$RW_WORK/policy.json"
 rw_agent_start --ifprefix veth --policy "$RW_WORK/policy.json" --resync 1
 rw_agent_wait
 ready() { rw -j status 2>/dev/null | rw_jq_true .ready; }
@@ -287,6 +288,10 @@ if cni ADD p6 >"$RW_WORK/p6.out"; then
 		'.sandboxes[] | select(.ifname == $i) | .pod == "169.254.172.9" and
 		 .pod6 == "2600:1f14:abc:de00::7" and .gateway6 == $gw'; }
 	check "IPv6 node: status -j shows both addresses and the gateway" sbx6
+	run6() { rw -j status 2>/dev/null | rw_jq_true --arg i "$P6_IF" \
+		'(.sandboxes[] | select(.ifname == $i) | .run == "run-cni6") and
+		 (.runs[] | select(.id == "run-cni6") | .pods == ["2600:1f14:abc:de00::7"])'; }
+	check "IPv6 node: status -j finds the sandbox's run by its IPv6, and lists the run's IPv6 pod" run6
 	check "IPv6 node: status shows both addresses to people" \
 		grep -q "169.254.172.9 2600:1f14:abc:de00::7" <<<"$(rw status 2>/dev/null || true)"
 	# Only the IPv4 bound (runwall-cni of another pod's view): CHECK names both sides.

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "agent.h"
+#include "liveruns.h"
 
 void agent_view_publish(struct agent *a)
 {
@@ -34,8 +35,9 @@ void agent_view_publish(struct agent *a)
 			detached++;
 		} else if (!(s->pod.flags & (RW_EP_IP4 | RW_EP_IP6))) {
 			snap.sandboxes[RW_SBX_UNBOUND]++;
-		} else if (!(s->pod.flags & RW_EP_IP4) ||
-			   rw_live_pod(&a->dp, s->pod.pod_ip, &pod)) {
+		} else if ((s->pod.flags & RW_EP_IP4)
+				   ? rw_live_pod(&a->dp, s->pod.pod_ip, &pod)
+				   : rw_live_pod6(&a->dp, s->pod.pod_ip6, &pod)) {
 			snap.sandboxes[RW_SBX_NO_RUN]++;
 		} else {
 			bool dup = false;

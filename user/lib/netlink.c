@@ -289,7 +289,8 @@ static int dump_routes_family(int family, int oif, rw_nl_route_fn fn, void *data
 	 */
 	err = dump_run(nlh, dump_route_cb, &ctx, oif > 0);
 	free(nlh);
-	return err;
+	/* A kernel booted with ipv6.disable=1 has no IPv6 routes to dump. */
+	return family == AF_INET6 && err == -EAFNOSUPPORT ? 0 : err;
 }
 
 int rw_nl_dump_routes(rw_nl_route_fn fn, void *data)
@@ -435,6 +436,8 @@ int rw_nl_link_local6(int ifindex, __be32 addr[4])
 		if (err != -EAGAIN)
 			break;
 	}
+	if (err == -EAFNOSUPPORT) /* ipv6.disable=1: no link-local anywhere */
+		return -ENOENT;
 	if (err)
 		return err;
 	if (!w.found)

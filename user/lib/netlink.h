@@ -64,7 +64,7 @@ int rw_nl_dump_links(rw_nl_link_fn fn, void *data);
 
 /* The unicast routes of the main table with an output interface and a host prefix, IPv4 /32
  * then IPv6 /128 (the per-pod routes). A multipath route (no single output interface) is not
- * reported. -EAGAIN as for rw_nl_dump_links().
+ * reported; a kernel without IPv6 has only the IPv4 ones. -EAGAIN as for rw_nl_dump_links().
  */
 int rw_nl_dump_routes(rw_nl_route_fn fn, void *data);
 
@@ -75,7 +75,8 @@ int rw_nl_dump_routes_via(int oif, rw_nl_route_fn fn, void *data);
 
 /* The host side's own IPv6 link-local address on ifindex (scope link, not failed DAD: the
  * address a pod's NDP finds its gateway at): 0 and addr set, -ENOENT when it has none (yet:
- * the kernel adds it when the link comes up), -ENODEV when no interface has that index.
+ * the kernel adds it when the link comes up; or the kernel has no IPv6, or no interface has
+ * that index).
  */
 int rw_nl_link_local6(int ifindex, __be32 addr[4]);
 

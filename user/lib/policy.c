@@ -813,8 +813,10 @@ static int parse_cidr(struct parser *ps, json_t *v, struct rw_policy_cidr *c)
 	 */
 	if (host_bits_set(c)) {
 		m = *c;
-		m.addr &= prefix_mask(m.prefixlen);
-		mask6(m.addr6, m.addr6, m.prefixlen);
+		if (m.family == AF_INET6)
+			mask6(m.addr6, m.addr6, m.prefixlen);
+		else
+			m.addr &= prefix_mask(m.prefixlen);
 		sb_init(&sb, net, sizeof(net));
 		sb_cidr_of(&sb, &m);
 		return fail(ps, AT_VALUE, "%s has host bits set: did you mean %s?", quote(q, s),

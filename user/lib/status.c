@@ -68,12 +68,14 @@ json_t *rw_status_sandbox(const char *pin_dir, const char *ifname, int ifindex,
 }
 
 json_t *rw_status_run(const char *id, __u32 idx, __u32 gen, const char *since, int egress,
-		      const __be32 *pods, size_t n_pods)
+		      const __be32 *pods, size_t n_pods, const __be32 (*pods6)[4], size_t n_pods6)
 {
 	json_t *list = json_array();
 
 	for (size_t i = 0; list && i < n_pods; i++)
 		json_array_append_new(list, ip_or_null(pods[i]));
+	for (size_t i = 0; list && i < n_pods6; i++)
+		json_array_append_new(list, ip6_or_null(true, pods6[i]));
 	return json_pack("{s:s, s:i, s:i, s:o, s:s, s:o*}", "id", id, "idx", (int)idx, "gen",
 			 (int)gen, "since", since && *since ? json_string(since) : json_null(),
 			 "egress", rw_egress_name(egress), "pods", list);
@@ -129,10 +131,14 @@ static json_t *sandbox_json(struct node_status *c, const char *ifname, __u32 ifi
 	struct rw_endpoint ep;
 	bool bound = !rw_endpoint_get(c->dp, ifindex, &ep);
 
-	/* The run by the pod's IPv4 (the live runs list their IPv4 pods). */
+	/* The run by the pod's IPv4, else by its IPv6. */
 	for (size_t r = 0; bound && (ep.flags & RW_EP_IP4) && r < c->n_runs && !run; r++)
 		for (size_t p = 0; p < c->runs[r].n_pods; p++)
 			if (c->runs[r].pods[p] == ep.pod_ip)
+				run = c->runs[r].id;
+	for (size_t r = 0; bound && (ep.flags & RW_EP_IP6) && r < c->n_runs && !run; r++)
+		for (size_t p = 0; p < c->runs[r].n_pods6; p++)
+			if (!memcmp(c->runs[r].pods6[p], ep.pod_ip6, sizeof(ep.pod_ip6)))
 				run = c->runs[r].id;
 	return rw_status_sandbox(c->bpffs, ifname, (int)ifindex, bound ? &ep : NULL, run);
 }
@@ -228,7 +234,8 @@ static json_t *runs_json(struct node_status *c)
 		if (!c->agent && r->gen == c->revision)
 			since = applied;
 		json_array_append_new(arr, rw_status_run(r->id, r->idx, r->gen, since, r->egress,
-							 r->pods, r->n_pods));
+							 r->pods, r->n_pods,
+							 (const __be32(*)[4])r->pods6, r->n_pods6));
 	}
 	return arr;
 }
