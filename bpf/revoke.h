@@ -158,43 +158,42 @@ static __noinline int rw_revoke_build(struct __sk_buff *skb, __u32 from_pod)
 static __always_inline int rw_revoke6_write(struct __sk_buff *skb, struct rw_rst6_frame *f,
 					    __be32 seq)
 {
-	__s64 pseudo, hdr = rw_rst6_finish(f, seq, 0, TCP_FLAG_RST_, &pseudo);
-
-	if (pseudo < 0 || hdr < 0)
-		return -1;
+	rw_rst6_finish(f, seq, 0, TCP_FLAG_RST_);
 	if (bpf_skb_store_bytes(skb, 0, &f->eth, RW_RST6_LEN, BPF_F_RECOMPUTE_CSUM))
 		return -1;
-	if (bpf_l4_csum_replace(skb, RW_RST6_CSUM_OFF, 0, (__u32)pseudo, BPF_F_PSEUDO_HDR))
+	if (bpf_l4_csum_replace(skb, RW_RST6_CSUM_OFF, 0,
+				rw_ip6_pseudo_sum(&f->ip6, 20, IPPROTO_TCP), BPF_F_PSEUDO_HDR))
 		return -1;
-	return bpf_l4_csum_replace(skb, RW_RST6_CSUM_OFF, 0, (__u32)hdr, 0);
+	return bpf_l4_csum_replace(skb, RW_RST6_CSUM_OFF, 0, rw_sum16(&f->tcp, sizeof(f->tcp), 0),
+				   0);
 }
 
-/* rw_revoke_build() for IPv6, a subprogram of its own: IPv4's refusals never walk it, and each
- * keeps its own stack. l4_off is struct rw_pkt's: the TCP header's offset, behind any extension
- * headers, which the resets do not carry. One frame serves both resets: the remote's is the
- * segment's way when it came from the pod, the pod's the other way.
+/* rw_revoke_build() for IPv6, a global function of its own as answer.h's IPv6 builders are
+ * (verified once; IPv4's programs never call it; a small frame). l4_off is struct rw_pkt's: the
+ * TCP header's offset, behind any extension headers, which the resets do not carry. One frame
+ * serves both resets: the remote's is the segment's way when it came from the pod, the pod's the
+ * other way.
  */
-static __noinline int rw_revoke6_build(struct __sk_buff *skb, __u32 from_pod, __u32 l4_off)
+__noinline int rw_revoke6_build(struct __sk_buff *skb, __u32 from_pod, __u32 l4_off)
 {
 	struct rw_rst6_frame f = {};
-	__u32 mark = skb->mark;
-	__be32 seq, ack;
+	__be32 first, second;
+	__u32 mark;
 
 	if (rw_rst6_load(skb, l4_off, &f))
 		return -1;
-	seq = f.tcp.seq;
-	ack = f.tcp.ack_seq;
-	if (rw_ip6_cut_to_reset(skb, l4_off))
-		return -1;
+	first = from_pod ? f.tcp.seq : f.tcp.ack_seq;
+	second = from_pod ? f.tcp.ack_seq : f.tcp.seq;
 	if (!from_pod)
 		rw_rst6_turn(&f);
-	if (rw_revoke6_write(skb, &f, from_pod ? seq : ack))
+	if (rw_ip6_cut_to_reset(skb, l4_off) || rw_revoke6_write(skb, &f, first))
 		return -1;
+	mark = skb->mark;
 	skb->mark = RW_MARK_REVOKE;
 	bpf_clone_redirect(skb, skb->ifindex, BPF_F_INGRESS);
 	skb->mark = mark;
 	rw_rst6_turn(&f);
-	return rw_revoke6_write(skb, &f, from_pod ? ack : seq);
+	return rw_revoke6_write(skb, &f, second);
 }
 
 /* rw_egress's first test: a remote's reset made above, back on the host veth's ingress. Its
