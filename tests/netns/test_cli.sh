@@ -632,6 +632,7 @@ check "explain with an ICMPv6 type past 255 exits 2 ($rc)" test "$rc" = 2
 # pod_b and the services namespaces; static neighbours (the flow needs no NDP) and the /128
 # route the agent binds the veth's IPv6 address from, as the VPC CNI makes it.
 for ns in "$node" "$svc" "$pod_b"; do
+	in_ns "$ns" sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0
 	in_ns "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.default.disable_ipv6=0
 done
 in_ns "$node" sysctl -qw net.ipv6.conf.all.forwarding=1
@@ -650,11 +651,13 @@ ip -n "$node" -6 route add 2600:1f18:bb::4/128 dev "$veth_b"
 bound6=
 for _ in $(seq $((100 * scale))); do
 	run rw -j map lookup endpoints "$veth_b"
-	bound6=$(jq_ "d['entries'][0]['pod6']" 2>/dev/null) || true
-	[ "$bound6" = 2600:1f18:bb::4 ] && break
+	# Bound by its /128 route, and with the veth's link-local as the pod's gateway.
+	bound6=$(jq_ "d['entries'][0]['pod6'], d['entries'][0]['gw6'] is not None" 2>/dev/null) || true
+	[ "$bound6" = "('2600:1f18:bb::4', True)" ] && break
 	sleep 0.05
 done
-check "the agent binds pod_b's veth by its /128 route too ($bound6)" test "$bound6" = 2600:1f18:bb::4
+check "the agent binds pod_b's veth by its /128 route too, and its gateway ($bound6)" \
+	test "$bound6" = "('2600:1f18:bb::4', True)"
 in_ns "$svc" "$PY" -c 'import socket, sys
 s = socket.socket(socket.AF_INET6); s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("2a00:1450::9", 443)); s.listen(8)
@@ -664,7 +667,7 @@ while True:
 pids+=($!)
 for _ in $(seq $((100 * scale))); do grep -q ready "$work/listen6" && break; sleep 0.05; done
 got6=$(in_ns "$pod_b" "$PY" -c 'import socket
-s = socket.socket(socket.AF_INET6); s.settimeout(2)
+s = socket.socket(socket.AF_INET6); s.settimeout(3)
 try:
     s.connect(("2a00:1450::9", 443)); print("ok" if s.recv(16) else "empty")
 except OSError as e:
