@@ -61,6 +61,9 @@ for line in sys.stdin:
 '''
 
 
+RW_EP_IP4 = 1 << 0
+
+
 def pinned_map(path):
     p = ctypes.create_string_buffer(path.encode())
     fd, _ = probe.bpf(BPF_OBJ_GET, struct.pack("=QII", ctypes.addressof(p), 0, 0))
@@ -68,15 +71,17 @@ def pinned_map(path):
 
 
 def endpoint_of(map_fd, ifindex):
-    """The pod address bound to ifindex in rw_endpoints, None when unbound."""
+    """The pod IPv4 address bound to ifindex in rw_endpoints, None when unbound."""
     key = ctypes.create_string_buffer(struct.pack("=I", ifindex), 4)
-    val = ctypes.create_string_buffer(8)
+    # struct rw_endpoint (include/runwall.h): pod_ip, flags, pod_ip6[4], gw_ip6[4].
+    val = ctypes.create_string_buffer(40)
     try:
         probe.bpf(BPF_MAP_LOOKUP_ELEM, struct.pack("=IIQQQ", map_fd, 0, ctypes.addressof(key),
                                                    ctypes.addressof(val), 0))
     except OSError:
         return None
-    return socket.inet_ntoa(val.raw[:4])
+    pod_ip, flags = struct.unpack("=4sI", val.raw[:8])
+    return socket.inet_ntoa(pod_ip) if flags & RW_EP_IP4 else None
 
 
 def hooks_ok(ifindex):
