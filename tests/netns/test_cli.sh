@@ -289,11 +289,13 @@ run "$RUNWALL" agent --help
 check "agent --help prints the same text as help agent" test "$out" = "$("$RUNWALL" help agent)"
 
 # ---- map ----
+# Every map of the contract header's RW_MAPS, whatever this build has.
+n_maps=$(grep -c '^	X([A-Z0-9_]*, rw_[a-z0-9_]*, "' include/runwall.h)
 run rw map list
 check "map list exits 0 and names every pinned map" \
-	test "$rc" = 0 -a "$(grep -Ec '^  [a-z]+ +rw_[a-z_0-9]+ ' <<<"$out")" = 18
+	test "$rc" = 0 -a "$(grep -Ec '^  [a-z0-9]+ +rw_[a-z_0-9]+ ' <<<"$out")" = "$n_maps"
 run rw -j map list
-check "map list -j" json_is "len(d['maps']), d['revision']" "(18, 12)"
+check "map list -j" json_is "len(d['maps']), d['revision']" "($n_maps, 12)"
 
 run rw map dump config
 check "map dump config" grep -Eq "^revision +12$" <<<"$out"
@@ -594,14 +596,28 @@ run rw map lookup pods 2600:1f18::zz
 check "map lookup of a bad IPv6 address exits 2 ($rc)" test "$rc" = 2
 
 run rw explain --pod 2600:1f18:bb::4 2a00:1450::1 443 --policy "$work/dual.json"
-check "explain an IPv6 packet: the frame as IPv6, bracketed ($rc: $out)" \
-	grep -Eq "^egress \[2600:1f18:bb::4\]:40000 -> \[2a00:1450::1\]:443 tcp \(.*revision 14\): with $work/dual.json: " <<<"$out"
+check "explain an IPv6 packet: the frame as IPv6, bracketed, allowed by the run's IPv6 rule ($rc)" \
+	test "$rc" = 0 -a "$out" = "egress [2600:1f18:bb::4]:40000 -> [2a00:1450::1]:443 tcp (run run-9c01 gen 14, revision 14): with $work/dual.json: allowed via rule runs[1].allow[1]"
 check "... judged by the file alone, the pod having no veth here" \
 	grep -q "the live policy cannot judge this packet on this node" <<<"$err"
 run rw -j explain --run run-9c01 2a00:1450::1 443 udp --policy "$work/dual.json"
 check "explain --run with an IPv6 DST takes the run's IPv6 pod -j" \
-	json_is "d['family'], d['pod'], d['src'], d['dst'], d['dport'], d['proto']" \
-	"('ipv6', '2600:1f18:bb::4', '2600:1f18:bb::4', '2a00:1450::1', 443, 'udp')"
+	json_is "d['family'], d['pod'], d['src'], d['dst'], d['dport'], d['proto'], d['verdict'], d['reason']" \
+	"('ipv6', '2600:1f18:bb::4', '2600:1f18:bb::4', '2a00:1450::1', 443, 'udp', 'allow', 'allowed')"
+# The kernel's judging of IPv6 through explain: a service, metadata, a NAT64 form of a private
+# address (judged as that IPv4 address), the IPv6 deny list.
+explain6_is() { # explain6_is DST PORT VERDICT REASON-or-PATH [RULE]
+	run rw -j explain --pod 2600:1f18:bb::4 "$1" "$2" --policy "$work/dual.json"
+	local got
+	got=$(jq_ "d['verdict'], d['reason'] if d['verdict'] == 'drop' else d['path'], d['rule']" 2>&1) || true
+	check "explain IPv6 to $1 $2: $3 $4" test "$got" = "('$3', '$4', '${5:-}')"
+}
+explain6_is 2600:1f18:aa::10 443 allow rule "services[5] proxy6"
+explain6_is 2600:1f18:ab:7::1 8443 allow rule-cidr "services[6] api6"
+explain6_is fd00:ec2::254 80 drop metadata
+explain6_is 64:ff9b::a00:505 22 drop private-destination
+explain6_is fd00:10::5 443 drop private-destination
+explain6_is 2a00:1450::9 443 allow open
 run rw -j explain --pod 2600:1f18:bb::4 2a00:1450::1 128 icmpv6 --policy "$work/dual.json"
 check "explain an ICMPv6 type -j" json_is "d['proto'], d['icmp_type'], 'dport' in d" "('icmpv6', 128, False)"
 run rw explain --pod 2600:1f18:bb::4 2a00:1450::1 135 icmpv6 --policy "$work/dual.json"
@@ -612,6 +628,64 @@ run rw explain --pod 10.1.2.4 172.20.0.10 128 icmpv6
 check "explain icmpv6 to an IPv4 DST exits 2 ($rc)" test "$rc" = 2
 run rw explain --pod 2600:1f18:bb::4 2a00:1450::1 256 icmpv6 --policy "$work/dual.json"
 check "explain with an ICMPv6 type past 255 exits 2 ($rc)" test "$rc" = 2
+# A real IPv6 flow of pod_b, seen in rw_conntrack6: IPv6 on for this part only, in the node,
+# pod_b and the services namespaces; static neighbours (the flow needs no NDP) and the /128
+# route the agent binds the veth's IPv6 address from, as the VPC CNI makes it.
+for ns in "$node" "$svc" "$pod_b"; do
+	in_ns "$ns" sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0
+	in_ns "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.default.disable_ipv6=0
+done
+in_ns "$node" sysctl -qw net.ipv6.conf.all.forwarding=1
+ip -n "$node" -6 addr add fd99::1/64 dev "up$$" nodad
+ip -n "$svc" -6 addr add fd99::2/64 dev eth0 nodad
+ip -n "$svc" -6 addr add 2a00:1450::9/128 dev lo
+ip -n "$svc" -6 route add 2600:1f18:bb::4/128 via fd99::1
+ip -n "$node" -6 route add 2a00:1450::/32 via fd99::2
+mac_b=$(ip -n "$node" -br link show "$veth_b" | awk '{print $3}')
+pod_mac_b=$(ip -n "$pod_b" -br link show eth0 | awk '{print $3}')
+ip -n "$pod_b" -6 addr add 2600:1f18:bb::4/128 dev eth0 nodad
+ip -n "$pod_b" -6 neigh add fe80::1 lladdr "$mac_b" dev eth0 nud permanent
+ip -n "$pod_b" -6 route add default via fe80::1 dev eth0
+ip -n "$node" -6 neigh add 2600:1f18:bb::4 lladdr "$pod_mac_b" dev "$veth_b" nud permanent
+ip -n "$node" -6 route add 2600:1f18:bb::4/128 dev "$veth_b"
+bound6=
+for _ in $(seq $((100 * scale))); do
+	run rw -j map lookup endpoints "$veth_b"
+	# Bound by its /128 route, and with the veth's link-local as the pod's gateway.
+	bound6=$(jq_ "d['entries'][0]['pod6'], d['entries'][0]['gw6'] is not None" 2>/dev/null) || true
+	[ "$bound6" = "('2600:1f18:bb::4', True)" ] && break
+	sleep 0.05
+done
+check "the agent binds pod_b's veth by its /128 route too, and its gateway ($bound6)" \
+	test "$bound6" = "('2600:1f18:bb::4', True)"
+in_ns "$svc" "$PY" -c 'import socket, sys
+s = socket.socket(socket.AF_INET6); s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("2a00:1450::9", 443)); s.listen(8)
+print("ready", flush=True)
+while True:
+    c, _ = s.accept(); c.sendall(b"hello\n"); c.close()' >"$work/listen6" 2>&1 &
+pids+=($!)
+for _ in $(seq $((100 * scale))); do grep -q ready "$work/listen6" && break; sleep 0.05; done
+got6=$(in_ns "$pod_b" "$PY" -c 'import socket
+s = socket.socket(socket.AF_INET6); s.settimeout(3)
+try:
+    s.connect(("2a00:1450::9", 443)); print("ok" if s.recv(16) else "empty")
+except OSError as e:
+    print("failed", e)')
+check "pod_b's IPv6 connection to a public address (open mode) ($got6)" test "$got6" = ok
+run rw map dump conntrack
+check "map dump conntrack: the IPv6 flow, bracketed" \
+	grep -Eq "${veth_b} +\[2600:1f18:bb::4\]:[0-9]+ +\[2a00:1450::9\]:443 +tcp +pod .* run-9c01" <<<"$out"
+run rw -j map lookup conntrack 2600:1f18:bb::4
+check "map lookup conntrack IPV6 -j" \
+	json_is "[(e['pod'], e['peer'], e['peer_port'], e['opened_by'], e['proto'], e['run']) for e in d['entries']]" \
+	"[('2600:1f18:bb::4', '2a00:1450::9', 443, 'pod', 'tcp', 'run-9c01')]"
+run rw -j map list
+check "map list -j: rw_conntrack6 counts the flow" \
+	json_is "[m['entries'] for m in d['maps'] if m['pin'] == 'rw_conntrack6']" "[1]"
+run rw -j map lookup pods 2600:1f18:bb::4
+check "map lookup pods IPV6 -j: its veth" \
+	json_is "[e['ifindex'] for e in d['entries']]" "[$(ip -n "$node" -o link show "$veth_b" | cut -d: -f1)]"
 # Back to the IPv4 snapshot for what follows.
 python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["revision"]=15; json.dump(p, open(sys.argv[2],"w"))' \
 	"$work/policy.json" "$work/back.json"

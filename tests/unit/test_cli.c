@@ -383,6 +383,10 @@ static void test_small_formats(void **state)
 		assert_string_equal(b, "2001:db8::1/32");
 		rw_cli_cidr6(a6, 128, b, sizeof(b));
 		assert_string_equal(b, "2001:db8::1");
+		rw_cli_host_port("2001:db8::1", 443, b, sizeof(b));
+		assert_string_equal(b, "[2001:db8::1]:443");
+		rw_cli_host_port("10.1.2.3", 443, b, sizeof(b));
+		assert_string_equal(b, "10.1.2.3:443");
 	}
 }
 

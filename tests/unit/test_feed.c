@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent_view.h"
 #include "http.h"
 
 /* A writer that waits for the reader below waits forever (the reader lets go only when told,
@@ -238,6 +239,40 @@ static void test_graph_ipv6(void **state)
 	rw_feed_free(&feed);
 }
 
+/* The view names an IPv6 peer by the snapshot's IPv6 services (the longest prefix), never by an
+ * IPv4 service whose address is its first word, and an IPv4 peer never by an IPv6 service.
+ */
+static void test_service_names_by_family(void **state)
+{
+	struct rw_policy_rule svc[3] = {};
+	struct rw_policy p = {};
+	__be32 a6[4];
+
+	(void)state;
+	snprintf(svc[0].name, sizeof(svc[0].name), "proxy6-net");
+	svc[0].family = AF_INET6;
+	assert_int_equal(inet_pton(AF_INET6, "2600:1f14::", svc[0].addr6), 1);
+	svc[0].prefixlen = 32;
+	snprintf(svc[1].name, sizeof(svc[1].name), "proxy6");
+	svc[1].family = AF_INET6;
+	assert_int_equal(inet_pton(AF_INET6, "2600:1f14:0:1::10", svc[1].addr6), 1);
+	svc[1].prefixlen = 128;
+	snprintf(svc[2].name, sizeof(svc[2].name), "proxy4");
+	svc[2].family = AF_INET;
+	svc[2].addr = htonl(0x26001f14); /* 38.0.31.20: 2600:1f14::'s first word */
+	svc[2].prefixlen = 32;
+	p.services = svc;
+	p.n_services = 3;
+	assert_int_equal(inet_pton(AF_INET6, "2600:1f14:0:1::10", a6), 1);
+	assert_string_equal(rw_policy_service_at6(&p, a6), "proxy6");
+	assert_int_equal(inet_pton(AF_INET6, "2600:1f14:ffff::1", a6), 1);
+	assert_string_equal(rw_policy_service_at6(&p, a6), "proxy6-net");
+	assert_int_equal(inet_pton(AF_INET6, "2600:1f15::1", a6), 1);
+	assert_string_equal(rw_policy_service_at6(&p, a6), "");
+	assert_string_equal(rw_policy_service_at(&p, htonl(0x26001f14)), "proxy4");
+	assert_string_equal(rw_policy_service_at(&p, 0), "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -245,6 +280,7 @@ int main(void)
 		cmocka_unit_test(test_next_add_hands_over_first),
 		cmocka_unit_test(test_pending_bound),
 		cmocka_unit_test(test_graph_ipv6),
+		cmocka_unit_test(test_service_names_by_family),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

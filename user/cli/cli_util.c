@@ -254,6 +254,13 @@ void rw_cli_ip6_port(const __be32 ip[4], __u16 port, char *buf, size_t len)
 		snprintf(buf, len, "%s", s);
 }
 
+void rw_cli_host_port(const char *host, long long port, char *buf, size_t len)
+{
+	if (!host)
+		host = "-";
+	snprintf(buf, len, strchr(host, ':') ? "[%s]:%lld" : "%s:%lld", host, port);
+}
+
 void rw_cli_json_print(json_t *o)
 {
 	char *s = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;

@@ -82,6 +82,10 @@ void rw_cli_ip_port(__be32 ip, __u16 port, char *buf, size_t len);
 void rw_cli_ip6(const __be32 ip[4], char *buf, size_t len);
 void rw_cli_cidr6(const __be32 ip[4], unsigned int prefixlen, char *buf, size_t len);
 void rw_cli_ip6_port(const __be32 ip[4], __u16 port, char *buf, size_t len);
+/* An address's text and a port, as a JSON answer carries them: "10.1.2.3:443",
+ * "[2001:db8::1]:443" (the text has a colon: IPv6). NULL host: "-".
+ */
+void rw_cli_host_port(const char *host, long long port, char *buf, size_t len);
 
 /* Print a JSON value as one compact line and flush (other programs read it through a pipe).
  * Takes the reference.

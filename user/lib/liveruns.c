@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* liveruns.c: the runs of the live slot, as its pods maps say (liveruns.h). */
+/* liveruns.c: the runs of the live slot, as its pods map says (liveruns.h). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdbool.h>
@@ -40,11 +40,12 @@ static int ip6_cmp(const void *a, const void *b)
 	return memcmp(a, b, 4 * sizeof(__be32));
 }
 
-/* A pod of either family (`six`: ip is four words) into its run, made on its first pod. */
-static int add_pod(struct rw_live_run **runs, size_t *n, size_t *cap, const __be32 *ip, bool six,
+/* The pod at key (an IPv4 __be32, or with six an IPv6 __be32[4]) into its run. */
+static int add_pod(struct rw_live_run **runs, size_t *n, size_t *cap, const void *key, bool six,
 		   const struct rw_pod *pod)
 {
 	struct rw_live_run *r = NULL;
+	__be32 *pods;
 
 	for (size_t i = 0; i < *n; i++) {
 		if ((*runs)[i].idx == pod->run_idx &&
@@ -76,36 +77,47 @@ static int add_pod(struct rw_live_run **runs, size_t *n, size_t *cap, const __be
 		if (!pods6)
 			return -ENOMEM;
 		r->pods6 = pods6;
-		memcpy(r->pods6[r->n_pods6++], ip, sizeof(*pods6));
-	} else {
-		__be32 *pods = realloc(r->pods, (r->n_pods + 1) * sizeof(*pods));
-
-		if (!pods)
-			return -ENOMEM;
-		r->pods = pods;
-		r->pods[r->n_pods++] = *ip;
+		memcpy(r->pods6[r->n_pods6++], key, sizeof(*pods6));
+		return 0;
 	}
+	pods = realloc(r->pods, (r->n_pods + 1) * sizeof(*pods));
+	if (!pods)
+		return -ENOMEM;
+	r->pods = pods;
+	memcpy(&r->pods[r->n_pods++], key, sizeof(*pods));
 	return 0;
 }
 
-/* Every pod of one pod table of the live slot into runs[] (-ENOENT: no live slot). */
-static int add_pods_of(const struct rw_datapath *dp, enum rw_map_id table,
-		       struct rw_live_run **runs, size_t *n, size_t *cap)
+/* Every pod of one family's pods map of the live slot (-ENOENT: none such) into runs. */
+static int read_pods(const struct rw_datapath *dp, bool six, struct rw_live_run **runs, size_t *n,
+		     size_t *cap)
 {
-	int fd = rw_live_inner_fd(dp, table), err = 0;
-	__be32 key[4], prev[4];
-	bool first = true;
+	__be32 key[4], *prev = NULL;
 	struct rw_pod pod;
+	int fd = rw_live_inner_fd(dp, six ? RW_M_PODS6 : RW_M_PODS), err = 0;
 
 	if (fd < 0)
 		return fd;
-	while (!err && bpf_map_get_next_key(fd, first ? NULL : prev, key) == 0) {
-		memcpy(prev, key, sizeof(prev));
-		first = false;
+	while (bpf_map_get_next_key(fd, prev, key) == 0) {
+		prev = key;
 		if (bpf_map_lookup_elem(fd, key, &pod))
 			continue;
-		err = add_pod(runs, n, cap, key, table == RW_M_PODS6, &pod);
+		err = add_pod(runs, n, cap, key, six, &pod);
+		if (err)
+			break;
 	}
+	close(fd);
+	return err;
+}
+
+int rw_live_pod6(const struct rw_datapath *dp, const __be32 pod_ip6[4], struct rw_pod *out)
+{
+	int fd = rw_live_inner_fd(dp, RW_M_PODS6), err = 0;
+
+	if (fd < 0)
+		return fd;
+	if (bpf_map_lookup_elem(fd, pod_ip6, out))
+		err = -errno;
 	close(fd);
 	return err;
 }
@@ -118,19 +130,21 @@ int rw_live_runs(const struct rw_datapath *dp, struct rw_live_run **out, size_t 
 
 	*out = NULL;
 	*n_out = 0;
-	err = add_pods_of(dp, RW_M_PODS, &runs, &n, &cap);
-	if (!err)
-		err = add_pods_of(dp, RW_M_PODS6, &runs, &n, &cap);
+	err = read_pods(dp, false, &runs, &n, &cap);
 	if (err == -ENOENT)
-		err = 0;
+		return 0;
+	/* An older layout's slot has no IPv6 pods map. */
+	if (!err) {
+		err = read_pods(dp, true, &runs, &n, &cap);
+		if (err == -ENOENT)
+			err = 0;
+	}
 	if (err)
 		goto cleanup;
 	qsort(runs, n, sizeof(*runs), run_cmp);
 	for (size_t i = 0; i < n; i++) {
-		if (runs[i].n_pods)
-			qsort(runs[i].pods, runs[i].n_pods, sizeof(__be32), ip_cmp);
-		if (runs[i].n_pods6)
-			qsort(runs[i].pods6, runs[i].n_pods6, sizeof(*runs[i].pods6), ip6_cmp);
+		qsort(runs[i].pods, runs[i].n_pods, sizeof(__be32), ip_cmp);
+		qsort(runs[i].pods6, runs[i].n_pods6, sizeof(*runs[i].pods6), ip6_cmp);
 	}
 	*out = runs;
 	*n_out = n;

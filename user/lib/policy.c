@@ -813,8 +813,10 @@ static int parse_cidr(struct parser *ps, json_t *v, struct rw_policy_cidr *c)
 	 */
 	if (host_bits_set(c)) {
 		m = *c;
-		m.addr &= prefix_mask(m.prefixlen);
-		mask6(m.addr6, m.addr6, m.prefixlen);
+		if (m.family == AF_INET6)
+			mask6(m.addr6, m.addr6, m.prefixlen);
+		else
+			m.addr &= prefix_mask(m.prefixlen);
 		sb_init(&sb, net, sizeof(net));
 		sb_cidr_of(&sb, &m);
 		return fail(ps, AT_VALUE, "%s has host bits set: did you mean %s?", quote(q, s),
@@ -1474,6 +1476,33 @@ static bool cidrs_overlap(__be32 a, unsigned int alen, __be32 b, unsigned int bl
 	return (a & m) == (b & m);
 }
 
+/* check_run_rules_of() for an IPv4 rule: the special ranges and the deny list's IPv4 CIDRs. What
+ * it overlaps goes into sb; returns what that is, or NULL.
+ */
+static const char *run_rule4_overlap(struct sbuf *sb, const struct rw_policy_rule *rule,
+				     const struct rw_policy *p)
+{
+	size_t i;
+
+	for (i = 0; i < N_OF(special); i++) {
+		if (cidrs_overlap(rule->addr, rule->prefixlen, htonl(special[i].addr),
+				  special[i].prefixlen)) {
+			sb_printf(sb, "%s", special[i].name);
+			return "a private or special-purpose range";
+		}
+	}
+	for (i = 0; i < p->n_deny; i++) {
+		if (p->deny[i].family != AF_INET6 &&
+		    cidrs_overlap(rule->addr, rule->prefixlen, p->deny[i].addr,
+				  p->deny[i].prefixlen)) {
+			sb_cidr(sb, p->deny[i].addr, p->deny[i].prefixlen);
+			sb_printf(sb, " (deny[%zu])", i);
+			return "denied by the snapshot";
+		}
+	}
+	return NULL;
+}
+
 /* check_run_rules_of() for an IPv6 rule: the special ranges, the embedded-IPv4 forms (a rule
  * inside one is refused by every list; a wider one that holds one is refused here) and the
  * deny list's IPv6 CIDRs. What it overlaps goes into sb; returns what that is, or NULL.
@@ -1528,31 +1557,11 @@ static int check_run_rules_of(struct parser *ps, json_t *obj_run, const struct r
 		json_t *obj = json_array_get(json_object_get(obj_run, "allow"), a);
 		const char *key = json_object_get(obj, "ip") ? "ip" : "cidr";
 		const char *text = json_string_value(json_object_get(obj, key));
-		const char *what = NULL;
-		size_t i;
+		const char *what;
 
 		sb_init(&sb, range, sizeof(range));
-		if (rw_policy_rule_is6(rule)) {
-			what = run_rule6_overlap(&sb, rule, p);
-			goto found;
-		}
-		for (i = 0; i < sizeof(special) / sizeof(special[0]) && !what; i++) {
-			if (cidrs_overlap(rule->addr, rule->prefixlen, htonl(special[i].addr),
-					  special[i].prefixlen)) {
-				sb_printf(&sb, "%s", special[i].name);
-				what = "a private or special-purpose range";
-			}
-		}
-		for (i = 0; i < p->n_deny && !what; i++) {
-			if (p->deny[i].family != AF_INET6 &&
-			    cidrs_overlap(rule->addr, rule->prefixlen, p->deny[i].addr,
-					  p->deny[i].prefixlen)) {
-				sb_cidr(&sb, p->deny[i].addr, p->deny[i].prefixlen);
-				sb_printf(&sb, " (deny[%zu])", i);
-				what = "denied by the snapshot";
-			}
-		}
-	found:
+		what = rw_policy_rule_is6(rule) ? run_rule6_overlap(&sb, rule, p)
+						: run_rule4_overlap(&sb, rule, p);
 		if (!what)
 			continue;
 		push_key(ps, "allow", member_index(obj_run, "allow"));

@@ -5,6 +5,8 @@
  * run's cached verdicts (rw_run_revs) and no other's, an IPv6 pod moving between runs, and an
  * IPv6-only run found again in the maps by an agent that restarted.
  */
+#include <jansson.h>
+
 #include "dp_suite.h"
 
 #define V6_POD_A  "2600:1f18:6::a"
@@ -273,11 +275,45 @@ void test_apply6(void)
 		       (unsigned long long)run_rev(ib), res.written);
 	}
 
+	/* 2b. The same through one run's change (PolicyWatch's run-upsert): run-6a's IPv6 rule
+	 * changed in the policy in force, the others shared with it.
+	 */
+	{
+		const char *msg = "{\"id\": \"run-6a\", \"pods\": [\"" V4_POD_A6 "\", \"" V6_POD_A
+				  "\"], \"allow\": [{\"ip\": \"2a00:1450::3\", \"tcp\": [443]}, "
+				  "{\"cidr\": \"2a00:1450:1::/48\", \"udp\": [53, 123]}]}";
+		struct rw_policy_index ix = {0};
+		struct rw_policy_change chg;
+		struct rw_policy_error perr;
+		__u64 b_before = run_rev(ib);
+		json_t *run = json_loads(msg, 0, NULL);
+		char err[512];
+
+		if (!run || rw_policy_index_build(&ix, &prev6) ||
+		    rw_policy_change_upsert(&prev6, &ix, rev + 2, run, "apply6", &chg, &perr))
+			FATAL("run-6a's change: %s", perr.text);
+		t_count++;
+		ok = CHECK(rw_apply(&dp, &prev6, &chg.next, &res, err, sizeof(err)) == 0,
+			   "the change applied", "%s", err);
+		rw_policy_change_commit(&prev6, &ix, &chg);
+		ok &= CHECK_EQ(exact6_rule(ia, "2a00:1450::2", 443, TCP), 0, "the old rule gone");
+		ok &= CHECK_EQ(exact6_rule(ia, "2a00:1450::3", 443, TCP),
+			       RW_RULE_ID(RW_RULE_KIND_RUN, 0, 0), "the changed rule");
+		ok &= CHECK_EQ(run_rev(ia), rev + 2, "rw_run_revs[run-6a] moved");
+		ok &= CHECK_EQ(run_rev(ib), b_before, "rw_run_revs[run-6b] kept");
+		printf("%s %d - apply6: a run change to an IPv6 rule cuts its run only (run_revs "
+		       "%llu and %llu)\n",
+		       ok ? "ok" : "not ok", t_count, (unsigned long long)run_rev(ia),
+		       (unsigned long long)run_rev(ib));
+		rw_policy_index_free(&ix);
+		json_decref(run);
+	}
+
 	/* 3. An agent that restarted knows nothing of the slots: the IPv6-only run-6b is found in
 	 * rw_pods6 and keeps its index and generation; the slot is rewritten in full.
 	 */
 	rw_apply_forget(&dp);
-	json = snapshot6(rev + 2, "2a00:1450::2", "allowlist",
+	json = snapshot6(rev + 3, "2a00:1450::2", "allowlist",
 			 "\"" V4_POD_A6 "\", \"" V6_POD_A "\"",
 			 "\"" V6_POD_B "\", \"2600:1f18:6::c\"");
 	apply6(json, "after a restart", &res);
@@ -308,7 +344,7 @@ void test_apply6(void)
 		ct6_put(2, "2600:1f18:6::c", "2a00:1450::2");
 		ct6_put(3, V6_POD_B, "2a00:1450::2");
 	}
-	json = snapshot6(rev + 3, "2a00:1450::2", "open",
+	json = snapshot6(rev + 4, "2a00:1450::2", "open",
 			 "\"" V4_POD_A6 "\", \"" V6_POD_A "\", \"2600:1f18:6::c\"",
 			 "\"" V6_POD_B "\"");
 	apply6(json, "an IPv6 pod moved", &res);
