@@ -37,7 +37,8 @@
 	X(EVENT_BUDGET, rw_event_budget, "budget") \
 	X(EVENTS, rw_events, "events")             \
 	X(RUN_REVS, rw_run_revs, "revs")           \
-	X(PROGS6, rw_progs6, "progs")
+	X(PROGS6, rw_progs6, "progs")              \
+	X(LL6, rw_ll6, "linklocal")
 
 /* Sizes; each can be overridden at build time (-DRW_MAX_PODS=...). */
 #ifndef RW_MAX_ENDPOINTS
