@@ -95,6 +95,10 @@ TEST_HDRS := $(FE_HDRS) $(wildcard user/cni/*.h tests/kernel/*.h tests/kernel/da
 TEST_LIBS := $(BUILD)/tests/kernel/log_stderr.o $(CLI_AR) $(AGENT_AR) $(VIEW_AR) $(CNI_AR) \
 	     $(KHELP_AR) $(LIB)
 BENCH_BIN := $(BUILD)/tests/bench_datapath
+# bench_lookups: one map lookup of each kind, its own BPF object (tests/bench/lookups.bpf.c).
+LOOKUPS_OBJ  := $(BUILD)/tests/lookups.bpf.o
+LOOKUPS_SKEL := $(BUILD)/tests/lookups.skel.h
+LOOKUPS_BIN  := $(BUILD)/tests/bench_lookups
 
 # The C sources clang-format keeps in shape (.clang-format; clang-format 14).
 CLANG_FORMAT ?= clang-format
@@ -110,7 +114,7 @@ SETUP_STAMP := $(BUILD)/.setup-done
 # only checks (scripts/check-deps.sh names the missing packages) and never needs root.
 NEEDS_SETUP := $(filter check test vmtest demo bench image check-image,$(MAKECMDGOALS))
 
-all: $(RUNWALL) $(FAULT_BIN) $(CNI_BIN) $(UNIT_BIN) $(KERN_BIN) $(BENCH_BIN)
+all: $(RUNWALL) $(FAULT_BIN) $(CNI_BIN) $(UNIT_BIN) $(KERN_BIN) $(BENCH_BIN) $(LOOKUPS_BIN)
 
 # The reference model, differential test, fuzzers and sanitizer build (issue 13).
 include tests/proof.mk
@@ -307,7 +311,23 @@ $(BENCH_BIN): tests/bench/bench_datapath.c $(TEST_LIBS) $(TEST_HDRS)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(TEST_INC) $< $(TEST_LIBS) $(LDLIBS) -o $@
 
-# The benchmarks (tests/bench/run.sh): per-packet cost, veth throughput, apply, events, memory.
+$(LOOKUPS_OBJ): tests/bench/lookups.bpf.c tests/bench/lookups.h include/runwall.h | deps $(BUILD)
+	$(call msg,BPF,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -Itests/bench -c $< -o $@.tmp.o
+	$(Q)$(BPFTOOL) gen object $@ $@.tmp.o
+	$(Q)rm -f $@.tmp.o
+
+$(LOOKUPS_SKEL): $(LOOKUPS_OBJ)
+	$(call msg,GEN-SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< name lookups_bpf > $@
+
+$(LOOKUPS_BIN): tests/bench/bench_lookups.c tests/bench/lookups.h include/runwall.h $(LOOKUPS_SKEL)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -Iinclude -Itests/bench -I$(BUILD)/tests $< -lbpf -lelf -lz -ljansson -o $@
+
+# The benchmarks (tests/bench/run.sh): per-packet cost, lookups, veth throughput, apply, events,
+# memory.
 # A table with each target on stdout, JSON in $(BUILD)/bench.json. Not part of `make check`.
 bench: setup all
 	$(Q)tests/bench/run.sh $(BUILD)

@@ -38,6 +38,7 @@
 	X(EVENTS, rw_events, "events")             \
 	X(RUN_REVS, rw_run_revs, "revs")           \
 	X(PROGS6, rw_progs6, "progs")              \
+	X(SCRATCH, rw_scratch, "scratch")          \
 	X(LL6, rw_ll6, "linklocal")
 
 /* Sizes; each can be overridden at build time (-DRW_MAX_PODS=...). */
@@ -71,6 +72,8 @@
 #ifndef RW_CT_NODE
 #define RW_CT_NODE 1048576 /* flows of all sandboxes of the node together */
 #endif
+/* The IPv6 answer builders' frame (bpf/answer.h): per CPU, off the stack. */
+#define RW_SCRATCH_BYTES 128
 #ifndef RW_RINGBUF_BYTES
 #define RW_RINGBUF_BYTES (1 << 22)
 #endif

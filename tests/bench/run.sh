@@ -12,11 +12,12 @@ quick=
 mount | grep -q ' /sys/fs/bpf type bpf' || mount -t bpf bpf /sys/fs/bpf
 
 "$build/tests/bench_datapath" $quick --runwall "$build/runwall" --json "$build/bench-datapath.json"
+"$build/tests/bench_lookups" $quick --json "$build/bench-lookups.json"
 echo "# veth throughput, 1 000 rules, modes interleaved per trial"
 tests/bench/veth.sh "$build" "$build/bench-veth.json" ${quick:+2 1}
 echo "# the view's queries against the agent's loop: a flood, idle and under 200 /api/graph clients"
 tests/bench/view.sh "$build" "$build/bench-view.json" ${quick:+1 2}
 echo "# the time until a refusal's errno appears, from a real socket in a sandbox"
 tests/bench/refusal.sh "$build" "$build/bench-refusal.json" ${quick:+100}
-tests/bench/report.py "$build/bench.json" "$build/bench-datapath.json" "$build/bench-veth.json" \
-	"$build/bench-view.json" "$build/bench-refusal.json"
+tests/bench/report.py "$build/bench.json" "$build/bench-datapath.json" "$build/bench-lookups.json" \
+	"$build/bench-veth.json" "$build/bench-view.json" "$build/bench-refusal.json"
