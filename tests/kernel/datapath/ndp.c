@@ -3,9 +3,12 @@
  * stack sends to resolve its gateway, answer for itself and detect duplicates are allowed, with
  * no event; a message a receiver would discard (hop limit below 255, a code, too short, a
  * multicast target) is malformed; one that claims another's address (the gateway's, another
- * pod's, a global address not its own) is spoofed-source; router advertisements and redirects
- * from a pod, and NDP not addressed within the veth, are icmpv6-type. Into the pod, NDP from
- * the node's link-local with hop limit 255.
+ * pod's, a global address not its own), or speaks from a second link-local address of the veth
+ * (a flood of them would fill the node's neighbour table), is spoofed-source, as is duplicate
+ * address detection for an address not the pod's and, before the gateway is known, an NA for a
+ * link-local address not learned; router advertisements and redirects from a pod, and NDP not
+ * addressed within the veth, are icmpv6-type. Into the pod, NDP from the node's link-local with
+ * hop limit 255.
  */
 #include "icmp6_suite.h"
 
