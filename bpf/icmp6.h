@@ -175,8 +175,9 @@ static __always_inline int rw_nd_egress(struct rw_ctx *x, const struct rw_endpoi
 		return reason;
 	/* rw_ll6's key and value go through m, whose flags nothing reads once the message is
 	 * valid (and whose target is done with when the value is stored): a pointer into x given
-	 * to a helper would keep all of x in memory, and a local of their own costs rw_egress6's
-	 * stack 32 bytes, past the verifier's 512 with the answers' frames (answer.h).
+	 * to a helper would keep all of x in memory (24 bytes more of rw_egress6's stack), and a
+	 * local key of its own 8 (32 with 6.1's rounding of each frame); IPv6's programs are the
+	 * ones near the verifier's 512 with their subprograms' frames (docs/ipv6.md).
 	 */
 	key = (__u32 *)&m.flags;
 	*key = x->ifindex;
