@@ -145,14 +145,20 @@ static __always_inline int rw_nd_valid(struct rw_ctx *x, struct rw_nd_msg *m)
 	return m->code ? RW_REASON_MALFORMED : RW_REASON_ALLOWED;
 }
 
-/* NDP out of the pod: RS, NS, NA (an RA is refused before). The source is the pod's: any
- * link-local address but the gateway's, its bound IPv6, or :: for an NS of duplicate address
- * detection (RFC 4862 5.4.2, to the target's solicited-node address); else spoofed-source. The
- * destination is on the veth: a link-local address, a solicited-node address (an NS), all
- * nodes (an NA) or all routers (an RS); else icmpv6-type. The target is what NDP claims, so it
- * is checked against the binding: an NS may ask for the gateway, any link-local address, or
- * (DAD) its own bound IPv6; an NA may only answer for its bound IPv6 or for the link-local
- * address it speaks from, never the gateway's. Another's target is spoofed-source.
+/* NDP out of the pod: RS, NS, NA (an RA is refused before). The source is the pod's: its one
+ * link-local address (rw_ll6: the first link-local source of its NDP, learned once it is
+ * allowed; never the gateway's), its bound IPv6, or :: for an NS of duplicate address detection
+ * (RFC 4862 5.4.2, to the target's solicited-node address); else spoofed-source. One link-local
+ * source per veth because the node makes a neighbour entry for the source of each NS (and RS)
+ * it receives, in a table all pods share (docs/architecture.md, threat model). The destination
+ * is on the veth: a link-local address, a solicited-node address (an NS), all nodes (an NA) or
+ * all routers (an RS); else icmpv6-type. The target is what NDP claims, so it is checked
+ * against the binding: an NS may ask for the gateway or any link-local address, but DAD only
+ * for the pod's own (its bound IPv6, its learned link-local: a DAD answered for the gateway's
+ * tentative address would take it from the node); an NA may only answer for its bound IPv6 or
+ * for the link-local address it speaks from, never the gateway's, and while the gateway is not
+ * known (RW_EP_GW6 clear) only for a link-local already learned, since it may be the
+ * gateway's. Another's target is spoofed-source.
  */
 static __always_inline int rw_nd_egress(struct rw_ctx *x, const struct rw_endpoint *ep,
 					int id_reason)
@@ -161,17 +167,31 @@ static __always_inline int rw_nd_egress(struct rw_ctx *x, const struct rw_endpoi
 	__u8 type = p->icmp6_type;
 	struct rw_nd_msg m;
 	int reason, dad;
+	__be32 *ll; /* looked up where needed: a pointer kept across the checks costs stack */
+	__u32 *key; /* the veth's ifindex, in rw_ll6 */
 
 	reason = rw_nd_valid(x, &m);
 	if (reason != RW_REASON_ALLOWED)
 		return reason;
+	/* rw_ll6's key and value go through m, whose flags nothing reads once the message is
+	 * valid (and whose target is done with when the value is stored): a pointer into x given
+	 * to a helper would keep all of x in memory (24 bytes more of rw_egress6's stack), and a
+	 * local key of its own 8 (32 with 6.1's rounding of each frame); IPv6's programs are the
+	 * ones near the verifier's 512 with their subprograms' frames (docs/ipv6.md).
+	 */
+	key = (__u32 *)&m.flags;
+	*key = x->ifindex;
 	dad = rw_ip6_unspecified(p->saddr6);
 	if (dad) {
 		if (type != RW_ND_NEIGHBOUR_SOLICIT || !rw_ip6_solicited_node(p->daddr6))
 			return RW_REASON_SPOOFED_SOURCE;
 	} else if (rw_ep_gw6(ep, p->saddr6)) {
 		return RW_REASON_SPOOFED_SOURCE;
-	} else if (!rw_ip6_linklocal(p->saddr6) && id_reason != RW_REASON_ALLOWED) {
+	} else if (rw_ip6_linklocal(p->saddr6)) {
+		ll = bpf_map_lookup_elem(&rw_ll6, key);
+		if (ll && !rw_addr6_eq(ll, p->saddr6))
+			return RW_REASON_SPOOFED_SOURCE;
+	} else if (id_reason != RW_REASON_ALLOWED) {
 		return id_reason;
 	}
 	if (!rw_ip6_linklocal(p->daddr6) &&
@@ -179,14 +199,31 @@ static __always_inline int rw_nd_egress(struct rw_ctx *x, const struct rw_endpoi
 	    !(type == RW_ND_NEIGHBOUR_ADVERT && rw_ip6_link_group(p->daddr6, 1)) &&
 	    !(type == RW_ND_ROUTER_SOLICIT && rw_ip6_link_group(p->daddr6, 2)))
 		return RW_REASON_ICMPV6_TYPE;
-	if (type == RW_ND_NEIGHBOUR_SOLICIT) {
-		if (!rw_ep_gw6(ep, m.target) && !rw_ip6_linklocal(m.target) &&
-		    !(dad && rw_ep_pod6(ep, m.target)))
+	if (type == RW_ND_NEIGHBOUR_SOLICIT && dad) {
+		if (!rw_ep_pod6(ep, m.target)) {
+			ll = bpf_map_lookup_elem(&rw_ll6, key);
+			if (!ll || !rw_addr6_eq(ll, m.target) || rw_ep_gw6(ep, m.target))
+				return RW_REASON_SPOOFED_SOURCE;
+		}
+	} else if (type == RW_ND_NEIGHBOUR_SOLICIT) {
+		if (!rw_ep_gw6(ep, m.target) && !rw_ip6_linklocal(m.target))
 			return RW_REASON_SPOOFED_SOURCE;
-	} else if (type == RW_ND_NEIGHBOUR_ADVERT) {
-		if (!rw_ep_pod6(ep, m.target) &&
-		    !(rw_ip6_linklocal(m.target) && rw_addr6_eq(m.target, p->saddr6)))
+	} else if (type == RW_ND_NEIGHBOUR_ADVERT && !rw_ep_pod6(ep, m.target)) {
+		if (!rw_ip6_linklocal(m.target) || !rw_addr6_eq(m.target, p->saddr6) ||
+		    (!(ep->flags & RW_EP_GW6) && !bpf_map_lookup_elem(&rw_ll6, key)))
 			return RW_REASON_SPOOFED_SOURCE;
+	}
+	/* The veth's link-local, learned by the first allowed message from one (on any CPU:
+	 * BPF_NOEXIST); a later one finds it stored, and must be it. A dry run judges as if it
+	 * had been learned.
+	 */
+	if (rw_ip6_linklocal(p->saddr6) && !*x->dry_run) {
+		__builtin_memcpy(m.target, p->saddr6, sizeof(m.target));
+		if (bpf_map_update_elem(&rw_ll6, key, m.target, BPF_NOEXIST)) {
+			ll = bpf_map_lookup_elem(&rw_ll6, key);
+			if (!ll || !rw_addr6_eq(ll, p->saddr6))
+				return RW_REASON_SPOOFED_SOURCE;
+		}
 	}
 	x->path = RW_PATH_NDP;
 	return RW_REASON_ALLOWED;
@@ -223,7 +260,9 @@ static __always_inline int rw_nd_ingress(struct rw_ctx *x, int id_reason)
  * the error must go to that flow's peer, the quote's source, so that a pod cannot aim it
  * anywhere else; into the pod any router on the path may send it (a packet too big). The flow's
  * entry must carry a verdict of the policy in force, as the fast path's test (runwall.bpf.c,
- * rw_fast()) says: a flow an apply has cut carries no more errors. Anything else, a quote too
+ * rw_fast()) says: a flow an apply has cut carries no more errors, and under an expired lease
+ * no cached verdict is trusted (the lease-expired policy would judge the flow's own packets
+ * again, and may refuse them). Anything else, a quote too
  * short to name a flow included, is icmp-unrelated.
  */
 static __always_inline int rw_icmp6_related(struct rw_ctx *x, void *table)
@@ -267,7 +306,8 @@ static __always_inline int rw_icmp6_related(struct rw_ctx *x, void *table)
 		return RW_REASON_ICMP_UNRELATED;
 	idx = ct->run_idx;
 	run_rev = bpf_map_lookup_elem(&rw_run_revs, &idx);
-	if (!run_rev || !ct->stamp || ct->stamp < *run_rev || ct->stamp > x->revision)
+	if (x->lease_expired || !run_rev || !ct->stamp || ct->stamp < *run_rev ||
+	    ct->stamp > x->revision)
 		return RW_REASON_ICMP_UNRELATED;
 	x->rule_id = ct->rule_id;
 	x->path = RW_PATH_RELATED;

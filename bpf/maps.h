@@ -311,6 +311,21 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } rw_scratch SEC(".maps");
 
+/* Host-side veth ifindex -> the one link-local address its pod speaks NDP from (bpf/icmp6.h):
+ * the first NDP message out of the pod from a link-local source stores it (BPF_NOEXIST), and
+ * NDP from any other link-local source is spoofed-source, so that one sandbox makes at most one
+ * entry in the node's neighbour table (nd_tbl is node-wide, and the node makes an entry for the
+ * source of every NS, and of an RS, it receives). Deleted when the veth is unbound or bound to
+ * another pod (rw_endpoint_unbind), so a new pod may use a new one.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RW_MAX_ENDPOINTS);
+	__type(key, __u32);
+	__type(value, __be32[4]);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rw_ll6 SEC(".maps");
+
 /* Every map of RW_MAPS (runwall.h), the list user space opens and pins by name, is defined
  * above: a missing one does not compile. That no map here is missing from the list is checked
  * against the built object (tests/unit/test_cli.c, test_map_list_is_the_object).

@@ -38,7 +38,8 @@
 	X(EVENTS, rw_events, "events")             \
 	X(RUN_REVS, rw_run_revs, "revs")           \
 	X(PROGS6, rw_progs6, "progs")              \
-	X(SCRATCH, rw_scratch, "scratch")
+	X(SCRATCH, rw_scratch, "scratch")          \
+	X(LL6, rw_ll6, "linklocal")
 
 /* Sizes; each can be overridden at build time (-DRW_MAX_PODS=...). */
 #ifndef RW_MAX_ENDPOINTS

@@ -732,10 +732,12 @@ static void allow_path(struct model_verdict *v, int path)
  * discards (RFC 4861: a hop limit other than 255, a code other than 0, a message shorter than its
  * fixed part, a multicast target) is malformed. Out of the pod the source is the pod's (a
  * link-local that is not the gateway's, the bound pod_ip6, or :: for an NS of DAD to a
- * solicited-node group), else spoofed-source; the destination is on the veth (a link-local, a
- * solicited-node group for an NS, ff02::1 for an NA, ff02::2 for an RS), else icmpv6-type; the
- * target is the pod's to claim (an NS's: a link-local, the gateway's, or in DAD its own pod_ip6;
- * an NA's: its pod_ip6 or the link-local it speaks from), else spoofed-source. Into the pod,
+ * solicited-node group; a link-local source only the veth's one: the first allowed, learned),
+ * else spoofed-source; the destination is on the veth (a link-local, a solicited-node group for
+ * an NS, ff02::1 for an NA, ff02::2 for an RS), else icmpv6-type; the target is the pod's to
+ * claim (an NS's: a link-local or the gateway's, in DAD only its own pod_ip6 or learned
+ * link-local; an NA's: its pod_ip6 or the link-local it speaks from, that one only once learned
+ * while the gateway is unknown), else spoofed-source. Into the pod,
  * from a link-local source (the node), else inbound-denied, to the pod (a link-local, its
  * pod_ip6, a solicited-node group, ff02::1), else inbound-denied or, for another group,
  * icmpv6-type. An RA out of the pod is refused first: a pod is no router.
@@ -746,6 +748,7 @@ static void judge_ndp(const struct model_binding *ep, int dir, const struct mode
 	static const size_t fixed[] = {8, 16, 24, 24}; /* RS, RA, NS, NA */
 	int type = p->icmp6_type, dad = is_unspecified6(p->saddr6);
 	int gw_src = (ep->flags & RW_EP_GW6) && same6(p->saddr6, ep->gw_ip6);
+	int gw_target = (ep->flags & RW_EP_GW6) && same6(p->target, ep->gw_ip6);
 
 	if (dir == RW_DIR_EGRESS && type == 134)
 		return drop(v, RW_REASON_ICMPV6_TYPE);
@@ -762,20 +765,25 @@ static void judge_ndp(const struct model_binding *ep, int dir, const struct mode
 						    : RW_REASON_INBOUND_DENIED);
 	}
 	if (dad ? type != 135 || !is_solicited_node6(p->daddr6)
-		: gw_src || (!is_link_local6(p->saddr6) && !same6(p->saddr6, ep->pod_ip6)))
+		: gw_src || (!is_link_local6(p->saddr6) && !same6(p->saddr6, ep->pod_ip6)) ||
+			    (is_link_local6(p->saddr6) && ep->has_ll6 &&
+			     !same6(p->saddr6, ep->ll6)))
 		return drop(v, RW_REASON_SPOOFED_SOURCE);
 	if (!is_link_local6(p->daddr6) && !(type == 135 && is_solicited_node6(p->daddr6)) &&
 	    !(type == 136 && is_link_group6(p->daddr6, 1)) &&
 	    !(type == 133 && is_link_group6(p->daddr6, 2)))
 		return drop(v, RW_REASON_ICMPV6_TYPE);
-	if (type == 135 && !is_link_local6(p->target) &&
-	    !((ep->flags & RW_EP_GW6) && same6(p->target, ep->gw_ip6)) &&
-	    !(dad && same6(p->target, ep->pod_ip6)))
+	if (type == 135 && dad && !same6(p->target, ep->pod_ip6) &&
+	    !(ep->has_ll6 && same6(p->target, ep->ll6) && !gw_target))
+		return drop(v, RW_REASON_SPOOFED_SOURCE);
+	if (type == 135 && !dad && !is_link_local6(p->target) && !gw_target)
 		return drop(v, RW_REASON_SPOOFED_SOURCE);
 	if (type == 136 && !same6(p->target, ep->pod_ip6) &&
-	    !(is_link_local6(p->target) && same6(p->target, p->saddr6)))
+	    !(is_link_local6(p->target) && same6(p->target, p->saddr6) &&
+	      (ep->has_ll6 || (ep->flags & RW_EP_GW6))))
 		return drop(v, RW_REASON_SPOOFED_SOURCE);
 	allow_path(v, RW_PATH_NDP);
+	v->learn_ll6 = is_link_local6(p->saddr6) && !ep->has_ll6;
 }
 
 /* An IPv6 packet that parsed, charged to `run` (the veth's IPv6 pod's). */
@@ -803,10 +811,11 @@ static void judge6(const struct rw_policy *s, const struct model_binding *ep, in
 		if (type == 128 || type == 129)
 			return drop(v, RW_REASON_UNSUPPORTED_PROTOCOL);
 		/* An error about a flow of the sandbox's table whose verdict is of the policy in
-		 * force (`ct`, given so by the caller); out of the pod, sent to that flow's peer
-		 * (the quoted packet's source), so that it cannot be aimed elsewhere.
+		 * force (`ct`, given so by the caller), and no cached verdict is under an expired
+		 * lease; out of the pod, sent to that flow's peer (the quoted packet's source), so
+		 * that it cannot be aimed elsewhere.
 		 */
-		if (ct == MODEL_CT_NONE || !p->has_inner ||
+		if (ct == MODEL_CT_NONE || lease_expired || !p->has_inner ||
 		    (dir == RW_DIR_EGRESS && !same6(p->daddr6, p->in_saddr6)))
 			return drop(v, RW_REASON_ICMP_UNRELATED);
 		return allow_path(v, RW_PATH_RELATED);

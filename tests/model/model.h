@@ -62,7 +62,9 @@ enum model_ct { MODEL_CT_NONE = 0, MODEL_CT_BY_EGRESS, MODEL_CT_BY_INGRESS };
 
 /* The veth's state: the pod bound to it (bound = 0: none), and which of its addresses are
  * (flags, RW_EP_*: an address whose flag is clear is not bound; RW_EP_GW6: gw_ip6 is the host
- * veth's link-local, the pod's IPv6 gateway).
+ * veth's link-local, the pod's IPv6 gateway). has_ll6: ll6 is the one link-local address the
+ * pod's NDP speaks from (rw_ll6), learned from the first allowed NDP message of one (the
+ * verdict's learn_ll6) and forgotten when the veth is unbound or its pod changes.
  */
 struct model_binding {
 	int bound;
@@ -70,6 +72,8 @@ struct model_binding {
 	__u32 flags;
 	__u8 pod_ip6[16];
 	__u8 gw_ip6[16];
+	int has_ll6;
+	__u8 ll6[16];
 };
 
 /* The flow of the sandbox's table an ICMPv6 error is about, from the pod's side, as the key
@@ -93,8 +97,9 @@ struct model_verdict {
 	int run; /* index into snapshot->runs charged with it, -1: none */
 	/* Conntrack effect: an entry is created (opened by this direction). */
 	int ct_create;
-	int new_flow; /* an allowed packet that is reported as a new flow */
-	int answer;   /* enum rw_answer the refusal gets, its budget aside (a revoke's: rst) */
+	int new_flow;  /* an allowed packet that is reported as a new flow */
+	int answer;    /* enum rw_answer the refusal gets, its budget aside (a revoke's: rst) */
+	int learn_ll6; /* allowed NDP whose link-local source is now the veth's (has_ll6) */
 };
 
 /* Parse a frame (what the veth carries, Ethernet first) per docs/reasons.md. */

@@ -1044,6 +1044,10 @@ static void judge(int veth, int dir, const __u8 *buf, size_t len)
 
 	if (m.ct_create)
 		ct_add(&k, dir == RW_DIR_EGRESS ? MODEL_CT_BY_EGRESS : MODEL_CT_BY_INGRESS);
+	if (m.learn_ll6) { /* the production copy stored it; the dry run never does */
+		binding[veth].has_ll6 = 1;
+		memcpy(binding[veth].ll6, p.saddr6, 16);
+	}
 }
 
 /* ---- the lease ---- */
@@ -1881,6 +1885,10 @@ static void rebind(void)
 			((b.flags & RW_EP_IP6) && !memcmp(b.pod_ip6, o->pod_ip6, 16)));
 		if (!keep)
 			ct_forget(ifindex_of[v]);
+		else if (o->has_ll6) { /* the same pod keeps its NDP link-local */
+			b.has_ll6 = 1;
+			memcpy(b.ll6, o->ll6, 16);
+		}
 		*o = b;
 	}
 }

@@ -1043,6 +1043,35 @@ static int show_budget(struct mctx *c, const struct mkey *k)
 			  cmp_u32, budget_row);
 }
 
+/* rw_ll6: the one link-local address each sandbox veth's pod speaks NDP from (bpf/icmp6.h). */
+static int ll6_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
+{
+	__u32 ifindex = *(const __u32 *)key;
+	char name[IF_NAMESIZE], addr[INET6_ADDRSTRLEN];
+
+	if (!k->any && ifindex != k->ifindex)
+		return 0;
+	ifname_of(ifindex, name);
+	inet_ntop(AF_INET6, val, addr, sizeof(addr));
+	if (c->entries) {
+		json_array_append_new(c->entries,
+				      json_pack("{s:i, s:s, s:s}", "ifindex", (int)ifindex,
+						"ifname", name, "link_local", addr));
+		return 1;
+	}
+	rw_table_row(&c->t);
+	rw_table_cell(&c->t, "%u", ifindex);
+	rw_table_cell(&c->t, "%s", name);
+	rw_table_cell(&c->t, "%s", addr);
+	return 1;
+}
+
+static int show_ll6(struct mctx *c, const struct mkey *k)
+{
+	return each_entry(c, k, RW_M_LL6, false, sizeof(__u32), 4 * sizeof(__be32), cmp_u32,
+			  ll6_row);
+}
+
 /* rw_run_revs: per run index, the revision its cached verdicts must be stamped at or after.
  * Indexes no live run holds are left out of a dump (the array has RW_MAX_RUNS entries).
  */
@@ -1163,6 +1192,13 @@ static const struct {
 			       false,
 			       false,
 			       "IFINDEX|IFNAME"},
+	[RW_M_LL6] = {show_ll6,
+		      {"IFINDEX", "IFNAME", "LINK-LOCAL"},
+		      3,
+		      RW_TABLE_RIGHT(0),
+		      false,
+		      false,
+		      "IFINDEX|IFNAME"},
 	[RW_M_PROGS6] =
 		{show_progs, {"DIR", "PROG-ID", "PROGRAM"}, 3, RW_TABLE_RIGHT(1), false, false, ""},
 	[RW_M_RUN_REVS] = {show_revs,
@@ -1240,6 +1276,7 @@ static int parse_key(struct mctx *c, enum rw_map_id map, int argc, char **argv, 
 		return 0;
 	case RW_M_ENDPOINTS:
 	case RW_M_EVENT_BUDGET:
+	case RW_M_LL6:
 		if (argc > 1)
 			return rw_fail(RW_EXIT_USAGE, "map lookup %s: one key, %s",
 				       rw_map_shown_names[map], maps[map].key);

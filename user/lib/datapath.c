@@ -775,8 +775,13 @@ int rw_endpoint_bind_addrs(const struct rw_datapath *dp, __u32 ifindex,
 	ep_clean(&ep, want);
 	if (!(ep.flags & (RW_EP_IP4 | RW_EP_IP6)))
 		return -EINVAL; /* a binding of no address: unbind the veth instead */
-	if (bpf_map_lookup_elem(fd, &ifindex, &cur) == 0 && !ep_same_pod(&cur, &ep))
-		/* Unbind first so that no packet sees the new pod with the old pod's flows. */
+	if (bpf_map_lookup_elem(fd, &ifindex, &cur))
+		/* A veth bound to no pod has no link-local of its pod yet (an ifindex reused). */
+		bpf_map_delete_elem(dp->map_fd[RW_M_LL6], &ifindex);
+	else if (!ep_same_pod(&cur, &ep))
+		/* Unbind first so that no packet sees the new pod with the old pod's flows or
+		 * link-local.
+		 */
 		rw_endpoint_unbind(dp, ifindex);
 	/* The tables before the binding: a bound family always has its table. A table the veth
 	 * has already (the same pod bound again) keeps its flows; a missing one (lost, or the
@@ -821,6 +826,7 @@ int rw_endpoint_unbind(const struct rw_datapath *dp, __u32 ifindex)
 	if (bpf_map_delete_elem(dp->map_fd[RW_M_ENDPOINTS], &ifindex) && errno != ENOENT && !err)
 		err = -errno;
 	bpf_map_delete_elem(dp->map_fd[RW_M_EVENT_BUDGET], &ifindex);
+	bpf_map_delete_elem(dp->map_fd[RW_M_LL6], &ifindex);
 	return err;
 }
 

@@ -146,8 +146,8 @@ enum rw_lease_state rw_lease_state(const struct rw_config *cfg, int64_t *remaini
  * node's tables would exceed it). The same pod bound again (every address it had, unchanged;
  * a family added or the gateway changed) keeps its flows, and a table it lost is made again; a
  * changed pod (either address changed or dropped) is unbound first and gets fresh, empty tables:
- * nothing of the old pod carries over to the new one. Unbinding deletes the binding, both tables
- * and the event budget. A veth that is bound to nothing is deny-all, and a family it has no
+ * nothing of the old pod carries over to the new one (its flows, its NDP link-local in rw_ll6).
+ * Unbinding deletes the binding, both tables, the event budget and the link-local. A veth that is bound to nothing is deny-all, and a family it has no
  * address of is deny-all for that family.
  */
 int rw_endpoint_bind_addrs(const struct rw_datapath *dp, __u32 ifindex,

@@ -190,6 +190,17 @@ void run_icase(const struct icase *c)
 	       rw_reason_name(c->reason));
 }
 
+int icase_retval(const struct icase *c)
+{
+	__u8 buf[PKT_MAX], msg[256];
+	size_t len = frame6(buf, c->src, c->dst, c->hop ? c->hop : 255, msg, message6(c, msg));
+	int retval = 0;
+
+	if (test_run(c->dir, ifindex_of[c->dev], buf, len, 1, &retval))
+		FATAL("%s: test_run: %s", c->name, strerror(errno));
+	return retval;
+}
+
 void run_itable(const struct icase *cases, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -277,6 +288,51 @@ static const struct icase icmp6_cases[] = {
 	 .q_dport = 443, .reason = RW_REASON_UNKNOWN_SOURCE},
 };
 
+/* Under an expired lease no cached verdict is trusted (rw_fast()), so no error is related to a
+ * flow: the lease-expired policy may refuse the flow's own packets (a run rule's UDP flow is
+ * cut), and its errors must not carry data past it. Both directions, on the flows
+ * icmp6_cases allowed errors of.
+ */
+static void test_icmp6_lease(void)
+{
+	static const struct icase expired[] = {
+		{"lease expired: port unreachable out of the pod to its tracked UDP flow's peer",
+		 .dir = E, .src = POD6_A, .dst = PUBLIC6, .hop = 64, .type = 1, .code = 4,
+		 .q_src = PUBLIC6, .q_dst = POD6_A, .q_proto = UDP, .q_sport = 443,
+		 .q_dport = 40101, .len_delta = 128, .reason = RW_REASON_ICMP_UNRELATED},
+		{"lease expired: time exceeded out of the pod for its tracked UDP flow", .dir = E,
+		 .src = POD6_A, .dst = PUBLIC6, .hop = 64, .type = 3, .q_src = PUBLIC6,
+		 .q_dst = POD6_A, .q_proto = UDP, .q_sport = 443, .q_dport = 40101,
+		 .reason = RW_REASON_ICMP_UNRELATED},
+		{"lease expired: packet too big into the pod for its tracked TCP flow", .dir = I,
+		 .src = "2600:1f14:ffff::1", .dst = POD6_A, .hop = 60, .type = 2, .q_src = POD6_A,
+		 .q_dst = PUBLIC6, .q_proto = TCP, .q_sport = 40100, .q_dport = 443,
+		 .reason = RW_REASON_ICMP_UNRELATED},
+	};
+	static const struct icase again = {"lease renewed: the same error is related again",
+					   .dir = E,
+					   .src = POD6_A,
+					   .dst = PUBLIC6,
+					   .hop = 64,
+					   .type = 1,
+					   .code = 4,
+					   .q_src = PUBLIC6,
+					   .q_dst = POD6_A,
+					   .q_proto = UDP,
+					   .q_sport = 443,
+					   .q_dport = 40101,
+					   .reason = RW_REASON_ALLOWED};
+	char err[256];
+
+	/* A deadline of 1 ns after boot is behind the kernel's clock. */
+	if (rw_lease_write(&dp, 1, err, sizeof(err)))
+		FATAL("rw_lease_write: %s", err);
+	run_itable(expired, sizeof(expired) / sizeof(expired[0]));
+	if (rw_lease_write(&dp, 0, err, sizeof(err)))
+		FATAL("rw_lease_write: %s", err);
+	run_icase(&again);
+}
+
 /* Under the dual-stack snapshot (icmp6_setup()): the flows the errors name are put in rwt0's
  * IPv6 table as the datapath notes them, with a verdict of the revision in force, but one whose
  * verdict an apply has made stale since (its stamp below the run's rw_run_revs).
@@ -289,4 +345,5 @@ void test_icmp6(void)
 	put_flow6(POD6_A, 40101, PUBLIC6, 443, UDP, rev);
 	put_flow6(POD6_A, 40102, PUBLIC6, 443, TCP, 1);
 	run_itable(icmp6_cases, sizeof(icmp6_cases) / sizeof(icmp6_cases[0]));
+	test_icmp6_lease();
 }

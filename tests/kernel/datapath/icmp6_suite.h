@@ -41,5 +41,7 @@ void put_flow6(const char *pod, __u16 pod_port, const char *peer, __u16 peer_por
 	       __u64 stamp);
 void run_icase(const struct icase *c);
 void run_itable(const struct icase *cases, size_t n);
+/* The program's return code for a case's frame, nothing else checked (a flood of them). */
+int icase_retval(const struct icase *c);
 
 #endif /* RUNWALL_TEST_ICMP6_SUITE_H */
