@@ -29,15 +29,31 @@ static __always_inline void rw_ct_key_make(struct rw_ct_key *k, __u32 ifindex, _
 	k->proto = proto;
 }
 
-/* The sandbox's own conntrack table, or NULL when its veth has none (not bound yet, or bound by
- * an older agent): then no flow is known, and no new flow can be noted (conntrack-full).
- */
-static __always_inline void *rw_ct_table(__u32 ifindex)
+static __always_inline void rw_ct6_key_make(struct rw_ct6_key *k, __u32 ifindex,
+					    const __be32 *pod_ip, const __be32 *peer_ip,
+					    __be16 pod_port, __be16 peer_port, __u8 proto)
 {
-	return bpf_map_lookup_elem(&rw_conntrack, &ifindex);
+	__builtin_memset(k, 0, sizeof(*k));
+	k->ifindex = ifindex;
+	__builtin_memcpy(k->pod_ip, pod_ip, sizeof(k->pod_ip));
+	__builtin_memcpy(k->peer_ip, peer_ip, sizeof(k->peer_ip));
+	k->pod_port = pod_port;
+	k->peer_port = peer_port;
+	k->proto = proto;
 }
 
-static __always_inline struct rw_ct_value *rw_ct_lookup(void *table, const struct rw_ct_key *k)
+/* The sandbox's own conntrack table of the packet's family, or NULL when its veth has none (not
+ * bound for that family, or bound by an older agent): then no flow is known, and no new flow can
+ * be noted (conntrack-full).
+ */
+static __always_inline void *rw_ct_table(__u32 ifindex, const int six)
+{
+	return six ? bpf_map_lookup_elem(&rw_conntrack6, &ifindex)
+		   : bpf_map_lookup_elem(&rw_conntrack, &ifindex);
+}
+
+/* k is a struct rw_ct_key or a struct rw_ct6_key, the one of table's family. */
+static __always_inline struct rw_ct_value *rw_ct_lookup(void *table, const void *k)
 {
 	return table ? bpf_map_lookup_elem(table, k) : NULL;
 }
@@ -57,8 +73,8 @@ enum rw_ct_note_result { RW_CT_KNOWN = 0, RW_CT_NEW = 1, RW_CT_FULL = 2 };
  * allows it (the stamp of the fast path). RW_CT_FULL when the sandbox's table is full or
  * missing: the flow cannot be tracked, so it is not allowed.
  */
-static __always_inline int rw_ct_note(void *table, const struct rw_ct_key *k,
-				      struct rw_ct_value *cur, __u8 dir, const struct rw_ctx *x)
+static __always_inline int rw_ct_note(void *table, const void *k, struct rw_ct_value *cur, __u8 dir,
+				      const struct rw_ctx *x)
 {
 	struct rw_ct_value v = {};
 

@@ -282,6 +282,21 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } rw_events SEC(".maps");
 
+/* The IPv6 programs, rw_egress6 and rw_ingress6 by enum rw_dir: rw_egress and rw_ingress
+ * tail-call them on the IPv6 ethertype, so that IPv6 is judged by a program of its own, on a
+ * stack and a verifier budget of its own (docs/ipv6.md), and IPv4's program holds none of it.
+ * Filled by the library at every load (rw_datapath_load()); pinned, so that the programs left
+ * attached while the agent is away still reach theirs. A slot left empty makes the tail call
+ * fall through: IPv6 is then refused as unsupported-l2, as before IPv6 was judged.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, RW_DIR_COUNT);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rw_progs6 SEC(".maps");
+
 /* Every map of RW_MAPS (runwall.h), the list user space opens and pins by name, is defined
  * above: a missing one does not compile. That no map here is missing from the list is checked
  * against the built object (tests/unit/test_cli.c, test_map_list_is_the_object).

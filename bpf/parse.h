@@ -22,7 +22,7 @@ struct rw_pkt {
 	__be32 daddr; /* IPv4 destination, or ARP target; 0 for IPv6 */
 	__be16 sport;
 	__be16 dport;
-	__u8 proto; /* IPPROTO_* of IPv4, 0 for ARP and IPv6 */
+	__u8 proto; /* IPPROTO_* of IPv4; IPv6's upper layer (its next header); 0 for ARP */
 	__u8 tcp_flags;
 	__u8 is_arp;
 	__u8 icmp_info;	  /* ICMP whose type is a query or its reply (answer.h), not an error */
@@ -155,6 +155,8 @@ static __always_inline int rw_parse_ipv6(struct __sk_buff *skb, void *data, void
 		nh = ext.nexthdr;
 	}
 	p->nexthdr = nh;
+	/* The upper layer, as IPv4's protocol: TCP and UDP are judged by the same code. */
+	p->proto = nh;
 	if (rw_ipv6_opaque(nh))
 		return RW_REASON_IPV6_NEXT_HEADER;
 
@@ -193,8 +195,12 @@ static __always_inline int rw_parse_ipv6(struct __sk_buff *skb, void *data, void
 	return RW_REASON_ALLOWED;
 }
 
-/* Returns RW_REASON_ALLOWED when the packet parsed, else the drop reason. `p` is filled as far
- * as parsing got, so that events of malformed packets still say what could be read.
+/* rw_parse()'s result for an IPv6 frame, which it leaves to rw_parse6() in the IPv6 program. */
+#define RW_PARSE_IPV6 0xff
+
+/* Returns RW_REASON_ALLOWED when the packet parsed, else the drop reason, or RW_PARSE_IPV6 for
+ * an IPv6 frame (not parsed further). `p` is filled as far as parsing got, so that events of
+ * malformed packets still say what could be read.
  */
 static __always_inline int rw_parse(struct __sk_buff *skb, struct rw_pkt *p)
 {
@@ -225,13 +231,9 @@ static __always_inline int rw_parse(struct __sk_buff *skb, struct rw_pkt *p)
 			return RW_REASON_MALFORMED;
 		return RW_REASON_ALLOWED;
 	}
-	/* IPv6 is parsed in full, so that a hostile chain gets its own reason; a packet that
-	 * parses is refused all the same until IPv6 has identity and policy (docs/ipv6.md).
-	 */
 	if (eth.h_proto == bpf_htons(ETH_P_IPV6_)) {
-		int reason = rw_parse_ipv6(skb, data, end, p);
-
-		return reason == RW_REASON_ALLOWED ? RW_REASON_UNSUPPORTED_L2 : reason;
+		p->is_ipv6 = 1;
+		return RW_PARSE_IPV6;
 	}
 	/* 802.1Q/802.1ad tags in the header, and everything else. */
 	if (eth.h_proto != bpf_htons(ETH_P_IP_))
@@ -284,6 +286,27 @@ static __always_inline int rw_parse(struct __sk_buff *skb, struct rw_pkt *p)
 	}
 	/* Other protocols parse without ports and are refused later, after source identity. */
 	return RW_REASON_ALLOWED;
+}
+
+/* rw_parse() of the IPv6 program: the same out-of-band tag and Ethernet checks, then IPv6 in
+ * full. Any other ethertype (the skb changed between the two programs) is unsupported-l2.
+ */
+static __always_inline int rw_parse6(struct __sk_buff *skb, struct rw_pkt *p)
+{
+	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
+	struct ethhdr eth;
+
+	p->is_ipv6 = 1;
+	if (skb->vlan_present) {
+		p->ethertype = skb->vlan_proto;
+		return RW_REASON_UNSUPPORTED_L2;
+	}
+	if (RW_LOAD(skb, data, end, 0, &eth))
+		return RW_REASON_MALFORMED;
+	p->ethertype = eth.h_proto;
+	if (eth.h_proto != bpf_htons(ETH_P_IPV6_))
+		return RW_REASON_UNSUPPORTED_L2;
+	return rw_parse_ipv6(skb, data, end, p);
 }
 
 static __always_inline int rw_tcp_is_syn(const struct rw_pkt *p)

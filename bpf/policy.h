@@ -23,6 +23,24 @@ struct rw_view {
 	void *inbound;
 };
 
+/* The IPv6 program's view: the IPv4 tables (an embedded IPv4 destination is judged by them) and
+ * the IPv6 ones. Only the IPv6 program holds one, so IPv4's stack stays as it was.
+ */
+struct rw_view6 {
+	struct rw_view v;
+	void *pods6;
+	void *allow_exact6;
+	void *allow_cidr6;
+	void *deny6;
+	void *inbound6;
+};
+
+/* The IPv6 view a struct rw_view of the IPv6 program is the first member of. */
+static __always_inline const struct rw_view6 *rw_v6(const struct rw_view *v)
+{
+	return (const struct rw_view6 *)v;
+}
+
 /* The node's state word (readiness, live slot, revision) and whether the control plane's lease
  * has expired: one lookup, two loads, and a clock read only while a lease is set. The coarse
  * clock (CLOCK_MONOTONIC at the last tick) is a load, not a clocksource read; it lags by at most
@@ -58,6 +76,23 @@ static __always_inline int rw_view_load(struct rw_view *v, __u64 state)
 	v->deny = bpf_map_lookup_elem(&rw_deny, &slot);
 	v->inbound = bpf_map_lookup_elem(&rw_inbound, &slot);
 	if (!v->pods || !v->allow_exact || !v->allow_cidr || !v->deny || !v->inbound)
+		return -1;
+	return 0;
+}
+
+/* The IPv6 tables of the same slot, for an IPv6 packet (whose embedded IPv4 forms use the
+ * IPv4 tables too): -1 when one is empty (not ready).
+ */
+static __always_inline int rw_view_load6(struct rw_view6 *v, __u64 state)
+{
+	__u32 slot = RW_STATE_SLOT(state);
+
+	v->pods6 = bpf_map_lookup_elem(&rw_pods6, &slot);
+	v->allow_exact6 = bpf_map_lookup_elem(&rw_allow_exact6, &slot);
+	v->allow_cidr6 = bpf_map_lookup_elem(&rw_allow_cidr6, &slot);
+	v->deny6 = bpf_map_lookup_elem(&rw_deny6, &slot);
+	v->inbound6 = bpf_map_lookup_elem(&rw_inbound6, &slot);
+	if (!v->pods6 || !v->allow_exact6 || !v->allow_cidr6 || !v->deny6 || !v->inbound6)
 		return -1;
 	return 0;
 }
@@ -157,6 +192,182 @@ allowed:
 	*rule_id = rule->rule_id;
 	*path = rule_path;
 	return RW_REASON_ALLOWED;
+}
+
+/* ---- IPv6 ---------------------------------------------------------------------------------- */
+
+static __always_inline int rw_addr6_eq(const __be32 *a, const __be32 *b)
+{
+	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3];
+}
+
+static __always_inline int rw_is_metadata6(const __be32 *addr)
+{
+	__u32 w0 = bpf_ntohl(addr[0]), w1 = bpf_ntohl(addr[1]), w2 = bpf_ntohl(addr[2]),
+	      w3 = bpf_ntohl(addr[3]);
+
+#define RW_IS_METADATA6(h0, h1, h2, h3, str)                      \
+	if (w0 == (h0) && w1 == (h1) && w2 == (h2) && w3 == (h3)) \
+		return 1;
+	RW_METADATA6_ADDRS(RW_IS_METADATA6)
+#undef RW_IS_METADATA6
+	return 0;
+}
+
+/* Word i (host order) of an address against word i of a prefix of `len` bits: the mask of the
+ * bits of the prefix that fall in that word. Every argument but w is a constant of the tables,
+ * so each test folds to at most four compares.
+ */
+#define RW_WORD_BITS(len, i) ((len) <= 32 * (i) ? 0 : (len) >= 32 * ((i) + 1) ? 32 : (len)-32 * (i))
+#define RW_WORD_MASK(len, i) \
+	((__u32)(RW_WORD_BITS(len, i) ? 0xffffffffULL << (32 - RW_WORD_BITS(len, i)) : 0))
+#define RW_WORD_IN(w, h, len, i) (((w)&RW_WORD_MASK(len, i)) == ((h)&RW_WORD_MASK(len, i)))
+
+/* The special ranges of IPv6, compiled in as the IPv4 ones are. */
+static __always_inline int rw_is_special6(const __be32 *addr)
+{
+	__u32 w0 = bpf_ntohl(addr[0]), w1 = bpf_ntohl(addr[1]), w2 = bpf_ntohl(addr[2]),
+	      w3 = bpf_ntohl(addr[3]);
+
+#define RW_IS_SPECIAL6(h0, h1, h2, h3, len, str, label)                 \
+	if (RW_WORD_IN(w0, h0, len, 0) && RW_WORD_IN(w1, h1, len, 1) && \
+	    RW_WORD_IN(w2, h2, len, 2) && RW_WORD_IN(w3, h3, len, 3))   \
+		return 1;
+	RW_SPECIAL6_RANGES(RW_IS_SPECIAL6)
+#undef RW_IS_SPECIAL6
+	return 0;
+}
+
+enum rw_embedded4_kind {
+	RW_EMB4_NONE = 0,
+	RW_EMB4_ADDR = 1,   /* *v4 is where the packet ends up */
+	RW_EMB4_TEREDO = 2, /* *v4 is the Teredo client, *server the relay's server */
+};
+
+/* The IPv4 address a destination of RW_EMBEDDED4_RANGES carries, in the bits each form puts it
+ * (runwall.h): ::ffff:0:0/96 and 64:ff9b::/96 the low 32 bits (RFC 4291 2.5.5.2, RFC 6052);
+ * 64:ff9b:1::/48 bits 48-63 and 72-87, the u octet (bits 64-71) skipped (RFC 6052 2.2);
+ * 2002::/16 bits 16-47 (RFC 3056); Teredo 2001::/32 the server in bits 32-63 and the client
+ * in bits 96-127, inverted (RFC 4380 4).
+ */
+static __always_inline int rw_embedded4(const __be32 *addr, __be32 *v4, __be32 *server)
+{
+	__u32 w0 = bpf_ntohl(addr[0]), w1 = bpf_ntohl(addr[1]), w2 = bpf_ntohl(addr[2]);
+
+	if ((w0 == 0 && w1 == 0 && w2 == 0x0000ffff) || (w0 == 0x0064ff9b && !w1 && !w2)) {
+		*v4 = addr[3];
+		return RW_EMB4_ADDR;
+	}
+	if (w0 == 0x0064ff9b && (w1 >> 16) == 0x0001) {
+		*v4 = bpf_htonl((w1 & 0xffff) << 16 | ((w2 >> 8) & 0xffff));
+		return RW_EMB4_ADDR;
+	}
+	if ((w0 >> 16) == 0x2002) {
+		*v4 = bpf_htonl((w0 & 0xffff) << 16 | w1 >> 16);
+		return RW_EMB4_ADDR;
+	}
+	if (w0 == 0x20010000) {
+		*server = addr[1];
+		*v4 = ~addr[3];
+		return RW_EMB4_TEREDO;
+	}
+	return RW_EMB4_NONE;
+}
+
+/* rw_find_allow() for an IPv6 destination. */
+static __always_inline struct rw_rule *rw_find_allow6(const struct rw_view6 *v, __u32 scope,
+						      const __be32 *daddr, __be16 dport, __u8 proto,
+						      __u8 *path)
+{
+	struct rw_allow6_key k = {.scope = scope, .dport = dport, .proto = proto};
+	struct rw_allow6_lpm_key lk = {
+		.prefixlen = RW_ALLOW_LPM_FIXED_BITS + 128,
+		.scope = scope,
+		.dport = dport,
+		.proto = proto,
+	};
+	struct rw_rule *r;
+
+	__builtin_memcpy(k.daddr, daddr, sizeof(k.daddr));
+	__builtin_memcpy(lk.daddr, daddr, sizeof(lk.daddr));
+	*path = RW_PATH_RULE;
+	r = bpf_map_lookup_elem(v->allow_exact6, &k);
+	if (r)
+		return r;
+	*path = RW_PATH_RULE_CIDR;
+	return bpf_map_lookup_elem(v->allow_cidr6, &lk);
+}
+
+/* The egress policy for an IPv6 destination. One that embeds an IPv4 address is judged as IPv4
+ * to that address, by the IPv4 tables and rw_egress_policy() (a Teredo relay's server, which
+ * sees the packet first, must be neither metadata nor private either); any other is judged as
+ * rw_egress_policy() judges IPv4, by the IPv6 tables, in the same order.
+ */
+static __always_inline int rw_egress_policy6(const struct rw_view6 *v, const struct rw_pod *pod,
+					     const __be32 *daddr, __be16 dport, __u8 proto,
+					     __u32 *rule_id, __u8 *path)
+{
+	struct rw_cidr6_lpm_key dk = {.prefixlen = 128};
+	__be32 v4 = 0, server = 0;
+	struct rw_rule *rule;
+	__u8 rule_path = RW_PATH_NONE;
+	int special, kind;
+
+	kind = rw_embedded4(daddr, &v4, &server);
+	if (kind == RW_EMB4_TEREDO) {
+		struct rw_cidr_lpm_key sk = {.prefixlen = 32, .addr = server};
+
+		if (rw_is_metadata(server))
+			return RW_REASON_METADATA;
+		if (rw_is_special(server) || bpf_map_lookup_elem(v->v.deny, &sk))
+			return RW_REASON_PRIVATE_DESTINATION;
+	}
+	if (kind != RW_EMB4_NONE)
+		return rw_egress_policy(&v->v, pod, v4, dport, proto, rule_id, path);
+
+	if (rw_is_metadata6(daddr))
+		return RW_REASON_METADATA;
+	rule = rw_find_allow6(v, 0, daddr, dport, proto, &rule_path);
+	if (rule)
+		goto allowed;
+	__builtin_memcpy(dk.addr, daddr, sizeof(dk.addr));
+	special = rw_is_special6(daddr) || bpf_map_lookup_elem(v->deny6, &dk);
+	if (v->v.lease_expired)
+		return dport == bpf_htons(53) ? RW_REASON_DNS
+		       : special	      ? RW_REASON_PRIVATE_DESTINATION
+					      : RW_REASON_LEASE_EXPIRED;
+	if (!special) {
+		rule = rw_find_allow6(v, pod->run_idx, daddr, dport, proto, &rule_path);
+		if (rule)
+			goto allowed;
+	}
+	if (dport == bpf_htons(53))
+		return RW_REASON_DNS;
+	if (special)
+		return RW_REASON_PRIVATE_DESTINATION;
+	if (pod->egress_mode == RW_EGRESS_OPEN) {
+		*path = RW_PATH_OPEN;
+		return RW_REASON_ALLOWED;
+	}
+	return RW_REASON_NOT_ALLOWLISTED;
+allowed:
+	*rule_id = rule->rule_id;
+	*path = rule_path;
+	return RW_REASON_ALLOWED;
+}
+
+/* rw_find_inbound() for an IPv6 peer. */
+static __always_inline struct rw_rule *
+rw_find_inbound6(const struct rw_view6 *v, const __be32 *peer, __be16 pod_port, __u8 proto)
+{
+	struct rw_inbound6_lpm_key k = {
+		.prefixlen = RW_INBOUND_LPM_FIXED_BITS + 128,
+		.dport = pod_port,
+		.proto = proto,
+	};
+
+	__builtin_memcpy(k.saddr, peer, sizeof(k.saddr));
+	return bpf_map_lookup_elem(v->inbound6, &k);
 }
 
 /* May `peer` open (or keep) a connection to the sandbox's pod_port? */

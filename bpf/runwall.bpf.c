@@ -3,6 +3,7 @@
  *
  *   rw_egress  (pod -> world) on the veth's TC ingress hook, out of the pod's reach;
  *   rw_ingress (world -> pod) on the veth's TC egress hook;
+ *   rw_egress6, rw_ingress6 the same for IPv6, tail-called by the two (rw_progs6);
  *   rw_flip    the one writer of the state word, run by the agent (BPF_PROG_TEST_RUN);
  *   rw_lease   the one writer of the lease deadline, run the same way.
  *
@@ -28,6 +29,7 @@
 #include "revoke.h"
 #include "verdict.h"
 #include "conntrack.h"
+#include "icmp6.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -41,35 +43,54 @@ struct rw_explain rw_explain_result;
 
 /* Which run sent (or is sent) this packet, judged by the veth alone: the veth is the sandbox,
  * whatever the packet claims. Drops that happen before the identity check are counted and
- * reported under this run too.
+ * reported under this run too: for IPv6 the run of the veth's IPv6 address, else of its IPv4.
  */
-static __always_inline struct rw_endpoint *rw_attribute(struct rw_ctx *x, const struct rw_view *v)
+static __always_inline struct rw_endpoint *rw_attribute(struct rw_ctx *x, const struct rw_view *v,
+							const int six)
 {
 	__u32 ifindex = x->skb->ifindex;
 	struct rw_endpoint *ep;
 
 	ep = bpf_map_lookup_elem(&rw_endpoints, &ifindex);
-	if (ep)
+	if (!ep)
+		return ep;
+	if (six && (ep->flags & RW_EP_IP6))
+		x->pod = bpf_map_lookup_elem(rw_v6(v)->pods6, ep->pod_ip6);
+	if (!x->pod && (ep->flags & RW_EP_IP4))
 		x->pod = bpf_map_lookup_elem(v->pods, &ep->pod_ip);
 	return ep;
 }
 
-/* Source identity: the veth must be bound to a pod, the packet must come from (or, into the
- * pod, go to) that pod's IP, and the IP must belong to a run of the snapshot in force.
+/* Source identity: the veth must be bound to a pod in the packet's family, the packet must come
+ * from (or, into the pod, go to) that pod's address, and the address must belong to a run of
+ * the snapshot in force (rw_pods, rw_pods6). `claimed` is the packet's pod-side address, a
+ * __be32 or a __be32[4]; *epp the veth's binding (NULL: none).
  *
  * A bound veth's own address that no run names is a pod whose run has ended while it lives: the
  * source is still proven (the binding is what the node's routing says), so its refusal may
  * still close the flows its run had opened (revoke.h), under the node's refusal mode. It is
  * unknown-source all the same: there is no run to charge, and nothing else is answered.
  */
-static __always_inline int rw_identify(struct rw_ctx *x, const struct rw_view *v, __be32 claimed,
-				       int mismatch_reason)
+static __always_inline int rw_identify(struct rw_ctx *x, const struct rw_view *v,
+				       const void *claimed, int mismatch_reason,
+				       const struct rw_endpoint **epp, const int six)
 {
-	struct rw_endpoint *ep = rw_attribute(x, v);
+	__u32 ifindex = x->skb->ifindex;
+	struct rw_endpoint *ep;
+	int same;
 
-	if (!ep)
-		return RW_REASON_UNKNOWN_SOURCE;
-	if (claimed != ep->pod_ip)
+	ep = bpf_map_lookup_elem(&rw_endpoints, &ifindex);
+	*epp = ep;
+	if (!ep || !(ep->flags & (six ? RW_EP_IP6 : RW_EP_IP4)))
+		return RW_REASON_UNKNOWN_SOURCE; /* no address of this family is bound here */
+	if (six) {
+		x->pod = bpf_map_lookup_elem(rw_v6(v)->pods6, ep->pod_ip6);
+		same = rw_addr6_eq(claimed, ep->pod_ip6);
+	} else {
+		x->pod = bpf_map_lookup_elem(v->pods, &ep->pod_ip);
+		same = *(const __be32 *)claimed == ep->pod_ip;
+	}
+	if (!same)
 		return x->pod ? mismatch_reason : RW_REASON_UNKNOWN_SOURCE;
 	if (!x->pod) {
 		__u32 zero = 0;
@@ -85,7 +106,8 @@ static __always_inline int rw_identify(struct rw_ctx *x, const struct rw_view *v
 /* The fast path: a TCP or UDP packet of a known flow whose cached verdict is still current is
  * allowed again after this one lookup (two, with the sandbox's table): no endpoint, pod or
  * policy lookup, no clock. The entry's key names the pod's own address, checked when the entry
- * was made, so a hit also proves the source. A SYN is always judged.
+ * was made, so a hit also proves the source. A SYN is always judged. `ck` is the key of the
+ * table's family; the value, and so all of this, is the same for both.
  *
  * Current means run_revs[run_idx] <= stamp <= the revision in force. Why that is enough, with
  * the agent writing while packets run: the agent writes run_revs[r] = N for every run whose
@@ -99,10 +121,10 @@ static __always_inline int rw_identify(struct rw_ctx *x, const struct rw_view *v
  * force, and the grace period after the flip waits for it. A stamp above the revision in force
  * (left by pins of another history) is never trusted. Under an expired lease no cached verdict
  * is trusted either: they were judged by the whole policy, and the lease-expired one must judge
- * each packet (a services flow is allowed again, a run rule's is cut).
+ * each packet (a services flow is allowed again, a run rule's is cut). A run's IPv4 and IPv6
+ * flows share its run_idx, so one apply cuts both.
  */
-static __always_inline struct rw_ct_value *rw_fast(struct rw_ctx *x, void *table,
-						   const struct rw_ct_key *ck)
+static __always_inline struct rw_ct_value *rw_fast(struct rw_ctx *x, void *table, const void *ck)
 {
 	struct rw_ct_value *ct;
 	__u64 *run_rev;
@@ -121,14 +143,15 @@ static __always_inline struct rw_ct_value *rw_fast(struct rw_ctx *x, void *table
 	return ct;
 }
 
-/* Parse, then check readiness, then the fast path; else load the live slot for a full
- * judgement. A packet that does not parse is still charged to the veth's run. Returns
- * RW_REASON_ALLOWED when the packet may be judged further; *cached when the fast path allowed it.
+/* After the parse (`parsed`, its reason): check readiness, then the fast path; else load the
+ * live slot for a full judgement. A packet that does not parse is still charged to the veth's
+ * run. Returns RW_REASON_ALLOWED when the packet may be judged further; *cached when the fast
+ * path allowed it.
  */
-static __always_inline int rw_begin(struct rw_ctx *x, struct rw_view *v, void **table,
-				    struct rw_ct_key *ck, struct rw_ct_value **cached)
+static __always_inline int rw_begin(struct rw_ctx *x, struct rw_view *v, void **table, void *ck,
+				    struct rw_ct_value **cached, int parsed, const int six)
 {
-	int parsed = rw_parse(x->skb, &x->pkt);
+	const struct rw_pkt *p = &x->pkt;
 	__u64 state;
 
 	*cached = NULL;
@@ -137,22 +160,28 @@ static __always_inline int rw_begin(struct rw_ctx *x, struct rw_view *v, void **
 	x->revision = RW_STATE_REVISION(state);
 	if (parsed == RW_REASON_ALLOWED) {
 		/* The key is the flow from the pod's side, whichever way the packet goes. */
-		if (x->dir == RW_DIR_EGRESS)
-			rw_ct_key_make(ck, x->skb->ifindex, x->pkt.saddr, x->pkt.daddr,
-				       x->pkt.sport, x->pkt.dport, x->pkt.proto);
+		if (six && x->dir == RW_DIR_EGRESS)
+			rw_ct6_key_make(ck, x->skb->ifindex, p->saddr6, p->daddr6, p->sport,
+					p->dport, p->proto);
+		else if (six)
+			rw_ct6_key_make(ck, x->skb->ifindex, p->daddr6, p->saddr6, p->dport,
+					p->sport, p->proto);
+		else if (x->dir == RW_DIR_EGRESS)
+			rw_ct_key_make(ck, x->skb->ifindex, p->saddr, p->daddr, p->sport, p->dport,
+				       p->proto);
 		else
-			rw_ct_key_make(ck, x->skb->ifindex, x->pkt.daddr, x->pkt.saddr,
-				       x->pkt.dport, x->pkt.sport, x->pkt.proto);
-		*table = rw_ct_table(x->skb->ifindex);
+			rw_ct_key_make(ck, x->skb->ifindex, p->daddr, p->saddr, p->dport, p->sport,
+				       p->proto);
+		*table = rw_ct_table(x->skb->ifindex, six);
 		*cached = rw_fast(x, *table, ck);
 		if (*cached)
 			return RW_REASON_ALLOWED;
 	}
-	if (rw_view_load(v, state))
+	if (rw_view_load(v, state) || (six && rw_view_load6((struct rw_view6 *)v, state)))
 		return RW_REASON_NOT_READY;
 	v->lease_expired = x->lease_expired;
 	if (parsed != RW_REASON_ALLOWED)
-		rw_attribute(x, v);
+		rw_attribute(x, v, six);
 	return parsed;
 }
 
@@ -162,8 +191,8 @@ static __always_inline int rw_begin(struct rw_ctx *x, struct rw_view *v, void **
  * own table has no room for is not allowed (conntrack-full). A known flow's entry caches the
  * verdict (rw_finish).
  */
-static __always_inline int rw_allow_flow(struct rw_ctx *x, void *table, const struct rw_ct_key *ck,
-					 struct rw_ct_value *ct, __u8 dir)
+static __always_inline int rw_allow_flow(struct rw_ctx *x, void *table, const void *ck,
+					 struct rw_ct_value *ct, __u8 dir, const int six)
 {
 	x->ct_path = x->path;
 	if (!ct || ct->opened_by == dir) {
@@ -172,14 +201,157 @@ static __always_inline int rw_allow_flow(struct rw_ctx *x, void *table, const st
 			x->new_flow = 1;
 			break;
 		case RW_CT_FULL:
-			return rw_finish(x, RW_REASON_CONNTRACK_FULL);
+			return rw_finish_family(x, RW_REASON_CONNTRACK_FULL, six);
 		}
 	} else {
 		x->ct = NULL; /* the other side's flow: its own verdict is cached, not this one */
 	}
-	return rw_finish(x, RW_REASON_ALLOWED);
+	return rw_finish_family(x, RW_REASON_ALLOWED, six);
 }
 
+/* Out of the pod, one family (`six`, a constant of each call): each step below is the family's
+ * own (its addresses, tables and identity), in the same order for both.
+ */
+static __always_inline int rw_judge_egress(struct rw_ctx *x, struct rw_view *vp, void *ck,
+					   int parsed, const int six)
+{
+	const struct rw_endpoint *ep;
+	struct rw_ct_value *ct;
+	void *table = NULL;
+	struct rw_rule *in;
+	int reason;
+
+	reason = rw_begin(x, vp, &table, ck, &ct, parsed, six);
+	if (ct)
+		return rw_finish_cached(x, ct);
+	if (reason != RW_REASON_ALLOWED)
+		return rw_finish_family(x, reason, six);
+
+	if (six)
+		reason = rw_identify(x, vp, x->pkt.saddr6, RW_REASON_SPOOFED_SOURCE, &ep, six);
+	else
+		reason = rw_identify(x, vp, &x->pkt.saddr, RW_REASON_SPOOFED_SOURCE, &ep, six);
+	if (six && x->pkt.proto == RW_NH_ICMPV6) {
+		x->identified = reason == RW_REASON_ALLOWED;
+		return rw_finish6(x, rw_icmp6_egress(x, vp, table, ep, reason));
+	}
+	if (reason != RW_REASON_ALLOWED)
+		return rw_finish_family(x, reason, six);
+	x->identified = 1; /* from here on a refusal may be answered (answer.h) */
+	if (!six && x->pkt.is_arp) {
+		x->path = RW_PATH_ARP;
+		return rw_finish(x, RW_REASON_ALLOWED);
+	}
+
+	/* A reply of a connection an allowed peer opened into the sandbox. A bare SYN is never a
+	 * reply, whatever entry its ports match.
+	 */
+	ct = x->ct;
+	if (ct && ct->opened_by == RW_DIR_INGRESS && !rw_tcp_is_syn(&x->pkt)) {
+		if (six)
+			in = rw_find_inbound6(rw_v6(vp), x->pkt.daddr6, x->pkt.sport, x->pkt.proto);
+		else
+			in = rw_find_inbound(vp, x->pkt.daddr, x->pkt.sport, x->pkt.proto);
+		if (!in)
+			return rw_finish_family(x, RW_REASON_INBOUND_DENIED, six);
+		rw_ct_touch(x, ct);
+		x->rule_id = in->rule_id;
+		x->path = RW_PATH_REPLY;
+		x->ct_path = RW_PATH_INBOUND;
+		return rw_finish_family(x, RW_REASON_ALLOWED, six);
+	}
+
+	if (x->pkt.proto != IPPROTO_TCP && x->pkt.proto != IPPROTO_UDP)
+		return rw_finish_family(x, RW_REASON_UNSUPPORTED_PROTOCOL, six);
+
+	if (six)
+		reason = rw_egress_policy6(rw_v6(vp), x->pod, x->pkt.daddr6, x->pkt.dport,
+					   x->pkt.proto, &x->rule_id, &x->path);
+	else
+		reason = rw_egress_policy(vp, x->pod, x->pkt.daddr, x->pkt.dport, x->pkt.proto,
+					  &x->rule_id, &x->path);
+	if (reason != RW_REASON_ALLOWED)
+		return rw_finish_family(x, reason, six);
+
+	return rw_allow_flow(x, table, ck, ct, RW_DIR_EGRESS, six);
+}
+
+/* Into the pod, one family, as rw_judge_egress(). */
+static __always_inline int rw_judge_ingress(struct rw_ctx *x, struct rw_view *vp, void *ck,
+					    int parsed, const int six)
+{
+	const struct rw_endpoint *ep;
+	struct rw_ct_value *ct;
+	void *table = NULL;
+	struct rw_rule *in;
+	int reason;
+
+	reason = rw_begin(x, vp, &table, ck, &ct, parsed, six);
+	if (ct)
+		return rw_finish_cached(x, ct);
+	if (reason != RW_REASON_ALLOWED)
+		return rw_finish_family(x, reason, six);
+
+	/* ARP into the pod (the node answering for the gateway 169.254.1.1) is let through once the
+	 * veth is bound to a known pod; IPv4 must be addressed to that pod.
+	 */
+	if (!six && x->pkt.is_arp) {
+		rw_attribute(x, vp, six);
+		if (!x->pod)
+			return rw_finish(x, RW_REASON_UNKNOWN_SOURCE);
+		x->path = RW_PATH_ARP;
+		return rw_finish(x, RW_REASON_ALLOWED);
+	}
+	if (six)
+		reason = rw_identify(x, vp, x->pkt.daddr6, RW_REASON_INBOUND_DENIED, &ep, six);
+	else
+		reason = rw_identify(x, vp, &x->pkt.daddr, RW_REASON_INBOUND_DENIED, &ep, six);
+	if (six && x->pkt.proto == RW_NH_ICMPV6) {
+		x->identified = reason == RW_REASON_ALLOWED;
+		return rw_finish6(x, rw_icmp6_ingress(x, vp, table, ep, reason));
+	}
+	if (reason != RW_REASON_ALLOWED)
+		return rw_finish_family(x, reason, six);
+	x->identified = 1; /* from here on a refused segment of a known flow closes it */
+
+	/* A reply of a flow the sandbox opened: allowed while the egress policy still allows the
+	 * flow, so that a revoked rule cuts both directions at the next packet.
+	 */
+	ct = x->ct;
+	if (ct && ct->opened_by == RW_DIR_EGRESS && !rw_tcp_is_syn(&x->pkt)) {
+		if (six)
+			reason = rw_egress_policy6(rw_v6(vp), x->pod, x->pkt.saddr6, x->pkt.sport,
+						   x->pkt.proto, &x->rule_id, &x->path);
+		else
+			reason = rw_egress_policy(vp, x->pod, x->pkt.saddr, x->pkt.sport,
+						  x->pkt.proto, &x->rule_id, &x->path);
+		if (reason == RW_REASON_ALLOWED) {
+			rw_ct_touch(x, ct);
+			x->ct_path = x->path;
+			x->path = RW_PATH_REPLY;
+		}
+		return rw_finish_family(x, reason, six);
+	}
+
+	if (x->pkt.proto != IPPROTO_TCP && x->pkt.proto != IPPROTO_UDP)
+		return rw_finish_family(x, RW_REASON_UNSUPPORTED_PROTOCOL, six);
+
+	if (six)
+		in = rw_find_inbound6(rw_v6(vp), x->pkt.saddr6, x->pkt.dport, x->pkt.proto);
+	else
+		in = rw_find_inbound(vp, x->pkt.saddr, x->pkt.dport, x->pkt.proto);
+	if (!in)
+		return rw_finish_family(x, RW_REASON_INBOUND_DENIED, six);
+	x->rule_id = in->rule_id;
+	x->path = RW_PATH_INBOUND;
+	return rw_allow_flow(x, table, ck, ct, RW_DIR_INGRESS, six);
+}
+
+/* The family is decided once, by the Ethernet header: IPv4 (and ARP, and every frame that is
+ * neither) is judged here exactly as before IPv6 was, IPv6 by the IPv6 program (rw_egress6),
+ * tail-called on the same packet with the same steps. Without it (its slot empty), IPv6 is
+ * refused as it was before it was judged.
+ */
 SEC("tc")
 int rw_egress(struct __sk_buff *skb)
 {
@@ -188,54 +360,18 @@ int rw_egress(struct __sk_buff *skb)
 			   .dir = RW_DIR_EGRESS,
 			   .dry_run = &rw_dry_run,
 			   .explain = &rw_explain_result};
-	struct rw_ct_value *ct;
-	void *table = NULL;
 	struct rw_ct_key ck;
 	struct rw_view v;
-	int reason;
+	int parsed;
 
 	if (rw_revoke_own(skb))
 		return TCX_NEXT;
-	reason = rw_begin(&x, &v, &table, &ck, &ct);
-	if (ct)
-		return rw_finish_cached(&x, ct);
-	if (reason != RW_REASON_ALLOWED)
-		return rw_finish(&x, reason);
-
-	reason = rw_identify(&x, &v, x.pkt.saddr, RW_REASON_SPOOFED_SOURCE);
-	if (reason != RW_REASON_ALLOWED)
-		return rw_finish(&x, reason);
-	x.identified = 1; /* from here on a refusal may be answered (answer.h) */
-	if (x.pkt.is_arp) {
-		x.path = RW_PATH_ARP;
-		return rw_finish(&x, RW_REASON_ALLOWED);
+	parsed = rw_parse(skb, &x.pkt);
+	if (parsed == RW_PARSE_IPV6) {
+		bpf_tail_call(skb, &rw_progs6, RW_DIR_EGRESS);
+		parsed = RW_REASON_UNSUPPORTED_L2;
 	}
-
-	/* A reply of a connection an allowed peer opened into the sandbox. A bare SYN is never a
-	 * reply, whatever entry its ports match.
-	 */
-	ct = x.ct;
-	if (ct && ct->opened_by == RW_DIR_INGRESS && !rw_tcp_is_syn(&x.pkt)) {
-		struct rw_rule *in = rw_find_inbound(&v, x.pkt.daddr, x.pkt.sport, x.pkt.proto);
-
-		if (!in)
-			return rw_finish(&x, RW_REASON_INBOUND_DENIED);
-		rw_ct_touch(&x, ct);
-		x.rule_id = in->rule_id;
-		x.path = RW_PATH_REPLY;
-		x.ct_path = RW_PATH_INBOUND;
-		return rw_finish(&x, RW_REASON_ALLOWED);
-	}
-
-	if (x.pkt.proto != IPPROTO_TCP && x.pkt.proto != IPPROTO_UDP)
-		return rw_finish(&x, RW_REASON_UNSUPPORTED_PROTOCOL);
-
-	reason = rw_egress_policy(&v, x.pod, x.pkt.daddr, x.pkt.dport, x.pkt.proto, &x.rule_id,
-				  &x.path);
-	if (reason != RW_REASON_ALLOWED)
-		return rw_finish(&x, reason);
-
-	return rw_allow_flow(&x, table, &ck, ct, RW_DIR_EGRESS);
+	return rw_judge_egress(&x, &v, &ck, parsed, 0);
 }
 
 SEC("tc")
@@ -246,58 +382,47 @@ int rw_ingress(struct __sk_buff *skb)
 			   .dir = RW_DIR_INGRESS,
 			   .dry_run = &rw_dry_run,
 			   .explain = &rw_explain_result};
-	struct rw_ct_value *ct;
-	struct rw_rule *in;
-	void *table = NULL;
 	struct rw_ct_key ck;
 	struct rw_view v;
-	int reason;
+	int parsed;
 
-	reason = rw_begin(&x, &v, &table, &ck, &ct);
-	if (ct)
-		return rw_finish_cached(&x, ct);
-	if (reason != RW_REASON_ALLOWED)
-		return rw_finish(&x, reason);
-
-	/* ARP into the pod (the node answering for the gateway 169.254.1.1) is let through once the
-	 * veth is bound to a known pod; IPv4 must be addressed to that pod.
-	 */
-	if (x.pkt.is_arp) {
-		rw_attribute(&x, &v);
-		if (!x.pod)
-			return rw_finish(&x, RW_REASON_UNKNOWN_SOURCE);
-		x.path = RW_PATH_ARP;
-		return rw_finish(&x, RW_REASON_ALLOWED);
+	parsed = rw_parse(skb, &x.pkt);
+	if (parsed == RW_PARSE_IPV6) {
+		bpf_tail_call(skb, &rw_progs6, RW_DIR_INGRESS);
+		parsed = RW_REASON_UNSUPPORTED_L2;
 	}
-	reason = rw_identify(&x, &v, x.pkt.daddr, RW_REASON_INBOUND_DENIED);
-	if (reason != RW_REASON_ALLOWED)
-		return rw_finish(&x, reason);
-	x.identified = 1; /* from here on a refused segment of a known flow closes it (revoke.h) */
+	return rw_judge_ingress(&x, &v, &ck, parsed, 0);
+}
 
-	/* A reply of a flow the sandbox opened: allowed while the egress policy still allows the
-	 * flow, so that a revoked rule cuts both directions at the next packet.
-	 */
-	ct = x.ct;
-	if (ct && ct->opened_by == RW_DIR_EGRESS && !rw_tcp_is_syn(&x.pkt)) {
-		reason = rw_egress_policy(&v, x.pod, x.pkt.saddr, x.pkt.sport, x.pkt.proto,
-					  &x.rule_id, &x.path);
-		if (reason == RW_REASON_ALLOWED) {
-			rw_ct_touch(&x, ct);
-			x.ct_path = x.path;
-			x.path = RW_PATH_REPLY;
-		}
-		return rw_finish(&x, reason);
-	}
+/* The IPv6 programs, never attached: reached through rw_progs6 only, from the hook rw_egress or
+ * rw_ingress runs on, so the packet and its veth are theirs.
+ */
+SEC("tc")
+int rw_egress6(struct __sk_buff *skb)
+{
+	struct rw_ctx x = {.skb = skb,
+			   .ifindex = skb->ifindex,
+			   .dir = RW_DIR_EGRESS,
+			   .dry_run = &rw_dry_run,
+			   .explain = &rw_explain_result};
+	struct rw_ct6_key ck;
+	struct rw_view6 v;
 
-	if (x.pkt.proto != IPPROTO_TCP && x.pkt.proto != IPPROTO_UDP)
-		return rw_finish(&x, RW_REASON_UNSUPPORTED_PROTOCOL);
+	return rw_judge_egress(&x, &v.v, &ck, rw_parse6(skb, &x.pkt), 1);
+}
 
-	in = rw_find_inbound(&v, x.pkt.saddr, x.pkt.dport, x.pkt.proto);
-	if (!in)
-		return rw_finish(&x, RW_REASON_INBOUND_DENIED);
-	x.rule_id = in->rule_id;
-	x.path = RW_PATH_INBOUND;
-	return rw_allow_flow(&x, table, &ck, ct, RW_DIR_INGRESS);
+SEC("tc")
+int rw_ingress6(struct __sk_buff *skb)
+{
+	struct rw_ctx x = {.skb = skb,
+			   .ifindex = skb->ifindex,
+			   .dir = RW_DIR_INGRESS,
+			   .dry_run = &rw_dry_run,
+			   .explain = &rw_explain_result};
+	struct rw_ct6_key ck;
+	struct rw_view6 v;
+
+	return rw_judge_ingress(&x, &v.v, &ck, rw_parse6(skb, &x.pkt), 1);
 }
 
 /* The flip. A map update from user space copies the whole value with the kernel's memcpy

@@ -107,7 +107,8 @@ static __always_inline int rw_take_token(__u32 ifindex, __u32 kind)
 	return 0;
 }
 
-static __always_inline void rw_report(struct rw_ctx *x, __u8 verdict, __u8 reason, __u8 answer)
+static __always_inline void rw_report(struct rw_ctx *x, __u8 verdict, __u8 reason, __u8 answer,
+				      const int six)
 {
 	__u32 run_idx = x->pod ? x->pod->run_idx : 0;
 	struct rw_event *ev;
@@ -132,8 +133,13 @@ static __always_inline void rw_report(struct rw_ctx *x, __u8 verdict, __u8 reaso
 		__builtin_memcpy(ev->run_id, x->pod->run_id, RW_RUN_ID_LEN);
 	}
 	ev->rule_id = x->rule_id;
-	ev->saddr = x->pkt.saddr;
-	ev->daddr = x->pkt.daddr;
+	if (six) {
+		__builtin_memcpy(ev->saddr6, x->pkt.saddr6, sizeof(ev->saddr6));
+		__builtin_memcpy(ev->daddr6, x->pkt.daddr6, sizeof(ev->daddr6));
+	} else {
+		ev->saddr = x->pkt.saddr;
+		ev->daddr = x->pkt.daddr;
+	}
 	ev->sport = x->pkt.sport;
 	ev->dport = x->pkt.dport;
 	ev->proto = x->pkt.proto;
@@ -196,14 +202,18 @@ static __always_inline __u8 rw_refusal_of(const struct rw_ctx *x)
 	return x->runless ? x->node_refusal : RW_REFUSAL_DROP;
 }
 
-/* Counts first (the truth), then the answer, then the event (a sample), then the verdict. */
-static __always_inline int rw_finish(struct rw_ctx *x, __u8 reason)
+/* Counts first (the truth), then the answer, then the event (a sample), then the verdict.
+ * `six` is a constant of each call (rw_finish(), rw_finish6()): the family of the packet, as
+ * rw_parse() said it, so that each family's program path holds only its own steps.
+ */
+static __always_inline int rw_finish_family(struct rw_ctx *x, __u8 reason, const int six)
 {
 	__u8 verdict = reason == RW_REASON_ALLOWED ? RW_VERDICT_ALLOW : RW_VERDICT_DROP;
 	__u32 run_idx = x->pod ? x->pod->run_idx : 0;
 	__u8 answer = RW_ANSWER_NONE, revoke = 0;
 
-	if (verdict == RW_VERDICT_DROP) {
+	/* The answers and the revoke are IPv4's: an IPv6 refusal is not answered (yet). */
+	if (verdict == RW_VERDICT_DROP && !six) {
 		answer = rw_answer_kind(&x->pkt, x->pod, x->dir, x->identified);
 		/* A known flow's segment: both ends are reset (revoke.h), under the answer "rst". */
 		revoke = rw_revoke_applies(&x->pkt, x->dir, x->ct, rw_refusal_of(x));
@@ -236,7 +246,7 @@ static __always_inline int rw_finish(struct rw_ctx *x, __u8 reason)
 		answer = rw_answer(x, answer, revoke);
 		rw_count_answer(run_idx, answer);
 		if (verdict == RW_VERDICT_DROP || x->new_flow)
-			rw_report(x, verdict, reason, answer);
+			rw_report(x, verdict, reason, answer, six);
 	}
 	/* Allowed packets go on to the next enforcer on the hook, never straight through. An
 	 * answer goes to the peer of the veth it came in on: the pod's own eth0 (answer.h); on
@@ -247,6 +257,16 @@ static __always_inline int rw_finish(struct rw_ctx *x, __u8 reason)
 	if (answer == RW_ANSWER_RST || answer == RW_ANSWER_ICMP)
 		return bpf_redirect_peer(x->ifindex, 0);
 	return verdict == RW_VERDICT_ALLOW ? TCX_NEXT : TCX_DROP;
+}
+
+static __always_inline int rw_finish(struct rw_ctx *x, __u8 reason)
+{
+	return rw_finish_family(x, reason, 0);
+}
+
+static __always_inline int rw_finish6(struct rw_ctx *x, __u8 reason)
+{
+	return rw_finish_family(x, reason, 1);
 }
 
 #endif /* RUNWALL_BPF_VERDICT_H */

@@ -36,7 +36,8 @@
 	X(COUNTERS, rw_counters, "counters")       \
 	X(EVENT_BUDGET, rw_event_budget, "budget") \
 	X(EVENTS, rw_events, "events")             \
-	X(RUN_REVS, rw_run_revs, "revs")
+	X(RUN_REVS, rw_run_revs, "revs")           \
+	X(PROGS6, rw_progs6, "progs")
 
 /* Sizes; each can be overridden at build time (-DRW_MAX_PODS=...). */
 #ifndef RW_MAX_ENDPOINTS

@@ -287,7 +287,8 @@ void test_real_traffic(struct rw_datapath *dp, const char *dev, int ifindex, con
 	/* IPv6 whose extension headers and TCP header are outside the linear area (sent as the
 	 * first SYN above, whose linear length the probe saw; a dropped packet never reaches the
 	 * probe): the walk reads them with the helper, so a routing header with segments left is
-	 * ipv6-routing and the same chain without is unsupported-l2, never malformed. Then a frame
+	 * ipv6-routing and the same chain without reaches the judgement (rw_egress6, tail-called
+	 * on the attached rw_egress), never malformed. Then a frame
 	 * cut inside its IPv6 header, which BPF_PROG_TEST_RUN cannot build.
 	 */
 	{
@@ -309,8 +310,9 @@ void test_real_traffic(struct rw_datapath *dp, const char *dev, int ifindex, con
 			   "ipv6-routing",
 			   1, RW_REASON_IPV6_ROUTING},
 			  {"a non-linear IPv6 SYN behind a routing header with segments left 0 is "
-			   "unsupported-l2",
-			   0, RW_REASON_UNSUPPORTED_L2}};
+			   "judged by the IPv6 program: unknown-source on a veth bound to IPv4 "
+			   "only",
+			   0, RW_REASON_UNKNOWN_SOURCE}};
 
 		fd = packet_socket(peer, 1);
 		for (size_t i = 0; i < sizeof(v6) / sizeof(v6[0]); i++) {

@@ -14,13 +14,15 @@ int t_count;
 
 static void print_verified_insns(void)
 {
-	const char *names[RW_DIR_COUNT] = {"rw_egress", "rw_ingress"};
+	const char *names[2 * RW_DIR_COUNT] = {"rw_egress", "rw_ingress", "rw_egress6",
+					       "rw_ingress6"};
 
-	for (int d = 0; d < RW_DIR_COUNT; d++) {
+	for (int d = 0; d < 2 * RW_DIR_COUNT; d++) {
+		int fd = d < RW_DIR_COUNT ? dp.prog_fd[d] : dp.prog6_fd[d - RW_DIR_COUNT];
 		struct bpf_prog_info info = {};
 		__u32 len = sizeof(info);
 
-		if (bpf_obj_get_info_by_fd(dp.prog_fd[d], &info, &len))
+		if (bpf_obj_get_info_by_fd(fd, &info, &len))
 			FATAL("prog info: %s", strerror(errno));
 		printf("# %s: %u instructions verified, %u translated bytes\n", names[d],
 		       info.verified_insns, info.xlated_prog_len);
@@ -75,6 +77,7 @@ int main(void)
 	test_answer_budget();
 	test_conntrack_isolation();
 	test_conntrack_expire();
+	test_ipv6_binding();
 	test_ring_full();
 	test_interrupted_apply();
 	test_big_apply();
@@ -85,6 +88,8 @@ int main(void)
 	test_refusal_modes();
 	test_revoke_drop_mode();
 	test_revoke_ended();
+	test_apply6();
+	test_ipv6_policy();
 
 	printf("1..%d\n", t_count);
 	printf("# %s: %d checks failed\n", t_failed ? "FAIL" : "PASS", t_failed);

@@ -333,6 +333,75 @@ static void test_dump_routes(void **state)
 	assert_int_equal(rw_nl_dump_routes(dump_route_cb, log), -ECANCELED);
 }
 
+/* The IPv6 routes a dump reports, for test_dump_routes6(). */
+struct routes6 {
+	struct rw_nl_route r[64];
+	int n;
+};
+
+static int collect6(const struct rw_nl_route *r, void *data)
+{
+	struct routes6 *c = data;
+
+	if (c->n < 64)
+		c->r[c->n++] = *r;
+	return 0;
+}
+
+/* An IPv6 node's per-pod route (a /128 toward the veth, as the VPC CNI makes it) is reported
+ * with its 16-byte destination, in the whole dump and in the one of its interface; a /64, a /128
+ * of another table and the kernel's own fe80::/64 are not; and the veth's own link-local address
+ * is the one ip(8) lists, none before the link has carrier nor for an interface that does not exist.
+ */
+static void test_dump_routes6(void **state)
+{
+	struct routes6 all = {}, via = {};
+	__be32 want[4], ll[4], got[4];
+	char text[INET6_ADDRSTRLEN + 4] = "";
+	int idx, n6 = 0;
+	FILE *f;
+
+	(void)state;
+	assert_int_equal(sh("sysctl -qw net.ipv6.conf.default.disable_ipv6=0 "
+			    "net.ipv6.conf.default.accept_dad=0"),
+			 0);
+	idx = veth("rwn6");
+	assert_int_equal(sh("ip link set rwn6 up"), 0);
+	assert_int_equal(rw_nl_link_local6(idx, ll), -ENOENT); /* no carrier: no address yet */
+	assert_int_equal(sh("ip link set rwn6p up && ip -6 route add 2600:1f14:abc::7/128 dev rwn6 "
+			    "&& ip -6 route add 2600:1f14:abc:1::/64 dev rwn6 && "
+			    "ip -6 route add 2600:1f14:abc::8/128 dev rwn6 table 100"),
+			 0);
+	assert_int_equal(inet_pton(AF_INET6, "2600:1f14:abc::7", want), 1);
+	assert_int_equal(rw_nl_dump_routes(collect6, &all), 0);
+	assert_int_equal(rw_nl_dump_routes_via(idx, collect6, &via), 0);
+	for (int i = 0; i < all.n; i++) {
+		if (all.r[i].family != AF_INET6)
+			continue;
+		n6++;
+		assert_int_equal(all.r[i].prefixlen, 128);
+		assert_int_equal(all.r[i].oif, idx);
+		assert_int_equal(all.r[i].dst, 0);
+		assert_memory_equal(all.r[i].dst6, want, sizeof(want));
+		assert_true(rw_nl_route_is_host(&all.r[i]));
+	}
+	assert_int_equal(n6, 1);
+	assert_int_equal(via.n, 1);
+	assert_int_equal(via.r[0].family, AF_INET6);
+	assert_memory_equal(via.r[0].dst6, want, sizeof(want));
+
+	f = popen("ip -6 -o addr show dev rwn6 scope link | awk '{print $4}' | cut -d/ -f1", "r");
+	assert_non_null(f);
+	assert_non_null(fgets(text, sizeof(text), f));
+	pclose(f);
+	text[strcspn(text, "\n")] = '\0';
+	assert_int_equal(inet_pton(AF_INET6, text, ll), 1);
+	assert_int_equal(rw_nl_link_local6(idx, got), 0);
+	assert_memory_equal(got, ll, sizeof(ll));
+	assert_int_equal(rw_nl_link_local6(999999, got), -ENOENT);
+	sh("ip link del rwn6");
+}
+
 /* Each link's kind, in dumps and in events: a veth is one, a bridge (standing for the VPC
  * CNI's vlan.eth.N trunk: this kernel has no vlan module) is not, and lo has no kind.
  */
@@ -524,6 +593,7 @@ int main(void)
 		cmocka_unit_test(test_ifname_match),
 		cmocka_unit_test_setup_teardown(test_dump_links, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dump_routes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dump_routes6, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_link_kind, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sub_link_events, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sub_route_events, setup, teardown),

@@ -147,6 +147,14 @@ static int on_route(bool add, const struct rw_nl_route *r, void *data)
 	return ret;
 }
 
+static int on_addr(bool add, const struct rw_nl_addr *addr, void *data)
+{
+	int ret = agent_on_addr(add, addr, data);
+
+	watch_check();
+	return ret;
+}
+
 static int on_tc(int ifindex, void *data)
 {
 	int ret = agent_on_tc(ifindex, data);
@@ -158,8 +166,11 @@ static int on_tc(int ifindex, void *data)
 /* Read every event the kernel has queued for the agent, as its loop does. */
 static void drain_events(struct watch *w)
 {
-	const struct rw_nl_handlers h = {
-		.on_link = on_link, .on_route = on_route, .on_tc = on_tc, .data = &a};
+	const struct rw_nl_handlers h = {.on_link = on_link,
+					 .on_route = on_route,
+					 .on_addr = on_addr,
+					 .on_tc = on_tc,
+					 .data = &a};
 	int ret;
 
 	watching = w;
@@ -181,6 +192,112 @@ static int count_bindings(void)
 		prev = &key;
 	}
 	return n;
+}
+
+/* The binding of ifindex, as the kernel holds it (zeroed: none). */
+static struct rw_endpoint bound_ep(int ifindex)
+{
+	struct rw_endpoint ep = {};
+
+	if (rw_endpoint_get(&a.dp, (__u32)ifindex, &ep))
+		memset(&ep, 0, sizeof(ep));
+	return ep;
+}
+
+static bool ip6_is(const __be32 got[4], const char *want)
+{
+	__be32 w[4];
+
+	assert_int_equal(inet_pton(AF_INET6, want, w), 1);
+	return !memcmp(got, w, sizeof(w));
+}
+
+/* The veth's own link-local address as `ip` lists it. */
+static void link_local_of(const char *dev, __be32 out[4])
+{
+	char cmd[160], text[INET6_ADDRSTRLEN + 8] = "";
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd),
+		 "ip -6 -o addr show dev %s scope link | awk '{print $4}' | cut -d/ -f1", dev);
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(text, sizeof(text), f));
+	pclose(f);
+	text[strcspn(text, "\n")] = '\0';
+	assert_int_equal(inet_pton(AF_INET6, text, out), 1);
+}
+
+/* An IPv6 EKS node's pod, as the VPC CNI makes it: a /128 route to the pod's IPv6 toward its
+ * veth, and the node-local IPv4 (169.254.172.0/22) as a /32. The agent binds both, with the host
+ * veth's own link-local address as the gateway; each route change rebinds (a /128 gone, another
+ * one come); a /128 to an address no pod can have (link-local, multicast) binds nothing; a
+ * gateway that comes after the routes (the link up later) is bound by its address event; the
+ * resync agrees with the events.
+ */
+static void test_ipv6_identity(void **state)
+{
+	struct rw_endpoint ep;
+	__be32 gw[4];
+
+	drain_events(NULL);
+	sh("ip link add rwsb6 index 7006 type veth peer name rwx7006 && ip link set rwsb6 up && "
+	   "ip link set rwx7006 up && ip -6 route add 2600:1f14:abc::7/128 dev rwsb6 && "
+	   "ip route add 169.254.172.9/32 dev rwsb6 scope link");
+	drain_events(NULL);
+	link_local_of("rwsb6", gw);
+	ep = bound_ep(7006);
+	assert_int_equal(ep.flags, RW_EP_IP4 | RW_EP_IP6 | RW_EP_GW6);
+	assert_int_equal(ep.pod_ip, ip4("169.254.172.9"));
+	assert_true(ip6_is(ep.pod_ip6, "2600:1f14:abc::7"));
+	assert_memory_equal(ep.gw_ip6, gw, sizeof(gw));
+
+	/* Routes that name no pod: never bound, and they do not hide the pod's. */
+	sh("ip -6 route add fe80::99/128 dev rwsb6 && ip -6 route add ff05::7/128 dev rwsb6");
+	drain_events(NULL);
+	ep = bound_ep(7006);
+	assert_true(ip6_is(ep.pod_ip6, "2600:1f14:abc::7"));
+
+	/* The /128 gone: IPv4 only (the IPv6 identity with it); another one: that one. */
+	sh("ip -6 route del 2600:1f14:abc::7/128 dev rwsb6");
+	drain_events(NULL);
+	ep = bound_ep(7006);
+	assert_int_equal(ep.flags & (RW_EP_IP4 | RW_EP_IP6), RW_EP_IP4);
+	assert_int_equal(ep.pod_ip, ip4("169.254.172.9"));
+	sh("ip -6 route add 2600:1f14:abc::8/128 dev rwsb6");
+	drain_events(NULL);
+	ep = bound_ep(7006);
+	assert_int_equal(ep.flags, RW_EP_IP4 | RW_EP_IP6 | RW_EP_GW6);
+	assert_true(ip6_is(ep.pod_ip6, "2600:1f14:abc::8"));
+	/* IPv6 only: the /32 gone. */
+	sh("ip route del 169.254.172.9/32 dev rwsb6");
+	drain_events(NULL);
+	ep = bound_ep(7006);
+	assert_int_equal(ep.flags, RW_EP_IP6 | RW_EP_GW6);
+	assert_true(ip6_is(ep.pod_ip6, "2600:1f14:abc::8"));
+	assert_int_equal(agent_full_resync(&a), 0);
+	ep = bound_ep(7006);
+	assert_int_equal(ep.flags, RW_EP_IP6 | RW_EP_GW6);
+	assert_true(ip6_is(ep.pod_ip6, "2600:1f14:abc::8"));
+	assert_memory_equal(ep.gw_ip6, gw, sizeof(gw));
+	sh("ip link del rwsb6");
+	drain_events(NULL);
+	assert_int_equal(bound_ep(7006).flags, 0);
+
+	/* The peer down: no carrier, so no link-local yet. Bound without a gateway, which its
+	 * address event brings when the link comes up.
+	 */
+	sh("ip link add rwsb7 index 7007 type veth peer name rwx7007 && ip link set rwsb7 up && "
+	   "ip -6 route add 2600:1f14:abc::9/128 dev rwsb7");
+	drain_events(NULL);
+	ep = bound_ep(7007);
+	assert_int_equal(ep.flags, RW_EP_IP6);
+	sh("ip link set rwx7007 up");
+	drain_events(NULL);
+	link_local_of("rwsb7", gw);
+	ep = bound_ep(7007);
+	assert_int_equal(ep.flags, RW_EP_IP6 | RW_EP_GW6);
+	assert_memory_equal(ep.gw_ip6, gw, sizeof(gw));
 }
 
 /* --- fixtures ------------------------------------------------------------------------------ */
@@ -512,6 +629,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_route_to_non_pod_address, cleanup),
 		cmocka_unit_test_teardown(test_foreign_tc_filter_seen_at_once, cleanup),
 		cmocka_unit_test_teardown(test_ifindex_taken_by_prefixed_non_veth, cleanup),
+		cmocka_unit_test_teardown(test_ipv6_identity, cleanup),
 		cmocka_unit_test(test_lock_excludes),
 		cmocka_unit_test(test_adopted_snapshot_is_not_prev),
 	};

@@ -259,7 +259,7 @@ check "status -j: sandboxes bound and attached first" \
 	json_is "sorted((s['ifname'], s['pod'], s['run'], s['hooks']['egress']['first'], s['hooks']['ingress']['first']) for s in d['sandboxes'])" \
 	"[('${veth_a}', '10.1.2.3', 'run-7f3a', True, True), ('${veth_b}', '10.1.2.4', 'run-9c01', True, True)]"
 check "status -j: map fill" \
-	json_is "[(m['pin'], m['entries']) for m in d['maps'] if m['name'] in ('pods', 'allow', 'inbound', 'deny')]" \
+	json_is "[(m['pin'], m['entries']) for m in d['maps'] if m['name'] in ('pods', 'allow', 'inbound', 'deny') and m['entries']]" \
 	"[('rw_pods', 2), ('rw_allow_exact', 6), ('rw_allow_cidr', 2), ('rw_deny', 2), ('rw_inbound', 4)]"
 check "status -j: events from the kernel and the agent" \
 	json_is "sorted(d['events'])" "['delivered', 'lost', 'ring_drains_capped', 'sent', 'skipped', 'subscribers', 'suppressed']"
@@ -289,11 +289,13 @@ run "$RUNWALL" agent --help
 check "agent --help prints the same text as help agent" test "$out" = "$("$RUNWALL" help agent)"
 
 # ---- map ----
+# Every map of the contract header's RW_MAPS, whatever this build has.
+n_maps=$(grep -c '^	X([A-Z0-9_]*, rw_[a-z0-9_]*, "' include/runwall.h)
 run rw map list
 check "map list exits 0 and names every pinned map" \
-	test "$rc" = 0 -a "$(grep -Ec '^  [a-z]+ +rw_[a-z_]+ ' <<<"$out")" = 12
+	test "$rc" = 0 -a "$(grep -Ec '^  [a-z0-9]+ +rw_[a-z_0-9]+ ' <<<"$out")" = "$n_maps"
 run rw -j map list
-check "map list -j" json_is "len(d['maps']), d['revision']" "(12, 12)"
+check "map list -j" json_is "len(d['maps']), d['revision']" "($n_maps, 12)"
 
 run rw map dump config
 check "map dump config" grep -Eq "^revision +12$" <<<"$out"
@@ -408,7 +410,7 @@ check "counters plain: the summary line" grep -Eq "[0-9]+ drops, [0-9]+ allowed;
 run rw -j counters
 check "counters -j: node, runs and every reason" \
 	json_is "sorted(d['node']), len(d['node']['egress']), [r['id'] for r in d['runs']]" \
-	"(['answers', 'egress', 'events', 'ingress'], 20, ['run-7f3a', 'run-9c01'])"
+	"(['answers', 'egress', 'events', 'ingress'], 22, ['run-7f3a', 'run-9c01'])"
 check "counters -j: the answers the refusals got" \
 	json_is "sorted(d['node']['answers']), d['node']['answers']['rst'] >= 2" "(['budget', 'icmp', 'rst'], True)"
 check "counters -j: node and run agree on the refusals" \
@@ -541,6 +543,154 @@ printf '{"revision": 14, "runs": [{"id": "x", "pods": ["10.1.2.300"]}]}\n' >"$wo
 run rw explain --pod 10.1.2.3 172.20.0.10 443 --policy "$work/bad.json"
 check "explain --policy with a refused snapshot exits 1 with the parser's message" \
 	test "$rc" = 1 -a -n "$(grep "bad.json:1:" <<<"$err")"
+
+# ---- IPv6: the maps and explain over a dual-stack snapshot ----
+# Its IPv6 pod has no veth here (the namespaces run without IPv6): explain judges it in private
+# maps (--policy), where the pod is bound by its IPv6 address.
+python3 - "$work/policy.json" "$work/dual.json" <<'EOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["revision"] = 14
+p["deny"].append("fd00:10::/32")
+p["services"].append({"name": "proxy6", "ip": "2600:1f18:aa::10", "tcp": [443]})
+p["services"].append({"name": "api6", "cidr": "2600:1f18:ab::/48", "tcp": [8443]})
+p["inbound"].append({"name": "app6", "cidr": "2600:1f18:aa:1::/64", "tcp": [4096]})
+p["runs"][1]["pods"].append("2600:1f18:bb::4")
+p["runs"][1]["allow"].append({"ip": "2a00:1450::1", "tcp": [443]})
+json.dump(p, open(sys.argv[2], "w"), indent=1)
+EOF
+run rw apply "$work/dual.json"
+check "apply of a dual-stack snapshot ($rc: $err)" test "$rc" = 0
+run rw map dump pods
+check "map dump pods: the IPv6 pod in its run" \
+	grep -Eq "^  2600:1f18:bb::4 +run-9c01 +2 +14 +open +- \(no veth bound\)" <<<"$out"
+run rw -j map lookup pods 2600:1f18:bb::4
+check "map lookup pods IPV6 -j" json_is "[(e['pod'], e['run'], e['idx'], e['gen']) for e in d['entries']]" \
+	"[('2600:1f18:bb::4', 'run-9c01', 2, 14)]"
+run rw map dump allow
+check "map dump allow: the IPv6 services and run rule, named" \
+	test "$(grep -Ec "^  services +2600:1f18:aa::10 +tcp/443 +exact +services\[5\] proxy6$|^  services +2600:1f18:ab::/48 +tcp/8443 +cidr +services\[6\] api6$|^  run run-9c01 +2a00:1450::1 +tcp/443 +exact +runs\[1\].allow\[1\]$" <<<"$out")" = 3
+run rw -j map lookup allow '[2600:1f18:ab:5::1]:8443'
+check "map lookup allow [IPV6]:PORT finds the covering CIDR" \
+	json_is "[(e['dst'], e['scope'], e['rule']) for e in d['entries']]" "[('2600:1f18:ab::/48', 'services', 'services[6] api6')]"
+run rw -j map lookup allow 2a00:1450::1 tcp
+check "map lookup allow IPV6 tcp: the run's rule" \
+	json_is "[(e['dst'], e['port'], e['run']) for e in d['entries']]" "[('2a00:1450::1', 443, 'run-9c01')]"
+run rw -j map lookup allow '[2600:1f18:ab:5::1]:443'
+check "map lookup allow [IPV6]:PORT of no rule exits 1 ($rc)" test "$rc" = 1
+run rw map dump deny
+check "map dump deny: both families" \
+	test "$(grep -Ec '^  (10.0.0.0/16|100.64.0.0/16|fd00:10::/32)$' <<<"$out")" = 3
+run rw -j map lookup deny fd00:10:5::1
+check "map lookup deny IPV6 -j" json_is "[e['cidr'] for e in d['entries']]" "['fd00:10::/32']"
+run rw -j map lookup deny 10.0.5.5
+check "map lookup deny IPV4 -j: no IPv6 entry" json_is "[e['cidr'] for e in d['entries']]" "['10.0.0.0/16']"
+run rw -j map lookup inbound '[2600:1f18:aa:1::9]:4096'
+check "map lookup inbound [IPV6]:PORT -j" json_is "[(e['peer'], e['port'], e['rule']) for e in d['entries']]" \
+	"[('2600:1f18:aa:1::/64', 4096, 'inbound[1] app6')]"
+run rw -j map list
+check "map list -j: the IPv6 tables' fill" \
+	json_is "[(m['pin'], m['entries']) for m in d['maps'] if m['pin'] in ('rw_pods6', 'rw_allow_exact6', 'rw_allow_cidr6', 'rw_deny6', 'rw_inbound6', 'rw_conntrack6')]" \
+	"[('rw_pods6', 1), ('rw_allow_exact6', 2), ('rw_allow_cidr6', 1), ('rw_deny6', 1), ('rw_inbound6', 1), ('rw_conntrack6', 0)]"
+run rw map lookup pods 2600:1f18::zz
+check "map lookup of a bad IPv6 address exits 2 ($rc)" test "$rc" = 2
+
+run rw explain --pod 2600:1f18:bb::4 2a00:1450::1 443 --policy "$work/dual.json"
+check "explain an IPv6 packet: the frame as IPv6, bracketed, allowed by the run's IPv6 rule ($rc)" \
+	test "$rc" = 0 -a "$out" = "egress [2600:1f18:bb::4]:40000 -> [2a00:1450::1]:443 tcp (run run-9c01 gen 14, revision 14): with $work/dual.json: allowed via rule runs[1].allow[1]"
+check "... judged by the file alone, the pod having no veth here" \
+	grep -q "the live policy cannot judge this packet on this node" <<<"$err"
+run rw -j explain --run run-9c01 2a00:1450::1 443 udp --policy "$work/dual.json"
+check "explain --run with an IPv6 DST takes the run's IPv6 pod -j" \
+	json_is "d['family'], d['pod'], d['src'], d['dst'], d['dport'], d['proto'], d['verdict'], d['reason']" \
+	"('ipv6', '2600:1f18:bb::4', '2600:1f18:bb::4', '2a00:1450::1', 443, 'udp', 'allow', 'allowed')"
+# The kernel's judging of IPv6 through explain: a service, metadata, a NAT64 form of a private
+# address (judged as that IPv4 address), the IPv6 deny list.
+explain6_is() { # explain6_is DST PORT VERDICT REASON-or-PATH [RULE]
+	run rw -j explain --pod 2600:1f18:bb::4 "$1" "$2" --policy "$work/dual.json"
+	local got
+	got=$(jq_ "d['verdict'], d['reason'] if d['verdict'] == 'drop' else d['path'], d['rule']" 2>&1) || true
+	check "explain IPv6 to $1 $2: $3 $4" test "$got" = "('$3', '$4', '${5:-}')"
+}
+explain6_is 2600:1f18:aa::10 443 allow rule "services[5] proxy6"
+explain6_is 2600:1f18:ab:7::1 8443 allow rule-cidr "services[6] api6"
+explain6_is fd00:ec2::254 80 drop metadata
+explain6_is 64:ff9b::a00:505 22 drop private-destination
+explain6_is fd00:10::5 443 drop private-destination
+explain6_is 2a00:1450::9 443 allow open
+run rw -j explain --pod 2600:1f18:bb::4 2a00:1450::1 128 icmpv6 --policy "$work/dual.json"
+check "explain an ICMPv6 type -j" json_is "d['proto'], d['icmp_type'], 'dport' in d" "('icmpv6', 128, False)"
+run rw explain --pod 2600:1f18:bb::4 2a00:1450::1 135 icmpv6 --policy "$work/dual.json"
+check "explain an ICMPv6 type: the line" grep -q "^egress 2600:1f18:bb::4 -> 2a00:1450::1 icmpv6 type 135 " <<<"$out"
+run rw explain --pod 10.1.2.4 2a00:1450::1 443
+check "explain with a pod and DST of two families exits 2 ($rc)" test "$rc" = 2
+run rw explain --pod 10.1.2.4 172.20.0.10 128 icmpv6
+check "explain icmpv6 to an IPv4 DST exits 2 ($rc)" test "$rc" = 2
+run rw explain --pod 2600:1f18:bb::4 2a00:1450::1 256 icmpv6 --policy "$work/dual.json"
+check "explain with an ICMPv6 type past 255 exits 2 ($rc)" test "$rc" = 2
+# A real IPv6 flow of pod_b, seen in rw_conntrack6: IPv6 on for this part only, in the node,
+# pod_b and the services namespaces; static neighbours (the flow needs no NDP) and the /128
+# route the agent binds the veth's IPv6 address from, as the VPC CNI makes it.
+for ns in "$node" "$svc" "$pod_b"; do
+	in_ns "$ns" sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0
+	in_ns "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.default.disable_ipv6=0
+done
+in_ns "$node" sysctl -qw net.ipv6.conf.all.forwarding=1
+ip -n "$node" -6 addr add fd99::1/64 dev "up$$" nodad
+ip -n "$svc" -6 addr add fd99::2/64 dev eth0 nodad
+ip -n "$svc" -6 addr add 2a00:1450::9/128 dev lo
+ip -n "$svc" -6 route add 2600:1f18:bb::4/128 via fd99::1
+ip -n "$node" -6 route add 2a00:1450::/32 via fd99::2
+mac_b=$(ip -n "$node" -br link show "$veth_b" | awk '{print $3}')
+pod_mac_b=$(ip -n "$pod_b" -br link show eth0 | awk '{print $3}')
+ip -n "$pod_b" -6 addr add 2600:1f18:bb::4/128 dev eth0 nodad
+ip -n "$pod_b" -6 neigh add fe80::1 lladdr "$mac_b" dev eth0 nud permanent
+ip -n "$pod_b" -6 route add default via fe80::1 dev eth0
+ip -n "$node" -6 neigh add 2600:1f18:bb::4 lladdr "$pod_mac_b" dev "$veth_b" nud permanent
+ip -n "$node" -6 route add 2600:1f18:bb::4/128 dev "$veth_b"
+bound6=
+for _ in $(seq $((100 * scale))); do
+	run rw -j map lookup endpoints "$veth_b"
+	# Bound by its /128 route, and with the veth's link-local as the pod's gateway.
+	bound6=$(jq_ "d['entries'][0]['pod6'], d['entries'][0]['gw6'] is not None" 2>/dev/null) || true
+	[ "$bound6" = "('2600:1f18:bb::4', True)" ] && break
+	sleep 0.05
+done
+check "the agent binds pod_b's veth by its /128 route too, and its gateway ($bound6)" \
+	test "$bound6" = "('2600:1f18:bb::4', True)"
+in_ns "$svc" "$PY" -c 'import socket, sys
+s = socket.socket(socket.AF_INET6); s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("2a00:1450::9", 443)); s.listen(8)
+print("ready", flush=True)
+while True:
+    c, _ = s.accept(); c.sendall(b"hello\n"); c.close()' >"$work/listen6" 2>&1 &
+pids+=($!)
+for _ in $(seq $((100 * scale))); do grep -q ready "$work/listen6" && break; sleep 0.05; done
+got6=$(in_ns "$pod_b" "$PY" -c 'import socket
+s = socket.socket(socket.AF_INET6); s.settimeout(3)
+try:
+    s.connect(("2a00:1450::9", 443)); print("ok" if s.recv(16) else "empty")
+except OSError as e:
+    print("failed", e)')
+check "pod_b's IPv6 connection to a public address (open mode) ($got6)" test "$got6" = ok
+run rw map dump conntrack
+check "map dump conntrack: the IPv6 flow, bracketed" \
+	grep -Eq "${veth_b} +\[2600:1f18:bb::4\]:[0-9]+ +\[2a00:1450::9\]:443 +tcp +pod .* run-9c01" <<<"$out"
+run rw -j map lookup conntrack 2600:1f18:bb::4
+check "map lookup conntrack IPV6 -j" \
+	json_is "[(e['pod'], e['peer'], e['peer_port'], e['opened_by'], e['proto'], e['run']) for e in d['entries']]" \
+	"[('2600:1f18:bb::4', '2a00:1450::9', 443, 'pod', 'tcp', 'run-9c01')]"
+run rw -j map list
+check "map list -j: rw_conntrack6 counts the flow" \
+	json_is "[m['entries'] for m in d['maps'] if m['pin'] == 'rw_conntrack6']" "[1]"
+run rw -j map lookup pods 2600:1f18:bb::4
+check "map lookup pods IPV6 -j: its veth" \
+	json_is "[e['ifindex'] for e in d['entries']]" "[$(ip -n "$node" -o link show "$veth_b" | cut -d: -f1)]"
+# Back to the IPv4 snapshot for what follows.
+python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["revision"]=15; json.dump(p, open(sys.argv[2],"w"))' \
+	"$work/policy.json" "$work/back.json"
+run rw apply "$work/back.json"
+check "apply the IPv4 snapshot again ($rc: $err)" test "$rc" = 0
 
 # ---- errors: exit codes and messages ----
 run rw frobnicate

@@ -75,17 +75,24 @@ host_if() { jq -r '.interfaces[] | select(has("sandbox") | not) | .name' "$RW_WO
 ifindex_of() { cat "/sys/class/net/$1/ifindex" 2>/dev/null || rw_node_exec cat "/sys/class/net/$1/ifindex"; }
 node_ifindex() { rw_node_exec ip -o link show dev "$1" | cut -d: -f1; }
 probe() { rw_probe "$1" tcp "$2" "$3" --timeout "$(rw_scale 1)"; }
-# The endpoints the kernel has (bpftool, not runwall): "IFINDEX POD_IP" lines.
+# The endpoints the kernel has (bpftool, not runwall): "IFINDEX POD_IP POD_IP6 GATEWAY6" lines
+# (struct rw_endpoint: pod_ip, flags, pod_ip6, gw_ip6), "-" for an address whose flag is clear.
 endpoints() {
 	bpftool -j map dump pinned "$RW_BPFFS/rw_endpoints" | "$RW_PY" -c '
 import json, socket, struct, sys
 for e in json.load(sys.stdin):
     k = bytes(int(b, 16) for b in e["key"])
     v = bytes(int(b, 16) for b in e["value"])
-    print(struct.unpack("=I", k)[0], socket.inet_ntoa(v[:4]))'
+    flags = struct.unpack("=I", v[4:8])[0]
+    print(struct.unpack("=I", k)[0], socket.inet_ntoa(v[:4]) if flags & 1 else "-",
+          socket.inet_ntop(socket.AF_INET6, v[8:24]) if flags & 2 else "-",
+          socket.inet_ntop(socket.AF_INET6, v[24:40]) if flags & 4 else "-")'
 }
-# The pod IP bound to an ifindex, "none" when unbound.
+# The pod IP bound to an ifindex, "none" when unbound; endpoint6_of: "POD_IP6 GATEWAY6".
 endpoint_of() { endpoints | awk -v i="$1" '$1 == i {print $2; f = 1} END {if (!f) print "none"}'; }
+endpoint6_of() { endpoints | awk -v i="$1" '$1 == i {print $3, $4; f = 1} END {if (!f) print "none"}'; }
+# A node veth's own IPv6 link-local address.
+link_local_of() { rw_node_exec ip -6 -o addr show dev "$1" scope link | awk '{sub("/.*", "", $4); print $4}'; }
 # cni_self CMD POD: runwall-cni alone, with the pod's cached result as prevResult (a runtime
 # retrying only the failed plugin, or checking it).
 cni_self() {
@@ -180,7 +187,8 @@ check "nothing of the pod left on the node" \
 
 # ---- the agent running -----------------------------------------------------------------------
 jq '.revision = 100 | .runs += [{id: "run-cni1", pods: ["10.1.9.11"]},
-	{id: "run-cni2", pods: ["10.1.9.12"]}]' "$POLICY_DEFAULT" >"$RW_WORK/policy.json"
+	{id: "run-cni2", pods: ["10.1.9.12"]}, {id: "run-cni6", pods: ["2600:1f14:abc:de00::7"]}]' \
+	"$POLICY_DEFAULT" >"$RW_WORK/policy.json"
 rw_agent_start --ifprefix veth --policy "$RW_WORK/policy.json" --resync 1
 rw_agent_wait
 ready() { rw -j status 2>/dev/null | rw_jq_true .ready; }
@@ -248,6 +256,61 @@ check "no link pin is left for a veth that is gone" \
 check "no veth left on the node" \
 	test -z "$(rw_node_exec ip -o link show type veth | grep -v svc0 || true)"
 
+# ---- an IPv6 EKS node's pod: IPv6 and the node-local IPv4 (169.254.172.0/22), both bound ------
+# ptp with host-local handing out one address of each family, as the VPC CNI's IPv6 mode gives a
+# pod its IPv6 and egress-cni its node-local IPv4; runwall-cni (the agent stopped, its pins in
+# place) binds both, with the host veth's link-local as the pod's IPv6 gateway.
+# IPv6 on for the veths made from here on (the namespaces start with it off), quiet: no DAD, no
+# router solicitations.
+ipv6_on() {
+	rw_in "$1" sysctl -qw net.ipv6.conf.default.disable_ipv6=0 net.ipv6.conf.default.accept_dad=0 \
+		net.ipv6.conf.default.router_solicitations=0 net.ipv6.conf.default.accept_ra=0
+}
+ipv6_on "$RW_NODE"
+pod_prepare p6 169.254.172.9
+ipv6_on "${RW_PREFIX}p6"
+jq --arg data "$RW_WORK/ipam" '.plugins[0].ipam = {type: "host-local", dataDir: $data,
+	ranges: [[{subnet: "169.254.172.0/22", rangeStart: "169.254.172.9", rangeEnd: "169.254.172.9"}],
+		[{subnet: "2600:1f14:abc:de00::/64", rangeStart: "2600:1f14:abc:de00::7",
+		  rangeEnd: "2600:1f14:abc:de00::7"}]],
+	routes: [{dst: "0.0.0.0/0"}, {dst: "::/0"}]}' "$RW_WORK/p6.conflist" >"$RW_WORK/p6.tmp"
+mv "$RW_WORK/p6.tmp" "$RW_WORK/p6.conflist"
+if cni ADD p6 >"$RW_WORK/p6.out"; then
+	ok "IPv6 node: ADD of a pod with an IPv6 and a 169.254.172.0/22 IPv4 succeeds"
+	P6_IF=$(host_if p6)
+	P6_IDX=$(node_ifindex "$P6_IF")
+	check "IPv6 node: the IPv4 169.254.172.9 bound to $P6_IF" \
+		test "$(endpoint_of "$P6_IDX")" = 169.254.172.9
+	check "IPv6 node: the IPv6 2600:1f14:abc:de00::7 bound, the gateway the host veth's link-local" \
+		test "$(endpoint6_of "$P6_IDX")" = "2600:1f14:abc:de00::7 $(link_local_of "$P6_IF")"
+	check "IPv6 node: CHECK succeeds" cni CHECK p6
+	sbx6() { rw -j status 2>/dev/null | rw_jq_true --arg i "$P6_IF" --arg gw "$(link_local_of "$P6_IF")" \
+		'.sandboxes[] | select(.ifname == $i) | .pod == "169.254.172.9" and
+		 .pod6 == "2600:1f14:abc:de00::7" and .gateway6 == $gw'; }
+	check "IPv6 node: status -j shows both addresses and the gateway" sbx6
+	run6() { rw -j status 2>/dev/null | rw_jq_true --arg i "$P6_IF" \
+		'(.sandboxes[] | select(.ifname == $i) | .run == "run-cni6") and
+		 (.runs[] | select(.id == "run-cni6") | .pods == ["2600:1f14:abc:de00::7"])'; }
+	check "IPv6 node: status -j finds the sandbox's run by its IPv6, and lists the run's IPv6 pod" run6
+	check "IPv6 node: status shows both addresses to people" \
+		grep -q "169.254.172.9 2600:1f14:abc:de00::7" <<<"$(rw status 2>/dev/null || true)"
+	# Only the IPv4 bound (runwall-cni of another pod's view): CHECK names both sides.
+	bpftool map update pinned "$RW_BPFFS/rw_endpoints" key $(printf '%d %d %d %d' \
+		$((P6_IDX & 255)) $((P6_IDX >> 8 & 255)) $((P6_IDX >> 16 & 255)) $((P6_IDX >> 24))) \
+		value 169 254 172 9 1 0 0 0 $(printf '0 %.0s' $(seq 32)) exist
+	if out=$(cni CHECK p6); then
+		not_ok "CHECK fails when the IPv6 is not bound"
+	else
+		check "CHECK fails when the IPv6 is not bound (102, naming what is and what should be)" \
+			rw_jq_true '.code == 102 and (.details | contains("bound to 169.254.172.9, the pod is 169.254.172.9 and 2600:1f14:abc:de00::7"))' <<<"$out"
+	fi
+	check "runwall-cni's ADD again binds both" eval 'cni_self ADD p6 >/dev/null && cni CHECK p6'
+	check "IPv6 node: DEL succeeds" cni DEL p6
+	check "IPv6 node: p6's binding is gone" test "$(endpoint_of "${P6_IDX:-0}")" = none
+else
+	not_ok "IPv6 node: ADD succeeds: $(cat "$RW_WORK/p6.out") $(tail -3 "$RW_WORK/cni.log")"
+fi
+
 # ---- the agent: a failed attach is retried with backoff; a route replace unbinds at once -------
 # --resync 120: nothing below may wait for a resync. tc mode: another tool's u32 filter at
 # priority 1 (runwall's) makes runwall's cls_bpf filter there fail (one classifier kind per
@@ -290,6 +353,19 @@ ip -n "$RW_NODE" route replace 10.1.9.30/32 dev vethrrb scope link
 moved() { bound_to "$RA" none && bound_to "$RB" 10.1.9.30; }
 check "route replace to another veth: the old one is unbound and the new one bound at once (1 s)" \
 	rw_wait 1 moved
+# An IPv6 node's routes: a /128 per pod toward its veth binds the pod's IPv6 beside its IPv4, with
+# the veth's link-local as the gateway; the /128 gone, the IPv6 goes with it.
+# The pod's side up: the veth has carrier, and the kernel gives it its link-local (an address
+# event, which the agent binds as the gateway).
+ip -n "${RW_PREFIX}rr" link set eth2 up
+ip -n "$RW_NODE" -6 route add 2600:1f14:abc:de00::30/128 dev vethrrb
+bound6_to() { [ "$(endpoint6_of "$1")" = "$2" ]; }
+check "the /128 route binds its veth's IPv6, the gateway its link-local (1 s)" \
+	rw_wait 1 bound6_to "$RB" "2600:1f14:abc:de00::30 $(link_local_of vethrrb)"
+check "... the IPv4 of its /32 still bound" bound_to "$RB" 10.1.9.30
+ip -n "$RW_NODE" -6 route del 2600:1f14:abc:de00::30/128 dev vethrrb
+check "the /128 deleted: the veth's IPv6 unbound at once, its IPv4 kept (1 s)" \
+	rw_wait 1 eval 'bound6_to "$RB" "- $(link_local_of vethrrb)" && bound_to "$RB" 10.1.9.30'
 
 # Clients that send half a request and wait: the agent serves others meanwhile and drops them at
 # their deadline. (An agent that read each request blocking, 2 s each, would answer status only

@@ -212,7 +212,7 @@ static void test_map_names(void **state)
 	assert_int_equal(rw_cli_map_lookup("conntrak", err, sizeof(err)), -EINVAL);
 	assert_string_equal(err, "unknown map 'conntrak' (did you mean 'conntrack'?); valid: "
 				 "config, endpoints, pods, allow, deny, inbound, conntrack, "
-				 "counters, budget, events, revs");
+				 "counters, budget, events, revs, progs");
 	assert_int_equal(rw_cli_map_lookup("alow", err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "(did you mean 'allow'?)"));
 	assert_int_equal(rw_cli_map_lookup("routes", err, sizeof(err)), -EINVAL);
@@ -369,6 +369,25 @@ static void test_small_formats(void **state)
 	assert_string_equal(b, "10.1.2.3:40000");
 	rw_cli_ip_port(ip("10.1.2.3"), 0, b, sizeof(b));
 	assert_string_equal(b, "10.1.2.3");
+	{
+		__be32 a6[4];
+
+		assert_int_equal(inet_pton(AF_INET6, "2001:db8:0:0:0:0:0:1", a6), 1);
+		rw_cli_ip6_port(a6, 443, b, sizeof(b));
+		assert_string_equal(b, "[2001:db8::1]:443");
+		rw_cli_ip6_port(a6, 0, b, sizeof(b));
+		assert_string_equal(b, "2001:db8::1");
+		rw_cli_ip6(a6, b, sizeof(b));
+		assert_string_equal(b, "2001:db8::1");
+		rw_cli_cidr6(a6, 32, b, sizeof(b));
+		assert_string_equal(b, "2001:db8::1/32");
+		rw_cli_cidr6(a6, 128, b, sizeof(b));
+		assert_string_equal(b, "2001:db8::1");
+		rw_cli_host_port("2001:db8::1", 443, b, sizeof(b));
+		assert_string_equal(b, "[2001:db8::1]:443");
+		rw_cli_host_port("10.1.2.3", 443, b, sizeof(b));
+		assert_string_equal(b, "10.1.2.3:443");
+	}
 }
 
 /* ---- counters ---------------------------------------------------------------------------- */
@@ -535,13 +554,13 @@ static void test_filter(void **state)
 	/* --pod: the pod's side of the event, and its veth's events with a forged source. */
 	rw_cli_filter_init(&f);
 	f.has_pod = true;
-	f.pod = ip("10.1.2.3");
+	f.pod = rw_ip4(ip("10.1.2.3"));
 	assert_true(rw_cli_filter_match(&f, &drop));
 	assert_true(rw_cli_filter_match(&f, &in));
 	assert_false(rw_cli_filter_match(&f, &spoof));
 	f.pod_ifindex = 5;
 	assert_true(rw_cli_filter_match(&f, &spoof));
-	f.pod = ip("10.1.2.4");
+	f.pod = rw_ip4(ip("10.1.2.4"));
 	f.pod_ifindex = 6;
 	assert_false(rw_cli_filter_match(&f, &drop));
 	assert_false(rw_cli_filter_match(&f, &in));
@@ -549,15 +568,117 @@ static void test_filter(void **state)
 	/* --dst IP[:PORT] */
 	rw_cli_filter_init(&f);
 	f.has_dst = true;
-	f.dst = ip("93.184.216.34");
+	f.dst = rw_ip4(ip("93.184.216.34"));
 	assert_true(rw_cli_filter_match(&f, &drop));
 	f.dport = 443;
 	assert_true(rw_cli_filter_match(&f, &drop));
 	f.dport = 80;
 	assert_false(rw_cli_filter_match(&f, &drop));
-	f.dst = ip("172.20.0.10");
+	f.dst = rw_ip4(ip("172.20.0.10"));
 	f.dport = 0;
 	assert_false(rw_cli_filter_match(&f, &drop));
+}
+
+/* An IPv6 event (ethertype 0x86dd), its addresses in saddr6/daddr6. */
+static struct rw_event event6(int dir, int verdict, int reason, const char *src, unsigned int sport,
+			      const char *dst, unsigned int dport)
+{
+	struct rw_event ev =
+		event(dir, verdict, reason, "0.0.0.0", sport, "0.0.0.0", dport, "run-7f3a");
+
+	ev.ethertype = htons(0x86dd);
+	assert_int_equal(inet_pton(AF_INET6, src, ev.saddr6), 1);
+	assert_int_equal(inet_pton(AF_INET6, dst, ev.daddr6), 1);
+	return ev;
+}
+
+/* --pod and --dst of either family, parsed as cli_drops.c does: an IPv6 filter matches the
+ * IPv6 event only, and an IPv4 one never an IPv6 event whose first word is the same.
+ */
+static void test_filter_ipv6(void **state)
+{
+	struct rw_event out = event6(RW_DIR_EGRESS, RW_VERDICT_DROP, RW_REASON_NOT_ALLOWLISTED,
+				     "2600:1f14:abc::7", 40000, "2606:4700::1111", 443);
+	struct rw_event in = event6(RW_DIR_INGRESS, RW_VERDICT_DROP, RW_REASON_INBOUND_DENIED,
+				    "2600:1f14:abc::9", 50000, "2600:1f14:abc::7", 4096);
+	struct rw_event v4 = event(RW_DIR_EGRESS, RW_VERDICT_DROP, RW_REASON_NOT_ALLOWLISTED,
+				   "10.1.2.3", 40000, "38.6.71.0", 443, "run-7f3a");
+	struct rw_cli_filter f;
+	__u16 port;
+
+	rw_cli_filter_init(&f);
+	f.has_pod = true;
+	assert_int_equal(rw_ip_parse("2600:1f14:abc::7", &f.pod), 0);
+	assert_true(rw_cli_filter_match(&f, &out));
+	assert_true(rw_cli_filter_match(&f, &in));
+	assert_false(rw_cli_filter_match(&f, &v4));
+	assert_int_equal(rw_ip_parse("2600:1f14:abc::8", &f.pod), 0);
+	assert_false(rw_cli_filter_match(&f, &out));
+
+	rw_cli_filter_init(&f);
+	f.has_dst = true;
+	assert_int_equal(rw_ip_port_parse("[2606:4700::1111]:443", &f.dst, &f.dport), 0);
+	assert_int_equal(f.dport, 443);
+	assert_true(rw_cli_filter_match(&f, &out));
+	assert_false(rw_cli_filter_match(&f, &v4));
+	assert_int_equal(rw_ip_port_parse("2606:4700::1111", &f.dst, &f.dport), 0);
+	assert_int_equal(f.dport, 0);
+	assert_true(rw_cli_filter_match(&f, &out));
+	assert_int_equal(rw_ip_port_parse("[2606:4700::1111]:80", &f.dst, &f.dport), 0);
+	assert_false(rw_cli_filter_match(&f, &out));
+	/* The IPv4 address whose bits are the IPv6 event's first word matches nothing of it. */
+	f.dst = rw_ip4(out.daddr6[0]);
+	f.dport = 0;
+	assert_false(rw_cli_filter_match(&f, &out));
+
+	assert_int_equal(rw_ip_port_parse("2606:4700::1111:443", &f.dst, &port), 0);
+	assert_int_equal(port, 0); /* a bare IPv6 address: its last group is no port */
+	assert_int_equal(rw_ip_port_parse("[2606:4700::1111]:0", &f.dst, &port), -ERANGE);
+	assert_int_equal(rw_ip_port_parse("[10.1.2.3]:80", &f.dst, &port), -EINVAL);
+	assert_int_equal(rw_ip_port_parse("[2606:4700::1111]x", &f.dst, &port), -EINVAL);
+	assert_int_equal(rw_ip_port_parse("[2606:4700::1111", &f.dst, &port), -EINVAL);
+	assert_int_equal(rw_ip_port_parse("10.1.2.3:80", &f.dst, &port), 0);
+	assert_int_equal(port, 80);
+	assert_int_equal(rw_ip_port_parse("fe80::1%eth0", &f.dst, &port), -EINVAL);
+}
+
+/* An IPv6 event's line: its addresses bracketed before their ports, its protocol the upper
+ * layer's; and its JSON carries the text, which reads back into the same event.
+ */
+static void test_event_ipv6(void **state)
+{
+	struct rw_event ev = event6(RW_DIR_EGRESS, RW_VERDICT_DROP, RW_REASON_NOT_ALLOWLISTED,
+				    "2600:1f14:abc::7", 40000, "2606:4700::1111", 443);
+	struct rw_event back, icmp;
+	char line[512], rule[64];
+	json_t *o;
+
+	rw_event_line(&ev, "", 0, line, sizeof(line));
+	assert_non_null(strstr(line, "[2600:1f14:abc::7]:40000 -> [2606:4700::1111]:443 tcp"));
+	o = rw_event_json(&ev, NULL, 0);
+	assert_non_null(o);
+	assert_string_equal(json_string_value(json_object_get(o, "src")), "2600:1f14:abc::7");
+	assert_string_equal(json_string_value(json_object_get(o, "dst")), "2606:4700::1111");
+	assert_string_equal(json_string_value(json_object_get(o, "proto")), "tcp");
+	assert_int_equal(rw_event_from_json(o, &back, rule, sizeof(rule)), 0);
+	json_decref(o);
+	assert_int_equal(ntohs(back.ethertype), 0x86dd);
+	assert_memory_equal(back.saddr6, ev.saddr6, sizeof(ev.saddr6));
+	assert_memory_equal(back.daddr6, ev.daddr6, sizeof(ev.daddr6));
+	assert_int_equal(back.proto, IPPROTO_TCP);
+
+	/* ICMPv6 has no ports, and its name. */
+	icmp = event6(RW_DIR_EGRESS, RW_VERDICT_DROP, RW_REASON_UNSUPPORTED_PROTOCOL,
+		      "2600:1f14:abc::7", 0, "2606:4700::1111", 0);
+	icmp.proto = 58;
+	rw_event_line(&icmp, "", 0, line, sizeof(line));
+	assert_non_null(strstr(line, "2600:1f14:abc::7 -> 2606:4700::1111"));
+	assert_non_null(strstr(line, " icmpv6"));
+	o = rw_event_json(&icmp, NULL, 0);
+	assert_int_equal(rw_event_from_json(o, &back, rule, sizeof(rule)), 0);
+	json_decref(o);
+	assert_int_equal(back.proto, 58);
+	assert_int_equal(ntohs(back.ethertype), 0x86dd);
 }
 
 /* The header names the columns of rw_event_line() where they are. */
@@ -754,9 +875,83 @@ static void test_explain_json(void **state)
 		   "\"rule\":\"\",\"rule_id\":0,\"run\":\"run-7f3a\",\"gen\":12,"
 		   "\"revision\":12,\"dir\":\"egress\",\"src\":\"10.1.2.3\","
 		   "\"sport\":40000,\"dst\":\"8.8.8.8\",\"dport\":53,\"proto\":\"udp\","
-		   "\"source\":\"live\"}");
+		   "\"source\":\"live\",\"family\":\"ipv4\"}");
 	free(s);
 	json_decref(o);
+}
+
+/* explain's IPv6 frames: the fixed header (no extension headers), then TCP, UDP or an ICMPv6
+ * message of the asked type (NDP with hop limit 255 and room for its target); the line and the
+ * JSON in the family's text.
+ */
+static void test_explain_ipv6(void **state)
+{
+	struct rw_cli_probe p = {
+		.dir = RW_DIR_EGRESS,
+		.sport = 40000,
+		.dport = 443,
+		.proto = IPPROTO_TCP,
+		.tcp_flags = 0x02,
+		.six = true,
+	};
+	struct rw_cli_verdict v = {
+		.verdict = RW_VERDICT_DROP, .reason = RW_REASON_DNS, .revision = 3};
+	__u8 buf[RW_CLI_PKT_MAX], small[60];
+	char line[256], *js;
+	json_t *o;
+	size_t len;
+
+	assert_int_equal(inet_pton(AF_INET6, "2600:1f18::7", p.src6), 1);
+	assert_int_equal(inet_pton(AF_INET6, "2a00:1450::1", p.dst6), 1);
+	len = rw_cli_build_packet(&p, buf, sizeof(buf));
+	assert_int_equal(len, 14 + 40 + 20);
+	assert_int_equal(buf[12] << 8 | buf[13], 0x86dd);
+	assert_int_equal(buf[14] >> 4, 6);
+	assert_int_equal(buf[18] << 8 | buf[19], 20); /* payload length */
+	assert_int_equal(buf[20], IPPROTO_TCP);	      /* next header */
+	assert_int_equal(buf[21], 64);		      /* hop limit */
+	assert_memory_equal(buf + 22, p.src6, 16);
+	assert_memory_equal(buf + 38, p.dst6, 16);
+	assert_int_equal(buf[54] << 8 | buf[55], 40000);
+	assert_int_equal(buf[56] << 8 | buf[57], 443);
+	assert_int_equal(buf[66] >> 4, 5); /* doff */
+	assert_int_equal(buf[67], 0x02);   /* SYN */
+	assert_int_equal(rw_cli_build_packet(&p, small, sizeof(small)), 0);
+	rw_cli_probe_str(&p, line, sizeof(line));
+	assert_string_equal(line, "egress [2600:1f18::7]:40000 -> [2a00:1450::1]:443 tcp");
+
+	p.proto = IPPROTO_UDP;
+	assert_int_equal(rw_cli_build_packet(&p, buf, sizeof(buf)), 14 + 40 + 8);
+	assert_int_equal(buf[20], IPPROTO_UDP);
+	assert_int_equal(buf[58] << 8 | buf[59], 8); /* UDP length */
+	o = rw_cli_verdict_json(&p, &v);
+	js = json_dumps(o, JSON_COMPACT);
+	assert_non_null(strstr(js,
+			       "\"src\":\"2600:1f18::7\",\"sport\":40000,\"dst\":\"2a00:1450::1\","
+			       "\"dport\":443,\"proto\":\"udp\",\"source\":\"live\",\"family\":"
+			       "\"ipv6\"}"));
+	free(js);
+	json_decref(o);
+
+	p.proto = IPPROTO_ICMPV6;
+	p.dport = 128;
+	assert_int_equal(rw_cli_build_packet(&p, buf, sizeof(buf)), 14 + 40 + 8);
+	assert_int_equal(buf[20], IPPROTO_ICMPV6);
+	assert_int_equal(buf[21], 64);
+	assert_int_equal(buf[54], 128); /* type */
+	assert_int_equal(buf[55], 0);	/* code */
+	rw_cli_probe_str(&p, line, sizeof(line));
+	assert_string_equal(line, "egress 2600:1f18::7 -> 2a00:1450::1 icmpv6 type 128");
+	o = rw_cli_verdict_json(&p, &v);
+	assert_int_equal(json_integer_value(json_object_get(o, "icmp_type")), 128);
+	assert_string_equal(json_string_value(json_object_get(o, "proto")), "icmpv6");
+	assert_null(json_object_get(o, "dport"));
+	assert_null(json_object_get(o, "sport"));
+	json_decref(o);
+	p.dport = 135; /* NS: on-link, and the target's 16 bytes */
+	assert_int_equal(rw_cli_build_packet(&p, buf, sizeof(buf)), 14 + 40 + 24);
+	assert_int_equal(buf[18] << 8 | buf[19], 24);
+	assert_int_equal(buf[21], 255);
 }
 
 int main(void)
@@ -779,11 +974,14 @@ int main(void)
 		cmocka_unit_test(test_counters_table),
 		cmocka_unit_test(test_counters_json),
 		cmocka_unit_test(test_filter),
+		cmocka_unit_test(test_filter_ipv6),
+		cmocka_unit_test(test_event_ipv6),
 		cmocka_unit_test(test_event_header),
 		cmocka_unit_test(test_event_answer),
 		cmocka_unit_test(test_packet),
 		cmocka_unit_test(test_explain_line),
 		cmocka_unit_test(test_explain_json),
+		cmocka_unit_test(test_explain_ipv6),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -99,8 +99,8 @@ static void test_incomplete_prev(void **state)
 		 "prevResult.interfaces: no host-side interface (one without \"sandbox\")"},
 		{"{\"interfaces\":[{\"name\":\"veth0\"}]}",
 		 "prevResult.ips: missing or not an array"},
-		{"{\"interfaces\":[{\"name\":\"veth0\"}],\"ips\":[{\"address\":\"fd00::1/64\"}]}",
-		 "prevResult.ips: no IPv4 address"},
+		{"{\"interfaces\":[{\"name\":\"veth0\"}],\"ips\":[]}",
+		 "prevResult.ips: no IPv4 or IPv6 address"},
 		{"{\"interfaces\":[{\"name\":\"a/b\"}],\"ips\":[]}",
 		 "prevResult.interfaces[0].name: not an interface name"},
 		{"{\"interfaces\":[{\"name\":\"0123456789abcdef\"}],\"ips\":[]}",
@@ -182,7 +182,54 @@ static void test_not_pod_addresses(void **state)
 		{"{\"address\":\"10.1.4.7/-1\"}",
 		 "prevResult.ips[0].address: \"10.1.4.7/-1\" is not a pod address: \"/-1\" is not "
 		 "a prefix length (0 to 32)"},
-		/* IPv6 is skipped: the first IPv4 address is the one judged */
+		{"{\"address\":\"169.254.171.255/32\"}",
+		 "prevResult.ips[0].address: \"169.254.171.255/32\" is not a pod address: a "
+		 "link-local address"},
+		{"{\"address\":\"169.254.176.0/32\"}",
+		 "prevResult.ips[0].address: \"169.254.176.0/32\" is not a pod address: a "
+		 "link-local address"},
+		/* IPv6: global unicast or unique local only */
+		{"{\"address\":\"::/128\"}",
+		 "prevResult.ips[0].address: \"::/128\" is not a pod address: the unspecified "
+		 "address (::)"},
+		{"{\"address\":\"::1\"}",
+		 "prevResult.ips[0].address: \"::1\" is not a pod address: the loopback address "
+		 "(::1)"},
+		{"{\"address\":\"fe80::1c2:3ff:fe04:506/64\"}",
+		 "prevResult.ips[0].address: \"fe80::1c2:3ff:fe04:506/64\" is not a pod address: "
+		 "a link-local address (fe80::/10)"},
+		{"{\"address\":\"febf::1/128\"}",
+		 "prevResult.ips[0].address: \"febf::1/128\" is not a pod address: a link-local "
+		 "address (fe80::/10)"},
+		{"{\"address\":\"ff02::1:ff00:7/128\"}",
+		 "prevResult.ips[0].address: \"ff02::1:ff00:7/128\" is not a pod address: a "
+		 "multicast address (ff00::/8)"},
+		{"{\"address\":\"::ffff:10.1.2.3/128\"}",
+		 "prevResult.ips[0].address: \"::ffff:10.1.2.3/128\" is not a pod address: not a "
+		 "global unicast (2000::/3) or unique local (fc00::/7) address"},
+		{"{\"address\":\"2600:1f14:abc::/64\"}",
+		 "prevResult.ips[0].address: \"2600:1f14:abc::/64\" is not a pod address: the "
+		 "subnet-router anycast address of 2600:1f14:abc::/64"},
+		{"{\"address\":\"2600:1f14:abc::7/129\"}",
+		 "prevResult.ips[0].address: \"2600:1f14:abc::7/129\" is not a pod address: "
+		 "\"/129\" is not a prefix length (0 to 128)"},
+		{"{\"address\":\"2600:1f14:abc::7/064\"}",
+		 "prevResult.ips[0].address: \"2600:1f14:abc::7/064\" is not a pod address: "
+		 "\"/064\" is not a prefix length (0 to 128)"},
+		/* neither family's address */
+		{"{\"address\":\"pod.example/32\"}",
+		 "prevResult.ips[0].address: \"pod.example/32\" is not an IPv4 or IPv6 address"},
+		{"{\"address\":\"fe80::1%eth0/64\"}",
+		 "prevResult.ips[0].address: \"fe80::1%eth0/64\" is not an IPv4 or IPv6 address"},
+		/* one of each family: a second is refused, naming the first */
+		{"{\"address\":\"10.1.2.3/32\"},{\"address\":\"10.1.2.4/32\"}",
+		 "prevResult.ips[1].address: \"10.1.2.4/32\" is a second IPv4 address (ips[0] is "
+		 "the pod's): a veth binds one of each family"},
+		{"{\"address\":\"2600:1f14:abc::7/128\"},{\"address\":\"10.1.2.3/32\"},"
+		 "{\"address\":\"2600:1f14:abc::8/128\"}",
+		 "prevResult.ips[2].address: \"2600:1f14:abc::8/128\" is a second IPv6 address "
+		 "(ips[0] is the pod's): a veth binds one of each family"},
+		/* every address is judged, whatever its place */
 		{"{\"address\":\"fd00::5/128\"},{\"address\":\"127.0.0.5/32\"},"
 		 "{\"address\":\"10.1.2.3/32\"}",
 		 "prevResult.ips[1].address: \"127.0.0.5/32\" is not a pod address: a loopback "
@@ -199,7 +246,6 @@ static void test_not_pod_addresses(void **state)
 			 cases[i].ips);
 		assert_int_equal(parse(doc, &req, err), 0);
 		assert_false(req.prev_complete);
-		assert_int_equal(req.pod_ip, 0);
 		assert_string_equal(req.prev_error, cases[i].msg);
 		rw_cni_req_free(&req);
 	}
@@ -222,6 +268,10 @@ static void test_pod_addresses(void **state)
 		{"223.255.255.254/8", "223.255.255.254"},
 		{"169.253.255.255/32", "169.253.255.255"},
 		{"169.255.0.1/32", "169.255.0.1"},
+		/* an IPv6 EKS node's node-local pod IPv4 (the VPC CNI's egress-cni) */
+		{"169.254.172.1/22", "169.254.172.1"},
+		{"169.254.172.2/22", "169.254.172.2"},
+		{"169.254.175.254/32", "169.254.175.254"},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -236,6 +286,48 @@ static void test_pod_addresses(void **state)
 		assert_string_equal(req.prev_error, "");
 		assert_true(req.prev_complete);
 		assert_int_equal(req.pod_ip, inet_addr(cases[i].pod));
+		rw_cni_req_free(&req);
+	}
+}
+
+/* A pod's IPv6 (global unicast or ULA, of any prefix but its subnet-router anycast), alone or
+ * beside an IPv4, in either order: both are the pod's.
+ */
+static void test_pod_addresses6(void **state)
+{
+	static const struct {
+		const char *ips, *pod4, *pod6;
+	} cases[] = {
+		{"{\"address\":\"2600:1f14:abc:de00::7/128\"}", NULL, "2600:1f14:abc:de00::7"},
+		{"{\"address\":\"2600:1f14:abc:de00::7\"}", NULL, "2600:1f14:abc:de00::7"},
+		{"{\"address\":\"fd12:3456:789a::1/64\"}", NULL, "fd12:3456:789a::1"},
+		{"{\"address\":\"2001:db8::/127\"}", NULL, "2001:db8::"},
+		{"{\"address\":\"3fff:ffff::1/80\"}", NULL, "3fff:ffff::1"},
+		/* an IPv6 EKS pod: its IPv6, and the node-local IPv4 the node SNATs */
+		{"{\"address\":\"2600:1f14:abc:de00::7/128\",\"interface\":0},"
+		 "{\"address\":\"169.254.172.9/22\",\"interface\":0}",
+		 "169.254.172.9", "2600:1f14:abc:de00::7"},
+		{"{\"address\":\"10.1.2.3/32\"},{\"address\":\"fd00:10::3/128\"}", "10.1.2.3",
+		 "fd00:10::3"},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct rw_cni_req req;
+		char doc[512], err[256] = "";
+		__be32 want6[4];
+
+		snprintf(doc, sizeof(doc),
+			 "{\"cniVersion\":\"1.0.0\",\"type\":\"runwall-cni\",\"prevResult\":{"
+			 "\"interfaces\":[{\"name\":\"veth0\"}],\"ips\":[%s]}}",
+			 cases[i].ips);
+		assert_int_equal(parse(doc, &req, err), 0);
+		assert_string_equal(req.prev_error, "");
+		assert_true(req.prev_complete);
+		assert_int_equal(req.has_ip4, cases[i].pod4 != NULL);
+		assert_int_equal(req.pod_ip, cases[i].pod4 ? inet_addr(cases[i].pod4) : 0);
+		assert_true(req.has_ip6);
+		assert_int_equal(inet_pton(AF_INET6, cases[i].pod6, want6), 1);
+		assert_memory_equal(req.pod_ip6, want6, sizeof(want6));
 		rw_cni_req_free(&req);
 	}
 }
@@ -483,6 +575,7 @@ int main(void)
 		cmocka_unit_test(test_incomplete_prev),
 		cmocka_unit_test(test_not_pod_addresses),
 		cmocka_unit_test(test_pod_addresses),
+		cmocka_unit_test(test_pod_addresses6),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_versions),
 		cmocka_unit_test(test_conflist_install_idempotent),

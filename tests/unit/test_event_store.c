@@ -29,6 +29,22 @@ static __be32 ip(const char *s)
 	return a.s_addr;
 }
 
+/* An address of either family, as the filters and the aggregates hold it. */
+static struct rw_ip ipa(const char *s)
+{
+	struct rw_ip a;
+
+	assert_int_equal(rw_ip_parse(s, &a), 0);
+	return a;
+}
+
+static bool ip_is(const struct rw_ip *a, const char *s)
+{
+	struct rw_ip b = ipa(s);
+
+	return rw_ip_eq(a, &b);
+}
+
 static struct rw_event mkev(const char *run, const char *pod, const char *dst, int port,
 			    int verdict, int reason)
 {
@@ -170,12 +186,12 @@ static void test_store_filters(void **state)
 	EXPECT(f.verdict = RW_VERDICT_ALLOW, 1, "e2");
 	EXPECT(f.verdict = RW_VERDICT_DROP, 3, "e1");
 	EXPECT(f.reason = RW_REASON_NOT_ALLOWLISTED, 1, "e3");
-	EXPECT((f.has_pod = true, f.pod = ip("10.1.2.3")), 3, "e1");
-	EXPECT((f.has_pod = true, f.pod = ip("10.1.2.9")), 0, "");
-	EXPECT((f.has_dst = true, f.dst = ip("93.184.216.34")), 2, "e2");
-	EXPECT((f.has_dst = true, f.dst = ip("93.184.216.34"), f.dport = 8443), 1, "e3");
-	EXPECT((f.has_dst = true, f.dst = ip("172.20.0.12")), 1, "e4");
-	EXPECT((f.has_dst = true, f.dst = ip("93.184.216.34"), f.verdict = RW_VERDICT_DROP), 1,
+	EXPECT((f.has_pod = true, f.pod = ipa("10.1.2.3")), 3, "e1");
+	EXPECT((f.has_pod = true, f.pod = ipa("10.1.2.9")), 0, "");
+	EXPECT((f.has_dst = true, f.dst = ipa("93.184.216.34")), 2, "e2");
+	EXPECT((f.has_dst = true, f.dst = ipa("93.184.216.34"), f.dport = 8443), 1, "e3");
+	EXPECT((f.has_dst = true, f.dst = ipa("172.20.0.12")), 1, "e4");
+	EXPECT((f.has_dst = true, f.dst = ipa("93.184.216.34"), f.verdict = RW_VERDICT_DROP), 1,
 	       "e3");
 	EXPECT(snprintf(f.node, sizeof(f.node), "node-a"), 0, "");
 	/* the limit counts matches, not entries scanned */
@@ -195,11 +211,11 @@ static void test_query_parse(void **state)
 	assert_int_equal(rw_query_parse(ok, strlen(ok), &f, err, sizeof(err)), 0);
 	assert_string_equal(f.run, "run-7f3a");
 	assert_true(f.has_pod);
-	assert_int_equal(f.pod, ip("10.1.2.3"));
+	assert_true(ip_is(&f.pod, "10.1.2.3"));
 	assert_int_equal(f.verdict, RW_VERDICT_DROP);
 	assert_int_equal(f.reason, RW_REASON_NOT_ALLOWLISTED);
 	assert_true(f.has_dst);
-	assert_int_equal(f.dst, ip("93.184.216.34"));
+	assert_true(ip_is(&f.dst, "93.184.216.34"));
 	assert_int_equal(f.dport, 443);
 	assert_int_equal(f.since, 42);
 	assert_int_equal(f.limit, 10);
@@ -219,12 +235,16 @@ static void test_query_parse(void **state)
 		 "unknown parameter 'colour'; valid: run, pod, verdict, reason, dst, node, since, limit"},
 		{"run=", "run '': expected a run id (1-63 of [A-Za-z0-9._-])"},
 		{"run=a%20b", "run 'a b': expected a run id (1-63 of [A-Za-z0-9._-])"},
-		{"pod=10.1.2.300", "pod '10.1.2.300': expected an IPv4 address"},
+		{"pod=10.1.2.300", "pod '10.1.2.300': expected an IPv4 or IPv6 address"},
+		{"pod=fe80::1%25eth0", "pod 'fe80::1%eth0': expected an IPv4 or IPv6 address"},
 		{"verdict=maybe", "verdict 'maybe': expected allow or drop"},
 		{"reason=privat-destination", "reason 'privat-destination': not a reason name"},
 		{"dst=1.2.3.4:0", "dst '1.2.3.4:0': port must be 1-65535"},
 		{"dst=1.2.3.4:65536", "dst '1.2.3.4:65536': port must be 1-65535"},
-		{"dst=example.com", "dst 'example.com': expected IP or IP:PORT"},
+		{"dst=example.com", "dst 'example.com': expected IP, IP:PORT or [IPv6]:PORT"},
+		{"dst=[2001:db8::1]:0", "dst '[2001:db8::1]:0': port must be 1-65535"},
+		{"dst=[10.1.2.3]:80", "dst '[10.1.2.3]:80': expected IP, IP:PORT or [IPv6]:PORT"},
+		{"dst=[2001:db8::1", "dst '[2001:db8::1': expected IP, IP:PORT or [IPv6]:PORT"},
 		{"since=-1", "since '-1': expected an event id (an unsigned integer)"},
 		{"since=18446744073709551616",
 		 "since '18446744073709551616': expected an event id (an unsigned integer)"},
@@ -261,6 +281,87 @@ static void test_query_parse(void **state)
 	}
 }
 
+/* An IPv6 event (ethertype 0x86dd, saddr6/daddr6) of the pod to dst. */
+static struct rw_event mkev6(const char *run, const char *pod, const char *dst, int port,
+			     int verdict, int reason)
+{
+	struct rw_event ev = mkev(run, "0.0.0.0", "0.0.0.0", port, verdict, reason);
+
+	ev.ethertype = htons(0x86dd);
+	assert_int_equal(inet_pton(AF_INET6, pod, ev.saddr6), 1);
+	assert_int_equal(inet_pton(AF_INET6, dst, ev.daddr6), 1);
+	return ev;
+}
+
+/* The filters and the aggregates take IPv6 events by their 16-byte addresses: pod= and dst=
+ * (bracketed with a port) select them, an IPv4 filter never does (not even the address of the
+ * IPv6 one's first word), and an IPv6 peer is an aggregate of its own.
+ */
+static void test_ipv6(void **state)
+{
+	struct rw_evstore s;
+	struct rw_evfilter f;
+	struct collect c;
+	struct rw_aggs a;
+	struct rw_agg_key k = {};
+	const struct rw_agg *g;
+	char err[256];
+	struct rw_event e6 = mkev6("run-a", "2600:1f14:abc::7", "2606:4700::1111", 443,
+				   RW_VERDICT_DROP, RW_REASON_NOT_ALLOWLISTED);
+	struct rw_event e6b = mkev6("run-a", "2600:1f14:abc::7", "2606:4700::2222", 443,
+				    RW_VERDICT_DROP, RW_REASON_NOT_ALLOWLISTED);
+	struct rw_event e4 = mkev("run-a", "10.1.2.3", "38.6.71.0", 443, RW_VERDICT_DROP,
+				  RW_REASON_NOT_ALLOWLISTED);
+	static const char q[] =
+		"pod=2600%3A1f14%3Aabc%3A%3A7&dst=%5B2606%3A4700%3A%3A1111%5D%3A443";
+
+	assert_int_equal(rw_evstore_init(&s, 16), 0);
+	add(&s, &e6, "e6");
+	add(&s, &e6b, "e6b");
+	add(&s, &e4, "e4");
+	rw_evfilter_init(&f);
+	assert_int_equal(rw_query_parse(q, strlen(q), &f, err, sizeof(err)), 0);
+	assert_true(ip_is(&f.pod, "2600:1f14:abc::7"));
+	assert_true(ip_is(&f.dst, "2606:4700::1111"));
+	assert_int_equal(f.dport, 443);
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(rw_evstore_query(&s, &f, collect, &c), 1);
+	assert_string_equal(c.tags[0], "e6");
+	rw_evfilter_init(&f);
+	assert_int_equal(rw_query_set(&f, "pod", "2600:1f14:abc::7", err, sizeof(err)), 0);
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(rw_evstore_query(&s, &f, collect, &c), 2);
+	rw_evfilter_init(&f);
+	assert_int_equal(rw_query_set(&f, "dst", "2606:4700::2222", err, sizeof(err)), 0);
+	assert_int_equal(f.dport, 0);
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(rw_evstore_query(&s, &f, collect, &c), 1);
+	assert_string_equal(c.tags[0], "e6b");
+	/* 38.6.71.0 is 0x26064700, the first word of 2606:4700::1111 */
+	rw_evfilter_init(&f);
+	assert_int_equal(rw_query_set(&f, "dst", "38.6.71.0", err, sizeof(err)), 0);
+	memset(&c, 0, sizeof(c));
+	assert_int_equal(rw_evstore_query(&s, &f, collect, &c), 1);
+	assert_string_equal(c.tags[0], "e4");
+	rw_evstore_free(&s);
+
+	assert_int_equal(rw_aggs_init(&a, 8), 0);
+	assert_non_null(rw_aggs_add(&a, &e6, "", 100, NULL, NULL));
+	assert_non_null(rw_aggs_add(&a, &e6b, "", 200, NULL, NULL));
+	assert_non_null(rw_aggs_add(&a, &e4, "", 300, NULL, NULL));
+	assert_int_equal(a.count, 3);
+	snprintf(k.run, sizeof(k.run), "run-a");
+	k.peer = ipa("2606:4700::1111");
+	k.port = htons(443);
+	k.proto = IPPROTO_TCP;
+	k.dir = RW_DIR_EGRESS;
+	g = rw_aggs_find(&a, &k);
+	assert_non_null(g);
+	assert_int_equal(g->count, 1);
+	assert_true(ip_is(&g->pod, "2600:1f14:abc::7"));
+	rw_aggs_free(&a);
+}
+
 static void test_aggregates(void **state)
 {
 	struct rw_aggs a;
@@ -283,7 +384,7 @@ static void test_aggregates(void **state)
 	assert_int_equal(a.count, 2);
 
 	snprintf(k.run, sizeof(k.run), "run-a");
-	k.peer = ip("93.184.216.34");
+	k.peer = ipa("93.184.216.34");
 	k.port = htons(443);
 	k.proto = IPPROTO_TCP;
 	k.dir = RW_DIR_EGRESS;
@@ -294,9 +395,9 @@ static void test_aggregates(void **state)
 	assert_int_equal(g->first_ns, 100);
 	assert_int_equal(g->last_ns, 300);
 	assert_int_equal(g->verdict, RW_VERDICT_DROP);
-	assert_int_equal(g->pod, ip("10.1.2.3"));
+	assert_true(ip_is(&g->pod, "10.1.2.3"));
 
-	k.peer = ip("172.20.0.10");
+	k.peer = ipa("172.20.0.10");
 	g = rw_aggs_find(&a, &k);
 	assert_non_null(g);
 	assert_string_equal(g->rule, "services[0] egress-proxy");
@@ -311,7 +412,7 @@ static void test_aggregates(void **state)
 	assert_int_equal(a.count, 2);
 	assert_int_equal(a.evicted, 1);
 	assert_null(rw_aggs_find(&a, &k)); /* egress-proxy went */
-	k.peer = ip("93.184.216.34");
+	k.peer = ipa("93.184.216.34");
 	g = rw_aggs_find(&a, &k);
 	assert_non_null(g);
 	assert_int_equal(g->count, 4);
@@ -482,6 +583,7 @@ int main(void)
 		cmocka_unit_test(test_store_filters),
 		cmocka_unit_test(test_query_parse),
 		cmocka_unit_test(test_aggregates),
+		cmocka_unit_test(test_ipv6),
 		cmocka_unit_test(test_aggregates_many),
 		cmocka_unit_test(test_siphash_vectors),
 		cmocka_unit_test(test_aggregates_keyed),

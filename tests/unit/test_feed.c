@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent_view.h"
 #include "http.h"
 
 /* A writer that waits for the reader below waits forever (the reader lets go only when told,
@@ -189,12 +190,97 @@ static void test_pending_bound(void **state)
 	rw_feed_free(&f);
 }
 
+/* The graph of IPv6 events: the sandbox's pod and the destination in RFC 5952 text, the
+ * destination's id and edge keyed by it, and dst= with a bracketed port selecting them.
+ */
+static void test_graph_ipv6(void **state)
+{
+	struct rw_event ev = {.verdict = RW_VERDICT_DROP, .reason = RW_REASON_NOT_ALLOWLISTED};
+	struct rw_event v4 = ev;
+	struct rw_evfilter f;
+	struct rw_feed feed;
+	json_t *g, *d, *e, *sb;
+	const char *key;
+	char err[128];
+
+	(void)state;
+	snprintf(ev.run_id, sizeof(ev.run_id), "run-6");
+	ev.ethertype = htons(0x86dd);
+	ev.proto = 6;
+	ev.dport = htons(443);
+	assert_int_equal(inet_pton(AF_INET6, "2600:1f14:abc::7", ev.saddr6), 1);
+	assert_int_equal(inet_pton(AF_INET6, "2606:4700:0:0::1111", ev.daddr6), 1);
+	v4.ethertype = htons(0x0800);
+	v4.proto = 6;
+	v4.dport = htons(443);
+	v4.saddr = htonl(0x0a010203);
+	v4.daddr = ev.daddr6[0];
+	snprintf(v4.run_id, sizeof(v4.run_id), "run-4");
+	assert_int_equal(rw_feed_init(&feed, 100, 100), 0);
+	rw_feed_add(&feed, &ev, "", 1000, "{}", 2, "", NULL);
+	rw_feed_add(&feed, &v4, "", 1001, "{}", 2, "", NULL);
+	rw_evfilter_init(&f);
+	assert_int_equal(rw_query_set(&f, "dst", "[2606:4700::1111]:443", err, sizeof(err)), 0);
+	g = rw_graph_json(&feed.aggs, &f);
+	assert_non_null(g);
+	assert_int_equal(json_array_size(json_object_get(g, "destinations")), 1);
+	d = json_array_get(json_object_get(g, "destinations"), 0);
+	assert_string_equal(json_string_value(json_object_get(d, "ip")), "2606:4700::1111");
+	assert_string_equal(json_string_value(json_object_get(d, "id")), "2606:4700::1111");
+	assert_int_equal(json_array_size(json_object_get(g, "sandboxes")), 1);
+	sb = json_array_get(json_object_get(g, "sandboxes"), 0);
+	assert_string_equal(json_string_value(json_object_get(sb, "pod")), "2600:1f14:abc::7");
+	assert_string_equal(json_string_value(json_object_get(sb, "id")), "run-6/2600:1f14:abc::7");
+	assert_int_equal(json_array_size(json_object_get(g, "edges")), 1);
+	e = json_array_get(json_object_get(g, "edges"), 0);
+	key = json_string_value(json_object_get(e, "destination"));
+	assert_string_equal(key, "2606:4700::1111");
+	json_decref(g);
+	rw_feed_free(&feed);
+}
+
+/* The view names an IPv6 peer by the snapshot's IPv6 services (the longest prefix), never by an
+ * IPv4 service whose address is its first word, and an IPv4 peer never by an IPv6 service.
+ */
+static void test_service_names_by_family(void **state)
+{
+	struct rw_policy_rule svc[3] = {};
+	struct rw_policy p = {};
+	__be32 a6[4];
+
+	(void)state;
+	snprintf(svc[0].name, sizeof(svc[0].name), "proxy6-net");
+	svc[0].family = AF_INET6;
+	assert_int_equal(inet_pton(AF_INET6, "2600:1f14::", svc[0].addr6), 1);
+	svc[0].prefixlen = 32;
+	snprintf(svc[1].name, sizeof(svc[1].name), "proxy6");
+	svc[1].family = AF_INET6;
+	assert_int_equal(inet_pton(AF_INET6, "2600:1f14:0:1::10", svc[1].addr6), 1);
+	svc[1].prefixlen = 128;
+	snprintf(svc[2].name, sizeof(svc[2].name), "proxy4");
+	svc[2].family = AF_INET;
+	svc[2].addr = htonl(0x26001f14); /* 38.0.31.20: 2600:1f14::'s first word */
+	svc[2].prefixlen = 32;
+	p.services = svc;
+	p.n_services = 3;
+	assert_int_equal(inet_pton(AF_INET6, "2600:1f14:0:1::10", a6), 1);
+	assert_string_equal(rw_policy_service_at6(&p, a6), "proxy6");
+	assert_int_equal(inet_pton(AF_INET6, "2600:1f14:ffff::1", a6), 1);
+	assert_string_equal(rw_policy_service_at6(&p, a6), "proxy6-net");
+	assert_int_equal(inet_pton(AF_INET6, "2600:1f15::1", a6), 1);
+	assert_string_equal(rw_policy_service_at6(&p, a6), "");
+	assert_string_equal(rw_policy_service_at(&p, htonl(0x26001f14)), "proxy4");
+	assert_string_equal(rw_policy_service_at(&p, 0), "");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_writer_never_waits),
 		cmocka_unit_test(test_next_add_hands_over_first),
 		cmocka_unit_test(test_pending_bound),
+		cmocka_unit_test(test_graph_ipv6),
+		cmocka_unit_test(test_service_names_by_family),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -459,8 +459,6 @@ static void test_bad_ipv4(void **state)
 		 "policy.json:1:50: services[0].ip: \"10.1\" is not an IPv4 address"},
 		{SERVICE_IP("\" 10.1.1.1\""),
 		 "policy.json:1:50: services[0].ip: \" 10.1.1.1\" is not an IPv4 address"},
-		{SERVICE_IP("\"::1\""),
-		 "policy.json:1:50: services[0].ip: \"::1\" is not an IPv4 address"},
 		{SERVICE_IP("\"\""),
 		 "policy.json:1:50: services[0].ip: \"\" is not an IPv4 address"},
 		{SERVICE_IP("\"10.0.0.0/8\""),
@@ -1477,6 +1475,528 @@ static void test_diff_refusal(void **state)
 	rw_policy_free(&b);
 }
 
+/* ---- IPv6 --------------------------------------------------------------------------------- */
+
+static void addr6(const char *text, __be32 out[4])
+{
+	assert_int_equal(inet_pton(AF_INET6, text, out), 1);
+}
+
+#define assert_addr6(got, text)                                 \
+	do {                                                    \
+		__be32 _want[4];                                \
+		addr6(text, _want);                             \
+		assert_memory_equal(got, _want, sizeof(_want)); \
+	} while (0)
+
+/* IPv6 everywhere IPv4 is: services (ip, cidr), inbound, deny, runs' pods (mixed with IPv4 ones,
+ * each family in its own array, where they were written kept) and allow rules.
+ */
+static void test_ipv6_accepted(void **state)
+{
+	static const char json[] =
+		"{\"revision\": 3, \"deny\": [\"10.0.0.0/8\", \"fd00::/8\", \"2600:1f18:1234::/48\"],\n"
+		" \"services\": [{\"name\": \"proxy\", \"ip\": \"2600:1F18::10\", \"tcp\": [443]},\n"
+		"  {\"name\": \"ula\", \"cidr\": \"fd12:3456::/32\", \"udp\": [53]},\n"
+		"  {\"name\": \"lo\", \"ip\": \"::1\", \"tcp\": [80]},\n"
+		"  {\"name\": \"v4\", \"ip\": \"172.20.0.10\", \"tcp\": [443]}],\n"
+		" \"inbound\": [{\"name\": \"app\", \"cidr\": \"fd12:3456:1::/48\", \"tcp\": [4096]},\n"
+		"  {\"name\": \"one\", \"ip\": \"2600:1f18::12\", \"tcp\": [4098]}],\n"
+		" \"runs\": [{\"id\": \"a\", \"pods\": [\"10.1.2.3\", \"2600:1f18:abcd::7\", "
+		"\"10.1.2.4\", \"fd01::3\"],\n"
+		"  \"allow\": [{\"ip\": \"2a00:1450:4001:0:0:0:0:1\", \"tcp\": [443]}, "
+		"{\"cidr\": \"2a00:1450::/32\", \"udp\": [53]}, {\"ip\": \"2600::1.2.3.4\", \"tcp\": [80]},"
+		" {\"ip\": \"52.94.2.1\", \"tcp\": [80]}]},\n"
+		"  {\"id\": \"b\", \"pods\": [\"2001:db8::5\"]}]}";
+	struct rw_policy p;
+	const struct rw_policy_run *r;
+
+	(void)state;
+	parse_ok(json, &p);
+	assert_int_equal(p.n_deny, 3);
+	assert_int_equal(p.deny[0].family, AF_INET);
+	assert_int_equal(p.deny[1].family, AF_INET6);
+	assert_addr6(p.deny[1].addr6, "fd00::");
+	assert_int_equal(p.deny[1].prefixlen, 8);
+	assert_int_equal(p.deny[1].addr, 0);
+	assert_addr6(p.deny[2].addr6, "2600:1f18:1234::");
+	assert_int_equal(p.deny[2].prefixlen, 48);
+
+	assert_int_equal(p.n_services, 4);
+	assert_int_equal(p.services[0].family, AF_INET6);
+	assert_true(rw_policy_rule_is6(&p.services[0]));
+	assert_addr6(p.services[0].addr6, "2600:1f18::10");
+	assert_int_equal(p.services[0].prefixlen, 128);
+	assert_int_equal(p.services[0].addr, 0);
+	assert_addr6(p.services[1].addr6, "fd12:3456::");
+	assert_int_equal(p.services[1].prefixlen, 32);
+	assert_addr6(p.services[2].addr6, "::1");
+	assert_int_equal(p.services[3].family, AF_INET);
+	assert_false(rw_policy_rule_is6(&p.services[3]));
+	assert_int_equal(p.services[3].prefixlen, 32);
+
+	assert_int_equal(p.n_inbound, 2);
+	assert_addr6(p.inbound[0].addr6, "fd12:3456:1::");
+	assert_int_equal(p.inbound[0].prefixlen, 48);
+	assert_int_equal(p.inbound[1].prefixlen, 128);
+
+	r = &p.runs[0];
+	assert_int_equal(r->n_pods, 2);
+	assert_int_equal(r->pods[0], htonl(0x0a010203));
+	assert_int_equal(r->pods[1], htonl(0x0a010204));
+	assert_int_equal(r->n_pods6, 2);
+	assert_addr6(r->pods6[0], "2600:1f18:abcd::7");
+	assert_addr6(r->pods6[1], "fd01::3");
+	assert_int_equal(r->pods6_at[0], 1);
+	assert_int_equal(r->pods6_at[1], 3);
+	assert_int_equal(r->n_allow, 4);
+	assert_addr6(r->allow[0].addr6, "2a00:1450:4001::1");
+	assert_int_equal(r->allow[0].prefixlen, 128);
+	assert_addr6(r->allow[1].addr6, "2a00:1450::");
+	assert_int_equal(r->allow[1].prefixlen, 32);
+	assert_addr6(r->allow[2].addr6, "2600::102:304");
+	assert_int_equal(r->allow[3].family, AF_INET);
+	/* an IPv6-only run holds no IPv4 array */
+	assert_int_equal(p.runs[1].n_pods, 0);
+	assert_null(p.runs[1].pods);
+	assert_int_equal(p.runs[1].n_pods6, 1);
+	assert_int_equal(p.runs[1].pods6_at[0], 0);
+	rw_policy_free(&p);
+}
+
+#define NOT_A_CIDR6(s)                                   \
+	"policy.json:1:26: deny[0]: \"" s "\" is not a " \
+	"CIDR (an IPv6 address/n with n in 0..128)"
+
+static void test_bad_ipv6(void **state)
+{
+	static const struct refusal cases[] = {
+		{SERVICE_IP("\"2600:1f18::g\""),
+		 "policy.json:1:50: services[0].ip: \"2600:1f18::g\" is not an IPv6 address"},
+		{SERVICE_IP("\"fe80::1%eth0\""),
+		 "policy.json:1:50: services[0].ip: \"fe80::1%eth0\" is not an IPv6 address"},
+		{SERVICE_IP("\"[2600::1]\""),
+		 "policy.json:1:50: services[0].ip: \"[2600::1]\" is not an IPv6 address"},
+		{SERVICE_IP("\"1:2:3:4:5:6:7:8:9\""),
+		 "policy.json:1:50: services[0].ip: \"1:2:3:4:5:6:7:8:9\" is not an IPv6 address"},
+		{SERVICE_IP("\"2600::1::2\""),
+		 "policy.json:1:50: services[0].ip: \"2600::1::2\" is not an IPv6 address"},
+		{SERVICE_IP("\"2600::/64\""),
+		 "policy.json:1:50: services[0].ip: \"2600::/64\" is not an IPv6 address (use "
+		 "\"cidr\" for a range)"},
+		{DENY("\"2600::/129\""), NOT_A_CIDR6("2600::/129")},
+		{DENY("\"2600::/064\""), NOT_A_CIDR6("2600::/064")},
+		{DENY("\"2600::/1000\""), NOT_A_CIDR6("2600::/1000")},
+		{DENY("\"2600::\""), NOT_A_CIDR6("2600::")},
+		{DENY("\"2600::/\""), NOT_A_CIDR6("2600::/")},
+		{DENY("\"2600::/+8\""), NOT_A_CIDR6("2600::/+8")},
+		{DENY("\"2600::/ 8\""), NOT_A_CIDR6("2600::/ 8")},
+		/* an IPv4 CIDR keeps its own bound */
+		{DENY("\"10.0.0.0/64\""), NOT_A_CIDR("10.0.0.0/64")},
+		{DENY("\"2600:1f18::1/32\""), "policy.json:1:26: deny[0]: \"2600:1f18::1/32\" has "
+					      "host bits set: did you mean 2600:1f18::/32?"},
+		{DENY("\"fd00::1/127\""), "policy.json:1:26: deny[0]: \"fd00::1/127\" has host "
+					  "bits set: did you mean fd00::/127?"},
+		{DENY("\"2600:1f18:ffff::/33\""), "policy.json:1:26: deny[0]: "
+						  "\"2600:1f18:ffff::/33\" has host bits set: did "
+						  "you mean 2600:1f18:8000::/33?"},
+	};
+	struct rw_policy p;
+
+	(void)state;
+	expect_all_refused(cases, ARRAY_LEN(cases));
+	parse_ok(DENY("\"::/0\", \"2600::1/128\", \"2600:1f18:8000::/33\""), &p);
+	assert_int_equal(p.deny[0].prefixlen, 0);
+	assert_int_equal(p.deny[1].prefixlen, 128);
+	rw_policy_free(&p);
+}
+
+static void test_ipv6_metadata(void **state)
+{
+	static const struct refusal cases[] = {
+		{SERVICE_IP("\"fd00:ec2::254\""),
+		 "policy.json:1:50: services[0].ip: \"fd00:ec2::254\" covers the metadata address "
+		 "fd00:ec2::254"},
+		{SERVICE_IP("\"fd00:ec2:0::23\""),
+		 "policy.json:1:50: services[0].ip: \"fd00:ec2:0::23\" covers the metadata address "
+		 "fd00:ec2::23"},
+		{SERVICE_CIDR("\"fd00:ec2::/64\""),
+		 "policy.json:1:52: services[0].cidr: \"fd00:ec2::/64\" covers the metadata address "
+		 "fd00:ec2::254"},
+		{SERVICE_CIDR("\"fd00:ec2::120/126\""),
+		 "policy.json:1:52: services[0].cidr: \"fd00:ec2::120/126\" covers the metadata "
+		 "address fd00:ec2::123"},
+		{SERVICE_CIDR("\"::/0\""),
+		 "policy.json:1:52: services[0].cidr: \"::/0\" covers the metadata address "
+		 "fd00:ec2::254"},
+	};
+	struct rw_policy p;
+
+	(void)state;
+	expect_all_refused(cases, ARRAY_LEN(cases));
+	expect_example_refused(
+		"\"172.20.0.12/32\"", "\"fd00:ec2::20/123\"",
+		"policy.json:12:34: inbound[0].cidr: \"fd00:ec2::20/123\" covers the "
+		"metadata address fd00:ec2::23");
+	expect_example_refused("{\"cidr\": \"52.194.9.0/24\"", "{\"ip\": \"fd00:ec2::253\"",
+			       "policy.json:17:23: runs[1].allow[0].ip: \"fd00:ec2::253\" covers "
+			       "the metadata address fd00:ec2::253");
+	/* a neighbour is fine, and deny may cover metadata */
+	parse_ok(SERVICE_IP("\"fd00:ec2::255\""), &p);
+	rw_policy_free(&p);
+	parse_ok(SERVICE_CIDR("\"fd00:ec2::124/126\""), &p);
+	rw_policy_free(&p);
+	parse_ok(DENY("\"fd00:ec2::/32\""), &p);
+	rw_policy_free(&p);
+}
+
+#define EMB_TAIL " (a destination in it is judged as the IPv4 address it carries)"
+
+/* No rule of any list names an IPv6 form of an IPv4 address: the message says which IPv4 address
+ * (or CIDR) to write.
+ */
+static void test_ipv6_embedded_forms(void **state)
+{
+	static const struct refusal cases[] = {
+		{SERVICE_IP("\"64:ff9b::a00:506\""),
+		 "policy.json:1:50: services[0].ip: \"64:ff9b::a00:506\" is the NAT64 form "
+		 "(64:ff9b::/96) of 10.0.5.6: write the IPv4 address 10.0.5.6" EMB_TAIL},
+		{SERVICE_IP("\"::ffff:10.0.5.6\""),
+		 "policy.json:1:50: services[0].ip: \"::ffff:10.0.5.6\" is the IPv4-mapped form "
+		 "(::ffff:0:0/96) of 10.0.5.6: write the IPv4 address 10.0.5.6" EMB_TAIL},
+		{SERVICE_IP("\"64:ff9b:1:3401:2:300::\""),
+		 "policy.json:1:50: services[0].ip: \"64:ff9b:1:3401:2:300::\" is the local NAT64 "
+		 "form (64:ff9b:1::/48) of 52.1.2.3: write the IPv4 address 52.1.2.3" EMB_TAIL},
+		{SERVICE_IP("\"2002:3401:203::1\""),
+		 "policy.json:1:50: services[0].ip: \"2002:3401:203::1\" is the 6to4 form "
+		 "(2002::/16) of 52.1.2.3: write the IPv4 address 52.1.2.3" EMB_TAIL},
+		{SERVICE_IP("\"2001:0:4136:e378:8000:63bf:cbfe:fdfc\""),
+		 "policy.json:1:50: services[0].ip: \"2001:0:4136:e378:8000:63bf:cbfe:fdfc\" is the "
+		 "Teredo form (2001::/32) of 52.1.2.3: write the IPv4 address 52.1.2.3" EMB_TAIL},
+		{SERVICE_CIDR("\"64:ff9b::a00:0/120\""),
+		 "policy.json:1:52: services[0].cidr: \"64:ff9b::a00:0/120\" is the NAT64 form "
+		 "(64:ff9b::/96) of 10.0.0.0/24: write the IPv4 CIDR 10.0.0.0/24" EMB_TAIL},
+		{SERVICE_CIDR("\"2002:3401::/32\""),
+		 "policy.json:1:52: services[0].cidr: \"2002:3401::/32\" is the 6to4 form "
+		 "(2002::/16) of 52.1.0.0/16: write the IPv4 CIDR 52.1.0.0/16" EMB_TAIL},
+		{DENY("\"64:ff9b::/96\""),
+		 "policy.json:1:26: deny[0]: \"64:ff9b::/96\" is the NAT64 form (64:ff9b::/96) of "
+		 "IPv4 addresses: write IPv4 rules instead" EMB_TAIL},
+		{DENY("\"2001::/32\""),
+		 "policy.json:1:26: deny[0]: \"2001::/32\" is the Teredo form (2001::/32) of IPv4 "
+		 "addresses: write IPv4 rules instead" EMB_TAIL},
+	};
+	struct rw_policy p;
+
+	(void)state;
+	expect_all_refused(cases, ARRAY_LEN(cases));
+	expect_example_refused("\"172.20.0.12/32\"", "\"::ffff:172.20.0.0/120\"",
+			       "policy.json:12:34: inbound[0].cidr: \"::ffff:172.20.0.0/120\" is "
+			       "the IPv4-mapped form (::ffff:0:0/96) of 172.20.0.0/24: write the "
+			       "IPv4 CIDR 172.20.0.0/24" EMB_TAIL);
+	expect_example_refused("{\"cidr\": \"52.194.9.0/24\"", "{\"ip\": \"64:ff9b::3401:203\"",
+			       "policy.json:17:23: runs[1].allow[0].ip: \"64:ff9b::3401:203\" is "
+			       "the NAT64 form (64:ff9b::/96) of 52.1.2.3: write the IPv4 address "
+			       "52.1.2.3" EMB_TAIL);
+	/* A wider CIDR that holds a form is a run rule's overlap (below), not a service's. */
+	parse_ok(SERVICE_CIDR("\"2000::/3\""), &p);
+	rw_policy_free(&p);
+	/* the neighbours of the forms */
+	parse_ok(SERVICE_IP("\"64:ff9c::1\""), &p);
+	rw_policy_free(&p);
+	parse_ok(SERVICE_IP("\"::fffe:a00:506\""), &p);
+	rw_policy_free(&p);
+	parse_ok(SERVICE_IP("\"2001:1::1\""), &p);
+	rw_policy_free(&p);
+	parse_ok(SERVICE_IP("\"2003::1\""), &p);
+	rw_policy_free(&p);
+}
+
+#define RUN6_RULE(rule)                                                                           \
+	"{\"revision\": 1, \"runs\": [{\"id\": \"a\", \"pods\": [\"2600::7\"], \"allow\": [" rule \
+	"]}]}"
+/* The rule's address is at column 76 ("ip") or 78 ("cidr"). */
+#define RUN6_AT(key, col) "policy.json:1:" #col ": runs[0].allow[0]." key ": "
+
+static void test_ipv6_run_rules_public_only(void **state)
+{
+	static const struct refusal cases[] = {
+		{RUN6_RULE("{\"ip\": \"fd00::5\", \"tcp\": [443]}"),
+		 RUN6_AT("ip", 76) "\"fd00::5\" overlaps fc00::/7, a private or special-purpose "
+				   "range" RUN_RULE_TAIL},
+		{RUN6_RULE("{\"cidr\": \"fe80::/64\", \"tcp\": [443]}"),
+		 RUN6_AT("cidr",
+			 78) "\"fe80::/64\" overlaps fe80::/10, a private or special-purpose "
+			     "range" RUN_RULE_TAIL},
+		{RUN6_RULE("{\"ip\": \"2001:db8::1\", \"tcp\": [443]}"),
+		 RUN6_AT("ip", 76) "\"2001:db8::1\" overlaps 2001:db8::/32, a private or "
+				   "special-purpose range" RUN_RULE_TAIL},
+		{RUN6_RULE("{\"ip\": \"ff02::1\", \"udp\": [5353]}"),
+		 RUN6_AT("ip", 76) "\"ff02::1\" overlaps ff00::/8, a private or special-purpose "
+				   "range" RUN_RULE_TAIL},
+		{RUN6_RULE("{\"ip\": \"::1\", \"tcp\": [80]}"),
+		 RUN6_AT("ip", 76) "\"::1\" overlaps ::1/128, a private or special-purpose "
+				   "range" RUN_RULE_TAIL},
+		{RUN6_RULE("{\"ip\": \"::\", \"tcp\": [80]}"),
+		 RUN6_AT("ip", 76) "\"::\" overlaps ::/128, a private or special-purpose "
+				   "range" RUN_RULE_TAIL},
+		{RUN6_RULE("{\"cidr\": \"100::/64\", \"tcp\": [80]}"),
+		 RUN6_AT("cidr", 78) "\"100::/64\" overlaps 100::/64, a private or special-purpose "
+				     "range" RUN_RULE_TAIL},
+		{RUN6_RULE("{\"cidr\": \"2000::/3\", \"tcp\": [80]}"),
+		 RUN6_AT("cidr", 78) "\"2000::/3\" overlaps 2001:db8::/32, a private or "
+				     "special-purpose range" RUN_RULE_TAIL},
+		/* wider than a form: refused for holding it */
+		{RUN6_RULE("{\"cidr\": \"2002::/15\", \"tcp\": [80]}"),
+		 RUN6_AT("cidr", 78) "\"2002::/15\" overlaps 2002::/16, a range of IPv6 forms of "
+				     "IPv4 addresses (write IPv4 rules for those)" RUN_RULE_TAIL},
+		{RUN6_RULE("{\"cidr\": \"2001::/31\", \"tcp\": [80]}"),
+		 RUN6_AT("cidr", 78) "\"2001::/31\" overlaps 2001::/32, a range of IPv6 forms of "
+				     "IPv4 addresses (write IPv4 rules for those)" RUN_RULE_TAIL},
+		/* the IPv6 deny list, named */
+		{"{\"revision\": 1, \"deny\": [\"52.0.0.0/8\", \"2600:1f18::/32\"], \"runs\": [{\"id\": "
+		 "\"a\", \"pods\": [\"2600::7\"], \"allow\": [{\"cidr\": \"2600:1f18:5::/48\", \"tcp\": "
+		 "[443]}]}]}",
+		 "policy.json:1:120: runs[0].allow[0].cidr: \"2600:1f18:5::/48\" overlaps "
+		 "2600:1f18::/32 (deny[1]), denied by the snapshot" RUN_RULE_TAIL},
+	};
+	struct rw_policy p;
+
+	(void)state;
+	expect_all_refused(cases, ARRAY_LEN(cases));
+	/* public, and neither family's deny list touches the other's rules */
+	parse_ok(
+		"{\"revision\": 1, \"deny\": [\"52.0.0.0/8\", \"2600:1f18::/32\"], \"runs\": "
+		"[{\"id\": \"a\", \"pods\": [\"2600::7\"], \"allow\": [{\"cidr\": "
+		"\"2a00:1450:4001::/48\", \"tcp\": [443]}, {\"ip\": \"53.1.2.3\", \"tcp\": [443]}, "
+		"{\"cidr\": \"2003::/16\", \"tcp\": [443]}]}]}",
+		&p);
+	assert_int_equal(p.runs[0].n_allow, 3);
+	rw_policy_free(&p);
+	parse_ok("{\"revision\": 1, \"deny\": [\"::/0\"], \"runs\": [{\"id\": \"a\", \"pods\": [], "
+		 "\"allow\": [{\"ip\": \"52.1.2.3\", \"tcp\": [443]}]}]}",
+		 &p);
+	rw_policy_free(&p);
+}
+
+static void test_ipv6_pod_addresses(void **state)
+{
+	static const struct refusal cases[] = {
+		{RUN_PODS("\"::\""),
+		 "policy.json:1:47: runs[0].pods[0]: \"::\" is not a pod address: the unspecified "
+		 "address"},
+		{RUN_PODS("\"::1\""),
+		 "policy.json:1:47: runs[0].pods[0]: \"::1\" is not a pod address: a loopback "
+		 "address"},
+		{RUN_PODS("\"10.1.2.3\", \"fe80::1\""),
+		 "policy.json:1:59: runs[0].pods[1]: \"fe80::1\" is not a pod address: a link-local "
+		 "address"},
+		{RUN_PODS("\"febf:ffff::1\""),
+		 "policy.json:1:47: runs[0].pods[0]: \"febf:ffff::1\" is not a pod address: a "
+		 "link-local address"},
+		{RUN_PODS("\"ff02::1:ff00:7\""),
+		 "policy.json:1:47: runs[0].pods[0]: \"ff02::1:ff00:7\" is not a pod address: a "
+		 "multicast address"},
+		{RUN_PODS("\"fd00:ec2::254\""),
+		 "policy.json:1:47: runs[0].pods[0]: \"fd00:ec2::254\" is not a pod address: a "
+		 "metadata address"},
+		{RUN_PODS("\"::ffff:10.1.2.3\""),
+		 "policy.json:1:47: runs[0].pods[0]: \"::ffff:10.1.2.3\" is not a pod address: the "
+		 "IPv4-mapped form (::ffff:0:0/96) of 10.1.2.3 (write the IPv4 address 10.1.2.3)"},
+		{RUN_PODS("\"64:ff9b::a01:203\""),
+		 "policy.json:1:47: runs[0].pods[0]: \"64:ff9b::a01:203\" is not a pod address: the "
+		 "NAT64 form (64:ff9b::/96) of 10.1.2.3 (write the IPv4 address 10.1.2.3)"},
+		{RUN_PODS("\"2002:a01:203::1\""),
+		 "policy.json:1:47: runs[0].pods[0]: \"2002:a01:203::1\" is not a pod address: the "
+		 "6to4 form (2002::/16) of 10.1.2.3 (write the IPv4 address 10.1.2.3)"},
+		{RUN_PODS("\"100::1\""),
+		 "policy.json:1:47: runs[0].pods[0]: \"100::1\" is not a pod address: neither a "
+		 "global unicast (2000::/3) nor a unique local (fc00::/7) address"},
+		{RUN_PODS("\"::10.1.2.3\""),
+		 "policy.json:1:47: runs[0].pods[0]: \"::10.1.2.3\" is not a pod address: neither a "
+		 "global unicast (2000::/3) nor a unique local (fc00::/7) address"},
+		{RUN_PODS("\"2600::7/128\""),
+		 "policy.json:1:47: runs[0].pods[0]: \"2600::7/128\" is not an IPv6 address"},
+		{RUN_PODS("\"2600::7::\""),
+		 "policy.json:1:47: runs[0].pods[0]: \"2600::7::\" is not an IPv6 address"},
+	};
+	struct rw_policy p;
+
+	(void)state;
+	expect_all_refused(cases, ARRAY_LEN(cases));
+	parse_ok(RUN_PODS("\"2001:db8::5\", \"fd00::1\", \"fc00::1\", \"2600:1f18::1\", "
+			  "\"3fff:ffff::1\", \"fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff\", "
+			  "\"fd00:ec2::255\""),
+		 &p);
+	assert_int_equal(p.runs[0].n_pods, 0);
+	assert_int_equal(p.runs[0].n_pods6, 7);
+	rw_policy_free(&p);
+}
+
+/* Pods are unique across runs within each family, named where they were written. */
+static void test_ipv6_duplicate_pod(void **state)
+{
+	struct rw_policy p;
+
+	(void)state;
+	expect_refused(RUN_PODS("\"2600::1\", \"10.0.0.1\", \"2600:0::1\""),
+		       "policy.json:1:70: runs[0].pods[2]: pod 2600::1 is already listed at "
+		       "runs[0].pods[0] (run a)");
+	expect_refused("{\"revision\": 1, \"runs\": [{\"id\": \"a\", \"pods\": [\"10.0.0.1\", "
+		       "\"2600::5\"]}, {\"id\": \"b\", \"pods\": [\"10.0.0.9\", \"2600::7\", "
+		       "\"2600::5\"]}]}",
+		       "policy.json:1:116: runs[1].pods[2]: pod 2600::5 is already listed at "
+		       "runs[0].pods[1] (run a)");
+	/* the first repeat in the text, whatever its family */
+	expect_refused("{\"revision\": 1, \"runs\": [{\"id\": \"a\", \"pods\": [\"2600::5\", "
+		       "\"10.0.0.1\"]}, {\"id\": \"b\", \"pods\": [\"10.0.0.1\", \"2600::5\"]}]}",
+		       "policy.json:1:93: runs[1].pods[0]: pod 10.0.0.1 is already listed at "
+		       "runs[0].pods[1] (run a)");
+	/* one pod's two addresses, and two pods of two runs */
+	parse_ok("{\"revision\": 1, \"runs\": [{\"id\": \"a\", \"pods\": [\"10.0.0.1\", "
+		 "\"2600::5\"]}, {\"id\": \"b\", \"pods\": [\"10.0.0.2\", \"2600::6\"]}]}",
+		 &p);
+	rw_policy_free(&p);
+}
+
+/* The bounds of the lists (rule ids) count both families. */
+static void test_ipv6_rule_id_limits(void **state)
+{
+	size_t cap = 256 + (RW_RULE_MAX_A + 1) * 80, len = 0;
+	struct rw_policy_error err;
+	struct rw_policy p;
+	char *s = malloc(cap);
+
+	(void)state;
+	assert_non_null(s);
+	len += snprintf(s + len, cap - len, "{\"revision\": 1, \"services\": [");
+	for (size_t i = 0; i < RW_RULE_MAX_A + 1; i++)
+		len += snprintf(
+			s + len, cap - len,
+			i % 2 ? "%s{\"name\": \"s%zu\", \"ip\": \"2600::%zx\", \"tcp\": [443]}"
+			      : "%s{\"name\": \"s%zu\", \"ip\": \"52.0.%zu.1\", \"tcp\": [443]}",
+			i ? ", " : "", i, i % 2 ? i : i % 256);
+	snprintf(s + len, cap - len, "]}");
+	assert_int_equal(rw_policy_parse(s, strlen(s), "policy.json", &p, &err), -EINVAL);
+	assert_string_equal(err.text, "policy.json:1:29: services: 4097 entries: at most 4096 fit "
+				      "in a rule id");
+	/* one fewer fits */
+	*strrchr(s, '{') = '\0';
+	strcpy(strrchr(s, ','), "]}");
+	parse_ok(s, &p);
+	assert_int_equal(p.n_services, RW_RULE_MAX_A);
+	assert_true(rw_policy_rule_is6(&p.services[RW_RULE_MAX_A - 1]));
+	rw_policy_free(&p);
+	free(s);
+}
+
+#define R6                                                                                  \
+	", \"pods\": [\"10.0.0.1\", \"2600::1\", \"2600::2\"], \"allow\": ["                \
+	"{\"ip\": \"2a00:1450::1\", \"tcp\": [80, 443]}, {\"cidr\": \"2a00:1450:1::/48\", " \
+	"\"udp\": [53]}]"
+
+/* A run's IPv6 parts count in its digest, its equality and the diff. */
+static void test_ipv6_run_equal_digest_diff(void **state)
+{
+	static const char *const changed[] = {
+		/* an IPv6 pod */
+		", \"pods\": [\"10.0.0.1\", \"2600::1\", \"2600::3\"], \"allow\": ["
+		"{\"ip\": \"2a00:1450::1\", \"tcp\": [80, 443]}, {\"cidr\": \"2a00:1450:1::/48\", "
+		"\"udp\": [53]}]",
+		/* an IPv6 rule's address, its prefix length */
+		", \"pods\": [\"10.0.0.1\", \"2600::1\", \"2600::2\"], \"allow\": ["
+		"{\"ip\": \"2a00:1450::2\", \"tcp\": [80, 443]}, {\"cidr\": \"2a00:1450:1::/48\", "
+		"\"udp\": [53]}]",
+		", \"pods\": [\"10.0.0.1\", \"2600::1\", \"2600::2\"], \"allow\": ["
+		"{\"ip\": \"2a00:1450::1\", \"tcp\": [80, 443]}, {\"cidr\": \"2a00:1450::/47\", "
+		"\"udp\": [53]}]",
+		/* the same bits in IPv4 */
+		", \"pods\": [\"10.0.0.1\", \"2600::1\", \"2600::2\"], \"allow\": ["
+		"{\"ip\": \"42.0.20.80\", \"tcp\": [80, 443]}, {\"cidr\": \"2a00:1450:1::/48\", "
+		"\"udp\": [53]}]",
+	};
+	struct rw_policy a, b;
+	char buf[1024];
+
+	(void)state;
+	/* the same, in another order */
+	assert_true(run_equal(
+		ONE_RUN("", R6),
+		ONE_RUN("", ", \"pods\": [\"2600::2\", \"10.0.0.1\", \"2600::1\"], \"allow\": ["
+			    "{\"cidr\": \"2a00:1450:1::/48\", \"udp\": [53]}, {\"ip\": "
+			    "\"2a00:1450:0::1\", \"tcp\": [443, 80]}]")));
+	for (size_t i = 0; i < ARRAY_LEN(changed); i++) {
+		char json[1024];
+
+		snprintf(json, sizeof(json), ONE_RUN("", "%s"), changed[i]);
+		parse_ok(ONE_RUN("", R6), &a);
+		parse_ok(json, &b);
+		if (rw_policy_run_equal(&a, &a.runs[0], &b, &b.runs[0]))
+			fail_msg("change %zu: equal", i);
+		if (!memcmp(a.runs[0].digest, b.runs[0].digest, sizeof(a.runs[0].digest)))
+			fail_msg("change %zu: the same digest", i);
+		rw_policy_free(&a);
+		rw_policy_free(&b);
+	}
+
+	parse_ok("{\"revision\": 1, \"deny\": [\"fd00::/8\"], \"services\": [{\"name\": \"p\", "
+		 "\"ip\": \"2600:1f18::10\", \"tcp\": [443]}], \"runs\": [{\"id\": \"a\"" R6 "}]}",
+		 &a);
+	parse_ok(
+		"{\"revision\": 2, \"deny\": [\"fd00::/16\"], \"services\": [{\"name\": \"p\", "
+		"\"cidr\": \"2600:1f18::/64\", \"tcp\": [443]}], \"runs\": [{\"id\": \"a\", \"pods\": "
+		"[\"10.0.0.1\", \"2600::1\", \"2600::3\"]}, {\"id\": \"b\", \"pods\": "
+		"[\"2600::9\"], \"allow\": [{\"ip\": \"2a00::1\", \"tcp\": [1]}]}]}",
+		&b);
+	assert_int_equal(rw_policy_diff(&a, &b, buf, sizeof(buf)), 5);
+	assert_string_equal(buf, "- deny fd00::/8\n"
+				 "+ deny fd00::/16\n"
+				 "~ service p: 2600:1f18::10 -> 2600:1f18::/64\n"
+				 "~ run a: pods +2600::3 -2600::2; allow rules changed (2 -> 0)\n"
+				 "+ run b (1 pod, 1 allow rule)\n");
+	rw_policy_free(&a);
+	rw_policy_free(&b);
+}
+
+static void test_builtin_label6(void **state)
+{
+	static const struct {
+		const char *ip, *label;
+	} cases[] = {
+		{"fd00:ec2::254", "metadata"},
+		{"fd00:ec2::1", "unique local"},
+		{"fe80::1", "link-local"},
+		{"ff02::1", "multicast"},
+		{"::1", "loopback"},
+		{"::", "unspecified"},
+		{"2001:db8::1", "documentation"},
+		{"64:ff9b::a00:1", "NAT64"},
+		{"64:ff9b:1::1", "local NAT64"},
+		{"::ffff:1.2.3.4", "IPv4-mapped"},
+		{"2002::1", "6to4"},
+		{"2001::1", "Teredo"},
+		{"2600:1f18::1", NULL},
+		{"2a00:1450::1", NULL},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+		__be32 a[4];
+		const char *got;
+
+		addr6(cases[i].ip, a);
+		got = rw_builtin_label6(a);
+		if (!cases[i].label) {
+			if (got)
+				fail_msg("%s: %s", cases[i].ip, got);
+		} else {
+			if (!got || strcmp(got, cases[i].label))
+				fail_msg("%s: %s, not %s", cases[i].ip, got ? got : "NULL",
+					 cases[i].label);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1506,6 +2026,16 @@ int main(void)
 		cmocka_unit_test(test_refusal_values),
 		cmocka_unit_test(test_lease_seconds),
 		cmocka_unit_test(test_diff_refusal),
+		cmocka_unit_test(test_ipv6_accepted),
+		cmocka_unit_test(test_bad_ipv6),
+		cmocka_unit_test(test_ipv6_metadata),
+		cmocka_unit_test(test_ipv6_embedded_forms),
+		cmocka_unit_test(test_ipv6_run_rules_public_only),
+		cmocka_unit_test(test_ipv6_pod_addresses),
+		cmocka_unit_test(test_ipv6_duplicate_pod),
+		cmocka_unit_test(test_ipv6_rule_id_limits),
+		cmocka_unit_test(test_ipv6_run_equal_digest_diff),
+		cmocka_unit_test(test_builtin_label6),
 		cmocka_unit_test(test_duplicate_key),
 		cmocka_unit_test(test_syntax_errors),
 		cmocka_unit_test(test_error_positions),

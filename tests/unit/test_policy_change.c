@@ -23,7 +23,8 @@
 
 /* The node every test starts from: node-wide parts, and three runs. */
 static const char base_snapshot[] =
-	"{\"revision\": 10, \"egress\": \"allowlist\", \"deny\": [\"52.200.0.0/16\"],"
+	"{\"revision\": 10, \"egress\": \"allowlist\", \"deny\": [\"52.200.0.0/16\", "
+	"\"2600:1f18:dead::/48\"],"
 	" \"services\": [{\"name\": \"proxy\", \"ip\": \"172.20.0.10\", \"tcp\": [3128]}],"
 	" \"inbound\": [{\"name\": \"app\", \"cidr\": \"172.20.0.12/32\", \"tcp\": [4096]}],"
 	" \"runs\": ["
@@ -32,6 +33,16 @@ static const char base_snapshot[] =
 	"  {\"id\": \"run-b\", \"pods\": [\"10.1.0.3\"], \"egress\": \"open\"},"
 	"  {\"id\": \"run-c\", \"pods\": [\"10.1.0.4\", \"10.1.0.5\"],"
 	"   \"allow\": [{\"cidr\": \"52.2.0.0/24\", \"tcp\": [443, 80], \"udp\": [53]}]}"
+	" ]}";
+
+/* A dual-stack node: IPv6 pods between and after IPv4 ones, IPv6 rules. */
+static const char base6_snapshot[] =
+	"{\"revision\": 10, \"deny\": [\"52.200.0.0/16\", \"2600:1f18:dead::/48\"],"
+	" \"services\": [{\"name\": \"proxy\", \"ip\": \"2600:1f18::10\", \"tcp\": [3128]}],"
+	" \"runs\": ["
+	"  {\"id\": \"run-a\", \"pods\": [\"10.1.0.1\", \"2600:1f18::a1\", \"10.1.0.2\"],"
+	"   \"allow\": [{\"ip\": \"2a00:1450::1\", \"tcp\": [443]}]},"
+	"  {\"id\": \"run-b\", \"pods\": [\"2600:1f18::b1\", \"2600:1f18::b2\"]}"
 	" ]}";
 
 /* ---- Equality, field by field --------------------------------------------------------------- */
@@ -49,7 +60,9 @@ static void assert_rules(const struct rw_policy_rule *a, size_t na, const struct
 	assert_int_equal(na, nb);
 	for (size_t i = 0; i < na; i++) {
 		assert_string_equal(a[i].name, b[i].name);
+		assert_int_equal(a[i].family, b[i].family);
 		assert_int_equal(a[i].addr, b[i].addr);
+		assert_memory_equal(a[i].addr6, b[i].addr6, sizeof(a[i].addr6));
 		assert_int_equal(a[i].prefixlen, b[i].prefixlen);
 		assert_ports(a[i].tcp, a[i].n_tcp, b[i].tcp, b[i].n_tcp);
 		assert_ports(a[i].udp, a[i].n_udp, b[i].udp, b[i].n_udp);
@@ -63,7 +76,9 @@ static void assert_policy_equal(const struct rw_policy *a, const struct rw_polic
 	assert_int_equal(a->refusal, b->refusal);
 	assert_int_equal(a->n_deny, b->n_deny);
 	for (size_t i = 0; i < a->n_deny; i++) {
+		assert_int_equal(a->deny[i].family, b->deny[i].family);
 		assert_int_equal(a->deny[i].addr, b->deny[i].addr);
+		assert_memory_equal(a->deny[i].addr6, b->deny[i].addr6, sizeof(a->deny[i].addr6));
 		assert_int_equal(a->deny[i].prefixlen, b->deny[i].prefixlen);
 	}
 	assert_rules(a->services, a->n_services, b->services, b->n_services);
@@ -76,6 +91,12 @@ static void assert_policy_equal(const struct rw_policy *a, const struct rw_polic
 		assert_int_equal(x->n_pods, y->n_pods);
 		if (x->n_pods)
 			assert_memory_equal(x->pods, y->pods, x->n_pods * sizeof(*x->pods));
+		assert_int_equal(x->n_pods6, y->n_pods6);
+		if (x->n_pods6) {
+			assert_memory_equal(x->pods6, y->pods6, x->n_pods6 * sizeof(*x->pods6));
+			assert_memory_equal(x->pods6_at, y->pods6_at,
+					    x->n_pods6 * sizeof(*x->pods6_at));
+		}
 		assert_int_equal(x->egress, y->egress);
 		assert_int_equal(x->refusal, y->refusal);
 		assert_rules(x->allow, x->n_allow, y->allow, y->n_allow);
@@ -91,7 +112,7 @@ static void assert_index_of(const struct rw_policy_index *ix, const struct rw_po
 	assert_int_equal(ix->n_runs, p->n_runs);
 	for (size_t r = 0; r < p->n_runs; r++) {
 		assert_int_equal(rw_policy_index_run(ix, p, p->runs[r].id), (long)r);
-		pods += p->runs[r].n_pods;
+		pods += p->runs[r].n_pods + p->runs[r].n_pods6;
 	}
 	assert_int_equal(ix->n_pods, pods);
 	assert_int_equal(rw_policy_index_run(ix, p, "no-such-run"), -1);
@@ -448,6 +469,10 @@ static char *gen_run(char *out, size_t size)
 		"\"pods\": [], \"allow\": [{\"ip\": \"52.1.1.1\"}]",
 		"\"pods\": [], \"egress\": \"wide\"",
 		"\"pods\": [\"169.254.169.254\"]",
+		"\"pods\": [\"fe80::1\"]",
+		"\"pods\": [], \"allow\": [{\"ip\": \"fd00::1\", \"tcp\": [1]}]",
+		"\"pods\": [], \"allow\": [{\"ip\": \"64:ff9b::3401:101\", \"tcp\": [1]}]",
+		"\"pods\": [], \"allow\": [{\"cidr\": \"2600:1f18:dead:1::/64\", \"tcp\": [1]}]",
 	};
 	size_t o = 0;
 	unsigned int n;
@@ -459,9 +484,14 @@ static char *gen_run(char *out, size_t size)
 	}
 	o += snprintf(out + o, size - o, "\"pods\": [");
 	n = rnd(4);
-	for (unsigned int i = 0; i < n; i++)
-		o += snprintf(out + o, size - o, "%s\"10.5.%u.%u\"", i ? ", " : "", rnd(2),
-			      1 + rnd(60));
+	for (unsigned int i = 0; i < n; i++) {
+		if (rnd(3))
+			o += snprintf(out + o, size - o, "%s\"10.5.%u.%u\"", i ? ", " : "", rnd(2),
+				      1 + rnd(60));
+		else
+			o += snprintf(out + o, size - o, "%s\"2600:5:%u::%x\"", i ? ", " : "",
+				      rnd(2), 1 + rnd(60));
+	}
 	o += snprintf(out + o, size - o, "]");
 	if (!rnd(4))
 		o += snprintf(out + o, size - o, ", \"egress\": \"%s\"",
@@ -472,7 +502,14 @@ static char *gen_run(char *out, size_t size)
 	if (n) {
 		o += snprintf(out + o, size - o, ", \"allow\": [");
 		for (unsigned int i = 0; i < n; i++) {
-			if (rnd(3))
+			unsigned int kind = rnd(4);
+
+			if (kind == 3)
+				o += snprintf(out + o, size - o,
+					      "%s{\"%s\": \"2a00:%x::%s\", \"tcp\": [%u]}",
+					      i ? ", " : "", rnd(2) ? "ip" : "cidr", 1 + rnd(6),
+					      rnd(2) ? "1" : "/32", 1 + rnd(3) * 100);
+			else if (kind)
 				o += snprintf(out + o, size - o,
 					      "%s{\"ip\": \"52.%u.0.%u\", \"tcp\": [%u]}",
 					      i ? ", " : "", 190 + rnd(12), 1 + rnd(9),
@@ -560,6 +597,69 @@ static void test_changes_match_full_parse(void **state)
 	node_free(&n);
 }
 
+static void test_ipv6_pods_and_rules(void **state)
+{
+	static const struct {
+		const char *run, *why;
+	} bad[] = {
+		{"{\"id\": \"run-b\", \"pods\": [\"2600:1f18::b1\", \"fe80::1\"]}",
+		 "run.pods[1]: \"fe80::1\" is not a pod address: a link-local address"},
+		{"{\"id\": \"run-b\", \"pods\": [\"2600:1f18::b1\"], \"allow\": [{\"cidr\": "
+		 "\"2600:1f18:dead:1::/64\", \"tcp\": [443]}]}",
+		 "run.allow[0].cidr: \"2600:1f18:dead:1::/64\" overlaps 2600:1f18:dead::/48 "
+		 "(deny[1]), denied by the snapshot: run rules name public destinations only (only "
+		 "services may name private addresses)"},
+		{"{\"id\": \"run-b\", \"pods\": [], \"allow\": [{\"ip\": \"64:ff9b::3401:101\", "
+		 "\"tcp\": [443]}]}",
+		 "run.allow[0].ip: \"64:ff9b::3401:101\" is the NAT64 form (64:ff9b::/96) of "
+		 "52.1.1.1: write the IPv4 address 52.1.1.1 (a destination in it is judged as the "
+		 "IPv4 address it carries)"},
+		/* another run's IPv6 pod, named where that run wrote it */
+		{"{\"id\": \"run-b\", \"pods\": [\"10.1.0.9\", \"2600:1f18::a1\"]}",
+		 "run.pods[1]: pod 2600:1f18::a1 is already listed at runs[0].pods[1] (run run-a)"},
+		{"{\"id\": \"run-new\", \"pods\": [\"2600:1f18::b2\"]}",
+		 "run.pods[0]: pod 2600:1f18::b2 is already listed at runs[1].pods[1] (run run-b)"},
+		{"{\"id\": \"run-b\", \"pods\": [\"2600:1f18::b1\", \"10.1.0.9\", "
+		 "\"2600:1f18:0::b1\"]}",
+		 "run.pods[2]: pod 2600:1f18::b1 is already listed at runs[1].pods[0] (run run-b)"},
+	};
+	char why[512];
+	struct node n;
+
+	(void)state;
+	node_init(&n, base6_snapshot);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(node_change(&n, bad[i].run, NULL, why, sizeof(why)), -EINVAL);
+		assert_string_equal(why, bad[i].why);
+	}
+	assert_int_equal(n.policy.revision, 10);
+	/* run-a lets its IPv6 pod go (keeping the IPv4 ones), then run-b takes it */
+	assert_int_equal(node_change(&n,
+				     "{\"id\": \"run-a\", \"pods\": [\"10.1.0.1\", \"10.1.0.2\"], "
+				     "\"allow\": [{\"ip\": \"2a00:1450::2\", \"tcp\": [443]}]}",
+				     NULL, NULL, 0),
+			 0);
+	assert_int_equal(n.policy.runs[0].n_pods6, 0);
+	assert_int_equal(node_change(&n,
+				     "{\"id\": \"run-b\", \"pods\": [\"2600:1f18::b1\", "
+				     "\"10.1.0.7\", \"2600:1f18::a1\"]}",
+				     NULL, NULL, 0),
+			 0);
+	assert_int_equal(n.policy.runs[1].n_pods6, 2);
+	assert_int_equal(n.policy.runs[1].pods6_at[1], 2);
+	/* run-a goes, run-b moves up: its IPv6 pods are named at runs[0] now */
+	assert_int_equal(node_change(&n, NULL, "run-a", NULL, 0), 0);
+	assert_int_equal(node_change(&n, "{\"id\": \"run-c\", \"pods\": [\"2600:1f18::a1\"]}", NULL,
+				     why, sizeof(why)),
+			 -EINVAL);
+	assert_string_equal(why, "run.pods[0]: pod 2600:1f18::a1 is already listed at "
+				 "runs[0].pods[2] (run run-b)");
+	/* and run-a's IPv4 pods are free */
+	assert_int_equal(
+		node_change(&n, "{\"id\": \"run-c\", \"pods\": [\"10.1.0.2\"]}", NULL, NULL, 0), 0);
+	node_free(&n);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -569,6 +669,7 @@ int main(void)
 		cmocka_unit_test(test_pod_moves_between_runs),
 		cmocka_unit_test(test_bad_run_refused_policy_unchanged),
 		cmocka_unit_test(test_revision_and_node_limits),
+		cmocka_unit_test(test_ipv6_pods_and_rules),
 		cmocka_unit_test(test_changes_match_full_parse),
 	};
 

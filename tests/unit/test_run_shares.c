@@ -165,7 +165,7 @@ static bool has_agg(const struct rw_aggs *a, const char *run, unsigned int n)
 	struct rw_agg_key k = {};
 
 	snprintf(k.run, sizeof(k.run), "%s", run);
-	k.peer = ev.daddr;
+	k.peer = rw_ip4(ev.daddr);
 	k.port = ev.dport;
 	k.proto = ev.proto;
 	k.dir = ev.dir;
@@ -422,6 +422,51 @@ static void test_access_records_burst(void **state)
 	receiver_stop(&recv_);
 }
 
+/* The number of requests received for run to the destination text dst. */
+static size_t received_text(struct receiver *r, const char *run, const char *dst)
+{
+	char want[96];
+	size_t k = 0;
+
+	snprintf(want, sizeof(want), "%s %s", run, dst);
+	pthread_mutex_lock(&r->m);
+	for (size_t i = 0; i < r->n_got; i++)
+		k += !strcmp(r->got[i], want);
+	pthread_mutex_unlock(&r->m);
+	return k;
+}
+
+/* An access request for an IPv6 destination names it in RFC 5952 text, and is its own: the IPv4
+ * destination whose address is the IPv6 one's first word (38.6.71.0, 2606:4700::) is another
+ * request, and the same IPv6 one again is remembered.
+ */
+static void test_access_ipv6(void **state)
+{
+	struct rw_event v6 = refusal("run-c", 0), v4 = refusal("run-c", 0);
+	struct rw_access_stats st;
+	struct rw_access *a;
+
+	(void)state;
+	v6.ethertype = htons(0x86dd);
+	assert_int_equal(inet_pton(AF_INET6, "2600:1f14:abc::7", v6.saddr6), 1);
+	assert_int_equal(inet_pton(AF_INET6, "2606:4700::1111", v6.daddr6), 1);
+	v4.ethertype = htons(0x0800);
+	v4.daddr = v6.daddr6[0];
+	receiver_start(&recv_, true);
+	a = rw_access_start(recv_.url, "node-1", RW_ACCESS_QUEUE_DEFAULT);
+	assert_non_null(a);
+	assert_true(rw_access_note(a, &v6, 1000));
+	assert_true(rw_access_note(a, &v4, 1000));
+	assert_false(rw_access_note(a, &v6, 1000));
+	wait_sent(a);
+	rw_access_get_stats(a, &st);
+	assert_int_equal(st.sent, 2);
+	assert_int_equal(received_text(&recv_, "run-c", "2606:4700::1111"), 1);
+	assert_int_equal(received_text(&recv_, "run-c", "38.6.71.0"), 1);
+	rw_access_stop(a);
+	receiver_stop(&recv_);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -430,6 +475,7 @@ int main(void)
 		cmocka_unit_test(test_aggregates_burst),
 		cmocka_unit_test(test_access_queue_burst),
 		cmocka_unit_test(test_access_records_burst),
+		cmocka_unit_test(test_access_ipv6),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -11,6 +11,7 @@
 
 #include "access_requests.h"
 #include "eventfmt.h"
+#include "ipaddr.h"
 #include "reasons.h"
 #include "run_shares.h"
 #include "util.h"
@@ -25,7 +26,7 @@ enum req_state { REQ_FREE, REQ_PENDING, REQ_SENT, REQ_FAILED };
 struct req_key {
 	char run[RW_RUN_ID_LEN];
 	__u32 gen;
-	__be32 dst;
+	struct rw_ip dst; /* either family */
 	__be16 port;
 	__u8 proto;
 	__u8 pad;
@@ -39,7 +40,7 @@ struct req {
 	uint64_t seq;
 	char run[RW_RUN_ID_LEN];
 	__u32 gen;
-	__be32 pod, dst;
+	struct rw_ip pod, dst;
 	__be16 port;
 	__u8 proto;
 	int64_t first_ns, sent_ns;
@@ -84,7 +85,7 @@ static void req_key_of(struct req_key *k, const struct rw_event *ev)
 	memset(k, 0, sizeof(*k));
 	memcpy(k->run, ev->run_id, strnlen(ev->run_id, RW_RUN_ID_LEN - 1));
 	k->gen = ev->run_gen;
-	k->dst = ev->daddr;
+	k->dst = rw_event_dst(ev);
 	k->port = ev->dport;
 	k->proto = ev->proto;
 }
@@ -188,8 +189,8 @@ bool rw_access_note(struct rw_access *a, const struct rw_event *ev, int64_t real
 	r->seq = a->next_seq++;
 	memcpy(r->run, k.run, sizeof(r->run));
 	r->gen = ev->run_gen;
-	r->pod = ev->saddr;
-	r->dst = ev->daddr;
+	r->pod = rw_event_src(ev);
+	r->dst = rw_event_dst(ev);
 	r->port = ev->dport;
 	r->proto = ev->proto;
 	r->first_ns = real_ns;
@@ -208,11 +209,11 @@ out:
 
 static json_t *req_json(const struct rw_access *a, const struct req *r, bool full)
 {
-	char pod[INET_ADDRSTRLEN], dst[INET_ADDRSTRLEN], first[40];
+	char pod[RW_IP_STRLEN], dst[RW_IP_STRLEN], first[40];
 	json_t *o;
 
-	inet_ntop(AF_INET, &r->pod, pod, sizeof(pod));
-	inet_ntop(AF_INET, &r->dst, dst, sizeof(dst));
+	rw_ip_str(&r->pod, pod, sizeof(pod));
+	rw_ip_str(&r->dst, dst, sizeof(dst));
 	rw_format_time(r->first_ns, first, sizeof(first));
 	o = json_pack("{s:s, s:s, s:i, s:s, s:s, s:i, s:s, s:s, s:I, s:s}", "node", a->node, "run",
 		      r->run, "generation", (int)r->gen, "pod", pod, "destination", dst, "port",

@@ -3,7 +3,7 @@
  * holds one part per file that changes it (struct agent_policy, agent_sandboxes, ...); a file
  * writes only its own part, and changes another's through that file's functions below.
  *   main_loop.c     rw_agent_run() (agent_run.h): setup, the epoll loop, signals, timers
- *   sandboxes.c     sandbox veths: attach, bind pod IPs from /32 routes, forget, full resync
+ *   sandboxes.c     sandbox veths: attach, bind pod IPs from /32 and /128 routes, forget, resync
  *   policy_watch.c  the policy file (inotify) and applying snapshots
  *   policy_follow.c PolicyWatch (--policy-url): the control plane's messages, applied and acked
  *   cni_chain.c     runwall-cni kept in the node's CNI conf file (--cni-conf-dir, inotify)
@@ -111,7 +111,10 @@ struct agent_policy {
 struct sandbox {
 	int ifindex;
 	char ifname[IF_NAMESIZE];
-	__be32 pod; /* bound pod IP, 0 when none */
+	/* The pod bound to it, as the kernel holds it (rw_endpoint: its IPv4, its IPv6 and the
+	 * host veth's link-local gateway); flags 0 when none.
+	 */
+	struct rw_endpoint pod;
 	enum rw_attach_mode mode[RW_DIR_COUNT];
 	bool attached[RW_DIR_COUNT];
 	bool seen; /* mark for a full resync */
@@ -122,10 +125,11 @@ struct sandbox {
 	unsigned int backoff_ms;
 	int64_t retry_at_ms; /* monotonic; 0: no retry pending */
 	char attach_error[160];
-	/* The pod its /32 route names but the node has no room to bind (the endpoint table or
-	 * the conntrack budget is full): deny-all, and bound by the resync that finds room.
+	/* The pod its /32 and /128 routes name but the node has no room to bind (the endpoint
+	 * table or the conntrack budget is full): deny-all, and bound by the resync that finds
+	 * room. flags 0: none waits.
 	 */
-	__be32 waiting_pod;
+	struct rw_endpoint waiting_pod;
 	char bind_error[160];
 };
 
@@ -247,6 +251,7 @@ void agent_stop(struct agent *a);
 /* sandboxes.c: netlink handlers, and the full resync that makes the kernel match the system. */
 int agent_on_link(bool add, const struct rw_nl_link *l, void *data);
 int agent_on_route(bool add, const struct rw_nl_route *r, void *data);
+int agent_on_addr(bool add, const struct rw_nl_addr *addr, void *data);
 int agent_on_tc(int ifindex, void *data);
 int agent_full_resync(struct agent *a);
 /* A test seam: agent_full_resync() calls it after its dumps and before it acts on them. */

@@ -11,6 +11,7 @@
 #include "agent_view.h"
 #include "eventfmt.h"
 #include "http.h"
+#include "ipaddr.h"
 #include "status.h"
 
 struct rw_agent_view {
@@ -32,9 +33,36 @@ const char *rw_policy_service_at(const struct rw_policy *p, __be32 ip)
 
 	for (size_t i = 0; p && i < p->n_services; i++) {
 		const struct rw_policy_rule *r = &p->services[i];
-		__u32 mask = r->prefixlen ? htonl(~0u << (32 - r->prefixlen)) : 0;
+		__u32 mask;
 
+		if (rw_policy_rule_is6(r) || r->prefixlen > 32)
+			continue; /* an IPv6 service's: never an IPv4 address's */
+		mask = r->prefixlen ? htonl(~0u << (32 - r->prefixlen)) : 0;
 		if ((ip & mask) == r->addr && r->prefixlen > best_len) {
+			best = r->name;
+			best_len = r->prefixlen;
+		}
+	}
+	return best;
+}
+
+const char *rw_policy_service_at6(const struct rw_policy *p, const __be32 ip[4])
+{
+	const char *best = "";
+	int best_len = -1;
+
+	for (size_t i = 0; p && i < p->n_services; i++) {
+		const struct rw_policy_rule *r = &p->services[i];
+		bool in = rw_policy_rule_is6(r) && r->prefixlen <= 128;
+
+		/* The prefix's whole words, then the bits of the next one. */
+		for (unsigned int w = 0; in && w < 4; w++) {
+			int bits = (int)r->prefixlen - 32 * (int)w;
+			__u32 mask = bits >= 32 ? ~0u : bits <= 0 ? 0 : ~0u << (32 - bits);
+
+			in = (ntohl(ip[w]) & mask) == (ntohl(r->addr6[w]) & mask);
+		}
+		if (in && r->prefixlen > best_len) {
 			best = r->name;
 			best_len = r->prefixlen;
 		}
@@ -201,11 +229,18 @@ char *rw_agent_view_event(struct rw_agent_view *v, const struct rw_event *ev,
 
 	if (!o)
 		return NULL;
-	service = rw_policy_service_at(p, peer);
 	/* The page names what a peer is: DNS (port 53, refused wherever it goes), else the built-in
-	 * range it is in.
+	 * range it is in. An IPv6 peer by its own family's services and ranges.
 	 */
-	label = ev->reason == RW_REASON_DNS ? "DNS" : rw_builtin_label(peer);
+	if (rw_event_is_ipv6(ev)) {
+		const __be32 *peer6 = ev->dir == RW_DIR_EGRESS ? ev->daddr6 : ev->saddr6;
+
+		service = rw_policy_service_at6(p, peer6);
+		label = ev->reason == RW_REASON_DNS ? "DNS" : rw_builtin_label6(peer6);
+	} else {
+		service = rw_policy_service_at(p, peer);
+		label = ev->reason == RW_REASON_DNS ? "DNS" : rw_builtin_label(peer);
+	}
 	json_object_set_new(o, "node", json_string(v->node));
 	json_object_set_new(o, "service", json_string(service));
 	json_object_set_new(o, "label", label ? json_string(label) : json_null());

@@ -11,6 +11,7 @@
 #include "agent.h"
 #include "ctl.h"
 #include "eventfmt.h"
+#include "veth.h"
 #include "log.h"
 
 json_t *agent_status_part(struct agent *a)
@@ -49,11 +50,12 @@ json_t *agent_status_part(struct agent *a)
 			attach_pending++;
 		}
 		/* Routed to a pod the node has no room to bind: deny-all, and why. */
-		if (e && s->waiting_pod) {
-			char ip[INET_ADDRSTRLEN];
+		if (e && s->waiting_pod.flags) {
+			char ip[RW_EP_STRLEN];
 
 			json_object_set_new(e, "waiting_pod",
-					    json_string(agent_ip_str(s->waiting_pod, ip)));
+					    json_string(rw_endpoint_str(&s->waiting_pod, false, ip,
+									sizeof(ip))));
 			json_object_set_new(e, "bind_error", json_string(s->bind_error));
 			bind_waiting++;
 		}

@@ -94,8 +94,10 @@ static void on_signal(struct agent *a)
 
 static int agent_run(struct agent *a)
 {
-	static const struct rw_nl_handlers handlers = {
-		.on_link = agent_on_link, .on_route = agent_on_route, .on_tc = agent_on_tc};
+	static const struct rw_nl_handlers handlers = {.on_link = agent_on_link,
+						       .on_route = agent_on_route,
+						       .on_addr = agent_on_addr,
+						       .on_tc = agent_on_tc};
 	struct rw_nl_handlers h = handlers;
 	struct epoll_event evs[16];
 	sigset_t mask;

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* sandboxes.c: the agent's sandbox veths: attach runwall's programs to every veth whose name has
- * the prefix (no other kind of device), bind each to the pod its /32 route names, forget what goes
- * away, and a full resync that makes the kernel's picture match the system's.
+ * the prefix (no other kind of device), bind each to the pod its routes name (the /32 of its IPv4,
+ * the /128 of its IPv6, as the VPC CNI makes them, with the host veth's own link-local address as
+ * the pod's IPv6 gateway), forget what goes away, and a full resync that makes the kernel's
+ * picture match the system's.
  *
  * A netlink event, or a dump, says what was true when the kernel sent it. By the time the agent
  * acts on it, the veth behind an ifindex may be another one: the pod deleted, the next pod's veth
@@ -17,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 #include <bpf/bpf.h>
+#include <linux/rtnetlink.h>
 
 #include "agent.h"
 #include "log.h"
@@ -150,45 +153,54 @@ static struct sandbox *sbx_add(struct agent *a, int ifindex, const char *name)
 static void sbx_room_freed(struct agent *a)
 {
 	for (size_t i = 0; i < a->sandboxes.n_sbx; i++)
-		if (a->sandboxes.sbx[i].waiting_pod) {
+		if (a->sandboxes.sbx[i].waiting_pod.flags) {
 			a->sandboxes.links_dirty = true;
 			return;
 		}
 }
 
-static void sbx_bind(struct agent *a, struct sandbox *s, __be32 pod)
+/* Whether a binding holds an address of either family (a gateway alone binds nothing). */
+static bool ep_bound(const struct rw_endpoint *ep)
 {
-	char ip[INET_ADDRSTRLEN], why[sizeof(s->bind_error)];
-	__be32 now = 0;
+	return ep->flags & (RW_EP_IP4 | RW_EP_IP6);
+}
+
+static void sbx_bind(struct agent *a, struct sandbox *s, const struct rw_endpoint *pod)
+{
+	char ip[RW_EP_STRLEN], old[RW_EP_STRLEN], why[sizeof(s->bind_error)];
+	struct rw_endpoint now = {};
+	bool bind = ep_bound(pod);
 	int err;
 
-	if (!pod || pod != s->waiting_pod) {
-		s->waiting_pod = 0;
+	if (!bind || !rw_endpoint_same(pod, &s->waiting_pod)) {
+		memset(&s->waiting_pod, 0, sizeof(s->waiting_pod));
 		s->bind_error[0] = '\0';
 	}
-	if (s->pod == pod)
+	if (rw_endpoint_same(&s->pod, pod))
 		return;
-	if (s->pod && pod)
-		rw_warn("%s: pod %s replaced by %s", s->ifname, agent_ip_str(s->pod, ip),
-			agent_ip_str(pod, (char[INET_ADDRSTRLEN]){}));
-	err = pod ? rw_endpoint_bind(&a->dp, s->ifindex, pod)
-		  : rw_endpoint_unbind(&a->dp, s->ifindex);
-	if (err && pod) {
+	rw_endpoint_str(pod, true, ip, sizeof(ip));
+	rw_endpoint_str(&s->pod, true, old, sizeof(old));
+	if (ep_bound(&s->pod) && bind)
+		rw_warn("%s: pod %s replaced by %s", s->ifname, old, ip);
+	err = bind ? rw_endpoint_bind_addrs(&a->dp, s->ifindex, pod)
+		   : rw_endpoint_unbind(&a->dp, s->ifindex);
+	if (err && bind) {
 		/* The veth stays (or is now) bound to nothing: deny-all, its packets dropped
 		 * unknown-source. Said once per pod and cause, tried again by every resync.
 		 */
 		a->sandboxes.bind_failures++;
 		rw_bind_error_str(&a->dp, err, why, sizeof(why));
-		if (s->waiting_pod != pod || strcmp(s->bind_error, why)) {
+		if (!rw_endpoint_same(&s->waiting_pod, pod) || strcmp(s->bind_error, why)) {
 			rw_err("%s (ifindex %d): pod %s not bound, deny-all: %s; bound by the next "
 			       "resync that finds room",
-			       s->ifname, s->ifindex, agent_ip_str(pod, ip), why);
+			       s->ifname, s->ifindex, ip, why);
 			agent_set_error(a, "%s: pod %s not bound: %s", s->ifname, ip, why);
 		}
-		s->waiting_pod = pod;
+		s->waiting_pod = *pod;
 		snprintf(s->bind_error, sizeof(s->bind_error), "%s", why);
-		rw_endpoint_lookup(&a->dp, s->ifindex, &now);
-		if (s->pod && !now)
+		if (rw_endpoint_get(&a->dp, s->ifindex, &now))
+			memset(&now, 0, sizeof(now));
+		if (ep_bound(&s->pod) && !ep_bound(&now))
 			sbx_room_freed(a); /* the old pod's binding went with the attempt */
 		s->pod = now;
 		return;
@@ -197,18 +209,18 @@ static void sbx_bind(struct agent *a, struct sandbox *s, __be32 pod)
 		rw_err("%s: unbind: %s", s->ifname, strerror(-err));
 		return;
 	}
-	if (pod && s->waiting_pod)
-		rw_info("%s: bound to pod %s (it waited for room: %s)", s->ifname,
-			agent_ip_str(pod, ip), s->bind_error);
-	else if (pod)
-		rw_info("%s: bound to pod %s", s->ifname, agent_ip_str(pod, ip));
+	if (bind && s->waiting_pod.flags)
+		rw_info("%s: bound to pod %s (it waited for room: %s)", s->ifname, ip,
+			s->bind_error);
+	else if (bind)
+		rw_info("%s: bound to pod %s", s->ifname, ip);
 	else
-		rw_info("%s: pod %s gone, deny-all", s->ifname, agent_ip_str(s->pod, ip));
-	s->waiting_pod = 0;
+		rw_info("%s: pod %s gone, deny-all", s->ifname, old);
+	memset(&s->waiting_pod, 0, sizeof(s->waiting_pod));
 	s->bind_error[0] = '\0';
-	if (!pod)
+	if (!bind)
 		sbx_room_freed(a);
-	s->pod = pod;
+	s->pod = *pod;
 }
 
 void agent_sandboxes_tick(struct agent *a)
@@ -234,32 +246,64 @@ static void sbx_forget(struct agent *a, struct sandbox *s)
 	sbx_room_freed(a);
 }
 
-/* A /32 route to an address no pod can have (loopback, link-local, broadcast...) names no pod:
- * it is not bound, and it cannot hide the veth's pod route.
+/* Whether a route is a pod's: a host route (/32, /128) to an address a pod can have. A route to
+ * an address no pod can have (loopback, link-local, broadcast...) names no pod: it is not bound,
+ * and it cannot hide the veth's pod route.
  */
+static bool pod_route(const struct rw_nl_route *r)
+{
+	if (!rw_nl_route_is_host(r))
+		return false;
+	if (r->family == AF_INET6)
+		return !rw_pod_addr6_refusal(r->dst6);
+	return !rw_pod_addr_refusal(r->dst);
+}
+
+/* The first pod route of each family into the binding it names. */
+static void route_into(struct rw_endpoint *ep, const struct rw_nl_route *r)
+{
+	if (!pod_route(r))
+		return;
+	if (r->family == AF_INET6 && !(ep->flags & RW_EP_IP6)) {
+		memcpy(ep->pod_ip6, r->dst6, sizeof(ep->pod_ip6));
+		ep->flags |= RW_EP_IP6;
+	} else if (r->family == AF_INET && !(ep->flags & RW_EP_IP4)) {
+		ep->pod_ip = r->dst;
+		ep->flags |= RW_EP_IP4;
+	}
+}
+
 static int first_route(const struct rw_nl_route *r, void *data)
 {
-	__be32 *dst = data;
-
-	if (!*dst && !rw_pod_addr_refusal(r->dst))
-		*dst = r->dst;
+	route_into(data, r);
 	return 0;
 }
 
-/* The pod the main table's /32 route names for ifindex now (0: none). -ENODEV: no such
+/* The pod the main table's /32 and /128 routes name for ifindex now (flags 0: none), with the
+ * veth's own link-local address as its IPv6 gateway when it has one. -ENODEV: no such
  * interface.
  */
-static int route_pod(int ifindex, __be32 *pod)
+static int route_pod(int ifindex, struct rw_endpoint *pod)
 {
 	int err;
 
 	for (int tries = 0; tries < 5; tries++) {
-		*pod = 0;
+		memset(pod, 0, sizeof(*pod));
 		err = rw_nl_dump_routes_via(ifindex, first_route, pod);
 		if (err != -EAGAIN)
 			break;
 	}
-	return err;
+	if (err || !ep_bound(pod))
+		return err;
+	/* Bound with the pod's addresses: the gateway, which no NDP message of the pod may
+	 * claim. None yet (the link is not up): its RTM_NEWADDR brings it.
+	 */
+	err = rw_nl_link_local6(ifindex, pod->gw_ip6);
+	if (!err)
+		pod->flags |= RW_EP_GW6;
+	else
+		memset(pod->gw_ip6, 0, sizeof(pod->gw_ip6));
+	return err == -ENOENT ? 0 : err;
 }
 
 /* Bind s to the pod its route names now, as the kernel says under the veth lock, whatever the
@@ -270,7 +314,7 @@ static int route_pod(int ifindex, __be32 *pod)
 static void sbx_sync_pod(struct agent *a, struct sandbox *s)
 {
 	char name[IF_NAMESIZE];
-	__be32 want, bound;
+	struct rw_endpoint want, bound;
 	int lock = sbx_lock(a), err;
 
 	if (lock < 0)
@@ -286,9 +330,12 @@ static void sbx_sync_pod(struct agent *a, struct sandbox *s)
 		}
 		goto out;
 	}
-	if (rw_endpoint_lookup(&a->dp, s->ifindex, &bound) == 0)
+	err = rw_endpoint_get(&a->dp, s->ifindex, &bound);
+	if (err == -ENOENT)
+		memset(&bound, 0, sizeof(bound));
+	if (!err || err == -ENOENT)
 		s->pod = bound; /* whoever wrote it: runwall-cni, or this agent before a restart */
-	sbx_bind(a, s, want);
+	sbx_bind(a, s, &want);
 out:
 	rw_veth_unlock(lock);
 }
@@ -387,18 +434,39 @@ int agent_on_route(bool add, const struct rw_nl_route *r, void *data)
 {
 	struct agent *a = data;
 
-	if (r->prefixlen != 32 || rw_pod_addr_refusal(r->dst))
+	if (!pod_route(r))
 		return 0;
 	/* The route's veth, and every veth bound to its address: the VPC CNI moves a pod IP with
 	 * RouteReplace, one RTM_NEWROUTE for the new interface and no RTM_DELROUTE for the old,
-	 * and a /32 names one interface at a time. Each is bound to what its route says now.
+	 * and a /32 (or /128) names one interface at a time. Each is bound to what its routes say
+	 * now.
 	 */
 	for (size_t i = 0; i < a->sandboxes.n_sbx; i++) {
 		struct sandbox *s = &a->sandboxes.sbx[i];
+		bool holds = r->family == AF_INET6
+				     ? (s->pod.flags & RW_EP_IP6) &&
+					       !memcmp(s->pod.pod_ip6, r->dst6, sizeof(r->dst6))
+				     : (s->pod.flags & RW_EP_IP4) && s->pod.pod_ip == r->dst;
 
-		if (s->ifindex == r->oif || (s->pod && s->pod == r->dst))
+		if (s->ifindex == r->oif || holds)
 			sbx_sync_pod(a, s);
 	}
+	return 0;
+}
+
+/* An IPv6 address of a sandbox veth came or went: its link-local is the pod's gateway in the
+ * binding (the kernel adds it when the link goes up, after the agent may have bound the pod).
+ */
+int agent_on_addr(bool add, const struct rw_nl_addr *addr, void *data)
+{
+	struct agent *a = data;
+	struct sandbox *s;
+
+	if (addr->family != AF_INET6 || addr->scope != RT_SCOPE_LINK)
+		return 0;
+	s = sbx_find(a, addr->ifindex);
+	if (s && ep_bound(&s->pod))
+		sbx_sync_pod(a, s);
 	return 0;
 }
 
@@ -451,7 +519,7 @@ static int dump_link(const struct rw_nl_link *l, void *data)
 
 struct route_want {
 	int ifindex;
-	__be32 pod;
+	struct rw_endpoint pod; /* its addresses only: the gateway is not dumped */
 };
 
 struct route_dump {
@@ -464,14 +532,20 @@ static int dump_route(const struct rw_nl_route *r, void *data)
 	struct route_dump *rd = data;
 	struct route_want *grown;
 
-	if (rw_pod_addr_refusal(r->dst))
+	if (!pod_route(r))
 		return 0; /* as first_route() */
+	for (size_t i = 0; i < rd->n; i++)
+		if (rd->w[i].ifindex == r->oif) {
+			route_into(&rd->w[i].pod, r);
+			return 0;
+		}
 	grown = realloc(rd->w, (rd->n + 1) * sizeof(*rd->w));
 	if (!grown)
 		return -ENOMEM;
 	rd->w = grown;
+	memset(&rd->w[rd->n], 0, sizeof(rd->w[0]));
 	rd->w[rd->n].ifindex = r->oif;
-	rd->w[rd->n].pod = r->dst;
+	route_into(&rd->w[rd->n].pod, r);
 	rd->n++;
 	return 0;
 }
@@ -553,7 +627,7 @@ int agent_full_resync(struct agent *a)
 	}
 	for (size_t i = 0; i < a->sandboxes.n_sbx; i++) {
 		struct sandbox *s = &a->sandboxes.sbx[i];
-		__be32 want = 0, bound = 0;
+		struct rw_endpoint want = {}, bound = {};
 
 		for (size_t r = 0; r < rd.n; r++)
 			if (rd.w[r].ifindex == s->ifindex) {
@@ -561,10 +635,17 @@ int agent_full_resync(struct agent *a)
 				break;
 			}
 		/* Only what differs from the dump is looked at again: a resync of a quiet node
-		 * costs two dumps.
+		 * costs three dumps (links, IPv4 and IPv6 routes). The gateway is not in them:
+		 * each address event of a veth brings its own.
 		 */
-		rw_endpoint_lookup(&a->dp, s->ifindex, &bound);
-		if (want != bound || s->pod != bound || s->waiting_pod)
+		if (rw_endpoint_get(&a->dp, s->ifindex, &bound))
+			memset(&bound, 0, sizeof(bound));
+		if (want.flags && (bound.flags & RW_EP_GW6)) {
+			want.flags |= RW_EP_GW6;
+			memcpy(want.gw_ip6, bound.gw_ip6, sizeof(want.gw_ip6));
+		}
+		if (!rw_endpoint_same(&want, &bound) || !rw_endpoint_same(&s->pod, &bound) ||
+		    s->waiting_pod.flags)
 			sbx_sync_pod(a, s);
 		sbx_check_hooks(a, s);
 	}

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "agent.h"
+#include "liveruns.h"
 
 void agent_view_publish(struct agent *a)
 {
@@ -32,9 +33,11 @@ void agent_view_publish(struct agent *a)
 		if (!s->attached[RW_DIR_EGRESS] || !s->attached[RW_DIR_INGRESS]) {
 			snap.sandboxes[RW_SBX_NOT_ATTACHED]++;
 			detached++;
-		} else if (!s->pod) {
+		} else if (!(s->pod.flags & (RW_EP_IP4 | RW_EP_IP6))) {
 			snap.sandboxes[RW_SBX_UNBOUND]++;
-		} else if (rw_live_pod(&a->dp, s->pod, &pod)) {
+		} else if ((s->pod.flags & RW_EP_IP4)
+				   ? rw_live_pod(&a->dp, s->pod.pod_ip, &pod)
+				   : rw_live_pod6(&a->dp, s->pod.pod_ip6, &pod)) {
 			snap.sandboxes[RW_SBX_NO_RUN]++;
 		} else {
 			bool dup = false;

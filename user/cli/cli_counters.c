@@ -27,6 +27,15 @@ static void pods_str(const struct rw_live_run *r, char *buf, size_t len)
 		n = snprintf(buf + off, len - off, "%s%s", i ? "," : "", ip);
 		off += n < 0 ? 0 : (size_t)n;
 	}
+	/* Then its IPv6 pods. */
+	for (size_t i = 0; i < r->n_pods6 && off < len; i++) {
+		char ip[46];
+		int n;
+
+		rw_cli_ip6(r->pods6[i], ip, sizeof(ip));
+		n = snprintf(buf + off, len - off, "%s%s", off ? "," : "", ip);
+		off += n < 0 ? 0 : (size_t)n;
+	}
 }
 
 static json_t *agent_events(json_t *status)

@@ -41,7 +41,7 @@ static void find_pod_veth(struct rw_cli_filter *f)
 		return;
 	if (rw_cli_open(&dp, rw_g.bpffs, err, sizeof(err)))
 		return;
-	rw_cli_pod_ifindex(&dp, f->pod, &f->pod_ifindex);
+	rw_cli_pod_ifindex_of(&dp, &f->pod, &f->pod_ifindex);
 	rw_datapath_close(&dp);
 }
 
@@ -124,9 +124,10 @@ static int cmd_drops(int argc, char **argv)
 			f.run = optarg;
 			break;
 		case 'p':
-			if (rw_parse_ip(optarg, &f.pod))
+			if (rw_ip_parse(optarg, &f.pod))
 				return rw_fail(RW_EXIT_USAGE,
-					       "drops --pod: '%s' is not an IPv4 address", optarg);
+					       "drops --pod: '%s' is not an IPv4 or IPv6 address",
+					       optarg);
 			f.has_pod = true;
 			break;
 		case 'R':
@@ -135,9 +136,11 @@ static int cmd_drops(int argc, char **argv)
 				return rw_fail(RW_EXIT_USAGE, "drops --reason: %s", err);
 			break;
 		case 'd':
-			if (rw_parse_ip_port(optarg, &f.dst, &f.dport))
-				return rw_fail(RW_EXIT_USAGE,
-					       "drops --dst: '%s' is not IP or IP:PORT", optarg);
+			if (rw_ip_port_parse(optarg, &f.dst, &f.dport))
+				return rw_fail(
+					RW_EXIT_USAGE,
+					"drops --dst: '%s' is not IP, IP:PORT or [IPv6]:PORT",
+					optarg);
 			f.has_dst = true;
 			break;
 		case 'n':
@@ -267,9 +270,11 @@ const struct rw_cmd rw_cmd_drops = {
 	.options =
 		"  --all             allowed new flows too, not only drops\n"
 		"  --run ID          only this run's events\n"
-		"  --pod IP          only events of this pod (either side) or of its veth\n"
+		"  --pod IP          only events of this pod (either side) or of its veth; IPv4 "
+		"or IPv6\n"
 		"  --reason REASON   only this reason (\"allowed\": allowed flows)\n"
-		"  --dst IP[:PORT]   only this destination\n"
+		"  --dst IP[:PORT]   only this destination; an IPv6 one with a port in brackets, "
+		"[2001:db8::1]:443\n"
 		"  --count N         exit 0 after N matching events\n"
 		"  --timeout SEC     stop after SEC seconds (exit 1 if --count was not reached)\n",
 	.func = cmd_drops,

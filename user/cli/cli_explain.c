@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <bpf/bpf.h>
@@ -31,14 +32,16 @@
 #define TCX_NEXT_RET	 (-1)
 #define TCX_DROP_RET	 2
 
-static const char explain_usage[] = "explain {--pod IP | --run ID} DST PORT [tcp|udp] [--ingress] "
-				    "[--sport N] [--flags syn|ack|synack] [--policy FILE]";
+static const char explain_usage[] =
+	"explain {--pod IP | --run ID} DST PORT [tcp|udp|icmpv6] "
+	"[--ingress] [--sport N] [--flags syn|ack|synack] [--policy FILE]";
 
+/* Addresses of either family (ipaddr.h); the pod's and DST's are of one family. */
 struct question {
 	bool has_pod;
-	__be32 pod;
+	struct rw_ip pod;
 	const char *run;
-	__be32 dst;
+	struct rw_ip dst;
 	__u16 dport;
 	__u16 sport;
 	__u8 proto;
@@ -48,25 +51,46 @@ struct question {
 	const char *policy;
 };
 
-static void make_probe(const struct question *q, __be32 pod, struct rw_cli_probe *p)
+static void make_probe(const struct question *q, const struct rw_ip *pod, struct rw_cli_probe *p)
 {
+	const struct rw_ip *src = q->ingress ? &q->dst : pod, *dst = q->ingress ? pod : &q->dst;
+
 	memset(p, 0, sizeof(*p));
 	p->proto = q->proto;
 	p->tcp_flags = q->proto == IPPROTO_TCP ? q->flags : 0;
-	if (q->ingress) {
-		/* From the peer DST into the pod's PORT. */
-		p->dir = RW_DIR_INGRESS;
-		p->src = q->dst;
-		p->sport = q->sport;
-		p->dst = pod;
-		p->dport = q->dport;
+	/* Ingress: from the peer DST into the pod's PORT. */
+	p->dir = q->ingress ? RW_DIR_INGRESS : RW_DIR_EGRESS;
+	p->sport = q->proto == IPPROTO_ICMPV6 ? 0 : q->sport;
+	p->dport = q->dport;
+	p->six = q->dst.family == AF_INET6;
+	if (p->six) {
+		memcpy(p->src6, src->a, sizeof(p->src6));
+		memcpy(p->dst6, dst->a, sizeof(p->dst6));
 	} else {
-		p->dir = RW_DIR_EGRESS;
-		p->src = pod;
-		p->sport = q->sport;
-		p->dst = q->dst;
-		p->dport = q->dport;
+		p->src = src->a[0];
+		p->dst = dst->a[0];
 	}
+}
+
+/* The pod of a run whose family is DST's: the first bound to a veth of this node (ifindex set),
+ * else the first. False when the run has none of that family.
+ */
+static bool run_pod(const struct rw_datapath *pinned, const struct rw_live_run *r, bool six,
+		    struct rw_ip *pod, __u32 *ifindex)
+{
+	size_t n = six ? r->n_pods6 : r->n_pods;
+
+	for (size_t i = 0; i < n; i++) {
+		struct rw_ip ip = six ? rw_ip6(r->pods6[i]) : rw_ip4(r->pods[i]);
+
+		if (!i)
+			*pod = ip;
+		if (pinned && rw_cli_pod_ifindex_of(pinned, &ip, ifindex) == 0) {
+			*pod = ip;
+			break;
+		}
+	}
+	return n > 0;
 }
 
 /* Run the dry-run copy on the packet as if it arrived on ifindex; fill v from its .bss. */
@@ -146,8 +170,8 @@ static __u64 live_revision(const struct rw_datapath *dp)
  * cannot judge the packet (said by the caller), or the exit code (1 or 2, never 0) after
  * reporting why the question cannot be answered.
  */
-static int judge_live(const struct question *q, __be32 *pod, bool need, struct rw_cli_probe *p,
-		      struct rw_cli_verdict *v, __u32 *ifindex_out)
+static int judge_live(const struct question *q, struct rw_ip *pod, bool need,
+		      struct rw_cli_probe *p, struct rw_cli_verdict *v, __u32 *ifindex_out)
 {
 	struct rw_datapath pinned, dry = {.skel = NULL};
 	struct rw_live_run *runs = NULL;
@@ -178,19 +202,19 @@ static int judge_live(const struct question *q, __be32 *pod, bool need, struct r
 				   : -ENOENT;
 			goto cleanup;
 		}
-		/* The run's first pod that has a veth on this node. */
-		*pod = runs[r].pods[0];
-		for (size_t i = 0; i < runs[r].n_pods; i++) {
-			if (rw_cli_pod_ifindex(&pinned, runs[r].pods[i], &ifindex) == 0) {
-				*pod = runs[r].pods[i];
-				break;
-			}
+		/* The run's first pod of DST's family that has a veth on this node. */
+		if (!run_pod(&pinned, &runs[r], q->dst.family == AF_INET6, pod, &ifindex)) {
+			ret = need ? rw_fail(RW_EXIT_REFUSED,
+					     "run '%s' has no %s pod in the live slot", q->run,
+					     q->dst.family == AF_INET6 ? "IPv6" : "IPv4")
+				   : -ENOENT;
+			goto cleanup;
 		}
 	}
-	if (!ifindex && rw_cli_pod_ifindex(&pinned, *pod, &ifindex)) {
-		char ip[16];
+	if (!ifindex && rw_cli_pod_ifindex_of(&pinned, pod, &ifindex)) {
+		char ip[RW_IP_STRLEN];
 
-		rw_cli_ip(*pod, ip, sizeof(ip));
+		rw_ip_str(pod, ip, sizeof(ip));
 		ret = need ? rw_fail(RW_EXIT_REFUSED,
 				     "%s is bound to no sandbox veth here "
 				     "(rw_endpoints): none of its packets reaches runwall on "
@@ -215,7 +239,7 @@ static int judge_live(const struct question *q, __be32 *pod, bool need, struct r
 		ret = rw_fail(RW_EXIT_REFUSED, "loading the dry-run programs: %s", err);
 		goto cleanup;
 	}
-	make_probe(q, *pod, p);
+	make_probe(q, pod, p);
 	v->revision = live_revision(&dry);
 	ret = judge(&dry, p, ifindex, v, err, sizeof(err));
 	if (ret) {
@@ -243,13 +267,14 @@ cleanup:
 /* The same packet judged by a policy file in private maps. Returns 0, or the exit code (1 or 2)
  * after reporting why it cannot.
  */
-static int judge_file(const struct question *q, __be32 *pod, bool have_pod, struct rw_cli_probe *p,
-		      struct rw_cli_verdict *v)
+static int judge_file(const struct question *q, struct rw_ip *pod, bool have_pod,
+		      struct rw_cli_probe *p, struct rw_cli_verdict *v)
 {
 	struct rw_datapath dp = {.skel = NULL};
 	struct rw_config cfg = {.layout_version = RW_LAYOUT_VERSION};
 	struct rw_policy_error perr;
 	struct rw_apply_result res;
+	struct rw_endpoint ep = {0};
 	struct rw_policy pol;
 	char err[512];
 	int ret;
@@ -258,18 +283,19 @@ static int judge_file(const struct question *q, __be32 *pod, bool have_pod, stru
 	if (ret)
 		return rw_fail(ret == -EINVAL ? RW_EXIT_REFUSED : RW_EXIT_USAGE, "%s", perr.text);
 	if (!have_pod) {
-		/* --run: the run's first pod in the file. */
+		/* --run: the run's first pod in the file of DST's family. */
 		const struct rw_policy_run *run = NULL;
+		bool six = q->dst.family == AF_INET6;
 
 		for (size_t i = 0; i < pol.n_runs && !run; i++)
 			if (!strcmp(pol.runs[i].id, q->run))
 				run = &pol.runs[i];
-		if (!run || !run->n_pods) {
-			ret = rw_fail(RW_EXIT_REFUSED, "%s: no run '%s' with pods", q->policy,
-				      q->run);
+		if (!run || !(six ? run->n_pods6 : run->n_pods)) {
+			ret = rw_fail(RW_EXIT_REFUSED, "%s: no run '%s' with %s pods", q->policy,
+				      q->run, six ? "IPv6" : "IPv4");
 			goto cleanup;
 		}
-		*pod = run->pods[0];
+		*pod = six ? rw_ip6(run->pods6[0]) : rw_ip4(run->pods[0]);
 	}
 	ret = rw_datapath_load(&dp, NULL, RW_DP_NO_PIN | RW_DP_DRY_RUN, err, sizeof(err));
 	if (ret) {
@@ -286,13 +312,20 @@ static int judge_file(const struct question *q, __be32 *pod, bool have_pod, stru
 		ret = rw_fail(RW_EXIT_REFUSED, "%s: cannot be applied: %s", q->policy, err);
 		goto cleanup;
 	}
-	ret = rw_endpoint_bind(&dp, LOOPBACK_IFINDEX, *pod);
+	if (pod->family == AF_INET6) {
+		ep.flags = RW_EP_IP6;
+		memcpy(ep.pod_ip6, pod->a, sizeof(ep.pod_ip6));
+	} else {
+		ep.flags = RW_EP_IP4;
+		ep.pod_ip = pod->a[0];
+	}
+	ret = rw_endpoint_bind_addrs(&dp, LOOPBACK_IFINDEX, &ep);
 	if (ret) {
 		ret = rw_fail(RW_EXIT_REFUSED, "binding the pod in the private maps: %s",
 			      strerror(-ret));
 		goto cleanup;
 	}
-	make_probe(q, *pod, p);
+	make_probe(q, pod, p);
 	v->revision = pol.revision;
 	ret = judge(&dp, p, LOOPBACK_IFINDEX, v, err, sizeof(err));
 	if (ret) {
@@ -330,9 +363,9 @@ static int parse(int argc, char **argv, struct question *q)
 			rw_g.json = true;
 			break;
 		case 'p':
-			if (rw_parse_ip(optarg, &q->pod))
+			if (rw_ip_parse(optarg, &q->pod))
 				return rw_fail(RW_EXIT_USAGE,
-					       "explain --pod: '%s' is not an IPv4 "
+					       "explain --pod: '%s' is not an IPv4 or IPv6 "
 					       "address",
 					       optarg);
 			q->has_pod = true;
@@ -381,14 +414,35 @@ static int parse(int argc, char **argv, struct question *q)
 		return rw_cmd_usage_error(&rw_cmd_explain, "%s",
 					  npos < 2 ? "DST and PORT are needed"
 						   : "too many arguments");
-	if (rw_parse_ip(argv[optind], &q->dst))
-		return rw_fail(RW_EXIT_USAGE, "explain: '%s' is not an IPv4 address", argv[optind]);
-	if (rw_parse_port(argv[optind + 1], &q->dport))
-		return rw_fail(RW_EXIT_USAGE, "explain: '%s' is not a port (1-65535)",
-			       argv[optind + 1]);
-	if (npos == 3 && rw_parse_proto(argv[optind + 2], &q->proto))
-		return rw_fail(RW_EXIT_USAGE, "explain: unknown protocol '%s'; valid: tcp, udp",
-			       argv[optind + 2]);
+	if (rw_ip_parse(argv[optind], &q->dst))
+		return rw_fail(RW_EXIT_USAGE, "explain: '%s' is not an IPv4 or IPv6 address",
+			       argv[optind]);
+	if (q->has_pod && q->pod.family != q->dst.family)
+		return rw_fail(RW_EXIT_USAGE,
+			       "explain: the pod and DST are of two families: give the pod's %s "
+			       "address",
+			       q->dst.family == AF_INET6 ? "IPv6" : "IPv4");
+	if (npos == 3 && !strcasecmp(argv[optind + 2], "icmpv6")) {
+		unsigned long long type;
+
+		if (q->dst.family != AF_INET6)
+			return rw_fail(RW_EXIT_USAGE, "explain: icmpv6 is for an IPv6 DST");
+		/* PORT is the message's type. */
+		if (rw_parse_uint(argv[optind + 1], 255, &type) || !type)
+			return rw_fail(RW_EXIT_USAGE, "explain: '%s' is not an ICMPv6 type (1-255)",
+				       argv[optind + 1]);
+		q->proto = IPPROTO_ICMPV6;
+		q->dport = (__u16)type;
+	} else {
+		if (rw_parse_port(argv[optind + 1], &q->dport))
+			return rw_fail(RW_EXIT_USAGE, "explain: '%s' is not a port (1-65535)",
+				       argv[optind + 1]);
+		if (npos == 3 && rw_parse_proto(argv[optind + 2], &q->proto))
+			return rw_fail(RW_EXIT_USAGE,
+				       "explain: unknown protocol '%s'; valid: tcp, udp, icmpv6 "
+				       "(IPv6)",
+				       argv[optind + 2]);
+	}
 	if (q->flags_set && q->proto != IPPROTO_TCP)
 		return rw_fail(RW_EXIT_USAGE, "explain: --flags is for tcp");
 	return 0;
@@ -402,7 +456,7 @@ static int cmd_explain(int argc, char **argv)
 	struct question q;
 	bool have_now = false, have_with = false;
 	__u32 ifindex = 0;
-	__be32 pod = 0;
+	struct rw_ip pod = {0};
 	char line[768];
 	int ret, layout;
 
@@ -439,11 +493,11 @@ static int cmd_explain(int argc, char **argv)
 	top = have_with ? &with : &now;
 	if (rw_g.json) {
 		json_t *o = json_pack("{s:b}", "ok", 1), *v = rw_cli_verdict_json(&p, top);
-		char ip[16];
+		char ip[RW_IP_STRLEN];
 
 		json_object_update(o, v);
 		json_decref(v);
-		rw_cli_ip(pod, ip, sizeof(ip));
+		rw_ip_str(&pod, ip, sizeof(ip));
 		json_object_set_new(o, "pod", json_string(ip));
 		json_object_set_new(o, "ifindex", have_now ? json_integer(ifindex) : json_null());
 		if (have_with)
@@ -464,9 +518,10 @@ const struct rw_cmd rw_cmd_explain = {
 	.summary = "why a packet would be allowed or refused, by the real program",
 	.grammar = explain_usage,
 	.options =
-		"  --pod IP          the pod whose packet it is\n"
-		"  --run ID          or the run's first pod bound to a veth of this node\n"
+		"  --pod IP          the pod whose packet it is (IPv4 or IPv6, DST's family)\n"
+		"  --run ID          or the run's first pod of DST's family bound to a veth here\n"
 		"  DST PORT          the peer and the port; then tcp (default) or udp\n"
+		"  DST TYPE icmpv6   or an ICMPv6 message of that type (IPv6)\n"
 		"  --ingress         from the peer DST to the pod's PORT\n"
 		"  --egress          from the pod to DST:PORT (the default)\n"
 		"  --sport N         the source port (default 40000)\n"

@@ -45,9 +45,11 @@ struct mctx {
 struct mkey {
 	bool any;
 	bool has_ip;
-	__be32 ip;
-	__u16 port; /* host order, 0: any */
-	__u8 proto; /* 0: any */
+	bool six;      /* the key is IPv6: ip6, not ip */
+	__be32 ip;     /* IPv4 */
+	__be32 ip6[4]; /* IPv6 */
+	__u16 port;    /* host order, 0: any */
+	__u8 proto;    /* 0: any */
 	bool has_ifindex;
 	__u32 ifindex;
 	bool has_idx;
@@ -81,6 +83,26 @@ static const char *run_of_pod(const struct mctx *c, __be32 ip)
 			if (c->runs[r].pods[i] == ip)
 				return c->runs[r].id;
 	return NULL;
+}
+
+static const char *run_of_pod6(const struct mctx *c, const __be32 ip[4])
+{
+	for (size_t r = 0; r < c->n_runs; r++)
+		for (size_t i = 0; i < c->runs[r].n_pods6; i++)
+			if (!memcmp(c->runs[r].pods6[i], ip, sizeof(c->runs[r].pods6[i])))
+				return c->runs[r].id;
+	return NULL;
+}
+
+/* Whether the key names IPv4 address ip (an IPv6 key names no IPv4 entry). */
+static bool key_is4(const struct mkey *k, __be32 ip)
+{
+	return k->has_ip && !k->six && k->ip == ip;
+}
+
+static bool key_is6(const struct mkey *k, const __be32 ip[4])
+{
+	return k->has_ip && k->six && !memcmp(k->ip6, ip, sizeof(k->ip6));
 }
 
 static void ifname_of(__u32 ifindex, char *buf)
@@ -255,6 +277,97 @@ static int cmp_ct(const void *a, const void *b)
 	return CMP(ntohs(x->pod_port), ntohs(y->pod_port));
 }
 
+static int cmp_ip6(const void *a, const void *b)
+{
+	return memcmp(a, b, 4 * sizeof(__be32));
+}
+
+static int cmp_allow6(const void *a, const void *b)
+{
+	const struct rw_allow6_key *x = a, *y = b;
+	int c;
+
+	if (x->scope != y->scope)
+		return CMP(x->scope, y->scope);
+	c = cmp_ip6(x->daddr, y->daddr);
+	if (c)
+		return c;
+	if (x->proto != y->proto)
+		return CMP(x->proto, y->proto);
+	return CMP(ntohs(x->dport), ntohs(y->dport));
+}
+
+static int cmp_allow6_lpm(const void *a, const void *b)
+{
+	const struct rw_allow6_lpm_key *x = a, *y = b;
+	int c;
+
+	if (x->scope != y->scope)
+		return CMP(x->scope, y->scope);
+	c = cmp_ip6(x->daddr, y->daddr);
+	if (c)
+		return c;
+	if (x->prefixlen != y->prefixlen)
+		return CMP(x->prefixlen, y->prefixlen);
+	if (x->proto != y->proto)
+		return CMP(x->proto, y->proto);
+	return CMP(ntohs(x->dport), ntohs(y->dport));
+}
+
+static int cmp_cidr6(const void *a, const void *b)
+{
+	const struct rw_cidr6_lpm_key *x = a, *y = b;
+	int c = cmp_ip6(x->addr, y->addr);
+
+	return c ? c : CMP(x->prefixlen, y->prefixlen);
+}
+
+static int cmp_inbound6(const void *a, const void *b)
+{
+	const struct rw_inbound6_lpm_key *x = a, *y = b;
+	int c = cmp_ip6(x->saddr, y->saddr);
+
+	if (c)
+		return c;
+	if (x->prefixlen != y->prefixlen)
+		return CMP(x->prefixlen, y->prefixlen);
+	if (x->proto != y->proto)
+		return CMP(x->proto, y->proto);
+	return CMP(ntohs(x->dport), ntohs(y->dport));
+}
+
+static int cmp_ct6(const void *a, const void *b)
+{
+	const struct rw_ct6_key *x = a, *y = b;
+	int c;
+
+	if (x->ifindex != y->ifindex)
+		return CMP(x->ifindex, y->ifindex);
+	c = cmp_ip6(x->pod_ip, y->pod_ip);
+	if (!c)
+		c = cmp_ip6(x->peer_ip, y->peer_ip);
+	if (c)
+		return c;
+	if (x->proto != y->proto)
+		return CMP(x->proto, y->proto);
+	if (x->peer_port != y->peer_port)
+		return CMP(ntohs(x->peer_port), ntohs(y->peer_port));
+	return CMP(ntohs(x->pod_port), ntohs(y->pod_port));
+}
+
+/* Whether IPv6 address ip is in net/prefixlen. */
+static bool in_cidr6(const __be32 ip[4], const __be32 net[4], unsigned int prefixlen)
+{
+	for (unsigned int w = 0; w < 4 && prefixlen > 32 * w; w++) {
+		unsigned int bits = prefixlen - 32 * w;
+		__u32 mask = bits >= 32 ? ~0u : ~0u << (32 - bits);
+
+		if ((ntohl(ip[w]) & mask) != (ntohl(net[w]) & mask))
+			return false;
+	}
+	return true;
+}
+
 static bool in_cidr(__be32 ip, __be32 net, unsigned int prefixlen)
 {
 	__u32 mask = prefixlen ? ~0u << (32 - prefixlen) : 0;
@@ -364,25 +477,37 @@ static int endpoint_row(struct mctx *c, const struct mkey *k, const void *key, c
 {
 	__u32 ifindex = *(const __u32 *)key;
 	const struct rw_endpoint *ep = val;
-	char name[IF_NAMESIZE], pod[INET_ADDRSTRLEN];
-	const char *run = run_of_pod(c, ep->pod_ip);
+	bool has4 = ep->flags & RW_EP_IP4, has6 = ep->flags & RW_EP_IP6;
+	char name[IF_NAMESIZE], pod[INET_ADDRSTRLEN] = "", pod6[INET6_ADDRSTRLEN] = "",
+				gw6[INET6_ADDRSTRLEN] = "", both[80];
+	const char *run = has4 ? run_of_pod(c, ep->pod_ip) : NULL;
 
+	if (!run && has6)
+		run = run_of_pod6(c, ep->pod_ip6);
 	if (!k->any && !(k->has_ifindex && ifindex == k->ifindex) &&
-	    !(k->has_ip && ep->pod_ip == k->ip))
+	    !(has4 && key_is4(k, ep->pod_ip)) && !(has6 && key_is6(k, ep->pod_ip6)))
 		return 0;
 	ifname_of(ifindex, name);
-	rw_cli_ip(ep->pod_ip, pod, sizeof(pod));
+	if (has4)
+		rw_cli_ip(ep->pod_ip, pod, sizeof(pod));
+	if (has6)
+		rw_cli_ip6(ep->pod_ip6, pod6, sizeof(pod6));
+	if (ep->flags & RW_EP_GW6)
+		rw_cli_ip6(ep->gw_ip6, gw6, sizeof(gw6));
 	if (c->entries) {
 		json_array_append_new(c->entries,
-				      json_pack("{s:i, s:s, s:s, s:o, s:i}", "ifindex",
-						(int)ifindex, "ifname", name, "pod", pod, "run",
-						jstr_or_null(run), "flags", (int)ep->flags));
+				      json_pack("{s:i, s:s, s:o, s:o, s:o, s:o, s:i}", "ifindex",
+						(int)ifindex, "ifname", name, "pod",
+						jstr_or_null(pod), "pod6", jstr_or_null(pod6),
+						"gw6", jstr_or_null(gw6), "run", jstr_or_null(run),
+						"flags", (int)ep->flags));
 		return 1;
 	}
+	snprintf(both, sizeof(both), "%s%s%s", pod, pod[0] && pod6[0] ? " " : "", pod6);
 	rw_table_row(&c->t);
 	rw_table_cell(&c->t, "%u", ifindex);
 	rw_table_cell(&c->t, "%s", name);
-	rw_table_cell(&c->t, "%s", pod);
+	rw_table_cell(&c->t, "%s", both[0] ? both : "-");
 	rw_table_cell(&c->t, "%s", run ? run : "- (in no run: unknown-source)");
 	return 1;
 }
@@ -393,18 +518,11 @@ static int show_endpoints(struct mctx *c, const struct mkey *k)
 			  cmp_u32, endpoint_row);
 }
 
-static int pod_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
+/* One row of the pods maps, either family: the address as text, its veth (0: none). */
+static int pod_row_of(struct mctx *c, const char *pod, __u32 ifindex, const struct rw_pod *v)
 {
-	__be32 ip = *(const __be32 *)key;
-	const struct rw_pod *v = val;
 	const char *egress = rw_egress_name(v->egress_mode);
-	char pod[INET_ADDRSTRLEN];
-	__u32 ifindex = 0;
 
-	if (!k->any && ip != k->ip)
-		return 0;
-	rw_cli_ip(ip, pod, sizeof(pod));
-	rw_cli_pod_ifindex(&c->dp, ip, &ifindex);
 	if (c->entries) {
 		json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:s, s:i}", "pod", pod, "run",
 				      v->run_id, "idx", (int)v->run_idx, "gen", (int)v->run_gen,
@@ -430,10 +548,43 @@ static int pod_row(struct mctx *c, const struct mkey *k, const void *key, const 
 	return 1;
 }
 
+static int pod_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
+{
+	__be32 ip = *(const __be32 *)key;
+	char pod[INET_ADDRSTRLEN];
+	__u32 ifindex = 0;
+
+	if (!k->any && !key_is4(k, ip))
+		return 0;
+	rw_cli_ip(ip, pod, sizeof(pod));
+	rw_cli_pod_ifindex(&c->dp, ip, &ifindex);
+	return pod_row_of(c, pod, ifindex, val);
+}
+
+static int pod6_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
+{
+	struct rw_ip ip = rw_ip6(key);
+	char pod[INET6_ADDRSTRLEN];
+	__u32 ifindex = 0;
+
+	if (!k->any && !key_is6(k, key))
+		return 0;
+	rw_cli_ip6(key, pod, sizeof(pod));
+	rw_cli_pod_ifindex_of(&c->dp, &ip, &ifindex);
+	return pod_row_of(c, pod, ifindex, val);
+}
+
 static int show_pods(struct mctx *c, const struct mkey *k)
 {
-	return each_entry(c, k, RW_M_PODS, true, sizeof(__be32), sizeof(struct rw_pod), cmp_be32,
-			  pod_row);
+	int n4 = each_entry(c, k, RW_M_PODS, true, sizeof(__be32), sizeof(struct rw_pod), cmp_be32,
+			    pod_row),
+	    n6;
+
+	if (n4 < 0)
+		return n4;
+	n6 = each_entry(c, k, RW_M_PODS6, true, 4 * sizeof(__be32), sizeof(struct rw_pod), cmp_ip6,
+			pod6_row);
+	return n6 < 0 ? n6 : n4 + n6;
 }
 
 /* One row of the allow maps, exact or CIDR: 1, the row shown. */
@@ -475,7 +626,8 @@ static int allow_exact_row(struct mctx *c, const struct mkey *k, const void *key
 	const struct rw_allow_key *ak = key;
 	char dst[INET_ADDRSTRLEN];
 
-	if (!k->any && (ak->daddr != k->ip || !port_proto_match(k, ak->proto, ntohs(ak->dport))))
+	if (!k->any &&
+	    (!key_is4(k, ak->daddr) || !port_proto_match(k, ak->proto, ntohs(ak->dport))))
 		return 0;
 	rw_cli_ip(ak->daddr, dst, sizeof(dst));
 	return allow_row(c, "exact", ak->scope, dst, ak->proto, ntohs(ak->dport),
@@ -488,8 +640,8 @@ static int allow_cidr_row(struct mctx *c, const struct mkey *k, const void *key,
 	unsigned int plen = lk->prefixlen - RW_ALLOW_LPM_FIXED_BITS;
 	char dst[32];
 
-	if (!k->any &&
-	    (!in_cidr(k->ip, lk->daddr, plen) || !port_proto_match(k, lk->proto, ntohs(lk->dport))))
+	if (!k->any && (k->six || !in_cidr(k->ip, lk->daddr, plen) ||
+			!port_proto_match(k, lk->proto, ntohs(lk->dport))))
 		return 0;
 	rw_cli_cidr(lk->daddr, plen, dst, sizeof(dst));
 	if (plen == 32)
@@ -498,9 +650,38 @@ static int allow_cidr_row(struct mctx *c, const struct mkey *k, const void *key,
 			 ((const struct rw_rule *)val)->rule_id);
 }
 
+static int allow_exact6_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
+{
+	const struct rw_allow6_key *ak = key;
+	char dst[INET6_ADDRSTRLEN];
+
+	if (!k->any &&
+	    (!key_is6(k, ak->daddr) || !port_proto_match(k, ak->proto, ntohs(ak->dport))))
+		return 0;
+	rw_cli_ip6(ak->daddr, dst, sizeof(dst));
+	return allow_row(c, "exact", ak->scope, dst, ak->proto, ntohs(ak->dport),
+			 ((const struct rw_rule *)val)->rule_id);
+}
+
+static int allow_cidr6_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
+{
+	const struct rw_allow6_lpm_key *lk = key;
+	unsigned int plen = lk->prefixlen - RW_ALLOW_LPM_FIXED_BITS;
+	char dst[INET6_ADDRSTRLEN + 8];
+
+	if (!k->any && (!k->six || !in_cidr6(k->ip6, lk->daddr, plen) ||
+			!port_proto_match(k, lk->proto, ntohs(lk->dport))))
+		return 0;
+	rw_cli_cidr6(lk->daddr, plen, dst, sizeof(dst));
+	if (plen == 128)
+		snprintf(dst + strlen(dst), sizeof(dst) - strlen(dst), "/128");
+	return allow_row(c, "cidr", lk->scope, dst, lk->proto, ntohs(lk->dport),
+			 ((const struct rw_rule *)val)->rule_id);
+}
+
 static int show_allow(struct mctx *c, const struct mkey *k)
 {
-	int exact, cidr;
+	int exact, cidr, exact6, cidr6;
 
 	exact = each_entry(c, k, RW_M_ALLOW_EXACT, true, sizeof(struct rw_allow_key),
 			   sizeof(struct rw_rule), cmp_allow, allow_exact_row);
@@ -508,20 +689,48 @@ static int show_allow(struct mctx *c, const struct mkey *k)
 		return exact;
 	cidr = each_entry(c, k, RW_M_ALLOW_CIDR, true, sizeof(struct rw_allow_lpm_key),
 			  sizeof(struct rw_rule), cmp_allow_lpm, allow_cidr_row);
-	return cidr < 0 ? cidr : exact + cidr;
+	if (cidr < 0)
+		return cidr;
+	exact6 = each_entry(c, k, RW_M_ALLOW_EXACT6, true, sizeof(struct rw_allow6_key),
+			    sizeof(struct rw_rule), cmp_allow6, allow_exact6_row);
+	if (exact6 < 0)
+		return exact6;
+	cidr6 = each_entry(c, k, RW_M_ALLOW_CIDR6, true, sizeof(struct rw_allow6_lpm_key),
+			   sizeof(struct rw_rule), cmp_allow6_lpm, allow_cidr6_row);
+	return cidr6 < 0 ? cidr6 : exact + cidr + exact6 + cidr6;
 }
+
+static int deny_row_of(struct mctx *c, const char *cidr);
 
 static int deny_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
 {
 	const struct rw_cidr_lpm_key *dk = key;
 	char cidr[32];
 
-	if (!k->any && !in_cidr(k->ip, dk->addr, dk->prefixlen))
+	if (!k->any && (k->six || !in_cidr(k->ip, dk->addr, dk->prefixlen)))
 		return 0;
 	snprintf(cidr, sizeof(cidr), "%s", "");
 	rw_cli_cidr(dk->addr, dk->prefixlen, cidr, sizeof(cidr));
 	if (dk->prefixlen == 32)
 		strcat(cidr, "/32");
+	return deny_row_of(c, cidr);
+}
+
+static int deny6_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
+{
+	const struct rw_cidr6_lpm_key *dk = key;
+	char cidr[INET6_ADDRSTRLEN + 8];
+
+	if (!k->any && (!k->six || !in_cidr6(k->ip6, dk->addr, dk->prefixlen)))
+		return 0;
+	rw_cli_cidr6(dk->addr, dk->prefixlen, cidr, sizeof(cidr));
+	if (dk->prefixlen == 128)
+		strcat(cidr, "/128");
+	return deny_row_of(c, cidr);
+}
+
+static int deny_row_of(struct mctx *c, const char *cidr)
+{
 	if (c->entries) {
 		json_array_append_new(c->entries, json_pack("{s:s}", "cidr", cidr));
 		return 1;
@@ -533,124 +742,215 @@ static int deny_row(struct mctx *c, const struct mkey *k, const void *key, const
 
 static int show_deny(struct mctx *c, const struct mkey *k)
 {
-	return each_entry(c, k, RW_M_DENY, true, sizeof(struct rw_cidr_lpm_key), sizeof(__u32),
-			  cmp_cidr, deny_row);
+	int n4 = each_entry(c, k, RW_M_DENY, true, sizeof(struct rw_cidr_lpm_key), sizeof(__u32),
+			    cmp_cidr, deny_row),
+	    n6;
+
+	if (n4 < 0)
+		return n4;
+	n6 = each_entry(c, k, RW_M_DENY6, true, sizeof(struct rw_cidr6_lpm_key), sizeof(__u32),
+			cmp_cidr6, deny6_row);
+	return n6 < 0 ? n6 : n4 + n6;
+}
+
+static int inbound_row_of(struct mctx *c, const char *peer, __u8 proto, __u16 port, __u32 rule_id)
+{
+	char rule[128];
+
+	rule_name(c, rule_id, rule, sizeof(rule));
+	if (c->entries) {
+		json_array_append_new(c->entries,
+				      json_pack("{s:s, s:s, s:i, s:i, s:s}", "peer", peer, "proto",
+						rw_proto_name(proto), "port", (int)port, "rule_id",
+						(int)rule_id, "rule", rule));
+		return 1;
+	}
+	rw_table_row(&c->t);
+	rw_table_cell(&c->t, "%s", peer);
+	rw_table_cell(&c->t, "%s/%u", rw_proto_name(proto), port);
+	rw_table_cell(&c->t, "%s", rule);
+	return 1;
 }
 
 static int inbound_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
 {
 	const struct rw_inbound_lpm_key *ik = key;
-	__u32 rule_id = ((const struct rw_rule *)val)->rule_id;
 	unsigned int plen = ik->prefixlen - RW_INBOUND_LPM_FIXED_BITS;
 	__u16 port = ntohs(ik->dport);
-	char peer[32], rule[128];
+	char peer[32];
 
-	if (!k->any && (!in_cidr(k->ip, ik->saddr, plen) || !port_proto_match(k, ik->proto, port)))
+	if (!k->any &&
+	    (k->six || !in_cidr(k->ip, ik->saddr, plen) || !port_proto_match(k, ik->proto, port)))
 		return 0;
 	rw_cli_cidr(ik->saddr, plen, peer, sizeof(peer));
 	if (plen == 32)
 		strcat(peer, "/32");
-	rule_name(c, rule_id, rule, sizeof(rule));
-	if (c->entries) {
-		json_array_append_new(c->entries,
-				      json_pack("{s:s, s:s, s:i, s:i, s:s}", "peer", peer, "proto",
-						rw_proto_name(ik->proto), "port", (int)port,
-						"rule_id", (int)rule_id, "rule", rule));
-		return 1;
-	}
-	rw_table_row(&c->t);
-	rw_table_cell(&c->t, "%s", peer);
-	rw_table_cell(&c->t, "%s/%u", rw_proto_name(ik->proto), port);
-	rw_table_cell(&c->t, "%s", rule);
-	return 1;
+	return inbound_row_of(c, peer, ik->proto, port, ((const struct rw_rule *)val)->rule_id);
+}
+
+static int inbound6_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
+{
+	const struct rw_inbound6_lpm_key *ik = key;
+	unsigned int plen = ik->prefixlen - RW_INBOUND_LPM_FIXED_BITS;
+	__u16 port = ntohs(ik->dport);
+	char peer[INET6_ADDRSTRLEN + 8];
+
+	if (!k->any && (!k->six || !in_cidr6(k->ip6, ik->saddr, plen) ||
+			!port_proto_match(k, ik->proto, port)))
+		return 0;
+	rw_cli_cidr6(ik->saddr, plen, peer, sizeof(peer));
+	if (plen == 128)
+		strcat(peer, "/128");
+	return inbound_row_of(c, peer, ik->proto, port, ((const struct rw_rule *)val)->rule_id);
 }
 
 static int show_inbound(struct mctx *c, const struct mkey *k)
 {
-	return each_entry(c, k, RW_M_INBOUND, true, sizeof(struct rw_inbound_lpm_key),
-			  sizeof(struct rw_rule), cmp_inbound, inbound_row);
+	int n4 = each_entry(c, k, RW_M_INBOUND, true, sizeof(struct rw_inbound_lpm_key),
+			    sizeof(struct rw_rule), cmp_inbound, inbound_row),
+	    n6;
+
+	if (n4 < 0)
+		return n4;
+	n6 = each_entry(c, k, RW_M_INBOUND6, true, sizeof(struct rw_inbound6_lpm_key),
+			sizeof(struct rw_rule), cmp_inbound6, inbound6_row);
+	return n6 < 0 ? n6 : n4 + n6;
 }
 
-static int conntrack_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
+/* One flow of either family: its addresses as text, bare (pod_ip, peer_ip) and with the
+ * ports (pod, peer: "[2600::7]:40000" for IPv6).
+ */
+struct ct_row {
+	__u32 ifindex;
+	const char *pod_ip, *peer_ip, *pod, *peer, *run;
+	__u16 pod_port, peer_port;
+	__u8 proto;
+};
+
+static int conntrack_row_of(struct mctx *c, const struct ct_row *r, const struct rw_ct_value *cv)
 {
-	const struct rw_ct_key *ck = key;
-	const struct rw_ct_value *cv = val;
 	__u64 age = c->now_mono > cv->created_ns ? c->now_mono - cv->created_ns : 0;
 	/* Active since the agent's last expiry pass: idle for less than a resync. */
 	__u64 idle = !cv->active && c->now_mono > cv->seen_ns ? c->now_mono - cv->seen_ns : 0;
-	char name[IF_NAMESIZE], pod[32], peer[32], rule[128], sage[16], sidle[16];
+	char name[IF_NAMESIZE], rule[128], sage[16], sidle[16];
 	const char *by = cv->opened_by == RW_DIR_EGRESS ? "pod" : "peer";
-	const char *run = run_of_pod(c, ck->pod_ip);
 
-	if (!k->any && ck->pod_ip != k->ip && ck->peer_ip != k->ip)
-		return 0;
-	ifname_of(ck->ifindex, name);
-	rw_cli_ip_port(ck->pod_ip, ntohs(ck->pod_port), pod, sizeof(pod));
-	rw_cli_ip_port(ck->peer_ip, ntohs(ck->peer_port), peer, sizeof(peer));
+	ifname_of(r->ifindex, name);
 	rule_name(c, cv->rule_id, rule, sizeof(rule));
 	rw_cli_duration(age, sage, sizeof(sage));
 	rw_cli_duration(idle, sidle, sizeof(sidle));
 	if (c->entries) {
-		char pod_ip[INET_ADDRSTRLEN], peer_ip[INET_ADDRSTRLEN];
-
-		rw_cli_ip(ck->pod_ip, pod_ip, sizeof(pod_ip));
-		rw_cli_ip(ck->peer_ip, peer_ip, sizeof(peer_ip));
-		json_t *o = json_pack("{s:i, s:s, s:s, s:i, s:s, s:i, s:s, s:o, s:s, s:I, "
-				      "s:I, s:i, s:s}",
-				      "ifindex", (int)ck->ifindex, "ifname", name, "pod", pod_ip,
-				      "pod_port", (int)ntohs(ck->pod_port), "peer", peer_ip,
-				      "peer_port", (int)ntohs(ck->peer_port), "proto",
-				      rw_proto_name(ck->proto), "run", jstr_or_null(run),
-				      "opened_by", by, "age_ms", (json_int_t)(age / 1000000),
-				      "idle_ms", (json_int_t)(idle / 1000000), "rule_id",
-				      (int)cv->rule_id, "rule", rule);
+		json_t *o = json_pack(
+			"{s:i, s:s, s:s, s:i, s:s, s:i, s:s, s:o, s:s, s:I, "
+			"s:I, s:i, s:s}",
+			"ifindex", (int)r->ifindex, "ifname", name, "pod", r->pod_ip, "pod_port",
+			(int)r->pod_port, "peer", r->peer_ip, "peer_port", (int)r->peer_port,
+			"proto", rw_proto_name(r->proto), "run", jstr_or_null(r->run), "opened_by",
+			by, "age_ms", (json_int_t)(age / 1000000), "idle_ms",
+			(json_int_t)(idle / 1000000), "rule_id", (int)cv->rule_id, "rule", rule);
 
 		json_array_append_new(c->entries, o);
 		return 1;
 	}
 	rw_table_row(&c->t);
 	rw_table_cell(&c->t, "%s", name);
-	rw_table_cell(&c->t, "%s", pod);
-	rw_table_cell(&c->t, "%s", peer);
-	rw_table_cell(&c->t, "%s", rw_proto_name(ck->proto));
+	rw_table_cell(&c->t, "%s", r->pod);
+	rw_table_cell(&c->t, "%s", r->peer);
+	rw_table_cell(&c->t, "%s", rw_proto_name(r->proto));
 	rw_table_cell(&c->t, "%s", by);
 	rw_table_cell(&c->t, "%s", sage);
 	rw_table_cell(&c->t, "%s", sidle);
-	rw_table_cell(&c->t, "%s", run ? run : "-");
+	rw_table_cell(&c->t, "%s", r->run ? r->run : "-");
 	rw_table_cell(&c->t, "%s", rule);
 	return 1;
 }
 
-/* rw_conntrack holds one table per sandbox veth: the entries of each, veth by veth. */
+static int conntrack_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
+{
+	const struct rw_ct_key *ck = key;
+	char pod[32], peer[32], pod_ip[INET_ADDRSTRLEN], peer_ip[INET_ADDRSTRLEN];
+	struct ct_row r = {ck->ifindex,
+			   pod_ip,
+			   peer_ip,
+			   pod,
+			   peer,
+			   run_of_pod(c, ck->pod_ip),
+			   ntohs(ck->pod_port),
+			   ntohs(ck->peer_port),
+			   ck->proto};
+
+	if (!k->any && !key_is4(k, ck->pod_ip) && !key_is4(k, ck->peer_ip))
+		return 0;
+	rw_cli_ip_port(ck->pod_ip, r.pod_port, pod, sizeof(pod));
+	rw_cli_ip_port(ck->peer_ip, r.peer_port, peer, sizeof(peer));
+	rw_cli_ip(ck->pod_ip, pod_ip, sizeof(pod_ip));
+	rw_cli_ip(ck->peer_ip, peer_ip, sizeof(peer_ip));
+	return conntrack_row_of(c, &r, val);
+}
+
+static int conntrack6_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
+{
+	const struct rw_ct6_key *ck = key;
+	char pod[INET6_ADDRSTRLEN + 8], peer[INET6_ADDRSTRLEN + 8], pod_ip[INET6_ADDRSTRLEN],
+		peer_ip[INET6_ADDRSTRLEN];
+	struct ct_row r = {ck->ifindex,
+			   pod_ip,
+			   peer_ip,
+			   pod,
+			   peer,
+			   run_of_pod6(c, ck->pod_ip),
+			   ntohs(ck->pod_port),
+			   ntohs(ck->peer_port),
+			   ck->proto};
+
+	if (!k->any && !key_is6(k, ck->pod_ip) && !key_is6(k, ck->peer_ip))
+		return 0;
+	rw_cli_ip6_port(ck->pod_ip, r.pod_port, pod, sizeof(pod));
+	rw_cli_ip6_port(ck->peer_ip, r.peer_port, peer, sizeof(peer));
+	rw_cli_ip6(ck->pod_ip, pod_ip, sizeof(pod_ip));
+	rw_cli_ip6(ck->peer_ip, peer_ip, sizeof(peer_ip));
+	return conntrack_row_of(c, &r, val);
+}
+
+/* rw_conntrack and rw_conntrack6 hold one table per sandbox veth and family: the entries of
+ * each, veth by veth, IPv4 first.
+ */
 static int show_conntrack(struct mctx *c, const struct mkey *k)
 {
-	const size_t ks = sizeof(struct rw_ct_key), vs = sizeof(struct rw_ct_value);
-	void *veths, *ids, *keys, *vals;
-	size_t n_veths, n;
-	int shown = 0, err;
+	int shown = 0, err = 0;
 
-	err = collect(c->dp.map_fd[RW_M_CONNTRACK], sizeof(__u32), sizeof(__u32), &veths, &ids,
-		      &n_veths);
-	if (err)
-		return err;
-	sort_pairs(veths, ids, n_veths, sizeof(__u32), sizeof(__u32), cmp_u32);
-	for (size_t i = 0; i < n_veths && err == 0; i++) {
-		int fd = rw_conntrack_table_fd(&c->dp, ((__u32 *)veths)[i]);
+	for (int six = 0; six < 2 && !err; six++) {
+		const size_t ks = six ? sizeof(struct rw_ct6_key) : sizeof(struct rw_ct_key),
+			     vs = sizeof(struct rw_ct_value);
+		void *veths, *ids, *keys, *vals;
+		size_t n_veths, n;
 
-		if (fd < 0)
-			continue; /* gone since the walk */
-		err = collect(fd, ks, vs, &keys, &vals, &n);
-		close(fd);
+		err = collect(c->dp.map_fd[six ? RW_M_CONNTRACK6 : RW_M_CONNTRACK], sizeof(__u32),
+			      sizeof(__u32), &veths, &ids, &n_veths);
 		if (err)
-			break;
-		sort_pairs(keys, vals, n, ks, vs, cmp_ct);
-		for (size_t j = 0; j < n; j++)
-			shown += conntrack_row(c, k, (__u8 *)keys + j * ks, (__u8 *)vals + j * vs);
-		free(keys);
-		free(vals);
+			return err;
+		sort_pairs(veths, ids, n_veths, sizeof(__u32), sizeof(__u32), cmp_u32);
+		for (size_t i = 0; i < n_veths && err == 0; i++) {
+			__u32 ifindex = ((__u32 *)veths)[i];
+			int fd = six ? rw_conntrack6_table_fd(&c->dp, ifindex)
+				     : rw_conntrack_table_fd(&c->dp, ifindex);
+
+			if (fd < 0)
+				continue; /* gone since the walk */
+			err = collect(fd, ks, vs, &keys, &vals, &n);
+			close(fd);
+			if (err)
+				break;
+			sort_pairs(keys, vals, n, ks, vs, six ? cmp_ct6 : cmp_ct);
+			for (size_t j = 0; j < n; j++)
+				shown += (six ? conntrack6_row : conntrack_row)(
+					c, k, (__u8 *)keys + j * ks, (__u8 *)vals + j * vs);
+			free(keys);
+			free(vals);
+		}
+		free(veths);
+		free(ids);
 	}
-	free(veths);
-	free(ids);
 	return err ? err : shown;
 }
 
@@ -773,6 +1073,39 @@ static int show_revs(struct mctx *c, const struct mkey *k)
 			  revs_row);
 }
 
+/* rw_progs6: the IPv6 program each direction tail-calls (an ID: the kernel's lookup answer). */
+static int show_progs(struct mctx *c, const struct mkey *k)
+{
+	int shown = 0;
+
+	for (__u32 d = 0; d < RW_DIR_COUNT; d++) {
+		struct bpf_prog_info info = {};
+		__u32 id, len = sizeof(info);
+		int fd;
+
+		if (bpf_map_lookup_elem(c->dp.map_fd[RW_M_PROGS6], &d, &id))
+			continue;
+		fd = bpf_prog_get_fd_by_id(id);
+		if (fd >= 0) {
+			bpf_obj_get_info_by_fd(fd, &info, &len);
+			close(fd);
+		}
+		if (c->entries) {
+			json_array_append_new(c->entries,
+					      json_pack("{s:s, s:I, s:s}", "dir", rw_dir_name(d),
+							"prog_id", (json_int_t)id, "prog",
+							info.name));
+		} else {
+			rw_table_row(&c->t);
+			rw_table_cell(&c->t, "%s", rw_dir_name(d));
+			rw_table_cell(&c->t, "%u", id);
+			rw_table_cell(&c->t, "%s", info.name);
+		}
+		shown++;
+	}
+	return shown;
+}
+
 /* ---- the subcommands ---------------------------------------------------------------------- */
 
 static const struct {
@@ -830,6 +1163,8 @@ static const struct {
 			       false,
 			       false,
 			       "IFINDEX|IFNAME"},
+	[RW_M_PROGS6] =
+		{show_progs, {"DIR", "PROG-ID", "PROGRAM"}, 3, RW_TABLE_RIGHT(1), false, false, ""},
 	[RW_M_RUN_REVS] = {show_revs,
 			   {"IDX", "RUN", "REVISION"},
 			   3,
@@ -838,6 +1173,33 @@ static const struct {
 			   false,
 			   "RUN-ID|IDX"},
 };
+
+/* An address of either family into the key: 0 or -EINVAL. */
+static int key_set(struct mkey *k, const struct rw_ip *ip)
+{
+	k->has_ip = true;
+	k->six = ip->family == AF_INET6;
+	if (k->six)
+		memcpy(k->ip6, ip->a, sizeof(k->ip6));
+	else
+		k->ip = ip->a[0];
+	return 0;
+}
+
+static int key_ip(const char *s, struct mkey *k)
+{
+	struct rw_ip ip;
+
+	return rw_ip_parse(s, &ip) ? -EINVAL : key_set(k, &ip);
+}
+
+/* "IP", "IP:PORT", "ADDR6", "[ADDR6]", "[ADDR6]:PORT". */
+static int key_ip_port(const char *s, struct mkey *k)
+{
+	struct rw_ip ip;
+
+	return rw_ip_port_parse(s, &ip, &k->port) ? -EINVAL : key_set(k, &ip);
+}
 
 static int parse_key(struct mctx *c, enum rw_map_id map, int argc, char **argv, struct mkey *k)
 {
@@ -856,35 +1218,33 @@ static int parse_key(struct mctx *c, enum rw_map_id map, int argc, char **argv, 
 		if (argc > 1)
 			return rw_fail(RW_EXIT_USAGE, "map lookup %s: one key, %s",
 				       rw_map_shown_names[map], maps[map].key);
-		if (rw_parse_ip(s, &k->ip))
-			return rw_fail(RW_EXIT_USAGE, "map lookup %s: '%s' is not an IPv4 address",
+		if (key_ip(s, k))
+			return rw_fail(RW_EXIT_USAGE, "map lookup %s: '%s' is not an IP address",
 				       rw_map_shown_names[map], s);
-		k->has_ip = true;
 		return 0;
 	case RW_M_ALLOW_EXACT:
 	case RW_M_INBOUND:
 		if (argc > 2)
 			return rw_fail(RW_EXIT_USAGE, "map lookup %s: the key is %s",
 				       rw_map_shown_names[map], maps[map].key);
-		if (rw_parse_ip_port(s, &k->ip, &k->port))
-			return rw_fail(RW_EXIT_USAGE, "map lookup %s: '%s' is not IP or IP:PORT",
+		if (key_ip_port(s, k))
+			return rw_fail(RW_EXIT_USAGE,
+				       "map lookup %s: '%s' is not IP or IP:PORT (IPv6: ADDR or "
+				       "[ADDR]:PORT)",
 				       rw_map_shown_names[map], s);
 		if (argc == 2 && rw_parse_proto(argv[1], &k->proto))
 			return rw_fail(RW_EXIT_USAGE,
 				       "map lookup %s: unknown protocol '%s'; "
 				       "valid: tcp, udp",
 				       rw_map_shown_names[map], argv[1]);
-		k->has_ip = true;
 		return 0;
 	case RW_M_ENDPOINTS:
 	case RW_M_EVENT_BUDGET:
 		if (argc > 1)
 			return rw_fail(RW_EXIT_USAGE, "map lookup %s: one key, %s",
 				       rw_map_shown_names[map], maps[map].key);
-		if (map == RW_M_ENDPOINTS && rw_parse_ip(s, &k->ip) == 0) {
-			k->has_ip = true;
+		if (map == RW_M_ENDPOINTS && key_ip(s, k) == 0)
 			return 0;
-		}
 		if (rw_parse_uint(s, 0xffffffffULL, &v) == 0) {
 			k->ifindex = (__u32)v;
 		} else {
@@ -1057,8 +1417,8 @@ static int list(struct mctx *c)
 	}
 	rw_table_print(&t, stdout, "  ");
 	rw_table_free(&t);
-	printf("  (pods, allow, deny, inbound: the live slot; counters, revs: indexes in use; "
-	       "events: bytes not read yet)\n");
+	printf("  (pods, allow, deny, inbound: the live slot, IPv4 and IPv6 tables; conntrack: flows "
+	       "of each family; counters, revs: indexes in use; events: bytes not read yet)\n");
 	return RW_EXIT_OK;
 }
 

@@ -87,15 +87,17 @@ static int cmd_requests(int argc, char **argv)
 	json_array_foreach(list, i, item)
 	{
 		const char *le = json_string_value(json_object_get(item, "last_error"));
+		char dst[80];
 
 		rw_table_row(&t);
 		rw_table_cell(&t, "%s", json_string_value(json_object_get(item, "first_seen")));
 		rw_table_cell(&t, "%s", json_string_value(json_object_get(item, "run")));
 		rw_table_cell(&t, "%lld", json_integer_value(json_object_get(item, "generation")));
 		rw_table_cell(&t, "%s", json_string_value(json_object_get(item, "pod")));
-		rw_table_cell(&t, "%s:%lld/%s",
-			      json_string_value(json_object_get(item, "destination")),
-			      json_integer_value(json_object_get(item, "port")),
+		rw_cli_host_port(json_string_value(json_object_get(item, "destination")),
+				 json_integer_value(json_object_get(item, "port")), dst,
+				 sizeof(dst));
+		rw_table_cell(&t, "%s/%s", dst,
 			      json_string_value(json_object_get(item, "protocol")));
 		rw_table_cell(&t, "%lld", json_integer_value(json_object_get(item, "count")));
 		rw_table_cell(&t, "%s", json_string_value(json_object_get(item, "state")));

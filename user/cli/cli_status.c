@@ -193,15 +193,19 @@ static void print_plain(struct sctx *c, json_t *o)
 	{
 		json_t *hooks = json_object_get(v, "hooks");
 		const char *pod = json_string_value(json_object_get(v, "pod"));
+		const char *pod6 = json_string_value(json_object_get(v, "pod6"));
 		const char *run = json_string_value(json_object_get(v, "run"));
-		char eg[64], in[64];
+		char eg[64], in[64], pods[128];
 
 		hook_str(json_object_get(hooks, "egress"), eg, sizeof(eg));
 		hook_str(json_object_get(hooks, "ingress"), in, sizeof(in));
 		rw_table_row(&t);
 		rw_table_cell(&t, "%s", json_string_value(json_object_get(v, "ifname")));
 		rw_table_cell(&t, "%lld", json_integer_value(json_object_get(v, "ifindex")));
-		rw_table_cell(&t, "%s", pod ? pod : "- (unbound)");
+		/* A dual-stack pod's two addresses: "10.1.2.3 2600:1f14:abc::7". */
+		snprintf(pods, sizeof(pods), "%s%s%s", pod ? pod : "", pod && pod6 ? " " : "",
+			 pod6 ? pod6 : "");
+		rw_table_cell(&t, "%s", pod || pod6 ? pods : "- (unbound)");
 		rw_table_cell(&t, "%s", run ? run : "-");
 		rw_table_cell(&t, "%s", eg);
 		rw_table_cell(&t, "%s", in);

@@ -224,6 +224,43 @@ void rw_cli_ip_port(__be32 ip, __u16 port, char *buf, size_t len)
 		snprintf(buf, len, "%s", s);
 }
 
+void rw_cli_ip6(const __be32 ip[4], char *buf, size_t len)
+{
+	char s[INET6_ADDRSTRLEN];
+
+	inet_ntop(AF_INET6, ip, s, sizeof(s));
+	snprintf(buf, len, "%s", s);
+}
+
+void rw_cli_cidr6(const __be32 ip[4], unsigned int prefixlen, char *buf, size_t len)
+{
+	char s[INET6_ADDRSTRLEN];
+
+	inet_ntop(AF_INET6, ip, s, sizeof(s));
+	if (prefixlen < 128)
+		snprintf(buf, len, "%s/%u", s, prefixlen);
+	else
+		snprintf(buf, len, "%s", s);
+}
+
+void rw_cli_ip6_port(const __be32 ip[4], __u16 port, char *buf, size_t len)
+{
+	char s[INET6_ADDRSTRLEN];
+
+	inet_ntop(AF_INET6, ip, s, sizeof(s));
+	if (port)
+		snprintf(buf, len, "[%s]:%u", s, port);
+	else
+		snprintf(buf, len, "%s", s);
+}
+
+void rw_cli_host_port(const char *host, long long port, char *buf, size_t len)
+{
+	if (!host)
+		host = "-";
+	snprintf(buf, len, strchr(host, ':') ? "[%s]:%lld" : "%s:%lld", host, port);
+}
+
 void rw_cli_json_print(json_t *o)
 {
 	char *s = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;
@@ -341,13 +378,15 @@ bool rw_cli_filter_match(const struct rw_cli_filter *f, const struct rw_event *e
 	if (f->run && strncmp(ev->run_id, f->run, RW_RUN_ID_LEN))
 		return false;
 	if (f->has_pod) {
-		__be32 side = ev->dir == RW_DIR_EGRESS ? ev->saddr : ev->daddr;
+		struct rw_ip side = rw_event_pod_ip(ev);
 
-		if (side != f->pod && !(f->pod_ifindex && ev->ifindex == f->pod_ifindex))
+		if (!rw_ip_eq(&side, &f->pod) && !(f->pod_ifindex && ev->ifindex == f->pod_ifindex))
 			return false;
 	}
 	if (f->has_dst) {
-		if (ev->daddr != f->dst)
+		struct rw_ip dst = rw_event_dst(ev);
+
+		if (!rw_ip_eq(&dst, &f->dst))
 			return false;
 		if (f->dport && ntohs(ev->dport) != f->dport)
 			return false;
@@ -381,29 +420,15 @@ static __u16 ip_csum(const __u8 *p, size_t len)
 	return (__u16)~sum;
 }
 
-size_t rw_cli_build_packet(const struct rw_cli_probe *p, __u8 *buf, size_t len)
+/* The L4 header of a probe at th: TCP (doff 5), UDP, or an ICMPv6 message. No checksum: the
+ * datapath judges headers, it does not verify sums.
+ */
+static void put_l4(const struct rw_cli_probe *p, __u8 *th)
 {
-	/* Locally administered MACs: the program never looks at them. */
-	static const __u8 a_mac[6] = {0x02, 0x72, 0x77, 0, 0, 0x01};
-	static const __u8 b_mac[6] = {0x02, 0x72, 0x77, 0, 0, 0x02};
-	size_t l4 = p->proto == IPPROTO_UDP ? 8 : 20, total = 14 + 20 + l4;
-	__u8 *ip = buf + 14, *th = buf + 34;
-
-	if (len < total)
-		return 0;
-	memset(buf, 0, total);
-	memcpy(buf, b_mac, 6);
-	memcpy(buf + 6, a_mac, 6);
-	put16(buf + 12, 0x0800);
-	ip[0] = 0x45;
-	put16(ip + 2, (__u16)(20 + l4));
-	put16(ip + 4, 1);
-	put16(ip + 6, 0x4000); /* DF, not a fragment */
-	ip[8] = 64;
-	ip[9] = p->proto;
-	memcpy(ip + 12, &p->src, 4);
-	memcpy(ip + 16, &p->dst, 4);
-	put16(ip + 10, ip_csum(ip, 20));
+	if (p->proto == IPPROTO_ICMPV6) {
+		th[0] = (__u8)p->dport; /* type, code 0 */
+		return;
+	}
 	put16(th, p->sport);
 	put16(th + 2, p->dport);
 	if (p->proto == IPPROTO_UDP) {
@@ -416,15 +441,75 @@ size_t rw_cli_build_packet(const struct rw_cli_probe *p, __u8 *buf, size_t len)
 		th[13] = p->tcp_flags;
 		put16(th + 14, 65535);
 	}
+}
+
+/* ICMPv6: 8 bytes, and for the NDP types (133-137) the 16 bytes of a target (::), which is
+ * where their bodies start.
+ */
+static size_t l4_len(const struct rw_cli_probe *p)
+{
+	if (p->proto == IPPROTO_ICMPV6)
+		return p->dport >= 133 && p->dport <= 137 ? 24 : 8;
+	return p->proto == IPPROTO_UDP ? 8 : 20;
+}
+
+size_t rw_cli_build_packet(const struct rw_cli_probe *p, __u8 *buf, size_t len)
+{
+	/* Locally administered MACs: the program never looks at them. */
+	static const __u8 a_mac[6] = {0x02, 0x72, 0x77, 0, 0, 0x01};
+	static const __u8 b_mac[6] = {0x02, 0x72, 0x77, 0, 0, 0x02};
+	size_t l4 = l4_len(p), l3 = p->six ? 40 : 20, total = 14 + l3 + l4;
+	__u8 *ip = buf + 14, *th = buf + 14 + l3;
+
+	if (len < total)
+		return 0;
+	memset(buf, 0, total);
+	memcpy(buf, b_mac, 6);
+	memcpy(buf + 6, a_mac, 6);
+	if (p->six) {
+		put16(buf + 12, 0x86dd);
+		ip[0] = 0x60;
+		put16(ip + 4, (__u16)l4);
+		ip[6] = p->proto;
+		/* NDP is only ever judged with the hop limit that proves it on-link (RFC 4861). */
+		ip[7] = p->proto == IPPROTO_ICMPV6 && p->dport >= 133 && p->dport <= 137 ? 255 : 64;
+		memcpy(ip + 8, p->src6, 16);
+		memcpy(ip + 24, p->dst6, 16);
+		put_l4(p, th);
+		return total;
+	}
+	put16(buf + 12, 0x0800);
+	ip[0] = 0x45;
+	put16(ip + 2, (__u16)(20 + l4));
+	put16(ip + 4, 1);
+	put16(ip + 6, 0x4000); /* DF, not a fragment */
+	ip[8] = 64;
+	ip[9] = p->proto;
+	memcpy(ip + 12, &p->src, 4);
+	memcpy(ip + 16, &p->dst, 4);
+	put16(ip + 10, ip_csum(ip, 20));
+	put_l4(p, th);
 	return total;
 }
 
 void rw_cli_probe_str(const struct rw_cli_probe *p, char *buf, size_t len)
 {
-	char src[32], dst[32];
+	char src[64], dst[64];
 
-	rw_cli_ip_port(p->src, p->sport, src, sizeof(src));
-	rw_cli_ip_port(p->dst, p->dport, dst, sizeof(dst));
+	if (p->six && p->proto == IPPROTO_ICMPV6) {
+		rw_cli_ip6(p->src6, src, sizeof(src));
+		rw_cli_ip6(p->dst6, dst, sizeof(dst));
+		snprintf(buf, len, "%s %s -> %s icmpv6 type %u", rw_dir_name(p->dir), src, dst,
+			 p->dport);
+		return;
+	}
+	if (p->six) {
+		rw_cli_ip6_port(p->src6, p->sport, src, sizeof(src));
+		rw_cli_ip6_port(p->dst6, p->dport, dst, sizeof(dst));
+	} else {
+		rw_cli_ip_port(p->src, p->sport, src, sizeof(src));
+		rw_cli_ip_port(p->dst, p->dport, dst, sizeof(dst));
+	}
 	snprintf(buf, len, "%s %s -> %s %s", rw_dir_name(p->dir), src, dst,
 		 rw_proto_name(p->proto));
 }
@@ -480,19 +565,33 @@ void rw_cli_explain_line(const struct rw_cli_probe *p, const struct rw_cli_verdi
 
 json_t *rw_cli_verdict_json(const struct rw_cli_probe *p, const struct rw_cli_verdict *v)
 {
-	char src[INET_ADDRSTRLEN], dst[INET_ADDRSTRLEN];
+	char src[INET6_ADDRSTRLEN], dst[INET6_ADDRSTRLEN];
+	json_t *o;
 
-	rw_cli_ip(p->src, src, sizeof(src));
-	rw_cli_ip(p->dst, dst, sizeof(dst));
-	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:I, s:s, s:s, s:i, s:s, s:i, "
-			 "s:s, s:s}",
-			 "verdict", v->verdict == RW_VERDICT_ALLOW ? "allow" : "drop", "reason",
-			 rw_reason_name(v->reason), "path", rw_path_name(v->path), "answer",
-			 rw_answer_name(v->answer), "rule", v->rule, "rule_id", (int)v->rule_id,
-			 "run", v->run, "gen", (int)v->gen, "revision", (json_int_t)v->revision,
-			 "dir", rw_dir_name(p->dir), "src", src, "sport", (int)p->sport, "dst", dst,
-			 "dport", (int)p->dport, "proto", rw_proto_name(p->proto), "source",
-			 v->source ? v->source : "live");
+	if (p->six) {
+		rw_cli_ip6(p->src6, src, sizeof(src));
+		rw_cli_ip6(p->dst6, dst, sizeof(dst));
+	} else {
+		rw_cli_ip(p->src, src, sizeof(src));
+		rw_cli_ip(p->dst, dst, sizeof(dst));
+	}
+	o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:I, s:s, s:s, s:i, s:s, s:i, "
+		      "s:s, s:s}",
+		      "verdict", v->verdict == RW_VERDICT_ALLOW ? "allow" : "drop", "reason",
+		      rw_reason_name(v->reason), "path", rw_path_name(v->path), "answer",
+		      rw_answer_name(v->answer), "rule", v->rule, "rule_id", (int)v->rule_id, "run",
+		      v->run, "gen", (int)v->gen, "revision", (json_int_t)v->revision, "dir",
+		      rw_dir_name(p->dir), "src", src, "sport", (int)p->sport, "dst", dst, "dport",
+		      (int)p->dport, "proto",
+		      p->proto == IPPROTO_ICMPV6 ? "icmpv6" : rw_proto_name(p->proto), "source",
+		      v->source ? v->source : "live");
+	json_object_set_new(o, "family", json_string(p->six ? "ipv6" : "ipv4"));
+	if (p->proto == IPPROTO_ICMPV6) {
+		json_object_set_new(o, "icmp_type", json_integer(p->dport));
+		json_object_del(o, "sport");
+		json_object_del(o, "dport");
+	}
+	return o;
 }
 
 /* ---- the kernel's state, read only ------------------------------------------------------- */
@@ -529,7 +628,15 @@ enum rw_map_id rw_cli_map_of(enum rw_map_id id)
 	return id;
 }
 
-int rw_cli_pod_ifindex(const struct rw_datapath *dp, __be32 pod, __u32 *ifindex)
+/* Whether ep binds pod (an address whose flag is clear is not bound). */
+static bool endpoint_binds(const struct rw_endpoint *ep, const struct rw_ip *pod)
+{
+	if (pod->family == AF_INET6)
+		return (ep->flags & RW_EP_IP6) && !memcmp(ep->pod_ip6, pod->a, sizeof(ep->pod_ip6));
+	return (ep->flags & RW_EP_IP4) && ep->pod_ip == pod->a[0];
+}
+
+int rw_cli_pod_ifindex_of(const struct rw_datapath *dp, const struct rw_ip *pod, __u32 *ifindex)
 {
 	int fd = dp->map_fd[RW_M_ENDPOINTS];
 	__u32 key, *prev = NULL, found = 0;
@@ -537,7 +644,7 @@ int rw_cli_pod_ifindex(const struct rw_datapath *dp, __be32 pod, __u32 *ifindex)
 
 	while (bpf_map_get_next_key(fd, prev, &key) == 0) {
 		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, &ep) == 0 && ep.pod_ip == pod &&
+		if (bpf_map_lookup_elem(fd, &key, &ep) == 0 && endpoint_binds(&ep, pod) &&
 		    (!found || key < found))
 			found = key;
 	}
@@ -545,6 +652,13 @@ int rw_cli_pod_ifindex(const struct rw_datapath *dp, __be32 pod, __u32 *ifindex)
 		return -ENOENT;
 	*ifindex = found;
 	return 0;
+}
+
+int rw_cli_pod_ifindex(const struct rw_datapath *dp, __be32 pod, __u32 *ifindex)
+{
+	struct rw_ip ip = rw_ip4(pod);
+
+	return rw_cli_pod_ifindex_of(dp, &ip, ifindex);
 }
 
 /* ---- the agent ----------------------------------------------------------------------------- */

@@ -20,6 +20,7 @@
 
 #include "runwall.h"
 #include "datapath.h"
+#include "ipaddr.h"
 #include "liveruns.h"
 #include "mapfill.h"
 #include "parse.h"
@@ -75,6 +76,16 @@ void rw_cli_fill_pct(long long entries, long long max, char *buf, size_t len);
 void rw_cli_ip(__be32 ip, char *buf, size_t len);
 void rw_cli_cidr(__be32 ip, unsigned int prefixlen, char *buf, size_t len);
 void rw_cli_ip_port(__be32 ip, __u16 port, char *buf, size_t len);
+/* The same of an IPv6 address (network order): "2001:db8::1", "2001:db8::/32" (prefixlen <
+ * 128), "[2001:db8::1]:443" (port != 0).
+ */
+void rw_cli_ip6(const __be32 ip[4], char *buf, size_t len);
+void rw_cli_cidr6(const __be32 ip[4], unsigned int prefixlen, char *buf, size_t len);
+void rw_cli_ip6_port(const __be32 ip[4], __u16 port, char *buf, size_t len);
+/* An address's text and a port, as a JSON answer carries them: "10.1.2.3:443",
+ * "[2001:db8::1]:443" (the text has a colon: IPv6). NULL host: "-".
+ */
+void rw_cli_host_port(const char *host, long long port, char *buf, size_t len);
 
 /* Print a JSON value as one compact line and flush (other programs read it through a pipe).
  * Takes the reference.
@@ -106,12 +117,12 @@ struct rw_cli_filter {
 	bool all;	 /* allowed new flows too */
 	const char *run; /* run id, or NULL */
 	bool has_pod;
-	__be32 pod;	   /* the pod's side of the event (source of egress, dst of ingress) */
+	struct rw_ip pod;  /* the pod's side of the event (source of egress, dst of ingress) */
 	__u32 pod_ifindex; /* the pod's veth when known (0: not known): its events match too */
 	int reason;	   /* -1: any */
 	bool has_dst;
-	__be32 dst;
-	__u16 dport; /* host order, 0: any */
+	struct rw_ip dst; /* either family: an event of the other never matches */
+	__u16 dport;	  /* host order, 0: any */
 };
 
 void rw_cli_filter_init(struct rw_cli_filter *f);
@@ -126,9 +137,11 @@ void rw_cli_event_header(char *buf, size_t len);
 struct rw_cli_probe {
 	__u8 dir; /* enum rw_dir */
 	__be32 src, dst;
-	__u16 sport, dport;
-	__u8 proto; /* IPPROTO_TCP or IPPROTO_UDP */
+	__u16 sport, dport; /* IPPROTO_ICMPV6: dport is the type */
+	__u8 proto;	    /* IPPROTO_TCP, IPPROTO_UDP, or (IPv6) IPPROTO_ICMPV6 */
 	__u8 tcp_flags;
+	bool six; /* IPv6: src6 and dst6, not src and dst */
+	__be32 src6[4], dst6[4];
 };
 
 /* What the program decided, and under which policy. */
@@ -147,10 +160,14 @@ struct rw_cli_verdict {
 
 #define RW_CLI_PKT_MAX 128
 
-/* Ethernet + IPv4 (no options) + TCP (doff 5) or UDP, no payload. Returns the length. */
+/* Ethernet + IPv4 (no options) or IPv6 (no extension headers) + TCP (doff 5) or UDP, or an
+ * ICMPv6 message of the probe's type, no payload. Returns the length.
+ */
 size_t rw_cli_build_packet(const struct rw_cli_probe *p, __u8 *buf, size_t len);
 
-/* "egress 10.1.2.3:40000 -> 172.20.0.10:443 tcp" */
+/* "egress 10.1.2.3:40000 -> 172.20.0.10:443 tcp", "egress [2600::7]:40000 -> [2a00::1]:443 tcp",
+ * "egress 2600::7 -> 2a00::1 icmpv6 type 128"
+ */
 void rw_cli_probe_str(const struct rw_cli_probe *p, char *buf, size_t len);
 
 /* "allowed via rule services[0] egress-proxy", "allowed via open", "refused: dns",
@@ -170,7 +187,8 @@ void rw_cli_explain_line(const struct rw_cli_probe *p, const struct rw_cli_verdi
 			 const struct rw_cli_verdict *with, char *buf, size_t len);
 
 /* {"verdict":"allow","reason":...,"path":...,"answer":...,"rule":...,"rule_id":N,"run":...,"gen":N,
- *  "revision":N,"dir":...,"src":...,"sport":N,"dst":...,"dport":N,"proto":...,"source":...}
+ *  "revision":N,"dir":...,"src":...,"sport":N,"dst":...,"dport":N,"proto":...,"source":...,
+ *  "family":"ipv4"|"ipv6"} (ICMPv6: "icmp_type" in place of the ports)
  */
 json_t *rw_cli_verdict_json(const struct rw_cli_probe *p, const struct rw_cli_verdict *v);
 
@@ -187,7 +205,10 @@ int rw_cli_open(struct rw_datapath *dp, const char *bpffs, char *err, size_t err
  */
 enum rw_map_id rw_cli_map_of(enum rw_map_id id);
 
-/* The veth a pod IP is bound to in rw_endpoints (-ENOENT: none). */
+/* The veth a pod address (either family) is bound to in rw_endpoints (-ENOENT: none);
+ * rw_cli_pod_ifindex() of an IPv4 one.
+ */
+int rw_cli_pod_ifindex_of(const struct rw_datapath *dp, const struct rw_ip *pod, __u32 *ifindex);
 int rw_cli_pod_ifindex(const struct rw_datapath *dp, __be32 pod, __u32 *ifindex);
 
 /* ---- the agent ----------------------------------------------------------------------------- */

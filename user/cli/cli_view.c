@@ -397,7 +397,7 @@ static void dns_start(struct view *v, int k)
 		return;
 	snprintf(q->name, sizeof(q->name), "%s", d->name);
 	snprintf(q->port, sizeof(q->port), "%s", d->port);
-	q->hints = (struct addrinfo){.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
+	q->hints = (struct addrinfo){.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
 	q->cb = (struct gaicb){.ar_name = q->name, .ar_service = q->port, .ar_request = &q->hints};
 	list[0] = &q->cb;
 	rc = getaddrinfo_a(GAI_NOWAIT, list, 1, &done);
@@ -420,8 +420,9 @@ static void dns_start(struct view *v, int k)
 static void dns_apply(struct view *v, int k, int rc, const struct addrinfo *res)
 {
 	struct dns_source *d = &v->dns[k];
-	char(*urls)[64] = NULL;
+	char(*urls)[80] = NULL;
 	size_t n = 0;
+	int family = AF_INET6;
 
 	if (rc && rc != EAI_NONAME && rc != EAI_NODATA) {
 		/* No strerror(errno) for EAI_SYSTEM: the errno was glibc's resolver thread's. */
@@ -437,13 +438,27 @@ static void dns_apply(struct view *v, int k, int rc, const struct addrinfo *res)
 	urls = calloc(MAX_AGENTS, sizeof(*urls));
 	if (!urls)
 		return;
+	/* One family: a dual-stack Service names each agent by both, and the view must follow each
+	 * agent once. IPv4 when the name has any (as before), else IPv6 (an IPv6 cluster's pods).
+	 */
+	for (const struct addrinfo *ai = rc ? NULL : res; ai; ai = ai->ai_next)
+		if (ai->ai_family == AF_INET)
+			family = AF_INET;
 	for (const struct addrinfo *ai = rc ? NULL : res; ai && n < MAX_AGENTS; ai = ai->ai_next) {
 		const struct sockaddr_in *sa = (const struct sockaddr_in *)ai->ai_addr;
-		char ip[INET_ADDRSTRLEN], url[64];
+		const struct sockaddr_in6 *sa6 = (const struct sockaddr_in6 *)ai->ai_addr;
+		char ip[INET6_ADDRSTRLEN], url[80];
 		bool dup = false;
 
-		inet_ntop(AF_INET, &sa->sin_addr, ip, sizeof(ip));
-		snprintf(url, sizeof(url), "http://%s:%u", ip, ntohs(sa->sin_port));
+		if (ai->ai_family != family)
+			continue;
+		if (family == AF_INET) {
+			inet_ntop(AF_INET, &sa->sin_addr, ip, sizeof(ip));
+			snprintf(url, sizeof(url), "http://%s:%u", ip, ntohs(sa->sin_port));
+		} else {
+			inet_ntop(AF_INET6, &sa6->sin6_addr, ip, sizeof(ip));
+			snprintf(url, sizeof(url), "http://[%s]:%u", ip, ntohs(sa6->sin6_port));
+		}
 		for (size_t i = 0; i < n && !dup; i++)
 			dup = !strcmp(urls[i], url);
 		if (!dup)

@@ -101,8 +101,9 @@ static void parse_prev(struct rw_cni_req *req)
 	json_array_foreach(ips, i, it)
 	{
 		json_t *addr = json_object_get(it, "address");
+		const char *text;
 		char why[128];
-		__be32 pod;
+		__be32 pod, pod6[4];
 		int err;
 
 		if (!json_is_object(it) || !json_is_string(addr)) {
@@ -110,23 +111,58 @@ static void parse_prev(struct rw_cni_req *req)
 				 "prevResult.ips[%zu].address: missing or not a string", i);
 			return;
 		}
-		/* The first IPv4 address is the pod's (IPv6 and what is no address are not ours);
-		 * one that no pod can have is refused, never bound.
+		text = json_string_value(addr);
+		/* One address of each family is the pod's, each bound and anti-spoofed; one that
+		 * no pod can have is refused, never bound. A second of a family could not be bound
+		 * (a veth binds one of each): refused rather than left to be dropped as spoofed.
 		 */
-		err = rw_pod_cidr_check(json_string_value(addr), &pod, why, sizeof(why));
-		if (err == -EAFNOSUPPORT)
+		err = rw_pod_cidr_check(text, &pod, why, sizeof(why));
+		if (err == -EAFNOSUPPORT) {
+			err = rw_pod_cidr6_check(text, pod6, why, sizeof(why));
+			if (err == -EAFNOSUPPORT) {
+				snprintf(req->prev_error, sizeof(req->prev_error),
+					 "prevResult.ips[%zu].address: \"%.40s\" is not an IPv4 or "
+					 "IPv6 address",
+					 i, text);
+				return;
+			}
+			if (!err && req->has_ip6) {
+				snprintf(
+					req->prev_error, sizeof(req->prev_error),
+					"prevResult.ips[%zu].address: \"%.40s\" is a second IPv6 "
+					"address (ips[%zu] is the pod's): a veth binds one of each "
+					"family",
+					i, text, req->ip6_index);
+				return;
+			}
+		} else if (!err && req->has_ip4) {
+			snprintf(req->prev_error, sizeof(req->prev_error),
+				 "prevResult.ips[%zu].address: \"%.40s\" is a second IPv4 address "
+				 "(ips[%zu] is the pod's): a veth binds one of each family",
+				 i, text, req->ip4_index);
+			return;
+		} else if (!err) {
+			req->has_ip4 = true;
+			req->ip4_index = i;
+			req->pod_ip = pod;
 			continue;
+		}
 		if (err) {
 			snprintf(req->prev_error, sizeof(req->prev_error),
 				 "prevResult.ips[%zu].address: \"%.40s\" is not a pod address: %s",
-				 i, json_string_value(addr), why);
+				 i, text, why);
 			return;
 		}
-		req->pod_ip = pod;
-		req->prev_complete = true;
+		req->has_ip6 = true;
+		req->ip6_index = i;
+		memcpy(req->pod_ip6, pod6, sizeof(req->pod_ip6));
+	}
+	if (!req->has_ip4 && !req->has_ip6) {
+		snprintf(req->prev_error, sizeof(req->prev_error),
+			 "prevResult.ips: no IPv4 or IPv6 address");
 		return;
 	}
-	snprintf(req->prev_error, sizeof(req->prev_error), "prevResult.ips: no IPv4 address");
+	req->prev_complete = true;
 }
 
 int rw_cni_parse(const char *buf, size_t len, struct rw_cni_req *req, char *err, size_t errlen)

@@ -21,7 +21,7 @@ enum rw_cni_code {
 	RW_CNI_E_IO = 5,	 /* I/O failure (reading stdin) */
 	RW_CNI_E_DECODE = 6,	 /* failed to decode content */
 	RW_CNI_E_TRY_LATER = 11, /* try again later: runwall is not set up on this node */
-	RW_CNI_E_PREV = 100,	 /* prevResult lacks the host veth or a pod's IPv4 address */
+	RW_CNI_E_PREV = 100,	 /* prevResult lacks the host veth or a pod's address */
 	RW_CNI_E_ATTACH = 101,	 /* attaching or binding failed */
 	RW_CNI_E_CHECK = 102,	 /* CHECK: the pod is not protected as it should be */
 	RW_CNI_E_LAYOUT = 103,	 /* the pins on the node are another runwall's layout */
@@ -39,17 +39,23 @@ struct rw_cni_req {
 	char ifprefix[128];	  /* "ifPrefix", default RW_CNI_DEFAULT_IFPREFIX */
 	json_t *prev;		  /* prevResult (a reference we own), NULL when absent */
 	/* From prevResult, when present and complete: */
-	char host_if[16];     /* the host-side interface (no "sandbox" key) */
-	__be32 pod_ip;	      /* the first IPv4 address of ips[] (one a pod can have) */
-	bool prev_complete;   /* host_if and pod_ip were found */
-	char prev_error[256]; /* why not, when !prev_complete */
+	char host_if[16]; /* the host-side interface (no "sandbox" key) */
+	/* The pod's addresses in ips[], one of each family at most, each one a pod can have:
+	 * the IPv4 (which may be an IPv6 EKS node's 169.254.172.0/22 one) and the IPv6.
+	 */
+	bool has_ip4, has_ip6;
+	__be32 pod_ip;		     /* 0 without has_ip4 */
+	__be32 pod_ip6[4];	     /* zeros without has_ip6 */
+	size_t ip4_index, ip6_index; /* where in ips[] */
+	bool prev_complete;	     /* host_if and an address of either family were found */
+	char prev_error[256];	     /* why not, when !prev_complete */
 };
 
 /* Parse stdin's network configuration (len bytes, not NUL-terminated). 0 on success; otherwise
  * an rw_cni_code and a message in err naming the key. A prevResult that lacks the host veth or
- * an IPv4 address, or whose first IPv4 address no pod can have (rw_pod_cidr_check()), is not an
- * error here (DEL must still work): prev_complete says, and ADD and CHECK fail with
- * RW_CNI_E_PREV and prev_error.
+ * an address, that has an address no pod can have (rw_pod_cidr_check(), rw_pod_cidr6_check()),
+ * one that is neither family's, or two of one family, is not an error here (DEL must still
+ * work): prev_complete says, and ADD and CHECK fail with RW_CNI_E_PREV and prev_error.
  * rw_cni_req_free() releases what a successful or failed parse holds.
  */
 int rw_cni_parse(const char *buf, size_t len, struct rw_cni_req *req, char *err, size_t errlen);

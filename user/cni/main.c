@@ -181,16 +181,43 @@ static int require_prev(const struct rw_cni_req *req, const char *cmd)
 			cmd);
 	if (!req->prev_complete)
 		return cni_error(req->cni_version, RW_CNI_E_PREV,
-				 "prevResult names no host veth and pod IPv4 address to bind", "%s",
+				 "prevResult names no host veth and pod address to bind", "%s",
 				 req->prev_error);
 	return 0;
+}
+
+/* The pod's addresses of prevResult as a binding (no gateway). */
+static struct rw_endpoint req_endpoint(const struct rw_cni_req *req)
+{
+	struct rw_endpoint ep = {};
+
+	if (req->has_ip4) {
+		ep.pod_ip = req->pod_ip;
+		ep.flags |= RW_EP_IP4;
+	}
+	if (req->has_ip6) {
+		memcpy(ep.pod_ip6, req->pod_ip6, sizeof(ep.pod_ip6));
+		ep.flags |= RW_EP_IP6;
+	}
+	return ep;
+}
+
+/* Whether the binding holds exactly the pod's addresses (its gateway aside). */
+static bool binds_pod(const struct rw_endpoint *bound, const struct rw_cni_req *req)
+{
+	struct rw_endpoint want = req_endpoint(req), b = *bound;
+
+	b.flags &= ~RW_EP_GW6;
+	memset(b.gw_ip6, 0, sizeof(b.gw_ip6));
+	return rw_endpoint_same(&b, &want);
 }
 
 static int cmd_add(struct rw_cni_req *req)
 {
 	enum rw_attach_mode used[RW_DIR_COUNT];
 	struct rw_datapath dp;
-	char ip[INET_ADDRSTRLEN], why[200];
+	struct rw_endpoint want = req_endpoint(req);
+	char ip[RW_EP_STRLEN], why[200];
 	int ifindex, err, errs[RW_DIR_COUNT] = {}, dir = -1, lock;
 
 	if (require_prev(req, "ADD"))
@@ -211,7 +238,14 @@ static int cmd_add(struct rw_cni_req *req)
 		rw_datapath_close(&dp);
 		return 1;
 	}
-	inet_ntop(AF_INET, &req->pod_ip, ip, sizeof(ip));
+	/* The host veth's own link-local address is the pod's IPv6 gateway, which no NDP message
+	 * of the pod may claim. None yet (the link not up): the agent adds it when it comes.
+	 */
+	if (!rw_nl_link_local6(ifindex, want.gw_ip6))
+		want.flags |= RW_EP_GW6;
+	else
+		memset(want.gw_ip6, 0, sizeof(want.gw_ip6));
+	rw_endpoint_str(&want, false, ip, sizeof(ip));
 	/* Under the veth lock, which the agent takes for every change it makes to a veth: its
 	 * stale events about the veth that had this ifindex before cannot undo what is done here.
 	 */
@@ -224,7 +258,7 @@ static int cmd_add(struct rw_cni_req *req)
 	 * a no-op.
 	 */
 	for (int tries = 0;; tries++) {
-		err = rw_veth_protect(&dp, ifindex, req->pod_ip, req->mode, used, errs);
+		err = rw_veth_protect_addrs(&dp, ifindex, &want, req->mode, used, errs);
 		if (err != -EEXIST || tries == 20)
 			break;
 		usleep(50 * 1000);
@@ -254,7 +288,8 @@ static int cmd_check(struct rw_cni_req *req)
 {
 	struct rw_veth_state st;
 	struct rw_datapath dp;
-	char ip[INET_ADDRSTRLEN], bound[INET_ADDRSTRLEN];
+	struct rw_endpoint want = req_endpoint(req);
+	char ip[RW_EP_STRLEN], bound[RW_EP_STRLEN];
 	int ifindex, err;
 
 	if (!rw_cni_version_has_check(req->cni_version))
@@ -274,31 +309,31 @@ static int cmd_check(struct rw_cni_req *req)
 	if (err)
 		return cni_error(req->cni_version, RW_CNI_E_CHECK, "cannot query the pod's veth",
 				 "%s: %s", req->host_if, strerror(-err));
-	inet_ntop(AF_INET, &req->pod_ip, ip, sizeof(ip));
-	inet_ntop(AF_INET, &st.pod_ip, bound, sizeof(bound));
+	rw_endpoint_str(&want, false, ip, sizeof(ip));
+	rw_endpoint_str(&st.ep, false, bound, sizeof(bound));
 	for (int d = 0; d < RW_DIR_COUNT; d++)
 		if (!st.first[d])
 			return cni_error(
 				req->cni_version, RW_CNI_E_CHECK, "the pod's veth is not protected",
 				"%s: runwall's %s program is %s", req->host_if, rw_dir_name(d),
 				st.found[d] ? "not first on its hook" : "not attached");
-	if (st.pod_ip != req->pod_ip)
+	if (!binds_pod(&st.ep, req))
 		return cni_error(req->cni_version, RW_CNI_E_CHECK, "the pod's veth is not bound",
-				 "%s: bound to %s, the pod is %s", req->host_if,
-				 st.pod_ip ? bound : "nothing", ip);
-	if (!st.ct_table)
+				 "%s: bound to %s, the pod is %s", req->host_if, bound, ip);
+	if ((req->has_ip4 && !st.ct_table) || (req->has_ip6 && !st.ct_table6))
 		return cni_error(
 			req->cni_version, RW_CNI_E_CHECK, "the pod's veth has no conntrack table",
-			"%s: bound to %s but without its own conntrack table (every flow of "
+			"%s: bound to %s but without its own %s conntrack table (every %s flow of "
 			"the pod is refused)",
-			req->host_if, ip);
+			req->host_if, ip, req->has_ip4 && !st.ct_table ? "IPv4" : "IPv6",
+			req->has_ip4 && !st.ct_table ? "IPv4" : "IPv6");
 	return 0;
 }
 
 static int cmd_del(struct rw_cni_req *req)
 {
 	struct rw_datapath dp;
-	__be32 bound;
+	struct rw_endpoint bound;
 	int ifindex, err, lock, layout = rw_datapath_pinned_layout(req->bpffs);
 
 	/* Nothing of runwall's on the node: nothing to undo. Pins of another layout: nothing this
@@ -321,7 +356,7 @@ static int cmd_del(struct rw_cni_req *req)
 	 * taking them off would open it for that moment.
 	 */
 	ifindex = req->prev_complete ? (int)if_nametoindex(req->host_if) : 0;
-	if (ifindex && rw_endpoint_lookup(&dp, ifindex, &bound) == 0 && bound == req->pod_ip)
+	if (ifindex && rw_endpoint_get(&dp, ifindex, &bound) == 0 && binds_pod(&bound, req))
 		err = rw_endpoint_unbind(&dp, ifindex);
 	/* Under the lock: no veth made since with a gone veth's ifindex can be protected (by
 	 * runwall-cni or the agent) between the check that it is gone and the removal.

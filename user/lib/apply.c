@@ -31,6 +31,7 @@
 
 #define POLICY_TABLES (RW_M_INBOUND6 - RW_M_PODS + 1)
 #define T_PODS	      (RW_M_PODS - RW_M_PODS)
+#define T_PODS6	      (RW_M_PODS6 - RW_M_PODS)
 #define ENT_KEY_MAX   28 /* sizeof(struct rw_allow6_lpm_key), the largest */
 
 struct inner_spec {
@@ -76,8 +77,9 @@ static const struct inner_spec inner_specs[POLICY_TABLES] = {
 				       RW_MAX_INBOUND, BPF_F_NO_PREALLOC},
 };
 
-/* One entry of a rule table (every table but pods): value is a rule id (or 1 for deny). Sorted
- * by (table, key); the key is zero-padded to 16 bytes.
+/* One entry of a rule table (every table but the IPv4 pods): value is a rule id (or 1 for
+ * deny). Sorted by (table, key); the key is zero-padded to ENT_KEY_MAX bytes. An IPv6 pod is an
+ * entry of T_PODS6 too, its key the address and its value (0 here) its group's pod.
  */
 struct ent {
 	__u8 table;
@@ -92,8 +94,9 @@ struct ent {
  */
 struct group {
 	char id[RW_RUN_ID_LEN];
-	struct rw_pod pod;	/* the value of each of the run's pods */
-	size_t pod_off, n_pods; /* sorted */
+	struct rw_pod pod;	/* the value of each of the run's pods, of both families */
+	size_t pod_off, n_pods; /* sorted: the IPv4 pods */
+	size_t n_pods6;		/* its entries of T_PODS6 */
 	size_t ent_off, n_ents; /* sorted by (table, key), no duplicate keys */
 };
 
@@ -293,22 +296,59 @@ static int add_ent(struct shadow *s, int table, const void *key, size_t klen, __
 	return 0;
 }
 
-/* One entry per protocol and port of a rule. Allow rules: /32 destinations in the exact hash,
- * wider ones in the LPM trie, under `scope`. Inbound rules: the peer CIDR in the inbound trie.
+/* add_rule()'s entry for one port of an IPv6 rule. */
+static int add_rule6(struct shadow *s, bool inbound, __u32 scope, const struct rw_policy_rule *r,
+		     __be16 port, __u8 proto, __u32 rule_id)
+{
+	if (inbound) {
+		struct rw_inbound6_lpm_key k = {
+			.prefixlen = RW_INBOUND_LPM_FIXED_BITS + r->prefixlen,
+			.dport = port,
+			.proto = proto,
+		};
+
+		memcpy(k.saddr, r->addr6, sizeof(k.saddr));
+		return add_ent(s, RW_M_INBOUND6 - RW_M_PODS, &k, sizeof(k), rule_id);
+	}
+	if (r->prefixlen == 128) {
+		struct rw_allow6_key k = {.scope = scope, .dport = port, .proto = proto};
+
+		memcpy(k.daddr, r->addr6, sizeof(k.daddr));
+		return add_ent(s, RW_M_ALLOW_EXACT6 - RW_M_PODS, &k, sizeof(k), rule_id);
+	}
+	{
+		struct rw_allow6_lpm_key k = {
+			.prefixlen = RW_ALLOW_LPM_FIXED_BITS + r->prefixlen,
+			.scope = scope,
+			.dport = port,
+			.proto = proto,
+		};
+
+		memcpy(k.daddr, r->addr6, sizeof(k.daddr));
+		return add_ent(s, RW_M_ALLOW_CIDR6 - RW_M_PODS, &k, sizeof(k), rule_id);
+	}
+}
+
+/* One entry per protocol and port of a rule. Allow rules: /32 (/128) destinations in the exact
+ * hash, wider ones in the LPM trie, under `scope`. Inbound rules (`inbound`): the peer CIDR in
+ * the inbound trie. Each family into its own tables.
  */
-static int add_rule(struct shadow *s, enum rw_map_id table, __u32 scope,
-		    const struct rw_policy_rule *r, __u32 rule_id)
+static int add_rule(struct shadow *s, bool inbound, __u32 scope, const struct rw_policy_rule *r,
+		    __u32 rule_id)
 {
 	const __u16 *ports[2] = {r->tcp, r->udp};
 	size_t n[2] = {r->n_tcp, r->n_udp};
 	const __u8 protos[2] = {IPPROTO_TCP, IPPROTO_UDP};
+	bool six = rw_policy_rule_is6(r);
 	int err;
 
 	for (int p = 0; p < 2; p++) {
 		for (size_t i = 0; i < n[p]; i++) {
 			__be16 port = htons(ports[p][i]);
 
-			if (table == RW_M_INBOUND) {
+			if (six)
+				err = add_rule6(s, inbound, scope, r, port, protos[p], rule_id);
+			else if (inbound) {
 				struct rw_inbound_lpm_key k = {
 					.prefixlen = RW_INBOUND_LPM_FIXED_BITS + r->prefixlen,
 					.dport = port,
@@ -412,6 +452,9 @@ static void group_close(struct shadow *s, struct group *g)
 	g->n_ents = out;
 	for (size_t i = 0; i < out; i++)
 		s->count[e[i].table]++;
+	g->n_pods6 = 0;
+	for (size_t i = 0; i < out; i++)
+		g->n_pods6 += e[i].table == T_PODS6;
 	g->n_pods = s->n_pods - g->pod_off;
 	if (g->n_pods > 1)
 		qsort(s->pods + g->pod_off, g->n_pods, sizeof(*s->pods), pod_cmp);
@@ -445,14 +488,15 @@ static bool run_same(const struct rw_policy_run *a, const struct rw_policy_run *
 {
 	if ((a->digest[0] || a->digest[1]) && (b->digest[0] || b->digest[1]))
 		return a->digest[0] == b->digest[0] && a->digest[1] == b->digest[1];
-	if (a->n_pods != b->n_pods || a->egress != b->egress || a->refusal != b->refusal ||
-	    a->n_allow != b->n_allow ||
-	    !bytes_equal(a->pods, b->pods, a->n_pods * sizeof(*a->pods)))
+	if (a->n_pods != b->n_pods || a->n_pods6 != b->n_pods6 || a->egress != b->egress ||
+	    a->refusal != b->refusal || a->n_allow != b->n_allow ||
+	    !bytes_equal(a->pods, b->pods, a->n_pods * sizeof(*a->pods)) ||
+	    !bytes_equal(a->pods6, b->pods6, a->n_pods6 * sizeof(*a->pods6)))
 		return false;
 	for (size_t i = 0; i < a->n_allow; i++) {
 		const struct rw_policy_rule *x = &a->allow[i], *y = &b->allow[i];
 
-		if (x->addr != y->addr || x->prefixlen != y->prefixlen || x->n_tcp != y->n_tcp ||
+		if (!rw_policy_rule_same_addr(x, y) || x->n_tcp != y->n_tcp ||
 		    x->n_udp != y->n_udp ||
 		    !bytes_equal(x->tcp, y->tcp, x->n_tcp * sizeof(*x->tcp)) ||
 		    !bytes_equal(x->udp, y->udp, x->n_udp * sizeof(*x->udp)))
@@ -474,18 +518,24 @@ static int shadow_build(struct shadow *s, const struct rw_policy *p, const struc
 	if (!g)
 		goto fail;
 	for (size_t i = 0; i < p->n_services; i++)
-		if ((err = add_rule(s, RW_M_ALLOW_EXACT, 0, &p->services[i],
+		if ((err = add_rule(s, false, 0, &p->services[i],
 				    RW_RULE_ID(RW_RULE_KIND_SERVICE, i, 0))))
 			goto fail;
 	for (size_t i = 0; i < p->n_inbound; i++)
-		if ((err = add_rule(s, RW_M_INBOUND, 0, &p->inbound[i],
+		if ((err = add_rule(s, true, 0, &p->inbound[i],
 				    RW_RULE_ID(RW_RULE_KIND_INBOUND, i, 0))))
 			goto fail;
 	for (size_t i = 0; i < p->n_deny; i++) {
 		struct rw_cidr_lpm_key k = {.prefixlen = p->deny[i].prefixlen,
 					    .addr = p->deny[i].addr};
+		struct rw_cidr6_lpm_key k6 = {.prefixlen = p->deny[i].prefixlen};
 
-		if ((err = add_ent(s, RW_M_DENY - RW_M_PODS, &k, sizeof(k), 1)))
+		memcpy(k6.addr, p->deny[i].addr6, sizeof(k6.addr));
+		if (p->deny[i].family == AF_INET6)
+			err = add_ent(s, RW_M_DENY6 - RW_M_PODS, &k6, sizeof(k6), 1);
+		else
+			err = add_ent(s, RW_M_DENY - RW_M_PODS, &k, sizeof(k), 1);
+		if (err)
 			goto fail;
 	}
 	group_close(s, g);
@@ -521,6 +571,7 @@ static int shadow_build(struct shadow *s, const struct rw_policy *p, const struc
 				s->n_pods += lg->n_pods;
 				s->n_ents += lg->n_ents;
 				g->n_pods = lg->n_pods;
+				g->n_pods6 = lg->n_pods6;
 				g->n_ents = lg->n_ents;
 				for (size_t i = 0; i < lg->n_ents; i++)
 					s->count[s->ents[g->ent_off + i].table]++;
@@ -534,8 +585,11 @@ static int shadow_build(struct shadow *s, const struct rw_policy *p, const struc
 		if (run->n_pods)
 			memcpy(s->pods + s->n_pods, run->pods, run->n_pods * sizeof(*s->pods));
 		s->n_pods += run->n_pods;
+		for (size_t i = 0; i < run->n_pods6; i++)
+			if ((err = add_ent(s, T_PODS6, run->pods6[i], sizeof(run->pods6[i]), 0)))
+				goto fail;
 		for (size_t i = 0; i < run->n_allow; i++)
-			if ((err = add_rule(s, RW_M_ALLOW_EXACT, slots[r].idx, &run->allow[i],
+			if ((err = add_rule(s, false, slots[r].idx, &run->allow[i],
 					    RW_RULE_ID(RW_RULE_KIND_RUN, r, i))))
 				goto fail;
 		group_close(s, g);
@@ -599,10 +653,13 @@ static int op_push(struct oplist *l, int t, const void *key, const void *val)
 	return 0;
 }
 
-static int op_ent(struct ops *o, const struct ent *e, bool del)
+/* An entry's write; an IPv6 pod's value is its group's pod. */
+static int op_ent(struct ops *o, const struct ent *e, bool del, const struct group *g)
 {
-	return del ? op_push(&o->del[e->table], e->table, e->key, NULL)
-		   : op_push(&o->upd[e->table], e->table, e->key, &e->val);
+	if (del)
+		return op_push(&o->del[e->table], e->table, e->key, NULL);
+	return op_push(&o->upd[e->table], e->table, e->key,
+		       e->table == T_PODS6 ? (const void *)&g->pod : (const void *)&e->val);
 }
 
 /* What turns group `o` (NULL: nothing) into group `n` (NULL: nothing). */
@@ -633,18 +690,18 @@ static int diff_group(struct ops *ops, const struct shadow *os, const struct gro
 	on = o ? o->n_ents : 0;
 	nn = n ? n->n_ents : 0;
 	i = j = 0;
-	if (on == nn && on && !memcmp(oe, ne, on * sizeof(*oe)))
+	if (same_pod && on == nn && on && !memcmp(oe, ne, on * sizeof(*oe)))
 		return err;
 	while (!err && (i < on || j < nn)) {
 		int c = i == on ? 1 : j == nn ? -1 : ent_cmp_key(&oe[i], &ne[j]);
 
 		if (c < 0) {
-			err = op_ent(ops, &oe[i++], true);
+			err = op_ent(ops, &oe[i++], true, o);
 		} else if (c > 0) {
-			err = op_ent(ops, &ne[j++], false);
+			err = op_ent(ops, &ne[j++], false, n);
 		} else {
-			if (oe[i].val != ne[j].val)
-				err = op_ent(ops, &ne[j], false);
+			if (oe[i].val != ne[j].val || (ne[j].table == T_PODS6 && !same_pod))
+				err = op_ent(ops, &ne[j], false, n);
 			i++;
 			j++;
 		}
@@ -996,38 +1053,24 @@ static int group_id_cmp(const void *a, const void *b)
 	return strcmp(((const struct group *)a)->id, ((const struct group *)b)->id);
 }
 
-/* The runs that have pods in the live slot: from its shadow, or read from the map. */
-static int live_runs(const struct rw_datapath *dp, struct shadow *live, struct shadow *out)
+/* One group per pod of one of the live slot's pod tables (IPv4 or IPv6), into out. */
+static int live_pods_read(const struct rw_datapath *dp, enum rw_map_id table, struct shadow *out)
 {
-	int fd = rw_live_inner_fd(dp, RW_M_PODS);
-	__be32 key, *prev = NULL;
+	int fd = rw_live_inner_fd(dp, table);
+	__u8 key[16], prev[16];
+	bool first = true;
 	struct rw_pod pod;
 
-	memset(out, 0, sizeof(*out));
 	if (fd == -ENOENT)
-		return shadow_index(out);
+		return 0;
 	if (fd < 0)
 		return fd;
-	if (live && live->known) {
-		close(fd);
-		for (size_t g = 0; g < live->n_groups; g++) {
-			struct group *ng;
-
-			if (!live->groups[g].n_pods)
-				continue;
-			ng = group_open(out, live->groups[g].id);
-			if (!ng)
-				return -ENOMEM;
-			ng->pod = live->groups[g].pod;
-		}
-		return shadow_index(out);
-	}
-	/* One group per pod first, then sorted by run id and made unique. */
-	while (bpf_map_get_next_key(fd, prev, &key) == 0) {
+	while (bpf_map_get_next_key(fd, first ? NULL : prev, key) == 0) {
 		struct group *ng;
 
-		prev = &key;
-		if (bpf_map_lookup_elem(fd, &key, &pod))
+		memcpy(prev, key, sizeof(prev));
+		first = false;
+		if (bpf_map_lookup_elem(fd, key, &pod))
 			continue;
 		pod.run_id[RW_RUN_ID_LEN - 1] = '\0';
 		ng = group_open(out, pod.run_id);
@@ -1038,6 +1081,36 @@ static int live_runs(const struct rw_datapath *dp, struct shadow *live, struct s
 		ng->pod = pod;
 	}
 	close(fd);
+	return 0;
+}
+
+/* The runs that have pods (of either family) in the live slot: from its shadow, or read from
+ * the maps.
+ */
+static int live_runs(const struct rw_datapath *dp, struct shadow *live, struct shadow *out)
+{
+	int ret;
+
+	memset(out, 0, sizeof(*out));
+	if (live && live->known) {
+		for (size_t g = 0; g < live->n_groups; g++) {
+			struct group *ng;
+
+			if (!live->groups[g].n_pods && !live->groups[g].n_pods6)
+				continue;
+			ng = group_open(out, live->groups[g].id);
+			if (!ng)
+				return -ENOMEM;
+			ng->pod = live->groups[g].pod;
+		}
+		return shadow_index(out);
+	}
+	/* One group per pod first, then sorted by run id and made unique. */
+	ret = live_pods_read(dp, RW_M_PODS, out);
+	if (!ret)
+		ret = live_pods_read(dp, RW_M_PODS6, out);
+	if (ret)
+		return ret;
 	if (out->n_groups > 1)
 		qsort(out->groups, out->n_groups, sizeof(*out->groups), group_id_cmp);
 	{
@@ -1193,65 +1266,125 @@ static bool in_sorted(const __be32 *a, size_t n, __be32 x)
 	return n && bsearch(&x, a, n, sizeof(*a), pod_cmp) != NULL;
 }
 
-/* Whether a sandbox's own conntrack table holds any flow. */
+/* Whether a sandbox's own conntrack tables (IPv4 or IPv6) hold any flow. */
 static bool ct_table_used(const struct rw_datapath *dp, __u32 ifindex)
 {
-	int fd = rw_conntrack_table_fd(dp, ifindex);
+	int fd4 = rw_conntrack_table_fd(dp, ifindex), fd6 = rw_conntrack6_table_fd(dp, ifindex);
+	struct rw_ct6_key k6;
 	struct rw_ct_key k;
-	bool used;
+	bool used = false;
 
-	if (fd < 0)
-		return false;
-	used = bpf_map_get_next_key(fd, NULL, &k) == 0;
-	close(fd);
+	if (fd4 >= 0) {
+		used = bpf_map_get_next_key(fd4, NULL, &k) == 0;
+		close(fd4);
+	}
+	if (fd6 >= 0) {
+		used = used || bpf_map_get_next_key(fd6, NULL, &k6) == 0;
+		close(fd6);
+	}
 	return used;
 }
 
+static int ent6_key_cmp(const void *a, const void *b)
+{
+	return memcmp(a, b, 4 * sizeof(__be32));
+}
+
+/* Whether group g of shadow s holds IPv6 pod ip (its T_PODS6 entries are sorted by key). */
+static bool group_has_pod6(const struct shadow *s, const struct group *g, const __be32 ip[4])
+{
+	struct ent k = {.table = T_PODS6};
+	const struct ent *e = s->ents + g->ent_off;
+	size_t lo = 0, hi = g->n_ents;
+
+	memcpy(k.key, ip, 4 * sizeof(*ip));
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = ent_cmp_key(&e[mid], &k);
+
+		if (!c)
+			return true;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
+/* Whether a pod of the old slot (known by its shadow or read from its pod table `fd`) was in
+ * run `id`, for flush_moved_pods().
+ */
+static bool pod_stayed(const struct shadow *old, const struct group *og, int fd, const void *ip,
+		       bool six, const char *id)
+{
+	struct rw_pod pod;
+
+	if (old->known)
+		return og &&
+		       (six ? group_has_pod6(old, og, ip)
+			    : in_sorted(old->pods + og->pod_off, og->n_pods, *(const __be32 *)ip));
+	if (fd < 0 || bpf_map_lookup_elem(fd, ip, &pod))
+		return false;
+	pod.run_id[RW_RUN_ID_LEN - 1] = '\0';
+	return !strcmp(pod.run_id, id);
+}
+
 /* Pods of the new live slot that were not in the same run in the old one: a pod moved from
- * another run, or joining one from none. Their flows were opened under another run, or under a
- * run that has ended, so they are forgotten. A pod whose run ended and that no run names now
- * keeps its flows: the datapath still knows its veth's own address, and a segment of one of
- * them is a revoke that resets both ends (bpf/revoke.h, and the probe of revoke_probe.c).
+ * another run, or joining one from none, by either of its addresses. Their flows were opened
+ * under another run, or under a run that has ended, so they are forgotten (both of the veth's
+ * tables). A pod whose run ended and that no run names now keeps its flows: the datapath
+ * still knows its veth's own addresses, and a segment of one of them is a revoke that resets
+ * both ends (bpf/revoke.h, and the probe of revoke_probe.c).
  */
 static int flush_moved_pods(const struct rw_datapath *dp, const struct shadow *old, __u32 old_slot,
 			    const struct shadow *next)
 {
-	__be32 *moved = NULL;
-	size_t n = 0, cap = 0;
-	int fd = -1, ret = 0;
-	struct rw_pod pod;
+	__be32 *moved = NULL, (*moved6)[4] = NULL;
+	size_t n = 0, cap = 0, n6 = 0, cap6 = 0;
+	int fd = -1, fd6 = -1, ret = 0;
 
 	if (!old->known) {
 		fd = slot_inner_fd(dp, RW_M_PODS, old_slot);
 		if (fd < 0 && fd != -ENOENT)
 			return fd;
+		fd6 = slot_inner_fd(dp, RW_M_PODS6, old_slot);
+		if (fd6 < 0 && fd6 != -ENOENT) {
+			ret = fd6;
+			goto out;
+		}
 	}
 	for (size_t g = 0; g < next->n_groups; g++) {
 		const struct group *ng = &next->groups[g];
 		const struct group *og = old->known ? shadow_find(old, ng->id) : NULL;
+		const struct ent *e = next->ents + ng->ent_off;
 
 		for (size_t i = 0; i < ng->n_pods; i++) {
 			__be32 ip = next->pods[ng->pod_off + i];
 
-			if (old->known && og && in_sorted(old->pods + og->pod_off, og->n_pods, ip))
+			if (pod_stayed(old, og, fd, &ip, false, ng->id))
 				continue;
-			if (!old->known && fd >= 0 && !bpf_map_lookup_elem(fd, &ip, &pod)) {
-				pod.run_id[RW_RUN_ID_LEN - 1] = '\0';
-				if (!strcmp(pod.run_id, ng->id))
-					continue;
-			}
 			if (grow((void **)&moved, &cap, n + 1, sizeof(*moved)))
 				goto nomem;
 			moved[n++] = ip;
 		}
+		for (size_t i = 0; ng->n_pods6 && i < ng->n_ents; i++) {
+			if (e[i].table != T_PODS6 ||
+			    pod_stayed(old, og, fd6, e[i].key, true, ng->id))
+				continue;
+			if (grow((void **)&moved6, &cap6, n6 + 1, sizeof(*moved6)))
+				goto nomem;
+			memcpy(moved6[n6++], e[i].key, sizeof(*moved6));
+		}
 	}
-	if (fd >= 0)
-		close(fd);
-	if (!n)
-		return 0;
-	qsort(moved, n, sizeof(*moved), pod_cmp);
-	/* Each sandbox has its own conntrack table: reset those of the veths bound to a moved pod
-	 * that hold any flow (most joining pods have none), in one walk of the endpoints.
+	if (!n && !n6)
+		goto out;
+	if (n)
+		qsort(moved, n, sizeof(*moved), pod_cmp);
+	if (n6)
+		qsort(moved6, n6, sizeof(*moved6), ent6_key_cmp);
+	/* Each sandbox has its own conntrack tables: reset those of the veths bound to a moved
+	 * pod that hold any flow (most joining pods have none), in one walk of the endpoints.
 	 */
 	{
 		struct rw_endpoint ep;
@@ -1259,22 +1392,32 @@ static int flush_moved_pods(const struct rw_datapath *dp, const struct shadow *o
 		int r;
 
 		while (bpf_map_get_next_key(dp->map_fd[RW_M_ENDPOINTS], iprev, &ifi) == 0) {
+			bool hit;
+
 			iprev = &ifi;
-			if (bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &ifi, &ep) ||
-			    !in_sorted(moved, n, ep.pod_ip) || !ct_table_used(dp, ifi))
+			if (bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &ifi, &ep))
+				continue;
+			hit = ((ep.flags & RW_EP_IP4) && in_sorted(moved, n, ep.pod_ip)) ||
+			      ((ep.flags & RW_EP_IP6) && n6 &&
+			       bsearch(ep.pod_ip6, moved6, n6, sizeof(*moved6), ent6_key_cmp));
+			if (!hit || !ct_table_used(dp, ifi))
 				continue;
 			r = rw_conntrack_flush(dp, ifi, 0);
 			if (r > 0)
 				ret += r;
 		}
 	}
-	free(moved);
-	return ret;
+	goto out;
 nomem:
+	ret = -ENOMEM;
+out:
 	if (fd >= 0)
 		close(fd);
+	if (fd6 >= 0)
+		close(fd6);
 	free(moved);
-	return -ENOMEM;
+	free(moved6);
+	return ret;
 }
 
 int rw_apply(struct rw_datapath *dp, const struct rw_policy *prev, const struct rw_policy *next,
@@ -1446,9 +1589,10 @@ int rw_apply(struct rw_datapath *dp, const struct rw_policy *prev, const struct 
 	res->revision = next->revision;
 	res->slot = idle;
 	res->runs = next->n_runs;
-	res->pods = c->shadow[idle].count[T_PODS];
+	res->pods = c->shadow[idle].count[T_PODS] + c->shadow[idle].count[T_PODS6];
 	for (int t = 1; t < POLICY_TABLES; t++)
-		res->entries += c->shadow[idle].count[t];
+		if (t != T_PODS6)
+			res->entries += c->shadow[idle].count[t];
 	res->total_ms = rw_now_ms() - t0;
 cleanup:
 	ops_free(&ops);

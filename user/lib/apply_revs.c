@@ -35,7 +35,7 @@ static bool rules_as_written(const struct rw_policy_rule *a, size_t na,
 	if (na != nb)
 		return false;
 	for (size_t i = 0; i < na; i++)
-		if (a[i].addr != b[i].addr || a[i].prefixlen != b[i].prefixlen ||
+		if (!rw_policy_rule_same_addr(&a[i], &b[i]) ||
 		    !ports_as_written(a[i].tcp, a[i].n_tcp, b[i].tcp, b[i].n_tcp) ||
 		    !ports_as_written(a[i].udp, a[i].n_udp, b[i].udp, b[i].n_udp))
 			return false;
@@ -48,8 +48,7 @@ static bool node_wide_same(const struct rw_policy *a, const struct rw_policy *b)
 	if (a->egress != b->egress || a->n_deny != b->n_deny)
 		return false;
 	for (size_t i = 0; i < a->n_deny; i++)
-		if (a->deny[i].addr != b->deny[i].addr ||
-		    a->deny[i].prefixlen != b->deny[i].prefixlen)
+		if (!rw_policy_cidr_equal(&a->deny[i], &b->deny[i]))
 			return false;
 	return rules_as_written(a->services, a->n_services, b->services, b->n_services) &&
 	       rules_as_written(a->inbound, a->n_inbound, b->inbound, b->n_inbound);

@@ -47,7 +47,7 @@ static void datapath_init(struct rw_datapath *dp, unsigned int flags)
 	for (int i = 0; i < RW_M__COUNT; i++)
 		dp->map_fd[i] = -1;
 	for (int i = 0; i < RW_DIR_COUNT; i++)
-		dp->prog_fd[i] = -1;
+		dp->prog_fd[i] = dp->prog6_fd[i] = -1;
 	dp->flip_fd = -1;
 	dp->lease_fd = -1;
 }
@@ -207,6 +207,11 @@ int rw_datapath_load_sized(struct rw_datapath *dp, const char *pin_dir, unsigned
 		bpf_object__for_each_map(map, skel->obj) bpf_map__set_pin_path(map, NULL);
 	}
 	skel->rodata->rw_dry_run = !!(flags & RW_DP_DRY_RUN);
+	/* A dry run's IPv6 programs are its own: the pinned rw_progs6 holds the node's, which the
+	 * programs attached on the veths tail-call.
+	 */
+	if (flags & RW_DP_DRY_RUN)
+		bpf_map__set_pin_path(skel->maps.rw_progs6, NULL);
 	/* The flip only where one can happen: not in a dry run over the pins (`runwall explain`
 	 * against the node's policy), which must never write them.
 	 */
@@ -237,6 +242,17 @@ int rw_datapath_load_sized(struct rw_datapath *dp, const char *pin_dir, unsigned
 		if (dp->map_fd[i] < 0) {
 			err = rw_fail_msg(errbuf, errlen, -ENOENT,
 					  "map %s missing from the BPF object", rw_map_names[i]);
+			goto cleanup;
+		}
+	}
+	dp->prog6_fd[RW_DIR_EGRESS] = bpf_program__fd(skel->progs.rw_egress6);
+	dp->prog6_fd[RW_DIR_INGRESS] = bpf_program__fd(skel->progs.rw_ingress6);
+	/* Each slot is replaced whole: a packet tail-calls the old IPv6 program or the new one. */
+	for (__u32 d = 0; d < RW_DIR_COUNT; d++) {
+		if (bpf_map_update_elem(dp->map_fd[RW_M_PROGS6], &d, &dp->prog6_fd[d], BPF_ANY)) {
+			err = rw_fail_msg(errbuf, errlen, -errno, "%s[%s]: %s",
+					  rw_map_names[RW_M_PROGS6], rw_dir_name(d),
+					  strerror(errno));
 			goto cleanup;
 		}
 	}
@@ -506,17 +522,40 @@ enum rw_lease_state rw_lease_state(const struct rw_config *cfg, int64_t *remaini
 	return left > 0 ? RW_LEASE_IN_FORCE : RW_LEASE_EXPIRED;
 }
 
-/* ---- conntrack: one table per sandbox veth ------------------------------------------------ */
+/* ---- conntrack: two tables per sandbox veth, one per family ------------------------------- */
 
-int rw_conntrack_table_fd(const struct rw_datapath *dp, __u32 ifindex)
+/* The outer map of a family's tables: rw_conntrack (IPv4) or rw_conntrack6 (IPv6). */
+static int ct_outer(const struct rw_datapath *dp, bool six)
+{
+	return dp->map_fd[six ? RW_M_CONNTRACK6 : RW_M_CONNTRACK];
+}
+
+static int ct_table_fd(const struct rw_datapath *dp, __u32 ifindex, bool six)
 {
 	__u32 id;
 	int fd;
 
-	if (bpf_map_lookup_elem(dp->map_fd[RW_M_CONNTRACK], &ifindex, &id))
+	if (bpf_map_lookup_elem(ct_outer(dp, six), &ifindex, &id))
 		return -errno;
 	fd = bpf_map_get_fd_by_id(id);
 	return fd < 0 ? -errno : fd;
+}
+
+int rw_conntrack_table_fd(const struct rw_datapath *dp, __u32 ifindex)
+{
+	return ct_table_fd(dp, ifindex, false);
+}
+
+int rw_conntrack6_table_fd(const struct rw_datapath *dp, __u32 ifindex)
+{
+	return ct_table_fd(dp, ifindex, true);
+}
+
+static bool ct_table_exists(const struct rw_datapath *dp, __u32 ifindex, bool six)
+{
+	__u32 id;
+
+	return bpf_map_lookup_elem(ct_outer(dp, six), &ifindex, &id) == 0;
 }
 
 static __u32 table_size(int fd)
@@ -527,30 +566,36 @@ static __u32 table_size(int fd)
 	return bpf_obj_get_info_by_fd(fd, &info, &len) ? 0 : info.max_entries;
 }
 
-/* Room the node's tables take together, leaving out `skip`'s (the table being replaced). */
-static int ct_node_used(const struct rw_datapath *dp, __u32 skip, __u64 *used)
+/* Room the node's tables of both families take together (ct_node counts each table's size, so a
+ * dual-stack veth takes twice a single-stack one's), leaving out the table being replaced.
+ */
+static int ct_node_used(const struct rw_datapath *dp, __u32 skip, bool skip_six, __u64 *used)
 {
-	__u32 key, *prev = NULL;
-	int fd;
-
 	*used = 0;
-	while (bpf_map_get_next_key(dp->map_fd[RW_M_CONNTRACK], prev, &key) == 0) {
-		prev = &key;
-		if (key == skip)
-			continue;
-		fd = rw_conntrack_table_fd(dp, key);
-		if (fd < 0)
-			continue; /* deleted under our feet */
-		*used += table_size(fd);
-		close(fd);
+	for (int six = 0; six < 2; six++) {
+		__u32 key, *prev = NULL;
+		int fd;
+
+		while (bpf_map_get_next_key(ct_outer(dp, six), prev, &key) == 0) {
+			prev = &key;
+			if (key == skip && six == skip_six)
+				continue;
+			fd = ct_table_fd(dp, key, six);
+			if (fd < 0)
+				continue; /* deleted under our feet */
+			*used += table_size(fd);
+			close(fd);
+		}
+		if (errno != ENOENT)
+			return -errno;
 	}
-	return errno == ENOENT ? 0 : -errno;
+	return 0;
 }
 
-/* Put a fresh, empty table of the configured size in for `ifindex`, replacing any table it had
- * (the packets in flight on the old one finish on it; it is freed after them).
+/* Put a fresh, empty table of the configured size in for `ifindex`'s family, replacing any
+ * table it had (the packets in flight on the old one finish on it; it is freed after them).
  */
-static int ct_table_reset(const struct rw_datapath *dp, __u32 ifindex)
+static int ct_table_reset(const struct rw_datapath *dp, __u32 ifindex, bool six)
 {
 	LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_NO_PREALLOC);
 	char name[BPF_OBJ_NAME_LEN];
@@ -564,18 +609,19 @@ static int ct_table_reset(const struct rw_datapath *dp, __u32 ifindex)
 		return err;
 	size = cfg.ct_per_sandbox ? cfg.ct_per_sandbox : RW_CT_PER_SANDBOX;
 	if (cfg.ct_node) {
-		err = ct_node_used(dp, ifindex, &used);
+		err = ct_node_used(dp, ifindex, six, &used);
 		if (err)
 			return err;
 		if (used + size > cfg.ct_node)
 			return -ENOSPC;
 	}
-	snprintf(name, sizeof(name), "rw_ct_%u", ifindex);
-	fd = bpf_map_create(BPF_MAP_TYPE_HASH, name, sizeof(struct rw_ct_key),
+	snprintf(name, sizeof(name), six ? "rw_ct6_%u" : "rw_ct_%u", ifindex);
+	fd = bpf_map_create(BPF_MAP_TYPE_HASH, name,
+			    six ? sizeof(struct rw_ct6_key) : sizeof(struct rw_ct_key),
 			    sizeof(struct rw_ct_value), size, &opts);
 	if (fd < 0)
 		return -errno;
-	err = bpf_map_update_elem(dp->map_fd[RW_M_CONNTRACK], &ifindex, &fd, BPF_ANY) ? -errno : 0;
+	err = bpf_map_update_elem(ct_outer(dp, six), &ifindex, &fd, BPF_ANY) ? -errno : 0;
 	close(fd);
 	return err;
 }
@@ -587,16 +633,21 @@ int rw_conntrack_flush(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_i
 	int replaced = 0, err;
 
 	if (ifindex) {
-		if (bpf_map_lookup_elem(dp->map_fd[RW_M_CONNTRACK], &ifindex, &key))
-			return errno == ENOENT ? 0 : -errno;
-		err = ct_table_reset(dp, ifindex);
-		return err ? err : 1;
+		for (int six = 0; six < 2; six++) {
+			if (!ct_table_exists(dp, ifindex, six))
+				continue;
+			err = ct_table_reset(dp, ifindex, six);
+			if (err)
+				return err;
+			replaced++;
+		}
+		return replaced;
 	}
 	/* The veths bound to the pod: a walk of the endpoints, never of the flows. */
 	while (bpf_map_get_next_key(dp->map_fd[RW_M_ENDPOINTS], prev, &key) == 0) {
 		prev = &key;
 		if (bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &key, &ep) ||
-		    ep.pod_ip != pod_ip)
+		    !(ep.flags & RW_EP_IP4) || ep.pod_ip != pod_ip)
 			continue;
 		err = rw_conntrack_flush(dp, key, 0);
 		if (err < 0)
@@ -610,12 +661,21 @@ int rw_conntrack_flush(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_i
 #define RW_CT_IDLE_TCP_NS   (3600ULL * 1000000000ULL)
 #define RW_CT_IDLE_OTHER_NS (180ULL * 1000000000ULL)
 
+/* Either family's key, walked as bytes; the protocol is at its own offset in each. */
+union ct_any_key {
+	struct rw_ct_key k4;
+	struct rw_ct6_key k6;
+};
+
 /* Packets mark a flow active (no clock on the datapath's fast path); the pass turns that into
  * a time. An update racing a packet at worst writes back an older stamp, which only costs the
  * flow one full judgement.
  */
-static int ct_expire_one(int fd, const struct rw_ct_key *key, struct rw_ct_value *v, __u64 now_ns)
+static int ct_expire_one(int fd, const union ct_any_key *key, bool six, struct rw_ct_value *v,
+			 __u64 now_ns)
 {
+	__u8 proto = six ? key->k6.proto : key->k4.proto;
+
 	if (v->active) {
 		v->active = 0;
 		v->seen_ns = now_ns;
@@ -623,34 +683,47 @@ static int ct_expire_one(int fd, const struct rw_ct_key *key, struct rw_ct_value
 		return 0;
 	}
 	if (now_ns <= v->seen_ns ||
-	    now_ns - v->seen_ns <=
-		    (key->proto == IPPROTO_TCP ? RW_CT_IDLE_TCP_NS : RW_CT_IDLE_OTHER_NS))
+	    now_ns - v->seen_ns <= (proto == IPPROTO_TCP ? RW_CT_IDLE_TCP_NS : RW_CT_IDLE_OTHER_NS))
 		return 0;
 	return bpf_map_delete_elem(fd, key) == 0;
 }
 
+/* The cursor's top bit says which family's outer map the walk is in (ifindexes are positive
+ * ints, so the bit is free); the rest is the last veth visited there.
+ */
+#define RW_CT_CURSOR_SIX (1u << 31)
+
 int rw_conntrack_expire(const struct rw_datapath *dp, __u64 now_ns, __u32 *cursor,
 			unsigned int budget)
 {
-	__u32 ifindex, *prev = *cursor ? cursor : NULL;
+	bool six = *cursor & RW_CT_CURSOR_SIX;
+	__u32 at = *cursor & ~RW_CT_CURSOR_SIX, ifindex, *prev = at ? &at : NULL;
 	unsigned int visited = 0;
 	int expired = 0;
 
-	while (visited < budget &&
-	       bpf_map_get_next_key(dp->map_fd[RW_M_CONNTRACK], prev, &ifindex) == 0) {
-		struct rw_ct_key key, next, *kprev = NULL;
+	while (visited < budget) {
+		union ct_any_key key, next, *kprev = NULL;
 		struct rw_ct_value v;
-		int fd = rw_conntrack_table_fd(dp, ifindex);
+		int fd;
 
-		*cursor = ifindex;
-		prev = cursor;
+		if (bpf_map_get_next_key(ct_outer(dp, six), prev, &ifindex)) {
+			if (six)
+				break;
+			six = true; /* the IPv4 tables are done: on to the IPv6 ones */
+			prev = NULL;
+			continue;
+		}
+		at = ifindex;
+		prev = &at;
+		*cursor = ifindex | (six ? RW_CT_CURSOR_SIX : 0);
+		fd = ct_table_fd(dp, ifindex, six);
 		if (fd < 0)
 			continue;
 		/* Delete one step behind the walk: deleting the current key would restart it. */
 		for (int more = 1; more;) {
 			more = bpf_map_get_next_key(fd, kprev, &next) == 0;
 			if (kprev && bpf_map_lookup_elem(fd, &key, &v) == 0)
-				expired += ct_expire_one(fd, &key, &v, now_ns);
+				expired += ct_expire_one(fd, &key, six, &v, now_ns);
 			key = next;
 			kprev = &key;
 			visited++;
@@ -662,40 +735,89 @@ int rw_conntrack_expire(const struct rw_datapath *dp, __u64 now_ns, __u32 *curso
 	return expired;
 }
 
-int rw_endpoint_bind(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_ip)
+/* ---- bindings ------------------------------------------------------------------------------ */
+
+/* Is `want` the pod `cur` is bound to, as far as cur goes: every address cur binds is bound by
+ * want, unchanged? A family want adds to it, or a new gateway, is the same pod; an address
+ * changed or dropped is another pod.
+ */
+static bool ep_same_pod(const struct rw_endpoint *cur, const struct rw_endpoint *want)
 {
-	struct rw_endpoint cur, ep = {.pod_ip = pod_ip};
-	int fd = dp->map_fd[RW_M_ENDPOINTS], err;
+	if ((cur->flags & RW_EP_IP4) && (!(want->flags & RW_EP_IP4) || cur->pod_ip != want->pod_ip))
+		return false;
+	if ((cur->flags & RW_EP_IP6) && (!(want->flags & RW_EP_IP6) ||
+					 memcmp(cur->pod_ip6, want->pod_ip6, sizeof(cur->pod_ip6))))
+		return false;
+	return true;
+}
 
-	if (bpf_map_lookup_elem(fd, &ifindex, &cur) == 0) {
-		__u32 id;
+/* The binding as it is stored: the fields of a clear flag zeroed, so that they say nothing. */
+static void ep_clean(struct rw_endpoint *ep, const struct rw_endpoint *want)
+{
+	memset(ep, 0, sizeof(*ep));
+	ep->flags = want->flags & (RW_EP_IP4 | RW_EP_IP6 | RW_EP_GW6);
+	if (ep->flags & RW_EP_IP4)
+		ep->pod_ip = want->pod_ip;
+	if (ep->flags & RW_EP_IP6)
+		memcpy(ep->pod_ip6, want->pod_ip6, sizeof(ep->pod_ip6));
+	if (ep->flags & RW_EP_GW6)
+		memcpy(ep->gw_ip6, want->gw_ip6, sizeof(ep->gw_ip6));
+}
 
-		/* Bound already: give it back its table if it lost it (fail-closed until then). */
-		if (cur.pod_ip == pod_ip)
-			return bpf_map_lookup_elem(dp->map_fd[RW_M_CONNTRACK], &ifindex, &id) == 0
-				       ? 0
-				       : ct_table_reset(dp, ifindex);
+int rw_endpoint_bind_addrs(const struct rw_datapath *dp, __u32 ifindex,
+			   const struct rw_endpoint *want)
+{
+	static const __u32 family_flag[2] = {RW_EP_IP4, RW_EP_IP6};
+	int fd = dp->map_fd[RW_M_ENDPOINTS], err = 0;
+	bool made[2] = {false, false};
+	struct rw_endpoint cur, ep;
+
+	ep_clean(&ep, want);
+	if (!(ep.flags & (RW_EP_IP4 | RW_EP_IP6)))
+		return -EINVAL; /* a binding of no address: unbind the veth instead */
+	if (bpf_map_lookup_elem(fd, &ifindex, &cur) == 0 && !ep_same_pod(&cur, &ep))
 		/* Unbind first so that no packet sees the new pod with the old pod's flows. */
 		rw_endpoint_unbind(dp, ifindex);
+	/* The tables before the binding: a bound family always has its table. A table the veth
+	 * has already (the same pod bound again) keeps its flows; a missing one (lost, or the
+	 * family is new) is made, fail-closed until then.
+	 */
+	for (int six = 0; six < 2 && !err; six++) {
+		if (!(ep.flags & family_flag[six]) || ct_table_exists(dp, ifindex, six))
+			continue;
+		err = ct_table_reset(dp, ifindex, six);
+		made[six] = !err;
 	}
-	/* The table before the binding: a bound veth always has one. */
-	err = ct_table_reset(dp, ifindex);
-	if (err)
-		return err;
-	if (bpf_map_update_elem(fd, &ifindex, &ep, BPF_ANY)) {
+	if (!err && bpf_map_update_elem(fd, &ifindex, &ep, BPF_ANY))
 		err = -errno;
-		bpf_map_delete_elem(dp->map_fd[RW_M_CONNTRACK], &ifindex);
-	}
+	if (err)
+		for (int six = 0; six < 2; six++)
+			if (made[six])
+				bpf_map_delete_elem(ct_outer(dp, six), &ifindex);
 	return err;
+}
+
+int rw_endpoint_bind(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_ip)
+{
+	struct rw_endpoint want = {.pod_ip = pod_ip, .flags = RW_EP_IP4};
+
+	return rw_endpoint_bind_addrs(dp, ifindex, &want);
+}
+
+int rw_endpoint_get(const struct rw_datapath *dp, __u32 ifindex, struct rw_endpoint *out)
+{
+	memset(out, 0, sizeof(*out));
+	return bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &ifindex, out) ? -errno : 0;
 }
 
 int rw_endpoint_unbind(const struct rw_datapath *dp, __u32 ifindex)
 {
 	int err = 0;
 
-	/* The table first: from then on no packet of the veth takes the fast path. */
-	if (bpf_map_delete_elem(dp->map_fd[RW_M_CONNTRACK], &ifindex) && errno != ENOENT)
-		err = -errno;
+	/* The tables first: from then on no packet of the veth takes the fast path. */
+	for (int six = 0; six < 2; six++)
+		if (bpf_map_delete_elem(ct_outer(dp, six), &ifindex) && errno != ENOENT && !err)
+			err = -errno;
 	if (bpf_map_delete_elem(dp->map_fd[RW_M_ENDPOINTS], &ifindex) && errno != ENOENT && !err)
 		err = -errno;
 	bpf_map_delete_elem(dp->map_fd[RW_M_EVENT_BUDGET], &ifindex);

@@ -45,9 +45,10 @@ struct rw_datapath {
 	struct runwall_bpf *skel; /* NULL when only the pinned maps were opened */
 	char pin_dir[PATH_MAX];	  /* "" with RW_DP_NO_PIN */
 	int map_fd[RW_M__COUNT];
-	int prog_fd[RW_DIR_COUNT]; /* [RW_DIR_EGRESS] = rw_egress, -1 when not loaded */
-	int flip_fd;		   /* rw_flip; -1 where no flip can happen (rw_config_flip()) */
-	int lease_fd;		   /* rw_lease; -1 where no flip can happen either */
+	int prog_fd[RW_DIR_COUNT];  /* [RW_DIR_EGRESS] = rw_egress, -1 when not loaded */
+	int prog6_fd[RW_DIR_COUNT]; /* rw_egress6, rw_ingress6 (never attached: rw_progs6) */
+	int flip_fd;		    /* rw_flip; -1 where no flip can happen (rw_config_flip()) */
+	int lease_fd;		    /* rw_lease; -1 where no flip can happen either */
 	unsigned int flags;
 	/* The slots' inner maps and what they hold (apply.c), and how rw_datapath_close() frees
 	 * them: set by rw_apply_prepare(), as libbpf's bpf_map__set_priv() takes a clear_priv.
@@ -136,30 +137,45 @@ enum rw_lease_state { RW_LEASE_NONE = 0, RW_LEASE_IN_FORCE = 1, RW_LEASE_EXPIRED
 enum rw_lease_state rw_lease_state(const struct rw_config *cfg, int64_t *remaining_ns);
 
 /* Bind a host-side veth to the pod routed through it, or unbind it. This is the one call that
- * makes a veth a sandbox for the datapath (the agent and runwall-cni both use it): binding
- * creates the sandbox's own conntrack table (rw_config.ct_per_sandbox entries; -ENOSPC when the
- * node's tables would exceed rw_config.ct_node) before the binding itself, and a changed pod
- * gets a fresh, empty table: nothing of the old pod carries over to the new one. Unbinding
- * deletes the binding, the table and the event budget. A veth that is bound to nothing is
- * deny-all.
+ * makes a veth a sandbox for the datapath (the agent and runwall-cni both use it). It binds what
+ * want->flags says (RW_EP_IP4 pod_ip, RW_EP_IP6 pod_ip6, RW_EP_GW6 gw_ip6; the fields of a clear
+ * flag are stored as zeros), at least one address; -EINVAL for none. Each bound family gets its
+ * own conntrack table (rw_conntrack for IPv4, rw_conntrack6 for IPv6), made before the binding
+ * itself, of rw_config.ct_per_sandbox entries each; rw_config.ct_node counts every table of the
+ * node, so a dual-stack veth takes twice the room of a single-stack one (-ENOSPC when the
+ * node's tables would exceed it). The same pod bound again (every address it had, unchanged;
+ * a family added or the gateway changed) keeps its flows, and a table it lost is made again; a
+ * changed pod (either address changed or dropped) is unbound first and gets fresh, empty tables:
+ * nothing of the old pod carries over to the new one. Unbinding deletes the binding, both tables
+ * and the event budget. A veth that is bound to nothing is deny-all, and a family it has no
+ * address of is deny-all for that family.
  */
+int rw_endpoint_bind_addrs(const struct rw_datapath *dp, __u32 ifindex,
+			   const struct rw_endpoint *want);
+/* The IPv4-only form: rw_endpoint_bind_addrs() of {pod_ip, RW_EP_IP4}. */
 int rw_endpoint_bind(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_ip);
 int rw_endpoint_unbind(const struct rw_datapath *dp, __u32 ifindex);
 
-/* Forget the flows of one veth (ifindex != 0) or of the veths bound to one pod IP
- * (pod_ip != 0) by replacing their tables with empty ones: no walk of the flows. Returns the
- * number of tables replaced or a negative errno.
+/* A veth's binding (zeroed first): 0, -ENOENT when it is bound to nothing, or a negative errno. */
+int rw_endpoint_get(const struct rw_datapath *dp, __u32 ifindex, struct rw_endpoint *out);
+
+/* Forget the flows of one veth (ifindex != 0) or of the veths bound to one pod IPv4 address
+ * (pod_ip != 0) by replacing their tables, both families', with empty ones: no walk of the
+ * flows. Returns the number of tables replaced or a negative errno.
  */
 int rw_conntrack_flush(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_ip);
 
-/* fd of a veth's conntrack table (to close), or a negative errno (-ENOENT: it has none). */
+/* fd of a veth's IPv4 (IPv6) conntrack table (to close), or a negative errno (-ENOENT: it has
+ * none).
+ */
 int rw_conntrack_table_fd(const struct rw_datapath *dp, __u32 ifindex);
+int rw_conntrack6_table_fd(const struct rw_datapath *dp, __u32 ifindex);
 
-/* Forget flows idle for more than an hour (TCP) or three minutes (UDP), walking the tables
- * round-robin from *cursor and stopping after about `budget` entries, so that one call never
- * holds its caller long. A flow is idle from the first pass that finds it inactive (packets
- * mark it active; each pass clears the mark and notes the time). now_ns is CLOCK_MONOTONIC.
- * Returns the number of flows forgotten.
+/* Forget flows idle for more than an hour (TCP) or three minutes (UDP), walking the tables of
+ * both families round-robin from *cursor (opaque; 0 starts over) and stopping after about
+ * `budget` entries, so that one call never holds its caller long. A flow is idle from the first
+ * pass that finds it inactive (packets mark it active; each pass clears the mark and notes the
+ * time). now_ns is CLOCK_MONOTONIC. Returns the number of flows forgotten.
  */
 int rw_conntrack_expire(const struct rw_datapath *dp, __u64 now_ns, __u32 *cursor,
 			unsigned int budget);

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "eventfmt.h"
+#include "ipaddr.h"
 #include "reasons.h"
 
 int64_t rw_mono_to_real_offset(void)
@@ -53,17 +54,13 @@ void rw_rule_name(const struct rw_policy *p, uint32_t id, char *buf, size_t len)
 	}
 }
 
-static void addr(__be32 a, char *buf)
-{
-	inet_ntop(AF_INET, &a, buf, INET_ADDRSTRLEN);
-}
-
 json_t *rw_event_json(const struct rw_event *ev, const struct rw_policy *p, int64_t mono_to_real)
 {
-	char src[INET_ADDRSTRLEN], dst[INET_ADDRSTRLEN], when[40], rule[96];
+	char src[RW_IP_STRLEN], dst[RW_IP_STRLEN], when[40], rule[96];
+	struct rw_ip s = rw_event_src(ev), d = rw_event_dst(ev);
 
-	addr(ev->saddr, src);
-	addr(ev->daddr, dst);
+	rw_ip_str(&s, src, sizeof(src));
+	rw_ip_str(&d, dst, sizeof(dst));
 	rw_format_time((int64_t)ev->ts_ns + mono_to_real, when, sizeof(when));
 	rw_rule_name(p, ev->rule_id, rule, sizeof(rule));
 	return json_pack(
@@ -91,6 +88,7 @@ int rw_event_from_json(json_t *o, struct rw_event *ev, char *rule, size_t rule_l
 	const char *dir, *verdict, *reason, *path, *run, *src, *dst, *proto, *r = "", *answer = "";
 	json_int_t ts, revision;
 	int gen, sport, dport, ifindex, rule_id, n;
+	struct rw_ip s, d;
 
 	memset(ev, 0, sizeof(*ev));
 	if (json_unpack(o,
@@ -113,8 +111,6 @@ int rw_event_from_json(json_t *o, struct rw_event *ev, char *rule, size_t rule_l
 	ev->answer = n < 0 ? RW_ANSWER_NONE : n; /* an older agent's events have none */
 	snprintf(ev->run_id, sizeof(ev->run_id), "%s", run);
 	ev->run_gen = gen;
-	inet_pton(AF_INET, src, &ev->saddr);
-	inet_pton(AF_INET, dst, &ev->daddr);
 	ev->sport = htons(sport);
 	ev->dport = htons(dport);
 	ev->ethertype = htons(0x0800);
@@ -132,12 +128,20 @@ int rw_event_from_json(json_t *o, struct rw_event *ev, char *rule, size_t rule_l
 		ev->ethertype = htons(strtoul(proto, NULL, 16));
 	else if (!strcmp(proto, "icmp"))
 		ev->proto = 1;
+	else if (!strcmp(proto, "icmpv6"))
+		ev->proto = 58;
 	else if (!strcmp(proto, "tcp"))
 		ev->proto = 6;
 	else if (!strcmp(proto, "udp"))
 		ev->proto = 17;
 	else
 		ev->proto = atoi(proto);
+	/* The family is the addresses' text: an IPv6 event is "tcp" as an IPv4 one is. */
+	if (rw_ip_parse(src, &s))
+		s = rw_ip4(0);
+	if (rw_ip_parse(dst, &d))
+		d = rw_ip4(0);
+	rw_event_set_addrs(ev, &s, &d);
 	ev->ifindex = ifindex;
 	ev->rule_id = rule_id;
 	if (rule)
@@ -163,20 +167,18 @@ static const char *answer_note(unsigned int answer)
 void rw_event_line(const struct rw_event *ev, const char *rule, int64_t mono_to_real, char *buf,
 		   size_t len)
 {
-	char src[INET_ADDRSTRLEN + 8], dst[INET_ADDRSTRLEN + 8], a[INET_ADDRSTRLEN], when[40];
+	char src[RW_IP_PORT_STRLEN], dst[RW_IP_PORT_STRLEN], when[40];
 	const char *what = ev->verdict == RW_VERDICT_ALLOW ? rw_path_name(ev->path)
 							   : rw_reason_name(ev->reason);
+	struct rw_ip s = rw_event_src(ev), d = rw_event_dst(ev);
 
-	addr(ev->saddr, a);
-	if (ev->proto == 6 || ev->proto == 17)
-		snprintf(src, sizeof(src), "%s:%u", a, ntohs(ev->sport));
-	else
-		snprintf(src, sizeof(src), "%s", a);
-	addr(ev->daddr, a);
-	if (ev->proto == 6 || ev->proto == 17)
-		snprintf(dst, sizeof(dst), "%s:%u", a, ntohs(ev->dport));
-	else
-		snprintf(dst, sizeof(dst), "%s", a);
+	if (ev->proto == 6 || ev->proto == 17) {
+		rw_ip_port_str(&s, ntohs(ev->sport), src, sizeof(src));
+		rw_ip_port_str(&d, ntohs(ev->dport), dst, sizeof(dst));
+	} else {
+		rw_ip_str(&s, src, sizeof(src));
+		rw_ip_str(&d, dst, sizeof(dst));
+	}
 	rw_format_time((int64_t)ev->ts_ns + mono_to_real, when, sizeof(when));
 	snprintf(buf, len, "%s  %-7s %-5s %-20s %-12s %21s -> %-21s %s%s%s%s", when,
 		 rw_dir_name(ev->dir), ev->verdict == RW_VERDICT_ALLOW ? "allow" : "drop", what,

@@ -3,6 +3,7 @@
  * ring's two position pages.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -46,6 +47,7 @@ int rw_map_fill(const struct rw_datapath *dp, struct rw_map_fill fill[RW_M__COUN
 		[RW_M_COUNTERS] = 4,
 		[RW_M_EVENT_BUDGET] = 4,
 		[RW_M_RUN_REVS] = 4,
+		[RW_M_PROGS6] = 4,
 	};
 	static const __u32 inner_max[RW_M__COUNT] = {
 		[RW_M_PODS] = RW_MAX_PODS,
@@ -108,19 +110,24 @@ int rw_map_fill(const struct rw_datapath *dp, struct rw_map_fill fill[RW_M__COUN
 			}
 			break;
 		}
-		case RW_M_CONNTRACK: {
-			/* Flows of every sandbox's table, against the node's size. */
+		case RW_M_CONNTRACK:
+		case RW_M_CONNTRACK6: {
+			/* Flows of every sandbox's table of the family, against the node's size
+			 * (which counts both families).
+			 */
+			bool six = i == RW_M_CONNTRACK6;
 			struct rw_config cfg;
 			__u32 key, *prev = NULL;
 
 			f->entries = 0;
 			while (bpf_map_get_next_key(fd, prev, &key) == 0) {
-				int inner = rw_conntrack_table_fd(dp, key);
+				int inner = six ? rw_conntrack6_table_fd(dp, key)
+						: rw_conntrack_table_fd(dp, key);
 
 				prev = &key;
 				if (inner < 0)
 					continue;
-				f->entries += rw_map_count_entries(inner, sizeof(struct rw_ct_key));
+				f->entries += rw_map_count_entries(inner, key_size[i]);
 				close(inner);
 			}
 			if (rw_config_read(dp, &cfg) == 0 && cfg.ct_node)

@@ -11,6 +11,7 @@
 #include <linux/if.h> /* after <net/if.h>: libc-compat.h then skips what glibc has */
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
+#include <linux/if_addr.h>
 #include <libmnl/libmnl.h>
 #include "netlink.h"
 #include "nlutil.h"
@@ -34,6 +35,7 @@ struct rw_nl_sub {
 struct nl_ctx {
 	rw_nl_link_fn link_fn; /* dumps */
 	rw_nl_route_fn route_fn;
+	rw_nl_addr_fn addr_fn;
 	void *data;
 	const struct rw_nl_handlers *h; /* subscription */
 	bool intr;			/* a dump message carried NLM_F_DUMP_INTR */
@@ -141,6 +143,10 @@ static int route_attr_cb(const struct nlattr *attr, void *data)
 		return MNL_CB_OK;
 	switch (type) {
 	case RTA_DST:
+		/* 4 bytes for IPv4, 16 for IPv6: route_parse() checks the length. */
+		if (mnl_attr_validate(attr, MNL_TYPE_BINARY) < 0)
+			return MNL_CB_ERROR;
+		break;
 	case RTA_OIF:
 	case RTA_TABLE:
 		if (mnl_attr_validate(attr, MNL_TYPE_U32) < 0)
@@ -153,8 +159,8 @@ static int route_attr_cb(const struct nlattr *attr, void *data)
 	return MNL_CB_OK;
 }
 
-/* 1 and *route filled for an IPv4 unicast route of the main table with an output interface,
- * 0 for anything else, -1 on a malformed message.
+/* 1 and *route filled for a unicast route of the main table with an output interface (IPv4 or
+ * IPv6), 0 for anything else, -1 on a malformed message.
  */
 static int route_parse(const struct nlmsghdr *nlh, struct rw_nl_route *route)
 {
@@ -164,8 +170,9 @@ static int route_parse(const struct nlmsghdr *nlh, struct rw_nl_route *route)
 
 	if (mnl_nlmsg_get_payload_len(nlh) < sizeof(*rtm))
 		return -1;
-	if (rtm->rtm_family != AF_INET || rtm->rtm_type != RTN_UNICAST ||
-	    (rtm->rtm_flags & RTM_F_CLONED) || rtm->rtm_dst_len > 32)
+	if ((rtm->rtm_family != AF_INET && rtm->rtm_family != AF_INET6) ||
+	    rtm->rtm_type != RTN_UNICAST || (rtm->rtm_flags & RTM_F_CLONED) ||
+	    rtm->rtm_dst_len > (rtm->rtm_family == AF_INET ? 32 : 128))
 		return 0;
 	if (mnl_attr_parse(nlh, sizeof(*rtm), route_attr_cb, tb) < 0)
 		return -1;
@@ -174,10 +181,18 @@ static int route_parse(const struct nlmsghdr *nlh, struct rw_nl_route *route)
 	if (table != RT_TABLE_MAIN || !tb[RTA_OIF])
 		return 0;
 	memset(route, 0, sizeof(*route));
+	route->family = rtm->rtm_family;
 	route->prefixlen = rtm->rtm_dst_len;
 	route->oif = (int)mnl_attr_get_u32(tb[RTA_OIF]);
-	if (tb[RTA_DST])
-		route->dst = mnl_attr_get_u32(tb[RTA_DST]); /* stays big-endian */
+	if (tb[RTA_DST]) {
+		size_t want = rtm->rtm_family == AF_INET ? 4 : 16;
+
+		if (mnl_attr_get_payload_len(tb[RTA_DST]) != want)
+			return -1;
+		/* Both stay big-endian. */
+		memcpy(rtm->rtm_family == AF_INET ? (void *)&route->dst : (void *)route->dst6,
+		       mnl_attr_get_payload(tb[RTA_DST]), want);
+	}
 	return 1;
 }
 
@@ -213,7 +228,7 @@ static int dump_route_cb(const struct nlmsghdr *nlh, void *data)
 	ret = route_parse(nlh, &route);
 	if (ret <= 0)
 		return ret < 0 ? MNL_CB_ERROR : MNL_CB_OK;
-	if (route.prefixlen != 32 || !route.dst)
+	if (!rw_nl_route_is_host(&route))
 		return MNL_CB_OK;
 	ctx->err = ctx->route_fn(&route, ctx->data);
 	return ctx->err ? MNL_CB_ERROR : MNL_CB_OK;
@@ -253,52 +268,190 @@ int rw_nl_dump_links(rw_nl_link_fn fn, void *data)
 	return err;
 }
 
-int rw_nl_dump_routes(rw_nl_route_fn fn, void *data)
+/* One family's routes: the whole table, or strictly those of oif in the main table. */
+static int dump_routes_family(int family, int oif, rw_nl_route_fn fn, void *data)
 {
 	struct nl_ctx ctx = {.route_fn = fn, .data = data};
 	struct nlmsghdr *nlh;
 	struct rtmsg *rtm;
+	int err;
+
+	rtm = rw_mnl_dump_request(RTM_GETROUTE, sizeof(*rtm), &nlh);
+	if (!rtm)
+		return -ENOMEM;
+	rtm->rtm_family = (unsigned char)family;
+	if (oif > 0) {
+		rtm->rtm_table = RT_TABLE_MAIN;
+		mnl_attr_put_u32(nlh, RTA_OIF, (__u32)oif);
+	}
+	/* Strict for one interface: the kernel filters on the table and the interface (and says
+	 * -ENODEV when no interface has that index) instead of sending the whole table.
+	 */
+	err = dump_run(nlh, dump_route_cb, &ctx, oif > 0);
+	free(nlh);
+	/* A kernel booted with ipv6.disable=1 has no IPv6 routes to dump. */
+	return family == AF_INET6 && err == -EAFNOSUPPORT ? 0 : err;
+}
+
+int rw_nl_dump_routes(rw_nl_route_fn fn, void *data)
+{
 	int err;
 
 	if (!fn)
 		return -EINVAL;
-	rtm = rw_mnl_dump_request(RTM_GETROUTE, sizeof(*rtm), &nlh);
-	if (!rtm)
-		return -ENOMEM;
-	rtm->rtm_family = AF_INET;
-	err = dump_run(nlh, dump_route_cb, &ctx, false);
-	free(nlh);
-	return err;
+	err = dump_routes_family(AF_INET, 0, fn, data);
+	return err ? err : dump_routes_family(AF_INET6, 0, fn, data);
 }
 
 int rw_nl_dump_routes_via(int oif, rw_nl_route_fn fn, void *data)
 {
-	struct nl_ctx ctx = {.route_fn = fn, .data = data};
-	struct nlmsghdr *nlh;
-	struct rtmsg *rtm;
 	int err;
 
 	if (!fn || oif <= 0)
 		return -EINVAL;
-	rtm = rw_mnl_dump_request(RTM_GETROUTE, sizeof(*rtm), &nlh);
-	if (!rtm)
-		return -ENOMEM;
-	rtm->rtm_family = AF_INET;
-	rtm->rtm_table = RT_TABLE_MAIN;
-	mnl_attr_put_u32(nlh, RTA_OIF, (__u32)oif);
-	/* Strict: the kernel filters on the table and the interface (and says -ENODEV when no
-	 * interface has that index) instead of sending the whole table.
+	err = dump_routes_family(AF_INET, oif, fn, data);
+	return err ? err : dump_routes_family(AF_INET6, oif, fn, data);
+}
+
+bool rw_nl_route_is_host(const struct rw_nl_route *r)
+{
+	if (r->family == AF_INET)
+		return r->prefixlen == 32 && r->dst;
+	return r->family == AF_INET6 && r->prefixlen == 128;
+}
+
+static int addr_attr_cb(const struct nlattr *attr, void *data)
+{
+	const struct nlattr **tb = data;
+	int type = mnl_attr_get_type(attr);
+
+	if (mnl_attr_type_valid(attr, IFA_MAX) < 0)
+		return MNL_CB_OK;
+	switch (type) {
+	case IFA_ADDRESS:
+	case IFA_LOCAL:
+		if (mnl_attr_validate(attr, MNL_TYPE_BINARY) < 0)
+			return MNL_CB_ERROR;
+		break;
+	case IFA_FLAGS:
+		if (mnl_attr_validate(attr, MNL_TYPE_U32) < 0)
+			return MNL_CB_ERROR;
+		break;
+	default:
+		return MNL_CB_OK;
+	}
+	tb[type] = attr;
+	return MNL_CB_OK;
+}
+
+/* 1 and *a filled for an address message of either family, 0 to skip, -1 when malformed. */
+static int addr_parse(const struct nlmsghdr *nlh, struct rw_nl_addr *a)
+{
+	const struct nlattr *tb[IFA_MAX + 1] = {};
+	const struct ifaddrmsg *ifa = mnl_nlmsg_get_payload(nlh);
+	const struct nlattr *at;
+	size_t want;
+
+	if (mnl_nlmsg_get_payload_len(nlh) < sizeof(*ifa))
+		return -1;
+	if (ifa->ifa_family != AF_INET && ifa->ifa_family != AF_INET6)
+		return 0;
+	if (mnl_attr_parse(nlh, sizeof(*ifa), addr_attr_cb, tb) < 0)
+		return -1;
+	/* IFA_LOCAL is the interface's own address where a peer address differs; IPv6 sends
+	 * IFA_ADDRESS alone.
 	 */
-	err = dump_run(nlh, dump_route_cb, &ctx, true);
-	free(nlh);
-	return err;
+	at = tb[IFA_LOCAL] ? tb[IFA_LOCAL] : tb[IFA_ADDRESS];
+	want = ifa->ifa_family == AF_INET ? 4 : 16;
+	if (!at || mnl_attr_get_payload_len(at) != want)
+		return 0;
+	memset(a, 0, sizeof(*a));
+	a->ifindex = (int)ifa->ifa_index;
+	a->family = ifa->ifa_family;
+	a->prefixlen = ifa->ifa_prefixlen;
+	a->scope = ifa->ifa_scope;
+	/* IFA_FLAGS holds all 32 bits; ifa_flags only the first 8. */
+	a->flags = tb[IFA_FLAGS] ? mnl_attr_get_u32(tb[IFA_FLAGS]) : ifa->ifa_flags;
+	memcpy(a->addr, mnl_attr_get_payload(at), want);
+	return 1;
+}
+
+static int dump_addr_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct nl_ctx *ctx = data;
+	struct rw_nl_addr a;
+	int ret;
+
+	if (nlh->nlmsg_flags & NLM_F_DUMP_INTR)
+		ctx->intr = true;
+	if (nlh->nlmsg_type != RTM_NEWADDR)
+		return MNL_CB_OK;
+	ret = addr_parse(nlh, &a);
+	if (ret <= 0)
+		return ret < 0 ? MNL_CB_ERROR : MNL_CB_OK;
+	ctx->err = ctx->addr_fn(&a, ctx->data);
+	return ctx->err ? MNL_CB_ERROR : MNL_CB_OK;
+}
+
+struct link_local_want {
+	int ifindex;
+	bool found;
+	__be32 addr[4];
+};
+
+static int link_local_cb(const struct rw_nl_addr *a, void *data)
+{
+	struct link_local_want *w = data;
+
+	if (w->found || a->ifindex != w->ifindex || a->family != AF_INET6 ||
+	    a->scope != RT_SCOPE_LINK || (a->flags & IFA_F_DADFAILED))
+		return 0;
+	memcpy(w->addr, a->addr, sizeof(w->addr));
+	w->found = true;
+	return 0;
+}
+
+int rw_nl_link_local6(int ifindex, __be32 addr[4])
+{
+	struct link_local_want w = {.ifindex = ifindex};
+	struct nl_ctx ctx = {.addr_fn = link_local_cb, .data = &w};
+	struct nlmsghdr *nlh;
+	struct ifaddrmsg *ifa;
+	int err;
+
+	if (ifindex <= 0)
+		return -EINVAL;
+	for (int tries = 0; tries < 5; tries++) {
+		ifa = rw_mnl_dump_request(RTM_GETADDR, sizeof(*ifa), &nlh);
+		if (!ifa)
+			return -ENOMEM;
+		ifa->ifa_family = AF_INET6;
+		ifa->ifa_index = (unsigned int)ifindex;
+		/* Strict: the kernel sends only ifindex's addresses (-ENODEV for none such). */
+		ctx.intr = false;
+		ctx.err = 0;
+		w.found = false;
+		err = dump_run(nlh, dump_addr_cb, &ctx, true);
+		free(nlh);
+		if (err != -EAGAIN)
+			break;
+	}
+	if (err == -EAFNOSUPPORT) /* ipv6.disable=1: no link-local anywhere */
+		return -ENOENT;
+	if (err)
+		return err;
+	if (!w.found)
+		return -ENOENT;
+	memcpy(addr, w.addr, sizeof(w.addr));
+	return 0;
 }
 
 /* --- subscription ------------------------------------------------------------------------- */
 
 int rw_nl_sub_open(struct rw_nl_sub **out)
 {
-	static const unsigned int groups[] = {RTNLGRP_LINK, RTNLGRP_IPV4_ROUTE, RTNLGRP_TC};
+	static const unsigned int groups[] = {RTNLGRP_LINK, RTNLGRP_IPV4_ROUTE, RTNLGRP_IPV6_ROUTE,
+					      RTNLGRP_IPV6_IFADDR, RTNLGRP_TC};
 	struct rw_nl_sub *sub = NULL;
 	int err, fd, sz = SUB_RCVBUF;
 	size_t i;
@@ -364,6 +517,7 @@ static int sub_msg_cb(const struct nlmsghdr *nlh, void *data)
 	const struct rw_nl_handlers *h = ctx->h;
 	struct rw_nl_link link;
 	struct rw_nl_route route;
+	struct rw_nl_addr addr;
 	int ret;
 
 	switch (nlh->nlmsg_type) {
@@ -384,6 +538,15 @@ static int sub_msg_cb(const struct nlmsghdr *nlh, void *data)
 		if (ret <= 0)
 			return ret < 0 ? MNL_CB_ERROR : MNL_CB_OK;
 		ctx->err = h->on_route(nlh->nlmsg_type == RTM_NEWROUTE, &route, h->data);
+		break;
+	case RTM_NEWADDR:
+	case RTM_DELADDR:
+		if (!h->on_addr)
+			return MNL_CB_OK;
+		ret = addr_parse(nlh, &addr);
+		if (ret <= 0)
+			return ret < 0 ? MNL_CB_ERROR : MNL_CB_OK;
+		ctx->err = h->on_addr(nlh->nlmsg_type == RTM_NEWADDR, &addr, h->data);
 		break;
 	case RTM_NEWTFILTER:
 	case RTM_DELTFILTER:

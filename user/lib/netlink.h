@@ -31,25 +31,40 @@ struct rw_nl_link {
 	bool veth;	    /* kind is "veth": the only kind a sandbox's host side has */
 };
 
-/* An IPv4 route of the main table with an output interface. */
+/* A route of the main table with an output interface: IPv4, or IPv6 (on an IPv6 node the VPC
+ * CNI installs a /128 per pod toward its veth, "2600:1f14:abc::7 dev eniXXXX").
+ */
 struct rw_nl_route {
-	__be32 dst; /* network byte order; 0 for a default route */
+	__be32 dst; /* IPv4, network byte order; 0 for a default route and for IPv6 */
 	__u8 prefixlen;
+	__u8 family;	/* AF_INET or AF_INET6 */
+	__be32 dst6[4]; /* IPv6, network byte order; zeros for IPv4 */
 	int oif;
+};
+
+/* An interface's address (RTM_NEWADDR / RTM_DELADDR). */
+struct rw_nl_addr {
+	int ifindex;
+	__u8 family; /* AF_INET or AF_INET6 */
+	__u8 prefixlen;
+	__u8 scope;	/* RT_SCOPE_*: RT_SCOPE_LINK for a link-local address */
+	__u32 flags;	/* IFA_F_* */
+	__be32 addr[4]; /* IPv4 in addr[0] */
 };
 
 /* Callbacks return 0 to go on or a negative errno, which stops the walk and is returned. */
 typedef int (*rw_nl_link_fn)(const struct rw_nl_link *link, void *data);
 typedef int (*rw_nl_route_fn)(const struct rw_nl_route *route, void *data);
+typedef int (*rw_nl_addr_fn)(const struct rw_nl_addr *addr, void *data);
 
 /* Every interface. -EAGAIN when the kernel flagged the dump as interrupted by a change
  * (NLM_F_DUMP_INTR): what was reported may be inconsistent, dump again.
  */
 int rw_nl_dump_links(rw_nl_link_fn fn, void *data);
 
-/* The IPv4 unicast routes of the main table with prefix /32 and an output interface (the
- * per-pod routes). A multipath route (no single output interface) is not reported. -EAGAIN as
- * for rw_nl_dump_links().
+/* The unicast routes of the main table with an output interface and a host prefix, IPv4 /32
+ * then IPv6 /128 (the per-pod routes). A multipath route (no single output interface) is not
+ * reported; a kernel without IPv6 has only the IPv4 ones. -EAGAIN as for rw_nl_dump_links().
  */
 int rw_nl_dump_routes(rw_nl_route_fn fn, void *data);
 
@@ -58,14 +73,24 @@ int rw_nl_dump_routes(rw_nl_route_fn fn, void *data);
  */
 int rw_nl_dump_routes_via(int oif, rw_nl_route_fn fn, void *data);
 
-/* A subscription to RTNLGRP_LINK, RTNLGRP_IPV4_ROUTE and RTNLGRP_TC on a non-blocking socket. */
+/* The host side's own IPv6 link-local address on ifindex (scope link, not failed DAD: the
+ * address a pod's NDP finds its gateway at): 0 and addr set, -ENOENT when it has none (yet:
+ * the kernel adds it when the link comes up; or the kernel has no IPv6, or no interface has
+ * that index).
+ */
+int rw_nl_link_local6(int ifindex, __be32 addr[4]);
+
+/* A subscription to RTNLGRP_LINK, RTNLGRP_IPV4_ROUTE, RTNLGRP_IPV6_ROUTE, RTNLGRP_IPV6_IFADDR and
+ * RTNLGRP_TC on a non-blocking socket.
+ */
 struct rw_nl_sub;
 
 /* What rw_nl_sub_read() calls; either may be NULL. `add` is true for RTM_NEWLINK/RTM_NEWROUTE
  * and false for RTM_DELLINK/RTM_DELROUTE. The kernel sends RTM_NEWLINK for every change of an
  * interface (up, down, carrier, rename...), not only for a new one: treat it as "this is the
- * interface now". on_route gets the main table's IPv4 unicast routes with an output interface,
- * of any prefix length.
+ * interface now". on_route gets the main table's unicast routes of both families with an output
+ * interface, of any prefix length. on_addr gets IPv6 addresses added and removed (a veth's
+ * link-local comes some time after the link, when it goes up).
  *
  * When an interface goes away, the kernel drops its IPv4 routes without a RTM_DELROUTE
  * (fib_sync_down_dev() / fib_flush() do not notify): on_link(false) means its routes are gone.
@@ -73,6 +98,7 @@ struct rw_nl_sub;
 struct rw_nl_handlers {
 	int (*on_link)(bool add, const struct rw_nl_link *link, void *data);
 	int (*on_route)(bool add, const struct rw_nl_route *route, void *data);
+	int (*on_addr)(bool add, const struct rw_nl_addr *addr, void *data);
 	void *data;
 	/* A tc filter or qdisc of ifindex was added, changed or removed (RTNLGRP_TC): someone
 	 * may have put a filter before runwall's, or taken runwall's clsact away.
@@ -100,6 +126,9 @@ int rw_nl_sub_fd(const struct rw_nl_sub *sub);
 int rw_nl_sub_read(struct rw_nl_sub *sub, const struct rw_nl_handlers *h);
 
 void rw_nl_sub_close(struct rw_nl_sub *sub);
+
+/* Whether a route is a host route of its family: IPv4 /32, IPv6 /128 (a per-pod route). */
+bool rw_nl_route_is_host(const struct rw_nl_route *route);
 
 /* The agent's and runwall-cni's --ifprefix / ifPrefix by default: the VPC CNI's pod veths. */
 #define RW_DEFAULT_IFPREFIX "eni,vlan"

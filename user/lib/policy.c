@@ -56,6 +56,172 @@ static const struct {
 #undef RW_MD_ENTRY
 };
 
+/* The IPv6 tables of runwall.h, each address as four host-order words. */
+static const struct {
+	__u32 w[4];
+	__u8 prefixlen;
+	const char *name;
+	const char *label;
+} special6[] = {
+#define RW_SPECIAL6_ENTRY(a, b, c, d, l, s, label) {{a, b, c, d}, l, s, label},
+	RW_SPECIAL6_RANGES(RW_SPECIAL6_ENTRY)
+#undef RW_SPECIAL6_ENTRY
+};
+
+static const struct {
+	__u32 w[4];
+	const char *name;
+} metadata6[] = {
+#define RW_MD6_ENTRY(a, b, c, d, s) {{a, b, c, d}, s},
+	RW_METADATA6_ADDRS(RW_MD6_ENTRY)
+#undef RW_MD6_ENTRY
+};
+
+/* The forms that embed an IPv4 address, in RW_EMBEDDED4_RANGES' order (embedded4_of()). */
+enum embedded4_form { EMB_MAPPED, EMB_NAT64, EMB_LOCAL_NAT64, EMB_6TO4, EMB_TEREDO };
+
+static const struct {
+	__u32 w[4];
+	__u8 prefixlen;
+	const char *name;
+	const char *label;
+} embedded4[] = {
+#define RW_EMB4_ENTRY(a, b, c, d, l, s, label) {{a, b, c, d}, l, s, label},
+	RW_EMBEDDED4_RANGES(RW_EMB4_ENTRY)
+#undef RW_EMB4_ENTRY
+};
+_Static_assert(sizeof(embedded4) / sizeof(embedded4[0]) == EMB_TEREDO + 1, "embedded4 forms");
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+static void words6(__be32 out[4], const __u32 w[4])
+{
+	for (int i = 0; i < 4; i++)
+		out[i] = htonl(w[i]);
+}
+
+/* a & the mask of a /prefixlen, into out (which may be a). */
+static void mask6(__be32 out[4], const __be32 a[4], unsigned int prefixlen)
+{
+	for (unsigned int i = 0; i < 4; i++) {
+		unsigned int bits = prefixlen > 32 * i ? prefixlen - 32 * i : 0;
+
+		out[i] = bits >= 32 ? a[i] : bits ? a[i] & htonl(~0u << (32 - bits)) : 0;
+	}
+}
+
+static bool in_prefix6(const __be32 a[4], const __be32 net[4], unsigned int prefixlen)
+{
+	__be32 m[4];
+
+	mask6(m, a, prefixlen);
+	return !memcmp(m, net, sizeof(m));
+}
+
+static bool cidrs6_overlap(const __be32 a[4], unsigned int alen, const __be32 b[4],
+			   unsigned int blen)
+{
+	__be32 ma[4], mb[4];
+	unsigned int len = alen < blen ? alen : blen;
+
+	mask6(ma, a, len);
+	mask6(mb, b, len);
+	return !memcmp(ma, mb, sizeof(ma));
+}
+
+/* The embedded-IPv4 form an address is in, or -1. */
+static int embedded4_of(const __be32 a[4])
+{
+	for (size_t i = 0; i < N_OF(embedded4); i++) {
+		__be32 net[4];
+
+		words6(net, embedded4[i].w);
+		if (in_prefix6(a, net, embedded4[i].prefixlen))
+			return (int)i;
+	}
+	return -1;
+}
+
+static unsigned int clamp_bits(int bits, int max)
+{
+	return bits < 0 ? 0 : bits > max ? (unsigned int)max : (unsigned int)bits;
+}
+
+/* The IPv4 address an address of form `f` carries (the datapath's reading of it: RFC 6052 for
+ * NAT64, the Teredo client), and for a CIDR of `prefixlen` bits how many of its bits that CIDR
+ * fixes.
+ */
+static __be32 embedded4_addr(int f, const __be32 a[4], unsigned int prefixlen, __u8 *v4len)
+{
+	__u32 w0 = ntohl(a[0]), w1 = ntohl(a[1]), w2 = ntohl(a[2]), w3 = ntohl(a[3]), v4;
+	int len = prefixlen;
+
+	switch (f) {
+	case EMB_LOCAL_NAT64: /* bits 48-63 and 72-87: the u octet (64-71) is skipped */
+		v4 = (w1 & 0xffff) << 16 | ((w2 >> 8) & 0xffff);
+		*v4len = clamp_bits(len - 48, 16) + (len > 72 ? clamp_bits(len - 72, 16) : 0);
+		break;
+	case EMB_6TO4: /* bits 16-47 */
+		v4 = w0 << 16 | w1 >> 16;
+		*v4len = clamp_bits(len - 16, 32);
+		break;
+	case EMB_TEREDO: /* the client: bits 96-127, inverted */
+		v4 = ~w3;
+		*v4len = clamp_bits(len - 96, 32);
+		break;
+	default: /* IPv4-mapped and NAT64: the low 32 bits */
+		v4 = w3;
+		*v4len = clamp_bits(len - 96, 32);
+	}
+	return htonl(*v4len ? v4 & (~0u << (32 - *v4len)) : 0);
+}
+
+const char *rw_builtin_label6(const __be32 addr[4])
+{
+	const char *label = NULL;
+	int best = -1;
+
+	for (size_t i = 0; i < N_OF(metadata6); i++) {
+		__be32 m[4];
+
+		words6(m, metadata6[i].w);
+		if (!memcmp(m, addr, sizeof(m)))
+			return "metadata";
+	}
+	for (size_t i = 0; i < N_OF(embedded4); i++) {
+		__be32 net[4];
+
+		words6(net, embedded4[i].w);
+		if (in_prefix6(addr, net, embedded4[i].prefixlen) &&
+		    embedded4[i].prefixlen > best) {
+			label = embedded4[i].label;
+			best = embedded4[i].prefixlen;
+		}
+	}
+	for (size_t i = 0; i < N_OF(special6); i++) {
+		__be32 net[4];
+
+		words6(net, special6[i].w);
+		if (in_prefix6(addr, net, special6[i].prefixlen) && special6[i].prefixlen > best) {
+			label = special6[i].label;
+			best = special6[i].prefixlen;
+		}
+	}
+	return label;
+}
+
+bool rw_policy_rule_same_addr(const struct rw_policy_rule *a, const struct rw_policy_rule *b)
+{
+	return rw_policy_rule_is6(a) == rw_policy_rule_is6(b) && a->addr == b->addr &&
+	       a->prefixlen == b->prefixlen && !memcmp(a->addr6, b->addr6, sizeof(a->addr6));
+}
+
+bool rw_policy_cidr_equal(const struct rw_policy_cidr *a, const struct rw_policy_cidr *b)
+{
+	return (a->family == AF_INET6) == (b->family == AF_INET6) && a->addr == b->addr &&
+	       a->prefixlen == b->prefixlen && !memcmp(a->addr6, b->addr6, sizeof(a->addr6));
+}
+
 const char *rw_builtin_label(__be32 addr)
 {
 	const char *label = NULL;
@@ -157,6 +323,29 @@ static void sb_cidr(struct sbuf *sb, __be32 addr, unsigned int prefixlen)
 {
 	sb_addr(sb, addr);
 	sb_printf(sb, "/%u", prefixlen);
+}
+
+static void sb_addr6(struct sbuf *sb, const __be32 addr[4])
+{
+	char s[INET6_ADDRSTRLEN];
+
+	inet_ntop(AF_INET6, addr, s, sizeof(s));
+	sb_printf(sb, "%s", s);
+}
+
+static void sb_cidr6(struct sbuf *sb, const __be32 addr[4], unsigned int prefixlen)
+{
+	sb_addr6(sb, addr);
+	sb_printf(sb, "/%u", prefixlen);
+}
+
+/* A CIDR of either family (IPv4: addr, IPv6: addr6). */
+static void sb_cidr_of(struct sbuf *sb, const struct rw_policy_cidr *c)
+{
+	if (c->family == AF_INET6)
+		sb_cidr6(sb, c->addr6, c->prefixlen);
+	else
+		sb_cidr(sb, c->addr, c->prefixlen);
 }
 
 /* ---- Where an error is: the JSON path and its position in the text ------------------------ */
@@ -538,37 +727,76 @@ static bool parse_ipv4(const char *s, __be32 *addr)
 	return true;
 }
 
-/* "a.b.c.d/n", n in 0..32 written without sign or leading zeros, like the address. */
-static bool parse_cidr_text(const char *s, __be32 *addr, __u8 *prefixlen)
+/* An address of either family into c (family, addr or addr6; the other left zero): IPv4 as
+ * above, IPv6 as inet_pton(AF_INET6) takes it (RFC 4291 text, a dotted quad allowed in the
+ * last 32 bits, no zone index, no brackets).
+ */
+static bool parse_ip(const char *s, struct rw_policy_cidr *c)
 {
-	char ip[INET_ADDRSTRLEN];
+	struct in6_addr a6;
+
+	memset(c, 0, sizeof(*c));
+	if (parse_ipv4(s, &c->addr)) {
+		c->family = AF_INET;
+		c->prefixlen = 32;
+		return true;
+	}
+	if (inet_pton(AF_INET6, s, &a6) != 1)
+		return false;
+	memcpy(c->addr6, &a6, sizeof(c->addr6));
+	c->family = AF_INET6;
+	c->prefixlen = 128;
+	return true;
+}
+
+/* What the author meant to write, for messages: a text with a colon is meant as IPv6. */
+static bool meant_ipv6(const char *s)
+{
+	return strchr(s, ':') != NULL;
+}
+
+/* "a.b.c.d/n" with n in 0..32, or "IPv6/n" with n in 0..128, n written without sign or
+ * leading zeros, like the address.
+ */
+static bool parse_cidr_text(const char *s, struct rw_policy_cidr *c)
+{
+	char ip[INET6_ADDRSTRLEN];
 	const char *slash = strchr(s, '/'), *n;
-	unsigned int len;
+	unsigned int len = 0;
+	size_t digits;
 
 	if (!slash || (size_t)(slash - s) >= sizeof(ip))
 		return false;
 	memcpy(ip, s, slash - s);
 	ip[slash - s] = '\0';
-	if (!parse_ipv4(ip, addr))
+	if (!parse_ip(ip, c))
 		return false;
 	n = slash + 1;
-	if (n[0] < '0' || n[0] > '9')
+	digits = strspn(n, "0123456789");
+	if (!digits || n[digits] || digits > 3 || (n[0] == '0' && digits > 1))
 		return false;
-	if (!n[1])
-		len = n[0] - '0';
-	else if (n[0] != '0' && n[1] >= '0' && n[1] <= '9' && !n[2])
-		len = (n[0] - '0') * 10 + (n[1] - '0');
-	else
+	for (size_t i = 0; i < digits; i++)
+		len = len * 10 + (n[i] - '0');
+	if (len > (c->family == AF_INET6 ? 128u : 32u))
 		return false;
-	if (len > 32)
-		return false;
-	*prefixlen = len;
+	c->prefixlen = len;
 	return true;
 }
 
-static int parse_cidr(struct parser *ps, json_t *v, __be32 *addr, __u8 *prefixlen)
+static bool host_bits_set(const struct rw_policy_cidr *c)
 {
-	char q[QUOTE_BUF], net[32];
+	__be32 m[4];
+
+	if (c->family != AF_INET6)
+		return (c->addr & ~prefix_mask(c->prefixlen)) != 0;
+	mask6(m, c->addr6, c->prefixlen);
+	return memcmp(m, c->addr6, sizeof(m)) != 0;
+}
+
+static int parse_cidr(struct parser *ps, json_t *v, struct rw_policy_cidr *c)
+{
+	char q[QUOTE_BUF], net[64];
+	struct rw_policy_cidr m;
 	const char *s = NULL;
 	struct sbuf sb;
 	int rc;
@@ -576,15 +804,21 @@ static int parse_cidr(struct parser *ps, json_t *v, __be32 *addr, __u8 *prefixle
 	rc = parse_string(ps, v, &s);
 	if (rc)
 		return rc;
-	if (!parse_cidr_text(s, addr, prefixlen))
-		return fail(ps, AT_VALUE, "%s is not a CIDR (a.b.c.d/n with n in 0..32)",
-			    quote(q, s));
+	if (!parse_cidr_text(s, c))
+		return fail(ps, AT_VALUE, "%s is not a CIDR (%s)", quote(q, s),
+			    meant_ipv6(s) ? "an IPv6 address/n with n in 0..128"
+					  : "a.b.c.d/n with n in 0..32");
 	/* A typo here widens or narrows a rule silently, so no rounding down behind the user's
 	 * back: say what the network would be and let them write it.
 	 */
-	if (*addr & ~prefix_mask(*prefixlen)) {
+	if (host_bits_set(c)) {
+		m = *c;
+		if (m.family == AF_INET6)
+			mask6(m.addr6, m.addr6, m.prefixlen);
+		else
+			m.addr &= prefix_mask(m.prefixlen);
 		sb_init(&sb, net, sizeof(net));
-		sb_cidr(&sb, *addr & prefix_mask(*prefixlen), *prefixlen);
+		sb_cidr_of(&sb, &m);
 		return fail(ps, AT_VALUE, "%s has host bits set: did you mean %s?", quote(q, s),
 			    net);
 	}
@@ -594,20 +828,84 @@ static int parse_cidr(struct parser *ps, json_t *v, __be32 *addr, __u8 *prefixle
 /* Metadata is never allowed whatever a rule says (the datapath enforces that too): a rule that
  * covers it is a mistake at best, so refuse it here where the author can see which one.
  */
-static int check_metadata(struct parser *ps, const char *text, __be32 addr, __u8 prefixlen)
+static int check_metadata(struct parser *ps, const char *text, const struct rw_policy_cidr *c)
 {
 	char q[QUOTE_BUF];
 	size_t i;
 
-	for (i = 0; i < sizeof(metadata) / sizeof(metadata[0]); i++)
-		if ((htonl(metadata[i].addr) & prefix_mask(prefixlen)) == addr)
+	if (c->family == AF_INET6) {
+		for (i = 0; i < N_OF(metadata6); i++) {
+			__be32 m[4];
+
+			words6(m, metadata6[i].w);
+			if (in_prefix6(m, c->addr6, c->prefixlen))
+				return fail(ps, AT_VALUE, "%s covers the metadata address %s",
+					    quote(q, text), metadata6[i].name);
+		}
+		return 0;
+	}
+	for (i = 0; i < N_OF(metadata); i++)
+		if ((htonl(metadata[i].addr) & prefix_mask(c->prefixlen)) == c->addr)
 			return fail(ps, AT_VALUE, "%s covers the metadata address %s",
 				    quote(q, text), metadata[i].name);
 	return 0;
 }
 
+/* No rule names an IPv6 form of an IPv4 address: the datapath judges such a destination as
+ * IPv4 to the address it carries, by the IPv4 rules, so that one destination has one rule set.
+ * The message says which IPv4 address (or CIDR) to write instead.
+ */
+static int check_embedded4(struct parser *ps, const char *text, const struct rw_policy_cidr *c)
+{
+	char q[QUOTE_BUF], v4[32];
+	struct sbuf sb;
+	__be32 a;
+	__u8 v4len;
+	int f;
+
+	if (c->family != AF_INET6)
+		return 0;
+	f = embedded4_of(c->addr6);
+	if (f < 0 || c->prefixlen < embedded4[f].prefixlen)
+		return 0;
+	a = embedded4_addr(f, c->addr6, c->prefixlen, &v4len);
+	if (!v4len)
+		return fail(ps, AT_VALUE,
+			    "%s is the %s form (%s) of IPv4 addresses: write IPv4 rules "
+			    "instead (a destination in it is judged as the IPv4 address it "
+			    "carries)",
+			    quote(q, text), embedded4[f].label, embedded4[f].name);
+	sb_init(&sb, v4, sizeof(v4));
+	if (v4len == 32)
+		sb_addr(&sb, a);
+	else
+		sb_cidr(&sb, a, v4len);
+	return fail(ps, AT_VALUE,
+		    "%s is the %s form (%s) of %s: write the IPv4 %s %s (a destination "
+		    "in it is judged as the IPv4 address it carries)",
+		    quote(q, text), embedded4[f].label, embedded4[f].name, v4,
+		    v4len == 32 ? "address" : "CIDR", v4);
+}
+
+/* What every list's address or CIDR gets: metadata and the embedded forms refused. */
+static int check_list_addr(struct parser *ps, const char *text, const struct rw_policy_cidr *c)
+{
+	int rc = check_metadata(ps, text, c);
+
+	return rc ? rc : check_embedded4(ps, text, c);
+}
+
+static void rule_set_addr(struct rw_policy_rule *r, const struct rw_policy_cidr *c)
+{
+	r->family = c->family;
+	r->addr = c->addr;
+	memcpy(r->addr6, c->addr6, sizeof(r->addr6));
+	r->prefixlen = c->prefixlen;
+}
+
 static int parse_rule_addr(struct parser *ps, json_t *v, bool is_cidr, struct rw_policy_rule *r)
 {
+	struct rw_policy_cidr c;
 	char q[QUOTE_BUF];
 	const char *s = NULL;
 	int rc;
@@ -616,16 +914,16 @@ static int parse_rule_addr(struct parser *ps, json_t *v, bool is_cidr, struct rw
 	if (rc)
 		return rc;
 	if (is_cidr) {
-		rc = parse_cidr(ps, v, &r->addr, &r->prefixlen);
+		rc = parse_cidr(ps, v, &c);
 		if (rc)
 			return rc;
-	} else {
-		if (!parse_ipv4(s, &r->addr))
-			return fail(ps, AT_VALUE, "%s is not an IPv4 address%s", quote(q, s),
-				    strchr(s, '/') ? " (use \"cidr\" for a range)" : "");
-		r->prefixlen = 32;
+	} else if (!parse_ip(s, &c)) {
+		return fail(ps, AT_VALUE, "%s is not an %s address%s", quote(q, s),
+			    meant_ipv6(s) ? "IPv6" : "IPv4",
+			    strchr(s, '/') ? " (use \"cidr\" for a range)" : "");
 	}
-	return check_metadata(ps, s, r->addr, r->prefixlen);
+	rule_set_addr(r, &c);
+	return check_list_addr(ps, s, &c);
 }
 
 static int parse_ports(struct parser *ps, json_t *v, __u16 **ports, size_t *n)
@@ -708,9 +1006,53 @@ static int parse_run_id(struct parser *ps, json_t *v, char id[RW_RUN_ID_LEN])
 	return 0;
 }
 
-static int parse_pod(struct parser *ps, json_t *v, __be32 *addr)
+/* Why an IPv6 address cannot be a pod's, or NULL: a pod holds a global unicast (2000::/3) or
+ * unique local (fc00::/7) address, never an embedded IPv4 form (whose IPv4 is what the pod
+ * would be judged as) or metadata. The phrase follows "is not a pod address: ".
+ */
+static const char *pod6_refusal(const __be32 a[4], char *buf, size_t len)
 {
-	char q[QUOTE_BUF];
+	static const struct {
+		__u32 w0;
+		__u8 prefixlen;
+	} global[] = {{0x20000000, 3}, {0xfc000000, 7}};
+	static const __be32 zero[4];
+	int f = embedded4_of(a);
+
+	for (size_t i = 0; i < N_OF(metadata6); i++) {
+		__be32 m[4];
+
+		words6(m, metadata6[i].w);
+		if (!memcmp(m, a, sizeof(m)))
+			return "a metadata address";
+	}
+	if (f >= 0) {
+		__u8 v4len;
+		__be32 v4 = embedded4_addr(f, a, 128, &v4len);
+		char t[INET_ADDRSTRLEN];
+
+		inet_ntop(AF_INET, &v4, t, sizeof(t));
+		snprintf(buf, len, "the %s form (%s) of %s (write the IPv4 address %s)",
+			 embedded4[f].label, embedded4[f].name, t, t);
+		return buf;
+	}
+	if (!memcmp(a, zero, sizeof(zero)))
+		return "the unspecified address";
+	if (!memcmp(a, zero, 3 * sizeof(*a)) && a[3] == htonl(1))
+		return "a loopback address";
+	if ((ntohl(a[0]) & 0xffc00000) == 0xfe800000)
+		return "a link-local address";
+	if ((ntohl(a[0]) & 0xff000000) == 0xff000000)
+		return "a multicast address";
+	for (size_t i = 0; i < N_OF(global); i++)
+		if ((ntohl(a[0]) & (~0u << (32 - global[i].prefixlen))) == global[i].w0)
+			return NULL;
+	return "neither a global unicast (2000::/3) nor a unique local (fc00::/7) address";
+}
+
+static int parse_pod(struct parser *ps, json_t *v, struct rw_policy_cidr *c)
+{
+	char q[QUOTE_BUF], buf[160];
 	const char *s = NULL, *why;
 	size_t i;
 	int rc;
@@ -718,13 +1060,20 @@ static int parse_pod(struct parser *ps, json_t *v, __be32 *addr)
 	rc = parse_string(ps, v, &s);
 	if (rc)
 		return rc;
-	if (!parse_ipv4(s, addr))
-		return fail(ps, AT_VALUE, "%s is not an IPv4 address", quote(q, s));
-	/* The one answer of every path that names or binds a pod (podaddr.h), metadata first. */
-	why = rw_pod_addr_refusal(*addr);
-	for (i = 0; i < sizeof(metadata) / sizeof(metadata[0]); i++)
-		if (ntohl(*addr) == metadata[i].addr)
-			why = "a metadata address";
+	if (!parse_ip(s, c))
+		return fail(ps, AT_VALUE, "%s is not an %s address", quote(q, s),
+			    meant_ipv6(s) ? "IPv6" : "IPv4");
+	if (c->family == AF_INET6) {
+		why = pod6_refusal(c->addr6, buf, sizeof(buf));
+	} else {
+		/* The one answer of every path that names or binds a pod (podaddr.h), metadata
+		 * first.
+		 */
+		why = rw_pod_addr_refusal(c->addr);
+		for (i = 0; i < N_OF(metadata); i++)
+			if (ntohl(c->addr) == metadata[i].addr)
+				why = "a metadata address";
+	}
 	if (why)
 		return fail(ps, AT_VALUE, "%s is not a pod address: %s", quote(q, s), why);
 	return 0;
@@ -825,8 +1174,9 @@ static int parse_rules(struct parser *ps, json_t *v, bool named, struct rw_polic
 static int deny_elem(struct parser *ps, json_t *e, void *item, const void *arg)
 {
 	struct rw_policy_cidr *c = item;
+	int rc = parse_cidr(ps, e, c);
 
-	return parse_cidr(ps, e, &c->addr, &c->prefixlen);
+	return rc ? rc : check_embedded4(ps, json_string_value(e), c);
 }
 
 static int parse_deny(struct parser *ps, json_t *v, struct rw_policy *p)
@@ -834,15 +1184,53 @@ static int parse_deny(struct parser *ps, json_t *v, struct rw_policy *p)
 	return parse_array(ps, v, sizeof(*p->deny), (void **)&p->deny, &p->n_deny, deny_elem, NULL);
 }
 
-static int pod_elem(struct parser *ps, json_t *e, void *item, const void *arg)
-{
-	return parse_pod(ps, e, item);
-}
-
+/* The pods of a run, each family into its own array (pods, pods6), both in the order written;
+ * pods6_at says where each IPv6 one was.
+ */
 static int parse_pods(struct parser *ps, json_t *v, struct rw_policy_run *run)
 {
-	return parse_array(ps, v, sizeof(*run->pods), (void **)&run->pods, &run->n_pods, pod_elem,
-			   NULL);
+	size_t n, i;
+	json_t *e;
+	int rc;
+
+	if (!json_is_array(v))
+		return fail_type(ps, v, "an array");
+	n = json_array_size(v);
+	if (!n)
+		return 0;
+	run->pods = calloc(n, sizeof(*run->pods));
+	run->pods6 = calloc(n, sizeof(*run->pods6));
+	run->pods6_at = calloc(n, sizeof(*run->pods6_at));
+	if (!run->pods || !run->pods6 || !run->pods6_at)
+		return fail_nomem(ps);
+	json_array_foreach(v, i, e)
+	{
+		struct rw_policy_cidr c;
+
+		push_index(ps, i);
+		rc = parse_pod(ps, e, &c);
+		if (rc)
+			return rc;
+		if (c.family == AF_INET6) {
+			memcpy(run->pods6[run->n_pods6], c.addr6, sizeof(c.addr6));
+			run->pods6_at[run->n_pods6++] = i;
+		} else {
+			run->pods[run->n_pods++] = c.addr;
+		}
+		pop(ps);
+	}
+	/* A run of one family holds no array for the other. */
+	if (!run->n_pods) {
+		free(run->pods);
+		run->pods = NULL;
+	}
+	if (!run->n_pods6) {
+		free(run->pods6);
+		free(run->pods6_at);
+		run->pods6 = NULL;
+		run->pods6_at = NULL;
+	}
+	return 0;
 }
 
 static int parse_run(struct parser *ps, json_t *v, struct rw_policy_run *run)
@@ -905,21 +1293,73 @@ static int parse_runs(struct parser *ps, json_t *v, struct rw_policy *p)
  * message names what the author wrote second. Ties sort in text order, so a repeat's earlier
  * twin is the entry just before it.
  */
+/* A pod's address as one key for both families: an IPv4 one as its IPv4-mapped form, which no
+ * IPv6 pod can have (pod6_refusal()). Sorted as bytes: network order sorts by address.
+ */
+struct pod_key {
+	__be32 ip[4];
+	size_t pos; /* where it is written in its run's "pods" */
+};
+
+static void pod_key_v4(__be32 ip[4], __be32 addr)
+{
+	ip[0] = 0;
+	ip[1] = 0;
+	ip[2] = htonl(0xffff);
+	ip[3] = addr;
+}
+
+static bool pod_key_is_v4(const __be32 ip[4])
+{
+	return !ip[0] && !ip[1] && ip[2] == htonl(0xffff);
+}
+
+static const char *pod_key_text(const __be32 ip[4], char out[INET6_ADDRSTRLEN])
+{
+	if (pod_key_is_v4(ip))
+		return inet_ntop(AF_INET, &ip[3], out, INET6_ADDRSTRLEN);
+	return inet_ntop(AF_INET6, ip, out, INET6_ADDRSTRLEN);
+}
+
+static size_t run_n_pods(const struct rw_policy_run *r)
+{
+	return r->n_pods + r->n_pods6;
+}
+
+/* The pods of run r in the order they were written (pods6_at; without it, the IPv6 ones after
+ * the IPv4 ones) into out, run_n_pods(r) of them.
+ */
+static void run_pod_keys(const struct rw_policy_run *r, struct pod_key *out)
+{
+	size_t i4 = 0, i6 = 0, n = run_n_pods(r);
+
+	for (size_t pos = 0; pos < n; pos++) {
+		bool six =
+			i6 < r->n_pods6 && (r->pods6_at ? r->pods6_at[i6] == pos : i4 == r->n_pods);
+
+		if (six)
+			memcpy(out[pos].ip, r->pods6[i6++], sizeof(out[pos].ip));
+		else
+			pod_key_v4(out[pos].ip, r->pods[i4++]);
+		out[pos].pos = pos;
+	}
+}
+
 struct pod_ref {
-	__u32 addr; /* host byte order, for sorting */
+	struct pod_key k;
 	size_t run;
-	size_t pod;
 };
 
 static int pod_ref_cmp(const void *a, const void *b)
 {
 	const struct pod_ref *x = a, *y = b;
+	int c = memcmp(x->k.ip, y->k.ip, sizeof(x->k.ip));
 
-	if (x->addr != y->addr)
-		return x->addr < y->addr ? -1 : 1;
+	if (c)
+		return c;
 	if (x->run != y->run)
 		return x->run < y->run ? -1 : 1;
-	return x->pod < y->pod ? -1 : x->pod > y->pod;
+	return x->k.pos < y->k.pos ? -1 : x->k.pos > y->k.pos;
 }
 
 static void select_runs_step(struct parser *ps, json_t *root, json_t *runs, size_t run,
@@ -930,30 +1370,42 @@ static void select_runs_step(struct parser *ps, json_t *root, json_t *runs, size
 	push_key(ps, key, member_index(json_array_get(runs, run), key));
 }
 
+/* A pod in two places, of either family (an IPv4 and an IPv6 address are never the same). */
 static int check_pods(struct parser *ps, json_t *root, const struct rw_policy *p)
 {
 	struct pod_ref *refs, dup = {0}, first = {0};
-	size_t n = 0, i, j;
+	struct pod_key *keys = NULL;
+	size_t n = 0, most = 0, i, j;
 	bool found = false;
-	char addr[INET_ADDRSTRLEN];
+	char addr[INET6_ADDRSTRLEN];
 
-	for (i = 0; i < p->n_runs; i++)
-		n += p->runs[i].n_pods;
+	for (i = 0; i < p->n_runs; i++) {
+		n += run_n_pods(&p->runs[i]);
+		if (run_n_pods(&p->runs[i]) > most)
+			most = run_n_pods(&p->runs[i]);
+	}
 	if (n < 2)
 		return 0;
 	refs = malloc(n * sizeof(*refs));
-	if (!refs)
+	keys = malloc(most * sizeof(*keys));
+	if (!refs || !keys) {
+		free(refs);
+		free(keys);
 		return fail_nomem(ps);
+	}
 	n = 0;
-	for (i = 0; i < p->n_runs; i++)
-		for (j = 0; j < p->runs[i].n_pods; j++)
-			refs[n++] = (struct pod_ref){ntohl(p->runs[i].pods[j]), i, j};
+	for (i = 0; i < p->n_runs; i++) {
+		run_pod_keys(&p->runs[i], keys);
+		for (j = 0; j < run_n_pods(&p->runs[i]); j++)
+			refs[n++] = (struct pod_ref){keys[j], i};
+	}
+	free(keys);
 	qsort(refs, n, sizeof(*refs), pod_ref_cmp);
 	for (i = 1; i < n; i++) {
-		if (refs[i].addr != refs[i - 1].addr)
+		if (memcmp(refs[i].k.ip, refs[i - 1].k.ip, sizeof(refs[i].k.ip)))
 			continue;
 		if (!found || refs[i].run < dup.run ||
-		    (refs[i].run == dup.run && refs[i].pod < dup.pod)) {
+		    (refs[i].run == dup.run && refs[i].k.pos < dup.k.pos)) {
 			dup = refs[i];
 			first = refs[i - 1];
 			found = true;
@@ -964,10 +1416,9 @@ static int check_pods(struct parser *ps, json_t *root, const struct rw_policy *p
 		return 0;
 
 	select_runs_step(ps, root, json_object_get(root, "runs"), dup.run, "pods");
-	push_index(ps, dup.pod);
-	inet_ntop(AF_INET, &p->runs[dup.run].pods[dup.pod], addr, sizeof(addr));
-	return fail(ps, AT_VALUE, "pod %s is already listed at runs[%zu].pods[%zu] (run %s)", addr,
-		    first.run, first.pod, p->runs[first.run].id);
+	push_index(ps, dup.k.pos);
+	return fail(ps, AT_VALUE, "pod %s is already listed at runs[%zu].pods[%zu] (run %s)",
+		    pod_key_text(dup.k.ip, addr), first.run, first.k.pos, p->runs[first.run].id);
 }
 
 struct id_ref {
@@ -1025,6 +1476,70 @@ static bool cidrs_overlap(__be32 a, unsigned int alen, __be32 b, unsigned int bl
 	return (a & m) == (b & m);
 }
 
+/* check_run_rules_of() for an IPv4 rule: the special ranges and the deny list's IPv4 CIDRs. What
+ * it overlaps goes into sb; returns what that is, or NULL.
+ */
+static const char *run_rule4_overlap(struct sbuf *sb, const struct rw_policy_rule *rule,
+				     const struct rw_policy *p)
+{
+	size_t i;
+
+	for (i = 0; i < N_OF(special); i++) {
+		if (cidrs_overlap(rule->addr, rule->prefixlen, htonl(special[i].addr),
+				  special[i].prefixlen)) {
+			sb_printf(sb, "%s", special[i].name);
+			return "a private or special-purpose range";
+		}
+	}
+	for (i = 0; i < p->n_deny; i++) {
+		if (p->deny[i].family != AF_INET6 &&
+		    cidrs_overlap(rule->addr, rule->prefixlen, p->deny[i].addr,
+				  p->deny[i].prefixlen)) {
+			sb_cidr(sb, p->deny[i].addr, p->deny[i].prefixlen);
+			sb_printf(sb, " (deny[%zu])", i);
+			return "denied by the snapshot";
+		}
+	}
+	return NULL;
+}
+
+/* check_run_rules_of() for an IPv6 rule: the special ranges, the embedded-IPv4 forms (a rule
+ * inside one is refused by every list; a wider one that holds one is refused here) and the
+ * deny list's IPv6 CIDRs. What it overlaps goes into sb; returns what that is, or NULL.
+ */
+static const char *run_rule6_overlap(struct sbuf *sb, const struct rw_policy_rule *rule,
+				     const struct rw_policy *p)
+{
+	__be32 net[4];
+	size_t i;
+
+	for (i = 0; i < N_OF(special6); i++) {
+		words6(net, special6[i].w);
+		if (cidrs6_overlap(rule->addr6, rule->prefixlen, net, special6[i].prefixlen)) {
+			sb_printf(sb, "%s", special6[i].name);
+			return "a private or special-purpose range";
+		}
+	}
+	for (i = 0; i < N_OF(embedded4); i++) {
+		words6(net, embedded4[i].w);
+		if (cidrs6_overlap(rule->addr6, rule->prefixlen, net, embedded4[i].prefixlen)) {
+			sb_printf(sb, "%s", embedded4[i].name);
+			return "a range of IPv6 forms of IPv4 addresses (write IPv4 rules for "
+			       "those)";
+		}
+	}
+	for (i = 0; i < p->n_deny; i++) {
+		if (p->deny[i].family == AF_INET6 &&
+		    cidrs6_overlap(rule->addr6, rule->prefixlen, p->deny[i].addr6,
+				   p->deny[i].prefixlen)) {
+			sb_cidr6(sb, p->deny[i].addr6, p->deny[i].prefixlen);
+			sb_printf(sb, " (deny[%zu])", i);
+			return "denied by the snapshot";
+		}
+	}
+	return NULL;
+}
+
 /* Run rules name public destinations only: a run's destination must be none of "private,
  * loopback, link-local, CGNAT or a cluster address" (seed 003), so a run rule that overlaps a
  * built-in special range or the snapshot's deny list is refused, naming the range. Only the
@@ -1034,7 +1549,7 @@ static bool cidrs_overlap(__be32 a, unsigned int alen, __be32 b, unsigned int bl
 static int check_run_rules_of(struct parser *ps, json_t *obj_run, const struct rw_policy_run *run,
 			      const struct rw_policy *p)
 {
-	char q[QUOTE_BUF], range[48];
+	char q[QUOTE_BUF], range[80];
 	struct sbuf sb;
 
 	for (size_t a = 0; a < run->n_allow; a++) {
@@ -1042,25 +1557,11 @@ static int check_run_rules_of(struct parser *ps, json_t *obj_run, const struct r
 		json_t *obj = json_array_get(json_object_get(obj_run, "allow"), a);
 		const char *key = json_object_get(obj, "ip") ? "ip" : "cidr";
 		const char *text = json_string_value(json_object_get(obj, key));
-		const char *what = NULL;
-		size_t i;
+		const char *what;
 
 		sb_init(&sb, range, sizeof(range));
-		for (i = 0; i < sizeof(special) / sizeof(special[0]) && !what; i++) {
-			if (cidrs_overlap(rule->addr, rule->prefixlen, htonl(special[i].addr),
-					  special[i].prefixlen)) {
-				sb_printf(&sb, "%s", special[i].name);
-				what = "a private or special-purpose range";
-			}
-		}
-		for (i = 0; i < p->n_deny && !what; i++) {
-			if (cidrs_overlap(rule->addr, rule->prefixlen, p->deny[i].addr,
-					  p->deny[i].prefixlen)) {
-				sb_cidr(&sb, p->deny[i].addr, p->deny[i].prefixlen);
-				sb_printf(&sb, " (deny[%zu])", i);
-				what = "denied by the snapshot";
-			}
-		}
+		what = rw_policy_rule_is6(rule) ? run_rule6_overlap(&sb, rule, p)
+						: run_rule4_overlap(&sb, rule, p);
 		if (!what)
 			continue;
 		push_key(ps, "allow", member_index(obj_run, "allow"));
@@ -1209,6 +1710,14 @@ static void free_rules(struct rw_policy_rule *rules, size_t n)
 	free(rules);
 }
 
+static void free_run(struct rw_policy_run *r)
+{
+	free(r->pods);
+	free(r->pods6);
+	free(r->pods6_at);
+	free_rules(r->allow, r->n_allow);
+}
+
 void rw_policy_free(struct rw_policy *p)
 {
 	size_t i;
@@ -1218,10 +1727,8 @@ void rw_policy_free(struct rw_policy *p)
 	free(p->deny);
 	free_rules(p->services, p->n_services);
 	free_rules(p->inbound, p->n_inbound);
-	for (i = 0; i < p->n_runs; i++) {
-		free(p->runs[i].pods);
-		free_rules(p->runs[i].allow, p->runs[i].n_allow);
-	}
+	for (i = 0; i < p->n_runs; i++)
+		free_run(&p->runs[i]);
 	free(p->runs);
 	memset(p, 0, sizeof(*p));
 }
@@ -1329,9 +1836,9 @@ int rw_policy_parse_file(const char *path, struct rw_policy *out, struct rw_poli
  */
 
 struct rw_policy_index_pod {
-	__be32 ip;
-	__u32 run; /* position + 1; 0: a free slot */
-	__u32 pod;
+	__be32 ip[4]; /* pod_key: IPv4 as IPv4-mapped */
+	__u32 run;    /* position + 1; 0: a free slot */
+	__u32 pod;    /* its position in the run's "pods" */
 };
 
 struct rw_policy_index_run {
@@ -1345,11 +1852,11 @@ static uint64_t ix_hash(const void *data, size_t len)
 	return rw_siphash(rw_hash_key(), data, len);
 }
 
-static size_t ix_pod_slot(const struct rw_policy_index *ix, __be32 ip)
+static size_t ix_pod_slot(const struct rw_policy_index *ix, const __be32 ip[4])
 {
-	size_t i = ix_hash(&ip, sizeof(ip)) & ix->pod_mask;
+	size_t i = ix_hash(ip, 4 * sizeof(*ip)) & ix->pod_mask;
 
-	while (ix->pods[i].run && ix->pods[i].ip != ip)
+	while (ix->pods[i].run && memcmp(ix->pods[i].ip, ip, sizeof(ix->pods[i].ip)))
 		i = (i + 1) & ix->pod_mask;
 	return i;
 }
@@ -1385,10 +1892,10 @@ static size_t ix_run_slot(const struct rw_policy_index *ix, const struct rw_poli
 		(tab)[i].run = 0;                                                        \
 	} while (0)
 
-#define IX_POD_HOME(e) ix_hash(&(e).ip, sizeof((e).ip))
+#define IX_POD_HOME(e) ix_hash((e).ip, sizeof((e).ip))
 #define IX_RUN_HOME(e) ((e).hash)
 
-static void ix_pod_delete(struct rw_policy_index *ix, __be32 ip)
+static void ix_pod_delete(struct rw_policy_index *ix, const __be32 ip[4])
 {
 	size_t i = ix_pod_slot(ix, ip);
 
@@ -1419,15 +1926,61 @@ static size_t ix_size(size_t n)
 	return size;
 }
 
-static void ix_add_run_pods(struct rw_policy_index *ix, const struct rw_policy_run *run, size_t r)
+/* Every pod of a run, of both families, as pod keys in the order written; NULL (and *n 0) for
+ * a run without pods, or out of memory (*n then SIZE_MAX).
+ */
+static struct pod_key *run_pods_keyed(const struct rw_policy_run *run, size_t *n)
 {
-	for (size_t i = 0; i < run->n_pods; i++) {
-		size_t s = ix_pod_slot(ix, run->pods[i]);
+	struct pod_key *k;
+
+	*n = run_n_pods(run);
+	if (!*n)
+		return NULL;
+	k = malloc(*n * sizeof(*k));
+	if (!k) {
+		*n = SIZE_MAX;
+		return NULL;
+	}
+	run_pod_keys(run, k);
+	return k;
+}
+
+static int ix_add_run_pods(struct rw_policy_index *ix, const struct rw_policy_run *run, size_t r)
+{
+	size_t n;
+	struct pod_key *k = run_pods_keyed(run, &n);
+
+	if (n == SIZE_MAX)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		size_t s = ix_pod_slot(ix, k[i].ip);
 
 		if (!ix->pods[s].run)
 			ix->n_pods++;
-		ix->pods[s] = (struct rw_policy_index_pod){run->pods[i], r + 1, i};
+		memcpy(ix->pods[s].ip, k[i].ip, sizeof(ix->pods[s].ip));
+		ix->pods[s].run = r + 1;
+		ix->pods[s].pod = k[i].pos;
 	}
+	free(k);
+	return 0;
+}
+
+/* Each pod of run r: ix_pod_delete() (run 0), or its entry now says position r. */
+static int ix_run_pods_do(struct rw_policy_index *ix, const struct rw_policy_run *run, __u32 to)
+{
+	size_t n;
+	struct pod_key *k = run_pods_keyed(run, &n);
+
+	if (n == SIZE_MAX)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		if (!to)
+			ix_pod_delete(ix, k[i].ip);
+		else
+			ix->pods[ix_pod_slot(ix, k[i].ip)].run = to;
+	}
+	free(k);
+	return 0;
 }
 
 int rw_policy_index_build(struct rw_policy_index *ix, const struct rw_policy *p)
@@ -1436,7 +1989,7 @@ int rw_policy_index_build(struct rw_policy_index *ix, const struct rw_policy *p)
 
 	rw_policy_index_free(ix);
 	for (size_t r = 0; r < p->n_runs; r++)
-		pods += p->runs[r].n_pods;
+		pods += run_n_pods(&p->runs[r]);
 	ix->pod_mask = ix_size(pods) - 1;
 	ix->run_mask = ix_size(p->n_runs) - 1;
 	ix->pods = calloc(ix->pod_mask + 1, sizeof(*ix->pods));
@@ -1455,7 +2008,10 @@ int rw_policy_index_build(struct rw_policy_index *ix, const struct rw_policy *p)
 			ix->runs[s] = (struct rw_policy_index_run){h, r + 1};
 			ix->n_runs++;
 		}
-		ix_add_run_pods(ix, &p->runs[r], r);
+		if (ix_add_run_pods(ix, &p->runs[r], r)) {
+			rw_policy_index_free(ix);
+			return -ENOMEM;
+		}
 	}
 	return 0;
 }
@@ -1478,18 +2034,14 @@ long rw_policy_index_run(const struct rw_policy_index *ix, const struct rw_polic
 	return ix->runs[s].run ? (long)ix->runs[s].run - 1 : -1;
 }
 
-struct pod_at {
-	__u32 addr; /* host byte order, for sorting */
-	size_t pod;
-};
-
-static int pod_at_cmp(const void *a, const void *b)
+static int pod_key_cmp(const void *a, const void *b)
 {
-	const struct pod_at *x = a, *y = b;
+	const struct pod_key *x = a, *y = b;
+	int c = memcmp(x->ip, y->ip, sizeof(x->ip));
 
-	if (x->addr != y->addr)
-		return x->addr < y->addr ? -1 : 1;
-	return x->pod < y->pod ? -1 : x->pod > y->pod;
+	if (c)
+		return c;
+	return x->pos < y->pos ? -1 : x->pos > y->pos;
 }
 
 /* check_pods() for run `run` at position `at` of the next policy (`self`: the position of the
@@ -1500,22 +2052,28 @@ static int check_run_pods(struct parser *ps, json_t *obj_run, const struct rw_po
 			  const struct rw_policy_index *ix, const struct rw_policy_run *run,
 			  size_t at, long self)
 {
-	size_t best = SIZE_MAX, first = 0, other_run = 0, other_pod = 0;
-	char addr[INET_ADDRSTRLEN];
-	struct pod_at *sorted;
+	size_t best = SIZE_MAX, first = 0, other_run = 0, other_pod = 0, n;
+	char addr[INET6_ADDRSTRLEN];
+	struct pod_key *keys, *sorted;
 	bool in_other = false;
+	int rc;
 
-	if (run->n_pods > 1) {
-		sorted = malloc(run->n_pods * sizeof(*sorted));
-		if (!sorted)
+	keys = run_pods_keyed(run, &n);
+	if (n == SIZE_MAX)
+		return fail_nomem(ps);
+	if (n > 1) {
+		sorted = malloc(n * sizeof(*sorted));
+		if (!sorted) {
+			free(keys);
 			return fail_nomem(ps);
-		for (size_t i = 0; i < run->n_pods; i++)
-			sorted[i] = (struct pod_at){ntohl(run->pods[i]), i};
-		qsort(sorted, run->n_pods, sizeof(*sorted), pod_at_cmp);
-		for (size_t i = 1; i < run->n_pods; i++)
-			if (sorted[i].addr == sorted[i - 1].addr && sorted[i].pod < best) {
-				best = sorted[i].pod;
-				first = sorted[i - 1].pod;
+		}
+		memcpy(sorted, keys, n * sizeof(*sorted));
+		qsort(sorted, n, sizeof(*sorted), pod_key_cmp);
+		for (size_t i = 1; i < n; i++)
+			if (!memcmp(sorted[i].ip, sorted[i - 1].ip, sizeof(sorted[i].ip)) &&
+			    sorted[i].pos < best) {
+				best = sorted[i].pos;
+				first = sorted[i - 1].pos;
 			}
 		free(sorted);
 	}
@@ -1524,9 +2082,9 @@ static int check_run_pods(struct parser *ps, json_t *obj_run, const struct rw_po
 	 * here too (the whole snapshot would name the later run's pod).
 	 */
 	for (int later = 0; later < 2 && (!later || best == SIZE_MAX); later++) {
-		for (size_t i = 0; i < run->n_pods && i < best; i++) {
+		for (size_t i = 0; i < n && i < best; i++) {
 			const struct rw_policy_index_pod *e =
-				&ix->pods[ix_pod_slot(ix, run->pods[i])];
+				&ix->pods[ix_pod_slot(ix, keys[i].ip)];
 
 			if (!e->run || (long)e->run - 1 == self || (e->run - 1 > at) != later)
 				continue;
@@ -1536,17 +2094,21 @@ static int check_run_pods(struct parser *ps, json_t *obj_run, const struct rw_po
 			other_pod = e->pod;
 		}
 	}
-	if (best == SIZE_MAX)
+	if (best == SIZE_MAX) {
+		free(keys);
 		return 0;
+	}
+	pod_key_text(keys[best].ip, addr);
+	free(keys);
 	push_key(ps, "pods", member_index(obj_run, "pods"));
 	push_index(ps, best);
-	inet_ntop(AF_INET, &run->pods[best], addr, sizeof(addr));
 	if (in_other)
-		return fail(ps, AT_VALUE,
-			    "pod %s is already listed at runs[%zu].pods[%zu] (run %s)", addr,
-			    other_run, other_pod, cur->runs[other_run].id);
-	return fail(ps, AT_VALUE, "pod %s is already listed at runs[%zu].pods[%zu] (run %s)", addr,
-		    at, first, run->id);
+		rc = fail(ps, AT_VALUE, "pod %s is already listed at runs[%zu].pods[%zu] (run %s)",
+			  addr, other_run, other_pod, cur->runs[other_run].id);
+	else
+		rc = fail(ps, AT_VALUE, "pod %s is already listed at runs[%zu].pods[%zu] (run %s)",
+			  addr, at, first, run->id);
+	return rc;
 }
 
 /* The next policy: `cur`'s node-wide parts and runs (shared, not copied), with position `at`
@@ -1650,8 +2212,7 @@ int rw_policy_change_upsert(const struct rw_policy *cur, const struct rw_policy_
 	}
 	return 0;
 fail:
-	free(run.pods);
-	free_rules(run.allow, run.n_allow);
+	free_run(&run);
 	memset(out, 0, sizeof(*out));
 	return rc;
 }
@@ -1693,10 +2254,10 @@ void rw_policy_change_commit(struct rw_policy *cur, struct rw_policy_index *ix,
 
 	*cur = c->next;
 	if (ix->runs) {
-		if (!c->added) {
-			for (size_t i = 0; i < c->old.n_pods; i++)
-				ix_pod_delete(ix, c->old.pods[i]);
-		}
+		bool lost = false;
+
+		if (!c->added)
+			lost |= ix_run_pods_do(ix, &c->old, 0) != 0;
 		if (c->removed) {
 			ix_run_delete(ix, &prev, c->old.id);
 			/* The runs after it moved up one place. */
@@ -1710,8 +2271,7 @@ void rw_policy_change_commit(struct rw_policy *cur, struct rw_policy_index *ix,
 				       (ix->runs[s].hash != h || ix->runs[s].run != r + 2))
 					s = (s + 1) & ix->run_mask;
 				ix->runs[s].run = r + 1;
-				for (size_t i = 0; i < run->n_pods; i++)
-					ix->pods[ix_pod_slot(ix, run->pods[i])].run = r + 1;
+				lost |= ix_run_pods_do(ix, run, r + 1) != 0;
 			}
 		} else {
 			if (c->added) {
@@ -1722,28 +2282,24 @@ void rw_policy_change_commit(struct rw_policy *cur, struct rw_policy_index *ix,
 					(struct rw_policy_index_run){h, at + 1};
 				ix->n_runs++;
 			}
-			ix_add_run_pods(ix, &cur->runs[at], at);
+			lost |= ix_add_run_pods(ix, &cur->runs[at], at) != 0;
 		}
-		/* Past half full: rebuilt at twice the size (or, without memory, dropped, and
-		 * rebuilt by the next change).
+		/* Past half full: rebuilt at twice the size; out of memory on the way, rebuilt
+		 * from the policy (or, without memory, dropped, and rebuilt by the next change).
 		 */
-		if (2 * ix->n_pods > ix->pod_mask + 1 || 2 * ix->n_runs > ix->run_mask + 1)
+		if (lost || 2 * ix->n_pods > ix->pod_mask + 1 || 2 * ix->n_runs > ix->run_mask + 1)
 			rw_policy_index_build(ix, cur);
 	}
-	if (!c->added) {
-		free(c->old.pods);
-		free_rules(c->old.allow, c->old.n_allow);
-	}
+	if (!c->added)
+		free_run(&c->old);
 	free(prev.runs);
 	memset(c, 0, sizeof(*c));
 }
 
 void rw_policy_change_abort(struct rw_policy_change *c)
 {
-	if (!c->removed && c->next.runs) {
-		free(c->next.runs[c->at].pods);
-		free_rules(c->next.runs[c->at].allow, c->next.runs[c->at].n_allow);
-	}
+	if (!c->removed && c->next.runs)
+		free_run(&c->next.runs[c->at]);
 	free(c->next.runs);
 	memset(c, 0, sizeof(*c));
 }
@@ -1796,11 +2352,26 @@ void rw_policy_run_digest(const struct rw_policy_run *r, uint64_t digest[2])
 	dg_word(&d, r->n_pods);
 	for (size_t i = 0; i < r->n_pods; i++)
 		dg_word(&d, r->pods[i]);
+	dg_word(&d, r->n_pods6);
+	for (size_t i = 0; i < r->n_pods6; i++) {
+		dg_word(&d, (uint64_t)r->pods6[i][0] << 32 | r->pods6[i][1]);
+		dg_word(&d, (uint64_t)r->pods6[i][2] << 32 | r->pods6[i][3]);
+		/* where it was written: a reordered list is another run as written */
+		dg_word(&d, r->pods6_at ? r->pods6_at[i] : SIZE_MAX);
+	}
 	dg_word(&d, r->n_allow);
 	for (size_t i = 0; i < r->n_allow; i++) {
-		dg_word(&d, (uint64_t)r->allow[i].addr << 8 | r->allow[i].prefixlen);
-		dg_ports(&d, r->allow[i].tcp, r->allow[i].n_tcp);
-		dg_ports(&d, r->allow[i].udp, r->allow[i].n_udp);
+		const struct rw_policy_rule *a = &r->allow[i];
+
+		if (rw_policy_rule_is6(a)) {
+			dg_word(&d, (uint64_t)AF_INET6 << 40 | a->prefixlen);
+			dg_word(&d, (uint64_t)a->addr6[0] << 32 | a->addr6[1]);
+			dg_word(&d, (uint64_t)a->addr6[2] << 32 | a->addr6[3]);
+		} else {
+			dg_word(&d, (uint64_t)a->addr << 8 | a->prefixlen);
+		}
+		dg_ports(&d, a->tcp, a->n_tcp);
+		dg_ports(&d, a->udp, a->n_udp);
 	}
 	digest[0] = dg_final(d.a ^ d.b);
 	digest[1] = dg_final(d.b + (d.a << 1));
@@ -1879,10 +2450,45 @@ static bool addrs_equal(const __be32 *a, size_t na, const __be32 *b, size_t nb)
 	return true;
 }
 
+static int addr6_cmp(const void *a, const void *b)
+{
+	return memcmp(a, b, 4 * sizeof(__be32));
+}
+
+/* addrs_equal() for IPv6 pods. */
+static bool addrs6_equal(const __be32 (*a)[4], size_t na, const __be32 (*b)[4], size_t nb)
+{
+	__be32(*sa)[4], (*sb)[4];
+	size_t i, j;
+	bool eq;
+
+	if (na != nb)
+		return false;
+	if (!na || !memcmp(a, b, na * sizeof(*a)))
+		return true;
+	sa = malloc(2 * na * sizeof(*sa));
+	if (sa) {
+		sb = sa + na;
+		memcpy(sa, a, na * sizeof(*a));
+		memcpy(sb, b, nb * sizeof(*b));
+		qsort(sa, na, sizeof(*sa), addr6_cmp);
+		qsort(sb, nb, sizeof(*sb), addr6_cmp);
+		eq = !memcmp(sa, sb, na * sizeof(*sa));
+		free(sa);
+		return eq;
+	}
+	for (i = 0; i < na; i++) {
+		for (j = 0; j < nb && memcmp(b[j], a[i], sizeof(a[i])); j++)
+			;
+		if (j == nb)
+			return false;
+	}
+	return true;
+}
+
 static bool rule_equal(const struct rw_policy_rule *a, const struct rw_policy_rule *b)
 {
-	return a->addr == b->addr && a->prefixlen == b->prefixlen &&
-	       ports_equal(a->tcp, a->n_tcp, b->tcp, b->n_tcp) &&
+	return rw_policy_rule_same_addr(a, b) && ports_equal(a->tcp, a->n_tcp, b->tcp, b->n_tcp) &&
 	       ports_equal(a->udp, a->n_udp, b->udp, b->n_udp);
 }
 
@@ -1905,7 +2511,9 @@ static bool rules_subset(const struct rw_policy_rule *a, size_t na, const struct
 
 /* A rule in canonical form: its port lists sorted (the parser guarantees no duplicates). */
 struct rule_canon {
+	__u8 six;
 	__be32 addr;
+	__be32 addr6[4];
 	__u8 prefixlen;
 	const __u16 *tcp, *udp;
 	size_t n_tcp, n_udp;
@@ -1928,8 +2536,13 @@ static int canon_cmp(const void *pa, const void *pb)
 	const struct rule_canon *a = pa, *b = pb;
 	int c;
 
+	if (a->six != b->six)
+		return a->six < b->six ? -1 : 1;
 	if (a->addr != b->addr)
 		return a->addr < b->addr ? -1 : 1;
+	c = memcmp(a->addr6, b->addr6, sizeof(a->addr6));
+	if (c)
+		return c;
 	if (a->prefixlen != b->prefixlen)
 		return a->prefixlen < b->prefixlen ? -1 : 1;
 	c = ports_cmp(a->tcp, a->n_tcp, b->tcp, b->n_tcp);
@@ -1956,7 +2569,10 @@ static struct rule_canon *rules_canon(const struct rw_policy_rule *r, size_t n, 
 		return NULL;
 	}
 	for (size_t i = 0; i < n; i++) {
-		c[i] = (struct rule_canon){.addr = r[i].addr, .prefixlen = r[i].prefixlen};
+		c[i] = (struct rule_canon){.six = rw_policy_rule_is6(&r[i]),
+					   .addr = r[i].addr,
+					   .prefixlen = r[i].prefixlen};
+		memcpy(c[i].addr6, r[i].addr6, sizeof(c[i].addr6));
 		if (r[i].n_tcp)
 			memcpy(p + at, r[i].tcp, r[i].n_tcp * sizeof(*p));
 		qsort(p + at, r[i].n_tcp, sizeof(*p), u16_cmp);
@@ -1993,7 +2609,7 @@ static bool rules_same_set(const struct rw_policy_rule *a, size_t na,
 
 	if (na == nb) {
 		for (i = 0; i < na; i++)
-			if (a[i].addr != b[i].addr || a[i].prefixlen != b[i].prefixlen ||
+			if (!rw_policy_rule_same_addr(&a[i], &b[i]) ||
 			    ports_cmp(a[i].tcp, a[i].n_tcp, b[i].tcp, b[i].n_tcp) ||
 			    ports_cmp(a[i].udp, a[i].n_udp, b[i].udp, b[i].n_udp))
 				break;
@@ -2024,6 +2640,8 @@ int rw_policy_run_equal(const struct rw_policy *a, const struct rw_policy_run *r
 	       rw_policy_run_egress(a, ra) == rw_policy_run_egress(b, rb) &&
 	       rw_policy_run_refusal(a, ra) == rw_policy_run_refusal(b, rb) &&
 	       addrs_equal(ra->pods, ra->n_pods, rb->pods, rb->n_pods) &&
+	       addrs6_equal((const __be32(*)[4])ra->pods6, ra->n_pods6,
+			    (const __be32(*)[4])rb->pods6, rb->n_pods6) &&
 	       rules_same_set(ra->allow, ra->n_allow, rb->allow, rb->n_allow);
 }
 
@@ -2071,7 +2689,12 @@ int rw_refusal_parse(const char *name)
 
 static void sb_rule_addr(struct sbuf *sb, const struct rw_policy_rule *r)
 {
-	if (r->prefixlen == 32)
+	if (rw_policy_rule_is6(r)) {
+		if (r->prefixlen == 128)
+			sb_addr6(sb, r->addr6);
+		else
+			sb_cidr6(sb, r->addr6, r->prefixlen);
+	} else if (r->prefixlen == 32)
 		sb_addr(sb, r->addr);
 	else
 		sb_cidr(sb, r->addr, r->prefixlen);
@@ -2140,7 +2763,7 @@ static int diff_rules(struct sbuf *sb, const char *kind, const struct rw_policy_
 			continue;
 		sb_printf(sb, "~ %s %s:", kind, o->name);
 		sep = " ";
-		if (o->addr != n->addr || o->prefixlen != n->prefixlen) {
+		if (!rw_policy_rule_same_addr(o, n)) {
 			sb_printf(sb, "%s", sep);
 			sb_rule_addr(sb, o);
 			sb_printf(sb, " -> ");
@@ -2179,7 +2802,7 @@ static bool has_cidr(const struct rw_policy_cidr *set, size_t n, const struct rw
 	size_t i;
 
 	for (i = 0; i < n; i++)
-		if (set[i].addr == c->addr && set[i].prefixlen == c->prefixlen)
+		if (rw_policy_cidr_equal(&set[i], c))
 			return true;
 	return false;
 }
@@ -2193,7 +2816,7 @@ static int diff_deny(struct sbuf *sb, const struct rw_policy *old, const struct 
 		if (has_cidr(new->deny, new->n_deny, &old->deny[i]))
 			continue;
 		sb_printf(sb, "- deny ");
-		sb_cidr(sb, old->deny[i].addr, old->deny[i].prefixlen);
+		sb_cidr_of(sb, &old->deny[i]);
 		sb_printf(sb, "\n");
 		count++;
 	}
@@ -2201,7 +2824,7 @@ static int diff_deny(struct sbuf *sb, const struct rw_policy *old, const struct 
 		if (has_cidr(old->deny, old->n_deny, &new->deny[i]))
 			continue;
 		sb_printf(sb, "+ deny ");
-		sb_cidr(sb, new->deny[i].addr, new->deny[i].prefixlen);
+		sb_cidr_of(sb, &new->deny[i]);
 		sb_printf(sb, "\n");
 		count++;
 	}
@@ -2235,6 +2858,20 @@ static void sb_pods_missing(struct sbuf *sb, char sign, const struct rw_policy_r
 		}
 		sb_printf(sb, " %c", sign);
 		sb_addr(sb, a->pods[i]);
+		(*shown)++;
+	}
+	for (i = 0; i < a->n_pods6; i++) {
+		for (j = 0; j < b->n_pods6 && memcmp(b->pods6[j], a->pods6[i], sizeof(a->pods6[i]));
+		     j++)
+			;
+		if (j < b->n_pods6)
+			continue;
+		if (*shown >= 8) {
+			more++;
+			continue;
+		}
+		sb_printf(sb, " %c", sign);
+		sb_addr6(sb, a->pods6[i]);
 		(*shown)++;
 	}
 	if (more)
@@ -2274,7 +2911,9 @@ static int diff_runs(struct sbuf *sb, const struct rw_policy *old, const struct 
 				  rw_refusal_name(en));
 			sep = "; ";
 		}
-		if (!addrs_equal(o->pods, o->n_pods, n->pods, n->n_pods)) {
+		if (!addrs_equal(o->pods, o->n_pods, n->pods, n->n_pods) ||
+		    !addrs6_equal((const __be32(*)[4])o->pods6, o->n_pods6,
+				  (const __be32(*)[4])n->pods6, n->n_pods6)) {
 			sb_printf(sb, "%spods", sep);
 			shown = 0;
 			sb_pods_missing(sb, '+', n, o, &shown);
@@ -2291,7 +2930,7 @@ static int diff_runs(struct sbuf *sb, const struct rw_policy *old, const struct 
 		n = &new->runs[i];
 		if (find_run(old, n->id))
 			continue;
-		sb_printf(sb, "+ run %s (%zu pod%s", n->id, n->n_pods, plural(n->n_pods));
+		sb_printf(sb, "+ run %s (%zu pod%s", n->id, run_n_pods(n), plural(run_n_pods(n)));
 		if (n->egress >= 0)
 			sb_printf(sb, ", egress %s", rw_egress_name(n->egress));
 		if (n->refusal >= 0)

@@ -6,29 +6,43 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <linux/types.h>
 #include "runwall.h"
 
-/* A destination (or an inbound peer) and the ports it is allowed on. */
+/* A destination (or an inbound peer) and the ports it is allowed on. One of two families: an
+ * IPv4 address in `addr` (addr6 all zero), or an IPv6 one in `addr6` (addr zero); a rule made
+ * without `family` (0) is IPv4.
+ */
 struct rw_policy_rule {
-	char name[64];	/* services[] and inbound[] only; "" elsewhere */
-	__be32 addr;	/* network byte order, host bits clear */
-	__u8 prefixlen; /* 32 for "ip" */
-	__u16 *tcp;	/* host byte order, 1..65535, no duplicates */
+	char name[64];	 /* services[] and inbound[] only; "" elsewhere */
+	__u8 family;	 /* AF_INET, AF_INET6 */
+	__be32 addr;	 /* network byte order, host bits clear */
+	__be32 addr6[4]; /* network byte order, host bits clear */
+	__u8 prefixlen;	 /* 32 (IPv4) or 128 (IPv6) for "ip" */
+	__u16 *tcp;	 /* host byte order, 1..65535, no duplicates */
 	size_t n_tcp;
 	__u16 *udp;
 	size_t n_udp;
 };
 
 struct rw_policy_cidr {
+	__u8 family; /* AF_INET, AF_INET6 (0: AF_INET) */
 	__be32 addr;
+	__be32 addr6[4];
 	__u8 prefixlen;
 };
 
 struct rw_policy_run {
 	char id[RW_RUN_ID_LEN];
-	__be32 *pods;
+	__be32 *pods; /* the IPv4 ones of "pods" */
 	size_t n_pods;
+	__be32 (*pods6)[4]; /* the IPv6 ones, the same run */
+	size_t n_pods6;
+	/* The position of each pods6[i] in the snapshot's "pods" (ascending), for messages that
+	 * name a pod where the author wrote it; NULL: after the IPv4 ones.
+	 */
+	__u32 *pods6_at;
 	int egress;  /* enum rw_egress_mode, or -1: the node's */
 	int refusal; /* enum rw_refusal_mode, or -1: the node's */
 	struct rw_policy_rule *allow;
@@ -138,6 +152,21 @@ void rw_policy_change_abort(struct rw_policy_change *c);
  * most specific first, or NULL for an address in none of them.
  */
 const char *rw_builtin_label(__be32 addr);
+
+/* rw_builtin_label() for an IPv6 address (network byte order): "metadata", "link-local",
+ * "unique local", "NAT64", ... (the special and embedded-IPv4 ranges of runwall.h), or NULL.
+ */
+const char *rw_builtin_label6(const __be32 addr[4]);
+
+/* Whether a rule's family is IPv6. */
+static inline bool rw_policy_rule_is6(const struct rw_policy_rule *r)
+{
+	return r->family == AF_INET6;
+}
+
+/* Whether two rules name the same addresses (family, address, prefix length). */
+bool rw_policy_rule_same_addr(const struct rw_policy_rule *a, const struct rw_policy_rule *b);
+bool rw_policy_cidr_equal(const struct rw_policy_cidr *a, const struct rw_policy_cidr *b);
 
 /* "allowlist", "open"; "?" for anything else. */
 const char *rw_egress_name(int mode);

@@ -80,7 +80,10 @@ const char *rw_packet_proto_name(__be16 ethertype, unsigned int proto)
 	case 0x0806:
 		return "arp";
 	case 0x86dd:
-		return "ipv6";
+		/* The upper layer after the extension headers; none for a frame refused before. */
+		if (proto == 58)
+			return "icmpv6";
+		return proto ? rw_proto_name(proto) : "ipv6";
 	case 0x8100:
 		return "vlan";
 	case 0x88a8:

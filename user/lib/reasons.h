@@ -13,8 +13,9 @@ const char *rw_answer_name(unsigned int answer); /* "none", "rst", "icmp", "budg
 const char *rw_dir_name(unsigned int dir);	 /* "egress" / "ingress" */
 const char *rw_proto_name(unsigned int proto);	 /* "tcp", "udp", "icmp", or "132" */
 
-/* What a packet was: the IPv4 protocol's name for IPv4 ("tcp"), else the ethertype's ("arp",
- * "ipv6", "vlan", "qinq", "0x88cc"); ethertype in network byte order, 0 when unknown.
+/* What a packet was: the IPv4 protocol's name for IPv4 ("tcp"), the upper layer's for IPv6
+ * ("tcp", "udp", "icmpv6"; "ipv6" when it has none), else the ethertype's ("arp", "vlan",
+ * "qinq", "0x88cc"); ethertype in network byte order, 0 when unknown.
  */
 const char *rw_packet_proto_name(__be16 ethertype, unsigned int proto);
 

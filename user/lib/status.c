@@ -27,6 +27,13 @@ static json_t *ip_or_null(__be32 ip)
 	return ip && inet_ntop(AF_INET, &ip, buf, sizeof(buf)) ? json_string(buf) : json_null();
 }
 
+static json_t *ip6_or_null(bool has, const __be32 ip[4])
+{
+	char buf[INET6_ADDRSTRLEN];
+
+	return has && inet_ntop(AF_INET6, ip, buf, sizeof(buf)) ? json_string(buf) : json_null();
+}
+
 json_t *rw_status_hook(const char *pin_dir, int ifindex, enum rw_dir dir)
 {
 	struct rw_hook_info *hi = calloc(1, sizeof(*hi)); /* large: not on the stack */
@@ -43,23 +50,32 @@ json_t *rw_status_hook(const char *pin_dir, int ifindex, enum rw_dir dir)
 	return o;
 }
 
-json_t *rw_status_sandbox(const char *pin_dir, const char *ifname, int ifindex, __be32 pod,
-			  const char *run)
+json_t *rw_status_sandbox(const char *pin_dir, const char *ifname, int ifindex,
+			  const struct rw_endpoint *ep, const char *run)
 {
-	return json_pack("{s:s, s:i, s:o, s:o, s:{s:o, s:o}}", "ifname", ifname, "ifindex", ifindex,
-			 "pod", ip_or_null(pod), "run",
+	static const struct rw_endpoint none;
+
+	if (!ep)
+		ep = &none;
+	return json_pack("{s:s, s:i, s:o, s:o, s:o, s:o, s:{s:o, s:o}}", "ifname", ifname,
+			 "ifindex", ifindex, "pod",
+			 ip_or_null(ep->flags & RW_EP_IP4 ? ep->pod_ip : 0), "pod6",
+			 ip6_or_null(ep->flags & RW_EP_IP6, ep->pod_ip6), "gateway6",
+			 ip6_or_null(ep->flags & RW_EP_GW6, ep->gw_ip6), "run",
 			 run && *run ? json_string(run) : json_null(), "hooks", "egress",
 			 rw_status_hook(pin_dir, ifindex, RW_DIR_EGRESS), "ingress",
 			 rw_status_hook(pin_dir, ifindex, RW_DIR_INGRESS));
 }
 
 json_t *rw_status_run(const char *id, __u32 idx, __u32 gen, const char *since, int egress,
-		      const __be32 *pods, size_t n_pods)
+		      const __be32 *pods, size_t n_pods, const __be32 (*pods6)[4], size_t n_pods6)
 {
 	json_t *list = json_array();
 
 	for (size_t i = 0; list && i < n_pods; i++)
 		json_array_append_new(list, ip_or_null(pods[i]));
+	for (size_t i = 0; list && i < n_pods6; i++)
+		json_array_append_new(list, ip6_or_null(true, pods6[i]));
 	return json_pack("{s:s, s:i, s:i, s:o, s:s, s:o*}", "id", id, "idx", (int)idx, "gen",
 			 (int)gen, "since", since && *since ? json_string(since) : json_null(),
 			 "egress", rw_egress_name(egress), "pods", list);
@@ -113,13 +129,18 @@ static json_t *sandbox_json(struct node_status *c, const char *ifname, __u32 ifi
 {
 	const char *run = NULL;
 	struct rw_endpoint ep;
-	bool bound = !bpf_map_lookup_elem(c->dp->map_fd[RW_M_ENDPOINTS], &ifindex, &ep);
+	bool bound = !rw_endpoint_get(c->dp, ifindex, &ep);
 
-	for (size_t r = 0; bound && r < c->n_runs && !run; r++)
+	/* The run by the pod's IPv4, else by its IPv6. */
+	for (size_t r = 0; bound && (ep.flags & RW_EP_IP4) && r < c->n_runs && !run; r++)
 		for (size_t p = 0; p < c->runs[r].n_pods; p++)
 			if (c->runs[r].pods[p] == ep.pod_ip)
 				run = c->runs[r].id;
-	return rw_status_sandbox(c->bpffs, ifname, (int)ifindex, bound ? ep.pod_ip : 0, run);
+	for (size_t r = 0; bound && (ep.flags & RW_EP_IP6) && r < c->n_runs && !run; r++)
+		for (size_t p = 0; p < c->runs[r].n_pods6; p++)
+			if (!memcmp(c->runs[r].pods6[p], ep.pod_ip6, sizeof(ep.pod_ip6)))
+				run = c->runs[r].id;
+	return rw_status_sandbox(c->bpffs, ifname, (int)ifindex, bound ? &ep : NULL, run);
 }
 
 /* Without the agent: the veths bound in rw_endpoints and those runwall's link pins name. */
@@ -213,7 +234,8 @@ static json_t *runs_json(struct node_status *c)
 		if (!c->agent && r->gen == c->revision)
 			since = applied;
 		json_array_append_new(arr, rw_status_run(r->id, r->idx, r->gen, since, r->egress,
-							 r->pods, r->n_pods));
+							 r->pods, r->n_pods,
+							 (const __be32(*)[4])r->pods6, r->n_pods6));
 	}
 	return arr;
 }

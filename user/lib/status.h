@@ -23,20 +23,23 @@
  */
 json_t *rw_status_hook(const char *pin_dir, int ifindex, enum rw_dir dir);
 
-/* {"ifname", "ifindex", "pod" (null when unbound), "run" (null when none), "hooks":{"egress",
- * "ingress"}}.
+/* {"ifname", "ifindex", "pod" (its IPv4, null when none is bound), "pod6" (its IPv6, null when
+ * none), "gateway6" (the host veth's link-local the binding holds, null when none), "run" (null
+ * when none), "hooks":{"egress", "ingress"}}. ep NULL: unbound.
  */
-json_t *rw_status_sandbox(const char *pin_dir, const char *ifname, int ifindex, __be32 pod,
-			  const char *run);
+json_t *rw_status_sandbox(const char *pin_dir, const char *ifname, int ifindex,
+			  const struct rw_endpoint *ep, const char *run);
 
-/* {"id", "idx", "gen", "since" (null when unknown), "egress":"allowlist"|"open", "pods":[IP]}. */
+/* {"id", "idx", "gen", "since" (null when unknown), "egress":"allowlist"|"open", "pods":[IP]}:
+ * the IPv4 pods, then the IPv6 ones (pods6, n_pods6; NULL, 0 for none).
+ */
 /* The control plane's lease as the kernel judges it (rw_lease_state()): {"seconds", "expired",
  * "deadline" (UTC), "remaining_ms" (negative once expired)}, or null without one.
  */
 json_t *rw_status_lease(const struct rw_config *cfg, int64_t mono_to_real);
 
 json_t *rw_status_run(const char *id, __u32 idx, __u32 gen, const char *since, int egress,
-		      const __be32 *pods, size_t n_pods);
+		      const __be32 *pods, size_t n_pods, const __be32 (*pods6)[4], size_t n_pods6);
 
 /* The node's status: {"ok", "ready", "revision", "ready_since", "applied", "bpffs", "agent",
  * "runs", "sandboxes", "maps", "events", "lease", "limits"} from the maps pinned at bpffs (dp) and, when

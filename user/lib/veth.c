@@ -15,6 +15,7 @@
 #include <linux/ethtool.h>
 #include <linux/sockios.h>
 #include <time.h>
+#include <arpa/inet.h>
 #include <bpf/bpf.h>
 
 #include "netlink.h"
@@ -100,15 +101,56 @@ int rw_veth_attach(const struct rw_datapath *dp, int ifindex, enum rw_attach_mod
 	return first_err;
 }
 
-int rw_veth_protect(const struct rw_datapath *dp, int ifindex, __be32 pod_ip,
-		    enum rw_attach_mode mode, enum rw_attach_mode used[RW_DIR_COUNT],
-		    int errs[RW_DIR_COUNT])
+int rw_veth_protect_addrs(const struct rw_datapath *dp, int ifindex, const struct rw_endpoint *want,
+			  enum rw_attach_mode mode, enum rw_attach_mode used[RW_DIR_COUNT],
+			  int errs[RW_DIR_COUNT])
 {
 	int err = rw_veth_attach(dp, ifindex, mode, used, errs);
 
 	if (err)
 		return err;
-	return rw_endpoint_bind(dp, ifindex, pod_ip);
+	return rw_endpoint_bind_addrs(dp, (__u32)ifindex, want);
+}
+
+int rw_veth_protect(const struct rw_datapath *dp, int ifindex, __be32 pod_ip,
+		    enum rw_attach_mode mode, enum rw_attach_mode used[RW_DIR_COUNT],
+		    int errs[RW_DIR_COUNT])
+{
+	struct rw_endpoint want = {.pod_ip = pod_ip, .flags = RW_EP_IP4};
+
+	return rw_veth_protect_addrs(dp, ifindex, &want, mode, used, errs);
+}
+
+const char *rw_endpoint_str(const struct rw_endpoint *ep, bool show_gw, char *buf, size_t len)
+{
+	char a4[INET_ADDRSTRLEN] = "", a6[INET6_ADDRSTRLEN] = "", gw[INET6_ADDRSTRLEN] = "";
+
+	if (ep->flags & RW_EP_IP4)
+		inet_ntop(AF_INET, &ep->pod_ip, a4, sizeof(a4));
+	if (ep->flags & RW_EP_IP6)
+		inet_ntop(AF_INET6, ep->pod_ip6, a6, sizeof(a6));
+	if (show_gw && (ep->flags & RW_EP_GW6))
+		inet_ntop(AF_INET6, ep->gw_ip6, gw, sizeof(gw));
+	snprintf(buf, len, "%s%s%s%s%s%s", a4, a4[0] && a6[0] ? " and " : "", a6,
+		 gw[0] ? " (gateway " : "", gw, gw[0] ? ")" : "");
+	if (!a4[0] && !a6[0])
+		snprintf(buf, len, "nothing");
+	return buf;
+}
+
+bool rw_endpoint_same(const struct rw_endpoint *x, const struct rw_endpoint *y)
+{
+	__u32 f = RW_EP_IP4 | RW_EP_IP6 | RW_EP_GW6;
+
+	if ((x->flags & f) != (y->flags & f))
+		return false;
+	if ((x->flags & RW_EP_IP4) && x->pod_ip != y->pod_ip)
+		return false;
+	if ((x->flags & RW_EP_IP6) && memcmp(x->pod_ip6, y->pod_ip6, sizeof(x->pod_ip6)))
+		return false;
+	if ((x->flags & RW_EP_GW6) && memcmp(x->gw_ip6, y->gw_ip6, sizeof(x->gw_ip6)))
+		return false;
+	return true;
 }
 
 const char *rw_bind_error_str(const struct rw_datapath *dp, int err, char *buf, size_t len)
@@ -134,11 +176,13 @@ const char *rw_bind_error_str(const struct rw_datapath *dp, int err, char *buf, 
 int rw_endpoint_lookup(const struct rw_datapath *dp, __u32 ifindex, __be32 *pod_ip)
 {
 	struct rw_endpoint ep;
+	int err = rw_endpoint_get(dp, ifindex, &ep);
 
 	*pod_ip = 0;
-	if (bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &ifindex, &ep))
-		return errno == ENOENT ? 0 : -errno;
-	*pod_ip = ep.pod_ip;
+	if (err)
+		return err == -ENOENT ? 0 : err;
+	if (ep.flags & RW_EP_IP4)
+		*pod_ip = ep.pod_ip;
 	return 0;
 }
 
@@ -178,7 +222,19 @@ int rw_veth_query(const struct rw_datapath *dp, int ifindex, struct rw_veth_stat
 	} else if (err != -ENOENT) {
 		return err;
 	}
-	return rw_endpoint_lookup(dp, ifindex, &st->pod_ip);
+	err = rw_conntrack6_table_fd(dp, ifindex);
+	if (err >= 0) {
+		st->ct_table6 = true;
+		close(err);
+	} else if (err != -ENOENT) {
+		return err;
+	}
+	err = rw_endpoint_get(dp, ifindex, &st->ep);
+	if (err == -ENOENT)
+		return 0;
+	if (!err && (st->ep.flags & RW_EP_IP4))
+		st->pod_ip = st->ep.pod_ip;
+	return err;
 }
 
 static bool ifindex_gone(int ifindex)

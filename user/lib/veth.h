@@ -25,6 +25,18 @@ int rw_veth_attach(const struct rw_datapath *dp, int ifindex, enum rw_attach_mod
 int rw_veth_protect(const struct rw_datapath *dp, int ifindex, __be32 pod_ip,
 		    enum rw_attach_mode mode, enum rw_attach_mode used[RW_DIR_COUNT],
 		    int errs[RW_DIR_COUNT]);
+/* The same with the pod's addresses of both families (rw_endpoint_bind_addrs()'s want). */
+int rw_veth_protect_addrs(const struct rw_datapath *dp, int ifindex, const struct rw_endpoint *want,
+			  enum rw_attach_mode mode, enum rw_attach_mode used[RW_DIR_COUNT],
+			  int errs[RW_DIR_COUNT]);
+
+/* A binding for people: "10.1.2.3", "10.1.2.3 and 2600:1f14:abc::7", "2600:1f14:abc::7 (gateway
+ * fe80::1)" with show_gw, "nothing" for none. Returns buf (RW_EP_STRLEN bytes or more).
+ */
+#define RW_EP_STRLEN 128
+const char *rw_endpoint_str(const struct rw_endpoint *ep, bool show_gw, char *buf, size_t len);
+/* Whether two bindings hold the same addresses (what their flags say; the gateway too). */
+bool rw_endpoint_same(const struct rw_endpoint *x, const struct rw_endpoint *y);
 
 /* What a failed rw_endpoint_bind() (or rw_veth_protect()'s binding) means, for an operator: the
  * node's limit that was reached, with its size, or the error itself. The veth stays bound to
@@ -41,8 +53,9 @@ const char *rw_bind_error_str(const struct rw_datapath *dp, int err, char *buf, 
 struct rw_veth_state {
 	bool first[RW_DIR_COUNT]; /* runwall's program found and first on the hook */
 	bool found[RW_DIR_COUNT];
-	__be32 pod_ip; /* 0: not bound */
-	bool ct_table; /* the veth has its own conntrack table */
+	__be32 pod_ip;		  /* 0: no IPv4 bound */
+	struct rw_endpoint ep;	  /* the whole binding; flags 0: not bound */
+	bool ct_table, ct_table6; /* the veth has its own IPv4 and IPv6 conntrack tables */
 };
 
 int rw_veth_query(const struct rw_datapath *dp, int ifindex, struct rw_veth_state *st);

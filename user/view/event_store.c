@@ -20,16 +20,6 @@ void rw_evfilter_init(struct rw_evfilter *f)
 	f->reason = -1;
 }
 
-__be32 rw_event_pod(const struct rw_event *ev)
-{
-	return ev->dir == RW_DIR_EGRESS ? ev->saddr : ev->daddr;
-}
-
-__be32 rw_event_peer(const struct rw_event *ev)
-{
-	return ev->dir == RW_DIR_EGRESS ? ev->daddr : ev->saddr;
-}
-
 bool rw_evfilter_match(const struct rw_evfilter *f, const struct rw_event *ev, const char *node)
 {
 	if (f->verdict >= 0 && ev->verdict != f->verdict)
@@ -40,10 +30,16 @@ bool rw_evfilter_match(const struct rw_evfilter *f, const struct rw_event *ev, c
 		return false;
 	if (f->node[0] && strcmp(node ? node : "", f->node))
 		return false;
-	if (f->has_pod && rw_event_pod(ev) != f->pod)
-		return false;
+	if (f->has_pod) {
+		struct rw_ip pod = rw_event_pod_ip(ev);
+
+		if (!rw_ip_eq(&pod, &f->pod))
+			return false;
+	}
 	if (f->has_dst) {
-		if (rw_event_peer(ev) != f->dst)
+		struct rw_ip peer = rw_event_peer_ip(ev);
+
+		if (!rw_ip_eq(&peer, &f->dst))
 			return false;
 		if (f->dport && ntohs(ev->dport) != f->dport)
 			return false;
@@ -90,8 +86,10 @@ static bool valid_id(const char *s, size_t max)
 int rw_query_set(struct rw_evfilter *f, const char *key, const char *value, char *err,
 		 size_t errlen)
 {
-	struct in_addr a;
+	struct rw_ip ip;
 	uint64_t n;
+	__u16 port;
+	int bad;
 
 	if (!value)
 		value = "";
@@ -112,11 +110,11 @@ int rw_query_set(struct rw_evfilter *f, const char *key, const char *value, char
 				       value, "");
 		snprintf(f->node, sizeof(f->node), "%s", value);
 	} else if (!strcmp(key, "pod")) {
-		if (inet_pton(AF_INET, value, &a) != 1)
-			return set_err(err, errlen, "pod '%s': expected an IPv4 address%s", value,
-				       "");
+		if (rw_ip_parse(value, &ip))
+			return set_err(err, errlen, "pod '%s': expected an IPv4 or IPv6 address%s",
+				       value, "");
 		f->has_pod = true;
-		f->pod = a.s_addr;
+		f->pod = ip;
 	} else if (!strcmp(key, "verdict")) {
 		if (!strcmp(value, "allow") || !strcmp(value, "allowed"))
 			f->verdict = RW_VERDICT_ALLOW;
@@ -132,27 +130,16 @@ int rw_query_set(struct rw_evfilter *f, const char *key, const char *value, char
 			return set_err(err, errlen, "reason '%s': not a reason name%s", value, "");
 		f->reason = r;
 	} else if (!strcmp(key, "dst")) {
-		char host[INET_ADDRSTRLEN];
-		const char *colon = strchr(value, ':');
-		size_t hl = colon ? (size_t)(colon - value) : strlen(value);
-
-		if (hl >= sizeof(host))
-			return set_err(err, errlen, "dst '%s': expected IP or IP:PORT%s", value,
+		bad = rw_ip_port_parse(value, &ip, &port);
+		if (bad == -ERANGE)
+			return set_err(err, errlen, "dst '%s': port must be 1-65535%s", value, "");
+		if (bad)
+			return set_err(err, errlen,
+				       "dst '%s': expected IP, IP:PORT or [IPv6]:PORT%s", value,
 				       "");
-		memcpy(host, value, hl);
-		host[hl] = '\0';
-		if (inet_pton(AF_INET, host, &a) != 1)
-			return set_err(err, errlen, "dst '%s': expected IP or IP:PORT%s", value,
-				       "");
-		f->dport = 0;
-		if (colon) {
-			if (parse_u64(colon + 1, 65535, &n) || n == 0)
-				return set_err(err, errlen, "dst '%s': port must be 1-65535%s",
-					       value, "");
-			f->dport = (__u16)n;
-		}
+		f->dport = port;
 		f->has_dst = true;
-		f->dst = a.s_addr;
+		f->dst = ip;
 	} else if (!strcmp(key, "since")) {
 		if (parse_u64(value, UINT64_MAX, &n))
 			return set_err(err, errlen,
@@ -423,7 +410,7 @@ static void agg_key(struct rw_agg_key *k, const struct rw_event *ev, const char 
 	k->run[sizeof(k->run) - 1] = '\0';
 	for (size_t i = strlen(k->run); i < sizeof(k->run); i++)
 		k->run[i] = '\0';
-	k->peer = rw_event_peer(ev);
+	k->peer = rw_event_peer_ip(ev);
 	k->port = ev->dport;
 	k->proto = ev->proto;
 	k->dir = ev->dir;
@@ -550,7 +537,7 @@ struct rw_agg *rw_aggs_add(struct rw_aggs *a, const struct rw_event *ev, const c
 		a->count++;
 	}
 	lru_push(a, g);
-	g->pod = rw_event_pod(ev);
+	g->pod = rw_event_pod_ip(ev);
 	g->verdict = ev->verdict;
 	g->reason = ev->reason;
 	g->count++;

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <linux/types.h>
+#include "ipaddr.h"
 #include "run_shares.h"
 #include "runwall.h"
 #include "util.h"
@@ -25,11 +26,11 @@ struct rw_evfilter {
 	char run[RW_RUN_ID_LEN]; /* "": any */
 	char node[RW_NODE_LEN];	 /* "": any */
 	bool has_pod;
-	__be32 pod;  /* the pod's side: source of egress, destination of ingress */
-	int verdict; /* -1 any, RW_VERDICT_DROP, RW_VERDICT_ALLOW */
-	int reason;  /* -1 any */
+	struct rw_ip pod; /* the pod's side: source of egress, destination of ingress */
+	int verdict;	  /* -1 any, RW_VERDICT_DROP, RW_VERDICT_ALLOW */
+	int reason;	  /* -1 any */
 	bool has_dst;
-	__be32 dst;	    /* the peer: destination of egress, source of ingress */
+	struct rw_ip dst;   /* the peer: destination of egress, source of ingress */
 	__u16 dport;	    /* host order, 0: any */
 	uint64_t since;	    /* events with an id above this one */
 	unsigned int limit; /* at most this many (the newest), 0: RW_QUERY_MAX_LIMIT */
@@ -39,7 +40,7 @@ void rw_evfilter_init(struct rw_evfilter *f);
 bool rw_evfilter_match(const struct rw_evfilter *f, const struct rw_event *ev, const char *node);
 
 /* Set one query parameter of /api/events, /api/events/stream, /api/graph: run, pod, verdict
- * (allow|drop), reason (a reason name), dst (IP or IP:PORT), node, since (an event id), limit
+ * (allow|drop), reason (a reason name), dst (IP, IP:PORT or [IPv6]:PORT), node, since (an event id), limit
  * (1..RW_QUERY_MAX_LIMIT). Returns 0, or -EINVAL with err naming the parameter and what is
  * wrong with it (the HTTP layer answers 400 with it).
  */
@@ -50,10 +51,6 @@ int rw_query_set(struct rw_evfilter *f, const char *key, const char *value, char
  * 256 bytes each. 0 or -EINVAL (err says why). The entry point of the HTTP query fuzzer.
  */
 int rw_query_parse(const char *qs, size_t len, struct rw_evfilter *f, char *err, size_t errlen);
-
-/* The pod's address and the peer's of an event, whichever way it went. */
-__be32 rw_event_pod(const struct rw_event *ev);
-__be32 rw_event_peer(const struct rw_event *ev);
 
 /* ---- recent events ---- */
 
@@ -114,16 +111,16 @@ size_t rw_evstore_query(const struct rw_evstore *s, const struct rw_evfilter *f,
 struct rw_agg_key {
 	char node[RW_NODE_LEN];
 	char run[RW_RUN_ID_LEN];
-	__be32 peer;
-	__be16 port; /* the destination port (the pod's own for ingress) */
+	struct rw_ip peer; /* either family: an IPv6 peer is another aggregate */
+	__be16 port;	   /* the destination port (the pod's own for ingress) */
 	__u8 proto;
 	__u8 dir;
 };
 
 struct rw_agg {
 	struct rw_agg_key key;
-	__be32 pod;   /* the last pod seen on it */
-	__u8 verdict; /* the last verdict and reason */
+	struct rw_ip pod; /* the last pod seen on it */
+	__u8 verdict;	  /* the last verdict and reason */
 	__u8 reason;
 	uint64_t count;
 	uint64_t by_reason[RW_REASON_COUNT]; /* [RW_REASON_ALLOWED]: allowed */

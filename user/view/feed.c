@@ -181,10 +181,10 @@ void rw_feed_flush(struct rw_feed *f)
 
 static void edge_key(const struct rw_agg *g, char *sbx, size_t sl, char *dst, size_t dl)
 {
-	char pod[INET_ADDRSTRLEN], peer[INET_ADDRSTRLEN];
+	char pod[RW_IP_STRLEN], peer[RW_IP_STRLEN];
 
-	inet_ntop(AF_INET, &g->pod, pod, sizeof(pod));
-	inet_ntop(AF_INET, &g->key.peer, peer, sizeof(peer));
+	rw_ip_str(&g->pod, pod, sizeof(pod));
+	rw_ip_str(&g->key.peer, peer, sizeof(peer));
 	snprintf(sbx, sl, "%s%s%s/%s", g->key.node, g->key.node[0] ? "/" : "", g->key.run, pod);
 	snprintf(dst, dl, "%s", peer);
 }
@@ -200,9 +200,10 @@ static bool agg_match(const struct rw_evfilter *f, const struct rw_agg *g)
 		return false;
 	if (f->node[0] && strcmp(f->node, g->key.node))
 		return false;
-	if (f->has_pod && f->pod != g->pod)
+	if (f->has_pod && !rw_ip_eq(&f->pod, &g->pod))
 		return false;
-	if (f->has_dst && (f->dst != g->key.peer || (f->dport && ntohs(g->key.port) != f->dport)))
+	if (f->has_dst &&
+	    (!rw_ip_eq(&f->dst, &g->key.peer) || (f->dport && ntohs(g->key.port) != f->dport)))
 		return false;
 	if (f->reason >= 0 && !g->by_reason[f->reason])
 		return false;
@@ -216,13 +217,13 @@ static bool agg_match(const struct rw_evfilter *f, const struct rw_agg *g)
 static int graph_one(const struct rw_agg *g, void *data)
 {
 	struct graph_walk *w = data;
-	char sbx[256], dst[INET_ADDRSTRLEN], ek[300], pod[INET_ADDRSTRLEN], when[40];
+	char sbx[256], dst[RW_IP_STRLEN], ek[320], pod[RW_IP_STRLEN], when[40];
 	json_t *e, *reasons;
 
 	if (!agg_match(w->f, g))
 		return 0;
 	edge_key(g, sbx, sizeof(sbx), dst, sizeof(dst));
-	inet_ntop(AF_INET, &g->pod, pod, sizeof(pod));
+	rw_ip_str(&g->pod, pod, sizeof(pod));
 	if (!json_object_get(w->sandboxes, sbx))
 		json_object_set_new(w->sandboxes, sbx,
 				    json_pack("{s:s, s:s, s:s, s:s}", "id", sbx, "node",

@@ -174,8 +174,17 @@ void test_ring_full(void);
 void test_flip(void);
 void test_flip_pinned(void);
 
+/* apply6.c */
+void test_apply6(void);
+
 /* ipv6.c */
 void test_ipv6_not_ready(void);
 void test_ipv6(void);
+
+/* ipv6_bind.c */
+void test_ipv6_binding(void);
+
+/* ipv6_policy.c */
+void test_ipv6_policy(void);
 
 #endif /* RUNWALL_TEST_DP_SUITE_H */

@@ -202,16 +202,33 @@ void run_case(const struct tcase *c)
 		      "\"%s\", expected \"%s\"", ev->run_id, c->run ? c->run : "");
 		CHECK(!c->run || ev->run_gen > 0, "event generation", "%u", ev->run_gen);
 		if (c->pkt.ipv6) {
-			/* 4-byte event addresses cannot hold IPv6 ones (docs/ipv6.md): none. */
-			CHECK(ev->saddr == 0 && ev->daddr == 0 && ev->proto == 0, "event addresses",
-			      "%08x -> %08x proto %u, expected none", ntohl(ev->saddr),
-			      ntohl(ev->daddr), ev->proto);
-			if (c->reason == RW_REASON_UNSUPPORTED_L2 &&
-			    (c->pkt.proto == TCP || c->pkt.proto == UDP))
-				CHECK(ntohs(ev->sport) == c->pkt.sport &&
-					      ntohs(ev->dport) == c->pkt.dport,
-				      "event ports", "%u -> %u", ntohs(ev->sport),
-				      ntohs(ev->dport));
+			/* The IPv6 header's addresses, whatever came after it. */
+			__be32 src6[4], dst6[4];
+			char got_s[INET6_ADDRSTRLEN], got_d[INET6_ADDRSTRLEN];
+
+			inet_pton(AF_INET6, c->pkt.src, src6);
+			inet_pton(AF_INET6, c->pkt.dst, dst6);
+			inet_ntop(AF_INET6, ev->saddr6, got_s, sizeof(got_s));
+			inet_ntop(AF_INET6, ev->daddr6, got_d, sizeof(got_d));
+			CHECK(!memcmp(ev->saddr6, src6, 16) && !memcmp(ev->daddr6, dst6, 16),
+			      "event addresses", "%s -> %s, expected %s -> %s", got_s, got_d,
+			      c->pkt.src, c->pkt.dst);
+			int frag = 0;
+
+			for (int e = 0; e < c->pkt.n_ext; e++)
+				frag |= c->pkt.ext[e] == 44;
+			/* Past the extension headers: the upper layer and its ports were read. */
+			if (!frag && c->reason != RW_REASON_MALFORMED &&
+			    c->reason != RW_REASON_IPV6_ROUTING &&
+			    c->reason != RW_REASON_IPV6_EXT_HEADERS &&
+			    c->reason != RW_REASON_IPV6_JUMBOGRAM) {
+				CHECK_EQ(ev->proto, c->pkt.proto, "event protocol");
+				if (c->pkt.proto == TCP || c->pkt.proto == UDP)
+					CHECK(ntohs(ev->sport) == c->pkt.sport &&
+						      ntohs(ev->dport) == c->pkt.dport,
+					      "event ports", "%u -> %u", ntohs(ev->sport),
+					      ntohs(ev->dport));
+			}
 		} else if (c->reason != RW_REASON_UNSUPPORTED_L2 &&
 			   c->reason != RW_REASON_MALFORMED && c->reason != RW_REASON_IP_OPTIONS &&
 			   c->reason != RW_REASON_FRAGMENT) {

@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* ipv6.c (test_datapath): IPv6, the first phase of docs/ipv6.md: every way the extension-header
- * walk refuses a chain gets its reason, and an IPv6 packet that parses stays refused as
- * unsupported-l2 (no identity or policy for IPv6 yet). run_case() checks each: the drop (never
- * an answer), the reason's counters node-wide and for the veth's run, and the event (the reason,
- * the IPv6 ethertype, no IPv4 addresses).
+/* ipv6.c (test_datapath): IPv6 parsing (docs/ipv6.md, phase 1): every way the extension-header
+ * walk refuses a chain gets its reason, charged to the veth's run; a packet that parses goes on
+ * to the judgement, which on rwt0 (bound to POD_A's IPv4 only) finds no IPv6 identity:
+ * unknown-source, no run (ipv6_policy.c judges a dual-stack pod). run_case() checks each: the
+ * drop (never an answer), the reason's counters node-wide and for the veth's run, and the event
+ * (the reason, the IPv6 ethertype, the IPv6 addresses).
  */
 #include "dp_suite.h"
 
 #define ICMPV6	58
-#define POD_A6	"2600:1f14:abc:1::3" /* the address IPv6 identity will bind (next phase) */
+#define POD_A6	"2600:1f14:abc:1::3" /* not bound to rwt0 here */
 #define PUBLIC6 "2606:4700::1111"
 
 /* The addresses and ports of a packet from the pod to the internet, or back into the pod. */
@@ -31,13 +32,15 @@ static const struct tcase ipv6_not_ready_cases[] = {
 };
 
 static const struct tcase ipv6_cases[] = {
-	/* Well-formed: the walk goes through, the packet is refused as before. */
+	/* Well-formed: the walk goes through, and the judgement finds no IPv6 bound to the veth;
+	 * ICMPv6 is refused by type (bpf/icmp6.h) until NDP and errors are judged.
+	 */
 	{"TCP SYN to a public address", .dir = E, .pkt = {OUT6(TCP, 40001, 443)},
-	 DROPPED(RW_REASON_UNSUPPORTED_L2, "run-7f3a")},
+	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
 	{"UDP to a public resolver", .dir = E, .pkt = {OUT6(UDP, 40002, 53)},
-	 DROPPED(RW_REASON_UNSUPPORTED_L2, "run-7f3a")},
+	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
 	{"ICMPv6 echo request", .dir = E, .pkt = {OUT6(ICMPV6, 0, 0), .icmp6_type = 128},
-	 DROPPED(RW_REASON_UNSUPPORTED_L2, "run-7f3a")},
+	 DROPPED(RW_REASON_ICMPV6_TYPE, NULL)},
 	{"NDP neighbour solicitation for the gateway", .dev = 0, .dir = E,
 	 .pkt = {.ipv6 = 1,
 		 .src = "fe80::1",
@@ -45,7 +48,7 @@ static const struct tcase ipv6_cases[] = {
 		 .proto = ICMPV6,
 		 .icmp6_type = 135,
 		 .payload = 16},
-	 DROPPED(RW_REASON_UNSUPPORTED_L2, "run-7f3a")},
+	 DROPPED(RW_REASON_ICMPV6_TYPE, NULL)},
 	{"MLDv2 report behind a hop-by-hop header", .dev = 0, .dir = E,
 	 .pkt = {.ipv6 = 1,
 		 .src = "fe80::1",
@@ -55,26 +58,26 @@ static const struct tcase ipv6_cases[] = {
 		 .n_ext = 1,
 		 .ext = {HBH},
 		 .payload = 20},
-	 DROPPED(RW_REASON_UNSUPPORTED_L2, "run-7f3a")},
+	 DROPPED(RW_REASON_ICMPV6_TYPE, NULL)},
 	{"TCP behind destination options", .dir = E,
 	 .pkt = {OUT6(TCP, 40003, 443), .n_ext = 1, .ext = {DST}},
-	 DROPPED(RW_REASON_UNSUPPORTED_L2, "run-7f3a")},
+	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
 	{"a routing header with segments left 0 is walked past", .dir = E,
 	 .pkt = {OUT6(TCP, 40004, 443), .n_ext = 1, .ext = {RH}, .ext_len = {2}, .rh_type = 4},
-	 DROPPED(RW_REASON_UNSUPPORTED_L2, "run-7f3a")},
+	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
 	{"four extension headers (the bound): hop-by-hop, dst opts, routing, dst opts", .dir = E,
 	 .pkt = {OUT6(UDP, 40005, 443), .n_ext = 4, .ext = {HBH, DST, RH, DST}},
-	 DROPPED(RW_REASON_UNSUPPORTED_L2, "run-7f3a")},
+	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
 	{"a chain of exactly 256 bytes", .dir = E,
 	 .pkt = {OUT6(TCP, 40006, 443), .n_ext = 2, .ext = {HBH, DST}, .ext_len = {15, 15}},
-	 DROPPED(RW_REASON_UNSUPPORTED_L2, "run-7f3a")},
+	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
 	{"SCTP: an upper layer without ports", .dir = E, .pkt = {OUT6(132, 40007, 443)},
-	 DROPPED(RW_REASON_UNSUPPORTED_L2, "run-7f3a")},
+	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
 	{"into the pod: TCP SYN", .dir = I, .pkt = {INTO6(TCP, 443, 40008)},
-	 DROPPED(RW_REASON_UNSUPPORTED_L2, "run-7f3a")},
+	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
 	{"into the pod: ICMPv6 packet too big", .dir = I,
 	 .pkt = {INTO6(ICMPV6, 0, 0), .icmp6_type = 2, .payload = 48},
-	 DROPPED(RW_REASON_UNSUPPORTED_L2, "run-7f3a")},
+	 DROPPED(RW_REASON_ICMPV6_TYPE, NULL)},
 	{"on an unbound veth", .dev = 2, .dir = E,
 	 .pkt = {.ipv6 = 1,
 		 .src = POD_A6,
@@ -82,7 +85,7 @@ static const struct tcase ipv6_cases[] = {
 		 .proto = TCP,
 		 .sport = 40009,
 		 .dport = 443},
-	 DROPPED(RW_REASON_UNSUPPORTED_L2, NULL)},
+	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
 
 	/* Routing headers that still name hops. */
 	{"routing header type 0 with segments left 1", .dir = E,

@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* ipv6_bind.c (test_datapath): a dual-stack binding and the veth's two conntrack tables: made
+ * with the binding, kept for the same pod, fresh for a changed one, flushed, expired, counted
+ * against ct_node together, and deleted with the binding.
+ */
+#include "dp_suite.h"
+
+#define BIND_POD4 "10.1.2.9" /* rwt3's POD_X, bound again as it was at the end */
+#define BIND_POD6 "2600:1f14:abc:1::9"
+#define BIND_GW6  "fe80::1"
+
+static struct rw_endpoint dual(const char *ip6)
+{
+	struct rw_endpoint ep = {.flags = RW_EP_IP4 | RW_EP_IP6 | RW_EP_GW6};
+
+	inet_pton(AF_INET, BIND_POD4, &ep.pod_ip);
+	inet_pton(AF_INET6, ip6, ep.pod_ip6);
+	inet_pton(AF_INET6, BIND_GW6, ep.gw_ip6);
+	return ep;
+}
+
+/* The number of flows in a veth's table of one family: -1 when it has none. */
+static int flows_in(int dev, int six)
+{
+	int fd = six ? rw_conntrack6_table_fd(&dp, ifindex_of[dev])
+		     : rw_conntrack_table_fd(&dp, ifindex_of[dev]);
+	__u8 key[sizeof(struct rw_ct6_key)], *prev = NULL;
+	int n = 0;
+
+	if (fd < 0)
+		return -1;
+	while (bpf_map_get_next_key(fd, prev, key) == 0) {
+		prev = key;
+		n++;
+	}
+	close(fd);
+	return n;
+}
+
+/* A flow put straight into the veth's table (idle since seen_ns, not active). */
+static void put_flow(int dev, int six, __u16 port, __u64 seen_ns)
+{
+	struct rw_ct_value v = {.created_ns = seen_ns, .seen_ns = seen_ns, .opened_by = E};
+	int fd = six ? rw_conntrack6_table_fd(&dp, ifindex_of[dev])
+		     : rw_conntrack_table_fd(&dp, ifindex_of[dev]);
+	int err;
+
+	if (fd < 0)
+		FATAL("%s has no IPv%d table", devs[dev], six ? 6 : 4);
+	if (six) {
+		struct rw_ct6_key k = {.ifindex = ifindex_of[dev], .proto = UDP};
+
+		inet_pton(AF_INET6, BIND_POD6, k.pod_ip);
+		inet_pton(AF_INET6, "2606:4700::1111", k.peer_ip);
+		k.pod_port = htons(port);
+		k.peer_port = htons(443);
+		err = bpf_map_update_elem(fd, &k, &v, BPF_ANY);
+	} else {
+		struct rw_ct_key k = {.ifindex = ifindex_of[dev], .proto = UDP};
+
+		inet_pton(AF_INET, BIND_POD4, &k.pod_ip);
+		inet_pton(AF_INET, "1.1.1.1", &k.peer_ip);
+		k.pod_port = htons(port);
+		k.peer_port = htons(443);
+		err = bpf_map_update_elem(fd, &k, &v, BPF_ANY);
+	}
+	close(fd);
+	if (err)
+		FATAL("putting a flow in %s's IPv%d table: %s", devs[dev], six ? 6 : 4,
+		      strerror(errno));
+}
+
+/* The room the node's tables take now, both families. */
+static __u64 tables_room(void)
+{
+	__u64 room = 0;
+
+	for (int six = 0; six < 2; six++) {
+		int outer = dp.map_fd[six ? RW_M_CONNTRACK6 : RW_M_CONNTRACK];
+		__u32 key, *prev = NULL;
+
+		while (bpf_map_get_next_key(outer, prev, &key) == 0) {
+			struct bpf_map_info info = {};
+			__u32 len = sizeof(info), id;
+			int fd;
+
+			prev = &key;
+			if (bpf_map_lookup_elem(outer, &key, &id))
+				continue;
+			fd = bpf_map_get_fd_by_id(id);
+			if (fd < 0)
+				continue;
+			if (!bpf_obj_get_info_by_fd(fd, &info, &len))
+				room += info.max_entries;
+			close(fd);
+		}
+	}
+	return room;
+}
+
+static void set_ct_node(__u32 ct_node)
+{
+	struct rw_config cfg;
+
+	if (rw_config_read(&dp, &cfg))
+		FATAL("reading config");
+	cfg.ct_node = ct_node;
+	if (rw_config_write(&dp, &cfg))
+		FATAL("writing config");
+}
+
+void test_ipv6_binding(void)
+{
+	struct rw_endpoint want = dual(BIND_POD6), got, none = {.pod_ip = 1};
+	struct rw_config cfg;
+	__u32 cursor = 0;
+	int ok, expired = 0;
+
+	rw_endpoint_unbind(&dp, ifindex_of[3]);
+	t_count++;
+	ok = CHECK_EQ(rw_endpoint_bind_addrs(&dp, ifindex_of[3], &want), 0, "dual-stack bind");
+	ok &= CHECK_EQ(rw_endpoint_get(&dp, ifindex_of[3], &got), 0, "rw_endpoint_get");
+	ok &= CHECK(!memcmp(&got, &want, sizeof(got)), "binding",
+		    "the binding read back is not the one bound (flags %#x)", got.flags);
+	ok &= CHECK_EQ(flows_in(3, 0), 0, "the IPv4 table, empty");
+	ok &= CHECK_EQ(flows_in(3, 1), 0, "the IPv6 table, empty");
+	{
+		int fd = rw_conntrack6_table_fd(&dp, ifindex_of[3]);
+		struct bpf_map_info info = {};
+		__u32 len = sizeof(info);
+
+		rw_config_read(&dp, &cfg);
+		ok &= CHECK(fd >= 0 && !bpf_obj_get_info_by_fd(fd, &info, &len), "IPv6 table",
+			    "no IPv6 table: %s", strerror(-fd));
+		ok &= CHECK_EQ(info.key_size, sizeof(struct rw_ct6_key), "IPv6 table key size");
+		ok &= CHECK_EQ(info.max_entries, cfg.ct_per_sandbox, "IPv6 table size");
+		if (fd >= 0)
+			close(fd);
+	}
+	printf("%s %d - a dual-stack bind makes the veth's IPv4 and IPv6 tables, read back by "
+	       "rw_endpoint_get\n",
+	       ok ? "ok" : "not ok", t_count);
+
+	t_count++;
+	put_flow(3, 0, 41000, 1);
+	put_flow(3, 1, 41000, 1);
+	ok = CHECK_EQ(rw_endpoint_bind_addrs(&dp, ifindex_of[3], &want), 0, "the same pod again");
+	ok &= CHECK_EQ(flows_in(3, 0), 1, "the same pod keeps its IPv4 flow");
+	ok &= CHECK_EQ(flows_in(3, 1), 1, "the same pod keeps its IPv6 flow");
+	want = dual("2600:1f14:abc:1::10");
+	ok &= CHECK_EQ(rw_endpoint_bind_addrs(&dp, ifindex_of[3], &want), 0, "a new IPv6 address");
+	ok &= CHECK_EQ(flows_in(3, 0), 0, "a changed pod: a fresh IPv4 table");
+	ok &= CHECK_EQ(flows_in(3, 1), 0, "a changed pod: a fresh IPv6 table");
+	printf("%s %d - the same pod bound again keeps both tables' flows; a changed IPv6 address "
+	       "is a new pod, with both tables fresh\n",
+	       ok ? "ok" : "not ok", t_count);
+
+	/* IPv4 only, then the IPv6 added: the IPv4 flows stay, the IPv6 table is made. */
+	t_count++;
+	bind_veth(3, BIND_POD4);
+	ok = CHECK_EQ(flows_in(3, 1), -1, "an IPv4-only veth has no IPv6 table");
+	ok &= CHECK_EQ(rw_endpoint_get(&dp, ifindex_of[3], &got), 0, "rw_endpoint_get");
+	ok &= CHECK_EQ(got.flags, RW_EP_IP4, "rw_endpoint_bind binds IPv4 only");
+	put_flow(3, 0, 41001, 1);
+	want = dual(BIND_POD6);
+	ok &= CHECK_EQ(rw_endpoint_bind_addrs(&dp, ifindex_of[3], &want), 0, "IPv6 added");
+	ok &= CHECK_EQ(flows_in(3, 0), 1, "the IPv4 flow of the same pod stays");
+	ok &= CHECK_EQ(flows_in(3, 1), 0, "the new family's table");
+	ok &= CHECK_EQ(rw_endpoint_bind_addrs(&dp, ifindex_of[3], &none), -EINVAL,
+		       "a binding of no address");
+	ok &= CHECK_EQ(flows_in(3, 0), 1, "a refused binding changes nothing");
+	printf("%s %d - a family added to a binding gets its table and keeps the other's flows; a "
+	       "binding of no address is refused\n",
+	       ok ? "ok" : "not ok", t_count);
+
+	t_count++;
+	put_flow(3, 1, 41002, 1);
+	ok = CHECK_EQ(rw_conntrack_flush(&dp, ifindex_of[3], 0), 2, "flush: tables replaced");
+	ok &= CHECK_EQ(flows_in(3, 0), 0, "flushed: IPv4");
+	ok &= CHECK_EQ(flows_in(3, 1), 0, "flushed: IPv6");
+	put_flow(3, 0, 41003, 1);
+	put_flow(3, 1, 41003, 1);
+	ok &= CHECK_EQ(rw_conntrack_flush(&dp, 0, want.pod_ip), 2, "flush by the pod's IPv4");
+	ok &= CHECK_EQ(flows_in(3, 1), 0, "flushed by the pod's IPv4: IPv6 too");
+	/* Idle since 1 ns after boot: a pass at a time past the UDP idle limit forgets both. */
+	put_flow(3, 0, 41004, 1);
+	put_flow(3, 1, 41004, 1);
+	for (int pass = 0; pass < 4 && (pass == 0 || cursor); pass++)
+		expired +=
+			rw_conntrack_expire(&dp, mono_ns() + 3600ULL * 1000000000ULL, &cursor, 1);
+	cursor = 0;
+	expired += rw_conntrack_expire(&dp, mono_ns() + 3600ULL * 1000000000ULL, &cursor, 1 << 20);
+	ok &= CHECK(expired >= 2, "expire", "%d flows expired, 2 or more expected", expired);
+	ok &= CHECK_EQ(flows_in(3, 0), 0, "expired: IPv4");
+	ok &= CHECK_EQ(flows_in(3, 1), 0, "expired: IPv6");
+	printf("%s %d - flush (by veth, by pod) and expiry cover both tables\n",
+	       ok ? "ok" : "not ok", t_count);
+
+	/* ct_node counts both: room for one more table is not room for a dual-stack pod. */
+	t_count++;
+	rw_endpoint_unbind(&dp, ifindex_of[3]);
+	ok = CHECK_EQ(flows_in(3, 0), -1, "unbind deletes the IPv4 table");
+	ok &= CHECK_EQ(flows_in(3, 1), -1, "unbind deletes the IPv6 table");
+	rw_config_read(&dp, &cfg);
+	set_ct_node(tables_room() + cfg.ct_per_sandbox);
+	ok &= CHECK_EQ(rw_endpoint_bind_addrs(&dp, ifindex_of[3], &want), -ENOSPC,
+		       "a dual-stack pod where one table fits");
+	ok &= CHECK_EQ(rw_endpoint_get(&dp, ifindex_of[3], &got), -ENOENT, "not bound");
+	ok &= CHECK_EQ(flows_in(3, 0), -1, "no IPv4 table left behind");
+	ok &= CHECK_EQ(flows_in(3, 1), -1, "no IPv6 table left behind");
+	set_ct_node(cfg.ct_node);
+	printf("%s %d - ct_node counts a veth's two tables: where one fits, a dual-stack bind is "
+	       "-ENOSPC and leaves nothing\n",
+	       ok ? "ok" : "not ok", t_count);
+	bind_veth(3, BIND_POD4);
+}

@@ -1,0 +1,488 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* ipv6_policy.c (test_datapath): the sandbox network paths over IPv6, on crafted frames judged by
+ * the IPv6 programs under real snapshots (rw_policy_parse(), rw_apply()): the services on their
+ * ports, metadata, the special ranges, the forms that embed an IPv4 address (judged by the IPv4
+ * policy), DNS, the egress modes, inbound from the platform's peers only, spoofing, replies and
+ * the verdict cache, one apply cutting an IPv6 and an IPv4 flow of one run, and the IPv6 table
+ * of a full sandbox. run_case() checks each case's verdict, counters and event, whose addresses
+ * are the IPv6 ones.
+ *
+ * rwt0 and rwt1 are bound dual-stack here (their IPv4 as in the other parts); both runs refuse
+ * in silence (refusal "drop"), so that the cases hold whatever IPv6 answers a refusal gets.
+ */
+#include "dp_suite.h"
+
+#define POD_A6	 "2600:1f14:abc:1::3" /* run-d6a (allowlist), on rwt0 */
+#define POD_B6	 "2600:1f14:abc:1::4" /* run-d6b (open), on rwt1 */
+#define PROXY6	 "2600:1f14:100::10"
+#define TELEM6	 "2600:1f14:100::14"
+#define ULA_SVC6 "fd00:1::20"
+#define PEER6	 "2600:1f14:300::12" /* the inbound peer */
+#define PUBLIC6	 "2606:4700::1111"
+#define RULE6	 "2a00:1450::1"
+
+/* The snapshot: IPv6 services (one in a ULA range, as only services may), an IPv6 deny CIDR, an
+ * IPv6 inbound peer, and two runs of a dual-stack pod each; run-d6a's rules name an IPv6 host,
+ * an IPv6 CIDR and an IPv4 host (which its NAT64 and Teredo forms reach). `cut`: run-d6a's
+ * 2a00:1450::1 and 8.8.4.4 rules gone.
+ */
+static char *snapshot(unsigned long long rev, int cut)
+{
+	char *s = malloc(4096);
+
+	snprintf(s, 4096,
+		 "{\"revision\": %llu, \"egress\": \"allowlist\", \"refusal\": \"drop\",\n"
+		 " \"deny\": [\"10.0.0.0/16\", \"2600:1f14:dead::/48\"],\n"
+		 " \"services\": [\n"
+		 "  {\"name\": \"egress-proxy\", \"ip\": \"172.20.0.10\", \"tcp\": [443]},\n"
+		 "  {\"name\": \"proxy6\", \"ip\": \"" PROXY6 "\", \"tcp\": [443, 8443]},\n"
+		 "  {\"name\": \"telemetry6\", \"ip\": \"" TELEM6 "\", \"udp\": [4317]},\n"
+		 "  {\"name\": \"model6\", \"cidr\": \"2600:1f14:200::/64\", \"tcp\": [443]},\n"
+		 "  {\"name\": \"internal6\", \"ip\": \"" ULA_SVC6 "\", \"tcp\": [9000]}],\n"
+		 " \"inbound\": [{\"name\": \"app6\", \"cidr\": \"" PEER6
+		 "/128\", \"tcp\": [4096]}],\n"
+		 " \"runs\": [\n"
+		 "  {\"id\": \"run-d6a\", \"pods\": [\"" POD_A "\", \"" POD_A6 "\"],\n"
+		 "   \"allow\": [{\"cidr\": \"2a00:1451::/32\", \"udp\": [123]}%s]},\n"
+		 "  {\"id\": \"run-d6b\", \"pods\": [\"" POD_B "\", \"" POD_B6 "\"],"
+		 " \"egress\": \"open\"}]}\n",
+		 rev,
+		 cut ? ""
+		     : ", {\"ip\": \"" RULE6 "\", \"tcp\": [443]},"
+		       " {\"ip\": \"8.8.4.4\", \"tcp\": [443]}");
+	return s;
+}
+
+static struct rw_policy prev;
+static int have_prev;
+
+static void apply6(const char *json, const char *what)
+{
+	struct rw_policy_error perr;
+	struct rw_apply_result res;
+	struct rw_policy p;
+	char err[512];
+
+	t_count++;
+	if (rw_policy_parse(json, strlen(json), what, &p, &perr))
+		FATAL("%s: %s", what, perr.text);
+	if (!CHECK(rw_apply(&dp, have_prev ? &prev : NULL, &p, &res, err, sizeof(err)) == 0, what,
+		   "rw_apply: %s", err))
+		FATAL("cannot go on without the snapshot");
+	printf("ok %d - %s: revision %llu live\n", t_count, what, (unsigned long long)res.revision);
+	if (have_prev)
+		rw_policy_free(&prev);
+	prev = p;
+	have_prev = 1;
+}
+
+static unsigned long long next_revision(void)
+{
+	struct rw_config cfg;
+
+	if (rw_config_read(&dp, &cfg))
+		FATAL("rw_config: %s", strerror(errno));
+	return RW_STATE_REVISION(cfg.state) + 1;
+}
+
+static void bind_dual(int dev, const char *ip4, const char *ip6)
+{
+	struct rw_endpoint ep = {.flags = RW_EP_IP4 | RW_EP_IP6};
+
+	inet_pton(AF_INET, ip4, &ep.pod_ip);
+	inet_pton(AF_INET6, ip6, ep.pod_ip6);
+	if (rw_endpoint_bind_addrs(&dp, ifindex_of[dev], &ep))
+		FATAL("binding %s to %s and %s", devs[dev], ip4, ip6);
+}
+
+/* Out of rwt0's pod (run-d6a) or rwt1's (run-d6b), and into them. */
+#define OUT_A(dst_, proto_, sport_, dport_, flags_) \
+	.dev = 0, .dir = E,                         \
+	.pkt = {.ipv6 = 1,                          \
+		.src = POD_A6,                      \
+		.dst = dst_,                        \
+		.proto = proto_,                    \
+		.sport = sport_,                    \
+		.dport = dport_,                    \
+		.tcp_flags = flags_}
+#define OUT_B(dst_, proto_, sport_, dport_, flags_) \
+	.dev = 1, .dir = E,                         \
+	.pkt = {.ipv6 = 1,                          \
+		.src = POD_B6,                      \
+		.dst = dst_,                        \
+		.proto = proto_,                    \
+		.sport = sport_,                    \
+		.dport = dport_,                    \
+		.tcp_flags = flags_}
+#define INTO_A(src_, proto_, sport_, dport_, flags_) \
+	.dev = 0, .dir = I,                          \
+	.pkt = {.ipv6 = 1,                           \
+		.src = src_,                         \
+		.dst = POD_A6,                       \
+		.proto = proto_,                     \
+		.sport = sport_,                     \
+		.dport = dport_,                     \
+		.tcp_flags = flags_}
+#define A "run-d6a"
+#define B "run-d6b"
+
+static const struct tcase egress_cases[] = {
+	/* The platform's services, on their ports only. */
+	{"IPv6 service 443 (SYN)", OUT_A(PROXY6, TCP, 40001, 443, SYN),
+	 ALLOWED(RW_PATH_RULE, 1, A)},
+	{"IPv6 service 8443", OUT_A(PROXY6, TCP, 40002, 8443, SYN), ALLOWED(RW_PATH_RULE, 1, A)},
+	{"the service's next segment: no new flow", OUT_A(PROXY6, TCP, 40001, 443, ACK),
+	 ALLOWED(RW_PATH_RULE, 0, A)},
+	{"IPv6 service on a port it does not list", OUT_A(PROXY6, TCP, 40003, 22, SYN),
+	 DROPPED(RW_REASON_NOT_ALLOWLISTED, A)},
+	{"IPv6 UDP service, first datagram", OUT_A(TELEM6, UDP, 41000, 4317, 0),
+	 ALLOWED(RW_PATH_RULE, 1, A)},
+	{"IPv6 UDP service, second datagram", OUT_A(TELEM6, UDP, 41000, 4317, 0),
+	 ALLOWED(RW_PATH_RULE, 0, A)},
+	{"IPv6 UDP service over TCP", OUT_A(TELEM6, TCP, 41001, 4317, SYN),
+	 DROPPED(RW_REASON_NOT_ALLOWLISTED, A)},
+	{"IPv6 CIDR service (LPM)", OUT_A("2600:1f14:200::9", TCP, 40004, 443, SYN),
+	 ALLOWED(RW_PATH_RULE_CIDR, 1, A)},
+	{"a service in a unique local range", OUT_A(ULA_SVC6, TCP, 40005, 9000, SYN),
+	 ALLOWED(RW_PATH_RULE, 1, A)},
+	{"its unique local neighbour", OUT_A("fd00:1::21", TCP, 40006, 9000, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, A)},
+
+	/* Metadata, before any rule, DNS included. */
+	{"IMDS fd00:ec2::254", OUT_A("fd00:ec2::254", TCP, 40010, 80, SYN),
+	 DROPPED(RW_REASON_METADATA, A)},
+	{"Pod Identity fd00:ec2::23", OUT_A("fd00:ec2::23", TCP, 40011, 80, SYN),
+	 DROPPED(RW_REASON_METADATA, A)},
+	{"the resolver fd00:ec2::253 on 53", OUT_A("fd00:ec2::253", UDP, 40012, 53, 0),
+	 DROPPED(RW_REASON_METADATA, A)},
+	{"time sync fd00:ec2::123", OUT_A("fd00:ec2::123", UDP, 40013, 123, 0),
+	 DROPPED(RW_REASON_METADATA, A)},
+	{"IMDS from the open run", OUT_B("fd00:ec2::254", TCP, 40014, 80, SYN),
+	 DROPPED(RW_REASON_METADATA, B)},
+
+	/* The special ranges, and the snapshot's IPv6 deny list. */
+	{"unique local fd12::5", OUT_A("fd12::5", TCP, 40020, 443, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, A)},
+	{"link-local fe80::1", OUT_A("fe80::1", TCP, 40021, 443, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, A)},
+	{"multicast ff02::1", OUT_A("ff02::1", UDP, 40022, 5353, 0),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, A)},
+	{"multicast ff0e::5 from the open run", OUT_B("ff0e::5", UDP, 40023, 9999, 0),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
+	{"documentation 2001:db8::1", OUT_A("2001:db8::1", TCP, 40024, 443, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, A)},
+	{"discard 100::1", OUT_A("100::1", TCP, 40025, 443, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, A)},
+	{"loopback ::1", OUT_A("::1", TCP, 40026, 443, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, A)},
+	{"unspecified ::", OUT_A("::", TCP, 40027, 443, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, A)},
+	{"the deny list's 2600:1f14:dead::/48, open run",
+	 OUT_B("2600:1f14:dead::5", TCP, 40028, 443, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
+	{"unique local from the open run", OUT_B("fd00:5::5", TCP, 40029, 443, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
+
+	/* The run's own IPv6 rules, DNS, and the egress modes. */
+	{"run rule 2a00:1450::1 443", OUT_A(RULE6, TCP, 40030, 443, SYN),
+	 ALLOWED(RW_PATH_RULE, 1, A)},
+	{"run rule's host on another port", OUT_A(RULE6, TCP, 40031, 80, SYN),
+	 DROPPED(RW_REASON_NOT_ALLOWLISTED, A)},
+	{"run CIDR rule 2a00:1451::/32 UDP 123", OUT_A("2a00:1451::7", UDP, 40032, 123, 0),
+	 ALLOWED(RW_PATH_RULE_CIDR, 1, A)},
+	{"run rule is not the other run's", OUT_B(RULE6, TCP, 40033, 80, SYN),
+	 ALLOWED(RW_PATH_OPEN, 1, B)},
+	{"DNS over IPv6 (UDP)", OUT_A("2606:4700:4700::1111", UDP, 40034, 53, 0),
+	 DROPPED(RW_REASON_DNS, A)},
+	{"DNS over IPv6 (TCP)", OUT_A("2606:4700:4700::1111", TCP, 40035, 53, SYN),
+	 DROPPED(RW_REASON_DNS, A)},
+	{"DNS over IPv6 from the open run", OUT_B("2606:4700:4700::1111", UDP, 40036, 53, 0),
+	 DROPPED(RW_REASON_DNS, B)},
+	{"public IPv6, allowlist run", OUT_A(PUBLIC6, TCP, 40037, 443, SYN),
+	 DROPPED(RW_REASON_NOT_ALLOWLISTED, A)},
+	{"public IPv6, open run", OUT_B(PUBLIC6, TCP, 40038, 443, SYN),
+	 ALLOWED(RW_PATH_OPEN, 1, B)},
+	{"public IPv6 UDP, open run", OUT_B(PUBLIC6, UDP, 40039, 9999, 0),
+	 ALLOWED(RW_PATH_OPEN, 1, B)},
+
+	/* Forms that embed an IPv4 address: judged as IPv4 to it. */
+	{"NAT64 of 10.0.5.6 (64:ff9b::a00:506)", OUT_B("64:ff9b::a00:506", TCP, 40040, 443, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
+	{"NAT64 of 169.254.169.254", OUT_B("64:ff9b::a9fe:a9fe", TCP, 40041, 80, SYN),
+	 DROPPED(RW_REASON_METADATA, B)},
+	{"v4-mapped 10.0.5.6", OUT_B("::ffff:10.0.5.6", TCP, 40042, 443, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
+	{"v4-mapped 169.254.169.254", OUT_B("::ffff:169.254.169.254", TCP, 40043, 80, SYN),
+	 DROPPED(RW_REASON_METADATA, B)},
+	{"local NAT64 (64:ff9b:1::/48) of 10.0.5.6",
+	 OUT_B("64:ff9b:1:a00:5:600::", TCP, 40044, 443, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
+	{"local NAT64 of 169.254.169.254", OUT_B("64:ff9b:1:a9fe:a9:fe00::", TCP, 40045, 80, SYN),
+	 DROPPED(RW_REASON_METADATA, B)},
+	{"6to4 of 10.0.5.6 (2002:a00:506::1)", OUT_B("2002:a00:506::1", TCP, 40046, 443, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
+	{"6to4 of 169.254.169.254", OUT_B("2002:a9fe:a9fe::1", TCP, 40047, 80, SYN),
+	 DROPPED(RW_REASON_METADATA, B)},
+	{"Teredo with a private server", OUT_B("2001:0:a00:506::f7f7:fbfb", TCP, 40048, 443, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
+	{"Teredo with the metadata address as server",
+	 OUT_B("2001:0:a9fe:a9fe::f7f7:fbfb", TCP, 40049, 443, SYN),
+	 DROPPED(RW_REASON_METADATA, B)},
+	{"Teredo of a private client (10.0.5.6, inverted)",
+	 OUT_B("2001:0:102:304::f5ff:faf9", TCP, 40050, 443, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
+	{"NAT64 of a public address by the IPv4 rule (8.8.4.4:443)",
+	 OUT_A("64:ff9b::808:404", TCP, 40051, 443, SYN), ALLOWED(RW_PATH_RULE, 1, A)},
+	{"NAT64 of the same address on a port no rule names",
+	 OUT_A("64:ff9b::808:404", TCP, 40052, 80, SYN), DROPPED(RW_REASON_NOT_ALLOWLISTED, A)},
+	{"Teredo of 8.8.4.4 by the IPv4 rule",
+	 OUT_A("2001:0:102:304::f7f7:fbfb", TCP, 40053, 443, SYN), ALLOWED(RW_PATH_RULE, 1, A)},
+	{"v4-mapped IPv4 service (172.20.0.10:443)",
+	 OUT_A("::ffff:172.20.0.10", TCP, 40054, 443, SYN), ALLOWED(RW_PATH_RULE, 1, A)},
+	{"NAT64 of a public address, open run", OUT_B("64:ff9b::101:101", TCP, 40055, 443, SYN),
+	 ALLOWED(RW_PATH_OPEN, 1, B)},
+	{"NAT64 DNS", OUT_B("64:ff9b::808:808", UDP, 40056, 53, 0), DROPPED(RW_REASON_DNS, B)},
+
+	/* Spoofing. */
+	{"the other pod's IPv6 as source", .dev = 0, .dir = E,
+	 .pkt = {.ipv6 = 1,
+		 .src = POD_B6,
+		 .dst = PROXY6,
+		 .proto = TCP,
+		 .sport = 40060,
+		 .dport = 443},
+	 DROPPED(RW_REASON_SPOOFED_SOURCE, A)},
+	{"an IPv6 source the veth does not hold", .dev = 0, .dir = E,
+	 .pkt = {.ipv6 = 1,
+		 .src = "2600:1f14:abc:1::99",
+		 .dst = PROXY6,
+		 .proto = TCP,
+		 .sport = 40061,
+		 .dport = 443},
+	 DROPPED(RW_REASON_SPOOFED_SOURCE, A)},
+	{"a link-local source for TCP", .dev = 0, .dir = E,
+	 .pkt = {.ipv6 = 1,
+		 .src = "fe80::3",
+		 .dst = PROXY6,
+		 .proto = TCP,
+		 .sport = 40062,
+		 .dport = 443},
+	 DROPPED(RW_REASON_SPOOFED_SOURCE, A)},
+	{"the pod's IPv6 on an unbound veth", .dev = 2, .dir = E,
+	 .pkt = {.ipv6 = 1,
+		 .src = POD_A6,
+		 .dst = PROXY6,
+		 .proto = TCP,
+		 .sport = 40063,
+		 .dport = 443},
+	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
+	{"IPv6 on a veth bound to IPv4 only", .dev = 3, .dir = E,
+	 .pkt = {.ipv6 = 1,
+		 .src = "2600:1f14:abc:1::9",
+		 .dst = PROXY6,
+		 .proto = TCP,
+		 .sport = 40064,
+		 .dport = 443},
+	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
+
+	/* Inbound: from the platform's peer, on its port, only. */
+	{"inbound from the IPv6 peer to 4096", INTO_A(PEER6, TCP, 50000, 4096, SYN),
+	 ALLOWED(RW_PATH_INBOUND, 1, A)},
+	{"the pod answers the inbound connection", OUT_A(PEER6, TCP, 4096, 50000, SYNACK),
+	 ALLOWED(RW_PATH_REPLY, 0, A)},
+	{"inbound from the peer's neighbour", INTO_A("2600:1f14:300::13", TCP, 50001, 4096, SYN),
+	 DROPPED(RW_REASON_INBOUND_DENIED, A)},
+	{"inbound from the peer to a port it may not", INTO_A(PEER6, TCP, 50002, 4097, SYN),
+	 DROPPED(RW_REASON_INBOUND_DENIED, A)},
+	{"inbound from the internet", INTO_A(PUBLIC6, TCP, 50003, 4096, SYN),
+	 DROPPED(RW_REASON_INBOUND_DENIED, A)},
+	{"inbound UDP from the peer", INTO_A(PEER6, UDP, 50004, 4096, 0),
+	 DROPPED(RW_REASON_INBOUND_DENIED, A)},
+	{"into the pod, to an address the veth does not hold", .dev = 0, .dir = I,
+	 .pkt = {.ipv6 = 1,
+		 .src = PEER6,
+		 .dst = "2600:1f14:abc:1::99",
+		 .proto = TCP,
+		 .sport = 50005,
+		 .dport = 4096,
+		 .tcp_flags = SYN},
+	 DROPPED(RW_REASON_INBOUND_DENIED, A)},
+	{"into the pod on an unbound veth", .dev = 2, .dir = I,
+	 .pkt = {.ipv6 = 1,
+		 .src = PEER6,
+		 .dst = POD_A6,
+		 .proto = TCP,
+		 .sport = 50006,
+		 .dport = 4096,
+		 .tcp_flags = SYN},
+	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
+
+	/* Replies of the pod's flows, while the policy still allows them. */
+	{"SYN-ACK of the IPv6 service", INTO_A(PROXY6, TCP, 443, 40001, SYNACK),
+	 ALLOWED(RW_PATH_REPLY, 0, A)},
+	{"UDP reply of the IPv6 service", INTO_A(TELEM6, UDP, 4317, 41000, 0),
+	 ALLOWED(RW_PATH_REPLY, 0, A)},
+	{"reply of the NAT64 flow", INTO_A("64:ff9b::808:404", TCP, 443, 40051, SYNACK),
+	 ALLOWED(RW_PATH_REPLY, 0, A)},
+	{"reply of the open run's flow", .dev = 1, .dir = I,
+	 .pkt = {.ipv6 = 1,
+		 .src = PUBLIC6,
+		 .dst = POD_B6,
+		 .proto = TCP,
+		 .sport = 443,
+		 .dport = 40038,
+		 .tcp_flags = SYNACK},
+	 ALLOWED(RW_PATH_REPLY, 0, B)},
+	{"a segment of no flow of the pod", INTO_A(PUBLIC6, TCP, 443, 40037, ACK),
+	 DROPPED(RW_REASON_INBOUND_DENIED, A)},
+	{"a refused flow's reply", INTO_A(RULE6, TCP, 80, 40031, SYNACK),
+	 DROPPED(RW_REASON_INBOUND_DENIED, A)},
+	{"a bare SYN on a known flow's ports is no reply", INTO_A(PROXY6, TCP, 443, 40002, SYN),
+	 DROPPED(RW_REASON_INBOUND_DENIED, A)},
+	{"SCTP out of the pod", OUT_A(PROXY6, 132, 40070, 443, 0),
+	 DROPPED(RW_REASON_UNSUPPORTED_PROTOCOL, A)},
+	{"ICMPv6 echo: by type (bpf/icmp6.h)", .dev = 0, .dir = E,
+	 .pkt = {.ipv6 = 1, .src = POD_A6, .dst = PROXY6, .proto = 58, .icmp6_type = 128},
+	 DROPPED(RW_REASON_ICMPV6_TYPE, A)},
+};
+
+/* The flow's entry in rwt0's IPv6 table: 0 when found. */
+static int ct6_entry(const char *peer, __u16 pod_port, __u16 peer_port, __u8 proto,
+		     struct rw_ct_value *v)
+{
+	int fd = rw_conntrack6_table_fd(&dp, ifindex_of[0]), err;
+	struct rw_ct6_key k = {.ifindex = ifindex_of[0], .proto = proto};
+
+	if (fd < 0)
+		return fd;
+	inet_pton(AF_INET6, POD_A6, k.pod_ip);
+	inet_pton(AF_INET6, peer, k.peer_ip);
+	k.pod_port = htons(pod_port);
+	k.peer_port = htons(peer_port);
+	err = bpf_map_lookup_elem(fd, &k, v) ? -errno : 0;
+	close(fd);
+	return err;
+}
+
+/* The verdict cache: a flow's entry is in the IPv6 table, stamped with the revision it was
+ * judged under; its next packet takes the fast path (counted allowed, no event).
+ */
+static void test_cache6(unsigned long long rev)
+{
+	struct rw_ct_value v;
+	int ok;
+
+	t_count++;
+	ok = CHECK_EQ(ct6_entry(PROXY6, 40001, 443, TCP, &v), 0, "the service flow's IPv6 entry");
+	ok &= CHECK_EQ(v.stamp, rev, "its stamp");
+	ok &= CHECK_EQ(v.opened_by, E, "opened by the pod");
+	ok &= CHECK_EQ(v.path, RW_PATH_RULE, "its cached path");
+	ok &= CHECK_EQ(v.run_idx, run_idx_of(A), "its cached run");
+	ok &= CHECK(ct6_entry(PROXY6, 40003, 22, TCP, &v) == -ENOENT, "refused flow",
+		    "a refused flow has an entry");
+	printf("%s %d - an IPv6 flow is in the veth's rw_conntrack6 table, its verdict cached\n",
+	       ok ? "ok" : "not ok", t_count);
+}
+
+/* One apply cuts both families of a run: an IPv6 and an IPv4 flow on the fast path, then the
+ * rules that allowed them removed; the next packet of each, either way, is refused.
+ */
+static void test_one_apply_cuts_both(unsigned long long *rev)
+{
+	static const struct tcase before[] = {
+		{"IPv6 flow of run-d6a on its rule", OUT_A(RULE6, TCP, 40080, 443, SYN),
+		 ALLOWED(RW_PATH_RULE, 1, A)},
+		{"IPv6 flow, next segment (cached)", OUT_A(RULE6, TCP, 40080, 443, ACK),
+		 ALLOWED(RW_PATH_RULE, 0, A)},
+		{"IPv4 flow of run-d6a on its rule", EG(0, POD_A, "8.8.4.4", TCP, 40081, 443, SYN),
+		 ALLOWED(RW_PATH_RULE, 1, A)},
+		{"IPv4 flow, next segment (cached)", EG(0, POD_A, "8.8.4.4", TCP, 40081, 443, ACK),
+		 ALLOWED(RW_PATH_RULE, 0, A)},
+		{"the other run's IPv6 flow", OUT_B(PUBLIC6, TCP, 40082, 443, SYN),
+		 ALLOWED(RW_PATH_OPEN, 1, B)},
+	};
+	static const struct tcase after[] = {
+		{"after the apply: the IPv6 flow's next segment",
+		 OUT_A(RULE6, TCP, 40080, 443, ACK), DROPPED(RW_REASON_NOT_ALLOWLISTED, A)},
+		{"after the apply: the IPv6 flow's reply", INTO_A(RULE6, TCP, 443, 40080, ACK),
+		 DROPPED(RW_REASON_NOT_ALLOWLISTED, A)},
+		{"after the apply: the IPv4 flow's next segment",
+		 EG(0, POD_A, "8.8.4.4", TCP, 40081, 443, ACK),
+		 DROPPED(RW_REASON_NOT_ALLOWLISTED, A)},
+		{"after the apply: the IPv4 flow's reply",
+		 IN(0, "8.8.4.4", POD_A, TCP, 443, 40081, ACK),
+		 DROPPED(RW_REASON_NOT_ALLOWLISTED, A)},
+		{"after the apply: the other run's IPv6 flow goes on",
+		 OUT_B(PUBLIC6, TCP, 40082, 443, ACK), ALLOWED(RW_PATH_OPEN, 0, B)},
+	};
+	char *json;
+
+	run_table(before, sizeof(before) / sizeof(before[0]));
+	json = snapshot(++*rev, 1);
+	apply6(json, "run-d6a's IPv6 and IPv4 rules removed");
+	free(json);
+	run_table(after, sizeof(after) / sizeof(after[0]));
+}
+
+static void set_ct_share(__u32 per_sandbox)
+{
+	struct rw_config cfg;
+
+	if (rw_config_read(&dp, &cfg))
+		FATAL("reading config");
+	cfg.ct_per_sandbox = per_sandbox;
+	if (rw_config_write(&dp, &cfg))
+		FATAL("writing config");
+}
+
+/* A full IPv6 table refuses the sandbox's next IPv6 flow (conntrack-full); its IPv4 table, and
+ * the IPv6 flows it holds, are not touched.
+ */
+static void test_conntrack6_full(void)
+{
+	static const struct tcase cases[] = {
+		{"a 5th new IPv6 flow: conntrack-full", OUT_A(PROXY6, TCP, 40094, 443, SYN),
+		 DROPPED(RW_REASON_CONNTRACK_FULL, A)},
+		{"a new inbound IPv6 connection into the full table: conntrack-full",
+		 INTO_A(PEER6, TCP, 50090, 4096, SYN), DROPPED(RW_REASON_CONNTRACK_FULL, A)},
+		{"the full table's known flow goes on", OUT_A(PROXY6, TCP, 40090, 443, ACK),
+		 ALLOWED(RW_PATH_RULE, 0, A)},
+		{"an IPv4 flow: its own table has room",
+		 EG(0, POD_A, "172.20.0.10", TCP, 40095, 443, SYN), ALLOWED(RW_PATH_RULE, 1, A)},
+	};
+	char name[64];
+
+	set_ct_share(4);
+	rw_endpoint_unbind(&dp, ifindex_of[0]);
+	bind_dual(0, POD_A, POD_A6);
+	set_ct_share(RW_CT_PER_SANDBOX);
+	for (int i = 0; i < 4; i++) {
+		struct tcase c = {NULL, OUT_A(PROXY6, TCP, 40090 + i, 443, SYN),
+				  ALLOWED(RW_PATH_RULE, 1, A)};
+
+		snprintf(name, sizeof(name), "IPv6 flow %d of 4 in rwt0's IPv6 table", i + 1);
+		c.name = name;
+		run_case(&c);
+	}
+	run_table(cases, sizeof(cases) / sizeof(cases[0]));
+	rw_endpoint_unbind(&dp, ifindex_of[0]);
+	bind_dual(0, POD_A, POD_A6);
+}
+
+void test_ipv6_policy(void)
+{
+	unsigned long long rev = next_revision();
+	char *json;
+
+	bind_dual(0, POD_A, POD_A6);
+	bind_dual(1, POD_B, POD_B6);
+	json = snapshot(rev, 0);
+	apply6(json, "a dual-stack snapshot");
+	free(json);
+	run_table(egress_cases, sizeof(egress_cases) / sizeof(egress_cases[0]));
+	test_cache6(rev);
+	test_one_apply_cuts_both(&rev);
+	test_conntrack6_full();
+	bind_veth(0, POD_A);
+	bind_veth(1, POD_B);
+}
