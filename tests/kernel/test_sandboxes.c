@@ -5,7 +5,8 @@
  * the veth behind their ifindex was replaced, a retry pending on an ifindex that another
  * interface took, and routes to addresses no pod can have. After every step the kernel is
  * asked (hooks, binding) whether the live pod is still protected and bound to its own address. Also: only veths are taken, and a snapshot
- * adopted after a restart is not trusted as the one in force. In a network namespace of the
+ * adopted after a restart is not trusted as the one in force, and an IPv6 node's pod is bound
+ * from its /128 and /32 routes with its veth's link-local as gateway. In a network namespace of the
  * test's own; needs root.
  */
 #include <arpa/inet.h>

@@ -5,7 +5,8 @@
 # and with the agent stopped (pins present) a pod is enforced from its first packet (metadata
 # and a private host refused, an allowed service reached); CHECK sees the binding go; DEL
 # unbinds, is idempotent and leaves nothing behind; install/uninstall into a temp conf folder
-# is idempotent.
+# is idempotent. An IPv6 EKS node's pod (an IPv6 and a 169.254.172.0/22 IPv4) is bound with both
+# and its gateway, shown by status and counters; the agent binds a /128 route's IPv6.
 #
 #   tests/netns/test_cni.sh BUILD
 set -Eeuo pipefail
@@ -292,6 +293,9 @@ if cni ADD p6 >"$RW_WORK/p6.out"; then
 		'(.sandboxes[] | select(.ifname == $i) | .run == "run-cni6") and
 		 (.runs[] | select(.id == "run-cni6") | .pods == ["2600:1f14:abc:de00::7"])'; }
 	check "IPv6 node: status -j finds the sandbox's run by its IPv6, and lists the run's IPv6 pod" run6
+	check "IPv6 node: counters names the run's IPv6 pod" \
+		grep -q "run run-cni6 (idx [0-9]*, gen [0-9]*, pods 2600:1f14:abc:de00::7)" \
+		<<<"$(rw counters --run run-cni6 2>/dev/null || true)"
 	check "IPv6 node: status shows both addresses to people" \
 		grep -q "169.254.172.9 2600:1f14:abc:de00::7" <<<"$(rw status 2>/dev/null || true)"
 	# Only the IPv4 bound (runwall-cni of another pod's view): CHECK names both sides.

@@ -180,8 +180,17 @@ static void sbx_bind(struct agent *a, struct sandbox *s, const struct rw_endpoin
 		return;
 	rw_endpoint_str(pod, true, ip, sizeof(ip));
 	rw_endpoint_str(&s->pod, true, old, sizeof(old));
-	if (ep_bound(&s->pod) && bind)
-		rw_warn("%s: pod %s replaced by %s", s->ifname, old, ip);
+	if (ep_bound(&s->pod) && bind) {
+		struct rw_endpoint x = s->pod, y = *pod;
+
+		/* The same addresses with another gateway (its link-local came or went) is the
+		 * same pod: its flows stay (rw_endpoint_bind_addrs()).
+		 */
+		x.flags &= ~RW_EP_GW6;
+		y.flags &= ~RW_EP_GW6;
+		if (!rw_endpoint_same(&x, &y))
+			rw_warn("%s: pod %s replaced by %s", s->ifname, old, ip);
+	}
 	err = bind ? rw_endpoint_bind_addrs(&a->dp, s->ifindex, pod)
 		   : rw_endpoint_unbind(&a->dp, s->ifindex);
 	if (err && bind) {
