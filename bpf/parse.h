@@ -155,10 +155,10 @@ static __always_inline int rw_parse_ipv6(struct __sk_buff *skb, void *data, void
 		nh = ext.nexthdr;
 	}
 	p->nexthdr = nh;
-	/* The upper layer, as IPv4's protocol: TCP and UDP are judged by the same code. */
-	p->proto = nh;
 	if (rw_ipv6_opaque(nh))
 		return RW_REASON_IPV6_NEXT_HEADER;
+	/* The upper layer, as IPv4's protocol: TCP and UDP are judged by the same code. */
+	p->proto = nh;
 
 	l4_off = ETH_HLEN_ + sizeof(ip6) + chain;
 	left = payload_len - chain;

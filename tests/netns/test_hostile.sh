@@ -12,7 +12,8 @@
 #              JSON path and the range, and the policy in force stays
 #   frames6    the IPv6 half of the hostile frames: raw frames from a sandbox (routing headers,
 #              fragments, long chains, ESP, a jumbogram, broken headers) each get their reason
-#              under the sandbox's run, with its event; well-formed IPv6 stays unsupported-l2
+#              under the sandbox's run, with its event (well-formed IPv6 is judged by its
+#              policy: test_datapath's ipv6_policy.c, netns/test_ipv6)
 #
 # Everything lives in namespaces named rwh<pid>-*, pins in /sys/fs/bpf/rwtest-hostile-<pid>, the
 # socket /run/rwtest-hostile-<pid>.sock, files in /tmp/rwtest-hostile-<pid>.*; all of it goes on
@@ -253,8 +254,6 @@ def fh(nh, off_m):
 TCP = struct.pack("!HHIIBBHHH", 40000, 443, 1, 0, 5 << 4, 2, 65535, 0, 0)
 UDP = struct.pack("!HHHH", 40000, 443, 8, 0)
 FRAMES = {
-    "tcp-syn": ("unsupported-l2", ip6(6, TCP)),
-    "ndp-solicitation": ("unsupported-l2", ip6(58, bytes([135, 0, 0, 0]) + bytes(20))),
     "routing-type0": ("ipv6-routing", ip6(43, rh(6, 0, 1) + TCP)),
     "routing-srv6": ("ipv6-routing", ip6(43, rh(6, 4, 1) + TCP)),
     "fragment-first": ("fragment", ip6(44, fh(6, 1) + TCP)),

@@ -221,6 +221,7 @@ void run_case(const struct tcase *c)
 			if (!frag && c->reason != RW_REASON_MALFORMED &&
 			    c->reason != RW_REASON_IPV6_ROUTING &&
 			    c->reason != RW_REASON_IPV6_EXT_HEADERS &&
+			    c->reason != RW_REASON_IPV6_NEXT_HEADER &&
 			    c->reason != RW_REASON_IPV6_JUMBOGRAM) {
 				CHECK_EQ(ev->proto, c->pkt.proto, "event protocol");
 				if (c->pkt.proto == TCP || c->pkt.proto == UDP)
