@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /* answer.h: the answer to a refused packet, built from the packet itself and sent back into the
- * pod it came from: a TCP reset (RFC 793 reset generation) or an ICMP destination unreachable,
- * code 13 "communication administratively prohibited" (RFC 1812 5.2.7.1), quoting the refused
- * datagram's header and its first 8 bytes (RFC 792).
+ * pod it came from: a TCP reset (RFC 793 reset generation) or, for IPv4, an ICMP destination
+ * unreachable, code 13 "communication administratively prohibited" (RFC 1812 5.2.7.1), quoting the
+ * refused datagram's header and its first 8 bytes (RFC 792); for IPv6, an ICMPv6 destination
+ * unreachable, code 1 "administratively prohibited" (RFC 4443 3.1), quoting the refused packet
+ * through its extension headers and the upper layer's first bytes.
  *
  * Only rw_egress answers, and only once rw_identify() has proven the source is the veth's own
  * pod: the answer goes to the packet's source, so an unproven source would make the node send
@@ -20,6 +22,8 @@
 #include <linux/if_ether.h>
 #include <linux/in.h>
 #include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/icmpv6.h>
 #include <linux/tcp.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
@@ -75,6 +79,42 @@ static __always_inline __sum16 rw_csum_fold(__s64 sum)
 	s = (s & 0xffff) + (s >> 16);
 	s = (s & 0xffff) + (s >> 16);
 	return (__sum16)~s;
+}
+
+/* Whether an IPv6 address may be an answer's source: the pod's stack drops a packet from a
+ * multicast address (ff00::/8), and one from the loopback address arriving on a device that is
+ * not loopback (ip6_rcv_core() in net/ipv6/ip6_input.c); the unspecified address is no sender's
+ * (RFC 4291 2.5.2). The words are read through a volatile pointer, from the packet's context
+ * where they lie: kept in registers instead, across the many inlined refusals of a program,
+ * clang spilled them into the program's own stack frame, whose size and a subprogram's together
+ * the verifier bounds at 512 bytes.
+ */
+static __always_inline int rw_ip6_may_answer_from(const volatile __be32 *a)
+{
+	return (a[0] & bpf_htonl(0xff000000)) != bpf_htonl(0xff000000) &&
+	       (a[0] | a[1] | a[2] | (a[3] & ~bpf_htonl(1)));
+}
+
+/* rw_answer_kind() for IPv6: a reset for TCP, else ICMPv6 1/1; of ICMPv6 only echo (128, 129)
+ * is answered, as ICMP's queries are for IPv4: never an error (RFC 4443 2.4 (e)), nor NDP or MLD,
+ * whose destinations are the link's own.
+ */
+static __always_inline __u8 rw_answer6_kind(const struct rw_pkt *p, const struct rw_pod *pod,
+					    __u8 dir, __u8 identified)
+{
+	const volatile struct rw_pkt *v = p; /* see rw_ip6_may_answer_from() */
+
+	if (!identified || dir != RW_DIR_EGRESS || !pod || pod->refusal != RW_REFUSAL_ANSWER)
+		return RW_ANSWER_NONE;
+	if (!rw_ip6_may_answer_from(v->daddr6))
+		return RW_ANSWER_NONE;
+	if (v->nexthdr == RW_NH_TCP)
+		return v->tcp_flags & TCP_FLAG_RST_ ? RW_ANSWER_NONE : RW_ANSWER_RST;
+	if (v->nexthdr == RW_NH_ICMPV6)
+		return v->icmp6_type == ICMPV6_ECHO_REQUEST || v->icmp6_type == ICMPV6_ECHO_REPLY
+			       ? RW_ANSWER_ICMP
+			       : RW_ANSWER_NONE;
+	return RW_ANSWER_ICMP;
 }
 
 /* The answer a refused packet deserves, budget aside: RW_ANSWER_NONE, _RST or _ICMP. */
@@ -212,6 +252,258 @@ static __always_inline int rw_answer_icmp(struct __sk_buff *skb)
 	return bpf_skb_store_bytes(skb, 0, &f.eth, RW_ICMP_HDRS_LEN + quote, BPF_F_RECOMPUTE_CSUM);
 }
 
+/* ---- IPv6 ---- */
+
+/* The frames are laid out as IPv4's, so that the IPv6 header is 4-byte aligned on the stack. */
+struct rw_rst6_frame {
+	__u8 pad[2];
+	struct ethhdr eth;
+	struct ipv6hdr ip6;
+	struct tcphdr tcp;
+};
+#define RW_IP6_HLEN    40
+#define RW_RST6_LEN    (ETH_HLEN_ + RW_IP6_HLEN + 20)
+#define RW_L4_OFF6_MAX (ETH_HLEN_ + RW_IP6_HLEN + RW_IPV6_EXT_BYTES)
+
+/* The refused packet quoted by an ICMPv6 answer, from its IPv6 header on: the fixed header, the
+ * longest chain of extension headers the parse lets through, and 24 bytes of the upper layer (its
+ * ports, and a checksum field within 24 bytes, which a CHECKSUM_PARTIAL packet's trim must keep:
+ * __bpf_skb_min_len() in net/core/filter.c). RFC 4443 2.4 (c) asks for as much as fits 1280
+ * bytes; the pod's stack needs the extension headers and 8 bytes after them to find the socket
+ * (icmpv6_notify() in net/ipv6/icmp.c). The quote is summed a chunk at a time.
+ */
+#define RW_ICMP6_QUOTE_MAX   (RW_IP6_HLEN + RW_IPV6_EXT_BYTES + 24)
+#define RW_ICMP6_QUOTE_CHUNK 64		       /* RW_ICMP6_QUOTE_MAX is 5 of them */
+#define RW_ICMP6_ROOM	     (RW_IP6_HLEN + 8) /* the answer's IPv6 and ICMPv6 headers */
+
+struct rw_icmp6_head {
+	__u8 pad[2];
+	struct ethhdr eth;
+	struct ipv6hdr ip6;
+	struct rw_icmp_unreach icmp;
+};
+
+/* The frames of the IPv6 builders are the only stack they have, and small: each builder is a
+ * subprogram whose stack adds to the calling program's, and the verifier bounds the two together
+ * at 512 bytes (check_max_stack_depth(), each frame rounded up to 32 bytes on 6.1), while the
+ * IPv6 programs' own frames are near 400 bytes. So the headers' sums are taken here, 16-bit word
+ * by word in registers, not by bpf_csum_diff() over buffers of their own, and addresses and
+ * ports are swapped in registers. A sum of the words as loaded (the host's byte order) is the
+ * one's complement sum of RFC 1071 in that order, which is what a checksum field holds once
+ * stored the same way (RFC 1071 2 (B)); it is also a partial sum as bpf_csum_diff() and
+ * bpf_l4_csum_replace() take them.
+ */
+static __always_inline __u32 rw_sum16(const void *p, const int len, __u32 sum)
+{
+	const __u16 *w = p;
+
+#pragma unroll
+	for (int i = 0; i < len / 2; i++)
+		sum += w[i];
+	return sum;
+}
+
+/* A partial sum folded to 16 bits, not complemented. */
+static __always_inline __u32 rw_csum_fold16(__u32 s)
+{
+	s = (s & 0xffff) + (s >> 16);
+	return (s & 0xffff) + (s >> 16);
+}
+
+/* The IPv6 pseudo-header (RFC 8200 8.1) of the frame's IPv6 header: its two addresses, the
+ * upper-layer length (32 bits) and the next header (in the low byte of the last 32 bits).
+ */
+static __always_inline __u32 rw_ip6_pseudo_sum(const struct ipv6hdr *ip6, __u32 len, __u8 nexthdr)
+{
+	return rw_sum16(&ip6->saddr, 32, 0) + bpf_htons(len >> 16) + bpf_htons(len & 0xffff) +
+	       bpf_htons(nexthdr);
+}
+
+/* A bare reset is built in one frame on the stack: the segment's Ethernet addresses, IPv6
+ * addresses and first TCP bytes are loaded where the reset holds them, then turned around or
+ * not, then finished. l4_off is where the parse found the TCP header, behind any extension
+ * headers; the reset has none.
+ */
+static __always_inline int rw_rst6_load(struct __sk_buff *skb, __u32 l4_off,
+					struct rw_rst6_frame *f)
+{
+	if (l4_off < ETH_HLEN_ + RW_IP6_HLEN || l4_off > RW_L4_OFF6_MAX)
+		return -1;
+	if (bpf_skb_load_bytes(skb, 0, &f->eth, sizeof(f->eth)) ||
+	    bpf_skb_load_bytes(skb, ETH_HLEN_ + 8, &f->ip6.saddr, 32) ||
+	    bpf_skb_load_bytes(skb, l4_off, &f->tcp, sizeof(f->tcp)))
+		return -1;
+	return 0;
+}
+
+/* Swaps the frame's Ethernet and IPv6 addresses and its ports: the reset toward the sender. */
+static __always_inline void rw_rst6_turn(struct rw_rst6_frame *f)
+{
+	__u16 *dmac = (__u16 *)f->eth.h_dest, *smac = (__u16 *)f->eth.h_source, t16;
+	__u32 *sa = f->ip6.saddr.in6_u.u6_addr32, *da = f->ip6.daddr.in6_u.u6_addr32, t32;
+
+#pragma unroll
+	for (int i = 0; i < ETH_ALEN / 2; i++) {
+		t16 = dmac[i];
+		dmac[i] = smac[i];
+		smac[i] = t16;
+	}
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		t32 = sa[i];
+		sa[i] = da[i];
+		da[i] = t32;
+	}
+	t16 = f->tcp.source;
+	f->tcp.source = f->tcp.dest;
+	f->tcp.dest = t16;
+}
+
+/* Makes the frame a bare reset <SEQ=seq><ACK=ack><CTL=flags>: an IPv6 header of no traffic
+ * class or flow label, hop limit 64 as IPv4's TTL, and a TCP header of 20 bytes, window 0, its
+ * checksum field zero. The sums are taken by the caller when it needs them, so that no sum is
+ * kept in a register across a helper call (a spill, on the stack this frame is to spare).
+ */
+static __always_inline void rw_rst6_finish(struct rw_rst6_frame *f, __be32 seq, __be32 ack,
+					   __u8 flags)
+{
+	__be16 sport = f->tcp.source, dport = f->tcp.dest;
+
+	__builtin_memset(&f->ip6, 0, 8);
+	f->ip6.version = 6;
+	f->ip6.payload_len = bpf_htons(20);
+	f->ip6.nexthdr = IPPROTO_TCP;
+	f->ip6.hop_limit = 64;
+	__builtin_memset(&f->tcp, 0, sizeof(f->tcp));
+	f->tcp.source = sport;
+	f->tcp.dest = dport;
+	f->tcp.seq = seq;
+	f->tcp.ack_seq = ack;
+	f->tcp.doff = 5;
+	((__u8 *)&f->tcp)[13] = flags;
+}
+
+/* Cuts a refused TCP segment down to a bare reset's length, its IPv6 header followed at once by
+ * its TCP header. The extension headers between them go first (bpf_skb_adjust_room() at the
+ * network header): a CHECKSUM_PARTIAL packet may not be cut in front of its checksum field
+ * (__bpf_skb_min_len() in net/core/filter.c), and the field moves up with the TCP header.
+ * Shrinking never fails for want of room; bpf_skb_change_tail() also resets a GSO skb's
+ * segmentation state.
+ */
+static __always_inline int rw_ip6_cut_to_reset(struct __sk_buff *skb, __u32 l4_off)
+{
+	__u32 chain = l4_off - ETH_HLEN_ - RW_IP6_HLEN;
+
+	if (chain && bpf_skb_adjust_room(skb, -(__s32)chain, BPF_ADJ_ROOM_NET, 0))
+		return -1;
+	return bpf_skb_change_tail(skb, RW_RST6_LEN, 0);
+}
+
+/* rw_answer_rst() for IPv6: the same reset (RFC 793 3.4), its checksum over the IPv6
+ * pseudo-header. A global function (see rw_answer6_build()).
+ */
+__noinline int rw_answer6_rst(struct __sk_buff *skb, __u32 l4_off)
+{
+	struct rw_rst6_frame f = {};
+	__u32 seg_len, seq, ack;
+	__be16 payload_len;
+	__u8 flags;
+
+	if (rw_rst6_load(skb, l4_off, &f) ||
+	    bpf_skb_load_bytes(skb, ETH_HLEN_ + 4, &payload_len, sizeof(payload_len)))
+		return -1;
+	flags = ((__u8 *)&f.tcp)[13];
+	seg_len = bpf_ntohs(payload_len) - (l4_off - ETH_HLEN_ - RW_IP6_HLEN) - f.tcp.doff * 4;
+	seg_len += !!(flags & TCP_FLAG_SYN_) + !!(flags & TCP_FLAG_FIN_);
+	seq = f.tcp.seq;
+	ack = f.tcp.ack_seq;
+
+	rw_rst6_turn(&f);
+	if (flags & TCP_FLAG_ACK_)
+		rw_rst6_finish(&f, ack, 0, TCP_FLAG_RST_);
+	else
+		rw_rst6_finish(&f, 0, bpf_htonl(bpf_ntohl(seq) + seg_len),
+			       TCP_FLAG_RST_ | TCP_FLAG_ACK_);
+	f.tcp.check = rw_csum_fold(rw_ip6_pseudo_sum(&f.ip6, 20, IPPROTO_TCP) +
+				   rw_sum16(&f.tcp, sizeof(f.tcp), 0));
+
+	if (rw_ip6_cut_to_reset(skb, l4_off))
+		return -1;
+	return bpf_skb_store_bytes(skb, 0, &f.eth, RW_RST6_LEN, BPF_F_RECOMPUTE_CSUM);
+}
+
+/* Rewrites the refused packet into an ICMPv6 destination unreachable, code 1, from the refused
+ * destination to the pod, quoting the packet from its IPv6 header up to RW_ICMP6_QUOTE_MAX bytes
+ * (all of it when it is shorter). The quote is the packet itself, left where it is: it is cut to
+ * its length, and the answer's two headers are inserted in front of it behind the Ethernet header
+ * (bpf_skb_adjust_room() at the MAC header), so that no more than a chunk of it is ever on the
+ * stack, in the same bytes as the headers that are built after it. The pod's stack finds the
+ * socket by the quote and reports EACCES (icmpv6_err_convert(): code 1 is a hard error). A
+ * global function (see rw_answer6_build()).
+ */
+__noinline int rw_answer_icmp6(struct __sk_buff *skb)
+{
+	union {
+		struct rw_icmp6_head f;
+		__u8 chunk[RW_ICMP6_QUOTE_CHUNK];
+	} u;
+	__be16 payload_len;
+	__u32 quote, sum = 0;
+
+	if (bpf_skb_load_bytes(skb, ETH_HLEN_ + 4, &payload_len, sizeof(payload_len)))
+		return -1;
+	quote = RW_IP6_HLEN + bpf_ntohs(payload_len);
+	if (quote > RW_ICMP6_QUOTE_MAX)
+		quote = RW_ICMP6_QUOTE_MAX;
+
+		/* Each chunk is zero-filled first: the zeros after an odd-length end are RFC 1071's
+	 * padding and add nothing to the sum; the chunks start at even offsets, so the words line
+	 * up. Each chunk's sum is folded before it is added: no carry is lost.
+	 */
+#pragma unroll
+	for (int i = 0; i < RW_ICMP6_QUOTE_MAX / RW_ICMP6_QUOTE_CHUNK; i++) {
+		__u32 off = i * RW_ICMP6_QUOTE_CHUNK, n;
+
+		if (off < quote) {
+			n = quote - off < RW_ICMP6_QUOTE_CHUNK ? quote - off : RW_ICMP6_QUOTE_CHUNK;
+			/* n is 1 to 64 here, but 6.1's verifier loses quote's bounds and sees 0 to
+			 * 63 ("invalid zero-sized read"): the same n again, in a form whose bounds
+			 * it computes itself; the empty asm keeps clang from folding it away.
+			 */
+			asm volatile("" : "+r"(n));
+			n = ((n - 1) & (RW_ICMP6_QUOTE_CHUNK - 1)) + 1;
+			__builtin_memset(u.chunk, 0, sizeof(u.chunk));
+			if (bpf_skb_load_bytes(skb, ETH_HLEN_ + off, u.chunk, n))
+				return -1;
+			sum += rw_csum_fold16(
+				bpf_csum_diff(NULL, 0, (__be32 *)u.chunk, sizeof(u.chunk), 0));
+		}
+	}
+
+	__builtin_memset(&u.f, 0, sizeof(u.f));
+	if (bpf_skb_load_bytes(skb, 0, u.f.eth.h_source, ETH_ALEN) ||
+	    bpf_skb_load_bytes(skb, ETH_ALEN, u.f.eth.h_dest, ETH_ALEN) ||
+	    bpf_skb_load_bytes(skb, ETH_HLEN_ + 8, &u.f.ip6.daddr, 16) ||
+	    bpf_skb_load_bytes(skb, ETH_HLEN_ + 24, &u.f.ip6.saddr, 16))
+		return -1;
+	u.f.eth.h_proto = bpf_htons(ETH_P_IPV6_);
+	u.f.ip6.version = 6;
+	u.f.ip6.payload_len = bpf_htons(8 + quote);
+	u.f.ip6.nexthdr = RW_NH_ICMPV6;
+	u.f.ip6.hop_limit = 64;
+	u.f.icmp.type = ICMPV6_DEST_UNREACH;
+	u.f.icmp.code = ICMPV6_ADM_PROHIBITED;
+	sum += rw_sum16(&u.f.icmp, sizeof(u.f.icmp), 0);
+	sum += rw_ip6_pseudo_sum(&u.f.ip6, 8 + quote, RW_NH_ICMPV6);
+	u.f.icmp.check = rw_csum_fold(sum);
+
+	if (bpf_skb_change_tail(skb, ETH_HLEN_ + quote, 0) ||
+	    bpf_skb_adjust_room(skb, RW_ICMP6_ROOM, BPF_ADJ_ROOM_MAC, 0))
+		return -1;
+	return bpf_skb_store_bytes(skb, 0, &u.f.eth, ETH_HLEN_ + RW_ICMP6_ROOM,
+				   BPF_F_RECOMPUTE_CSUM);
+}
+
 /* Builds the answer of `kind` in place of the refused packet. A subprogram, not inlined: it is
  * called from every refusal of rw_egress, and one copy keeps the program small. Returns 0 when
  * the packet now is the answer; else the packet is to be dropped as it is.
@@ -227,6 +519,23 @@ static __noinline int rw_answer_build(struct __sk_buff *skb, __u32 kind)
 		return rw_answer_rst(skb);
 	if (kind == RW_ANSWER_ICMP)
 		return rw_answer_icmp(skb);
+	return -1;
+}
+
+/* rw_answer_build() for IPv6. Each builder is a global function of its own, called from here:
+ * the verifier checks a global function once, on arguments it knows nothing of (hence the
+ * builders' own bounds on l4_off), where a static subprogram is walked again from every refusal
+ * that calls it (rw_egress6: 225 247 verified instructions so, 98 459 this way, on 6.18). IPv4's
+ * programs never call them, and each adds only its own frame to the calling program's. l4_off is
+ * struct rw_pkt's: the upper-layer header's offset in the frame. No packet pointer of the
+ * caller's outlives the call, which changes the packet.
+ */
+static __always_inline int rw_answer6_build(struct __sk_buff *skb, __u32 kind, __u32 l4_off)
+{
+	if (kind == RW_ANSWER_RST)
+		return rw_answer6_rst(skb, l4_off);
+	if (kind == RW_ANSWER_ICMP)
+		return rw_answer_icmp6(skb);
 	return -1;
 }
 

@@ -30,6 +30,7 @@ struct rw_pkt {
 	__u8 is_ipv6;
 	__u8 nexthdr;	  /* IPv6: the next header after the extension headers */
 	__u8 icmp6_type;  /* ICMPv6's type byte */
+	__u16 l4_off;	  /* IPv6: the upper-layer header's offset in the frame */
 	__be32 saddr6[4]; /* IPv6 source */
 	__be32 daddr6[4]; /* IPv6 destination */
 };
@@ -161,6 +162,7 @@ static __always_inline int rw_parse_ipv6(struct __sk_buff *skb, void *data, void
 	p->proto = nh;
 
 	l4_off = ETH_HLEN_ + sizeof(ip6) + chain;
+	p->l4_off = l4_off;
 	left = payload_len - chain;
 	if (nh == RW_NH_TCP) {
 		struct tcphdr tcp;

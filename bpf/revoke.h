@@ -40,6 +40,7 @@
 #include <linux/if_ether.h>
 #include <linux/in.h>
 #include <linux/ip.h>
+#include <linux/ipv6.h>
 #include <linux/tcp.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
@@ -49,7 +50,8 @@
 #include "parse.h"
 #include "answer.h"
 
-#define RW_RST_CSUM_OFF (ETH_HLEN_ + 20 + 16) /* the TCP checksum of a struct rw_rst_frame */
+#define RW_RST_CSUM_OFF	 (ETH_HLEN_ + 20 + 16) /* the TCP checksum of a struct rw_rst_frame */
+#define RW_RST6_CSUM_OFF (ETH_HLEN_ + RW_IP6_HLEN + 16) /* and of a struct rw_rst6_frame */
 
 /* Does a refusal close both ends? `refusal` is the mode of a proven source (the run's, or the
  * node's for a run that has ended), RW_REFUSAL_DROP for any other. The peer's address passes
@@ -66,6 +68,19 @@ static __always_inline int rw_revoke_applies(const struct rw_pkt *p, __u8 dir, c
 	if ((p->tcp_flags & (TCP_FLAG_SYN_ | TCP_FLAG_RST_ | TCP_FLAG_ACK_)) != TCP_FLAG_ACK_)
 		return 0;
 	return peer_first && peer_first != 127 && peer_first < 224;
+}
+
+/* rw_revoke_applies() for IPv6: ct is the flow's entry of the veth's rw_conntrack6 table. */
+static __always_inline int rw_revoke6_applies(const struct rw_pkt *p, __u8 dir, const void *ct,
+					      __u8 refusal)
+{
+	const volatile struct rw_pkt *v = p; /* see rw_ip6_may_answer_from() */
+
+	if (refusal != RW_REFUSAL_ANSWER || !ct || v->nexthdr != RW_NH_TCP)
+		return 0;
+	if ((v->tcp_flags & (TCP_FLAG_SYN_ | TCP_FLAG_RST_ | TCP_FLAG_ACK_)) != TCP_FLAG_ACK_)
+		return 0;
+	return rw_ip6_may_answer_from(dir == RW_DIR_EGRESS ? v->daddr6 : v->saddr6);
 }
 
 /* Writes over the packet (already cut to RW_RST_LEN) a bare reset <SEQ=seq><CTL=RST> of the
@@ -134,6 +149,51 @@ static __noinline int rw_revoke_build(struct __sk_buff *skb, __u32 from_pod)
 	bpf_clone_redirect(skb, skb->ifindex, BPF_F_INGRESS);
 	skb->mark = mark;
 	return rw_revoke_write(skb, &eth, &ip, &tcp, from_pod, from_pod ? tcp.ack_seq : tcp.seq);
+}
+
+/* rw_revoke_write() for IPv6: the frame f, already turned the way the reset goes, finished as a
+ * bare reset <SEQ=seq><CTL=RST> and written over the packet (already cut to RW_RST6_LEN), its
+ * checksum through bpf_l4_csum_replace() as IPv4's.
+ */
+static __always_inline int rw_revoke6_write(struct __sk_buff *skb, struct rw_rst6_frame *f,
+					    __be32 seq)
+{
+	rw_rst6_finish(f, seq, 0, TCP_FLAG_RST_);
+	if (bpf_skb_store_bytes(skb, 0, &f->eth, RW_RST6_LEN, BPF_F_RECOMPUTE_CSUM))
+		return -1;
+	if (bpf_l4_csum_replace(skb, RW_RST6_CSUM_OFF, 0,
+				rw_ip6_pseudo_sum(&f->ip6, 20, IPPROTO_TCP), BPF_F_PSEUDO_HDR))
+		return -1;
+	return bpf_l4_csum_replace(skb, RW_RST6_CSUM_OFF, 0, rw_sum16(&f->tcp, sizeof(f->tcp), 0),
+				   0);
+}
+
+/* rw_revoke_build() for IPv6, a global function of its own as answer.h's IPv6 builders are
+ * (verified once; IPv4's programs never call it; a small frame). l4_off is struct rw_pkt's: the
+ * TCP header's offset, behind any extension headers, which the resets do not carry. One frame
+ * serves both resets: the remote's is the segment's way when it came from the pod, the pod's the
+ * other way.
+ */
+__noinline int rw_revoke6_build(struct __sk_buff *skb, __u32 from_pod, __u32 l4_off)
+{
+	struct rw_rst6_frame f = {};
+	__be32 first, second;
+	__u32 mark;
+
+	if (rw_rst6_load(skb, l4_off, &f))
+		return -1;
+	first = from_pod ? f.tcp.seq : f.tcp.ack_seq;
+	second = from_pod ? f.tcp.ack_seq : f.tcp.seq;
+	if (!from_pod)
+		rw_rst6_turn(&f);
+	if (rw_ip6_cut_to_reset(skb, l4_off) || rw_revoke6_write(skb, &f, first))
+		return -1;
+	mark = skb->mark;
+	skb->mark = RW_MARK_REVOKE;
+	bpf_clone_redirect(skb, skb->ifindex, BPF_F_INGRESS);
+	skb->mark = mark;
+	rw_rst6_turn(&f);
+	return rw_revoke6_write(skb, &f, second);
 }
 
 /* rw_egress's first test: a remote's reset made above, back on the host veth's ingress. Its

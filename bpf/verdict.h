@@ -174,9 +174,10 @@ static __always_inline void rw_count_answer(__u32 run_idx, __u8 answer)
 }
 
 /* The answer of a refusal, within the sandbox's answer budget: the packet becomes the answer
- * (answer.h), or it is a plain drop and RW_ANSWER_BUDGET says why there is none.
+ * (answer.h), or it is a plain drop and RW_ANSWER_BUDGET says why there is none. `six` as
+ * rw_finish_family()'s: each family's builders are subprograms of their own.
  */
-static __always_inline __u8 rw_answer(struct rw_ctx *x, __u8 kind, __u8 revoke)
+static __always_inline __u8 rw_answer(struct rw_ctx *x, __u8 kind, __u8 revoke, const int six)
 {
 	int err;
 
@@ -185,8 +186,12 @@ static __always_inline __u8 rw_answer(struct rw_ctx *x, __u8 kind, __u8 revoke)
 	if (!rw_take_token(x->ifindex, RW_BUDGET_ANSWER))
 		return RW_ANSWER_BUDGET;
 	/* A failed rewrite leaves a packet that is dropped like any refusal. */
-	if (revoke)
+	if (revoke && six)
+		err = rw_revoke6_build(x->skb, x->dir == RW_DIR_EGRESS, x->pkt.l4_off);
+	else if (revoke)
 		err = rw_revoke_build(x->skb, x->dir == RW_DIR_EGRESS);
+	else if (six)
+		err = rw_answer6_build(x->skb, kind, x->pkt.l4_off);
 	else
 		err = rw_answer_build(x->skb, kind);
 	return err ? RW_ANSWER_NONE : kind;
@@ -212,8 +217,12 @@ static __always_inline int rw_finish_family(struct rw_ctx *x, __u8 reason, const
 	__u32 run_idx = x->pod ? x->pod->run_idx : 0;
 	__u8 answer = RW_ANSWER_NONE, revoke = 0;
 
-	/* The answers and the revoke are IPv4's: an IPv6 refusal is not answered (yet). */
-	if (verdict == RW_VERDICT_DROP && !six) {
+	if (verdict == RW_VERDICT_DROP && six) {
+		answer = rw_answer6_kind(&x->pkt, x->pod, x->dir, x->identified);
+		revoke = rw_revoke6_applies(&x->pkt, x->dir, x->ct, rw_refusal_of(x));
+		if (revoke)
+			answer = RW_ANSWER_RST;
+	} else if (verdict == RW_VERDICT_DROP) {
 		answer = rw_answer_kind(&x->pkt, x->pod, x->dir, x->identified);
 		/* A known flow's segment: both ends are reset (revoke.h), under the answer "rst". */
 		revoke = rw_revoke_applies(&x->pkt, x->dir, x->ct, rw_refusal_of(x));
@@ -243,7 +252,7 @@ static __always_inline int rw_finish_family(struct rw_ctx *x, __u8 reason, const
 			x->ct->path = x->ct_path;
 			x->ct->stamp = x->revision;
 		}
-		answer = rw_answer(x, answer, revoke);
+		answer = rw_answer(x, answer, revoke, six);
 		rw_count_answer(run_idx, answer);
 		if (verdict == RW_VERDICT_DROP || x->new_flow)
 			rw_report(x, verdict, reason, answer, six);

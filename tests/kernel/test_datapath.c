@@ -62,6 +62,7 @@ int main(void)
 	test_ipv6();
 	test_answers();
 	test_revoke();
+	test_revoke_probe6();
 	test_metadata_beats_rules();
 	test_run_rules_after_ranges();
 	test_verdict_cache();
@@ -88,6 +89,11 @@ int main(void)
 	test_refusal_modes();
 	test_revoke_drop_mode();
 	test_revoke_ended();
+	test_answers6();
+	test_answers6_sockets();
+	test_answer6_budget();
+	test_revoke6();
+	test_refusal_modes6();
 	test_apply6();
 	test_ipv6_policy();
 

@@ -17,6 +17,10 @@
  * lives are among them: the apply keeps them in the still bound veth's table, and the freed run
  * index makes their stamps stale; the pod's answer is unknown-source, and reset the same way.
  *
+ * IPv6 flows are probed the same way from the veth's rw_conntrack6 table, with IPv6 ACKs to the
+ * pod's bound IPv6 address; the pod's MAC is its IPv6 neighbour entry on the veth, or else its
+ * IPv4 one (one eth0, one MAC).
+ *
  * The ACKs are written to an AF_PACKET socket on the host veth with PACKET_QDISC_BYPASS, which
  * hands the frame to the driver (dev_direct_xmit()) without the veth's egress hook: rw_ingress
  * does not judge them (it would refuse them: that is the point). Why this cannot be aimed: the
@@ -46,7 +50,8 @@
 
 struct neigh {
 	__u32 ifindex;
-	__be32 ip;
+	__u8 family;
+	__be32 ip[4]; /* IPv4 in the first word */
 	__u8 mac[ETH_ALEN];
 };
 
@@ -60,17 +65,19 @@ static int on_neigh(const struct nlmsghdr *nlh, void *data)
 	const struct ndmsg *nd = mnl_nlmsg_get_payload(nlh);
 	struct neigh_list *l = data;
 	const struct nlattr *a;
-	struct neigh e = {.ifindex = nd->ndm_ifindex};
+	struct neigh e = {.ifindex = nd->ndm_ifindex, .family = nd->ndm_family};
+	size_t ip_len = nd->ndm_family == AF_INET6 ? 16 : 4;
 	int have_ip = 0, have_mac = 0;
 
-	if (nlh->nlmsg_type != RTM_NEWNEIGH || nd->ndm_family != AF_INET ||
+	if (nlh->nlmsg_type != RTM_NEWNEIGH ||
+	    (nd->ndm_family != AF_INET && nd->ndm_family != AF_INET6) ||
 	    (nd->ndm_state & (NUD_INCOMPLETE | NUD_FAILED | NUD_NOARP)) ||
 	    l->n >= RW_PROBE_NEIGH_MAX)
 		return MNL_CB_OK;
 	mnl_attr_for_each(a, nlh, sizeof(*nd))
 	{
-		if (mnl_attr_get_type(a) == NDA_DST && mnl_attr_get_payload_len(a) == 4) {
-			memcpy(&e.ip, mnl_attr_get_payload(a), 4);
+		if (mnl_attr_get_type(a) == NDA_DST && mnl_attr_get_payload_len(a) == ip_len) {
+			memcpy(e.ip, mnl_attr_get_payload(a), ip_len);
 			have_ip = 1;
 		} else if (mnl_attr_get_type(a) == NDA_LLADDR &&
 			   mnl_attr_get_payload_len(a) == ETH_ALEN) {
@@ -83,10 +90,15 @@ static int on_neigh(const struct nlmsghdr *nlh, void *data)
 	return MNL_CB_OK;
 }
 
-static const struct neigh *neigh_find(const struct neigh_list *l, __u32 ifindex, __be32 ip)
+/* The neighbour entry of address ip (4 or 16 bytes, by family) on the veth. */
+static const struct neigh *neigh_find(const struct neigh_list *l, __u32 ifindex, __u8 family,
+				      const void *ip)
 {
+	size_t ip_len = family == AF_INET6 ? 16 : 4;
+
 	for (size_t i = 0; i < l->n; i++)
-		if (l->v[i].ifindex == ifindex && l->v[i].ip == ip)
+		if (l->v[i].ifindex == ifindex && l->v[i].family == family &&
+		    !memcmp(l->v[i].ip, ip, ip_len))
 			return &l->v[i];
 	return NULL;
 }
@@ -147,6 +159,42 @@ static size_t probe_frame(__u8 *f, const __u8 *pod_mac, const __u8 *veth_mac,
 	return 54;
 }
 
+/* probe_frame() for IPv6: the same bare ACK, its checksum over the IPv6 pseudo-header (RFC 8200
+ * 8.1).
+ */
+static size_t probe_frame6(__u8 *f, const __u8 *pod_mac, const __u8 *veth_mac,
+			   const struct rw_ct6_key *k, __u32 seq, __u32 ack)
+{
+	__u8 ph[8] = {0, 0, 0, 20, 0, 0, 0, IPPROTO_TCP};
+	__u16 sum;
+
+	memset(f, 0, 74);
+	memcpy(f, pod_mac, ETH_ALEN);
+	memcpy(f + 6, veth_mac, ETH_ALEN);
+	f[12] = 0x86;
+	f[13] = 0xdd;
+	f[14] = 6 << 4;
+	f[19] = 20; /* payload length */
+	f[20] = IPPROTO_TCP;
+	f[21] = 64; /* hop limit */
+	memcpy(f + 22, k->peer_ip, 16);
+	memcpy(f + 38, k->pod_ip, 16);
+	memcpy(f + 54, &k->peer_port, 2);
+	memcpy(f + 56, &k->pod_port, 2);
+	for (int i = 0; i < 4; i++) {
+		f[58 + i] = seq >> (24 - 8 * i);
+		f[62 + i] = ack >> (24 - 8 * i);
+	}
+	f[66] = 5 << 4;
+	f[67] = 0x10; /* ACK */
+	f[68] = 0xff;
+	f[69] = 0xff;
+	sum = csum_fold(csum_add(f + 54, 20, csum_add(ph, 8, csum_add(f + 22, 32, 0))));
+	f[70] = sum >> 8;
+	f[71] = sum;
+	return 74;
+}
+
 /* The veth's own MAC, the probes' source (the node's side, as every packet into the pod has). */
 static int veth_mac(int fd, __u32 ifindex, __u8 *mac)
 {
@@ -158,62 +206,124 @@ static int veth_mac(int fd, __u32 ifindex, __u8 *mac)
 	return 0;
 }
 
-static void probe_sandbox(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_ip,
-			  const struct neigh_list *nl, int pfd, unsigned int *budget,
-			  struct rw_probe_stats *st)
+/* One sandbox's probing: its veth, the pod's MAC and the bounds. */
+struct probe_sandbox {
+	const struct rw_datapath *dp;
+	__u32 ifindex;
+	const __u8 *pod_mac; /* NULL: the node has no neighbour entry for the pod */
+	__u8 veth_mac[ETH_ALEN];
+	int pfd, probed;
+	unsigned int *budget;
+	struct rw_probe_stats *st;
+};
+
+/* Whether an entry's cached verdict is stale: the apply changed its run's verdicts. */
+static int entry_stale(const struct rw_datapath *dp, const struct rw_ct_value *v)
+{
+	__u64 run_rev;
+
+	return !bpf_map_lookup_elem(dp->map_fd[RW_M_RUN_REVS], &v->run_idx, &run_rev) &&
+	       v->stamp < run_rev;
+}
+
+/* Probes one stale TCP flow of the sandbox: its IPv4 key k4, or its IPv6 key k6. */
+static void probe_flow(struct probe_sandbox *sb, const struct rw_ct_value *v,
+		       const struct rw_ct_key *k4, const struct rw_ct6_key *k6)
+{
+	struct sockaddr_ll to = {.sll_family = AF_PACKET,
+				 .sll_protocol = htons(k6 ? ETH_P_IPV6 : ETH_P_IP),
+				 .sll_ifindex = (int)sb->ifindex,
+				 .sll_halen = ETH_ALEN};
+	__u8 f[80];
+
+	if (!sb->pod_mac) {
+		sb->st->no_mac++;
+		return;
+	}
+	if (sb->probed >= RW_PROBE_PER_SANDBOX || !*sb->budget) {
+		sb->st->capped++;
+		return;
+	}
+	memcpy(to.sll_addr, sb->pod_mac, ETH_ALEN);
+	/* Two sequence numbers 2^31 apart, one surely outside the window; any ack number will do
+	 * (see the top of this file). Fixed by the entry: the same probes for the same flow.
+	 */
+	for (__u32 half = 0; half < 2; half++) {
+		__u32 seq = (__u32)v->created_ns + half * 0x80000000u;
+		__u32 ack = (__u32)v->created_ns + 0x40000000u;
+		size_t len = k6 ? probe_frame6(f, sb->pod_mac, sb->veth_mac, k6, seq, ack)
+				: probe_frame(f, sb->pod_mac, sb->veth_mac, k4, seq, ack);
+
+		if (sendto(sb->pfd, f, len, MSG_DONTWAIT, (struct sockaddr *)&to, sizeof(to)) !=
+		    (ssize_t)len)
+			sb->st->failed++;
+	}
+	sb->probed++;
+	(*sb->budget)--;
+}
+
+/* The stale TCP flows of the veth's IPv4 table, of the bound pod_ip. */
+static void probe_table4(struct probe_sandbox *sb, __be32 pod_ip)
 {
 	struct rw_ct_key k, next, *prev = NULL;
-	struct sockaddr_ll to = {.sll_family = AF_PACKET,
-				 .sll_protocol = htons(ETH_P_IP),
-				 .sll_ifindex = (int)ifindex,
-				 .sll_halen = ETH_ALEN};
-	const struct neigh *pod = neigh_find(nl, ifindex, pod_ip);
-	int fd = rw_conntrack_table_fd(dp, ifindex), probed = 0;
-	__u8 f[64], vmac[ETH_ALEN];
+	int fd = rw_conntrack_table_fd(sb->dp, sb->ifindex);
 	struct rw_ct_value v;
-	__u64 run_rev;
 
 	if (fd < 0)
 		return;
-	if (pod && veth_mac(pfd, ifindex, vmac))
-		pod = NULL;
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		k = next;
 		prev = &k;
-		if (k.proto != IPPROTO_TCP || k.pod_ip != pod_ip || bpf_map_lookup_elem(fd, &k, &v))
-			continue;
-		if (bpf_map_lookup_elem(dp->map_fd[RW_M_RUN_REVS], &v.run_idx, &run_rev) ||
-		    v.stamp >= run_rev)
-			continue; /* its verdict still holds: nothing to learn */
-		if (!pod) {
-			st->no_mac++;
-			continue;
-		}
-		if (probed >= RW_PROBE_PER_SANDBOX || !*budget) {
-			st->capped++;
-			continue;
-		}
-		memcpy(to.sll_addr, pod->mac, ETH_ALEN);
-		/* Two sequence numbers 2^31 apart, one surely outside the window; any ack number
-		 * will do (see the top of this file). Fixed by the entry: the same probes for the
-		 * same flow.
-		 */
-		for (__u32 half = 0; half < 2; half++) {
-			size_t len = probe_frame(f, pod->mac, vmac, &k,
-						 (__u32)v.created_ns + half * 0x80000000u,
-						 (__u32)v.created_ns + 0x40000000u);
-
-			if (sendto(pfd, f, len, MSG_DONTWAIT, (struct sockaddr *)&to, sizeof(to)) !=
-			    (ssize_t)len)
-				st->failed++;
-		}
-		probed++;
-		(*budget)--;
+		if (k.proto == IPPROTO_TCP && k.pod_ip == pod_ip &&
+		    !bpf_map_lookup_elem(fd, &k, &v) && entry_stale(sb->dp, &v))
+			probe_flow(sb, &v, &k, NULL);
 	}
 	close(fd);
-	if (probed)
+}
+
+/* The same for the veth's rw_conntrack6 table, of the bound pod_ip6. */
+static void probe_table6(struct probe_sandbox *sb, const __be32 *pod_ip6)
+{
+	struct rw_ct6_key k, next, *prev = NULL;
+	int fd = rw_conntrack6_table_fd(sb->dp, sb->ifindex);
+	struct rw_ct_value v;
+
+	if (fd < 0)
+		return;
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		k = next;
+		prev = &k;
+		if (k.proto == IPPROTO_TCP && !memcmp(k.pod_ip, pod_ip6, sizeof(k.pod_ip)) &&
+		    !bpf_map_lookup_elem(fd, &k, &v) && entry_stale(sb->dp, &v))
+			probe_flow(sb, &v, NULL, &k);
+	}
+	close(fd);
+}
+
+/* A sandbox's flows of each family its veth binds. The pod's MAC is the one of its eth0,
+ * whichever family's neighbour entry names it.
+ */
+static void probe_sandbox(const struct rw_datapath *dp, __u32 ifindex, const struct rw_endpoint *ep,
+			  const struct neigh_list *nl, int pfd, unsigned int *budget,
+			  struct rw_probe_stats *st)
+{
+	struct probe_sandbox sb = {
+		.dp = dp, .ifindex = ifindex, .pfd = pfd, .budget = budget, .st = st};
+	const struct neigh *pod = NULL;
+
+	if (ep->flags & RW_EP_IP4)
+		pod = neigh_find(nl, ifindex, AF_INET, &ep->pod_ip);
+	if (!pod && (ep->flags & RW_EP_IP6))
+		pod = neigh_find(nl, ifindex, AF_INET6, ep->pod_ip6);
+	if (pod && !veth_mac(pfd, ifindex, sb.veth_mac))
+		sb.pod_mac = pod->mac;
+	if (ep->flags & RW_EP_IP4)
+		probe_table4(&sb, ep->pod_ip);
+	if (ep->flags & RW_EP_IP6)
+		probe_table6(&sb, ep->pod_ip6);
+	if (sb.probed)
 		st->sandboxes++;
-	st->probed += probed;
+	st->probed += sb.probed;
 }
 
 int rw_revoke_probe(const struct rw_datapath *dp, struct rw_probe_stats *st)
@@ -234,7 +344,7 @@ int rw_revoke_probe(const struct rw_datapath *dp, struct rw_probe_stats *st)
 		free(nl.v);
 		return -ENOMEM;
 	}
-	nd->ndm_family = AF_INET;
+	nd->ndm_family = AF_UNSPEC; /* IPv4's and IPv6's neighbours */
 	err = rw_mnl_dump(nlh, on_neigh, &nl);
 	free(nlh);
 	if (err) {
@@ -254,7 +364,7 @@ int rw_revoke_probe(const struct rw_datapath *dp, struct rw_probe_stats *st)
 		key = ifindex;
 		prev = &key;
 		if (!bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &key, &ep))
-			probe_sandbox(dp, key, ep.pod_ip, &nl, pfd, &budget, st);
+			probe_sandbox(dp, key, &ep, &nl, pfd, &budget, st);
 	}
 	close(pfd);
 	free(nl.v);

@@ -159,9 +159,27 @@ void test_answer_budget(void);
 void test_refusal_modes(void);
 
 /* revoke.c */
+int wait_scale(void);
+int revoke_tap_open(int dev);
+void revoke_tap_close(int fd, int dev);
 void test_revoke(void);
 void test_revoke_drop_mode(void);
 void test_revoke_ended(void);
+
+/* answers6.c */
+void apply_policy6(unsigned int revision, const char *node, const char *run, const char *what);
+void test_answers6(void);
+void test_answer6_budget(void);
+void test_answers6_sockets(void);
+void test_refusal_modes6(void);
+
+/* revoke6.c */
+int answer6_sums_ok(const __u8 *f, size_t len);
+size_t want_tcp6(const __u8 *dmac, const __u8 *smac, const char *saddr, const char *daddr,
+		 __u16 sport, __u16 dport, __u32 seq, __u32 ack, __u8 flags, __u16 win, __u8 *w);
+void test_revoke_probe6(void);
+void test_revoke6(void);
+void test_revoke6_drop_mode(void);
 
 /* conntrack.c */
 void test_conntrack_isolation(void);

@@ -34,7 +34,7 @@ static size_t want_bare_rst(const __u8 *dmac, const __u8 *smac, const char *sadd
 	return 54;
 }
 
-static int wait_scale(void)
+int wait_scale(void)
 {
 	const char *s = getenv("RW_WAIT_SCALE");
 	int n = s ? atoi(s) : 1;
@@ -45,7 +45,7 @@ static int wait_scale(void)
 /* A packet socket on the host veth: it sees what enters the veth's ingress, the remote's reset
  * a revoke injects there, before any tc hook.
  */
-static int revoke_tap_open(int dev)
+int revoke_tap_open(int dev)
 {
 	struct sockaddr_ll sll = {.sll_family = AF_PACKET,
 				  .sll_protocol = htons(ETH_P_ALL),
@@ -65,7 +65,7 @@ static int revoke_tap_open(int dev)
 	return fd;
 }
 
-static void revoke_tap_close(int fd, int dev)
+void revoke_tap_close(int fd, int dev)
 {
 	char cmd[128];
 
