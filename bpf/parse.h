@@ -33,6 +33,8 @@ struct rw_pkt {
 	__u16 l4_off;	  /* IPv6: the upper-layer header's offset in the frame */
 	__be32 saddr6[4]; /* IPv6 source */
 	__be32 daddr6[4]; /* IPv6 destination */
+	__u8 hop_limit;	  /* IPv6's: NDP is only ever sent with 255 (bpf/icmp6.h) */
+	__u16 icmp6_len;  /* ICMPv6: the message's length, to the payload length's end */
 };
 
 /* Each header is copied out of the packet: with a direct load when it sits in the linear area
@@ -102,6 +104,7 @@ static __always_inline int rw_parse_ipv6(struct __sk_buff *skb, void *data, void
 		return RW_REASON_MALFORMED;
 	__builtin_memcpy(p->saddr6, &ip6.saddr, sizeof(p->saddr6));
 	__builtin_memcpy(p->daddr6, &ip6.daddr, sizeof(p->daddr6));
+	p->hop_limit = ip6.hop_limit;
 	if (ip6.version != 6)
 		return RW_REASON_MALFORMED;
 	/* Payload length 0 is a jumbogram's (RFC 2675), its real length in a hop-by-hop option:
@@ -192,6 +195,7 @@ static __always_inline int rw_parse_ipv6(struct __sk_buff *skb, void *data, void
 		if (left < sizeof(icmp6) || bpf_skb_load_bytes(skb, l4_off, &icmp6, sizeof(icmp6)))
 			return RW_REASON_MALFORMED;
 		p->icmp6_type = icmp6[0];
+		p->icmp6_len = left;
 	}
 	/* Other upper layers parse without ports, as for IPv4. */
 	return RW_REASON_ALLOWED;

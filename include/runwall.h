@@ -132,7 +132,9 @@ enum rw_reason {
 	X(RULE, 3, "rule")	     /* an exact ip:port allow rule */           \
 	X(RULE_CIDR, 4, "rule-cidr") /* a CIDR allow rule (LPM) */               \
 	X(OPEN, 5, "open")	     /* egress mode open, public destination */  \
-	X(INBOUND, 6, "inbound")     /* an inbound rule */
+	X(INBOUND, 6, "inbound")     /* an inbound rule */                       \
+	X(NDP, 7, "ndp")	     /* NDP on the pod's veth (bpf/icmp6.h) */   \
+	X(RELATED, 8, "related")     /* ICMPv6 error of a tracked flow */
 
 /* An X-macro list, then the count: clang-format would indent the count. */
 /* clang-format off */

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* fuzz_cli_args.c: libFuzzer target for the CLI's option and value parsers (what an operator
- * types after --pod, --dst, --sport, --flags, --reason, --event-rate, `map dump`, ...). The first byte picks
+ * types after --pod, --dst, --sport, --flags, --reason, --event-rate, `map dump`, ...; an
+ * address of either family, with or without a port, as ipaddr.c parses it). The first byte picks
  * the parser, the rest is the argument. Each parser either refuses or returns a value that
  * prints back to something it accepts again.
  */
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "cli_util.h"
+#include "ipaddr.h"
 #include "parse.h"
 
 static const char *const words[] = {"config", "endpoints", "pods", "allow", "deny"};
@@ -18,6 +20,7 @@ static const char *const words[] = {"config", "endpoints", "pods", "allow", "den
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char s[512], back[64], err[512];
+	struct rw_ip a, a2;
 	unsigned long long u;
 	__be32 ip, ip2;
 	__u16 port, port2;
@@ -34,6 +37,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (rw_parse_ip(back, &ip2) || ip2 != ip)
 				abort();
 		}
+		/* Either family (--pod, --dst of drops, the view's filters): RFC 5952 text back. */
+		if (rw_ip_parse(s, &a) == 0) {
+			rw_ip_str(&a, back, sizeof(back));
+			if (rw_ip_parse(back, &a2) || !rw_ip_eq(&a, &a2))
+				abort();
+		}
 		break;
 	case 1:
 		if (rw_parse_port(s, &port) == 0 && port == 0)
@@ -43,6 +52,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (rw_parse_ip_port(s, &ip, &port) == 0 && port) {
 			rw_cli_ip_port(ip, port, back, sizeof(back));
 			if (rw_parse_ip_port(back, &ip2, &port2) || ip2 != ip || port2 != port)
+				abort();
+		}
+		/* "[2001:db8::1]:443" and "10.1.2.3:443": printed bracketed, parsed back the same. */
+		if (rw_ip_port_parse(s, &a, &port) == 0 && port) {
+			rw_ip_port_str(&a, port, back, sizeof(back));
+			if (rw_ip_port_parse(back, &a2, &port2) || !rw_ip_eq(&a, &a2) ||
+			    port2 != port)
 				abort();
 		}
 		break;

@@ -96,6 +96,10 @@ int main(void)
 	test_refusal_modes6();
 	test_apply6();
 	test_ipv6_policy();
+	icmp6_setup();
+	test_ndp();
+	test_icmp6();
+	icmp6_teardown();
 
 	printf("1..%d\n", t_count);
 	printf("# %s: %d checks failed\n", t_failed ? "FAIL" : "PASS", t_failed);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* model.c: the reference model, written from the contract (docs/architecture.md "The datapath",
- * docs/reasons.md, the planned order of issue 13), not from bpf/. Plain C over the parsed
- * snapshot: no maps, no tries, no hashes, just the rules as the snapshot lists them.
+ * docs/reasons.md, the planned order of issue 13, and for IPv6 docs/ipv6.md and issue 22's
+ * design), not from bpf/. Plain C over the parsed snapshot: no maps, no tries, no hashes, just
+ * the rules as the snapshot lists them.
  */
 #include <string.h>
 #include <arpa/inet.h>
@@ -15,8 +16,10 @@ static __u16 get16(const __u8 *p)
 }
 
 /* IPv6 per docs/reasons.md ("IPv6 parsing"): the fixed header, at most RW_IPV6_EXT_MAX
- * extension headers of RW_IPV6_EXT_BYTES together, the upper layer; a packet that gets through
- * is unsupported-l2 all the same (no IPv6 identity or policy yet).
+ * extension headers of RW_IPV6_EXT_BYTES together, the upper layer. ICMPv6 (docs/ipv6.md
+ * "NDP and ICMPv6"): an NS or NA holds its 16-byte target after the 8-byte header; an error
+ * (types 1 to 4) quotes the packet it is about after its 8 bytes, of which the fixed IPv6
+ * header and the first 8 bytes of a TCP or UDP header are read.
  */
 static int model_parse_ipv6(const __u8 *f, size_t len, struct model_pkt *p)
 {
@@ -29,6 +32,7 @@ static int model_parse_ipv6(const __u8 *f, size_t len, struct model_pkt *p)
 		return RW_REASON_MALFORMED;
 	memcpy(p->saddr6, ip + 8, 16);
 	memcpy(p->daddr6, ip + 24, 16);
+	p->hop_limit = ip[7];
 	if ((ip[0] >> 4) != 6)
 		return RW_REASON_MALFORMED;
 	payload = get16(ip + 4);
@@ -74,6 +78,7 @@ static int model_parse_ipv6(const __u8 *f, size_t len, struct model_pkt *p)
 	}
 	l4 = ip + 40 + chain;
 	left = payload - chain;
+	p->proto = (__u8)nh;
 	if (nh == IPPROTO_TCP) {
 		if (left < 20)
 			return RW_REASON_MALFORMED;
@@ -89,12 +94,28 @@ static int model_parse_ipv6(const __u8 *f, size_t len, struct model_pkt *p)
 		memcpy(&p->dport, l4 + 2, 2);
 		if (get16(l4 + 4) < 8 || get16(l4 + 4) > left)
 			return RW_REASON_MALFORMED;
-	} else if (nh == 58) {
+	} else if (nh == IPPROTO_ICMPV6) {
 		if (left < 4)
 			return RW_REASON_MALFORMED;
 		p->icmp6_type = l4[0];
+		p->icmp6_code = l4[1];
+		p->icmp6_len = left;
+		if ((l4[0] == 135 || l4[0] == 136) && left >= 24) {
+			p->has_target = 1;
+			memcpy(p->target, l4 + 8, 16);
+		} else if (l4[0] >= 1 && l4[0] <= 4 && left >= 8 + 40 + 8) {
+			const __u8 *in = l4 + 8;
+
+			p->in_proto = in[6];
+			p->has_inner =
+				(in[0] >> 4) == 6 && (in[6] == IPPROTO_TCP || in[6] == IPPROTO_UDP);
+			memcpy(p->in_saddr6, in + 8, 16);
+			memcpy(p->in_daddr6, in + 24, 16);
+			memcpy(&p->in_sport, in + 40, 2);
+			memcpy(&p->in_dport, in + 42, 2);
+		}
 	}
-	return RW_REASON_UNSUPPORTED_L2;
+	return RW_REASON_ALLOWED;
 }
 
 void model_parse(const __u8 *f, size_t len, int vlan_out_of_band, struct model_pkt *p)
@@ -220,8 +241,144 @@ static int is_special(__be32 addr)
 static int is_denied(const struct rw_policy *s, __be32 addr)
 {
 	for (size_t i = 0; i < s->n_deny; i++)
-		if (in_cidr(addr, s->deny[i].addr, s->deny[i].prefixlen))
+		if (s->deny[i].family != AF_INET6 &&
+		    in_cidr(addr, s->deny[i].addr, s->deny[i].prefixlen))
 			return 1;
+	return 0;
+}
+
+/* ---- IPv6 addresses: 16 bytes in network order, the tables' host-order words spelled out ---- */
+
+static void words6(__u32 w0, __u32 w1, __u32 w2, __u32 w3, __u8 out[16])
+{
+	__u32 w[4] = {htonl(w0), htonl(w1), htonl(w2), htonl(w3)};
+
+	memcpy(out, w, 16);
+}
+
+static int in_cidr6(const __u8 a[16], const __u8 net[16], int len)
+{
+	for (int i = 0; i < 16 && len > 0; i++, len -= 8) {
+		__u8 mask = len >= 8 ? 0xff : (__u8)(0xff << (8 - len));
+
+		if ((a[i] & mask) != (net[i] & mask))
+			return 0;
+	}
+	return 1;
+}
+
+static int same6(const __u8 a[16], const void *b)
+{
+	return !memcmp(a, b, 16);
+}
+
+static int is_metadata6(const __u8 a[16])
+{
+	__u8 m[16];
+
+#define M(w0, w1, w2, w3, str)     \
+	words6(w0, w1, w2, w3, m); \
+	if (same6(a, m))           \
+		return 1;
+	RW_METADATA6_ADDRS(M)
+#undef M
+	return 0;
+}
+
+static int is_special6(const __u8 a[16])
+{
+	__u8 net[16];
+
+#define S(w0, w1, w2, w3, len, str, label) \
+	words6(w0, w1, w2, w3, net);       \
+	if (in_cidr6(a, net, len))         \
+		return 1;
+	RW_SPECIAL6_RANGES(S)
+#undef S
+	return 0;
+}
+
+static int is_denied6(const struct rw_policy *s, const __u8 a[16])
+{
+	for (size_t i = 0; i < s->n_deny; i++)
+		if (s->deny[i].family == AF_INET6 &&
+		    in_cidr6(a, (const __u8 *)s->deny[i].addr6, s->deny[i].prefixlen))
+			return 1;
+	return 0;
+}
+
+static int is_link_local6(const __u8 a[16])
+{
+	return a[0] == 0xfe && (a[1] & 0xc0) == 0x80;
+}
+
+static int is_unspecified6(const __u8 a[16])
+{
+	static const __u8 zero[16];
+
+	return same6(a, zero);
+}
+
+/* ff02::1:ffXX:XXXX, the solicited-node group of the addresses ending in XX:XXXX. */
+static int is_solicited_node6(const __u8 a[16])
+{
+	static const __u8 prefix[13] = {0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff};
+
+	return !memcmp(a, prefix, sizeof(prefix));
+}
+
+/* ff02::N: all nodes (1), all routers (2). */
+static int is_link_group6(const __u8 a[16], __u8 n)
+{
+	static const __u8 prefix[15] = {0xff, 2};
+
+	return !memcmp(a, prefix, sizeof(prefix)) && a[15] == n;
+}
+
+/* Where an answer may not come from: multicast, unspecified, loopback. */
+static int is_martian6(const __u8 a[16])
+{
+	static const __u8 loopback[16] = {[15] = 1};
+
+	return a[0] == 0xff || is_unspecified6(a) || same6(a, loopback);
+}
+
+static __be32 v4_of(const __u8 *b0, const __u8 *b1, const __u8 *b2, const __u8 *b3, __u8 x)
+{
+	__u8 b[4] = {*b0 ^ x, *b1 ^ x, *b2 ^ x, *b3 ^ x};
+	__be32 a;
+
+	memcpy(&a, b, 4);
+	return a;
+}
+
+/* The IPv4 address an embedded-IPv4 form (RW_EMBEDDED4_RANGES) delivers to, and for Teredo the
+ * server's too. Returns 0 when `a` is no such form, 1 for one IPv4, 2 for Teredo's pair.
+ */
+static int embedded4(const __u8 a[16], __be32 *v4, __be32 *server)
+{
+	static const __u8 mapped[12] = {[10] = 0xff, [11] = 0xff};
+	static const __u8 nat64[12] = {0, 0x64, 0xff, 0x9b};
+	static const __u8 nat64_local[6] = {0, 0x64, 0xff, 0x9b, 0, 1};
+
+	if (!memcmp(a, mapped, 12) || !memcmp(a, nat64, 12)) {
+		*v4 = v4_of(a + 12, a + 13, a + 14, a + 15, 0);
+		return 1;
+	}
+	if (!memcmp(a, nat64_local,
+		    6)) { /* RFC 6052 2.2, a /48: the u octet (bits 64-71) skipped */
+		*v4 = v4_of(a + 6, a + 7, a + 9, a + 10, 0);
+		return 1;
+	}
+	if (a[0] == 0x20 && a[1] == 0x02) {
+		*v4 = v4_of(a + 2, a + 3, a + 4, a + 5, 0);
+		return 1;
+	}
+	if (a[0] == 0x20 && a[1] == 0x01 && a[2] == 0 && a[3] == 0) { /* Teredo, RFC 4380 */
+		*server = v4_of(a + 4, a + 5, a + 6, a + 7, 0);
+		*v4 = v4_of(a + 12, a + 13, a + 14, a + 15, 0xff);
+		return 2;
+	}
 	return 0;
 }
 
@@ -247,20 +404,29 @@ struct match {
 
 enum { EXACT, CIDR, ANY_LEN };
 
-static void match_rules(const struct rw_policy_rule *rules, size_t n, int kind, int a, int is_run,
-			__be32 addr, __u16 port, __u8 proto, struct match *m)
+/* addr6 NULL: an IPv4 destination (addr), else an IPv6 one; each family's rules only. */
+static void match_rules_of(const struct rw_policy_rule *rules, size_t n, int kind, int a,
+			   int is_run, __be32 addr, const __u8 *addr6, __u16 port, __u8 proto,
+			   struct match *m)
 {
+	int host = addr6 ? 128 : 32;
+
 	m->n = 0;
 	m->prefixlen = -1;
 	for (size_t i = 0; i < n; i++) {
 		const struct rw_policy_rule *r = &rules[i];
 		__u32 id;
 
-		if (kind == EXACT && r->prefixlen != 32)
+		if ((r->family == AF_INET6) != !!addr6)
 			continue;
-		if (kind == CIDR && r->prefixlen == 32)
+		if (kind == EXACT && r->prefixlen != host)
 			continue;
-		if (!in_cidr(addr, r->addr, r->prefixlen) || !has_port(r, port, proto))
+		if (kind == CIDR && r->prefixlen == host)
+			continue;
+		if (addr6 ? !in_cidr6(addr6, (const __u8 *)r->addr6, r->prefixlen)
+			  : !in_cidr(addr, r->addr, r->prefixlen))
+			continue;
+		if (!has_port(r, port, proto))
 			continue;
 		if (r->prefixlen < m->prefixlen)
 			continue;
@@ -273,6 +439,12 @@ static void match_rules(const struct rw_policy_rule *rules, size_t n, int kind, 
 		if (m->n < MODEL_MAX_RULES)
 			m->rules[m->n++] = id;
 	}
+}
+
+static void match_rules(const struct rw_policy_rule *rules, size_t n, int kind, int a, int is_run,
+			__be32 addr, __u16 port, __u8 proto, struct match *m)
+{
+	match_rules_of(rules, n, kind, a, is_run, addr, NULL, port, proto, m);
 }
 
 static void take(struct model_verdict *v, const struct match *m, int path)
@@ -361,6 +533,89 @@ static void egress_policy(const struct rw_policy *s, int ri, __be32 daddr, __be1
 	v->reason = RW_REASON_NOT_ALLOWLISTED;
 }
 
+/* The egress policy for an IPv6 destination (docs/ipv6.md "Special ranges"): an embedded-IPv4
+ * form is the IPv4 policy of the address it delivers to (Teredo's server must pass the ranges,
+ * the metadata addresses and the deny list first); any other destination the IPv4 order over
+ * the IPv6 tables and rules: metadata6, services, DNS, special6 and the IPv6 deny list, the
+ * run's rules, the lease, the egress mode.
+ */
+static void egress_policy6(const struct rw_policy *s, int ri, const __u8 daddr[16], __be16 dport_be,
+			   __u8 proto, int lease_expired, struct model_verdict *v)
+{
+	const struct rw_policy_run *run = &s->runs[ri];
+	__u16 dport = ntohs(dport_be);
+	struct match se, sc, re, rc;
+	__be32 v4 = 0, server = 0;
+	int special;
+
+	v->verdict = RW_VERDICT_DROP;
+	v->path = RW_PATH_NONE;
+	v->n_rules = 0;
+	switch (embedded4(daddr, &v4, &server)) {
+	case 2:
+		if (is_metadata(server)) {
+			v->reason = RW_REASON_METADATA;
+			return;
+		}
+		if (is_special(server) || is_denied(s, server)) {
+			v->reason = RW_REASON_PRIVATE_DESTINATION;
+			return;
+		}
+		/* the client is judged in full */
+		__attribute__((fallthrough));
+	case 1:
+		return egress_policy(s, ri, v4, dport_be, proto, lease_expired, v);
+	}
+	if (is_metadata6(daddr)) {
+		v->reason = RW_REASON_METADATA;
+		return;
+	}
+	match_rules_of(s->services, s->n_services, EXACT, RW_RULE_KIND_SERVICE, 0, 0, daddr, dport,
+		       proto, &se);
+	match_rules_of(s->services, s->n_services, CIDR, RW_RULE_KIND_SERVICE, 0, 0, daddr, dport,
+		       proto, &sc);
+	match_rules_of(run->allow, lease_expired ? 0 : run->n_allow, EXACT, ri, 1, 0, daddr, dport,
+		       proto, &re);
+	match_rules_of(run->allow, lease_expired ? 0 : run->n_allow, CIDR, ri, 1, 0, daddr, dport,
+		       proto, &rc);
+	special = is_special6(daddr) || is_denied6(s, daddr);
+	if (dport == 53 && !se.n && !sc.n && (special || (!re.n && !rc.n))) {
+		v->reason = RW_REASON_DNS;
+		return;
+	}
+	if (se.n)
+		return take(v, &se, RW_PATH_RULE);
+	if (sc.n)
+		return take(v, &sc, RW_PATH_RULE_CIDR);
+	if (special) {
+		v->reason = RW_REASON_PRIVATE_DESTINATION;
+		return;
+	}
+	if (re.n)
+		return take(v, &re, RW_PATH_RULE);
+	if (rc.n)
+		return take(v, &rc, RW_PATH_RULE_CIDR);
+	if (lease_expired) {
+		v->reason = RW_REASON_LEASE_EXPIRED;
+		return;
+	}
+	if (rw_policy_run_egress(s, run) == RW_EGRESS_OPEN) {
+		v->verdict = RW_VERDICT_ALLOW;
+		v->reason = RW_REASON_ALLOWED;
+		v->path = RW_PATH_OPEN;
+		return;
+	}
+	v->reason = RW_REASON_NOT_ALLOWLISTED;
+}
+
+static int inbound_policy6(const struct rw_policy *s, const __u8 peer[16], __be16 port, __u8 proto,
+			   struct match *m)
+{
+	match_rules_of(s->inbound, s->n_inbound, ANY_LEN, RW_RULE_KIND_INBOUND, 0, 0, peer,
+		       ntohs(port), proto, m);
+	return m->n > 0;
+}
+
 /* May `peer` open (or keep) a connection to the sandbox's port? (longest peer CIDR wins) */
 static int inbound_policy(const struct rw_policy *s, __be32 peer, __be16 port, __u8 proto,
 			  struct match *m)
@@ -377,6 +632,53 @@ static int run_of(const struct rw_policy *s, __be32 ip)
 			if (s->runs[r].pods[i] == ip)
 				return (int)r;
 	return -1;
+}
+
+static int run_of6(const struct rw_policy *s, const __u8 ip[16])
+{
+	for (size_t r = 0; r < s->n_runs; r++)
+		for (size_t i = 0; i < s->runs[r].n_pods6; i++)
+			if (same6(ip, s->runs[r].pods6[i]))
+				return (int)r;
+	return -1;
+}
+
+/* The veth's identity in the packet's family: bound in it, and its address. */
+static int bound4(const struct model_binding *ep)
+{
+	return ep->bound && (ep->flags & RW_EP_IP4);
+}
+
+static int bound6(const struct model_binding *ep)
+{
+	return ep->bound && (ep->flags & RW_EP_IP6);
+}
+
+int model_run_of(const struct rw_policy *s, const struct model_binding *ep,
+		 const struct model_pkt *p)
+{
+	if (!s)
+		return -1;
+	if (p->is_ipv6)
+		return bound6(ep) ? run_of6(s, ep->pod_ip6) : -1;
+	return bound4(ep) ? run_of(s, ep->pod_ip) : -1;
+}
+
+int model_error_flow(const struct model_pkt *p, int dir, __u8 pod[16], __u8 peer[16],
+		     __be16 *pod_port, __be16 *peer_port, __u8 *proto)
+{
+	int out = dir == RW_DIR_EGRESS;
+
+	if (p->reason != RW_REASON_ALLOWED || !p->is_ipv6 || p->proto != IPPROTO_ICMPV6 ||
+	    p->icmp6_type < 1 || p->icmp6_type > 4 || !p->has_inner)
+		return 0;
+	/* Out of the pod it quotes what the pod received (peer to pod), into it what it sent. */
+	memcpy(pod, out ? p->in_daddr6 : p->in_saddr6, 16);
+	memcpy(peer, out ? p->in_saddr6 : p->in_daddr6, 16);
+	*pod_port = out ? p->in_dport : p->in_sport;
+	*peer_port = out ? p->in_sport : p->in_dport;
+	*proto = p->in_proto;
+	return 1;
 }
 
 static int is_syn(const struct model_pkt *p)
@@ -418,6 +720,124 @@ static void open_flow(const struct model_pkt *p, enum model_ct ct, int ct_full, 
 	(void)mine;
 }
 
+static void allow_path(struct model_verdict *v, int path)
+{
+	v->verdict = RW_VERDICT_ALLOW;
+	v->reason = RW_REASON_ALLOWED;
+	v->path = path;
+	v->n_rules = 0;
+}
+
+/* NDP (docs/ipv6.md "NDP and ICMPv6", docs/reasons.md "ICMPv6"): what every receiver
+ * discards (RFC 4861: a hop limit other than 255, a code other than 0, a message shorter than its
+ * fixed part, a multicast target) is malformed. Out of the pod the source is the pod's (a
+ * link-local that is not the gateway's, the bound pod_ip6, or :: for an NS of DAD to a
+ * solicited-node group), else spoofed-source; the destination is on the veth (a link-local, a
+ * solicited-node group for an NS, ff02::1 for an NA, ff02::2 for an RS), else icmpv6-type; the
+ * target is the pod's to claim (an NS's: a link-local, the gateway's, or in DAD its own pod_ip6;
+ * an NA's: its pod_ip6 or the link-local it speaks from), else spoofed-source. Into the pod,
+ * from a link-local source (the node), else inbound-denied, to the pod (a link-local, its
+ * pod_ip6, a solicited-node group, ff02::1), else inbound-denied or, for another group,
+ * icmpv6-type. An RA out of the pod is refused first: a pod is no router.
+ */
+static void judge_ndp(const struct model_binding *ep, int dir, const struct model_pkt *p,
+		      struct model_verdict *v)
+{
+	static const size_t fixed[] = {8, 16, 24, 24}; /* RS, RA, NS, NA */
+	int type = p->icmp6_type, dad = is_unspecified6(p->saddr6);
+	int gw_src = (ep->flags & RW_EP_GW6) && same6(p->saddr6, ep->gw_ip6);
+
+	if (dir == RW_DIR_EGRESS && type == 134)
+		return drop(v, RW_REASON_ICMPV6_TYPE);
+	if (p->hop_limit != 255 || p->icmp6_code != 0 || p->icmp6_len < fixed[type - 133] ||
+	    (p->has_target && p->target[0] == 0xff))
+		return drop(v, RW_REASON_MALFORMED);
+	if (dir == RW_DIR_INGRESS) {
+		if (!is_link_local6(p->saddr6))
+			return drop(v, RW_REASON_INBOUND_DENIED);
+		if (is_link_local6(p->daddr6) || same6(p->daddr6, ep->pod_ip6) ||
+		    is_solicited_node6(p->daddr6) || is_link_group6(p->daddr6, 1))
+			return allow_path(v, RW_PATH_NDP);
+		return drop(v, p->daddr6[0] == 0xff ? RW_REASON_ICMPV6_TYPE
+						    : RW_REASON_INBOUND_DENIED);
+	}
+	if (dad ? type != 135 || !is_solicited_node6(p->daddr6)
+		: gw_src || (!is_link_local6(p->saddr6) && !same6(p->saddr6, ep->pod_ip6)))
+		return drop(v, RW_REASON_SPOOFED_SOURCE);
+	if (!is_link_local6(p->daddr6) && !(type == 135 && is_solicited_node6(p->daddr6)) &&
+	    !(type == 136 && is_link_group6(p->daddr6, 1)) &&
+	    !(type == 133 && is_link_group6(p->daddr6, 2)))
+		return drop(v, RW_REASON_ICMPV6_TYPE);
+	if (type == 135 && !is_link_local6(p->target) &&
+	    !((ep->flags & RW_EP_GW6) && same6(p->target, ep->gw_ip6)) &&
+	    !(dad && same6(p->target, ep->pod_ip6)))
+		return drop(v, RW_REASON_SPOOFED_SOURCE);
+	if (type == 136 && !same6(p->target, ep->pod_ip6) &&
+	    !(is_link_local6(p->target) && same6(p->target, p->saddr6)))
+		return drop(v, RW_REASON_SPOOFED_SOURCE);
+	allow_path(v, RW_PATH_NDP);
+}
+
+/* An IPv6 packet that parsed, charged to `run` (the veth's IPv6 pod's). */
+static void judge6(const struct rw_policy *s, const struct model_binding *ep, int dir,
+		   const struct model_pkt *p, enum model_ct ct, int ct_full, int lease_expired,
+		   int run, struct model_verdict *v)
+{
+	const __u8 *self = dir == RW_DIR_EGRESS ? p->saddr6 : p->daddr6;
+	int icmp6 = p->proto == IPPROTO_ICMPV6, type = p->icmp6_type;
+	struct match m;
+
+	/* Identity: a veth bound in IPv6, to a pod of a run; NDP's addresses are the link's, and
+	 * an ICMPv6 type the datapath never allows is that whatever its addresses.
+	 */
+	if (!bound6(ep) || run < 0)
+		return drop(v, RW_REASON_UNKNOWN_SOURCE);
+	if (icmp6 && type >= 133 && type <= 136)
+		return judge_ndp(ep, dir, p, v);
+	if (icmp6 && !(type >= 1 && type <= 4) && type != 128 && type != 129)
+		return drop(v, RW_REASON_ICMPV6_TYPE);
+	if (!same6(self, ep->pod_ip6))
+		return drop(v, dir == RW_DIR_EGRESS ? RW_REASON_SPOOFED_SOURCE
+						    : RW_REASON_INBOUND_DENIED);
+	if (icmp6) {
+		if (type == 128 || type == 129)
+			return drop(v, RW_REASON_UNSUPPORTED_PROTOCOL);
+		/* An error about a flow of the sandbox's table whose verdict is of the policy in
+		 * force (`ct`, given so by the caller); out of the pod, sent to that flow's peer
+		 * (the quoted packet's source), so that it cannot be aimed elsewhere.
+		 */
+		if (ct == MODEL_CT_NONE || !p->has_inner ||
+		    (dir == RW_DIR_EGRESS && !same6(p->daddr6, p->in_saddr6)))
+			return drop(v, RW_REASON_ICMP_UNRELATED);
+		return allow_path(v, RW_PATH_RELATED);
+	}
+	if (dir == RW_DIR_EGRESS) {
+		if (ct == MODEL_CT_BY_INGRESS && !is_syn(p)) {
+			if (!inbound_policy6(s, p->daddr6, p->sport, p->proto, &m))
+				return drop(v, RW_REASON_INBOUND_DENIED);
+			return take(v, &m, RW_PATH_REPLY);
+		}
+		if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP)
+			return drop(v, RW_REASON_UNSUPPORTED_PROTOCOL);
+		egress_policy6(s, run, p->daddr6, p->dport, p->proto, lease_expired, v);
+		if (v->verdict == RW_VERDICT_ALLOW)
+			open_flow(p, ct, ct_full, dir, v);
+		return;
+	}
+	if (ct == MODEL_CT_BY_EGRESS && !is_syn(p)) {
+		egress_policy6(s, run, p->saddr6, p->sport, p->proto, lease_expired, v);
+		if (v->verdict == RW_VERDICT_ALLOW)
+			v->path = RW_PATH_REPLY;
+		return;
+	}
+	if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP)
+		return drop(v, RW_REASON_UNSUPPORTED_PROTOCOL);
+	if (!inbound_policy6(s, p->saddr6, p->dport, p->proto, &m))
+		return drop(v, RW_REASON_INBOUND_DENIED);
+	take(v, &m, RW_PATH_INBOUND);
+	open_flow(p, ct, ct_full, dir, v);
+}
+
 static void judge(const struct rw_policy *s, const struct model_binding *ep, int dir,
 		  const struct model_pkt *p, enum model_ct ct, int ct_full, int lease_expired,
 		  struct model_verdict *v)
@@ -431,16 +851,17 @@ static void judge(const struct rw_policy *s, const struct model_binding *ep, int
 	if (!s)
 		return drop(v, RW_REASON_NOT_READY);
 	/* Everything a sandbox tries is charged to the run of the pod its veth is bound to. */
-	if (ep->bound)
-		run = run_of(s, ep->pod_ip);
+	run = model_run_of(s, ep, p);
 	v->run = run;
 	/* parse */
 	if (p->reason != RW_REASON_ALLOWED)
 		return drop(v, p->reason);
+	if (p->is_ipv6)
+		return judge6(s, ep, dir, p, ct, ct_full, lease_expired, run, v);
 
 	if (dir == RW_DIR_EGRESS) {
 		/* source identity: bound veth, the pod's own address, a pod of a run */
-		if (!ep->bound || run < 0)
+		if (!bound4(ep) || run < 0)
 			return drop(v, RW_REASON_UNKNOWN_SOURCE);
 		if (p->saddr != ep->pod_ip)
 			return drop(v, RW_REASON_SPOOFED_SOURCE);
@@ -467,13 +888,13 @@ static void judge(const struct rw_policy *s, const struct model_binding *ep, int
 
 	/* Into the pod: ARP once the veth is bound to a pod of a run. */
 	if (p->is_arp) {
-		if (!ep->bound || run < 0)
+		if (!bound4(ep) || run < 0)
 			return drop(v, RW_REASON_UNKNOWN_SOURCE);
 		v->verdict = RW_VERDICT_ALLOW;
 		v->path = RW_PATH_ARP;
 		return;
 	}
-	if (!ep->bound || run < 0)
+	if (!bound4(ep) || run < 0)
 		return drop(v, RW_REASON_UNKNOWN_SOURCE);
 	/* a packet into the pod for another address */
 	if (p->daddr != ep->pod_ip)
@@ -507,15 +928,19 @@ static int answer_of(const struct rw_policy *s, int run, const struct model_pkt 
 
 	if (rw_policy_run_refusal(s, &s->runs[run]) != RW_REFUSAL_ANSWER)
 		return RW_ANSWER_NONE;
-	if (first == 0 || first == 127 || first >= 224)
+	if (p->is_ipv6 ? is_martian6(p->daddr6) : first == 0 || first == 127 || first >= 224)
 		return RW_ANSWER_NONE;
 	if (p->proto == IPPROTO_TCP)
 		return p->tcp_flags & 0x04 ? RW_ANSWER_NONE : RW_ANSWER_RST;
-	if (p->proto == IPPROTO_ICMP)
+	if (p->proto == IPPROTO_ICMP && !p->is_ipv6)
 		return p->icmp_type == 0 || p->icmp_type == 8 ||
 				       (p->icmp_type >= 13 && p->icmp_type <= 18)
 			       ? RW_ANSWER_ICMP
 			       : RW_ANSWER_NONE;
+	/* ICMPv6: echo only (an ICMPv6 1/1); an error, NDP or any other type never. */
+	if (p->proto == IPPROTO_ICMPV6 && p->is_ipv6)
+		return p->icmp6_type == 128 || p->icmp6_type == 129 ? RW_ANSWER_ICMP
+								    : RW_ANSWER_NONE;
 	return RW_ANSWER_ICMP;
 }
 
@@ -530,16 +955,22 @@ static int answer_of(const struct rw_policy *s, int run, const struct model_pkt 
 static int revokes(const struct rw_policy *s, const struct model_binding *ep, int dir,
 		   const struct model_pkt *p, enum model_ct ct, int run, int reason)
 {
-	__be32 pod = dir == RW_DIR_EGRESS ? p->saddr : p->daddr;
-	__u8 peer_first = ntohl(dir == RW_DIR_EGRESS ? p->daddr : p->saddr) >> 24;
+	int out = dir == RW_DIR_EGRESS;
+	__be32 pod = out ? p->saddr : p->daddr;
+	__u8 peer_first = ntohl(out ? p->daddr : p->saddr) >> 24;
 	int mode = run >= 0 ? rw_policy_run_refusal(s, &s->runs[run]) : s->refusal;
 
 	if (ct == MODEL_CT_NONE || p->proto != IPPROTO_TCP || (p->tcp_flags & 0x16) != 0x10)
 		return 0;
-	if (pod != ep->pod_ip || mode != RW_REFUSAL_ANSWER)
+	if (mode != RW_REFUSAL_ANSWER)
+		return 0;
+	if (p->is_ipv6 ? !bound6(ep) || !same6(out ? p->saddr6 : p->daddr6, ep->pod_ip6)
+		       : !bound4(ep) || pod != ep->pod_ip)
 		return 0;
 	if (run < 0 && reason != RW_REASON_UNKNOWN_SOURCE)
 		return 0;
+	if (p->is_ipv6)
+		return !is_martian6(out ? p->daddr6 : p->saddr6);
 	return peer_first && peer_first != 127 && peer_first < 224;
 }
 
@@ -553,12 +984,13 @@ void model_judge(const struct rw_policy *s, const struct model_binding *ep, int 
 	if (v->verdict != RW_VERDICT_DROP || !s || p->reason != RW_REASON_ALLOWED || p->is_arp ||
 	    !ep->bound)
 		return;
-	run = run_of(s, ep->pod_ip);
+	run = model_run_of(s, ep, p);
 	if (revokes(s, ep, dir, p, ct, run, v->reason)) {
 		v->answer = RW_ANSWER_RST;
 		return;
 	}
-	if (run < 0 || dir != RW_DIR_EGRESS || p->saddr != ep->pod_ip)
+	if (run < 0 || dir != RW_DIR_EGRESS ||
+	    (p->is_ipv6 ? !same6(p->saddr6, ep->pod_ip6) : p->saddr != ep->pod_ip))
 		return;
 	v->answer = answer_of(s, run, p);
 }

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /* model.h: the reference model of the datapath, test-only code. It decides a packet from the
- * documented contract (docs/architecture.md "The datapath", docs/reasons.md, and the planned
- * verdict order of issue 13's brief), never from bpf/: the differential test (test_differential.c) holds the
- * production programs to it.
+ * documented contract (docs/architecture.md "The datapath", docs/reasons.md, the planned
+ * verdict order of issue 13's brief, docs/ipv6.md for IPv6), never from bpf/: the differential
+ * test (test_differential.c) holds the production programs to it.
  */
 #ifndef RUNWALL_TEST_MODEL_H
 #define RUNWALL_TEST_MODEL_H
@@ -38,16 +38,46 @@ struct model_pkt {
 	__u8 saddr6[16], daddr6[16];
 	int nexthdr;	/* IPv6: the next header after the extension headers */
 	int icmp6_type; /* ICMPv6's type byte, -1: not ICMPv6 */
+	int icmp6_code;
+	size_t icmp6_len; /* the ICMPv6 message's bytes, its header included */
+	__u8 hop_limit;
+	/* An NS's or NA's target address (its body holds one). */
+	int has_target;
+	__u8 target[16];
+	/* An ICMPv6 error's quoted packet, when its fixed IPv6 header (no extension headers) and
+	 * a TCP or UDP header's ports are all there: the flow it is about.
+	 */
+	int has_inner;
+	__u8 in_saddr6[16], in_daddr6[16];
+	__u8 in_proto;
+	__be16 in_sport, in_dport;
 };
 
-/* Conntrack as the model sees it: who opened the flow of this packet on this veth. */
+/* Conntrack as the model sees it: who opened the flow of this packet on this veth. For an
+ * ICMPv6 error, the state of the flow its quoted packet belongs to (the key the harness makes
+ * with model_error_flow()), MODEL_CT_NONE unless that flow's cached verdict is of the policy in
+ * force (docs/reasons.md "ICMPv6": a flow an apply has cut carries no more errors).
+ */
 enum model_ct { MODEL_CT_NONE = 0, MODEL_CT_BY_EGRESS, MODEL_CT_BY_INGRESS };
 
-/* The veth's state: the pod bound to it (bound = 0: none). */
+/* The veth's state: the pod bound to it (bound = 0: none), and which of its addresses are
+ * (flags, RW_EP_*: an address whose flag is clear is not bound; RW_EP_GW6: gw_ip6 is the host
+ * veth's link-local, the pod's IPv6 gateway).
+ */
 struct model_binding {
 	int bound;
 	__be32 pod_ip;
+	__u32 flags;
+	__u8 pod_ip6[16];
+	__u8 gw_ip6[16];
 };
+
+/* The flow of the sandbox's table an ICMPv6 error is about, from the pod's side, as the key
+ * rw_ct6_key names it: the quoted packet, reversed as the error's direction needs (out of the
+ * pod it quotes a packet the pod received). Returns 0 when the error quotes no flow.
+ */
+int model_error_flow(const struct model_pkt *p, int dir, __u8 pod[16], __u8 peer[16],
+		     __be16 *pod_port, __be16 *peer_port, __u8 *proto);
 
 #define MODEL_MAX_RULES 16
 
@@ -69,6 +99,12 @@ struct model_verdict {
 
 /* Parse a frame (what the veth carries, Ethernet first) per docs/reasons.md. */
 void model_parse(const __u8 *frame, size_t len, int vlan_out_of_band, struct model_pkt *p);
+
+/* The run a veth's packets are charged to: its IPv6 pod's for an IPv6 frame (is_ipv6), its
+ * IPv4 pod's for any other; -1: none.
+ */
+int model_run_of(const struct rw_policy *snap, const struct model_binding *ep,
+		 const struct model_pkt *p);
 
 /* Judge one packet. `snap` NULL: no snapshot applied yet. `ct` is the conntrack state of the
  * packet's flow on this veth; `ct_full` says the sandbox's conntrack share is full (planned);

@@ -133,6 +133,232 @@ static int covers_metadata(__u32 net, int len)
 	return 0;
 }
 
+/* ---- IPv6 addresses: 16 bytes in network order, anchored like the IPv4 ones ---- */
+
+struct a6 {
+	__u8 b[16];
+};
+
+static struct a6 words_a6(__u32 w0, __u32 w1, __u32 w2, __u32 w3)
+{
+	__u32 w[4] = {htonl(w0), htonl(w1), htonl(w2), htonl(w3)};
+	struct a6 a;
+
+	memcpy(a.b, w, 16);
+	return a;
+}
+
+static const struct {
+	__u32 w[4];
+	int len;
+} special6[] =
+	{
+#define S(w0, w1, w2, w3, len_, str, label) {{w0, w1, w2, w3}, len_},
+		RW_SPECIAL6_RANGES(S)
+#undef S
+},
+  embedded6[] =
+	  {
+#define E(w0, w1, w2, w3, len_, str, label) {{w0, w1, w2, w3}, len_},
+		  RW_EMBEDDED4_RANGES(E)
+#undef E
+},
+  metadata6[] = {
+#define M(w0, w1, w2, w3, str) {{w0, w1, w2, w3}, 128},
+	  RW_METADATA6_ADDRS(M)
+#undef M
+};
+#define NSPECIAL6  (sizeof(special6) / sizeof(special6[0]))
+#define NEMBEDDED6 (sizeof(embedded6) / sizeof(embedded6[0]))
+#define NMETA6	   (sizeof(metadata6) / sizeof(metadata6[0]))
+
+/* The address pools: a prefix of the table and how many low bits are random. */
+static const struct {
+	__u32 w[4];
+	int host_bits;
+} pool6[] = {
+	{{0xfd123456, 0x789a0000, 0, 0}, 10},	  /* ULA services, like 172.20.x.y */
+	{{0x26001f18, 0x12340005, 0, 0}, 8},	  /* public services */
+	{{0x26064700, 0x47000000, 0, 0}, 8},	  /* public, like 1.2.3.x */
+	{{0x2a001450, 0x40010800, 0, 0}, 8},	  /* public, like 93.184.216.x */
+	{{0x20014860, 0x48600000, 0, 0x8800}, 3}, /* public, like 8.8.8.x */
+	{{0x26001f14, 0x00ff0000, 0, 0}, 80},	  /* the node's VPC: deny lists */
+	{{0x26001f14, 0x0abc0001, 0, 0}, 5},	  /* pods */
+	{{0x26001f14, 0x0abc0003, 0, 0}, 6},	  /* pods of no run */
+};
+
+static struct a6 pool_addr6(int i)
+{
+	struct a6 a = words_a6(pool6[i].w[0], pool6[i].w[1], pool6[i].w[2], pool6[i].w[3]);
+
+	for (int bit = 0; bit < pool6[i].host_bits; bit++)
+		if (chance(50))
+			a.b[15 - bit / 8] ^= 1u << (bit % 8);
+	return a;
+}
+
+static int in6(const struct a6 *a, const __u32 w[4], int len)
+{
+	struct a6 n = words_a6(w[0], w[1], w[2], w[3]);
+
+	for (int i = 0; i < 16 && len > 0; i++, len -= 8) {
+		__u8 mask = len >= 8 ? 0xff : (__u8)(0xff << (8 - len));
+
+		if ((a->b[i] & mask) != (n.b[i] & mask))
+			return 0;
+	}
+	return 1;
+}
+
+static void mask6(struct a6 *a, int len)
+{
+	for (int i = 0; i < 16; i++, len -= 8)
+		a->b[i] &= len >= 8 ? 0xff : len <= 0 ? 0 : (__u8)(0xff << (8 - len));
+}
+
+/* Whether net/len and the table's entry share an address (one holds the other). */
+static int overlaps6(const struct a6 *net, int len, const __u32 w[4], int wlen)
+{
+	return in6(net, w, len < wlen ? len : wlen);
+}
+
+static void put_v4(__u8 *p, __u32 host, __u8 x)
+{
+	p[0] = (host >> 24) ^ x;
+	p[1] = (host >> 16) ^ x;
+	p[2] = (host >> 8) ^ x;
+	p[3] = host ^ x;
+}
+
+/* An IPv6 form of an IPv4 address: mapped, NAT64, local NAT64 (/48, the u octet skipped), 6to4,
+ * Teredo (a server, the client inverted); the other bits random where the form leaves them.
+ */
+static struct a6 embed4(__u32 v4, int form)
+{
+	struct a6 a = {};
+
+	switch (form) {
+	case 0:
+		a.b[10] = a.b[11] = 0xff;
+		put_v4(a.b + 12, v4, 0);
+		break;
+	case 1:
+		a = words_a6(0x0064ff9b, 0, 0, 0);
+		put_v4(a.b + 12, v4, 0);
+		break;
+	case 2:
+		a = words_a6(0x0064ff9b, 0x00010000, 0, 0);
+		a.b[6] = v4 >> 24;
+		a.b[7] = v4 >> 16;
+		a.b[9] = v4 >> 8;
+		a.b[10] = v4;
+		if (chance(30))
+			a.b[15] = rnd(256);
+		break;
+	case 3:
+		a = words_a6(0x20020000, 0, 0, 0);
+		put_v4(a.b + 2, v4, 0);
+		for (int i = 6; i < 16; i++)
+			a.b[i] = chance(50) ? rnd(256) : 0;
+		break;
+	default:
+		a = words_a6(0x20010000, 0, 0, 0);
+		put_v4(a.b + 4, chance(50) ? 0x41424344 : (__u32)v4 ^ 0x00ff0000, 0);
+		a.b[8] = chance(50) ? 0x80 : 0;
+		a.b[10] = rnd(256);
+		a.b[11] = rnd(256);
+		put_v4(a.b + 12, v4, 0xff);
+		break;
+	}
+	return a;
+}
+
+static struct a6 pick_addr6(void)
+{
+	struct a6 a;
+
+	switch (rnd(13)) {
+	case 0:
+		for (int i = 0; i < 16; i++)
+			a.b[i] = rnd(256);
+		return a;
+	case 1: {
+		int i = rnd(NSPECIAL6), len = special6[i].len;
+
+		a = words_a6(special6[i].w[0], special6[i].w[1], special6[i].w[2],
+			     special6[i].w[3]);
+		for (int bit = len; bit < 128; bit++)
+			if (chance(len >= 96 ? 50 : 10))
+				a.b[bit / 8] ^= 0x80 >> (bit % 8);
+		return a;
+	}
+	case 2: {
+		int i = rnd(NMETA6);
+
+		a = words_a6(metadata6[i].w[0], metadata6[i].w[1], metadata6[i].w[2],
+			     metadata6[i].w[3]);
+		a.b[15] += rnd(3) - 1;
+		return a;
+	}
+	case 3:
+	case 4:
+		return embed4(pick_addr(), rnd(5));
+	case 5:
+	case 6:
+		return pool_addr6(rnd(2));
+	case 7:
+		return pool_addr6(2 + rnd(3));
+	case 8:
+		return pool_addr6(5);
+	case 9:
+		return pool_addr6(7);
+	default:
+		return pool_addr6(6);
+	}
+}
+
+static int covers_metadata6(const struct a6 *net, int len)
+{
+	for (size_t i = 0; i < NMETA6; i++)
+		if (overlaps6(net, len, metadata6[i].w, 128))
+			return 1;
+	return 0;
+}
+
+/* Inside an embedded-IPv4 form (which the parser refuses in any list: write the IPv4). */
+static int in_embedded6(const struct a6 *net, int len)
+{
+	for (size_t i = 0; i < NEMBEDDED6; i++)
+		if (len >= embedded6[i].len && in6(net, embedded6[i].w, embedded6[i].len))
+			return 1;
+	return 0;
+}
+
+static int overlaps_special6(const struct a6 *net, int len)
+{
+	for (size_t i = 0; i < NSPECIAL6; i++)
+		if (overlaps6(net, len, special6[i].w, special6[i].len))
+			return 1;
+	for (size_t i = 0; i < NEMBEDDED6; i++)
+		if (overlaps6(net, len, embedded6[i].w, embedded6[i].len))
+			return 1;
+	return 0;
+}
+
+/* What the parser takes as a pod's IPv6: global unicast or unique local, no metadata, no
+ * embedded-IPv4 form.
+ */
+static int pod6_ok(const struct a6 *a)
+{
+	return ((a->b[0] & 0xe0) == 0x20 || (a->b[0] & 0xfe) == 0xfc) &&
+	       !covers_metadata6(a, 128) && !in_embedded6(a, 128);
+}
+
+static void ip6_str(const struct a6 *a, char *out)
+{
+	inet_ntop(AF_INET6, a->b, out, INET6_ADDRSTRLEN);
+}
+
 static const __u16 port_pool[] = {53, 80, 443, 8080, 1, 65535, 4096, 3128, 5432, 54};
 
 static __u16 pick_port(void)
@@ -242,6 +468,38 @@ static void gen_target(struct sbuf *b, int allow_ip, int public_only)
 		sb_printf(b, "\"cidr\": \"%s/%d\"", s, len);
 }
 
+/* An IPv6 address or CIDR of any length (weighted to the lengths rules have), never one that
+ * covers a metadata address or lies in an embedded-IPv4 form; public_only as gen_target().
+ */
+static void gen_target6(struct sbuf *b, int allow_ip, int public_only)
+{
+	char s[INET6_ADDRSTRLEN];
+	struct a6 net;
+	int len;
+
+	public_only = public_only && !chance(5);
+	do {
+		len = chance(40) ? 128 : chance(70) ? 48 + rnd(81) : rnd(129);
+		net = pick_addr6();
+		mask6(&net, len);
+	} while (covers_metadata6(&net, len) || in_embedded6(&net, len) ||
+		 (public_only && overlaps_special6(&net, len)));
+	ip6_str(&net, s);
+	if (len == 128 && allow_ip && chance(70))
+		sb_printf(b, "\"ip\": \"%s\"", s);
+	else
+		sb_printf(b, "\"cidr\": \"%s/%d\"", s, len);
+}
+
+/* One list entry's address, either family: IPv6 in `percent6` of them. */
+static void gen_any_target(struct sbuf *b, int allow_ip, int public_only, int percent6)
+{
+	if (chance(percent6))
+		gen_target6(b, allow_ip, public_only);
+	else
+		gen_target(b, allow_ip, public_only);
+}
+
 static const char *const egress_modes[] = {"allowlist", "open"};
 static const char *const refusal_modes[] = {"answer", "drop"};
 
@@ -249,7 +507,8 @@ static char *gen_snapshot(__u64 revision)
 {
 	struct sbuf b = {};
 	__u32 used_pods[64];
-	int n_used = 0, n;
+	struct a6 used_pods6[64];
+	int n_used = 0, n_used6 = 0, n, dual = chance(75), p6 = dual ? 40 : 0;
 
 	sb_printf(&b, "{\"revision\": %llu", (unsigned long long)revision);
 	if (chance(70))
@@ -258,20 +517,31 @@ static char *gen_snapshot(__u64 revision)
 		sb_printf(&b, ", \"refusal\": \"%s\"", refusal_modes[rnd(2)]);
 	if (chance(20)) /* the phase's lease is set after the apply (pick_lease) */
 		sb_printf(&b, ", \"lease_seconds\": %u", 1 + rnd(86400));
-	n = rnd(5);
+	n = rnd(5) + (dual ? rnd(3) : 0);
 	sb_printf(&b, ", \"deny\": [");
 	for (int i = 0; i < n; i++) {
-		char s[INET_ADDRSTRLEN];
+		char s[INET6_ADDRSTRLEN];
 		int len = 8 + rnd(25);
 
-		ip_str(pick_addr() & mask_of(len), s);
+		if (dual && chance(40)) {
+			struct a6 net;
+
+			do {
+				len = 16 + rnd(113);
+				net = pick_addr6();
+				mask6(&net, len);
+			} while (covers_metadata6(&net, len) || in_embedded6(&net, len));
+			ip6_str(&net, s);
+		} else {
+			ip_str(pick_addr() & mask_of(len), s);
+		}
 		sb_printf(&b, "%s\"%s/%d\"", i ? ", " : "", s, len);
 	}
 	sb_printf(&b, "], \"services\": [");
 	n = rnd(9);
 	for (int i = 0; i < n; i++) {
 		sb_printf(&b, "%s{\"name\": \"svc-%d\", ", i ? ", " : "", i);
-		gen_target(&b, 1, 0);
+		gen_any_target(&b, 1, 0, p6);
 		gen_ports(&b);
 		sb_printf(&b, "}");
 	}
@@ -279,14 +549,16 @@ static char *gen_snapshot(__u64 revision)
 	n = rnd(5);
 	for (int i = 0; i < n; i++) {
 		sb_printf(&b, "%s{\"name\": \"peer-%d\", ", i ? ", " : "", i);
-		gen_target(&b, 0, 0);
+		gen_any_target(&b, 0, 0, p6);
 		gen_ports(&b);
 		sb_printf(&b, "}");
 	}
 	sb_printf(&b, "], \"runs\": [");
 	n = 1 + rnd(6);
 	for (int r = 0; r < n; r++) {
-		int pods = rnd(4), allow = rnd(6), first = 1;
+		/* IPv4-only runs, dual-stack ones and IPv6-only ones. */
+		int pods = rnd(4), pods6 = dual && chance(85) ? 1 + rnd(3) : 0, allow = rnd(6),
+		    first = 1;
 
 		/* Run ids from a small set so that runs come back, move and keep their index. */
 		sb_printf(&b, "%s{\"id\": \"run-%u-%d\", \"pods\": [", r ? ", " : "", rnd(3), r);
@@ -304,6 +576,20 @@ static char *gen_snapshot(__u64 revision)
 			sb_printf(&b, "%s\"%s\"", first ? "" : ", ", s);
 			first = 0;
 		}
+		for (int i = 0; i < pods6 && n_used6 < 64; i++) {
+			struct a6 ip = chance(85) ? pool_addr6(6) : pick_addr6();
+			char s[INET6_ADDRSTRLEN];
+			int dup = !pod6_ok(&ip);
+
+			for (int j = 0; j < n_used6; j++)
+				dup |= !memcmp(&used_pods6[j], &ip, sizeof(ip));
+			if (dup)
+				continue;
+			used_pods6[n_used6++] = ip;
+			ip6_str(&ip, s);
+			sb_printf(&b, "%s\"%s\"", first ? "" : ", ", s);
+			first = 0;
+		}
 		sb_printf(&b, "]");
 		if (chance(50))
 			sb_printf(&b, ", \"egress\": \"%s\"", egress_modes[rnd(2)]);
@@ -313,7 +599,7 @@ static char *gen_snapshot(__u64 revision)
 			sb_printf(&b, ", \"allow\": [");
 			for (int i = 0; i < allow; i++) {
 				sb_printf(&b, "%s{", i ? ", " : "");
-				gen_target(&b, 1, 1);
+				gen_any_target(&b, 1, 1, p6);
 				gen_ports(&b);
 				sb_printf(&b, "}");
 			}
@@ -354,7 +640,8 @@ static char *derive_snapshot(const char *now, __u64 revision)
 
 struct ct_entry {
 	__u32 ifindex;
-	__be32 pod, peer;
+	int v6; /* the family's table: IPv4 in the first 4 bytes of pod, peer */
+	__u8 pod[16], peer[16];
 	__be16 pod_port, peer_port;
 	__u8 proto;
 	enum model_ct by;
@@ -364,31 +651,32 @@ static struct ct_entry *ct_tab;
 static size_t ct_n, ct_cap;
 static unsigned int ct_share; /* rw_config.ct_per_sandbox: one sandbox's conntrack table */
 
-static int ct_full(__u32 ifindex)
+static int ct_full(__u32 ifindex, int v6)
 {
 	unsigned int n = 0;
 
 	for (size_t i = 0; i < ct_n; i++)
-		n += ct_tab[i].ifindex == ifindex;
+		n += ct_tab[i].ifindex == ifindex && ct_tab[i].v6 == v6;
 	return ct_share && n >= ct_share;
 }
 
 static void ct_key(const struct model_pkt *p, int dir, __u32 ifindex, struct ct_entry *k)
 {
+	int out = dir == RW_DIR_EGRESS;
+
 	memset(k, 0, sizeof(*k));
 	k->ifindex = ifindex;
 	k->proto = p->proto;
-	if (dir == RW_DIR_EGRESS) {
-		k->pod = p->saddr;
-		k->peer = p->daddr;
-		k->pod_port = p->sport;
-		k->peer_port = p->dport;
+	k->v6 = p->is_ipv6;
+	if (p->is_ipv6) {
+		memcpy(k->pod, out ? p->saddr6 : p->daddr6, 16);
+		memcpy(k->peer, out ? p->daddr6 : p->saddr6, 16);
 	} else {
-		k->pod = p->daddr;
-		k->peer = p->saddr;
-		k->pod_port = p->dport;
-		k->peer_port = p->sport;
+		memcpy(k->pod, out ? &p->saddr : &p->daddr, 4);
+		memcpy(k->peer, out ? &p->daddr : &p->saddr, 4);
 	}
+	k->pod_port = out ? p->sport : p->dport;
+	k->peer_port = out ? p->dport : p->sport;
 }
 
 static struct ct_entry *ct_find(const struct ct_entry *k)
@@ -396,9 +684,9 @@ static struct ct_entry *ct_find(const struct ct_entry *k)
 	for (size_t i = 0; i < ct_n; i++) {
 		struct ct_entry *e = &ct_tab[i];
 
-		if (e->ifindex == k->ifindex && e->pod == k->pod && e->peer == k->peer &&
-		    e->pod_port == k->pod_port && e->peer_port == k->peer_port &&
-		    e->proto == k->proto)
+		if (e->ifindex == k->ifindex && e->v6 == k->v6 && !memcmp(e->pod, k->pod, 16) &&
+		    !memcmp(e->peer, k->peer, 16) && e->pod_port == k->pod_port &&
+		    e->peer_port == k->peer_port && e->proto == k->proto)
 			return e;
 	}
 	return NULL;
@@ -418,18 +706,16 @@ static void ct_add(const struct ct_entry *k, enum model_ct by)
 	ct_tab[ct_n++].by = by;
 }
 
-/* Forget flows: of one veth (ifindex != 0) or of one pod (pod != 0); both 0: all. */
-static void ct_forget(__u32 ifindex, __be32 pod)
+/* Forget the flows of one veth (ifindex != 0, both families, as its tables are replaced), or
+ * all (0).
+ */
+static void ct_forget(__u32 ifindex)
 {
 	size_t j = 0;
 
-	for (size_t i = 0; i < ct_n; i++) {
-		int gone = (!ifindex && !pod) || (ifindex && ct_tab[i].ifindex == ifindex) ||
-			   (pod && ct_tab[i].pod == pod);
-
-		if (!gone)
+	for (size_t i = 0; i < ct_n; i++)
+		if (ifindex && ct_tab[i].ifindex != ifindex)
 			ct_tab[j++] = ct_tab[i];
-	}
 	ct_n = j;
 }
 
@@ -440,6 +726,8 @@ struct stats {
 	unsigned long long by_reason[RW_REASON_COUNT + 1], by_path[RW_PATH_COUNT];
 	unsigned long long by_answer[RW_ANSWER_COUNT];
 	unsigned long long revokes, revokes_ended; /* refused segments of known flows reset */
+	unsigned long long ipv6, ipv6_allowed, ndp, icmp6_errors, revokes6;
+	unsigned long long by_reason6[RW_REASON_COUNT + 1];
 };
 
 static struct stats st;
@@ -474,17 +762,41 @@ static const char *reason_name(int r)
 									   : rw_reason_name(r);
 }
 
+/* Verdict differences by (the model's reason, the datapath's): each pair's first is printed
+ * whatever came before it, and the table at the end counts them.
+ */
+static unsigned long long diff_pairs[RW_REASON_COUNT + 1][RW_REASON_COUNT + 1];
+static int report_first;
+
 static void report(const char *what, int veth, int dir, const __u8 *buf, size_t len,
 		   enum model_ct ct, const struct model_verdict *m, const char *fmt, ...)
 {
-	char ip[INET_ADDRSTRLEN] = "-";
+	char ip[INET_ADDRSTRLEN + 2 * INET6_ADDRSTRLEN + 16] = "-";
+	const struct model_binding *b = &binding[veth];
 	va_list ap;
 
 	st.diffs++;
-	if (st.diffs > 20)
+	if (st.diffs > 20 && !report_first)
 		return;
-	if (binding[veth].bound)
-		inet_ntop(AF_INET, &binding[veth].pod_ip, ip, sizeof(ip));
+	report_first = 0;
+	if (b->bound) {
+		size_t n = 0;
+
+		if (b->flags & RW_EP_IP4) {
+			inet_ntop(AF_INET, &b->pod_ip, ip, INET_ADDRSTRLEN);
+			n = strlen(ip);
+		}
+		if (b->flags & RW_EP_IP6) {
+			n += sprintf(ip + n, n ? " and " : "");
+			inet_ntop(AF_INET6, b->pod_ip6, ip + n, INET6_ADDRSTRLEN);
+			n = strlen(ip);
+		}
+		if (b->flags & RW_EP_GW6) {
+			n += sprintf(ip + n, " (gateway ");
+			inet_ntop(AF_INET6, b->gw_ip6, ip + n, INET6_ADDRSTRLEN);
+			strcat(ip, ")");
+		}
+	}
 	printf("  DIFF %s: snapshot %llu, packet %llu, lease %s (%s), veth %d bound to %s, %s, "
 	       "conntrack %s\n",
 	       what, cur_snap_no, st.packets, lease_names[lease_mode],
@@ -492,9 +804,10 @@ static void report(const char *what, int veth, int dir, const __u8 *buf, size_t 
 	       ct == MODEL_CT_NONE	  ? "none"
 	       : ct == MODEL_CT_BY_EGRESS ? "opened by the pod"
 					  : "opened by the peer");
-	printf("    model: %s, %s, path %s, %d rule(s)%s%x\n", m->verdict ? "allow" : "drop",
-	       reason_name(m->reason), rw_path_name(m->path), m->n_rules,
-	       m->n_rules ? " first " : "", m->n_rules ? m->rules[0] : 0);
+	printf("    model: %s, %s, path %s, answer %s, %d rule(s)%s%x\n",
+	       m->verdict ? "allow" : "drop", reason_name(m->reason), rw_path_name(m->path),
+	       rw_answer_name(m->answer), m->n_rules, m->n_rules ? " first " : "",
+	       m->n_rules ? m->rules[0] : 0);
 	printf("    ");
 	va_start(ap, fmt);
 	vprintf(fmt, ap);
@@ -532,11 +845,49 @@ static int rule_ok(const struct model_verdict *m, __u32 id)
 
 static __u32 run_idx_of(int run)
 {
+	const struct rw_policy_run *r;
 	struct rw_pod pod;
+	int fd, err;
 
-	if (run < 0 || !cur_snap->runs[run].n_pods)
+	if (run < 0)
 		return 0;
-	return rw_live_pod(&dp, cur_snap->runs[run].pods[0], &pod) ? 0 : pod.run_idx;
+	r = &cur_snap->runs[run];
+	if (r->n_pods)
+		return rw_live_pod(&dp, r->pods[0], &pod) ? 0 : pod.run_idx;
+	if (!r->n_pods6)
+		return 0;
+	fd = rw_live_inner_fd(&dp, RW_M_PODS6);
+	if (fd < 0)
+		return 0;
+	err = bpf_map_lookup_elem(fd, r->pods6[0], &pod);
+	close(fd);
+	return err ? 0 : pod.run_idx;
+}
+
+/* Whether the kernel's entry of an IPv6 flow holds a verdict of the policy in force (the fast
+ * path's test: rw_run_revs[run_idx] <= stamp <= the revision in force), and its rule.
+ */
+static int ct6_current(const struct ct_entry *q, __u32 *rule)
+{
+	struct rw_ct6_key k = {.ifindex = q->ifindex, .proto = q->proto};
+	int fd = rw_conntrack6_table_fd(&dp, q->ifindex), found;
+	struct rw_ct_value v;
+	struct rw_config cfg;
+	__u64 rev = 0;
+
+	if (fd < 0)
+		return 0;
+	memcpy(k.pod_ip, q->pod, 16);
+	memcpy(k.peer_ip, q->peer, 16);
+	k.pod_port = q->pod_port;
+	k.peer_port = q->peer_port;
+	found = bpf_map_lookup_elem(fd, &k, &v) == 0;
+	close(fd);
+	if (!found || rw_config_read(&dp, &cfg) ||
+	    bpf_map_lookup_elem(dp.map_fd[RW_M_RUN_REVS], &v.run_idx, &rev))
+		return 0;
+	*rule = v.rule_id;
+	return v.stamp && v.stamp >= rev && v.stamp <= RW_STATE_REVISION(cfg.state);
 }
 
 /* Judge one frame on veth `veth` in `dir` by the model and by both copies of the programs. */
@@ -549,7 +900,8 @@ static void judge(int veth, int dir, const __u8 *buf, size_t len)
 	struct model_pkt p;
 	struct ct_entry k, *e = NULL;
 	enum model_ct ct = MODEL_CT_NONE;
-	int retval, err, want_ret, want_events;
+	int retval, err, want_ret, want_events, is_error = 0;
+	__u32 related_rule = 0;
 
 	if (len < 14) { /* BPF_PROG_TEST_RUN refuses frames shorter than Ethernet */
 		st.skipped++;
@@ -559,11 +911,31 @@ static void judge(int veth, int dir, const __u8 *buf, size_t len)
 	lease_packets += lease_expired;
 	model_parse(buf, len, 0, &p);
 	if (p.reason == RW_REASON_ALLOWED && !p.is_arp) {
+		struct ct_entry q = {.ifindex = ifindex, .v6 = 1};
+
 		ct_key(&p, dir, ifindex, &k);
-		e = ct_find(&k);
+		/* An ICMPv6 error is judged by the flow it quotes, when that flow's verdict is
+		 * still current (the kernel's stamp; the model keeps no revisions of its own).
+		 */
+		is_error = model_error_flow(&p, dir, q.pod, q.peer, &q.pod_port, &q.peer_port,
+					    &q.proto);
+		if (is_error) {
+			e = ct_find(&q);
+			if (e && !ct6_current(&q, &related_rule))
+				e = NULL;
+		} else {
+			e = ct_find(&k);
+		}
 		ct = e ? e->by : MODEL_CT_NONE;
+		st.ipv6 += p.is_ipv6;
 	}
-	model_judge(cur_snap, &binding[veth], dir, &p, ct, ct_full(ifindex), lease_expired, &m);
+	model_judge(cur_snap, &binding[veth], dir, &p, ct, ct_full(ifindex, p.is_ipv6),
+		    lease_expired, &m);
+	if (is_error && m.path == RW_PATH_RELATED && related_rule) {
+		/* The flow's rule, as its entry caches it. */
+		m.rules[0] = related_rule;
+		m.n_rules = 1;
+	}
 	st.by_reason[m.reason < RW_REASON_COUNT ? m.reason : RW_REASON_COUNT]++;
 	st.by_path[m.path]++;
 
@@ -584,11 +956,17 @@ static void judge(int veth, int dir, const __u8 *buf, size_t len)
 		return;
 	}
 	if (ex->verdict != m.verdict || ex->reason != m.reason || ex->path != m.path ||
-	    ex->answer != m.answer || !rule_ok(&m, ex->rule_id))
+	    ex->answer != m.answer || !rule_ok(&m, ex->rule_id)) {
+		unsigned long long *pair =
+			&diff_pairs[m.reason < RW_REASON_COUNT ? m.reason : RW_REASON_COUNT]
+				   [ex->reason < RW_REASON_COUNT ? ex->reason : RW_REASON_COUNT];
+
+		report_first = !(*pair)++;
 		report("verdict", veth, dir, buf, len, ct, &m,
 		       "datapath: %s, %s, path %s, answer %s, rule %x",
 		       ex->verdict ? "allow" : "drop", reason_name(ex->reason),
 		       rw_path_name(ex->path), rw_answer_name(ex->answer), ex->rule_id);
+	}
 
 	/* The production copy: its return code, exact counters, and the event. */
 	if (cur_snap)
@@ -643,6 +1021,14 @@ static void judge(int veth, int dir, const __u8 *buf, size_t len)
 	if (m.answer == RW_ANSWER_RST && ct != MODEL_CT_NONE && (p.tcp_flags & 0x16) == 0x10) {
 		st.revokes++;
 		st.revokes_ended += m.reason == RW_REASON_UNKNOWN_SOURCE;
+		st.revokes6 += p.is_ipv6;
+	}
+	if (p.is_ipv6 && p.reason == RW_REASON_ALLOWED) {
+		st.by_reason6[m.reason < RW_REASON_COUNT ? m.reason : RW_REASON_COUNT]++;
+		st.ipv6_allowed += m.verdict == RW_VERDICT_ALLOW;
+		st.ndp += p.proto == IPPROTO_ICMPV6 && p.icmp6_type >= 133 && p.icmp6_type <= 137;
+		st.icmp6_errors +=
+			p.proto == IPPROTO_ICMPV6 && p.icmp6_type >= 1 && p.icmp6_type <= 4;
 	}
 
 	if (m.ct_create)
@@ -712,15 +1098,17 @@ static const struct rw_policy_rule *pick_rule(int *is_inbound)
 	for (size_t r = 0; r < s->n_runs; r++)
 		n_allow += s->runs[r].n_allow;
 	for (int tries = 0; tries < 4; tries++) {
+		const struct rw_policy_rule *rule = NULL;
+
 		switch (rnd(3)) {
 		case 0:
 			if (s->n_services)
-				return &s->services[rnd(s->n_services)];
+				rule = &s->services[rnd(s->n_services)];
 			break;
 		case 1:
 			if (s->n_inbound) {
 				*is_inbound = 1;
-				return &s->inbound[rnd(s->n_inbound)];
+				rule = &s->inbound[rnd(s->n_inbound)];
 			}
 			break;
 		default:
@@ -728,9 +1116,12 @@ static const struct rw_policy_rule *pick_rule(int *is_inbound)
 				const struct rw_policy_run *run = &s->runs[rnd(s->n_runs)];
 
 				if (run->n_allow)
-					return &run->allow[rnd(run->n_allow)];
+					rule = &run->allow[rnd(run->n_allow)];
 			}
 		}
+		if (rule && rule->family != AF_INET6) /* the IPv4 ones: pick_rule6() for IPv6 */
+			return rule;
+		*is_inbound = 0;
 	}
 	return NULL;
 }
@@ -770,7 +1161,8 @@ static __u32 pick_peer(__u16 *port, __u8 *proto)
 		if (cur_snap->n_deny) {
 			const struct rw_policy_cidr *d = &cur_snap->deny[rnd(cur_snap->n_deny)];
 
-			return edge_of(ntohl(d->addr), d->prefixlen);
+			if (d->family != AF_INET6)
+				return edge_of(ntohl(d->addr), d->prefixlen);
 		}
 		break;
 	case 4: {
@@ -816,6 +1208,351 @@ static void pick_spec(struct pkt_spec *s, char *src, char *dst, int veth, int di
 	s->payload = rnd(4) ? rnd(40) : 0;
 }
 
+/* ---- IPv6 packets ---- */
+
+/* An address at the edge of an IPv6 prefix: first, last, one outside either end, or inside. */
+static struct a6 edge6_of(const void *net_, int len)
+{
+	struct a6 a;
+	int carry;
+
+	memcpy(a.b, net_, 16);
+	mask6(&a, len);
+	switch (rnd(5)) {
+	case 0:
+		return a;
+	case 2: /* first - 1 */
+		for (int i = 15, borrow = 1; i >= 0 && borrow; i--)
+			borrow = a.b[i]-- == 0;
+		return a;
+	case 1:
+	case 3: /* last, last + 1 */
+		for (int bit = len; bit < 128; bit++)
+			a.b[bit / 8] |= 0x80 >> (bit % 8);
+		if (rnd(2))
+			return a;
+		carry = 1;
+		for (int i = 15; i >= 0 && carry; i--)
+			carry = ++a.b[i] == 0;
+		return a;
+	default:
+		for (int bit = len; bit < 128; bit++)
+			if (chance(bit >= 120 ? 50 : 5))
+				a.b[bit / 8] ^= 0x80 >> (bit % 8);
+		return a;
+	}
+}
+
+static const struct rw_policy_rule *pick_rule6(void)
+{
+	const struct rw_policy *s = cur_snap;
+
+	for (int tries = 0; tries < 8; tries++) {
+		const struct rw_policy_rule *r = NULL;
+		int which = rnd(3);
+
+		if (which == 0 && s->n_services)
+			r = &s->services[rnd(s->n_services)];
+		else if (which == 1 && s->n_inbound)
+			r = &s->inbound[rnd(s->n_inbound)];
+		else if (which == 2 && s->n_runs) {
+			const struct rw_policy_run *run = &s->runs[rnd(s->n_runs)];
+
+			if (run->n_allow)
+				r = &run->allow[rnd(run->n_allow)];
+		}
+		if (r && r->family == AF_INET6)
+			return r;
+	}
+	return NULL;
+}
+
+/* The far end of an IPv6 packet: at the IPv6 rules, deny list and ranges, or an IPv4 one (a
+ * rule's, the deny list's, a range's) in an embedded form.
+ */
+static struct a6 pick_peer6(__u16 *port, __u8 *proto)
+{
+	const struct rw_policy_rule *r;
+
+	*port = pick_port();
+	switch (cur_snap ? rnd(9) : 8) {
+	case 0:
+	case 1:
+	case 2:
+		r = pick_rule6();
+		if (r) {
+			if (chance(75))
+				*port = rule_port(r, proto);
+			return edge6_of(r->addr6, r->prefixlen);
+		}
+		break;
+	case 3:
+	case 4:
+		return embed4(pick_peer(port, proto), rnd(5));
+	case 5:
+		for (size_t i = 0, n = cur_snap->n_deny; i < 4 && n; i++) {
+			const struct rw_policy_cidr *d = &cur_snap->deny[rnd(n)];
+
+			if (d->family == AF_INET6)
+				return edge6_of(d->addr6, d->prefixlen);
+		}
+		break;
+	case 6: {
+		int i = rnd(NSPECIAL6);
+		struct a6 net = words_a6(special6[i].w[0], special6[i].w[1], special6[i].w[2],
+					 special6[i].w[3]);
+
+		return edge6_of(net.b, special6[i].len);
+	}
+	}
+	return pick_addr6();
+}
+
+/* The pod's own IPv6 (or a neighbour of it, another pod's, anything), as pick_spec's self. */
+static struct a6 pick_self6(int veth)
+{
+	struct a6 pod;
+
+	if (binding[veth].flags & RW_EP_IP6)
+		memcpy(pod.b, binding[veth].pod_ip6, 16);
+	else
+		pod = pool_addr6(6);
+	if (chance(88))
+		return pod;
+	if (chance(50))
+		return pool_addr6(6);
+	pod.b[15 - rnd(8)] ^= 1u << rnd(8);
+	return pod;
+}
+
+static void pick_spec6(struct pkt_spec *s, char *src, char *dst, int veth, int dir)
+{
+	struct a6 self = pick_self6(veth), peer;
+	__u8 proto = chance(50) ? IPPROTO_TCP : IPPROTO_UDP;
+	__u16 port;
+
+	peer = pick_peer6(&port, &proto);
+	memset(s, 0, sizeof(*s));
+	s->ipv6 = 1;
+	if (chance(4))
+		proto = chance(50) ? IPPROTO_ICMPV6 : rnd(256);
+	s->proto = proto;
+	s->icmp6_type = chance(70) ? 128 + rnd(2) : rnd(256);
+	s->tcp_flags = chance(80) ? tcp_flag_pool[rnd(10)] : rnd(256);
+	if (!s->tcp_flags)
+		s->tcp_flags = 0x10;
+	ip6_str(dir == RW_DIR_EGRESS ? &self : &peer, src);
+	ip6_str(dir == RW_DIR_EGRESS ? &peer : &self, dst);
+	if (dir == RW_DIR_EGRESS) {
+		s->sport = chance(80) ? 30000 + rnd(30000) : pick_port();
+		s->dport = port;
+	} else {
+		s->sport = port;
+		s->dport = chance(70) ? pick_port() : 30000 + rnd(30000);
+	}
+	s->src = src;
+	s->dst = dst;
+	s->payload = rnd(4) ? rnd(40) : 0;
+	/* Extension headers the walk takes, now and then: destination options, hop-by-hop first. */
+	if (chance(8)) {
+		s->n_ext = 1 + rnd(2);
+		for (int i = 0; i < s->n_ext; i++) {
+			s->ext[i] = i == 0 && chance(50) ? 0 : 60;
+			s->ext_len[i] = rnd(3);
+		}
+	}
+}
+
+/* An ICMPv6 message in an Ethernet frame: the IPv6 header (hop limit `hop`), type, code, a right
+ * checksum, and `body` (what follows the 4-byte header).
+ */
+static size_t build_icmp6(__u8 *buf, const struct a6 *src, const struct a6 *dst, __u8 hop,
+			  __u8 type, __u8 code, const __u8 *body, size_t body_len)
+{
+	static const __u8 macs[12] = {0x02, 0, 0, 0, 0, 0xfe, 0x02, 0, 0, 0, 0, 0x01};
+	size_t len = 14 + 40 + 4 + body_len > PKT_MAX ? PKT_MAX - 14 - 40 : 4 + body_len;
+	__u8 *ip = buf + 14, *m = ip + 40, pseudo[8] = {0, 0, len >> 8, len & 0xff, 0, 0, 0, 58};
+	__u16 sum;
+
+	memset(buf, 0, 14 + 40 + 4);
+	memcpy(buf, macs, 12);
+	buf[12] = 0x86;
+	buf[13] = 0xdd;
+	ip[0] = 0x60;
+	ip[4] = len >> 8;
+	ip[5] = len;
+	ip[6] = 58;
+	ip[7] = hop;
+	memcpy(ip + 8, src->b, 16);
+	memcpy(ip + 24, dst->b, 16);
+	m[0] = type;
+	m[1] = code;
+	memcpy(m + 4, body, len - 4);
+	sum = pkt_csum_sum(ip + 8, 32, pkt_csum_sum(pseudo, 8, 0));
+	sum = ~pkt_csum_sum(m, len, sum);
+	m[2] = sum >> 8;
+	m[3] = sum;
+	return 14 + 40 + len;
+}
+
+/* The solicited-node group of an address: ff02::1:ff and its last 24 bits. */
+static struct a6 solicited_of(const struct a6 *a)
+{
+	struct a6 g = words_a6(0xff020000, 0, 1, 0xff000000);
+
+	memcpy(g.b + 13, a->b + 13, 3);
+	return g;
+}
+
+/* The host veth's link-local: the pod's gateway. */
+static struct a6 gw_of(int v)
+{
+	return words_a6(0xfe800000, 0, 0, 0x100 + v);
+}
+
+static struct a6 pod_ll_of(int veth)
+{
+	return words_a6(0xfe800000, 0, 0x00000200, 0x10 + veth); /* the pod's own link-local */
+}
+
+/* NDP of every kind, right and wrong: hop limit, source, destination, target. */
+static size_t ndp_frame(__u8 *buf, int veth, int dir)
+{
+	static const __u8 types[] = {133, 134, 135, 135, 135, 136, 136, 136, 137};
+	const struct model_binding *b = &binding[veth];
+	struct a6 pod, ll = pod_ll_of(veth), gw = gw_of(veth),
+		       any_ll = words_a6(0xfe800000, 0, 0, rnd(1 << 16));
+	struct a6 other = pool_addr6(6), zero = {}, src, dst, target;
+	__u8 type = types[rnd(sizeof(types))], body[48] = {0};
+	__u8 hop = chance(80) ? 255 : chance(50) ? 64 : rnd(256);
+	size_t len;
+
+	if (b->flags & RW_EP_IP6)
+		memcpy(pod.b, b->pod_ip6, 16);
+	else
+		pod = pool_addr6(6);
+	if (b->flags & RW_EP_GW6)
+		memcpy(gw.b, b->gw_ip6, 16);
+	if (dir == RW_DIR_EGRESS) {
+		const struct a6 *srcs[] = {&ll, &ll, &pod, &zero, &gw, &other, &any_ll};
+		struct a6 dsts[] = {gw,
+				    solicited_of(&gw),
+				    solicited_of(&pod),
+				    words_a6(0xff020000, 0, 0, 1),
+				    words_a6(0xff020000, 0, 0, 2),
+				    any_ll,
+				    other};
+
+		src = *srcs[rnd(sizeof(srcs) / sizeof(srcs[0]))];
+		dst = dsts[rnd(sizeof(dsts) / sizeof(dsts[0]))];
+		if (type == 135 && chance(60))
+			dst = chance(70) ? gw : solicited_of(&gw);
+	} else {
+		const struct a6 *srcs[] = {&gw, &gw, &any_ll, &other, &pod};
+		struct a6 dsts[] = {ll, pod, solicited_of(&pod), words_a6(0xff020000, 0, 0, 1),
+				    other};
+
+		src = *srcs[rnd(sizeof(srcs) / sizeof(srcs[0]))];
+		dst = dsts[rnd(sizeof(dsts) / sizeof(dsts[0]))];
+	}
+	{
+		const struct a6 *targets[] = {&pod, &src, &gw, &ll, &any_ll, &other, &zero};
+
+		target = *targets[rnd(sizeof(targets) / sizeof(targets[0]))];
+		if (type == 135 && dir == RW_DIR_EGRESS && chance(50))
+			target = gw;
+		if (type == 136 && dir == RW_DIR_EGRESS && chance(50))
+			target = chance(50) ? pod : src;
+	}
+	/* body: 4 bytes (flags, reserved), the target, a link-layer address option */
+	memcpy(body + 4, target.b, 16);
+	body[20] = type == 135 ? 1 : 2;
+	body[21] = 1;
+	len = type == 133 ? 4 : type == 134 ? 12 : type == 137 ? 36 : 20;
+	if (chance(50))
+		len += 8;
+	if (chance(3))
+		len = rnd(len); /* too short for its target */
+	return build_icmp6(buf, &src, &dst, hop, type, 0, body, len);
+}
+
+/* An ICMPv6 error (unreachable, packet too big, time exceeded, parameter problem) quoting a
+ * packet of a flow of the veth's table, the way the error's direction needs (out of the pod:
+ * a packet the pod received; into it: one it sent), or of no flow; right and wrong addresses.
+ */
+static size_t error_frame(__u8 *buf, int veth, int dir)
+{
+	const struct model_binding *b = &binding[veth];
+	char qs[INET6_ADDRSTRLEN], qd[INET6_ADDRSTRLEN];
+	struct a6 pod, peer, src, dst, router = pool_addr6(3);
+	struct pkt_spec q = {.ipv6 = 1};
+	__u8 qbuf[PKT_MAX], body[PKT_MAX];
+	__be16 pod_port = htons(40000 + rnd(4)), peer_port = htons(pick_port());
+	size_t qlen, keep;
+	int tracked = 0;
+
+	if (b->flags & RW_EP_IP6)
+		memcpy(pod.b, b->pod_ip6, 16);
+	else
+		pod = pool_addr6(6);
+	peer = pick_addr6();
+	q.proto = chance(50) ? IPPROTO_TCP : IPPROTO_UDP;
+	for (int tries = 0; ct_n && tries < 8 && chance(80); tries++) {
+		const struct ct_entry *e = &ct_tab[rnd(ct_n)];
+
+		if (e->v6 && e->ifindex == (__u32)ifindex_of[veth]) {
+			memcpy(pod.b, e->pod, 16);
+			memcpy(peer.b, e->peer, 16);
+			pod_port = e->pod_port;
+			peer_port = e->peer_port;
+			q.proto = e->proto;
+			tracked = 1;
+			break;
+		}
+	}
+	if (chance(5)) /* a neighbouring port: no flow */
+		pod_port = htons(ntohs(pod_port) + 1);
+	/* The quoted packet: the pod's (pod -> peer) into the pod, the peer's out of it. */
+	if (dir == RW_DIR_EGRESS) {
+		ip6_str(&peer, qs);
+		ip6_str(&pod, qd);
+		q.sport = ntohs(peer_port);
+		q.dport = ntohs(pod_port);
+	} else {
+		ip6_str(&pod, qs);
+		ip6_str(&peer, qd);
+		q.sport = ntohs(pod_port);
+		q.dport = ntohs(peer_port);
+	}
+	q.src = qs;
+	q.dst = qd;
+	q.tcp_flags = 0x10;
+	q.payload = rnd(64);
+	if (chance(5))
+		q.n_ext = 1, q.ext[0] = 60; /* the quoted header with an extension: not parsed */
+	qlen = pkt_build(&q, qbuf) - 14;
+	keep = chance(85) ? (qlen < 40 + 8 + 64 ? qlen : 40 + 8 + 64) : rnd(qlen + 1);
+	if (chance(3))
+		qbuf[14] = 0x40; /* not IPv6 inside */
+	memset(body, 0, 4);
+	if (chance(30)) /* packet too big: the MTU */
+		body[2] = 0x05, body[3] = 0x00;
+	memcpy(body + 4, qbuf + 14, keep);
+	/* Out of the pod: from the pod to the quoted packet's source (the flow's peer), or aimed
+	 * elsewhere; into it: from a router on the way, or the peer.
+	 */
+	if (dir == RW_DIR_EGRESS) {
+		src = pick_self6(veth);
+		dst = chance(80) ? peer : pick_addr6();
+	} else {
+		src = chance(50) ? router : peer;
+		dst = pick_self6(veth);
+	}
+	(void)tracked;
+	return build_icmp6(buf, &src, &dst, chance(90) ? 64 : 255, 1 + rnd(4), rnd(7), body,
+			   4 + keep);
+}
+
 /* An IPv6 packet instead, with a chain of extension headers: mostly the four the walk knows,
  * at and past its bounds, routing headers with and without segments left, fragments, next
  * headers it cannot see past, jumbograms. The knobs the other mutations set still apply.
@@ -828,9 +1565,11 @@ static void pick_ipv6(struct pkt_spec *s)
 	static const __u8 ext_pool[] = {0, 43, 44, 60, 60, 60, 0, 43};
 	static const __u8 upper_pool[] = {6, 17, 58, 6, 17, 50, 51, 59, 135, 132, 253};
 
+	if (!s->ipv6 || chance(30)) {
+		s->src = addrs[rnd(sizeof(addrs) / sizeof(addrs[0]))];
+		s->dst = addrs[rnd(sizeof(addrs) / sizeof(addrs[0]))];
+	}
 	s->ipv6 = 1;
-	s->src = addrs[rnd(sizeof(addrs) / sizeof(addrs[0]))];
-	s->dst = addrs[rnd(sizeof(addrs) / sizeof(addrs[0]))];
 	s->n_ext = chance(40) ? 0 : (int)rnd(PKT_EXT_MAX + 1);
 	for (int i = 0; i < s->n_ext; i++) {
 		s->ext[i] = chance(95) ? ext_pool[rnd(sizeof(ext_pool))] : rnd(256);
@@ -898,8 +1637,8 @@ static size_t mutate(struct pkt_spec *s, __u8 *buf)
 
 static void one_packet(void)
 {
-	char src[INET_ADDRSTRLEN], dst[INET_ADDRSTRLEN];
-	int veth = rnd(N_VETH), dir = chance(55) ? RW_DIR_EGRESS : RW_DIR_INGRESS;
+	char src[INET6_ADDRSTRLEN], dst[INET6_ADDRSTRLEN];
+	int veth = rnd(N_VETH), dir = chance(55) ? RW_DIR_EGRESS : RW_DIR_INGRESS, kind;
 	__u8 buf[PKT_MAX];
 	struct pkt_spec s;
 	size_t len;
@@ -915,10 +1654,11 @@ static void one_packet(void)
 			;
 		if (v < N_VETH && (e->proto == IPPROTO_TCP || e->proto == IPPROTO_UDP)) {
 			memset(&s, 0, sizeof(s));
-			inet_ntop(AF_INET, dir == RW_DIR_EGRESS ? &e->pod : &e->peer, src,
-				  sizeof(src));
-			inet_ntop(AF_INET, dir == RW_DIR_EGRESS ? &e->peer : &e->pod, dst,
-				  sizeof(dst));
+			s.ipv6 = e->v6;
+			inet_ntop(e->v6 ? AF_INET6 : AF_INET,
+				  dir == RW_DIR_EGRESS ? e->pod : e->peer, src, sizeof(src));
+			inet_ntop(e->v6 ? AF_INET6 : AF_INET,
+				  dir == RW_DIR_EGRESS ? e->peer : e->pod, dst, sizeof(dst));
 			s.src = src;
 			s.dst = dst;
 			s.proto = e->proto;
@@ -932,11 +1672,21 @@ static void one_packet(void)
 			return;
 		}
 	}
-	pick_spec(&s, src, dst, veth, dir);
+	/* IPv6: NDP, ICMPv6 errors, and TCP/UDP as for IPv4 (more where the veth has an IPv6). */
+	kind = rnd(100);
+	if (kind < ((binding[veth].flags & RW_EP_IP6) ? 9 : 3)) {
+		len = kind < 5 ? ndp_frame(buf, veth, dir) : error_frame(buf, veth, dir);
+		judge(veth, dir, buf, len);
+		return;
+	}
+	if (chance(binding[veth].flags & RW_EP_IP6 ? 50 : 8))
+		pick_spec6(&s, src, dst, veth, dir);
+	else
+		pick_spec(&s, src, dst, veth, dir);
 	if (cur_snap && chance(35)) {
 		/* A flow first opened from the other side (clean), then this packet on it. */
 		struct pkt_spec open = s;
-		char osrc[INET_ADDRSTRLEN], odst[INET_ADDRSTRLEN];
+		char osrc[INET6_ADDRSTRLEN], odst[INET6_ADDRSTRLEN];
 
 		memcpy(osrc, dst, sizeof(osrc));
 		memcpy(odst, src, sizeof(odst));
@@ -978,6 +1728,30 @@ static const char *run_id_of(const struct rw_policy *p, __be32 ip)
 	return NULL;
 }
 
+static const char *run_id_of6(const struct rw_policy *p, const void *ip)
+{
+	for (size_t r = 0; r < p->n_runs; r++)
+		for (size_t i = 0; i < p->runs[r].n_pods6; i++)
+			if (!memcmp(p->runs[r].pods6[i], ip, 16))
+				return p->runs[r].id;
+	return NULL;
+}
+
+/* A veth's pod moved into `run` (from another run, or from none)? Either of its addresses. */
+static int moved_into(const struct rw_policy *prev, const struct model_binding *b,
+		      const struct rw_policy *next)
+{
+	const char *was, *now;
+
+	if ((b->flags & RW_EP_IP4) && (now = run_id_of(next, b->pod_ip)) &&
+	    (!(was = run_id_of(prev, b->pod_ip)) || strcmp(was, now)))
+		return 1;
+	if ((b->flags & RW_EP_IP6) && (now = run_id_of6(next, b->pod_ip6)) &&
+	    (!(was = run_id_of6(prev, b->pod_ip6)) || strcmp(was, now)))
+		return 1;
+	return 0;
+}
+
 static int next_snapshot(__u64 revision)
 {
 	struct rw_policy_error perr;
@@ -1005,14 +1779,9 @@ static int next_snapshot(__u64 revision)
 	 * none) loses its flows; a pod whose run ended and that no run names keeps them.
 	 */
 	if (have_snap) {
-		for (size_t r = 0; r < next.n_runs; r++)
-			for (size_t i = 0; i < next.runs[r].n_pods; i++) {
-				__be32 ip = next.runs[r].pods[i];
-				const char *was = run_id_of(&snaps[0], ip);
-
-				if (!was || strcmp(was, next.runs[r].id))
-					ct_forget(0, ip);
-			}
+		for (int v = 0; v < N_VETH; v++)
+			if (binding[v].bound && moved_into(&snaps[0], &binding[v], &next))
+				ct_forget(ifindex_of[v]);
 		rw_policy_free(&snaps[0]);
 	}
 	snaps[0] = next;
@@ -1025,44 +1794,83 @@ static int next_snapshot(__u64 revision)
 	return 0;
 }
 
-/* Bind each veth: mostly to a pod of the snapshot, sometimes to an IP no run has, or to
- * nothing. A changed binding forgets the veth's flows (docs/architecture.md "The agent").
+/* Bind each veth: mostly to a pod of the snapshot (its IPv4, its IPv6 or both, both of one
+ * run), sometimes to addresses no run has, or to nothing; the host veth's link-local as the
+ * gateway, mostly. Rebinding the same pod keeps its flows (a family added or the gateway changed
+ * too); a changed or dropped address, or unbinding, forgets them (user/lib/datapath.h).
  */
 static void rebind(void)
 {
 	for (int v = 0; v < N_VETH; v++) {
-		struct model_binding b = {};
+		struct model_binding b = {}, *o = &binding[v];
 		const struct rw_policy_run *run;
+		struct rw_endpoint want = {};
+		int keep;
 
 		/* Keep it, with its flows: mostly when its pod is still in a run, and often enough
 		 * when its run has ended (its flows are revoked).
 		 */
-		if (binding[v].bound && cur_snap &&
-		    chance(run_id_of(cur_snap, binding[v].pod_ip) ? 50 : 30))
+		if (o->bound && cur_snap &&
+		    chance(((o->flags & RW_EP_IP4) && run_id_of(cur_snap, o->pod_ip)) ||
+					   ((o->flags & RW_EP_IP6) &&
+					    run_id_of6(cur_snap, o->pod_ip6))
+				   ? 50
+				   : 30))
 			continue;
 		if (chance(85) && cur_snap && cur_snap->n_runs) {
 			run = &cur_snap->runs[rnd(cur_snap->n_runs)];
-			for (int tries = 0; tries < 4 && !run->n_pods; tries++)
+			for (int tries = 0; tries < 4 && !run->n_pods && !run->n_pods6; tries++)
 				run = &cur_snap->runs[rnd(cur_snap->n_runs)];
-			if (run->n_pods) {
-				b.bound = 1;
+			if (run->n_pods && (!run->n_pods6 || chance(85))) {
+				b.flags |= RW_EP_IP4;
 				b.pod_ip = run->pods[rnd(run->n_pods)];
 			}
+			if (run->n_pods6 && (!b.flags || chance(85))) {
+				b.flags |= RW_EP_IP6;
+				memcpy(b.pod_ip6, run->pods6[rnd(run->n_pods6)], 16);
+			} else if (b.flags && chance(10)) {
+				struct a6 other = pool_addr6(7); /* no run's */
+
+				b.flags |= RW_EP_IP6;
+				memcpy(b.pod_ip6, other.b, 16);
+			}
 		} else if (chance(50)) {
-			b.bound = 1;
-			b.pod_ip = htonl(0x0a010300 | rnd(64));
+			struct a6 other = pool_addr6(7);
+
+			b.flags = chance(70) ? RW_EP_IP4 : 0;
+			b.pod_ip = b.flags ? htonl(0x0a010300 | rnd(64)) : 0;
+			if (!b.flags || chance(50)) {
+				b.flags |= RW_EP_IP6;
+				memcpy(b.pod_ip6, other.b, 16);
+			}
+		}
+		b.bound = b.flags != 0;
+		if (b.bound && (b.flags & RW_EP_IP6) && chance(85)) {
+			struct a6 gw = gw_of(v);
+
+			b.flags |= RW_EP_GW6;
+			memcpy(b.gw_ip6, gw.b, 16);
 		}
 		if (b.bound) {
-			if (rw_endpoint_bind(&dp, ifindex_of[v], b.pod_ip)) {
+			want.pod_ip = b.pod_ip;
+			want.flags = b.flags;
+			memcpy(want.pod_ip6, b.pod_ip6, 16);
+			memcpy(want.gw_ip6, b.gw_ip6, 16);
+			if (rw_endpoint_bind_addrs(&dp, ifindex_of[v], &want)) {
 				printf("Bail out! binding veth %d: %s\n", v, strerror(errno));
 				exit(1);
 			}
 		} else {
 			rw_endpoint_unbind(&dp, ifindex_of[v]);
 		}
-		if (b.bound != binding[v].bound || b.pod_ip != binding[v].pod_ip)
-			ct_forget(ifindex_of[v], 0);
-		binding[v] = b;
+		keep = b.bound && o->bound &&
+		       (!(o->flags & RW_EP_IP4) ||
+			((b.flags & RW_EP_IP4) && b.pod_ip == o->pod_ip)) &&
+		       (!(o->flags & RW_EP_IP6) ||
+			((b.flags & RW_EP_IP6) && !memcmp(b.pod_ip6, o->pod_ip6, 16)));
+		if (!keep)
+			ct_forget(ifindex_of[v]);
+		*o = b;
 	}
 }
 
@@ -1206,7 +2014,8 @@ static int conntrack_full_phase(__u64 revision)
 		rw_conntrack_flush(&dp, ifindex_of[v], 0);
 	rw_endpoint_bind(&dp, ifindex_of[0], inet_addr("10.9.0.1"));
 	rw_endpoint_bind(&dp, ifindex_of[1], inet_addr("10.9.0.2"));
-	binding[0] = (struct model_binding){1, inet_addr("10.9.0.1")};
+	binding[0] = (struct model_binding){
+		.bound = 1, .pod_ip = inet_addr("10.9.0.1"), .flags = RW_EP_IP4};
 
 	ret = run_once(0, RW_DIR_EGRESS, &syn, &p);
 	fails += ret != TCX_NEXT_;
@@ -1520,7 +2329,7 @@ int main(int argc, char **argv)
 			/* Keep the kernel's LRU far from full: an eviction is not a model bug. */
 			for (int v = 0; v < N_VETH; v++)
 				rw_conntrack_flush(&dp, ifindex_of[v], 0);
-			ct_forget(0, 0);
+			ct_forget(0);
 		}
 		rebind();
 		pick_lease();
@@ -1549,7 +2358,23 @@ int main(int argc, char **argv)
 	printf("\n# revokes: %llu refused segments of known flows reset both ways, %llu of them of a "
 	       "run that ended while its pod lives\n",
 	       st.revokes, st.revokes_ended);
+	printf("# IPv6: %llu packets that parsed (%llu allowed), %llu NDP, %llu ICMPv6 errors, %llu "
+	       "revokes\n",
+	       st.ipv6, st.ipv6_allowed, st.ndp, st.icmp6_errors, st.revokes6);
+	printf("# IPv6 reasons:");
+	for (int r = 0; r <= RW_REASON_COUNT; r++)
+		if (st.by_reason6[r])
+			printf(" %s %llu", r < RW_REASON_COUNT ? rw_reason_name(r) : "other",
+			       st.by_reason6[r]);
+	printf("\n");
 	printf("# under an expired lease: %llu packets\n", lease_packets);
+	for (int a = 0; a <= RW_REASON_COUNT; a++)
+		for (int b = 0; b <= RW_REASON_COUNT; b++)
+			if (diff_pairs[a][b])
+				printf("# verdicts differ: model %s, datapath %s: %llu packets\n",
+				       a < RW_REASON_COUNT ? reason_name(a) : "other",
+				       b < RW_REASON_COUNT ? reason_name(b) : "other",
+				       diff_pairs[a][b]);
 	printf("%s 1 - model and datapath agree on every packet (seed %llu): %llu differences\n",
 	       st.diffs ? "not ok" : "ok", seed, st.diffs);
 	ct_fails = no_ct_phase ? 0 : conntrack_full_phase(revision);

@@ -205,4 +205,10 @@ void test_ipv6_binding(void);
 /* ipv6_policy.c */
 void test_ipv6_policy(void);
 
+/* icmp6.c, ndp.c */
+void icmp6_setup(void);
+void icmp6_teardown(void);
+void test_ndp(void);
+void test_icmp6(void);
+
 #endif /* RUNWALL_TEST_DP_SUITE_H */

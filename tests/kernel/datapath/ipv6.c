@@ -32,15 +32,15 @@ static const struct tcase ipv6_not_ready_cases[] = {
 };
 
 static const struct tcase ipv6_cases[] = {
-	/* Well-formed: the walk goes through, and the judgement finds no IPv6 bound to the veth;
-	 * ICMPv6 is refused by type (bpf/icmp6.h) until NDP and errors are judged.
+	/* Well-formed: the walk goes through, and the judgement finds no IPv6 bound to the veth,
+	 * for ICMPv6 too (NDP and errors on a dual-stack pod: ndp.c, icmp6.c).
 	 */
 	{"TCP SYN to a public address", .dir = E, .pkt = {OUT6(TCP, 40001, 443)},
 	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
 	{"UDP to a public resolver", .dir = E, .pkt = {OUT6(UDP, 40002, 53)},
 	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
 	{"ICMPv6 echo request", .dir = E, .pkt = {OUT6(ICMPV6, 0, 0), .icmp6_type = 128},
-	 DROPPED(RW_REASON_ICMPV6_TYPE, NULL)},
+	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
 	{"NDP neighbour solicitation for the gateway", .dev = 0, .dir = E,
 	 .pkt = {.ipv6 = 1,
 		 .src = "fe80::1",
@@ -48,7 +48,7 @@ static const struct tcase ipv6_cases[] = {
 		 .proto = ICMPV6,
 		 .icmp6_type = 135,
 		 .payload = 16},
-	 DROPPED(RW_REASON_ICMPV6_TYPE, NULL)},
+	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
 	{"MLDv2 report behind a hop-by-hop header", .dev = 0, .dir = E,
 	 .pkt = {.ipv6 = 1,
 		 .src = "fe80::1",
@@ -58,7 +58,7 @@ static const struct tcase ipv6_cases[] = {
 		 .n_ext = 1,
 		 .ext = {HBH},
 		 .payload = 20},
-	 DROPPED(RW_REASON_ICMPV6_TYPE, NULL)},
+	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
 	{"TCP behind destination options", .dir = E,
 	 .pkt = {OUT6(TCP, 40003, 443), .n_ext = 1, .ext = {DST}},
 	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
@@ -77,7 +77,7 @@ static const struct tcase ipv6_cases[] = {
 	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
 	{"into the pod: ICMPv6 packet too big", .dir = I,
 	 .pkt = {INTO6(ICMPV6, 0, 0), .icmp6_type = 2, .payload = 48},
-	 DROPPED(RW_REASON_ICMPV6_TYPE, NULL)},
+	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
 	{"on an unbound veth", .dev = 2, .dir = E,
 	 .pkt = {.ipv6 = 1,
 		 .src = POD_A6,

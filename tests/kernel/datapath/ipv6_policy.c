@@ -343,7 +343,7 @@ static const struct tcase egress_cases[] = {
 	 DROPPED(RW_REASON_UNSUPPORTED_PROTOCOL, A)},
 	{"ICMPv6 echo: by type (bpf/icmp6.h)", .dev = 0, .dir = E,
 	 .pkt = {.ipv6 = 1, .src = POD_A6, .dst = PROXY6, .proto = 58, .icmp6_type = 128},
-	 DROPPED(RW_REASON_ICMPV6_TYPE, A)},
+	 DROPPED(RW_REASON_UNSUPPORTED_PROTOCOL, A)},
 };
 
 /* The flow's entry in rwt0's IPv6 table: 0 when found. */
