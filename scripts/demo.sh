@@ -7,8 +7,10 @@
 #
 # As root. The node is the end-to-end test's (tests/netns/lib.sh) with fixed names: namespaces
 # rwdemo-node (the EKS host, where the agent runs), rwdemo-svc (the platform's services and "the
-# internet" behind it), rwdemo-a and rwdemo-b (two sandbox pods wired like the VPC CNI wires
-# them). Pins in /sys/fs/bpf/runwall-demo, the socket /run/runwall-demo.sock, logs and pid files
+# internet" behind it), rwdemo-a and rwdemo-b (two dual-stack sandbox pods wired like the VPC
+# CNI wires them: an IPv4 /32 and an IPv6 /128 each, the IPv6 default route via the host veth's
+# link-local address). The policy is manifests/policy-default.json with the same services,
+# inbound peers and pods in IPv6 beside them (DEMO_IPV6 below). Pins in /sys/fs/bpf/runwall-demo, the socket /run/runwall-demo.sock, logs and pid files
 # in /run/runwall-demo. Nothing outside those namespaces is touched: no interface, address or
 # route of the machine. `up` twice tears the first one down.
 set -Eeuo pipefail
@@ -29,6 +31,19 @@ RW_DETACH=1 # the listeners and the agent outlive this script
 # loopback (a socket, no interface or route) reaches it, so that a browser here can open it.
 DEMO_PORT=${RW_DEMO_PORT:-9100}
 DEMO_NS=(rwdemo-node rwdemo-svc rwdemo-a rwdemo-b)
+# The IPv6 half: the services on ULA addresses (as an IPv6 cluster's), metadata, "the internet".
+DEMO_SVC6=(fdaa:20::10 fdaa:20::11 fdaa:20::12 fdaa:20::13 fdaa:20::30 fdaa:20::53 fd00:ec2::254 64:ff9b::a00:505
+	2a00:1450:4001::93)
+DEMO_A6=2600:1f14:abc:1::3
+DEMO_B6=2600:1f14:abc:1::4
+DEMO_IPV6='.deny += ["2600:1f14:abc:1::/64"] |
+	.services += [{"name": "egress-proxy-6", "ip": "fdaa:20::10", "tcp": [443, 8443, 3128]},
+		{"name": "identity-broker-6", "ip": "fdaa:20::11", "tcp": [3443]},
+		{"name": "app-tier-6", "ip": "fdaa:20::12", "tcp": [3000]},
+		{"name": "drive-gateway-6", "ip": "fdaa:20::13", "tcp": [8080]}] |
+	.inbound += [{"name": "app-tier-6", "cidr": "fdaa:20::12/128", "tcp": [4096, 4098, 4999, 6085]}] |
+	(.runs[] | select(.id == "run-7f3a") | .pods) += ["2600:1f14:abc:1::3"] |
+	(.runs[] | select(.id == "run-9c01") | .pods) += ["2600:1f14:abc:1::4"]'
 
 bold() { printf '\033[1m%s\033[0m\n' "$*"; }
 
@@ -102,7 +117,7 @@ try_curl() {
 }
 
 up() {
-	local build=${1:-build} policy=$ROOT/manifests/policy-default.json cli
+	local build=${1:-build} policy=$STATE/policy.json cli
 	need_root
 	case "$build" in /*) ;; *) build=$ROOT/$build ;; esac
 	RW_RUNWALL=$build/runwall
@@ -128,10 +143,12 @@ up() {
 
 	bold "== a node: rwdemo-node, its services behind it (rwdemo-svc), two sandbox pods"
 	rw_node_up
-	rw_sandbox_add a eniaaaa0001 10.1.2.3
-	rw_sandbox_add b enibbbb0002 10.1.2.4
-	echo "  rwdemo-a  pod 10.1.2.3 on eniaaaa0001 (run-7f3a, egress allowlist)"
-	echo "  rwdemo-b  pod 10.1.2.4 on enibbbb0002 (run-9c01, egress open)"
+	rw_node_dual_stack "${DEMO_SVC6[@]}"
+	rw_sandbox6_add a eniaaaa0001 "$DEMO_A6" 10.1.2.3
+	rw_sandbox6_add b enibbbb0002 "$DEMO_B6" 10.1.2.4
+	echo "  rwdemo-a  pod 10.1.2.3 and $DEMO_A6 on eniaaaa0001 (run-7f3a, egress allowlist)"
+	echo "  rwdemo-b  pod 10.1.2.4 and $DEMO_B6 on enibbbb0002 (run-9c01, egress open)"
+	jq "$DEMO_IPV6" "$ROOT/manifests/policy-default.json" >"$policy"
 
 	bold "== the agent (log: $STATE/agent.log)"
 	rw_agent_start --ifprefix eni,vlan -v --listen "127.0.0.1:$DEMO_PORT" --node rwdemo-node
@@ -158,6 +175,12 @@ up() {
 	try b "sandbox B (open mode) -> the internet 93.184.216.34:443" tcp 93.184.216.34 443 ""
 	try svc "app tier 172.20.0.12 -> sandbox A harness :4096" tcp 10.1.2.3 4096 172.20.0.12
 	try svc "connectors 172.20.0.30 -> sandbox A :4096" tcp 10.1.2.3 4096 172.20.0.30
+	try a "sandbox A -> egress proxy [fdaa:20::10]:443 (IPv6)" tcp fdaa:20::10 443 ""
+	try a "sandbox A -> instance metadata [fd00:ec2::254]:80 (IPv6)" tcp fd00:ec2::254 80 ""
+	try a "sandbox A -> NAT64 of a private host [64:ff9b::a00:505]:443" tcp 64:ff9b::a00:505 443 ""
+	try a "sandbox A -> the internet [2a00:1450:4001::93]:443 (IPv6)" tcp 2a00:1450:4001::93 443 ""
+	try b "sandbox B (open mode) -> the internet [2a00:1450:4001::93]:443 (IPv6)" tcp 2a00:1450:4001::93 443 ""
+	try svc "app tier fdaa:20::12 -> sandbox A harness [$DEMO_A6]:4096" tcp "$DEMO_A6" 4096 fdaa:20::12
 	kill "$drops_pid" 2>/dev/null || true
 	wait "$drops_pid" 2>/dev/null || true
 	trap - ERR
@@ -182,14 +205,17 @@ EOF
     ip netns exec rwdemo-a $RW_PY $RW_PROBE tcp 93.184.216.34 443
     ip netns exec rwdemo-b $RW_PY $RW_PROBE tcp 93.184.216.34 8443
     ip netns exec rwdemo-svc $RW_PY $RW_PROBE tcp 10.1.2.3 4098 --src 172.20.0.20
+    ip netns exec rwdemo-a $RW_PY $RW_PROBE tcp fdaa:20::11 3443      # IPv6
+    ip netns exec rwdemo-a ip -6 neigh                                # the gateway, by NDP
     $cli explain --pod 10.1.2.3 93.184.216.34 443 tcp
     $cli map list
-  Change the policy: edit a copy of manifests/policy-default.json, raise "revision", then
+  Change the policy: edit a copy of $policy (the default policy, dual-stack), raise
+  "revision", then
     $cli apply my-policy.json
   What the kernel has attached (in the node's network namespace; nsenter, not
   \`ip netns exec\`, which remounts /sys and hides /sys/fs/bpf):
     nsenter --net=/run/netns/rwdemo-node $RW_PY $RW_PROBE hooks --dev eniaaaa0001
-    ip -n rwdemo-node route
+    ip -n rwdemo-node route; ip -n rwdemo-node -6 route
   The agent's log: $STATE/agent.log
   Remove everything: make demo-clean (scripts/demo.sh down)
 EOF

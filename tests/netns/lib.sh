@@ -397,3 +397,95 @@ rw_node_down() {
 	[ -n "${RW_SOCK:-}" ] && rm -f "$RW_SOCK"
 	return 0
 }
+
+# ---- the dual-stack node (test_ipv6.sh) ---------------------------------------------------------
+
+# rw_ns_add6 NS: a namespace with IPv6 on, as an IPv6 node's are, but quiet: no duplicate
+# address detection (an address is usable at once, no tentative wait), no router solicitations
+# or advertisements (routes are static, as the VPC CNI's). Neighbour discovery works as ever.
+rw_ns_add6() {
+	ip netns add "$1"
+	RW_NAMESPACES+=("$1")
+	rw_in "$1" sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0 \
+		net.ipv6.conf.all.dad_transmits=0 net.ipv6.conf.default.dad_transmits=0 \
+		net.ipv6.conf.all.accept_ra=0 net.ipv6.conf.default.accept_ra=0 \
+		net.ipv6.conf.all.router_solicitations=0 net.ipv6.conf.default.router_solicitations=0
+	ip -n "$1" link set lo up
+}
+
+# rw_link_local NS IFNAME: the interface's own fe80:: address (the kernel's, from its MAC).
+rw_link_local() {
+	ip -n "$1" -6 -o addr show dev "$2" scope link | awk '{print $4; exit}' | cut -d/ -f1
+}
+
+# rw_sandbox6_add NAME IFNAME POD_IP6 POD_IP4: a dual-stack sandbox pod wired as the VPC CNI
+# wires one on an IPv6 node. The host side of the veth keeps only its link-local address, the
+# pod's gateway: the pod has its /128 and a default route via that link-local, found by NDP
+# (not a static entry: NDP is what is tested); for IPv4, its /32 and the link-local gateway
+# 169.254.1.1 (a permanent entry, as lib.sh's pods). The node routes the /128 and the /32 to
+# the veth. Sets RW_SB_GW6[NAME] to the gateway's address.
+declare -gA RW_SB_GW6=() RW_SB_IP6=()
+rw_sandbox6_add() {
+	local name=$1 ifname=$2 ip6=$3 ip4=$4 ns=${RW_PREFIX}$1 mac gw p args=()
+
+	[ -e "/run/netns/$ns" ] || rw_ns_add6 "$ns"
+	RW_SB_NS[$name]=$ns
+	RW_SB_IF[$name]=$ifname
+	RW_SB_IP[$name]=$ip4
+	RW_SB_IP6[$name]=$ip6
+	ip -n "$RW_NODE" link add "$ifname" type veth peer name eth0 netns "$ns"
+	rw_neigh_scale "$ifname"
+	if [ "$RW_WAIT_SCALE" != 1 ]; then # rw_neigh_scale's reasons, for NDP
+		rw_in "$RW_NODE" sysctl -qw \
+			"net.ipv6.neigh.$ifname.base_reachable_time_ms=$(awk -v k="$RW_WAIT_SCALE" 'BEGIN {printf "%d", 30000 * k}')" \
+			"net.ipv6.neigh.$ifname.delay_first_probe_time=$(awk -v k="$RW_WAIT_SCALE" 'BEGIN {printf "%d", 5 * k + 0.5}')"
+	fi
+	ip -n "$RW_NODE" link set "$ifname" up
+	mac=$(ip -n "$RW_NODE" -o link show "$ifname" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
+	ip -n "$ns" addr add "$ip4/32" dev eth0
+	ip -n "$ns" -6 addr add "$ip6/128" dev eth0 nodad
+	ip -n "$ns" link set eth0 up
+	# The kernel gives the host side its link-local address once the veth has carrier.
+	rw_wait 2 test -n "$(rw_link_local "$RW_NODE" "$ifname")" || true
+	gw=$(rw_link_local "$RW_NODE" "$ifname")
+	[ -n "$gw" ] || { echo "lib.sh: $ifname has no link-local address" >&2; return 1; }
+	RW_SB_GW6[$name]=$gw
+	ip -n "$ns" neigh replace 169.254.1.1 dev eth0 lladdr "$mac" nud permanent
+	ip -n "$ns" route add 169.254.1.1 dev eth0 scope link
+	ip -n "$ns" route add default via 169.254.1.1 dev eth0 onlink
+	ip -n "$ns" -6 route add default via "$gw" dev eth0
+	ip -n "$RW_NODE" route add "$ip4/32" dev "$ifname" scope link
+	ip -n "$RW_NODE" -6 route add "$ip6/128" dev "$ifname"
+	for p in "${RW_SANDBOX_TCP_PORTS[@]}"; do
+		args+=(--tcp "0.0.0.0:$p" --tcp "[::]:$p")
+	done
+	rw_start_listener "$ns" "sandbox-$name" "${args[@]}"
+}
+
+# rw_node_dual_stack ADDR6...: the node of rw_node_up made dual-stack (the demo's): IPv6 on in
+# the node and the services namespaces (quiet, as rw_ns_add6's), the node forwarding it, an
+# uplink 2600:1f14:abc:ff::1/64 <-> ::2/64 with default routes both ways, each ADDR6 on the
+# services' lo, and a listener on [::] for RW_SVC_TCP_PORTS. Pods: rw_sandbox6_add.
+RW_NODE_LINK6=2600:1f14:abc:ff::1
+RW_SVC_LINK6=2600:1f14:abc:ff::2
+rw_node_dual_stack() {
+	local ns a p args=()
+	for ns in "$RW_NODE" "$RW_SVC"; do
+		rw_in "$ns" sysctl -qw net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0 \
+			net.ipv6.conf.all.accept_ra=0 net.ipv6.conf.default.accept_ra=0 \
+			net.ipv6.conf.all.router_solicitations=0 net.ipv6.conf.default.router_solicitations=0
+		rw_in "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.default.disable_ipv6=0
+	done
+	rw_in "$RW_NODE" sysctl -qw net.ipv6.conf.all.forwarding=1
+	ip -n "$RW_NODE" -6 addr add "$RW_NODE_LINK6/64" dev svc0 nodad
+	ip -n "$RW_SVC" -6 addr add "$RW_SVC_LINK6/64" dev eth0 nodad
+	ip -n "$RW_NODE" -6 route add default via "$RW_SVC_LINK6"
+	ip -n "$RW_SVC" -6 route add default via "$RW_NODE_LINK6"
+	for a in "$@"; do
+		ip -n "$RW_SVC" -6 addr add "$a/128" dev lo nodad
+	done
+	for p in "${RW_SVC_TCP_PORTS[@]}"; do
+		args+=(--tcp "[::]:$p")
+	done
+	rw_start_listener "$RW_SVC" services6 "${args[@]}"
+}

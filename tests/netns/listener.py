@@ -9,7 +9,7 @@ complete can only be runwall's doing.
 
     listener.py [--ready FILE] [--tcp ADDR:PORT ...] [--udp ADDR:PORT ...]
 
-ADDR may be 0.0.0.0. FILE is written once every socket is bound, so the caller knows the
+ADDR may be 0.0.0.0, or an IPv6 address in brackets ([::], [fd00::1]). FILE is written once every socket is bound, so the caller knows the
 servers are up. Standard library only.
 """
 import argparse
@@ -22,9 +22,28 @@ import sys
 
 def addr_port(text):
     addr, _, port = text.rpartition(":")
+    if addr.startswith("[") and addr.endswith("]"):
+        addr = addr[1:-1]
     if not addr or not port.isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r} is not ADDR:PORT")
+        raise argparse.ArgumentTypeError(f"{text!r} is not ADDR:PORT or [ADDR6]:PORT")
     return addr, int(port)
+
+
+def bound_socket(addr, port, kind):
+    """A socket bound to ADDR:PORT, IPv6 when ADDR is; an IPv6 one serves IPv6 only, so that
+    a wildcard [::] listener and a 0.0.0.0 one share a port."""
+    fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
+    sock = socket.socket(fam, kind)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # IP_FREEBIND (IPV6_FREEBIND): addresses are configured before we start, but a listener
+    # must never be the reason a test fails, so do not depend on ordering.
+    if fam == socket.AF_INET6:
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.setsockopt(socket.IPPROTO_IPV6, 78, 1)
+    else:
+        sock.setsockopt(socket.IPPROTO_IP, 15, 1)
+    sock.bind((addr, port))
+    return sock
 
 
 async def serve_tcp(addr, port):
@@ -48,12 +67,7 @@ async def serve_tcp(addr, port):
             except OSError:
                 pass
 
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    # IP_FREEBIND: addresses are configured before we start, but a listener must never be the
-    # reason a test fails, so do not depend on ordering.
-    sock.setsockopt(socket.IPPROTO_IP, 15, 1)
-    sock.bind((addr, port))
+    sock = bound_socket(addr, port, socket.SOCK_STREAM)
     sock.listen(512)
     sock.setblocking(False)
     return await asyncio.start_server(handle, sock=sock)
@@ -71,10 +85,7 @@ class Echo(asyncio.DatagramProtocol):
 
 
 async def serve_udp(addr, port):
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.IPPROTO_IP, 15, 1)
-    sock.bind((addr, port))
+    sock = bound_socket(addr, port, socket.SOCK_DGRAM)
     loop = asyncio.get_running_loop()
     transport, _ = await loop.create_datagram_endpoint(Echo, sock=sock)
     return transport

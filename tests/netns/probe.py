@@ -48,6 +48,10 @@ the `ts_ns` of runwall's events: probe times and event times compare directly.
   probe.py timed --out F -- CMD ARGS...               run CMD, record when it returned
   probe.py now                                        CLOCK_MONOTONIC now
 
+A DST with a colon is IPv6 (tcp, udp, batch, errno; fe80::…%eth0 for a link-local one): the
+socket is AF_INET6. The raw-packet commands and the sniffer are IPv4 only (ipv6.py has the
+IPv6 frames).
+
 Results: "ok" = connected, got the listener's greeting and the echo of a line (so data flowed
 both ways); "refused" = a RST or an ICMP error came back (runwall's answer to a refusal of the
 sandbox's own packet, or a closed port); "timeout" = nothing came back (a silent drop: before
@@ -77,6 +81,15 @@ import time
 now = time.monotonic_ns
 
 
+def family(addr):
+    """AF_INET6 for an IPv6 address (any with a colon, a %zone allowed), else AF_INET."""
+    return socket.AF_INET6 if ":" in addr else socket.AF_INET
+
+
+def wildcard(addr):
+    return "::" if family(addr) == socket.AF_INET6 else "0.0.0.0"
+
+
 def emit(obj, out=sys.stdout):
     out.write(json.dumps(obj, separators=(",", ":")) + "\n")
     out.flush()
@@ -86,9 +99,9 @@ def emit(obj, out=sys.stdout):
 
 async def attempt_tcp(dst, port, src=None, timeout=0.5, exchange_timeout=1.0):
     loop = asyncio.get_running_loop()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(family(dst), socket.SOCK_STREAM)
     sock.setblocking(False)
-    sock.bind((src or "0.0.0.0", 0))
+    sock.bind((src or wildcard(dst), 0))
     res = {"proto": "tcp", "src": src or "", "sport": sock.getsockname()[1], "dst": dst,
            "dport": port, "t0": now()}
     try:
@@ -137,9 +150,9 @@ async def attempt_tcp(dst, port, src=None, timeout=0.5, exchange_timeout=1.0):
 
 async def attempt_udp(dst, port, src=None, timeout=0.5):
     loop = asyncio.get_running_loop()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock = socket.socket(family(dst), socket.SOCK_DGRAM)
     sock.setblocking(False)
-    sock.bind((src or "0.0.0.0", 0))
+    sock.bind((src or wildcard(dst), 0))
     res = {"proto": "udp", "src": src or "", "sport": sock.getsockname()[1], "dst": dst,
            "dport": port, "t0": now()}
     try:
@@ -468,7 +481,7 @@ def cmd_raw_tcp(args):
 
 def cmd_errno(args):
     kind = socket.SOCK_STREAM if args.proto == "tcp" else socket.SOCK_DGRAM
-    s = socket.socket(socket.AF_INET, kind)
+    s = socket.socket(family(args.dst), kind)
     s.settimeout(args.timeout)
     t0 = now()
     res = {"proto": args.proto, "dst": args.dst, "dport": args.port}

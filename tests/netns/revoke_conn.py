@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 """revoke_conn.py: long-lived TCP connections for the revoke suite, and the server they talk to.
 
-    revoke_conn.py server --port PORT --ready FILE --duration S
+    revoke_conn.py server --port PORT --ready FILE --duration S [--dual]
     revoke_conn.py client --dst ADDR --port PORT --mode MODE --duration S
 
 The client connects, names its MODE in a first line, prints {"connected": ...} and then:
@@ -13,7 +13,8 @@ The client connects, names its MODE in a first line, prints {"connected": ...} a
 
 Either end prints one JSON line when its socket fails: {"mode", "errno", "t_ns"} (t_ns: the
 monotonic clock, which every namespace shares), or {"errno": "timeout"} after S seconds. The
-server prints one line per connection it loses. Standard library only.
+server prints one line per connection it loses. With --dual it listens on [::] for both
+families, and names an IPv4 peer as IPv4 ("10.1.2.3:41000"), an IPv6 one as "ADDR6:PORT". Standard library only.
 """
 import argparse
 import errno as E
@@ -58,9 +59,11 @@ def run_conn(sock, mode, duration, who):
 
 
 def serve(args):
-    ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    ls = socket.socket(socket.AF_INET6 if args.dual else socket.AF_INET, socket.SOCK_STREAM)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    ls.bind(("0.0.0.0", args.port))
+    if args.dual:
+        ls.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    ls.bind(("::" if args.dual else "0.0.0.0", args.port))
     ls.listen(16)
     with open(args.ready, "w") as f:
         f.write("ready\n")
@@ -70,7 +73,8 @@ def serve(args):
         f = s.makefile("rb")
         mode = f.readline().decode().strip()
         rep = run_conn(s, mode, args.duration, "server")
-        rep["peer"] = f"{peer[0]}:{peer[1]}"
+        host = peer[0][7:] if peer[0].startswith("::ffff:") else peer[0]
+        rep["peer"] = f"{host}:{peer[1]}"
         with lock:
             say(**rep)
         s.close()
@@ -101,6 +105,7 @@ def main():
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--ready", required=True)
     p.add_argument("--duration", type=float, required=True)
+    p.add_argument("--dual", action="store_true", help="listen on [::] for IPv4 and IPv6")
     p = sub.add_parser("client")
     p.add_argument("--dst", required=True)
     p.add_argument("--port", type=int, required=True)
