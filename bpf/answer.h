@@ -31,6 +31,7 @@
 #include "runwall.h"
 #include "bpf_net.h"
 #include "parse.h"
+#include "maps.h"
 
 /* The frames are built on the stack behind two bytes of padding so that the IP header (and the
  * words bpf_csum_diff() sums) are 4-byte aligned: the verifier refuses misaligned stack access.
@@ -261,6 +262,7 @@ struct rw_rst6_frame {
 	struct ipv6hdr ip6;
 	struct tcphdr tcp;
 };
+_Static_assert(sizeof(struct rw_rst6_frame) <= RW_SCRATCH_BYTES, "rw_rst6_frame in rw_scratch");
 #define RW_IP6_HLEN    40
 #define RW_RST6_LEN    (ETH_HLEN_ + RW_IP6_HLEN + 20)
 #define RW_L4_OFF6_MAX (ETH_HLEN_ + RW_IP6_HLEN + RW_IPV6_EXT_BYTES)
@@ -283,16 +285,36 @@ struct rw_icmp6_head {
 	struct rw_icmp_unreach icmp;
 };
 
-/* The frames of the IPv6 builders are the only stack they have, and small: each builder is a
- * subprogram whose stack adds to the calling program's, and the verifier bounds the two together
- * at 512 bytes (check_max_stack_depth(), each frame rounded up to 32 bytes on 6.1), while the
- * IPv6 programs' own frames are near 400 bytes. So the headers' sums are taken here, 16-bit word
- * by word in registers, not by bpf_csum_diff() over buffers of their own, and addresses and
- * ports are swapped in registers. A sum of the words as loaded (the host's byte order) is the
- * one's complement sum of RFC 1071 in that order, which is what a checksum field holds once
- * stored the same way (RFC 1071 2 (B)); it is also a partial sum as bpf_csum_diff() and
- * bpf_l4_csum_replace() take them.
+/* rw_answer_icmp6()'s frame: the quote's chunks are summed in the bytes its headers are built in
+ * after them.
  */
+union rw_icmp6_frame {
+	struct rw_icmp6_head f;
+	__u8 chunk[RW_ICMP6_QUOTE_CHUNK];
+};
+_Static_assert(sizeof(union rw_icmp6_frame) <= RW_SCRATCH_BYTES, "rw_icmp6_frame in rw_scratch");
+
+/* The IPv6 builders are subprograms whose stack adds to the calling program's, and the verifier
+ * bounds the two together at 512 bytes (check_max_stack_depth(), each frame rounded up to 32
+ * bytes on 6.1), while the IPv6 programs' own frames are near 400 bytes: so the builders' frames
+ * are the CPU's rw_scratch entry (maps.h), and what is left on their stack is kept small. The
+ * headers' sums are taken 16-bit word by word in registers, not by bpf_csum_diff() over buffers
+ * of their own, and addresses and ports are swapped in registers. A sum of the words as loaded
+ * (the host's byte order) is the one's complement sum of RFC 1071 in that order, which is what a
+ * checksum field holds once stored the same way (RFC 1071 2 (B)); it is also a partial sum as
+ * bpf_csum_diff() and bpf_l4_csum_replace() take them.
+ */
+/* The CPU's rw_scratch entry (maps.h), zeroed to `len` bytes: a builder's frame. */
+static __always_inline void *rw_scratch_frame(const int len)
+{
+	__u32 zero = 0;
+	void *f = bpf_map_lookup_elem(&rw_scratch, &zero);
+
+	if (f)
+		__builtin_memset(f, 0, len);
+	return f;
+}
+
 static __always_inline __u32 rw_sum16(const void *p, const int len, __u32 sum)
 {
 	const __u16 *w = p;
@@ -404,32 +426,32 @@ static __always_inline int rw_ip6_cut_to_reset(struct __sk_buff *skb, __u32 l4_o
  */
 __noinline int rw_answer6_rst(struct __sk_buff *skb, __u32 l4_off)
 {
-	struct rw_rst6_frame f = {};
+	struct rw_rst6_frame *f = rw_scratch_frame(sizeof(*f));
 	__u32 seg_len, seq, ack;
 	__be16 payload_len;
 	__u8 flags;
 
-	if (rw_rst6_load(skb, l4_off, &f) ||
+	if (!f || rw_rst6_load(skb, l4_off, f) ||
 	    bpf_skb_load_bytes(skb, ETH_HLEN_ + 4, &payload_len, sizeof(payload_len)))
 		return -1;
-	flags = ((__u8 *)&f.tcp)[13];
-	seg_len = bpf_ntohs(payload_len) - (l4_off - ETH_HLEN_ - RW_IP6_HLEN) - f.tcp.doff * 4;
+	flags = ((__u8 *)&f->tcp)[13];
+	seg_len = bpf_ntohs(payload_len) - (l4_off - ETH_HLEN_ - RW_IP6_HLEN) - f->tcp.doff * 4;
 	seg_len += !!(flags & TCP_FLAG_SYN_) + !!(flags & TCP_FLAG_FIN_);
-	seq = f.tcp.seq;
-	ack = f.tcp.ack_seq;
+	seq = f->tcp.seq;
+	ack = f->tcp.ack_seq;
 
-	rw_rst6_turn(&f);
+	rw_rst6_turn(f);
 	if (flags & TCP_FLAG_ACK_)
-		rw_rst6_finish(&f, ack, 0, TCP_FLAG_RST_);
+		rw_rst6_finish(f, ack, 0, TCP_FLAG_RST_);
 	else
-		rw_rst6_finish(&f, 0, bpf_htonl(bpf_ntohl(seq) + seg_len),
+		rw_rst6_finish(f, 0, bpf_htonl(bpf_ntohl(seq) + seg_len),
 			       TCP_FLAG_RST_ | TCP_FLAG_ACK_);
-	f.tcp.check = rw_csum_fold(rw_ip6_pseudo_sum(&f.ip6, 20, IPPROTO_TCP) +
-				   rw_sum16(&f.tcp, sizeof(f.tcp), 0));
+	f->tcp.check = rw_csum_fold(rw_ip6_pseudo_sum(&f->ip6, 20, IPPROTO_TCP) +
+				    rw_sum16(&f->tcp, sizeof(f->tcp), 0));
 
 	if (rw_ip6_cut_to_reset(skb, l4_off))
 		return -1;
-	return bpf_skb_store_bytes(skb, 0, &f.eth, RW_RST6_LEN, BPF_F_RECOMPUTE_CSUM);
+	return bpf_skb_store_bytes(skb, 0, &f->eth, RW_RST6_LEN, BPF_F_RECOMPUTE_CSUM);
 }
 
 /* Rewrites the refused packet into an ICMPv6 destination unreachable, code 1, from the refused
@@ -443,13 +465,12 @@ __noinline int rw_answer6_rst(struct __sk_buff *skb, __u32 l4_off)
  */
 __noinline int rw_answer_icmp6(struct __sk_buff *skb)
 {
-	union {
-		struct rw_icmp6_head f;
-		__u8 chunk[RW_ICMP6_QUOTE_CHUNK];
-	} u;
+	union rw_icmp6_frame *u = rw_scratch_frame(0);
 	__be16 payload_len;
 	__u32 quote, sum = 0;
 
+	if (!u)
+		return -1;
 	if (bpf_skb_load_bytes(skb, ETH_HLEN_ + 4, &payload_len, sizeof(payload_len)))
 		return -1;
 	quote = RW_IP6_HLEN + bpf_ntohs(payload_len);
@@ -472,35 +493,35 @@ __noinline int rw_answer_icmp6(struct __sk_buff *skb)
 			 */
 			asm volatile("" : "+r"(n));
 			n = ((n - 1) & (RW_ICMP6_QUOTE_CHUNK - 1)) + 1;
-			__builtin_memset(u.chunk, 0, sizeof(u.chunk));
-			if (bpf_skb_load_bytes(skb, ETH_HLEN_ + off, u.chunk, n))
+			__builtin_memset(u->chunk, 0, sizeof(u->chunk));
+			if (bpf_skb_load_bytes(skb, ETH_HLEN_ + off, u->chunk, n))
 				return -1;
 			sum += rw_csum_fold16(
-				bpf_csum_diff(NULL, 0, (__be32 *)u.chunk, sizeof(u.chunk), 0));
+				bpf_csum_diff(NULL, 0, (__be32 *)u->chunk, sizeof(u->chunk), 0));
 		}
 	}
 
-	__builtin_memset(&u.f, 0, sizeof(u.f));
-	if (bpf_skb_load_bytes(skb, 0, u.f.eth.h_source, ETH_ALEN) ||
-	    bpf_skb_load_bytes(skb, ETH_ALEN, u.f.eth.h_dest, ETH_ALEN) ||
-	    bpf_skb_load_bytes(skb, ETH_HLEN_ + 8, &u.f.ip6.daddr, 16) ||
-	    bpf_skb_load_bytes(skb, ETH_HLEN_ + 24, &u.f.ip6.saddr, 16))
+	__builtin_memset(&u->f, 0, sizeof(u->f));
+	if (bpf_skb_load_bytes(skb, 0, u->f.eth.h_source, ETH_ALEN) ||
+	    bpf_skb_load_bytes(skb, ETH_ALEN, u->f.eth.h_dest, ETH_ALEN) ||
+	    bpf_skb_load_bytes(skb, ETH_HLEN_ + 8, &u->f.ip6.daddr, 16) ||
+	    bpf_skb_load_bytes(skb, ETH_HLEN_ + 24, &u->f.ip6.saddr, 16))
 		return -1;
-	u.f.eth.h_proto = bpf_htons(ETH_P_IPV6_);
-	u.f.ip6.version = 6;
-	u.f.ip6.payload_len = bpf_htons(8 + quote);
-	u.f.ip6.nexthdr = RW_NH_ICMPV6;
-	u.f.ip6.hop_limit = 64;
-	u.f.icmp.type = ICMPV6_DEST_UNREACH;
-	u.f.icmp.code = ICMPV6_ADM_PROHIBITED;
-	sum += rw_sum16(&u.f.icmp, sizeof(u.f.icmp), 0);
-	sum += rw_ip6_pseudo_sum(&u.f.ip6, 8 + quote, RW_NH_ICMPV6);
-	u.f.icmp.check = rw_csum_fold(sum);
+	u->f.eth.h_proto = bpf_htons(ETH_P_IPV6_);
+	u->f.ip6.version = 6;
+	u->f.ip6.payload_len = bpf_htons(8 + quote);
+	u->f.ip6.nexthdr = RW_NH_ICMPV6;
+	u->f.ip6.hop_limit = 64;
+	u->f.icmp.type = ICMPV6_DEST_UNREACH;
+	u->f.icmp.code = ICMPV6_ADM_PROHIBITED;
+	sum += rw_sum16(&u->f.icmp, sizeof(u->f.icmp), 0);
+	sum += rw_ip6_pseudo_sum(&u->f.ip6, 8 + quote, RW_NH_ICMPV6);
+	u->f.icmp.check = rw_csum_fold(sum);
 
 	if (bpf_skb_change_tail(skb, ETH_HLEN_ + quote, 0) ||
 	    bpf_skb_adjust_room(skb, RW_ICMP6_ROOM, BPF_ADJ_ROOM_MAC, 0))
 		return -1;
-	return bpf_skb_store_bytes(skb, 0, &u.f.eth, ETH_HLEN_ + RW_ICMP6_ROOM,
+	return bpf_skb_store_bytes(skb, 0, &u->f.eth, ETH_HLEN_ + RW_ICMP6_ROOM,
 				   BPF_F_RECOMPUTE_CSUM);
 }
 

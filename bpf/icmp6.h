@@ -5,8 +5,8 @@
  *   NDP (133-136): between the pod and the node on the pod's own veth only, hop limit 255;
  *     what a pod can lie about is the target, so each target must be its own or the gateway's;
  *   echo (128, 129): unsupported-protocol, as ICMP is for IPv4;
- *   errors (1-4): only about a flow of the veth's IPv6 table, and out of the pod only to that
- *     flow's peer;
+ *   errors (1-4): only about a flow of the veth's IPv6 table whose verdict is current, and out
+ *     of the pod only to that flow's peer;
  *   anything else (MLD, router advertisements and redirects from a pod, node information, ...):
  *     icmpv6-type.
  *
@@ -23,7 +23,6 @@
 
 #include <linux/types.h>
 #include <linux/bpf.h>
-#include <linux/ipv6.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 

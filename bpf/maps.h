@@ -297,6 +297,20 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } rw_progs6 SEC(".maps");
 
+/* Memory for the IPv6 answer and revoke builders' frames (answer.h, revoke.h), one per CPU. The
+ * verifier bounds the stack of a program and the subprograms it calls together at 512 bytes
+ * (check_max_stack_depth(); 6.1 rounds each frame up to 32 bytes), and the IPv6 programs' own
+ * frames are near 400: a builder's frame here adds nothing to it. A TC program runs to its end on
+ * its CPU (softirq, or migration disabled), so no two builders share an entry at once.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, RW_SCRATCH_BYTES);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rw_scratch SEC(".maps");
+
 /* Every map of RW_MAPS (runwall.h), the list user space opens and pins by name, is defined
  * above: a missing one does not compile. That no map here is missing from the list is checked
  * against the built object (tests/unit/test_cli.c, test_map_list_is_the_object).

@@ -13,8 +13,10 @@
 #include "maps.h"
 
 /* The inner maps of the live slot, looked up once per packet. */
+/* Every byte here is on the programs' stack, which the verifier bounds (512 bytes for the
+ * deepest chain of frames, the answer builders' included): the revision is the context's.
+ */
 struct rw_view {
-	__u64 revision;
 	__u8 lease_expired; /* the lease-expired policy: services and inbound only */
 	void *pods;
 	void *allow_exact;
@@ -69,7 +71,6 @@ static __always_inline int rw_view_load(struct rw_view *v, __u64 state)
 {
 	__u32 slot = RW_STATE_SLOT(state);
 
-	v->revision = RW_STATE_REVISION(state);
 	v->pods = bpf_map_lookup_elem(&rw_pods, &slot);
 	v->allow_exact = bpf_map_lookup_elem(&rw_allow_exact, &slot);
 	v->allow_cidr = bpf_map_lookup_elem(&rw_allow_cidr, &slot);

@@ -176,24 +176,24 @@ static __always_inline int rw_revoke6_write(struct __sk_buff *skb, struct rw_rst
  */
 __noinline int rw_revoke6_build(struct __sk_buff *skb, __u32 from_pod, __u32 l4_off)
 {
-	struct rw_rst6_frame f = {};
+	struct rw_rst6_frame *f = rw_scratch_frame(sizeof(*f));
 	__be32 first, second;
 	__u32 mark;
 
-	if (rw_rst6_load(skb, l4_off, &f))
+	if (!f || rw_rst6_load(skb, l4_off, f))
 		return -1;
-	first = from_pod ? f.tcp.seq : f.tcp.ack_seq;
-	second = from_pod ? f.tcp.ack_seq : f.tcp.seq;
+	first = from_pod ? f->tcp.seq : f->tcp.ack_seq;
+	second = from_pod ? f->tcp.ack_seq : f->tcp.seq;
 	if (!from_pod)
-		rw_rst6_turn(&f);
-	if (rw_ip6_cut_to_reset(skb, l4_off) || rw_revoke6_write(skb, &f, first))
+		rw_rst6_turn(f);
+	if (rw_ip6_cut_to_reset(skb, l4_off) || rw_revoke6_write(skb, f, first))
 		return -1;
 	mark = skb->mark;
 	skb->mark = RW_MARK_REVOKE;
 	bpf_clone_redirect(skb, skb->ifindex, BPF_F_INGRESS);
 	skb->mark = mark;
-	rw_rst6_turn(&f);
-	return rw_revoke6_write(skb, &f, second);
+	rw_rst6_turn(f);
+	return rw_revoke6_write(skb, f, second);
 }
 
 /* rw_egress's first test: a remote's reset made above, back on the host veth's ingress. Its

@@ -37,7 +37,8 @@
 	X(EVENT_BUDGET, rw_event_budget, "budget") \
 	X(EVENTS, rw_events, "events")             \
 	X(RUN_REVS, rw_run_revs, "revs")           \
-	X(PROGS6, rw_progs6, "progs")
+	X(PROGS6, rw_progs6, "progs")              \
+	X(SCRATCH, rw_scratch, "scratch")
 
 /* Sizes; each can be overridden at build time (-DRW_MAX_PODS=...). */
 #ifndef RW_MAX_ENDPOINTS
@@ -70,6 +71,8 @@
 #ifndef RW_CT_NODE
 #define RW_CT_NODE 1048576 /* flows of all sandboxes of the node together */
 #endif
+/* The IPv6 answer builders' frame (bpf/answer.h): per CPU, off the stack. */
+#define RW_SCRATCH_BYTES 128
 #ifndef RW_RINGBUF_BYTES
 #define RW_RINGBUF_BYTES (1 << 22)
 #endif

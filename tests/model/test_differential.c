@@ -1013,6 +1013,17 @@ static void judge(int veth, int dir, const __u8 *buf, size_t len)
 		       last_event.verdict ? "allow" : "drop", reason_name(last_event.reason),
 		       rw_path_name(last_event.path), rw_answer_name(last_event.answer),
 		       last_event.rule_id, last_event.ifindex);
+	/* An IPv6 event carries the frame's IPv6 addresses, its family the ethertype. */
+	if (n_events == want_events && n_events && p.is_ipv6 && p.reason == RW_REASON_ALLOWED &&
+	    (last_event.ethertype != htons(0x86dd) || memcmp(last_event.saddr6, p.saddr6, 16) ||
+	     memcmp(last_event.daddr6, p.daddr6, 16)))
+		report("event addresses", veth, dir, buf, len, ct, &m,
+		       "event: ethertype %#x, the frame's IPv6 addresses %s",
+		       ntohs(last_event.ethertype),
+		       memcmp(last_event.saddr6, p.saddr6, 16) ||
+				       memcmp(last_event.daddr6, p.daddr6, 16)
+			       ? "not carried"
+			       : "carried");
 	if (m.answer && n1.answers[m.answer] - n0.answers[m.answer] != 1)
 		report("answer counter", veth, dir, buf, len, ct, &m,
 		       "production: answers[%s] grew by %llu", rw_answer_name(m.answer),
@@ -1914,7 +1925,10 @@ static void setup(void)
 	}
 	snprintf(pin_dir, sizeof(pin_dir), "/sys/fs/bpf/rw-proof-diff-%d", getpid());
 	if (rw_datapath_load(&dp, pin_dir, 0, err, sizeof(err))) {
+		/* The maps may be pinned already: a program the verifier refused leaves none. */
 		printf("Bail out! loading the programs pinned at %s: %s\n", pin_dir, err);
+		rw_datapath_unpin(pin_dir);
+		rmdir(pin_dir);
 		exit(1);
 	}
 	if (rw_datapath_load(&dry, pin_dir, RW_DP_DRY_RUN, err, sizeof(err))) {

@@ -207,6 +207,12 @@ static void test_not_pod_addresses(void **state)
 		{"{\"address\":\"::ffff:10.1.2.3/128\"}",
 		 "prevResult.ips[0].address: \"::ffff:10.1.2.3/128\" is not a pod address: not a "
 		 "global unicast (2000::/3) or unique local (fc00::/7) address"},
+		{"{\"address\":\"2002:a00:506::1/128\"}",
+		 "prevResult.ips[0].address: \"2002:a00:506::1/128\" is not a pod address: an "
+		 "address of an IPv4-embedding form (6to4, 2002::/16)"},
+		{"{\"address\":\"2001:0:4136:e378:8000:63bf:3fff:fdd2/128\"}",
+		 "prevResult.ips[0].address: \"2001:0:4136:e378:8000:63bf:3fff:fdd2/128\" is not a "
+		 "pod address: an address of an IPv4-embedding form (Teredo, 2001::/32)"},
 		{"{\"address\":\"2600:1f14:abc::/64\"}",
 		 "prevResult.ips[0].address: \"2600:1f14:abc::/64\" is not a pod address: the "
 		 "subnet-router anycast address of 2600:1f14:abc::/64"},

@@ -1812,19 +1812,19 @@ static void test_ipv6_pod_addresses(void **state)
 	static const struct refusal cases[] = {
 		{RUN_PODS("\"::\""),
 		 "policy.json:1:47: runs[0].pods[0]: \"::\" is not a pod address: the unspecified "
-		 "address"},
+		 "address (::)"},
 		{RUN_PODS("\"::1\""),
-		 "policy.json:1:47: runs[0].pods[0]: \"::1\" is not a pod address: a loopback "
-		 "address"},
+		 "policy.json:1:47: runs[0].pods[0]: \"::1\" is not a pod address: the loopback "
+		 "address (::1)"},
 		{RUN_PODS("\"10.1.2.3\", \"fe80::1\""),
 		 "policy.json:1:59: runs[0].pods[1]: \"fe80::1\" is not a pod address: a link-local "
-		 "address"},
+		 "address (fe80::/10)"},
 		{RUN_PODS("\"febf:ffff::1\""),
 		 "policy.json:1:47: runs[0].pods[0]: \"febf:ffff::1\" is not a pod address: a "
-		 "link-local address"},
+		 "link-local address (fe80::/10)"},
 		{RUN_PODS("\"ff02::1:ff00:7\""),
 		 "policy.json:1:47: runs[0].pods[0]: \"ff02::1:ff00:7\" is not a pod address: a "
-		 "multicast address"},
+		 "multicast address (ff00::/8)"},
 		{RUN_PODS("\"fd00:ec2::254\""),
 		 "policy.json:1:47: runs[0].pods[0]: \"fd00:ec2::254\" is not a pod address: a "
 		 "metadata address"},
@@ -1838,11 +1838,11 @@ static void test_ipv6_pod_addresses(void **state)
 		 "policy.json:1:47: runs[0].pods[0]: \"2002:a01:203::1\" is not a pod address: the "
 		 "6to4 form (2002::/16) of 10.1.2.3 (write the IPv4 address 10.1.2.3)"},
 		{RUN_PODS("\"100::1\""),
-		 "policy.json:1:47: runs[0].pods[0]: \"100::1\" is not a pod address: neither a "
-		 "global unicast (2000::/3) nor a unique local (fc00::/7) address"},
+		 "policy.json:1:47: runs[0].pods[0]: \"100::1\" is not a pod address: not a "
+		 "global unicast (2000::/3) or unique local (fc00::/7) address"},
 		{RUN_PODS("\"::10.1.2.3\""),
-		 "policy.json:1:47: runs[0].pods[0]: \"::10.1.2.3\" is not a pod address: neither a "
-		 "global unicast (2000::/3) nor a unique local (fc00::/7) address"},
+		 "policy.json:1:47: runs[0].pods[0]: \"::10.1.2.3\" is not a pod address: not a "
+		 "global unicast (2000::/3) or unique local (fc00::/7) address"},
 		{RUN_PODS("\"2600::7/128\""),
 		 "policy.json:1:47: runs[0].pods[0]: \"2600::7/128\" is not an IPv6 address"},
 		{RUN_PODS("\"2600::7::\""),

@@ -603,7 +603,7 @@ static void test_ipv6_pods_and_rules(void **state)
 		const char *run, *why;
 	} bad[] = {
 		{"{\"id\": \"run-b\", \"pods\": [\"2600:1f18::b1\", \"fe80::1\"]}",
-		 "run.pods[1]: \"fe80::1\" is not a pod address: a link-local address"},
+		 "run.pods[1]: \"fe80::1\" is not a pod address: a link-local address (fe80::/10)"},
 		{"{\"id\": \"run-b\", \"pods\": [\"2600:1f18::b1\"], \"allow\": [{\"cidr\": "
 		 "\"2600:1f18:dead:1::/64\", \"tcp\": [443]}]}",
 		 "run.allow[0].cidr: \"2600:1f18:dead:1::/64\" overlaps 2600:1f18:dead::/48 "

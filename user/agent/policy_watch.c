@@ -14,9 +14,24 @@
 
 #include "agent.h"
 #include "ctl.h"
+#include "liveruns.h"
 #include "log.h"
 #include "revoke_probe.h"
 #include "util.h"
+
+/* The run's generation as the kernel holds it: its rw_pod value, read through any one of its pods
+ * (IPv4 or IPv6: the same value); the apply's revision when it has none live.
+ */
+static __u32 run_gen(const struct agent *a, const struct rw_policy_run *run)
+{
+	struct rw_pod pod;
+
+	if (run->n_pods && rw_live_pod(&a->dp, run->pods[0], &pod) == 0)
+		return pod.run_gen;
+	if (run->n_pods6 && rw_live_pod6(&a->dp, run->pods6[0], &pod) == 0)
+		return pod.run_gen;
+	return a->pol.last_apply.revision;
+}
 
 static void runs_update(struct agent *a)
 {
@@ -27,13 +42,8 @@ static void runs_update(struct agent *a)
 	if (!next)
 		return;
 	for (size_t r = 0; r < a->pol.policy.n_runs; r++) {
-		struct rw_pod pod;
-
 		snprintf(next[r].id, sizeof(next[r].id), "%s", a->pol.policy.runs[r].id);
-		next[r].gen = a->pol.last_apply.revision;
-		if (a->pol.policy.runs[r].n_pods &&
-		    rw_live_pod(&a->dp, a->pol.policy.runs[r].pods[0], &pod) == 0)
-			next[r].gen = pod.run_gen;
+		next[r].gen = run_gen(a, &a->pol.policy.runs[r]);
 		next[r].since = now;
 		for (size_t o = 0; o < a->pol.n_runs; o++)
 			if (!strcmp(a->pol.runs[o].id, next[r].id) &&
@@ -52,7 +62,6 @@ static void run_state_change(struct agent *a, size_t at, bool added, bool remove
 {
 	const struct rw_policy_run *run = removed ? NULL : &a->pol.policy.runs[at];
 	struct run_state st = {}, *grown;
-	struct rw_pod pod;
 
 	if (a->pol.n_runs != a->pol.policy.n_runs + removed - added) {
 		runs_update(a); /* a->pol.runs fell behind (no memory at some point): all of them */
@@ -65,9 +74,7 @@ static void run_state_change(struct agent *a, size_t at, bool added, bool remove
 		return;
 	}
 	snprintf(st.id, sizeof(st.id), "%s", run->id);
-	st.gen = a->pol.last_apply.revision;
-	if (run->n_pods && rw_live_pod(&a->dp, run->pods[0], &pod) == 0)
-		st.gen = pod.run_gen;
+	st.gen = run_gen(a, run);
 	st.since = rw_now_real_ns();
 	if (added) {
 		grown = realloc(a->pol.runs, (a->pol.n_runs + 1) * sizeof(*a->pol.runs));

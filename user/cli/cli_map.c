@@ -1471,6 +1471,10 @@ static int cmd_map(int argc, char **argv)
 			return rw_fail(RW_EXIT_USAGE,
 				       "events is the ring buffer of verdict events: follow it "
 				       "with `runwall drops`");
+		if (map == RW_M_SCRATCH)
+			return rw_fail(RW_EXIT_USAGE,
+				       "scratch is the IPv6 answer builders' memory, one per CPU: "
+				       "it holds nothing between packets");
 		if (sub == 1 && argc > 2)
 			return rw_fail(RW_EXIT_USAGE, "map dump %s: unexpected '%s'", argv[1],
 				       argv[2]);

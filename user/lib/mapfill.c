@@ -48,6 +48,7 @@ int rw_map_fill(const struct rw_datapath *dp, struct rw_map_fill fill[RW_M__COUN
 		[RW_M_EVENT_BUDGET] = 4,
 		[RW_M_RUN_REVS] = 4,
 		[RW_M_PROGS6] = 4,
+		[RW_M_SCRATCH] = 4,
 	};
 	static const __u32 inner_max[RW_M__COUNT] = {
 		[RW_M_PODS] = RW_MAX_PODS,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "podaddr.h"
+#include "runwall.h"
 
 const char *rw_pod_addr_refusal(__be32 addr)
 {
@@ -83,6 +84,20 @@ int rw_pod_cidr_check(const char *cidr, __be32 *addr, char *why, size_t whylen)
 	return 0;
 }
 
+/* Is addr (network byte order) inside net/len (host-order words)? */
+static bool rw_addr6_in(const __be32 addr[4], const __u32 net[4], unsigned int len)
+{
+	for (unsigned int w = 0; w < 4 && len; w++) {
+		unsigned int bits = len < 32 ? len : 32;
+		__u32 mask = bits == 32 ? 0xffffffffu : ~(0xffffffffu >> bits);
+
+		if ((ntohl(addr[w]) & mask) != (net[w] & mask))
+			return false;
+		len -= bits;
+	}
+	return true;
+}
+
 const char *rw_pod_addr6_refusal(const __be32 addr[4])
 {
 	__u32 w0 = ntohl(addr[0]);
@@ -100,6 +115,14 @@ const char *rw_pod_addr6_refusal(const __be32 addr[4])
 	 */
 	if ((w0 >> 29) != 1 && (w0 >> 25) != (0xfc000000u >> 25))
 		return "not a global unicast (2000::/3) or unique local (fc00::/7) address";
+		/* 6to4 and Teredo are global unicast, but an address there is an IPv4 one's tunnel form
+	 * (the datapath judges such a destination as IPv4): never a pod's own.
+	 */
+#define RW_POD_EMBEDDED(a0, a1, a2, a3, len, text, label)             \
+	if (rw_addr6_in(addr, (const __u32[4]){a0, a1, a2, a3}, len)) \
+		return "an address of an IPv4-embedding form (" label ", " text ")";
+	RW_EMBEDDED4_RANGES(RW_POD_EMBEDDED)
+#undef RW_POD_EMBEDDED
 	return NULL;
 }
 

@@ -1002,17 +1002,13 @@ static int parse_run_id(struct parser *ps, json_t *v, char id[RW_RUN_ID_LEN])
 	return 0;
 }
 
-/* Why an IPv6 address cannot be a pod's, or NULL: a pod holds a global unicast (2000::/3) or
- * unique local (fc00::/7) address, never an embedded IPv4 form (whose IPv4 is what the pod
- * would be judged as) or metadata. The phrase follows "is not a pod address: ".
+/* Why an IPv6 address cannot be a pod's, or NULL: metadata, an embedded IPv4 form (whose IPv4 is
+ * what the pod would be judged as: write that one), then the one answer of every path that
+ * names or binds a pod (podaddr.h: global unicast or unique local only). The phrase follows
+ * "is not a pod address: ".
  */
 static const char *pod6_refusal(const __be32 a[4], char *buf, size_t len)
 {
-	static const struct {
-		__u32 w0;
-		__u8 prefixlen;
-	} global[] = {{0x20000000, 3}, {0xfc000000, 7}};
-	static const __be32 zero[4];
 	int f = embedded4_of(a);
 
 	for (size_t i = 0; i < N_OF(metadata6); i++) {
@@ -1032,18 +1028,7 @@ static const char *pod6_refusal(const __be32 a[4], char *buf, size_t len)
 			 embedded4[f].label, embedded4[f].name, t, t);
 		return buf;
 	}
-	if (!memcmp(a, zero, sizeof(zero)))
-		return "the unspecified address";
-	if (!memcmp(a, zero, 3 * sizeof(*a)) && a[3] == htonl(1))
-		return "a loopback address";
-	if ((ntohl(a[0]) & 0xffc00000) == 0xfe800000)
-		return "a link-local address";
-	if ((ntohl(a[0]) & 0xff000000) == 0xff000000)
-		return "a multicast address";
-	for (size_t i = 0; i < N_OF(global); i++)
-		if ((ntohl(a[0]) & (~0u << (32 - global[i].prefixlen))) == global[i].w0)
-			return NULL;
-	return "neither a global unicast (2000::/3) nor a unique local (fc00::/7) address";
+	return rw_pod_addr6_refusal(a);
 }
 
 static int parse_pod(struct parser *ps, json_t *v, struct rw_policy_cidr *c)
