@@ -247,9 +247,10 @@ enum rw_embedded4_kind {
 
 /* The IPv4 address a destination of RW_EMBEDDED4_RANGES carries, in the bits each form puts it
  * (runwall.h): ::ffff:0:0/96 and 64:ff9b::/96 the low 32 bits (RFC 4291 2.5.5.2, RFC 6052);
- * 64:ff9b:1::/48 bits 48-63 and 72-87, the u octet (bits 64-71) skipped (RFC 6052 2.2);
- * 2002::/16 bits 16-47 (RFC 3056); Teredo 2001::/32 the server in bits 32-63 and the client
- * in bits 96-127, inverted (RFC 4380 4).
+ * 2002::/16 bits 16-47 (RFC 3056); Teredo 2001::/32 the server in bits 32-63 and the client in
+ * bits 96-127, inverted (RFC 4380 4). 64:ff9b:1::/48 is no such form but a special range: RFC
+ * 8215 lets its translator use any RFC 6052 prefix length, so no one reading of it is the one
+ * the translator makes.
  */
 static __always_inline int rw_embedded4(const __be32 *addr, __be32 *v4, __be32 *server)
 {
@@ -257,10 +258,6 @@ static __always_inline int rw_embedded4(const __be32 *addr, __be32 *v4, __be32 *
 
 	if ((w0 == 0 && w1 == 0 && w2 == 0x0000ffff) || (w0 == 0x0064ff9b && !w1 && !w2)) {
 		*v4 = addr[3];
-		return RW_EMB4_ADDR;
-	}
-	if (w0 == 0x0064ff9b && (w1 >> 16) == 0x0001) {
-		*v4 = bpf_htonl((w1 & 0xffff) << 16 | ((w2 >> 8) & 0xffff));
 		return RW_EMB4_ADDR;
 	}
 	if ((w0 >> 16) == 0x2002) {
@@ -275,46 +272,86 @@ static __always_inline int rw_embedded4(const __be32 *addr, __be32 *v4, __be32 *
 	return RW_EMB4_NONE;
 }
 
-/* rw_find_allow() for an IPv6 destination. */
+/* rw_find_allow() for an IPv6 destination. Each key lives in its own block, so that the two
+ * share their stack (the IPv6 program's frame is near the verifier's 512 bytes with an answer
+ * builder's on top).
+ */
 static __always_inline struct rw_rule *rw_find_allow6(const struct rw_view6 *v, __u32 scope,
 						      const __be32 *daddr, __be16 dport, __u8 proto,
 						      __u8 *path)
 {
-	struct rw_allow6_key k = {.scope = scope, .dport = dport, .proto = proto};
-	struct rw_allow6_lpm_key lk = {
-		.prefixlen = RW_ALLOW_LPM_FIXED_BITS + 128,
-		.scope = scope,
-		.dport = dport,
-		.proto = proto,
-	};
 	struct rw_rule *r;
 
-	__builtin_memcpy(k.daddr, daddr, sizeof(k.daddr));
-	__builtin_memcpy(lk.daddr, daddr, sizeof(lk.daddr));
 	*path = RW_PATH_RULE;
-	r = bpf_map_lookup_elem(v->allow_exact6, &k);
+	{
+		struct rw_allow6_key k = {.scope = scope, .dport = dport, .proto = proto};
+
+		__builtin_memcpy(k.daddr, daddr, sizeof(k.daddr));
+		r = bpf_map_lookup_elem(v->allow_exact6, &k);
+	}
 	if (r)
 		return r;
 	*path = RW_PATH_RULE_CIDR;
-	return bpf_map_lookup_elem(v->allow_cidr6, &lk);
+	{
+		struct rw_allow6_lpm_key lk = {
+			.prefixlen = RW_ALLOW_LPM_FIXED_BITS + 128,
+			.scope = scope,
+			.dport = dport,
+			.proto = proto,
+		};
+
+		__builtin_memcpy(lk.daddr, daddr, sizeof(lk.daddr));
+		r = bpf_map_lookup_elem(v->allow_cidr6, &lk);
+	}
+	return r;
 }
 
-/* The egress policy for an IPv6 destination. One that embeds an IPv4 address is judged as IPv4
- * to that address, by the IPv4 tables and rw_egress_policy() (a Teredo relay's server, which
- * sees the packet first, must be neither metadata nor private either); any other is judged as
- * rw_egress_policy() judges IPv4, by the IPv6 tables, in the same order.
+/* Whether addr is in the /64 of the veth's own pod_ip6. On EKS a node's pods (each an /80 of
+ * its ENI's prefix) and the node itself (the ENI's address) share their subnet's /64: the node's
+ * kubelet and its other pods are there, as RFC 1918 holds them for IPv4.
+ */
+static __always_inline int rw_in_pod64(const __be32 *addr, const __be32 *pod_ip6)
+{
+	return addr[0] == pod_ip6[0] && addr[1] == pod_ip6[1];
+}
+
+/* Whether addr is a pod of the snapshot. The key is a copy: a helper given the address of the
+ * packet's context would make clang keep every field of it in memory across every call.
+ */
+static __always_inline int rw_is_pod6(const struct rw_view6 *v, const __be32 *addr)
+{
+	__be32 key[4];
+
+	__builtin_memcpy(key, addr, sizeof(key));
+	return bpf_map_lookup_elem(v->pods6, key) != NULL;
+}
+
+/* The egress policy for an IPv6 destination, of the pod whose bound address is pod_ip6. One that
+ * embeds an IPv4 address is judged as IPv4 to that address, by the IPv4 tables and
+ * rw_egress_policy() (a Teredo relay's server, which sees the packet first, must be neither
+ * metadata nor private either), unless the IPv6 deny list covers it (2000::/3 holds 6to4 and
+ * Teredo): that is private-destination first. Any other is judged as rw_egress_policy() judges
+ * IPv4, by the IPv6 tables, in the same order, where the pod's own /64 and the snapshot's pods
+ * are private as the special ranges are: no special range holds a node's global addresses.
  */
 static __always_inline int rw_egress_policy6(const struct rw_view6 *v, const struct rw_pod *pod,
-					     const __be32 *daddr, __be16 dport, __u8 proto,
-					     __u32 *rule_id, __u8 *path)
+					     const __be32 *pod_ip6, const __be32 *daddr,
+					     __be16 dport, __u8 proto, __u32 *rule_id, __u8 *path)
 {
-	struct rw_cidr6_lpm_key dk = {.prefixlen = 128};
 	__be32 v4 = 0, server = 0;
 	struct rw_rule *rule;
 	__u8 rule_path = RW_PATH_NONE;
 	int special, kind;
 
+	{
+		struct rw_cidr6_lpm_key dk = {.prefixlen = 128};
+
+		__builtin_memcpy(dk.addr, daddr, sizeof(dk.addr));
+		special = bpf_map_lookup_elem(v->deny6, &dk) != NULL;
+	}
 	kind = rw_embedded4(daddr, &v4, &server);
+	if (kind != RW_EMB4_NONE && special)
+		return RW_REASON_PRIVATE_DESTINATION;
 	if (kind == RW_EMB4_TEREDO) {
 		struct rw_cidr_lpm_key sk = {.prefixlen = 32, .addr = server};
 
@@ -331,8 +368,8 @@ static __always_inline int rw_egress_policy6(const struct rw_view6 *v, const str
 	rule = rw_find_allow6(v, 0, daddr, dport, proto, &rule_path);
 	if (rule)
 		goto allowed;
-	__builtin_memcpy(dk.addr, daddr, sizeof(dk.addr));
-	special = rw_is_special6(daddr) || bpf_map_lookup_elem(v->deny6, &dk);
+	special = special || rw_is_special6(daddr) || rw_in_pod64(daddr, pod_ip6) ||
+		  rw_is_pod6(v, daddr);
 	if (v->v.lease_expired)
 		return dport == bpf_htons(53) ? RW_REASON_DNS
 		       : special	      ? RW_REASON_PRIVATE_DESTINATION

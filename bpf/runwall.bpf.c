@@ -264,9 +264,10 @@ static __always_inline int rw_judge_egress(struct rw_ctx *x, struct rw_view *vp,
 	if (x->pkt.proto != IPPROTO_TCP && x->pkt.proto != IPPROTO_UDP)
 		return rw_finish_family(x, RW_REASON_UNSUPPORTED_PROTOCOL, six);
 
+	/* The pod's own address is the packet's source: rw_identify() proved it the bound one. */
 	if (six)
-		reason = rw_egress_policy6(rw_v6(vp), x->pod, x->pkt.daddr6, x->pkt.dport,
-					   x->pkt.proto, &x->rule_id, &x->path);
+		reason = rw_egress_policy6(rw_v6(vp), x->pod, x->pkt.saddr6, x->pkt.daddr6,
+					   x->pkt.dport, x->pkt.proto, &x->rule_id, &x->path);
 	else
 		reason = rw_egress_policy(vp, x->pod, x->pkt.daddr, x->pkt.dport, x->pkt.proto,
 					  &x->rule_id, &x->path);
@@ -315,13 +316,15 @@ static __always_inline int rw_judge_ingress(struct rw_ctx *x, struct rw_view *vp
 	x->identified = 1; /* from here on a refused segment of a known flow closes it */
 
 	/* A reply of a flow the sandbox opened: allowed while the egress policy still allows the
-	 * flow, so that a revoked rule cuts both directions at the next packet.
+	 * flow, so that a revoked rule cuts both directions at the next packet. The pod's own
+	 * address is the destination here (rw_identify() proved it the bound one).
 	 */
 	ct = x->ct;
 	if (ct && ct->opened_by == RW_DIR_EGRESS && !rw_tcp_is_syn(&x->pkt)) {
 		if (six)
-			reason = rw_egress_policy6(rw_v6(vp), x->pod, x->pkt.saddr6, x->pkt.sport,
-						   x->pkt.proto, &x->rule_id, &x->path);
+			reason = rw_egress_policy6(rw_v6(vp), x->pod, x->pkt.daddr6, x->pkt.saddr6,
+						   x->pkt.sport, x->pkt.proto, &x->rule_id,
+						   &x->path);
 		else
 			reason = rw_egress_policy(vp, x->pod, x->pkt.saddr, x->pkt.sport,
 						  x->pkt.proto, &x->rule_id, &x->path);

@@ -583,26 +583,35 @@ _Static_assert(sizeof(struct rw_explain) == 16, "rw_explain layout");
 	X(0xfd000ec2, 0, 0, 0x00000253, "fd00:ec2::253") \
 	X(0xfd000ec2, 0, 0, 0x00000123, "fd00:ec2::123")
 
-/* Special-purpose IPv6 ranges (RFC 6890, RFC 4291): private-destination, as the IPv4 ones. */
-#define RW_SPECIAL6_RANGES(X)                                                 \
-	X(0x00000000, 0, 0, 0x00000000, 128, "::/128", "unspecified")         \
-	X(0x00000000, 0, 0, 0x00000001, 128, "::1/128", "loopback")           \
-	X(0xfe800000, 0, 0, 0x00000000, 10, "fe80::/10", "link-local")        \
-	X(0xfc000000, 0, 0, 0x00000000, 7, "fc00::/7", "unique local")        \
-	X(0xff000000, 0, 0, 0x00000000, 8, "ff00::/8", "multicast")           \
-	X(0x20010db8, 0, 0, 0x00000000, 32, "2001:db8::/32", "documentation") \
-	X(0x01000000, 0, 0, 0x00000000, 64, "100::/64", "discard")
+/* Special-purpose IPv6 ranges (RFC 6890, RFC 4291 and the IANA registry): private-destination,
+ * as the IPv4 ones. ::/96 holds the unspecified address, loopback and the deprecated
+ * IPv4-compatible form (RFC 4291 2.5.5.1), which no translator serves; 64:ff9b:1::/48 is a local
+ * NAT64 (RFC 8215) whose prefix length, and so where it carries the IPv4 address, only its
+ * translator knows.
+ */
+#define RW_SPECIAL6_RANGES(X)                                                                  \
+	X(0x00000000, 0, 0, 0x00000000, 96, "::/96", "unspecified, loopback, IPv4-compatible") \
+	X(0x00000000, 0, 0xffff0000, 0x00000000, 96, "::ffff:0:0:0/96", "IPv4-translated")     \
+	X(0xfe800000, 0, 0, 0x00000000, 10, "fe80::/10", "link-local")                         \
+	X(0xfec00000, 0, 0, 0x00000000, 10, "fec0::/10", "site-local")                         \
+	X(0xfc000000, 0, 0, 0x00000000, 7, "fc00::/7", "unique local")                         \
+	X(0xff000000, 0, 0, 0x00000000, 8, "ff00::/8", "multicast")                            \
+	X(0x20010db8, 0, 0, 0x00000000, 32, "2001:db8::/32", "documentation")                  \
+	X(0x3fff0000, 0, 0, 0x00000000, 20, "3fff::/20", "documentation")                      \
+	X(0x20010002, 0, 0, 0x00000000, 48, "2001:2::/48", "benchmarking")                     \
+	X(0x01000000, 0, 0, 0x00000000, 64, "100::/64", "discard")                             \
+	X(0x5f000000, 0, 0, 0x00000000, 16, "5f00::/16", "SRv6 SIDs")                          \
+	X(0x0064ff9b, 0x00010000, 0, 0x00000000, 48, "64:ff9b:1::/48", "local NAT64")
 
 /* IPv6 forms that carry an IPv4 address, and the bits that hold it: a destination in one of
  * them is judged as IPv4 to that address (ranges, metadata, deny list, services, run rules,
  * egress mode), since that is where a translator or tunnel delivers it. No rule may name one
  * (the parser says: write the IPv4 address). X(w0, w1, w2, w3, prefix length, text, label).
  */
-#define RW_EMBEDDED4_RANGES(X)                                               \
-	X(0x00000000, 0, 0x0000ffff, 0, 96, "::ffff:0:0/96", "IPv4-mapped")  \
-	X(0x0064ff9b, 0, 0, 0, 96, "64:ff9b::/96", "NAT64")                  \
-	X(0x0064ff9b, 0x00010000, 0, 0, 48, "64:ff9b:1::/48", "local NAT64") \
-	X(0x20020000, 0, 0, 0, 16, "2002::/16", "6to4")                      \
+#define RW_EMBEDDED4_RANGES(X)                                              \
+	X(0x00000000, 0, 0x0000ffff, 0, 96, "::ffff:0:0/96", "IPv4-mapped") \
+	X(0x0064ff9b, 0, 0, 0, 96, "64:ff9b::/96", "NAT64")                 \
+	X(0x20020000, 0, 0, 0, 16, "2002::/16", "6to4")                     \
 	X(0x20010000, 0, 0, 0, 32, "2001::/32", "Teredo")
 
 #endif /* RUNWALL_H */

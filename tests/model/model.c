@@ -359,15 +359,9 @@ static int embedded4(const __u8 a[16], __be32 *v4, __be32 *server)
 {
 	static const __u8 mapped[12] = {[10] = 0xff, [11] = 0xff};
 	static const __u8 nat64[12] = {0, 0x64, 0xff, 0x9b};
-	static const __u8 nat64_local[6] = {0, 0x64, 0xff, 0x9b, 0, 1};
 
 	if (!memcmp(a, mapped, 12) || !memcmp(a, nat64, 12)) {
 		*v4 = v4_of(a + 12, a + 13, a + 14, a + 15, 0);
-		return 1;
-	}
-	if (!memcmp(a, nat64_local,
-		    6)) { /* RFC 6052 2.2, a /48: the u octet (bits 64-71) skipped */
-		*v4 = v4_of(a + 6, a + 7, a + 9, a + 10, 0);
 		return 1;
 	}
 	if (a[0] == 0x20 && a[1] == 0x02) {
@@ -533,25 +527,34 @@ static void egress_policy(const struct rw_policy *s, int ri, __be32 daddr, __be1
 	v->reason = RW_REASON_NOT_ALLOWLISTED;
 }
 
-/* The egress policy for an IPv6 destination (docs/ipv6.md "Special ranges"): an embedded-IPv4
- * form is the IPv4 policy of the address it delivers to (Teredo's server must pass the ranges,
- * the metadata addresses and the deny list first); any other destination the IPv4 order over
- * the IPv6 tables and rules: metadata6, services, DNS, special6 and the IPv6 deny list, the
- * run's rules, the lease, the egress mode.
+static int run_of6(const struct rw_policy *s, const __u8 ip[16]);
+
+/* The egress policy for an IPv6 destination of the pod bound to pod6 (docs/ipv6.md "Special
+ * ranges"): an embedded-IPv4 form is private-destination in the IPv6 deny list, else the IPv4
+ * policy of the address it delivers to (Teredo's server must pass the ranges, the metadata
+ * addresses and the deny list first); any other destination the IPv4 order over the IPv6 tables
+ * and rules: metadata6, services, DNS, special6, pod6's /64, the snapshot's pods and the IPv6
+ * deny list, the run's rules, the lease, the egress mode.
  */
-static void egress_policy6(const struct rw_policy *s, int ri, const __u8 daddr[16], __be16 dport_be,
-			   __u8 proto, int lease_expired, struct model_verdict *v)
+static void egress_policy6(const struct rw_policy *s, int ri, const __u8 pod6[16],
+			   const __u8 daddr[16], __be16 dport_be, __u8 proto, int lease_expired,
+			   struct model_verdict *v)
 {
 	const struct rw_policy_run *run = &s->runs[ri];
 	__u16 dport = ntohs(dport_be);
 	struct match se, sc, re, rc;
 	__be32 v4 = 0, server = 0;
-	int special;
+	int special, kind;
 
 	v->verdict = RW_VERDICT_DROP;
 	v->path = RW_PATH_NONE;
 	v->n_rules = 0;
-	switch (embedded4(daddr, &v4, &server)) {
+	kind = embedded4(daddr, &v4, &server);
+	if (kind && is_denied6(s, daddr)) { /* the IPv6 deny list first, for the forms too */
+		v->reason = RW_REASON_PRIVATE_DESTINATION;
+		return;
+	}
+	switch (kind) {
 	case 2:
 		if (is_metadata(server)) {
 			v->reason = RW_REASON_METADATA;
@@ -578,7 +581,9 @@ static void egress_policy6(const struct rw_policy *s, int ri, const __u8 daddr[1
 		       proto, &re);
 	match_rules_of(run->allow, lease_expired ? 0 : run->n_allow, CIDR, ri, 1, 0, daddr, dport,
 		       proto, &rc);
-	special = is_special6(daddr) || is_denied6(s, daddr);
+	/* The pod's own /64 (its node's subnet on EKS) and the snapshot's pods are private too. */
+	special = is_special6(daddr) || is_denied6(s, daddr) || !memcmp(daddr, pod6, 8) ||
+		  run_of6(s, daddr) >= 0;
 	if (dport == 53 && !se.n && !sc.n && (special || (!re.n && !rc.n))) {
 		v->reason = RW_REASON_DNS;
 		return;
@@ -828,13 +833,15 @@ static void judge6(const struct rw_policy *s, const struct model_binding *ep, in
 		}
 		if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP)
 			return drop(v, RW_REASON_UNSUPPORTED_PROTOCOL);
-		egress_policy6(s, run, p->daddr6, p->dport, p->proto, lease_expired, v);
+		egress_policy6(s, run, ep->pod_ip6, p->daddr6, p->dport, p->proto, lease_expired,
+			       v);
 		if (v->verdict == RW_VERDICT_ALLOW)
 			open_flow(p, ct, ct_full, dir, v);
 		return;
 	}
 	if (ct == MODEL_CT_BY_EGRESS && !is_syn(p)) {
-		egress_policy6(s, run, p->saddr6, p->sport, p->proto, lease_expired, v);
+		egress_policy6(s, run, ep->pod_ip6, p->saddr6, p->sport, p->proto, lease_expired,
+			       v);
 		if (v->verdict == RW_VERDICT_ALLOW)
 			v->path = RW_PATH_REPLY;
 		return;

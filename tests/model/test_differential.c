@@ -194,6 +194,9 @@ static struct a6 pool_addr6(int i)
 	for (int bit = 0; bit < pool6[i].host_bits; bit++)
 		if (chance(50))
 			a.b[15 - bit / 8] ^= 1u << (bit % 8);
+	/* Pods of two subnets' /64s: a pod of the other one is private by rw_pods6 alone. */
+	if (i == 6 && chance(50))
+		a.b[7] ^= 1;
 	return a;
 }
 
@@ -230,8 +233,10 @@ static void put_v4(__u8 *p, __u32 host, __u8 x)
 	p[3] = host ^ x;
 }
 
-/* An IPv6 form of an IPv4 address: mapped, NAT64, local NAT64 (/48, the u octet skipped), 6to4,
- * Teredo (a server, the client inverted); the other bits random where the form leaves them.
+/* An IPv6 form of an IPv4 address: mapped, NAT64, 6to4, Teredo (a server, the client inverted),
+ * and the local NAT64 /48 reading (64:ff9b:1::/48, a special range: such an address must be
+ * private whatever IPv4 address a /48 translator would read in it); the other bits random where
+ * the form leaves them.
  */
 static struct a6 embed4(__u32 v4, int form)
 {

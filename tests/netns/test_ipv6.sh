@@ -70,7 +70,7 @@ SVC6=(
 	fd00:5::5 2001:db8::1                           # a ULA host, the documentation range
 	"$INET6" 2a00:1450:4001::53 2a05:d018::5        # public web, public DNS, a run's database
 	64:ff9b::a00:505 64:ff9b::a9fe:a9fe 64:ff9b::5db8:d822 # NAT64 of 10.0.5.5, IMDS, public
-	64:ff9b:1:a00:5:500::                           # the RFC 6052 /48 form of 10.0.5.5
+	64:ff9b:1:a00:5:500::                           # 10.0.5.5 read as a local NAT64 /48: special
 	2002:a00:505::1 2002:a9fe:a9fe::1               # 6to4 of 10.0.5.5 and IMDS
 	2001:0:4136:e378:8000:63bf:f5ff:fafa            # Teredo, client 10.0.5.5 (inverted)
 	2001:0:4136:e378:8000:63bf:5601:5601            # Teredo, client 169.254.169.254
@@ -272,7 +272,7 @@ a nat64-private    tcp 64:ff9b::a00:505 80 - drop private-destination NAT64 of 1
 a nat64-imds       tcp 64:ff9b::a9fe:a9fe 80 - drop metadata NAT64 of 169.254.169.254
 a nat64-public     tcp 64:ff9b::5db8:d822 443 - allow rule NAT64 of 93.184.216.34, by the run's IPv4 rule
 a nat64-public-80  tcp 64:ff9b::5db8:d822 80 - drop not-allowlisted NAT64 of 93.184.216.34, a port no rule opens
-a nat64l-private   tcp 64:ff9b:1:a00:5:500:: 80 - drop private-destination NAT64 /48 form of 10.0.5.5
+a nat64l-private   tcp 64:ff9b:1:a00:5:500:: 80 - drop private-destination the local NAT64 range (64:ff9b:1::/48), special
 a 6to4-private     tcp 2002:a00:505::1 80 - drop private-destination 6to4 of 10.0.5.5
 a 6to4-imds        tcp 2002:a9fe:a9fe::1 80 - drop metadata 6to4 of 169.254.169.254
 a teredo-private   tcp 2001:0:4136:e378:8000:63bf:f5ff:fafa 80 - drop private-destination Teredo, client 10.0.5.5

@@ -1664,9 +1664,6 @@ static void test_ipv6_embedded_forms(void **state)
 		{SERVICE_IP("\"::ffff:10.0.5.6\""),
 		 "policy.json:1:50: services[0].ip: \"::ffff:10.0.5.6\" is the IPv4-mapped form "
 		 "(::ffff:0:0/96) of 10.0.5.6: write the IPv4 address 10.0.5.6" EMB_TAIL},
-		{SERVICE_IP("\"64:ff9b:1:3401:2:300::\""),
-		 "policy.json:1:50: services[0].ip: \"64:ff9b:1:3401:2:300::\" is the local NAT64 "
-		 "form (64:ff9b:1::/48) of 52.1.2.3: write the IPv4 address 52.1.2.3" EMB_TAIL},
 		{SERVICE_IP("\"2002:3401:203::1\""),
 		 "policy.json:1:50: services[0].ip: \"2002:3401:203::1\" is the 6to4 form "
 		 "(2002::/16) of 52.1.2.3: write the IPv4 address 52.1.2.3" EMB_TAIL},
@@ -1710,6 +1707,11 @@ static void test_ipv6_embedded_forms(void **state)
 	rw_policy_free(&p);
 	parse_ok(SERVICE_IP("\"2003::1\""), &p);
 	rw_policy_free(&p);
+	/* 64:ff9b:1::/48 is a special range, not a form: a service may name it, as any private
+	 * address (a run rule may not: test_ipv6_run_rules_public_only)
+	 */
+	parse_ok(SERVICE_IP("\"64:ff9b:1:3401:2:300::\""), &p);
+	rw_policy_free(&p);
 }
 
 #define RUN6_RULE(rule)                                                                           \
@@ -1735,11 +1737,37 @@ static void test_ipv6_run_rules_public_only(void **state)
 		 RUN6_AT("ip", 76) "\"ff02::1\" overlaps ff00::/8, a private or special-purpose "
 				   "range" RUN_RULE_TAIL},
 		{RUN6_RULE("{\"ip\": \"::1\", \"tcp\": [80]}"),
-		 RUN6_AT("ip", 76) "\"::1\" overlaps ::1/128, a private or special-purpose "
+		 RUN6_AT("ip", 76) "\"::1\" overlaps ::/96, a private or special-purpose "
 				   "range" RUN_RULE_TAIL},
 		{RUN6_RULE("{\"ip\": \"::\", \"tcp\": [80]}"),
-		 RUN6_AT("ip", 76) "\"::\" overlaps ::/128, a private or special-purpose "
+		 RUN6_AT("ip", 76) "\"::\" overlaps ::/96, a private or special-purpose "
 				   "range" RUN_RULE_TAIL},
+		/* IPv4-compatible (deprecated): no form of IPv4, a special range */
+		{RUN6_RULE("{\"ip\": \"::a9fe:a9fe\", \"tcp\": [80]}"),
+		 RUN6_AT("ip", 76) "\"::a9fe:a9fe\" overlaps ::/96, a private or special-purpose "
+				   "range" RUN_RULE_TAIL},
+		{RUN6_RULE("{\"ip\": \"::ffff:0:808:808\", \"tcp\": [80]}"),
+		 RUN6_AT("ip", 76) "\"::ffff:0:808:808\" overlaps ::ffff:0:0:0/96, a private or "
+				   "special-purpose range" RUN_RULE_TAIL},
+		{RUN6_RULE("{\"ip\": \"64:ff9b:1:808:8:800:a9fe:a9fe\", \"tcp\": [80]}"),
+		 RUN6_AT("ip", 76) "\"64:ff9b:1:808:8:800:a9fe:a9fe\" overlaps 64:ff9b:1::/48, a "
+				   "private or special-purpose range" RUN_RULE_TAIL},
+		{RUN6_RULE("{\"cidr\": \"64:ff9b:1:ff00::/56\", \"tcp\": [80]}"),
+		 RUN6_AT("cidr",
+			 78) "\"64:ff9b:1:ff00::/56\" overlaps 64:ff9b:1::/48, a private or "
+			     "special-purpose range" RUN_RULE_TAIL},
+		{RUN6_RULE("{\"ip\": \"2001:2::1\", \"tcp\": [80]}"),
+		 RUN6_AT("ip", 76) "\"2001:2::1\" overlaps 2001:2::/48, a private or "
+				   "special-purpose range" RUN_RULE_TAIL},
+		{RUN6_RULE("{\"cidr\": \"3fff:fff::/32\", \"tcp\": [80]}"),
+		 RUN6_AT("cidr", 78) "\"3fff:fff::/32\" overlaps 3fff::/20, a private or "
+				     "special-purpose range" RUN_RULE_TAIL},
+		{RUN6_RULE("{\"ip\": \"fec0::1\", \"tcp\": [80]}"),
+		 RUN6_AT("ip", 76) "\"fec0::1\" overlaps fec0::/10, a private or special-purpose "
+				   "range" RUN_RULE_TAIL},
+		{RUN6_RULE("{\"ip\": \"5f00:1:2::3\", \"tcp\": [80]}"),
+		 RUN6_AT("ip", 76) "\"5f00:1:2::3\" overlaps 5f00::/16, a private or "
+				   "special-purpose range" RUN_RULE_TAIL},
 		{RUN6_RULE("{\"cidr\": \"100::/64\", \"tcp\": [80]}"),
 		 RUN6_AT("cidr", 78) "\"100::/64\" overlaps 100::/64, a private or special-purpose "
 				     "range" RUN_RULE_TAIL},
@@ -1967,11 +1995,18 @@ static void test_builtin_label6(void **state)
 		{"fd00:ec2::1", "unique local"},
 		{"fe80::1", "link-local"},
 		{"ff02::1", "multicast"},
-		{"::1", "loopback"},
-		{"::", "unspecified"},
+		{"::1", "unspecified, loopback, IPv4-compatible"},
+		{"::", "unspecified, loopback, IPv4-compatible"},
+		{"::a9fe:a9fe", "unspecified, loopback, IPv4-compatible"},
+		{"::ffff:0:a9fe:a9fe", "IPv4-translated"},
+		{"2001:2::1", "benchmarking"},
+		{"3fff::1", "documentation"},
+		{"fec0::1", "site-local"},
+		{"5f00::1", "SRv6 SIDs"},
 		{"2001:db8::1", "documentation"},
 		{"64:ff9b::a00:1", "NAT64"},
 		{"64:ff9b:1::1", "local NAT64"},
+		{"64:ff9b:1:808:8:800:a9fe:a9fe", "local NAT64"},
 		{"::ffff:1.2.3.4", "IPv4-mapped"},
 		{"2002::1", "6to4"},
 		{"2001::1", "Teredo"},

@@ -78,7 +78,7 @@ static const struct {
 };
 
 /* The forms that embed an IPv4 address, in RW_EMBEDDED4_RANGES' order (embedded4_of()). */
-enum embedded4_form { EMB_MAPPED, EMB_NAT64, EMB_LOCAL_NAT64, EMB_6TO4, EMB_TEREDO };
+enum embedded4_form { EMB_MAPPED, EMB_NAT64, EMB_6TO4, EMB_TEREDO };
 
 static const struct {
 	__u32 w[4];
@@ -153,14 +153,10 @@ static unsigned int clamp_bits(int bits, int max)
  */
 static __be32 embedded4_addr(int f, const __be32 a[4], unsigned int prefixlen, __u8 *v4len)
 {
-	__u32 w0 = ntohl(a[0]), w1 = ntohl(a[1]), w2 = ntohl(a[2]), w3 = ntohl(a[3]), v4;
+	__u32 w0 = ntohl(a[0]), w1 = ntohl(a[1]), w3 = ntohl(a[3]), v4;
 	int len = prefixlen;
 
 	switch (f) {
-	case EMB_LOCAL_NAT64: /* bits 48-63 and 72-87: the u octet (64-71) is skipped */
-		v4 = (w1 & 0xffff) << 16 | ((w2 >> 8) & 0xffff);
-		*v4len = clamp_bits(len - 48, 16) + (len > 72 ? clamp_bits(len - 72, 16) : 0);
-		break;
 	case EMB_6TO4: /* bits 16-47 */
 		v4 = w0 << 16 | w1 >> 16;
 		*v4len = clamp_bits(len - 16, 32);

@@ -3,7 +3,8 @@
  * the IPv6 programs under real snapshots (rw_policy_parse(), rw_apply()): the services on their
  * ports, metadata, the special ranges, the forms that embed an IPv4 address (judged by the IPv4
  * policy), DNS, the egress modes, inbound from the platform's peers only, spoofing, replies and
- * the verdict cache, the lease-expired policy, one apply cutting an IPv6 and an IPv4 flow of one
+ * the verdict cache, the node and the snapshot's pods (private), the deny list over the embedded
+ * forms, the lease-expired policy, one apply cutting an IPv6 and an IPv4 flow of one
  * run, and the IPv6 table of a full sandbox. run_case() checks each case's verdict, counters and event, whose addresses
  * are the IPv6 ones.
  *
@@ -20,19 +21,25 @@
 #define PEER6	 "2600:1f14:300::12" /* the inbound peer */
 #define PUBLIC6	 "2606:4700::1111"
 #define RULE6	 "2a00:1450::1"
+#define NODE6	 "2600:1f14:abc:1:8f3a::1" /* the node's ENI address: the pods' subnet /64 */
+#define POD_C6	 "2600:1f14:abc:7::5"	   /* run-d6c's pod, on a node of another subnet */
 
 /* The snapshot: IPv6 services (one in a ULA range, as only services may), an IPv6 deny CIDR, an
- * IPv6 inbound peer, and two runs of a dual-stack pod each; run-d6a's rules name an IPv6 host,
- * an IPv6 CIDR and an IPv4 host (which its NAT64 and Teredo forms reach). `cut`: run-d6a's
- * 2a00:1450::1 and 8.8.4.4 rules gone.
+ * IPv6 inbound peer, two runs of a dual-stack pod each and a run of a pod of another node;
+ * run-d6a's rules name an IPv6 host, an IPv6 CIDR, an IPv4 host (which its NAT64 and Teredo forms
+ * reach) and the whole VPC /48 on the kubelet's and a web port (a wide public rule: the pods and
+ * the node are in it). `cut`: run-d6a's 2a00:1450::1 and 8.8.4.4 rules gone. deny_more: more
+ * deny entries.
  */
+static const char *deny_more = "";
+
 static char *snapshot(unsigned long long rev, int cut)
 {
 	char *s = malloc(4096);
 
 	snprintf(s, 4096,
 		 "{\"revision\": %llu, \"egress\": \"allowlist\", \"refusal\": \"drop\",\n"
-		 " \"deny\": [\"10.0.0.0/16\", \"2600:1f14:dead::/48\"],\n"
+		 " \"deny\": [\"10.0.0.0/16\", \"2600:1f14:dead::/48\"%s],\n"
 		 " \"services\": [\n"
 		 "  {\"name\": \"egress-proxy\", \"ip\": \"172.20.0.10\", \"tcp\": [443]},\n"
 		 "  {\"name\": \"proxy6\", \"ip\": \"" PROXY6 "\", \"tcp\": [443, 8443]},\n"
@@ -43,10 +50,12 @@ static char *snapshot(unsigned long long rev, int cut)
 		 "/128\", \"tcp\": [4096]}],\n"
 		 " \"runs\": [\n"
 		 "  {\"id\": \"run-d6a\", \"pods\": [\"" POD_A "\", \"" POD_A6 "\"],\n"
-		 "   \"allow\": [{\"cidr\": \"2a00:1451::/32\", \"udp\": [123]}%s]},\n"
+		 "   \"allow\": [{\"cidr\": \"2a00:1451::/32\", \"udp\": [123]},"
+		 " {\"cidr\": \"2600:1f14:abc::/48\", \"tcp\": [80, 10250]}%s]},\n"
 		 "  {\"id\": \"run-d6b\", \"pods\": [\"" POD_B "\", \"" POD_B6 "\"],"
-		 " \"egress\": \"open\"}]}\n",
-		 rev,
+		 " \"egress\": \"open\"},\n"
+		 "  {\"id\": \"run-d6c\", \"pods\": [\"" POD_C6 "\"], \"egress\": \"open\"}]}\n",
+		 rev, deny_more,
 		 cut ? ""
 		     : ", {\"ip\": \"" RULE6 "\", \"tcp\": [443]},"
 		       " {\"ip\": \"8.8.4.4\", \"tcp\": [443]}");
@@ -182,6 +191,47 @@ static const struct tcase egress_cases[] = {
 	 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
 	{"unique local from the open run", OUT_B("fd00:5::5", TCP, 40029, 443, SYN),
 	 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
+	{"IPv4-compatible ::169.254.169.254, open run", OUT_B("::a9fe:a9fe", TCP, 40120, 80, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
+	{"IPv4-compatible ::8.8.8.8, open run", OUT_B("::808:808", TCP, 40121, 443, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
+	{"SIIT ::ffff:0:8.8.8.8, open run", OUT_B("::ffff:0:808:808", TCP, 40122, 443, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
+	{"benchmarking 2001:2::1, open run", OUT_B("2001:2::1", TCP, 40123, 443, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
+	{"documentation 3fff:fff:ffff::1, open run",
+	 OUT_B("3fff:fff:ffff::1", TCP, 40124, 443, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
+	{"site-local fec0::1, open run", OUT_B("fec0::1", TCP, 40125, 443, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
+	{"SRv6 SID 5f00:1:2::3, open run", OUT_B("5f00:1:2::3", UDP, 40126, 9999, 0),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
+	{"neighbour of the ranges 3fff:1000::1, open run",
+	 OUT_B("3fff:1000::1", TCP, 40127, 443, SYN), ALLOWED(RW_PATH_OPEN, 1, B)},
+
+	/* The node and the snapshot's pods: the pod's own /64 (the node's ENI subnet on EKS) and
+	 * every pod's /128 are private, whatever the egress mode or a wide run rule says.
+	 */
+	{"the node's address in the pod's /64, open run", OUT_B(NODE6, TCP, 40130, 10250, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
+	{"the node's address, under a run rule for the VPC /48",
+	 OUT_A(NODE6, TCP, 40131, 10250, SYN), DROPPED(RW_REASON_PRIVATE_DESTINATION, A)},
+	{"another address of the pod's /64, open run",
+	 OUT_B("2600:1f14:abc:1::99", TCP, 40132, 80, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
+	{"another address of the pod's /64, under the /48 rule",
+	 OUT_A("2600:1f14:abc:1:ffff:ffff:ffff:ffff", TCP, 40133, 80, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, A)},
+	{"the other pod (of the same /64), open run", OUT_B(POD_A6, TCP, 40134, 80, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
+	{"a pod of another subnet, open run", OUT_B(POD_C6, TCP, 40135, 80, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
+	{"a pod of another subnet, under the /48 rule", OUT_A(POD_C6, TCP, 40136, 10250, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, A)},
+	{"the /48 rule: a non-pod address of another subnet",
+	 OUT_A("2600:1f14:abc:7::6", TCP, 40137, 80, SYN), ALLOWED(RW_PATH_RULE_CIDR, 1, A)},
+	{"the next /64, open run", OUT_B("2600:1f14:abc:2::4", TCP, 40138, 443, SYN),
+	 ALLOWED(RW_PATH_OPEN, 1, B)},
 
 	/* The run's own IPv6 rules, DNS, and the egress modes. */
 	{"run rule 2a00:1450::1 443", OUT_A(RULE6, TCP, 40030, 443, SYN),
@@ -214,11 +264,15 @@ static const struct tcase egress_cases[] = {
 	 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
 	{"v4-mapped 169.254.169.254", OUT_B("::ffff:169.254.169.254", TCP, 40043, 80, SYN),
 	 DROPPED(RW_REASON_METADATA, B)},
-	{"local NAT64 (64:ff9b:1::/48) of 10.0.5.6",
+	/* 64:ff9b:1::/48 is a special range: its translator's prefix length (RFC 8215: /48 to /96)
+	 * says where the IPv4 address is, so no reading of it can be trusted.
+	 */
+	{"local NAT64 64:ff9b:1:a00:5:600:: is private",
 	 OUT_B("64:ff9b:1:a00:5:600::", TCP, 40044, 443, SYN),
 	 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
-	{"local NAT64 of 169.254.169.254", OUT_B("64:ff9b:1:a9fe:a9:fe00::", TCP, 40045, 80, SYN),
-	 DROPPED(RW_REASON_METADATA, B)},
+	{"local NAT64: 8.8.8.8 as a /48, 169.254.169.254 as a /96",
+	 OUT_B("64:ff9b:1:808:8:800:a9fe:a9fe", TCP, 40045, 80, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
 	{"6to4 of 10.0.5.6 (2002:a00:506::1)", OUT_B("2002:a00:506::1", TCP, 40046, 443, SYN),
 	 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
 	{"6to4 of 169.254.169.254", OUT_B("2002:a9fe:a9fe::1", TCP, 40047, 80, SYN),
@@ -362,6 +416,79 @@ static int ct6_entry(const char *peer, __u16 pod_port, __u16 peer_port, __u8 pro
 	err = bpf_map_lookup_elem(fd, &k, v) ? -errno : 0;
 	close(fd);
 	return err;
+}
+
+/* A flow of rwt0's pod as an older policy allowed it: stamped 0, never current, so that its
+ * next packet is judged again.
+ */
+static void put_old_flow6(const char *peer, __u16 pod_port, __u16 peer_port)
+{
+	struct rw_ct_value v = {.opened_by = E, .run_idx = run_idx_of(A)};
+	struct rw_ct6_key k = {.ifindex = ifindex_of[0], .proto = TCP};
+	int fd = rw_conntrack6_table_fd(&dp, ifindex_of[0]), err;
+
+	if (fd < 0)
+		FATAL("rwt0 has no IPv6 table");
+	inet_pton(AF_INET6, POD_A6, k.pod_ip);
+	inet_pton(AF_INET6, peer, k.peer_ip);
+	k.pod_port = htons(pod_port);
+	k.peer_port = htons(peer_port);
+	v.created_ns = v.seen_ns = mono_ns();
+	err = bpf_map_update_elem(fd, &k, &v, BPF_ANY);
+	close(fd);
+	if (err)
+		FATAL("a flow in rwt0's IPv6 table: %s", strerror(errno));
+}
+
+/* Replies into the pod are judged by the egress policy of their peer: from the node or a pod of
+ * the snapshot they are private-destination, even on a flow that an older policy allowed.
+ */
+static void test_node_replies6(void)
+{
+	static const struct tcase cases[] = {
+		{"the node's reply into the pod, on a flow of an older policy",
+		 INTO_A(NODE6, TCP, 10250, 40140, ACK), DROPPED(RW_REASON_PRIVATE_DESTINATION, A)},
+		{"a reply of a pod of another subnet", INTO_A(POD_C6, TCP, 80, 40141, ACK),
+		 DROPPED(RW_REASON_PRIVATE_DESTINATION, A)},
+		{"a reply of the /48 rule's non-pod address",
+		 INTO_A("2600:1f14:abc:7::6", TCP, 80, 40142, ACK), ALLOWED(RW_PATH_REPLY, 0, A)},
+	};
+
+	put_old_flow6(NODE6, 40140, 10250);
+	put_old_flow6(POD_C6, 40141, 80);
+	put_old_flow6("2600:1f14:abc:7::6", 40142, 80);
+	run_table(cases, sizeof(cases) / sizeof(cases[0]));
+}
+
+/* The IPv6 deny list holds for the forms that embed an IPv4 address too: one it covers is
+ * private-destination before it is judged as IPv4 (a deny entry may not sit inside a form, but
+ * a wider one holds it).
+ */
+static void test_deny6_embedded(unsigned long long *rev)
+{
+	static const struct tcase cases[] = {
+		{"6to4 of 8.8.8.8 inside deny 2002::/15, open run",
+		 OUT_B("2002:808:808::1", TCP, 40150, 443, SYN),
+		 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
+		{"6to4 of 169.254.169.254 inside the deny: private first",
+		 OUT_B("2002:a9fe:a9fe::1", TCP, 40151, 80, SYN),
+		 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
+		{"2003::1, native, inside the deny", OUT_B("2003::1", TCP, 40152, 443, SYN),
+		 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
+		{"NAT64 of a public address outside the deny, open run",
+		 OUT_B("64:ff9b::101:101", TCP, 40153, 443, SYN), ALLOWED(RW_PATH_OPEN, 1, B)},
+	};
+	char *json;
+
+	deny_more = ", \"2002::/15\"";
+	json = snapshot(++*rev, 0);
+	apply6(json, "deny 2002::/15, which holds 6to4");
+	free(json);
+	run_table(cases, sizeof(cases) / sizeof(cases[0]));
+	deny_more = "";
+	json = snapshot(++*rev, 0);
+	apply6(json, "the deny list as it was");
+	free(json);
 }
 
 /* The verdict cache: a flow's entry is in the IPv6 table, stamped with the revision it was
@@ -591,6 +718,8 @@ void test_ipv6_policy(void)
 	test_cache6(rev);
 	test_runless6();
 	test_lease6();
+	test_node_replies6();
+	test_deny6_embedded(&rev);
 	test_one_apply_cuts_both(&rev);
 	test_conntrack6_full();
 	bind_veth(0, POD_A);
