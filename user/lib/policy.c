@@ -2397,74 +2397,56 @@ static int be32_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* The same pods in any order: sorted copies compared, O(n log n) (a pairwise search of a
- * reordered list of thousands is seconds of the agent's loop). Pairwise only when there is no
- * memory for the copies.
- */
-static bool addrs_equal(const __be32 *a, size_t na, const __be32 *b, size_t nb)
-{
-	__be32 *sa, *sb;
-	size_t i, j;
-	bool eq;
-
-	if (na != nb)
-		return false;
-	if (!na || !memcmp(a, b, na * sizeof(*a)))
-		return true;
-	sa = malloc(2 * na * sizeof(*sa));
-	if (sa) {
-		sb = sa + na;
-		memcpy(sa, a, na * sizeof(*a));
-		memcpy(sb, b, nb * sizeof(*b));
-		qsort(sa, na, sizeof(*sa), be32_cmp);
-		qsort(sb, nb, sizeof(*sb), be32_cmp);
-		eq = !memcmp(sa, sb, na * sizeof(*sa));
-		free(sa);
-		return eq;
-	}
-	for (i = 0; i < na; i++) {
-		for (j = 0; j < nb && b[j] != a[i]; j++)
-			;
-		if (j == nb)
-			return false;
-	}
-	return true;
-}
-
 static int addr6_cmp(const void *a, const void *b)
 {
 	return memcmp(a, b, 4 * sizeof(__be32));
 }
 
-/* addrs_equal() for IPv6 pods. */
-static bool addrs6_equal(const __be32 (*a)[4], size_t na, const __be32 (*b)[4], size_t nb)
+/* The same pods in any order, of one family (addresses of `size` bytes, ordered by `cmp`):
+ * sorted copies compared, O(n log n) (a pairwise search of a reordered list of thousands is
+ * seconds of the agent's loop). Pairwise only when there is no memory for the copies.
+ */
+static bool addr_lists_equal(const void *a, size_t na, const void *b, size_t nb, size_t size,
+			     int (*cmp)(const void *, const void *))
 {
-	__be32(*sa)[4], (*sb)[4];
 	size_t i, j;
+	char *sa;
 	bool eq;
 
 	if (na != nb)
 		return false;
-	if (!na || !memcmp(a, b, na * sizeof(*a)))
+	if (!na || !memcmp(a, b, na * size))
 		return true;
-	sa = malloc(2 * na * sizeof(*sa));
+	sa = malloc(2 * na * size);
 	if (sa) {
-		sb = sa + na;
-		memcpy(sa, a, na * sizeof(*a));
-		memcpy(sb, b, nb * sizeof(*b));
-		qsort(sa, na, sizeof(*sa), addr6_cmp);
-		qsort(sb, nb, sizeof(*sb), addr6_cmp);
-		eq = !memcmp(sa, sb, na * sizeof(*sa));
+		char *sb = sa + na * size;
+
+		memcpy(sa, a, na * size);
+		memcpy(sb, b, nb * size);
+		qsort(sa, na, size, cmp);
+		qsort(sb, nb, size, cmp);
+		eq = !memcmp(sa, sb, na * size);
 		free(sa);
 		return eq;
 	}
 	for (i = 0; i < na; i++) {
-		for (j = 0; j < nb && memcmp(b[j], a[i], sizeof(a[i])); j++)
+		for (j = 0;
+		     j < nb && memcmp((const char *)b + j * size, (const char *)a + i * size, size);
+		     j++)
 			;
 		if (j == nb)
 			return false;
 	}
 	return true;
+}
+
+/* A run's pods of both families, each in any order. */
+static bool pods_equal(const struct rw_policy_run *x, const struct rw_policy_run *y)
+{
+	return addr_lists_equal(x->pods, x->n_pods, y->pods, y->n_pods, sizeof(*x->pods),
+				be32_cmp) &&
+	       addr_lists_equal(x->pods6, x->n_pods6, y->pods6, y->n_pods6, sizeof(*x->pods6),
+				addr6_cmp);
 }
 
 static bool rule_equal(const struct rw_policy_rule *a, const struct rw_policy_rule *b)
@@ -2619,10 +2601,7 @@ int rw_policy_run_equal(const struct rw_policy *a, const struct rw_policy_run *r
 {
 	return !strcmp(ra->id, rb->id) &&
 	       rw_policy_run_egress(a, ra) == rw_policy_run_egress(b, rb) &&
-	       rw_policy_run_refusal(a, ra) == rw_policy_run_refusal(b, rb) &&
-	       addrs_equal(ra->pods, ra->n_pods, rb->pods, rb->n_pods) &&
-	       addrs6_equal((const __be32(*)[4])ra->pods6, ra->n_pods6,
-			    (const __be32(*)[4])rb->pods6, rb->n_pods6) &&
+	       rw_policy_run_refusal(a, ra) == rw_policy_run_refusal(b, rb) && pods_equal(ra, rb) &&
 	       rules_same_set(ra->allow, ra->n_allow, rb->allow, rb->n_allow);
 }
 
@@ -2892,9 +2871,7 @@ static int diff_runs(struct sbuf *sb, const struct rw_policy *old, const struct 
 				  rw_refusal_name(en));
 			sep = "; ";
 		}
-		if (!addrs_equal(o->pods, o->n_pods, n->pods, n->n_pods) ||
-		    !addrs6_equal((const __be32(*)[4])o->pods6, o->n_pods6,
-				  (const __be32(*)[4])n->pods6, n->n_pods6)) {
+		if (!pods_equal(o, n)) {
 			sb_printf(sb, "%spods", sep);
 			shown = 0;
 			sb_pods_missing(sb, '+', n, o, &shown);
