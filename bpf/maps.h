@@ -242,6 +242,27 @@ struct {
 	__array(values, struct rw_ct6_inner);
 } rw_conntrack6 SEC(".maps");
 
+/* The same tables by veth slot (runwall.h, RW_VETH_SLOT), for the veth that owns the slot: an
+ * ARRAY_OF_MAPS lookup is inlined by the verifier (array_of_map_gen_lookup() in
+ * kernel/bpf/arraymap.c), a bounds check and two loads, where the hash of maps above costs a
+ * helper call and a hash of the key. Filled and emptied with rw_conntrack by the library.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, RW_VETH_SLOTS);
+	__type(key, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct rw_ct_inner);
+} rw_ct_slots SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, RW_VETH_SLOTS);
+	__type(key, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct rw_ct6_inner);
+} rw_ct6_slots SEC(".maps");
+
 /* Exact packet and byte counts per (direction, reason): [0] node, [run_idx] each run. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -104,8 +104,8 @@ static __always_inline int rw_identify(struct rw_ctx *x, const struct rw_view *v
 }
 
 /* The fast path: a TCP or UDP packet of a known flow whose cached verdict is still current is
- * allowed again after this one lookup (two, with the sandbox's table): no endpoint, pod or
- * policy lookup, no clock. The entry's key names the pod's own address, checked when the entry
+ * allowed again after this one lookup in the table of the veth's slot (an inlined array lookup
+ * for the table, then its hash): no endpoint, pod or policy lookup, no clock. The entry's key names the pod's own address, checked when the entry
  * was made, so a hit also proves the source. A SYN is always judged. `ck` is the key of the
  * table's family; the value, and so all of this, is the same for both.
  *
@@ -143,6 +143,23 @@ static __always_inline struct rw_ct_value *rw_fast(struct rw_ctx *x, void *table
 	return ct;
 }
 
+/* The veth's own table, once its binding `ep` is known (NULL: none): the slot's, that the fast
+ * path looked the flow up in, when the binding says the veth owns the slot; otherwise the one
+ * rw_conntrack holds for it, and the flow is looked up again there (conntrack.h).
+ */
+static __always_inline void *rw_own_table(struct rw_ctx *x, void *slot_table, const void *ck,
+					  const struct rw_endpoint *ep, const int six)
+{
+	void *table;
+
+	if (ep && (ep->flags & RW_EP_CT_SLOT))
+		return slot_table;
+	table = ep ? rw_ct_hash_table(x->ifindex, six) : NULL;
+	if (!x->pkt.is_arp && (x->pkt.proto == IPPROTO_TCP || x->pkt.proto == IPPROTO_UDP))
+		x->ct = rw_ct_lookup(table, ck);
+	return table;
+}
+
 /* After the parse (`parsed`, its reason): check readiness, then the fast path; else load the
  * live slot for a full judgement. A packet that does not parse is still charged to the veth's
  * run. Returns RW_REASON_ALLOWED when the packet may be judged further; *cached when the fast
@@ -172,7 +189,7 @@ static __always_inline int rw_begin(struct rw_ctx *x, struct rw_view *v, void **
 		else
 			rw_ct_key_make(ck, x->skb->ifindex, p->daddr, p->saddr, p->dport, p->sport,
 				       p->proto);
-		*table = rw_ct_table(x->skb->ifindex, six);
+		*table = rw_ct_slot_table(x->skb->ifindex, six);
 		*cached = rw_fast(x, *table, ck);
 		if (*cached)
 			return RW_REASON_ALLOWED;
@@ -231,6 +248,7 @@ static __always_inline int rw_judge_egress(struct rw_ctx *x, struct rw_view *vp,
 		reason = rw_identify(x, vp, x->pkt.saddr6, RW_REASON_SPOOFED_SOURCE, &ep, six);
 	else
 		reason = rw_identify(x, vp, &x->pkt.saddr, RW_REASON_SPOOFED_SOURCE, &ep, six);
+	table = rw_own_table(x, table, ck, ep, six);
 	if (six && x->pkt.proto == RW_NH_ICMPV6) {
 		x->identified = reason == RW_REASON_ALLOWED;
 		return rw_finish6(x, rw_icmp6_egress(x, vp, table, ep, reason));
@@ -307,6 +325,7 @@ static __always_inline int rw_judge_ingress(struct rw_ctx *x, struct rw_view *vp
 		reason = rw_identify(x, vp, x->pkt.daddr6, RW_REASON_INBOUND_DENIED, &ep, six);
 	else
 		reason = rw_identify(x, vp, &x->pkt.daddr, RW_REASON_INBOUND_DENIED, &ep, six);
+	table = rw_own_table(x, table, ck, ep, six);
 	if (six && x->pkt.proto == RW_NH_ICMPV6) {
 		x->identified = reason == RW_REASON_ALLOWED;
 		return rw_finish6(x, rw_icmp6_ingress(x, vp, table, ep, reason));

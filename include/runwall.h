@@ -10,7 +10,7 @@
 #define RUNWALL_H
 
 /* Bumped whenever a pinned map changes layout; a restarted agent refuses pins of another layout. */
-#define RW_LAYOUT_VERSION 8
+#define RW_LAYOUT_VERSION 9
 
 /* Every map of the datapath, once: X(ID, its name (the BPF object's variable and the pin's),
  * the name `runwall map` shows it under). bpf/maps.h defines each (and checks that it does);
@@ -33,6 +33,8 @@
 	X(INBOUND6, rw_inbound6, "inbound")        \
 	X(CONNTRACK, rw_conntrack, "conntrack")    \
 	X(CONNTRACK6, rw_conntrack6, "conntrack")  \
+	X(CT_SLOTS, rw_ct_slots, "conntrack")      \
+	X(CT6_SLOTS, rw_ct6_slots, "conntrack")    \
 	X(COUNTERS, rw_counters, "counters")       \
 	X(EVENT_BUDGET, rw_event_budget, "budget") \
 	X(EVENTS, rw_events, "events")             \
@@ -69,6 +71,14 @@
 #ifndef RW_CT_PER_SANDBOX
 #define RW_CT_PER_SANDBOX 8192 /* flows one sandbox may hold at once */
 #endif
+/* rw_ct_slots, rw_ct6_slots: the sandbox tables again, by veth slot (ifindex modulo this), so that
+ * the fast path finds a flow's table by an inlined array lookup. A power of two.
+ */
+#ifndef RW_VETH_SLOTS
+#define RW_VETH_SLOTS 16384
+#endif
+_Static_assert((RW_VETH_SLOTS & (RW_VETH_SLOTS - 1)) == 0, "RW_VETH_SLOTS is a power of two");
+#define RW_VETH_SLOT(ifindex) ((ifindex) & (RW_VETH_SLOTS - 1))
 #ifndef RW_CT_NODE
 #define RW_CT_NODE 1048576 /* flows of all sandboxes of the node together */
 #endif
@@ -278,6 +288,10 @@ _Static_assert(sizeof(struct rw_lease_args) == 16, "rw_lease_args layout");
 #define RW_EP_IP4 (1u << 0) /* pod_ip */
 #define RW_EP_IP6 (1u << 1) /* pod_ip6 */
 #define RW_EP_GW6 (1u << 2) /* gw_ip6 */
+/* The veth's tables are in its slot of rw_ct_slots and rw_ct6_slots: set by the library only,
+ * never part of a binding asked for (rw_endpoint_get() does not return it).
+ */
+#define RW_EP_CT_SLOT (1u << 3)
 struct rw_endpoint {
 	__be32 pod_ip;
 	__u32 flags; /* RW_EP_* */
@@ -391,8 +405,15 @@ _Static_assert(sizeof(struct rw_inbound_lpm_key) == 12, "rw_inbound_lpm_key layo
  * sandbox's flows can only ever fill its own table: a full table refuses the sandbox's new flows
  * (conntrack-full) and never touches another's. The key is the flow as seen from the pod, the
  * same for both directions; ifindex repeats the outer key so that an entry read on its own
- * still names its veth. The entry only says who opened the flow: every packet is still judged
- * by the policy, and a missing entry grants nothing.
+ * still names its veth, and so that a lookup in another veth's table finds nothing. The entry
+ * only says who opened the flow: every packet is still judged by the policy, and a missing
+ * entry grants nothing.
+ *
+ * rw_ct_slots (rw_ct6_slots for IPv6): ARRAY_OF_MAPS, RW_VETH_SLOT(ifindex) -> the same table,
+ * for the one veth that owns the slot (its binding has RW_EP_CT_SLOT). The fast path looks a
+ * flow up there by the packet's ifindex alone; a veth whose slot another owns (ifindexes
+ * RW_VETH_SLOTS apart) finds nothing there and is judged in full, with its table from
+ * rw_conntrack. A flow is only ever written into a table its veth's binding names.
  */
 struct rw_ct_key {
 	__u32 ifindex;

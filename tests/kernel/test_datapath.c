@@ -78,6 +78,7 @@ int main(void)
 	test_answer_budget();
 	test_conntrack_isolation();
 	test_conntrack_expire();
+	test_conntrack_slots();
 	test_ipv6_binding();
 	test_ring_full();
 	test_interrupted_apply();

@@ -530,6 +530,81 @@ static int ct_outer(const struct rw_datapath *dp, bool six)
 	return dp->map_fd[six ? RW_M_CONNTRACK6 : RW_M_CONNTRACK];
 }
 
+/* The same tables by veth slot, for the veth that owns its slot (runwall.h, RW_EP_CT_SLOT). */
+static int ct_slots(const struct rw_datapath *dp, bool six)
+{
+	return dp->map_fd[six ? RW_M_CT6_SLOTS : RW_M_CT_SLOTS];
+}
+
+/* A table's name says whose it is ("rwct4_<ifindex in hex>", "rwct6_..."), so that the veth a
+ * slot's table belongs to can be read back from the table alone.
+ */
+static __u32 ct_table_owner(int fd)
+{
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info), ifindex;
+	char fam;
+
+	if (bpf_obj_get_info_by_fd(fd, &info, &len) ||
+	    sscanf(info.name, "rwct%c_%x", &fam, &ifindex) != 2)
+		return 0;
+	return ifindex;
+}
+
+/* The veth whose table is in `slot` (either family's), 0 for none. */
+static __u32 ct_slot_owner(const struct rw_datapath *dp, __u32 slot)
+{
+	for (int six = 0; six < 2; six++) {
+		__u32 id, owner;
+		int fd;
+
+		if (bpf_map_lookup_elem(ct_slots(dp, six), &slot, &id))
+			continue;
+		fd = bpf_map_get_fd_by_id(id);
+		if (fd < 0)
+			continue;
+		owner = ct_table_owner(fd);
+		close(fd);
+		if (owner)
+			return owner;
+	}
+	return 0;
+}
+
+/* Empty the veth's slot, if the veth owns it. Each delete waits for the programs running on
+ * the slot's table to finish (maybe_wait_bpf_programs()), so the slot can be given to another
+ * veth afterwards without any packet of this one still on it.
+ */
+static void ct_slot_release(const struct rw_datapath *dp, __u32 ifindex)
+{
+	__u32 slot = RW_VETH_SLOT(ifindex);
+
+	if (ct_slot_owner(dp, slot) != ifindex)
+		return;
+	for (int six = 0; six < 2; six++)
+		bpf_map_delete_elem(ct_slots(dp, six), &slot);
+}
+
+/* Whether the veth may own its slot: it does already, or nobody does, or the owner's binding
+ * is gone or no longer claims it (left by an agent stopped half-way through an unbind; emptied
+ * here).
+ */
+static bool ct_slot_claim(const struct rw_datapath *dp, __u32 ifindex)
+{
+	__u32 slot = RW_VETH_SLOT(ifindex), owner = ct_slot_owner(dp, slot);
+	struct rw_endpoint ep;
+
+	if (!owner || owner == ifindex)
+		return true;
+	if (RW_VETH_SLOT(owner) == slot &&
+	    bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &owner, &ep) == 0 &&
+	    (ep.flags & RW_EP_CT_SLOT))
+		return false;
+	for (int six = 0; six < 2; six++)
+		bpf_map_delete_elem(ct_slots(dp, six), &slot);
+	return true;
+}
+
 static int ct_table_fd(const struct rw_datapath *dp, __u32 ifindex, bool six)
 {
 	__u32 id;
@@ -592,10 +667,40 @@ static int ct_node_used(const struct rw_datapath *dp, __u32 skip, bool skip_six,
 	return 0;
 }
 
+/* The table `fd` into the veth's slot, for the fast path. */
+static int ct_slot_put(const struct rw_datapath *dp, __u32 ifindex, bool six, int fd)
+{
+	__u32 slot = RW_VETH_SLOT(ifindex);
+
+	return bpf_map_update_elem(ct_slots(dp, six), &slot, &fd, BPF_ANY) ? -errno : 0;
+}
+
+/* The veth's table of the family, as rw_conntrack holds it, into its slot too. */
+static int ct_slot_sync(const struct rw_datapath *dp, __u32 ifindex, bool six)
+{
+	int fd = ct_table_fd(dp, ifindex, six), err;
+
+	if (fd < 0)
+		return fd;
+	err = ct_slot_put(dp, ifindex, six, fd);
+	close(fd);
+	return err;
+}
+
+/* Whether the veth's tables are in its slot: its binding says so. */
+static bool ct_in_slot(const struct rw_datapath *dp, __u32 ifindex)
+{
+	struct rw_endpoint ep;
+
+	return bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &ifindex, &ep) == 0 &&
+	       (ep.flags & RW_EP_CT_SLOT);
+}
+
 /* Put a fresh, empty table of the configured size in for `ifindex`'s family, replacing any
- * table it had (the packets in flight on the old one finish on it; it is freed after them).
+ * table it had (the packets in flight on the old one finish on it; it is freed after them),
+ * in rw_conntrack and, for a veth that owns its slot (`in_slot`), in the slot.
  */
-static int ct_table_reset(const struct rw_datapath *dp, __u32 ifindex, bool six)
+static int ct_table_reset(const struct rw_datapath *dp, __u32 ifindex, bool six, bool in_slot)
 {
 	LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_NO_PREALLOC);
 	char name[BPF_OBJ_NAME_LEN];
@@ -615,13 +720,15 @@ static int ct_table_reset(const struct rw_datapath *dp, __u32 ifindex, bool six)
 		if (used + size > cfg.ct_node)
 			return -ENOSPC;
 	}
-	snprintf(name, sizeof(name), six ? "rw_ct6_%u" : "rw_ct_%u", ifindex);
+	snprintf(name, sizeof(name), "rwct%c_%x", six ? '6' : '4', ifindex);
 	fd = bpf_map_create(BPF_MAP_TYPE_HASH, name,
 			    six ? sizeof(struct rw_ct6_key) : sizeof(struct rw_ct_key),
 			    sizeof(struct rw_ct_value), size, &opts);
 	if (fd < 0)
 		return -errno;
 	err = bpf_map_update_elem(ct_outer(dp, six), &ifindex, &fd, BPF_ANY) ? -errno : 0;
+	if (!err && in_slot)
+		err = ct_slot_put(dp, ifindex, six, fd);
 	close(fd);
 	return err;
 }
@@ -636,7 +743,7 @@ int rw_conntrack_flush(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_i
 		for (int six = 0; six < 2; six++) {
 			if (!ct_table_exists(dp, ifindex, six))
 				continue;
-			err = ct_table_reset(dp, ifindex, six);
+			err = ct_table_reset(dp, ifindex, six, ct_in_slot(dp, ifindex));
 			if (err)
 				return err;
 			replaced++;
@@ -769,7 +876,7 @@ int rw_endpoint_bind_addrs(const struct rw_datapath *dp, __u32 ifindex,
 {
 	static const __u32 family_flag[2] = {RW_EP_IP4, RW_EP_IP6};
 	int fd = dp->map_fd[RW_M_ENDPOINTS], err = 0;
-	bool made[2] = {false, false};
+	bool made[2] = {false, false}, in_slot;
 	struct rw_endpoint cur, ep;
 
 	ep_clean(&ep, want);
@@ -785,20 +892,36 @@ int rw_endpoint_bind_addrs(const struct rw_datapath *dp, __u32 ifindex,
 		rw_endpoint_unbind(dp, ifindex);
 	/* The tables before the binding: a bound family always has its table. A table the veth
 	 * has already (the same pod bound again) keeps its flows; a missing one (lost, or the
-	 * family is new) is made, fail-closed until then.
+	 * family is new) is made, fail-closed until then. Each goes into the veth's slot too when
+	 * the veth may own it, before the binding says so: until then its packets find their
+	 * table through rw_conntrack, the same table.
 	 */
+	in_slot = ct_slot_claim(dp, ifindex);
 	for (int six = 0; six < 2 && !err; six++) {
-		if (!(ep.flags & family_flag[six]) || ct_table_exists(dp, ifindex, six))
+		if (!(ep.flags & family_flag[six]))
 			continue;
-		err = ct_table_reset(dp, ifindex, six);
+		if (ct_table_exists(dp, ifindex, six)) {
+			if (in_slot)
+				err = ct_slot_sync(dp, ifindex, six);
+			continue;
+		}
+		err = ct_table_reset(dp, ifindex, six, in_slot);
 		made[six] = !err;
 	}
+	if (in_slot)
+		ep.flags |= RW_EP_CT_SLOT;
 	if (!err && bpf_map_update_elem(fd, &ifindex, &ep, BPF_ANY))
 		err = -errno;
 	if (err)
-		for (int six = 0; six < 2; six++)
-			if (made[six])
-				bpf_map_delete_elem(ct_outer(dp, six), &ifindex);
+		for (int six = 0; six < 2; six++) {
+			__u32 slot = RW_VETH_SLOT(ifindex);
+
+			if (!made[six])
+				continue;
+			if (in_slot)
+				bpf_map_delete_elem(ct_slots(dp, six), &slot);
+			bpf_map_delete_elem(ct_outer(dp, six), &ifindex);
+		}
 	return err;
 }
 
@@ -812,14 +935,20 @@ int rw_endpoint_bind(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_ip)
 int rw_endpoint_get(const struct rw_datapath *dp, __u32 ifindex, struct rw_endpoint *out)
 {
 	memset(out, 0, sizeof(*out));
-	return bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &ifindex, out) ? -errno : 0;
+	if (bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &ifindex, out))
+		return -errno;
+	out->flags &= ~RW_EP_CT_SLOT; /* the library's, not the binding's */
+	return 0;
 }
 
 int rw_endpoint_unbind(const struct rw_datapath *dp, __u32 ifindex)
 {
 	int err = 0;
 
-	/* The tables first: from then on no packet of the veth takes the fast path. */
+	/* The tables first: from then on no packet of the veth takes the fast path. The slot
+	 * before rw_conntrack: its deletes wait for the packets on it.
+	 */
+	ct_slot_release(dp, ifindex);
 	for (int six = 0; six < 2; six++)
 		if (bpf_map_delete_elem(ct_outer(dp, six), &ifindex) && errno != ENOENT && !err)
 			err = -errno;

@@ -44,6 +44,8 @@ int rw_map_fill(const struct rw_datapath *dp, struct rw_map_fill fill[RW_M__COUN
 		[RW_M_INBOUND6] = sizeof(struct rw_inbound6_lpm_key),
 		[RW_M_CONNTRACK] = sizeof(struct rw_ct_key),
 		[RW_M_CONNTRACK6] = sizeof(struct rw_ct6_key),
+		[RW_M_CT_SLOTS] = 4,
+		[RW_M_CT6_SLOTS] = 4,
 		[RW_M_COUNTERS] = 4,
 		[RW_M_EVENT_BUDGET] = 4,
 		[RW_M_RUN_REVS] = 4,
@@ -134,6 +136,18 @@ int rw_map_fill(const struct rw_datapath *dp, struct rw_map_fill fill[RW_M__COUN
 			}
 			if (rw_config_read(dp, &cfg) == 0 && cfg.ct_node)
 				f->max_entries = cfg.ct_node;
+			break;
+		}
+		case RW_M_CT_SLOTS:
+		case RW_M_CT6_SLOTS: {
+			/* The veths whose tables are in their slot (an array: every index is a
+			 * key; a slot holds a table or nothing).
+			 */
+			__u32 id;
+
+			f->entries = 0;
+			for (__u32 slot = 0; slot < f->max_entries; slot++)
+				f->entries += bpf_map_lookup_elem(fd, &slot, &id) == 0;
 			break;
 		}
 		case RW_M_EVENTS: {

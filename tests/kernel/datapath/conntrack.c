@@ -132,6 +132,9 @@ void test_conntrack_isolation(void)
 			 ALLOWED(RW_PATH_RULE, 1, "run-7f3a")},
 		};
 
+		__u32 slot = RW_VETH_SLOT(key);
+
+		bpf_map_delete_elem(dp.map_fd[RW_M_CT_SLOTS], &slot);
 		bpf_map_delete_elem(dp.map_fd[RW_M_CONNTRACK], &key);
 		run_table(cases, sizeof(cases) / sizeof(cases[0]));
 		bind_veth(0, POD_A); /* what the agent's resync does */
@@ -190,4 +193,160 @@ void test_conntrack_expire(void)
 	close(fd);
 	printf("%s %d - conntrack expiry: an idle flow goes, a fresh one stays\n",
 	       ok ? "ok" : "not ok", t_count);
+}
+
+/* Flows of the veth's table, each checked to name the veth (-1: no table). */
+static int own_flows(int ifindex)
+{
+	int fd = rw_conntrack_table_fd(&dp, ifindex), n = 0;
+	struct rw_ct_key k, *prev = NULL;
+
+	if (fd < 0)
+		return -1;
+	while (bpf_map_get_next_key(fd, prev, &k) == 0) {
+		prev = &k;
+		n += k.ifindex == (__u32)ifindex ? 1 : 1000; /* a foreign entry shows */
+	}
+	close(fd);
+	return n;
+}
+
+/* Whether the veth's stored binding says its tables are in its slot, and the slot holds its
+ * IPv4 table (the same map as rw_conntrack's).
+ */
+static int owns_slot(int ifindex)
+{
+	__u32 slot = RW_VETH_SLOT((__u32)ifindex), key = ifindex, in_slot, in_hash;
+	struct rw_endpoint ep;
+	int fd;
+
+	if (bpf_map_lookup_elem(dp.map_fd[RW_M_ENDPOINTS], &key, &ep) ||
+	    !(ep.flags & RW_EP_CT_SLOT))
+		return 0;
+	if (bpf_map_lookup_elem(dp.map_fd[RW_M_CT_SLOTS], &slot, &in_slot))
+		return 0;
+	fd = rw_conntrack_table_fd(&dp, ifindex);
+	if (fd < 0)
+		return 0;
+	{
+		struct bpf_map_info info = {};
+		__u32 len = sizeof(info);
+
+		in_hash = bpf_obj_get_info_by_fd(fd, &info, &len) ? 0 : info.id;
+	}
+	close(fd);
+	return in_slot == in_hash;
+}
+
+static int slot_empty(int ifindex)
+{
+	__u32 slot = RW_VETH_SLOT((__u32)ifindex), id;
+
+	return bpf_map_lookup_elem(dp.map_fd[RW_M_CT_SLOTS], &slot, &id) &&
+	       bpf_map_lookup_elem(dp.map_fd[RW_M_CT6_SLOTS], &slot, &id);
+}
+
+/* Two veths whose ifindexes are RW_VETH_SLOTS apart share a slot of rw_ct_slots: the first bound
+ * owns it, the second keeps its table in rw_conntrack only and is judged in full. Each one's
+ * flows go into its own table, both are allowed the same, and the slot passes on only when its
+ * owner lets go of it (unbound, or its binding gone).
+ */
+void test_conntrack_slots(void)
+{
+	const int save0 = ifindex_of[0], save1 = ifindex_of[1];
+	const int a = 200, b = 200 + RW_VETH_SLOTS;
+	char cmd[128];
+	int ok;
+
+	snprintf(cmd, sizeof(cmd), "ip link add rwsa index %d type veth peer name rwsap", a);
+	if (system(cmd))
+		FATAL("%s failed", cmd);
+	snprintf(cmd, sizeof(cmd), "ip link add rwsb index %d type veth peer name rwsbp", b);
+	if (system(cmd))
+		FATAL("%s failed", cmd);
+	ifindex_of[0] = a;
+	ifindex_of[1] = b;
+	bind_veth(0, POD_A);
+	bind_veth(1, POD_B);
+	t_count++;
+	ok = CHECK(owns_slot(a), "first", "rwsa (ifindex %d) does not own slot %d", a,
+		   RW_VETH_SLOT(a));
+	ok &= CHECK(!owns_slot(b), "second", "rwsb (ifindex %d) owns the slot rwsa has", b);
+	ok &= CHECK_EQ(own_flows(b), 0, "rwsb has its own empty table");
+	printf("%s %d - two veths %d apart: the first bound owns the slot, the second has its "
+	       "table in rw_conntrack only\n",
+	       ok ? "ok" : "not ok", t_count, RW_VETH_SLOTS);
+	{
+		static const struct tcase cases[] = {
+			{"slots: the owner's new flow",
+			 EG(0, POD_A, "172.20.0.11", TCP, 41300, 3443, SYN),
+			 ALLOWED(RW_PATH_RULE, 1, "run-7f3a")},
+			{"slots: the other veth's new flow, the same ports",
+			 EG(1, POD_B, "172.20.0.11", TCP, 41300, 3443, SYN),
+			 ALLOWED(RW_PATH_RULE, 1, "run-b77e")},
+			{"slots: the other veth's next packet (its own table, judged in full)",
+			 EG(1, POD_B, "172.20.0.11", TCP, 41300, 3443, ACK),
+			 ALLOWED(RW_PATH_RULE, 0, "run-b77e")},
+			{"slots: the other veth's reply",
+			 IN(1, "172.20.0.11", POD_B, TCP, 3443, 41300, ACK),
+			 ALLOWED(RW_PATH_REPLY, 0, "run-b77e")},
+			{"slots: the owner's reply",
+			 IN(0, "172.20.0.11", POD_A, TCP, 3443, 41300, ACK),
+			 ALLOWED(RW_PATH_REPLY, 0, "run-7f3a")},
+			{"slots: the owner's next packet (the fast path)",
+			 EG(0, POD_A, "172.20.0.11", TCP, 41300, 3443, ACK),
+			 ALLOWED(RW_PATH_RULE, 0, "run-7f3a")},
+		};
+
+		run_table(cases, sizeof(cases) / sizeof(cases[0]));
+	}
+	t_count++;
+	ok = CHECK_EQ(own_flows(a), 1, "rwsa's flows, in its own table");
+	ok &= CHECK_EQ(own_flows(b), 1, "rwsb's flows, in its own table");
+	printf("%s %d - slots: each veth's flow is in its own table only\n", ok ? "ok" : "not ok",
+	       t_count);
+
+	/* The owner unbound: the slot is empty, and the other veth bound again (its resync)
+	 * takes it with its table, its flow still known.
+	 */
+	rw_endpoint_unbind(&dp, a);
+	t_count++;
+	ok = CHECK(slot_empty(a), "released", "the unbound owner's slot still holds a table");
+	bind_veth(1, POD_B);
+	ok &= CHECK(owns_slot(b), "taken", "rwsb did not take the free slot");
+	ok &= CHECK_EQ(own_flows(b), 1, "rwsb keeps its flow");
+	printf("%s %d - slots: an unbound owner frees the slot; the other veth takes it with its "
+	       "table\n",
+	       ok ? "ok" : "not ok", t_count);
+	{
+		static const struct tcase cases[] = {
+			{"slots: the new owner's known flow, from its slot",
+			 IN(1, "172.20.0.11", POD_B, TCP, 3443, 41300, ACK),
+			 ALLOWED(RW_PATH_REPLY, 0, "run-b77e")},
+		};
+
+		run_table(cases, 1);
+	}
+
+	/* A slot whose owner's binding is gone (an agent stopped between the two) passes on. */
+	bind_veth(0, POD_A);
+	t_count++;
+	ok = CHECK(!owns_slot(a), "taken", "rwsa took the slot rwsb owns");
+	{
+		__u32 key = b;
+
+		bpf_map_delete_elem(dp.map_fd[RW_M_ENDPOINTS], &key);
+	}
+	bind_veth(0, POD_A);
+	ok &= CHECK(owns_slot(a), "stale", "rwsa did not take the slot of a binding gone");
+	printf("%s %d - slots: a veth bound again stays out of a slot another owns, and takes one "
+	       "whose owner's binding is gone\n",
+	       ok ? "ok" : "not ok", t_count);
+
+	rw_endpoint_unbind(&dp, a);
+	rw_endpoint_unbind(&dp, b);
+	ifindex_of[0] = save0;
+	ifindex_of[1] = save1;
+	if (system("ip link del rwsa") || system("ip link del rwsb"))
+		FATAL("deleting the slot test's veths");
 }

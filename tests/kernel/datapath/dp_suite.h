@@ -184,6 +184,7 @@ void test_revoke6_drop_mode(void);
 /* conntrack.c */
 void test_conntrack_isolation(void);
 void test_conntrack_expire(void);
+void test_conntrack_slots(void);
 
 /* ring.c */
 void test_ring_full(void);
