@@ -31,6 +31,26 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } rw_endpoints SEC(".maps");
 
+/* The binding of the veth that owns each slot (runwall.h, rw_veth_slots): an ARRAY of one
+ * struct rw_veth per veth, swapped in whole by the library. Both lookups are inlined by the
+ * verifier (array_of_map_gen_lookup(), array_map_gen_lookup() in kernel/bpf/arraymap.c: the
+ * inner arrays all have one entry, as bpf_map_meta_equal() requires of inner arrays).
+ */
+struct rw_veth_inner {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(struct rw_veth)); /* sizes only: see the note below */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, RW_VETH_SLOTS);
+	__type(key, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+	__array(values, struct rw_veth_inner);
+} rw_veth_slots SEC(".maps");
+
 /* The policy of a snapshot lives in inner maps, two slots per table. The agent fills fresh inner
  * maps for the idle slot, then flips rw_config.state: a packet reads the slot once and sees one
  * whole snapshot. Updating an ARRAY_OF_MAPS waits for an RCU grace period in the kernel

@@ -41,6 +41,25 @@ const volatile __u8 rw_dry_run = 0;
 /* What the last dry run decided, read back by `runwall explain` from .bss (x->explain). */
 struct rw_explain rw_explain_result;
 
+/* The veth's binding: from its slot of rw_veth_slots when it owns the slot (x->slot_owner),
+ * else from rw_endpoints (a veth whose slot another holds); NULL when it is not bound.
+ */
+static __always_inline struct rw_endpoint *rw_endpoint_of(struct rw_ctx *x)
+{
+	__u32 ifindex = x->ifindex, slot = RW_VETH_SLOT(ifindex), zero = 0;
+	struct rw_veth *veth = NULL;
+	void *inner;
+
+	inner = bpf_map_lookup_elem(&rw_veth_slots, &slot);
+	if (inner)
+		veth = bpf_map_lookup_elem(inner, &zero);
+	if (veth && veth->ifindex == ifindex) {
+		x->slot_owner = 1;
+		return &veth->ep;
+	}
+	return bpf_map_lookup_elem(&rw_endpoints, &ifindex);
+}
+
 /* Which run sent (or is sent) this packet, judged by the veth alone: the veth is the sandbox,
  * whatever the packet claims. Drops that happen before the identity check are counted and
  * reported under this run too: for IPv6 the run of the veth's IPv6 address, else of its IPv4.
@@ -48,10 +67,8 @@ struct rw_explain rw_explain_result;
 static __always_inline struct rw_endpoint *rw_attribute(struct rw_ctx *x, const struct rw_view *v,
 							const int six)
 {
-	__u32 ifindex = x->skb->ifindex;
-	struct rw_endpoint *ep;
+	struct rw_endpoint *ep = rw_endpoint_of(x);
 
-	ep = bpf_map_lookup_elem(&rw_endpoints, &ifindex);
 	if (!ep)
 		return ep;
 	if (six && (ep->flags & RW_EP_IP6))
@@ -75,11 +92,9 @@ static __always_inline int rw_identify(struct rw_ctx *x, const struct rw_view *v
 				       const void *claimed, int mismatch_reason,
 				       const struct rw_endpoint **epp, const int six)
 {
-	__u32 ifindex = x->skb->ifindex;
-	struct rw_endpoint *ep;
+	struct rw_endpoint *ep = rw_endpoint_of(x);
 	int same;
 
-	ep = bpf_map_lookup_elem(&rw_endpoints, &ifindex);
 	*epp = ep;
 	if (!ep || !(ep->flags & (six ? RW_EP_IP6 : RW_EP_IP4)))
 		return RW_REASON_UNKNOWN_SOURCE; /* no address of this family is bound here */
@@ -144,7 +159,7 @@ static __always_inline struct rw_ct_value *rw_fast(struct rw_ctx *x, void *table
 }
 
 /* The veth's own table, once its binding `ep` is known (NULL: none): the slot's, that the fast
- * path looked the flow up in, when the binding says the veth owns the slot; otherwise the one
+ * path looked the flow up in, when the veth owns the slot (rw_endpoint_of()); otherwise the one
  * rw_conntrack holds for it, and the flow is looked up again there (conntrack.h).
  */
 static __always_inline void *rw_own_table(struct rw_ctx *x, void *slot_table, const void *ck,
@@ -152,7 +167,7 @@ static __always_inline void *rw_own_table(struct rw_ctx *x, void *slot_table, co
 {
 	void *table;
 
-	if (ep && (ep->flags & RW_EP_CT_SLOT))
+	if (ep && x->slot_owner)
 		return slot_table;
 	table = ep ? rw_ct_hash_table(x->ifindex, six) : NULL;
 	if (!x->pkt.is_arp && (x->pkt.proto == IPPROTO_TCP || x->pkt.proto == IPPROTO_UDP))

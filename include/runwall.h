@@ -21,6 +21,7 @@
 #define RW_MAPS(X)                                 \
 	X(CONFIG, rw_config, "config")             \
 	X(ENDPOINTS, rw_endpoints, "endpoints")    \
+	X(VETH_SLOTS, rw_veth_slots, "endpoints")  \
 	X(PODS, rw_pods, "pods")                   \
 	X(PODS6, rw_pods6, "pods")                 \
 	X(ALLOW_EXACT, rw_allow_exact, "allow")    \
@@ -71,8 +72,9 @@
 #ifndef RW_CT_PER_SANDBOX
 #define RW_CT_PER_SANDBOX 8192 /* flows one sandbox may hold at once */
 #endif
-/* rw_ct_slots, rw_ct6_slots: the sandbox tables again, by veth slot (ifindex modulo this), so that
- * the fast path finds a flow's table by an inlined array lookup. A power of two.
+/* rw_veth_slots, rw_ct_slots, rw_ct6_slots: a sandbox veth's binding and tables again, by veth
+ * slot (ifindex modulo this), so that a packet finds them by inlined array lookups. A power of
+ * two.
  */
 #ifndef RW_VETH_SLOTS
 #define RW_VETH_SLOTS 16384
@@ -288,10 +290,6 @@ _Static_assert(sizeof(struct rw_lease_args) == 16, "rw_lease_args layout");
 #define RW_EP_IP4 (1u << 0) /* pod_ip */
 #define RW_EP_IP6 (1u << 1) /* pod_ip6 */
 #define RW_EP_GW6 (1u << 2) /* gw_ip6 */
-/* The veth's tables are in its slot of rw_ct_slots and rw_ct6_slots: set by the library only,
- * never part of a binding asked for (rw_endpoint_get() does not return it).
- */
-#define RW_EP_CT_SLOT (1u << 3)
 struct rw_endpoint {
 	__be32 pod_ip;
 	__u32 flags; /* RW_EP_* */
@@ -299,6 +297,20 @@ struct rw_endpoint {
 	__be32 gw_ip6[4];
 };
 _Static_assert(sizeof(struct rw_endpoint) == 40, "rw_endpoint layout");
+
+/* rw_veth_slots: ARRAY_OF_MAPS, RW_VETH_SLOT(ifindex) -> an ARRAY of one rw_veth: the binding
+ * again, of the one veth that owns the slot, so that a packet finds its veth's binding by two
+ * inlined array lookups instead of a hash. A veth reading a slot it does not own finds another
+ * ifindex there, and its binding in rw_endpoints. Owning the slot also means owning the slot's
+ * tables of rw_ct_slots and rw_ct6_slots. Each binding is a new inner map swapped in whole, so
+ * a packet never reads half of one.
+ */
+struct rw_veth {
+	__u32 ifindex; /* the owner */
+	__u32 pad;
+	struct rw_endpoint ep;
+};
+_Static_assert(sizeof(struct rw_veth) == 48, "rw_veth layout");
 
 /* rw_pods[slot]: pod IPv4 (__be32) -> its run; rw_pods6[slot]: pod IPv6 (__be32[4]) -> its run,
  * the same value, so that one run_idx (counters, rw_run_revs, the verdict cache) covers both
@@ -410,10 +422,10 @@ _Static_assert(sizeof(struct rw_inbound_lpm_key) == 12, "rw_inbound_lpm_key layo
  * entry grants nothing.
  *
  * rw_ct_slots (rw_ct6_slots for IPv6): ARRAY_OF_MAPS, RW_VETH_SLOT(ifindex) -> the same table,
- * for the one veth that owns the slot (its binding has RW_EP_CT_SLOT). The fast path looks a
- * flow up there by the packet's ifindex alone; a veth whose slot another owns (ifindexes
- * RW_VETH_SLOTS apart) finds nothing there and is judged in full, with its table from
- * rw_conntrack. A flow is only ever written into a table its veth's binding names.
+ * for the one veth that owns the slot (rw_veth_slots). The fast path looks a flow up there by
+ * the packet's ifindex alone; a veth whose slot another owns (ifindexes RW_VETH_SLOTS apart)
+ * finds nothing there and is judged in full, with its table from rw_conntrack. A flow is only
+ * ever written into its own veth's table: the slot's only for the slot's owner.
  */
 struct rw_ct_key {
 	__u32 ifindex;

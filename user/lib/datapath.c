@@ -530,79 +530,82 @@ static int ct_outer(const struct rw_datapath *dp, bool six)
 	return dp->map_fd[six ? RW_M_CONNTRACK6 : RW_M_CONNTRACK];
 }
 
-/* The same tables by veth slot, for the veth that owns its slot (runwall.h, RW_EP_CT_SLOT). */
+/* ---- veth slots (runwall.h, rw_veth_slots): a bound veth's binding and tables by slot ------- */
+
+/* The same tables by veth slot, for the veth that owns its slot. */
 static int ct_slots(const struct rw_datapath *dp, bool six)
 {
 	return dp->map_fd[six ? RW_M_CT6_SLOTS : RW_M_CT_SLOTS];
 }
 
-/* A table's name says whose it is ("rwct4_<ifindex in hex>", "rwct6_..."), so that the veth a
- * slot's table belongs to can be read back from the table alone.
- */
-static __u32 ct_table_owner(int fd)
+/* The veth that owns `slot` (0: none). */
+static __u32 slot_owner(const struct rw_datapath *dp, __u32 slot)
 {
-	struct bpf_map_info info = {};
-	__u32 len = sizeof(info), ifindex;
-	char fam;
+	struct rw_veth v = {0};
+	__u32 id, zero = 0;
+	int fd;
 
-	if (bpf_obj_get_info_by_fd(fd, &info, &len) ||
-	    sscanf(info.name, "rwct%c_%x", &fam, &ifindex) != 2)
+	if (bpf_map_lookup_elem(dp->map_fd[RW_M_VETH_SLOTS], &slot, &id))
 		return 0;
-	return ifindex;
+	fd = bpf_map_get_fd_by_id(id);
+	if (fd < 0)
+		return 0;
+	if (bpf_map_lookup_elem(fd, &zero, &v))
+		v.ifindex = 0;
+	close(fd);
+	return v.ifindex;
 }
 
-/* The veth whose table is in `slot` (either family's), 0 for none. */
-static __u32 ct_slot_owner(const struct rw_datapath *dp, __u32 slot)
-{
-	for (int six = 0; six < 2; six++) {
-		__u32 id, owner;
-		int fd;
-
-		if (bpf_map_lookup_elem(ct_slots(dp, six), &slot, &id))
-			continue;
-		fd = bpf_map_get_fd_by_id(id);
-		if (fd < 0)
-			continue;
-		owner = ct_table_owner(fd);
-		close(fd);
-		if (owner)
-			return owner;
-	}
-	return 0;
-}
-
-/* Empty the veth's slot, if the veth owns it. Each delete waits for the programs running on
- * the slot's table to finish (maybe_wait_bpf_programs()), so the slot can be given to another
- * veth afterwards without any packet of this one still on it.
+/* Empty `slot`: its binding first, then its tables. Each delete waits for the programs running
+ * on what it held (maybe_wait_bpf_programs()), so the slot can be given to another veth
+ * afterwards without any packet of the old owner still on it.
  */
-static void ct_slot_release(const struct rw_datapath *dp, __u32 ifindex)
+static void slot_empty(const struct rw_datapath *dp, __u32 slot)
 {
-	__u32 slot = RW_VETH_SLOT(ifindex);
-
-	if (ct_slot_owner(dp, slot) != ifindex)
-		return;
+	bpf_map_delete_elem(dp->map_fd[RW_M_VETH_SLOTS], &slot);
 	for (int six = 0; six < 2; six++)
 		bpf_map_delete_elem(ct_slots(dp, six), &slot);
 }
 
-/* Whether the veth may own its slot: it does already, or nobody does, or the owner's binding
- * is gone or no longer claims it (left by an agent stopped half-way through an unbind; emptied
- * here).
- */
-static bool ct_slot_claim(const struct rw_datapath *dp, __u32 ifindex)
+static bool owns_slot(const struct rw_datapath *dp, __u32 ifindex)
 {
-	__u32 slot = RW_VETH_SLOT(ifindex), owner = ct_slot_owner(dp, slot);
+	return slot_owner(dp, RW_VETH_SLOT(ifindex)) == ifindex;
+}
+
+/* Whether the veth may own its slot: it does already, or nobody does, or the owner's binding is
+ * gone from rw_endpoints (left by an agent stopped half-way through an unbind; emptied here).
+ * Called under rw_veth_lock(), like every binding, so two veths never claim one slot at once.
+ */
+static bool slot_claim(const struct rw_datapath *dp, __u32 ifindex)
+{
+	__u32 slot = RW_VETH_SLOT(ifindex), owner = slot_owner(dp, slot);
 	struct rw_endpoint ep;
 
 	if (!owner || owner == ifindex)
 		return true;
-	if (RW_VETH_SLOT(owner) == slot &&
-	    bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &owner, &ep) == 0 &&
-	    (ep.flags & RW_EP_CT_SLOT))
+	if (bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &owner, &ep) == 0)
 		return false;
-	for (int six = 0; six < 2; six++)
-		bpf_map_delete_elem(ct_slots(dp, six), &slot);
+	slot_empty(dp, slot);
 	return true;
+}
+
+/* The veth's binding into its slot: a new inner map, swapped in whole. */
+static int slot_publish(const struct rw_datapath *dp, __u32 ifindex, const struct rw_endpoint *ep)
+{
+	struct rw_veth v = {.ifindex = ifindex, .ep = *ep};
+	__u32 slot = RW_VETH_SLOT(ifindex), zero = 0;
+	char name[BPF_OBJ_NAME_LEN];
+	int fd, err = 0;
+
+	snprintf(name, sizeof(name), "rwveth_%x", ifindex);
+	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, name, sizeof(__u32), sizeof(v), 1, NULL);
+	if (fd < 0)
+		return -errno;
+	if (bpf_map_update_elem(fd, &zero, &v, BPF_ANY) ||
+	    bpf_map_update_elem(dp->map_fd[RW_M_VETH_SLOTS], &slot, &fd, BPF_ANY))
+		err = -errno;
+	close(fd);
+	return err;
 }
 
 static int ct_table_fd(const struct rw_datapath *dp, __u32 ifindex, bool six)
@@ -687,15 +690,6 @@ static int ct_slot_sync(const struct rw_datapath *dp, __u32 ifindex, bool six)
 	return err;
 }
 
-/* Whether the veth's tables are in its slot: its binding says so. */
-static bool ct_in_slot(const struct rw_datapath *dp, __u32 ifindex)
-{
-	struct rw_endpoint ep;
-
-	return bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &ifindex, &ep) == 0 &&
-	       (ep.flags & RW_EP_CT_SLOT);
-}
-
 /* Put a fresh, empty table of the configured size in for `ifindex`'s family, replacing any
  * table it had (the packets in flight on the old one finish on it; it is freed after them),
  * in rw_conntrack and, for a veth that owns its slot (`in_slot`), in the slot.
@@ -743,7 +737,7 @@ int rw_conntrack_flush(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_i
 		for (int six = 0; six < 2; six++) {
 			if (!ct_table_exists(dp, ifindex, six))
 				continue;
-			err = ct_table_reset(dp, ifindex, six, ct_in_slot(dp, ifindex));
+			err = ct_table_reset(dp, ifindex, six, owns_slot(dp, ifindex));
 			if (err)
 				return err;
 			replaced++;
@@ -896,7 +890,7 @@ int rw_endpoint_bind_addrs(const struct rw_datapath *dp, __u32 ifindex,
 	 * the veth may own it, before the binding says so: until then its packets find their
 	 * table through rw_conntrack, the same table.
 	 */
-	in_slot = ct_slot_claim(dp, ifindex);
+	in_slot = slot_claim(dp, ifindex);
 	for (int six = 0; six < 2 && !err; six++) {
 		if (!(ep.flags & family_flag[six]))
 			continue;
@@ -908,10 +902,18 @@ int rw_endpoint_bind_addrs(const struct rw_datapath *dp, __u32 ifindex,
 		err = ct_table_reset(dp, ifindex, six, in_slot);
 		made[six] = !err;
 	}
-	if (in_slot)
-		ep.flags |= RW_EP_CT_SLOT;
 	if (!err && bpf_map_update_elem(fd, &ifindex, &ep, BPF_ANY))
 		err = -errno;
+	/* The binding into the slot last: from then on the veth's packets judge by the slot. A
+	 * binding that cannot get there is no binding (deny-all), not one half in place.
+	 */
+	if (!err && in_slot) {
+		err = slot_publish(dp, ifindex, &ep);
+		if (err) {
+			rw_endpoint_unbind(dp, ifindex);
+			return err;
+		}
+	}
 	if (err)
 		for (int six = 0; six < 2; six++) {
 			__u32 slot = RW_VETH_SLOT(ifindex);
@@ -935,20 +937,18 @@ int rw_endpoint_bind(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_ip)
 int rw_endpoint_get(const struct rw_datapath *dp, __u32 ifindex, struct rw_endpoint *out)
 {
 	memset(out, 0, sizeof(*out));
-	if (bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &ifindex, out))
-		return -errno;
-	out->flags &= ~RW_EP_CT_SLOT; /* the library's, not the binding's */
-	return 0;
+	return bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &ifindex, out) ? -errno : 0;
 }
 
 int rw_endpoint_unbind(const struct rw_datapath *dp, __u32 ifindex)
 {
 	int err = 0;
 
-	/* The tables first: from then on no packet of the veth takes the fast path. The slot
-	 * before rw_conntrack: its deletes wait for the packets on it.
+	/* The slot first (its deletes wait for the packets on it), then the tables: from then on
+	 * no packet of the veth takes the fast path.
 	 */
-	ct_slot_release(dp, ifindex);
+	if (owns_slot(dp, ifindex))
+		slot_empty(dp, RW_VETH_SLOT(ifindex));
 	for (int six = 0; six < 2; six++)
 		if (bpf_map_delete_elem(ct_outer(dp, six), &ifindex) && errno != ENOENT && !err)
 			err = -errno;

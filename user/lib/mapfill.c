@@ -45,6 +45,7 @@ int rw_map_fill(const struct rw_datapath *dp, struct rw_map_fill fill[RW_M__COUN
 		[RW_M_CONNTRACK] = sizeof(struct rw_ct_key),
 		[RW_M_CONNTRACK6] = sizeof(struct rw_ct6_key),
 		[RW_M_CT_SLOTS] = 4,
+		[RW_M_VETH_SLOTS] = 4,
 		[RW_M_CT6_SLOTS] = 4,
 		[RW_M_COUNTERS] = 4,
 		[RW_M_EVENT_BUDGET] = 4,
@@ -138,6 +139,7 @@ int rw_map_fill(const struct rw_datapath *dp, struct rw_map_fill fill[RW_M__COUN
 				f->max_entries = cfg.ct_node;
 			break;
 		}
+		case RW_M_VETH_SLOTS:
 		case RW_M_CT_SLOTS:
 		case RW_M_CT6_SLOTS: {
 			/* The veths whose tables are in their slot (an array: every index is a

@@ -211,17 +211,25 @@ static int own_flows(int ifindex)
 	return n;
 }
 
-/* Whether the veth's stored binding says its tables are in its slot, and the slot holds its
- * IPv4 table (the same map as rw_conntrack's).
+/* Whether the veth owns its slot: its binding is in rw_veth_slots (under its own ifindex, the
+ * binding of rw_endpoints), and the slot of rw_ct_slots holds its IPv4 table (the same map as
+ * rw_conntrack's).
  */
 static int owns_slot(int ifindex)
 {
-	__u32 slot = RW_VETH_SLOT((__u32)ifindex), key = ifindex, in_slot, in_hash;
+	__u32 slot = RW_VETH_SLOT((__u32)ifindex), key = ifindex, zero = 0, id, in_slot, in_hash;
 	struct rw_endpoint ep;
+	struct rw_veth v;
 	int fd;
 
-	if (bpf_map_lookup_elem(dp.map_fd[RW_M_ENDPOINTS], &key, &ep) ||
-	    !(ep.flags & RW_EP_CT_SLOT))
+	if (bpf_map_lookup_elem(dp.map_fd[RW_M_VETH_SLOTS], &slot, &id))
+		return 0;
+	fd = bpf_map_get_fd_by_id(id);
+	if (fd < 0 || bpf_map_lookup_elem(fd, &zero, &v))
+		FATAL("reading slot %u of rw_veth_slots", slot);
+	close(fd);
+	if (v.ifindex != key || bpf_map_lookup_elem(dp.map_fd[RW_M_ENDPOINTS], &key, &ep) ||
+	    memcmp(&ep, &v.ep, sizeof(ep)))
 		return 0;
 	if (bpf_map_lookup_elem(dp.map_fd[RW_M_CT_SLOTS], &slot, &in_slot))
 		return 0;
@@ -242,12 +250,14 @@ static int slot_empty(int ifindex)
 {
 	__u32 slot = RW_VETH_SLOT((__u32)ifindex), id;
 
-	return bpf_map_lookup_elem(dp.map_fd[RW_M_CT_SLOTS], &slot, &id) &&
+	return bpf_map_lookup_elem(dp.map_fd[RW_M_VETH_SLOTS], &slot, &id) &&
+	       bpf_map_lookup_elem(dp.map_fd[RW_M_CT_SLOTS], &slot, &id) &&
 	       bpf_map_lookup_elem(dp.map_fd[RW_M_CT6_SLOTS], &slot, &id);
 }
 
-/* Two veths whose ifindexes are RW_VETH_SLOTS apart share a slot of rw_ct_slots: the first bound
- * owns it, the second keeps its table in rw_conntrack only and is judged in full. Each one's
+/* Two veths whose ifindexes are RW_VETH_SLOTS apart share a slot: the first bound owns it (its
+ * binding in rw_veth_slots, its tables in rw_ct_slots), the second keeps its binding in
+ * rw_endpoints and its table in rw_conntrack only, and is judged in full. Each one's
  * flows go into its own table, both are allowed the same, and the slot passes on only when its
  * owner lets go of it (unbound, or its binding gone).
  */
@@ -296,6 +306,12 @@ void test_conntrack_slots(void)
 			{"slots: the owner's next packet (the fast path)",
 			 EG(0, POD_A, "172.20.0.11", TCP, 41300, 3443, ACK),
 			 ALLOWED(RW_PATH_RULE, 0, "run-7f3a")},
+			{"slots: the other veth sending as the slot owner's pod: spoofed",
+			 EG(1, POD_A, "172.20.0.11", TCP, 41300, 3443, ACK),
+			 DROPPED(RW_REASON_SPOOFED_SOURCE, "run-b77e")},
+			{"slots: the owner sending as the other veth's pod: spoofed",
+			 EG(0, POD_B, "172.20.0.11", TCP, 41300, 3443, ACK),
+			 DROPPED(RW_REASON_SPOOFED_SOURCE, "run-7f3a")},
 		};
 
 		run_table(cases, sizeof(cases) / sizeof(cases[0]));
