@@ -42,27 +42,16 @@ static __always_inline void rw_ct6_key_make(struct rw_ct6_key *k, __u32 ifindex,
 	k->proto = proto;
 }
 
-/* The table of the veth's slot, for the packet's family: the fast path's, found by the ifindex
- * alone. It may be another veth's (one whose ifindex is RW_VETH_SLOTS away owns the slot): its
- * keys name that veth, so this veth's flows are never found in it, and nothing is ever written
- * to it but by its owner (rw_own_table() in runwall.bpf.c). NULL when the slot is empty.
+/* The table at veth index `idx` of rw_ct_slots (rw_ct6_slots), for the packet's family; NULL
+ * when there is none. At the packet's slot (the fast path's, found by the ifindex alone) it may
+ * be another veth's, one whose ifindex is RW_VETH_SLOTS away: its keys name that veth, so this
+ * veth's flows are never found in it, and a flow is only ever written to the table at the
+ * writer's own index (rw_own_table() in runwall.bpf.c).
  */
-static __always_inline void *rw_ct_slot_table(__u32 ifindex, const int six)
+static __always_inline void *rw_ct_table_at(__u32 idx, const int six)
 {
-	__u32 slot = RW_VETH_SLOT(ifindex);
-
-	return six ? bpf_map_lookup_elem(&rw_ct6_slots, &slot)
-		   : bpf_map_lookup_elem(&rw_ct_slots, &slot);
-}
-
-/* The table rw_conntrack (rw_conntrack6) holds for the veth: every bound veth's, the one a veth
- * whose slot another owns is judged with. NULL when the veth has none (not bound for that
- * family): then no flow is known, and no new flow can be noted (conntrack-full).
- */
-static __always_inline void *rw_ct_hash_table(__u32 ifindex, const int six)
-{
-	return six ? bpf_map_lookup_elem(&rw_conntrack6, &ifindex)
-		   : bpf_map_lookup_elem(&rw_conntrack, &ifindex);
+	return six ? bpf_map_lookup_elem(&rw_ct6_slots, &idx)
+		   : bpf_map_lookup_elem(&rw_ct_slots, &idx);
 }
 
 /* k is a struct rw_ct_key or a struct rw_ct6_key, the one of table's family. */

@@ -31,7 +31,7 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } rw_endpoints SEC(".maps");
 
-/* The binding of the veth that owns each slot (runwall.h, rw_veth_slots): an ARRAY of one
+/* The binding of each bound veth by its index (runwall.h, rw_veth_slots): an ARRAY of one
  * struct rw_veth per veth, swapped in whole by the library. Both lookups are inlined by the
  * verifier (array_of_map_gen_lookup(), array_map_gen_lookup() in kernel/bpf/arraymap.c: the
  * inner arrays all have one entry, as bpf_map_meta_equal() requires of inner arrays).
@@ -45,11 +45,22 @@ struct rw_veth_inner {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, RW_VETH_SLOTS);
+	__uint(max_entries, RW_VETH_INDEXES);
 	__type(key, __u32);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 	__array(values, struct rw_veth_inner);
 } rw_veth_slots SEC(".maps");
+
+/* Host-side veth ifindex -> its overflow index in rw_veth_slots, for a veth whose slot another
+ * holds: looked up only when the slot's binding is another veth's (or none).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RW_MAX_ENDPOINTS);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rw_veth_overflow SEC(".maps");
 
 /* The policy of a snapshot lives in inner maps, two slots per table. The agent fills fresh inner
  * maps for the idle slot, then flips rw_config.state: a packet reads the slot once and sees one
@@ -262,14 +273,13 @@ struct {
 	__array(values, struct rw_ct6_inner);
 } rw_conntrack6 SEC(".maps");
 
-/* The same tables by veth slot (runwall.h, RW_VETH_SLOT), for the veth that owns the slot: an
- * ARRAY_OF_MAPS lookup is inlined by the verifier (array_of_map_gen_lookup() in
+/* The same tables by veth index (runwall.h, rw_veth_slots): an ARRAY_OF_MAPS lookup is inlined by the verifier (array_of_map_gen_lookup() in
  * kernel/bpf/arraymap.c), a bounds check and two loads, where the hash of maps above costs a
  * helper call and a hash of the key. Filled and emptied with rw_conntrack by the library.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, RW_VETH_SLOTS);
+	__uint(max_entries, RW_VETH_INDEXES);
 	__type(key, __u32);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 	__array(values, struct rw_ct_inner);
@@ -277,7 +287,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, RW_VETH_SLOTS);
+	__uint(max_entries, RW_VETH_INDEXES);
 	__type(key, __u32);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 	__array(values, struct rw_ct6_inner);

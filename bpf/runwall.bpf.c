@@ -41,23 +41,37 @@ const volatile __u8 rw_dry_run = 0;
 /* What the last dry run decided, read back by `runwall explain` from .bss (x->explain). */
 struct rw_explain rw_explain_result;
 
-/* The veth's binding: from its slot of rw_veth_slots when it owns the slot (x->slot_owner),
- * else from rw_endpoints (a veth whose slot another holds); NULL when it is not bound.
+/* The binding at veth index `idx`, if it is this veth's. */
+static __always_inline struct rw_endpoint *rw_binding_at(__u32 idx, __u32 ifindex)
+{
+	struct rw_veth *veth = NULL;
+	__u32 zero = 0;
+	void *inner;
+
+	inner = bpf_map_lookup_elem(&rw_veth_slots, &idx);
+	if (inner)
+		veth = bpf_map_lookup_elem(inner, &zero);
+	return veth && veth->ifindex == ifindex ? &veth->ep : NULL;
+}
+
+/* The veth's binding (NULL: not bound), at its index of rw_veth_slots (x->veth_idx): its slot,
+ * or the overflow index rw_veth_overflow gives when another veth holds the slot.
  */
 static __always_inline struct rw_endpoint *rw_endpoint_of(struct rw_ctx *x)
 {
-	__u32 ifindex = x->ifindex, slot = RW_VETH_SLOT(ifindex), zero = 0;
-	struct rw_veth *veth = NULL;
-	void *inner;
+	__u32 ifindex = x->ifindex, idx = RW_VETH_SLOT(ifindex), *overflow;
+	struct rw_endpoint *ep;
 
-	inner = bpf_map_lookup_elem(&rw_veth_slots, &slot);
-	if (inner)
-		veth = bpf_map_lookup_elem(inner, &zero);
-	if (veth && veth->ifindex == ifindex) {
-		x->slot_owner = 1;
-		return &veth->ep;
+	ep = rw_binding_at(idx, ifindex);
+	if (!ep) {
+		overflow = bpf_map_lookup_elem(&rw_veth_overflow, &ifindex);
+		if (!overflow)
+			return NULL;
+		idx = *overflow;
+		ep = rw_binding_at(idx, ifindex);
 	}
-	return bpf_map_lookup_elem(&rw_endpoints, &ifindex);
+	x->veth_idx = idx;
+	return ep;
 }
 
 /* Which run sent (or is sent) this packet, judged by the veth alone: the veth is the sandbox,
@@ -158,18 +172,22 @@ static __always_inline struct rw_ct_value *rw_fast(struct rw_ctx *x, void *table
 	return ct;
 }
 
-/* The veth's own table, once its binding `ep` is known (NULL: none): the slot's, that the fast
- * path looked the flow up in, when the veth owns the slot (rw_endpoint_of()); otherwise the one
- * rw_conntrack holds for it, and the flow is looked up again there (conntrack.h).
+/* The veth's own table, once its binding `ep` is known (NULL: none): the one at its index. At
+ * its slot that is the table the fast path looked the flow up in; at an overflow index the flow
+ * is looked up again there (conntrack.h).
  */
 static __always_inline void *rw_own_table(struct rw_ctx *x, void *slot_table, const void *ck,
 					  const struct rw_endpoint *ep, const int six)
 {
 	void *table;
 
-	if (ep && x->slot_owner)
+	if (!ep) {
+		x->ct = NULL;
+		return NULL;
+	}
+	if (x->veth_idx == RW_VETH_SLOT(x->ifindex))
 		return slot_table;
-	table = ep ? rw_ct_hash_table(x->ifindex, six) : NULL;
+	table = rw_ct_table_at(x->veth_idx, six);
 	if (!x->pkt.is_arp && (x->pkt.proto == IPPROTO_TCP || x->pkt.proto == IPPROTO_UDP))
 		x->ct = rw_ct_lookup(table, ck);
 	return table;
@@ -204,7 +222,7 @@ static __always_inline int rw_begin(struct rw_ctx *x, struct rw_view *v, void **
 		else
 			rw_ct_key_make(ck, x->skb->ifindex, p->daddr, p->saddr, p->dport, p->sport,
 				       p->proto);
-		*table = rw_ct_slot_table(x->skb->ifindex, six);
+		*table = rw_ct_table_at(RW_VETH_SLOT(x->ifindex), six);
 		*cached = rw_fast(x, *table, ck);
 		if (*cached)
 			return RW_REASON_ALLOWED;

@@ -18,30 +18,31 @@
  * (user/lib/datapath.h), and `runwall map` its table. Maps shown under one name ("allow") are
  * shown together, under the first's ID.
  */
-#define RW_MAPS(X)                                 \
-	X(CONFIG, rw_config, "config")             \
-	X(ENDPOINTS, rw_endpoints, "endpoints")    \
-	X(VETH_SLOTS, rw_veth_slots, "endpoints")  \
-	X(PODS, rw_pods, "pods")                   \
-	X(PODS6, rw_pods6, "pods")                 \
-	X(ALLOW_EXACT, rw_allow_exact, "allow")    \
-	X(ALLOW_CIDR, rw_allow_cidr, "allow")      \
-	X(ALLOW_EXACT6, rw_allow_exact6, "allow")  \
-	X(ALLOW_CIDR6, rw_allow_cidr6, "allow")    \
-	X(DENY, rw_deny, "deny")                   \
-	X(DENY6, rw_deny6, "deny")                 \
-	X(INBOUND, rw_inbound, "inbound")          \
-	X(INBOUND6, rw_inbound6, "inbound")        \
-	X(CONNTRACK, rw_conntrack, "conntrack")    \
-	X(CONNTRACK6, rw_conntrack6, "conntrack")  \
-	X(CT_SLOTS, rw_ct_slots, "conntrack")      \
-	X(CT6_SLOTS, rw_ct6_slots, "conntrack")    \
-	X(COUNTERS, rw_counters, "counters")       \
-	X(EVENT_BUDGET, rw_event_budget, "budget") \
-	X(EVENTS, rw_events, "events")             \
-	X(RUN_REVS, rw_run_revs, "revs")           \
-	X(PROGS6, rw_progs6, "progs")              \
-	X(SCRATCH, rw_scratch, "scratch")          \
+#define RW_MAPS(X)                                      \
+	X(CONFIG, rw_config, "config")                  \
+	X(ENDPOINTS, rw_endpoints, "endpoints")         \
+	X(VETH_SLOTS, rw_veth_slots, "endpoints")       \
+	X(VETH_OVERFLOW, rw_veth_overflow, "endpoints") \
+	X(PODS, rw_pods, "pods")                        \
+	X(PODS6, rw_pods6, "pods")                      \
+	X(ALLOW_EXACT, rw_allow_exact, "allow")         \
+	X(ALLOW_CIDR, rw_allow_cidr, "allow")           \
+	X(ALLOW_EXACT6, rw_allow_exact6, "allow")       \
+	X(ALLOW_CIDR6, rw_allow_cidr6, "allow")         \
+	X(DENY, rw_deny, "deny")                        \
+	X(DENY6, rw_deny6, "deny")                      \
+	X(INBOUND, rw_inbound, "inbound")               \
+	X(INBOUND6, rw_inbound6, "inbound")             \
+	X(CONNTRACK, rw_conntrack, "conntrack")         \
+	X(CONNTRACK6, rw_conntrack6, "conntrack")       \
+	X(CT_SLOTS, rw_ct_slots, "conntrack")           \
+	X(CT6_SLOTS, rw_ct6_slots, "conntrack")         \
+	X(COUNTERS, rw_counters, "counters")            \
+	X(EVENT_BUDGET, rw_event_budget, "budget")      \
+	X(EVENTS, rw_events, "events")                  \
+	X(RUN_REVS, rw_run_revs, "revs")                \
+	X(PROGS6, rw_progs6, "progs")                   \
+	X(SCRATCH, rw_scratch, "scratch")               \
 	X(LL6, rw_ll6, "linklocal")
 
 /* Sizes; each can be overridden at build time (-DRW_MAX_PODS=...). */
@@ -73,13 +74,14 @@
 #define RW_CT_PER_SANDBOX 8192 /* flows one sandbox may hold at once */
 #endif
 /* rw_veth_slots, rw_ct_slots, rw_ct6_slots: a sandbox veth's binding and tables again, by veth
- * slot (ifindex modulo this), so that a packet finds them by inlined array lookups. A power of
- * two.
+ * index: its slot (ifindex modulo RW_VETH_SLOTS, a power of two), or, when another veth holds
+ * that, one of RW_MAX_ENDPOINTS overflow indexes after the slots (rw_veth_overflow).
  */
 #ifndef RW_VETH_SLOTS
 #define RW_VETH_SLOTS 16384
 #endif
 _Static_assert((RW_VETH_SLOTS & (RW_VETH_SLOTS - 1)) == 0, "RW_VETH_SLOTS is a power of two");
+#define RW_VETH_INDEXES	      (RW_VETH_SLOTS + RW_MAX_ENDPOINTS)
 #define RW_VETH_SLOT(ifindex) ((ifindex) & (RW_VETH_SLOTS - 1))
 #ifndef RW_CT_NODE
 #define RW_CT_NODE 1048576 /* flows of all sandboxes of the node together */
@@ -298,12 +300,13 @@ struct rw_endpoint {
 };
 _Static_assert(sizeof(struct rw_endpoint) == 40, "rw_endpoint layout");
 
-/* rw_veth_slots: ARRAY_OF_MAPS, RW_VETH_SLOT(ifindex) -> an ARRAY of one rw_veth: the binding
- * again, of the one veth that owns the slot, so that a packet finds its veth's binding by two
- * inlined array lookups instead of a hash. A veth reading a slot it does not own finds another
- * ifindex there, and its binding in rw_endpoints. Owning the slot also means owning the slot's
- * tables of rw_ct_slots and rw_ct6_slots. Each binding is a new inner map swapped in whole, so
- * a packet never reads half of one.
+/* rw_veth_slots: ARRAY_OF_MAPS, veth index -> an ARRAY of one rw_veth: the binding again, so that
+ * a packet finds its veth's binding by inlined array lookups instead of a hash. A veth's index is
+ * its slot, RW_VETH_SLOT(ifindex), unless another bound veth holds that (ifindexes RW_VETH_SLOTS
+ * apart); then it is an overflow index, which rw_veth_overflow (HASH, ifindex -> index) gives.
+ * A veth reading an index that is not its own finds another ifindex there. The tables of
+ * rw_ct_slots and rw_ct6_slots at the same index are the veth's. Each binding is a new inner map
+ * swapped in whole, so a packet never reads half of one.
  */
 struct rw_veth {
 	__u32 ifindex; /* the owner */
@@ -421,11 +424,11 @@ _Static_assert(sizeof(struct rw_inbound_lpm_key) == 12, "rw_inbound_lpm_key layo
  * only says who opened the flow: every packet is still judged by the policy, and a missing
  * entry grants nothing.
  *
- * rw_ct_slots (rw_ct6_slots for IPv6): ARRAY_OF_MAPS, RW_VETH_SLOT(ifindex) -> the same table,
- * for the one veth that owns the slot (rw_veth_slots). The fast path looks a flow up there by
- * the packet's ifindex alone; a veth whose slot another owns (ifindexes RW_VETH_SLOTS apart)
- * finds nothing there and is judged in full, with its table from rw_conntrack. A flow is only
- * ever written into its own veth's table: the slot's only for the slot's owner.
+ * rw_ct_slots (rw_ct6_slots for IPv6): ARRAY_OF_MAPS, veth index (rw_veth_slots) -> the same
+ * table. The fast path looks a flow up in the table at the packet's slot, by its ifindex alone:
+ * the keys there name the slot's veth, so a veth whose slot another holds finds nothing and is
+ * judged in full, with the table at its own index. A flow is only ever written into its own
+ * veth's table.
  */
 struct rw_ct_key {
 	__u32 ifindex;

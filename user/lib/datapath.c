@@ -530,22 +530,22 @@ static int ct_outer(const struct rw_datapath *dp, bool six)
 	return dp->map_fd[six ? RW_M_CONNTRACK6 : RW_M_CONNTRACK];
 }
 
-/* ---- veth slots (runwall.h, rw_veth_slots): a bound veth's binding and tables by slot ------- */
+/* ---- veth indexes (runwall.h, rw_veth_slots): a bound veth's binding and tables by index --- */
 
-/* The same tables by veth slot, for the veth that owns its slot. */
+/* The same tables by veth index. */
 static int ct_slots(const struct rw_datapath *dp, bool six)
 {
 	return dp->map_fd[six ? RW_M_CT6_SLOTS : RW_M_CT_SLOTS];
 }
 
-/* The veth that owns `slot` (0: none). */
-static __u32 slot_owner(const struct rw_datapath *dp, __u32 slot)
+/* The veth whose binding is at `idx` (0: none). */
+static __u32 index_owner(const struct rw_datapath *dp, __u32 idx)
 {
 	struct rw_veth v = {0};
 	__u32 id, zero = 0;
 	int fd;
 
-	if (bpf_map_lookup_elem(dp->map_fd[RW_M_VETH_SLOTS], &slot, &id))
+	if (bpf_map_lookup_elem(dp->map_fd[RW_M_VETH_SLOTS], &idx, &id))
 		return 0;
 	fd = bpf_map_get_fd_by_id(id);
 	if (fd < 0)
@@ -556,45 +556,76 @@ static __u32 slot_owner(const struct rw_datapath *dp, __u32 slot)
 	return v.ifindex;
 }
 
-/* Empty `slot`: its binding first, then its tables. Each delete waits for the programs running
- * on what it held (maybe_wait_bpf_programs()), so the slot can be given to another veth
- * afterwards without any packet of the old owner still on it.
+/* Empty `idx`: its binding first, then its tables. Each delete waits for the programs running on
+ * what it held (maybe_wait_bpf_programs()), so the index can be given to another veth afterwards
+ * without any packet of the old one still on it.
  */
-static void slot_empty(const struct rw_datapath *dp, __u32 slot)
+static void index_empty(const struct rw_datapath *dp, __u32 idx)
 {
-	bpf_map_delete_elem(dp->map_fd[RW_M_VETH_SLOTS], &slot);
+	bpf_map_delete_elem(dp->map_fd[RW_M_VETH_SLOTS], &idx);
 	for (int six = 0; six < 2; six++)
-		bpf_map_delete_elem(ct_slots(dp, six), &slot);
+		bpf_map_delete_elem(ct_slots(dp, six), &idx);
 }
 
-static bool owns_slot(const struct rw_datapath *dp, __u32 ifindex)
+/* The veth's index: its slot, or the overflow index rw_veth_overflow names; -ENOENT for none. */
+static int veth_index(const struct rw_datapath *dp, __u32 ifindex, __u32 *idx)
 {
-	return slot_owner(dp, RW_VETH_SLOT(ifindex)) == ifindex;
+	__u32 slot = RW_VETH_SLOT(ifindex), o;
+
+	if (index_owner(dp, slot) == ifindex) {
+		*idx = slot;
+		return 0;
+	}
+	if (bpf_map_lookup_elem(dp->map_fd[RW_M_VETH_OVERFLOW], &ifindex, &o) == 0 &&
+	    o < RW_VETH_INDEXES && index_owner(dp, o) == ifindex) {
+		*idx = o;
+		return 0;
+	}
+	return -ENOENT;
 }
 
-/* Whether the veth may own its slot: it does already, or nobody does, or the owner's binding is
- * gone from rw_endpoints (left by an agent stopped half-way through an unbind; emptied here).
- * Called under rw_veth_lock(), like every binding, so two veths never claim one slot at once.
+/* Whether `idx` may be given to the veth: nobody is there, or the veth is, or one whose binding
+ * is gone from rw_endpoints (left by an agent stopped half-way through an unbind; emptied here).
  */
-static bool slot_claim(const struct rw_datapath *dp, __u32 ifindex)
+static bool index_free(const struct rw_datapath *dp, __u32 idx, __u32 ifindex)
 {
-	__u32 slot = RW_VETH_SLOT(ifindex), owner = slot_owner(dp, slot);
+	__u32 owner = index_owner(dp, idx);
 	struct rw_endpoint ep;
 
 	if (!owner || owner == ifindex)
 		return true;
 	if (bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &owner, &ep) == 0)
 		return false;
-	slot_empty(dp, slot);
+	index_empty(dp, idx);
 	return true;
 }
 
-/* The veth's binding into its slot: a new inner map, swapped in whole. */
-static int slot_publish(const struct rw_datapath *dp, __u32 ifindex, const struct rw_endpoint *ep)
+/* The index of a veth being bound: the one it has, else its slot, else the first free overflow
+ * index (-ENOSPC: none, more veths than RW_MAX_ENDPOINTS collide). Called under rw_veth_lock(),
+ * like every binding, so two veths never take one index at once.
+ */
+static int veth_index_claim(const struct rw_datapath *dp, __u32 ifindex, __u32 *idx)
+{
+	if (veth_index(dp, ifindex, idx) == 0)
+		return 0;
+	*idx = RW_VETH_SLOT(ifindex);
+	if (index_free(dp, *idx, ifindex))
+		return 0;
+	for (*idx = RW_VETH_SLOTS; *idx < RW_VETH_INDEXES; (*idx)++)
+		if (index_free(dp, *idx, ifindex))
+			return 0;
+	return -ENOSPC;
+}
+
+/* The veth's binding at its index: a new inner map, swapped in whole; an overflow index is named
+ * in rw_veth_overflow after it (a packet finding the name finds the binding).
+ */
+static int index_publish(const struct rw_datapath *dp, __u32 ifindex, __u32 idx,
+			 const struct rw_endpoint *ep)
 {
 	struct rw_veth v = {.ifindex = ifindex, .ep = *ep};
-	__u32 slot = RW_VETH_SLOT(ifindex), zero = 0;
 	char name[BPF_OBJ_NAME_LEN];
+	__u32 zero = 0;
 	int fd, err = 0;
 
 	snprintf(name, sizeof(name), "rwveth_%x", ifindex);
@@ -602,10 +633,24 @@ static int slot_publish(const struct rw_datapath *dp, __u32 ifindex, const struc
 	if (fd < 0)
 		return -errno;
 	if (bpf_map_update_elem(fd, &zero, &v, BPF_ANY) ||
-	    bpf_map_update_elem(dp->map_fd[RW_M_VETH_SLOTS], &slot, &fd, BPF_ANY))
+	    bpf_map_update_elem(dp->map_fd[RW_M_VETH_SLOTS], &idx, &fd, BPF_ANY))
 		err = -errno;
 	close(fd);
+	if (!err && idx >= RW_VETH_SLOTS &&
+	    bpf_map_update_elem(dp->map_fd[RW_M_VETH_OVERFLOW], &ifindex, &idx, BPF_ANY))
+		err = -errno;
 	return err;
+}
+
+/* Take the veth off its index: the overflow name first, then the index (index_empty()). */
+static void index_release(const struct rw_datapath *dp, __u32 ifindex)
+{
+	__u32 idx;
+	int have = veth_index(dp, ifindex, &idx) == 0;
+
+	bpf_map_delete_elem(dp->map_fd[RW_M_VETH_OVERFLOW], &ifindex);
+	if (have)
+		index_empty(dp, idx);
 }
 
 static int ct_table_fd(const struct rw_datapath *dp, __u32 ifindex, bool six)
@@ -670,31 +715,24 @@ static int ct_node_used(const struct rw_datapath *dp, __u32 skip, bool skip_six,
 	return 0;
 }
 
-/* The table `fd` into the veth's slot, for the fast path. */
-static int ct_slot_put(const struct rw_datapath *dp, __u32 ifindex, bool six, int fd)
+/* The veth's table of the family, as rw_conntrack holds it, at its index too. */
+static int ct_index_sync(const struct rw_datapath *dp, __u32 ifindex, bool six, __u32 idx)
 {
-	__u32 slot = RW_VETH_SLOT(ifindex);
-
-	return bpf_map_update_elem(ct_slots(dp, six), &slot, &fd, BPF_ANY) ? -errno : 0;
-}
-
-/* The veth's table of the family, as rw_conntrack holds it, into its slot too. */
-static int ct_slot_sync(const struct rw_datapath *dp, __u32 ifindex, bool six)
-{
-	int fd = ct_table_fd(dp, ifindex, six), err;
+	int fd = ct_table_fd(dp, ifindex, six), err = 0;
 
 	if (fd < 0)
 		return fd;
-	err = ct_slot_put(dp, ifindex, six, fd);
+	if (bpf_map_update_elem(ct_slots(dp, six), &idx, &fd, BPF_ANY))
+		err = -errno;
 	close(fd);
 	return err;
 }
 
 /* Put a fresh, empty table of the configured size in for `ifindex`'s family, replacing any
  * table it had (the packets in flight on the old one finish on it; it is freed after them),
- * in rw_conntrack and, for a veth that owns its slot (`in_slot`), in the slot.
+ * in rw_conntrack and at the veth's index `idx` (-1: it has none yet).
  */
-static int ct_table_reset(const struct rw_datapath *dp, __u32 ifindex, bool six, bool in_slot)
+static int ct_table_reset(const struct rw_datapath *dp, __u32 ifindex, bool six, int idx)
 {
 	LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_NO_PREALLOC);
 	char name[BPF_OBJ_NAME_LEN];
@@ -721,8 +759,8 @@ static int ct_table_reset(const struct rw_datapath *dp, __u32 ifindex, bool six,
 	if (fd < 0)
 		return -errno;
 	err = bpf_map_update_elem(ct_outer(dp, six), &ifindex, &fd, BPF_ANY) ? -errno : 0;
-	if (!err && in_slot)
-		err = ct_slot_put(dp, ifindex, six, fd);
+	if (!err && idx >= 0 && bpf_map_update_elem(ct_slots(dp, six), &idx, &fd, BPF_ANY))
+		err = -errno;
 	close(fd);
 	return err;
 }
@@ -737,7 +775,10 @@ int rw_conntrack_flush(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_i
 		for (int six = 0; six < 2; six++) {
 			if (!ct_table_exists(dp, ifindex, six))
 				continue;
-			err = ct_table_reset(dp, ifindex, six, owns_slot(dp, ifindex));
+			__u32 idx;
+
+			err = ct_table_reset(dp, ifindex, six,
+					     veth_index(dp, ifindex, &idx) ? -1 : (int)idx);
 			if (err)
 				return err;
 			replaced++;
@@ -870,7 +911,8 @@ int rw_endpoint_bind_addrs(const struct rw_datapath *dp, __u32 ifindex,
 {
 	static const __u32 family_flag[2] = {RW_EP_IP4, RW_EP_IP6};
 	int fd = dp->map_fd[RW_M_ENDPOINTS], err = 0;
-	bool made[2] = {false, false}, in_slot;
+	bool made[2] = {false, false};
+	__u32 idx = 0;
 	struct rw_endpoint cur, ep;
 
 	ep_clean(&ep, want);
@@ -886,44 +928,37 @@ int rw_endpoint_bind_addrs(const struct rw_datapath *dp, __u32 ifindex,
 		rw_endpoint_unbind(dp, ifindex);
 	/* The tables before the binding: a bound family always has its table. A table the veth
 	 * has already (the same pod bound again) keeps its flows; a missing one (lost, or the
-	 * family is new) is made, fail-closed until then. Each goes into the veth's slot too when
-	 * the veth may own it, before the binding says so: until then its packets find their
-	 * table through rw_conntrack, the same table.
+	 * family is new) is made, fail-closed until then. Each is put at the veth's index too (its
+	 * slot, or an overflow index when another veth holds that), before the binding is.
 	 */
-	in_slot = slot_claim(dp, ifindex);
+	err = veth_index_claim(dp, ifindex, &idx);
 	for (int six = 0; six < 2 && !err; six++) {
 		if (!(ep.flags & family_flag[six]))
 			continue;
 		if (ct_table_exists(dp, ifindex, six)) {
-			if (in_slot)
-				err = ct_slot_sync(dp, ifindex, six);
+			err = ct_index_sync(dp, ifindex, six, idx);
 			continue;
 		}
-		err = ct_table_reset(dp, ifindex, six, in_slot);
+		err = ct_table_reset(dp, ifindex, six, (int)idx);
 		made[six] = !err;
 	}
 	if (!err && bpf_map_update_elem(fd, &ifindex, &ep, BPF_ANY))
 		err = -errno;
-	/* The binding into the slot last: from then on the veth's packets judge by the slot. A
-	 * binding that cannot get there is no binding (deny-all), not one half in place.
+	/* The binding at its index last: from then on the veth's packets find it. A binding that
+	 * cannot get there is no binding (deny-all), not one half in place.
 	 */
-	if (!err && in_slot) {
-		err = slot_publish(dp, ifindex, &ep);
-		if (err) {
+	if (!err) {
+		err = index_publish(dp, ifindex, idx, &ep);
+		if (err)
 			rw_endpoint_unbind(dp, ifindex);
-			return err;
-		}
+		return err;
 	}
-	if (err)
-		for (int six = 0; six < 2; six++) {
-			__u32 slot = RW_VETH_SLOT(ifindex);
-
-			if (!made[six])
-				continue;
-			if (in_slot)
-				bpf_map_delete_elem(ct_slots(dp, six), &slot);
-			bpf_map_delete_elem(ct_outer(dp, six), &ifindex);
-		}
+	for (int six = 0; six < 2; six++) {
+		if (!made[six])
+			continue;
+		bpf_map_delete_elem(ct_slots(dp, six), &idx);
+		bpf_map_delete_elem(ct_outer(dp, six), &ifindex);
+	}
 	return err;
 }
 
@@ -944,11 +979,10 @@ int rw_endpoint_unbind(const struct rw_datapath *dp, __u32 ifindex)
 {
 	int err = 0;
 
-	/* The slot first (its deletes wait for the packets on it), then the tables: from then on
-	 * no packet of the veth takes the fast path.
+	/* Its index first (the deletes wait for the packets on it), then the tables: from then on
+	 * no packet of the veth finds its binding or takes the fast path.
 	 */
-	if (owns_slot(dp, ifindex))
-		slot_empty(dp, RW_VETH_SLOT(ifindex));
+	index_release(dp, ifindex);
 	for (int six = 0; six < 2; six++)
 		if (bpf_map_delete_elem(ct_outer(dp, six), &ifindex) && errno != ENOENT && !err)
 			err = -errno;

@@ -46,6 +46,7 @@ int rw_map_fill(const struct rw_datapath *dp, struct rw_map_fill fill[RW_M__COUN
 		[RW_M_CONNTRACK6] = sizeof(struct rw_ct6_key),
 		[RW_M_CT_SLOTS] = 4,
 		[RW_M_VETH_SLOTS] = 4,
+		[RW_M_VETH_OVERFLOW] = 4,
 		[RW_M_CT6_SLOTS] = 4,
 		[RW_M_COUNTERS] = 4,
 		[RW_M_EVENT_BUDGET] = 4,

@@ -211,39 +211,52 @@ static int own_flows(int ifindex)
 	return n;
 }
 
-/* Whether the veth owns its slot: its binding is in rw_veth_slots (under its own ifindex, the
- * binding of rw_endpoints), and the slot of rw_ct_slots holds its IPv4 table (the same map as
- * rw_conntrack's).
+/* The veth's index in rw_veth_slots (its slot, or the overflow index rw_veth_overflow names),
+ * checked: the binding there is the veth's, the one rw_endpoints holds, and the table of
+ * rw_ct_slots there is its IPv4 table (the same map as rw_conntrack's). -1 when not all of that
+ * holds.
  */
-static int owns_slot(int ifindex)
+static int index_of(int ifindex)
 {
-	__u32 slot = RW_VETH_SLOT((__u32)ifindex), key = ifindex, zero = 0, id, in_slot, in_hash;
+	__u32 key = ifindex, idx = RW_VETH_SLOT(key), zero = 0, id, in_slot, in_hash;
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
 	struct rw_endpoint ep;
-	struct rw_veth v;
+	struct rw_veth v = {0};
 	int fd;
 
-	if (bpf_map_lookup_elem(dp.map_fd[RW_M_VETH_SLOTS], &slot, &id))
-		return 0;
-	fd = bpf_map_get_fd_by_id(id);
-	if (fd < 0 || bpf_map_lookup_elem(fd, &zero, &v))
-		FATAL("reading slot %u of rw_veth_slots", slot);
-	close(fd);
+	for (int tries = 0; tries < 2; tries++) {
+		if (bpf_map_lookup_elem(dp.map_fd[RW_M_VETH_SLOTS], &idx, &id) == 0) {
+			fd = bpf_map_get_fd_by_id(id);
+			if (fd < 0 || bpf_map_lookup_elem(fd, &zero, &v))
+				FATAL("reading index %u of rw_veth_slots", idx);
+			close(fd);
+			if (v.ifindex == key)
+				break;
+		}
+		if (tries || bpf_map_lookup_elem(dp.map_fd[RW_M_VETH_OVERFLOW], &key, &idx))
+			return -1;
+	}
 	if (v.ifindex != key || bpf_map_lookup_elem(dp.map_fd[RW_M_ENDPOINTS], &key, &ep) ||
-	    memcmp(&ep, &v.ep, sizeof(ep)))
-		return 0;
-	if (bpf_map_lookup_elem(dp.map_fd[RW_M_CT_SLOTS], &slot, &in_slot))
-		return 0;
+	    memcmp(&ep, &v.ep, sizeof(ep)) ||
+	    bpf_map_lookup_elem(dp.map_fd[RW_M_CT_SLOTS], &idx, &in_slot))
+		return -1;
 	fd = rw_conntrack_table_fd(&dp, ifindex);
 	if (fd < 0)
-		return 0;
-	{
-		struct bpf_map_info info = {};
-		__u32 len = sizeof(info);
-
-		in_hash = bpf_obj_get_info_by_fd(fd, &info, &len) ? 0 : info.id;
-	}
+		return -1;
+	in_hash = bpf_obj_get_info_by_fd(fd, &info, &len) ? 0 : info.id;
 	close(fd);
-	return in_slot == in_hash;
+	return in_slot == in_hash ? (int)idx : -1;
+}
+
+static int owns_slot(int ifindex)
+{
+	return index_of(ifindex) == (int)RW_VETH_SLOT((__u32)ifindex);
+}
+
+static int in_overflow(int ifindex)
+{
+	return index_of(ifindex) >= RW_VETH_SLOTS;
 }
 
 static int slot_empty(int ifindex)
@@ -256,8 +269,9 @@ static int slot_empty(int ifindex)
 }
 
 /* Two veths whose ifindexes are RW_VETH_SLOTS apart share a slot: the first bound owns it (its
- * binding in rw_veth_slots, its tables in rw_ct_slots), the second keeps its binding in
- * rw_endpoints and its table in rw_conntrack only, and is judged in full. Each one's
+ * binding in rw_veth_slots, its tables in rw_ct_slots), the second gets an overflow index for
+ * both, and its packets, which find another's binding and table at their slot, are judged in
+ * full. Each one's
  * flows go into its own table, both are allowed the same, and the slot passes on only when its
  * owner lets go of it (unbound, or its binding gone).
  */
@@ -281,10 +295,11 @@ void test_conntrack_slots(void)
 	t_count++;
 	ok = CHECK(owns_slot(a), "first", "rwsa (ifindex %d) does not own slot %d", a,
 		   RW_VETH_SLOT(a));
-	ok &= CHECK(!owns_slot(b), "second", "rwsb (ifindex %d) owns the slot rwsa has", b);
+	ok &= CHECK(in_overflow(b), "second", "rwsb (ifindex %d) is not at an overflow index (%d)",
+		    b, index_of(b));
 	ok &= CHECK_EQ(own_flows(b), 0, "rwsb has its own empty table");
-	printf("%s %d - two veths %d apart: the first bound owns the slot, the second has its "
-	       "table in rw_conntrack only\n",
+	printf("%s %d - two veths %d apart: the first bound owns the slot, the second is at an "
+	       "overflow index with its own table\n",
 	       ok ? "ok" : "not ok", t_count, RW_VETH_SLOTS);
 	{
 		static const struct tcase cases[] = {
@@ -322,21 +337,23 @@ void test_conntrack_slots(void)
 	printf("%s %d - slots: each veth's flow is in its own table only\n", ok ? "ok" : "not ok",
 	       t_count);
 
-	/* The owner unbound: the slot is empty, and the other veth bound again (its resync)
-	 * takes it with its table, its flow still known.
+	/* The owner unbound: the slot is empty; the other veth bound again (its resync) keeps
+	 * its index and its flow, and the next veth bound at the slot takes it.
 	 */
 	rw_endpoint_unbind(&dp, a);
 	t_count++;
 	ok = CHECK(slot_empty(a), "released", "the unbound owner's slot still holds a table");
 	bind_veth(1, POD_B);
-	ok &= CHECK(owns_slot(b), "taken", "rwsb did not take the free slot");
+	ok &= CHECK(in_overflow(b), "kept", "rwsb left its overflow index (%d)", index_of(b));
 	ok &= CHECK_EQ(own_flows(b), 1, "rwsb keeps its flow");
-	printf("%s %d - slots: an unbound owner frees the slot; the other veth takes it with its "
-	       "table\n",
+	bind_veth(0, POD_A);
+	ok &= CHECK(owns_slot(a), "taken", "rwsa did not take the free slot (%d)", index_of(a));
+	printf("%s %d - slots: an unbound owner frees the slot; the other veth keeps its index and "
+	       "flows, the next one bound there takes the slot\n",
 	       ok ? "ok" : "not ok", t_count);
 	{
 		static const struct tcase cases[] = {
-			{"slots: the new owner's known flow, from its slot",
+			{"slots: the overflow veth's known flow, after the slot changed hands",
 			 IN(1, "172.20.0.11", POD_B, TCP, 3443, 41300, ACK),
 			 ALLOWED(RW_PATH_REPLY, 0, "run-b77e")},
 		};
@@ -344,19 +361,28 @@ void test_conntrack_slots(void)
 		run_table(cases, 1);
 	}
 
-	/* A slot whose owner's binding is gone (an agent stopped between the two) passes on. */
-	bind_veth(0, POD_A);
+	/* A slot whose owner's binding is gone from rw_endpoints (an agent stopped between the
+	 * two) passes on; the overflow index is freed with its veth's unbind.
+	 */
+	rw_endpoint_unbind(&dp, b);
 	t_count++;
-	ok = CHECK(!owns_slot(a), "taken", "rwsa took the slot rwsb owns");
+	ok = CHECK_EQ(index_of(b), -1, "rwsb unbound has no index");
 	{
-		__u32 key = b;
+		__u32 key = a, o;
 
+		ok &= CHECK(bpf_map_lookup_elem(dp.map_fd[RW_M_VETH_OVERFLOW], &key, &o) != 0,
+			    "no overflow", "rwsa, at its slot, has an overflow entry");
+		key = b;
+		ok &= CHECK(bpf_map_lookup_elem(dp.map_fd[RW_M_VETH_OVERFLOW], &key, &o) != 0,
+			    "overflow freed", "rwsb's overflow entry outlived its unbind");
+		key = a;
 		bpf_map_delete_elem(dp.map_fd[RW_M_ENDPOINTS], &key);
 	}
-	bind_veth(0, POD_A);
-	ok &= CHECK(owns_slot(a), "stale", "rwsa did not take the slot of a binding gone");
-	printf("%s %d - slots: a veth bound again stays out of a slot another owns, and takes one "
-	       "whose owner's binding is gone\n",
+	bind_veth(1, POD_B);
+	ok &= CHECK(owns_slot(b), "stale", "rwsb did not take the slot of a binding gone (%d)",
+		    index_of(b));
+	printf("%s %d - slots: an unbound veth's overflow index goes with it; a slot whose owner's "
+	       "binding is gone passes to the next veth bound there\n",
 	       ok ? "ok" : "not ok", t_count);
 
 	rw_endpoint_unbind(&dp, a);
