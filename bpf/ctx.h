@@ -28,7 +28,8 @@ struct rw_ctx {
 				 * names it: only a revoke may answer (revoke.h) */
 	__u8 node_refusal;	/* with runless: rw_config.refusal */
 	__u8 lease_expired;	/* the control plane's lease ran out (rw_state_load) */
-	__u32 veth_idx;		/* with a binding found: the veth's index (rw_veth_slots) */
+	__u32 veth_idx;		/* with bound: the veth's index (rw_veth_slots) */
+	__u8 bound;		/* rw_endpoint_of() found the veth's binding */
 	struct rw_ct_value *ct; /* the flow's entry, stamped when the packet is allowed */
 	/* &rw_dry_run (runwall.bpf.c). Set: judge, but change no state. Each read is a load from
 	 * .rodata, which libbpf freezes at load: the verifier reads the value itself and never walks

@@ -315,8 +315,8 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } rw_run_revs SEC(".maps");
 
-/* Event budgets per sandbox veth (struct rw_budget): created by the first event of a veth,
- * deleted when the veth is unbound. Updated with atomics only (no lock), so LRU is fine.
+/* Event budgets of veths no binding names (struct rw_budget; a bound veth's is in
+ * rw_veth_budget): created by the first event of a veth, deleted when the veth is unbound. Updated with atomics only (no lock), so LRU is fine.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -325,6 +325,18 @@ struct {
 	__type(value, struct rw_budget);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } rw_event_budget SEC(".maps");
+
+/* The event budgets of bound veths, by veth index (runwall.h, rw_veth_slots): an ARRAY, so the
+ * lookup is inlined. Emptied by the library when an index passes to another veth; a veth no
+ * binding names has its bucket in rw_event_budget instead.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RW_VETH_INDEXES);
+	__type(key, __u32);
+	__type(value, struct rw_budget);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rw_veth_budget SEC(".maps");
 
 /* Verdict events; the agent is the one consumer and drains it on a timer. */
 struct {

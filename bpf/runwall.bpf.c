@@ -22,6 +22,7 @@
 #include "runwall.h"
 #include "bpf_net.h"
 #include "maps.h"
+#include "veth.h"
 #include "parse.h"
 #include "ctx.h"
 #include "policy.h"
@@ -40,39 +41,6 @@ const volatile __u8 rw_dry_run = 0;
 
 /* What the last dry run decided, read back by `runwall explain` from .bss (x->explain). */
 struct rw_explain rw_explain_result;
-
-/* The binding at veth index `idx`, if it is this veth's. */
-static __always_inline struct rw_endpoint *rw_binding_at(__u32 idx, __u32 ifindex)
-{
-	struct rw_veth *veth = NULL;
-	__u32 zero = 0;
-	void *inner;
-
-	inner = bpf_map_lookup_elem(&rw_veth_slots, &idx);
-	if (inner)
-		veth = bpf_map_lookup_elem(inner, &zero);
-	return veth && veth->ifindex == ifindex ? &veth->ep : NULL;
-}
-
-/* The veth's binding (NULL: not bound), at its index of rw_veth_slots (x->veth_idx): its slot,
- * or the overflow index rw_veth_overflow gives when another veth holds the slot.
- */
-static __always_inline struct rw_endpoint *rw_endpoint_of(struct rw_ctx *x)
-{
-	__u32 ifindex = x->ifindex, idx = RW_VETH_SLOT(ifindex), *overflow;
-	struct rw_endpoint *ep;
-
-	ep = rw_binding_at(idx, ifindex);
-	if (!ep) {
-		overflow = bpf_map_lookup_elem(&rw_veth_overflow, &ifindex);
-		if (!overflow)
-			return NULL;
-		idx = *overflow;
-		ep = rw_binding_at(idx, ifindex);
-	}
-	x->veth_idx = idx;
-	return ep;
-}
 
 /* Which run sent (or is sent) this packet, judged by the veth alone: the veth is the sandbox,
  * whatever the packet claims. Drops that happen before the identity check are counted and

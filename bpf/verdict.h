@@ -11,6 +11,7 @@
 #include "bpf_net.h"
 #include "maps.h"
 #include "ctx.h"
+#include "veth.h"
 #include "answer.h"
 #include "revoke.h"
 
@@ -59,13 +60,15 @@ static __always_inline void rw_count_event(__u32 run_idx, enum rw_event_fate fat
  * always from the value the decision was made on, and never backwards except when it lies
  * further ahead than any rate could have put it (the rate was changed). Losing the race
  * RW_BUDGET_RETRIES times suppresses the event: a flood is never paid for by going over budget.
- * Returns 1 when the event may be sent.
+ * Returns 1 when the event may be sent. A global function (verified once, on its own, whatever
+ * its callers: rw_finish_family() is inlined at every verdict), so its arguments are plain
+ * numbers: the veth, its index and whether it is bound (x->veth_idx, x->bound), the kind.
  */
-static __always_inline int rw_take_token(__u32 ifindex, __u32 kind)
+__noinline int rw_take_token(__u32 ifindex, __u32 veth_idx, __u32 bound, __u32 kind)
 {
 	__u32 zero = 0;
 	struct rw_config *cfg = bpf_map_lookup_elem(&rw_config, &zero);
-	struct rw_budget *b;
+	struct rw_budget *b = NULL;
 	__u64 now, rate, burst, old, next;
 
 	if (!cfg)
@@ -74,7 +77,14 @@ static __always_inline int rw_take_token(__u32 ifindex, __u32 kind)
 	burst = kind == RW_BUDGET_ANSWER ? cfg->answer_burst : cfg->event_burst;
 	if (!rate)
 		return 1;
-	b = bpf_map_lookup_elem(&rw_event_budget, &ifindex);
+	/* A bound veth's bucket is at its index (rw_endpoint_of() found it); any other veth's is
+	 * in the hash, by ifindex, and so is the bucket of a packet refused before its binding
+	 * was looked up (not-ready: no snapshot in force, nothing a sandbox can bring about).
+	 */
+	if (bound)
+		b = bpf_map_lookup_elem(&rw_veth_budget, &veth_idx);
+	if (!b)
+		b = bpf_map_lookup_elem(&rw_event_budget, &ifindex);
 	if (!b) {
 		struct rw_budget fresh = {}; /* tat 0: a full bucket */
 
@@ -113,7 +123,7 @@ static __always_inline void rw_report(struct rw_ctx *x, __u8 verdict, __u8 reaso
 	__u32 run_idx = x->pod ? x->pod->run_idx : 0;
 	struct rw_event *ev;
 
-	if (!rw_take_token(x->ifindex,
+	if (!rw_take_token(x->ifindex, x->veth_idx, x->bound,
 			   verdict == RW_VERDICT_DROP ? RW_BUDGET_DROP : RW_BUDGET_FLOW)) {
 		rw_count_event(run_idx, RW_EVENT_SUPPRESSED);
 		return;
@@ -183,7 +193,7 @@ static __always_inline __u8 rw_answer(struct rw_ctx *x, __u8 kind, __u8 revoke, 
 
 	if (kind == RW_ANSWER_NONE)
 		return kind;
-	if (!rw_take_token(x->ifindex, RW_BUDGET_ANSWER))
+	if (!rw_take_token(x->ifindex, x->veth_idx, x->bound, RW_BUDGET_ANSWER))
 		return RW_ANSWER_BUDGET;
 	/* A failed rewrite leaves a packet that is dropped like any refusal. */
 	if (revoke && six)

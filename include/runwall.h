@@ -39,6 +39,7 @@
 	X(CT6_SLOTS, rw_ct6_slots, "conntrack")         \
 	X(COUNTERS, rw_counters, "counters")            \
 	X(EVENT_BUDGET, rw_event_budget, "budget")      \
+	X(VETH_BUDGET, rw_veth_budget, "budget")        \
 	X(EVENTS, rw_events, "events")                  \
 	X(RUN_REVS, rw_run_revs, "revs")                \
 	X(PROGS6, rw_progs6, "progs")                   \

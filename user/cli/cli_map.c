@@ -1037,10 +1037,55 @@ static int budget_row(struct mctx *c, const struct mkey *k, const void *key, con
 	return 1;
 }
 
+/* Every bound veth's bucket (at its veth index, rw_veth_budget) and every other veth's that has
+ * one (rw_event_budget), once each, by ifindex.
+ */
 static int show_budget(struct mctx *c, const struct mkey *k)
 {
-	return each_entry(c, k, RW_M_EVENT_BUDGET, false, sizeof(__u32), sizeof(struct rw_budget),
-			  cmp_u32, budget_row);
+	static const enum rw_map_id from[2] = {RW_M_ENDPOINTS, RW_M_EVENT_BUDGET};
+	static const size_t vs[2] = {sizeof(struct rw_endpoint), sizeof(struct rw_budget)};
+	struct rw_budget *buckets = NULL;
+	__u32 *ifindexes = NULL;
+	size_t n = 0;
+	int err = 0, shown = 0;
+
+	for (int m = 0; m < 2 && !err; m++) {
+		void *keys, *vals;
+		size_t got;
+		__u32 *ni;
+		struct rw_budget *nb;
+
+		err = collect(c->dp.map_fd[from[m]], sizeof(__u32), vs[m], &keys, &vals, &got);
+		if (err)
+			break;
+		ni = realloc(ifindexes, (n + got) * sizeof(*ni) + 1);
+		nb = ni ? realloc(buckets, (n + got) * sizeof(*nb) + 1) : NULL;
+		if (ni)
+			ifindexes = ni;
+		if (nb)
+			buckets = nb;
+		for (size_t i = 0; nb && i < got; i++) {
+			__u32 ifindex = ((__u32 *)keys)[i];
+			bool seen = false;
+
+			for (size_t j = 0; j < n && !seen; j++)
+				seen = ifindexes[j] == ifindex;
+			if (!seen && rw_budget_get(&c->dp, ifindex, &buckets[n]) == 0)
+				ifindexes[n++] = ifindex;
+		}
+		if (!nb)
+			err = -ENOMEM;
+		free(keys);
+		free(vals);
+	}
+	if (!err) {
+		sort_pairs(ifindexes, buckets, n, sizeof(*ifindexes), sizeof(*buckets), cmp_u32);
+		for (size_t i = 0; i < n; i++)
+			shown += budget_row(c, k, &ifindexes[i], &buckets[i]);
+	}
+	free(ifindexes);
+	free(buckets);
+	return err ? err : shown;
 }
 
 /* rw_ll6: the one link-local address each sandbox veth's pod speaks NDP from (bpf/icmp6.h). */

@@ -562,9 +562,13 @@ static __u32 index_owner(const struct rw_datapath *dp, __u32 idx)
  */
 static void index_empty(const struct rw_datapath *dp, __u32 idx)
 {
+	struct rw_budget full = {{0}};
+
 	bpf_map_delete_elem(dp->map_fd[RW_M_VETH_SLOTS], &idx);
 	for (int six = 0; six < 2; six++)
 		bpf_map_delete_elem(ct_slots(dp, six), &idx);
+	/* No packet reads the bucket at idx any more: the next veth there starts with a full one. */
+	bpf_map_update_elem(dp->map_fd[RW_M_VETH_BUDGET], &idx, &full, BPF_ANY);
 }
 
 /* The veth's index: its slot, or the overflow index rw_veth_overflow names; -ENOENT for none. */
@@ -904,6 +908,27 @@ static void ep_clean(struct rw_endpoint *ep, const struct rw_endpoint *want)
 		memcpy(ep->pod_ip6, want->pod_ip6, sizeof(ep->pod_ip6));
 	if (ep->flags & RW_EP_GW6)
 		memcpy(ep->gw_ip6, want->gw_ip6, sizeof(ep->gw_ip6));
+}
+
+int rw_budget_get(const struct rw_datapath *dp, __u32 ifindex, struct rw_budget *out)
+{
+	__u32 idx;
+
+	if (veth_index(dp, ifindex, &idx) == 0)
+		return bpf_map_lookup_elem(dp->map_fd[RW_M_VETH_BUDGET], &idx, out) ? -errno : 0;
+	return bpf_map_lookup_elem(dp->map_fd[RW_M_EVENT_BUDGET], &ifindex, out) ? -errno : 0;
+}
+
+int rw_budget_set(const struct rw_datapath *dp, __u32 ifindex, const struct rw_budget *b)
+{
+	__u32 idx;
+	int fd = dp->map_fd[RW_M_EVENT_BUDGET];
+
+	if (veth_index(dp, ifindex, &idx) == 0) {
+		fd = dp->map_fd[RW_M_VETH_BUDGET];
+		return bpf_map_update_elem(fd, &idx, b, BPF_ANY) ? -errno : 0;
+	}
+	return bpf_map_update_elem(fd, &ifindex, b, BPF_ANY) ? -errno : 0;
 }
 
 int rw_endpoint_bind_addrs(const struct rw_datapath *dp, __u32 ifindex,

@@ -156,6 +156,13 @@ int rw_endpoint_bind_addrs(const struct rw_datapath *dp, __u32 ifindex,
 int rw_endpoint_bind(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_ip);
 int rw_endpoint_unbind(const struct rw_datapath *dp, __u32 ifindex);
 
+/* A veth's event budget (struct rw_budget): a bound veth's is at its veth index
+ * (rw_veth_budget), any other's in rw_event_budget. 0 or -errno (-ENOENT: no bucket yet, a full
+ * one). Setting a bucket of zeros fills it.
+ */
+int rw_budget_get(const struct rw_datapath *dp, __u32 ifindex, struct rw_budget *out);
+int rw_budget_set(const struct rw_datapath *dp, __u32 ifindex, const struct rw_budget *b);
+
 /* A veth's binding (zeroed first): 0, -ENOENT when it is bound to nothing, or a negative errno. */
 int rw_endpoint_get(const struct rw_datapath *dp, __u32 ifindex, struct rw_endpoint *out);
 

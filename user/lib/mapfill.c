@@ -47,6 +47,7 @@ int rw_map_fill(const struct rw_datapath *dp, struct rw_map_fill fill[RW_M__COUN
 		[RW_M_CT_SLOTS] = 4,
 		[RW_M_VETH_SLOTS] = 4,
 		[RW_M_VETH_OVERFLOW] = 4,
+		[RW_M_VETH_BUDGET] = 4,
 		[RW_M_CT6_SLOTS] = 4,
 		[RW_M_COUNTERS] = 4,
 		[RW_M_EVENT_BUDGET] = 4,
@@ -142,15 +143,17 @@ int rw_map_fill(const struct rw_datapath *dp, struct rw_map_fill fill[RW_M__COUN
 		}
 		case RW_M_VETH_SLOTS:
 		case RW_M_CT_SLOTS:
-		case RW_M_CT6_SLOTS: {
-			/* The veths whose tables are in their slot (an array: every index is a
-			 * key; a slot holds a table or nothing).
+		case RW_M_CT6_SLOTS:
+		case RW_M_VETH_BUDGET: {
+			/* The veth indexes in use (arrays: every index is a key; an index holds
+			 * a binding, a table, or nothing; a bucket is in use with its binding).
 			 */
+			int at = i == RW_M_VETH_BUDGET ? dp->map_fd[RW_M_VETH_SLOTS] : fd;
 			__u32 id;
 
 			f->entries = 0;
-			for (__u32 slot = 0; slot < f->max_entries; slot++)
-				f->entries += bpf_map_lookup_elem(fd, &slot, &id) == 0;
+			for (__u32 idx = 0; idx < f->max_entries; idx++)
+				f->entries += bpf_map_lookup_elem(at, &idx, &id) == 0;
 			break;
 		}
 		case RW_M_EVENTS: {

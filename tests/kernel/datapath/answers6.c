@@ -354,7 +354,11 @@ void test_answer6_budget(void)
 	/* A full bucket: the veth's buckets start again from none (the IPv4 test before emptied
 	 * its answer bucket).
 	 */
-	bpf_map_delete_elem(dp.map_fd[RW_M_EVENT_BUDGET], &ifindex_of[0]);
+	{
+		struct rw_budget full = {};
+
+		rw_budget_set(&dp, ifindex_of[0], &full);
+	}
 	set_answer_budget(1, burst);
 	rw_counters_read(&dp, 0, &n0);
 	t0 = mono_ns();

@@ -340,6 +340,11 @@ void test_conntrack_slots(void)
 	/* The owner unbound: the slot is empty; the other veth bound again (its resync) keeps
 	 * its index and its flow, and the next veth bound at the slot takes it.
 	 */
+	{
+		struct rw_budget spent = {.tat = {~0ULL >> 1, ~0ULL >> 1, ~0ULL >> 1}};
+
+		rw_budget_set(&dp, a, &spent); /* the owner's bucket, empty */
+	}
 	rw_endpoint_unbind(&dp, a);
 	t_count++;
 	ok = CHECK(slot_empty(a), "released", "the unbound owner's slot still holds a table");
@@ -348,8 +353,18 @@ void test_conntrack_slots(void)
 	ok &= CHECK_EQ(own_flows(b), 1, "rwsb keeps its flow");
 	bind_veth(0, POD_A);
 	ok &= CHECK(owns_slot(a), "taken", "rwsa did not take the free slot (%d)", index_of(a));
-	printf("%s %d - slots: an unbound owner frees the slot; the other veth keeps its index and "
-	       "flows, the next one bound there takes the slot\n",
+	{
+		struct rw_budget got = {.tat = {1}};
+
+		ok &= CHECK(rw_budget_get(&dp, a, &got) == 0 && !got.tat[0] && !got.tat[1] &&
+				    !got.tat[2],
+			    "budget", "the slot's next veth did not start with a full bucket");
+		got.tat[0] = 1;
+		ok &= CHECK(rw_budget_get(&dp, b, &got) == 0 && !got.tat[0], "own budget",
+			    "the overflow veth's bucket is not its own");
+	}
+	printf("%s %d - slots: an unbound owner frees the slot; the other veth keeps its index, "
+	       "flows and bucket, the next one bound there takes the slot with a full bucket\n",
 	       ok ? "ok" : "not ok", t_count);
 	{
 		static const struct tcase cases[] = {
