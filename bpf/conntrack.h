@@ -42,11 +42,9 @@ static __always_inline void rw_ct6_key_make(struct rw_ct6_key *k, __u32 ifindex,
 	k->proto = proto;
 }
 
-/* The table at veth index `idx` of rw_ct_slots (rw_ct6_slots), for the packet's family; NULL
- * when there is none. At the packet's slot (the fast path's, found by the ifindex alone) it may
- * be another veth's, one whose ifindex is RW_VETH_SLOTS away: its keys name that veth, so this
- * veth's flows are never found in it, and a flow is only ever written to the table at the
- * writer's own index (rw_own_table() in runwall.bpf.c).
+/* The veth's own table of the packet's family: the one at its veth index `idx` of rw_ct_slots
+ * (rw_ct6_slots), where its binding is (veth.h). NULL when there is none (not bound for that
+ * family): then no flow is known, and no new flow can be noted (conntrack-full).
  */
 static __always_inline void *rw_ct_table_at(__u32 idx, const int six)
 {

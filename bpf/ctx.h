@@ -21,16 +21,17 @@ struct rw_ctx {
 	__u32 rule_id;
 	__u8 dir;
 	__u8 path;
-	__u8 new_flow;		/* report an allowed packet: it made a new conntrack entry */
-	__u8 ct_path;		/* the path to cache in ct, as seen from the opening side */
-	__u8 identified;	/* rw_identify() proved the source: a refusal may be answered */
-	__u8 runless;		/* the source is the veth's own pod, but no run of the snapshot
+	__u8 new_flow;	    /* report an allowed packet: it made a new conntrack entry */
+	__u8 ct_path;	    /* the path to cache in ct, as seen from the opening side */
+	__u8 identified;    /* rw_identify() proved the source: a refusal may be answered */
+	__u8 runless;	    /* the source is the veth's own pod, but no run of the snapshot
 				 * names it: only a revoke may answer (revoke.h) */
-	__u8 node_refusal;	/* with runless: rw_config.refusal */
-	__u8 lease_expired;	/* the control plane's lease ran out (rw_state_load) */
-	__u32 veth_idx;		/* with bound: the veth's index (rw_veth_slots) */
-	__u8 bound;		/* rw_endpoint_of() found the veth's binding */
-	struct rw_ct_value *ct; /* the flow's entry, stamped when the packet is allowed */
+	__u8 node_refusal;  /* with runless: rw_config.refusal */
+	__u8 lease_expired; /* the control plane's lease ran out (rw_state_load) */
+	const struct rw_endpoint *ep; /* the veth's binding, NULL: not bound (veth.h) */
+	__u32 veth_idx;		      /* with ep: the veth's index (rw_veth_slots) */
+	__u8 bound;		      /* ep is set */
+	struct rw_ct_value *ct;	      /* the flow's entry, stamped when the packet is allowed */
 	/* &rw_dry_run (runwall.bpf.c). Set: judge, but change no state. Each read is a load from
 	 * .rodata, which libbpf freezes at load: the verifier reads the value itself and never walks
 	 * the other mode's branches, in either copy of the programs (a copy of the byte kept on

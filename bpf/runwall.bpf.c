@@ -46,10 +46,10 @@ struct rw_explain rw_explain_result;
  * whatever the packet claims. Drops that happen before the identity check are counted and
  * reported under this run too: for IPv6 the run of the veth's IPv6 address, else of its IPv4.
  */
-static __always_inline struct rw_endpoint *rw_attribute(struct rw_ctx *x, const struct rw_view *v,
-							const int six)
+static __always_inline const struct rw_endpoint *
+rw_attribute(struct rw_ctx *x, const struct rw_view *v, const int six)
 {
-	struct rw_endpoint *ep = rw_endpoint_of(x);
+	const struct rw_endpoint *ep = x->ep;
 
 	if (!ep)
 		return ep;
@@ -74,7 +74,7 @@ static __always_inline int rw_identify(struct rw_ctx *x, const struct rw_view *v
 				       const void *claimed, int mismatch_reason,
 				       const struct rw_endpoint **epp, const int six)
 {
-	struct rw_endpoint *ep = rw_endpoint_of(x);
+	const struct rw_endpoint *ep = x->ep;
 	int same;
 
 	*epp = ep;
@@ -101,9 +101,10 @@ static __always_inline int rw_identify(struct rw_ctx *x, const struct rw_view *v
 }
 
 /* The fast path: a TCP or UDP packet of a known flow whose cached verdict is still current is
- * allowed again after this one lookup in the table of the veth's slot (an inlined array lookup
- * for the table, then its hash): no endpoint, pod or policy lookup, no clock. The entry's key names the pod's own address, checked when the entry
- * was made, so a hit also proves the source. A SYN is always judged. `ck` is the key of the
+ * allowed again after this one hash lookup, in the table at its veth's index (found with its
+ * binding by inlined array lookups, veth.h): no pod or policy lookup, no clock. The entry's key
+ * names the pod's own address, checked when the entry was made, so a hit also proves the
+ * source. A SYN is always judged. `ck` is the key of the
  * table's family; the value, and so all of this, is the same for both.
  *
  * Current means run_revs[run_idx] <= stamp <= the revision in force. Why that is enough, with
@@ -140,27 +141,6 @@ static __always_inline struct rw_ct_value *rw_fast(struct rw_ctx *x, void *table
 	return ct;
 }
 
-/* The veth's own table, once its binding `ep` is known (NULL: none): the one at its index. At
- * its slot that is the table the fast path looked the flow up in; at an overflow index the flow
- * is looked up again there (conntrack.h).
- */
-static __always_inline void *rw_own_table(struct rw_ctx *x, void *slot_table, const void *ck,
-					  const struct rw_endpoint *ep, const int six)
-{
-	void *table;
-
-	if (!ep) {
-		x->ct = NULL;
-		return NULL;
-	}
-	if (x->veth_idx == RW_VETH_SLOT(x->ifindex))
-		return slot_table;
-	table = rw_ct_table_at(x->veth_idx, six);
-	if (!x->pkt.is_arp && (x->pkt.proto == IPPROTO_TCP || x->pkt.proto == IPPROTO_UDP))
-		x->ct = rw_ct_lookup(table, ck);
-	return table;
-}
-
 /* After the parse (`parsed`, its reason): check readiness, then the fast path; else load the
  * live slot for a full judgement. A packet that does not parse is still charged to the veth's
  * run. Returns RW_REASON_ALLOWED when the packet may be judged further; *cached when the fast
@@ -173,6 +153,7 @@ static __always_inline int rw_begin(struct rw_ctx *x, struct rw_view *v, void **
 	__u64 state;
 
 	*cached = NULL;
+	x->ep = rw_endpoint_of(x); /* two inlined array lookups: every packet has its binding */
 	if (rw_state_load(&state, &x->lease_expired))
 		return RW_REASON_NOT_READY;
 	x->revision = RW_STATE_REVISION(state);
@@ -190,7 +171,7 @@ static __always_inline int rw_begin(struct rw_ctx *x, struct rw_view *v, void **
 		else
 			rw_ct_key_make(ck, x->skb->ifindex, p->daddr, p->saddr, p->dport, p->sport,
 				       p->proto);
-		*table = rw_ct_table_at(RW_VETH_SLOT(x->ifindex), six);
+		*table = x->ep ? rw_ct_table_at(x->veth_idx, six) : NULL;
 		*cached = rw_fast(x, *table, ck);
 		if (*cached)
 			return RW_REASON_ALLOWED;
@@ -249,7 +230,6 @@ static __always_inline int rw_judge_egress(struct rw_ctx *x, struct rw_view *vp,
 		reason = rw_identify(x, vp, x->pkt.saddr6, RW_REASON_SPOOFED_SOURCE, &ep, six);
 	else
 		reason = rw_identify(x, vp, &x->pkt.saddr, RW_REASON_SPOOFED_SOURCE, &ep, six);
-	table = rw_own_table(x, table, ck, ep, six);
 	if (six && x->pkt.proto == RW_NH_ICMPV6) {
 		x->identified = reason == RW_REASON_ALLOWED;
 		return rw_finish6(x, rw_icmp6_egress(x, vp, table, ep, reason));
@@ -326,7 +306,6 @@ static __always_inline int rw_judge_ingress(struct rw_ctx *x, struct rw_view *vp
 		reason = rw_identify(x, vp, x->pkt.daddr6, RW_REASON_INBOUND_DENIED, &ep, six);
 	else
 		reason = rw_identify(x, vp, &x->pkt.daddr, RW_REASON_INBOUND_DENIED, &ep, six);
-	table = rw_own_table(x, table, ck, ep, six);
 	if (six && x->pkt.proto == RW_NH_ICMPV6) {
 		x->identified = reason == RW_REASON_ALLOWED;
 		return rw_finish6(x, rw_icmp6_ingress(x, vp, table, ep, reason));

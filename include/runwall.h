@@ -426,10 +426,7 @@ _Static_assert(sizeof(struct rw_inbound_lpm_key) == 12, "rw_inbound_lpm_key layo
  * entry grants nothing.
  *
  * rw_ct_slots (rw_ct6_slots for IPv6): ARRAY_OF_MAPS, veth index (rw_veth_slots) -> the same
- * table. The fast path looks a flow up in the table at the packet's slot, by its ifindex alone:
- * the keys there name the slot's veth, so a veth whose slot another holds finds nothing and is
- * judged in full, with the table at its own index. A flow is only ever written into its own
- * veth's table.
+ * table: the one the programs use, at the index where they found the veth's binding.
  */
 struct rw_ct_key {
 	__u32 ifindex;

@@ -270,8 +270,8 @@ static int slot_empty(int ifindex)
 
 /* Two veths whose ifindexes are RW_VETH_SLOTS apart share a slot: the first bound owns it (its
  * binding in rw_veth_slots, its tables in rw_ct_slots), the second gets an overflow index for
- * both, and its packets, which find another's binding and table at their slot, are judged in
- * full. Each one's
+ * both (rw_veth_overflow); each one's packets find their own binding and table, never the
+ * other's. Each one's
  * flows go into its own table, both are allowed the same, and the slot passes on only when its
  * owner lets go of it (unbound, or its binding gone).
  */
@@ -309,7 +309,7 @@ void test_conntrack_slots(void)
 			{"slots: the other veth's new flow, the same ports",
 			 EG(1, POD_B, "172.20.0.11", TCP, 41300, 3443, SYN),
 			 ALLOWED(RW_PATH_RULE, 1, "run-b77e")},
-			{"slots: the other veth's next packet (its own table, judged in full)",
+			{"slots: the other veth's next packet (its own table, at its index)",
 			 EG(1, POD_B, "172.20.0.11", TCP, 41300, 3443, ACK),
 			 ALLOWED(RW_PATH_RULE, 0, "run-b77e")},
 			{"slots: the other veth's reply",
