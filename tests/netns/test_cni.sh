@@ -222,8 +222,13 @@ if cni ADD p2 >"$RW_WORK/p2.out"; then
 	check "agent stopped: runwall's programs first on both hooks of $P2_IF" hooks_first "$P2_IF"
 	check "agent stopped: the pod IP bound to $P2_IF" test "$(endpoint_of "$P2_IDX")" = 10.1.9.12
 	check "CHECK succeeds" cni CHECK p2
+	# The binding gone, as the programs read it too: rw_endpoints and the veth's index
+	# (its slot, ifindex mod 16384: rw_veth_slots, include/runwall.h).
 	bpftool map delete pinned "$RW_BPFFS/rw_endpoints" key $(printf '%d %d %d %d' \
 		$((P2_IDX & 255)) $((P2_IDX >> 8 & 255)) $((P2_IDX >> 16 & 255)) $((P2_IDX >> 24)))
+	P2_SLOT=$((P2_IDX & 16383))
+	bpftool map delete pinned "$RW_BPFFS/rw_veth_slots" key $(printf '%d %d %d %d' \
+		$((P2_SLOT & 255)) $((P2_SLOT >> 8 & 255)) 0 0)
 	if out=$(cni CHECK p2); then
 		not_ok "CHECK fails once the binding is gone"
 	else
