@@ -891,6 +891,47 @@ static void section_agent(void)
 	    (double)policy_maps / (BIG_RUNS * BIG_RULES), "bytes", NULL, 0,
 	    json_pack("{s:f}", "policy_maps_mib", policy_maps / 1048576.0));
 
+	/* A 1 % change through the CLI: `runwall apply FILE` against this agent, 10 runs' rules
+	 * changed each time, the command's wall time until it exits. The CLI sends the whole
+	 * snapshot and the agent parses all of it (the CLI has no per-run change; PolicyWatch has).
+	 */
+	{
+		const int n = quick ? 3 : 9;
+		double wall[9];
+		char change_path[160];
+
+		snprintf(change_path, sizeof(change_path), "%s.change", policy_path);
+		for (int i = 0; i < n; i++) {
+			char *doc = make_policy(2 + i, BIG_RUNS, BIG_RULES, i + 1, 0);
+			double t0;
+			pid_t pid;
+			int st;
+
+			f = fopen(change_path, "w");
+			if (!f || fputs(doc, f) < 0 || fclose(f))
+				DIE("%s: %s", change_path, strerror(errno));
+			free(doc);
+			t0 = now_ms();
+			pid = fork();
+			if (pid == 0) {
+				int null = open("/dev/null", O_WRONLY);
+
+				dup2(null, 1);
+				dup2(null, 2);
+				execl(runwall_bin, runwall_bin, "--socket", sock_path, "apply",
+				      change_path, (char *)NULL);
+				_exit(127);
+			}
+			if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) ||
+			    WEXITSTATUS(st))
+				DIE("runwall apply %s failed", change_path);
+			wall[i] = now_ms() - t0;
+		}
+		unlink(change_path);
+		row("apply", "1 % change through the CLI (runwall apply FILE), p50 wall",
+		    pct(wall, n, 0.5), "ms", "<=", 10, NULL);
+	}
+
 	/* Events: drops from a veth no pod is bound to (unknown-source), at rising rates. */
 	rw_config_read(&dp, &cfg);
 	cfg.event_rate = 0;
