@@ -11,6 +11,7 @@ packages=(
 	iproute2 iputils-ping netcat-openbsd python3 procps jq util-linux curl
 	openssl # PolicyWatch's test certificates (tests/netns/test_policy_watch.sh)
 	nftables # PolicyWatch's partition of the server (tests/netns/test_policy_watch.sh)
+	iperf3 sockperf iptables # make bench's veth throughput (tests/bench/veth.sh)
 	qemu-system-x86 linux-image-amd64 busybox-static cpio xz-utils binutils
 	# make image and its test; the manifest checks (kubectl: from the apt source that carries
 	# it, packages.cloud.google.com on the development machine; npm: nodejs from NodeSource

@@ -84,7 +84,9 @@ setup_mode() { # setup_mode INDEX
 		;;
 	runwall)
 		{
-			echo '{"revision": 1, "runs": [{"id": "bench", "pods": ["10.200.0.2"], "allow": ['
+			# "refusal": "drop": the check below tells enforcement by a refused SYN going
+			# unanswered (an answered one looks like the closed port without runwall).
+			echo '{"revision": 1, "refusal": "drop", "runs": [{"id": "bench", "pods": ["10.200.0.2"], "allow": ['
 			for o in "${others[@]}"; do echo "{\"ip\": \"$o\", \"tcp\": [443]},"; done
 			echo '{"ip": "44.0.0.1", "tcp": [5201, 11111], "udp": [5201]}]}]}'
 		} >"$work/policy.json"
