@@ -273,7 +273,8 @@ struct {
 	__array(values, struct rw_ct6_inner);
 } rw_conntrack6 SEC(".maps");
 
-/* The same tables by veth index (runwall.h, rw_veth_slots): an ARRAY_OF_MAPS lookup is inlined by the verifier (array_of_map_gen_lookup() in
+/* The same tables by veth index (runwall.h, rw_veth_slots), the ones the programs use: an
+ * ARRAY_OF_MAPS lookup is inlined by the verifier (array_of_map_gen_lookup() in
  * kernel/bpf/arraymap.c), a bounds check and two loads, where the hash of maps above costs a
  * helper call and a hash of the key. Filled and emptied with rw_conntrack by the library.
  */
@@ -316,7 +317,8 @@ struct {
 } rw_run_revs SEC(".maps");
 
 /* Event budgets of veths no binding names (struct rw_budget; a bound veth's is in
- * rw_veth_budget): created by the first event of a veth, deleted when the veth is unbound. Updated with atomics only (no lock), so LRU is fine.
+ * rw_veth_budget): created by the first event of a veth, deleted when the veth is unbound.
+ * Updated with atomics only (no lock), so LRU is fine.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);

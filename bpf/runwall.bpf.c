@@ -104,8 +104,8 @@ static __always_inline int rw_identify(struct rw_ctx *x, const struct rw_view *v
  * allowed again after this one hash lookup, in the table at its veth's index (found with its
  * binding by inlined array lookups, veth.h): no pod or policy lookup, no clock. The entry's key
  * names the pod's own address, checked when the entry was made, so a hit also proves the
- * source. A SYN is always judged. `ck` is the key of the
- * table's family; the value, and so all of this, is the same for both.
+ * source. A SYN is always judged. `ck` is the key of the table's family; the value, and so all
+ * of this, is the same for both.
  *
  * Current means run_revs[run_idx] <= stamp <= the revision in force. Why that is enough, with
  * the agent writing while packets run: the agent writes run_revs[r] = N for every run whose
