@@ -171,7 +171,12 @@ static __always_inline int rw_begin(struct rw_ctx *x, struct rw_view *v, void **
 		else
 			rw_ct_key_make(ck, x->skb->ifindex, p->daddr, p->saddr, p->dport, p->sport,
 				       p->proto);
-		*table = x->ep ? rw_ct_table_at(x->veth_idx, six) : NULL;
+		/* Only a family the binding has has a table: whatever an index may still hold
+		 * of another family, a packet of that family finds no flow and makes none.
+		 */
+		*table = x->ep && (x->ep->flags & (six ? RW_EP_IP6 : RW_EP_IP4))
+				 ? rw_ct_table_at(x->veth_idx, six)
+				 : NULL;
 		*cached = rw_fast(x, *table, ck);
 		if (*cached)
 			return RW_REASON_ALLOWED;

@@ -77,9 +77,8 @@ __noinline int rw_take_token(__u32 ifindex, __u32 veth_idx, __u32 bound, __u32 k
 	burst = kind == RW_BUDGET_ANSWER ? cfg->answer_burst : cfg->event_burst;
 	if (!rate)
 		return 1;
-	/* A bound veth's bucket is at its index (rw_endpoint_of() found it); any other veth's is
-	 * in the hash, by ifindex, and so is the bucket of a packet refused before its binding
-	 * was looked up (not-ready: no snapshot in force, nothing a sandbox can bring about).
+	/* A bound veth's bucket is at its index (rw_endpoint_of(), the first step of every
+	 * packet, found it); any other veth's is in the hash, by ifindex.
 	 */
 	if (bound)
 		b = bpf_map_lookup_elem(&rw_veth_budget, &veth_idx);

@@ -28,6 +28,7 @@
 #include "bpf_compat.h"
 #include "log.h"
 #include "util.h"
+#include "veth.h"
 
 #define POLICY_TABLES (RW_M_INBOUND6 - RW_M_PODS + 1)
 #define T_PODS	      (RW_M_PODS - RW_M_PODS)
@@ -1337,6 +1338,9 @@ static bool pod_stayed(const struct shadow *old, const struct group *og, int fd,
  * still knows its veth's own addresses, and a segment of one of them is a revoke that resets
  * both ends (bpf/revoke.h, and the probe of revoke_probe.c).
  */
+/* How long flush_moved_pods() waits for the veth lock (its holders keep it milliseconds). */
+#define FLUSH_LOCK_MS 1000
+
 static int flush_moved_pods(const struct rw_datapath *dp, const struct shadow *old, __u32 old_slot,
 			    const struct shadow *next)
 {
@@ -1385,11 +1389,15 @@ static int flush_moved_pods(const struct rw_datapath *dp, const struct shadow *o
 		qsort(moved6, n6, sizeof(*moved6), ent6_key_cmp);
 	/* Each sandbox has its own conntrack tables: reset those of the veths bound to a moved
 	 * pod that hold any flow (most joining pods have none), in one walk of the endpoints.
+	 * Under the veth lock, as bindings are (rw_veth_lock()): an unbind and a bind of another
+	 * veth at the same index between a reset's reading of the index and its write there
+	 * would give that veth this one's table. Without the lock (not had in its time) the flush
+	 * is made all the same: the moved pod's flows must not outlive the move.
 	 */
 	{
 		struct rw_endpoint ep;
 		__u32 ifi, *iprev = NULL;
-		int r;
+		int r, lock = dp->pin_dir[0] ? rw_veth_lock(dp->pin_dir, FLUSH_LOCK_MS) : -1;
 
 		while (bpf_map_get_next_key(dp->map_fd[RW_M_ENDPOINTS], iprev, &ifi) == 0) {
 			bool hit;
@@ -1406,6 +1414,7 @@ static int flush_moved_pods(const struct rw_datapath *dp, const struct shadow *o
 			if (r > 0)
 				ret += r;
 		}
+		rw_veth_unlock(lock);
 	}
 	goto out;
 nomem:

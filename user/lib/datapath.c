@@ -538,87 +538,116 @@ static int ct_slots(const struct rw_datapath *dp, bool six)
 	return dp->map_fd[six ? RW_M_CT6_SLOTS : RW_M_CT_SLOTS];
 }
 
-/* The veth whose binding is at `idx` (0: none). */
-static __u32 index_owner(const struct rw_datapath *dp, __u32 idx)
+/* The veth whose binding is at `idx`, in *owner (0: none). 0, or -errno when it cannot be told
+ * (an index that cannot be read is never taken for an empty one).
+ */
+static int index_owner(const struct rw_datapath *dp, __u32 idx, __u32 *owner)
 {
 	struct rw_veth v = {0};
 	__u32 id, zero = 0;
-	int fd;
+	int fd, err = 0;
 
+	*owner = 0;
 	if (bpf_map_lookup_elem(dp->map_fd[RW_M_VETH_SLOTS], &idx, &id))
-		return 0;
+		return errno == ENOENT ? 0 : -errno;
 	fd = bpf_map_get_fd_by_id(id);
 	if (fd < 0)
-		return 0;
+		return errno == ENOENT ? 0 : -errno; /* ENOENT: freed since */
 	if (bpf_map_lookup_elem(fd, &zero, &v))
-		v.ifindex = 0;
+		err = -errno;
 	close(fd);
-	return v.ifindex;
+	*owner = v.ifindex;
+	return err;
 }
 
 /* Empty `idx`: its binding first, then its tables. Each delete waits for the programs running on
- * what it held (maybe_wait_bpf_programs()), so the index can be given to another veth afterwards
- * without any packet of the old one still on it.
+ * what it held (maybe_wait_bpf_programs(), on 6.1 whether or not there was anything to
+ * delete: so only what is there is deleted), so the index can be given to another veth
+ * afterwards without any packet of the old one still on it.
  */
 static void index_empty(const struct rw_datapath *dp, __u32 idx)
 {
+	const int fds[3] = {dp->map_fd[RW_M_VETH_SLOTS], dp->map_fd[RW_M_CT_SLOTS],
+			    dp->map_fd[RW_M_CT6_SLOTS]};
 	struct rw_budget full = {{0}};
+	__u32 id;
 
-	bpf_map_delete_elem(dp->map_fd[RW_M_VETH_SLOTS], &idx);
-	for (int six = 0; six < 2; six++)
-		bpf_map_delete_elem(ct_slots(dp, six), &idx);
+	for (int i = 0; i < 3; i++)
+		if (bpf_map_lookup_elem(fds[i], &idx, &id) == 0)
+			bpf_map_delete_elem(fds[i], &idx);
 	/* No packet reads the bucket at idx any more: the next veth there starts with a full one. */
 	bpf_map_update_elem(dp->map_fd[RW_M_VETH_BUDGET], &idx, &full, BPF_ANY);
 }
 
-/* The veth's index: its slot, or the overflow index rw_veth_overflow names; -ENOENT for none. */
+/* The veth's index: its slot, or the overflow index rw_veth_overflow names; -ENOENT for none,
+ * another -errno when it cannot be told.
+ */
 static int veth_index(const struct rw_datapath *dp, __u32 ifindex, __u32 *idx)
 {
-	__u32 slot = RW_VETH_SLOT(ifindex), o;
+	__u32 slot = RW_VETH_SLOT(ifindex), o, owner;
+	int err = index_owner(dp, slot, &owner);
 
-	if (index_owner(dp, slot) == ifindex) {
+	if (err)
+		return err;
+	if (owner == ifindex) {
 		*idx = slot;
 		return 0;
 	}
-	if (bpf_map_lookup_elem(dp->map_fd[RW_M_VETH_OVERFLOW], &ifindex, &o) == 0 &&
-	    o < RW_VETH_INDEXES && index_owner(dp, o) == ifindex) {
-		*idx = o;
-		return 0;
-	}
-	return -ENOENT;
+	if (bpf_map_lookup_elem(dp->map_fd[RW_M_VETH_OVERFLOW], &ifindex, &o))
+		return errno == ENOENT ? -ENOENT : -errno;
+	if (o >= RW_VETH_INDEXES)
+		return -ENOENT;
+	err = index_owner(dp, o, &owner);
+	if (err)
+		return err;
+	if (owner != ifindex)
+		return -ENOENT;
+	*idx = o;
+	return 0;
 }
 
-/* Whether `idx` may be given to the veth: nobody is there, or the veth is, or one whose binding
- * is gone from rw_endpoints (left by an agent stopped half-way through an unbind; emptied here).
+/* Whether `idx` may be given to the veth (1, 0, or -errno): nobody is there, or one whose
+ * binding is gone from rw_endpoints (left by an agent stopped half-way through an unbind).
  */
-static bool index_free(const struct rw_datapath *dp, __u32 idx, __u32 ifindex)
+static int index_free(const struct rw_datapath *dp, __u32 idx, __u32 ifindex)
 {
-	__u32 owner = index_owner(dp, idx);
 	struct rw_endpoint ep;
+	__u32 owner;
+	int err = index_owner(dp, idx, &owner);
 
+	if (err)
+		return err;
 	if (!owner || owner == ifindex)
-		return true;
+		return 1;
 	if (bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &owner, &ep) == 0)
-		return false;
-	index_empty(dp, idx);
-	return true;
+		return 0;
+	return errno == ENOENT ? 1 : -errno;
 }
 
 /* The index of a veth being bound: the one it has, else its slot, else the first free overflow
- * index (-ENOSPC: none, more veths than RW_MAX_ENDPOINTS collide). Called under rw_veth_lock(),
- * like every binding, so two veths never take one index at once.
+ * index (-ENOSPC: none, more veths than RW_MAX_ENDPOINTS collide). An index new to the veth is
+ * emptied first, of whatever an interrupted unbind or bind left there (a binding, tables of
+ * either family, a bucket). Called under rw_veth_lock(), like every binding, so two veths never
+ * take one index at once.
  */
 static int veth_index_claim(const struct rw_datapath *dp, __u32 ifindex, __u32 *idx)
 {
-	if (veth_index(dp, ifindex, idx) == 0)
-		return 0;
+	int err = veth_index(dp, ifindex, idx), free;
+
+	if (err != -ENOENT)
+		return err;
 	*idx = RW_VETH_SLOT(ifindex);
-	if (index_free(dp, *idx, ifindex))
-		return 0;
-	for (*idx = RW_VETH_SLOTS; *idx < RW_VETH_INDEXES; (*idx)++)
-		if (index_free(dp, *idx, ifindex))
-			return 0;
-	return -ENOSPC;
+	free = index_free(dp, *idx, ifindex);
+	for (__u32 o = RW_VETH_SLOTS; free == 0 && o < RW_VETH_INDEXES; o++) {
+		*idx = o;
+		free = index_free(dp, o, ifindex);
+	}
+	if (free < 0)
+		return free;
+	if (!free)
+		return -ENOSPC;
+	index_empty(dp, *idx);
+	return 0;
 }
 
 /* The veth's binding at its index: a new inner map, swapped in whole; an overflow index is named
@@ -646,15 +675,20 @@ static int index_publish(const struct rw_datapath *dp, __u32 ifindex, __u32 idx,
 	return err;
 }
 
-/* Take the veth off its index: the overflow name first, then the index (index_empty()). */
-static void index_release(const struct rw_datapath *dp, __u32 ifindex)
+/* Take the veth off its index: the overflow name first, then the index (index_empty()). 0, or
+ * -errno when its index cannot be told (the caller's unbind fails, to be tried again).
+ */
+static int index_release(const struct rw_datapath *dp, __u32 ifindex)
 {
 	__u32 idx;
-	int have = veth_index(dp, ifindex, &idx) == 0;
+	int err = veth_index(dp, ifindex, &idx);
 
 	bpf_map_delete_elem(dp->map_fd[RW_M_VETH_OVERFLOW], &ifindex);
-	if (have)
+	if (err == -ENOENT)
+		return 0;
+	if (!err)
 		index_empty(dp, idx);
+	return err;
 }
 
 static int ct_table_fd(const struct rw_datapath *dp, __u32 ifindex, bool six)
@@ -734,9 +768,11 @@ static int ct_index_sync(const struct rw_datapath *dp, __u32 ifindex, bool six, 
 
 /* Put a fresh, empty table of the configured size in for `ifindex`'s family, replacing any
  * table it had (the packets in flight on the old one finish on it; it is freed after them),
- * in rw_conntrack and at the veth's index `idx` (-1: it has none yet).
+ * in rw_conntrack and at the veth's index `idx` (-1: it has none yet). `replace`: only if it has
+ * one (rw_conntrack_flush()).
  */
-static int ct_table_reset(const struct rw_datapath *dp, __u32 ifindex, bool six, int idx)
+static int ct_table_reset(const struct rw_datapath *dp, __u32 ifindex, bool six, int idx,
+			  bool replace)
 {
 	LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_NO_PREALLOC);
 	char name[BPF_OBJ_NAME_LEN];
@@ -762,7 +798,10 @@ static int ct_table_reset(const struct rw_datapath *dp, __u32 ifindex, bool six,
 			    sizeof(struct rw_ct_value), size, &opts);
 	if (fd < 0)
 		return -errno;
-	err = bpf_map_update_elem(ct_outer(dp, six), &ifindex, &fd, BPF_ANY) ? -errno : 0;
+	/* A replacement only replaces: a veth unbound meanwhile does not get its table back. */
+	err = bpf_map_update_elem(ct_outer(dp, six), &ifindex, &fd, replace ? BPF_EXIST : BPF_ANY)
+		      ? -errno
+		      : 0;
 	if (!err && idx >= 0 && bpf_map_update_elem(ct_slots(dp, six), &idx, &fd, BPF_ANY))
 		err = -errno;
 	close(fd);
@@ -780,9 +819,11 @@ int rw_conntrack_flush(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_i
 			if (!ct_table_exists(dp, ifindex, six))
 				continue;
 			__u32 idx;
+			int at = veth_index(dp, ifindex, &idx);
 
-			err = ct_table_reset(dp, ifindex, six,
-					     veth_index(dp, ifindex, &idx) ? -1 : (int)idx);
+			if (at && at != -ENOENT)
+				return at; /* the table the programs read could stay: no flush */
+			err = ct_table_reset(dp, ifindex, six, at ? -1 : (int)idx, true);
 			if (err)
 				return err;
 			replaced++;
@@ -964,7 +1005,7 @@ int rw_endpoint_bind_addrs(const struct rw_datapath *dp, __u32 ifindex,
 			err = ct_index_sync(dp, ifindex, six, idx);
 			continue;
 		}
-		err = ct_table_reset(dp, ifindex, six, (int)idx);
+		err = ct_table_reset(dp, ifindex, six, (int)idx, false);
 		made[six] = !err;
 	}
 	if (!err && bpf_map_update_elem(fd, &ifindex, &ep, BPF_ANY))
@@ -1007,7 +1048,9 @@ int rw_endpoint_unbind(const struct rw_datapath *dp, __u32 ifindex)
 	/* Its index first (the deletes wait for the packets on it), then the tables: from then on
 	 * no packet of the veth finds its binding or takes the fast path.
 	 */
-	index_release(dp, ifindex);
+	err = index_release(dp, ifindex);
+	if (err)
+		return err; /* still bound where the programs read it: nothing else is undone */
 	for (int six = 0; six < 2; six++)
 		if (bpf_map_delete_elem(ct_outer(dp, six), &ifindex) && errno != ENOENT && !err)
 			err = -errno;

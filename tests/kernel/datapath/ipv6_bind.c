@@ -212,5 +212,69 @@ void test_ipv6_binding(void)
 	printf("%s %d - ct_node counts a veth's two tables: where one fits, a dual-stack bind is "
 	       "-ENOSPC and leaves nothing\n",
 	       ok ? "ok" : "not ok", t_count);
+
+	/* An unbind stopped after its first step (the binding gone from its index, its tables
+	 * still there), then the veth bound again to IPv4 only: the old pod's IPv6 table is no
+	 * longer at the index, and one planted there is never read (no family, no table).
+	 */
+	want = dual(BIND_POD6);
+	ok = CHECK_EQ(rw_endpoint_bind_addrs(&dp, ifindex_of[3], &want), 0, "dual-stack bind");
+	{
+		__u32 slot = RW_VETH_SLOT((__u32)ifindex_of[3]), id;
+		int planted;
+
+		bpf_map_delete_elem(dp.map_fd[RW_M_VETH_SLOTS], &slot);
+		rw_endpoint_unbind(&dp, ifindex_of[3]);
+		ok &= CHECK(bpf_map_lookup_elem(dp.map_fd[RW_M_CT6_SLOTS], &slot, &id) == 0, "left",
+			    "the case needs the IPv6 table left at the index");
+		bind_veth(3, BIND_POD4);
+		ok &= CHECK(bpf_map_lookup_elem(dp.map_fd[RW_M_CT6_SLOTS], &slot, &id) != 0,
+			    "emptied",
+			    "the IPv4-only binding's index holds the old pod's IPv6 table");
+
+		/* A table at the index with the old pod's flow, its verdict current. */
+		planted = bpf_map_create(
+			BPF_MAP_TYPE_HASH, "rwct6_planted", sizeof(struct rw_ct6_key),
+			sizeof(struct rw_ct_value), 16,
+			&(struct bpf_map_create_opts){.sz = sizeof(struct bpf_map_create_opts),
+						      .map_flags = BPF_F_NO_PREALLOC});
+		if (planted < 0 || rw_config_read(&dp, &cfg))
+			FATAL("planting a table: %s", strerror(errno));
+		{
+			struct rw_ct6_key k = {.ifindex = ifindex_of[3], .proto = UDP};
+			struct rw_ct_value v = {.opened_by = E,
+						.stamp = RW_STATE_REVISION(cfg.state),
+						.path = RW_PATH_OPEN};
+
+			inet_pton(AF_INET6, BIND_POD6, k.pod_ip);
+			inet_pton(AF_INET6, "2606:4700::1111", k.peer_ip);
+			k.pod_port = htons(41500);
+			k.peer_port = htons(443);
+			if (bpf_map_update_elem(planted, &k, &v, BPF_ANY) ||
+			    bpf_map_update_elem(dp.map_fd[RW_M_CT6_SLOTS], &slot, &planted,
+						BPF_ANY))
+				FATAL("planting a table: %s", strerror(errno));
+			close(planted);
+		}
+		{
+			struct tcase c = {
+				"a planted IPv6 table at an IPv4-only veth's index is not read",
+				.dev = 3, .dir = E,
+				.pkt = {.ipv6 = 1,
+					.src = BIND_POD6,
+					.dst = "2606:4700::1111",
+					.proto = UDP,
+					.sport = 41500,
+					.dport = 443},
+				DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)};
+
+			run_case(&c);
+		}
+		bpf_map_delete_elem(dp.map_fd[RW_M_CT6_SLOTS], &slot);
+	}
+	t_count++;
+	printf("%s %d - an unbind stopped half-way: the next IPv4-only bind there empties the "
+	       "index of the old pod's IPv6 table\n",
+	       ok ? "ok" : "not ok", t_count);
 	bind_veth(3, BIND_POD4);
 }
