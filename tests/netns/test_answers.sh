@@ -70,11 +70,18 @@ sniff_start() {
 	rw_wait_file "$RW_WORK/$name.ready" || rw_bail "sniffer $name did not start"
 }
 sniff_stop() {
-	local pid
+	local pid count=
 	eval "pid=\$sniff_pid_$1"
 	kill -TERM "$pid" 2>/dev/null || true
 	wait "$pid" 2>/dev/null || true
-	jq -r '.count' "$RW_WORK/$1.json" 2>/dev/null || echo "no output"
+	# Called in $(...): a subshell cannot wait for the suite's own child, so its count is
+	# waited for in the file it writes on its way out.
+	for _ in $(seq $((200 * RW_WAIT_SCALE))); do
+		count=$(jq -r '.count // empty' "$RW_WORK/$1.json" 2>/dev/null || true)
+		[ -n "$count" ] && break
+		sleep 0.05
+	done
+	echo "${count:-no output}"
 }
 
 # ---- the node ----------------------------------------------------------------------------------
