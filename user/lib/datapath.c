@@ -951,25 +951,31 @@ static void ep_clean(struct rw_endpoint *ep, const struct rw_endpoint *want)
 		memcpy(ep->gw_ip6, want->gw_ip6, sizeof(ep->gw_ip6));
 }
 
+/* Where a veth's bucket is: at its veth index of rw_veth_budget when it has one, else in
+ * rw_event_budget by its ifindex. Returns the map's fd and sets *key.
+ */
+static int budget_at(const struct rw_datapath *dp, __u32 ifindex, __u32 *key)
+{
+	if (veth_index(dp, ifindex, key) == 0)
+		return dp->map_fd[RW_M_VETH_BUDGET];
+	*key = ifindex;
+	return dp->map_fd[RW_M_EVENT_BUDGET];
+}
+
 int rw_budget_get(const struct rw_datapath *dp, __u32 ifindex, struct rw_budget *out)
 {
-	__u32 idx;
+	__u32 key;
+	int fd = budget_at(dp, ifindex, &key);
 
-	if (veth_index(dp, ifindex, &idx) == 0)
-		return bpf_map_lookup_elem(dp->map_fd[RW_M_VETH_BUDGET], &idx, out) ? -errno : 0;
-	return bpf_map_lookup_elem(dp->map_fd[RW_M_EVENT_BUDGET], &ifindex, out) ? -errno : 0;
+	return bpf_map_lookup_elem(fd, &key, out) ? -errno : 0;
 }
 
 int rw_budget_set(const struct rw_datapath *dp, __u32 ifindex, const struct rw_budget *b)
 {
-	__u32 idx;
-	int fd = dp->map_fd[RW_M_EVENT_BUDGET];
+	__u32 key;
+	int fd = budget_at(dp, ifindex, &key);
 
-	if (veth_index(dp, ifindex, &idx) == 0) {
-		fd = dp->map_fd[RW_M_VETH_BUDGET];
-		return bpf_map_update_elem(fd, &idx, b, BPF_ANY) ? -errno : 0;
-	}
-	return bpf_map_update_elem(fd, &ifindex, b, BPF_ANY) ? -errno : 0;
+	return bpf_map_update_elem(fd, &key, b, BPF_ANY) ? -errno : 0;
 }
 
 int rw_endpoint_bind_addrs(const struct rw_datapath *dp, __u32 ifindex,
