@@ -3,18 +3,28 @@
 # any fails. With --kernel-suites, only the suites that exercise the kernel (what `make vmtest`
 # runs inside a VM on another kernel).
 #
-#   tests/run.sh [BUILD] [--kernel-suites]
+#   tests/run.sh [BUILD] [--kernel-suites] [--only NAME[,NAME...]]
+#
+# --only runs the named suites alone (names as printed: test_datapath, netns/test_ipv6), each
+# isolated and leak-checked as in a whole run; a name that matches no suite is an error.
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
 build=build
 only_kernel=0
-for arg in "$@"; do
-	case "$arg" in
+only=
+while [ $# -gt 0 ]; do
+	case "$1" in
 	--kernel-suites) only_kernel=1 ;;
-	-*) echo "usage: tests/run.sh [BUILD] [--kernel-suites]" >&2; exit 2 ;;
-	*) build=$arg ;;
+	--only)
+		[ $# -ge 2 ] || { echo "tests/run.sh: --only needs suite names" >&2; exit 2; }
+		only=",$2,"
+		shift
+		;;
+	-*) echo "usage: tests/run.sh [BUILD] [--kernel-suites] [--only NAME[,NAME...]]" >&2; exit 2 ;;
+	*) build=$1 ;;
 	esac
+	shift
 done
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -62,6 +72,18 @@ for t in tests/netns/test_*.sh; do
 	suites+=("netns/$(basename "$t" .sh) $kind $t $build")
 done
 
+if [ -n "$only" ]; then
+	picked=()
+	for s in "${suites[@]}"; do
+		read -r name _ <<<"$s"
+		[[ "$only" == *",$name,"* ]] && picked+=("$s") && only=${only/,$name,/,}
+	done
+	if [ "$only" != "," ]; then
+		echo "tests/run.sh: --only: no suite named ${only:1:-1} (tests/README.md lists them)" >&2
+		exit 2
+	fi
+	suites=("${picked[@]}")
+fi
 if [ ${#suites[@]} -eq 0 ]; then
 	echo "tests/run.sh: no test binaries in $build/tests/{unit,kernel}: run make first" >&2
 	exit 1
