@@ -19,6 +19,10 @@
 #    (user/cli/cli_COMMAND.c), so a changed option shows up here until its page follows.
 #    --update writes the binary's text into every usage block instead (then read the diff: the
 #    rest of the page may need to follow too).
+# 3. docs/code.md's tables name every source file under bpf/, include/ and user/, and no file that
+#    is not there.
+# 4. Figures the docs derive from the code are the code's: the ring's record size and capacity
+#    (docs/architecture.md) from include/runwall.h.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 update=0
@@ -197,6 +201,52 @@ for page in sorted(glob.glob("docs/cli/*.md")):
 if "" not in blocks.get("docs/cli/README.md", []):
     err("docs/cli/README.md", "no <!-- usage: runwall help --> block")
 
+
+def check_code_map():
+    page = "docs/code.md"
+    text = open(page, encoding="utf-8").read()
+    named = set()
+    for line in text.split("\n"):
+        if line.startswith("| `"):
+            named.update(re.findall(r"`([^`]+)`", line.split("|")[1]))
+    tree = set()
+    for top in ("bpf", "include", "user"):
+        for root, _, files in os.walk(top):
+            tree.update(os.path.join(root, f) for f in files)
+    for f in sorted(tree - named):
+        err(page, f"{f} is a source file with no row (add one: what it does)")
+    for f in sorted(named - tree):
+        err(page, f"names {f}, which does not exist")
+    return len(tree)
+
+
+def check_ring_figures():
+    h = open("include/runwall.h", encoding="utf-8").read()
+    ring = eval(re.search(r"#define RW_RINGBUF_BYTES \(([^)]*)\)", h).group(1))
+    record = int(re.search(r"sizeof\(struct rw_event\) == (\d+)", h).group(1))
+    records = ring // (record + 8)
+    page = "docs/architecture.md"
+    text = open(page, encoding="utf-8").read()
+    num = lambda s: int(s.replace(" ", ""))
+    m = re.search(r"(\d+) MiB / \((\d+)-byte record \+ 8-byte header\) = ([\d ]+) records", text)
+    if not m:
+        err(page, "no 'N MiB / (R-byte record + 8-byte header) = C records' sentence")
+    elif (num(m.group(1)) << 20, num(m.group(2)), num(m.group(3))) != (ring, record, records):
+        err(page, f"the ring is {ring >> 20} MiB / ({record}-byte record + 8-byte header) = "
+            f"{records} records (include/runwall.h), not '{m.group(0)}'")
+    m = re.search(r"About (\d+) sandbox veths bursting\s+together within one drain interval "
+                  r"\((\d+) x (\d+) > ([\d ]+)\)", text)
+    if not m:
+        err(page, "no 'About N sandbox veths bursting together ... (N x B > C)' sentence")
+    else:
+        n, k, burst, cap = (num(g) for g in m.groups())
+        if cap != records or n != k or n * burst <= records or (n - 1) * burst > records:
+            err(page, f"'{m.group(0)}': the ring holds {records} records")
+    return records
+
+
+nfiles = check_code_map()
+nrecords = check_ring_figures()
 if errors:
     for e in errors:
         print(f"check-docs: {e}", file=sys.stderr)
@@ -204,5 +254,6 @@ if errors:
     sys.exit(1)
 nblocks = sum(len(v) for v in blocks.values())
 print(f"check-docs: {len(pages)} pages, links and anchors resolve; {nblocks} usage blocks equal "
-      f"`runwall help` ({len(commands)} commands)")
+      f"`runwall help` ({len(commands)} commands); docs/code.md names all {nfiles} source files; "
+      f"the ring's {nrecords} records agree")
 PY
