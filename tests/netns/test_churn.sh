@@ -108,7 +108,7 @@ if [ "$FAILED" -ne 0 ]; then
 	tail -n 20 "$work/agent.log" | sed 's/^/#   /'
 fi
 
-rw shutdown >/dev/null 2>&1 || kill "$agent_pid"
+kill "$agent_pid"
 wait "$agent_pid" 2>/dev/null || true
 agent_pid=
 rw_suite_end

@@ -121,7 +121,7 @@ check "$big pods (the pod map holds $max_pods) refused: $(head -c 200 "$work/big
 check "revision 7 still in force after the refusal" [ "$(in_force)" = "True 7" ]
 
 # ---- pins of an older layout: refused, enforcement stays ----
-rw shutdown >/dev/null 2>&1 || kill "$agent_pid"
+kill "$agent_pid"
 wait "$agent_pid" 2>/dev/null || true
 agent_pid=
 check "after the agent exits, the kernel still enforces revision 7" [ "$(in_force)" = "True 7" ]
@@ -194,7 +194,6 @@ for step in ${RW_FAULT_STEPS-$steps}; do
 	v=$(vector)
 	check "$step: the restarted agent converges on revision $((rev + 1)): $v" \
 		eval '[ "$(in_force)" = "True $((rev + 1))" ] && [ "$v" = "$NEW_V" ]'
-	rw shutdown >/dev/null 2>&1 || true
 	kill "$agent_pid" 2>/dev/null; wait "$agent_pid" 2>/dev/null || true
 	agent_pid=
 	rev=$((rev + 2))
@@ -283,7 +282,7 @@ fi
 if [ -n "${sub_pid:-}" ]; then kill "$sub_pid" 2>/dev/null || true; wait "$sub_pid" 2>/dev/null || true; fi
 sub_pid=
 if [ -n "$agent_pid" ]; then
-	rw shutdown >/dev/null 2>&1 || kill "$agent_pid"
+	kill "$agent_pid"
 	wait "$agent_pid" 2>/dev/null || true
 	agent_pid=
 fi
@@ -365,7 +364,7 @@ check "runwall status says it" eval "rw status | grep -q '$w1: pod 10.1.3.[0-9] 
 over_limit_checks "conntrack budget" "$w1"
 
 # The same pins (4 endpoints) with room for 16 tables: the endpoint table is the limit now.
-rw shutdown >/dev/null 2>&1 || kill "$agent_pid"
+kill "$agent_pid"
 wait "$agent_pid" 2>/dev/null || true
 agent_pid=
 start_agent --policy "$work/cap.json" --ct-per-sandbox 64 --ct-node 1024 --resync 1
@@ -403,7 +402,7 @@ check "$max_runs runs (the counters hold $((max_runs - 1))) refused whole: $(hea
 	eval '[ "$rc" -ne 0 ] && grep -q "more than $((max_runs - 1)) runs" "$work/runs.log"'
 check "revision 40 still in force, and the bound sandboxes still connect" \
 	eval '[ "$(in_force)" = "True 40" ] && [ "$(connects "$(pod_of "$w1")")" = ok ]'
-rw shutdown >/dev/null 2>&1 || kill "$agent_pid"
+kill "$agent_pid"
 wait "$agent_pid" 2>/dev/null || true
 agent_pid=
 
