@@ -2,8 +2,10 @@
 # A long agent run: snapshots applied in a loop, veths created and deleted (names, routes and pod
 # IPs reused), event subscribers coming and going, status asked all along. It samples the
 # agent's RSS, then asks it to exit: built with ASan (make check-asan's build-asan/), the leak
-# checker runs at that exit and any leak or sanitizer report fails the run. RSS is only
-# meaningful on the normal build (ASan's quarantine holds freed memory on purpose).
+# checker runs at that exit and any leak or sanitizer report fails the run. On the normal build
+# (not under ASan, whose quarantine holds freed memory on purpose) the RSS must stay flat: at the
+# end at most max(4 MiB, 10 %) above its first sample after a third of the run, once the
+# allocator's arenas and the caches have settled.
 #
 #   tests/soak/agent_soak.sh BUILD SECONDS
 set -euo pipefail
@@ -37,7 +39,7 @@ rw() { nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$bpffs" --socket "$s
 snapshot() { # snapshot REVISION FILE
 	local rev=$1 i pods=""
 	for i in $(seq 0 31); do pods+="${pods:+, }\"10.1.$((rev % 2)).$i\""; done
-	printf '{"revision": %d, "egress": "%s", "services": [{"name": "proxy", "ip": "172.20.0.10", "tcp": [443, %d]}], "runs": [{"id": "run-%d", "pods": [%s], "allow": [{"cidr": "172.20.%d.0/24", "tcp": [5432]}]}]}\n' \
+	printf '{"revision": %d, "egress": "%s", "services": [{"name": "proxy", "ip": "172.20.0.10", "tcp": [443, %d]}], "runs": [{"id": "run-%d", "pods": [%s], "allow": [{"cidr": "198.51.%d.0/24", "tcp": [5432]}]}]}\n' \
 		"$rev" "$([ $((rev % 2)) = 0 ] && echo open || echo allowlist)" $((1000 + rev % 50)) \
 		$((rev % 3)) "$pods" $((rev % 200)) >"$2"
 }
@@ -53,7 +55,7 @@ agent_pid=$!
 for _ in $(seq 200); do rw -j status 2>/dev/null | grep -q '"ready":true' && break; sleep 0.1; done
 rw -j status | grep -q '"ready":true' || { echo "Bail out! the agent did not come up"; cat "$work/agent.log"; exit 1; }
 
-rev=2 veths=0 subs=0 samples=()
+rev=2 veths=0 subs=0 samples=() settled_rss=
 start=$SECONDS next_sample=$SECONDS
 first_rss=$(rss)
 while [ $((SECONDS - start)) -lt "$secs" ]; do
@@ -85,6 +87,7 @@ while [ $((SECONDS - start)) -lt "$secs" ]; do
 	bg=()
 	if [ $SECONDS -ge $next_sample ]; then
 		samples+=("$((SECONDS - start))s:$(rss)kB")
+		[ -z "$settled_rss" ] && [ $((SECONDS - start)) -ge $((secs / 3)) ] && settled_rss=$(rss)
 		next_sample=$((SECONDS + secs / 10 + 1))
 	fi
 	[ "${SOAK_VERBOSE:-0}" = 1 ] && echo "# round: apply ${t_apply} ms, round $(( (${EPOCHREALTIME/./} - t0) / 1000 )) ms"
@@ -93,6 +96,19 @@ done
 last_rss=$(rss)
 echo "# $((SECONDS - start)) s: $((rev - 2)) snapshots applied, $veths veths created and deleted, $subs subscribers"
 echo "# agent RSS (kB): start $first_rss, ${samples[*]}, end $last_rss"
+asan=0
+grep -q __asan_init "$RUNWALL" && asan=1
+rss_ok=1
+if [ "$asan" = 0 ]; then
+	settled_rss=${settled_rss:-$first_rss}
+	slack=$((settled_rss / 10 > 4096 ? settled_rss / 10 : 4096))
+	if [ "$last_rss" -gt $((settled_rss + slack)) ]; then
+		rss_ok=0
+		echo "# agent RSS grew from $settled_rss kB (settled) to $last_rss kB: more than $slack kB"
+	else
+		echo "# agent RSS flat: $last_rss kB at the end, $settled_rss kB settled (slack $slack kB)"
+	fi
+fi
 # SIGTERM: the agent exits cleanly (enforcement stays), which is when the leak checker runs.
 kill -TERM "$agent_pid"
 rc=0
@@ -100,10 +116,10 @@ wait "$agent_pid" || rc=$?
 agent_pid=
 reports=$(cat "$work"/asan* 2>/dev/null | grep -cE 'ERROR: (Leak|Address)Sanitizer|runtime error' || true)
 { grep -hE 'ERROR: (Leak|Address)Sanitizer|runtime error|SUMMARY' "$work"/asan* "$work/agent.log" 2>/dev/null || true; } | head -20
-if [ "$rc" -eq 0 ] && [ "$reports" -eq 0 ]; then
-	echo "ok 1 - agent soak: exit 0, no sanitizer or leak report"
+if [ "$rc" -eq 0 ] && [ "$reports" -eq 0 ] && [ "$rss_ok" = 1 ]; then
+	echo "ok 1 - agent soak: exit 0, no sanitizer or leak report$([ "$asan" = 0 ] && echo ", RSS flat")"
 else
-	echo "not ok 1 - agent soak: exit $rc, $reports sanitizer/leak reports"
+	echo "not ok 1 - agent soak: exit $rc, $reports sanitizer/leak reports, RSS $([ "$rss_ok" = 1 ] && echo flat || echo grew)"
 	tail -20 "$work/agent.log"
 	exit 1
 fi
