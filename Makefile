@@ -3,14 +3,19 @@
 # Output goes to build/ only. V=1 shows the full commands. `make help` lists every target and
 # variable.
 
+#> BUILD build folder
 BUILD     ?= build
+#> CLANG compiler of the BPF object
 CLANG     ?= clang
+#> CC C compiler of user space
 CC        ?= gcc
+#> BPFTOOL bpftool, for the object and the skeleton
 BPFTOOL   ?= $(or $(shell PATH=$$PATH:/usr/sbin:/sbin command -v bpftool),bpftool)
 ARCH      := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
 
 , := ,
 
+#> V 1 shows the full commands
 ifeq ($(V),1)
 Q =
 msg =
@@ -19,8 +24,13 @@ Q = @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
+#> CFLAGS flags of user space (-Wall -Werror ... are added)
 CFLAGS    ?= -g -O2
 CFLAGS    += -Wall -Wextra -Wno-unused-parameter -Werror -std=gnu11 -D_GNU_SOURCE
+# Each object's headers, as the compiler saw them (BUILD/**/*.d, read below): a changed header
+# rebuilds what includes it and nothing else. Generated headers (the skeleton, the page) are
+# order-only prerequisites, so that they exist before the first compile.
+DEPFLAGS  := -MMD -MP
 LDLIBS    := -lbpf -lelf -lz -lmnl -ljansson -lmicrohttpd -lcurl -lpthread
 BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -Wall -Werror -D__TARGET_ARCH_$(ARCH) -Iinclude -Ibpf \
 	      -I/usr/include/$(shell uname -m)-linux-gnu
@@ -49,17 +59,14 @@ VIEW_SRC  := $(wildcard user/view/*.c)
 VIEW_OBJ  := $(patsubst user/%.c,$(BUILD)/%.o,$(VIEW_SRC))
 VIEW_AR   := $(BUILD)/librunwall-view.a
 VIEW_INC  := $(LIB_INC) -Iuser/view
-VIEW_HDRS := $(LIB_HDRS) $(wildcard user/view/*.h)
 AGENT_SRC := $(wildcard user/agent/*.c)
 AGENT_OBJ := $(patsubst user/%.c,$(BUILD)/%.o,$(AGENT_SRC))
 AGENT_AR  := $(BUILD)/librunwall-agent.a
 AGENT_INC := $(VIEW_INC) -Iuser/agent
-AGENT_HDRS := $(VIEW_HDRS) $(wildcard user/agent/*.h)
 CLI_SRC   := $(wildcard user/cli/*.c)
 CLI_OBJ   := $(patsubst user/%.c,$(BUILD)/%.o,$(CLI_SRC))
 CLI_AR    := $(BUILD)/librunwall-cli.a
 CLI_INC   := $(VIEW_INC) -Iuser/cli -Iuser/agent
-CLI_HDRS  := $(VIEW_HDRS) $(wildcard user/cli/*.h) user/agent/agent_run.h
 FE_INC    := $(LIB_INC) -Iuser/view -Iuser/cli -Iuser/agent
 FE_HDRS   := $(LIB_HDRS) $(wildcard user/view/*.h user/cli/*.h user/agent/*.h)
 RUNWALL   := $(BUILD)/runwall
@@ -101,30 +108,34 @@ LOOKUPS_SKEL := $(BUILD)/tests/lookups.skel.h
 LOOKUPS_BIN  := $(BUILD)/tests/bench_lookups
 
 # The C sources clang-format keeps in shape (.clang-format; clang-format 14).
+#> CLANG_FORMAT clang-format of format and format-check, version 14
 CLANG_FORMAT ?= clang-format
 FORMAT_SRC := $(wildcard user/*/*.[ch] include/*.h bpf/*.[ch] tests/*/*.[ch] tests/kernel/datapath/*.[ch])
 
 SETUP_STAMP := $(BUILD)/.setup-done
 
 .DELETE_ON_ERROR:
-.PHONY: all deps setup check check-lib check-layers check-headers     check-docs format format-check test vmtest bench clean demo \
-	demo-clean image check-image help
+.PHONY: all deps setup check check-lib check-layers check-headers check-docs format format-check test vmtest bench clean demo \
+	demo-clean image check-image install help
 
 # The targets that run what they build as root install what is missing first; any other build
 # only checks (scripts/check-deps.sh names the missing packages) and never needs root.
 NEEDS_SETUP := $(filter check test vmtest demo bench image check-image,$(MAKECMDGOALS))
 
+#> all build everything into BUILD (the default; no root: names the packages missing)
 all: $(RUNWALL) $(FAULT_BIN) $(CNI_BIN) $(UNIT_BIN) $(KERN_BIN) $(BENCH_BIN) $(LOOKUPS_BIN)
 
 # The reference model, differential test, fuzzers and sanitizer build (issue 13).
 include tests/proof.mk
 
 # Installs the Debian packages the build and the tests need and mounts bpffs (root; idempotent).
+#> setup install the Debian packages the build and the tests need, mount bpffs (root)
 setup: $(SETUP_STAMP)
 $(SETUP_STAMP): scripts/setup.sh tests/manifests/package-lock.json
 	$(Q)scripts/setup.sh
 	$(Q)mkdir -p $(BUILD) && touch $@
 
+#> deps check the build dependencies (scripts/check-deps.sh)
 deps: $(if $(NEEDS_SETUP),$(SETUP_STAMP))
 	$(Q)scripts/check-deps.sh
 
@@ -141,41 +152,41 @@ $(SKEL): $(BPF_OBJ)
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< name runwall_bpf > $@
 
-$(BUILD)/lib/%.o: user/lib/%.c $(LIB_HDRS) $(SKEL)
+$(BUILD)/lib/%.o: user/lib/%.c | $(SKEL)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(LIB_INC) -c $< -o $@
+	$(Q)$(CC) $(CFLAGS) $(DEPFLAGS) $(LIB_INC) -c $< -o $@
 
-$(BUILD)/tests/faults/apply.o: user/lib/apply.c $(LIB_HDRS) $(SKEL)
+$(BUILD)/tests/faults/apply.o: user/lib/apply.c | $(SKEL)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) -DRW_TEST_FAULTS $(LIB_INC) -c $< -o $@
+	$(Q)$(CC) $(CFLAGS) $(DEPFLAGS) -DRW_TEST_FAULTS $(LIB_INC) -c $< -o $@
 
-$(BUILD)/cli/%.o: user/cli/%.c $(CLI_HDRS) $(SKEL)
+$(BUILD)/cli/%.o: user/cli/%.c | $(SKEL)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(CLI_INC) -c $< -o $@
+	$(Q)$(CC) $(CFLAGS) $(DEPFLAGS) $(CLI_INC) -c $< -o $@
 
 # The page of the HTTP view (user/view/view.html), embedded into the binary.
-$(BUILD)/view_page.h: user/view/view.html $(SETUP_STAMP)
+$(BUILD)/view_page.h: user/view/view.html | deps
 	$(call msg,GEN,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)xxd -i -n rw_view_page $< > $@
 
-$(BUILD)/view/%.o: user/view/%.c $(VIEW_HDRS) $(SKEL) $(BUILD)/view_page.h
+$(BUILD)/view/%.o: user/view/%.c | $(SKEL) $(BUILD)/view_page.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(VIEW_INC) -c $< -o $@
+	$(Q)$(CC) $(CFLAGS) $(DEPFLAGS) $(VIEW_INC) -c $< -o $@
 
-$(BUILD)/agent/%.o: user/agent/%.c $(AGENT_HDRS) $(SKEL)
+$(BUILD)/agent/%.o: user/agent/%.c | $(SKEL)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(AGENT_INC) -c $< -o $@
+	$(Q)$(CC) $(CFLAGS) $(DEPFLAGS) $(AGENT_INC) -c $< -o $@
 
-$(BUILD)/cni/%.o: user/cni/%.c $(LIB_HDRS) $(wildcard user/cni/*.h) $(SKEL)
+$(BUILD)/cni/%.o: user/cni/%.c | $(SKEL)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(LIB_INC) -Iuser/cni -c $< -o $@
+	$(Q)$(CC) $(CFLAGS) $(DEPFLAGS) $(LIB_INC) -Iuser/cni -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	$(call msg,AR,$@)
@@ -220,6 +231,7 @@ $(BUILD)/runwall-cni: $(CNI_OBJ) $(LIB)
 
 # The boundary: link every member of librunwall.a, and nothing else of runwall's, into a program.
 # An undefined reference (to rw_g, rw_fail, cmd_*, anything of a front end's) fails the link.
+#> check-lib librunwall.a references only itself and system libraries
 check-lib: $(LIB)
 	$(call msg,CHECK,$(LIB) references only itself and system libraries)
 	$(Q)echo 'int main(void) { return 0; }' > $(BUILD)/check-lib.c
@@ -240,6 +252,7 @@ define layer_link
 	$(Q)$(CC) $(1) -Wl,--whole-archive $(2) -Wl,--no-whole-archive $(3) $(LDLIBS) \
 		-o $(BUILD)/check-layers/a.out || { echo "check-layers: $(4)" >&2; exit 1; }
 endef
+#> check-layers view, agent, CLI and CNI archives reference only the layers below them
 check-layers: $(LIB) $(VIEW_AR) $(AGENT_AR) $(CLI_AR) $(BUILD)/cli/main.o $(CNI_AR) $(CNI_OBJ)
 	$(call msg,CHECK,view -> lib; agent -> view+lib; cli -> view+lib+rw_agent_run; cni -> lib)
 	$(Q)mkdir -p $(BUILD)/check-layers
@@ -256,6 +269,7 @@ check-layers: $(LIB) $(VIEW_AR) $(AGENT_AR) $(CLI_AR) $(BUILD)/cli/main.o $(CNI_
 
 # Each kernel header compiles alone and first (twice: its guard), so that no include order in
 # runwall.bpf.c is load-bearing: every bpf/*.h includes what it uses.
+#> check-headers each bpf/*.h compiles alone: it includes what it uses
 check-headers: | deps
 	$(call msg,CHECK,each bpf/*.h compiles alone)
 	$(Q)for h in $(notdir $(wildcard bpf/*.h)); do \
@@ -266,18 +280,20 @@ check-headers: | deps
 
 # `make format` rewrites the sources in place; `make format-check` (run by `make check`) fails,
 # naming file and line, when any of them has drifted.
+#> format rewrite the C sources with clang-format
 format:
 	$(Q)$(CLANG_FORMAT) -i $(FORMAT_SRC)
 
+#> format-check fail when a C source differs from .clang-format
 format-check:
 	$(call msg,FORMAT,C sources under user/ include/ bpf/ tests/)
 	$(Q)$(CLANG_FORMAT) --dry-run --Werror $(FORMAT_SRC) || \
 		{ echo "make format-check: run \`make format\` and commit the result" >&2; exit 1; }
 
-$(BUILD)/tests/kernel/%.o: tests/kernel/%.c $(TEST_HDRS) $(SKEL)
+$(BUILD)/tests/kernel/%.o: tests/kernel/%.c | $(SKEL)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(TEST_INC) -c $< -o $@
+	$(Q)$(CC) $(CFLAGS) $(DEPFLAGS) $(TEST_INC) -c $< -o $@
 
 $(KHELP_AR): $(KHELP_OBJ)
 	$(call msg,AR,$@)
@@ -285,31 +301,31 @@ $(KHELP_AR): $(KHELP_OBJ)
 
 # cmocka: one binary per module; -Werror=unused-function makes a test left out of tests[] fail.
 # TEST_LIBS is in layer order (check-layers), so one pass of the linker resolves them.
-$(BUILD)/tests/unit/test_%: tests/unit/test_%.c $(TEST_LIBS) $(TEST_HDRS)
+$(BUILD)/tests/unit/test_%: tests/unit/test_%.c $(TEST_LIBS)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(TEST_INC) -Werror=unused-function $< $(TEST_LIBS) $(LDLIBS) -lcmocka -o $@
+	$(Q)$(CC) $(CFLAGS) $(DEPFLAGS) $(TEST_INC) -Werror=unused-function $< $(TEST_LIBS) $(LDLIBS) -lcmocka -o $@
 
-$(BUILD)/tests/kernel/test_%: tests/kernel/test_%.c $(TEST_LIBS) $(TEST_HDRS)
+$(BUILD)/tests/kernel/test_%: tests/kernel/test_%.c $(TEST_LIBS)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(TEST_INC) -Werror=unused-function $< $(TEST_LIBS) $(LDLIBS) -lcmocka -o $@
+	$(Q)$(CC) $(CFLAGS) $(DEPFLAGS) $(TEST_INC) -Werror=unused-function $< $(TEST_LIBS) $(LDLIBS) -lcmocka -o $@
 
-$(BUILD)/tests/kernel/datapath/%.o: tests/kernel/datapath/%.c $(TEST_HDRS) $(SKEL)
+$(BUILD)/tests/kernel/datapath/%.o: tests/kernel/datapath/%.c | $(SKEL)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) -DRW_TEST_FAULTS $(TEST_INC) -Itests/kernel/datapath -Werror=unused-function -c $< -o $@
+	$(Q)$(CC) $(CFLAGS) $(DEPFLAGS) -DRW_TEST_FAULTS $(TEST_INC) -Itests/kernel/datapath -Werror=unused-function -c $< -o $@
 
-$(BUILD)/tests/kernel/test_datapath: tests/kernel/test_datapath.c $(DP_OBJ) $(TEST_LIBS) $(FAULT_LIB) $(TEST_HDRS)
+$(BUILD)/tests/kernel/test_datapath: tests/kernel/test_datapath.c $(DP_OBJ) $(TEST_LIBS) $(FAULT_LIB)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) -DRW_TEST_FAULTS $(TEST_INC) -Itests/kernel/datapath -Werror=unused-function $< \
+	$(Q)$(CC) $(CFLAGS) $(DEPFLAGS) -DRW_TEST_FAULTS $(TEST_INC) -Itests/kernel/datapath -Werror=unused-function $< \
 		$(DP_OBJ) $(patsubst $(LIB),$(FAULT_LIB),$(TEST_LIBS)) $(LDLIBS) -lcmocka -o $@
 
-$(BENCH_BIN): tests/bench/bench_datapath.c $(TEST_LIBS) $(TEST_HDRS)
+$(BENCH_BIN): tests/bench/bench_datapath.c $(TEST_LIBS)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(TEST_INC) $< $(TEST_LIBS) $(LDLIBS) -o $@
+	$(Q)$(CC) $(CFLAGS) $(DEPFLAGS) $(TEST_INC) $< $(TEST_LIBS) $(LDLIBS) -o $@
 
 $(LOOKUPS_OBJ): tests/bench/lookups.bpf.c tests/bench/lookups.h include/runwall.h | deps $(BUILD)
 	$(call msg,BPF,$@)
@@ -329,103 +345,89 @@ $(LOOKUPS_BIN): tests/bench/bench_lookups.c tests/bench/lookups.h include/runwal
 # The benchmarks (tests/bench/run.sh): per-packet cost, lookups, veth throughput, apply, events,
 # memory.
 # A table with each target on stdout, JSON in $(BUILD)/bench.json. Not part of `make check`.
+#> bench the benchmarks (tests/bench/run.sh), results in BUILD/bench.json (root)
 bench: setup all
 	$(Q)tests/bench/run.sh $(BUILD)
 
 # The test command: installs what is missing, builds without warnings, checks the library's and
 # the layers' boundaries, the format and the docs, runs the fuzzers' short form (fuzz-short, tests/proof.mk:
 # the committed inputs replayed, then a fixed-seed run), then every suite.
-check: setup all check-lib check-layers check-headers     format-check fuzz-short
+#> check build, check-lib, check-layers, check-headers, format-check, fuzz-short, check-docs, then every suite (root)
+check: setup all check-lib check-layers check-headers format-check fuzz-short
 	$(Q)scripts/check-docs.sh $(BUILD)
 	$(Q)tests/run.sh $(BUILD)
 
 # The docs against the tree and the binary: every relative link and #anchor of README.md,
 # docs/ and tests/README.md resolves, and each docs/cli page's usage block is `runwall help`'s.
+#> check-docs the docs against the tree and the binary (scripts/check-docs.sh)
 check-docs: $(RUNWALL)
 	$(Q)scripts/check-docs.sh $(BUILD)
 
+#> test the same as check
 test: check
 
+#> VMTEST_KERNEL vmtest: the kernel image to boot instead of Debian's 6.1
 # The kernel-facing suites in a VM: Debian's 6.1 kernel (no tcx: the clsact fallback) by default,
 # any other with VMTEST_KERNEL=/path/to/bzImage.
+#> vmtest the kernel suites in a VM: Debian 6.1, or VMTEST_KERNEL (root)
 vmtest: setup all
 	$(Q)scripts/vmtest.sh $(BUILD) $(if $(VMTEST_KERNEL),--kernel $(VMTEST_KERNEL))
 
 # The container image, as an OCI archive under build/image with no registry and no daemon, and
 # build/image/kustomization.yaml: manifests/ set to that image (docs/operations.md).
+#> IMAGE_REPO image: the name the image is tagged with
 IMAGE_REPO ?= localhost/runwall
+#> image the OCI image archive and its kustomization under BUILD/image (root)
 image: setup all
 	$(Q)scripts/image.sh $(BUILD) $(IMAGE_REPO)
 
 # The built image, mounted: binaries, libraries, setuid bits, entrypoint against the DaemonSet.
+#> check-image build the image, then test it (root)
 check-image: image
 	$(Q)tests/image/test_image.sh $(BUILD)
 
 # The run command: a demo node in network namespaces with the seed's default policy, left up for
 # exploring with the CLI until `make demo-clean`.
+#> demo a demo node in network namespaces, left up (root)
 demo: setup all
 	$(Q)scripts/demo.sh up $(BUILD)
 
+#> demo-clean remove the demo
 demo-clean:
 	$(Q)scripts/demo.sh down
 
+#> clean remove BUILD
 clean:
 	$(Q)rm -rf $(BUILD)
 
-# `make help`: every target and variable, one line each (the proof targets are tests/proof.mk's).
+# What `make` installs: the binary and the CNI plugin, under DESTDIR (a staging root, as
+# packagers use it) and PREFIX.
+#> PREFIX install: the prefix (binaries in PREFIX/sbin)
+PREFIX ?= /usr/local
+#> DESTDIR install: a staging root prepended to every path
+DESTDIR ?=
+#> install install runwall and runwall-cni into DESTDIR/PREFIX/sbin
+install: $(RUNWALL) $(CNI_BIN)
+	$(Q)install -d $(DESTDIR)$(PREFIX)/sbin
+	$(Q)install -m 0755 $(RUNWALL) $(CNI_BIN) $(DESTDIR)$(PREFIX)/sbin/
+
+-include $(wildcard $(BUILD)/*/*.d $(BUILD)/tests/*/*.d $(BUILD)/tests/kernel/datapath/*.d)
+
+# `make help` is made from the `#> NAME text` lines above each target and variable, in this
+# file and tests/proof.mk, so that a new one is listed where it is defined. Names in capitals
+# are variables, shown with the value in force.
+#> help this list
 help:
-	@echo 'Targets (check, test, vmtest, bench, demo, image, check-image, check-asan, soak and fuzz run as root):'
-	@printf '  %-15s %s\n' \
-	all          'build everything into BUILD (the default; no root: names the packages missing)' \
-	deps         'check the build dependencies (scripts/check-deps.sh)' \
-	setup        'install the Debian packages the build and the tests need, mount bpffs' \
-	check        'build, check-lib, check-layers, format-check, fuzz-short, check-docs, then every suite' \
-	test         'the same as check' \
-	check-lib    'librunwall.a references only itself and system libraries' \
-	check-layers 'view, agent, CLI and CNI archives reference only the layers below them' \
-	check-headers     'each bpf/*.h compiles alone: it includes what it uses' \
-	check-docs   'the docs links and anchors resolve; each docs/cli usage block is runwall help' \
-	format       'rewrite the C sources with clang-format' \
-	format-check 'fail when a C source differs from .clang-format' \
-	vmtest       'the kernel suites in a VM (Debian 6.1, or VMTEST_KERNEL)' \
-	bench        'the benchmarks (tests/bench/run.sh), results in BUILD/bench.json' \
-	image        'the OCI image archive and its kustomization under BUILD/image' \
-	check-image  'build the image, then test it' \
-	demo         'a demo node in network namespaces, left up' \
-	demo-clean   'remove the demo' \
-	clean        'remove BUILD' \
-	check-asan   'user space and the unit suites under ASan and UBSan, in ASAN_BUILD' \
-	fuzz         'every fuzzer for FUZZ_SECONDS, then the long differential run' \
-	fuzz-build   'build the fuzzers into FUZZ_BUILD' \
-	fuzz-replay  'run every committed fuzz input once' \
-	fuzz-short   'fuzz-replay, then FUZZ_CHECK_RUNS inputs from FUZZ_CHECK_SEED (in check)' \
-	soak         'the agent for SOAK_SECONDS under ASan, then on the normal build' \
-	help         'this list'
+	@echo 'Targets (those marked root install packages, load programs or make namespaces):'
+	@sed -n 's/^#> \([a-z][a-z-]*\) \(.*\)/\1\t\2/p' $(MAKEFILE_LIST) | \
+		awk -F'\t' '{ printf "  %-15s %s\n", $$1, $$2 }'
 	@echo
 	@echo 'Variables (make VAR=value; now: the value in force):'
-	@printf '  %-19s %s\n' \
-	BUILD               "build folder (now: $(BUILD))" \
-	V=1                 "show the full commands (Q, the commands' prefix, is then empty; else @)" \
-	CC                  "C compiler of user space (now: $(CC))" \
-	CFLAGS              "its flags, -Wall -Werror ... added (now: $(CFLAGS))" \
-	CLANG               "compiler of the BPF object (now: $(CLANG))" \
-	BPFTOOL             "bpftool, for the object and the skeleton (now: $(BPFTOOL))" \
-	CLANG_FORMAT        "clang-format of format and format-check, version 14 (now: $(CLANG_FORMAT))" \
-	VMTEST_KERNEL       "vmtest: the kernel image to boot instead of Debian's 6.1" \
-	IMAGE_REPO          "image: the name the image is tagged with (now: $(IMAGE_REPO))" \
-	MODEL_PLANNED       "the reference model's verdict order: 1 the datapath's, 0 the older (now: $(MODEL_PLANNED))" \
-	RW_DIFF_SEED        "environment: the differential run's seed (check: 1; fuzz: a fresh one)" \
-	FUZZ_BUILD          "the fuzzers' build folder (now: $(FUZZ_BUILD))" \
-	FUZZ_CC             "the fuzzers' compiler (now: $(FUZZ_CC))" \
-	FUZZ_LDLIBS         "extra libraries of the fuzz targets" \
-	FUZZ_SECONDS        "fuzz: seconds per fuzzer (now: $(FUZZ_SECONDS))" \
-	FUZZ_CHECK_SEED     "fuzz-short: the seed (now: $(FUZZ_CHECK_SEED))" \
-	FUZZ_CHECK_RUNS     "fuzz-short: inputs per fuzzer (now: $(FUZZ_CHECK_RUNS))" \
-	FUZZ_DIFF_PACKETS   "fuzz: packets of the long differential run (now: $(FUZZ_DIFF_PACKETS))" \
-	FUZZ_DIFF_SNAPSHOTS "fuzz: snapshots of the long differential run (now: $(FUZZ_DIFF_SNAPSHOTS))" \
-	ASAN_BUILD          "check-asan and soak: their build folder (now: $(ASAN_BUILD))" \
-	SOAK_SECONDS        "soak: seconds of each run (now: $(SOAK_SECONDS))"
+	@$(foreach v,$(shell sed -n 's/^#> \([A-Z][A-Z_]*\) .*/\1/p' $(MAKEFILE_LIST)),\
+		printf '  %-19s %s (now: %s)\n' '$(v)' \
+		"$$(sed -n 's/^#> $(v) //p' $(MAKEFILE_LIST) | head -n 1)" '$($(v))';)
 	@echo
 	@echo 'Environment of the suites and scripts: RW_WAIT_SCALE (every wait; 10 in the VM),'
-	@echo 'RW_SEED, RW_CHURN_SECONDS and RW_CHURN_RATE (netns/test_churn), RW_KEEP=1 (a netns suite'
-	@echo 'keeps its files), RW_DEMO_PORT (make demo). See tests/README.md.'
+	@echo 'RW_DIFF_SEED (the differential run: 1 in check), RW_SEED, RW_CHURN_SECONDS and'
+	@echo 'RW_CHURN_RATE (netns/test_churn), RW_KEEP=1 (a netns suite keeps its files),'
+	@echo 'RW_DEMO_PORT (make demo). See tests/README.md.'

@@ -8,8 +8,9 @@ set -uo pipefail
 libs=(
 	libbpf:libbpf-dev libelf:libelf-dev zlib:zlib1g-dev libmnl:libmnl-dev
 	jansson:libjansson-dev libmicrohttpd:libmicrohttpd-dev cmocka:libcmocka-dev
+	libcurl:libcurl4-openssl-dev
 )
-tools=(clang:clang gcc:gcc bpftool:bpftool pkg-config:pkg-config)
+tools=(clang:clang gcc:gcc bpftool:bpftool pkg-config:pkg-config xxd:xxd)
 headers=(linux-libc-dev)
 
 missing=()

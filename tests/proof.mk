@@ -6,6 +6,7 @@ MODEL_SRC := tests/model/model.c
 # Built beside the other kernel suites, so tests/run.sh runs it with them.
 DIFF_BIN  := $(BUILD)/tests/kernel/test_differential
 # The model's verdict order (tests/model/model.h): 1 the planned one, now the datapath's; 0 the old.
+#> MODEL_PLANNED the reference model's verdict order: 1 the datapath's, 0 the older
 MODEL_PLANNED ?= 1
 # `make check RW_DIFF_SEED=N` (an environment variable) replays one seed of the short run.
 export RW_DIFF_SEED
@@ -21,11 +22,14 @@ $(DIFF_BIN): tests/model/test_differential.c $(MODEL_SRC) tests/model/model.h $(
 # ---- libFuzzer targets: every tests/fuzz/fuzz_NAME.c is one target, its seed corpus (and every
 # crashing input kept as a regression case) in tests/fuzz/corpus/NAME/. Adding a target is one
 # file (and a corpus folder); FUZZ_LDLIBS is where a target's extra libraries go.
+#> FUZZ_BUILD the fuzzers' build folder
 FUZZ_BUILD   ?= build-fuzz
+#> FUZZ_CC the fuzzers' compiler
 FUZZ_CC      ?= clang-14
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS  := -g -O1 $(FUZZ_SAN) -Wall -Wextra -Wno-unused-parameter -Werror -std=gnu11 \
 		-D_GNU_SOURCE $(subst -I$(BUILD),-I$(FUZZ_BUILD),$(FE_INC)) -Iuser/cni
+#> FUZZ_LDLIBS extra libraries of the fuzz targets
 FUZZ_LDLIBS  ?=
 FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_NAMES   := $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRC))
@@ -37,8 +41,11 @@ FUZZ_LIB     := $(FUZZ_BUILD)/librunwall-fuzz.a
 # `make fuzz`: seconds per target of open-ended exploration. `make check` explores nothing at
 # random: it replays the committed inputs, then runs FUZZ_CHECK_RUNS inputs from seed
 # FUZZ_CHECK_SEED, the same ones every time (see fuzz-short).
+#> FUZZ_SECONDS fuzz: seconds per fuzzer
 FUZZ_SECONDS ?= 60
+#> FUZZ_CHECK_SEED fuzz-short: the seed
 FUZZ_CHECK_SEED ?= 1
+#> FUZZ_CHECK_RUNS fuzz-short: inputs per fuzzer
 FUZZ_CHECK_RUNS ?= 20000
 FUZZ_OPTS := -timeout=10 -rss_limit_mb=1024
 
@@ -57,6 +64,7 @@ $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB) $(FE_HDRS)
 	$(call msg,FUZZ-LD,$@)
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_LIB) $(LDLIBS) $(FUZZ_LDLIBS) -o $@
 
+#> fuzz-build build the fuzzers into FUZZ_BUILD
 fuzz-build: setup $(FUZZ_BINS)
 
 # Open-ended exploration (make fuzz): each target from its committed corpus for $(1) s, new
@@ -87,6 +95,7 @@ endef
 # corpus (-runs, no time limit, no corpus reload; address randomization off, as libFuzzer's
 # comparison tracing sees pointer values), the new inputs written under
 # $(FUZZ_BUILD)/check-corpus/ (emptied first), never into tests/.
+#> fuzz-replay run every committed fuzz input once
 fuzz-replay: fuzz-build
 	@set -e; mkdir -p $(FUZZ_BUILD)/crashes; for n in $(FUZZ_NAMES); do \
 		log=$(FUZZ_BUILD)/replay_$$n.log; \
@@ -102,6 +111,7 @@ fuzz-replay: fuzz-build
 		echo "# fuzz_$$n: $$count committed inputs replayed"; \
 	done
 
+#> fuzz-short fuzz-replay, then FUZZ_CHECK_RUNS inputs from FUZZ_CHECK_SEED (in check)
 fuzz-short: fuzz-replay
 	@set -e; norand="setarch -R"; $$norand true 2>/dev/null || { norand=; \
 		echo "# setarch -R is refused here: addresses randomized, the runs below may differ"; }; \
@@ -122,8 +132,11 @@ fuzz-short: fuzz-replay
 # over >= 1 000 snapshots; FUZZ_DIFF_PACKETS, FUZZ_DIFF_SNAPSHOTS, RW_DIFF_SEED).
 # About 1.3 % of the generated frames are ones BPF_PROG_TEST_RUN cannot take (shorter than an
 # Ethernet header): 1 020 000 generated is over 1 000 000 judged by both.
+#> FUZZ_DIFF_PACKETS fuzz: packets of the long differential run
 FUZZ_DIFF_PACKETS ?= 1020000
+#> FUZZ_DIFF_SNAPSHOTS fuzz: snapshots of the long differential run
 FUZZ_DIFF_SNAPSHOTS ?= 1000
+#> fuzz every fuzzer for FUZZ_SECONDS, then the long differential run (root)
 fuzz: fuzz-build $(DIFF_BIN)
 	$(call fuzz_run,$(FUZZ_SECONDS))
 	$(Q)$(DIFF_BIN) --packets $(FUZZ_DIFF_PACKETS) --snapshots $(FUZZ_DIFF_SNAPSHOTS) \
@@ -137,9 +150,11 @@ fuzz: fuzz-build $(DIFF_BIN)
 # ASan and UBSan (nothing recovers: the first report fails the run, leaks included) into its own
 # folder. The differential test runs there too, briefly: it drives the parser, rw_apply() and the
 # datapath helpers under the sanitizers.
+#> ASAN_BUILD check-asan and soak: their build folder
 ASAN_BUILD  ?= build-asan
 ASAN_CFLAGS := -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
+#> check-asan user space and the unit suites under ASan and UBSan, in ASAN_BUILD (root)
 check-asan: setup
 	$(Q)CFLAGS='$(ASAN_CFLAGS)' $(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) all
 	$(Q)set -e; export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1; \
@@ -157,7 +172,9 @@ check-asan: setup
 
 # ---- make soak: the long agent run (tests/soak/agent_soak.sh) under ASan's leak checker, then on
 # the normal build for its RSS. SOAK_SECONDS each (default 300).
+#> SOAK_SECONDS soak: seconds of each run
 SOAK_SECONDS ?= 300
+#> soak the agent for SOAK_SECONDS under ASan, then on the normal build (root)
 soak: setup all
 	$(Q)CFLAGS='$(ASAN_CFLAGS)' $(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) all
 	$(Q)tests/soak/agent_soak.sh $(ASAN_BUILD) $(SOAK_SECONDS)
