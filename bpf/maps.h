@@ -62,8 +62,8 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } rw_veth_overflow SEC(".maps");
 
-/* The policy of a snapshot lives in inner maps, two slots per table. The agent fills fresh inner
- * maps for the idle slot, then flips rw_config.state: a packet reads the slot once and sees one
+/* The policy of a snapshot lives in inner maps, two slots per table. The agent writes the idle
+ * slot's inner maps by diff against what they hold (user/lib/apply.c), then flips rw_config.state: a packet reads the slot once and sees one
  * whole snapshot. Updating an ARRAY_OF_MAPS waits for an RCU grace period in the kernel
  * (maybe_wait_bpf_programs() in kernel/bpf/syscall.c), so once the agent has replaced a slot no
  * program still runs on what was there. An empty slot looks up as NULL: not ready, drop.

@@ -21,6 +21,7 @@
 #    rest of the page may need to follow too).
 # 3. docs/code.md's tables name every source file under bpf/, include/ and user/, and no file that
 #    is not there.
+#    tests/README.md's table of test_datapath's parts names every tests/kernel/datapath/*.c.
 # 4. Figures the docs derive from the code are the code's: the ring's record size and capacity
 #    (docs/architecture.md) from include/runwall.h.
 set -euo pipefail
@@ -217,6 +218,11 @@ def check_code_map():
         err(page, f"{f} is a source file with no row (add one: what it does)")
     for f in sorted(named - tree):
         err(page, f"names {f}, which does not exist")
+    page = "tests/README.md"
+    parts = set(re.findall(r"^\| `([a-z0-9_]+\.c)` \|", open(page, encoding="utf-8").read(), re.M))
+    for f in sorted(glob.glob("tests/kernel/datapath/*.c")):
+        if os.path.basename(f) not in parts:
+            err(page, f"test_datapath's part {f} has no row in its table")
     return len(tree)
 
 
