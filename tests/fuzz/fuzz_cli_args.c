@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli_util.h"
+#include "cli_text.h"
 #include "ipaddr.h"
 #include "parse.h"
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* test_cli.c: the parts of the operator commands that need no kernel (user/cli/cli_util.c): what
+/* test_cli.c: the parts of the operator commands that need no kernel (user/cli/cli_text.c, cli_counters_fmt.c,
+ * cli_event_filter.c, cli_probe.c, cli_pins.c): what
  * people type (addresses, ports, names with "did you mean"), aligned tables, the counters
  * table and JSON, the event filter of `runwall drops`, the packets and lines of `runwall
  * explain`.
@@ -17,7 +18,11 @@
 #include <string.h>
 #include <netinet/in.h>
 
-#include "cli_util.h"
+#include "cli_text.h"
+#include "cli_counters_fmt.h"
+#include "cli_event_filter.h"
+#include "cli_probe.h"
+#include "cli_pins.h"
 #include "datapath.h"
 #include "runwall.skel.h"
 #include "eventfmt.h"
@@ -892,7 +897,7 @@ static void test_explain_ipv6(void **state)
 		.dport = 443,
 		.proto = IPPROTO_TCP,
 		.tcp_flags = 0x02,
-		.six = true,
+		.ipv6 = true,
 	};
 	struct rw_cli_verdict v = {
 		.verdict = RW_VERDICT_DROP, .reason = RW_REASON_DNS, .revision = 3};

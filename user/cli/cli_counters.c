@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli_util.h"
+#include "cli_text.h"
+#include "cli_counters_fmt.h"
+#include "cli_pins.h"
 #include "commands.h"
 #include "ctl.h"
 

@@ -13,7 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli_util.h"
+#include "cli_text.h"
+#include "cli_event_filter.h"
+#include "cli_pins.h"
 #include "commands.h"
 #include "ctl.h"
 #include "eventfmt.h"

@@ -19,7 +19,9 @@
 #include <bpf/libbpf.h>
 
 #include "apply.h"
-#include "cli_util.h"
+#include "cli_text.h"
+#include "cli_probe.h"
+#include "cli_pins.h"
 #include "commands.h"
 #include "ctl.h"
 #include "eventfmt.h"
@@ -62,8 +64,8 @@ static void make_probe(const struct question *q, const struct rw_ip *pod, struct
 	p->dir = q->ingress ? RW_DIR_INGRESS : RW_DIR_EGRESS;
 	p->sport = q->proto == IPPROTO_ICMPV6 ? 0 : q->sport;
 	p->dport = q->dport;
-	p->six = q->dst.family == AF_INET6;
-	if (p->six) {
+	p->ipv6 = q->dst.family == AF_INET6;
+	if (p->ipv6) {
 		memcpy(p->src6, src->a, sizeof(p->src6));
 		memcpy(p->dst6, dst->a, sizeof(p->dst6));
 	} else {
@@ -75,13 +77,13 @@ static void make_probe(const struct question *q, const struct rw_ip *pod, struct
 /* The pod of a run whose family is DST's: the first bound to a veth of this node (ifindex set),
  * else the first. False when the run has none of that family.
  */
-static bool run_pod(const struct rw_datapath *pinned, const struct rw_live_run *r, bool six,
+static bool run_pod(const struct rw_datapath *pinned, const struct rw_live_run *r, bool ipv6,
 		    struct rw_ip *pod, __u32 *ifindex)
 {
-	size_t n = six ? r->n_pods6 : r->n_pods;
+	size_t n = ipv6 ? r->n_pods6 : r->n_pods;
 
 	for (size_t i = 0; i < n; i++) {
-		struct rw_ip ip = six ? rw_ip6(r->pods6[i]) : rw_ip4(r->pods[i]);
+		struct rw_ip ip = ipv6 ? rw_ip6(r->pods6[i]) : rw_ip4(r->pods[i]);
 
 		if (!i)
 			*pod = ip;
@@ -285,17 +287,17 @@ static int judge_file(const struct question *q, struct rw_ip *pod, bool have_pod
 	if (!have_pod) {
 		/* --run: the run's first pod in the file of DST's family. */
 		const struct rw_policy_run *run = NULL;
-		bool six = q->dst.family == AF_INET6;
+		bool ipv6 = q->dst.family == AF_INET6;
 
 		for (size_t i = 0; i < pol.n_runs && !run; i++)
 			if (!strcmp(pol.runs[i].id, q->run))
 				run = &pol.runs[i];
-		if (!run || !(six ? run->n_pods6 : run->n_pods)) {
+		if (!run || !(ipv6 ? run->n_pods6 : run->n_pods)) {
 			ret = rw_fail(RW_EXIT_REFUSED, "%s: no run '%s' with %s pods", q->policy,
-				      q->run, six ? "IPv6" : "IPv4");
+				      q->run, ipv6 ? "IPv6" : "IPv4");
 			goto cleanup;
 		}
-		*pod = six ? rw_ip6(run->pods6[0]) : rw_ip4(run->pods[0]);
+		*pod = ipv6 ? rw_ip6(run->pods6[0]) : rw_ip4(run->pods[0]);
 	}
 	ret = rw_datapath_load(&dp, NULL, RW_DP_NO_PIN | RW_DP_DRY_RUN, err, sizeof(err));
 	if (ret) {

@@ -17,7 +17,9 @@
 #include <bpf/libbpf.h>
 
 #include "apply.h"
-#include "cli_util.h"
+#include "cli_text.h"
+#include "cli_counters_fmt.h"
+#include "cli_pins.h"
 #include "commands.h"
 #include "ctl.h"
 #include "eventfmt.h"
@@ -45,7 +47,7 @@ struct mctx {
 struct mkey {
 	bool any;
 	bool has_ip;
-	bool six;      /* the key is IPv6: ip6, not ip */
+	bool ipv6;     /* the key is IPv6: ip6, not ip */
 	__be32 ip;     /* IPv4 */
 	__be32 ip6[4]; /* IPv6 */
 	__u16 port;    /* host order, 0: any */
@@ -97,12 +99,12 @@ static const char *run_of_pod6(const struct mctx *c, const __be32 ip[4])
 /* Whether the key names IPv4 address ip (an IPv6 key names no IPv4 entry). */
 static bool key_is4(const struct mkey *k, __be32 ip)
 {
-	return k->has_ip && !k->six && k->ip == ip;
+	return k->has_ip && !k->ipv6 && k->ip == ip;
 }
 
 static bool key_is6(const struct mkey *k, const __be32 ip[4])
 {
-	return k->has_ip && k->six && !memcmp(k->ip6, ip, sizeof(k->ip6));
+	return k->has_ip && k->ipv6 && !memcmp(k->ip6, ip, sizeof(k->ip6));
 }
 
 static void ifname_of(__u32 ifindex, char *buf)
@@ -640,7 +642,7 @@ static int allow_cidr_row(struct mctx *c, const struct mkey *k, const void *key,
 	unsigned int plen = lk->prefixlen - RW_ALLOW_LPM_FIXED_BITS;
 	char dst[32];
 
-	if (!k->any && (k->six || !in_cidr(k->ip, lk->daddr, plen) ||
+	if (!k->any && (k->ipv6 || !in_cidr(k->ip, lk->daddr, plen) ||
 			!port_proto_match(k, lk->proto, ntohs(lk->dport))))
 		return 0;
 	rw_cli_cidr(lk->daddr, plen, dst, sizeof(dst));
@@ -669,7 +671,7 @@ static int allow_cidr6_row(struct mctx *c, const struct mkey *k, const void *key
 	unsigned int plen = lk->prefixlen - RW_ALLOW_LPM_FIXED_BITS;
 	char dst[INET6_ADDRSTRLEN + 8];
 
-	if (!k->any && (!k->six || !in_cidr6(k->ip6, lk->daddr, plen) ||
+	if (!k->any && (!k->ipv6 || !in_cidr6(k->ip6, lk->daddr, plen) ||
 			!port_proto_match(k, lk->proto, ntohs(lk->dport))))
 		return 0;
 	rw_cli_cidr6(lk->daddr, plen, dst, sizeof(dst));
@@ -707,7 +709,7 @@ static int deny_row(struct mctx *c, const struct mkey *k, const void *key, const
 	const struct rw_cidr_lpm_key *dk = key;
 	char cidr[32];
 
-	if (!k->any && (k->six || !in_cidr(k->ip, dk->addr, dk->prefixlen)))
+	if (!k->any && (k->ipv6 || !in_cidr(k->ip, dk->addr, dk->prefixlen)))
 		return 0;
 	snprintf(cidr, sizeof(cidr), "%s", "");
 	rw_cli_cidr(dk->addr, dk->prefixlen, cidr, sizeof(cidr));
@@ -721,7 +723,7 @@ static int deny6_row(struct mctx *c, const struct mkey *k, const void *key, cons
 	const struct rw_cidr6_lpm_key *dk = key;
 	char cidr[INET6_ADDRSTRLEN + 8];
 
-	if (!k->any && (!k->six || !in_cidr6(k->ip6, dk->addr, dk->prefixlen)))
+	if (!k->any && (!k->ipv6 || !in_cidr6(k->ip6, dk->addr, dk->prefixlen)))
 		return 0;
 	rw_cli_cidr6(dk->addr, dk->prefixlen, cidr, sizeof(cidr));
 	if (dk->prefixlen == 128)
@@ -780,7 +782,7 @@ static int inbound_row(struct mctx *c, const struct mkey *k, const void *key, co
 	char peer[32];
 
 	if (!k->any &&
-	    (k->six || !in_cidr(k->ip, ik->saddr, plen) || !port_proto_match(k, ik->proto, port)))
+	    (k->ipv6 || !in_cidr(k->ip, ik->saddr, plen) || !port_proto_match(k, ik->proto, port)))
 		return 0;
 	rw_cli_cidr(ik->saddr, plen, peer, sizeof(peer));
 	if (plen == 32)
@@ -795,7 +797,7 @@ static int inbound6_row(struct mctx *c, const struct mkey *k, const void *key, c
 	__u16 port = ntohs(ik->dport);
 	char peer[INET6_ADDRSTRLEN + 8];
 
-	if (!k->any && (!k->six || !in_cidr6(k->ip6, ik->saddr, plen) ||
+	if (!k->any && (!k->ipv6 || !in_cidr6(k->ip6, ik->saddr, plen) ||
 			!port_proto_match(k, ik->proto, port)))
 		return 0;
 	rw_cli_cidr6(ik->saddr, plen, peer, sizeof(peer));
@@ -919,21 +921,21 @@ static int show_conntrack(struct mctx *c, const struct mkey *k)
 {
 	int shown = 0, err = 0;
 
-	for (int six = 0; six < 2 && !err; six++) {
-		const size_t ks = six ? sizeof(struct rw_ct6_key) : sizeof(struct rw_ct_key),
+	for (int ipv6 = 0; ipv6 < 2 && !err; ipv6++) {
+		const size_t ks = ipv6 ? sizeof(struct rw_ct6_key) : sizeof(struct rw_ct_key),
 			     vs = sizeof(struct rw_ct_value);
 		void *veths, *ids, *keys, *vals;
 		size_t n_veths, n;
 
-		err = collect(c->dp.map_fd[six ? RW_M_CONNTRACK6 : RW_M_CONNTRACK], sizeof(__u32),
+		err = collect(c->dp.map_fd[ipv6 ? RW_M_CONNTRACK6 : RW_M_CONNTRACK], sizeof(__u32),
 			      sizeof(__u32), &veths, &ids, &n_veths);
 		if (err)
 			return err;
 		sort_pairs(veths, ids, n_veths, sizeof(__u32), sizeof(__u32), cmp_u32);
 		for (size_t i = 0; i < n_veths && err == 0; i++) {
 			__u32 ifindex = ((__u32 *)veths)[i];
-			int fd = six ? rw_conntrack6_table_fd(&c->dp, ifindex)
-				     : rw_conntrack_table_fd(&c->dp, ifindex);
+			int fd = ipv6 ? rw_conntrack6_table_fd(&c->dp, ifindex)
+				      : rw_conntrack_table_fd(&c->dp, ifindex);
 
 			if (fd < 0)
 				continue; /* gone since the walk */
@@ -941,9 +943,9 @@ static int show_conntrack(struct mctx *c, const struct mkey *k)
 			close(fd);
 			if (err)
 				break;
-			sort_pairs(keys, vals, n, ks, vs, six ? cmp_ct6 : cmp_ct);
+			sort_pairs(keys, vals, n, ks, vs, ipv6 ? cmp_ct6 : cmp_ct);
 			for (size_t j = 0; j < n; j++)
-				shown += (six ? conntrack6_row : conntrack_row)(
+				shown += (ipv6 ? conntrack6_row : conntrack_row)(
 					c, k, (__u8 *)keys + j * ks, (__u8 *)vals + j * vs);
 			free(keys);
 			free(vals);
@@ -1259,8 +1261,8 @@ static const struct {
 static int key_set(struct mkey *k, const struct rw_ip *ip)
 {
 	k->has_ip = true;
-	k->six = ip->family == AF_INET6;
-	if (k->six)
+	k->ipv6 = ip->family == AF_INET6;
+	if (k->ipv6)
 		memcpy(k->ip6, ip->a, sizeof(k->ip6));
 	else
 		k->ip = ip->a[0];

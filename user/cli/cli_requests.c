@@ -8,7 +8,7 @@
 #include <string.h>
 #include <jansson.h>
 
-#include "cli_util.h"
+#include "cli_text.h"
 #include "commands.h"
 #include "ctl.h"
 

@@ -17,7 +17,8 @@
 #include <bpf/bpf.h>
 
 #include "attach.h"
-#include "cli_util.h"
+#include "cli_text.h"
+#include "cli_pins.h"
 #include "commands.h"
 #include "ctl.h"
 #include "eventfmt.h"
