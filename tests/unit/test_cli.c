@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* test_cli.c: the parts of the operator commands that need no kernel (user/cli/cli_text.c,
- * cli_counters_fmt.c, cli_event_filter.c, cli_probe.c, cli_pins.c): what people type (addresses, ports, names with "did you mean"), aligned tables, the counters
- * table and JSON, the event filter of `runwall drops`, the packets and lines of `runwall
- * explain`.
+ * cli_counters_fmt.c, cli_event_filter.c, cli_probe.c, cli_pins.c): what people type (addresses,
+ * ports, names with "did you mean"), aligned tables, the counters table and JSON, the event
+ * filter of `runwall drops`, the packets and lines of `runwall explain`.
  */
 #include <stdarg.h>
 #include <stddef.h>
