@@ -72,163 +72,44 @@ struct {
  * inner map definition only as forward declarations, and libbpf then refuses them ("can't
  * determine value size"). The agent creates the inner maps itself, without BTF, anyway.
  */
-struct rw_pods_inner {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, RW_MAX_PODS);
-	__uint(key_size, sizeof(__be32));
-	__uint(value_size, sizeof(struct rw_pod));
-};
+/* One policy table: its inner template (NAME_inner) and the outer ARRAY_OF_MAPS of RW_SLOTS
+ * slots pinned as NAME. LPM tries must be created with BPF_F_NO_PREALLOC (kernel/bpf/lpm_trie.c).
+ * Each IPv6 table stands beside its IPv4 one: the same values, IPv6 keys (runwall.h).
+ */
+#define RW_SLOT_TABLE(name, kind, max, flags, key_sz, value_sz) \
+	struct name##_inner {                                   \
+		__uint(type, BPF_MAP_TYPE_##kind);              \
+		__uint(max_entries, max);                       \
+		__uint(map_flags, flags);                       \
+		__uint(key_size, key_sz);                       \
+		__uint(value_size, value_sz);                   \
+	};                                                      \
+	struct {                                                \
+		__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);       \
+		__uint(max_entries, RW_SLOTS);                  \
+		__type(key, __u32);                             \
+		__uint(pinning, LIBBPF_PIN_BY_NAME);            \
+		__array(values, struct name##_inner);           \
+	} name SEC(".maps")
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, RW_SLOTS);
-	__type(key, __u32);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-	__array(values, struct rw_pods_inner);
-} rw_pods SEC(".maps");
-
-/* The IPv6 tables, one beside each IPv4 one: the same values, IPv6 keys (runwall.h). */
-struct rw_pods6_inner {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, RW_MAX_PODS);
-	__uint(key_size, 4 * sizeof(__be32));
-	__uint(value_size, sizeof(struct rw_pod));
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, RW_SLOTS);
-	__type(key, __u32);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-	__array(values, struct rw_pods6_inner);
-} rw_pods6 SEC(".maps");
-
-struct rw_allow_exact_inner {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, RW_MAX_ALLOW_EXACT);
-	__uint(key_size, sizeof(struct rw_allow_key));
-	__uint(value_size, sizeof(struct rw_rule));
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, RW_SLOTS);
-	__type(key, __u32);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-	__array(values, struct rw_allow_exact_inner);
-} rw_allow_exact SEC(".maps");
-
-/* LPM tries must be created with BPF_F_NO_PREALLOC (kernel/bpf/lpm_trie.c). */
-struct rw_allow_cidr_inner {
-	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__uint(max_entries, RW_MAX_ALLOW_CIDR);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(key_size, sizeof(struct rw_allow_lpm_key));
-	__uint(value_size, sizeof(struct rw_rule));
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, RW_SLOTS);
-	__type(key, __u32);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-	__array(values, struct rw_allow_cidr_inner);
-} rw_allow_cidr SEC(".maps");
-
-struct rw_allow_exact6_inner {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, RW_MAX_ALLOW_EXACT);
-	__uint(key_size, sizeof(struct rw_allow6_key));
-	__uint(value_size, sizeof(struct rw_rule));
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, RW_SLOTS);
-	__type(key, __u32);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-	__array(values, struct rw_allow_exact6_inner);
-} rw_allow_exact6 SEC(".maps");
-
-struct rw_allow_cidr6_inner {
-	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__uint(max_entries, RW_MAX_ALLOW_CIDR);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(key_size, sizeof(struct rw_allow6_lpm_key));
-	__uint(value_size, sizeof(struct rw_rule));
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, RW_SLOTS);
-	__type(key, __u32);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-	__array(values, struct rw_allow_cidr6_inner);
-} rw_allow_cidr6 SEC(".maps");
-
-struct rw_deny_inner {
-	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__uint(max_entries, RW_MAX_DENY);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(key_size, sizeof(struct rw_cidr_lpm_key));
-	__uint(value_size, sizeof(__u32));
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, RW_SLOTS);
-	__type(key, __u32);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-	__array(values, struct rw_deny_inner);
-} rw_deny SEC(".maps");
-
-struct rw_deny6_inner {
-	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__uint(max_entries, RW_MAX_DENY);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(key_size, sizeof(struct rw_cidr6_lpm_key));
-	__uint(value_size, sizeof(__u32));
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, RW_SLOTS);
-	__type(key, __u32);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-	__array(values, struct rw_deny6_inner);
-} rw_deny6 SEC(".maps");
-
-struct rw_inbound_inner {
-	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__uint(max_entries, RW_MAX_INBOUND);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(key_size, sizeof(struct rw_inbound_lpm_key));
-	__uint(value_size, sizeof(struct rw_rule));
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, RW_SLOTS);
-	__type(key, __u32);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-	__array(values, struct rw_inbound_inner);
-} rw_inbound SEC(".maps");
-
-struct rw_inbound6_inner {
-	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__uint(max_entries, RW_MAX_INBOUND);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(key_size, sizeof(struct rw_inbound6_lpm_key));
-	__uint(value_size, sizeof(struct rw_rule));
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, RW_SLOTS);
-	__type(key, __u32);
-	__uint(pinning, LIBBPF_PIN_BY_NAME);
-	__array(values, struct rw_inbound6_inner);
-} rw_inbound6 SEC(".maps");
+RW_SLOT_TABLE(rw_pods, HASH, RW_MAX_PODS, 0, sizeof(__be32), sizeof(struct rw_pod));
+RW_SLOT_TABLE(rw_pods6, HASH, RW_MAX_PODS, 0, 4 * sizeof(__be32), sizeof(struct rw_pod));
+RW_SLOT_TABLE(rw_allow_exact, HASH, RW_MAX_ALLOW_EXACT, 0, sizeof(struct rw_allow_key),
+	      sizeof(struct rw_rule));
+RW_SLOT_TABLE(rw_allow_cidr, LPM_TRIE, RW_MAX_ALLOW_CIDR, BPF_F_NO_PREALLOC,
+	      sizeof(struct rw_allow_lpm_key), sizeof(struct rw_rule));
+RW_SLOT_TABLE(rw_allow_exact6, HASH, RW_MAX_ALLOW_EXACT, 0, sizeof(struct rw_allow6_key),
+	      sizeof(struct rw_rule));
+RW_SLOT_TABLE(rw_allow_cidr6, LPM_TRIE, RW_MAX_ALLOW_CIDR, BPF_F_NO_PREALLOC,
+	      sizeof(struct rw_allow6_lpm_key), sizeof(struct rw_rule));
+RW_SLOT_TABLE(rw_deny, LPM_TRIE, RW_MAX_DENY, BPF_F_NO_PREALLOC, sizeof(struct rw_cidr_lpm_key),
+	      sizeof(__u32));
+RW_SLOT_TABLE(rw_deny6, LPM_TRIE, RW_MAX_DENY, BPF_F_NO_PREALLOC, sizeof(struct rw_cidr6_lpm_key),
+	      sizeof(__u32));
+RW_SLOT_TABLE(rw_inbound, LPM_TRIE, RW_MAX_INBOUND, BPF_F_NO_PREALLOC,
+	      sizeof(struct rw_inbound_lpm_key), sizeof(struct rw_rule));
+RW_SLOT_TABLE(rw_inbound6, LPM_TRIE, RW_MAX_INBOUND, BPF_F_NO_PREALLOC,
+	      sizeof(struct rw_inbound6_lpm_key), sizeof(struct rw_rule));
 
 /* Who opened each flow, so that replies can be told from requests: one table per sandbox veth,
  * keyed by its ifindex. The library creates a veth's table when it binds the veth to a pod
