@@ -354,6 +354,15 @@ static __always_inline int rw_judge_ingress(struct rw_ctx *x, struct rw_view *vp
 	return rw_allow_flow(x, table, ck, ct, RW_DIR_INGRESS, six);
 }
 
+/* A packet's context as every program starts it: its skb, its veth, the direction of the hook
+ * and the globals explain sets and reads.
+ */
+#define RW_CTX_INIT(skb_, dir_)                                                                   \
+	{                                                                                         \
+		.skb = (skb_), .ifindex = (skb_)->ifindex, .dir = (dir_), .dry_run = &rw_dry_run, \
+		.explain = &rw_explain_result                                                     \
+	}
+
 /* The family is decided once, by the Ethernet header: IPv4 (and ARP, and every frame that is
  * neither) is judged here exactly as before IPv6 was, IPv6 by the IPv6 program (rw_egress6),
  * tail-called on the same packet with the same steps. Without it (its slot empty), IPv6 is
@@ -362,11 +371,7 @@ static __always_inline int rw_judge_ingress(struct rw_ctx *x, struct rw_view *vp
 SEC("tc")
 int rw_egress(struct __sk_buff *skb)
 {
-	struct rw_ctx x = {.skb = skb,
-			   .ifindex = skb->ifindex,
-			   .dir = RW_DIR_EGRESS,
-			   .dry_run = &rw_dry_run,
-			   .explain = &rw_explain_result};
+	struct rw_ctx x = RW_CTX_INIT(skb, RW_DIR_EGRESS);
 	struct rw_ct_key ck;
 	struct rw_view v;
 	int parsed;
@@ -384,11 +389,7 @@ int rw_egress(struct __sk_buff *skb)
 SEC("tc")
 int rw_ingress(struct __sk_buff *skb)
 {
-	struct rw_ctx x = {.skb = skb,
-			   .ifindex = skb->ifindex,
-			   .dir = RW_DIR_INGRESS,
-			   .dry_run = &rw_dry_run,
-			   .explain = &rw_explain_result};
+	struct rw_ctx x = RW_CTX_INIT(skb, RW_DIR_INGRESS);
 	struct rw_ct_key ck;
 	struct rw_view v;
 	int parsed;
@@ -407,11 +408,7 @@ int rw_ingress(struct __sk_buff *skb)
 SEC("tc")
 int rw_egress6(struct __sk_buff *skb)
 {
-	struct rw_ctx x = {.skb = skb,
-			   .ifindex = skb->ifindex,
-			   .dir = RW_DIR_EGRESS,
-			   .dry_run = &rw_dry_run,
-			   .explain = &rw_explain_result};
+	struct rw_ctx x = RW_CTX_INIT(skb, RW_DIR_EGRESS);
 	struct rw_ct6_key ck;
 	struct rw_view6 v;
 
@@ -421,11 +418,7 @@ int rw_egress6(struct __sk_buff *skb)
 SEC("tc")
 int rw_ingress6(struct __sk_buff *skb)
 {
-	struct rw_ctx x = {.skb = skb,
-			   .ifindex = skb->ifindex,
-			   .dir = RW_DIR_INGRESS,
-			   .dry_run = &rw_dry_run,
-			   .explain = &rw_explain_result};
+	struct rw_ctx x = RW_CTX_INIT(skb, RW_DIR_INGRESS);
 	struct rw_ct6_key ck;
 	struct rw_view6 v;
 
