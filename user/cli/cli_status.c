@@ -49,19 +49,11 @@ static void hook_str(json_t *h, char *buf, size_t len)
 		snprintf(buf, len, "%s NOT FIRST (%lld others)", mode, others);
 }
 
-static void print_plain(struct sctx *c, json_t *o)
+/* The node: ready and the revision in force, the lease, the last apply. */
+static void print_node(json_t *o, json_t *ag)
 {
-	static const char *const sb_heads[] = {"VETH", "IFINDEX",     "POD",
-					       "RUN",  "EGRESS HOOK", "INGRESS HOOK"};
-	static const char *const map_heads[] = {"MAP", "PINNED AS", "ENTRIES", "MAX", "FILL"};
-	json_t *runs = json_object_get(o, "runs"), *sbx = json_object_get(o, "sandboxes");
-	json_t *maps = json_object_get(o, "maps"), *ev = json_object_get(o, "events"), *v;
 	const char *since = json_string_value(json_object_get(o, "ready_since"));
 	const char *applied = json_string_value(json_object_get(o, "applied"));
-	json_t *limits = json_object_get(o, "limits");
-	json_t *ag = c->agent ? json_object_get(o, "agent") : NULL; /* the agent's, as merged */
-	struct rw_table t;
-	size_t i;
 
 	if (json_is_true(json_object_get(o, "ready")))
 		printf("node:       READY, enforcing revision %llu%s%s\n",
@@ -90,6 +82,11 @@ static void print_plain(struct sctx *c, json_t *o)
 			printf(" (%.1f ms)", json_number_value(ms));
 		printf("\n");
 	}
+}
+
+/* The agent's own lines (its policy source, PolicyWatch, the CNI chain), or why there is none. */
+static void print_agent(struct sctx *c, json_t *ag)
+{
 	if (ag) {
 		const char *pf = json_string_value(json_object_get(ag, "policy_file"));
 		const char *le = json_string_value(json_object_get(ag, "last_error"));
@@ -150,6 +147,12 @@ static void print_plain(struct sctx *c, json_t *o)
 		       "pinned state\n",
 		       rw_g.socket, strerror(-c->agent_err));
 	}
+}
+
+static void print_limits(struct sctx *c, json_t *o)
+{
+	json_t *limits = json_object_get(o, "limits");
+
 	printf("bpffs:      %s\n", c->bpffs);
 	printf("limits:     events %lld/s burst %lld per sandbox for drops and for new flows; "
 	       "answers %lld/s burst %lld per sandbox; conntrack %lld flows per sandbox, %lld per "
@@ -160,6 +163,13 @@ static void print_plain(struct sctx *c, json_t *o)
 	       json_integer_value(json_object_get(limits, "answer_burst")),
 	       json_integer_value(json_object_get(limits, "ct_per_sandbox")),
 	       json_integer_value(json_object_get(limits, "ct_node")));
+}
+
+static void print_runs(json_t *o)
+{
+	json_t *runs = json_object_get(o, "runs"), *v;
+	struct rw_table t;
+	size_t i;
 
 	printf("\nruns: %zu\n", json_array_size(runs));
 	rw_table_init(&t, 5, NULL, 0);
@@ -187,6 +197,16 @@ static void print_plain(struct sctx *c, json_t *o)
 	}
 	rw_table_print(&t, stdout, "  ");
 	rw_table_free(&t);
+}
+
+/* The sandbox veths, then those whose attach is being retried or whose pod waits for room. */
+static void print_sandboxes(json_t *o)
+{
+	static const char *const sb_heads[] = {"VETH", "IFINDEX",     "POD",
+					       "RUN",  "EGRESS HOOK", "INGRESS HOOK"};
+	json_t *sbx = json_object_get(o, "sandboxes"), *v;
+	struct rw_table t;
+	size_t i;
 
 	printf("\nsandboxes: %zu\n", json_array_size(sbx));
 	rw_table_init(&t, 6, sb_heads, RW_TABLE_RIGHT(1));
@@ -236,6 +256,14 @@ static void print_plain(struct sctx *c, json_t *o)
 			       json_string_value(json_object_get(v, "ifname")),
 			       json_string_value(json_object_get(v, "waiting_pod")), be);
 	}
+}
+
+static void print_maps(json_t *o)
+{
+	static const char *const map_heads[] = {"MAP", "PINNED AS", "ENTRIES", "MAX", "FILL"};
+	json_t *maps = json_object_get(o, "maps"), *v;
+	struct rw_table t;
+	size_t i;
 
 	printf("\nmaps:\n");
 	rw_table_init(&t, 5, map_heads, RW_TABLE_RIGHT(2) | RW_TABLE_RIGHT(3) | RW_TABLE_RIGHT(4));
@@ -267,6 +295,11 @@ static void print_plain(struct sctx *c, json_t *o)
 	}
 	rw_table_print(&t, stdout, "  ");
 	rw_table_free(&t);
+}
+
+static void print_events(json_t *o, json_t *ag)
+{
+	json_t *ev = json_object_get(o, "events");
 
 	printf("\nevents: %lld sent, %lld lost, %lld suppressed (kernel, node total)",
 	       json_integer_value(json_object_get(ev, "sent")),
@@ -279,6 +312,19 @@ static void print_plain(struct sctx *c, json_t *o)
 		       json_integer_value(json_object_get(ev, "subscribers")),
 		       json_integer_value(json_object_get(ev, "subscribers")) == 1 ? "" : "s");
 	printf("\n");
+}
+
+static void print_plain(struct sctx *c, json_t *o)
+{
+	json_t *ag = c->agent ? json_object_get(o, "agent") : NULL; /* the agent's, as merged */
+
+	print_node(o, ag);
+	print_agent(c, ag);
+	print_limits(c, o);
+	print_runs(o);
+	print_sandboxes(o);
+	print_maps(o);
+	print_events(o, ag);
 }
 
 static int cmd_status(int argc, char **argv)
