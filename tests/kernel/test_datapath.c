@@ -29,8 +29,92 @@ static void print_verified_insns(void)
 	}
 }
 
+/* The steps in the order they run: later ones rely on the state earlier ones leave (the policy
+ * applied, the veths bound), so the order is the table's. Each step's name is printed before its
+ * checks, and the steps with failed checks are named again at the end.
+ */
+static void step_not_ready(void)
+{
+	run_table(not_ready_cases, n_not_ready_cases);
+}
+
+static void step_policy_v1(void)
+{
+	apply_json(policy_v1, 0, "policy v1");
+	run_table(v1_cases, n_v1_cases);
+}
+
+static void step_same_revision(void)
+{
+	apply_json(policy_v1, -ESTALE, "the same revision again");
+}
+
+static void step_policy_v2(void)
+{
+	apply_json(policy_v2, 0, "policy v2");
+	run_table(v2_cases, n_v2_cases);
+}
+
+static void step_real_traffic(void)
+{
+	test_real_traffic(&dp, devs[0], ifindex_of[0], POD_A);
+}
+
+static const struct dp_step {
+	const char *name;
+	void (*fn)(void);
+} steps[] = {
+	{"not ready", step_not_ready},
+	{"ipv6 not ready", test_ipv6_not_ready},
+	{"answer not ready", test_answer_not_ready},
+	{"policy v1", step_policy_v1},
+	{"ipv6", test_ipv6},
+	{"answers", test_answers},
+	{"revoke", test_revoke},
+	{"revoke probe6", test_revoke_probe6},
+	{"metadata beats rules", test_metadata_beats_rules},
+	{"run rules after ranges", test_run_rules_after_ranges},
+	{"verdict cache", test_verdict_cache},
+	{"lease", test_lease},
+	{"lease apply", test_lease_apply},
+	{"the same revision again", step_same_revision},
+	{"policy v2", step_policy_v2},
+	{"stale stamp", test_stale_stamp},
+	{"generations", test_generations},
+	{"event budget", test_event_budget},
+	{"event budget exact", test_event_budget_exact},
+	{"answer budget", test_answer_budget},
+	{"conntrack isolation", test_conntrack_isolation},
+	{"conntrack expire", test_conntrack_expire},
+	{"conntrack slots", test_conntrack_slots},
+	{"ipv6 binding", test_ipv6_binding},
+	{"ring full", test_ring_full},
+	{"interrupted apply", test_interrupted_apply},
+	{"big apply", test_big_apply},
+	{"flip", test_flip},
+	{"flip pinned", test_flip_pinned},
+	{"real traffic", step_real_traffic},
+	{"run generations", test_run_generations},
+	{"refusal modes", test_refusal_modes},
+	{"revoke drop mode", test_revoke_drop_mode},
+	{"revoke ended", test_revoke_ended},
+	{"answers6", test_answers6},
+	{"answers6 sockets", test_answers6_sockets},
+	{"answer6 budget", test_answer6_budget},
+	{"revoke6", test_revoke6},
+	{"refusal modes6", test_refusal_modes6},
+	{"apply6", test_apply6},
+	{"ipv6 policy", test_ipv6_policy},
+	{"icmp6 setup", icmp6_setup},
+	{"ndp", test_ndp},
+	{"icmp6", test_icmp6},
+	{"icmp6 teardown", icmp6_teardown},
+};
+
 int main(void)
 {
+	const char *failed_steps[sizeof(steps) / sizeof(steps[0])];
+	size_t n_failed_steps = 0;
 	struct utsname u;
 
 	uname(&u);
@@ -54,56 +138,19 @@ int main(void)
 	bind_veth(1, POD_B);
 	bind_veth(3, POD_X);
 
-	run_table(not_ready_cases, n_not_ready_cases);
-	test_ipv6_not_ready();
-	test_answer_not_ready();
-	apply_json(policy_v1, 0, "policy v1");
-	run_table(v1_cases, n_v1_cases);
-	test_ipv6();
-	test_answers();
-	test_revoke();
-	test_revoke_probe6();
-	test_metadata_beats_rules();
-	test_run_rules_after_ranges();
-	test_verdict_cache();
-	test_lease();
-	test_lease_apply();
-	apply_json(policy_v1, -ESTALE, "the same revision again");
-	apply_json(policy_v2, 0, "policy v2");
-	run_table(v2_cases, n_v2_cases);
-	test_stale_stamp();
-	test_generations();
-	test_event_budget();
-	test_event_budget_exact();
-	test_answer_budget();
-	test_conntrack_isolation();
-	test_conntrack_expire();
-	test_conntrack_slots();
-	test_ipv6_binding();
-	test_ring_full();
-	test_interrupted_apply();
-	test_big_apply();
-	test_flip();
-	test_flip_pinned();
-	test_real_traffic(&dp, devs[0], ifindex_of[0], POD_A);
-	test_run_generations();
-	test_refusal_modes();
-	test_revoke_drop_mode();
-	test_revoke_ended();
-	test_answers6();
-	test_answers6_sockets();
-	test_answer6_budget();
-	test_revoke6();
-	test_refusal_modes6();
-	test_apply6();
-	test_ipv6_policy();
-	icmp6_setup();
-	test_ndp();
-	test_icmp6();
-	icmp6_teardown();
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		int before = t_failed;
+
+		printf("# -- %s\n", steps[i].name);
+		steps[i].fn();
+		if (t_failed > before)
+			failed_steps[n_failed_steps++] = steps[i].name;
+	}
 
 	printf("1..%d\n", t_count);
 	printf("# %s: %d checks failed\n", t_failed ? "FAIL" : "PASS", t_failed);
+	for (size_t i = 0; i < n_failed_steps; i++)
+		printf("# failed in step: %s\n", failed_steps[i]);
 	ring_buffer__free(ring);
 	rw_datapath_close(&dp);
 	return t_failed ? 1 : 0;
