@@ -37,6 +37,8 @@ struct nl_ctx {
 	rw_nl_route_fn route_fn;
 	rw_nl_addr_fn addr_fn;
 	void *data;
+	__u16 msg_type; /* the dump's: RTM_NEWLINK, RTM_NEWROUTE or RTM_NEWADDR */
+	int (*deliver)(const struct nlmsghdr *nlh, struct nl_ctx *ctx);
 	const struct rw_nl_handlers *h; /* subscription */
 	bool intr;			/* a dump message carried NLM_F_DUMP_INTR */
 	int err;			/* a callback's error */
@@ -198,48 +200,53 @@ static int route_parse(const struct nlmsghdr *nlh, struct rw_nl_route *route)
 
 /* --- dumps --------------------------------------------------------------------------------- */
 
-static int dump_link_cb(const struct nlmsghdr *nlh, void *data)
+/* One callback for every dump: a message of the dump's type is parsed and handed to the caller's
+ * function by the dump's deliver(), which returns -1 for a malformed message, 0 for one it skips
+ * and 1 for one delivered (ctx->err then holds the caller's answer).
+ */
+static int dump_cb(const struct nlmsghdr *nlh, void *data)
 {
 	struct nl_ctx *ctx = data;
+	int ret;
+
+	if (nlh->nlmsg_flags & NLM_F_DUMP_INTR)
+		ctx->intr = true;
+	if (nlh->nlmsg_type != ctx->msg_type)
+		return MNL_CB_OK;
+	ret = ctx->deliver(nlh, ctx);
+	if (ret < 0)
+		return MNL_CB_ERROR;
+	return ret && ctx->err ? MNL_CB_ERROR : MNL_CB_OK;
+}
+
+static int deliver_link(const struct nlmsghdr *nlh, struct nl_ctx *ctx)
+{
 	struct rw_nl_link link;
-	int ret;
+	int ret = link_parse(nlh, &link);
 
-	if (nlh->nlmsg_flags & NLM_F_DUMP_INTR)
-		ctx->intr = true;
-	if (nlh->nlmsg_type != RTM_NEWLINK)
-		return MNL_CB_OK;
-	ret = link_parse(nlh, &link);
-	if (ret <= 0)
-		return ret < 0 ? MNL_CB_ERROR : MNL_CB_OK;
-	ctx->err = ctx->link_fn(&link, ctx->data);
-	return ctx->err ? MNL_CB_ERROR : MNL_CB_OK;
+	if (ret > 0)
+		ctx->err = ctx->link_fn(&link, ctx->data);
+	return ret;
 }
 
-static int dump_route_cb(const struct nlmsghdr *nlh, void *data)
+/* Host routes only (a pod's /32 or /128). */
+static int deliver_route(const struct nlmsghdr *nlh, struct nl_ctx *ctx)
 {
-	struct nl_ctx *ctx = data;
 	struct rw_nl_route route;
-	int ret;
+	int ret = route_parse(nlh, &route);
 
-	if (nlh->nlmsg_flags & NLM_F_DUMP_INTR)
-		ctx->intr = true;
-	if (nlh->nlmsg_type != RTM_NEWROUTE)
-		return MNL_CB_OK;
-	ret = route_parse(nlh, &route);
-	if (ret <= 0)
-		return ret < 0 ? MNL_CB_ERROR : MNL_CB_OK;
-	if (!rw_nl_route_is_host(&route))
-		return MNL_CB_OK;
+	if (ret <= 0 || !rw_nl_route_is_host(&route))
+		return ret < 0 ? ret : 0;
 	ctx->err = ctx->route_fn(&route, ctx->data);
-	return ctx->err ? MNL_CB_ERROR : MNL_CB_OK;
+	return 1;
 }
 
-/* Run a links or routes dump: a callback's error first, then rw_mnl_dump()'s, then -EAGAIN
+/* Run a dump: a callback's error first, then rw_mnl_dump()'s, then -EAGAIN
  * when the kernel flagged the dump as interrupted.
  */
-static int dump_run(struct nlmsghdr *nlh, mnl_cb_t cb, struct nl_ctx *ctx, bool strict)
+static int dump_run(struct nlmsghdr *nlh, struct nl_ctx *ctx, bool strict)
 {
-	int err = rw_mnl_dump_opts(nlh, cb, ctx, strict);
+	int err = rw_mnl_dump_opts(nlh, dump_cb, ctx, strict);
 
 	if (err)
 		return ctx->err ? ctx->err : err;
@@ -248,7 +255,8 @@ static int dump_run(struct nlmsghdr *nlh, mnl_cb_t cb, struct nl_ctx *ctx, bool 
 
 int rw_nl_dump_links(rw_nl_link_fn fn, void *data)
 {
-	struct nl_ctx ctx = {.link_fn = fn, .data = data};
+	struct nl_ctx ctx = {
+		.link_fn = fn, .data = data, .msg_type = RTM_NEWLINK, .deliver = deliver_link};
 	struct nlmsghdr *nlh;
 	struct ifinfomsg *ifi;
 	int err;
@@ -263,7 +271,7 @@ int rw_nl_dump_links(rw_nl_link_fn fn, void *data)
 	 * for them.
 	 */
 	mnl_attr_put_u32(nlh, IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
-	err = dump_run(nlh, dump_link_cb, &ctx, false);
+	err = dump_run(nlh, &ctx, false);
 	free(nlh);
 	return err;
 }
@@ -271,7 +279,8 @@ int rw_nl_dump_links(rw_nl_link_fn fn, void *data)
 /* One family's routes: the whole table, or strictly those of oif in the main table. */
 static int dump_routes_family(int family, int oif, rw_nl_route_fn fn, void *data)
 {
-	struct nl_ctx ctx = {.route_fn = fn, .data = data};
+	struct nl_ctx ctx = {
+		.route_fn = fn, .data = data, .msg_type = RTM_NEWROUTE, .deliver = deliver_route};
 	struct nlmsghdr *nlh;
 	struct rtmsg *rtm;
 	int err;
@@ -287,7 +296,7 @@ static int dump_routes_family(int family, int oif, rw_nl_route_fn fn, void *data
 	/* Strict for one interface: the kernel filters on the table and the interface (and says
 	 * -ENODEV when no interface has that index) instead of sending the whole table.
 	 */
-	err = dump_run(nlh, dump_route_cb, &ctx, oif > 0);
+	err = dump_run(nlh, &ctx, oif > 0);
 	free(nlh);
 	/* A kernel booted with ipv6.disable=1 has no IPv6 routes to dump. */
 	return family == AF_INET6 && err == -EAFNOSUPPORT ? 0 : err;
@@ -376,21 +385,14 @@ static int addr_parse(const struct nlmsghdr *nlh, struct rw_nl_addr *a)
 	return 1;
 }
 
-static int dump_addr_cb(const struct nlmsghdr *nlh, void *data)
+static int deliver_addr(const struct nlmsghdr *nlh, struct nl_ctx *ctx)
 {
-	struct nl_ctx *ctx = data;
 	struct rw_nl_addr a;
-	int ret;
+	int ret = addr_parse(nlh, &a);
 
-	if (nlh->nlmsg_flags & NLM_F_DUMP_INTR)
-		ctx->intr = true;
-	if (nlh->nlmsg_type != RTM_NEWADDR)
-		return MNL_CB_OK;
-	ret = addr_parse(nlh, &a);
-	if (ret <= 0)
-		return ret < 0 ? MNL_CB_ERROR : MNL_CB_OK;
-	ctx->err = ctx->addr_fn(&a, ctx->data);
-	return ctx->err ? MNL_CB_ERROR : MNL_CB_OK;
+	if (ret > 0)
+		ctx->err = ctx->addr_fn(&a, ctx->data);
+	return ret;
 }
 
 struct link_local_want {
@@ -414,7 +416,10 @@ static int link_local_cb(const struct rw_nl_addr *a, void *data)
 int rw_nl_link_local6(int ifindex, __be32 addr[4])
 {
 	struct link_local_want w = {.ifindex = ifindex};
-	struct nl_ctx ctx = {.addr_fn = link_local_cb, .data = &w};
+	struct nl_ctx ctx = {.addr_fn = link_local_cb,
+			     .data = &w,
+			     .msg_type = RTM_NEWADDR,
+			     .deliver = deliver_addr};
 	struct nlmsghdr *nlh;
 	struct ifaddrmsg *ifa;
 	int err;
@@ -431,7 +436,7 @@ int rw_nl_link_local6(int ifindex, __be32 addr[4])
 		ctx.intr = false;
 		ctx.err = 0;
 		w.found = false;
-		err = dump_run(nlh, dump_addr_cb, &ctx, true);
+		err = dump_run(nlh, &ctx, true);
 		free(nlh);
 		if (err != -EAGAIN)
 			break;
