@@ -96,7 +96,11 @@ static int on_line(struct follow *fl, char *line)
 	return fl->count && fl->seen >= fl->count ? FOLLOW_DONE : 0;
 }
 
-static int cmd_drops(int argc, char **argv)
+/* `runwall drops`'s options into the filter and the follow's count and timeout. Returns -1 to go
+ * on, else the exit code (--help, or a usage error already reported).
+ */
+static int drops_options(int argc, char **argv, struct rw_cli_filter *f, unsigned long long *count,
+			 double *timeout)
 {
 	static const struct option opts[] = {
 		{"all", no_argument, NULL, 'a'},	   {"run", required_argument, NULL, 'r'},
@@ -104,57 +108,50 @@ static int cmd_drops(int argc, char **argv)
 		{"dst", required_argument, NULL, 'd'},	   {"count", required_argument, NULL, 'n'},
 		{"timeout", required_argument, NULL, 't'}, {"json", no_argument, NULL, 'j'},
 		{"help", no_argument, NULL, 'h'},	   {}};
-	struct rw_cli_filter f;
-	struct follow fl = {.f = &f};
-	struct sigaction sa = {.sa_handler = on_signal};
-	size_t len = 0, cap = 65536;
-	long long deadline = 0;
-	double timeout = 0;
-	char err[512], *buf = NULL, *end;
-	int opt, fd, ret = RW_EXIT_OK;
+	char err[512], *end;
+	int opt;
 
-	rw_cli_filter_init(&f);
 	while ((opt = getopt_long(argc, argv, "ar:p:R:d:n:t:jh", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'j':
 			rw_g.json = true;
 			break;
 		case 'a':
-			f.all = true;
+			f->all = true;
 			break;
 		case 'r':
-			f.run = optarg;
+			f->run = optarg;
 			break;
 		case 'p':
-			if (rw_ip_parse(optarg, &f.pod))
+			if (rw_ip_parse(optarg, &f->pod))
 				return rw_fail(RW_EXIT_USAGE,
 					       "drops --pod: '%s' is not an IPv4 or IPv6 address",
 					       optarg);
-			f.has_pod = true;
+			f->has_pod = true;
 			break;
 		case 'R':
-			f.reason = rw_cli_reason_lookup(optarg, err, sizeof(err));
-			if (f.reason < 0)
+			f->reason = rw_cli_reason_lookup(optarg, err, sizeof(err));
+			if (f->reason < 0)
 				return rw_fail(RW_EXIT_USAGE, "drops --reason: %s", err);
 			break;
 		case 'd':
-			if (rw_ip_port_parse(optarg, &f.dst, &f.dport))
+			if (rw_ip_port_parse(optarg, &f->dst, &f->dport))
 				return rw_fail(
 					RW_EXIT_USAGE,
 					"drops --dst: '%s' is not IP, IP:PORT or [IPv6]:PORT",
 					optarg);
-			f.has_dst = true;
+			f->has_dst = true;
 			break;
 		case 'n':
-			if (rw_parse_uint(optarg, 1ULL << 40, &fl.count) || !fl.count)
+			if (rw_parse_uint(optarg, 1ULL << 40, count) || !*count)
 				return rw_fail(RW_EXIT_USAGE,
 					       "drops --count: '%s' is not a number "
 					       "of events (1 or more)",
 					       optarg);
 			break;
 		case 't':
-			timeout = strtod(optarg, &end);
-			if (end == optarg || *end || !(timeout > 0) || timeout > 86400 * 365)
+			*timeout = strtod(optarg, &end);
+			if (end == optarg || *end || !(*timeout > 0) || *timeout > 86400 * 365)
 				return rw_fail(RW_EXIT_USAGE,
 					       "drops --timeout: '%s' is not a number of seconds",
 					       optarg);
@@ -169,34 +166,20 @@ static int cmd_drops(int argc, char **argv)
 	}
 	if (optind < argc)
 		return rw_cmd_usage_error(&rw_cmd_drops, "unexpected '%s'", argv[optind]);
-	if (f.has_pod)
-		find_pod_veth(&f);
+	return -1;
+}
 
-	fd = rw_ctl_send(rw_g.socket, "events", NULL, NULL, 0, RW_CTL_TIMEOUT_MS);
-	if (fd < 0)
-		return rw_fail(RW_EXIT_USAGE,
-			       "no agent on %s (%s): drops follows the agent's event stream; "
-			       "start `runwall agent` or pass --socket",
-			       rw_g.socket, strerror(-fd));
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
-	fl.mono_to_real = rw_mono_to_real_offset();
-	if (timeout > 0)
-		deadline = rw_now_ms() + (long long)(timeout * 1000 + 0.999);
-	buf = malloc(cap);
-	if (!buf) {
-		ret = rw_fail(RW_EXIT_REFUSED, "out of memory");
-		goto cleanup;
-	}
-	if (!rw_g.json) {
-		char head[256];
+/* Read the agent's event stream on fd into lines for on_line() until the count is reached, the
+ * deadline (0: none) passes, a signal stops it, or the stream fails. Returns the exit code.
+ */
+static int drops_follow(int fd, struct follow *fl, long long deadline, double timeout)
+{
+	size_t len = 0, cap = 65536;
+	char *buf = malloc(cap);
+	int ret = RW_EXIT_OK;
 
-		rw_cli_event_header(head, sizeof(head));
-		printf("%s\n", head);
-		fflush(stdout);
-	}
-
+	if (!buf)
+		return rw_fail(RW_EXIT_REFUSED, "out of memory");
 	while (!stop) {
 		struct pollfd pfd = {.fd = fd, .events = POLLIN};
 		int wait = -1, r;
@@ -232,11 +215,11 @@ static int cmd_drops(int argc, char **argv)
 			goto cleanup;
 		}
 		if (n == 0) {
-			if (fl.count)
+			if (fl->count)
 				ret = rw_fail(RW_EXIT_REFUSED,
 					      "the agent closed the event stream "
 					      "after %llu of %llu events",
-					      fl.seen, fl.count);
+					      fl->seen, fl->count);
 			else
 				ret = rw_fail(RW_EXIT_REFUSED, "the agent closed the event stream");
 			goto cleanup;
@@ -246,7 +229,7 @@ static int cmd_drops(int argc, char **argv)
 		line = buf;
 		while ((nl = strchr(line, '\n'))) {
 			*nl = '\0';
-			r = on_line(&fl, line);
+			r = on_line(fl, line);
 			line = nl + 1;
 			if (r) {
 				ret = r == FOLLOW_DONE ? RW_EXIT_OK : r;
@@ -256,11 +239,51 @@ static int cmd_drops(int argc, char **argv)
 		len -= line - buf;
 		memmove(buf, line, len);
 	}
-	if (!stop && fl.count)
-		ret = rw_fail(RW_EXIT_REFUSED, "%llu of %llu matching events in %g s", fl.seen,
-			      fl.count, timeout);
+	if (!stop && fl->count)
+		ret = rw_fail(RW_EXIT_REFUSED, "%llu of %llu matching events in %g s", fl->seen,
+			      fl->count, timeout);
 cleanup:
 	free(buf);
+	return ret;
+}
+
+static int cmd_drops(int argc, char **argv)
+{
+	struct rw_cli_filter f;
+	struct follow fl = {.f = &f};
+	struct sigaction sa = {.sa_handler = on_signal};
+	long long deadline = 0;
+	double timeout = 0;
+	int fd, ret;
+
+	rw_cli_filter_init(&f);
+	ret = drops_options(argc, argv, &f, &fl.count, &timeout);
+	if (ret >= 0)
+		return ret;
+	fl.f = &f;
+	if (f.has_pod)
+		find_pod_veth(&f);
+
+	fd = rw_ctl_send(rw_g.socket, "events", NULL, NULL, 0, RW_CTL_TIMEOUT_MS);
+	if (fd < 0)
+		return rw_fail(RW_EXIT_USAGE,
+			       "no agent on %s (%s): drops follows the agent's event stream; "
+			       "start `runwall agent` or pass --socket",
+			       rw_g.socket, strerror(-fd));
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	fl.mono_to_real = rw_mono_to_real_offset();
+	if (timeout > 0)
+		deadline = rw_now_ms() + (long long)(timeout * 1000 + 0.999);
+	if (!rw_g.json) {
+		char head[256];
+
+		rw_cli_event_header(head, sizeof(head));
+		printf("%s\n", head);
+		fflush(stdout);
+	}
+	ret = drops_follow(fd, &fl, deadline, timeout);
 	close(fd);
 	return ret;
 }
