@@ -63,6 +63,7 @@ int main(void)
 	test_answers();
 	test_revoke();
 	test_revoke_probe6();
+	test_revoke_probe_shares();
 	test_metadata_beats_rules();
 	test_run_rules_after_ranges();
 	test_verdict_cache();
