@@ -72,6 +72,7 @@ static const struct dp_step {
 	{"answers", test_answers},
 	{"revoke", test_revoke},
 	{"revoke probe6", test_revoke_probe6},
+	{"revoke probe shares", test_revoke_probe_shares},
 	{"metadata beats rules", test_metadata_beats_rules},
 	{"run rules after ranges", test_run_rules_after_ranges},
 	{"verdict cache", test_verdict_cache},

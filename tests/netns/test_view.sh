@@ -26,6 +26,10 @@
 #              16, /healthz on the probe listener (--probe-listen) and other addresses are still
 #              served, a partial header left alone is closed by the header deadline, an event
 #              stream opened meanwhile is not
+#   loris      16 sockets from each of 17 addresses (more than the 256 slots) trickling a header
+#              byte a second: a scraper from another address still gets /metrics (the address
+#              holding the most gives up a place), and the header deadline (10 s in all, not an
+#              inactivity timeout) closes every trickling socket
 #   token      a second agent on a non-loopback address: no/wrong token 401 (as a bearer token
 #              or the page's cookie, curl too), the right one 200, the stream with the cookie;
 #              the page itself and /healthz open
@@ -421,6 +425,9 @@ section "flood: 300 trickling sockets from one address"
 vc flood "$API" --probe "$PROBE" --source 127.0.0.3 --partial-source 127.0.0.4 --stream-source 127.0.0.5 \
 	--count 300 --per-ip 16
 check "the agent survived the flood" kill -0 "$RW_AGENT_PID"
+section "loris: slow headers from 17 addresses, more than the 256 slots"
+vc loris "$API" --prefix 127.0.2 --addresses 17 --per-ip 16 --scraper 127.0.3.1 --deadline 10
+check "the agent survived the slow headers" kill -0 "$RW_AGENT_PID"
 
 # ---- a second agent, with a token, and `runwall view` --------------------------------------------
 

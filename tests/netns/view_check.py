@@ -18,6 +18,8 @@ suite numbers them), or "NOTE<TAB>text".
   view_check.py bad BASE [--token T]                 bad requests: the right 4xx
   view_check.py hostile BASE                         100 idle connections and a client that
                                                      never reads, while the API still answers
+  view_check.py loris BASE                           slow headers from 17 addresses, more than
+                                                     the slots: another address gets /metrics
   view_check.py browser BASE --screenshot F ...      headless Chromium on the page
 """
 import argparse
@@ -32,6 +34,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from http.client import HTTPConnection
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 SCALE = float(os.environ.get("RW_WAIT_SCALE", "1"))
@@ -570,6 +573,15 @@ def source_conn(host, port, source, timeout=5):
     return s
 
 
+def trickle_byte(socks, header, i):
+    """The i-th byte of header on each socket still open (a slow client's headers)."""
+    for s in socks:
+        try:
+            s.send(header[i % len(header):i % len(header) + 1])
+        except OSError:
+            pass
+
+
 def cmd_flood(a):
     """COUNT sockets from one source address that send one header byte and then trickle one
     more a second (under the header deadline, which is an inactivity timeout): the per-IP limit
@@ -599,11 +611,7 @@ def cmd_flood(a):
         nonlocal partial_closed
         i = 1
         while time.time() < until:
-            for s in socks:
-                try:
-                    s.send(header[i % len(header):i % len(header) + 1])
-                except OSError:
-                    pass
+            trickle_byte(socks, header, i)
             i += 1
             if partial_closed is None and closed(partial):
                 partial_closed = time.time() - t0
@@ -635,7 +643,7 @@ def cmd_flood(a):
     trickle(t0 + deadline)
     held = sum(1 for s in still if not closed(s))
     out("NOTE", f"after {time.time() - t0:.1f} s of trickling, {held} of the {len(still)} held "
-        "sockets are still open (the header deadline is an inactivity timeout)")
+        "sockets are still open (the header deadline closes them 10 s after they opened)")
     check(partial_closed is not None,
           f"flood: a partial header left alone is closed within {deadline:.0f} s "
           f"(closed after {partial_closed or 0:.1f} s)", "still open")
@@ -645,6 +653,63 @@ def cmd_flood(a):
         s.close()
     partial.close()
     stream.close()
+    return 0
+
+
+def cmd_loris(a):
+    """ADDRESSES source addresses open PER_IP connections each, more than the listener's slots
+    in all, send one header byte and then one more every second (never idle long enough for the
+    inactivity timeout). A scraper from another address still gets /metrics, and the trickling
+    connections are closed by the header deadline, which counts from the connection's start."""
+    host, port, _ = split(a.base)
+    socks = []
+    t0 = time.time()
+    for i in range(a.addresses):
+        for _ in range(a.per_ip):
+            try:
+                s = source_conn(host, port, f"{a.prefix}.{i + 1}")
+                s.sendall(b"G")
+                socks.append(s)
+            except OSError:
+                pass
+    header = b"ET /metrics HTTP/1.1\r\nX-Trickle: " + b"x" * 4096
+    stop = threading.Event()
+
+    def trickle():
+        i = 0
+        while not stop.wait(1.0):
+            trickle_byte(socks, header, i)
+            i += 1
+
+    th = threading.Thread(target=trickle, daemon=True)
+    th.start()
+    stop.wait(2.0)  # two trickles: the connections are the agent's by now
+    out("NOTE", f"{len(socks)} trickling connections from {a.addresses} addresses")
+    conn = HTTPConnection(host, port, timeout=5 * SCALE, source_address=(a.scraper, 0))
+    t = time.time()
+    try:
+        conn.request("GET", "/metrics", headers={"Authorization": f"Bearer {a.token}"} if a.token else {})
+        r = conn.getresponse()
+        st, body = r.status, r.read().decode()
+    except OSError as e:
+        st, body = str(e), ""
+    dt = time.time() - t
+    conn.close()
+    check(st == 200 and "runwall_ready" in body,
+          f"loris: with {len(socks)} trickling connections from {a.addresses} addresses, a scraper "
+          f"from {a.scraper} gets /metrics ({dt * 1000:.0f} ms; the busiest address gives up a place)",
+          f"got {st}")
+    end = t0 + (a.deadline + 5) * SCALE
+    while time.time() < end and not all(closed(s) for s in socks):
+        time.sleep(0.2)
+    held = sum(1 for s in socks if not closed(s))
+    check(held == 0, f"loris: every trickling connection is closed by the header deadline, "
+          f"{a.deadline:.0f} s in all (all closed {time.time() - t0:.1f} s after the first opened)",
+          f"{held} of {len(socks)} still open after {time.time() - t0:.1f} s")
+    stop.set()
+    th.join()
+    for s in socks:
+        s.close()
     return 0
 
 
@@ -995,6 +1060,10 @@ def main():
     s.add_argument("--stream-source", default="127.0.0.5"); s.add_argument("--token")
     s.add_argument("--count", type=int, default=300); s.add_argument("--per-ip", type=int, default=16)
     s.add_argument("--deadline", type=float, default=12)
+    s = sub.add_parser("loris"); s.add_argument("base"); s.add_argument("--prefix", default="127.0.2")
+    s.add_argument("--addresses", type=int, default=17); s.add_argument("--per-ip", type=int, default=16)
+    s.add_argument("--scraper", default="127.0.3.1"); s.add_argument("--token")
+    s.add_argument("--deadline", type=float, default=10)
     s = sub.add_parser("merged"); s.add_argument("base"); s.add_argument("--nodes", required=True)
     s.add_argument("--want", action="append")
     s = sub.add_parser("wait-event"); s.add_argument("base"); s.add_argument("--want", required=True)

@@ -28,6 +28,7 @@
  * veth, to the pod's own MAC and address, and carries no payload, no SYN, no RST.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -47,6 +48,9 @@
 #include "revoke_probe.h"
 
 #define RW_PROBE_NEIGH_MAX 4096
+
+_Static_assert(RW_MAX_ENDPOINTS <= RW_PROBE_PER_APPLY,
+	       "every sandbox with a stale flow gets at least one probe (probe_shares())");
 
 struct neigh {
 	__u32 ifindex;
@@ -206,14 +210,21 @@ static int veth_mac(int fd, __u32 ifindex, __u8 *mac)
 	return 0;
 }
 
-/* One sandbox's probing: its veth, the pod's MAC and the bounds. */
+/* One sandbox's probing: its veth, the pod's MAC and its share of the apply's budget. Each
+ * sandbox's tables are walked twice: once counting its stale flows (counting), once probing up to
+ * its quota.
+ */
 struct probe_sandbox {
 	const struct rw_datapath *dp;
 	__u32 ifindex;
+	struct rw_endpoint ep;
 	const __u8 *pod_mac; /* NULL: the node has no neighbour entry for the pod */
 	__u8 veth_mac[ETH_ALEN];
-	int pfd, probed;
-	unsigned int *budget;
+	int pfd;
+	bool counting;
+	unsigned int stale;  /* counting: its stale TCP flows, up to RW_PROBE_PER_SANDBOX */
+	unsigned int quota;  /* its share of RW_PROBE_PER_APPLY (probe_shares()) */
+	unsigned int probed; /* flows probed so far */
 	struct rw_probe_stats *st;
 };
 
@@ -236,11 +247,16 @@ static void probe_flow(struct probe_sandbox *sb, const struct rw_ct_value *v,
 				 .sll_halen = ETH_ALEN};
 	__u8 f[80];
 
+	if (sb->counting) {
+		if (sb->pod_mac && sb->stale < RW_PROBE_PER_SANDBOX)
+			sb->stale++;
+		return;
+	}
 	if (!sb->pod_mac) {
 		sb->st->no_mac++;
 		return;
 	}
-	if (sb->probed >= RW_PROBE_PER_SANDBOX || !*sb->budget) {
+	if (sb->probed >= sb->quota) {
 		sb->st->capped++;
 		return;
 	}
@@ -259,7 +275,6 @@ static void probe_flow(struct probe_sandbox *sb, const struct rw_ct_value *v,
 			sb->st->failed++;
 	}
 	sb->probed++;
-	(*sb->budget)--;
 }
 
 /* The stale TCP flows of the veth's IPv4 table, of the bound pod_ip. */
@@ -300,73 +315,129 @@ static void probe_table6(struct probe_sandbox *sb, const __be32 *pod_ip6)
 	close(fd);
 }
 
-/* A sandbox's flows of each family its veth binds. The pod's MAC is the one of its eth0,
- * whichever family's neighbour entry names it.
- */
-static void probe_sandbox(const struct rw_datapath *dp, __u32 ifindex, const struct rw_endpoint *ep,
-			  const struct neigh_list *nl, int pfd, unsigned int *budget,
-			  struct rw_probe_stats *st)
+/* The pod's MAC, the one of its eth0, whichever family's neighbour entry names it. */
+static void sandbox_mac(struct probe_sandbox *sb, const struct neigh_list *nl)
 {
-	struct probe_sandbox sb = {
-		.dp = dp, .ifindex = ifindex, .pfd = pfd, .budget = budget, .st = st};
 	const struct neigh *pod = NULL;
 
-	if (ep->flags & RW_EP_IP4)
-		pod = neigh_find(nl, ifindex, AF_INET, &ep->pod_ip);
-	if (!pod && (ep->flags & RW_EP_IP6))
-		pod = neigh_find(nl, ifindex, AF_INET6, ep->pod_ip6);
-	if (pod && !veth_mac(pfd, ifindex, sb.veth_mac))
-		sb.pod_mac = pod->mac;
-	if (ep->flags & RW_EP_IP4)
-		probe_table4(&sb, ep->pod_ip);
-	if (ep->flags & RW_EP_IP6)
-		probe_table6(&sb, ep->pod_ip6);
-	if (sb.probed)
-		st->sandboxes++;
-	st->probed += sb.probed;
+	if (sb->ep.flags & RW_EP_IP4)
+		pod = neigh_find(nl, sb->ifindex, AF_INET, &sb->ep.pod_ip);
+	if (!pod && (sb->ep.flags & RW_EP_IP6))
+		pod = neigh_find(nl, sb->ifindex, AF_INET6, sb->ep.pod_ip6);
+	if (pod && !veth_mac(sb->pfd, sb->ifindex, sb->veth_mac))
+		sb->pod_mac = pod->mac;
+}
+
+/* The sandbox's flows of each family its veth binds: counted, or probed. */
+static void walk_sandbox(struct probe_sandbox *sb)
+{
+	if (sb->ep.flags & RW_EP_IP4)
+		probe_table4(sb, sb->ep.pod_ip);
+	if (sb->ep.flags & RW_EP_IP6)
+		probe_table6(sb, sb->ep.pod_ip6);
+}
+
+/* The budget shared max-min fairly: each sandbox gets its stale flows (at most
+ * RW_PROBE_PER_SANDBOX), or the level L where the sandboxes' min(stale, L) together take
+ * RW_PROBE_PER_APPLY, whichever is less; what the level leaves (fewer than one per sandbox)
+ * goes one each to the first sandboxes above it. So a sandbox holding many stale flows takes
+ * only what the others leave, and one holding a single flow always has it probed (a node has at
+ * most RW_MAX_ENDPOINTS sandboxes, no more than the budget: the level is at least one).
+ */
+static void probe_shares(struct probe_sandbox *sbs, size_t n)
+{
+	unsigned int lo = 0, hi = RW_PROBE_PER_SANDBOX, left = RW_PROBE_PER_APPLY;
+
+	while (lo < hi) { /* the highest level whose sum fits the budget */
+		unsigned int mid = lo + (hi - lo + 1) / 2;
+		unsigned long sum = 0;
+
+		for (size_t i = 0; i < n; i++)
+			sum += sbs[i].stale < mid ? sbs[i].stale : mid;
+		if (sum <= RW_PROBE_PER_APPLY)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		sbs[i].quota = sbs[i].stale < lo ? sbs[i].stale : lo;
+		left -= sbs[i].quota;
+	}
+	for (size_t i = 0; i < n && left; i++)
+		if (sbs[i].stale > sbs[i].quota) {
+			sbs[i].quota++;
+			left--;
+		}
 }
 
 int rw_revoke_probe(const struct rw_datapath *dp, struct rw_probe_stats *st)
 {
 	struct neigh_list nl = {.v = calloc(RW_PROBE_NEIGH_MAX, sizeof(struct neigh))};
-	unsigned int budget = RW_PROBE_PER_APPLY;
-	struct rw_endpoint ep;
+	struct probe_sandbox *sbs = NULL;
+	size_t n = 0, cap = 0;
 	struct nlmsghdr *nlh;
 	struct ndmsg *nd;
 	__u32 ifindex, *prev = NULL, key;
-	int pfd, err, one = 1;
+	int pfd = -1, err, one = 1;
 
 	memset(st, 0, sizeof(*st));
 	if (!nl.v)
 		return -ENOMEM;
 	nd = rw_mnl_dump_request(RTM_GETNEIGH, sizeof(*nd), &nlh);
 	if (!nd) {
-		free(nl.v);
-		return -ENOMEM;
+		err = -ENOMEM;
+		goto out;
 	}
 	nd->ndm_family = AF_UNSPEC; /* IPv4's and IPv6's neighbours */
 	err = rw_mnl_dump(nlh, on_neigh, &nl);
 	free(nlh);
-	if (err) {
-		free(nl.v);
-		return err;
-	}
+	if (err)
+		goto out;
 	/* No protocol: the socket sends only, it receives nothing. */
 	pfd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
 	if (pfd < 0 || setsockopt(pfd, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof(one))) {
 		err = -errno;
-		if (pfd >= 0)
-			close(pfd);
-		free(nl.v);
-		return err;
+		goto out;
 	}
+	/* First the stale flows of every sandbox, counted; then the shares; then the probes. */
 	while (!bpf_map_get_next_key(dp->map_fd[RW_M_ENDPOINTS], prev, &ifindex)) {
+		struct probe_sandbox *sb;
+
 		key = ifindex;
 		prev = &key;
-		if (!bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &key, &ep))
-			probe_sandbox(dp, key, &ep, &nl, pfd, &budget, st);
+		if (n == cap) {
+			size_t grown_cap = cap ? cap * 2 : 64;
+			struct probe_sandbox *grown = realloc(sbs, grown_cap * sizeof(*sbs));
+
+			if (!grown) {
+				err = -ENOMEM;
+				goto out;
+			}
+			sbs = grown;
+			cap = grown_cap;
+		}
+		sb = &sbs[n];
+		*sb = (struct probe_sandbox){
+			.dp = dp, .ifindex = key, .pfd = pfd, .counting = true, .st = st};
+		if (bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &key, &sb->ep))
+			continue;
+		sandbox_mac(sb, &nl);
+		walk_sandbox(sb);
+		n++;
 	}
-	close(pfd);
+	probe_shares(sbs, n);
+	for (size_t i = 0; i < n; i++) {
+		sbs[i].counting = false;
+		walk_sandbox(&sbs[i]);
+		if (sbs[i].probed)
+			st->sandboxes++;
+		st->probed += sbs[i].probed;
+	}
+	err = 0;
+out:
+	if (pfd >= 0)
+		close(pfd);
+	free(sbs);
 	free(nl.v);
-	return 0;
+	return err;
 }

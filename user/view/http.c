@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* http.c: the HTTP API and page over libmicrohttpd (replaces health.c: /healthz and /readyz
  * answer as they did). Read-only: GET and HEAD only. Loopback unless a token is configured
- * (sent as a bearer token, or by the page as a cookie). One thread per connection, a connection
- * limit and a per-IP one (a client beyond it is closed at accept), a request-size limit (MHD's
- * memory pool: a bigger request line or header gets 414/431 from MHD itself), a short timeout
- * until a request's headers are in and a longer one after: a client that never reads blocks its
- * own thread only, until the timeout closes it. With probes_only (--probe-listen) the same
- * daemon serves /healthz and /readyz only, on loopback.
+ * (sent as a bearer token, or by the page as a cookie). One thread per connection, a request-size
+ * limit (MHD's memory pool: a bigger request line or header gets 414/431 from MHD itself), a short
+ * inactivity timeout until a request's headers are in and a longer one after: a client that never
+ * reads blocks its own thread only, until the timeout closes it. The slots are shared fairly
+ * between client addresses, and a request's headers have a deadline (see "slots" below). With
+ * probes_only (--probe-listen) the same daemon serves /healthz and /readyz only, on loopback.
  */
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <microhttpd.h>
@@ -27,13 +28,40 @@
 #include "reasons.h"
 #include "view_page.h" /* generated from view.html: rw_view_page[], rw_view_page_len */
 
-#define CONN_TIMEOUT_S	 30
-#define HEADER_TIMEOUT_S 5 /* until a request's headers are in (inactivity, see header_deadline) */
-#define PER_IP_DEFAULT	 16
-#define REQUEST_MEMORY	 (16 * 1024) /* request line + headers, per connection */
-#define SSE_KEEPALIVE_S	 5
-#define SSE_BLOCK	 (64 * 1024)
-#define TOKEN_MAX	 512
+#define CONN_TIMEOUT_S	  30
+#define HEADER_TIMEOUT_S  5  /* until a request's headers are in (inactivity, see header_timeout) */
+#define HEADER_DEADLINE_S 10 /* the same, in all (see slots_reaper) */
+#define CONN_DEFAULT	  256
+#define PER_IP_DEFAULT	  16
+#define SLOTS_SPARE	  64	      /* MHD's own limit is ours plus these: see slot_start() */
+#define REQUEST_MEMORY	  (16 * 1024) /* request line + headers, per connection */
+#define SSE_KEEPALIVE_S	  5
+#define SSE_BLOCK	  (64 * 1024)
+#define TOKEN_MAX	  512
+
+/* A connection as the slots see it (its MHD socket context, from MHD_CONNECTION_NOTIFY_STARTED
+ * to MHD_CONNECTION_NOTIFY_CLOSED, both on MHD's daemon thread).
+ */
+enum slot_state {
+	SLOT_HEADERS,	/* waiting for a request's headers (the deadline runs) */
+	SLOT_ANSWERING, /* answering a request that did not prove the token */
+	SLOT_TRUSTED,	/* answering a request that did (or no token is required) */
+	SLOT_CLOSING,	/* shut down by the slots, no longer counted; MHD closes it */
+};
+
+/* A client address: its connections counted (n), and the slots that name it (refs). */
+struct peer {
+	uint32_t addr; /* IPv4, network order (the listener is IPv4) */
+	unsigned int n, refs;
+};
+
+struct slot {
+	struct slot *prev, *next;
+	struct peer *peer;
+	int fd;
+	uint64_t since_ms; /* CLOCK_MONOTONIC: when it began to wait for headers */
+	enum slot_state state;
+};
 
 struct rw_http {
 	struct MHD_Daemon *daemon;
@@ -42,6 +70,14 @@ struct rw_http {
 	char token[TOKEN_MAX]; /* "" when none is required */
 	unsigned int port;
 	bool probes_only;
+	/* The slots: every connection MHD holds, under lock. */
+	pthread_mutex_t lock;
+	pthread_cond_t wake; /* the reaper's tick, and its stop */
+	pthread_t reaper;
+	bool reaper_started, stopping;
+	struct slot *slots;
+	unsigned int counted; /* connections not SLOT_CLOSING */
+	unsigned int limit;   /* of those, at most */
 };
 
 /* ---- answering ---- */
@@ -351,6 +387,186 @@ static enum MHD_Result answer_stream(struct rw_http *h, struct MHD_Connection *c
 	return ret;
 }
 
+/* ---- slots ----
+ *
+ * MHD's own limits are a total and a per-address one, both first come first served, and its
+ * timeouts are inactivity timeouts: a few addresses that open connections and send a header byte
+ * every few seconds would hold every slot. So the slots keep their own count, below MHD's:
+ *
+ * - Fair: when all `limit` are taken, a new connection takes the place of one still waiting for
+ *   its headers, or answering without the token: the longest waiting of the address holding the
+ *   most, if that address holds at least two more than the new one's (so it still holds as many
+ *   after); else the new one is closed. One address can thus take only what the others leave:
+ *   with k addresses each keeps limit/k at least, and a client with a single connection gets
+ *   in while any address holds two or more, one of them still before its token.
+ * - A deadline: a connection that has waited HEADER_DEADLINE_S in all for a request's headers
+ *   (since it was accepted, or since its previous request was answered) is closed, however often
+ *   it sends a byte (the reaper, each second).
+ *
+ * A connection is closed with shutdown(2) on its socket: its thread reads the end, and MHD closes
+ * it. The descriptor is still MHD's until MHD_CONNECTION_NOTIFY_CLOSED, which takes the lock.
+ */
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static bool slot_evictable(const struct slot *s)
+{
+	return s->state == SLOT_HEADERS || s->state == SLOT_ANSWERING;
+}
+
+/* Closes s (under lock): its socket shut down, its slot no longer counted. */
+static void slot_close(struct rw_http *h, struct slot *s, const char *why)
+{
+	char ip[INET_ADDRSTRLEN];
+
+	inet_ntop(AF_INET, &s->peer->addr, ip, sizeof(ip));
+	rw_debug("http: closing a connection from %s: %s", ip, why);
+	(void)shutdown(s->fd, SHUT_RDWR);
+	s->state = SLOT_CLOSING;
+	s->peer->n--;
+	h->counted--;
+}
+
+/* The place a connection from an address holding `mine` takes when all are taken: the longest
+ * waiting evictable connection of the address holding the most, when that is mine + 2 or more.
+ */
+static struct slot *slot_victim(struct rw_http *h, unsigned int mine)
+{
+	struct slot *best = NULL;
+	unsigned int best_n = 0;
+
+	for (struct slot *s = h->slots; s; s = s->next) {
+		unsigned int n = s->peer->n;
+
+		if (!slot_evictable(s))
+			continue;
+		if (n > best_n || (n == best_n && best && s->since_ms < best->since_ms)) {
+			best = s;
+			best_n = n;
+		}
+	}
+	return best && best_n >= mine + 2 ? best : NULL;
+}
+
+static void slot_start(struct rw_http *h, struct MHD_Connection *c, void **socket_context)
+{
+	const union MHD_ConnectionInfo *fd =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	const union MHD_ConnectionInfo *ca =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	uint32_t addr = 0;
+	struct slot *s = calloc(1, sizeof(*s));
+	struct peer *peer = NULL;
+
+	if (ca && ca->client_addr && ca->client_addr->sa_family == AF_INET)
+		addr = ((const struct sockaddr_in *)ca->client_addr)->sin_addr.s_addr;
+	pthread_mutex_lock(&h->lock);
+	for (struct slot *o = h->slots; o && !peer; o = o->next)
+		if (o->peer->addr == addr)
+			peer = o->peer;
+	if (!peer && s) {
+		peer = calloc(1, sizeof(*peer));
+		if (peer)
+			peer->addr = addr;
+	}
+	if (!s || !peer || !fd) {
+		/* No slot, no connection: closed as one over the limits is. */
+		pthread_mutex_unlock(&h->lock);
+		if (fd)
+			(void)shutdown(fd->connect_fd, SHUT_RDWR);
+		if (peer && !peer->refs)
+			free(peer);
+		free(s);
+		return;
+	}
+	s->peer = peer;
+	s->fd = fd->connect_fd;
+	s->since_ms = now_ms();
+	s->state = SLOT_HEADERS;
+	peer->refs++;
+	peer->n++;
+	s->next = h->slots;
+	if (h->slots)
+		h->slots->prev = s;
+	h->slots = s;
+	h->counted++;
+	if (h->counted > h->limit) {
+		struct slot *victim = slot_victim(h, peer->n - 1);
+
+		slot_close(h, victim ? victim : s,
+			   victim ? "all connections taken: its address holds the most"
+				  : "all connections taken, fairly");
+	}
+	pthread_mutex_unlock(&h->lock);
+	*socket_context = s;
+}
+
+static void slot_end(struct rw_http *h, struct slot *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&h->lock);
+	if (s->state != SLOT_CLOSING) {
+		s->peer->n--;
+		h->counted--;
+	}
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		h->slots = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	if (!--s->peer->refs)
+		free(s->peer);
+	pthread_mutex_unlock(&h->lock);
+	free(s);
+}
+
+/* A state change on the connection's own thread; a slot being closed stays closing. */
+static void slot_mark(struct rw_http *h, struct MHD_Connection *c, enum slot_state state)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct slot *s = ci ? ci->socket_context : NULL;
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&h->lock);
+	if (s->state != SLOT_CLOSING) {
+		s->state = state;
+		if (state == SLOT_HEADERS)
+			s->since_ms = now_ms();
+	}
+	pthread_mutex_unlock(&h->lock);
+}
+
+/* The header deadline, each second, until rw_http_stop(). */
+static void *slots_reaper(void *arg)
+{
+	struct rw_http *h = arg;
+
+	pthread_mutex_lock(&h->lock);
+	while (!h->stopping) {
+		struct timespec until;
+		uint64_t now = now_ms();
+
+		for (struct slot *s = h->slots; s; s = s->next)
+			if (s->state == SLOT_HEADERS &&
+			    now - s->since_ms >= HEADER_DEADLINE_S * 1000ull)
+				slot_close(h, s, "no request headers within the deadline");
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		until.tv_sec++;
+		pthread_cond_timedwait(&h->wake, &h->lock, &until);
+	}
+	pthread_mutex_unlock(&h->lock);
+	return NULL;
+}
+
 /* ---- routing ---- */
 
 /* Whether GOT (LEN bytes) is the token, in time that depends on the token's length only. */
@@ -439,6 +655,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
 	query_thread_yields();
 	/* The headers are in: the request's answer (a stream too) gets the normal timeout. */
 	MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned int)CONN_TIMEOUT_S);
+	slot_mark(h, c, SLOT_ANSWERING);
 	if (strcmp(method, "GET") && strcmp(method, "HEAD"))
 		return send_json_error(c, MHD_HTTP_METHOD_NOT_ALLOWED,
 				       "read-only: GET and HEAD only");
@@ -472,6 +689,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
 			c, MHD_HTTP_UNAUTHORIZED,
 			"missing or wrong token (Authorization: Bearer TOKEN, or the "
 			"page's " RW_HTTP_COOKIE " cookie)");
+	slot_mark(h, c, SLOT_TRUSTED);
 	if (!strcmp(url, "/metrics") || !strcmp(url, "/api/requests")) {
 		bool metrics = url[1] == 'm';
 		char *(*fn)(void *) = metrics ? h->ops.metrics : h->ops.requests;
@@ -533,12 +751,12 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c, const char *u
 
 /* ---- start and stop ---- */
 
-/* The header deadline: a connection starts with HEADER_TIMEOUT_S, answer() raises it to
+/* The header timeout: a connection starts with HEADER_TIMEOUT_S, answer() raises it to
  * CONN_TIMEOUT_S once a request's headers are in, and a finished request drops it back for the
  * next one on the same connection. MHD's timeouts are inactivity timeouts: a client that sends
- * a byte every few seconds still holds its slot, but only up to the per-IP limit.
+ * a byte every few seconds is closed by the slots' deadline instead (HEADER_DEADLINE_S).
  */
-static void header_deadline(struct MHD_Connection *c)
+static void header_timeout(struct MHD_Connection *c)
 {
 	MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned int)HEADER_TIMEOUT_S);
 }
@@ -546,19 +764,25 @@ static void header_deadline(struct MHD_Connection *c)
 static void conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
 			enum MHD_ConnectionNotificationCode code)
 {
-	(void)cls;
-	(void)socket_context;
-	if (code == MHD_CONNECTION_NOTIFY_STARTED)
-		header_deadline(c);
+	struct rw_http *h = cls;
+
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		header_timeout(c);
+		slot_start(h, c, socket_context);
+	} else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+		slot_end(h, *socket_context);
+		*socket_context = NULL;
+	}
 }
 
 static void request_done(void *cls, struct MHD_Connection *c, void **state,
 			 enum MHD_RequestTerminationCode code)
 {
-	(void)cls;
 	(void)state;
-	if (code == MHD_REQUEST_TERMINATED_COMPLETED_OK)
-		header_deadline(c);
+	if (code == MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+		header_timeout(c);
+		slot_mark(cls, c, SLOT_HEADERS);
+	}
 }
 
 /* MHD's own messages (a client that hung up mid-request, ...) are about clients, not about the
@@ -682,20 +906,34 @@ struct rw_http *rw_http_start(const struct rw_http_opts *o, struct rw_feed *feed
 	}
 	h->feed = feed;
 	h->probes_only = o->probes_only;
+	h->limit = o->max_connections ? o->max_connections : (unsigned int)CONN_DEFAULT;
+	pthread_mutex_init(&h->lock, NULL);
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* slots_reaper's tick */
+		pthread_cond_init(&h->wake, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	if (ops)
 		h->ops = *ops;
 	if (parse_listen(o, &sa, h->token, sizeof(h->token), err, errlen))
 		goto fail;
 	*usage = false;
+	/* MHD's total is above ours by SLOTS_SPARE: room for the connections the slots have shut
+	 * down and MHD has not yet closed, so that a new one still reaches slot_start(). Its
+	 * per-address limit stays the hard cap, at accept.
+	 */
 	h->daemon = MHD_start_daemon(
 		MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
 			MHD_USE_ERROR_LOG,
 		0, NULL, NULL, answer, h, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_CONNECTION_LIMIT,
-		o->max_connections ? o->max_connections : 256u, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+		h->limit + SLOTS_SPARE, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
 		o->per_ip_limit ? o->per_ip_limit : (unsigned int)PER_IP_DEFAULT,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)CONN_TIMEOUT_S,
-		MHD_OPTION_NOTIFY_CONNECTION, conn_notify, NULL, MHD_OPTION_NOTIFY_COMPLETED,
-		request_done, NULL, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)REQUEST_MEMORY,
+		MHD_OPTION_NOTIFY_CONNECTION, conn_notify, h, MHD_OPTION_NOTIFY_COMPLETED,
+		request_done, h, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)REQUEST_MEMORY,
 		MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024), MHD_OPTION_EXTERNAL_LOGGER,
 		mhd_log, NULL, MHD_OPTION_END);
 	if (!h->daemon) {
@@ -705,8 +943,18 @@ struct rw_http *rw_http_start(const struct rw_http_opts *o, struct rw_feed *feed
 	}
 	info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
 	h->port = info ? info->port : ntohs(sa.sin_port);
+	errno = pthread_create(&h->reaper, NULL, slots_reaper, h);
+	if (errno) {
+		snprintf(err, errlen, "%s %s: cannot start the header deadline's thread: %s",
+			 o->flag, o->listen, strerror(errno));
+		MHD_stop_daemon(h->daemon);
+		goto fail;
+	}
+	h->reaper_started = true;
 	return h;
 fail:
+	pthread_cond_destroy(&h->wake);
+	pthread_mutex_destroy(&h->lock);
 	free(h);
 	return NULL;
 }
@@ -724,6 +972,15 @@ void rw_http_stop(struct rw_http *h)
 	h->feed->closing = true;
 	pthread_cond_broadcast(&h->feed->cond);
 	pthread_mutex_unlock(&h->feed->lock);
-	MHD_stop_daemon(h->daemon);
+	if (h->reaper_started) {
+		pthread_mutex_lock(&h->lock);
+		h->stopping = true;
+		pthread_cond_signal(&h->wake);
+		pthread_mutex_unlock(&h->lock);
+		pthread_join(h->reaper, NULL);
+	}
+	MHD_stop_daemon(h->daemon); /* closes every connection: the slots are freed */
+	pthread_cond_destroy(&h->wake);
+	pthread_mutex_destroy(&h->lock);
 	free(h);
 }

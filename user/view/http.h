@@ -32,7 +32,7 @@ struct rw_http_opts {
 	const char *listen;	      /* "ADDR:PORT", ":PORT" or "PORT" (loopback) */
 	const char *token_file;	      /* required for any address but loopback */
 	const char *flag;	      /* "--listen", for messages */
-	unsigned int max_connections; /* 0: 256 */
+	unsigned int max_connections; /* 0: 256, shared fairly between addresses (http.c) */
 	unsigned int per_ip_limit;    /* connections from one address at most; 0: 16 */
 	bool probes_only; /* /healthz and /readyz only, no token, loopback only (--probe-listen) */
 };

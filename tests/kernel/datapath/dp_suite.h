@@ -181,6 +181,9 @@ void test_revoke_probe6(void);
 void test_revoke6(void);
 void test_revoke6_drop_mode(void);
 
+/* revoke_probe.c */
+void test_revoke_probe_shares(void);
+
 /* conntrack.c */
 void test_conntrack_isolation(void);
 void test_conntrack_expire(void);
