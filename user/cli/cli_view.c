@@ -773,19 +773,12 @@ static int cmd_view(int argc, char **argv)
 	ret = RW_EXIT_REFUSED;
 	if (token_file) {
 		char tok[520];
-		FILE *f = fopen(token_file, "r");
-		size_t n = f ? fread(tok, 1, sizeof(tok) - 1, f) : 0;
 
-		if (f)
-			fclose(f);
-		tok[n] = '\0';
-		while (n && (tok[n - 1] == '\n' || tok[n - 1] == '\r' || tok[n - 1] == ' '))
-			tok[--n] = '\0';
-		if (!f || !n) {
+		if (rw_read_token("view: --token-file", token_file, 1, tok, sizeof(tok), err,
+				  sizeof(err))) {
 			free(v);
 			free(urls);
-			return rw_fail(RW_EXIT_USAGE, "view: --token-file %s: %s", token_file,
-				       f ? "empty" : strerror(errno));
+			return rw_fail(RW_EXIT_USAGE, "%s", err);
 		}
 		snprintf(v->auth, sizeof(v->auth), "Authorization: Bearer %s", tok);
 	}

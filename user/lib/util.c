@@ -94,6 +94,37 @@ int rw_read_file(const char *path, size_t max, char **out, size_t *len)
 	return 0;
 }
 
+int rw_read_token(const char *flag, const char *path, size_t min_len, char *out, size_t outlen,
+		  char *err, size_t errlen)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	int ret = rw_read_file(path, outlen + 2, &buf, &len);
+
+	if (ret) {
+		snprintf(err, errlen, "%s %s: %s", flag, path,
+			 ret == -EFBIG ? "longer than a token" : strerror(-ret));
+		return ret;
+	}
+	while (len && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || buf[len - 1] == ' '))
+		len--;
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)buf[i] <= ' ' || (unsigned char)buf[i] > '~')
+			ret = -EINVAL;
+	if (ret || len < min_len || len >= outlen) {
+		snprintf(err, errlen,
+			 "%s %s: expected one token of %zu to %zu printable ASCII characters, "
+			 "without spaces",
+			 flag, path, min_len, outlen - 1);
+		free(buf);
+		return -EINVAL;
+	}
+	memcpy(out, buf, len);
+	out[len] = '\0';
+	free(buf);
+	return 0;
+}
+
 /* ---- the keyed hash ---- */
 
 static struct rw_hash_key hash_key;

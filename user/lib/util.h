@@ -28,6 +28,13 @@ int64_t rw_now_real_ns(void);
  */
 int rw_read_file(const char *path, size_t max, char **out, size_t *len);
 
+/* A bearer token from a file (a mounted Secret): one line of min_len to outlen - 1 printable
+ * ASCII characters without spaces, trailing newline and blanks dropped. Errors name the flag and
+ * the path: "FLAG PATH: No such file or directory", "FLAG PATH: expected one token of ...".
+ */
+int rw_read_token(const char *flag, const char *path, size_t min_len, char *out, size_t outlen,
+		  char *err, size_t errlen);
+
 /* A key for the hash tables whose keys a sandbox influences (the view's aggregates): a chain
  * can be built only by one who knows the key.
  */

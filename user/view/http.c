@@ -802,38 +802,6 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	rw_debug("http: %s", msg);
 }
 
-static int read_token(const char *path, char *out, size_t cap, char *err, size_t errlen)
-{
-	FILE *f = fopen(path, "r");
-	size_t n;
-
-	if (!f) {
-		snprintf(err, errlen, "--http-token-file %s: %s", path, strerror(errno));
-		return -errno;
-	}
-	n = fread(out, 1, cap - 1, f);
-	fclose(f);
-	out[n] = '\0';
-	while (n && (out[n - 1] == '\n' || out[n - 1] == '\r' || out[n - 1] == ' '))
-		out[--n] = '\0';
-	if (n < 16 || strchr(out, '\n') || n >= cap - 1) {
-		snprintf(err, errlen,
-			 "--http-token-file %s: expected one line of 16 to %zu "
-			 "characters",
-			 path, cap - 2);
-		return -EINVAL;
-	}
-	for (size_t i = 0; i < n; i++)
-		if (out[i] <= ' ' || out[i] > '~') {
-			snprintf(err, errlen,
-				 "--http-token-file %s: the token must be printable "
-				 "ASCII without spaces",
-				 path);
-			return -EINVAL;
-		}
-	return 0;
-}
-
 /* ADDR:PORT (":PORT" and "PORT": 127.0.0.1), and the token rule. */
 static int parse_listen(const struct rw_http_opts *o, struct sockaddr_in *sa, char *token,
 			size_t token_len, char *err, size_t errlen)
@@ -872,7 +840,8 @@ static int parse_listen(const struct rw_http_opts *o, struct sockaddr_in *sa, ch
 		return 0;
 	}
 	if (o->token_file)
-		return read_token(o->token_file, token, token_len, err, errlen);
+		return rw_read_token("--http-token-file", o->token_file, 16, token, token_len - 1,
+				     err, errlen);
 	if ((ntohl(sa->sin_addr.s_addr) >> 24) != 127) {
 		snprintf(err, errlen,
 			 "%s %s: an address other than loopback needs "
