@@ -9,10 +9,15 @@ for a controller team to read. Python 3 from Debian, standard library only.
 
 The watch side (TLS, what an agent talks to):
   GET  /v1/watch?node=NAME&revision=R   one long-lived answer of newline-delimited JSON: a whole
-                                        snapshot unless R is the server's revision, then every
-                                        change as it happens, a heartbeat when idle
+                                        snapshot unless R is the server's revision (then a
+                                        heartbeat at once), then every change as it happens, a
+                                        heartbeat when idle
   POST /v1/ack                          an agent's acknowledgement, recorded (one JSON line each
                                         in --acks) and answered 204
+
+A node whose revision is ahead of the server's makes the server continue its sequence above it;
+an ack refusing the server's snapshot at snapshot.revision has it sent again above the node's
+revision in force (docs/policy-watch.md, "Ordering and revisions").
 
 The control side (plain HTTP, loopback only: how a test drives it):
   POST /snapshot         body: a whole snapshot; it becomes the server's state, sent to every stream
@@ -32,6 +37,7 @@ import argparse
 import json
 import os
 import queue
+import socket
 import ssl
 import sys
 import threading
@@ -82,6 +88,49 @@ def line(obj):
     return (json.dumps(obj, separators=(",", ":")) + "\n").encode()
 
 
+# ---- the contract's revision rules (docs/policy-watch.md, "Ordering and revisions") -----------
+def first_message(st, rev):
+    """What a new stream sends first, under st.lock. A node at the server's revision is sent a
+    heartbeat at once (it renews the node's lease). A node ahead of the server (a server that
+    restarted from older state) is never sent a snapshot it would refuse: the server's sequence
+    jumps above the node's revision, and the snapshot goes at that revision."""
+    if rev and rev == st.revision:
+        return line({"type": "heartbeat"})
+    if rev > st.revision:
+        jump_above(st, rev)
+    return line({"type": "snapshot", "snapshot": st.snapshot})
+
+
+def jump_above(st, rev):
+    """Continue the server's sequence above `rev`, under st.lock."""
+    st.snapshot["revision"] = rev + 1
+    st.save()
+
+
+def on_refused_revision(st, ack):
+    """An ack refusing the server's current snapshot at snapshot.revision (a node whose revision
+    in force is at or above it: a restarted server, or a node that adopted a file of that revision
+    with other content): the snapshot again, above the node's revision. Under st.lock. Once per
+    refusal: the snapshot sent is above in_force, which the node takes."""
+    if (ack.get("ok") is False and ack.get("type") == "snapshot" and
+            ack.get("path") == "snapshot.revision" and ack.get("revision") == st.revision and
+            isinstance(ack.get("in_force"), int) and ack["in_force"] >= st.revision):
+        jump_above(st, ack["in_force"])
+        st.broadcast(line({"type": "snapshot", "snapshot": st.snapshot}))
+
+
+def drain(sock):
+    """After a refused TLS handshake, read what the client still sends (up to 1 s) before
+    closing: closing with unread bytes sends a reset, and the client would log `Broken pipe`
+    instead of the alert the handshake sent it."""
+    try:
+        sock.settimeout(1)
+        while socket.socket.recv(sock, 4096):
+            pass
+    except OSError:
+        pass
+
+
 def make_watch_handler(st, args, token):
     class Watch(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.0"  # the body ends when the connection does
@@ -112,7 +161,7 @@ def make_watch_handler(st, args, token):
             mine = queue.Queue()
             with st.lock:
                 st.connections.append({"node": node, "revision": rev, "ns": time.monotonic_ns()})
-                first = None if rev == st.revision and rev else line({"type": "snapshot", "snapshot": st.snapshot})
+                first = first_message(st, rev)
                 st.streams.append(mine)
             try:
                 self.send_response(200)
@@ -165,6 +214,7 @@ def make_watch_handler(st, args, token):
             ack["_ns"] = time.monotonic_ns()
             with st.lock:
                 st.acks.append(ack)
+                on_refused_revision(st, ack)
                 if args.acks:
                     with open(args.acks, "a") as f:
                         f.write(json.dumps(ack) + "\n")
@@ -280,6 +330,7 @@ def main():
                 request.do_handshake()
             except (ssl.SSLError, OSError) as e:
                 sys.stderr.write("watch: TLS handshake with %s refused: %s\n" % (client_address[0], e))
+                drain(request)
                 return
             super().finish_request(request, client_address)
 

@@ -3,9 +3,10 @@
  * The input is what a server sends on the stream: it goes into the framer in pieces whose sizes
  * the input's first byte chooses (a line may span any number of writes), with a line limit small
  * enough to be reached; every complete line goes to the message parser, the way the agent's loop
- * takes it. Checked: a line never exceeds the limit, a parsed message is consistent (a change's
- * revision above its base, a run id where one is needed), a refusal always says why, and the
- * path reader never runs past the text it reads.
+ * takes it. Checked: a line never exceeds the limit, a parsed message is consistent (revisions
+ * in range, a run id where one is needed), a refusal always says why, and the path reader never
+ * runs past the text it reads. (A change's revision not above its base is a message all the
+ * same: the agent's loop refuses that change.)
  */
 #include <errno.h>
 #include <stdint.h>
@@ -40,7 +41,7 @@ static int on_line(void *ctx, const char *line, size_t len)
 		break;
 	case RW_WATCH_RUN_UPSERT:
 	case RW_WATCH_RUN_DELETE:
-		if (m.revision <= m.base)
+		if (!m.revision || m.revision >= 1ULL << 56 || m.base >= 1ULL << 56)
 			abort();
 		if (m.type == RW_WATCH_RUN_DELETE && !m.id[0])
 			abort();

@@ -18,6 +18,13 @@
 #             nothing is applied again
 #   stall     a server that sends one byte a second is cut after --policy-stall, and `runwall
 #             status` answers within a second throughout
+#   errors    every row of docs/policy-watch.md's Errors table, one line each from a table: the
+#             ack's path and need, and the stream kept (a marker message after it comes on the
+#             same connection) or reconnected with the revision the need says
+#   adopted   a --policy file adopted at start (its revision the one in force, other content, no
+#             lease) is never the base of a change: the stream's run-upsert at that base is
+#             refused with need snapshot, and the snapshot that follows brings the stream's runs
+#             and lease back
 #   churn     CHURN_RUNS (1000) run starts and the ends a fixed seed draws between them (at most
 #             32 live), as upserts and deletes, each acked ok; the runs in force then the live ones,
 #             in status and in the snapshot the control socket reads back; p50/p99 from change
@@ -301,6 +308,177 @@ n0=$(conns)
 ctl POST '/mode?m=normal' >/dev/null
 check "stall: the server healed: a new stream, still at 4, B's revs entry still $b_rev" \
 	eval 'rw_wait 20 reconnected "$n0" && [ "$(revision)" = 4 ] && [ "$(revs_of "$B_RUN")" = "$b_rev" ]'
+
+# ---- errors: every row of docs/policy-watch.md's Errors table (issue 32, item 8) ------------
+section errors
+# One row per line: NAME|LINE|PATH|NEED. LINE is sent as it is, with @R@ the revision in force and
+# @N@ the next; @HUGE@ is a line over 16 MiB, @CUT@ a line the stream ends in the middle of. NEED
+# "-": the ack has none and the stream is kept; "snapshot": the agent reconnects with revision=0;
+# "resume": with the revision in force.
+ERROR_ROWS=(
+	'the run: a pod that is no IPv4 address|{"type":"run-upsert","revision":@N@,"base":@R@,"run":{"id":"run-e","pods":["10.1.2.300"]}}|run.pods[0]|-'
+	"the run: a pod another run lists|{\"type\":\"run-upsert\",\"revision\":@N@,\"base\":@R@,\"run\":{\"id\":\"run-e\",\"pods\":[\"$B_IP\"]}}|run.pods[0]|-"
+	'a snapshot: a bad pod|{"type":"snapshot","snapshot":{"revision":@N@,"runs":[{"id":"run-e","pods":["10.1.2.300"]}]}}|snapshot.runs[0].pods[0]|-'
+	'a snapshot: a revision not above the one in force|{"type":"snapshot","snapshot":{"revision":2,"runs":[]}}|snapshot.revision|-'
+	'a snapshot: more runs than a rule id holds (1024)|@RUNS1024@|snapshot.runs|-'
+	'a change: its revision not above its base|{"type":"run-upsert","revision":@R@,"base":@R@,"run":{"id":"run-e","pods":["10.1.2.9"]}}|revision|-'
+	'a change: its base not the revision in force|{"type":"run-delete","revision":@N@,"base":1,"id":"run-a"}|base|snapshot'
+	'a delete of a run not in force|{"type":"run-delete","revision":@N@,"base":@R@,"id":"run-none"}|id|-'
+	'not JSON|{"type": "run-upsert",|(message)|resume'
+	'not an object|[1]|(message)|resume'
+	'a duplicate key|{"type":"heartbeat","type":"heartbeat"}|(message)|resume'
+	'over 16 MiB|@HUGE@|(message)|resume'
+	'cut short by the end of the stream|@CUT@|(message)|resume'
+	'an unknown type|{"type":"patch"}|type|resume'
+	'an unknown key|{"type":"heartbeat","time":1}|time|resume'
+	'a missing key|{"type":"run-delete","revision":@N@,"id":"run-a"}|base|resume'
+)
+n_acks() { acks | jq 'length'; }
+more_acks() { [ "$(n_acks)" -gt "$1" ]; }
+# resumed_at N REV: a new stream since N connections, asking for REV, and connected
+resumed_at() { rw_jq_true --argjson n "$1" --argjson r "$2" '(.connections | length) > $n and .connections[-1].revision == $r' <<<"$(ctl GET /state)" && rw_jq_true '.connected' <<<"$(watch_json)"; }
+runs1024() { "$RW_PY" -c 'import json, sys
+runs = [{"id": "run-m%d" % i, "pods": ["10.5.%d.%d" % (i // 250, 1 + i % 250)]} for i in range(1024)]
+print(json.dumps({"type": "snapshot", "snapshot": {"revision": int(sys.argv[1]), "runs": runs}}, separators=(",", ":")))' "$1"; }
+for row in "${ERROR_ROWS[@]}"; do
+	IFS='|' read -r name msg want_path want_need <<<"$row"
+	r=$(revision)
+	na=$(n_acks)
+	nc=$(conns)
+	case $msg in
+	@HUGE@) head -c $((16 * 1024 * 1024 + 10)) /dev/zero | tr '\0' 'x' >"$RW_WORK/raw" ;;
+	@RUNS1024@) runs1024 $((r + 1)) >"$RW_WORK/raw" ;;
+	@CUT@) printf '%s' '{"type":"heartbeat"' >"$RW_WORK/raw" ;;
+	*) msg=${msg//@R@/$r} && printf '%s\n' "${msg//@N@/$((r + 1))}" >"$RW_WORK/raw" ;;
+	esac
+	ctl "POST" "/raw$([ "$msg" = @CUT@ ] && echo '?close=1')" --data-binary "@$RW_WORK/raw" >/dev/null
+	rm -f "$RW_WORK/raw"
+	rw_wait 20 more_acks "$na" || true
+	a=$(acks | jq -c --argjson i "$na" '.[$i] // {}')
+	if [ "$want_need" = - ]; then
+		# Kept: a marker sent after it (a delete refused at "id") comes on the same stream.
+		printf '{"type":"run-delete","revision":%d,"base":%d,"id":"run-marker"}\n' $((r + 1)) "$r" >"$RW_WORK/raw"
+		ctl POST /raw --data-binary "@$RW_WORK/raw" >/dev/null
+		rw_wait 5 more_acks $((na + 1)) || true
+		check "errors: $name: refused at $want_path, no need, the stream kept ($(jq -c '{path, need, error}' <<<"$a" | cut -c1-160))" \
+			eval 'rw_jq_true --arg p "$want_path" ".ok == false and .path == \$p and (has(\"need\") | not) and .in_force == $r" <<<"$a" &&
+			      rw_jq_true ".path == \"id\" and .id == \"run-marker\"" <<<"$(acks | jq -c ".[$((na + 1))] // {}")" &&
+			      [ "$(conns)" = "$nc" ] && [ "$(revision)" = "$r" ]'
+	else
+		[ "$want_need" = snapshot ] && want_rev=0 || want_rev=$r
+		check "errors: $name: refused at $want_path, need $want_need, reconnected with revision=$want_rev ($(jq -c '{path, need, error}' <<<"$a" | cut -c1-160))" \
+			eval 'rw_jq_true --arg p "$want_path" --arg n "$want_need" ".ok == false and .path == \$p and .need == \$n and .in_force == $r" <<<"$a" &&
+			      rw_wait 20 resumed_at "$nc" "$want_rev" && [ "$(revision)" = "$r" ]'
+		# A whole snapshot asked for: the server's, at the revision in force, acked unchanged.
+		unchanged() { rw_jq_true --argjson i "$na" '.[$i + 1:] | any(.type == "snapshot" and .ok and .unchanged)' <<<"$(acks)"; }
+		[ "$want_need" = snapshot ] && { rw_wait 5 unchanged || not_ok "errors: $name: the snapshot that followed was not acked unchanged"; }
+	fi
+done
+
+# ---- adopted: a --policy file adopted at start is never the base of a change (issue 32, item 2) -
+section adopted
+# The stream applies 50 (A and B, a lease of 30 s); the agent stops; a file of revision 50 with A
+# and Z and no lease takes its place; the restarted agent adopts it. A change of the stream at base
+# 50 must not be built on the file: it is refused, a whole snapshot is asked for, and the node then
+# enforces the stream's A, B, C and its lease.
+ADOPT=50
+[ "$(ctl GET /state | jq .revision)" -lt $ADOPT ] || bail "adopted: the server is past $ADOPT already"
+cat >"$RW_WORK/adopt-stream.json" <<EOT
+{"revision": $ADOPT, "lease_seconds": 30, "deny": ["10.0.0.0/16"],
+ "services": [{"name": "egress-proxy", "ip": "172.20.0.10", "tcp": [443]}],
+ "runs": [{"id": "$A_RUN", "pods": ["$A_IP"]},
+          {"id": "$B_RUN", "pods": ["$B_IP"], "allow": [{"ip": "52.94.9.5", "tcp": [5432]}]}]}
+EOT
+ctl POST /snapshot --data-binary "@$RW_WORK/adopt-stream.json" >/dev/null
+rw_wait 5 has_ack $ADOPT || true
+check "adopted: the stream's snapshot $ADOPT (A, B, lease 30) acked ok" rw_jq_true '.ok' <<<"$(ack_of $ADOPT)"
+rw_agent_kill TERM
+mkdir -p "$RW_WORK/cm"
+cat >"$RW_WORK/cm/policy.json" <<EOT
+{"revision": $ADOPT, "deny": ["10.0.0.0/16"],
+ "services": [{"name": "egress-proxy", "ip": "172.20.0.10", "tcp": [443]}],
+ "runs": [{"id": "$A_RUN", "pods": ["$A_IP"]}, {"id": "run-z", "pods": ["10.1.2.9"]}]}
+EOT
+n0=$(conns)
+agent "${GOOD[@]}" --listen "$HTTP" --policy "$RW_WORK/cm/policy.json"
+check "adopted: the restarted agent adopted the file at $ADOPT and resumed at $ADOPT" \
+	eval 'rw_wait 10 resumed_at "$n0" $ADOPT && grep -q "revision $ADOPT is the one in force; adopted" "$RW_WORK/agent.log"'
+ctl POST /upsert --data "{\"id\": \"run-c\", \"pods\": [\"10.1.2.5\"]}" >/dev/null
+rw_wait 5 has_ack $((ADOPT + 1)) || true
+first=$(acks | jq -c --argjson r $((ADOPT + 1)) '[.[] | select(.revision == $r)] | first // {}')
+check "adopted: the upsert of C at base $ADOPT is not acked ok on top of the file: refused at base, a snapshot needed ($(jq -c '{ok, path, need}' <<<"$first"))" \
+	rw_jq_true '.ok == false and .type == "run-upsert" and .path == "base" and .need == "snapshot"' <<<"$first"
+snap_51() { rw_jq_true --argjson r $((ADOPT + 1)) 'any(.[]; .type == "snapshot" and .revision == $r and .ok)' <<<"$(acks)"; }
+check "adopted: the stream's snapshot $((ADOPT + 1)) that followed acked ok" rw_wait 10 snap_51
+runs_now() { rw_status_json | jq -c '[.runs[]?.id] | sort'; }
+check "adopted: the node enforces the stream's A, B, C ($(runs_now)) and its lease ($(rw_status_json | jq -c .lease.seconds))" \
+	eval '[ "$(runs_now)" = "[\"run-a\",\"run-b\",\"run-c\"]" ] && rw_jq_true ".lease.seconds == 30" <<<"$(rw_status_json)" &&
+	      [ "$(rw_probe b tcp 52.94.9.5 5432)" = ok ]'
+# The stream's snapshot of the adopted revision itself (a change the server did not record asks
+# for it): compared with the file. Equal, it confirms the file, and changes build on it; other, it
+# is refused at snapshot.revision, and the server sends it again above the revision in force.
+adopt_restart() { # adopt_restart FILE: the agent restarted on FILE, resumed at the server's revision
+	rw_agent_kill TERM
+	local n0
+	n0=$(conns)
+	agent "${GOOD[@]}" --listen "$HTTP" --policy "$1"
+	rw_wait 10 resumed_at "$n0" "$(ctl GET /state | jq .revision)" &&
+		grep -q "is the one in force; adopted" "$RW_WORK/agent.log"
+}
+stale_change() { # stale_change REVISION: a change at that base the server does not record
+	printf '{"type":"run-delete","revision":%d,"base":%d,"id":"%s"}\n' $(($1 + 1)) "$1" "$A_RUN" >"$RW_WORK/raw"
+	ctl POST /raw --data-binary "@$RW_WORK/raw" >/dev/null
+}
+ack_after() { # ack_after N JQ-FILTER: any ack after the first N matches
+	rw_jq_true --argjson i "$1" ".[\$i:] | any($2)" <<<"$(acks)"
+}
+r=$(ctl GET /state | jq .revision)
+cp "$RW_WORK/state.json" "$RW_WORK/cm/policy.json"
+adopt_restart "$RW_WORK/cm/policy.json" || bail "adopted: the agent did not adopt the server's own snapshot"
+na=$(n_acks)
+stale_change "$r"
+check "adopted, equal: a change at base $r refused (need snapshot), and the stream's snapshot $r, equal to the file, acked unchanged" \
+	eval 'rw_wait 10 ack_after "$na" ".type == \"snapshot\" and .revision == $r and .ok and .unchanged" &&
+	      ack_after "$na" ".type == \"run-delete\" and .path == \"base\" and .need == \"snapshot\""'
+ctl POST /upsert --data "{\"id\": \"run-c\", \"pods\": [\"10.1.2.5\"]}" >/dev/null
+rw_wait 5 has_ack $((r + 1)) || true
+check "adopted, equal: confirmed, the next change builds on it (ack ok at $((r + 1)))" \
+	rw_jq_true '.ok and .type == "run-upsert"' <<<"$(ack_of $((r + 1)))"
+r=$((r + 1))
+jq --arg b "$B_RUN" '.runs |= map(select(.id != $b))' "$RW_WORK/state.json" >"$RW_WORK/cm/policy.json"
+adopt_restart "$RW_WORK/cm/policy.json" || bail "adopted: the agent did not adopt a file of the server's revision"
+na=$(n_acks)
+stale_change "$r"
+check "adopted, other content: the stream's snapshot $r refused at snapshot.revision, kept" \
+	rw_wait 10 ack_after "$na" '.type == "snapshot" and .revision == '"$r"' and .ok == false and .path == "snapshot.revision" and (has("need") | not)'
+check "adopted, other content: the server sent it again at $((r + 1)), applied: A, B and C in force ($(runs_now))" \
+	eval 'rw_wait 10 ack_after "$na" ".type == \"snapshot\" and .revision == $((r + 1)) and .ok" &&
+	      [ "$(revision)" = $((r + 1)) ] && [ "$(runs_now)" = "[\"run-a\",\"run-b\",\"run-c\"]" ] &&
+	      [ "$(rw_probe b tcp 52.94.9.5 5432)" = ok ]'
+
+# ---- behind: a server restarted from older state continues above the node, without a loop -----
+section behind
+r=$(revision)
+server_stop
+jq '.revision = 3' "$RW_WORK/state.json" >"$RW_WORK/state.old" && mv "$RW_WORK/state.old" "$RW_WORK/state.json"
+server_start
+resumed_ahead() { rw_jq_true --argjson r "$r" '.connections[0].revision == $r' <<<"$(ctl GET /state)" && [ "$(revision)" = $((r + 1)) ]; }
+check "behind: the node resumed at $r with a server at 3: the server jumped to $((r + 1)), whose snapshot the node applied" \
+	eval 'rw_wait 15 resumed_ahead && rw_jq_true ".ok and .type == \"snapshot\"" <<<"$(ack_of $((r + 1)))"'
+ctl POST /upsert --data "{\"id\": \"run-c\", \"pods\": [\"10.1.2.5\"], \"allow\": [{\"ip\": \"52.94.9.5\", \"tcp\": [5432]}]}" >/dev/null
+rw_wait 5 has_ack $((r + 2)) || true
+check "behind: one connection, no refusal since, and the next change acked ok at $((r + 2))" \
+	eval 'rw_jq_true ".ok" <<<"$(ack_of $((r + 2)))" && rw_jq_true "all(.ok)" <<<"$(acks)" &&
+	      [ "$(conns)" = 1 ] && rw_jq_true ".connected" <<<"$(watch_json)"'
+
+# Back to the suite's node: no lease, no C, from the stream (B's verdicts are judged again once;
+# the churn section compares them with this entry).
+r=$(($(ctl GET /state | jq .revision) + 1))
+jq 'del(.lease_seconds) | .runs |= map(select(.id != "run-c")) | .revision += 1' "$RW_WORK/state.json" >"$RW_WORK/adopt-back.json"
+ctl POST /snapshot --data-binary "@$RW_WORK/adopt-back.json" >/dev/null
+rw_wait 5 has_ack "$r" || true
+check "behind: back to the suite's node: A and B, no lease (ack ok at $r)" rw_jq_true '.ok' <<<"$(ack_of "$r")"
+b_rev=$(revs_of "$B_RUN")
 
 # ---- churn -------------------------------------------------------------------------------------
 section churn

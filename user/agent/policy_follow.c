@@ -47,11 +47,23 @@ static const char *const type_names[] = {
 	[RW_WATCH_HEARTBEAT] = "heartbeat",
 };
 
-/* A refusal: counted, logged, acknowledged. need: the stream is dropped, and reconnected asking
- * for that revision (0: a whole snapshot).
+/* What a refusal asks of the server (docs/policy-watch.md, Errors): nothing (the stream is
+ * kept), a whole snapshot (reconnect with revision=0) or a resume (reconnect, after the backoff,
+ * with the revision in force).
+ */
+enum need { NEED_NONE, NEED_SNAPSHOT, NEED_RESUME };
+
+static const char *const need_names[] = {
+	[NEED_SNAPSHOT] = "snapshot",
+	[NEED_RESUME] = "resume",
+};
+
+/* A refusal: counted, logged, acknowledged; the stream dropped when `need` says so. A message
+ * that is not one (`m` NULL: path "(message)", "type", a key) has no type, revision or id to
+ * name: its ack is known by its place among the others.
  */
 static void refuse(struct agent *a, const struct rw_watch_msg *m, uint64_t revision,
-		   const char *path, const char *error, bool drop, uint64_t need)
+		   const char *path, const char *error, enum need need)
 {
 	json_t *o;
 
@@ -71,11 +83,11 @@ static void refuse(struct agent *a, const struct rw_watch_msg *m, uint64_t revis
 		if (m->id[0])
 			json_object_set_new(o, "id", json_string(m->id));
 	}
-	if (drop)
-		json_object_set_new(o, "need", json_string(need ? "resume" : "snapshot"));
+	if (need != NEED_NONE)
+		json_object_set_new(o, "need", json_string(need_names[need]));
 	send_ack(a, o);
-	if (drop)
-		rw_watch_drop(a->follow.watch, need);
+	if (need != NEED_NONE)
+		rw_watch_drop(a->follow.watch, need == NEED_RESUME ? revision_in_force(a) : 0);
 }
 
 /* The generation the run enforces now (its revision of last change), 0 when not in force. */
@@ -139,15 +151,15 @@ static void apply_text(struct agent *a, const struct rw_watch_msg *m, uint64_t r
 
 	if (ret == 0) {
 		/* apply_ms: rw_apply(), the maps and the flip; parse_ms: the rest of agent_apply()
-		 * (the parser and the diff for the log), both O(node) in CPU, not in kernel work.
+		 * (the parser, the diff for the log and the probes), both O(node) in CPU, not in
+		 * kernel work. A snapshot composes nothing: no compose_ms, no probe_ms of its own.
 		 */
 		double apply_ms = json_real_value(json_object_get(reply, "apply_ms"));
 
-		o = json_pack("{s:b, s:s, s:I, s:f, s:f, s:f, s:f}", "ok", 1, "type",
+		o = json_pack("{s:b, s:s, s:I, s:f, s:f, s:f}", "ok", 1, "type",
 			      type_names[m->type], "revision", (json_int_t)revision, "apply_ms",
 			      apply_ms, "parse_ms", (rw_now_mono_ns() - t0) / 1e6 - apply_ms,
-			      "compose_ms", 0.0, "queued_ms",
-			      (rw_now_mono_ns() - received_ns) / 1e6);
+			      "queued_ms", (rw_now_mono_ns() - received_ns) / 1e6);
 		json_object_set_new(o, "generation", json_integer(revision));
 		a->follow.applied++;
 		rw_debug("policy watch: %s: revision %llu, apply %.2f ms", type_names[m->type],
@@ -160,6 +172,20 @@ static void apply_text(struct agent *a, const struct rw_watch_msg *m, uint64_t r
 	ack_refusal(a, m, revision, reply, false);
 }
 
+/* Whether the file adopted at start is, key for key, the snapshot `body` (its text is kept
+ * until a change edits it, and an adopted policy takes no change).
+ */
+static bool adopted_equals(struct agent *a, json_t *body)
+{
+	json_t *doc = a->pol.policy_text
+			      ? json_loadb(a->pol.policy_text, a->pol.policy_text_len, 0, NULL)
+			      : NULL;
+	bool same = doc && json_equal(doc, body);
+
+	json_decref(doc);
+	return same;
+}
+
 static void on_snapshot(struct agent *a, const struct rw_watch_msg *m, int64_t received_ns)
 {
 	json_t *rev = json_object_get(m->body, "revision");
@@ -170,9 +196,28 @@ static void on_snapshot(struct agent *a, const struct rw_watch_msg *m, int64_t r
 	char *text;
 
 	/* The revision in force again (a server that resends what the agent told it it has):
-	 * nothing to apply, and the flows stay cached.
+	 * nothing to apply, and the flows stay cached. A policy adopted from the file at start is
+	 * only as good as its revision number: the stream's snapshot of that revision confirms it
+	 * when their contents are equal, and is refused when not (the kernel takes no revision
+	 * twice: the server sends it again above the revision in force).
 	 */
 	if (revision && revision == in_force && a->pol.have_policy) {
+		if (a->pol.policy_adopted && !adopted_equals(a, m->body)) {
+			char err[400];
+
+			snprintf(err, sizeof(err),
+				 "%llu is the revision in force, adopted from %s with other "
+				 "content: send this snapshot at a revision above %llu",
+				 (unsigned long long)revision, a->pol.policy_source,
+				 (unsigned long long)in_force);
+			refuse(a, m, revision, "snapshot.revision", err, NEED_NONE);
+			return;
+		}
+		if (a->pol.policy_adopted)
+			rw_info("policy watch: the snapshot of revision %llu is the content "
+				"adopted from %s: confirmed",
+				(unsigned long long)revision, a->pol.policy_source);
+		a->pol.policy_adopted = false;
 		send_ack(a, json_pack("{s:b, s:s, s:I, s:I, s:b}", "ok", 1, "type", "snapshot",
 				      "revision", (json_int_t)revision, "generation",
 				      (json_int_t)revision, "unchanged", 1));
@@ -180,7 +225,7 @@ static void on_snapshot(struct agent *a, const struct rw_watch_msg *m, int64_t r
 	}
 	text = json_dumps(m->body, JSON_COMPACT);
 	if (!text) {
-		refuse(a, m, revision, "snapshot", "out of memory", false, 0);
+		refuse(a, m, revision, "snapshot", "out of memory", NEED_NONE);
 		return;
 	}
 	apply_text(a, m, revision, text, strlen(text), received_ns);
@@ -228,19 +273,41 @@ static void on_run_change(struct agent *a, const struct rw_watch_msg *m, int64_t
 	uint64_t in_force = revision_in_force(a);
 	const char *refused_at;
 	json_t *reply = NULL;
-	char err[200];
+	char err[400];
 	int ret;
 
+	/* The message's own order first: a change that goes nowhere is refused whatever the node
+	 * enforces, and the stream goes on.
+	 */
+	if (m->revision <= m->base) {
+		snprintf(err, sizeof(err), "%llu is not above its base %llu",
+			 (unsigned long long)m->revision, (unsigned long long)m->base);
+		refuse(a, m, m->revision, "revision", err, NEED_NONE);
+		return;
+	}
 	if (!a->pol.have_policy || (!a->pol.policy_text && !a->pol.policy_doc)) {
 		refuse(a, m, m->revision, "base",
-		       "no snapshot in force: a whole snapshot is needed", true, 0);
+		       "no snapshot in force: a whole snapshot is needed", NEED_SNAPSHOT);
 		return;
 	}
 	if (m->base != in_force) {
 		snprintf(err, sizeof(err),
 			 "%llu is not the revision in force (%llu): a whole snapshot is needed",
 			 (unsigned long long)m->base, (unsigned long long)in_force);
-		refuse(a, m, m->revision, "base", err, true, 0);
+		refuse(a, m, m->revision, "base", err, NEED_SNAPSHOT);
+		return;
+	}
+	/* A file adopted at start carries the revision in force, not necessarily its content
+	 * (a ConfigMap written for another node, or before the stream moved on): a change built
+	 * on it would enforce the file's services, deny list, runs and lease. Only a snapshot
+	 * from the stream makes a base.
+	 */
+	if (a->pol.policy_adopted) {
+		snprintf(err, sizeof(err),
+			 "revision %llu in force was adopted from %s at start, and the kernel "
+			 "cannot confirm its content: a whole snapshot is needed",
+			 (unsigned long long)in_force, a->pol.policy_source);
+		refuse(a, m, m->revision, "base", err, NEED_SNAPSHOT);
 		return;
 	}
 	ret = agent_apply_change(a, m->revision, m->type == RW_WATCH_RUN_DELETE ? NULL : m->body,
@@ -249,7 +316,7 @@ static void on_run_change(struct agent *a, const struct rw_watch_msg *m, int64_t
 		/* The message's own: "base" wants a whole snapshot, "id" names no run. */
 		refuse(a, m, m->revision, refused_at,
 		       json_string_value(json_object_get(reply, "error")),
-		       !strcmp(refused_at, "base"), 0);
+		       !strcmp(refused_at, "base") ? NEED_SNAPSHOT : NEED_NONE);
 		json_decref(reply);
 		return;
 	}
@@ -268,7 +335,7 @@ static void on_message(struct agent *a, const struct rw_watch_item *it)
 
 		if (colon && colon - err < (long)sizeof(path))
 			snprintf(path, sizeof(path), "%.*s", (int)(colon - err), err);
-		refuse(a, NULL, 0, path, colon ? colon + 2 : err, true, revision_in_force(a));
+		refuse(a, NULL, 0, path, colon ? colon + 2 : err, NEED_RESUME);
 		return;
 	}
 	/* Any message the control plane sends, a heartbeat too, says it is there: the lease of the
@@ -305,13 +372,16 @@ void agent_follow_on_fd(struct agent *a)
 			break;
 		case RW_WATCH_ITEM_DISCONNECTED:
 			if (it.refused && it.text) {
-				/* Oversized or truncated: acked like a malformed message. */
+				/* Oversized or truncated: acked like a malformed message. The stream
+				 * thread has dropped the stream already, and resumes after the backoff.
+				 */
 				a->follow.refusals++;
 				snprintf(a->follow.last_refusal, sizeof(a->follow.last_refusal),
 					 "(message): %s", it.text);
-				send_ack(a, json_pack("{s:b, s:s, s:s, s:I}", "ok", 0, "error",
+				send_ack(a, json_pack("{s:b, s:s, s:s, s:I, s:s}", "ok", 0, "error",
 						      it.text, "path", "(message)", "in_force",
-						      (json_int_t)revision_in_force(a)));
+						      (json_int_t)revision_in_force(a), "need",
+						      need_names[NEED_RESUME]));
 			}
 			rw_warn("policy watch: %s; reconnecting in %u ms (enforcing revision %llu "
 				"meanwhile)",

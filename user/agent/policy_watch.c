@@ -405,9 +405,14 @@ void agent_load_policy_file(struct agent *a, bool at_start)
 		return;
 	}
 	if (in_force && p.revision == in_force && !a->pol.have_policy) {
-		/* What the kernel enforces already: adopt it, do not apply it again. */
-		rw_info("%s: revision %llu is the one in force; adopted (the next apply judges "
-			"every run's flows again: the content in force is not known)",
+		/* What the kernel enforces already: adopt it, do not apply it again. Its content is
+		 * only as good as its revision number: the next apply judges every run's flows
+		 * again, and PolicyWatch builds no change on it (policy_follow.c): a snapshot from
+		 * the stream confirms it or replaces it first.
+		 */
+		rw_info("%s: revision %llu is the one in force; adopted (the content in force is not "
+			"known: the next apply judges every run's flows again, and the control "
+			"plane's changes wait for its snapshot)",
 			a->policy_path, (unsigned long long)in_force);
 		a->pol.policy = p;
 		a->pol.have_policy = true;

@@ -129,11 +129,6 @@ int rw_watch_msg_parse(const char *buf, size_t len, struct rw_watch_msg *m, char
 		if (get_revision(m->root, "revision", false, &m->revision, err, errlen) ||
 		    get_revision(m->root, "base", true, &m->base, err, errlen))
 			goto bad;
-		if (m->revision <= m->base) {
-			snprintf(err, errlen, "revision: %llu is not above its base %llu",
-				 (unsigned long long)m->revision, (unsigned long long)m->base);
-			goto bad;
-		}
 		if (m->type == RW_WATCH_RUN_UPSERT) {
 			m->body = json_object_get(m->root, "run");
 			if (!json_is_object(m->body)) {

@@ -32,8 +32,10 @@ struct rw_watch_msg {
 };
 
 /* Parse one line (without its newline). 0, or -EINVAL with `err` saying what and where ("type:
- * ...", "base: ..."); on success the caller frees with rw_watch_msg_free(). What is inside a
- * snapshot or a run is the policy parser's to judge, not this one's.
+ * ...", "base: ..."); on success the caller frees with rw_watch_msg_free(). Only the envelope
+ * is judged here, what makes a line no message (the stream is dropped): what is inside a
+ * snapshot or a run is the policy parser's to judge, and a revision not above its base is the
+ * caller's (a change refused, the stream kept).
  */
 int rw_watch_msg_parse(const char *buf, size_t len, struct rw_watch_msg *m, char *err,
 		       size_t errlen);
