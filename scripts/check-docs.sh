@@ -19,6 +19,8 @@
 #    (user/cli/cli_COMMAND.c), so a changed option shows up here until its page follows.
 #    --update writes the binary's text into every usage block instead (then read the diff: the
 #    rest of the page may need to follow too).
+# 3. docs/operations.md's table of alerts is manifests/monitoring/prometheusrule.yaml's
+#    (scripts/check-alerts.py); --update writes it there too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 update=0
@@ -31,6 +33,7 @@ build=${args[0]:-build}
 # Debian's python3, as the test libraries use.
 py=/usr/bin/python3
 [ -x "$py" ] || py=$(command -v python3)
+if [ "$update" = 1 ]; then "$py" scripts/check-alerts.py --update; else "$py" scripts/check-alerts.py; fi
 exec "$py" - "$build/runwall" "$update" <<'PY'
 import difflib, glob, os, re, subprocess, sys
 
