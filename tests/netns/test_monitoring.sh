@@ -128,10 +128,11 @@ host, port = sys.argv[1].rsplit(":", 1)
 HTTPServer((host, int(port)), H).serve_forever()
 PY
 : >"$W/alerts.jsonl"
-rw_bg "$W/webhook.log" rw_node_exec "$RW_PY" "$W/webhook.py" "$HOOK" "$W/alerts.jsonl"
-rw_bg "$W/alertmanager.log" rw_node_exec prometheus-alertmanager --config.file="$W/alertmanager.yml" \
+IN_NODE=(nsenter "--net=/run/netns/$RW_NODE" --) # by pid: rw_bg gets the program's own
+rw_bg "$W/webhook.log" "${IN_NODE[@]}" "$RW_PY" "$W/webhook.py" "$HOOK" "$W/alerts.jsonl"
+rw_bg "$W/alertmanager.log" "${IN_NODE[@]}" prometheus-alertmanager --config.file="$W/alertmanager.yml" \
 	--storage.path="$W/am" --web.listen-address="$AM" --cluster.listen-address=
-rw_bg "$W/prometheus.log" rw_node_exec prometheus --config.file="$W/prometheus.yml" \
+rw_bg "$W/prometheus.log" "${IN_NODE[@]}" prometheus --config.file="$W/prometheus.yml" \
 	--storage.tsdb.path="$W/tsdb" --web.listen-address="$PROM"
 prom() { rw_node_exec curl -sS -m 5 "http://$PROM/api/v1/$1" "${@:2}"; }
 up() { rw_jq_true '.data.result | map(select(.value[1] == "1")) | length == 1' <<<"$(prom query --data-urlencode 'query=up{job="runwall"}' 2>/dev/null)"; }
@@ -143,9 +144,11 @@ check "Prometheus loaded the rules' test copy ($(prom rules | jq '[.data.groups[
 
 # got STATUS ALERT: the receiver has it
 got() { rw_jq_true --arg s "$1" --arg a "$2" '[.[] | select(.status == $s and .alertname == $a)] | length > 0' <<<"$(jq -s . "$W/alerts.jsonl")"; }
-# fault ALERT TIMEOUT: waits for it, the time from now (the fault) to its arrival in FAULT_MS
+# fault_at: the fault is now. fault_wait ALERT TIMEOUT: waits for the alert, the time from the
+# fault to its arrival in FAULT_MS
+fault_at() { FAULT_T0=$EPOCHREALTIME; }
 fault_wait() {
-	local t0=$EPOCHREALTIME
+	local t0=$FAULT_T0
 	if rw_wait "$2" got firing "$1"; then
 		FAULT_MS=$(awk -v a="$t0" -v b="$(jq -s --arg a "$1" '[.[] | select(.status == "firing" and .alertname == $a)][0].at' "$W/alerts.jsonl")" 'BEGIN {printf "%d", (b - a) * 1000}')
 		return 0
@@ -153,18 +156,30 @@ fault_wait() {
 	return 1
 }
 quiet() { ! got firing "$1"; }
+# healed ALERT: waits (60 s) for its resolution, the time from the heal (fault_at) in HEAL_MS
+healed() {
+	local t0=$FAULT_T0
+	rw_wait 60 got resolved "$1" || return 1
+	HEAL_MS=$(awk -v a="$t0" -v b="$(jq -s --arg a "$1" '[.[] | select(.status == "resolved" and .alertname == $a)][0].at' "$W/alerts.jsonl")" 'BEGIN {printf "%d", (b - a) * 1000}')
+}
+# resolves WHAT ALERT: the check that it resolves, with the time
+resolves() {
+	if healed "$2"; then ok "$1: $2 resolved, $HEAL_MS ms after the heal"; else not_ok "$1: $2 resolved"; fi
+}
 
 # ---- refused: a snapshot the agent refuses ----------------------------------------------------
 section refused
 check "before: RunwallSnapshotRefused has not fired" quiet RunwallSnapshotRefused
+fault_at
 snapshot 2 not-an-ip | ctl /snapshot
 if fault_wait RunwallSnapshotRefused 30; then
 	ok "refused: RunwallSnapshotRefused arrived at the receiver, $FAULT_MS ms after the snapshot was pushed"
 else
 	not_ok "refused: RunwallSnapshotRefused arrived"; prom alerts | diag
 fi
+fault_at # the heal
 snapshot 3 | ctl /snapshot
-check "refused: healed (a good snapshot pushed), RunwallSnapshotRefused resolves" rw_wait 60 got resolved RunwallSnapshotRefused
+resolves "refused: healed (a good snapshot pushed)" RunwallSnapshotRefused
 
 # ---- flood: refusals over the sandbox's event budget -------------------------------------------
 section flood
@@ -173,18 +188,21 @@ rw_bg "$W/flood.json" ip netns exec "${RW_SB_NS[a]}" "$RW_PY" "$RW_PROBE" flood 
 	93.184.216.34 443 --interval 0.002 --duration 25 --ready "$W/flood.ready"
 FLOOD_PID=$RW_LAST_PID
 rw_wait_file "$W/flood.ready" || bail "the flood did not start"
+fault_at
 if fault_wait RunwallEventsSuppressed 25; then
 	ok "flood: RunwallEventsSuppressed arrived at the receiver, $FAULT_MS ms after the flood started"
 else
 	not_ok "flood: RunwallEventsSuppressed arrived"; prom query --data-urlencode 'query=rate(runwall_events_total[15s])' | diag
 fi
 wait "$FLOOD_PID" 2>/dev/null || true
-check "flood: over, RunwallEventsSuppressed resolves" rw_wait 60 got resolved RunwallEventsSuppressed
+fault_at # the heal
+resolves "flood: over" RunwallEventsSuppressed
 
 # ---- lease: the control plane cut off until the lease expires -------------------------------------
 section lease
 check "before: RunwallLeaseExpired has not fired" quiet RunwallLeaseExpired
 command -v nft >/dev/null || bail "nft is missing (nftables: scripts/setup.sh installs it)"
+fault_at
 ip netns exec "$RW_SVC" nft -f - <<EOT || bail "nft: the partition"
 table inet rwmon {
 	chain in { type filter hook input priority 0; tcp dport $PORT drop; }
@@ -198,9 +216,10 @@ for a in RunwallLeaseNearExpiry RunwallLeaseExpired RunwallPolicyWatchDown; do
 		not_ok "lease: $a arrived"; prom alerts | diag
 	fi
 done
+fault_at # the heal
 ip netns exec "$RW_SVC" nft delete table inet rwmon || bail "nft: healing the partition"
 for a in RunwallLeaseExpired RunwallPolicyWatchDown; do
-	check "lease: healed, $a resolves" rw_wait 60 got resolved "$a"
+	resolves "lease: healed (the partition gone)" "$a"
 done
 
 # ---- panels: every dashboard expression returns series ------------------------------------------
