@@ -1,14 +1,13 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-"""check_monitoring.py: the structure of the monitoring component's objects (manifests/monitoring),
-which kubernetes-models has no schema for (the Prometheus Operator's CRDs) or which hold JSON
-(Grafana's dashboard).
+"""check_monitoring.py: what the schemas do not say of the monitoring component's objects
+(manifests/monitoring): how they fit the agents, and the dashboard's JSON (Grafana's).
 
   check_monitoring.py RENDERED.json METRICS.c   exit 0: all good; 1: one line per error
 
-- PodMonitor and PrometheusRule: every field is one the operator's CRD (v1) defines at that place,
-  required ones present; the PodMonitor selects the DaemonSet's pods, scrapes a named port of
-  the agent, with the token from the Secret the agents' --http-token-file is mounted from;
+- PodMonitor and PrometheusRule (their schemas: validate.js, with the Prometheus Operator's): the
+  PodMonitor selects the DaemonSet's pods, scrapes a named port of the agent, with the token from
+  the Secret the agents' --http-token-file is mounted from, and sets `node` and `job`;
 - every rule has an alert name, an expression and the annotations summary, description and
   action (docs/operations.md's table is made of them);
 - the dashboard ConfigMap carries grafana_dashboard "1" and one JSON file: a dashboard with a
@@ -26,33 +25,15 @@ def err(where, text):
     errors.append(f"{where}: {text}")
 
 
-# Fields of the CRDs (monitoring.coreos.com/v1), as far as these objects use them: a field not
-# listed is an error, as the API server's strict validation of the CRD's schema would make it.
-POD_MONITOR_SPEC = {"selector", "podMetricsEndpoints", "namespaceSelector", "jobLabel",
-                    "podTargetLabels", "sampleLimit", "targetLimit", "attachMetadata"}
-ENDPOINT = {"port", "portNumber", "targetPort", "path", "scheme", "params", "interval",
-            "scrapeTimeout", "honorLabels", "honorTimestamps", "authorization", "basicAuth",
-            "oauth2", "tlsConfig", "relabelings", "metricRelabelings", "followRedirects",
-            "enableHttp2", "filterRunning", "proxyUrl", "bearerTokenSecret"}
-AUTHORIZATION = {"type", "credentials"}
-SECRET_KEY = {"name", "key", "optional"}
-RELABEL = {"sourceLabels", "separator", "targetLabel", "regex", "modulus", "replacement", "action"}
-RULE_SPEC = {"groups"}
-GROUP = {"name", "interval", "rules", "partial_response_strategy", "limit", "query_offset",
-         "labels"}
-RULE = {"alert", "record", "expr", "for", "keep_firing_for", "labels", "annotations"}
-METADATA = {"name", "namespace", "labels", "annotations"}
 PANEL_TYPES = {"timeseries", "stat", "table", "gauge", "bargauge", "text", "row", "heatmap"}
 DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
 
 
-def fields(where, obj, allowed, required=()):
+def fields(where, obj, required=()):
+    """obj is an object with the fields required (the schemas, validate.js, check the rest)."""
     if not isinstance(obj, dict):
         err(where, f"must be an object, not {type(obj).__name__}")
         return False
-    for k in obj:
-        if k not in allowed:
-            err(f"{where}.{k}", "unknown field")
     for k in required:
         if k not in obj:
             err(where, f"missing required field '{k}'")
@@ -69,15 +50,14 @@ def series_of(expr):
 
 
 def check_pod_monitor(pm, ds, where):
-    fields(where, pm, {"apiVersion", "kind", "metadata", "spec"}, ("metadata", "spec"))
-    fields(f"{where}.metadata", pm.get("metadata", {}), METADATA, ("name",))
+    fields(where, pm, ("metadata", "spec"))
+    fields(f"{where}.metadata", pm.get("metadata", {}), ("name",))
     spec = pm.get("spec", {})
-    if not fields(f"{where}.spec", spec, POD_MONITOR_SPEC, ("selector", "podMetricsEndpoints")):
+    if not fields(f"{where}.spec", spec, ("selector", "podMetricsEndpoints")):
         return
     tmpl = ds["spec"]["template"]
     labels = tmpl["metadata"].get("labels", {})
     sel = spec.get("selector", {})
-    fields(f"{where}.spec.selector", sel, {"matchLabels", "matchExpressions"})
     for k, v in sel.get("matchLabels", {}).items():
         if labels.get(k) != v:
             err(f"{where}.spec.selector", f"{k}={v} does not match the DaemonSet's pods ({labels})")
@@ -98,7 +78,7 @@ def check_pod_monitor(pm, ds, where):
         err(f"{where}.spec.podMetricsEndpoints", "empty")
     for i, ep in enumerate(eps):
         w = f"{where}.spec.podMetricsEndpoints[{i}]"
-        if not fields(w, ep, ENDPOINT):
+        if not fields(w, ep):
             continue
         if ep.get("port") not in ports:
             err(f"{w}.port", f"\"{ep.get('port')}\" is not a named port of the agent ({sorted(ports)})")
@@ -110,15 +90,13 @@ def check_pod_monitor(pm, ds, where):
         auth = ep.get("authorization")
         if not auth:
             err(w, "no authorization: the agents' /metrics requires the token")
-        elif fields(f"{w}.authorization", auth, AUTHORIZATION, ("credentials",)):
+        elif fields(f"{w}.authorization", auth, ("credentials",)):
             cred = auth["credentials"]
-            fields(f"{w}.authorization.credentials", cred, SECRET_KEY, ("name", "key"))
+            fields(f"{w}.authorization.credentials", cred, ("name", "key"))
             if secret and (cred.get("name"), cred.get("key")) != secret:
                 err(f"{w}.authorization.credentials",
                     f"Secret {cred.get('name')} key {cred.get('key')}, but the agents' "
                     f"--http-token-file is Secret {secret[0]} key {secret[1]}")
-        for j, r in enumerate(ep.get("relabelings", [])):
-            fields(f"{w}.relabelings[{j}]", r, RELABEL)
         targets = {r.get("targetLabel") for r in ep.get("relabelings", [])}
         for label in ("node", "job"):
             if label not in targets:
@@ -126,19 +104,19 @@ def check_pod_monitor(pm, ds, where):
 
 
 def check_rules(pr, names, where):
-    fields(where, pr, {"apiVersion", "kind", "metadata", "spec"}, ("metadata", "spec"))
-    fields(f"{where}.metadata", pr.get("metadata", {}), METADATA, ("name",))
+    fields(where, pr, ("metadata", "spec"))
+    fields(f"{where}.metadata", pr.get("metadata", {}), ("name",))
     spec = pr.get("spec", {})
-    if not fields(f"{where}.spec", spec, RULE_SPEC, ("groups",)):
+    if not fields(f"{where}.spec", spec, ("groups",)):
         return
     seen = set()
     for g, group in enumerate(spec.get("groups", [])):
         wg = f"{where}.spec.groups[{g}]"
-        if not fields(wg, group, GROUP, ("name", "rules")):
+        if not fields(wg, group, ("name", "rules")):
             continue
         for r, rule in enumerate(group.get("rules", [])):
             w = f"{wg}.rules[{r}]"
-            if not fields(w, rule, RULE, ("alert", "expr")):
+            if not fields(w, rule, ("alert", "expr")):
                 continue
             name = rule["alert"]
             if name in seen:

@@ -10,9 +10,11 @@
 #   overlay `make image` writes (build/image/kustomization.yaml) sets all of them;
 # - the DaemonSet's agent command and arguments are the Containerfile's ENTRYPOINT and CMD;
 # - the monitoring component (manifests/monitoring, rendered through tests/manifests/monitoring):
-#   its Kubernetes objects validate, its CRD objects pass check_monitoring.py (which refuses
-#   broken copies by name), `promtool check rules` and `promtool test rules`
-#   (tests/monitoring/rules_test.yml: each alert fires on its series, not on a near miss).
+#   its objects validate, the PodMonitor and PrometheusRule against the Prometheus Operator's
+#   CRDs (@kubernetes-models/prometheus-operator); they and the dashboard pass
+#   check_monitoring.py; both refuse broken copies by name; `promtool check rules` and
+#   `promtool test rules` (tests/monitoring/rules_test.yml: each alert fires on its series, not
+#   on a near miss).
 # The agent itself, started with exactly the DaemonSet's command: tests/netns/test_manifest.sh.
 #
 #   tests/manifests/test_manifests.sh [BUILD]
@@ -86,21 +88,27 @@ for i, line in enumerate(open(sys.argv[2]).read().splitlines()):
     exec(line.split("|", 2)[2])
     yaml.safe_dump_all(docs, open(f"{sys.argv[3]}/broken-{i}.yaml", "w"))
 PY
-# One run of the validator for all of them (node starts slowly); each must be refused by name.
-node "$here/validate.js" "$work"/broken-*.yaml >"$work/broken.out" 2>&1 || true
-i=0
-for b in "${broken[@]}"; do
-	IFS='|' read -r what expect _ <<<"$b"
-	out=$(grep -F "$work/broken-$i.yaml: " "$work/broken.out" || true)
-	i=$((i + 1))
-	if grep -q "objects valid" <<<"$out"; then
-		not_ok "the validator refuses: $what (it accepted it)"
-	elif grep -qF -- "$expect" <<<"$out"; then
-		ok "the validator refuses: $what ($(grep -F -- "$expect" <<<"$out" | head -n 1 | sed "s|^$work/||"))"
-	else
-		not_ok "the validator refuses $what with '$expect'"; echo "$out" | sed 's/^/# /'
-	fi
-done
+# refused_by_validator PREFIX CASE...: one run of the validator over $work/PREFIX-N.yaml, the
+# broken copy of each CASE (NAME|what the validator must say|...), in order (node starts slowly);
+# each must be refused by name.
+refused_by_validator() {
+	local prefix=$1 i=0 b what expect out
+	shift
+	node "$here/validate.js" "$work/$prefix"-*.yaml >"$work/$prefix.out" 2>&1 || true
+	for b in "$@"; do
+		IFS='|' read -r what expect _ <<<"$b"
+		out=$(grep -F "$work/$prefix-$i.yaml: " "$work/$prefix.out" || true)
+		i=$((i + 1))
+		if grep -q "objects valid" <<<"$out"; then
+			not_ok "the validator refuses: $what (it accepted it)"
+		elif grep -qF -- "$expect" <<<"$out"; then
+			ok "the validator refuses: $what ($(grep -F -- "$expect" <<<"$out" | head -n 1 | sed "s|^$work/||"))"
+		else
+			not_ok "the validator refuses $what with '$expect'"; echo "$out" | sed 's/^/# /'
+		fi
+	done
+}
+refused_by_validator broken "${broken[@]}"
 
 # Every container's image is `runwall`, untagged: the overlay's `images:` names it.
 if out=$(python3 - "$work/rendered.json" <<'PY'
@@ -259,9 +267,6 @@ python3 - "$work/monitoring.yaml" "$work" <<'PY'
 import json, sys, yaml
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
 json.dump(docs, open(f"{sys.argv[2]}/monitoring.json", "w"))
-# Kubernetes' own kinds to the schema validator; the CRDs' to check_monitoring.py.
-yaml.safe_dump_all([d for d in docs if not d["apiVersion"].startswith("monitoring.coreos.com/")],
-                   open(f"{sys.argv[2]}/monitoring-core.yaml", "w"))
 rules = next(d for d in docs if d["kind"] == "PrometheusRule")
 yaml.safe_dump(rules["spec"], open(f"{sys.argv[2]}/rules.yml", "w"), sort_keys=False)
 # For promtool's unit tests, without the annotations (it would compare them whole, templates
@@ -271,11 +276,42 @@ for g in rules["spec"]["groups"]:
         r.pop("annotations", None)
 yaml.safe_dump(rules["spec"], open(f"{sys.argv[2]}/unit/rules.yml", "w"), sort_keys=False)
 PY
-if out=$(node "$here/validate.js" "$work/monitoring-core.yaml" 2>&1); then
-	ok "its Kubernetes objects validate, the dashboard's ConfigMap among them"
+if out=$(node "$here/validate.js" "$work/monitoring.yaml" 2>&1); then
+	ok "every object validates, the PodMonitor and PrometheusRule against the Prometheus Operator's CRDs: $(echo $out | sed "s|$work/||")"
 else
-	not_ok "the monitoring component's Kubernetes objects validate"; echo "$out" | sed 's/^/# /'
+	not_ok "the monitoring component's objects validate"; echo "$out" | sed 's/^/# /'
 fi
+# The operator's schemas refuse broken copies, each by name (as the API server with the CRDs).
+crd_broken=(
+	"unknown field in the PodMonitor|.spec.podMetricsEndpoints[0].bearerTokenFle: unknown field|pm['spec']['podMetricsEndpoints'][0]['bearerTokenFle'] = 'x'"
+	"unknown field in a rule|.spec.groups[0].rules[0].fr: unknown field|rules[0]['fr'] = '2m'"
+	"a rule's for as a number|.spec.groups[0].rules[0].for: must be string|rules[0]['for'] = 5"
+)
+# monitoring_broken PREFIX CASE...: for each CASE (NAME|what must be said|a python statement),
+# the rendered monitoring component changed by the statement, as $work/PREFIX-N.yaml and .json;
+# in the statement `pm` is the PodMonitor, `rules` the PrometheusRule's rules, `dash` the
+# dashboard (written back into its ConfigMap).
+monitoring_broken() {
+	local prefix=$1
+	shift
+	printf '%s\n' "$@" >"$work/$prefix.list"
+	python3 - "$work/monitoring.json" "$work/$prefix.list" "$work/$prefix" <<'PY'
+import json, sys, yaml
+for i, line in enumerate(open(sys.argv[2]).read().splitlines()):
+    docs = json.load(open(sys.argv[1]))
+    pm = next(d for d in docs if d["kind"] == "PodMonitor")
+    rules = next(d for d in docs if d["kind"] == "PrometheusRule")["spec"]["groups"][0]["rules"]
+    cm = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "runwall-dashboard")
+    key = next(iter(cm["data"]))
+    dash = json.loads(cm["data"][key])
+    exec(line.split("|", 2)[2])
+    cm["data"][key] = json.dumps(dash, indent=2)
+    json.dump(docs, open(f"{sys.argv[3]}-{i}.json", "w"))
+    yaml.safe_dump_all(docs, open(f"{sys.argv[3]}-{i}.yaml", "w"))
+PY
+}
+monitoring_broken crd-broken "${crd_broken[@]}"
+refused_by_validator crd-broken "${crd_broken[@]}"
 if out=$(python3 "$here/check_monitoring.py" "$work/monitoring.json" user/view/metrics.c 2>&1); then
 	ok "the PodMonitor, the PrometheusRule and the dashboard are well formed and name only series the agent exports: $out"
 else
@@ -312,10 +348,8 @@ PY
 else
 	not_ok "every alert has a firing case and a near miss"; echo "$out" | sed 's/^/# /'
 fi
-# The structure check refuses broken objects, each by name: NAME|what it must say|python on
-# `docs`, with `pm` the PodMonitor, `rules` the PrometheusRule's rules, `dash` the dashboard.
+# check_monitoring.py refuses broken objects, each by name (monitoring_broken's cases).
 mbroken=(
-	"unknown field in the PodMonitor|.podMetricsEndpoints[0].bearerTokenFle: unknown field|pm['spec']['podMetricsEndpoints'][0]['bearerTokenFle'] = 'x'"
 	"a scrape without the token|no authorization|del pm['spec']['podMetricsEndpoints'][0]['authorization']"
 	"the token from another Secret|but the agents' --http-token-file is Secret runwall-http-token|pm['spec']['podMetricsEndpoints'][0]['authorization']['credentials']['name'] = 'other'"
 	"a selector that misses the agents|does not match the DaemonSet's pods|pm['spec']['selector']['matchLabels']['app.kubernetes.io/component'] = 'view'"
@@ -324,20 +358,7 @@ mbroken=(
 	"a panel on a series the agent does not export|runwall_drops_total: not a series the agent exports|dash['panels'][0]['targets'][0]['expr'] = 'rate(runwall_drops_total[5m])'"
 	"panels with the same id|missing or not unique|dash['panels'][1]['id'] = dash['panels'][0]['id']"
 )
-printf '%s\n' "${mbroken[@]}" >"$work/mbroken.list"
-python3 - "$work/monitoring.json" "$work/mbroken.list" "$work" <<'PY'
-import json, sys
-for i, line in enumerate(open(sys.argv[2]).read().splitlines()):
-    docs = json.load(open(sys.argv[1]))
-    pm = next(d for d in docs if d["kind"] == "PodMonitor")
-    rules = next(d for d in docs if d["kind"] == "PrometheusRule")["spec"]["groups"][0]["rules"]
-    cm = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "runwall-dashboard")
-    key = next(iter(cm["data"]))
-    dash = json.loads(cm["data"][key])
-    exec(line.split("|", 2)[2])
-    cm["data"][key] = json.dumps(dash)
-    json.dump(docs, open(f"{sys.argv[3]}/mbroken-{i}.json", "w"))
-PY
+monitoring_broken mbroken "${mbroken[@]}"
 i=0
 for b in "${mbroken[@]}"; do
 	IFS='|' read -r what expect _ <<<"$b"
