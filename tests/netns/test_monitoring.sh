@@ -6,7 +6,8 @@
 # resolve once the fault is healed, and the time from fault to alert is reported:
 #
 #   refused   a snapshot the agent refuses, pushed by the PolicyWatch server: RunwallSnapshotRefused
-#   flood     a sandbox floods refused packets over its event budget: RunwallEventsSuppressed
+#   flood     a sandbox floods refused packets over its event budget (--event-rate 20/20, so that
+#             a flood slowed by a loaded machine is still far over it): RunwallEventsSuppressed
 #   lease     the PolicyWatch server cut off (nftables): RunwallLeaseNearExpiry, RunwallLeaseExpired
 #             and RunwallPolicyWatchDown
 #   panels    every expression of the dashboard returns series from that Prometheus
@@ -71,7 +72,7 @@ rw_wait_file "$W/server.ready" || bail "the policy server did not start"
 ctl() { rw_in "$RW_SVC" curl -sS -m 10 -X POST --data-binary @- "http://$CTL$1" >/dev/null; }
 echo "monitoring-token-$ID" >"$W/token"
 rw_agent_start --ifprefix enim --node "node-$ID" --policy-url "https://$SRV:$PORT/v1/watch" \
-	--policy-ca "$W/ca.crt" --listen "$HTTP" --http-token-file "$W/token"
+	--policy-ca "$W/ca.crt" --listen "$HTTP" --http-token-file "$W/token" --event-rate 20/20
 rw_agent_wait || bail "the agent did not start"
 ready() { rw_jq_true '.ready' <<<"$(rw_status_json)"; }
 rw_wait 10 ready || bail "the agent did not enforce its snapshot"
