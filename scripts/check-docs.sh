@@ -24,6 +24,8 @@
 #    tests/README.md's table of test_datapath's parts names every tests/kernel/datapath/*.c.
 # 4. Figures the docs derive from the code are the code's: the ring's record size and capacity
 #    (docs/architecture.md) from include/runwall.h.
+# 5. docs/operations.md's table of alerts is manifests/monitoring/prometheusrule.yaml's
+#    (scripts/check-alerts.py); --update writes it there too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 update=0
@@ -36,6 +38,7 @@ build=${args[0]:-build}
 # Debian's python3, as the test libraries use.
 py=/usr/bin/python3
 [ -x "$py" ] || py=$(command -v python3)
+if [ "$update" = 1 ]; then "$py" scripts/check-alerts.py --update; else "$py" scripts/check-alerts.py; fi
 exec "$py" - "$build/runwall" "$update" <<'PY'
 import difflib, glob, os, re, subprocess, sys
 

@@ -8,6 +8,9 @@ packages=(
 	libbpf-dev bpftool libelf-dev zlib1g-dev
 	libmnl-dev libjansson-dev libmicrohttpd-dev libcmocka-dev libcurl4-openssl-dev xxd
 	chromium chromium-driver python3-selenium prometheus
+	# the monitoring objects: promtool (prometheus), and the end-to-end alerting of
+	# tests/netns/test_monitoring.sh
+	prometheus-alertmanager
 	iproute2 iputils-ping netcat-openbsd python3 procps jq util-linux curl
 	openssl # PolicyWatch's test certificates (tests/netns/test_policy_watch.sh)
 	nftables # PolicyWatch's partition of the server (tests/netns/test_policy_watch.sh)

@@ -8,7 +8,13 @@
 #   refuses broken objects: each kind of mistake below must be caught, by name;
 # - every container uses the image `runwall` and nothing else, so that the `images:` of the
 #   overlay `make image` writes (build/image/kustomization.yaml) sets all of them;
-# - the DaemonSet's agent command and arguments are the Containerfile's ENTRYPOINT and CMD.
+# - the DaemonSet's agent command and arguments are the Containerfile's ENTRYPOINT and CMD;
+# - the monitoring component (manifests/monitoring, rendered through tests/manifests/monitoring):
+#   its objects validate, the PodMonitor and PrometheusRule against the Prometheus Operator's
+#   CRDs (@kubernetes-models/prometheus-operator); they and the dashboard pass
+#   check_monitoring.py; both refuse broken copies by name; `promtool check rules` and
+#   `promtool test rules` (tests/monitoring/rules_test.yml: each alert fires on its series, not
+#   on a near miss).
 # The agent itself, started with exactly the DaemonSet's command: tests/netns/test_manifest.sh.
 #
 #   tests/manifests/test_manifests.sh [BUILD]
@@ -82,21 +88,27 @@ for i, line in enumerate(open(sys.argv[2]).read().splitlines()):
     exec(line.split("|", 2)[2])
     yaml.safe_dump_all(docs, open(f"{sys.argv[3]}/broken-{i}.yaml", "w"))
 PY
-# One run of the validator for all of them (node starts slowly); each must be refused by name.
-node "$here/validate.js" "$work"/broken-*.yaml >"$work/broken.out" 2>&1 || true
-i=0
-for b in "${broken[@]}"; do
-	IFS='|' read -r what expect _ <<<"$b"
-	out=$(grep -F "$work/broken-$i.yaml: " "$work/broken.out" || true)
-	i=$((i + 1))
-	if grep -q "objects valid" <<<"$out"; then
-		not_ok "the validator refuses: $what (it accepted it)"
-	elif grep -qF -- "$expect" <<<"$out"; then
-		ok "the validator refuses: $what ($(grep -F -- "$expect" <<<"$out" | head -n 1 | sed "s|^$work/||"))"
-	else
-		not_ok "the validator refuses $what with '$expect'"; echo "$out" | sed 's/^/# /'
-	fi
-done
+# refused_by_validator PREFIX CASE...: one run of the validator over $work/PREFIX-N.yaml, the
+# broken copy of each CASE (NAME|what the validator must say|...), in order (node starts slowly);
+# each must be refused by name.
+refused_by_validator() {
+	local prefix=$1 i=0 b what expect out
+	shift
+	node "$here/validate.js" "$work/$prefix"-*.yaml >"$work/$prefix.out" 2>&1 || true
+	for b in "$@"; do
+		IFS='|' read -r what expect _ <<<"$b"
+		out=$(grep -F "$work/$prefix-$i.yaml: " "$work/$prefix.out" || true)
+		i=$((i + 1))
+		if grep -q "objects valid" <<<"$out"; then
+			not_ok "the validator refuses: $what (it accepted it)"
+		elif grep -qF -- "$expect" <<<"$out"; then
+			ok "the validator refuses: $what ($(grep -F -- "$expect" <<<"$out" | head -n 1 | sed "s|^$work/||"))"
+		else
+			not_ok "the validator refuses $what with '$expect'"; echo "$out" | sed 's/^/# /'
+		fi
+	done
+}
+refused_by_validator broken "${broken[@]}"
 
 # Every container's image is `runwall`, untagged: the overlay's `images:` names it.
 if out=$(python3 - "$work/rendered.json" <<'PY'
@@ -235,6 +247,130 @@ PY
 else
 	not_ok "the view follows every agent by DNS"; echo "$out" | sed 's/^/# /'
 fi
+
+# ---- the monitoring component (manifests/monitoring), as tests/manifests/monitoring adds it ------
+if kubectl kustomize "$here/monitoring" >"$work/monitoring.yaml" 2>"$work/kustomize.err"; then
+	ok "kubectl kustomize renders manifests/ with the monitoring component ($(grep -c '^kind:' "$work/monitoring.yaml") objects)"
+else
+	not_ok "kubectl kustomize $here/monitoring"; sed 's/^/# /' "$work/kustomize.err"
+	echo "1..$n"; exit 1
+fi
+# yamllint manifests/ (above) covers the component's sources; the render holds the dashboard's
+# JSON as one block, whose lines are Grafana's.
+if out=$(yamllint -c "$here/yamllint.yaml" "$here/monitoring" 2>&1); then
+	ok "yamllint $here/monitoring"
+else
+	not_ok "yamllint $here/monitoring"; echo "$out" | sed 's/^/# /'
+fi
+mkdir "$work/unit"
+python3 - "$work/monitoring.yaml" "$work" <<'PY'
+import json, sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+json.dump(docs, open(f"{sys.argv[2]}/monitoring.json", "w"))
+rules = next(d for d in docs if d["kind"] == "PrometheusRule")
+yaml.safe_dump(rules["spec"], open(f"{sys.argv[2]}/rules.yml", "w"), sort_keys=False)
+# For promtool's unit tests, without the annotations (it would compare them whole, templates
+# expanded: the docs' check and check_monitoring.py check them).
+for g in rules["spec"]["groups"]:
+    for r in g["rules"]:
+        r.pop("annotations", None)
+yaml.safe_dump(rules["spec"], open(f"{sys.argv[2]}/unit/rules.yml", "w"), sort_keys=False)
+PY
+if out=$(node "$here/validate.js" "$work/monitoring.yaml" 2>&1); then
+	ok "every object validates, the PodMonitor and PrometheusRule against the Prometheus Operator's CRDs: $(echo $out | sed "s|$work/||")"
+else
+	not_ok "the monitoring component's objects validate"; echo "$out" | sed 's/^/# /'
+fi
+# The operator's schemas refuse broken copies, each by name (as the API server with the CRDs).
+crd_broken=(
+	"unknown field in the PodMonitor|.spec.podMetricsEndpoints[0].bearerTokenFle: unknown field|pm['spec']['podMetricsEndpoints'][0]['bearerTokenFle'] = 'x'"
+	"unknown field in a rule|.spec.groups[0].rules[0].fr: unknown field|rules[0]['fr'] = '2m'"
+	"a rule's for as a number|.spec.groups[0].rules[0].for: must be string|rules[0]['for'] = 5"
+)
+# monitoring_broken PREFIX CASE...: for each CASE (NAME|what must be said|a python statement),
+# the rendered monitoring component changed by the statement, as $work/PREFIX-N.yaml and .json;
+# in the statement `pm` is the PodMonitor, `rules` the PrometheusRule's rules, `dash` the
+# dashboard (written back into its ConfigMap).
+monitoring_broken() {
+	local prefix=$1
+	shift
+	printf '%s\n' "$@" >"$work/$prefix.list"
+	python3 - "$work/monitoring.json" "$work/$prefix.list" "$work/$prefix" <<'PY'
+import json, sys, yaml
+for i, line in enumerate(open(sys.argv[2]).read().splitlines()):
+    docs = json.load(open(sys.argv[1]))
+    pm = next(d for d in docs if d["kind"] == "PodMonitor")
+    rules = next(d for d in docs if d["kind"] == "PrometheusRule")["spec"]["groups"][0]["rules"]
+    cm = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "runwall-dashboard")
+    key = next(iter(cm["data"]))
+    dash = json.loads(cm["data"][key])
+    exec(line.split("|", 2)[2])
+    cm["data"][key] = json.dumps(dash, indent=2)
+    json.dump(docs, open(f"{sys.argv[3]}-{i}.json", "w"))
+    yaml.safe_dump_all(docs, open(f"{sys.argv[3]}-{i}.yaml", "w"))
+PY
+}
+monitoring_broken crd-broken "${crd_broken[@]}"
+refused_by_validator crd-broken "${crd_broken[@]}"
+if out=$(python3 "$here/check_monitoring.py" "$work/monitoring.json" user/view/metrics.c 2>&1); then
+	ok "the PodMonitor, the PrometheusRule and the dashboard are well formed and name only series the agent exports: $out"
+else
+	not_ok "the monitoring objects' structure"; echo "$out" | sed 's/^/# /'
+fi
+command -v promtool >/dev/null || { echo "Bail out! promtool is missing: run scripts/setup.sh"; exit 1; }
+if out=$(promtool check rules "$work/rules.yml" 2>&1); then
+	ok "promtool check rules: $(echo "$out" | grep -o '[0-9]* rules found')"
+else
+	not_ok "promtool check rules"; echo "$out" | sed 's/^/# /'
+fi
+# The unit tests read the rules from beside them: the rendered rule file is there.
+cp tests/monitoring/rules_test.yml "$work/unit/"
+if out=$(cd "$work/unit" && promtool test rules rules_test.yml 2>&1); then
+	ok "promtool test rules: every case passes ($(grep -c 'alertname:' tests/monitoring/rules_test.yml) cases)"
+else
+	not_ok "promtool test rules"; echo "$out" | sed 's/^/# /'
+fi
+# Every alert of the rule file has a case that fires it and one that must not.
+if out=$(python3 - "$work/rules.yml" tests/monitoring/rules_test.yml <<'PY'
+import sys, yaml
+alerts = {r["alert"] for g in yaml.safe_load(open(sys.argv[1]))["groups"] for r in g["rules"]}
+fired, quiet = set(), set()
+for t in yaml.safe_load(open(sys.argv[2]))["tests"]:
+    for c in t.get("alert_rule_test", []):
+        (fired if c.get("exp_alerts") else quiet).add(c["alertname"])
+bad = [f"{a}: no firing case" for a in sorted(alerts - fired)] + \
+      [f"{a}: no near miss (a case that expects no alert)" for a in sorted(alerts - quiet)]
+print("\n".join(bad) if bad else f"{len(alerts)} alerts")
+sys.exit(1 if bad else 0)
+PY
+); then
+	ok "every alert has a firing case and a near miss: $out"
+else
+	not_ok "every alert has a firing case and a near miss"; echo "$out" | sed 's/^/# /'
+fi
+# check_monitoring.py refuses broken objects, each by name (monitoring_broken's cases).
+mbroken=(
+	"a scrape without the token|no authorization|del pm['spec']['podMetricsEndpoints'][0]['authorization']"
+	"the token from another Secret|but the agents' --http-token-file is Secret runwall-http-token|pm['spec']['podMetricsEndpoints'][0]['authorization']['credentials']['name'] = 'other'"
+	"a selector that misses the agents|does not match the DaemonSet's pods|pm['spec']['selector']['matchLabels']['app.kubernetes.io/component'] = 'view'"
+	"an alert without its first action|RunwallLeaseExpired: no 'action'|del rules[-1]['annotations']['action']"
+	"an alert on a series the agent does not export|runwall_lease_expird is not a series the agent exports|rules[-1]['expr'] = 'runwall_lease_expird == 1'"
+	"a panel on a series the agent does not export|runwall_drops_total: not a series the agent exports|dash['panels'][0]['targets'][0]['expr'] = 'rate(runwall_drops_total[5m])'"
+	"panels with the same id|missing or not unique|dash['panels'][1]['id'] = dash['panels'][0]['id']"
+)
+monitoring_broken mbroken "${mbroken[@]}"
+i=0
+for b in "${mbroken[@]}"; do
+	IFS='|' read -r what expect _ <<<"$b"
+	if out=$(python3 "$here/check_monitoring.py" "$work/mbroken-$i.json" user/view/metrics.c 2>&1); then
+		not_ok "the monitoring check refuses: $what (it accepted it)"
+	elif grep -qF -- "$expect" <<<"$out"; then
+		ok "the monitoring check refuses: $what ($(grep -F -- "$expect" <<<"$out" | head -n 1))"
+	else
+		not_ok "the monitoring check refuses $what with '$expect'"; echo "$out" | sed 's/^/# /'
+	fi
+	i=$((i + 1))
+done
 
 echo "1..$n"
 [ "$failed" -eq 0 ]

@@ -8,8 +8,10 @@
 //                                                  the object and the path
 //
 // - The schema: kubernetes-models 4.5.1 carries the OpenAPI schemas of Kubernetes 1.33 compiled
-//   into validators (ajv); each object is checked against the schema of its apiVersion and kind,
-//   and an object of a kind it does not know is an error.
+//   into validators (ajv), and @kubernetes-models/prometheus-operator 5.0.1 those of the
+//   Prometheus Operator's CRDs (the monitoring component's PodMonitor and PrometheusRule); each
+//   object is checked against the schema of its apiVersion and kind, and an object of a kind
+//   they do not know is an error.
 // - Unknown fields: the compiled schemas let them through, but the API server refuses them
 //   (kubectl's default field validation is Strict). The object is handed to the validator behind
 //   proxies that record which fields the validator reads: a schema reads every field it defines,
@@ -39,8 +41,31 @@ const GROUPS = {
 	"storage.k8s.io": "Storage",
 };
 
+// The Prometheus Operator's CRDs (manifests/monitoring): their schemas, compiled the same way,
+// from @kubernetes-models/prometheus-operator, which ships ES modules only: main() imports them
+// all before any file is read. Validator name (MonitoringCoreosComV1PodMonitor) -> validate.
+const OPERATOR_SCHEMAS = path.join(
+	__dirname,
+	"node_modules/@kubernetes-models/prometheus-operator/_schemas"
+);
+const operator = {};
+
+async function loadOperatorSchemas() {
+	const { pathToFileURL } = require("url");
+	for (const f of fs.readdirSync(OPERATOR_SCHEMAS))
+		if (/^MonitoringCoreosCom[A-Za-z0-9]+\.js$/.test(f))
+			operator[f.slice(0, -3)] = (
+				await import(pathToFileURL(path.join(OPERATOR_SCHEMAS, f)))
+			).validate;
+}
+
 function schemaFor(apiVersion, kind) {
 	const [group, version] = apiVersion.includes("/") ? apiVersion.split("/") : ["", apiVersion];
+	if (group === "monitoring.coreos.com" && /^v[0-9a-z]+$/.test(version))
+		return (
+			operator[`MonitoringCoreosCom${version[0].toUpperCase()}${version.slice(1)}${kind}`] ||
+			null
+		);
 	const word = GROUPS[group];
 	if (word === undefined || !/^v[0-9a-z]+$/.test(version) || !/^[A-Z][A-Za-z]+$/.test(kind))
 		return null;
@@ -176,16 +201,17 @@ function checkFile(file) {
 		errors++;
 	}
 	if (!errors)
-		console.log(`${file}: ${objects} objects valid (Kubernetes 1.33 schemas, kubernetes-models 4.5.1)`);
+		console.log(`${file}: ${objects} objects valid (Kubernetes 1.33 schemas, kubernetes-models 4.5.1; the Prometheus Operator's, @kubernetes-models/prometheus-operator 5.0.1)`);
 	return errors;
 }
 
-function main() {
+async function main() {
 	const files = process.argv.slice(2);
 	if (!files.length) {
 		console.error("usage: validate.js FILE.yaml...");
 		process.exit(2);
 	}
+	await loadOperatorSchemas();
 	let bad = 0;
 	for (const file of files) if (checkFile(file)) bad++;
 	process.exit(bad ? 1 : 0);
