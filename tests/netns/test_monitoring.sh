@@ -10,6 +10,8 @@
 #             a flood slowed by a loaded machine is still far over it): RunwallEventsSuppressed
 #   lease     the PolicyWatch server cut off (nftables): RunwallLeaseNearExpiry, RunwallLeaseExpired
 #             and RunwallPolicyWatchDown
+#   hook      runwall's tcx link detached from a sandbox's hook behind the agent's back (bpftool):
+#             RunwallHookRepaired, once the agent's resync finds it and puts runwall back
 #   panels    every expression of the dashboard returns series from that Prometheus
 #
 # Short intervals: scrapes and evaluations every second, and a test copy of the rule file in
@@ -222,6 +224,25 @@ ip netns exec "$RW_SVC" nft delete table inet rwmon || bail "nft: healing the pa
 for a in RunwallLeaseExpired RunwallPolicyWatchDown; do
 	resolves "lease: healed (the partition gone)" "$a"
 done
+
+# ---- hook: runwall's program taken off a sandbox's hook behind the agent's back ----------------
+section hook
+check "before: RunwallHookRepaired has not fired" quiet RunwallHookRepaired
+# The tcx link of sandbox a's egress hook, detached as another tool would (bpftool): the pin
+# stays, the hook is empty, and the agent finds it so at its next resync and attaches again.
+link=$(find "$RW_BPFFS" -name "*_egress_$A_IF" | head -n 1)
+[ -n "$link" ] || bail "no pinned egress link for $A_IF under $RW_BPFFS"
+fault_at
+bpftool link detach pinned "$link" || bail "bpftool link detach $link"
+if fault_wait RunwallHookRepaired 40; then
+	ok "hook: RunwallHookRepaired arrived at the receiver, $FAULT_MS ms after the link was detached"
+else
+	not_ok "hook: RunwallHookRepaired arrived"; prom query --data-urlencode 'query=runwall_hook_repairs_total' | diag
+fi
+check "hook: the agent logged it and put runwall back first" \
+	eval 'grep -q "$A_IF: runwall was missing on the egress hook; attaching again" "$RW_WORK/agent.log" && rw_jq_true ".agent.attach.repairs >= 1" <<<"$(rw_status_json)"'
+fault_at # the heal: the agent's own repair
+resolves "hook: repaired" RunwallHookRepaired
 
 # ---- panels: every dashboard expression returns series ------------------------------------------
 section panels

@@ -145,6 +145,8 @@ struct agent_sandboxes {
 	bool links_dirty;		    /* netlink overran or failed: dump everything again */
 	unsigned long long attach_failures; /* every failed attach, counted for status */
 	unsigned long long attach_retries;
+	unsigned long long
+		hook_repairs; /* runwall found missing or not first on a hook, put back */
 	unsigned long long bind_failures; /* bindings refused for want of room, or failed */
 };
 

@@ -78,10 +78,11 @@ json_t *agent_status_part(struct agent *a)
 		      (json_int_t)a->drain.ring_capped);
 	if (o) {
 		json_object_set_new(o, "attach",
-				    json_pack("{s:I, s:I, s:i}", "failures",
+				    json_pack("{s:I, s:I, s:i, s:I}", "failures",
 					      (json_int_t)a->sandboxes.attach_failures, "retries",
 					      (json_int_t)a->sandboxes.attach_retries, "pending",
-					      attach_pending));
+					      attach_pending, "repairs",
+					      (json_int_t)a->sandboxes.hook_repairs));
 		json_object_set_new(o, "bind",
 				    json_pack("{s:I, s:i}", "failures",
 					      (json_int_t)a->sandboxes.bind_failures, "waiting",

@@ -493,6 +493,7 @@ static void sbx_check_hooks(struct agent *a, struct sandbox *s)
 			continue;
 		rw_warn("%s: runwall %s on the %s hook; attaching again", s->ifname,
 			hi.found ? "was not first" : "was missing", rw_dir_name(d));
+		a->sandboxes.hook_repairs++;
 		sbx_attach(a, s);
 		return;
 	}

@@ -58,6 +58,7 @@ void agent_view_publish(struct agent *a)
 	agent_follow_metrics(a, &snap);
 	snap.runs = runs;
 	snap.attach_failures = a->sandboxes.attach_failures;
+	snap.hook_repairs = a->sandboxes.hook_repairs;
 	snap.subscribers = a->subscribers.n_subs;
 	snap.delivered = a->subscribers.delivered_gone;
 	snap.skipped = a->subscribers.skipped_gone;

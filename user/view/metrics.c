@@ -246,6 +246,10 @@ char *rw_metrics_text(const struct rw_datapath *dp, const struct rw_metrics_snap
 	family(&o, "runwall_attach_failures_total", "counter",
 	       "Programs that could not be attached to a sandbox veth hook.");
 	sample(&o, "runwall_attach_failures_total", "", s->attach_failures);
+	family(&o, "runwall_hook_repairs_total", "counter",
+	       "Sandbox veth hooks found without runwall first (a program deleted or put before "
+	       "it behind the agent's back), and put back.");
+	sample(&o, "runwall_hook_repairs_total", "", s->hook_repairs);
 	if (s->cni_watched) {
 		family(&o, "runwall_cni_chained", "gauge",
 		       "1 when the CNI conf file the runtime loads chains runwall-cni, 0 when not.");

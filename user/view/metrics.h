@@ -38,6 +38,7 @@ struct rw_metrics_snap {
 	uint64_t probes_sent, probes_capped, probes_no_mac, probes_failed;
 	uint64_t sandboxes[RW_SBX__COUNT];
 	uint64_t attach_failures;
+	uint64_t hook_repairs;	       /* hooks found without runwall first, and put back */
 	bool cni_watched, cni_chained; /* --cni-conf-dir, and whether runwall-cni is chained */
 	uint64_t cni_repairs;
 	uint64_t subscribers, delivered, skipped;
