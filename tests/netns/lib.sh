@@ -364,8 +364,9 @@ rw_agent_start() {
 	echo "$RW_AGENT_PID" >"$RW_WORK/agent.pid"
 }
 
-# Wait (10 s, scaled) until the agent listens on its socket (a stale socket file refuses
-# connections).
+# Wait (30 s, scaled) until the agent listens on its socket (a stale socket file refuses
+# connections). The wait ends when the agent listens; the bound is for an agent that never
+# does: under TCG on a loaded machine, beside another suite, a start took over 100 s.
 rw_agent_listening() {
 	if ! kill -0 "$RW_AGENT_PID" 2>/dev/null; then
 		RW_AGENT_GONE=1
@@ -376,7 +377,7 @@ rw_agent_listening() {
 }
 rw_agent_wait() {
 	RW_AGENT_GONE=0
-	rw_wait "${1:-10}" rw_agent_listening || return 1
+	rw_wait "${1:-30}" rw_agent_listening || return 1
 	if [ "$RW_AGENT_GONE" = 1 ]; then
 		echo "lib.sh: the agent exited; its log:" >&2
 		tail -n 30 "$RW_WORK/agent.log" >&2
