@@ -10,8 +10,9 @@
 #                     of the kernel's version (read from the bzImage). A kernel with 9p, virtio-pci
 #                     and the tests' modules built in needs none.
 #   --mem SIZE        guest memory (env VMTEST_MEM, default 2G)
-#   --smp N           guest CPUs (env VMTEST_SMP, default 2)
-#   --timeout SEC     whole-run limit (env VMTEST_TIMEOUT, default 3600: the kernel suites take about 32 minutes under TCG)
+#   --smp N           guest CPUs (env VMTEST_SMP, default 2); under TCG, one host thread each
+#                     (multi-threaded TCG); the default command runs N suites at a time
+#   --timeout SEC     whole-run limit (env VMTEST_TIMEOUT, default 3600)
 #   --accel auto|kvm|tcg  (env VMTEST_ACCEL, default auto: kvm only if a probe guest really runs)
 #   --append ARGS     extra kernel command line (env VMTEST_APPEND)
 #   --env NAME=VALUE  extra variable for the command (repeatable); CI and V pass through if set
@@ -21,7 +22,8 @@
 #   entry skips ~3 s of decompression under TCG); VMTEST_QEMU picks another QEMU binary.
 #
 # COMMAND runs as root in the repository root, stdin from /dev/null. One argument is a shell
-# snippet (sh -c); several are an argv run as is. Default: tests/run.sh BUILD_DIR --kernel-suites.
+# snippet (sh -c); several are an argv run as is. Default: tests/run.sh BUILD_DIR --kernel-suites
+# --jobs N, N the guest's CPUs.
 # Only BUILD_DIR is writable on the host (9p, read-write); / is read-only, with fresh tmpfs on /tmp,
 # /var/tmp, /run and /root. The console goes to stdout and to BUILD_DIR/vm/console.log; the
 # initramfs, the vmlinux and the KVM probe's answer are cached in BUILD_DIR/vm too.
@@ -73,7 +75,7 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$build" ] || usage 2
 [[ $timeout =~ ^[0-9]+$ && $timeout -gt 0 ]] || die "--timeout wants seconds, got '$timeout'"
-[[ $smp =~ ^[0-9]+$ ]] || die "--smp wants a number, got '$smp'"
+[[ $smp =~ ^[1-9][0-9]*$ ]] || die "--smp wants a number, got '$smp'"
 case "$accel" in auto | kvm | tcg) ;; *) die "--accel is auto, kvm or tcg, not '$accel'" ;; esac
 for e in "${extra_env[@]}"; do
 	[[ $e =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || die "--env wants NAME=VALUE, got '$e'"
@@ -86,7 +88,7 @@ console=$vmdir/console.log
 # One run at a time per build directory: they would share cmd.sh, run.conf and console.log.
 exec 9>"$vmdir/lock"
 flock -n 9 || die "another vmtest is running with $build"
-[ ${#cmd[@]} -gt 0 ] || cmd=(tests/run.sh "$build" --kernel-suites)
+[ ${#cmd[@]} -gt 0 ] || cmd=(tests/run.sh "$build" --kernel-suites --jobs "$smp")
 
 # Quotes a word for a POSIX shell (dash in the guest, so no $'...').
 shq() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
@@ -320,7 +322,11 @@ else
 			rm -f "$vmlinux" "$vmlinux.key"
 		fi
 	fi
-	if [ "$accel" = kvm ]; then cpu=host; else cpu=max; fi
+	# TCG runs each vCPU on a host thread of its own (thread=multi: QEMU 7.2's default for an
+	# x86 guest on an x86 host, asked for so that a QEMU that cannot fails instead of taking
+	# turns on one core). debug-threads names the threads: `ps -L -p PID -o comm` lists one
+	# "CPU N/TCG" per vCPU.
+	if [ "$accel" = kvm ]; then cpu=host accel_opt=kvm; else cpu=max accel_opt=tcg,thread=multi; fi
 	# qboot (shipped with QEMU) starts the kernel about a second sooner than SeaBIOS under TCG.
 	bios=()
 	[ ! -f /usr/share/qemu/qboot.rom ] || bios=(-bios /usr/share/qemu/qboot.rom)
@@ -329,8 +335,8 @@ else
 	cmdline="console=ttyS0,115200 panic=-1 loglevel=$loglevel mitigations=off i8042.noaux i8042.nokbd trace_clock=global $append"
 	qesc() { printf '%s' "${1//,/,,}"; } # a comma in a QEMU option value is written twice
 	set +e
-	"$qemu" -accel "$accel" -cpu "$cpu" "${bios[@]}" -m "$mem" -smp "$smp" \
-		-nodefaults -no-reboot -nographic -monitor none \
+	"$qemu" -accel "$accel_opt" -cpu "$cpu" "${bios[@]}" -m "$mem" -smp "$smp" \
+		-name runwall-vmtest,debug-threads=on -nodefaults -no-reboot -nographic -monitor none \
 		-chardev "stdio,id=console,signal=off,logfile=$(qesc "$console")" -serial chardev:console \
 		-kernel "$boot_kernel" -initrd "$initrd" -append "$cmdline" \
 		-virtfs local,path=/,mount_tag=runwall_root,security_model=none,readonly=on,multidevs=remap \

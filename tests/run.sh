@@ -3,16 +3,19 @@
 # any fails. With --kernel-suites, only the suites that exercise the kernel (what `make vmtest`
 # runs inside a VM on another kernel).
 #
-#   tests/run.sh [BUILD] [--kernel-suites] [--only NAME[,NAME...]]
+#   tests/run.sh [BUILD] [--kernel-suites] [--only NAME[,NAME...]] [--jobs N]
 #
 # --only runs the named suites alone (names as printed: test_datapath, netns/test_ipv6), each
 # isolated and leak-checked as in a whole run; a name that matches no suite is an error.
+# --jobs N (env RW_JOBS, default 1) runs up to N suites at a time, each one's output held back
+# and printed whole when it ends; the suites in `serial` below always run alone.
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
 build=build
 only_kernel=0
 only=
+jobs=${RW_JOBS:-1}
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--kernel-suites) only_kernel=1 ;;
@@ -21,11 +24,17 @@ while [ $# -gt 0 ]; do
 		only=",$2,"
 		shift
 		;;
-	-*) echo "usage: tests/run.sh [BUILD] [--kernel-suites] [--only NAME[,NAME...]]" >&2; exit 2 ;;
+	--jobs)
+		[ $# -ge 2 ] || { echo "tests/run.sh: --jobs needs a number" >&2; exit 2; }
+		jobs=$2
+		shift
+		;;
+	-*) echo "usage: tests/run.sh [BUILD] [--kernel-suites] [--only NAME[,NAME...]] [--jobs N]" >&2; exit 2 ;;
 	*) build=$1 ;;
 	esac
 	shift
 done
+[[ $jobs =~ ^[1-9][0-9]*$ ]] || { echo "tests/run.sh: --jobs wants a number of suites, got '$jobs'" >&2; exit 2; }
 
 if [ "$(id -u)" -ne 0 ]; then
 	echo "tests/run.sh: the suites load BPF programs and make network namespaces: run as root" >&2
@@ -98,19 +107,20 @@ if [ "${RUNWALL_VMTEST:-0}" = 1 ]; then
 fi
 
 # Nothing left behind. Each suite runs in a mount namespace of its own with a private bpffs on
-# /sys/fs/bpf and a private tmpfs on /run/netns: its pins and named network namespaces are
-# visible there only, so what is left in them when the suite ends is what the suite leaked,
-# whatever else runs on the machine at the same time. (Processes still inside a leaked netns
-# keep it alive after its name goes, hence the process check.) Every process a suite starts
-# inherits RW_SUITE_TOKEN; one that outlives the suite is a leak. A veth or a clsact/ingress
-# qdisc that appears in this (the machine's) namespace during a suite and stays is one too:
-# suites build their nodes in namespaces and never touch the machine's interfaces.
-isolated() { # isolated REPORT CMD...: CMD in its own mount namespace; what it left there goes to REPORT
-	unshare --mount --propagation private -- bash -c '
+# /sys/fs/bpf and a private tmpfs on /run/netns, and in a network namespace of its own (lo up):
+# its pins, named network namespaces, veths and qdiscs are visible there only, so what is left
+# in them when the suite ends is what the suite leaked, whatever else runs on the machine at the
+# same time, other suites included. (Processes still inside a leaked netns keep it alive after
+# its name goes, hence the process check.) Every process a suite starts inherits RW_SUITE_TOKEN;
+# one that outlives the suite is a leak. Suites build their nodes in namespaces they name, so
+# a veth or a clsact/ingress qdisc left in the suite's own namespace is a leak too.
+isolated() { # isolated REPORT CMD...: CMD in its own mount and network namespaces; what it left there goes to REPORT
+	unshare --mount --propagation private --net -- bash -c '
 		report=$1
 		shift
 		mount -t tmpfs -o mode=0755 rw-test-netns /run/netns || exit 125
 		mount -t bpf bpf /sys/fs/bpf || exit 125
+		ip link set lo up || exit 125
 		# A fresh bpffs may hold the kernel'"'"'s own entries (bpf_preload: maps.debug,
 		# progs.debug): only what is not there from the start is the suite'"'"'s.
 		fresh=$(cd /sys/fs/bpf && find . -mindepth 1 | sort)
@@ -121,14 +131,14 @@ isolated() { # isolated REPORT CMD...: CMD in its own mount namespace; what it l
 		left=$(cd /sys/fs/bpf && find . -mindepth 1 | sort | comm -13 <(echo "$fresh") - |
 			sed "s,^\./,," | head -n 20)
 		[ -z "$left" ] || echo "bpffs pins left: $(echo $left)" >>"$report"
+		left=$({ ip -o link show type veth | awk -F": " "{print \"veth \" \$2}" | sed "s/@.*//"
+			tc qdisc show | awk "\$2 == \"clsact\" || \$2 == \"ingress\" {print \"qdisc \" \$2 \" \" \$5}"
+			} 2>/dev/null)
+		[ -z "$left" ] || echo "left in the suite'"'"'s network namespace: $(echo $left)" >>"$report"
 		for ns in /run/netns/*; do
 			[ -e "$ns" ] && umount "$ns" 2>/dev/null
 		done
 		exit $rc' isolated "$@"
-}
-machine_state() {
-	ip -o link show type veth 2>/dev/null | awk -F': ' '{print "veth " $2}' | sed 's/@.*//'
-	tc qdisc show 2>/dev/null | awk '$2 == "clsact" || $2 == "ingress" {print "qdisc " $2 " " $5}'
 }
 # Processes started by the suite that are still running, after a grace period for those it
 # ended: "PID COMMAND" lines. grep runs without the token so it does not find itself.
@@ -145,45 +155,84 @@ leftover_procs() {
 		echo "$pid $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-120)"
 	done
 }
-mkdir -p /run/netns
-
-echo "# runwall tests on $(uname -r), build $build${RW_WAIT_SCALE:+, waits x$RW_WAIT_SCALE}"
-failed=()
-passed=0
-i=0
-for s in "${suites[@]}"; do
-	read -r name kind cmd <<<"$s"
-	[ "$only_kernel" -eq 1 ] && [ "$kind" != kernel ] && continue
+# run_suite N NAME CMD...: suite number N, isolated and leak-checked; its output, then its
+# "=== PASS|FAIL NAME (SECONDS s)" line. Exit status 0 when it passed and left nothing behind.
+run_suite() {
+	local i=$1 name=$2 start rc procs leaks report ms status=PASS
+	shift 2
 	echo "=== $name"
 	start=$(date +%s%N)
-	i=$((i + 1))
-	export RW_SUITE_TOKEN="$$-$i"
-	before=$(machine_state)
 	report=$(mktemp)
-	# shellcheck disable=SC2086
-	isolated "$report" $cmd
+	RW_SUITE_TOKEN="$$-$i" isolated "$report" "$@"
 	rc=$?
-	unset RW_SUITE_TOKEN
 	procs=$(leftover_procs "$$-$i")
 	if [ -n "$procs" ]; then
 		echo "processes left running (killed now): $(echo $procs)" >>"$report"
 		for pid in $(awk '{print $1}' <<<"$procs"); do kill -9 "$pid" 2>/dev/null; done
 	fi
-	new=$(comm -13 <(sort <<<"$before") <(machine_state | sort))
-	[ -z "$new" ] || echo "left in the machine's namespace: $(echo $new)" >>"$report"
 	leaks=$(cat "$report")
 	rm -f "$report"
 	[ -z "$leaks" ] || sed 's/^/# LEAK: /' <<<"$leaks"
-	if [ "$rc" -eq 0 ] && [ -z "$leaks" ]; then
-		passed=$((passed + 1))
-		status=PASS
-	else
-		failed+=("$name")
-		status=FAIL
-	fi
+	[ "$rc" -eq 0 ] && [ -z "$leaks" ] || status=FAIL
 	ms=$((($(date +%s%N) - start) / 1000000))
 	printf '=== %s %s (%d.%03d s)\n' "$status" "$name" $((ms / 1000)) $((ms % 1000))
+	[ "$status" = PASS ]
+}
+mkdir -p /run/netns
+
+# Suites that never run beside another, each with the reason (none today: every suite keeps to
+# its own namespaces, pins, socket and work folder).
+serial=""
+# With --jobs, the suites start longest first, as measured under make vmtest on 082dcf2
+# (test_agent 413 s, test_e2e 376, test_cli 312, test_faults 190, test_differential 156,
+# test_datapath 147, test_ipv6 146, test_answers 132, test_cni 128, test_hostile 118,
+# test_revoke 111), so that the last to start are short and the lanes end close together; the
+# others follow in their usual order.
+longest="netns/test_agent netns/test_e2e netns/test_cli netns/test_faults test_differential
+	test_datapath netns/test_ipv6 netns/test_answers netns/test_cni netns/test_hostile netns/test_revoke"
+if [ "$jobs" -gt 1 ]; then
+	ordered=()
+	declare -A early=()
+	for l in $longest; do
+		early[$l]=1
+		for s in "${suites[@]}"; do [ "${s%% *}" = "$l" ] && ordered+=("$s"); done
+	done
+	for s in "${suites[@]}"; do [ -n "${early[${s%% *}]:-}" ] || ordered+=("$s"); done
+	suites=("${ordered[@]}")
+fi
+
+echo "# runwall tests on $(uname -r), build $build${RW_WAIT_SCALE:+, waits x$RW_WAIT_SCALE}$([ "$jobs" -eq 1 ] || echo ", $jobs at a time")"
+failed=()
+passed=0
+i=0
+declare -A job_name=() job_out=()
+# reap: waits for one running suite to end, prints its output whole and counts it.
+reap() {
+	local pid rc=0
+	wait -n -p pid "${!job_name[@]}" || rc=$?
+	cat "${job_out[$pid]}"
+	rm -f "${job_out[$pid]}"
+	if [ "$rc" -eq 0 ]; then passed=$((passed + 1)); else failed+=("${job_name[$pid]}"); fi
+	unset "job_name[$pid]" "job_out[$pid]"
+}
+for s in "${suites[@]}"; do
+	read -r name kind cmd <<<"$s"
+	[ "$only_kernel" -eq 1 ] && [ "$kind" != kernel ] && continue
+	i=$((i + 1))
+	if [ "$jobs" -eq 1 ] || [[ " $serial " == *" $name "* ]]; then
+		while [ ${#job_name[@]} -gt 0 ]; do reap; done
+		# shellcheck disable=SC2086
+		if run_suite "$i" "$name" $cmd; then passed=$((passed + 1)); else failed+=("$name"); fi
+		continue
+	fi
+	while [ ${#job_name[@]} -ge "$jobs" ]; do reap; done
+	out=$(mktemp)
+	# shellcheck disable=SC2086
+	run_suite "$i" "$name" $cmd >"$out" 2>&1 </dev/null &
+	job_name[$!]=$name
+	job_out[$!]=$out
 done
+while [ ${#job_name[@]} -gt 0 ]; do reap; done
 
 echo
 if [ ${#failed[@]} -ne 0 ]; then

@@ -195,6 +195,30 @@ rw_node_exec() {
 	nsenter --net="/run/netns/$RW_NODE" -- "$@"
 }
 
+# rw_subscribers: the agent's count of event subscribers (`runwall drops` streams); nothing when
+# its status cannot be read.
+rw_subscribers() { rw_status_json | jq -r '.events.subscribers // empty'; }
+rw_subscribers_above() {
+	local n
+	n=$(rw_subscribers)
+	[ -n "$n" ] && [ "$n" -gt "$1" ]
+}
+# rw_drops_bg OUT ARGS...: `runwall -j drops ARGS` in the background into OUT (pid in
+# RW_LAST_PID), returning once the agent counts one more event subscriber (10 s, scaled), so
+# that the events of what the suite does next are on the stream. Fails when it does not.
+rw_drops_bg() {
+	local out=$1 n
+	shift
+	n=$(rw_subscribers)
+	[ -n "$n" ] || { echo "lib.sh: rw_drops_bg: the agent's status has no events.subscribers" >&2; return 1; }
+	rw_cmd
+	rw_bg "$out" "${RW_CMD[@]}" -j drops "$@"
+	rw_wait 10 rw_subscribers_above "$n" || {
+		echo "lib.sh: runwall drops $* did not subscribe: $(cat "$out")" >&2
+		return 1
+	}
+}
+
 # Start a background process and remember its pid (so that cleanup ends exactly what we
 # started). Its stdout goes to $1.
 rw_bg() {
@@ -340,8 +364,9 @@ rw_agent_start() {
 	echo "$RW_AGENT_PID" >"$RW_WORK/agent.pid"
 }
 
-# Wait (10 s, scaled) until the agent listens on its socket (a stale socket file refuses
-# connections).
+# Wait (30 s, scaled) until the agent listens on its socket (a stale socket file refuses
+# connections). The wait ends when the agent listens; the bound is for an agent that never
+# does: under TCG on a loaded machine, beside another suite, a start took over 100 s.
 rw_agent_listening() {
 	if ! kill -0 "$RW_AGENT_PID" 2>/dev/null; then
 		RW_AGENT_GONE=1
@@ -352,7 +377,7 @@ rw_agent_listening() {
 }
 rw_agent_wait() {
 	RW_AGENT_GONE=0
-	rw_wait "${1:-10}" rw_agent_listening || return 1
+	rw_wait "${1:-30}" rw_agent_listening || return 1
 	if [ "$RW_AGENT_GONE" = 1 ]; then
 		echo "lib.sh: the agent exited; its log:" >&2
 		tail -n 30 "$RW_WORK/agent.log" >&2

@@ -102,9 +102,7 @@ if [ "$(rw_status_json | jq -c '[.limits.answer_rate, .limits.answer_burst]')" =
 else
 	not_ok "status limits: $(rw_status_json | jq -c .limits)"
 fi
-rw_cmd
-rw_bg "$RW_WORK/events.jsonl" "${RW_CMD[@]}" -j drops --run "$A_RUN"
-rw_sleep 0.3
+rw_drops_bg "$RW_WORK/events.jsonl" --run "$A_RUN" || rw_bail "the event stream did not start"
 
 # Deadlines: TCP's own answer to silence would be its SYN retransmissions (about 2 minutes);
 # an answered refusal returns within a round trip. The deadline only has to tell them apart.

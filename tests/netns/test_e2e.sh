@@ -182,10 +182,8 @@ wait_revision() {
 
 # start_events FILE: `runwall drops --all` in the background, one JSON event a line into FILE.
 start_events() {
-	rw_cmd
-	rw_bg "$1" "${RW_CMD[@]}" -j drops --all
+	rw_drops_bg "$1" --all || rw_bail "the event stream did not start"
 	EVENTS_PID=$RW_LAST_PID
-	rw_sleep 0.3
 }
 
 # in_events FILE JQ-ARGS...: the event stream FILE has what the jq filter (over the slurped

@@ -79,9 +79,7 @@ rw_wait 10 ready || rw_bail "the agent did not bind the three sandboxes and appl
 check "status shows the limits: events $RATE/$BURST, conntrack $SHARE per sandbox" \
 	test "$(rw_status_json | jq -c '[.limits.event_rate, .limits.event_burst, .limits.ct_per_sandbox]')" = "[$RATE,$BURST,$SHARE]"
 
-rw_cmd
-rw_bg "$RW_WORK/events.jsonl" "${RW_CMD[@]}" -j drops --all
-rw_sleep 0.3
+rw_drops_bg "$RW_WORK/events.jsonl" --all || rw_bail "the event stream did not start"
 
 # in_events JQ-ARGS...: the event stream has what the jq filter (over the slurped stream) asks
 # for, within 3 s (scaled).

@@ -365,9 +365,7 @@ diag "status: $(rw_status_json | jq -c '[.sandboxes[]? | del(.hooks)]')"
 check "status: $A_IF bound to both of its addresses ($A_IP4, $A_IP6)" \
 	rw_jq_true --arg d "$A_IF" --arg a "$A_IP4" --arg b "$A_IP6" \
 	'[.sandboxes[] | select(.ifname == $d) | tostring | (contains($a) and contains($b))] | any' <<<"$(rw_status_json)"
-rw_cmd
-rw_bg "$RW_WORK/events.jsonl" "${RW_CMD[@]}" -j drops --all
-rw_sleep 0.3
+rw_drops_bg "$RW_WORK/events.jsonl" --all || rw_bail "the event stream did not start"
 
 # ---- matrix6 -------------------------------------------------------------------------------------
 section "matrix6: the sandbox network paths over IPv6"
