@@ -61,6 +61,7 @@ int main(void)
 	run_table(v1_cases, n_v1_cases);
 	test_ipv6();
 	test_answers();
+	test_answer_tunnels();
 	test_revoke();
 	test_revoke_probe6();
 	test_metadata_beats_rules();
