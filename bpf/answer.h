@@ -208,6 +208,26 @@ static __always_inline int rw_answer_rst(struct __sk_buff *skb)
 	return bpf_skb_store_bytes(skb, 0, &f.eth, RW_RST_LEN, BPF_F_RECOMPUTE_CSUM);
 }
 
+/* Makes an IPv4 frame exactly `len` bytes long, to be overwritten by an answer as long.
+ * bpf_skb_change_tail() never cuts in front of the skb's transport header (__bpf_skb_min_len() in
+ * net/core/filter.c), and that header is where the sender's kernel put it: for a frame a packet
+ * socket sends, where its flow dissector ended (packet_snd() -> skb_probe_transport_header()),
+ * which goes through a tunnel's payload: behind a whole inner IPv6 header of 6in4 (41) or GRE
+ * (47), or an inner IPv4 header of IPIP (4), past the 28 bytes an ICMP answer quotes. The bytes
+ * after the IPv4 header are then taken out with bpf_skb_adjust_room() at the network header,
+ * which moves no header's offset and checks none: every byte of the answer is written after.
+ */
+static __always_inline int rw_ip_cut_to(struct __sk_buff *skb, __u32 len)
+{
+	__u32 have = skb->len;
+
+	if (!bpf_skb_change_tail(skb, len, 0))
+		return 0;
+	if (have <= len)
+		return -1;
+	return bpf_skb_adjust_room(skb, -(__s32)(have - len), BPF_ADJ_ROOM_NET, 0);
+}
+
 /* Rewrites the refused datagram into an ICMP destination unreachable, code 13, from the
  * refused destination to the pod, quoting the datagram's IP header and the first 8 bytes after
  * it (all of it when it is shorter). The pod's stack finds the socket by the quote and reports
@@ -248,7 +268,7 @@ static __always_inline int rw_answer_icmp(struct __sk_buff *skb)
 	f.icmp.check = rw_csum_fold(
 		bpf_csum_diff(NULL, 0, (__be32 *)&f.icmp, sizeof(f.icmp) + RW_ICMP_QUOTE_MAX, 0));
 
-	if (bpf_skb_change_tail(skb, RW_ICMP_HDRS_LEN + quote, 0))
+	if (rw_ip_cut_to(skb, RW_ICMP_HDRS_LEN + quote))
 		return -1;
 	return bpf_skb_store_bytes(skb, 0, &f.eth, RW_ICMP_HDRS_LEN + quote, BPF_F_RECOMPUTE_CSUM);
 }

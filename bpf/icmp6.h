@@ -61,6 +61,14 @@ struct rw_nd_msg {
 #define RW_ND_RS_LEN 8
 #define RW_ND_RA_LEN 16 /* with the hop limit, flags, lifetime and the two timers (4.2) */
 
+/* The options after the fixed part (RFC 4861 4.6): a type, a length in units of 8 bytes, then
+ * the option. The walk reads at most RW_ND_OPTS_MAX of them: a pod's stack sends one or two (its
+ * link-layer address, a DAD nonce), the node's RA a handful. Option 1 is the source link-layer
+ * address, which a message from :: never carries (6.1.1, 7.1.1).
+ */
+#define RW_ND_OPTS_MAX 8
+#define RW_ND_OPT_SLLA 1
+
 /* An ICMPv6 error (RFC 4443 3): 8 bytes of header, then as much of the invoking packet as fits,
  * of which the datapath reads its IPv6 header and the first 8 bytes after it (the ports of TCP
  * and UDP): RW_ICMP6_QUOTE_MIN bytes in all. An error quoting less cannot be tied to a flow.
@@ -119,10 +127,13 @@ static __always_inline int rw_ep_gw6(const struct rw_endpoint *ep, const __be32 
 	return (ep->flags & RW_EP_GW6) && rw_addr6_eq(a, ep->gw_ip6);
 }
 
-/* The checks of RFC 4861 7.1.1, 7.1.2 and 6.1.1 every receiver makes (hop limit 255, code 0,
- * the length, a target that is no multicast address), so that a message a receiver would
- * discard is never let through to be read some other way: malformed. Loads the message into
- * *m (the target only for an NS or NA). Returns RW_REASON_ALLOWED or the reason.
+/* The checks of RFC 4861 6.1.1, 6.1.2, 7.1.1 and 7.1.2 every receiver makes (hop limit 255, code
+ * 0, the length, a target that is no multicast address, every option of a length above 0 and
+ * within the message, no source link-layer address option from ::), so that a message a
+ * receiver would discard is never let through to be read some other way: malformed. A message
+ * with more than RW_ND_OPTS_MAX options is malformed too: what is not read is not let through.
+ * The checksum is the receiver's. Loads the message into *m (the target only for an NS or NA).
+ * Returns RW_REASON_ALLOWED or the reason.
  */
 static __always_inline int rw_nd_valid(struct rw_ctx *x, struct rw_nd_msg *m)
 {
@@ -142,10 +153,29 @@ static __always_inline int rw_nd_valid(struct rw_ctx *x, struct rw_nd_msg *m)
 	} else if (bpf_skb_load_bytes(x->skb, p->l4_off, m, RW_ND_RS_LEN)) {
 		return RW_REASON_MALFORMED;
 	}
-	return m->code ? RW_REASON_MALFORMED : RW_REASON_ALLOWED;
+	if (m->code)
+		return RW_REASON_MALFORMED;
+		/* Each option's type and length go through m's checksum field, which nothing reads: a
+	 * buffer of its own would deepen rw_egress6's stack (docs/ipv6.md).
+	 */
+#pragma unroll
+	for (int i = 0; i <= RW_ND_OPTS_MAX; i++) {
+		__u8 *opt = (__u8 *)&m->check;
+
+		if (len >= p->icmp6_len)
+			break;
+		if (i == RW_ND_OPTS_MAX || len + 2 > p->icmp6_len ||
+		    bpf_skb_load_bytes(x->skb, p->l4_off + len, opt, 2) || !opt[1] ||
+		    (opt[0] == RW_ND_OPT_SLLA && rw_ip6_unspecified(p->saddr6)))
+			return RW_REASON_MALFORMED;
+		len += opt[1] * 8;
+		if (len > p->icmp6_len)
+			return RW_REASON_MALFORMED;
+	}
+	return RW_REASON_ALLOWED;
 }
 
-/* NDP out of the pod: RS, NS, NA (an RA is refused before). The source is the pod's: its one
+/* NDP out of the pod: RS, NS, NA; an RA that a receiver would take is icmpv6-type. The source is the pod's: its one
  * link-local address (rw_ll6: the first link-local source of its NDP, learned once it is
  * allowed; never the gateway's), its bound IPv6, or :: for an NS of duplicate address detection
  * (RFC 4862 5.4.2, to the target's solicited-node address); else spoofed-source. One link-local
@@ -173,6 +203,9 @@ static __always_inline int rw_nd_egress(struct rw_ctx *x, const struct rw_endpoi
 	reason = rw_nd_valid(x, &m);
 	if (reason != RW_REASON_ALLOWED)
 		return reason;
+	/* A pod is no router (RFC 4861 6.2.6, 8.2): it never advertises one. */
+	if (type == RW_ND_ROUTER_ADVERT)
+		return RW_REASON_ICMPV6_TYPE;
 	/* rw_ll6's key and value go through m, whose flags nothing reads once the message is
 	 * valid (and whose target is done with when the value is stored): a pointer into x given
 	 * to a helper would keep all of x in memory (24 bytes more of rw_egress6's stack), and a
@@ -329,9 +362,6 @@ static __always_inline int rw_icmp6_judge(struct rw_ctx *x, void *table,
 	if (type >= RW_ND_ROUTER_SOLICIT && type <= RW_ND_NEIGHBOUR_ADVERT) {
 		if (x->dir == RW_DIR_INGRESS)
 			return rw_nd_ingress(x, id_reason);
-		/* A pod is no router (RFC 4861 6.2.6, 8.2): it never advertises one. */
-		if (type == RW_ND_ROUTER_ADVERT)
-			return RW_REASON_ICMPV6_TYPE;
 		return rw_nd_egress(x, ep, id_reason);
 	}
 	if (type == RW_ICMP6_ECHO_REQUEST || type == RW_ICMP6_ECHO_REPLY)

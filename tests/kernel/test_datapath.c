@@ -70,6 +70,7 @@ static const struct dp_step {
 	{"policy v1", step_policy_v1},
 	{"ipv6", test_ipv6},
 	{"answers", test_answers},
+	{"answer tunnels", test_answer_tunnels},
 	{"revoke", test_revoke},
 	{"revoke probe6", test_revoke_probe6},
 	{"revoke probe shares", test_revoke_probe_shares},

@@ -100,6 +100,25 @@ static int model_parse_ipv6(const __u8 *f, size_t len, struct model_pkt *p)
 		p->icmp6_type = l4[0];
 		p->icmp6_code = l4[1];
 		p->icmp6_len = left;
+		if (l4[0] >= 133 && l4[0] <= 136) {
+			/* The options after the fixed part (RFC 4861 4.6): each of a length above
+			 * 0 and within the message, no source link-layer address (1) from ::, at
+			 * most 8 of them.
+			 */
+			static const size_t fixed[] = {8, 16, 24, 24}; /* RS, RA, NS, NA */
+			static const __u8 unspecified[16];
+			size_t off = fixed[l4[0] - 133];
+			int n_opts = 0;
+
+			while (off < left && !p->nd_opts_bad) {
+				p->nd_opts_bad =
+					++n_opts > 8 || off + 2 > left || !l4[off + 1] ||
+					(l4[off] == 1 && !memcmp(p->saddr6, unspecified, 16)) ||
+					off + l4[off + 1] * 8 > left;
+				if (off + 2 <= left)
+					off += l4[off + 1] * 8;
+			}
+		}
 		if ((l4[0] == 135 || l4[0] == 136) && left >= 24) {
 			p->has_target = 1;
 			memcpy(p->target, l4 + 8, 16);
@@ -735,7 +754,8 @@ static void allow_path(struct model_verdict *v, int path)
 
 /* NDP (docs/ipv6.md "NDP and ICMPv6", docs/reasons.md "ICMPv6"): what every receiver
  * discards (RFC 4861: a hop limit other than 255, a code other than 0, a message shorter than its
- * fixed part, a multicast target) is malformed. Out of the pod the source is the pod's (a
+ * fixed part, a multicast target, an option of length 0 or past the message, a source
+ * link-layer address option from ::; and more than 8 options) is malformed, first. Out of the pod the source is the pod's (a
  * link-local that is not the gateway's, the bound pod_ip6, or :: for an NS of DAD to a
  * solicited-node group; a link-local source only the veth's one: the first allowed, learned),
  * else spoofed-source; the destination is on the veth (a link-local, a solicited-node group for
@@ -745,7 +765,7 @@ static void allow_path(struct model_verdict *v, int path)
  * while the gateway is unknown), else spoofed-source. Into the pod,
  * from a link-local source (the node), else inbound-denied, to the pod (a link-local, its
  * pod_ip6, a solicited-node group, ff02::1), else inbound-denied or, for another group,
- * icmpv6-type. An RA out of the pod is refused first: a pod is no router.
+ * icmpv6-type. A valid RA out of the pod is icmpv6-type: a pod is no router.
  */
 static void judge_ndp(const struct model_binding *ep, int dir, const struct model_pkt *p,
 		      struct model_verdict *v)
@@ -755,11 +775,11 @@ static void judge_ndp(const struct model_binding *ep, int dir, const struct mode
 	int gw_src = (ep->flags & RW_EP_GW6) && same6(p->saddr6, ep->gw_ip6);
 	int gw_target = (ep->flags & RW_EP_GW6) && same6(p->target, ep->gw_ip6);
 
+	if (p->hop_limit != 255 || p->icmp6_code != 0 || p->icmp6_len < fixed[type - 133] ||
+	    (p->has_target && p->target[0] == 0xff) || p->nd_opts_bad)
+		return drop(v, RW_REASON_MALFORMED);
 	if (dir == RW_DIR_EGRESS && type == 134)
 		return drop(v, RW_REASON_ICMPV6_TYPE);
-	if (p->hop_limit != 255 || p->icmp6_code != 0 || p->icmp6_len < fixed[type - 133] ||
-	    (p->has_target && p->target[0] == 0xff))
-		return drop(v, RW_REASON_MALFORMED);
 	if (dir == RW_DIR_INGRESS) {
 		if (!is_link_local6(p->saddr6))
 			return drop(v, RW_REASON_INBOUND_DENIED);

@@ -40,6 +40,7 @@ struct model_pkt {
 	int icmp6_type; /* ICMPv6's type byte, -1: not ICMPv6 */
 	int icmp6_code;
 	size_t icmp6_len; /* the ICMPv6 message's bytes, its header included */
+	int nd_opts_bad;  /* NDP: an option a receiver discards the message for, or more than 8 */
 	__u8 hop_limit;
 	/* An NS's or NA's target address (its body holds one). */
 	int has_target;

@@ -2,6 +2,8 @@
 /* answers.c (test_datapath): answers to refusals (a TCP reset, an ICMP unreachable), checked byte by byte, the answer
  * budget and the refusal modes.
  */
+#include <fcntl.h>
+
 #include "dp_suite.h"
 
 /* ---- answers to refusals ---- */
@@ -593,4 +595,177 @@ void test_refusal_modes(void)
 	run_answer_case(&a);
 	b.name = "node default (answer): refused UDP is answered";
 	run_answer_case(&b);
+}
+
+/* ---- a tunnel's packet from a real pod ---- */
+
+/* A packet socket sends the pod's frame, and the kernel gives the skb the transport header its
+ * flow dissector finds (packet_snd() -> skb_probe_transport_header()): through a 6in4 (41) or
+ * GRE (47) payload that holds a whole IPv6 header, or an IPIP (4) one that holds an IPv4 header,
+ * that is the inner header's end, past the 28 bytes an ICMP answer quotes. BPF_PROG_TEST_RUN
+ * sets no such header, so these are sent through a real veth: rwt1's peer in a network namespace
+ * of its own (bpf_redirect_peer() delivers only across namespaces), rw_egress on rwt1's TC
+ * ingress hook, the answer caught by a packet socket on the peer.
+ */
+struct tunnel_case {
+	const char *name;
+	__u8 proto;
+	size_t payload; /* pkt_build()'s: the inner bytes are payload + 8 */
+	size_t gre;	/* bytes of GRE header before the inner one (proto 0x86dd) */
+	int inner;	/* 6: an IPv6 header, 4: an IPv4 one, 0: zeros */
+};
+
+static const struct tunnel_case tunnel_cases[] = {
+	{"6in4 (41) holding a whole IPv6 header", 41, 32, 0, 6},
+	{"6in4 (41) holding an IPv6 header and 24 bytes after it", 41, 56, 0, 6},
+	{"GRE (47) holding a GRE header and a whole IPv6 header", 47, 36, 4, 6},
+	{"IPIP (4) holding a whole IPv4 header of 60 bytes (options)", 4, 52, 0, 4},
+	{"GRE (47) holding 20 bytes of zeros", 47, 12, 0, 0},
+};
+
+static void ns_enter(int fd)
+{
+	if (setns(fd, CLONE_NEWNET))
+		FATAL("setns: %s", strerror(errno));
+}
+
+static void tunnel_frame(const struct tunnel_case *c, __u8 *in, size_t *len)
+{
+	struct pkt_spec s = {
+		.src = POD_B, .dst = "1.1.1.1", .proto = c->proto, .payload = c->payload};
+	__u8 *h;
+
+	*len = pkt_build(&s, in);
+	memset(in + 34, 0, *len - 34);
+	h = in + 34 + c->gre;
+	if (c->gre)
+		put16be(in + 36, 0x86dd);
+	if (c->inner == 6) {
+		h[0] = 0x60;
+		put16be(h + 4, *len - 34 - c->gre - 40);
+		h[6] = 59; /* no next header */
+		h[7] = 64;
+		inet_pton(AF_INET6, "2001:db8::1", h + 8);
+		inet_pton(AF_INET6, "2001:db8::2", h + 24);
+	} else if (c->inner == 4) {
+		h[0] = 0x4f; /* 40 bytes of options: no-operations (1) */
+		memset(h + 20, 1, 40);
+		put16be(h + 2, 60);
+		h[8] = 64;
+		h[9] = 59;
+		inet_pton(AF_INET, "192.0.2.1", h + 12);
+		inet_pton(AF_INET, "192.0.2.2", h + 16);
+		put16be(h + 10, ~pkt_csum_sum(h, 60, 0) & 0xffff);
+	}
+}
+
+/* The next IPv4 ICMP frame into the pod within the deadline; 0 when none came. */
+static size_t icmp_next(int fd, __u8 *f)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	struct sockaddr_ll from;
+	socklen_t fl = sizeof(from);
+	ssize_t n;
+
+	while (poll(&p, 1, 2000 * wait_scale()) == 1) {
+		n = recvfrom(fd, f, PKT_MAX, 0, (struct sockaddr *)&from, &fl);
+		if (n >= 34 && from.sll_pkttype != PACKET_OUTGOING && f[12] == 0x08 && f[13] == 0 &&
+		    f[23] == IPPROTO_ICMP)
+			return n;
+	}
+	return 0;
+}
+
+void test_answer_tunnels(void)
+{
+	DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex_of[1],
+			    .attach_point = BPF_TC_INGRESS);
+	DECLARE_LIBBPF_OPTS(bpf_tc_opts, ours, .handle = 8, .priority = 8);
+	char cmd[512], peer[IFNAMSIZ + 2];
+	int host_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC), pod_ns, fd, ret;
+	struct sockaddr_ll sll = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL)};
+
+	snprintf(peer, sizeof(peer), "%sp", devs[1]);
+	if (host_ns < 0)
+		FATAL("/proc/self/ns/net: %s", strerror(errno));
+	ret = bpf_tc_hook_create(&hook);
+	if (ret && ret != -EEXIST)
+		FATAL("clsact on %s: %s", devs[1], strerror(-ret));
+	ours.prog_fd = dp.prog_fd[RW_DIR_EGRESS];
+	if (bpf_tc_attach(&hook, &ours))
+		FATAL("attaching rw_egress to %s: %s", devs[1], strerror(errno));
+	if (unshare(CLONE_NEWNET))
+		FATAL("unshare(CLONE_NEWNET): %s", strerror(errno));
+	pod_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (pod_ns < 0)
+		FATAL("/proc/self/ns/net: %s", strerror(errno));
+	ns_enter(host_ns);
+	/* No IPv6 on either end: the pod's socket is to see only what the test makes. */
+	snprintf(cmd, sizeof(cmd),
+		 "sysctl -qw net.ipv6.conf.%s.disable_ipv6=1 && ip link set %s up && "
+		 "ip link set %s netns /proc/%d/fd/%d",
+		 devs[1], devs[1], peer, getpid(), pod_ns);
+	if (system(cmd))
+		FATAL("%s failed", cmd);
+	ns_enter(pod_ns);
+	snprintf(cmd, sizeof(cmd),
+		 "sysctl -qw net.ipv6.conf.%s.disable_ipv6=1 && ip link set %s up", peer, peer);
+	if (system(cmd))
+		FATAL("%s failed", cmd);
+	sll.sll_ifindex = if_nametoindex(peer);
+	fd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_ALL));
+	if (fd < 0 || !sll.sll_ifindex || bind(fd, (struct sockaddr *)&sll, sizeof(sll)))
+		FATAL("packet socket on %s: %s", peer, strerror(errno));
+
+	for (size_t i = 0; i < sizeof(tunnel_cases) / sizeof(tunnel_cases[0]); i++) {
+		const struct tunnel_case *c = &tunnel_cases[i];
+		struct pkt_spec s = {.src = POD_B, .dst = "1.1.1.1"};
+		__u8 in[PKT_MAX], out[PKT_MAX], want[PKT_MAX];
+		struct rw_counters n0, n1;
+		size_t len, want_len, out_len;
+		int failed_before = t_failed;
+
+		tunnel_frame(c, in, &len);
+		want_len = want_icmp(&s, in, 28, want);
+		t_count++;
+		drain_events();
+		rw_counters_read(&dp, 0, &n0);
+		if (send(fd, in, len, 0) != (ssize_t)len)
+			FATAL("send on %s: %s", peer, strerror(errno));
+		out_len = icmp_next(fd, out);
+		rw_counters_read(&dp, 0, &n1);
+		ring_buffer__consume(ring);
+		CHECK_EQ(n1.packets[E][RW_REASON_UNSUPPORTED_PROTOCOL] -
+				 n0.packets[E][RW_REASON_UNSUPPORTED_PROTOCOL],
+			 1, "unsupported-protocol counted");
+		CHECK_EQ(n1.answers[RW_ANSWER_ICMP] - n0.answers[RW_ANSWER_ICMP], 1,
+			 "icmp answer counted");
+		CHECK(n_events == 1 && events[0].answer == RW_ANSWER_ICMP, "event",
+		      "%d events, answer %s", n_events,
+		      n_events ? rw_answer_name(events[0].answer) : "-");
+		CHECK(out_len == want_len && !memcmp(out, want, want_len), "answer in the pod",
+		      "%zu bytes, expected %zu%s", out_len, want_len,
+		      out_len == want_len ? " (contents differ)" : "");
+		if (out_len)
+			CHECK(answer_sums_ok(out, out_len), "checksums",
+			      "an IP or ICMP sum is wrong");
+		printf("%s %d - answer, real veth: %s (%zu bytes): icmp (%zu bytes in the pod)\n",
+		       t_failed == failed_before ? "ok" : "not ok", t_count, c->name, len, out_len);
+	}
+
+	close(fd);
+	snprintf(cmd, sizeof(cmd), "ip link set %s down && ip link set %s netns /proc/%d/fd/%d",
+		 peer, peer, getpid(), host_ns);
+	if (system(cmd))
+		FATAL("%s failed", cmd);
+	ns_enter(host_ns);
+	close(pod_ns);
+	close(host_ns);
+	ours.prog_fd = ours.flags = ours.prog_id = 0;
+	bpf_tc_detach(&hook, &ours);
+	snprintf(cmd, sizeof(cmd),
+		 "ip link set %s down && sysctl -qw net.ipv6.conf.%s.disable_ipv6=0", devs[1],
+		 devs[1]);
+	if (system(cmd))
+		FATAL("%s failed", cmd);
 }

@@ -66,7 +66,9 @@ static size_t message6(const struct icase *c, __u8 *m)
 		put16be(q + 42, c->q_dport);
 		len = 8 + 40 + 8;
 	}
-	return len + c->len_delta;
+	len += c->len_delta;
+	memcpy(m + len, c->opts, c->opts_len);
+	return len + c->opts_len;
 }
 
 __u64 revision_now(void)

@@ -18,7 +18,8 @@
 
 /* One ICMPv6 message: rwt0 (dev 0, run-7f3a) unless `dev` says, from `src` to `dst` with hop
  * limit `hop` (0: 255). `target` makes it an NS or NA (24 bytes); `q_*` an error quoting an
- * IPv6 header and 8 bytes; else 8 bytes of the type. `len_delta` adds to (cuts) the message.
+ * IPv6 header and 8 bytes; else 8 bytes of the type. `len_delta` adds to (cuts) the message;
+ * `opts` follow it.
  * Expected: `reason` (RW_REASON_ALLOWED: allowed, with no event), counted for the veth's run.
  */
 struct icase {
@@ -33,6 +34,8 @@ struct icase {
 	__u8 q_proto;
 	__u16 q_sport, q_dport;
 	int len_delta;
+	__u8 opts[72]; /* NDP options, appended after the message and len_delta's bytes */
+	__u8 opts_len;
 	int reason;
 };
 

@@ -2,7 +2,8 @@
 /* ndp.c (test_datapath): NDP on a dual-stack pod's veth (bpf/icmp6.h): the messages a pod's
  * stack sends to resolve its gateway, answer for itself and detect duplicates are allowed, with
  * no event; a message a receiver would discard (hop limit below 255, a code, too short, a
- * multicast target) is malformed; one that claims another's address (the gateway's, another
+ * multicast target, an option of length 0 or past the message, a source link-layer address
+ * from ::, more than 8 options) is malformed, an RA from the pod too, before icmpv6-type; one that claims another's address (the gateway's, another
  * pod's, a global address not its own), or speaks from a second link-local address of the veth
  * (a flood of them would fill the node's neighbour table), is spoofed-source, as is duplicate
  * address detection for an address not the pod's and, before the gateway is known, an NA for a
@@ -41,6 +42,21 @@ static const struct icase ndp_cases[] = {
 	 .type = NS, .target = POD6_LL, .reason = RW_REASON_ALLOWED},
 	{"RS to all routers", .dir = E, .src = POD6_LL, .dst = "ff02::2", .type = RS,
 	 .reason = RW_REASON_ALLOWED},
+	{"NS with its link-layer address and 7 more options (8, the most read)", .dir = E,
+	 .src = POD6_LL, .dst = SOL_GW, .type = NS, .target = GW6,
+	 .opts = {1, 1, 2,  0, 0,  0, 0, 1, 14, 1, 0,  0, 0,  0, 0, 0, 14, 1, 0,  0, 0, 0,
+		  0, 0, 14, 1, 0,  0, 0, 0, 0,	0, 14, 1, 0,  0, 0, 0, 0,  0, 14, 1, 0, 0,
+		  0, 0, 0,  0, 14, 1, 0, 0, 0,	0, 0,  0, 14, 1, 0, 0, 0,  0, 0,  0},
+	 .opts_len = 64, .reason = RW_REASON_ALLOWED},
+	{"NA with its link-layer address (an option of 16 bytes)", .dir = E, .src = POD6_LL,
+	 .dst = GW6, .type = NA, .target = POD6_A,
+	 .opts = {2, 2, 2, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0}, .opts_len = 16,
+	 .reason = RW_REASON_ALLOWED},
+	{"DAD: NS from :: with a nonce option", .dir = E, .src = "::", .dst = SOL_POD, .type = NS,
+	 .target = POD6_A, .opts = {14, 1, 1, 2, 3, 4, 5, 6}, .opts_len = 8,
+	 .reason = RW_REASON_ALLOWED},
+	{"RS with its link-layer address", .dir = E, .src = POD6_LL, .dst = "ff02::2", .type = RS,
+	 .opts = {1, 1, 2, 0, 0, 0, 0, 1}, .opts_len = 8, .reason = RW_REASON_ALLOWED},
 
 	/* What a receiver discards (RFC 4861 6.1.1, 7.1.1, 7.1.2). */
 	{"NS with hop limit 254", .dir = E, .src = POD6_LL, .dst = SOL_GW, .hop = 254, .type = NS,
@@ -55,6 +71,42 @@ static const struct icase ndp_cases[] = {
 	 .target = GW6, .len_delta = -4, .reason = RW_REASON_MALFORMED},
 	{"NA for a multicast target", .dir = E, .src = POD6_LL, .dst = GW6, .type = NA,
 	 .target = "ff02::1", .reason = RW_REASON_MALFORMED},
+	{"RA from the pod with hop limit 254 (malformed before icmpv6-type)", .dir = E,
+	 .src = POD6_LL, .dst = "ff02::1", .hop = 254, .type = RA, .len_delta = 8,
+	 .reason = RW_REASON_MALFORMED},
+	{"RA from the pod of 8 bytes (malformed before icmpv6-type)", .dir = E, .src = POD6_LL,
+	 .dst = "ff02::1", .type = RA, .reason = RW_REASON_MALFORMED},
+	{"RA from the pod with code 1 (malformed before icmpv6-type)", .dir = E, .src = POD6_LL,
+	 .dst = "ff02::1", .type = RA, .code = 1, .len_delta = 8, .reason = RW_REASON_MALFORMED},
+	{"NS with a zero-length option", .dir = E, .src = POD6_LL, .dst = SOL_GW, .type = NS,
+	 .target = GW6, .opts = {1, 0, 0, 0, 0, 0, 0, 0}, .opts_len = 8,
+	 .reason = RW_REASON_MALFORMED},
+	{"NS with its link-layer address, then a zero-length option", .dir = E, .src = POD6_LL,
+	 .dst = SOL_GW, .type = NS, .target = GW6,
+	 .opts = {1, 1, 2, 0, 0, 0, 0, 1, 14, 0, 0, 0, 0, 0, 0, 0}, .opts_len = 16,
+	 .reason = RW_REASON_MALFORMED},
+	{"NA with a zero-length option", .dir = E, .src = POD6_LL, .dst = GW6, .type = NA,
+	 .target = POD6_A, .opts = {2, 0, 0, 0, 0, 0, 0, 0}, .opts_len = 8,
+	 .reason = RW_REASON_MALFORMED},
+	{"RS with a zero-length option", .dir = E, .src = POD6_LL, .dst = "ff02::2", .type = RS,
+	 .opts = {1, 0, 0, 0, 0, 0, 0, 0}, .opts_len = 8, .reason = RW_REASON_MALFORMED},
+	{"NS with an option running past the message", .dir = E, .src = POD6_LL, .dst = SOL_GW,
+	 .type = NS, .target = GW6, .opts = {1, 2, 2, 0, 0, 0, 0, 1}, .opts_len = 8,
+	 .reason = RW_REASON_MALFORMED},
+	{"NS with 1 byte after its options", .dir = E, .src = POD6_LL, .dst = SOL_GW, .type = NS,
+	 .target = GW6, .opts = {1, 1, 2, 0, 0, 0, 0, 1, 0}, .opts_len = 9,
+	 .reason = RW_REASON_MALFORMED},
+	{"NS with 9 options", .dir = E, .src = POD6_LL, .dst = SOL_GW, .type = NS, .target = GW6,
+	 .opts = {1,  1, 2, 0, 0, 0, 0, 1, 14, 1, 0, 0, 0, 0, 0, 0, 14, 1, 0, 0, 0, 0, 0, 0,
+		  14, 1, 0, 0, 0, 0, 0, 0, 14, 1, 0, 0, 0, 0, 0, 0, 14, 1, 0, 0, 0, 0, 0, 0,
+		  14, 1, 0, 0, 0, 0, 0, 0, 14, 1, 0, 0, 0, 0, 0, 0, 14, 1, 0, 0, 0, 0, 0, 0},
+	 .opts_len = 72, .reason = RW_REASON_MALFORMED},
+	{"DAD: NS from :: with a source link-layer address option", .dir = E,
+	 .src = "::", .dst = SOL_POD, .type = NS, .target = POD6_A,
+	 .opts = {1, 1, 2, 0, 0, 0, 0, 1}, .opts_len = 8, .reason = RW_REASON_MALFORMED},
+	{"into the pod: the node's NA with a zero-length option", .dir = I, .src = GW6,
+	 .dst = POD6_LL, .type = NA, .target = GW6, .opts = {2, 0, 0, 0, 0, 0, 0, 0}, .opts_len = 8,
+	 .reason = RW_REASON_MALFORMED},
 
 	/* Another's address, as source or target. */
 	{"NA claiming the gateway's address", .dir = E, .src = POD6_LL, .dst = "ff02::1",
@@ -83,7 +135,7 @@ static const struct icase ndp_cases[] = {
 	 .reason = RW_REASON_SPOOFED_SOURCE},
 
 	/* Not NDP of this veth, or never a pod's. */
-	{"RA from the pod", .dir = E, .src = POD6_LL, .dst = "ff02::1", .type = RA,
+	{"RA from the pod", .dir = E, .src = POD6_LL, .dst = "ff02::1", .type = RA, .len_delta = 8,
 	 .reason = RW_REASON_ICMPV6_TYPE},
 	{"redirect from the pod", .dir = E, .src = POD6_LL, .dst = GW6, .type = 137, .target = GW6,
 	 .reason = RW_REASON_ICMPV6_TYPE},
@@ -105,6 +157,10 @@ static const struct icase ndp_cases[] = {
 	 .type = NA, .target = GW6, .reason = RW_REASON_ALLOWED},
 	{"into the pod: the node's RA to all nodes", .dir = I, .src = GW6, .dst = "ff02::1",
 	 .type = RA, .len_delta = 8, .reason = RW_REASON_ALLOWED},
+	{"into the pod: the node's RA with its link-layer address and a prefix", .dir = I,
+	 .src = GW6, .dst = "ff02::1", .type = RA, .len_delta = 8,
+	 .opts = {1, 1, 2, 0, 0, 0, 0, 0xfe, 3, 4, 64}, .opts_len = 40,
+	 .reason = RW_REASON_ALLOWED},
 	{"into the pod: an RA of 8 bytes", .dir = I, .src = GW6, .dst = "ff02::1", .type = RA,
 	 .reason = RW_REASON_MALFORMED},
 	{"into the pod: NS with hop limit 254", .dir = I, .src = GW6, .dst = SOL_POD, .hop = 254,
