@@ -358,6 +358,16 @@ def cmd_stream(args):
                 line, buf = buf.split(b"\n", 1)
                 if line.startswith(b"seq "):
                     emit({"ev": "echo", "seq": int(line[4:]), "t": t}, out)
+    # Whether a segment was lost either way: this end's retransmissions (tcpi_total_retrans)
+    # and the segments it received out of order (tcpi_rcv_ooopack, Linux 5.4+), read from
+    # struct tcp_info (include/uapi/linux/tcp.h) at their offsets.
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 232)
+        retrans = struct.unpack_from("I", info, 100)[0]
+        ooo = struct.unpack_from("I", info, 224)[0] if len(info) >= 228 else None
+        emit({"ev": "tcp", "retrans": retrans, "ooo": ooo, "t": now()}, out)
+    except OSError as e:
+        emit({"ev": "error", "error": f"TCP_INFO: {e}", "t": now()}, out)
     sock.close()
     return 0
 
