@@ -40,7 +40,8 @@
 #             as the system's folder (/etc/ssl/certs, bound over in the agent's own mount
 #             namespace) refused, never sent the request or the token, and the bundle read again
 #             at each connection; plain http:// to 127.ctl.example (resolving, in its own mount
-#             namespace, to a listener) refused at start with nothing connected
+#             namespace, to a listener) refused at start with nothing connected, and
+#             http://127.0.0.2 reached directly, not through the environment's http_proxy
 #
 # Everything lives in namespaces named rwp<pid>-*, pins in /sys/fs/bpf/rwtest-policywatch-<pid>, the
 # socket /run/rwtest-policywatch-<pid>.sock, files in /tmp/rwtest-policywatch-<pid>.*; all of it
@@ -737,10 +738,17 @@ out=$(rw_cmd; timeout "$(rw_scale 10)" "${RW_CMD[@]}" agent --policy-url "$URL" 
 	--policy-ack-url "http://127.ctl.example/v1/ack" 2>&1) && rc=0 || rc=$?
 check "link: so is --policy-ack-url http://127.ctl.example/… (exit $rc)" \
 	eval '[ "$rc" = 2 ] && grep -q -- "--policy-ack-url .*literal loopback address" <<<"$out"'
-agent_as NOWRAP --policy-url "http://127.0.0.2:9/v1/watch"
+# A literal loopback address is followed, directly: not through the environment's http_proxy
+# (here the listener), which libcurl would otherwise send it to, token included.
+hold_start plain
+PROXY_ENV=(env -u no_proxy -u NO_PROXY "http_proxy=http://$SRV:$HPORT")
+agent_as PROXY_ENV --policy-url "http://127.0.0.2:9/v1/watch" --policy-token-file "$C/token"
 rw_wait 8 logged "Failed to connect" || true
 why=$(grep -m1 -oE 'policy watch: Failed to connect[^;]*' "$RW_WORK/agent.log" | cut -c1-80 || true)
 check "link: --policy-url http://127.0.0.2:9/…, a literal loopback address, is followed ($why)" \
 	logged "Failed to connect"
+check "link: ... directly, not through the environment's http_proxy ($(held) connections to it)" \
+	test "$(held)" = 0
 rw_agent_kill TERM
+hold_stop
 rw_suite_end

@@ -239,6 +239,11 @@ static struct curl_slist *setup_common(struct rw_watch *w, CURL *c, const char *
 
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, loopback ? "http,https" : "https");
+	/* A loopback address is reached directly: libcurl would otherwise send even a request to
+	 * 127.0.0.1 to the environment's http_proxy, in clear, token included.
+	 */
+	if (loopback)
+		curl_easy_setopt(c, CURLOPT_PROXY, "");
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_TIMEOUT_MS);
 	curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);
