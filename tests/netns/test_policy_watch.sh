@@ -41,6 +41,14 @@
 #             works again; the agent stopped (SIGSTOP): the lease expires all the same, and
 #             SIGCONT restores it; a restarted agent, sent heartbeats only, keeps it. The times
 #             are reported.
+#   link      (tests/hold_server.py) every phase bounded: a server that holds the connection
+#             before TLS, after the request, inside the headers or after them is given up on and
+#             connected to again; --policy-ca the only trust: a server chained to a CA installed
+#             as the system's folder (/etc/ssl/certs, bound over in the agent's own mount
+#             namespace) refused, never sent the request or the token, and the bundle read again
+#             at each connection; plain http:// to 127.ctl.example (resolving, in its own mount
+#             namespace, to a listener) refused at start with nothing connected, and
+#             http://127.0.0.2 reached directly, not through the environment's http_proxy
 #
 # Everything lives in namespaces named rwp<pid>-*, pins in /sys/fs/bpf/rwtest-policywatch-<pid>, the
 # socket /run/rwtest-policywatch-<pid>.sock, files in /tmp/rwtest-policywatch-<pid>.*; all of it
@@ -777,4 +785,155 @@ check "lease: a restarted agent resumed at $lrev (no snapshot sent) and its hear
 	eval 'rw_jq_true ".connections[-1].revision == $lrev" <<<"$(ctl GET /state)" && in_force && [ "$(run_rule)" = ok ]'
 rw_agent_kill TERM
 server_stop
+
+# ---- link: what the client trusts, and how long it waits in each phase (issue 32) ------------
+section link
+HOLD=$RW_ROOT/tests/hold_server.py HPORT=9444
+# hold_start MODE: tests/hold_server.py on the server's address, port HPORT, holding each
+# connection in that phase; held: the connections it took
+hold_start() {
+	rm -f "$RW_WORK/hold.ready"
+	: >"$RW_WORK/hold.log"
+	rw_bg "$RW_WORK/hold.out" ip netns exec "$RW_SVC" "$RW_PY" "$HOLD" --listen "$SRV:$HPORT" \
+		--mode "$1" --cert "$C/server.crt" --key "$C/server.key" --log "$RW_WORK/hold.log" \
+		--ready "$RW_WORK/hold.ready"
+	HOLD_PID=$RW_LAST_PID
+	rw_wait_file "$RW_WORK/hold.ready" || bail "hold_server.py --mode $1 did not start"
+}
+hold_stop() { kill "$HOLD_PID" 2>/dev/null || true; wait "$HOLD_PID" 2>/dev/null || true; }
+held() { grep -c '^connection ' "$RW_WORK/hold.log" || true; }
+# agent_as WRAP OPTIONS...: the agent started through the command in the array named WRAP (one
+# that execs its arguments, so the agent keeps the pid; NOWRAP: none), with OPTIONS
+NOWRAP=()
+agent_as() {
+	local -n pre=$1
+	shift
+	: >"$RW_WORK/agent.log"
+	rw_cmd
+	"${pre[@]}" "${RW_CMD[@]}" agent --ifprefix "$PFX" --node "node-$ID" --policy-stall "$STALL" \
+		"$@" >>"$RW_WORK/agent.log" 2>&1 </dev/null &
+	RW_AGENT_PID=$!
+	rw_agent_wait || bail "the agent did not start"
+}
+logged() { grep -qE "policy watch: .*($1)" "$RW_WORK/agent.log"; }
+
+# (a) Every phase of the stream is bounded: a server that holds the connection before TLS, after
+# the request, inside the headers or after them is given up on, and connected to again after the
+# backoff. The limits: 5 s for TCP and TLS; --policy-stall for the headers after the request, and
+# then for each complete message.
+# phase MODE PATTERN WHAT: the agent's reason matches PATTERN, and it connected again
+phase() {
+	PHASE_PAT=$2
+	hold_start "$1"
+	agent_as NOWRAP "${GOOD[@]}" --policy-url "https://$SRV:$HPORT/v1/watch"
+	again() { [ "$(held)" -ge 2 ] && logged "$PHASE_PAT"; }
+	rw_wait 20 again || true
+	check "link: $3: given up on and connected again ($(held) connections; $(grep -m1 -oE "policy watch: .*($2)[^;]*" "$RW_WORK/agent.log" | cut -c1-120))" \
+		eval 'again && rw_jq_true ".connects == 0" <<<"$(watch_json)"'
+	rw_agent_kill TERM
+	hold_stop
+}
+phase tcp "timed out|timeout" "a server that accepts TCP and never starts TLS"
+phase tls "no response headers in $STALL s" "a server that completes TLS, reads the request and sends nothing"
+phase headers "no response headers in $STALL s" "a server that sends a status line, then a header a byte a second"
+hold_start body
+agent_as NOWRAP "${GOOD[@]}" --policy-url "https://$SRV:$HPORT/v1/watch"
+stalled_again() { [ "$(held)" -ge 2 ] && logged "stalled: no complete message in $STALL s"; }
+rw_wait 20 stalled_again || true
+check "link: a server that sends a 200's headers, then nothing: cut after $STALL s, connected again ($(held) connections)" \
+	eval 'stalled_again && rw_jq_true ".connects >= 1" <<<"$(watch_json)"'
+rw_agent_kill TERM
+hold_stop
+
+# (b) --policy-ca is the only trust. A CA folder installed as the system's (/etc/ssl/certs,
+# bound over in a mount namespace of the agent's own, private propagation: nothing else sees it)
+# holds CA "sysca", hashed for OpenSSL; the server's certificate chains to it. Named by
+# --policy-ca, "ca" is the only CA: the server is refused, and it never gets the request (nor
+# the token). Without --policy-ca, the system's folder is trusted, as before.
+[ -d /etc/ssl/certs ] || bail "/etc/ssl/certs is missing: the link section binds its CA folder over it"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=sysca" \
+	-keyout "$C/sysca.key" -out "$C/sysca.crt" 2>/dev/null || bail "openssl: the sysca CA"
+mkcert server-sys sysca "subjectAltName=IP:$SRV
+extendedKeyUsage=serverAuth" || bail "openssl: the server's certificate from sysca"
+SYS=$RW_WORK/etc-ssl-certs
+mkdir -p "$SYS"
+cp "$C/sysca.crt" "$SYS/sysca.pem"
+# the default bundle file libcurl also opens: present, and without sysca (its folder is the test)
+cp "$C/other.crt" "$SYS/ca-certificates.crt"
+openssl rehash "$SYS" 2>/dev/null || bail "openssl rehash $SYS"
+IN_SYS=(unshare --mount --propagation private -- sh -c 'mount --bind "$0" /etc/ssl/certs && exec "$@"' "$SYS")
+server_start server-sys
+sys_curl() { # sys_curl [WRAPPER...]: curl's answer from the server, verified by the default CAs
+	"$@" nsenter --net="/run/netns/$RW_NODE" curl -sS -o /dev/null -w '%{http_code}' -m 5 \
+		--cert "$C/node.crt" --key "$C/node.key" "https://$SRV:$PORT/nothing" 2>/dev/null || true
+}
+check "link: in that mount namespace, curl trusts the server through the CA folder alone ($(sys_curl "${IN_SYS[@]}")), outside it not ($(sys_curl))" \
+	eval '[ "$(sys_curl "${IN_SYS[@]}")" = 404 ] && [ "$(sys_curl)" != 404 ]'
+l0=$(wc -l <"$RW_WORK/server.log")
+agent_as IN_SYS "${GOOD[@]}" --policy-url "$URL"
+no_request() { tail -n +"$((l0 + 1))" "$RW_WORK/server.log" | grep -qE '"(GET|POST) |bearer token' && return 1 || return 0; }
+rw_wait 8 logged "certificate problem" || true
+why=$(grep -m1 -oE 'policy watch: [^;]*certificate problem[^;]*' "$RW_WORK/agent.log" | cut -c1-120 || true)
+check "link: --policy-ca names another CA: the server chained to the system's folder is refused ($why)" \
+	eval 'logged "certificate problem" && rw_jq_true ".connects == 0" <<<"$(watch_json)"'
+check "link: ... and the server never got the request, nor the token" no_request
+rw_agent_kill TERM
+agent_as IN_SYS --policy-cert "$C/node.crt" --policy-key "$C/node.key" \
+	--policy-token-file "$C/token" --policy-url "$URL"
+check "link: without --policy-ca, the system's CAs are trusted: connected" \
+	rw_wait 10 eval 'rw_jq_true ".connected" <<<"$(watch_json)"'
+rw_agent_kill TERM
+server_stop
+
+# (c) The bundle is read again at each connection: a rotated --policy-ca is picked up.
+server_start
+cp "$C/other.crt" "$RW_WORK/rotated-ca.pem"
+agent_as NOWRAP --policy-ca "$RW_WORK/rotated-ca.pem" --policy-cert "$C/node.crt" \
+	--policy-key "$C/node.key" --policy-token-file "$C/token" --policy-url "$URL"
+rw_wait 8 logged "certificate problem" || true
+cp "$C/ca.crt" "$RW_WORK/rotated-ca.pem"
+check "link: a --policy-ca file rewritten with the server's CA: the next connection succeeds" \
+	rw_wait 15 eval 'rw_jq_true ".connected" <<<"$(watch_json)"'
+rw_agent_kill TERM
+server_stop
+
+# (d) Plain http:// only to a literal loopback address. In a mount namespace whose /etc/hosts
+# maps 127.ctl.example to the server's address, where a plain listener waits: curl reaches it by
+# that name, the agent refuses the name at start, naming the flag, and connects to nothing.
+cp /etc/hosts "$RW_WORK/hosts"
+echo "$SRV 127.ctl.example" >>"$RW_WORK/hosts"
+IN_HOSTS=(unshare --mount --propagation private -- sh -c 'mount --bind "$0" /etc/hosts && exec "$@"' "$RW_WORK/hosts")
+hold_start plain
+"${IN_HOSTS[@]}" nsenter --net="/run/netns/$RW_NODE" curl -s -o /dev/null -m 2 "http://127.ctl.example:$HPORT/probe" || true
+check "link: curl reaches the listener as http://127.ctl.example:$HPORT ($(held) connection)" test "$(held)" = 1
+rw_cmd
+"${IN_HOSTS[@]}" "${RW_CMD[@]}" agent --ifprefix "$PFX" --node "node-$ID" \
+	--policy-url "http://127.ctl.example:$HPORT/v1/watch" --policy-token-file "$C/token" \
+	>"$RW_WORK/plain.out" 2>&1 </dev/null &
+pid=$!
+gone() { ! kill -0 "$pid" 2>/dev/null; }
+rw_wait 5 gone || kill "$pid" 2>/dev/null || true
+wait "$pid" && rc=0 || rc=$?
+check "link: --policy-url http://127.ctl.example:$HPORT/…: refused at start (exit $rc: $(head -c 200 "$RW_WORK/plain.out"))" \
+	eval '[ "$rc" = 2 ] && grep -q -- "--policy-url .*literal loopback address" "$RW_WORK/plain.out"'
+check "link: ... and nothing connected to the listener, no token sent ($(held) connections: $(grep '^request' "$RW_WORK/hold.log" | cut -c1-80 | tr '\n' ' '))" \
+	eval '[ "$(held)" = 1 ] && ! grep -q "authorization: yes" "$RW_WORK/hold.log"'
+hold_stop
+out=$(rw_cmd; timeout "$(rw_scale 10)" "${RW_CMD[@]}" agent --policy-url "$URL" \
+	--policy-ack-url "http://127.ctl.example/v1/ack" 2>&1) && rc=0 || rc=$?
+check "link: so is --policy-ack-url http://127.ctl.example/… (exit $rc)" \
+	eval '[ "$rc" = 2 ] && grep -q -- "--policy-ack-url .*literal loopback address" <<<"$out"'
+# A literal loopback address is followed, directly: not through the environment's http_proxy
+# (here the listener), which libcurl would otherwise send it to, token included.
+hold_start plain
+PROXY_ENV=(env -u no_proxy -u NO_PROXY "http_proxy=http://$SRV:$HPORT")
+agent_as PROXY_ENV --policy-url "http://127.0.0.2:9/v1/watch" --policy-token-file "$C/token"
+rw_wait 8 logged "Failed to connect" || true
+why=$(grep -m1 -oE 'policy watch: Failed to connect[^;]*' "$RW_WORK/agent.log" | cut -c1-80 || true)
+check "link: --policy-url http://127.0.0.2:9/…, a literal loopback address, is followed ($why)" \
+	logged "Failed to connect"
+check "link: ... directly, not through the environment's http_proxy ($(held) connections to it)" \
+	test "$(held)" = 0
+rw_agent_kill TERM
+hold_stop
 rw_suite_end

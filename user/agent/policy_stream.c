@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
 #include <sys/eventfd.h>
 #include <curl/curl.h>
 
@@ -16,8 +17,8 @@
 #include "util.h"
 #include "watch_msg.h"
 
-#define CONNECT_TIMEOUT_MS 5000
-#define ACK_TIMEOUT_MS	   5000
+#define CONNECT_TIMEOUT_MS 5000 /* name, TCP and TLS: libcurl's connect phase */
+#define ACK_TIMEOUT_MS	   5000 /* an ack's whole exchange */
 #define ACK_ATTEMPTS	   4
 #define TOKEN_MAX	   4096
 
@@ -43,6 +44,7 @@ struct rw_watch {
 	CURL *curl;
 	struct rw_watch_framer framer;
 	int64_t last_msg_ns;
+	int64_t request_ns; /* when the request went out on a connection made; 0 before */
 	bool got_200;
 	bool refused; /* the stream was cut for a message refused on the wire */
 	char abort_reason[256];
@@ -173,6 +175,16 @@ static int on_progress(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off
 			snprintf(w->abort_reason, sizeof(w->abort_reason), "dropped by the agent");
 		return 1;
 	}
+	/* The answer's status and headers, however they trickle, within the stall timeout of the
+	 * request: a server that completes TLS and then says nothing does not hold the stream.
+	 */
+	if (!w->got_200 && w->request_ns &&
+	    rw_now_mono_ns() - w->request_ns > (int64_t)stall * 1000000000LL) {
+		snprintf(w->abort_reason, sizeof(w->abort_reason),
+			 "no response headers in %u s after the request (the --policy-stall limit)",
+			 stall);
+		return 1;
+	}
 	if (w->got_200 && rw_now_mono_ns() - w->last_msg_ns > (int64_t)stall * 1000000000LL) {
 		snprintf(w->abort_reason, sizeof(w->abort_reason),
 			 "stalled: no complete message in %u s (a heartbeat is expected at least "
@@ -181,6 +193,15 @@ static int on_progress(void *ctx, curl_off_t dltotal, curl_off_t dlnow, curl_off
 		return 1;
 	}
 	return 0;
+}
+
+/* libcurl calls it once the connection (TCP and TLS) is made, just before it sends the request. */
+static int on_request(void *ctx, char *primary_ip, char *local_ip, int primary_port, int local_port)
+{
+	struct rw_watch *w = ctx;
+
+	w->request_ns = rw_now_mono_ns();
+	return CURL_PREREQFUNC_OK;
 }
 
 static int read_token(const char *path, char *out, size_t outlen, char *err, size_t errlen)
@@ -218,12 +239,24 @@ static struct curl_slist *setup_common(struct rw_watch *w, CURL *c, const char *
 
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, loopback ? "http,https" : "https");
+	/* A loopback address is reached directly: libcurl would otherwise send even a request to
+	 * 127.0.0.1 to the environment's http_proxy, in clear, token included.
+	 */
+	if (loopback)
+		curl_easy_setopt(c, CURLOPT_PROXY, "");
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_TIMEOUT_MS);
 	curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-	if (w->o.ca)
+	if (w->o.ca) {
+		/* That bundle and nothing else. Without CAPATH set to NULL, Debian's libcurl also
+		 * loads its built-in folder (/etc/ssl/certs), and OpenSSL trusts both. With no cache,
+		 * the bundle is read again at each connection: a rotated file is picked up.
+		 */
 		curl_easy_setopt(c, CURLOPT_CAINFO, w->o.ca);
+		curl_easy_setopt(c, CURLOPT_CAPATH, NULL);
+		curl_easy_setopt(c, CURLOPT_CA_CACHE_TIMEOUT, 0L);
+	}
 	if (w->o.cert)
 		curl_easy_setopt(c, CURLOPT_SSLCERT, w->o.cert);
 	if (w->o.key)
@@ -276,6 +309,7 @@ static void *stream_main(void *data)
 		rw_watch_framer_reset(&w->framer);
 		w->abort_reason[0] = '\0';
 		w->got_200 = false;
+		w->request_ns = 0;
 		w->refused = false;
 		w->last_msg_ns = rw_now_mono_ns();
 		hdr = setup_common(w, w->curl, url, w->loopback, err, sizeof(err));
@@ -290,6 +324,8 @@ static void *stream_main(void *data)
 			curl_easy_setopt(w->curl, CURLOPT_WRITEDATA, w);
 			curl_easy_setopt(w->curl, CURLOPT_HEADERFUNCTION, on_header);
 			curl_easy_setopt(w->curl, CURLOPT_HEADERDATA, w);
+			curl_easy_setopt(w->curl, CURLOPT_PREREQFUNCTION, on_request);
+			curl_easy_setopt(w->curl, CURLOPT_PREREQDATA, w);
 			curl_easy_setopt(w->curl, CURLOPT_NOPROGRESS, 0L);
 			curl_easy_setopt(w->curl, CURLOPT_XFERINFOFUNCTION, on_progress);
 			curl_easy_setopt(w->curl, CURLOPT_XFERINFODATA, w);
@@ -442,14 +478,28 @@ static void *ack_main(void *data)
 	return NULL;
 }
 
+/* Whether the URL's host (as libcurl parsed it: IPv6 in brackets, IPv4 in dotted quad) is a
+ * literal loopback address, 127.0.0.0/8 or ::1. A name is never loopback, whatever it spells:
+ * "127.ctl.example" or "localhost" go wherever the resolver sends them.
+ */
 static bool host_is_loopback(const char *host)
 {
-	return !strcmp(host, "localhost") || !strncmp(host, "127.", 4) || !strcmp(host, "[::1]") ||
-	       !strcmp(host, "::1");
+	size_t len = strlen(host);
+	char v6[INET6_ADDRSTRLEN];
+	struct in6_addr a6;
+	struct in_addr a4;
+
+	if (inet_pton(AF_INET, host, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	if (len < 3 || host[0] != '[' || host[len - 1] != ']' || len - 2 >= sizeof(v6))
+		return false;
+	memcpy(v6, host + 1, len - 2);
+	v6[len - 2] = '\0';
+	return inet_pton(AF_INET6, v6, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
 }
 
-/* Parse the URL; *loopback when its host is; the ack URL when asked for (the policy URL's last
- * path segment replaced by "ack", without its query).
+/* Parse the URL; *loopback when its host is a literal loopback address; the ack URL when asked
+ * for (the policy URL's last path segment replaced by "ack", without its query).
  */
 static int check_url(const char *url, const char *flag, bool *loopback, char **ack_url, char *err,
 		     size_t errlen)
@@ -469,8 +519,9 @@ static int check_url(const char *url, const char *flag, bool *loopback, char **a
 	*loopback = host_is_loopback(host);
 	if (strcmp(scheme, "https") && !(strcmp(scheme, "http") == 0 && *loopback)) {
 		snprintf(err, errlen,
-			 "%s '%s': expected https:// (plain http:// only to a loopback host)", flag,
-			 url);
+			 "%s '%s': expected https:// (plain http:// only to a literal loopback "
+			 "address, 127.0.0.0/8 or [::1]; not to a name)",
+			 flag, url);
 		goto out;
 	}
 	if (ack_url) {

@@ -50,12 +50,15 @@ static const char agent_options[] =
 	"  --access-request-queue N  requests waiting to be sent at most (default 256)\n"
 	"  --policy-url URL       follow the control plane (PolicyWatch, docs/policy-watch.md):\n"
 	"                         one long-lived https GET of snapshots and per-run changes\n"
+	"                         (plain http only to a literal loopback address)\n"
 	"  --policy-ack-url URL   where outcomes are POSTed (default: the --policy-url path's\n"
 	"                         last segment replaced by ack)\n"
-	"  --policy-ca FILE       CA bundle the server's certificate must chain to\n"
+	"  --policy-ca FILE       CA bundle the server's certificate must chain to, and the only\n"
+	"                         one trusted (default: the system's CAs)\n"
 	"  --policy-cert FILE, --policy-key FILE  client certificate (mutual TLS)\n"
 	"  --policy-token-file FILE  bearer token sent with every request\n"
-	"  --policy-stall SECONDS cut the stream after this long without a complete message\n"
+	"  --policy-stall SECONDS cut the stream after this long without a complete message,\n"
+	"                         or without the answer's headers after the request\n"
 	"                         (default 15; heartbeats expected every third of it)\n"
 	"  -v, --verbose          more log lines (-vv: libbpf's debug too)\n";
 
