@@ -85,6 +85,7 @@ int main(void)
 	test_big_apply();
 	test_flip();
 	test_flip_pinned();
+	test_flip_lease();
 	test_real_traffic(&dp, devs[0], ifindex_of[0], POD_A);
 	test_run_generations();
 	test_refusal_modes();
