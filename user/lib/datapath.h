@@ -122,8 +122,9 @@ int rw_config_flip_leased(const struct rw_datapath *dp, __u64 expect, __u64 next
 			  __u32 lease_seconds, char *err, size_t errlen);
 
 /* Store the lease deadline (CLOCK_MONOTONIC ns; 0: no lease) with one atomic 64-bit exchange
- * (the rw_lease program: renewals; an apply's lease comes with its flip): from then on packets are judged by the lease-expired policy once the
- * clock passes it. -ENOTSUP where dp has no rw_lease (as rw_config_flip()).
+ * (the rw_lease program; for renewals: an apply's lease comes with its flip): from then on
+ * packets are judged by the lease-expired policy once the clock passes it. -ENOTSUP where dp
+ * has no rw_lease (as rw_config_flip()).
  */
 int rw_lease_write(const struct rw_datapath *dp, __u64 deadline_ns, char *err, size_t errlen);
 

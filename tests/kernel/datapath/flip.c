@@ -227,7 +227,8 @@ static int apply_killed_after_flip(struct rw_policy *p)
  * run's other destinations lease-expired; a restarted agent's renewal moves it. Killed after
  * the flip of a snapshot without a lease, no lease is left: the old, expired deadline does not
  * judge the new policy. A lease write that fails (RUNWALL_APPLY_FAULT=lease-write) fails the
- * apply: nothing flipped, the lease in force unchanged, the same verdict as before.
+ * apply: nothing flipped, the lease in force unchanged, the same verdict as before; so does a
+ * flip refused for its state word.
  */
 void test_flip_lease(void)
 {
@@ -324,6 +325,17 @@ void test_flip_lease(void)
 	printf("%s %d - flip lease: a lease write that fails fails the apply (%s), nothing moves\n",
 	       ok ? "ok" : "not ok", t_count, err);
 	run_case(&kept);
+	/* A flip refused for its state word stores no lease either. */
+	t_count++;
+	ret = rw_config_flip_leased(&dp, s ^ 1, RW_STATE(rev + 50, 1, 0), 30, err, sizeof(err));
+	rw_config_read(&dp, &cfg);
+	ok = CHECK_EQ(ret, -ESTALE, "stale leased flip");
+	ok &= CHECK(cfg.state == s && cfg.lease_seconds == 0 && cfg.lease_deadline_ns == 0,
+		    "after the refused flip", "state %#llx, %u s, deadline %llu",
+		    (unsigned long long)cfg.state, cfg.lease_seconds,
+		    (unsigned long long)cfg.lease_deadline_ns);
+	printf("%s %d - flip lease: a flip from a state not in force stores no lease: %s\n",
+	       ok ? "ok" : "not ok", t_count, err);
 	t_count++;
 	t0 = mono_ns();
 	ok = CHECK(rw_apply(&dp, NULL, &p, &res, err, sizeof(err)) == 0, "apply again", "%s", err);
