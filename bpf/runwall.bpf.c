@@ -456,7 +456,8 @@ int rw_flip(struct rw_flip_args *args)
 		/* The lease before the state word, so that no packet judges the new policy under
 		 * the old deadline: a packet reads the state word, then the deadline (rw_state_load()),
 		 * and both stores below are full barriers, so one that loads the new word loads the
-		 * new deadline too. A packet between the two stores judges the old policy under the
+		 * new deadline too (on x86, which keeps loads in order; a CPU that reorders two
+		 * loads would need rw_state_load()'s first to be an acquire). A packet between the two stores judges the old policy under the
 		 * new lease, which has not expired (now + lease_seconds) or is none, for the few
 		 * instructions in between (under PolicyWatch the message that carries the snapshot
 		 * has just renewed the old lease anyway). No crash of the agent falls between the
