@@ -4,8 +4,9 @@
  *   rw_egress  (pod -> world) on the veth's TC ingress hook, out of the pod's reach;
  *   rw_ingress (world -> pod) on the veth's TC egress hook;
  *   rw_egress6, rw_ingress6 the same for IPv6, tail-called by the two (rw_progs6);
- *   rw_flip    the one writer of the state word, run by the agent (BPF_PROG_TEST_RUN);
- *   rw_lease   the one writer of the lease deadline, run the same way.
+ *   rw_flip    the one writer of the state word, run by the agent (BPF_PROG_TEST_RUN), which
+ *              stores an apply's lease in the same run;
+ *   rw_lease   the writer of the lease deadline between flips (renewals), run the same way.
  *
  * Absence means deny: every case not positively allowed below ends in rw_finish() with a reason.
  */
@@ -438,15 +439,45 @@ SEC("syscall")
 int rw_flip(struct rw_flip_args *args)
 {
 	struct rw_config *cfg;
-	__u64 expect = args->expect;
-	__u32 zero = 0;
+	__u64 expect = args->expect, deadline = 0, old_deadline = 0;
+	__u32 old_seconds = 0, zero = 0;
 
 	cfg = bpf_map_lookup_elem(&rw_config, &zero);
 	if (!cfg)
 		return RW_FLIP_NO_CONFIG;
+	if (args->flags & RW_FLIP_LEASE) {
+		/* The lease before the state word, so that no packet judges the new policy under
+		 * the old deadline: a packet reads the state word, then the deadline (rw_state_load()),
+		 * and both stores below are full barriers, so one that loads the new word loads the
+		 * new deadline too (on x86, which keeps loads in order; a CPU that reorders two
+		 * loads would need rw_state_load()'s first to be an acquire). A packet between the two stores judges the old policy under the
+		 * new lease, which has not expired (now + lease_seconds) or is none, for the few
+		 * instructions in between (under PolicyWatch the message that carries the snapshot
+		 * has just renewed the old lease anyway). No crash of the agent falls between the
+		 * two: this is one run. A flip that would be refused stores no lease.
+		 */
+		if (*(volatile __u64 *)&cfg->state != expect) {
+			args->found = *(volatile __u64 *)&cfg->state;
+			return RW_FLIP_CHANGED;
+		}
+		if (args->lease_seconds)
+			deadline = bpf_ktime_get_ns() + (__u64)args->lease_seconds * 1000000000ULL;
+		old_seconds = cfg->lease_seconds;
+		cfg->lease_seconds = args->lease_seconds;
+		old_deadline = __sync_lock_test_and_set(&cfg->lease_deadline_ns, deadline);
+	}
 	args->found = __sync_val_compare_and_swap(&cfg->state, expect, args->next);
-	if (args->found != expect)
+	if (args->found != expect) {
+		/* Another writer flipped in between (the agent is the only one meant to run): put
+		 * the lease back unless it, too, wrote one since.
+		 */
+		if (args->flags & RW_FLIP_LEASE) {
+			__sync_val_compare_and_swap(&cfg->lease_deadline_ns, deadline,
+						    old_deadline);
+			cfg->lease_seconds = old_seconds;
+		}
 		return RW_FLIP_CHANGED;
+	}
 	/* Not read by packets: when the flip happened, for `runwall status`. */
 	cfg->applied_ns = bpf_ktime_get_ns();
 	return RW_FLIP_DONE;

@@ -249,24 +249,34 @@ struct rw_config {
 	__u8 pad[3];
 	/* The control plane's dead-man lease: CLOCK_MONOTONIC (the bpf_ktime_get_coarse_ns()
 	 * domain) after which packets are judged by the lease-expired policy (services and
-	 * inbound only); 0: no lease. Written only by rw_lease, read by packets with one load.
+	 * inbound only); 0: no lease. Written only by rw_flip (an apply's lease, in the run that
+	 * flips to its snapshot) and rw_lease (renewals), read by packets with one load.
 	 */
 	__u64 lease_deadline_ns;
-	__u32 lease_seconds; /* the lease of the snapshot in force (0: none): what a renewal adds */
+	/* The lease of the snapshot in force (0: none): what a renewal adds. Written only by
+	 * rw_flip, with the deadline; packets never read it.
+	 */
+	__u32 lease_seconds;
 	__u32 pad2;
 };
 _Static_assert(sizeof(struct rw_config) == 64, "rw_config layout");
 
 /* rw_flip, the one writer of rw_config.state: a BPF_PROG_TYPE_SYSCALL program that user space
  * runs with BPF_PROG_TEST_RUN, this as its context (in and out). It stores `next` with one
- * compare-and-exchange when the state word is `expect`, and says what it found.
+ * compare-and-exchange when the state word is `expect`, and says what it found. With
+ * RW_FLIP_LEASE in `flags` the same run first stores the lease of the snapshot it flips to:
+ * lease_seconds, and the deadline now + lease_seconds by the kernel's clock (0: no lease), so
+ * the policy and its lease come into force together or not at all.
  */
+#define RW_FLIP_LEASE (1u << 0)
 struct rw_flip_args {
-	__u64 expect; /* the state word the flip starts from */
-	__u64 next;   /* the state word to store */
-	__u64 found;  /* out: the state word that was there (== expect: `next` is stored) */
+	__u64 expect;	     /* the state word the flip starts from */
+	__u64 next;	     /* the state word to store */
+	__u64 found;	     /* out: the state word that was there (== expect: `next` is stored) */
+	__u32 lease_seconds; /* with RW_FLIP_LEASE: the lease of `next`'s snapshot (0: none) */
+	__u32 flags;	     /* RW_FLIP_* */
 };
-_Static_assert(sizeof(struct rw_flip_args) == 24, "rw_flip_args layout");
+_Static_assert(sizeof(struct rw_flip_args) == 32, "rw_flip_args layout");
 
 enum rw_flip_result {
 	RW_FLIP_DONE = 0,
@@ -274,8 +284,9 @@ enum rw_flip_result {
 	RW_FLIP_CHANGED = 2,   /* the state word was not `expect`: nothing stored */
 };
 
-/* rw_lease, the one writer of rw_config.lease_deadline_ns: a BPF_PROG_TYPE_SYSCALL program
- * run like rw_flip, this as its context. It exchanges the deadline with one atomic 64-bit
+/* rw_lease, the writer of rw_config.lease_deadline_ns between flips (a flip stores its snapshot's
+ * lease itself, RW_FLIP_LEASE): a BPF_PROG_TYPE_SYSCALL program run like rw_flip, this as its
+ * context. It exchanges the deadline with one atomic 64-bit
  * exchange and says what was there.
  */
 struct rw_lease_args {

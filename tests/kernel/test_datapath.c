@@ -95,6 +95,7 @@ static const struct dp_step {
 	{"big apply", test_big_apply},
 	{"flip", test_flip},
 	{"flip pinned", test_flip_pinned},
+	{"flip lease", test_flip_lease},
 	{"real traffic", step_real_traffic},
 	{"run generations", test_run_generations},
 	{"refusal modes", test_refusal_modes},

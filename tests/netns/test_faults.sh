@@ -168,6 +168,22 @@ ip -n "$node" link set "${pfx}0" up
 ip -n "$node" link set "${pfx}0p" up
 ip -n "$node" route add 10.1.2.3/32 dev "${pfx}0" scope link
 ulimit -c 0
+stop_agent() {
+	rw shutdown >/dev/null 2>&1 || true
+	kill "$agent_pid" 2>/dev/null; wait "$agent_pid" 2>/dev/null || true
+	agent_pid=
+}
+# await_death: arc= the exit status of the agent, which must die by itself within 20 s
+# (scaled); 0 when it did not (it is then stopped). Not in $(...): only this shell can reap it.
+await_death() {
+	arc=0
+	if timeout $((20 * scale)) tail --pid="$agent_pid" -f /dev/null; then
+		wait "$agent_pid" 2>/dev/null || arc=$?
+		agent_pid=
+	else
+		stop_agent
+	fi
+}
 rev=10
 # RW_FAULT_STEPS="half" (for example) runs fewer steps while debugging; "" none. Under emulation
 # (make vmtest, a kernel without tcx) only after-flip: where an apply dies is user space's
@@ -180,11 +196,8 @@ for step in ${RW_FAULT_STEPS-$steps}; do
 	v=$(vector)
 	check "$step: revision $rev enforced on the veth's pod: $v" [ "$v" = "$OLD_V" ]
 	write_new $((rev + 1))
-	rc=0
-	timeout $((20 * scale)) tail --pid="$agent_pid" -f /dev/null || rc=$?
-	wait "$agent_pid" 2>/dev/null && arc=0 || arc=$?
-	agent_pid=
-	check "$step: the agent died applying revision $((rev + 1)) (exit $arc)" eval '[ "$rc" -eq 0 ] && [ "$arc" -ne 0 ]'
+	await_death
+	check "$step: the agent died applying revision $((rev + 1)) (exit $arc)" [ "$arc" -ne 0 ]
 	st=$(in_force) v=$(vector)
 	if [ "$step" = after-flip ]; then want="True $((rev + 1))"; wv=$NEW_V; else want="True $rev"; wv=$OLD_V; fi
 	check "$step: with the agent dead, the kernel enforces '$st' (expected '$want'), every table of one revision: $v" \
@@ -194,10 +207,52 @@ for step in ${RW_FAULT_STEPS-$steps}; do
 	v=$(vector)
 	check "$step: the restarted agent converges on revision $((rev + 1)): $v" \
 		eval '[ "$(in_force)" = "True $((rev + 1))" ] && [ "$v" = "$NEW_V" ]'
-	kill "$agent_pid" 2>/dev/null; wait "$agent_pid" 2>/dev/null || true
-	agent_pid=
+	stop_agent
 	rev=$((rev + 2))
 done
+
+# ---- the agent killed right after the flip of a snapshot with a lease: that lease is in force
+# with it (it expires, and the kernel then refuses lease-expired), and a restarted agent keeps it
+# for its renewals; a lease write that fails fails the apply, nothing moves ----
+write_leased() { # write_leased REVISION LEASE_SECONDS: the old tables, with a lease
+	cat >"$work/policy.json.tmp" <<J
+{"revision": $1, "lease_seconds": $2,
+ "services": [{"name": "proxy", "ip": "172.20.0.10", "tcp": [443]}],
+ "inbound": [{"name": "app-tier", "cidr": "172.20.0.12/32", "tcp": [4096]}],
+ "runs": [{"id": "run-a", "pods": ["10.1.2.3"]}]}
+J
+	mv "$work/policy.json.tmp" "$work/policy.json"
+}
+# The lease as the kernel holds it: "none", or "SECONDS in-force|expired".
+lease_of() { { rw -j status 2>/dev/null || true; } | "${RW_PY:-python3}" -c '
+import json, sys
+l = json.load(sys.stdin).get("lease")
+print("none" if not l else "%d %s" % (l["seconds"], "expired" if l["expired"] else "in-force"))'; }
+write_old $rev
+RUNWALL_APPLY_FAULT="after-flip:$((rev + 1))" start_agent --policy "$work/policy.json" --resync 1
+for _ in $(seq $((100 * scale))); do [ "$(in_force)" = "True $rev" ] && break; sleep 0.1; done
+check "lease: revision $rev (no lease) enforced: $(lease_of)" \
+	eval '[ "$(in_force)" = "True $rev" ] && [ "$(lease_of)" = none ]'
+write_leased $((rev + 1)) 1
+await_death
+check "lease: the agent died right after flipping to revision $((rev + 1)) (exit $arc)" \
+	eval '[ "$arc" -ne 0 ] && [ "$(in_force)" = "True $((rev + 1))" ]'
+for _ in $(seq $((100 * scale))); do [ "$(lease_of)" = "1 expired" ] && break; sleep 0.1; done
+l=$(lease_of) v=$(probe 1.1.1.1 443 || true) # explain exits 1 for a refusal
+check "lease: with the agent dead, the kernel holds revision $((rev + 1))'s lease ('$l', expected '1 expired') and refuses by it: $v" \
+	eval '[ "$l" = "1 expired" ] && [ "$v" = lease-expired ]'
+check "lease: the services still allow: $(probe 172.20.0.10 443)" [ "$(probe 172.20.0.10 443)" = allow ]
+# A restarted agent whose next apply cannot write its lease: the apply fails, nothing moves.
+RUNWALL_APPLY_FAULT="lease-write:$((rev + 2))" start_agent --policy "$work/policy.json" --resync 1
+write_leased $((rev + 2)) 30
+for _ in $(seq $((100 * scale))); do grep -q "injected fault" "$work/agent.log" && break; sleep 0.1; done
+l=$(lease_of) st=$(in_force)
+check "lease: a lease write that fails is an error of the apply: $(grep -m1 "injected fault" "$work/agent.log" | cut -c1-200)" \
+	grep -q "injected fault" "$work/agent.log"
+check "lease: and nothing moved: '$st', lease '$l' (expected 'True $((rev + 1))', '1 expired')" \
+	eval '[ "$st" = "True $((rev + 1))" ] && [ "$l" = "1 expired" ]'
+stop_agent
+rev=$((rev + 3))
 
 # ---- the consumer stopped (SIGSTOP) while one sandbox floods: verdicts and counters exact,
 # every event counted as sent, lost or suppressed, and the other sandbox's events delivered

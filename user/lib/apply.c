@@ -140,6 +140,16 @@ static long fault_after_take(void)
 	return n;
 }
 
+/* Whether RUNWALL_APPLY_FAULT=STEP[:REVISION] names this step of this apply. */
+static bool fault_named(const char *step, uint64_t revision)
+{
+	const char *f = getenv("RUNWALL_APPLY_FAULT");
+	size_t n = strlen(step);
+
+	return f && !strncmp(f, step, n) &&
+	       (!f[n] || (f[n] == ':' && strtoull(f + n + 1, NULL, 10) == revision));
+}
+
 /* Test hook (tests/netns/test_faults.sh), in the test build only (build/tests/runwall-faults):
  * RUNWALL_APPLY_FAULT=STEP[:REVISION] aborts the process at a named step of an apply
  * (before-write, half, after-flip), to show that a crash at any step leaves the old or the new
@@ -147,12 +157,16 @@ static long fault_after_take(void)
  */
 static void fault_point(const char *step, uint64_t revision)
 {
-	const char *f = getenv("RUNWALL_APPLY_FAULT");
-	size_t n = strlen(step);
-
-	if (f && !strncmp(f, step, n) &&
-	    (!f[n] || (f[n] == ':' && strtoull(f + n + 1, NULL, 10) == revision)))
+	if (fault_named(step, revision))
 		abort();
+}
+
+/* RUNWALL_APPLY_FAULT=lease-write[:REVISION] makes the write of the snapshot's lease fail (the
+ * flip that carries it, which then never reaches the kernel), as a write the kernel refused.
+ */
+static bool fault_lease_write(uint64_t revision)
+{
+	return fault_named("lease-write", revision);
 }
 
 static bool fault_hook_set(void)
@@ -167,6 +181,11 @@ static long fault_after_take(void)
 
 static void fault_point(const char *step, uint64_t revision)
 {
+}
+
+static bool fault_lease_write(uint64_t revision)
+{
+	return false;
 }
 
 static bool fault_hook_set(void)
@@ -1564,19 +1583,22 @@ int rw_apply(struct rw_datapath *dp, const struct rw_policy *prev, const struct 
 	 * packet that sees an old run_revs[r] gets what it would have got entirely before the flip
 	 * (the old verdict, then still the policy in force), and the grace period below waits
 	 * for it.
+	 * The snapshot's lease (or none) comes with it, in the same run of rw_flip and before the
+	 * state word: no packet judges the new policy under the old lease, and no crash of the
+	 * agent leaves the new policy without its own. A lease that cannot be written is a flip
+	 * that did not happen: the apply fails, and the policy in force keeps its lease.
 	 */
-	ret = rw_config_flip(dp, cfg.state, RW_STATE(next->revision, 1, idle), err, errlen);
+	if (fault_lease_write(next->revision))
+		ret = rw_fail_msg(err, errlen, -EIO,
+				  "%s: flip: writing the lease of revision %llu: injected fault "
+				  "(RUNWALL_APPLY_FAULT); nothing flipped, no lease written",
+				  rw_map_names[RW_M_CONFIG], (unsigned long long)next->revision);
+	else
+		ret = rw_config_flip_leased(dp, cfg.state, RW_STATE(next->revision, 1, idle),
+					    next->lease_seconds, err, errlen);
 	if (ret)
 		goto cleanup;
 	fault_point("after-flip", next->revision);
-	/* The snapshot's lease from now on (or none): a snapshot is a message of the control
-	 * plane, so it renews the lease it sets. Between the flip and this store packets judge
-	 * the new slot under the old deadline: an expired one only narrows them to services.
-	 */
-	ret = rw_lease_set(dp, next->lease_seconds, err, errlen);
-	if (ret)
-		rw_warn("the flip to revision %llu is done, but its lease is not: %s",
-			(unsigned long long)next->revision, err ? err : strerror(-ret));
 	/* One grace period: afterwards no program still reads the old slot, so the next apply may
 	 * write it.
 	 */

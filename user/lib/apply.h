@@ -28,7 +28,8 @@ struct rw_apply_result {
 /* Apply `next` over what is in force. `prev` is the snapshot in force if the caller has it
  * (runs it leaves unchanged keep their generation), or NULL. Writes the difference between what
  * the idle slot's inner maps hold and `next` into them (in full when that is unknown), then
- * flips the live slot with one atomic store (rw_config_flip()) and waits for one RCU grace
+ * flips the live slot with one atomic store, `next`'s lease stored by the same run
+ * (rw_config_flip_leased()), and waits for one RCU grace
  * period: when it returns, every packet is judged by `next`. On error the live slot is
  * untouched, the idle slot may be half written (the next apply rewrites it), and `err` says
  * why.

@@ -409,14 +409,15 @@ int rw_config_write(const struct rw_datapath *dp, const struct rw_config *cfg)
 	if (err)
 		return err;
 	next.state = cur.state;
-	next.lease_deadline_ns = cur.lease_deadline_ns; /* the same for rw_lease's word */
+	/* The same for the lease, which rw_flip and rw_lease write. */
+	next.lease_deadline_ns = cur.lease_deadline_ns;
+	next.lease_seconds = cur.lease_seconds;
 	return bpf_map_update_elem(dp->map_fd[RW_M_CONFIG], &zero, &next, BPF_ANY) ? -errno : 0;
 }
 
-int rw_config_flip(const struct rw_datapath *dp, __u64 expect, __u64 next, char *err, size_t errlen)
+static int flip(const struct rw_datapath *dp, struct rw_flip_args *args, char *err, size_t errlen)
 {
-	struct rw_flip_args args = {.expect = expect, .next = next};
-	LIBBPF_OPTS(bpf_test_run_opts, opts, .ctx_in = &args, .ctx_size_in = sizeof(args));
+	LIBBPF_OPTS(bpf_test_run_opts, opts, .ctx_in = args, .ctx_size_in = sizeof(*args));
 	const char *cfg = rw_map_names[RW_M_CONFIG];
 	int ret;
 
@@ -438,13 +439,33 @@ int rw_config_flip(const struct rw_datapath *dp, __u64 expect, __u64 next, char 
 	case RW_FLIP_CHANGED:
 		return rw_fail_msg(err, errlen, -ESTALE,
 				   "%s: flip: the state word is %#llx, not the %#llx this change "
-				   "started from (another writer%s%s?); nothing flipped",
-				   cfg, (unsigned long long)args.found, (unsigned long long)expect,
-				   dp->pin_dir[0] ? ": a second agent on " : "", dp->pin_dir);
+				   "started from (another writer%s%s?); nothing flipped%s",
+				   cfg, (unsigned long long)args->found,
+				   (unsigned long long)args->expect,
+				   dp->pin_dir[0] ? ": a second agent on " : "", dp->pin_dir,
+				   args->flags & RW_FLIP_LEASE ? ", no lease written" : "");
 	default:
 		return rw_fail_msg(err, errlen, -ENOENT, "%s: flip: rw_flip answered %u", cfg,
 				   opts.retval);
 	}
+}
+
+int rw_config_flip(const struct rw_datapath *dp, __u64 expect, __u64 next, char *err, size_t errlen)
+{
+	struct rw_flip_args args = {.expect = expect, .next = next};
+
+	return flip(dp, &args, err, errlen);
+}
+
+int rw_config_flip_leased(const struct rw_datapath *dp, __u64 expect, __u64 next,
+			  __u32 lease_seconds, char *err, size_t errlen)
+{
+	struct rw_flip_args args = {.expect = expect,
+				    .next = next,
+				    .lease_seconds = lease_seconds,
+				    .flags = RW_FLIP_LEASE};
+
+	return flip(dp, &args, err, errlen);
 }
 
 int rw_lease_write(const struct rw_datapath *dp, __u64 deadline_ns, char *err, size_t errlen)
@@ -476,22 +497,6 @@ static int lease_from_now(const struct rw_datapath *dp, __u32 lease_seconds, cha
 	/* From CLOCK_MONOTONIC, bpf_ktime_get_ns()'s clock; the coarse one packets read lags it. */
 	return rw_lease_write(dp, (__u64)rw_now_mono_ns() + (__u64)lease_seconds * 1000000000ULL,
 			      err, errlen);
-}
-
-int rw_lease_set(const struct rw_datapath *dp, __u32 lease_seconds, char *err, size_t errlen)
-{
-	struct rw_config cfg;
-	int ret = rw_config_read(dp, &cfg);
-
-	if (!ret && cfg.lease_seconds != lease_seconds) {
-		cfg.lease_seconds = lease_seconds;
-		ret = rw_config_write(dp, &cfg);
-	}
-	if (ret)
-		return rw_fail_msg(err, errlen, ret, "%s: lease: %s", rw_map_names[RW_M_CONFIG],
-				   strerror(-ret));
-	return lease_seconds ? lease_from_now(dp, lease_seconds, err, errlen)
-			     : rw_lease_write(dp, 0, err, errlen);
 }
 
 int rw_lease_renew(const struct rw_datapath *dp, char *err, size_t errlen)

@@ -98,9 +98,10 @@ int rw_datapath_unpin(const char *pin_dir);
 
 int rw_config_read(const struct rw_datapath *dp, struct rw_config *cfg);
 
-/* Write every field of cfg but the state word, which keeps the value in force: the copy
- * rewrites its bytes with the value they hold (re-read here), so a packet reading the word
- * during the copy sees it whole. Only rw_config_flip() changes the state word.
+/* Write every field of cfg but the state word and the lease (deadline and lease_seconds), which
+ * keep the values in force: the copy rewrites their bytes with the values they hold (re-read
+ * here), so a packet reading a word during the copy sees it whole. Only rw_config_flip() and
+ * rw_config_flip_leased() change the state word; only they and rw_lease_write() the lease.
  */
 int rw_config_write(const struct rw_datapath *dp, const struct rw_config *cfg);
 
@@ -112,16 +113,20 @@ int rw_config_write(const struct rw_datapath *dp, const struct rw_config *cfg);
 int rw_config_flip(const struct rw_datapath *dp, __u64 expect, __u64 next, char *err,
 		   size_t errlen);
 
+/* An apply's flip: as rw_config_flip(), and in the same run of rw_flip, before the state word,
+ * the lease of the snapshot flipped to: rw_config.lease_seconds and the deadline now +
+ * lease_seconds by the kernel's clock, or none (0). Both or neither: on any error nothing is
+ * stored, the lease in force stays with the policy in force.
+ */
+int rw_config_flip_leased(const struct rw_datapath *dp, __u64 expect, __u64 next,
+			  __u32 lease_seconds, char *err, size_t errlen);
+
 /* Store the lease deadline (CLOCK_MONOTONIC ns; 0: no lease) with one atomic 64-bit exchange
- * (the rw_lease program): from then on packets are judged by the lease-expired policy once the
- * clock passes it. -ENOTSUP where dp has no rw_lease (as rw_config_flip()).
+ * (the rw_lease program; for renewals: an apply's lease comes with its flip): from then on
+ * packets are judged by the lease-expired policy once the clock passes it. -ENOTSUP where dp
+ * has no rw_lease (as rw_config_flip()).
  */
 int rw_lease_write(const struct rw_datapath *dp, __u64 deadline_ns, char *err, size_t errlen);
-
-/* The snapshot's lease, at its apply: rw_config.lease_seconds (a plain field, packets never
- * read it) and the deadline now + lease_seconds, or none (0).
- */
-int rw_lease_set(const struct rw_datapath *dp, __u32 lease_seconds, char *err, size_t errlen);
 
 /* A message of the control plane: the deadline moves to now + rw_config.lease_seconds, the
  * lease of the snapshot in force as the kernel holds it (so an agent that restarted renews it

@@ -196,6 +196,7 @@ void test_ring_full(void);
 /* flip.c */
 void test_flip(void);
 void test_flip_pinned(void);
+void test_flip_lease(void);
 
 /* apply6.c */
 void test_apply6(void);

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* flip.c (test_datapath): the flip: the state word moves only through rw_flip, also on pinned maps.
  */
+#include <signal.h>
+#include <sys/wait.h>
 #include "dp_suite.h"
 
 /* ---- the flip: the state word moves only through rw_flip ---- */
@@ -176,4 +178,182 @@ out:
 	rw_datapath_close(&ro);
 	rw_datapath_close(&a);
 	rw_datapath_unpin(pins);
+}
+
+/* ---- the lease comes with the flip ---- */
+
+/* policy_at(revision, v3) with lease_seconds (0: none). */
+static void leased_at(unsigned int revision, int v3, __u32 lease_seconds, struct rw_policy *p)
+{
+	char *json = policy_at(revision, v3);
+	struct rw_policy_error perr;
+
+	if (rw_policy_parse(json, strlen(json), "flip-lease", p, &perr))
+		FATAL("flip-lease: %s", perr.text);
+	free(json);
+	p->lease_seconds = lease_seconds;
+}
+
+/* An apply of `p` in a child killed (RUNWALL_APPLY_FAULT, the test build's hook) right after
+ * its flip, as an agent that dies there; the datapath's maps are the parent's too. The parent
+ * then forgets what the slots hold, as the restarted agent would. Whether it died there.
+ */
+static int apply_killed_after_flip(struct rw_policy *p)
+{
+	char fault[64], err[512];
+	struct rw_apply_result res;
+	int status;
+	pid_t pid;
+
+	snprintf(fault, sizeof(fault), "after-flip:%llu", (unsigned long long)p->revision);
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		FATAL("fork: %s", strerror(errno));
+	if (!pid) {
+		setenv("RUNWALL_APPLY_FAULT", fault, 1);
+		rw_apply(&dp, NULL, p, &res, err, sizeof(err));
+		_exit(3); /* not killed at the step: the parent says so */
+	}
+	if (waitpid(pid, &status, 0) != pid)
+		FATAL("waitpid: %s", strerror(errno));
+	rw_apply_forget(&dp);
+	return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+}
+
+/* The lease is in force with the policy that carries it, whatever happens to the agent:
+ * killed right after the flip of a snapshot with a lease of 1 s, the kernel holds that lease
+ * (lease_seconds, the deadline 1 s after the flip) and, once it passes, refuses the allowlist
+ * run's other destinations lease-expired; a restarted agent's renewal moves it. Killed after
+ * the flip of a snapshot without a lease, no lease is left: the old, expired deadline does not
+ * judge the new policy. A lease write that fails (RUNWALL_APPLY_FAULT=lease-write) fails the
+ * apply: nothing flipped, the lease in force unchanged, the same verdict as before; so does a
+ * flip refused for its state word.
+ */
+void test_flip_lease(void)
+{
+	static const struct tcase expired = {
+		"lease of the flipped snapshot expired: an allowlist run's other destination is "
+		"lease-expired",
+		EG(0, POD_A, "93.184.216.34", TCP, 41101, 443, SYN),
+		REFUSED_RST(RW_REASON_LEASE_EXPIRED, "run-7f3a")};
+	static const struct tcase unleased = {
+		"no lease after the flip: the same destination is not-allowlisted",
+		EG(0, POD_A, "93.184.216.34", TCP, 41102, 443, SYN),
+		REFUSED_RST(RW_REASON_NOT_ALLOWLISTED, "run-7f3a")};
+	static const struct tcase kept = {
+		"a failed lease write: the policy in force judges, unleased",
+		EG(0, POD_A, "93.184.216.34", TCP, 41103, 443, SYN),
+		REFUSED_RST(RW_REASON_NOT_ALLOWLISTED, "run-7f3a")};
+	struct rw_apply_result res;
+	struct rw_config before, cfg;
+	char err[512] = "";
+	struct rw_policy p;
+	unsigned int rev;
+	__u64 t0, t1, s;
+	int v3, ok, ret;
+
+	rw_config_read(&dp, &before);
+	rev = (unsigned int)RW_STATE_REVISION(before.state) + 1;
+	v3 = (rev - 1) & 1; /* the variant in force: only the lease changes */
+
+	t_count++;
+	leased_at(rev, v3, 1, &p);
+	t0 = mono_ns();
+	ok = CHECK(apply_killed_after_flip(&p), "killed",
+		   "the apply was not killed after its flip");
+	t1 = mono_ns();
+	rw_policy_free(&p);
+	rw_config_read(&dp, &cfg);
+	s = RW_STATE(rev, 1, !RW_STATE_SLOT(before.state));
+	ok &= CHECK(cfg.state == s, "state", "%#llx, expected %#llx", (unsigned long long)cfg.state,
+		    (unsigned long long)s);
+	ok &= CHECK_EQ(cfg.lease_seconds, 1, "lease_seconds after the flip");
+	ok &= CHECK(cfg.lease_deadline_ns >= t0 + 1000000000ULL &&
+			    cfg.lease_deadline_ns <= t1 + 1000000000ULL,
+		    "deadline", "%llu, not in [%llu, %llu] + 1 s",
+		    (unsigned long long)cfg.lease_deadline_ns, (unsigned long long)t0,
+		    (unsigned long long)t1);
+	printf("%s %d - flip lease: the agent killed right after the flip of a snapshot with a "
+	       "lease leaves that lease in force (1 s, deadline %llu)\n",
+	       ok ? "ok" : "not ok", t_count, (unsigned long long)cfg.lease_deadline_ns);
+	/* The kernel enforces it: wait (bounded) for the deadline to pass by the programs' clock. */
+	for (int i = 0; i < 200 && rw_lease_state(&cfg, NULL) != RW_LEASE_EXPIRED; i++) {
+		usleep(50000);
+		rw_config_read(&dp, &cfg);
+	}
+	run_case(&expired);
+	t_count++;
+	t0 = mono_ns();
+	ok = CHECK(rw_lease_renew(&dp, err, sizeof(err)) == 0, "renew", "%s", err);
+	rw_config_read(&dp, &cfg);
+	ok &= CHECK(cfg.lease_deadline_ns >= t0 + 1000000000ULL, "renewed deadline",
+		    "%llu, before %llu + 1 s", (unsigned long long)cfg.lease_deadline_ns,
+		    (unsigned long long)t0);
+	printf("%s %d - flip lease: the restarted agent's renewal moves that lease\n",
+	       ok ? "ok" : "not ok", t_count);
+	rw_lease_write(&dp, 1, err, sizeof(err)); /* expired again, for the removal below */
+
+	t_count++;
+	leased_at(rev + 1, v3, 0, &p);
+	ok = CHECK(apply_killed_after_flip(&p), "killed",
+		   "the apply was not killed after its flip");
+	rw_policy_free(&p);
+	rw_config_read(&dp, &cfg);
+	s = RW_STATE(rev + 1, 1, RW_STATE_SLOT(before.state));
+	ok &= CHECK(cfg.state == s, "state", "%#llx, expected %#llx", (unsigned long long)cfg.state,
+		    (unsigned long long)s);
+	ok &= CHECK_EQ(cfg.lease_seconds, 0, "lease_seconds after the flip");
+	ok &= CHECK_EQ(cfg.lease_deadline_ns, 0, "deadline after the flip");
+	printf("%s %d - flip lease: killed right after the flip of a snapshot without a lease, no "
+	       "lease is left (the old one had expired)\n",
+	       ok ? "ok" : "not ok", t_count);
+	run_case(&unleased);
+
+	t_count++;
+	leased_at(rev + 2, v3, 30, &p);
+	setenv("RUNWALL_APPLY_FAULT", "lease-write", 1);
+	ret = rw_apply(&dp, NULL, &p, &res, err, sizeof(err));
+	unsetenv("RUNWALL_APPLY_FAULT");
+	rw_config_read(&dp, &cfg);
+	ok = CHECK_EQ(ret, -EIO, "apply with a failing lease write");
+	ok &= CHECK(strstr(err, "lease") != NULL, "message", "%s", err);
+	ok &= CHECK(cfg.state == s, "state", "%#llx after the failed apply, expected %#llx",
+		    (unsigned long long)cfg.state, (unsigned long long)s);
+	ok &= CHECK_EQ(cfg.lease_seconds, 0, "lease_seconds after the failed apply");
+	ok &= CHECK_EQ(cfg.lease_deadline_ns, 0, "deadline after the failed apply");
+	printf("%s %d - flip lease: a lease write that fails fails the apply (%s), nothing moves\n",
+	       ok ? "ok" : "not ok", t_count, err);
+	run_case(&kept);
+	/* A flip refused for its state word stores no lease either. */
+	t_count++;
+	ret = rw_config_flip_leased(&dp, s ^ 1, RW_STATE(rev + 50, 1, 0), 30, err, sizeof(err));
+	rw_config_read(&dp, &cfg);
+	ok = CHECK_EQ(ret, -ESTALE, "stale leased flip");
+	ok &= CHECK(cfg.state == s && cfg.lease_seconds == 0 && cfg.lease_deadline_ns == 0,
+		    "after the refused flip", "state %#llx, %u s, deadline %llu",
+		    (unsigned long long)cfg.state, cfg.lease_seconds,
+		    (unsigned long long)cfg.lease_deadline_ns);
+	printf("%s %d - flip lease: a flip from a state not in force stores no lease: %s\n",
+	       ok ? "ok" : "not ok", t_count, err);
+	t_count++;
+	t0 = mono_ns();
+	ok = CHECK(rw_apply(&dp, NULL, &p, &res, err, sizeof(err)) == 0, "apply again", "%s", err);
+	rw_policy_free(&p);
+	rw_config_read(&dp, &cfg);
+	ok &= CHECK_EQ(cfg.lease_seconds, 30, "lease_seconds");
+	ok &= CHECK(cfg.lease_deadline_ns >= t0 + 30000000000ULL, "deadline",
+		    "%llu, before %llu + 30 s", (unsigned long long)cfg.lease_deadline_ns,
+		    (unsigned long long)t0);
+	/* And none for the tests after this one. */
+	leased_at(rev + 3, v3, 0, &p);
+	ok &= CHECK(rw_apply(&dp, NULL, &p, &res, err, sizeof(err)) == 0, "apply", "%s", err);
+	rw_policy_free(&p);
+	rw_config_read(&dp, &cfg);
+	ok &= CHECK(cfg.lease_seconds == 0 && cfg.lease_deadline_ns == 0, "no lease",
+		    "%u s, deadline %llu", cfg.lease_seconds,
+		    (unsigned long long)cfg.lease_deadline_ns);
+	printf("%s %d - flip lease: the same apply, unfaulted, sets its lease; the next one, "
+	       "without, clears it\n",
+	       ok ? "ok" : "not ok", t_count);
 }
