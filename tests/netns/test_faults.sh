@@ -169,7 +169,6 @@ ip -n "$node" link set "${pfx}0p" up
 ip -n "$node" route add 10.1.2.3/32 dev "${pfx}0" scope link
 ulimit -c 0
 stop_agent() {
-	rw shutdown >/dev/null 2>&1 || true
 	kill "$agent_pid" 2>/dev/null; wait "$agent_pid" 2>/dev/null || true
 	agent_pid=
 }
