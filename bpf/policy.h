@@ -275,30 +275,45 @@ static __always_inline int rw_embedded4(const __be32 *addr, __be32 *v4, __be32 *
 	return RW_EMB4_NONE;
 }
 
-/* What rw_embedded4_check() finds of an IPv6 destination. */
+/* What rw_embedded4_check() finds of an IPv6 destination: PASS, judge it as IPv6 (no form, or
+ * 6to4 or Teredo that nothing refuses); SPECIAL, the same but private as a special range is (the
+ * IPv6 deny list covers it, or v4-mapped or undeclared NAT64 that nothing refuses); METADATA,
+ * the IPv4 address it carries or a Teredo server is metadata; PRIVATE, one is in a private or
+ * special range or the IPv4 deny list (or it is under the declared NAT64 prefix and the IPv6
+ * deny list); NAT64, under the declared nat64 prefix (judge its low 32 bits as IPv4).
+ */
 enum rw_embedded4_verdict {
-	RW_EMB4_PASS = 0, /* no form, or 6to4 or Teredo that nothing refuses: judge it as IPv6 */
-	RW_EMB4_SPECIAL =
-		1, /* v4-mapped, or NAT64 undeclared, that nothing refuses: a special range */
-	RW_EMB4_METADATA = 2, /* the IPv4 address it carries, or a Teredo server, is metadata */
-	RW_EMB4_PRIVATE = 3,  /* ... is in a private or special range or the IPv4 deny list */
-	RW_EMB4_NAT64 = 4,    /* under the declared nat64 prefix: judge the low 32 bits as IPv4 */
+	RW_EMB4_PASS = 0,
+	RW_EMB4_SPECIAL = 1,
+	RW_EMB4_METADATA = 2,
+	RW_EMB4_PRIVATE = 3,
+	RW_EMB4_NAT64 = 4,
 };
 
-/* The embedded-IPv4 judgement of a destination (a0..a3, network byte order) under `slot`: the
- * declared NAT64 prefix first (RW_SCOPE_NAT64 in the slot's rw_allow_cidr6), then the forms of
- * rw_embedded4(), metadata before private, a Teredo server's as its client's. A global function
- * (verified once, on its own), so its arguments are plain numbers, and what it returns is one of
- * five that its caller turns into constants: the IPv6 judgement after it is walked once for every
- * form, not once per form. A slot's table that is missing refuses (private-destination).
+/* The lookups of an IPv6 destination (a0..a3, network byte order) under `slot` that its
+ * embedded IPv4 address needs: the IPv6 deny list, the declared NAT64 prefix (RW_SCOPE_NAT64 in
+ * the slot's rw_allow_cidr6), then the forms of rw_embedded4(), metadata before private, a
+ * Teredo server's as its client's. A global function (verified once, on its own), so its
+ * arguments are plain numbers, and what it returns is one of five that its caller turns into
+ * constants: the IPv6 judgement after it is walked once for every form, not once per form. A
+ * slot's table that is missing refuses (private-destination).
  */
 __noinline int rw_embedded4_check(__u32 slot, __u32 a0, __u32 a1, __u32 a2, __u32 a3)
 {
 	__be32 addr[4] = {a0, a1, a2, a3}, v4 = 0, server = 0;
 	struct rw_cidr_lpm_key dk = {.prefixlen = 32};
-	void *deny;
-	int kind;
+	void *deny, *deny6;
+	int kind, denied6;
 
+	deny6 = bpf_map_lookup_elem(&rw_deny6, &slot);
+	if (!deny6)
+		return RW_EMB4_PRIVATE;
+	{
+		struct rw_cidr6_lpm_key k = {.prefixlen = 128};
+
+		__builtin_memcpy(k.addr, addr, sizeof(k.addr));
+		denied6 = bpf_map_lookup_elem(deny6, &k) != NULL;
+	}
 	{
 		struct rw_allow6_lpm_key k = {
 			.prefixlen = RW_ALLOW_LPM_FIXED_BITS + 128,
@@ -310,11 +325,11 @@ __noinline int rw_embedded4_check(__u32 slot, __u32 a0, __u32 a1, __u32 a2, __u3
 			return RW_EMB4_PRIVATE;
 		__builtin_memcpy(k.daddr, addr, sizeof(k.daddr));
 		if (bpf_map_lookup_elem(allow_cidr6, &k))
-			return RW_EMB4_NAT64;
+			return denied6 ? RW_EMB4_PRIVATE : RW_EMB4_NAT64;
 	}
 	kind = rw_embedded4(addr, &v4, &server);
 	if (kind == RW_EMB4_NONE)
-		return RW_EMB4_PASS;
+		return denied6 ? RW_EMB4_SPECIAL : RW_EMB4_PASS;
 	/* server is 0 but for Teredo: 0.0.0.0 is no metadata address */
 	if (rw_is_metadata(v4) || rw_is_metadata(server))
 		return RW_EMB4_METADATA;
@@ -329,7 +344,7 @@ __noinline int rw_embedded4_check(__u32 slot, __u32 a0, __u32 a1, __u32 a2, __u3
 		if (rw_is_special(server) || bpf_map_lookup_elem(deny, &dk))
 			return RW_EMB4_PRIVATE;
 	}
-	return kind == RW_EMB4_LOCAL ? RW_EMB4_SPECIAL : RW_EMB4_PASS;
+	return kind == RW_EMB4_LOCAL || denied6 ? RW_EMB4_SPECIAL : RW_EMB4_PASS;
 }
 
 /* rw_find_allow() for an IPv6 destination. Each key lives in its own block, so that the two
@@ -391,11 +406,11 @@ static __always_inline int rw_is_pod6(const struct rw_view6 *v, const __be32 *ad
  * the address it carries, by the IPv4 tables and rw_egress_policy(), unless the IPv6 deny list
  * covers it (private-destination first). One of the other forms that carry an IPv4 address
  * (rw_embedded4()) is refused if that address, or a Teredo relay's server, is metadata (first)
- * or private; it can only refuse, for the packet leaves by IPv6. Past that, so it is judged as the IPv6
- * address it is: 64:ff9b::/96 undeclared and ::ffff:0:0/96 as a special range, 6to4 and Teredo
- * as any global address. Every IPv6 destination is judged as rw_egress_policy() judges IPv4, by
- * the IPv6 tables, in the same order, where the pod's own /64 and the snapshot's pods are
- * private as the special ranges are: no special range holds a node's global addresses.
+ * or private; it can only refuse, for the packet leaves by IPv6. Past that it is judged as the
+ * IPv6 address it is: 64:ff9b::/96 undeclared and ::ffff:0:0/96 as special ranges, 6to4 and
+ * Teredo as any global address. Every IPv6 destination is judged as rw_egress_policy() judges
+ * IPv4, by the IPv6 tables, in the same order, where the pod's own /64 and the snapshot's pods
+ * are private as the special ranges are: no special range holds a node's global addresses.
  */
 static __always_inline int rw_egress_policy6(const struct rw_view6 *v, const struct rw_pod *pod,
 					     const __be32 *pod_ip6, const __be32 *daddr,
@@ -405,22 +420,14 @@ static __always_inline int rw_egress_policy6(const struct rw_view6 *v, const str
 	__u8 rule_path = RW_PATH_NONE;
 	int special, emb;
 
-	{
-		struct rw_cidr6_lpm_key dk = {.prefixlen = 128};
-
-		__builtin_memcpy(dk.addr, daddr, sizeof(dk.addr));
-		special = bpf_map_lookup_elem(v->deny6, &dk) != NULL;
-	}
 	emb = rw_embedded4_check(v->slot, daddr[0], daddr[1], daddr[2], daddr[3]);
 	if (emb == RW_EMB4_NAT64)
-		return special ? RW_REASON_PRIVATE_DESTINATION
-			       : rw_egress_policy(&v->v, pod, daddr[3], dport, proto, rule_id,
-						  path);
+		return rw_egress_policy(&v->v, pod, daddr[3], dport, proto, rule_id, path);
 	if (emb == RW_EMB4_METADATA)
 		return RW_REASON_METADATA;
 	if (emb == RW_EMB4_PRIVATE)
 		return RW_REASON_PRIVATE_DESTINATION;
-	special = special || emb == RW_EMB4_SPECIAL;
+	special = emb == RW_EMB4_SPECIAL;
 
 	if (rw_is_metadata6(daddr))
 		return RW_REASON_METADATA;

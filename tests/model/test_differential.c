@@ -241,9 +241,9 @@ static void put_v4(__u8 *p, __u32 host, __u8 x)
 static int gen_nat64; /* 0 none, 1 64:ff9b::/96, 2 the network-specific one */
 
 /* An IPv6 form of an IPv4 address: mapped, NAT64, 6to4, Teredo (a server, the client inverted),
- * an address under the network-specific NAT64 prefix, and the local NAT64 /48 reading (64:ff9b:1::/48, a special range: such an address must be
- * private whatever IPv4 address a /48 translator would read in it); the other bits random where
- * the form leaves them.
+ * an address under the network-specific NAT64 prefix, and the local NAT64 /48 reading
+ * (64:ff9b:1::/48, a special range: such an address must be private whatever IPv4 address a /48
+ * translator would read in it); the other bits random where the form leaves them.
  */
 static struct a6 embed4(__u32 v4, int form)
 {

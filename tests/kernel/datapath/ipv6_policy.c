@@ -2,11 +2,12 @@
 /* ipv6_policy.c (test_datapath): the sandbox network paths over IPv6, on crafted frames judged by
  * the IPv6 programs under real snapshots (rw_policy_parse(), rw_apply()): the services on their
  * ports, metadata, the special ranges, the forms that embed an IPv4 address (refused by what it
- * refuses, never allowed by it; NAT64 judged by the IPv4 policy under a declared nat64), DNS, the egress modes, inbound from the platform's peers only, spoofing, replies and
- * the verdict cache, the node and the snapshot's pods (private), the deny list over the embedded
- * forms, the lease-expired policy, one apply cutting an IPv6 and an IPv4 flow of one
- * run, and the IPv6 table of a full sandbox. run_case() checks each case's verdict, counters and event, whose addresses
- * are the IPv6 ones.
+ * refuses, never allowed by it; NAT64 judged by the IPv4 policy under a declared nat64), DNS,
+ * the egress modes, inbound from the platform's peers only, spoofing, replies and the verdict
+ * cache, the node and the snapshot's pods (private), the deny list over the embedded forms, the
+ * lease-expired policy, one apply cutting an IPv6 and an IPv4 flow of one run, and the IPv6
+ * table of a full sandbox. run_case() checks each case's verdict, counters and event, whose
+ * addresses are the IPv6 ones.
  *
  * rwt0 and rwt1 are bound dual-stack here (their IPv4 as in the other parts); both runs refuse
  * in silence (refusal "drop"), so that the cases hold whatever IPv6 answers a refusal gets.
