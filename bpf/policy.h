@@ -25,11 +25,12 @@ struct rw_view {
 	void *inbound;
 };
 
-/* The IPv6 program's view: the IPv4 tables (an embedded IPv4 destination is judged by them) and
+/* The IPv6 program's view: the IPv4 tables (an embedded IPv4 address is judged by them) and
  * the IPv6 ones. Only the IPv6 program holds one, so IPv4's stack stays as it was.
  */
 struct rw_view6 {
 	struct rw_view v;
+	__u32 slot; /* the live slot, for rw_embedded4_check() */
 	void *pods6;
 	void *allow_exact6;
 	void *allow_cidr6;
@@ -88,6 +89,7 @@ static __always_inline int rw_view_load6(struct rw_view6 *v, __u64 state)
 {
 	__u32 slot = RW_STATE_SLOT(state);
 
+	v->slot = slot;
 	v->pods6 = bpf_map_lookup_elem(&rw_pods6, &slot);
 	v->allow_exact6 = bpf_map_lookup_elem(&rw_allow_exact6, &slot);
 	v->allow_cidr6 = bpf_map_lookup_elem(&rw_allow_cidr6, &slot);
@@ -241,8 +243,9 @@ static __always_inline int rw_is_special6(const __be32 *addr)
 
 enum rw_embedded4_kind {
 	RW_EMB4_NONE = 0,
-	RW_EMB4_ADDR = 1,   /* *v4 is where the packet ends up */
-	RW_EMB4_TEREDO = 2, /* *v4 is the Teredo client, *server the relay's server */
+	RW_EMB4_LOCAL = 1,  /* ::ffff:0:0/96, 64:ff9b::/96: only a translator's route reaches it */
+	RW_EMB4_RELAY = 2,  /* 6to4: *v4 is the relay router the tunnel ends at */
+	RW_EMB4_TEREDO = 3, /* *v4 is the Teredo client, *server the relay's server */
 };
 
 /* The IPv4 address a destination of RW_EMBEDDED4_RANGES carries, in the bits each form puts it
@@ -258,11 +261,11 @@ static __always_inline int rw_embedded4(const __be32 *addr, __be32 *v4, __be32 *
 
 	if ((w0 == 0 && w1 == 0 && w2 == 0x0000ffff) || (w0 == 0x0064ff9b && !w1 && !w2)) {
 		*v4 = addr[3];
-		return RW_EMB4_ADDR;
+		return RW_EMB4_LOCAL;
 	}
 	if ((w0 >> 16) == 0x2002) {
 		*v4 = bpf_htonl((w0 & 0xffff) << 16 | w1 >> 16);
-		return RW_EMB4_ADDR;
+		return RW_EMB4_RELAY;
 	}
 	if (w0 == 0x20010000) {
 		*server = addr[1];
@@ -270,6 +273,78 @@ static __always_inline int rw_embedded4(const __be32 *addr, __be32 *v4, __be32 *
 		return RW_EMB4_TEREDO;
 	}
 	return RW_EMB4_NONE;
+}
+
+/* What rw_embedded4_check() finds of an IPv6 destination: PASS, judge it as IPv6 (no form, or
+ * 6to4 or Teredo that nothing refuses); SPECIAL, the same but private as a special range is (the
+ * IPv6 deny list covers it, or v4-mapped or undeclared NAT64 that nothing refuses); METADATA,
+ * the IPv4 address it carries or a Teredo server is metadata; PRIVATE, one is in a private or
+ * special range or the IPv4 deny list (or it is under the declared NAT64 prefix and the IPv6
+ * deny list); NAT64, under the declared nat64 prefix (judge its low 32 bits as IPv4).
+ */
+enum rw_embedded4_verdict {
+	RW_EMB4_PASS = 0,
+	RW_EMB4_SPECIAL = 1,
+	RW_EMB4_METADATA = 2,
+	RW_EMB4_PRIVATE = 3,
+	RW_EMB4_NAT64 = 4,
+};
+
+/* The lookups of an IPv6 destination (a0..a3, network byte order) under `slot` that its
+ * embedded IPv4 address needs: the IPv6 deny list, the declared NAT64 prefix (RW_SCOPE_NAT64 in
+ * the slot's rw_allow_cidr6), then the forms of rw_embedded4(), metadata before private, a
+ * Teredo server's as its client's. A global function (verified once, on its own), so its
+ * arguments are plain numbers, and what it returns is one of five that its caller turns into
+ * constants: the IPv6 judgement after it is walked once for every form, not once per form. A
+ * slot's table that is missing refuses (private-destination).
+ */
+__noinline int rw_embedded4_check(__u32 slot, __u32 a0, __u32 a1, __u32 a2, __u32 a3)
+{
+	__be32 addr[4] = {a0, a1, a2, a3}, v4 = 0, server = 0;
+	struct rw_cidr_lpm_key dk = {.prefixlen = 32};
+	void *deny, *deny6;
+	int kind, denied6;
+
+	deny6 = bpf_map_lookup_elem(&rw_deny6, &slot);
+	if (!deny6)
+		return RW_EMB4_PRIVATE;
+	{
+		struct rw_cidr6_lpm_key k = {.prefixlen = 128};
+
+		__builtin_memcpy(k.addr, addr, sizeof(k.addr));
+		denied6 = bpf_map_lookup_elem(deny6, &k) != NULL;
+	}
+	{
+		struct rw_allow6_lpm_key k = {
+			.prefixlen = RW_ALLOW_LPM_FIXED_BITS + 128,
+			.scope = RW_SCOPE_NAT64,
+		};
+		void *allow_cidr6 = bpf_map_lookup_elem(&rw_allow_cidr6, &slot);
+
+		if (!allow_cidr6)
+			return RW_EMB4_PRIVATE;
+		__builtin_memcpy(k.daddr, addr, sizeof(k.daddr));
+		if (bpf_map_lookup_elem(allow_cidr6, &k))
+			return denied6 ? RW_EMB4_PRIVATE : RW_EMB4_NAT64;
+	}
+	kind = rw_embedded4(addr, &v4, &server);
+	if (kind == RW_EMB4_NONE)
+		return denied6 ? RW_EMB4_SPECIAL : RW_EMB4_PASS;
+	/* server is 0 but for Teredo: 0.0.0.0 is no metadata address */
+	if (rw_is_metadata(v4) || rw_is_metadata(server))
+		return RW_EMB4_METADATA;
+	deny = bpf_map_lookup_elem(&rw_deny, &slot);
+	if (!deny || rw_is_special(v4))
+		return RW_EMB4_PRIVATE;
+	dk.addr = v4;
+	if (bpf_map_lookup_elem(deny, &dk))
+		return RW_EMB4_PRIVATE;
+	if (kind == RW_EMB4_TEREDO) {
+		dk.addr = server;
+		if (rw_is_special(server) || bpf_map_lookup_elem(deny, &dk))
+			return RW_EMB4_PRIVATE;
+	}
+	return kind == RW_EMB4_LOCAL || denied6 ? RW_EMB4_SPECIAL : RW_EMB4_PASS;
 }
 
 /* rw_find_allow() for an IPv6 destination. Each key lives in its own block, so that the two
@@ -326,11 +401,14 @@ static __always_inline int rw_is_pod6(const struct rw_view6 *v, const __be32 *ad
 	return bpf_map_lookup_elem(v->pods6, key) != NULL;
 }
 
-/* The egress policy for an IPv6 destination, of the pod whose bound address is pod_ip6. One that
- * embeds an IPv4 address is judged as IPv4 to that address, by the IPv4 tables and
- * rw_egress_policy() (a Teredo relay's server, which sees the packet first, must be neither
- * metadata nor private either), unless the IPv6 deny list covers it (2000::/3 holds 6to4 and
- * Teredo): that is private-destination first. Any other is judged as rw_egress_policy() judges
+/* The egress policy for an IPv6 destination, of the pod whose bound address is pod_ip6. One under
+ * the snapshot's declared NAT64 prefix goes to the cluster's translator: it is judged as IPv4 to
+ * the address it carries, by the IPv4 tables and rw_egress_policy(), unless the IPv6 deny list
+ * covers it (private-destination first). One of the other forms that carry an IPv4 address
+ * (rw_embedded4()) is refused if that address, or a Teredo relay's server, is metadata (first)
+ * or private; it can only refuse, for the packet leaves by IPv6. Past that it is judged as the
+ * IPv6 address it is: 64:ff9b::/96 undeclared and ::ffff:0:0/96 as special ranges, 6to4 and
+ * Teredo as any global address. Every IPv6 destination is judged as rw_egress_policy() judges
  * IPv4, by the IPv6 tables, in the same order, where the pod's own /64 and the snapshot's pods
  * are private as the special ranges are: no special range holds a node's global addresses.
  */
@@ -338,30 +416,18 @@ static __always_inline int rw_egress_policy6(const struct rw_view6 *v, const str
 					     const __be32 *pod_ip6, const __be32 *daddr,
 					     __be16 dport, __u8 proto, __u32 *rule_id, __u8 *path)
 {
-	__be32 v4 = 0, server = 0;
 	struct rw_rule *rule;
 	__u8 rule_path = RW_PATH_NONE;
-	int special, kind;
+	int special, emb;
 
-	{
-		struct rw_cidr6_lpm_key dk = {.prefixlen = 128};
-
-		__builtin_memcpy(dk.addr, daddr, sizeof(dk.addr));
-		special = bpf_map_lookup_elem(v->deny6, &dk) != NULL;
-	}
-	kind = rw_embedded4(daddr, &v4, &server);
-	if (kind != RW_EMB4_NONE && special)
+	emb = rw_embedded4_check(v->slot, daddr[0], daddr[1], daddr[2], daddr[3]);
+	if (emb == RW_EMB4_NAT64)
+		return rw_egress_policy(&v->v, pod, daddr[3], dport, proto, rule_id, path);
+	if (emb == RW_EMB4_METADATA)
+		return RW_REASON_METADATA;
+	if (emb == RW_EMB4_PRIVATE)
 		return RW_REASON_PRIVATE_DESTINATION;
-	if (kind == RW_EMB4_TEREDO) {
-		struct rw_cidr_lpm_key sk = {.prefixlen = 32, .addr = server};
-
-		if (rw_is_metadata(server))
-			return RW_REASON_METADATA;
-		if (rw_is_special(server) || bpf_map_lookup_elem(v->v.deny, &sk))
-			return RW_REASON_PRIVATE_DESTINATION;
-	}
-	if (kind != RW_EMB4_NONE)
-		return rw_egress_policy(&v->v, pod, v4, dport, proto, rule_id, path);
+	special = emb == RW_EMB4_SPECIAL;
 
 	if (rw_is_metadata6(daddr))
 		return RW_REASON_METADATA;

@@ -648,15 +648,28 @@ _Static_assert(sizeof(struct rw_explain) == 16, "rw_explain layout");
 	X(0x5f000000, 0, 0, 0x00000000, 16, "5f00::/16", "SRv6 SIDs")                          \
 	X(0x0064ff9b, 0x00010000, 0, 0x00000000, 48, "64:ff9b:1::/48", "local NAT64")
 
-/* IPv6 forms that carry an IPv4 address, and the bits that hold it: a destination in one of
- * them is judged as IPv4 to that address (ranges, metadata, deny list, services, run rules,
- * egress mode), since that is where a translator or tunnel delivers it. No rule may name one
- * (the parser says: write the IPv4 address). X(w0, w1, w2, w3, prefix length, text, label).
+/* IPv6 forms that carry an IPv4 address, and the bits that hold it. A destination in one of
+ * them leaves the node by IPv6: a 6to4 or Teredo one toward whichever relay announces the
+ * prefix, a NAT64 one toward whatever routes 64:ff9b::/96, never to the IPv4 service it names.
+ * So the IPv4 address it carries may refuse it (metadata, a private or special range, the IPv4
+ * deny list; a Teredo server as well as its client) but never allows it: past those it is
+ * judged as the IPv6 address it is. The one exception is the cluster's NAT64 prefix where the
+ * snapshot declares it (RW_SCOPE_NAT64). No rule may name one of these forms (the parser says:
+ * write the IPv4 address). X(w0, w1, w2, w3, prefix length, text, label).
  */
 #define RW_EMBEDDED4_RANGES(X)                                              \
 	X(0x00000000, 0, 0x0000ffff, 0, 96, "::ffff:0:0/96", "IPv4-mapped") \
 	X(0x0064ff9b, 0, 0, 0, 96, "64:ff9b::/96", "NAT64")                 \
 	X(0x20020000, 0, 0, 0, 16, "2002::/16", "6to4")                     \
 	X(0x20010000, 0, 0, 0, 32, "2001::/32", "Teredo")
+
+/* The snapshot's declared NAT64 prefix (its "nat64" key, a /96 whose low 32 bits are the IPv4
+ * address, RFC 6052) is one entry of the slot's rw_allow_cidr6 under this scope, port 0 and
+ * protocol 0: it flips with the slot it belongs to. No run index reaches it (RW_MAX_RUNS). A
+ * destination under it is judged as IPv4 to the address it carries, by every IPv4 rule.
+ */
+#define RW_SCOPE_NAT64	   0xffffffffu
+#define RW_NAT64_PREFIXLEN 96
+_Static_assert(RW_MAX_RUNS < RW_SCOPE_NAT64, "no run index is the NAT64 scope");
 
 #endif /* RUNWALL_H */

@@ -371,8 +371,9 @@ static __be32 v4_of(const __u8 *b0, const __u8 *b1, const __u8 *b2, const __u8 *
 	return a;
 }
 
-/* The IPv4 address an embedded-IPv4 form (RW_EMBEDDED4_RANGES) delivers to, and for Teredo the
- * server's too. Returns 0 when `a` is no such form, 1 for one IPv4, 2 for Teredo's pair.
+/* The IPv4 address an embedded-IPv4 form (RW_EMBEDDED4_RANGES) carries, and for Teredo the
+ * server's too. Returns 0 when `a` is no such form, 1 for v4-mapped and NAT64, 2 for Teredo's
+ * pair, 3 for 6to4.
  */
 static int embedded4(const __u8 a[16], __be32 *v4, __be32 *server)
 {
@@ -385,7 +386,7 @@ static int embedded4(const __u8 a[16], __be32 *v4, __be32 *server)
 	}
 	if (a[0] == 0x20 && a[1] == 0x02) {
 		*v4 = v4_of(a + 2, a + 3, a + 4, a + 5, 0);
-		return 1;
+		return 3;
 	}
 	if (a[0] == 0x20 && a[1] == 0x01 && a[2] == 0 && a[3] == 0) { /* Teredo, RFC 4380 */
 		*server = v4_of(a + 4, a + 5, a + 6, a + 7, 0);
@@ -548,12 +549,14 @@ static void egress_policy(const struct rw_policy *s, int ri, __be32 daddr, __be1
 
 static int run_of6(const struct rw_policy *s, const __u8 ip[16]);
 
-/* The egress policy for an IPv6 destination of the pod bound to pod6 (docs/ipv6.md "Special
- * ranges"): an embedded-IPv4 form is private-destination in the IPv6 deny list, else the IPv4
- * policy of the address it delivers to (Teredo's server must pass the ranges, the metadata
- * addresses and the deny list first); any other destination the IPv4 order over the IPv6 tables
- * and rules: metadata6, services, DNS, special6, pod6's /64, the snapshot's pods and the IPv6
- * deny list, the run's rules, the lease, the egress mode.
+/* The egress policy for an IPv6 destination of the pod bound to pod6 (docs/ipv6.md "Forms that
+ * carry an IPv4 address"): under the snapshot's nat64 prefix, private-destination in the IPv6
+ * deny list, else the IPv4 policy of its low 32 bits; in another embedded-IPv4 form, metadata
+ * when the IPv4 address it carries (or Teredo's server) is, then private-destination when one
+ * is in a range or the IPv4 deny list, and never allowed by them: past that, the IPv6 order
+ * with v4-mapped and NAT64 among the special ranges. Any destination: metadata6, services,
+ * DNS, special6, pod6's /64, the snapshot's pods and the IPv6 deny list, the run's rules, the
+ * lease, the egress mode.
  */
 static void egress_policy6(const struct rw_policy *s, int ri, const __u8 pod6[16],
 			   const __u8 daddr[16], __be16 dport_be, __u8 proto, int lease_expired,
@@ -568,25 +571,24 @@ static void egress_policy6(const struct rw_policy *s, int ri, const __u8 pod6[16
 	v->verdict = RW_VERDICT_DROP;
 	v->path = RW_PATH_NONE;
 	v->n_rules = 0;
-	kind = embedded4(daddr, &v4, &server);
-	if (kind && is_denied6(s, daddr)) { /* the IPv6 deny list first, for the forms too */
-		v->reason = RW_REASON_PRIVATE_DESTINATION;
-		return;
-	}
-	switch (kind) {
-	case 2:
-		if (is_metadata(server)) {
-			v->reason = RW_REASON_METADATA;
-			return;
-		}
-		if (is_special(server) || is_denied(s, server)) {
+	if (s->nat64.family == AF_INET6 && !memcmp(daddr, s->nat64.addr6, 12)) {
+		if (is_denied6(s, daddr)) {
 			v->reason = RW_REASON_PRIVATE_DESTINATION;
 			return;
 		}
-		/* the client is judged in full */
-		__attribute__((fallthrough));
-	case 1:
-		return egress_policy(s, ri, v4, dport_be, proto, lease_expired, v);
+		return egress_policy(s, ri,
+				     v4_of(daddr + 12, daddr + 13, daddr + 14, daddr + 15, 0),
+				     dport_be, proto, lease_expired, v);
+	}
+	kind = embedded4(daddr, &v4, &server);
+	if (kind && (is_metadata(v4) || (kind == 2 && is_metadata(server)))) {
+		v->reason = RW_REASON_METADATA;
+		return;
+	}
+	if (kind && (is_special(v4) || is_denied(s, v4) ||
+		     (kind == 2 && (is_special(server) || is_denied(s, server))))) {
+		v->reason = RW_REASON_PRIVATE_DESTINATION;
+		return;
 	}
 	if (is_metadata6(daddr)) {
 		v->reason = RW_REASON_METADATA;
@@ -601,8 +603,8 @@ static void egress_policy6(const struct rw_policy *s, int ri, const __u8 pod6[16
 	match_rules_of(run->allow, lease_expired ? 0 : run->n_allow, CIDR, ri, 1, 0, daddr, dport,
 		       proto, &rc);
 	/* The pod's own /64 (its node's subnet on EKS) and the snapshot's pods are private too. */
-	special = is_special6(daddr) || is_denied6(s, daddr) || !memcmp(daddr, pod6, 8) ||
-		  run_of6(s, daddr) >= 0;
+	special = kind == 1 || is_special6(daddr) || is_denied6(s, daddr) ||
+		  !memcmp(daddr, pod6, 8) || run_of6(s, daddr) >= 0;
 	if (dport == 53 && !se.n && !sc.n && (special || (!re.n && !rc.n))) {
 		v->reason = RW_REASON_DNS;
 		return;

@@ -233,10 +233,17 @@ static void put_v4(__u8 *p, __u32 host, __u8 x)
 	p[3] = host ^ x;
 }
 
+/* The snapshot's "nat64" (gen_snapshot()): none, 64:ff9b::/96, or the network-specific
+ * 2600:1f18:64::/96, under which no service names an address and no run rule reaches.
+ */
+#define NSP_W0 0x26001f18
+#define NSP_W1 0x00640000
+static int gen_nat64; /* 0 none, 1 64:ff9b::/96, 2 the network-specific one */
+
 /* An IPv6 form of an IPv4 address: mapped, NAT64, 6to4, Teredo (a server, the client inverted),
- * and the local NAT64 /48 reading (64:ff9b:1::/48, a special range: such an address must be
- * private whatever IPv4 address a /48 translator would read in it); the other bits random where
- * the form leaves them.
+ * an address under the network-specific NAT64 prefix, and the local NAT64 /48 reading
+ * (64:ff9b:1::/48, a special range: such an address must be private whatever IPv4 address a /48
+ * translator would read in it); the other bits random where the form leaves them.
  */
 static struct a6 embed4(__u32 v4, int form)
 {
@@ -265,6 +272,10 @@ static struct a6 embed4(__u32 v4, int form)
 		put_v4(a.b + 2, v4, 0);
 		for (int i = 6; i < 16; i++)
 			a.b[i] = chance(50) ? rnd(256) : 0;
+		break;
+	case 5: /* under the network-specific NAT64 prefix some snapshots declare */
+		a = words_a6(NSP_W0, NSP_W1, 0, 0);
+		put_v4(a.b + 12, v4, 0);
 		break;
 	default:
 		a = words_a6(0x20010000, 0, 0, 0);
@@ -307,7 +318,7 @@ static struct a6 pick_addr6(void)
 	}
 	case 3:
 	case 4:
-		return embed4(pick_addr(), rnd(5));
+		return embed4(pick_addr(), rnd(6));
 	case 5:
 	case 6:
 		return pool_addr6(rnd(2));
@@ -478,6 +489,7 @@ static void gen_target(struct sbuf *b, int allow_ip, int public_only)
  */
 static void gen_target6(struct sbuf *b, int allow_ip, int public_only)
 {
+	static const __u32 nsp_w[4] = {NSP_W0, NSP_W1, 0, 0};
 	char s[INET6_ADDRSTRLEN];
 	struct a6 net;
 	int len;
@@ -488,7 +500,8 @@ static void gen_target6(struct sbuf *b, int allow_ip, int public_only)
 		net = pick_addr6();
 		mask6(&net, len);
 	} while (covers_metadata6(&net, len) || in_embedded6(&net, len) ||
-		 (public_only && overlaps_special6(&net, len)));
+		 (public_only && overlaps_special6(&net, len)) ||
+		 (gen_nat64 == 2 && (public_only || len >= 96) && overlaps6(&net, len, nsp_w, 96)));
 	ip6_str(&net, s);
 	if (len == 128 && allow_ip && chance(70))
 		sb_printf(b, "\"ip\": \"%s\"", s);
@@ -522,6 +535,10 @@ static char *gen_snapshot(__u64 revision)
 		sb_printf(&b, ", \"refusal\": \"%s\"", refusal_modes[rnd(2)]);
 	if (chance(20)) /* the phase's lease is set after the apply (pick_lease) */
 		sb_printf(&b, ", \"lease_seconds\": %u", 1 + rnd(86400));
+	gen_nat64 = chance(50) ? 0 : 1 + rnd(2);
+	if (gen_nat64)
+		sb_printf(&b, ", \"nat64\": \"%s\"",
+			  gen_nat64 == 1 ? "64:ff9b::/96" : "2600:1f18:64::/96");
 	n = rnd(5) + (dual ? rnd(3) : 0);
 	sb_printf(&b, ", \"deny\": [");
 	for (int i = 0; i < n; i++) {
@@ -1308,7 +1325,7 @@ static struct a6 pick_peer6(__u16 *port, __u8 *proto)
 		break;
 	case 3:
 	case 4:
-		return embed4(pick_peer(port, proto), rnd(5));
+		return embed4(pick_peer(port, proto), rnd(6));
 	case 5:
 		for (size_t i = 0, n = cur_snap->n_deny; i < 4 && n; i++) {
 			const struct rw_policy_cidr *d = &cur_snap->deny[rnd(n)];

@@ -12,7 +12,13 @@
 #   sandbox b (run-b, open)               wan0 2600:1f14:abc:fe::1    NAT64/6to4/Teredo forms of
 #     eth0 2600:1f14:abc:1::4/128,           |                        10.0.5.5, 169.254.169.254
 #          10.1.2.4/32                    RTR (MTU 1400 hop) -- FAR    and 93.184.216.34
-#                                                            2a00:1450:4002:1::7 (a sink)
+#                                            |               2a00:1450:4002:1::7 (a sink)
+#                                         rly0 2600:1f14:abc:fd::1 -- RELAY, a third party's
+#                                           6to4/Teredo relay: 2002:ac14:a::/48 and the Teredo
+#                                           address of 172.20.0.10 (the egress proxy) route to it
+#
+# The snapshot declares the cluster's NAT64 prefix 64:ff9b::/96 (the services namespace holds
+# the NAT64 addresses, as a translator would).
 #
 # TAP output. The checks, in the order they run:
 #   no-filter   without runwall every path of the matrix connects, the pods resolve their
@@ -22,6 +28,8 @@
 #               others, metadata, ULA, DNS, the embedded-IPv4 forms, public by egress mode,
 #               inbound only from the platform's peers on the harness ports), with each
 #               attempt's event; the node-local IPv4 beside it
+#   relay       the 6to4 and Teredo forms of the egress proxy are private-destination, and no
+#               packet of theirs reached the relay
 #   ranges      link-local and multicast destinations; a v4-mapped destination (raw frame)
 #   ndp         the gateway REACHABLE/STALE in the pod's neighbour table under runwall
 #   pmtu        a TCP transfer larger than the hop's MTU completes; the pod's route cache
@@ -58,6 +66,9 @@ NODE_UP6=2600:1f14:abc:ff::1 SVC_UP6=2600:1f14:abc:ff::2
 NODE_WAN6=2600:1f14:abc:fe::1 RTR_WAN6=2600:1f14:abc:fe::2
 RTR_FAR6=2a00:1450:4002:1::1 FAR6=2a00:1450:4002:1::7 HOP_MTU=1400 SINK_PORT=5001
 RTR=${RW_PREFIX}rtr FAR=${RW_PREFIX}far
+RELAY=${RW_PREFIX}rly NODE_RLY6=2600:1f14:abc:fd::1 RLY6=2600:1f14:abc:fd::2
+# The egress proxy 172.20.0.10's 6to4 address, and a Teredo one whose client (inverted) it is.
+PROXY_6TO4=2002:ac14:a::1 PROXY_TEREDO=2001:0:4136:e378:8000:63bf:53eb:fff5
 INET6=2a00:1450:4001::93 # "the public internet"
 REVOKE_PORT=7443
 
@@ -146,6 +157,7 @@ policy() { # policy REVISION EGRESS-OF-RUN-B
 {
   "revision": $1,
   "egress": "allowlist",
+  "nat64": "64:ff9b::/96",
   "deny": ["10.0.0.0/16", "10.1.0.0/16", "172.20.0.0/16", "2600:1f14:abc:1::/64"],
   "services": [
     {"name": "egress-proxy",     "ip": "172.20.0.10", "tcp": [443, 8443, 3128]},
@@ -214,6 +226,28 @@ node_up6() {
 	rw_ns_add6 "$RTR"
 	rw_ns_add6 "$FAR"
 	rw_in "$RTR" sysctl -qw net.ipv6.conf.all.forwarding=1
+	# A third party's relay, where the node's routes send 6to4 and Teredo (here only the egress
+	# proxy's forms): it answers on 443 and counts every packet of the sandboxes.
+	rw_ns_add6 "$RELAY"
+	ip -n "$RW_NODE" link add rly0 type veth peer name eth0 netns "$RELAY"
+	ip -n "$RW_NODE" -6 addr add "$NODE_RLY6/64" dev rly0 nodad
+	ip -n "$RELAY" -6 addr add "$RLY6/64" dev eth0 nodad
+	ip -n "$RW_NODE" link set rly0 up
+	ip -n "$RELAY" link set eth0 up
+	ip -n "$RELAY" -6 route add local 2002:ac14:a::/48 dev lo # every address of the /48
+	ip -n "$RELAY" -6 addr add "$PROXY_TEREDO/128" dev lo nodad
+	ip -n "$RELAY" -6 route add default via "$NODE_RLY6"
+	ip -n "$RW_NODE" -6 route add 2002:ac14:a::/48 via "$RLY6"
+	ip -n "$RW_NODE" -6 route add "$PROXY_TEREDO/128" via "$RLY6"
+	rw_in "$RELAY" nft -f - <<-NFT
+		table ip6 rw6relay {
+			chain pre {
+				type filter hook prerouting priority -300;
+				ip6 saddr { $A_IP6, $B_IP6 } counter
+			}
+		}
+	NFT
+	rw_start_listener "$RELAY" relay --tcp "[::]:443"
 	ip -n "$RW_NODE" link add wan0 type veth peer name up0 netns "$RTR"
 	ip -n "$RW_NODE" -6 addr add "$NODE_WAN6/64" dev wan0 nodad
 	ip -n "$RTR" -6 addr add "$RTR_WAN6/64" dev up0 nodad
@@ -278,6 +312,8 @@ a 6to4-imds        tcp 2002:a9fe:a9fe::1 80 - drop metadata 6to4 of 169.254.169.
 a teredo-private   tcp 2001:0:4136:e378:8000:63bf:f5ff:fafa 80 - drop private-destination Teredo, client 10.0.5.5
 a teredo-imds      tcp 2001:0:4136:e378:8000:63bf:5601:5601 80 - drop metadata Teredo, client 169.254.169.254
 a sandbox-b        tcp $B_IP6 4096 - drop private-destination another sandbox
+a 6to4-proxy       tcp $PROXY_6TO4 443 - drop private-destination 6to4 of the egress proxy, routed to a relay
+a teredo-proxy     tcp $PROXY_TEREDO 443 - drop private-destination Teredo, client the egress proxy, routed to a relay
 b proxy-443        tcp fdaa:20::10 443  - allow rule egress proxy, model route
 b inet-443         tcp $INET6 443 - allow open public internet, open mode
 b inet-80          tcp $INET6 80  - allow open public internet, open mode
@@ -290,6 +326,7 @@ b dns-udp          udp fdaa:20::53 53   - drop dns cluster DNS, open mode
 b nat64-private    tcp 64:ff9b::a00:505 80 - drop private-destination NAT64 of 10.0.5.5, open mode
 b teredo-imds      tcp 2001:0:4136:e378:8000:63bf:5601:5601 80 - drop metadata Teredo of IMDS, open mode
 b sandbox-a        tcp $A_IP6 4096 - drop private-destination another sandbox, open mode
+b 6to4-proxy       tcp 2002:ac14:a:1::5 443 - drop private-destination 6to4 of the egress proxy, open mode
 svc app-4096       tcp $A_IP6 4096 fdaa:20::12 allow inbound application tier into the harness
 svc app-4098       tcp $A_IP6 4098 fdaa:20::12 allow inbound application tier
 svc app-4999       tcp $A_IP6 4999 fdaa:20::12 allow inbound application tier
@@ -350,6 +387,10 @@ for dst in sys.argv[2:]:
 }
 check "no-filter: the revoke server answers on $INET6 and 93.184.216.34 port $REVOKE_PORT" \
 	reaches_server "$INET6" 93.184.216.34
+relay_packets() { rw_in "$RELAY" nft list table ip6 rw6relay | sed -n 's/.*counter packets \([0-9]*\).*/\1/p'; }
+RELAY_BEFORE=$(relay_packets)
+check "no-filter: the egress proxy's 6to4 and Teredo forms reach the relay ($RELAY_BEFORE packets)" \
+	test "${RELAY_BEFORE:-0}" -ge 3
 
 # ---- runwall -------------------------------------------------------------------------------------
 section "runwall: the agent, both families"
@@ -378,6 +419,11 @@ RW_IPS="a=$A_IP4 b=$B_IP4" judge attempts --spec "$RW_WORK/matrix4.spec" --resul
 RW_IPS="a=$A_IP4 b=$B_IP4" judge attempts --check events --spec "$RW_WORK/matrix4.spec" \
 	--results "$RW_WORK/matrix4" --events "$RW_WORK/events.jsonl"
 
+# ---- relay ---------------------------------------------------------------------------------------
+section "relay: an IPv6 form of the egress proxy leaves by IPv6, so it is not the proxy"
+check "relay: no packet of the sandboxes reached the relay under runwall (still $RELAY_BEFORE, got $(relay_packets))" \
+	test "$(relay_packets)" = "$RELAY_BEFORE"
+
 # ---- ranges: link-local, multicast, v4-mapped ----------------------------------------------------
 section "ranges: link-local, multicast and v4-mapped destinations"
 # A socket to a link-scope destination takes the pod's own link-local source, which is never
@@ -404,7 +450,7 @@ s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_IF, socket.if_nametoinde
 s.sendto(b"x", (sys.argv[1], 9))' "$m" "$A_IP6" 2>/dev/null || true
 	check "ranges: UDP from $A_IP6 to multicast $m is private-destination" rw_wait 2 plus "$A_RUN" private-destination "$before" 1
 done
-for d in ::ffff:a00:505 ::ffff:a9fe:a9fe; do
+for d in ::ffff:a00:505 ::ffff:a9fe:a9fe ::ffff:ac14:a; do
 	why=private-destination
 	[ "$d" = ::ffff:a9fe:a9fe ] && why=metadata
 	before=$(run_counter "$A_RUN" egress "$why")

@@ -370,7 +370,7 @@ static void test_unknown_keys(void **state)
 	static const struct refusal cases[] = {
 		{"{\"revision\": 1, \"servics\": []}",
 		 "policy.json:1:17: servics: unknown key (expected one of: revision, egress, refusal, "
-		 "lease_seconds, deny, services, inbound, runs)"},
+		 "lease_seconds, nat64, deny, services, inbound, runs)"},
 		{"{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"52.94.2.1\", "
 		 "\"port\": 80}]}",
 		 "policy.json:1:63: services[0].port: unknown key (expected one of: name, ip, "
@@ -378,7 +378,7 @@ static void test_unknown_keys(void **state)
 		/* keys that are not plain words are quoted, control characters escaped */
 		{"{\"revision\": 1, \"a b\\n\": 1}",
 		 "policy.json:1:17: [\"a b\\u000a\"]: unknown key (expected one of: revision, "
-		 "egress, refusal, lease_seconds, deny, services, inbound, runs)"},
+		 "egress, refusal, lease_seconds, nat64, deny, services, inbound, runs)"},
 	};
 
 	expect_all_refused(cases, ARRAY_LEN(cases));
@@ -866,6 +866,66 @@ static void test_refusal_values(void **state)
 /* "lease_seconds": none by default, an integer of RW_LEASE_MIN..RW_LEASE_MAX, kept by the parse;
  * anything else refused at its path.
  */
+/* "nat64": none by default; a /96 IPv6 prefix outside the other forms and the special ranges
+ * (64:ff9b:1::/48 aside); under a network-specific one no service names an address and no run
+ * rule overlaps it; a change of it is a diff line.
+ */
+static void test_nat64(void **state)
+{
+	static const struct refusal cases[] = {
+		{"{\"revision\": 1, \"nat64\": \"10.0.0.0/8\"}",
+		 "policy.json:1:26: nat64: \"10.0.0.0/8\" is not an IPv6 prefix (the cluster's NAT64 "
+		 "prefix, such as 64:ff9b::/96)"},
+		{"{\"revision\": 1, \"nat64\": \"64:ff9b::/64\"}",
+		 "policy.json:1:26: nat64: \"64:ff9b::/64\" is a /64: the NAT64 prefix is a /96 (the "
+		 "IPv4 address in its low 32 bits, RFC 6052; the other lengths are not taken)"},
+		{"{\"revision\": 1, \"nat64\": \"64:ff9b::1/96\"}",
+		 "policy.json:1:26: nat64: \"64:ff9b::1/96\" has host bits set: did you mean "
+		 "64:ff9b::/96?"},
+		{"{\"revision\": 1, \"nat64\": \"2002:ac14:a::/96\"}",
+		 "policy.json:1:26: nat64: \"2002:ac14:a::/96\" is in 2002::/16, the 6to4 form: not a "
+		 "NAT64 prefix"},
+		{"{\"revision\": 1, \"nat64\": \"fd00:64::/96\"}",
+		 "policy.json:1:26: nat64: \"fd00:64::/96\" is in fc00::/7 (unique local): not a "
+		 "NAT64 prefix (64:ff9b::/96, one in 64:ff9b:1::/48, or a global one of the "
+		 "cluster's)"},
+		{"{\"revision\": 1, \"nat64\": 96}",
+		 "policy.json:1:26: nat64: expected a string, got an integer"},
+		{"{\"revision\": 1, \"nat64\": \"2600:1f14:64::/96\", \"services\": [{\"name\": "
+		 "\"p\", \"ip\": \"2600:1f14:64::ac14:a\", \"tcp\": [443]}]}",
+		 "policy.json:1:80: services[0].ip: \"2600:1f14:64::ac14:a\" is under the snapshot's "
+		 "nat64 prefix 2600:1f14:64::/96: write the IPv4 address 172.20.0.10 (a destination "
+		 "there is judged by the IPv4 rules)"},
+		{"{\"revision\": 1, \"nat64\": \"2600:1f14:64::/96\", \"runs\": [{\"id\": \"r\", "
+		 "\"pods\": [\"10.1.2.3\"], \"allow\": [{\"cidr\": \"2600:1f14::/32\", \"tcp\": "
+		 "[443]}]}]}",
+		 "policy.json:1:109: runs[0].allow[0].cidr: \"2600:1f14::/32\" overlaps "
+		 "2600:1f14:64::/96, the snapshot's nat64 prefix (write IPv4 rules for it): run rules "
+		 "name public destinations only (only services may name private addresses)"},
+	};
+	struct rw_policy p, q;
+	char diff[256];
+
+	(void)state;
+	expect_all_refused(cases, ARRAY_LEN(cases));
+	parse_ok("{\"revision\": 1}", &p);
+	assert_int_equal(p.nat64.family, 0);
+	parse_ok("{\"revision\": 2, \"nat64\": \"64:ff9b::/96\"}", &q);
+	assert_int_equal(q.nat64.family, AF_INET6);
+	assert_int_equal(q.nat64.prefixlen, 96);
+	assert_int_equal(rw_policy_diff(&p, &q, diff, sizeof(diff)), 1);
+	assert_string_equal(diff, "~ nat64 none -> 64:ff9b::/96\n");
+	rw_policy_free(&p);
+	rw_policy_free(&q);
+	/* A network-specific prefix, one in the local-use range, and a service CIDR wider than one */
+	parse_ok("{\"revision\": 1, \"nat64\": \"2600:1f14:64::/96\", \"services\": [{\"name\": "
+		 "\"v\", \"cidr\": \"2600:1f14::/32\", \"tcp\": [443]}]}",
+		 &p);
+	rw_policy_free(&p);
+	parse_ok("{\"revision\": 1, \"nat64\": \"64:ff9b:1:ffff::/96\"}", &p);
+	rw_policy_free(&p);
+}
+
 static void test_lease_seconds(void **state)
 {
 	static const struct refusal cases[] = {
@@ -1650,7 +1710,9 @@ static void test_ipv6_metadata(void **state)
 	rw_policy_free(&p);
 }
 
-#define EMB_TAIL " (a destination in it is judged as the IPv4 address it carries)"
+#define EMB_TAIL                                                                               \
+	" (a destination in it is judged by the IPv4 address it carries, which may refuse it " \
+	"and allows it only under the snapshot's nat64 prefix)"
 
 /* No rule of any list names an IPv6 form of an IPv4 address: the message says which IPv4 address
  * (or CIDR) to write.
@@ -2060,6 +2122,7 @@ int main(void)
 		cmocka_unit_test(test_egress_values),
 		cmocka_unit_test(test_refusal_values),
 		cmocka_unit_test(test_lease_seconds),
+		cmocka_unit_test(test_nat64),
 		cmocka_unit_test(test_diff_refusal),
 		cmocka_unit_test(test_ipv6_accepted),
 		cmocka_unit_test(test_bad_ipv6),

@@ -612,8 +612,9 @@ static void test_ipv6_pods_and_rules(void **state)
 		{"{\"id\": \"run-b\", \"pods\": [], \"allow\": [{\"ip\": \"64:ff9b::3401:101\", "
 		 "\"tcp\": [443]}]}",
 		 "run.allow[0].ip: \"64:ff9b::3401:101\" is the NAT64 form (64:ff9b::/96) of "
-		 "52.1.1.1: write the IPv4 address 52.1.1.1 (a destination in it is judged as the "
-		 "IPv4 address it carries)"},
+		 "52.1.1.1: write the IPv4 address 52.1.1.1 (a destination in it is judged by the "
+		 "IPv4 address it carries, which may refuse it and allows it only under the "
+		 "snapshot's nat64 prefix)"},
 		/* another run's IPv6 pod, named where that run wrote it */
 		{"{\"id\": \"run-b\", \"pods\": [\"10.1.0.9\", \"2600:1f18::a1\"]}",
 		 "run.pods[1]: pod 2600:1f18::a1 is already listed at runs[0].pods[1] (run run-a)"},

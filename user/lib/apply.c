@@ -558,6 +558,17 @@ static int shadow_build(struct shadow *s, const struct rw_policy *p, const struc
 		if (err)
 			goto fail;
 	}
+	if (p->nat64.family == AF_INET6) {
+		/* The declared NAT64 prefix (RW_SCOPE_NAT64): in the slot, so it flips with it. */
+		struct rw_allow6_lpm_key k = {
+			.prefixlen = RW_ALLOW_LPM_FIXED_BITS + p->nat64.prefixlen,
+			.scope = RW_SCOPE_NAT64,
+		};
+
+		memcpy(k.daddr, p->nat64.addr6, sizeof(k.daddr));
+		if ((err = add_ent(s, RW_M_ALLOW_CIDR6 - RW_M_PODS, &k, sizeof(k), 0)))
+			goto fail;
+	}
 	group_close(s, g);
 
 	for (size_t r = 0; r < p->n_runs; r++) {

@@ -10,7 +10,7 @@
  * What a cached verdict depends on: the run's pods (a pod moved away or into it), its egress
  * mode, its allow rules, its rule ids (runs[a].allow[b]: its position in the snapshot and the
  * order of its rules), which run holds its index, and every node-wide part (services, deny
- * list, inbound rules, the node's egress mode). The run's generation (assign_runs() in apply.c)
+ * list, inbound rules, the node's egress mode, its nat64 prefix). The run's generation (assign_runs() in apply.c)
  * already moves on the first four and on a fresh index; the rest is checked here.
  */
 #include <errno.h>
@@ -45,7 +45,8 @@ static bool rules_as_written(const struct rw_policy_rule *a, size_t na,
 /* The parts of a snapshot every run's verdicts depend on. */
 static bool node_wide_same(const struct rw_policy *a, const struct rw_policy *b)
 {
-	if (a->egress != b->egress || a->n_deny != b->n_deny)
+	if (a->egress != b->egress || a->n_deny != b->n_deny ||
+	    !rw_policy_cidr_equal(&a->nat64, &b->nat64))
 		return false;
 	for (size_t i = 0; i < a->n_deny; i++)
 		if (!rw_policy_cidr_equal(&a->deny[i], &b->deny[i]))

@@ -821,6 +821,51 @@ static int parse_cidr(struct parser *ps, json_t *v, struct rw_policy_cidr *c)
 	return 0;
 }
 
+/* "nat64": the cluster's NAT64 prefix, a /96 (the IPv4 address in its low 32 bits, RFC 6052):
+ * 64:ff9b::/96, or a network-specific prefix outside every special range (64:ff9b:1::/48, the
+ * local-use range RFC 8215 gives NAT64, aside) and the other forms that carry an IPv4 address.
+ */
+static int parse_nat64(struct parser *ps, json_t *v, struct rw_policy_cidr *c)
+{
+	char q[QUOTE_BUF];
+	__be32 net[4];
+	int rc;
+
+	rc = parse_cidr(ps, v, c);
+	if (rc)
+		return rc;
+	if (c->family != AF_INET6)
+		return fail(ps, AT_VALUE,
+			    "%s is not an IPv6 prefix (the cluster's NAT64 prefix, such as "
+			    "64:ff9b::/96)",
+			    quote(q, json_string_value(v)));
+	if (c->prefixlen != RW_NAT64_PREFIXLEN)
+		return fail(
+			ps, AT_VALUE,
+			"%s is a /%u: the NAT64 prefix is a /96 (the IPv4 address in its low 32 "
+			"bits, RFC 6052; the other lengths are not taken)",
+			quote(q, json_string_value(v)), c->prefixlen);
+	for (size_t i = 0; i < N_OF(embedded4); i++) {
+		words6(net, embedded4[i].w);
+		if (i != EMB_NAT64 && in_prefix6(c->addr6, net, embedded4[i].prefixlen))
+			return fail(ps, AT_VALUE, "%s is in %s, the %s form: not a NAT64 prefix",
+				    quote(q, json_string_value(v)), embedded4[i].name,
+				    embedded4[i].label);
+	}
+	for (size_t i = 0; i < N_OF(special6); i++) {
+		words6(net, special6[i].w);
+		if (strcmp(special6[i].label, "local NAT64") &&
+		    in_prefix6(c->addr6, net, special6[i].prefixlen))
+			return fail(ps, AT_VALUE,
+				    "%s is in %s (%s): not a NAT64 prefix (64:ff9b::/96, one in "
+				    "64:ff9b:1::/48, or a global one of the cluster's)",
+				    quote(q, json_string_value(v)), special6[i].name,
+				    special6[i].label);
+	}
+	c->family = AF_INET6;
+	return 0;
+}
+
 /* Metadata is never allowed whatever a rule says (the datapath enforces that too): a rule that
  * covers it is a mistake at best, so refuse it here where the author can see which one.
  */
@@ -847,10 +892,15 @@ static int check_metadata(struct parser *ps, const char *text, const struct rw_p
 	return 0;
 }
 
-/* No rule names an IPv6 form of an IPv4 address: the datapath judges such a destination as
- * IPv4 to the address it carries, by the IPv4 rules, so that one destination has one rule set.
- * The message says which IPv4 address (or CIDR) to write instead.
+/* No rule names an IPv6 form of an IPv4 address: the datapath refuses such a destination for
+ * what the IPv4 address it carries refuses, and allows one only under the snapshot's declared
+ * NAT64 prefix, by the IPv4 rules; so an IPv6 rule for one would allow nothing, or allow it
+ * twice. The message says which IPv4 address (or CIDR) to write instead.
  */
+#define EMBEDDED4_WHY                                                                          \
+	" (a destination in it is judged by the IPv4 address it carries, which may refuse it " \
+	"and allows it only under the snapshot's nat64 prefix)"
+
 static int check_embedded4(struct parser *ps, const char *text, const struct rw_policy_cidr *c)
 {
 	char q[QUOTE_BUF], v4[32];
@@ -868,8 +918,7 @@ static int check_embedded4(struct parser *ps, const char *text, const struct rw_
 	if (!v4len)
 		return fail(ps, AT_VALUE,
 			    "%s is the %s form (%s) of IPv4 addresses: write IPv4 rules "
-			    "instead (a destination in it is judged as the IPv4 address it "
-			    "carries)",
+			    "instead" EMBEDDED4_WHY,
 			    quote(q, text), embedded4[f].label, embedded4[f].name);
 	sb_init(&sb, v4, sizeof(v4));
 	if (v4len == 32)
@@ -877,8 +926,7 @@ static int check_embedded4(struct parser *ps, const char *text, const struct rw_
 	else
 		sb_cidr(&sb, a, v4len);
 	return fail(ps, AT_VALUE,
-		    "%s is the %s form (%s) of %s: write the IPv4 %s %s (a destination "
-		    "in it is judged as the IPv4 address it carries)",
+		    "%s is the %s form (%s) of %s: write the IPv4 %s %s" EMBEDDED4_WHY,
 		    quote(q, text), embedded4[f].label, embedded4[f].name, v4,
 		    v4len == 32 ? "address" : "CIDR", v4);
 }
@@ -1509,6 +1557,11 @@ static const char *run_rule6_overlap(struct sbuf *sb, const struct rw_policy_rul
 			       "those)";
 		}
 	}
+	if (p->nat64.family == AF_INET6 &&
+	    cidrs6_overlap(rule->addr6, rule->prefixlen, p->nat64.addr6, p->nat64.prefixlen)) {
+		sb_cidr6(sb, p->nat64.addr6, p->nat64.prefixlen);
+		return "the snapshot's nat64 prefix (write IPv4 rules for it)";
+	}
 	for (i = 0; i < p->n_deny; i++) {
 		if (p->deny[i].family == AF_INET6 &&
 		    cidrs6_overlap(rule->addr6, rule->prefixlen, p->deny[i].addr6,
@@ -1621,6 +1674,41 @@ static int check_rule_counts(struct parser *ps, json_t *root, const struct rw_po
 	return 0;
 }
 
+/* No service names an address under the snapshot's nat64 prefix (a network-specific one: the
+ * embedded-form check already refuses 64:ff9b::/96): the datapath judges such a destination by
+ * the IPv4 rules, so the message says which IPv4 address to write. A wider CIDR is taken, as for
+ * the other forms. Run rules that overlap the prefix are refused by check_run_rules().
+ */
+static int check_services_nat64(struct parser *ps, json_t *root, const struct rw_policy *p)
+{
+	char q[QUOTE_BUF], v4[INET_ADDRSTRLEN], net[64];
+	struct sbuf sb;
+
+	if (p->nat64.family != AF_INET6)
+		return 0;
+	for (size_t i = 0; i < p->n_services; i++) {
+		const struct rw_policy_rule *r = &p->services[i];
+		json_t *obj = json_array_get(json_object_get(root, "services"), i);
+		const char *key = json_object_get(obj, "ip") ? "ip" : "cidr";
+		__be32 a = r->addr6[3];
+
+		if (!rw_policy_rule_is6(r) || r->prefixlen < p->nat64.prefixlen ||
+		    !in_prefix6(r->addr6, p->nat64.addr6, p->nat64.prefixlen))
+			continue;
+		inet_ntop(AF_INET, &a, v4, sizeof(v4));
+		sb_init(&sb, net, sizeof(net));
+		sb_cidr6(&sb, p->nat64.addr6, p->nat64.prefixlen);
+		push_key(ps, "services", member_index(root, "services"));
+		push_index(ps, i);
+		push_key(ps, key, member_index(obj, key));
+		return fail(ps, AT_VALUE,
+			    "%s is under the snapshot's nat64 prefix %s: write the IPv4 address "
+			    "%s (a destination there is judged by the IPv4 rules)",
+			    quote(q, json_string_value(json_object_get(obj, key))), net, v4);
+	}
+	return 0;
+}
+
 static int parse_root(struct parser *ps, json_t *root, struct rw_policy *p)
 {
 	bool have_revision = false;
@@ -1645,6 +1733,8 @@ static int parse_root(struct parser *ps, json_t *root, struct rw_policy *p)
 			rc = parse_refusal(ps, v, &p->refusal);
 		} else if (!strcmp(key, "lease_seconds")) {
 			rc = parse_lease(ps, v, &p->lease_seconds);
+		} else if (!strcmp(key, "nat64")) {
+			rc = parse_nat64(ps, v, &p->nat64);
 		} else if (!strcmp(key, "deny")) {
 			rc = parse_deny(ps, v, p);
 		} else if (!strcmp(key, "services")) {
@@ -1656,7 +1746,8 @@ static int parse_root(struct parser *ps, json_t *root, struct rw_policy *p)
 		} else {
 			return fail(ps, AT_KEY,
 				    "unknown key (expected one of: revision, egress, "
-				    "refusal, lease_seconds, deny, services, inbound, runs)");
+				    "refusal, lease_seconds, nat64, deny, services, inbound, "
+				    "runs)");
 		}
 		if (rc)
 			return rc;
@@ -1673,6 +1764,9 @@ static int parse_root(struct parser *ps, json_t *root, struct rw_policy *p)
 	if (rc)
 		return rc;
 	rc = check_run_rules(ps, root, p);
+	if (rc)
+		return rc;
+	rc = check_services_nat64(ps, root, p);
 	if (rc)
 		return rc;
 	return check_pods(ps, root, p);
@@ -2901,6 +2995,15 @@ static int diff_runs(struct sbuf *sb, const struct rw_policy *old, const struct 
 	return count;
 }
 
+/* A snapshot's nat64 prefix, or "none". */
+static void nat64_text(struct sbuf *sb, const struct rw_policy_cidr *c)
+{
+	if (c->family == AF_INET6)
+		sb_cidr6(sb, c->addr6, c->prefixlen);
+	else
+		sb_printf(sb, "none");
+}
+
 int rw_policy_diff(const struct rw_policy *old, const struct rw_policy *new, char *buf,
 		   size_t buflen)
 {
@@ -2926,6 +3029,14 @@ int rw_policy_diff(const struct rw_policy *old, const struct rw_policy *new, cha
 	if (old != &empty && new != &empty && old->lease_seconds != new->lease_seconds) {
 		sb_printf(&sb, "~ lease_seconds %u -> %u\n", old->lease_seconds,
 			  new->lease_seconds);
+		count++;
+	}
+	if (old != &empty && new != &empty && !rw_policy_cidr_equal(&old->nat64, &new->nat64)) {
+		sb_printf(&sb, "~ nat64 ");
+		nat64_text(&sb, &old->nat64);
+		sb_printf(&sb, " -> ");
+		nat64_text(&sb, &new->nat64);
+		sb_printf(&sb, "\n");
 		count++;
 	}
 	count += diff_deny(&sb, old, new);

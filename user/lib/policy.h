@@ -55,6 +55,8 @@ struct rw_policy {
 	int egress;	     /* enum rw_egress_mode */
 	int refusal;	     /* enum rw_refusal_mode */
 	__u32 lease_seconds; /* the dead-man lease (RW_LEASE_MIN..RW_LEASE_MAX), 0: none */
+	/* The cluster's NAT64 prefix ("nat64", a /96; family AF_INET6), or family 0: none. */
+	struct rw_policy_cidr nat64;
 	struct rw_policy_cidr *deny;
 	size_t n_deny;
 	struct rw_policy_rule *services;

@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* ipv6_policy.c (test_datapath): the sandbox network paths over IPv6, on crafted frames judged by
  * the IPv6 programs under real snapshots (rw_policy_parse(), rw_apply()): the services on their
- * ports, metadata, the special ranges, the forms that embed an IPv4 address (judged by the IPv4
- * policy), DNS, the egress modes, inbound from the platform's peers only, spoofing, replies and
- * the verdict cache, the node and the snapshot's pods (private), the deny list over the embedded
- * forms, the lease-expired policy, one apply cutting an IPv6 and an IPv4 flow of one
- * run, and the IPv6 table of a full sandbox. run_case() checks each case's verdict, counters and event, whose addresses
- * are the IPv6 ones.
+ * ports, metadata, the special ranges, the forms that embed an IPv4 address (refused by what it
+ * refuses, never allowed by it; NAT64 judged by the IPv4 policy under a declared nat64), DNS,
+ * the egress modes, inbound from the platform's peers only, spoofing, replies and the verdict
+ * cache, the node and the snapshot's pods (private), the deny list over the embedded forms, the
+ * lease-expired policy, one apply cutting an IPv6 and an IPv4 flow of one run, and the IPv6
+ * table of a full sandbox. run_case() checks each case's verdict, counters and event, whose
+ * addresses are the IPv6 ones.
  *
  * rwt0 and rwt1 are bound dual-stack here (their IPv4 as in the other parts); both runs refuse
  * in silence (refusal "drop"), so that the cases hold whatever IPv6 answers a refusal gets.
@@ -32,13 +33,14 @@
  * deny entries.
  */
 static const char *deny_more = "";
+static const char *nat64_key = ""; /* "\"nat64\": ...," or none */
 
 static char *snapshot(unsigned long long rev, int cut)
 {
 	char *s = malloc(4096);
 
 	snprintf(s, 4096,
-		 "{\"revision\": %llu, \"egress\": \"allowlist\", \"refusal\": \"drop\",\n"
+		 "{\"revision\": %llu, %s\"egress\": \"allowlist\", \"refusal\": \"drop\",\n"
 		 " \"deny\": [\"10.0.0.0/16\", \"2600:1f14:dead::/48\"%s],\n"
 		 " \"services\": [\n"
 		 "  {\"name\": \"egress-proxy\", \"ip\": \"172.20.0.10\", \"tcp\": [443]},\n"
@@ -55,7 +57,7 @@ static char *snapshot(unsigned long long rev, int cut)
 		 "  {\"id\": \"run-d6b\", \"pods\": [\"" POD_B "\", \"" POD_B6 "\"],"
 		 " \"egress\": \"open\"},\n"
 		 "  {\"id\": \"run-d6c\", \"pods\": [\"" POD_C6 "\"], \"egress\": \"open\"}]}\n",
-		 rev, deny_more,
+		 rev, nat64_key, deny_more,
 		 cut ? ""
 		     : ", {\"ip\": \"" RULE6 "\", \"tcp\": [443]},"
 		       " {\"ip\": \"8.8.4.4\", \"tcp\": [443]}");
@@ -255,7 +257,9 @@ static const struct tcase egress_cases[] = {
 	{"public IPv6 UDP, open run", OUT_B(PUBLIC6, UDP, 40039, 9999, 0),
 	 ALLOWED(RW_PATH_OPEN, 1, B)},
 
-	/* Forms that embed an IPv4 address: judged as IPv4 to it. */
+	/* Forms that embed an IPv4 address leave by IPv6: what they carry may refuse them, never
+	 * allow them. No nat64 prefix is declared here (test_nat64_declared()).
+	 */
 	{"NAT64 of 10.0.5.6 (64:ff9b::a00:506)", OUT_B("64:ff9b::a00:506", TCP, 40040, 443, SYN),
 	 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
 	{"NAT64 of 169.254.169.254", OUT_B("64:ff9b::a9fe:a9fe", TCP, 40041, 80, SYN),
@@ -285,16 +289,38 @@ static const struct tcase egress_cases[] = {
 	{"Teredo of a private client (10.0.5.6, inverted)",
 	 OUT_B("2001:0:102:304::f5ff:faf9", TCP, 40050, 443, SYN),
 	 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
-	{"NAT64 of a public address by the IPv4 rule (8.8.4.4:443)",
-	 OUT_A("64:ff9b::808:404", TCP, 40051, 443, SYN), ALLOWED(RW_PATH_RULE, 1, A)},
-	{"NAT64 of the same address on a port no rule names",
-	 OUT_A("64:ff9b::808:404", TCP, 40052, 80, SYN), DROPPED(RW_REASON_NOT_ALLOWLISTED, A)},
-	{"Teredo of 8.8.4.4 by the IPv4 rule",
-	 OUT_A("2001:0:102:304::f7f7:fbfb", TCP, 40053, 443, SYN), ALLOWED(RW_PATH_RULE, 1, A)},
-	{"v4-mapped IPv4 service (172.20.0.10:443)",
-	 OUT_A("::ffff:172.20.0.10", TCP, 40054, 443, SYN), ALLOWED(RW_PATH_RULE, 1, A)},
-	{"NAT64 of a public address, open run", OUT_B("64:ff9b::101:101", TCP, 40055, 443, SYN),
-	 ALLOWED(RW_PATH_OPEN, 1, B)},
+	/* The egress proxy 172.20.0.10:443, a service, in each form: the IPv4 service allows the
+	 * IPv4 address only; its forms would leave by IPv6 toward a relay, and it is private.
+	 */
+	{"6to4 of the egress proxy (2002:ac14:a::1)", OUT_A("2002:ac14:a::1", TCP, 40057, 443, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, A)},
+	{"6to4 of the egress proxy, another address of its /48",
+	 OUT_A("2002:ac14:a:ffff::5", TCP, 40058, 443, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, A)},
+	{"Teredo whose inverted client is the egress proxy",
+	 OUT_A("2001:0:4136:e378:8000:63bf:53eb:fff5", TCP, 40059, 443, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, A)},
+	{"NAT64 of the egress proxy, no nat64 declared (64:ff9b::ac14:a)",
+	 OUT_A("64:ff9b::ac14:a", TCP, 40065, 443, SYN), DROPPED(RW_REASON_PRIVATE_DESTINATION, A)},
+	{"v4-mapped egress proxy (::ffff:172.20.0.10)",
+	 OUT_A("::ffff:172.20.0.10", TCP, 40054, 443, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, A)},
+	/* A public IPv4 address a run rule allows (8.8.4.4:443): its forms are not allowed by it. */
+	{"NAT64 of 8.8.4.4, no nat64 declared: a special range",
+	 OUT_A("64:ff9b::808:404", TCP, 40051, 443, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, A)},
+	{"6to4 of 8.8.4.4: not the IPv4 rule's", OUT_A("2002:808:404::1", TCP, 40052, 443, SYN),
+	 DROPPED(RW_REASON_NOT_ALLOWLISTED, A)},
+	{"Teredo of 8.8.4.4: not the IPv4 rule's",
+	 OUT_A("2001:0:102:304::f7f7:fbfb", TCP, 40053, 443, SYN),
+	 DROPPED(RW_REASON_NOT_ALLOWLISTED, A)},
+	{"v4-mapped 8.8.4.4: a special range", OUT_A("::ffff:8.8.4.4", TCP, 40066, 443, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, A)},
+	{"6to4 of a public address, open run: a global IPv6 destination",
+	 OUT_B("2002:101:101::1", TCP, 40067, 443, SYN), ALLOWED(RW_PATH_OPEN, 1, B)},
+	{"NAT64 of a public address, open run, no nat64 declared",
+	 OUT_B("64:ff9b::101:101", TCP, 40055, 443, SYN),
+	 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
 	{"NAT64 DNS", OUT_B("64:ff9b::808:808", UDP, 40056, 53, 0), DROPPED(RW_REASON_DNS, B)},
 
 	/* Spoofing. */
@@ -376,8 +402,8 @@ static const struct tcase egress_cases[] = {
 	 ALLOWED(RW_PATH_REPLY, 0, A)},
 	{"UDP reply of the IPv6 service", INTO_A(TELEM6, UDP, 4317, 41000, 0),
 	 ALLOWED(RW_PATH_REPLY, 0, A)},
-	{"reply of the NAT64 flow", INTO_A("64:ff9b::808:404", TCP, 443, 40051, SYNACK),
-	 ALLOWED(RW_PATH_REPLY, 0, A)},
+	{"no reply for a refused NAT64 flow", INTO_A("64:ff9b::808:404", TCP, 443, 40051, SYNACK),
+	 DROPPED(RW_REASON_INBOUND_DENIED, A)},
 	{"reply of the open run's flow", .dev = 1, .dir = I,
 	 .pkt = {.ipv6 = 1,
 		 .src = PUBLIC6,
@@ -460,9 +486,8 @@ static void test_node_replies6(void)
 	run_table(cases, sizeof(cases) / sizeof(cases[0]));
 }
 
-/* The IPv6 deny list holds for the forms that embed an IPv4 address too: one it covers is
- * private-destination before it is judged as IPv4 (a deny entry may not sit inside a form, but
- * a wider one holds it).
+/* The IPv6 deny list holds for the forms that embed an IPv4 address too, after what their IPv4
+ * address refuses (a deny entry may not sit inside a form, but a wider one holds it).
  */
 static void test_deny6_embedded(unsigned long long *rev)
 {
@@ -470,13 +495,13 @@ static void test_deny6_embedded(unsigned long long *rev)
 		{"6to4 of 8.8.8.8 inside deny 2002::/15, open run",
 		 OUT_B("2002:808:808::1", TCP, 40150, 443, SYN),
 		 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
-		{"6to4 of 169.254.169.254 inside the deny: private first",
-		 OUT_B("2002:a9fe:a9fe::1", TCP, 40151, 80, SYN),
-		 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
+		{"6to4 of 169.254.169.254 inside the deny: metadata first",
+		 OUT_B("2002:a9fe:a9fe::1", TCP, 40151, 80, SYN), DROPPED(RW_REASON_METADATA, B)},
 		{"2003::1, native, inside the deny", OUT_B("2003::1", TCP, 40152, 443, SYN),
 		 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
-		{"NAT64 of a public address outside the deny, open run",
-		 OUT_B("64:ff9b::101:101", TCP, 40153, 443, SYN), ALLOWED(RW_PATH_OPEN, 1, B)},
+		{"Teredo of a public client outside the deny, open run",
+		 OUT_B("2001:0:102:304::fefe:fefe", TCP, 40153, 443, SYN),
+		 ALLOWED(RW_PATH_OPEN, 1, B)},
 	};
 	char *json;
 
@@ -489,6 +514,64 @@ static void test_deny6_embedded(unsigned long long *rev)
 	json = snapshot(++*rev, 0);
 	apply6(json, "the deny list as it was");
 	free(json);
+}
+
+/* Under a declared nat64 prefix a NAT64 destination goes to the cluster's translator: it is
+ * judged by the IPv4 policy, every part of it, and no other form is. The declaration withdrawn,
+ * a NAT64 flow it allowed is cut at its next packet (its verdict was node-wide).
+ */
+static void test_nat64_declared(unsigned long long *rev)
+{
+	static const struct tcase declared[] = {
+		{"nat64: NAT64 of 8.8.4.4 by the IPv4 rule",
+		 OUT_A("64:ff9b::808:404", TCP, 40160, 443, SYN), ALLOWED(RW_PATH_RULE, 1, A)},
+		{"nat64: its reply", INTO_A("64:ff9b::808:404", TCP, 443, 40160, SYNACK),
+		 ALLOWED(RW_PATH_REPLY, 0, A)},
+		{"nat64: its next segment (cached)",
+		 OUT_A("64:ff9b::808:404", TCP, 40160, 443, ACK), ALLOWED(RW_PATH_RULE, 0, A)},
+		{"nat64: the same address on a port no rule names",
+		 OUT_A("64:ff9b::808:404", TCP, 40161, 80, SYN),
+		 DROPPED(RW_REASON_NOT_ALLOWLISTED, A)},
+		{"nat64: the egress proxy, an IPv4 service",
+		 OUT_A("64:ff9b::ac14:a", TCP, 40162, 443, SYN), ALLOWED(RW_PATH_RULE, 1, A)},
+		{"nat64: the metadata address", OUT_A("64:ff9b::a9fe:a9fe", TCP, 40163, 80, SYN),
+		 DROPPED(RW_REASON_METADATA, A)},
+		{"nat64: 10.0.5.6, private", OUT_B("64:ff9b::a00:506", TCP, 40164, 443, SYN),
+		 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
+		{"nat64: a public address, open run",
+		 OUT_B("64:ff9b::101:101", TCP, 40165, 443, SYN), ALLOWED(RW_PATH_OPEN, 1, B)},
+		{"nat64: DNS", OUT_B("64:ff9b::808:808", UDP, 40166, 53, 0),
+		 DROPPED(RW_REASON_DNS, B)},
+		{"nat64: the 6to4 form of the egress proxy is still refused",
+		 OUT_A("2002:ac14:a::1", TCP, 40167, 443, SYN),
+		 DROPPED(RW_REASON_PRIVATE_DESTINATION, A)},
+		{"nat64: the v4-mapped egress proxy is still refused",
+		 OUT_A("::ffff:172.20.0.10", TCP, 40168, 443, SYN),
+		 DROPPED(RW_REASON_PRIVATE_DESTINATION, A)},
+		{"nat64: the Teredo form of 8.8.4.4 is still not the IPv4 rule's",
+		 OUT_A("2001:0:102:304::f7f7:fbfb", TCP, 40169, 443, SYN),
+		 DROPPED(RW_REASON_NOT_ALLOWLISTED, A)},
+	};
+	static const struct tcase withdrawn[] = {
+		{"nat64 withdrawn: the NAT64 flow's next segment is cut",
+		 OUT_A("64:ff9b::808:404", TCP, 40160, 443, ACK),
+		 DROPPED(RW_REASON_PRIVATE_DESTINATION, A)},
+		{"nat64 withdrawn: a new NAT64 flow to the proxy",
+		 OUT_A("64:ff9b::ac14:a", TCP, 40170, 443, SYN),
+		 DROPPED(RW_REASON_PRIVATE_DESTINATION, A)},
+	};
+	char *json;
+
+	nat64_key = "\"nat64\": \"64:ff9b::/96\", ";
+	json = snapshot(++*rev, 0);
+	apply6(json, "nat64 64:ff9b::/96 declared");
+	free(json);
+	run_table(declared, sizeof(declared) / sizeof(declared[0]));
+	nat64_key = "";
+	json = snapshot(++*rev, 0);
+	apply6(json, "nat64 withdrawn");
+	free(json);
+	run_table(withdrawn, sizeof(withdrawn) / sizeof(withdrawn[0]));
 }
 
 /* The verdict cache: a flow's entry is in the IPv6 table, stamped with the revision it was
@@ -622,8 +705,8 @@ static void test_conntrack6_full(void)
 }
 
 /* The lease-expired policy judges IPv6 as it judges IPv4: services and inbound only; a cached
- * flow of a run rule is judged again and cut; the other refusals keep their reasons; an
- * embedded IPv4 destination gets the IPv4 lease policy.
+ * flow of a run rule is judged again and cut; the other refusals keep their reasons, an
+ * embedded IPv4 address's among them.
  */
 static void test_lease6(void)
 {
@@ -646,11 +729,12 @@ static void test_lease6(void)
 		 DROPPED(RW_REASON_DNS, B)},
 		{"lease expired: metadata stays metadata",
 		 OUT_B("fd00:ec2::254", TCP, 40105, 80, SYN), DROPPED(RW_REASON_METADATA, B)},
-		{"lease expired: NAT64 of a public address",
-		 OUT_B("64:ff9b::101:101", TCP, 40106, 443, SYN),
+		{"lease expired: 6to4 of a public address",
+		 OUT_B("2002:101:101::1", TCP, 40106, 443, SYN),
 		 DROPPED(RW_REASON_LEASE_EXPIRED, B)},
 		{"lease expired: v4-mapped IPv4 service",
-		 OUT_B("::ffff:172.20.0.10", TCP, 40107, 443, SYN), ALLOWED(RW_PATH_RULE, 1, B)},
+		 OUT_B("::ffff:172.20.0.10", TCP, 40107, 443, SYN),
+		 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
 		{"lease expired: inbound from the IPv6 peer", INTO_A(PEER6, TCP, 50100, 4096, SYN),
 		 ALLOWED(RW_PATH_INBOUND, 1, A)},
 	};
@@ -720,6 +804,7 @@ void test_ipv6_policy(void)
 	test_lease6();
 	test_node_replies6();
 	test_deny6_embedded(&rev);
+	test_nat64_declared(&rev);
 	test_one_apply_cuts_both(&rev);
 	test_conntrack6_full();
 	bind_veth(0, POD_A);
