@@ -895,7 +895,7 @@ static void section_agent(void)
 
 	/* A 1 % change through the CLI: `runwall apply FILE` against this agent, 10 runs' rules
 	 * changed each time, the command's wall time until it exits. The CLI sends the whole
-	 * snapshot and the agent parses all of it (the CLI has no per-run change; PolicyWatch has).
+	 * snapshot and the agent parses all of it; the per-run change below sends one run.
 	 */
 	{
 		const int n = quick ? 3 : 9;
