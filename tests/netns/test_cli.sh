@@ -754,6 +754,93 @@ took=$(($(date +%s) - start))
 check "... all three within their deadlines (${took} s)" test "$took" -lt $((40 * scale))
 kill "${pids[-1]}" 2>/dev/null; wait "${pids[-1]}" 2>/dev/null || true
 
+# ---- one run's change: apply --run FILE|- and apply --delete-run ID ----
+# PolicyWatch's run-upsert and run-delete on the control socket: the same checks and paths; a
+# refusal leaves the policy in force as it was, in the maps and for real packets.
+run rw -j status
+rev0=$(jq_ "d['revision']")
+gen_b=$(jq_ "[r['gen'] for r in d['runs'] if r['id'] == 'run-9c01'][0]")
+in_force() { # in_force: the revision, each run's id, generation and pods, and the pods map
+	printf '%s|%s\n' "$(rw -j status | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["revision"], [(r["id"], r["gen"], r["pods"]) for r in d["runs"]])')" \
+		"$(rw -j map dump pods)"
+}
+# run-7f3a (allowlist) gains one destination, 93.184.216.34:443.
+cat >"$work/run-a.json" <<'EOF2'
+{"id": "run-7f3a", "pods": ["10.1.2.3"],
+ "allow": [{"ip": "93.184.216.34", "tcp": [443]}]}
+EOF2
+check "before: run-7f3a's packet to 93.184.216.34:443 is refused" \
+	test "$(try "$pod_a" tcp 93.184.216.34 443)" = refused
+run rw apply --run "$work/run-a.json"
+check "apply --run: applied as revision $((rev0 + 1)), previous $rev0 ($rc: $out $err)" \
+	test "$rc" = 0 -a -n "$(grep -F "applied revision $((rev0 + 1)) (previous $rev0) in " <<<"$out")"
+check "apply --run: the change is named" grep -q "run-7f3a" <<<"$out"
+check "apply --run takes effect on real traffic: 93.184.216.34:443 from run-7f3a's pod" \
+	test "$(try "$pod_a" tcp 93.184.216.34 443)" = ok
+explain_is "$A 93.184.216.34 443" allow rule "runs[0].allow[0]"
+run rw -j status
+check "status: revision $((rev0 + 1)), run-7f3a at generation $((rev0 + 1)), run-9c01 kept" \
+	json_is "d['revision'], [(r['id'], r['gen']) for r in d['runs']]" \
+	"($((rev0 + 1)), [('run-7f3a', $((rev0 + 1))), ('run-9c01', $gen_b)])"
+rev1=$((rev0 + 1))
+before=$(in_force)
+
+# refused_is WHAT PATH MESSAGE-PART ARGS...: apply ARGS exits 1 naming PATH, in plain and -j,
+# and nothing in force moved.
+refused_is() {
+	local what=$1 path=$2 part=$3
+	shift 3
+	run rw apply "$@"
+	check "$what: refused, exit 1, the message names $path ($rc: $err)" \
+		test "$rc" = 1 -a -n "$(grep -F "runwall: refused: " <<<"$err" | grep -F "$path: " | grep -F -- "$part")"
+	run rw -j apply "$@"
+	check "$what: -j says path $path, in force $rev1, exit 1 ($rc)" \
+		json_is "d['ok'], d['path'], d['in_force'], d['exit']" "(False, '$path', $rev1, 1)"
+	check "$what: the policy in force is unchanged (status, map)" test "$(in_force)" = "$before"
+}
+refused_is "a stale base" base "$rev0 is not the revision in force ($rev1)" \
+	--run "$work/run-a.json" --base "$rev0"
+printf '{"id": "run-7f3a", "pods": ["10.1.2.300"]}\n' >"$work/run-bad.json"
+refused_is "a bad run" "run.pods[0]" '"10.1.2.300" is not an IPv4 address' \
+	--run "$work/run-bad.json"
+printf '{"id": "run-new", "pods": ["10.1.2.4"], "egress": "open"}\n' >"$work/run-taken.json"
+refused_is "a pod another run holds" "run.pods[0]" "run-9c01" --run "$work/run-taken.json"
+refused_is "a revision not above the base" revision "not newer than $rev1" \
+	--run "$work/run-a.json" --revision "$rev1"
+refused_is "a delete of a run not in force" id "no run run-nope in force" --delete-run run-nope
+printf '{"id": "run-7f3a",\n "pods": [}\n' >"$work/run-notjson.json"
+refused_is "a run that is not JSON" run "run-notjson.json:2:" --run "$work/run-notjson.json"
+run rw apply --run "$work/run-a.json" --delete-run run-9c01
+check "--run and --delete-run together: exit 2 ($rc: $err)" test "$rc" = 2
+run rw apply "$work/back.json" --base "$rev1"
+check "--base with a whole snapshot: exit 2 ($rc: $err)" test "$rc" = 2
+run rw apply --run "$work/run-a.json" --base x
+check "--base that is not a revision: exit 2 ($rc: $err)" test "$rc" = 2
+check "after the refusals: real traffic still under revision $rev1 (run-7f3a reaches 93.184.216.34:443)" \
+	test "$(try "$pod_a" tcp 93.184.216.34 443)" = ok
+explain_is "$A 93.184.216.34 443" allow rule "runs[0].allow[0]"
+
+# A delete: run-9c01's pod is no run's, so its open egress is gone.
+check "before the delete: run-9c01 (open) reaches 93.184.216.34:443" \
+	test "$(try "$pod_b" tcp 93.184.216.34 443)" = ok
+run rw -j apply --delete-run run-9c01 --base "$rev1"
+check "apply --delete-run -j: revision $((rev1 + 1)), base $rev1 ($rc: $out)" \
+	json_is "d['ok'], d['revision'], d['previous'], d['base']" "(True, $((rev1 + 1)), $rev1, $rev1)"
+check "apply --delete-run takes effect on real traffic: run-9c01's pod is refused" \
+	test "$(try "$pod_b" tcp 93.184.216.34 443)" != ok
+run rw -j status
+check "status: run-9c01 is gone" json_is "d['revision'], [r['id'] for r in d['runs']]" \
+	"($((rev1 + 1)), ['run-7f3a'])"
+# Back as it was, from standard input, at an explicit revision.
+run rw apply --run - --revision $((rev1 + 5)) < <(printf '%s\n' \
+	'{"id": "run-9c01", "pods": ["10.1.2.4"], "egress": "open", "allow": [{"cidr": "52.94.9.0/24", "tcp": [5432]}]}')
+check "apply --run - --revision N: applied as revision $((rev1 + 5)) ($rc: $out $err)" \
+	test "$rc" = 0 -a -n "$(grep -F "applied revision $((rev1 + 5)) (previous $((rev1 + 1)))" <<<"$out")"
+check "the upsert takes effect on real traffic: run-9c01's pod reaches 93.184.216.34:443 again" \
+	test "$(try "$pod_b" tcp 93.184.216.34 443)" = ok
+run rw apply --help
+check "apply --help is help apply" test "$out" = "$("$RUNWALL" help apply)"
+
 # ---- the agent stops: enforcement and the pinned state stay, the commands still read them ----
 kill "$agent_pid"
 wait "$agent_pid" 2>/dev/null || true

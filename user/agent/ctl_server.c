@@ -13,6 +13,7 @@
 #include "eventfmt.h"
 #include "veth.h"
 #include "log.h"
+#include "watch_msg.h"
 
 json_t *agent_status_part(struct agent *a)
 {
@@ -161,6 +162,109 @@ static json_t *error_json(const char *msg)
 	return json_pack("{s:b, s:s}", "ok", 0, "error", msg);
 }
 
+/* A decimal number and the one space after it, taken from the front of *s: 0 or -EINVAL. */
+static int take_number(const char **s, unsigned long long *v)
+{
+	char *end;
+
+	if (**s < '0' || **s > '9')
+		return -EINVAL;
+	errno = 0;
+	*v = strtoull(*s, &end, 10);
+	if (errno || *end != ' ')
+		return -EINVAL;
+	*s = end + 1;
+	return 0;
+}
+
+/* A run change refused: the error, its JSON path ("base", "id", "run.pods[0]", ...; "" when the
+ * kernel side refused it) and the revision still in force.
+ */
+static json_t *change_refused(uint64_t in_force, const char *path, const char *msg)
+{
+	return json_pack("{s:b, s:s, s:s, s:I}", "ok", 0, "error", msg, "path", path, "in_force",
+			 (json_int_t)in_force);
+}
+
+/* "apply-run BASE REVISION SOURCE" (body: one run, as in a snapshot's runs[]) and "delete-run
+ * BASE REVISION ID": PolicyWatch's run-upsert and run-delete through agent_apply_change(), with
+ * their checks and paths. BASE 0: the revision in force; REVISION 0: BASE + 1.
+ */
+static json_t *run_change(struct agent *a, bool upsert, const char *arg, const char *body,
+			  size_t body_len)
+{
+	unsigned long long base, revision;
+	struct rw_config cfg = {};
+	const char *refused_at, *msg, *name;
+	json_t *run = NULL, *reply = NULL;
+	json_error_t jerr;
+	uint64_t in_force;
+	char err[300], path[256];
+	int ret;
+
+	if (!arg || take_number(&arg, &base) || take_number(&arg, &revision) || !*arg)
+		return error_json(upsert ? "usage: apply-run BASE REVISION SOURCE (body: the run)"
+					 : "usage: delete-run BASE REVISION ID");
+	name = arg;
+	rw_config_read(&a->dp, &cfg);
+	in_force = RW_STATE_READY(cfg.state) ? RW_STATE_REVISION(cfg.state) : 0;
+	if (!a->pol.have_policy || (!a->pol.policy_text && !a->pol.policy_doc))
+		return change_refused(in_force, "base",
+				      "base: no snapshot in force that this agent knows: apply a "
+				      "whole snapshot first");
+	if (!base)
+		base = in_force;
+	if (base != in_force) {
+		snprintf(err, sizeof(err), "base: %llu is not the revision in force (%llu)", base,
+			 (unsigned long long)in_force);
+		return change_refused(in_force, "base", err);
+	}
+	if (!revision)
+		revision = base + 1;
+	if (upsert) {
+		run = json_loadb(body, body_len, JSON_REJECT_DUPLICATES, &jerr);
+		if (!run) {
+			snprintf(err, sizeof(err), "%s:%d:%d: run: %s", name, jerr.line,
+				 jerr.column, jerr.text);
+			reply = change_refused(in_force, "run", err);
+			json_object_set_new(reply, "line", json_integer(jerr.line));
+			json_object_set_new(reply, "column", json_integer(jerr.column));
+			return reply;
+		}
+		if (!json_is_object(run)) {
+			json_decref(run);
+			snprintf(err, sizeof(err), "%s: run: expected an object", name);
+			return change_refused(in_force, "run", err);
+		}
+	}
+	ret = agent_apply_change(a, revision, run, upsert ? NULL : name, upsert ? name : "<socket>",
+				 &refused_at, &reply);
+	if (ret) {
+		json_decref(run);
+		msg = json_string_value(json_object_get(reply, "error"));
+		if (!msg)
+			msg = strerror(-ret);
+		if (refused_at) {
+			/* The request's own key: named in the error as the run's paths are. */
+			snprintf(err, sizeof(err), "%s: %s", refused_at, msg);
+			json_decref(reply);
+			return change_refused(in_force, refused_at, err);
+		}
+		if (!rw_watch_error_path(msg, path, sizeof(path), &msg))
+			path[0] = '\0';
+		json_object_set_new(reply, "path", json_string(path));
+		json_object_set_new(reply, "in_force", json_integer(in_force));
+		return reply;
+	}
+	/* The run's generation now: the revision in which its policy last changed. */
+	for (size_t r = 0; upsert && r < a->pol.n_runs; r++)
+		if (!strcmp(a->pol.runs[r].id, json_string_value(json_object_get(run, "id")) ?: ""))
+			json_object_set_new(reply, "generation", json_integer(a->pol.runs[r].gen));
+	json_decref(run);
+	json_object_set_new(reply, "base", json_integer(base));
+	return reply;
+}
+
 /* The whole request is in: "VERB [ARG]\n" and the body (ctl.h). */
 static void client_request(struct agent *a, int i)
 {
@@ -188,6 +292,8 @@ static void client_request(struct agent *a, int i)
 	} else if (!strcmp(verb, "apply")) {
 		reply = NULL;
 		agent_apply(a, body, body_len, arg && *arg ? arg : "<socket>", &reply);
+	} else if (!strcmp(verb, "apply-run") || !strcmp(verb, "delete-run")) {
+		reply = run_change(a, verb[0] == 'a', arg, body, body_len);
 	} else if (!strcmp(verb, "policy")) {
 		size_t text_len = 0;
 		const char *text = agent_policy_text(a, &text_len);

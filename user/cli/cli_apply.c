@@ -2,6 +2,7 @@
 /* cli_apply.c: `runwall apply`: push a policy snapshot to the agent. */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,27 +30,96 @@ static void print_json(json_t *o)
 	free(s);
 }
 
+/* A revision given on the command line: a decimal number from 1 (0 is the default's). */
+static int revision_arg(const char *opt, const char *s, unsigned long long *v)
+{
+	char *end;
+
+	errno = 0;
+	*v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || s[0] < '1' || s[0] > '9')
+		return rw_cmd_usage_error(&rw_cmd_apply, "%s: '%s' is not a revision", opt, s);
+	return 0;
+}
+
 static int cmd_apply(int argc, char **argv)
 {
-	const char *path, *source;
+	static const struct option opts[] = {{"run", required_argument, NULL, 'r'},
+					     {"delete-run", required_argument, NULL, 'd'},
+					     {"base", required_argument, NULL, 'b'},
+					     {"revision", required_argument, NULL, 'R'},
+					     {"help", no_argument, NULL, 'h'},
+					     {}};
+	const char *path = NULL, *source, *del_id = NULL, *verb = "apply";
+	unsigned long long base = 0, revision = 0;
 	json_t *reply = NULL, *changes;
-	char *buf = NULL;
+	char *buf = NULL, arg[PATH_MAX + 64];
 	size_t len = 0;
-	int err, ret;
+	int opt, err, ret;
 
-	if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		rw_cmd_help(&rw_cmd_apply, stdout);
-		return RW_EXIT_OK;
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'r':
+			path = optarg;
+			verb = "apply-run";
+			break;
+		case 'd':
+			del_id = optarg;
+			verb = "delete-run";
+			break;
+		case 'b':
+			if (revision_arg("--base", optarg, &base))
+				return RW_EXIT_USAGE;
+			break;
+		case 'R':
+			if (revision_arg("--revision", optarg, &revision))
+				return RW_EXIT_USAGE;
+			break;
+		case 'h':
+			rw_cmd_help(&rw_cmd_apply, stdout);
+			return RW_EXIT_OK;
+		default:
+			return rw_cmd_usage_error(&rw_cmd_apply, "bad option '%s'",
+						  argv[optind - 1]);
+		}
 	}
-	if (argc != 2 || argv[1][0] == '\0')
-		return rw_cmd_usage_error(&rw_cmd_apply, "one FILE, or - for standard input");
-	path = argv[1];
-	source = strcmp(path, "-") ? path : "<stdin>";
-	err = rw_read_file(path, RW_CTL_MAX_BODY, &buf, &len);
-	if (err)
-		return rw_fail(RW_EXIT_USAGE, "apply: %s: %s", path, strerror(-err));
+	if (path && del_id)
+		return rw_cmd_usage_error(&rw_cmd_apply,
+					  "--run and --delete-run: one change at a time");
+	if (!path && !del_id) {
+		if (base || revision)
+			return rw_cmd_usage_error(
+				&rw_cmd_apply,
+				"--base and --revision are for --run and --delete-run "
+				"(a snapshot carries its revision)");
+		if (optind != argc - 1)
+			return rw_cmd_usage_error(&rw_cmd_apply,
+						  "one FILE, or - for standard input");
+		path = argv[optind++];
+	}
+	if (optind < argc)
+		return rw_cmd_usage_error(&rw_cmd_apply, "unexpected '%s'", argv[optind]);
+	if (path && path[0] == '\0')
+		return rw_cmd_usage_error(&rw_cmd_apply, "an empty FILE");
+	if (del_id && (!del_id[0] || strpbrk(del_id, " \n")))
+		return rw_cmd_usage_error(&rw_cmd_apply, "--delete-run: '%s' is not a run id",
+					  del_id);
+	source = path && strcmp(path, "-") ? path : "<stdin>";
+	if (path && strchr(source, '\n'))
+		return rw_cmd_usage_error(&rw_cmd_apply, "FILE: a name with a newline");
+	if (path) {
+		err = rw_read_file(path, RW_CTL_MAX_BODY, &buf, &len);
+		if (err)
+			return rw_fail(RW_EXIT_USAGE, "apply: %s: %s", path, strerror(-err));
+	}
+	/* The socket's run changes: "BASE REVISION SOURCE|ID", 0 for the agent's default. */
+	if (strcmp(verb, "apply"))
+		snprintf(arg, sizeof(arg), "%llu %llu %s", base, revision,
+			 del_id ? del_id : source);
+	else
+		snprintf(arg, sizeof(arg), "%s", source);
 
-	err = rw_ctl_call(rw_g.socket, "apply", source, buf, len, RW_CTL_APPLY_TIMEOUT_MS, &reply);
+	err = rw_ctl_call(rw_g.socket, verb, arg, buf, len, RW_CTL_APPLY_TIMEOUT_MS, &reply);
 	free(buf);
 	if (rw_ctl_no_agent(err))
 		return no_agent(err);
@@ -91,8 +161,14 @@ static int cmd_apply(int argc, char **argv)
 
 const struct rw_cmd rw_cmd_apply = {
 	.name = "apply",
-	.summary = "push a policy snapshot to the agent",
-	.grammar = "apply FILE|-",
-	.options = "  FILE|-   the snapshot (docs/policy.md); - reads standard input\n",
+	.summary = "push a policy snapshot, or one run's change, to the agent",
+	.grammar = "apply {FILE|- | --run FILE|- | --delete-run ID} [--base REV] [--revision REV]",
+	.options =
+		"  FILE|-             the whole snapshot (docs/policy.md); - reads standard input\n"
+		"  --run FILE|-       one run, added or replaced (a snapshot's runs[] element)\n"
+		"  --delete-run ID    one run removed\n"
+		"  --base REV         a run change applies only to this revision in force\n"
+		"                     (default: the revision in force)\n"
+		"  --revision REV     the revision a run change makes (default: base + 1)\n",
 	.func = cmd_apply,
 };

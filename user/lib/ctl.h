@@ -7,6 +7,9 @@
  *
  *   status            -> {"ok":true, ...}: the agent's part of the node's status (status.h)
  *   apply SOURCE      body: a snapshot  -> {"ok":true,"revision":N,...} | {"ok":false,"error":"..."}
+ *   apply-run BASE REVISION SOURCE     body: one run  -> as apply, or {"ok":false,"error":"...",
+ *   delete-run BASE REVISION ID         "path":"...","in_force":N}: one run's change (0: BASE is
+ *                                       the revision in force, REVISION is BASE + 1)
  *   policy            -> {"ok":true,"revision":N,"source":"...","snapshot":"<the JSON text>"}
  *   events            -> a stream of event objects
  *   shutdown          -> {"ok":true}; the agent exits, leaving enforcement in place
