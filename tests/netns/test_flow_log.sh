@@ -73,7 +73,7 @@ rw_sandbox_add a "$A_IF" "$A_IP" || rw_bail "sandbox a"
 rw_sandbox_add b "$B_IF" "$B_IP" || rw_bail "sandbox b"
 rw_agent_start --policy "$RW_WORK/policy.json" --ifprefix "$PFX" --node "$NODE_NAME" \
 	--event-rate 0 --flow-log "$FLOG" --flow-log-rate "$RATE/$BURST"
-rw_agent_wait || rw_bail "the agent did not start"
+rw_agent_wait 30 || rw_bail "the agent did not start: $(tail -n 4 "$RW_WORK/agent.log")"
 ready() { [ "$(rw_status_json | jq -r '.ready and ([.sandboxes[]? | select(.pod != null)] | length == 2)')" = true ]; }
 rw_wait 10 ready || rw_bail "the agent did not bind the two sandboxes and apply revision 1"
 
@@ -153,7 +153,7 @@ MAXB=4096
 rw_agent_start --policy "$RW_WORK/policy.json" --ifprefix "$PFX" --node "$NODE_NAME" \
 	--event-rate 0 --flow-log "$ROT" --flow-log-rate 0 --flow-log-max-bytes "$MAXB" \
 	--log-format json
-rw_agent_wait || rw_bail "the agent did not start again"
+rw_agent_wait 30 || rw_bail "the agent did not start again: $(tail -n 4 "$RW_WORK/agent.log")"
 rw_wait 10 ready || rw_bail "the agent did not bind the two sandboxes again"
 send a 100 11
 # The kernel sent all 100 events; the agent drains them before it exits.
