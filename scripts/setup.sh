@@ -54,3 +54,10 @@ if ! cmp -s "$manifests/package-lock.json" "$manifests/node_modules/.runwall-loc
 	(cd "$manifests" && npm ci --no-audit --no-fund --loglevel=error)
 	cp "$manifests/package-lock.json" "$manifests/node_modules/.runwall-lock"
 fi
+# The flow log's LogQL check (tests/logql, run by tests/netns/test_flow_log.sh): the same way.
+logql=$(dirname "$0")/../tests/logql
+if ! cmp -s "$logql/package-lock.json" "$logql/node_modules/.runwall-lock"; then
+	echo "setup: npm ci in tests/logql"
+	(cd "$logql" && npm ci --no-audit --no-fund --loglevel=error)
+	cp "$logql/package-lock.json" "$logql/node_modules/.runwall-lock"
+fi

@@ -77,6 +77,10 @@ for t in tests/manifests/test_*.sh; do
 	[ -x "$t" ] || continue
 	suites+=("manifests/$(basename "$t" .sh) unit $t $build")
 done
+for t in tests/logql/test_*.sh; do
+	[ -x "$t" ] || continue
+	suites+=("logql/$(basename "$t" .sh) unit $t")
+done
 for t in tests/netns/test_*.sh; do
 	[ -x "$t" ] || continue
 	kind=kernel

@@ -217,7 +217,8 @@ struct agent {
 	enum rw_attach_mode attach_mode;
 	int resync_sec;
 	struct rw_agent_view_opts view_opts;
-	struct rw_agent_view *view; /* --listen, --access-request-url: NULL without either */
+	struct rw_agent_view *view;   /* --listen, --access-request-url: NULL without either */
+	struct rw_flow_log *flow_log; /* --flow-log, NULL without (flow_log.c) */
 	int epfd, listen_fd, inotify_fd, tick_fd, resync_fd, sig_fd;
 	struct rw_nl_sub *nl;
 	struct ring_buffer *ring;

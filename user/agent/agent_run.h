@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "attach.h"
+#include "flow_log.h"
 #include "policy_stream.h"
 
 /* --access-request-queue at most: half of the requests the agent remembers (access_requests.h). */
@@ -42,7 +43,8 @@ struct agent_opts {
 	unsigned long long answer_rate, answer_burst;
 	unsigned long long ct_per_sandbox, ct_node, max_endpoints;
 	struct rw_agent_view_opts view;
-	struct rw_watch_opts watch; /* --policy-url and the rest; url NULL: no PolicyWatch */
+	struct rw_watch_opts watch;	  /* --policy-url and the rest; url NULL: no PolicyWatch */
+	struct rw_flow_log_opts flow_log; /* --flow-log and the rest; path NULL: none */
 };
 
 /* Runs the agent until a signal or a shutdown request. Returns an exit code (RW_EXIT_*, util.h);

@@ -11,6 +11,7 @@
 #include "agent.h"
 #include "ctl.h"
 #include "eventfmt.h"
+#include "flow_log.h"
 #include "log.h"
 
 void agent_sub_close(struct agent *a, int i)
@@ -42,6 +43,8 @@ int agent_on_event(void *ctx, void *data, size_t size)
 		rw_event_line(ev, NULL, a->mono_to_real, text, sizeof(text));
 		rw_debug("%s", text);
 	}
+	rw_flow_log_event(a->flow_log, ev, a->pol.have_policy ? &a->pol.policy : NULL,
+			  a->mono_to_real);
 	if (!a->subscribers.n_subs && !a->view)
 		return 0;
 	/* The view keeps it (with the node and the service at the peer) and may raise a

@@ -25,6 +25,7 @@
 #include "agent_run.h"
 #include "ctl.h"
 #include "eventfmt.h"
+#include "flow_log.h"
 #include "access_requests.h"
 #include "log.h"
 #include "util.h"
@@ -83,6 +84,7 @@ static void on_signal(struct agent *a)
 	while (read(a->sig_fd, &si, sizeof(si)) == sizeof(si)) {
 		if (si.ssi_signo == SIGHUP) {
 			rw_info("SIGHUP: reloading the policy file");
+			rw_flow_log_reopen(a->flow_log);
 			agent_policy_forget_file(a);
 			a->reload_pending = true;
 		} else {
@@ -153,6 +155,7 @@ static int agent_run(struct agent *a)
 				agent_drain_ring(a);
 				rw_agent_view_tick(a->view);
 				agent_flush_subscribers(a);
+				rw_flow_log_tick(a->flow_log);
 				agent_sandboxes_tick(a);
 				agent_ctl_tick(a);
 				agent_follow_tick(a);
@@ -257,11 +260,17 @@ int rw_agent_run(const struct agent_opts *o, char *refusal, size_t refusal_len)
 	fresh = rw_datapath_pinned_layout(a.bpffs) == 0;
 
 	a.mono_to_real = rw_mono_to_real_offset();
+	if (o->flow_log.path) {
+		a.flow_log = rw_flow_log_open(&o->flow_log, o->view.node, msg, sizeof(msg));
+		if (!a.flow_log)
+			return rw_fail_msg(refusal, refusal_len, RW_EXIT_USAGE, "agent: %s", msg);
+	}
 	err = rw_datapath_load_sized(&a.dp, a.bpffs, 0, o->max_endpoints, msg, sizeof(msg));
 	if (err) {
 		rw_err("%s", msg);
 		if (fresh && a.dp.pin_dir[0] == '\0')
 			rw_datapath_unpin(a.bpffs); /* what a failed first load left */
+		rw_flow_log_close(a.flow_log);
 		return RW_EXIT_REFUSED;
 	}
 	/* The slots' inner maps exist from the start and live as long as the pins. */
@@ -427,5 +436,6 @@ cleanup:
 	agent_policy_free(&a);
 	agent_sandboxes_free(&a);
 	rw_datapath_close(&a.dp);
+	rw_flow_log_close(a.flow_log);
 	return ret;
 }

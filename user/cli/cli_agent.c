@@ -60,6 +60,14 @@ static const char agent_options[] =
 	"  --policy-stall SECONDS cut the stream after this long without a complete message,\n"
 	"                         or without the answer's headers after the request\n"
 	"                         (default 15; heartbeats expected every third of it)\n"
+	"  --flow-log FILE|-      a JSON line per refused packet, with the node (docs/operations.md,\n"
+	"                         \"Flow log\"); -: stdout; SIGHUP reopens FILE\n"
+	"  --flow-log-flows       new flows too, not only refusals\n"
+	"  --flow-log-rate N[/BURST] lines per second per sandbox (default 200/400; 0: no\n"
+	"                         limit); the rest counted in a \"suppressed\" line\n"
+	"  --flow-log-max-bytes N FILE renamed FILE.1 before it would pass N bytes (default\n"
+	"                         104857600; 0: never)\n"
+	"  --log-format text|json the agent's own log lines on stderr (default text)\n"
 	"  -v, --verbose          more log lines (-vv: libbpf's debug too)\n";
 
 /* The long options without a short letter. */
@@ -71,6 +79,11 @@ enum {
 	OPT_POLICY_KEY,
 	OPT_POLICY_TOKEN_FILE,
 	OPT_POLICY_STALL,
+	OPT_FLOW_LOG,
+	OPT_FLOW_LOG_FLOWS,
+	OPT_FLOW_LOG_RATE,
+	OPT_FLOW_LOG_MAX_BYTES,
+	OPT_LOG_FORMAT,
 };
 
 static int cmd_agent(int argc, char **argv)
@@ -101,10 +114,21 @@ static int cmd_agent(int argc, char **argv)
 		{"policy-key", required_argument, NULL, OPT_POLICY_KEY},
 		{"policy-token-file", required_argument, NULL, OPT_POLICY_TOKEN_FILE},
 		{"policy-stall", required_argument, NULL, OPT_POLICY_STALL},
+		{"flow-log", required_argument, NULL, OPT_FLOW_LOG},
+		{"flow-log-flows", no_argument, NULL, OPT_FLOW_LOG_FLOWS},
+		{"flow-log-rate", required_argument, NULL, OPT_FLOW_LOG_RATE},
+		{"flow-log-max-bytes", required_argument, NULL, OPT_FLOW_LOG_MAX_BYTES},
+		{"log-format", required_argument, NULL, OPT_LOG_FORMAT},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{}};
-	struct agent_opts a = {.ifprefix = RW_DEFAULT_IFPREFIX, .resync_sec = 10};
+	struct agent_opts a = {.ifprefix = RW_DEFAULT_IFPREFIX,
+			       .resync_sec = 10,
+			       .flow_log = {.rate = RW_FLOW_LOG_RATE,
+					    .burst = RW_FLOW_LOG_BURST,
+					    .max_bytes = RW_FLOW_LOG_MAX_BYTES}};
+	static const char *const log_formats[] = {[RW_LOG_TEXT] = "text", [RW_LOG_JSON] = "json"};
+	bool flow_log_opt = false;
 	char node[RW_NODE_LEN] = "", verr[400];
 	static const char *const attach_modes[] = {
 		[RW_ATTACH_AUTO] = "auto", [RW_ATTACH_TCX] = "tcx", [RW_ATTACH_TC] = "tc"};
@@ -239,6 +263,40 @@ static int cmd_agent(int argc, char **argv)
 					       optarg);
 			a.watch.stall_sec = v;
 			break;
+		case OPT_FLOW_LOG:
+			if (!*optarg)
+				return rw_fail(RW_EXIT_USAGE,
+					       "agent: --flow-log '': expected FILE or -");
+			a.flow_log.path = optarg;
+			break;
+		case OPT_FLOW_LOG_FLOWS:
+			a.flow_log.flows = flow_log_opt = true;
+			break;
+		case OPT_FLOW_LOG_RATE:
+			if (rw_parse_rate(optarg, MAX_EVENT_RATE, &a.flow_log.rate,
+					  &a.flow_log.burst))
+				return rw_fail(RW_EXIT_USAGE,
+					       "agent: --flow-log-rate '%s': expected "
+					       "N or N/BURST, 0 to %d (BURST at least 1)",
+					       optarg, MAX_EVENT_RATE);
+			flow_log_opt = true;
+			break;
+		case OPT_FLOW_LOG_MAX_BYTES:
+			if (rw_parse_uint(optarg, 1ull << 50, &v) || (v && v < 4096))
+				return rw_fail(RW_EXIT_USAGE,
+					       "agent: --flow-log-max-bytes '%s': expected 0 or "
+					       "4096 to 2^50 bytes",
+					       optarg);
+			a.flow_log.max_bytes = v;
+			flow_log_opt = true;
+			break;
+		case OPT_LOG_FORMAT:
+			err = rw_name_lookup(optarg, "--log-format", log_formats, 2, msg,
+					     sizeof(msg));
+			if (err < 0)
+				return rw_fail(RW_EXIT_USAGE, "agent: %s", msg);
+			rw_log_set_format(err);
+			break;
 		case 'h':
 			rw_cmd_help(&rw_cmd_agent, stdout);
 			return RW_EXIT_OK;
@@ -249,6 +307,8 @@ static int cmd_agent(int argc, char **argv)
 	}
 	if (optind < argc)
 		return rw_cmd_usage_error(&rw_cmd_agent, "unexpected argument '%s'", argv[optind]);
+	if (flow_log_opt && !a.flow_log.path)
+		return rw_fail(RW_EXIT_USAGE, "agent: the --flow-log-* options need --flow-log");
 	if (a.view.token_file && !a.view.listen)
 		return rw_fail(RW_EXIT_USAGE, "agent: --http-token-file needs --listen");
 	if (!node[0] && gethostname(node, sizeof(node) - 1))
@@ -309,7 +369,9 @@ const struct rw_cmd rw_cmd_agent = {
 		   "[--access-request-url URL] [--access-request-queue N] "
 		   "[--policy-url URL [--policy-ack-url URL] [--policy-ca FILE] "
 		   "[--policy-cert FILE --policy-key FILE] [--policy-token-file FILE] "
-		   "[--policy-stall SECONDS]] [-v]",
+		   "[--policy-stall SECONDS]] [--flow-log FILE|- [--flow-log-flows] "
+		   "[--flow-log-rate N[/BURST]] [--flow-log-max-bytes N]] "
+		   "[--log-format text|json] [-v]",
 	.options = agent_options,
 	.func = cmd_agent,
 };

@@ -13,6 +13,12 @@ extern int rw_log_verbosity; /* messages up to this level are printed; default R
 /* A whole line: "2026-01-02T03:04:05.678Z warn MESSAGE\n". Called from any thread. */
 typedef void (*rw_log_print_fn)(enum rw_log_level level, const char *line);
 
+/* The line's format: text (above), or json: {"ts":"2026-01-02T03:04:05.678Z","level":"warn",
+ * "msg":"MESSAGE"} and a newline (`runwall agent --log-format json`). Set before any thread logs.
+ */
+enum rw_log_format { RW_LOG_TEXT, RW_LOG_JSON };
+void rw_log_set_format(enum rw_log_format format);
+
 /* Sets the callback (NULL: print nothing) and returns the one it replaces. */
 rw_log_print_fn rw_log_set_print(rw_log_print_fn fn);
 
