@@ -131,7 +131,7 @@ include tests/proof.mk
 # Installs the Debian packages the build and the tests need and mounts bpffs (root; idempotent).
 #> setup install the Debian packages the build and the tests need, mount bpffs (root)
 setup: $(SETUP_STAMP)
-$(SETUP_STAMP): scripts/setup.sh tests/manifests/package-lock.json
+$(SETUP_STAMP): scripts/setup.sh tests/manifests/package-lock.json tests/logql/package-lock.json
 	$(Q)scripts/setup.sh
 	$(Q)mkdir -p $(BUILD) && touch $@
 
