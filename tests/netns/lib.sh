@@ -389,6 +389,7 @@ rw_agent_kill() {
 	local sig=${1:-TERM}
 	[ -n "$RW_AGENT_PID" ] || return 0
 	kill "-$sig" "$RW_AGENT_PID" 2>/dev/null || true
+	kill -CONT "$RW_AGENT_PID" 2>/dev/null || true # a stopped agent takes the signal only now
 	wait "$RW_AGENT_PID" 2>/dev/null || true
 	RW_AGENT_PID=
 }
@@ -398,14 +399,18 @@ rw_agent_kill() {
 rw_node_down() {
 	local pid ns
 	rw_agent_kill TERM
+	# A stopped process (a suite's SIGSTOP) holds SIGTERM until SIGCONT: send both, or the
+	# wait below never returns.
 	for pid in "${RW_PIDS[@]}"; do
 		kill "$pid" 2>/dev/null || true
+		kill -CONT "$pid" 2>/dev/null || true
 	done
 	# Anything still running inside our namespaces was started by us (the names are unique
 	# to this run): end it by pid before the namespace goes.
 	for ns in "${RW_NAMESPACES[@]}"; do
 		for pid in $(ip netns pids "$ns" 2>/dev/null); do
 			kill "$pid" 2>/dev/null || true
+			kill -CONT "$pid" 2>/dev/null || true
 		done
 	done
 	for pid in "${RW_PIDS[@]}"; do
