@@ -5,9 +5,6 @@
 MODEL_SRC := tests/model/model.c
 # Built beside the other kernel suites, so tests/run.sh runs it with them.
 DIFF_BIN  := $(BUILD)/tests/kernel/test_differential
-# The model's verdict order (tests/model/model.h): 1 the planned one, now the datapath's; 0 the old.
-#> MODEL_PLANNED the reference model's verdict order: 1 the datapath's, 0 the older
-MODEL_PLANNED ?= 1
 # `make check RW_DIFF_SEED=N` (an environment variable) replays one seed of the short run.
 export RW_DIFF_SEED
 
@@ -16,7 +13,7 @@ all: $(DIFF_BIN)
 $(DIFF_BIN): tests/model/test_differential.c $(MODEL_SRC) tests/model/model.h $(TEST_LIBS) $(TEST_HDRS)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(TEST_INC) -Itests/model -DRW_MODEL_PLANNED=$(MODEL_PLANNED) \
+	$(Q)$(CC) $(CFLAGS) $(TEST_INC) -Itests/model \
 		tests/model/test_differential.c $(MODEL_SRC) $(TEST_LIBS) $(LDLIBS) -o $@
 
 # ---- libFuzzer targets: every tests/fuzz/fuzz_NAME.c is one target, its seed corpus (and every

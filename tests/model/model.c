@@ -498,29 +498,15 @@ static void egress_policy(const struct rw_policy *s, int ri, __be32 daddr, __be1
 	match_rules(run->allow, lease_expired ? 0 : run->n_allow, CIDR, ri, 1, daddr, dport, proto,
 		    &rc);
 	special = is_special(daddr) || is_denied(s, daddr);
-	/* DNS: port 53 to any destination no rule allows explicitly on 53 (in the planned order a
-	 * run's rule cannot allow a private or denied destination, so it does not count there).
+	/* DNS: port 53 to any destination no rule allows explicitly on 53 (a run's rule cannot
+	 * allow a private or denied destination, so it does not count there).
 	 */
 	if (dport == 53 && !se.n && !sc.n &&
-	    (RW_MODEL_PLANNED ? special || (!re.n && !rc.n) : !re.n && !rc.n)) {
+	    (special || (!re.n && !rc.n))) {
 		v->reason = RW_REASON_DNS;
 		return;
 	}
-	if (!RW_MODEL_PLANNED) {
-		/* Today (docs "explicit allow rules (services, then the run's own; exact IP:port
-		 * by hash, CIDRs by LPM)"): every exact rule, services' then the run's, then every
-		 * CIDR rule the same way, all before the private and special ranges.
-		 */
-		if (se.n)
-			return take(v, &se, RW_PATH_RULE);
-		if (re.n)
-			return take(v, &re, RW_PATH_RULE);
-		if (sc.n)
-			return take(v, &sc, RW_PATH_RULE_CIDR);
-		if (rc.n)
-			return take(v, &rc, RW_PATH_RULE_CIDR);
-	}
-	/* Planned: the platform's services (exact, then CIDR) first... */
+	/* The platform's services (exact, then CIDR) first... */
 	if (se.n)
 		return take(v, &se, RW_PATH_RULE);
 	if (sc.n)
@@ -529,7 +515,7 @@ static void egress_policy(const struct rw_policy *s, int ri, __be32 daddr, __be1
 		v->reason = RW_REASON_PRIVATE_DESTINATION;
 		return;
 	}
-	/* Planned: run rules after the ranges; they can never open a private destination. */
+	/* ...the run's rules after the ranges: they can never open a private destination. */
 	if (re.n)
 		return take(v, &re, RW_PATH_RULE);
 	if (rc.n)
@@ -726,24 +712,16 @@ static void drop(struct model_verdict *v, int reason)
 static void open_flow(const struct model_pkt *p, enum model_ct ct, int ct_full, int dir,
 		      struct model_verdict *v)
 {
-	enum model_ct mine = dir == RW_DIR_EGRESS ? MODEL_CT_BY_EGRESS : MODEL_CT_BY_INGRESS;
-
 	v->ct_create = ct == MODEL_CT_NONE;
-	if (RW_MODEL_PLANNED) {
-		/* A sandbox's new flow over its own conntrack share is dropped, never let in by
-		 * evicting another's.
-		 */
-		if (v->ct_create && ct_full) {
-			v->ct_create = 0;
-			return drop(v, RW_MODEL_REASON_CONNTRACK_FULL);
-		}
-		/* Every new conntrack entry is reported, whatever its protocol and flags. */
-		v->new_flow = v->ct_create;
-	} else {
-		/* Today: a TCP SYN, or the first UDP packet of a flow. */
-		v->new_flow = is_syn(p) || (p->proto == IPPROTO_UDP && v->ct_create);
+	/* A sandbox's new flow over its own conntrack share is dropped, never let in by evicting
+	 * another's.
+	 */
+	if (v->ct_create && ct_full) {
+		v->ct_create = 0;
+		return drop(v, RW_MODEL_REASON_CONNTRACK_FULL);
 	}
-	(void)mine;
+	/* Every new conntrack entry is reported, whatever its protocol and flags. */
+	v->new_flow = v->ct_create;
 }
 
 static void allow_path(struct model_verdict *v, int path)

@@ -12,17 +12,7 @@
 #include "runwall.h"
 #include "policy.h"
 
-/* THE switch: 1 = the planned order, now the datapath's (docs/architecture.md): services'
- * rules, then the private/special ranges and the deny list, then the run's own rules; reason 14
- * conntrack-full for a new flow over the sandbox's share; a new-flow event for every new
- * conntrack entry. 0 = the order before that (every explicit allow rule, services then the
- * run's, before the ranges), kept to replay old findings: `make check MODEL_PLANNED=0`.
- */
-#ifndef RW_MODEL_PLANNED
-#define RW_MODEL_PLANNED 1
-#endif
-
-/* Reason 14 exists only once the datapath has it. */
+/* Reason 14: a new flow over the sandbox's conntrack share. */
 #define RW_MODEL_REASON_CONNTRACK_FULL 14
 
 /* What the model knows of a packet's frame, parsed from its bytes by the contract. */

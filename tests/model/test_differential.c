@@ -472,7 +472,7 @@ static void gen_target(struct sbuf *b, int allow_ip, int public_only)
 	__u32 net;
 	int len;
 
-	public_only = public_only && RW_MODEL_PLANNED && !chance(5);
+	public_only = public_only && !chance(5);
 	do {
 		len = chance(40) ? 32 : chance(50) ? 16 + rnd(17) : rnd(33);
 		net = pick_addr() & mask_of(len);
@@ -2038,7 +2038,7 @@ static int conntrack_full_phase(__u64 revision)
 				 .dport = 40000,
 				 .tcp_flags = 0x12};
 	const unsigned int flows = ct_share + ct_share / 4;
-	unsigned long long allowed = 0, full = 0, other = 0;
+	unsigned long long allowed = 0, full = 0;
 	struct model_verdict with, without;
 	struct model_pkt p;
 	char json[512], dst[INET_ADDRSTRLEN];
@@ -2103,15 +2103,10 @@ static int conntrack_full_phase(__u64 revision)
 		       ret, has ? "present" : "evicted");
 		fails++;
 	}
-	if (RW_MODEL_PLANNED && (!has || allowed != ct_share || allowed + full != flows)) {
-		printf("  FAIL conntrack phase (planned): the flood displaced the quiet sandbox's flow"
+	if (!has || allowed != ct_share || allowed + full != flows) {
+		printf("  FAIL conntrack phase: the flood displaced the quiet sandbox's flow"
 		       " (%s) or was never refused conntrack-full (%llu)\n",
 		       has ? "kept" : "evicted", full);
-		fails++;
-	}
-	if (!RW_MODEL_PLANNED && (full || other)) {
-		printf("  FAIL conntrack phase: %llu of the flood's new flows were refused\n",
-		       full);
 		fails++;
 	}
 	printf("%s 2 - conntrack full: %u new flows from one sandbox (its share %u): %llu allowed, "
@@ -2353,11 +2348,8 @@ int main(int argc, char **argv)
 	per_snap = packets / snapshots;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	rw_log_setup_libbpf();
-	printf("# differential: seed %llu (replay: %s --seed %llu --packets %llu --snapshots %llu),"
-	       " model order: %s\n",
-	       seed, argv[0], seed, packets, snapshots,
-	       RW_MODEL_PLANNED ? "planned (run rules after the private ranges)"
-				: "today's (every rule before the private ranges)");
+	printf("# differential: seed %llu (replay: %s --seed %llu --packets %llu --snapshots %llu)\n",
+	       seed, argv[0], seed, packets, snapshots);
 	rng_state = seed;
 	setup();
 	clock_gettime(CLOCK_MONOTONIC, &t0);

@@ -162,21 +162,6 @@ static json_t *error_json(const char *msg)
 	return json_pack("{s:b, s:s}", "ok", 0, "error", msg);
 }
 
-/* A decimal number and the one space after it, taken from the front of *s: 0 or -EINVAL. */
-static int take_number(const char **s, unsigned long long *v)
-{
-	char *end;
-
-	if (**s < '0' || **s > '9')
-		return -EINVAL;
-	errno = 0;
-	*v = strtoull(*s, &end, 10);
-	if (errno || *end != ' ')
-		return -EINVAL;
-	*s = end + 1;
-	return 0;
-}
-
 /* A run change refused: the error, its JSON path ("base", "id", "run.pods[0]", ...; "" when the
  * kernel side refused it) and the revision still in force.
  */
@@ -202,10 +187,9 @@ static json_t *run_change(struct agent *a, bool upsert, const char *arg, const c
 	char err[300], path[256];
 	int ret;
 
-	if (!arg || take_number(&arg, &base) || take_number(&arg, &revision) || !*arg)
+	if (rw_ctl_parse_run_change(arg, &base, &revision, &name))
 		return error_json(upsert ? "usage: apply-run BASE REVISION SOURCE (body: the run)"
 					 : "usage: delete-run BASE REVISION ID");
-	name = arg;
 	rw_config_read(&a->dp, &cfg);
 	in_force = RW_STATE_READY(cfg.state) ? RW_STATE_REVISION(cfg.state) : 0;
 	if (!a->pol.have_policy || (!a->pol.policy_text && !a->pol.policy_doc))
@@ -269,24 +253,19 @@ static json_t *run_change(struct agent *a, bool upsert, const char *arg, const c
 static void client_request(struct agent *a, int i)
 {
 	struct ctl_client *c = &a->ctl.clients[i];
-	char *verb = c->buf, *arg = NULL, *body, *nl, *sp;
+	struct rw_ctl_request req;
+	const char *verb, *arg, *body;
 	size_t body_len;
 	json_t *reply;
 
-	c->buf[c->len] = '\0';
-	nl = memchr(c->buf, '\n', c->len);
-	if (!nl) {
+	if (rw_ctl_parse_request(c->buf, c->len, &req)) {
 		client_reply(a, i, error_json(strerror(EBADMSG)));
 		return;
 	}
-	*nl = '\0';
-	sp = strchr(verb, ' ');
-	if (sp) {
-		*sp = '\0';
-		arg = sp + 1;
-	}
-	body = nl + 1;
-	body_len = c->len - (size_t)(body - c->buf);
+	verb = req.verb;
+	arg = req.arg;
+	body = req.body;
+	body_len = req.body_len;
 	if (!strcmp(verb, "status")) {
 		reply = agent_status_part(a);
 	} else if (!strcmp(verb, "apply")) {

@@ -70,71 +70,48 @@ int rw_ctl_listen(const char *path)
 	return fd;
 }
 
-int rw_ctl_read_request(int fd, int timeout_ms, char **bufp, char **verb, char **arg, char **body,
-			size_t *body_len)
+int rw_ctl_parse_request(char *buf, size_t len, struct rw_ctl_request *req)
 {
-	size_t len = 0, cap = 4096;
-	char *buf = malloc(cap + 1), *nl, *sp;
-	struct pollfd pfd = {.fd = fd, .events = POLLIN};
-	int err = 0;
+	char *nl = memchr(buf, '\n', len), *sp;
 
-	*bufp = NULL;
-	if (!buf)
-		return -ENOMEM;
-	for (;;) {
-		ssize_t n;
-
-		if (poll(&pfd, 1, timeout_ms) <= 0) {
-			err = -ETIMEDOUT;
-			goto fail;
-		}
-		if (len == cap) {
-			char *grown;
-
-			if (cap >= RW_CTL_MAX_BODY) {
-				err = -E2BIG;
-				goto fail;
-			}
-			grown = realloc(buf, cap * 2 + 1);
-			if (!grown) {
-				err = -ENOMEM;
-				goto fail;
-			}
-			buf = grown;
-			cap *= 2;
-		}
-		n = read(fd, buf + len, cap - len);
-		if (n < 0 && (errno == EAGAIN || errno == EINTR))
-			continue;
-		if (n < 0) {
-			err = -errno;
-			goto fail;
-		}
-		if (n == 0)
-			break;
-		len += n;
-	}
+	if (!nl)
+		return -EBADMSG;
 	buf[len] = '\0';
-	nl = memchr(buf, '\n', len);
-	if (!nl) {
-		err = -EBADMSG;
-		goto fail;
-	}
 	*nl = '\0';
-	*verb = buf;
+	req->verb = buf;
+	req->arg = NULL;
 	sp = strchr(buf, ' ');
-	*arg = NULL;
 	if (sp) {
 		*sp = '\0';
-		*arg = sp + 1;
+		req->arg = sp + 1;
 	}
-	*body = nl + 1;
-	*body_len = len - (nl + 1 - buf);
-	*bufp = buf;
+	req->body = nl + 1;
+	req->body_len = len - (size_t)(nl + 1 - buf);
 	return 0;
-fail:
-	free(buf);
-	return err;
+}
+
+/* A decimal number and the one space after it, taken from the front of *s: 0 or -EINVAL. */
+static int take_number(const char **s, unsigned long long *v)
+{
+	char *end;
+
+	if (**s < '0' || **s > '9')
+		return -EINVAL;
+	errno = 0;
+	*v = strtoull(*s, &end, 10);
+	if (errno || *end != ' ')
+		return -EINVAL;
+	*s = end + 1;
+	return 0;
+}
+
+int rw_ctl_parse_run_change(const char *arg, unsigned long long *base,
+			    unsigned long long *revision, const char **name)
+{
+	if (!arg || take_number(&arg, base) || take_number(&arg, revision) || !*arg)
+		return -EINVAL;
+	*name = arg;
+	return 0;
 }
 
 /* Write all of p, waiting for room at most until the deadline (rw_now_ms(); 0: 2 s per wait). */

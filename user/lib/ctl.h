@@ -27,11 +27,26 @@
 /* Listen on path (its folder is made 0700 when missing; a stale socket is replaced). */
 int rw_ctl_listen(const char *path);
 
-/* Read one request from a freshly accepted client (waits at most timeout_ms). On success *verb
- * and *arg point into *buf (free it), and so do *body and *body_len.
+/* One request as read whole (the client shut down its writing side): the line split into its
+ * verb and argument, and the body after the line's newline.
  */
-int rw_ctl_read_request(int fd, int timeout_ms, char **buf, char **verb, char **arg, char **body,
-			size_t *body_len);
+struct rw_ctl_request {
+	char *verb;
+	char *arg; /* after the verb's first space; NULL when the line has none */
+	char *body;
+	size_t body_len;
+};
+
+/* Split buf[0..len) in place (buf must have room for a NUL at buf[len]); the request's
+ * pointers point into buf. -EBADMSG when there is no newline, so no request line.
+ */
+int rw_ctl_parse_request(char *buf, size_t len, struct rw_ctl_request *req);
+
+/* apply-run's "BASE REVISION SOURCE" and delete-run's "BASE REVISION ID": two decimal numbers,
+ * each followed by one space, then a non-empty name (*name points into arg). 0 or -EINVAL.
+ */
+int rw_ctl_parse_run_change(const char *arg, unsigned long long *base,
+			    unsigned long long *revision, const char **name);
 
 /* Write a JSON object as one line (blocking) and return 0 or -errno. */
 int rw_ctl_reply(int fd, json_t *obj);

@@ -173,19 +173,6 @@ const char *rw_bind_error_str(const struct rw_datapath *dp, int err, char *buf, 
 	return buf;
 }
 
-int rw_endpoint_lookup(const struct rw_datapath *dp, __u32 ifindex, __be32 *pod_ip)
-{
-	struct rw_endpoint ep;
-	int err = rw_endpoint_get(dp, ifindex, &ep);
-
-	*pod_ip = 0;
-	if (err)
-		return err == -ENOENT ? 0 : err;
-	if (ep.flags & RW_EP_IP4)
-		*pod_ip = ep.pod_ip;
-	return 0;
-}
-
 int rw_veth_query(const struct rw_datapath *dp, int ifindex, struct rw_veth_state *st)
 {
 	struct rw_hook_info *hi;

@@ -60,9 +60,6 @@ struct rw_veth_state {
 
 int rw_veth_query(const struct rw_datapath *dp, int ifindex, struct rw_veth_state *st);
 
-/* The pod bound to ifindex: 0 and *pod_ip = 0 when none. */
-int rw_endpoint_lookup(const struct rw_datapath *dp, __u32 ifindex, __be32 *pod_ip);
-
 /* Forget what runwall holds for interfaces that no longer exist in this network namespace:
  * their link pins and markers (rw_detach()) and their bindings (rw_endpoint_unbind()). What
  * runwall-cni DEL and an agent that was away need, since a veth's deletion leaves both behind.
