@@ -268,8 +268,9 @@ check-layers: $(LIB) $(VIEW_AR) $(AGENT_AR) $(CLI_AR) $(BUILD)/cli/main.o $(CNI_
 	$(Q)rm -rf $(BUILD)/check-layers
 
 # Each kernel header compiles alone and first (twice: its guard), so that no include order in
-# runwall.bpf.c is load-bearing: every bpf/*.h includes what it uses.
-#> check-headers each bpf/*.h compiles alone: it includes what it uses
+# runwall.bpf.c is load-bearing: every bpf/*.h includes what it uses. Its API block names what
+# it offers and needs (scripts/check-bpf-api.py).
+#> check-headers each bpf/*.h compiles alone and its API block (offers, needs) is true
 check-headers: | deps
 	$(call msg,CHECK,each bpf/*.h compiles alone)
 	$(Q)for h in $(notdir $(wildcard bpf/*.h)); do \
@@ -277,6 +278,7 @@ check-headers: | deps
 			$(CLANG) $(BPF_CFLAGS) -Wno-unused-function -fsyntax-only -x c - || \
 			{ echo "check-headers: bpf/$$h does not compile on its own" >&2; exit 1; }; \
 	done
+	$(Q)scripts/check-bpf-api.py
 
 # `make format` rewrites the sources in place; `make format-check` (run by `make check`) fails,
 # naming file and line, when any of them has drifted.

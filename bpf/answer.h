@@ -13,6 +13,12 @@
  * pod's eth0, skb_do_redirect() in net/core/filter.c), so the answer can only reach the pod that
  * sent the packet, never the destination, another pod or the node, and it does not cross the
  * host veth's egress hook (rw_ingress): it is neither judged nor counted twice.
+ *
+ * API
+ *   offers: rw_ip6_may_answer_from(), rw_answer_kind(), rw_answer6_kind(), rw_rst_ip(),
+ *           rw_scratch_frame(), rw_sum16(), rw_ip6_pseudo_sum(), rw_rst6_load(), rw_rst6_turn(),
+ *           rw_rst6_finish(), rw_ip6_cut_to_reset(), rw_answer6_build(), rw_answer_build()
+ *   needs:  runwall.h, bpf_net.h, parse.h, maps.h
  */
 #ifndef RUNWALL_BPF_ANSWER_H
 #define RUNWALL_BPF_ANSWER_H

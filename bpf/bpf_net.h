@@ -1,5 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
-/* bpf_net.h: constants the kernel side needs that Debian's 6.1 UAPI headers lack. */
+/* bpf_net.h: constants the kernel side needs that Debian's 6.1 UAPI headers lack.
+ *
+ * API
+ *   offers: (no functions) tc/tcx verdicts and protocol constants
+ *   needs:  (nothing)
+ */
 #ifndef RUNWALL_BPF_NET_H
 #define RUNWALL_BPF_NET_H
 

@@ -1,6 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /* conntrack.h: who opened a flow. Grants only the reply direction, and only while the policy
  * that allowed the opening still allows it.
+ *
+ * API
+ *   offers: rw_ct_key_make(), rw_ct6_key_make(), rw_ct_table_at(), rw_ct_lookup(), rw_ct_touch(),
+ *           rw_ct_note(), rw_finish_cached()
+ *   needs:  runwall.h, bpf_net.h, maps.h, ctx.h, verdict.h
  */
 #ifndef RUNWALL_BPF_CONNTRACK_H
 #define RUNWALL_BPF_CONNTRACK_H

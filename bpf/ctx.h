@@ -2,6 +2,10 @@
 /* ctx.h: struct rw_ctx, what is known about a packet by the time it is judged, handed to every
  * step of a program. The program's globals reach the steps through it (dry_run, explain), so
  * that no header defines a global or names one of runwall.bpf.c's.
+ *
+ * API
+ *   offers: (no functions) struct rw_ctx
+ *   needs:  runwall.h, parse.h
  */
 #ifndef RUNWALL_BPF_CTX_H
 #define RUNWALL_BPF_CTX_H

@@ -17,6 +17,10 @@
  * set when id_reason is RW_REASON_ALLOWED). `table` is the veth's IPv6 flow table (NULL: none).
  * Each returns the packet's reason, which the program finishes with. An allowed NDP message or
  * error is no flow: nothing is noted in conntrack, and no event is sent (as for ARP).
+ *
+ * API
+ *   offers: rw_icmp6_egress(), rw_icmp6_ingress()
+ *   needs:  runwall.h, bpf_net.h, maps.h, parse.h, ctx.h, policy.h
  */
 #ifndef RUNWALL_BPF_ICMP6_H
 #define RUNWALL_BPF_ICMP6_H

@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /* maps.h: every map of the datapath, pinned by name under the agent's bpffs folder so that
  * enforcement outlives the agent and a restarted agent adopts them.
+ *
+ * API
+ *   offers: (no functions) every map, pinned by name
+ *   needs:  runwall.h
  */
 #ifndef RUNWALL_BPF_MAPS_H
 #define RUNWALL_BPF_MAPS_H

@@ -1,5 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
-/* parse.h: packet parsing into struct rw_pkt. Anything that does not parse is a drop reason. */
+/* parse.h: packet parsing into struct rw_pkt. Anything that does not parse is a drop reason.
+ *
+ * API
+ *   offers: rw_parse(), rw_parse6(), rw_tcp_is_syn()
+ *   needs:  runwall.h, bpf_net.h
+ */
 #ifndef RUNWALL_BPF_PARSE_H
 #define RUNWALL_BPF_PARSE_H
 

@@ -1,5 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
-/* policy.h: the decisions: metadata, special ranges, allow rules, inbound rules. */
+/* policy.h: the decisions: metadata, special ranges, allow rules, inbound rules.
+ *
+ * API
+ *   offers: rw_v6(), rw_state_load(), rw_view_load(), rw_view_load6(), rw_egress_policy(),
+ *           rw_addr6_eq(), rw_egress_policy6(), rw_find_inbound(), rw_find_inbound6()
+ *   needs:  runwall.h, maps.h
+ */
 #ifndef RUNWALL_BPF_POLICY_H
 #define RUNWALL_BPF_POLICY_H
 

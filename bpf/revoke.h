@@ -31,6 +31,10 @@
  * a peer of a flow the ended run was allowed. Nothing else of such a pod is answered: a SYN or
  * a datagram has no run whose policy the answer would tell. An unbound veth has neither proof
  * nor table, and stays silent.
+ *
+ * API
+ *   offers: rw_revoke_applies(), rw_revoke6_applies(), rw_revoke_build(), rw_revoke_own()
+ *   needs:  runwall.h, bpf_net.h, parse.h, answer.h
  */
 #ifndef RUNWALL_BPF_REVOKE_H
 #define RUNWALL_BPF_REVOKE_H

@@ -1,5 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
-/* verdict.h: ending a packet: count it, maybe report it, return the tc/tcx verdict. */
+/* verdict.h: ending a packet: count it, maybe report it, return the tc/tcx verdict.
+ *
+ * API
+ *   offers: rw_count(), rw_finish_family(), rw_finish(), rw_finish6()
+ *   needs:  runwall.h, bpf_net.h, maps.h, ctx.h, veth.h, answer.h, revoke.h
+ */
 #ifndef RUNWALL_BPF_VERDICT_H
 #define RUNWALL_BPF_VERDICT_H
 

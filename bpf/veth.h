@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /* veth.h: the packet's veth, by its index (runwall.h, rw_veth_slots): its binding, found by
  * inlined array lookups, and so its tables and event budget at the same index.
+ *
+ * API
+ *   offers: rw_endpoint_of()
+ *   needs:  runwall.h, maps.h, ctx.h
  */
 #ifndef RUNWALL_BPF_VETH_H
 #define RUNWALL_BPF_VETH_H

@@ -44,7 +44,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	if (!strcmp(req.verb, "apply")) {
 		if (rw_policy_parse_newer(req.body, req.body_len,
-					  req.arg && *req.arg ? req.arg : "<socket>", 0, &p, &perr) == 0)
+					  req.arg && *req.arg ? req.arg : "<socket>", 0, &p,
+					  &perr) == 0)
 			rw_policy_free(&p);
 	} else if (!strcmp(req.verb, "apply-run") || !strcmp(req.verb, "delete-run")) {
 		if (rw_ctl_parse_run_change(req.arg, &base, &revision, &name) == 0) {

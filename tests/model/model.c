@@ -501,8 +501,7 @@ static void egress_policy(const struct rw_policy *s, int ri, __be32 daddr, __be1
 	/* DNS: port 53 to any destination no rule allows explicitly on 53 (a run's rule cannot
 	 * allow a private or denied destination, so it does not count there).
 	 */
-	if (dport == 53 && !se.n && !sc.n &&
-	    (special || (!re.n && !rc.n))) {
+	if (dport == 53 && !se.n && !sc.n && (special || (!re.n && !rc.n))) {
 		v->reason = RW_REASON_DNS;
 		return;
 	}

@@ -105,8 +105,8 @@ static int take_number(const char **s, unsigned long long *v)
 	return 0;
 }
 
-int rw_ctl_parse_run_change(const char *arg, unsigned long long *base,
-			    unsigned long long *revision, const char **name)
+int rw_ctl_parse_run_change(const char *arg, unsigned long long *base, unsigned long long *revision,
+			    const char **name)
 {
 	if (!arg || take_number(&arg, base) || take_number(&arg, revision) || !*arg)
 		return -EINVAL;

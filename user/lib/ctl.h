@@ -45,8 +45,8 @@ int rw_ctl_parse_request(char *buf, size_t len, struct rw_ctl_request *req);
 /* apply-run's "BASE REVISION SOURCE" and delete-run's "BASE REVISION ID": two decimal numbers,
  * each followed by one space, then a non-empty name (*name points into arg). 0 or -EINVAL.
  */
-int rw_ctl_parse_run_change(const char *arg, unsigned long long *base,
-			    unsigned long long *revision, const char **name);
+int rw_ctl_parse_run_change(const char *arg, unsigned long long *base, unsigned long long *revision,
+			    const char **name);
 
 /* Write a JSON object as one line (blocking) and return 0 or -errno. */
 int rw_ctl_reply(int fd, json_t *obj);
