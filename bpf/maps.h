@@ -237,7 +237,7 @@ struct {
  * stack and a verifier budget of its own (docs/ipv6.md), and IPv4's program holds none of it.
  * Filled by the library at every load (rw_datapath_load()); pinned, so that the programs left
  * attached while the agent is away still reach theirs. A slot left empty makes the tail call
- * fall through: IPv6 is then refused as unsupported-l2, as before IPv6 was judged.
+ * fall through: IPv6 is then refused as unsupported-l2.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);

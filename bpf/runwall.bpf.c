@@ -365,9 +365,8 @@ static __always_inline int rw_judge_ingress(struct rw_ctx *x, struct rw_view *vp
 	}
 
 /* The family is decided once, by the Ethernet header: IPv4 (and ARP, and every frame that is
- * neither) is judged here exactly as before IPv6 was, IPv6 by the IPv6 program (rw_egress6),
- * tail-called on the same packet with the same steps. Without it (its slot empty), IPv6 is
- * refused as it was before it was judged.
+ * neither) is judged here, IPv6 by the IPv6 program (rw_egress6), tail-called on the same packet
+ * with the same steps. Without it (its slot empty), IPv6 is refused as unsupported-l2.
  */
 SEC("tc")
 int rw_egress(struct __sk_buff *skb)

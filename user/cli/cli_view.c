@@ -439,7 +439,7 @@ static void dns_apply(struct view *v, int k, int rc, const struct addrinfo *res)
 	if (!urls)
 		return;
 	/* One family: a dual-stack Service names each agent by both, and the view must follow each
-	 * agent once. IPv4 when the name has any (as before), else IPv6 (an IPv6 cluster's pods).
+	 * agent once. IPv4 when the name has any, else IPv6 (an IPv6 cluster's pods).
 	 */
 	for (const struct addrinfo *ai = rc ? NULL : res; ai; ai = ai->ai_next)
 		if (ai->ai_family == AF_INET)
