@@ -168,6 +168,13 @@ static __u64 live_revision(const struct rw_datapath *dp)
 	return RW_STATE_REVISION(cfg.state);
 }
 
+/* Only the programs that judge this packet: its direction's, and the IPv6 one only for IPv6. */
+static unsigned int judging_progs(const struct question *q)
+{
+	return (q->ingress ? RW_DP_SKIP_EGRESS : RW_DP_SKIP_INGRESS) |
+	       (q->dst.family == AF_INET6 ? 0 : RW_DP_SKIP_IPV6);
+}
+
 /* The policy in force, judged by the pinned maps. Returns 0, a negative errno when this node
  * cannot judge the packet (said by the caller), or the exit code (1 or 2, never 0) after
  * reporting why the question cannot be answered.
@@ -236,7 +243,8 @@ static int judge_live(const struct question *q, struct rw_ip *pod, bool need,
 	/* Our own copy of the programs on the pinned maps; rw_dry_run makes it change nothing.
 	 * The pins were all checked above, so libbpf reuses them and creates none.
 	 */
-	ret = rw_datapath_load(&dry, rw_g.bpffs, RW_DP_DRY_RUN, err, sizeof(err));
+	ret = rw_datapath_load(&dry, rw_g.bpffs, RW_DP_DRY_RUN | judging_progs(q), err,
+			       sizeof(err));
 	if (ret) {
 		ret = rw_fail(RW_EXIT_REFUSED, "loading the dry-run programs: %s", err);
 		goto cleanup;
@@ -299,7 +307,8 @@ static int judge_file(const struct question *q, struct rw_ip *pod, bool have_pod
 		}
 		*pod = ipv6 ? rw_ip6(run->pods6[0]) : rw_ip4(run->pods[0]);
 	}
-	ret = rw_datapath_load(&dp, NULL, RW_DP_NO_PIN | RW_DP_DRY_RUN, err, sizeof(err));
+	ret = rw_datapath_load(&dp, NULL, RW_DP_NO_PIN | RW_DP_DRY_RUN | judging_progs(q), err,
+			       sizeof(err));
 	if (ret) {
 		ret = rw_fail(RW_EXIT_REFUSED, "loading the dry-run programs: %s", err);
 		goto cleanup;

@@ -152,6 +152,12 @@ static __u32 pinned_max_entries(const char *pin_dir, enum rw_map_id id)
 	return info.max_entries;
 }
 
+/* A program's fd, or -1 when it was left out of the load (RW_DP_SKIP_*). */
+static int prog_fd_loaded(const struct bpf_program *prog)
+{
+	return bpf_program__autoload(prog) ? bpf_program__fd(prog) : -1;
+}
+
 int rw_datapath_load(struct rw_datapath *dp, const char *pin_dir, unsigned int flags, char *errbuf,
 		     size_t errlen)
 {
@@ -219,6 +225,17 @@ int rw_datapath_load_sized(struct rw_datapath *dp, const char *pin_dir, unsigned
 				  !(flags & RW_DP_DRY_RUN) || (flags & RW_DP_NO_PIN));
 	bpf_program__set_autoload(skel->progs.rw_lease,
 				  !(flags & RW_DP_DRY_RUN) || (flags & RW_DP_NO_PIN));
+	/* Only a dry run may leave judging programs out: the agent's must all be there. */
+	if (flags & RW_DP_DRY_RUN) {
+		bool v6 = !(flags & RW_DP_SKIP_IPV6);
+
+		bpf_program__set_autoload(skel->progs.rw_egress, !(flags & RW_DP_SKIP_EGRESS));
+		bpf_program__set_autoload(skel->progs.rw_ingress, !(flags & RW_DP_SKIP_INGRESS));
+		bpf_program__set_autoload(skel->progs.rw_egress6,
+					  v6 && !(flags & RW_DP_SKIP_EGRESS));
+		bpf_program__set_autoload(skel->progs.rw_ingress6,
+					  v6 && !(flags & RW_DP_SKIP_INGRESS));
+	}
 	if (ep_size && ep_size < RW_MAX_ENDPOINTS)
 		bpf_map__set_max_entries(skel->maps.rw_endpoints, ep_size);
 	err = runwall_bpf__load(skel);
@@ -230,8 +247,8 @@ int rw_datapath_load_sized(struct rw_datapath *dp, const char *pin_dir, unsigned
 		goto cleanup;
 	}
 	dp->skel = skel;
-	dp->prog_fd[RW_DIR_EGRESS] = bpf_program__fd(skel->progs.rw_egress);
-	dp->prog_fd[RW_DIR_INGRESS] = bpf_program__fd(skel->progs.rw_ingress);
+	dp->prog_fd[RW_DIR_EGRESS] = prog_fd_loaded(skel->progs.rw_egress);
+	dp->prog_fd[RW_DIR_INGRESS] = prog_fd_loaded(skel->progs.rw_ingress);
 	if (bpf_program__autoload(skel->progs.rw_flip))
 		dp->flip_fd = bpf_program__fd(skel->progs.rw_flip);
 	if (bpf_program__autoload(skel->progs.rw_lease))
@@ -245,11 +262,12 @@ int rw_datapath_load_sized(struct rw_datapath *dp, const char *pin_dir, unsigned
 			goto cleanup;
 		}
 	}
-	dp->prog6_fd[RW_DIR_EGRESS] = bpf_program__fd(skel->progs.rw_egress6);
-	dp->prog6_fd[RW_DIR_INGRESS] = bpf_program__fd(skel->progs.rw_ingress6);
+	dp->prog6_fd[RW_DIR_EGRESS] = prog_fd_loaded(skel->progs.rw_egress6);
+	dp->prog6_fd[RW_DIR_INGRESS] = prog_fd_loaded(skel->progs.rw_ingress6);
 	/* Each slot is replaced whole: a packet tail-calls the old IPv6 program or the new one. */
 	for (__u32 d = 0; d < RW_DIR_COUNT; d++) {
-		if (bpf_map_update_elem(dp->map_fd[RW_M_PROGS6], &d, &dp->prog6_fd[d], BPF_ANY)) {
+		if (dp->prog6_fd[d] >= 0 &&
+		    bpf_map_update_elem(dp->map_fd[RW_M_PROGS6], &d, &dp->prog6_fd[d], BPF_ANY)) {
 			err = rw_fail_msg(errbuf, errlen, -errno, "%s[%s]: %s",
 					  rw_map_names[RW_M_PROGS6], rw_dir_name(d),
 					  strerror(errno));

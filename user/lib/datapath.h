@@ -36,6 +36,14 @@ extern const char *const rw_map_shown_names[RW_M__COUNT];
 enum rw_datapath_flags {
 	RW_DP_NO_PIN = 1 << 0,	/* private maps, nothing pinned (tests, `explain --policy`) */
 	RW_DP_DRY_RUN = 1 << 1, /* judge only: no counters, conntrack or events (explain) */
+	/* A dry run that judges one kind of packet loads only the programs that judge it: each
+	 * program left out is one the verifier does not check at this load (rw_egress6 alone is
+	 * most of the object's verification on 6.1). prog_fd/prog6_fd of one left out: -1, and an
+	 * IPv6 packet without rw_egress6/rw_ingress6 would be unsupported-l2.
+	 */
+	RW_DP_SKIP_EGRESS = 1 << 2,
+	RW_DP_SKIP_INGRESS = 1 << 3,
+	RW_DP_SKIP_IPV6 = 1 << 4,
 };
 
 struct runwall_bpf;
