@@ -86,268 +86,292 @@ enum {
 	OPT_LOG_FORMAT,
 };
 
-static int cmd_agent(int argc, char **argv)
+static const struct option agent_long_opts[] = {
+	{"policy", required_argument, NULL, 'p'},
+	{"ifprefix", required_argument, NULL, 'i'},
+	{"cni-conf-dir", required_argument, NULL, 'K'},
+	{"attach-mode", required_argument, NULL, 'm'},
+	{"resync", required_argument, NULL, 'r'},
+	{"event-rate", required_argument, NULL, 'e'},
+	{"answer-rate", required_argument, NULL, 'A'},
+	{"ct-per-sandbox", required_argument, NULL, 'C'},
+	{"ct-node", required_argument, NULL, 'N'},
+	{"max-endpoints", required_argument, NULL, 'M'},
+	{"listen", required_argument, NULL, 'H'},
+	{"health", required_argument, NULL, 'H'}, /* the old name of --listen */
+	{"probe-listen", required_argument, NULL, 'P'},
+	{"http-token-file", required_argument, NULL, 'T'},
+	{"events", required_argument, NULL, 'E'},
+	{"node", required_argument, NULL, 'n'},
+	{"access-request-url", required_argument, NULL, 'U'},
+	{"access-request-queue", required_argument, NULL, 'Q'},
+	{"policy-url", required_argument, NULL, OPT_POLICY_URL},
+	{"policy-ack-url", required_argument, NULL, OPT_POLICY_ACK_URL},
+	{"policy-ca", required_argument, NULL, OPT_POLICY_CA},
+	{"policy-cert", required_argument, NULL, OPT_POLICY_CERT},
+	{"policy-key", required_argument, NULL, OPT_POLICY_KEY},
+	{"policy-token-file", required_argument, NULL, OPT_POLICY_TOKEN_FILE},
+	{"policy-stall", required_argument, NULL, OPT_POLICY_STALL},
+	{"flow-log", required_argument, NULL, OPT_FLOW_LOG},
+	{"flow-log-flows", no_argument, NULL, OPT_FLOW_LOG_FLOWS},
+	{"flow-log-rate", required_argument, NULL, OPT_FLOW_LOG_RATE},
+	{"flow-log-max-bytes", required_argument, NULL, OPT_FLOW_LOG_MAX_BYTES},
+	{"log-format", required_argument, NULL, OPT_LOG_FORMAT},
+	{"verbose", no_argument, NULL, 'v'},
+	{"help", no_argument, NULL, 'h'},
+	{}};
+
+/* The parse of one option into *a (node: --node's buffer): 0, the exit code of a refusal that
+ * names the option and what it expects, or -1 for what is no option of the agent.
+ */
+static int agent_option(int c, struct agent_opts *a, char *node, size_t node_len,
+			bool *flow_log_opt)
 {
-	static const struct option opts[] = {
-		{"policy", required_argument, NULL, 'p'},
-		{"ifprefix", required_argument, NULL, 'i'},
-		{"cni-conf-dir", required_argument, NULL, 'K'},
-		{"attach-mode", required_argument, NULL, 'm'},
-		{"resync", required_argument, NULL, 'r'},
-		{"event-rate", required_argument, NULL, 'e'},
-		{"answer-rate", required_argument, NULL, 'A'},
-		{"ct-per-sandbox", required_argument, NULL, 'C'},
-		{"ct-node", required_argument, NULL, 'N'},
-		{"max-endpoints", required_argument, NULL, 'M'},
-		{"listen", required_argument, NULL, 'H'},
-		{"health", required_argument, NULL, 'H'}, /* the old name of --listen */
-		{"probe-listen", required_argument, NULL, 'P'},
-		{"http-token-file", required_argument, NULL, 'T'},
-		{"events", required_argument, NULL, 'E'},
-		{"node", required_argument, NULL, 'n'},
-		{"access-request-url", required_argument, NULL, 'U'},
-		{"access-request-queue", required_argument, NULL, 'Q'},
-		{"policy-url", required_argument, NULL, OPT_POLICY_URL},
-		{"policy-ack-url", required_argument, NULL, OPT_POLICY_ACK_URL},
-		{"policy-ca", required_argument, NULL, OPT_POLICY_CA},
-		{"policy-cert", required_argument, NULL, OPT_POLICY_CERT},
-		{"policy-key", required_argument, NULL, OPT_POLICY_KEY},
-		{"policy-token-file", required_argument, NULL, OPT_POLICY_TOKEN_FILE},
-		{"policy-stall", required_argument, NULL, OPT_POLICY_STALL},
-		{"flow-log", required_argument, NULL, OPT_FLOW_LOG},
-		{"flow-log-flows", no_argument, NULL, OPT_FLOW_LOG_FLOWS},
-		{"flow-log-rate", required_argument, NULL, OPT_FLOW_LOG_RATE},
-		{"flow-log-max-bytes", required_argument, NULL, OPT_FLOW_LOG_MAX_BYTES},
-		{"log-format", required_argument, NULL, OPT_LOG_FORMAT},
-		{"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'},
-		{}};
-	struct agent_opts a = {.ifprefix = RW_DEFAULT_IFPREFIX,
-			       .resync_sec = 10,
-			       .flow_log = {.rate = RW_FLOW_LOG_RATE,
-					    .burst = RW_FLOW_LOG_BURST,
-					    .max_bytes = RW_FLOW_LOG_MAX_BYTES}};
 	static const char *const log_formats[] = {[RW_LOG_TEXT] = "text", [RW_LOG_JSON] = "json"};
-	bool flow_log_opt = false;
-	char node[RW_NODE_LEN] = "", verr[400];
 	static const char *const attach_modes[] = {
 		[RW_ATTACH_AUTO] = "auto", [RW_ATTACH_TCX] = "tcx", [RW_ATTACH_TC] = "tc"};
 	unsigned long long v;
 	char msg[256];
-	int c, err, ret;
+	int err;
 
-	/* The key of the tables a sandbox's traffic fills, taken before any of it is seen. */
-	(void)rw_hash_key();
-	while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'v':
-			rw_log_verbosity++;
-			break;
-		case 'p':
-			a.policy_path = optarg;
-			break;
-		case 'i':
-			a.ifprefix = optarg;
-			break;
-		case 'K':
-			a.cni_conf_dir = optarg;
-			break;
-		case 'm':
-			err = rw_name_lookup(optarg, "--attach-mode", attach_modes,
-					     sizeof(attach_modes) / sizeof(attach_modes[0]), msg,
-					     sizeof(msg));
-			if (err < 0)
-				return rw_fail(RW_EXIT_USAGE, "agent: %s", msg);
-			a.attach_mode = err;
-			break;
-		case 'r':
-			if (rw_parse_uint(optarg, MAX_RESYNC_SEC, &v) || v < 1)
-				return rw_fail(RW_EXIT_USAGE,
-					       "agent: --resync '%s': expected "
-					       "seconds, 1 to %d",
-					       optarg, MAX_RESYNC_SEC);
-			a.resync_sec = (int)v;
-			break;
-		case 'e':
-			if (rw_parse_rate(optarg, MAX_EVENT_RATE, &a.rate, &a.burst))
-				return rw_fail(RW_EXIT_USAGE,
-					       "agent: --event-rate '%s': expected "
-					       "N or N/BURST, 0 to %d (BURST at least 1)",
-					       optarg, MAX_EVENT_RATE);
-			a.have_rate = true;
-			break;
-		case 'A':
-			if (rw_parse_rate(optarg, MAX_EVENT_RATE, &a.answer_rate, &a.answer_burst))
-				return rw_fail(RW_EXIT_USAGE,
-					       "agent: --answer-rate '%s': expected "
-					       "N or N/BURST, 0 to %d (BURST at least 1)",
-					       optarg, MAX_EVENT_RATE);
-			a.have_answer_rate = true;
-			break;
-		case 'C':
-		case 'N':
-			if (rw_parse_uint(optarg, MAX_CT_FLOWS, &v) || v < 1)
-				return rw_fail(RW_EXIT_USAGE,
-					       "agent: --%s '%s': expected a number of "
-					       "flows, 1 to %u",
-					       c == 'C' ? "ct-per-sandbox" : "ct-node", optarg,
-					       MAX_CT_FLOWS);
-			*(c == 'C' ? &a.ct_per_sandbox : &a.ct_node) = v;
-			break;
-		case 'M':
-			if (rw_parse_uint(optarg, RW_MAX_ENDPOINTS, &v) || v < 1)
-				return rw_fail(RW_EXIT_USAGE,
-					       "agent: --max-endpoints '%s': expected a number of "
-					       "veths, 1 to %d",
-					       optarg, RW_MAX_ENDPOINTS);
-			a.max_endpoints = v;
-			break;
-		case 'H':
-			a.view.listen = optarg;
-			break;
-		case 'P':
-			a.view.probe_listen = optarg;
-			break;
-		case 'T':
-			a.view.token_file = optarg;
-			break;
-		case 'n':
-			if (!*optarg || strlen(optarg) >= sizeof(node))
-				return rw_fail(RW_EXIT_USAGE,
-					       "agent: --node '%s': expected 1 to %zu "
-					       "characters",
-					       optarg, sizeof(node) - 1);
-			snprintf(node, sizeof(node), "%s", optarg);
-			break;
-		case 'U':
-			a.view.request_url = optarg;
-			break;
-		case 'E':
-			if (rw_parse_uint(optarg, RW_EVSTORE_MAX, &v) || v < 1)
-				return rw_fail(RW_EXIT_USAGE,
-					       "agent: --events '%s': expected 1 to %d", optarg,
-					       RW_EVSTORE_MAX);
-			a.view.events = v;
-			break;
-		case 'Q':
-			if (rw_parse_uint(optarg, RW_AGENT_REQUEST_QUEUE_MAX, &v) || v < 1)
-				return rw_fail(RW_EXIT_USAGE,
-					       "agent: --access-request-queue '%s': "
-					       "expected 1 to %d",
-					       optarg, RW_AGENT_REQUEST_QUEUE_MAX);
-			a.view.request_queue = v;
-			break;
-		case OPT_POLICY_URL:
-			a.watch.url = optarg;
-			break;
-		case OPT_POLICY_ACK_URL:
-			a.watch.ack_url = optarg;
-			break;
-		case OPT_POLICY_CA:
-			a.watch.ca = optarg;
-			break;
-		case OPT_POLICY_CERT:
-			a.watch.cert = optarg;
-			break;
-		case OPT_POLICY_KEY:
-			a.watch.key = optarg;
-			break;
-		case OPT_POLICY_TOKEN_FILE:
-			a.watch.token_file = optarg;
-			break;
-		case OPT_POLICY_STALL:
-			if (rw_parse_uint(optarg, 3600, &v) || v < 3)
-				return rw_fail(RW_EXIT_USAGE,
-					       "agent: --policy-stall '%s': expected seconds, 3 to "
-					       "3600",
-					       optarg);
-			a.watch.stall_sec = v;
-			break;
-		case OPT_FLOW_LOG:
-			if (!*optarg)
-				return rw_fail(RW_EXIT_USAGE,
-					       "agent: --flow-log '': expected FILE or -");
-			a.flow_log.path = optarg;
-			break;
-		case OPT_FLOW_LOG_FLOWS:
-			a.flow_log.flows = flow_log_opt = true;
-			break;
-		case OPT_FLOW_LOG_RATE:
-			if (rw_parse_rate(optarg, MAX_EVENT_RATE, &a.flow_log.rate,
-					  &a.flow_log.burst))
-				return rw_fail(RW_EXIT_USAGE,
-					       "agent: --flow-log-rate '%s': expected "
-					       "N or N/BURST, 0 to %d (BURST at least 1)",
-					       optarg, MAX_EVENT_RATE);
-			flow_log_opt = true;
-			break;
-		case OPT_FLOW_LOG_MAX_BYTES:
-			if (rw_parse_uint(optarg, 1ull << 50, &v) || (v && v < 4096))
-				return rw_fail(RW_EXIT_USAGE,
-					       "agent: --flow-log-max-bytes '%s': expected 0 or "
-					       "4096 to 2^50 bytes",
-					       optarg);
-			a.flow_log.max_bytes = v;
-			flow_log_opt = true;
-			break;
-		case OPT_LOG_FORMAT:
-			err = rw_name_lookup(optarg, "--log-format", log_formats, 2, msg,
-					     sizeof(msg));
-			if (err < 0)
-				return rw_fail(RW_EXIT_USAGE, "agent: %s", msg);
-			rw_log_set_format(err);
-			break;
-		case 'h':
-			rw_cmd_help(&rw_cmd_agent, stdout);
-			return RW_EXIT_OK;
-		default:
-			return rw_cmd_usage_error(&rw_cmd_agent, "bad option '%s'",
-						  argv[optind - 1]);
-		}
+	switch (c) {
+	case 'v':
+		rw_log_verbosity++;
+		return 0;
+	case 'p':
+		a->policy_path = optarg;
+		return 0;
+	case 'i':
+		a->ifprefix = optarg;
+		return 0;
+	case 'K':
+		a->cni_conf_dir = optarg;
+		return 0;
+	case 'm':
+		err = rw_name_lookup(optarg, "--attach-mode", attach_modes,
+				     sizeof(attach_modes) / sizeof(attach_modes[0]), msg,
+				     sizeof(msg));
+		if (err < 0)
+			return rw_fail(RW_EXIT_USAGE, "agent: %s", msg);
+		a->attach_mode = err;
+		return 0;
+	case 'r':
+		if (rw_parse_uint(optarg, MAX_RESYNC_SEC, &v) || v < 1)
+			return rw_fail(RW_EXIT_USAGE,
+				       "agent: --resync '%s': expected "
+				       "seconds, 1 to %d",
+				       optarg, MAX_RESYNC_SEC);
+		a->resync_sec = (int)v;
+		return 0;
+	case 'e':
+		if (rw_parse_rate(optarg, MAX_EVENT_RATE, &a->rate, &a->burst))
+			return rw_fail(RW_EXIT_USAGE,
+				       "agent: --event-rate '%s': expected "
+				       "N or N/BURST, 0 to %d (BURST at least 1)",
+				       optarg, MAX_EVENT_RATE);
+		a->have_rate = true;
+		return 0;
+	case 'A':
+		if (rw_parse_rate(optarg, MAX_EVENT_RATE, &a->answer_rate, &a->answer_burst))
+			return rw_fail(RW_EXIT_USAGE,
+				       "agent: --answer-rate '%s': expected "
+				       "N or N/BURST, 0 to %d (BURST at least 1)",
+				       optarg, MAX_EVENT_RATE);
+		a->have_answer_rate = true;
+		return 0;
+	case 'C':
+	case 'N':
+		if (rw_parse_uint(optarg, MAX_CT_FLOWS, &v) || v < 1)
+			return rw_fail(RW_EXIT_USAGE,
+				       "agent: --%s '%s': expected a number of "
+				       "flows, 1 to %u",
+				       c == 'C' ? "ct-per-sandbox" : "ct-node", optarg,
+				       MAX_CT_FLOWS);
+		*(c == 'C' ? &a->ct_per_sandbox : &a->ct_node) = v;
+		return 0;
+	case 'M':
+		if (rw_parse_uint(optarg, RW_MAX_ENDPOINTS, &v) || v < 1)
+			return rw_fail(RW_EXIT_USAGE,
+				       "agent: --max-endpoints '%s': expected a number of "
+				       "veths, 1 to %d",
+				       optarg, RW_MAX_ENDPOINTS);
+		a->max_endpoints = v;
+		return 0;
+	case 'H':
+		a->view.listen = optarg;
+		return 0;
+	case 'P':
+		a->view.probe_listen = optarg;
+		return 0;
+	case 'T':
+		a->view.token_file = optarg;
+		return 0;
+	case 'n':
+		if (!*optarg || strlen(optarg) >= node_len)
+			return rw_fail(RW_EXIT_USAGE,
+				       "agent: --node '%s': expected 1 to %zu "
+				       "characters",
+				       optarg, node_len - 1);
+		snprintf(node, node_len, "%s", optarg);
+		return 0;
+	case 'U':
+		a->view.request_url = optarg;
+		return 0;
+	case 'E':
+		if (rw_parse_uint(optarg, RW_EVSTORE_MAX, &v) || v < 1)
+			return rw_fail(RW_EXIT_USAGE, "agent: --events '%s': expected 1 to %d",
+				       optarg, RW_EVSTORE_MAX);
+		a->view.events = v;
+		return 0;
+	case 'Q':
+		if (rw_parse_uint(optarg, RW_AGENT_REQUEST_QUEUE_MAX, &v) || v < 1)
+			return rw_fail(RW_EXIT_USAGE,
+				       "agent: --access-request-queue '%s': "
+				       "expected 1 to %d",
+				       optarg, RW_AGENT_REQUEST_QUEUE_MAX);
+		a->view.request_queue = v;
+		return 0;
+	case OPT_POLICY_URL:
+		a->watch.url = optarg;
+		return 0;
+	case OPT_POLICY_ACK_URL:
+		a->watch.ack_url = optarg;
+		return 0;
+	case OPT_POLICY_CA:
+		a->watch.ca = optarg;
+		return 0;
+	case OPT_POLICY_CERT:
+		a->watch.cert = optarg;
+		return 0;
+	case OPT_POLICY_KEY:
+		a->watch.key = optarg;
+		return 0;
+	case OPT_POLICY_TOKEN_FILE:
+		a->watch.token_file = optarg;
+		return 0;
+	case OPT_POLICY_STALL:
+		if (rw_parse_uint(optarg, 3600, &v) || v < 3)
+			return rw_fail(RW_EXIT_USAGE,
+				       "agent: --policy-stall '%s': expected seconds, 3 to "
+				       "3600",
+				       optarg);
+		a->watch.stall_sec = v;
+		return 0;
+	case OPT_FLOW_LOG:
+		if (!*optarg)
+			return rw_fail(RW_EXIT_USAGE, "agent: --flow-log '': expected FILE or -");
+		a->flow_log.path = optarg;
+		return 0;
+	case OPT_FLOW_LOG_FLOWS:
+		a->flow_log.flows = *flow_log_opt = true;
+		return 0;
+	case OPT_FLOW_LOG_RATE:
+		if (rw_parse_rate(optarg, MAX_EVENT_RATE, &a->flow_log.rate, &a->flow_log.burst))
+			return rw_fail(RW_EXIT_USAGE,
+				       "agent: --flow-log-rate '%s': expected "
+				       "N or N/BURST, 0 to %d (BURST at least 1)",
+				       optarg, MAX_EVENT_RATE);
+		*flow_log_opt = true;
+		return 0;
+	case OPT_FLOW_LOG_MAX_BYTES:
+		if (rw_parse_uint(optarg, 1ull << 50, &v) || (v && v < 4096))
+			return rw_fail(RW_EXIT_USAGE,
+				       "agent: --flow-log-max-bytes '%s': expected 0 or "
+				       "4096 to 2^50 bytes",
+				       optarg);
+		a->flow_log.max_bytes = v;
+		*flow_log_opt = true;
+		return 0;
+	case OPT_LOG_FORMAT:
+		err = rw_name_lookup(optarg, "--log-format", log_formats, 2, msg, sizeof(msg));
+		if (err < 0)
+			return rw_fail(RW_EXIT_USAGE, "agent: %s", msg);
+		rw_log_set_format(err);
+		return 0;
+	default:
+		return -1;
 	}
-	if (optind < argc)
-		return rw_cmd_usage_error(&rw_cmd_agent, "unexpected argument '%s'", argv[optind]);
-	if (flow_log_opt && !a.flow_log.path)
+}
+
+/* What one option alone cannot check: options that need another, and the listeners' addresses.
+ * Nothing is loaded yet, so a refusal leaves the node as it found it.
+ */
+static int agent_check(struct agent_opts *a, char *node, size_t node_len, bool flow_log_opt)
+{
+	char verr[400];
+
+	if (flow_log_opt && !a->flow_log.path)
 		return rw_fail(RW_EXIT_USAGE, "agent: the --flow-log-* options need --flow-log");
-	if (a.view.token_file && !a.view.listen)
+	if (a->view.token_file && !a->view.listen)
 		return rw_fail(RW_EXIT_USAGE, "agent: --http-token-file needs --listen");
-	if (!node[0] && gethostname(node, sizeof(node) - 1))
-		snprintf(node, sizeof(node), "node");
-	a.view.node = node;
-	if (!a.watch.url && (a.watch.ack_url || a.watch.ca || a.watch.cert || a.watch.key ||
-			     a.watch.token_file || a.watch.stall_sec))
+	if (!node[0] && gethostname(node, node_len - 1))
+		snprintf(node, node_len, "node");
+	a->view.node = node;
+	if (!a->watch.url && (a->watch.ack_url || a->watch.ca || a->watch.cert || a->watch.key ||
+			      a->watch.token_file || a->watch.stall_sec))
 		return rw_fail(RW_EXIT_USAGE, "agent: the --policy-* options need --policy-url");
-	if (a.watch.url) {
+	if (a->watch.url) {
 		const char *seed = getenv("RW_SEED");
 
-		a.watch.node = node;
+		a->watch.node = node;
 		/* The backoff's jitter: RW_SEED makes a test's reconnections the same every run. */
-		a.watch.seed = seed && *seed ? (unsigned int)strtoul(seed, NULL, 0)
-					     : (unsigned int)(time(NULL) ^ getpid());
+		a->watch.seed = seed && *seed ? (unsigned int)strtoul(seed, NULL, 0)
+					      : (unsigned int)(time(NULL) ^ getpid());
 	}
-	if (a.view.listen) {
-		struct rw_http_opts ho = {.listen = a.view.listen,
-					  .token_file = a.view.token_file,
+	if (a->view.listen) {
+		struct rw_http_opts ho = {.listen = a->view.listen,
+					  .token_file = a->view.token_file,
 					  .flag = "agent: --listen"};
 
 		if (rw_http_check(&ho, verr, sizeof(verr)))
 			return rw_fail(RW_EXIT_USAGE, "%s", verr);
 	}
-	if (a.view.probe_listen) {
-		struct rw_http_opts po = {.listen = a.view.probe_listen,
+	if (a->view.probe_listen) {
+		struct rw_http_opts po = {.listen = a->view.probe_listen,
 					  .flag = "agent: --probe-listen",
 					  .probes_only = true};
 
 		if (rw_http_check(&po, verr, sizeof(verr)))
 			return rw_fail(RW_EXIT_USAGE, "%s", verr);
 	}
-
-	/* Checks that need nothing loaded, so that a refusal leaves the node as it found it. */
-	if (a.ct_per_sandbox && a.ct_node && a.ct_per_sandbox > a.ct_node)
+	if (a->ct_per_sandbox && a->ct_node && a->ct_per_sandbox > a->ct_node)
 		return rw_fail(RW_EXIT_USAGE,
 			       "agent: --ct-per-sandbox %llu is more than the node's %llu "
 			       "(--ct-node)",
-			       a.ct_per_sandbox, a.ct_node);
+			       a->ct_per_sandbox, a->ct_node);
+	return 0;
+}
+
+static int cmd_agent(int argc, char **argv)
+{
+	struct agent_opts a = {.ifprefix = RW_DEFAULT_IFPREFIX,
+			       .resync_sec = 10,
+			       .flow_log = {.rate = RW_FLOW_LOG_RATE,
+					    .burst = RW_FLOW_LOG_BURST,
+					    .max_bytes = RW_FLOW_LOG_MAX_BYTES}};
+	char node[RW_NODE_LEN] = "", verr[400];
+	bool flow_log_opt = false;
+	int c, ret;
+
+	/* The key of the tables a sandbox's traffic fills, taken before any of it is seen. */
+	(void)rw_hash_key();
+	while ((c = getopt_long(argc, argv, "vh", agent_long_opts, NULL)) != -1) {
+		if (c == 'h') {
+			rw_cmd_help(&rw_cmd_agent, stdout);
+			return RW_EXIT_OK;
+		}
+		ret = agent_option(c, &a, node, sizeof(node), &flow_log_opt);
+		if (ret < 0)
+			return rw_cmd_usage_error(&rw_cmd_agent, "bad option '%s'",
+						  argv[optind - 1]);
+		if (ret)
+			return ret;
+	}
+	if (optind < argc)
+		return rw_cmd_usage_error(&rw_cmd_agent, "unexpected argument '%s'", argv[optind]);
+	ret = agent_check(&a, node, sizeof(node), flow_log_opt);
+	if (ret)
+		return ret;
 	a.bpffs = rw_g.bpffs;
 	a.socket = rw_g.socket;
 	verr[0] = '\0';
