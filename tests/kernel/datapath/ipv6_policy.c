@@ -85,6 +85,7 @@ static void apply6(const char *json, const char *what)
 		rw_policy_free(&prev);
 	prev = p;
 	have_prev = 1;
+	dp_policy = &prev;
 }
 
 static unsigned long long next_revision(void)
@@ -96,7 +97,7 @@ static unsigned long long next_revision(void)
 	return RW_STATE_REVISION(cfg.state) + 1;
 }
 
-static void bind_dual(int dev, const char *ip4, const char *ip6)
+void bind_dual(int dev, const char *ip4, const char *ip6)
 {
 	struct rw_endpoint ep = {.flags = RW_EP_IP4 | RW_EP_IP6};
 
