@@ -347,6 +347,7 @@ vc metrics "$API" --counters "$RW_WORK/counters.json" --promtool "$PROMTOOL" --r
 	--expect "runwall_run_packets_total{run=\"$A_RUN\",direction=\"egress\",reason=\"metadata\"}=$NMETA" \
 	--expect "runwall_run_packets_total{run=\"$B_RUN\",direction=\"egress\",reason=\"private-destination\"}=$NPRIV_B" \
 	--expect "runwall_run_packets_total{run=\"$A_RUN\",direction=\"ingress\",reason=\"inbound-denied\"}=$NIN22" \
+	--expect "runwall_refused_destination_top{dst=\"$INET\",port=\"443\",proto=\"tcp\",reason=\"not-allowlisted\"}=$N443" \
 	--expect "runwall_policy_revision=1" \
 	--expect "runwall_sandboxes{state=\"enforced\"}=2" \
 	--expect "runwall_policy_apply_duration_seconds_count=1" \
