@@ -108,6 +108,7 @@ static const struct dp_step {
 	{"refusal modes6", test_refusal_modes6},
 	{"apply6", test_apply6},
 	{"ipv6 policy", test_ipv6_policy},
+	{"rule names", test_rule_names},
 	{"icmp6 setup", icmp6_setup},
 	{"ndp", test_ndp},
 	{"icmp6", test_icmp6},

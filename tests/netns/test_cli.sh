@@ -384,16 +384,16 @@ wait "$drops_pid" || rc=$?
 check "drops --all --count 3 exits 0 ($rc)" test "$rc" = 0
 check "drops plain: a header and three aligned lines" test "$(wc -l <"$work/drops.txt")" = 4
 check "drops plain: the allowed flow with its rule" \
-	grep -Eq "egress +allow +rule +run-7f3a .*10.1.2.3:[0-9]+ -> 172.20.0.10:443 +tcp +services\[0\] egress-proxy" "$work/drops.txt"
-check "drops plain: the refusals with their reasons" \
-	test "$(grep -Ec "drop +(not-allowlisted|private-destination) +run-7f3a" "$work/drops.txt")" = 2
+	grep -Eq "egress +allow +rule +run-7f3a .*10.1.2.3:[0-9]+ -> 172.20.0.10:443 +tcp +egress-proxy 172.20.0.10 tcp/443\$" "$work/drops.txt"
+check "drops plain: the refusals with their reasons and rules" \
+	test "$(grep -Ec "drop +not-allowlisted +run-7f3a .* -> 93.184.216.34:443 +tcp +answered: rst +egress allowlist: no rule\$|drop +private-destination +run-7f3a .* -> 10.0.5.5:22 +tcp +answered: rst +deny\[0\] 10.0.0.0/16\$" "$work/drops.txt")" = 2
 rc=0
 wait "$json_drops_pid" || rc=$?
 check "drops -j --count 2 exits 0 ($rc)" test "$rc" = 0
 out=$(head -n 1 "$work/drops.json")
 check "drops -j: one event object per line, only drops" \
-	json_is "d['verdict'], d['reason'], d['run'], d['dst'], d['dport'], d['dir']" \
-	"('drop', 'not-allowlisted', 'run-7f3a', '93.184.216.34', 443, 'egress')"
+	json_is "d['verdict'], d['reason'], d['run'], d['dst'], d['dport'], d['dir'], d['rule']" \
+	"('drop', 'not-allowlisted', 'run-7f3a', '93.184.216.34', 443, 'egress', 'egress allowlist: no rule')"
 check "drops -j --count 2 stopped after two" test "$(wc -l <"$work/drops.json")" = 2
 
 run rw map dump conntrack

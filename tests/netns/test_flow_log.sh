@@ -14,6 +14,10 @@
 #   rotate    a second agent run with --flow-log-max-bytes 4096: FILE is renamed FILE.1 before
 #             it would pass 4096 bytes; FILE and FILE.1 each stay within it, nothing else
 #   json log  with --log-format json each of the agent's own log lines is {"ts","level","msg"}
+#   rule      a third agent run with --flow-log-flows and --listen: for an allowed connection
+#             (the egress proxy, a service) and a refused one (a deny CIDR), the page's data
+#             (/api/events), `runwall -j drops --all` and the flow log name the same rule, the
+#             one docs/reasons.md "Rule names" gives
 #
 # Everything lives in namespaces named rwf<pid>-*, pins in /sys/fs/bpf/rwtest-flowlog-<pid>,
 # files in /tmp/rwtest-flowlog-<pid>.*; all of it goes on exit, on failure too. Waits are for
@@ -43,6 +47,7 @@ trap rw_suite_cleanup EXIT
 cat >"$RW_WORK/policy.json" <<EOF
 {
   "revision": 1,
+  "deny": ["10.0.0.0/16"],
   "services": [{"name": "egress-proxy", "ip": "172.20.0.10", "tcp": [443]}],
   "runs": [{"id": "$A_RUN", "pods": ["$A_IP"]}, {"id": "$B_RUN", "pods": ["$B_IP"]}]
 }
@@ -182,5 +187,53 @@ if [ "$nlog" -gt 0 ] && rw_jq_true 'all(type == "object" and (keys == ["level","
 else
 	not_ok "--log-format json: $(head -3 "$RW_WORK/agent-json.log")"
 fi
+
+# ---- the rule that decided, the same everywhere ------------------------------------------------
+section "rule: the page's data, drops -j and the flow log name the same rule"
+RLOG=$RW_WORK/rule.log
+API=http://127.0.0.1:9161
+rw_agent_start --policy "$RW_WORK/policy.json" --ifprefix "$PFX" --node "$NODE_NAME" \
+	--event-rate 0 --flow-log "$RLOG" --flow-log-flows --flow-log-rate 0 --listen 127.0.0.1:9161
+rw_agent_wait 30 || rw_bail "the agent did not start a third time: $(tail -n 4 "$RW_WORK/agent.log")"
+rw_wait 10 ready || rw_bail "the agent did not bind the two sandboxes a third time"
+rw_cmd
+rw_bg "$RW_WORK/drops.out" "${RW_CMD[@]}" -j drops --all --pod "$A_IP" --count 2 --timeout "$(rw_scale 30)"
+DROPS_PID=$RW_LAST_PID
+subscribed() { rw_jq_true '.events.subscribers >= 1' <<<"$(rw_status_json)"; }
+rw_wait 10 subscribed || not_ok "drops did not subscribe"
+# A connection to the egress proxy (its SYN is the new flow: no one need answer) and one to a
+# deny CIDR (refused, answered with a reset).
+rw_in "$(rw_ns_of a)" "$RW_PY" -c '
+import socket, sys
+for dst in sys.argv[1:]:
+    s = socket.socket()
+    s.settimeout(0.3)
+    try:
+        s.connect((dst, 443))
+    except OSError:
+        pass
+    s.close()' 172.20.0.10 10.0.5.6
+wait "$DROPS_PID" || true
+api_events() { rw_node_exec curl -s --max-time "$(rw_scale 5)" "$API/api/events?run=$A_RUN&limit=100"; }
+# rule_of SOURCE DST: the rule the source names for A's event to DST:443
+rule_of() {
+	case $1 in
+	page) api_events | jq -r --arg d "$2" '[.events[] | select(.dst == $d and .dport == 443)][0].rule // "none"' ;;
+	drops) jq -rs --arg d "$2" '[.[] | select(.dst == $d and .dport == 443)][0].rule // "none"' "$RW_WORK/drops.out" ;;
+	flowlog) jq -rs --arg d "$2" '[.[] | select(.run == "'"$A_RUN"'" and .dst == $d and .dport == 443)][0].rule // "none"' "$RLOG" ;;
+	esac
+}
+flowlog_has() { [ "$(rule_of flowlog 10.0.5.6)" != none ] && [ "$(rule_of flowlog 172.20.0.10)" != none ]; }
+rw_wait 10 flowlog_has || true
+for want in "172.20.0.10|egress-proxy 172.20.0.10 tcp/443" "10.0.5.6|deny[0] 10.0.0.0/16"; do
+	dst=${want%%|*} rule=${want#*|}
+	got="page=$(rule_of page "$dst"); drops=$(rule_of drops "$dst"); flowlog=$(rule_of flowlog "$dst")"
+	if [ "$got" = "page=$rule; drops=$rule; flowlog=$rule" ]; then
+		ok "A -> $dst:443: the page's data, drops -j and the flow log all name \"$rule\""
+	else
+		not_ok "A -> $dst:443: $got; want \"$rule\" (drops: $(head -c 600 "$RW_WORK/drops.out"))"
+	fi
+done
+rw_agent_kill TERM
 
 rw_suite_end

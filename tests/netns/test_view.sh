@@ -277,16 +277,16 @@ rw_sleep 0.5
 
 cat >"$RW_WORK/events.spec" <<EOF
 {"present": [
-  {"run": "$A_RUN", "verdict": "drop", "reason": "not-allowlisted", "dst": "$INET", "dport": 443, "proto": "tcp", "node": "node-a"},
+  {"run": "$A_RUN", "verdict": "drop", "reason": "not-allowlisted", "dst": "$INET", "dport": 443, "proto": "tcp", "node": "node-a", "rule": "egress allowlist: no rule"},
   {"run": "$A_RUN", "verdict": "drop", "reason": "not-allowlisted", "dst": "$INET", "dport": 443, "proto": "udp"},
-  {"run": "$A_RUN", "verdict": "drop", "reason": "metadata", "dst": "169.254.169.254", "dport": 80},
-  {"run": "$A_RUN", "verdict": "drop", "reason": "private-destination", "dst": "10.0.5.5", "dport": 443},
-  {"run": "$A_RUN", "verdict": "drop", "reason": "dns", "dst": "172.20.0.53", "dport": 53},
-  {"run": "$A_RUN", "verdict": "allow", "reason": "allowed", "dst": "172.20.0.10", "dport": 443, "service": "egress-proxy", "rule": "services[0] egress-proxy"},
+  {"run": "$A_RUN", "verdict": "drop", "reason": "metadata", "dst": "169.254.169.254", "dport": 80, "rule": "169.254.169.254 metadata"},
+  {"run": "$A_RUN", "verdict": "drop", "reason": "private-destination", "dst": "10.0.5.5", "dport": 443, "rule": "deny[0] 10.0.0.0/16"},
+  {"run": "$A_RUN", "verdict": "drop", "reason": "dns", "dst": "172.20.0.53", "dport": 53, "rule": "built-in: port 53 by a rule only"},
+  {"run": "$A_RUN", "verdict": "allow", "reason": "allowed", "dst": "172.20.0.10", "dport": 443, "service": "egress-proxy", "rule": "egress-proxy 172.20.0.10 tcp/443"},
   {"run": "$B_RUN", "verdict": "allow", "reason": "allowed", "dst": "$INET", "dport": 443, "path": "open"},
   {"run": "$B_RUN", "verdict": "drop", "reason": "metadata", "dst": "169.254.169.254"},
-  {"run": "$A_RUN", "verdict": "allow", "dir": "ingress", "src": "172.20.0.12", "dport": 4096},
-  {"run": "$A_RUN", "verdict": "drop", "reason": "inbound-denied", "dir": "ingress", "src": "172.20.0.12", "dport": 22}
+  {"run": "$A_RUN", "verdict": "allow", "dir": "ingress", "src": "172.20.0.12", "dport": 4096, "rule": "inbound app-tier 172.20.0.12 tcp/4096"},
+  {"run": "$A_RUN", "verdict": "drop", "reason": "inbound-denied", "dir": "ingress", "src": "172.20.0.12", "dport": 22, "rule": "inbound: no rule"}
  ],
  "counts": [
   {"run": "$A_RUN", "reason": "not-allowlisted", "dst": "$INET", "dport": 443, "proto": "tcp", "_n": $N443},
@@ -347,6 +347,7 @@ vc metrics "$API" --counters "$RW_WORK/counters.json" --promtool "$PROMTOOL" --r
 	--expect "runwall_run_packets_total{run=\"$A_RUN\",direction=\"egress\",reason=\"metadata\"}=$NMETA" \
 	--expect "runwall_run_packets_total{run=\"$B_RUN\",direction=\"egress\",reason=\"private-destination\"}=$NPRIV_B" \
 	--expect "runwall_run_packets_total{run=\"$A_RUN\",direction=\"ingress\",reason=\"inbound-denied\"}=$NIN22" \
+	--expect "runwall_refused_destination_top{dst=\"$INET\",port=\"443\",proto=\"tcp\",reason=\"not-allowlisted\"}=$N443" \
 	--expect "runwall_policy_revision=1" \
 	--expect "runwall_sandboxes{state=\"enforced\"}=2" \
 	--expect "runwall_policy_apply_duration_seconds_count=1" \
@@ -363,7 +364,8 @@ check "requests: tcp/443, tcp/8443 and udp/443 to $INET, each once, with every f
 	(map(.body | "\(.destination):\(.port)/\(.protocol)") | sort) == ["\($dst):443/tcp", "\($dst):443/udp", "\($dst):8443/tcp"] and
 	all(.[]; .path == "/requests" and .type == "application/json" and .body.run == $run and
 		.body.generation == 1 and .body.pod == "10.1.2.3" and .body.count >= 1 and
-		(.body.first_seen | test("^20[0-9-]+T")) and .body.reason == "not-allowlisted")' \
+		(.body.first_seen | test("^20[0-9-]+T")) and .body.reason == "not-allowlisted" and
+		.body.rule == "egress allowlist: no rule")' \
 	"$RW_WORK/requests.jsonl" >/dev/null
 check "requests: none for metadata, private, DNS, or the open-mode run's allowed traffic" \
 	jq -se 'all(.[]; .body.destination == "93.184.216.34" and .body.run == "run-7f3a")' "$RW_WORK/requests.jsonl" >/dev/null

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* test_event_store.c: the agent's recent events (cursor, eviction, filters, limit), the
  * per-destination aggregates (counts per reason, oldest dropped first and counted, buckets under a
- * per-process random key) and the
- * HTTP API's query parsing (every parameter, every refusal).
+ * per-process random key), the top refused destinations of /metrics (rw_refused_top: most first,
+ * ties by key, at most K, refused egress only) and the HTTP API's query parsing (every parameter,
+ * every refusal).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "event_store.h"
+#include "refused_top.h"
 
 static __be32 ip(const char *s)
 {
@@ -576,6 +578,64 @@ static void test_aggregates_key_per_process(void **state)
 	assert_memory_not_equal(b1, b2, sizeof(b1));
 }
 
+static void test_refused_top(void **state)
+{
+	struct rw_refused_top top[RW_REFUSED_TOP_K + 4];
+	struct rw_event ev;
+	struct rw_evstore s;
+	char tag[16];
+	int n;
+
+	(void)state;
+	assert_int_equal(rw_evstore_init(&s, 1000), 0);
+	assert_int_equal(rw_refused_top(&s, top, RW_REFUSED_TOP_K), 0);
+	/* 12 destinations, destination i refused i + 1 times; allowed and ingress events, many,
+	 * count for nothing.
+	 */
+	for (int i = 0; i < 12; i++) {
+		char dst[32];
+
+		snprintf(dst, sizeof(dst), "93.184.216.%d", i);
+		ev = mkev("run-a", "10.1.2.3", dst, 443, RW_VERDICT_DROP,
+			  RW_REASON_NOT_ALLOWLISTED);
+		for (int k = 0; k <= i; k++) {
+			snprintf(tag, sizeof(tag), "d%d.%d", i, k);
+			add(&s, &ev, tag);
+		}
+		ev.verdict = RW_VERDICT_ALLOW;
+		ev.reason = RW_REASON_ALLOWED;
+		for (int k = 0; k < 30; k++)
+			add(&s, &ev, "allowed");
+		ev.verdict = RW_VERDICT_DROP;
+		ev.reason = RW_REASON_INBOUND_DENIED;
+		ev.dir = RW_DIR_INGRESS;
+		for (int k = 0; k < 30; k++)
+			add(&s, &ev, "ingress");
+	}
+	/* The same destination and port, another reason and another port: keys of their own. */
+	ev = mkev("run-b", "10.1.2.4", "93.184.216.11", 443, RW_VERDICT_DROP, RW_REASON_DNS);
+	add(&s, &ev, "dns");
+	n = rw_refused_top(&s, top, RW_REFUSED_TOP_K);
+	assert_int_equal(n, RW_REFUSED_TOP_K);
+	for (int i = 0; i < n; i++) {
+		char want[32];
+
+		snprintf(want, sizeof(want), "93.184.216.%d", 11 - i);
+		assert_true(ip_is(&top[i].dst, want));
+		assert_int_equal(top[i].count, 12 - i);
+		assert_int_equal(top[i].port, 443);
+		assert_int_equal(top[i].proto, IPPROTO_TCP);
+		assert_int_equal(top[i].reason, RW_REASON_NOT_ALLOWLISTED);
+	}
+	/* k above the 13 keys: every key, ties by key (the two of 1 event: .0 before .11's dns). */
+	n = rw_refused_top(&s, top, RW_REFUSED_TOP_K + 4);
+	assert_int_equal(n, 13);
+	assert_true(ip_is(&top[11].dst, "93.184.216.0") && top[11].count == 1);
+	assert_true(ip_is(&top[12].dst, "93.184.216.11") && top[12].count == 1 &&
+		    top[12].reason == RW_REASON_DNS);
+	rw_evstore_free(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -588,6 +648,7 @@ int main(void)
 		cmocka_unit_test(test_siphash_vectors),
 		cmocka_unit_test(test_aggregates_keyed),
 		cmocka_unit_test(test_aggregates_key_per_process),
+		cmocka_unit_test(test_refused_top),
 	};
 
 	if (getenv("RW_TEST_BUCKETS"))

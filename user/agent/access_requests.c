@@ -13,6 +13,7 @@
 #include "eventfmt.h"
 #include "ipaddr.h"
 #include "reasons.h"
+#include "rulename.h"
 #include "run_shares.h"
 #include "util.h"
 
@@ -215,10 +216,14 @@ static json_t *req_json(const struct rw_access *a, const struct req *r, bool ful
 	rw_ip_str(&r->pod, pod, sizeof(pod));
 	rw_ip_str(&r->dst, dst, sizeof(dst));
 	rw_format_time(r->first_ns, first, sizeof(first));
-	o = json_pack("{s:s, s:s, s:i, s:s, s:s, s:i, s:s, s:s, s:I, s:s}", "node", a->node, "run",
-		      r->run, "generation", (int)r->gen, "pod", pod, "destination", dst, "port",
-		      (int)ntohs(r->port), "protocol", rw_proto_name(r->proto), "first_seen", first,
-		      "count", (json_int_t)r->count, "reason", "not-allowlisted");
+	/* Only not-allowlisted refusals are requests: their rule is the allowlist's, whatever the
+	 * event (rw_access_eligible()).
+	 */
+	o = json_pack("{s:s, s:s, s:i, s:s, s:s, s:i, s:s, s:s, s:I, s:s, s:s}", "node", a->node,
+		      "run", r->run, "generation", (int)r->gen, "pod", pod, "destination", dst,
+		      "port", (int)ntohs(r->port), "protocol", rw_proto_name(r->proto),
+		      "first_seen", first, "count", (json_int_t)r->count, "reason",
+		      "not-allowlisted", "rule", rw_reason_rule(RW_REASON_NOT_ALLOWLISTED));
 	if (o && full) {
 		static const char *const names[] = {"free", "pending", "sent", "failed"};
 		char sent[40];

@@ -76,6 +76,7 @@ static char *metrics_text(void *data)
 	struct rw_metrics_snap s;
 	struct rw_access_stats as;
 	char *text;
+	int n;
 
 	pthread_mutex_lock(&v->snap_lock);
 	s = v->snap;
@@ -92,6 +93,8 @@ static char *metrics_text(void *data)
 	s.aggregates_evicted = v->feed.aggs.evicted;
 	memcpy(s.events_displaced, v->feed.events.displaced, sizeof(s.events_displaced));
 	memcpy(s.aggregates_displaced, v->feed.aggs.displaced, sizeof(s.aggregates_displaced));
+	n = rw_refused_top(&v->feed.events, s.refused_top, RW_REFUSED_TOP_K);
+	s.n_refused_top = n < 0 ? 0 : (size_t)n;
 	pthread_mutex_unlock(&v->feed.lock);
 	pthread_mutex_lock(&v->feed.pending_lock);
 	s.events_deferred = v->feed.deferred;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli_text.h"
+#include "rulename.h"
 #include "cli_event_filter.h"
 #include "cli_pins.h"
 #include "commands.h"
@@ -64,7 +65,7 @@ static int on_line(struct follow *fl, char *line)
 {
 	json_error_t jerr;
 	struct rw_event ev;
-	char rule[128], text[512];
+	char rule[RW_RULE_NAME_LEN], text[512];
 	json_t *o;
 
 	if (!*line)

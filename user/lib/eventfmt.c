@@ -10,6 +10,7 @@
 #include "eventfmt.h"
 #include "ipaddr.h"
 #include "reasons.h"
+#include "rulename.h"
 
 int64_t rw_mono_to_real_offset(void)
 {
@@ -56,13 +57,13 @@ void rw_rule_name(const struct rw_policy *p, uint32_t id, char *buf, size_t len)
 
 json_t *rw_event_json(const struct rw_event *ev, const struct rw_policy *p, int64_t mono_to_real)
 {
-	char src[RW_IP_STRLEN], dst[RW_IP_STRLEN], when[40], rule[96];
+	char src[RW_IP_STRLEN], dst[RW_IP_STRLEN], when[40], rule[RW_RULE_NAME_LEN];
 	struct rw_ip s = rw_event_src(ev), d = rw_event_dst(ev);
 
 	rw_ip_str(&s, src, sizeof(src));
 	rw_ip_str(&d, dst, sizeof(dst));
 	rw_format_time((int64_t)ev->ts_ns + mono_to_real, when, sizeof(when));
-	rw_rule_name(p, ev->rule_id, rule, sizeof(rule));
+	rw_event_rule_name(ev, p, rule, sizeof(rule));
 	return json_pack(
 		"{s:s, s:I, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:s, s:i, s:s, "
 		"s:i, s:i, s:s, s:I}",

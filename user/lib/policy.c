@@ -172,17 +172,20 @@ static __be32 embedded4_addr(int f, const __be32 a[4], unsigned int prefixlen, _
 	return htonl(*v4len ? v4 & (~0u << (32 - *v4len)) : 0);
 }
 
-const char *rw_builtin_label6(const __be32 addr[4])
+const char *rw_builtin_range6(const __be32 addr[4], const char **label)
 {
-	const char *label = NULL;
+	const char *name = NULL;
 	int best = -1;
 
+	*label = NULL;
 	for (size_t i = 0; i < N_OF(metadata6); i++) {
 		__be32 m[4];
 
 		words6(m, metadata6[i].w);
-		if (!memcmp(m, addr, sizeof(m)))
-			return "metadata";
+		if (!memcmp(m, addr, sizeof(m))) {
+			*label = "metadata";
+			return metadata6[i].name;
+		}
 	}
 	for (size_t i = 0; i < N_OF(embedded4); i++) {
 		__be32 net[4];
@@ -190,7 +193,8 @@ const char *rw_builtin_label6(const __be32 addr[4])
 		words6(net, embedded4[i].w);
 		if (in_prefix6(addr, net, embedded4[i].prefixlen) &&
 		    embedded4[i].prefixlen > best) {
-			label = embedded4[i].label;
+			name = embedded4[i].name;
+			*label = embedded4[i].label;
 			best = embedded4[i].prefixlen;
 		}
 	}
@@ -199,10 +203,19 @@ const char *rw_builtin_label6(const __be32 addr[4])
 
 		words6(net, special6[i].w);
 		if (in_prefix6(addr, net, special6[i].prefixlen) && special6[i].prefixlen > best) {
-			label = special6[i].label;
+			name = special6[i].name;
+			*label = special6[i].label;
 			best = special6[i].prefixlen;
 		}
 	}
+	return name;
+}
+
+const char *rw_builtin_label6(const __be32 addr[4])
+{
+	const char *label;
+
+	rw_builtin_range6(addr, &label);
 	return label;
 }
 
@@ -218,23 +231,35 @@ bool rw_policy_cidr_equal(const struct rw_policy_cidr *a, const struct rw_policy
 	       a->prefixlen == b->prefixlen && !memcmp(a->addr6, b->addr6, sizeof(a->addr6));
 }
 
-const char *rw_builtin_label(__be32 addr)
+const char *rw_builtin_range(__be32 addr, const char **label)
 {
-	const char *label = NULL;
+	const char *name = NULL;
 	int best = -1;
 	__u32 a = ntohl(addr);
 
-	for (size_t i = 0; i < sizeof(metadata) / sizeof(metadata[0]); i++)
-		if (a == metadata[i].addr)
-			return "metadata";
-	for (size_t i = 0; i < sizeof(special) / sizeof(special[0]); i++) {
+	*label = NULL;
+	for (size_t i = 0; i < N_OF(metadata); i++)
+		if (a == metadata[i].addr) {
+			*label = "metadata";
+			return metadata[i].name;
+		}
+	for (size_t i = 0; i < N_OF(special); i++) {
 		__u32 mask = special[i].prefixlen ? ~0u << (32 - special[i].prefixlen) : 0;
 
 		if ((a & mask) == special[i].addr && special[i].prefixlen > best) {
-			label = special[i].label;
+			name = special[i].name;
+			*label = special[i].label;
 			best = special[i].prefixlen;
 		}
 	}
+	return name;
+}
+
+const char *rw_builtin_label(__be32 addr)
+{
+	const char *label;
+
+	rw_builtin_range(addr, &label);
 	return label;
 }
 

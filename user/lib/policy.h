@@ -160,6 +160,13 @@ const char *rw_builtin_label(__be32 addr);
  */
 const char *rw_builtin_label6(const __be32 addr[4]);
 
+/* The built-in entry behind rw_builtin_label() and rw_builtin_label6(): its text (the metadata
+ * address "169.254.169.254", the range "169.254.0.0/16", "fe80::/10") with *label set to its
+ * label, or NULL (and *label NULL) for an address in none of them.
+ */
+const char *rw_builtin_range(__be32 addr, const char **label);
+const char *rw_builtin_range6(const __be32 addr[4], const char **label);
+
 /* Whether a rule's family is IPv6. */
 static inline bool rw_policy_rule_is6(const struct rw_policy_rule *r)
 {

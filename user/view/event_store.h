@@ -14,8 +14,8 @@
 #include "runwall.h"
 #include "util.h"
 
-#define RW_NODE_LEN	   64 /* node name of an event ("" on an agent's own) */
-#define RW_NAME_LEN	   96 /* rule and service names */
+#define RW_NODE_LEN	   64  /* node name of an event ("" on an agent's own) */
+#define RW_NAME_LEN	   160 /* rule and service names (RW_RULE_NAME_LEN) */
 #define RW_EVSTORE_DEFAULT 10000
 #define RW_EVSTORE_MAX	   1000000
 #define RW_AGGS_DEFAULT	   4096
@@ -125,7 +125,7 @@ struct rw_agg {
 	uint64_t count;
 	uint64_t by_reason[RW_REASON_COUNT]; /* [RW_REASON_ALLOWED]: allowed */
 	int64_t first_ns, last_ns;	     /* realtime */
-	char rule[RW_NAME_LEN];		     /* the rule that matched last ("" for a drop) */
+	char rule[RW_NAME_LEN];		     /* the rule that decided the last event */
 	char peer_name[RW_NAME_LEN];	     /* the service the snapshot names at the peer, or "" */
 	/* private */
 	struct rw_agg *hnext, *newer, *older;

@@ -286,6 +286,20 @@ char *rw_metrics_text(const struct rw_datapath *dp, const struct rw_metrics_snap
 	       "updated; fair_share, that of the run holding the most, for a run under its share.");
 	share_samples(&o, "runwall_view_aggregates_displaced_total", s->aggregates_displaced);
 
+	family(&o, "runwall_refused_destination_top", "gauge",
+	       "Refused egress events among those held in memory (the latest --events), for the "
+	       "10 (destination, port, protocol, reason) with the most.");
+	for (size_t i = 0; i < s->n_refused_top; i++) {
+		const struct rw_refused_top *t = &s->refused_top[i];
+		char dst[RW_IP_STRLEN];
+
+		snprintf(labels, sizeof(labels),
+			 "dst=\"%s\",port=\"%u\",proto=\"%s\",reason=\"%s\"",
+			 rw_ip_str(&t->dst, dst, sizeof(dst)), t->port,
+			 rw_packet_proto_name(t->ethertype, t->proto), rw_reason_name(t->reason));
+		sample(&o, "runwall_refused_destination_top", labels, t->count);
+	}
+
 	family(&o, "runwall_access_requests_total", "counter",
 	       "Network-access requests: queued, sent (2xx), failed for good, dropped (queue full, "
 	       "the run at its share of it), displaced (queued, then dropped for a run under its "

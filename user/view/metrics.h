@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "datapath.h"
+#include "refused_top.h"
 #include "run_shares.h"
 
 /* Upper bounds (seconds) of the apply duration histogram's buckets (+Inf is implied). */
@@ -53,6 +54,9 @@ struct rw_metrics_snap {
 	uint64_t watch_connects, watch_messages, watch_refusals, watch_acks_sent, watch_acks_failed,
 		watch_revision_received;
 	double watch_message_age;
+	/* The destinations refused most among the events in memory (refused_top.c). */
+	struct rw_refused_top refused_top[RW_REFUSED_TOP_K];
+	size_t n_refused_top;
 };
 
 /* Count one apply that took `seconds`. */

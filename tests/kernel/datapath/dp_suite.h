@@ -31,6 +31,7 @@
 #include "policy.h"
 #include "reasons.h"
 #include "realtraffic.h"
+#include "rulename.h"
 
 #define TCP	IPPROTO_TCP
 #define UDP	IPPROTO_UDP
@@ -57,10 +58,11 @@ struct tcase {
 	struct pkt_spec pkt;
 	int verdict;
 	int reason;
-	int path;	 /* expected allow path, NO_PATH for drops */
-	int event;	 /* an event is expected */
-	const char *run; /* run id expected in counters and event, NULL: none */
-	int answer;	 /* enum rw_answer the refusal gets (RW_ANSWER_NONE: a plain drop) */
+	int path;	  /* expected allow path, NO_PATH for drops */
+	int event;	  /* an event is expected */
+	const char *run;  /* run id expected in counters and event, NULL: none */
+	int answer;	  /* enum rw_answer the refusal gets (RW_ANSWER_NONE: a plain drop) */
+	const char *rule; /* the event's rule name (rw_event_rule_name()), NULL: not checked */
 };
 
 #define EG(dev_, src_, dst_, proto_, sport_, dport_, flags_) \
@@ -99,6 +101,7 @@ extern int ifindex_of[4];
 extern const char policy_v1[];
 extern const char policy_v2[];
 extern struct rw_datapath dp;
+extern const struct rw_policy *dp_policy; /* the snapshot apply_json() or apply6() made live */
 extern struct ring_buffer *ring;
 extern struct rw_event events[64];
 extern int n_events;
@@ -210,6 +213,10 @@ void test_ipv6_binding(void);
 
 /* ipv6_policy.c */
 void test_ipv6_policy(void);
+void bind_dual(int dev, const char *ip4, const char *ip6);
+
+/* rulename.c */
+void test_rule_names(void);
 
 /* icmp6.c, ndp.c */
 void icmp6_setup(void);

@@ -66,6 +66,7 @@ const char policy_v2[] =
 /* ---- the kernel side under test ---- */
 
 struct rw_datapath dp;
+const struct rw_policy *dp_policy;
 struct ring_buffer *ring;
 struct rw_event events[64];
 int n_events;
@@ -131,6 +132,7 @@ void run_case(const struct tcase *c)
 	size_t len = pkt_build(&c->pkt, buf);
 	__u32 run_idx = run_idx_of(c->run);
 	int retval, err, failed_before = t_failed;
+	char rule[RW_RULE_NAME_LEN] = "";
 	/* TCX_NEXT, TC_ACT_REDIRECT (the answer, to the veth's peer), TCX_DROP; a reset made
 	 * of a remote's segment is on its way into the pod (TCX_NEXT)
 	 */
@@ -249,12 +251,22 @@ void run_case(const struct tcase *c)
 		if (c->run)
 			CHECK(ev->revision > 0, "event revision", "%llu",
 			      (unsigned long long)ev->revision);
+		/* Every event names its rule: the case's, else a refusal's built-in text. */
+		rw_event_rule_name(ev, dp_policy, rule, sizeof(rule));
+		CHECK(rule[0], "event rule", "no rule named");
+		if (c->rule)
+			CHECK(!strcmp(rule, c->rule), "event rule", "\"%s\", expected \"%s\"", rule,
+			      c->rule);
+		else if (c->verdict == DROP && rw_reason_rule(c->reason)[0])
+			CHECK(!strcmp(rule, rw_reason_rule(c->reason)), "event rule",
+			      "\"%s\", expected \"%s\"", rule, rw_reason_rule(c->reason));
 	}
-	printf("%s %d - %s: %s%s%s%s%s\n", t_failed == failed_before ? "ok" : "not ok", t_count,
+	printf("%s %d - %s: %s%s%s%s%s%s%s\n", t_failed == failed_before ? "ok" : "not ok", t_count,
 	       c->name, c->verdict == ALLOW ? "allowed" : rw_reason_name(c->reason),
 	       c->path != NO_PATH && c->verdict == ALLOW ? " via " : "",
 	       c->path != NO_PATH && c->verdict == ALLOW ? rw_path_name(c->path) : "",
-	       c->answer ? ", answered: " : "", c->answer ? rw_answer_name(c->answer) : "");
+	       c->answer ? ", answered: " : "", c->answer ? rw_answer_name(c->answer) : "",
+	       c->rule ? ", rule: " : "", c->rule ? rule : "");
 }
 
 void run_table(const struct tcase *cases, size_t n)
@@ -296,6 +308,7 @@ void apply_json(const char *json, int expect_err, const char *what)
 		rw_policy_free(&prev);
 	prev = p;
 	have_prev = 1;
+	dp_policy = &prev;
 }
 
 void bind_veth(int dev, const char *ip)

@@ -85,6 +85,7 @@ static void apply6(const char *json, const char *what)
 		rw_policy_free(&prev);
 	prev = p;
 	have_prev = 1;
+	dp_policy = &prev;
 }
 
 static unsigned long long next_revision(void)
@@ -96,7 +97,7 @@ static unsigned long long next_revision(void)
 	return RW_STATE_REVISION(cfg.state) + 1;
 }
 
-static void bind_dual(int dev, const char *ip4, const char *ip6)
+void bind_dual(int dev, const char *ip4, const char *ip6)
 {
 	struct rw_endpoint ep = {.flags = RW_EP_IP4 | RW_EP_IP6};
 
@@ -524,7 +525,8 @@ static void test_nat64_declared(unsigned long long *rev)
 {
 	static const struct tcase declared[] = {
 		{"nat64: NAT64 of 8.8.4.4 by the IPv4 rule",
-		 OUT_A("64:ff9b::808:404", TCP, 40160, 443, SYN), ALLOWED(RW_PATH_RULE, 1, A)},
+		 OUT_A("64:ff9b::808:404", TCP, 40160, 443, SYN), ALLOWED(RW_PATH_RULE, 1, A),
+		 .rule = "run-d6a allow[3] 8.8.4.4 tcp/443"},
 		{"nat64: its reply", INTO_A("64:ff9b::808:404", TCP, 443, 40160, SYNACK),
 		 ALLOWED(RW_PATH_REPLY, 0, A)},
 		{"nat64: its next segment (cached)",
@@ -533,21 +535,26 @@ static void test_nat64_declared(unsigned long long *rev)
 		 OUT_A("64:ff9b::808:404", TCP, 40161, 80, SYN),
 		 DROPPED(RW_REASON_NOT_ALLOWLISTED, A)},
 		{"nat64: the egress proxy, an IPv4 service",
-		 OUT_A("64:ff9b::ac14:a", TCP, 40162, 443, SYN), ALLOWED(RW_PATH_RULE, 1, A)},
+		 OUT_A("64:ff9b::ac14:a", TCP, 40162, 443, SYN), ALLOWED(RW_PATH_RULE, 1, A),
+		 .rule = "egress-proxy 172.20.0.10 tcp/443"},
 		{"nat64: the metadata address", OUT_A("64:ff9b::a9fe:a9fe", TCP, 40163, 80, SYN),
-		 DROPPED(RW_REASON_METADATA, A)},
+		 DROPPED(RW_REASON_METADATA, A),
+		 .rule = "169.254.169.254 metadata in nat64 64:ff9b::/96"},
 		{"nat64: 10.0.5.6, private", OUT_B("64:ff9b::a00:506", TCP, 40164, 443, SYN),
-		 DROPPED(RW_REASON_PRIVATE_DESTINATION, B)},
+		 DROPPED(RW_REASON_PRIVATE_DESTINATION, B),
+		 .rule = "deny[0] 10.0.0.0/16 in nat64 64:ff9b::/96"},
 		{"nat64: a public address, open run",
 		 OUT_B("64:ff9b::101:101", TCP, 40165, 443, SYN), ALLOWED(RW_PATH_OPEN, 1, B)},
 		{"nat64: DNS", OUT_B("64:ff9b::808:808", UDP, 40166, 53, 0),
 		 DROPPED(RW_REASON_DNS, B)},
 		{"nat64: the 6to4 form of the egress proxy is still refused",
 		 OUT_A("2002:ac14:a::1", TCP, 40167, 443, SYN),
-		 DROPPED(RW_REASON_PRIVATE_DESTINATION, A)},
+		 DROPPED(RW_REASON_PRIVATE_DESTINATION, A),
+		 .rule = "172.16.0.0/12 private in 2002::/16 6to4"},
 		{"nat64: the v4-mapped egress proxy is still refused",
 		 OUT_A("::ffff:172.20.0.10", TCP, 40168, 443, SYN),
-		 DROPPED(RW_REASON_PRIVATE_DESTINATION, A)},
+		 DROPPED(RW_REASON_PRIVATE_DESTINATION, A),
+		 .rule = "172.16.0.0/12 private in ::ffff:0:0/96 IPv4-mapped"},
 		{"nat64: the Teredo form of 8.8.4.4 is still not the IPv4 rule's",
 		 OUT_A("2001:0:102:304::f7f7:fbfb", TCP, 40169, 443, SYN),
 		 DROPPED(RW_REASON_NOT_ALLOWLISTED, A)},
@@ -555,10 +562,11 @@ static void test_nat64_declared(unsigned long long *rev)
 	static const struct tcase withdrawn[] = {
 		{"nat64 withdrawn: the NAT64 flow's next segment is cut",
 		 OUT_A("64:ff9b::808:404", TCP, 40160, 443, ACK),
-		 DROPPED(RW_REASON_PRIVATE_DESTINATION, A)},
+		 DROPPED(RW_REASON_PRIVATE_DESTINATION, A), .rule = "64:ff9b::/96 NAT64"},
 		{"nat64 withdrawn: a new NAT64 flow to the proxy",
 		 OUT_A("64:ff9b::ac14:a", TCP, 40170, 443, SYN),
-		 DROPPED(RW_REASON_PRIVATE_DESTINATION, A)},
+		 DROPPED(RW_REASON_PRIVATE_DESTINATION, A),
+		 .rule = "172.16.0.0/12 private in 64:ff9b::/96 NAT64"},
 	};
 	char *json;
 
