@@ -21,6 +21,7 @@
 
 #include "podaddr.h"
 #include "policy.h"
+#include "sbuf.h"
 #include "util.h"
 
 #define MAX_FILE_BYTES (16u << 20)
@@ -263,44 +264,6 @@ const char *rw_builtin_label(__be32 addr)
 	return label;
 }
 
-/* ---- Bounded text output, shared by error messages and rw_policy_diff() ------------------- */
-
-/* Appends never overflow: `len` counts what would have been written, the buffer keeps what
- * fits and stays NUL-terminated.
- */
-struct sbuf {
-	char *buf;
-	size_t size;
-	size_t len;
-};
-
-static void sb_init(struct sbuf *sb, char *buf, size_t size)
-{
-	sb->buf = buf;
-	sb->size = buf ? size : 0;
-	sb->len = 0;
-	if (sb->size)
-		buf[0] = '\0';
-}
-
-static void sb_vprintf(struct sbuf *sb, const char *fmt, va_list ap)
-{
-	size_t room = sb->len < sb->size ? sb->size - sb->len : 0;
-	int n = vsnprintf(room ? sb->buf + sb->len : NULL, room, fmt, ap);
-
-	if (n > 0)
-		sb->len += n;
-}
-
-__attribute__((format(printf, 2, 3))) static void sb_printf(struct sbuf *sb, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	sb_vprintf(sb, fmt, ap);
-	va_end(ap);
-}
-
 /* A user string as a JSON-style literal, control characters escaped so that a hostile
  * snapshot cannot forge log lines, cut after QUOTE_MAX bytes (on a character boundary).
  */
@@ -330,43 +293,6 @@ static const char *quote(char out[QUOTE_BUF], const char *s)
 static __be32 prefix_mask(unsigned int prefixlen)
 {
 	return prefixlen ? htonl(~0u << (32 - prefixlen)) : 0;
-}
-
-static void sb_addr(struct sbuf *sb, __be32 addr)
-{
-	char s[INET_ADDRSTRLEN];
-
-	inet_ntop(AF_INET, &addr, s, sizeof(s));
-	sb_printf(sb, "%s", s);
-}
-
-static void sb_cidr(struct sbuf *sb, __be32 addr, unsigned int prefixlen)
-{
-	sb_addr(sb, addr);
-	sb_printf(sb, "/%u", prefixlen);
-}
-
-static void sb_addr6(struct sbuf *sb, const __be32 addr[4])
-{
-	char s[INET6_ADDRSTRLEN];
-
-	inet_ntop(AF_INET6, addr, s, sizeof(s));
-	sb_printf(sb, "%s", s);
-}
-
-static void sb_cidr6(struct sbuf *sb, const __be32 addr[4], unsigned int prefixlen)
-{
-	sb_addr6(sb, addr);
-	sb_printf(sb, "/%u", prefixlen);
-}
-
-/* A CIDR of either family (IPv4: addr, IPv6: addr6). */
-static void sb_cidr_of(struct sbuf *sb, const struct rw_policy_cidr *c)
-{
-	if (c->family == AF_INET6)
-		sb_cidr6(sb, c->addr6, c->prefixlen);
-	else
-		sb_cidr(sb, c->addr, c->prefixlen);
 }
 
 /* ---- Where an error is: the JSON path and its position in the text ------------------------ */
@@ -413,22 +339,22 @@ static bool key_is_plain(const char *key)
 }
 
 /* "runs[1].pods[0]"; a key that is not a plain word is quoted: `runs[0]["a b"]`. */
-static void sb_path(struct sbuf *sb, const struct parser *ps, int depth)
+static void sb_path(struct rw_sbuf *sb, const struct parser *ps, int depth)
 {
 	char q[QUOTE_BUF];
 	int i;
 
 	if (!depth)
-		sb_printf(sb, "(document)");
+		rw_sb_printf(sb, "(document)");
 	for (i = 0; i < depth; i++) {
 		const struct step *s = &ps->path[i];
 
 		if (!s->key)
-			sb_printf(sb, "[%zu]", s->index);
+			rw_sb_printf(sb, "[%zu]", s->index);
 		else if (!key_is_plain(s->key))
-			sb_printf(sb, "[%s]", quote(q, s->key));
+			rw_sb_printf(sb, "[%s]", quote(q, s->key));
 		else
-			sb_printf(sb, "%s%s", i ? "." : "", s->key);
+			rw_sb_printf(sb, "%s%s", i ? "." : "", s->key);
 	}
 }
 
@@ -437,10 +363,10 @@ static const char *sibling_path(struct parser *ps, size_t index, char *out, size
 {
 	struct step *top = &ps->path[ps->depth - 1];
 	size_t saved = top->index;
-	struct sbuf sb;
+	struct rw_sbuf sb;
 
 	top->index = index;
-	sb_init(&sb, out, size);
+	rw_sb_init(&sb, out, size);
 	sb_path(&sb, ps, ps->depth);
 	top->index = saved;
 	return out;
@@ -575,7 +501,7 @@ __attribute__((format(printf, 3, 4))) static int fail(struct parser *ps, enum wh
 {
 	struct rw_policy_error *err = ps->err;
 	int depth = where == AT_PARENT ? ps->depth - 1 : ps->depth;
-	struct sbuf sb;
+	struct rw_sbuf sb;
 	size_t off;
 	va_list ap;
 
@@ -584,15 +510,15 @@ __attribute__((format(printf, 3, 4))) static int fail(struct parser *ps, enum wh
 	if (depth >= 0 && loc_find(ps, depth, where == AT_KEY, &off))
 		loc_line_col(ps->buf, off, &err->line, &err->column);
 
-	sb_init(&sb, err->text, sizeof(err->text));
-	sb_printf(&sb, "%s:", ps->source);
+	rw_sb_init(&sb, err->text, sizeof(err->text));
+	rw_sb_printf(&sb, "%s:", ps->source);
 	if (err->line)
-		sb_printf(&sb, "%d:%d:", err->line, err->column);
-	sb_printf(&sb, " ");
+		rw_sb_printf(&sb, "%d:%d:", err->line, err->column);
+	rw_sb_printf(&sb, " ");
 	sb_path(&sb, ps, ps->depth);
-	sb_printf(&sb, ": ");
+	rw_sb_printf(&sb, ": ");
 	va_start(ap, fmt);
-	sb_vprintf(&sb, fmt, ap);
+	rw_sb_vprintf(&sb, fmt, ap);
 	va_end(ap);
 	return -EINVAL;
 }
@@ -819,7 +745,7 @@ static int parse_cidr(struct parser *ps, json_t *v, struct rw_policy_cidr *c)
 	char q[QUOTE_BUF], net[64];
 	struct rw_policy_cidr m;
 	const char *s = NULL;
-	struct sbuf sb;
+	struct rw_sbuf sb;
 	int rc;
 
 	rc = parse_string(ps, v, &s);
@@ -838,8 +764,8 @@ static int parse_cidr(struct parser *ps, json_t *v, struct rw_policy_cidr *c)
 			mask6(m.addr6, m.addr6, m.prefixlen);
 		else
 			m.addr &= prefix_mask(m.prefixlen);
-		sb_init(&sb, net, sizeof(net));
-		sb_cidr_of(&sb, &m);
+		rw_sb_init(&sb, net, sizeof(net));
+		rw_sb_cidr_of(&sb, &m);
 		return fail(ps, AT_VALUE, "%s has host bits set: did you mean %s?", quote(q, s),
 			    net);
 	}
@@ -929,7 +855,7 @@ static int check_metadata(struct parser *ps, const char *text, const struct rw_p
 static int check_embedded4(struct parser *ps, const char *text, const struct rw_policy_cidr *c)
 {
 	char q[QUOTE_BUF], v4[32];
-	struct sbuf sb;
+	struct rw_sbuf sb;
 	__be32 a;
 	__u8 v4len;
 	int f;
@@ -945,11 +871,11 @@ static int check_embedded4(struct parser *ps, const char *text, const struct rw_
 			    "%s is the %s form (%s) of IPv4 addresses: write IPv4 rules "
 			    "instead" EMBEDDED4_WHY,
 			    quote(q, text), embedded4[f].label, embedded4[f].name);
-	sb_init(&sb, v4, sizeof(v4));
+	rw_sb_init(&sb, v4, sizeof(v4));
 	if (v4len == 32)
-		sb_addr(&sb, a);
+		rw_sb_addr(&sb, a);
 	else
-		sb_cidr(&sb, a, v4len);
+		rw_sb_cidr(&sb, a, v4len);
 	return fail(ps, AT_VALUE,
 		    "%s is the %s form (%s) of %s: write the IPv4 %s %s" EMBEDDED4_WHY,
 		    quote(q, text), embedded4[f].label, embedded4[f].name, v4,
@@ -1533,7 +1459,7 @@ static bool cidrs_overlap(__be32 a, unsigned int alen, __be32 b, unsigned int bl
 /* check_run_rules_of() for an IPv4 rule: the special ranges and the deny list's IPv4 CIDRs. What
  * it overlaps goes into sb; returns what that is, or NULL.
  */
-static const char *run_rule4_overlap(struct sbuf *sb, const struct rw_policy_rule *rule,
+static const char *run_rule4_overlap(struct rw_sbuf *sb, const struct rw_policy_rule *rule,
 				     const struct rw_policy *p)
 {
 	size_t i;
@@ -1541,7 +1467,7 @@ static const char *run_rule4_overlap(struct sbuf *sb, const struct rw_policy_rul
 	for (i = 0; i < N_OF(special); i++) {
 		if (cidrs_overlap(rule->addr, rule->prefixlen, htonl(special[i].addr),
 				  special[i].prefixlen)) {
-			sb_printf(sb, "%s", special[i].name);
+			rw_sb_printf(sb, "%s", special[i].name);
 			return "a private or special-purpose range";
 		}
 	}
@@ -1549,8 +1475,8 @@ static const char *run_rule4_overlap(struct sbuf *sb, const struct rw_policy_rul
 		if (p->deny[i].family != AF_INET6 &&
 		    cidrs_overlap(rule->addr, rule->prefixlen, p->deny[i].addr,
 				  p->deny[i].prefixlen)) {
-			sb_cidr(sb, p->deny[i].addr, p->deny[i].prefixlen);
-			sb_printf(sb, " (deny[%zu])", i);
+			rw_sb_cidr(sb, p->deny[i].addr, p->deny[i].prefixlen);
+			rw_sb_printf(sb, " (deny[%zu])", i);
 			return "denied by the snapshot";
 		}
 	}
@@ -1561,7 +1487,7 @@ static const char *run_rule4_overlap(struct sbuf *sb, const struct rw_policy_rul
  * inside one is refused by every list; a wider one that holds one is refused here) and the
  * deny list's IPv6 CIDRs. What it overlaps goes into sb; returns what that is, or NULL.
  */
-static const char *run_rule6_overlap(struct sbuf *sb, const struct rw_policy_rule *rule,
+static const char *run_rule6_overlap(struct rw_sbuf *sb, const struct rw_policy_rule *rule,
 				     const struct rw_policy *p)
 {
 	__be32 net[4];
@@ -1570,29 +1496,29 @@ static const char *run_rule6_overlap(struct sbuf *sb, const struct rw_policy_rul
 	for (i = 0; i < N_OF(special6); i++) {
 		words6(net, special6[i].w);
 		if (cidrs6_overlap(rule->addr6, rule->prefixlen, net, special6[i].prefixlen)) {
-			sb_printf(sb, "%s", special6[i].name);
+			rw_sb_printf(sb, "%s", special6[i].name);
 			return "a private or special-purpose range";
 		}
 	}
 	for (i = 0; i < N_OF(embedded4); i++) {
 		words6(net, embedded4[i].w);
 		if (cidrs6_overlap(rule->addr6, rule->prefixlen, net, embedded4[i].prefixlen)) {
-			sb_printf(sb, "%s", embedded4[i].name);
+			rw_sb_printf(sb, "%s", embedded4[i].name);
 			return "a range of IPv6 forms of IPv4 addresses (write IPv4 rules for "
 			       "those)";
 		}
 	}
 	if (p->nat64.family == AF_INET6 &&
 	    cidrs6_overlap(rule->addr6, rule->prefixlen, p->nat64.addr6, p->nat64.prefixlen)) {
-		sb_cidr6(sb, p->nat64.addr6, p->nat64.prefixlen);
+		rw_sb_cidr6(sb, p->nat64.addr6, p->nat64.prefixlen);
 		return "the snapshot's nat64 prefix (write IPv4 rules for it)";
 	}
 	for (i = 0; i < p->n_deny; i++) {
 		if (p->deny[i].family == AF_INET6 &&
 		    cidrs6_overlap(rule->addr6, rule->prefixlen, p->deny[i].addr6,
 				   p->deny[i].prefixlen)) {
-			sb_cidr6(sb, p->deny[i].addr6, p->deny[i].prefixlen);
-			sb_printf(sb, " (deny[%zu])", i);
+			rw_sb_cidr6(sb, p->deny[i].addr6, p->deny[i].prefixlen);
+			rw_sb_printf(sb, " (deny[%zu])", i);
 			return "denied by the snapshot";
 		}
 	}
@@ -1609,7 +1535,7 @@ static int check_run_rules_of(struct parser *ps, json_t *obj_run, const struct r
 			      const struct rw_policy *p)
 {
 	char q[QUOTE_BUF], range[80];
-	struct sbuf sb;
+	struct rw_sbuf sb;
 
 	for (size_t a = 0; a < run->n_allow; a++) {
 		const struct rw_policy_rule *rule = &run->allow[a];
@@ -1618,7 +1544,7 @@ static int check_run_rules_of(struct parser *ps, json_t *obj_run, const struct r
 		const char *text = json_string_value(json_object_get(obj, key));
 		const char *what;
 
-		sb_init(&sb, range, sizeof(range));
+		rw_sb_init(&sb, range, sizeof(range));
 		what = rw_policy_rule_is6(rule) ? run_rule6_overlap(&sb, rule, p)
 						: run_rule4_overlap(&sb, rule, p);
 		if (!what)
@@ -1707,7 +1633,7 @@ static int check_rule_counts(struct parser *ps, json_t *root, const struct rw_po
 static int check_services_nat64(struct parser *ps, json_t *root, const struct rw_policy *p)
 {
 	char q[QUOTE_BUF], v4[INET_ADDRSTRLEN], net[64];
-	struct sbuf sb;
+	struct rw_sbuf sb;
 
 	if (p->nat64.family != AF_INET6)
 		return 0;
@@ -1721,8 +1647,8 @@ static int check_services_nat64(struct parser *ps, json_t *root, const struct rw
 		    !in_prefix6(r->addr6, p->nat64.addr6, p->nat64.prefixlen))
 			continue;
 		inet_ntop(AF_INET, &a, v4, sizeof(v4));
-		sb_init(&sb, net, sizeof(net));
-		sb_cidr6(&sb, p->nat64.addr6, p->nat64.prefixlen);
+		rw_sb_init(&sb, net, sizeof(net));
+		rw_sb_cidr6(&sb, p->nat64.addr6, p->nat64.prefixlen);
 		push_key(ps, "services", member_index(root, "services"));
 		push_index(ps, i);
 		push_key(ps, key, member_index(obj, key));
@@ -2475,600 +2401,4 @@ void rw_policy_run_digest(const struct rw_policy_run *r, uint64_t digest[2])
 	}
 	digest[0] = dg_final(d.a ^ d.b);
 	digest[1] = dg_final(d.b + (d.a << 1));
-}
-
-/* ---- Comparison ---------------------------------------------------------------------------
- * Order never matters: a snapshot generator that lists the same pods, ports or rules in another
- * order has not changed the policy, and must not make a run lose its generation. Sets rely on
- * the parser's guarantee that ports and pods have no duplicates.
- */
-static bool ports_equal(const __u16 *a, size_t na, const __u16 *b, size_t nb)
-{
-	uint64_t seen[65536 / 64];
-	size_t i, j;
-
-	if (na != nb)
-		return false;
-	if (!na || !memcmp(a, b, na * sizeof(*a)))
-		return true;
-	if (na <= 64) {
-		for (i = 0; i < na; i++) {
-			for (j = 0; j < nb && b[j] != a[i]; j++)
-				;
-			if (j == nb)
-				return false;
-		}
-		return true;
-	}
-	memset(seen, 0, sizeof(seen));
-	for (i = 0; i < na; i++)
-		seen[a[i] / 64] |= 1ULL << (a[i] % 64);
-	for (i = 0; i < nb; i++)
-		if (!(seen[b[i] / 64] & (1ULL << (b[i] % 64))))
-			return false;
-	return true;
-}
-
-static int be32_cmp(const void *a, const void *b)
-{
-	__be32 x = *(const __be32 *)a, y = *(const __be32 *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static int addr6_cmp(const void *a, const void *b)
-{
-	return memcmp(a, b, 4 * sizeof(__be32));
-}
-
-/* The same pods in any order, of one family (addresses of `size` bytes, ordered by `cmp`):
- * sorted copies compared, O(n log n) (a pairwise search of a reordered list of thousands is
- * seconds of the agent's loop). Pairwise only when there is no memory for the copies.
- */
-static bool addr_lists_equal(const void *a, size_t na, const void *b, size_t nb, size_t size,
-			     int (*cmp)(const void *, const void *))
-{
-	size_t i, j;
-	char *sa;
-	bool eq;
-
-	if (na != nb)
-		return false;
-	if (!na || !memcmp(a, b, na * size))
-		return true;
-	sa = malloc(2 * na * size);
-	if (sa) {
-		char *sb = sa + na * size;
-
-		memcpy(sa, a, na * size);
-		memcpy(sb, b, nb * size);
-		qsort(sa, na, size, cmp);
-		qsort(sb, nb, size, cmp);
-		eq = !memcmp(sa, sb, na * size);
-		free(sa);
-		return eq;
-	}
-	for (i = 0; i < na; i++) {
-		for (j = 0;
-		     j < nb && memcmp((const char *)b + j * size, (const char *)a + i * size, size);
-		     j++)
-			;
-		if (j == nb)
-			return false;
-	}
-	return true;
-}
-
-/* A run's pods of both families, each in any order. */
-static bool pods_equal(const struct rw_policy_run *x, const struct rw_policy_run *y)
-{
-	return addr_lists_equal(x->pods, x->n_pods, y->pods, y->n_pods, sizeof(*x->pods),
-				be32_cmp) &&
-	       addr_lists_equal(x->pods6, x->n_pods6, y->pods6, y->n_pods6, sizeof(*x->pods6),
-				addr6_cmp);
-}
-
-static bool rule_equal(const struct rw_policy_rule *a, const struct rw_policy_rule *b)
-{
-	return rw_policy_rule_same_addr(a, b) && ports_equal(a->tcp, a->n_tcp, b->tcp, b->n_tcp) &&
-	       ports_equal(a->udp, a->n_udp, b->udp, b->n_udp);
-}
-
-/* Every rule of one list is in the other: a rule listed twice allows nothing more. Pairwise:
- * only when there is no memory for rules_same_set()'s sorted copies.
- */
-static bool rules_subset(const struct rw_policy_rule *a, size_t na, const struct rw_policy_rule *b,
-			 size_t nb)
-{
-	size_t i, j;
-
-	for (i = 0; i < na; i++) {
-		for (j = 0; j < nb && !rule_equal(&a[i], &b[j]); j++)
-			;
-		if (j == nb)
-			return false;
-	}
-	return true;
-}
-
-/* A rule in canonical form: its port lists sorted (the parser guarantees no duplicates). */
-struct rule_canon {
-	__u8 six;
-	__be32 addr;
-	__be32 addr6[4];
-	__u8 prefixlen;
-	const __u16 *tcp, *udp;
-	size_t n_tcp, n_udp;
-};
-
-static int u16_cmp(const void *a, const void *b)
-{
-	return (int)*(const __u16 *)a - (int)*(const __u16 *)b;
-}
-
-static int ports_cmp(const __u16 *a, size_t na, const __u16 *b, size_t nb)
-{
-	if (na != nb)
-		return na < nb ? -1 : 1;
-	return na ? memcmp(a, b, na * sizeof(*a)) : 0;
-}
-
-static int canon_cmp(const void *pa, const void *pb)
-{
-	const struct rule_canon *a = pa, *b = pb;
-	int c;
-
-	if (a->six != b->six)
-		return a->six < b->six ? -1 : 1;
-	if (a->addr != b->addr)
-		return a->addr < b->addr ? -1 : 1;
-	c = memcmp(a->addr6, b->addr6, sizeof(a->addr6));
-	if (c)
-		return c;
-	if (a->prefixlen != b->prefixlen)
-		return a->prefixlen < b->prefixlen ? -1 : 1;
-	c = ports_cmp(a->tcp, a->n_tcp, b->tcp, b->n_tcp);
-	return c ? c : ports_cmp(a->udp, a->n_udp, b->udp, b->n_udp);
-}
-
-/* The rules sorted and without repeats, their ports in *buf (freed by the caller); NULL when
- * out of memory.
- */
-static struct rule_canon *rules_canon(const struct rw_policy_rule *r, size_t n, size_t *out_n,
-				      __u16 **buf)
-{
-	struct rule_canon *c;
-	size_t ports = 0, at = 0, k = 0;
-	__u16 *p;
-
-	for (size_t i = 0; i < n; i++)
-		ports += r[i].n_tcp + r[i].n_udp;
-	c = malloc((n ? n : 1) * sizeof(*c));
-	p = malloc((ports ? ports : 1) * sizeof(*p));
-	if (!c || !p) {
-		free(c);
-		free(p);
-		return NULL;
-	}
-	for (size_t i = 0; i < n; i++) {
-		c[i] = (struct rule_canon){.six = rw_policy_rule_is6(&r[i]),
-					   .addr = r[i].addr,
-					   .prefixlen = r[i].prefixlen};
-		memcpy(c[i].addr6, r[i].addr6, sizeof(c[i].addr6));
-		if (r[i].n_tcp)
-			memcpy(p + at, r[i].tcp, r[i].n_tcp * sizeof(*p));
-		qsort(p + at, r[i].n_tcp, sizeof(*p), u16_cmp);
-		c[i].tcp = p + at;
-		c[i].n_tcp = r[i].n_tcp;
-		at += r[i].n_tcp;
-		if (r[i].n_udp)
-			memcpy(p + at, r[i].udp, r[i].n_udp * sizeof(*p));
-		qsort(p + at, r[i].n_udp, sizeof(*p), u16_cmp);
-		c[i].udp = p + at;
-		c[i].n_udp = r[i].n_udp;
-		at += r[i].n_udp;
-	}
-	qsort(c, n, sizeof(*c), canon_cmp);
-	for (size_t i = 0; i < n; i++)
-		if (!k || canon_cmp(&c[k - 1], &c[i]))
-			c[k++] = c[i];
-	*out_n = k;
-	*buf = p;
-	return c;
-}
-
-/* The same set of rules, whatever their order and repeats (a rule listed twice allows nothing
- * more): both lists sorted into canonical form and compared, O(n log n). The pairwise search it
- * replaces took seconds of the agent's loop for a reordered run of 65 536 rules.
- */
-static bool rules_same_set(const struct rw_policy_rule *a, size_t na,
-			   const struct rw_policy_rule *b, size_t nb)
-{
-	struct rule_canon *ca = NULL, *cb = NULL;
-	__u16 *pa = NULL, *pb = NULL;
-	size_t ka = 0, kb = 0, i;
-	bool eq;
-
-	if (na == nb) {
-		for (i = 0; i < na; i++)
-			if (!rw_policy_rule_same_addr(&a[i], &b[i]) ||
-			    ports_cmp(a[i].tcp, a[i].n_tcp, b[i].tcp, b[i].n_tcp) ||
-			    ports_cmp(a[i].udp, a[i].n_udp, b[i].udp, b[i].n_udp))
-				break;
-		if (i == na)
-			return true; /* the same rules written the same way: the usual case */
-	}
-	ca = rules_canon(a, na, &ka, &pa);
-	cb = ca ? rules_canon(b, nb, &kb, &pb) : NULL;
-	if (!cb) {
-		free(ca);
-		free(pa);
-		return rules_subset(a, na, b, nb) && rules_subset(b, nb, a, na);
-	}
-	eq = ka == kb;
-	for (i = 0; eq && i < ka; i++)
-		eq = !canon_cmp(&ca[i], &cb[i]);
-	free(ca);
-	free(pa);
-	free(cb);
-	free(pb);
-	return eq;
-}
-
-int rw_policy_run_equal(const struct rw_policy *a, const struct rw_policy_run *ra,
-			const struct rw_policy *b, const struct rw_policy_run *rb)
-{
-	return !strcmp(ra->id, rb->id) &&
-	       rw_policy_run_egress(a, ra) == rw_policy_run_egress(b, rb) &&
-	       rw_policy_run_refusal(a, ra) == rw_policy_run_refusal(b, rb) && pods_equal(ra, rb) &&
-	       rules_same_set(ra->allow, ra->n_allow, rb->allow, rb->n_allow);
-}
-
-/* ---- Diff ------------------------------------------------------------------------------------ */
-
-const char *rw_egress_name(int mode)
-{
-#define X(m, name)       \
-	if (mode == (m)) \
-		return name;
-	RW_EGRESS_MODES(X)
-#undef X
-	return "?";
-}
-
-int rw_egress_parse(const char *name)
-{
-#define X(m, n)                 \
-	if (!strcmp(name, (n))) \
-		return (m);
-	RW_EGRESS_MODES(X)
-#undef X
-	return -EINVAL;
-}
-
-const char *rw_refusal_name(int mode)
-{
-#define X(m, name)       \
-	if (mode == (m)) \
-		return name;
-	RW_REFUSAL_MODES(X)
-#undef X
-	return "?";
-}
-
-int rw_refusal_parse(const char *name)
-{
-#define X(m, n)                 \
-	if (!strcmp(name, (n))) \
-		return (m);
-	RW_REFUSAL_MODES(X)
-#undef X
-	return -EINVAL;
-}
-
-static void sb_rule_addr(struct sbuf *sb, const struct rw_policy_rule *r)
-{
-	if (rw_policy_rule_is6(r)) {
-		if (r->prefixlen == 128)
-			sb_addr6(sb, r->addr6);
-		else
-			sb_cidr6(sb, r->addr6, r->prefixlen);
-	} else if (r->prefixlen == 32)
-		sb_addr(sb, r->addr);
-	else
-		sb_cidr(sb, r->addr, r->prefixlen);
-}
-
-static void sb_ports(struct sbuf *sb, const __u16 *ports, size_t n)
-{
-	size_t i;
-
-	if (!n)
-		sb_printf(sb, "none");
-	for (i = 0; i < n; i++)
-		sb_printf(sb, "%s%u", i ? "," : "", ports[i]);
-}
-
-static void sb_rule_summary(struct sbuf *sb, const struct rw_policy_rule *r)
-{
-	sb_rule_addr(sb, r);
-	if (r->n_tcp) {
-		sb_printf(sb, " tcp ");
-		sb_ports(sb, r->tcp, r->n_tcp);
-	}
-	if (r->n_udp) {
-		sb_printf(sb, " udp ");
-		sb_ports(sb, r->udp, r->n_udp);
-	}
-}
-
-static const char *plural(size_t n)
-{
-	return n == 1 ? "" : "s";
-}
-
-/* Entries with the same name are paired in order of appearance: names need not be unique. */
-static const struct rw_policy_rule *find_named(const struct rw_policy_rule *in, size_t n_in,
-					       const struct rw_policy_rule *from, size_t n_from,
-					       size_t idx)
-{
-	size_t nth = 0, i;
-
-	for (i = 0; i < idx; i++)
-		nth += !strcmp(from[i].name, from[idx].name);
-	for (i = 0; i < n_in; i++)
-		if (!strcmp(in[i].name, from[idx].name) && !nth--)
-			return &in[i];
-	return NULL;
-}
-
-static int diff_rules(struct sbuf *sb, const char *kind, const struct rw_policy_rule *old,
-		      size_t n_old, const struct rw_policy_rule *new, size_t n_new)
-{
-	const struct rw_policy_rule *o, *n;
-	const char *sep;
-	int count = 0;
-	size_t i;
-
-	for (i = 0; i < n_old; i++) {
-		o = &old[i];
-		n = find_named(new, n_new, old, n_old, i);
-		if (!n) {
-			sb_printf(sb, "- %s %s\n", kind, o->name);
-			count++;
-			continue;
-		}
-		if (rule_equal(o, n))
-			continue;
-		sb_printf(sb, "~ %s %s:", kind, o->name);
-		sep = " ";
-		if (!rw_policy_rule_same_addr(o, n)) {
-			sb_printf(sb, "%s", sep);
-			sb_rule_addr(sb, o);
-			sb_printf(sb, " -> ");
-			sb_rule_addr(sb, n);
-			sep = "; ";
-		}
-		if (!ports_equal(o->tcp, o->n_tcp, n->tcp, n->n_tcp)) {
-			sb_printf(sb, "%stcp ", sep);
-			sb_ports(sb, o->tcp, o->n_tcp);
-			sb_printf(sb, " -> ");
-			sb_ports(sb, n->tcp, n->n_tcp);
-			sep = "; ";
-		}
-		if (!ports_equal(o->udp, o->n_udp, n->udp, n->n_udp)) {
-			sb_printf(sb, "%sudp ", sep);
-			sb_ports(sb, o->udp, o->n_udp);
-			sb_printf(sb, " -> ");
-			sb_ports(sb, n->udp, n->n_udp);
-		}
-		sb_printf(sb, "\n");
-		count++;
-	}
-	for (i = 0; i < n_new; i++) {
-		if (find_named(old, n_old, new, n_new, i))
-			continue;
-		sb_printf(sb, "+ %s %s (", kind, new[i].name);
-		sb_rule_summary(sb, &new[i]);
-		sb_printf(sb, ")\n");
-		count++;
-	}
-	return count;
-}
-
-static bool has_cidr(const struct rw_policy_cidr *set, size_t n, const struct rw_policy_cidr *c)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (rw_policy_cidr_equal(&set[i], c))
-			return true;
-	return false;
-}
-
-static int diff_deny(struct sbuf *sb, const struct rw_policy *old, const struct rw_policy *new)
-{
-	int count = 0;
-	size_t i;
-
-	for (i = 0; i < old->n_deny; i++) {
-		if (has_cidr(new->deny, new->n_deny, &old->deny[i]))
-			continue;
-		sb_printf(sb, "- deny ");
-		sb_cidr_of(sb, &old->deny[i]);
-		sb_printf(sb, "\n");
-		count++;
-	}
-	for (i = 0; i < new->n_deny; i++) {
-		if (has_cidr(old->deny, old->n_deny, &new->deny[i]))
-			continue;
-		sb_printf(sb, "+ deny ");
-		sb_cidr_of(sb, &new->deny[i]);
-		sb_printf(sb, "\n");
-		count++;
-	}
-	return count;
-}
-
-static const struct rw_policy_run *find_run(const struct rw_policy *p, const char *id)
-{
-	size_t i;
-
-	for (i = 0; i < p->n_runs; i++)
-		if (!strcmp(p->runs[i].id, id))
-			return &p->runs[i];
-	return NULL;
-}
-
-/* The pods of `a` that `b` lacks, "+" or "-" each; a few only, a run may have many. */
-static void sb_pods_missing(struct sbuf *sb, char sign, const struct rw_policy_run *a,
-			    const struct rw_policy_run *b, size_t *shown)
-{
-	size_t i, j, more = 0;
-
-	for (i = 0; i < a->n_pods; i++) {
-		for (j = 0; j < b->n_pods && b->pods[j] != a->pods[i]; j++)
-			;
-		if (j < b->n_pods)
-			continue;
-		if (*shown >= 8) {
-			more++;
-			continue;
-		}
-		sb_printf(sb, " %c", sign);
-		sb_addr(sb, a->pods[i]);
-		(*shown)++;
-	}
-	for (i = 0; i < a->n_pods6; i++) {
-		for (j = 0; j < b->n_pods6 && memcmp(b->pods6[j], a->pods6[i], sizeof(a->pods6[i]));
-		     j++)
-			;
-		if (j < b->n_pods6)
-			continue;
-		if (*shown >= 8) {
-			more++;
-			continue;
-		}
-		sb_printf(sb, " %c", sign);
-		sb_addr6(sb, a->pods6[i]);
-		(*shown)++;
-	}
-	if (more)
-		sb_printf(sb, " (%c%zu more)", sign, more);
-}
-
-static int diff_runs(struct sbuf *sb, const struct rw_policy *old, const struct rw_policy *new)
-{
-	const struct rw_policy_run *o, *n;
-	int count = 0, eo, en;
-	const char *sep;
-	size_t i, shown;
-
-	for (i = 0; i < old->n_runs; i++) {
-		o = &old->runs[i];
-		n = find_run(new, o->id);
-		if (!n) {
-			sb_printf(sb, "- run %s\n", o->id);
-			count++;
-			continue;
-		}
-		if (rw_policy_run_equal(old, o, new, n))
-			continue;
-		sb_printf(sb, "~ run %s:", o->id);
-		sep = " ";
-		eo = rw_policy_run_egress(old, o);
-		en = rw_policy_run_egress(new, n);
-		if (eo != en) {
-			sb_printf(sb, "%segress %s -> %s", sep, rw_egress_name(eo),
-				  rw_egress_name(en));
-			sep = "; ";
-		}
-		eo = rw_policy_run_refusal(old, o);
-		en = rw_policy_run_refusal(new, n);
-		if (eo != en) {
-			sb_printf(sb, "%srefusal %s -> %s", sep, rw_refusal_name(eo),
-				  rw_refusal_name(en));
-			sep = "; ";
-		}
-		if (!pods_equal(o, n)) {
-			sb_printf(sb, "%spods", sep);
-			shown = 0;
-			sb_pods_missing(sb, '+', n, o, &shown);
-			sb_pods_missing(sb, '-', o, n, &shown);
-			sep = "; ";
-		}
-		if (!rules_same_set(o->allow, o->n_allow, n->allow, n->n_allow))
-			sb_printf(sb, "%sallow rules changed (%zu -> %zu)", sep, o->n_allow,
-				  n->n_allow);
-		sb_printf(sb, "\n");
-		count++;
-	}
-	for (i = 0; i < new->n_runs; i++) {
-		n = &new->runs[i];
-		if (find_run(old, n->id))
-			continue;
-		sb_printf(sb, "+ run %s (%zu pod%s", n->id, run_n_pods(n), plural(run_n_pods(n)));
-		if (n->egress >= 0)
-			sb_printf(sb, ", egress %s", rw_egress_name(n->egress));
-		if (n->refusal >= 0)
-			sb_printf(sb, ", refusal %s", rw_refusal_name(n->refusal));
-		if (n->n_allow)
-			sb_printf(sb, ", %zu allow rule%s", n->n_allow, plural(n->n_allow));
-		sb_printf(sb, ")\n");
-		count++;
-	}
-	return count;
-}
-
-/* A snapshot's nat64 prefix, or "none". */
-static void nat64_text(struct sbuf *sb, const struct rw_policy_cidr *c)
-{
-	if (c->family == AF_INET6)
-		sb_cidr6(sb, c->addr6, c->prefixlen);
-	else
-		sb_printf(sb, "none");
-}
-
-int rw_policy_diff(const struct rw_policy *old, const struct rw_policy *new, char *buf,
-		   size_t buflen)
-{
-	static const struct rw_policy empty = {.egress = RW_EGRESS_ALLOWLIST};
-	struct sbuf sb;
-	int count = 0;
-
-	if (!old)
-		old = &empty;
-	if (!new)
-		new = &empty;
-	sb_init(&sb, buf, buflen);
-	if (old != &empty && new != &empty && old->egress != new->egress) {
-		sb_printf(&sb, "~ egress %s -> %s\n", rw_egress_name(old->egress),
-			  rw_egress_name(new->egress));
-		count++;
-	}
-	if (old != &empty && new != &empty && old->refusal != new->refusal) {
-		sb_printf(&sb, "~ refusal %s -> %s\n", rw_refusal_name(old->refusal),
-			  rw_refusal_name(new->refusal));
-		count++;
-	}
-	if (old != &empty && new != &empty && old->lease_seconds != new->lease_seconds) {
-		sb_printf(&sb, "~ lease_seconds %u -> %u\n", old->lease_seconds,
-			  new->lease_seconds);
-		count++;
-	}
-	if (old != &empty && new != &empty && !rw_policy_cidr_equal(&old->nat64, &new->nat64)) {
-		sb_printf(&sb, "~ nat64 ");
-		nat64_text(&sb, &old->nat64);
-		sb_printf(&sb, " -> ");
-		nat64_text(&sb, &new->nat64);
-		sb_printf(&sb, "\n");
-		count++;
-	}
-	count += diff_deny(&sb, old, new);
-	count += diff_rules(&sb, "service", old->services, old->n_services, new->services,
-			    new->n_services);
-	count += diff_rules(&sb, "inbound", old->inbound, old->n_inbound, new->inbound,
-			    new->n_inbound);
-	count += diff_runs(&sb, old, new);
-	return count;
 }
