@@ -1,0 +1,563 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+/* endpoint.c: a sandbox veth's binding (rw_endpoints: its pod's addresses), its index
+ * (rw_veth_slots) and what hangs off it: its two conntrack tables (one per family), their
+ * flush and expiry, and its event and answer budget.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "datapath.h"
+#include "util.h"
+
+/* ---- conntrack: two tables per sandbox veth, one per family ------------------------------- */
+
+/* The outer map of a family's tables: rw_conntrack (IPv4) or rw_conntrack6 (IPv6). */
+static int ct_outer(const struct rw_datapath *dp, bool six)
+{
+	return dp->map_fd[six ? RW_M_CONNTRACK6 : RW_M_CONNTRACK];
+}
+
+/* ---- veth indexes (runwall.h, rw_veth_slots): a bound veth's binding and tables by index --- */
+
+/* The same tables by veth index. */
+static int ct_slots(const struct rw_datapath *dp, bool six)
+{
+	return dp->map_fd[six ? RW_M_CT6_SLOTS : RW_M_CT_SLOTS];
+}
+
+/* The veth whose binding is at `idx`, in *owner (0: none). 0, or -errno when it cannot be told
+ * (an index that cannot be read is never taken for an empty one).
+ */
+static int index_owner(const struct rw_datapath *dp, __u32 idx, __u32 *owner)
+{
+	struct rw_veth v = {0};
+	__u32 id, zero = 0;
+	int fd, err = 0;
+
+	*owner = 0;
+	if (bpf_map_lookup_elem(dp->map_fd[RW_M_VETH_SLOTS], &idx, &id))
+		return errno == ENOENT ? 0 : -errno;
+	fd = bpf_map_get_fd_by_id(id);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno; /* ENOENT: freed since */
+	if (bpf_map_lookup_elem(fd, &zero, &v))
+		err = -errno;
+	close(fd);
+	*owner = v.ifindex;
+	return err;
+}
+
+/* Empty `idx`: its binding first, then its tables. Each delete waits for the programs running on
+ * what it held (maybe_wait_bpf_programs(), on 6.1 whether or not there was anything to
+ * delete: so only what is there is deleted), so the index can be given to another veth
+ * afterwards without any packet of the old one still on it.
+ */
+static void index_empty(const struct rw_datapath *dp, __u32 idx)
+{
+	const int fds[3] = {dp->map_fd[RW_M_VETH_SLOTS], dp->map_fd[RW_M_CT_SLOTS],
+			    dp->map_fd[RW_M_CT6_SLOTS]};
+	struct rw_budget full = {{0}};
+	__u32 id;
+
+	for (int i = 0; i < 3; i++)
+		if (bpf_map_lookup_elem(fds[i], &idx, &id) == 0)
+			bpf_map_delete_elem(fds[i], &idx);
+	/* No packet reads the bucket at idx any more: the next veth there starts with a full one. */
+	bpf_map_update_elem(dp->map_fd[RW_M_VETH_BUDGET], &idx, &full, BPF_ANY);
+}
+
+/* The veth's index: its slot, or the overflow index rw_veth_overflow names; -ENOENT for none,
+ * another -errno when it cannot be told.
+ */
+static int veth_index(const struct rw_datapath *dp, __u32 ifindex, __u32 *idx)
+{
+	__u32 slot = RW_VETH_SLOT(ifindex), o, owner;
+	int err = index_owner(dp, slot, &owner);
+
+	if (err)
+		return err;
+	if (owner == ifindex) {
+		*idx = slot;
+		return 0;
+	}
+	if (bpf_map_lookup_elem(dp->map_fd[RW_M_VETH_OVERFLOW], &ifindex, &o))
+		return errno == ENOENT ? -ENOENT : -errno;
+	if (o >= RW_VETH_INDEXES)
+		return -ENOENT;
+	err = index_owner(dp, o, &owner);
+	if (err)
+		return err;
+	if (owner != ifindex)
+		return -ENOENT;
+	*idx = o;
+	return 0;
+}
+
+/* Whether `idx` may be given to the veth (1, 0, or -errno): nobody is there, or one whose
+ * binding is gone from rw_endpoints (left by an agent stopped half-way through an unbind).
+ */
+static int index_free(const struct rw_datapath *dp, __u32 idx, __u32 ifindex)
+{
+	struct rw_endpoint ep;
+	__u32 owner;
+	int err = index_owner(dp, idx, &owner);
+
+	if (err)
+		return err;
+	if (!owner || owner == ifindex)
+		return 1;
+	if (bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &owner, &ep) == 0)
+		return 0;
+	return errno == ENOENT ? 1 : -errno;
+}
+
+/* The index of a veth being bound: the one it has, else its slot, else the first free overflow
+ * index (-ENOSPC: none, more veths than RW_MAX_ENDPOINTS collide). An index new to the veth is
+ * emptied first, of whatever an interrupted unbind or bind left there (a binding, tables of
+ * either family, a bucket). Called under rw_veth_lock(), like every binding, so two veths never
+ * take one index at once.
+ */
+static int veth_index_claim(const struct rw_datapath *dp, __u32 ifindex, __u32 *idx)
+{
+	int err = veth_index(dp, ifindex, idx), free;
+
+	if (err != -ENOENT)
+		return err;
+	*idx = RW_VETH_SLOT(ifindex);
+	free = index_free(dp, *idx, ifindex);
+	for (__u32 o = RW_VETH_SLOTS; free == 0 && o < RW_VETH_INDEXES; o++) {
+		*idx = o;
+		free = index_free(dp, o, ifindex);
+	}
+	if (free < 0)
+		return free;
+	if (!free)
+		return -ENOSPC;
+	index_empty(dp, *idx);
+	return 0;
+}
+
+/* The veth's binding at its index: a new inner map, swapped in whole; an overflow index is named
+ * in rw_veth_overflow after it (a packet finding the name finds the binding).
+ */
+static int index_publish(const struct rw_datapath *dp, __u32 ifindex, __u32 idx,
+			 const struct rw_endpoint *ep)
+{
+	struct rw_veth v = {.ifindex = ifindex, .ep = *ep};
+	char name[BPF_OBJ_NAME_LEN];
+	__u32 zero = 0;
+	int fd, err = 0;
+
+	snprintf(name, sizeof(name), "rwveth_%x", ifindex);
+	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, name, sizeof(__u32), sizeof(v), 1, NULL);
+	if (fd < 0)
+		return -errno;
+	if (bpf_map_update_elem(fd, &zero, &v, BPF_ANY) ||
+	    bpf_map_update_elem(dp->map_fd[RW_M_VETH_SLOTS], &idx, &fd, BPF_ANY))
+		err = -errno;
+	close(fd);
+	if (!err && idx >= RW_VETH_SLOTS &&
+	    bpf_map_update_elem(dp->map_fd[RW_M_VETH_OVERFLOW], &ifindex, &idx, BPF_ANY))
+		err = -errno;
+	return err;
+}
+
+/* Take the veth off its index: the overflow name first, then the index (index_empty()). 0, or
+ * -errno when its index cannot be told (the caller's unbind fails, to be tried again).
+ */
+static int index_release(const struct rw_datapath *dp, __u32 ifindex)
+{
+	__u32 idx;
+	int err = veth_index(dp, ifindex, &idx);
+
+	bpf_map_delete_elem(dp->map_fd[RW_M_VETH_OVERFLOW], &ifindex);
+	if (err == -ENOENT)
+		return 0;
+	if (!err)
+		index_empty(dp, idx);
+	return err;
+}
+
+static int ct_table_fd(const struct rw_datapath *dp, __u32 ifindex, bool six)
+{
+	__u32 id;
+	int fd;
+
+	if (bpf_map_lookup_elem(ct_outer(dp, six), &ifindex, &id))
+		return -errno;
+	fd = bpf_map_get_fd_by_id(id);
+	return fd < 0 ? -errno : fd;
+}
+
+int rw_conntrack_table_fd(const struct rw_datapath *dp, __u32 ifindex)
+{
+	return ct_table_fd(dp, ifindex, false);
+}
+
+int rw_conntrack6_table_fd(const struct rw_datapath *dp, __u32 ifindex)
+{
+	return ct_table_fd(dp, ifindex, true);
+}
+
+static bool ct_table_exists(const struct rw_datapath *dp, __u32 ifindex, bool six)
+{
+	__u32 id;
+
+	return bpf_map_lookup_elem(ct_outer(dp, six), &ifindex, &id) == 0;
+}
+
+static __u32 table_size(int fd)
+{
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info);
+
+	return bpf_obj_get_info_by_fd(fd, &info, &len) ? 0 : info.max_entries;
+}
+
+/* Room the node's tables of both families take together (ct_node counts each table's size, so a
+ * dual-stack veth takes twice a single-stack one's), leaving out the table being replaced.
+ */
+static int ct_node_used(const struct rw_datapath *dp, __u32 skip, bool skip_six, __u64 *used)
+{
+	*used = 0;
+	for (int six = 0; six < 2; six++) {
+		__u32 key, *prev = NULL;
+		int fd;
+
+		while (bpf_map_get_next_key(ct_outer(dp, six), prev, &key) == 0) {
+			prev = &key;
+			if (key == skip && six == skip_six)
+				continue;
+			fd = ct_table_fd(dp, key, six);
+			if (fd < 0)
+				continue; /* deleted under our feet */
+			*used += table_size(fd);
+			close(fd);
+		}
+		if (errno != ENOENT)
+			return -errno;
+	}
+	return 0;
+}
+
+/* The veth's table of the family, as rw_conntrack holds it, at its index too. */
+static int ct_index_sync(const struct rw_datapath *dp, __u32 ifindex, bool six, __u32 idx)
+{
+	int fd = ct_table_fd(dp, ifindex, six), err = 0;
+
+	if (fd < 0)
+		return fd;
+	if (bpf_map_update_elem(ct_slots(dp, six), &idx, &fd, BPF_ANY))
+		err = -errno;
+	close(fd);
+	return err;
+}
+
+/* Put a fresh, empty table of the configured size in for `ifindex`'s family, replacing any
+ * table it had (the packets in flight on the old one finish on it; it is freed after them),
+ * in rw_conntrack and at the veth's index `idx` (-1: it has none yet). `replace`: only if it has
+ * one (rw_conntrack_flush()).
+ */
+static int ct_table_reset(const struct rw_datapath *dp, __u32 ifindex, bool six, int idx,
+			  bool replace)
+{
+	LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_NO_PREALLOC);
+	char name[BPF_OBJ_NAME_LEN];
+	struct rw_config cfg;
+	__u64 used;
+	__u32 size;
+	int fd, err;
+
+	err = rw_config_read(dp, &cfg);
+	if (err)
+		return err;
+	size = cfg.ct_per_sandbox ? cfg.ct_per_sandbox : RW_CT_PER_SANDBOX;
+	if (cfg.ct_node) {
+		err = ct_node_used(dp, ifindex, six, &used);
+		if (err)
+			return err;
+		if (used + size > cfg.ct_node)
+			return -ENOSPC;
+	}
+	snprintf(name, sizeof(name), "rwct%c_%x", six ? '6' : '4', ifindex);
+	fd = bpf_map_create(BPF_MAP_TYPE_HASH, name,
+			    six ? sizeof(struct rw_ct6_key) : sizeof(struct rw_ct_key),
+			    sizeof(struct rw_ct_value), size, &opts);
+	if (fd < 0)
+		return -errno;
+	/* A replacement only replaces: a veth unbound meanwhile does not get its table back. */
+	err = bpf_map_update_elem(ct_outer(dp, six), &ifindex, &fd, replace ? BPF_EXIST : BPF_ANY)
+		      ? -errno
+		      : 0;
+	if (!err && idx >= 0 && bpf_map_update_elem(ct_slots(dp, six), &idx, &fd, BPF_ANY))
+		err = -errno;
+	close(fd);
+	return err;
+}
+
+int rw_conntrack_flush(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_ip)
+{
+	struct rw_endpoint ep;
+	__u32 key, *prev = NULL;
+	int replaced = 0, err;
+
+	if (ifindex) {
+		for (int six = 0; six < 2; six++) {
+			if (!ct_table_exists(dp, ifindex, six))
+				continue;
+			__u32 idx;
+			int at = veth_index(dp, ifindex, &idx);
+
+			if (at && at != -ENOENT)
+				return at; /* the table the programs read could stay: no flush */
+			err = ct_table_reset(dp, ifindex, six, at ? -1 : (int)idx, true);
+			if (err)
+				return err;
+			replaced++;
+		}
+		return replaced;
+	}
+	/* The veths bound to the pod: a walk of the endpoints, never of the flows. */
+	while (bpf_map_get_next_key(dp->map_fd[RW_M_ENDPOINTS], prev, &key) == 0) {
+		prev = &key;
+		if (bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &key, &ep) ||
+		    !(ep.flags & RW_EP_IP4) || ep.pod_ip != pod_ip)
+			continue;
+		err = rw_conntrack_flush(dp, key, 0);
+		if (err < 0)
+			return err;
+		replaced += err;
+	}
+	return replaced;
+}
+
+/* How long a flow may stay idle before rw_conntrack_expire() forgets it. */
+#define RW_CT_IDLE_TCP_NS   (3600ULL * 1000000000ULL)
+#define RW_CT_IDLE_OTHER_NS (180ULL * 1000000000ULL)
+
+/* Either family's key, walked as bytes; the protocol is at its own offset in each. */
+union ct_any_key {
+	struct rw_ct_key k4;
+	struct rw_ct6_key k6;
+};
+
+/* Packets mark a flow active (no clock on the datapath's fast path); the pass turns that into
+ * a time. An update racing a packet at worst writes back an older stamp, which only costs the
+ * flow one full judgement.
+ */
+static int ct_expire_one(int fd, const union ct_any_key *key, bool six, struct rw_ct_value *v,
+			 __u64 now_ns)
+{
+	__u8 proto = six ? key->k6.proto : key->k4.proto;
+
+	if (v->active) {
+		v->active = 0;
+		v->seen_ns = now_ns;
+		bpf_map_update_elem(fd, key, v, BPF_EXIST);
+		return 0;
+	}
+	if (now_ns <= v->seen_ns ||
+	    now_ns - v->seen_ns <= (proto == IPPROTO_TCP ? RW_CT_IDLE_TCP_NS : RW_CT_IDLE_OTHER_NS))
+		return 0;
+	return bpf_map_delete_elem(fd, key) == 0;
+}
+
+/* The cursor's top bit says which family's outer map the walk is in (ifindexes are positive
+ * ints, so the bit is free); the rest is the last veth visited there.
+ */
+#define RW_CT_CURSOR_SIX (1u << 31)
+
+int rw_conntrack_expire(const struct rw_datapath *dp, __u64 now_ns, __u32 *cursor,
+			unsigned int budget)
+{
+	bool six = *cursor & RW_CT_CURSOR_SIX;
+	__u32 at = *cursor & ~RW_CT_CURSOR_SIX, ifindex, *prev = at ? &at : NULL;
+	unsigned int visited = 0;
+	int expired = 0;
+
+	while (visited < budget) {
+		union ct_any_key key, next, *kprev = NULL;
+		struct rw_ct_value v;
+		int fd;
+
+		if (bpf_map_get_next_key(ct_outer(dp, six), prev, &ifindex)) {
+			if (six)
+				break;
+			six = true; /* the IPv4 tables are done: on to the IPv6 ones */
+			prev = NULL;
+			continue;
+		}
+		at = ifindex;
+		prev = &at;
+		*cursor = ifindex | (six ? RW_CT_CURSOR_SIX : 0);
+		fd = ct_table_fd(dp, ifindex, six);
+		if (fd < 0)
+			continue;
+		/* Delete one step behind the walk: deleting the current key would restart it. */
+		for (int more = 1; more;) {
+			more = bpf_map_get_next_key(fd, kprev, &next) == 0;
+			if (kprev && bpf_map_lookup_elem(fd, &key, &v) == 0)
+				expired += ct_expire_one(fd, &key, six, &v, now_ns);
+			key = next;
+			kprev = &key;
+			visited++;
+		}
+		close(fd);
+	}
+	if (visited < budget)
+		*cursor = 0; /* the walk reached the end: start over next time */
+	return expired;
+}
+
+/* ---- bindings ------------------------------------------------------------------------------ */
+
+/* Is `want` the pod `cur` is bound to, as far as cur goes: every address cur binds is bound by
+ * want, unchanged? A family want adds to it, or a new gateway, is the same pod; an address
+ * changed or dropped is another pod.
+ */
+static bool ep_same_pod(const struct rw_endpoint *cur, const struct rw_endpoint *want)
+{
+	if ((cur->flags & RW_EP_IP4) && (!(want->flags & RW_EP_IP4) || cur->pod_ip != want->pod_ip))
+		return false;
+	if ((cur->flags & RW_EP_IP6) && (!(want->flags & RW_EP_IP6) ||
+					 memcmp(cur->pod_ip6, want->pod_ip6, sizeof(cur->pod_ip6))))
+		return false;
+	return true;
+}
+
+/* The binding as it is stored: the fields of a clear flag zeroed, so that they say nothing. */
+static void ep_clean(struct rw_endpoint *ep, const struct rw_endpoint *want)
+{
+	memset(ep, 0, sizeof(*ep));
+	ep->flags = want->flags & (RW_EP_IP4 | RW_EP_IP6 | RW_EP_GW6);
+	if (ep->flags & RW_EP_IP4)
+		ep->pod_ip = want->pod_ip;
+	if (ep->flags & RW_EP_IP6)
+		memcpy(ep->pod_ip6, want->pod_ip6, sizeof(ep->pod_ip6));
+	if (ep->flags & RW_EP_GW6)
+		memcpy(ep->gw_ip6, want->gw_ip6, sizeof(ep->gw_ip6));
+}
+
+/* Where a veth's bucket is: at its veth index of rw_veth_budget when it has one, else in
+ * rw_event_budget by its ifindex. Returns the map's fd and sets *key.
+ */
+static int budget_at(const struct rw_datapath *dp, __u32 ifindex, __u32 *key)
+{
+	if (veth_index(dp, ifindex, key) == 0)
+		return dp->map_fd[RW_M_VETH_BUDGET];
+	*key = ifindex;
+	return dp->map_fd[RW_M_EVENT_BUDGET];
+}
+
+int rw_budget_get(const struct rw_datapath *dp, __u32 ifindex, struct rw_budget *out)
+{
+	__u32 key;
+	int fd = budget_at(dp, ifindex, &key);
+
+	return bpf_map_lookup_elem(fd, &key, out) ? -errno : 0;
+}
+
+int rw_budget_set(const struct rw_datapath *dp, __u32 ifindex, const struct rw_budget *b)
+{
+	__u32 key;
+	int fd = budget_at(dp, ifindex, &key);
+
+	return bpf_map_update_elem(fd, &key, b, BPF_ANY) ? -errno : 0;
+}
+
+int rw_endpoint_bind_addrs(const struct rw_datapath *dp, __u32 ifindex,
+			   const struct rw_endpoint *want)
+{
+	static const __u32 family_flag[2] = {RW_EP_IP4, RW_EP_IP6};
+	int fd = dp->map_fd[RW_M_ENDPOINTS], err = 0;
+	bool made[2] = {false, false};
+	__u32 idx = 0;
+	struct rw_endpoint cur, ep;
+
+	ep_clean(&ep, want);
+	if (!(ep.flags & (RW_EP_IP4 | RW_EP_IP6)))
+		return -EINVAL; /* a binding of no address: unbind the veth instead */
+	if (bpf_map_lookup_elem(fd, &ifindex, &cur))
+		/* A veth bound to no pod has no link-local of its pod yet (an ifindex reused). */
+		bpf_map_delete_elem(dp->map_fd[RW_M_LL6], &ifindex);
+	else if (!ep_same_pod(&cur, &ep))
+		/* Unbind first so that no packet sees the new pod with the old pod's flows or
+		 * link-local.
+		 */
+		rw_endpoint_unbind(dp, ifindex);
+	/* The tables before the binding: a bound family always has its table. A table the veth
+	 * has already (the same pod bound again) keeps its flows; a missing one (lost, or the
+	 * family is new) is made, fail-closed until then. Each is put at the veth's index too (its
+	 * slot, or an overflow index when another veth holds that), before the binding is.
+	 */
+	err = veth_index_claim(dp, ifindex, &idx);
+	for (int six = 0; six < 2 && !err; six++) {
+		if (!(ep.flags & family_flag[six]))
+			continue;
+		if (ct_table_exists(dp, ifindex, six)) {
+			err = ct_index_sync(dp, ifindex, six, idx);
+			continue;
+		}
+		err = ct_table_reset(dp, ifindex, six, (int)idx, false);
+		made[six] = !err;
+	}
+	if (!err && bpf_map_update_elem(fd, &ifindex, &ep, BPF_ANY))
+		err = -errno;
+	/* The binding at its index last: from then on the veth's packets find it. A binding that
+	 * cannot get there is no binding (deny-all), not one half in place.
+	 */
+	if (!err) {
+		err = index_publish(dp, ifindex, idx, &ep);
+		if (err)
+			rw_endpoint_unbind(dp, ifindex);
+		return err;
+	}
+	for (int six = 0; six < 2; six++) {
+		if (!made[six])
+			continue;
+		bpf_map_delete_elem(ct_slots(dp, six), &idx);
+		bpf_map_delete_elem(ct_outer(dp, six), &ifindex);
+	}
+	return err;
+}
+
+int rw_endpoint_bind(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_ip)
+{
+	struct rw_endpoint want = {.pod_ip = pod_ip, .flags = RW_EP_IP4};
+
+	return rw_endpoint_bind_addrs(dp, ifindex, &want);
+}
+
+int rw_endpoint_get(const struct rw_datapath *dp, __u32 ifindex, struct rw_endpoint *out)
+{
+	memset(out, 0, sizeof(*out));
+	return bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &ifindex, out) ? -errno : 0;
+}
+
+int rw_endpoint_unbind(const struct rw_datapath *dp, __u32 ifindex)
+{
+	int err = 0;
+
+	/* Its index first (the deletes wait for the packets on it), then the tables: from then on
+	 * no packet of the veth finds its binding or takes the fast path.
+	 */
+	err = index_release(dp, ifindex);
+	if (err)
+		return err; /* still bound where the programs read it: nothing else is undone */
+	for (int six = 0; six < 2; six++)
+		if (bpf_map_delete_elem(ct_outer(dp, six), &ifindex) && errno != ENOENT && !err)
+			err = -errno;
+	if (bpf_map_delete_elem(dp->map_fd[RW_M_ENDPOINTS], &ifindex) && errno != ENOENT && !err)
+		err = -errno;
+	bpf_map_delete_elem(dp->map_fd[RW_M_EVENT_BUDGET], &ifindex);
+	bpf_map_delete_elem(dp->map_fd[RW_M_LL6], &ifindex);
+	return err;
+}
