@@ -2,7 +2,7 @@
 /* policy.h: the decisions: metadata, special ranges, allow rules, inbound rules.
  *
  * API
- *   offers: rw_v6(), rw_state_load(), rw_view_load(), rw_view_load6(), rw_egress_policy(),
+ *   offers: rw_view6_of(), rw_state_load(), rw_view_load(), rw_view_load6(), rw_egress_policy(),
  *           rw_addr6_eq(), rw_egress_policy6(), rw_find_inbound(), rw_find_inbound6()
  *   needs:  runwall.h, maps.h
  */
@@ -45,7 +45,7 @@ struct rw_view6 {
 };
 
 /* The IPv6 view a struct rw_view of the IPv6 program is the first member of. */
-static __always_inline const struct rw_view6 *rw_v6(const struct rw_view *v)
+static __always_inline const struct rw_view6 *rw_view6_of(const struct rw_view *v)
 {
 	return (const struct rw_view6 *)v;
 }

@@ -55,7 +55,7 @@ rw_attribute(struct rw_ctx *x, const struct rw_view *v, const int six)
 	if (!ep)
 		return ep;
 	if (six && (ep->flags & RW_EP_IP6))
-		x->pod = bpf_map_lookup_elem(rw_v6(v)->pods6, ep->pod_ip6);
+		x->pod = bpf_map_lookup_elem(rw_view6_of(v)->pods6, ep->pod_ip6);
 	if (!x->pod && (ep->flags & RW_EP_IP4))
 		x->pod = bpf_map_lookup_elem(v->pods, &ep->pod_ip);
 	return ep;
@@ -82,7 +82,7 @@ static __always_inline int rw_identify(struct rw_ctx *x, const struct rw_view *v
 	if (!ep || !(ep->flags & (six ? RW_EP_IP6 : RW_EP_IP4)))
 		return RW_REASON_UNKNOWN_SOURCE; /* no address of this family is bound here */
 	if (six) {
-		x->pod = bpf_map_lookup_elem(rw_v6(v)->pods6, ep->pod_ip6);
+		x->pod = bpf_map_lookup_elem(rw_view6_of(v)->pods6, ep->pod_ip6);
 		same = rw_addr6_eq(claimed, ep->pod_ip6);
 	} else {
 		x->pod = bpf_map_lookup_elem(v->pods, &ep->pod_ip);
@@ -254,7 +254,8 @@ static __always_inline int rw_judge_egress(struct rw_ctx *x, struct rw_view *vp,
 	ct = x->ct;
 	if (ct && ct->opened_by == RW_DIR_INGRESS && !rw_tcp_is_syn(&x->pkt)) {
 		if (six)
-			in = rw_find_inbound6(rw_v6(vp), x->pkt.daddr6, x->pkt.sport, x->pkt.proto);
+			in = rw_find_inbound6(rw_view6_of(vp), x->pkt.daddr6, x->pkt.sport,
+					      x->pkt.proto);
 		else
 			in = rw_find_inbound(vp, x->pkt.daddr, x->pkt.sport, x->pkt.proto);
 		if (!in)
@@ -271,7 +272,7 @@ static __always_inline int rw_judge_egress(struct rw_ctx *x, struct rw_view *vp,
 
 	/* The pod's own address is the packet's source: rw_identify() proved it the bound one. */
 	if (six)
-		reason = rw_egress_policy6(rw_v6(vp), x->pod, x->pkt.saddr6, x->pkt.daddr6,
+		reason = rw_egress_policy6(rw_view6_of(vp), x->pod, x->pkt.saddr6, x->pkt.daddr6,
 					   x->pkt.dport, x->pkt.proto, &x->rule_id, &x->path);
 	else
 		reason = rw_egress_policy(vp, x->pod, x->pkt.daddr, x->pkt.dport, x->pkt.proto,
@@ -327,9 +328,9 @@ static __always_inline int rw_judge_ingress(struct rw_ctx *x, struct rw_view *vp
 	ct = x->ct;
 	if (ct && ct->opened_by == RW_DIR_EGRESS && !rw_tcp_is_syn(&x->pkt)) {
 		if (six)
-			reason = rw_egress_policy6(rw_v6(vp), x->pod, x->pkt.daddr6, x->pkt.saddr6,
-						   x->pkt.sport, x->pkt.proto, &x->rule_id,
-						   &x->path);
+			reason = rw_egress_policy6(rw_view6_of(vp), x->pod, x->pkt.daddr6,
+						   x->pkt.saddr6, x->pkt.sport, x->pkt.proto,
+						   &x->rule_id, &x->path);
 		else
 			reason = rw_egress_policy(vp, x->pod, x->pkt.saddr, x->pkt.sport,
 						  x->pkt.proto, &x->rule_id, &x->path);
@@ -345,7 +346,7 @@ static __always_inline int rw_judge_ingress(struct rw_ctx *x, struct rw_view *vp
 		return rw_finish_family(x, RW_REASON_UNSUPPORTED_PROTOCOL, six);
 
 	if (six)
-		in = rw_find_inbound6(rw_v6(vp), x->pkt.saddr6, x->pkt.dport, x->pkt.proto);
+		in = rw_find_inbound6(rw_view6_of(vp), x->pkt.saddr6, x->pkt.dport, x->pkt.proto);
 	else
 		in = rw_find_inbound(vp, x->pkt.saddr, x->pkt.dport, x->pkt.proto);
 	if (!in)
