@@ -15,7 +15,8 @@
 #   --allow   `--run run-a --allow [2a00:1450:4001::93]:443/udp` names exactly the IPv6 flow
 #   upsert    --run-upsert FILE gives the answer of the whole snapshot with that run
 #   text      the lines people read: "refused now -> allowed by ...", the counts
-#   flow log  --flow-log FILE gives the same answer as the event store
+#   flow log  --flow-log FILE gives the same answer as the event store; --run and --since
+#             select from the store
 #   bad       unreadable, invalid and refused proposals, an unknown run, a bad --since: each
 #             its error naming what and where and its exit code; the revision in force is
 #             unchanged
@@ -191,6 +192,19 @@ if [ "$rc" -eq 0 ] && [ "$(jq -cS "$norm" "$RW_WORK/allow-log.json")" = "$(jq -c
 	ok "--flow-log FILE: the same 5 flows, counts and verdicts as the event store"
 else
 	not_ok "flow log vs store: $(head -c 600 "$RW_WORK/allow-log.json") $(diff <(jq -S "$norm" "$RW_WORK/allow-log.json") <(jq -S "$norm" "$RW_WORK/out.json") | head -10)"
+fi
+
+replay_j --policy "$RW_WORK/allow.json" --all --run run-a --since 1h
+if [ "$rc" -eq 0 ] && [ "$(jq -cS "$norm" "$RW_WORK/allow-log.json")" = "$(jq -cS "$norm" "$RW_WORK/out.json")" ]; then
+	ok "--run run-a --since 1h: the same 5 flows from the store"
+else
+	not_ok "--run run-a --since 1h: exit $rc, $(jq -c '{same, opened, closed}' "$RW_WORK/out.json" 2>/dev/null) $(cat "$RW_WORK/err.txt")"
+fi
+replay_j --policy "$RW_WORK/allow.json" --all --run run-b
+if [ "$rc" -eq 0 ] && rw_jq_true '(.flows | length) == 0 and .same.flows == 0 and .opened.flows == 0' "$RW_WORK/out.json"; then
+	ok "--run run-b: none of run-a's flows"
+else
+	not_ok "--run run-b: exit $rc, $(jq -c '{flows: (.flows | length), same, opened}' "$RW_WORK/out.json" 2>/dev/null)"
 fi
 
 # ---- bad input -----------------------------------------------------------------------------------
