@@ -282,6 +282,22 @@ t1=${EPOCHREALTIME/./}
 replay_j --run run-b --policy "$RW_WORK/both.json" --flow-log "$FLOG"
 t2=${EPOCHREALTIME/./}
 diag "replay of $N_MANY flows: $(((t1 - t0) / 1000)) ms from the event store, $(((t2 - t1) / 1000)) ms from the flow log ($(wc -c <"$FLOG") bytes)"
+# The agent's share: one `recorded` request answered (folded on its loop, under the store's lock).
+# shellcheck disable=SC2016
+diag "the agent's recorded answer for run-b: $("$RW_PY" -c '
+import socket, sys, time
+t = time.monotonic()
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(b"recorded 0 run-b\n")
+s.shutdown(socket.SHUT_WR)
+n = 0
+while True:
+    d = s.recv(1 << 20)
+    if not d:
+        break
+    n += len(d)
+print("%d bytes in %d ms" % (n, (time.monotonic() - t) * 1000))' "$RW_SOCK")"
 if [ "$rc" -eq 0 ] && rw_jq_true --argjson n "$N_MANY" '.same.flows == $n and .opened.flows == 0 and .closed.flows == 0' "$RW_WORK/out.json"; then
 	ok "$N_MANY flows of run-b replayed from the flow log, none changed"
 else
