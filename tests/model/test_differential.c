@@ -30,6 +30,7 @@
 #include <bpf/libbpf.h>
 
 #include "apply.h"
+#include "cli_private.h"
 #include "datapath.h"
 #include "log.h"
 #include "model.h"
@@ -2304,11 +2305,146 @@ static void teardown(void)
 	rmdir(pin_dir);
 }
 
+/* ---- replay: the CLI's private judge against the model ---- */
+
+#define REPLAY_FLOWS_PER_POD 200
+
+/* One new flow of `pod` (run `run`, bound alone as b says) judged by the private copy and by
+ * the model. Returns 1 on a difference (printed, the first ten), else 0.
+ */
+static int replay_one(struct rw_datapath *priv, const struct rw_policy *pol,
+		      const struct rw_policy_run *run, const struct model_binding *b,
+		      const struct rw_ip *pod, int six, const char *json)
+{
+	static unsigned long long printed;
+	int dir = chance(70) ? RW_DIR_EGRESS : RW_DIR_INGRESS;
+	struct rw_cli_verdict v;
+	struct rw_cli_probe probe;
+	struct model_verdict m;
+	struct model_pkt mp;
+	struct rw_ip peer;
+	__u8 buf[RW_CLI_PKT_MAX], proto = chance(50) ? IPPROTO_TCP : IPPROTO_UDP;
+	__u16 port;
+	size_t len;
+	char err[600], text[200];
+
+	if (six) {
+		struct a6 a = pick_peer6(&port, &proto);
+
+		peer = rw_ip6((const __be32 *)a.b);
+	} else {
+		peer = rw_ip4(htonl(pick_peer(&port, &proto)));
+	}
+	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP)
+		proto = IPPROTO_UDP;
+	if (!port)
+		port = 1;
+	rw_cli_probe_make(&probe, (__u8)dir, proto, 0x02, 40000, port, pod, &peer);
+	len = rw_cli_build_packet(&probe, buf, sizeof(buf));
+	model_parse(buf, len, 0, &mp);
+	model_judge(pol, b, dir, &mp, MODEL_CT_NONE, 0, 0, &m);
+	if (rw_cli_judge(priv, &probe, RW_CLI_PRIVATE_IFINDEX, &v, err, sizeof(err))) {
+		printf("  DIFF replay: %s\n", err);
+		return 1;
+	}
+	if (v.verdict == m.verdict && v.reason == m.reason && v.path == m.path &&
+	    v.answer == m.answer && rule_ok(&m, v.rule_id))
+		return 0;
+	rw_cli_probe_str(&probe, text, sizeof(text));
+	if (printed++ < 10)
+		printf("  DIFF replay: %s (run %s): model %s, %s, path %s, answer %s; private judge "
+		       "%s, %s, path %s, answer %s, rule %x\n    %s",
+		       text, run->id, m.verdict ? "allow" : "drop", reason_name(m.reason),
+		       rw_path_name(m.path), rw_answer_name(m.answer), v.verdict ? "allow" : "drop",
+		       reason_name(v.reason), rw_path_name(v.path), rw_answer_name(v.answer),
+		       v.rule_id, json);
+	return 1;
+}
+
+/* `runwall replay` (and `explain --policy`) judge under a snapshot in private maps (cli_private.c):
+ * the programs loaded unpinned with rw_dry_run, the snapshot applied, one pod bound to the loopback
+ * index, a new flow's packet built by rw_cli_probe_make(). For `snapshots` generated snapshots,
+ * the new flows of `pods` random runs' pods (REPLAY_FLOWS_PER_POD each; either family, either
+ * direction) must get the model's verdict, reason, path, answer and rule (the model judging a new
+ * flow on a veth bound to that pod alone). A private load per snapshot and a bind per pod are
+ * the cost: a pod bound in place of another waits for its conntrack tables to be replaced.
+ */
+static int replay_phase(int snapshots, int pods, __u64 revision, int tap)
+{
+	const struct rw_policy *saved = cur_snap;
+	unsigned long long judged = 0, diffs = 0;
+	struct timespec t0, t1;
+	int loaded = 0, bound = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int s = 0; s < snapshots * 4 && loaded < snapshots; s++) {
+		char *json = gen_snapshot(revision++), err[600];
+		struct rw_policy_error perr;
+		struct rw_datapath priv;
+		struct rw_policy pol;
+
+		if (rw_policy_parse(json, strlen(json), "generated", &pol, &perr)) {
+			free(json);
+			continue;
+		}
+		if (rw_cli_private_load(&priv, &pol, 0, err, sizeof(err))) {
+			printf("  DIFF replay: the private load refused a snapshot the parser took: %s\n",
+			       err);
+			diffs++;
+			rw_policy_free(&pol);
+			free(json);
+			continue;
+		}
+		loaded++;
+		cur_snap = &pol; /* what pick_peer() and pick_peer6() pick from */
+		/* A few pods, many flows each: as replay judges them, sorted by pod. */
+		for (int i = 0; i < pods && pol.n_runs; i++) {
+			const struct rw_policy_run *run = &pol.runs[rnd(pol.n_runs)];
+			int six = run->n_pods6 && (!run->n_pods || chance(40));
+			struct model_binding b = {.bound = 1};
+			struct rw_ip pod;
+
+			if (!run->n_pods && !run->n_pods6)
+				continue;
+			if (six) {
+				pod = rw_ip6(run->pods6[rnd(run->n_pods6)]);
+				b.flags = RW_EP_IP6;
+				memcpy(b.pod_ip6, pod.a, 16);
+			} else {
+				pod = rw_ip4(run->pods[rnd(run->n_pods)]);
+				b.flags = RW_EP_IP4;
+				b.pod_ip = pod.a[0];
+			}
+			if (rw_cli_private_bind(&priv, &pod)) {
+				printf("  DIFF replay: binding a pod of run %s refused\n", run->id);
+				diffs++;
+				continue;
+			}
+			bound++;
+			for (int k = 0; k < REPLAY_FLOWS_PER_POD; k++)
+				diffs += replay_one(&priv, &pol, run, &b, &pod, six, json);
+			judged += REPLAY_FLOWS_PER_POD;
+		}
+		cur_snap = saved;
+		rw_datapath_close(&priv);
+		rw_policy_free(&pol);
+		free(json);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	printf("# replay phase: %llu new flows of %d pods over %d snapshots in %.1f s\n", judged,
+	       bound, loaded,
+	       (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+	printf("%s %d - replay's private judge agrees with the model: %llu new flows over %d "
+	       "snapshots, %llu differences\n",
+	       diffs || !judged ? "not ok" : "ok", tap, judged, loaded, diffs);
+	return diffs || !judged;
+}
+
 int main(int argc, char **argv)
 {
 	unsigned long long seed = 0, packets = 100000, snapshots = 0, flips = 20000, per_snap;
 	struct timespec t0, t1;
-	int have_seed = 0, ct_fails = 0, flip_fails, no_ct_phase = 0;
+	int have_seed = 0, ct_fails = 0, flip_fails, replay_fails, no_ct_phase = 0;
 	__u64 revision = 1;
 
 	for (int i = 1; i < argc; i++) {
@@ -2415,10 +2551,11 @@ int main(int argc, char **argv)
 	       st.diffs ? "not ok" : "ok", seed, st.diffs);
 	ct_fails = no_ct_phase ? 0 : conntrack_full_phase(revision);
 	flip_fails = flip_phase(flips, no_ct_phase ? 2 : 3);
+	replay_fails = replay_phase(3, 10, revision + 1000000, no_ct_phase ? 3 : 4);
 	teardown();
-	printf("1..%d\n", no_ct_phase ? 2 : 3);
+	printf("1..%d\n", no_ct_phase ? 3 : 4);
 	rw_policy_free(&snaps[0]);
 	free(json_now);
 	free(ct_tab);
-	return st.diffs || ct_fails || flip_fails ? 1 : 0;
+	return st.diffs || ct_fails || flip_fails || replay_fails ? 1 : 0;
 }

@@ -10,6 +10,7 @@
 #include "access_requests.h"
 #include "agent_view.h"
 #include "eventfmt.h"
+#include "flowset.h"
 #include "http.h"
 #include "ipaddr.h"
 #include "status.h"
@@ -257,6 +258,68 @@ char *rw_agent_view_event(struct rw_agent_view *v, const struct rw_event *ev,
 	json_decref(o);
 	rw_access_note(v->access, ev, (int64_t)ev->ts_ns + mono_to_real);
 	return text;
+}
+
+struct recorded {
+	struct rw_flowset set;
+	const char *run;
+	int64_t since_ns, mono_to_real;
+	int err;
+};
+
+static int recorded_one(const struct rw_evstore_entry *e, void *data)
+{
+	struct recorded *r = data;
+	int64_t real_ns = (int64_t)e->ev.ts_ns + r->mono_to_real;
+
+	if (real_ns < r->since_ns || (r->run && strcmp(r->run, e->ev.run_id)))
+		return 0;
+	r->err = rw_flowset_add_event(&r->set, &e->ev, real_ns);
+	return r->err;
+}
+
+json_t *rw_agent_view_recorded(struct rw_agent_view *v, const char *run, int64_t since_ns)
+{
+	struct recorded r = {
+		.run = run, .since_ns = since_ns, .mono_to_real = rw_mono_to_real_offset()};
+	struct rw_evfilter f;
+	char oldest[40] = "";
+	json_t *flows, *o;
+	size_t held;
+
+	rw_evfilter_init(&f);
+	pthread_mutex_lock(&v->feed.lock);
+	held = v->feed.events.count;
+	f.limit = held ? (unsigned int)held : 1;
+	rw_evstore_query(&v->feed.events, &f, recorded_one, &r);
+	if (held) {
+		const struct rw_evstore_pos *first = &v->feed.events.order[v->feed.events.head];
+
+		for (size_t i = 0; !first->e && i < v->feed.events.len; i++)
+			first = &v->feed.events.order[v->feed.events.head + i];
+		if (first->e)
+			rw_format_time((int64_t)first->e->ev.ts_ns + r.mono_to_real, oldest,
+				       sizeof(oldest));
+	}
+	o = json_pack("{s:b, s:s, s:I, s:I, s:I}", "ok", 1, "node", v->node, "held",
+		      (json_int_t)held, "capacity", (json_int_t)v->feed.events.cap, "evicted",
+		      (json_int_t)v->feed.events.evicted);
+	pthread_mutex_unlock(&v->feed.lock);
+	if (r.err) {
+		rw_flowset_free(&r.set);
+		json_decref(o);
+		return json_pack("{s:b, s:s}", "ok", 0, "error",
+				 "out of memory folding the recorded events");
+	}
+	rw_flowset_merge(&r.set);
+	flows = json_array();
+	for (size_t i = 0; i < r.set.n; i++)
+		json_array_append_new(flows, rw_flow_json(&r.set.v[i]));
+	json_object_set_new(o, "oldest", oldest[0] ? json_string(oldest) : json_null());
+	json_object_set_new(o, "skipped", json_integer((json_int_t)r.set.skipped));
+	json_object_set_new(o, "flows", flows);
+	rw_flowset_free(&r.set);
+	return o;
 }
 
 void rw_agent_view_tick(struct rw_agent_view *v)

@@ -39,6 +39,11 @@ void rw_agent_view_publish(struct rw_agent_view *v, json_t *status, bool ready,
 void rw_agent_view_tick(struct rw_agent_view *v);
 /* /api/requests and `runwall requests` (new ref). */
 json_t *rw_agent_view_requests(struct rw_agent_view *v);
+/* The control socket's `recorded`: the events the store holds, judged at or after since_ns
+ * (realtime) and of `run` (NULL: any), folded into distinct flows (flowset.h):
+ * {"ok":true,"node","held","capacity","evicted","oldest","skipped","flows":[...]} (new ref).
+ */
+json_t *rw_agent_view_recorded(struct rw_agent_view *v, const char *run, int64_t since_ns);
 void rw_agent_view_stop(struct rw_agent_view *v);
 
 /* The service of the snapshot whose address (or CIDR) holds ip, else "". */

@@ -162,6 +162,23 @@ static json_t *error_json(const char *msg)
 	return json_pack("{s:b, s:s}", "ok", 0, "error", msg);
 }
 
+/* `recorded SINCE_NS [RUN]`: the event store's flows for `runwall replay`. */
+static json_t *recorded(struct agent *a, const char *arg)
+{
+	unsigned long long since;
+	char *end;
+
+	if (!a->view)
+		return error_json("this agent keeps no event store (it runs without --listen, "
+				  "--probe-listen or --access-request-url): nothing recorded to "
+				  "replay; replay its --flow-log FILE instead");
+	errno = 0;
+	since = arg ? strtoull(arg, &end, 10) : 0;
+	if (!arg || errno || end == arg || (*end && *end != ' ') || (*end == ' ' && !end[1]))
+		return error_json("usage: recorded SINCE_NS [RUN]");
+	return rw_agent_view_recorded(a->view, *end ? end + 1 : NULL, (int64_t)since);
+}
+
 /* A run change refused: the error, its JSON path ("base", "id", "run.pods[0]", ...; "" when the
  * kernel side refused it) and the revision still in force.
  */
@@ -289,6 +306,8 @@ static void client_request(struct agent *a, int i)
 		client_release(a, i);
 		agent_add_subscriber(a, fd);
 		return;
+	} else if (!strcmp(verb, "recorded")) {
+		reply = recorded(a, arg);
 	} else if (!strcmp(verb, "requests")) {
 		reply = rw_agent_view_requests(a->view);
 	} else if (!strcmp(verb, "shutdown")) {

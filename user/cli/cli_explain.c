@@ -22,6 +22,7 @@
 #include "cli_text.h"
 #include "cli_probe.h"
 #include "cli_pins.h"
+#include "cli_private.h"
 #include "commands.h"
 #include "ctl.h"
 #include "eventfmt.h"
@@ -29,10 +30,7 @@
 #include "reasons.h"
 #include "runwall.skel.h"
 
-#define DEFAULT_SPORT	 40000
-#define LOOPBACK_IFINDEX 1 /* test_run's device for ctx.ifindex <= 1 */
-#define TCX_NEXT_RET	 (-1)
-#define TCX_DROP_RET	 2
+#define DEFAULT_SPORT 40000
 
 static const char explain_usage[] =
 	"explain {--pod IP | --run ID} DST PORT [tcp|udp|icmpv6] "
@@ -53,25 +51,11 @@ struct question {
 	const char *policy;
 };
 
+/* Ingress: from the peer DST into the pod's PORT. */
 static void make_probe(const struct question *q, const struct rw_ip *pod, struct rw_cli_probe *p)
 {
-	const struct rw_ip *src = q->ingress ? &q->dst : pod, *dst = q->ingress ? pod : &q->dst;
-
-	memset(p, 0, sizeof(*p));
-	p->proto = q->proto;
-	p->tcp_flags = q->proto == IPPROTO_TCP ? q->flags : 0;
-	/* Ingress: from the peer DST into the pod's PORT. */
-	p->dir = q->ingress ? RW_DIR_INGRESS : RW_DIR_EGRESS;
-	p->sport = q->proto == IPPROTO_ICMPV6 ? 0 : q->sport;
-	p->dport = q->dport;
-	p->ipv6 = q->dst.family == AF_INET6;
-	if (p->ipv6) {
-		memcpy(p->src6, src->a, sizeof(p->src6));
-		memcpy(p->dst6, dst->a, sizeof(p->dst6));
-	} else {
-		p->src = src->a[0];
-		p->dst = dst->a[0];
-	}
+	rw_cli_probe_make(p, q->ingress ? RW_DIR_INGRESS : RW_DIR_EGRESS, q->proto, q->flags,
+			  q->sport, q->dport, pod, &q->dst);
 }
 
 /* The pod of a run whose family is DST's: the first bound to a veth of this node (ifindex set),
@@ -93,70 +77,6 @@ static bool run_pod(const struct rw_datapath *pinned, const struct rw_live_run *
 		}
 	}
 	return n > 0;
-}
-
-/* Run the dry-run copy on the packet as if it arrived on ifindex; fill v from its .bss. */
-static int judge(struct rw_datapath *dp, const struct rw_cli_probe *p, __u32 ifindex,
-		 struct rw_cli_verdict *v, char *err, size_t errlen)
-{
-	struct __sk_buff ctx = {.ifindex = ifindex};
-	__u8 pkt[RW_CLI_PKT_MAX];
-	size_t len = rw_cli_build_packet(p, pkt, sizeof(pkt));
-	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt, .data_size_in = len, .ctx_in = &ctx,
-		    .ctx_size_in = sizeof(ctx), .repeat = 1);
-	struct rw_explain *res = &dp->skel->bss->rw_explain_result;
-	__u32 before = res->runs;
-	int ret;
-
-	ret = bpf_prog_test_run_opts(dp->prog_fd[p->dir], &opts);
-	if (ret) {
-		ret = -errno;
-		snprintf(err, errlen, "BPF_PROG_TEST_RUN on ifindex %u: %s%s", ifindex,
-			 strerror(-ret),
-			 ret == -ENODEV ? " (run explain in the node's network "
-					  "namespace, where the sandbox veths are)"
-					: "");
-		return ret;
-	}
-	/* The dry run must have reached its verdict exactly once, and said what it returned. */
-	if (res->runs != before + 1) {
-		snprintf(err, errlen,
-			 "the dry run left no verdict (rw_explain_result.runs %u -> %u): is this "
-			 "BPF object built with rw_dry_run support?",
-			 before, res->runs);
-		return -EPROTO;
-	}
-	if ((res->verdict == RW_VERDICT_ALLOW) != ((int)opts.retval == TCX_NEXT_RET) ||
-	    (res->verdict != RW_VERDICT_ALLOW && (int)opts.retval != TCX_DROP_RET)) {
-		snprintf(err, errlen, "the dry run returned %d but recorded verdict %u",
-			 (int)opts.retval, res->verdict);
-		return -EPROTO;
-	}
-	v->verdict = res->verdict;
-	v->reason = res->reason;
-	v->path = res->path;
-	v->answer = res->answer;
-	v->rule_id = res->rule_id;
-	return 0;
-}
-
-/* The run the program saw (its counter index) as id and generation. */
-static void fill_run(const struct rw_datapath *dp, __u32 run_idx, struct rw_cli_verdict *v)
-{
-	struct rw_live_run *runs;
-	size_t n;
-	int i;
-
-	v->run[0] = '\0';
-	v->gen = 0;
-	if (!run_idx || rw_live_runs(dp, &runs, &n))
-		return;
-	i = rw_live_run_find(runs, n, NULL, run_idx);
-	if (i >= 0) {
-		snprintf(v->run, sizeof(v->run), "%s", runs[i].id);
-		v->gen = runs[i].gen;
-	}
-	rw_live_runs_free(runs, n);
 }
 
 static __u64 live_revision(const struct rw_datapath *dp)
@@ -251,12 +171,12 @@ static int judge_live(const struct question *q, struct rw_ip *pod, bool need,
 	}
 	make_probe(q, pod, p);
 	v->revision = live_revision(&dry);
-	ret = judge(&dry, p, ifindex, v, err, sizeof(err));
+	ret = rw_cli_judge(&dry, p, ifindex, v, err, sizeof(err));
 	if (ret) {
 		ret = rw_fail(RW_EXIT_REFUSED, "%s", err);
 		goto cleanup;
 	}
-	fill_run(&dry, dry.skel->bss->rw_explain_result.run_idx, v);
+	rw_cli_judged_run(&dry, v);
 	if (rw_ctl_call(rw_g.socket, "status", NULL, NULL, 0, RW_CTL_TIMEOUT_MS, &status) == 0)
 		have_names = rw_cli_agent_policy(rw_g.socket, status, v->revision, &names) == 0;
 	rw_rule_name(have_names ? &names : NULL, v->rule_id, v->rule, sizeof(v->rule));
@@ -281,10 +201,7 @@ static int judge_file(const struct question *q, struct rw_ip *pod, bool have_pod
 		      struct rw_cli_probe *p, struct rw_cli_verdict *v)
 {
 	struct rw_datapath dp = {.skel = NULL};
-	struct rw_config cfg = {.layout_version = RW_LAYOUT_VERSION};
 	struct rw_policy_error perr;
-	struct rw_apply_result res;
-	struct rw_endpoint ep = {0};
 	struct rw_policy pol;
 	char err[512];
 	int ret;
@@ -307,30 +224,12 @@ static int judge_file(const struct question *q, struct rw_ip *pod, bool have_pod
 		}
 		*pod = ipv6 ? rw_ip6(run->pods6[0]) : rw_ip4(run->pods[0]);
 	}
-	ret = rw_datapath_load(&dp, NULL, RW_DP_NO_PIN | RW_DP_DRY_RUN | judging_progs(q), err,
-			       sizeof(err));
+	ret = rw_cli_private_load(&dp, &pol, judging_progs(q), err, sizeof(err));
 	if (ret) {
-		ret = rw_fail(RW_EXIT_REFUSED, "loading the dry-run programs: %s", err);
+		ret = rw_fail(RW_EXIT_REFUSED, "%s: %s", q->policy, err);
 		goto cleanup;
 	}
-	/* The loader leaves a dry run's config alone: give it our layout, not ready. */
-	ret = rw_config_write(&dp, &cfg);
-	if (!ret)
-		ret = rw_apply(&dp, NULL, &pol, &res, err, sizeof(err));
-	else
-		snprintf(err, sizeof(err), "%s", strerror(-ret));
-	if (ret) {
-		ret = rw_fail(RW_EXIT_REFUSED, "%s: cannot be applied: %s", q->policy, err);
-		goto cleanup;
-	}
-	if (pod->family == AF_INET6) {
-		ep.flags = RW_EP_IP6;
-		memcpy(ep.pod_ip6, pod->a, sizeof(ep.pod_ip6));
-	} else {
-		ep.flags = RW_EP_IP4;
-		ep.pod_ip = pod->a[0];
-	}
-	ret = rw_endpoint_bind_addrs(&dp, LOOPBACK_IFINDEX, &ep);
+	ret = rw_cli_private_bind(&dp, pod);
 	if (ret) {
 		ret = rw_fail(RW_EXIT_REFUSED, "binding the pod in the private maps: %s",
 			      strerror(-ret));
@@ -338,12 +237,12 @@ static int judge_file(const struct question *q, struct rw_ip *pod, bool have_pod
 	}
 	make_probe(q, pod, p);
 	v->revision = pol.revision;
-	ret = judge(&dp, p, LOOPBACK_IFINDEX, v, err, sizeof(err));
+	ret = rw_cli_judge(&dp, p, RW_CLI_PRIVATE_IFINDEX, v, err, sizeof(err));
 	if (ret) {
 		ret = rw_fail(RW_EXIT_REFUSED, "%s", err);
 		goto cleanup;
 	}
-	fill_run(&dp, dp.skel->bss->rw_explain_result.run_idx, v);
+	rw_cli_judged_run(&dp, v);
 	rw_rule_name(&pol, v->rule_id, v->rule, sizeof(v->rule));
 	v->source = q->policy;
 	ret = 0;

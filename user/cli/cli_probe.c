@@ -110,6 +110,28 @@ size_t rw_cli_build_packet(const struct rw_cli_probe *p, __u8 *buf, size_t len)
 	return total;
 }
 
+void rw_cli_probe_make(struct rw_cli_probe *p, __u8 dir, __u8 proto, __u8 tcp_flags, __u16 sport,
+		       __u16 dport, const struct rw_ip *pod, const struct rw_ip *peer)
+{
+	const struct rw_ip *src = dir == RW_DIR_INGRESS ? peer : pod;
+	const struct rw_ip *dst = dir == RW_DIR_INGRESS ? pod : peer;
+
+	memset(p, 0, sizeof(*p));
+	p->dir = dir;
+	p->proto = proto;
+	p->tcp_flags = proto == IPPROTO_TCP ? tcp_flags : 0;
+	p->sport = proto == IPPROTO_ICMPV6 ? 0 : sport;
+	p->dport = dport;
+	p->ipv6 = peer->family == AF_INET6;
+	if (p->ipv6) {
+		memcpy(p->src6, src->a, sizeof(p->src6));
+		memcpy(p->dst6, dst->a, sizeof(p->dst6));
+	} else {
+		p->src = src->a[0];
+		p->dst = dst->a[0];
+	}
+}
+
 void rw_cli_probe_str(const struct rw_cli_probe *p, char *buf, size_t len)
 {
 	char src[64], dst[64];

@@ -49,6 +49,12 @@ struct rw_cli_verdict {
 	const char *source; /* "live" or the policy file */
 };
 
+/* A probe between a pod and a peer (one family): egress from the pod to the peer's dport,
+ * ingress from the peer to the pod's dport; tcp_flags for TCP only, no source port for ICMPv6.
+ */
+void rw_cli_probe_make(struct rw_cli_probe *p, __u8 dir, __u8 proto, __u8 tcp_flags, __u16 sport,
+		       __u16 dport, const struct rw_ip *pod, const struct rw_ip *peer);
+
 #define RW_CLI_PKT_MAX 128
 
 /* Ethernet + IPv4 (no options) or IPv6 (no extension headers) + TCP (doff 5) or UDP, or an

@@ -33,7 +33,7 @@ struct rw_cmd {
 };
 
 extern const struct rw_cmd rw_cmd_agent, rw_cmd_apply, rw_cmd_status, rw_cmd_map, rw_cmd_counters,
-	rw_cmd_drops, rw_cmd_explain, rw_cmd_detach, rw_cmd_requests, rw_cmd_view;
+	rw_cmd_drops, rw_cmd_explain, rw_cmd_replay, rw_cmd_detach, rw_cmd_requests, rw_cmd_view;
 
 /* The command's whole help: "Usage: runwall GRAMMAR", the summary, the options. */
 void rw_cmd_help(const struct rw_cmd *cmd, FILE *f);

@@ -21,8 +21,9 @@ struct rw_globals rw_g = {
 
 /* The commands, in the order `runwall help` lists them. A new command: its file, and one line. */
 static const struct rw_cmd *const commands[] = {
-	&rw_cmd_agent, &rw_cmd_apply,	&rw_cmd_status,	  &rw_cmd_map,	&rw_cmd_counters,
-	&rw_cmd_drops, &rw_cmd_explain, &rw_cmd_requests, &rw_cmd_view, &rw_cmd_detach,
+	&rw_cmd_agent,	  &rw_cmd_apply, &rw_cmd_status,  &rw_cmd_map,
+	&rw_cmd_counters, &rw_cmd_drops, &rw_cmd_explain, &rw_cmd_replay,
+	&rw_cmd_requests, &rw_cmd_view,	 &rw_cmd_detach,
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))

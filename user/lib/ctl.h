@@ -12,6 +12,8 @@
  *                                       the revision in force, REVISION is BASE + 1)
  *   policy            -> {"ok":true,"revision":N,"source":"...","snapshot":"<the JSON text>"}
  *   events            -> a stream of event objects
+ *   recorded SINCE_NS [RUN] -> {"ok":true,"flows":[...],...}: the event store's verdicts since
+ *                       SINCE_NS (realtime) folded into flows (flowset.h), for `runwall replay`
  *   shutdown          -> {"ok":true}; the agent exits, leaving enforcement in place
  */
 #ifndef RUNWALL_CTL_H
