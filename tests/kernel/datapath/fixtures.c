@@ -333,3 +333,12 @@ __u64 mono_ns(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 }
+
+/* A frame as a TAP diagnostic line: "  # what: " and its bytes in hex. */
+void dump_hex(const char *what, const __u8 *b, size_t len)
+{
+	printf("  # %s: ", what);
+	for (size_t i = 0; i < len; i++)
+		printf("%02x", b[i]);
+	printf("\n");
+}
