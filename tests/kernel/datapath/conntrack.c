@@ -7,15 +7,12 @@
  * (conntrack-full, counted for its run) and leaves its known flows and every other sandbox
  * alone; a pod change starts an empty table; a veth without a table is fail-closed.
  */
-static void set_ct_share(__u32 per_sandbox)
+void set_ct_share(__u32 per_sandbox)
 {
-	struct rw_config cfg;
+	struct rw_config cfg = config_get();
 
-	if (rw_config_read(&dp, &cfg))
-		FATAL("reading config");
 	cfg.ct_per_sandbox = per_sandbox;
-	if (rw_config_write(&dp, &cfg))
-		FATAL("writing config");
+	config_put(&cfg);
 }
 
 void test_conntrack_isolation(void)

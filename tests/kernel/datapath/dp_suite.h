@@ -63,22 +63,15 @@ struct tcase {
 	int answer;	 /* enum rw_answer the refusal gets (RW_ANSWER_NONE: a plain drop) */
 };
 
+#define FLOW(src_, dst_, proto_, sport_, dport_) \
+	.src = src_, .dst = dst_, .proto = proto_, .sport = sport_, .dport = dport_
+/* A case's veth, direction and packet. */
 #define EG(dev_, src_, dst_, proto_, sport_, dport_, flags_) \
 	.dev = dev_, .dir = E,                               \
-	.pkt = {.src = src_,                                 \
-		.dst = dst_,                                 \
-		.proto = proto_,                             \
-		.sport = sport_,                             \
-		.dport = dport_,                             \
-		.tcp_flags = flags_}
+	.pkt = {FLOW(src_, dst_, proto_, sport_, dport_), .tcp_flags = flags_}
 #define IN(dev_, src_, dst_, proto_, sport_, dport_, flags_) \
 	.dev = dev_, .dir = I,                               \
-	.pkt = {.src = src_,                                 \
-		.dst = dst_,                                 \
-		.proto = proto_,                             \
-		.sport = sport_,                             \
-		.dport = dport_,                             \
-		.tcp_flags = flags_}
+	.pkt = {FLOW(src_, dst_, proto_, sport_, dport_), .tcp_flags = flags_}
 #define ALLOWED(path_, event_, run_) \
 	.verdict = ALLOW, .reason = RW_REASON_ALLOWED, .path = path_, .event = event_, .run = run_
 #define DROPPED(reason_, run_) \
@@ -114,6 +107,10 @@ void bind_veth(int dev, const char *ip);
 void make_veths(void);
 __u64 mono_ns(void);
 void dump_hex(const char *what, const __u8 *b, size_t len);
+struct rw_config config_get(void);
+int check_one_packet(const char *name, const char *who, const struct rw_counters *before,
+		     const struct rw_counters *after, int dir, int reason);
+void config_put(const struct rw_config *cfg);
 
 /* reasons.c */
 extern const struct tcase not_ready_cases[];
@@ -166,10 +163,16 @@ struct acase {
 #define RST_ANSWER(seq_, ack_, flags_) RW_ANSWER_RST, seq_, ack_, flags_, 0
 #define ICMP_ANSWER(quote_)	       RW_ANSWER_ICMP, 0, 0, 0, quote_
 #define NO_ANSWER		       RW_ANSWER_NONE, 0, 0, 0, 0
-#define FLOW(src_, dst_, proto_, sport_, dport_) \
-	.src = src_, .dst = dst_, .proto = proto_, .sport = sport_, .dport = dport_
 
 void run_answer_case(const struct acase *c);
+struct syn_flood {
+	int redirected, dropped; /* answered; over the budget, plain drops */
+	__u64 ns;
+};
+void syn_flood(const struct pkt_spec *syn, int n, struct syn_flood *f);
+int syn_flood_within(const struct syn_flood *f, int n, int burst);
+size_t want_tcp4(const __u8 *dmac, const __u8 *smac, const char *saddr, const char *daddr,
+		 __u16 sport, __u16 dport, __u32 seq, __u32 ack, __u8 flags, __u16 win, __u8 *w);
 size_t want_icmp(const struct pkt_spec *s, const __u8 *in, size_t quote, __u8 *w);
 void set_answer_budget(__u32 rate, __u32 burst);
 int test_run_out(int dir, int ifindex, const void *pkt, size_t len, __u8 *out, __u32 *out_len,
@@ -219,6 +222,7 @@ int revoke_tap_open(int dev);
 void revoke_tap_close(int fd, int dev);
 void run_revoke_case(const struct rcase *c, int tap);
 void test_revoke(void);
+void revoke_drop_mode(const struct rcase cases[2], __u16 port, const char *family);
 void test_revoke_drop_mode(void);
 void test_revoke_ended(void);
 
@@ -242,6 +246,7 @@ void test_revoke6_drop_mode(void);
 void test_revoke_probe_shares(void);
 
 /* conntrack.c */
+void set_ct_share(__u32 per_sandbox);
 void test_conntrack_isolation(void);
 void test_conntrack_expire(void);
 void test_conntrack_slots(void);
@@ -268,6 +273,8 @@ void test_ipv6_binding(void);
 void test_ipv6_policy(void);
 
 /* icmp6.c, ndp.c */
+void put_flow6(const char *pod, __u16 pod_port, const char *peer, __u16 peer_port, __u8 proto,
+	       __u64 stamp, const char *run);
 void icmp6_setup(void);
 void icmp6_teardown(void);
 void test_ndp(void);

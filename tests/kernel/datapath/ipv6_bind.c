@@ -100,13 +100,10 @@ static __u64 tables_room(void)
 
 static void set_ct_node(__u32 ct_node)
 {
-	struct rw_config cfg;
+	struct rw_config cfg = config_get();
 
-	if (rw_config_read(&dp, &cfg))
-		FATAL("reading config");
 	cfg.ct_node = ct_node;
-	if (rw_config_write(&dp, &cfg))
-		FATAL("writing config");
+	config_put(&cfg);
 }
 
 void test_ipv6_binding(void)

@@ -107,33 +107,15 @@ static void bind_dual(int dev, const char *ip4, const char *ip6)
 }
 
 /* Out of rwt0's pod (run-d6a) or rwt1's (run-d6b), and into them. */
+#define V6(dev_, dir_, src_, dst_, proto_, sport_, dport_, flags_) \
+	.dev = dev_, .dir = dir_,                                  \
+	.pkt = {.ipv6 = 1, FLOW(src_, dst_, proto_, sport_, dport_), .tcp_flags = flags_}
 #define OUT_A(dst_, proto_, sport_, dport_, flags_) \
-	.dev = 0, .dir = E,                         \
-	.pkt = {.ipv6 = 1,                          \
-		.src = POD_A6,                      \
-		.dst = dst_,                        \
-		.proto = proto_,                    \
-		.sport = sport_,                    \
-		.dport = dport_,                    \
-		.tcp_flags = flags_}
+	V6(0, E, POD_A6, dst_, proto_, sport_, dport_, flags_)
 #define OUT_B(dst_, proto_, sport_, dport_, flags_) \
-	.dev = 1, .dir = E,                         \
-	.pkt = {.ipv6 = 1,                          \
-		.src = POD_B6,                      \
-		.dst = dst_,                        \
-		.proto = proto_,                    \
-		.sport = sport_,                    \
-		.dport = dport_,                    \
-		.tcp_flags = flags_}
+	V6(1, E, POD_B6, dst_, proto_, sport_, dport_, flags_)
 #define INTO_A(src_, proto_, sport_, dport_, flags_) \
-	.dev = 0, .dir = I,                          \
-	.pkt = {.ipv6 = 1,                           \
-		.src = src_,                         \
-		.dst = POD_A6,                       \
-		.proto = proto_,                     \
-		.sport = sport_,                     \
-		.dport = dport_,                     \
-		.tcp_flags = flags_}
+	V6(0, I, src_, POD_A6, proto_, sport_, dport_, flags_)
 #define A "run-d6a"
 #define B "run-d6b"
 
@@ -449,21 +431,7 @@ static int ct6_entry(const char *peer, __u16 pod_port, __u16 peer_port, __u8 pro
  */
 static void put_old_flow6(const char *peer, __u16 pod_port, __u16 peer_port)
 {
-	struct rw_ct_value v = {.opened_by = E, .run_idx = run_idx_of(A)};
-	struct rw_ct6_key k = {.ifindex = ifindex_of[0], .proto = TCP};
-	int fd = rw_conntrack6_table_fd(&dp, ifindex_of[0]), err;
-
-	if (fd < 0)
-		FATAL("rwt0 has no IPv6 table");
-	inet_pton(AF_INET6, POD_A6, k.pod_ip);
-	inet_pton(AF_INET6, peer, k.peer_ip);
-	k.pod_port = htons(pod_port);
-	k.peer_port = htons(peer_port);
-	v.created_ns = v.seen_ns = mono_ns();
-	err = bpf_map_update_elem(fd, &k, &v, BPF_ANY);
-	close(fd);
-	if (err)
-		FATAL("a flow in rwt0's IPv6 table: %s", strerror(errno));
+	put_flow6(POD_A6, pod_port, peer, peer_port, TCP, 0, A);
 }
 
 /* Replies into the pod are judged by the egress policy of their peer: from the node or a pod of
@@ -657,17 +625,6 @@ static void test_one_apply_cuts_both(unsigned long long *rev)
 	apply6(json, "run-d6a's IPv6 and IPv4 rules removed");
 	free(json);
 	run_table(after, sizeof(after) / sizeof(after[0]));
-}
-
-static void set_ct_share(__u32 per_sandbox)
-{
-	struct rw_config cfg;
-
-	if (rw_config_read(&dp, &cfg))
-		FATAL("reading config");
-	cfg.ct_per_sandbox = per_sandbox;
-	if (rw_config_write(&dp, &cfg))
-		FATAL("writing config");
 }
 
 /* A full IPv6 table refuses the sandbox's next IPv6 flow (conntrack-full); its IPv4 table, and

@@ -5,35 +5,6 @@
 
 /* ---- revoke: a refused segment of a known flow resets both ends ---- */
 
-/* A bare reset <SEQ=seq><CTL=RST> from saddr:sport to daddr:dport, byte by byte. */
-static size_t want_bare_rst(const __u8 *dmac, const __u8 *smac, const char *saddr,
-			    const char *daddr, __u16 sport, __u16 dport, __u32 seq, __u8 *w)
-{
-	struct in_addr src, dst;
-
-	inet_pton(AF_INET, saddr, &src);
-	inet_pton(AF_INET, daddr, &dst);
-	memset(w, 0, PKT_MAX);
-	memcpy(w, dmac, 6);
-	memcpy(w + 6, smac, 6);
-	put16be(w + 12, 0x0800);
-	w[14] = 0x45;
-	put16be(w + 16, 40);
-	put16be(w + 20, 0x4000);
-	w[22] = 64;
-	w[23] = IPPROTO_TCP;
-	memcpy(w + 26, &src, 4);
-	memcpy(w + 30, &dst, 4);
-	put16be(w + 24, ~pkt_csum_sum(w + 14, 20, 0) & 0xffff);
-	put16be(w + 34, sport);
-	put16be(w + 36, dport);
-	put32be(w + 38, seq);
-	w[46] = 5 << 4;
-	w[47] = RST;
-	put16be(w + 50, tcp_csum(w + 14, w + 34, 20));
-	return 54;
-}
-
 int wait_scale(void)
 {
 	const char *s = getenv("RW_WAIT_SCALE");
@@ -137,7 +108,7 @@ static size_t want_reset(int ipv6, const __u8 *dmac, const __u8 *smac, const cha
 {
 	if (ipv6)
 		return want_tcp6(dmac, smac, saddr, daddr, sport, dport, seq, 0, RST, 0, w);
-	return want_bare_rst(dmac, smac, saddr, daddr, sport, dport, seq, w);
+	return want_tcp4(dmac, smac, saddr, daddr, sport, dport, seq, 0, RST, 0, w);
 }
 
 /* One case, IPv4 or IPv6 as its packet is: the program's verdict and output, the counters and
@@ -275,24 +246,35 @@ void test_revoke(void)
 }
 
 /* "refusal": "drop" (run-7f3a's, after test_refusal_modes): a known flow's refused segments
- * are dropped in silence, both ways.
+ * are dropped in silence, both ways. cases[0] is the pod's segment of a known flow, cases[1]
+ * the remote's; port and port + 1 are theirs here.
  */
-void test_revoke_drop_mode(void)
+void revoke_drop_mode(const struct rcase cases[2], __u16 port, const char *family)
 {
-	struct rcase eg = revoke_cases[0], in = revoke_cases[1];
+	struct rcase eg = cases[0], in = cases[1];
+	char eg_name[96], in_name[96];
 	int tap = revoke_tap_open(0);
 
-	eg.name = "\"drop\": the pod's segment of a known flow is a plain drop";
-	eg.pkt.sport = 40320;
+	snprintf(eg_name, sizeof(eg_name),
+		 "\"drop\": the pod's segment of a known%s flow is a plain drop", family);
+	snprintf(in_name, sizeof(in_name),
+		 "\"drop\": the remote's segment of a known%s flow is a plain drop", family);
+	eg.name = eg_name;
+	eg.pkt.sport = port;
 	eg.ret = 2;
 	eg.resets = 0;
-	in.name = "\"drop\": the remote's segment of a known flow is a plain drop";
-	in.pkt.dport = 40321;
+	in.name = in_name;
+	in.pkt.dport = port + 1;
 	in.ret = 2;
 	in.resets = 0;
 	run_revoke_case(&eg, tap);
 	run_revoke_case(&in, tap);
 	revoke_tap_close(tap, 0);
+}
+
+void test_revoke_drop_mode(void)
+{
+	revoke_drop_mode(revoke_cases, 40320, "");
 }
 
 /* A run removed from the snapshot while its pod lives: the veth stays bound to the pod's
