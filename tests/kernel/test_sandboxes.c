@@ -291,6 +291,19 @@ static void test_ipv6_identity(void **state)
 	assert_memory_equal(ep.gw_ip6, gw, sizeof(gw));
 }
 
+/* After a full resync, ifindex has no program on either hook and no pod bound. */
+static void assert_gone_after_resync(int ifindex)
+{
+	struct rw_veth_state st;
+
+	drain_events(NULL);
+	assert_int_equal(agent_full_resync(&a), 0);
+	assert_int_equal(rw_veth_query(&a.dp, ifindex, &st), 0);
+	assert_false(st.found[RW_DIR_EGRESS]);
+	assert_false(st.found[RW_DIR_INGRESS]);
+	assert_int_equal(st.pod_ip, 0);
+}
+
 /* --- fixtures ------------------------------------------------------------------------------ */
 
 static int group_setup(void **state)
@@ -422,12 +435,7 @@ static void test_retry_on_ifindex_taken_by_other(void **state)
 	assert_false(st.found[RW_DIR_EGRESS]);
 	assert_false(st.found[RW_DIR_INGRESS]);
 	/* Its deletion read (no runwall-cni DEL ran): the old veth's binding goes too. */
-	drain_events(NULL);
-	assert_int_equal(agent_full_resync(&a), 0);
-	assert_int_equal(rw_veth_query(&a.dp, 7003, &st), 0);
-	assert_false(st.found[RW_DIR_EGRESS]);
-	assert_false(st.found[RW_DIR_INGRESS]);
-	assert_int_equal(st.pod_ip, 0);
+	assert_gone_after_resync(7003);
 }
 
 /* An interface with the agent's prefix that is not a veth (a bridge here, standing for the VPC
@@ -522,20 +530,13 @@ static void test_adopted_snapshot_is_not_prev(void **state)
  */
 static void test_ifindex_taken_by_prefixed_non_veth(void **state)
 {
-	struct rw_veth_state st;
-
 	drain_events(NULL);
 	make_pod("rwsb5", 7005, "10.9.0.6");
 	cni_add(7005, "10.9.0.6");
 	drain_events(NULL);
 	assert_true(protected_as(7005, "10.9.0.6"));
 	SH("ip link del rwsb5 && ip link add rwsb5 index 7005 type bridge && ip link set rwsb5 up");
-	drain_events(NULL);
-	assert_int_equal(agent_full_resync(&a), 0);
-	assert_int_equal(rw_veth_query(&a.dp, 7005, &st), 0);
-	assert_false(st.found[RW_DIR_EGRESS]);
-	assert_false(st.found[RW_DIR_INGRESS]);
-	assert_int_equal(st.pod_ip, 0);
+	assert_gone_after_resync(7005);
 	assert_int_equal(count_bindings(), 0);
 }
 
