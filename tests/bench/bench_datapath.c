@@ -769,36 +769,37 @@ static void section_apply(void)
 
 /* ---- Memory and events: the real agent ------------------------------------------------ */
 
-static long memlock_of(int fd)
+/* The number of the first line of the /proc file at path that matches fmt ("name: %ld"), or
+ * -1.
+ */
+static long proc_number(const char *path, const char *fmt)
 {
-	char path[64], line[256];
+	char line[256];
 	long v = -1;
-	FILE *f;
+	FILE *f = fopen(path, "r");
 
-	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
-	f = fopen(path, "r");
 	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "memlock: %ld", &v) == 1)
+		if (sscanf(line, fmt, &v) == 1)
 			break;
 	if (f)
 		fclose(f);
 	return v;
 }
 
+static long memlock_of(int fd)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	return proc_number(path, "memlock: %ld");
+}
+
 static long rss_kb(pid_t pid)
 {
-	char path[64], line[256];
-	long v = -1;
-	FILE *f;
+	char path[64];
 
 	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	f = fopen(path, "r");
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld", &v) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return v;
+	return proc_number(path, "VmRSS: %ld");
 }
 
 static char pin_dir[128], sock_path[128], policy_path[128];

@@ -102,6 +102,27 @@ check() {
 	if "$@"; then ok "$what"; else not_ok "$what"; fi
 }
 section() { echo "# ---- $*" >&3; }
+
+# rw_judge ARGS...: runs tests/netns/expect.py ARGS and numbers its PASS/FAIL/NOTE lines as TAP;
+# its METRIC lines go to $RW_WORK/metrics.
+rw_judge() {
+	local out=$RW_WORK/judge.out st what why
+	if ! "$RW_PY" "$RW_ROOT/tests/netns/expect.py" "$@" >"$out" 2>"$out.err"; then
+		not_ok "expect.py $1 failed"
+		sed 's/^/#   /' "$out.err" >&3
+	fi
+	while IFS=$'\t' read -r st what why; do
+		case "$st" in
+		PASS) ok "$what" ;;
+		FAIL)
+			not_ok "$what"
+			[ -z "$why" ] || diag "    $why"
+			;;
+		NOTE) diag "$what" ;;
+		METRIC) echo "$what $why" >>"$RW_WORK/metrics" ;;
+		esac
+	done <"$out"
+}
 # rw_bail TEXT…: the suite cannot go on: a TAP bail-out with the agent log's last lines.
 rw_bail() {
 	echo "Bail out! $*" >&3

@@ -71,25 +71,8 @@ fi
 
 # ---- TAP -----------------------------------------------------------------------------------
 
-# expect.py prints PASS/FAIL/NOTE/METRIC lines; number them. METRIC lines go to $RW_WORK/metrics.
-judge() {
-	local out=$RW_WORK/judge.out st what why
-	if ! "${EXPECT[@]}" "$@" >"$out" 2>"$out.err"; then
-		not_ok "expect.py $1 failed"
-		sed 's/^/#   /' "$out.err" >&3
-	fi
-	while IFS=$'\t' read -r st what why; do
-		case "$st" in
-		PASS) ok "$what" ;;
-		FAIL)
-			not_ok "$what"
-			[ -z "$why" ] || diag "    $why"
-			;;
-		NOTE) diag "$what" ;;
-		METRIC) echo "$what $why" >>"$RW_WORK/metrics" ;;
-		esac
-	done <"$out"
-}
+# judge ARGS...: expect.py's verdicts as TAP (rw_judge, lib.sh).
+judge() { rw_judge "$@"; }
 
 cleanup() {
 	local rc=$?

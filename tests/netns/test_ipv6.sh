@@ -55,7 +55,6 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/netns/lib.sh
 source "$HERE/lib.sh"
 rw_suite_begin ipv6 rw6 "${1:-build}"
-EXPECT=("$RW_PY" "$HERE/expect.py")
 IPV6=("$RW_PY" "$HERE/ipv6.py")
 SUITE_START=$(date +%s%N)
 
@@ -108,24 +107,8 @@ trap 'not_ok "aborted at line $LINENO: $BASH_COMMAND"; echo "1..$T" >&3' ERR
 
 # ---- helpers -----------------------------------------------------------------------------------
 
-# judge ARGS...: expect.py's PASS/FAIL/NOTE lines as TAP.
-judge() {
-	local out=$RW_WORK/judge.out st what why
-	"${EXPECT[@]}" "$@" >"$out" 2>"$out.err" || {
-		not_ok "expect.py $1 failed"
-		sed 's/^/#   /' "$out.err" >&3
-	}
-	while IFS=$'\t' read -r st what why; do
-		case "$st" in
-		PASS) ok "$what" ;;
-		FAIL)
-			not_ok "$what"
-			[ -z "$why" ] || diag "    $why"
-			;;
-		NOTE) diag "$what" ;;
-		esac
-	done <"$out"
-}
+# judge ARGS...: expect.py's verdicts as TAP (rw_judge, lib.sh).
+judge() { rw_judge "$@"; }
 
 # batch SPEC OUTDIR [TIMEOUT]: every FROM's attempts of the spec at once, in its namespace.
 batch() {

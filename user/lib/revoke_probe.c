@@ -277,40 +277,32 @@ static void probe_flow(struct probe_sandbox *sb, const struct rw_ct_value *v,
 	sb->probed++;
 }
 
-/* The stale TCP flows of the veth's IPv4 table, of the bound pod_ip. */
-static void probe_table4(struct probe_sandbox *sb, __be32 pod_ip)
+/* The stale TCP flows of the bound pod's address in the veth's table of the family: its IPv4
+ * table (rw_conntrack) or, with ip6, its rw_conntrack6 table.
+ */
+static void probe_table(struct probe_sandbox *sb, bool ip6)
 {
-	struct rw_ct_key k, next, *prev = NULL;
-	int fd = rw_conntrack_table_fd(sb->dp, sb->ifindex);
+	union {
+		struct rw_ct_key k4;
+		struct rw_ct6_key k6;
+	} k, next;
+	int fd = ip6 ? rw_conntrack6_table_fd(sb->dp, sb->ifindex)
+		     : rw_conntrack_table_fd(sb->dp, sb->ifindex);
+	bool first = true, own;
 	struct rw_ct_value v;
 
 	if (fd < 0)
 		return;
-	while (!bpf_map_get_next_key(fd, prev, &next)) {
+	while (!bpf_map_get_next_key(fd, first ? NULL : &k, &next)) {
 		k = next;
-		prev = &k;
-		if (k.proto == IPPROTO_TCP && k.pod_ip == pod_ip &&
-		    !bpf_map_lookup_elem(fd, &k, &v) && entry_stale(sb->dp, &v))
-			probe_flow(sb, &v, &k, NULL);
-	}
-	close(fd);
-}
-
-/* The same for the veth's rw_conntrack6 table, of the bound pod_ip6. */
-static void probe_table6(struct probe_sandbox *sb, const __be32 *pod_ip6)
-{
-	struct rw_ct6_key k, next, *prev = NULL;
-	int fd = rw_conntrack6_table_fd(sb->dp, sb->ifindex);
-	struct rw_ct_value v;
-
-	if (fd < 0)
-		return;
-	while (!bpf_map_get_next_key(fd, prev, &next)) {
-		k = next;
-		prev = &k;
-		if (k.proto == IPPROTO_TCP && !memcmp(k.pod_ip, pod_ip6, sizeof(k.pod_ip)) &&
-		    !bpf_map_lookup_elem(fd, &k, &v) && entry_stale(sb->dp, &v))
-			probe_flow(sb, &v, NULL, &k);
+		first = false;
+		if (ip6)
+			own = k.k6.proto == IPPROTO_TCP &&
+			      !memcmp(k.k6.pod_ip, sb->ep.pod_ip6, sizeof(k.k6.pod_ip));
+		else
+			own = k.k4.proto == IPPROTO_TCP && k.k4.pod_ip == sb->ep.pod_ip;
+		if (own && !bpf_map_lookup_elem(fd, &k, &v) && entry_stale(sb->dp, &v))
+			probe_flow(sb, &v, ip6 ? NULL : &k.k4, ip6 ? &k.k6 : NULL);
 	}
 	close(fd);
 }
@@ -332,9 +324,9 @@ static void sandbox_mac(struct probe_sandbox *sb, const struct neigh_list *nl)
 static void walk_sandbox(struct probe_sandbox *sb)
 {
 	if (sb->ep.flags & RW_EP_IP4)
-		probe_table4(sb, sb->ep.pod_ip);
+		probe_table(sb, false);
 	if (sb->ep.flags & RW_EP_IP6)
-		probe_table6(sb, sb->ep.pod_ip6);
+		probe_table(sb, true);
 }
 
 /* The budget shared max-min fairly: each sandbox gets its stale flows (at most
