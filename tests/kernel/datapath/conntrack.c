@@ -144,18 +144,8 @@ void test_conntrack_isolation(void)
  */
 void test_conntrack_expire(void)
 {
-	struct pkt_spec a = {.src = POD_A,
-			     .dst = "172.20.0.11",
-			     .proto = TCP,
-			     .sport = 41200,
-			     .dport = 3443,
-			     .tcp_flags = SYN};
-	struct pkt_spec b = {.src = POD_A,
-			     .dst = "172.20.0.11",
-			     .proto = TCP,
-			     .sport = 41201,
-			     .dport = 3443,
-			     .tcp_flags = SYN};
+	struct pkt_spec a = {FLOW(POD_A, "172.20.0.11", TCP, 41200, 3443), .tcp_flags = SYN};
+	struct pkt_spec b = {FLOW(POD_A, "172.20.0.11", TCP, 41201, 3443), .tcp_flags = SYN};
 	struct rw_ct_key k = {.ifindex = ifindex_of[0],
 			      .pod_port = htons(41200),
 			      .peer_port = htons(3443),

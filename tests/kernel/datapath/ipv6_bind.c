@@ -258,11 +258,7 @@ void test_ipv6_binding(void)
 				"a planted IPv6 table at an IPv4-only veth's index is not read",
 				.dev = 3, .dir = E,
 				.pkt = {.ipv6 = 1,
-					.src = BIND_POD6,
-					.dst = "2606:4700::1111",
-					.proto = UDP,
-					.sport = 41500,
-					.dport = 443},
+					FLOW(BIND_POD6, "2606:4700::1111", UDP, 41500, 443)},
 				DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)};
 
 			run_case(&c);
