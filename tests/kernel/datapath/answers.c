@@ -461,24 +461,39 @@ static size_t icmp_next(int fd, __u8 *f)
 	return 0;
 }
 
+/* rw_egress on the TC ingress hook of devs[dev] (what the pod sends), as the agent attaches it
+ * on a kernel without tcx; and off again.
+ */
+void egress_attach_tc(struct bpf_tc_hook *hook, struct bpf_tc_opts *ours, int dev)
+{
+	int ret = bpf_tc_hook_create(hook);
+
+	if (ret && ret != -EEXIST)
+		FATAL("clsact on %s: %s", devs[dev], strerror(-ret));
+	ours->prog_fd = dp.prog_fd[RW_DIR_EGRESS];
+	if (bpf_tc_attach(hook, ours))
+		FATAL("attaching rw_egress to %s: %s", devs[dev], strerror(errno));
+}
+
+void egress_detach_tc(struct bpf_tc_hook *hook, struct bpf_tc_opts *ours)
+{
+	ours->prog_fd = ours->flags = ours->prog_id = 0;
+	bpf_tc_detach(hook, ours);
+}
+
 void test_answer_tunnels(void)
 {
 	DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex_of[1],
 			    .attach_point = BPF_TC_INGRESS);
 	DECLARE_LIBBPF_OPTS(bpf_tc_opts, ours, .handle = 8, .priority = 8);
 	char cmd[512], peer[IFNAMSIZ + 2];
-	int host_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC), pod_ns, fd, ret;
+	int host_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC), pod_ns, fd;
 	struct sockaddr_ll sll = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL)};
 
 	snprintf(peer, sizeof(peer), "%sp", devs[1]);
 	if (host_ns < 0)
 		FATAL("/proc/self/ns/net: %s", strerror(errno));
-	ret = bpf_tc_hook_create(&hook);
-	if (ret && ret != -EEXIST)
-		FATAL("clsact on %s: %s", devs[1], strerror(-ret));
-	ours.prog_fd = dp.prog_fd[RW_DIR_EGRESS];
-	if (bpf_tc_attach(&hook, &ours))
-		FATAL("attaching rw_egress to %s: %s", devs[1], strerror(errno));
+	egress_attach_tc(&hook, &ours, 1);
 	if (unshare(CLONE_NEWNET))
 		FATAL("unshare(CLONE_NEWNET): %s", strerror(errno));
 	pod_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
@@ -546,8 +561,7 @@ void test_answer_tunnels(void)
 	ns_enter(host_ns);
 	close(pod_ns);
 	close(host_ns);
-	ours.prog_fd = ours.flags = ours.prog_id = 0;
-	bpf_tc_detach(&hook, &ours);
+	egress_detach_tc(&hook, &ours);
 	snprintf(cmd, sizeof(cmd),
 		 "ip link set %s down && sysctl -qw net.ipv6.conf.%s.disable_ipv6=0", devs[1],
 		 devs[1]);

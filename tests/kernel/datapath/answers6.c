@@ -291,7 +291,7 @@ void test_answers6_sockets(void)
 	struct sock_result tcp, udp, udp_opts;
 	char cmd[512], peer[IFNAMSIZ + 2], mac[18];
 	struct ifreq ifr = {0};
-	int host_ns = ns_fd(), pod_ns, s, ret, ok;
+	int host_ns = ns_fd(), pod_ns, s, ok;
 	__u8 *m;
 
 	snprintf(peer, sizeof(peer), "%sp", devs[0]);
@@ -303,12 +303,7 @@ void test_answers6_sockets(void)
 	m = (__u8 *)ifr.ifr_hwaddr.sa_data;
 	snprintf(mac, sizeof(mac), "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4],
 		 m[5]);
-	ret = bpf_tc_hook_create(&hook);
-	if (ret && ret != -EEXIST)
-		FATAL("clsact on %s: %s", devs[0], strerror(-ret));
-	ours.prog_fd = dp.prog_fd[RW_DIR_EGRESS];
-	if (bpf_tc_attach(&hook, &ours))
-		FATAL("attaching rw_egress to %s: %s", devs[0], strerror(errno));
+	egress_attach_tc(&hook, &ours, 0);
 
 	if (unshare(CLONE_NEWNET))
 		FATAL("unshare(CLONE_NEWNET): %s", strerror(errno));
@@ -341,8 +336,7 @@ void test_answers6_sockets(void)
 		FATAL("setns: %s", strerror(errno));
 	close(pod_ns);
 	close(host_ns);
-	ours.prog_fd = ours.flags = ours.prog_id = 0;
-	bpf_tc_detach(&hook, &ours);
+	egress_detach_tc(&hook, &ours);
 	snprintf(cmd, sizeof(cmd), "ip link set %s down", devs[0]);
 	sh(cmd);
 	drain_events();

@@ -183,6 +183,8 @@ __u16 tcp_csum(const __u8 *ip, const __u8 *tcp, size_t tcp_len);
 extern const __u8 pod_mac[6], gw_mac[6];
 int answer_sums_ok(const __u8 *f, size_t len);
 void test_answers(void);
+void egress_attach_tc(struct bpf_tc_hook *hook, struct bpf_tc_opts *ours, int dev);
+void egress_detach_tc(struct bpf_tc_hook *hook, struct bpf_tc_opts *ours);
 void test_answer_tunnels(void);
 void test_answer_not_ready(void);
 void test_answer_budget(void);
