@@ -324,11 +324,29 @@ rw_node_up() {
 	rw_start_listener "$RW_SVC" services "${args[@]}"
 }
 
+# rw_pod_wire NODE_NS POD_NS IFNAME POD_IP: the pod's eth0 (the peer of the node's IFNAME)
+# addressed and routed through the gateway 169.254.1.1, the veth up and the /32 route to it, as
+# the VPC CNI wires a pod.
+rw_pod_wire() {
+	local node=$1 ns=$2 ifname=$3 ip=$4 mac
+
+	mac=$(ip -n "$node" -o link show "$ifname" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
+	ip -n "$ns" addr add "$ip/32" dev eth0
+	ip -n "$ns" link set eth0 up
+	# The gateway's neighbour entry before the routes: a pod that is already sending (the
+	# fail-closed test's) must never ARP for 169.254.1.1.
+	ip -n "$ns" neigh replace 169.254.1.1 dev eth0 lladdr "$mac" nud permanent
+	ip -n "$ns" route add 169.254.1.1 dev eth0 scope link
+	ip -n "$ns" route add default via 169.254.1.1 dev eth0 onlink
+	ip -n "$node" link set "$ifname" up
+	ip -n "$node" route add "$ip/32" dev "$ifname" scope link
+}
+
 # rw_sandbox_add NAME IFNAME POD_IP: a sandbox pod wired like the VPC CNI wires one. The host
 # side veth appears in the node first (a running agent attaches to it, deny-all), then the /32
 # route binds the pod IP to it.
 rw_sandbox_add() {
-	local name=$1 ifname=$2 ip=$3 ns=${RW_PREFIX}$1 mac p args=()
+	local name=$1 ifname=$2 ip=$3 ns=${RW_PREFIX}$1 p args=()
 
 	# The namespace may exist already (a test that starts something in it before it is wired).
 	[ -e "/run/netns/$ns" ] || rw_ns_add "$ns"
@@ -337,16 +355,7 @@ rw_sandbox_add() {
 	RW_SB_IP[$name]=$ip
 	ip -n "$RW_NODE" link add "$ifname" type veth peer name eth0 netns "$ns"
 	rw_neigh_scale "$ifname"
-	mac=$(ip -n "$RW_NODE" -o link show "$ifname" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
-	ip -n "$ns" addr add "$ip/32" dev eth0
-	ip -n "$ns" link set eth0 up
-	# The gateway's neighbour entry before the routes: a pod that is already sending (the
-	# fail-closed test's) must never ARP for 169.254.1.1.
-	ip -n "$ns" neigh replace 169.254.1.1 dev eth0 lladdr "$mac" nud permanent
-	ip -n "$ns" route add 169.254.1.1 dev eth0 scope link
-	ip -n "$ns" route add default via 169.254.1.1 dev eth0 onlink
-	ip -n "$RW_NODE" link set "$ifname" up
-	ip -n "$RW_NODE" route add "$ip/32" dev "$ifname" scope link
+	rw_pod_wire "$RW_NODE" "$ns" "$ifname" "$ip"
 	for p in "${RW_SANDBOX_TCP_PORTS[@]}"; do
 		args+=(--tcp "0.0.0.0:$p")
 	done
