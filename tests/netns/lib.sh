@@ -103,6 +103,22 @@ check() {
 }
 section() { echo "# ---- $*" >&3; }
 
+# rw_batch SPEC OUTDIR TIMEOUT [ARG...]: the spec's attempts (lines FROM ID PROTO DST PORT SRC
+# ..., # comments), each FROM's through `probe.py batch --timeout TIMEOUT ARG...` in its
+# namespace, all FROMs at once; FROM's results in OUTDIR/FROM.jsonl. TIMEOUT is scaled.
+rw_batch() {
+	local spec=$1 dir=$2 timeout from pids=()
+	timeout=$(rw_scale "$3")
+	shift 3
+	mkdir -p "$dir"
+	for from in $(awk '!/^#/ && NF {print $1}' "$spec" | sort -u); do
+		awk -v f="$from" '$1 == f {print $2, $3, $4, $5, ($6 == "-" ? "" : $6)}' "$spec" |
+			rw_probe "$from" batch --timeout "$timeout" "$@" >"$dir/$from.jsonl" &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do wait "$p"; done
+}
+
 # rw_judge ARGS...: runs tests/netns/expect.py ARGS and numbers its PASS/FAIL/NOTE lines as TAP;
 # its METRIC lines go to $RW_WORK/metrics.
 rw_judge() {

@@ -111,17 +111,7 @@ trap 'not_ok "aborted at line $LINENO: $BASH_COMMAND"; echo "1..$T" >&3' ERR
 judge() { rw_judge "$@"; }
 
 # batch SPEC OUTDIR [TIMEOUT]: every FROM's attempts of the spec at once, in its namespace.
-batch() {
-	local spec=$1 dir=$2 timeout from pids=()
-	timeout=$(rw_scale "${3:-0.7}")
-	mkdir -p "$dir"
-	for from in $(awk '!/^#/ && NF {print $1}' "$spec" | sort -u); do
-		awk -v f="$from" '$1 == f {print $2, $3, $4, $5, ($6 == "-" ? "" : $6)}' "$spec" |
-			rw_probe "$from" batch --timeout "$timeout" >"$dir/$from.jsonl" &
-		pids+=($!)
-	done
-	for p in "${pids[@]}"; do wait "$p"; done
-}
+batch() { rw_batch "$1" "$2" "${3:-0.7}"; }
 
 # run_counter RUN DIR REASON: packets of one run under one reason
 run_counter() {
