@@ -123,6 +123,23 @@ static __u32 csum_add(const void *p, size_t len, __u32 sum)
 	return sum;
 }
 
+/* The TCP header of a bare ACK from the remote's port to the pod's, <SEQ=seq><ACK=ack>, window
+ * 65535 (nothing rides on it), its checksum left 0.
+ */
+static void put_bare_ack(__u8 *t, __be16 sport, __be16 dport, __u32 seq, __u32 ack)
+{
+	memcpy(t, &sport, 2);
+	memcpy(t + 2, &dport, 2);
+	for (int i = 0; i < 4; i++) {
+		t[4 + i] = seq >> (24 - 8 * i);
+		t[8 + i] = ack >> (24 - 8 * i);
+	}
+	t[12] = 5 << 4;
+	t[13] = 0x10; /* ACK */
+	t[14] = 0xff;
+	t[15] = 0xff;
+}
+
 /* A bare ACK <SEQ=seq><ACK=ack> from the remote to the pod: the flow's 4-tuple, nothing else. */
 static size_t probe_frame(__u8 *f, const __u8 *pod_mac, const __u8 *veth_mac,
 			  const struct rw_ct_key *k, __u32 seq, __u32 ack)
@@ -144,16 +161,7 @@ static size_t probe_frame(__u8 *f, const __u8 *pod_mac, const __u8 *veth_mac,
 	sum = csum_fold(csum_add(f + 14, 20, 0));
 	f[24] = sum >> 8;
 	f[25] = sum;
-	memcpy(f + 34, &k->peer_port, 2);
-	memcpy(f + 36, &k->pod_port, 2);
-	for (int i = 0; i < 4; i++) {
-		f[38 + i] = seq >> (24 - 8 * i);
-		f[42 + i] = ack >> (24 - 8 * i);
-	}
-	f[46] = 5 << 4;
-	f[47] = 0x10; /* ACK */
-	f[48] = 0xff; /* window 65535: nothing rides on it */
-	f[49] = 0xff;
+	put_bare_ack(f + 34, k->peer_port, k->pod_port, seq, ack);
 	memcpy(ph, f + 26, 8);
 	ph[9] = IPPROTO_TCP;
 	ph[11] = 20;
@@ -183,16 +191,7 @@ static size_t probe_frame6(__u8 *f, const __u8 *pod_mac, const __u8 *veth_mac,
 	f[21] = 64; /* hop limit */
 	memcpy(f + 22, k->peer_ip, 16);
 	memcpy(f + 38, k->pod_ip, 16);
-	memcpy(f + 54, &k->peer_port, 2);
-	memcpy(f + 56, &k->pod_port, 2);
-	for (int i = 0; i < 4; i++) {
-		f[58 + i] = seq >> (24 - 8 * i);
-		f[62 + i] = ack >> (24 - 8 * i);
-	}
-	f[66] = 5 << 4;
-	f[67] = 0x10; /* ACK */
-	f[68] = 0xff;
-	f[69] = 0xff;
+	put_bare_ack(f + 54, k->peer_port, k->pod_port, seq, ack);
 	sum = csum_fold(csum_add(f + 54, 20, csum_add(ph, 8, csum_add(f + 22, 32, 0))));
 	f[70] = sum >> 8;
 	f[71] = sum;
