@@ -769,39 +769,67 @@ static void section_apply(void)
 
 /* ---- Memory and events: the real agent ------------------------------------------------ */
 
-static long memlock_of(int fd)
+/* The number of the first line of the /proc file at path that matches fmt ("name: %ld"), or
+ * -1.
+ */
+static long proc_number(const char *path, const char *fmt)
 {
-	char path[64], line[256];
+	char line[256];
 	long v = -1;
-	FILE *f;
+	FILE *f = fopen(path, "r");
 
-	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
-	f = fopen(path, "r");
 	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "memlock: %ld", &v) == 1)
+		if (sscanf(line, fmt, &v) == 1)
 			break;
 	if (f)
 		fclose(f);
 	return v;
+}
+
+static long memlock_of(int fd)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	return proc_number(path, "memlock: %ld");
 }
 
 static long rss_kb(pid_t pid)
 {
-	char path[64], line[256];
-	long v = -1;
-	FILE *f;
+	char path[64];
 
 	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	f = fopen(path, "r");
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld", &v) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return v;
+	return proc_number(path, "VmRSS: %ld");
 }
 
 static char pin_dir[128], sock_path[128], policy_path[128];
+
+/* The wall time of `runwall --socket SOCK apply [flag] path` (flag: NULL, or "--run"), its
+ * output thrown away; a failure is fatal.
+ */
+static double cli_apply_ms(const char *flag, const char *path)
+{
+	double t0 = now_ms();
+	pid_t pid = fork();
+	int st;
+
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+
+		dup2(null, 1);
+		dup2(null, 2);
+		if (flag)
+			execl(runwall_bin, runwall_bin, "--socket", sock_path, "apply", flag, path,
+			      (char *)NULL);
+		else
+			execl(runwall_bin, runwall_bin, "--socket", sock_path, "apply", path,
+			      (char *)NULL);
+		_exit(127);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
+		DIE("runwall apply %s%s%s failed", flag ? flag : "", flag ? " " : "", path);
+	return now_ms() - t0;
+}
 static pid_t agent_pid;
 
 static void agent_stop(void)
@@ -905,29 +933,12 @@ static void section_agent(void)
 		snprintf(change_path, sizeof(change_path), "%s.change", policy_path);
 		for (int i = 0; i < n; i++) {
 			char *doc = make_policy(2 + i, BIG_RUNS, BIG_RULES, i + 1, 0);
-			double t0;
-			pid_t pid;
-			int st;
 
 			f = fopen(change_path, "w");
 			if (!f || fputs(doc, f) < 0 || fclose(f))
 				DIE("%s: %s", change_path, strerror(errno));
 			free(doc);
-			t0 = now_ms();
-			pid = fork();
-			if (pid == 0) {
-				int null = open("/dev/null", O_WRONLY);
-
-				dup2(null, 1);
-				dup2(null, 2);
-				execl(runwall_bin, runwall_bin, "--socket", sock_path, "apply",
-				      change_path, (char *)NULL);
-				_exit(127);
-			}
-			if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) ||
-			    WEXITSTATUS(st))
-				DIE("runwall apply %s failed", change_path);
-			wall[i] = now_ms() - t0;
+			wall[i] = cli_apply_ms(NULL, change_path);
 		}
 		unlink(change_path);
 		row("apply", "1 % change through the CLI (runwall apply FILE), p50 wall",
@@ -947,9 +958,7 @@ static void section_agent(void)
 
 		snprintf(run_path, sizeof(run_path), "%s.run", policy_path);
 		for (int i = 0; i <= n; i++) {
-			double t0;
-			pid_t pid;
-			int st;
+			double ms;
 
 			f = fopen(run_path, "w");
 			if (!f)
@@ -965,22 +974,9 @@ static void section_agent(void)
 					rule_is_cidr(r) ? "/24" : "", rule_port(BIG_RUNS, r, i));
 			if (fprintf(f, "]}\n") < 0 || fclose(f))
 				DIE("%s: %s", run_path, strerror(errno));
-			t0 = now_ms();
-			pid = fork();
-			if (pid == 0) {
-				int null = open("/dev/null", O_WRONLY);
-
-				dup2(null, 1);
-				dup2(null, 2);
-				execl(runwall_bin, runwall_bin, "--socket", sock_path, "apply",
-				      "--run", run_path, (char *)NULL);
-				_exit(127);
-			}
-			if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) ||
-			    WEXITSTATUS(st))
-				DIE("runwall apply --run %s failed", run_path);
+			ms = cli_apply_ms("--run", run_path);
 			if (i)
-				wall[i - 1] = now_ms() - t0;
+				wall[i - 1] = ms;
 		}
 		unlink(run_path);
 		row("apply", "1 % change through the CLI (runwall apply --run FILE), p50 wall",

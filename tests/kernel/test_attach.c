@@ -17,19 +17,17 @@
 #include <string.h>
 #include <dirent.h>
 #include <setjmp.h>
-#include <sys/mount.h>
 #include <sys/utsname.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <unistd.h>
 #include <linux/bpf.h>
-#include <linux/magic.h>
 #include <linux/pkt_cls.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <cmocka.h>
 #include "attach.h"
 #include "bpf_compat.h"
+#include "netns_env.h"
 
 #define MAX_IDS 64
 
@@ -43,17 +41,6 @@ static int quiet_print(enum libbpf_print_level level, const char *fmt, va_list a
 	if (!getenv("RW_TEST_VERBOSE"))
 		return 0;
 	return vfprintf(stderr, fmt, ap);
-}
-
-static int sh(const char *fmt, ...)
-{
-	char cmd[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	return system(cmd);
 }
 
 /* A veth pair NAME / NAMEp in the test's netns; returns NAME's ifindex. */
@@ -200,23 +187,9 @@ static bool tcx_or_fallback(void)
 
 static int group_setup(void **state)
 {
-	struct statfs sfs;
-
 	libbpf_set_print(quiet_print);
-	if (unshare(CLONE_NEWNET)) {
-		perror("unshare(CLONE_NEWNET)");
+	if (test_netns_enter())
 		return -1;
-	}
-	/* bpffs: use the machine's when mounted; otherwise mount one in a mount namespace of
-	 * our own so that nothing outlives the test.
-	 */
-	if (statfs("/sys/fs/bpf", &sfs) || sfs.f_type != BPF_FS_MAGIC) {
-		if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
-		    mount("bpf", "/sys/fs/bpf", "bpf", 0, "mode=0700")) {
-			perror("mount bpffs");
-			return -1;
-		}
-	}
 	snprintf(pin_dir, sizeof(pin_dir), "/sys/fs/bpf/rwtest-%d", (int)getpid());
 	snprintf(links_dir, sizeof(links_dir), "%s/%s", pin_dir, RW_LINKS_DIR);
 	if (mkdir(pin_dir, 0700)) {

@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include "netlink.h"
+#include "netns_env.h"
 
 struct ev {
 	bool link; /* else route */
@@ -39,17 +40,6 @@ struct evlog {
 	int n;
 	int fail; /* handlers return this when set */
 };
-
-static int sh(const char *fmt, ...)
-{
-	char cmd[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	return system(cmd);
-}
 
 static __be32 ip4(const char *s)
 {

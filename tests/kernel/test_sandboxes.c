@@ -19,16 +19,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <unistd.h>
-#include <linux/magic.h>
 #include <bpf/bpf.h>
 #include <cmocka.h>
 
 #include "agent.h"
 #include "veth.h"
+#include "netns_env.h"
 
 static struct agent a;
 static char pin_dir[128];
@@ -50,16 +48,8 @@ static int quiet(enum libbpf_print_level level, const char *fmt, va_list ap)
 	return 0;
 }
 
-static void sh(const char *fmt, ...)
-{
-	char cmd[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	assert_int_equal(system(cmd), 0);
-}
+/* A shell command the test needs to succeed. */
+#define SH(...) assert_int_equal(sh(__VA_ARGS__), 0)
 
 static __be32 ip4(const char *s)
 {
@@ -75,7 +65,7 @@ static __be32 ip4(const char *s)
  */
 static void make_pod(const char *name, int ifindex, const char *ip)
 {
-	sh("ip link add %s index %d type veth peer name rwx%d && ip link set %s up && "
+	SH("ip link add %s index %d type veth peer name rwx%d && ip link set %s up && "
 	   "ip link set rwx%d up && ip route add %s/32 dev %s scope link",
 	   name, ifindex, ifindex, name, ifindex, ip, name);
 }
@@ -98,7 +88,7 @@ static void del_pod(const char *name, int ifindex)
 	assert_true(lock >= 0);
 	rw_endpoint_unbind(&a.dp, ifindex);
 	rw_veth_unlock(lock);
-	sh("ip link del %s", name);
+	SH("ip link del %s", name);
 }
 
 /* The kernel's word: runwall first on both hooks of ifindex, and the pod bound is ip. */
@@ -242,7 +232,7 @@ static void test_ipv6_identity(void **state)
 	__be32 gw[4];
 
 	drain_events(NULL);
-	sh("ip link add rwsb6 index 7006 type veth peer name rwx7006 && ip link set rwsb6 up && "
+	SH("ip link add rwsb6 index 7006 type veth peer name rwx7006 && ip link set rwsb6 up && "
 	   "ip link set rwx7006 up && ip -6 route add 2600:1f14:abc::7/128 dev rwsb6 && "
 	   "ip route add 169.254.172.9/32 dev rwsb6 scope link");
 	drain_events(NULL);
@@ -254,24 +244,24 @@ static void test_ipv6_identity(void **state)
 	assert_memory_equal(ep.gw_ip6, gw, sizeof(gw));
 
 	/* Routes that name no pod: never bound, and they do not hide the pod's. */
-	sh("ip -6 route add fe80::99/128 dev rwsb6 && ip -6 route add ff05::7/128 dev rwsb6");
+	SH("ip -6 route add fe80::99/128 dev rwsb6 && ip -6 route add ff05::7/128 dev rwsb6");
 	drain_events(NULL);
 	ep = bound_ep(7006);
 	assert_true(ip6_is(ep.pod_ip6, "2600:1f14:abc::7"));
 
 	/* The /128 gone: IPv4 only (the IPv6 identity with it); another one: that one. */
-	sh("ip -6 route del 2600:1f14:abc::7/128 dev rwsb6");
+	SH("ip -6 route del 2600:1f14:abc::7/128 dev rwsb6");
 	drain_events(NULL);
 	ep = bound_ep(7006);
 	assert_int_equal(ep.flags & (RW_EP_IP4 | RW_EP_IP6), RW_EP_IP4);
 	assert_int_equal(ep.pod_ip, ip4("169.254.172.9"));
-	sh("ip -6 route add 2600:1f14:abc::8/128 dev rwsb6");
+	SH("ip -6 route add 2600:1f14:abc::8/128 dev rwsb6");
 	drain_events(NULL);
 	ep = bound_ep(7006);
 	assert_int_equal(ep.flags, RW_EP_IP4 | RW_EP_IP6 | RW_EP_GW6);
 	assert_true(ip6_is(ep.pod_ip6, "2600:1f14:abc::8"));
 	/* IPv6 only: the /32 gone. */
-	sh("ip route del 169.254.172.9/32 dev rwsb6");
+	SH("ip route del 169.254.172.9/32 dev rwsb6");
 	drain_events(NULL);
 	ep = bound_ep(7006);
 	assert_int_equal(ep.flags, RW_EP_IP6 | RW_EP_GW6);
@@ -281,19 +271,19 @@ static void test_ipv6_identity(void **state)
 	assert_int_equal(ep.flags, RW_EP_IP6 | RW_EP_GW6);
 	assert_true(ip6_is(ep.pod_ip6, "2600:1f14:abc::8"));
 	assert_memory_equal(ep.gw_ip6, gw, sizeof(gw));
-	sh("ip link del rwsb6");
+	SH("ip link del rwsb6");
 	drain_events(NULL);
 	assert_int_equal(bound_ep(7006).flags, 0);
 
 	/* The peer down: no carrier, so no link-local yet. Bound without a gateway, which its
 	 * address event brings when the link comes up.
 	 */
-	sh("ip link add rwsb7 index 7007 type veth peer name rwx7007 && ip link set rwsb7 up && "
+	SH("ip link add rwsb7 index 7007 type veth peer name rwx7007 && ip link set rwsb7 up && "
 	   "ip -6 route add 2600:1f14:abc::9/128 dev rwsb7");
 	drain_events(NULL);
 	ep = bound_ep(7007);
 	assert_int_equal(ep.flags, RW_EP_IP6);
-	sh("ip link set rwx7007 up");
+	SH("ip link set rwx7007 up");
 	drain_events(NULL);
 	link_local_of("rwsb7", gw);
 	ep = bound_ep(7007);
@@ -301,25 +291,28 @@ static void test_ipv6_identity(void **state)
 	assert_memory_equal(ep.gw_ip6, gw, sizeof(gw));
 }
 
+/* After a full resync, ifindex has no program on either hook and no pod bound. */
+static void assert_gone_after_resync(int ifindex)
+{
+	struct rw_veth_state st;
+
+	drain_events(NULL);
+	assert_int_equal(agent_full_resync(&a), 0);
+	assert_int_equal(rw_veth_query(&a.dp, ifindex, &st), 0);
+	assert_false(st.found[RW_DIR_EGRESS]);
+	assert_false(st.found[RW_DIR_INGRESS]);
+	assert_int_equal(st.pod_ip, 0);
+}
+
 /* --- fixtures ------------------------------------------------------------------------------ */
 
 static int group_setup(void **state)
 {
-	struct statfs sfs;
 	char err[256];
 
 	libbpf_set_print(quiet);
-	if (unshare(CLONE_NEWNET)) {
-		perror("unshare(CLONE_NEWNET)");
+	if (test_netns_enter())
 		return -1;
-	}
-	if (statfs("/sys/fs/bpf", &sfs) || sfs.f_type != BPF_FS_MAGIC) {
-		if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
-		    mount("bpf", "/sys/fs/bpf", "bpf", 0, "mode=0700")) {
-			perror("mount bpffs");
-			return -1;
-		}
-	}
 	if (system("ip link set lo up"))
 		return -1;
 	snprintf(pin_dir, sizeof(pin_dir), "/sys/fs/bpf/rwtest-sbx-%d", (int)getpid());
@@ -435,19 +428,14 @@ static void test_retry_on_ifindex_taken_by_other(void **state)
 			s = &a.sandboxes.sbx[i];
 	assert_non_null(s);
 	s->retry_at_ms = 1; /* due */
-	sh("ip link del rwsb3 && ip link add rwx3 index 7003 type veth peer name rwx3p && "
+	SH("ip link del rwsb3 && ip link add rwx3 index 7003 type veth peer name rwx3p && "
 	   "ip link set rwx3 up");
 	agent_sandboxes_tick(&a);
 	assert_int_equal(rw_veth_query(&a.dp, 7003, &st), 0);
 	assert_false(st.found[RW_DIR_EGRESS]);
 	assert_false(st.found[RW_DIR_INGRESS]);
 	/* Its deletion read (no runwall-cni DEL ran): the old veth's binding goes too. */
-	drain_events(NULL);
-	assert_int_equal(agent_full_resync(&a), 0);
-	assert_int_equal(rw_veth_query(&a.dp, 7003, &st), 0);
-	assert_false(st.found[RW_DIR_EGRESS]);
-	assert_false(st.found[RW_DIR_INGRESS]);
-	assert_int_equal(st.pod_ip, 0);
+	assert_gone_after_resync(7003);
 }
 
 /* An interface with the agent's prefix that is not a veth (a bridge here, standing for the VPC
@@ -459,7 +447,7 @@ static void test_not_veth_left_alone(void **state)
 	struct rw_veth_state st;
 
 	drain_events(NULL);
-	sh("ip link add rwsbbr index 7010 type bridge && ip link set rwsbbr up");
+	SH("ip link add rwsbbr index 7010 type bridge && ip link set rwsbbr up");
 	make_pod("rwsb5", 7011, "10.9.0.5");
 	drain_events(NULL);
 	assert_int_equal(agent_full_resync(&a), 0);
@@ -471,7 +459,7 @@ static void test_not_veth_left_alone(void **state)
 	assert_int_equal(rw_veth_query(&a.dp, 7011, &st), 0);
 	assert_true(st.first[RW_DIR_EGRESS] && st.first[RW_DIR_INGRESS]);
 	assert_int_equal(st.pod_ip, ip4("10.9.0.5"));
-	sh("ip link del rwsbbr");
+	SH("ip link del rwsbbr");
 	del_pod("rwsb5", 7011);
 }
 
@@ -542,20 +530,13 @@ static void test_adopted_snapshot_is_not_prev(void **state)
  */
 static void test_ifindex_taken_by_prefixed_non_veth(void **state)
 {
-	struct rw_veth_state st;
-
 	drain_events(NULL);
 	make_pod("rwsb5", 7005, "10.9.0.6");
 	cni_add(7005, "10.9.0.6");
 	drain_events(NULL);
 	assert_true(protected_as(7005, "10.9.0.6"));
-	sh("ip link del rwsb5 && ip link add rwsb5 index 7005 type bridge && ip link set rwsb5 up");
-	drain_events(NULL);
-	assert_int_equal(agent_full_resync(&a), 0);
-	assert_int_equal(rw_veth_query(&a.dp, 7005, &st), 0);
-	assert_false(st.found[RW_DIR_EGRESS]);
-	assert_false(st.found[RW_DIR_INGRESS]);
-	assert_int_equal(st.pod_ip, 0);
+	SH("ip link del rwsb5 && ip link add rwsb5 index 7005 type bridge && ip link set rwsb5 up");
+	assert_gone_after_resync(7005);
 	assert_int_equal(count_bindings(), 0);
 }
 
@@ -572,12 +553,12 @@ static void test_foreign_tc_filter_seen_at_once(void **state)
 	make_pod("rwsb6", 7006, "10.9.0.7");
 	drain_events(NULL);
 	assert_true(protected_as(7006, "10.9.0.7"));
-	sh("tc filter add dev rwsb6 ingress prio 1 handle 0x77 bpf bytecode '1,6 0 0 0,'");
+	SH("tc filter add dev rwsb6 ingress prio 1 handle 0x77 bpf bytecode '1,6 0 0 0,'");
 	assert_int_equal(rw_veth_query(&a.dp, 7006, &st), 0);
 	assert_false(st.first[RW_DIR_EGRESS]); /* the foreign filter is in front */
 	drain_events(NULL);
 	assert_true(protected_as(7006, "10.9.0.7"));
-	sh("tc qdisc del dev rwsb6 clsact");
+	SH("tc qdisc del dev rwsb6 clsact");
 	drain_events(NULL);
 	assert_true(protected_as(7006, "10.9.0.7"));
 	a.attach_mode = RW_ATTACH_AUTO;
@@ -591,14 +572,14 @@ static void test_route_to_non_pod_address(void **state)
 	struct rw_veth_state st;
 
 	drain_events(NULL);
-	sh("ip link add rwsb4 index 7004 type veth peer name rwx7004 && ip link set rwsb4 up && "
+	SH("ip link add rwsb4 index 7004 type veth peer name rwx7004 && ip link set rwsb4 up && "
 	   "ip link set rwx7004 up && ip route add 169.254.9.9/32 dev rwsb4 scope link");
 	drain_events(NULL);
 	assert_int_equal(agent_full_resync(&a), 0);
 	assert_int_equal(rw_veth_query(&a.dp, 7004, &st), 0);
 	assert_true(st.first[RW_DIR_EGRESS] && st.first[RW_DIR_INGRESS]);
 	assert_int_equal(st.pod_ip, 0);
-	sh("ip route add 10.9.0.5/32 dev rwsb4 scope link && "
+	SH("ip route add 10.9.0.5/32 dev rwsb4 scope link && "
 	   "ip route add 169.254.9.1/32 dev rwsb4 scope link");
 	drain_events(NULL);
 	assert_true(protected_as(7004, "10.9.0.5"));

@@ -31,18 +31,11 @@ import sys
 import threading
 import time
 
+from probe import csum  # the Internet checksum (RFC 1071), as probe.py sums IPv4's
+
 
 def a6(text):
     return socket.inet_pton(socket.AF_INET6, text)
-
-
-def csum(data):
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
 
 
 def l4_csum(src, dst, nh, l4, off):

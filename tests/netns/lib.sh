@@ -102,6 +102,43 @@ check() {
 	if "$@"; then ok "$what"; else not_ok "$what"; fi
 }
 section() { echo "# ---- $*" >&3; }
+
+# rw_batch SPEC OUTDIR TIMEOUT [ARG...]: the spec's attempts (lines FROM ID PROTO DST PORT SRC
+# ..., # comments), each FROM's through `probe.py batch --timeout TIMEOUT ARG...` in its
+# namespace, all FROMs at once; FROM's results in OUTDIR/FROM.jsonl. TIMEOUT is scaled.
+rw_batch() {
+	local spec=$1 dir=$2 timeout from pids=()
+	timeout=$(rw_scale "$3")
+	shift 3
+	mkdir -p "$dir"
+	for from in $(awk '!/^#/ && NF {print $1}' "$spec" | sort -u); do
+		awk -v f="$from" '$1 == f {print $2, $3, $4, $5, ($6 == "-" ? "" : $6)}' "$spec" |
+			rw_probe "$from" batch --timeout "$timeout" "$@" >"$dir/$from.jsonl" &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do wait "$p"; done
+}
+
+# rw_judge ARGS...: runs tests/netns/expect.py ARGS and numbers its PASS/FAIL/NOTE lines as TAP;
+# its METRIC lines go to $RW_WORK/metrics.
+rw_judge() {
+	local out=$RW_WORK/judge.out st what why
+	if ! "$RW_PY" "$RW_ROOT/tests/netns/expect.py" "$@" >"$out" 2>"$out.err"; then
+		not_ok "expect.py $1 failed"
+		sed 's/^/#   /' "$out.err" >&3
+	fi
+	while IFS=$'\t' read -r st what why; do
+		case "$st" in
+		PASS) ok "$what" ;;
+		FAIL)
+			not_ok "$what"
+			[ -z "$why" ] || diag "    $why"
+			;;
+		NOTE) diag "$what" ;;
+		METRIC) echo "$what $why" >>"$RW_WORK/metrics" ;;
+		esac
+	done <"$out"
+}
 # rw_bail TEXT…: the suite cannot go on: a TAP bail-out with the agent log's last lines.
 rw_bail() {
 	echo "Bail out! $*" >&3
@@ -303,11 +340,29 @@ rw_node_up() {
 	rw_start_listener "$RW_SVC" services "${args[@]}"
 }
 
+# rw_pod_wire NODE_NS POD_NS IFNAME POD_IP: the pod's eth0 (the peer of the node's IFNAME)
+# addressed and routed through the gateway 169.254.1.1, the veth up and the /32 route to it, as
+# the VPC CNI wires a pod.
+rw_pod_wire() {
+	local node=$1 ns=$2 ifname=$3 ip=$4 mac
+
+	mac=$(ip -n "$node" -o link show "$ifname" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
+	ip -n "$ns" addr add "$ip/32" dev eth0
+	ip -n "$ns" link set eth0 up
+	# The gateway's neighbour entry before the routes: a pod that is already sending (the
+	# fail-closed test's) must never ARP for 169.254.1.1.
+	ip -n "$ns" neigh replace 169.254.1.1 dev eth0 lladdr "$mac" nud permanent
+	ip -n "$ns" route add 169.254.1.1 dev eth0 scope link
+	ip -n "$ns" route add default via 169.254.1.1 dev eth0 onlink
+	ip -n "$node" link set "$ifname" up
+	ip -n "$node" route add "$ip/32" dev "$ifname" scope link
+}
+
 # rw_sandbox_add NAME IFNAME POD_IP: a sandbox pod wired like the VPC CNI wires one. The host
 # side veth appears in the node first (a running agent attaches to it, deny-all), then the /32
 # route binds the pod IP to it.
 rw_sandbox_add() {
-	local name=$1 ifname=$2 ip=$3 ns=${RW_PREFIX}$1 mac p args=()
+	local name=$1 ifname=$2 ip=$3 ns=${RW_PREFIX}$1 p args=()
 
 	# The namespace may exist already (a test that starts something in it before it is wired).
 	[ -e "/run/netns/$ns" ] || rw_ns_add "$ns"
@@ -316,16 +371,7 @@ rw_sandbox_add() {
 	RW_SB_IP[$name]=$ip
 	ip -n "$RW_NODE" link add "$ifname" type veth peer name eth0 netns "$ns"
 	rw_neigh_scale "$ifname"
-	mac=$(ip -n "$RW_NODE" -o link show "$ifname" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
-	ip -n "$ns" addr add "$ip/32" dev eth0
-	ip -n "$ns" link set eth0 up
-	# The gateway's neighbour entry before the routes: a pod that is already sending (the
-	# fail-closed test's) must never ARP for 169.254.1.1.
-	ip -n "$ns" neigh replace 169.254.1.1 dev eth0 lladdr "$mac" nud permanent
-	ip -n "$ns" route add 169.254.1.1 dev eth0 scope link
-	ip -n "$ns" route add default via 169.254.1.1 dev eth0 onlink
-	ip -n "$RW_NODE" link set "$ifname" up
-	ip -n "$RW_NODE" route add "$ip/32" dev "$ifname" scope link
+	rw_pod_wire "$RW_NODE" "$ns" "$ifname" "$ip"
 	for p in "${RW_SANDBOX_TCP_PORTS[@]}"; do
 		args+=(--tcp "0.0.0.0:$p")
 	done

@@ -71,25 +71,8 @@ fi
 
 # ---- TAP -----------------------------------------------------------------------------------
 
-# expect.py prints PASS/FAIL/NOTE/METRIC lines; number them. METRIC lines go to $RW_WORK/metrics.
-judge() {
-	local out=$RW_WORK/judge.out st what why
-	if ! "${EXPECT[@]}" "$@" >"$out" 2>"$out.err"; then
-		not_ok "expect.py $1 failed"
-		sed 's/^/#   /' "$out.err" >&3
-	fi
-	while IFS=$'\t' read -r st what why; do
-		case "$st" in
-		PASS) ok "$what" ;;
-		FAIL)
-			not_ok "$what"
-			[ -z "$why" ] || diag "    $why"
-			;;
-		NOTE) diag "$what" ;;
-		METRIC) echo "$what $why" >>"$RW_WORK/metrics" ;;
-		esac
-	done <"$out"
-}
+# judge ARGS...: expect.py's verdicts as TAP (rw_judge, lib.sh).
+judge() { rw_judge "$@"; }
 
 cleanup() {
 	local rc=$?
@@ -125,17 +108,7 @@ counters() { rw -j counters >"$1"; }
 # batch SPEC OUTDIR [TIMEOUT]: run the spec's attempts, each FROM's in its namespace, all at once.
 # TIMEOUT (default 0.7 s, under the SYN RTO) is scaled; every attempt's packets are counted as
 # they leave the sender's eth0 (probe.py batch --count-iface).
-batch() {
-	local spec=$1 dir=$2 timeout from pids=()
-	timeout=$(rw_scale "${3:-0.7}")
-	mkdir -p "$dir"
-	for from in $(awk '!/^#/ && NF {print $1}' "$spec" | sort -u); do
-		awk -v f="$from" '$1 == f {print $2, $3, $4, $5, ($6 == "-" ? "" : $6)}' "$spec" |
-			rw_probe "$from" batch --timeout "$timeout" --count-iface eth0 >"$dir/$from.jsonl" &
-		pids+=($!)
-	done
-	for p in "${pids[@]}"; do wait "$p"; done
-}
+batch() { rw_batch "$1" "$2" "${3:-0.7}" --count-iface eth0; }
 
 # hooks_json DEV: what the kernel has on the veth's hooks (probe.py hooks, not runwall).
 hooks_json() { rw_probe node hooks --dev "$1" 2>/dev/null; }

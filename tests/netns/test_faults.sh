@@ -257,19 +257,12 @@ rev=$((rev + 3))
 # every event counted as sent, lost or suppressed, and the other sandbox's events delivered
 # once the agent resumes ----
 pod_add() { # pod_add NAME IFNAME IP
-	local ns=${id}-$1 mac
+	local ns=${id}-$1
 	ip netns add "$ns"
 	ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
 	ip -n "$node" link add "$2" type veth peer name eth0 netns "$ns"
-	mac=$(ip -n "$node" -o link show "$2" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p')
 	ip -n "$ns" link set lo up
-	ip -n "$ns" addr add "$3/32" dev eth0
-	ip -n "$ns" link set eth0 up
-	ip -n "$ns" neigh replace 169.254.1.1 dev eth0 lladdr "$mac" nud permanent
-	ip -n "$ns" route add 169.254.1.1 dev eth0 scope link
-	ip -n "$ns" route add default via 169.254.1.1 dev eth0 onlink
-	ip -n "$node" link set "$2" up
-	ip -n "$node" route add "$3/32" dev "$2" scope link
+	rw_pod_wire "$node" "$ns" "$2" "$3"
 }
 send_udp() { # send_udp NAME COUNT DST PORT: prints how many datagrams left the pod
 	ip netns exec "${id}-$1" "${RW_PY:-python3}" -c '

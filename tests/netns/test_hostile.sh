@@ -235,7 +235,8 @@ refused denied "$RW_WORK/denied.json" \
 # ---- frames6 -----------------------------------------------------------------------------------
 # Each frame leaves the quiet sandbox's eth0 through a packet socket, whatever its stack would
 # send; the expected reason is docs/reasons.md's. The event check looks for the reason with the
-# IPv6 ethertype ("proto": "ipv6") from the sandbox's run.
+# IPv6 ethertype ("proto": "ipv6") from the sandbox's run. It runs with tests/netns on its
+# PYTHONPATH.
 cat >"$RW_WORK/frames6.py" <<'EOF'
 import socket, struct, sys
 SRC = socket.inet_pton(socket.AF_INET6, "2600:1f14:abc:1::4")
@@ -243,12 +244,7 @@ DST = socket.inet_pton(socket.AF_INET6, "2606:4700::1111")
 def ip6(nh, payload, plen=None, version=6):
     plen = len(payload) if plen is None else plen
     return struct.pack("!IHBB", version << 28, plen, nh, 64) + SRC + DST + payload
-def opts(nh, n8=0):  # hop-by-hop or destination options of (n8 + 1) * 8 bytes, PadN
-    return bytes([nh, n8, 1, (n8 + 1) * 8 - 4]) + bytes((n8 + 1) * 8 - 4)
-def rh(nh, kind, left):
-    return bytes([nh, 2, kind, left]) + bytes(20)
-def fh(nh, off_m):
-    return struct.pack("!BBHI", nh, 0, off_m, 0x1234)
+from ipv6 import opts, rh, fh  # extension headers, as tests/netns/ipv6.py builds them
 TCP = struct.pack("!HHIIBBHHH", 40000, 443, 1, 0, 5 << 4, 2, 65535, 0, 0)
 UDP = struct.pack("!HHHH", 40000, 443, 8, 0)
 FRAMES = {
@@ -276,10 +272,10 @@ else:
 EOF
 while read -r name reason; do
 	before=$(run_counter "$Q_RUN" egress "$reason")
-	rw_in "${RW_SB_NS[q]}" "$RW_PY" "$RW_WORK/frames6.py" send eth0 "$name"
+	PYTHONPATH=$HERE rw_in "${RW_SB_NS[q]}" "$RW_PY" "$RW_WORK/frames6.py" send eth0 "$name"
 	one_more() { [ $(($(run_counter "$Q_RUN" egress "$reason") - before)) = 1 ]; }
 	check "frames6: $name is $reason, counted for the sandbox's run" rw_wait 2 one_more
 	check "frames6: $name: its event says $reason, ipv6" in_events --arg run "$Q_RUN" \
 		--arg why "$reason" 'any(.[]; .run == $run and .reason == $why and .proto == "ipv6")'
-done < <("$RW_PY" "$RW_WORK/frames6.py" list)
+done < <(PYTHONPATH=$HERE "$RW_PY" "$RW_WORK/frames6.py" list)
 rw_suite_end

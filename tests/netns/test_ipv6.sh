@@ -55,7 +55,6 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/netns/lib.sh
 source "$HERE/lib.sh"
 rw_suite_begin ipv6 rw6 "${1:-build}"
-EXPECT=("$RW_PY" "$HERE/expect.py")
 IPV6=("$RW_PY" "$HERE/ipv6.py")
 SUITE_START=$(date +%s%N)
 
@@ -108,37 +107,11 @@ trap 'not_ok "aborted at line $LINENO: $BASH_COMMAND"; echo "1..$T" >&3' ERR
 
 # ---- helpers -----------------------------------------------------------------------------------
 
-# judge ARGS...: expect.py's PASS/FAIL/NOTE lines as TAP.
-judge() {
-	local out=$RW_WORK/judge.out st what why
-	"${EXPECT[@]}" "$@" >"$out" 2>"$out.err" || {
-		not_ok "expect.py $1 failed"
-		sed 's/^/#   /' "$out.err" >&3
-	}
-	while IFS=$'\t' read -r st what why; do
-		case "$st" in
-		PASS) ok "$what" ;;
-		FAIL)
-			not_ok "$what"
-			[ -z "$why" ] || diag "    $why"
-			;;
-		NOTE) diag "$what" ;;
-		esac
-	done <"$out"
-}
+# judge ARGS...: expect.py's verdicts as TAP (rw_judge, lib.sh).
+judge() { rw_judge "$@"; }
 
 # batch SPEC OUTDIR [TIMEOUT]: every FROM's attempts of the spec at once, in its namespace.
-batch() {
-	local spec=$1 dir=$2 timeout from pids=()
-	timeout=$(rw_scale "${3:-0.7}")
-	mkdir -p "$dir"
-	for from in $(awk '!/^#/ && NF {print $1}' "$spec" | sort -u); do
-		awk -v f="$from" '$1 == f {print $2, $3, $4, $5, ($6 == "-" ? "" : $6)}' "$spec" |
-			rw_probe "$from" batch --timeout "$timeout" >"$dir/$from.jsonl" &
-		pids+=($!)
-	done
-	for p in "${pids[@]}"; do wait "$p"; done
-}
+batch() { rw_batch "$1" "$2" "${3:-0.7}"; }
 
 # run_counter RUN DIR REASON: packets of one run under one reason
 run_counter() {

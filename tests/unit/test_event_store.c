@@ -40,6 +40,16 @@ static struct rw_ip ipa(const char *s)
 	return a;
 }
 
+/* The aggregate key of run's TCP refusals or flows out to peer:port. */
+static struct rw_agg_key egress_key(const char *run, const char *peer, __u16 port)
+{
+	struct rw_agg_key k = {
+		.peer = ipa(peer), .port = htons(port), .proto = IPPROTO_TCP, .dir = RW_DIR_EGRESS};
+
+	snprintf(k.run, sizeof(k.run), "%s", run);
+	return k;
+}
+
 static bool ip_is(const struct rw_ip *a, const char *s)
 {
 	struct rw_ip b = ipa(s);
@@ -352,11 +362,7 @@ static void test_ipv6(void **state)
 	assert_non_null(rw_aggs_add(&a, &e6b, "", 200, NULL, NULL));
 	assert_non_null(rw_aggs_add(&a, &e4, "", 300, NULL, NULL));
 	assert_int_equal(a.count, 3);
-	snprintf(k.run, sizeof(k.run), "run-a");
-	k.peer = ipa("2606:4700::1111");
-	k.port = htons(443);
-	k.proto = IPPROTO_TCP;
-	k.dir = RW_DIR_EGRESS;
+	k = egress_key("run-a", "2606:4700::1111", 443);
 	g = rw_aggs_find(&a, &k);
 	assert_non_null(g);
 	assert_int_equal(g->count, 1);
@@ -385,11 +391,7 @@ static void test_aggregates(void **state)
 	assert_non_null(rw_aggs_add(&a, &ok, "", 150, "services[0] egress-proxy", "egress-proxy"));
 	assert_int_equal(a.count, 2);
 
-	snprintf(k.run, sizeof(k.run), "run-a");
-	k.peer = ipa("93.184.216.34");
-	k.port = htons(443);
-	k.proto = IPPROTO_TCP;
-	k.dir = RW_DIR_EGRESS;
+	k = egress_key("run-a", "93.184.216.34", 443);
 	g = rw_aggs_find(&a, &k);
 	assert_non_null(g);
 	assert_int_equal(g->count, 3);

@@ -103,16 +103,24 @@ static int nth_json(const struct rw_evstore_entry *e, void *data)
 	return 0;
 }
 
-static void test_writer_never_waits(void **state)
+/* The store holds n events, {"n":0} to {"n":n-1}, in the order they were added. */
+static void assert_in_order(struct rw_feed *f, int n)
 {
 	struct rw_evfilter all = {};
+	int next = 0;
+
+	rw_evfilter_init(&all);
+	rw_evstore_query(&f->events, &all, nth_json, &next);
+	assert_int_equal(next, n);
+}
+
+static void test_writer_never_waits(void **state)
+{
 	struct rw_feed f;
 	struct reader r;
 	pthread_t t;
-	int next = 0;
 
 	(void)state;
-	rw_evfilter_init(&all);
 	assert_int_equal(rw_feed_init(&f, 1000, 1000), 0);
 	add(&f, 0);
 	reader_start(&r, &f, &t);
@@ -136,23 +144,18 @@ static void test_writer_never_waits(void **state)
 	assert_string_equal(f.status, "{\"status\":2}");
 	assert_true(f.ready);
 	assert_string_equal(f.ready_text, "ready 2\n");
-	/* In the order they were added. */
-	rw_evstore_query(&f.events, &all, nth_json, &next);
-	assert_int_equal(next, 101);
+	assert_in_order(&f, 101);
 	rw_feed_free(&f);
 }
 
 /* The next add that finds the lock free hands over what waited first, then itself. */
 static void test_next_add_hands_over_first(void **state)
 {
-	struct rw_evfilter all = {};
 	struct rw_feed f;
 	struct reader r;
 	pthread_t t;
-	int next = 0;
 
 	(void)state;
-	rw_evfilter_init(&all);
 	assert_int_equal(rw_feed_init(&f, 1000, 1000), 0);
 	reader_start(&r, &f, &t);
 	for (int i = 0; i < 3; i++)
@@ -161,8 +164,7 @@ static void test_next_add_hands_over_first(void **state)
 	add(&f, 3);
 	assert_int_equal(f.n_pending, 0);
 	assert_int_equal(f.events.count, 4);
-	rw_evstore_query(&f.events, &all, nth_json, &next);
-	assert_int_equal(next, 4);
+	assert_in_order(&f, 4);
 	rw_feed_free(&f);
 }
 

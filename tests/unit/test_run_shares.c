@@ -291,19 +291,28 @@ static void receiver_open(struct receiver *r)
 	pthread_mutex_unlock(&r->m);
 }
 
-static size_t received(struct receiver *r, const char *run, unsigned int n)
+/* The number of requests received for run to the destination text dst. */
+static size_t received_text(struct receiver *r, const char *run, const char *dst)
 {
-	struct rw_event ev = refusal(run, n);
-	char want[96], dst[INET_ADDRSTRLEN];
+	char want[96];
 	size_t k = 0;
 
-	inet_ntop(AF_INET, &ev.daddr, dst, sizeof(dst));
 	snprintf(want, sizeof(want), "%s %s", run, dst);
 	pthread_mutex_lock(&r->m);
 	for (size_t i = 0; i < r->n_got; i++)
 		k += !strcmp(r->got[i], want);
 	pthread_mutex_unlock(&r->m);
 	return k;
+}
+
+/* The number of requests received for run's refusal n (refusal()). */
+static size_t received(struct receiver *r, const char *run, unsigned int n)
+{
+	struct rw_event ev = refusal(run, n);
+	char dst[INET_ADDRSTRLEN];
+
+	inet_ntop(AF_INET, &ev.daddr, dst, sizeof(dst));
+	return received_text(r, run, dst);
 }
 
 static void receiver_stop(struct receiver *r)
@@ -420,20 +429,6 @@ static void test_access_records_burst(void **state)
 	assert_int_equal(received(&recv_, "run-a", 100), 2);
 	rw_access_stop(a);
 	receiver_stop(&recv_);
-}
-
-/* The number of requests received for run to the destination text dst. */
-static size_t received_text(struct receiver *r, const char *run, const char *dst)
-{
-	char want[96];
-	size_t k = 0;
-
-	snprintf(want, sizeof(want), "%s %s", run, dst);
-	pthread_mutex_lock(&r->m);
-	for (size_t i = 0; i < r->n_got; i++)
-		k += !strcmp(r->got[i], want);
-	pthread_mutex_unlock(&r->m);
-	return k;
 }
 
 /* An access request for an IPv6 destination names it in RFC 5952 text, and is its own: the IPv4

@@ -51,47 +51,47 @@ static int neg_errno(void)
 
 /* --- parsing ------------------------------------------------------------------------------ */
 
-static int link_attr_cb(const struct nlattr *attr, void *data)
+/* The attributes a parser reads, each with the type it must have: tb[type] is set for each one
+ * found; an attribute it does not read, or newer than our headers, is passed over.
+ */
+struct attr_parse {
+	const struct nlattr **tb;
+	int max;
+	const enum mnl_attr_data_type *types; /* [type]: MNL_TYPE_UNSPEC for one not read */
+};
+
+static int attr_cb(const struct nlattr *attr, void *data)
 {
-	const struct nlattr **tb = data;
+	const struct attr_parse *p = data;
 	int type = mnl_attr_get_type(attr);
 
-	if (mnl_attr_type_valid(attr, IFLA_MAX) < 0)
-		return MNL_CB_OK; /* newer than our headers */
-	switch (type) {
-	case IFLA_IFNAME:
-		if (mnl_attr_validate(attr, MNL_TYPE_NUL_STRING) < 0)
-			return MNL_CB_ERROR;
-		break;
-	case IFLA_OPERSTATE:
-		if (mnl_attr_validate(attr, MNL_TYPE_U8) < 0)
-			return MNL_CB_ERROR;
-		break;
-	case IFLA_LINKINFO:
-		if (mnl_attr_validate(attr, MNL_TYPE_NESTED) < 0)
-			return MNL_CB_ERROR;
-		break;
-	default:
+	if (mnl_attr_type_valid(attr, p->max) < 0 || p->types[type] == MNL_TYPE_UNSPEC)
 		return MNL_CB_OK;
-	}
-	tb[type] = attr;
+	if (mnl_attr_validate(attr, p->types[type]) < 0)
+		return MNL_CB_ERROR;
+	p->tb[type] = attr;
 	return MNL_CB_OK;
 }
 
-static int linkinfo_attr_cb(const struct nlattr *attr, void *data)
-{
-	const struct nlattr **tb = data;
-	int type = mnl_attr_get_type(attr);
-
-	if (mnl_attr_type_valid(attr, IFLA_INFO_MAX) < 0)
-		return MNL_CB_OK;
-	if (type == IFLA_INFO_KIND) {
-		if (mnl_attr_validate(attr, MNL_TYPE_NUL_STRING) < 0)
-			return MNL_CB_ERROR;
-		tb[type] = attr;
-	}
-	return MNL_CB_OK;
-}
+static const enum mnl_attr_data_type link_attrs[IFLA_MAX + 1] = {
+	[IFLA_IFNAME] = MNL_TYPE_NUL_STRING,
+	[IFLA_OPERSTATE] = MNL_TYPE_U8,
+	[IFLA_LINKINFO] = MNL_TYPE_NESTED,
+};
+static const enum mnl_attr_data_type linkinfo_attrs[IFLA_INFO_MAX + 1] = {
+	[IFLA_INFO_KIND] = MNL_TYPE_NUL_STRING,
+};
+/* RTA_DST: 4 bytes for IPv4, 16 for IPv6: route_parse() checks the length. */
+static const enum mnl_attr_data_type route_attrs[RTA_MAX + 1] = {
+	[RTA_DST] = MNL_TYPE_BINARY,
+	[RTA_OIF] = MNL_TYPE_U32,
+	[RTA_TABLE] = MNL_TYPE_U32,
+};
+static const enum mnl_attr_data_type addr_attrs[IFA_MAX + 1] = {
+	[IFA_ADDRESS] = MNL_TYPE_BINARY,
+	[IFA_LOCAL] = MNL_TYPE_BINARY,
+	[IFA_FLAGS] = MNL_TYPE_U32,
+};
 
 /* 1 and *link filled for an interface message, 0 for one to skip, -1 on a malformed one. */
 static int link_parse(const struct nlmsghdr *nlh, struct rw_nl_link *link)
@@ -107,7 +107,8 @@ static int link_parse(const struct nlmsghdr *nlh, struct rw_nl_link *link)
 	 */
 	if (ifi->ifi_family != AF_UNSPEC)
 		return 0;
-	if (mnl_attr_parse(nlh, sizeof(*ifi), link_attr_cb, tb) < 0)
+	if (mnl_attr_parse(nlh, sizeof(*ifi), attr_cb,
+			   &(struct attr_parse){tb, IFLA_MAX, link_attrs}) < 0)
 		return -1;
 	memset(link, 0, sizeof(*link));
 	link->ifindex = ifi->ifi_index;
@@ -126,7 +127,9 @@ static int link_parse(const struct nlmsghdr *nlh, struct rw_nl_link *link)
 	if (tb[IFLA_LINKINFO]) {
 		const struct nlattr *info[IFLA_INFO_MAX + 1] = {};
 
-		if (mnl_attr_parse_nested(tb[IFLA_LINKINFO], linkinfo_attr_cb, info) < 0)
+		if (mnl_attr_parse_nested(
+			    tb[IFLA_LINKINFO], attr_cb,
+			    &(struct attr_parse){info, IFLA_INFO_MAX, linkinfo_attrs}) < 0)
 			return -1;
 		if (info[IFLA_INFO_KIND])
 			strncpy(link->kind, mnl_attr_get_str(info[IFLA_INFO_KIND]),
@@ -134,31 +137,6 @@ static int link_parse(const struct nlmsghdr *nlh, struct rw_nl_link *link)
 	}
 	link->veth = !strcmp(link->kind, "veth");
 	return 1;
-}
-
-static int route_attr_cb(const struct nlattr *attr, void *data)
-{
-	const struct nlattr **tb = data;
-	int type = mnl_attr_get_type(attr);
-
-	if (mnl_attr_type_valid(attr, RTA_MAX) < 0)
-		return MNL_CB_OK;
-	switch (type) {
-	case RTA_DST:
-		/* 4 bytes for IPv4, 16 for IPv6: route_parse() checks the length. */
-		if (mnl_attr_validate(attr, MNL_TYPE_BINARY) < 0)
-			return MNL_CB_ERROR;
-		break;
-	case RTA_OIF:
-	case RTA_TABLE:
-		if (mnl_attr_validate(attr, MNL_TYPE_U32) < 0)
-			return MNL_CB_ERROR;
-		break;
-	default:
-		return MNL_CB_OK;
-	}
-	tb[type] = attr;
-	return MNL_CB_OK;
 }
 
 /* 1 and *route filled for a unicast route of the main table with an output interface (IPv4 or
@@ -176,7 +154,8 @@ static int route_parse(const struct nlmsghdr *nlh, struct rw_nl_route *route)
 	    rtm->rtm_type != RTN_UNICAST || (rtm->rtm_flags & RTM_F_CLONED) ||
 	    rtm->rtm_dst_len > (rtm->rtm_family == AF_INET ? 32 : 128))
 		return 0;
-	if (mnl_attr_parse(nlh, sizeof(*rtm), route_attr_cb, tb) < 0)
+	if (mnl_attr_parse(nlh, sizeof(*rtm), attr_cb,
+			   &(struct attr_parse){tb, RTA_MAX, route_attrs}) < 0)
 		return -1;
 	/* rtm_table is 8 bits; tables above 255 are only in RTA_TABLE. */
 	table = tb[RTA_TABLE] ? mnl_attr_get_u32(tb[RTA_TABLE]) : rtm->rtm_table;
@@ -329,30 +308,6 @@ bool rw_nl_route_is_host(const struct rw_nl_route *r)
 	return r->family == AF_INET6 && r->prefixlen == 128;
 }
 
-static int addr_attr_cb(const struct nlattr *attr, void *data)
-{
-	const struct nlattr **tb = data;
-	int type = mnl_attr_get_type(attr);
-
-	if (mnl_attr_type_valid(attr, IFA_MAX) < 0)
-		return MNL_CB_OK;
-	switch (type) {
-	case IFA_ADDRESS:
-	case IFA_LOCAL:
-		if (mnl_attr_validate(attr, MNL_TYPE_BINARY) < 0)
-			return MNL_CB_ERROR;
-		break;
-	case IFA_FLAGS:
-		if (mnl_attr_validate(attr, MNL_TYPE_U32) < 0)
-			return MNL_CB_ERROR;
-		break;
-	default:
-		return MNL_CB_OK;
-	}
-	tb[type] = attr;
-	return MNL_CB_OK;
-}
-
 /* 1 and *a filled for an address message of either family, 0 to skip, -1 when malformed. */
 static int addr_parse(const struct nlmsghdr *nlh, struct rw_nl_addr *a)
 {
@@ -365,7 +320,8 @@ static int addr_parse(const struct nlmsghdr *nlh, struct rw_nl_addr *a)
 		return -1;
 	if (ifa->ifa_family != AF_INET && ifa->ifa_family != AF_INET6)
 		return 0;
-	if (mnl_attr_parse(nlh, sizeof(*ifa), addr_attr_cb, tb) < 0)
+	if (mnl_attr_parse(nlh, sizeof(*ifa), attr_cb,
+			   &(struct attr_parse){tb, IFA_MAX, addr_attrs}) < 0)
 		return -1;
 	/* IFA_LOCAL is the interface's own address where a peer address differs; IPv6 sends
 	 * IFA_ADDRESS alone.

@@ -123,6 +123,23 @@ static __u32 csum_add(const void *p, size_t len, __u32 sum)
 	return sum;
 }
 
+/* The TCP header of a bare ACK from the remote's port to the pod's, <SEQ=seq><ACK=ack>, window
+ * 65535 (nothing rides on it), its checksum left 0.
+ */
+static void put_bare_ack(__u8 *t, __be16 sport, __be16 dport, __u32 seq, __u32 ack)
+{
+	memcpy(t, &sport, 2);
+	memcpy(t + 2, &dport, 2);
+	for (int i = 0; i < 4; i++) {
+		t[4 + i] = seq >> (24 - 8 * i);
+		t[8 + i] = ack >> (24 - 8 * i);
+	}
+	t[12] = 5 << 4;
+	t[13] = 0x10; /* ACK */
+	t[14] = 0xff;
+	t[15] = 0xff;
+}
+
 /* A bare ACK <SEQ=seq><ACK=ack> from the remote to the pod: the flow's 4-tuple, nothing else. */
 static size_t probe_frame(__u8 *f, const __u8 *pod_mac, const __u8 *veth_mac,
 			  const struct rw_ct_key *k, __u32 seq, __u32 ack)
@@ -144,16 +161,7 @@ static size_t probe_frame(__u8 *f, const __u8 *pod_mac, const __u8 *veth_mac,
 	sum = csum_fold(csum_add(f + 14, 20, 0));
 	f[24] = sum >> 8;
 	f[25] = sum;
-	memcpy(f + 34, &k->peer_port, 2);
-	memcpy(f + 36, &k->pod_port, 2);
-	for (int i = 0; i < 4; i++) {
-		f[38 + i] = seq >> (24 - 8 * i);
-		f[42 + i] = ack >> (24 - 8 * i);
-	}
-	f[46] = 5 << 4;
-	f[47] = 0x10; /* ACK */
-	f[48] = 0xff; /* window 65535: nothing rides on it */
-	f[49] = 0xff;
+	put_bare_ack(f + 34, k->peer_port, k->pod_port, seq, ack);
 	memcpy(ph, f + 26, 8);
 	ph[9] = IPPROTO_TCP;
 	ph[11] = 20;
@@ -183,16 +191,7 @@ static size_t probe_frame6(__u8 *f, const __u8 *pod_mac, const __u8 *veth_mac,
 	f[21] = 64; /* hop limit */
 	memcpy(f + 22, k->peer_ip, 16);
 	memcpy(f + 38, k->pod_ip, 16);
-	memcpy(f + 54, &k->peer_port, 2);
-	memcpy(f + 56, &k->pod_port, 2);
-	for (int i = 0; i < 4; i++) {
-		f[58 + i] = seq >> (24 - 8 * i);
-		f[62 + i] = ack >> (24 - 8 * i);
-	}
-	f[66] = 5 << 4;
-	f[67] = 0x10; /* ACK */
-	f[68] = 0xff;
-	f[69] = 0xff;
+	put_bare_ack(f + 54, k->peer_port, k->pod_port, seq, ack);
 	sum = csum_fold(csum_add(f + 54, 20, csum_add(ph, 8, csum_add(f + 22, 32, 0))));
 	f[70] = sum >> 8;
 	f[71] = sum;
@@ -277,40 +276,32 @@ static void probe_flow(struct probe_sandbox *sb, const struct rw_ct_value *v,
 	sb->probed++;
 }
 
-/* The stale TCP flows of the veth's IPv4 table, of the bound pod_ip. */
-static void probe_table4(struct probe_sandbox *sb, __be32 pod_ip)
+/* The stale TCP flows of the bound pod's address in the veth's table of the family: its IPv4
+ * table (rw_conntrack) or, with ip6, its rw_conntrack6 table.
+ */
+static void probe_table(struct probe_sandbox *sb, bool ip6)
 {
-	struct rw_ct_key k, next, *prev = NULL;
-	int fd = rw_conntrack_table_fd(sb->dp, sb->ifindex);
+	union {
+		struct rw_ct_key k4;
+		struct rw_ct6_key k6;
+	} k, next;
+	int fd = ip6 ? rw_conntrack6_table_fd(sb->dp, sb->ifindex)
+		     : rw_conntrack_table_fd(sb->dp, sb->ifindex);
+	bool first = true, own;
 	struct rw_ct_value v;
 
 	if (fd < 0)
 		return;
-	while (!bpf_map_get_next_key(fd, prev, &next)) {
+	while (!bpf_map_get_next_key(fd, first ? NULL : &k, &next)) {
 		k = next;
-		prev = &k;
-		if (k.proto == IPPROTO_TCP && k.pod_ip == pod_ip &&
-		    !bpf_map_lookup_elem(fd, &k, &v) && entry_stale(sb->dp, &v))
-			probe_flow(sb, &v, &k, NULL);
-	}
-	close(fd);
-}
-
-/* The same for the veth's rw_conntrack6 table, of the bound pod_ip6. */
-static void probe_table6(struct probe_sandbox *sb, const __be32 *pod_ip6)
-{
-	struct rw_ct6_key k, next, *prev = NULL;
-	int fd = rw_conntrack6_table_fd(sb->dp, sb->ifindex);
-	struct rw_ct_value v;
-
-	if (fd < 0)
-		return;
-	while (!bpf_map_get_next_key(fd, prev, &next)) {
-		k = next;
-		prev = &k;
-		if (k.proto == IPPROTO_TCP && !memcmp(k.pod_ip, pod_ip6, sizeof(k.pod_ip)) &&
-		    !bpf_map_lookup_elem(fd, &k, &v) && entry_stale(sb->dp, &v))
-			probe_flow(sb, &v, NULL, &k);
+		first = false;
+		if (ip6)
+			own = k.k6.proto == IPPROTO_TCP &&
+			      !memcmp(k.k6.pod_ip, sb->ep.pod_ip6, sizeof(k.k6.pod_ip));
+		else
+			own = k.k4.proto == IPPROTO_TCP && k.k4.pod_ip == sb->ep.pod_ip;
+		if (own && !bpf_map_lookup_elem(fd, &k, &v) && entry_stale(sb->dp, &v))
+			probe_flow(sb, &v, ip6 ? NULL : &k.k4, ip6 ? &k.k6 : NULL);
 	}
 	close(fd);
 }
@@ -332,9 +323,9 @@ static void sandbox_mac(struct probe_sandbox *sb, const struct neigh_list *nl)
 static void walk_sandbox(struct probe_sandbox *sb)
 {
 	if (sb->ep.flags & RW_EP_IP4)
-		probe_table4(sb, sb->ep.pod_ip);
+		probe_table(sb, false);
 	if (sb->ep.flags & RW_EP_IP6)
-		probe_table6(sb, sb->ep.pod_ip6);
+		probe_table(sb, true);
 }
 
 /* The budget shared max-min fairly: each sandbox gets its stale flows (at most

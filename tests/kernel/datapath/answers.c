@@ -10,14 +10,11 @@
 
 void set_answer_budget(__u32 rate, __u32 burst)
 {
-	struct rw_config cfg;
+	struct rw_config cfg = config_get();
 
-	if (rw_config_read(&dp, &cfg))
-		FATAL("reading config");
 	cfg.answer_rate = rate;
 	cfg.answer_burst = burst;
-	if (rw_config_write(&dp, &cfg))
-		FATAL("writing config");
+	config_put(&cfg);
 }
 
 int test_run_out(int dir, int ifindex, const void *pkt, size_t len, __u8 *out, __u32 *out_len,
@@ -60,18 +57,16 @@ __u16 tcp_csum(const __u8 *ip, const __u8 *tcp, size_t tcp_len)
 
 const __u8 pod_mac[6] = {0x02, 0, 0, 0, 0, 0x01}, gw_mac[6] = {0x02, 0, 0, 0, 0, 0xfe};
 
-/* The frame head every answer has: to the pod's MAC from the gateway's, IPv4 from the refused
- * destination to the pod.
- */
-static void want_head(const struct pkt_spec *s, __u8 *w, __u8 tos, __u16 tot_len, __u16 frag,
-		      __u8 proto)
+/* An IPv4 frame's head from smac to dmac, saddr to daddr, hop limit 64, its header sum. */
+static void want_head(__u8 *w, const __u8 *dmac, const __u8 *smac, const char *saddr,
+		      const char *daddr, __u8 tos, __u16 tot_len, __u16 frag, __u8 proto)
 {
 	struct in_addr src, dst;
 
-	inet_pton(AF_INET, s->src, &src);
-	inet_pton(AF_INET, s->dst, &dst);
-	memcpy(w, pod_mac, 6);
-	memcpy(w + 6, gw_mac, 6);
+	inet_pton(AF_INET, saddr, &src);
+	inet_pton(AF_INET, daddr, &dst);
+	memcpy(w, dmac, 6);
+	memcpy(w + 6, smac, 6);
 	put16be(w + 12, 0x0800);
 	w[14] = 0x45;
 	w[15] = tos;
@@ -79,22 +74,26 @@ static void want_head(const struct pkt_spec *s, __u8 *w, __u8 tos, __u16 tot_len
 	put16be(w + 20, frag);
 	w[22] = 64;
 	w[23] = proto;
-	memcpy(w + 26, &dst, 4);
-	memcpy(w + 30, &src, 4);
+	memcpy(w + 26, &src, 4);
+	memcpy(w + 30, &dst, 4);
 	put16be(w + 24, ~pkt_csum_sum(w + 14, 20, 0) & 0xffff);
 }
 
-/* The reset RFC 793 3.4 makes of the segment s: built here byte by byte from the spec. */
-static size_t want_rst(const struct pkt_spec *s, __u32 seq, __u32 ack, __u8 flags, __u8 *w)
+/* A bare TCP segment <SEQ=seq><ACK=ack><CTL=flags> from saddr:sport to daddr:dport over IPv4
+ * (DF set), window `win`, byte by byte, as want_tcp6() builds one over IPv6. Returns its length.
+ */
+size_t want_tcp4(const __u8 *dmac, const __u8 *smac, const char *saddr, const char *daddr,
+		 __u16 sport, __u16 dport, __u32 seq, __u32 ack, __u8 flags, __u16 win, __u8 *w)
 {
 	memset(w, 0, PKT_MAX);
-	want_head(s, w, 0, 40, 0x4000, IPPROTO_TCP);
-	put16be(w + 34, s->dport);
-	put16be(w + 36, s->sport);
+	want_head(w, dmac, smac, saddr, daddr, 0, 40, 0x4000, IPPROTO_TCP);
+	put16be(w + 34, sport);
+	put16be(w + 36, dport);
 	put32be(w + 38, seq);
 	put32be(w + 42, ack);
 	w[46] = 5 << 4;
 	w[47] = flags;
+	put16be(w + 48, win);
 	put16be(w + 50, tcp_csum(w + 14, w + 34, 20));
 	return 54;
 }
@@ -102,10 +101,10 @@ static size_t want_rst(const struct pkt_spec *s, __u32 seq, __u32 ack, __u8 flag
 /* ICMP destination unreachable, code 13, quoting the first `quote` bytes of the refused IP
  * datagram in.
  */
-static size_t want_icmp(const struct pkt_spec *s, const __u8 *in, size_t quote, __u8 *w)
+size_t want_icmp(const struct pkt_spec *s, const __u8 *in, size_t quote, __u8 *w)
 {
 	memset(w, 0, PKT_MAX);
-	want_head(s, w, 0xc0, 20 + 8 + quote, 0, IPPROTO_ICMP);
+	want_head(w, pod_mac, gw_mac, s->dst, s->src, 0xc0, 20 + 8 + quote, 0, IPPROTO_ICMP);
 	w[34] = 3;
 	w[35] = 13;
 	memcpy(w + 42, in + 14, quote);
@@ -131,29 +130,28 @@ int answer_sums_ok(const __u8 *f, size_t len)
 	return f[23] == IPPROTO_ICMP && pkt_csum_sum(f + 34, ip_len - 20, 0) == 0xffff;
 }
 
-struct acase {
-	const char *name;
-	int dev;
-	struct pkt_spec pkt;
-	int reason;
-	int answer;	/* enum rw_answer */
-	__u32 seq, ack; /* RW_ANSWER_RST: the reset's numbers */
-	__u8 flags;
-	size_t quote; /* RW_ANSWER_ICMP: bytes of the datagram quoted */
-};
-
-static void run_answer_case(const struct acase *c)
+/* One case, IPv4 or IPv6 as its packet is: the program's verdict, the counters and event, and
+ * the answer (or the packet dropped as it came) compared byte by byte with the one built here.
+ */
+void run_answer_case(const struct acase *c)
 {
+	const struct pkt_spec *s = &c->pkt;
 	__u8 in[PKT_MAX], out[PKT_MAX], want[PKT_MAX];
-	size_t len = pkt_build(&c->pkt, in), want_len = len;
+	size_t len = pkt_build(s, in), want_len = len;
+	int (*sums_ok)(const __u8 *, size_t) = s->ipv6 ? answer6_sums_ok : answer_sums_ok;
 	struct rw_counters n0, n1;
 	int retval, err, failed_before = t_failed;
 	__u32 out_len = 0;
 
-	if (c->answer == RW_ANSWER_RST)
-		want_len = want_rst(&c->pkt, c->seq, c->ack, c->flags, want);
+	/* The reset RFC 793 3.4 makes of the segment, or the ICMP error quoting it. */
+	if (c->answer == RW_ANSWER_RST && s->ipv6)
+		want_len = want_tcp6(pod_mac, gw_mac, s->dst, s->src, s->dport, s->sport, c->seq,
+				     c->ack, c->flags, 0, want);
+	else if (c->answer == RW_ANSWER_RST)
+		want_len = want_tcp4(pod_mac, gw_mac, s->dst, s->src, s->dport, s->sport, c->seq,
+				     c->ack, c->flags, 0, want);
 	else if (c->answer == RW_ANSWER_ICMP)
-		want_len = want_icmp(&c->pkt, in, c->quote, want);
+		want_len = (s->ipv6 ? want_icmp6 : want_icmp)(s, in, c->quote, want);
 	else
 		memcpy(want, in, len); /* no answer: the packet is dropped as it came */
 	t_count++;
@@ -165,305 +163,101 @@ static void run_answer_case(const struct acase *c)
 	CHECK_EQ(err, 0, "test_run");
 	CHECK(retval == (c->answer ? 7 : 2), "verdict", "returned %d (%s)", retval,
 	      ret_name(retval));
-	CHECK_EQ(n1.packets[E][c->reason] - n0.packets[E][c->reason], 1, "reason counter");
-	CHECK_EQ(n1.bytes[E][c->reason] - n0.bytes[E][c->reason], len,
-		 "bytes counted are the refused packet's");
+	if (c->reason != ANY_ICMP) {
+		CHECK_EQ(n1.packets[E][c->reason] - n0.packets[E][c->reason], 1, "reason counter");
+		CHECK_EQ(n1.bytes[E][c->reason] - n0.bytes[E][c->reason], len,
+			 "bytes counted are the refused packet's");
+	}
 	if (c->answer)
 		CHECK_EQ(n1.answers[c->answer] - n0.answers[c->answer], 1, "answer counter");
-	CHECK(n_events == 1 && events[0].answer == c->answer && events[0].reason == c->reason,
-	      "event", "%d events, answer %s", n_events,
+	CHECK(n_events == 1 && events[0].answer == c->answer &&
+		      (c->reason == ANY_ICMP || events[0].reason == c->reason),
+	      "event", "%d events, reason %s, answer %s", n_events,
+	      n_events ? rw_reason_name(events[0].reason) : "-",
 	      n_events ? rw_answer_name(events[0].answer) : "-");
 	CHECK(out_len == want_len && !memcmp(out, want, want_len), "output packet",
 	      "%u bytes, expected %zu%s", out_len, want_len,
 	      out_len == want_len ? " (contents differ)" : "");
 	if (c->answer)
-		CHECK(answer_sums_ok(out, out_len), "checksums", "an IP, TCP or ICMP sum is wrong");
+		CHECK(sums_ok(out, out_len), "checksums", "an IP, TCP or ICMP sum is wrong");
 	if (t_failed != failed_before) {
-		printf("  # got: ");
-		for (__u32 i = 0; i < out_len; i++)
-			printf("%02x", out[i]);
-		printf("\n  # want:");
-		for (size_t i = 0; i < want_len; i++)
-			printf("%02x", want[i]);
-		printf("\n");
+		dump_hex("got", out, out_len);
+		dump_hex("want", want, want_len);
 	}
-	printf("%s %d - answer: %s: %s, %s (%u bytes out)\n",
-	       t_failed == failed_before ? "ok" : "not ok", t_count, c->name,
-	       rw_reason_name(c->reason), rw_answer_name(c->answer), out_len);
+	printf("%s %d - answer%s: %s: %s, %s (%u bytes out)\n",
+	       t_failed == failed_before ? "ok" : "not ok", t_count, s->ipv6 ? "6" : "", c->name,
+	       c->reason != ANY_ICMP ? rw_reason_name(c->reason)
+	       : n_events	     ? rw_reason_name(events[0].reason)
+				     : "-",
+	       rw_answer_name(c->answer), out_len);
 }
 
+#define PUB "93.184.216.34" /* not allowlisted for run-7f3a */
+
 static const struct acase answer_cases[] = {
-	{"a refused SYN: RST|ACK, seq 0, ack SEG.SEQ+1",
-	 0,
-	 {.src = POD_A,
-	  .dst = "93.184.216.34",
-	  .proto = TCP,
-	  .sport = 40100,
-	  .dport = 443,
-	  .tcp_flags = SYN},
-	 RW_REASON_NOT_ALLOWLISTED,
-	 RW_ANSWER_RST,
-	 0,
-	 SEQ0 + 1,
-	 RST | ACK,
-	 0},
-	{"a refused SYN with 5 bytes of data (TFO) and options: ack SEG.SEQ+1+5",
-	 0,
-	 {.src = POD_A,
-	  .dst = "93.184.216.34",
-	  .proto = TCP,
-	  .sport = 40101,
-	  .dport = 443,
-	  .tcp_flags = SYN,
-	  .tcp_doff = 8,
-	  .payload = 5},
-	 RW_REASON_NOT_ALLOWLISTED,
-	 RW_ANSWER_RST,
-	 0,
-	 SEQ0 + 6,
-	 RST | ACK,
-	 0},
-	{"a refused segment with ACK (a revoked flow's next): RST, seq SEG.ACK",
-	 0,
-	 {.src = POD_A,
-	  .dst = "93.184.216.34",
-	  .proto = TCP,
-	  .sport = 40102,
-	  .dport = 443,
-	  .tcp_flags = ACK | 0x08,
-	  .tcp_ack = 0xa1b2c3d4,
-	  .payload = 100},
-	 RW_REASON_NOT_ALLOWLISTED,
-	 RW_ANSWER_RST,
-	 0xa1b2c3d4,
-	 0,
-	 RST,
-	 0},
-	{"a refused bare FIN: RST|ACK, ack SEG.SEQ+1",
-	 0,
-	 {.src = POD_A,
-	  .dst = "93.184.216.34",
-	  .proto = TCP,
-	  .sport = 40103,
-	  .dport = 443,
-	  .tcp_flags = 0x01},
-	 RW_REASON_NOT_ALLOWLISTED,
-	 RW_ANSWER_RST,
-	 0,
-	 SEQ0 + 1,
-	 RST | ACK,
-	 0},
-	{"a refused SYN from and to port 0: the reset names ports 0",
-	 0,
-	 {.src = POD_A,
-	  .dst = "93.184.216.34",
-	  .proto = TCP,
-	  .sport = 0,
-	  .dport = 0,
-	  .tcp_flags = SYN},
-	 RW_REASON_NOT_ALLOWLISTED,
-	 RW_ANSWER_RST,
-	 0,
-	 SEQ0 + 1,
-	 RST | ACK,
-	 0},
-	{"a refused SYN to the metadata address",
-	 1,
-	 {.src = POD_B,
-	  .dst = "169.254.169.254",
-	  .proto = TCP,
-	  .sport = 40104,
-	  .dport = 80,
-	  .tcp_flags = SYN},
-	 RW_REASON_METADATA,
-	 RW_ANSWER_RST,
-	 0,
-	 SEQ0 + 1,
-	 RST | ACK,
-	 0},
-	{"a refused reset is never answered",
-	 0,
-	 {.src = POD_A,
-	  .dst = "93.184.216.34",
-	  .proto = TCP,
-	  .sport = 40105,
-	  .dport = 443,
-	  .tcp_flags = RST | ACK},
-	 RW_REASON_NOT_ALLOWLISTED,
-	 RW_ANSWER_NONE,
-	 0,
-	 0,
-	 0,
-	 0},
-	{"refused UDP (DNS) with 40 bytes: ICMP 3/13 quoting header + 8 bytes",
-	 0,
-	 {.src = POD_A, .dst = "8.8.8.8", .proto = UDP, .sport = 40106, .dport = 53, .payload = 40},
-	 RW_REASON_DNS,
-	 RW_ANSWER_ICMP,
-	 .quote = 28},
-	{"refused UDP from port 0 to port 0",
-	 0,
-	 {.src = POD_A, .dst = "93.184.216.34", .proto = UDP, .sport = 0, .dport = 0},
-	 RW_REASON_NOT_ALLOWLISTED,
-	 RW_ANSWER_ICMP,
-	 .quote = 28},
-	{"refused GRE: ICMP 3/13",
-	 1,
-	 {.src = POD_B, .dst = "1.1.1.1", .proto = 47, .payload = 12},
-	 RW_REASON_UNSUPPORTED_PROTOCOL,
-	 RW_ANSWER_ICMP,
-	 .quote = 28},
-	{"refused IP with 4 bytes of payload: the quote is the whole datagram",
-	 1,
-	 {.src = POD_B, .dst = "1.1.1.1", .proto = 47, .tot_len_delta = -4, .truncate = 4},
-	 RW_REASON_UNSUPPORTED_PROTOCOL,
-	 RW_ANSWER_ICMP,
-	 .quote = 24},
-	{"refused ICMP echo request: ICMP 3/13",
-	 0,
-	 {.src = POD_A, .dst = "93.184.216.34", .proto = 1, .sport = 0x0800, .payload = 56},
-	 RW_REASON_UNSUPPORTED_PROTOCOL,
-	 RW_ANSWER_ICMP,
-	 .quote = 28},
-	{"a refused ICMP error (port unreachable) is never answered",
-	 0,
-	 {.src = POD_A, .dst = "93.184.216.34", .proto = 1, .sport = 0x0303, .payload = 28},
-	 RW_REASON_UNSUPPORTED_PROTOCOL,
-	 RW_ANSWER_NONE,
-	 0,
-	 0,
-	 0,
-	 0},
-	{"a refused ICMP of an unknown type is never answered",
-	 0,
-	 {.src = POD_A, .dst = "93.184.216.34", .proto = 1, .sport = 0x2a00, .payload = 8},
-	 RW_REASON_UNSUPPORTED_PROTOCOL,
-	 RW_ANSWER_NONE,
-	 0,
-	 0,
-	 0,
-	 0},
+	ANSWER_CASE("a refused SYN: RST|ACK, seq 0, ack SEG.SEQ+1", 0, RW_REASON_NOT_ALLOWLISTED,
+		    RST_ANSWER(0, SEQ0 + 1, RST | ACK), FLOW(POD_A, PUB, TCP, 40100, 443),
+		    .tcp_flags = SYN),
+	ANSWER_CASE("a refused SYN with 5 bytes of data (TFO) and options: ack SEG.SEQ+1+5", 0,
+		    RW_REASON_NOT_ALLOWLISTED, RST_ANSWER(0, SEQ0 + 6, RST | ACK),
+		    FLOW(POD_A, PUB, TCP, 40101, 443), .tcp_flags = SYN, .tcp_doff = 8,
+		    .payload = 5),
+	ANSWER_CASE("a refused segment with ACK (a revoked flow's next): RST, seq SEG.ACK", 0,
+		    RW_REASON_NOT_ALLOWLISTED, RST_ANSWER(0xa1b2c3d4, 0, RST),
+		    FLOW(POD_A, PUB, TCP, 40102, 443), .tcp_flags = ACK | 0x08,
+		    .tcp_ack = 0xa1b2c3d4, .payload = 100),
+	ANSWER_CASE("a refused bare FIN: RST|ACK, ack SEG.SEQ+1", 0, RW_REASON_NOT_ALLOWLISTED,
+		    RST_ANSWER(0, SEQ0 + 1, RST | ACK), FLOW(POD_A, PUB, TCP, 40103, 443),
+		    .tcp_flags = 0x01),
+	ANSWER_CASE("a refused SYN from and to port 0: the reset names ports 0", 0,
+		    RW_REASON_NOT_ALLOWLISTED, RST_ANSWER(0, SEQ0 + 1, RST | ACK),
+		    FLOW(POD_A, PUB, TCP, 0, 0), .tcp_flags = SYN),
+	ANSWER_CASE("a refused SYN to the metadata address", 1, RW_REASON_METADATA,
+		    RST_ANSWER(0, SEQ0 + 1, RST | ACK),
+		    FLOW(POD_B, "169.254.169.254", TCP, 40104, 80), .tcp_flags = SYN),
+	ANSWER_CASE("a refused reset is never answered", 0, RW_REASON_NOT_ALLOWLISTED, NO_ANSWER,
+		    FLOW(POD_A, PUB, TCP, 40105, 443), .tcp_flags = RST | ACK),
+	ANSWER_CASE("refused UDP (DNS) with 40 bytes: ICMP 3/13 quoting header + 8 bytes", 0,
+		    RW_REASON_DNS, ICMP_ANSWER(28), FLOW(POD_A, "8.8.8.8", UDP, 40106, 53),
+		    .payload = 40),
+	ANSWER_CASE("refused UDP from port 0 to port 0", 0, RW_REASON_NOT_ALLOWLISTED,
+		    ICMP_ANSWER(28), FLOW(POD_A, PUB, UDP, 0, 0)),
+	ANSWER_CASE("refused GRE: ICMP 3/13", 1, RW_REASON_UNSUPPORTED_PROTOCOL, ICMP_ANSWER(28),
+		    FLOW(POD_B, "1.1.1.1", 47, 0, 0), .payload = 12),
+	ANSWER_CASE("refused IP with 4 bytes of payload: the quote is the whole datagram", 1,
+		    RW_REASON_UNSUPPORTED_PROTOCOL, ICMP_ANSWER(24),
+		    FLOW(POD_B, "1.1.1.1", 47, 0, 0), .tot_len_delta = -4, .truncate = 4),
+	ANSWER_CASE("refused ICMP echo request: ICMP 3/13", 0, RW_REASON_UNSUPPORTED_PROTOCOL,
+		    ICMP_ANSWER(28), FLOW(POD_A, PUB, 1, 0x0800, 0), .payload = 56),
+	ANSWER_CASE("a refused ICMP error (port unreachable) is never answered", 0,
+		    RW_REASON_UNSUPPORTED_PROTOCOL, NO_ANSWER, FLOW(POD_A, PUB, 1, 0x0303, 0),
+		    .payload = 28),
+	ANSWER_CASE("a refused ICMP of an unknown type is never answered", 0,
+		    RW_REASON_UNSUPPORTED_PROTOCOL, NO_ANSWER, FLOW(POD_A, PUB, 1, 0x2a00, 0),
+		    .payload = 8),
 	/* No answer before the source is proven, nor where the answer's source could not be. */
-	{"spoofed source: no answer",
-	 0,
-	 {.src = POD_B,
-	  .dst = "93.184.216.34",
-	  .proto = TCP,
-	  .sport = 40107,
-	  .dport = 443,
-	  .tcp_flags = SYN},
-	 RW_REASON_SPOOFED_SOURCE,
-	 RW_ANSWER_NONE,
-	 0,
-	 0,
-	 0,
-	 0},
-	{"unbound veth: no answer",
-	 2,
-	 {.src = "10.1.2.77",
-	  .dst = "93.184.216.34",
-	  .proto = TCP,
-	  .sport = 40108,
-	  .dport = 443,
-	  .tcp_flags = SYN},
-	 RW_REASON_UNKNOWN_SOURCE,
-	 RW_ANSWER_NONE,
-	 0,
-	 0,
-	 0,
-	 0},
-	{"a pod no run owns: no answer",
-	 3,
-	 {.src = POD_X, .dst = "93.184.216.34", .proto = UDP, .sport = 40109, .dport = 53},
-	 RW_REASON_UNKNOWN_SOURCE,
-	 RW_ANSWER_NONE,
-	 0,
-	 0,
-	 0,
-	 0},
-	{"IP options: no answer (refused before the source is proven)",
-	 0,
-	 {.src = POD_A,
-	  .dst = "93.184.216.34",
-	  .proto = TCP,
-	  .sport = 40110,
-	  .dport = 443,
-	  .tcp_flags = SYN,
-	  .ihl = 6},
-	 RW_REASON_IP_OPTIONS,
-	 RW_ANSWER_NONE,
-	 0,
-	 0,
-	 0,
-	 0},
-	{"an 802.1Q tag in the header: no answer (unsupported-l2)",
-	 0,
-	 {.src = POD_A,
-	  .dst = "93.184.216.34",
-	  .proto = TCP,
-	  .sport = 40111,
-	  .dport = 443,
-	  .tcp_flags = SYN,
-	  .vlan = 1},
-	 RW_REASON_UNSUPPORTED_L2,
-	 RW_ANSWER_NONE,
-	 0,
-	 0,
-	 0,
-	 0},
-	{"a truncated TCP header: no answer (malformed)",
-	 0,
-	 {.src = POD_A,
-	  .dst = "93.184.216.34",
-	  .proto = TCP,
-	  .sport = 40112,
-	  .dport = 443,
-	  .tcp_flags = SYN,
-	  .tot_len_delta = -10,
-	  .truncate = 10},
-	 RW_REASON_MALFORMED,
-	 RW_ANSWER_NONE,
-	 0,
-	 0,
-	 0,
-	 0},
-	{"a fragment: no answer",
-	 0,
-	 {.src = POD_A,
-	  .dst = "93.184.216.34",
-	  .proto = UDP,
-	  .sport = 40113,
-	  .dport = 53,
-	  .frag = 0x2000},
-	 RW_REASON_FRAGMENT,
-	 RW_ANSWER_NONE,
-	 0,
-	 0,
-	 0,
-	 0},
-	{"to 0.0.0.0: no answer (it would come from a martian source)",
-	 0,
-	 {.src = POD_A,
-	  .dst = "0.0.0.1",
-	  .proto = TCP,
-	  .sport = 40114,
-	  .dport = 443,
-	  .tcp_flags = SYN},
-	 RW_REASON_PRIVATE_DESTINATION,
-	 RW_ANSWER_NONE,
-	 0,
-	 0,
-	 0,
-	 0},
-	{"to multicast: no answer",
-	 1,
-	 {.src = POD_B, .dst = "239.1.2.3", .proto = UDP, .sport = 40115, .dport = 5000},
-	 RW_REASON_PRIVATE_DESTINATION,
-	 RW_ANSWER_NONE,
-	 0,
-	 0,
-	 0,
-	 0},
+	ANSWER_CASE("spoofed source: no answer", 0, RW_REASON_SPOOFED_SOURCE, NO_ANSWER,
+		    FLOW(POD_B, PUB, TCP, 40107, 443), .tcp_flags = SYN),
+	ANSWER_CASE("unbound veth: no answer", 2, RW_REASON_UNKNOWN_SOURCE, NO_ANSWER,
+		    FLOW("10.1.2.77", PUB, TCP, 40108, 443), .tcp_flags = SYN),
+	ANSWER_CASE("a pod no run owns: no answer", 3, RW_REASON_UNKNOWN_SOURCE, NO_ANSWER,
+		    FLOW(POD_X, PUB, UDP, 40109, 53)),
+	ANSWER_CASE("IP options: no answer (refused before the source is proven)", 0,
+		    RW_REASON_IP_OPTIONS, NO_ANSWER, FLOW(POD_A, PUB, TCP, 40110, 443),
+		    .tcp_flags = SYN, .ihl = 6),
+	ANSWER_CASE("an 802.1Q tag in the header: no answer (unsupported-l2)", 0,
+		    RW_REASON_UNSUPPORTED_L2, NO_ANSWER, FLOW(POD_A, PUB, TCP, 40111, 443),
+		    .tcp_flags = SYN, .vlan = 1),
+	ANSWER_CASE("a truncated TCP header: no answer (malformed)", 0, RW_REASON_MALFORMED,
+		    NO_ANSWER, FLOW(POD_A, PUB, TCP, 40112, 443), .tcp_flags = SYN,
+		    .tot_len_delta = -10, .truncate = 10),
+	ANSWER_CASE("a fragment: no answer", 0, RW_REASON_FRAGMENT, NO_ANSWER,
+		    FLOW(POD_A, PUB, UDP, 40113, 53), .frag = 0x2000),
+	ANSWER_CASE("to 0.0.0.0: no answer (it would come from a martian source)", 0,
+		    RW_REASON_PRIVATE_DESTINATION, NO_ANSWER,
+		    FLOW(POD_A, "0.0.0.1", TCP, 40114, 443), .tcp_flags = SYN),
+	ANSWER_CASE("to multicast: no answer", 1, RW_REASON_PRIVATE_DESTINATION, NO_ANSWER,
+		    FLOW(POD_B, "239.1.2.3", UDP, 40115, 5000)),
 };
 
 void test_answers(void)
@@ -475,22 +269,45 @@ void test_answers(void)
 /* Before any snapshot nothing is proven: a refusal is a plain drop. */
 void test_answer_not_ready(void)
 {
-	static const struct acase c = {"not ready: no answer",
-				       0,
-				       {.src = POD_A,
-					.dst = "93.184.216.34",
-					.proto = TCP,
-					.sport = 40116,
-					.dport = 443,
-					.tcp_flags = SYN},
-				       RW_REASON_NOT_READY,
-				       RW_ANSWER_NONE,
-				       0,
-				       0,
-				       0,
-				       0};
+	static const struct acase c =
+		ANSWER_CASE("not ready: no answer", 0, RW_REASON_NOT_READY, NO_ANSWER,
+			    FLOW(POD_A, PUB, TCP, 40116, 443), .tcp_flags = SYN);
 
 	run_answer_case(&c);
+}
+
+/* n refused SYNs on rwt0 from syn's port on, each its own test run: a repeated run would judge
+ * the reset the first one made of the packet.
+ */
+void syn_flood(const struct pkt_spec *syn, int n, struct syn_flood *f)
+{
+	struct pkt_spec s = *syn;
+	__u8 buf[PKT_MAX], out[PKT_MAX];
+	__u32 out_len;
+	int retval;
+	__u64 t0 = mono_ns();
+
+	f->redirected = f->dropped = 0;
+	for (int i = 0; i < n; i++) {
+		s.sport = syn->sport + i;
+		test_run_out(E, ifindex_of[0], buf, pkt_build(&s, buf), out, &out_len, &retval);
+		f->redirected += retval == 7;
+		f->dropped += retval == 2;
+	}
+	f->ns = mono_ns() - t0;
+}
+
+/* A flood at 1/s: every SYN answered or dropped, the answers the burst's, plus the loop's ticks
+ * (at most its duration in seconds, plus one).
+ */
+int syn_flood_within(const struct syn_flood *f, int n, int burst)
+{
+	int ok = CHECK(f->redirected >= burst &&
+			       f->redirected <= burst + 1 + (int)(f->ns / 1000000000),
+		       "answers within the budget", "%d answered", f->redirected);
+
+	ok &= CHECK_EQ(f->redirected + f->dropped, n, "every SYN answered or dropped");
+	return ok;
 }
 
 /* The answer budget: a sandbox's refused SYNs past its burst are plain drops, counted as
@@ -499,32 +316,20 @@ void test_answer_not_ready(void)
  */
 void test_answer_budget(void)
 {
-	struct pkt_spec syn = {.src = POD_A,
-			       .dst = "93.184.216.34",
-			       .proto = TCP,
-			       .sport = 40120,
-			       .dport = 443,
-			       .tcp_flags = SYN};
+	struct pkt_spec syn = {FLOW(POD_A, PUB, TCP, 40120, 443), .tcp_flags = SYN};
 	struct pkt_spec other = syn;
 	const int n = 40, burst = 5;
 	struct rw_counters n0, n1, r0, r1;
 	__u32 run_a = run_idx_of("run-7f3a"), out_len;
 	__u8 buf[PKT_MAX], out[PKT_MAX];
-	int retval, redirected = 0, dropped = 0, other_ret, ok;
-	__u64 t0, t1;
+	struct syn_flood f;
+	int other_ret, ok;
 
 	other.src = POD_B;
 	set_answer_budget(1, burst);
 	rw_counters_read(&dp, 0, &n0);
 	rw_counters_read(&dp, run_a, &r0);
-	t0 = mono_ns();
-	for (int i = 0; i < n; i++) {
-		syn.sport = 40120 + i;
-		test_run_out(E, ifindex_of[0], buf, pkt_build(&syn, buf), out, &out_len, &retval);
-		redirected += retval == 7;
-		dropped += retval == 2;
-	}
-	t1 = mono_ns();
+	syn_flood(&syn, n, &f);
 	test_run_out(E, ifindex_of[1], buf, pkt_build(&other, buf), out, &out_len, &other_ret);
 	rw_counters_read(&dp, 0, &n1);
 	rw_counters_read(&dp, run_a, &r1);
@@ -532,15 +337,12 @@ void test_answer_budget(void)
 	drain_events();
 
 	t_count++;
-	/* At 1/s the loop's ticks add at most its duration in seconds, plus one. */
-	ok = CHECK(redirected >= burst && redirected <= burst + 1 + (int)((t1 - t0) / 1000000000),
-		   "answers within the budget", "%d answered", redirected);
-	ok &= CHECK_EQ(redirected + dropped, n, "every SYN answered or dropped");
-	ok &= CHECK_EQ(n1.answers[RW_ANSWER_RST] - n0.answers[RW_ANSWER_RST], redirected + 1,
+	ok = syn_flood_within(&f, n, burst);
+	ok &= CHECK_EQ(n1.answers[RW_ANSWER_RST] - n0.answers[RW_ANSWER_RST], f.redirected + 1,
 		       "node's rst answers (the other sandbox's too)");
-	ok &= CHECK_EQ(n1.answers[RW_ANSWER_BUDGET] - n0.answers[RW_ANSWER_BUDGET], dropped,
+	ok &= CHECK_EQ(n1.answers[RW_ANSWER_BUDGET] - n0.answers[RW_ANSWER_BUDGET], f.dropped,
 		       "node's over-budget refusals");
-	ok &= CHECK_EQ(r1.answers[RW_ANSWER_BUDGET] - r0.answers[RW_ANSWER_BUDGET], dropped,
+	ok &= CHECK_EQ(r1.answers[RW_ANSWER_BUDGET] - r0.answers[RW_ANSWER_BUDGET], f.dropped,
 		       "run's over-budget refusals");
 	ok &= CHECK_EQ(n1.packets[E][RW_REASON_NOT_ALLOWLISTED] -
 			       n0.packets[E][RW_REASON_NOT_ALLOWLISTED],
@@ -548,7 +350,7 @@ void test_answer_budget(void)
 	ok &= CHECK_EQ(other_ret, 7, "the other sandbox is still answered");
 	printf("%s %d - answer budget 1/s burst %d: %d refused SYNs from one sandbox give %d "
 	       "resets and %d plain drops in %.1f ms; the other sandbox is answered\n",
-	       ok ? "ok" : "not ok", t_count, burst, n, redirected, dropped, (t1 - t0) / 1e6);
+	       ok ? "ok" : "not ok", t_count, burst, n, f.redirected, f.dropped, f.ns / 1e6);
 }
 
 /* "refusal": "drop" node-wide with a run's "answer", then the other way round. */
@@ -558,27 +360,10 @@ static const char refusal_policy[] = "{\"revision\": %u, %s\"runs\": [\n"
 
 void test_refusal_modes(void)
 {
-	struct acase a = {"",
-			  0,
-			  {.src = POD_A,
-			   .dst = "93.184.216.34",
-			   .proto = TCP,
-			   .sport = 40200,
-			   .dport = 443,
-			   .tcp_flags = SYN},
-			  RW_REASON_NOT_ALLOWLISTED,
-			  RW_ANSWER_NONE,
-			  0,
-			  0,
-			  0,
-			  0};
-	struct acase b = {
-		"",
-		1,
-		{.src = POD_B, .dst = "93.184.216.34", .proto = UDP, .sport = 40201, .dport = 443},
-		RW_REASON_NOT_ALLOWLISTED,
-		RW_ANSWER_ICMP,
-		.quote = 28};
+	struct acase a = ANSWER_CASE("", 0, RW_REASON_NOT_ALLOWLISTED, NO_ANSWER,
+				     FLOW(POD_A, PUB, TCP, 40200, 443), .tcp_flags = SYN);
+	struct acase b = ANSWER_CASE("", 1, RW_REASON_NOT_ALLOWLISTED, ICMP_ANSWER(28),
+				     FLOW(POD_B, PUB, UDP, 40201, 443));
 	char json[512];
 
 	snprintf(json, sizeof(json), refusal_policy, 1000, "\"refusal\": \"drop\", ", "",
@@ -676,24 +461,39 @@ static size_t icmp_next(int fd, __u8 *f)
 	return 0;
 }
 
+/* rw_egress on the TC ingress hook of devs[dev] (what the pod sends), as the agent attaches it
+ * on a kernel without tcx; and off again.
+ */
+void egress_attach_tc(struct bpf_tc_hook *hook, struct bpf_tc_opts *ours, int dev)
+{
+	int ret = bpf_tc_hook_create(hook);
+
+	if (ret && ret != -EEXIST)
+		FATAL("clsact on %s: %s", devs[dev], strerror(-ret));
+	ours->prog_fd = dp.prog_fd[RW_DIR_EGRESS];
+	if (bpf_tc_attach(hook, ours))
+		FATAL("attaching rw_egress to %s: %s", devs[dev], strerror(errno));
+}
+
+void egress_detach_tc(struct bpf_tc_hook *hook, struct bpf_tc_opts *ours)
+{
+	ours->prog_fd = ours->flags = ours->prog_id = 0;
+	bpf_tc_detach(hook, ours);
+}
+
 void test_answer_tunnels(void)
 {
 	DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex_of[1],
 			    .attach_point = BPF_TC_INGRESS);
 	DECLARE_LIBBPF_OPTS(bpf_tc_opts, ours, .handle = 8, .priority = 8);
 	char cmd[512], peer[IFNAMSIZ + 2];
-	int host_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC), pod_ns, fd, ret;
+	int host_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC), pod_ns, fd;
 	struct sockaddr_ll sll = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL)};
 
 	snprintf(peer, sizeof(peer), "%sp", devs[1]);
 	if (host_ns < 0)
 		FATAL("/proc/self/ns/net: %s", strerror(errno));
-	ret = bpf_tc_hook_create(&hook);
-	if (ret && ret != -EEXIST)
-		FATAL("clsact on %s: %s", devs[1], strerror(-ret));
-	ours.prog_fd = dp.prog_fd[RW_DIR_EGRESS];
-	if (bpf_tc_attach(&hook, &ours))
-		FATAL("attaching rw_egress to %s: %s", devs[1], strerror(errno));
+	egress_attach_tc(&hook, &ours, 1);
 	if (unshare(CLONE_NEWNET))
 		FATAL("unshare(CLONE_NEWNET): %s", strerror(errno));
 	pod_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
@@ -761,8 +561,7 @@ void test_answer_tunnels(void)
 	ns_enter(host_ns);
 	close(pod_ns);
 	close(host_ns);
-	ours.prog_fd = ours.flags = ours.prog_id = 0;
-	bpf_tc_detach(&hook, &ours);
+	egress_detach_tc(&hook, &ours);
 	snprintf(cmd, sizeof(cmd),
 		 "ip link set %s down && sysctl -qw net.ipv6.conf.%s.disable_ipv6=0", devs[1],
 		 devs[1]);

@@ -16,9 +16,8 @@
 #ifndef POD_A6
 #define POD_A6 "2600:1f14:abc:1::3" /* rwt0's IPv6 here, as ipv6.c names it */
 #endif
-#define ICMPV6	 58
-#define PUB6	 "2606:4700::1111" /* not allowlisted for run-7f3a */
-#define ANY_ICMP -1		   /* ICMPv6's reason is icmp6.h's to give, by type */
+#define ICMPV6 58
+#define PUB6   "2606:4700::1111" /* not allowlisted for run-7f3a */
 
 /* run-7f3a with the dual-stack pod, refusal modes as test_refusal_modes()'s. */
 static const char policy6[] =
@@ -34,21 +33,10 @@ void apply_policy6(unsigned int revision, const char *node, const char *run, con
 	apply_json(json, 0, what);
 }
 
-struct acase6 {
-	const char *name;
-	int dev;
-	struct pkt_spec pkt; /* .ipv6 is set by the runner */
-	int reason;	     /* ANY_ICMP: not checked */
-	int answer;	     /* enum rw_answer */
-	__u32 seq, ack;	     /* RW_ANSWER_RST: the reset's numbers */
-	__u8 flags;
-	size_t quote; /* RW_ANSWER_ICMP: bytes of the packet quoted, from its IPv6 header */
-};
-
 /* ICMPv6 destination unreachable, code 1, from the refused destination to the pod, quoting the
  * first `quote` bytes of the refused packet in from its IPv6 header.
  */
-static size_t want_icmp6(const struct pkt_spec *s, const __u8 *in, size_t quote, __u8 *w)
+size_t want_icmp6(const struct pkt_spec *s, const __u8 *in, size_t quote, __u8 *w)
 {
 	struct in6_addr src, dst;
 	__u8 tail[8] = {0};
@@ -76,253 +64,87 @@ static size_t want_icmp6(const struct pkt_spec *s, const __u8 *in, size_t quote,
 	return 62 + quote;
 }
 
-static void run_answer6_case(const struct acase6 *c)
-{
-	struct pkt_spec s = c->pkt;
-	__u8 in[PKT_MAX], out[PKT_MAX], want[PKT_MAX];
-	size_t len, want_len;
-	struct rw_counters n0, n1;
-	int retval, err, failed_before = t_failed;
-	__u32 out_len = 0;
+/* From the dual-stack pod on rwt0. */
+#define FROM_POD(proto_, dst_, sport_, dport_) .ipv6 = 1, FLOW(POD_A6, dst_, proto_, sport_, dport_)
 
-	s.ipv6 = 1;
-	len = pkt_build(&s, in);
-	want_len = len;
-	if (c->answer == RW_ANSWER_RST)
-		want_len = want_tcp6(pod_mac, gw_mac, s.dst, s.src, s.dport, s.sport, c->seq,
-				     c->ack, c->flags, 0, want);
-	else if (c->answer == RW_ANSWER_ICMP)
-		want_len = want_icmp6(&s, in, c->quote, want);
-	else
-		memcpy(want, in, len); /* no answer: the packet is dropped as it came */
-	t_count++;
-	drain_events();
-	rw_counters_read(&dp, 0, &n0);
-	err = test_run_out(E, ifindex_of[c->dev], in, len, out, &out_len, &retval);
-	rw_counters_read(&dp, 0, &n1);
-	ring_buffer__consume(ring);
-	CHECK_EQ(err, 0, "test_run");
-	CHECK(retval == (c->answer ? 7 : 2), "verdict", "returned %d (%s)", retval,
-	      ret_name(retval));
-	if (c->reason != ANY_ICMP) {
-		CHECK_EQ(n1.packets[E][c->reason] - n0.packets[E][c->reason], 1, "reason counter");
-		CHECK_EQ(n1.bytes[E][c->reason] - n0.bytes[E][c->reason], len,
-			 "bytes counted are the refused packet's");
-	}
-	if (c->answer)
-		CHECK_EQ(n1.answers[c->answer] - n0.answers[c->answer], 1, "answer counter");
-	CHECK(n_events == 1 && events[0].answer == c->answer &&
-		      (c->reason == ANY_ICMP || events[0].reason == c->reason),
-	      "event", "%d events, reason %s, answer %s", n_events,
-	      n_events ? rw_reason_name(events[0].reason) : "-",
-	      n_events ? rw_answer_name(events[0].answer) : "-");
-	CHECK(out_len == want_len && !memcmp(out, want, want_len), "output packet",
-	      "%u bytes, expected %zu%s", out_len, want_len,
-	      out_len == want_len ? " (contents differ)" : "");
-	if (c->answer)
-		CHECK(answer6_sums_ok(out, out_len), "checksums", "a TCP or ICMPv6 sum is wrong");
-	if (t_failed != failed_before) {
-		printf("  # got: ");
-		for (__u32 i = 0; i < out_len; i++)
-			printf("%02x", out[i]);
-		printf("\n  # want:");
-		for (size_t i = 0; i < want_len; i++)
-			printf("%02x", want[i]);
-		printf("\n");
-	}
-	printf("%s %d - answer6: %s: %s, %s (%u bytes out)\n",
-	       t_failed == failed_before ? "ok" : "not ok", t_count, c->name,
-	       n_events ? rw_reason_name(events[0].reason) : "-", rw_answer_name(c->answer),
-	       out_len);
-}
-
-#define FROM_POD(proto_, dst_, sport_, dport_) \
-	.src = POD_A6, .dst = dst_, .proto = proto_, .sport = sport_, .dport = dport_
-#define NO_ANSWER RW_ANSWER_NONE, 0, 0, 0, 0
-
-static const struct acase6 answer6_cases[] = {
-	{"a refused SYN: RST|ACK, seq 0, ack SEG.SEQ+1",
-	 0,
-	 {FROM_POD(TCP, PUB6, 40700, 443), .tcp_flags = SYN},
-	 RW_REASON_NOT_ALLOWLISTED,
-	 RW_ANSWER_RST,
-	 0,
-	 SEQ0 + 1,
-	 RST | ACK,
-	 0},
-	{"a refused SYN with 5 bytes of data (TFO) and options: ack SEG.SEQ+1+5",
-	 0,
-	 {FROM_POD(TCP, PUB6, 40701, 443), .tcp_flags = SYN, .tcp_doff = 8, .payload = 5},
-	 RW_REASON_NOT_ALLOWLISTED,
-	 RW_ANSWER_RST,
-	 0,
-	 SEQ0 + 6,
-	 RST | ACK,
-	 0},
-	{"a refused SYN behind destination options and hop-by-hop: a reset without them, ack "
-	 "SEG.SEQ+1",
-	 0,
-	 {FROM_POD(TCP, PUB6, 40702, 443), .tcp_flags = SYN, .n_ext = 2, .ext = {0, 60},
-	  .ext_len = {1, 2}, .payload = 3},
-	 RW_REASON_NOT_ALLOWLISTED,
-	 RW_ANSWER_RST,
-	 0,
-	 SEQ0 + 4,
-	 RST | ACK,
-	 0},
-	{"a refused segment with ACK: RST, seq SEG.ACK",
-	 0,
-	 {FROM_POD(TCP, PUB6, 40703, 443), .tcp_flags = ACK | 0x08, .tcp_ack = 0xa1b2c3d4,
-	  .payload = 100},
-	 RW_REASON_NOT_ALLOWLISTED,
-	 RW_ANSWER_RST,
-	 0xa1b2c3d4,
-	 0,
-	 RST,
-	 0},
-	{"a refused bare FIN: RST|ACK, ack SEG.SEQ+1",
-	 0,
-	 {FROM_POD(TCP, PUB6, 40704, 443), .tcp_flags = 0x01},
-	 RW_REASON_NOT_ALLOWLISTED,
-	 RW_ANSWER_RST,
-	 0,
-	 SEQ0 + 1,
-	 RST | ACK,
-	 0},
-	{"a refused SYN from and to port 0",
-	 0,
-	 {FROM_POD(TCP, PUB6, 0, 0), .tcp_flags = SYN},
-	 RW_REASON_NOT_ALLOWLISTED,
-	 RW_ANSWER_RST,
-	 0,
-	 SEQ0 + 1,
-	 RST | ACK,
-	 0},
-	{"a refused SYN to the metadata address fd00:ec2::254",
-	 0,
-	 {FROM_POD(TCP, "fd00:ec2::254", 40705, 80), .tcp_flags = SYN},
-	 RW_REASON_METADATA,
-	 RW_ANSWER_RST,
-	 0,
-	 SEQ0 + 1,
-	 RST | ACK,
-	 0},
-	{"a refused reset is never answered",
-	 0,
-	 {FROM_POD(TCP, PUB6, 40706, 443), .tcp_flags = RST | ACK},
-	 RW_REASON_NOT_ALLOWLISTED,
-	 NO_ANSWER},
-	{"refused UDP (DNS) with 40 bytes: ICMPv6 1/1 quoting all 88 bytes",
-	 0,
-	 {FROM_POD(UDP, PUB6, 40707, 53), .payload = 40},
-	 RW_REASON_DNS,
-	 RW_ANSWER_ICMP,
-	 .quote = 40 + 8 + 40},
-	{"refused UDP of 400 bytes: the quote stops at 320",
-	 0,
-	 {FROM_POD(UDP, PUB6, 40708, 443), .payload = 392},
-	 RW_REASON_NOT_ALLOWLISTED,
-	 RW_ANSWER_ICMP,
-	 .quote = 320},
-	{"refused UDP behind 256 bytes of extension headers: the quote reaches past its ports",
-	 0,
-	 {FROM_POD(UDP, PUB6, 40709, 443), .n_ext = 2, .ext = {0, 60}, .ext_len = {15, 15},
-	  .payload = 100},
-	 RW_REASON_NOT_ALLOWLISTED,
-	 RW_ANSWER_ICMP,
-	 .quote = 320},
-	{"refused UDP with an odd length (5 bytes): quoted whole, the sum padded",
-	 0,
-	 {FROM_POD(UDP, PUB6, 40710, 443), .payload = 5},
-	 RW_REASON_NOT_ALLOWLISTED,
-	 RW_ANSWER_ICMP,
-	 .quote = 40 + 8 + 5},
-	{"refused SCTP: ICMPv6 1/1",
-	 0,
-	 {FROM_POD(132, PUB6, 40711, 443), .payload = 12},
-	 RW_REASON_UNSUPPORTED_PROTOCOL,
-	 RW_ANSWER_ICMP,
-	 .quote = 40 + 8 + 12},
-	{"refused ICMPv6 echo request: ICMPv6 1/1",
-	 0,
-	 {FROM_POD(ICMPV6, PUB6, 0, 0), .icmp6_type = 128, .payload = 56},
-	 ANY_ICMP,
-	 RW_ANSWER_ICMP,
-	 .quote = 40 + 8 + 56},
-	{"refused ICMPv6 echo reply: ICMPv6 1/1",
-	 0,
-	 {FROM_POD(ICMPV6, PUB6, 0, 0), .icmp6_type = 129, .payload = 8},
-	 ANY_ICMP,
-	 RW_ANSWER_ICMP,
-	 .quote = 40 + 8 + 8},
-	{"a refused ICMPv6 error (destination unreachable) is never answered",
-	 0,
-	 {FROM_POD(ICMPV6, PUB6, 0, 0), .icmp6_type = 1, .payload = 48},
-	 ANY_ICMP,
-	 NO_ANSWER},
-	{"a refused ICMPv6 of an unknown type is never answered",
-	 0,
-	 {FROM_POD(ICMPV6, PUB6, 0, 0), .icmp6_type = 200, .payload = 8},
-	 RW_REASON_ICMPV6_TYPE,
-	 NO_ANSWER},
-	{"refused UDP to a link-local address: answered from it",
-	 0,
-	 {FROM_POD(UDP, "fe80::77", 40712, 5000), .payload = 8},
-	 RW_REASON_PRIVATE_DESTINATION,
-	 RW_ANSWER_ICMP,
-	 .quote = 40 + 8 + 8},
+static const struct acase answer6_cases[] = {
+	ANSWER_CASE("a refused SYN: RST|ACK, seq 0, ack SEG.SEQ+1", 0, RW_REASON_NOT_ALLOWLISTED,
+		    RST_ANSWER(0, SEQ0 + 1, RST | ACK), FROM_POD(TCP, PUB6, 40700, 443),
+		    .tcp_flags = SYN),
+	ANSWER_CASE("a refused SYN with 5 bytes of data (TFO) and options: ack SEG.SEQ+1+5", 0,
+		    RW_REASON_NOT_ALLOWLISTED, RST_ANSWER(0, SEQ0 + 6, RST | ACK),
+		    FROM_POD(TCP, PUB6, 40701, 443), .tcp_flags = SYN, .tcp_doff = 8, .payload = 5),
+	ANSWER_CASE(
+		"a refused SYN behind destination options and hop-by-hop: a reset without them, ack "
+		"SEG.SEQ+1",
+		0, RW_REASON_NOT_ALLOWLISTED, RST_ANSWER(0, SEQ0 + 4, RST | ACK),
+		FROM_POD(TCP, PUB6, 40702, 443), .tcp_flags = SYN, .n_ext = 2, .ext = {0, 60},
+		.ext_len = {1, 2}, .payload = 3),
+	ANSWER_CASE("a refused segment with ACK: RST, seq SEG.ACK", 0, RW_REASON_NOT_ALLOWLISTED,
+		    RST_ANSWER(0xa1b2c3d4, 0, RST), FROM_POD(TCP, PUB6, 40703, 443),
+		    .tcp_flags = ACK | 0x08, .tcp_ack = 0xa1b2c3d4, .payload = 100),
+	ANSWER_CASE("a refused bare FIN: RST|ACK, ack SEG.SEQ+1", 0, RW_REASON_NOT_ALLOWLISTED,
+		    RST_ANSWER(0, SEQ0 + 1, RST | ACK), FROM_POD(TCP, PUB6, 40704, 443),
+		    .tcp_flags = 0x01),
+	ANSWER_CASE("a refused SYN from and to port 0", 0, RW_REASON_NOT_ALLOWLISTED,
+		    RST_ANSWER(0, SEQ0 + 1, RST | ACK), FROM_POD(TCP, PUB6, 0, 0),
+		    .tcp_flags = SYN),
+	ANSWER_CASE("a refused SYN to the metadata address fd00:ec2::254", 0, RW_REASON_METADATA,
+		    RST_ANSWER(0, SEQ0 + 1, RST | ACK), FROM_POD(TCP, "fd00:ec2::254", 40705, 80),
+		    .tcp_flags = SYN),
+	ANSWER_CASE("a refused reset is never answered", 0, RW_REASON_NOT_ALLOWLISTED, NO_ANSWER,
+		    FROM_POD(TCP, PUB6, 40706, 443), .tcp_flags = RST | ACK),
+	ANSWER_CASE("refused UDP (DNS) with 40 bytes: ICMPv6 1/1 quoting all 88 bytes", 0,
+		    RW_REASON_DNS, ICMP_ANSWER(40 + 8 + 40), FROM_POD(UDP, PUB6, 40707, 53),
+		    .payload = 40),
+	ANSWER_CASE("refused UDP of 400 bytes: the quote stops at 320", 0,
+		    RW_REASON_NOT_ALLOWLISTED, ICMP_ANSWER(320), FROM_POD(UDP, PUB6, 40708, 443),
+		    .payload = 392),
+	ANSWER_CASE(
+		"refused UDP behind 256 bytes of extension headers: the quote reaches past its ports",
+		0, RW_REASON_NOT_ALLOWLISTED, ICMP_ANSWER(320), FROM_POD(UDP, PUB6, 40709, 443),
+		.n_ext = 2, .ext = {0, 60}, .ext_len = {15, 15}, .payload = 100),
+	ANSWER_CASE("refused UDP with an odd length (5 bytes): quoted whole, the sum padded", 0,
+		    RW_REASON_NOT_ALLOWLISTED, ICMP_ANSWER(40 + 8 + 5),
+		    FROM_POD(UDP, PUB6, 40710, 443), .payload = 5),
+	ANSWER_CASE("refused SCTP: ICMPv6 1/1", 0, RW_REASON_UNSUPPORTED_PROTOCOL,
+		    ICMP_ANSWER(40 + 8 + 12), FROM_POD(132, PUB6, 40711, 443), .payload = 12),
+	ANSWER_CASE("refused ICMPv6 echo request: ICMPv6 1/1", 0, ANY_ICMP,
+		    ICMP_ANSWER(40 + 8 + 56), FROM_POD(ICMPV6, PUB6, 0, 0), .icmp6_type = 128,
+		    .payload = 56),
+	ANSWER_CASE("refused ICMPv6 echo reply: ICMPv6 1/1", 0, ANY_ICMP, ICMP_ANSWER(40 + 8 + 8),
+		    FROM_POD(ICMPV6, PUB6, 0, 0), .icmp6_type = 129, .payload = 8),
+	ANSWER_CASE("a refused ICMPv6 error (destination unreachable) is never answered", 0,
+		    ANY_ICMP, NO_ANSWER, FROM_POD(ICMPV6, PUB6, 0, 0), .icmp6_type = 1,
+		    .payload = 48),
+	ANSWER_CASE("a refused ICMPv6 of an unknown type is never answered", 0,
+		    RW_REASON_ICMPV6_TYPE, NO_ANSWER, FROM_POD(ICMPV6, PUB6, 0, 0),
+		    .icmp6_type = 200, .payload = 8),
+	ANSWER_CASE("refused UDP to a link-local address: answered from it", 0,
+		    RW_REASON_PRIVATE_DESTINATION, ICMP_ANSWER(40 + 8 + 8),
+		    FROM_POD(UDP, "fe80::77", 40712, 5000), .payload = 8),
 	/* No answer where its source could not be. */
-	{"to multicast ff0e::1: no answer",
-	 0,
-	 {FROM_POD(UDP, "ff0e::1", 40713, 5000)},
-	 RW_REASON_PRIVATE_DESTINATION,
-	 NO_ANSWER},
-	{"a SYN to multicast ff02::2: no answer",
-	 0,
-	 {FROM_POD(TCP, "ff02::2", 40714, 443), .tcp_flags = SYN},
-	 RW_REASON_PRIVATE_DESTINATION,
-	 NO_ANSWER},
-	{"to ::: no answer",
-	 0,
-	 {FROM_POD(UDP, "::", 40715, 443)},
-	 RW_REASON_PRIVATE_DESTINATION,
-	 NO_ANSWER},
-	{"a SYN to ::1: no answer",
-	 0,
-	 {FROM_POD(TCP, "::1", 40716, 443), .tcp_flags = SYN},
-	 RW_REASON_PRIVATE_DESTINATION,
-	 NO_ANSWER},
+	ANSWER_CASE("to multicast ff0e::1: no answer", 0, RW_REASON_PRIVATE_DESTINATION, NO_ANSWER,
+		    FROM_POD(UDP, "ff0e::1", 40713, 5000)),
+	ANSWER_CASE("a SYN to multicast ff02::2: no answer", 0, RW_REASON_PRIVATE_DESTINATION,
+		    NO_ANSWER, FROM_POD(TCP, "ff02::2", 40714, 443), .tcp_flags = SYN),
+	ANSWER_CASE("to ::: no answer", 0, RW_REASON_PRIVATE_DESTINATION, NO_ANSWER,
+		    FROM_POD(UDP, "::", 40715, 443)),
+	ANSWER_CASE("a SYN to ::1: no answer", 0, RW_REASON_PRIVATE_DESTINATION, NO_ANSWER,
+		    FROM_POD(TCP, "::1", 40716, 443), .tcp_flags = SYN),
 	/* No answer before the source is proven. */
-	{"an IPv6 source the veth does not hold: no answer",
-	 0,
-	 {.src = "2600:1f14:abc:1::77",
-	  .dst = PUB6,
-	  .proto = TCP,
-	  .sport = 40717,
-	  .dport = 443,
-	  .tcp_flags = SYN},
-	 RW_REASON_SPOOFED_SOURCE,
-	 NO_ANSWER},
-	{"a veth bound to an IPv4 address only: no answer",
-	 1,
-	 {FROM_POD(TCP, PUB6, 40718, 443), .tcp_flags = SYN},
-	 RW_REASON_UNKNOWN_SOURCE,
-	 NO_ANSWER},
-	{"an unbound veth: no answer",
-	 2,
-	 {FROM_POD(UDP, PUB6, 40721, 443)},
-	 RW_REASON_UNKNOWN_SOURCE,
-	 NO_ANSWER},
-	{"a fragment: no answer",
-	 0,
-	 {FROM_POD(UDP, PUB6, 40719, 53), .n_ext = 1, .ext = {44}, .frag6 = 1},
-	 RW_REASON_FRAGMENT,
-	 NO_ANSWER},
-	{"a truncated TCP header: no answer",
-	 0,
-	 {FROM_POD(TCP, PUB6, 40720, 443), .tcp_flags = SYN, .tot_len_delta = -10, .truncate = 10},
-	 RW_REASON_MALFORMED,
-	 NO_ANSWER},
+	ANSWER_CASE("an IPv6 source the veth does not hold: no answer", 0, RW_REASON_SPOOFED_SOURCE,
+		    NO_ANSWER, .ipv6 = 1, FLOW("2600:1f14:abc:1::77", PUB6, TCP, 40717, 443),
+		    .tcp_flags = SYN),
+	ANSWER_CASE("a veth bound to an IPv4 address only: no answer", 1, RW_REASON_UNKNOWN_SOURCE,
+		    NO_ANSWER, FROM_POD(TCP, PUB6, 40718, 443), .tcp_flags = SYN),
+	ANSWER_CASE("an unbound veth: no answer", 2, RW_REASON_UNKNOWN_SOURCE, NO_ANSWER,
+		    FROM_POD(UDP, PUB6, 40721, 443)),
+	ANSWER_CASE("a fragment: no answer", 0, RW_REASON_FRAGMENT, NO_ANSWER,
+		    FROM_POD(UDP, PUB6, 40719, 53), .n_ext = 1, .ext = {44}, .frag6 = 1),
+	ANSWER_CASE("a truncated TCP header: no answer", 0, RW_REASON_MALFORMED, NO_ANSWER,
+		    FROM_POD(TCP, PUB6, 40720, 443), .tcp_flags = SYN, .tot_len_delta = -10,
+		    .truncate = 10),
 };
 
 void test_answers6(void)
@@ -335,7 +157,7 @@ void test_answers6(void)
 		FATAL("binding %s to %s and %s: %s", devs[0], POD_A, POD_A6, strerror(errno));
 	apply_policy6(1100, "", "", "run-7f3a dual-stack");
 	for (size_t i = 0; i < sizeof(answer6_cases) / sizeof(answer6_cases[0]); i++)
-		run_answer6_case(&answer6_cases[i]);
+		run_answer_case(&answer6_cases[i]);
 }
 
 /* The answer budget is the sandbox's, whatever the family: IPv6 SYNs past the burst are plain
@@ -343,48 +165,33 @@ void test_answers6(void)
  */
 void test_answer6_budget(void)
 {
-	struct pkt_spec syn = {.ipv6 = 1, FROM_POD(TCP, PUB6, 40800, 443), .tcp_flags = SYN};
+	struct pkt_spec syn = {FROM_POD(TCP, PUB6, 40800, 443), .tcp_flags = SYN};
 	const int n = 30, burst = 4;
 	struct rw_counters n0, n1;
-	__u8 buf[PKT_MAX], out[PKT_MAX];
-	int retval, redirected = 0, dropped = 0, ok;
-	__u32 out_len;
-	__u64 t0, t1;
+	struct rw_budget full = {};
+	struct syn_flood f;
+	int ok;
 
 	/* A full bucket: the veth's buckets start again from none (the IPv4 test before emptied
 	 * its answer bucket).
 	 */
-	{
-		struct rw_budget full = {};
-
-		rw_budget_set(&dp, ifindex_of[0], &full);
-	}
+	rw_budget_set(&dp, ifindex_of[0], &full);
 	set_answer_budget(1, burst);
 	rw_counters_read(&dp, 0, &n0);
-	t0 = mono_ns();
-	for (int i = 0; i < n; i++) {
-		syn.sport = 40800 + i;
-		test_run_out(E, ifindex_of[0], buf, pkt_build(&syn, buf), out, &out_len, &retval);
-		redirected += retval == 7;
-		dropped += retval == 2;
-	}
-	t1 = mono_ns();
+	syn_flood(&syn, n, &f);
 	rw_counters_read(&dp, 0, &n1);
 	set_answer_budget(0, 0);
 	drain_events();
 
 	t_count++;
-	/* At 1/s the loop's ticks add at most its duration in seconds, plus one. */
-	ok = CHECK(redirected >= burst && redirected <= burst + 1 + (int)((t1 - t0) / 1000000000),
-		   "answers within the budget", "%d answered", redirected);
-	ok &= CHECK_EQ(redirected + dropped, n, "every SYN answered or dropped");
-	ok &= CHECK_EQ(n1.answers[RW_ANSWER_RST] - n0.answers[RW_ANSWER_RST], redirected,
+	ok = syn_flood_within(&f, n, burst);
+	ok &= CHECK_EQ(n1.answers[RW_ANSWER_RST] - n0.answers[RW_ANSWER_RST], f.redirected,
 		       "rst answers");
-	ok &= CHECK_EQ(n1.answers[RW_ANSWER_BUDGET] - n0.answers[RW_ANSWER_BUDGET], dropped,
+	ok &= CHECK_EQ(n1.answers[RW_ANSWER_BUDGET] - n0.answers[RW_ANSWER_BUDGET], f.dropped,
 		       "over-budget refusals");
 	printf("%s %d - answer6 budget 1/s burst %d: %d refused IPv6 SYNs give %d resets and %d "
 	       "plain drops in %.1f ms\n",
-	       ok ? "ok" : "not ok", t_count, burst, n, redirected, dropped, (t1 - t0) / 1e6);
+	       ok ? "ok" : "not ok", t_count, burst, n, f.redirected, f.dropped, f.ns / 1e6);
 }
 
 /* ---- the pod's own stack takes the answers: real sockets ---- */
@@ -484,7 +291,7 @@ void test_answers6_sockets(void)
 	struct sock_result tcp, udp, udp_opts;
 	char cmd[512], peer[IFNAMSIZ + 2], mac[18];
 	struct ifreq ifr = {0};
-	int host_ns = ns_fd(), pod_ns, s, ret, ok;
+	int host_ns = ns_fd(), pod_ns, s, ok;
 	__u8 *m;
 
 	snprintf(peer, sizeof(peer), "%sp", devs[0]);
@@ -496,12 +303,7 @@ void test_answers6_sockets(void)
 	m = (__u8 *)ifr.ifr_hwaddr.sa_data;
 	snprintf(mac, sizeof(mac), "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4],
 		 m[5]);
-	ret = bpf_tc_hook_create(&hook);
-	if (ret && ret != -EEXIST)
-		FATAL("clsact on %s: %s", devs[0], strerror(-ret));
-	ours.prog_fd = dp.prog_fd[RW_DIR_EGRESS];
-	if (bpf_tc_attach(&hook, &ours))
-		FATAL("attaching rw_egress to %s: %s", devs[0], strerror(errno));
+	egress_attach_tc(&hook, &ours, 0);
 
 	if (unshare(CLONE_NEWNET))
 		FATAL("unshare(CLONE_NEWNET): %s", strerror(errno));
@@ -534,8 +336,7 @@ void test_answers6_sockets(void)
 		FATAL("setns: %s", strerror(errno));
 	close(pod_ns);
 	close(host_ns);
-	ours.prog_fd = ours.flags = ours.prog_id = 0;
-	bpf_tc_detach(&hook, &ours);
+	egress_detach_tc(&hook, &ours);
 	snprintf(cmd, sizeof(cmd), "ip link set %s down", devs[0]);
 	sh(cmd);
 	drain_events();
@@ -562,25 +363,18 @@ void test_answers6_sockets(void)
  */
 void test_refusal_modes6(void)
 {
-	struct acase6 syn = {"",
-			     0,
-			     {FROM_POD(TCP, PUB6, 40850, 443), .tcp_flags = SYN},
-			     RW_REASON_NOT_ALLOWLISTED,
-			     NO_ANSWER};
-	struct acase6 udp = {"",
-			     0,
-			     {FROM_POD(UDP, PUB6, 40851, 443), .payload = 4},
-			     RW_REASON_NOT_ALLOWLISTED,
-			     RW_ANSWER_ICMP,
-			     .quote = 40 + 8 + 4};
+	struct acase syn = ANSWER_CASE("", 0, RW_REASON_NOT_ALLOWLISTED, NO_ANSWER,
+				       FROM_POD(TCP, PUB6, 40850, 443), .tcp_flags = SYN);
+	struct acase udp = ANSWER_CASE("", 0, RW_REASON_NOT_ALLOWLISTED, ICMP_ANSWER(40 + 8 + 4),
+				       FROM_POD(UDP, PUB6, 40851, 443), .payload = 4);
 
 	apply_policy6(1101, "", ", \"refusal\": \"drop\"", "run-7f3a drops");
 	syn.name = "run's \"drop\": a refused IPv6 SYN is a plain drop";
-	run_answer6_case(&syn);
+	run_answer_case(&syn);
 	udp.name = "run's \"drop\": refused IPv6 UDP is a plain drop";
 	udp.answer = RW_ANSWER_NONE;
 	udp.quote = 0;
-	run_answer6_case(&udp);
+	run_answer_case(&udp);
 	test_revoke6_drop_mode();
 
 	apply_policy6(1102, "\"refusal\": \"drop\", ", ", \"refusal\": \"answer\"",
@@ -590,10 +384,10 @@ void test_refusal_modes6(void)
 	syn.answer = RW_ANSWER_RST;
 	syn.ack = SEQ0 + 1;
 	syn.flags = RST | ACK;
-	run_answer6_case(&syn);
+	run_answer_case(&syn);
 	udp.name = "node-wide \"drop\", run's \"answer\": refused IPv6 UDP is answered";
 	udp.pkt.sport = 40853;
 	udp.answer = RW_ANSWER_ICMP;
 	udp.quote = 40 + 8 + 4;
-	run_answer6_case(&udp);
+	run_answer_case(&udp);
 }

@@ -92,10 +92,12 @@ static void check_v3(int v3, const char *when)
 	run_table(c, 2);
 }
 
-/* Apply one snapshot; check the live slot holds exactly its entries, no leftovers. */
+/* Apply one snapshot; check the live slot holds exactly its entries, no leftovers, and judges
+ * as v3 or v2 (check_v3()).
+ */
 static void apply_checked(unsigned int revision, int v3, int expect_full, const char *what)
 {
-	char *json = policy_at(revision, v3), err[512];
+	char *json = policy_at(revision, v3), err[512], when[32];
 	struct rw_policy_error perr;
 	struct rw_apply_result res;
 	struct rw_policy p;
@@ -116,6 +118,8 @@ static void apply_checked(unsigned int revision, int v3, int expect_full, const 
 	       res.written, entries);
 	rw_policy_free(&p);
 	free(json);
+	snprintf(when, sizeof(when), "revision %u", revision);
+	check_v3(v3, when);
 }
 
 /* An apply that stops half way (an error between two writes, as if the agent died there)
@@ -132,7 +136,6 @@ void test_interrupted_apply(void)
 	int ret, ok;
 
 	apply_checked(3, 0, 0, "v2 again by diff");
-	check_v3(0, "revision 3");
 	if (rw_policy_parse(json, strlen(json), "v3", &p, &perr))
 		FATAL("v3: %s", perr.text);
 	rw_apply_inject_fault(2);
@@ -149,18 +152,12 @@ void test_interrupted_apply(void)
 	check_v3(0, "after the interrupted apply");
 
 	apply_checked(4, 1, 1, "v3 over the half-written slot");
-	check_v3(1, "revision 4");
 	apply_checked(5, 0, 0, "v2 by diff");
-	check_v3(0, "revision 5");
 	apply_checked(6, 1, 0, "v3 by diff into the slot rewritten in full");
-	check_v3(1, "revision 6");
 	rw_apply_forget(&dp);
 	apply_checked(7, 0, 1, "v2 after a restart (slots unknown)");
-	check_v3(0, "revision 7");
 	apply_checked(8, 1, 1, "v3 after a restart, the other slot");
-	check_v3(1, "revision 8");
 	apply_checked(9, 0, 0, "v2 by diff again");
-	check_v3(0, "revision 9");
 }
 
 /* A snapshot big enough that its writes are split between two threads (one table each way):
@@ -226,7 +223,5 @@ void test_big_apply(void)
 		run_table(c, sizeof(c) / sizeof(c[0]));
 	}
 	apply_checked(11, 0, 0, "v2 by diff after the big snapshot");
-	check_v3(0, "revision 11");
 	apply_checked(12, 0, 0, "v2 by diff into the big snapshot's slot (its rules deleted)");
-	check_v3(0, "revision 12");
 }

@@ -13,6 +13,10 @@
 #define V6_POD_B  "2600:1f18:6::b"
 #define V4_POD_A6 "10.1.6.1"
 
+/* run-6a's pods (dual-stack) and run-6b's (IPv6 only), as most snapshots here hold them. */
+#define PODS_A "\"" V4_POD_A6 "\", \"" V6_POD_A "\""
+#define PODS_B "\"" V6_POD_B "\", \"2600:1f18:6::c\""
+
 /* The snapshot at `rev`: run-6a (an IPv4 and an IPv6 pod; IPv6 rules, the exact one to `exact`,
  * and its egress), run-6b (IPv6 pods only, an IPv4 rule), IPv6 services, inbound and deny.
  */
@@ -181,9 +185,7 @@ void test_apply6(void)
 
 	/* 1. Every IPv6 table, read back; applied twice, so that both slots hold it. */
 	for (int i = 0; i < 2; i++) {
-		json = snapshot6(rev + i, "2a00:1450::1", "allowlist",
-				 "\"" V4_POD_A6 "\", \"" V6_POD_A "\"",
-				 "\"" V6_POD_B "\", \"2600:1f18:6::c\"");
+		json = snapshot6(rev + i, "2a00:1450::1", "allowlist", PODS_A, PODS_B);
 		apply6(json, "dual-stack snapshot", &res);
 		free(json);
 	}
@@ -249,9 +251,7 @@ void test_apply6(void)
 	{
 		__u64 b_before = run_rev(ib);
 
-		json = snapshot6(rev + 1, "2a00:1450::2", "allowlist",
-				 "\"" V4_POD_A6 "\", \"" V6_POD_A "\"",
-				 "\"" V6_POD_B "\", \"2600:1f18:6::c\"");
+		json = snapshot6(rev + 1, "2a00:1450::2", "allowlist", PODS_A, PODS_B);
 		apply6(json, "run-6a's IPv6 rule changed", &res);
 		free(json);
 		t_count++;
@@ -313,9 +313,7 @@ void test_apply6(void)
 	 * rw_pods6 and keeps its index and generation; the slot is rewritten in full.
 	 */
 	rw_apply_forget(&dp);
-	json = snapshot6(rev + 3, "2a00:1450::2", "allowlist",
-			 "\"" V4_POD_A6 "\", \"" V6_POD_A "\"",
-			 "\"" V6_POD_B "\", \"2600:1f18:6::c\"");
+	json = snapshot6(rev + 3, "2a00:1450::2", "allowlist", PODS_A, PODS_B);
 	apply6(json, "after a restart", &res);
 	free(json);
 	t_count++;

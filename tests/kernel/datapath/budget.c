@@ -6,14 +6,11 @@
 
 void set_budget(__u32 rate, __u32 burst)
 {
-	struct rw_config cfg;
+	struct rw_config cfg = config_get();
 
-	if (rw_config_read(&dp, &cfg))
-		FATAL("reading config");
 	cfg.event_rate = rate;
 	cfg.event_burst = burst;
-	if (rw_config_write(&dp, &cfg))
-		FATAL("writing config");
+	config_put(&cfg);
 }
 
 /* One flooding sandbox spends its own budget, not the others'; suppressed events are counted
@@ -21,21 +18,10 @@ void set_budget(__u32 rate, __u32 burst)
  */
 void test_event_budget(void)
 {
-	struct pkt_spec flood = {.src = POD_A,
-				 .dst = "8.8.8.8",
-				 .proto = TCP,
-				 .sport = 40080,
-				 .dport = 443,
-				 .tcp_flags =
-					 RST | ACK}; /* repeatable: a reset is never answered */
-	struct pkt_spec other = {
-		.src = POD_B, .dst = "8.8.8.8", .proto = UDP, .sport = 40081, .dport = 53};
-	struct pkt_spec flow = {.src = POD_A,
-				.dst = "172.20.0.11",
-				.proto = TCP,
-				.sport = 40082,
-				.dport = 3443,
-				.tcp_flags = SYN};
+	/* Repeatable: a reset is never answered. */
+	struct pkt_spec flood = {FLOW(POD_A, "8.8.8.8", TCP, 40080, 443), .tcp_flags = RST | ACK};
+	struct pkt_spec other = {FLOW(POD_B, "8.8.8.8", UDP, 40081, 53)};
+	struct pkt_spec flow = {FLOW(POD_A, "172.20.0.11", TCP, 40082, 3443), .tcp_flags = SYN};
 	struct rw_counters before, after;
 	__u8 buf[PKT_MAX];
 	size_t len;
@@ -120,13 +106,8 @@ static __u64 coarse_ns(void)
 void test_event_budget_exact(void)
 {
 	const __u32 rate = 200, burst = 5, n = 200000, burst1 = rate * 60, edge = 20000;
-	struct pkt_spec flood = {.src = POD_A,
-				 .dst = "8.8.8.8",
-				 .proto = TCP,
-				 .sport = 40083,
-				 .dport = 443,
-				 .tcp_flags =
-					 RST | ACK}; /* repeatable: a reset is never answered */
+	/* Repeatable: a reset is never answered. */
+	struct pkt_spec flood = {FLOW(POD_A, "8.8.8.8", TCP, 40083, 443), .tcp_flags = RST | ACK};
 	struct rw_counters before, after;
 	struct rw_budget b = {}, full = {};
 	__u8 buf[PKT_MAX];

@@ -7,15 +7,12 @@
  * (conntrack-full, counted for its run) and leaves its known flows and every other sandbox
  * alone; a pod change starts an empty table; a veth without a table is fail-closed.
  */
-static void set_ct_share(__u32 per_sandbox)
+void set_ct_share(__u32 per_sandbox)
 {
-	struct rw_config cfg;
+	struct rw_config cfg = config_get();
 
-	if (rw_config_read(&dp, &cfg))
-		FATAL("reading config");
 	cfg.ct_per_sandbox = per_sandbox;
-	if (rw_config_write(&dp, &cfg))
-		FATAL("writing config");
+	config_put(&cfg);
 }
 
 void test_conntrack_isolation(void)
@@ -147,18 +144,8 @@ void test_conntrack_isolation(void)
  */
 void test_conntrack_expire(void)
 {
-	struct pkt_spec a = {.src = POD_A,
-			     .dst = "172.20.0.11",
-			     .proto = TCP,
-			     .sport = 41200,
-			     .dport = 3443,
-			     .tcp_flags = SYN};
-	struct pkt_spec b = {.src = POD_A,
-			     .dst = "172.20.0.11",
-			     .proto = TCP,
-			     .sport = 41201,
-			     .dport = 3443,
-			     .tcp_flags = SYN};
+	struct pkt_spec a = {FLOW(POD_A, "172.20.0.11", TCP, 41200, 3443), .tcp_flags = SYN};
+	struct pkt_spec b = {FLOW(POD_A, "172.20.0.11", TCP, 41201, 3443), .tcp_flags = SYN};
 	struct rw_ct_key k = {.ifindex = ifindex_of[0],
 			      .pod_port = htons(41200),
 			      .peer_port = htons(3443),

@@ -65,22 +65,15 @@ struct tcase {
 	const char *rule; /* the event's rule name (rw_event_rule_name()), NULL: not checked */
 };
 
+#define FLOW(src_, dst_, proto_, sport_, dport_) \
+	.src = src_, .dst = dst_, .proto = proto_, .sport = sport_, .dport = dport_
+/* A case's veth, direction and packet. */
 #define EG(dev_, src_, dst_, proto_, sport_, dport_, flags_) \
 	.dev = dev_, .dir = E,                               \
-	.pkt = {.src = src_,                                 \
-		.dst = dst_,                                 \
-		.proto = proto_,                             \
-		.sport = sport_,                             \
-		.dport = dport_,                             \
-		.tcp_flags = flags_}
+	.pkt = {FLOW(src_, dst_, proto_, sport_, dport_), .tcp_flags = flags_}
 #define IN(dev_, src_, dst_, proto_, sport_, dport_, flags_) \
 	.dev = dev_, .dir = I,                               \
-	.pkt = {.src = src_,                                 \
-		.dst = dst_,                                 \
-		.proto = proto_,                             \
-		.sport = sport_,                             \
-		.dport = dport_,                             \
-		.tcp_flags = flags_}
+	.pkt = {FLOW(src_, dst_, proto_, sport_, dport_), .tcp_flags = flags_}
 #define ALLOWED(path_, event_, run_) \
 	.verdict = ALLOW, .reason = RW_REASON_ALLOWED, .path = path_, .event = event_, .run = run_
 #define DROPPED(reason_, run_) \
@@ -116,6 +109,11 @@ void apply_json(const char *json, int expect_err, const char *what);
 void bind_veth(int dev, const char *ip);
 void make_veths(void);
 __u64 mono_ns(void);
+void dump_hex(const char *what, const __u8 *b, size_t len);
+struct rw_config config_get(void);
+int check_one_packet(const char *name, const char *who, const struct rw_counters *before,
+		     const struct rw_counters *after, int dir, int reason);
+void config_put(const struct rw_config *cfg);
 
 /* reasons.c */
 extern const struct tcase not_ready_cases[];
@@ -147,7 +145,38 @@ void set_budget(__u32 rate, __u32 burst);
 void test_event_budget(void);
 void test_event_budget_exact(void);
 
-/* answers.c */
+/* answers.c: a case of the answers to refusals, IPv4 or IPv6 as its packet is (.pkt.ipv6). */
+struct acase {
+	const char *name;
+	int dev;
+	struct pkt_spec pkt;
+	int reason;	/* ANY_ICMP: not checked */
+	int answer;	/* enum rw_answer */
+	__u32 seq, ack; /* RW_ANSWER_RST: the reset's numbers */
+	__u8 flags;
+	size_t quote; /* RW_ANSWER_ICMP: bytes quoted, from the IP header on */
+};
+
+#define ANY_ICMP -1 /* ICMPv6's reason is icmp6.h's to give, by type */
+/* A row of an answer case table: the packet's fields last. */
+#define ANSWER_CASE(name_, dev_, reason_, answer_, ...)      \
+	{                                                    \
+		name_, dev_, {__VA_ARGS__}, reason_, answer_ \
+	}
+#define RST_ANSWER(seq_, ack_, flags_) RW_ANSWER_RST, seq_, ack_, flags_, 0
+#define ICMP_ANSWER(quote_)	       RW_ANSWER_ICMP, 0, 0, 0, quote_
+#define NO_ANSWER		       RW_ANSWER_NONE, 0, 0, 0, 0
+
+void run_answer_case(const struct acase *c);
+struct syn_flood {
+	int redirected, dropped; /* answered; over the budget, plain drops */
+	__u64 ns;
+};
+void syn_flood(const struct pkt_spec *syn, int n, struct syn_flood *f);
+int syn_flood_within(const struct syn_flood *f, int n, int burst);
+size_t want_tcp4(const __u8 *dmac, const __u8 *smac, const char *saddr, const char *daddr,
+		 __u16 sport, __u16 dport, __u32 seq, __u32 ack, __u8 flags, __u16 win, __u8 *w);
+size_t want_icmp(const struct pkt_spec *s, const __u8 *in, size_t quote, __u8 *w);
 void set_answer_budget(__u32 rate, __u32 burst);
 int test_run_out(int dir, int ifindex, const void *pkt, size_t len, __u8 *out, __u32 *out_len,
 		 int *retval);
@@ -157,20 +186,53 @@ __u16 tcp_csum(const __u8 *ip, const __u8 *tcp, size_t tcp_len);
 extern const __u8 pod_mac[6], gw_mac[6];
 int answer_sums_ok(const __u8 *f, size_t len);
 void test_answers(void);
+void egress_attach_tc(struct bpf_tc_hook *hook, struct bpf_tc_opts *ours, int dev);
+void egress_detach_tc(struct bpf_tc_hook *hook, struct bpf_tc_opts *ours);
 void test_answer_tunnels(void);
 void test_answer_not_ready(void);
 void test_answer_budget(void);
 void test_refusal_modes(void);
 
-/* revoke.c */
+/* revoke.c: a case of the revoke, IPv4 or IPv6 as its packet is (.pkt.ipv6). */
+struct rcase {
+	const char *name;
+	int dir;
+	struct pkt_spec pkt; /* a segment on veth 0 (POD_A or POD_A6, run-7f3a) */
+	int tracked;	     /* its flow is in the veth's table of its family */
+	int ret;	     /* the program's verdict */
+	/* The pod's reset (the packet out of the run) and the remote's (entering the veth); a
+	 * zero seq with no reset expected: the packet is dropped as it came, nothing is sent.
+	 */
+	int resets;
+	__u32 pod_seq, remote_seq;
+};
+
+/* A row of a revoke case table: the packet's fields last. */
+#define REVOKE_CASE(name_, dir_, tracked_, ret_, resets_, ...)      \
+	{                                                           \
+		name_, dir_, {__VA_ARGS__}, tracked_, ret_, resets_ \
+	}
+#define TRACKED			      1
+#define UNTRACKED		      0
+#define RESETS(pod_seq_, remote_seq_) 1, pod_seq_, remote_seq_
+#define NO_RESETS		      0, 0, 0
+/* A TCP segment of the pod's port to the remote's 443, and the other way. */
+#define SEG_OUT(pod_, remote_, pod_port_) \
+	.src = pod_, .dst = remote_, .proto = TCP, .sport = pod_port_, .dport = 443
+#define SEG_IN(remote_, pod_, pod_port_) \
+	.src = remote_, .dst = pod_, .proto = TCP, .sport = 443, .dport = pod_port_
+
 int wait_scale(void);
 int revoke_tap_open(int dev);
 void revoke_tap_close(int fd, int dev);
+void run_revoke_case(const struct rcase *c, int tap);
 void test_revoke(void);
+void revoke_drop_mode(const struct rcase cases[2], __u16 port, const char *family);
 void test_revoke_drop_mode(void);
 void test_revoke_ended(void);
 
 /* answers6.c */
+size_t want_icmp6(const struct pkt_spec *s, const __u8 *in, size_t quote, __u8 *w);
 void apply_policy6(unsigned int revision, const char *node, const char *run, const char *what);
 void test_answers6(void);
 void test_answer6_budget(void);
@@ -189,6 +251,7 @@ void test_revoke6_drop_mode(void);
 void test_revoke_probe_shares(void);
 
 /* conntrack.c */
+void set_ct_share(__u32 per_sandbox);
 void test_conntrack_isolation(void);
 void test_conntrack_expire(void);
 void test_conntrack_slots(void);
@@ -219,6 +282,8 @@ void bind_dual(int dev, const char *ip4, const char *ip6);
 void test_rule_names(void);
 
 /* icmp6.c, ndp.c */
+void put_flow6(const char *pod, __u16 pod_port, const char *peer, __u16 peer_port, __u8 proto,
+	       __u64 stamp, const char *run);
 void icmp6_setup(void);
 void icmp6_teardown(void);
 void test_ndp(void);

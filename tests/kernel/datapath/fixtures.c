@@ -7,6 +7,17 @@
 const char *const devs[] = {"rwt0", "rwt1", "rwt2", "rwt3"};
 int ifindex_of[4];
 
+/* The services of both revisions but the egress proxy, and the start of their inbound list. */
+#define SHARED_SERVICES                                                                                     \
+	"    {\"name\": \"identity-broker\", \"ip\": \"172.20.0.11\", \"tcp\": [3443]},\n"                  \
+	"    {\"name\": \"app-tier\", \"ip\": \"172.20.0.12\", \"tcp\": [3000]},\n"                         \
+	"    {\"name\": \"drive-gateway\", \"ip\": \"172.20.0.13\", \"tcp\": [8080]},\n"                    \
+	"    {\"name\": \"telemetry\", \"ip\": \"172.20.0.14\", \"tcp\": [4317, 4318], \"udp\": [4317]},\n" \
+	"    {\"name\": \"internal-api\", \"ip\": \"10.0.0.20\", \"tcp\": [9000]},\n"                       \
+	"    {\"name\": \"model-gateway\", \"cidr\": \"172.21.0.0/24\", \"tcp\": [443]}\n"                  \
+	"  ],\n"                                                                                            \
+	"  \"inbound\": [\n"
+
 /* Seed 001's release defaults with the example's deny list, plus the shapes the table needs: a
  * CIDR service, a UDP service, an allowed /32 inside a denied range, DNS allowed on 53 for one
  * run, and the three inbound peers.
@@ -17,15 +28,7 @@ const char policy_v1[] =
 	"  \"egress\": \"allowlist\",\n"
 	"  \"deny\": [\"10.0.0.0/16\", \"100.64.0.0/16\"],\n"
 	"  \"services\": [\n"
-	"    {\"name\": \"egress-proxy\", \"ip\": \"172.20.0.10\", \"tcp\": [443, 8443, 3128]},\n"
-	"    {\"name\": \"identity-broker\", \"ip\": \"172.20.0.11\", \"tcp\": [3443]},\n"
-	"    {\"name\": \"app-tier\", \"ip\": \"172.20.0.12\", \"tcp\": [3000]},\n"
-	"    {\"name\": \"drive-gateway\", \"ip\": \"172.20.0.13\", \"tcp\": [8080]},\n"
-	"    {\"name\": \"telemetry\", \"ip\": \"172.20.0.14\", \"tcp\": [4317, 4318], \"udp\": [4317]},\n"
-	"    {\"name\": \"internal-api\", \"ip\": \"10.0.0.20\", \"tcp\": [9000]},\n"
-	"    {\"name\": \"model-gateway\", \"cidr\": \"172.21.0.0/24\", \"tcp\": [443]}\n"
-	"  ],\n"
-	"  \"inbound\": [\n"
+	"    {\"name\": \"egress-proxy\", \"ip\": \"172.20.0.10\", \"tcp\": [443, 8443, 3128]},\n" SHARED_SERVICES
 	"    {\"name\": \"app-tier\", \"cidr\": \"172.20.0.12/32\", \"tcp\": [4096, 4098, 4999, 6085]},\n"
 	"    {\"name\": \"temporal-worker\", \"cidr\": \"172.20.0.20/32\", \"tcp\": [4096, 4098, 4999, 6085]},\n"
 	"    {\"name\": \"streaming\", \"cidr\": \"172.20.0.21/32\", \"tcp\": [4096, 4098, 4999, 6085]}\n"
@@ -45,15 +48,7 @@ const char policy_v2[] =
 	"{\n"
 	"  \"revision\": 2,\n"
 	"  \"deny\": [\"10.0.0.0/16\", \"100.64.0.0/16\"],\n"
-	"  \"services\": [\n"
-	"    {\"name\": \"identity-broker\", \"ip\": \"172.20.0.11\", \"tcp\": [3443]},\n"
-	"    {\"name\": \"app-tier\", \"ip\": \"172.20.0.12\", \"tcp\": [3000]},\n"
-	"    {\"name\": \"drive-gateway\", \"ip\": \"172.20.0.13\", \"tcp\": [8080]},\n"
-	"    {\"name\": \"telemetry\", \"ip\": \"172.20.0.14\", \"tcp\": [4317, 4318], \"udp\": [4317]},\n"
-	"    {\"name\": \"internal-api\", \"ip\": \"10.0.0.20\", \"tcp\": [9000]},\n"
-	"    {\"name\": \"model-gateway\", \"cidr\": \"172.21.0.0/24\", \"tcp\": [443]}\n"
-	"  ],\n"
-	"  \"inbound\": [\n"
+	"  \"services\": [\n" SHARED_SERVICES
 	"    {\"name\": \"temporal-worker\", \"cidr\": \"172.20.0.20/32\", \"tcp\": [4096, 4098, 4999, 6085]},\n"
 	"    {\"name\": \"streaming\", \"cidr\": \"172.20.0.21/32\", \"tcp\": [4096, 4098, 4999, 6085]}\n"
 	"  ],\n"
@@ -151,11 +146,7 @@ void run_case(const struct tcase *c)
 
 	/* Counters: exactly one packet under (direction, reason), node-wide and for the run. */
 	rw_counters_read(&dp, 0, &node1);
-	CHECK(node1.packets[c->dir][c->reason] - node0.packets[c->dir][c->reason] == 1,
-	      "node counter", "packets[%s][%s] grew by %llu, expected 1",
-	      c->dir ? "ingress" : "egress", rw_reason_name(c->reason),
-	      (unsigned long long)(node1.packets[c->dir][c->reason] -
-				   node0.packets[c->dir][c->reason]));
+	check_one_packet("node counter", "the node", &node0, &node1, c->dir, c->reason);
 	CHECK(node1.bytes[c->dir][c->reason] - node0.bytes[c->dir][c->reason] == len,
 	      "byte counter", "bytes grew by %llu, expected %zu",
 	      (unsigned long long)(node1.bytes[c->dir][c->reason] - node0.bytes[c->dir][c->reason]),
@@ -170,11 +161,7 @@ void run_case(const struct tcase *c)
 		if (c->answer)
 			CHECK_EQ(run1.answers[c->answer] - run0.answers[c->answer], 1,
 				 "run's answer counter");
-		CHECK(run1.packets[c->dir][c->reason] - run0.packets[c->dir][c->reason] == 1,
-		      "run counter", "%s packets[%s] grew by %llu, expected 1", c->run,
-		      rw_reason_name(c->reason),
-		      (unsigned long long)(run1.packets[c->dir][c->reason] -
-					   run0.packets[c->dir][c->reason]));
+		check_one_packet("run counter", c->run, &run0, &run1, c->dir, c->reason);
 	}
 
 	/* The event: one per drop and per new allowed flow, saying what the counters say. */
@@ -345,4 +332,39 @@ __u64 mono_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+/* A frame as a TAP diagnostic line: "  # what: " and its bytes in hex. */
+void dump_hex(const char *what, const __u8 *b, size_t len)
+{
+	printf("  # %s: ", what);
+	for (size_t i = 0; i < len; i++)
+		printf("%02x", b[i]);
+	printf("\n");
+}
+
+/* The node's config as the datapath holds it, and written back: a failure is fatal. */
+struct rw_config config_get(void)
+{
+	struct rw_config cfg;
+
+	if (rw_config_read(&dp, &cfg))
+		FATAL("reading config: %s", strerror(errno));
+	return cfg;
+}
+
+void config_put(const struct rw_config *cfg)
+{
+	if (rw_config_write(&dp, cfg))
+		FATAL("writing config: %s", strerror(errno));
+}
+
+/* One packet more under (dir, reason) in the counters of who (the node or a run). */
+int check_one_packet(const char *name, const char *who, const struct rw_counters *before,
+		     const struct rw_counters *after, int dir, int reason)
+{
+	__u64 grew = after->packets[dir][reason] - before->packets[dir][reason];
+
+	return CHECK(grew == 1, name, "%s: packets[%s][%s] grew by %llu, expected 1", who,
+		     dir ? "ingress" : "egress", rw_reason_name(reason), (unsigned long long)grew);
 }

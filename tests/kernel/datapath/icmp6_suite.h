@@ -40,8 +40,6 @@ struct icase {
 };
 
 __u64 revision_now(void);
-void put_flow6(const char *pod, __u16 pod_port, const char *peer, __u16 peer_port, __u8 proto,
-	       __u64 stamp);
 void run_icase(const struct icase *c);
 void run_itable(const struct icase *cases, size_t n);
 /* The program's return code for a case's frame, nothing else checked (a flood of them). */

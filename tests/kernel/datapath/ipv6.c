@@ -79,12 +79,7 @@ static const struct tcase ipv6_cases[] = {
 	 .pkt = {INTO6(ICMPV6, 0, 0), .icmp6_type = 2, .payload = 48},
 	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
 	{"on an unbound veth", .dev = 2, .dir = E,
-	 .pkt = {.ipv6 = 1,
-		 .src = POD_A6,
-		 .dst = PUBLIC6,
-		 .proto = TCP,
-		 .sport = 40009,
-		 .dport = 443},
+	 .pkt = {.ipv6 = 1, FLOW(POD_A6, PUBLIC6, TCP, 40009, 443)},
 	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
 
 	/* Routing headers that still name hops. */

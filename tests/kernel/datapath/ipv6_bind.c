@@ -100,13 +100,10 @@ static __u64 tables_room(void)
 
 static void set_ct_node(__u32 ct_node)
 {
-	struct rw_config cfg;
+	struct rw_config cfg = config_get();
 
-	if (rw_config_read(&dp, &cfg))
-		FATAL("reading config");
 	cfg.ct_node = ct_node;
-	if (rw_config_write(&dp, &cfg))
-		FATAL("writing config");
+	config_put(&cfg);
 }
 
 void test_ipv6_binding(void)
@@ -261,11 +258,7 @@ void test_ipv6_binding(void)
 				"a planted IPv6 table at an IPv4-only veth's index is not read",
 				.dev = 3, .dir = E,
 				.pkt = {.ipv6 = 1,
-					.src = BIND_POD6,
-					.dst = "2606:4700::1111",
-					.proto = UDP,
-					.sport = 41500,
-					.dport = 443},
+					FLOW(BIND_POD6, "2606:4700::1111", UDP, 41500, 443)},
 				DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)};
 
 			run_case(&c);

@@ -108,33 +108,15 @@ void bind_dual(int dev, const char *ip4, const char *ip6)
 }
 
 /* Out of rwt0's pod (run-d6a) or rwt1's (run-d6b), and into them. */
+#define V6(dev_, dir_, src_, dst_, proto_, sport_, dport_, flags_) \
+	.dev = dev_, .dir = dir_,                                  \
+	.pkt = {.ipv6 = 1, FLOW(src_, dst_, proto_, sport_, dport_), .tcp_flags = flags_}
 #define OUT_A(dst_, proto_, sport_, dport_, flags_) \
-	.dev = 0, .dir = E,                         \
-	.pkt = {.ipv6 = 1,                          \
-		.src = POD_A6,                      \
-		.dst = dst_,                        \
-		.proto = proto_,                    \
-		.sport = sport_,                    \
-		.dport = dport_,                    \
-		.tcp_flags = flags_}
+	V6(0, E, POD_A6, dst_, proto_, sport_, dport_, flags_)
 #define OUT_B(dst_, proto_, sport_, dport_, flags_) \
-	.dev = 1, .dir = E,                         \
-	.pkt = {.ipv6 = 1,                          \
-		.src = POD_B6,                      \
-		.dst = dst_,                        \
-		.proto = proto_,                    \
-		.sport = sport_,                    \
-		.dport = dport_,                    \
-		.tcp_flags = flags_}
+	V6(1, E, POD_B6, dst_, proto_, sport_, dport_, flags_)
 #define INTO_A(src_, proto_, sport_, dport_, flags_) \
-	.dev = 0, .dir = I,                          \
-	.pkt = {.ipv6 = 1,                           \
-		.src = src_,                         \
-		.dst = POD_A6,                       \
-		.proto = proto_,                     \
-		.sport = sport_,                     \
-		.dport = dport_,                     \
-		.tcp_flags = flags_}
+	V6(0, I, src_, POD_A6, proto_, sport_, dport_, flags_)
 #define A "run-d6a"
 #define B "run-d6b"
 
@@ -326,44 +308,19 @@ static const struct tcase egress_cases[] = {
 
 	/* Spoofing. */
 	{"the other pod's IPv6 as source", .dev = 0, .dir = E,
-	 .pkt = {.ipv6 = 1,
-		 .src = POD_B6,
-		 .dst = PROXY6,
-		 .proto = TCP,
-		 .sport = 40060,
-		 .dport = 443},
+	 .pkt = {.ipv6 = 1, FLOW(POD_B6, PROXY6, TCP, 40060, 443)},
 	 DROPPED(RW_REASON_SPOOFED_SOURCE, A)},
 	{"an IPv6 source the veth does not hold", .dev = 0, .dir = E,
-	 .pkt = {.ipv6 = 1,
-		 .src = "2600:1f14:abc:1::99",
-		 .dst = PROXY6,
-		 .proto = TCP,
-		 .sport = 40061,
-		 .dport = 443},
+	 .pkt = {.ipv6 = 1, FLOW("2600:1f14:abc:1::99", PROXY6, TCP, 40061, 443)},
 	 DROPPED(RW_REASON_SPOOFED_SOURCE, A)},
 	{"a link-local source for TCP", .dev = 0, .dir = E,
-	 .pkt = {.ipv6 = 1,
-		 .src = "fe80::3",
-		 .dst = PROXY6,
-		 .proto = TCP,
-		 .sport = 40062,
-		 .dport = 443},
+	 .pkt = {.ipv6 = 1, FLOW("fe80::3", PROXY6, TCP, 40062, 443)},
 	 DROPPED(RW_REASON_SPOOFED_SOURCE, A)},
 	{"the pod's IPv6 on an unbound veth", .dev = 2, .dir = E,
-	 .pkt = {.ipv6 = 1,
-		 .src = POD_A6,
-		 .dst = PROXY6,
-		 .proto = TCP,
-		 .sport = 40063,
-		 .dport = 443},
+	 .pkt = {.ipv6 = 1, FLOW(POD_A6, PROXY6, TCP, 40063, 443)},
 	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
 	{"IPv6 on a veth bound to IPv4 only", .dev = 3, .dir = E,
-	 .pkt = {.ipv6 = 1,
-		 .src = "2600:1f14:abc:1::9",
-		 .dst = PROXY6,
-		 .proto = TCP,
-		 .sport = 40064,
-		 .dport = 443},
+	 .pkt = {.ipv6 = 1, FLOW("2600:1f14:abc:1::9", PROXY6, TCP, 40064, 443)},
 	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
 
 	/* Inbound: from the platform's peer, on its port, only. */
@@ -380,22 +337,10 @@ static const struct tcase egress_cases[] = {
 	{"inbound UDP from the peer", INTO_A(PEER6, UDP, 50004, 4096, 0),
 	 DROPPED(RW_REASON_INBOUND_DENIED, A)},
 	{"into the pod, to an address the veth does not hold", .dev = 0, .dir = I,
-	 .pkt = {.ipv6 = 1,
-		 .src = PEER6,
-		 .dst = "2600:1f14:abc:1::99",
-		 .proto = TCP,
-		 .sport = 50005,
-		 .dport = 4096,
-		 .tcp_flags = SYN},
+	 .pkt = {.ipv6 = 1, FLOW(PEER6, "2600:1f14:abc:1::99", TCP, 50005, 4096), .tcp_flags = SYN},
 	 DROPPED(RW_REASON_INBOUND_DENIED, A)},
 	{"into the pod on an unbound veth", .dev = 2, .dir = I,
-	 .pkt = {.ipv6 = 1,
-		 .src = PEER6,
-		 .dst = POD_A6,
-		 .proto = TCP,
-		 .sport = 50006,
-		 .dport = 4096,
-		 .tcp_flags = SYN},
+	 .pkt = {.ipv6 = 1, FLOW(PEER6, POD_A6, TCP, 50006, 4096), .tcp_flags = SYN},
 	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
 
 	/* Replies of the pod's flows, while the policy still allows them. */
@@ -406,13 +351,7 @@ static const struct tcase egress_cases[] = {
 	{"no reply for a refused NAT64 flow", INTO_A("64:ff9b::808:404", TCP, 443, 40051, SYNACK),
 	 DROPPED(RW_REASON_INBOUND_DENIED, A)},
 	{"reply of the open run's flow", .dev = 1, .dir = I,
-	 .pkt = {.ipv6 = 1,
-		 .src = PUBLIC6,
-		 .dst = POD_B6,
-		 .proto = TCP,
-		 .sport = 443,
-		 .dport = 40038,
-		 .tcp_flags = SYNACK},
+	 .pkt = {.ipv6 = 1, FLOW(PUBLIC6, POD_B6, TCP, 443, 40038), .tcp_flags = SYNACK},
 	 ALLOWED(RW_PATH_REPLY, 0, B)},
 	{"a segment of no flow of the pod", INTO_A(PUBLIC6, TCP, 443, 40037, ACK),
 	 DROPPED(RW_REASON_INBOUND_DENIED, A)},
@@ -450,21 +389,7 @@ static int ct6_entry(const char *peer, __u16 pod_port, __u16 peer_port, __u8 pro
  */
 static void put_old_flow6(const char *peer, __u16 pod_port, __u16 peer_port)
 {
-	struct rw_ct_value v = {.opened_by = E, .run_idx = run_idx_of(A)};
-	struct rw_ct6_key k = {.ifindex = ifindex_of[0], .proto = TCP};
-	int fd = rw_conntrack6_table_fd(&dp, ifindex_of[0]), err;
-
-	if (fd < 0)
-		FATAL("rwt0 has no IPv6 table");
-	inet_pton(AF_INET6, POD_A6, k.pod_ip);
-	inet_pton(AF_INET6, peer, k.peer_ip);
-	k.pod_port = htons(pod_port);
-	k.peer_port = htons(peer_port);
-	v.created_ns = v.seen_ns = mono_ns();
-	err = bpf_map_update_elem(fd, &k, &v, BPF_ANY);
-	close(fd);
-	if (err)
-		FATAL("a flow in rwt0's IPv6 table: %s", strerror(errno));
+	put_flow6(POD_A6, pod_port, peer, peer_port, TCP, 0, A);
 }
 
 /* Replies into the pod are judged by the egress policy of their peer: from the node or a pod of
@@ -667,17 +592,6 @@ static void test_one_apply_cuts_both(unsigned long long *rev)
 	run_table(after, sizeof(after) / sizeof(after[0]));
 }
 
-static void set_ct_share(__u32 per_sandbox)
-{
-	struct rw_config cfg;
-
-	if (rw_config_read(&dp, &cfg))
-		FATAL("reading config");
-	cfg.ct_per_sandbox = per_sandbox;
-	if (rw_config_write(&dp, &cfg))
-		FATAL("writing config");
-}
-
 /* A full IPv6 table refuses the sandbox's next IPv6 flow (conntrack-full); its IPv4 table, and
  * the IPv6 flows it holds, are not touched.
  */
@@ -764,28 +678,14 @@ static void test_runless6(void)
 {
 	static const struct tcase cases[] = {
 		{"IPv6 of a pod no run names", .dev = 3, .dir = E,
-		 .pkt = {.ipv6 = 1,
-			 .src = "2600:1f14:abc:1::9",
-			 .dst = PROXY6,
-			 .proto = TCP,
-			 .sport = 40110,
-			 .dport = 443},
+		 .pkt = {.ipv6 = 1, FLOW("2600:1f14:abc:1::9", PROXY6, TCP, 40110, 443)},
 		 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
 		{"another pod's IPv6 from that veth", .dev = 3, .dir = E,
-		 .pkt = {.ipv6 = 1,
-			 .src = POD_A6,
-			 .dst = PROXY6,
-			 .proto = TCP,
-			 .sport = 40111,
-			 .dport = 443},
+		 .pkt = {.ipv6 = 1, FLOW(POD_A6, PROXY6, TCP, 40111, 443)},
 		 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
 		{"into that pod from the IPv6 peer", .dev = 3, .dir = I,
 		 .pkt = {.ipv6 = 1,
-			 .src = PEER6,
-			 .dst = "2600:1f14:abc:1::9",
-			 .proto = TCP,
-			 .sport = 50110,
-			 .dport = 4096,
+			 FLOW(PEER6, "2600:1f14:abc:1::9", TCP, 50110, 4096),
 			 .tcp_flags = SYN},
 		 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
 	};

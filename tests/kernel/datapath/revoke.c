@@ -5,35 +5,6 @@
 
 /* ---- revoke: a refused segment of a known flow resets both ends ---- */
 
-/* A bare reset <SEQ=seq><CTL=RST> from saddr:sport to daddr:dport, byte by byte. */
-static size_t want_bare_rst(const __u8 *dmac, const __u8 *smac, const char *saddr,
-			    const char *daddr, __u16 sport, __u16 dport, __u32 seq, __u8 *w)
-{
-	struct in_addr src, dst;
-
-	inet_pton(AF_INET, saddr, &src);
-	inet_pton(AF_INET, daddr, &dst);
-	memset(w, 0, PKT_MAX);
-	memcpy(w, dmac, 6);
-	memcpy(w + 6, smac, 6);
-	put16be(w + 12, 0x0800);
-	w[14] = 0x45;
-	put16be(w + 16, 40);
-	put16be(w + 20, 0x4000);
-	w[22] = 64;
-	w[23] = IPPROTO_TCP;
-	memcpy(w + 26, &src, 4);
-	memcpy(w + 30, &dst, 4);
-	put16be(w + 24, ~pkt_csum_sum(w + 14, 20, 0) & 0xffff);
-	put16be(w + 34, sport);
-	put16be(w + 36, dport);
-	put32be(w + 38, seq);
-	w[46] = 5 << 4;
-	w[47] = RST;
-	put16be(w + 50, tcp_csum(w + 14, w + 34, 20));
-	return 54;
-}
-
 int wait_scale(void)
 {
 	const char *s = getenv("RW_WAIT_SCALE");
@@ -75,8 +46,10 @@ void revoke_tap_close(int fd, int dev)
 		FATAL("%s failed", cmd);
 }
 
-/* The next TCP frame entering the veth within a generous deadline; 0 when none came. */
-static size_t revoke_tap_next(int fd, __u8 *f, int wait_ms)
+/* The next TCP frame of the family (IPv6 when ipv6) entering the veth within the deadline;
+ * 0 when none came.
+ */
+static size_t revoke_tap_next(int fd, __u8 *f, int wait_ms, int ipv6)
 {
 	struct pollfd p = {.fd = fd, .events = POLLIN};
 	struct sockaddr_ll from;
@@ -85,14 +58,19 @@ static size_t revoke_tap_next(int fd, __u8 *f, int wait_ms)
 
 	while (poll(&p, 1, wait_ms) == 1) {
 		n = recvfrom(fd, f, PKT_MAX, 0, (struct sockaddr *)&from, &fl);
-		if (n >= 54 && from.sll_pkttype != PACKET_OUTGOING && f[12] == 0x08 && f[13] == 0 &&
-		    f[23] == IPPROTO_TCP)
+		if (from.sll_pkttype == PACKET_OUTGOING)
+			continue;
+		if (ipv6 && n >= 74 && f[12] == 0x86 && f[13] == 0xdd && f[20] == IPPROTO_TCP)
+			return n;
+		if (!ipv6 && n >= 54 && f[12] == 0x08 && f[13] == 0 && f[23] == IPPROTO_TCP)
 			return n;
 	}
 	return 0;
 }
 
-/* Notes the flow as the pod's own, opened under an earlier verdict (stamp 0: judged again). */
+/* Notes the TCP flow as the pod's own, opened under an earlier verdict (stamp 0: judged again),
+ * in the veth's table of the addresses' family.
+ */
 static void revoke_ct_note(int dev, const char *pod, __u16 pod_port, const char *peer,
 			   __u16 peer_port, const char *run)
 {
@@ -100,32 +78,43 @@ static void revoke_ct_note(int dev, const char *pod, __u16 pod_port, const char 
 			      .pod_port = htons(pod_port),
 			      .peer_port = htons(peer_port),
 			      .proto = IPPROTO_TCP};
+	struct rw_ct6_key k6 = {.ifindex = ifindex_of[dev],
+				.pod_port = htons(pod_port),
+				.peer_port = htons(peer_port),
+				.proto = IPPROTO_TCP};
 	struct rw_ct_value v = {.opened_by = RW_DIR_EGRESS, .run_idx = run_idx_of(run)};
-	int fd = rw_conntrack_table_fd(&dp, ifindex_of[dev]);
+	int ipv6 = strchr(pod, ':') != NULL, fd;
 
-	inet_pton(AF_INET, pod, &k.pod_ip);
-	inet_pton(AF_INET, peer, &k.peer_ip);
+	if (ipv6) {
+		inet_pton(AF_INET6, pod, k6.pod_ip);
+		inet_pton(AF_INET6, peer, k6.peer_ip);
+		fd = rw_conntrack6_table_fd(&dp, ifindex_of[dev]);
+	} else {
+		inet_pton(AF_INET, pod, &k.pod_ip);
+		inet_pton(AF_INET, peer, &k.peer_ip);
+		fd = rw_conntrack_table_fd(&dp, ifindex_of[dev]);
+	}
 	v.created_ns = mono_ns();
 	v.seen_ns = v.created_ns;
-	if (fd < 0 || bpf_map_update_elem(fd, &k, &v, BPF_ANY))
-		FATAL("noting a flow in %s's table: %s", devs[dev], strerror(errno));
+	if (fd < 0 || bpf_map_update_elem(fd, ipv6 ? (void *)&k6 : (void *)&k, &v, BPF_ANY))
+		FATAL("noting a flow in %s's %s table: %s", devs[dev], ipv6 ? "IPv6" : "IPv4",
+		      strerror(errno));
 	close(fd);
 }
 
-struct rcase {
-	const char *name;
-	int dir;
-	struct pkt_spec pkt; /* a segment on veth 0 (POD_A, run-7f3a) */
-	int tracked;	     /* its flow is in the sandbox's table */
-	int ret;	     /* the program's verdict */
-	/* The pod's reset (the packet out of the run) and the remote's (entering the veth); a
-	 * zero seq with no reset expected: the packet is dropped as it came, nothing is sent.
-	 */
-	int resets;
-	__u32 pod_seq, remote_seq;
-};
+/* A bare reset <SEQ=seq><CTL=RST> of the family, byte by byte. */
+static size_t want_reset(int ipv6, const __u8 *dmac, const __u8 *smac, const char *saddr,
+			 const char *daddr, __u16 sport, __u16 dport, __u32 seq, __u8 *w)
+{
+	if (ipv6)
+		return want_tcp6(dmac, smac, saddr, daddr, sport, dport, seq, 0, RST, 0, w);
+	return want_tcp4(dmac, smac, saddr, daddr, sport, dport, seq, 0, RST, 0, w);
+}
 
-static void run_revoke_case(const struct rcase *c, int tap)
+/* One case, IPv4 or IPv6 as its packet is: the program's verdict and output, the counters and
+ * event, and the remote's reset the tap sees entering the veth.
+ */
+void run_revoke_case(const struct rcase *c, int tap)
 {
 	__u8 in[PKT_MAX], out[PKT_MAX], want_pod[PKT_MAX], want_remote[PKT_MAX], got[PKT_MAX];
 	size_t len = pkt_build(&c->pkt, in), pod_len = len, remote_len = 0, got_len;
@@ -138,6 +127,7 @@ static void run_revoke_case(const struct rcase *c, int tap)
 	 */
 	const __u8 *pod_dmac = c->dir == E ? pod_mac : gw_mac;
 	const __u8 *pod_smac = c->dir == E ? gw_mac : pod_mac;
+	int (*sums_ok)(const __u8 *, size_t) = c->pkt.ipv6 ? answer6_sums_ok : answer_sums_ok;
 	struct rw_counters n0, n1;
 	int retval, err, failed_before = t_failed;
 	__u32 out_len = 0;
@@ -145,10 +135,10 @@ static void run_revoke_case(const struct rcase *c, int tap)
 	if (c->tracked)
 		revoke_ct_note(0, pod, pod_port, remote, remote_port, "run-7f3a");
 	if (c->resets) {
-		pod_len = want_bare_rst(pod_dmac, pod_smac, remote, pod, remote_port, pod_port,
-					c->pod_seq, want_pod);
-		remote_len = want_bare_rst(pod_smac, pod_dmac, pod, remote, pod_port, remote_port,
-					   c->remote_seq, want_remote);
+		pod_len = want_reset(c->pkt.ipv6, pod_dmac, pod_smac, remote, pod, remote_port,
+				     pod_port, c->pod_seq, want_pod);
+		remote_len = want_reset(c->pkt.ipv6, pod_smac, pod_dmac, pod, remote, pod_port,
+					remote_port, c->remote_seq, want_remote);
 	} else {
 		memcpy(want_pod, in, len);
 	}
@@ -158,7 +148,7 @@ static void run_revoke_case(const struct rcase *c, int tap)
 	err = test_run_out(c->dir, ifindex_of[0], in, len, out, &out_len, &retval);
 	rw_counters_read(&dp, 0, &n1);
 	ring_buffer__consume(ring);
-	got_len = revoke_tap_next(tap, got, (c->resets ? 2000 : 200) * wait_scale());
+	got_len = revoke_tap_next(tap, got, (c->resets ? 2000 : 200) * wait_scale(), c->pkt.ipv6);
 	CHECK_EQ(err, 0, "test_run");
 	CHECK(retval == c->ret, "verdict", "returned %d (%s), expected %d", retval,
 	      ret_name(retval), c->ret);
@@ -173,99 +163,37 @@ static void run_revoke_case(const struct rcase *c, int tap)
 	      "the remote's reset", "%zu bytes entered the veth, expected %zu", got_len,
 	      remote_len);
 	if (c->resets) {
-		CHECK(answer_sums_ok(out, out_len), "pod reset checksums", "a sum is wrong");
-		CHECK(got_len && answer_sums_ok(got, got_len), "remote reset checksums",
-		      "a sum is wrong");
+		CHECK(sums_ok(out, out_len), "pod reset checksums", "a sum is wrong");
+		CHECK(got_len && sums_ok(got, got_len), "remote reset checksums", "a sum is wrong");
 	}
 	if (t_failed != failed_before) {
-		printf("  # out: ");
-		for (__u32 i = 0; i < out_len; i++)
-			printf("%02x", out[i]);
-		printf("\n  # tap: ");
-		for (size_t i = 0; i < got_len; i++)
-			printf("%02x", got[i]);
-		printf("\n");
+		dump_hex("out", out, out_len);
+		dump_hex("tap", got, got_len);
 	}
-	printf("%s %d - revoke: %s\n", t_failed == failed_before ? "ok" : "not ok", t_count,
-	       c->name);
+	printf("%s %d - revoke%s: %s\n", t_failed == failed_before ? "ok" : "not ok", t_count,
+	       c->pkt.ipv6 ? "6" : "", c->name);
 }
 
 #define RV_REMOTE "93.184.216.34" /* not allowlisted for run-7f3a under policy_v1 */
 
 static const struct rcase revoke_cases[] = {
-	{"the pod's segment of a known flow: pod RST seq SEG.ACK, remote RST seq SEG.SEQ",
-	 E,
-	 {.src = POD_A,
-	  .dst = RV_REMOTE,
-	  .proto = TCP,
-	  .sport = 40300,
-	  .dport = 443,
-	  .tcp_flags = ACK | 0x08,
-	  .tcp_ack = 0xa1b2c3d4,
-	  .payload = 100},
-	 1,
-	 7,
-	 1,
-	 0xa1b2c3d4,
-	 SEQ0},
-	{"the remote's segment of a known flow: pod RST seq SEG.SEQ, remote RST seq SEG.ACK",
-	 I,
-	 {.src = RV_REMOTE,
-	  .dst = POD_A,
-	  .proto = TCP,
-	  .sport = 443,
-	  .dport = 40301,
-	  .tcp_flags = ACK,
-	  .tcp_ack = 0x0badf00d,
-	  .payload = 50},
-	 1,
-	 -1,
-	 1,
-	 SEQ0,
-	 0x0badf00d},
-	{"the remote's bare ACK with options of a known flow: both reset",
-	 I,
-	 {.src = RV_REMOTE,
-	  .dst = POD_A,
-	  .proto = TCP,
-	  .sport = 443,
-	  .dport = 40302,
-	  .tcp_flags = ACK,
-	  .tcp_doff = 8,
-	  .tcp_ack = 0x77777777},
-	 1,
-	 -1,
-	 1,
-	 SEQ0,
-	 0x77777777},
-	{"a remote's segment of a flow not in the table: dropped, no reset either way",
-	 I,
-	 {.src = RV_REMOTE,
-	  .dst = POD_A,
-	  .proto = TCP,
-	  .sport = 443,
-	  .dport = 40303,
-	  .tcp_flags = ACK,
-	  .tcp_ack = 0x12345678},
-	 0,
-	 2,
-	 0,
-	 0,
-	 0},
-	{"a known flow's refused reset from the remote: never answered",
-	 I,
-	 {.src = RV_REMOTE,
-	  .dst = POD_A,
-	  .proto = TCP,
-	  .sport = 443,
-	  .dport = 40304,
-	  .tcp_flags = RST | ACK,
-	  .tcp_ack = 0x12345678},
-	 1,
-	 2,
-	 0,
-	 0,
-	 0},
+	REVOKE_CASE(
+		"the pod's segment of a known flow: pod RST seq SEG.ACK, remote RST seq SEG.SEQ", E,
+		TRACKED, 7, RESETS(0xa1b2c3d4, SEQ0), SEG_OUT(POD_A, RV_REMOTE, 40300),
+		.tcp_flags = ACK | 0x08, .tcp_ack = 0xa1b2c3d4, .payload = 100),
+	REVOKE_CASE(
+		"the remote's segment of a known flow: pod RST seq SEG.SEQ, remote RST seq SEG.ACK",
+		I, TRACKED, -1, RESETS(SEQ0, 0x0badf00d), SEG_IN(RV_REMOTE, POD_A, 40301),
+		.tcp_flags = ACK, .tcp_ack = 0x0badf00d, .payload = 50),
+	REVOKE_CASE("the remote's bare ACK with options of a known flow: both reset", I, TRACKED,
+		    -1, RESETS(SEQ0, 0x77777777), SEG_IN(RV_REMOTE, POD_A, 40302), .tcp_flags = ACK,
+		    .tcp_doff = 8, .tcp_ack = 0x77777777),
+	REVOKE_CASE("a remote's segment of a flow not in the table: dropped, no reset either way",
+		    I, UNTRACKED, 2, NO_RESETS, SEG_IN(RV_REMOTE, POD_A, 40303), .tcp_flags = ACK,
+		    .tcp_ack = 0x12345678),
+	REVOKE_CASE("a known flow's refused reset from the remote: never answered", I, TRACKED, 2,
+		    NO_RESETS, SEG_IN(RV_REMOTE, POD_A, 40304), .tcp_flags = RST | ACK,
+		    .tcp_ack = 0x12345678),
 };
 
 /* The mark of a revoke's own reset lets a packet past rw_egress only (where a pod cannot set
@@ -273,18 +201,8 @@ static const struct rcase revoke_cases[] = {
  */
 static void test_revoke_mark(void)
 {
-	struct pkt_spec eg = {.src = POD_A,
-			      .dst = RV_REMOTE,
-			      .proto = TCP,
-			      .sport = 40310,
-			      .dport = 443,
-			      .tcp_flags = SYN};
-	struct pkt_spec in = {.src = RV_REMOTE,
-			      .dst = POD_A,
-			      .proto = TCP,
-			      .sport = 443,
-			      .dport = 40311,
-			      .tcp_flags = SYN};
+	struct pkt_spec eg = {SEG_OUT(POD_A, RV_REMOTE, 40310), .tcp_flags = SYN};
+	struct pkt_spec in = {SEG_IN(RV_REMOTE, POD_A, 40311), .tcp_flags = SYN};
 	struct __sk_buff ctx = {.ifindex = ifindex_of[0], .mark = RW_MARK_REVOKE}, ctx_out = {};
 	__u8 buf[PKT_MAX], out[PKT_MAX];
 	LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = buf, .data_out = out,
@@ -328,24 +246,35 @@ void test_revoke(void)
 }
 
 /* "refusal": "drop" (run-7f3a's, after test_refusal_modes): a known flow's refused segments
- * are dropped in silence, both ways.
+ * are dropped in silence, both ways. cases[0] is the pod's segment of a known flow, cases[1]
+ * the remote's; port and port + 1 are theirs here.
  */
-void test_revoke_drop_mode(void)
+void revoke_drop_mode(const struct rcase cases[2], __u16 port, const char *family)
 {
-	struct rcase eg = revoke_cases[0], in = revoke_cases[1];
+	struct rcase eg = cases[0], in = cases[1];
+	char eg_name[96], in_name[96];
 	int tap = revoke_tap_open(0);
 
-	eg.name = "\"drop\": the pod's segment of a known flow is a plain drop";
-	eg.pkt.sport = 40320;
+	snprintf(eg_name, sizeof(eg_name),
+		 "\"drop\": the pod's segment of a known%s flow is a plain drop", family);
+	snprintf(in_name, sizeof(in_name),
+		 "\"drop\": the remote's segment of a known%s flow is a plain drop", family);
+	eg.name = eg_name;
+	eg.pkt.sport = port;
 	eg.ret = 2;
 	eg.resets = 0;
-	in.name = "\"drop\": the remote's segment of a known flow is a plain drop";
-	in.pkt.dport = 40321;
+	in.name = in_name;
+	in.pkt.dport = port + 1;
 	in.ret = 2;
 	in.resets = 0;
 	run_revoke_case(&eg, tap);
 	run_revoke_case(&in, tap);
 	revoke_tap_close(tap, 0);
+}
+
+void test_revoke_drop_mode(void)
+{
+	revoke_drop_mode(revoke_cases, 40320, "");
 }
 
 /* A run removed from the snapshot while its pod lives: the veth stays bound to the pod's

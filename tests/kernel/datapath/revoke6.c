@@ -169,28 +169,12 @@ void test_revoke_probe6(void)
 	 * neighbour entry.
 	 */
 	for (int half = 0; half < 2; half++) {
-		__u8 *w = want[2 + half];
-
 		want_len[half] = want_tcp6(pod_mac, veth_mac, PROBE_PEER, PROBE_POD6, 443, 40600,
 					   0x5a5a0000u + half * 0x80000000u, 0x9a5a0000u, ACK,
 					   0xffff, want[half]);
-		want_tcp6(pod_mac, veth_mac, PROBE_PEER, PROBE_POD6, 443, 40601,
-			  0x4b4b0000u + half * 0x80000000u, 0x8b4b0000u, ACK, 0xffff, w);
-		/* The same segment over IPv4: its IPv4 header in place of the IPv6 one. */
-		memmove(w + 34, w + 54, 20);
-		put16be(w + 12, 0x0800);
-		memset(w + 14, 0, 20);
-		w[14] = 0x45;
-		put16be(w + 16, 40);
-		put16be(w + 20, 0x4000);
-		w[22] = 64;
-		w[23] = IPPROTO_TCP;
-		memcpy(w + 26, &k4.peer_ip, 4);
-		memcpy(w + 30, &k4.pod_ip, 4);
-		put16be(w + 24, ~pkt_csum_sum(w + 14, 20, 0) & 0xffff);
-		put16be(w + 50, 0);
-		put16be(w + 50, tcp_csum(w + 14, w + 34, 20));
-		want_len[2 + half] = 54;
+		want_len[2 + half] = want_tcp4(pod_mac, veth_mac, PROBE_PEER4, POD_X, 443, 40601,
+					       0x4b4b0000u + half * 0x80000000u, 0x8b4b0000u, ACK,
+					       0xffff, want[2 + half]);
 	}
 	while (seen != 0xf && (got_len = peer_tap_next(tap, got, 2000 * wait_scale())))
 		for (int i = 0; i < 4; i++)
@@ -214,214 +198,28 @@ void test_revoke_probe6(void)
 
 #define RV6_REMOTE "2606:4700::1111" /* not allowlisted for run-7f3a */
 
-/* The next IPv6 TCP frame entering the veth within a generous deadline; 0 when none came. */
-static size_t revoke6_tap_next(int fd, __u8 *f, int wait_ms)
-{
-	struct pollfd p = {.fd = fd, .events = POLLIN};
-	struct sockaddr_ll from;
-	socklen_t fl = sizeof(from);
-	ssize_t n;
-
-	while (poll(&p, 1, wait_ms) == 1) {
-		n = recvfrom(fd, f, PKT_MAX, 0, (struct sockaddr *)&from, &fl);
-		if (n >= 74 && from.sll_pkttype != PACKET_OUTGOING && f[12] == 0x86 &&
-		    f[13] == 0xdd && f[20] == IPPROTO_TCP)
-			return n;
-	}
-	return 0;
-}
-
-/* Notes the flow in the veth's IPv6 table as the pod's own, opened under an earlier verdict. */
-static void revoke6_ct_note(int dev, const char *pod, __u16 pod_port, const char *peer,
-			    __u16 peer_port, const char *run)
-{
-	struct rw_ct6_key k = {.ifindex = ifindex_of[dev],
-			       .pod_port = htons(pod_port),
-			       .peer_port = htons(peer_port),
-			       .proto = IPPROTO_TCP};
-	struct rw_ct_value v = {.opened_by = RW_DIR_EGRESS, .run_idx = run_idx_of(run)};
-	int fd = rw_conntrack6_table_fd(&dp, ifindex_of[dev]);
-
-	inet_pton(AF_INET6, pod, k.pod_ip);
-	inet_pton(AF_INET6, peer, k.peer_ip);
-	v.created_ns = mono_ns();
-	v.seen_ns = v.created_ns;
-	if (fd < 0 || bpf_map_update_elem(fd, &k, &v, BPF_ANY))
-		FATAL("noting a flow in %s's IPv6 table: %s", devs[dev], strerror(errno));
-	close(fd);
-}
-
-struct rcase6 {
-	const char *name;
-	int dir;
-	struct pkt_spec pkt; /* a segment on veth 0 (POD_A6, run-7f3a); .ipv6 set by the runner */
-	int tracked;	     /* its flow is in the veth's IPv6 table */
-	int ret;	     /* the program's verdict */
-	int resets;	     /* both resets expected, else the packet is dropped as it came */
-	__u32 pod_seq, remote_seq;
-};
-
-static void run_revoke6_case(const struct rcase6 *c, int tap)
-{
-	struct pkt_spec s = c->pkt;
-	__u8 in[PKT_MAX], out[PKT_MAX], want_pod[PKT_MAX], want_remote[PKT_MAX], got[PKT_MAX];
-	size_t len, pod_len, remote_len = 0, got_len;
-	const char *pod = c->dir == E ? s.src : s.dst;
-	const char *remote = c->dir == E ? s.dst : s.src;
-	__u16 pod_port = c->dir == E ? s.sport : s.dport;
-	__u16 remote_port = c->dir == E ? s.dport : s.sport;
-	/* pkt_build() frames run from pod_mac to gw_mac whichever way (see revoke.c). */
-	const __u8 *pod_dmac = c->dir == E ? pod_mac : gw_mac;
-	const __u8 *pod_smac = c->dir == E ? gw_mac : pod_mac;
-	struct rw_counters n0, n1;
-	int retval, err, failed_before = t_failed;
-	__u32 out_len = 0;
-
-	s.ipv6 = 1;
-	len = pkt_build(&s, in);
-	pod_len = len;
-	if (c->tracked)
-		revoke6_ct_note(0, pod, pod_port, remote, remote_port, "run-7f3a");
-	if (c->resets) {
-		pod_len = want_tcp6(pod_dmac, pod_smac, remote, pod, remote_port, pod_port,
-				    c->pod_seq, 0, RST, 0, want_pod);
-		remote_len = want_tcp6(pod_smac, pod_dmac, pod, remote, pod_port, remote_port,
-				       c->remote_seq, 0, RST, 0, want_remote);
-	} else {
-		memcpy(want_pod, in, len);
-	}
-	t_count++;
-	drain_events();
-	rw_counters_read(&dp, 0, &n0);
-	err = test_run_out(c->dir, ifindex_of[0], in, len, out, &out_len, &retval);
-	rw_counters_read(&dp, 0, &n1);
-	ring_buffer__consume(ring);
-	got_len = revoke6_tap_next(tap, got, (c->resets ? 2000 : 200) * wait_scale());
-	CHECK_EQ(err, 0, "test_run");
-	CHECK(retval == c->ret, "verdict", "returned %d (%s), expected %d", retval,
-	      ret_name(retval), c->ret);
-	CHECK_EQ(n1.answers[RW_ANSWER_RST] - n0.answers[RW_ANSWER_RST], c->resets ? 1 : 0,
-		 "rst answers");
-	CHECK(n_events == 1 && events[0].answer == (c->resets ? RW_ANSWER_RST : RW_ANSWER_NONE),
-	      "event", "%d events, answer %s", n_events,
-	      n_events ? rw_answer_name(events[0].answer) : "-");
-	CHECK(out_len == pod_len && !memcmp(out, want_pod, pod_len), "the packet (pod's reset)",
-	      "%u bytes, expected %zu", out_len, pod_len);
-	CHECK(got_len == remote_len && (!remote_len || !memcmp(got, want_remote, remote_len)),
-	      "the remote's reset", "%zu bytes entered the veth, expected %zu", got_len,
-	      remote_len);
-	if (c->resets) {
-		CHECK(answer6_sums_ok(out, out_len), "pod reset checksum", "the TCP sum is wrong");
-		CHECK(got_len && answer6_sums_ok(got, got_len), "remote reset checksum",
-		      "the TCP sum is wrong");
-	}
-	if (t_failed != failed_before) {
-		printf("  # out: ");
-		for (__u32 i = 0; i < out_len; i++)
-			printf("%02x", out[i]);
-		printf("\n  # tap: ");
-		for (size_t i = 0; i < got_len; i++)
-			printf("%02x", got[i]);
-		printf("\n");
-	}
-	printf("%s %d - revoke6: %s\n", t_failed == failed_before ? "ok" : "not ok", t_count,
-	       c->name);
-}
-
-static const struct rcase6 revoke6_cases[] = {
-	{"the pod's segment of a known flow: pod RST seq SEG.ACK, remote RST seq SEG.SEQ",
-	 E,
-	 {.src = POD_A6,
-	  .dst = RV6_REMOTE,
-	  .proto = TCP,
-	  .sport = 40900,
-	  .dport = 443,
-	  .tcp_flags = ACK | 0x08,
-	  .tcp_ack = 0xa1b2c3d4,
-	  .payload = 100},
-	 1,
-	 7,
-	 1,
-	 0xa1b2c3d4,
-	 SEQ0},
-	{"the remote's segment of a known flow: pod RST seq SEG.SEQ, remote RST seq SEG.ACK",
-	 I,
-	 {.src = RV6_REMOTE,
-	  .dst = POD_A6,
-	  .proto = TCP,
-	  .sport = 443,
-	  .dport = 40901,
-	  .tcp_flags = ACK,
-	  .tcp_ack = 0x0badf00d,
-	  .payload = 50},
-	 1,
-	 -1,
-	 1,
-	 SEQ0,
-	 0x0badf00d},
-	{"the pod's segment behind destination options: both resets without them",
-	 E,
-	 {.src = POD_A6,
-	  .dst = RV6_REMOTE,
-	  .proto = TCP,
-	  .sport = 40902,
-	  .dport = 443,
-	  .tcp_flags = ACK,
-	  .tcp_ack = 0x11223344,
-	  .n_ext = 1,
-	  .ext = {60},
-	  .ext_len = {3},
-	  .payload = 20},
-	 1,
-	 7,
-	 1,
-	 0x11223344,
-	 SEQ0},
-	{"the remote's bare ACK with options behind hop-by-hop: both reset",
-	 I,
-	 {.src = RV6_REMOTE,
-	  .dst = POD_A6,
-	  .proto = TCP,
-	  .sport = 443,
-	  .dport = 40903,
-	  .tcp_flags = ACK,
-	  .tcp_doff = 8,
-	  .tcp_ack = 0x77777777,
-	  .n_ext = 1,
-	  .ext = {0}},
-	 1,
-	 -1,
-	 1,
-	 SEQ0,
-	 0x77777777},
-	{"a remote's segment of a flow not in the table: dropped, no reset either way",
-	 I,
-	 {.src = RV6_REMOTE,
-	  .dst = POD_A6,
-	  .proto = TCP,
-	  .sport = 443,
-	  .dport = 40904,
-	  .tcp_flags = ACK,
-	  .tcp_ack = 0x12345678},
-	 0,
-	 2,
-	 0,
-	 0,
-	 0},
-	{"a known flow's refused reset from the remote: never answered",
-	 I,
-	 {.src = RV6_REMOTE,
-	  .dst = POD_A6,
-	  .proto = TCP,
-	  .sport = 443,
-	  .dport = 40905,
-	  .tcp_flags = RST | ACK,
-	  .tcp_ack = 0x12345678},
-	 1,
-	 2,
-	 0,
-	 0,
-	 0},
+static const struct rcase revoke6_cases[] = {
+	REVOKE_CASE(
+		"the pod's segment of a known flow: pod RST seq SEG.ACK, remote RST seq SEG.SEQ", E,
+		TRACKED, 7, RESETS(0xa1b2c3d4, SEQ0), SEG_OUT(POD_A6, RV6_REMOTE, 40900), .ipv6 = 1,
+		.tcp_flags = ACK | 0x08, .tcp_ack = 0xa1b2c3d4, .payload = 100),
+	REVOKE_CASE(
+		"the remote's segment of a known flow: pod RST seq SEG.SEQ, remote RST seq SEG.ACK",
+		I, TRACKED, -1, RESETS(SEQ0, 0x0badf00d), SEG_IN(RV6_REMOTE, POD_A6, 40901),
+		.ipv6 = 1, .tcp_flags = ACK, .tcp_ack = 0x0badf00d, .payload = 50),
+	REVOKE_CASE("the pod's segment behind destination options: both resets without them", E,
+		    TRACKED, 7, RESETS(0x11223344, SEQ0), SEG_OUT(POD_A6, RV6_REMOTE, 40902),
+		    .ipv6 = 1, .tcp_flags = ACK, .tcp_ack = 0x11223344, .n_ext = 1, .ext = {60},
+		    .ext_len = {3}, .payload = 20),
+	REVOKE_CASE("the remote's bare ACK with options behind hop-by-hop: both reset", I, TRACKED,
+		    -1, RESETS(SEQ0, 0x77777777), SEG_IN(RV6_REMOTE, POD_A6, 40903), .ipv6 = 1,
+		    .tcp_flags = ACK, .tcp_doff = 8, .tcp_ack = 0x77777777, .n_ext = 1, .ext = {0}),
+	REVOKE_CASE("a remote's segment of a flow not in the table: dropped, no reset either way",
+		    I, UNTRACKED, 2, NO_RESETS, SEG_IN(RV6_REMOTE, POD_A6, 40904), .ipv6 = 1,
+		    .tcp_flags = ACK, .tcp_ack = 0x12345678),
+	REVOKE_CASE("a known flow's refused reset from the remote: never answered", I, TRACKED, 2,
+		    NO_RESETS, SEG_IN(RV6_REMOTE, POD_A6, 40905), .ipv6 = 1, .tcp_flags = RST | ACK,
+		    .tcp_ack = 0x12345678),
 };
 
 /* After test_answers6(): rwt0 bound dual-stack, run-7f3a holding POD_A6. */
@@ -430,7 +228,7 @@ void test_revoke6(void)
 	int tap = revoke_tap_open(0);
 
 	for (size_t i = 0; i < sizeof(revoke6_cases) / sizeof(revoke6_cases[0]); i++)
-		run_revoke6_case(&revoke6_cases[i], tap);
+		run_revoke_case(&revoke6_cases[i], tap);
 	revoke_tap_close(tap, 0);
 }
 
@@ -439,18 +237,5 @@ void test_revoke6(void)
  */
 void test_revoke6_drop_mode(void)
 {
-	struct rcase6 eg = revoke6_cases[0], in = revoke6_cases[1];
-	int tap = revoke_tap_open(0);
-
-	eg.name = "\"drop\": the pod's segment of a known IPv6 flow is a plain drop";
-	eg.pkt.sport = 40920;
-	eg.ret = 2;
-	eg.resets = 0;
-	in.name = "\"drop\": the remote's segment of a known IPv6 flow is a plain drop";
-	in.pkt.dport = 40921;
-	in.ret = 2;
-	in.resets = 0;
-	run_revoke6_case(&eg, tap);
-	run_revoke6_case(&in, tap);
-	revoke_tap_close(tap, 0);
+	revoke_drop_mode(revoke6_cases, 40920, " IPv6");
 }

@@ -6,11 +6,7 @@
 /* A full ring loses events, never verdicts or counts. */
 void test_ring_full(void)
 {
-	struct pkt_spec p = {.src = POD_A,
-			     .dst = "93.184.216.34",
-			     .proto = TCP,
-			     .sport = 40090,
-			     .dport = 443,
+	struct pkt_spec p = {FLOW(POD_A, "93.184.216.34", TCP, 40090, 443),
 			     .tcp_flags = RST | ACK}; /* repeatable: a reset is never answered */
 	const __u32 n = 50000; /* more than the 4 MiB ring holds (120-byte events + headers) */
 	struct rw_counters before, after;
