@@ -203,6 +203,25 @@ static bool ip6_is(const __be32 got[4], const char *want)
 	return !memcmp(got, w, sizeof(w));
 }
 
+/* The agent's events drained until ifindex is bound with `flags`, for at most 30 s (a deadline,
+ * not a measure). A link-local address, and so its event, comes only once the kernel sees the
+ * carrier, which linkwatch reports after the link is set up, at most once a second: drained
+ * once, the events may not hold it yet.
+ */
+static struct rw_endpoint bound_ep_after_events(int ifindex, __u32 flags)
+{
+	struct rw_endpoint ep = {};
+
+	for (int i = 0; i < 3000; i++) {
+		drain_events(NULL);
+		ep = bound_ep(ifindex);
+		if (ep.flags == flags)
+			break;
+		usleep(10000);
+	}
+	return ep;
+}
+
 /* The veth's own link-local address as `ip` lists it. */
 static void link_local_of(const char *dev, __be32 out[4])
 {
@@ -235,9 +254,8 @@ static void test_ipv6_identity(void **state)
 	SH("ip link add rwsb6 index 7006 type veth peer name rwx7006 && ip link set rwsb6 up && "
 	   "ip link set rwx7006 up && ip -6 route add 2600:1f14:abc::7/128 dev rwsb6 && "
 	   "ip route add 169.254.172.9/32 dev rwsb6 scope link");
-	drain_events(NULL);
+	ep = bound_ep_after_events(7006, RW_EP_IP4 | RW_EP_IP6 | RW_EP_GW6);
 	link_local_of("rwsb6", gw);
-	ep = bound_ep(7006);
 	assert_int_equal(ep.flags, RW_EP_IP4 | RW_EP_IP6 | RW_EP_GW6);
 	assert_int_equal(ep.pod_ip, ip4("169.254.172.9"));
 	assert_true(ip6_is(ep.pod_ip6, "2600:1f14:abc::7"));
@@ -284,9 +302,8 @@ static void test_ipv6_identity(void **state)
 	ep = bound_ep(7007);
 	assert_int_equal(ep.flags, RW_EP_IP6);
 	SH("ip link set rwx7007 up");
-	drain_events(NULL);
+	ep = bound_ep_after_events(7007, RW_EP_IP6 | RW_EP_GW6);
 	link_local_of("rwsb7", gw);
-	ep = bound_ep(7007);
 	assert_int_equal(ep.flags, RW_EP_IP6 | RW_EP_GW6);
 	assert_memory_equal(ep.gw_ip6, gw, sizeof(gw));
 }
