@@ -2314,7 +2314,7 @@ static void teardown(void)
  */
 static int replay_one(struct rw_datapath *priv, const struct rw_policy *pol,
 		      const struct rw_policy_run *run, const struct model_binding *b,
-		      const struct rw_ip *pod, int six, const char *json)
+		      const struct rw_ip *pod, int ipv6, const char *json)
 {
 	static unsigned long long printed;
 	int dir = chance(70) ? RW_DIR_EGRESS : RW_DIR_INGRESS;
@@ -2328,7 +2328,7 @@ static int replay_one(struct rw_datapath *priv, const struct rw_policy *pol,
 	size_t len;
 	char err[600], text[200];
 
-	if (six) {
+	if (ipv6) {
 		struct a6 a = pick_peer6(&port, &proto);
 
 		peer = rw_ip6((const __be32 *)a.b);
@@ -2400,13 +2400,13 @@ static int replay_phase(int snapshots, int pods, __u64 revision, int tap)
 		/* A few pods, many flows each: as replay judges them, sorted by pod. */
 		for (int i = 0; i < pods && pol.n_runs; i++) {
 			const struct rw_policy_run *run = &pol.runs[rnd(pol.n_runs)];
-			int six = run->n_pods6 && (!run->n_pods || chance(40));
+			int ipv6 = run->n_pods6 && (!run->n_pods || chance(40));
 			struct model_binding b = {.bound = 1};
 			struct rw_ip pod;
 
 			if (!run->n_pods && !run->n_pods6)
 				continue;
-			if (six) {
+			if (ipv6) {
 				pod = rw_ip6(run->pods6[rnd(run->n_pods6)]);
 				b.flags = RW_EP_IP6;
 				memcpy(b.pod_ip6, pod.a, 16);
@@ -2422,7 +2422,7 @@ static int replay_phase(int snapshots, int pods, __u64 revision, int tap)
 			}
 			bound++;
 			for (int k = 0; k < REPLAY_FLOWS_PER_POD; k++)
-				diffs += replay_one(&priv, &pol, run, &b, &pod, six, json);
+				diffs += replay_one(&priv, &pol, run, &b, &pod, ipv6, json);
 			judged += REPLAY_FLOWS_PER_POD;
 		}
 		cur_snap = saved;

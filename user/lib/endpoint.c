@@ -20,17 +20,17 @@
 /* ---- conntrack: two tables per sandbox veth, one per family ------------------------------- */
 
 /* The outer map of a family's tables: rw_conntrack (IPv4) or rw_conntrack6 (IPv6). */
-static int ct_outer(const struct rw_datapath *dp, bool six)
+static int ct_outer(const struct rw_datapath *dp, bool ipv6)
 {
-	return dp->map_fd[six ? RW_M_CONNTRACK6 : RW_M_CONNTRACK];
+	return dp->map_fd[ipv6 ? RW_M_CONNTRACK6 : RW_M_CONNTRACK];
 }
 
 /* ---- veth indexes (runwall.h, rw_veth_slots): a bound veth's binding and tables by index --- */
 
 /* The same tables by veth index. */
-static int ct_slots(const struct rw_datapath *dp, bool six)
+static int ct_slots(const struct rw_datapath *dp, bool ipv6)
 {
-	return dp->map_fd[six ? RW_M_CT6_SLOTS : RW_M_CT_SLOTS];
+	return dp->map_fd[ipv6 ? RW_M_CT6_SLOTS : RW_M_CT_SLOTS];
 }
 
 /* The veth whose binding is at `idx`, in *owner (0: none). 0, or -errno when it cannot be told
@@ -186,12 +186,12 @@ static int index_release(const struct rw_datapath *dp, __u32 ifindex)
 	return err;
 }
 
-static int ct_table_fd(const struct rw_datapath *dp, __u32 ifindex, bool six)
+static int ct_table_fd(const struct rw_datapath *dp, __u32 ifindex, bool ipv6)
 {
 	__u32 id;
 	int fd;
 
-	if (bpf_map_lookup_elem(ct_outer(dp, six), &ifindex, &id))
+	if (bpf_map_lookup_elem(ct_outer(dp, ipv6), &ifindex, &id))
 		return -errno;
 	fd = bpf_map_get_fd_by_id(id);
 	return fd < 0 ? -errno : fd;
@@ -207,11 +207,11 @@ int rw_conntrack6_table_fd(const struct rw_datapath *dp, __u32 ifindex)
 	return ct_table_fd(dp, ifindex, true);
 }
 
-static bool ct_table_exists(const struct rw_datapath *dp, __u32 ifindex, bool six)
+static bool ct_table_exists(const struct rw_datapath *dp, __u32 ifindex, bool ipv6)
 {
 	__u32 id;
 
-	return bpf_map_lookup_elem(ct_outer(dp, six), &ifindex, &id) == 0;
+	return bpf_map_lookup_elem(ct_outer(dp, ipv6), &ifindex, &id) == 0;
 }
 
 static __u32 table_size(int fd)
@@ -228,15 +228,15 @@ static __u32 table_size(int fd)
 static int ct_node_used(const struct rw_datapath *dp, __u32 skip, bool skip_six, __u64 *used)
 {
 	*used = 0;
-	for (int six = 0; six < 2; six++) {
+	for (int ipv6 = 0; ipv6 < 2; ipv6++) {
 		__u32 key, *prev = NULL;
 		int fd;
 
-		while (bpf_map_get_next_key(ct_outer(dp, six), prev, &key) == 0) {
+		while (bpf_map_get_next_key(ct_outer(dp, ipv6), prev, &key) == 0) {
 			prev = &key;
-			if (key == skip && six == skip_six)
+			if (key == skip && ipv6 == skip_six)
 				continue;
-			fd = ct_table_fd(dp, key, six);
+			fd = ct_table_fd(dp, key, ipv6);
 			if (fd < 0)
 				continue; /* deleted under our feet */
 			*used += table_size(fd);
@@ -249,13 +249,13 @@ static int ct_node_used(const struct rw_datapath *dp, __u32 skip, bool skip_six,
 }
 
 /* The veth's table of the family, as rw_conntrack holds it, at its index too. */
-static int ct_index_sync(const struct rw_datapath *dp, __u32 ifindex, bool six, __u32 idx)
+static int ct_index_sync(const struct rw_datapath *dp, __u32 ifindex, bool ipv6, __u32 idx)
 {
-	int fd = ct_table_fd(dp, ifindex, six), err = 0;
+	int fd = ct_table_fd(dp, ifindex, ipv6), err = 0;
 
 	if (fd < 0)
 		return fd;
-	if (bpf_map_update_elem(ct_slots(dp, six), &idx, &fd, BPF_ANY))
+	if (bpf_map_update_elem(ct_slots(dp, ipv6), &idx, &fd, BPF_ANY))
 		err = -errno;
 	close(fd);
 	return err;
@@ -266,7 +266,7 @@ static int ct_index_sync(const struct rw_datapath *dp, __u32 ifindex, bool six, 
  * in rw_conntrack and at the veth's index `idx` (-1: it has none yet). `replace`: only if it has
  * one (rw_conntrack_flush()).
  */
-static int ct_table_reset(const struct rw_datapath *dp, __u32 ifindex, bool six, int idx,
+static int ct_table_reset(const struct rw_datapath *dp, __u32 ifindex, bool ipv6, int idx,
 			  bool replace)
 {
 	LIBBPF_OPTS(bpf_map_create_opts, opts, .map_flags = BPF_F_NO_PREALLOC);
@@ -281,23 +281,23 @@ static int ct_table_reset(const struct rw_datapath *dp, __u32 ifindex, bool six,
 		return err;
 	size = cfg.ct_per_sandbox ? cfg.ct_per_sandbox : RW_CT_PER_SANDBOX;
 	if (cfg.ct_node) {
-		err = ct_node_used(dp, ifindex, six, &used);
+		err = ct_node_used(dp, ifindex, ipv6, &used);
 		if (err)
 			return err;
 		if (used + size > cfg.ct_node)
 			return -ENOSPC;
 	}
-	snprintf(name, sizeof(name), "rwct%c_%x", six ? '6' : '4', ifindex);
+	snprintf(name, sizeof(name), "rwct%c_%x", ipv6 ? '6' : '4', ifindex);
 	fd = bpf_map_create(BPF_MAP_TYPE_HASH, name,
-			    six ? sizeof(struct rw_ct6_key) : sizeof(struct rw_ct_key),
+			    ipv6 ? sizeof(struct rw_ct6_key) : sizeof(struct rw_ct_key),
 			    sizeof(struct rw_ct_value), size, &opts);
 	if (fd < 0)
 		return -errno;
 	/* A replacement only replaces: a veth unbound meanwhile does not get its table back. */
-	err = bpf_map_update_elem(ct_outer(dp, six), &ifindex, &fd, replace ? BPF_EXIST : BPF_ANY)
+	err = bpf_map_update_elem(ct_outer(dp, ipv6), &ifindex, &fd, replace ? BPF_EXIST : BPF_ANY)
 		      ? -errno
 		      : 0;
-	if (!err && idx >= 0 && bpf_map_update_elem(ct_slots(dp, six), &idx, &fd, BPF_ANY))
+	if (!err && idx >= 0 && bpf_map_update_elem(ct_slots(dp, ipv6), &idx, &fd, BPF_ANY))
 		err = -errno;
 	close(fd);
 	return err;
@@ -310,15 +310,15 @@ int rw_conntrack_flush(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_i
 	int replaced = 0, err;
 
 	if (ifindex) {
-		for (int six = 0; six < 2; six++) {
-			if (!ct_table_exists(dp, ifindex, six))
+		for (int ipv6 = 0; ipv6 < 2; ipv6++) {
+			if (!ct_table_exists(dp, ifindex, ipv6))
 				continue;
 			__u32 idx;
 			int at = veth_index(dp, ifindex, &idx);
 
 			if (at && at != -ENOENT)
 				return at; /* the table the programs read could stay: no flush */
-			err = ct_table_reset(dp, ifindex, six, at ? -1 : (int)idx, true);
+			err = ct_table_reset(dp, ifindex, ipv6, at ? -1 : (int)idx, true);
 			if (err)
 				return err;
 			replaced++;
@@ -353,10 +353,10 @@ union ct_any_key {
  * a time. An update racing a packet at worst writes back an older stamp, which only costs the
  * flow one full judgement.
  */
-static int ct_expire_one(int fd, const union ct_any_key *key, bool six, struct rw_ct_value *v,
+static int ct_expire_one(int fd, const union ct_any_key *key, bool ipv6, struct rw_ct_value *v,
 			 __u64 now_ns)
 {
-	__u8 proto = six ? key->k6.proto : key->k4.proto;
+	__u8 proto = ipv6 ? key->k6.proto : key->k4.proto;
 
 	if (v->active) {
 		v->active = 0;
@@ -373,13 +373,13 @@ static int ct_expire_one(int fd, const union ct_any_key *key, bool six, struct r
 /* The cursor's top bit says which family's outer map the walk is in (ifindexes are positive
  * ints, so the bit is free); the rest is the last veth visited there.
  */
-#define RW_CT_CURSOR_SIX (1u << 31)
+#define RW_CT_CURSOR_IPV6 (1u << 31)
 
 int rw_conntrack_expire(const struct rw_datapath *dp, __u64 now_ns, __u32 *cursor,
 			unsigned int budget)
 {
-	bool six = *cursor & RW_CT_CURSOR_SIX;
-	__u32 at = *cursor & ~RW_CT_CURSOR_SIX, ifindex, *prev = at ? &at : NULL;
+	bool ipv6 = *cursor & RW_CT_CURSOR_IPV6;
+	__u32 at = *cursor & ~RW_CT_CURSOR_IPV6, ifindex, *prev = at ? &at : NULL;
 	unsigned int visited = 0;
 	int expired = 0;
 
@@ -388,24 +388,24 @@ int rw_conntrack_expire(const struct rw_datapath *dp, __u64 now_ns, __u32 *curso
 		struct rw_ct_value v;
 		int fd;
 
-		if (bpf_map_get_next_key(ct_outer(dp, six), prev, &ifindex)) {
-			if (six)
+		if (bpf_map_get_next_key(ct_outer(dp, ipv6), prev, &ifindex)) {
+			if (ipv6)
 				break;
-			six = true; /* the IPv4 tables are done: on to the IPv6 ones */
+			ipv6 = true; /* the IPv4 tables are done: on to the IPv6 ones */
 			prev = NULL;
 			continue;
 		}
 		at = ifindex;
 		prev = &at;
-		*cursor = ifindex | (six ? RW_CT_CURSOR_SIX : 0);
-		fd = ct_table_fd(dp, ifindex, six);
+		*cursor = ifindex | (ipv6 ? RW_CT_CURSOR_IPV6 : 0);
+		fd = ct_table_fd(dp, ifindex, ipv6);
 		if (fd < 0)
 			continue;
 		/* Delete one step behind the walk: deleting the current key would restart it. */
 		for (int more = 1; more;) {
 			more = bpf_map_get_next_key(fd, kprev, &next) == 0;
 			if (kprev && bpf_map_lookup_elem(fd, &key, &v) == 0)
-				expired += ct_expire_one(fd, &key, six, &v, now_ns);
+				expired += ct_expire_one(fd, &key, ipv6, &v, now_ns);
 			key = next;
 			kprev = &key;
 			visited++;
@@ -499,15 +499,15 @@ int rw_endpoint_bind_addrs(const struct rw_datapath *dp, __u32 ifindex,
 	 * slot, or an overflow index when another veth holds that), before the binding is.
 	 */
 	err = veth_index_claim(dp, ifindex, &idx);
-	for (int six = 0; six < 2 && !err; six++) {
-		if (!(ep.flags & family_flag[six]))
+	for (int ipv6 = 0; ipv6 < 2 && !err; ipv6++) {
+		if (!(ep.flags & family_flag[ipv6]))
 			continue;
-		if (ct_table_exists(dp, ifindex, six)) {
-			err = ct_index_sync(dp, ifindex, six, idx);
+		if (ct_table_exists(dp, ifindex, ipv6)) {
+			err = ct_index_sync(dp, ifindex, ipv6, idx);
 			continue;
 		}
-		err = ct_table_reset(dp, ifindex, six, (int)idx, false);
-		made[six] = !err;
+		err = ct_table_reset(dp, ifindex, ipv6, (int)idx, false);
+		made[ipv6] = !err;
 	}
 	if (!err && bpf_map_update_elem(fd, &ifindex, &ep, BPF_ANY))
 		err = -errno;
@@ -520,11 +520,11 @@ int rw_endpoint_bind_addrs(const struct rw_datapath *dp, __u32 ifindex,
 			rw_endpoint_unbind(dp, ifindex);
 		return err;
 	}
-	for (int six = 0; six < 2; six++) {
-		if (!made[six])
+	for (int ipv6 = 0; ipv6 < 2; ipv6++) {
+		if (!made[ipv6])
 			continue;
-		bpf_map_delete_elem(ct_slots(dp, six), &idx);
-		bpf_map_delete_elem(ct_outer(dp, six), &ifindex);
+		bpf_map_delete_elem(ct_slots(dp, ipv6), &idx);
+		bpf_map_delete_elem(ct_outer(dp, ipv6), &ifindex);
 	}
 	return err;
 }
@@ -552,8 +552,8 @@ int rw_endpoint_unbind(const struct rw_datapath *dp, __u32 ifindex)
 	err = index_release(dp, ifindex);
 	if (err)
 		return err; /* still bound where the programs read it: nothing else is undone */
-	for (int six = 0; six < 2; six++)
-		if (bpf_map_delete_elem(ct_outer(dp, six), &ifindex) && errno != ENOENT && !err)
+	for (int ipv6 = 0; ipv6 < 2; ipv6++)
+		if (bpf_map_delete_elem(ct_outer(dp, ipv6), &ifindex) && errno != ENOENT && !err)
 			err = -errno;
 	if (bpf_map_delete_elem(dp->map_fd[RW_M_ENDPOINTS], &ifindex) && errno != ENOENT && !err)
 		err = -errno;

@@ -40,8 +40,8 @@ static int ip6_cmp(const void *a, const void *b)
 	return memcmp(a, b, 4 * sizeof(__be32));
 }
 
-/* The pod at key (an IPv4 __be32, or with six an IPv6 __be32[4]) into its run. */
-static int add_pod(struct rw_live_run **runs, size_t *n, size_t *cap, const void *key, bool six,
+/* The pod at key (an IPv4 __be32, or with ipv6 an IPv6 __be32[4]) into its run. */
+static int add_pod(struct rw_live_run **runs, size_t *n, size_t *cap, const void *key, bool ipv6,
 		   const struct rw_pod *pod)
 {
 	struct rw_live_run *r = NULL;
@@ -71,7 +71,7 @@ static int add_pod(struct rw_live_run **runs, size_t *n, size_t *cap, const void
 		r->gen = pod->run_gen;
 		r->egress = pod->egress_mode;
 	}
-	if (six) {
+	if (ipv6) {
 		__be32(*pods6)[4] = realloc(r->pods6, (r->n_pods6 + 1) * sizeof(*pods6));
 
 		if (!pods6)
@@ -89,12 +89,12 @@ static int add_pod(struct rw_live_run **runs, size_t *n, size_t *cap, const void
 }
 
 /* Every pod of one family's pods map of the live slot (-ENOENT: none such) into runs. */
-static int read_pods(const struct rw_datapath *dp, bool six, struct rw_live_run **runs, size_t *n,
+static int read_pods(const struct rw_datapath *dp, bool ipv6, struct rw_live_run **runs, size_t *n,
 		     size_t *cap)
 {
 	__be32 key[4], *prev = NULL;
 	struct rw_pod pod;
-	int fd = rw_live_inner_fd(dp, six ? RW_M_PODS6 : RW_M_PODS), err = 0;
+	int fd = rw_live_inner_fd(dp, ipv6 ? RW_M_PODS6 : RW_M_PODS), err = 0;
 
 	if (fd < 0)
 		return fd;
@@ -102,7 +102,7 @@ static int read_pods(const struct rw_datapath *dp, bool six, struct rw_live_run 
 		prev = key;
 		if (bpf_map_lookup_elem(fd, key, &pod))
 			continue;
-		err = add_pod(runs, n, cap, key, six, &pod);
+		err = add_pod(runs, n, cap, key, ipv6, &pod);
 		if (err)
 			break;
 	}

@@ -122,14 +122,14 @@ int rw_map_fill(const struct rw_datapath *dp, struct rw_map_fill fill[RW_M__COUN
 			/* Flows of every sandbox's table of the family, against the node's size
 			 * (which counts both families).
 			 */
-			bool six = i == RW_M_CONNTRACK6;
+			bool ipv6 = i == RW_M_CONNTRACK6;
 			struct rw_config cfg;
 			__u32 key, *prev = NULL;
 
 			f->entries = 0;
 			while (bpf_map_get_next_key(fd, prev, &key) == 0) {
-				int inner = six ? rw_conntrack6_table_fd(dp, key)
-						: rw_conntrack_table_fd(dp, key);
+				int inner = ipv6 ? rw_conntrack6_table_fd(dp, key)
+						 : rw_conntrack_table_fd(dp, key);
 
 				prev = &key;
 				if (inner < 0)

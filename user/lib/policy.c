@@ -1314,10 +1314,10 @@ static void run_pod_keys(const struct rw_policy_run *r, struct pod_key *out)
 	size_t i4 = 0, i6 = 0, n = run_n_pods(r);
 
 	for (size_t pos = 0; pos < n; pos++) {
-		bool six =
+		bool ipv6 =
 			i6 < r->n_pods6 && (r->pods6_at ? r->pods6_at[i6] == pos : i4 == r->n_pods);
 
-		if (six)
+		if (ipv6)
 			memcpy(out[pos].ip, r->pods6[i6++], sizeof(out[pos].ip));
 		else
 			pod_key_v4(out[pos].ip, r->pods[i4++]);

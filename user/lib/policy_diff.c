@@ -131,7 +131,7 @@ static bool rules_subset(const struct rw_policy_rule *a, size_t na, const struct
 
 /* A rule in canonical form: its port lists sorted (the parser guarantees no duplicates). */
 struct rule_canon {
-	__u8 six;
+	__u8 ipv6;
 	__be32 addr;
 	__be32 addr6[4];
 	__u8 prefixlen;
@@ -156,8 +156,8 @@ static int canon_cmp(const void *pa, const void *pb)
 	const struct rule_canon *a = pa, *b = pb;
 	int c;
 
-	if (a->six != b->six)
-		return a->six < b->six ? -1 : 1;
+	if (a->ipv6 != b->ipv6)
+		return a->ipv6 < b->ipv6 ? -1 : 1;
 	if (a->addr != b->addr)
 		return a->addr < b->addr ? -1 : 1;
 	c = memcmp(a->addr6, b->addr6, sizeof(a->addr6));
@@ -189,7 +189,7 @@ static struct rule_canon *rules_canon(const struct rw_policy_rule *r, size_t n, 
 		return NULL;
 	}
 	for (size_t i = 0; i < n; i++) {
-		c[i] = (struct rule_canon){.six = rw_policy_rule_is6(&r[i]),
+		c[i] = (struct rule_canon){.ipv6 = rw_policy_rule_is6(&r[i]),
 					   .addr = r[i].addr,
 					   .prefixlen = r[i].prefixlen};
 		memcpy(c[i].addr6, r[i].addr6, sizeof(c[i].addr6));

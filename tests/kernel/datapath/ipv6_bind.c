@@ -20,10 +20,10 @@ static struct rw_endpoint dual(const char *ip6)
 }
 
 /* The number of flows in a veth's table of one family: -1 when it has none. */
-static int flows_in(int dev, int six)
+static int flows_in(int dev, int ipv6)
 {
-	int fd = six ? rw_conntrack6_table_fd(&dp, ifindex_of[dev])
-		     : rw_conntrack_table_fd(&dp, ifindex_of[dev]);
+	int fd = ipv6 ? rw_conntrack6_table_fd(&dp, ifindex_of[dev])
+		      : rw_conntrack_table_fd(&dp, ifindex_of[dev]);
 	__u8 key[sizeof(struct rw_ct6_key)], *prev = NULL;
 	int n = 0;
 
@@ -38,16 +38,16 @@ static int flows_in(int dev, int six)
 }
 
 /* A flow put straight into the veth's table (idle since seen_ns, not active). */
-static void put_flow(int dev, int six, __u16 port, __u64 seen_ns)
+static void put_flow(int dev, int ipv6, __u16 port, __u64 seen_ns)
 {
 	struct rw_ct_value v = {.created_ns = seen_ns, .seen_ns = seen_ns, .opened_by = E};
-	int fd = six ? rw_conntrack6_table_fd(&dp, ifindex_of[dev])
-		     : rw_conntrack_table_fd(&dp, ifindex_of[dev]);
+	int fd = ipv6 ? rw_conntrack6_table_fd(&dp, ifindex_of[dev])
+		      : rw_conntrack_table_fd(&dp, ifindex_of[dev]);
 	int err;
 
 	if (fd < 0)
-		FATAL("%s has no IPv%d table", devs[dev], six ? 6 : 4);
-	if (six) {
+		FATAL("%s has no IPv%d table", devs[dev], ipv6 ? 6 : 4);
+	if (ipv6) {
 		struct rw_ct6_key k = {.ifindex = ifindex_of[dev], .proto = UDP};
 
 		inet_pton(AF_INET6, BIND_POD6, k.pod_ip);
@@ -66,7 +66,7 @@ static void put_flow(int dev, int six, __u16 port, __u64 seen_ns)
 	}
 	close(fd);
 	if (err)
-		FATAL("putting a flow in %s's IPv%d table: %s", devs[dev], six ? 6 : 4,
+		FATAL("putting a flow in %s's IPv%d table: %s", devs[dev], ipv6 ? 6 : 4,
 		      strerror(errno));
 }
 
@@ -75,8 +75,8 @@ static __u64 tables_room(void)
 {
 	__u64 room = 0;
 
-	for (int six = 0; six < 2; six++) {
-		int outer = dp.map_fd[six ? RW_M_CONNTRACK6 : RW_M_CONNTRACK];
+	for (int ipv6 = 0; ipv6 < 2; ipv6++) {
+		int outer = dp.map_fd[ipv6 ? RW_M_CONNTRACK6 : RW_M_CONNTRACK];
 		__u32 key, *prev = NULL;
 
 		while (bpf_map_get_next_key(outer, prev, &key) == 0) {

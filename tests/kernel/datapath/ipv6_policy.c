@@ -530,9 +530,9 @@ static void test_cache6(unsigned long long rev)
 /* The time of a cached segment of each family's flow (BPF_PROG_TEST_RUN's average over
  * repeats), reported, not judged: the IPv6 one pays the tail call and a longer key.
  */
-static void report_fast_path(const struct tcase *six, const struct tcase *four)
+static void report_fast_path(const struct tcase *ipv6, const struct tcase *four)
 {
-	const struct tcase *c[2] = {four, six};
+	const struct tcase *c[2] = {four, ipv6};
 	__u32 ns[2] = {0, 0};
 
 	for (int i = 0; i < 2; i++) {
