@@ -28,6 +28,8 @@ The control side (plain HTTP, loopback only: how a test drives it):
   POST /mode?m=normal|stall|silent  stall: a heartbeat one byte a second; silent: nothing
   GET  /state            {"revision": R, "streams": N, "connections": [...], "acks": N}
   GET  /acks             every ack recorded, with its arrival time (monotonic ns)
+  GET  /acks?revision=R&wait=S  the acks of revision R, answered as soon as the first arrives
+                         (within S seconds; [] if none came)
 
 State (the snapshot and its revision) is kept in --state, rewritten on every change, so that a
 restarted server resumes where it was: an agent that reconnects with the server's revision gets
@@ -60,6 +62,7 @@ class State:
     def __init__(self, path):
         self.path = path
         self.lock = threading.Lock()
+        self.acked = threading.Condition(self.lock)  # notified at each ack
         self.snapshot = {"revision": 0, "runs": []}
         self.streams = []        # one queue per open stream
         self.connections = []    # what each watch request asked for
@@ -214,6 +217,7 @@ def make_watch_handler(st, args, token):
             ack["_ns"] = time.monotonic_ns()
             with st.lock:
                 st.acks.append(ack)
+                st.acked.notify_all()
                 on_refused_revision(st, ack)
                 if args.acks:
                     with open(args.acks, "a") as f:
@@ -239,11 +243,17 @@ def make_control_handler(st):
 
         def do_GET(self):
             u = urllib.parse.urlsplit(self.path)
+            q = urllib.parse.parse_qs(u.query)
             with st.lock:
                 if u.path == "/state":
                     return self.reply({"revision": st.revision, "streams": len(st.streams),
                                        "connections": st.connections, "acks": len(st.acks),
                                        "mode": st.mode})
+                if u.path == "/acks" and "revision" in q:
+                    rev = int(q["revision"][0])
+                    mine = lambda: [a for a in st.acks if a.get("revision") == rev]
+                    st.acked.wait_for(mine, float(q.get("wait", ["0"])[0]))
+                    return self.reply(mine())
                 if u.path == "/acks":
                     return self.reply(st.acks)
             self.reply({"error": "unknown"}, 404)

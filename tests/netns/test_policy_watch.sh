@@ -29,9 +29,14 @@
 #             32 live), as upserts and deletes, each acked ok; the runs in force then the live ones,
 #             in status and in the snapshot the control socket reads back; p50/p99 from change
 #             sent to ack reported (diag), not asserted
+#   ack       ACK_TRIES (1000) changes of one run, revoke and grant alternately: a connection from
+#             its sandbox opened the moment each ack arrives at the server gets the new verdict
+#             (refused, connected); the ack's arrival to the connect, and the change sent to its
+#             ack, p50/p99 reported (diag)
 #   cost      one run's change on the small node and after a snapshot of 960 more runs (a node
-#             holds 1023): the time to parse, compose, apply, probe and ack, p50/p99 over 40
-#             changes, reported (diag), not asserted
+#             holds 1023), each sent the moment the last ack arrives and then 50 a second: the
+#             time to parse, compose, apply and ack, p50/p99 over 40 changes, reported (diag),
+#             not asserted
 #   frozen    a server stopped with SIGSTOP: the stream is cut, status answers, enforcement goes
 #             on, and SIGTERM ends the agent at once though its reconnection hangs
 #   lease     a snapshot with lease_seconds 2, kept by the heartbeats; the server partitioned (an
@@ -571,21 +576,80 @@ check "churn: the sandboxes still enforce: B reaches the database, A does not" \
 	eval '[ "$(rw_probe b tcp 52.94.9.5 5432)" = ok ] && [ "$(rw_probe a tcp 52.94.9.5 5432 --timeout 0.5)" != ok ]'
 grep "applied revision" "$RW_WORK/agent.log" | tail -n 1 | sed 's/.*applied/last apply:/' | diag
 
+# ---- ack: an acked change is enforced: a connection opened the moment its ack arrives --------
+section ack
+# One process in the services namespace: it sends run B's change, waits on the server for its
+# ack (a long poll, answered as the ack is recorded), then enters sandbox b's namespace (setns)
+# and connects at once. Revoke and grant alternate, ACK_TRIES times, ending on the grant.
+ACK_TRIES=${ACK_TRIES:-1000}
+cat >"$RW_WORK/ackfirst.py" <<'EOT'
+import ctypes, errno, json, os, socket, sys, time, urllib.request
+ctl, sandbox_ns, run_id, pod, tries = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+DB = ("52.94.9.5", 5432)
+libc = ctypes.CDLL(None, use_errno=True)
+home = os.open("/proc/self/ns/net", os.O_RDONLY)
+sandbox = os.open("/run/netns/" + sandbox_ns, os.O_RDONLY)
+def setns(fd):
+    if libc.setns(fd, 0x40000000) != 0:  # CLONE_NEWNET
+        raise OSError(ctypes.get_errno(), "setns")
+def call(method, path, body=None):
+    req = urllib.request.Request("http://" + ctl + path, data=body, method=method)
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+def connect():
+    setns(sandbox)
+    try:
+        s = socket.socket()
+        s.settimeout(1)
+        t = time.monotonic_ns()
+        e = s.connect_ex(DB)
+        s.close()
+    finally:
+        setns(home)
+    return t, "ok" if e == 0 else "refused" if e == errno.ECONNREFUSED else errno.errorcode.get(e, str(e))
+wrong, gaps, lat, bad_acks = [], [], [], []
+for i in range(tries):
+    grant = i % 2 == 1
+    run = {"id": run_id, "pods": [pod], "allow": [{"ip": DB[0], "tcp": [DB[1]]}] if grant else []}
+    r = call("POST", "/upsert", json.dumps(run).encode())
+    acks = call("GET", "/acks?revision=%d&wait=30" % r["revision"])
+    if not acks or not acks[-1].get("ok"):
+        bad_acks.append(acks[-1] if acks else {"revision": r["revision"], "missing": True})
+        continue
+    t, got = connect()
+    gaps.append((t - acks[-1]["_ns"]) / 1e6)
+    lat.append((acks[-1]["_ns"] - r["sent_ns"]) / 1e6)
+    if got != ("ok" if grant else "refused"):
+        wrong.append({"try": i, "grant": grant, "got": got, "revision": r["revision"]})
+q = lambda v, f: round(sorted(v)[min(len(v) - 1, int(f * len(v)))], 2) if v else None
+print(json.dumps({"tries": tries, "judged": len(gaps), "wrong": len(wrong), "first_wrong": wrong[:5],
+                  "bad_acks": len(bad_acks), "first_bad_acks": bad_acks[:3],
+                  "ack_to_connect_ms": {"p50": q(gaps, 0.5), "p99": q(gaps, 0.99), "max": q(gaps, 1)},
+                  "sent_to_ack_ms": {"p50": q(lat, 0.5), "p99": q(lat, 0.99), "max": q(lat, 1)}}))
+EOT
+ackres=$(rw_in "$RW_SVC" "$RW_PY" "$RW_WORK/ackfirst.py" "$CTL" "$(rw_ns_of b)" "$B_RUN" "$B_IP" "$ACK_TRIES" 2>"$RW_WORK/ackfirst.err") || ackres='{}'
+[ -s "$RW_WORK/ackfirst.err" ] && tail -c 600 "$RW_WORK/ackfirst.err" | diag
+diag "ack: $(jq -c '{ack_to_connect_ms, sent_to_ack_ms}' <<<"$ackres") (ack's arrival at the server to the connect, change sent to ack)"
+check "ack: $ACK_TRIES changes of run B, revoke and grant alternately, each acked ok ($(jq -c '{judged, bad_acks, first_bad_acks}' <<<"$ackres"))" \
+	rw_jq_true --argjson n "$ACK_TRIES" '.judged == $n and .bad_acks == 0' <<<"$ackres"
+check "ack: a connection from B opened the moment each ack arrived has the new verdict: refused after the revoke, connected after the grant ($(jq -c '{wrong, first_wrong}' <<<"$ackres"))" \
+	rw_jq_true --argjson n "$ACK_TRIES" '.judged == $n and .wrong == 0' <<<"$ackres"
+check "ack: after the last grant B reaches the database" \
+	test "$(rw_probe b tcp 52.94.9.5 5432)" = ok
+
 # ---- cost: one run's change on a small node and on a big one (reported, not asserted) ---------
 section cost
 cat >"$RW_WORK/cost.py" <<'EOT'
 import json, statistics, sys, time, urllib.request
-ctl, n_runs, changes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+ctl, n_runs, changes, every_ms = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 def call(method, path, body=None):
     req = urllib.request.Request("http://" + ctl + path, data=body, method=method)
     with urllib.request.urlopen(req, timeout=60) as r:
         return json.loads(r.read())
-def ack(rev):
-    while True:
-        got = [a for a in call("GET", "/acks") if a.get("revision") == rev]
-        if got:
-            return got[-1]
-        time.sleep(0.005)
+def ack(rev):  # the server answers as the ack is recorded
+    got = call("GET", "/acks?revision=%d&wait=30" % rev)
+    assert got, "no ack of %d" % rev
+    return got[-1]
 rev = call("GET", "/state")["revision"]
 if n_runs:
     snap = json.loads(sys.stdin.read())
@@ -599,8 +663,12 @@ if n_runs:
     snapshot_ms = a["apply_ms"]
 else:
     snapshot_ms = None
-cost = {k: [] for k in ("compose_ms", "parse_ms", "apply_ms", "probe_ms", "queued_ms", "sent_to_ack_ms")}
+cost = {k: [] for k in ("compose_ms", "parse_ms", "apply_ms", "queued_ms", "sent_to_ack_ms")}
+start = time.monotonic()
 for i in range(changes):
+    # every_ms: one change sent every so many ms (claims at a steady rate); 0: each the moment
+    # the last one's ack arrives
+    time.sleep(max(0.0, start + i * every_ms / 1000 - time.monotonic()))
     run = {"id": "run-cost", "pods": ["10.3.0.1"], "allow": [{"ip": "52.96.0.%d" % (1 + i % 200), "tcp": [443]}]}
     r = call("POST", "/upsert", json.dumps(run).encode())
     a = ack(r["revision"])
@@ -609,22 +677,26 @@ for i in range(changes):
     for k in cost:
         cost[k].append(a.get(k, 0))
 # queued_ms: from the line's arrival to its ack, the agent's whole cost of the change
-out = {"runs_added": n_runs, "snapshot_apply_ms": snapshot_ms, "changes": changes}
+out = {"runs_added": n_runs, "snapshot_apply_ms": snapshot_ms, "changes": changes, "every_ms": every_ms}
 for k, v in cost.items():
     v.sort()
     out[k[:-3] + "_ms_p50"] = round(statistics.median(v), 2)
     out[k[:-3] + "_ms_p99"] = round(v[min(len(v) - 1, int(len(v) * 0.99))], 2)
 print(json.dumps(out))
 EOT
-cost() { rw_status_json >/dev/null; rw_in "$RW_SVC" "$RW_PY" "$RW_WORK/cost.py" "$CTL" "$1" 40 <"$RW_WORK/state.json" 2>>"$RW_WORK/cost.err"; }
-small=$(cost 0) || small='{}'
+cost() { rw_status_json >/dev/null; rw_in "$RW_SVC" "$RW_PY" "$RW_WORK/cost.py" "$CTL" "$1" 40 "$2" <"$RW_WORK/state.json" 2>>"$RW_WORK/cost.err"; }
+small=$(cost 0 0) || small='{}'
+small50=$(cost 0 20) || small50='{}'
 n_small=$(rw_status_json | jq '.runs | length')
-big=$(cost 960) || big='{}'
+big=$(cost 960 0) || big='{}'
+big50=$(cost 0 20) || big50='{}'
 n_big=$(rw_status_json | jq '.runs | length')
-diag "cost: one run's upsert on a node of $n_small runs: $small"
-diag "cost: one run's upsert on a node of $n_big runs: $big"
-check "cost: the changes on both nodes were acked ok (big node: $n_big runs)" \
-	eval 'rw_jq_true ".changes == 40" <<<"$small" && rw_jq_true ".changes == 40" <<<"$big"'
+diag "cost: one run's upsert on a node of $n_small runs, back to back: $small"
+diag "cost: one run's upsert on a node of $n_small runs, 50 a second: $small50"
+diag "cost: one run's upsert on a node of $n_big runs, back to back: $big"
+diag "cost: one run's upsert on a node of $n_big runs, 50 a second: $big50"
+all_acked() { for r in "$small" "$small50" "$big" "$big50"; do rw_jq_true ".changes == 40" <<<"$r" || return 1; done; }
+check "cost: the changes on both nodes were acked ok (big node: $n_big runs)" all_acked
 [ -s "$RW_WORK/cost.err" ] && tail -c 600 "$RW_WORK/cost.err" | diag
 
 # ---- frozen server: the stream and the reconnection hang; the agent neither waits nor stops ---

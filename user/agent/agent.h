@@ -99,6 +99,10 @@ struct agent_policy {
 	char *policy_bytes; /* the file's last content, to ignore no-op rewrites */
 	size_t policy_len;
 	struct rw_apply_result last_apply;
+	/* An apply's reply or ack is on its way, its probes and grace period not run yet
+	 * (agent_settle()).
+	 */
+	bool settle_pending;
 	int64_t ready_since;
 	struct run_state *runs;
 	size_t n_runs;
@@ -277,10 +281,15 @@ int agent_apply(struct agent *a, const char *buf, size_t len, const char *source
  * (rw_policy_change_*()), then applied as agent_apply() applies; the kept document follows.
  * On refusal nothing changes, *reply says why, and *refused_at names the message's own key
  * when it is not the run's ("base": the snapshot in force cannot be read back, "id": no such
- * run), else NULL. *reply as agent_apply()'s, with parse_ms, compose_ms and probe_ms.
+ * run), else NULL. *reply as agent_apply()'s, with parse_ms and compose_ms.
  */
 int agent_apply_change(struct agent *a, uint64_t revision, json_t *obj_run, const char *del_id,
 		       const char *source, const char **refused_at, json_t **reply);
+/* What follows an apply once its reply or ack is out, at the top of the main loop: the probes
+ * of the connections it cut (their resets follow within the second) and the grace period its
+ * flip owes (rw_apply_settle()). Nothing when no apply is pending.
+ */
+void agent_settle(struct agent *a);
 /* The snapshot in force as a document, for a run change (NULL: unknown, or no memory). */
 json_t *agent_policy_doc(struct agent *a);
 /* Its text (NULL: unknown), written out from policy_doc when a run change made it stale. */

@@ -125,7 +125,13 @@ static int agent_run(struct agent *a)
 	}
 
 	while (!a->stop) {
-		int n = epoll_wait(a->epfd, evs, 16, -1);
+		int n;
+
+		/* The last apply's reply or ack went out in the last round: its probes and grace
+		 * period now, off its path.
+		 */
+		agent_settle(a);
+		n = epoll_wait(a->epfd, evs, 16, -1);
 
 		for (int i = 0; i < n; i++) {
 			int fd = evs[i].data.fd;

@@ -151,8 +151,8 @@ static void apply_text(struct agent *a, const struct rw_watch_msg *m, uint64_t r
 
 	if (ret == 0) {
 		/* apply_ms: rw_apply(), the maps and the flip; parse_ms: the rest of agent_apply()
-		 * (the parser, the diff for the log and the probes), both O(node) in CPU, not in
-		 * kernel work. A snapshot composes nothing: no compose_ms, no probe_ms of its own.
+		 * (the parser and the diff for the log), both O(node) in CPU, not in kernel work.
+		 * A snapshot composes nothing: no compose_ms. The probes follow the ack.
 		 */
 		double apply_ms = json_real_value(json_object_get(reply, "apply_ms"));
 
@@ -243,10 +243,9 @@ static void ack_change(struct agent *a, const struct rw_watch_msg *m, int ret, j
 		double compose_ms = json_real_value(json_object_get(reply, "compose_ms"));
 		double parse_ms = json_real_value(json_object_get(reply, "parse_ms"));
 
-		o = json_pack("{s:b, s:s, s:I, s:f, s:f, s:f, s:f, s:f}", "ok", 1, "type",
+		o = json_pack("{s:b, s:s, s:I, s:f, s:f, s:f, s:f}", "ok", 1, "type",
 			      type_names[m->type], "revision", (json_int_t)m->revision, "apply_ms",
-			      apply_ms, "parse_ms", parse_ms, "compose_ms", compose_ms, "probe_ms",
-			      json_real_value(json_object_get(reply, "probe_ms")), "queued_ms",
+			      apply_ms, "parse_ms", parse_ms, "compose_ms", compose_ms, "queued_ms",
 			      (rw_now_mono_ns() - received_ns) / 1e6);
 		json_object_set_new(o, "generation",
 				    json_integer(m->type == RW_WATCH_RUN_UPSERT

@@ -224,10 +224,10 @@ static int apply_next(struct agent *a, const struct rw_policy *next,
 		rw_debug("  %s", line);
 	}
 	rw_info("applied revision %llu from %s (previous %llu): %d changes, %u runs, %u pods, "
-		"%u entries, %.1f ms (build %.1f, flip %.1f), %u flows forgotten",
+		"%u entries, %.1f ms (grace owed %.1f, build %.1f, flip %.1f), %u flows forgotten",
 		(unsigned long long)res->revision, source, (unsigned long long)res->previous, n,
-		res->runs, res->pods, res->entries, res->total_ms, res->build_ms, res->flip_ms,
-		res->flows_flushed);
+		res->runs, res->pods, res->entries, res->total_ms, res->wait_ms, res->build_ms,
+		res->flip_ms, res->flows_flushed);
 	*reply = json_pack("{s:b, s:I, s:I, s:f, s:f, s:f, s:i, s:i, s:o}", "ok", 1, "revision",
 			   (json_int_t)res->revision, "previous", (json_int_t)res->previous,
 			   "apply_ms", res->total_ms, "build_ms", res->build_ms, "flip_ms",
@@ -281,7 +281,7 @@ int agent_apply(struct agent *a, const char *buf, size_t len, const char *source
 	keep_text(a, buf, len, source);
 	applied(a, &res);
 	runs_update(a);
-	probe_stale_connections(a);
+	a->pol.settle_pending = true; /* after the reply: agent_settle() */
 	return 0;
 }
 
@@ -355,15 +355,33 @@ int agent_apply_change(struct agent *a, uint64_t revision, json_t *obj_run, cons
 	applied(a, &res);
 	run_state_change(a, at, added, removed);
 	/* parse_ms: the run's parse and checks, the next policy, the log's diff and the run's
-	 * state: all of the change but the apply, the document's edit and the probes.
+	 * state: all of the change but the apply and the document's edit.
 	 */
 	json_object_set_new(*reply, "parse_ms",
 			    json_real(rw_now_ms() - t0 - res.total_ms - compose_ms));
 	json_object_set_new(*reply, "compose_ms", json_real(compose_ms));
-	t1 = rw_now_ms();
-	probe_stale_connections(a);
-	json_object_set_new(*reply, "probe_ms", json_real(rw_now_ms() - t1));
+	a->pol.settle_pending = true; /* after the reply: agent_settle() */
 	return 0;
+}
+
+void agent_settle(struct agent *a)
+{
+	double t0, t1;
+	int ret;
+
+	if (!a->pol.settle_pending)
+		return;
+	a->pol.settle_pending = false;
+	t0 = rw_now_ms();
+	probe_stale_connections(a);
+	t1 = rw_now_ms();
+	ret = rw_apply_settle(&a->dp);
+	if (ret)
+		rw_warn("waiting for the grace period of the last flip: %s (the next apply waits "
+			"for it)",
+			strerror(-ret));
+	rw_debug("after the apply's reply: probes %.2f ms, grace period %.2f ms", t1 - t0,
+		 rw_now_ms() - t1);
 }
 
 /* The policy file: applied when it is newer than what is in force, adopted when it is what

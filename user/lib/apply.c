@@ -121,6 +121,7 @@ struct rw_apply_cache {
 	bool no_batch[POLICY_TABLES]; /* the kernel has no batch ops for this type (atomic) */
 	long fault_after;	      /* tests: fail after this many writes, -1 never */
 	long writes;
+	bool grace_owed; /* a flip since the last grace period: the idle slot may still be read */
 };
 
 #ifdef RW_TEST_FAULTS
@@ -977,6 +978,26 @@ static int grace_period(const struct rw_datapath *dp, const struct rw_apply_cach
 											: 0;
 }
 
+/* The grace period the last flip owes before its old slot, the idle one now, is written: none
+ * when it was waited for already. On error it is still owed.
+ */
+static int settle(const struct rw_datapath *dp, struct rw_apply_cache *c)
+{
+	int ret;
+
+	if (!c->grace_owed)
+		return 0;
+	ret = grace_period(dp, c);
+	if (!ret)
+		c->grace_owed = false;
+	return ret;
+}
+
+int rw_apply_settle(struct rw_datapath *dp)
+{
+	return dp->apply ? settle(dp, cache_of(dp)) : 0;
+}
+
 static void cache_free(struct rw_apply_cache *c)
 {
 	shadow_reset(&c->spare);
@@ -1361,22 +1382,47 @@ static bool pod_stayed(const struct shadow *old, const struct group *og, int fd,
 	return !strcmp(pod.run_id, id);
 }
 
+/* Whether a pod of the old slot (as pod_stayed()) was in any run there. */
+static bool pod_was_bound(const struct shadow *old, int fd, const void *ip, bool six)
+{
+	struct rw_pod pod;
+
+	if (!old->known)
+		return fd >= 0 && !bpf_map_lookup_elem(fd, ip, &pod);
+	for (size_t g = 0; g < old->n_groups; g++) {
+		const struct group *og = &old->groups[g];
+
+		if (six ? group_has_pod6(old, og, ip)
+			: in_sorted(old->pods + og->pod_off, og->n_pods, *(const __be32 *)ip))
+			return true;
+	}
+	return false;
+}
+
 /* Pods of the new live slot that were not in the same run in the old one: a pod moved from
  * another run, or joining one from none, by either of its addresses. Their flows were opened
  * under another run, or under a run that has ended, so they are forgotten (both of the veth's
  * tables). A pod whose run ended and that no run names now keeps its flows: the datapath
  * still knows its veth's own addresses, and a segment of one of them is a revoke that resets
  * both ends (bpf/revoke.h, and the probe of revoke_probe.c).
+ *
+ * Called right after the flip, before the grace period it owes (settle()): a packet that loaded
+ * the old state word may still be judged under the old slot and note a flow after the flush.
+ * Under the old slot, a pod that was in no run had none of its packets allowed, and only an
+ * allowed packet notes a flow (rw_allow_flow()), so a pod that joins a run from none needs no
+ * wait. A pod that was in another run could have one noted under that run: for those the grace
+ * period is waited for first, so that the flush comes after the last such packet.
  */
 /* How long flush_moved_pods() waits for the veth lock (its holders keep it milliseconds). */
 #define FLUSH_LOCK_MS 1000
 
-static int flush_moved_pods(const struct rw_datapath *dp, const struct shadow *old, __u32 old_slot,
-			    const struct shadow *next)
+static int flush_moved_pods(const struct rw_datapath *dp, struct rw_apply_cache *c,
+			    const struct shadow *old, __u32 old_slot, const struct shadow *next)
 {
 	__be32 *moved = NULL, (*moved6)[4] = NULL;
 	size_t n = 0, cap = 0, n6 = 0, cap6 = 0;
 	int fd = -1, fd6 = -1, ret = 0;
+	bool from_run = false;
 
 	if (!old->known) {
 		fd = slot_inner_fd(dp, RW_M_PODS, old_slot);
@@ -1401,6 +1447,7 @@ static int flush_moved_pods(const struct rw_datapath *dp, const struct shadow *o
 			if (grow((void **)&moved, &cap, n + 1, sizeof(*moved)))
 				goto nomem;
 			moved[n++] = ip;
+			from_run = from_run || pod_was_bound(old, fd, &ip, false);
 		}
 		for (size_t i = 0; ng->n_pods6 && i < ng->n_ents; i++) {
 			if (e[i].table != T_PODS6 ||
@@ -1409,6 +1456,7 @@ static int flush_moved_pods(const struct rw_datapath *dp, const struct shadow *o
 			if (grow((void **)&moved6, &cap6, n6 + 1, sizeof(*moved6)))
 				goto nomem;
 			memcpy(moved6[n6++], e[i].key, sizeof(*moved6));
+			from_run = from_run || pod_was_bound(old, fd6, e[i].key, true);
 		}
 	}
 	if (!n && !n6)
@@ -1417,6 +1465,11 @@ static int flush_moved_pods(const struct rw_datapath *dp, const struct shadow *o
 		qsort(moved, n, sizeof(*moved), pod_cmp);
 	if (n6)
 		qsort(moved6, n6, sizeof(*moved6), ent6_key_cmp);
+	/* Failing that wait, the flush is made all the same; the grace stays owed. */
+	if (from_run && (ret = settle(dp, c)))
+		rw_warn("waiting for a grace period before forgetting moved pods' flows: %s",
+			strerror(-ret));
+	ret = 0;
 	/* Each sandbox has its own conntrack tables: reset those of the veths bound to a moved
 	 * pod that hold any flow (most joining pods have none), in one walk of the endpoints.
 	 * Under the veth lock, as bindings are (rw_veth_lock()): an unbind and a bind of another
@@ -1532,6 +1585,8 @@ int rw_apply(struct rw_datapath *dp, const struct rw_policy *prev, const struct 
 		 */
 		res->full = 1;
 		ret = grace_period(dp, c);
+		if (!ret)
+			c->grace_owed = false;
 		for (int t = 0; !ret && t < POLICY_TABLES; t++)
 			ret = list_keys(c->fd[idle][t], t, &ops.del[t]);
 		if (!ret) {
@@ -1544,10 +1599,23 @@ int rw_apply(struct rw_datapath *dp, const struct rw_policy *prev, const struct 
 		rw_fail_msg(err, errlen, ret, "computing the writes: %s", strerror(-ret));
 		goto cleanup;
 	}
-	/* From here on the idle slot holds something between two snapshots until the writes end. */
-	c->shadow[idle].known = false;
 	t1 = rw_now_ms();
 	res->plan_ms = t1 - t0;
+	/* The idle slot was live before the last flip: the grace period that flip owes comes
+	 * before its first write, so that no program still reads what is written.
+	 */
+	ret = settle(dp, c);
+	res->wait_ms = rw_now_ms() - t1;
+	if (ret) {
+		rw_fail_msg(
+			err, errlen, ret,
+			"%s[%u]: waiting for the grace period before writing this idle slot: %s; "
+			"nothing written",
+			rw_map_names[RW_M_PODS], idle, strerror(-ret));
+		goto cleanup;
+	}
+	/* From here on the idle slot holds something between two snapshots until the writes end. */
+	c->shadow[idle].known = false;
 	fault_point("before-write", next->revision);
 	ret = run_ops(c, idle, &ops, &res->written, next->revision, err, errlen);
 	if (ret)
@@ -1558,7 +1626,7 @@ int rw_apply(struct rw_datapath *dp, const struct rw_policy *prev, const struct 
 	c->shadow[idle] = ns;
 	memset(&ns, 0, sizeof(ns));
 	t1 = rw_now_ms();
-	res->build_ms = t1 - t0;
+	res->build_ms = t1 - t0 - res->wait_ms;
 	res->write_ms = res->build_ms - res->plan_ms;
 
 	/* Before the flip: which runs' cached verdicts this revision may change. */
@@ -1592,8 +1660,8 @@ int rw_apply(struct rw_datapath *dp, const struct rw_policy *prev, const struct 
 	 *   by address, which no CPU performs before the load they depend on.
 	 * The fast path needs no more: its run_revs load does not depend on the state word, but a
 	 * packet that sees an old run_revs[r] gets what it would have got entirely before the flip
-	 * (the old verdict, then still the policy in force), and the grace period below waits
-	 * for it.
+	 * (the old verdict, then still the policy in force), and the grace period the flip owes
+	 * waits for it before the old slot is written again.
 	 * The snapshot's lease (or none) comes with it, in the same run of rw_flip and before the
 	 * state word: no packet judges the new policy under the old lease, and no crash of the
 	 * agent leaves the new policy without its own. A lease that cannot be written is a flip
@@ -1610,20 +1678,31 @@ int rw_apply(struct rw_datapath *dp, const struct rw_policy *prev, const struct 
 	if (ret)
 		goto cleanup;
 	fault_point("after-flip", next->revision);
-	/* One grace period: afterwards no program still reads the old slot, so the next apply may
-	 * write it.
+	/* The flip owes one grace period, and the caller may say "enforced" without it. Why every
+	 * packet whose program run starts after this return, and so every packet sent after an
+	 * ack sent after it, is judged by `next` alone:
+	 *   it loads the new state word: the BPF_CMPXCHG has returned, and the ack and the packet
+	 *   that follows it are later in a chain of system calls, each ordered after the one
+	 *   before; so, by the argument above, it sees the whole new slot and the new run_revs.
+	 *   The grace period waits for the other programs only: those that loaded the old state
+	 *   word, so started before the flip. What they can still do after it:
+	 *   - read the old slot: nothing writes it until the grace period has passed (settle()
+	 *     before the next apply's first write, or rw_apply_settle());
+	 *   - stamp a flow with the old revision M (rw_finish()): for every run this revision
+	 *     changed, run_revs[r] = N > M, so the flow's next packet is judged in full under the
+	 *     new slot; a run it left alone has the same verdict under both;
+	 *   - note a new flow (rw_ct_note()): an entry only says who opened the flow, and each
+	 *     packet of it not on the fast path (above) is judged by the policy it loaded, so it
+	 *     grants nothing the new policy does not; flush_moved_pods() below waits first when
+	 *     such an entry could belong to a pod that left its run.
+	 * Nothing else a packet reads changes after the flip. So the grace period is only owed
+	 * here, before the old slot is written again.
 	 */
-	ret = grace_period(dp, c);
+	c->grace_owed = true;
 	res->flip_ms = rw_now_ms() - t1;
-	if (ret) {
-		/* The flip is done; only the wait failed. The old slot is not safe to write. */
-		rw_warn("waiting for a grace period after the flip: %s", strerror(-ret));
-		c->shadow[!idle].known = false;
-		usleep(100000);
-	}
 
 	if (res->previous) {
-		ret = flush_moved_pods(dp, &c->shadow[!idle], !idle, &c->shadow[idle]);
+		ret = flush_moved_pods(dp, c, &c->shadow[!idle], !idle, &c->shadow[idle]);
 		res->flows_flushed = ret > 0 ? ret : 0;
 	}
 	ret = 0;

@@ -18,24 +18,34 @@ struct rw_apply_result {
 	unsigned int flows_flushed; /* tables of pods that joined a run: from another, or none */
 	unsigned int written;	    /* keys written or deleted in the idle slot (the diff) */
 	int full;		    /* the idle slot was unknown: cleared and written in full */
-	double build_ms;	    /* fill the idle slot: plan_ms + write_ms */
-	double plan_ms;		    /* run indexes, the snapshot's entries, the diff */
-	double write_ms;	    /* the writes into the idle slot */
-	double flip_ms;		    /* flip and wait until no packet runs on the old slot */
+	double wait_ms;	 /* the grace period the last flip still owed (rw_apply_settle()) */
+	double build_ms; /* fill the idle slot: plan_ms + write_ms */
+	double plan_ms;	 /* run indexes, the snapshot's entries, the diff */
+	double write_ms; /* the writes into the idle slot */
+	double flip_ms;	 /* the run revisions, the refusal mode and the flip */
 	double total_ms;
 };
 
 /* Apply `next` over what is in force. `prev` is the snapshot in force if the caller has it
- * (runs it leaves unchanged keep their generation), or NULL. Writes the difference between what
- * the idle slot's inner maps hold and `next` into them (in full when that is unknown), then
- * flips the live slot with one atomic store, `next`'s lease stored by the same run
- * (rw_config_flip_leased()), and waits for one RCU grace
- * period: when it returns, every packet is judged by `next`. On error the live slot is
- * untouched, the idle slot may be half written (the next apply rewrites it), and `err` says
- * why.
+ * (runs it leaves unchanged keep their generation), or NULL. Waits for the grace period the
+ * last flip still owes (rw_apply_settle()), writes the difference between what the idle slot's
+ * inner maps hold and `next` into them (in full when that is unknown), then flips the live slot
+ * with one atomic store, `next`'s lease stored by the same run (rw_config_flip_leased()), and
+ * forgets the flows of pods that moved. When it returns, every packet whose program starts
+ * from then on is judged by `next` (the argument is at the flip in apply.c): it may be
+ * acknowledged at once. The flip's grace period is owed, not waited for. On error the live
+ * slot is untouched, the idle slot may be half written (the next apply rewrites it), and `err`
+ * says why.
  */
 int rw_apply(struct rw_datapath *dp, const struct rw_policy *prev, const struct rw_policy *next,
 	     struct rw_apply_result *res, char *err, size_t errlen);
+
+/* Wait for the grace period the last flip owes, if it was not waited for yet: afterwards no
+ * program still reads the idle slot. Callers run it once their acknowledgement is out, so that
+ * the next apply does not wait; rw_apply() runs it itself before it writes. 0 or -errno (still
+ * owed).
+ */
+int rw_apply_settle(struct rw_datapath *dp);
 
 /* Create the two slots' inner maps once, or adopt those the pinned outer maps hold (their
  * contents are then unknown: the first apply into each rewrites it in full). The agent calls it

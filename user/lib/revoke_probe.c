@@ -306,8 +306,10 @@ static void probe_table(struct probe_sandbox *sb, bool ip6)
 	close(fd);
 }
 
-/* The pod's MAC, the one of its eth0, whichever family's neighbour entry names it. */
-static void sandbox_mac(struct probe_sandbox *sb, const struct neigh_list *nl)
+/* The pod's MAC, the one of its eth0, whichever family's neighbour entry names it; `fd` any
+ * socket, for the veth's own.
+ */
+static void sandbox_mac(struct probe_sandbox *sb, const struct neigh_list *nl, int fd)
 {
 	const struct neigh *pod = NULL;
 
@@ -315,7 +317,7 @@ static void sandbox_mac(struct probe_sandbox *sb, const struct neigh_list *nl)
 		pod = neigh_find(nl, sb->ifindex, AF_INET, &sb->ep.pod_ip);
 	if (!pod && (sb->ep.flags & RW_EP_IP6))
 		pod = neigh_find(nl, sb->ifindex, AF_INET6, sb->ep.pod_ip6);
-	if (pod && !veth_mac(sb->pfd, sb->ifindex, sb->veth_mac))
+	if (pod && !veth_mac(fd, sb->ifindex, sb->veth_mac))
 		sb->pod_mac = pod->mac;
 }
 
@@ -369,7 +371,8 @@ int rw_revoke_probe(const struct rw_datapath *dp, struct rw_probe_stats *st)
 	struct nlmsghdr *nlh;
 	struct ndmsg *nd;
 	__u32 ifindex, *prev = NULL, key;
-	int pfd = -1, err, one = 1;
+	int pfd = -1, ifd = -1, err, one = 1;
+	unsigned int quota = 0;
 
 	memset(st, 0, sizeof(*st));
 	if (!nl.v)
@@ -384,9 +387,11 @@ int rw_revoke_probe(const struct rw_datapath *dp, struct rw_probe_stats *st)
 	free(nlh);
 	if (err)
 		goto out;
-	/* No protocol: the socket sends only, it receives nothing. */
-	pfd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
-	if (pfd < 0 || setsockopt(pfd, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof(one))) {
+	/* For the veths' own MACs: closing it costs nothing, unlike a packet socket's close
+	 * (synchronize_net(), a grace period): that one is opened only when there is a probe to send.
+	 */
+	ifd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (ifd < 0) {
 		err = -errno;
 		goto out;
 	}
@@ -409,15 +414,27 @@ int rw_revoke_probe(const struct rw_datapath *dp, struct rw_probe_stats *st)
 		}
 		sb = &sbs[n];
 		*sb = (struct probe_sandbox){
-			.dp = dp, .ifindex = key, .pfd = pfd, .counting = true, .st = st};
+			.dp = dp, .ifindex = key, .pfd = -1, .counting = true, .st = st};
 		if (bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &key, &sb->ep))
 			continue;
-		sandbox_mac(sb, &nl);
+		sandbox_mac(sb, &nl, ifd);
 		walk_sandbox(sb);
 		n++;
 	}
 	probe_shares(sbs, n);
+	for (size_t i = 0; i < n; i++)
+		quota += sbs[i].quota;
+	if (quota) {
+		/* No protocol: the socket sends only, it receives nothing. */
+		pfd = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0);
+		if (pfd < 0 ||
+		    setsockopt(pfd, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof(one))) {
+			err = -errno;
+			goto out;
+		}
+	}
 	for (size_t i = 0; i < n; i++) {
+		sbs[i].pfd = pfd;
 		sbs[i].counting = false;
 		walk_sandbox(&sbs[i]);
 		if (sbs[i].probed)
@@ -428,6 +445,8 @@ int rw_revoke_probe(const struct rw_datapath *dp, struct rw_probe_stats *st)
 out:
 	if (pfd >= 0)
 		close(pfd);
+	if (ifd >= 0)
+		close(ifd);
 	free(sbs);
 	free(nl.v);
 	return err;

@@ -166,7 +166,7 @@ char *rw_metrics_text(const struct rw_datapath *dp, const struct rw_metrics_snap
 	sample(&o, "runwall_policy_revision", "",
 	       RW_STATE_READY(cfg.state) ? RW_STATE_REVISION(cfg.state) : 0);
 	family(&o, "runwall_policy_apply_duration_seconds", "histogram",
-	       "Time to apply a snapshot, from parse to the flip and its grace period.");
+	       "Time to apply a snapshot, from parse to the flip (with any grace period owed).");
 	for (int i = 0; i < RW_APPLY_N_BUCKETS; i++) {
 		cum += s->apply_bucket[i];
 		snprintf(labels, sizeof(labels), "le=\"%g\"", apply_bounds[i]);
