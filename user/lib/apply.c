@@ -360,14 +360,14 @@ static int add_rule(struct shadow *s, bool inbound, __u32 scope, const struct rw
 	const __u16 *ports[2] = {r->tcp, r->udp};
 	size_t n[2] = {r->n_tcp, r->n_udp};
 	const __u8 protos[2] = {IPPROTO_TCP, IPPROTO_UDP};
-	bool six = rw_policy_rule_is6(r);
+	bool ipv6 = rw_policy_rule_is6(r);
 	int err;
 
 	for (int p = 0; p < 2; p++) {
 		for (size_t i = 0; i < n[p]; i++) {
 			__be16 port = htons(ports[p][i]);
 
-			if (six)
+			if (ipv6)
 				err = add_rule6(s, inbound, scope, r, port, protos[p], rule_id);
 			else if (inbound) {
 				struct rw_inbound_lpm_key k = {
@@ -1368,13 +1368,13 @@ static bool group_has_pod6(const struct shadow *s, const struct group *g, const 
  * run `id`, for flush_moved_pods().
  */
 static bool pod_stayed(const struct shadow *old, const struct group *og, int fd, const void *ip,
-		       bool six, const char *id)
+		       bool ipv6, const char *id)
 {
 	struct rw_pod pod;
 
 	if (old->known)
 		return og &&
-		       (six ? group_has_pod6(old, og, ip)
+		       (ipv6 ? group_has_pod6(old, og, ip)
 			    : in_sorted(old->pods + og->pod_off, og->n_pods, *(const __be32 *)ip));
 	if (fd < 0 || bpf_map_lookup_elem(fd, ip, &pod))
 		return false;
@@ -1383,7 +1383,7 @@ static bool pod_stayed(const struct shadow *old, const struct group *og, int fd,
 }
 
 /* Whether a pod of the old slot (as pod_stayed()) was in any run there. */
-static bool pod_was_bound(const struct shadow *old, int fd, const void *ip, bool six)
+static bool pod_was_bound(const struct shadow *old, int fd, const void *ip, bool ipv6)
 {
 	struct rw_pod pod;
 
@@ -1392,7 +1392,7 @@ static bool pod_was_bound(const struct shadow *old, int fd, const void *ip, bool
 	for (size_t g = 0; g < old->n_groups; g++) {
 		const struct group *og = &old->groups[g];
 
-		if (six ? group_has_pod6(old, og, ip)
+		if (ipv6 ? group_has_pod6(old, og, ip)
 			: in_sorted(old->pods + og->pod_off, og->n_pods, *(const __be32 *)ip))
 			return true;
 	}
