@@ -33,7 +33,7 @@ FUZZ_NAMES   := $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRC))
 FUZZ_BINS    := $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_NAMES))
 # The library, the CLI's parsers, and the parsers of the agent's HTTP queries and runwall-cni's stdin.
 FUZZ_LIB_OBJ := $(patsubst %.c,$(FUZZ_BUILD)/obj/%.o,$(LIB_SRC) $(filter-out %/main.c,$(CLI_SRC)) \
-		user/view/event_store.c user/view/run_shares.c user/agent/watch_msg.c user/cni/conf.c)
+		user/view/event_store.c user/view/run_shares.c user/agent/pw_msg.c user/cni/conf.c)
 FUZZ_LIB     := $(FUZZ_BUILD)/librunwall-fuzz.a
 # `make fuzz`: seconds per target of open-ended exploration. `make check` explores nothing at
 # random: it replays the committed inputs, then runs FUZZ_CHECK_RUNS inputs from seed

@@ -4,8 +4,10 @@
  * writes only its own part, and changes another's through that file's functions below.
  *   main_loop.c     rw_agent_run() (agent_run.h): setup, the epoll loop, signals, timers
  *   sandboxes.c     sandbox veths: attach, bind pod IPs from /32 and /128 routes, forget, resync
- *   policy_watch.c  the policy file (inotify) and applying snapshots
- *   policy_follow.c PolicyWatch (--policy-url): the control plane's messages, applied and acked
+ *   policy_apply.c  the policy in force: snapshots and run changes from every source, applied
+ *   policy_file.c   the --policy file (inotify): applied, adopted or refused
+ *   pw_follow.c     PolicyWatch (--policy-url): the control plane's messages, applied and acked
+ *                   (pw_stream.c its transport, pw_msg.c its wire format)
  *   cni_chain.c     runwall-cni kept in the node's CNI conf file (--cni-conf-dir, inotify)
  *   drain.c         the ring buffer drained in bounded steps, on each tick
  *   events.c        the ring buffer's events, fanned out to the socket's subscribers
@@ -28,7 +30,7 @@
 #include "netlink.h"
 #include "policy.h"
 #include "agent_view.h"
-#include "policy_stream.h"
+#include "pw_stream.h"
 
 #define TICK_MS		   50 /* ring buffer drain and subscriber flush period */
 #define MAX_SUBS	   64
@@ -79,7 +81,7 @@ struct run_state {
 	int64_t since; /* realtime ns at which this generation became enforced */
 };
 
-/* The policy in force and its runs (policy_watch.c, the apply path, writes it). */
+/* The policy in force and its runs (policy_apply.c, the apply path, writes it). */
 struct agent_policy {
 	struct rw_policy policy; /* the snapshot in force, when this agent knows it */
 	bool have_policy;
@@ -191,9 +193,9 @@ struct agent_drain {
 	unsigned long long ring_capped; /* drains stopped by their budget or their time */
 };
 
-/* PolicyWatch (policy_follow.c, policy_stream.c): NULL watch without --policy-url. */
+/* PolicyWatch (pw_follow.c, pw_stream.c): NULL watch without --policy-url. */
 struct agent_follow {
-	struct rw_watch_opts opts;
+	struct rw_pw_opts opts;
 	struct rw_watch *watch;
 	uint64_t received; /* the highest revision a message carried */
 	uint64_t applied, refusals;
@@ -233,13 +235,13 @@ struct agent {
 	bool stop;
 	__u32 ct_cursor; /* where rw_conntrack_expire() goes on */
 
-	struct agent_policy pol;	      /* policy_watch.c */
+	struct agent_policy pol;	      /* policy_apply.c, policy_file.c */
 	struct agent_sandboxes sandboxes;     /* sandboxes.c */
 	struct agent_drain drain;	      /* drain.c */
 	struct agent_subscribers subscribers; /* events.c */
 	struct agent_clients ctl;	      /* ctl_server.c */
 	struct agent_cni cni;		      /* cni_chain.c */
-	struct agent_follow follow;	      /* policy_follow.c */
+	struct agent_follow follow;	      /* pw_follow.c */
 	struct agent_publish publish;	      /* view_publish.c */
 };
 
@@ -274,7 +276,7 @@ void agent_sandboxes_free(struct agent *a);
 int agent_ring_cb(void *ctx, void *data, size_t size);
 void agent_drain_ring(struct agent *a);
 
-/* policy_watch.c */
+/* policy_apply.c */
 int agent_apply(struct agent *a, const char *buf, size_t len, const char *source, json_t **reply);
 /* PolicyWatch's run-upsert (obj_run: the run) or run-delete (obj_run NULL, del_id) at
  * `revision`: only that run parsed and checked, against the index of the policy in force
@@ -294,13 +296,22 @@ void agent_settle(struct agent *a);
 json_t *agent_policy_doc(struct agent *a);
 /* Its text (NULL: unknown), written out from policy_doc when a run change made it stale. */
 const char *agent_policy_text(struct agent *a, size_t *len);
+/* The policy's kept forms, for policy_file.c's adoption: a whole snapshot's text (what the
+ * control socket's `policy` returns), and the runs' state (their generations) from it.
+ */
+void agent_policy_keep_text(struct agent *a, const char *buf, size_t len, const char *source);
+void agent_runs_update(struct agent *a);
+
+/* policy_file.c: the --policy file read and applied, adopted or refused (at start and on every
+ * event of its folder); the inotify fd watching that folder.
+ */
 void agent_load_policy_file(struct agent *a, bool at_start);
 int agent_watch_policy(struct agent *a);
 /* SIGHUP: forget the file's last content, so that the next load applies it even unchanged. */
 void agent_policy_forget_file(struct agent *a);
 void agent_policy_free(struct agent *a);
 
-/* policy_follow.c: start (after the policy file); the stream's eventfd became readable; the
+/* pw_follow.c: start (after the policy file); the stream's eventfd became readable; the
  * tick's share (revision for reconnections, metrics); what status shows (null without it).
  */
 int agent_follow_start(struct agent *a, char *err, size_t errlen);
@@ -338,7 +349,7 @@ int agent_cni_watch(struct agent *a);
 void agent_cni_on_inotify(struct agent *a);
 json_t *agent_cni_status(const struct agent *a);
 
-/* policy_follow.c: its share of the metrics snapshot (the watch_* fields), copied into snap. */
+/* pw_follow.c: its share of the metrics snapshot (the watch_* fields), copied into snap. */
 void agent_follow_metrics(const struct agent *a, struct rw_metrics_snap *snap);
 
 /* view_publish.c: hand the HTTP view the status, readiness and metrics snapshot; something

@@ -11,7 +11,7 @@
 
 #include "attach.h"
 #include "flow_log.h"
-#include "policy_stream.h"
+#include "pw_stream.h"
 
 /* --access-request-queue at most: half of the requests the agent remembers (access_requests.h). */
 #define RW_AGENT_REQUEST_QUEUE_MAX 2048
@@ -43,7 +43,7 @@ struct agent_opts {
 	unsigned long long answer_rate, answer_burst;
 	unsigned long long ct_per_sandbox, ct_node, max_endpoints;
 	struct rw_agent_view_opts view;
-	struct rw_watch_opts watch;	  /* --policy-url and the rest; url NULL: no PolicyWatch */
+	struct rw_pw_opts watch;	  /* --policy-url and the rest; url NULL: no PolicyWatch */
 	struct rw_flow_log_opts flow_log; /* --flow-log and the rest; path NULL: none */
 };
 

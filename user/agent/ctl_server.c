@@ -13,7 +13,7 @@
 #include "eventfmt.h"
 #include "veth.h"
 #include "log.h"
-#include "watch_msg.h"
+#include "pw_msg.h"
 
 json_t *agent_status_part(struct agent *a)
 {
@@ -251,7 +251,7 @@ static json_t *run_change(struct agent *a, bool upsert, const char *arg, const c
 			json_decref(reply);
 			return change_refused(in_force, refused_at, err);
 		}
-		if (!rw_watch_error_path(msg, path, sizeof(path), &msg))
+		if (!rw_pw_error_path(msg, path, sizeof(path), &msg))
 			path[0] = '\0';
 		json_object_set_new(reply, "path", json_string(path));
 		json_object_set_new(reply, "in_force", json_integer(in_force));

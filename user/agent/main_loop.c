@@ -258,7 +258,7 @@ int rw_agent_run(const struct agent_opts *o, char *refusal, size_t refusal_len)
 	/* Every refusal below leaves the node as it found it: checks that need nothing loaded
 	 * come first, and a refusal after a first load removes what that load pinned.
 	 */
-	if (o->watch.url && rw_watch_check(&o->watch, msg, sizeof(msg)))
+	if (o->watch.url && rw_pw_check(&o->watch, msg, sizeof(msg)))
 		return rw_fail_msg(refusal, refusal_len, RW_EXIT_USAGE, "agent: %s", msg);
 	if (socket_answers(o->socket))
 		return rw_fail_msg(refusal, refusal_len, RW_EXIT_REFUSED,

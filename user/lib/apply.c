@@ -1375,7 +1375,7 @@ static bool pod_stayed(const struct shadow *old, const struct group *og, int fd,
 	if (old->known)
 		return og &&
 		       (ipv6 ? group_has_pod6(old, og, ip)
-			    : in_sorted(old->pods + og->pod_off, og->n_pods, *(const __be32 *)ip));
+			     : in_sorted(old->pods + og->pod_off, og->n_pods, *(const __be32 *)ip));
 	if (fd < 0 || bpf_map_lookup_elem(fd, ip, &pod))
 		return false;
 	pod.run_id[RW_RUN_ID_LEN - 1] = '\0';
@@ -1393,7 +1393,7 @@ static bool pod_was_bound(const struct shadow *old, int fd, const void *ip, bool
 		const struct group *og = &old->groups[g];
 
 		if (ipv6 ? group_has_pod6(old, og, ip)
-			: in_sorted(old->pods + og->pod_off, og->n_pods, *(const __be32 *)ip))
+			 : in_sorted(old->pods + og->pod_off, og->n_pods, *(const __be32 *)ip))
 			return true;
 	}
 	return false;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* fuzz_watch_msg.c: libFuzzer target for PolicyWatch's wire format (user/agent/watch_msg.c).
+/* fuzz_pw_msg.c: libFuzzer target for PolicyWatch's wire format (user/agent/pw_msg.c).
  * The input is what a server sends on the stream: it goes into the framer in pieces whose sizes
  * the input's first byte chooses (a line may span any number of writes), with a line limit small
  * enough to be reached; every complete line goes to the message parser, the way the agent's loop
@@ -13,23 +13,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "watch_msg.h"
+#include "pw_msg.h"
 
 #define LIMIT 2048
 
 static int on_line(void *ctx, const char *line, size_t len)
 {
-	struct rw_watch_msg m;
+	struct rw_pw_msg m;
 	char err[300], path[64];
 	const char *msg;
 
 	if (len == 0 || len > LIMIT || memchr(line, '\n', len))
 		abort();
-	if (rw_watch_msg_parse(line, len, &m, err, sizeof(err))) {
+	if (rw_pw_msg_parse(line, len, &m, err, sizeof(err))) {
 		if (!err[0] || m.root)
 			abort();
 		/* The policy parser's form is "SOURCE:[L:C:] PATH: message"; any text must do. */
-		if (rw_watch_error_path(err, path, sizeof(path), &msg) &&
+		if (rw_pw_error_path(err, path, sizeof(path), &msg) &&
 		    (msg < err || msg > err + strlen(err)))
 			abort();
 		return 0;
@@ -53,13 +53,13 @@ static int on_line(void *ctx, const char *line, size_t len)
 	default:
 		abort();
 	}
-	rw_watch_msg_free(&m);
+	rw_pw_msg_free(&m);
 	return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct rw_watch_framer f = {.max = LIMIT};
+	struct rw_pw_framer f = {.max = LIMIT};
 	size_t piece, off = 1;
 	int ret = 0;
 
@@ -69,13 +69,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	while (off < size && !ret) {
 		size_t n = size - off < piece ? size - off : piece;
 
-		ret = rw_watch_feed(&f, (const char *)data + off, n, on_line, NULL);
+		ret = rw_pw_feed(&f, (const char *)data + off, n, on_line, NULL);
 		off += n;
 	}
 	if (ret && ret != -EMSGSIZE)
 		abort();
-	if (rw_watch_pending(&f) > LIMIT)
+	if (rw_pw_pending(&f) > LIMIT)
 		abort();
-	rw_watch_framer_free(&f);
+	rw_pw_framer_free(&f);
 	return 0;
 }

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* test_watch_msg.c: PolicyWatch's wire format (user/agent/watch_msg.c): the framer cuts a stream
+/* test_pw_msg.c: PolicyWatch's wire format (user/agent/pw_msg.c): the framer cuts a stream
  * written in any pieces into the same lines, refuses a line over its limit before buffering it
  * all, and leaves a line without its newline pending (a truncated message); the envelope parser
  * takes the four types and refuses everything else with the key it is about; the path reader
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "watch_msg.h"
+#include "pw_msg.h"
 
 struct lines {
 	char got[8][128];
@@ -39,64 +39,64 @@ static void test_framer_pieces(void **state)
 
 	/* Every piece size gives the same lines: blank ones skipped, CRLF taken as a newline. */
 	for (size_t piece = 1; piece <= sizeof(stream); piece++) {
-		struct rw_watch_framer f = {.max = 64};
+		struct rw_pw_framer f = {.max = 64};
 		struct lines l = {};
 
 		for (size_t off = 0; off < sizeof(stream) - 1; off += piece) {
 			size_t n =
 				sizeof(stream) - 1 - off < piece ? sizeof(stream) - 1 - off : piece;
 
-			assert_int_equal(rw_watch_feed(&f, stream + off, n, collect, &l), 0);
+			assert_int_equal(rw_pw_feed(&f, stream + off, n, collect, &l), 0);
 		}
 		assert_int_equal(l.n, 2);
 		assert_string_equal(l.got[0], "{\"type\":\"heartbeat\"}");
 		assert_string_equal(l.got[1], "{\"a\":1}");
-		assert_int_equal(rw_watch_pending(&f), 4); /* {"b" : cut short */
-		rw_watch_framer_free(&f);
+		assert_int_equal(rw_pw_pending(&f), 4); /* {"b" : cut short */
+		rw_pw_framer_free(&f);
 	}
 }
 
 static void test_framer_limit(void **state)
 {
-	struct rw_watch_framer f = {.max = 16};
+	struct rw_pw_framer f = {.max = 16};
 	struct lines l = {};
 	char big[40];
 
 	memset(big, 'x', sizeof(big));
 	/* Exactly the limit passes; one byte more is refused, in one write or over many. */
-	assert_int_equal(rw_watch_feed(&f, big, 16, collect, &l), 0);
-	assert_int_equal(rw_watch_feed(&f, "\n", 1, collect, &l), 0);
+	assert_int_equal(rw_pw_feed(&f, big, 16, collect, &l), 0);
+	assert_int_equal(rw_pw_feed(&f, "\n", 1, collect, &l), 0);
 	assert_int_equal(l.n, 1);
-	assert_int_equal(rw_watch_feed(&f, big, sizeof(big), collect, &l), -EMSGSIZE);
-	rw_watch_framer_reset(&f);
+	assert_int_equal(rw_pw_feed(&f, big, sizeof(big), collect, &l), -EMSGSIZE);
+	rw_pw_framer_reset(&f);
 	for (int i = 0; i < 16; i++)
-		assert_int_equal(rw_watch_feed(&f, "y", 1, collect, &l), 0);
-	assert_int_equal(rw_watch_feed(&f, "y", 1, collect, &l), -EMSGSIZE);
+		assert_int_equal(rw_pw_feed(&f, "y", 1, collect, &l), 0);
+	assert_int_equal(rw_pw_feed(&f, "y", 1, collect, &l), -EMSGSIZE);
 	assert_true(f.cap <= 16);
-	rw_watch_framer_free(&f);
+	rw_pw_framer_free(&f);
 }
 
-static void parse_ok(const char *text, enum rw_watch_type type, uint64_t revision, uint64_t base,
+static void parse_ok(const char *text, enum rw_pw_type type, uint64_t revision, uint64_t base,
 		     const char *id)
 {
-	struct rw_watch_msg m;
+	struct rw_pw_msg m;
 	char err[200] = "";
 
-	if (rw_watch_msg_parse(text, strlen(text), &m, err, sizeof(err)))
+	if (rw_pw_msg_parse(text, strlen(text), &m, err, sizeof(err)))
 		fail_msg("%s: refused: %s", text, err);
 	assert_int_equal(m.type, type);
 	assert_int_equal(m.revision, revision);
 	assert_int_equal(m.base, base);
 	assert_string_equal(m.id, id);
-	rw_watch_msg_free(&m);
+	rw_pw_msg_free(&m);
 }
 
 static void parse_refused(const char *text, const char *want)
 {
-	struct rw_watch_msg m;
+	struct rw_pw_msg m;
 	char err[200] = "";
 
-	if (!rw_watch_msg_parse(text, strlen(text), &m, err, sizeof(err)))
+	if (!rw_pw_msg_parse(text, strlen(text), &m, err, sizeof(err)))
 		fail_msg("%s: taken", text);
 	if (strncmp(err, want, strlen(want)))
 		fail_msg("%s: error '%s', expected it to start with '%s'", text, err, want);
@@ -144,16 +144,16 @@ static void test_error_path(void **state)
 	char path[64];
 	const char *msg;
 
-	assert_true(rw_watch_error_path("policy-watch:1:42: runs[2].pods[0]: \"x\" is not an IPv4 "
-					"address",
-					path, sizeof(path), &msg));
+	assert_true(rw_pw_error_path("policy-watch:1:42: runs[2].pods[0]: \"x\" is not an IPv4 "
+				     "address",
+				     path, sizeof(path), &msg));
 	assert_string_equal(path, "runs[2].pods[0]");
 	assert_string_equal(msg, "\"x\" is not an IPv4 address");
-	assert_true(rw_watch_error_path("policy-watch: revision: 3 is not above 3", path,
-					sizeof(path), &msg));
+	assert_true(rw_pw_error_path("policy-watch: revision: 3 is not above 3", path, sizeof(path),
+				     &msg));
 	assert_string_equal(path, "revision");
-	assert_false(rw_watch_error_path("policy-watch: out of memory", path, sizeof(path), &msg));
-	assert_false(rw_watch_error_path("no colon at all", path, sizeof(path), &msg));
+	assert_false(rw_pw_error_path("policy-watch: out of memory", path, sizeof(path), &msg));
+	assert_false(rw_pw_error_path("no colon at all", path, sizeof(path), &msg));
 }
 
 int main(void)

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* watch_msg.c: PolicyWatch messages: the framing of the stream into lines, and each line's
+/* pw_msg.c: PolicyWatch messages: the framing of the stream into lines, and each line's
  * envelope (type, revision, base). The snapshot or run inside is left to the policy parser.
  */
 #include <errno.h>
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "watch_msg.h"
+#include "pw_msg.h"
 
 #define MAX_REVISION ((1ULL << 56) - 1)
 
@@ -60,8 +60,7 @@ static bool valid_run_id(const char *s)
 	return true;
 }
 
-int rw_watch_msg_parse(const char *buf, size_t len, struct rw_watch_msg *m, char *err,
-		       size_t errlen)
+int rw_pw_msg_parse(const char *buf, size_t len, struct rw_pw_msg *m, char *err, size_t errlen)
 {
 	json_error_t jerr;
 	const char *key, *type;
@@ -155,18 +154,17 @@ int rw_watch_msg_parse(const char *buf, size_t len, struct rw_watch_msg *m, char
 	}
 	return 0;
 bad:
-	rw_watch_msg_free(m);
+	rw_pw_msg_free(m);
 	return -EINVAL;
 }
 
-void rw_watch_msg_free(struct rw_watch_msg *m)
+void rw_pw_msg_free(struct rw_pw_msg *m)
 {
 	json_decref(m->root);
 	memset(m, 0, sizeof(*m));
 }
 
-int rw_watch_feed(struct rw_watch_framer *f, const char *data, size_t n, rw_watch_line_fn fn,
-		  void *ctx)
+int rw_pw_feed(struct rw_pw_framer *f, const char *data, size_t n, rw_pw_line_fn fn, void *ctx)
 {
 	while (n) {
 		const char *nl = memchr(data, '\n', n);
@@ -211,19 +209,19 @@ int rw_watch_feed(struct rw_watch_framer *f, const char *data, size_t n, rw_watc
 	return 0;
 }
 
-void rw_watch_framer_reset(struct rw_watch_framer *f)
+void rw_pw_framer_reset(struct rw_pw_framer *f)
 {
 	f->len = 0;
 }
 
-void rw_watch_framer_free(struct rw_watch_framer *f)
+void rw_pw_framer_free(struct rw_pw_framer *f)
 {
 	free(f->buf);
 	f->buf = NULL;
 	f->len = f->cap = 0;
 }
 
-bool rw_watch_error_path(const char *text, char *path, size_t pathlen, const char **msg)
+bool rw_pw_error_path(const char *text, char *path, size_t pathlen, const char **msg)
 {
 	const char *p = strchr(text, ':'), *end;
 

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* policy_watch.c: the agent's policy: snapshots from the file (watched with inotify) and the
- * control socket, parsed, applied, and kept for status and `runwall explain`.
+/* policy_apply.c: the agent's policy in force, whatever its source (the --policy file, the
+ * control socket, PolicyWatch): a snapshot or one run's change parsed, applied, and kept for
+ * status and `runwall explain`; the probes of cut connections and the owed grace period after
+ * the answer (agent_settle()).
  */
 #include <libgen.h>
 #include <limits.h>
@@ -33,7 +35,7 @@ static __u32 run_gen(const struct agent *a, const struct rw_policy_run *run)
 	return a->pol.last_apply.revision;
 }
 
-static void runs_update(struct agent *a)
+void agent_runs_update(struct agent *a)
 {
 	struct run_state *next =
 		calloc(a->pol.policy.n_runs ? a->pol.policy.n_runs : 1, sizeof(*next));
@@ -55,7 +57,7 @@ static void runs_update(struct agent *a)
 	a->pol.n_runs = a->pol.policy.n_runs;
 }
 
-/* The run state of one run change (runs_update() for that run alone): a->pol.runs follows the
+/* The run state of one run change (agent_runs_update() for that run alone): a->pol.runs follows the
  * policy's order, as the change moved it.
  */
 static void run_state_change(struct agent *a, size_t at, bool added, bool removed)
@@ -64,7 +66,8 @@ static void run_state_change(struct agent *a, size_t at, bool added, bool remove
 	struct run_state st = {}, *grown;
 
 	if (a->pol.n_runs != a->pol.policy.n_runs + removed - added) {
-		runs_update(a); /* a->pol.runs fell behind (no memory at some point): all of them */
+		agent_runs_update(
+			a); /* a->pol.runs fell behind (no memory at some point): all of them */
 		return;
 	}
 	if (removed) {
@@ -79,7 +82,7 @@ static void run_state_change(struct agent *a, size_t at, bool added, bool remove
 	if (added) {
 		grown = realloc(a->pol.runs, (a->pol.n_runs + 1) * sizeof(*a->pol.runs));
 		if (!grown) {
-			runs_update(a);
+			agent_runs_update(a);
 			return;
 		}
 		a->pol.runs = grown;
@@ -92,7 +95,7 @@ static void run_state_change(struct agent *a, size_t at, bool added, bool remove
 }
 
 /* A whole snapshot's text: what the control socket's `policy` returns. */
-static void keep_text(struct agent *a, const char *buf, size_t len, const char *source)
+void agent_policy_keep_text(struct agent *a, const char *buf, size_t len, const char *source)
 {
 	char *copy = malloc(len + 1);
 
@@ -278,9 +281,9 @@ int agent_apply(struct agent *a, const char *buf, size_t len, const char *source
 	if (a->pol.have_policy)
 		rw_policy_free(&a->pol.policy);
 	a->pol.policy = next;
-	keep_text(a, buf, len, source);
+	agent_policy_keep_text(a, buf, len, source);
 	applied(a, &res);
-	runs_update(a);
+	agent_runs_update(a);
 	a->pol.settle_pending = true; /* after the reply: agent_settle() */
 	return 0;
 }
@@ -382,102 +385,6 @@ void agent_settle(struct agent *a)
 			strerror(-ret));
 	rw_debug("after the apply's reply: probes %.2f ms, grace period %.2f ms", t1 - t0,
 		 rw_now_ms() - t1);
-}
-
-/* The policy file: applied when it is newer than what is in force, adopted when it is what
- * is in force (a restarted agent), refused when older.
- */
-void agent_load_policy_file(struct agent *a, bool at_start)
-{
-	struct rw_policy_error perr = {};
-	struct rw_config cfg;
-	struct rw_policy p;
-	char *buf = NULL;
-	size_t len = 0;
-	json_t *reply = NULL;
-	uint64_t in_force;
-	int err;
-
-	err = rw_read_file(a->policy_path, RW_CTL_MAX_BODY, &buf, &len);
-	if (err) {
-		/* A ConfigMap swap removes the file for a moment; the next event brings it back. */
-		if (at_start || err != -ENOENT)
-			rw_warn("%s: %s", a->policy_path, strerror(-err));
-		return;
-	}
-	if (a->pol.policy_bytes && len == a->pol.policy_len &&
-	    !memcmp(buf, a->pol.policy_bytes, len)) {
-		free(buf);
-		return;
-	}
-	free(a->pol.policy_bytes);
-	a->pol.policy_bytes = buf;
-	a->pol.policy_len = len;
-
-	rw_config_read(&a->dp, &cfg);
-	in_force = RW_STATE_READY(cfg.state) ? RW_STATE_REVISION(cfg.state) : 0;
-	if (rw_policy_parse(buf, len, a->policy_path, &p, &perr)) {
-		a->pol.metrics.applies_refused++;
-		rw_warn("refused snapshot: %s", perr.text);
-		agent_set_error(a, "%s", perr.text);
-		return;
-	}
-	if (in_force && p.revision == in_force && !a->pol.have_policy) {
-		/* What the kernel enforces already: adopt it, do not apply it again. Its content is
-		 * only as good as its revision number: the next apply judges every run's flows
-		 * again, and PolicyWatch builds no change on it (policy_follow.c): a snapshot from
-		 * the stream confirms it or replaces it first.
-		 */
-		rw_info("%s: revision %llu is the one in force; adopted (the content in force is not "
-			"known: the next apply judges every run's flows again, and the control "
-			"plane's changes wait for its snapshot)",
-			a->policy_path, (unsigned long long)in_force);
-		a->pol.policy = p;
-		a->pol.have_policy = true;
-		a->pol.policy_adopted = true;
-		keep_text(a, buf, len, a->policy_path);
-		runs_update(a);
-		return;
-	}
-	if (in_force && p.revision <= in_force) {
-		rw_warn("%s: revision %llu is not newer than %llu, the one in force; keeping %llu",
-			a->policy_path, (unsigned long long)p.revision,
-			(unsigned long long)in_force, (unsigned long long)in_force);
-		rw_policy_free(&p);
-		return;
-	}
-	rw_policy_free(&p);
-	agent_apply(a, buf, len, a->policy_path, &reply);
-	json_decref(reply);
-}
-
-int agent_watch_policy(struct agent *a)
-{
-	char copy[PATH_MAX];
-	int fd;
-
-	snprintf(copy, sizeof(copy), "%s", a->policy_path);
-	fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	/* Watch the folder, not the file: a ConfigMap update swaps a symlink (..data) and editors
-	 * rename a new file over the old one; either way the old inode is not the file any more.
-	 */
-	if (inotify_add_watch(fd, dirname(copy),
-			      IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_ATTRIB) <
-	    0) {
-		int err = -errno;
-
-		close(fd);
-		return err;
-	}
-	return fd;
-}
-
-void agent_policy_forget_file(struct agent *a)
-{
-	free(a->pol.policy_bytes);
-	a->pol.policy_bytes = NULL;
 }
 
 void agent_policy_free(struct agent *a)

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* policy_stream.c: PolicyWatch over libcurl: the stream thread (one GET, lines to the loop, cut
+/* pw_stream.c: PolicyWatch over libcurl: the stream thread (one GET, lines to the loop, cut
  * when it stalls, reconnected with backoff and jitter) and the ack thread (POSTs, in order).
  */
 #include <errno.h>
@@ -13,9 +13,9 @@
 #include <sys/eventfd.h>
 #include <curl/curl.h>
 
-#include "policy_stream.h"
+#include "pw_stream.h"
 #include "util.h"
-#include "watch_msg.h"
+#include "pw_msg.h"
 
 #define CONNECT_TIMEOUT_MS 5000 /* name, TCP and TLS: libcurl's connect phase */
 #define ACK_TIMEOUT_MS	   5000 /* an ack's whole exchange */
@@ -23,7 +23,7 @@
 #define TOKEN_MAX	   4096
 
 struct rw_watch {
-	struct rw_watch_opts o;
+	struct rw_pw_opts o;
 	char *url, *ack_url;
 	bool loopback, ack_loopback; /* plain http allowed to each: its host is loopback */
 	int efd;
@@ -35,14 +35,14 @@ struct rw_watch {
 	uint64_t revision;  /* in force: what a reconnection asks for */
 	bool drop;	    /* the loop asked for the stream to be dropped */
 	bool drop_snapshot; /* ... and for a whole snapshot on the next connection */
-	struct rw_watch_item queue[RW_WATCH_QUEUE];
+	struct rw_pw_item queue[RW_WATCH_QUEUE];
 	size_t q_head, q_len, q_bytes;
 	char *acks[RW_WATCH_ACK_QUEUE];
 	size_t a_head, a_len;
-	struct rw_watch_stats st;
+	struct rw_pw_stats st;
 	/* the stream thread's own */
 	CURL *curl;
-	struct rw_watch_framer framer;
+	struct rw_pw_framer framer;
 	int64_t last_msg_ns;
 	int64_t request_ns; /* when the request went out on a connection made; 0 before */
 	bool got_200;
@@ -52,10 +52,10 @@ struct rw_watch {
 };
 
 /* Under the lock: wake the loop. */
-static void push_locked(struct rw_watch *w, enum rw_watch_item_kind kind, const char *text,
-			size_t len, unsigned int retry_ms, bool refused)
+static void push_locked(struct rw_watch *w, enum rw_pw_item_kind kind, const char *text, size_t len,
+			unsigned int retry_ms, bool refused)
 {
-	struct rw_watch_item *it = &w->queue[(w->q_head + w->q_len) % RW_WATCH_QUEUE];
+	struct rw_pw_item *it = &w->queue[(w->q_head + w->q_len) % RW_WATCH_QUEUE];
 	uint64_t one = 1;
 
 	it->kind = kind;
@@ -76,7 +76,7 @@ static void push_locked(struct rw_watch *w, enum rw_watch_item_kind kind, const 
 }
 
 /* A notice (connected, disconnected): waits for room like a message, but never past stop. */
-static void push_notice(struct rw_watch *w, enum rw_watch_item_kind kind, const char *text,
+static void push_notice(struct rw_watch *w, enum rw_pw_item_kind kind, const char *text,
 			unsigned int retry_ms, bool refused)
 {
 	pthread_mutex_lock(&w->lock);
@@ -117,7 +117,7 @@ static size_t on_data(char *data, size_t size, size_t nmemb, void *ctx)
 	size_t n = size * nmemb;
 	int ret;
 
-	ret = rw_watch_feed(&w->framer, data, n, on_line, w);
+	ret = rw_pw_feed(&w->framer, data, n, on_line, w);
 	if (ret == -EMSGSIZE) {
 		snprintf(w->abort_reason, sizeof(w->abort_reason),
 			 "refused a message of more than %u bytes (the limit)", RW_WATCH_MAX_MSG);
@@ -305,8 +305,8 @@ static void *stream_main(void *data)
 		curl_easy_reset(w->curl);
 		/* A 16 MiB line's buffer does not outlive its stream. */
 		if (w->framer.cap > (1u << 20))
-			rw_watch_framer_free(&w->framer);
-		rw_watch_framer_reset(&w->framer);
+			rw_pw_framer_free(&w->framer);
+		rw_pw_framer_reset(&w->framer);
 		w->abort_reason[0] = '\0';
 		w->got_200 = false;
 		w->request_ns = 0;
@@ -340,13 +340,13 @@ static void *stream_main(void *data)
 			else
 				snprintf(w->abort_reason, sizeof(w->abort_reason),
 					 "the server ended the stream");
-			if (rw_watch_pending(&w->framer)) {
+			if (rw_pw_pending(&w->framer)) {
 				size_t l = strlen(w->abort_reason);
 
 				snprintf(w->abort_reason + l, sizeof(w->abort_reason) - l,
 					 "; refused a truncated message (%zu bytes without their "
 					 "newline)",
-					 rw_watch_pending(&w->framer));
+					 rw_pw_pending(&w->framer));
 				w->refused = true;
 			}
 		}
@@ -551,7 +551,7 @@ out:
 	return ret;
 }
 
-int rw_watch_check(const struct rw_watch_opts *o, char *err, size_t errlen)
+int rw_pw_check(const struct rw_pw_opts *o, char *err, size_t errlen)
 {
 	const char *files[] = {o->ca, o->cert, o->key};
 	const char *flags[] = {"--policy-ca", "--policy-cert", "--policy-key"};
@@ -577,8 +577,8 @@ int rw_watch_check(const struct rw_watch_opts *o, char *err, size_t errlen)
 	return 0;
 }
 
-struct rw_watch *rw_watch_start(const struct rw_watch_opts *o, uint64_t revision, char *err,
-				size_t errlen)
+struct rw_watch *rw_pw_start(const struct rw_pw_opts *o, uint64_t revision, char *err,
+			     size_t errlen)
 {
 	struct rw_watch *w = calloc(1, sizeof(*w));
 	char *ack = NULL;
@@ -597,7 +597,7 @@ struct rw_watch *rw_watch_start(const struct rw_watch_opts *o, uint64_t revision
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&w->cond, &ca);
 	pthread_condattr_destroy(&ca);
-	if (rw_watch_check(o, err, errlen) ||
+	if (rw_pw_check(o, err, errlen) ||
 	    check_url(o->url, "--policy-url", &w->loopback, o->ack_url ? NULL : &ack, err, errlen))
 		goto fail;
 	w->ack_loopback = w->loopback; /* a derived ack URL has the policy URL's host */
@@ -629,16 +629,16 @@ struct rw_watch *rw_watch_start(const struct rw_watch_opts *o, uint64_t revision
 	w->ack_started = true;
 	return w;
 fail:
-	rw_watch_stop(w);
+	rw_pw_stop(w);
 	return NULL;
 }
 
-int rw_watch_fd(struct rw_watch *w)
+int rw_pw_fd(struct rw_watch *w)
 {
 	return w->efd;
 }
 
-bool rw_watch_pop(struct rw_watch *w, struct rw_watch_item *item)
+bool rw_pw_pop(struct rw_watch *w, struct rw_pw_item *item)
 {
 	bool got = false;
 	uint64_t n;
@@ -658,14 +658,14 @@ bool rw_watch_pop(struct rw_watch *w, struct rw_watch_item *item)
 	return got;
 }
 
-void rw_watch_set_revision(struct rw_watch *w, uint64_t revision)
+void rw_pw_set_revision(struct rw_watch *w, uint64_t revision)
 {
 	pthread_mutex_lock(&w->lock);
 	w->revision = revision;
 	pthread_mutex_unlock(&w->lock);
 }
 
-void rw_watch_drop(struct rw_watch *w, uint64_t revision)
+void rw_pw_drop(struct rw_watch *w, uint64_t revision)
 {
 	pthread_mutex_lock(&w->lock);
 	w->drop = true;
@@ -673,7 +673,7 @@ void rw_watch_drop(struct rw_watch *w, uint64_t revision)
 		w->drop_snapshot = true;
 	/* What the old stream queued after the message that made the loop drop it is moot. */
 	while (w->q_len) {
-		struct rw_watch_item *it = &w->queue[w->q_head];
+		struct rw_pw_item *it = &w->queue[w->q_head];
 
 		if (it->kind != RW_WATCH_ITEM_MESSAGE)
 			break;
@@ -686,7 +686,7 @@ void rw_watch_drop(struct rw_watch *w, uint64_t revision)
 	pthread_mutex_unlock(&w->lock);
 }
 
-void rw_watch_ack(struct rw_watch *w, const char *body)
+void rw_pw_ack(struct rw_watch *w, const char *body)
 {
 	char *copy = strdup(body);
 
@@ -706,19 +706,19 @@ void rw_watch_ack(struct rw_watch *w, const char *body)
 	pthread_mutex_unlock(&w->lock);
 }
 
-void rw_watch_get_stats(struct rw_watch *w, struct rw_watch_stats *s)
+void rw_pw_get_stats(struct rw_watch *w, struct rw_pw_stats *s)
 {
 	pthread_mutex_lock(&w->lock);
 	*s = w->st;
 	pthread_mutex_unlock(&w->lock);
 }
 
-const char *rw_watch_ack_url(struct rw_watch *w)
+const char *rw_pw_ack_url(struct rw_watch *w)
 {
 	return w->ack_url;
 }
 
-void rw_watch_stop(struct rw_watch *w)
+void rw_pw_stop(struct rw_watch *w)
 {
 	if (!w)
 		return;
@@ -742,7 +742,7 @@ void rw_watch_stop(struct rw_watch *w)
 	}
 	if (w->curl)
 		curl_easy_cleanup(w->curl);
-	rw_watch_framer_free(&w->framer);
+	rw_pw_framer_free(&w->framer);
 	if (w->efd >= 0)
 		close(w->efd);
 	free(w->url);

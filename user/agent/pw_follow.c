@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* policy_follow.c: the agent's side of PolicyWatch (--policy-url, docs/policy-watch.md): the
- * messages policy_stream.c hands over are judged and applied here, on the loop, through
+/* pw_follow.c: the agent's side of PolicyWatch (--policy-url, docs/policy-watch.md): the
+ * messages pw_stream.c hands over are judged and applied here, on the loop, through
  * agent_apply() (the validation and the apply of `runwall apply`), and each outcome is
  * acknowledged. A run's change is the snapshot in force with that run replaced or removed:
  * rw_apply() re-judges the flows of that run only.
@@ -13,9 +13,9 @@
 
 #include "agent.h"
 #include "log.h"
-#include "policy_stream.h"
+#include "pw_stream.h"
 #include "util.h"
-#include "watch_msg.h"
+#include "pw_msg.h"
 
 #define ITEMS_PER_WAKEUP 16 /* then back to the loop's other fds; the eventfd stays readable */
 
@@ -34,7 +34,7 @@ static void send_ack(struct agent *a, json_t *o)
 	json_object_set_new(o, "node", json_string(a->view_opts.node));
 	body = json_dumps(o, JSON_COMPACT);
 	if (body) {
-		rw_watch_ack(a->follow.watch, body);
+		rw_pw_ack(a->follow.watch, body);
 		free(body);
 	}
 	json_decref(o);
@@ -62,8 +62,8 @@ static const char *const need_names[] = {
  * that is not one (`m` NULL: path "(message)", "type", a key) has no type, revision or id to
  * name: its ack is known by its place among the others.
  */
-static void refuse(struct agent *a, const struct rw_watch_msg *m, uint64_t revision,
-		   const char *path, const char *error, enum need need)
+static void refuse(struct agent *a, const struct rw_pw_msg *m, uint64_t revision, const char *path,
+		   const char *error, enum need need)
 {
 	json_t *o;
 
@@ -87,7 +87,7 @@ static void refuse(struct agent *a, const struct rw_watch_msg *m, uint64_t revis
 		json_object_set_new(o, "need", json_string(need_names[need]));
 	send_ack(a, o);
 	if (need != NEED_NONE)
-		rw_watch_drop(a->follow.watch, need == NEED_RESUME ? revision_in_force(a) : 0);
+		rw_pw_drop(a->follow.watch, need == NEED_RESUME ? revision_in_force(a) : 0);
 }
 
 /* The generation the run enforces now (its revision of last change), 0 when not in force. */
@@ -109,7 +109,7 @@ static uint64_t run_generation(struct agent *a, const char *id)
  * carried, and "id", "revision" are the message's own, anything else ("runs": the node's
  * limit) the snapshot's.
  */
-static void ack_refusal(struct agent *a, const struct rw_watch_msg *m, uint64_t revision,
+static void ack_refusal(struct agent *a, const struct rw_pw_msg *m, uint64_t revision,
 			json_t *reply, bool run_change)
 {
 	const char *error = json_string_value(json_object_get(reply, "error")), *msg;
@@ -118,7 +118,7 @@ static void ack_refusal(struct agent *a, const struct rw_watch_msg *m, uint64_t 
 
 	if (!error)
 		error = "refused";
-	if (rw_watch_error_path(error, path, sizeof(path), &msg)) {
+	if (rw_pw_error_path(error, path, sizeof(path), &msg)) {
 		bool own =
 			run_change && ((!strncmp(path, "run", 3) && (path[3] == '.' || !path[3])) ||
 				       !strcmp(path, "id") || !strcmp(path, "revision"));
@@ -142,7 +142,7 @@ static void ack_refusal(struct agent *a, const struct rw_watch_msg *m, uint64_t 
 }
 
 /* Apply a snapshot's `text`, and ack what became of it. */
-static void apply_text(struct agent *a, const struct rw_watch_msg *m, uint64_t revision,
+static void apply_text(struct agent *a, const struct rw_pw_msg *m, uint64_t revision,
 		       const char *text, size_t len, int64_t received_ns)
 {
 	json_t *reply = NULL, *o;
@@ -186,7 +186,7 @@ static bool adopted_equals(struct agent *a, json_t *body)
 	return same;
 }
 
-static void on_snapshot(struct agent *a, const struct rw_watch_msg *m, int64_t received_ns)
+static void on_snapshot(struct agent *a, const struct rw_pw_msg *m, int64_t received_ns)
 {
 	json_t *rev = json_object_get(m->body, "revision");
 	uint64_t in_force = revision_in_force(a);
@@ -233,7 +233,7 @@ static void on_snapshot(struct agent *a, const struct rw_watch_msg *m, int64_t r
 }
 
 /* The ack of a run change agent_apply_change() refused or applied. */
-static void ack_change(struct agent *a, const struct rw_watch_msg *m, int ret, json_t *reply,
+static void ack_change(struct agent *a, const struct rw_pw_msg *m, int ret, json_t *reply,
 		       int64_t received_ns)
 {
 	json_t *o;
@@ -267,7 +267,7 @@ static void ack_change(struct agent *a, const struct rw_watch_msg *m, int ret, j
  * applied as the policy in force with that run replaced or removed (agent_apply_change()).
  * Nothing of the other runs is parsed or written out again.
  */
-static void on_run_change(struct agent *a, const struct rw_watch_msg *m, int64_t received_ns)
+static void on_run_change(struct agent *a, const struct rw_pw_msg *m, int64_t received_ns)
 {
 	uint64_t in_force = revision_in_force(a);
 	const char *refused_at;
@@ -322,13 +322,13 @@ static void on_run_change(struct agent *a, const struct rw_watch_msg *m, int64_t
 	ack_change(a, m, ret, reply, received_ns);
 }
 
-static void on_message(struct agent *a, const struct rw_watch_item *it)
+static void on_message(struct agent *a, const struct rw_pw_item *it)
 {
-	struct rw_watch_msg m;
+	struct rw_pw_msg m;
 	char err[300];
 
 	a->follow.last_message_ns = it->received_ns;
-	if (rw_watch_msg_parse(it->text, it->len, &m, err, sizeof(err))) {
+	if (rw_pw_msg_parse(it->text, it->len, &m, err, sizeof(err))) {
 		const char *colon = strstr(err, ": ");
 		char path[80] = "";
 
@@ -354,15 +354,15 @@ static void on_message(struct agent *a, const struct rw_watch_item *it)
 	} else if (m.type == RW_WATCH_RUN_UPSERT || m.type == RW_WATCH_RUN_DELETE) {
 		on_run_change(a, &m, it->received_ns);
 	}
-	rw_watch_msg_free(&m);
-	rw_watch_set_revision(a->follow.watch, revision_in_force(a));
+	rw_pw_msg_free(&m);
+	rw_pw_set_revision(a->follow.watch, revision_in_force(a));
 }
 
 void agent_follow_on_fd(struct agent *a)
 {
-	struct rw_watch_item it;
+	struct rw_pw_item it;
 
-	for (int i = 0; i < ITEMS_PER_WAKEUP && rw_watch_pop(a->follow.watch, &it); i++) {
+	for (int i = 0; i < ITEMS_PER_WAKEUP && rw_pw_pop(a->follow.watch, &it); i++) {
 		switch (it.kind) {
 		case RW_WATCH_ITEM_CONNECTED:
 			rw_info("policy watch: connected to %s (revision %llu in force)",
@@ -402,33 +402,33 @@ int agent_follow_start(struct agent *a, char *err, size_t errlen)
 	struct epoll_event ev = {.events = EPOLLIN};
 
 	a->follow.opts.node = a->view_opts.node;
-	a->follow.watch = rw_watch_start(&a->follow.opts, revision_in_force(a), err, errlen);
+	a->follow.watch = rw_pw_start(&a->follow.opts, revision_in_force(a), err, errlen);
 	if (!a->follow.watch)
 		return -EINVAL;
-	ev.data.fd = rw_watch_fd(a->follow.watch);
+	ev.data.fd = rw_pw_fd(a->follow.watch);
 	if (epoll_ctl(a->epfd, EPOLL_CTL_ADD, ev.data.fd, &ev)) {
 		snprintf(err, errlen, "epoll: %s", strerror(errno));
 		return -errno;
 	}
 	rw_info("policy watch: following %s, acknowledging to %s", a->follow.opts.url,
-		rw_watch_ack_url(a->follow.watch));
+		rw_pw_ack_url(a->follow.watch));
 	return 0;
 }
 
 bool agent_follow_is_fd(const struct agent *a, int fd)
 {
-	return a->follow.watch && fd == rw_watch_fd(a->follow.watch);
+	return a->follow.watch && fd == rw_pw_fd(a->follow.watch);
 }
 
 void agent_follow_tick(struct agent *a)
 {
-	struct rw_watch_stats st;
+	struct rw_pw_stats st;
 
 	if (!a->follow.watch)
 		return;
 	/* A snapshot from the file or the socket moves the revision a reconnection resumes from. */
-	rw_watch_set_revision(a->follow.watch, revision_in_force(a));
-	rw_watch_get_stats(a->follow.watch, &st);
+	rw_pw_set_revision(a->follow.watch, revision_in_force(a));
+	rw_pw_get_stats(a->follow.watch, &st);
 	a->follow.metrics.watch_enabled = true;
 	a->follow.metrics.watch_connected = st.connected;
 	a->follow.metrics.watch_connects = st.connects;
@@ -444,15 +444,15 @@ void agent_follow_tick(struct agent *a)
 
 json_t *agent_follow_status(struct agent *a)
 {
-	struct rw_watch_stats st;
+	struct rw_pw_stats st;
 
 	if (!a->follow.watch)
 		return json_null();
-	rw_watch_get_stats(a->follow.watch, &st);
+	rw_pw_get_stats(a->follow.watch, &st);
 	return json_pack(
 		"{s:s, s:s, s:b, s:I, s:I, s:I, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o}",
-		"url", a->follow.opts.url, "ack_url", rw_watch_ack_url(a->follow.watch),
-		"connected", st.connected, "connects", (json_int_t)st.connects, "disconnects",
+		"url", a->follow.opts.url, "ack_url", rw_pw_ack_url(a->follow.watch), "connected",
+		st.connected, "connects", (json_int_t)st.connects, "disconnects",
 		(json_int_t)st.disconnects, "messages", (json_int_t)st.messages,
 		"last_message_age_ms",
 		a->follow.last_message_ns
@@ -469,7 +469,7 @@ json_t *agent_follow_status(struct agent *a)
 
 void agent_follow_stop(struct agent *a)
 {
-	rw_watch_stop(a->follow.watch);
+	rw_pw_stop(a->follow.watch);
 	a->follow.watch = NULL;
 }
 
