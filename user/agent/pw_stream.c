@@ -204,30 +204,10 @@ static int on_request(void *ctx, char *primary_ip, char *local_ip, int primary_p
 	return CURL_PREREQFUNC_OK;
 }
 
+/* The bearer token: one line of printable ASCII (a header's value cannot carry more). */
 static int read_token(const char *path, char *out, size_t outlen, char *err, size_t errlen)
 {
-	char *buf = NULL;
-	size_t len = 0;
-	int ret = rw_read_file(path, TOKEN_MAX, &buf, &len);
-
-	if (ret) {
-		snprintf(err, errlen, "--policy-token-file %s: %s", path, strerror(-ret));
-		return ret;
-	}
-	while (len && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || buf[len - 1] == ' '))
-		len--;
-	for (size_t i = 0; i < len; i++)
-		if ((unsigned char)buf[i] <= ' ' || buf[i] == 0x7f)
-			len = 0;
-	if (!len || len >= outlen) {
-		snprintf(err, errlen, "--policy-token-file %s: empty, or not one token", path);
-		free(buf);
-		return -EINVAL;
-	}
-	memcpy(out, buf, len);
-	out[len] = '\0';
-	free(buf);
-	return 0;
+	return rw_read_token("--policy-token-file", path, 1, out, outlen, err, errlen);
 }
 
 /* TLS and credentials, the same for the stream and the acks. */
