@@ -32,6 +32,7 @@ struct rw_ctx {
 				 * names it: only a revoke may answer (revoke.h) */
 	__u8 node_refusal;  /* with runless: rw_config.refusal */
 	__u8 lease_expired; /* the control plane's lease ran out (rw_state_load) */
+	__u8 slot;	    /* the live slot of the state word (rw_begin) */
 	const struct rw_endpoint *ep; /* the veth's binding, NULL: not bound (veth.h) */
 	__u32 veth_idx;		      /* with ep: the veth's index (rw_veth_slots) */
 	__u8 bound;		      /* ep is set */

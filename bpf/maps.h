@@ -276,6 +276,23 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } rw_ll6 SEC(".maps");
 
+/* A restricted rule's selector, by (slot, rule id), and the containers it admits (runwall.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RW_MAX_FROM);
+	__type(key, struct rw_from_key);
+	__type(value, struct rw_from);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rw_from SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, RW_MAX_ADMIT);
+	__type(key, struct rw_admit_key);
+	__type(value, struct rw_admit);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rw_admit SEC(".maps");
+
 /* Every map of RW_MAPS (runwall.h), the list user space opens and pins by name, is defined
  * above: a missing one does not compile. That no map here is missing from the list is checked
  * against the built object (tests/unit/test_cli.c, test_map_list_is_the_object).

@@ -32,6 +32,7 @@
 #include "verdict.h"
 #include "conntrack.h"
 #include "icmp6.h"
+#include "principal.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -135,6 +136,11 @@ static __always_inline struct rw_ct_value *rw_fast(struct rw_ctx *x, void *table
 	x->ct = ct; /* the full judgement goes on with it */
 	if (*x->dry_run || !ct || x->lease_expired || rw_tcp_is_syn(&x->pkt))
 		return NULL;
+	/* A flow of a rule that names its principal: each packet out of the pod proves its sender
+	 * again (principal.h), so no other socket of the pod rides the flow on this path.
+	 */
+	if (x->dir == RW_DIR_EGRESS && (ct->rule_id & RW_RULE_FROM))
+		return NULL;
 	idx = ct->run_idx;
 	run_rev = bpf_map_lookup_elem(&rw_run_revs, &idx);
 	if (!run_rev || !ct->stamp || ct->stamp < *run_rev || ct->stamp > x->revision)
@@ -158,6 +164,7 @@ static __always_inline int rw_begin(struct rw_ctx *x, struct rw_view *v, void **
 	if (rw_state_load(&state, &x->lease_expired))
 		return RW_REASON_NOT_READY;
 	x->revision = RW_STATE_REVISION(state);
+	x->slot = RW_STATE_SLOT(state);
 	if (parsed == RW_REASON_ALLOWED) {
 		/* The key is the flow from the pod's side, whichever way the packet goes. */
 		if (six && x->dir == RW_DIR_EGRESS)
@@ -277,6 +284,18 @@ static __always_inline int rw_judge_egress(struct rw_ctx *x, struct rw_view *vp,
 	else
 		reason = rw_egress_policy(vp, x->pod, x->pkt.daddr, x->pkt.dport, x->pkt.proto,
 					  &x->rule_id, &x->path);
+	if (reason == RW_REASON_ALLOWED && (x->rule_id & RW_RULE_FROM))
+		reason = rw_principal_check(x);
+	if (reason == RW_REASON_WRONG_PRINCIPAL) {
+		/* The flow of this 4-tuple, if any, is another principal's (the sidecar's): a
+		 * refused copy of it closes nothing. Only a SYN is answered, by a reset with
+		 * sequence 0 that no established socket accepts (RFC 5961 3.2); a reset or ICMP
+		 * error for any other packet would reach the socket whose flow it copied.
+		 */
+		x->ct = NULL;
+		if (!rw_tcp_is_syn(&x->pkt))
+			x->identified = 0;
+	}
 	if (reason != RW_REASON_ALLOWED)
 		return rw_finish_family(x, reason, six);
 

@@ -163,6 +163,12 @@ static __always_inline void rw_report(struct rw_ctx *x, __u8 verdict, __u8 reaso
 	ev->path = x->path;
 	ev->answer = answer;
 	ev->ethertype = x->pkt.ethertype;
+	/* Who in the pod sent it (principal.h), paid only for an event that is sent. */
+	ev->uid = RW_UID_NONE;
+	if (x->dir == RW_DIR_EGRESS) {
+		ev->uid = bpf_get_socket_uid(x->skb);
+		ev->cgroup_id = bpf_skb_cgroup_id(x->skb);
+	}
 	/* No wakeup per event: the agent drains the ring on a short timer (BPF_RB_NO_WAKEUP). */
 	bpf_ringbuf_submit(ev, BPF_RB_NO_WAKEUP);
 	rw_count_event(run_idx, RW_EVENT_SENT);

@@ -10,7 +10,7 @@
 #define RUNWALL_H
 
 /* Bumped whenever a pinned map changes layout; a restarted agent refuses pins of another layout. */
-#define RW_LAYOUT_VERSION 9
+#define RW_LAYOUT_VERSION 10
 
 /* Every map of the datapath, once: X(ID, its name (the BPF object's variable and the pin's),
  * the name `runwall map` shows it under). bpf/maps.h defines each (and checks that it does);
@@ -44,7 +44,9 @@
 	X(RUN_REVS, rw_run_revs, "revs")                \
 	X(PROGS6, rw_progs6, "progs")                   \
 	X(SCRATCH, rw_scratch, "scratch")               \
-	X(LL6, rw_ll6, "linklocal")
+	X(LL6, rw_ll6, "linklocal")                     \
+	X(FROM, rw_from, "principals")                  \
+	X(ADMIT, rw_admit, "principals")
 
 /* Sizes; each can be overridden at build time (-DRW_MAX_PODS=...). */
 #ifndef RW_MAX_ENDPOINTS
@@ -123,7 +125,8 @@ _Static_assert((RW_VETH_SLOTS & (RW_VETH_SLOTS - 1)) == 0, "RW_VETH_SLOTS is a p
 	X(IPV6_NEXT_HEADER, 18, "ipv6-next-header")        \
 	X(IPV6_JUMBOGRAM, 19, "ipv6-jumbogram")            \
 	X(ICMPV6_TYPE, 20, "icmpv6-type")                  \
-	X(ICMP_UNRELATED, 21, "icmp-unrelated")
+	X(ICMP_UNRELATED, 21, "icmp-unrelated")            \
+	X(WRONG_PRINCIPAL, 22, "wrong-principal")
 
 /* The IPv6 extension-header walk's bounds (bpf/parse.h): more headers than RW_IPV6_EXT_MAX, or
  * more than RW_IPV6_EXT_BYTES of them together, is ipv6-ext-headers. Four is every header a
@@ -221,9 +224,14 @@ enum rw_answer {
 #define RW_RULE_MAX_B	     65536u /* allow rules of one run */
 #define RW_RULE_ID(kind, a, b) \
 	(((__u32)(kind) << 28) | (((__u32)(a)&0xfff) << 16) | ((__u32)(b)&0xffff))
-#define RW_RULE_KIND(id) ((id) >> 28)
-#define RW_RULE_A(id)	 (((id) >> 16) & 0xfff)
-#define RW_RULE_B(id)	 ((id)&0xffff)
+#define RW_RULE_KIND(id) (((id) >> 28) & 0x7)
+/* The rule names who inside the pod may use it ("from"): its selector is rw_from's entry for
+ * (slot, id without this bit). Set in the id the allow tables hold, the flow's entry caches and
+ * events carry, so that a packet allowed by such a rule is known to need its sender proven.
+ */
+#define RW_RULE_FROM  (1u << 31)
+#define RW_RULE_A(id) (((id) >> 16) & 0xfff)
+#define RW_RULE_B(id) ((id)&0xffff)
 
 /* rw_config[0]: node-wide state. `state` is one 64-bit word so that a packet reads readiness,
  * the live slot and the revision with a single load while the agent flips them with a single
@@ -502,7 +510,7 @@ struct rw_counters {
 	 */
 	__u64 answers[RW_ANSWER_COUNT];
 };
-_Static_assert(sizeof(struct rw_counters) == 760, "rw_counters layout");
+_Static_assert(sizeof(struct rw_counters) == 792, "rw_counters layout");
 
 /* rw_run_revs: ARRAY of __u64 indexed by run_idx, like the counters: the revision in which
  * anything run_idx's verdicts depend on last changed (its pods, egress mode or rules, its index
@@ -512,6 +520,60 @@ _Static_assert(sizeof(struct rw_counters) == 760, "rw_counters layout");
  * revision in force is refused, and the pinned state outlives the agent), so a `>=` test on
  * the stamp is sound.
  */
+
+/* Principals inside a pod (docs/principals.md). A rule whose id has RW_RULE_FROM set allows
+ * only the senders its selector names; the datapath reads the sender from the packet's socket,
+ * which crosses the veth with it (skb->sk: bpf_get_socket_uid(), bpf_skb_cgroup_id()).
+ *
+ * rw_from: HASH, (slot, rule id without RW_RULE_FROM) -> the rule's selector, written for a
+ * slot with its other tables, before the flip that makes it live. A uid list (RW_FROM_UID) is
+ * matched against the socket's owner; a container list (RW_FROM_CONTAINER) by rw_admit. Both
+ * set: both must match. A rule id with the bit and no entry here admits no one.
+ */
+#define RW_FROM_UIDS	   8 /* uids one selector may name */
+#define RW_FROM_CONTAINERS 8 /* containers one selector may name */
+#define RW_FROM_UID	   (1u << 0)
+#define RW_FROM_CONTAINER  (1u << 1)
+#define RW_UID_NONE	   0xffffffffu /* no uid read */
+#define RW_UID_OVERFLOW	   65534u      /* what bpf_get_socket_uid() returns without a full socket */
+#ifndef RW_MAX_FROM
+#define RW_MAX_FROM 4096 /* restricted rules of both slots together */
+#endif
+#ifndef RW_MAX_ADMIT
+#define RW_MAX_ADMIT 65536 /* (container cgroup, slot, rule) admissions */
+#endif
+struct rw_from_key {
+	__u32 slot;
+	__u32 rule_id;
+};
+_Static_assert(sizeof(struct rw_from_key) == 8, "rw_from_key layout");
+
+struct rw_from {
+	__u32 flags; /* RW_FROM_UID, RW_FROM_CONTAINER */
+	__u32 n_uids;
+	__u32 uids[RW_FROM_UIDS];
+};
+_Static_assert(sizeof(struct rw_from) == 40, "rw_from layout");
+
+/* rw_admit: HASH, (cgroup v2 id of a container, slot, rule id without RW_RULE_FROM) -> the host
+ * veth of that container's pod. Written by the agent from the containers it found (their
+ * cgroups and pods, user/agent/containers.c) for every rule whose selector names the
+ * container: for a slot before its flip, and for the live slot as containers come and go. A
+ * packet is the container's when its socket's cgroup has an entry for the rule AND it came in
+ * on that veth: a socket of one pod's sidecar cannot speak for another pod.
+ */
+struct rw_admit_key {
+	__u64 cgroup_id;
+	__u32 slot;
+	__u32 rule_id;
+};
+_Static_assert(sizeof(struct rw_admit_key) == 16, "rw_admit_key layout");
+
+struct rw_admit {
+	__u32 ifindex;
+	__u32 pad;
+};
+_Static_assert(sizeof(struct rw_admit) == 8, "rw_admit layout");
 
 /* rw_event_budget: three token buckets per veth ifindex, one for drops and one for new-flow
  * reports, so that one flooding sandbox cannot drown the events of the others and its junk
@@ -568,9 +630,14 @@ struct rw_event {
 	__u8 answer;	  /* enum rw_answer: what the refused packet got back */
 	__be16 ethertype; /* 0x0800 IPv4, 0x0806 ARP, 0x86dd IPv6; what an unsupported-l2 drop
 			   * carried */
-	__u8 pad2[4];
+	/* The sender inside the pod, read from the packet's socket where a rule's "from" made
+	 * the datapath look (a wrong-principal refusal): its uid (RW_UID_NONE: not read, or no
+	 * socket) and its cgroup v2 id (0: the same).
+	 */
+	__u32 uid;
+	__u64 cgroup_id;
 };
-_Static_assert(sizeof(struct rw_event) == 144, "rw_event layout");
+_Static_assert(sizeof(struct rw_event) == 152, "rw_event layout");
 
 /* `runwall explain` runs its own copy of the programs with rw_dry_run set: they judge but
  * change no state, and leave their decision in .bss (rw_explain_result).

@@ -166,7 +166,7 @@ up() {
 	local drops_pid=$!
 	sleep 0.5
 	try a "sandbox A -> egress proxy 172.20.0.10:443" tcp 172.20.0.10 443 ""
-	try a "sandbox A -> identity broker 172.20.0.11:3443" tcp 172.20.0.11 3443 ""
+	try a "sandbox A -> identity broker 172.20.0.11:3443 (only its identity sidecar may)" tcp 172.20.0.11 3443 ""
 	try a "sandbox A -> the internet 93.184.216.34:443" tcp 93.184.216.34 443 ""
 	try_curl
 	try a "sandbox A -> instance metadata 169.254.169.254:80" tcp 169.254.169.254 80 ""

@@ -109,6 +109,7 @@ static const struct dp_step {
 	{"apply6", test_apply6},
 	{"ipv6 policy", test_ipv6_policy},
 	{"rule names", test_rule_names},
+	{"principals", test_principals},
 	{"icmp6 setup", icmp6_setup},
 	{"ndp", test_ndp},
 	{"icmp6", test_icmp6},

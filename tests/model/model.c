@@ -414,6 +414,10 @@ struct match {
 	__u32 rules[MODEL_MAX_RULES];
 	int n;
 	int prefixlen;
+	/* The rule the datapath holds for the key: the last one listed (the apply keeps the last
+	 * of equal keys), and with it the principals it admits.
+	 */
+	const struct rw_policy_from *from;
 };
 
 enum { EXACT, CIDR, ANY_LEN };
@@ -427,6 +431,7 @@ static void match_rules_of(const struct rw_policy_rule *rules, size_t n, int kin
 
 	m->n = 0;
 	m->prefixlen = -1;
+	m->from = NULL;
 	for (size_t i = 0; i < n; i++) {
 		const struct rw_policy_rule *r = &rules[i];
 		__u32 id;
@@ -450,8 +455,11 @@ static void match_rules_of(const struct rw_policy_rule *rules, size_t n, int kin
 		}
 		id = is_run ? RW_RULE_ID(RW_RULE_KIND_RUN, a, i)
 			    : RW_RULE_ID(a, i, 0); /* a: the kind, for services and inbound */
+		if (r->from)
+			id |= RW_RULE_FROM;
 		if (m->n < MODEL_MAX_RULES)
 			m->rules[m->n++] = id;
+		m->from = r->from;
 	}
 }
 
@@ -461,6 +469,20 @@ static void match_rules(const struct rw_policy_rule *rules, size_t n, int kind, 
 	match_rules_of(rules, n, kind, a, is_run, addr, NULL, port, proto, m);
 }
 
+/* Is the sender one a rule's "from" admits? The model's packets are BPF_PROG_TEST_RUN's, whose
+ * skb carries the kernel's dummy socket (net/bpf/test_run.c): owned by uid 0, made in the
+ * test's own cgroup, which is no container the agent admitted.
+ */
+static int principal_ok(const struct rw_policy_from *f)
+{
+	if (f->n_containers)
+		return 0;
+	for (size_t i = 0; i < f->n_uids; i++)
+		if (f->uids[i] == 0)
+			return 1;
+	return 0;
+}
+
 static void take(struct model_verdict *v, const struct match *m, int path)
 {
 	v->verdict = RW_VERDICT_ALLOW;
@@ -468,6 +490,18 @@ static void take(struct model_verdict *v, const struct match *m, int path)
 	v->path = path;
 	memcpy(v->rules, m->rules, sizeof(m->rules));
 	v->n_rules = m->n;
+	v->from = m->from;
+}
+
+/* Out of the pod, a rule with a "from" allows only the senders it admits: the others are
+ * wrong-principal (the rule still named). Packets into the pod have no sender of the pod's.
+ */
+static void judge_principal(struct model_verdict *v)
+{
+	if (v->verdict == RW_VERDICT_ALLOW && v->from && !principal_ok(v->from)) {
+		v->verdict = RW_VERDICT_DROP;
+		v->reason = RW_REASON_WRONG_PRINCIPAL;
+	}
 }
 
 /* The egress policy of run `ri` for daddr:dport (docs/architecture.md verdict order, from "protocol" on).
@@ -834,6 +868,7 @@ static void judge6(const struct rw_policy *s, const struct model_binding *ep, in
 			return drop(v, RW_REASON_UNSUPPORTED_PROTOCOL);
 		egress_policy6(s, run, ep->pod_ip6, p->daddr6, p->dport, p->proto, lease_expired,
 			       v);
+		judge_principal(v);
 		if (v->verdict == RW_VERDICT_ALLOW)
 			open_flow(p, ct, ct_full, dir, v);
 		return;
@@ -896,6 +931,7 @@ static void judge(const struct rw_policy *s, const struct model_binding *ep, int
 		if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP)
 			return drop(v, RW_REASON_UNSUPPORTED_PROTOCOL);
 		egress_policy(s, run, p->daddr, p->dport, p->proto, lease_expired, v);
+		judge_principal(v);
 		if (v->verdict == RW_VERDICT_ALLOW)
 			open_flow(p, ct, ct_full, dir, v);
 		return;
@@ -1000,6 +1036,14 @@ void model_judge(const struct rw_policy *s, const struct model_binding *ep, int 
 	    !ep->bound)
 		return;
 	run = model_run_of(s, ep, p);
+	/* wrong-principal: the flow of its 4-tuple is another principal's; no revoke, and only a
+	 * SYN is answered (a reset of sequence 0, which no established socket takes).
+	 */
+	if (v->reason == RW_REASON_WRONG_PRINCIPAL) {
+		if (is_syn(p))
+			v->answer = answer_of(s, run, p);
+		return;
+	}
 	if (revokes(s, ep, dir, p, ct, run, v->reason)) {
 		v->answer = RW_ANSWER_RST;
 		return;

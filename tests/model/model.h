@@ -91,6 +91,7 @@ struct model_verdict {
 	int new_flow;  /* an allowed packet that is reported as a new flow */
 	int answer;    /* enum rw_answer the refusal gets, its budget aside (a revoke's: rst) */
 	int learn_ll6; /* allowed NDP whose link-local source is now the veth's (has_ll6) */
+	const struct rw_policy_from *from; /* the deciding rule's "from" (NULL: anyone) */
 };
 
 /* Parse a frame (what the veth carries, Ethernet first) per docs/reasons.md. */

@@ -450,6 +450,23 @@ static void gen_ports(struct sbuf *b)
 	}
 }
 
+/* A rule's "from", one rule in five: the test run's packets are sent by the kernel's dummy
+ * socket (uid 0, the test's cgroup, no container), so some selectors admit them and some not.
+ */
+static void gen_from(struct sbuf *b)
+{
+	static const char *const from[] = {
+		"{\"uid\": [0]}",
+		"{\"uid\": [1001]}",
+		"{\"uid\": [1000, 0]}",
+		"{\"container\": [\"identity-sidecar\"]}",
+		"{\"uid\": [0], \"container\": [\"identity-sidecar\"]}",
+	};
+
+	if (chance(20))
+		sb_printf(b, ", \"from\": %s", from[rnd(sizeof(from) / sizeof(from[0]))]);
+}
+
 /* An address or CIDR of any length 0..32 (weighted to the lengths rules have), never one that
  * covers a metadata address (the parser refuses those, rightly).
  */
@@ -566,6 +583,7 @@ static char *gen_snapshot(__u64 revision)
 		sb_printf(&b, "%s{\"name\": \"svc-%d\", ", i ? ", " : "", i);
 		gen_any_target(&b, 1, 0, p6);
 		gen_ports(&b);
+		gen_from(&b);
 		sb_printf(&b, "}");
 	}
 	sb_printf(&b, "], \"inbound\": [");
@@ -624,6 +642,7 @@ static char *gen_snapshot(__u64 revision)
 				sb_printf(&b, "%s{", i ? ", " : "");
 				gen_any_target(&b, 1, 1, p6);
 				gen_ports(&b);
+				gen_from(&b);
 				sb_printf(&b, "}");
 			}
 			sb_printf(&b, "]");

@@ -216,7 +216,7 @@ cat >"$RW_WORK/matrix.spec" <<'EOF'
 a proxy-443        tcp 172.20.0.10     443  - allow rule egress proxy, model route
 a proxy-8443       tcp 172.20.0.10     8443 - allow rule egress proxy, model route
 a proxy-3128       tcp 172.20.0.10     3128 - allow rule egress proxy, forwarding route
-a broker-3443      tcp 172.20.0.11     3443 - allow rule identity broker
+a broker-3443      tcp 172.20.0.11     3443 - drop wrong-principal identity broker, only from the identity sidecar
 a app-3000         tcp 172.20.0.12     3000 - allow rule application tier
 a drive-8080       tcp 172.20.0.13     8080 - allow rule drive gateway
 a connectors-8080  tcp 172.20.0.30     8080 - drop private-destination connectors service (not used by sandboxes)
@@ -239,7 +239,7 @@ a inet-443         tcp 93.184.216.34   443  - drop not-allowlisted public intern
 a inet-80          tcp 93.184.216.34   80   - drop not-allowlisted public internet, allowlist mode
 a inet-quic        udp 93.184.216.34   443  - drop not-allowlisted public internet, allowlist mode
 b proxy-443        tcp 172.20.0.10     443  - allow rule egress proxy, model route
-b broker-3443      tcp 172.20.0.11     3443 - allow rule identity broker
+b broker-3443      tcp 172.20.0.11     3443 - drop wrong-principal identity broker, only from the identity sidecar
 b inet-443         tcp 93.184.216.34   443  - allow open public internet, open mode
 b inet-80          tcp 93.184.216.34   80   - allow open public internet, open mode
 b inet-8443        tcp 93.184.216.34   8443 - allow open public internet, open mode
@@ -566,7 +566,7 @@ mkdir -p "$POLICY_DIR"
 cp "$RW_WORK/policy-$REV.json" "$POLICY_DIR/policy.json"
 loop=$RW_WORK/loop-restart.jsonl
 rw_bg /dev/null ip netns exec "${RW_SB_NS[a]}" "$RW_PY" "$RW_PROBE" loop \
-	--target ok-broker=172.20.0.11:3443 --target deny-inet=93.184.216.34:443 \
+	--target ok-drive=172.20.0.13:8080 --target deny-inet=93.184.216.34:443 \
 	--interval 0.05 --timeout "$(rw_scale 0.3)" --out "$loop"
 lpid=$RW_LAST_PID
 # and a connection that stays open across the kill and the restart
@@ -652,7 +652,7 @@ check "restart: 6 $what for 3 veths, nothing else in links/ (got $n of $m)" test
 section "bad-snapshot: refused snapshots under traffic"
 loop=$RW_WORK/loop-bad.jsonl
 rw_bg /dev/null ip netns exec "${RW_SB_NS[a]}" "$RW_PY" "$RW_PROBE" loop \
-	--target ok-broker=172.20.0.11:3443 --target deny-inet=93.184.216.34:443 \
+	--target ok-drive=172.20.0.13:8080 --target deny-inet=93.184.216.34:443 \
 	--target deny-imds=169.254.169.254:80 --interval 0.05 --timeout "$(rw_scale 0.3)" --out "$loop"
 lpid=$RW_LAST_PID
 rw_sleep 0.3

@@ -216,7 +216,7 @@ static void test_map_names(void **state)
 	assert_int_equal(rw_cli_map_lookup("conntrak", err, sizeof(err)), -EINVAL);
 	assert_string_equal(err, "unknown map 'conntrak' (did you mean 'conntrack'?); valid: "
 				 "config, endpoints, pods, allow, deny, inbound, conntrack, "
-				 "counters, budget, events, revs, progs, scratch, linklocal");
+				 "counters, budget, events, revs, progs, scratch, linklocal, principals");
 	assert_int_equal(rw_cli_map_lookup("alow", err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "(did you mean 'allow'?)"));
 	assert_int_equal(rw_cli_map_lookup("routes", err, sizeof(err)), -EINVAL);
@@ -284,7 +284,7 @@ static void test_reason_names(void **state)
 				 "private-destination, not-allowlisted, inbound-denied, "
 				 "conntrack-full, lease-expired, ipv6-routing, "
 				 "ipv6-ext-headers, ipv6-next-header, ipv6-jumbogram, "
-				 "icmpv6-type, icmp-unrelated");
+				 "icmpv6-type, icmp-unrelated, wrong-principal");
 	/* A unique prefix is a good guess too. */
 	assert_int_equal(rw_cli_reason_lookup("inbound", err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "(did you mean 'inbound-denied'?)"));

@@ -374,7 +374,7 @@ static void test_unknown_keys(void **state)
 		{"{\"revision\": 1, \"services\": [{\"name\": \"s\", \"ip\": \"52.94.2.1\", "
 		 "\"port\": 80}]}",
 		 "policy.json:1:63: services[0].port: unknown key (expected one of: name, ip, "
-		 "cidr, tcp, udp)"},
+		 "cidr, tcp, udp, from)"},
 		/* keys that are not plain words are quoted, control characters escaped */
 		{"{\"revision\": 1, \"a b\\n\": 1}",
 		 "policy.json:1:17: [\"a b\\u000a\"]: unknown key (expected one of: revision, "
@@ -389,7 +389,86 @@ static void test_unknown_keys(void **state)
 	expect_example_refused(
 		"{\"cidr\": \"52.194.9.0/24\"", "{\"name\": \"db\", \"cidr\": \"52.194.9.0/24\"",
 		"policy.json:17:17: runs[1].allow[0].name: unknown key (expected one "
-		"of: ip, cidr, tcp, udp)");
+		"of: ip, cidr, tcp, udp, from)");
+}
+
+/* ---- Principals ("from") ------------------------------------------------------------------- */
+
+#define SVC_FROM(from)                                                                 \
+	"{\"revision\": 1, \"services\": [{\"name\": \"b\", \"ip\": \"172.20.0.11\", " \
+	"\"tcp\": [3443], \"from\": " from "}]}"
+
+static void test_from(void **state)
+{
+	static const struct refusal cases[] = {
+		{SVC_FROM("[1001]"),
+		 "policy.json:1:88: services[0].from: expected an object, got an array"},
+		{SVC_FROM("{}"),
+		 "policy.json:1:88: services[0].from: names no principal (give \"uid\" and/or \"container\")"},
+		{SVC_FROM("{\"user\": [1]}"),
+		 "policy.json:1:89: services[0].from.user: unknown key (expected one of: uid, container)"},
+		{SVC_FROM("{\"uid\": []}"),
+		 "policy.json:1:96: services[0].from.uid: lists 0 uids (1..8)"},
+		{SVC_FROM("{\"uid\": [1,2,3,4,5,6,7,8,9]}"),
+		 "policy.json:1:96: services[0].from.uid: lists 9 uids (1..8)"},
+		{SVC_FROM("{\"uid\": [-1]}"),
+		 "policy.json:1:97: services[0].from.uid[0]: -1 is not a uid (0..4294967294)"},
+		{SVC_FROM("{\"uid\": [4294967295]}"),
+		 "policy.json:1:97: services[0].from.uid[0]: 4294967295 is not a uid (0..4294967294)"},
+		{SVC_FROM("{\"uid\": [65534]}"),
+		 "policy.json:1:97: services[0].from.uid[0]: uid 65534 is what the kernel reports for a packet with no socket: it cannot name a principal"},
+		{SVC_FROM("{\"uid\": [1001, 1001]}"),
+		 "policy.json:1:103: services[0].from.uid[1]: uid 1001 is already listed at services[0].from.uid[0]"},
+		{SVC_FROM("{\"uid\": [\"1001\"]}"),
+		 "policy.json:1:97: services[0].from.uid[0]: expected a uid (an integer), got a string"},
+		{SVC_FROM("{\"container\": [\"Sidecar\"]}"),
+		 "policy.json:1:103: services[0].from.container[0]: \"Sidecar\" is not a container name (1..63 of a-z, 0-9 and '-', starting and ending with a letter or digit)"},
+		{SVC_FROM("{\"container\": [\"-a\"]}"),
+		 "policy.json:1:103: services[0].from.container[0]: \"-a\" is not a container name (1..63 of a-z, 0-9 and '-', starting and ending with a letter or digit)"},
+		{SVC_FROM("{\"container\": [\"a\", \"a\"]}"),
+		 "policy.json:1:108: services[0].from.container[1]: \"a\" is already listed at services[0].from.container[0]"},
+		{SVC_FROM("{\"container\": [7]}"),
+		 "policy.json:1:103: services[0].from.container[0]: expected a container name (a string), got an integer"},
+		/* inbound rules judge packets into the pod: no sender of the pod's to name */
+		{"{\"revision\": 1, \"inbound\": [{\"name\": \"i\", \"cidr\": \"10.0.0.0/8\", "
+		 "\"tcp\": [80], \"from\": {\"uid\": [1]}}]}",
+		 "policy.json:1:78: inbound[0].from: an inbound rule has no \"from\": it judges "
+		 "packets into the pod, which no sender inside the pod sent"},
+	};
+	struct rw_policy p, q;
+	char text[128];
+
+	expect_all_refused(cases, ARRAY_LEN(cases));
+	parse_ok(SVC_FROM("{\"uid\": [1001, 0], \"container\": [\"identity-sidecar\"]}"), &p);
+	assert_non_null(p.services[0].from);
+	assert_int_equal(p.services[0].from->n_uids, 2);
+	assert_int_equal(p.services[0].from->uids[0], 1001);
+	assert_int_equal(p.services[0].from->uids[1], 0);
+	assert_int_equal(p.services[0].from->n_containers, 1);
+	assert_string_equal(p.services[0].from->containers[0], "identity-sidecar");
+	assert_string_equal(rw_policy_from_text(p.services[0].from, text, sizeof(text)),
+			    "uid 1001,0 container identity-sidecar");
+	assert_int_equal(rw_policy_from_count(&p), 1);
+	/* a changed "from" is a changed rule: the diff says so, and the snapshots differ */
+	parse_ok(SVC_FROM("{\"uid\": [1001]}"), &q);
+	assert_int_not_equal(rw_policy_from_cmp(p.services[0].from, q.services[0].from), 0);
+	{
+		char diff[256];
+
+		assert_int_equal(rw_policy_diff(&q, &p, diff, sizeof(diff)), 1);
+		assert_string_equal(diff, "~ service b: from uid 1001 -> uid 1001,0 container "
+					  "identity-sidecar\n");
+	}
+	rw_policy_free(&q);
+	rw_policy_free(&p);
+	/* a run's rule may name one too */
+	parse_ok("{\"revision\": 1, \"runs\": [{\"id\": \"r\", \"pods\": [\"10.1.2.3\"], "
+		 "\"allow\": [{\"ip\": \"52.94.2.1\", \"tcp\": [443], \"from\": "
+		 "{\"uid\": [1000]}}]}]}",
+		 &p);
+	assert_int_equal(p.runs[0].allow[0].from->uids[0], 1000);
+	assert_null(p.services);
+	rw_policy_free(&p);
 }
 
 static void test_wrong_types(void **state)
@@ -2146,6 +2225,7 @@ int main(void)
 		cmocka_unit_test(test_run_equal_repeated_rules),
 		cmocka_unit_test(test_run_equal_many_rules),
 		cmocka_unit_test(test_builtin_label),
+		cmocka_unit_test(test_from),
 		cmocka_unit_test(test_diff),
 		cmocka_unit_test(test_diff_node_egress),
 	};

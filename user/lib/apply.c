@@ -27,6 +27,7 @@
 #include "apply_revs.h"
 #include "bpf_compat.h"
 #include "log.h"
+#include "principals.h"
 #include "util.h"
 #include "veth.h"
 
@@ -520,7 +521,8 @@ static bool run_same(const struct rw_policy_run *a, const struct rw_policy_run *
 		if (!rw_policy_rule_same_addr(x, y) || x->n_tcp != y->n_tcp ||
 		    x->n_udp != y->n_udp ||
 		    !bytes_equal(x->tcp, y->tcp, x->n_tcp * sizeof(*x->tcp)) ||
-		    !bytes_equal(x->udp, y->udp, x->n_udp * sizeof(*x->udp)))
+		    !bytes_equal(x->udp, y->udp, x->n_udp * sizeof(*x->udp)) ||
+		    rw_policy_from_cmp(x->from, y->from))
 			return false;
 	}
 	return true;
@@ -540,7 +542,8 @@ static int shadow_build(struct shadow *s, const struct rw_policy *p, const struc
 		goto fail;
 	for (size_t i = 0; i < p->n_services; i++)
 		if ((err = add_rule(s, false, 0, &p->services[i],
-				    RW_RULE_ID(RW_RULE_KIND_SERVICE, i, 0))))
+				    RW_SERVICE_RULE_ID(i) |
+					    (p->services[i].from ? RW_RULE_FROM : 0))))
 			goto fail;
 	for (size_t i = 0; i < p->n_inbound; i++)
 		if ((err = add_rule(s, true, 0, &p->inbound[i],
@@ -622,7 +625,8 @@ static int shadow_build(struct shadow *s, const struct rw_policy *p, const struc
 				goto fail;
 		for (size_t i = 0; i < run->n_allow; i++)
 			if ((err = add_rule(s, false, slots[r].idx, &run->allow[i],
-					    RW_RULE_ID(RW_RULE_KIND_RUN, r, i))))
+					    RW_RUN_RULE_ID(r, i) |
+						    (run->allow[i].from ? RW_RULE_FROM : 0))))
 				goto fail;
 		group_close(s, g);
 	}
@@ -1618,6 +1622,9 @@ int rw_apply(struct rw_datapath *dp, const struct rw_policy *prev, const struct 
 	c->shadow[idle].known = false;
 	fault_point("before-write", next->revision);
 	ret = run_ops(c, idle, &ops, &res->written, next->revision, err, errlen);
+	if (!ret)
+		ret = rw_principals_write(dp, idle, next, dp->principals, dp->n_principals, err,
+					  errlen);
 	if (ret)
 		goto cleanup;
 	shadow_recycle(&c->shadow[idle]);

@@ -37,7 +37,8 @@ static bool rules_as_written(const struct rw_policy_rule *a, size_t na,
 	for (size_t i = 0; i < na; i++)
 		if (!rw_policy_rule_same_addr(&a[i], &b[i]) ||
 		    !ports_as_written(a[i].tcp, a[i].n_tcp, b[i].tcp, b[i].n_tcp) ||
-		    !ports_as_written(a[i].udp, a[i].n_udp, b[i].udp, b[i].n_udp))
+		    !ports_as_written(a[i].udp, a[i].n_udp, b[i].udp, b[i].n_udp) ||
+		    rw_policy_from_cmp(a[i].from, b[i].from))
 			return false;
 	return true;
 }

@@ -48,6 +48,7 @@ enum rw_datapath_flags {
 
 struct runwall_bpf;
 struct rw_apply_cache;
+struct rw_principal;
 
 struct rw_datapath {
 	struct runwall_bpf *skel; /* NULL when only the pinned maps were opened */
@@ -63,6 +64,11 @@ struct rw_datapath {
 	 */
 	struct rw_apply_cache *apply;
 	void (*apply_free)(struct rw_apply_cache *c);
+	/* The containers rw_apply() admits to rules that name them ("from", principals.h): the
+	 * caller's, kept current by it; none: such rules admit no container.
+	 */
+	const struct rw_principal *principals;
+	size_t n_principals;
 };
 
 /* Load the programs; with a pin dir, reuse the maps pinned there (after checking their layout

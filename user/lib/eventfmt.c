@@ -59,21 +59,43 @@ json_t *rw_event_json(const struct rw_event *ev, const struct rw_policy *p, int6
 {
 	char src[RW_IP_STRLEN], dst[RW_IP_STRLEN], when[40], rule[RW_RULE_NAME_LEN];
 	struct rw_ip s = rw_event_src(ev), d = rw_event_dst(ev);
+	json_t *o;
 
 	rw_ip_str(&s, src, sizeof(src));
 	rw_ip_str(&d, dst, sizeof(dst));
 	rw_format_time((int64_t)ev->ts_ns + mono_to_real, when, sizeof(when));
 	rw_event_rule_name(ev, p, rule, sizeof(rule));
-	return json_pack(
-		"{s:s, s:I, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:s, s:i, s:s, "
-		"s:i, s:i, s:s, s:I}",
-		"time", when, "ts_ns", (json_int_t)ev->ts_ns, "dir", rw_dir_name(ev->dir),
-		"verdict", ev->verdict == RW_VERDICT_ALLOW ? "allow" : "drop", "reason",
-		rw_reason_name(ev->reason), "path", rw_path_name(ev->path), "answer",
-		rw_answer_name(ev->answer), "run", ev->run_id, "gen", (int)ev->run_gen, "src", src,
-		"sport", (int)ntohs(ev->sport), "dst", dst, "dport", (int)ntohs(ev->dport), "proto",
-		rw_packet_proto_name(ev->ethertype, ev->proto), "ifindex", (int)ev->ifindex,
-		"rule_id", (int)ev->rule_id, "rule", rule, "revision", (json_int_t)ev->revision);
+	o = json_pack("{s:s, s:I, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:s, s:i, s:s, "
+		      "s:i, s:i, s:s, s:I}",
+		      "time", when, "ts_ns", (json_int_t)ev->ts_ns, "dir", rw_dir_name(ev->dir),
+		      "verdict", ev->verdict == RW_VERDICT_ALLOW ? "allow" : "drop", "reason",
+		      rw_reason_name(ev->reason), "path", rw_path_name(ev->path), "answer",
+		      rw_answer_name(ev->answer), "run", ev->run_id, "gen", (int)ev->run_gen, "src",
+		      src, "sport", (int)ntohs(ev->sport), "dst", dst, "dport",
+		      (int)ntohs(ev->dport), "proto",
+		      rw_packet_proto_name(ev->ethertype, ev->proto), "ifindex", (int)ev->ifindex,
+		      "rule_id", (json_int_t)ev->rule_id, "rule", rule, "revision",
+		      (json_int_t)ev->revision);
+	/* The sender inside the pod, where the datapath read it (packets out of the pod). */
+	if (o && ev->uid != RW_UID_NONE) {
+		json_object_set_new(o, "uid", json_integer(ev->uid));
+		json_object_set_new(o, "cgroup_id", json_integer((json_int_t)ev->cgroup_id));
+	}
+	return o;
+}
+
+void rw_event_principal(const struct rw_event *ev, const char *container, char *buf, size_t len)
+{
+	buf[0] = '\0';
+	if (ev->uid == RW_UID_NONE)
+		return;
+	if (ev->uid == RW_UID_OVERFLOW && !ev->cgroup_id)
+		snprintf(buf, len, "no socket");
+	else if (container && container[0])
+		snprintf(buf, len, "uid %u container %s", ev->uid, container);
+	else
+		snprintf(buf, len, "uid %u cgroup %llu", ev->uid,
+			 (unsigned long long)ev->cgroup_id);
 }
 
 static int lookup_name(const char *s, const char *(*name)(unsigned int), unsigned int max)
@@ -87,19 +109,22 @@ static int lookup_name(const char *s, const char *(*name)(unsigned int), unsigne
 int rw_event_from_json(json_t *o, struct rw_event *ev, char *rule, size_t rule_len)
 {
 	const char *dir, *verdict, *reason, *path, *run, *src, *dst, *proto, *r = "", *answer = "";
-	json_int_t ts, revision;
-	int gen, sport, dport, ifindex, rule_id, n;
+	json_int_t ts, revision, rule_id, uid = RW_UID_NONE, cgroup_id = 0;
+	int gen, sport, dport, ifindex, n;
 	struct rw_ip s, d;
 
 	memset(ev, 0, sizeof(*ev));
 	if (json_unpack(o,
 			"{s:I, s:s, s:s, s:s, s:s, s?s, s:s, s:i, s:s, s:i, s:s, s:i, s:s, s:i, "
-			"s:i, s?s, s:I}",
+			"s:I, s?s, s:I, s?I, s?I}",
 			"ts_ns", &ts, "dir", &dir, "verdict", &verdict, "reason", &reason, "path",
 			&path, "answer", &answer, "run", &run, "gen", &gen, "src", &src, "sport",
 			&sport, "dst", &dst, "dport", &dport, "proto", &proto, "ifindex", &ifindex,
-			"rule_id", &rule_id, "rule", &r, "revision", &revision))
+			"rule_id", &rule_id, "rule", &r, "revision", &revision, "uid", &uid,
+			"cgroup_id", &cgroup_id))
 		return -EINVAL;
+	ev->uid = (__u32)uid;
+	ev->cgroup_id = (__u64)cgroup_id;
 	ev->ts_ns = ts;
 	ev->revision = revision;
 	ev->dir = strcmp(dir, "ingress") == 0;
@@ -144,7 +169,7 @@ int rw_event_from_json(json_t *o, struct rw_event *ev, char *rule, size_t rule_l
 		d = rw_ip4(0);
 	rw_event_set_addrs(ev, &s, &d);
 	ev->ifindex = ifindex;
-	ev->rule_id = rule_id;
+	ev->rule_id = (__u32)rule_id;
 	if (rule)
 		snprintf(rule, rule_len, "%s", r);
 	return 0;

@@ -26,6 +26,12 @@ json_t *rw_event_json(const struct rw_event *ev, const struct rw_policy *p, int6
 /* The JSON object back into an event (what the CLI receives from the agent). 0 or -EINVAL. */
 int rw_event_from_json(json_t *obj, struct rw_event *ev, char *rule, size_t rule_len);
 
+/* Who in the pod sent the event's packet, for people: "uid 1000 container harness" (container:
+ * the agent's name for ev->cgroup_id, or NULL), "uid 1000 cgroup 4242", "no socket", or "" when
+ * the datapath did not read it.
+ */
+void rw_event_principal(const struct rw_event *ev, const char *container, char *buf, size_t len);
+
 /* One aligned line for people:
  * TIME  DIR  VERDICT REASON  RUN  SRC:PORT -> DST:PORT PROTO  [rule]
  */

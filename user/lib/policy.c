@@ -1059,11 +1059,121 @@ static int parse_pod(struct parser *ps, json_t *v, struct rw_policy_cidr *c)
 	return 0;
 }
 
+/* A container's name in its pod, as Kubernetes allows it (a DNS-1123 label). */
+static bool is_container_name(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (!n || n > 63 || s[0] == '-' || s[n - 1] == '-')
+		return false;
+	for (const char *c = s; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-'))
+			return false;
+	return true;
+}
+
+/* "from": {"uid": [...], "container": [...]}, each a list of 1..8 without duplicates. uid 65534
+ * is refused: it is what the kernel reports for a packet with no socket behind it.
+ */
+static int parse_from(struct parser *ps, json_t *v, struct rw_policy_from **out)
+{
+	struct rw_policy_from *f;
+	char q[QUOTE_BUF], other[128];
+	const char *key;
+	size_t k = 0, i, j;
+	json_t *list, *e;
+
+	if (!json_is_object(v))
+		return fail_type(ps, v, "an object");
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return fail_nomem(ps);
+	*out = f;
+	json_object_foreach(v, key, list)
+	{
+		bool uid = !strcmp(key, "uid");
+
+		push_key(ps, key, k++);
+		if (!uid && strcmp(key, "container"))
+			return fail(ps, AT_KEY, "unknown key (expected one of: uid, container)");
+		if (!json_is_array(list))
+			return fail_type(ps, list, uid ? "an array of uids" : "an array of names");
+		if (!json_array_size(list) ||
+		    json_array_size(list) > (uid ? RW_FROM_UIDS : RW_FROM_CONTAINERS))
+			return fail(ps, AT_VALUE, "lists %zu %s (1..%d)", json_array_size(list),
+				    uid ? "uids" : "containers",
+				    uid ? RW_FROM_UIDS : RW_FROM_CONTAINERS);
+		json_array_foreach(list, i, e)
+		{
+			push_index(ps, i);
+			if (uid) {
+				json_int_t u;
+
+				if (!json_is_integer(e))
+					return fail_type(ps, e, "a uid (an integer)");
+				u = json_integer_value(e);
+				if (u < 0 || u >= RW_UID_NONE)
+					return fail(ps, AT_VALUE,
+						    "%" JSON_INTEGER_FORMAT
+						    " is not a uid (0..4294967294)",
+						    u);
+				if (u == RW_UID_OVERFLOW)
+					return fail(
+						ps, AT_VALUE,
+						"uid 65534 is what the kernel reports for a packet "
+						"with no socket: it cannot name a principal");
+				for (j = 0; j < f->n_uids && f->uids[j] != u; j++)
+					;
+				if (j < f->n_uids)
+					return fail(ps, AT_VALUE,
+						    "uid %" JSON_INTEGER_FORMAT
+						    " is already listed at %s",
+						    u, sibling_path(ps, j, other, sizeof(other)));
+				f->uids[f->n_uids++] = u;
+			} else {
+				const char *name = json_string_value(e);
+
+				if (!name)
+					return fail_type(ps, e, "a container name (a string)");
+				if (!is_container_name(name))
+					return fail(ps, AT_VALUE,
+						    "%s is not a container name (1..63 of a-z, 0-9 "
+						    "and '-', starting and ending with a letter or "
+						    "digit)",
+						    quote(q, name));
+				for (j = 0; j < f->n_containers && strcmp(f->containers[j], name);
+				     j++)
+					;
+				if (j < f->n_containers)
+					return fail(ps, AT_VALUE, "%s is already listed at %s",
+						    quote(q, name),
+						    sibling_path(ps, j, other, sizeof(other)));
+				strcpy(f->containers[f->n_containers++], name);
+			}
+			pop(ps);
+		}
+		pop(ps);
+	}
+	if (!f->n_uids && !f->n_containers)
+		return fail(ps, AT_VALUE, "names no principal (give \"uid\" and/or \"container\")");
+	return 0;
+}
+
 /* ---- Objects -------------------------------------------------------------------------------- */
 
+/* What a list's rules may hold: a name (services[], inbound[]), a "from" (services[],
+ * runs[].allow[]: inbound rules judge packets into the pod, which carry no sender of it).
+ */
+struct rule_kind {
+	bool named;
+	bool from;
+};
+
 /* A destination with its ports: services[] and inbound[] (named) and runs[].allow[]. */
-static int parse_rule(struct parser *ps, json_t *v, bool named, struct rw_policy_rule *r)
+static int parse_rule(struct parser *ps, json_t *v, const struct rule_kind *kind,
+		      struct rw_policy_rule *r)
 {
+	bool named = kind->named;
 	bool have_name = false, have_addr = false;
 	const char *key;
 	size_t k = 0;
@@ -1088,9 +1198,17 @@ static int parse_rule(struct parser *ps, json_t *v, bool named, struct rw_policy
 			rc = parse_ports(ps, e, &r->tcp, &r->n_tcp);
 		} else if (!strcmp(key, "udp")) {
 			rc = parse_ports(ps, e, &r->udp, &r->n_udp);
+		} else if (kind->from && !strcmp(key, "from")) {
+			rc = parse_from(ps, e, &r->from);
+		} else if (!strcmp(key, "from")) {
+			return fail(ps, AT_KEY,
+				    "an inbound rule has no \"from\": it judges packets into the "
+				    "pod, which no sender inside the pod sent");
 		} else {
 			return fail(ps, AT_KEY, "unknown key (expected one of: %s)",
-				    named ? "name, ip, cidr, tcp, udp" : "ip, cidr, tcp, udp");
+				    !kind->from ? "name, ip, cidr, tcp, udp"
+				    : named	? "name, ip, cidr, tcp, udp, from"
+						: "ip, cidr, tcp, udp, from");
 		}
 		if (rc)
 			return rc;
@@ -1140,15 +1258,15 @@ static int parse_array(struct parser *ps, json_t *v, size_t size, void **items, 
 	return 0;
 }
 
-static int rule_elem(struct parser *ps, json_t *e, void *item, const void *named)
+static int rule_elem(struct parser *ps, json_t *e, void *item, const void *kind)
 {
-	return parse_rule(ps, e, *(const bool *)named, item);
+	return parse_rule(ps, e, kind, item);
 }
 
-static int parse_rules(struct parser *ps, json_t *v, bool named, struct rw_policy_rule **rules,
-		       size_t *n)
+static int parse_rules(struct parser *ps, json_t *v, struct rule_kind kind,
+		       struct rw_policy_rule **rules, size_t *n)
 {
-	return parse_array(ps, v, sizeof(**rules), (void **)rules, n, rule_elem, &named);
+	return parse_array(ps, v, sizeof(**rules), (void **)rules, n, rule_elem, &kind);
 }
 
 static int deny_elem(struct parser *ps, json_t *e, void *item, const void *arg)
@@ -1239,7 +1357,8 @@ static int parse_run(struct parser *ps, json_t *v, struct rw_policy_run *run)
 		} else if (!strcmp(key, "refusal")) {
 			rc = parse_refusal(ps, e, &run->refusal);
 		} else if (!strcmp(key, "allow")) {
-			rc = parse_rules(ps, e, false, &run->allow, &run->n_allow);
+			rc = parse_rules(ps, e, (struct rule_kind){.from = true}, &run->allow,
+					 &run->n_allow);
 		} else {
 			return fail(ps, AT_KEY,
 				    "unknown key (expected one of: id, pods, egress, refusal, "
@@ -1611,6 +1730,11 @@ static int check_rule_counts(struct parser *ps, json_t *root, const struct rw_po
 		return fail(ps, AT_VALUE, "%zu entries: at most %u fit in a rule id", counts[l],
 			    RW_RULE_MAX_A);
 	}
+	if (rw_policy_from_count(p) > RW_MAX_FROM / RW_SLOTS)
+		return fail(ps, AT_VALUE,
+			    "%zu rules name a \"from\": a snapshot has at most %u (rw_from holds "
+			    "both slots' selectors)",
+			    rw_policy_from_count(p), RW_MAX_FROM / RW_SLOTS);
 	for (size_t r = 0; r < p->n_runs; r++) {
 		int rc;
 
@@ -1689,9 +1813,11 @@ static int parse_root(struct parser *ps, json_t *root, struct rw_policy *p)
 		} else if (!strcmp(key, "deny")) {
 			rc = parse_deny(ps, v, p);
 		} else if (!strcmp(key, "services")) {
-			rc = parse_rules(ps, v, true, &p->services, &p->n_services);
+			rc = parse_rules(ps, v, (struct rule_kind){.named = true, .from = true},
+					 &p->services, &p->n_services);
 		} else if (!strcmp(key, "inbound")) {
-			rc = parse_rules(ps, v, true, &p->inbound, &p->n_inbound);
+			rc = parse_rules(ps, v, (struct rule_kind){.named = true}, &p->inbound,
+					 &p->n_inbound);
 		} else if (!strcmp(key, "runs")) {
 			rc = parse_runs(ps, v, p);
 		} else {
@@ -1725,6 +1851,18 @@ static int parse_root(struct parser *ps, json_t *root, struct rw_policy *p)
 
 /* ---- Entry points --------------------------------------------------------------------------- */
 
+size_t rw_policy_from_count(const struct rw_policy *p)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < p->n_services; i++)
+		n += p->services[i].from != NULL;
+	for (size_t r = 0; r < p->n_runs; r++)
+		for (size_t i = 0; i < p->runs[r].n_allow; i++)
+			n += p->runs[r].allow[i].from != NULL;
+	return n;
+}
+
 static void free_rules(struct rw_policy_rule *rules, size_t n)
 {
 	size_t i;
@@ -1732,6 +1870,7 @@ static void free_rules(struct rw_policy_rule *rules, size_t n)
 	for (i = 0; i < n; i++) {
 		free(rules[i].tcp);
 		free(rules[i].udp);
+		free(rules[i].from);
 	}
 	free(rules);
 }
@@ -2398,6 +2537,16 @@ void rw_policy_run_digest(const struct rw_policy_run *r, uint64_t digest[2])
 		}
 		dg_ports(&d, a->tcp, a->n_tcp);
 		dg_ports(&d, a->udp, a->n_udp);
+		dg_word(&d, a->from ? a->from->n_uids << 8 | a->from->n_containers : UINT64_MAX);
+		for (size_t j = 0; a->from && j < a->from->n_uids; j++)
+			dg_word(&d, a->from->uids[j]);
+		for (size_t j = 0; a->from && j < a->from->n_containers; j++)
+			for (size_t c = 0; c < sizeof(a->from->containers[j]); c += 8) {
+				uint64_t w;
+
+				memcpy(&w, a->from->containers[j] + c, 8);
+				dg_word(&d, w);
+			}
 	}
 	digest[0] = dg_final(d.a ^ d.b);
 	digest[1] = dg_final(d.b + (d.a << 1));

@@ -14,13 +14,24 @@
  * IPv4 address in `addr` (addr6 all zero), or an IPv6 one in `addr6` (addr zero); a rule made
  * without `family` (0) is IPv4.
  */
+/* Who inside a pod may use a rule ("from", docs/principals.md): any of `uids` (when n_uids) and
+ * any of `containers` (when n_containers); both given, both must hold.
+ */
+struct rw_policy_from {
+	__u32 uids[RW_FROM_UIDS];
+	size_t n_uids;
+	char containers[RW_FROM_CONTAINERS][64];
+	size_t n_containers;
+};
+
 struct rw_policy_rule {
-	char name[64];	 /* services[] and inbound[] only; "" elsewhere */
-	__u8 family;	 /* AF_INET, AF_INET6 */
-	__be32 addr;	 /* network byte order, host bits clear */
-	__be32 addr6[4]; /* network byte order, host bits clear */
-	__u8 prefixlen;	 /* 32 (IPv4) or 128 (IPv6) for "ip" */
-	__u16 *tcp;	 /* host byte order, 1..65535, no duplicates */
+	char name[64];		     /* services[] and inbound[] only; "" elsewhere */
+	struct rw_policy_from *from; /* services[] and runs[].allow[]; NULL: anyone in the pod */
+	__u8 family;		     /* AF_INET, AF_INET6 */
+	__be32 addr;		     /* network byte order, host bits clear */
+	__be32 addr6[4];	     /* network byte order, host bits clear */
+	__u8 prefixlen;		     /* 32 (IPv4) or 128 (IPv6) for "ip" */
+	__u16 *tcp;		     /* host byte order, 1..65535, no duplicates */
 	size_t n_tcp;
 	__u16 *udp;
 	size_t n_udp;
@@ -66,6 +77,9 @@ struct rw_policy {
 	struct rw_policy_run *runs;
 	size_t n_runs;
 };
+
+/* How many rules of p name a "from" (services and runs' allow rules). */
+size_t rw_policy_from_count(const struct rw_policy *p);
 
 /* The bounds of a snapshot's lease_seconds: at least a second (the agent renews it on every
  * message), at most a day.
@@ -175,6 +189,12 @@ static inline bool rw_policy_rule_is6(const struct rw_policy_rule *r)
 
 /* Whether two rules name the same addresses (family, address, prefix length). */
 bool rw_policy_rule_same_addr(const struct rw_policy_rule *a, const struct rw_policy_rule *b);
+
+/* Two "from" selectors compared as written (NULL: anyone); 0 when the same. */
+int rw_policy_from_cmp(const struct rw_policy_from *a, const struct rw_policy_from *b);
+
+/* A selector as the CLI shows it: "uid 1001 container identity-sidecar", or "anyone". */
+const char *rw_policy_from_text(const struct rw_policy_from *f, char *buf, size_t len);
 bool rw_policy_cidr_equal(const struct rw_policy_cidr *a, const struct rw_policy_cidr *b);
 
 /* "allowlist", "open"; "?" for anything else. */

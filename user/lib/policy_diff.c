@@ -106,10 +106,21 @@ static bool pods_equal(const struct rw_policy_run *x, const struct rw_policy_run
 				addr6_cmp);
 }
 
+/* Two "from" selectors as written (the parser zeroes what a list does not use): a reordered
+ * list counts as a change, which re-judges the rule's flows and allows nothing more.
+ */
+int rw_policy_from_cmp(const struct rw_policy_from *a, const struct rw_policy_from *b)
+{
+	if (!a || !b)
+		return (a != NULL) - (b != NULL);
+	return memcmp(a, b, sizeof(*a));
+}
+
 static bool rule_equal(const struct rw_policy_rule *a, const struct rw_policy_rule *b)
 {
 	return rw_policy_rule_same_addr(a, b) && ports_equal(a->tcp, a->n_tcp, b->tcp, b->n_tcp) &&
-	       ports_equal(a->udp, a->n_udp, b->udp, b->n_udp);
+	       ports_equal(a->udp, a->n_udp, b->udp, b->n_udp) &&
+	       !rw_policy_from_cmp(a->from, b->from);
 }
 
 /* Every rule of one list is in the other: a rule listed twice allows nothing more. Pairwise:
@@ -137,6 +148,7 @@ struct rule_canon {
 	__u8 prefixlen;
 	const __u16 *tcp, *udp;
 	size_t n_tcp, n_udp;
+	const struct rw_policy_from *from;
 };
 
 static int u16_cmp(const void *a, const void *b)
@@ -166,7 +178,9 @@ static int canon_cmp(const void *pa, const void *pb)
 	if (a->prefixlen != b->prefixlen)
 		return a->prefixlen < b->prefixlen ? -1 : 1;
 	c = ports_cmp(a->tcp, a->n_tcp, b->tcp, b->n_tcp);
-	return c ? c : ports_cmp(a->udp, a->n_udp, b->udp, b->n_udp);
+	if (!c)
+		c = ports_cmp(a->udp, a->n_udp, b->udp, b->n_udp);
+	return c ? c : rw_policy_from_cmp(a->from, b->from);
 }
 
 /* The rules sorted and without repeats, their ports in *buf (freed by the caller); NULL when
@@ -191,7 +205,8 @@ static struct rule_canon *rules_canon(const struct rw_policy_rule *r, size_t n, 
 	for (size_t i = 0; i < n; i++) {
 		c[i] = (struct rule_canon){.ipv6 = rw_policy_rule_is6(&r[i]),
 					   .addr = r[i].addr,
-					   .prefixlen = r[i].prefixlen};
+					   .prefixlen = r[i].prefixlen,
+					   .from = r[i].from};
 		memcpy(c[i].addr6, r[i].addr6, sizeof(c[i].addr6));
 		if (r[i].n_tcp)
 			memcpy(p + at, r[i].tcp, r[i].n_tcp * sizeof(*p));
@@ -231,7 +246,8 @@ static bool rules_same_set(const struct rw_policy_rule *a, size_t na,
 		for (i = 0; i < na; i++)
 			if (!rw_policy_rule_same_addr(&a[i], &b[i]) ||
 			    ports_cmp(a[i].tcp, a[i].n_tcp, b[i].tcp, b[i].n_tcp) ||
-			    ports_cmp(a[i].udp, a[i].n_udp, b[i].udp, b[i].n_udp))
+			    ports_cmp(a[i].udp, a[i].n_udp, b[i].udp, b[i].n_udp) ||
+			    rw_policy_from_cmp(a[i].from, b[i].from))
 				break;
 		if (i == na)
 			return true; /* the same rules written the same way: the usual case */
@@ -327,6 +343,37 @@ static void sb_ports(struct rw_sbuf *sb, const __u16 *ports, size_t n)
 		rw_sb_printf(sb, "%s%u", i ? "," : "", ports[i]);
 }
 
+/* "uid 1001 container identity-sidecar", "anyone" for NULL: a selector as the CLI shows it. */
+static void sb_from(struct rw_sbuf *sb, const struct rw_policy_from *f)
+{
+	const char *sep = "";
+
+	if (!f) {
+		rw_sb_printf(sb, "anyone");
+		return;
+	}
+	if (f->n_uids) {
+		rw_sb_printf(sb, "uid ");
+		for (size_t i = 0; i < f->n_uids; i++)
+			rw_sb_printf(sb, "%s%u", i ? "," : "", f->uids[i]);
+		sep = " ";
+	}
+	if (f->n_containers) {
+		rw_sb_printf(sb, "%scontainer ", sep);
+		for (size_t i = 0; i < f->n_containers; i++)
+			rw_sb_printf(sb, "%s%s", i ? "," : "", f->containers[i]);
+	}
+}
+
+const char *rw_policy_from_text(const struct rw_policy_from *f, char *buf, size_t len)
+{
+	struct rw_sbuf sb;
+
+	rw_sb_init(&sb, buf, len);
+	sb_from(&sb, f);
+	return buf;
+}
+
 static void sb_rule_summary(struct rw_sbuf *sb, const struct rw_policy_rule *r)
 {
 	sb_rule_addr(sb, r);
@@ -337,6 +384,10 @@ static void sb_rule_summary(struct rw_sbuf *sb, const struct rw_policy_rule *r)
 	if (r->n_udp) {
 		rw_sb_printf(sb, " udp ");
 		sb_ports(sb, r->udp, r->n_udp);
+	}
+	if (r->from) {
+		rw_sb_printf(sb, " from ");
+		sb_from(sb, r->from);
 	}
 }
 
@@ -399,6 +450,13 @@ static int diff_rules(struct rw_sbuf *sb, const char *kind, const struct rw_poli
 			sb_ports(sb, o->udp, o->n_udp);
 			rw_sb_printf(sb, " -> ");
 			sb_ports(sb, n->udp, n->n_udp);
+			sep = "; ";
+		}
+		if (rw_policy_from_cmp(o->from, n->from)) {
+			rw_sb_printf(sb, "%sfrom ", sep);
+			sb_from(sb, o->from);
+			rw_sb_printf(sb, " -> ");
+			sb_from(sb, n->from);
 		}
 		rw_sb_printf(sb, "\n");
 		count++;

@@ -34,6 +34,7 @@ static const char *const reason_rules[RW_REASON_COUNT] = {
 	[RW_REASON_IPV6_JUMBOGRAM] = "built-in: no IPv6 jumbograms",
 	[RW_REASON_ICMPV6_TYPE] = "built-in: the ICMPv6 types allowed",
 	[RW_REASON_ICMP_UNRELATED] = "built-in: ICMPv6 errors of the sandbox's own flows",
+	[RW_REASON_WRONG_PRINCIPAL] = "built-in: a rule's \"from\"",
 };
 
 static const char *const path_rules[RW_PATH_COUNT] = {
@@ -308,6 +309,12 @@ static void rule_text(const struct rw_policy_rule *r, unsigned int proto, unsign
 		append_ports(buf, len, "tcp", r->tcp, r->n_tcp);
 		append_ports(buf, len, "udp", r->udp, r->n_udp);
 	}
+	if (r->from) {
+		char f[RW_RULE_NAME_LEN];
+
+		snprintf(buf + strlen(buf), len - strlen(buf), " from %s",
+			 rw_policy_from_text(r->from, f, sizeof(f)));
+	}
 }
 
 /* An allowing rule by its id: the snapshot entry's name and text. */
@@ -367,6 +374,8 @@ void rw_event_rule_name(const struct rw_event *ev, const struct rw_policy *p, ch
 	}
 	if (ev->reason == RW_REASON_METADATA || ev->reason == RW_REASON_PRIVATE_DESTINATION)
 		refused_name(ev, p, buf, len);
+	else if (ev->reason == RW_REASON_WRONG_PRINCIPAL && ev->rule_id)
+		allowed_name(ev, p, buf, len); /* the rule whose "from" the sender is not */
 	else
 		snprintf(buf, len, "%s", rw_reason_rule(ev->reason));
 }

@@ -281,6 +281,9 @@ void bind_dual(int dev, const char *ip4, const char *ip6);
 /* rulename.c */
 void test_rule_names(void);
 
+/* principal.c */
+void test_principals(void);
+
 /* icmp6.c, ndp.c */
 void put_flow6(const char *pod, __u16 pod_port, const char *peer, __u16 peer_port, __u8 proto,
 	       __u64 stamp, const char *run);
