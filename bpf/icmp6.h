@@ -20,7 +20,7 @@
  *
  * API
  *   offers: rw_icmp6_egress(), rw_icmp6_ingress()
- *   needs:  runwall.h, bpf_net.h, maps.h, parse.h, ctx.h, policy.h
+ *   needs:  runwall.h, bpf_net.h, maps.h, parse.h, ctx.h, policy.h, principal.h
  */
 #ifndef RUNWALL_BPF_ICMP6_H
 #define RUNWALL_BPF_ICMP6_H
@@ -36,6 +36,7 @@
 #include "parse.h"
 #include "ctx.h"
 #include "policy.h"
+#include "principal.h"
 
 /* ICMPv6 types (RFC 4443 2.1, RFC 4861 4). */
 #define RW_ICMP6_DEST_UNREACH	1
@@ -348,6 +349,11 @@ static __always_inline int rw_icmp6_related(struct rw_ctx *x, void *table)
 		return RW_REASON_ICMP_UNRELATED;
 	x->rule_id = ct->rule_id;
 	x->path = RW_PATH_RELATED;
+	/* Out of the pod, an error about a flow of a rule with a "from" is that rule's principal's
+	 * to send, like the flow's own packets (principal.h).
+	 */
+	if (x->dir == RW_DIR_EGRESS && (ct->rule_id & RW_RULE_FROM))
+		return rw_principal_check(x);
 	return RW_REASON_ALLOWED;
 }
 

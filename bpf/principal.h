@@ -26,41 +26,58 @@
 #include "maps.h"
 #include "ctx.h"
 
-/* RW_REASON_ALLOWED when the packet's sender is one x->rule_id's selector names (rw_from of the
- * live slot), else RW_REASON_WRONG_PRINCIPAL. Absence means deny: no selector, no socket, a
- * uid not listed, a cgroup with no admission for this rule, or an admission of another veth.
+/* 1 when the packet's sender is one the selector of a rule names, else 0. `at` is the rule's id
+ * with the live slot in place of RW_RULE_FROM (rw_principal_check()): two arguments, so that the
+ * call keeps few of its caller's values live across it. Absence means deny: no selector, no
+ * socket, a uid not listed, a cgroup with no admission for this rule, or an admission of another
+ * veth than the packet's. A global function (verified once, on its own, as rw_take_token() is),
+ * so that each caller adds a call, not its branches.
  */
-static __always_inline int rw_principal_check(const struct rw_ctx *x)
+__noinline int rw_principal_of(struct __sk_buff *skb, __u32 at)
 {
-	struct rw_from_key fk = {.slot = x->slot, .rule_id = x->rule_id & ~RW_RULE_FROM};
-	const struct rw_from *f = bpf_map_lookup_elem(&rw_from, &fk);
+	struct rw_from_key fk = {.slot = at >> 31, .rule_id = at & ~RW_RULE_FROM};
+	const struct rw_from *f;
+	__u32 uid, n;
+	int hit = 0;
 
+	if (!skb)
+		return 0;
+	f = bpf_map_lookup_elem(&rw_from, &fk);
 	if (!f || !(f->flags & (RW_FROM_UID | RW_FROM_CONTAINER)))
-		return RW_REASON_WRONG_PRINCIPAL;
+		return 0;
 	if (f->flags & RW_FROM_UID) {
-		__u32 uid = bpf_get_socket_uid(x->skb);
-		int hit = 0;
-
+		uid = bpf_get_socket_uid(skb);
+		n = f->n_uids;
 #pragma unroll
 		for (int i = 0; i < RW_FROM_UIDS; i++)
-			if (i < f->n_uids && f->uids[i] == uid)
+			if (i < n && f->uids[i] == uid)
 				hit = 1;
 		if (!hit || uid == RW_UID_OVERFLOW)
-			return RW_REASON_WRONG_PRINCIPAL;
+			return 0;
 	}
 	if (f->flags & RW_FROM_CONTAINER) {
 		struct rw_admit_key ak = {
-			.cgroup_id = bpf_skb_cgroup_id(x->skb),
-			.slot = x->slot,
+			.cgroup_id = bpf_skb_cgroup_id(skb),
+			.slot = fk.slot,
 			.rule_id = fk.rule_id,
 		};
 		const struct rw_admit *a =
 			ak.cgroup_id ? bpf_map_lookup_elem(&rw_admit, &ak) : NULL;
 
-		if (!a || a->ifindex != x->ifindex)
-			return RW_REASON_WRONG_PRINCIPAL;
+		if (!a || a->ifindex != skb->ifindex)
+			return 0;
 	}
-	return RW_REASON_ALLOWED;
+	return 1;
+}
+
+/* rw_principal_of() for the packet of x, under the rule that allowed it (x->rule_id): its
+ * reason, one of two constants, so that what the callers index with it stays bounded.
+ */
+static __always_inline int rw_principal_check(const struct rw_ctx *x)
+{
+	if (rw_principal_of(x->skb, (x->rule_id & ~RW_RULE_FROM) | (__u32)x->slot << 31))
+		return RW_REASON_ALLOWED;
+	return RW_REASON_WRONG_PRINCIPAL;
 }
 
 #endif /* RUNWALL_BPF_PRINCIPAL_H */

@@ -133,26 +133,35 @@ static __always_inline int rw_revoke_write(struct __sk_buff *skb, const struct e
  * pod's reset; else the packet is to be dropped as it is. A failed clone (the veth down, no
  * memory) still leaves the pod's reset.
  */
-static __noinline int rw_revoke_build(struct __sk_buff *skb, __u32 from_pod)
-{
-	__u32 mark = skb->mark;
+/* The segment's headers as rw_revoke_build() reads them: in the per-CPU scratch frame, off the
+ * stack, which the calling program's frame nearly fills (bpf/maps.h, rw_scratch).
+ */
+struct rw_revoke_in {
 	struct ethhdr eth;
 	struct iphdr ip;
 	struct tcphdr tcp;
+};
 
-	if (bpf_skb_load_bytes(skb, 0, &eth, sizeof(eth)) ||
-	    bpf_skb_load_bytes(skb, ETH_HLEN_, &ip, sizeof(ip)) ||
-	    bpf_skb_load_bytes(skb, ETH_HLEN_ + sizeof(ip), &tcp, sizeof(tcp)))
+static __noinline int rw_revoke_build(struct __sk_buff *skb, __u32 from_pod)
+{
+	struct rw_revoke_in *in = rw_scratch_frame(sizeof(struct rw_revoke_in));
+	__u32 mark = skb->mark;
+
+	if (!in || bpf_skb_load_bytes(skb, 0, &in->eth, sizeof(in->eth)) ||
+	    bpf_skb_load_bytes(skb, ETH_HLEN_, &in->ip, sizeof(in->ip)) ||
+	    bpf_skb_load_bytes(skb, ETH_HLEN_ + sizeof(in->ip), &in->tcp, sizeof(in->tcp)))
 		return -1;
 	/* Shrinking never fails for want of room, and resets a GSO skb to one frame. */
 	if (bpf_skb_change_tail(skb, RW_RST_LEN, 0))
 		return -1;
-	if (rw_revoke_write(skb, &eth, &ip, &tcp, !from_pod, from_pod ? tcp.seq : tcp.ack_seq))
+	if (rw_revoke_write(skb, &in->eth, &in->ip, &in->tcp, !from_pod,
+			    from_pod ? in->tcp.seq : in->tcp.ack_seq))
 		return -1;
 	skb->mark = RW_MARK_REVOKE;
 	bpf_clone_redirect(skb, skb->ifindex, BPF_F_INGRESS);
 	skb->mark = mark;
-	return rw_revoke_write(skb, &eth, &ip, &tcp, from_pod, from_pod ? tcp.ack_seq : tcp.seq);
+	return rw_revoke_write(skb, &in->eth, &in->ip, &in->tcp, from_pod,
+			       from_pod ? in->tcp.ack_seq : in->tcp.seq);
 }
 
 /* rw_revoke_write() for IPv6: the frame f, already turned the way the reset goes, finished as a

@@ -286,16 +286,6 @@ static __always_inline int rw_judge_egress(struct rw_ctx *x, struct rw_view *vp,
 					  &x->rule_id, &x->path);
 	if (reason == RW_REASON_ALLOWED && (x->rule_id & RW_RULE_FROM))
 		reason = rw_principal_check(x);
-	if (reason == RW_REASON_WRONG_PRINCIPAL) {
-		/* The flow of this 4-tuple, if any, is another principal's (the sidecar's): a
-		 * refused copy of it closes nothing. Only a SYN is answered, by a reset with
-		 * sequence 0 that no established socket accepts (RFC 5961 3.2); a reset or ICMP
-		 * error for any other packet would reach the socket whose flow it copied.
-		 */
-		x->ct = NULL;
-		if (!rw_tcp_is_syn(&x->pkt))
-			x->identified = 0;
-	}
 	if (reason != RW_REASON_ALLOWED)
 		return rw_finish_family(x, reason, six);
 

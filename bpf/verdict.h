@@ -249,6 +249,16 @@ static __always_inline int rw_finish_family(struct rw_ctx *x, __u8 reason, const
 		if (revoke)
 			answer = RW_ANSWER_RST;
 	}
+	/* wrong-principal: the flow of this 4-tuple, if any, is another principal's (the
+	 * sidecar's), and a refused copy of it closes nothing. Only a SYN is answered, by a reset
+	 * of sequence 0 that no established socket accepts (RFC 5961 3.2); a reset or an ICMP
+	 * error for any other packet would reach the socket whose flow it copied.
+	 */
+	if (reason == RW_REASON_WRONG_PRINCIPAL) {
+		revoke = 0;
+		if (!rw_tcp_is_syn(&x->pkt))
+			answer = RW_ANSWER_NONE;
+	}
 	if (*x->dry_run) {
 		x->explain->runs++;
 		x->explain->reason = reason;

@@ -214,9 +214,10 @@ static void test_map_names(void **state)
 	assert_int_equal(rw_cli_map_lookup("budget", err, sizeof(err)), RW_M_EVENT_BUDGET);
 	assert_int_equal(rw_cli_map_lookup("revs", err, sizeof(err)), RW_M_RUN_REVS);
 	assert_int_equal(rw_cli_map_lookup("conntrak", err, sizeof(err)), -EINVAL);
-	assert_string_equal(err, "unknown map 'conntrak' (did you mean 'conntrack'?); valid: "
-				 "config, endpoints, pods, allow, deny, inbound, conntrack, "
-				 "counters, budget, events, revs, progs, scratch, linklocal, principals");
+	assert_string_equal(
+		err, "unknown map 'conntrak' (did you mean 'conntrack'?); valid: "
+		     "config, endpoints, pods, allow, deny, inbound, conntrack, "
+		     "counters, budget, events, revs, progs, scratch, linklocal, principals");
 	assert_int_equal(rw_cli_map_lookup("alow", err, sizeof(err)), -EINVAL);
 	assert_non_null(strstr(err, "(did you mean 'allow'?)"));
 	assert_int_equal(rw_cli_map_lookup("routes", err, sizeof(err)), -EINVAL);

@@ -53,6 +53,20 @@ void rw_rule_name(const struct rw_policy *p, uint32_t id, char *buf, size_t len)
 		if (id)
 			snprintf(buf, len, "rule %#x", id);
 	}
+	/* The principals a rule with a "from" admits (principals.md). */
+	if ((id & RW_RULE_FROM) && p) {
+		const struct rw_policy_from *f = NULL;
+		char text[160];
+
+		if (RW_RULE_KIND(id) == RW_RULE_KIND_SERVICE && a < p->n_services)
+			f = p->services[a].from;
+		else if (RW_RULE_KIND(id) == RW_RULE_KIND_RUN && a < p->n_runs &&
+			 b < p->runs[a].n_allow)
+			f = p->runs[a].allow[b].from;
+		if (f)
+			snprintf(buf + strlen(buf), len - strlen(buf), " from %s",
+				 rw_policy_from_text(f, text, sizeof(text)));
+	}
 }
 
 json_t *rw_event_json(const struct rw_event *ev, const struct rw_policy *p, int64_t mono_to_real)
