@@ -136,15 +136,19 @@ static __always_inline struct rw_ct_value *rw_fast(struct rw_ctx *x, void *table
 	x->ct = ct; /* the full judgement goes on with it */
 	if (*x->dry_run || !ct || x->lease_expired || rw_tcp_is_syn(&x->pkt))
 		return NULL;
-	/* A flow of a rule that names its principal: each packet out of the pod proves its sender
-	 * again (principal.h), so no other socket of the pod rides the flow on this path.
-	 */
-	if (x->dir == RW_DIR_EGRESS && (ct->rule_id & RW_RULE_FROM))
-		return NULL;
 	idx = ct->run_idx;
 	run_rev = bpf_map_lookup_elem(&rw_run_revs, &idx);
 	if (!run_rev || !ct->stamp || ct->stamp < *run_rev || ct->stamp > x->revision)
 		return NULL;
+	/* A flow of a rule that names its principal: each packet out of the pod proves its sender
+	 * again (principal.h), so no other socket of the pod rides the flow on this path. The
+	 * stamp being current, the rule's id names the same rule in the live slot.
+	 */
+	if (x->dir == RW_DIR_EGRESS && (ct->rule_id & RW_RULE_FROM)) {
+		x->rule_id = ct->rule_id;
+		if (rw_principal_check(x) != RW_REASON_ALLOWED)
+			return NULL;
+	}
 	return ct;
 }
 

@@ -634,6 +634,106 @@ static void section_per_packet(void)
 	rw_datapath_close(&dp);
 }
 
+/* ---- Principals ----------------------------------------------------------------------- */
+
+/* A rule with a "from" (docs/principals.md) against the same rule without one, in one round:
+ * the SYN of a known flow (judged in full: the restricted one adds the socket check) and the
+ * established flow (the restricted one is judged in full at every packet out of the pod, never
+ * from its cached verdict). test_run's packet carries the kernel's dummy socket, owned by uid 0,
+ * which {"uid": [0]} admits: the allowed path is the one measured.
+ */
+static void section_principals(void)
+{
+	const int n = quick ? 256 : 1024, rounds = quick ? 3 : 7;
+	static const char *const names[] = {
+		"SYN of a known flow to a service",
+		"SYN of a known flow to a service with \"from\" (uid)",
+		"established flow to a service",
+		"established flow to a service with \"from\" (uid): the sidecar's",
+	};
+	static const char *const keys[] = {"syn_open", "syn_from", "est_open", "est_from"};
+	struct probe_pkt *pkts = calloc(4 * (size_t)n, sizeof(*pkts));
+	double res[5][16], v[5];
+	char *json, name[160];
+	struct rw_apply_result ar;
+	struct rw_datapath dp;
+	struct rw_config cfg;
+	struct rw_policy p;
+	int base;
+
+	printf("# principals: a service with \"from\" next to one without, %d flows\n", n);
+	if (!pkts)
+		DIE("out of memory");
+	if (rw_datapath_load(&dp, NULL, RW_DP_NO_PIN, lerr, sizeof(lerr)))
+		DIE("loading the programs: %s", lerr);
+	base = load_baseline();
+	if (base < 0)
+		DIE("baseline program: %s", strerror(errno));
+	rw_config_read(&dp, &cfg);
+	cfg.event_rate = 0;
+	rw_config_write(&dp, &cfg);
+	json = make_policy(300, 100, 10, 0, 0);
+	/* the broker with a "from", beside the proxy without: same table, same lookups */
+	{
+		const char *at = strstr(json, "{\"name\": \"model\"");
+		size_t head = at - json;
+		char *with = malloc(strlen(json) + 256);
+
+		memcpy(with, json, head);
+		sprintf(with + head,
+			"{\"name\": \"broker\", \"ip\": \"172.20.0.11\", \"tcp\": [443, 8443], "
+			"\"from\": {\"uid\": [0]}},%s",
+			at);
+		free(json);
+		json = with;
+	}
+	parse(json, &p);
+	apply(&dp, NULL, &p, &ar);
+	for (int vi = 0; vi < NVETH; vi++) {
+		struct rw_endpoint ep = {.pod_ip = pod_ip(vi, 0), .flags = RW_EP_IP4};
+
+		if (rw_endpoint_bind_addrs(&dp, ifindex[vi], &ep))
+			DIE("binding veth %d", vi);
+	}
+	for (int k = 0; k < n; k++) {
+		int vi = k % NVETH;
+		__be32 pod = pod_ip(vi, 0), proxy = inet_addr("172.20.0.10"),
+		       broker = inet_addr("172.20.0.11");
+
+		build_pkt(&pkts[0 * n + k], vi, pod, proxy, 20000 + k, 443, 0x02);
+		build_pkt(&pkts[1 * n + k], vi, pod, broker, 20000 + k, 443, 0x02);
+		build_pkt(&pkts[2 * n + k], vi, pod, proxy, 20000 + k, 443, 0x10);
+		build_pkt(&pkts[3 * n + k], vi, pod, broker, 20000 + k, 443, 0x10);
+		/* open both flows: what is measured is their later packets */
+		if (run_once(dp.prog_fd[RW_DIR_EGRESS], &pkts[k], NULL) != -1 ||
+		    run_once(dp.prog_fd[RW_DIR_EGRESS], &pkts[n + k], NULL) != -1)
+			DIE("opening flow %d: denied", k);
+	}
+	for (int rd = 0; rd < rounds; rd++) {
+		res[4][rd] = pass(base, pkts, n, 99, 32);
+		for (int c = 0; c < 4; c++)
+			res[c][rd] = pass(dp.prog_fd[RW_DIR_EGRESS], &pkts[c * n], n, -1, 32);
+	}
+	for (int c = 0; c < 5; c++)
+		v[c] = pct(res[c], rounds, 0.5);
+	for (int c = 0; c < 4; c++) {
+		snprintf(name, sizeof(name), "%s, 1 000 rules", names[c]);
+		row("principals", name, v[c] / v[4], "x empty", NULL, 0,
+		    json_pack("{s:s, s:f, s:f}", "path", keys[c], "ns", v[c], "empty_ns", v[4]));
+	}
+	row("principals", "SYN of a known flow: with \"from\" / without", v[1] / v[0], "x", NULL,
+	    0, json_pack("{s:s}", "path", "syn_ratio"));
+	row("principals", "established flow: with \"from\" / without", v[3] / v[2], "x", NULL, 0,
+	    json_pack("{s:s}", "path", "est_ratio"));
+	for (int vi = 0; vi < NVETH; vi++)
+		rw_endpoint_unbind(&dp, ifindex[vi]);
+	rw_policy_free(&p);
+	free(json);
+	free(pkts);
+	close(base);
+	rw_datapath_close(&dp);
+}
+
 /* ---- Apply ---------------------------------------------------------------------------- */
 
 #define BIG_RUNS  1000
@@ -1055,7 +1155,7 @@ int main(int argc, char **argv)
 		default:
 			fprintf(stderr,
 				"usage: bench_datapath [--json FILE] [--runwall BIN] [--quick] "
-				"[per-packet|apply|agent...]\n");
+				"[per-packet|apply|agent|principals...]\n");
 			return 2;
 		}
 	}
@@ -1083,6 +1183,8 @@ int main(int argc, char **argv)
 			section_apply();
 		if (all ? i == optind : !strcmp(s, "agent"))
 			section_agent();
+		if (all ? i == optind : !strcmp(s, "principals"))
+			section_principals();
 		if (all)
 			break;
 	}

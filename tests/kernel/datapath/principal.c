@@ -115,10 +115,9 @@ void test_principals(void)
 		 ALLOWED(RW_PATH_REPLY, 0, "run-7f3a")},
 	};
 	static const struct tcase not_fast[] = {
-		{"from uid 0, rule gone from the live map: the flow's segment is judged in full, "
-		 "never from its cached verdict",
-		 EG(0, POD_A, BROKER, TCP, 40200, 3443, ACK),
-		 REVOKED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
+		{"from uid 0, rule gone from the live map: the flow's segment passes from its cached "
+		 "verdict, its sender proven again",
+		 EG(0, POD_A, BROKER, TCP, 40200, 3443, ACK), ALLOWED(RW_PATH_RULE, 0, "run-7f3a")},
 	};
 	static const struct tcase other_uid[] = {
 		{"from uid 1001: a SYN from uid 0 is wrong-principal, answered with a reset",
@@ -139,6 +138,8 @@ void test_principals(void)
 		{"from container identity-sidecar, this cgroup admitted on veth 0: allowed",
 		 EG(0, POD_A, BROKER, TCP, 40220, 3443, SYN), ALLOWED(RW_PATH_RULE, 1, "run-7f3a"),
 		 .rule = "identity-broker 172.20.0.11 tcp/3443 from container identity-sidecar"},
+		{"from container identity-sidecar: its next segment, from the cached verdict",
+		 EG(0, POD_A, BROKER, TCP, 40220, 3443, ACK), ALLOWED(RW_PATH_RULE, 0, "run-7f3a")},
 		{"from container identity-sidecar: the same socket's packet on another pod's veth "
 		 "is wrong-principal",
 		 EG(1, POD_B, BROKER, TCP, 40221, 3443, SYN),
@@ -146,6 +147,11 @@ void test_principals(void)
 		 .rule = "identity-broker 172.20.0.11 tcp/3443 from container identity-sidecar"},
 	};
 	static const struct tcase not_admitted[] = {
+		{"admission moved, no apply: the established flow's next segment is wrong-principal "
+		 "on the fast path's proof, dropped unanswered",
+		 EG(0, POD_A, BROKER, TCP, 40220, 3443, ACK),
+		 DROPPED(RW_REASON_WRONG_PRINCIPAL, "run-7f3a"),
+		 .rule = "identity-broker 172.20.0.11 tcp/3443 from container identity-sidecar"},
 		{"from container identity-sidecar, this cgroup is the harness: wrong-principal",
 		 EG(0, POD_A, BROKER, TCP, 40230, 3443, SYN),
 		 REFUSED_RST(RW_REASON_WRONG_PRINCIPAL, "run-7f3a"),
@@ -231,7 +237,7 @@ void test_principals(void)
 				   sizeof(err)))
 			FATAL("%s", err);
 	}
-	run_table(not_admitted, 1);
+	run_table(not_admitted, sizeof(not_admitted) / sizeof(not_admitted[0]));
 
 	dp.principals = &sidecar;
 	apply_from("{\"uid\": [1001], \"container\": [\"identity-sidecar\"]}",
