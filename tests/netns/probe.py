@@ -25,6 +25,9 @@ the `ts_ns` of runwall's events: probe times and event times compare directly.
   probe.py raw-tcp --src IP --sport N --dst IP --dport N [--flags S|SA]
                                                       one hand-made TCP segment through a raw
                                                       socket (IP_HDRINCL): any source address
+  probe.py ride --iface IF --dst IP --dport N        copy another socket's TCP flow: the next
+                                                      segment of the first one seen leaving IF
+                                                      to DST:N, sent from a raw socket
   probe.py errno tcp|udp DST PORT [--timeout S]       one blocking attempt, reported by errno:
                                                       connect() for TCP; for UDP a connected
                                                       socket's send, then recv: "errno" is the
@@ -464,13 +467,13 @@ def csum(data):
     return ~s & 0xFFFF
 
 
-def tcp_segment(src, sport, dst, dport, flags, seq=1000, ack=0):
+def tcp_segment(src, sport, dst, dport, flags, seq=1000, ack=0, payload=b""):
     bits = {"F": 0x01, "S": 0x02, "R": 0x04, "P": 0x08, "A": 0x10}
     fl = 0
     for c in flags:
         fl |= bits[c]
     s, d = socket.inet_aton(src), socket.inet_aton(dst)
-    tcp = struct.pack("!HHIIBBHHH", sport, dport, seq, ack, 5 << 4, fl, 64240, 0, 0)
+    tcp = struct.pack("!HHIIBBHHH", sport, dport, seq, ack, 5 << 4, fl, 64240, 0, 0) + payload
     pseudo = s + d + struct.pack("!BBH", 0, socket.IPPROTO_TCP, len(tcp))
     tcp = tcp[:16] + struct.pack("!H", csum(pseudo + tcp)) + tcp[18:]
     ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), 0x1234, 0x4000, 64,
@@ -486,6 +489,43 @@ def cmd_raw_tcp(args):
     s.sendto(pkt, (args.dst, 0))
     s.close()
     emit({"sent": len(pkt), "t": now()})
+    return 0
+
+
+def cmd_ride(args):
+    """Copy another socket's TCP flow: wait for a segment with ACK leaving --iface to DST:DPORT,
+    then send, from a raw socket, the segment that would come next on that flow (its 4-tuple,
+    its sequence number plus its payload, its ack, PSH|ACK, a line of payload)."""
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
+    s.bind((args.iface, 0))
+    s.settimeout(args.timeout)
+    dst = socket.inet_aton(args.dst)
+    try:
+        while True:
+            frame, addr = s.recvfrom(65535)
+            if addr[2] != socket.PACKET_OUTGOING or len(frame) < 14 + 40:
+                continue
+            ip = frame[14:]
+            ihl = (ip[0] & 15) * 4
+            if ip[9] != socket.IPPROTO_TCP or ip[16:20] != dst:
+                continue
+            tcp = ip[ihl:]
+            sport, dport, seq, ack, off, fl = struct.unpack("!HHIIBB", tcp[:14])
+            if dport != args.dport or not fl & 0x10 or fl & 0x07:
+                continue
+            payload = struct.unpack("!H", ip[2:4])[0] - ihl - (off >> 4) * 4
+            break
+    except socket.timeout:
+        emit({"error": "no segment of the flow seen"})
+        return 1
+    src = socket.inet_ntoa(ip[12:16])
+    pkt = tcp_segment(src, sport, args.dst, args.dport, "PA", (seq + payload) & 0xFFFFFFFF, ack,
+                      b"ride\n")
+    r = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    r.sendto(pkt, (args.dst, 0))
+    r.close()
+    emit({"src": src, "sport": sport, "seq": (seq + payload) & 0xFFFFFFFF, "ack": ack,
+          "t": now()})
     return 0
 
 
@@ -788,6 +828,12 @@ def main():
     p.add_argument("--seq", type=int, default=1000)
     p.add_argument("--ack", type=int, default=0)
     p.set_defaults(func=cmd_raw_tcp)
+    p = sub.add_parser("ride")
+    p.add_argument("--iface", required=True)
+    p.add_argument("--dst", required=True)
+    p.add_argument("--dport", type=int, required=True)
+    p.add_argument("--timeout", type=float, default=5)
+    p.set_defaults(func=cmd_ride)
     p = sub.add_parser("errno")
     p.add_argument("proto", choices=("tcp", "udp"))
     p.add_argument("dst")

@@ -1119,6 +1119,111 @@ static int show_ll6(struct mctx *c, const struct mkey *k)
 			  ll6_row);
 }
 
+/* rw_from and rw_admit (principals.md): the live slot's rules with a "from", each followed by the
+ * containers admitted to it (their cgroup ids and the veth of their pod). Both maps hold both
+ * slots; the idle slot's entries are the next apply's to replace, not shown.
+ */
+static int admit_key_cmp(const void *a, const void *b)
+{
+	const struct rw_admit_key *x = a, *y = b;
+
+	if (x->rule_id != y->rule_id)
+		return x->rule_id < y->rule_id ? -1 : 1;
+	return x->cgroup_id < y->cgroup_id ? -1 : x->cgroup_id > y->cgroup_id;
+}
+
+static int from_key_cmp(const void *a, const void *b)
+{
+	const struct rw_from_key *x = a, *y = b;
+
+	return x->rule_id < y->rule_id ? -1 : x->rule_id > y->rule_id;
+}
+
+static int principal_row(struct mctx *c, __u32 rule_id, const struct rw_from *f,
+			 const struct rw_admit_key *ak, const struct rw_admit *a)
+{
+	char rule[256], uids[96] = "", name[IF_NAMESIZE] = "";
+	size_t at = 0;
+
+	rule_name(c, rule_id | RW_RULE_FROM, rule, sizeof(rule));
+	for (__u32 i = 0; f && i < f->n_uids && i < RW_FROM_UIDS; i++)
+		at += snprintf(uids + at, sizeof(uids) - at, "%s%u", i ? "," : "", f->uids[i]);
+	if (a)
+		ifname_of(a->ifindex, name);
+	if (c->entries) {
+		json_t *o = json_pack("{s:i, s:I, s:s}", "slot", (int)c->slot, "rule_id",
+				      (json_int_t)(rule_id | RW_RULE_FROM), "rule", rule);
+		json_t *u = json_array();
+
+		if (f) {
+			for (__u32 i = 0; i < f->n_uids && i < RW_FROM_UIDS; i++)
+				json_array_append_new(u, json_integer(f->uids[i]));
+			json_object_set_new(o, "uids", u);
+			json_object_set_new(o, "containers",
+					    json_boolean(f->flags & RW_FROM_CONTAINER));
+		} else {
+			json_decref(u);
+			json_object_set_new(o, "cgroup_id", json_integer((json_int_t)ak->cgroup_id));
+			json_object_set_new(o, "ifindex", json_integer(a->ifindex));
+			json_object_set_new(o, "ifname", json_string(name));
+		}
+		json_array_append_new(c->entries, o);
+		return 1;
+	}
+	rw_table_row(&c->t);
+	rw_table_cell(&c->t, "%s", rule);
+	if (f) {
+		rw_table_cell(&c->t, "%s", uids[0] ? uids : "any");
+		rw_table_cell(&c->t, "%s", f->flags & RW_FROM_CONTAINER ? "admitted:" : "any");
+		rw_table_cell(&c->t, "-");
+	} else {
+		rw_table_cell(&c->t, "%s", "");
+		rw_table_cell(&c->t, "%llu", (unsigned long long)ak->cgroup_id);
+		rw_table_cell(&c->t, "%s", name);
+	}
+	return 1;
+}
+
+static int show_principals(struct mctx *c, const struct mkey *k)
+{
+	void *fkeys = NULL, *fvals = NULL, *akeys = NULL, *avals = NULL;
+	size_t nf = 0, na = 0;
+	int err, shown = 0;
+
+	(void)k;
+	err = collect(c->dp.map_fd[RW_M_FROM], sizeof(struct rw_from_key), sizeof(struct rw_from),
+		      &fkeys, &fvals, &nf);
+	if (!err)
+		err = collect(c->dp.map_fd[RW_M_ADMIT], sizeof(struct rw_admit_key),
+			      sizeof(struct rw_admit), &akeys, &avals, &na);
+	if (!err) {
+		sort_pairs(fkeys, fvals, nf, sizeof(struct rw_from_key), sizeof(struct rw_from),
+			   from_key_cmp);
+		sort_pairs(akeys, avals, na, sizeof(struct rw_admit_key), sizeof(struct rw_admit),
+			   admit_key_cmp);
+	}
+	for (size_t i = 0; !err && i < nf; i++) {
+		const struct rw_from_key *fk = (const struct rw_from_key *)fkeys + i;
+
+		if (fk->slot != c->slot)
+			continue;
+		shown += principal_row(c, fk->rule_id, (const struct rw_from *)fvals + i, NULL,
+				       NULL);
+		for (size_t j = 0; j < na; j++) {
+			const struct rw_admit_key *ak = (const struct rw_admit_key *)akeys + j;
+
+			if (ak->slot == c->slot && ak->rule_id == fk->rule_id)
+				shown += principal_row(c, fk->rule_id, NULL, ak,
+						       (const struct rw_admit *)avals + j);
+		}
+	}
+	free(fkeys);
+	free(fvals);
+	free(akeys);
+	free(avals);
+	return err ? err : shown;
+}
+
 /* rw_run_revs: per run index, the revision its cached verdicts must be stamped at or after.
  * Indexes no live run holds are left out of a dump (the array has RW_MAX_RUNS entries).
  */
@@ -1246,6 +1351,13 @@ static const struct {
 		      false,
 		      false,
 		      "IFINDEX|IFNAME"},
+	[RW_M_FROM] = {show_principals,
+		       {"RULE", "UIDS", "CONTAINERS", "CGROUP", "VETH"},
+		       5,
+		       RW_TABLE_RIGHT(3),
+		       false,
+		       false,
+		       ""},
 	[RW_M_PROGS6] =
 		{show_progs, {"DIR", "PROG-ID", "PROGRAM"}, 3, RW_TABLE_RIGHT(1), false, false, ""},
 	[RW_M_RUN_REVS] = {show_revs,

@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# Principals inside the pod (issue 34, docs/principals.md): the identity broker only from the
+# identity sidecar, with real sockets of real processes in real cgroups. A sandbox pod's two
+# containers are cgroup v2 directories laid out as the kubelet lays them out (systemd driver),
+# with the bundles containerd's CRI writes (lib.sh's rw_kube_*); processes are moved into them
+# and run as uid 1000 or 1001 (setpriv). The snapshot is manifests/policy-default.json's broker:
+# "from": {"uid": [1001], "container": ["identity-sidecar"]}.
+#
+#   unknown     before the agent knows the pod's containers, the sidecar's uid is refused
+#   sidecar     uid 1001 in the sidecar's container reaches the broker, TCP and UDP; its flow's
+#               events name its uid and container
+#   harness     the harness container refuses: uid 1000 and uid 1001 (root may take it), TCP
+#               refused at once (a reset: "refused"), UDP silently (no ICMP error); a connect
+#               from a raw socket (uid 0) refused
+#   uid         uid 1000 in the sidecar's own container: refused (the rule names the uid too)
+#   ride        a raw socket of uid 0 in the harness container copies the sidecar's established
+#               flow (its 4-tuple, the next sequence number): refused wrong-principal, unanswered,
+#               and the sidecar's connection goes on
+#   restart     the sidecar restarted (a new cgroup, a new id): the new one reaches the broker,
+#               the old cgroup id is no longer admitted (rw_admit, `runwall map principals`)
+#   shown       `runwall drops` and `runwall explain` name the rule with its "from", the events
+#               the sender's uid and container
+#
+# Everything lives in namespaces named rwp<pid>-*, pins in /sys/fs/bpf/rwtest-principal-<pid>,
+# cgroups under <cgroup2 mount>/rwtest-kube-<pid>; all of it goes on exit, on failure too.
+#
+#   tests/netns/test_principal.sh BUILD
+set -Eeuo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tests/netns/lib.sh
+source "$HERE/lib.sh"
+rw_suite_begin principal rwp "${1:-build}"
+
+PFX=enip
+A_IF=enipa${ID} A_IP=10.1.2.3
+BROKER=172.20.0.11
+hexid() { printf '%s%060d' "$1" "$ID" | cut -c1-64; }
+SID=$(hexid a0a0) HARN=$(hexid a1a1) SIDE=$(hexid a2a2) SIDE2=$(hexid a3a3)
+POD_UID=3f1e2d4c-5b6a-4978-8e1d-2c3b4a596877
+
+cleanup() {
+	set +e
+	rw_node_down
+	rw_kube_cleanup
+	[ ! -d "${RW_KUBE_CG:-/nonexistent}" ] || echo "# cgroup subtree left: $RW_KUBE_CG" >&3
+	if [ "${RW_KEEP:-0}" = 1 ]; then echo "# files kept in $RW_WORK" >&3; else rm -rf "$RW_WORK"; fi
+}
+trap cleanup EXIT
+
+# as CONTAINER UID CMD...: CMD in sandbox a's namespace, as UID, in CONTAINER's cgroup (a bundle
+# id of rw_kube_container, or "none": a cgroup of no container). The process joins the cgroup
+# before it enters the namespace: `ip netns exec` remounts /sys, where the cgroup files are.
+as() {
+	local cg=$1 uid=$2 dir
+	shift 2
+	if [ "$cg" = none ]; then dir=$RW_KUBE_CG/stray; mkdir -p "$dir"; else dir=$RW_KUBE_CG/${RW_KUBE_DIR[$cg]}; fi
+	sh -c 'echo $$ >"$1/cgroup.procs" && shift && exec "$@"' sh "$dir" \
+		ip netns exec "${RW_SB_NS[a]}" setpriv --reuid="$uid" --regid="$uid" --clear-groups "$@"
+}
+# attempt CONTAINER UID tcp|udp PORT: probe.py's one attempt at the broker: ok, refused, timeout
+attempt() { as "$1" "$2" "$RW_PY" "$RW_PROBE" "$3" "$BROKER" "$4" --timeout "$(rw_scale 1)"; }
+# wrong COUNT: the node's egress wrong-principal packets
+wrong() { rw_counters_json | jq '.node.egress["wrong-principal"].packets // 0'; }
+expect_attempt() {
+	local what=$1 want=$2 got
+	shift 2
+	got=$(attempt "$@" 2>&1 || true)
+	if [ "$got" = "$want" ]; then ok "$what: $got"; else not_ok "$what: $got, expected $want"; fi
+}
+
+rw_node_up
+rw_start_listener "$RW_SVC" broker-udp --udp "$BROKER:3443"
+rw_kube_begin
+rw_sandbox_add a "$A_IF" "$A_IP"
+rw_kube_pod systemd burstable "$POD_UID" sandboxes agent-a "$SID" "/run/netns/${RW_SB_NS[a]}"
+jq '.services |= map(if .name == "identity-broker" then .udp = [3443] else . end)' \
+	"$RW_ROOT/manifests/policy-default.json" >"$RW_WORK/policy.json"
+rw_agent_start --ifprefix "$PFX" --resync 1 --policy "$RW_WORK/policy.json" --event-rate 0 \
+	--containers "$RW_KUBE_BUNDLES" --cgroup-root "$RW_KUBE_CG"
+rw_agent_wait || rw_bail "the agent did not start"
+rw_wait 10 rw_jq_true '.sandboxes | length == 1' <<<"$(rw_status_json)" || true
+
+section "unknown: the pod's containers not known yet"
+rw_kube_container systemd burstable "$POD_UID" sandboxes agent-a "$SID" "$HARN" harness
+rw_kube_container systemd burstable "$POD_UID" sandboxes agent-a "$SID" "$SIDE" identity-sidecar nocgroup
+expect_attempt "uid 1001 in a cgroup of no known container: refused" refused none 1001 tcp 3443
+rw_kube_cgroup_mk "$SIDE"
+side_cg=$(rw_kube_cgroup_id "$SIDE") harn_cg=$(rw_kube_cgroup_id "$HARN")
+diag "cgroup ids: identity-sidecar $side_cg, harness $harn_cg"
+known() { rw_jq_true '[.containers.list[] | select(.cgroup_id == $s or .cgroup_id == $h) | .ifname] == [$i, $i]' \
+	--argjson s "$side_cg" --argjson h "$harn_cg" --arg i "$A_IF" <<<"$(rw_status_json)"; }
+check "the agent knows both containers, with their veth" rw_wait 10 known
+
+section "sidecar: uid 1001 in the identity sidecar's container"
+expect_attempt "TCP to the broker" ok "$SIDE" 1001 tcp 3443
+expect_attempt "UDP to the broker" ok "$SIDE" 1001 udp 3443
+
+section "harness: the harness container, any uid"
+w0=$(wrong)
+expect_attempt "uid 1000, TCP: refused at once (a reset)" refused "$HARN" 1000 tcp 3443
+expect_attempt "uid 1001 (root may take it), TCP: refused" refused "$HARN" 1001 tcp 3443
+expect_attempt "uid 1000, UDP: dropped, no answer" timeout "$HARN" 1000 udp 3443
+as "$HARN" 0 "$RW_PY" "$RW_PROBE" raw-tcp --src "$A_IP" --sport 40999 --dst "$BROKER" \
+	--dport 3443 --flags S >/dev/null
+check "uid 0, a SYN from a raw socket: refused" rw_wait 5 test "$(wrong)" -ge $((w0 + 4))
+check "exactly those four packets counted wrong-principal" test "$(wrong)" = $((w0 + 4))
+
+section "uid: uid 1000 in the sidecar's container"
+expect_attempt "TCP: refused (the rule names uid 1001 too)" refused "$SIDE" 1000 tcp 3443
+
+section "ride: a raw socket copies the sidecar's established flow"
+stream=$RW_WORK/stream.jsonl
+rw_bg "$RW_WORK/stream.log" as "$SIDE" 1001 "$RW_PY" "$RW_PROBE" stream "$BROKER" 3443 \
+	--interval 0.05 --out "$stream"
+lines() { [ -s "$stream" ] && wc -l <"$stream" || echo 0; }
+rw_wait 10 test "$(lines)" -ge 5 || not_ok "the sidecar's stream did not start: $(cat "$RW_WORK/stream.log")"
+w0=$(wrong)
+ride=$(as "$HARN" 0 "$RW_PY" "$RW_PROBE" ride --iface eth0 --dst "$BROKER" --dport 3443 2>&1 || true)
+diag "ride: $ride"
+check "the copy was sent" jq -e '.sport > 0' <<<"$ride"
+check "refused wrong-principal (one packet)" rw_wait 5 test "$(wrong)" = $((w0 + 1))
+n0=$(lines)
+rw_sleep 1
+check "the sidecar's connection goes on (no reset, no revoke)" test "$(lines)" -gt "$n0"
+check "and its lines are all exchanges, no error" \
+	jq -se 'all(.[]; .error == null)' "$stream"
+
+section "restart: the sidecar under a new id and a new cgroup"
+rw_kube_container_del "$SIDE"
+rw_kube_container systemd burstable "$POD_UID" sandboxes agent-a "$SID" "$SIDE2" identity-sidecar
+side2_cg=$(rw_kube_cgroup_id "$SIDE2")
+admitted() { rw -j map principals 2>/dev/null | jq -e --argjson c "$1" '[.entries[]? | select(.cgroup_id == $c)] | length > 0' >/dev/null; }
+check "the new cgroup ($side2_cg) is admitted" rw_wait 10 admitted "$side2_cg"
+check "the old one ($side_cg) no longer" rw_wait 10 eval '! admitted '"$side_cg"
+expect_attempt "the restarted sidecar reaches the broker" ok "$SIDE2" 1001 tcp 3443
+
+section "shown: drops, events and explain"
+rw -j drops --all >"$RW_WORK/drops.jsonl" 2>/dev/null &
+dpid=$!
+rw_sleep 0.5
+attempt "$HARN" 1000 tcp 3443 >/dev/null 2>&1 || true
+rw_sleep 0.5
+kill "$dpid" 2>/dev/null; wait "$dpid" 2>/dev/null || true
+ev=$(jq -c 'select(.reason == "wrong-principal")' "$RW_WORK/drops.jsonl" | head -n1)
+diag "event: $ev"
+check "the event names the rule with its from" \
+	jq -e '.rule == "identity-broker 172.20.0.11 tcp/3443 from uid 1001 container identity-sidecar"' <<<"$ev"
+check "and the sender: uid 1000, the harness container, its cgroup" \
+	jq -e --argjson c "$harn_cg" '.uid == 1000 and .cgroup_id == $c and .container == "harness"' <<<"$ev"
+ex=$(rw explain "$A_IP" "$BROKER" 3443 2>&1 || true)
+diag "explain: $ex"
+check "explain names the rule's from" grep -q "from uid 1001 container identity-sidecar" <<<"$ex"
+check "and whom it judged the packet as" grep -q "principal" <<<"$ex"
+
+rw_suite_end
