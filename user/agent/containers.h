@@ -53,6 +53,7 @@ struct agent_containers {
 	bool resolve;			 /* a pod came or went: resolve the veths again */
 	unsigned long long left_out;	 /* containers past RW_MAX_CONTAINERS, counted per scan */
 	unsigned long long refused;	 /* bundles refused (logged once each) */
+	double scan_ms;			 /* the last scan's duration */
 	unsigned long long
 		gen; /* bumped on every change to (name, cgroup_id, ifindex) of any entry */
 };
