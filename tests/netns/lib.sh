@@ -565,3 +565,148 @@ rw_node_dual_stack() {
 	done
 	rw_start_listener "$RW_SVC" services6 "${args[@]}"
 }
+
+# ---- a kubelet's containers (test_containers.sh; issue 34) --------------------------------------
+#
+# A test cgroup v2 subtree under the machine's cgroup2 mount, laid out as the kubelet lays out a
+# node's pods, and a fake containerd bundle folder (one folder per container with its
+# config.json), for `runwall agent --containers DIR --cgroup-root DIR`. Both are the suite's own:
+# rw_kube_cleanup takes them away, processes moved out first.
+#
+#   rw_kube_begin               RW_KUBE_CG (<cgroup2 mount>/rwtest-kube-ID) and RW_KUBE_BUNDLES
+#   rw_kube_pod DRIVER QOS UID NS NAME SANDBOX_ID NETNS   the pod's cgroups and its sandbox bundle
+#   rw_kube_container DRIVER QOS UID NS NAME SANDBOX_ID ID CNAME [nocgroup]   a container's
+#   rw_kube_cgroup_mk ID        make a container's cgroup (one made with nocgroup)
+#   rw_kube_enter ID PID        move a process into a container's cgroup
+#   rw_kube_container_del ID    its bundle, then its cgroup (its processes moved out) gone
+#   rw_kube_cgroup_id ID        the cgroup id of its directory, by name_to_handle_at(2)
+#   rw_kube_cleanup             everything above gone, leaves first
+#
+# DRIVER is systemd or cgroupfs; QOS guaranteed, burstable or besteffort; UID the pod's UID.
+# Sandbox (pause) bundles carry the pod's network namespace path (NETNS, e.g. /run/netns/NS).
+
+declare -gA RW_KUBE_DIR=()
+
+rw_kube_begin() {
+	local mnt
+	mnt=$(awk '$9 == "cgroup2" {print $5; exit}' /proc/self/mountinfo)
+	[ -n "$mnt" ] || { echo "lib.sh: rw_kube_begin: no cgroup2 mount" >&2; return 1; }
+	RW_KUBE_CG=$mnt/rwtest-kube-$ID
+	RW_KUBE_BUNDLES=$RW_WORK/bundles
+	mkdir -p "$RW_KUBE_CG" "$RW_KUBE_BUNDLES"
+}
+
+# rw_kube_paths DRIVER QOS UID ID: sets KP_CGPATH (the OCI cgroupsPath) and KP_DIR (the directory,
+# relative to RW_KUBE_CG), as the kubelet and containerd name them.
+rw_kube_paths() {
+	local driver=$1 qos=$2 uid=$3 id=$4 u=${3//-/_} slice
+	if [ "$driver" = systemd ]; then
+		if [ "$qos" = guaranteed ]; then
+			slice=kubepods-pod$u.slice
+			KP_DIR=kubepods.slice/$slice/cri-containerd-$id.scope
+		else
+			slice=kubepods-$qos-pod$u.slice
+			KP_DIR=kubepods.slice/kubepods-$qos.slice/$slice/cri-containerd-$id.scope
+		fi
+		KP_CGPATH=$slice:cri-containerd:$id
+	else
+		if [ "$qos" = guaranteed ]; then KP_DIR=kubepods/pod$uid/$id; else KP_DIR=kubepods/$qos/pod$uid/$id; fi
+		KP_CGPATH=/$KP_DIR
+	fi
+}
+
+# rw_kube_bundle ID TYPE UID NS NAME SANDBOX_ID CGPATH CNAME NETNS: the config.json containerd's
+# CRI writes, the parts runwall reads and a few it does not.
+rw_kube_bundle() {
+	local id=$1
+	mkdir -p "$RW_KUBE_BUNDLES/$id"
+	jq -n --arg type "$2" --arg uid "$3" --arg ns "$4" --arg name "$5" --arg sid "$6" \
+		--arg cg "$7" --arg cname "$8" --arg netns "$9" '{
+		ociVersion: "1.1.0",
+		process: {user: {uid: 0, gid: 0}, args: ["/pause"], cwd: "/"},
+		root: {path: "rootfs"},
+		annotations: ({
+			"io.kubernetes.cri.container-type": $type,
+			"io.kubernetes.cri.sandbox-id": $sid,
+			"io.kubernetes.cri.sandbox-uid": $uid,
+			"io.kubernetes.cri.sandbox-name": $name,
+			"io.kubernetes.cri.sandbox-namespace": $ns
+		} + (if $type == "container" then {"io.kubernetes.cri.container-name": $cname,
+			"io.kubernetes.cri.image-name": "registry.example/\($cname):1"} else {} end)),
+		linux: {
+			cgroupsPath: $cg,
+			namespaces: ([{type: "pid"}, {type: "ipc"}, {type: "uts"}, {type: "mount"}] +
+				(if $type == "sandbox" then [{type: "network", path: $netns}]
+				 else [{type: "network", path: "/proc/1/ns/net"}] end))
+		}
+	}' >"$RW_KUBE_BUNDLES/$id/config.json.tmp"
+	mv "$RW_KUBE_BUNDLES/$id/config.json.tmp" "$RW_KUBE_BUNDLES/$id/config.json"
+}
+
+rw_kube_pod() {
+	local driver=$1 qos=$2 uid=$3 ns=$4 name=$5 sid=$6 netns=$7
+	rw_kube_paths "$driver" "$qos" "$uid" "$sid"
+	RW_KUBE_DIR[$sid]=$KP_DIR
+	mkdir -p "$RW_KUBE_CG/$KP_DIR"
+	rw_kube_bundle "$sid" sandbox "$uid" "$ns" "$name" "$sid" "$KP_CGPATH" "" "$netns"
+}
+
+rw_kube_container() {
+	local driver=$1 qos=$2 uid=$3 ns=$4 name=$5 sid=$6 id=$7 cname=$8
+	rw_kube_paths "$driver" "$qos" "$uid" "$id"
+	RW_KUBE_DIR[$id]=$KP_DIR
+	[ "${9:-}" = nocgroup ] || mkdir -p "$RW_KUBE_CG/$KP_DIR"
+	rw_kube_bundle "$id" container "$uid" "$ns" "$name" "$sid" "$KP_CGPATH" "$cname" ""
+}
+
+rw_kube_cgroup_mk() { mkdir -p "$RW_KUBE_CG/${RW_KUBE_DIR[$1]}"; }
+
+rw_kube_enter() { echo "$2" >"$RW_KUBE_CG/${RW_KUBE_DIR[$1]}/cgroup.procs"; }
+
+# rw_kube_evacuate DIR: its processes, and those of every cgroup below it, back to the root.
+rw_kube_evacuate() {
+	local procs pid root=${RW_KUBE_CG%/*}
+	while read -r procs; do
+		while read -r pid; do
+			[ -n "$pid" ] && echo "$pid" >"$root/cgroup.procs" 2>/dev/null
+		done <"$procs"
+	done < <(find "$1" -name cgroup.procs 2>/dev/null)
+	return 0
+}
+
+# rw_kube_rmtree DIR: the directories below DIR and DIR itself, leaves first.
+rw_kube_rmtree() {
+	[ -d "$1" ] || return 0
+	rw_kube_evacuate "$1"
+	find "$1" -depth -type d -exec rmdir {} \; 2>/dev/null
+	[ ! -d "$1" ]
+}
+
+rw_kube_container_del() {
+	local id=$1
+	rm -rf "${RW_KUBE_BUNDLES:?}/$id"
+	rw_kube_rmtree "$RW_KUBE_CG/${RW_KUBE_DIR[$id]}"
+	unset "RW_KUBE_DIR[$id]"
+}
+
+rw_kube_cgroup_id() {
+	"$RW_PY" - "$RW_KUBE_CG/${RW_KUBE_DIR[$1]}" <<'PY'
+import ctypes, ctypes.util, os, struct, sys
+libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+buf = ctypes.create_string_buffer(8 + 64)
+struct.pack_into("=Ii", buf, 0, 64, 0)  # struct file_handle: handle_bytes, handle_type
+mount_id = ctypes.c_int()
+if libc.name_to_handle_at(-100, sys.argv[1].encode(), buf, ctypes.byref(mount_id), 0):
+    sys.exit(os.strerror(ctypes.get_errno()))
+n, _ = struct.unpack_from("=Ii", buf, 0)
+assert n == 8, n
+print(struct.unpack_from("=Q", buf, 8)[0])
+PY
+}
+
+rw_kube_cleanup() {
+	[ -n "${RW_KUBE_CG:-}" ] || return 0
+	rw_kube_rmtree "$RW_KUBE_CG" || echo "lib.sh: rw_kube_cleanup: $RW_KUBE_CG is left" >&2
+	RW_KUBE_DIR=()
+	[ -z "${RW_KUBE_BUNDLES:-}" ] || rm -rf "$RW_KUBE_BUNDLES"
+}

@@ -13,6 +13,7 @@
  *   events.c        the ring buffer's events, fanned out to the socket's subscribers
  *   ctl_server.c    the control socket: status, apply, policy, events, requests, shutdown
  *   view_publish.c  the agent's state handed to the HTTP view (agent_view.c, http.c) on its tick
+ *   containers.c    the sandbox pods' containers: names, cgroup v2 ids, veths (containers.h)
  */
 #ifndef RUNWALL_AGENT_H
 #define RUNWALL_AGENT_H
@@ -30,6 +31,7 @@
 #include "netlink.h"
 #include "policy.h"
 #include "agent_view.h"
+#include "containers.h"
 #include "pw_stream.h"
 
 #define TICK_MS		   50 /* ring buffer drain and subscriber flush period */
@@ -243,6 +245,7 @@ struct agent {
 	struct agent_cni cni;		      /* cni_chain.c */
 	struct agent_follow follow;	      /* pw_follow.c */
 	struct agent_publish publish;	      /* view_publish.c */
+	struct agent_containers containers;   /* containers.c */
 };
 
 static inline const char *agent_ip_str(__be32 ip, char *buf)

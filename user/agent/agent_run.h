@@ -30,11 +30,13 @@ struct rw_agent_view_opts {
  * are set, the HTTP listeners are valid. 0 (or false) keeps what the pinned config holds.
  */
 struct agent_opts {
-	const char *bpffs;	  /* the pin folder */
-	const char *socket;	  /* the control socket */
-	const char *policy_path;  /* --policy, NULL: none */
-	const char *ifprefix;	  /* --ifprefix */
-	const char *cni_conf_dir; /* --cni-conf-dir, NULL: not watched */
+	const char *bpffs;	    /* the pin folder */
+	const char *socket;	    /* the control socket */
+	const char *policy_path;    /* --policy, NULL: none */
+	const char *ifprefix;	    /* --ifprefix */
+	const char *cni_conf_dir;   /* --cni-conf-dir, NULL: not watched */
+	const char *containers_dir; /* --containers, NULL: containerd's (RW_CONTAINERS_DIR) */
+	const char *cgroup_root;    /* --cgroup-root, NULL: the cgroup2 mount */
 	enum rw_attach_mode attach_mode;
 	int resync_sec;
 	bool have_rate; /* --event-rate given: rate and burst replace the pinned ones */

@@ -89,6 +89,7 @@ json_t *agent_status_part(struct agent *a)
 					      (json_int_t)a->sandboxes.bind_failures, "waiting",
 					      bind_waiting));
 		json_object_set_new(o, "cni", agent_cni_status(a));
+		json_object_set_new(o, "containers", containers_status(a));
 		json_object_set_new(o, "policy_watch", agent_follow_status(a));
 	}
 	return o;

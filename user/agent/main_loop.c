@@ -119,7 +119,9 @@ static int agent_run(struct agent *a)
 	if (epoll_add(a, a->listen_fd) || epoll_add(a, nl_fd) || epoll_add(a, a->sig_fd) ||
 	    epoll_add(a, a->tick_fd) || epoll_add(a, a->resync_fd) ||
 	    (a->inotify_fd >= 0 && epoll_add(a, a->inotify_fd)) ||
-	    (a->cni.inotify_fd >= 0 && epoll_add(a, a->cni.inotify_fd))) {
+	    (a->cni.inotify_fd >= 0 && epoll_add(a, a->cni.inotify_fd)) ||
+	    (a->containers.inotify_fd >= 0 && epoll_add(a, a->containers.inotify_fd)) ||
+	    (a->containers.timer_fd >= 0 && epoll_add(a, a->containers.timer_fd))) {
 		rw_err("epoll: %s", strerror(errno));
 		return -errno;
 	}
@@ -155,6 +157,8 @@ static int agent_run(struct agent *a)
 				a->reload_pending = true;
 			} else if (fd == a->cni.inotify_fd) {
 				agent_cni_on_inotify(a);
+			} else if (fd == a->containers.inotify_fd || fd == a->containers.timer_fd) {
+				containers_poll(a);
 			} else if (fd == a->tick_fd) {
 				drain_fd(fd);
 				/* Events were submitted without wakeups: drain on the tick. */
@@ -243,6 +247,10 @@ int rw_agent_run(const struct agent_opts *o, char *refusal, size_t refusal_len)
 			  .resync_sec = o->resync_sec,
 			  .view_opts = o->view,
 			  .cni = {.conf_dir = o->cni_conf_dir, .inotify_fd = -1},
+			  .containers = {.dir = o->containers_dir,
+					 .cgroup_root_opt = o->cgroup_root,
+					 .inotify_fd = -1,
+					 .timer_fd = -1},
 			  .follow = {.opts = o->watch},
 			  .listen_fd = -1,
 			  .inotify_fd = -1,
@@ -349,6 +357,12 @@ int rw_agent_run(const struct agent_opts *o, char *refusal, size_t refusal_len)
 	 */
 	if (agent_full_resync(&a))
 		goto refused;
+	/* After the sandboxes: a pod's containers take its veth. */
+	err = containers_init(&a);
+	if (err) {
+		ret = RW_EXIT_USAGE;
+		goto refused;
+	}
 	err = agent_cni_watch(&a);
 	if (err) {
 		rw_err("--cni-conf-dir %s: %s", a.cni.conf_dir, strerror(-err));
@@ -441,6 +455,7 @@ cleanup:
 	rw_nl_sub_close(a.nl);
 	agent_policy_free(&a);
 	agent_sandboxes_free(&a);
+	containers_free(&a);
 	rw_datapath_close(&a.dp);
 	rw_flow_log_close(a.flow_log);
 	return ret;

@@ -230,6 +230,9 @@ static void sbx_bind(struct agent *a, struct sandbox *s, const struct rw_endpoin
 	if (!bind)
 		sbx_room_freed(a);
 	s->pod = *pod;
+	/* A new pod's containers get their veth now, not at the next rescan. */
+	if (bind)
+		containers_poll(a);
 }
 
 void agent_sandboxes_tick(struct agent *a)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "agent_run.h"
+#include "cgroup2.h"
 #include "commands.h"
 #include "event_store.h"
 #include "http.h"
@@ -28,6 +29,11 @@ static const char agent_options[] =
 	"  --ifprefix LIST        interfaces to enforce on (default eni,vlan)\n"
 	"  --cni-conf-dir DIR     keep runwall-cni chained in the CNI conf file the runtime\n"
 	"                         loads from DIR, putting its entry back when it is rewritten\n"
+	"  --containers DIR       the runtime's OCI bundles, one folder per container, from which\n"
+	"                         the pods' containers are learned (default containerd's\n"
+	"                         /run/containerd/io.containerd.runtime.v2.task/k8s.io)\n"
+	"  --cgroup-root DIR      the cgroup v2 folder the bundles' cgroupsPath are under\n"
+	"                         (default: where cgroup2 is mounted)\n"
 	"  --attach-mode MODE     auto (tcx, else tc), tcx or tc (default auto)\n"
 	"  --resync SECONDS       full resync period (default 10)\n"
 	"  --event-rate N[/BURST] events per second per sandbox, for drops and for new flows\n"
@@ -84,12 +90,16 @@ enum {
 	OPT_FLOW_LOG_RATE,
 	OPT_FLOW_LOG_MAX_BYTES,
 	OPT_LOG_FORMAT,
+	OPT_CONTAINERS,
+	OPT_CGROUP_ROOT,
 };
 
 static const struct option agent_long_opts[] = {
 	{"policy", required_argument, NULL, 'p'},
 	{"ifprefix", required_argument, NULL, 'i'},
 	{"cni-conf-dir", required_argument, NULL, 'K'},
+	{"containers", required_argument, NULL, OPT_CONTAINERS},
+	{"cgroup-root", required_argument, NULL, OPT_CGROUP_ROOT},
 	{"attach-mode", required_argument, NULL, 'm'},
 	{"resync", required_argument, NULL, 'r'},
 	{"event-rate", required_argument, NULL, 'e'},
@@ -146,6 +156,12 @@ static int agent_option(int c, struct agent_opts *a, char *node, size_t node_len
 		return 0;
 	case 'K':
 		a->cni_conf_dir = optarg;
+		return 0;
+	case OPT_CONTAINERS:
+		a->containers_dir = optarg;
+		return 0;
+	case OPT_CGROUP_ROOT:
+		a->cgroup_root = optarg;
 		return 0;
 	case 'm':
 		err = rw_name_lookup(optarg, "--attach-mode", attach_modes,
@@ -334,6 +350,8 @@ static int agent_check(struct agent_opts *a, char *node, size_t node_len, bool f
 		if (rw_http_check(&po, verr, sizeof(verr)))
 			return rw_fail(RW_EXIT_USAGE, "%s", verr);
 	}
+	if (a->cgroup_root && rw_cgroup2_check_root(a->cgroup_root, verr, sizeof(verr)))
+		return rw_fail(RW_EXIT_USAGE, "agent: --cgroup-root %s", verr);
 	if (a->ct_per_sandbox && a->ct_node && a->ct_per_sandbox > a->ct_node)
 		return rw_fail(RW_EXIT_USAGE,
 			       "agent: --ct-per-sandbox %llu is more than the node's %llu "
@@ -387,7 +405,8 @@ const struct rw_cmd rw_cmd_agent = {
 	.grammar = "agent [--policy FILE] [--ifprefix LIST] [--attach-mode auto|tcx|tc] "
 		   "[--resync SECONDS] [--event-rate N[/BURST]] [--answer-rate N[/BURST]] "
 		   "[--ct-per-sandbox N] [--ct-node N] "
-		   "[--max-endpoints N] [--cni-conf-dir DIR] "
+		   "[--max-endpoints N] [--cni-conf-dir DIR] [--containers DIR] "
+		   "[--cgroup-root DIR] "
 		   "[--listen ADDR:PORT] [--probe-listen ADDR:PORT] [--http-token-file FILE] "
 		   "[--events N] [--node NAME] "
 		   "[--access-request-url URL] [--access-request-queue N] "

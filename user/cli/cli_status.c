@@ -258,6 +258,43 @@ static void print_sandboxes(json_t *o)
 	}
 }
 
+/* The pods' containers the agent knows, and how many wait for their cgroup or their veth. */
+static void print_containers(json_t *o)
+{
+	static const char *const heads[] = {"POD", "CONTAINER", "ID", "CGROUP ID", "VETH"};
+	json_t *ct = json_object_get(o, "containers"), *v;
+	struct rw_table t;
+	size_t i;
+
+	if (!json_is_object(ct))
+		return;
+	printf("\ncontainers: %lld in %lld pods, %lld waiting for their cgroup or veth (%s%s)\n",
+	       json_integer_value(json_object_get(ct, "count")),
+	       json_integer_value(json_object_get(ct, "pods")),
+	       json_integer_value(json_object_get(ct, "waiting")),
+	       json_string_value(json_object_get(ct, "dir")),
+	       json_is_true(json_object_get(ct, "watching")) ? "" : ", not there");
+	rw_table_init(&t, 5, heads, RW_TABLE_RIGHT(3));
+	json_array_foreach(json_object_get(ct, "list"), i, v)
+	{
+		long long cg = json_integer_value(json_object_get(v, "cgroup_id"));
+		const char *ifname = json_string_value(json_object_get(v, "ifname"));
+
+		rw_table_row(&t);
+		rw_table_cell(&t, "%s", json_string_value(json_object_get(v, "pod")));
+		rw_table_cell(&t, "%s", json_string_value(json_object_get(v, "name")));
+		rw_table_cell(&t, "%s", json_string_value(json_object_get(v, "id")));
+		if (cg)
+			rw_table_cell(&t, "%lld", cg);
+		else
+			rw_table_cell(&t, "- (no cgroup yet)");
+		rw_table_cell(&t, "%s", ifname ? ifname : "- (not known)");
+	}
+	if (t.rows)
+		rw_table_print(&t, stdout, "  ");
+	rw_table_free(&t);
+}
+
 static void print_maps(json_t *o)
 {
 	static const char *const map_heads[] = {"MAP", "PINNED AS", "ENTRIES", "MAX", "FILL"};
@@ -323,6 +360,7 @@ static void print_plain(struct sctx *c, json_t *o)
 	print_limits(c, o);
 	print_runs(o);
 	print_sandboxes(o);
+	print_containers(o);
 	print_maps(o);
 	print_events(o, ag);
 }

@@ -7,11 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 #include <linux/if.h> /* after <net/if.h>: libc-compat.h then skips what glibc has */
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <linux/if_addr.h>
+#include <linux/net_namespace.h>
 #include <libmnl/libmnl.h>
 #include "netlink.h"
 #include "nlutil.h"
@@ -77,6 +79,7 @@ static const enum mnl_attr_data_type link_attrs[IFLA_MAX + 1] = {
 	[IFLA_IFNAME] = MNL_TYPE_NUL_STRING,
 	[IFLA_OPERSTATE] = MNL_TYPE_U8,
 	[IFLA_LINKINFO] = MNL_TYPE_NESTED,
+	[IFLA_LINK_NETNSID] = MNL_TYPE_U32,
 };
 static const enum mnl_attr_data_type linkinfo_attrs[IFLA_INFO_MAX + 1] = {
 	[IFLA_INFO_KIND] = MNL_TYPE_NUL_STRING,
@@ -115,6 +118,8 @@ static int link_parse(const struct nlmsghdr *nlh, struct rw_nl_link *link)
 	link->flags = ifi->ifi_flags;
 	link->admin_up = ifi->ifi_flags & IFF_UP;
 	link->oper_up = ifi->ifi_flags & IFF_RUNNING;
+	link->link_netnsid =
+		tb[IFLA_LINK_NETNSID] ? (int)mnl_attr_get_u32(tb[IFLA_LINK_NETNSID]) : -1;
 	link->operstate =
 		tb[IFLA_OPERSTATE] ? mnl_attr_get_u8(tb[IFLA_OPERSTATE]) : IF_OPER_UNKNOWN;
 	if (tb[IFLA_IFNAME]) {
@@ -253,6 +258,65 @@ int rw_nl_dump_links(rw_nl_link_fn fn, void *data)
 	err = dump_run(nlh, &ctx, false);
 	free(nlh);
 	return err;
+}
+
+static int nsid_cb(const struct nlmsghdr *nlh, void *data)
+{
+	const struct nlattr *tb[NETNSA_MAX + 1] = {};
+	static const enum mnl_attr_data_type types[NETNSA_MAX + 1] = {[NETNSA_NSID] = MNL_TYPE_U32};
+
+	if (nlh->nlmsg_type != RTM_NEWNSID)
+		return MNL_CB_OK;
+	if (mnl_attr_parse(nlh, sizeof(struct rtgenmsg), attr_cb,
+			   &(struct attr_parse){tb, NETNSA_MAX, types}) < 0)
+		return MNL_CB_ERROR;
+	if (tb[NETNSA_NSID])
+		*(int *)data = (int)mnl_attr_get_u32(tb[NETNSA_NSID]);
+	return MNL_CB_STOP;
+}
+
+int rw_nl_netns_id(int fd, int *nsid)
+{
+	char buf[MNL_SOCKET_BUFFER_SIZE];
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+	struct rtgenmsg *g;
+	struct mnl_socket *nl;
+	unsigned int seq, portid;
+	int ret, id = NETNSA_NSID_NOT_ASSIGNED;
+
+	nlh->nlmsg_type = RTM_GETNSID;
+	nlh->nlmsg_flags = NLM_F_REQUEST;
+	nlh->nlmsg_seq = seq = (unsigned int)time(NULL);
+	g = mnl_nlmsg_put_extra_header(nlh, sizeof(*g));
+	g->rtgen_family = AF_UNSPEC;
+	mnl_attr_put_u32(nlh, NETNSA_FD, (__u32)fd);
+	nl = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC);
+	if (!nl)
+		return neg_errno();
+	if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0 ||
+	    mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0) {
+		ret = neg_errno();
+		goto out;
+	}
+	portid = mnl_socket_get_portid(nl);
+	ret = mnl_socket_recvfrom(nl, buf, sizeof(buf));
+	if (ret < 0) {
+		ret = neg_errno();
+		goto out;
+	}
+	errno = 0;
+	/* The answer is one RTM_NEWNSID, or an error. */
+	ret = mnl_cb_run(buf, ret, seq, portid, nsid_cb, &id);
+	if (ret < 0) {
+		ret = neg_errno();
+		goto out;
+	}
+	ret = id < 0 ? -ENOENT : 0;
+	if (!ret)
+		*nsid = id;
+out:
+	mnl_socket_close(nl);
+	return ret;
 }
 
 /* One family's routes: the whole table, or strictly those of oif in the main table. */

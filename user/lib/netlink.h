@@ -29,6 +29,8 @@ struct rw_nl_link {
 				 * carrier, like lo); a veth is up only when its peer is too */
 	char kind[16];	    /* IFLA_INFO_KIND: "veth", "vlan", "bridge"...; "" for none */
 	bool veth;	    /* kind is "veth": the only kind a sandbox's host side has */
+	int link_netnsid;   /* IFLA_LINK_NETNSID: the id (in this namespace) of the namespace
+			     * of a veth's peer; -1 when not reported (peer here, or no peer) */
 };
 
 /* A route of the main table with an output interface: IPv4, or IPv6 (on an IPv6 node the VPC
@@ -79,6 +81,12 @@ int rw_nl_dump_routes_via(int oif, rw_nl_route_fn fn, void *data);
  * that index).
  */
 int rw_nl_link_local6(int ifindex, __be32 addr[4]);
+
+/* The id this network namespace has for the network namespace open on fd (RTM_GETNSID with
+ * NETNSA_FD): what IFLA_LINK_NETNSID says of a veth whose peer is there. -ENOENT when none is
+ * assigned (the kernel assigns one when it first reports a link whose peer is there).
+ */
+int rw_nl_netns_id(int fd, int *nsid);
 
 /* A subscription to RTNLGRP_LINK, RTNLGRP_IPV4_ROUTE, RTNLGRP_IPV6_ROUTE, RTNLGRP_IPV6_IFADDR and
  * RTNLGRP_TC on a non-blocking socket.

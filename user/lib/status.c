@@ -346,6 +346,10 @@ json_t *rw_status_node(const struct rw_datapath *dp, const char *bpffs, const ch
 		return NULL;
 	}
 	json_object_set_new(o, "lease", rw_status_lease(&c.cfg, c.mono_to_real));
+	/* The agent's table of the pods' containers (null without the agent). */
+	json_object_set_new(o, "containers",
+			    json_incref(agent ? json_object_get(agent, "containers") : NULL)
+				    ?: json_null());
 	/* The agent's --event-rate, --answer-rate, --ct-per-sandbox and --ct-node, as the kernel
 	 * holds them.
 	 */
