@@ -721,8 +721,8 @@ static void section_principals(void)
 		row("principals", name, v[c] / v[4], "x empty", NULL, 0,
 		    json_pack("{s:s, s:f, s:f}", "path", keys[c], "ns", v[c], "empty_ns", v[4]));
 	}
-	row("principals", "SYN of a known flow: with \"from\" / without", v[1] / v[0], "x", NULL,
-	    0, json_pack("{s:s}", "path", "syn_ratio"));
+	row("principals", "SYN of a known flow: with \"from\" / without", v[1] / v[0], "x", NULL, 0,
+	    json_pack("{s:s}", "path", "syn_ratio"));
 	row("principals", "established flow: with \"from\" / without", v[3] / v[2], "x", NULL, 0,
 	    json_pack("{s:s}", "path", "est_ratio"));
 	for (int vi = 0; vi < NVETH; vi++)

@@ -496,14 +496,20 @@ def cmd_ride(args):
     """Copy another socket's TCP flow: wait for a segment with ACK leaving --iface to DST:DPORT,
     then send, from a raw socket, the segment that would come next on that flow (its 4-tuple,
     its sequence number plus its payload, its ack, PSH|ACK, a line of payload)."""
-    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0800))
+    # ETH_P_ALL: a packet socket of one protocol is given incoming frames only; the frames a
+    # device sends go to the taps of every protocol (dev_queue_xmit_nit()).
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
     s.bind((args.iface, 0))
     s.settimeout(args.timeout)
     dst = socket.inet_aton(args.dst)
+    end = now() + int(args.timeout * 1e9)
     try:
         while True:
+            if now() > end:
+                raise socket.timeout
             frame, addr = s.recvfrom(65535)
-            if addr[2] != socket.PACKET_OUTGOING or len(frame) < 14 + 40:
+            if addr[2] != socket.PACKET_OUTGOING or len(frame) < 14 + 40 or \
+                    frame[12:14] != b"\x08\x00":
                 continue
             ip = frame[14:]
             ihl = (ip[0] & 15) * 4

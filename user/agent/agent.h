@@ -26,6 +26,7 @@
 #include <jansson.h>
 
 #include "apply.h"
+#include "principals.h"
 #include "attach.h"
 #include "datapath.h"
 #include "netlink.h"
@@ -215,6 +216,23 @@ struct agent_publish {
 /* The agent: main_loop.c's own fields (set up from struct agent_opts, then the loop's), and one
  * part per file that changes it. A file writes only its own part; any file may read them all.
  */
+/* The containers the datapath admits (admissions.c writes it): the table's containers with a
+ * cgroup, sorted by cgroup id, and the live slot's rw_admit made from them.
+ */
+struct agent_admissions {
+	struct rw_principal *p;
+	size_t n, cap;
+	unsigned long long gen; /* the containers' gen p was built from */
+	bool built;
+	bool written; /* the live slot's rw_admit holds gen's */
+	unsigned long long writes, failures;
+};
+
+void admissions_init(struct agent *a);
+void admissions_refresh(struct agent *a);
+void admissions_sync(struct agent *a);
+void admissions_free(struct agent *a);
+
 struct agent {
 	/* main_loop.c: set up by rw_agent_run(), read-only after */
 	struct rw_datapath dp;
@@ -246,6 +264,7 @@ struct agent {
 	struct agent_follow follow;	      /* pw_follow.c */
 	struct agent_publish publish;	      /* view_publish.c */
 	struct agent_containers containers;   /* containers.c */
+	struct agent_admissions admissions;   /* admissions.c */
 };
 
 static inline const char *agent_ip_str(__be32 ip, char *buf)

@@ -513,8 +513,10 @@ void containers_poll(struct agent *a)
 		       RW_MAX_CONTAINERS, t->left_out - left_out);
 	t->left_out = left_out; /* counted per scan: those left out are tried again */
 	t->scan_ms = rw_now_ms() - start;
-	if (t->gen != gen)
+	if (t->gen != gen) {
 		agent_view_changed(a);
+		admissions_sync(a); /* the live slot's rw_admit follows the table */
+	}
 }
 
 int containers_init(struct agent *a)

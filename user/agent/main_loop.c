@@ -358,6 +358,7 @@ int rw_agent_run(const struct agent_opts *o, char *refusal, size_t refusal_len)
 	if (agent_full_resync(&a))
 		goto refused;
 	/* After the sandboxes: a pod's containers take its veth. */
+	admissions_init(&a);
 	err = containers_init(&a);
 	if (err) {
 		ret = RW_EXIT_USAGE;
@@ -455,6 +456,7 @@ cleanup:
 	rw_nl_sub_close(a.nl);
 	agent_policy_free(&a);
 	agent_sandboxes_free(&a);
+	admissions_free(&a);
 	containers_free(&a);
 	rw_datapath_close(&a.dp);
 	rw_flow_log_close(a.flow_log);

@@ -182,6 +182,7 @@ static int apply_next(struct agent *a, const struct rw_policy *next,
 	 * force but other content taken as `prev` would let runs it happens to share with `next`
 	 * keep verdicts cached under what was really in force (a revocation kept).
 	 */
+	admissions_refresh(a); /* the containers the new slot's rw_admit admits */
 	ret = rw_apply(&a->dp, a->pol.have_policy && !a->pol.policy_adopted ? &a->pol.policy : NULL,
 		       next, res, err, sizeof(err));
 	if (ret) {

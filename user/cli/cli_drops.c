@@ -65,7 +65,7 @@ static int on_line(struct follow *fl, char *line)
 {
 	json_error_t jerr;
 	struct rw_event ev;
-	char rule[RW_RULE_NAME_LEN], text[512];
+	char rule[RW_RULE_NAME_LEN], text[512], sender[128] = "";
 	json_t *o;
 
 	if (!*line)
@@ -83,12 +83,16 @@ static int on_line(struct follow *fl, char *line)
 		json_decref(o);
 		return 0;
 	}
+	/* Who in the pod sent it, where the datapath read it: for a wrong-principal refusal. */
+	if (ev.reason == RW_REASON_WRONG_PRINCIPAL)
+		rw_event_principal(&ev, json_string_value(json_object_get(o, "container")), sender,
+				   sizeof(sender));
 	json_decref(o);
 	if (rw_g.json) {
 		printf("%s\n", line);
 	} else {
 		rw_event_line(&ev, rule, fl->mono_to_real, text, sizeof(text));
-		printf("%s\n", text);
+		printf("%s%s%s\n", text, sender[0] ? "  sent by " : "", sender);
 	}
 	/* Whoever reads through the pipe went away (`| head -3`): done. */
 	if (fflush(stdout) == EOF || ferror(stdout))

@@ -177,6 +177,7 @@ static int judge_live(const struct question *q, struct rw_ip *pod, bool need,
 		goto cleanup;
 	}
 	rw_cli_judged_run(&dry, v);
+	rw_cli_judge_principal(v);
 	if (rw_ctl_call(rw_g.socket, "status", NULL, NULL, 0, RW_CTL_TIMEOUT_MS, &status) == 0)
 		have_names = rw_cli_agent_policy(rw_g.socket, status, v->revision, &names) == 0;
 	rw_rule_name(have_names ? &names : NULL, v->rule_id, v->rule, sizeof(v->rule));
@@ -243,6 +244,7 @@ static int judge_file(const struct question *q, struct rw_ip *pod, bool have_pod
 		goto cleanup;
 	}
 	rw_cli_judged_run(&dp, v);
+	rw_cli_judge_principal(v);
 	rw_rule_name(&pol, v->rule_id, v->rule, sizeof(v->rule));
 	v->source = q->policy;
 	ret = 0;
@@ -367,7 +369,7 @@ static int cmd_explain(int argc, char **argv)
 	bool have_now = false, have_with = false;
 	__u32 ifindex = 0;
 	struct rw_ip pod = {0};
-	char line[768];
+	char line[1280];
 	int ret, layout;
 
 	ret = parse(argc, argv, &q);

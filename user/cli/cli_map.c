@@ -1163,7 +1163,8 @@ static int principal_row(struct mctx *c, __u32 rule_id, const struct rw_from *f,
 					    json_boolean(f->flags & RW_FROM_CONTAINER));
 		} else {
 			json_decref(u);
-			json_object_set_new(o, "cgroup_id", json_integer((json_int_t)ak->cgroup_id));
+			json_object_set_new(o, "cgroup_id",
+					    json_integer((json_int_t)ak->cgroup_id));
 			json_object_set_new(o, "ifindex", json_integer(a->ifindex));
 			json_object_set_new(o, "ifname", json_string(name));
 		}

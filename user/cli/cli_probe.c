@@ -16,6 +16,7 @@
 
 #include "apply.h"
 #include "cli_probe.h"
+#include "cgroup2.h"
 #include "cli_text.h"
 #include "ctl.h"
 #include "eventfmt.h"
@@ -154,6 +155,23 @@ void rw_cli_probe_str(const struct rw_cli_probe *p, char *buf, size_t len)
 		 rw_proto_name(p->proto));
 }
 
+void rw_cli_judge_principal(struct rw_cli_verdict *v)
+{
+	char err[96];
+	uint64_t id = 0;
+
+	v->principal[0] = '\0';
+	if (!(v->rule_id & RW_RULE_FROM) && v->reason != RW_REASON_WRONG_PRINCIPAL)
+		return;
+	if (rw_cgroup2_self_id(&id, err, sizeof(err)))
+		snprintf(v->principal, sizeof(v->principal),
+			 "uid 0, this command's own test socket (its cgroup: %.90s)", err);
+	else
+		snprintf(v->principal, sizeof(v->principal),
+			 "uid 0 cgroup %llu, this command's own test socket, no sandbox's",
+			 (unsigned long long)id);
+}
+
 void rw_cli_verdict_str(const struct rw_cli_verdict *v, char *buf, size_t len)
 {
 	if (v->verdict == RW_VERDICT_ALLOW)
@@ -164,6 +182,12 @@ void rw_cli_verdict_str(const struct rw_cli_verdict *v, char *buf, size_t len)
 	else
 		snprintf(buf, len, "refused: %s, answered with %s", rw_reason_name(v->reason),
 			 rw_answer_name(v->answer));
+	/* A rule whose "from" refused: which one. */
+	if (v->verdict != RW_VERDICT_ALLOW && v->reason == RW_REASON_WRONG_PRINCIPAL && v->rule[0])
+		snprintf(buf + strlen(buf), len - strlen(buf), "; by rule %s", v->rule);
+	if (v->principal[0])
+		snprintf(buf + strlen(buf), len - strlen(buf), "; judged as principal: %s",
+			 v->principal);
 }
 
 void rw_cli_verdict_context(const struct rw_cli_verdict *v, char *buf, size_t len)
@@ -180,7 +204,7 @@ void rw_cli_verdict_context(const struct rw_cli_verdict *v, char *buf, size_t le
 void rw_cli_explain_line(const struct rw_cli_probe *p, const struct rw_cli_verdict *now,
 			 const struct rw_cli_verdict *with, char *buf, size_t len)
 {
-	char probe[128], ctx_now[160], ctx_with[160], v_now[200], v_with[200];
+	char probe[128], ctx_now[160], ctx_with[160], v_now[480], v_with[480];
 
 	rw_cli_probe_str(p, probe, sizeof(probe));
 	if (now) {
@@ -215,17 +239,19 @@ json_t *rw_cli_verdict_json(const struct rw_cli_probe *p, const struct rw_cli_ve
 		rw_cli_ip(p->src, src, sizeof(src));
 		rw_cli_ip(p->dst, dst, sizeof(dst));
 	}
-	o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:I, s:s, s:s, s:i, s:s, s:i, "
+	o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:s, s:i, s:I, s:s, s:s, s:i, s:s, s:i, "
 		      "s:s, s:s}",
 		      "verdict", v->verdict == RW_VERDICT_ALLOW ? "allow" : "drop", "reason",
 		      rw_reason_name(v->reason), "path", rw_path_name(v->path), "answer",
-		      rw_answer_name(v->answer), "rule", v->rule, "rule_id", (int)v->rule_id, "run",
-		      v->run, "gen", (int)v->gen, "revision", (json_int_t)v->revision, "dir",
+		      rw_answer_name(v->answer), "rule", v->rule, "rule_id", (json_int_t)v->rule_id,
+		      "run", v->run, "gen", (int)v->gen, "revision", (json_int_t)v->revision, "dir",
 		      rw_dir_name(p->dir), "src", src, "sport", (int)p->sport, "dst", dst, "dport",
 		      (int)p->dport, "proto",
 		      p->proto == IPPROTO_ICMPV6 ? "icmpv6" : rw_proto_name(p->proto), "source",
 		      v->source ? v->source : "live");
 	json_object_set_new(o, "family", json_string(p->ipv6 ? "ipv6" : "ipv4"));
+	if (v->principal[0])
+		json_object_set_new(o, "principal", json_string(v->principal));
 	if (p->proto == IPPROTO_ICMPV6) {
 		json_object_set_new(o, "icmp_type", json_integer(p->dport));
 		json_object_del(o, "sport");

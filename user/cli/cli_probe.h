@@ -47,7 +47,17 @@ struct rw_cli_verdict {
 	__u32 gen;
 	__u64 revision;
 	const char *source; /* "live" or the policy file */
+	/* Whom a rule with a "from" judged the packet as (rw_cli_judge_principal()): "" when none
+	 * did.
+	 */
+	char principal[160];
 };
+
+/* After a judgement whose rule has a "from", or refused wrong-principal: say whom the datapath
+ * judged the packet as. BPF_PROG_TEST_RUN gives the packet a socket of its own (uid 0, made in
+ * this command's cgroup), not a sandbox's.
+ */
+void rw_cli_judge_principal(struct rw_cli_verdict *v);
 
 /* A probe between a pod and a peer (one family): egress from the pod to the peer's dport,
  * ingress from the peer to the pod's dport; tcp_flags for TCP only, no source port for ICMPv6.

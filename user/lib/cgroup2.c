@@ -246,3 +246,29 @@ int rw_cgroup2_id(const char *path, uint64_t *id, char *err, size_t errlen)
 	memcpy(id, h.fh.f_handle, sizeof(*id));
 	return 0;
 }
+
+int rw_cgroup2_self_id(uint64_t *id, char *err, size_t errlen)
+{
+	char root[PATH_MAX], line[PATH_MAX + 8], path[2 * PATH_MAX + 16];
+	bool found = false;
+	FILE *f;
+	int ret;
+
+	ret = rw_cgroup2_mount(NULL, root, sizeof(root), err, errlen);
+	if (ret)
+		return ret;
+	f = fopen("/proc/self/cgroup", "r");
+	if (!f)
+		return rw_fail_msg(err, errlen, -errno, "/proc/self/cgroup: %s", strerror(errno));
+	while (!found && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "0::", 3)) {
+			line[strcspn(line, "\n")] = '\0';
+			snprintf(path, sizeof(path), "%s%s", root, line + 3);
+			found = true;
+		}
+	fclose(f);
+	if (!found)
+		return rw_fail_msg(err, errlen, -ENOENT,
+				   "/proc/self/cgroup: no cgroup v2 entry (\"0::\")");
+	return rw_cgroup2_id(path, id, err, errlen);
+}

@@ -39,4 +39,9 @@ int rw_cgroup2_dir(const char *cgroups_path, char *out, size_t outlen, char *err
  */
 int rw_cgroup2_id(const char *path, uint64_t *id, char *err, size_t errlen);
 
+/* The cgroup id of this process's own cgroup v2 (/proc/self/cgroup's "0::" line, under the
+ * mount): what bpf_skb_cgroup_id() returns for a socket it makes, BPF_PROG_TEST_RUN's included.
+ */
+int rw_cgroup2_self_id(uint64_t *id, char *err, size_t errlen);
+
 #endif /* RUNWALL_CGROUP2_H */

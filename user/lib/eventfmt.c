@@ -69,6 +69,15 @@ void rw_rule_name(const struct rw_policy *p, uint32_t id, char *buf, size_t len)
 	}
 }
 
+static const char *(*container_namer)(uint64_t cgroup_id, void *arg);
+static void *container_namer_arg;
+
+void rw_event_set_container_namer(const char *(*namer)(uint64_t cgroup_id, void *arg), void *arg)
+{
+	container_namer = namer;
+	container_namer_arg = arg;
+}
+
 json_t *rw_event_json(const struct rw_event *ev, const struct rw_policy *p, int64_t mono_to_real)
 {
 	char src[RW_IP_STRLEN], dst[RW_IP_STRLEN], when[40], rule[RW_RULE_NAME_LEN];
@@ -80,7 +89,7 @@ json_t *rw_event_json(const struct rw_event *ev, const struct rw_policy *p, int6
 	rw_format_time((int64_t)ev->ts_ns + mono_to_real, when, sizeof(when));
 	rw_event_rule_name(ev, p, rule, sizeof(rule));
 	o = json_pack("{s:s, s:I, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:s, s:i, s:s, s:i, s:s, "
-		      "s:i, s:i, s:s, s:I}",
+		      "s:i, s:I, s:s, s:I}",
 		      "time", when, "ts_ns", (json_int_t)ev->ts_ns, "dir", rw_dir_name(ev->dir),
 		      "verdict", ev->verdict == RW_VERDICT_ALLOW ? "allow" : "drop", "reason",
 		      rw_reason_name(ev->reason), "path", rw_path_name(ev->path), "answer",
@@ -92,8 +101,14 @@ json_t *rw_event_json(const struct rw_event *ev, const struct rw_policy *p, int6
 		      (json_int_t)ev->revision);
 	/* The sender inside the pod, where the datapath read it (packets out of the pod). */
 	if (o && ev->uid != RW_UID_NONE) {
+		const char *c = container_namer && ev->cgroup_id
+					? container_namer(ev->cgroup_id, container_namer_arg)
+					: NULL;
+
 		json_object_set_new(o, "uid", json_integer(ev->uid));
 		json_object_set_new(o, "cgroup_id", json_integer((json_int_t)ev->cgroup_id));
+		if (c)
+			json_object_set_new(o, "container", json_string(c));
 	}
 	return o;
 }

@@ -23,6 +23,11 @@ void rw_rule_name(const struct rw_policy *p, uint32_t rule_id, char *buf, size_t
  */
 json_t *rw_event_json(const struct rw_event *ev, const struct rw_policy *p, int64_t mono_to_real);
 
+/* Who names the cgroup ids of events: the agent's container table (the events' "container"),
+ * called from the thread that makes the events' JSON; NULL: none.
+ */
+void rw_event_set_container_namer(const char *(*namer)(uint64_t cgroup_id, void *arg), void *arg);
+
 /* The JSON object back into an event (what the CLI receives from the agent). 0 or -EINVAL. */
 int rw_event_from_json(json_t *obj, struct rw_event *ev, char *rule, size_t rule_len);
 

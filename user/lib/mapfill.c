@@ -55,6 +55,8 @@ int rw_map_fill(const struct rw_datapath *dp, struct rw_map_fill fill[RW_M__COUN
 		[RW_M_PROGS6] = 4,
 		[RW_M_SCRATCH] = 4,
 		[RW_M_LL6] = 4,
+		[RW_M_FROM] = sizeof(struct rw_from_key),
+		[RW_M_ADMIT] = sizeof(struct rw_admit_key),
 	};
 	static const __u32 inner_max[RW_M__COUNT] = {
 		[RW_M_PODS] = RW_MAX_PODS,
@@ -177,7 +179,16 @@ long rw_map_count_entries(int fd, __u32 key_size)
 	void *prev = NULL;
 	long n = 0;
 
-	if (key_size > sizeof(key))
+	/* A map this file has no size for: the kernel's (a walk with a 0-byte key never ends). */
+	if (!key_size) {
+		struct bpf_map_info info = {};
+		__u32 len = sizeof(info);
+
+		if (bpf_obj_get_info_by_fd(fd, &info, &len))
+			return -errno;
+		key_size = info.key_size;
+	}
+	if (!key_size || key_size > sizeof(key))
 		return -E2BIG;
 	while (bpf_map_get_next_key(fd, prev, next) == 0) {
 		memcpy(key, next, key_size);
