@@ -104,6 +104,10 @@ def want_result(row):
         return "ok"
     if row["from"] != "svc" and row["src"] is None and row["why"] in ANSWERED_REASONS:
         return "refused"
+    # wrong-principal answers a SYN only (docs/principals.md#answers)
+    if row["from"] != "svc" and row["src"] is None and row["why"] == "wrong-principal" and \
+            row["proto"] == "tcp":
+        return "refused"
     return "timeout"
 
 

@@ -410,7 +410,7 @@ check "counters plain: the summary line" grep -Eq "[0-9]+ drops, [0-9]+ allowed;
 run rw -j counters
 check "counters -j: node, runs and every reason" \
 	json_is "sorted(d['node']), len(d['node']['egress']), [r['id'] for r in d['runs']]" \
-	"(['answers', 'egress', 'events', 'ingress'], 22, ['run-7f3a', 'run-9c01'])"
+	"(['answers', 'egress', 'events', 'ingress'], 23, ['run-7f3a', 'run-9c01'])"
 check "counters -j: the answers the refusals got" \
 	json_is "sorted(d['node']['answers']), d['node']['answers']['rst'] >= 2" "(['budget', 'icmp', 'rst'], True)"
 check "counters -j: node and run agree on the refusals" \
