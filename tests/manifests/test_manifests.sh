@@ -28,6 +28,18 @@ n=0
 failed=0
 ok() { n=$((n + 1)); echo "ok $n - $*"; }
 not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $*"; }
+# refused WHAT EXPECT COMMAND...: COMMAND must fail, saying EXPECT.
+refused() {
+	local what=$1 expect=$2 out
+	shift 2
+	if out=$("$@" 2>&1); then
+		not_ok "$what (it accepted it)"
+	elif grep -qF -- "$expect" <<<"$out"; then
+		ok "$what ($(grep -F -- "$expect" <<<"$out" | head -n 1))"
+	else
+		not_ok "$what, with '$expect'"; echo "$out" | sed 's/^/# /'
+	fi
+}
 
 for tool in kubectl yamllint node python3; do
 	command -v "$tool" >/dev/null || { echo "Bail out! $tool is missing: run scripts/setup.sh"; exit 1; }
@@ -151,6 +163,69 @@ else
 	not_ok "the DaemonSet's command and args are the Containerfile's ENTRYPOINT and CMD"
 	echo "$out" | sed 's/^/# /'
 fi
+
+# The agent reads the sandbox pods' containers (docs/principals.md, "What the agent needs on the
+# node"): the bundle folder (containers.h's RW_CONTAINERS_DIR, or --containers) and the netns
+# folder are the host's, at the same paths, read only, with the host's unmounts propagated;
+# --cgroup-root is a read-only mount of the host's /sys/fs/cgroup. contained_check FILE checks
+# the DaemonSet in FILE (rendered JSON); broken copies of it must each be refused by name.
+bundles=$(sed -n 's/^#define RW_CONTAINERS_DIR *"\(.*\)"$/\1/p' user/agent/containers.h)
+contained_check() {
+	python3 - "$1" "$bundles" <<'PY'
+import json, sys
+ds = next(d for d in json.load(open(sys.argv[1])) if d["kind"] == "DaemonSet")
+pod = ds["spec"]["template"]["spec"]
+agent = next(c for c in pod["containers"] if c["name"] == "agent")
+vols = {v["name"]: v for v in pod["volumes"]}
+def opt(k, default=None):
+    vals = [a.split("=", 1)[1] for a in agent.get("args", []) if a.startswith(k + "=")]
+    return vals[-1] if vals else default
+def mount(path):
+    return next((m for m in agent.get("volumeMounts", []) if m["mountPath"] == path), None)
+bad = []
+for what, path, host in (("the bundle folder", opt("--containers", sys.argv[2]), sys.argv[2]),
+                         ("the netns folder", "/var/run/netns", "/var/run/netns"),
+                         ("--cgroup-root", opt("--cgroup-root"), "/sys/fs/cgroup")):
+    m = mount(path) if path else None
+    if not m:
+        bad.append(f"{what} ({path}): not a mount of the agent")
+        continue
+    hp = vols.get(m["name"], {}).get("hostPath", {}).get("path")
+    if hp != host:
+        bad.append(f"{what} ({path}): volume {m['name']} is hostPath {hp}, not {host}")
+    if not m.get("readOnly"):
+        bad.append(f"{what} ({path}): not readOnly")
+    if host != "/sys/fs/cgroup" and m.get("mountPropagation") != "HostToContainer":
+        bad.append(f"{what} ({path}): mountPropagation {m.get('mountPropagation')}, not HostToContainer")
+print("\n".join(bad) if bad else f"bundles {opt('--containers', sys.argv[2])}, /var/run/netns, --cgroup-root {opt('--cgroup-root')}")
+sys.exit(1 if bad else 0)
+PY
+}
+if out=$(contained_check "$work/rendered.json"); then
+	ok "the agent reads the host's containers: $out"
+else
+	not_ok "the agent reads the host's containers"; echo "$out" | sed 's/^/# /'
+fi
+contained_broken=(
+	"no --cgroup-root|--cgroup-root (None): not a mount|agent['args'] = [a for a in agent['args'] if not a.startswith('--cgroup-root')]"
+	"netns without propagation|/var/run/netns): mountPropagation None|next(m for m in agent['volumeMounts'] if m['mountPath'] == '/var/run/netns').pop('mountPropagation')"
+	"bundles writable|k8s.io): not readOnly|next(m for m in agent['volumeMounts'] if m['mountPath'].endswith('/k8s.io'))['readOnly'] = False"
+	"cgroup from elsewhere|is hostPath /sys/fs/cgroup/kubepods.slice, not /sys/fs/cgroup|next(v for v in ds['spec']['template']['spec']['volumes'] if v['name'] == 'cgroup')['hostPath']['path'] = '/sys/fs/cgroup/kubepods.slice'"
+)
+i=0
+for b in "${contained_broken[@]}"; do
+	IFS='|' read -r what expect stmt <<<"$b"
+	python3 - "$work/rendered.json" "$work/contained-$i.json" "$stmt" <<'PY'
+import json, sys
+docs = json.load(open(sys.argv[1]))
+ds = next(d for d in docs if d["kind"] == "DaemonSet")
+agent = next(c for c in ds["spec"]["template"]["spec"]["containers"] if c["name"] == "agent")
+exec(sys.argv[3])
+json.dump(docs, open(sys.argv[2], "w"))
+PY
+	refused "the containers check refuses: $what" "$expect" contained_check "$work/contained-$i.json"
+	i=$((i + 1))
+done
 
 # The one-shot detach pod (manifests/ops/detach.yaml) works on what the DaemonSet set up: the same
 # pins, socket, CNI folders and capabilities.
@@ -362,13 +437,8 @@ monitoring_broken mbroken "${mbroken[@]}"
 i=0
 for b in "${mbroken[@]}"; do
 	IFS='|' read -r what expect _ <<<"$b"
-	if out=$(python3 "$here/check_monitoring.py" "$work/mbroken-$i.json" user/view/metrics.c 2>&1); then
-		not_ok "the monitoring check refuses: $what (it accepted it)"
-	elif grep -qF -- "$expect" <<<"$out"; then
-		ok "the monitoring check refuses: $what ($(grep -F -- "$expect" <<<"$out" | head -n 1))"
-	else
-		not_ok "the monitoring check refuses $what with '$expect'"; echo "$out" | sed 's/^/# /'
-	fi
+	refused "the monitoring check refuses: $what" "$expect" \
+		python3 "$here/check_monitoring.py" "$work/mbroken-$i.json" user/view/metrics.c
 	i=$((i + 1))
 done
 

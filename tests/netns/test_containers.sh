@@ -196,7 +196,7 @@ out=$(rw_node_exec "$RW_RUNWALL" --bpffs "$RW_BPFFS-x" --socket "$RW_SOCK-x" age
 	--ifprefix nothing --cgroup-root "$RW_WORK" 2>&1) && rc=0 || rc=$?
 check "--cgroup-root on a folder that is not cgroup v2: exit 2" test "$rc" = 2
 check "... naming the option and the folder" \
-	grep -qF "agent: --cgroup-root $RW_WORK: not a cgroup v2 file system" <<<"$out"
+	grep -qF "agent: --cgroup-root $RW_WORK: not a cgroup v2 file system, nor is $RW_WORK/unified" <<<"$out"
 check "... nothing pinned" test ! -e "$RW_BPFFS-x"
 
 section "nothing left"

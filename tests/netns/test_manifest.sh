@@ -77,7 +77,10 @@ def mounts_of(c, volumes):
         v = volumes[vm["name"]]
         if "hostPath" in v:
             host = v["hostPath"]["path"]
-            m[vm["mountPath"]] = bpfroot if host == "/sys/fs/bpf" else f"{work}/host{host}"
+            # The machine's own bpffs (a folder of it) and cgroup v2 tree (read only: the agent
+            # reads cgroup ids); every other host folder is the test's own.
+            m[vm["mountPath"]] = {"/sys/fs/bpf": bpfroot, "/sys/fs/cgroup": "/sys/fs/cgroup"}.get(
+                host, f"{work}/host{host}")
             os.makedirs(m[vm["mountPath"]], exist_ok=True)
         elif "configMap" in v:
             cm = next(d for d in docs if d["kind"] == "ConfigMap"
@@ -253,6 +256,17 @@ check "the kernel enforces revision 1 and the sandbox veth is bound to run-7f3a"
 	rw_wait 10 ready_and_bound 1
 check "the sandbox reaches the egress proxy 172.20.0.10:443" rw_wait 5 probe_is 172.20.0.10 443 ok
 check "the sandbox is refused the metadata address (answered with a reset)" probe_is 169.254.169.254 80 refused
+
+# The containers' sources (docs/principals.md): the cgroup v2 tree of the node through
+# --cgroup-root (the host's /sys/fs/cgroup: cgroup2 itself on a unified host, its unified/ on a
+# hybrid one), and containerd's bundle folder at its own path (this machine runs no
+# containerd: not there, looked for).
+cg2=/sys/fs/cgroup
+[ "$(stat -f -c %T $cg2)" = cgroup2fs ] || cg2=/sys/fs/cgroup/unified
+containers_json=$(rw_status_json | jq -c '.containers | {dir, cgroup_root, watching}')
+check "the agent reads cgroup ids under --cgroup-root, the node's cgroup v2 tree: $containers_json" \
+	jq -e --arg d "$(sed -n 's/^#define RW_CONTAINERS_DIR *"\(.*\)"$/\1/p' user/agent/containers.h)" \
+	--arg r "$cg2" '.cgroup_root == $r and .dir == $d' <<<"$containers_json"
 
 agent_chained() { rw_status_json | rw_jq_true '.agent.cni.chained == true and .agent.cni.file == "10-aws.conflist"'; }
 check "the agent chains runwall-cni into aws-node's conflist" rw_wait 5 agent_chained

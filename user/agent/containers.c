@@ -531,13 +531,13 @@ int containers_init(struct agent *a)
 	if (!t->dir)
 		t->dir = RW_CONTAINERS_DIR;
 	if (t->cgroup_root_opt) {
-		int ret = rw_cgroup2_check_root(t->cgroup_root_opt, err, sizeof(err));
+		int ret = rw_cgroup2_root(t->cgroup_root_opt, t->cgroup_root, sizeof(t->cgroup_root),
+					  err, sizeof(err));
 
 		if (ret) {
 			rw_err("--cgroup-root %s", err);
 			return ret;
 		}
-		strcpy(t->cgroup_root, t->cgroup_root_opt);
 	} else if (rw_cgroup2_mount(NULL, t->cgroup_root, sizeof(t->cgroup_root), err,
 				    sizeof(err))) {
 		t->cgroup_root[0] = '\0';

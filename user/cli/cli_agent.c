@@ -3,6 +3,7 @@
  * agent_opts for rw_agent_run() (user/agent/agent_run.h, the agent's one entry point).
  */
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +33,9 @@ static const char agent_options[] =
 	"  --containers DIR       the runtime's OCI bundles, one folder per container, from which\n"
 	"                         the pods' containers are learned (default containerd's\n"
 	"                         /run/containerd/io.containerd.runtime.v2.task/k8s.io)\n"
-	"  --cgroup-root DIR      the cgroup v2 folder the bundles' cgroupsPath are under\n"
-	"                         (default: where cgroup2 is mounted)\n"
+	"  --cgroup-root DIR      the cgroup v2 folder the bundles' cgroupsPath are under, or a\n"
+	"                         hybrid host's cgroup folder whose unified/ is (default: where\n"
+	"                         cgroup2 is mounted)\n"
 	"  --attach-mode MODE     auto (tcx, else tc), tcx or tc (default auto)\n"
 	"  --resync SECONDS       full resync period (default 10)\n"
 	"  --event-rate N[/BURST] events per second per sandbox, for drops and for new flows\n"
@@ -314,7 +316,7 @@ static int agent_option(int c, struct agent_opts *a, char *node, size_t node_len
  */
 static int agent_check(struct agent_opts *a, char *node, size_t node_len, bool flow_log_opt)
 {
-	char verr[400];
+	char verr[400], root[PATH_MAX];
 
 	if (flow_log_opt && !a->flow_log.path)
 		return rw_fail(RW_EXIT_USAGE, "agent: the --flow-log-* options need --flow-log");
@@ -350,7 +352,8 @@ static int agent_check(struct agent_opts *a, char *node, size_t node_len, bool f
 		if (rw_http_check(&po, verr, sizeof(verr)))
 			return rw_fail(RW_EXIT_USAGE, "%s", verr);
 	}
-	if (a->cgroup_root && rw_cgroup2_check_root(a->cgroup_root, verr, sizeof(verr)))
+	if (a->cgroup_root &&
+	    rw_cgroup2_root(a->cgroup_root, root, sizeof(root), verr, sizeof(verr)))
 		return rw_fail(RW_EXIT_USAGE, "agent: --cgroup-root %s", verr);
 	if (a->ct_per_sandbox && a->ct_node && a->ct_per_sandbox > a->ct_node)
 		return rw_fail(RW_EXIT_USAGE,

@@ -77,15 +77,28 @@ int rw_cgroup2_mount(const char *mountinfo, char *out, size_t outlen, char *err,
 	return ret;
 }
 
-int rw_cgroup2_check_root(const char *dir, char *err, size_t errlen)
+static bool is_cgroup2(const char *dir)
 {
 	struct statfs sfs;
 
+	return !statfs(dir, &sfs) && sfs.f_type == CGROUP2_SUPER_MAGIC;
+}
+
+int rw_cgroup2_root(const char *dir, char *out, size_t outlen, char *err, size_t errlen)
+{
+	struct statfs sfs;
+	char unified[PATH_MAX];
+
+	if (strlen(dir) >= PATH_MAX / 2)
+		return rw_fail_msg(err, errlen, -ENAMETOOLONG, "%s: too long", dir);
 	if (statfs(dir, &sfs))
 		return rw_fail_msg(err, errlen, -errno, "%s: %s", dir, strerror(errno));
-	if (sfs.f_type != CGROUP2_SUPER_MAGIC)
-		return rw_fail_msg(err, errlen, -EINVAL, "%s: not a cgroup v2 file system", dir);
-	if (strlen(dir) >= PATH_MAX / 2)
+	snprintf(unified, sizeof(unified), "%s/unified", dir);
+	if (sfs.f_type != CGROUP2_SUPER_MAGIC && !is_cgroup2(unified))
+		return rw_fail_msg(err, errlen, -EINVAL,
+				   "%s: not a cgroup v2 file system, nor is %s", dir, unified);
+	if (snprintf(out, outlen, "%s", sfs.f_type == CGROUP2_SUPER_MAGIC ? dir : unified) >=
+	    (int)outlen)
 		return rw_fail_msg(err, errlen, -ENAMETOOLONG, "%s: too long", dir);
 	return 0;
 }

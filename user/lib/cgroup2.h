@@ -16,10 +16,12 @@
  */
 int rw_cgroup2_mount(const char *mountinfo, char *out, size_t outlen, char *err, size_t errlen);
 
-/* Whether dir is a directory of a cgroup v2 file system (what --cgroup-root must be): 0, or
- * -errno of statfs(2), or -EINVAL "not a cgroup v2 file system"; err starts with dir.
+/* The cgroup v2 root that --cgroup-root DIR names, into out: DIR itself when it is a directory
+ * of a cgroup v2 file system (a unified host's /sys/fs/cgroup), else DIR/unified when that is (a
+ * hybrid host's /sys/fs/cgroup, as a DaemonSet mounts it whole). 0, or -errno of statfs(2) on
+ * DIR, or -EINVAL "not a cgroup v2 file system, nor is DIR/unified"; err starts with DIR.
  */
-int rw_cgroup2_check_root(const char *dir, char *err, size_t errlen);
+int rw_cgroup2_root(const char *dir, char *out, size_t outlen, char *err, size_t errlen);
 
 /* The directory, relative to the cgroup v2 root (no leading '/'), of an OCI cgroupsPath:
  *   systemd driver  "SLICE:PREFIX:NAME", e.g. "kubepods-besteffort-pod1a2b.slice:cri-containerd:ID"
