@@ -21,6 +21,7 @@
 
 #include "agent_view.h"
 #include "http.h"
+#include "rulename.h"
 
 /* A writer that waits for the reader below waits forever (the reader lets go only when told,
  * after the writes): the alarm turns that hang into a failure.

@@ -13,6 +13,7 @@
 #include "flowset.h"
 #include "http.h"
 #include "ipaddr.h"
+#include "rulename.h"
 #include "status.h"
 
 struct rw_agent_view {
@@ -26,50 +27,6 @@ struct rw_agent_view {
 	pthread_mutex_t snap_lock; /* the metrics snapshot */
 	struct rw_metrics_snap snap;
 };
-
-const char *rw_policy_service_at(const struct rw_policy *p, __be32 ip)
-{
-	const char *best = "";
-	int best_len = -1;
-
-	for (size_t i = 0; p && i < p->n_services; i++) {
-		const struct rw_policy_rule *r = &p->services[i];
-		__u32 mask;
-
-		if (rw_policy_rule_is6(r) || r->prefixlen > 32)
-			continue; /* an IPv6 service's: never an IPv4 address's */
-		mask = r->prefixlen ? htonl(~0u << (32 - r->prefixlen)) : 0;
-		if ((ip & mask) == r->addr && r->prefixlen > best_len) {
-			best = r->name;
-			best_len = r->prefixlen;
-		}
-	}
-	return best;
-}
-
-const char *rw_policy_service_at6(const struct rw_policy *p, const __be32 ip[4])
-{
-	const char *best = "";
-	int best_len = -1;
-
-	for (size_t i = 0; p && i < p->n_services; i++) {
-		const struct rw_policy_rule *r = &p->services[i];
-		bool in = rw_policy_rule_is6(r) && r->prefixlen <= 128;
-
-		/* The prefix's whole words, then the bits of the next one. */
-		for (unsigned int w = 0; in && w < 4; w++) {
-			int bits = (int)r->prefixlen - 32 * (int)w;
-			__u32 mask = bits >= 32 ? ~0u : bits <= 0 ? 0 : ~0u << (32 - bits);
-
-			in = (ntohl(ip[w]) & mask) == (ntohl(r->addr6[w]) & mask);
-		}
-		if (in && r->prefixlen > best_len) {
-			best = r->name;
-			best_len = r->prefixlen;
-		}
-	}
-	return best;
-}
 
 static char *metrics_text(void *data)
 {

@@ -46,9 +46,4 @@ json_t *rw_agent_view_requests(struct rw_agent_view *v);
 json_t *rw_agent_view_recorded(struct rw_agent_view *v, const char *run, int64_t since_ns);
 void rw_agent_view_stop(struct rw_agent_view *v);
 
-/* The service of the snapshot whose address (or CIDR) holds ip, else "". */
-const char *rw_policy_service_at(const struct rw_policy *p, __be32 ip);
-/* The same for an IPv6 address (network byte order): the IPv6 services only. */
-const char *rw_policy_service_at6(const struct rw_policy *p, const __be32 ip[4]);
-
 #endif /* RUNWALL_AGENT_VIEW_H */

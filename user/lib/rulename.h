@@ -32,4 +32,11 @@ void rw_event_rule_name(const struct rw_event *ev, const struct rw_policy *p, ch
 const char *rw_reason_rule(unsigned int reason);
 const char *rw_path_rule(unsigned int path);
 
+/* The service of the snapshot whose address (or CIDR) holds ip, else "": how the page and the
+ * flow's peer name a destination, whichever rule decided.
+ */
+const char *rw_policy_service_at(const struct rw_policy *p, __be32 ip);
+/* The same for an IPv6 address (network byte order): the IPv6 services only. */
+const char *rw_policy_service_at6(const struct rw_policy *p, const __be32 ip[4]);
+
 #endif /* RUNWALL_RULENAME_H */
