@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* test_policy.c: the snapshot parser (user/lib/policy.c): what it accepts, the exact message of
- * every refusal (positions included), and rw_policy_run_equal / rw_policy_diff.
+ * every refusal (positions included), the same refusals from rw_policy_parse_json() without
+ * positions, and rw_policy_run_equal / rw_policy_diff.
  *
  * Expected columns were counted by hand on the documents below. They count from 1; every
  * string that can precede a semantic error is ASCII (names and ids are checked before anything
@@ -20,6 +21,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <jansson.h>
 
 #include "policy.h"
 
@@ -75,6 +78,37 @@ static void parse_ok(const char *json, struct rw_policy *p)
 	assert_string_equal(err.text, "");
 }
 
+/* The document of `json` as PolicyWatch's message parse makes it, or NULL when it is no JSON. */
+static json_t *load_doc(const char *json)
+{
+	return json_loadb(json, strlen(json), JSON_REJECT_DUPLICATES, NULL);
+}
+
+/* rw_policy_parse_json() refuses what rw_policy_parse() refuses with `expected`, at the same
+ * path with the same words, and no position.
+ */
+static void expect_doc_refused(const char *json, const char *expected)
+{
+	struct rw_policy_error err;
+	json_t *doc = load_doc(json);
+	struct rw_policy p, zero;
+	char want[600];
+	int skip = 0;
+
+	if (!doc)
+		return;
+	sscanf(expected, "policy.json:%*d:%*d:%n", &skip);
+	snprintf(want, sizeof(want), "policy.json:%s", expected + (skip ? skip : 12));
+	memset(&zero, 0, sizeof(zero));
+	memset(&p, 0xa5, sizeof(p));
+	assert_int_equal(rw_policy_parse_json(doc, "policy.json", 0, &p, &err), -EINVAL);
+	assert_string_equal(err.text, want);
+	assert_int_equal(err.line, 0);
+	assert_int_equal(err.column, 0);
+	assert_memory_equal(&p, &zero, sizeof(p));
+	json_decref(doc);
+}
+
 /* The full message, the position fields matching the LINE:COL in it, and `out` zeroed (it is
  * filled with garbage first, so a parser that left it alone would be caught too).
  */
@@ -94,6 +128,7 @@ static void expect_refused(const char *json, const char *expected)
 		line = col = 0;
 	assert_int_equal(err.line, line);
 	assert_int_equal(err.column, col);
+	expect_doc_refused(json, expected);
 }
 
 static void expect_example_refused(const char *from, const char *to, const char *expected)
@@ -257,6 +292,36 @@ static void test_revision_not_newer(void **state)
 	assert_int_equal(rw_policy_parse_newer(text, strlen(text), "old.json", 15, &p, &err), 0);
 	assert_int_equal(p.revision, 16);
 	rw_policy_free(&p);
+}
+
+/* The document's entry: the example parses to what its text does, run by run, and a revision not
+ * above the one in force is refused at its path.
+ */
+static void test_parse_json(void **state)
+{
+	json_t *doc = load_doc(example);
+	struct rw_policy_error err;
+	struct rw_policy t, d;
+	char diff[256];
+
+	assert_non_null(doc);
+	parse_ok(example, &t);
+	assert_int_equal(rw_policy_parse_json(doc, "policy-watch", 0, &d, &err), 0);
+	assert_string_equal(err.text, "");
+	assert_int_equal(d.revision, t.revision);
+	assert_int_equal(d.n_deny, t.n_deny);
+	assert_int_equal(d.n_services, t.n_services);
+	assert_int_equal(d.n_inbound, t.n_inbound);
+	assert_int_equal(d.n_runs, t.n_runs);
+	for (size_t r = 0; r < t.n_runs; r++)
+		assert_true(rw_policy_run_equal(&t, &t.runs[r], &d, &d.runs[r]));
+	assert_int_equal(rw_policy_diff(&t, &d, diff, sizeof(diff)), 0);
+	rw_policy_free(&d);
+	assert_int_equal(rw_policy_parse_json(doc, "policy-watch", t.revision, &d, &err), -EINVAL);
+	assert_string_equal(err.text, "policy-watch: revision: 12 is not newer than 12, the one "
+				      "in force");
+	rw_policy_free(&t);
+	json_decref(doc);
 }
 
 static void test_revision_range(void **state)
@@ -2181,6 +2246,7 @@ int main(void)
 		cmocka_unit_test(test_missing_revision),
 		cmocka_unit_test(test_revision_range),
 		cmocka_unit_test(test_revision_not_newer),
+		cmocka_unit_test(test_parse_json),
 		cmocka_unit_test(test_ports_edge_cases),
 		cmocka_unit_test(test_duplicate_port),
 		cmocka_unit_test(test_rule_without_port),

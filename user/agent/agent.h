@@ -95,8 +95,9 @@ struct agent_policy {
 	bool policy_adopted;
 	char *policy_text; /* its text, for `runwall explain` to name rules (agent_policy_text()) */
 	size_t policy_text_len;
-	/* After run changes: the snapshot as a document, changed run by run, and written out as
-	 * policy_text only when read. NULL until the first change of a snapshot.
+	/* The snapshot as a document, changed run by run, and written out as policy_text only
+	 * when read: PolicyWatch's snapshot as it came, or one kept as text read at its first
+	 * change. NULL until then.
 	 */
 	json_t *policy_doc;
 	struct rw_policy_index policy_index; /* of policy, built by the first run change */
@@ -299,7 +300,18 @@ int agent_ring_cb(void *ctx, void *data, size_t size);
 void agent_drain_ring(struct agent *a);
 
 /* policy_apply.c */
+/* A whole snapshot's text parsed, applied and kept (the --policy file, `runwall apply`). On
+ * refusal nothing changes and *reply says why; else *reply is the apply's result.
+ */
 int agent_apply(struct agent *a, const char *buf, size_t len, const char *source, json_t **reply);
+/* agent_apply() of a snapshot already parsed as JSON (PolicyWatch's): `doc` is parsed as the
+ * policy, not as text again, and kept (a reference taken) for the run changes that follow.
+ */
+int agent_apply_doc(struct agent *a, json_t *doc, const char *source, json_t **reply);
+/* The revision the kernel enforces (0: none): the policy in force's, read from the state word
+ * only while this agent holds none.
+ */
+uint64_t agent_revision_in_force(struct agent *a);
 /* PolicyWatch's run-upsert (obj_run: the run) or run-delete (obj_run NULL, del_id) at
  * `revision`: only that run parsed and checked, against the index of the policy in force
  * (rw_policy_change_*()), then applied as agent_apply() applies; the kept document follows.

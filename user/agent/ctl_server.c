@@ -197,7 +197,6 @@ static json_t *run_change(struct agent *a, bool upsert, const char *arg, const c
 			  size_t body_len)
 {
 	unsigned long long base, revision;
-	struct rw_config cfg = {};
 	const char *refused_at, *msg, *name;
 	json_t *run = NULL, *reply = NULL;
 	json_error_t jerr;
@@ -208,8 +207,7 @@ static json_t *run_change(struct agent *a, bool upsert, const char *arg, const c
 	if (rw_ctl_parse_run_change(arg, &base, &revision, &name))
 		return error_json(upsert ? "usage: apply-run BASE REVISION SOURCE (body: the run)"
 					 : "usage: delete-run BASE REVISION ID");
-	rw_config_read(&a->dp, &cfg);
-	in_force = RW_STATE_READY(cfg.state) ? RW_STATE_REVISION(cfg.state) : 0;
+	in_force = agent_revision_in_force(a);
 	if (!a->pol.have_policy || (!a->pol.policy_text && !a->pol.policy_doc))
 		return change_refused(in_force, "base",
 				      "base: no snapshot in force that this agent knows: apply a "

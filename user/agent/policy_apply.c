@@ -94,17 +94,24 @@ static void run_state_change(struct agent *a, size_t at, bool added, bool remove
 	a->pol.runs[at] = st;
 }
 
-/* A whole snapshot's text: what the control socket's `policy` returns. */
-void agent_policy_keep_text(struct agent *a, const char *buf, size_t len, const char *source)
+/* Forget the kept forms of the policy replaced; `source` names the one now in force. */
+static void policy_forget(struct agent *a, const char *source)
 {
-	char *copy = malloc(len + 1);
-
 	json_decref(a->pol.policy_doc);
 	a->pol.policy_doc = NULL;
 	rw_policy_index_free(&a->pol.policy_index);
 	free(a->pol.policy_text);
 	a->pol.policy_text = NULL;
+	a->pol.policy_text_len = 0;
 	snprintf(a->pol.policy_source, sizeof(a->pol.policy_source), "%s", source);
+}
+
+/* A whole snapshot's text: what the control socket's `policy` returns. */
+void agent_policy_keep_text(struct agent *a, const char *buf, size_t len, const char *source)
+{
+	char *copy = malloc(len + 1);
+
+	policy_forget(a, source);
 	if (!copy)
 		return;
 	memcpy(copy, buf, len);
@@ -113,17 +120,24 @@ void agent_policy_keep_text(struct agent *a, const char *buf, size_t len, const 
 	a->pol.policy_text_len = len;
 }
 
+/* A whole snapshot's document (PolicyWatch's): written out as its text only when read. */
+static void policy_keep_doc(struct agent *a, json_t *doc, const char *source)
+{
+	policy_forget(a, source);
+	a->pol.policy_doc = json_incref(doc);
+}
+
 json_t *agent_policy_doc(struct agent *a)
 {
-	json_error_t jerr;
 	json_t *runs;
 
-	if (a->pol.policy_doc || !a->pol.policy_text)
-		return a->pol.policy_doc;
-	/* Once per snapshot: every change after it edits the document. */
-	a->pol.policy_doc = json_loadb(a->pol.policy_text, a->pol.policy_text_len, 0, &jerr);
+	/* Once per snapshot kept as text: every change after it edits the document. */
+	if (!a->pol.policy_doc && a->pol.policy_text)
+		a->pol.policy_doc = json_loadb(a->pol.policy_text, a->pol.policy_text_len, 0, NULL);
+	if (!a->pol.policy_doc)
+		return NULL;
 	runs = json_object_get(a->pol.policy_doc, "runs");
-	if (a->pol.policy_doc && !runs)
+	if (!runs)
 		json_object_set_new(a->pol.policy_doc, "runs", runs = json_array());
 	if (!json_is_array(runs) || json_array_size(runs) != a->pol.policy.n_runs) {
 		json_decref(a->pol.policy_doc);
@@ -254,39 +268,72 @@ static void applied(struct agent *a, const struct rw_apply_result *res)
 	agent_clear_error(a);
 }
 
-int agent_apply(struct agent *a, const char *buf, size_t len, const char *source, json_t **reply)
+uint64_t agent_revision_in_force(struct agent *a)
 {
-	struct rw_policy_error perr = {};
-	struct rw_apply_result res;
-	struct rw_policy next;
 	struct rw_config cfg = {};
+
+	/* Only this agent's applies change the state word (the flip, in rw_apply()), and each that
+	 * flips makes its policy the one in force here; a policy adopted at start is the revision
+	 * the kernel holds. Without one the kernel may still enforce an earlier agent's.
+	 */
+	if (a->pol.have_policy)
+		return a->pol.policy.revision;
+	rw_config_read(&a->dp, &cfg);
+	return RW_STATE_READY(cfg.state) ? RW_STATE_REVISION(cfg.state) : 0;
+}
+
+/* A whole snapshot parsed into `next` (`parsed`: the parser's return, `perr` its refusal),
+ * applied and made the policy in force, kept as its text `buf` or its document `doc`.
+ */
+static int apply_snapshot(struct agent *a, int parsed, struct rw_policy *next,
+			  const struct rw_policy_error *perr, const char *buf, size_t len,
+			  json_t *doc, const char *source, json_t **reply)
+{
+	struct rw_apply_result res;
 	int ret;
 
-	rw_config_read(&a->dp, &cfg);
-	ret = rw_policy_parse_newer(buf, len, source,
-				    RW_STATE_READY(cfg.state) ? RW_STATE_REVISION(cfg.state) : 0,
-				    &next, &perr);
-	if (ret) {
+	if (parsed) {
 		a->pol.metrics.applies_refused++;
-		rw_warn("refused snapshot: %s", perr.text);
-		agent_set_error(a, "%s", perr.text);
-		*reply = json_pack("{s:b, s:s, s:i, s:i}", "ok", 0, "error", perr.text, "line",
-				   perr.line, "column", perr.column);
-		return ret;
+		rw_warn("refused snapshot: %s", perr->text);
+		agent_set_error(a, "%s", perr->text);
+		*reply = json_pack("{s:b, s:s, s:i, s:i}", "ok", 0, "error", perr->text, "line",
+				   perr->line, "column", perr->column);
+		return parsed;
 	}
-	ret = apply_next(a, &next, NULL, source, &res, reply);
+	ret = apply_next(a, next, NULL, source, &res, reply);
 	if (ret) {
-		rw_policy_free(&next);
+		rw_policy_free(next);
 		return ret;
 	}
 	if (a->pol.have_policy)
 		rw_policy_free(&a->pol.policy);
-	a->pol.policy = next;
-	agent_policy_keep_text(a, buf, len, source);
+	a->pol.policy = *next;
+	if (doc)
+		policy_keep_doc(a, doc, source);
+	else
+		agent_policy_keep_text(a, buf, len, source);
 	applied(a, &res);
 	agent_runs_update(a);
 	a->pol.settle_pending = true; /* after the reply: agent_settle() */
 	return 0;
+}
+
+int agent_apply(struct agent *a, const char *buf, size_t len, const char *source, json_t **reply)
+{
+	struct rw_policy_error perr;
+	struct rw_policy next;
+	int ret = rw_policy_parse_newer(buf, len, source, agent_revision_in_force(a), &next, &perr);
+
+	return apply_snapshot(a, ret, &next, &perr, buf, len, NULL, source, reply);
+}
+
+int agent_apply_doc(struct agent *a, json_t *doc, const char *source, json_t **reply)
+{
+	struct rw_policy_error perr;
+	struct rw_policy next;
+	int ret = rw_policy_parse_json(doc, source, agent_revision_in_force(a), &next, &perr);
+
+	return apply_snapshot(a, ret, &next, &perr, NULL, 0, doc, source, reply);
 }
 
 int agent_apply_change(struct agent *a, uint64_t revision, json_t *obj_run, const char *del_id,

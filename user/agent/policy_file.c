@@ -23,7 +23,6 @@
 void agent_load_policy_file(struct agent *a, bool at_start)
 {
 	struct rw_policy_error perr = {};
-	struct rw_config cfg;
 	struct rw_policy p;
 	char *buf = NULL;
 	size_t len = 0;
@@ -47,8 +46,7 @@ void agent_load_policy_file(struct agent *a, bool at_start)
 	a->pol.policy_bytes = buf;
 	a->pol.policy_len = len;
 
-	rw_config_read(&a->dp, &cfg);
-	in_force = RW_STATE_READY(cfg.state) ? RW_STATE_REVISION(cfg.state) : 0;
+	in_force = agent_revision_in_force(a);
 	if (rw_policy_parse(buf, len, a->policy_path, &p, &perr)) {
 		a->pol.metrics.applies_refused++;
 		rw_warn("refused snapshot: %s", perr.text);

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* pw_follow.c: the agent's side of PolicyWatch (--policy-url, docs/policy-watch.md): the
  * messages pw_stream.c hands over are judged and applied here, on the loop, through
- * agent_apply() (the validation and the apply of `runwall apply`), and each outcome is
- * acknowledged. A run's change is the snapshot in force with that run replaced or removed:
- * rw_apply() re-judges the flows of that run only.
+ * agent_apply_doc() (the validation and the apply of `runwall apply`, on the snapshot as the
+ * message's parse left it), and each outcome is acknowledged. A run's change is the snapshot
+ * in force with that run replaced or removed: rw_apply() re-judges the flows of that run only.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -18,14 +18,6 @@
 #include "pw_msg.h"
 
 #define ITEMS_PER_WAKEUP 16 /* then back to the loop's other fds; the eventfd stays readable */
-
-static uint64_t revision_in_force(struct agent *a)
-{
-	struct rw_config cfg = {};
-
-	rw_config_read(&a->dp, &cfg);
-	return RW_STATE_READY(cfg.state) ? RW_STATE_REVISION(cfg.state) : 0;
-}
 
 static void send_ack(struct agent *a, json_t *o)
 {
@@ -73,7 +65,7 @@ static void refuse(struct agent *a, const struct rw_pw_msg *m, uint64_t revision
 	snprintf(a->follow.last_refusal, sizeof(a->follow.last_refusal), "%s%s%s", path,
 		 path[0] ? ": " : "", error);
 	o = json_pack("{s:b, s:s, s:s, s:I}", "ok", 0, "error", error, "path", path, "in_force",
-		      (json_int_t)revision_in_force(a));
+		      (json_int_t)agent_revision_in_force(a));
 	if (m) {
 		json_object_set_new(o, "type", json_string(type_names[m->type]));
 		if (revision)
@@ -87,7 +79,7 @@ static void refuse(struct agent *a, const struct rw_pw_msg *m, uint64_t revision
 		json_object_set_new(o, "need", json_string(need_names[need]));
 	send_ack(a, o);
 	if (need != NEED_NONE)
-		rw_pw_drop(a->follow.watch, need == NEED_RESUME ? revision_in_force(a) : 0);
+		rw_pw_drop(a->follow.watch, need == NEED_RESUME ? agent_revision_in_force(a) : 0);
 }
 
 /* The generation the run enforces now (its revision of last change), 0 when not in force. */
@@ -128,30 +120,31 @@ static void ack_refusal(struct agent *a, const struct rw_pw_msg *m, uint64_t rev
 		msg = error;
 		mapped[0] = '\0';
 	}
-	/* agent_apply() counted and logged it as any refused snapshot; ack it as this message's. */
+	/* The apply counted and logged it as any refused snapshot; ack it as this message's. */
 	a->follow.refusals++;
 	snprintf(a->follow.last_refusal, sizeof(a->follow.last_refusal), "%s%s%s", mapped,
 		 mapped[0] ? ": " : "", msg);
 	o = json_pack("{s:b, s:s, s:s, s:s, s:I, s:I}", "ok", 0, "type", type_names[m->type],
 		      "error", msg, "path", mapped, "revision", (json_int_t)revision, "in_force",
-		      (json_int_t)revision_in_force(a));
+		      (json_int_t)agent_revision_in_force(a));
 	if (m->id[0])
 		json_object_set_new(o, "id", json_string(m->id));
 	send_ack(a, o);
 	json_decref(reply);
 }
 
-/* Apply a snapshot's `text`, and ack what became of it. */
-static void apply_text(struct agent *a, const struct rw_pw_msg *m, uint64_t revision,
-		       const char *text, size_t len, int64_t received_ns)
+/* Apply a snapshot as its message's parse left it, and ack what became of it. */
+static void apply_and_ack(struct agent *a, const struct rw_pw_msg *m, uint64_t revision,
+			  int64_t received_ns)
 {
 	json_t *reply = NULL, *o;
 	int64_t t0 = rw_now_mono_ns();
-	int ret = agent_apply(a, text, len, "policy-watch", &reply);
+	int ret = agent_apply_doc(a, m->body, "policy-watch", &reply);
 
 	if (ret == 0) {
-		/* apply_ms: rw_apply(), the maps and the flip; parse_ms: the rest of agent_apply()
-		 * (the parser and the diff for the log), both O(node) in CPU, not in kernel work.
+		/* apply_ms: rw_apply(), the maps and the flip; parse_ms: the rest of
+		 * agent_apply_doc() (the policy parser's checks on the document the message's parse
+		 * made, and the diff for the log), both O(node) in CPU, not in kernel work.
 		 * A snapshot composes nothing: no compose_ms. The probes follow the ack.
 		 */
 		double apply_ms = json_real_value(json_object_get(reply, "apply_ms"));
@@ -189,11 +182,10 @@ static bool adopted_equals(struct agent *a, json_t *body)
 static void on_snapshot(struct agent *a, const struct rw_pw_msg *m, int64_t received_ns)
 {
 	json_t *rev = json_object_get(m->body, "revision");
-	uint64_t in_force = revision_in_force(a);
+	uint64_t in_force = agent_revision_in_force(a);
 	uint64_t revision = json_is_integer(rev) && json_integer_value(rev) > 0
 				    ? (uint64_t)json_integer_value(rev)
 				    : 0;
-	char *text;
 
 	/* The revision in force again (a server that resends what the agent told it it has):
 	 * nothing to apply, and the flows stay cached. A policy adopted from the file at start is
@@ -223,13 +215,7 @@ static void on_snapshot(struct agent *a, const struct rw_pw_msg *m, int64_t rece
 				      (json_int_t)revision, "unchanged", 1));
 		return;
 	}
-	text = json_dumps(m->body, JSON_COMPACT);
-	if (!text) {
-		refuse(a, m, revision, "snapshot", "out of memory", NEED_NONE);
-		return;
-	}
-	apply_text(a, m, revision, text, strlen(text), received_ns);
-	free(text);
+	apply_and_ack(a, m, revision, received_ns);
 }
 
 /* The ack of a run change agent_apply_change() refused or applied. */
@@ -269,7 +255,7 @@ static void ack_change(struct agent *a, const struct rw_pw_msg *m, int ret, json
  */
 static void on_run_change(struct agent *a, const struct rw_pw_msg *m, int64_t received_ns)
 {
-	uint64_t in_force = revision_in_force(a);
+	uint64_t in_force = agent_revision_in_force(a);
 	const char *refused_at;
 	json_t *reply = NULL;
 	char err[400];
@@ -355,7 +341,7 @@ static void on_message(struct agent *a, const struct rw_pw_item *it)
 		on_run_change(a, &m, it->received_ns);
 	}
 	rw_pw_msg_free(&m);
-	rw_pw_set_revision(a->follow.watch, revision_in_force(a));
+	rw_pw_set_revision(a->follow.watch, agent_revision_in_force(a));
 }
 
 void agent_follow_on_fd(struct agent *a)
@@ -366,7 +352,8 @@ void agent_follow_on_fd(struct agent *a)
 		switch (it.kind) {
 		case RW_WATCH_ITEM_CONNECTED:
 			rw_info("policy watch: connected to %s (revision %llu in force)",
-				it.text ? it.text : "", (unsigned long long)revision_in_force(a));
+				it.text ? it.text : "",
+				(unsigned long long)agent_revision_in_force(a));
 			a->follow.last_message_ns = it.received_ns;
 			break;
 		case RW_WATCH_ITEM_DISCONNECTED:
@@ -379,13 +366,13 @@ void agent_follow_on_fd(struct agent *a)
 					 "(message): %s", it.text);
 				send_ack(a, json_pack("{s:b, s:s, s:s, s:I, s:s}", "ok", 0, "error",
 						      it.text, "path", "(message)", "in_force",
-						      (json_int_t)revision_in_force(a), "need",
-						      need_names[NEED_RESUME]));
+						      (json_int_t)agent_revision_in_force(a),
+						      "need", need_names[NEED_RESUME]));
 			}
 			rw_warn("policy watch: %s; reconnecting in %u ms (enforcing revision %llu "
 				"meanwhile)",
 				it.text ? it.text : "", it.retry_ms,
-				(unsigned long long)revision_in_force(a));
+				(unsigned long long)agent_revision_in_force(a));
 			break;
 		case RW_WATCH_ITEM_MESSAGE:
 			if (it.text)
@@ -402,7 +389,7 @@ int agent_follow_start(struct agent *a, char *err, size_t errlen)
 	struct epoll_event ev = {.events = EPOLLIN};
 
 	a->follow.opts.node = a->view_opts.node;
-	a->follow.watch = rw_pw_start(&a->follow.opts, revision_in_force(a), err, errlen);
+	a->follow.watch = rw_pw_start(&a->follow.opts, agent_revision_in_force(a), err, errlen);
 	if (!a->follow.watch)
 		return -EINVAL;
 	ev.data.fd = rw_pw_fd(a->follow.watch);
@@ -427,7 +414,7 @@ void agent_follow_tick(struct agent *a)
 	if (!a->follow.watch)
 		return;
 	/* A snapshot from the file or the socket moves the revision a reconnection resumes from. */
-	rw_pw_set_revision(a->follow.watch, revision_in_force(a));
+	rw_pw_set_revision(a->follow.watch, agent_revision_in_force(a));
 	rw_pw_get_stats(a->follow.watch, &st);
 	a->follow.metrics.watch_enabled = true;
 	a->follow.metrics.watch_connected = st.connected;
@@ -459,7 +446,7 @@ json_t *agent_follow_status(struct agent *a)
 			? json_integer((rw_now_mono_ns() - a->follow.last_message_ns) / 1000000)
 			: json_null(),
 		"revision_received", (json_int_t)a->follow.received, "revision_enforced",
-		(json_int_t)revision_in_force(a), "applied", (json_int_t)a->follow.applied,
+		(json_int_t)agent_revision_in_force(a), "applied", (json_int_t)a->follow.applied,
 		"refusals", (json_int_t)a->follow.refusals, "acks_sent", (json_int_t)st.acks_sent,
 		"acks_failed", (json_int_t)st.acks_failed, "acks_dropped",
 		(json_int_t)st.acks_dropped, "last_error",

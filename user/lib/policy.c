@@ -1904,25 +1904,46 @@ int rw_policy_parse(const char *buf, size_t len, const char *source, struct rw_p
 	return rw_policy_parse_newer(buf, len, source, 0, out, err);
 }
 
+/* Parse `root` into `out` as parse_root() does, for both entry points: `out` filled, or zeroed
+ * with `ps->err` saying why.
+ */
+static int parse_doc(struct parser *ps, json_t *root, struct rw_policy *out)
+{
+	struct rw_policy p = {0};
+	int rc = parse_root(ps, root, &p);
+
+	if (rc)
+		rw_policy_free(&p);
+	else
+		*out = p;
+	return rc;
+}
+
+static void parser_init(struct parser *ps, const char *buf, size_t len, const char *source,
+			uint64_t in_force, struct rw_policy_error *err)
+{
+	memset(err, 0, sizeof(*err));
+	memset(ps, 0, sizeof(*ps));
+	ps->buf = buf;
+	ps->len = len;
+	ps->source = source ? source : "<input>";
+	ps->err = err;
+	ps->in_force = in_force;
+}
+
 int rw_policy_parse_newer(const char *buf, size_t len, const char *source, uint64_t in_force,
 			  struct rw_policy *out, struct rw_policy_error *err)
 {
 	struct rw_policy_error scratch;
-	struct rw_policy p = {0};
-	struct parser ps = {0};
+	struct parser ps;
 	json_error_t jerr;
 	json_t *root;
 	int rc;
 
 	if (!err)
 		err = &scratch;
-	memset(err, 0, sizeof(*err));
+	parser_init(&ps, buf, len, source, in_force, err);
 	memset(out, 0, sizeof(*out));
-	ps.buf = buf;
-	ps.len = len;
-	ps.source = source ? source : "<input>";
-	ps.err = err;
-	ps.in_force = in_force;
 
 	/* Duplicate keys are refused: which of two "egress" values wins is not a question a
 	 * security policy should leave to a library. Numbers stay as typed, so 443.0 or "443"
@@ -1930,10 +1951,8 @@ int rw_policy_parse_newer(const char *buf, size_t len, const char *source, uint6
 	 */
 	root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root) {
-		if (json_error_code(&jerr) == json_error_out_of_memory) {
-			rc = fail_nomem(&ps);
-			goto out;
-		}
+		if (json_error_code(&jerr) == json_error_out_of_memory)
+			return fail_nomem(&ps);
 		/* jansson's column is 0 before the first character of a line (empty input) */
 		err->line = jerr.line > 0 ? jerr.line : 0;
 		err->column = err->line ? (jerr.column > 0 ? jerr.column : 1) : 0;
@@ -1947,17 +1966,27 @@ int rw_policy_parse_newer(const char *buf, size_t len, const char *source, uint6
 		for (char *c = err->text; *c; c++)
 			if ((unsigned char)*c < 0x20 || *c == 0x7f)
 				*c = '?';
-		rc = -EINVAL;
-		goto out;
+		return -EINVAL;
 	}
-	rc = parse_root(&ps, root, &p);
-out:
+	rc = parse_doc(&ps, root, out);
 	json_decref(root);
-	if (rc)
-		rw_policy_free(&p);
-	else
-		*out = p;
 	return rc;
+}
+
+int rw_policy_parse_json(json_t *root, const char *source, uint64_t in_force, struct rw_policy *out,
+			 struct rw_policy_error *err)
+{
+	struct rw_policy_error scratch;
+	struct parser ps;
+
+	if (!err)
+		err = &scratch;
+	/* No text: the document came in a message, whose line and column would name nothing the
+	 * author wrote, so errors carry the path only.
+	 */
+	parser_init(&ps, "", 0, source, in_force, err);
+	memset(out, 0, sizeof(*out));
+	return parse_doc(&ps, root, out);
 }
 
 static int io_error(struct rw_policy_error *err, const char *source, int errnum)
@@ -2321,15 +2350,9 @@ static int change_revision(struct parser *ps, const struct rw_policy *cur, uint6
 static void change_init(struct parser *ps, const char *source, struct rw_policy_error *err,
 			struct rw_policy_change *out)
 {
-	memset(err, 0, sizeof(*err));
+	/* No text: the run came in a message, as rw_policy_parse_json()'s document does. */
+	parser_init(ps, "", 0, source, 0, err);
 	memset(out, 0, sizeof(*out));
-	memset(ps, 0, sizeof(*ps));
-	/* No text: the run came in a message, whose line and column would name nothing the
-	 * author wrote, so errors carry the path only.
-	 */
-	ps->buf = "";
-	ps->source = source ? source : "<input>";
-	ps->err = err;
 }
 
 int rw_policy_change_upsert(const struct rw_policy *cur, const struct rw_policy_index *ix,

@@ -106,6 +106,13 @@ int rw_policy_parse(const char *buf, size_t len, const char *source, struct rw_p
  */
 int rw_policy_parse_newer(const char *buf, size_t len, const char *source, uint64_t in_force,
 			  struct rw_policy *out, struct rw_policy_error *err);
+struct json_t;
+/* rw_policy_parse_newer() of a document already parsed (PolicyWatch's snapshot, parsed with its
+ * message, duplicate keys refused): the same checks and messages, without a line and column
+ * ("SOURCE: JSON.PATH: what is wrong"). `root` is only read.
+ */
+int rw_policy_parse_json(struct json_t *root, const char *source, uint64_t in_force,
+			 struct rw_policy *out, struct rw_policy_error *err);
 int rw_policy_parse_file(const char *path, struct rw_policy *out, struct rw_policy_error *err);
 void rw_policy_free(struct rw_policy *p);
 
@@ -138,7 +145,6 @@ struct rw_policy_change {
 	struct rw_policy_run old; /* the run replaced or removed (still the policy in force's) */
 };
 
-struct json_t;
 /* The policy in force `cur` (indexed by `ix`) at `revision` with run `obj_run` (a JSON object,
  * as in a snapshot's runs[]) in place of the run of its id, or added last. 0, or -EINVAL /
  * -ENOMEM with `err` and `out` zeroed; `cur` and `ix` are never changed.
