@@ -1516,151 +1516,190 @@ out:
 	return ret;
 }
 
-int rw_apply(struct rw_datapath *dp, const struct rw_policy *prev, const struct rw_policy *next,
-	     struct rw_apply_result *res, char *err, size_t errlen)
-{
+/* ---- The apply -------------------------------------------------------------------------- */
+
+/* What one apply's steps pass on to each other. */
+struct apply {
+	struct rw_datapath *dp;
 	struct rw_apply_cache *c;
-	struct shadow ns = {};
-	struct ops ops = {};
-	double t0 = rw_now_ms(), t1;
-	struct run_slot *slots = NULL;
-	struct rw_config cfg;
-	__u32 idle;
+	const struct rw_policy *prev, *next;
+	struct rw_apply_result *res;
+	char *err;
+	size_t errlen;
+	struct rw_config cfg;	/* as read at the start: the flip is from its state word */
+	__u32 idle;		/* the slot written, then flipped to */
+	struct run_slot *slots; /* per run of next: its counter index and generation */
+	struct shadow ns;	/* next's entries, until they are the idle slot's shadow */
+	struct ops ops;		/* the writes that make the idle slot hold next */
+	double t0, t1;		/* when the apply started, when its last step ended */
+};
+
+/* The state in force: a revision not newer than it refused, the slots made if there are none,
+ * the idle slot chosen.
+ */
+static int apply_start(struct apply *a)
+{
+	struct rw_config *cfg = &a->cfg;
 	int ret;
 
-	memset(res, 0, sizeof(*res));
-	err[0] = '\0';
-
-	ret = rw_config_read(dp, &cfg);
+	ret = rw_config_read(a->dp, cfg);
 	if (ret)
-		return rw_fail_msg(err, errlen, ret, "%s: read: %s", rw_map_names[RW_M_CONFIG],
-				   strerror(-ret));
-	if (RW_STATE_READY(cfg.state) && next->revision <= RW_STATE_REVISION(cfg.state))
-		return rw_fail_msg(err, errlen, -ESTALE,
+		return rw_fail_msg(a->err, a->errlen, ret, "%s: read: %s",
+				   rw_map_names[RW_M_CONFIG], strerror(-ret));
+	if (RW_STATE_READY(cfg->state) && a->next->revision <= RW_STATE_REVISION(cfg->state))
+		return rw_fail_msg(a->err, a->errlen, -ESTALE,
 				   "revision: %llu is not newer than %llu, the one in force",
-				   (unsigned long long)next->revision,
-				   (unsigned long long)RW_STATE_REVISION(cfg.state));
-	if (!dp->apply) {
+				   (unsigned long long)a->next->revision,
+				   (unsigned long long)RW_STATE_REVISION(cfg->state));
+	if (!a->dp->apply) {
 		/* No slots yet (a dry run's datapath, a test's): its first apply prepares them. */
-		ret = rw_apply_prepare(dp, err, errlen);
+		ret = rw_apply_prepare(a->dp, a->err, a->errlen);
 		if (ret)
 			return ret;
 	}
-	c = cache_of(dp);
-	c->fault_after = fault_after_take();
-	c->writes = 0;
-	res->previous = RW_STATE_READY(cfg.state) ? RW_STATE_REVISION(cfg.state) : 0;
+	a->c = cache_of(a->dp);
+	a->c->fault_after = fault_after_take();
+	a->c->writes = 0;
+	a->res->previous = RW_STATE_READY(cfg->state) ? RW_STATE_REVISION(cfg->state) : 0;
 	/* Before the first snapshot either slot can be filled. */
-	idle = RW_STATE_READY(cfg.state) ? !RW_STATE_SLOT(cfg.state) : 0;
+	a->idle = RW_STATE_READY(cfg->state) ? !RW_STATE_SLOT(cfg->state) : 0;
+	return 0;
+}
 
-	slots = calloc(next->n_runs ? next->n_runs : 1, sizeof(*slots));
-	if (!slots)
-		return rw_fail_msg(err, errlen, -ENOMEM, "out of memory");
-	ret = assign_runs(dp, res->previous ? &c->shadow[!idle] : NULL, prev, next, slots, err,
-			  errlen);
+/* Nothing written yet: the runs' counter indexes, next's entries (refused over a table's
+ * capacity) and the writes that turn what the idle slot holds into them.
+ */
+static int apply_plan(struct apply *a)
+{
+	struct rw_apply_cache *c = a->c;
+	struct shadow *live = a->res->previous ? &c->shadow[!a->idle] : NULL;
+	int ret;
+
+	a->slots = calloc(a->next->n_runs ? a->next->n_runs : 1, sizeof(*a->slots));
+	if (!a->slots)
+		return rw_fail_msg(a->err, a->errlen, -ENOMEM, "out of memory");
+	ret = assign_runs(a->dp, live, a->prev, a->next, a->slots, a->err, a->errlen);
 	if (ret)
-		goto cleanup;
+		return ret;
 	/* Into the arrays of the shadow the last apply retired: no fresh megabytes to fault in. */
-	ns = c->spare;
+	a->ns = c->spare;
 	memset(&c->spare, 0, sizeof(c->spare));
-	ret = shadow_build(&ns, next, slots, res->previous ? &c->shadow[!idle] : NULL);
-	if (ret) {
-		rw_fail_msg(err, errlen, ret, "building the snapshot's entries: %s",
-			    strerror(-ret));
-		goto cleanup;
-	}
+	ret = shadow_build(&a->ns, a->next, a->slots, live);
+	if (ret)
+		return rw_fail_msg(a->err, a->errlen, ret, "building the snapshot's entries: %s",
+				   strerror(-ret));
 	/* Refuse before writing anything. */
 	for (int t = 0; t < POLICY_TABLES; t++) {
-		if (ns.count[t] > inner_specs[t].max_entries) {
-			ret = rw_fail_msg(err, errlen, -E2BIG,
-					  "%s: %u entries, more than the %u it holds",
-					  rw_map_names[RW_M_PODS + t], ns.count[t],
-					  inner_specs[t].max_entries);
-			goto cleanup;
-		}
+		if (a->ns.count[t] > inner_specs[t].max_entries)
+			return rw_fail_msg(a->err, a->errlen, -E2BIG,
+					   "%s: %u entries, more than the %u it holds",
+					   rw_map_names[RW_M_PODS + t], a->ns.count[t],
+					   inner_specs[t].max_entries);
 	}
 
-	if (c->shadow[idle].known) {
-		ret = diff_shadows(&ops, &c->shadow[idle], &ns);
+	if (c->shadow[a->idle].known) {
+		ret = diff_shadows(&a->ops, &c->shadow[a->idle], &a->ns);
 	} else {
 		/* What the slot holds is unknown: an agent restart, or a failed apply. Clear it and
 		 * write everything. A previous agent may have died between its flip and its grace
 		 * period, so wait for one before touching the slot.
 		 */
-		res->full = 1;
-		ret = grace_period(dp, c);
+		a->res->full = 1;
+		ret = grace_period(a->dp, c);
 		if (!ret)
 			c->grace_owed = false;
 		for (int t = 0; !ret && t < POLICY_TABLES; t++)
-			ret = list_keys(c->fd[idle][t], t, &ops.del[t]);
+			ret = list_keys(c->fd[a->idle][t], t, &a->ops.del[t]);
 		if (!ret) {
 			struct shadow empty = {};
 
-			ret = diff_shadows(&ops, &empty, &ns);
+			ret = diff_shadows(&a->ops, &empty, &a->ns);
 		}
 	}
-	if (ret) {
-		rw_fail_msg(err, errlen, ret, "computing the writes: %s", strerror(-ret));
-		goto cleanup;
-	}
-	t1 = rw_now_ms();
-	res->plan_ms = t1 - t0;
+	if (ret)
+		return rw_fail_msg(a->err, a->errlen, ret, "computing the writes: %s",
+				   strerror(-ret));
+	a->t1 = rw_now_ms();
+	a->res->plan_ms = a->t1 - a->t0;
+	return 0;
+}
+
+/* The planned writes into the idle slot, and its principals; then the slot's shadow is next's. */
+static int apply_write_idle(struct apply *a)
+{
+	struct rw_apply_cache *c = a->c;
+	struct rw_apply_result *res = a->res;
+	__u32 idle = a->idle;
+	int ret;
+
 	/* The idle slot was live before the last flip: the grace period that flip owes comes
 	 * before its first write, so that no program still reads what is written.
 	 */
-	ret = settle(dp, c);
-	res->wait_ms = rw_now_ms() - t1;
-	if (ret) {
-		rw_fail_msg(
-			err, errlen, ret,
+	ret = settle(a->dp, c);
+	res->wait_ms = rw_now_ms() - a->t1;
+	if (ret)
+		return rw_fail_msg(
+			a->err, a->errlen, ret,
 			"%s[%u]: waiting for the grace period before writing this idle slot: %s; "
 			"nothing written",
 			rw_map_names[RW_M_PODS], idle, strerror(-ret));
-		goto cleanup;
-	}
 	/* From here on the idle slot holds something between two snapshots until the writes end. */
 	c->shadow[idle].known = false;
-	fault_point("before-write", next->revision);
-	ret = run_ops(c, idle, &ops, &res->written, next->revision, err, errlen);
+	fault_point("before-write", a->next->revision);
+	ret = run_ops(c, idle, &a->ops, &res->written, a->next->revision, a->err, a->errlen);
 	if (!ret)
-		ret = rw_principals_write(dp, idle, next, dp->principals, dp->n_principals, err,
-					  errlen);
+		ret = rw_principals_write(a->dp, idle, a->next, a->dp->principals,
+					  a->dp->n_principals, a->err, a->errlen);
 	if (ret)
-		goto cleanup;
+		return ret;
 	shadow_recycle(&c->shadow[idle]);
 	shadow_reset(&c->spare);
 	c->spare = c->shadow[idle];
-	c->shadow[idle] = ns;
-	memset(&ns, 0, sizeof(ns));
-	t1 = rw_now_ms();
-	res->build_ms = t1 - t0 - res->wait_ms;
+	c->shadow[idle] = a->ns;
+	memset(&a->ns, 0, sizeof(a->ns));
+	a->t1 = rw_now_ms();
+	res->build_ms = a->t1 - a->t0 - res->wait_ms;
 	res->write_ms = res->build_ms - res->plan_ms;
+	return 0;
+}
 
-	/* Before the flip: which runs' cached verdicts this revision may change. */
-	ret = rw_apply_revs(dp, prev, next, slots, err, errlen);
+/* The writes outside the slots that must be in force by the time the flip makes next live. */
+static int apply_before_flip(struct apply *a)
+{
+	struct rw_config *cfg = &a->cfg;
+	int ret;
+
+	/* Which runs' cached verdicts this revision may change. */
+	ret = rw_apply_revs(a->dp, a->prev, a->next, a->slots, a->err, a->errlen);
 	if (ret)
-		goto cleanup;
+		return ret;
 	/* And what a pod whose run has ended hears (bpf/revoke.h): the next snapshot's refusal mode
 	 * is in force by the time its flip ends the run.
 	 */
-	if (cfg.refusal != (__u8)next->refusal) {
-		cfg.refusal = (__u8)next->refusal;
-		ret = rw_config_write(dp, &cfg);
-		if (ret) {
-			rw_fail_msg(err, errlen, ret, "%s: writing the refusal mode: %s",
-				    rw_map_names[RW_M_CONFIG], strerror(-ret));
-			goto cleanup;
-		}
+	if (cfg->refusal != (__u8)a->next->refusal) {
+		cfg->refusal = (__u8)a->next->refusal;
+		ret = rw_config_write(a->dp, cfg);
+		if (ret)
+			return rw_fail_msg(a->err, a->errlen, ret,
+					   "%s: writing the refusal mode: %s",
+					   rw_map_names[RW_M_CONFIG], strerror(-ret));
 	}
+	return 0;
+}
+
+static int apply_flip(struct apply *a)
+{
+	const struct rw_policy *next = a->next;
+	int ret;
 
 	/* The flip: one atomic 64-bit store (rw_flip) that packets read with one load, from the
 	 * state read at the start of this apply. Why a packet that loads the new word sees the
 	 * whole new slot and the new run_revs:
-	 *   writer: every write of the idle slot's inner maps and of run_revs above was a bpf(2)
-	 *   call that had returned, in this thread's program order, before the BPF_CMPXCHG, which
-	 *   is a full barrier (and a thread that moves between CPUs keeps its order: the
-	 *   scheduler's switch is a barrier too). So they are visible to any CPU before the new
-	 *   state word is.
+	 *   writer: every write of the idle slot's inner maps (apply_write_idle()) and of run_revs
+	 *   (apply_before_flip()) was a bpf(2) call that had returned, in this thread's program
+	 *   order, before the BPF_CMPXCHG, which is a full barrier (and a thread that moves
+	 *   between CPUs keeps its order: the scheduler's switch is a barrier too). So they are
+	 *   visible to any CPU before the new state word is.
 	 *   reader: rw_state_load() loads the word once, whole (an aligned 8-byte load, and the
 	 *   one store that changes it is 8 bytes: never a mix of two words); rw_view_load() then
 	 *   looks the inner maps up with the slot taken from that value, loads that depend on it
@@ -1675,15 +1714,16 @@ int rw_apply(struct rw_datapath *dp, const struct rw_policy *prev, const struct 
 	 * that did not happen: the apply fails, and the policy in force keeps its lease.
 	 */
 	if (fault_lease_write(next->revision))
-		ret = rw_fail_msg(err, errlen, -EIO,
+		ret = rw_fail_msg(a->err, a->errlen, -EIO,
 				  "%s: flip: writing the lease of revision %llu: injected fault "
 				  "(RUNWALL_APPLY_FAULT); nothing flipped, no lease written",
 				  rw_map_names[RW_M_CONFIG], (unsigned long long)next->revision);
 	else
-		ret = rw_config_flip_leased(dp, cfg.state, RW_STATE(next->revision, 1, idle),
-					    next->lease_seconds, err, errlen);
+		ret = rw_config_flip_leased(a->dp, a->cfg.state,
+					    RW_STATE(next->revision, 1, a->idle),
+					    next->lease_seconds, a->err, a->errlen);
 	if (ret)
-		goto cleanup;
+		return ret;
 	fault_point("after-flip", next->revision);
 	/* The flip owes one grace period, and the caller may say "enforced" without it. Why every
 	 * packet whose program run starts after this return, and so every packet sent after an
@@ -1700,31 +1740,68 @@ int rw_apply(struct rw_datapath *dp, const struct rw_policy *prev, const struct 
 	 *     new slot; a run it left alone has the same verdict under both;
 	 *   - note a new flow (rw_ct_note()): an entry only says who opened the flow, and each
 	 *     packet of it not on the fast path (above) is judged by the policy it loaded, so it
-	 *     grants nothing the new policy does not; flush_moved_pods() below waits first when
-	 *     such an entry could belong to a pod that left its run.
+	 *     grants nothing the new policy does not; flush_moved_pods(), in apply_retire() after
+	 *     this step, waits first when such an entry could belong to a pod that left its run.
 	 * Nothing else a packet reads changes after the flip. So the grace period is only owed
 	 * here, before the old slot is written again.
 	 */
-	c->grace_owed = true;
-	res->flip_ms = rw_now_ms() - t1;
+	a->c->grace_owed = true;
+	a->res->flip_ms = rw_now_ms() - a->t1;
+	return 0;
+}
+
+/* After the flip: the flows of pods that moved forgotten, and what was applied counted. The
+ * old slot's grace period stays owed (settle()).
+ */
+static void apply_retire(struct apply *a)
+{
+	struct rw_apply_cache *c = a->c;
+	struct rw_apply_result *res = a->res;
+	__u32 idle = a->idle;
+	int ret;
 
 	if (res->previous) {
-		ret = flush_moved_pods(dp, c, &c->shadow[!idle], !idle, &c->shadow[idle]);
+		ret = flush_moved_pods(a->dp, c, &c->shadow[!idle], !idle, &c->shadow[idle]);
 		res->flows_flushed = ret > 0 ? ret : 0;
 	}
-	ret = 0;
-
-	res->revision = next->revision;
+	res->revision = a->next->revision;
 	res->slot = idle;
-	res->runs = next->n_runs;
+	res->runs = a->next->n_runs;
 	res->pods = c->shadow[idle].count[T_PODS] + c->shadow[idle].count[T_PODS6];
 	for (int t = 1; t < POLICY_TABLES; t++)
 		if (t != T_PODS6)
 			res->entries += c->shadow[idle].count[t];
-	res->total_ms = rw_now_ms() - t0;
-cleanup:
-	ops_free(&ops);
-	shadow_reset(&ns);
-	free(slots);
+	res->total_ms = rw_now_ms() - a->t0;
+}
+
+int rw_apply(struct rw_datapath *dp, const struct rw_policy *prev, const struct rw_policy *next,
+	     struct rw_apply_result *res, char *err, size_t errlen)
+{
+	struct apply a = {.dp = dp,
+			  .prev = prev,
+			  .next = next,
+			  .res = res,
+			  .err = err,
+			  .errlen = errlen,
+			  .t0 = rw_now_ms()};
+	int ret;
+
+	memset(res, 0, sizeof(*res));
+	err[0] = '\0';
+
+	ret = apply_start(&a);
+	if (!ret)
+		ret = apply_plan(&a);
+	if (!ret)
+		ret = apply_write_idle(&a);
+	if (!ret)
+		ret = apply_before_flip(&a);
+	if (!ret)
+		ret = apply_flip(&a);
+	if (!ret)
+		apply_retire(&a);
+	ops_free(&a.ops);
+	shadow_reset(&a.ns);
+	free(a.slots);
 	return ret;
 }

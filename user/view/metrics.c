@@ -3,6 +3,7 @@
  * conventions: runwall_ prefix, _total on counters, base units (bytes, seconds).
  */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,13 +44,6 @@ static void sample(struct out *o, const char *name, const char *labels, unsigned
 {
 	fprintf(o->f, "%s%s%s%s %llu\n", name, labels[0] ? "{" : "", labels, labels[0] ? "}" : "",
 		v);
-}
-
-/* One sample per cause of a per-run share's displacements (run_shares.h). */
-static void share_samples(struct out *o, const char *name, const uint64_t *by_cause)
-{
-	sample(o, name, "cause=\"own_share\"", by_cause[RW_SHARE_OWN]);
-	sample(o, name, "cause=\"fair_share\"", by_cause[RW_SHARE_FAIR]);
 }
 
 static void counters_family(struct out *o, const struct rw_datapath *dp,
@@ -114,179 +108,293 @@ static void answers_family(struct out *o, const struct rw_datapath *dp,
 	}
 }
 
-char *rw_metrics_text(const struct rw_datapath *dp, const struct rw_metrics_snap *s)
+/* A sample's value, a field of the snapshot: U64(f) for a uint64_t, FLAG(f) for a bool. A field
+ * of another type is a build error (FIELD_IS(), 0 otherwise): no row reads a field as what it is
+ * not.
+ */
+#define FIELD_IS(f, t) _Generic(((struct rw_metrics_snap *)0)->f, t : 0)
+#define U64(f)	       offsetof(struct rw_metrics_snap, f) + FIELD_IS(f, uint64_t), false
+#define FLAG(f)	       offsetof(struct rw_metrics_snap, f) + FIELD_IS(f, bool), true
+
+#define SERIES_SAMPLES 5 /* the most samples a row has: runwall_access_requests_total's */
+
+/* A family whose samples are fields of the snapshot: its name, type and help, then each sample's
+ * labels ("" for none) and value, up to the first without labels.
+ */
+struct series {
+	const char *name, *type, *help;
+	struct {
+		const char *labels;
+		size_t off;
+		bool flag;
+	} samples[SERIES_SAMPLES];
+};
+
+/* The samples of a per-run share's displacements, one per cause (run_shares.h). */
+/* clang-format off */
+#define BY_CAUSE(f) {"cause=\"own_share\"", U64(f[RW_SHARE_OWN])}, \
+		    {"cause=\"fair_share\"", U64(f[RW_SHARE_FAIR])}
+/* clang-format on */
+
+static void series_write(struct out *o, const struct rw_metrics_snap *s, const struct series *t,
+			 size_t n)
 {
-	static const char *const sbx_state[RW_SBX__COUNT] = {"enforced", "unbound", "no-run",
-							     "not-attached"};
-	struct rw_map_fill fill[RW_M__COUNT];
-	struct rw_counters c = {};
-	struct rw_config cfg = {};
-	struct out o = {};
-	char labels[160];
-	uint64_t cum = 0;
+	for (size_t i = 0; i < n; i++) {
+		family(o, t[i].name, t[i].type, t[i].help);
+		for (int j = 0; j < SERIES_SAMPLES && t[i].samples[j].labels; j++) {
+			const char *v = (const char *)s + t[i].samples[j].off;
 
-	o.f = open_memstream(&o.buf, &o.len);
-	if (!o.f)
-		return NULL;
-	counters_family(&o, dp, s, false);
-	counters_family(&o, dp, s, true);
-
-	rw_counters_read(dp, 0, &c);
-	family(&o, "runwall_events_total", "counter",
-	       "Verdict events of the kernel: sent to the ring, lost (ring full), suppressed (over a sandbox's budget).");
-	sample(&o, "runwall_events_total", "outcome=\"sent\"", c.events_sent);
-	sample(&o, "runwall_events_total", "outcome=\"lost\"", c.events_lost);
-	sample(&o, "runwall_events_total", "outcome=\"suppressed\"", c.events_suppressed);
-	answers_family(&o, dp, s, &c);
-	family(&o, "runwall_subscriber_events_total", "counter",
-	       "Events the agent wrote to its control socket subscribers, or skipped for a slow one.");
-	sample(&o, "runwall_subscriber_events_total", "outcome=\"delivered\"", s->delivered);
-	sample(&o, "runwall_subscriber_events_total", "outcome=\"skipped\"", s->skipped);
-	family(&o, "runwall_subscribers", "gauge", "Control socket event subscribers now.");
-	sample(&o, "runwall_subscribers", "", s->subscribers);
-
-	rw_config_read(dp, &cfg);
-	family(&o, "runwall_ready", "gauge", "1 when a policy snapshot is enforced on this node.");
-	sample(&o, "runwall_ready", "", RW_STATE_READY(cfg.state));
-	{
-		int64_t left;
-		enum rw_lease_state lease = rw_lease_state(&cfg, &left);
-
-		family(&o, "runwall_lease_expired", "gauge",
-		       "1 while the control plane's lease has expired: services and inbound only.");
-		sample(&o, "runwall_lease_expired", "", lease == RW_LEASE_EXPIRED);
-		if (lease != RW_LEASE_NONE) {
-			family(&o, "runwall_lease_remaining_seconds", "gauge",
-			       "Seconds until the control plane's lease expires (negative: since).");
-			fprintf(o.f, "runwall_lease_remaining_seconds %.3f\n", left / 1e9);
+			sample(o, t[i].name, t[i].samples[j].labels,
+			       t[i].samples[j].flag ? *(const bool *)v : *(const uint64_t *)v);
 		}
 	}
-	family(&o, "runwall_policy_revision", "gauge",
+}
+
+#define SERIES(o, s, t) series_write(o, s, t, sizeof(t) / sizeof(t[0]))
+
+static const struct series subscriber_series[] = {
+	{"runwall_subscriber_events_total",
+	 "counter",
+	 "Events the agent wrote to its control socket subscribers, or skipped for a slow one.",
+	 {{"outcome=\"delivered\"", U64(delivered)}, {"outcome=\"skipped\"", U64(skipped)}}},
+	{"runwall_subscribers",
+	 "gauge",
+	 "Control socket event subscribers now.",
+	 {{"", U64(subscribers)}}},
+};
+
+static const struct series apply_outcome_series[] = {
+	{"runwall_policy_refused_total",
+	 "counter",
+	 "Snapshots refused (nothing applied).",
+	 {{"", U64(applies_refused)}}},
+	{"runwall_revoke_probes_total",
+	 "counter",
+	 "TCP connections whose verdict an apply made stale, by what the probe after it did: "
+	 "probed (two ACKs into the pod), capped (over the bounds), no-mac (no neighbour entry "
+	 "for the pod), send-failed (segments the veth did not take).",
+	 {{"outcome=\"probed\"", U64(probes_sent)},
+	  {"outcome=\"capped\"", U64(probes_capped)},
+	  {"outcome=\"no-mac\"", U64(probes_no_mac)},
+	  {"outcome=\"send-failed\"", U64(probes_failed)}}},
+};
+
+/* With --policy-url only. */
+static const struct series watch_series[] = {
+	{"runwall_policy_watch_connected",
+	 "gauge",
+	 "1 while the PolicyWatch stream (--policy-url) is up.",
+	 {{"", FLAG(watch_connected)}}},
+	{"runwall_policy_watch_connects_total",
+	 "counter",
+	 "PolicyWatch streams established.",
+	 {{"", U64(watch_connects)}}},
+	{"runwall_policy_watch_messages_total",
+	 "counter",
+	 "PolicyWatch messages received (heartbeats included).",
+	 {{"", U64(watch_messages)}}},
+	{"runwall_policy_watch_refusals_total",
+	 "counter",
+	 "PolicyWatch messages refused: malformed, on a stale base, or a change the "
+	 "policy parser or the apply refused.",
+	 {{"", U64(watch_refusals)}}},
+	{"runwall_policy_watch_acks_total",
+	 "counter",
+	 "Acknowledgements POSTed to the control plane, sent or failed for good.",
+	 {{"outcome=\"sent\"", U64(watch_acks_sent)},
+	  {"outcome=\"failed\"", U64(watch_acks_failed)}}},
+	{"runwall_policy_watch_revision_received",
+	 "gauge",
+	 "The highest revision a PolicyWatch message carried (the one in force: "
+	 "runwall_policy_revision).",
+	 {{"", U64(watch_revision_received)}}},
+};
+
+static const struct series sandbox_series[] = {
+	{"runwall_sandboxes",
+	 "gauge",
+	 "Sandbox veths on this node by state.",
+	 {{"state=\"enforced\"", U64(sandboxes[RW_SBX_ENFORCED])},
+	  {"state=\"unbound\"", U64(sandboxes[RW_SBX_UNBOUND])},
+	  {"state=\"no-run\"", U64(sandboxes[RW_SBX_NO_RUN])},
+	  {"state=\"not-attached\"", U64(sandboxes[RW_SBX_NOT_ATTACHED])}}},
+	{"runwall_attach_failures_total",
+	 "counter",
+	 "Programs that could not be attached to a sandbox veth hook.",
+	 {{"", U64(attach_failures)}}},
+	{"runwall_hook_repairs_total",
+	 "counter",
+	 "Sandbox veth hooks found without runwall first (a program deleted or put before "
+	 "it behind the agent's back), and put back.",
+	 {{"", U64(hook_repairs)}}},
+};
+
+/* With --cni-conf-dir only. */
+static const struct series cni_series[] = {
+	{"runwall_cni_chained",
+	 "gauge",
+	 "1 when the CNI conf file the runtime loads chains runwall-cni, 0 when not.",
+	 {{"", FLAG(cni_chained)}}},
+	{"runwall_cni_repairs_total",
+	 "counter",
+	 "Times the agent put runwall-cni's entry back into the CNI conf file.",
+	 {{"", U64(cni_repairs)}}},
+};
+
+static const struct series view_series[] = {
+	{"runwall_view_events",
+	 "gauge",
+	 "Verdict events held in memory for the API.",
+	 {{"", U64(events_buffered)}}},
+	{"runwall_view_events_evicted_total",
+	 "counter",
+	 "Events dropped from memory to make room (every cause).",
+	 {{"", U64(events_evicted)}}},
+	{"runwall_view_events_displaced_total",
+	 "counter",
+	 "Events dropped to make room, by cause: own_share, the run's own oldest (it held "
+	 "its share or more); fair_share, the oldest of the run holding the most, for a run "
+	 "under its share.",
+	 {BY_CAUSE(events_displaced)}},
+	{"runwall_view_events_deferred_total",
+	 "counter",
+	 "Events the agent's loop set aside because a query held the view's store.",
+	 {{"", U64(events_deferred)}}},
+	{"runwall_view_events_deferred_dropped_total",
+	 "counter",
+	 "Events not kept for the view: more were set aside than the loop may hold.",
+	 {{"", U64(events_deferred_dropped)}}},
+	{"runwall_view_aggregates",
+	 "gauge",
+	 "Per (run, destination, port, protocol) aggregates held in memory.",
+	 {{"", U64(aggregates)}}},
+	{"runwall_view_aggregates_evicted_total",
+	 "counter",
+	 "Aggregates dropped, least recently updated first, to make room (every cause).",
+	 {{"", U64(aggregates_evicted)}}},
+	{"runwall_view_aggregates_displaced_total",
+	 "counter",
+	 "Aggregates dropped to make room, by cause: own_share, the run's own least recently "
+	 "updated; fair_share, that of the run holding the most, for a run under its share.",
+	 {BY_CAUSE(aggregates_displaced)}},
+};
+
+static const struct series request_series[] = {
+	{"runwall_access_requests_total",
+	 "counter",
+	 "Network-access requests: queued, sent (2xx), failed for good, dropped (queue full, "
+	 "the run at its share of it), displaced (queued, then dropped for a run under its "
+	 "share).",
+	 {{"outcome=\"queued\"", U64(requests_queued)},
+	  {"outcome=\"sent\"", U64(requests_sent)},
+	  {"outcome=\"failed\"", U64(requests_failed)},
+	  {"outcome=\"dropped\"", U64(requests_dropped)},
+	  {"outcome=\"displaced\"", U64(requests_displaced)}}},
+	{"runwall_access_requests_forgotten_total",
+	 "counter",
+	 "Sent or failed requests no longer remembered for dedup, to make room, by cause: "
+	 "own_share, the run's own oldest; fair_share, the oldest of the run holding the most.",
+	 {BY_CAUSE(requests_forgotten)}},
+	{"runwall_access_request_retries_total",
+	 "counter",
+	 "Retries of network-access requests (the receiver was down or answered 5xx).",
+	 {{"", U64(requests_retries)}}},
+	{"runwall_access_requests_pending",
+	 "gauge",
+	 "Network-access requests queued and not sent yet.",
+	 {{"", U64(requests_pending)}}},
+};
+
+/* The kernel's verdict events, node-wide. */
+static void events_family(struct out *o, const struct rw_counters *node)
+{
+	family(o, "runwall_events_total", "counter",
+	       "Verdict events of the kernel: sent to the ring, lost (ring full), suppressed (over a sandbox's budget).");
+	sample(o, "runwall_events_total", "outcome=\"sent\"", node->events_sent);
+	sample(o, "runwall_events_total", "outcome=\"lost\"", node->events_lost);
+	sample(o, "runwall_events_total", "outcome=\"suppressed\"", node->events_suppressed);
+}
+
+/* What the state word and the lease say: a snapshot in force, its lease, its revision. */
+static void state_families(struct out *o, const struct rw_datapath *dp)
+{
+	struct rw_config cfg = {};
+	enum rw_lease_state lease;
+	int64_t left;
+
+	rw_config_read(dp, &cfg);
+	family(o, "runwall_ready", "gauge", "1 when a policy snapshot is enforced on this node.");
+	sample(o, "runwall_ready", "", RW_STATE_READY(cfg.state));
+	lease = rw_lease_state(&cfg, &left);
+	family(o, "runwall_lease_expired", "gauge",
+	       "1 while the control plane's lease has expired: services and inbound only.");
+	sample(o, "runwall_lease_expired", "", lease == RW_LEASE_EXPIRED);
+	if (lease != RW_LEASE_NONE) {
+		family(o, "runwall_lease_remaining_seconds", "gauge",
+		       "Seconds until the control plane's lease expires (negative: since).");
+		fprintf(o->f, "runwall_lease_remaining_seconds %.3f\n", left / 1e9);
+	}
+	family(o, "runwall_policy_revision", "gauge",
 	       "Revision of the snapshot in force (0: none).");
-	sample(&o, "runwall_policy_revision", "",
+	sample(o, "runwall_policy_revision", "",
 	       RW_STATE_READY(cfg.state) ? RW_STATE_REVISION(cfg.state) : 0);
-	family(&o, "runwall_policy_apply_duration_seconds", "histogram",
+}
+
+static void apply_duration_family(struct out *o, const struct rw_metrics_snap *s)
+{
+	uint64_t cum = 0;
+	char labels[32];
+
+	family(o, "runwall_policy_apply_duration_seconds", "histogram",
 	       "Time to apply a snapshot, from parse to the flip (with any grace period owed).");
 	for (int i = 0; i < RW_APPLY_N_BUCKETS; i++) {
 		cum += s->apply_bucket[i];
 		snprintf(labels, sizeof(labels), "le=\"%g\"", apply_bounds[i]);
-		sample(&o, "runwall_policy_apply_duration_seconds_bucket", labels, cum);
+		sample(o, "runwall_policy_apply_duration_seconds_bucket", labels, cum);
 	}
-	sample(&o, "runwall_policy_apply_duration_seconds_bucket", "le=\"+Inf\"", s->applies);
-	fprintf(o.f, "runwall_policy_apply_duration_seconds_sum %.6f\n", s->apply_seconds);
-	sample(&o, "runwall_policy_apply_duration_seconds_count", "", s->applies);
-	family(&o, "runwall_policy_refused_total", "counter",
-	       "Snapshots refused (nothing applied).");
-	sample(&o, "runwall_policy_refused_total", "", s->applies_refused);
-	family(&o, "runwall_revoke_probes_total", "counter",
-	       "TCP connections whose verdict an apply made stale, by what the probe after it did: "
-	       "probed (two ACKs into the pod), capped (over the bounds), no-mac (no neighbour entry "
-	       "for the pod), send-failed (segments the veth did not take).");
-	sample(&o, "runwall_revoke_probes_total", "outcome=\"probed\"", s->probes_sent);
-	sample(&o, "runwall_revoke_probes_total", "outcome=\"capped\"", s->probes_capped);
-	sample(&o, "runwall_revoke_probes_total", "outcome=\"no-mac\"", s->probes_no_mac);
-	sample(&o, "runwall_revoke_probes_total", "outcome=\"send-failed\"", s->probes_failed);
+	sample(o, "runwall_policy_apply_duration_seconds_bucket", "le=\"+Inf\"", s->applies);
+	fprintf(o->f, "runwall_policy_apply_duration_seconds_sum %.6f\n", s->apply_seconds);
+	sample(o, "runwall_policy_apply_duration_seconds_count", "", s->applies);
+}
 
-	if (s->watch_enabled) {
-		family(&o, "runwall_policy_watch_connected", "gauge",
-		       "1 while the PolicyWatch stream (--policy-url) is up.");
-		sample(&o, "runwall_policy_watch_connected", "", s->watch_connected);
-		family(&o, "runwall_policy_watch_connects_total", "counter",
-		       "PolicyWatch streams established.");
-		sample(&o, "runwall_policy_watch_connects_total", "", s->watch_connects);
-		family(&o, "runwall_policy_watch_messages_total", "counter",
-		       "PolicyWatch messages received (heartbeats included).");
-		sample(&o, "runwall_policy_watch_messages_total", "", s->watch_messages);
-		family(&o, "runwall_policy_watch_refusals_total", "counter",
-		       "PolicyWatch messages refused: malformed, on a stale base, or a change the "
-		       "policy parser or the apply refused.");
-		sample(&o, "runwall_policy_watch_refusals_total", "", s->watch_refusals);
-		family(&o, "runwall_policy_watch_acks_total", "counter",
-		       "Acknowledgements POSTed to the control plane, sent or failed for good.");
-		sample(&o, "runwall_policy_watch_acks_total", "outcome=\"sent\"",
-		       s->watch_acks_sent);
-		sample(&o, "runwall_policy_watch_acks_total", "outcome=\"failed\"",
-		       s->watch_acks_failed);
-		family(&o, "runwall_policy_watch_revision_received", "gauge",
-		       "The highest revision a PolicyWatch message carried (the one in force: "
-		       "runwall_policy_revision).");
-		sample(&o, "runwall_policy_watch_revision_received", "",
-		       s->watch_revision_received);
-		if (s->watch_message_age >= 0) {
-			family(&o, "runwall_policy_watch_last_message_age_seconds", "gauge",
-			       "Seconds since the last PolicyWatch message.");
-			fprintf(o.f, "runwall_policy_watch_last_message_age_seconds %.3f\n",
-				s->watch_message_age);
-		}
+/* With --policy-url only, and once a message has come. */
+static void watch_age_family(struct out *o, const struct rw_metrics_snap *s)
+{
+	family(o, "runwall_policy_watch_last_message_age_seconds", "gauge",
+	       "Seconds since the last PolicyWatch message.");
+	fprintf(o->f, "runwall_policy_watch_last_message_age_seconds %.3f\n", s->watch_message_age);
+}
+
+/* How full each pinned map is; nothing when the maps cannot be counted. */
+static void map_families(struct out *o, const struct rw_datapath *dp)
+{
+	struct rw_map_fill fill[RW_M__COUNT];
+	char labels[160];
+
+	if (rw_map_fill(dp, fill))
+		return;
+	family(o, "runwall_map_entries", "gauge",
+	       "Entries in each pinned map (policy maps: the live slot; events: bytes not read yet).");
+	for (int i = 0; i < RW_M__COUNT; i++) {
+		snprintf(labels, sizeof(labels), "map=\"%s\",pin=\"%s\"", fill[i].name,
+			 fill[i].pin);
+		sample(o, "runwall_map_entries", labels,
+		       fill[i].entries < 0 ? 0 : (unsigned long long)fill[i].entries);
 	}
-
-	if (rw_map_fill(dp, fill) == 0) {
-		family(&o, "runwall_map_entries", "gauge",
-		       "Entries in each pinned map (policy maps: the live slot; events: bytes not read yet).");
-		for (int i = 0; i < RW_M__COUNT; i++) {
-			snprintf(labels, sizeof(labels), "map=\"%s\",pin=\"%s\"", fill[i].name,
-				 fill[i].pin);
-			sample(&o, "runwall_map_entries", labels,
-			       fill[i].entries < 0 ? 0 : (unsigned long long)fill[i].entries);
-		}
-		family(&o, "runwall_map_capacity", "gauge",
-		       "Capacity of each pinned map (max_entries; events: the ring's bytes).");
-		for (int i = 0; i < RW_M__COUNT; i++) {
-			snprintf(labels, sizeof(labels), "map=\"%s\",pin=\"%s\"", fill[i].name,
-				 fill[i].pin);
-			sample(&o, "runwall_map_capacity", labels, fill[i].max_entries);
-		}
+	family(o, "runwall_map_capacity", "gauge",
+	       "Capacity of each pinned map (max_entries; events: the ring's bytes).");
+	for (int i = 0; i < RW_M__COUNT; i++) {
+		snprintf(labels, sizeof(labels), "map=\"%s\",pin=\"%s\"", fill[i].name,
+			 fill[i].pin);
+		sample(o, "runwall_map_capacity", labels, fill[i].max_entries);
 	}
+}
 
-	family(&o, "runwall_sandboxes", "gauge", "Sandbox veths on this node by state.");
-	for (int i = 0; i < RW_SBX__COUNT; i++) {
-		snprintf(labels, sizeof(labels), "state=\"%s\"", sbx_state[i]);
-		sample(&o, "runwall_sandboxes", labels, s->sandboxes[i]);
-	}
-	family(&o, "runwall_attach_failures_total", "counter",
-	       "Programs that could not be attached to a sandbox veth hook.");
-	sample(&o, "runwall_attach_failures_total", "", s->attach_failures);
-	family(&o, "runwall_hook_repairs_total", "counter",
-	       "Sandbox veth hooks found without runwall first (a program deleted or put before "
-	       "it behind the agent's back), and put back.");
-	sample(&o, "runwall_hook_repairs_total", "", s->hook_repairs);
-	if (s->cni_watched) {
-		family(&o, "runwall_cni_chained", "gauge",
-		       "1 when the CNI conf file the runtime loads chains runwall-cni, 0 when not.");
-		sample(&o, "runwall_cni_chained", "", s->cni_chained);
-		family(&o, "runwall_cni_repairs_total", "counter",
-		       "Times the agent put runwall-cni's entry back into the CNI conf file.");
-		sample(&o, "runwall_cni_repairs_total", "", s->cni_repairs);
-	}
+static void refused_top_family(struct out *o, const struct rw_metrics_snap *s)
+{
+	char labels[160];
 
-	family(&o, "runwall_view_events", "gauge", "Verdict events held in memory for the API.");
-	sample(&o, "runwall_view_events", "", s->events_buffered);
-	family(&o, "runwall_view_events_evicted_total", "counter",
-	       "Events dropped from memory to make room (every cause).");
-	sample(&o, "runwall_view_events_evicted_total", "", s->events_evicted);
-	family(&o, "runwall_view_events_displaced_total", "counter",
-	       "Events dropped to make room, by cause: own_share, the run's own oldest (it held "
-	       "its share or more); fair_share, the oldest of the run holding the most, for a run "
-	       "under its share.");
-	share_samples(&o, "runwall_view_events_displaced_total", s->events_displaced);
-	family(&o, "runwall_view_events_deferred_total", "counter",
-	       "Events the agent's loop set aside because a query held the view's store.");
-	sample(&o, "runwall_view_events_deferred_total", "", s->events_deferred);
-	family(&o, "runwall_view_events_deferred_dropped_total", "counter",
-	       "Events not kept for the view: more were set aside than the loop may hold.");
-	sample(&o, "runwall_view_events_deferred_dropped_total", "", s->events_deferred_dropped);
-	family(&o, "runwall_view_aggregates", "gauge",
-	       "Per (run, destination, port, protocol) aggregates held in memory.");
-	sample(&o, "runwall_view_aggregates", "", s->aggregates);
-	family(&o, "runwall_view_aggregates_evicted_total", "counter",
-	       "Aggregates dropped, least recently updated first, to make room (every cause).");
-	sample(&o, "runwall_view_aggregates_evicted_total", "", s->aggregates_evicted);
-	family(&o, "runwall_view_aggregates_displaced_total", "counter",
-	       "Aggregates dropped to make room, by cause: own_share, the run's own least recently "
-	       "updated; fair_share, that of the run holding the most, for a run under its share.");
-	share_samples(&o, "runwall_view_aggregates_displaced_total", s->aggregates_displaced);
-
-	family(&o, "runwall_refused_destination_top", "gauge",
+	family(o, "runwall_refused_destination_top", "gauge",
 	       "Refused egress events among those held in memory (the latest --events), for the "
 	       "10 (destination, port, protocol, reason) with the most.");
 	for (size_t i = 0; i < s->n_refused_top; i++) {
@@ -297,28 +405,39 @@ char *rw_metrics_text(const struct rw_datapath *dp, const struct rw_metrics_snap
 			 "dst=\"%s\",port=\"%u\",proto=\"%s\",reason=\"%s\"",
 			 rw_ip_str(&t->dst, dst, sizeof(dst)), t->port,
 			 rw_packet_proto_name(t->ethertype, t->proto), rw_reason_name(t->reason));
-		sample(&o, "runwall_refused_destination_top", labels, t->count);
+		sample(o, "runwall_refused_destination_top", labels, t->count);
 	}
+}
 
-	family(&o, "runwall_access_requests_total", "counter",
-	       "Network-access requests: queued, sent (2xx), failed for good, dropped (queue full, "
-	       "the run at its share of it), displaced (queued, then dropped for a run under its "
-	       "share).");
-	sample(&o, "runwall_access_requests_total", "outcome=\"queued\"", s->requests_queued);
-	sample(&o, "runwall_access_requests_total", "outcome=\"sent\"", s->requests_sent);
-	sample(&o, "runwall_access_requests_total", "outcome=\"failed\"", s->requests_failed);
-	sample(&o, "runwall_access_requests_total", "outcome=\"dropped\"", s->requests_dropped);
-	sample(&o, "runwall_access_requests_total", "outcome=\"displaced\"", s->requests_displaced);
-	family(&o, "runwall_access_requests_forgotten_total", "counter",
-	       "Sent or failed requests no longer remembered for dedup, to make room, by cause: "
-	       "own_share, the run's own oldest; fair_share, the oldest of the run holding the most.");
-	share_samples(&o, "runwall_access_requests_forgotten_total", s->requests_forgotten);
-	family(&o, "runwall_access_request_retries_total", "counter",
-	       "Retries of network-access requests (the receiver was down or answered 5xx).");
-	sample(&o, "runwall_access_request_retries_total", "", s->requests_retries);
-	family(&o, "runwall_access_requests_pending", "gauge",
-	       "Network-access requests queued and not sent yet.");
-	sample(&o, "runwall_access_requests_pending", "", s->requests_pending);
+char *rw_metrics_text(const struct rw_datapath *dp, const struct rw_metrics_snap *s)
+{
+	struct rw_counters node = {};
+	struct out o = {};
+
+	o.f = open_memstream(&o.buf, &o.len);
+	if (!o.f)
+		return NULL;
+	counters_family(&o, dp, s, false);
+	counters_family(&o, dp, s, true);
+	rw_counters_read(dp, 0, &node);
+	events_family(&o, &node);
+	answers_family(&o, dp, s, &node);
+	SERIES(&o, s, subscriber_series);
+	state_families(&o, dp);
+	apply_duration_family(&o, s);
+	SERIES(&o, s, apply_outcome_series);
+	if (s->watch_enabled) {
+		SERIES(&o, s, watch_series);
+		if (s->watch_message_age >= 0)
+			watch_age_family(&o, s);
+	}
+	map_families(&o, dp);
+	SERIES(&o, s, sandbox_series);
+	if (s->cni_watched)
+		SERIES(&o, s, cni_series);
+	SERIES(&o, s, view_series);
+	refused_top_family(&o, s);
+	SERIES(&o, s, request_series);
 
 	if (fclose(o.f)) {
 		free(o.buf);
