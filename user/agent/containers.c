@@ -531,8 +531,8 @@ int containers_init(struct agent *a)
 	if (!t->dir)
 		t->dir = RW_CONTAINERS_DIR;
 	if (t->cgroup_root_opt) {
-		int ret = rw_cgroup2_root(t->cgroup_root_opt, t->cgroup_root, sizeof(t->cgroup_root),
-					  err, sizeof(err));
+		int ret = rw_cgroup2_root(t->cgroup_root_opt, t->cgroup_root,
+					  sizeof(t->cgroup_root), err, sizeof(err));
 
 		if (ret) {
 			rw_err("--cgroup-root %s", err);
