@@ -247,6 +247,22 @@ struct {
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } rw_progs6 SEC(".maps");
 
+/* The ICMPv6 programs, rw_egress_icmp6 and rw_ingress_icmp6 by enum rw_dir: rw_egress6 and
+ * rw_ingress6 tail-call them for every ICMPv6 packet that parsed, so that NDP and the errors'
+ * quotes (icmp6.h), with their many reasons, are verified apart from the TCP and UDP judgement:
+ * 6.1's verifier explores the two together as one program's paths (docs/ipv6.md). Filled by the
+ * library at every load before rw_progs6, so that an IPv6 program that tail-calls here always
+ * finds its ICMPv6 program; pinned as rw_progs6 is. A slot left empty makes the tail call fall
+ * through: ICMPv6 is then refused as unsupported-protocol.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, RW_DIR_COUNT);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} rw_progs_icmp6 SEC(".maps");
+
 /* Memory for the IPv6 answer and revoke builders' frames (answer.h, revoke.h), one per CPU. The
  * verifier bounds the stack of a program and the subprograms it calls together at 512 bytes
  * (check_max_stack_depth(); 6.1 rounds each frame up to 32 bytes), and the IPv6 programs' own

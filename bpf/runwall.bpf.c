@@ -225,8 +225,14 @@ static __always_inline int rw_allow_flow(struct rw_ctx *x, void *table, const vo
 	return rw_finish_family(x, RW_REASON_ALLOWED, six);
 }
 
-/* Out of the pod, one family (`six`, a constant of each call): each step below is the family's
- * own (its addresses, tables and identity), in the same order for both.
+/* The judgement a program is built for, a constant of each call, passed as `six` (non-zero:
+ * IPv6): IPv4, IPv6 but ICMPv6, and ICMPv6 alone (rw_egress_icmp6). The ICMPv6 judgement is in
+ * the last only, so the IPv6 programs hold none of it.
+ */
+enum { RW_JUDGE_IP4 = 0, RW_JUDGE_IP6 = 1, RW_JUDGE_ICMP6 = 2 };
+
+/* Out of the pod, one family (`six`, RW_JUDGE_*): each step below is the family's own (its
+ * addresses, tables and identity), in the same order for both.
  */
 static __always_inline int rw_judge_egress(struct rw_ctx *x, struct rw_view *vp, void *ck,
 					   int parsed, const int six)
@@ -247,7 +253,7 @@ static __always_inline int rw_judge_egress(struct rw_ctx *x, struct rw_view *vp,
 		reason = rw_identify(x, vp, x->pkt.saddr6, RW_REASON_SPOOFED_SOURCE, &ep, six);
 	else
 		reason = rw_identify(x, vp, &x->pkt.saddr, RW_REASON_SPOOFED_SOURCE, &ep, six);
-	if (six && x->pkt.proto == RW_NH_ICMPV6) {
+	if (six == RW_JUDGE_ICMP6) {
 		x->identified = reason == RW_REASON_ALLOWED;
 		return rw_finish6(x, rw_icmp6_egress(x, vp, table, ep, reason));
 	}
@@ -326,7 +332,7 @@ static __always_inline int rw_judge_ingress(struct rw_ctx *x, struct rw_view *vp
 		reason = rw_identify(x, vp, x->pkt.daddr6, RW_REASON_INBOUND_DENIED, &ep, six);
 	else
 		reason = rw_identify(x, vp, &x->pkt.daddr, RW_REASON_INBOUND_DENIED, &ep, six);
-	if (six && x->pkt.proto == RW_NH_ICMPV6) {
+	if (six == RW_JUDGE_ICMP6) {
 		x->identified = reason == RW_REASON_ALLOWED;
 		return rw_finish6(x, rw_icmp6_ingress(x, vp, table, ep, reason));
 	}
@@ -397,7 +403,7 @@ int rw_egress(struct __sk_buff *skb)
 		bpf_tail_call(skb, &rw_progs6, RW_DIR_EGRESS);
 		parsed = RW_REASON_UNSUPPORTED_L2;
 	}
-	return rw_judge_egress(&x, &v, &ck, parsed, 0);
+	return rw_judge_egress(&x, &v, &ck, parsed, RW_JUDGE_IP4);
 }
 
 SEC("tc")
@@ -413,30 +419,77 @@ int rw_ingress(struct __sk_buff *skb)
 		bpf_tail_call(skb, &rw_progs6, RW_DIR_INGRESS);
 		parsed = RW_REASON_UNSUPPORTED_L2;
 	}
-	return rw_judge_ingress(&x, &v, &ck, parsed, 0);
+	return rw_judge_ingress(&x, &v, &ck, parsed, RW_JUDGE_IP4);
+}
+
+/* The IPv6 parse, and where its packet is judged: an ICMPv6 packet that parsed goes on to the
+ * direction's ICMPv6 program (rw_progs_icmp6), which parses it again and judges it; with that
+ * slot empty it is refused here as unsupported-protocol. Every other packet is judged by the
+ * caller, as is one that does not parse, whatever its next header.
+ */
+static __always_inline int rw_parse6_to(struct __sk_buff *skb, struct rw_pkt *p, __u32 dir)
+{
+	int parsed = rw_parse6(skb, p);
+
+	if (parsed == RW_REASON_ALLOWED && p->proto == RW_NH_ICMPV6) {
+		bpf_tail_call(skb, &rw_progs_icmp6, dir);
+		return RW_REASON_UNSUPPORTED_PROTOCOL;
+	}
+	return parsed;
+}
+
+/* The parse of an ICMPv6 program: the packet the IPv6 program sent here, so ICMPv6; anything
+ * else (a program run on a packet of its own) is refused as unsupported-protocol.
+ */
+static __always_inline int rw_parse_icmp6(struct __sk_buff *skb, struct rw_pkt *p)
+{
+	int parsed = rw_parse6(skb, p);
+
+	if (parsed == RW_REASON_ALLOWED && p->proto != RW_NH_ICMPV6)
+		return RW_REASON_UNSUPPORTED_PROTOCOL;
+	return parsed;
+}
+
+/* An IPv6 program's judgement, `kind` RW_JUDGE_IP6 or RW_JUDGE_ICMP6, `dir` the hook's. */
+static __always_inline int rw_judge6(struct __sk_buff *skb, __u32 dir, const int kind)
+{
+	struct rw_ctx x = RW_CTX_INIT(skb, dir);
+	struct rw_ct6_key ck;
+	struct rw_view6 v;
+	int parsed = kind == RW_JUDGE_ICMP6 ? rw_parse_icmp6(skb, &x.pkt)
+					    : rw_parse6_to(skb, &x.pkt, dir);
+
+	if (dir == RW_DIR_EGRESS)
+		return rw_judge_egress(&x, &v.v, &ck, parsed, kind);
+	return rw_judge_ingress(&x, &v.v, &ck, parsed, kind);
 }
 
 /* The IPv6 programs, never attached: reached through rw_progs6 only, from the hook rw_egress or
- * rw_ingress runs on, so the packet and its veth are theirs.
+ * rw_ingress runs on, so the packet and its veth are theirs. The ICMPv6 programs likewise,
+ * through rw_progs_icmp6 from these.
  */
 SEC("tc")
 int rw_egress6(struct __sk_buff *skb)
 {
-	struct rw_ctx x = RW_CTX_INIT(skb, RW_DIR_EGRESS);
-	struct rw_ct6_key ck;
-	struct rw_view6 v;
-
-	return rw_judge_egress(&x, &v.v, &ck, rw_parse6(skb, &x.pkt), 1);
+	return rw_judge6(skb, RW_DIR_EGRESS, RW_JUDGE_IP6);
 }
 
 SEC("tc")
 int rw_ingress6(struct __sk_buff *skb)
 {
-	struct rw_ctx x = RW_CTX_INIT(skb, RW_DIR_INGRESS);
-	struct rw_ct6_key ck;
-	struct rw_view6 v;
+	return rw_judge6(skb, RW_DIR_INGRESS, RW_JUDGE_IP6);
+}
 
-	return rw_judge_ingress(&x, &v.v, &ck, rw_parse6(skb, &x.pkt), 1);
+SEC("tc")
+int rw_egress_icmp6(struct __sk_buff *skb)
+{
+	return rw_judge6(skb, RW_DIR_EGRESS, RW_JUDGE_ICMP6);
+}
+
+SEC("tc")
+int rw_ingress_icmp6(struct __sk_buff *skb)
+{
+	return rw_judge6(skb, RW_DIR_INGRESS, RW_JUDGE_ICMP6);
 }
 
 /* The flip. A map update from user space copies the whole value with the kernel's memcpy

@@ -43,6 +43,7 @@
 	X(EVENTS, rw_events, "events")                  \
 	X(RUN_REVS, rw_run_revs, "revs")                \
 	X(PROGS6, rw_progs6, "progs")                   \
+	X(PROGS_ICMP6, rw_progs_icmp6, "progs")         \
 	X(SCRATCH, rw_scratch, "scratch")               \
 	X(LL6, rw_ll6, "linklocal")                     \
 	X(FROM, rw_from, "principals")                  \

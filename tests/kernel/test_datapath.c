@@ -14,17 +14,25 @@ int t_count;
 
 static void print_verified_insns(void)
 {
-	const char *names[2 * RW_DIR_COUNT] = {"rw_egress", "rw_ingress", "rw_egress6",
-					       "rw_ingress6"};
+	const struct {
+		const char *name;
+		const int *fd;
+	} progs[] = {
+		{"rw_egress", &dp.prog_fd[RW_DIR_EGRESS]},
+		{"rw_ingress", &dp.prog_fd[RW_DIR_INGRESS]},
+		{"rw_egress6", &dp.prog6_fd[RW_DIR_EGRESS]},
+		{"rw_ingress6", &dp.prog6_fd[RW_DIR_INGRESS]},
+		{"rw_egress_icmp6", &dp.icmp6_fd[RW_DIR_EGRESS]},
+		{"rw_ingress_icmp6", &dp.icmp6_fd[RW_DIR_INGRESS]},
+	};
 
-	for (int d = 0; d < 2 * RW_DIR_COUNT; d++) {
-		int fd = d < RW_DIR_COUNT ? dp.prog_fd[d] : dp.prog6_fd[d - RW_DIR_COUNT];
+	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
 		struct bpf_prog_info info = {};
 		__u32 len = sizeof(info);
 
-		if (bpf_obj_get_info_by_fd(fd, &info, &len))
+		if (bpf_obj_get_info_by_fd(*progs[i].fd, &info, &len))
 			FATAL("prog info: %s", strerror(errno));
-		printf("# %s: %u instructions verified, %u translated bytes\n", names[d],
+		printf("# %s: %u instructions verified, %u translated bytes\n", progs[i].name,
 		       info.verified_insns, info.xlated_prog_len);
 	}
 }

@@ -88,11 +88,14 @@ static __u64 live_revision(const struct rw_datapath *dp)
 	return RW_STATE_REVISION(cfg.state);
 }
 
-/* Only the programs that judge this packet: its direction's, and the IPv6 one only for IPv6. */
+/* Only the programs that judge this packet: its direction's, the IPv6 one only for IPv6, and
+ * the ICMPv6 one only for ICMPv6.
+ */
 static unsigned int judging_progs(const struct question *q)
 {
 	return (q->ingress ? RW_DP_SKIP_EGRESS : RW_DP_SKIP_INGRESS) |
-	       (q->dst.family == AF_INET6 ? 0 : RW_DP_SKIP_IPV6);
+	       (q->dst.family == AF_INET6 ? 0 : RW_DP_SKIP_IPV6) |
+	       (q->proto == IPPROTO_ICMPV6 ? 0 : RW_DP_SKIP_ICMP6);
 }
 
 /* The policy in force, judged by the pinned maps. Returns 0, a negative errno when this node

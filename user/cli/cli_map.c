@@ -1255,36 +1255,41 @@ static int show_revs(struct mctx *c, const struct mkey *k)
 			  revs_row);
 }
 
-/* rw_progs6: the IPv6 program each direction tail-calls (an ID: the kernel's lookup answer). */
+/* rw_progs6 and rw_progs_icmp6: the IPv6 program each direction tail-calls, and the ICMPv6
+ * program each IPv6 one tail-calls (an ID: the kernel's lookup answer).
+ */
 static int show_progs(struct mctx *c, const struct mkey *k)
 {
+	static const int arrays[] = {RW_M_PROGS6, RW_M_PROGS_ICMP6};
 	int shown = 0;
 
-	for (__u32 d = 0; d < RW_DIR_COUNT; d++) {
-		struct bpf_prog_info info = {};
-		__u32 id, len = sizeof(info);
-		int fd;
+	for (size_t m = 0; m < sizeof(arrays) / sizeof(arrays[0]); m++)
+		for (__u32 d = 0; d < RW_DIR_COUNT; d++) {
+			struct bpf_prog_info info = {};
+			__u32 id, len = sizeof(info);
+			int fd;
 
-		if (bpf_map_lookup_elem(c->dp.map_fd[RW_M_PROGS6], &d, &id))
-			continue;
-		fd = bpf_prog_get_fd_by_id(id);
-		if (fd >= 0) {
-			bpf_obj_get_info_by_fd(fd, &info, &len);
-			close(fd);
+			if (bpf_map_lookup_elem(c->dp.map_fd[arrays[m]], &d, &id))
+				continue;
+			fd = bpf_prog_get_fd_by_id(id);
+			if (fd >= 0) {
+				bpf_obj_get_info_by_fd(fd, &info, &len);
+				close(fd);
+			}
+			if (c->entries) {
+				json_array_append_new(c->entries,
+						      json_pack("{s:s, s:s, s:I, s:s}", "map",
+								rw_map_names[arrays[m]], "dir",
+								rw_dir_name(d), "prog_id",
+								(json_int_t)id, "prog", info.name));
+			} else {
+				rw_table_row(&c->t);
+				rw_table_cell(&c->t, "%s", rw_dir_name(d));
+				rw_table_cell(&c->t, "%u", id);
+				rw_table_cell(&c->t, "%s", info.name);
+			}
+			shown++;
 		}
-		if (c->entries) {
-			json_array_append_new(c->entries,
-					      json_pack("{s:s, s:I, s:s}", "dir", rw_dir_name(d),
-							"prog_id", (json_int_t)id, "prog",
-							info.name));
-		} else {
-			rw_table_row(&c->t);
-			rw_table_cell(&c->t, "%s", rw_dir_name(d));
-			rw_table_cell(&c->t, "%u", id);
-			rw_table_cell(&c->t, "%s", info.name);
-		}
-		shown++;
-	}
 	return shown;
 }
 

@@ -482,7 +482,7 @@ static enum change change_of(const struct judged *j)
 }
 
 /* The programs no flow of the set needs (RW_DP_SKIP_*): the kernel then verifies only the
- * others, twice (the policy in force and the proposal).
+ * others, twice (the policy in force and the proposal). Flows are TCP and UDP: never ICMPv6.
  */
 static unsigned int unneeded_progs(const struct rw_flowset *set)
 {
@@ -494,7 +494,7 @@ static unsigned int unneeded_progs(const struct rw_flowset *set)
 		ipv6 |= set->v[i].key.pod.family == AF_INET6;
 	}
 	return (egress ? 0 : RW_DP_SKIP_EGRESS) | (ingress ? 0 : RW_DP_SKIP_INGRESS) |
-	       (ipv6 ? 0 : RW_DP_SKIP_IPV6);
+	       (ipv6 ? 0 : RW_DP_SKIP_IPV6) | RW_DP_SKIP_ICMP6;
 }
 
 /* Judge every flow under both policies: two private datapaths, the pod bound in each whenever

@@ -47,7 +47,7 @@ static void datapath_init(struct rw_datapath *dp, unsigned int flags)
 	for (int i = 0; i < RW_M__COUNT; i++)
 		dp->map_fd[i] = -1;
 	for (int i = 0; i < RW_DIR_COUNT; i++)
-		dp->prog_fd[i] = dp->prog6_fd[i] = -1;
+		dp->prog_fd[i] = dp->prog6_fd[i] = dp->icmp6_fd[i] = -1;
 	dp->flip_fd = -1;
 	dp->lease_fd = -1;
 }
@@ -158,6 +158,17 @@ static int prog_fd_loaded(const struct bpf_program *prog)
 	return bpf_program__autoload(prog) ? bpf_program__fd(prog) : -1;
 }
 
+/* A program array's slot per direction, for each program loaded (fd >= 0). */
+static int progs_fill(struct rw_datapath *dp, int map, const int fd[RW_DIR_COUNT], char *errbuf,
+		      size_t errlen)
+{
+	for (__u32 d = 0; d < RW_DIR_COUNT; d++)
+		if (fd[d] >= 0 && bpf_map_update_elem(dp->map_fd[map], &d, &fd[d], BPF_ANY))
+			return rw_fail_msg(errbuf, errlen, -errno, "%s[%s]: %s", rw_map_names[map],
+					   rw_dir_name(d), strerror(errno));
+	return 0;
+}
+
 int rw_datapath_load(struct rw_datapath *dp, const char *pin_dir, unsigned int flags, char *errbuf,
 		     size_t errlen)
 {
@@ -213,11 +224,13 @@ int rw_datapath_load_sized(struct rw_datapath *dp, const char *pin_dir, unsigned
 		bpf_object__for_each_map(map, skel->obj) bpf_map__set_pin_path(map, NULL);
 	}
 	skel->rodata->rw_dry_run = !!(flags & RW_DP_DRY_RUN);
-	/* A dry run's IPv6 programs are its own: the pinned rw_progs6 holds the node's, which the
-	 * programs attached on the veths tail-call.
+	/* A dry run's IPv6 programs are its own: the pinned rw_progs6 and rw_progs_icmp6 hold the
+	 * node's, which the programs attached on the veths tail-call.
 	 */
-	if (flags & RW_DP_DRY_RUN)
+	if (flags & RW_DP_DRY_RUN) {
 		bpf_map__set_pin_path(skel->maps.rw_progs6, NULL);
+		bpf_map__set_pin_path(skel->maps.rw_progs_icmp6, NULL);
+	}
 	/* The flip only where one can happen: not in a dry run over the pins (`runwall explain`
 	 * against the node's policy), which must never write them.
 	 */
@@ -234,6 +247,11 @@ int rw_datapath_load_sized(struct rw_datapath *dp, const char *pin_dir, unsigned
 		bpf_program__set_autoload(skel->progs.rw_egress6,
 					  v6 && !(flags & RW_DP_SKIP_EGRESS));
 		bpf_program__set_autoload(skel->progs.rw_ingress6,
+					  v6 && !(flags & RW_DP_SKIP_INGRESS));
+		v6 = v6 && !(flags & RW_DP_SKIP_ICMP6);
+		bpf_program__set_autoload(skel->progs.rw_egress_icmp6,
+					  v6 && !(flags & RW_DP_SKIP_EGRESS));
+		bpf_program__set_autoload(skel->progs.rw_ingress_icmp6,
 					  v6 && !(flags & RW_DP_SKIP_INGRESS));
 	}
 	if (ep_size && ep_size < RW_MAX_ENDPOINTS)
@@ -264,16 +282,18 @@ int rw_datapath_load_sized(struct rw_datapath *dp, const char *pin_dir, unsigned
 	}
 	dp->prog6_fd[RW_DIR_EGRESS] = prog_fd_loaded(skel->progs.rw_egress6);
 	dp->prog6_fd[RW_DIR_INGRESS] = prog_fd_loaded(skel->progs.rw_ingress6);
-	/* Each slot is replaced whole: a packet tail-calls the old IPv6 program or the new one. */
-	for (__u32 d = 0; d < RW_DIR_COUNT; d++) {
-		if (dp->prog6_fd[d] >= 0 &&
-		    bpf_map_update_elem(dp->map_fd[RW_M_PROGS6], &d, &dp->prog6_fd[d], BPF_ANY)) {
-			err = rw_fail_msg(errbuf, errlen, -errno, "%s[%s]: %s",
-					  rw_map_names[RW_M_PROGS6], rw_dir_name(d),
-					  strerror(errno));
-			goto cleanup;
-		}
-	}
+	dp->icmp6_fd[RW_DIR_EGRESS] = prog_fd_loaded(skel->progs.rw_egress_icmp6);
+	dp->icmp6_fd[RW_DIR_INGRESS] = prog_fd_loaded(skel->progs.rw_ingress_icmp6);
+	/* The ICMPv6 programs first, so that a new IPv6 program, once in its slot, finds its own
+	 * ICMPv6 program (an old one holds its ICMPv6 judgement, or tail-calls the new one, which
+	 * judges as it did). Each slot is replaced whole: a packet tail-calls the old program or
+	 * the new one.
+	 */
+	err = progs_fill(dp, RW_M_PROGS_ICMP6, dp->icmp6_fd, errbuf, errlen);
+	if (!err)
+		err = progs_fill(dp, RW_M_PROGS6, dp->prog6_fd, errbuf, errlen);
+	if (err)
+		goto cleanup;
 	if (!(flags & RW_DP_DRY_RUN)) {
 		err = config_init(dp);
 		if (err) {

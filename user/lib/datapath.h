@@ -44,6 +44,7 @@ enum rw_datapath_flags {
 	RW_DP_SKIP_EGRESS = 1 << 2,
 	RW_DP_SKIP_INGRESS = 1 << 3,
 	RW_DP_SKIP_IPV6 = 1 << 4,
+	RW_DP_SKIP_ICMP6 = 1 << 5, /* an ICMPv6 packet would be unsupported-protocol */
 };
 
 struct runwall_bpf;
@@ -56,6 +57,7 @@ struct rw_datapath {
 	int map_fd[RW_M__COUNT];
 	int prog_fd[RW_DIR_COUNT];  /* [RW_DIR_EGRESS] = rw_egress, -1 when not loaded */
 	int prog6_fd[RW_DIR_COUNT]; /* rw_egress6, rw_ingress6 (never attached: rw_progs6) */
+	int icmp6_fd[RW_DIR_COUNT]; /* rw_egress_icmp6, ... (never attached: rw_progs_icmp6) */
 	int flip_fd;		    /* rw_flip; -1 where no flip can happen (rw_config_flip()) */
 	int lease_fd;		    /* rw_lease; -1 where no flip can happen either */
 	unsigned int flags;

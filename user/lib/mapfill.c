@@ -53,6 +53,7 @@ int rw_map_fill(const struct rw_datapath *dp, struct rw_map_fill fill[RW_M__COUN
 		[RW_M_EVENT_BUDGET] = 4,
 		[RW_M_RUN_REVS] = 4,
 		[RW_M_PROGS6] = 4,
+		[RW_M_PROGS_ICMP6] = 4,
 		[RW_M_SCRATCH] = 4,
 		[RW_M_LL6] = 4,
 		[RW_M_FROM] = sizeof(struct rw_from_key),

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* icmp6.c (test_datapath): ICMPv6 by type (bpf/icmp6.h) on a dual-stack pod: echo refused as
  * unsupported-protocol; errors allowed only about a flow of the veth's IPv6 table (out of the
- * pod only to that flow's peer), else icmp-unrelated; every other type icmpv6-type. Also the
- * fixture ndp.c shares: the dual-stack binding of rwt0, its snapshot, and the runner of a case
- * on a hand-built ICMPv6 frame (pkt_build() has no hop limit, code or message body to set).
+ * pod only to that flow's peer), else icmp-unrelated; every other type icmpv6-type; without its
+ * ICMPv6 program, unsupported-protocol. Also the fixture ndp.c shares: the dual-stack binding of
+ * rwt0, its snapshot, and the runner of a case on a hand-built ICMPv6 frame (pkt_build() has no
+ * hop limit, code or message body to set).
  */
 #include "dp_suite.h"
 #include "icmp6_suite.h"
@@ -327,6 +328,34 @@ static void test_icmp6_lease(void)
 	run_icase(&again);
 }
 
+/* ICMPv6 is judged by a program of its own, which the IPv6 program tail-calls through
+ * rw_progs_icmp6: with the direction's slot empty, an error the ICMPv6 program allows is refused
+ * by the IPv6 program as unsupported-protocol (absence means deny), and allowed again once the
+ * slot holds its program.
+ */
+static void test_icmp6_slot_empty(void)
+{
+	static const struct icase cases[] = {
+		{"ICMPv6 program missing: packet too big into the pod for its tracked TCP flow",
+		 .dir = I, .src = "2600:1f14:ffff::1", .dst = POD6_A, .hop = 60, .type = 2,
+		 .q_src = POD6_A, .q_dst = PUBLIC6, .q_proto = TCP, .q_sport = 40100,
+		 .q_dport = 443, .reason = RW_REASON_UNSUPPORTED_PROTOCOL},
+		{"ICMPv6 program back: the same error is related again", .dir = I,
+		 .src = "2600:1f14:ffff::1", .dst = POD6_A, .hop = 60, .type = 2, .q_src = POD6_A,
+		 .q_dst = PUBLIC6, .q_proto = TCP, .q_sport = 40100, .q_dport = 443,
+		 .reason = RW_REASON_ALLOWED},
+	};
+	int map = dp.map_fd[RW_M_PROGS_ICMP6];
+	__u32 dir = RW_DIR_INGRESS;
+
+	if (bpf_map_delete_elem(map, &dir))
+		FATAL("emptying rw_progs_icmp6[ingress]: %s", strerror(errno));
+	run_icase(&cases[0]);
+	if (bpf_map_update_elem(map, &dir, &dp.icmp6_fd[RW_DIR_INGRESS], BPF_ANY))
+		FATAL("filling rw_progs_icmp6[ingress]: %s", strerror(errno));
+	run_icase(&cases[1]);
+}
+
 /* Under the dual-stack snapshot (icmp6_setup()): the flows the errors name are put in rwt0's
  * IPv6 table as the datapath notes them, with a verdict of the revision in force, but one whose
  * verdict an apply has made stale since (its stamp below the run's rw_run_revs).
@@ -340,4 +369,5 @@ void test_icmp6(void)
 	put_flow6(POD6_A, 40102, PUBLIC6, 443, TCP, 1, "run-7f3a");
 	run_itable(icmp6_cases, sizeof(icmp6_cases) / sizeof(icmp6_cases[0]));
 	test_icmp6_lease();
+	test_icmp6_slot_empty();
 }
