@@ -808,6 +808,14 @@ refused_is "a pod another run holds" "run.pods[0]" "run-9c01" --run "$work/run-t
 refused_is "a revision not above the base" revision "not newer than $rev1" \
 	--run "$work/run-a.json" --revision "$rev1"
 refused_is "a delete of a run not in force" id "no run run-nope in force" --delete-run run-nope
+# The node's rules that name a "from" stay within rw_from (docs/policy.md): none in force, so a
+# run of 2049 is refused at its 2049th.
+python3 -c 'import json; print(json.dumps({"id": "run-7f3a", "pods": ["10.1.2.3"], "allow": [
+	{"ip": "93.185.%d.%d" % (i // 250, i % 250 + 1), "tcp": [443], "from": {"uid": [1000]}}
+	for i in range(2049)]}))' >"$work/run-from.json"
+refused_is "a run past the node's from-rule limit" "run.allow[2048].from" \
+	'2049 rules on the node would name a "from" (2049 in this run, 0 elsewhere): a node has at most 2048' \
+	--run "$work/run-from.json"
 printf '{"id": "run-7f3a",\n "pods": [}\n' >"$work/run-notjson.json"
 refused_is "a run that is not JSON" run "run-notjson.json:2:" --run "$work/run-notjson.json"
 run rw apply --run "$work/run-a.json" --delete-run run-9c01

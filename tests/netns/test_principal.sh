@@ -19,7 +19,8 @@
 #   restart     the sidecar restarted (a new cgroup, a new id): the new one reaches the broker,
 #               the old cgroup id is no longer admitted (rw_admit, `runwall map dump principals`)
 #   shown       `runwall drops` and `runwall explain` name the rule with its "from", the events
-#               the sender's uid and container
+#               the sender's uid and container, /metrics counts the refusals by run, container,
+#               uid and reason
 #
 # Everything lives in namespaces named rwp<pid>-*, pins in /sys/fs/bpf/rwtest-principal-<pid>,
 # cgroups under <cgroup2 mount>/rwtest-kube-<pid>; all of it goes on exit, on failure too.
@@ -78,7 +79,7 @@ rw_kube_pod systemd burstable "$POD_UID" sandboxes agent-a "$SID" "/run/netns/${
 jq '.services |= map(if .name == "identity-broker" then .udp = [3443] else . end)' \
 	"$RW_ROOT/manifests/policy-default.json" >"$RW_WORK/policy.json"
 rw_agent_start --ifprefix "$PFX" --resync 1 --policy "$RW_WORK/policy.json" --event-rate 0 \
-	--containers "$RW_KUBE_BUNDLES" --cgroup-root "$RW_KUBE_CG"
+	--containers "$RW_KUBE_BUNDLES" --cgroup-root "$RW_KUBE_CG" --listen 127.0.0.1:9100
 rw_agent_wait || rw_bail "the agent did not start"
 rw_wait 10 rw_jq_true '.sandboxes | length == 1' <<<"$(rw_status_json)" || true
 
@@ -169,5 +170,13 @@ ex=$(rw explain --pod "$A_IP" "$BROKER" 3443 2>&1 || true)
 diag "explain: $ex"
 check "explain names the rule's from" grep -q "from uid 1001 container identity-sidecar" <<<"$ex"
 check "and whom it judged the packet as" grep -q "principal" <<<"$ex"
+# /metrics (--listen) counts the refused events by principal: the harness's uid 1000 and
+# uid 1001, each refused above (TCP and UDP for uid 1000, and the attempt just made).
+metrics=$(rw_node_exec curl -s --max-time "$(rw_scale 5)" http://127.0.0.1:9100/metrics || true)
+series() { grep -E "^runwall_principal_refusals_total\{run=\"run-7f3a\",container=\"harness\",uid=\"$1\",reason=\"wrong-principal\"\} [0-9]+\$" <<<"$metrics" | awk '{print $2}'; }
+diag "metrics: $(grep '^runwall_principal_refusals_total' <<<"$metrics" | tr '\n' ' ')"
+check "/metrics: the harness's uid 1000 refusals, by run, container, uid and reason ($(series 1000))" \
+	test "$(series 1000)" -ge 3
+check "/metrics: and its uid 1001's ($(series 1001))" test "$(series 1001)" -ge 1
 
 rw_suite_end

@@ -446,6 +446,73 @@ static void test_revision_and_node_limits(void **state)
 	node_free(&n);
 }
 
+/* A run of `n` rules to 52.0.x.y, each with a "from". */
+static char *from_run(const char *id, size_t n)
+{
+	json_t *run = json_pack("{s:s, s:[s], s:[]}", "id", id, "pods", "10.1.0.9", "allow");
+	char *text;
+
+	for (size_t i = 0; i < n; i++) {
+		char ip[32];
+
+		snprintf(ip, sizeof(ip), "52.0.%zu.%zu", i / 250, i % 250 + 1);
+		json_array_append_new(json_object_get(run, "allow"),
+				      json_pack("{s:s, s:[i], s:{s:[i]}}", "ip", ip, "tcp", 443,
+						"from", "uid", 1000));
+	}
+	text = json_dumps(run, JSON_COMPACT);
+	json_decref(run);
+	return text;
+}
+
+/* The node's rules that name a "from" stay within rw_from after a run change: with one service
+ * restricted, a run of RW_MAX_FROM / RW_SLOTS - 1 such rules is taken (exactly the limit), one
+ * more is refused at the first rule past it, and the policy in force stays.
+ */
+static void test_from_limit_of_a_run_change(void **state)
+{
+	const size_t limit = RW_MAX_FROM / RW_SLOTS;
+	char why[512], want[512], *text;
+	struct node n;
+
+	node_init(&n, "{\"revision\": 10, \"services\": [{\"name\": \"proxy\", \"ip\": "
+		      "\"172.20.0.10\", \"tcp\": [3128], \"from\": {\"uid\": [0]}}],"
+		      " \"runs\": [{\"id\": \"run-a\", \"pods\": [\"10.1.0.1\"]}]}");
+	text = from_run("run-d", limit - 1);
+	assert_int_equal(node_change(&n, text, NULL, NULL, 0), 0);
+	free(text);
+	assert_int_equal(rw_policy_from_count(&n.policy), limit);
+	assert_int_equal(n.policy.revision, 11);
+
+	/* One over: a new run's one restricted rule. */
+	text = from_run("run-e", 1);
+	assert_int_equal(node_change(&n, text, NULL, why, sizeof(why)), -EINVAL);
+	free(text);
+	snprintf(want, sizeof(want),
+		 "run.allow[0].from: %zu rules on the node would name a \"from\" (1 in this run, "
+		 "%zu elsewhere): a node has at most %zu (rw_from holds both slots' selectors)",
+		 limit + 1, limit, limit);
+	assert_string_equal(why, want);
+
+	/* One over by growing the run in force: counted without its old rules. */
+	text = from_run("run-d", limit);
+	assert_int_equal(node_change(&n, text, NULL, why, sizeof(why)), -EINVAL);
+	free(text);
+	snprintf(want, sizeof(want),
+		 "run.allow[%zu].from: %zu rules on the node would name a \"from\" (%zu in this "
+		 "run, 1 elsewhere): a node has at most %zu (rw_from holds both slots' selectors)",
+		 limit - 1, limit + 1, limit, limit);
+	assert_string_equal(why, want);
+	assert_int_equal(rw_policy_from_count(&n.policy), limit);
+	assert_int_equal(n.policy.revision, 11);
+
+	/* Replacing the run with as many is no growth. */
+	text = from_run("run-d", limit - 1);
+	assert_int_equal(node_change(&n, text, NULL, NULL, 0), 0);
+	free(text);
+	node_free(&n);
+}
+
 /* ---- Many generated changes, each against the full parse (fixed seed) ------------------------ */
 
 static uint64_t rng = 0x5eed2026;
@@ -670,6 +737,7 @@ int main(void)
 		cmocka_unit_test(test_pod_moves_between_runs),
 		cmocka_unit_test(test_bad_run_refused_policy_unchanged),
 		cmocka_unit_test(test_revision_and_node_limits),
+		cmocka_unit_test(test_from_limit_of_a_run_change),
 		cmocka_unit_test(test_ipv6_pods_and_rules),
 		cmocka_unit_test(test_changes_match_full_parse),
 	};

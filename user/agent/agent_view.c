@@ -26,6 +26,8 @@ struct rw_agent_view {
 	struct rw_access *access;
 	pthread_mutex_t snap_lock; /* the metrics snapshot */
 	struct rw_metrics_snap snap;
+	pthread_mutex_t principals_lock; /* the refusals by principal */
+	struct rw_principal_refusals principals;
 };
 
 static char *metrics_text(void *data)
@@ -44,6 +46,13 @@ static char *metrics_text(void *data)
 	else
 		s.n_runs = 0;
 	pthread_mutex_unlock(&v->snap_lock);
+	pthread_mutex_lock(&v->principals_lock);
+	s.principals = malloc(sizeof(v->principals.series[0]) * (v->principals.n ?: 1));
+	s.n_principals = s.principals ? v->principals.n : 0;
+	if (s.principals)
+		memcpy(s.principals, v->principals.series, s.n_principals * sizeof(*s.principals));
+	s.principals_overflow = v->principals.overflow;
+	pthread_mutex_unlock(&v->principals_lock);
 	pthread_mutex_lock(&v->feed.lock);
 	s.events_buffered = v->feed.events.count;
 	s.events_evicted = v->feed.events.evicted;
@@ -69,6 +78,7 @@ static char *metrics_text(void *data)
 	memcpy(s.requests_forgotten, as.forgotten, sizeof(s.requests_forgotten));
 	text = rw_metrics_text(v->dp, &s);
 	free(s.runs);
+	free(s.principals);
 	return text;
 }
 
@@ -123,6 +133,7 @@ struct rw_agent_view *rw_agent_view_start(const struct rw_agent_view_opts *o,
 	v->dp = dp;
 	snprintf(v->node, sizeof(v->node), "%s", o->node ? o->node : "");
 	pthread_mutex_init(&v->snap_lock, NULL);
+	pthread_mutex_init(&v->principals_lock, NULL);
 	if (rw_feed_init(&v->feed, o->events ? o->events : RW_EVSTORE_DEFAULT, RW_AGGS_DEFAULT)) {
 		snprintf(err, errlen, "out of memory for %zu events", o->events);
 		goto fail;
@@ -202,6 +213,13 @@ char *rw_agent_view_event(struct rw_agent_view *v, const struct rw_event *ev,
 		service = rw_policy_service_at(p, peer);
 		label = ev->reason == RW_REASON_DNS ? "DNS" : rw_builtin_label(peer);
 	}
+	/* Every drained event passes here once: a refusal that names its sender is counted by
+	 * its container (rw_event_json()'s name of its cgroup) for /metrics.
+	 */
+	pthread_mutex_lock(&v->principals_lock);
+	rw_principal_refusals_add(&v->principals, ev,
+				  json_string_value(json_object_get(o, "container")));
+	pthread_mutex_unlock(&v->principals_lock);
 	json_object_set_new(o, "node", json_string(v->node));
 	json_object_set_new(o, "service", json_string(service));
 	json_object_set_new(o, "label", label ? json_string(label) : json_null());
@@ -332,5 +350,6 @@ void rw_agent_view_stop(struct rw_agent_view *v)
 		rw_feed_free(&v->feed);
 	free(v->snap.runs);
 	pthread_mutex_destroy(&v->snap_lock);
+	pthread_mutex_destroy(&v->principals_lock);
 	free(v);
 }

@@ -1714,6 +1714,39 @@ static int check_run_rule_count(struct parser *ps, json_t *obj_run, const struct
 		    run->n_allow, RW_RULE_MAX_B);
 }
 
+/* A run change keeps the node's restricted rules within what rw_from holds: the rules that name
+ * a "from" in the other runs and services, plus this run's, at most RW_MAX_FROM / RW_SLOTS (as
+ * check_rule_counts() holds a whole snapshot to). `self` is the run's position in force, or -1
+ * for a new run. The path is at the run; a refusal names the first rule past the limit.
+ */
+static int check_run_from_count(struct parser *ps, json_t *obj_run, const struct rw_policy *cur,
+				const struct rw_policy_run *run, long self)
+{
+	size_t others = rw_policy_from_count(cur), mine = 0, seen = 0,
+	       limit = RW_MAX_FROM / RW_SLOTS;
+	json_t *allow = json_object_get(obj_run, "allow");
+
+	if (self >= 0)
+		for (size_t i = 0; i < cur->runs[self].n_allow; i++)
+			others -= cur->runs[self].allow[i].from != NULL;
+	for (size_t a = 0; a < run->n_allow; a++)
+		mine += run->allow[a].from != NULL;
+	if (others + mine <= limit)
+		return 0;
+	for (size_t a = 0; a < run->n_allow; a++) {
+		if (!run->allow[a].from || others + ++seen <= limit)
+			continue;
+		push_key(ps, "allow", member_index(obj_run, "allow"));
+		push_index(ps, a);
+		push_key(ps, "from", member_index(json_array_get(allow, a), "from"));
+		break;
+	}
+	return fail(ps, AT_VALUE,
+		    "%zu rules on the node would name a \"from\" (%zu in this run, %zu elsewhere): "
+		    "a node has at most %zu (rw_from holds both slots' selectors)",
+		    others + mine, mine, others, limit);
+}
+
 /* Rule ids (RW_RULE_ID) hold an index and a sub-index of fixed width: a longer list is refused
  * rather than wrapped onto another rule's id.
  */
@@ -2387,6 +2420,8 @@ int rw_policy_change_upsert(const struct rw_policy *cur, const struct rw_policy_
 		goto fail;
 	}
 	rc = check_run_rule_count(&ps, obj_run, &run);
+	if (!rc)
+		rc = check_run_from_count(&ps, obj_run, cur, &run, self);
 	if (!rc)
 		rc = check_run_rules_of(&ps, obj_run, &run, cur);
 	if (!rc)

@@ -409,6 +409,44 @@ static void refused_top_family(struct out *o, const struct rw_metrics_snap *s)
 	}
 }
 
+/* A label value as the text format wants it: backslash, quote and newline escaped. */
+static void label_value(char *out, size_t size, const char *v)
+{
+	size_t n = 0;
+
+	for (; *v && n + 3 < size; v++) {
+		if (*v == '\\' || *v == '"' || *v == '\n')
+			out[n++] = '\\';
+		out[n++] = *v == '\n' ? 'n' : *v;
+	}
+	out[n] = '\0';
+}
+
+static void principal_family(struct out *o, const struct rw_metrics_snap *s)
+{
+	char labels[512], run[2 * RW_RUN_ID_LEN], container[2 * RW_PRINCIPAL_CONTAINER_LEN];
+
+	family(o, "runwall_principal_refusals_total", "counter",
+	       "Refused events that name their sender inside the pod (its uid read from the "
+	       "packet's socket), by run, container, uid and reason, since the agent started. "
+	       "Events, not packets: the kernel's event budget samples them. At most 1024 series; "
+	       "later keys count in run, container, uid and reason \"other\".");
+	for (size_t i = 0; i < s->n_principals; i++) {
+		const struct rw_principal_series *p = &s->principals[i];
+
+		label_value(run, sizeof(run), p->run);
+		label_value(container, sizeof(container), p->container);
+		snprintf(labels, sizeof(labels),
+			 "run=\"%s\",container=\"%s\",uid=\"%u\",reason=\"%s\"", run, container,
+			 p->uid, rw_reason_name(p->reason));
+		sample(o, "runwall_principal_refusals_total", labels, p->count);
+	}
+	if (s->principals_overflow)
+		sample(o, "runwall_principal_refusals_total",
+		       "run=\"other\",container=\"other\",uid=\"other\",reason=\"other\"",
+		       s->principals_overflow);
+}
+
 char *rw_metrics_text(const struct rw_datapath *dp, const struct rw_metrics_snap *s)
 {
 	struct rw_counters node = {};
@@ -437,6 +475,7 @@ char *rw_metrics_text(const struct rw_datapath *dp, const struct rw_metrics_snap
 		SERIES(&o, s, cni_series);
 	SERIES(&o, s, view_series);
 	refused_top_family(&o, s);
+	principal_family(&o, s);
 	SERIES(&o, s, request_series);
 
 	if (fclose(o.f)) {

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "datapath.h"
+#include "principal_refusals.h"
 #include "refused_top.h"
 #include "run_shares.h"
 
@@ -57,6 +58,10 @@ struct rw_metrics_snap {
 	/* The destinations refused most among the events in memory (refused_top.c). */
 	struct rw_refused_top refused_top[RW_REFUSED_TOP_K];
 	size_t n_refused_top;
+	/* Refused events that name their sender, by principal (principal_refusals.c). */
+	struct rw_principal_series *principals;
+	size_t n_principals;
+	uint64_t principals_overflow;
 };
 
 /* Count one apply that took `seconds`. */
