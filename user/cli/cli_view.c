@@ -741,13 +741,9 @@ static int view_parse(int argc, char **argv, struct view *v, struct view_args *a
 				ret = rw_fail(RW_EXIT_USAGE, "view: --events '%s': expected 1-%d",
 					      optarg, RW_EVSTORE_MAX);
 			break;
-		case 'h':
-			rw_cmd_help(&rw_cmd_view, stdout);
-			a->help = true;
-			return RW_EXIT_OK;
 		default:
-			return rw_cmd_usage_error(&rw_cmd_view, "bad option '%s'",
-						  argv[optind - 1]);
+			a->help = c == 'h';
+			return rw_cmd_option_end(&rw_cmd_view, c, argv);
 		}
 	}
 	if (ret)
