@@ -24,6 +24,8 @@
 #    tests/README.md's table of test_datapath's parts names every tests/kernel/datapath/*.c.
 # 4. Figures the docs derive from the code are the code's: the ring's record size and capacity
 #    (docs/architecture.md) from include/runwall.h.
+#    docs/view.md's metrics table names every runwall_* series user/ puts on /metrics (a
+#    histogram's _bucket, _sum and _count under its own name), and no series that is not there.
 # 5. docs/operations.md's table of alerts is manifests/monitoring/prometheusrule.yaml's
 #    (scripts/check-alerts.py); --update writes it there too.
 set -euo pipefail
@@ -254,8 +256,32 @@ def check_ring_figures():
     return records
 
 
+def check_metrics():
+    """The series user/ exports on /metrics against docs/view.md's metrics table, both ways."""
+    code = set()
+    for src in glob.glob("user/**/*.c", recursive=True):
+        code |= set(re.findall(r'"(runwall_[a-z0-9_]+)', open(src, encoding="utf-8").read()))
+    # A histogram's _bucket, _sum and _count lines are its own family's.
+    code = {n for n in code
+            if not (re.search(r"_(bucket|sum|count)$", n) and re.sub(r"_[a-z]+$", "", n) in code)}
+    page = "docs/view.md"
+    section = re.search(r"^## Metrics\n(.*?)(?=^## )", open(page, encoding="utf-8").read(),
+                        re.M | re.S)
+    docs = set()
+    for row in re.findall(r"^\|([^|]*)\|", section.group(1) if section else "", re.M):
+        docs |= set(re.findall(r"`(runwall_[a-z0-9_]+)", row))
+    if not section:
+        err(page, "no '## Metrics' section")
+    for n in sorted(code - docs):
+        err(page, f"the metrics table leaves out {n}, which user/ exports")
+    for n in sorted(docs - code):
+        err(page, f"the metrics table lists {n}, which nothing in user/ exports")
+    return len(code)
+
+
 nfiles = check_code_map()
 nrecords = check_ring_figures()
+nmetrics = check_metrics()
 if errors:
     for e in errors:
         print(f"check-docs: {e}", file=sys.stderr)
@@ -264,5 +290,5 @@ if errors:
 nblocks = sum(len(v) for v in blocks.values())
 print(f"check-docs: {len(pages)} pages, links and anchors resolve; {nblocks} usage blocks equal "
       f"`runwall help` ({len(commands)} commands); docs/code.md names all {nfiles} source files; "
-      f"the ring's {nrecords} records agree")
+      f"the ring's {nrecords} records agree; docs/view.md lists the {nmetrics} series /metrics has")
 PY

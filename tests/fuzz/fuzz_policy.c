@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "policy.h"
+#include "../policy_error_text.h"
 
 static void check_runs_equal(const struct rw_policy *p, const struct rw_policy *q)
 {
@@ -37,7 +38,7 @@ static void check_doc_entry(const uint8_t *data, size_t size, int text_rc,
 	struct rw_policy_error err;
 	struct rw_policy d;
 	char want[sizeof(err.text) + 8];
-	int skip = 0, rc;
+	int rc;
 
 	if (!doc)
 		return;
@@ -46,8 +47,7 @@ static void check_doc_entry(const uint8_t *data, size_t size, int text_rc,
 	if (rc != text_rc)
 		abort();
 	if (rc) {
-		sscanf(text_err->text, "fuzz:%*d:%*d:%n", &skip);
-		snprintf(want, sizeof(want), "fuzz:%s", text_err->text + (skip ? skip : 5));
+		rw_test_error_unplaced(text_err->text, "fuzz", want, sizeof(want));
 		if (strcmp(err.text, want) || err.line || err.column)
 			abort();
 		return;

@@ -25,6 +25,7 @@
 #include <jansson.h>
 
 #include "policy.h"
+#include "../policy_error_text.h"
 
 /* The snapshot of docs/policy.md "Policy snapshot", byte for byte: line numbers below refer to it. */
 static const char example[] =
@@ -93,12 +94,10 @@ static void expect_doc_refused(const char *json, const char *expected)
 	json_t *doc = load_doc(json);
 	struct rw_policy p, zero;
 	char want[600];
-	int skip = 0;
 
 	if (!doc)
 		return;
-	sscanf(expected, "policy.json:%*d:%*d:%n", &skip);
-	snprintf(want, sizeof(want), "policy.json:%s", expected + (skip ? skip : 12));
+	rw_test_error_unplaced(expected, "policy.json", want, sizeof(want));
 	memset(&zero, 0, sizeof(zero));
 	memset(&p, 0xa5, sizeof(p));
 	assert_int_equal(rw_policy_parse_json(doc, "policy.json", 0, &p, &err), -EINVAL);

@@ -237,6 +237,205 @@ static bool socket_answers(const char *path)
 _Static_assert(RW_AGENT_REQUEST_QUEUE_MAX <= RW_ACCESS_KEYS_MAX / 2,
 	       "the queue holds at most half of the requests remembered");
 
+/* The options' limits over the pinned configuration, the programs pinned for runwall-cni.
+ * Returns 0 or the exit code of the refusal.
+ */
+static int agent_configure(struct agent *a, const struct agent_opts *o)
+{
+	struct rw_config cfg;
+	char msg[256];
+	int err;
+
+	/* The slots' inner maps exist from the start and live as long as the pins. */
+	err = rw_apply_prepare(&a->dp, msg, sizeof(msg));
+	if (err) {
+		rw_err("%s", msg);
+		return RW_EXIT_REFUSED;
+	}
+	rw_config_read(&a->dp, &cfg);
+	if (o->have_rate) {
+		cfg.event_rate = o->rate;
+		cfg.event_burst = o->burst;
+	}
+	if (o->have_answer_rate) {
+		cfg.answer_rate = o->answer_rate;
+		cfg.answer_burst = o->answer_burst;
+	}
+	if (o->ct_per_sandbox > 0)
+		cfg.ct_per_sandbox = o->ct_per_sandbox;
+	if (o->ct_node > 0)
+		cfg.ct_node = o->ct_node;
+	if (cfg.ct_per_sandbox > cfg.ct_node) {
+		rw_err("agent: --ct-per-sandbox %u is more than the node's %u (--ct-node)",
+		       cfg.ct_per_sandbox, cfg.ct_node);
+		return RW_EXIT_USAGE;
+	}
+	if (o->max_endpoints) {
+		struct bpf_map_info info = {};
+		__u32 len = sizeof(info);
+
+		if (bpf_obj_get_info_by_fd(a->dp.map_fd[RW_M_ENDPOINTS], &info, &len) == 0 &&
+		    info.max_entries != o->max_endpoints)
+			rw_warn("--max-endpoints %llu: the pinned endpoint table holds %u veths and "
+				"keeps that size (runwall detach, then start again, to change it)",
+				o->max_endpoints, info.max_entries);
+	}
+	/* For runwall-cni: a pod created while this agent is away gets these programs. */
+	err = rw_datapath_pin_progs(&a->dp);
+	if (err) {
+		rw_err("%s/%s: pinning the programs: %s", a->dp.pin_dir, RW_PROGS_DIR,
+		       strerror(-err));
+		return RW_EXIT_REFUSED;
+	}
+	if (RW_STATE_READY(cfg.state))
+		rw_info("adopting %s: revision %llu in force", a->dp.pin_dir,
+			(unsigned long long)RW_STATE_REVISION(cfg.state));
+	else
+		rw_info("%s: no snapshot applied yet: every sandbox packet is dropped not-ready",
+			a->dp.pin_dir);
+	if (o->have_rate || o->have_answer_rate || o->ct_per_sandbox > 0 || o->ct_node > 0)
+		rw_config_write(&a->dp, &cfg);
+	return 0;
+}
+
+/* The event ring, the epoll set, the netlink subscription and the control socket. */
+static int agent_channels(struct agent *a)
+{
+	int err;
+
+	a->ring = ring_buffer__new(a->dp.map_fd[RW_M_EVENTS], agent_ring_cb, a, NULL);
+	a->epfd = epoll_create1(EPOLL_CLOEXEC);
+	err = rw_nl_sub_open(&a->nl);
+	if (!a->ring || a->epfd < 0 || err) {
+		rw_err("setting up: %s", strerror(err ? -err : errno));
+		return RW_EXIT_REFUSED;
+	}
+	a->listen_fd = rw_ctl_listen(a->socket);
+	if (a->listen_fd < 0) {
+		rw_err("%s: %s", a->socket,
+		       a->listen_fd == -EADDRINUSE ? "another agent answers on this socket"
+						   : strerror(-a->listen_fd));
+		return RW_EXIT_REFUSED;
+	}
+	return 0;
+}
+
+/* What the agent enforces and for whom: the sandboxes, their containers, the CNI chain and the
+ * --policy file.
+ */
+static int agent_sources(struct agent *a)
+{
+	int err;
+
+	/* Programs on every sandbox veth first, then the policy: a restarted agent swaps the
+	 * programs of its predecessor's links in place, never detaching.
+	 */
+	if (agent_full_resync(a))
+		return RW_EXIT_REFUSED;
+	/* After the sandboxes: a pod's containers take its veth. */
+	admissions_init(a);
+	err = containers_init(a);
+	if (err)
+		return RW_EXIT_USAGE;
+	err = agent_cni_watch(a);
+	if (err) {
+		rw_err("--cni-conf-dir %s: %s", a->cni.conf_dir, strerror(-err));
+		return RW_EXIT_USAGE;
+	}
+	if (a->policy_path) {
+		a->inotify_fd = agent_watch_policy(a);
+		if (a->inotify_fd < 0)
+			rw_warn("%s: cannot watch for changes: %s", a->policy_path,
+				strerror(-a->inotify_fd));
+		agent_load_policy_file(a, true);
+	}
+	return 0;
+}
+
+/* Threads inherit this thread's signal mask: block the signals agent_run() takes through its
+ * signalfd before they exist, or the kernel may deliver the kubelet's SIGTERM to one of them and
+ * kill the agent by the default action (exit 143, socket left behind) instead of a clean exit.
+ */
+static void agent_block_signals(void)
+{
+	sigset_t mask;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+}
+
+/* The threads: the HTTP listeners and the access requests, then PolicyWatch's stream. */
+static int agent_threads(struct agent *a, char *refusal, size_t refusal_len)
+{
+	bool vusage;
+
+	if (a->view_opts.listen || a->view_opts.probe_listen || a->view_opts.request_url) {
+		agent_block_signals();
+		a->view = rw_agent_view_start(&a->view_opts, &a->dp, refusal, refusal_len, &vusage);
+		if (!a->view)
+			return vusage ? RW_EXIT_USAGE : RW_EXIT_REFUSED;
+		agent_view_publish(a);
+		if (a->view_opts.listen)
+			rw_info("HTTP on %s: the page at /, the API under /api, /metrics, /healthz, "
+				"/readyz%s",
+				a->view_opts.listen,
+				a->view_opts.token_file
+					? " (bearer token required but for /healthz and /readyz)"
+					: "");
+		if (a->view_opts.probe_listen)
+			rw_info("probes on %s: /healthz, /readyz", a->view_opts.probe_listen);
+		if (a->view_opts.request_url)
+			rw_info("network-access requests to %s", a->view_opts.request_url);
+	}
+	if (a->follow.opts.url) {
+		char werr[400];
+
+		agent_block_signals();
+		if (agent_follow_start(a, werr, sizeof(werr))) {
+			rw_err("--policy-url: %s", werr);
+			return RW_EXIT_REFUSED;
+		}
+	}
+	return 0;
+}
+
+/* Everything rw_agent_run() set up, in reverse; a first start that could not serve (fresh and
+ * refused) also takes back the pins it made.
+ */
+static void agent_teardown(struct agent *a, bool unpin)
+{
+	int fds[] = {a->inotify_fd, a->cni.inotify_fd, a->tick_fd,
+		     a->resync_fd,  a->sig_fd,	       a->epfd};
+
+	if (unpin) {
+		rw_datapath_close(&a->dp);
+		rw_detach_all(a->bpffs);
+		rw_datapath_unpin(a->bpffs);
+	}
+	agent_follow_stop(a);
+	rw_agent_view_stop(a->view);
+	while (a->subscribers.n_subs)
+		agent_sub_close(a, 0);
+	if (a->listen_fd >= 0) {
+		close(a->listen_fd);
+		unlink(a->socket);
+	}
+	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	ring_buffer__free(a->ring);
+	rw_nl_sub_close(a->nl);
+	agent_policy_free(a);
+	agent_sandboxes_free(a);
+	admissions_free(a);
+	containers_free(a);
+	rw_datapath_close(&a->dp);
+	rw_flow_log_close(a->flow_log);
+}
+
 int rw_agent_run(const struct agent_opts *o, char *refusal, size_t refusal_len)
 {
 	struct agent a = {.bpffs = o->bpffs,
@@ -258,10 +457,9 @@ int rw_agent_run(const struct agent_opts *o, char *refusal, size_t refusal_len)
 			  .tick_fd = -1,
 			  .resync_fd = -1,
 			  .sig_fd = -1};
-	bool fresh, vusage;
+	bool fresh;
 	char msg[256];
-	struct rw_config cfg;
-	int err, ret = RW_EXIT_REFUSED;
+	int err, ret;
 
 	/* Every refusal below leaves the node as it found it: checks that need nothing loaded
 	 * come first, and a refusal after a first load removes what that load pinned.
@@ -287,178 +485,20 @@ int rw_agent_run(const struct agent_opts *o, char *refusal, size_t refusal_len)
 		rw_flow_log_close(a.flow_log);
 		return RW_EXIT_REFUSED;
 	}
-	/* The slots' inner maps exist from the start and live as long as the pins. */
-	err = rw_apply_prepare(&a.dp, msg, sizeof(msg));
-	if (err) {
-		rw_err("%s", msg);
-		goto refused;
-	}
-	rw_config_read(&a.dp, &cfg);
-	if (o->have_rate) {
-		cfg.event_rate = o->rate;
-		cfg.event_burst = o->burst;
-	}
-	if (o->have_answer_rate) {
-		cfg.answer_rate = o->answer_rate;
-		cfg.answer_burst = o->answer_burst;
-	}
-	if (o->ct_per_sandbox > 0)
-		cfg.ct_per_sandbox = o->ct_per_sandbox;
-	if (o->ct_node > 0)
-		cfg.ct_node = o->ct_node;
-	if (cfg.ct_per_sandbox > cfg.ct_node) {
-		rw_err("agent: --ct-per-sandbox %u is more than the node's %u (--ct-node)",
-		       cfg.ct_per_sandbox, cfg.ct_node);
-		ret = RW_EXIT_USAGE;
-		goto refused;
-	}
-	if (o->max_endpoints) {
-		struct bpf_map_info info = {};
-		__u32 len = sizeof(info);
-
-		if (bpf_obj_get_info_by_fd(a.dp.map_fd[RW_M_ENDPOINTS], &info, &len) == 0 &&
-		    info.max_entries != o->max_endpoints)
-			rw_warn("--max-endpoints %llu: the pinned endpoint table holds %u veths and "
-				"keeps that size (runwall detach, then start again, to change it)",
-				o->max_endpoints, info.max_entries);
-	}
-	/* For runwall-cni: a pod created while this agent is away gets these programs. */
-	err = rw_datapath_pin_progs(&a.dp);
-	if (err) {
-		rw_err("%s/%s: pinning the programs: %s", a.dp.pin_dir, RW_PROGS_DIR,
-		       strerror(-err));
-		goto refused;
-	}
-	if (RW_STATE_READY(cfg.state))
-		rw_info("adopting %s: revision %llu in force", a.dp.pin_dir,
-			(unsigned long long)RW_STATE_REVISION(cfg.state));
-	else
-		rw_info("%s: no snapshot applied yet: every sandbox packet is dropped not-ready",
-			a.dp.pin_dir);
-	if (o->have_rate || o->have_answer_rate || o->ct_per_sandbox > 0 || o->ct_node > 0)
-		rw_config_write(&a.dp, &cfg);
-
-	a.ring = ring_buffer__new(a.dp.map_fd[RW_M_EVENTS], agent_ring_cb, &a, NULL);
-	a.epfd = epoll_create1(EPOLL_CLOEXEC);
-	err = rw_nl_sub_open(&a.nl);
-	if (!a.ring || a.epfd < 0 || err) {
-		rw_err("setting up: %s", strerror(err ? -err : errno));
-		goto refused;
-	}
-	a.listen_fd = rw_ctl_listen(a.socket);
-	if (a.listen_fd < 0) {
-		rw_err("%s: %s", a.socket,
-		       a.listen_fd == -EADDRINUSE ? "another agent answers on this socket"
-						  : strerror(-a.listen_fd));
-		goto refused;
-	}
-	/* Programs on every sandbox veth first, then the policy: a restarted agent swaps the
-	 * programs of its predecessor's links in place, never detaching.
-	 */
-	if (agent_full_resync(&a))
-		goto refused;
-	/* After the sandboxes: a pod's containers take its veth. */
-	admissions_init(&a);
-	err = containers_init(&a);
-	if (err) {
-		ret = RW_EXIT_USAGE;
-		goto refused;
-	}
-	err = agent_cni_watch(&a);
-	if (err) {
-		rw_err("--cni-conf-dir %s: %s", a.cni.conf_dir, strerror(-err));
-		ret = RW_EXIT_USAGE;
-		goto refused;
-	}
-	if (a.policy_path) {
-		a.inotify_fd = agent_watch_policy(&a);
-		if (a.inotify_fd < 0)
-			rw_warn("%s: cannot watch for changes: %s", a.policy_path,
-				strerror(-a.inotify_fd));
-		agent_load_policy_file(&a, true);
-	}
-	if (a.view_opts.listen || a.view_opts.probe_listen || a.view_opts.request_url) {
-		/* The HTTP and access-request threads inherit this thread's signal mask: block the
-		 * signals agent_run() takes through its signalfd before they exist, or the kernel
-		 * may deliver the kubelet's SIGTERM to one of them and kill the agent by the
-		 * default action (exit 143, socket left behind) instead of a clean exit.
-		 */
-		sigset_t mask;
-
-		sigemptyset(&mask);
-		sigaddset(&mask, SIGINT);
-		sigaddset(&mask, SIGTERM);
-		sigaddset(&mask, SIGHUP);
-		sigprocmask(SIG_BLOCK, &mask, NULL);
-		a.view = rw_agent_view_start(&a.view_opts, &a.dp, refusal, refusal_len, &vusage);
-		if (!a.view) {
-			ret = vusage ? RW_EXIT_USAGE : RW_EXIT_REFUSED;
-			goto refused;
-		}
-		agent_view_publish(&a);
-		if (a.view_opts.listen)
-			rw_info("HTTP on %s: the page at /, the API under /api, /metrics, /healthz, "
-				"/readyz%s",
-				a.view_opts.listen,
-				a.view_opts.token_file
-					? " (bearer token required but for /healthz and /readyz)"
-					: "");
-		if (a.view_opts.probe_listen)
-			rw_info("probes on %s: /healthz, /readyz", a.view_opts.probe_listen);
-		if (a.view_opts.request_url)
-			rw_info("network-access requests to %s", a.view_opts.request_url);
-	}
-	if (a.follow.opts.url) {
-		/* The stream threads inherit the signal mask, as the HTTP ones do. */
-		sigset_t mask;
-		char werr[400];
-
-		sigemptyset(&mask);
-		sigaddset(&mask, SIGINT);
-		sigaddset(&mask, SIGTERM);
-		sigaddset(&mask, SIGHUP);
-		sigprocmask(SIG_BLOCK, &mask, NULL);
-		if (agent_follow_start(&a, werr, sizeof(werr))) {
-			rw_err("--policy-url: %s", werr);
-			goto refused;
-		}
+	ret = agent_configure(&a, o);
+	if (!ret)
+		ret = agent_channels(&a);
+	if (!ret)
+		ret = agent_sources(&a);
+	if (!ret)
+		ret = agent_threads(&a, refusal, refusal_len);
+	if (ret) {
+		agent_teardown(&a, fresh);
+		return ret;
 	}
 	rw_info("agent running: %zu sandbox veths (prefix %s), socket %s", a.sandboxes.n_sbx,
 		a.ifprefix, a.socket);
 	ret = agent_run(&a) ? RW_EXIT_REFUSED : RW_EXIT_OK;
-	goto cleanup;
-
-refused:
-	/* A first start that cannot serve takes back the pins it made. */
-	if (fresh) {
-		rw_datapath_close(&a.dp);
-		rw_detach_all(a.bpffs);
-		rw_datapath_unpin(a.bpffs);
-	}
-cleanup:
-	agent_follow_stop(&a);
-	rw_agent_view_stop(a.view);
-	while (a.subscribers.n_subs)
-		agent_sub_close(&a, 0);
-	if (a.listen_fd >= 0) {
-		close(a.listen_fd);
-		unlink(a.socket);
-	}
-	{
-		int fds[] = {a.inotify_fd, a.cni.inotify_fd, a.tick_fd,
-			     a.resync_fd,  a.sig_fd,	     a.epfd};
-
-		for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
-			if (fds[i] >= 0)
-				close(fds[i]);
-	}
-	ring_buffer__free(a.ring);
-	rw_nl_sub_close(a.nl);
-	agent_policy_free(&a);
-	agent_sandboxes_free(&a);
-	admissions_free(&a);
-	containers_free(&a);
-	rw_datapath_close(&a.dp);
-	rw_flow_log_close(a.flow_log);
+	agent_teardown(&a, false);
 	return ret;
 }

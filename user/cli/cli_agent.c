@@ -377,14 +377,9 @@ static int cmd_agent(int argc, char **argv)
 	/* The key of the tables a sandbox's traffic fills, taken before any of it is seen. */
 	(void)rw_hash_key();
 	while ((c = getopt_long(argc, argv, "vh", agent_long_opts, NULL)) != -1) {
-		if (c == 'h') {
-			rw_cmd_help(&rw_cmd_agent, stdout);
-			return RW_EXIT_OK;
-		}
 		ret = agent_option(c, &a, node, sizeof(node), &flow_log_opt);
 		if (ret < 0)
-			return rw_cmd_usage_error(&rw_cmd_agent, "bad option '%s'",
-						  argv[optind - 1]);
+			return rw_cmd_option_end(&rw_cmd_agent, c, argv);
 		if (ret)
 			return ret;
 	}

@@ -75,12 +75,8 @@ static int cmd_apply(int argc, char **argv)
 			if (revision_arg("--revision", optarg, &revision))
 				return RW_EXIT_USAGE;
 			break;
-		case 'h':
-			rw_cmd_help(&rw_cmd_apply, stdout);
-			return RW_EXIT_OK;
 		default:
-			return rw_cmd_usage_error(&rw_cmd_apply, "bad option '%s'",
-						  argv[optind - 1]);
+			return rw_cmd_option_end(&rw_cmd_apply, opt, argv);
 		}
 	}
 	if (path && del_id)

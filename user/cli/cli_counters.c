@@ -76,12 +76,8 @@ static int cmd_counters(int argc, char **argv)
 		case 'r':
 			run = optarg;
 			break;
-		case 'h':
-			rw_cmd_help(&rw_cmd_counters, stdout);
-			return RW_EXIT_OK;
 		default:
-			return rw_cmd_usage_error(&rw_cmd_counters, "bad option '%s'",
-						  argv[optind - 1]);
+			return rw_cmd_option_end(&rw_cmd_counters, opt, argv);
 		}
 	}
 	if (optind < argc)

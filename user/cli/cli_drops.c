@@ -161,12 +161,8 @@ static int drops_options(int argc, char **argv, struct rw_cli_filter *f, unsigne
 					       "drops --timeout: '%s' is not a number of seconds",
 					       optarg);
 			break;
-		case 'h':
-			rw_cmd_help(&rw_cmd_drops, stdout);
-			return RW_EXIT_OK;
 		default:
-			return rw_cmd_usage_error(&rw_cmd_drops, "bad option '%s'",
-						  argv[optind - 1]);
+			return rw_cmd_option_end(&rw_cmd_drops, opt, argv);
 		}
 	}
 	if (optind < argc)

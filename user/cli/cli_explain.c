@@ -312,12 +312,8 @@ static int parse(int argc, char **argv, struct question *q)
 		case 'P':
 			q->policy = optarg;
 			break;
-		case 'h':
-			rw_cmd_help(&rw_cmd_explain, stdout);
-			return -1;
-		default:
-			return rw_cmd_usage_error(&rw_cmd_explain, "bad option '%s'",
-						  argv[optind - 1]);
+		default: /* -1: the help is printed */
+			return rw_cmd_option_end(&rw_cmd_explain, opt, argv) ?: -1;
 		}
 	}
 	if (q->has_pod == !!q->run)

@@ -1639,11 +1639,7 @@ static int cmd_map(int argc, char **argv)
 			rw_g.json = true;
 			continue;
 		}
-		if (opt == 'h') {
-			rw_cmd_help(&rw_cmd_map, stdout);
-			return RW_EXIT_OK;
-		}
-		return rw_cmd_usage_error(&rw_cmd_map, "bad option '%s'", argv[optind - 1]);
+		return rw_cmd_option_end(&rw_cmd_map, opt, argv);
 	}
 	argc -= optind;
 	argv += optind;

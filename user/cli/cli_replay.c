@@ -190,12 +190,8 @@ static int parse(int argc, char **argv, struct replay_opts *o)
 		case 'a':
 			o->all = true;
 			break;
-		case 'h':
-			rw_cmd_help(&rw_cmd_replay, stdout);
-			return -1;
-		default:
-			return rw_cmd_usage_error(&rw_cmd_replay, "bad option '%s'",
-						  argv[optind - 1]);
+		default: /* -1: the help is printed */
+			return rw_cmd_option_end(&rw_cmd_replay, opt, argv) ?: -1;
 		}
 	}
 	if (optind < argc)

@@ -30,12 +30,8 @@ static int cmd_requests(int argc, char **argv)
 		case 'r':
 			run = optarg;
 			break;
-		case 'h':
-			rw_cmd_help(&rw_cmd_requests, stdout);
-			return RW_EXIT_OK;
 		default:
-			return rw_cmd_usage_error(&rw_cmd_requests, "bad option '%s'",
-						  argv[optind - 1]);
+			return rw_cmd_option_end(&rw_cmd_requests, c, argv);
 		}
 	}
 	if (optind < argc)

@@ -380,11 +380,7 @@ static int cmd_status(int argc, char **argv)
 			rw_g.json = true;
 			continue;
 		}
-		if (opt == 'h') {
-			rw_cmd_help(&rw_cmd_status, stdout);
-			return RW_EXIT_OK;
-		}
-		return rw_cmd_usage_error(&rw_cmd_status, "bad option '%s'", argv[optind - 1]);
+		return rw_cmd_option_end(&rw_cmd_status, opt, argv);
 	}
 	if (optind < argc)
 		return rw_cmd_usage_error(&rw_cmd_status, "unexpected '%s'", argv[optind]);

@@ -686,7 +686,17 @@ static int add_dns(struct view *v, const char *arg)
 	return 0;
 }
 
-static int cmd_view(int argc, char **argv)
+/* What `runwall view`'s options ask for, beside what they add to the view itself. */
+struct view_args {
+	struct rw_http_opts ho;
+	const char *token_file;
+	char (*urls)[512]; /* the --agent URLs: MAX_AGENTS of them */
+	size_t n_urls;
+	long events, refresh;
+	bool help; /* -h: the help is printed, nothing else is done */
+};
+
+static int view_parse(int argc, char **argv, struct view *v, struct view_args *a)
 {
 	static const struct option opts[] = {{"agent", required_argument, NULL, 'a'},
 					     {"agents-dns", required_argument, NULL, 'd'},
@@ -697,100 +707,112 @@ static int cmd_view(int argc, char **argv)
 					     {"events", required_argument, NULL, 'e'},
 					     {"help", no_argument, NULL, 'h'},
 					     {}};
-	struct rw_http_opts ho = {.listen = "127.0.0.1:9180", .flag = "view: --listen"};
-	struct rw_http_ops ops = {.requests = merged_requests};
-	const char *token_file = NULL;
-	struct rw_http *http = NULL;
-	struct view *v;
-	char(*urls)[512] = NULL;
-	size_t n_urls = 0;
-	long events = RW_EVSTORE_DEFAULT, refresh = DNS_REFRESH_DEFAULT;
-	double next_dns;
-	char err[400], *end;
-	bool usage;
-	sigset_t mask;
-	int c, ret = RW_EXIT_REFUSED;
+	char *end;
+	int c, ret = RW_EXIT_OK;
 
-	v = calloc(1, sizeof(*v));
-	urls = calloc(MAX_AGENTS, sizeof(*urls));
-	if (!v || !urls) {
-		free(v);
-		free(urls);
-		return rw_fail(RW_EXIT_REFUSED, "view: out of memory");
-	}
-	ret = RW_EXIT_OK;
 	while (!ret && (c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'a':
-			ret = add_static(optarg, urls, &n_urls);
+			ret = add_static(optarg, a->urls, &a->n_urls);
 			break;
 		case 'd':
 			ret = add_dns(v, optarg);
 			break;
 		case 'r':
 			errno = 0;
-			refresh = strtol(optarg, &end, 10);
-			if (!*optarg || *end || errno || refresh < 1 || refresh > 3600)
+			a->refresh = strtol(optarg, &end, 10);
+			if (!*optarg || *end || errno || a->refresh < 1 || a->refresh > 3600)
 				ret = rw_fail(RW_EXIT_USAGE,
 					      "view: --dns-refresh '%s': expected 1-3600 seconds",
 					      optarg);
 			break;
 		case 't':
-			token_file = optarg;
+			a->token_file = optarg;
 			break;
 		case 'l':
-			ho.listen = optarg;
+			a->ho.listen = optarg;
 			break;
 		case 'T':
-			ho.token_file = optarg;
+			a->ho.token_file = optarg;
 			break;
 		case 'e':
-			events = strtol(optarg, NULL, 10);
-			if (events < 1 || events > RW_EVSTORE_MAX)
+			a->events = strtol(optarg, NULL, 10);
+			if (a->events < 1 || a->events > RW_EVSTORE_MAX)
 				ret = rw_fail(RW_EXIT_USAGE, "view: --events '%s': expected 1-%d",
 					      optarg, RW_EVSTORE_MAX);
 			break;
-		case 'h':
-			rw_cmd_help(&rw_cmd_view, stdout);
-			free(v);
-			free(urls);
-			return RW_EXIT_OK;
 		default:
-			ret = rw_cmd_usage_error(&rw_cmd_view, "bad option '%s'", argv[optind - 1]);
-			break;
+			a->help = c == 'h';
+			return rw_cmd_option_end(&rw_cmd_view, c, argv);
 		}
 	}
-	if (!ret && optind < argc)
-		ret = rw_fail(RW_EXIT_USAGE, "view: unexpected argument '%s'", argv[optind]);
-	else if (!ret && !n_urls && !v->n_dns)
-		ret = rw_fail(RW_EXIT_USAGE,
-			      "view: at least one --agent URL or --agents-dns NAME:PORT is needed");
-	if (ret) {
-		free(v);
-		free(urls);
+	if (ret)
 		return ret;
-	}
-	ret = RW_EXIT_REFUSED;
-	if (token_file) {
+	if (optind < argc)
+		return rw_fail(RW_EXIT_USAGE, "view: unexpected argument '%s'", argv[optind]);
+	if (!a->n_urls && !v->n_dns)
+		return rw_fail(
+			RW_EXIT_USAGE,
+			"view: at least one --agent URL or --agents-dns NAME:PORT is needed");
+	return RW_EXIT_OK;
+}
+
+/* The bearer token the view sends its agents, and the event store it merges into. */
+static int view_prepare(struct view *v, const struct view_args *a)
+{
+	char err[400];
+
+	if (a->token_file) {
 		char tok[520];
 
-		if (rw_read_token("view: --token-file", token_file, 1, tok, sizeof(tok), err,
-				  sizeof(err))) {
-			free(v);
-			free(urls);
+		if (rw_read_token("view: --token-file", a->token_file, 1, tok, sizeof(tok), err,
+				  sizeof(err)))
 			return rw_fail(RW_EXIT_USAGE, "%s", err);
-		}
 		snprintf(v->auth, sizeof(v->auth), "Authorization: Bearer %s", tok);
 	}
-	if (rw_feed_init(&v->feed, events, RW_AGGS_DEFAULT)) {
-		free(v);
-		free(urls);
+	if (rw_feed_init(&v->feed, a->events, RW_AGGS_DEFAULT))
 		return rw_fail(RW_EXIT_REFUSED, "view: out of memory");
+	return RW_EXIT_OK;
+}
+
+/* Until SIGINT or SIGTERM: collect the DNS answers, look the names up again every --dns-refresh
+ * seconds, publish the view's own status. */
+static void view_serve(struct view *v, const struct view_args *a, const sigset_t *mask)
+{
+	double next_dns = rw_now_ms() + a->refresh * 1000.0;
+
+	publish_status(v);
+	for (;;) {
+		struct timespec one = {1, 0};
+		int sig = sigtimedwait(mask, NULL, &one);
+
+		if (sig == SIGINT || sig == SIGTERM)
+			break;
+		dns_collect(v);
+		if (v->n_dns && rw_now_ms() >= next_dns) {
+			next_dns = rw_now_ms() + a->refresh * 1000.0;
+			for (size_t k = 0; k < v->n_dns; k++)
+				dns_start(v, (int)k);
+		}
+		publish_status(v);
 	}
+}
+
+/* The HTTP listener, every --agent followed and every --agents-dns name looked up, then
+ * view_serve() until a signal; everything started is stopped on the way out. */
+static int view_run(struct view *v, const struct view_args *a)
+{
+	struct rw_http_ops ops = {.requests = merged_requests, .data = v};
+	const struct rw_http_opts *ho = &a->ho;
+	struct rw_http *http;
+	char err[400];
+	bool usage;
+	sigset_t mask;
+	int ret = RW_EXIT_REFUSED;
+
 	pthread_mutex_init(&v->lock, NULL);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
-	ops.data = v;
-	/* Signals go to this thread only (sigtimedwait below), never to the workers. */
+	/* Signals go to this thread only (sigtimedwait in view_serve), never to the workers. */
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
@@ -798,43 +820,29 @@ static int cmd_view(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	publish_status(v);
-	http = rw_http_start(&ho, &v->feed, &ops, err, sizeof(err), &usage);
+	http = rw_http_start(ho, &v->feed, &ops, err, sizeof(err), &usage);
 	if (!http) {
 		ret = rw_fail(usage ? RW_EXIT_USAGE : RW_EXIT_REFUSED, "%s", err);
 		goto out_feed;
 	}
-	for (size_t i = 0; i < n_urls; i++) {
-		int rc = agent_add(v, urls[i], -1);
+	for (size_t i = 0; i < a->n_urls; i++) {
+		int rc = agent_add(v, a->urls[i], -1);
 
 		if (rc) {
-			ret = rw_fail(RW_EXIT_REFUSED, "view: %s: cannot follow it: %s", urls[i],
+			ret = rw_fail(RW_EXIT_REFUSED, "view: %s: cannot follow it: %s", a->urls[i],
 				      strerror(-rc));
 			goto out_agents;
 		}
 	}
 	for (size_t k = 0; k < v->n_dns; k++)
 		dns_start(v, (int)k);
-	next_dns = rw_now_ms() + refresh * 1000.0;
-	rw_info("view of %zu --agent and %zu --agents-dns names on http://%s:%u/", n_urls, v->n_dns,
-		strchr(ho.listen, ':') && ho.listen[0] != ':'
-			? strndupa(ho.listen, strrchr(ho.listen, ':') - ho.listen)
+	rw_info("view of %zu --agent and %zu --agents-dns names on http://%s:%u/", a->n_urls,
+		v->n_dns,
+		strchr(ho->listen, ':') && ho->listen[0] != ':'
+			? strndupa(ho->listen, strrchr(ho->listen, ':') - ho->listen)
 			: "127.0.0.1",
 		rw_http_port(http));
-	publish_status(v);
-	for (;;) {
-		struct timespec one = {1, 0};
-		int sig = sigtimedwait(&mask, NULL, &one);
-
-		if (sig == SIGINT || sig == SIGTERM)
-			break;
-		dns_collect(v);
-		if (v->n_dns && rw_now_ms() >= next_dns) {
-			next_dns = rw_now_ms() + refresh * 1000.0;
-			for (size_t k = 0; k < v->n_dns; k++)
-				dns_start(v, (int)k);
-		}
-		publish_status(v);
-	}
+	view_serve(v, a, &mask);
 	rw_info("view: exiting");
 	ret = RW_EXIT_OK;
 out_agents:
@@ -849,7 +857,29 @@ out_feed:
 		json_decref(v->up[i].status);
 	rw_feed_free(&v->feed);
 	pthread_mutex_destroy(&v->lock);
-	free(urls);
+	return ret;
+}
+
+static int cmd_view(int argc, char **argv)
+{
+	struct view_args a = {
+		.ho = {.listen = "127.0.0.1:9180", .flag = "view: --listen"},
+		.events = RW_EVSTORE_DEFAULT,
+		.refresh = DNS_REFRESH_DEFAULT,
+	};
+	struct view *v = calloc(1, sizeof(*v));
+	int ret;
+
+	a.urls = calloc(MAX_AGENTS, sizeof(*a.urls));
+	if (!v || !a.urls)
+		ret = rw_fail(RW_EXIT_REFUSED, "view: out of memory");
+	else
+		ret = view_parse(argc, argv, v, &a);
+	if (!ret && !a.help)
+		ret = view_prepare(v, &a);
+	if (!ret && !a.help)
+		ret = view_run(v, &a);
+	free(a.urls);
 	free(v);
 	return ret;
 }

@@ -42,6 +42,12 @@ void rw_cmd_help(const struct rw_cmd *cmd, FILE *f);
 int rw_cmd_usage_error(const struct rw_cmd *cmd, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* The last case of every command's getopt_long() loop, for an option the command's own cases
+ * did not take: -h prints the command's help and gives RW_EXIT_OK; any other is "bad option"
+ * through rw_cmd_usage_error() (RW_EXIT_USAGE). `opt` is what getopt_long() returned.
+ */
+int rw_cmd_option_end(const struct rw_cmd *cmd, int opt, char **argv);
+
 /* An error for people (stderr) or, with -j, as {"ok":false,"error":"..."} on stdout. Returns
  * `code` so that commands can `return rw_fail(RW_EXIT_USAGE, ...)`.
  */

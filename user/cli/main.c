@@ -70,6 +70,15 @@ int rw_cmd_usage_error(const struct rw_cmd *cmd, const char *fmt, ...)
 	return rw_fail(RW_EXIT_USAGE, "%s: %s (usage: runwall %s)", cmd->name, msg, cmd->grammar);
 }
 
+int rw_cmd_option_end(const struct rw_cmd *cmd, int opt, char **argv)
+{
+	if (opt == 'h') {
+		rw_cmd_help(cmd, stdout);
+		return RW_EXIT_OK;
+	}
+	return rw_cmd_usage_error(cmd, "bad option '%s'", argv[optind - 1]);
+}
+
 /* The library's log lines (the agent's log among them) go to stderr. */
 static void print_stderr(enum rw_log_level level, const char *line)
 {

@@ -14,16 +14,32 @@
 #include "datapath.h"
 #include "util.h"
 
-int rw_counters_read(const struct rw_datapath *dp, __u32 idx, struct rw_counters *sum)
+/* One struct rw_counters per possible CPU, zeroed: a per-CPU map's value is read and written
+ * for all of them at once. *ncpu is their number. NULL with errno set when the CPUs cannot be
+ * counted or there is no memory.
+ */
+static struct rw_counters *per_cpu_alloc(int *ncpu)
 {
-	int ncpu = libbpf_num_possible_cpus(), err = 0;
 	struct rw_counters *per;
 
-	if (ncpu < 0)
-		return ncpu;
-	per = calloc(ncpu, sizeof(*per));
+	*ncpu = libbpf_num_possible_cpus();
+	if (*ncpu < 0) {
+		errno = -*ncpu;
+		return NULL;
+	}
+	per = calloc(*ncpu, sizeof(*per));
 	if (!per)
-		return -ENOMEM;
+		errno = ENOMEM;
+	return per;
+}
+
+int rw_counters_read(const struct rw_datapath *dp, __u32 idx, struct rw_counters *sum)
+{
+	int ncpu, err = 0;
+	struct rw_counters *per = per_cpu_alloc(&ncpu);
+
+	if (!per)
+		return -errno;
 	memset(sum, 0, sizeof(*sum));
 	if (bpf_map_lookup_elem(dp->map_fd[RW_M_COUNTERS], &idx, per)) {
 		err = -errno;
@@ -49,14 +65,11 @@ cleanup:
 
 int rw_counters_zero(const struct rw_datapath *dp, __u32 idx)
 {
-	int ncpu = libbpf_num_possible_cpus(), err = 0;
-	struct rw_counters *per;
+	int ncpu, err = 0;
+	struct rw_counters *per = per_cpu_alloc(&ncpu);
 
-	if (ncpu < 0)
-		return ncpu;
-	per = calloc(ncpu, sizeof(*per));
 	if (!per)
-		return -ENOMEM;
+		return -errno;
 	if (bpf_map_update_elem(dp->map_fd[RW_M_COUNTERS], &idx, per, BPF_ANY))
 		err = -errno;
 	free(per);
