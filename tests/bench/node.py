@@ -237,7 +237,7 @@ def claims(a, pods, ips, rate, seconds):
         r = ctl(a, "POST", "/upsert", json.dumps(run_of(i, ips[i], grant)).encode())
         sent.append((r["revision"], r["sent_ns"]))
         if grant and k % a.probe_every == 0:
-            t = threading.Thread(target=probe, args=(a, pods[i], r["sent_ns"], enforced))
+            t = threading.Thread(target=probe, args=(a, pods[i], r["sent_ns"], enforced), daemon=True)
             t.start()
             probes.append(t)
         k += 1
@@ -307,7 +307,7 @@ def main():
 
     stop = threading.Event()
     counts = {"refusals_sent": 0, "allowed_ok": 0, "allowed_failed": 0}
-    tr = threading.Thread(target=traffic, args=(a, pods, stop, counts))
+    tr = threading.Thread(target=traffic, args=(a, pods, stop, counts), daemon=True)
     tr.start()
     time.sleep(2)  # the traffic under way
     hz = os.sysconf("SC_CLK_TCK")
@@ -319,7 +319,7 @@ def main():
     cni.own_ms = []
     churned = {"adds": 0, "dels": 0}
     cstop = threading.Event()
-    chs = [threading.Thread(target=churn, args=(a, w, cni, cstop, churned))
+    chs = [threading.Thread(target=churn, args=(a, w, cni, cstop, churned), daemon=True)
            for w in range(a.churn_workers)]
     for ch in chs:
         ch.start()
