@@ -115,12 +115,12 @@ FORMAT_SRC := $(wildcard user/*/*.[ch] include/*.h bpf/*.[ch] tests/*/*.[ch] tes
 SETUP_STAMP := $(BUILD)/.setup-done
 
 .DELETE_ON_ERROR:
-.PHONY: all deps setup check check-lib check-layers check-headers check-docs format format-check test vmtest bench clean demo \
+.PHONY: all deps setup check check-lib check-layers check-headers check-docs format format-check test vmtest bench bench-node clean demo \
 	demo-clean image check-image install help
 
 # The targets that run what they build as root install what is missing first; any other build
 # only checks (scripts/check-deps.sh names the missing packages) and never needs root.
-NEEDS_SETUP := $(filter check test vmtest demo bench image check-image,$(MAKECMDGOALS))
+NEEDS_SETUP := $(filter check test vmtest demo bench bench-node image check-image,$(MAKECMDGOALS))
 
 #> all build everything into BUILD (the default; no root: names the packages missing)
 all: $(RUNWALL) $(FAULT_BIN) $(CNI_BIN) $(UNIT_BIN) $(KERN_BIN) $(BENCH_BIN) $(LOOKUPS_BIN)
@@ -350,6 +350,13 @@ $(LOOKUPS_BIN): tests/bench/bench_lookups.c tests/bench/lookups.h include/runwal
 #> bench the benchmarks (tests/bench/run.sh), results in BUILD/bench.json (root)
 bench: setup all
 	$(Q)tests/bench/run.sh $(BUILD)
+
+# A node at full density (tests/bench/node.sh, issue 36): 250 pods bound through runwall-cni,
+# 1 000 PolicyWatch runs, traffic, CNI churn, claims at 50 and 300 a second. A table on stdout,
+# JSON in $(BUILD)/bench-node.json; NODE_ARGS=--quick for 20 pods and 10 s phases.
+#> bench-node a node at full density (tests/bench/node.sh), BUILD/bench-node.json (root; NODE_ARGS=--quick)
+bench-node: setup all
+	$(Q)tests/bench/node.sh $(NODE_ARGS) $(BUILD)
 
 # The test command: installs what is missing, builds without warnings, checks the library's and
 # the layers' boundaries, the format and the docs, runs the fuzzers' short form (fuzz-short, tests/proof.mk:

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+# A node at full density (issue 36, `make bench-node`): a netns node with a real agent following
+# the reference PolicyWatch server (tests/policy_server.py) over mutual TLS, PODS sandbox pods
+# bound through runwall-cni (chained after ptp/host-local, as test_cni chains it), 1 000 runs,
+# traffic from every pod, CNI churn at 20 pods a second and claims at 50 and 300 a second
+# (tests/bench/node.py drives the load). Reports a table and BUILD/bench-node.json; asserts only
+# that the node came up and the figures were read. Not part of `make check`.
+#
+#   tests/bench/node.sh [--quick] [--pods N] [BUILD]
+#
+# --quick: 20 pods, 10 s phases. Everything (namespaces rwn<pid>-*, pins, the socket, processes,
+# files) goes on exit, on failure and Ctrl-C too.
+set -Eeuo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+PODS=250 PHASE=30 BUILD_ARG=build
+while [ $# -gt 0 ]; do
+	case $1 in
+	--quick) PODS=20 PHASE=10 ;;
+	--pods) PODS=$2; shift ;;
+	*) BUILD_ARG=$1 ;;
+	esac
+	shift
+done
+# shellcheck source=tests/netns/lib.sh
+source "$HERE/../netns/lib.sh"
+rw_suite_begin node rwn "$BUILD_ARG"
+OUT=$BUILD/bench-node.json
+SRV=$RW_SVC_LINK PORT=9443 CTL=127.0.0.1:9080 HTTP=127.0.0.1:9750
+C=$RW_WORK/certs
+
+cleanup() {
+	local ns
+	set +e
+	# The pods' namespaces are node.py's (ptp's veths go with them).
+	for ns in $(ip netns list | awk -v p="$RW_PREFIX" 'index($1, p) == 1 {print $1}'); do
+		for pid in $(ip netns pids "$ns" 2>/dev/null); do kill "$pid" 2>/dev/null; done
+		RW_NAMESPACES+=("$ns")
+	done
+	rw_suite_cleanup
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+for x in /usr/lib/cni/ptp /usr/lib/cni/host-local "$BUILD/runwall-cni"; do
+	[ -x "$x" ] || rw_bail "$x is missing (make; containernetworking-plugins)"
+done
+
+# ---- certificates (a CA signing the server's and the node's), the server, the agent ----------
+mkdir -p "$C"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=ca" \
+	-keyout "$C/ca.key" -out "$C/ca.crt" 2>/dev/null || rw_bail "openssl: the CA"
+for n in server node; do
+	case $n in
+	server) ext="subjectAltName=IP:$SRV
+extendedKeyUsage=serverAuth" ;;
+	node) ext="extendedKeyUsage=clientAuth" ;;
+	esac
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$n" \
+		-keyout "$C/$n.key" -out "$C/$n.csr" 2>/dev/null
+	printf '%s\n' "$ext" >"$C/$n.ext"
+	openssl x509 -req -in "$C/$n.csr" -CA "$C/ca.crt" -CAkey "$C/ca.key" -CAcreateserial \
+		-days 2 -extfile "$C/$n.ext" -out "$C/$n.crt" 2>/dev/null || rw_bail "openssl: $n"
+done
+echo "token-$ID" >"$C/token"
+
+rw_node_up || rw_bail "the node did not come up"
+echo '{"revision": 1, "runs": []}' >"$RW_WORK/state.json"
+rw_bg "$RW_WORK/server.log" ip netns exec "$RW_SVC" "$RW_PY" "$RW_ROOT/tests/policy_server.py" \
+	--listen "$SRV:$PORT" --cert "$C/server.crt" --key "$C/server.key" --client-ca "$C/ca.crt" \
+	--token-file "$C/token" --state "$RW_WORK/state.json" --control "$CTL" --heartbeat 1 \
+	--ready "$RW_WORK/server.ready"
+rw_wait_file "$RW_WORK/server.ready" || rw_bail "the policy server did not start"
+# Each pod's refusals (10 a second) at its event budget. --ct-per-sandbox 2048: the default
+# (8192 flows in a node budget of 1 048 576) binds 128 sandboxes, not 250 and the churn's.
+rw_agent_start --ifprefix veth --node "node-$ID" --listen "$HTTP" --event-rate 10/20 \
+	--ct-per-sandbox 2048 \
+	--policy-url "https://$SRV:$PORT/v1/watch" --policy-ca "$C/ca.crt" \
+	--policy-cert "$C/node.crt" --policy-key "$C/node.key" --policy-token-file "$C/token"
+rw_agent_wait 60 || rw_bail "the agent did not listen"
+
+# ptp + host-local handing out 10.1.16.0/20, then runwall-cni (test_cni's conflist).
+jq -n --arg data "$RW_WORK/ipam" --arg bpffs "$RW_BPFFS" '{
+	cniVersion: "1.0.0", name: "rwbench-node",
+	plugins: [
+		{type: "ptp", ipMasq: false, ipam: {type: "host-local", dataDir: $data,
+			ranges: [[{subnet: "10.1.16.0/20"}]], routes: [{dst: "0.0.0.0/0"}]}},
+		{type: "runwall-cni", bpffs: $bpffs, ifPrefix: "veth"}
+	]}' >"$RW_WORK/conflist"
+
+echo "# node: $PODS pods, 1000 runs, ${PHASE}s phases; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+"$RW_PY" "$HERE/node.py" --prefix "$RW_PREFIX" --node-ns "$RW_NODE" --svc-ns "$RW_SVC" \
+	--ctl "$CTL" --conflist "$RW_WORK/conflist" --cni-path "/usr/lib/cni:$BUILD" \
+	--agent-pid "$RW_AGENT_PID" --pods "$PODS" --phase "$PHASE" --out "$RW_WORK/load.json" ||
+	rw_bail "the load (node.py) failed"
+load=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# ---- what the agent says, timed --------------------------------------------------------------
+ms_of() { # ms_of CMD...: CMD's wall time in ms, its stdout in $RW_WORK/last
+	local t0 t1
+	t0=$(date +%s%N)
+	"$@" >"$RW_WORK/last"
+	t1=$(date +%s%N)
+	echo $(((t1 - t0) / 1000000))
+}
+st_ms=$(ms_of rw status) || rw_bail "runwall status"
+stj_ms=$(ms_of rw -j status) || rw_bail "runwall -j status"
+cp "$RW_WORK/last" "$RW_WORK/status.json"
+m_ms=$(ms_of rw_node_exec curl -sS -m 10 "http://$HTTP/metrics") || rw_bail "/metrics"
+m_bytes=$(wc -c <"$RW_WORK/last")
+cp "$RW_WORK/last" "$RW_WORK/metrics"
+mapmem=$("$RW_ROOT/scripts/map-memory.sh" "$RW_BPFFS") || rw_bail "scripts/map-memory.sh"
+jq -n --slurpfile l "$RW_WORK/load.json" --slurpfile s "$RW_WORK/status.json" \
+	--arg load "$load" --argjson st "$st_ms" --argjson stj "$stj_ms" --argjson m "$m_ms" \
+	--argjson mb "$m_bytes" --arg mem "$mapmem" \
+	--arg ev "$(grep -E '^runwall_(events|ring)[a-z_]*(total)?(\{[^}]*\})? ' "$RW_WORK/metrics" || true)" \
+	'$l[0] + {loadavg: $load, status_ms: $st, status_json_ms: $stj, metrics_ms: $m,
+	  metrics_bytes: $mb, events: $s[0].events, events_metrics: ($ev | split("\n")),
+	  map_memory: ($mem | split("\n"))}' >"$OUT" || rw_bail "the report"
+
+jq -r '
+	def f(s): if s == null then "-" else "\(s.p50) / \(s.p99) (n \(s.n))" end;
+	"# load average at the end: \(.loadavg)",
+	"# CNI ADD, runwall-cni own ms p50/p99: bound pods \(f(.cni_add_bound_ms)), churn \(f(.cni_add_ms))",
+	"# churn: \(.churn.adds) ADD, \(.churn.dels) DEL, \(.churn.rate) ADD/s",
+	(.claims[] | "# claims \(.rate)/s: claim->ack ms \(f(.claim_to_ack_ms)), agent queued_ms \(f(.agent_queued_ms)), claim->enforced ms \(f(.claim_to_enforced_ms)), never enforced \(.probes_never_enforced), acks missing \(.acks_missing) refused \(.acks_refused), sent \(.achieved_per_s)/s, agent CPU \(.cpu_pct)%"),
+	"# agent CPU % of a core: steady \(.steady_cpu_pct), churn \(.churn_cpu_pct); VmRSS \(.VmRSS_kib) KiB, VmHWM \(.VmHWM_kib_end) KiB at the end",
+	"# traffic: \(.traffic)",
+	"# events (status): \(.events | tojson)",
+	(.events_metrics[] | select(. != "") | "#   \(.)"),
+	"# /metrics: \(.metrics_ms) ms, \(.metrics_bytes) bytes; runwall status \(.status_ms) ms, -j \(.status_json_ms) ms",
+	"# map memory:", (.map_memory[] | "#   \(.)")' "$OUT"
+echo "ok 1 - the node came up and the figures were read ($OUT)"
+echo "1..1"
