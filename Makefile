@@ -31,7 +31,7 @@ CFLAGS    += -Wall -Wextra -Wno-unused-parameter -Werror -std=gnu11 -D_GNU_SOURC
 # rebuilds what includes it and nothing else. Generated headers (the skeleton, the page) are
 # order-only prerequisites, so that they exist before the first compile.
 DEPFLAGS  := -MMD -MP
-LDLIBS    := -lbpf -lelf -lz -lmnl -ljansson -lmicrohttpd -lcurl -lpthread
+LDLIBS    := -lbpf -lelf -lz -lmnl -ljansson -lpthread
 BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -Wall -Werror -D__TARGET_ARCH_$(ARCH) -Iinclude -Ibpf \
 	      -I/usr/include/$(shell uname -m)-linux-gnu
 

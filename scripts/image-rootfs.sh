@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 # The image's root file system: Debian 12 from Debian's own mirror through apt (mmdebstrap), with
-# only the shared libraries runwall links against and their dependencies, as a tarball.
+# only the shared libraries runwall links against or opens (libcurl4 and libmicrohttpd12, at their
+# first call: user/lib/netlibs.c) and their dependencies, as a tarball.
 #
 #   scripts/image-rootfs.sh OUT.tar
 #

@@ -237,6 +237,11 @@ if [ "$up" != 1 ]; then
 fi
 ok "the agent is up and the node ready (status -j exits 0)"
 
+# A command starts without libcurl and libmicrohttpd and the thirty libraries they need: the
+# library opens them at their first call (user/lib/netlibs.c).
+check "runwall does not link libcurl or libmicrohttpd (opened at their first call)" \
+	bash -c "! ldd '$RW_RUNWALL' | grep -Eq 'libcurl|libmicrohttpd'"
+
 # ---- status ----
 run rw status
 check "status exits 0 when ready ($rc)" test "$rc" = 0
