@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <stdbool.h>
 #include <cmocka.h>
 
 #include <stdio.h>
@@ -123,11 +124,56 @@ static void test_cap(void **state)
 	free(t);
 }
 
+/* Only the runs in force keep their series: an ended run's leave the table, free their places
+ * under the cap, and a key seen again after the prune counts from where it stood.
+ */
+static bool keep_run(const char *run, void *arg)
+{
+	return strcmp(run, arg) != 0;
+}
+
+static void test_keep(void **state)
+{
+	struct rw_principal_refusals *t = calloc(1, sizeof(*t));
+	struct rw_event ev;
+
+	assert_non_null(t);
+	for (unsigned int k = 0; k < RW_PRINCIPAL_SERIES_MAX + 10; k++) {
+		ev = event(k % 2 ? "ended" : "live", 3000 + k, k, RW_REASON_WRONG_PRINCIPAL);
+		rw_principal_refusals_add(t, &ev, "harness");
+	}
+	ev = event("", 7, 0, RW_REASON_WRONG_PRINCIPAL);
+	rw_principal_refusals_add(t, &ev, NULL); /* past the cap: overflow */
+	assert_int_equal(t->n, RW_PRINCIPAL_SERIES_MAX);
+	assert_int_equal(t->overflow, 11);
+	rw_principal_refusals_keep(t, keep_run, "ended");
+	assert_int_equal(t->n, RW_PRINCIPAL_SERIES_MAX / 2);
+	assert_int_equal(t->overflow, 11); /* what was counted stays counted */
+	for (size_t i = 0; i < t->n; i++) {
+		assert_string_equal(t->series[i].run, "live");
+		assert_int_equal(t->series[i].uid, 3000 + 2 * i);
+	}
+	/* A live key counts on in its own series; a new key has a place again. */
+	ev = event("live", 3000, 0, RW_REASON_WRONG_PRINCIPAL);
+	rw_principal_refusals_add(t, &ev, "harness");
+	assert_int_equal(t->series[0].count, 2);
+	ev = event("", 7, 0, RW_REASON_WRONG_PRINCIPAL);
+	rw_principal_refusals_add(t, &ev, NULL);
+	assert_int_equal(t->n, RW_PRINCIPAL_SERIES_MAX / 2 + 1);
+	assert_string_equal(t->series[t->n - 1].container, "unknown");
+	/* A series of no run stays whatever the runs are. */
+	rw_principal_refusals_keep(t, keep_run, "live");
+	assert_int_equal(t->n, 1);
+	assert_string_equal(t->series[0].run, "");
+	free(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_what_counts),
 		cmocka_unit_test(test_cap),
+		cmocka_unit_test(test_keep),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -30,11 +30,23 @@ struct rw_agent_view {
 	struct rw_principal_refusals principals;
 };
 
+/* A run of the metrics snapshot: one with a sandbox on this node. */
+static bool run_live(const char *run, void *arg)
+{
+	const struct rw_metrics_snap *s = arg;
+
+	for (size_t i = 0; i < s->n_runs; i++)
+		if (!strcmp(s->runs[i].id, run))
+			return true;
+	return false;
+}
+
 static char *metrics_text(void *data)
 {
 	struct rw_agent_view *v = data;
 	struct rw_metrics_snap s;
 	struct rw_access_stats as;
+	bool runs_read;
 	char *text;
 	int n;
 
@@ -45,8 +57,11 @@ static char *metrics_text(void *data)
 		memcpy(s.runs, v->snap.runs, s.n_runs * sizeof(*s.runs));
 	else
 		s.n_runs = 0;
+	runs_read = s.runs || !v->snap.n_runs; /* else the runs are not known: none is dropped */
 	pthread_mutex_unlock(&v->snap_lock);
 	pthread_mutex_lock(&v->principals_lock);
+	if (runs_read)
+		rw_principal_refusals_keep(&v->principals, run_live, &s);
 	s.principals = malloc(sizeof(v->principals.series[0]) * (v->principals.n ?: 1));
 	s.n_principals = s.principals ? v->principals.n : 0;
 	if (s.principals)

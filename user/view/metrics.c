@@ -422,19 +422,6 @@ static void label_value(char *out, size_t size, const char *v)
 	out[n] = '\0';
 }
 
-/* A run's series are shown while the run has a sandbox on this node, as the per-run counters
- * are; a series of no run (an event judged before its pod's run was known) always.
- */
-static bool run_shown(const struct rw_metrics_snap *s, const char *run)
-{
-	if (!run[0])
-		return true;
-	for (size_t i = 0; i < s->n_runs; i++)
-		if (!strcmp(s->runs[i].id, run))
-			return true;
-	return false;
-}
-
 static void principal_family(struct out *o, const struct rw_metrics_snap *s)
 {
 	char labels[512], run[2 * RW_RUN_ID_LEN], container[2 * RW_PRINCIPAL_CONTAINER_LEN];
@@ -448,8 +435,6 @@ static void principal_family(struct out *o, const struct rw_metrics_snap *s)
 	for (size_t i = 0; i < s->n_principals; i++) {
 		const struct rw_principal_series *p = &s->principals[i];
 
-		if (!run_shown(s, p->run))
-			continue;
 		label_value(run, sizeof(run), p->run);
 		label_value(container, sizeof(container), p->container);
 		snprintf(labels, sizeof(labels),

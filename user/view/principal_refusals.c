@@ -26,6 +26,24 @@ static uint64_t key_hash(const char *run, const char *container, __u32 uid, __u8
 	return fnv(h, &reason, sizeof(reason));
 }
 
+/* The index slot of a series' key: its own, or the empty one where it would go. */
+static size_t slot_of(const struct rw_principal_refusals *t, const char *run, const char *name,
+		      __u32 uid, __u8 reason)
+{
+	size_t i = key_hash(run, name, uid, reason) & (N_SLOTS - 1);
+
+	for (;; i = (i + 1) & (N_SLOTS - 1)) {
+		const struct rw_principal_series *s;
+
+		if (!t->slot[i])
+			return i;
+		s = &t->series[t->slot[i] - 1];
+		if (s->uid == uid && s->reason == reason && !strcmp(s->run, run) &&
+		    !strcmp(s->container, name))
+			return i;
+	}
+}
+
 void rw_principal_refusals_add(struct rw_principal_refusals *t, const struct rw_event *ev,
 			       const char *container)
 {
@@ -36,18 +54,10 @@ void rw_principal_refusals_add(struct rw_principal_refusals *t, const struct rw_
 		return;
 	snprintf(run, sizeof(run), "%.*s", (int)sizeof(ev->run_id), ev->run_id);
 	snprintf(name, sizeof(name), "%s", container && container[0] ? container : "unknown");
-	i = key_hash(run, name, ev->uid, ev->reason) & (N_SLOTS - 1);
-	for (;; i = (i + 1) & (N_SLOTS - 1)) {
-		struct rw_principal_series *s;
-
-		if (!t->slot[i])
-			break;
-		s = &t->series[t->slot[i] - 1];
-		if (s->uid == ev->uid && s->reason == ev->reason && !strcmp(s->run, run) &&
-		    !strcmp(s->container, name)) {
-			s->count++;
-			return;
-		}
+	i = slot_of(t, run, name, ev->uid, ev->reason);
+	if (t->slot[i]) {
+		t->series[t->slot[i] - 1].count++;
+		return;
 	}
 	if (t->n == RW_PRINCIPAL_SERIES_MAX) {
 		t->overflow++;
@@ -58,4 +68,22 @@ void rw_principal_refusals_add(struct rw_principal_refusals *t, const struct rw_
 	memcpy(t->series[t->n].run, run, sizeof(run));
 	memcpy(t->series[t->n].container, name, sizeof(name));
 	t->slot[i] = (uint16_t)++t->n;
+}
+
+void rw_principal_refusals_keep(struct rw_principal_refusals *t,
+				bool (*keep)(const char *run, void *arg), void *arg)
+{
+	size_t n = 0;
+
+	memset(t->slot, 0, sizeof(t->slot));
+	for (size_t k = 0; k < t->n; k++) {
+		const struct rw_principal_series *s;
+
+		if (t->series[k].run[0] && !keep(t->series[k].run, arg))
+			continue;
+		t->series[n] = t->series[k];
+		s = &t->series[n];
+		t->slot[slot_of(t, s->run, s->container, s->uid, s->reason)] = (uint16_t)++n;
+	}
+	t->n = n;
 }

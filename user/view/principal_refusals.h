@@ -5,6 +5,7 @@
  */
 #ifndef RUNWALL_PRINCIPAL_REFUSALS_H
 #define RUNWALL_PRINCIPAL_REFUSALS_H
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <linux/types.h>
@@ -35,9 +36,15 @@ struct rw_principal_refusals {
 
 /* Count `ev` when it is a refusal that names its sender (a uid read by the datapath);
  * `container`: the name of its cgroup's container, NULL when unknown. Other events are not
- * counted. A series is never removed (a gone container's stays until the agent restarts).
+ * counted. A gone container's series stays while its run does.
  */
 void rw_principal_refusals_add(struct rw_principal_refusals *t, const struct rw_event *ev,
 			       const char *container);
+
+/* Keep only the series whose run `keep` accepts (and those of no run), in their order, and
+ * index them again: an ended run's series leave the table and free their places under the cap.
+ */
+void rw_principal_refusals_keep(struct rw_principal_refusals *t,
+				bool (*keep)(const char *run, void *arg), void *arg);
 
 #endif /* RUNWALL_PRINCIPAL_REFUSALS_H */
