@@ -303,6 +303,12 @@ check "restart: the next change applies on top of what is in force (ack ok at 4)
 
 # ---- stall -------------------------------------------------------------------------------------
 section stall
+# Refusals the agent counted and refused acks the server holds, from here on: the stream the heal
+# ends mid-line is refused as truncated, and its ack must land before the errors section counts.
+refused_acks() { acks | jq '[.[] | select(.ok == false)] | length'; }
+refusals() { watch_json | jq '.refusals'; }
+r0=$(refusals) a0=$(refused_acks)
+acks_settled() { [ $(($(refused_acks) - a0)) -eq $(($(refusals) - r0)) ]; }
 ctl POST '/mode?m=stall' >/dev/null
 worst=0 unanswered=0 asked=0
 end=$(( $(date +%s) + STALL + 4 ))
@@ -325,6 +331,7 @@ n0=$(conns)
 ctl POST '/mode?m=normal' >/dev/null
 check "stall: the server healed: a new stream, still at 4, B's revs entry still $b_rev" \
 	eval 'rw_wait 20 reconnected "$n0" && [ "$(revision)" = 4 ] && [ "$(revs_of "$B_RUN")" = "$b_rev" ]'
+check "stall: every refusal since the stall began is acked (as many refused acks as refusals)" rw_wait 10 acks_settled
 
 # ---- errors: every row of docs/policy-watch.md's Errors table (issue 32, item 8) ------------
 section errors
