@@ -6,6 +6,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,8 +181,89 @@ static int collect(int fd, size_t ks, size_t vs, void **keys, void **vals, size_
 	return 0;
 }
 
+/* A key's fields in sort order: where each is, how wide, and whether it is in network byte
+ * order (compared byte by byte, most significant first: the order of ntohl()'s values) or a
+ * host-order integer of 1, 2, 4 or 8 bytes. A zero width ends the list.
+ */
+struct key_field {
+	unsigned char off, len;
+	bool net;
+};
+
+/* clang-format off */
+#define HOST(type, f) {offsetof(type, f), sizeof(((type *)0)->f), false}
+#define NET(type, f)  {offsetof(type, f), sizeof(((type *)0)->f), true}
+
+static const struct key_field order_u32[] = {{0, sizeof(__u32), false}, {}};
+static const struct key_field order_be32[] = {{0, sizeof(__be32), true}, {}};
+static const struct key_field order_ip6[] = {{0, 4 * sizeof(__be32), true}, {}};
+
+/* The keys of both families sort the same way: the IPv6 one has a wider address. */
+#define ALLOW_ORDER(t) {HOST(t, scope), NET(t, daddr), HOST(t, proto), NET(t, dport), {}}
+static const struct key_field order_allow[] = ALLOW_ORDER(struct rw_allow_key);
+static const struct key_field order_allow6[] = ALLOW_ORDER(struct rw_allow6_key);
+#define ALLOW_LPM_ORDER(t) \
+	{HOST(t, scope), NET(t, daddr), HOST(t, prefixlen), HOST(t, proto), NET(t, dport), {}}
+static const struct key_field order_allow_lpm[] = ALLOW_LPM_ORDER(struct rw_allow_lpm_key);
+static const struct key_field order_allow6_lpm[] = ALLOW_LPM_ORDER(struct rw_allow6_lpm_key);
+#define CIDR_ORDER(t) {NET(t, addr), HOST(t, prefixlen), {}}
+static const struct key_field order_cidr[] = CIDR_ORDER(struct rw_cidr_lpm_key);
+static const struct key_field order_cidr6[] = CIDR_ORDER(struct rw_cidr6_lpm_key);
+#define INBOUND_ORDER(t) {NET(t, saddr), HOST(t, prefixlen), HOST(t, proto), NET(t, dport), {}}
+static const struct key_field order_inbound[] = INBOUND_ORDER(struct rw_inbound_lpm_key);
+static const struct key_field order_inbound6[] = INBOUND_ORDER(struct rw_inbound6_lpm_key);
+#define CT_ORDER(t) \
+	{HOST(t, ifindex), NET(t, pod_ip), NET(t, peer_ip), HOST(t, proto), NET(t, peer_port), \
+	 NET(t, pod_port), {}}
+static const struct key_field order_ct[] = CT_ORDER(struct rw_ct_key);
+static const struct key_field order_ct6[] = CT_ORDER(struct rw_ct6_key);
+/* clang-format on */
+
+static __u64 host_value(const __u8 *p, size_t len)
+{
+	__u16 v16;
+	__u32 v32;
+	__u64 v64;
+
+	switch (len) {
+	case 1:
+		return *p;
+	case 2:
+		memcpy(&v16, p, sizeof(v16));
+		return v16;
+	case 4:
+		memcpy(&v32, p, sizeof(v32));
+		return v32;
+	}
+	memcpy(&v64, p, sizeof(v64));
+	return v64;
+}
+
+/* qsort_r()'s comparison of two keys, field by field in the order `fields` gives. */
+static int cmp_key(const void *a, const void *b, void *fields)
+{
+	for (const struct key_field *f = fields; f->len; f++) {
+		const __u8 *x = (const __u8 *)a + f->off, *y = (const __u8 *)b + f->off;
+		__u64 vx, vy;
+		int c;
+
+		if (f->net) {
+			c = memcmp(x, y, f->len);
+			if (c)
+				return c;
+			continue;
+		}
+		vx = host_value(x, f->len);
+		vy = host_value(y, f->len);
+		if (vx != vy)
+			return vx < vy ? -1 : 1;
+	}
+	return 0;
+}
+
+/* Sorts n key/value pairs (keys[i] goes with vals[i]) by key, in the order `order` gives. */
 static void sort_pairs(void *keys, void *vals, size_t n, size_t ks, size_t vs,
-		       int (*cmp)(const void *, const void *))
+		       const struct key_field *order)
 {
 	size_t rs = ks + vs;
 	__u8 *rec = malloc(n * rs + 1);
@@ -192,169 +274,12 @@ static void sort_pairs(void *keys, void *vals, size_t n, size_t ks, size_t vs,
 		memcpy(rec + i * rs, (__u8 *)keys + i * ks, ks);
 		memcpy(rec + i * rs + ks, (__u8 *)vals + i * vs, vs);
 	}
-	qsort(rec, n, rs, cmp);
+	qsort_r(rec, n, rs, cmp_key, (void *)order);
 	for (size_t i = 0; i < n; i++) {
 		memcpy((__u8 *)keys + i * ks, rec + i * rs, ks);
 		memcpy((__u8 *)vals + i * vs, rec + i * rs + ks, vs);
 	}
 	free(rec);
-}
-
-#define CMP(a, b) ((a) < (b) ? -1 : (a) > (b))
-
-static int cmp_u32(const void *a, const void *b)
-{
-	return CMP(*(const __u32 *)a, *(const __u32 *)b);
-}
-
-static int cmp_be32(const void *a, const void *b)
-{
-	return CMP(ntohl(*(const __be32 *)a), ntohl(*(const __be32 *)b));
-}
-
-static int cmp_allow(const void *a, const void *b)
-{
-	const struct rw_allow_key *x = a, *y = b;
-
-	if (x->scope != y->scope)
-		return CMP(x->scope, y->scope);
-	if (x->daddr != y->daddr)
-		return CMP(ntohl(x->daddr), ntohl(y->daddr));
-	if (x->proto != y->proto)
-		return CMP(x->proto, y->proto);
-	return CMP(ntohs(x->dport), ntohs(y->dport));
-}
-
-static int cmp_allow_lpm(const void *a, const void *b)
-{
-	const struct rw_allow_lpm_key *x = a, *y = b;
-
-	if (x->scope != y->scope)
-		return CMP(x->scope, y->scope);
-	if (x->daddr != y->daddr)
-		return CMP(ntohl(x->daddr), ntohl(y->daddr));
-	if (x->prefixlen != y->prefixlen)
-		return CMP(x->prefixlen, y->prefixlen);
-	if (x->proto != y->proto)
-		return CMP(x->proto, y->proto);
-	return CMP(ntohs(x->dport), ntohs(y->dport));
-}
-
-static int cmp_cidr(const void *a, const void *b)
-{
-	const struct rw_cidr_lpm_key *x = a, *y = b;
-
-	if (x->addr != y->addr)
-		return CMP(ntohl(x->addr), ntohl(y->addr));
-	return CMP(x->prefixlen, y->prefixlen);
-}
-
-static int cmp_inbound(const void *a, const void *b)
-{
-	const struct rw_inbound_lpm_key *x = a, *y = b;
-
-	if (x->saddr != y->saddr)
-		return CMP(ntohl(x->saddr), ntohl(y->saddr));
-	if (x->prefixlen != y->prefixlen)
-		return CMP(x->prefixlen, y->prefixlen);
-	if (x->proto != y->proto)
-		return CMP(x->proto, y->proto);
-	return CMP(ntohs(x->dport), ntohs(y->dport));
-}
-
-static int cmp_ct(const void *a, const void *b)
-{
-	const struct rw_ct_key *x = a, *y = b;
-
-	if (x->ifindex != y->ifindex)
-		return CMP(x->ifindex, y->ifindex);
-	if (x->pod_ip != y->pod_ip)
-		return CMP(ntohl(x->pod_ip), ntohl(y->pod_ip));
-	if (x->peer_ip != y->peer_ip)
-		return CMP(ntohl(x->peer_ip), ntohl(y->peer_ip));
-	if (x->proto != y->proto)
-		return CMP(x->proto, y->proto);
-	if (x->peer_port != y->peer_port)
-		return CMP(ntohs(x->peer_port), ntohs(y->peer_port));
-	return CMP(ntohs(x->pod_port), ntohs(y->pod_port));
-}
-
-static int cmp_ip6(const void *a, const void *b)
-{
-	return memcmp(a, b, 4 * sizeof(__be32));
-}
-
-static int cmp_allow6(const void *a, const void *b)
-{
-	const struct rw_allow6_key *x = a, *y = b;
-	int c;
-
-	if (x->scope != y->scope)
-		return CMP(x->scope, y->scope);
-	c = cmp_ip6(x->daddr, y->daddr);
-	if (c)
-		return c;
-	if (x->proto != y->proto)
-		return CMP(x->proto, y->proto);
-	return CMP(ntohs(x->dport), ntohs(y->dport));
-}
-
-static int cmp_allow6_lpm(const void *a, const void *b)
-{
-	const struct rw_allow6_lpm_key *x = a, *y = b;
-	int c;
-
-	if (x->scope != y->scope)
-		return CMP(x->scope, y->scope);
-	c = cmp_ip6(x->daddr, y->daddr);
-	if (c)
-		return c;
-	if (x->prefixlen != y->prefixlen)
-		return CMP(x->prefixlen, y->prefixlen);
-	if (x->proto != y->proto)
-		return CMP(x->proto, y->proto);
-	return CMP(ntohs(x->dport), ntohs(y->dport));
-}
-
-static int cmp_cidr6(const void *a, const void *b)
-{
-	const struct rw_cidr6_lpm_key *x = a, *y = b;
-	int c = cmp_ip6(x->addr, y->addr);
-
-	return c ? c : CMP(x->prefixlen, y->prefixlen);
-}
-
-static int cmp_inbound6(const void *a, const void *b)
-{
-	const struct rw_inbound6_lpm_key *x = a, *y = b;
-	int c = cmp_ip6(x->saddr, y->saddr);
-
-	if (c)
-		return c;
-	if (x->prefixlen != y->prefixlen)
-		return CMP(x->prefixlen, y->prefixlen);
-	if (x->proto != y->proto)
-		return CMP(x->proto, y->proto);
-	return CMP(ntohs(x->dport), ntohs(y->dport));
-}
-
-static int cmp_ct6(const void *a, const void *b)
-{
-	const struct rw_ct6_key *x = a, *y = b;
-	int c;
-
-	if (x->ifindex != y->ifindex)
-		return CMP(x->ifindex, y->ifindex);
-	c = cmp_ip6(x->pod_ip, y->pod_ip);
-	if (!c)
-		c = cmp_ip6(x->peer_ip, y->peer_ip);
-	if (c)
-		return c;
-	if (x->proto != y->proto)
-		return CMP(x->proto, y->proto);
-	if (x->peer_port != y->peer_port)
-		return CMP(ntohs(x->peer_port), ntohs(y->peer_port));
-	return CMP(ntohs(x->pod_port), ntohs(y->pod_port));
 }
 
 /* Whether IPv6 address ip is in net/prefixlen. */
@@ -389,10 +314,10 @@ static int live_fd(struct mctx *c, enum rw_map_id id)
 typedef int (*row_fn)(struct mctx *c, const struct mkey *k, const void *key, const void *val);
 
 /* Every entry of map `id` (the live slot's inner map when `slotted`: none when the node has no
- * live slot), sorted by `cmp`, through `row`: how many it showed, or a negative errno.
+ * live slot), sorted in `order`, through `row`: how many it showed, or a negative errno.
  */
 static int each_entry(struct mctx *c, const struct mkey *k, enum rw_map_id id, bool slotted,
-		      size_t ks, size_t vs, int (*cmp)(const void *, const void *), row_fn row)
+		      size_t ks, size_t vs, const struct key_field *order, row_fn row)
 {
 	int fd = slotted ? live_fd(c, id) : c->dp.map_fd[id], shown = 0, err;
 	void *keys, *vals;
@@ -407,7 +332,7 @@ static int each_entry(struct mctx *c, const struct mkey *k, enum rw_map_id id, b
 		close(fd);
 	if (err)
 		return err;
-	sort_pairs(keys, vals, n, ks, vs, cmp);
+	sort_pairs(keys, vals, n, ks, vs, order);
 	for (size_t i = 0; i < n; i++)
 		shown += row(c, k, (__u8 *)keys + i * ks, (__u8 *)vals + i * vs);
 	free(keys);
@@ -517,7 +442,7 @@ static int endpoint_row(struct mctx *c, const struct mkey *k, const void *key, c
 static int show_endpoints(struct mctx *c, const struct mkey *k)
 {
 	return each_entry(c, k, RW_M_ENDPOINTS, false, sizeof(__u32), sizeof(struct rw_endpoint),
-			  cmp_u32, endpoint_row);
+			  order_u32, endpoint_row);
 }
 
 /* One row of the pods maps, either family: the address as text, its veth (0: none). */
@@ -578,14 +503,14 @@ static int pod6_row(struct mctx *c, const struct mkey *k, const void *key, const
 
 static int show_pods(struct mctx *c, const struct mkey *k)
 {
-	int n4 = each_entry(c, k, RW_M_PODS, true, sizeof(__be32), sizeof(struct rw_pod), cmp_be32,
-			    pod_row),
+	int n4 = each_entry(c, k, RW_M_PODS, true, sizeof(__be32), sizeof(struct rw_pod),
+			    order_be32, pod_row),
 	    n6;
 
 	if (n4 < 0)
 		return n4;
-	n6 = each_entry(c, k, RW_M_PODS6, true, 4 * sizeof(__be32), sizeof(struct rw_pod), cmp_ip6,
-			pod6_row);
+	n6 = each_entry(c, k, RW_M_PODS6, true, 4 * sizeof(__be32), sizeof(struct rw_pod),
+			order_ip6, pod6_row);
 	return n6 < 0 ? n6 : n4 + n6;
 }
 
@@ -686,19 +611,19 @@ static int show_allow(struct mctx *c, const struct mkey *k)
 	int exact, cidr, exact6, cidr6;
 
 	exact = each_entry(c, k, RW_M_ALLOW_EXACT, true, sizeof(struct rw_allow_key),
-			   sizeof(struct rw_rule), cmp_allow, allow_exact_row);
+			   sizeof(struct rw_rule), order_allow, allow_exact_row);
 	if (exact < 0)
 		return exact;
 	cidr = each_entry(c, k, RW_M_ALLOW_CIDR, true, sizeof(struct rw_allow_lpm_key),
-			  sizeof(struct rw_rule), cmp_allow_lpm, allow_cidr_row);
+			  sizeof(struct rw_rule), order_allow_lpm, allow_cidr_row);
 	if (cidr < 0)
 		return cidr;
 	exact6 = each_entry(c, k, RW_M_ALLOW_EXACT6, true, sizeof(struct rw_allow6_key),
-			    sizeof(struct rw_rule), cmp_allow6, allow_exact6_row);
+			    sizeof(struct rw_rule), order_allow6, allow_exact6_row);
 	if (exact6 < 0)
 		return exact6;
 	cidr6 = each_entry(c, k, RW_M_ALLOW_CIDR6, true, sizeof(struct rw_allow6_lpm_key),
-			   sizeof(struct rw_rule), cmp_allow6_lpm, allow_cidr6_row);
+			   sizeof(struct rw_rule), order_allow6_lpm, allow_cidr6_row);
 	return cidr6 < 0 ? cidr6 : exact + cidr + exact6 + cidr6;
 }
 
@@ -745,13 +670,13 @@ static int deny_row_of(struct mctx *c, const char *cidr)
 static int show_deny(struct mctx *c, const struct mkey *k)
 {
 	int n4 = each_entry(c, k, RW_M_DENY, true, sizeof(struct rw_cidr_lpm_key), sizeof(__u32),
-			    cmp_cidr, deny_row),
+			    order_cidr, deny_row),
 	    n6;
 
 	if (n4 < 0)
 		return n4;
 	n6 = each_entry(c, k, RW_M_DENY6, true, sizeof(struct rw_cidr6_lpm_key), sizeof(__u32),
-			cmp_cidr6, deny6_row);
+			order_cidr6, deny6_row);
 	return n6 < 0 ? n6 : n4 + n6;
 }
 
@@ -809,13 +734,13 @@ static int inbound6_row(struct mctx *c, const struct mkey *k, const void *key, c
 static int show_inbound(struct mctx *c, const struct mkey *k)
 {
 	int n4 = each_entry(c, k, RW_M_INBOUND, true, sizeof(struct rw_inbound_lpm_key),
-			    sizeof(struct rw_rule), cmp_inbound, inbound_row),
+			    sizeof(struct rw_rule), order_inbound, inbound_row),
 	    n6;
 
 	if (n4 < 0)
 		return n4;
 	n6 = each_entry(c, k, RW_M_INBOUND6, true, sizeof(struct rw_inbound6_lpm_key),
-			sizeof(struct rw_rule), cmp_inbound6, inbound6_row);
+			sizeof(struct rw_rule), order_inbound6, inbound6_row);
 	return n6 < 0 ? n6 : n4 + n6;
 }
 
@@ -931,7 +856,7 @@ static int show_conntrack(struct mctx *c, const struct mkey *k)
 			      sizeof(__u32), &veths, &ids, &n_veths);
 		if (err)
 			return err;
-		sort_pairs(veths, ids, n_veths, sizeof(__u32), sizeof(__u32), cmp_u32);
+		sort_pairs(veths, ids, n_veths, sizeof(__u32), sizeof(__u32), order_u32);
 		for (size_t i = 0; i < n_veths && err == 0; i++) {
 			__u32 ifindex = ((__u32 *)veths)[i];
 			int fd = ipv6 ? rw_conntrack6_table_fd(&c->dp, ifindex)
@@ -943,7 +868,7 @@ static int show_conntrack(struct mctx *c, const struct mkey *k)
 			close(fd);
 			if (err)
 				break;
-			sort_pairs(keys, vals, n, ks, vs, ipv6 ? cmp_ct6 : cmp_ct);
+			sort_pairs(keys, vals, n, ks, vs, ipv6 ? order_ct6 : order_ct);
 			for (size_t j = 0; j < n; j++)
 				shown += (ipv6 ? conntrack6_row : conntrack_row)(
 					c, k, (__u8 *)keys + j * ks, (__u8 *)vals + j * vs);
@@ -1081,7 +1006,7 @@ static int show_budget(struct mctx *c, const struct mkey *k)
 		free(vals);
 	}
 	if (!err) {
-		sort_pairs(ifindexes, buckets, n, sizeof(*ifindexes), sizeof(*buckets), cmp_u32);
+		sort_pairs(ifindexes, buckets, n, sizeof(*ifindexes), sizeof(*buckets), order_u32);
 		for (size_t i = 0; i < n; i++)
 			shown += budget_row(c, k, &ifindexes[i], &buckets[i]);
 	}
@@ -1115,7 +1040,7 @@ static int ll6_row(struct mctx *c, const struct mkey *k, const void *key, const 
 
 static int show_ll6(struct mctx *c, const struct mkey *k)
 {
-	return each_entry(c, k, RW_M_LL6, false, sizeof(__u32), 4 * sizeof(__be32), cmp_u32,
+	return each_entry(c, k, RW_M_LL6, false, sizeof(__u32), 4 * sizeof(__be32), order_u32,
 			  ll6_row);
 }
 
@@ -1123,21 +1048,9 @@ static int show_ll6(struct mctx *c, const struct mkey *k)
  * containers admitted to it (their cgroup ids and the veth of their pod). Both maps hold both
  * slots; the idle slot's entries are the next apply's to replace, not shown.
  */
-static int admit_key_cmp(const void *a, const void *b)
-{
-	const struct rw_admit_key *x = a, *y = b;
-
-	if (x->rule_id != y->rule_id)
-		return x->rule_id < y->rule_id ? -1 : 1;
-	return x->cgroup_id < y->cgroup_id ? -1 : x->cgroup_id > y->cgroup_id;
-}
-
-static int from_key_cmp(const void *a, const void *b)
-{
-	const struct rw_from_key *x = a, *y = b;
-
-	return x->rule_id < y->rule_id ? -1 : x->rule_id > y->rule_id;
-}
+static const struct key_field order_admit[] = {
+	HOST(struct rw_admit_key, rule_id), HOST(struct rw_admit_key, cgroup_id), {}};
+static const struct key_field order_from[] = {HOST(struct rw_from_key, rule_id), {}};
 
 static int principal_row(struct mctx *c, __u32 rule_id, const struct rw_from *f,
 			 const struct rw_admit_key *ak, const struct rw_admit *a)
@@ -1199,9 +1112,9 @@ static int show_principals(struct mctx *c, const struct mkey *k)
 			      sizeof(struct rw_admit), &akeys, &avals, &na);
 	if (!err) {
 		sort_pairs(fkeys, fvals, nf, sizeof(struct rw_from_key), sizeof(struct rw_from),
-			   from_key_cmp);
+			   order_from);
 		sort_pairs(akeys, avals, na, sizeof(struct rw_admit_key), sizeof(struct rw_admit),
-			   admit_key_cmp);
+			   order_admit);
 	}
 	for (size_t i = 0; !err && i < nf; i++) {
 		const struct rw_from_key *fk = (const struct rw_from_key *)fkeys + i;
@@ -1251,7 +1164,7 @@ static int revs_row(struct mctx *c, const struct mkey *k, const void *key, const
 
 static int show_revs(struct mctx *c, const struct mkey *k)
 {
-	return each_entry(c, k, RW_M_RUN_REVS, false, sizeof(__u32), sizeof(__u64), cmp_u32,
+	return each_entry(c, k, RW_M_RUN_REVS, false, sizeof(__u32), sizeof(__u64), order_u32,
 			  revs_row);
 }
 
