@@ -156,6 +156,18 @@ static int u16_cmp(const void *a, const void *b)
 	return (int)*(const __u16 *)a - (int)*(const __u16 *)b;
 }
 
+/* The n ports, sorted, copied into p at *at (which moves past them). */
+static __u16 *ports_sorted(__u16 *p, size_t *at, const __u16 *ports, size_t n)
+{
+	__u16 *out = p + *at;
+
+	if (n)
+		memcpy(out, ports, n * sizeof(*p));
+	qsort(out, n, sizeof(*p), u16_cmp);
+	*at += n;
+	return out;
+}
+
 static int ports_cmp(const __u16 *a, size_t na, const __u16 *b, size_t nb)
 {
 	if (na != nb)
@@ -208,18 +220,10 @@ static struct rule_canon *rules_canon(const struct rw_policy_rule *r, size_t n, 
 					   .prefixlen = r[i].prefixlen,
 					   .from = r[i].from};
 		memcpy(c[i].addr6, r[i].addr6, sizeof(c[i].addr6));
-		if (r[i].n_tcp)
-			memcpy(p + at, r[i].tcp, r[i].n_tcp * sizeof(*p));
-		qsort(p + at, r[i].n_tcp, sizeof(*p), u16_cmp);
-		c[i].tcp = p + at;
+		c[i].tcp = ports_sorted(p, &at, r[i].tcp, r[i].n_tcp);
 		c[i].n_tcp = r[i].n_tcp;
-		at += r[i].n_tcp;
-		if (r[i].n_udp)
-			memcpy(p + at, r[i].udp, r[i].n_udp * sizeof(*p));
-		qsort(p + at, r[i].n_udp, sizeof(*p), u16_cmp);
-		c[i].udp = p + at;
+		c[i].udp = ports_sorted(p, &at, r[i].udp, r[i].n_udp);
 		c[i].n_udp = r[i].n_udp;
-		at += r[i].n_udp;
 	}
 	qsort(c, n, sizeof(*c), canon_cmp);
 	for (size_t i = 0; i < n; i++)
@@ -280,44 +284,51 @@ int rw_policy_run_equal(const struct rw_policy *a, const struct rw_policy_run *r
 
 /* ---- Diff ------------------------------------------------------------------------------------ */
 
+/* The modes of a policy by name (RW_EGRESS_MODES, RW_REFUSAL_MODES). */
+struct mode_name {
+	int mode;
+	const char *name;
+};
+
+#define MODE_NAME(m, n) {(m), (n)},
+static const struct mode_name egress_modes[] = {RW_EGRESS_MODES(MODE_NAME)};
+static const struct mode_name refusal_modes[] = {RW_REFUSAL_MODES(MODE_NAME)};
+#undef MODE_NAME
+
+static const char *mode_name(const struct mode_name *t, size_t n, int mode)
+{
+	for (size_t i = 0; i < n; i++)
+		if (t[i].mode == mode)
+			return t[i].name;
+	return "?";
+}
+
+static int mode_parse(const struct mode_name *t, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(t[i].name, name))
+			return t[i].mode;
+	return -EINVAL;
+}
+
 const char *rw_egress_name(int mode)
 {
-#define X(m, name)       \
-	if (mode == (m)) \
-		return name;
-	RW_EGRESS_MODES(X)
-#undef X
-	return "?";
+	return mode_name(egress_modes, N_OF(egress_modes), mode);
 }
 
 int rw_egress_parse(const char *name)
 {
-#define X(m, n)                 \
-	if (!strcmp(name, (n))) \
-		return (m);
-	RW_EGRESS_MODES(X)
-#undef X
-	return -EINVAL;
+	return mode_parse(egress_modes, N_OF(egress_modes), name);
 }
 
 const char *rw_refusal_name(int mode)
 {
-#define X(m, name)       \
-	if (mode == (m)) \
-		return name;
-	RW_REFUSAL_MODES(X)
-#undef X
-	return "?";
+	return mode_name(refusal_modes, N_OF(refusal_modes), mode);
 }
 
 int rw_refusal_parse(const char *name)
 {
-#define X(m, n)                 \
-	if (!strcmp(name, (n))) \
-		return (m);
-	RW_REFUSAL_MODES(X)
-#undef X
-	return -EINVAL;
+	return mode_parse(refusal_modes, N_OF(refusal_modes), name);
 }
 
 static void sb_rule_addr(struct rw_sbuf *sb, const struct rw_policy_rule *r)
@@ -341,6 +352,19 @@ static void sb_ports(struct rw_sbuf *sb, const __u16 *ports, size_t n)
 		rw_sb_printf(sb, "none");
 	for (i = 0; i < n; i++)
 		rw_sb_printf(sb, "%s%u", i ? "," : "", ports[i]);
+}
+
+/* "tcp 80 -> 80,443" (after *sep) when a rule's ports of that protocol changed. */
+static void sb_ports_change(struct rw_sbuf *sb, const char **sep, const char *proto, const __u16 *o,
+			    size_t no, const __u16 *n, size_t nn)
+{
+	if (ports_equal(o, no, n, nn))
+		return;
+	rw_sb_printf(sb, "%s%s ", *sep, proto);
+	sb_ports(sb, o, no);
+	rw_sb_printf(sb, " -> ");
+	sb_ports(sb, n, nn);
+	*sep = "; ";
 }
 
 /* "uid 1001 container identity-sidecar", "anyone" for NULL: a selector as the CLI shows it. */
@@ -438,20 +462,8 @@ static int diff_rules(struct rw_sbuf *sb, const char *kind, const struct rw_poli
 			sb_rule_addr(sb, n);
 			sep = "; ";
 		}
-		if (!ports_equal(o->tcp, o->n_tcp, n->tcp, n->n_tcp)) {
-			rw_sb_printf(sb, "%stcp ", sep);
-			sb_ports(sb, o->tcp, o->n_tcp);
-			rw_sb_printf(sb, " -> ");
-			sb_ports(sb, n->tcp, n->n_tcp);
-			sep = "; ";
-		}
-		if (!ports_equal(o->udp, o->n_udp, n->udp, n->n_udp)) {
-			rw_sb_printf(sb, "%sudp ", sep);
-			sb_ports(sb, o->udp, o->n_udp);
-			rw_sb_printf(sb, " -> ");
-			sb_ports(sb, n->udp, n->n_udp);
-			sep = "; ";
-		}
+		sb_ports_change(sb, &sep, "tcp", o->tcp, o->n_tcp, n->tcp, n->n_tcp);
+		sb_ports_change(sb, &sep, "udp", o->udp, o->n_udp, n->udp, n->n_udp);
 		if (rw_policy_from_cmp(o->from, n->from)) {
 			rw_sb_printf(sb, "%sfrom ", sep);
 			sb_from(sb, o->from);
@@ -517,6 +529,20 @@ static const struct rw_policy_run *find_run(const struct rw_policy *p, const cha
 }
 
 /* The pods of `a` that `b` lacks, "+" or "-" each; a few only, a run may have many. */
+/* Whether a missing pod is shown: the first 8 are, after `sign`; the others are counted in
+ * *more.
+ */
+static bool pod_room(struct rw_sbuf *sb, char sign, size_t *shown, size_t *more)
+{
+	if (*shown >= 8) {
+		(*more)++;
+		return false;
+	}
+	rw_sb_printf(sb, " %c", sign);
+	(*shown)++;
+	return true;
+}
+
 static void sb_pods_missing(struct rw_sbuf *sb, char sign, const struct rw_policy_run *a,
 			    const struct rw_policy_run *b, size_t *shown)
 {
@@ -525,29 +551,15 @@ static void sb_pods_missing(struct rw_sbuf *sb, char sign, const struct rw_polic
 	for (i = 0; i < a->n_pods; i++) {
 		for (j = 0; j < b->n_pods && b->pods[j] != a->pods[i]; j++)
 			;
-		if (j < b->n_pods)
-			continue;
-		if (*shown >= 8) {
-			more++;
-			continue;
-		}
-		rw_sb_printf(sb, " %c", sign);
-		rw_sb_addr(sb, a->pods[i]);
-		(*shown)++;
+		if (j == b->n_pods && pod_room(sb, sign, shown, &more))
+			rw_sb_addr(sb, a->pods[i]);
 	}
 	for (i = 0; i < a->n_pods6; i++) {
 		for (j = 0; j < b->n_pods6 && memcmp(b->pods6[j], a->pods6[i], sizeof(a->pods6[i]));
 		     j++)
 			;
-		if (j < b->n_pods6)
-			continue;
-		if (*shown >= 8) {
-			more++;
-			continue;
-		}
-		rw_sb_printf(sb, " %c", sign);
-		rw_sb_addr6(sb, a->pods6[i]);
-		(*shown)++;
+		if (j == b->n_pods6 && pod_room(sb, sign, shown, &more))
+			rw_sb_addr6(sb, a->pods6[i]);
 	}
 	if (more)
 		rw_sb_printf(sb, " (%c%zu more)", sign, more);
