@@ -58,12 +58,14 @@ static const struct {
 };
 
 /* The IPv6 tables of runwall.h, each address as four host-order words. */
-static const struct {
+struct range6 {
 	__u32 w[4];
 	__u8 prefixlen;
 	const char *name;
 	const char *label;
-} special6[] = {
+};
+
+static const struct range6 special6[] = {
 #define RW_SPECIAL6_ENTRY(a, b, c, d, l, s, label) {{a, b, c, d}, l, s, label},
 	RW_SPECIAL6_RANGES(RW_SPECIAL6_ENTRY)
 #undef RW_SPECIAL6_ENTRY
@@ -81,12 +83,7 @@ static const struct {
 /* The forms that embed an IPv4 address, in RW_EMBEDDED4_RANGES' order (embedded4_of()). */
 enum embedded4_form { EMB_MAPPED, EMB_NAT64, EMB_6TO4, EMB_TEREDO };
 
-static const struct {
-	__u32 w[4];
-	__u8 prefixlen;
-	const char *name;
-	const char *label;
-} embedded4[] = {
+static const struct range6 embedded4[] = {
 #define RW_EMB4_ENTRY(a, b, c, d, l, s, label) {{a, b, c, d}, l, s, label},
 	RW_EMBEDDED4_RANGES(RW_EMB4_ENTRY)
 #undef RW_EMB4_ENTRY
@@ -574,6 +571,15 @@ static size_t member_index(json_t *obj, const char *key)
 	return i;
 }
 
+/* The path down to obj[key], obj being element `index` of the array parent[array]. */
+static void push_elem_key(struct parser *ps, json_t *parent, const char *array, size_t index,
+			  json_t *obj, const char *key)
+{
+	push_key(ps, array, member_index(parent, array));
+	push_index(ps, index);
+	push_key(ps, key, member_index(obj, key));
+}
+
 /* ---- Values --------------------------------------------------------------------------------- */
 
 static int parse_string(struct parser *ps, json_t *v, const char **s)
@@ -584,7 +590,9 @@ static int parse_string(struct parser *ps, json_t *v, const char **s)
 	return 0;
 }
 
-static int parse_egress(struct parser *ps, json_t *v, int *mode)
+/* A mode by name: `parse` gives its value, or a negative number for a name it does not know. */
+static int parse_mode(struct parser *ps, json_t *v, int (*parse)(const char *), const char *what,
+		      int *mode)
 {
 	char q[QUOTE_BUF];
 	const char *s = NULL;
@@ -593,31 +601,23 @@ static int parse_egress(struct parser *ps, json_t *v, int *mode)
 	rc = parse_string(ps, v, &s);
 	if (rc)
 		return rc;
-	rc = rw_egress_parse(s);
+	rc = parse(s);
 	if (rc < 0)
-		return fail(ps, AT_VALUE,
-			    "%s is not an egress mode (expected \"allowlist\" or \"open\")",
-			    quote(q, s));
+		return fail(ps, AT_VALUE, "%s is not %s", quote(q, s), what);
 	*mode = rc;
 	return 0;
 }
 
+static int parse_egress(struct parser *ps, json_t *v, int *mode)
+{
+	return parse_mode(ps, v, rw_egress_parse,
+			  "an egress mode (expected \"allowlist\" or \"open\")", mode);
+}
+
 static int parse_refusal(struct parser *ps, json_t *v, int *mode)
 {
-	char q[QUOTE_BUF];
-	const char *s = NULL;
-	int rc;
-
-	rc = parse_string(ps, v, &s);
-	if (rc)
-		return rc;
-	rc = rw_refusal_parse(s);
-	if (rc < 0)
-		return fail(ps, AT_VALUE,
-			    "%s is not a refusal mode (expected \"answer\" or \"drop\")",
-			    quote(q, s));
-	*mode = rc;
-	return 0;
+	return parse_mode(ps, v, rw_refusal_parse,
+			  "a refusal mode (expected \"answer\" or \"drop\")", mode);
 }
 
 static int parse_revision(struct parser *ps, json_t *v, uint64_t *revision)
@@ -961,8 +961,11 @@ static int parse_ports(struct parser *ps, json_t *v, __u16 **ports, size_t *n)
 	return 0;
 }
 
-/* Names show up in logs and `runwall` output: printable ASCII only, no control characters. */
-static int parse_name(struct parser *ps, json_t *v, char name[64])
+/* A string of 1..max characters that `ok` each accepts, copied into out (max + 1 bytes);
+ * anything else is refused as "not <what>".
+ */
+static int parse_word(struct parser *ps, json_t *v, bool (*ok)(char), size_t max, const char *what,
+		      char *out)
 {
 	char q[QUOTE_BUF];
 	const char *s = NULL, *c;
@@ -971,34 +974,38 @@ static int parse_name(struct parser *ps, json_t *v, char name[64])
 	rc = parse_string(ps, v, &s);
 	if (rc)
 		return rc;
-	for (c = s; *c >= 0x20 && *c <= 0x7e; c++)
+	for (c = s; ok(*c); c++)
 		;
-	if (!*s || *c || c - s > 63)
-		return fail(ps, AT_VALUE, "%s is not a name (1..63 printable ASCII characters)",
-			    quote(q, s));
-	strcpy(name, s);
+	if (!*s || *c || (size_t)(c - s) > max)
+		return fail(ps, AT_VALUE, "%s is not %s", quote(q, s), what);
+	strcpy(out, s);
 	return 0;
+}
+
+static bool name_char(char c)
+{
+	return c >= 0x20 && c <= 0x7e;
+}
+
+static bool run_id_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '.' || c == '_' || c == '-';
+}
+
+/* Names show up in logs and `runwall` output: printable ASCII only, no control characters. */
+static int parse_name(struct parser *ps, json_t *v, char name[64])
+{
+	return parse_word(ps, v, name_char, 63, "a name (1..63 printable ASCII characters)", name);
 }
 
 static int parse_run_id(struct parser *ps, json_t *v, char id[RW_RUN_ID_LEN])
 {
-	char q[QUOTE_BUF];
-	const char *s = NULL, *c;
-	int rc;
+	char what[80];
 
-	rc = parse_string(ps, v, &s);
-	if (rc)
-		return rc;
-	for (c = s; (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-		    (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' || *c == '-';
-	     c++)
-		;
-	if (!*s || *c || c - s > RW_RUN_ID_LEN - 1)
-		return fail(ps, AT_VALUE,
-			    "%s is not a run id (1..%d characters of A-Z a-z 0-9 . _ -)",
-			    quote(q, s), RW_RUN_ID_LEN - 1);
-	strcpy(id, s);
-	return 0;
+	snprintf(what, sizeof(what), "a run id (1..%d characters of A-Z a-z 0-9 . _ -)",
+		 RW_RUN_ID_LEN - 1);
+	return parse_word(ps, v, run_id_char, RW_RUN_ID_LEN - 1, what, id);
 }
 
 /* Why an IPv6 address cannot be a pod's, or NULL: metadata, an embedded IPv4 form (whose IPv4 is
@@ -1668,9 +1675,7 @@ static int check_run_rules_of(struct parser *ps, json_t *obj_run, const struct r
 						: run_rule4_overlap(&sb, rule, p);
 		if (!what)
 			continue;
-		push_key(ps, "allow", member_index(obj_run, "allow"));
-		push_index(ps, a);
-		push_key(ps, key, member_index(obj, key));
+		push_elem_key(ps, obj_run, "allow", a, obj, key);
 		return fail(ps, AT_VALUE,
 			    "%s overlaps %s, %s: run rules name public "
 			    "destinations only (only services may name private addresses)",
@@ -1806,9 +1811,7 @@ static int check_services_nat64(struct parser *ps, json_t *root, const struct rw
 		inet_ntop(AF_INET, &a, v4, sizeof(v4));
 		rw_sb_init(&sb, net, sizeof(net));
 		rw_sb_cidr6(&sb, p->nat64.addr6, p->nat64.prefixlen);
-		push_key(ps, "services", member_index(root, "services"));
-		push_index(ps, i);
-		push_key(ps, key, member_index(obj, key));
+		push_elem_key(ps, root, "services", i, obj, key);
 		return fail(ps, AT_VALUE,
 			    "%s is under the snapshot's nat64 prefix %s: write the IPv4 address "
 			    "%s (a destination there is judged by the IPv4 rules)",
@@ -1816,6 +1819,11 @@ static int check_services_nat64(struct parser *ps, json_t *root, const struct rw
 	}
 	return 0;
 }
+
+/* What is checked across the parsed snapshot, in this order: the first refusal is the error. */
+static int (*const snapshot_checks[])(struct parser *, json_t *, const struct rw_policy *) = {
+	check_run_ids, check_rule_counts, check_run_rules, check_services_nat64, check_pods,
+};
 
 static int parse_root(struct parser *ps, json_t *root, struct rw_policy *p)
 {
@@ -1867,19 +1875,12 @@ static int parse_root(struct parser *ps, json_t *root, struct rw_policy *p)
 		push_key(ps, "revision", 0);
 		return fail(ps, AT_PARENT, "required key is missing");
 	}
-	rc = check_run_ids(ps, root, p);
-	if (rc)
-		return rc;
-	rc = check_rule_counts(ps, root, p);
-	if (rc)
-		return rc;
-	rc = check_run_rules(ps, root, p);
-	if (rc)
-		return rc;
-	rc = check_services_nat64(ps, root, p);
-	if (rc)
-		return rc;
-	return check_pods(ps, root, p);
+	for (size_t i = 0; i < N_OF(snapshot_checks); i++) {
+		rc = snapshot_checks[i](ps, root, p);
+		if (rc)
+			return rc;
+	}
+	return 0;
 }
 
 /* ---- Entry points --------------------------------------------------------------------------- */
@@ -2172,42 +2173,52 @@ static struct pod_key *run_pods_keyed(const struct rw_policy_run *run, size_t *n
 	return k;
 }
 
-static int ix_add_run_pods(struct rw_policy_index *ix, const struct rw_policy_run *run, size_t r)
+/* fn(ix, pod key, to) on each pod of a run; -ENOMEM when there is no memory for the keys. */
+static int ix_each_run_pod(struct rw_policy_index *ix, const struct rw_policy_run *run,
+			   void (*fn)(struct rw_policy_index *, const struct pod_key *, __u32),
+			   __u32 to)
 {
 	size_t n;
 	struct pod_key *k = run_pods_keyed(run, &n);
 
 	if (n == SIZE_MAX)
 		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		size_t s = ix_pod_slot(ix, k[i].ip);
-
-		if (!ix->pods[s].run)
-			ix->n_pods++;
-		memcpy(ix->pods[s].ip, k[i].ip, sizeof(ix->pods[s].ip));
-		ix->pods[s].run = r + 1;
-		ix->pods[s].pod = k[i].pos;
-	}
+	for (size_t i = 0; i < n; i++)
+		fn(ix, &k[i], to);
 	free(k);
 	return 0;
+}
+
+/* The pod's entry, new or not, says run position to - 1 and the pod's place in that run. */
+static void ix_pod_add(struct rw_policy_index *ix, const struct pod_key *k, __u32 to)
+{
+	size_t s = ix_pod_slot(ix, k->ip);
+
+	if (!ix->pods[s].run)
+		ix->n_pods++;
+	memcpy(ix->pods[s].ip, k->ip, sizeof(ix->pods[s].ip));
+	ix->pods[s].run = to;
+	ix->pods[s].pod = k->pos;
+}
+
+/* ix_pod_delete() (to 0), or the pod's entry now says run position to - 1. */
+static void ix_pod_move(struct rw_policy_index *ix, const struct pod_key *k, __u32 to)
+{
+	if (!to)
+		ix_pod_delete(ix, k->ip);
+	else
+		ix->pods[ix_pod_slot(ix, k->ip)].run = to;
+}
+
+static int ix_add_run_pods(struct rw_policy_index *ix, const struct rw_policy_run *run, size_t r)
+{
+	return ix_each_run_pod(ix, run, ix_pod_add, r + 1);
 }
 
 /* Each pod of run r: ix_pod_delete() (run 0), or its entry now says position r. */
 static int ix_run_pods_do(struct rw_policy_index *ix, const struct rw_policy_run *run, __u32 to)
 {
-	size_t n;
-	struct pod_key *k = run_pods_keyed(run, &n);
-
-	if (n == SIZE_MAX)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		if (!to)
-			ix_pod_delete(ix, k[i].ip);
-		else
-			ix->pods[ix_pod_slot(ix, k[i].ip)].run = to;
-	}
-	free(k);
-	return 0;
+	return ix_each_run_pod(ix, run, ix_pod_move, to);
 }
 
 int rw_policy_index_build(struct rw_policy_index *ix, const struct rw_policy *p)
@@ -2380,12 +2391,17 @@ static int change_revision(struct parser *ps, const struct rw_policy *cur, uint6
 	return 0;
 }
 
-static void change_init(struct parser *ps, const char *source, struct rw_policy_error *err,
-			struct rw_policy_change *out)
+/* A change's start: its parser, *out cleared, then the index and the revision checked. */
+static int change_begin(struct parser *ps, const char *source, struct rw_policy_error *err,
+			struct rw_policy_change *out, const struct rw_policy_index *ix,
+			const struct rw_policy *cur, uint64_t revision)
 {
 	/* No text: the run came in a message, as rw_policy_parse_json()'s document does. */
 	parser_init(ps, "", 0, source, 0, err);
 	memset(out, 0, sizeof(*out));
+	if (!ix->runs || !ix->pods)
+		return fail_nomem(ps);
+	return change_revision(ps, cur, revision);
 }
 
 int rw_policy_change_upsert(const struct rw_policy *cur, const struct rw_policy_index *ix,
@@ -2398,10 +2414,7 @@ int rw_policy_change_upsert(const struct rw_policy *cur, const struct rw_policy_
 	size_t at;
 	int rc;
 
-	change_init(&ps, source, err, out);
-	if (!ix->runs || !ix->pods)
-		return fail_nomem(&ps);
-	rc = change_revision(&ps, cur, revision);
+	rc = change_begin(&ps, source, err, out, ix, cur, revision);
 	if (rc)
 		return rc;
 	push_key(&ps, "run", 0);
@@ -2449,10 +2462,7 @@ int rw_policy_change_delete(const struct rw_policy *cur, const struct rw_policy_
 	long at;
 	int rc;
 
-	change_init(&ps, source, err, out);
-	if (!ix->runs || !ix->pods)
-		return fail_nomem(&ps);
-	rc = change_revision(&ps, cur, revision);
+	rc = change_begin(&ps, source, err, out, ix, cur, revision);
 	if (rc)
 		return rc;
 	at = rw_policy_index_run(ix, cur, id);
