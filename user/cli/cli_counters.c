@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,27 +17,28 @@
 
 static const char counters_usage[] = "counters [--run ID]";
 
+/* Appends ip to buf at *off, after a comma when buf already holds a pod. */
+static void pods_append(char *buf, size_t len, size_t *off, const char *ip)
+{
+	int n = snprintf(buf + *off, len - *off, "%s%s", *off ? "," : "", ip);
+
+	*off += n < 0 ? 0 : (size_t)n;
+}
+
 static void pods_str(const struct rw_live_run *r, char *buf, size_t len)
 {
+	char ip[INET6_ADDRSTRLEN];
 	size_t off = 0;
 
 	buf[0] = '\0';
 	for (size_t i = 0; i < r->n_pods && off < len; i++) {
-		char ip[16];
-		int n;
-
 		rw_cli_ip(r->pods[i], ip, sizeof(ip));
-		n = snprintf(buf + off, len - off, "%s%s", i ? "," : "", ip);
-		off += n < 0 ? 0 : (size_t)n;
+		pods_append(buf, len, &off, ip);
 	}
 	/* Then its IPv6 pods. */
 	for (size_t i = 0; i < r->n_pods6 && off < len; i++) {
-		char ip[46];
-		int n;
-
 		rw_cli_ip6(r->pods6[i], ip, sizeof(ip));
-		n = snprintf(buf + off, len - off, "%s%s", off ? "," : "", ip);
-		off += n < 0 ? 0 : (size_t)n;
+		pods_append(buf, len, &off, ip);
 	}
 }
 
