@@ -122,11 +122,17 @@ rw_batch() {
 # rw_judge ARGS...: runs tests/netns/expect.py ARGS and numbers its PASS/FAIL/NOTE lines as TAP;
 # its METRIC lines go to $RW_WORK/metrics.
 rw_judge() {
-	local out=$RW_WORK/judge.out st what why
+	local out=$RW_WORK/judge.out
 	if ! "$RW_PY" "$RW_ROOT/tests/netns/expect.py" "$@" >"$out" 2>"$out.err"; then
 		not_ok "expect.py $1 failed"
 		sed 's/^/#   /' "$out.err" >&3
 	fi
+	rw_tap_lines "$out"
+}
+# rw_tap_lines FILE: a checker's tab-separated lines as TAP: PASS WHAT, FAIL WHAT [WHY] and
+# NOTE WHAT; METRIC NAME VALUE goes to $RW_WORK/metrics.
+rw_tap_lines() {
+	local st what why
 	while IFS=$'\t' read -r st what why; do
 		case "$st" in
 		PASS) ok "$what" ;;
@@ -137,7 +143,7 @@ rw_judge() {
 		NOTE) diag "$what" ;;
 		METRIC) echo "$what $why" >>"$RW_WORK/metrics" ;;
 		esac
-	done <"$out"
+	done <"$1"
 }
 # rw_bail TEXT…: the suite cannot go on: a TAP bail-out with the agent log's last lines.
 rw_bail() {

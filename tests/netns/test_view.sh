@@ -91,21 +91,12 @@ INET=93.184.216.34
 # nsenter (network namespace only), not `ip netns exec`, whose private /sys hides the bpffs from
 # the agent the browser test restarts.
 vc() {
-	local out=$RW_WORK/vc.out st what why
+	local out=$RW_WORK/vc.out
 	if ! rw_node_exec "$RW_PY" "$VC" "$@" >"$out" 2>"$out.err"; then
 		not_ok "view_check.py $1 failed"
 		grep -Ev '^#[0-9]+ 0x|^\s*$' "$out.err" | tail -n 20 | sed 's/^/#   /' >&3
 	fi
-	while IFS=$'\t' read -r st what why; do
-		case "$st" in
-		PASS) ok "$what" ;;
-		FAIL)
-			not_ok "$what"
-			[ -z "$why" ] || diag "    $why"
-			;;
-		NOTE) diag "$what" ;;
-		esac
-	done <"$out"
+	rw_tap_lines "$out"
 }
 # vcq SUBCOMMAND ARGS...: view_check.py in the node namespace, exit status only.
 vcq() { rw_node_exec "$RW_PY" "$VC" "$@" >/dev/null 2>&1; }
