@@ -274,6 +274,20 @@ static int load_baseline(void)
 	return bpf_prog_load(BPF_PROG_TYPE_SCHED_CLS, "rw_baseline", "GPL", insns, 2, NULL);
 }
 
+/* The programs, unpinned, with their config in cfg; returns the baseline program's fd. */
+static int load_unpinned(struct rw_datapath *dp, struct rw_config *cfg)
+{
+	int base;
+
+	if (rw_datapath_load(dp, NULL, RW_DP_NO_PIN, lerr, sizeof(lerr)))
+		DIE("loading the programs: %s", lerr);
+	base = load_baseline();
+	if (base < 0)
+		DIE("baseline program: %s", strerror(errno));
+	rw_config_read(dp, cfg);
+	return base;
+}
+
 struct probe_pkt {
 	int veth;
 	__u8 buf[PKT_MAX];
@@ -609,12 +623,7 @@ static void section_per_packet(void)
 
 	printf("# per packet: BPF_PROG_TEST_RUN over 1024 flows spread across the table, each 32 "
 	       "times per run (cold: once); median over rounds of the mean\n");
-	if (rw_datapath_load(&dp, NULL, RW_DP_NO_PIN, lerr, sizeof(lerr)))
-		DIE("loading the programs: %s", lerr);
-	base = load_baseline();
-	if (base < 0)
-		DIE("baseline program: %s", strerror(errno));
-	rw_config_read(&dp, &cfg);
+	base = load_unpinned(&dp, &cfg);
 	cfg.event_rate = 0;  /* no budget: every drop sends its event */
 	cfg.answer_rate = 0; /* and every refusal of an answering run its answer */
 	rw_config_write(&dp, &cfg);
@@ -664,12 +673,7 @@ static void section_principals(void)
 	printf("# principals: a service with \"from\" next to one without, %d flows\n", n);
 	if (!pkts)
 		DIE("out of memory");
-	if (rw_datapath_load(&dp, NULL, RW_DP_NO_PIN, lerr, sizeof(lerr)))
-		DIE("loading the programs: %s", lerr);
-	base = load_baseline();
-	if (base < 0)
-		DIE("baseline program: %s", strerror(errno));
-	rw_config_read(&dp, &cfg);
+	base = load_unpinned(&dp, &cfg);
 	cfg.event_rate = 0;
 	rw_config_write(&dp, &cfg);
 	json = make_policy(300, 100, 10, 0, 0);
