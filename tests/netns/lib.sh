@@ -72,12 +72,13 @@ export RW_WAIT_SCALE
 # rw_suite_begin NAME PREFIX [BUILD]: the start of a suite. BUILD (default build; relative to the
 # repository) holds the binaries. Sets ID (this shell's pid), the namespace names (PREFIX ID -,
 # rw_names), RW_RUNWALL, and a pin folder, socket and work folder of the suite's own
-# (rwtest-NAME-ID). TAP lines go to fd 3, the suite's stdout, so that `check … >/dev/null`
-# silences only the command checked.
+# (rwtest-NAME-ID). The suite runs from the repository's root. TAP lines go to fd 3, the suite's
+# stdout, so that `check … >/dev/null` silences only the command checked.
 rw_suite_begin() {
 	local name=$1 prefix=$2 build=${3:-build}
 
 	RW_ROOT=$(cd "$RW_LIB_DIR/../.." && pwd)
+	cd "$RW_ROOT"
 	case "$build" in /*) BUILD=$build ;; *) BUILD=$RW_ROOT/$build ;; esac
 	ID=$$
 	rw_names "$prefix$ID-"

@@ -12,8 +12,6 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/netns/lib.sh
 source "$HERE/lib.sh"
 rw_suite_begin agent rwa "${1:-build}"
-cd "$RW_ROOT"
-RUNWALL=$RW_RUNWALL
 CNI_BIN=$BUILD/runwall-cni
 [ -x "$CNI_BIN" ] || { echo "Bail out! $CNI_BIN is missing: run make"; exit 1; }
 
@@ -29,9 +27,9 @@ cleanup() {
 	[ -n "$agent_pid" ] && kill -9 "$agent_pid" 2>/dev/null
 	[ -n "${third:-}" ] && kill -9 "$third" 2>/dev/null && wait "$third" 2>/dev/null
 	[ -n "${listener:-}" ] && kill "$listener" 2>/dev/null && wait "$listener" 2>/dev/null
-	"$RUNWALL" --bpffs "$bpffs" --socket "$sock" detach >/dev/null 2>&1
-	"$RUNWALL" --bpffs "$bpffs-second" --socket "$sock-second" detach >/dev/null 2>&1
-	"$RUNWALL" --bpffs "$bpffs-third" --socket "$sock-third" detach >/dev/null 2>&1
+	"$RW_RUNWALL" --bpffs "$bpffs" --socket "$sock" detach >/dev/null 2>&1
+	"$RW_RUNWALL" --bpffs "$bpffs-second" --socket "$sock-second" detach >/dev/null 2>&1
+	"$RW_RUNWALL" --bpffs "$bpffs-third" --socket "$sock-third" detach >/dev/null 2>&1
 	for ns in "$node" "${pods[@]}" ${id}-pc; do ip netns del "$ns" 2>/dev/null; done
 	rm -rf "$work"
 }
@@ -43,11 +41,11 @@ scale=$RW_WAIT_SCALE
 
 # runwall in the node's netns. nsenter keeps this mount namespace (and /sys/fs/bpf): `ip netns
 # exec` would remount /sys and hide the pins.
-rw() { nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$bpffs" --socket "$sock" "$@"; }
+rw() { nsenter --net=/run/netns/"$node" "$RW_RUNWALL" --bpffs "$bpffs" --socket "$sock" "$@"; }
 in_ns() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
 
 start_agent() { # start_agent [agent args...]
-	nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$bpffs" --socket "$sock" agent \
+	nsenter --net=/run/netns/"$node" "$RW_RUNWALL" --bpffs "$bpffs" --socket "$sock" agent \
 		--ifprefix "$pfx" --resync 1 "$@" >>"$work/agent.log" 2>&1 &
 	agent_pid=$!
 	for _ in $(seq $((100 * scale))); do
@@ -254,7 +252,7 @@ sleep 1
 kill -9 "$agent_pid"; wait "$agent_pid" 2>/dev/null || true
 agent_pid=
 check "with the agent dead, enforcement stays: hooks still attached" \
-	bash -c "nsenter --net=/run/netns/$node $RUNWALL --bpffs $bpffs -j status | grep -q '\"attached\": *true'"
+	bash -c "nsenter --net=/run/netns/$node $RW_RUNWALL --bpffs $bpffs -j status | grep -q '\"attached\": *true'"
 sleep 1
 start_agent --policy "$work/v6.json"
 wait "$probe_allowed" "$probe_denied"
@@ -274,12 +272,12 @@ check "same sandboxes as before the restart" test "$(rw -j status | python3 -c "
 
 # ---- 8. a second agent with its own bpffs, socket and prefix ----
 ip -n "$node" link add "q${pfx}" type veth peer name "r${pfx}"
-nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$bpffs-second" --socket "$sock-second" agent \
+nsenter --net=/run/netns/"$node" "$RW_RUNWALL" --bpffs "$bpffs-second" --socket "$sock-second" agent \
 	--ifprefix "q${pfx}" --attach-mode tc >>"$work/agent2.log" 2>&1 &
 second=$!
 # A first start creates both slots' inner maps, a grace period each: slow under emulation.
 second_status() {
-	sst=$(nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$bpffs-second" --socket "$sock-second" -j status 2>/dev/null) &&
+	sst=$(nsenter --net=/run/netns/"$node" "$RW_RUNWALL" --bpffs "$bpffs-second" --socket "$sock-second" -j status 2>/dev/null) &&
 		python3 -c "import json,sys; sys.exit(0 if [s['ifname'] for s in json.load(sys.stdin)['sandboxes']] else 1)" <<<"$sst"
 }
 eventually second_status || true
@@ -289,7 +287,7 @@ check "forced clsact fallback: mode tc" \
 	test "$(python3 -c "import json,sys; print(json.load(sys.stdin)['sandboxes'][0]['hooks']['egress']['mode'])" <<<"$sst")" = tc
 check "the first agent still has its own two veths" \
 	test "$(status_field "sorted(s['ifname'] for s in d['sandboxes'] if s['ifname'].startswith('$pfx'))")" = "['${pfx}a', '${pfx}b', '${pfx}c']"
-nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$bpffs-second" --socket "$sock-second" detach >/dev/null
+nsenter --net=/run/netns/"$node" "$RW_RUNWALL" --bpffs "$bpffs-second" --socket "$sock-second" detach >/dev/null
 wait "$second" 2>/dev/null || true
 check "detaching the second agent leaves the first one's state" test "$(status_field "d['revision']")" = 6
 check "and takes its tc filter off, clsact and others stay" \
@@ -306,8 +304,8 @@ aws_conflist() { # aws_conflist [extra plugin JSON]: 10-aws.conflist's content
 }
 aws_conflist "" >"$netd/10-aws.conflist"
 "$CNI_BIN" install --bin-dir "$work" --conf-dir "$netd" --bpffs "$bpffs-third" --ifprefix "z${pfx}" >/dev/null
-third_rw() { nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$bpffs-third" --socket "$sock-third" "$@"; }
-nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$bpffs-third" --socket "$sock-third" agent \
+third_rw() { nsenter --net=/run/netns/"$node" "$RW_RUNWALL" --bpffs "$bpffs-third" --socket "$sock-third" "$@"; }
+nsenter --net=/run/netns/"$node" "$RW_RUNWALL" --bpffs "$bpffs-third" --socket "$sock-third" agent \
 	--ifprefix "z${pfx}" --cni-conf-dir "$netd" >>"$work/agent3.log" 2>&1 &
 third=$!
 cni_field() { { third_rw -j status 2>/dev/null || true; } | jq -r ".agent.cni.$1"; }
@@ -336,7 +334,7 @@ rm "$netd/05-other.conf"
 check "once it is gone: chained again" eventually chained_in 10-aws.conflist
 kill "$third"; wait "$third" 2>/dev/null || true
 third=
-nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$bpffs-third" --socket "$sock-third" detach >/dev/null 2>&1 || true
+nsenter --net=/run/netns/"$node" "$RW_RUNWALL" --bpffs "$bpffs-third" --socket "$sock-third" detach >/dev/null 2>&1 || true
 
 # ---- 9. detach removes everything runwall attached and pinned, and nothing else ----
 ip netns exec "$node" tc qdisc add dev "${pfx}a" clsact 2>/dev/null || true

@@ -17,8 +17,6 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/netns/lib.sh
 source "$HERE/lib.sh"
 rw_suite_begin churn rwch "${1:-build}"
-cd "$RW_ROOT"
-RUNWALL=$RW_RUNWALL
 CNI=$BUILD/runwall-cni
 [ -x "$CNI" ] || { echo "Bail out! $CNI is missing: run make"; exit 1; }
 
@@ -36,14 +34,14 @@ agent_pid=
 cleanup() {
 	set +e
 	[ -n "$agent_pid" ] && kill -9 "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null
-	"$RUNWALL" --bpffs "$bpffs" --socket "$sock" detach >/dev/null 2>&1
+	"$RW_RUNWALL" --bpffs "$bpffs" --socket "$sock" detach >/dev/null 2>&1
 	for s in $(seq 0 $((slots - 1))); do ip netns del "$pfx-pod$s" 2>/dev/null; done
 	ip netns del "$node" 2>/dev/null
 	rm -rf "$work" "$sock"
 }
 trap cleanup EXIT
 
-rw() { nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$bpffs" --socket "$sock" "$@"; }
+rw() { nsenter --net=/run/netns/"$node" "$RW_RUNWALL" --bpffs "$bpffs" --socket "$sock" "$@"; }
 py() { "${RW_PY:-python3}" "$@"; }
 
 ip netns add "$node"
@@ -68,7 +66,7 @@ for i in range(12):
 json.dump({"revision": 1, "services": [{"name": "proxy", "ip": "172.20.0.10", "tcp": [443]}],
            "runs": runs}, open(sys.argv[1], "w"))
 P
-nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$bpffs" --socket "$sock" agent \
+nsenter --net=/run/netns/"$node" "$RW_RUNWALL" --bpffs "$bpffs" --socket "$sock" agent \
 	--ifprefix "$pfx" --policy "$work/policy.json" >>"$work/agent.log" 2>&1 &
 agent_pid=$!
 for _ in $(seq $((200 * scale))); do

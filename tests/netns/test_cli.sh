@@ -16,8 +16,6 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/netns/lib.sh
 source "$HERE/lib.sh"
 rw_suite_begin cli rwc "${1:-build}"
-cd "$RW_ROOT"
-RUNWALL=$RW_RUNWALL
 # Waits stretch by RW_WAIT_SCALE (tests/run.sh sets it under emulation, `make vmtest`).
 scale=$RW_WAIT_SCALE
 [ "$(id -u)" -eq 0 ] || { echo "Bail out! run as root (netns, BPF)"; exit 1; }
@@ -47,7 +45,7 @@ cleanup() {
 	done
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
 	if [ -d "$bpffs" ]; then
-		nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$bpffs" --socket "$sock" \
+		nsenter --net=/run/netns/"$node" "$RW_RUNWALL" --bpffs "$bpffs" --socket "$sock" \
 			detach >/dev/null 2>&1
 		rm -rf "$bpffs"
 	fi
@@ -60,7 +58,7 @@ trap cleanup EXIT
 
 # runwall in the node namespace with this run's pins and socket. `run` keeps its output in
 # $out, stderr in $err and the exit code in $rc, whatever the exit code.
-rw() { nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$bpffs" --socket "$sock" "$@"; }
+rw() { nsenter --net=/run/netns/"$node" "$RW_RUNWALL" --bpffs "$bpffs" --socket "$sock" "$@"; }
 run() {
 	rc=0
 	out=$("$@" 2>"$work/stderr") || rc=$?
@@ -217,7 +215,7 @@ json.dump(p, open(sys.argv[2], "w"), indent=1)
 EOF
 
 # ---- the agent ----
-nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$bpffs" --socket "$sock" agent \
+nsenter --net=/run/netns/"$node" "$RW_RUNWALL" --bpffs "$bpffs" --socket "$sock" agent \
 	--policy "$work/policy.json" --ifprefix "$id" >"$work/agent.log" 2>&1 &
 agent_pid=$!
 up=0
@@ -282,16 +280,16 @@ check "the socket's status: each run's since, each veth by name and index" \
 	json_is "sorted(set(k for r in d['runs'] for k in r)), sorted(set(k for x in d['sandboxes'] for k in x)), len(d['runs']), len(d['sandboxes'])" \
 	"(['id', 'since'], ['ifindex', 'ifname'], 2, 2)"
 # Global options go before or after the command (kubectl, bpftool style).
-run nsenter --net=/run/netns/"$node" "$RUNWALL" status --socket "$sock" -j --bpffs="$bpffs"
+run nsenter --net=/run/netns/"$node" "$RW_RUNWALL" status --socket "$sock" -j --bpffs="$bpffs"
 check "status --socket S -j --bpffs=DIR: options after the command ($rc)" \
 	json_is "d['ok'], d['ready'], d['revision'], d['agent']['running']" "(True, True, 12, True)"
-run nsenter --net=/run/netns/"$node" "$RUNWALL" --json counters --bpffs "$bpffs" --run run-7f3a
+run nsenter --net=/run/netns/"$node" "$RW_RUNWALL" --json counters --bpffs "$bpffs" --run run-7f3a
 check "--json counters --bpffs DIR --run ID: mixed positions ($rc)" json_is "d['ok']" True
-run "$RUNWALL" help agent
+run "$RW_RUNWALL" help agent
 check "help agent is the agent's whole usage (--event-rate included)" \
 	grep -q -- "--event-rate N\[/BURST\]" <<<"$out"
-run "$RUNWALL" agent --help
-check "agent --help prints the same text as help agent" test "$out" = "$("$RUNWALL" help agent)"
+run "$RW_RUNWALL" agent --help
+check "agent --help prints the same text as help agent" test "$out" = "$("$RW_RUNWALL" help agent)"
 
 # ---- map ----
 # Every map of the contract header's RW_MAPS, whatever this build has.
@@ -725,17 +723,17 @@ check "drops with a misspelt reason exits 2 and suggests ($rc)" \
 	test "$rc" = 2 -a -n "$(grep -F "did you mean 'private-destination'" <<<"$err")"
 run rw drops --dst 1.2.3.4:0
 check "drops with a bad --dst exits 2 ($rc)" test "$rc" = 2
-run nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$bpffs" --socket "$work/none.sock" drops
+run nsenter --net=/run/netns/"$node" "$RW_RUNWALL" --bpffs "$bpffs" --socket "$work/none.sock" drops
 check "drops without an agent exits 2 ($rc: $err)" test "$rc" = 2
-run nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$bpffs" --socket "$work/none.sock" -j drops
+run nsenter --net=/run/netns/"$node" "$RW_RUNWALL" --bpffs "$bpffs" --socket "$work/none.sock" -j drops
 check "... with -j, a JSON error" json_is "d['ok'], d['exit']" "(False, 2)"
-run nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$work/nothing" --socket "$work/none.sock" status
+run nsenter --net=/run/netns/"$node" "$RW_RUNWALL" --bpffs "$work/nothing" --socket "$work/none.sock" status
 check "status with nothing pinned and no agent exits 2 ($rc)" test "$rc" = 2
-run nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$work/nothing" map list
+run nsenter --net=/run/netns/"$node" "$RW_RUNWALL" --bpffs "$work/nothing" map list
 check "map with nothing pinned exits 2 ($rc)" test "$rc" = 2
-run nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$work/nothing" counters
+run nsenter --net=/run/netns/"$node" "$RW_RUNWALL" --bpffs "$work/nothing" counters
 check "counters with nothing pinned exits 2 ($rc)" test "$rc" = 2
-run nsenter --net=/run/netns/"$node" "$RUNWALL" --bpffs "$work/nothing" explain --pod 10.1.2.3 172.20.0.10 443
+run nsenter --net=/run/netns/"$node" "$RW_RUNWALL" --bpffs "$work/nothing" explain --pod 10.1.2.3 172.20.0.10 443
 check "explain with nothing pinned exits 2 ($rc)" test "$rc" = 2
 check "... and pinned nothing there" test ! -e "$work/nothing"
 
@@ -746,7 +744,7 @@ s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(8); time.sleep(
 pids+=($!)
 for _ in $(seq 50); do [ -S "$work/stuck.sock" ] && break; sleep 0.1; done
 echo '{}' >"$work/empty.json"
-stuck() { nsenter --net=/run/netns/"$node" timeout 60 "$RUNWALL" --bpffs "$work/nothing" --socket "$work/stuck.sock" "$@"; }
+stuck() { nsenter --net=/run/netns/"$node" timeout 60 "$RW_RUNWALL" --bpffs "$work/nothing" --socket "$work/stuck.sock" "$@"; }
 start=$(date +%s)
 run stuck apply "$work/empty.json"
 check "apply to a stuck agent gives up with exit 2 ($rc: $err)" \
@@ -852,7 +850,7 @@ check "apply --run - --revision N: applied as revision $((rev1 + 5)) ($rc: $out 
 check "the upsert takes effect on real traffic: run-9c01's pod reaches 93.184.216.34:443 again" \
 	test "$(try "$pod_b" tcp 93.184.216.34 443)" = ok
 run rw apply --help
-check "apply --help is help apply" test "$out" = "$("$RUNWALL" help apply)"
+check "apply --help is help apply" test "$out" = "$("$RW_RUNWALL" help apply)"
 
 # ---- the agent stops: enforcement and the pinned state stay, the commands still read them ----
 kill "$agent_pid"

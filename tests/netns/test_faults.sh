@@ -15,7 +15,6 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/netns/lib.sh
 source "$HERE/lib.sh"
 rw_suite_begin faults rwf "${1:-build}"
-cd "$RW_ROOT"
 # The build whose library has the fault hook (RUNWALL_APPLY_FAULT); build/runwall has none.
 RUNWALL=$BUILD/tests/runwall-faults
 

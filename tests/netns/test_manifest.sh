@@ -30,8 +30,6 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/netns/lib.sh
 source "$HERE/lib.sh"
 rw_suite_begin manifest rwm "${1:-build}"
-cd "$RW_ROOT"
-build=$BUILD
 bpfroot=/sys/fs/bpf/rwtest-manifest-$ID
 cleanup() {
 	set +e
@@ -51,7 +49,7 @@ kubectl kustomize manifests/ >"$RW_WORK/rendered.yaml"
 mkdir -p "$bpfroot"
 
 # The plan: each container's argv with its paths mapped, its capabilities, the volumes' contents.
-python3 - "$RW_WORK/rendered.yaml" "$RW_WORK" "$bpfroot" "$build" >"$RW_WORK/plan.json" <<'PY'
+python3 - "$RW_WORK/rendered.yaml" "$RW_WORK" "$bpfroot" "$BUILD" >"$RW_WORK/plan.json" <<'PY'
 import json, os, secrets, sys, yaml
 rendered, work, bpfroot, build = sys.argv[1:]
 docs = [d for d in yaml.safe_load_all(open(rendered)) if d]
