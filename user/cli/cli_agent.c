@@ -4,6 +4,7 @@
  */
 #include <getopt.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,6 +134,50 @@ static const struct option agent_long_opts[] = {
 	{"help", no_argument, NULL, 'h'},
 	{}};
 
+/* The options that take their argument as it is: where each goes in struct agent_opts. */
+static const struct {
+	int opt;
+	size_t off;
+} agent_text_opts[] = {
+	{'p', offsetof(struct agent_opts, policy_path)},
+	{'i', offsetof(struct agent_opts, ifprefix)},
+	{'K', offsetof(struct agent_opts, cni_conf_dir)},
+	{OPT_CONTAINERS, offsetof(struct agent_opts, containers_dir)},
+	{OPT_CGROUP_ROOT, offsetof(struct agent_opts, cgroup_root)},
+	{'H', offsetof(struct agent_opts, view.listen)},
+	{'P', offsetof(struct agent_opts, view.probe_listen)},
+	{'T', offsetof(struct agent_opts, view.token_file)},
+	{'U', offsetof(struct agent_opts, view.request_url)},
+	{OPT_POLICY_URL, offsetof(struct agent_opts, watch.url)},
+	{OPT_POLICY_ACK_URL, offsetof(struct agent_opts, watch.ack_url)},
+	{OPT_POLICY_CA, offsetof(struct agent_opts, watch.ca)},
+	{OPT_POLICY_CERT, offsetof(struct agent_opts, watch.cert)},
+	{OPT_POLICY_KEY, offsetof(struct agent_opts, watch.key)},
+	{OPT_POLICY_TOKEN_FILE, offsetof(struct agent_opts, watch.token_file)},
+};
+
+/* --NAME's argument as a whole number from min to max: 0, or the exit code of the refusal
+ * "expected [UNIT, ]MIN to MAX".
+ */
+static int agent_uint(const char *name, const char *unit, unsigned long long min,
+		      unsigned long long max, unsigned long long *v)
+{
+	if (!rw_parse_uint(optarg, max, v) && *v >= min)
+		return 0;
+	return rw_fail(RW_EXIT_USAGE, "agent: --%s '%s': expected %s%s%llu to %llu", name, optarg,
+		       unit, *unit ? ", " : "", min, max);
+}
+
+/* --NAME's argument as a budget, N or N/BURST: 0, or the exit code of the refusal. */
+static int agent_rate(const char *name, unsigned long long *rate, unsigned long long *burst)
+{
+	if (!rw_parse_rate(optarg, MAX_EVENT_RATE, rate, burst))
+		return 0;
+	return rw_fail(RW_EXIT_USAGE,
+		       "agent: --%s '%s': expected N or N/BURST, 0 to %d (BURST at least 1)", name,
+		       optarg, MAX_EVENT_RATE);
+}
+
 /* The parse of one option into *a (node: --node's buffer): 0, the exit code of a refusal that
  * names the option and what it expects, or -1 for what is no option of the agent.
  */
@@ -146,24 +191,15 @@ static int agent_option(int c, struct agent_opts *a, char *node, size_t node_len
 	char msg[256];
 	int err;
 
+	for (size_t i = 0; i < sizeof(agent_text_opts) / sizeof(agent_text_opts[0]); i++) {
+		if (agent_text_opts[i].opt == c) {
+			*(const char **)((char *)a + agent_text_opts[i].off) = optarg;
+			return 0;
+		}
+	}
 	switch (c) {
 	case 'v':
 		rw_log_verbosity++;
-		return 0;
-	case 'p':
-		a->policy_path = optarg;
-		return 0;
-	case 'i':
-		a->ifprefix = optarg;
-		return 0;
-	case 'K':
-		a->cni_conf_dir = optarg;
-		return 0;
-	case OPT_CONTAINERS:
-		a->containers_dir = optarg;
-		return 0;
-	case OPT_CGROUP_ROOT:
-		a->cgroup_root = optarg;
 		return 0;
 	case 'm':
 		err = rw_name_lookup(optarg, "--attach-mode", attach_modes,
@@ -174,56 +210,32 @@ static int agent_option(int c, struct agent_opts *a, char *node, size_t node_len
 		a->attach_mode = err;
 		return 0;
 	case 'r':
-		if (rw_parse_uint(optarg, MAX_RESYNC_SEC, &v) || v < 1)
-			return rw_fail(RW_EXIT_USAGE,
-				       "agent: --resync '%s': expected "
-				       "seconds, 1 to %d",
-				       optarg, MAX_RESYNC_SEC);
-		a->resync_sec = (int)v;
-		return 0;
+		err = agent_uint("resync", "seconds", 1, MAX_RESYNC_SEC, &v);
+		if (!err)
+			a->resync_sec = (int)v;
+		return err;
 	case 'e':
-		if (rw_parse_rate(optarg, MAX_EVENT_RATE, &a->rate, &a->burst))
-			return rw_fail(RW_EXIT_USAGE,
-				       "agent: --event-rate '%s': expected "
-				       "N or N/BURST, 0 to %d (BURST at least 1)",
-				       optarg, MAX_EVENT_RATE);
-		a->have_rate = true;
-		return 0;
+		err = agent_rate("event-rate", &a->rate, &a->burst);
+		if (!err)
+			a->have_rate = true;
+		return err;
 	case 'A':
-		if (rw_parse_rate(optarg, MAX_EVENT_RATE, &a->answer_rate, &a->answer_burst))
-			return rw_fail(RW_EXIT_USAGE,
-				       "agent: --answer-rate '%s': expected "
-				       "N or N/BURST, 0 to %d (BURST at least 1)",
-				       optarg, MAX_EVENT_RATE);
-		a->have_answer_rate = true;
-		return 0;
+		err = agent_rate("answer-rate", &a->answer_rate, &a->answer_burst);
+		if (!err)
+			a->have_answer_rate = true;
+		return err;
 	case 'C':
 	case 'N':
-		if (rw_parse_uint(optarg, MAX_CT_FLOWS, &v) || v < 1)
-			return rw_fail(RW_EXIT_USAGE,
-				       "agent: --%s '%s': expected a number of "
-				       "flows, 1 to %u",
-				       c == 'C' ? "ct-per-sandbox" : "ct-node", optarg,
-				       MAX_CT_FLOWS);
-		*(c == 'C' ? &a->ct_per_sandbox : &a->ct_node) = v;
-		return 0;
+		err = agent_uint(c == 'C' ? "ct-per-sandbox" : "ct-node", "a number of flows", 1,
+				 MAX_CT_FLOWS, &v);
+		if (!err)
+			*(c == 'C' ? &a->ct_per_sandbox : &a->ct_node) = v;
+		return err;
 	case 'M':
-		if (rw_parse_uint(optarg, RW_MAX_ENDPOINTS, &v) || v < 1)
-			return rw_fail(RW_EXIT_USAGE,
-				       "agent: --max-endpoints '%s': expected a number of "
-				       "veths, 1 to %d",
-				       optarg, RW_MAX_ENDPOINTS);
-		a->max_endpoints = v;
-		return 0;
-	case 'H':
-		a->view.listen = optarg;
-		return 0;
-	case 'P':
-		a->view.probe_listen = optarg;
-		return 0;
-	case 'T':
-		a->view.token_file = optarg;
-		return 0;
+		err = agent_uint("max-endpoints", "a number of veths", 1, RW_MAX_ENDPOINTS, &v);
+		if (!err)
+			a->max_endpoints = v;
+		return err;
 	case 'n':
 		if (!*optarg || strlen(optarg) >= node_len)
 			return rw_fail(RW_EXIT_USAGE,
@@ -232,49 +244,21 @@ static int agent_option(int c, struct agent_opts *a, char *node, size_t node_len
 				       optarg, node_len - 1);
 		snprintf(node, node_len, "%s", optarg);
 		return 0;
-	case 'U':
-		a->view.request_url = optarg;
-		return 0;
 	case 'E':
-		if (rw_parse_uint(optarg, RW_EVSTORE_MAX, &v) || v < 1)
-			return rw_fail(RW_EXIT_USAGE, "agent: --events '%s': expected 1 to %d",
-				       optarg, RW_EVSTORE_MAX);
-		a->view.events = v;
-		return 0;
+		err = agent_uint("events", "", 1, RW_EVSTORE_MAX, &v);
+		if (!err)
+			a->view.events = v;
+		return err;
 	case 'Q':
-		if (rw_parse_uint(optarg, RW_AGENT_REQUEST_QUEUE_MAX, &v) || v < 1)
-			return rw_fail(RW_EXIT_USAGE,
-				       "agent: --access-request-queue '%s': "
-				       "expected 1 to %d",
-				       optarg, RW_AGENT_REQUEST_QUEUE_MAX);
-		a->view.request_queue = v;
-		return 0;
-	case OPT_POLICY_URL:
-		a->watch.url = optarg;
-		return 0;
-	case OPT_POLICY_ACK_URL:
-		a->watch.ack_url = optarg;
-		return 0;
-	case OPT_POLICY_CA:
-		a->watch.ca = optarg;
-		return 0;
-	case OPT_POLICY_CERT:
-		a->watch.cert = optarg;
-		return 0;
-	case OPT_POLICY_KEY:
-		a->watch.key = optarg;
-		return 0;
-	case OPT_POLICY_TOKEN_FILE:
-		a->watch.token_file = optarg;
-		return 0;
+		err = agent_uint("access-request-queue", "", 1, RW_AGENT_REQUEST_QUEUE_MAX, &v);
+		if (!err)
+			a->view.request_queue = v;
+		return err;
 	case OPT_POLICY_STALL:
-		if (rw_parse_uint(optarg, 3600, &v) || v < 3)
-			return rw_fail(RW_EXIT_USAGE,
-				       "agent: --policy-stall '%s': expected seconds, 3 to "
-				       "3600",
-				       optarg);
-		a->watch.stall_sec = v;
-		return 0;
+		err = agent_uint("policy-stall", "seconds", 3, 3600, &v);
+		if (!err)
+			a->watch.stall_sec = v;
+		return err;
 	case OPT_FLOW_LOG:
 		if (!*optarg)
 			return rw_fail(RW_EXIT_USAGE, "agent: --flow-log '': expected FILE or -");
@@ -284,13 +268,10 @@ static int agent_option(int c, struct agent_opts *a, char *node, size_t node_len
 		a->flow_log.flows = *flow_log_opt = true;
 		return 0;
 	case OPT_FLOW_LOG_RATE:
-		if (rw_parse_rate(optarg, MAX_EVENT_RATE, &a->flow_log.rate, &a->flow_log.burst))
-			return rw_fail(RW_EXIT_USAGE,
-				       "agent: --flow-log-rate '%s': expected "
-				       "N or N/BURST, 0 to %d (BURST at least 1)",
-				       optarg, MAX_EVENT_RATE);
-		*flow_log_opt = true;
-		return 0;
+		err = agent_rate("flow-log-rate", &a->flow_log.rate, &a->flow_log.burst);
+		if (!err)
+			*flow_log_opt = true;
+		return err;
 	case OPT_FLOW_LOG_MAX_BYTES:
 		if (rw_parse_uint(optarg, 1ull << 50, &v) || (v && v < 4096))
 			return rw_fail(RW_EXIT_USAGE,
