@@ -77,34 +77,51 @@ static void expect(const struct rw_event *ev, const struct rw_policy *p, const c
 	assert_string_equal(got, want);
 }
 
+/* One event of revision 7 and what rw_event_rule_name() calls its rule. */
+struct named_case {
+	const char *src, *dst;
+	unsigned int proto, port, reason, dir, path, rule_id;
+	const char *want;
+};
+
+static void expect_cases(const struct named_case *t, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct rw_event ev = event(t[i].src, t[i].dst, t[i].proto, t[i].port, t[i].reason);
+
+		ev.dir = t[i].dir;
+		ev.path = t[i].path;
+		ev.rule_id = t[i].rule_id;
+		expect(&ev, &pol, t[i].want);
+	}
+}
+
 static void allowed(void **state)
 {
-	struct rw_event ev = event("10.1.2.4", "172.20.0.10", IPPROTO_TCP, 3128, 0);
+	/* The first by the path of a rule; the others with no path, by the rule id alone. */
+	static const struct named_case t[] = {
+		{"10.1.2.4", "172.20.0.10", IPPROTO_TCP, 3128, 0, RW_DIR_EGRESS, RW_PATH_RULE,
+		 RW_RULE_ID(RW_RULE_KIND_SERVICE, 0, 0), "egress-proxy 172.20.0.10 tcp/3128"},
+		{"2600:1f14:abc:2::9", "2600:1f14:200::7", IPPROTO_TCP, 443, 0, RW_DIR_EGRESS, 0,
+		 RW_RULE_ID(RW_RULE_KIND_SERVICE, 1, 0), "model6 2600:1f14:200::/64 tcp/443"},
+		{"10.1.2.4", "52.95.9.5", IPPROTO_TCP, 5433, 0, RW_DIR_EGRESS, 0,
+		 RW_RULE_ID(RW_RULE_KIND_RUN, 1, 1), "run-b allow[1] 52.95.9.0/24 tcp/5433"},
+		{"10.1.2.4", "8.8.4.4", IPPROTO_UDP, 123, 0, RW_DIR_EGRESS, 0,
+		 RW_RULE_ID(RW_RULE_KIND_RUN, 1, 0), "run-b allow[0] 8.8.4.4 udp/123"},
+		{"2600:1f14:abc:2::9", "2a00:1450::1", IPPROTO_TCP, 443, 0, RW_DIR_EGRESS, 0,
+		 RW_RULE_ID(RW_RULE_KIND_RUN, 1, 2), "run-b allow[2] 2a00:1450::1 tcp/443"},
+		/* A port the rule has not (no datapath gives one): the rule's own ports. */
+		{"10.1.2.4", "52.95.9.5", IPPROTO_TCP, 80, 0, RW_DIR_EGRESS, 0,
+		 RW_RULE_ID(RW_RULE_KIND_RUN, 1, 1), "run-b allow[1] 52.95.9.0/24 tcp/5432,5433"},
+		{"172.20.0.7", "10.1.2.3", IPPROTO_TCP, 8080, 0, RW_DIR_INGRESS, 0,
+		 RW_RULE_ID(RW_RULE_KIND_INBOUND, 0, 0),
+		 "inbound streaming 172.20.0.0/24 tcp/8080"},
+	};
+	struct rw_event ev = event("172.20.0.7", "10.1.2.3", IPPROTO_TCP, 8080, 0);
 
 	(void)state;
-	ev.path = RW_PATH_RULE;
-	ev.rule_id = RW_RULE_ID(RW_RULE_KIND_SERVICE, 0, 0);
-	expect(&ev, &pol, "egress-proxy 172.20.0.10 tcp/3128");
-	ev = event("2600:1f14:abc:2::9", "2600:1f14:200::7", IPPROTO_TCP, 443, 0);
-	ev.rule_id = RW_RULE_ID(RW_RULE_KIND_SERVICE, 1, 0);
-	expect(&ev, &pol, "model6 2600:1f14:200::/64 tcp/443");
-	ev = event("10.1.2.4", "52.95.9.5", IPPROTO_TCP, 5433, 0);
-	ev.rule_id = RW_RULE_ID(RW_RULE_KIND_RUN, 1, 1);
-	expect(&ev, &pol, "run-b allow[1] 52.95.9.0/24 tcp/5433");
-	ev = event("10.1.2.4", "8.8.4.4", IPPROTO_UDP, 123, 0);
-	ev.rule_id = RW_RULE_ID(RW_RULE_KIND_RUN, 1, 0);
-	expect(&ev, &pol, "run-b allow[0] 8.8.4.4 udp/123");
-	ev = event("2600:1f14:abc:2::9", "2a00:1450::1", IPPROTO_TCP, 443, 0);
-	ev.rule_id = RW_RULE_ID(RW_RULE_KIND_RUN, 1, 2);
-	expect(&ev, &pol, "run-b allow[2] 2a00:1450::1 tcp/443");
-	/* A port the rule has not (no datapath gives one): the rule's own ports. */
-	ev = event("10.1.2.4", "52.95.9.5", IPPROTO_TCP, 80, 0);
-	ev.rule_id = RW_RULE_ID(RW_RULE_KIND_RUN, 1, 1);
-	expect(&ev, &pol, "run-b allow[1] 52.95.9.0/24 tcp/5432,5433");
-	ev = event("172.20.0.7", "10.1.2.3", IPPROTO_TCP, 8080, 0);
+	expect_cases(t, sizeof(t) / sizeof(t[0]));
 	ev.dir = RW_DIR_INGRESS;
-	ev.rule_id = RW_RULE_ID(RW_RULE_KIND_INBOUND, 0, 0);
-	expect(&ev, &pol, "inbound streaming 172.20.0.0/24 tcp/8080");
 	/* Paths no snapshot entry names. */
 	ev.rule_id = 0;
 	ev.path = RW_PATH_OPEN;
@@ -167,36 +184,35 @@ static void refused_builtin(void **state)
 
 static void refused_snapshot(void **state)
 {
-	struct rw_event ev;
+	static const struct named_case t[] = {
+		/* deny[0] 10.0.0.0/16 is more specific than 10.0.0.0/8, built-in or deny[3]. */
+		{"10.1.2.3", "10.0.5.6", IPPROTO_TCP, 443, RW_REASON_PRIVATE_DESTINATION,
+		 RW_DIR_EGRESS, 0, 0, "deny[0] 10.0.0.0/16"},
+		{"10.1.2.3", "10.9.5.6", IPPROTO_TCP, 443, RW_REASON_PRIVATE_DESTINATION,
+		 RW_DIR_EGRESS, 0, 0, "10.0.0.0/8 private"},
+		{"10.1.2.3", "52.94.9.5", IPPROTO_TCP, 5432, RW_REASON_PRIVATE_DESTINATION,
+		 RW_DIR_EGRESS, 0, 0, "deny[1] 52.94.0.0/16"},
+		{"2600:1f14:abc:1::5", "2600:1f14:dead::1", IPPROTO_TCP, 443,
+		 RW_REASON_PRIVATE_DESTINATION, RW_DIR_EGRESS, 0, 0, "deny[2] 2600:1f14:dead::/48"},
+		/* The declared nat64: the address it carries, by the IPv4 tables. */
+		{"2600:1f14:abc:1::5", "64:ff9b::345e:905", IPPROTO_TCP, 443,
+		 RW_REASON_PRIVATE_DESTINATION, RW_DIR_EGRESS, 0, 0,
+		 "deny[1] 52.94.0.0/16 in nat64 64:ff9b::/96"},
+		{"2600:1f14:abc:1::5", "64:ff9b::a9fe:a9fe", IPPROTO_TCP, 80, RW_REASON_METADATA,
+		 RW_DIR_EGRESS, 0, 0, "169.254.169.254 metadata in nat64 64:ff9b::/96"},
+		/* The pod's own /64, another run's pod. */
+		{"2600:1f14:abc:1::5", "2600:1f14:abc:1::77", IPPROTO_TCP, 443,
+		 RW_REASON_PRIVATE_DESTINATION, RW_DIR_EGRESS, 0, 0,
+		 "2600:1f14:abc:1::/64 of the pod"},
+		{"2600:1f14:abc:1::5", "2600:1f14:abc:2::9", IPPROTO_TCP, 443,
+		 RW_REASON_PRIVATE_DESTINATION, RW_DIR_EGRESS, 0, 0, "pod of run-b"},
+		/* A reply into the pod is named by its peer, the source. */
+		{"10.0.5.6", "10.1.2.3", IPPROTO_TCP, 40000, RW_REASON_PRIVATE_DESTINATION,
+		 RW_DIR_INGRESS, 0, 0, "deny[0] 10.0.0.0/16"},
+	};
 
 	(void)state;
-	/* deny[0] 10.0.0.0/16 is more specific than 10.0.0.0/8, built-in or deny[3]. */
-	ev = event("10.1.2.3", "10.0.5.6", IPPROTO_TCP, 443, RW_REASON_PRIVATE_DESTINATION);
-	expect(&ev, &pol, "deny[0] 10.0.0.0/16");
-	ev = event("10.1.2.3", "10.9.5.6", IPPROTO_TCP, 443, RW_REASON_PRIVATE_DESTINATION);
-	expect(&ev, &pol, "10.0.0.0/8 private");
-	ev = event("10.1.2.3", "52.94.9.5", IPPROTO_TCP, 5432, RW_REASON_PRIVATE_DESTINATION);
-	expect(&ev, &pol, "deny[1] 52.94.0.0/16");
-	ev = event("2600:1f14:abc:1::5", "2600:1f14:dead::1", IPPROTO_TCP, 443,
-		   RW_REASON_PRIVATE_DESTINATION);
-	expect(&ev, &pol, "deny[2] 2600:1f14:dead::/48");
-	/* The declared nat64: the address it carries, by the IPv4 tables. */
-	ev = event("2600:1f14:abc:1::5", "64:ff9b::345e:905", IPPROTO_TCP, 443,
-		   RW_REASON_PRIVATE_DESTINATION);
-	expect(&ev, &pol, "deny[1] 52.94.0.0/16 in nat64 64:ff9b::/96");
-	ev = event("2600:1f14:abc:1::5", "64:ff9b::a9fe:a9fe", IPPROTO_TCP, 80, RW_REASON_METADATA);
-	expect(&ev, &pol, "169.254.169.254 metadata in nat64 64:ff9b::/96");
-	/* The pod's own /64, another run's pod. */
-	ev = event("2600:1f14:abc:1::5", "2600:1f14:abc:1::77", IPPROTO_TCP, 443,
-		   RW_REASON_PRIVATE_DESTINATION);
-	expect(&ev, &pol, "2600:1f14:abc:1::/64 of the pod");
-	ev = event("2600:1f14:abc:1::5", "2600:1f14:abc:2::9", IPPROTO_TCP, 443,
-		   RW_REASON_PRIVATE_DESTINATION);
-	expect(&ev, &pol, "pod of run-b");
-	/* A reply into the pod is named by its peer, the source. */
-	ev = event("10.0.5.6", "10.1.2.3", IPPROTO_TCP, 40000, RW_REASON_PRIVATE_DESTINATION);
-	ev.dir = RW_DIR_INGRESS;
-	expect(&ev, &pol, "deny[0] 10.0.0.0/16");
+	expect_cases(t, sizeof(t) / sizeof(t[0]));
 }
 
 static void not_in_force(void **state)
