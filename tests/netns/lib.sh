@@ -153,11 +153,48 @@ rw_bail() {
 	exit 1
 }
 # rw_suite_cleanup: a suite's EXIT trap when the node is all it made: the node down, the work
-# folder gone (RW_KEEP=1 keeps the files, for a look after a failure).
+# folder gone (rw_work_done).
 rw_suite_cleanup() {
 	set +e
 	rw_node_down
-	if [ "${RW_KEEP:-0}" = 1 ]; then echo "# files kept in $RW_WORK" >&3; else rm -rf "$RW_WORK"; fi
+	rw_work_done
+}
+# rw_work_done [NOTE]: the work folder removed; RW_KEEP=1 keeps it, for a look after a failure,
+# and says so (NOTE, default "files kept in $RW_WORK").
+rw_work_done() {
+	if [ "${RW_KEEP:-0}" = 1 ]; then
+		echo "# ${1:-files kept in $RW_WORK}" >&3
+	else
+		rm -rf "$RW_WORK"
+	fi
+}
+# rw_diag_on_failure RC N: when a check failed or the suite ends with RC other than 0, the agent
+# log's last N lines but the per-event debug lines, as TAP comments.
+rw_diag_on_failure() {
+	[ "$FAILED" -ne 0 ] || [ "$1" -ne 0 ] || return 0
+	diag "agent log (last $2 lines but the per-event debug lines):"
+	grep -Ev ' debug [0-9]{4}-' "$RW_WORK/agent.log" 2>/dev/null | tail -n "$2" | sed 's/^/#   /' >&3 || true
+}
+# rw_trap_abort: INT and TERM end the suite (130); a command that fails outside a check (the ERR
+# trap, with set -E) is a failure named by its line, then the plan.
+rw_trap_abort() {
+	trap 'exit 130' INT TERM
+	trap 'not_ok "aborted at line $LINENO: $BASH_COMMAND"; echo "1..$T" >&3' ERR
+}
+# rw_require DESCRIPTION COMMAND…: a precondition: when COMMAND fails, the suite ends with
+# "not ok N - precondition: DESCRIPTION" and its plan.
+rw_require() {
+	local what=$1
+	shift
+	"$@" >/dev/null 2>&1 && return 0
+	not_ok "precondition: $what"
+	echo "1..$T" >&3
+	exit 1
+}
+# rw_require_tools TOOL…: each TOOL is installed (rw_require).
+rw_require_tools() {
+	local tool
+	for tool in "$@"; do rw_require "$tool is installed" command -v "$tool"; done
 }
 # The CLI's JSON, or nothing when it fails (a check then fails on empty input: rw_jq_true).
 rw_status_json() { rw -j status 2>/dev/null || true; }
@@ -710,6 +747,19 @@ assert n == 8, n
 print(struct.unpack_from("=Q", buf, 8)[0])
 PY
 }
+
+# rw_kube_suite_cleanup: the EXIT trap of a suite that made the node and the kube cgroups and
+# bundles: all of it removed, a cgroup subtree that stays named, then the work folder.
+rw_kube_suite_cleanup() {
+	set +e
+	rw_node_down
+	rw_kube_cleanup
+	[ ! -d "${RW_KUBE_CG:-/nonexistent}" ] || echo "# cgroup subtree left: $RW_KUBE_CG" >&3
+	rw_work_done
+}
+# rw_hexid PREFIX: a container id as containerd makes them, 64 hex digits: PREFIX, then this
+# run's pid.
+rw_hexid() { printf '%s%060d' "$1" "$ID" | cut -c1-64; }
 
 rw_kube_cleanup() {
 	[ -n "${RW_KUBE_CG:-}" ] || return 0

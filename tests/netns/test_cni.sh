@@ -39,8 +39,7 @@ cleanup() {
 	rm -rf "$RW_WORK"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
-trap 'not_ok "aborted at line $LINENO: $BASH_COMMAND"; echo "1..$T" >&3' ERR
+rw_trap_abort
 
 # conflist FILE POD_IP [BPFFS]: ptp + host-local handing out exactly POD_IP, then runwall-cni,
 # as the VPC CNI's conflist chains its plugins. ptp names host veths "veth…": that is the

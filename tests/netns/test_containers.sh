@@ -36,20 +36,11 @@ rw_suite_begin containers rwk "${1:-build}"
 PFX=enik
 A_IF=enika${ID} A_IP=10.1.5.3
 B_IF=enikb${ID} B_IP=10.1.5.4
-# Ids as containerd makes them: 64 hex digits, fixed here.
-hexid() { printf '%s%060d' "$1" "$ID" | cut -c1-64; }
-A_SID=$(hexid a0a0) A_HARN=$(hexid a1a1) A_SIDE=$(hexid a2a2) A_SIDE2=$(hexid a3a3)
-A_LATE=$(hexid a4a4) B_SID=$(hexid b0b0) B_WORK=$(hexid b1b1)
+A_SID=$(rw_hexid a0a0) A_HARN=$(rw_hexid a1a1) A_SIDE=$(rw_hexid a2a2) A_SIDE2=$(rw_hexid a3a3)
+A_LATE=$(rw_hexid a4a4) B_SID=$(rw_hexid b0b0) B_WORK=$(rw_hexid b1b1)
 A_UID=5b2c1d7e-0f3a-4c8b-9d6e-1a2b3c4d5e6f B_UID=7c8d9e0f-1a2b-4c3d-8e9f-0a1b2c3d4e5f
 
-cleanup() {
-	set +e
-	rw_node_down
-	rw_kube_cleanup
-	[ ! -d "${RW_KUBE_CG:-/nonexistent}" ] || echo "# cgroup subtree left: $RW_KUBE_CG" >&3
-	if [ "${RW_KEEP:-0}" = 1 ]; then echo "# files kept in $RW_WORK" >&3; else rm -rf "$RW_WORK"; fi
-}
-trap cleanup EXIT
+trap rw_kube_suite_cleanup EXIT
 
 st() { rw_status_json; }
 # entry NAME: the status's entry of the container NAME (nothing when none)
@@ -159,7 +150,7 @@ eventually "its bundles gone: its container gone" .containers.list gone worker
 
 section "refused: bad bundles"
 refused0=$(st | jq '.containers.refused')
-bad1=$(hexid c1c1) bad2=$(hexid c2c2) bad3=$(hexid c3c3)
+bad1=$(rw_hexid c1c1) bad2=$(rw_hexid c2c2) bad3=$(rw_hexid c3c3)
 # Each made in a staging folder and moved in whole: the agent never sees a good version first.
 bundles=$RW_KUBE_BUNDLES
 RW_KUBE_BUNDLES=$RW_WORK/staging

@@ -77,20 +77,12 @@ judge() { rw_judge "$@"; }
 cleanup() {
 	local rc=$?
 	trap - ERR
-	if [ "$FAILED" -ne 0 ] || [ "$rc" -ne 0 ]; then
-		diag "agent log (last 40 lines but the per-event debug lines):"
-		grep -Ev ' debug [0-9]{4}-' "$RW_WORK/agent.log" 2>/dev/null | tail -n 40 | sed 's/^/#   /' >&3 || true
-	fi
+	rw_diag_on_failure "$rc" 40
 	rw_node_down
-	if [ "${RW_KEEP:-0}" = 1 ]; then
-		echo "# RW_KEEP=1: logs and snapshots left in $RW_WORK" >&3
-	else
-		rm -rf "$RW_WORK"
-	fi
+	rw_work_done "RW_KEEP=1: logs and snapshots left in $RW_WORK"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
-trap 'not_ok "aborted at line $LINENO: $BASH_COMMAND"; echo "1..$T" >&3' ERR
+rw_trap_abort
 
 # ---- Helpers ---------------------------------------------------------------------------------
 
@@ -190,17 +182,8 @@ if [ "$(id -u)" -ne 0 ]; then
 	echo "Bail out! the end-to-end suite needs root (network namespaces, BPF)"
 	exit 1
 fi
-for tool in "$RW_PY" jq nsenter ip; do
-	command -v "$tool" >/dev/null || {
-		not_ok "precondition: $tool is installed"
-		exit 1
-	}
-done
-if ! "$RW_RUNWALL" help agent >/dev/null 2>&1; then
-	not_ok "precondition: $RW_RUNWALL has the agent command"
-	echo "1..$T"
-	exit 1
-fi
+rw_require_tools "$RW_PY" jq nsenter ip
+rw_require "$RW_RUNWALL has the agent command" "$RW_RUNWALL" help agent
 mount | grep -q ' /sys/fs/bpf type bpf' || mount -t bpf bpf /sys/fs/bpf
 
 # ---- The node --------------------------------------------------------------------------------

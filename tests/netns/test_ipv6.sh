@@ -95,15 +95,11 @@ cleanup() {
 	local rc=$?
 	trap - ERR
 	set +e
-	if [ "$FAILED" -ne 0 ] || [ "$rc" -ne 0 ]; then
-		diag "agent log (last 30 lines but the per-event debug lines):"
-		grep -Ev ' debug [0-9]{4}-' "$RW_WORK/agent.log" 2>/dev/null | tail -n 30 | sed 's/^/#   /' >&3
-	fi
+	rw_diag_on_failure "$rc" 30
 	rw_suite_cleanup
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
-trap 'not_ok "aborted at line $LINENO: $BASH_COMMAND"; echo "1..$T" >&3' ERR
+rw_trap_abort
 
 # ---- helpers -----------------------------------------------------------------------------------
 

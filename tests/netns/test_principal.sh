@@ -36,18 +36,10 @@ rw_suite_begin principal rwp "${1:-build}"
 PFX=enip
 A_IF=enipa${ID} A_IP=10.1.2.3
 BROKER=172.20.0.11
-hexid() { printf '%s%060d' "$1" "$ID" | cut -c1-64; }
-SID=$(hexid a0a0) HARN=$(hexid a1a1) SIDE=$(hexid a2a2) SIDE2=$(hexid a3a3)
+SID=$(rw_hexid a0a0) HARN=$(rw_hexid a1a1) SIDE=$(rw_hexid a2a2) SIDE2=$(rw_hexid a3a3)
 POD_UID=3f1e2d4c-5b6a-4978-8e1d-2c3b4a596877
 
-cleanup() {
-	set +e
-	rw_node_down
-	rw_kube_cleanup
-	[ ! -d "${RW_KUBE_CG:-/nonexistent}" ] || echo "# cgroup subtree left: $RW_KUBE_CG" >&3
-	if [ "${RW_KEEP:-0}" = 1 ]; then echo "# files kept in $RW_WORK" >&3; else rm -rf "$RW_WORK"; fi
-}
-trap cleanup EXIT
+trap rw_kube_suite_cleanup EXIT
 
 # in_container CONTAINER UID CMD...: CMD in sandbox a's namespace, as UID, in CONTAINER's cgroup (a bundle
 # id of rw_kube_container, or "none": a cgroup of no container). The process joins the cgroup

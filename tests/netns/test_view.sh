@@ -112,9 +112,8 @@ AGENT2_PID= AGENT3_PID= VIEW_PID= RECV_PID=
 cleanup() {
 	local rc=$?
 	trap - ERR
+	rw_diag_on_failure "$rc" 30
 	if [ "$FAILED" -ne 0 ] || [ "$rc" -ne 0 ]; then
-		diag "agent log (last 30 lines):"
-		grep -Ev ' debug [0-9]{4}-' "$RW_WORK/agent.log" 2>/dev/null | tail -n 30 | sed 's/^/#   /' >&3 || true
 		diag "view log (last 10 lines):"
 		tail -n 10 "$RW_WORK/view.log" 2>/dev/null | sed 's/^/#   /' >&3 || true
 	fi
@@ -122,15 +121,10 @@ cleanup() {
 	[ -s "$RW_WORK/agent.pid" ] && RW_AGENT_PID=$(cat "$RW_WORK/agent.pid")
 	rw_node_down
 	rm -rf "$BPFFS2" "$SOCK2" "$BPFFS3" "$SOCK3"
-	if [ "${RW_KEEP:-0}" = 1 ]; then
-		echo "# RW_KEEP=1: logs left in $RW_WORK" >&3
-	else
-		rm -rf "$RW_WORK"
-	fi
+	rw_work_done "RW_KEEP=1: logs left in $RW_WORK"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
-trap 'not_ok "aborted at line $LINENO: $BASH_COMMAND"; echo "1..$T" >&3' ERR
+rw_trap_abort
 
 # attempt FROM tcp|udp DST PORT: one attempt, under the SYN RTO (one SYN when refused: the
 # counts below are exact). Not stretched under emulation (RW_WAIT_SCALE): past the 1 s RTO a
@@ -145,18 +139,9 @@ attempt_cmd() {
 	echo "ip netns exec ${RW_SB_NS[$1]} $RW_PY $RW_PROBE $2 $3 $4 --timeout $ATTEMPT_S"
 }
 
-for tool in "$RW_PY" jq nsenter unshare curl ip "$PROMTOOL" /usr/bin/chromium /usr/bin/chromedriver; do
-	command -v "$tool" >/dev/null || {
-		not_ok "precondition: $tool is installed"
-		echo "1..$T"
-		exit 1
-	}
-done
-"$RW_PY" -c 'import selenium' 2>/dev/null || {
-	not_ok "precondition: python3-selenium is installed"
-	echo "1..$T"
-	exit 1
-}
+rw_require_tools "$RW_PY" jq nsenter unshare curl ip "$PROMTOOL" /usr/bin/chromium \
+	/usr/bin/chromedriver
+rw_require "python3-selenium is installed" "$RW_PY" -c 'import selenium'
 mount | grep -q ' /sys/fs/bpf type bpf' || mount -t bpf bpf /sys/fs/bpf
 
 section "test node: namespaces ${RW_PREFIX}*"
