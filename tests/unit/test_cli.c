@@ -27,6 +27,8 @@
 #include "eventfmt.h"
 #include "reasons.h"
 
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
 static __be32 ip(const char *s)
 {
 	struct in_addr a;
@@ -59,43 +61,40 @@ static char *capture_end(struct capture *c)
 
 static void test_parse_ip(void **state)
 {
+	static const char *const bad[] = {"1.2.3", "1.2.3.256", "10.1.2.3 ", "10.1.2.3/32",
+					  "",	   "eni1a2b",	"::1",	     NULL};
 	__be32 a = 0;
 
 	assert_int_equal(rw_parse_ip("10.1.2.3", &a), 0);
 	assert_int_equal(a, ip("10.1.2.3"));
 	assert_int_equal(rw_parse_ip("255.255.255.255", &a), 0);
-	assert_int_equal(rw_parse_ip("1.2.3", &a), -EINVAL);
-	assert_int_equal(rw_parse_ip("1.2.3.256", &a), -EINVAL);
-	assert_int_equal(rw_parse_ip("10.1.2.3 ", &a), -EINVAL);
-	assert_int_equal(rw_parse_ip("10.1.2.3/32", &a), -EINVAL);
-	assert_int_equal(rw_parse_ip("", &a), -EINVAL);
-	assert_int_equal(rw_parse_ip("eni1a2b", &a), -EINVAL);
-	assert_int_equal(rw_parse_ip("::1", &a), -EINVAL);
-	assert_int_equal(rw_parse_ip(NULL, &a), -EINVAL);
+	for (size_t i = 0; i < N_OF(bad); i++)
+		if (rw_parse_ip(bad[i], &a) != -EINVAL)
+			fail_msg("rw_parse_ip(\"%s\") is not -EINVAL", bad[i] ?: "(null)");
 }
 
 static void test_parse_port(void **state)
 {
+	static const char *const good[] = {"1", "65535", "443"};
+	static const __u16 value[] = {1, 65535, 443};
+	static const char *const bad[] = {"0",	 "65536", "-1", "+1",
+					  "44a", " 44",	  "",	"99999999999999999999999"};
 	__u16 p = 0;
 
-	assert_int_equal(rw_parse_port("1", &p), 0);
-	assert_int_equal(p, 1);
-	assert_int_equal(rw_parse_port("65535", &p), 0);
-	assert_int_equal(p, 65535);
-	assert_int_equal(rw_parse_port("443", &p), 0);
-	assert_int_equal(p, 443);
-	assert_int_equal(rw_parse_port("0", &p), -EINVAL);
-	assert_int_equal(rw_parse_port("65536", &p), -EINVAL);
-	assert_int_equal(rw_parse_port("-1", &p), -EINVAL);
-	assert_int_equal(rw_parse_port("+1", &p), -EINVAL);
-	assert_int_equal(rw_parse_port("44a", &p), -EINVAL);
-	assert_int_equal(rw_parse_port(" 44", &p), -EINVAL);
-	assert_int_equal(rw_parse_port("", &p), -EINVAL);
-	assert_int_equal(rw_parse_port("99999999999999999999999", &p), -EINVAL);
+	for (size_t i = 0; i < N_OF(good); i++) {
+		assert_int_equal(rw_parse_port(good[i], &p), 0);
+		assert_int_equal(p, value[i]);
+	}
+	for (size_t i = 0; i < N_OF(bad); i++)
+		if (rw_parse_port(bad[i], &p) != -EINVAL)
+			fail_msg("rw_parse_port(\"%s\") is not -EINVAL", bad[i]);
 }
 
 static void test_parse_ip_port(void **state)
 {
+	static const char *const bad[] = {
+		"172.20.0.10:", "172.20.0.10:0",     "172.20.0.10:70000",    ":443",
+		"172.20.0:443", "172.20.0.10:443:1", "255.255.255.255.255:1"};
 	__be32 a = 0;
 	__u16 p = 7;
 
@@ -105,13 +104,9 @@ static void test_parse_ip_port(void **state)
 	assert_int_equal(rw_parse_ip_port("172.20.0.10:443", &a, &p), 0);
 	assert_int_equal(a, ip("172.20.0.10"));
 	assert_int_equal(p, 443);
-	assert_int_equal(rw_parse_ip_port("172.20.0.10:", &a, &p), -EINVAL);
-	assert_int_equal(rw_parse_ip_port("172.20.0.10:0", &a, &p), -EINVAL);
-	assert_int_equal(rw_parse_ip_port("172.20.0.10:70000", &a, &p), -EINVAL);
-	assert_int_equal(rw_parse_ip_port(":443", &a, &p), -EINVAL);
-	assert_int_equal(rw_parse_ip_port("172.20.0:443", &a, &p), -EINVAL);
-	assert_int_equal(rw_parse_ip_port("172.20.0.10:443:1", &a, &p), -EINVAL);
-	assert_int_equal(rw_parse_ip_port("255.255.255.255.255:1", &a, &p), -EINVAL);
+	for (size_t i = 0; i < N_OF(bad); i++)
+		if (rw_parse_ip_port(bad[i], &a, &p) != -EINVAL)
+			fail_msg("rw_parse_ip_port(\"%s\") is not -EINVAL", bad[i]);
 }
 
 static void test_parse_uint(void **state)
@@ -172,6 +167,23 @@ static void test_parse_proto_flags(void **state)
 
 /* ---- names ------------------------------------------------------------------------------- */
 
+/* lookup refuses typo (-EINVAL) with "(did you mean 'want'?)" in its message; want NULL: with
+ * no guess at all.
+ */
+static void expect_guess(int (*lookup)(const char *, char *, size_t), const char *typo,
+			 const char *want)
+{
+	char err[1024], hint[96];
+
+	assert_int_equal(lookup(typo, err, sizeof(err)), -EINVAL);
+	if (!want) {
+		assert_null(strstr(err, "did you mean"));
+		return;
+	}
+	snprintf(hint, sizeof(hint), "(did you mean '%s'?)", want);
+	assert_non_null(strstr(err, hint));
+}
+
 static void test_distance(void **state)
 {
 	assert_int_equal(rw_name_distance("allow", "allow"), 0);
@@ -218,10 +230,8 @@ static void test_map_names(void **state)
 		err, "unknown map 'conntrak' (did you mean 'conntrack'?); valid: "
 		     "config, endpoints, pods, allow, deny, inbound, conntrack, "
 		     "counters, budget, events, revs, progs, scratch, linklocal, principals");
-	assert_int_equal(rw_cli_map_lookup("alow", err, sizeof(err)), -EINVAL);
-	assert_non_null(strstr(err, "(did you mean 'allow'?)"));
-	assert_int_equal(rw_cli_map_lookup("routes", err, sizeof(err)), -EINVAL);
-	assert_null(strstr(err, "did you mean"));
+	expect_guess(rw_cli_map_lookup, "alow", "allow");
+	expect_guess(rw_cli_map_lookup, "routes", NULL);
 	/* Every shown and every pinned name resolves to the map shown under it. */
 	for (int i = 0; i < RW_M__COUNT; i++) {
 		assert_int_equal(rw_cli_map_lookup(rw_map_shown_names[i], err, sizeof(err)),
@@ -287,10 +297,8 @@ static void test_reason_names(void **state)
 				 "ipv6-ext-headers, ipv6-next-header, ipv6-jumbogram, "
 				 "icmpv6-type, icmp-unrelated, wrong-principal");
 	/* A unique prefix is a good guess too. */
-	assert_int_equal(rw_cli_reason_lookup("inbound", err, sizeof(err)), -EINVAL);
-	assert_non_null(strstr(err, "(did you mean 'inbound-denied'?)"));
-	assert_int_equal(rw_cli_reason_lookup("drop", err, sizeof(err)), -EINVAL);
-	assert_null(strstr(err, "did you mean"));
+	expect_guess(rw_cli_reason_lookup, "inbound", "inbound-denied");
+	expect_guess(rw_cli_reason_lookup, "drop", NULL);
 }
 
 /* ---- text -------------------------------------------------------------------------------- */
@@ -745,17 +753,25 @@ static void test_event_answer(void **state)
 
 /* ---- explain ----------------------------------------------------------------------------- */
 
-static void test_packet(void **state)
+/* A packet of the pod 10.1.2.3 from port 40000 to dst:dport: a TCP SYN, or a UDP datagram. */
+static struct rw_cli_probe probe4(const char *dst, __u16 dport, __u8 proto)
 {
 	struct rw_cli_probe p = {
 		.dir = RW_DIR_EGRESS,
 		.src = ip("10.1.2.3"),
-		.dst = ip("172.20.0.10"),
+		.dst = ip(dst),
 		.sport = 40000,
-		.dport = 443,
-		.proto = IPPROTO_TCP,
-		.tcp_flags = 0x02,
+		.dport = dport,
+		.proto = proto,
+		.tcp_flags = proto == IPPROTO_TCP ? 0x02 : 0,
 	};
+
+	return p;
+}
+
+static void test_packet(void **state)
+{
+	struct rw_cli_probe p = probe4("172.20.0.10", 443, IPPROTO_TCP);
 	__u8 buf[RW_CLI_PKT_MAX], small[40];
 	__u32 sum = 0;
 	size_t len;
@@ -791,15 +807,7 @@ static void test_packet(void **state)
 
 static void test_explain_line(void **state)
 {
-	struct rw_cli_probe p = {
-		.dir = RW_DIR_EGRESS,
-		.src = ip("10.1.2.3"),
-		.dst = ip("172.20.0.10"),
-		.sport = 40000,
-		.dport = 443,
-		.proto = IPPROTO_TCP,
-		.tcp_flags = 0x02,
-	};
+	struct rw_cli_probe p = probe4("172.20.0.10", 443, IPPROTO_TCP);
 	struct rw_cli_verdict now = {
 		.verdict = RW_VERDICT_ALLOW,
 		.reason = RW_REASON_ALLOWED,
@@ -857,21 +865,12 @@ static void test_explain_line(void **state)
 
 static void test_explain_json(void **state)
 {
-	struct rw_cli_probe p = {
-		.dir = RW_DIR_EGRESS,
-		.src = ip("10.1.2.3"),
-		.dst = ip("8.8.8.8"),
-		.sport = 40000,
-		.dport = 53,
-		.proto = IPPROTO_UDP,
-	};
-	struct rw_cli_verdict v = {
-		.verdict = RW_VERDICT_DROP,
-		.reason = RW_REASON_DNS,
-		.run = "run-7f3a",
-		.gen = 12,
-		.revision = 12,
-	};
+	struct rw_cli_probe p = probe4("8.8.8.8", 53, IPPROTO_UDP);
+	struct rw_cli_verdict v = {.verdict = RW_VERDICT_DROP,
+				   .reason = RW_REASON_DNS,
+				   .run = "run-7f3a",
+				   .gen = 12,
+				   .revision = 12};
 	json_t *o = rw_cli_verdict_json(&p, &v);
 	char *s = json_dumps(o, JSON_COMPACT);
 
