@@ -494,28 +494,28 @@ static bool has_cidr(const struct rw_policy_cidr *set, size_t n, const struct rw
 	return false;
 }
 
-static int diff_deny(struct rw_sbuf *sb, const struct rw_policy *old, const struct rw_policy *new)
+/* A line "SIGN deny CIDR" for each deny entry of a that b has not: how many. */
+static int sb_deny_missing(struct rw_sbuf *sb, char sign, const struct rw_policy *a,
+			   const struct rw_policy *b)
 {
 	int count = 0;
-	size_t i;
 
-	for (i = 0; i < old->n_deny; i++) {
-		if (has_cidr(new->deny, new->n_deny, &old->deny[i]))
+	for (size_t i = 0; i < a->n_deny; i++) {
+		if (has_cidr(b->deny, b->n_deny, &a->deny[i]))
 			continue;
-		rw_sb_printf(sb, "- deny ");
-		rw_sb_cidr_of(sb, &old->deny[i]);
-		rw_sb_printf(sb, "\n");
-		count++;
-	}
-	for (i = 0; i < new->n_deny; i++) {
-		if (has_cidr(old->deny, old->n_deny, &new->deny[i]))
-			continue;
-		rw_sb_printf(sb, "+ deny ");
-		rw_sb_cidr_of(sb, &new->deny[i]);
+		rw_sb_printf(sb, "%c deny ", sign);
+		rw_sb_cidr_of(sb, &a->deny[i]);
 		rw_sb_printf(sb, "\n");
 		count++;
 	}
 	return count;
+}
+
+static int diff_deny(struct rw_sbuf *sb, const struct rw_policy *old, const struct rw_policy *new)
+{
+	int removed = sb_deny_missing(sb, '-', old, new);
+
+	return removed + sb_deny_missing(sb, '+', new, old);
 }
 
 static const struct rw_policy_run *find_run(const struct rw_policy *p, const char *id)
@@ -565,10 +565,20 @@ static void sb_pods_missing(struct rw_sbuf *sb, char sign, const struct rw_polic
 		rw_sb_printf(sb, " (%c%zu more)", sign, more);
 }
 
+/* "WHAT OLD -> NEW" (after *sep) when a run's mode changed. */
+static void sb_mode_change(struct rw_sbuf *sb, const char **sep, const char *what, int o, int n,
+			   const char *(*name)(int))
+{
+	if (o == n)
+		return;
+	rw_sb_printf(sb, "%s%s %s -> %s", *sep, what, name(o), name(n));
+	*sep = "; ";
+}
+
 static int diff_runs(struct rw_sbuf *sb, const struct rw_policy *old, const struct rw_policy *new)
 {
 	const struct rw_policy_run *o, *n;
-	int count = 0, eo, en;
+	int count = 0;
 	const char *sep;
 	size_t i, shown;
 
@@ -584,20 +594,10 @@ static int diff_runs(struct rw_sbuf *sb, const struct rw_policy *old, const stru
 			continue;
 		rw_sb_printf(sb, "~ run %s:", o->id);
 		sep = " ";
-		eo = rw_policy_run_egress(old, o);
-		en = rw_policy_run_egress(new, n);
-		if (eo != en) {
-			rw_sb_printf(sb, "%segress %s -> %s", sep, rw_egress_name(eo),
-				     rw_egress_name(en));
-			sep = "; ";
-		}
-		eo = rw_policy_run_refusal(old, o);
-		en = rw_policy_run_refusal(new, n);
-		if (eo != en) {
-			rw_sb_printf(sb, "%srefusal %s -> %s", sep, rw_refusal_name(eo),
-				     rw_refusal_name(en));
-			sep = "; ";
-		}
+		sb_mode_change(sb, &sep, "egress", rw_policy_run_egress(old, o),
+			       rw_policy_run_egress(new, n), rw_egress_name);
+		sb_mode_change(sb, &sep, "refusal", rw_policy_run_refusal(old, o),
+			       rw_policy_run_refusal(new, n), rw_refusal_name);
 		if (!pods_equal(o, n)) {
 			rw_sb_printf(sb, "%spods", sep);
 			shown = 0;
