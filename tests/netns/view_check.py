@@ -536,10 +536,8 @@ def cmd_hostile(a):
     check(bool(found), "... and the agent's loop still drains events (a new refusal is served)")
     st, _, _ = http(a.base + "/api/status", a.token, timeout=3)
     check(st == 200, "... and /api/status answers", f"got {st}")
-    for s in idle:
+    for s in [*idle, slow, slow2]:
         s.close()
-    slow.close()
-    slow2.close()
     return 0
 
 
@@ -649,10 +647,8 @@ def cmd_flood(a):
           f"(closed after {partial_closed or 0:.1f} s)", "still open")
     check(alive(stream), f"flood: an event stream opened at the start is still open after "
           f"{time.time() - t0:.0f} s (the header timeout ends with the headers)", "closed")
-    for s in socks:
+    for s in [*socks, partial, stream]:
         s.close()
-    partial.close()
-    stream.close()
     return 0
 
 
