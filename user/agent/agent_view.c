@@ -14,6 +14,7 @@
 #include "http.h"
 #include "ipaddr.h"
 #include "rulename.h"
+#include "staged_diffs.h"
 #include "status.h"
 
 struct rw_agent_view {
@@ -28,6 +29,8 @@ struct rw_agent_view {
 	struct rw_metrics_snap snap;
 	pthread_mutex_t principals_lock; /* the refusals by principal */
 	struct rw_principal_refusals principals;
+	pthread_mutex_t staged_lock; /* the staged snapshot's differences */
+	struct rw_staged_diffs staged_diffs;
 };
 
 /* A run of the metrics snapshot: one with a sandbox on this node. */
@@ -39,6 +42,19 @@ static bool run_live(const char *run, void *arg)
 		if (!strcmp(s->runs[i].id, run))
 			return true;
 	return false;
+}
+
+/* A copy of n series of `size` bytes for the metrics snapshot: *n_out is n, or 0 without
+ * memory.
+ */
+static void *series_copy(const void *src, size_t n, size_t size, size_t *n_out)
+{
+	void *c = malloc(size * (n ?: 1));
+
+	*n_out = c ? n : 0;
+	if (c)
+		memcpy(c, src, size * *n_out);
+	return c;
 }
 
 static char *metrics_text(void *data)
@@ -62,12 +78,17 @@ static char *metrics_text(void *data)
 	pthread_mutex_lock(&v->principals_lock);
 	if (runs_read)
 		rw_principal_refusals_keep(&v->principals, run_live, &s);
-	s.principals = malloc(sizeof(v->principals.series[0]) * (v->principals.n ?: 1));
-	s.n_principals = s.principals ? v->principals.n : 0;
-	if (s.principals)
-		memcpy(s.principals, v->principals.series, s.n_principals * sizeof(*s.principals));
+	s.principals = series_copy(v->principals.series, v->principals.n,
+				   sizeof(v->principals.series[0]), &s.n_principals);
 	s.principals_overflow = v->principals.overflow;
 	pthread_mutex_unlock(&v->principals_lock);
+	pthread_mutex_lock(&v->staged_lock);
+	if (runs_read)
+		rw_staged_diffs_keep(&v->staged_diffs, run_live, &s);
+	s.staged = series_copy(v->staged_diffs.series, v->staged_diffs.n,
+			       sizeof(v->staged_diffs.series[0]), &s.n_staged);
+	s.staged_overflow = v->staged_diffs.overflow;
+	pthread_mutex_unlock(&v->staged_lock);
 	pthread_mutex_lock(&v->feed.lock);
 	s.events_buffered = v->feed.events.count;
 	s.events_evicted = v->feed.events.evicted;
@@ -94,6 +115,7 @@ static char *metrics_text(void *data)
 	text = rw_metrics_text(v->dp, &s);
 	free(s.runs);
 	free(s.principals);
+	free(s.staged);
 	return text;
 }
 
@@ -149,6 +171,7 @@ struct rw_agent_view *rw_agent_view_start(const struct rw_agent_view_opts *o,
 	snprintf(v->node, sizeof(v->node), "%s", o->node ? o->node : "");
 	pthread_mutex_init(&v->snap_lock, NULL);
 	pthread_mutex_init(&v->principals_lock, NULL);
+	pthread_mutex_init(&v->staged_lock, NULL);
 	if (rw_feed_init(&v->feed, o->events ? o->events : RW_EVSTORE_DEFAULT, RW_AGGS_DEFAULT)) {
 		snprintf(err, errlen, "out of memory for %zu events", o->events);
 		goto fail;
@@ -207,7 +230,7 @@ fail:
 }
 
 char *rw_agent_view_event(struct rw_agent_view *v, const struct rw_event *ev,
-			  const struct rw_policy *p, int64_t mono_to_real)
+			  const struct rw_policy *p, int64_t mono_to_real, json_t *staged)
 {
 	json_t *o = rw_event_json(ev, p, mono_to_real);
 	__be32 peer = ev->dir == RW_DIR_EGRESS ? ev->daddr : ev->saddr;
@@ -238,6 +261,14 @@ char *rw_agent_view_event(struct rw_agent_view *v, const struct rw_event *ev,
 	json_object_set_new(o, "node", json_string(v->node));
 	json_object_set_new(o, "service", json_string(service));
 	json_object_set_new(o, "label", label ? json_string(label) : json_null());
+	if (staged) {
+		json_object_set(o, "staged", staged);
+		pthread_mutex_lock(&v->staged_lock);
+		rw_staged_diffs_add(&v->staged_diffs, ev->run_id,
+				    ev->verdict == RW_VERDICT_ALLOW ? "allow" : "drop",
+				    json_string_value(json_object_get(staged, "verdict")));
+		pthread_mutex_unlock(&v->staged_lock);
+	}
 	text = json_dumps(o, JSON_COMPACT);
 	if (text)
 		rw_feed_add(&v->feed, ev, v->node, (int64_t)ev->ts_ns + mono_to_real, text,
@@ -366,5 +397,6 @@ void rw_agent_view_stop(struct rw_agent_view *v)
 	free(v->snap.runs);
 	pthread_mutex_destroy(&v->snap_lock);
 	pthread_mutex_destroy(&v->principals_lock);
+	pthread_mutex_destroy(&v->staged_lock);
 	free(v);
 }
