@@ -289,11 +289,12 @@ check "refusals: and in /metrics ($(http_get /metrics | grep '^runwall_policy_wa
 
 # ---- staged ------------------------------------------------------------------------------------
 section staged
+rr0=$(watch_json | jq '.revision_received')
 ctl POST /raw --data-binary "{\"type\":\"staged\",\"snapshot\":$(snapshot 4 | jq -c .)}
 " >/dev/null
 staged_ack() { rw_jq_true 'any(.[]; .ok and .type == "staged" and .revision == 4)' <<<"$(acks)"; }
 check "staged: a staged snapshot of revision 4 acked ok; staged, never enforced, not counted as received" \
-	eval 'rw_wait 10 staged_ack && rw_jq_true ".agent.staged.revision == 4 and .agent.staged.source == \"policy-watch\" and .revision == 3" <<<"$(rw_status_json)" && rw_jq_true ".revision_enforced == 3 and .revision_received == 3" <<<"$(watch_json)"'
+	eval 'rw_wait 10 staged_ack && rw_jq_true ".agent.staged.revision == 4 and .agent.staged.source == \"policy-watch\" and .revision == 3" <<<"$(rw_status_json)" && rw_jq_true --argjson r "$rr0" ".revision_enforced == 3 and .revision_received == \$r" <<<"$(watch_json)"'
 ctl POST /raw --data-binary '{"type":"staged","run":{"id":"run-c","pods":["10.1.2.300"]}}
 ' >/dev/null
 staged_bad() { rw_jq_true 'any(.[]; .ok == false and .type == "staged" and .path == "snapshot.runs[2].pods[0]" and .id == "run-c")' <<<"$(acks)"; }

@@ -7,8 +7,9 @@
 #
 #   staged    allow.json (revision 2: 93.184.216.34:443/udp for run-a) staged: status shows it
 #             and its change; the events to 93.184.216.34:443 carry `staged` (allow, by
-#             runs[0].allow[0]) in the flow log and the event stream, the others carry none;
-#             /metrics counts them (runwall_staged_differences_total); `runwall drops` marks them
+#             runs[0].allow[0]) in the flow log, the event stream and the page's data, the others
+#             carry none; /metrics counts them (runwall_staged_differences_total); `runwall
+#             drops` marks them; the page has the staged column and the would-change filter
 #   enforced  the kernel still refuses 93.184.216.34:443 (its verdicts are drops) and the
 #             revision in force is 1
 #   bad       a broken, a refused (a private IP in an allow rule) and a stale (revision 1)
@@ -182,6 +183,11 @@ else
 fi
 check "/metrics: no series drop->allow other than run-a's, none allow->drop" \
 	test "$(http_get "$API/metrics" | grep -c '^runwall_staged_differences_total')" = 1
+page_staged() { http_get "$API/api/events?limit=1000" | jq -r '[.events[] | select(.staged != null) | "\(.dst) \(.dport) \(.staged.verdict)"] | unique | join(";")'; }
+check "the page's data (/api/events): the staged verdict on the events to 93.184.216.34:443 only" \
+	test "$(page_staged)" = "93.184.216.34 443 allow"
+check "the page: a staged column and the would-change filter" \
+	eval 'http_get "$API/" | grep -q "id=\"f-staged\"" && http_get "$API/" | grep -q "<th class=\"staged\">"'
 check "status: 3 differences counted" rw_jq_true '.agent.staged.differences == 3' <(rw_status_json)
 
 # ---- bad staged snapshots ----------------------------------------------------------------------
