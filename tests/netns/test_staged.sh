@@ -20,6 +20,8 @@
 #   unstage   --unstage drops it: status shows none, the events carry nothing
 #   promote   allow.json staged again, then applied: the slot is empty, and the kernel's
 #             verdicts, flow by flow, are what the staged snapshot said
+#   evidence  the access requests the new generation raises name the rule that would allow
+#             each, and count the run's recorded refusals it would have let through
 #
 # Everything lives in namespaces named rws<pid>-*, pins in /sys/fs/bpf/rwtest-staged-<pid>,
 # files in /tmp/rwtest-staged-<pid>.*; all of it goes on exit, on failure too. Waits are for
@@ -103,8 +105,14 @@ rw_node_up || rw_bail "the node did not come up"
 rw_node_dual_stack "$PUB6" || rw_bail "the node's IPv6"
 rw_sandbox6_add a "$A_IF" "$A_IP6" "$A_IP" || rw_bail "sandbox a"
 rw_sandbox_add b "$B_IF" "$B_IP" || rw_bail "sandbox b"
+RECV_PORT=9300
+rw_bg "$RW_WORK/recv.log" ip netns exec "$RW_NODE" "$RW_PY" "$HERE/view_check.py" receiver \
+	--port "$RECV_PORT" --out "$RW_WORK/requests.jsonl" --ready "$RW_WORK/recv.ready"
+rw_wait_file "$RW_WORK/recv.ready" || rw_bail "the access-request receiver did not start"
+touch "$RW_WORK/requests.jsonl"
 rw_agent_start --policy "$RW_WORK/policy.json" --ifprefix "$PFX" --event-rate 0 \
-	--listen 127.0.0.1:9100 --flow-log "$FLOG" --flow-log-flows --flow-log-rate 0
+	--listen 127.0.0.1:9100 --flow-log "$FLOG" --flow-log-flows --flow-log-rate 0 \
+	--access-request-url "http://127.0.0.1:$RECV_PORT/requests"
 rw_agent_wait 30 || rw_bail "the agent did not start: $(tail -n 4 "$RW_WORK/agent.log")"
 ready() { [ "$(rw_status_json | jq -r '.ready and ([.sandboxes[]? | select(.pod != null)] | length == 2)')" = true ]; }
 rw_wait 10 ready || rw_bail "the agent did not bind the two sandboxes and apply revision 1"
@@ -266,6 +274,21 @@ if [ -n "$live" ] && [ "$live" = "$predicted" ] && grep -q "^93.184.216.34 443 a
 else
 	not_ok "promotion: staged $predicted, kernel $live"
 fi
+# The access requests of generation 2 (the promotion's): each names the rule that would allow
+# it and the run's 4 x 2 refusals recorded before it, and its own.
+gen2_requests() { [ "$(jq -s '[.[] | select(.body.generation == 2)] | length' "$RW_WORK/requests.jsonl")" -ge 2 ]; }
+rw_wait 10 gen2_requests || true
+got=$(jq -r 'select(.body.generation == 2) | .body | "\(.destination) \(.port) \(.allow_rule | tojson) \(.evidence.refusals)"' "$RW_WORK/requests.jsonl" | sort)
+diag "access requests of generation 2: $(tr '\n' ';' <<<"$got")"
+want="$PUB6 443 {\"ip\":\"$PUB6\",\"udp\":[443]} 9
+93.184.216.34 9000 {\"ip\":\"93.184.216.34\",\"udp\":[9000]} 9"
+if [ "$got" = "$want" ]; then
+	ok "access requests: the rule that would allow each, and the 9 refusals of the run it would have let through"
+else
+	not_ok "access requests: want $(tr '\n' ';' <<<"$want") got $(tr '\n' ';' <<<"$got")"
+fi
+check "access requests: the evidence's first refusal is older than the request" \
+	jq -se '[.[] | select(.body.generation == 2) | .body | select(.evidence.first < .first_seen and .evidence.last == .first_seen)] | length == 2' "$RW_WORK/requests.jsonl" >/dev/null
 check "no event carries staged after the promotion" test "$(tail -n +"$from" "$FLOG" | jq -c 'select(.staged)' | wc -l)" = 0
 
 rw_suite_end

@@ -29,6 +29,10 @@ struct rw_agent_view {
 	struct rw_metrics_snap snap;
 	pthread_mutex_t principals_lock; /* the refusals by principal */
 	struct rw_principal_refusals principals;
+	/* The agent's CLOCK_MONOTONIC to CLOCK_REALTIME offset, as its events were timed with
+	 * (atomic: the access-request worker reads it for the evidence).
+	 */
+	int64_t mono_to_real;
 	pthread_mutex_t staged_lock; /* the staged snapshot's differences */
 	struct rw_staged_diffs staged_diffs;
 };
@@ -152,6 +156,59 @@ static char *requests_text(void *data)
 	return text;
 }
 
+/* A network-access request's evidence: the store's refusals of `run` to dst:port/proto that the
+ * rule it asks for would have let through (not-allowlisted, egress), up to until_ns.
+ */
+struct evidence {
+	const char *run;
+	const struct rw_ip *dst;
+	__be16 port;
+	__u8 proto;
+	int64_t until_ns, mono_to_real;
+	uint64_t count;
+	int64_t first_ns, last_ns;
+};
+
+static int evidence_one(const struct rw_evstore_entry *e, void *data)
+{
+	struct evidence *x = data;
+	int64_t real_ns = (int64_t)e->ev.ts_ns + x->mono_to_real;
+	struct rw_ip dst = rw_event_dst(&e->ev);
+
+	if (e->ev.verdict != RW_VERDICT_DROP || e->ev.reason != RW_REASON_NOT_ALLOWLISTED ||
+	    e->ev.dir != RW_DIR_EGRESS || e->ev.dport != x->port || e->ev.proto != x->proto ||
+	    real_ns > x->until_ns || strcmp(e->ev.run_id, x->run) || !rw_ip_eq(&dst, x->dst))
+		return 0;
+	if (!x->count++ || real_ns < x->first_ns)
+		x->first_ns = real_ns;
+	if (real_ns > x->last_ns)
+		x->last_ns = real_ns;
+	return 0;
+}
+
+static void evidence(void *arg, const char *run, const struct rw_ip *dst, __be16 port, __u8 proto,
+		     int64_t until_ns, uint64_t *count, int64_t *first_ns, int64_t *last_ns)
+{
+	struct rw_agent_view *v = arg;
+	struct evidence x = {.run = run,
+			     .dst = dst,
+			     .port = port,
+			     .proto = proto,
+			     .until_ns = until_ns,
+			     .mono_to_real = __atomic_load_n(&v->mono_to_real, __ATOMIC_RELAXED)};
+	struct rw_evfilter f;
+
+	rw_evfilter_init(&f);
+	snprintf(f.run, sizeof(f.run), "%s", run);
+	pthread_mutex_lock(&v->feed.lock);
+	f.limit = v->feed.events.count ? (unsigned int)v->feed.events.count : 1;
+	rw_evstore_query(&v->feed.events, &f, evidence_one, &x);
+	pthread_mutex_unlock(&v->feed.lock);
+	*count = x.count;
+	*first_ns = x.first_ns;
+	*last_ns = x.last_ns;
+}
+
 struct rw_agent_view *rw_agent_view_start(const struct rw_agent_view_opts *o,
 					  const struct rw_datapath *dp, char *err, size_t errlen,
 					  bool *usage)
@@ -202,6 +259,7 @@ struct rw_agent_view *rw_agent_view_start(const struct rw_agent_view_opts *o,
 					 o->request_url, strerror(e));
 			goto fail;
 		}
+		rw_access_set_evidence(v->access, evidence, v);
 	}
 	if (o->listen) {
 		ops.data = v;
@@ -239,6 +297,7 @@ char *rw_agent_view_event(struct rw_agent_view *v, const struct rw_event *ev,
 
 	if (!o)
 		return NULL;
+	__atomic_store_n(&v->mono_to_real, mono_to_real, __ATOMIC_RELAXED);
 	/* The page names what a peer is: DNS (port 53, refused wherever it goes), else the built-in
 	 * range it is in. An IPv6 peer by its own family's services and ranges.
 	 */
