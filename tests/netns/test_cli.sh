@@ -275,7 +275,7 @@ s.sendall(b"status\n")
 s.shutdown(socket.SHUT_WR)
 print(s.makefile().readline())' "$sock"
 check "the socket's status: the agent's part, no node-level key" json_is "sorted(d)" \
-	"['apply_ms', 'attach', 'bind', 'bpffs', 'cni', 'containers', 'events', 'ifprefix', 'last_error', 'ok', 'policy_file', 'policy_watch', 'ready_since', 'runs', 'sandboxes', 'socket']"
+	"['apply_ms', 'attach', 'bind', 'bpffs', 'cni', 'containers', 'events', 'ifprefix', 'last_error', 'ok', 'policy_file', 'policy_watch', 'ready_since', 'runs', 'sandboxes', 'socket', 'staged']"
 check "the socket's status: each run's since, each veth by name and index" \
 	json_is "sorted(set(k for r in d['runs'] for k in r)), sorted(set(k for x in d['sandboxes'] for k in x)), len(d['runs']), len(d['sandboxes'])" \
 	"(['id', 'since'], ['ifindex', 'ifname'], 2, 2)"

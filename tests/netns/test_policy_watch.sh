@@ -14,6 +14,8 @@
 #             acked; a bad change refused with its JSON path in the ack, the policy in force
 #             unchanged; malformed, oversized and truncated messages refused and the stream
 #             reconnected
+#   staged    a staged snapshot acked, held and never enforced (not counted as received); a bad
+#             staged run refused with its JSON path, the slot unchanged; unstage acked
 #   restart   the server killed and restarted: the agent reconnects with the revision in force and
 #             nothing is applied again
 #   stall     a server that sends one byte a second is cut after --policy-stall, and `runwall
@@ -285,6 +287,25 @@ check "refusals: the refusals are counted in status ($(watch_json | jq '.refusal
 check "refusals: and in /metrics ($(http_get /metrics | grep '^runwall_policy_watch_refusals_total'))" \
 	eval 'rw_wait 3 eval "http_get /metrics | grep -qx \"runwall_policy_watch_refusals_total $(watch_json | jq .refusals)\""'
 
+# ---- staged ------------------------------------------------------------------------------------
+section staged
+rr0=$(watch_json | jq '.revision_received')
+ctl POST /raw --data-binary "{\"type\":\"staged\",\"snapshot\":$(snapshot 4 | jq -c .)}
+" >/dev/null
+staged_ack() { rw_jq_true 'any(.[]; .ok and .type == "staged" and .revision == 4)' <<<"$(acks)"; }
+check "staged: a staged snapshot of revision 4 acked ok; staged, never enforced, not counted as received" \
+	eval 'rw_wait 10 staged_ack && rw_jq_true ".agent.staged.revision == 4 and .agent.staged.source == \"policy-watch\" and .revision == 3" <<<"$(rw_status_json)" && rw_jq_true --argjson r "$rr0" ".revision_enforced == 3 and .revision_received == \$r" <<<"$(watch_json)"'
+ctl POST /raw --data-binary '{"type":"staged","run":{"id":"run-c","pods":["10.1.2.300"]}}
+' >/dev/null
+staged_bad() { rw_jq_true 'any(.[]; .ok == false and .type == "staged" and .path == "snapshot.runs[2].pods[0]" and .id == "run-c")' <<<"$(acks)"; }
+check "staged: a bad staged run refused with its JSON path in the ack, the stream kept, revision 4 still staged" \
+	eval 'rw_wait 10 staged_bad && rw_jq_true ".agent.staged.revision == 4 and .revision == 3" <<<"$(rw_status_json)" && rw_jq_true ".connected" <<<"$(watch_json)"'
+ctl POST /raw --data-binary '{"type":"unstage"}
+' >/dev/null
+unstaged() { rw_jq_true 'any(.[]; .ok and .type == "unstage" and .dropped == 4)' <<<"$(acks)"; }
+check "staged: unstage acked (dropped 4); nothing staged, revision 3 in force" \
+	eval 'rw_wait 10 unstaged && rw_jq_true ".agent.staged == null and .revision == 3" <<<"$(rw_status_json)"'
+
 # ---- restart -----------------------------------------------------------------------------------
 section restart
 applied0=$(watch_json | jq '.applied')
@@ -356,6 +377,8 @@ ERROR_ROWS=(
 	'an unknown type|{"type":"patch"}|type|resume'
 	'an unknown key|{"type":"heartbeat","time":1}|time|resume'
 	'a missing key|{"type":"run-delete","revision":@N@,"id":"run-a"}|base|resume'
+	'a staged snapshot: a bad pod|{"type":"staged","snapshot":{"revision":@N@,"runs":[{"id":"run-e","pods":["10.1.2.300"]}]}}|snapshot.runs[0].pods[0]|-'
+	'a staged message with neither a snapshot nor a run|{"type":"staged"}|snapshot|resume'
 )
 n_acks() { acks | jq 'length'; }
 more_acks() { [ "$(n_acks)" -gt "$1" ]; }

@@ -2,7 +2,7 @@
 /* test_pw_msg.c: PolicyWatch's wire format (user/agent/pw_msg.c): the framer cuts a stream
  * written in any pieces into the same lines, refuses a line over its limit before buffering it
  * all, and leaves a line without its newline pending (a truncated message); the envelope parser
- * takes the four types and refuses everything else with the key it is about; the path reader
+ * takes the six types (staged with a snapshot or a run, one of them) and refuses everything else with the key it is about; the path reader
  * finds the JSON path in the policy parser's errors.
  */
 #include <stdarg.h>
@@ -139,6 +139,37 @@ static void test_parse(void **state)
 	parse_refused("{\"type\":\"run-delete\",\"revision\":5,\"base\":4,\"id\":\"\"}", "id:");
 }
 
+/* staged: a snapshot or a run (one of them), never a revision or base of its own; unstage:
+ * nothing else.
+ */
+static void test_parse_staged(void **state)
+{
+	struct rw_pw_msg m;
+	char err[200] = "";
+	const char *snap = "{\"type\":\"staged\",\"snapshot\":{\"revision\":9}}";
+	const char *run = "{\"type\":\"staged\",\"run\":{\"id\":\"run-a\"}}";
+
+	assert_int_equal(rw_pw_msg_parse(snap, strlen(snap), &m, err, sizeof(err)), 0);
+	assert_int_equal(m.type, RW_WATCH_STAGED);
+	assert_false(m.run_staged);
+	assert_int_equal(json_integer_value(json_object_get(m.body, "revision")), 9);
+	rw_pw_msg_free(&m);
+	assert_int_equal(rw_pw_msg_parse(run, strlen(run), &m, err, sizeof(err)), 0);
+	assert_true(m.run_staged);
+	assert_string_equal(m.id, "run-a");
+	assert_string_equal(json_string_value(json_object_get(m.body, "id")), "run-a");
+	rw_pw_msg_free(&m);
+	parse_ok("{\"type\":\"unstage\"}", RW_WATCH_UNSTAGE, 0, 0, "");
+
+	parse_refused("{\"type\":\"staged\"}", "snapshot:");
+	parse_refused("{\"type\":\"staged\",\"snapshot\":{},\"run\":{}}", "snapshot:");
+	parse_refused("{\"type\":\"staged\",\"snapshot\":[]}", "snapshot:");
+	parse_refused("{\"type\":\"staged\",\"run\":\"run-a\"}", "run:");
+	parse_refused("{\"type\":\"staged\",\"revision\":3,\"snapshot\":{}}", "revision:");
+	parse_refused("{\"type\":\"staged\",\"id\":\"r\",\"run\":{}}", "id:");
+	parse_refused("{\"type\":\"unstage\",\"snapshot\":{}}", "snapshot:");
+}
+
 static void test_error_path(void **state)
 {
 	char path[64];
@@ -159,9 +190,8 @@ static void test_error_path(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_framer_pieces),
-		cmocka_unit_test(test_framer_limit),
-		cmocka_unit_test(test_parse),
+		cmocka_unit_test(test_framer_pieces), cmocka_unit_test(test_framer_limit),
+		cmocka_unit_test(test_parse),	      cmocka_unit_test(test_parse_staged),
 		cmocka_unit_test(test_error_path),
 	};
 

@@ -46,6 +46,9 @@ struct req {
 	__u8 proto;
 	int64_t first_ns, sent_ns;
 	uint64_t count;
+	/* The evidence (rw_access_evidence_fn), counted before the first attempt; 0: none. */
+	uint64_t evidence_count;
+	int64_t evidence_first_ns, evidence_last_ns;
 	int attempts;
 	int64_t next_try_ns; /* CLOCK_MONOTONIC */
 	long last_status;
@@ -70,6 +73,8 @@ struct rw_access {
 	struct rw_shares queue;	  /* the pending requests, per run */
 	struct rw_shares records; /* the sent and failed ones, per run */
 	struct req *inflight;	  /* being POSTed, unlocked: never displaced */
+	rw_access_evidence_fn evidence;
+	void *evidence_arg;
 	uint64_t next_seq;
 	struct rw_access_stats st;
 	CURL *curl;
@@ -208,6 +213,13 @@ out:
 	return queued;
 }
 
+/* The rule that would allow the request: one element of its run's allow list. */
+static json_t *allow_rule_json(const struct req *r, const char *dst)
+{
+	return json_pack("{s:s, s:[i]}", "ip", dst, r->proto == IPPROTO_UDP ? "udp" : "tcp",
+			 (int)ntohs(r->port));
+}
+
 static json_t *req_json(const struct rw_access *a, const struct req *r, bool full)
 {
 	char pod[RW_IP_STRLEN], dst[RW_IP_STRLEN], first[40];
@@ -224,6 +236,18 @@ static json_t *req_json(const struct rw_access *a, const struct req *r, bool ful
 		      "port", (int)ntohs(r->port), "protocol", rw_proto_name(r->proto),
 		      "first_seen", first, "count", (json_int_t)r->count, "reason",
 		      "not-allowlisted", "rule", rw_reason_rule(RW_REASON_NOT_ALLOWLISTED));
+	if (o)
+		json_object_set_new(o, "allow_rule", allow_rule_json(r, dst));
+	if (o && r->evidence_count) {
+		char efirst[40], elast[40];
+
+		rw_format_time(r->evidence_first_ns, efirst, sizeof(efirst));
+		rw_format_time(r->evidence_last_ns, elast, sizeof(elast));
+		json_object_set_new(o, "evidence",
+				    json_pack("{s:I, s:s, s:s}", "refusals",
+					      (json_int_t)r->evidence_count, "first", efirst,
+					      "last", elast));
+	}
 	if (o && full) {
 		static const char *const names[] = {"free", "pending", "sent", "failed"};
 		char sent[40];
@@ -344,6 +368,29 @@ static void *worker(void *data)
 			pthread_cond_timedwait(&a->cond, &a->lock, &until);
 			continue;
 		}
+		if (a->evidence && !r->attempts && !r->evidence_count) {
+			struct req_key k = r->key;
+			int64_t until = r->first_ns;
+
+			/* Off the lock: the counting reads the view's store. The slot is in
+			 * flight: nothing reuses it meanwhile.
+			 */
+			uint64_t n = 0;
+			int64_t first = 0, last = 0;
+
+			a->inflight = r;
+			pthread_mutex_unlock(&a->lock);
+
+			a->evidence(a->evidence_arg, k.run, &k.dst, k.port, k.proto, until, &n,
+				    &first, &last);
+			pthread_mutex_lock(&a->lock);
+			a->inflight = NULL;
+			r->evidence_count = n;
+			r->evidence_first_ns = first;
+			r->evidence_last_ns = last;
+			if (a->stop)
+				break;
+		}
 		o = req_json(a, r, false);
 		body = o ? json_dumps(o, JSON_COMPACT) : NULL;
 		json_decref(o);
@@ -383,6 +430,16 @@ static void *worker(void *data)
 	}
 	pthread_mutex_unlock(&a->lock);
 	return NULL;
+}
+
+void rw_access_set_evidence(struct rw_access *a, rw_access_evidence_fn fn, void *arg)
+{
+	if (!a)
+		return;
+	pthread_mutex_lock(&a->lock);
+	a->evidence = fn;
+	a->evidence_arg = arg;
+	pthread_mutex_unlock(&a->lock);
 }
 
 struct rw_access *rw_access_start(const char *url, const char *node, size_t queue_max)

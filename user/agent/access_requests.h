@@ -3,7 +3,9 @@
  * generation, destination, port, protocol) is POSTed once as JSON to --access-request-url, by a
  * worker thread with libcurl: retried with backoff while the receiver is down or answers 5xx,
  * from a bounded queue whose overflow is counted. Never for any other reason: metadata,
- * private, DNS or malformed refusals are not requests a person should approve.
+ * private, DNS or malformed refusals are not requests a person should approve. Each request
+ * names the rule that would allow it (`allow_rule`, a run's allow element) and its evidence: the
+ * run's recorded refusals that rule would have let through (rw_access_set_evidence()).
  */
 #ifndef RUNWALL_ACCESS_REQUESTS_H
 #define RUNWALL_ACCESS_REQUESTS_H
@@ -31,6 +33,16 @@ struct rw_access_stats {
 	uint64_t forgotten[RW_SHARE__CAUSES];
 };
 
+/* The evidence a request carries: the run's refusals to its destination, port and protocol
+ * that the rule it asks for would have let through, recorded up to and including `until_ns`
+ * (realtime: the refusal that raised it). Called by the worker, off the agent's loop; fills
+ * *count and the first and last seen (realtime ns).
+ */
+struct rw_ip;
+typedef void (*rw_access_evidence_fn)(void *arg, const char *run, const struct rw_ip *dst,
+				      __be16 port, __u8 proto, int64_t until_ns, uint64_t *count,
+				      int64_t *first_ns, int64_t *last_ns);
+
 /* Start the worker. queue_max: 1..65536. NULL with errno on failure. */
 struct rw_access *rw_access_start(const char *url, const char *node, size_t queue_max);
 /* The agent's loop, for each event: queues a request when it is the first not-allowlisted
@@ -41,6 +53,8 @@ struct rw_access *rw_access_start(const char *url, const char *node, size_t queu
  * Returns true when a request was queued.
  */
 bool rw_access_note(struct rw_access *a, const struct rw_event *ev, int64_t real_ns);
+/* Who counts a request's evidence (before the first event; NULL: requests carry none). */
+void rw_access_set_evidence(struct rw_access *a, rw_access_evidence_fn fn, void *arg);
 /* Whether an event can raise a request at all (the rule above, without the dedup). */
 bool rw_access_eligible(const struct rw_event *ev);
 /* /api/requests and the control socket's `requests`: every request remembered (new ref). */

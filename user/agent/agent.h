@@ -14,6 +14,8 @@
  *   ctl_server.c    the control socket: status, apply, policy, events, requests, shutdown
  *   view_publish.c  the agent's state handed to the HTTP view (agent_view.c, http.c) on its tick
  *   containers.c    the sandbox pods' containers: names, cgroup v2 ids, veths (containers.h)
+ *   staged.c        the staged snapshot: loaded privately, never enforced, each event judged
+ *                   under it too
  */
 #ifndef RUNWALL_AGENT_H
 #define RUNWALL_AGENT_H
@@ -29,6 +31,7 @@
 #include "principals.h"
 #include "attach.h"
 #include "datapath.h"
+#include "ipaddr.h"
 #include "netlink.h"
 #include "policy.h"
 #include "agent_view.h"
@@ -214,6 +217,31 @@ struct agent_publish {
 	unsigned int ticks;
 };
 
+/* The staged snapshot (staged.c writes it): a policy beside the one in force, applied to the
+ * programs loaded privately (dp: nothing pinned, nothing attached), never enforced. Each event
+ * drained is judged under it too; the verdicts are kept per distinct flow in `cache`.
+ */
+#define STAGED_CACHE_SLOTS 8192 /* a power of two */
+struct staged_slot;
+struct agent_staged {
+	bool have;
+	struct rw_policy policy;
+	struct rw_datapath dp;
+	char source[256];
+	int64_t since; /* realtime ns */
+	double load_ms;
+	char *changes; /* rw_policy_diff() from the policy in force when staged */
+	int n_changes;
+	struct rw_ip bound; /* the pod bound in dp's maps */
+	bool bound_valid;
+	struct staged_slot *cache; /* STAGED_CACHE_SLOTS, kept across snapshots */
+	size_t cache_used;
+	/* Events judged under it, those whose verdict differed, those not judged (no run, not
+	 * TCP or UDP, a reason that is not the policy's, a rule's "from"), failed test runs.
+	 */
+	unsigned long long judged, differences, unjudged, failures;
+};
+
 /* The agent: main_loop.c's own fields (set up from struct agent_opts, then the loop's), and one
  * part per file that changes it. A file writes only its own part; any file may read them all.
  */
@@ -266,6 +294,7 @@ struct agent {
 	struct agent_publish publish;	      /* view_publish.c */
 	struct agent_containers containers;   /* containers.c */
 	struct agent_admissions admissions;   /* admissions.c */
+	struct agent_staged staged;	      /* staged.c */
 };
 
 static inline const char *agent_ip_str(__be32 ip, char *buf)
@@ -374,6 +403,30 @@ void agent_ctl_close_all(struct agent *a);
  * document of it.
  */
 json_t *agent_status_part(struct agent *a);
+
+/* staged.c: a snapshot staged beside the one in force, never enforced: its text
+ * (agent_stage(), the control socket's `stage`), a document (PolicyWatch's `staged`), or one run
+ * on top of the snapshot in force (the revision in force + 1). Parsed and checked as an apply
+ * (a revision above the one in force: promoting is applying it), then loaded privately. On
+ * refusal the slot is unchanged and *reply has the error, its JSON path ("" when none), line and
+ * column; else *reply is {"ok":true,"staged":STATUS}.
+ */
+int agent_stage(struct agent *a, const char *buf, size_t len, const char *source, json_t **reply);
+int agent_stage_doc(struct agent *a, json_t *doc, const char *source, json_t **reply);
+int agent_stage_run(struct agent *a, json_t *run, const char *source, json_t **reply);
+/* Drop the staged snapshot (none staged is fine): {"ok":true,"dropped":REVISION|null}. */
+void agent_unstage(struct agent *a, json_t **reply);
+/* After an apply: a staged revision not above the one now in force is dropped (promoted). */
+void agent_staged_applied(struct agent *a);
+/* What status shows: null, or {revision, source, since, runs, n_changes, changes, load_ms,
+ * judged, differences, unjudged, failures}.
+ */
+json_t *agent_staged_status(struct agent *a);
+/* The event judged under the staged snapshot: {verdict, reason, rule, revision} where the
+ * verdict differs from the event's (new reference), else NULL.
+ */
+json_t *agent_staged_judge(struct agent *a, const struct rw_event *ev);
+void agent_staged_free(struct agent *a);
 
 /* cni_chain.c: check (and repair) the chain now; watch the folder (0, or a negative errno);
  * an inotify event of it; what status shows (json null without --cni-conf-dir).

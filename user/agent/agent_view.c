@@ -14,6 +14,7 @@
 #include "http.h"
 #include "ipaddr.h"
 #include "rulename.h"
+#include "staged_diffs.h"
 #include "status.h"
 
 struct rw_agent_view {
@@ -28,6 +29,12 @@ struct rw_agent_view {
 	struct rw_metrics_snap snap;
 	pthread_mutex_t principals_lock; /* the refusals by principal */
 	struct rw_principal_refusals principals;
+	/* The agent's CLOCK_MONOTONIC to CLOCK_REALTIME offset, as its events were timed with
+	 * (atomic: the access-request worker reads it for the evidence).
+	 */
+	int64_t mono_to_real;
+	pthread_mutex_t staged_lock; /* the staged snapshot's differences */
+	struct rw_staged_diffs staged_diffs;
 };
 
 /* A run of the metrics snapshot: one with a sandbox on this node. */
@@ -39,6 +46,19 @@ static bool run_live(const char *run, void *arg)
 		if (!strcmp(s->runs[i].id, run))
 			return true;
 	return false;
+}
+
+/* A copy of n series of `size` bytes for the metrics snapshot: *n_out is n, or 0 without
+ * memory.
+ */
+static void *series_copy(const void *src, size_t n, size_t size, size_t *n_out)
+{
+	void *c = malloc(size * (n ?: 1));
+
+	*n_out = c ? n : 0;
+	if (c)
+		memcpy(c, src, size * *n_out);
+	return c;
 }
 
 static char *metrics_text(void *data)
@@ -62,12 +82,17 @@ static char *metrics_text(void *data)
 	pthread_mutex_lock(&v->principals_lock);
 	if (runs_read)
 		rw_principal_refusals_keep(&v->principals, run_live, &s);
-	s.principals = malloc(sizeof(v->principals.series[0]) * (v->principals.n ?: 1));
-	s.n_principals = s.principals ? v->principals.n : 0;
-	if (s.principals)
-		memcpy(s.principals, v->principals.series, s.n_principals * sizeof(*s.principals));
+	s.principals = series_copy(v->principals.series, v->principals.n,
+				   sizeof(v->principals.series[0]), &s.n_principals);
 	s.principals_overflow = v->principals.overflow;
 	pthread_mutex_unlock(&v->principals_lock);
+	pthread_mutex_lock(&v->staged_lock);
+	if (runs_read)
+		rw_staged_diffs_keep(&v->staged_diffs, run_live, &s);
+	s.staged = series_copy(v->staged_diffs.series, v->staged_diffs.n,
+			       sizeof(v->staged_diffs.series[0]), &s.n_staged);
+	s.staged_overflow = v->staged_diffs.overflow;
+	pthread_mutex_unlock(&v->staged_lock);
 	pthread_mutex_lock(&v->feed.lock);
 	s.events_buffered = v->feed.events.count;
 	s.events_evicted = v->feed.events.evicted;
@@ -94,6 +119,7 @@ static char *metrics_text(void *data)
 	text = rw_metrics_text(v->dp, &s);
 	free(s.runs);
 	free(s.principals);
+	free(s.staged);
 	return text;
 }
 
@@ -130,6 +156,59 @@ static char *requests_text(void *data)
 	return text;
 }
 
+/* A network-access request's evidence: the store's refusals of `run` to dst:port/proto that the
+ * rule it asks for would have let through (not-allowlisted, egress), up to until_ns.
+ */
+struct evidence {
+	const char *run;
+	const struct rw_ip *dst;
+	__be16 port;
+	__u8 proto;
+	int64_t until_ns, mono_to_real;
+	uint64_t count;
+	int64_t first_ns, last_ns;
+};
+
+static int evidence_one(const struct rw_evstore_entry *e, void *data)
+{
+	struct evidence *x = data;
+	int64_t real_ns = (int64_t)e->ev.ts_ns + x->mono_to_real;
+	struct rw_ip dst = rw_event_dst(&e->ev);
+
+	if (e->ev.verdict != RW_VERDICT_DROP || e->ev.reason != RW_REASON_NOT_ALLOWLISTED ||
+	    e->ev.dir != RW_DIR_EGRESS || e->ev.dport != x->port || e->ev.proto != x->proto ||
+	    real_ns > x->until_ns || strcmp(e->ev.run_id, x->run) || !rw_ip_eq(&dst, x->dst))
+		return 0;
+	if (!x->count++ || real_ns < x->first_ns)
+		x->first_ns = real_ns;
+	if (real_ns > x->last_ns)
+		x->last_ns = real_ns;
+	return 0;
+}
+
+static void evidence(void *arg, const char *run, const struct rw_ip *dst, __be16 port, __u8 proto,
+		     int64_t until_ns, uint64_t *count, int64_t *first_ns, int64_t *last_ns)
+{
+	struct rw_agent_view *v = arg;
+	struct evidence x = {.run = run,
+			     .dst = dst,
+			     .port = port,
+			     .proto = proto,
+			     .until_ns = until_ns,
+			     .mono_to_real = __atomic_load_n(&v->mono_to_real, __ATOMIC_RELAXED)};
+	struct rw_evfilter f;
+
+	rw_evfilter_init(&f);
+	snprintf(f.run, sizeof(f.run), "%s", run);
+	pthread_mutex_lock(&v->feed.lock);
+	f.limit = v->feed.events.count ? (unsigned int)v->feed.events.count : 1;
+	rw_evstore_query(&v->feed.events, &f, evidence_one, &x);
+	pthread_mutex_unlock(&v->feed.lock);
+	*count = x.count;
+	*first_ns = x.first_ns;
+	*last_ns = x.last_ns;
+}
+
 struct rw_agent_view *rw_agent_view_start(const struct rw_agent_view_opts *o,
 					  const struct rw_datapath *dp, char *err, size_t errlen,
 					  bool *usage)
@@ -149,6 +228,7 @@ struct rw_agent_view *rw_agent_view_start(const struct rw_agent_view_opts *o,
 	snprintf(v->node, sizeof(v->node), "%s", o->node ? o->node : "");
 	pthread_mutex_init(&v->snap_lock, NULL);
 	pthread_mutex_init(&v->principals_lock, NULL);
+	pthread_mutex_init(&v->staged_lock, NULL);
 	if (rw_feed_init(&v->feed, o->events ? o->events : RW_EVSTORE_DEFAULT, RW_AGGS_DEFAULT)) {
 		snprintf(err, errlen, "out of memory for %zu events", o->events);
 		goto fail;
@@ -179,6 +259,7 @@ struct rw_agent_view *rw_agent_view_start(const struct rw_agent_view_opts *o,
 					 o->request_url, strerror(e));
 			goto fail;
 		}
+		rw_access_set_evidence(v->access, evidence, v);
 	}
 	if (o->listen) {
 		ops.data = v;
@@ -207,7 +288,7 @@ fail:
 }
 
 char *rw_agent_view_event(struct rw_agent_view *v, const struct rw_event *ev,
-			  const struct rw_policy *p, int64_t mono_to_real)
+			  const struct rw_policy *p, int64_t mono_to_real, json_t *staged)
 {
 	json_t *o = rw_event_json(ev, p, mono_to_real);
 	__be32 peer = ev->dir == RW_DIR_EGRESS ? ev->daddr : ev->saddr;
@@ -216,6 +297,7 @@ char *rw_agent_view_event(struct rw_agent_view *v, const struct rw_event *ev,
 
 	if (!o)
 		return NULL;
+	__atomic_store_n(&v->mono_to_real, mono_to_real, __ATOMIC_RELAXED);
 	/* The page names what a peer is: DNS (port 53, refused wherever it goes), else the built-in
 	 * range it is in. An IPv6 peer by its own family's services and ranges.
 	 */
@@ -238,6 +320,14 @@ char *rw_agent_view_event(struct rw_agent_view *v, const struct rw_event *ev,
 	json_object_set_new(o, "node", json_string(v->node));
 	json_object_set_new(o, "service", json_string(service));
 	json_object_set_new(o, "label", label ? json_string(label) : json_null());
+	if (staged) {
+		json_object_set(o, "staged", staged);
+		pthread_mutex_lock(&v->staged_lock);
+		rw_staged_diffs_add(&v->staged_diffs, ev->run_id,
+				    ev->verdict == RW_VERDICT_ALLOW ? "allow" : "drop",
+				    json_string_value(json_object_get(staged, "verdict")));
+		pthread_mutex_unlock(&v->staged_lock);
+	}
 	text = json_dumps(o, JSON_COMPACT);
 	if (text)
 		rw_feed_add(&v->feed, ev, v->node, (int64_t)ev->ts_ns + mono_to_real, text,
@@ -366,5 +456,6 @@ void rw_agent_view_stop(struct rw_agent_view *v)
 	free(v->snap.runs);
 	pthread_mutex_destroy(&v->snap_lock);
 	pthread_mutex_destroy(&v->principals_lock);
+	pthread_mutex_destroy(&v->staged_lock);
 	free(v);
 }

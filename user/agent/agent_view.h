@@ -23,11 +23,13 @@ struct rw_agent_view *rw_agent_view_start(const struct rw_agent_view_opts *o,
 					  const struct rw_datapath *dp, char *err, size_t errlen,
 					  bool *usage);
 /* One ring buffer event, on the agent's loop. p: the snapshot in force (names the rule and
- * the service at the peer), may be NULL. Returns the event's JSON text, the one the view keeps,
+ * the service at the peer), may be NULL; staged: the verdict under the staged snapshot where it
+ * differs (staged.c; borrowed), carried as the event's "staged" and counted for /metrics, or
+ * NULL. Returns the event's JSON text, the one the view keeps,
  * for the agent's own subscribers (free() it), or NULL.
  */
 char *rw_agent_view_event(struct rw_agent_view *v, const struct rw_event *ev,
-			  const struct rw_policy *p, int64_t mono_to_real);
+			  const struct rw_policy *p, int64_t mono_to_real, json_t *staged);
 /* The agent's state for /api/status (status: the agent's part of the node's status, taken over
  * and freed here), /readyz and /metrics.
  */

@@ -91,6 +91,7 @@ json_t *agent_status_part(struct agent *a)
 		json_object_set_new(o, "cni", agent_cni_status(a));
 		json_object_set_new(o, "containers", containers_status(a));
 		json_object_set_new(o, "policy_watch", agent_follow_status(a));
+		json_object_set_new(o, "staged", agent_staged_status(a));
 	}
 	return o;
 }
@@ -265,6 +266,30 @@ static json_t *run_change(struct agent *a, bool upsert, const char *arg, const c
 	return reply;
 }
 
+/* "stage-run SOURCE" (body: one run, as in a snapshot's runs[]): the snapshot in force with that
+ * run, staged.
+ */
+static json_t *stage_run(struct agent *a, const char *source, const char *body, size_t body_len)
+{
+	json_t *run, *reply = NULL;
+	json_error_t jerr;
+	char err[300];
+
+	run = json_loadb(body, body_len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!json_is_object(run)) {
+		if (run)
+			snprintf(err, sizeof(err), "%s: run: expected an object", source);
+		else
+			snprintf(err, sizeof(err), "%s:%d:%d: run: %s", source, jerr.line,
+				 jerr.column, jerr.text);
+		json_decref(run);
+		return json_pack("{s:b, s:s, s:s}", "ok", 0, "error", err, "path", "run");
+	}
+	agent_stage_run(a, run, source, &reply);
+	json_decref(run);
+	return reply;
+}
+
 /* The whole request is in: "VERB [ARG]\n" and the body (ctl.h). */
 static void client_request(struct agent *a, int i)
 {
@@ -289,6 +314,13 @@ static void client_request(struct agent *a, int i)
 		agent_apply(a, body, body_len, arg && *arg ? arg : "<socket>", &reply);
 	} else if (!strcmp(verb, "apply-run") || !strcmp(verb, "delete-run")) {
 		reply = run_change(a, verb[0] == 'a', arg, body, body_len);
+	} else if (!strcmp(verb, "stage")) {
+		reply = NULL;
+		agent_stage(a, body, body_len, arg && *arg ? arg : "<socket>", &reply);
+	} else if (!strcmp(verb, "stage-run")) {
+		reply = stage_run(a, arg && *arg ? arg : "<socket>", body, body_len);
+	} else if (!strcmp(verb, "unstage")) {
+		agent_unstage(a, &reply);
 	} else if (!strcmp(verb, "policy")) {
 		size_t text_len = 0;
 		const char *text = agent_policy_text(a, &text_len);

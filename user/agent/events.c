@@ -31,7 +31,7 @@ int agent_on_event(void *ctx, void *data, size_t size)
 {
 	struct agent *a = ctx;
 	const struct rw_event *ev = data;
-	json_t *o;
+	json_t *o, *staged;
 	char *line;
 	size_t len;
 
@@ -43,21 +43,28 @@ int agent_on_event(void *ctx, void *data, size_t size)
 		rw_event_line(ev, NULL, a->mono_to_real, text, sizeof(text));
 		rw_debug("%s", text);
 	}
-	rw_flow_log_event(a->flow_log, ev, a->pol.have_policy ? &a->pol.policy : NULL,
-			  a->mono_to_real);
-	if (!a->subscribers.n_subs && !a->view)
+	/* Judged under the staged snapshot too, when one is: its verdict where it differs. */
+	staged = agent_staged_judge(a, ev);
+	rw_flow_log_event_staged(a->flow_log, ev, a->pol.have_policy ? &a->pol.policy : NULL,
+				 a->mono_to_real, staged);
+	if (!a->subscribers.n_subs && !a->view) {
+		json_decref(staged);
 		return 0;
+	}
 	/* The view keeps it (with the node and the service at the peer) and may raise a
 	 * network-access request; the subscribers get the same text.
 	 */
 	if (a->view) {
 		line = rw_agent_view_event(a->view, ev, a->pol.have_policy ? &a->pol.policy : NULL,
-					   a->mono_to_real);
+					   a->mono_to_real, staged);
 	} else {
 		o = rw_event_json(ev, a->pol.have_policy ? &a->pol.policy : NULL, a->mono_to_real);
+		if (o && staged)
+			json_object_set(o, "staged", staged);
 		line = o ? json_dumps(o, JSON_COMPACT) : NULL;
 		json_decref(o);
 	}
+	json_decref(staged);
 	if (!line || !a->subscribers.n_subs) {
 		free(line);
 		return 0;

@@ -207,6 +207,12 @@ static struct flow_slot *slot_of(struct rw_flow_log *fl, const struct rw_event *
 void rw_flow_log_event(struct rw_flow_log *fl, const struct rw_event *ev, const struct rw_policy *p,
 		       int64_t mono_to_real)
 {
+	rw_flow_log_event_staged(fl, ev, p, mono_to_real, NULL);
+}
+
+void rw_flow_log_event_staged(struct rw_flow_log *fl, const struct rw_event *ev,
+			      const struct rw_policy *p, int64_t mono_to_real, json_t *staged)
+{
 	int64_t now = rw_now_mono_ns();
 	struct flow_slot *s;
 	json_t *o;
@@ -231,6 +237,8 @@ void rw_flow_log_event(struct rw_flow_log *fl, const struct rw_event *ev, const 
 		json_object_set_new(o, "type",
 				    json_string(ev->verdict == RW_VERDICT_ALLOW ? "flow" : "drop"));
 		json_object_set_new(o, "node", json_string(fl->node));
+		if (staged)
+			json_object_set(o, "staged", staged);
 	}
 	write_line(fl, o);
 }

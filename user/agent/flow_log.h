@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "policy.h"
 #include "runwall.h"
 
@@ -45,6 +47,11 @@ struct rw_flow_log *rw_flow_log_open(const struct rw_flow_log_opts *o, const cha
  */
 void rw_flow_log_event(struct rw_flow_log *fl, const struct rw_event *ev, const struct rw_policy *p,
 		       int64_t mono_to_real);
+/* rw_flow_log_event(), the line carrying `staged` (the verdict under the staged snapshot where it
+ * differs, staged.c; borrowed) when not NULL.
+ */
+void rw_flow_log_event_staged(struct rw_flow_log *fl, const struct rw_event *ev,
+			      const struct rw_policy *p, int64_t mono_to_real, json_t *staged);
 /* The tick: a suppressed line for each quiet sandbox whose last one is a second old. */
 void rw_flow_log_tick(struct rw_flow_log *fl);
 /* SIGHUP: FILE closed and opened again (logrotate moved it). */

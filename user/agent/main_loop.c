@@ -428,6 +428,7 @@ static void agent_teardown(struct agent *a, bool unpin)
 			close(fds[i]);
 	ring_buffer__free(a->ring);
 	rw_nl_sub_close(a->nl);
+	agent_staged_free(a);
 	agent_policy_free(a);
 	agent_sandboxes_free(a);
 	admissions_free(a);

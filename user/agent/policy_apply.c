@@ -266,6 +266,7 @@ static void applied(struct agent *a, const struct rw_apply_result *res)
 	if (!res->previous && !a->pol.ready_since)
 		a->pol.ready_since = rw_now_real_ns();
 	agent_clear_error(a);
+	agent_staged_applied(a);
 }
 
 uint64_t agent_revision_in_force(struct agent *a)

@@ -33,10 +33,9 @@ static void send_ack(struct agent *a, json_t *o)
 }
 
 static const char *const type_names[] = {
-	[RW_WATCH_SNAPSHOT] = "snapshot",
-	[RW_WATCH_RUN_UPSERT] = "run-upsert",
-	[RW_WATCH_RUN_DELETE] = "run-delete",
-	[RW_WATCH_HEARTBEAT] = "heartbeat",
+	[RW_WATCH_SNAPSHOT] = "snapshot",     [RW_WATCH_RUN_UPSERT] = "run-upsert",
+	[RW_WATCH_RUN_DELETE] = "run-delete", [RW_WATCH_HEARTBEAT] = "heartbeat",
+	[RW_WATCH_STAGED] = "staged",	      [RW_WATCH_UNSTAGE] = "unstage",
 };
 
 /* What a refusal asks of the server (docs/policy-watch.md, Errors): nothing (the stream is
@@ -308,6 +307,46 @@ static void on_run_change(struct agent *a, const struct rw_pw_msg *m, int64_t re
 	ack_change(a, m, ret, reply, received_ns);
 }
 
+/* A snapshot or a run staged, never enforced; or the staged snapshot dropped. Acked as the
+ * others; a refusal keeps the stream and the slot as it was, its path under "snapshot." (a
+ * staged run: the snapshot in force with that run, at the revision in force + 1).
+ */
+static void on_staged(struct agent *a, const struct rw_pw_msg *m, int64_t received_ns)
+{
+	json_t *reply = NULL, *o;
+	uint64_t revision;
+	int ret;
+
+	if (m->type == RW_WATCH_UNSTAGE) {
+		agent_unstage(a, &reply);
+		o = json_pack("{s:b, s:s, s:O}", "ok", 1, "type", "unstage", "dropped",
+			      json_object_get(reply, "dropped"));
+		json_decref(reply);
+		send_ack(a, o);
+		return;
+	}
+	ret = m->run_staged ? agent_stage_run(a, m->body, "policy-watch", &reply)
+			    : agent_stage_doc(a, m->body, "policy-watch", &reply);
+	if (ret) {
+		json_t *rev = json_object_get(m->body, "revision");
+
+		revision = json_is_integer(rev) && json_integer_value(rev) > 0
+				   ? (uint64_t)json_integer_value(rev)
+				   : 0;
+		ack_refusal(a, m, revision, reply, false);
+		return;
+	}
+	revision = a->staged.policy.revision;
+	o = json_pack("{s:b, s:s, s:I, s:f, s:f}", "ok", 1, "type", "staged", "revision",
+		      (json_int_t)revision, "load_ms", a->staged.load_ms, "queued_ms",
+		      (rw_now_mono_ns() - received_ns) / 1e6);
+	if (m->id[0])
+		json_object_set_new(o, "id", json_string(m->id));
+	rw_debug("policy watch: staged revision %llu", (unsigned long long)revision);
+	json_decref(reply);
+	send_ack(a, o);
+}
+
 static void on_message(struct agent *a, const struct rw_pw_item *it)
 {
 	struct rw_pw_msg m;
@@ -339,6 +378,8 @@ static void on_message(struct agent *a, const struct rw_pw_item *it)
 		on_snapshot(a, &m, it->received_ns);
 	} else if (m.type == RW_WATCH_RUN_UPSERT || m.type == RW_WATCH_RUN_DELETE) {
 		on_run_change(a, &m, it->received_ns);
+	} else if (m.type == RW_WATCH_STAGED || m.type == RW_WATCH_UNSTAGE) {
+		on_staged(a, &m, it->received_ns);
 	}
 	rw_pw_msg_free(&m);
 	rw_pw_set_revision(a->follow.watch, agent_revision_in_force(a));

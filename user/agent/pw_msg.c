@@ -13,18 +13,24 @@
 #define MAX_REVISION ((1ULL << 56) - 1)
 
 static const char *const type_names[] = {
-	[RW_WATCH_SNAPSHOT] = "snapshot",
-	[RW_WATCH_RUN_UPSERT] = "run-upsert",
-	[RW_WATCH_RUN_DELETE] = "run-delete",
-	[RW_WATCH_HEARTBEAT] = "heartbeat",
+	[RW_WATCH_SNAPSHOT] = "snapshot",     [RW_WATCH_RUN_UPSERT] = "run-upsert",
+	[RW_WATCH_RUN_DELETE] = "run-delete", [RW_WATCH_HEARTBEAT] = "heartbeat",
+	[RW_WATCH_STAGED] = "staged",	      [RW_WATCH_UNSTAGE] = "unstage",
 };
 
-/* The keys each type takes besides "type", and whether each is required (all are). */
+/* The keys each type requires besides "type". */
 static const char *const type_keys[][3] = {
 	[RW_WATCH_SNAPSHOT] = {"snapshot"},
 	[RW_WATCH_RUN_UPSERT] = {"revision", "base", "run"},
 	[RW_WATCH_RUN_DELETE] = {"revision", "base", "id"},
 	[RW_WATCH_HEARTBEAT] = {NULL},
+	[RW_WATCH_STAGED] = {NULL},
+	[RW_WATCH_UNSTAGE] = {NULL},
+};
+
+/* The keys a type takes one of (staged: a snapshot, or a run). */
+static const char *const type_one_of[][2] = {
+	[RW_WATCH_STAGED] = {"snapshot", "run"},
 };
 
 static int get_revision(json_t *root, const char *key, bool zero_ok, uint64_t *out, char *err,
@@ -94,8 +100,8 @@ int rw_pw_msg_parse(const char *buf, size_t len, struct rw_pw_msg *m, char *err,
 			t = i;
 	if (t < 0) {
 		snprintf(err, errlen,
-			 "type: unknown type (expected snapshot, run-upsert, run-delete or "
-			 "heartbeat)");
+			 "type: unknown type (expected snapshot, run-upsert, run-delete, "
+			 "heartbeat, staged or unstage)");
 		goto bad;
 	}
 	m->type = t;
@@ -105,6 +111,8 @@ int rw_pw_msg_parse(const char *buf, size_t len, struct rw_pw_msg *m, char *err,
 
 		for (int k = 0; k < 3 && type_keys[t][k]; k++)
 			known |= !strcmp(key, type_keys[t][k]);
+		for (int k = 0; k < 2 && t == RW_WATCH_STAGED; k++)
+			known |= !strcmp(key, type_one_of[t][k]);
 		if (!known) {
 			snprintf(err, errlen, "%.64s: unknown key in a %s message", key, type);
 			goto bad;
@@ -149,7 +157,28 @@ int rw_pw_msg_parse(const char *buf, size_t len, struct rw_pw_msg *m, char *err,
 			snprintf(m->id, sizeof(m->id), "%s", json_string_value(v));
 		}
 		break;
+	case RW_WATCH_STAGED:
+		m->body = json_object_get(m->root, "snapshot");
+		m->run_staged = !m->body;
+		if (m->run_staged)
+			m->body = json_object_get(m->root, "run");
+		if (!m->body || (!m->run_staged && json_object_get(m->root, "run"))) {
+			snprintf(err, errlen,
+				 "snapshot: a staged message carries a snapshot or a run, one "
+				 "of them");
+			goto bad;
+		}
+		if (!json_is_object(m->body)) {
+			snprintf(err, errlen, "%s: expected an object",
+				 m->run_staged ? "run" : "snapshot");
+			goto bad;
+		}
+		v = json_object_get(m->body, "id");
+		if (m->run_staged && json_is_string(v) && valid_run_id(json_string_value(v)))
+			snprintf(m->id, sizeof(m->id), "%s", json_string_value(v));
+		break;
 	case RW_WATCH_HEARTBEAT:
+	case RW_WATCH_UNSTAGE:
 		break;
 	}
 	return 0;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /* pw_msg.h: PolicyWatch's wire format (docs/policy-watch.md): the stream is cut into lines of
  * at most RW_WATCH_MAX_MSG bytes, each one JSON message: a snapshot, one run's upsert or delete,
- * or a heartbeat. Pure functions (no I/O, no agent state): the stream thread frames, the agent's
+ * a heartbeat, or a snapshot or run to stage (never enforced) and its drop. Pure functions (no I/O, no agent state): the stream thread frames, the agent's
  * loop parses, tests/fuzz/fuzz_pw_msg.c drives both.
  */
 #ifndef RUNWALL_PW_MSG_H
@@ -21,14 +21,20 @@ enum rw_pw_type {
 	RW_WATCH_RUN_UPSERT,
 	RW_WATCH_RUN_DELETE,
 	RW_WATCH_HEARTBEAT,
+	RW_WATCH_STAGED, /* a snapshot, or one run on the policy in force, staged: never enforced */
+	RW_WATCH_UNSTAGE, /* the staged snapshot dropped */
 };
 
 struct rw_pw_msg {
 	enum rw_pw_type type;
 	uint64_t revision, base; /* run-upsert and run-delete */
 	char id[RW_RUN_ID_LEN];	 /* run-delete; run-upsert: the run's "id" when it has one */
-	json_t *body;		 /* snapshot: the snapshot object; run-upsert: the run (borrowed) */
-	json_t *root;		 /* owns body */
+	/* snapshot: the snapshot object; run-upsert: the run; staged: either (run_staged says
+	 * which). Borrowed.
+	 */
+	json_t *body;
+	bool run_staged;
+	json_t *root; /* owns body */
 };
 
 /* Parse one line (without its newline). 0, or -EINVAL with `err` saying what and where ("type:

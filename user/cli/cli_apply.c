@@ -42,12 +42,57 @@ static int revision_arg(const char *opt, const char *s, unsigned long long *v)
 	return 0;
 }
 
+/* "staged revision N from SOURCE (in force M), never enforced", then its changes. */
+static void print_staged(json_t *st)
+{
+	size_t i;
+	json_t *line;
+
+	printf("staged revision %lld from %s, loaded privately in %.1f ms; never enforced\n",
+	       (long long)json_integer_value(json_object_get(st, "revision")),
+	       json_string_value(json_object_get(st, "source")) ?: "",
+	       json_real_value(json_object_get(st, "load_ms")));
+	json_array_foreach(json_object_get(st, "changes"), i, line)
+		printf("  %s\n", json_string_value(line));
+}
+
+/* `apply --unstage`: the staged snapshot dropped. */
+static int unstage_call(void)
+{
+	json_t *reply = NULL, *dropped;
+	int err = rw_ctl_call(rw_g.socket, "unstage", NULL, NULL, 0, RW_CTL_TIMEOUT_MS, &reply);
+
+	if (rw_ctl_no_agent(err))
+		return no_agent(err);
+	if (err)
+		return rw_fail(RW_EXIT_USAGE, "apply --unstage: talking to the agent on %s: %s",
+			       rw_g.socket, strerror(-err));
+	if (!json_is_true(json_object_get(reply, "ok"))) {
+		err = rw_fail(RW_EXIT_REFUSED, "apply --unstage: %s",
+			      json_string_value(json_object_get(reply, "error"))
+				      ?: "refused (an older agent?)");
+		json_decref(reply);
+		return err;
+	}
+	dropped = json_object_get(reply, "dropped");
+	if (rw_g.json)
+		print_json(reply);
+	else if (json_is_integer(dropped))
+		printf("dropped staged revision %lld\n", (long long)json_integer_value(dropped));
+	else
+		printf("nothing was staged\n");
+	json_decref(reply);
+	return RW_EXIT_OK;
+}
+
 static int cmd_apply(int argc, char **argv)
 {
 	static const struct option opts[] = {{"run", required_argument, NULL, 'r'},
 					     {"delete-run", required_argument, NULL, 'd'},
 					     {"base", required_argument, NULL, 'b'},
 					     {"revision", required_argument, NULL, 'R'},
+					     {"staged", no_argument, NULL, 'S'},
+					     {"unstage", no_argument, NULL, 'u'},
 					     {"help", no_argument, NULL, 'h'},
 					     {}};
 	const char *path = NULL, *source, *del_id = NULL, *verb = "apply";
@@ -55,6 +100,7 @@ static int cmd_apply(int argc, char **argv)
 	json_t *reply = NULL, *changes;
 	char *buf = NULL, arg[PATH_MAX + 64];
 	size_t len = 0;
+	bool staged = false, unstage = false;
 	int opt, err, ret;
 
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -75,6 +121,12 @@ static int cmd_apply(int argc, char **argv)
 			if (revision_arg("--revision", optarg, &revision))
 				return RW_EXIT_USAGE;
 			break;
+		case 'S':
+			staged = true;
+			break;
+		case 'u':
+			unstage = true;
+			break;
 		default:
 			return rw_cmd_option_end(&rw_cmd_apply, opt, argv);
 		}
@@ -82,6 +134,14 @@ static int cmd_apply(int argc, char **argv)
 	if (path && del_id)
 		return rw_cmd_usage_error(&rw_cmd_apply,
 					  "--run and --delete-run: one change at a time");
+	if (unstage && (staged || path || del_id || base || revision || optind < argc))
+		return rw_cmd_usage_error(&rw_cmd_apply, "--unstage takes nothing else");
+	if (staged && (del_id || base || revision))
+		return rw_cmd_usage_error(
+			&rw_cmd_apply, "--staged takes FILE or --run FILE (staged on the revision "
+				       "in force)");
+	if (unstage)
+		return unstage_call();
 	if (!path && !del_id) {
 		if (base || revision)
 			return rw_cmd_usage_error(
@@ -109,7 +169,9 @@ static int cmd_apply(int argc, char **argv)
 			return rw_fail(RW_EXIT_USAGE, "apply: %s: %s", path, strerror(-err));
 	}
 	/* The socket's run changes: "BASE REVISION SOURCE|ID", 0 for the agent's default. */
-	if (strcmp(verb, "apply"))
+	if (staged)
+		verb = strcmp(verb, "apply") ? "stage-run" : "stage";
+	if (strcmp(verb, "apply") && !staged)
 		snprintf(arg, sizeof(arg), "%llu %llu %s", base, revision,
 			 del_id ? del_id : source);
 	else
@@ -140,6 +202,8 @@ static int cmd_apply(int argc, char **argv)
 	ret = RW_EXIT_OK;
 	if (rw_g.json) {
 		print_json(reply);
+	} else if (staged) {
+		print_staged(json_object_get(reply, "staged"));
 	} else {
 		size_t i;
 		json_t *line;
@@ -157,14 +221,19 @@ static int cmd_apply(int argc, char **argv)
 
 const struct rw_cmd rw_cmd_apply = {
 	.name = "apply",
-	.summary = "push a policy snapshot, or one run's change, to the agent",
-	.grammar = "apply {FILE|- | --run FILE|- | --delete-run ID} [--base REV] [--revision REV]",
+	.summary = "push a policy snapshot, or one run's change, to the agent; or stage one",
+	.grammar = "apply [--staged] {FILE|- | --run FILE|- | --delete-run ID} [--base REV] "
+		   "[--revision REV] | apply --unstage",
 	.options =
 		"  FILE|-             the whole snapshot (docs/policy.md); - reads standard input\n"
 		"  --run FILE|-       one run, added or replaced (a snapshot's runs[] element)\n"
 		"  --delete-run ID    one run removed\n"
 		"  --base REV         a run change applies only to this revision in force\n"
 		"                     (default: the revision in force)\n"
-		"  --revision REV     the revision a run change makes (default: base + 1)\n",
+		"  --revision REV     the revision a run change makes (default: base + 1)\n"
+		"  --staged           hold FILE (or the snapshot in force with --run FILE) beside\n"
+		"                     the policy in force, never enforced: each event is judged\n"
+		"                     under it too; promoting it is applying FILE\n"
+		"  --unstage          drop the staged snapshot\n",
 	.func = cmd_apply,
 };

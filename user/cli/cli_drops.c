@@ -65,8 +65,8 @@ static int on_line(struct follow *fl, char *line)
 {
 	json_error_t jerr;
 	struct rw_event ev;
-	char rule[RW_RULE_NAME_LEN], text[512], sender[128] = "";
-	json_t *o;
+	char rule[RW_RULE_NAME_LEN], text[512], sender[128] = "", staged[200] = "";
+	json_t *o, *st;
 
 	if (!*line)
 		return 0;
@@ -87,12 +87,26 @@ static int on_line(struct follow *fl, char *line)
 	if (ev.reason == RW_REASON_WRONG_PRINCIPAL)
 		rw_event_principal(&ev, json_string_value(json_object_get(o, "container")), sender,
 				   sizeof(sender));
+	/* The staged snapshot's verdict, where it differs from the kernel's. */
+	st = json_object_get(o, "staged");
+	if (json_is_object(st)) {
+		const char *sr = json_string_value(json_object_get(st, "rule")) ?: "";
+
+		if (!strcmp(json_string_value(json_object_get(st, "verdict")) ?: "", "allow"))
+			snprintf(staged, sizeof(staged), "  STAGED r%lld: allowed%s%s",
+				 json_integer_value(json_object_get(st, "revision")),
+				 *sr ? " by " : "", sr);
+		else
+			snprintf(staged, sizeof(staged), "  STAGED r%lld: refused (%s)",
+				 json_integer_value(json_object_get(st, "revision")),
+				 json_string_value(json_object_get(st, "reason")) ?: "");
+	}
 	json_decref(o);
 	if (rw_g.json) {
 		printf("%s\n", line);
 	} else {
 		rw_event_line(&ev, rule, fl->mono_to_real, text, sizeof(text));
-		printf("%s%s%s\n", text, sender[0] ? "  sent by " : "", sender);
+		printf("%s%s%s%s\n", text, sender[0] ? "  sent by " : "", sender, staged);
 	}
 	/* Whoever reads through the pipe went away (`| head -3`): done. */
 	if (fflush(stdout) == EOF || ferror(stdout))

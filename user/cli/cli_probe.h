@@ -24,53 +24,13 @@
 #include "parse.h"
 #include "policy.h"
 
-/* A packet to judge, as explain describes it. Addresses in network order, ports host order. */
-struct rw_cli_probe {
-	__u8 dir; /* enum rw_dir */
-	__be32 src, dst;
-	__u16 sport, dport; /* IPPROTO_ICMPV6: dport is the type */
-	__u8 proto;	    /* IPPROTO_TCP, IPPROTO_UDP, or (IPv6) IPPROTO_ICMPV6 */
-	__u8 tcp_flags;
-	bool ipv6; /* IPv6: src6 and dst6, not src and dst */
-	__be32 src6[4], dst6[4];
-};
-
-/* What the program decided, and under which policy. */
-struct rw_cli_verdict {
-	__u8 verdict; /* enum rw_verdict */
-	__u8 reason;
-	__u8 path;
-	__u8 answer; /* enum rw_answer the refusal gets, its budget aside */
-	__u32 rule_id;
-	char rule[128];		 /* rw_rule_name() */
-	char run[RW_RUN_ID_LEN]; /* "" when the pod belongs to no run */
-	__u32 gen;
-	__u64 revision;
-	const char *source; /* "live" or the policy file */
-	/* Whom a rule with a "from" judged the packet as (rw_cli_judge_principal()): "" when none
-	 * did.
-	 */
-	char principal[160];
-};
+#include "dryrun.h"
 
 /* After a judgement whose rule has a "from", or refused wrong-principal: say whom the datapath
  * judged the packet as. BPF_PROG_TEST_RUN gives the packet a socket of its own (uid 0, made in
  * this command's cgroup), not a sandbox's.
  */
 void rw_cli_judge_principal(struct rw_cli_verdict *v);
-
-/* A probe between a pod and a peer (one family): egress from the pod to the peer's dport,
- * ingress from the peer to the pod's dport; tcp_flags for TCP only, no source port for ICMPv6.
- */
-void rw_cli_probe_make(struct rw_cli_probe *p, __u8 dir, __u8 proto, __u8 tcp_flags, __u16 sport,
-		       __u16 dport, const struct rw_ip *pod, const struct rw_ip *peer);
-
-#define RW_CLI_PKT_MAX 128
-
-/* Ethernet + IPv4 (no options) or IPv6 (no extension headers) + TCP (doff 5) or UDP, or an
- * ICMPv6 message of the probe's type, no payload. Returns the length.
- */
-size_t rw_cli_build_packet(const struct rw_cli_probe *p, __u8 *buf, size_t len);
 
 /* "egress 10.1.2.3:40000 -> 172.20.0.10:443 tcp", "egress [2600::7]:40000 -> [2a00::1]:443 tcp",
  * "egress 2600::7 -> 2a00::1 icmpv6 type 128"

@@ -120,6 +120,20 @@ static void print_agent(struct sctx *c, json_t *ag)
 				printf("; last message %lld ms ago", json_integer_value(age));
 			printf("\n");
 		}
+		if (json_is_object(json_object_get(ag, "staged"))) {
+			json_t *st = json_object_get(ag, "staged"), *line;
+			size_t i;
+
+			printf("staged:     revision %lld from %s since %s, never enforced: %lld "
+			       "events judged, %lld differ (sampled by the event budget)\n",
+			       json_integer_value(json_object_get(st, "revision")),
+			       json_string_value(json_object_get(st, "source")) ?: "",
+			       json_string_value(json_object_get(st, "since")) ?: "",
+			       json_integer_value(json_object_get(st, "judged")),
+			       json_integer_value(json_object_get(st, "differences")));
+			json_array_foreach(json_object_get(st, "changes"), i, line)
+				printf("              %s\n", json_string_value(line));
+		}
 		if (json_is_object(json_object_get(ag, "cni"))) {
 			json_t *cn = json_object_get(ag, "cni");
 			json_t *w = json_object_get(cn, "last_repair_window_ms");

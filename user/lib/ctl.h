@@ -10,6 +10,10 @@
  *   apply-run BASE REVISION SOURCE     body: one run  -> as apply, or {"ok":false,"error":"...",
  *   delete-run BASE REVISION ID         "path":"...","in_force":N}: one run's change (0: BASE is
  *                                       the revision in force, REVISION is BASE + 1)
+ *   stage SOURCE      body: a snapshot  -> {"ok":true,"staged":{...}} | {"ok":false,"error":"...",
+ *   stage-run SOURCE  body: one run      "path":"...",...}: held beside the policy in force and
+ *                                       never enforced (stage-run: the one in force with that run)
+ *   unstage           -> {"ok":true,"dropped":REVISION|null}
  *   policy            -> {"ok":true,"revision":N,"source":"...","snapshot":"<the JSON text>"}
  *   events            -> a stream of event objects
  *   recorded SINCE_NS [RUN] -> {"ok":true,"flows":[...],...}: the event store's verdicts since

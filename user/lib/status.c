@@ -291,7 +291,7 @@ static json_t *agent_json(struct node_status *c)
 	if (!a)
 		return json_pack("{s:b, s:s, s:s}", "running", 0, "socket", c->socket, "error",
 				 strerror(-c->agent_err));
-	return json_pack("{s:b, s:s, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O}", "running", 1,
+	return json_pack("{s:b, s:s, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O, s:O}", "running", 1,
 			 "socket", c->socket, "ifprefix",
 			 json_object_get(a, "ifprefix") ?: json_null(), "policy_file",
 			 json_object_get(a, "policy_file") ?: json_null(), "apply_ms",
@@ -300,7 +300,8 @@ static json_t *agent_json(struct node_status *c)
 			 json_object_get(a, "attach") ?: json_null(), "bind",
 			 json_object_get(a, "bind") ?: json_null(), "cni",
 			 json_object_get(a, "cni") ?: json_null(), "policy_watch",
-			 json_object_get(a, "policy_watch") ?: json_null());
+			 json_object_get(a, "policy_watch") ?: json_null(), "staged",
+			 json_object_get(a, "staged") ?: json_null());
 }
 
 json_t *rw_status_node(const struct rw_datapath *dp, const char *bpffs, const char *socket,

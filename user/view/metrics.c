@@ -422,6 +422,30 @@ static void label_value(char *out, size_t size, const char *v)
 	out[n] = '\0';
 }
 
+static void staged_family(struct out *o, const struct rw_metrics_snap *s)
+{
+	char labels[256], run[2 * RW_RUN_ID_LEN];
+
+	family(o, "runwall_staged_differences_total", "counter",
+	       "Events whose verdict under the staged snapshot (runwall apply --staged) differs "
+	       "from the kernel's, by run, the kernel's verdict (from) and the staged one (to), "
+	       "since the agent started. Events, not packets: the kernel's event budget samples "
+	       "them (--event-rate 0 makes them every refusal and new flow). A run's series while "
+	       "it has a sandbox on this node. At most 1024 series; later keys count in run "
+	       "\"other\".");
+	for (size_t i = 0; i < s->n_staged; i++) {
+		const struct rw_staged_series *d = &s->staged[i];
+
+		label_value(run, sizeof(run), d->run);
+		snprintf(labels, sizeof(labels), "run=\"%s\",from=\"%s\",to=\"%s\"", run,
+			 d->from_allow ? "allow" : "drop", d->from_allow ? "drop" : "allow");
+		sample(o, "runwall_staged_differences_total", labels, d->count);
+	}
+	if (s->staged_overflow)
+		sample(o, "runwall_staged_differences_total",
+		       "run=\"other\",from=\"other\",to=\"other\"", s->staged_overflow);
+}
+
 static void principal_family(struct out *o, const struct rw_metrics_snap *s)
 {
 	char labels[512], run[2 * RW_RUN_ID_LEN], container[2 * RW_PRINCIPAL_CONTAINER_LEN];
@@ -477,6 +501,7 @@ char *rw_metrics_text(const struct rw_datapath *dp, const struct rw_metrics_snap
 	SERIES(&o, s, view_series);
 	refused_top_family(&o, s);
 	principal_family(&o, s);
+	staged_family(&o, s);
 	SERIES(&o, s, request_series);
 
 	if (fclose(o.f)) {

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include "datapath.h"
 #include "principal_refusals.h"
+#include "staged_diffs.h"
 #include "refused_top.h"
 #include "run_shares.h"
 
@@ -62,6 +63,10 @@ struct rw_metrics_snap {
 	struct rw_principal_series *principals;
 	size_t n_principals;
 	uint64_t principals_overflow;
+	/* Events the staged snapshot would judge otherwise, by run and verdicts (staged_diffs.c). */
+	struct rw_staged_series *staged;
+	size_t n_staged;
+	uint64_t staged_overflow;
 };
 
 /* Count one apply that took `seconds`. */
