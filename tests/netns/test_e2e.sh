@@ -201,7 +201,7 @@ if ! "$RW_RUNWALL" help agent >/dev/null 2>&1; then
 	echo "1..$T"
 	exit 1
 fi
-mount | grep -q ' /sys/fs/bpf type bpf' || mount -t bpf bpf /sys/fs/bpf
+"$RW_ROOT/scripts/bpffs-mount.sh"
 
 # ---- The node --------------------------------------------------------------------------------
 

@@ -166,7 +166,7 @@ done
 	echo "1..$T"
 	exit 1
 }
-mount | grep -q ' /sys/fs/bpf type bpf' || mount -t bpf bpf /sys/fs/bpf
+"$RW_ROOT/scripts/bpffs-mount.sh"
 
 section "test node: namespaces ${RW_PREFIX}*"
 rw_node_up
