@@ -88,7 +88,11 @@ _Static_assert((RW_VETH_SLOTS & (RW_VETH_SLOTS - 1)) == 0, "RW_VETH_SLOTS is a p
 #define RW_VETH_INDEXES	      (RW_VETH_SLOTS + RW_MAX_ENDPOINTS)
 #define RW_VETH_SLOT(ifindex) ((ifindex) & (RW_VETH_SLOTS - 1))
 #ifndef RW_CT_NODE
-#define RW_CT_NODE 1048576 /* flows of all sandboxes of the node together */
+/* Flows of all sandboxes of the node together: 512 tables of RW_CT_PER_SANDBOX, for EKS's 250
+ * pods a node (above 30 vCPUs) each with an IPv4 and an IPv6 table, the pods being replaced
+ * beside them. The tables grow with their flows (no preallocation): docs/operations.md, Sizing.
+ */
+#define RW_CT_NODE 4194304
 #endif
 /* The IPv6 answer builders' frame (bpf/answer.h): per CPU, off the stack. */
 #define RW_SCRATCH_BYTES 128

@@ -131,7 +131,7 @@ up() {
 			exit 1
 		}
 	done
-	mount | grep -q ' /sys/fs/bpf type bpf' || mount -t bpf bpf /sys/fs/bpf
+	"$ROOT/scripts/bpffs-mount.sh"
 
 	if ip netns list | grep -q '^rwdemo-' || [ -e "$STATE" ] || [ -e "$RW_BPFFS" ]; then
 		echo "demo.sh: removing the previous demo first"

@@ -42,9 +42,7 @@ if ((${#missing[@]})); then
 fi
 
 # The tests pin maps under bpffs; mount it where the machine did not.
-if ! mount | grep -q ' /sys/fs/bpf type bpf'; then
-	mount -t bpf bpf /sys/fs/bpf
-fi
+"$(dirname "$0")/bpffs-mount.sh"
 
 # The manifest checks' validator (tests/manifests): exactly the locked packages, from npm's
 # registry, once; again only when the lock file changes.

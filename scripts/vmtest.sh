@@ -225,7 +225,7 @@ if [ "$use_vng" -eq 1 ] && have vng; then
 	[ "$accel" = kvm ] || vng_args+=(--disable-kvm)
 	[ -z "$append" ] || vng_args+=(--append "$append")
 	[ "$verbose" -eq 0 ] || vng_args+=(--verbose)
-	wrapped="mount | grep -q ' /sys/fs/bpf type bpf' || mount -t bpf bpf /sys/fs/bpf; /bin/sh $(shq "$vmdir/cmd.sh") </dev/null; rc=\$?; echo \"RUNWALL-VMTEST-EXIT=\$rc $nonce\"; exit \$rc"
+	wrapped="$(shq "$repo/scripts/bpffs-mount.sh"); /bin/sh $(shq "$vmdir/cmd.sh") </dev/null; rc=\$?; echo \"RUNWALL-VMTEST-EXIT=\$rc $nonce\"; exit \$rc"
 	set +e
 	timeout -k 10 "$timeout" vng "${vng_args[@]}" --exec "$wrapped" </dev/null 2>&1 | tee "$console"
 	set -e

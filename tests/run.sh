@@ -40,7 +40,7 @@ if [ "$(id -u)" -ne 0 ]; then
 	echo "tests/run.sh: the suites load BPF programs and make network namespaces: run as root" >&2
 	exit 1
 fi
-mount | grep -q ' /sys/fs/bpf type bpf' || mount -t bpf bpf /sys/fs/bpf
+scripts/bpffs-mount.sh
 
 # The same commit passes or fails the same way: the differential run takes a fixed seed
 # (RW_DIFF_SEED=N replays another; `make fuzz`'s long run takes a fresh one, printed first), the

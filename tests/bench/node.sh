@@ -72,10 +72,9 @@ rw_bg "$RW_WORK/server.log" ip netns exec "$RW_SVC" "$RW_PY" "$RW_ROOT/tests/pol
 	--token-file "$C/token" --state "$RW_WORK/state.json" --control "$CTL" --heartbeat 1 \
 	--ready "$RW_WORK/server.ready"
 rw_wait_file "$RW_WORK/server.ready" || rw_bail "the policy server did not start"
-# Each pod's refusals (10 a second) at its event budget. --ct-per-sandbox 2048: the default
-# (8192 flows in a node budget of 1 048 576) binds 128 sandboxes, not 250 and the churn's.
+# Each pod's refusals (10 a second) at its event budget; conntrack at its defaults (512 tables
+# of 8 192 flows: the 250 pods and the churn's).
 rw_agent_start --ifprefix veth --node "node-$ID" --listen "$HTTP" --event-rate 10/20 \
-	--ct-per-sandbox 2048 \
 	--policy-url "https://$SRV:$PORT/v1/watch" --policy-ca "$C/ca.crt" \
 	--policy-cert "$C/node.crt" --policy-key "$C/node.key" --policy-token-file "$C/token"
 rw_agent_wait 60 || rw_bail "the agent did not listen"

@@ -9,7 +9,7 @@ build=${1:-build}
 quick=
 [ "${2:-}" = --quick ] && quick=--quick
 [ "$(id -u)" -eq 0 ] || { echo "tests/bench/run.sh: run as root" >&2; exit 1; }
-mount | grep -q ' /sys/fs/bpf type bpf' || mount -t bpf bpf /sys/fs/bpf
+scripts/bpffs-mount.sh
 
 "$build/tests/bench_datapath" $quick --runwall "$build/runwall" --json "$build/bench-datapath.json"
 "$build/tests/bench_lookups" $quick --json "$build/bench-lookups.json"

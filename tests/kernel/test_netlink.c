@@ -16,6 +16,7 @@
 #include <string.h>
 #include <setjmp.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
@@ -288,6 +289,67 @@ static void test_dump_links(void **state)
 	log->fail = -ECANCELED;
 	assert_int_equal(rw_nl_dump_links(dump_link_cb, log), -ECANCELED);
 	assert_int_equal(rw_nl_dump_links(NULL, log), -EINVAL);
+}
+
+/* A link dump while links come and go: the kernel flags the dump it cannot keep consistent
+ * (NLM_F_DUMP_INTR) and rw_nl_dump_links() says -EAGAIN, which its callers dump again on; an
+ * uninterrupted one has every link that stayed, once. 100 veth pairs make the dump span several
+ * 32 KiB reads; `ip -batch` adds and deletes a bridge meanwhile.
+ */
+#define DUMP_STAYING 200  /* links: 100 veth pairs */
+#define DUMP_CHURN   1000 /* add and delete pairs */
+
+static void test_dump_interrupted(void **state)
+{
+	struct evlog *log = *state;
+	char batch[] = "/tmp/rw-test-netlink-XXXXXX";
+	int fd, status, complete = 0, interrupted = 0;
+	FILE *f;
+	pid_t pid;
+
+	fd = mkstemp(batch);
+	assert_true(fd >= 0);
+	f = fdopen(fd, "w");
+	assert_non_null(f);
+	for (int i = 0; i < DUMP_STAYING / 2; i++)
+		fprintf(f, "link add rwd%d type veth peer name rwd%dp\n", i, i);
+	fclose(f);
+	assert_int_equal(sh("ip -batch %s", batch), 0);
+	f = fopen(batch, "w");
+	assert_non_null(f);
+	for (int i = 0; i < DUMP_CHURN; i++)
+		fprintf(f, "link add rwdc type bridge\nlink del rwdc\n");
+	fclose(f);
+
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		execlp("ip", "ip", "-batch", batch, (char *)NULL);
+		_exit(127);
+	}
+	while (waitpid(pid, &status, WNOHANG) == 0) {
+		int err, staying = 0;
+
+		log->n = 0;
+		err = rw_nl_dump_links(dump_link_cb, log);
+		if (err == -EAGAIN) {
+			interrupted++;
+			continue;
+		}
+		assert_int_equal(err, 0);
+		for (int i = 0; i < log->n; i++)
+			staying += !strncmp(log->ev[i].name, "rwd", 3) &&
+				   strcmp(log->ev[i].name, "rwdc");
+		assert_int_equal(staying, DUMP_STAYING);
+		complete++;
+	}
+	unlink(batch);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	printf("# link dumps during %d link changes: %d complete, %d interrupted\n", 2 * DUMP_CHURN,
+	       complete, interrupted);
+	/* Both, or the churn did not test what it is for. */
+	assert_true(interrupted > 0);
+	assert_true(complete > 0);
 }
 
 static void test_dump_routes(void **state)
@@ -582,6 +644,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ifname_match),
 		cmocka_unit_test_setup_teardown(test_dump_links, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_dump_interrupted, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dump_routes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dump_routes6, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_link_kind, setup, teardown),

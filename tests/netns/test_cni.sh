@@ -6,7 +6,8 @@
 # and a private host refused, an allowed service reached); CHECK sees the binding go; DEL
 # unbinds, is idempotent and leaves nothing behind; install/uninstall into a temp conf folder
 # is idempotent. An IPv6 EKS node's pod (an IPv6 and a 169.254.172.0/22 IPv4) is bound with both
-# and its gateway, shown by status and counters; the agent binds a /128 route's IPv6.
+# and its gateway, shown by status and counters; the agent binds a /128 route's IPv6. The bpffs
+# check the scripts run first mounts nothing over the pins on a node of 1 000 mounts.
 #
 #   tests/netns/test_cni.sh BUILD
 set -Eeuo pipefail
@@ -209,6 +210,26 @@ if cni ADD p1 >"$RW_WORK/p1.out"; then
 else
 	not_ok "agent running: ADD succeeds: $(cat "$RW_WORK/p1.out")"
 fi
+
+# ---- the bpffs check on a node of many mounts --------------------------------------------------
+# A node of a few hundred pods has a mount per network namespace. scripts/bpffs-mount.sh, which
+# tests/run.sh, setup.sh and the demo run first, must find the bpffs in use and mount nothing over
+# it: a bpffs mounted over it hides every pin, and runwall-cni refuses each ADD after as "not set
+# up" (ENOENT). In a mount namespace of the check's own, with 1 000 mounts more, gone with it.
+many_mounts_check() {
+	unshare --mount --propagation private -- bash -c '
+		bpf_mounts() { awk '"'"'$5 == "/sys/fs/bpf"'"'"' /proc/self/mountinfo | wc -l; }
+		mkdir -p "$1"
+		for i in $(seq 1000); do
+			mkdir -p "$1/$i" && mount -t tmpfs -o size=4k rwtest-mounts "$1/$i" || exit 1
+		done
+		before=$(bpf_mounts)
+		"$2" || exit 1
+		[ "$(bpf_mounts)" = "$before" ] && [ -e "$3/rw_config" ]' check "$RW_WORK/mounts" \
+		"$ROOT/scripts/bpffs-mount.sh" "$RW_BPFFS"
+}
+check "beside 1 000 more mounts, scripts/bpffs-mount.sh mounts no bpffs over the pins" \
+	many_mounts_check
 
 # ---- the agent stopped, its pins in place ------------------------------------------------------
 rw_agent_kill TERM

@@ -184,7 +184,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 rw_require_tools "$RW_PY" jq nsenter ip
 rw_require "$RW_RUNWALL has the agent command" "$RW_RUNWALL" help agent
-mount | grep -q ' /sys/fs/bpf type bpf' || mount -t bpf bpf /sys/fs/bpf
+"$RW_ROOT/scripts/bpffs-mount.sh"
 
 # ---- The node --------------------------------------------------------------------------------
 

@@ -323,7 +323,7 @@ fi
 # the log and in status, the others unaffected; bound by the resync that finds room ----
 # What limits sandboxes on a node: the endpoint table (RW_MAX_ENDPOINTS veths, or
 # --max-endpoints on fresh pins) and the conntrack budget (--ct-node flows over tables of
-# --ct-per-sandbox each: 1048576 / 8192 = 128 sandboxes with the defaults); a snapshot with more
+# --ct-per-sandbox each: 4194304 / 8192 = 512 tables with the defaults); a snapshot with more
 # runs than the run counters hold (RW_MAX_RUNS - 1) is refused whole.
 if [ -n "${sub_pid:-}" ]; then kill "$sub_pid" 2>/dev/null || true; wait "$sub_pid" 2>/dev/null || true; fi
 sub_pid=

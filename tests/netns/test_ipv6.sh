@@ -155,7 +155,7 @@ EOF
 for tool in "$RW_PY" jq nsenter ip nft; do
 	command -v "$tool" >/dev/null || rw_bail "precondition: $tool is installed"
 done
-mount | grep -q ' /sys/fs/bpf type bpf' || mount -t bpf bpf /sys/fs/bpf
+"$RW_ROOT/scripts/bpffs-mount.sh"
 
 # ---- the node ----------------------------------------------------------------------------------
 section "dual-stack node: namespaces ${RW_PREFIX}*"

@@ -142,7 +142,7 @@ attempt_cmd() {
 rw_require_tools "$RW_PY" jq nsenter unshare curl ip "$PROMTOOL" /usr/bin/chromium \
 	/usr/bin/chromedriver
 rw_require "python3-selenium is installed" "$RW_PY" -c 'import selenium'
-mount | grep -q ' /sys/fs/bpf type bpf' || mount -t bpf bpf /sys/fs/bpf
+"$RW_ROOT/scripts/bpffs-mount.sh"
 
 section "test node: namespaces ${RW_PREFIX}*"
 rw_node_up

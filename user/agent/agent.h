@@ -379,6 +379,7 @@ void agent_policy_free(struct agent *a);
  */
 int agent_follow_start(struct agent *a, char *err, size_t errlen);
 bool agent_follow_is_fd(const struct agent *a, int fd);
+bool agent_follow_pending(const struct agent *a);
 void agent_follow_on_fd(struct agent *a);
 void agent_follow_tick(struct agent *a);
 json_t *agent_follow_status(struct agent *a);

@@ -44,7 +44,7 @@ static const char agent_options[] =
 	"  --answer-rate N[/BURST] answers to refused packets (TCP resets, ICMP unreachables)\n"
 	"                         per second per sandbox (default 100/100; 0: no limit)\n"
 	"  --ct-per-sandbox N     flows one sandbox may track (default 8192; new tables)\n"
-	"  --ct-node N            flows all sandboxes may track together (default 1048576)\n"
+	"  --ct-node N            flows all sandboxes may track together (default 4194304)\n"
 	"  --max-endpoints N      sandbox veths the node binds at most (default and maximum\n"
 	"                         4096; fresh pins only: pinned ones keep their size)\n"
 	"  --listen ADDR:PORT     HTTP: /healthz, /readyz, /metrics, /api/..., the page (PORT\n"

@@ -65,7 +65,11 @@ int rw_mnl_dump_opts(struct nlmsghdr *nlh, mnl_cb_t cb, void *data, bool strict)
 		errno = 0;
 		ret = mnl_cb_run(buf, ret, seq, portid, cb, data);
 		if (ret < 0) {
-			err = neg_errno();
+			/* libmnl (1.0.4+) stops at a message flagged NLM_F_DUMP_INTR with EINTR,
+			 * before the callback sees it: the table changed during the dump (the
+			 * kernel's nl_dump_check_consistent()). Not a signal: dump again.
+			 */
+			err = errno == EINTR ? -EAGAIN : neg_errno();
 			goto out;
 		}
 		if (ret == MNL_CB_STOP)

@@ -26,7 +26,8 @@ void *rw_mnl_dump_request(__u16 type, size_t extra_len, struct nlmsghdr **nlh);
 /* Send the request nlh (from rw_mnl_dump_request(); its buffer is reused for the answers) on a
  * NETLINK_ROUTE socket of its own and run cb over the answer up to NLMSG_DONE. 0 or a negative
  * errno: an error from the kernel comes back as its -errno, a callback's MNL_CB_ERROR as
- * -errno, or -EIO when the callback left errno at 0.
+ * -errno, or -EIO when the callback left errno at 0; -EAGAIN when the kernel flagged the dump
+ * as interrupted by a change (NLM_F_DUMP_INTR): the callback saw part of it, dump again.
  */
 int rw_mnl_dump(struct nlmsghdr *nlh, mnl_cb_t cb, void *data);
 
