@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <netinet/in.h>
 
 #include "agent.h"
 #include "dryrun.h"
@@ -328,19 +327,10 @@ json_t *agent_staged_judge(struct agent *a, const struct rw_event *ev)
 
 	if (!s->have)
 		return NULL;
-	if (!ev->run_id[0] || (ev->proto != IPPROTO_TCP && ev->proto != IPPROTO_UDP) ||
-	    (ev->ethertype != htons(0x0800) && ev->ethertype != htons(0x86dd)) ||
-	    !policy_reason(ev->reason) || (ev->rule_id & RW_RULE_FROM)) {
+	if (!policy_reason(ev->reason) || (ev->rule_id & RW_RULE_FROM) || !rw_flow_key_of(ev, &k)) {
 		s->unjudged++;
 		return NULL;
 	}
-	memset(&k, 0, sizeof(k));
-	snprintf(k.run, sizeof(k.run), "%s", ev->run_id);
-	k.pod = rw_event_pod_ip(ev);
-	k.peer = rw_event_peer_ip(ev);
-	k.port = ntohs(ev->dport);
-	k.proto = ev->proto;
-	k.dir = ev->dir;
 	slot = cache_slot(s, &k);
 	if (!slot->used) {
 		if (s->cache_used >= STAGED_CACHE_SLOTS / 4 * 3) {

@@ -66,22 +66,30 @@ int rw_flowset_add(struct rw_flowset *s, const struct rw_flow *f)
 	return 0;
 }
 
+bool rw_flow_key_of(const struct rw_event *ev, struct rw_flow_key *k)
+{
+	if (!ev->run_id[0] || (ev->proto != IPPROTO_TCP && ev->proto != IPPROTO_UDP) ||
+	    (ev->ethertype != htons(0x0800) && ev->ethertype != htons(0x86dd)))
+		return false;
+	memset(k, 0, sizeof(*k));
+	snprintf(k->run, sizeof(k->run), "%s", ev->run_id);
+	k->pod = rw_event_pod_ip(ev);
+	k->peer = rw_event_peer_ip(ev);
+	k->port = ntohs(ev->dport);
+	k->proto = ev->proto;
+	k->dir = ev->dir;
+	return true;
+}
+
 int rw_flowset_add_event(struct rw_flowset *s, const struct rw_event *ev, int64_t real_ns)
 {
 	struct rw_flow f;
 
-	if (!ev->run_id[0] || (ev->proto != IPPROTO_TCP && ev->proto != IPPROTO_UDP) ||
-	    (ev->ethertype != htons(0x0800) && ev->ethertype != htons(0x86dd))) {
+	memset(&f, 0, sizeof(f));
+	if (!rw_flow_key_of(ev, &f.key)) {
 		s->skipped++;
 		return 0;
 	}
-	memset(&f, 0, sizeof(f));
-	snprintf(f.key.run, sizeof(f.key.run), "%s", ev->run_id);
-	f.key.pod = rw_event_pod_ip(ev);
-	f.key.peer = rw_event_peer_ip(ev);
-	f.key.port = ntohs(ev->dport);
-	f.key.proto = ev->proto;
-	f.key.dir = ev->dir;
 	f.count = 1;
 	f.first_ns = f.last_ns = real_ns;
 	f.verdict = ev->verdict;

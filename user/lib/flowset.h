@@ -8,6 +8,7 @@
 #ifndef RUNWALL_FLOWSET_H
 #define RUNWALL_FLOWSET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <jansson.h>
@@ -40,6 +41,10 @@ struct rw_flowset {
 	uint64_t skipped; /* verdicts no packet can be rebuilt for: no run, not TCP or UDP */
 };
 
+/* The flow of a recorded verdict, zeroed and filled; false when no packet can be rebuilt for it
+ * (no run, not TCP or UDP, neither IPv4 nor IPv6).
+ */
+bool rw_flow_key_of(const struct rw_event *ev, struct rw_flow_key *k);
 /* Add one recorded verdict judged at real_ns; one that cannot be rebuilt as a packet is only
  * counted in `skipped`. 0 or -ENOMEM. The set is merged whenever it would grow, so it holds
  * about twice its distinct flows at most.
