@@ -308,6 +308,17 @@ $(BUILD)/tests/unit/test_%: tests/unit/test_%.c $(TEST_LIBS)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(DEPFLAGS) $(TEST_INC) -Werror=unused-function $< $(TEST_LIBS) $(LDLIBS) -lcmocka -o $@
 
+# test_netlibs runs against libraries of its own: a libcurl with one name and a libmicrohttpd
+# that is no library.
+FAKELIBS := $(BUILD)/tests/unit/fakelibs
+$(BUILD)/tests/unit/test_netlibs: $(FAKELIBS)/libcurl.so.4 $(FAKELIBS)/libmicrohttpd.so.12
+$(FAKELIBS)/libcurl.so.4: tests/unit/fake_libcurl.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -Wall -fPIC -shared -Wl,-soname,libcurl.so.4 $< -o $@
+$(FAKELIBS)/libmicrohttpd.so.12:
+	$(Q)mkdir -p $(@D) && printf 'not a library\n' > $@
+
 $(BUILD)/tests/kernel/test_%: tests/kernel/test_%.c $(TEST_LIBS)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)

@@ -11,11 +11,12 @@
  * So the functions runwall calls are defined here, each with the library's own prototype (the
  * headers' declarations make the compiler check it): its first call opens the library
  * (dlopen(), once per library, pthread_once()) and finds the library's function (dlsym()); every
- * call then goes straight on to it. A library that cannot be opened is logged once, with
- * dlerror()'s text, and each function answers as that library answers a failure of its own: NULL
- * from curl_easy_init(), curl_url(), curl_slist_append(), MHD_start_daemon() and the MHD
- * lookups, CURLE_FAILED_INIT or MHD_NO from the others. The functions that take a handle are
- * only reached with one that the library made, so the library is open by then.
+ * call then goes straight on to it. A library that cannot be opened, or a function it lacks, is
+ * logged once, with dlerror()'s text, and each function answers as that library answers a
+ * failure of its own: NULL from curl_easy_init(), curl_url(), curl_slist_append(),
+ * MHD_start_daemon() and the MHD lookups, CURLE_FAILED_INIT or MHD_NO from the others. The
+ * functions that take a handle are only reached with one that the library made, so the library
+ * is open by then (tests/unit/test_netlibs.c: a library without the names runwall calls).
  *
  * The variadic ones are forwarded by what their argument is: curl_easy_setopt()'s one argument
  * by the option's type (CURLOPTTYPE_*: a long, a pointer, a function pointer or a curl_off_t),
@@ -69,14 +70,18 @@ static void *lib_sym(int lib, const char *name)
 	return sym;
 }
 
-/* fn, the library's `name` of the type of fn, found at the first call: the pointer is written
- * and read whole (atomics), so two threads' first calls find the same function.
+/* fn, the library's `name` of the type of fn, looked for at the first call only: a name the
+ * library lacks is logged then, and every later call answers the failure without looking (and
+ * logging) again. The pointer and the flag are written and read whole (atomics), so two threads'
+ * first calls find the same function.
  */
 #define RESOLVE(lib, fn, name)                                                    \
 	do {                                                                      \
-		if (!__atomic_load_n(&(fn), __ATOMIC_ACQUIRE)) {                  \
+		static int looked_;                                               \
+		if (!__atomic_load_n(&looked_, __ATOMIC_ACQUIRE)) {               \
 			void *sym_ = lib_sym(lib, name);                          \
 			__atomic_store_n((void **)&(fn), sym_, __ATOMIC_RELEASE); \
+			__atomic_store_n(&looked_, 1, __ATOMIC_RELEASE);          \
 		}                                                                 \
 	} while (0)
 
