@@ -295,6 +295,7 @@ struct agent {
 	struct agent_containers containers;   /* containers.c */
 	struct agent_admissions admissions;   /* admissions.c */
 	struct agent_staged staged;	      /* staged.c */
+	struct prober *prober;		      /* prober.c: NULL until the first apply's probes */
 };
 
 static inline const char *agent_ip_str(__be32 ip, char *buf)
@@ -351,8 +352,9 @@ uint64_t agent_revision_in_force(struct agent *a);
 int agent_apply_change(struct agent *a, uint64_t revision, json_t *obj_run, const char *del_id,
 		       const char *source, const char **refused_at, json_t **reply);
 /* What follows an apply once its reply or ack is out, at the top of the main loop: the probes
- * of the connections it cut (their resets follow within the second) and the grace period its
- * flip owes (rw_apply_settle()). Nothing when no apply is pending.
+ * of the connections it cut, asked of prober.c's thread (their resets follow within the
+ * second). The grace period its flip owes is grace.c's, begun at the flip. Nothing when no
+ * apply is pending.
  */
 void agent_settle(struct agent *a);
 /* The snapshot in force as a document, for a run change (NULL: unknown, or no memory). */
@@ -374,12 +376,20 @@ int agent_watch_policy(struct agent *a);
 void agent_policy_forget_file(struct agent *a);
 void agent_policy_free(struct agent *a);
 
+/* prober.c: a pass of probes over the connections whose verdicts the applies since the last
+ * pass changed (revoke_probe.c), on the prober's thread, started at the first ask; returns at
+ * once. Its totals into snap's probes_* fields. Stopped (after the pass it is in) before the
+ * datapath is closed.
+ */
+void agent_probe_cut_connections(struct agent *a);
+void agent_probe_metrics(const struct agent *a, struct rw_metrics_snap *snap);
+void agent_prober_stop(struct agent *a);
+
 /* pw_follow.c: start (after the policy file); the stream's eventfd became readable; the
  * tick's share (revision for reconnections, metrics); what status shows (null without it).
  */
 int agent_follow_start(struct agent *a, char *err, size_t errlen);
 bool agent_follow_is_fd(const struct agent *a, int fd);
-bool agent_follow_pending(const struct agent *a);
 void agent_follow_on_fd(struct agent *a);
 void agent_follow_tick(struct agent *a);
 json_t *agent_follow_status(struct agent *a);

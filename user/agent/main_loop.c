@@ -94,34 +94,6 @@ static void on_signal(struct agent *a)
 	}
 }
 
-/* How long the probes and grace period an apply owes may wait behind PolicyWatch changes: a
- * revoked connection is reset within a second of its ack (docs/policy-watch.md).
- */
-#define SETTLE_DEFER_MS 250
-
-/* The last applies' probes and grace period (agent_settle()), after their replies or acks went
- * out. The changes PolicyWatch has queued come first: a probe pass walks every sandbox's flows
- * and sends into each pod a connection whose verdict is stale (about a millisecond each on a
- * busy node, dozens in a claimed run's pod), and a claim that waited behind the pass of the one
- * before would carry it in its ack's time. One pass then serves all of them; a stream that never
- * pauses defers it SETTLE_DEFER_MS at most. `owed_ns`: since when a pass is owed, 0: none.
- */
-static void settle(struct agent *a, int64_t *owed_ns)
-{
-	int64_t now = rw_now_mono_ns();
-
-	if (!a->pol.settle_pending) {
-		*owed_ns = 0;
-		return;
-	}
-	if (!*owed_ns)
-		*owed_ns = now;
-	if (agent_follow_pending(a) && now - *owed_ns < SETTLE_DEFER_MS * 1000000LL)
-		return; /* the eventfd is readable: epoll_wait() returns at once */
-	*owed_ns = 0;
-	agent_settle(a);
-}
-
 static int agent_run(struct agent *a)
 {
 	static const struct rw_nl_handlers handlers = {.on_link = agent_on_link,
@@ -130,7 +102,6 @@ static int agent_run(struct agent *a)
 						       .on_tc = agent_on_tc};
 	struct rw_nl_handlers h = handlers;
 	struct epoll_event evs[16];
-	int64_t settle_owed_ns = 0;
 	sigset_t mask;
 	int nl_fd;
 
@@ -158,10 +129,10 @@ static int agent_run(struct agent *a)
 	while (!a->stop) {
 		int n;
 
-		/* The last apply's reply or ack went out in the last round: its probes and grace
-		 * period now, off its path (after the changes that wait).
+		/* The last apply's reply or ack went out in the last round: its probes now, on the
+		 * prober's thread.
 		 */
-		settle(a, &settle_owed_ns);
+		agent_settle(a);
 		n = epoll_wait(a->epfd, evs, 16, -1);
 
 		for (int i = 0; i < n; i++) {
@@ -439,6 +410,7 @@ static void agent_teardown(struct agent *a, bool unpin)
 	int fds[] = {a->inotify_fd, a->cni.inotify_fd, a->tick_fd,
 		     a->resync_fd,  a->sig_fd,	       a->epfd};
 
+	agent_prober_stop(a); /* it reads the datapath's maps */
 	if (unpin) {
 		rw_datapath_close(&a->dp);
 		rw_detach_all(a->bpffs);

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* policy_apply.c: the agent's policy in force, whatever its source (the --policy file, the
  * control socket, PolicyWatch): a snapshot or one run's change parsed, applied, and kept for
- * status and `runwall explain`; the probes of cut connections and the owed grace period after
- * the answer (agent_settle()).
+ * status and `runwall explain`; the probes of cut connections asked for after the answer
+ * (agent_settle()).
  */
 #include <libgen.h>
 #include <limits.h>
@@ -18,7 +18,6 @@
 #include "ctl.h"
 #include "liveruns.h"
 #include "log.h"
-#include "revoke_probe.h"
 #include "util.h"
 
 /* The run's generation as the kernel holds it: its rw_pod value, read through any one of its pods
@@ -154,30 +153,6 @@ const char *agent_policy_text(struct agent *a, size_t *len)
 	}
 	*len = a->pol.policy_text_len;
 	return a->pol.policy_text;
-}
-
-/* After an apply: an idle connection the apply cut sends nothing for the datapath to reset, so
- * make it send (revoke_probe.c). Bounded per sandbox and per apply, never blocking.
- */
-static void probe_stale_connections(struct agent *a)
-{
-	struct rw_probe_stats st;
-	int err = rw_revoke_probe(&a->dp, &st);
-
-	if (err) {
-		rw_warn("probing the connections the apply may have cut: %s", strerror(-err));
-		return;
-	}
-	a->pol.metrics.probes_sent += st.probed;
-	a->pol.metrics.probes_capped += st.capped;
-	a->pol.metrics.probes_no_mac += st.no_mac;
-	a->pol.metrics.probes_failed += st.failed;
-	if (st.probed || st.capped || st.no_mac || st.failed)
-		rw_info("probed %u connections in %u sandboxes whose verdicts the apply changed "
-			"(%u over the bounds of %d per sandbox and %d per apply, %u of pods with no "
-			"neighbour entry, %u segments not sent)",
-			st.probed, st.sandboxes, st.capped, RW_PROBE_PER_SANDBOX,
-			RW_PROBE_PER_APPLY, st.no_mac, st.failed);
 }
 
 /* rw_apply() of `next` over what is in force (`change`: a run change's next, NULL: a whole
@@ -416,24 +391,15 @@ int agent_apply_change(struct agent *a, uint64_t revision, json_t *obj_run, cons
 	return 0;
 }
 
+/* An idle connection an apply cut sends nothing for the datapath to reset: the prober makes it
+ * send (revoke_probe.c), bounded per sandbox and per apply.
+ */
 void agent_settle(struct agent *a)
 {
-	double t0, t1;
-	int ret;
-
 	if (!a->pol.settle_pending)
 		return;
 	a->pol.settle_pending = false;
-	t0 = rw_now_ms();
-	probe_stale_connections(a);
-	t1 = rw_now_ms();
-	ret = rw_apply_settle(&a->dp);
-	if (ret)
-		rw_warn("waiting for the grace period of the last flip: %s (the next apply waits "
-			"for it)",
-			strerror(-ret));
-	rw_debug("after the apply's reply: probes %.2f ms, grace period %.2f ms", t1 - t0,
-		 rw_now_ms() - t1);
+	agent_probe_cut_connections(a);
 }
 
 void agent_policy_free(struct agent *a)

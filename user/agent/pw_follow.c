@@ -448,12 +448,6 @@ bool agent_follow_is_fd(const struct agent *a, int fd)
 	return a->follow.watch && fd == rw_pw_fd(a->follow.watch);
 }
 
-/* Whether PolicyWatch messages wait to be applied (the loop settles after them). */
-bool agent_follow_pending(const struct agent *a)
-{
-	return a->follow.watch && rw_pw_waiting(a->follow.watch);
-}
-
 void agent_follow_tick(struct agent *a)
 {
 	struct rw_pw_stats st;

@@ -638,16 +638,6 @@ bool rw_pw_pop(struct rw_watch *w, struct rw_pw_item *item)
 	return got;
 }
 
-bool rw_pw_waiting(struct rw_watch *w)
-{
-	bool pending;
-
-	pthread_mutex_lock(&w->lock);
-	pending = w->q_len > 0;
-	pthread_mutex_unlock(&w->lock);
-	return pending;
-}
-
 void rw_pw_set_revision(struct rw_watch *w, uint64_t revision)
 {
 	pthread_mutex_lock(&w->lock);

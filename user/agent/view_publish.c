@@ -56,6 +56,7 @@ void agent_view_publish(struct agent *a)
 	if (!runs)
 		snap.n_runs = 0;
 	agent_follow_metrics(a, &snap);
+	agent_probe_metrics(a, &snap);
 	snap.runs = runs;
 	snap.attach_failures = a->sandboxes.attach_failures;
 	snap.hook_repairs = a->sandboxes.hook_repairs;

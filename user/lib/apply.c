@@ -25,6 +25,7 @@
 
 #include "apply.h"
 #include "apply_revs.h"
+#include "grace.h"
 #include "bpf_compat.h"
 #include "log.h"
 #include "principals.h"
@@ -122,7 +123,7 @@ struct rw_apply_cache {
 	bool no_batch[POLICY_TABLES]; /* the kernel has no batch ops for this type (atomic) */
 	long fault_after;	      /* tests: fail after this many writes, -1 never */
 	long writes;
-	bool grace_owed; /* a flip since the last grace period: the idle slot may still be read */
+	struct rw_grace *grace; /* the grace periods the flips owe (grace.c) */
 };
 
 #ifdef RW_TEST_FAULTS
@@ -970,40 +971,23 @@ static struct rw_apply_cache *cache_of(const struct rw_datapath *dp)
 	return dp->apply;
 }
 
-/* Rewriting an outer slot with the map it already holds costs nothing but the grace period
- * the kernel waits for (maybe_wait_bpf_programs()): afterwards no program still runs with what
- * it read before.
+/* The grace period the last flip owes before its old slot, the idle one now, is written: begun
+ * by the flip on grace.c's thread, so only what is left of it is waited for here; nothing when
+ * it has passed. On error it is still owed.
  */
-static int grace_period(const struct rw_datapath *dp, const struct rw_apply_cache *c)
+static int settle(struct rw_apply_cache *c)
 {
-	__u32 slot = 0;
-
-	return bpf_map_update_elem(dp->map_fd[RW_M_PODS], &slot, &c->fd[0][0], BPF_ANY) ? -errno
-											: 0;
-}
-
-/* The grace period the last flip owes before its old slot, the idle one now, is written: none
- * when it was waited for already. On error it is still owed.
- */
-static int settle(const struct rw_datapath *dp, struct rw_apply_cache *c)
-{
-	int ret;
-
-	if (!c->grace_owed)
-		return 0;
-	ret = grace_period(dp, c);
-	if (!ret)
-		c->grace_owed = false;
-	return ret;
+	return rw_grace_wait(c->grace);
 }
 
 int rw_apply_settle(struct rw_datapath *dp)
 {
-	return dp->apply ? settle(dp, cache_of(dp)) : 0;
+	return dp->apply ? settle(cache_of(dp)) : 0;
 }
 
 static void cache_free(struct rw_apply_cache *c)
 {
+	rw_grace_free(c->grace); /* its thread may be rewriting an outer entry with c->fd[0][0] */
 	shadow_reset(&c->spare);
 	for (int s = 0; s < RW_SLOTS; s++) {
 		shadow_reset(&c->shadow[s]);
@@ -1071,7 +1055,12 @@ int rw_apply_prepare(struct rw_datapath *dp, char *err, size_t errlen)
 	/* Fresh maps are known to be empty; adopted ones are cleared before their first use. */
 	for (int s = 0; s < RW_SLOTS; s++)
 		c->shadow[s].known = created[s];
+	c->grace = rw_grace_new(dp->map_fd[RW_M_PODS], c->fd[0][0]);
 	dp->apply = c;
+	if (!c->grace) {
+		rw_apply_release(dp);
+		return rw_fail_msg(err, errlen, -ENOMEM, "out of memory");
+	}
 	dp->apply_free = cache_free;
 	return 0;
 }
@@ -1470,7 +1459,7 @@ static int flush_moved_pods(const struct rw_datapath *dp, struct rw_apply_cache 
 	if (n6)
 		qsort(moved6, n6, sizeof(*moved6), ent6_key_cmp);
 	/* Failing that wait, the flush is made all the same; the grace stays owed. */
-	if (from_run && (ret = settle(dp, c)))
+	if (from_run && (ret = settle(c)))
 		rw_warn("waiting for a grace period before forgetting moved pods' flows: %s",
 			strerror(-ret));
 	ret = 0;
@@ -1605,9 +1594,7 @@ static int apply_plan(struct apply *a)
 		 * period, so wait for one before touching the slot.
 		 */
 		a->res->full = 1;
-		ret = grace_period(a->dp, c);
-		if (!ret)
-			c->grace_owed = false;
+		ret = rw_grace_now(c->grace);
 		for (int t = 0; !ret && t < POLICY_TABLES; t++)
 			ret = list_keys(c->fd[a->idle][t], t, &a->ops.del[t]);
 		if (!ret) {
@@ -1635,7 +1622,7 @@ static int apply_write_idle(struct apply *a)
 	/* The idle slot was live before the last flip: the grace period that flip owes comes
 	 * before its first write, so that no program still reads what is written.
 	 */
-	ret = settle(a->dp, c);
+	ret = settle(c);
 	res->wait_ms = rw_now_ms() - a->t1;
 	if (ret)
 		return rw_fail_msg(
@@ -1745,7 +1732,7 @@ static int apply_flip(struct apply *a)
 	 * Nothing else a packet reads changes after the flip. So the grace period is only owed
 	 * here, before the old slot is written again.
 	 */
-	a->c->grace_owed = true;
+	rw_grace_owe(a->c->grace);
 	a->res->flip_ms = rw_now_ms() - a->t1;
 	return 0;
 }

@@ -33,17 +33,17 @@ struct rw_apply_result {
  * with one atomic store, `next`'s lease stored by the same run (rw_config_flip_leased()), and
  * forgets the flows of pods that moved. When it returns, every packet whose program starts
  * from then on is judged by `next` (the argument is at the flip in apply.c): it may be
- * acknowledged at once. The flip's grace period is owed, not waited for. On error the live
+ * acknowledged at once. The flip's grace period is owed, and begun on a thread of its own
+ * (grace.c), not waited for. On error the live
  * slot is untouched, the idle slot may be half written (the next apply rewrites it), and `err`
  * says why.
  */
 int rw_apply(struct rw_datapath *dp, const struct rw_policy *prev, const struct rw_policy *next,
 	     struct rw_apply_result *res, char *err, size_t errlen);
 
-/* Wait for the grace period the last flip owes, if it was not waited for yet: afterwards no
- * program still reads the idle slot. Callers run it once their acknowledgement is out, so that
- * the next apply does not wait; rw_apply() runs it itself before it writes. 0 or -errno (still
- * owed).
+/* Wait for what is left of the grace period the last flip owes (begun at the flip, on
+ * grace.c's thread): afterwards no program still reads the idle slot. rw_apply() waits for it
+ * itself before it writes into that slot. 0 or -errno (still owed).
  */
 int rw_apply_settle(struct rw_datapath *dp);
 
