@@ -83,6 +83,16 @@ static bool valid_id(const char *s, size_t max)
 	return true;
 }
 
+/* A run id or a node name (valid_id(), shorter than size) into id; fmt says why not. */
+static int set_id(char *id, size_t size, const char *value, const char *fmt, char *err,
+		  size_t errlen)
+{
+	if (!valid_id(value, size))
+		return set_err(err, errlen, fmt, value, "");
+	snprintf(id, size, "%s", value);
+	return 0;
+}
+
 int rw_query_set(struct rw_evfilter *f, const char *key, const char *value, char *err,
 		 size_t errlen)
 {
@@ -95,21 +105,15 @@ int rw_query_set(struct rw_evfilter *f, const char *key, const char *value, char
 		value = "";
 	if (strlen(value) >= QUERY_MAX_VALUE)
 		return set_err(err, errlen, "%s: value longer than 255 bytes%s", key, "");
-	if (!strcmp(key, "run")) {
-		if (!valid_id(value, RW_RUN_ID_LEN))
-			return set_err(err, errlen,
-				       "run '%s': expected a run id (1-63 of "
-				       "[A-Za-z0-9._-])%s",
-				       value, "");
-		snprintf(f->run, sizeof(f->run), "%s", value);
-	} else if (!strcmp(key, "node")) {
-		if (!valid_id(value, RW_NODE_LEN))
-			return set_err(err, errlen,
-				       "node '%s': expected a node name (1-63 of "
-				       "[A-Za-z0-9._:-])%s",
-				       value, "");
-		snprintf(f->node, sizeof(f->node), "%s", value);
-	} else if (!strcmp(key, "pod")) {
+	if (!strcmp(key, "run"))
+		return set_id(f->run, sizeof(f->run), value,
+			      "run '%s': expected a run id (1-63 of [A-Za-z0-9._-])%s", err,
+			      errlen);
+	if (!strcmp(key, "node"))
+		return set_id(f->node, sizeof(f->node), value,
+			      "node '%s': expected a node name (1-63 of [A-Za-z0-9._:-])%s", err,
+			      errlen);
+	if (!strcmp(key, "pod")) {
 		if (rw_ip_parse(value, &ip))
 			return set_err(err, errlen, "pod '%s': expected an IPv4 or IPv6 address%s",
 				       value, "");
