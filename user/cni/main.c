@@ -152,13 +152,21 @@ static int lock_node(const struct rw_cni_req *req, struct rw_datapath *dp)
 	return lock;
 }
 
-static int host_ifindex(const struct rw_cni_req *req)
+/* open_node() with the programs, then the pod's host-side veth: its ifindex, or 0 with the error
+ * result written and nothing left open.
+ */
+static int open_veth(const struct rw_cni_req *req, struct rw_datapath *dp)
 {
-	int ifindex = if_nametoindex(req->host_if);
+	int ifindex;
 
-	if (!ifindex)
+	if (open_node(req, dp, true))
+		return 0;
+	ifindex = if_nametoindex(req->host_if);
+	if (!ifindex) {
 		cni_error(req->cni_version, RW_CNI_E_PREV, "the pod's host-side veth is missing",
 			  "prevResult names %s: %s", req->host_if, strerror(errno));
+		rw_datapath_close(dp);
+	}
 	return ifindex;
 }
 
@@ -231,13 +239,9 @@ static int cmd_add(struct rw_cni_req *req)
 				 "%s does not start with a prefix of ifPrefix \"%s\" (the agent's "
 				 "--ifprefix)",
 				 req->host_if, req->ifprefix);
-	if (open_node(req, &dp, true))
+	ifindex = open_veth(req, &dp);
+	if (!ifindex)
 		return 1;
-	ifindex = host_ifindex(req);
-	if (!ifindex) {
-		rw_datapath_close(&dp);
-		return 1;
-	}
 	/* The host veth's own link-local address is the pod's IPv6 gateway, which no NDP message
 	 * of the pod may claim. None yet (the link not up): the agent adds it when it comes.
 	 */
@@ -297,13 +301,9 @@ static int cmd_check(struct rw_cni_req *req)
 				 "cniVersion %s: CHECK needs 0.4.0 or later", req->cni_version);
 	if (require_prev(req, "CHECK"))
 		return 1;
-	if (open_node(req, &dp, true))
+	ifindex = open_veth(req, &dp);
+	if (!ifindex)
 		return 1;
-	ifindex = host_ifindex(req);
-	if (!ifindex) {
-		rw_datapath_close(&dp);
-		return 1;
-	}
 	err = rw_veth_query(&dp, ifindex, &st);
 	rw_datapath_close(&dp);
 	if (err)
