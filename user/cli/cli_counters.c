@@ -70,11 +70,8 @@ static int cmd_counters(int argc, char **argv)
 	char err[512];
 	int opt, ret, want = -1;
 
-	while ((opt = getopt_long(argc, argv, "r:jh", opts, NULL)) != -1) {
+	while ((opt = rw_cmd_getopt(argc, argv, "r:jh", opts)) != -1) {
 		switch (opt) {
-		case 'j':
-			rw_g.json = true;
-			break;
 		case 'r':
 			run = optarg;
 			break;

@@ -130,11 +130,8 @@ static int drops_options(int argc, char **argv, struct rw_cli_filter *f, unsigne
 	char err[512], *end;
 	int opt;
 
-	while ((opt = getopt_long(argc, argv, "ar:p:R:d:n:t:jh", opts, NULL)) != -1) {
+	while ((opt = rw_cmd_getopt(argc, argv, "ar:p:R:d:n:t:jh", opts)) != -1) {
 		switch (opt) {
-		case 'j':
-			rw_g.json = true;
-			break;
 		case 'a':
 			f->all = true;
 			break;

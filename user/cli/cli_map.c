@@ -1547,13 +1547,9 @@ static int cmd_map(int argc, char **argv)
 	int sub, map, ret, opt;
 	struct mkey k = {.any = true};
 
-	while ((opt = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
-		if (opt == 'j') {
-			rw_g.json = true;
-			continue;
-		}
+	opt = rw_cmd_getopt(argc, argv, "jh", opts);
+	if (opt != -1)
 		return rw_cmd_option_end(&rw_cmd_map, opt, argv);
-	}
 	argc -= optind;
 	argv += optind;
 	if (argc < 1)

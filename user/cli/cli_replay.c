@@ -147,11 +147,8 @@ static int parse(int argc, char **argv, struct replay_opts *o)
 	int64_t ns;
 
 	memset(o, 0, sizeof(*o));
-	while ((opt = getopt_long(argc, argv, "P:U:A:r:S:F:ajh", opts, NULL)) != -1) {
+	while ((opt = rw_cmd_getopt(argc, argv, "P:U:A:r:S:F:ajh", opts)) != -1) {
 		switch (opt) {
-		case 'j':
-			rw_g.json = true;
-			break;
 		case 'P':
 			o->policy = optarg;
 			break;

@@ -389,13 +389,9 @@ static int cmd_status(int argc, char **argv)
 	json_t *o;
 	int opt, ret;
 
-	while ((opt = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
-		if (opt == 'j') {
-			rw_g.json = true;
-			continue;
-		}
+	opt = rw_cmd_getopt(argc, argv, "jh", opts);
+	if (opt != -1)
 		return rw_cmd_option_end(&rw_cmd_status, opt, argv);
-	}
 	if (optind < argc)
 		return rw_cmd_usage_error(&rw_cmd_status, "unexpected '%s'", argv[optind]);
 
