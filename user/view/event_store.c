@@ -455,30 +455,6 @@ void rw_aggs_free(struct rw_aggs *a)
 	memset(a, 0, sizeof(*a));
 }
 
-static void lru_unlink(struct rw_aggs *a, struct rw_agg *g)
-{
-	if (g->newer)
-		g->newer->older = g->older;
-	else
-		a->newest = g->older;
-	if (g->older)
-		g->older->newer = g->newer;
-	else
-		a->oldest = g->newer;
-	g->newer = g->older = NULL;
-}
-
-static void lru_push(struct rw_aggs *a, struct rw_agg *g)
-{
-	g->older = a->newest;
-	g->newer = NULL;
-	if (a->newest)
-		a->newest->newer = g;
-	a->newest = g;
-	if (!a->oldest)
-		a->oldest = g;
-}
-
 /* Room for one more aggregate of run: the victim rw_shares_victim() names goes. */
 static void agg_make_room(struct rw_aggs *a, const char *run)
 {
@@ -490,7 +466,7 @@ static void agg_make_room(struct rw_aggs *a, const char *run)
 		return;
 	g = (struct rw_agg *)((char *)l - offsetof(struct rw_agg, share));
 	rw_shares_del(&a->shares, &g->share);
-	lru_unlink(a, g);
+	RW_LRU_UNLINK(a, g);
 	for (pp = &a->buckets[agg_hash(a, &g->key)]; *pp; pp = &(*pp)->hnext)
 		if (*pp == g) {
 			*pp = g->hnext;
@@ -525,7 +501,7 @@ struct rw_agg *rw_aggs_add(struct rw_aggs *a, const struct rw_event *ev, const c
 		if (!memcmp(&g->key, &k, sizeof(k)))
 			break;
 	if (g) {
-		lru_unlink(a, g);
+		RW_LRU_UNLINK(a, g);
 		rw_shares_touch(&a->shares, &g->share);
 	} else {
 		if (a->count == a->cap)
@@ -540,7 +516,7 @@ struct rw_agg *rw_aggs_add(struct rw_aggs *a, const struct rw_event *ev, const c
 		a->buckets[b] = g;
 		a->count++;
 	}
-	lru_push(a, g);
+	RW_LRU_PUSH(a, g);
 	g->pod = rw_event_pod_ip(ev);
 	g->verdict = ev->verdict;
 	g->reason = ev->reason;
