@@ -75,32 +75,21 @@ struct replay_source {
 /* "30s", "10m", "2h", "1d", "90" (seconds): a positive duration of at most a year. */
 static int parse_duration(const char *s, int64_t *ns)
 {
+	static const char units[] = "smhd";
+	static const int64_t unit_seconds[] = {1, 60, 3600, 86400};
 	unsigned long long n;
 	char num[32];
+	const char *unit_at;
 	size_t len = strlen(s);
 	int64_t unit = 1000000000LL;
 
 	if (!len || len >= sizeof(num))
 		return -EINVAL;
 	memcpy(num, s, len + 1);
-	switch (num[len - 1]) {
-	case 's':
+	unit_at = strchr(units, num[len - 1]);
+	if (unit_at) {
+		unit *= unit_seconds[unit_at - units];
 		num[--len] = '\0';
-		break;
-	case 'm':
-		unit *= 60;
-		num[--len] = '\0';
-		break;
-	case 'h':
-		unit *= 3600;
-		num[--len] = '\0';
-		break;
-	case 'd':
-		unit *= 86400;
-		num[--len] = '\0';
-		break;
-	default:
-		break;
 	}
 	if (rw_parse_uint(num, 366ULL * 86400, &n) || !n ||
 	    (int64_t)n * unit > 366LL * 86400 * 1000000000LL)
