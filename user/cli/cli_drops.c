@@ -94,11 +94,10 @@ static int on_line(struct follow *fl, char *line)
 
 		if (!strcmp(json_string_value(json_object_get(st, "verdict")) ?: "", "allow"))
 			snprintf(staged, sizeof(staged), "  STAGED r%lld: allowed%s%s",
-				 json_integer_value(json_object_get(st, "revision")),
-				 *sr ? " by " : "", sr);
+				 rw_cli_jint(st, "revision"), *sr ? " by " : "", sr);
 		else
 			snprintf(staged, sizeof(staged), "  STAGED r%lld: refused (%s)",
-				 json_integer_value(json_object_get(st, "revision")),
+				 rw_cli_jint(st, "revision"),
 				 json_string_value(json_object_get(st, "reason")) ?: "");
 	}
 	json_decref(o);

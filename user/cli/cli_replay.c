@@ -369,10 +369,10 @@ static int flows_from_agent(const struct replay_opts *o, struct rw_flowset *set,
 		 json_string_value(json_object_get(reply, "node")) ?: "");
 	snprintf(src->oldest, sizeof(src->oldest), "%s",
 		 json_string_value(json_object_get(reply, "oldest")) ?: "");
-	src->held = json_integer_value(json_object_get(reply, "held"));
-	src->capacity = json_integer_value(json_object_get(reply, "capacity"));
-	src->evicted = json_integer_value(json_object_get(reply, "evicted"));
-	src->skipped = json_integer_value(json_object_get(reply, "skipped"));
+	src->held = rw_cli_jint(reply, "held");
+	src->capacity = rw_cli_jint(reply, "capacity");
+	src->evicted = rw_cli_jint(reply, "evicted");
+	src->skipped = rw_cli_jint(reply, "skipped");
 	flows = json_object_get(reply, "flows");
 	json_array_foreach(flows, i, f)
 	{
