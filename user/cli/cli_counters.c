@@ -70,11 +70,8 @@ static int cmd_counters(int argc, char **argv)
 	char err[512];
 	int opt, ret, want = -1;
 
-	while ((opt = getopt_long(argc, argv, "r:jh", opts, NULL)) != -1) {
+	while ((opt = rw_cmd_getopt(argc, argv, "r:jh", opts)) != -1) {
 		switch (opt) {
-		case 'j':
-			rw_g.json = true;
-			break;
 		case 'r':
 			run = optarg;
 			break;
@@ -151,9 +148,9 @@ static int cmd_counters(int argc, char **argv)
 		rw_cli_counters_print(stdout, &node, "  ");
 		if (status) {
 			json_t *ev = json_object_get(status, "events");
-			long long subs = json_integer_value(json_object_get(ev, "subscribers"));
-			long long delivered = json_integer_value(json_object_get(ev, "delivered"));
-			long long skipped = json_integer_value(json_object_get(ev, "skipped"));
+			long long subs = rw_cli_jint(ev, "subscribers");
+			long long delivered = rw_cli_jint(ev, "delivered");
+			long long skipped = rw_cli_jint(ev, "skipped");
 
 			printf("  agent: %lld events delivered to %lld subscriber%s, "
 			       "%lld skipped\n",

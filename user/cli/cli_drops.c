@@ -94,11 +94,10 @@ static int on_line(struct follow *fl, char *line)
 
 		if (!strcmp(json_string_value(json_object_get(st, "verdict")) ?: "", "allow"))
 			snprintf(staged, sizeof(staged), "  STAGED r%lld: allowed%s%s",
-				 json_integer_value(json_object_get(st, "revision")),
-				 *sr ? " by " : "", sr);
+				 rw_cli_jint(st, "revision"), *sr ? " by " : "", sr);
 		else
 			snprintf(staged, sizeof(staged), "  STAGED r%lld: refused (%s)",
-				 json_integer_value(json_object_get(st, "revision")),
+				 rw_cli_jint(st, "revision"),
 				 json_string_value(json_object_get(st, "reason")) ?: "");
 	}
 	json_decref(o);
@@ -130,11 +129,8 @@ static int drops_options(int argc, char **argv, struct rw_cli_filter *f, unsigne
 	char err[512], *end;
 	int opt;
 
-	while ((opt = getopt_long(argc, argv, "ar:p:R:d:n:t:jh", opts, NULL)) != -1) {
+	while ((opt = rw_cmd_getopt(argc, argv, "ar:p:R:d:n:t:jh", opts)) != -1) {
 		switch (opt) {
-		case 'j':
-			rw_g.json = true;
-			break;
 		case 'a':
 			f->all = true;
 			break;

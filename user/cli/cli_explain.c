@@ -272,11 +272,8 @@ static int parse(int argc, char **argv, struct question *q)
 	q->sport = DEFAULT_SPORT;
 	q->proto = IPPROTO_TCP;
 	q->flags = 0x02; /* SYN */
-	while ((opt = getopt_long(argc, argv, "p:r:ies:f:P:jh", opts, NULL)) != -1) {
+	while ((opt = rw_cmd_getopt(argc, argv, "p:r:ies:f:P:jh", opts)) != -1) {
 		switch (opt) {
-		case 'j':
-			rw_g.json = true;
-			break;
 		case 'p':
 			if (rw_ip_parse(optarg, &q->pod))
 				return rw_fail(RW_EXIT_USAGE,

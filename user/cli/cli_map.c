@@ -79,21 +79,19 @@ static const char *run_of_idx(const struct mctx *c, __u32 idx)
 	return i < 0 ? NULL : c->runs[i].id;
 }
 
-static const char *run_of_pod(const struct mctx *c, __be32 ip)
+/* The run whose pods hold ip (either family), or NULL. */
+static const char *run_of_pod(const struct mctx *c, const struct rw_ip *ip)
 {
-	for (size_t r = 0; r < c->n_runs; r++)
-		for (size_t i = 0; i < c->runs[r].n_pods; i++)
-			if (c->runs[r].pods[i] == ip)
-				return c->runs[r].id;
-	return NULL;
-}
+	for (size_t r = 0; r < c->n_runs; r++) {
+		const struct rw_live_run *run = &c->runs[r];
 
-static const char *run_of_pod6(const struct mctx *c, const __be32 ip[4])
-{
-	for (size_t r = 0; r < c->n_runs; r++)
-		for (size_t i = 0; i < c->runs[r].n_pods6; i++)
-			if (!memcmp(c->runs[r].pods6[i], ip, sizeof(c->runs[r].pods6[i])))
-				return c->runs[r].id;
+		for (size_t i = 0; ip->family == AF_INET && i < run->n_pods; i++)
+			if (run->pods[i] == ip->a[0])
+				return run->id;
+		for (size_t i = 0; ip->family == AF_INET6 && i < run->n_pods6; i++)
+			if (!memcmp(run->pods6[i], ip->a, sizeof(run->pods6[i])))
+				return run->id;
+	}
 	return NULL;
 }
 
@@ -106,6 +104,11 @@ static bool key_is4(const struct mkey *k, __be32 ip)
 static bool key_is6(const struct mkey *k, const __be32 ip[4])
 {
 	return k->has_ip && k->ipv6 && !memcmp(k->ip6, ip, sizeof(k->ip6));
+}
+
+static bool key_is(const struct mkey *k, const struct rw_ip *ip)
+{
+	return ip->family == AF_INET6 ? key_is6(k, ip->a) : key_is4(k, ip->a[0]);
 }
 
 static void ifname_of(__u32 ifindex, char *buf)
@@ -407,10 +410,11 @@ static int endpoint_row(struct mctx *c, const struct mkey *k, const void *key, c
 	bool has4 = ep->flags & RW_EP_IP4, has6 = ep->flags & RW_EP_IP6;
 	char name[IF_NAMESIZE], pod[INET_ADDRSTRLEN] = "", pod6[INET6_ADDRSTRLEN] = "",
 				gw6[INET6_ADDRSTRLEN] = "", both[80];
-	const char *run = has4 ? run_of_pod(c, ep->pod_ip) : NULL;
+	struct rw_ip ip4 = rw_ip4(ep->pod_ip), ip6 = rw_ip6(ep->pod_ip6);
+	const char *run = has4 ? run_of_pod(c, &ip4) : NULL;
 
 	if (!run && has6)
-		run = run_of_pod6(c, ep->pod_ip6);
+		run = run_of_pod(c, &ip6);
 	if (!k->any && !(k->has_ifindex && ifindex == k->ifindex) &&
 	    !(has4 && key_is4(k, ep->pod_ip)) && !(has6 && key_is6(k, ep->pod_ip6)))
 		return 0;
@@ -744,25 +748,41 @@ static int show_inbound(struct mctx *c, const struct mkey *k)
 	return n6 < 0 ? n6 : n4 + n6;
 }
 
-/* One flow of either family: its addresses as text, bare (pod_ip, peer_ip) and with the
- * ports (pod, peer: "[2600::7]:40000" for IPv6).
+/* An address and a port (host order) as `map` prints a flow's end: "10.0.0.5:443",
+ * "[2600::7]:443", the address alone when the port is 0.
  */
-struct ct_row {
-	__u32 ifindex;
-	const char *pod_ip, *peer_ip, *pod, *peer, *run;
-	__u16 pod_port, peer_port;
-	__u8 proto;
-};
-
-static int conntrack_row_of(struct mctx *c, const struct ct_row *r, const struct rw_ct_value *cv)
+static void flow_end_str(const struct rw_ip *ip, __u16 port, char *buf, size_t len)
 {
+	if (port)
+		rw_ip_port_str(ip, port, buf, len);
+	else
+		rw_ip_str(ip, buf, len);
+}
+
+/* One flow of either family: key is a struct rw_ct6_key when ipv6, else a struct rw_ct_key. */
+static int conntrack_row(struct mctx *c, const struct mkey *k, bool ipv6, const void *key,
+			 const struct rw_ct_value *cv)
+{
+	const struct rw_ct_key *ck = key;
+	const struct rw_ct6_key *ck6 = key;
+	struct rw_ip pod_ip = ipv6 ? rw_ip6(ck6->pod_ip) : rw_ip4(ck->pod_ip),
+		     peer_ip = ipv6 ? rw_ip6(ck6->peer_ip) : rw_ip4(ck->peer_ip);
+	__u32 ifindex = ipv6 ? ck6->ifindex : ck->ifindex;
+	__u16 pod_port = ntohs(ipv6 ? ck6->pod_port : ck->pod_port),
+	      peer_port = ntohs(ipv6 ? ck6->peer_port : ck->peer_port);
+	__u8 proto = ipv6 ? ck6->proto : ck->proto;
 	__u64 age = c->now_mono > cv->created_ns ? c->now_mono - cv->created_ns : 0;
 	/* Active since the agent's last expiry pass: idle for less than a resync. */
 	__u64 idle = !cv->active && c->now_mono > cv->seen_ns ? c->now_mono - cv->seen_ns : 0;
 	char name[IF_NAMESIZE], rule[128], sage[16], sidle[16];
+	char pod[RW_IP_PORT_STRLEN], peer[RW_IP_PORT_STRLEN], spod[RW_IP_STRLEN],
+		speer[RW_IP_STRLEN];
 	const char *by = cv->opened_by == RW_DIR_EGRESS ? "pod" : "peer";
+	const char *run = run_of_pod(c, &pod_ip);
 
-	ifname_of(r->ifindex, name);
+	if (!k->any && !key_is(k, &pod_ip) && !key_is(k, &peer_ip))
+		return 0;
+	ifname_of(ifindex, name);
 	rule_name(c, cv->rule_id, rule, sizeof(rule));
 	rw_cli_duration(age, sage, sizeof(sage));
 	rw_cli_duration(idle, sidle, sizeof(sidle));
@@ -770,73 +790,29 @@ static int conntrack_row_of(struct mctx *c, const struct ct_row *r, const struct
 		json_t *o = json_pack(
 			"{s:i, s:s, s:s, s:i, s:s, s:i, s:s, s:o, s:s, s:I, "
 			"s:I, s:i, s:s}",
-			"ifindex", (int)r->ifindex, "ifname", name, "pod", r->pod_ip, "pod_port",
-			(int)r->pod_port, "peer", r->peer_ip, "peer_port", (int)r->peer_port,
-			"proto", rw_proto_name(r->proto), "run", jstr_or_null(r->run), "opened_by",
-			by, "age_ms", (json_int_t)(age / 1000000), "idle_ms",
+			"ifindex", (int)ifindex, "ifname", name, "pod",
+			rw_ip_str(&pod_ip, spod, sizeof(spod)), "pod_port", (int)pod_port, "peer",
+			rw_ip_str(&peer_ip, speer, sizeof(speer)), "peer_port", (int)peer_port,
+			"proto", rw_proto_name(proto), "run", jstr_or_null(run), "opened_by", by,
+			"age_ms", (json_int_t)(age / 1000000), "idle_ms",
 			(json_int_t)(idle / 1000000), "rule_id", (int)cv->rule_id, "rule", rule);
 
 		json_array_append_new(c->entries, o);
 		return 1;
 	}
+	flow_end_str(&pod_ip, pod_port, pod, sizeof(pod));
+	flow_end_str(&peer_ip, peer_port, peer, sizeof(peer));
 	rw_table_row(&c->t);
 	rw_table_cell(&c->t, "%s", name);
-	rw_table_cell(&c->t, "%s", r->pod);
-	rw_table_cell(&c->t, "%s", r->peer);
-	rw_table_cell(&c->t, "%s", rw_proto_name(r->proto));
+	rw_table_cell(&c->t, "%s", pod);
+	rw_table_cell(&c->t, "%s", peer);
+	rw_table_cell(&c->t, "%s", rw_proto_name(proto));
 	rw_table_cell(&c->t, "%s", by);
 	rw_table_cell(&c->t, "%s", sage);
 	rw_table_cell(&c->t, "%s", sidle);
-	rw_table_cell(&c->t, "%s", r->run ? r->run : "-");
+	rw_table_cell(&c->t, "%s", run ? run : "-");
 	rw_table_cell(&c->t, "%s", rule);
 	return 1;
-}
-
-static int conntrack_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
-{
-	const struct rw_ct_key *ck = key;
-	char pod[32], peer[32], pod_ip[INET_ADDRSTRLEN], peer_ip[INET_ADDRSTRLEN];
-	struct ct_row r = {ck->ifindex,
-			   pod_ip,
-			   peer_ip,
-			   pod,
-			   peer,
-			   run_of_pod(c, ck->pod_ip),
-			   ntohs(ck->pod_port),
-			   ntohs(ck->peer_port),
-			   ck->proto};
-
-	if (!k->any && !key_is4(k, ck->pod_ip) && !key_is4(k, ck->peer_ip))
-		return 0;
-	rw_cli_ip_port(ck->pod_ip, r.pod_port, pod, sizeof(pod));
-	rw_cli_ip_port(ck->peer_ip, r.peer_port, peer, sizeof(peer));
-	rw_cli_ip(ck->pod_ip, pod_ip, sizeof(pod_ip));
-	rw_cli_ip(ck->peer_ip, peer_ip, sizeof(peer_ip));
-	return conntrack_row_of(c, &r, val);
-}
-
-static int conntrack6_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
-{
-	const struct rw_ct6_key *ck = key;
-	char pod[INET6_ADDRSTRLEN + 8], peer[INET6_ADDRSTRLEN + 8], pod_ip[INET6_ADDRSTRLEN],
-		peer_ip[INET6_ADDRSTRLEN];
-	struct ct_row r = {ck->ifindex,
-			   pod_ip,
-			   peer_ip,
-			   pod,
-			   peer,
-			   run_of_pod6(c, ck->pod_ip),
-			   ntohs(ck->pod_port),
-			   ntohs(ck->peer_port),
-			   ck->proto};
-
-	if (!k->any && !key_is6(k, ck->pod_ip) && !key_is6(k, ck->peer_ip))
-		return 0;
-	rw_cli_ip6_port(ck->pod_ip, r.pod_port, pod, sizeof(pod));
-	rw_cli_ip6_port(ck->peer_ip, r.peer_port, peer, sizeof(peer));
-	rw_cli_ip6(ck->pod_ip, pod_ip, sizeof(pod_ip));
-	rw_cli_ip6(ck->peer_ip, peer_ip, sizeof(peer_ip));
-	return conntrack_row_of(c, &r, val);
 }
 
 /* rw_conntrack and rw_conntrack6 hold one table per sandbox veth and family: the entries of
@@ -870,8 +846,8 @@ static int show_conntrack(struct mctx *c, const struct mkey *k)
 				break;
 			sort_pairs(keys, vals, n, ks, vs, ipv6 ? order_ct6 : order_ct);
 			for (size_t j = 0; j < n; j++)
-				shown += (ipv6 ? conntrack6_row : conntrack_row)(
-					c, k, (__u8 *)keys + j * ks, (__u8 *)vals + j * vs);
+				shown += conntrack_row(c, k, ipv6, (__u8 *)keys + j * ks,
+						       (const void *)((__u8 *)vals + j * vs));
 			free(keys);
 			free(vals);
 		}
@@ -1547,13 +1523,9 @@ static int cmd_map(int argc, char **argv)
 	int sub, map, ret, opt;
 	struct mkey k = {.any = true};
 
-	while ((opt = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
-		if (opt == 'j') {
-			rw_g.json = true;
-			continue;
-		}
+	opt = rw_cmd_getopt(argc, argv, "jh", opts);
+	if (opt != -1)
 		return rw_cmd_option_end(&rw_cmd_map, opt, argv);
-	}
 	argc -= optind;
 	argv += optind;
 	if (argc < 1)

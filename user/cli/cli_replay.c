@@ -75,32 +75,21 @@ struct replay_source {
 /* "30s", "10m", "2h", "1d", "90" (seconds): a positive duration of at most a year. */
 static int parse_duration(const char *s, int64_t *ns)
 {
+	static const char units[] = "smhd";
+	static const int64_t unit_seconds[] = {1, 60, 3600, 86400};
 	unsigned long long n;
 	char num[32];
+	const char *unit_at;
 	size_t len = strlen(s);
 	int64_t unit = 1000000000LL;
 
 	if (!len || len >= sizeof(num))
 		return -EINVAL;
 	memcpy(num, s, len + 1);
-	switch (num[len - 1]) {
-	case 's':
+	unit_at = strchr(units, num[len - 1]);
+	if (unit_at) {
+		unit *= unit_seconds[unit_at - units];
 		num[--len] = '\0';
-		break;
-	case 'm':
-		unit *= 60;
-		num[--len] = '\0';
-		break;
-	case 'h':
-		unit *= 3600;
-		num[--len] = '\0';
-		break;
-	case 'd':
-		unit *= 86400;
-		num[--len] = '\0';
-		break;
-	default:
-		break;
 	}
 	if (rw_parse_uint(num, 366ULL * 86400, &n) || !n ||
 	    (int64_t)n * unit > 366LL * 86400 * 1000000000LL)
@@ -147,11 +136,8 @@ static int parse(int argc, char **argv, struct replay_opts *o)
 	int64_t ns;
 
 	memset(o, 0, sizeof(*o));
-	while ((opt = getopt_long(argc, argv, "P:U:A:r:S:F:ajh", opts, NULL)) != -1) {
+	while ((opt = rw_cmd_getopt(argc, argv, "P:U:A:r:S:F:ajh", opts)) != -1) {
 		switch (opt) {
-		case 'j':
-			rw_g.json = true;
-			break;
 		case 'P':
 			o->policy = optarg;
 			break;
@@ -383,10 +369,10 @@ static int flows_from_agent(const struct replay_opts *o, struct rw_flowset *set,
 		 json_string_value(json_object_get(reply, "node")) ?: "");
 	snprintf(src->oldest, sizeof(src->oldest), "%s",
 		 json_string_value(json_object_get(reply, "oldest")) ?: "");
-	src->held = json_integer_value(json_object_get(reply, "held"));
-	src->capacity = json_integer_value(json_object_get(reply, "capacity"));
-	src->evicted = json_integer_value(json_object_get(reply, "evicted"));
-	src->skipped = json_integer_value(json_object_get(reply, "skipped"));
+	src->held = rw_cli_jint(reply, "held");
+	src->capacity = rw_cli_jint(reply, "capacity");
+	src->evicted = rw_cli_jint(reply, "evicted");
+	src->skipped = rw_cli_jint(reply, "skipped");
 	flows = json_object_get(reply, "flows");
 	json_array_foreach(flows, i, f)
 	{

@@ -72,13 +72,10 @@ static int cmd_requests(int argc, char **argv)
 	}
 	printf("network-access requests to %s: %lld queued, %lld sent, %lld pending, %lld failed, "
 	       "%lld dropped (queue full), %lld displaced (for another run's share), %lld retries\n",
-	       url, json_integer_value(json_object_get(stats, "queued")),
-	       json_integer_value(json_object_get(stats, "sent")),
-	       json_integer_value(json_object_get(stats, "pending")),
-	       json_integer_value(json_object_get(stats, "failed")),
-	       json_integer_value(json_object_get(stats, "dropped")),
-	       json_integer_value(json_object_get(stats, "displaced")),
-	       json_integer_value(json_object_get(stats, "retries")));
+	       url, rw_cli_jint(stats, "queued"), rw_cli_jint(stats, "sent"),
+	       rw_cli_jint(stats, "pending"), rw_cli_jint(stats, "failed"),
+	       rw_cli_jint(stats, "dropped"), rw_cli_jint(stats, "displaced"),
+	       rw_cli_jint(stats, "retries"));
 	rw_table_init(&t, 9, heads, RW_TABLE_RIGHT(2) | RW_TABLE_RIGHT(5) | RW_TABLE_RIGHT(7));
 	json_array_foreach(list, i, item)
 	{
@@ -88,16 +85,15 @@ static int cmd_requests(int argc, char **argv)
 		rw_table_row(&t);
 		rw_table_cell(&t, "%s", json_string_value(json_object_get(item, "first_seen")));
 		rw_table_cell(&t, "%s", json_string_value(json_object_get(item, "run")));
-		rw_table_cell(&t, "%lld", json_integer_value(json_object_get(item, "generation")));
+		rw_table_cell(&t, "%lld", rw_cli_jint(item, "generation"));
 		rw_table_cell(&t, "%s", json_string_value(json_object_get(item, "pod")));
 		rw_cli_host_port(json_string_value(json_object_get(item, "destination")),
-				 json_integer_value(json_object_get(item, "port")), dst,
-				 sizeof(dst));
+				 rw_cli_jint(item, "port"), dst, sizeof(dst));
 		rw_table_cell(&t, "%s/%s", dst,
 			      json_string_value(json_object_get(item, "protocol")));
-		rw_table_cell(&t, "%lld", json_integer_value(json_object_get(item, "count")));
+		rw_table_cell(&t, "%lld", rw_cli_jint(item, "count"));
 		rw_table_cell(&t, "%s", json_string_value(json_object_get(item, "state")));
-		rw_table_cell(&t, "%lld", json_integer_value(json_object_get(item, "attempts")));
+		rw_table_cell(&t, "%lld", rw_cli_jint(item, "attempts"));
 		rw_table_cell(&t, "%s", le ? le : "");
 		shown++;
 	}

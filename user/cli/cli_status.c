@@ -36,7 +36,7 @@ struct sctx {
 /* "tcx first", "tc first, 1 after", "tcx NOT FIRST (2 others)", "NOT ATTACHED" */
 static void hook_str(json_t *h, char *buf, size_t len)
 {
-	long long others = json_integer_value(json_object_get(h, "others"));
+	long long others = rw_cli_jint(h, "others");
 	const char *mode = json_string_value(json_object_get(h, "mode")) ?: "?";
 
 	if (!json_is_true(json_object_get(h, "attached")))
@@ -57,14 +57,14 @@ static void print_node(json_t *o, json_t *ag)
 
 	if (json_is_true(json_object_get(o, "ready")))
 		printf("node:       READY, enforcing revision %llu%s%s\n",
-		       (unsigned long long)json_integer_value(json_object_get(o, "revision")),
-		       since ? " since " : "", since ? since : "");
+		       (unsigned long long)rw_cli_jint(o, "revision"), since ? " since " : "",
+		       since ? since : "");
 	else
 		printf("node:       NOT READY: no policy applied, every sandbox packet is dropped "
 		       "(not-ready)\n");
 	if (json_is_object(json_object_get(o, "lease"))) {
 		json_t *lease = json_object_get(o, "lease");
-		long long left = json_integer_value(json_object_get(lease, "remaining_ms"));
+		long long left = rw_cli_jint(lease, "remaining_ms");
 
 		if (json_is_true(json_object_get(lease, "expired")))
 			printf("lease:      EXPIRED %lld ms ago: services and inbound only, the rest "
@@ -100,9 +100,8 @@ static void print_agent(struct sctx *c, json_t *ag)
 
 			printf("attach:     %lld failed, %lld retries, %lld veths waiting for a "
 			       "retry\n",
-			       json_integer_value(json_object_get(at, "failures")),
-			       json_integer_value(json_object_get(at, "retries")),
-			       json_integer_value(json_object_get(at, "pending")));
+			       rw_cli_jint(at, "failures"), rw_cli_jint(at, "retries"),
+			       rw_cli_jint(at, "pending"));
 		}
 		if (json_is_object(json_object_get(ag, "policy_watch"))) {
 			json_t *pw = json_object_get(ag, "policy_watch");
@@ -113,9 +112,8 @@ static void print_agent(struct sctx *c, json_t *ag)
 			       json_is_true(json_object_get(pw, "connected")) ? "following"
 									      : "NOT CONNECTED to",
 			       json_string_value(json_object_get(pw, "url")),
-			       json_integer_value(json_object_get(pw, "revision_received")),
-			       json_integer_value(json_object_get(pw, "revision_enforced")),
-			       json_integer_value(json_object_get(pw, "refusals")));
+			       rw_cli_jint(pw, "revision_received"),
+			       rw_cli_jint(pw, "revision_enforced"), rw_cli_jint(pw, "refusals"));
 			if (json_is_integer(age))
 				printf("; last message %lld ms ago", json_integer_value(age));
 			printf("\n");
@@ -126,11 +124,10 @@ static void print_agent(struct sctx *c, json_t *ag)
 
 			printf("staged:     revision %lld from %s since %s, never enforced: %lld "
 			       "events judged, %lld differ (sampled by the event budget)\n",
-			       json_integer_value(json_object_get(st, "revision")),
+			       rw_cli_jint(st, "revision"),
 			       json_string_value(json_object_get(st, "source")) ?: "",
 			       json_string_value(json_object_get(st, "since")) ?: "",
-			       json_integer_value(json_object_get(st, "judged")),
-			       json_integer_value(json_object_get(st, "differences")));
+			       rw_cli_jint(st, "judged"), rw_cli_jint(st, "differences"));
 			json_array_foreach(json_object_get(st, "changes"), i, line)
 				printf("              %s\n", json_string_value(line));
 		}
@@ -142,11 +139,11 @@ static void print_agent(struct sctx *c, json_t *ag)
 				printf("cni:        chained in %s/%s; %lld repairs",
 				       json_string_value(json_object_get(cn, "conf_dir")),
 				       json_string_value(json_object_get(cn, "file")),
-				       json_integer_value(json_object_get(cn, "repairs")));
+				       rw_cli_jint(cn, "repairs"));
 			else
 				printf("cni:        NOT CHAINED: %s; %lld repairs",
 				       json_string_value(json_object_get(cn, "why")) ?: "?",
-				       json_integer_value(json_object_get(cn, "repairs")));
+				       rw_cli_jint(cn, "repairs"));
 			if (json_is_integer(w))
 				printf(" (the last after %lld ms without the entry)",
 				       json_integer_value(w));
@@ -171,12 +168,9 @@ static void print_limits(struct sctx *c, json_t *o)
 	printf("limits:     events %lld/s burst %lld per sandbox for drops and for new flows; "
 	       "answers %lld/s burst %lld per sandbox; conntrack %lld flows per sandbox, %lld per "
 	       "node\n",
-	       json_integer_value(json_object_get(limits, "event_rate")),
-	       json_integer_value(json_object_get(limits, "event_burst")),
-	       json_integer_value(json_object_get(limits, "answer_rate")),
-	       json_integer_value(json_object_get(limits, "answer_burst")),
-	       json_integer_value(json_object_get(limits, "ct_per_sandbox")),
-	       json_integer_value(json_object_get(limits, "ct_node")));
+	       rw_cli_jint(limits, "event_rate"), rw_cli_jint(limits, "event_burst"),
+	       rw_cli_jint(limits, "answer_rate"), rw_cli_jint(limits, "answer_burst"),
+	       rw_cli_jint(limits, "ct_per_sandbox"), rw_cli_jint(limits, "ct_node"));
 }
 
 static void print_runs(json_t *o)
@@ -202,11 +196,10 @@ static void print_runs(json_t *o)
 		}
 		rw_table_row(&t);
 		rw_table_cell(&t, "%s", json_string_value(json_object_get(v, "id")));
-		rw_table_cell(&t, "enforcing generation %lld%s%s",
-			      json_integer_value(json_object_get(v, "gen")), rs ? " since " : "",
-			      rs ? rs : "");
+		rw_table_cell(&t, "enforcing generation %lld%s%s", rw_cli_jint(v, "gen"),
+			      rs ? " since " : "", rs ? rs : "");
 		rw_table_cell(&t, "%s", json_string_value(json_object_get(v, "egress")));
-		rw_table_cell(&t, "idx %lld", json_integer_value(json_object_get(v, "idx")));
+		rw_table_cell(&t, "idx %lld", rw_cli_jint(v, "idx"));
 		rw_table_cell(&t, "pods %s", list);
 	}
 	rw_table_print(&t, stdout, "  ");
@@ -236,7 +229,7 @@ static void print_sandboxes(json_t *o)
 		hook_str(json_object_get(hooks, "ingress"), in, sizeof(in));
 		rw_table_row(&t);
 		rw_table_cell(&t, "%s", json_string_value(json_object_get(v, "ifname")));
-		rw_table_cell(&t, "%lld", json_integer_value(json_object_get(v, "ifindex")));
+		rw_table_cell(&t, "%lld", rw_cli_jint(v, "ifindex"));
 		/* A dual-stack pod's two addresses: "10.1.2.3 2600:1f14:abc::7". */
 		snprintf(pods, sizeof(pods), "%s%s%s", pod ? pod : "", pod && pod6 ? " " : "",
 			 pod6 ? pod6 : "");
@@ -256,8 +249,8 @@ static void print_sandboxes(json_t *o)
 		if (ae)
 			printf("  %s: %s (%lld failed attempts; retrying in %lld ms)\n",
 			       json_string_value(json_object_get(v, "ifname")), ae,
-			       json_integer_value(json_object_get(v, "attach_failures")),
-			       json_integer_value(json_object_get(v, "attach_retry_in_ms")));
+			       rw_cli_jint(v, "attach_failures"),
+			       rw_cli_jint(v, "attach_retry_in_ms"));
 	}
 	/* Veths routed to a pod the node has no room to bind: deny-all until there is room. */
 	json_array_foreach(sbx, i, v)
@@ -283,15 +276,13 @@ static void print_containers(json_t *o)
 	if (!json_is_object(ct))
 		return;
 	printf("\ncontainers: %lld in %lld pods, %lld waiting for their cgroup or veth (%s%s)\n",
-	       json_integer_value(json_object_get(ct, "count")),
-	       json_integer_value(json_object_get(ct, "pods")),
-	       json_integer_value(json_object_get(ct, "waiting")),
+	       rw_cli_jint(ct, "count"), rw_cli_jint(ct, "pods"), rw_cli_jint(ct, "waiting"),
 	       json_string_value(json_object_get(ct, "dir")),
 	       json_is_true(json_object_get(ct, "watching")) ? "" : ", not there");
 	rw_table_init(&t, 5, heads, RW_TABLE_RIGHT(3));
 	json_array_foreach(json_object_get(ct, "list"), i, v)
 	{
-		long long cg = json_integer_value(json_object_get(v, "cgroup_id"));
+		long long cg = rw_cli_jint(v, "cgroup_id");
 		const char *ifname = json_string_value(json_object_get(v, "ifname"));
 
 		rw_table_row(&t);
@@ -320,8 +311,8 @@ static void print_maps(json_t *o)
 	rw_table_init(&t, 5, map_heads, RW_TABLE_RIGHT(2) | RW_TABLE_RIGHT(3) | RW_TABLE_RIGHT(4));
 	json_array_foreach(maps, i, v)
 	{
-		long long e = json_integer_value(json_object_get(v, "entries"));
-		long long m = json_integer_value(json_object_get(v, "max_entries"));
+		long long e = rw_cli_jint(v, "entries");
+		long long m = rw_cli_jint(v, "max_entries");
 		const char *pin = json_string_value(json_object_get(v, "pin"));
 		bool ring = !strcmp(pin, rw_map_names[RW_M_EVENTS]);
 		char a[32], b[32];
@@ -353,15 +344,12 @@ static void print_events(json_t *o, json_t *ag)
 	json_t *ev = json_object_get(o, "events");
 
 	printf("\nevents: %lld sent, %lld lost, %lld suppressed (kernel, node total)",
-	       json_integer_value(json_object_get(ev, "sent")),
-	       json_integer_value(json_object_get(ev, "lost")),
-	       json_integer_value(json_object_get(ev, "suppressed")));
+	       rw_cli_jint(ev, "sent"), rw_cli_jint(ev, "lost"), rw_cli_jint(ev, "suppressed"));
 	if (ag)
 		printf("; %lld delivered, %lld skipped to %lld subscriber%s (agent)",
-		       json_integer_value(json_object_get(ev, "delivered")),
-		       json_integer_value(json_object_get(ev, "skipped")),
-		       json_integer_value(json_object_get(ev, "subscribers")),
-		       json_integer_value(json_object_get(ev, "subscribers")) == 1 ? "" : "s");
+		       rw_cli_jint(ev, "delivered"), rw_cli_jint(ev, "skipped"),
+		       rw_cli_jint(ev, "subscribers"),
+		       rw_cli_jint(ev, "subscribers") == 1 ? "" : "s");
 	printf("\n");
 }
 
@@ -389,13 +377,9 @@ static int cmd_status(int argc, char **argv)
 	json_t *o;
 	int opt, ret;
 
-	while ((opt = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
-		if (opt == 'j') {
-			rw_g.json = true;
-			continue;
-		}
+	opt = rw_cmd_getopt(argc, argv, "jh", opts);
+	if (opt != -1)
 		return rw_cmd_option_end(&rw_cmd_status, opt, argv);
-	}
 	if (optind < argc)
 		return rw_cmd_usage_error(&rw_cmd_status, "unexpected '%s'", argv[optind]);
 

@@ -262,6 +262,11 @@ void rw_cli_host_port(const char *host, long long port, char *buf, size_t len)
 	snprintf(buf, len, strchr(host, ':') ? "[%s]:%lld" : "%s:%lld", host, port);
 }
 
+json_int_t rw_cli_jint(const json_t *o, const char *key)
+{
+	return json_integer_value(json_object_get(o, key));
+}
+
 void rw_cli_json_print(json_t *o)
 {
 	char *s = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(9)) : NULL;

@@ -81,6 +81,9 @@ void rw_cli_ip6_port(const __be32 ip[4], __u16 port, char *buf, size_t len);
  */
 void rw_cli_host_port(const char *host, long long port, char *buf, size_t len);
 
+/* The integer at key in a JSON object of the agent's (0 when it is not there, or not one). */
+json_int_t rw_cli_jint(const json_t *o, const char *key);
+
 /* Print a JSON value as one compact line and flush (other programs read it through a pipe).
  * Takes the reference.
  */

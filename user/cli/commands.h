@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <getopt.h>
 
 #include "util.h" /* RW_EXIT_* */
 
@@ -41,6 +42,12 @@ void rw_cmd_help(const struct rw_cmd *cmd, FILE *f);
 /* A usage error: "NAME: MESSAGE (usage: runwall GRAMMAR)" through rw_fail(), exit 2. */
 int rw_cmd_usage_error(const struct rw_cmd *cmd, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/* getopt_long() for a command's own options: -j (when optstring has it) is taken here, for
+ * main.c takes -j out of argv only where it stands alone (`-j`, `-jv`), not in a cluster of the
+ * command's own short options (`drops -aj`). Returns the next other option, or -1.
+ */
+int rw_cmd_getopt(int argc, char **argv, const char *optstring, const struct option *longopts);
 
 /* The last case of every command's getopt_long() loop, for an option the command's own cases
  * did not take: -h prints the command's help and gives RW_EXIT_OK; any other is "bad option"

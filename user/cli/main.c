@@ -70,6 +70,15 @@ int rw_cmd_usage_error(const struct rw_cmd *cmd, const char *fmt, ...)
 	return rw_fail(RW_EXIT_USAGE, "%s: %s (usage: runwall %s)", cmd->name, msg, cmd->grammar);
 }
 
+int rw_cmd_getopt(int argc, char **argv, const char *optstring, const struct option *longopts)
+{
+	int opt;
+
+	while ((opt = getopt_long(argc, argv, optstring, longopts, NULL)) == 'j')
+		rw_g.json = true;
+	return opt;
+}
+
 int rw_cmd_option_end(const struct rw_cmd *cmd, int opt, char **argv)
 {
 	if (opt == 'h') {

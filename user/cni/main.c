@@ -152,13 +152,21 @@ static int lock_node(const struct rw_cni_req *req, struct rw_datapath *dp)
 	return lock;
 }
 
-static int host_ifindex(const struct rw_cni_req *req)
+/* open_node() with the programs, then the pod's host-side veth: its ifindex, or 0 with the error
+ * result written and nothing left open.
+ */
+static int open_veth(const struct rw_cni_req *req, struct rw_datapath *dp)
 {
-	int ifindex = if_nametoindex(req->host_if);
+	int ifindex;
 
-	if (!ifindex)
+	if (open_node(req, dp, true))
+		return 0;
+	ifindex = if_nametoindex(req->host_if);
+	if (!ifindex) {
 		cni_error(req->cni_version, RW_CNI_E_PREV, "the pod's host-side veth is missing",
 			  "prevResult names %s: %s", req->host_if, strerror(errno));
+		rw_datapath_close(dp);
+	}
 	return ifindex;
 }
 
@@ -231,13 +239,9 @@ static int cmd_add(struct rw_cni_req *req)
 				 "%s does not start with a prefix of ifPrefix \"%s\" (the agent's "
 				 "--ifprefix)",
 				 req->host_if, req->ifprefix);
-	if (open_node(req, &dp, true))
+	ifindex = open_veth(req, &dp);
+	if (!ifindex)
 		return 1;
-	ifindex = host_ifindex(req);
-	if (!ifindex) {
-		rw_datapath_close(&dp);
-		return 1;
-	}
 	/* The host veth's own link-local address is the pod's IPv6 gateway, which no NDP message
 	 * of the pod may claim. None yet (the link not up): the agent adds it when it comes.
 	 */
@@ -297,13 +301,9 @@ static int cmd_check(struct rw_cni_req *req)
 				 "cniVersion %s: CHECK needs 0.4.0 or later", req->cni_version);
 	if (require_prev(req, "CHECK"))
 		return 1;
-	if (open_node(req, &dp, true))
+	ifindex = open_veth(req, &dp);
+	if (!ifindex)
 		return 1;
-	ifindex = host_ifindex(req);
-	if (!ifindex) {
-		rw_datapath_close(&dp);
-		return 1;
-	}
 	err = rw_veth_query(&dp, ifindex, &st);
 	rw_datapath_close(&dp);
 	if (err)
@@ -382,46 +382,38 @@ static void usage(FILE *f)
 
 static int cmd_admin(int argc, char **argv)
 {
-	static const struct option opts[] = {{"bin-dir", required_argument, NULL, 'b'},
-					     {"conf-dir", required_argument, NULL, 'c'},
-					     {"bpffs", required_argument, NULL, 'f'},
-					     {"ifprefix", required_argument, NULL, 'p'},
-					     {"attach-mode", required_argument, NULL, 'm'},
-					     {"help", no_argument, NULL, 'h'},
+	/* Every option but --help takes a string, kept in val[] at the option's place. */
+	enum { BIN_DIR, CONF_DIR, BPFFS, IFPREFIX, MODE, N_VALS };
+	static const struct option opts[] = {[BIN_DIR] = {"bin-dir", required_argument, NULL, 0},
+					     [CONF_DIR] = {"conf-dir", required_argument, NULL, 0},
+					     [BPFFS] = {"bpffs", required_argument, NULL, 0},
+					     [IFPREFIX] = {"ifprefix", required_argument, NULL, 0},
+					     [MODE] = {"attach-mode", required_argument, NULL, 0},
+					     [N_VALS] = {"help", no_argument, NULL, 'h'},
 					     {}};
-	const char *bin_dir = NULL, *conf_dir = NULL, *bpffs = NULL, *ifprefix = NULL;
-	const char *mode = NULL;
+	const char *val[N_VALS] = {0}, *bin_dir, *conf_dir, *bpffs, *ifprefix, *mode;
 	bool install = !strcmp(argv[1], "install");
 	char err[768];
 	json_t *entry;
-	int c, ret;
+	int c, at, ret;
 
 	optind = 2;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'b':
-			bin_dir = optarg;
-			break;
-		case 'c':
-			conf_dir = optarg;
-			break;
-		case 'f':
-			bpffs = optarg;
-			break;
-		case 'p':
-			ifprefix = optarg;
-			break;
-		case 'm':
-			mode = optarg;
-			break;
-		case 'h':
+	while ((c = getopt_long(argc, argv, "h", opts, &at)) != -1) {
+		if (c == 0) {
+			val[at] = optarg;
+		} else if (c == 'h') {
 			usage(stdout);
 			return 0;
-		default:
+		} else {
 			usage(stderr);
 			return 2;
 		}
 	}
+	bin_dir = val[BIN_DIR];
+	conf_dir = val[CONF_DIR];
+	bpffs = val[BPFFS];
+	ifprefix = val[IFPREFIX];
+	mode = val[MODE];
 	if (optind < argc || !bin_dir || !conf_dir || (!install && (bpffs || ifprefix || mode))) {
 		fprintf(stderr, "runwall-cni: %s: %s\n", argv[1],
 			optind < argc ? "unexpected argument"

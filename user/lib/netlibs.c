@@ -156,16 +156,14 @@ CURLcode curl_easy_setopt(CURL *c, CURLoption option, ...)
 CURLcode curl_easy_getinfo(CURL *c, CURLINFO info, ...)
 {
 	static CURLcode (*fn)(CURL *, CURLINFO, ...);
-	CURLcode rc;
 	va_list ap;
+	void *out; /* every CURLINFO's one argument is a pointer */
 
-	RESOLVE(LIB_CURL, fn, "curl_easy_getinfo");
-	if (!fn)
-		return CURLE_FAILED_INIT;
 	va_start(ap, info);
-	rc = fn(c, info, va_arg(ap, void *));
+	out = va_arg(ap, void *);
 	va_end(ap);
-	return rc;
+	RESOLVE(LIB_CURL, fn, "curl_easy_getinfo");
+	return fn ? fn(c, info, out) : CURLE_FAILED_INIT;
 }
 
 /* ---- libmicrohttpd ------------------------------------------------------------------------- */

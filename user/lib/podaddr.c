@@ -32,37 +32,61 @@ const char *rw_pod_addr_refusal(__be32 addr)
 	return NULL;
 }
 
-int rw_pod_cidr_check(const char *cidr, __be32 *addr, char *why, size_t whylen)
+/* Decimal 0..max, no sign, no leading zero, nothing after it; max + 1 when it is not. */
+static unsigned int prefix_len(const char *s, unsigned int max)
 {
-	char buf[INET_ADDRSTRLEN], net[INET_ADDRSTRLEN];
-	const char *slash = strchr(cidr, '/'), *len_s, *reason;
+	unsigned int v = 0;
+	size_t n = strlen(s);
+
+	if (!n || n > 3 || (n > 1 && s[0] == '0'))
+		return max + 1;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return max + 1;
+		v = v * 10 + (unsigned int)(s[i] - '0');
+	}
+	return v > max ? max + 1 : v;
+}
+
+/* "ADDR[/LEN]": ADDR in family's form (struct in_addr or in6_addr), and LEN (the family's
+ * whole length when there is none). -EAFNOSUPPORT when ADDR is not of the family, -EINVAL
+ * (why says) when LEN is not a prefix length.
+ */
+static int cidr_split(int family, const char *cidr, void *addr, unsigned int *len, char *why,
+		      size_t whylen)
+{
+	unsigned int max = family == AF_INET ? 32 : 128;
+	const char *slash = strchr(cidr, '/');
 	size_t alen = slash ? (size_t)(slash - cidr) : strlen(cidr);
-	unsigned int len = 32;
-	struct in_addr in;
-	__u32 h, mask;
+	char buf[INET6_ADDRSTRLEN];
 
 	if (alen >= sizeof(buf))
 		return -EAFNOSUPPORT;
 	memcpy(buf, cidr, alen);
 	buf[alen] = '\0';
-	if (inet_pton(AF_INET, buf, &in) != 1)
+	if (inet_pton(family, buf, addr) != 1)
 		return -EAFNOSUPPORT;
-	if (slash) {
-		len_s = slash + 1;
-		/* Decimal 0..32, no sign, no leading zero, nothing after it. */
-		if (len_s[0] >= '0' && len_s[0] <= '9' && !len_s[1])
-			len = len_s[0] - '0';
-		else if (len_s[0] >= '1' && len_s[0] <= '9' && len_s[1] >= '0' && len_s[1] <= '9' &&
-			 !len_s[2])
-			len = (len_s[0] - '0') * 10 + (len_s[1] - '0');
-		else
-			len = 33;
-		if (len > 32) {
-			snprintf(why, whylen, "\"/%.8s%s\" is not a prefix length (0 to 32)", len_s,
-				 strlen(len_s) > 8 ? "..." : "");
-			return -EINVAL;
-		}
+	*len = slash ? prefix_len(slash + 1, max) : max;
+	if (*len > max) {
+		snprintf(why, whylen, "\"/%.8s%s\" is not a prefix length (0 to %u)", slash + 1,
+			 strlen(slash + 1) > 8 ? "..." : "", max);
+		return -EINVAL;
 	}
+	return 0;
+}
+
+int rw_pod_cidr_check(const char *cidr, __be32 *addr, char *why, size_t whylen)
+{
+	char net[INET_ADDRSTRLEN];
+	const char *reason;
+	unsigned int len;
+	struct in_addr in;
+	__u32 h, mask;
+	int err;
+
+	err = cidr_split(AF_INET, cidr, &in, &len, why, whylen);
+	if (err)
+		return err;
 	reason = rw_pod_addr_refusal(in.s_addr);
 	if (reason) {
 		snprintf(why, whylen, "%s", reason);
@@ -126,45 +150,18 @@ const char *rw_pod_addr6_refusal(const __be32 addr[4])
 	return NULL;
 }
 
-/* Decimal 0..max, no sign, no leading zero, nothing after it; max + 1 when it is not. */
-static unsigned int prefix_len(const char *s, unsigned int max)
-{
-	unsigned int v = 0;
-	size_t n = strlen(s);
-
-	if (!n || n > 3 || (n > 1 && s[0] == '0'))
-		return max + 1;
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return max + 1;
-		v = v * 10 + (unsigned int)(s[i] - '0');
-	}
-	return v > max ? max + 1 : v;
-}
-
 int rw_pod_cidr6_check(const char *cidr, __be32 addr[4], char *why, size_t whylen)
 {
-	char buf[INET6_ADDRSTRLEN], net[INET6_ADDRSTRLEN];
-	const char *slash = strchr(cidr, '/'), *reason;
-	size_t alen = slash ? (size_t)(slash - cidr) : strlen(cidr);
-	unsigned int len = 128;
-	struct in6_addr in;
+	char net[INET6_ADDRSTRLEN];
 	bool host_zero = true;
+	const char *reason;
+	struct in6_addr in;
+	unsigned int len;
+	int err;
 
-	if (alen >= sizeof(buf))
-		return -EAFNOSUPPORT;
-	memcpy(buf, cidr, alen);
-	buf[alen] = '\0';
-	if (inet_pton(AF_INET6, buf, &in) != 1)
-		return -EAFNOSUPPORT;
-	if (slash) {
-		len = prefix_len(slash + 1, 128);
-		if (len > 128) {
-			snprintf(why, whylen, "\"/%.8s%s\" is not a prefix length (0 to 128)",
-				 slash + 1, strlen(slash + 1) > 8 ? "..." : "");
-			return -EINVAL;
-		}
-	}
+	err = cidr_split(AF_INET6, cidr, &in, &len, why, whylen);
+	if (err)
+		return err;
 	reason = rw_pod_addr6_refusal((const __be32 *)in.s6_addr);
 	if (reason) {
 		snprintf(why, whylen, "%s", reason);

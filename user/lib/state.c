@@ -47,25 +47,44 @@ int rw_config_write(const struct rw_datapath *dp, const struct rw_config *cfg)
 	return bpf_map_update_elem(dp->map_fd[RW_M_CONFIG], &zero, &next, BPF_ANY) ? -errno : 0;
 }
 
-static int flip(const struct rw_datapath *dp, struct rw_flip_args *args, char *err, size_t errlen)
+/* Runs one of the programs that write rw_config (fd: rw_flip or rw_lease, named prog, for the
+ * step named step) on its context args; the kernel copies the context back into args when the
+ * program returns (a syscall program's ctx_in is its ctx_out too). *retval is the program's
+ * answer. unloaded ends the message for a datapath loaded without the program.
+ */
+static int run_config_prog(int fd, const char *step, const char *prog, const char *unloaded,
+			   void *args, __u32 size, __u32 *retval, char *err, size_t errlen)
 {
-	LIBBPF_OPTS(bpf_test_run_opts, opts, .ctx_in = args, .ctx_size_in = sizeof(*args));
+	LIBBPF_OPTS(bpf_test_run_opts, opts, .ctx_in = args, .ctx_size_in = size);
 	const char *cfg = rw_map_names[RW_M_CONFIG];
 	int ret;
 
-	if (dp->flip_fd < 0)
+	if (fd < 0)
 		return rw_fail_msg(
 			err, errlen, -ENOTSUP,
-			"%s: flip: this datapath was loaded without rw_flip (a dry run "
-			"over the pins, or the pins only), which never changes the state",
-			cfg);
-	/* The kernel copies the context back into args when the program returns. */
-	if (bpf_prog_test_run_opts(dp->flip_fd, &opts)) {
+			"%s: %s: this datapath was loaded without %s (a dry run over the "
+			"pins, or the pins only)%s",
+			cfg, step, prog, unloaded);
+	if (bpf_prog_test_run_opts(fd, &opts)) {
 		ret = -errno;
-		return rw_fail_msg(err, errlen, ret, "%s: flip: running rw_flip: %s", cfg,
+		return rw_fail_msg(err, errlen, ret, "%s: %s: running %s: %s", cfg, step, prog,
 				   strerror(-ret));
 	}
-	switch (opts.retval) {
+	*retval = opts.retval;
+	return 0;
+}
+
+static int flip(const struct rw_datapath *dp, struct rw_flip_args *args, char *err, size_t errlen)
+{
+	const char *cfg = rw_map_names[RW_M_CONFIG];
+	__u32 retval;
+	int ret;
+
+	ret = run_config_prog(dp->flip_fd, "flip", "rw_flip", ", which never changes the state",
+			      args, sizeof(*args), &retval, err, errlen);
+	if (ret)
+		return ret;
+	switch (retval) {
 	case RW_FLIP_DONE:
 		return 0;
 	case RW_FLIP_CHANGED:
@@ -78,7 +97,7 @@ static int flip(const struct rw_datapath *dp, struct rw_flip_args *args, char *e
 				   args->flags & RW_FLIP_LEASE ? ", no lease written" : "");
 	default:
 		return rw_fail_msg(err, errlen, -ENOENT, "%s: flip: rw_flip answered %u", cfg,
-				   opts.retval);
+				   retval);
 	}
 }
 
@@ -103,23 +122,16 @@ int rw_config_flip_leased(const struct rw_datapath *dp, __u64 expect, __u64 next
 int rw_lease_write(const struct rw_datapath *dp, __u64 deadline_ns, char *err, size_t errlen)
 {
 	struct rw_lease_args args = {.deadline_ns = deadline_ns};
-	LIBBPF_OPTS(bpf_test_run_opts, opts, .ctx_in = &args, .ctx_size_in = sizeof(args));
-	const char *cfg = rw_map_names[RW_M_CONFIG];
+	__u32 retval;
 	int ret;
 
-	if (dp->lease_fd < 0)
-		return rw_fail_msg(err, errlen, -ENOTSUP,
-				   "%s: lease: this datapath was loaded without rw_lease (a dry "
-				   "run over the pins, or the pins only)",
-				   cfg);
-	if (bpf_prog_test_run_opts(dp->lease_fd, &opts)) {
-		ret = -errno;
-		return rw_fail_msg(err, errlen, ret, "%s: lease: running rw_lease: %s", cfg,
-				   strerror(-ret));
-	}
-	if (opts.retval != RW_FLIP_DONE)
-		return rw_fail_msg(err, errlen, -ENOENT, "%s: lease: rw_lease answered %u", cfg,
-				   opts.retval);
+	ret = run_config_prog(dp->lease_fd, "lease", "rw_lease", "", &args, sizeof(args), &retval,
+			      err, errlen);
+	if (ret)
+		return ret;
+	if (retval != RW_FLIP_DONE)
+		return rw_fail_msg(err, errlen, -ENOENT, "%s: lease: rw_lease answered %u",
+				   rw_map_names[RW_M_CONFIG], retval);
 	return 0;
 }
 

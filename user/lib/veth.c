@@ -173,6 +173,15 @@ const char *rw_bind_error_str(const struct rw_datapath *dp, int err, char *buf, 
 	return buf;
 }
 
+/* A conntrack table fd, or -ENOENT for a veth without one: *has says which; 0 or the error. */
+static int has_table(int fd, bool *has)
+{
+	*has = fd >= 0;
+	if (fd >= 0)
+		close(fd);
+	return fd >= 0 || fd == -ENOENT ? 0 : fd;
+}
+
 int rw_veth_query(const struct rw_datapath *dp, int ifindex, struct rw_veth_state *st)
 {
 	struct rw_hook_info *hi;
@@ -202,20 +211,11 @@ int rw_veth_query(const struct rw_datapath *dp, int ifindex, struct rw_veth_stat
 	free(hi);
 	if (err)
 		return err;
-	err = rw_conntrack_table_fd(dp, ifindex);
-	if (err >= 0) {
-		st->ct_table = true;
-		close(err);
-	} else if (err != -ENOENT) {
+	err = has_table(rw_conntrack_table_fd(dp, ifindex), &st->ct_table);
+	if (!err)
+		err = has_table(rw_conntrack6_table_fd(dp, ifindex), &st->ct_table6);
+	if (err)
 		return err;
-	}
-	err = rw_conntrack6_table_fd(dp, ifindex);
-	if (err >= 0) {
-		st->ct_table6 = true;
-		close(err);
-	} else if (err != -ENOENT) {
-		return err;
-	}
 	err = rw_endpoint_get(dp, ifindex, &st->ep);
 	if (err == -ENOENT)
 		return 0;

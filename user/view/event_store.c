@@ -83,6 +83,16 @@ static bool valid_id(const char *s, size_t max)
 	return true;
 }
 
+/* A run id or a node name (valid_id(), shorter than size) into id; fmt says why not. */
+static int set_id(char *id, size_t size, const char *value, const char *fmt, char *err,
+		  size_t errlen)
+{
+	if (!valid_id(value, size))
+		return set_err(err, errlen, fmt, value, "");
+	snprintf(id, size, "%s", value);
+	return 0;
+}
+
 int rw_query_set(struct rw_evfilter *f, const char *key, const char *value, char *err,
 		 size_t errlen)
 {
@@ -95,21 +105,15 @@ int rw_query_set(struct rw_evfilter *f, const char *key, const char *value, char
 		value = "";
 	if (strlen(value) >= QUERY_MAX_VALUE)
 		return set_err(err, errlen, "%s: value longer than 255 bytes%s", key, "");
-	if (!strcmp(key, "run")) {
-		if (!valid_id(value, RW_RUN_ID_LEN))
-			return set_err(err, errlen,
-				       "run '%s': expected a run id (1-63 of "
-				       "[A-Za-z0-9._-])%s",
-				       value, "");
-		snprintf(f->run, sizeof(f->run), "%s", value);
-	} else if (!strcmp(key, "node")) {
-		if (!valid_id(value, RW_NODE_LEN))
-			return set_err(err, errlen,
-				       "node '%s': expected a node name (1-63 of "
-				       "[A-Za-z0-9._:-])%s",
-				       value, "");
-		snprintf(f->node, sizeof(f->node), "%s", value);
-	} else if (!strcmp(key, "pod")) {
+	if (!strcmp(key, "run"))
+		return set_id(f->run, sizeof(f->run), value,
+			      "run '%s': expected a run id (1-63 of [A-Za-z0-9._-])%s", err,
+			      errlen);
+	if (!strcmp(key, "node"))
+		return set_id(f->node, sizeof(f->node), value,
+			      "node '%s': expected a node name (1-63 of [A-Za-z0-9._:-])%s", err,
+			      errlen);
+	if (!strcmp(key, "pod")) {
 		if (rw_ip_parse(value, &ip))
 			return set_err(err, errlen, "pod '%s': expected an IPv4 or IPv6 address%s",
 				       value, "");
@@ -451,30 +455,6 @@ void rw_aggs_free(struct rw_aggs *a)
 	memset(a, 0, sizeof(*a));
 }
 
-static void lru_unlink(struct rw_aggs *a, struct rw_agg *g)
-{
-	if (g->newer)
-		g->newer->older = g->older;
-	else
-		a->newest = g->older;
-	if (g->older)
-		g->older->newer = g->newer;
-	else
-		a->oldest = g->newer;
-	g->newer = g->older = NULL;
-}
-
-static void lru_push(struct rw_aggs *a, struct rw_agg *g)
-{
-	g->older = a->newest;
-	g->newer = NULL;
-	if (a->newest)
-		a->newest->newer = g;
-	a->newest = g;
-	if (!a->oldest)
-		a->oldest = g;
-}
-
 /* Room for one more aggregate of run: the victim rw_shares_victim() names goes. */
 static void agg_make_room(struct rw_aggs *a, const char *run)
 {
@@ -486,7 +466,7 @@ static void agg_make_room(struct rw_aggs *a, const char *run)
 		return;
 	g = (struct rw_agg *)((char *)l - offsetof(struct rw_agg, share));
 	rw_shares_del(&a->shares, &g->share);
-	lru_unlink(a, g);
+	RW_LRU_UNLINK(a, g);
 	for (pp = &a->buckets[agg_hash(a, &g->key)]; *pp; pp = &(*pp)->hnext)
 		if (*pp == g) {
 			*pp = g->hnext;
@@ -521,7 +501,7 @@ struct rw_agg *rw_aggs_add(struct rw_aggs *a, const struct rw_event *ev, const c
 		if (!memcmp(&g->key, &k, sizeof(k)))
 			break;
 	if (g) {
-		lru_unlink(a, g);
+		RW_LRU_UNLINK(a, g);
 		rw_shares_touch(&a->shares, &g->share);
 	} else {
 		if (a->count == a->cap)
@@ -536,7 +516,7 @@ struct rw_agg *rw_aggs_add(struct rw_aggs *a, const struct rw_event *ev, const c
 		a->buckets[b] = g;
 		a->count++;
 	}
-	lru_push(a, g);
+	RW_LRU_PUSH(a, g);
 	g->pod = rw_event_pod_ip(ev);
 	g->verdict = ev->verdict;
 	g->reason = ev->reason;

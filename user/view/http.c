@@ -829,24 +829,16 @@ static int parse_listen(const struct rw_http_opts *o, struct sockaddr_in *sa, ch
 		return -EINVAL;
 	}
 	sa->sin_port = htons(port);
-	if (o->probes_only) {
-		if ((ntohl(sa->sin_addr.s_addr) >> 24) != 127) {
-			snprintf(err, errlen,
-				 "%s %s: the probes answer without a token: a loopback address "
-				 "only",
-				 o->flag, o->listen);
-			return -EINVAL;
-		}
-		return 0;
-	}
-	if (o->token_file)
+	if (!o->probes_only && o->token_file)
 		return rw_read_token("--http-token-file", o->token_file, 16, token, token_len - 1,
 				     err, errlen);
+	/* No token: loopback only. */
 	if ((ntohl(sa->sin_addr.s_addr) >> 24) != 127) {
-		snprintf(err, errlen,
-			 "%s %s: an address other than loopback needs "
-			 "--http-token-file (clients then send Authorization: Bearer TOKEN)",
-			 o->flag, o->listen);
+		snprintf(err, errlen, "%s %s: %s", o->flag, o->listen,
+			 o->probes_only
+				 ? "the probes answer without a token: a loopback address only"
+				 : "an address other than loopback needs --http-token-file "
+				   "(clients then send Authorization: Bearer TOKEN)");
 		return -EINVAL;
 	}
 	return 0;

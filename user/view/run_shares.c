@@ -162,27 +162,9 @@ void rw_shares_add(struct rw_shares *s, struct rw_share_link *l, const char *run
 	struct rw_share_run *r = holder(s, run);
 
 	l->run = r;
-	l->newer = NULL;
-	l->older = r->newest;
-	if (r->newest)
-		r->newest->newer = l;
-	r->newest = l;
-	if (!r->oldest)
-		r->oldest = l;
+	RW_LRU_PUSH(r, l);
 	r->count++;
 	sift_up(s, r->heap_pos);
-}
-
-static void unlink_run(struct rw_share_run *r, struct rw_share_link *l)
-{
-	if (l->newer)
-		l->newer->older = l->older;
-	else
-		r->newest = l->older;
-	if (l->older)
-		l->older->newer = l->newer;
-	else
-		r->oldest = l->newer;
 }
 
 void rw_shares_del(struct rw_shares *s, struct rw_share_link *l)
@@ -191,8 +173,7 @@ void rw_shares_del(struct rw_shares *s, struct rw_share_link *l)
 
 	if (!r)
 		return;
-	unlink_run(r, l);
-	l->newer = l->older = NULL;
+	RW_LRU_UNLINK(r, l);
 	l->run = NULL;
 	if (--r->count)
 		sift_down(s, r->heap_pos);
@@ -206,13 +187,8 @@ void rw_shares_touch(struct rw_shares *s, struct rw_share_link *l)
 
 	if (!r || r->newest == l)
 		return;
-	unlink_run(r, l);
-	l->newer = NULL;
-	l->older = r->newest;
-	r->newest->newer = l;
-	r->newest = l;
-	if (!r->oldest)
-		r->oldest = l;
+	RW_LRU_UNLINK(r, l);
+	RW_LRU_PUSH(r, l);
 }
 
 static const struct rw_share_run *find(const struct rw_shares *s, const char *run)

@@ -32,6 +32,33 @@ enum rw_share_cause {
 	RW_SHARE__CAUSES,
 };
 
+/* A list kept newest first in O(1): head has members newest and oldest, each entry e members
+ * newer and older (NULL at the ends). A run's entries here, and the aggregates by last update
+ * (event_store.c), are such lists. RW_LRU_PUSH makes e the newest; RW_LRU_UNLINK takes it out.
+ */
+#define RW_LRU_PUSH(head, e)                         \
+	do {                                         \
+		(e)->newer = NULL;                   \
+		(e)->older = (head)->newest;         \
+		if ((head)->newest)                  \
+			(head)->newest->newer = (e); \
+		(head)->newest = (e);                \
+		if (!(head)->oldest)                 \
+			(head)->oldest = (e);        \
+	} while (0)
+#define RW_LRU_UNLINK(head, e)                          \
+	do {                                            \
+		if ((e)->newer)                         \
+			(e)->newer->older = (e)->older; \
+		else                                    \
+			(head)->newest = (e)->older;    \
+		if ((e)->older)                         \
+			(e)->older->newer = (e)->newer; \
+		else                                    \
+			(head)->oldest = (e)->newer;    \
+		(e)->newer = (e)->older = NULL;         \
+	} while (0)
+
 struct rw_share_run;
 
 struct rw_share_link {
