@@ -504,6 +504,56 @@ static void judge_principal(struct model_verdict *v)
 	}
 }
 
+/* A list's exact rules' match, else its CIDR rules' (RW_PATH_RULE, RW_PATH_RULE_CIDR): 1 when
+ * one allows, taken into v.
+ */
+static int take_match(struct model_verdict *v, const struct match *exact, const struct match *cidr)
+{
+	if (exact->n)
+		take(v, exact, RW_PATH_RULE);
+	else if (cidr->n)
+		take(v, cidr, RW_PATH_RULE_CIDR);
+	return exact->n || cidr->n;
+}
+
+/* The order both families share, from DNS on, given the rules that match the destination (the
+ * services' exact and CIDR, the run's exact and CIDR) and whether it is private (special).
+ */
+static void egress_order(const struct rw_policy *s, const struct rw_policy_run *run, __u16 dport,
+			 const struct match *se, const struct match *sc, const struct match *re,
+			 const struct match *rc, int special, int lease_expired,
+			 struct model_verdict *v)
+{
+	/* DNS: port 53 to any destination no rule allows explicitly on 53 (a run's rule cannot
+	 * allow a private or denied destination, so it does not count there).
+	 */
+	if (dport == 53 && !se->n && !sc->n && (special || (!re->n && !rc->n))) {
+		v->reason = RW_REASON_DNS;
+		return;
+	}
+	/* The platform's services first... */
+	if (take_match(v, se, sc))
+		return;
+	if (special) {
+		v->reason = RW_REASON_PRIVATE_DESTINATION;
+		return;
+	}
+	/* ...the run's rules after the ranges: they can never open a private destination. */
+	if (take_match(v, re, rc))
+		return;
+	if (lease_expired) {
+		v->reason = RW_REASON_LEASE_EXPIRED;
+		return;
+	}
+	if (rw_policy_run_egress(s, run) == RW_EGRESS_OPEN) {
+		v->verdict = RW_VERDICT_ALLOW;
+		v->reason = RW_REASON_ALLOWED;
+		v->path = RW_PATH_OPEN;
+		return;
+	}
+	v->reason = RW_REASON_NOT_ALLOWLISTED;
+}
+
 /* The egress policy of run `ri` for daddr:dport (docs/architecture.md verdict order, from "protocol" on).
  * Under an expired lease (docs/policy-watch.md "The lease") the run has no rules and no egress
  * mode: what the services do not allow is lease-expired, past the contract's other refusals.
@@ -532,38 +582,7 @@ static void egress_policy(const struct rw_policy *s, int ri, __be32 daddr, __be1
 	match_rules(run->allow, lease_expired ? 0 : run->n_allow, CIDR, ri, 1, daddr, dport, proto,
 		    &rc);
 	special = is_special(daddr) || is_denied(s, daddr);
-	/* DNS: port 53 to any destination no rule allows explicitly on 53 (a run's rule cannot
-	 * allow a private or denied destination, so it does not count there).
-	 */
-	if (dport == 53 && !se.n && !sc.n && (special || (!re.n && !rc.n))) {
-		v->reason = RW_REASON_DNS;
-		return;
-	}
-	/* The platform's services (exact, then CIDR) first... */
-	if (se.n)
-		return take(v, &se, RW_PATH_RULE);
-	if (sc.n)
-		return take(v, &sc, RW_PATH_RULE_CIDR);
-	if (special) {
-		v->reason = RW_REASON_PRIVATE_DESTINATION;
-		return;
-	}
-	/* ...the run's rules after the ranges: they can never open a private destination. */
-	if (re.n)
-		return take(v, &re, RW_PATH_RULE);
-	if (rc.n)
-		return take(v, &rc, RW_PATH_RULE_CIDR);
-	if (lease_expired) {
-		v->reason = RW_REASON_LEASE_EXPIRED;
-		return;
-	}
-	if (rw_policy_run_egress(s, run) == RW_EGRESS_OPEN) {
-		v->verdict = RW_VERDICT_ALLOW;
-		v->reason = RW_REASON_ALLOWED;
-		v->path = RW_PATH_OPEN;
-		return;
-	}
-	v->reason = RW_REASON_NOT_ALLOWLISTED;
+	egress_order(s, run, dport, &se, &sc, &re, &rc, special, lease_expired, v);
 }
 
 static int run_of6(const struct rw_policy *s, const __u8 ip[16]);
@@ -624,33 +643,7 @@ static void egress_policy6(const struct rw_policy *s, int ri, const __u8 pod6[16
 	/* The pod's own /64 (its node's subnet on EKS) and the snapshot's pods are private too. */
 	special = kind == 1 || is_special6(daddr) || is_denied6(s, daddr) ||
 		  !memcmp(daddr, pod6, 8) || run_of6(s, daddr) >= 0;
-	if (dport == 53 && !se.n && !sc.n && (special || (!re.n && !rc.n))) {
-		v->reason = RW_REASON_DNS;
-		return;
-	}
-	if (se.n)
-		return take(v, &se, RW_PATH_RULE);
-	if (sc.n)
-		return take(v, &sc, RW_PATH_RULE_CIDR);
-	if (special) {
-		v->reason = RW_REASON_PRIVATE_DESTINATION;
-		return;
-	}
-	if (re.n)
-		return take(v, &re, RW_PATH_RULE);
-	if (rc.n)
-		return take(v, &rc, RW_PATH_RULE_CIDR);
-	if (lease_expired) {
-		v->reason = RW_REASON_LEASE_EXPIRED;
-		return;
-	}
-	if (rw_policy_run_egress(s, run) == RW_EGRESS_OPEN) {
-		v->verdict = RW_VERDICT_ALLOW;
-		v->reason = RW_REASON_ALLOWED;
-		v->path = RW_PATH_OPEN;
-		return;
-	}
-	v->reason = RW_REASON_NOT_ALLOWLISTED;
+	egress_order(s, run, dport, &se, &sc, &re, &rc, special, lease_expired, v);
 }
 
 static int inbound_policy6(const struct rw_policy *s, const __u8 peer[16], __be16 port, __u8 proto,
