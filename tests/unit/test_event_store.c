@@ -22,6 +22,7 @@
 
 #include "event_store.h"
 #include "refused_top.h"
+#include "unit_event.h"
 
 static __be32 ip(const char *s)
 {
@@ -60,18 +61,7 @@ static bool ip_is(const struct rw_ip *a, const char *s)
 static struct rw_event mkev(const char *run, const char *pod, const char *dst, int port,
 			    int verdict, int reason)
 {
-	struct rw_event ev = {};
-
-	snprintf(ev.run_id, sizeof(ev.run_id), "%s", run);
-	ev.saddr = ip(pod);
-	ev.daddr = ip(dst);
-	ev.dport = htons(port);
-	ev.sport = htons(40000);
-	ev.proto = IPPROTO_TCP;
-	ev.dir = RW_DIR_EGRESS;
-	ev.verdict = verdict;
-	ev.reason = reason;
-	return ev;
+	return tcp_out_event(run, ip(pod), ip(dst), port, verdict, reason);
 }
 
 static void add(struct rw_evstore *s, const struct rw_event *ev, const char *tag)
