@@ -817,6 +817,75 @@ static void judge_ndp(const struct model_binding *ep, int dir, const struct mode
 	v->learn_ll6 = is_link_local6(p->saddr6) && !ep->has_ll6;
 }
 
+/* The run's egress policy for the remote end of p's flow (its destination out of the pod, its
+ * source into it), in p's family.
+ */
+static void egress_of(const struct rw_policy *s, int run, const struct model_binding *ep, int dir,
+		      const struct model_pkt *p, int lease_expired, struct model_verdict *v)
+{
+	int out = dir == RW_DIR_EGRESS;
+	__be16 port = out ? p->dport : p->sport;
+
+	if (p->is_ipv6)
+		egress_policy6(s, run, ep->pod_ip6, out ? p->daddr6 : p->saddr6, port, p->proto,
+			       lease_expired, v);
+	else
+		egress_policy(s, run, out ? p->daddr : p->saddr, port, p->proto, lease_expired, v);
+}
+
+/* The inbound rules that admit the remote end of p's flow to the pod's port, in p's family. */
+static int inbound_of(const struct rw_policy *s, int dir, const struct model_pkt *p,
+		      struct match *m)
+{
+	int out = dir == RW_DIR_EGRESS;
+	__be16 port = out ? p->sport : p->dport;
+
+	if (p->is_ipv6)
+		return inbound_policy6(s, out ? p->daddr6 : p->saddr6, port, p->proto, m);
+	return inbound_policy(s, out ? p->daddr : p->saddr, port, p->proto, m);
+}
+
+/* A TCP or UDP packet's flow, past its family's identity checks (both families): a reply
+ * judged again by the policy that opened its flow, else the protocol, then the policy of its
+ * direction.
+ */
+static void judge_flow(const struct rw_policy *s, const struct model_binding *ep, int dir,
+		       const struct model_pkt *p, enum model_ct ct, int ct_full, int lease_expired,
+		       int run, struct model_verdict *v)
+{
+	struct match m;
+
+	if (dir == RW_DIR_EGRESS) {
+		/* reply of an allowed inbound connection (a bare SYN is never a reply) */
+		if (ct == MODEL_CT_BY_INGRESS && !is_syn(p)) {
+			if (!inbound_of(s, dir, p, &m))
+				return drop(v, RW_REASON_INBOUND_DENIED);
+			return take(v, &m, RW_PATH_REPLY);
+		}
+		/* protocol */
+		if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP)
+			return drop(v, RW_REASON_UNSUPPORTED_PROTOCOL);
+		egress_of(s, run, ep, dir, p, lease_expired, v);
+		judge_principal(v);
+		if (v->verdict == RW_VERDICT_ALLOW)
+			open_flow(p, ct, ct_full, dir, v);
+		return;
+	}
+	/* reply of a flow the pod opened, judged again by the pod's egress policy */
+	if (ct == MODEL_CT_BY_EGRESS && !is_syn(p)) {
+		egress_of(s, run, ep, dir, p, lease_expired, v);
+		if (v->verdict == RW_VERDICT_ALLOW)
+			v->path = RW_PATH_REPLY;
+		return;
+	}
+	if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP)
+		return drop(v, RW_REASON_UNSUPPORTED_PROTOCOL);
+	if (!inbound_of(s, dir, p, &m))
+		return drop(v, RW_REASON_INBOUND_DENIED);
+	take(v, &m, RW_PATH_INBOUND);
+	open_flow(p, ct, ct_full, dir, v);
+}
+
 /* An IPv6 packet that parsed, charged to `run` (the veth's IPv6 pod's). */
 static void judge6(const struct rw_policy *s, const struct model_binding *ep, int dir,
 		   const struct model_pkt *p, enum model_ct ct, int ct_full, int lease_expired,
@@ -824,7 +893,6 @@ static void judge6(const struct rw_policy *s, const struct model_binding *ep, in
 {
 	const __u8 *self = dir == RW_DIR_EGRESS ? p->saddr6 : p->daddr6;
 	int icmp6 = p->proto == IPPROTO_ICMPV6, type = p->icmp6_type;
-	struct match m;
 
 	/* Identity: a veth bound in IPv6, to a pod of a run; NDP's addresses are the link's, and
 	 * an ICMPv6 type the datapath never allows is that whatever its addresses.
@@ -851,34 +919,7 @@ static void judge6(const struct rw_policy *s, const struct model_binding *ep, in
 			return drop(v, RW_REASON_ICMP_UNRELATED);
 		return allow_path(v, RW_PATH_RELATED);
 	}
-	if (dir == RW_DIR_EGRESS) {
-		if (ct == MODEL_CT_BY_INGRESS && !is_syn(p)) {
-			if (!inbound_policy6(s, p->daddr6, p->sport, p->proto, &m))
-				return drop(v, RW_REASON_INBOUND_DENIED);
-			return take(v, &m, RW_PATH_REPLY);
-		}
-		if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP)
-			return drop(v, RW_REASON_UNSUPPORTED_PROTOCOL);
-		egress_policy6(s, run, ep->pod_ip6, p->daddr6, p->dport, p->proto, lease_expired,
-			       v);
-		judge_principal(v);
-		if (v->verdict == RW_VERDICT_ALLOW)
-			open_flow(p, ct, ct_full, dir, v);
-		return;
-	}
-	if (ct == MODEL_CT_BY_EGRESS && !is_syn(p)) {
-		egress_policy6(s, run, ep->pod_ip6, p->saddr6, p->sport, p->proto, lease_expired,
-			       v);
-		if (v->verdict == RW_VERDICT_ALLOW)
-			v->path = RW_PATH_REPLY;
-		return;
-	}
-	if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP)
-		return drop(v, RW_REASON_UNSUPPORTED_PROTOCOL);
-	if (!inbound_policy6(s, p->saddr6, p->dport, p->proto, &m))
-		return drop(v, RW_REASON_INBOUND_DENIED);
-	take(v, &m, RW_PATH_INBOUND);
-	open_flow(p, ct, ct_full, dir, v);
+	judge_flow(s, ep, dir, p, ct, ct_full, lease_expired, run, v);
 }
 
 static void judge(const struct rw_policy *s, const struct model_binding *ep, int dir,
@@ -886,7 +927,6 @@ static void judge(const struct rw_policy *s, const struct model_binding *ep, int
 		  struct model_verdict *v)
 {
 	int run = -1;
-	struct match m;
 
 	memset(v, 0, sizeof(*v));
 	v->run = -1;
@@ -913,21 +953,7 @@ static void judge(const struct rw_policy *s, const struct model_binding *ep, int
 			v->path = RW_PATH_ARP;
 			return;
 		}
-		/* reply of an allowed inbound connection (a bare SYN is never a reply) */
-		if (ct == MODEL_CT_BY_INGRESS && !is_syn(p)) {
-			if (!inbound_policy(s, p->daddr, p->sport, p->proto, &m))
-				return drop(v, RW_REASON_INBOUND_DENIED);
-			take(v, &m, RW_PATH_REPLY);
-			return;
-		}
-		/* protocol */
-		if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP)
-			return drop(v, RW_REASON_UNSUPPORTED_PROTOCOL);
-		egress_policy(s, run, p->daddr, p->dport, p->proto, lease_expired, v);
-		judge_principal(v);
-		if (v->verdict == RW_VERDICT_ALLOW)
-			open_flow(p, ct, ct_full, dir, v);
-		return;
+		return judge_flow(s, ep, dir, p, ct, ct_full, lease_expired, run, v);
 	}
 
 	/* Into the pod: ARP once the veth is bound to a pod of a run. */
@@ -943,19 +969,7 @@ static void judge(const struct rw_policy *s, const struct model_binding *ep, int
 	/* a packet into the pod for another address */
 	if (p->daddr != ep->pod_ip)
 		return drop(v, RW_REASON_INBOUND_DENIED);
-	/* reply of a flow the pod opened, judged again by the pod's egress policy */
-	if (ct == MODEL_CT_BY_EGRESS && !is_syn(p)) {
-		egress_policy(s, run, p->saddr, p->sport, p->proto, lease_expired, v);
-		if (v->verdict == RW_VERDICT_ALLOW)
-			v->path = RW_PATH_REPLY;
-		return;
-	}
-	if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP)
-		return drop(v, RW_REASON_UNSUPPORTED_PROTOCOL);
-	if (!inbound_policy(s, p->saddr, p->dport, p->proto, &m))
-		return drop(v, RW_REASON_INBOUND_DENIED);
-	take(v, &m, RW_PATH_INBOUND);
-	open_flow(p, ct, ct_full, dir, v);
+	judge_flow(s, ep, dir, p, ct, ct_full, lease_expired, run, v);
 }
 
 /* The answer to a refusal (README "Answers"): only a refused packet out of the pod whose source
