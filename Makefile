@@ -351,7 +351,8 @@ $(LOOKUPS_SKEL): $(LOOKUPS_OBJ)
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< name lookups_bpf > $@
 
-$(LOOKUPS_BIN): tests/bench/bench_lookups.c tests/bench/lookups.h include/runwall.h $(LOOKUPS_SKEL)
+$(LOOKUPS_BIN): tests/bench/bench_lookups.c tests/bench/bench.h tests/bench/lookups.h include/runwall.h \
+		$(LOOKUPS_SKEL)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -Iinclude -Itests/bench -I$(BUILD)/tests $< -lbpf -lelf -lz -ljansson -o $@
 

@@ -43,6 +43,8 @@
 #include <bpf/libbpf.h>
 #include <linux/pkt_cls.h>
 
+#define BENCH_NAME "bench"
+#include "bench.h"
 #include "apply.h"
 #include "datapath.h"
 #include "log.h"
@@ -52,13 +54,6 @@
 #define NVETH	     16
 #define PODS_PER_RUN 10
 #define TCP	     IPPROTO_TCP
-
-#define DIE(...)                                        \
-	do {                                            \
-		fprintf(stderr, "bench: " __VA_ARGS__); \
-		fputc('\n', stderr);                    \
-		exit(1);                                \
-	} while (0)
 
 static int ifindex[NVETH];
 static char lerr[512]; /* what rw_datapath_load() says when it fails */
@@ -245,13 +240,6 @@ static void apply(struct rw_datapath *dp, const struct rw_policy *prev, const st
 
 	if (rw_apply(dp, prev, p, res, err, sizeof(err)))
 		DIE("apply: %s", err);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
 }
 
 static double pct(double *v, int n, double p)

@@ -22,16 +22,11 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#define BENCH_NAME "bench_lookups"
+#include "bench.h"
 #include "runwall.h"
 #include "lookups.h"
 #include "lookups.skel.h"
-
-#define DIE(...)                                                \
-	do {                                                    \
-		fprintf(stderr, "bench_lookups: " __VA_ARGS__); \
-		fputc('\n', stderr);                            \
-		exit(1);                                        \
-	} while (0)
 
 #define MAX_ROUNDS 31
 
@@ -43,13 +38,6 @@ struct lk_case {
 
 #define MAX_CASES 64
 static double ns_of[MAX_CASES][MAX_ROUNDS]; /* case, round */
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
 
 static double median(const double *v, int n)
 {

@@ -326,53 +326,24 @@ static __always_inline int lk_ct_by_ifindex_slot_lookup(int warm)
 	return 0;
 }
 
-SEC("tc")
-int lk_ct_by_ifindex_slot_all(struct __sk_buff *skb)
-{
-	return lk_ct_by_ifindex_slot_lookup(0);
-}
-
-SEC("tc")
-int lk_ct_by_ifindex_slot_warm(struct __sk_buff *skb)
-{
-	return lk_ct_by_ifindex_slot_lookup(1);
-}
-
-SEC("tc")
-int lk_ct_node_all(struct __sk_buff *skb)
-{
-	return lk_ct_node_lookup(0);
-}
-
-SEC("tc")
-int lk_ct_node_warm(struct __sk_buff *skb)
-{
-	return lk_ct_node_lookup(1);
-}
-
-SEC("tc")
-int lk_ct_by_ifindex_all(struct __sk_buff *skb)
-{
-	return lk_ct_by_ifindex_lookup(0);
-}
-
-SEC("tc")
-int lk_ct_by_ifindex_warm(struct __sk_buff *skb)
-{
-	return lk_ct_by_ifindex_lookup(1);
-}
-
-SEC("tc")
-int lk_ct_by_slot_all(struct __sk_buff *skb)
-{
-	return lk_ct_by_slot_lookup(0);
-}
-
-SEC("tc")
-int lk_ct_by_slot_warm(struct __sk_buff *skb)
-{
-	return lk_ct_by_slot_lookup(1);
-}
+/* A conntrack layout's two programs: a flow of any sandbox of the node (_all), or of the warm
+ * few (_warm), as lk_node_flow() picks them.
+ */
+#define LK_CT_PROGS(layout)                      \
+	SEC("tc")                                \
+	int layout##_all(struct __sk_buff *skb)  \
+	{                                        \
+		return layout##_lookup(0);       \
+	}                                        \
+	SEC("tc")                                \
+	int layout##_warm(struct __sk_buff *skb) \
+	{                                        \
+		return layout##_lookup(1);       \
+	}
+LK_CT_PROGS(lk_ct_by_ifindex_slot)
+LK_CT_PROGS(lk_ct_node)
+LK_CT_PROGS(lk_ct_by_ifindex)
+LK_CT_PROGS(lk_ct_by_slot)
 
 #define LK_TRIE_PROG(trie, n, key_type, make, hit)                       \
 	SEC("tc")                                                        \

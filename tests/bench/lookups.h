@@ -63,13 +63,21 @@ LK_INLINE int lk_prefix_is_host(__u32 i)
 	return i % 10 == 9;
 }
 
+/* What every allow key of either family starts with: zeros, then run 1 + i / 100, TCP 443, and
+ * `bits` of destination address.
+ */
+#define LK_ALLOW_KEY(k, i, bits)                                   \
+	do {                                                       \
+		__builtin_memset(k, 0, sizeof(*(k)));              \
+		(k)->prefixlen = RW_ALLOW_LPM_FIXED_BITS + (bits); \
+		(k)->scope = 1 + (i) / 100;                        \
+		(k)->dport = LK_BE16(443);                         \
+		(k)->proto = 6;                                    \
+	} while (0)
+
 LK_INLINE void lk_allow_prefix(struct rw_allow_lpm_key *k, __u32 i)
 {
-	__builtin_memset(k, 0, sizeof(*k));
-	k->prefixlen = RW_ALLOW_LPM_FIXED_BITS + (lk_prefix_is_host(i) ? 32 : 24);
-	k->scope = 1 + i / 100;
-	k->dport = LK_BE16(443);
-	k->proto = 6;
+	LK_ALLOW_KEY(k, i, lk_prefix_is_host(i) ? 32 : 24);
 	k->daddr = LK_BE32(0x2d000000 + (i << 8) + (lk_prefix_is_host(i) ? 1 : 0));
 }
 
@@ -79,22 +87,14 @@ LK_INLINE void lk_allow_prefix(struct rw_allow_lpm_key *k, __u32 i)
  */
 LK_INLINE void lk_allow_lookup(struct rw_allow_lpm_key *k, __u32 i, int hit)
 {
-	__builtin_memset(k, 0, sizeof(*k));
-	k->prefixlen = RW_ALLOW_LPM_FIXED_BITS + 32;
-	k->scope = 1 + i / 100;
-	k->dport = LK_BE16(443);
-	k->proto = 6;
+	LK_ALLOW_KEY(k, i, 32);
 	k->daddr = LK_BE32((hit ? 0x2d000000 : 0x5d000000) + (i << 8) + 1);
 }
 
 /* The IPv6 trie the same way: prefix i is 2001:db8:0:i::/64, every tenth 2001:db8:0:i::1/128. */
 LK_INLINE void lk_allow6_prefix(struct rw_allow6_lpm_key *k, __u32 i)
 {
-	__builtin_memset(k, 0, sizeof(*k));
-	k->prefixlen = RW_ALLOW_LPM_FIXED_BITS + (lk_prefix_is_host(i) ? 128 : 64);
-	k->scope = 1 + i / 100;
-	k->dport = LK_BE16(443);
-	k->proto = 6;
+	LK_ALLOW_KEY(k, i, lk_prefix_is_host(i) ? 128 : 64);
 	k->daddr[0] = LK_BE32(0x20010db8);
 	k->daddr[1] = LK_BE32(i);
 	k->daddr[3] = LK_BE32(lk_prefix_is_host(i) ? 1 : 0);
@@ -103,11 +103,7 @@ LK_INLINE void lk_allow6_prefix(struct rw_allow6_lpm_key *k, __u32 i)
 /* 2001:db8:0:i::1 (a hit) or 2001:db9:0:i::1 (a miss). */
 LK_INLINE void lk_allow6_lookup(struct rw_allow6_lpm_key *k, __u32 i, int hit)
 {
-	__builtin_memset(k, 0, sizeof(*k));
-	k->prefixlen = RW_ALLOW_LPM_FIXED_BITS + 128;
-	k->scope = 1 + i / 100;
-	k->dport = LK_BE16(443);
-	k->proto = 6;
+	LK_ALLOW_KEY(k, i, 128);
 	k->daddr[0] = LK_BE32(hit ? 0x20010db8 : 0x20010db9);
 	k->daddr[1] = LK_BE32(i);
 	k->daddr[3] = LK_BE32(1);

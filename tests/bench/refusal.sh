@@ -14,12 +14,7 @@ rw_suite_begin refusal-bench rwq "${1:?usage: refusal.sh BUILD OUT [TRIALS]}"
 out=$(realpath -m "${2:?usage: refusal.sh BUILD OUT [TRIALS]}")
 trials=${3:-500}
 REFUSED=93.184.216.34 # "the public internet" (lib.sh), not in the sandbox's allowlist
-cleanup() {
-	set +e
-	rw_node_down
-	rm -rf "$RW_WORK"
-}
-trap cleanup EXIT
+trap rw_suite_cleanup EXIT
 
 rw_node_up
 rw_sandbox_add a eniq${ID}a 10.1.2.3

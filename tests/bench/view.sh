@@ -15,12 +15,7 @@ trials=${3:-3}
 secs=${4:-5}
 LOAD=$HERE/view_load.py
 PORT=9761
-cleanup() {
-	set +e
-	rw_node_down
-	rm -rf "$RW_WORK"
-}
-trap cleanup EXIT
+trap rw_suite_cleanup EXIT
 
 rw_node_up
 rw_sandbox_add a enib${ID}a 10.1.2.3

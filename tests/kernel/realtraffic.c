@@ -139,6 +139,28 @@ static void wait_counter(struct rw_datapath *dp, int reason, __u64 want)
 	}
 }
 
+/* How far the egress count of `reason` moved from before to after. */
+static __u64 moved(const struct rw_counters *before, const struct rw_counters *after, int reason)
+{
+	return after->packets[RW_DIR_EGRESS][reason] - before->packets[RW_DIR_EGRESS][reason];
+}
+
+/* Send frame on fd, the socket on peer (behind a virtio-net header when vnet), wait for the
+ * egress count of `reason` to move, and read the counters before and after it.
+ */
+static void send_counted(struct rw_datapath *dp, int fd, const char *peer, int vnet,
+			 const __u8 *frame, size_t len, int reason, struct rw_counters *before,
+			 struct rw_counters *after)
+{
+	rw_counters_read(dp, 0, before);
+	if (vnet)
+		send_vnet(fd, frame, len);
+	else if (send(fd, frame, len, 0) < 0)
+		FATAL("send on %s: %s", peer, strerror(errno));
+	wait_counter(dp, reason, before->packets[RW_DIR_EGRESS][reason] + 1);
+	rw_counters_read(dp, 0, after);
+}
+
 /* The first `cut` bytes of `frame` sent on fd: a frame cut inside its L3 header, which
  * BPF_PROG_TEST_RUN cannot build, must be malformed.
  */
@@ -148,16 +170,9 @@ static void expect_cut_malformed(struct rw_datapath *dp, int fd, const char *pee
 	struct rw_counters before, after;
 	int ok;
 
-	rw_counters_read(dp, 0, &before);
-	if (send(fd, frame, cut, 0) < 0)
-		FATAL("send on %s: %s", peer, strerror(errno));
-	wait_counter(dp, RW_REASON_MALFORMED,
-		     before.packets[RW_DIR_EGRESS][RW_REASON_MALFORMED] + 1);
-	rw_counters_read(dp, 0, &after);
+	send_counted(dp, fd, peer, 0, frame, cut, RW_REASON_MALFORMED, &before, &after);
 	t_count++;
-	ok = CHECK_EQ(after.packets[RW_DIR_EGRESS][RW_REASON_MALFORMED] -
-			      before.packets[RW_DIR_EGRESS][RW_REASON_MALFORMED],
-		      1, "malformed");
+	ok = CHECK_EQ(moved(&before, &after, RW_REASON_MALFORMED), 1, "malformed");
 	printf("%s %d - real veth: %s\n", ok ? "ok" : "not ok", t_count, what);
 }
 
@@ -206,37 +221,24 @@ void test_real_traffic(struct rw_datapath *dp, const char *dev, int ifindex, con
 
 	/* Headers outside the linear area, allowed. */
 	fd = packet_socket(peer, 1);
-	rw_counters_read(dp, 0, &before);
 	len = big_frame(&allowed, frame);
-	send_vnet(fd, frame, len);
-	wait_counter(dp, RW_REASON_ALLOWED, before.packets[RW_DIR_EGRESS][RW_REASON_ALLOWED] + 1);
-	rw_counters_read(dp, 0, &after);
+	send_counted(dp, fd, peer, 1, frame, len, RW_REASON_ALLOWED, &before, &after);
 	bpf_map_lookup_elem(map_fd, &zero, &linear);
 	t_count++;
 	ok = CHECK(linear > 0 && linear < 14 + 20, "non-linear",
 		   "the skb had %llu linear bytes: the headers were not outside the linear area",
 		   (unsigned long long)linear);
-	ok &= CHECK_EQ(after.packets[RW_DIR_EGRESS][RW_REASON_ALLOWED] -
-			       before.packets[RW_DIR_EGRESS][RW_REASON_ALLOWED],
-		       1, "allowed");
+	ok &= CHECK_EQ(moved(&before, &after, RW_REASON_ALLOWED), 1, "allowed");
 	printf("%s %d - real veth: a %d-byte SYN with %llu linear bytes to the identity broker "
 	       "is allowed\n",
 	       ok ? "ok" : "not ok", t_count, BIG_FRAME, (unsigned long long)linear);
 
 	/* Headers outside the linear area, refused for the right reason (not as malformed). */
-	rw_counters_read(dp, 0, &before);
 	len = big_frame(&denied, frame);
-	send_vnet(fd, frame, len);
-	wait_counter(dp, RW_REASON_NOT_ALLOWLISTED,
-		     before.packets[RW_DIR_EGRESS][RW_REASON_NOT_ALLOWLISTED] + 1);
-	rw_counters_read(dp, 0, &after);
+	send_counted(dp, fd, peer, 1, frame, len, RW_REASON_NOT_ALLOWLISTED, &before, &after);
 	t_count++;
-	ok = CHECK_EQ(after.packets[RW_DIR_EGRESS][RW_REASON_NOT_ALLOWLISTED] -
-			      before.packets[RW_DIR_EGRESS][RW_REASON_NOT_ALLOWLISTED],
-		      1, "not-allowlisted");
-	ok &= CHECK_EQ(after.packets[RW_DIR_EGRESS][RW_REASON_MALFORMED] -
-			       before.packets[RW_DIR_EGRESS][RW_REASON_MALFORMED],
-		       0, "not malformed");
+	ok = CHECK_EQ(moved(&before, &after, RW_REASON_NOT_ALLOWLISTED), 1, "not-allowlisted");
+	ok &= CHECK_EQ(moved(&before, &after, RW_REASON_MALFORMED), 0, "not malformed");
 	printf("%s %d - real veth: a non-linear SYN to the internet is not-allowlisted\n",
 	       ok ? "ok" : "not ok", t_count);
 	close(fd);
@@ -262,23 +264,15 @@ void test_real_traffic(struct rw_datapath *dp, const char *dev, int ifindex, con
 		push.prog_fd = push_fd;
 		if (bpf_tc_attach(&peer_hook, &push))
 			FATAL("attaching the VLAN pusher: %s", strerror(errno));
-		rw_counters_read(dp, 0, &before);
-		if (send(fd, frame, len, 0) < 0)
-			FATAL("send on %s: %s", peer, strerror(errno));
-		wait_counter(dp, RW_REASON_UNSUPPORTED_L2,
-			     before.packets[RW_DIR_EGRESS][RW_REASON_UNSUPPORTED_L2] + 1);
-		rw_counters_read(dp, 0, &after);
+		send_counted(dp, fd, peer, 0, frame, len, RW_REASON_UNSUPPORTED_L2, &before,
+			     &after);
 		peer_hook.attach_point = BPF_TC_INGRESS | BPF_TC_EGRESS;
 		bpf_tc_hook_destroy(&peer_hook);
 		close(push_fd);
 	}
 	t_count++;
-	ok = CHECK_EQ(after.packets[RW_DIR_EGRESS][RW_REASON_UNSUPPORTED_L2] -
-			      before.packets[RW_DIR_EGRESS][RW_REASON_UNSUPPORTED_L2],
-		      1, "unsupported-l2");
-	ok &= CHECK_EQ(after.packets[RW_DIR_EGRESS][RW_REASON_ALLOWED] -
-			       before.packets[RW_DIR_EGRESS][RW_REASON_ALLOWED],
-		       0, "not allowed");
+	ok = CHECK_EQ(moved(&before, &after, RW_REASON_UNSUPPORTED_L2), 1, "unsupported-l2");
+	ok &= CHECK_EQ(moved(&before, &after, RW_REASON_ALLOWED), 0, "not allowed");
 	printf("%s %d - real veth: an out-of-band VLAN tag on a packet to an allowed service is "
 	       "unsupported-l2\n",
 	       ok ? "ok" : "not ok", t_count);
@@ -317,19 +311,13 @@ void test_real_traffic(struct rw_datapath *dp, const char *dev, int ifindex, con
 		fd = packet_socket(peer, 1);
 		for (size_t i = 0; i < sizeof(v6) / sizeof(v6[0]); i++) {
 			routed.segments_left = v6[i].segments_left;
-			rw_counters_read(dp, 0, &before);
 			len = big_frame(&routed, frame);
-			send_vnet(fd, frame, len);
-			wait_counter(dp, v6[i].reason,
-				     before.packets[RW_DIR_EGRESS][v6[i].reason] + 1);
-			rw_counters_read(dp, 0, &after);
+			send_counted(dp, fd, peer, 1, frame, len, v6[i].reason, &before, &after);
 			t_count++;
-			ok = CHECK_EQ(after.packets[RW_DIR_EGRESS][v6[i].reason] -
-					      before.packets[RW_DIR_EGRESS][v6[i].reason],
-				      1, rw_reason_name(v6[i].reason));
-			ok &= CHECK_EQ(after.packets[RW_DIR_EGRESS][RW_REASON_MALFORMED] -
-					       before.packets[RW_DIR_EGRESS][RW_REASON_MALFORMED],
-				       0, "not malformed");
+			ok = CHECK_EQ(moved(&before, &after, v6[i].reason), 1,
+				      rw_reason_name(v6[i].reason));
+			ok &= CHECK_EQ(moved(&before, &after, RW_REASON_MALFORMED), 0,
+				       "not malformed");
 			printf("%s %d - real veth: %s\n", ok ? "ok" : "not ok", t_count,
 			       v6[i].what);
 		}

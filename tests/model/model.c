@@ -504,6 +504,56 @@ static void judge_principal(struct model_verdict *v)
 	}
 }
 
+/* A list's exact rules' match, else its CIDR rules' (RW_PATH_RULE, RW_PATH_RULE_CIDR): 1 when
+ * one allows, taken into v.
+ */
+static int take_match(struct model_verdict *v, const struct match *exact, const struct match *cidr)
+{
+	if (exact->n)
+		take(v, exact, RW_PATH_RULE);
+	else if (cidr->n)
+		take(v, cidr, RW_PATH_RULE_CIDR);
+	return exact->n || cidr->n;
+}
+
+/* The order both families share, from DNS on, given the rules that match the destination (the
+ * services' exact and CIDR, the run's exact and CIDR) and whether it is private (special).
+ */
+static void egress_order(const struct rw_policy *s, const struct rw_policy_run *run, __u16 dport,
+			 const struct match *se, const struct match *sc, const struct match *re,
+			 const struct match *rc, int special, int lease_expired,
+			 struct model_verdict *v)
+{
+	/* DNS: port 53 to any destination no rule allows explicitly on 53 (a run's rule cannot
+	 * allow a private or denied destination, so it does not count there).
+	 */
+	if (dport == 53 && !se->n && !sc->n && (special || (!re->n && !rc->n))) {
+		v->reason = RW_REASON_DNS;
+		return;
+	}
+	/* The platform's services first... */
+	if (take_match(v, se, sc))
+		return;
+	if (special) {
+		v->reason = RW_REASON_PRIVATE_DESTINATION;
+		return;
+	}
+	/* ...the run's rules after the ranges: they can never open a private destination. */
+	if (take_match(v, re, rc))
+		return;
+	if (lease_expired) {
+		v->reason = RW_REASON_LEASE_EXPIRED;
+		return;
+	}
+	if (rw_policy_run_egress(s, run) == RW_EGRESS_OPEN) {
+		v->verdict = RW_VERDICT_ALLOW;
+		v->reason = RW_REASON_ALLOWED;
+		v->path = RW_PATH_OPEN;
+		return;
+	}
+	v->reason = RW_REASON_NOT_ALLOWLISTED;
+}
+
 /* The egress policy of run `ri` for daddr:dport (docs/architecture.md verdict order, from "protocol" on).
  * Under an expired lease (docs/policy-watch.md "The lease") the run has no rules and no egress
  * mode: what the services do not allow is lease-expired, past the contract's other refusals.
@@ -532,38 +582,7 @@ static void egress_policy(const struct rw_policy *s, int ri, __be32 daddr, __be1
 	match_rules(run->allow, lease_expired ? 0 : run->n_allow, CIDR, ri, 1, daddr, dport, proto,
 		    &rc);
 	special = is_special(daddr) || is_denied(s, daddr);
-	/* DNS: port 53 to any destination no rule allows explicitly on 53 (a run's rule cannot
-	 * allow a private or denied destination, so it does not count there).
-	 */
-	if (dport == 53 && !se.n && !sc.n && (special || (!re.n && !rc.n))) {
-		v->reason = RW_REASON_DNS;
-		return;
-	}
-	/* The platform's services (exact, then CIDR) first... */
-	if (se.n)
-		return take(v, &se, RW_PATH_RULE);
-	if (sc.n)
-		return take(v, &sc, RW_PATH_RULE_CIDR);
-	if (special) {
-		v->reason = RW_REASON_PRIVATE_DESTINATION;
-		return;
-	}
-	/* ...the run's rules after the ranges: they can never open a private destination. */
-	if (re.n)
-		return take(v, &re, RW_PATH_RULE);
-	if (rc.n)
-		return take(v, &rc, RW_PATH_RULE_CIDR);
-	if (lease_expired) {
-		v->reason = RW_REASON_LEASE_EXPIRED;
-		return;
-	}
-	if (rw_policy_run_egress(s, run) == RW_EGRESS_OPEN) {
-		v->verdict = RW_VERDICT_ALLOW;
-		v->reason = RW_REASON_ALLOWED;
-		v->path = RW_PATH_OPEN;
-		return;
-	}
-	v->reason = RW_REASON_NOT_ALLOWLISTED;
+	egress_order(s, run, dport, &se, &sc, &re, &rc, special, lease_expired, v);
 }
 
 static int run_of6(const struct rw_policy *s, const __u8 ip[16]);
@@ -624,33 +643,7 @@ static void egress_policy6(const struct rw_policy *s, int ri, const __u8 pod6[16
 	/* The pod's own /64 (its node's subnet on EKS) and the snapshot's pods are private too. */
 	special = kind == 1 || is_special6(daddr) || is_denied6(s, daddr) ||
 		  !memcmp(daddr, pod6, 8) || run_of6(s, daddr) >= 0;
-	if (dport == 53 && !se.n && !sc.n && (special || (!re.n && !rc.n))) {
-		v->reason = RW_REASON_DNS;
-		return;
-	}
-	if (se.n)
-		return take(v, &se, RW_PATH_RULE);
-	if (sc.n)
-		return take(v, &sc, RW_PATH_RULE_CIDR);
-	if (special) {
-		v->reason = RW_REASON_PRIVATE_DESTINATION;
-		return;
-	}
-	if (re.n)
-		return take(v, &re, RW_PATH_RULE);
-	if (rc.n)
-		return take(v, &rc, RW_PATH_RULE_CIDR);
-	if (lease_expired) {
-		v->reason = RW_REASON_LEASE_EXPIRED;
-		return;
-	}
-	if (rw_policy_run_egress(s, run) == RW_EGRESS_OPEN) {
-		v->verdict = RW_VERDICT_ALLOW;
-		v->reason = RW_REASON_ALLOWED;
-		v->path = RW_PATH_OPEN;
-		return;
-	}
-	v->reason = RW_REASON_NOT_ALLOWLISTED;
+	egress_order(s, run, dport, &se, &sc, &re, &rc, special, lease_expired, v);
 }
 
 static int inbound_policy6(const struct rw_policy *s, const __u8 peer[16], __be16 port, __u8 proto,
@@ -824,6 +817,75 @@ static void judge_ndp(const struct model_binding *ep, int dir, const struct mode
 	v->learn_ll6 = is_link_local6(p->saddr6) && !ep->has_ll6;
 }
 
+/* The run's egress policy for the remote end of p's flow (its destination out of the pod, its
+ * source into it), in p's family.
+ */
+static void egress_of(const struct rw_policy *s, int run, const struct model_binding *ep, int dir,
+		      const struct model_pkt *p, int lease_expired, struct model_verdict *v)
+{
+	int out = dir == RW_DIR_EGRESS;
+	__be16 port = out ? p->dport : p->sport;
+
+	if (p->is_ipv6)
+		egress_policy6(s, run, ep->pod_ip6, out ? p->daddr6 : p->saddr6, port, p->proto,
+			       lease_expired, v);
+	else
+		egress_policy(s, run, out ? p->daddr : p->saddr, port, p->proto, lease_expired, v);
+}
+
+/* The inbound rules that admit the remote end of p's flow to the pod's port, in p's family. */
+static int inbound_of(const struct rw_policy *s, int dir, const struct model_pkt *p,
+		      struct match *m)
+{
+	int out = dir == RW_DIR_EGRESS;
+	__be16 port = out ? p->sport : p->dport;
+
+	if (p->is_ipv6)
+		return inbound_policy6(s, out ? p->daddr6 : p->saddr6, port, p->proto, m);
+	return inbound_policy(s, out ? p->daddr : p->saddr, port, p->proto, m);
+}
+
+/* A TCP or UDP packet's flow, past its family's identity checks (both families): a reply
+ * judged again by the policy that opened its flow, else the protocol, then the policy of its
+ * direction.
+ */
+static void judge_flow(const struct rw_policy *s, const struct model_binding *ep, int dir,
+		       const struct model_pkt *p, enum model_ct ct, int ct_full, int lease_expired,
+		       int run, struct model_verdict *v)
+{
+	struct match m;
+
+	if (dir == RW_DIR_EGRESS) {
+		/* reply of an allowed inbound connection (a bare SYN is never a reply) */
+		if (ct == MODEL_CT_BY_INGRESS && !is_syn(p)) {
+			if (!inbound_of(s, dir, p, &m))
+				return drop(v, RW_REASON_INBOUND_DENIED);
+			return take(v, &m, RW_PATH_REPLY);
+		}
+		/* protocol */
+		if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP)
+			return drop(v, RW_REASON_UNSUPPORTED_PROTOCOL);
+		egress_of(s, run, ep, dir, p, lease_expired, v);
+		judge_principal(v);
+		if (v->verdict == RW_VERDICT_ALLOW)
+			open_flow(p, ct, ct_full, dir, v);
+		return;
+	}
+	/* reply of a flow the pod opened, judged again by the pod's egress policy */
+	if (ct == MODEL_CT_BY_EGRESS && !is_syn(p)) {
+		egress_of(s, run, ep, dir, p, lease_expired, v);
+		if (v->verdict == RW_VERDICT_ALLOW)
+			v->path = RW_PATH_REPLY;
+		return;
+	}
+	if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP)
+		return drop(v, RW_REASON_UNSUPPORTED_PROTOCOL);
+	if (!inbound_of(s, dir, p, &m))
+		return drop(v, RW_REASON_INBOUND_DENIED);
+	take(v, &m, RW_PATH_INBOUND);
+	open_flow(p, ct, ct_full, dir, v);
+}
+
 /* An IPv6 packet that parsed, charged to `run` (the veth's IPv6 pod's). */
 static void judge6(const struct rw_policy *s, const struct model_binding *ep, int dir,
 		   const struct model_pkt *p, enum model_ct ct, int ct_full, int lease_expired,
@@ -831,7 +893,6 @@ static void judge6(const struct rw_policy *s, const struct model_binding *ep, in
 {
 	const __u8 *self = dir == RW_DIR_EGRESS ? p->saddr6 : p->daddr6;
 	int icmp6 = p->proto == IPPROTO_ICMPV6, type = p->icmp6_type;
-	struct match m;
 
 	/* Identity: a veth bound in IPv6, to a pod of a run; NDP's addresses are the link's, and
 	 * an ICMPv6 type the datapath never allows is that whatever its addresses.
@@ -858,34 +919,7 @@ static void judge6(const struct rw_policy *s, const struct model_binding *ep, in
 			return drop(v, RW_REASON_ICMP_UNRELATED);
 		return allow_path(v, RW_PATH_RELATED);
 	}
-	if (dir == RW_DIR_EGRESS) {
-		if (ct == MODEL_CT_BY_INGRESS && !is_syn(p)) {
-			if (!inbound_policy6(s, p->daddr6, p->sport, p->proto, &m))
-				return drop(v, RW_REASON_INBOUND_DENIED);
-			return take(v, &m, RW_PATH_REPLY);
-		}
-		if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP)
-			return drop(v, RW_REASON_UNSUPPORTED_PROTOCOL);
-		egress_policy6(s, run, ep->pod_ip6, p->daddr6, p->dport, p->proto, lease_expired,
-			       v);
-		judge_principal(v);
-		if (v->verdict == RW_VERDICT_ALLOW)
-			open_flow(p, ct, ct_full, dir, v);
-		return;
-	}
-	if (ct == MODEL_CT_BY_EGRESS && !is_syn(p)) {
-		egress_policy6(s, run, ep->pod_ip6, p->saddr6, p->sport, p->proto, lease_expired,
-			       v);
-		if (v->verdict == RW_VERDICT_ALLOW)
-			v->path = RW_PATH_REPLY;
-		return;
-	}
-	if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP)
-		return drop(v, RW_REASON_UNSUPPORTED_PROTOCOL);
-	if (!inbound_policy6(s, p->saddr6, p->dport, p->proto, &m))
-		return drop(v, RW_REASON_INBOUND_DENIED);
-	take(v, &m, RW_PATH_INBOUND);
-	open_flow(p, ct, ct_full, dir, v);
+	judge_flow(s, ep, dir, p, ct, ct_full, lease_expired, run, v);
 }
 
 static void judge(const struct rw_policy *s, const struct model_binding *ep, int dir,
@@ -893,7 +927,6 @@ static void judge(const struct rw_policy *s, const struct model_binding *ep, int
 		  struct model_verdict *v)
 {
 	int run = -1;
-	struct match m;
 
 	memset(v, 0, sizeof(*v));
 	v->run = -1;
@@ -920,21 +953,7 @@ static void judge(const struct rw_policy *s, const struct model_binding *ep, int
 			v->path = RW_PATH_ARP;
 			return;
 		}
-		/* reply of an allowed inbound connection (a bare SYN is never a reply) */
-		if (ct == MODEL_CT_BY_INGRESS && !is_syn(p)) {
-			if (!inbound_policy(s, p->daddr, p->sport, p->proto, &m))
-				return drop(v, RW_REASON_INBOUND_DENIED);
-			take(v, &m, RW_PATH_REPLY);
-			return;
-		}
-		/* protocol */
-		if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP)
-			return drop(v, RW_REASON_UNSUPPORTED_PROTOCOL);
-		egress_policy(s, run, p->daddr, p->dport, p->proto, lease_expired, v);
-		judge_principal(v);
-		if (v->verdict == RW_VERDICT_ALLOW)
-			open_flow(p, ct, ct_full, dir, v);
-		return;
+		return judge_flow(s, ep, dir, p, ct, ct_full, lease_expired, run, v);
 	}
 
 	/* Into the pod: ARP once the veth is bound to a pod of a run. */
@@ -950,19 +969,7 @@ static void judge(const struct rw_policy *s, const struct model_binding *ep, int
 	/* a packet into the pod for another address */
 	if (p->daddr != ep->pod_ip)
 		return drop(v, RW_REASON_INBOUND_DENIED);
-	/* reply of a flow the pod opened, judged again by the pod's egress policy */
-	if (ct == MODEL_CT_BY_EGRESS && !is_syn(p)) {
-		egress_policy(s, run, p->saddr, p->sport, p->proto, lease_expired, v);
-		if (v->verdict == RW_VERDICT_ALLOW)
-			v->path = RW_PATH_REPLY;
-		return;
-	}
-	if (p->proto != IPPROTO_TCP && p->proto != IPPROTO_UDP)
-		return drop(v, RW_REASON_UNSUPPORTED_PROTOCOL);
-	if (!inbound_policy(s, p->saddr, p->dport, p->proto, &m))
-		return drop(v, RW_REASON_INBOUND_DENIED);
-	take(v, &m, RW_PATH_INBOUND);
-	open_flow(p, ct, ct_full, dir, v);
+	judge_flow(s, ep, dir, p, ct, ct_full, lease_expired, run, v);
 }
 
 /* The answer to a refusal (README "Answers"): only a refused packet out of the pod whose source

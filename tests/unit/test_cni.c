@@ -36,6 +36,37 @@ static int parse(const char *s, struct rw_cni_req *req, char *err)
 	return rw_cni_parse(s, strlen(s), req, err, 256);
 }
 
+/* rw_cni_parse() on an ADD whose prevResult is prev (JSON text): it parses, what it found is in
+ * req.
+ */
+static void parse_prev(const char *prev, struct rw_cni_req *req)
+{
+	char doc[512], err[256] = "";
+
+	snprintf(doc, sizeof(doc),
+		 "{\"cniVersion\":\"1.0.0\",\"type\":\"runwall-cni\",\"prevResult\":%s}", prev);
+	assert_int_equal(parse(doc, req, err), 0);
+}
+
+/* The same, of a prevResult with the host-side interface veth0 and the ips ips (a JSON list's
+ * members).
+ */
+static void parse_ips(const char *ips, struct rw_cni_req *req)
+{
+	char prev[512];
+
+	snprintf(prev, sizeof(prev), "{\"interfaces\":[{\"name\":\"veth0\"}],\"ips\":[%s]}", ips);
+	parse_prev(prev, req);
+}
+
+/* What a refused prevResult leaves: parsed, incomplete, and the message msg. */
+static void assert_prev_refused(struct rw_cni_req *req, const char *msg)
+{
+	assert_false(req->prev_complete);
+	assert_string_equal(req->prev_error, msg);
+	rw_cni_req_free(req);
+}
+
 static void test_ptp_result(void **state)
 {
 	struct rw_cni_req req;
@@ -113,16 +144,9 @@ static void test_incomplete_prev(void **state)
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct rw_cni_req req;
-		char doc[512], err[256] = "";
 
-		snprintf(doc, sizeof(doc),
-			 "{\"cniVersion\":\"1.0.0\",\"type\":\"runwall-cni\","
-			 "\"prevResult\":%s}",
-			 cases[i].prev);
-		assert_int_equal(parse(doc, &req, err), 0);
-		assert_false(req.prev_complete);
-		assert_string_equal(req.prev_error, cases[i].msg);
-		rw_cni_req_free(&req);
+		parse_prev(cases[i].prev, &req);
+		assert_prev_refused(&req, cases[i].msg);
 	}
 }
 
@@ -244,16 +268,9 @@ static void test_not_pod_addresses(void **state)
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct rw_cni_req req;
-		char doc[512], err[256] = "";
 
-		snprintf(doc, sizeof(doc),
-			 "{\"cniVersion\":\"1.0.0\",\"type\":\"runwall-cni\",\"prevResult\":{"
-			 "\"interfaces\":[{\"name\":\"veth0\"}],\"ips\":[%s]}}",
-			 cases[i].ips);
-		assert_int_equal(parse(doc, &req, err), 0);
-		assert_false(req.prev_complete);
-		assert_string_equal(req.prev_error, cases[i].msg);
-		rw_cni_req_free(&req);
+		parse_ips(cases[i].ips, &req);
+		assert_prev_refused(&req, cases[i].msg);
 	}
 }
 
@@ -282,13 +299,10 @@ static void test_pod_addresses(void **state)
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct rw_cni_req req;
-		char doc[512], err[256] = "";
+		char ips[128];
 
-		snprintf(doc, sizeof(doc),
-			 "{\"cniVersion\":\"1.0.0\",\"type\":\"runwall-cni\",\"prevResult\":{"
-			 "\"interfaces\":[{\"name\":\"veth0\"}],\"ips\":[{\"address\":\"%s\"}]}}",
-			 cases[i].addr);
-		assert_int_equal(parse(doc, &req, err), 0);
+		snprintf(ips, sizeof(ips), "{\"address\":\"%s\"}", cases[i].addr);
+		parse_ips(ips, &req);
 		assert_string_equal(req.prev_error, "");
 		assert_true(req.prev_complete);
 		assert_int_equal(req.pod_ip, inet_addr(cases[i].pod));
@@ -319,14 +333,9 @@ static void test_pod_addresses6(void **state)
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct rw_cni_req req;
-		char doc[512], err[256] = "";
 		__be32 want6[4];
 
-		snprintf(doc, sizeof(doc),
-			 "{\"cniVersion\":\"1.0.0\",\"type\":\"runwall-cni\",\"prevResult\":{"
-			 "\"interfaces\":[{\"name\":\"veth0\"}],\"ips\":[%s]}}",
-			 cases[i].ips);
-		assert_int_equal(parse(doc, &req, err), 0);
+		parse_ips(cases[i].ips, &req);
 		assert_string_equal(req.prev_error, "");
 		assert_true(req.prev_complete);
 		assert_int_equal(req.has_ip4, cases[i].pod4 != NULL);
@@ -393,61 +402,53 @@ static json_t *doc(const char *s)
 	return d;
 }
 
-static void test_conflist_install_idempotent(void **state)
+/* rw_cni_conflist_edit() with entry (NULL: uninstall) changes the conflist into want; with
+ * `again`, a second edit changes nothing and leaves want.
+ */
+static void expect_edit(const char *conflist, const char *entry, const char *want_text, bool again)
 {
-	json_t *d = doc("{\"name\":\"aws-cni\",\"plugins\":[{\"type\":\"aws-cni\"},"
-			"{\"type\":\"portmap\"}]}");
-	json_t *e = doc("{\"type\":\"runwall-cni\",\"ifPrefix\":\"eni\"}");
-	json_t *want =
-		doc("{\"name\":\"aws-cni\",\"plugins\":[{\"type\":\"aws-cni\"},"
-		    "{\"type\":\"portmap\"},{\"type\":\"runwall-cni\",\"ifPrefix\":\"eni\"}]}");
+	json_t *d = doc(conflist), *e = entry ? doc(entry) : NULL, *want = doc(want_text);
 	char err[128];
 	bool changed;
 
 	assert_int_equal(rw_cni_conflist_edit(d, e, &changed, err, sizeof(err)), 0);
 	assert_true(changed);
 	assert_true(json_equal(d, want));
-	assert_int_equal(rw_cni_conflist_edit(d, e, &changed, err, sizeof(err)), 0);
-	assert_false(changed);
-	assert_true(json_equal(d, want));
+	if (again) {
+		assert_int_equal(rw_cni_conflist_edit(d, e, &changed, err, sizeof(err)), 0);
+		assert_false(changed);
+		assert_true(json_equal(d, want));
+	}
 	json_decref(d);
 	json_decref(e);
 	json_decref(want);
+}
+
+static void test_conflist_install_idempotent(void **state)
+{
+	expect_edit("{\"name\":\"aws-cni\",\"plugins\":[{\"type\":\"aws-cni\"},"
+		    "{\"type\":\"portmap\"}]}",
+		    "{\"type\":\"runwall-cni\",\"ifPrefix\":\"eni\"}",
+		    "{\"name\":\"aws-cni\",\"plugins\":[{\"type\":\"aws-cni\"},"
+		    "{\"type\":\"portmap\"},{\"type\":\"runwall-cni\",\"ifPrefix\":\"eni\"}]}",
+		    true);
 }
 
 static void test_conflist_replace_in_place_and_dedupe(void **state)
 {
-	json_t *d = doc("{\"plugins\":[{\"type\":\"aws-cni\"},{\"type\":\"runwall-cni\"},"
-			"{\"type\":\"portmap\"},{\"type\":\"runwall-cni\",\"bpffs\":\"/x\"}]}");
-	json_t *e = doc("{\"type\":\"runwall-cni\",\"bpffs\":\"/y\"}");
-	json_t *want = doc("{\"plugins\":[{\"type\":\"aws-cni\"},{\"type\":\"runwall-cni\","
-			   "\"bpffs\":\"/y\"},{\"type\":\"portmap\"}]}");
-	char err[128];
-	bool changed;
-
-	assert_int_equal(rw_cni_conflist_edit(d, e, &changed, err, sizeof(err)), 0);
-	assert_true(changed);
-	assert_true(json_equal(d, want));
-	json_decref(d);
-	json_decref(e);
-	json_decref(want);
+	expect_edit("{\"plugins\":[{\"type\":\"aws-cni\"},{\"type\":\"runwall-cni\"},"
+		    "{\"type\":\"portmap\"},{\"type\":\"runwall-cni\",\"bpffs\":\"/x\"}]}",
+		    "{\"type\":\"runwall-cni\",\"bpffs\":\"/y\"}",
+		    "{\"plugins\":[{\"type\":\"aws-cni\"},{\"type\":\"runwall-cni\","
+		    "\"bpffs\":\"/y\"},{\"type\":\"portmap\"}]}",
+		    false);
 }
 
 static void test_conflist_uninstall(void **state)
 {
-	json_t *d = doc("{\"plugins\":[{\"type\":\"runwall-cni\"},{\"type\":\"aws-cni\"},"
-			"{\"type\":\"runwall-cni\"}]}");
-	json_t *want = doc("{\"plugins\":[{\"type\":\"aws-cni\"}]}");
-	char err[128];
-	bool changed;
-
-	assert_int_equal(rw_cni_conflist_edit(d, NULL, &changed, err, sizeof(err)), 0);
-	assert_true(changed);
-	assert_true(json_equal(d, want));
-	assert_int_equal(rw_cni_conflist_edit(d, NULL, &changed, err, sizeof(err)), 0);
-	assert_false(changed);
-	json_decref(d);
-	json_decref(want);
+	expect_edit("{\"plugins\":[{\"type\":\"runwall-cni\"},{\"type\":\"aws-cni\"},"
+		    "{\"type\":\"runwall-cni\"}]}",
+		    NULL, "{\"plugins\":[{\"type\":\"aws-cni\"}]}", true);
 }
 
 static void test_conflist_refused(void **state)

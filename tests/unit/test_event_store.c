@@ -22,6 +22,7 @@
 
 #include "event_store.h"
 #include "refused_top.h"
+#include "unit_event.h"
 
 static __be32 ip(const char *s)
 {
@@ -60,18 +61,7 @@ static bool ip_is(const struct rw_ip *a, const char *s)
 static struct rw_event mkev(const char *run, const char *pod, const char *dst, int port,
 			    int verdict, int reason)
 {
-	struct rw_event ev = {};
-
-	snprintf(ev.run_id, sizeof(ev.run_id), "%s", run);
-	ev.saddr = ip(pod);
-	ev.daddr = ip(dst);
-	ev.dport = htons(port);
-	ev.sport = htons(40000);
-	ev.proto = IPPROTO_TCP;
-	ev.dir = RW_DIR_EGRESS;
-	ev.verdict = verdict;
-	ev.reason = reason;
-	return ev;
+	return tcp_out_event(run, ip(pod), ip(dst), port, verdict, reason);
 }
 
 static void add(struct rw_evstore *s, const struct rw_event *ev, const char *tag)
@@ -97,6 +87,13 @@ static int collect(const struct rw_evstore_entry *e, void *data)
 	sscanf(e->json, "{\"tag\":\"%15[^\"]", c->tags[c->n]);
 	c->n++;
 	return c->stop_after && c->n == c->stop_after;
+}
+
+/* The entries s gives for f, collected into c (cleared first): how many. */
+static size_t query(struct rw_evstore *s, const struct rw_evfilter *f, struct collect *c)
+{
+	memset(c, 0, sizeof(*c));
+	return rw_evstore_query(s, f, collect, c);
 }
 
 static void test_store_cursor_and_eviction(void **state)
@@ -128,24 +125,20 @@ static void test_store_cursor_and_eviction(void **state)
 	assert_string_equal(c.tags[3], "e6");
 
 	/* since: strictly after the cursor; a cursor older than the buffer gets all it holds. */
-	memset(&c, 0, sizeof(c));
 	f.since = 4;
-	assert_int_equal(rw_evstore_query(&s, &f, collect, &c), 2);
+	assert_int_equal(query(&s, &f, &c), 2);
 	assert_int_equal(c.ids[0], 5);
-	memset(&c, 0, sizeof(c));
 	f.since = 1;
-	assert_int_equal(rw_evstore_query(&s, &f, collect, &c), 4);
-	memset(&c, 0, sizeof(c));
+	assert_int_equal(query(&s, &f, &c), 4);
 	f.since = 6;
-	assert_int_equal(rw_evstore_query(&s, &f, collect, &c), 0);
+	assert_int_equal(query(&s, &f, &c), 0);
 	f.since = 1000;
 	assert_int_equal(rw_evstore_query(&s, &f, collect, &c), 0);
 
 	/* limit: the newest N, still oldest first. */
-	memset(&c, 0, sizeof(c));
 	f.since = 0;
 	f.limit = 2;
-	assert_int_equal(rw_evstore_query(&s, &f, collect, &c), 2);
+	assert_int_equal(query(&s, &f, &c), 2);
 	assert_int_equal(c.ids[0], 5);
 	assert_int_equal(c.ids[1], 6);
 
@@ -182,14 +175,13 @@ static void test_store_filters(void **state)
 	add(&s, &e3, "e3");
 	add(&s, &e4, "e4");
 
-#define EXPECT(field_setup, n_expected, first_tag)                                   \
-	do {                                                                         \
-		rw_evfilter_init(&f);                                                \
-		field_setup;                                                         \
-		memset(&c, 0, sizeof(c));                                            \
-		assert_int_equal(rw_evstore_query(&s, &f, collect, &c), n_expected); \
-		if (n_expected)                                                      \
-			assert_string_equal(c.tags[0], first_tag);                   \
+#define EXPECT(field_setup, n_expected, first_tag)                 \
+	do {                                                       \
+		rw_evfilter_init(&f);                              \
+		field_setup;                                       \
+		assert_int_equal(query(&s, &f, &c), n_expected);   \
+		if (n_expected)                                    \
+			assert_string_equal(c.tags[0], first_tag); \
 	} while (0)
 
 	EXPECT((void)0, 4, "e1");
@@ -336,24 +328,20 @@ static void test_ipv6(void **state)
 	assert_true(ip_is(&f.pod, "2600:1f14:abc::7"));
 	assert_true(ip_is(&f.dst, "2606:4700::1111"));
 	assert_int_equal(f.dport, 443);
-	memset(&c, 0, sizeof(c));
-	assert_int_equal(rw_evstore_query(&s, &f, collect, &c), 1);
+	assert_int_equal(query(&s, &f, &c), 1);
 	assert_string_equal(c.tags[0], "e6");
 	rw_evfilter_init(&f);
 	assert_int_equal(rw_query_set(&f, "pod", "2600:1f14:abc::7", err, sizeof(err)), 0);
-	memset(&c, 0, sizeof(c));
-	assert_int_equal(rw_evstore_query(&s, &f, collect, &c), 2);
+	assert_int_equal(query(&s, &f, &c), 2);
 	rw_evfilter_init(&f);
 	assert_int_equal(rw_query_set(&f, "dst", "2606:4700::2222", err, sizeof(err)), 0);
 	assert_int_equal(f.dport, 0);
-	memset(&c, 0, sizeof(c));
-	assert_int_equal(rw_evstore_query(&s, &f, collect, &c), 1);
+	assert_int_equal(query(&s, &f, &c), 1);
 	assert_string_equal(c.tags[0], "e6b");
 	/* 38.6.71.0 is 0x26064700, the first word of 2606:4700::1111 */
 	rw_evfilter_init(&f);
 	assert_int_equal(rw_query_set(&f, "dst", "38.6.71.0", err, sizeof(err)), 0);
-	memset(&c, 0, sizeof(c));
-	assert_int_equal(rw_evstore_query(&s, &f, collect, &c), 1);
+	assert_int_equal(query(&s, &f, &c), 1);
 	assert_string_equal(c.tags[0], "e4");
 	rw_evstore_free(&s);
 

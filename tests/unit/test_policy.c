@@ -79,6 +79,15 @@ static void parse_ok(const char *json, struct rw_policy *p)
 	assert_string_equal(err.text, "");
 }
 
+/* json parses, and nothing more is asked of it. */
+static void expect_parses(const char *json)
+{
+	struct rw_policy p;
+
+	parse_ok(json, &p);
+	rw_policy_free(&p);
+}
+
 /* The document of `json` as PolicyWatch's message parse makes it, or NULL when it is no JSON. */
 static json_t *load_doc(const char *json)
 {
@@ -690,7 +699,6 @@ static void test_metadata_coverage(void **state)
 		 "policy.json:1:52: services[0].cidr: \"100.100.100.0/24\" covers the metadata "
 		 "address 100.100.100.200"},
 	};
-	struct rw_policy p;
 
 	expect_all_refused(cases, ARRAY_LEN(cases));
 	expect_example_refused("{\"cidr\": \"52.194.9.0/24\"", "{\"ip\": \"169.254.170.23\"",
@@ -700,12 +708,9 @@ static void test_metadata_coverage(void **state)
 			       "policy.json:12:34: inbound[0].cidr: \"0.0.0.0/0\" covers the "
 			       "metadata address 169.254.169.254");
 	/* right next to metadata is fine, and deny may cover it */
-	parse_ok(SERVICE_CIDR("\"169.254.169.252/32\""), &p);
-	rw_policy_free(&p);
-	parse_ok(SERVICE_IP("\"169.254.169.255\""), &p);
-	rw_policy_free(&p);
-	parse_ok(DENY("\"169.254.0.0/16\""), &p);
-	rw_policy_free(&p);
+	expect_parses(SERVICE_CIDR("\"169.254.169.252/32\""));
+	expect_parses(SERVICE_IP("\"169.254.169.255\""));
+	expect_parses(DENY("\"169.254.0.0/16\""));
 }
 
 /* Run rules name public destinations only: overlapping a built-in range or the deny list is
@@ -729,7 +734,6 @@ static void test_run_rules_public_only(void **state)
 		 "policy.json:1:113: runs[0].allow[1].cidr: \"52.0.0.0/6\" overlaps 53.0.0.0/8 "
 		 "(deny[0]), denied by the snapshot" RUN_RULE_TAIL},
 	};
-	struct rw_policy p;
 
 	expect_example_refused("\"52.194.9.0/24\"", "\"0.0.0.0/2\"",
 			       "policy.json:17:25: runs[1].allow[0].cidr: \"0.0.0.0/2\" overlaps "
@@ -755,14 +759,11 @@ static void test_run_rules_public_only(void **state)
 	/* The same address is fine for the platform's services, and a public neighbour of a
 	 * range is fine for a run.
 	 */
-	parse_ok("{\"revision\": 1, \"services\": [{\"name\": \"db\", \"cidr\": \"10.0.5.0/24\", "
-		 "\"tcp\": [5432]}]}",
-		 &p);
-	rw_policy_free(&p);
-	parse_ok("{\"revision\": 1, \"runs\": [{\"id\": \"a\", \"pods\": [\"10.1.2.3\"], "
-		 "\"allow\": [{\"cidr\": \"11.0.0.0/8\", \"tcp\": [443]}]}]}",
-		 &p);
-	rw_policy_free(&p);
+	expect_parses(
+		"{\"revision\": 1, \"services\": [{\"name\": \"db\", \"cidr\": \"10.0.5.0/24\", "
+		"\"tcp\": [5432]}]}");
+	expect_parses("{\"revision\": 1, \"runs\": [{\"id\": \"a\", \"pods\": [\"10.1.2.3\"], "
+		      "\"allow\": [{\"cidr\": \"11.0.0.0/8\", \"tcp\": [443]}]}]}");
 }
 
 /* A JSON snapshot with `services` services, and one run with `rules` allow rules. */
@@ -1061,12 +1062,10 @@ static void test_nat64(void **state)
 	rw_policy_free(&p);
 	rw_policy_free(&q);
 	/* A network-specific prefix, one in the local-use range, and a service CIDR wider than one */
-	parse_ok("{\"revision\": 1, \"nat64\": \"2600:1f14:64::/96\", \"services\": [{\"name\": "
-		 "\"v\", \"cidr\": \"2600:1f14::/32\", \"tcp\": [443]}]}",
-		 &p);
-	rw_policy_free(&p);
-	parse_ok("{\"revision\": 1, \"nat64\": \"64:ff9b:1:ffff::/96\"}", &p);
-	rw_policy_free(&p);
+	expect_parses(
+		"{\"revision\": 1, \"nat64\": \"2600:1f14:64::/96\", \"services\": [{\"name\": "
+		"\"v\", \"cidr\": \"2600:1f14::/32\", \"tcp\": [443]}]}");
+	expect_parses("{\"revision\": 1, \"nat64\": \"64:ff9b:1:ffff::/96\"}");
 }
 
 static void test_lease_seconds(void **state)
@@ -1833,7 +1832,6 @@ static void test_ipv6_metadata(void **state)
 		 "policy.json:1:52: services[0].cidr: \"::/0\" covers the metadata address "
 		 "fd00:ec2::254"},
 	};
-	struct rw_policy p;
 
 	(void)state;
 	expect_all_refused(cases, ARRAY_LEN(cases));
@@ -1845,12 +1843,9 @@ static void test_ipv6_metadata(void **state)
 			       "policy.json:17:23: runs[1].allow[0].ip: \"fd00:ec2::253\" covers "
 			       "the metadata address fd00:ec2::253");
 	/* a neighbour is fine, and deny may cover metadata */
-	parse_ok(SERVICE_IP("\"fd00:ec2::255\""), &p);
-	rw_policy_free(&p);
-	parse_ok(SERVICE_CIDR("\"fd00:ec2::124/126\""), &p);
-	rw_policy_free(&p);
-	parse_ok(DENY("\"fd00:ec2::/32\""), &p);
-	rw_policy_free(&p);
+	expect_parses(SERVICE_IP("\"fd00:ec2::255\""));
+	expect_parses(SERVICE_CIDR("\"fd00:ec2::124/126\""));
+	expect_parses(DENY("\"fd00:ec2::/32\""));
 }
 
 #define EMB_TAIL                                                                               \
@@ -1888,7 +1883,6 @@ static void test_ipv6_embedded_forms(void **state)
 		 "policy.json:1:26: deny[0]: \"2001::/32\" is the Teredo form (2001::/32) of IPv4 "
 		 "addresses: write IPv4 rules instead" EMB_TAIL},
 	};
-	struct rw_policy p;
 
 	(void)state;
 	expect_all_refused(cases, ARRAY_LEN(cases));
@@ -1901,22 +1895,16 @@ static void test_ipv6_embedded_forms(void **state)
 			       "the NAT64 form (64:ff9b::/96) of 52.1.2.3: write the IPv4 address "
 			       "52.1.2.3" EMB_TAIL);
 	/* A wider CIDR that holds a form is a run rule's overlap (below), not a service's. */
-	parse_ok(SERVICE_CIDR("\"2000::/3\""), &p);
-	rw_policy_free(&p);
+	expect_parses(SERVICE_CIDR("\"2000::/3\""));
 	/* the neighbours of the forms */
-	parse_ok(SERVICE_IP("\"64:ff9c::1\""), &p);
-	rw_policy_free(&p);
-	parse_ok(SERVICE_IP("\"::fffe:a00:506\""), &p);
-	rw_policy_free(&p);
-	parse_ok(SERVICE_IP("\"2001:1::1\""), &p);
-	rw_policy_free(&p);
-	parse_ok(SERVICE_IP("\"2003::1\""), &p);
-	rw_policy_free(&p);
+	expect_parses(SERVICE_IP("\"64:ff9c::1\""));
+	expect_parses(SERVICE_IP("\"::fffe:a00:506\""));
+	expect_parses(SERVICE_IP("\"2001:1::1\""));
+	expect_parses(SERVICE_IP("\"2003::1\""));
 	/* 64:ff9b:1::/48 is a special range, not a form: a service may name it, as any private
 	 * address (a run rule may not: test_ipv6_run_rules_public_only)
 	 */
-	parse_ok(SERVICE_IP("\"64:ff9b:1:3401:2:300::\""), &p);
-	rw_policy_free(&p);
+	expect_parses(SERVICE_IP("\"64:ff9b:1:3401:2:300::\""));
 }
 
 #define RUN6_RULE(rule)                                                                           \
@@ -2006,10 +1994,9 @@ static void test_ipv6_run_rules_public_only(void **state)
 		&p);
 	assert_int_equal(p.runs[0].n_allow, 3);
 	rw_policy_free(&p);
-	parse_ok("{\"revision\": 1, \"deny\": [\"::/0\"], \"runs\": [{\"id\": \"a\", \"pods\": [], "
-		 "\"allow\": [{\"ip\": \"52.1.2.3\", \"tcp\": [443]}]}]}",
-		 &p);
-	rw_policy_free(&p);
+	expect_parses(
+		"{\"revision\": 1, \"deny\": [\"::/0\"], \"runs\": [{\"id\": \"a\", \"pods\": [], "
+		"\"allow\": [{\"ip\": \"52.1.2.3\", \"tcp\": [443]}]}]}");
 }
 
 static void test_ipv6_pod_addresses(void **state)
@@ -2069,7 +2056,6 @@ static void test_ipv6_pod_addresses(void **state)
 /* Pods are unique across runs within each family, named where they were written. */
 static void test_ipv6_duplicate_pod(void **state)
 {
-	struct rw_policy p;
 
 	(void)state;
 	expect_refused(RUN_PODS("\"2600::1\", \"10.0.0.1\", \"2600:0::1\""),
@@ -2086,10 +2072,8 @@ static void test_ipv6_duplicate_pod(void **state)
 		       "policy.json:1:93: runs[1].pods[0]: pod 10.0.0.1 is already listed at "
 		       "runs[0].pods[1] (run a)");
 	/* one pod's two addresses, and two pods of two runs */
-	parse_ok("{\"revision\": 1, \"runs\": [{\"id\": \"a\", \"pods\": [\"10.0.0.1\", "
-		 "\"2600::5\"]}, {\"id\": \"b\", \"pods\": [\"10.0.0.2\", \"2600::6\"]}]}",
-		 &p);
-	rw_policy_free(&p);
+	expect_parses("{\"revision\": 1, \"runs\": [{\"id\": \"a\", \"pods\": [\"10.0.0.1\", "
+		      "\"2600::5\"]}, {\"id\": \"b\", \"pods\": [\"10.0.0.2\", \"2600::6\"]}]}");
 }
 
 /* The bounds of the lists (rule ids) count both families. */

@@ -265,16 +265,16 @@ static int node_change(struct node *n, const char *run_text, const char *del_id,
 
 /* ---- Tests ---------------------------------------------------------------------------------- */
 
+/* The change upserting run (JSON) is taken. A macro: a failure names the caller's line. */
+#define UPSERT_OK(n, run) assert_int_equal(node_change(n, run, NULL, NULL, 0), 0)
+
 static void test_upsert_new_run(void **state)
 {
 	struct node n;
 
 	node_init(&n, base_snapshot);
-	assert_int_equal(node_change(&n,
-				     "{\"id\": \"run-d\", \"pods\": [\"10.1.0.9\"], \"allow\": "
-				     "[{\"ip\": \"52.9.9.9\", \"udp\": [123]}]}",
-				     NULL, NULL, 0),
-			 0);
+	UPSERT_OK(&n, "{\"id\": \"run-d\", \"pods\": [\"10.1.0.9\"], \"allow\": "
+		      "[{\"ip\": \"52.9.9.9\", \"udp\": [123]}]}");
 	assert_int_equal(n.policy.n_runs, 4);
 	assert_string_equal(n.policy.runs[3].id, "run-d");
 	assert_int_equal(n.policy.revision, 11);
@@ -286,11 +286,8 @@ static void test_upsert_replaces_run_in_place(void **state)
 	struct node n;
 
 	node_init(&n, base_snapshot);
-	assert_int_equal(node_change(&n,
-				     "{\"id\": \"run-b\", \"pods\": [\"10.1.0.3\", \"10.1.0.7\"], "
-				     "\"refusal\": \"drop\"}",
-				     NULL, NULL, 0),
-			 0);
+	UPSERT_OK(&n, "{\"id\": \"run-b\", \"pods\": [\"10.1.0.3\", \"10.1.0.7\"], "
+		      "\"refusal\": \"drop\"}");
 	assert_int_equal(n.policy.n_runs, 3);
 	assert_string_equal(n.policy.runs[1].id, "run-b");
 	assert_int_equal(n.policy.runs[1].n_pods, 2);
@@ -310,8 +307,7 @@ static void test_delete_moves_later_runs_up(void **state)
 	assert_string_equal(n.policy.runs[0].id, "run-b");
 	assert_string_equal(n.policy.runs[1].id, "run-c");
 	/* run-a's pods are free again: another run may take them. */
-	assert_int_equal(
-		node_change(&n, "{\"id\": \"run-e\", \"pods\": [\"10.1.0.2\"]}", NULL, NULL, 0), 0);
+	UPSERT_OK(&n, "{\"id\": \"run-e\", \"pods\": [\"10.1.0.2\"]}");
 	struct rw_policy_change c;
 	struct rw_policy_error err;
 
@@ -343,15 +339,9 @@ static void test_pod_moves_between_runs(void **state)
 	assert_string_equal(why, "run.pods[0]: pod 10.1.0.5 is already listed at runs[2].pods[1] "
 				 "(run run-c)");
 	/* run-a lets it go, then run-c takes it: the way a pod moves. */
-	assert_int_equal(node_change(&n,
-				     "{\"id\": \"run-a\", \"pods\": [\"10.1.0.1\"], \"allow\": "
-				     "[{\"ip\": \"52.1.1.1\", \"tcp\": [443]}]}",
-				     NULL, NULL, 0),
-			 0);
-	assert_int_equal(node_change(&n,
-				     "{\"id\": \"run-c\", \"pods\": [\"10.1.0.4\", \"10.1.0.2\"]}",
-				     NULL, NULL, 0),
-			 0);
+	UPSERT_OK(&n, "{\"id\": \"run-a\", \"pods\": [\"10.1.0.1\"], \"allow\": "
+		      "[{\"ip\": \"52.1.1.1\", \"tcp\": [443]}]}");
+	UPSERT_OK(&n, "{\"id\": \"run-c\", \"pods\": [\"10.1.0.4\", \"10.1.0.2\"]}");
 	/* A run keeping its own pods is no conflict; listing one twice is. */
 	assert_int_equal(node_change(&n,
 				     "{\"id\": \"run-c\", \"pods\": [\"10.1.0.2\", \"10.1.0.4\", "
@@ -440,8 +430,7 @@ static void test_revision_and_node_limits(void **state)
 		-EINVAL);
 	assert_string_equal(why, "runs: 4097 entries: at most 4096 fit in a rule id");
 	/* Replacing one of them is no new entry. */
-	assert_int_equal(
-		node_change(&n, "{\"id\": \"r17\", \"pods\": [\"10.7.0.1\"]}", NULL, NULL, 0), 0);
+	UPSERT_OK(&n, "{\"id\": \"r17\", \"pods\": [\"10.7.0.1\"]}");
 	json_decref(run);
 	node_free(&n);
 }
@@ -479,7 +468,7 @@ static void test_from_limit_of_a_run_change(void **state)
 		      "\"172.20.0.10\", \"tcp\": [3128], \"from\": {\"uid\": [0]}}],"
 		      " \"runs\": [{\"id\": \"run-a\", \"pods\": [\"10.1.0.1\"]}]}");
 	text = from_run("run-d", limit - 1);
-	assert_int_equal(node_change(&n, text, NULL, NULL, 0), 0);
+	UPSERT_OK(&n, text);
 	free(text);
 	assert_int_equal(rw_policy_from_count(&n.policy), limit);
 	assert_int_equal(n.policy.revision, 11);
@@ -508,7 +497,7 @@ static void test_from_limit_of_a_run_change(void **state)
 
 	/* Replacing the run with as many is no growth. */
 	text = from_run("run-d", limit - 1);
-	assert_int_equal(node_change(&n, text, NULL, NULL, 0), 0);
+	UPSERT_OK(&n, text);
 	free(text);
 	node_free(&n);
 }
@@ -702,17 +691,11 @@ static void test_ipv6_pods_and_rules(void **state)
 	}
 	assert_int_equal(n.policy.revision, 10);
 	/* run-a lets its IPv6 pod go (keeping the IPv4 ones), then run-b takes it */
-	assert_int_equal(node_change(&n,
-				     "{\"id\": \"run-a\", \"pods\": [\"10.1.0.1\", \"10.1.0.2\"], "
-				     "\"allow\": [{\"ip\": \"2a00:1450::2\", \"tcp\": [443]}]}",
-				     NULL, NULL, 0),
-			 0);
+	UPSERT_OK(&n, "{\"id\": \"run-a\", \"pods\": [\"10.1.0.1\", \"10.1.0.2\"], "
+		      "\"allow\": [{\"ip\": \"2a00:1450::2\", \"tcp\": [443]}]}");
 	assert_int_equal(n.policy.runs[0].n_pods6, 0);
-	assert_int_equal(node_change(&n,
-				     "{\"id\": \"run-b\", \"pods\": [\"2600:1f18::b1\", "
-				     "\"10.1.0.7\", \"2600:1f18::a1\"]}",
-				     NULL, NULL, 0),
-			 0);
+	UPSERT_OK(&n, "{\"id\": \"run-b\", \"pods\": [\"2600:1f18::b1\", "
+		      "\"10.1.0.7\", \"2600:1f18::a1\"]}");
 	assert_int_equal(n.policy.runs[1].n_pods6, 2);
 	assert_int_equal(n.policy.runs[1].pods6_at[1], 2);
 	/* run-a goes, run-b moves up: its IPv6 pods are named at runs[0] now */
@@ -723,8 +706,7 @@ static void test_ipv6_pods_and_rules(void **state)
 	assert_string_equal(why, "run.pods[0]: pod 2600:1f18::a1 is already listed at "
 				 "runs[0].pods[2] (run run-b)");
 	/* and run-a's IPv4 pods are free */
-	assert_int_equal(
-		node_change(&n, "{\"id\": \"run-c\", \"pods\": [\"10.1.0.2\"]}", NULL, NULL, 0), 0);
+	UPSERT_OK(&n, "{\"id\": \"run-c\", \"pods\": [\"10.1.0.2\"]}");
 	node_free(&n);
 }
 

@@ -25,21 +25,13 @@
 #include "access_requests.h"
 #include "event_store.h"
 #include "reasons.h"
+#include "unit_event.h"
 
 static struct rw_event refusal(const char *run, unsigned int n)
 {
-	struct rw_event ev = {};
-
-	snprintf(ev.run_id, sizeof(ev.run_id), "%s", run);
-	ev.saddr = htonl(0x0a000001u);
-	ev.daddr = htonl(0x5db80000u + n); /* 93.184.x.y: public, one per n */
-	ev.dport = htons(443);
-	ev.sport = htons(40000);
-	ev.proto = IPPROTO_TCP;
-	ev.dir = RW_DIR_EGRESS;
-	ev.verdict = RW_VERDICT_DROP;
-	ev.reason = RW_REASON_NOT_ALLOWLISTED;
-	return ev;
+	/* to 93.184.x.y: public, one per n */
+	return tcp_out_event(run, htonl(0x0a000001u), htonl(0x5db80000u + n), 443, RW_VERDICT_DROP,
+			     RW_REASON_NOT_ALLOWLISTED);
 }
 
 static uint64_t add_event(struct rw_evstore *s, const char *run, unsigned int n)

@@ -55,6 +55,18 @@ __u16 tcp_csum(const __u8 *ip, const __u8 *tcp, size_t tcp_len)
 	return ~pkt_csum_sum(tcp, tcp_len, pkt_csum_sum(ph, 12, 0)) & 0xffff;
 }
 
+/* A bare TCP header at t (20 bytes, no options), its checksum left to the caller. */
+void put_tcp(__u8 *t, __u16 sport, __u16 dport, __u32 seq, __u32 ack, __u8 flags, __u16 win)
+{
+	put16be(t, sport);
+	put16be(t + 2, dport);
+	put32be(t + 4, seq);
+	put32be(t + 8, ack);
+	t[12] = 5 << 4;
+	t[13] = flags;
+	put16be(t + 14, win);
+}
+
 const __u8 pod_mac[6] = {0x02, 0, 0, 0, 0, 0x01}, gw_mac[6] = {0x02, 0, 0, 0, 0, 0xfe};
 
 /* An IPv4 frame's head from smac to dmac, saddr to daddr, hop limit 64, its header sum. */
@@ -87,13 +99,7 @@ size_t want_tcp4(const __u8 *dmac, const __u8 *smac, const char *saddr, const ch
 {
 	memset(w, 0, PKT_MAX);
 	want_head(w, dmac, smac, saddr, daddr, 0, 40, 0x4000, IPPROTO_TCP);
-	put16be(w + 34, sport);
-	put16be(w + 36, dport);
-	put32be(w + 38, seq);
-	put32be(w + 42, ack);
-	w[46] = 5 << 4;
-	w[47] = flags;
-	put16be(w + 48, win);
+	put_tcp(w + 34, sport, dport, seq, ack, flags, win);
 	put16be(w + 50, tcp_csum(w + 14, w + 34, 20));
 	return 54;
 }

@@ -13,7 +13,6 @@
  */
 void test_verdict_cache(void)
 {
-	struct rw_allow_key k = {.scope = 0, .dport = htons(3443), .proto = TCP};
 	static const struct tcase opening[] = {
 		{"cache: a flow to the identity broker opens",
 		 EG(0, POD_A, "172.20.0.11", TCP, 40110, 3443, SYN),
@@ -35,8 +34,7 @@ void test_verdict_cache(void)
 	};
 	struct rw_config cfg;
 	struct rw_ct_value v;
-	struct rw_rule r;
-	int fd, ok;
+	int ok;
 
 	run_table(opening, 1);
 	rw_config_read(&dp, &cfg);
@@ -50,14 +48,9 @@ void test_verdict_cache(void)
 	printf("%s %d - cache: a new flow's entry carries its verdict, stamped with revision %llu\n",
 	       ok ? "ok" : "not ok", t_count, (unsigned long long)v.stamp);
 
-	inet_pton(AF_INET, "172.20.0.11", &k.daddr);
-	fd = rw_live_inner_fd(&dp, RW_M_ALLOW_EXACT);
-	if (fd < 0 || bpf_map_lookup_elem(fd, &k, &r) || bpf_map_delete_elem(fd, &k))
-		FATAL("taking the identity broker's rule out of the live map: %s", strerror(errno));
+	service_rule(1, "172.20.0.11", 3443, "identity broker");
 	run_table(cached, sizeof(cached) / sizeof(cached[0]));
-	if (bpf_map_update_elem(fd, &k, &r, BPF_NOEXIST))
-		FATAL("putting the identity broker's rule back: %s", strerror(errno));
-	close(fd);
+	service_rule(0, "172.20.0.11", 3443, "identity broker");
 }
 
 /* A stamp that is not the revision in force (an entry left by an earlier agent's policy, or by
@@ -175,22 +168,6 @@ static __u64 stamp_of(int dev, const char *pod, __u16 pod_port, const char *peer
 	return v.stamp;
 }
 
-/* Take the identity broker's service rule out of the live map behind the datapath's back (1),
- * or put it back (0): a flow judged in full is refused while it is out, a cached one is not.
- */
-static void broker_rule(int out)
-{
-	static struct rw_rule saved;
-	struct rw_allow_key k = {.scope = 0, .dport = htons(3443), .proto = TCP};
-	int fd = rw_live_inner_fd(&dp, RW_M_ALLOW_EXACT);
-
-	inet_pton(AF_INET, "172.20.0.11", &k.daddr);
-	if (fd < 0 || (out ? bpf_map_lookup_elem(fd, &k, &saved) || bpf_map_delete_elem(fd, &k)
-			   : bpf_map_update_elem(fd, &k, &saved, BPF_NOEXIST)))
-		FATAL("identity broker rule %s: %s", out ? "out" : "back", strerror(errno));
-	close(fd);
-}
-
 void test_run_generations(void)
 {
 	static const struct tcase open_both[] = {
@@ -278,9 +255,9 @@ void test_run_generations(void)
 	ok &= CHECK_EQ(run_rev(0), 101, "rw_run_revs[0] (no run) moved");
 	printf("%s %d - gens: revision 101 moves run-b77e's revision only\n", ok ? "ok" : "not ok",
 	       t_count);
-	broker_rule(1);
+	service_rule(1, "172.20.0.11", 3443, "identity broker");
 	run_table(only_b, sizeof(only_b) / sizeof(only_b[0]));
-	broker_rule(0);
+	service_rule(0, "172.20.0.11", 3443, "identity broker");
 	run_table(b_again, sizeof(b_again) / sizeof(b_again[0]));
 	t_count++;
 	ok = CHECK_EQ(stamp_of(0, POD_A, 40200, "172.20.0.11", 3443), 100,

@@ -106,6 +106,7 @@ const char *ret_name(int ret);
 void run_case(const struct tcase *c);
 void run_table(const struct tcase *cases, size_t n);
 void apply_json(const char *json, int expect_err, const char *what);
+void service_rule(int out, const char *daddr, __u16 dport, const char *what);
 void bind_veth(int dev, const char *ip);
 void make_veths(void);
 __u64 mono_ns(void);
@@ -182,6 +183,7 @@ int test_run_out(int dir, int ifindex, const void *pkt, size_t len, __u8 *out, _
 		 int *retval);
 void put16be(__u8 *p, __u16 v);
 void put32be(__u8 *p, __u32 v);
+void put_tcp(__u8 *t, __u16 sport, __u16 dport, __u32 seq, __u32 ack, __u8 flags, __u16 win);
 __u16 tcp_csum(const __u8 *ip, const __u8 *tcp, size_t tcp_len);
 extern const __u8 pod_mac[6], gw_mac[6];
 int answer_sums_ok(const __u8 *f, size_t len);

@@ -262,6 +262,24 @@ void run_table(const struct tcase *cases, size_t n)
 		run_case(&cases[i]);
 }
 
+/* Take the service rule (scope 0) for daddr tcp/dport out of the live map behind the datapath's
+ * back (out 1), or put it back (out 0): no apply and the same revision, so a flow judged in full
+ * is refused while it is out and a cached one is not. One rule is out at a time.
+ */
+void service_rule(int out, const char *daddr, __u16 dport, const char *what)
+{
+	static struct rw_rule saved;
+	struct rw_allow_key k = {.scope = 0, .dport = htons(dport), .proto = TCP};
+	int fd = rw_live_inner_fd(&dp, RW_M_ALLOW_EXACT);
+
+	inet_pton(AF_INET, daddr, &k.daddr);
+	if (out && (fd < 0 || bpf_map_lookup_elem(fd, &k, &saved) || bpf_map_delete_elem(fd, &k)))
+		FATAL("taking the %s's rule out of the live map: %s", what, strerror(errno));
+	if (!out && (fd < 0 || bpf_map_update_elem(fd, &k, &saved, BPF_NOEXIST)))
+		FATAL("putting the %s's rule back: %s", what, strerror(errno));
+	close(fd);
+}
+
 void apply_json(const char *json, int expect_err, const char *what)
 {
 	struct rw_policy_error perr;

@@ -104,10 +104,8 @@ void test_lease(void)
 		 EG(1, POD_B, "172.20.0.10", TCP, 41002, 443, ACK),
 		 ALLOWED(RW_PATH_RULE, 0, "run-9c01")},
 	};
-	struct rw_allow_key k = {.scope = 0, .dport = htons(443), .proto = TCP};
 	struct rw_config cfg;
-	struct rw_rule r;
-	int fd, ok;
+	int ok;
 
 	rw_config_read(&dp, &cfg);
 	t_count++;
@@ -120,14 +118,9 @@ void test_lease(void)
 	set_lease(1);
 	run_table(expired, sizeof(expired) / sizeof(expired[0]));
 
-	inet_pton(AF_INET, "172.20.0.10", &k.daddr);
-	fd = rw_live_inner_fd(&dp, RW_M_ALLOW_EXACT);
-	if (fd < 0 || bpf_map_lookup_elem(fd, &k, &r) || bpf_map_delete_elem(fd, &k))
-		FATAL("taking the egress proxy's rule out of the live map: %s", strerror(errno));
+	service_rule(1, "172.20.0.10", 443, "egress proxy");
 	run_table(rejudged, 1);
-	if (bpf_map_update_elem(fd, &k, &r, BPF_NOEXIST))
-		FATAL("putting the egress proxy's rule back: %s", strerror(errno));
-	close(fd);
+	service_rule(0, "172.20.0.10", 443, "egress proxy");
 
 	/* rw_config_write() keeps the deadline in force, whatever its caller's copy says. */
 	t_count++;

@@ -168,11 +168,8 @@ void test_principals(void)
 	char root[1024], rel[4096], back[5200], own[1100];
 	__u64 self, before;
 	struct rw_principal sidecar, harness;
-	struct rw_allow_key k = {.scope = 0, .dport = htons(3443), .proto = TCP};
 	struct rw_config cfg = config_get();
 	struct rw_ct_value v;
-	struct rw_rule r;
-	int fd;
 
 	/* A cgroup of its own for this test, so that its sockets' cgroup is one no other
 	 * process's is: the sockets test_run makes are made in it from here on.
@@ -202,14 +199,9 @@ void test_principals(void)
 	if (!(v.rule_id & RW_RULE_FROM))
 		t_failed++;
 
-	inet_pton(AF_INET, BROKER, &k.daddr);
-	fd = rw_live_inner_fd(&dp, RW_M_ALLOW_EXACT);
-	if (fd < 0 || bpf_map_lookup_elem(fd, &k, &r) || bpf_map_delete_elem(fd, &k))
-		FATAL("taking the broker's rule out of the live map: %s", strerror(errno));
+	service_rule(1, BROKER, 3443, "broker");
 	run_table(not_fast, 1);
-	if (bpf_map_update_elem(fd, &k, &r, BPF_NOEXIST))
-		FATAL("putting the broker's rule back: %s", strerror(errno));
-	close(fd);
+	service_rule(0, BROKER, 3443, "broker");
 
 	/* A flow of uid 0 to the broker known before the next revision: 40202 opened now. */
 	run_case(&(struct tcase){"from uid 0: a flow opened before the change",

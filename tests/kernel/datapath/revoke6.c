@@ -60,13 +60,7 @@ size_t want_tcp6(const __u8 *dmac, const __u8 *smac, const char *saddr, const ch
 	w[21] = 64;
 	memcpy(w + 22, &src, 16);
 	memcpy(w + 38, &dst, 16);
-	put16be(w + 54, sport);
-	put16be(w + 56, dport);
-	put32be(w + 58, seq);
-	put32be(w + 62, ack);
-	w[66] = 5 << 4;
-	w[67] = flags;
-	put16be(w + 68, win);
+	put_tcp(w + 54, sport, dport, seq, ack, flags, win);
 	put16be(w + 70, ~pkt_csum_sum(w + 54, 20, pseudo6_sum(w + 14, 20, IPPROTO_TCP)) & 0xffff);
 	return 74;
 }
