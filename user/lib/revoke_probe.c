@@ -276,32 +276,89 @@ static void probe_flow(struct probe_sandbox *sb, const struct rw_ct_value *v,
 	sb->probed++;
 }
 
-/* The stale TCP flows of the bound pod's address in the veth's table of the family: its IPv4
- * table (rw_conntrack) or, with ip6, its rw_conntrack6 table.
+/* Entries read by one bpf(BPF_MAP_LOOKUP_BATCH) call: a table of a busy sandbox in a few calls
+ * instead of two per entry (a pass reads every sandbox's tables twice).
  */
-static void probe_table(struct probe_sandbox *sb, bool ip6)
+#define PROBE_BATCH 256
+
+/* One entry of the veth's table of the family: probed (or counted) if it is a TCP flow of the
+ * bound pod's address whose verdict is stale.
+ */
+static void probe_entry(struct probe_sandbox *sb, bool ip6, const void *key,
+			const struct rw_ct_value *v)
+{
+	const struct rw_ct_key *k4 = key;
+	const struct rw_ct6_key *k6 = key;
+	bool own = ip6 ? k6->proto == IPPROTO_TCP &&
+				   !memcmp(k6->pod_ip, sb->ep.pod_ip6, sizeof(k6->pod_ip))
+		       : k4->proto == IPPROTO_TCP && k4->pod_ip == sb->ep.pod_ip;
+
+	if (own && entry_stale(sb->dp, v))
+		probe_flow(sb, v, ip6 ? NULL : k4, ip6 ? k6 : NULL);
+}
+
+/* The table walked key by key: where the kernel refuses a batch. */
+static void probe_table_by_key(struct probe_sandbox *sb, bool ip6, int fd)
 {
 	union {
 		struct rw_ct_key k4;
 		struct rw_ct6_key k6;
 	} k, next;
-	int fd = ip6 ? rw_conntrack6_table_fd(sb->dp, sb->ifindex)
-		     : rw_conntrack_table_fd(sb->dp, sb->ifindex);
-	bool first = true, own;
+	bool first = true;
 	struct rw_ct_value v;
 
-	if (fd < 0)
-		return;
 	while (!bpf_map_get_next_key(fd, first ? NULL : &k, &next)) {
 		k = next;
 		first = false;
-		if (ip6)
-			own = k.k6.proto == IPPROTO_TCP &&
-			      !memcmp(k.k6.pod_ip, sb->ep.pod_ip6, sizeof(k.k6.pod_ip));
-		else
-			own = k.k4.proto == IPPROTO_TCP && k.k4.pod_ip == sb->ep.pod_ip;
-		if (own && !bpf_map_lookup_elem(fd, &k, &v) && entry_stale(sb->dp, &v))
-			probe_flow(sb, &v, ip6 ? NULL : &k.k4, ip6 ? &k.k6 : NULL);
+		if (!bpf_map_lookup_elem(fd, &k, &v))
+			probe_entry(sb, ip6, &k, &v);
+	}
+}
+
+/* The stale TCP flows of the bound pod's address in the veth's table of the family: its IPv4
+ * table (rw_conntrack) or, with ip6, its rw_conntrack6 table. Read in batches: a hash map's
+ * batch token is a bucket index, and a batch ends at a bucket's end, so an entry the datapath
+ * adds or removes meanwhile is read once or not at all, as by a walk key by key.
+ */
+static void probe_table(struct probe_sandbox *sb, bool ip6)
+{
+	/* Keys as the kernel writes them: key_size apart. */
+	__u8 keys[PROBE_BATCH * sizeof(struct rw_ct6_key)];
+	struct rw_ct_value vals[PROBE_BATCH];
+	int fd = ip6 ? rw_conntrack6_table_fd(sb->dp, sb->ifindex)
+		     : rw_conntrack_table_fd(sb->dp, sb->ifindex);
+	size_t ksz = ip6 ? sizeof(struct rw_ct6_key) : sizeof(struct rw_ct_key);
+	__u64 in = 0, out = 0;
+	bool first = true;
+
+	if (fd < 0)
+		return;
+	for (;;) {
+		__u32 count = PROBE_BATCH;
+		int err =
+			bpf_map_lookup_batch(fd, first ? NULL : &in, &out, keys, vals, &count, NULL)
+				? -errno
+				: 0;
+
+		if (err && err != -ENOENT) {
+			/* EINVAL: no batch for this map here; ENOSPC: a bucket over PROBE_BATCH. */
+			if (first)
+				probe_table_by_key(sb, ip6, fd);
+			break;
+		}
+		for (__u32 i = 0; i < count; i++) {
+			union {
+				struct rw_ct_key k4;
+				struct rw_ct6_key k6;
+			} k;
+
+			memcpy(&k, keys + i * ksz, ksz);
+			probe_entry(sb, ip6, &k, &vals[i]);
+		}
+		if (err == -ENOENT)
+			break; /* the last batch */
+		in = out;
+		first = false;
 	}
 	close(fd);
 }
