@@ -372,11 +372,12 @@ bench-node: setup all
 
 # The test command: installs what is missing, builds without warnings, checks the library's and
 # the layers' boundaries, the format and the docs, runs the fuzzers' short form (fuzz-short, tests/proof.mk:
-# the committed inputs replayed, then a fixed-seed run), then every suite.
+# the committed inputs replayed, then a fixed-seed run), then every suite, two at a time (most of a
+# suite's time is waiting; RW_JOBS=1 for one at a time).
 #> check build, check-lib, check-layers, check-headers, format-check, fuzz-short, check-docs, then every suite (root)
 check: setup all check-lib check-layers check-headers format-check fuzz-short
 	$(Q)scripts/check-docs.sh $(BUILD)
-	$(Q)tests/run.sh $(BUILD)
+	$(Q)tests/run.sh $(BUILD) --jobs $${RW_JOBS:-2}
 
 # The docs against the tree and the binary: every relative link and #anchor of README.md,
 # docs/ and tests/README.md resolves, and each docs/cli page's usage block is `runwall help`'s.

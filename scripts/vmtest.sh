@@ -11,7 +11,9 @@
 #                     and the tests' modules built in needs none.
 #   --mem SIZE        guest memory (env VMTEST_MEM, default 2G)
 #   --smp N           guest CPUs (env VMTEST_SMP, default 2); under TCG, one host thread each
-#                     (multi-threaded TCG); the default command runs N suites at a time
+#                     (multi-threaded TCG)
+#   --jobs N          suites at a time for the default command (env VMTEST_JOBS, default: the
+#                     guest's CPUs)
 #   --timeout SEC     whole-run limit (env VMTEST_TIMEOUT, default 3600)
 #   --accel auto|kvm|tcg  (env VMTEST_ACCEL, default auto: kvm only if a probe guest really runs)
 #   --append ARGS     extra kernel command line (env VMTEST_APPEND)
@@ -23,7 +25,7 @@
 #
 # COMMAND runs as root in the repository root, stdin from /dev/null. One argument is a shell
 # snippet (sh -c); several are an argv run as is. Default: tests/run.sh BUILD_DIR --kernel-suites
-# --jobs N, N the guest's CPUs.
+# --jobs N (--jobs above).
 # Only BUILD_DIR is writable on the host (9p, read-write); / is read-only, with fresh tmpfs on /tmp,
 # /var/tmp, /run and /root. The console goes to stdout and to BUILD_DIR/vm/console.log; the
 # initramfs, the vmlinux and the KVM probe's answer are cached in BUILD_DIR/vm too.
@@ -44,6 +46,7 @@ kernel=${VMTEST_KERNEL:-}
 modules=${VMTEST_MODULES:-}
 mem=${VMTEST_MEM:-2G}
 smp=${VMTEST_SMP:-2}
+jobs=${VMTEST_JOBS:-}
 timeout=${VMTEST_TIMEOUT:-3600}
 accel=${VMTEST_ACCEL:-auto}
 append=${VMTEST_APPEND:-}
@@ -60,6 +63,7 @@ while [ $# -gt 0 ]; do
 	--modules) need_arg "$1" $#; modules=$2; shift 2 ;;
 	--mem) need_arg "$1" $#; mem=$2; shift 2 ;;
 	--smp) need_arg "$1" $#; smp=$2; shift 2 ;;
+	--jobs) need_arg "$1" $#; jobs=$2; shift 2 ;;
 	--timeout) need_arg "$1" $#; timeout=$2; shift 2 ;;
 	--accel) need_arg "$1" $#; accel=$2; shift 2 ;;
 	--append) need_arg "$1" $#; append=$2; shift 2 ;;
@@ -76,6 +80,8 @@ done
 [ -n "$build" ] || usage 2
 [[ $timeout =~ ^[0-9]+$ && $timeout -gt 0 ]] || die "--timeout wants seconds, got '$timeout'"
 [[ $smp =~ ^[1-9][0-9]*$ ]] || die "--smp wants a number, got '$smp'"
+[ -n "$jobs" ] || jobs=$smp
+[[ $jobs =~ ^[1-9][0-9]*$ ]] || die "--jobs wants a number, got '$jobs'"
 case "$accel" in auto | kvm | tcg) ;; *) die "--accel is auto, kvm or tcg, not '$accel'" ;; esac
 for e in "${extra_env[@]}"; do
 	[[ $e =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || die "--env wants NAME=VALUE, got '$e'"
@@ -88,7 +94,7 @@ console=$vmdir/console.log
 # One run at a time per build directory: they would share cmd.sh, run.conf and console.log.
 exec 9>"$vmdir/lock"
 flock -n 9 || die "another vmtest is running with $build"
-[ ${#cmd[@]} -gt 0 ] || cmd=(tests/run.sh "$build" --kernel-suites --jobs "$smp")
+[ ${#cmd[@]} -gt 0 ] || cmd=(tests/run.sh "$build" --kernel-suites --jobs "$jobs")
 
 # Quotes a word for a POSIX shell (dash in the guest, so no $'...').
 shq() { printf "'%s'" "${1//\'/\'\\\'\'}"; }

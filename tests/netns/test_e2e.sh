@@ -663,10 +663,14 @@ for f in syntax unknown-key lower-revision same-revision metadata-rule metadata-
 	check "bad-snapshot: $f: revision still $REV" test "$(status_field .revision)" = "$REV"
 done
 # The same through the watched policy file: a refused file changes nothing; a good one applies.
+# Each file's refusal is logged ("refused snapshot: ..."): wait for it rather than a fixed time.
+refusals() { grep -c "refused snapshot: " "$RW_WORK/agent.log" || true; }
+refusals_above() { [ "$(refusals)" -gt "$1" ]; }
 for f in syntax unknown-key metadata-rule; do
+	r0=$(refusals)
 	cp "$bad/$f.json" "$POLICY_DIR/.policy.json.tmp"
 	mv "$POLICY_DIR/.policy.json.tmp" "$POLICY_DIR/policy.json"
-	rw_sleep 0.5
+	rw_wait 2 refusals_above "$r0" || true
 	check "bad-snapshot: $f written to the agent's --policy file: revision still $REV" \
 		test "$(status_field .revision)" = "$REV"
 done

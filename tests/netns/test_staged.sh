@@ -144,6 +144,7 @@ check "the revision in force is still 1" test "$(revision)" = 1
 rw_drops_bg "$RW_WORK/stream.jsonl" --all || rw_bail "runwall drops did not subscribe"
 rw_cmd
 rw_bg "$RW_WORK/drops.txt" "${RW_CMD[@]}" drops --reason not-allowlisted --count 5 --timeout "$(rw_scale 20)"
+drops_txt_pid=$RW_LAST_PID
 rw_wait 10 rw_subscribers_above 1 || rw_bail "the text runwall drops did not subscribe"
 from=$(mark)
 traffic
@@ -173,8 +174,9 @@ if [ "$got" = "$want" ]; then
 else
 	not_ok "event stream: want $(tr '\n' ';' <<<"$want") got $(tr '\n' ';' <<<"$got")"
 fi
-rw_wait 10 test -s "$RW_WORK/drops.txt" || true
-sleep "$(rw_scale 1)"
+# The text runwall drops ends at its fifth event (3 to :443, 2 to :9000) or at its timeout.
+drops_txt_done() { ! kill -0 "$drops_txt_pid" 2>/dev/null; }
+rw_wait 10 drops_txt_done || true
 diag <"$RW_WORK/drops.txt"
 if grep -q "93.184.216.34:443 .*STAGED r2: allowed by runs\[0\]\.allow\[0\]" "$RW_WORK/drops.txt" &&
 	! grep "9000" "$RW_WORK/drops.txt" | grep -q STAGED; then
