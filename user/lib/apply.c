@@ -980,11 +980,6 @@ static int settle(struct rw_apply_cache *c)
 	return rw_grace_wait(c->grace);
 }
 
-int rw_apply_settle(struct rw_datapath *dp)
-{
-	return dp->apply ? settle(cache_of(dp)) : 0;
-}
-
 static void cache_free(struct rw_apply_cache *c)
 {
 	rw_grace_free(c->grace); /* its thread may be rewriting an outer entry with c->fd[0][0] */
@@ -1721,7 +1716,7 @@ static int apply_flip(struct apply *a)
 	 *   The grace period waits for the other programs only: those that loaded the old state
 	 *   word, so started before the flip. What they can still do after it:
 	 *   - read the old slot: nothing writes it until the grace period has passed (settle()
-	 *     before the next apply's first write, or rw_apply_settle());
+	 *     before the next apply's first write);
 	 *   - stamp a flow with the old revision M (rw_finish()): for every run this revision
 	 *     changed, run_revs[r] = N > M, so the flow's next packet is judged in full under the
 	 *     new slot; a run it left alone has the same verdict under both;

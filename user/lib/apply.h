@@ -18,17 +18,17 @@ struct rw_apply_result {
 	unsigned int flows_flushed; /* tables of pods that joined a run: from another, or none */
 	unsigned int written;	    /* keys written or deleted in the idle slot (the diff) */
 	int full;		    /* the idle slot was unknown: cleared and written in full */
-	double wait_ms;	 /* the grace period the last flip still owed (rw_apply_settle()) */
-	double build_ms; /* fill the idle slot: plan_ms + write_ms */
-	double plan_ms;	 /* run indexes, the snapshot's entries, the diff */
-	double write_ms; /* the writes into the idle slot */
-	double flip_ms;	 /* the run revisions, the refusal mode and the flip */
+	double wait_ms;		    /* the grace period the last flip still owed (grace.c) */
+	double build_ms;	    /* fill the idle slot: plan_ms + write_ms */
+	double plan_ms;		    /* run indexes, the snapshot's entries, the diff */
+	double write_ms;	    /* the writes into the idle slot */
+	double flip_ms;		    /* the run revisions, the refusal mode and the flip */
 	double total_ms;
 };
 
 /* Apply `next` over what is in force. `prev` is the snapshot in force if the caller has it
  * (runs it leaves unchanged keep their generation), or NULL. Waits for the grace period the
- * last flip still owes (rw_apply_settle()), writes the difference between what the idle slot's
+ * last flip still owes (grace.c), writes the difference between what the idle slot's
  * inner maps hold and `next` into them (in full when that is unknown), then flips the live slot
  * with one atomic store, `next`'s lease stored by the same run (rw_config_flip_leased()), and
  * forgets the flows of pods that moved. When it returns, every packet whose program starts
@@ -40,12 +40,6 @@ struct rw_apply_result {
  */
 int rw_apply(struct rw_datapath *dp, const struct rw_policy *prev, const struct rw_policy *next,
 	     struct rw_apply_result *res, char *err, size_t errlen);
-
-/* Wait for what is left of the grace period the last flip owes (begun at the flip, on
- * grace.c's thread): afterwards no program still reads the idle slot. rw_apply() waits for it
- * itself before it writes into that slot. 0 or -errno (still owed).
- */
-int rw_apply_settle(struct rw_datapath *dp);
 
 /* Create the two slots' inner maps once, or adopt those the pinned outer maps hold (their
  * contents are then unknown: the first apply into each rewrites it in full). The agent calls it
