@@ -366,6 +366,10 @@ const char *agent_policy_text(struct agent *a, size_t *len);
  */
 void agent_policy_keep_text(struct agent *a, const char *buf, size_t len, const char *source);
 void agent_runs_update(struct agent *a);
+/* The state of the policy's run r: a->pol.runs[r] when it follows the policy's order, as the
+ * applies keep it (O(1)), else found by id; NULL when it has none.
+ */
+const struct run_state *agent_run_state(const struct agent *a, size_t r);
 
 /* policy_file.c: the --policy file read and applied, adopted or refused (at start and on every
  * event of its folder); the inotify fd watching that folder.

@@ -30,9 +30,10 @@ json_t *agent_status_part(struct agent *a)
 		const char *id = a->pol.policy.runs[r].id;
 		char since[40] = "";
 
-		for (size_t i = 0; i < a->pol.n_runs; i++)
-			if (!strcmp(a->pol.runs[i].id, id))
-				rw_format_time(a->pol.runs[i].since, since, sizeof(since));
+		const struct run_state *st = agent_run_state(a, r);
+
+		if (st)
+			rw_format_time(st->since, since, sizeof(since));
 		json_array_append_new(runs, json_pack("{s:s, s:o}", "id", id, "since",
 						      *since ? json_string(since) : json_null()));
 	}

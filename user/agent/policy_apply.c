@@ -46,14 +46,32 @@ void agent_runs_update(struct agent *a)
 		snprintf(next[r].id, sizeof(next[r].id), "%s", a->pol.policy.runs[r].id);
 		next[r].gen = run_gen(a, &a->pol.policy.runs[r]);
 		next[r].since = now;
-		for (size_t o = 0; o < a->pol.n_runs; o++)
-			if (!strcmp(a->pol.runs[o].id, next[r].id) &&
-			    a->pol.runs[o].gen == next[r].gen)
+		/* Where the policy is still in a->pol.runs' order, run r's old state is at r. */
+		for (size_t k = 0; k < a->pol.n_runs; k++) {
+			size_t o = (r + k) % a->pol.n_runs;
+
+			if (strcmp(a->pol.runs[o].id, next[r].id))
+				continue;
+			if (a->pol.runs[o].gen == next[r].gen)
 				next[r].since = a->pol.runs[o].since;
+			break;
+		}
 	}
 	free(a->pol.runs);
 	a->pol.runs = next;
 	a->pol.n_runs = a->pol.policy.n_runs;
+}
+
+const struct run_state *agent_run_state(const struct agent *a, size_t r)
+{
+	const char *id = a->pol.policy.runs[r].id;
+
+	if (r < a->pol.n_runs && !strcmp(a->pol.runs[r].id, id))
+		return &a->pol.runs[r];
+	for (size_t i = 0; i < a->pol.n_runs; i++)
+		if (!strcmp(a->pol.runs[i].id, id))
+			return &a->pol.runs[i];
+	return NULL;
 }
 
 /* The run state of one run change (agent_runs_update() for that run alone): a->pol.runs follows the
