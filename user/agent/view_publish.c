@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
 
 #include "agent.h"
 #include "liveruns.h"
@@ -23,6 +25,11 @@ void agent_view_publish(struct agent *a)
 	size_t detached = 0;
 	int64_t lease_left;
 	bool ready, lease_expired;
+	/* The live slot's pod tables, opened once for every sandbox (applies run on this thread,
+	 * so the slot stays live meanwhile).
+	 */
+	int pods_fd = rw_live_inner_fd(&a->dp, RW_M_PODS),
+	    pods6_fd = rw_live_inner_fd(&a->dp, RW_M_PODS6);
 
 	rw_config_read(&a->dp, &cfg);
 	lease_expired = rw_lease_state(&cfg, &lease_left) == RW_LEASE_EXPIRED;
@@ -36,8 +43,10 @@ void agent_view_publish(struct agent *a)
 		} else if (!(s->pod.flags & (RW_EP_IP4 | RW_EP_IP6))) {
 			snap.sandboxes[RW_SBX_UNBOUND]++;
 		} else if ((s->pod.flags & RW_EP_IP4)
-				   ? rw_live_pod(&a->dp, s->pod.pod_ip, &pod)
-				   : rw_live_pod6(&a->dp, s->pod.pod_ip6, &pod)) {
+				   ? pods_fd < 0 ||
+					     bpf_map_lookup_elem(pods_fd, &s->pod.pod_ip, &pod)
+				   : pods6_fd < 0 ||
+					     bpf_map_lookup_elem(pods6_fd, s->pod.pod_ip6, &pod)) {
 			snap.sandboxes[RW_SBX_NO_RUN]++;
 		} else {
 			bool dup = false;
@@ -53,6 +62,10 @@ void agent_view_publish(struct agent *a)
 			}
 		}
 	}
+	if (pods_fd >= 0)
+		close(pods_fd);
+	if (pods6_fd >= 0)
+		close(pods6_fd);
 	if (!runs)
 		snap.n_runs = 0;
 	agent_follow_metrics(a, &snap);
