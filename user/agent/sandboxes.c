@@ -437,8 +437,12 @@ int agent_on_link(bool add, const struct rw_nl_link *l, void *data)
 	s = sbx_add(a, l->ifindex, l->name);
 	if (!s)
 		return -ENOMEM;
-	sbx_sync_pod(a, s); /* routes may have come before the link */
-	a->sandboxes.links_dirty = true;
+	/* Routes may have come before the link: sbx_sync_pod() asks the kernel for this veth's
+	 * route now. Nothing else of the node changed, so no full resync: at EKS's density, with
+	 * pods coming and going, one per link event would walk every sandbox's hooks many times
+	 * a second on the loop that applies PolicyWatch's changes.
+	 */
+	sbx_sync_pod(a, s);
 	return 0;
 }
 
