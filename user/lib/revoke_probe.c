@@ -215,6 +215,7 @@ static int veth_mac(int fd, __u32 ifindex, __u8 *mac)
  */
 struct probe_sandbox {
 	const struct rw_datapath *dp;
+	const __u64 *run_revs; /* rw_run_revs as the pass began, RW_MAX_RUNS of them */
 	__u32 ifindex;
 	struct rw_endpoint ep;
 	const __u8 *pod_mac; /* NULL: the node has no neighbour entry for the pod */
@@ -227,13 +228,36 @@ struct probe_sandbox {
 	struct rw_probe_stats *st;
 };
 
-/* Whether an entry's cached verdict is stale: the apply changed its run's verdicts. */
-static int entry_stale(const struct rw_datapath *dp, const struct rw_ct_value *v)
+/* Whether an entry's cached verdict is stale: an apply changed its run's verdicts. Judged
+ * against rw_run_revs as the pass began: an apply made since asks for a pass of its own after
+ * this one (prober.c), which reads them again.
+ */
+static int entry_stale(const struct probe_sandbox *sb, const struct rw_ct_value *v)
 {
-	__u64 run_rev;
+	return v->run_idx < RW_MAX_RUNS && v->stamp < sb->run_revs[v->run_idx];
+}
 
-	return !bpf_map_lookup_elem(dp->map_fd[RW_M_RUN_REVS], &v->run_idx, &run_rev) &&
-	       v->stamp < run_rev;
+/* rw_run_revs whole, in one call where the kernel has batch lookups (an index that cannot be
+ * read is 0: none of its flows is stale).
+ */
+static void read_run_revs(const struct rw_datapath *dp, __u64 *revs)
+{
+	int fd = dp->map_fd[RW_M_RUN_REVS];
+	__u32 keys[RW_MAX_RUNS], count = RW_MAX_RUNS, out;
+
+	/* The whole array in one batch ends with ENOENT (nothing after it) or with none. */
+	if ((!bpf_map_lookup_batch(fd, NULL, &out, keys, revs, &count, NULL) || errno == ENOENT) &&
+	    count == RW_MAX_RUNS) {
+		/* An array's batch returns its entries in index order. */
+		for (__u32 i = 0; i < RW_MAX_RUNS; i++)
+			if (keys[i] != i)
+				goto by_key;
+		return;
+	}
+by_key:
+	for (__u32 i = 0; i < RW_MAX_RUNS; i++)
+		if (bpf_map_lookup_elem(fd, &i, &revs[i]))
+			revs[i] = 0;
 }
 
 /* Probes one stale TCP flow of the sandbox: its IPv4 key k4, or its IPv6 key k6. */
@@ -293,7 +317,7 @@ static void probe_entry(struct probe_sandbox *sb, bool ip6, const void *key,
 				   !memcmp(k6->pod_ip, sb->ep.pod_ip6, sizeof(k6->pod_ip))
 		       : k4->proto == IPPROTO_TCP && k4->pod_ip == sb->ep.pod_ip;
 
-	if (own && entry_stale(sb->dp, v))
+	if (own && entry_stale(sb, v))
 		probe_flow(sb, v, ip6 ? NULL : k4, ip6 ? k6 : NULL);
 }
 
@@ -423,6 +447,7 @@ static void probe_shares(struct probe_sandbox *sbs, size_t n)
 int rw_revoke_probe(const struct rw_datapath *dp, struct rw_probe_stats *st)
 {
 	struct neigh_list nl = {.v = calloc(RW_PROBE_NEIGH_MAX, sizeof(struct neigh))};
+	__u64 *run_revs = calloc(RW_MAX_RUNS, sizeof(*run_revs));
 	struct probe_sandbox *sbs = NULL;
 	size_t n = 0, cap = 0;
 	struct nlmsghdr *nlh;
@@ -432,8 +457,11 @@ int rw_revoke_probe(const struct rw_datapath *dp, struct rw_probe_stats *st)
 	unsigned int quota = 0;
 
 	memset(st, 0, sizeof(*st));
-	if (!nl.v)
-		return -ENOMEM;
+	if (!nl.v || !run_revs) {
+		err = -ENOMEM;
+		goto out;
+	}
+	read_run_revs(dp, run_revs);
 	nd = rw_mnl_dump_request(RTM_GETNEIGH, sizeof(*nd), &nlh);
 	if (!nd) {
 		err = -ENOMEM;
@@ -470,8 +498,12 @@ int rw_revoke_probe(const struct rw_datapath *dp, struct rw_probe_stats *st)
 			cap = grown_cap;
 		}
 		sb = &sbs[n];
-		*sb = (struct probe_sandbox){
-			.dp = dp, .ifindex = key, .pfd = -1, .counting = true, .st = st};
+		*sb = (struct probe_sandbox){.dp = dp,
+					     .run_revs = run_revs,
+					     .ifindex = key,
+					     .pfd = -1,
+					     .counting = true,
+					     .st = st};
 		if (bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &key, &sb->ep))
 			continue;
 		sandbox_mac(sb, &nl, ifd);
@@ -505,6 +537,7 @@ out:
 	if (ifd >= 0)
 		close(ifd);
 	free(sbs);
+	free(run_revs);
 	free(nl.v);
 	return err;
 }
