@@ -68,6 +68,9 @@ class State:
         self.connections = []    # what each watch request asked for
         self.acks = []
         self.mode = "normal"
+        self.save_every = 0
+        self.dirty = False
+        self.run_at = None       # run id -> its index in snapshot["runs"], for /upsert
         if os.path.exists(path):
             with open(path) as f:
                 self.snapshot = json.load(f)
@@ -77,10 +80,37 @@ class State:
         return self.snapshot.get("revision", 0)
 
     def save(self):
+        """The state file, at each change; with save_every (seconds), at most that often, from
+        a thread of its own (a benchmark's pace: a node's snapshot is 100 kB of JSON)."""
+        if self.save_every:
+            self.dirty = True
+            return
+        self.write()
+
+    def write(self):
         tmp = self.path + ".tmp"
         with open(tmp, "w") as f:
             json.dump(self.snapshot, f)
         os.replace(tmp, self.path)
+
+    def saver(self):
+        while True:
+            time.sleep(self.save_every)
+            with self.lock:
+                if self.dirty:
+                    self.dirty = False
+                    self.write()
+
+    def index_of(self, rid):
+        """Where run rid is in the snapshot's runs (None: not there), under self.lock: from the
+        index when it still says so, else from an index built again (after a snapshot, a
+        delete, or for a run not there)."""
+        runs = self.snapshot.get("runs", [])
+        at = self.run_at.get(rid) if self.run_at else None
+        if at is not None and at < len(runs) and runs[at].get("id") == rid:
+            return at
+        self.run_at = {r.get("id"): i for i, r in enumerate(runs)}
+        return self.run_at.get(rid)
 
     def broadcast(self, data, close=False):
         for q in self.streams:
@@ -136,7 +166,9 @@ def drain(sock):
 
 def make_watch_handler(st, args, token):
     class Watch(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.0"  # the body ends when the connection does
+        # HTTP/1.1, so that an agent's acks reuse one connection (one TLS handshake, not one
+        # per ack); the stream says "Connection: close": its body ends when the connection does.
+        protocol_version = "HTTP/1.1"
 
         def log_message(self, fmt, *a):
             sys.stderr.write("watch: " + fmt % a + "\n")
@@ -170,6 +202,7 @@ def make_watch_handler(st, args, token):
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-ndjson")
                 self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")
                 self.end_headers()
                 if first:
                     self.wfile.write(first)
@@ -278,11 +311,12 @@ def make_control_handler(st):
                     run = json.loads(body)
                     runs = st.snapshot.setdefault("runs", [])
                     # In place: a run that moves in runs[] has its verdicts judged again.
-                    at = [i for i, r in enumerate(runs) if r.get("id") == run["id"]]
-                    if at:
-                        runs[at[0]] = run
+                    at = st.index_of(run["id"])
+                    if at is not None:
+                        runs[at] = run
                     else:
                         runs.append(run)
+                        st.run_at[run["id"]] = len(runs) - 1
                     st.snapshot["revision"] = base + 1
                     msg = {"type": "run-upsert", "revision": base + 1, "base": base, "run": run}
                 elif u.path == "/delete":
@@ -316,9 +350,14 @@ def main():
     ap.add_argument("--heartbeat", type=float, default=5)
     ap.add_argument("--acks")
     ap.add_argument("--ready")
+    ap.add_argument("--save-every", type=float, default=0,
+                    help="write the state file at most every so many seconds (0: at each change)")
     args = ap.parse_args()
 
     st = State(args.state)
+    st.save_every = args.save_every
+    if st.save_every:
+        threading.Thread(target=st.saver, daemon=True).start()
     token = None
     if args.token_file:
         with open(args.token_file) as f:

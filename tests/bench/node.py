@@ -270,6 +270,32 @@ def claims(a, pods, ips, rate, seconds):
             "probes_never_enforced": sum(1 for e in enforced if e is None)}
 
 
+def claims_apart(a, pods, ips, rate, seconds):
+    """claims() in a process of its own, forked from this thread (so in its namespace): the
+    traffic and churn threads of this one hold its interpreter lock most of the time, and a
+    sender that waits for it cannot keep a schedule of 300 a second."""
+    rd, wr = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(rd)
+        code = 0
+        try:
+            data = json.dumps(claims(a, pods, ips, rate, seconds)).encode()
+        except BaseException as e:  # the parent reports it: no result
+            data, code = json.dumps({"error": repr(e)}).encode(), 1
+        with os.fdopen(wr, "wb") as f:
+            f.write(data)
+        os._exit(code)
+    os.close(wr)
+    with os.fdopen(rd, "rb") as f:
+        data = f.read()
+    _, status = os.waitpid(pid, 0)
+    res = json.loads(data) if data else {"error": "no result"}
+    if status or "error" in res:
+        raise SystemExit("node.py: claims at %s a second: %s" % (rate, res.get("error", status)))
+    return res
+
+
 def main():
     ap = argparse.ArgumentParser()
     for k in ("prefix", "node-ns", "svc-ns", "ctl", "conflist", "cni-path", "out"):
@@ -329,7 +355,7 @@ def main():
     out["claims"] = []
     for rate in (50, 300):
         c0, t0 = cpu_ticks(a.agent_pid), time.monotonic()
-        ph = claims(a, pods, ips, rate, a.phase)
+        ph = claims_apart(a, pods, ips, rate, a.phase)
         ph["cpu_pct"] = round(100 * (cpu_ticks(a.agent_pid) - c0) / hz / (time.monotonic() - t0), 1)
         out["claims"].append(ph)
     cstop.set()

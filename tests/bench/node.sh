@@ -69,8 +69,8 @@ rw_node_up || rw_bail "the node did not come up"
 echo '{"revision": 1, "runs": []}' >"$RW_WORK/state.json"
 rw_bg "$RW_WORK/server.log" ip netns exec "$RW_SVC" "$RW_PY" "$RW_ROOT/tests/policy_server.py" \
 	--listen "$SRV:$PORT" --cert "$C/server.crt" --key "$C/server.key" --client-ca "$C/ca.crt" \
-	--token-file "$C/token" --state "$RW_WORK/state.json" --control "$CTL" --heartbeat 1 \
-	--ready "$RW_WORK/server.ready"
+	--token-file "$C/token" --state "$RW_WORK/state.json" --save-every 0.5 --control "$CTL" \
+	--heartbeat 1 --ready "$RW_WORK/server.ready"
 rw_wait_file "$RW_WORK/server.ready" || rw_bail "the policy server did not start"
 # Each pod's refusals (10 a second) at its event budget; conntrack at its defaults (512 tables
 # of 8 192 flows: the 250 pods and the churn's).
