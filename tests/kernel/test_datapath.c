@@ -101,6 +101,7 @@ static const struct dp_step {
 	{"ring full", test_ring_full},
 	{"interrupted apply", test_interrupted_apply},
 	{"big apply", test_big_apply},
+	{"idle run", test_idle_run},
 	{"flip", test_flip},
 	{"flip pinned", test_flip_pinned},
 	{"flip lease", test_flip_lease},

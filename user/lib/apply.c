@@ -280,6 +280,17 @@ static struct group *shadow_find(const struct shadow *s, const char *id)
 	return NULL;
 }
 
+/* shadow_find() where group `at` is the likely one: a shadow's groups are in its snapshot's
+ * order (the node's first, then each run), and most applies keep the runs where they were, so a
+ * comparison of ids mostly spares the hash.
+ */
+static struct group *shadow_find_at(const struct shadow *s, const char *id, size_t at)
+{
+	if (at < s->n_groups && !strcmp(s->groups[at].id, id))
+		return &s->groups[at];
+	return shadow_find(s, id);
+}
+
 static int ent_cmp_key(const struct ent *a, const struct ent *b)
 {
 	if (a->table != b->table)
@@ -492,7 +503,7 @@ static struct group *group_open(struct shadow *s, const char *id)
 		return NULL;
 	g = &s->groups[s->n_groups++];
 	memset(g, 0, sizeof(*g));
-	snprintf(g->id, sizeof(g->id), "%s", id);
+	memcpy(g->id, id, strnlen(id, sizeof(g->id) - 1));
 	g->pod_off = s->n_pods;
 	g->ent_off = s->n_ents;
 	return g;
@@ -589,7 +600,7 @@ static int shadow_build(struct shadow *s, const struct rw_policy *p, const struc
 		g->pod.refusal = rw_policy_run_refusal(p, run);
 		snprintf(g->pod.run_id, sizeof(g->pod.run_id), "%s", run->id);
 		if (slots[r].same && live && live->known) {
-			const struct group *lg = shadow_find(live, run->id);
+			const struct group *lg = shadow_find_at(live, run->id, r + 1);
 
 			/* The live slot holds exactly this run: its sorted entries are ours. */
 			if (lg && !memcmp(&lg->pod, &g->pod, sizeof(g->pod))) {
@@ -752,9 +763,10 @@ static int diff_shadows(struct ops *ops, const struct shadow *os, const struct s
 	int err = 0;
 
 	for (size_t g = 0; !err && g < ns->n_groups; g++)
-		err = diff_group(ops, os, shadow_find(os, ns->groups[g].id), ns, &ns->groups[g]);
+		err = diff_group(ops, os, shadow_find_at(os, ns->groups[g].id, g), ns,
+				 &ns->groups[g]);
 	for (size_t g = 0; !err && g < os->n_groups; g++)
-		if (!shadow_find(ns, os->groups[g].id))
+		if (!shadow_find_at(ns, os->groups[g].id, g))
 			err = diff_group(ops, os, &os->groups[g], ns, NULL);
 	return err;
 }
@@ -1124,27 +1136,14 @@ static int live_pods_read(const struct rw_datapath *dp, enum rw_map_id table, st
 	return 0;
 }
 
-/* The runs that have pods (of either family) in the live slot: from its shadow, or read from
- * the maps.
+/* The runs that have pods (of either family) in the live slot, read from its maps: one group
+ * each, with its pod value, sorted by id and indexed.
  */
-static int live_runs(const struct rw_datapath *dp, struct shadow *live, struct shadow *out)
+static int live_runs_read(const struct rw_datapath *dp, struct shadow *out)
 {
 	int ret;
 
 	memset(out, 0, sizeof(*out));
-	if (live && live->known) {
-		for (size_t g = 0; g < live->n_groups; g++) {
-			struct group *ng;
-
-			if (!live->groups[g].n_pods && !live->groups[g].n_pods6)
-				continue;
-			ng = group_open(out, live->groups[g].id);
-			if (!ng)
-				return -ENOMEM;
-			ng->pod = live->groups[g].pod;
-		}
-		return shadow_index(out);
-	}
 	/* One group per pod first, then sorted by run id and made unique. */
 	ret = live_pods_read(dp, RW_M_PODS, out);
 	if (!ret)
@@ -1187,49 +1186,75 @@ static int zero_counters(const struct rw_datapath *dp, const __u32 *idx, size_t 
 	return ret;
 }
 
+/* Where run `id` of next (at `r` there) was in prev: at r itself mostly, else found by id in
+ * `ix`, an index of prev's runs built at the first miss (a group per run, `pod_off` its place).
+ * -1: not in prev; -ENOMEM.
+ */
+static long prev_at(const struct rw_policy *prev, size_t r, const char *id, struct shadow *ix)
+{
+	const struct group *g;
+
+	if (!prev)
+		return -1;
+	if (r < prev->n_runs && !strcmp(prev->runs[r].id, id))
+		return (long)r;
+	if (!ix->index) {
+		for (size_t i = 0; i < prev->n_runs; i++) {
+			struct group *ng = group_open(ix, prev->runs[i].id);
+
+			if (!ng)
+				return -ENOMEM;
+			ng->pod_off = i;
+		}
+		if (shadow_index(ix))
+			return -ENOMEM;
+	}
+	g = shadow_find(ix, id);
+	return g ? (long)g->pod_off : -1;
+}
+
+/* Each run of next keeps the index (and the generation, if its policy did not change) it has in
+ * the live slot: every run of the live slot's shadow when it is known, else the runs with pods
+ * read from the live slot's maps (after a restart). The others get a free index, whose counters
+ * are zeroed.
+ */
 static int assign_runs(const struct rw_datapath *dp, struct shadow *live_shadow,
 		       const struct rw_policy *prev, const struct rw_policy *next,
 		       struct run_slot *slots, char *err, size_t errlen)
 {
 	unsigned char *used = calloc(RW_MAX_RUNS, 1);
-	struct shadow live = {}, prev_ix = {};
+	struct shadow read = {}, prev_ix = {};
+	const struct shadow *live = &read;
+	bool known = live_shadow && live_shadow->known;
 	__u32 *fresh = NULL;
 	size_t n_fresh = 0, cap_fresh = 0;
 	__u32 cursor = 1;
-	int ret;
+	int ret = 0;
 
 	if (!used)
 		return -ENOMEM;
-	ret = live_runs(dp, live_shadow, &live);
-	if (ret)
+	if (known)
+		live = live_shadow; /* its group 0 is the node's, run r of next likely r + 1 */
+	else if ((ret = live_runs_read(dp, &read)))
 		goto cleanup;
-	for (size_t g = 0; g < live.n_groups; g++)
-		if (live.groups[g].pod.run_idx < RW_MAX_RUNS)
-			used[live.groups[g].pod.run_idx] = 1;
-	/* prev's runs by id: a group per run, pod field unused but `pod_off` = its index. */
-	for (size_t r = 0; prev && r < prev->n_runs; r++) {
-		struct group *g = group_open(&prev_ix, prev->runs[r].id);
-
-		if (!g) {
-			ret = -ENOMEM;
-			goto cleanup;
-		}
-		g->pod_off = r;
-	}
-	ret = shadow_index(&prev_ix);
-	if (ret)
-		goto cleanup;
+	for (size_t g = 0; g < live->n_groups; g++)
+		if (live->groups[g].id[0] && live->groups[g].pod.run_idx < RW_MAX_RUNS)
+			used[live->groups[g].pod.run_idx] = 1;
 
 	for (size_t r = 0; r < next->n_runs; r++) {
 		const struct rw_policy_run *run = &next->runs[r];
-		struct group *lg = shadow_find(&live, run->id),
-			     *pg = shadow_find(&prev_ix, run->id);
-		const struct rw_policy_run *old = pg ? &prev->runs[pg->pod_off] : NULL;
+		const struct group *lg = shadow_find_at(live, run->id, known ? r + 1 : r);
+		long at = prev_at(prev, r, run->id, &prev_ix);
+		const struct rw_policy_run *old = at >= 0 ? &prev->runs[at] : NULL;
 
-		slots[r].idx = lg ? lg->pod.run_idx : 0;
-		slots[r].gen = lg ? lg->pod.run_gen : 0;
+		if (at == -ENOMEM) {
+			ret = -ENOMEM;
+			goto cleanup;
+		}
+		slots[r].idx = lg && lg->pod.run_idx < RW_MAX_RUNS ? lg->pod.run_idx : 0;
+		slots[r].gen = slots[r].idx ? lg->pod.run_gen : 0;
 		/* A run keeps its generation only when we know its policy did not change. */
-		slots[r].same = old && pg->pod_off == r && prev->egress == next->egress &&
+		slots[r].same = old && at == (long)r && prev->egress == next->egress &&
 				prev->refusal == next->refusal && run_same(old, run);
 		if (!slots[r].idx || !old ||
 		    (!slots[r].same && !rw_policy_run_equal(prev, old, next, run)))
@@ -1257,7 +1282,7 @@ static int assign_runs(const struct rw_datapath *dp, struct shadow *live_shadow,
 			    rw_map_names[RW_M_COUNTERS], strerror(-ret));
 cleanup:
 	free(fresh);
-	shadow_reset(&live);
+	shadow_reset(&read);
 	shadow_reset(&prev_ix);
 	free(used);
 	return ret;
@@ -1424,7 +1449,7 @@ static int flush_moved_pods(const struct rw_datapath *dp, struct rw_apply_cache 
 	}
 	for (size_t g = 0; g < next->n_groups; g++) {
 		const struct group *ng = &next->groups[g];
-		const struct group *og = old->known ? shadow_find(old, ng->id) : NULL;
+		const struct group *og = old->known ? shadow_find_at(old, ng->id, g) : NULL;
 		const struct ent *e = next->ents + ng->ent_off;
 
 		for (size_t i = 0; i < ng->n_pods; i++) {

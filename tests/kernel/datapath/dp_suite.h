@@ -141,6 +141,9 @@ char *policy_at(unsigned int revision, int v3);
 void test_interrupted_apply(void);
 void test_big_apply(void);
 
+/* apply_idle_run.c */
+void test_idle_run(void);
+
 /* budget.c */
 void set_budget(__u32 rate, __u32 burst);
 void test_event_budget(void);
