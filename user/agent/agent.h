@@ -215,6 +215,7 @@ struct agent_follow {
 struct agent_publish {
 	bool dirty; /* something changed: publish the status at the next tick */
 	unsigned int ticks;
+	unsigned int last; /* the tick of the last publish */
 };
 
 /* The staged snapshot (staged.c writes it): a policy beside the one in force, applied to the
@@ -455,8 +456,8 @@ json_t *agent_cni_status(const struct agent *a);
 void agent_follow_metrics(const struct agent *a, struct rw_metrics_snap *snap);
 
 /* view_publish.c: hand the HTTP view the status, readiness and metrics snapshot; something
- * changed (publish at the next tick); the tick's share (publish when something changed, and
- * every second).
+ * changed (publish at the next tick); the tick's share (publish when something changed, at most
+ * every PUBLISH_MIN_MS, and every second).
  */
 void agent_view_publish(struct agent *a);
 void agent_view_changed(struct agent *a);
