@@ -804,12 +804,7 @@ static int view_run(struct view *v, const struct view_args *a)
 	pthread_mutex_init(&v->lock, NULL);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	/* Signals go to this thread only (sigtimedwait in view_serve), never to the workers. */
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, DNS_DONE_SIGNAL);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	rw_signals_block(&mask, DNS_DONE_SIGNAL);
 	publish_status(v);
 	http = rw_http_start(ho, &v->feed, &ops, err, sizeof(err), &usage);
 	if (!http) {
