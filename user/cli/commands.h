@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
-/* commands.h: the runwall subcommands and the options every one of them shares. */
+/* commands.h: the runwall subcommands, the options every one of them shares, and the table that
+ * says a command's own options.
+ */
 #ifndef RUNWALL_COMMANDS_H
 #define RUNWALL_COMMANDS_H
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* main.c: `runwall [OPTIONS] COMMAND [ARGS]`: the global options (before or after the command),
- * the command table, and the one place where errors become output and exit codes.
+ * the command table, each command's own options parsed from its table (rw_cmd_options()), and
+ * the one place where errors become output and exit codes.
  */
 #include <stdarg.h>
 #include <stdio.h>
