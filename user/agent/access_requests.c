@@ -541,13 +541,8 @@ void rw_access_stop(struct rw_access *a)
 {
 	if (!a)
 		return;
-	if (a->started) {
-		pthread_mutex_lock(&a->lock);
-		a->stop = true;
-		pthread_cond_broadcast(&a->cond);
-		pthread_mutex_unlock(&a->lock);
-		pthread_join(a->thread, NULL);
-	}
+	if (a->started)
+		rw_thread_stop(a->thread, &a->lock, &a->cond, &a->stop);
 	if (a->curl)
 		curl_easy_cleanup(a->curl);
 	pthread_mutex_destroy(&a->lock);

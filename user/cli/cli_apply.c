@@ -31,14 +31,15 @@ static void print_json(json_t *o)
 }
 
 /* A revision given on the command line: a decimal number from 1 (0 is the default's). */
-static int revision_arg(const char *opt, const char *s, unsigned long long *v)
+static int revision_arg(const struct rw_cmd *cmd, const struct rw_cmd_opt *o, const char *s)
 {
+	unsigned long long *v = o->data;
 	char *end;
 
 	errno = 0;
 	*v = strtoull(s, &end, 10);
 	if (errno || end == s || *end || s[0] < '1' || s[0] > '9')
-		return rw_cmd_usage_error(&rw_cmd_apply, "%s: '%s' is not a revision", opt, s);
+		return rw_cmd_usage_error(cmd, "--%s: '%s' is not a revision", o->name, s);
 	return 0;
 }
 
@@ -87,50 +88,25 @@ static int unstage_call(void)
 
 static int cmd_apply(int argc, char **argv)
 {
-	static const struct option opts[] = {{"run", required_argument, NULL, 'r'},
-					     {"delete-run", required_argument, NULL, 'd'},
-					     {"base", required_argument, NULL, 'b'},
-					     {"revision", required_argument, NULL, 'R'},
-					     {"staged", no_argument, NULL, 'S'},
-					     {"unstage", no_argument, NULL, 'u'},
-					     {"help", no_argument, NULL, 'h'},
-					     {}};
-	const char *path = NULL, *source, *del_id = NULL, *verb = "apply";
+	const char *path = NULL, *source, *del_id = NULL, *verb;
 	unsigned long long base = 0, revision = 0;
 	json_t *reply = NULL, *changes;
 	char *buf = NULL, arg[PATH_MAX + 64];
 	size_t len = 0;
 	bool staged = false, unstage = false;
-	int opt, err, ret;
+	int err, ret;
+	const struct rw_cmd_opt opts[] = {{"run", .str = &path},
+					  {"delete-run", .str = &del_id},
+					  {"base", .set = revision_arg, .data = &base},
+					  {"revision", .set = revision_arg, .data = &revision},
+					  {"staged", .flag = &staged},
+					  {"unstage", .flag = &unstage},
+					  {}};
 
-	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (opt) {
-		case 'r':
-			path = optarg;
-			verb = "apply-run";
-			break;
-		case 'd':
-			del_id = optarg;
-			verb = "delete-run";
-			break;
-		case 'b':
-			if (revision_arg("--base", optarg, &base))
-				return RW_EXIT_USAGE;
-			break;
-		case 'R':
-			if (revision_arg("--revision", optarg, &revision))
-				return RW_EXIT_USAGE;
-			break;
-		case 'S':
-			staged = true;
-			break;
-		case 'u':
-			unstage = true;
-			break;
-		default:
-			return rw_cmd_option_end(&rw_cmd_apply, opt, argv);
-		}
-	}
+	ret = rw_cmd_options(&rw_cmd_apply, argc, argv, opts);
+	if (ret >= 0)
+		return ret;
+	verb = path ? "apply-run" : del_id ? "delete-run" : "apply";
 	if (path && del_id)
 		return rw_cmd_usage_error(&rw_cmd_apply,
 					  "--run and --delete-run: one change at a time");

@@ -56,10 +56,6 @@ static json_t *agent_events(json_t *status)
 
 static int cmd_counters(int argc, char **argv)
 {
-	static const struct option opts[] = {{"run", required_argument, NULL, 'r'},
-					     {"json", no_argument, NULL, 'j'},
-					     {"help", no_argument, NULL, 'h'},
-					     {}};
 	struct rw_live_run *runs = NULL;
 	struct rw_counters node;
 	struct rw_datapath dp;
@@ -68,17 +64,13 @@ static int cmd_counters(int argc, char **argv)
 	json_t *status = NULL;
 	size_t n_runs = 0;
 	char err[512];
-	int opt, ret, want = -1;
+	int ret, want = -1;
+	const struct rw_cmd_opt opts[] = {
+		{"run", 'r', .str = &run}, {"json", 'j', .flag = &rw_g.json}, {}};
 
-	while ((opt = rw_cmd_getopt(argc, argv, "r:jh", opts)) != -1) {
-		switch (opt) {
-		case 'r':
-			run = optarg;
-			break;
-		default:
-			return rw_cmd_option_end(&rw_cmd_counters, opt, argv);
-		}
-	}
+	ret = rw_cmd_options(&rw_cmd_counters, argc, argv, opts);
+	if (ret >= 0)
+		return ret;
 	if (optind < argc)
 		return rw_cmd_usage_error(&rw_cmd_counters, "unexpected '%s'", argv[optind]);
 

@@ -114,70 +114,68 @@ static int on_line(struct follow *fl, char *line)
 	return fl->count && fl->seen >= fl->count ? FOLLOW_DONE : 0;
 }
 
+static int reason_arg(const struct rw_cmd *cmd, const struct rw_cmd_opt *o, const char *val)
+{
+	struct rw_cli_filter *f = o->data;
+	char err[512];
+
+	f->reason = rw_cli_reason_lookup(val, err, sizeof(err));
+	return f->reason < 0 ? rw_fail(RW_EXIT_USAGE, "drops --reason: %s", err) : 0;
+}
+
+static int dst_arg(const struct rw_cmd *cmd, const struct rw_cmd_opt *o, const char *val)
+{
+	struct rw_cli_filter *f = o->data;
+
+	if (rw_ip_port_parse(val, &f->dst, &f->dport))
+		return rw_fail(RW_EXIT_USAGE, "drops --dst: '%s' is not IP, IP:PORT or [IPv6]:PORT",
+			       val);
+	return 0;
+}
+
+static int count_arg(const struct rw_cmd *cmd, const struct rw_cmd_opt *o, const char *val)
+{
+	unsigned long long *count = o->data;
+
+	if (rw_parse_uint(val, 1ULL << 40, count) || !*count)
+		return rw_fail(RW_EXIT_USAGE,
+			       "drops --count: '%s' is not a number of events (1 or more)", val);
+	return 0;
+}
+
+static int timeout_arg(const struct rw_cmd *cmd, const struct rw_cmd_opt *o, const char *val)
+{
+	double *timeout = o->data;
+	char *end;
+
+	*timeout = strtod(val, &end);
+	if (end == val || *end || !(*timeout > 0) || *timeout > 86400 * 365)
+		return rw_fail(RW_EXIT_USAGE, "drops --timeout: '%s' is not a number of seconds",
+			       val);
+	return 0;
+}
+
 /* `runwall drops`'s options into the filter and the follow's count and timeout. Returns -1 to go
  * on, else the exit code (--help, or a usage error already reported).
  */
 static int drops_options(int argc, char **argv, struct rw_cli_filter *f, unsigned long long *count,
 			 double *timeout)
 {
-	static const struct option opts[] = {
-		{"all", no_argument, NULL, 'a'},	   {"run", required_argument, NULL, 'r'},
-		{"pod", required_argument, NULL, 'p'},	   {"reason", required_argument, NULL, 'R'},
-		{"dst", required_argument, NULL, 'd'},	   {"count", required_argument, NULL, 'n'},
-		{"timeout", required_argument, NULL, 't'}, {"json", no_argument, NULL, 'j'},
-		{"help", no_argument, NULL, 'h'},	   {}};
-	char err[512], *end;
-	int opt;
+	const struct rw_cmd_opt opts[] = {
+		{"all", 'a', .flag = &f->all},
+		{"run", 'r', .str = &f->run},
+		{"pod", 'p', .flag = &f->has_pod, .set = rw_cmd_ip_arg, .data = &f->pod},
+		{"reason", 'R', .set = reason_arg, .data = f},
+		{"dst", 'd', .flag = &f->has_dst, .set = dst_arg, .data = f},
+		{"count", 'n', .set = count_arg, .data = count},
+		{"timeout", 't', .set = timeout_arg, .data = timeout},
+		{"json", 'j', .flag = &rw_g.json},
+		{}};
+	int ret = rw_cmd_options(&rw_cmd_drops, argc, argv, opts);
 
-	while ((opt = rw_cmd_getopt(argc, argv, "ar:p:R:d:n:t:jh", opts)) != -1) {
-		switch (opt) {
-		case 'a':
-			f->all = true;
-			break;
-		case 'r':
-			f->run = optarg;
-			break;
-		case 'p':
-			if (rw_ip_parse(optarg, &f->pod))
-				return rw_fail(RW_EXIT_USAGE,
-					       "drops --pod: '%s' is not an IPv4 or IPv6 address",
-					       optarg);
-			f->has_pod = true;
-			break;
-		case 'R':
-			f->reason = rw_cli_reason_lookup(optarg, err, sizeof(err));
-			if (f->reason < 0)
-				return rw_fail(RW_EXIT_USAGE, "drops --reason: %s", err);
-			break;
-		case 'd':
-			if (rw_ip_port_parse(optarg, &f->dst, &f->dport))
-				return rw_fail(
-					RW_EXIT_USAGE,
-					"drops --dst: '%s' is not IP, IP:PORT or [IPv6]:PORT",
-					optarg);
-			f->has_dst = true;
-			break;
-		case 'n':
-			if (rw_parse_uint(optarg, 1ULL << 40, count) || !*count)
-				return rw_fail(RW_EXIT_USAGE,
-					       "drops --count: '%s' is not a number "
-					       "of events (1 or more)",
-					       optarg);
-			break;
-		case 't':
-			*timeout = strtod(optarg, &end);
-			if (end == optarg || *end || !(*timeout > 0) || *timeout > 86400 * 365)
-				return rw_fail(RW_EXIT_USAGE,
-					       "drops --timeout: '%s' is not a number of seconds",
-					       optarg);
-			break;
-		default:
-			return rw_cmd_option_end(&rw_cmd_drops, opt, argv);
-		}
-	}
-	if (optind < argc)
+	if (ret < 0 && optind < argc)
 		return rw_cmd_usage_error(&rw_cmd_drops, "unexpected '%s'", argv[optind]);
-	return -1;
+	return ret;
 }
 
 /* Read the agent's event stream on fd into lines for on_line() until the count is reached, the

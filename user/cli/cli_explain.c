@@ -98,6 +98,22 @@ static unsigned int judging_progs(const struct question *q)
 	       (q->proto == IPPROTO_ICMPV6 ? 0 : RW_DP_SKIP_ICMP6);
 }
 
+/* q's packet from pod judged by dp's programs on ifindex, and the run and the principal it was
+ * judged for. Returns 0, or the exit code after reporting why it could not be.
+ */
+static int judge(const struct question *q, const struct rw_ip *pod, struct rw_datapath *dp,
+		 __u32 ifindex, struct rw_cli_probe *p, struct rw_cli_verdict *v)
+{
+	char err[512];
+
+	make_probe(q, pod, p);
+	if (rw_cli_judge(dp, p, ifindex, v, err, sizeof(err)))
+		return rw_fail(RW_EXIT_REFUSED, "%s", err);
+	rw_cli_judged_run(dp, v);
+	rw_cli_judge_principal(v);
+	return 0;
+}
+
 /* The policy in force, judged by the pinned maps. Returns 0, a negative errno when this node
  * cannot judge the packet (said by the caller), or the exit code (1 or 2, never 0) after
  * reporting why the question cannot be answered.
@@ -172,15 +188,10 @@ static int judge_live(const struct question *q, struct rw_ip *pod, bool need,
 		ret = rw_fail(RW_EXIT_REFUSED, "loading the dry-run programs: %s", err);
 		goto cleanup;
 	}
-	make_probe(q, pod, p);
 	v->revision = live_revision(&dry);
-	ret = rw_cli_judge(&dry, p, ifindex, v, err, sizeof(err));
-	if (ret) {
-		ret = rw_fail(RW_EXIT_REFUSED, "%s", err);
+	ret = judge(q, pod, &dry, ifindex, p, v);
+	if (ret)
 		goto cleanup;
-	}
-	rw_cli_judged_run(&dry, v);
-	rw_cli_judge_principal(v);
 	if (rw_ctl_call(rw_g.socket, "status", NULL, NULL, 0, RW_CTL_TIMEOUT_MS, &status) == 0)
 		have_names = rw_cli_agent_policy(rw_g.socket, status, v->revision, &names) == 0;
 	rw_rule_name(have_names ? &names : NULL, v->rule_id, v->rule, sizeof(v->rule));
@@ -239,15 +250,10 @@ static int judge_file(const struct question *q, struct rw_ip *pod, bool have_pod
 			      strerror(-ret));
 		goto cleanup;
 	}
-	make_probe(q, pod, p);
 	v->revision = pol.revision;
-	ret = rw_cli_judge(&dp, p, RW_CLI_PRIVATE_IFINDEX, v, err, sizeof(err));
-	if (ret) {
-		ret = rw_fail(RW_EXIT_REFUSED, "%s", err);
+	ret = judge(q, pod, &dp, RW_CLI_PRIVATE_IFINDEX, p, v);
+	if (ret)
 		goto cleanup;
-	}
-	rw_cli_judged_run(&dp, v);
-	rw_cli_judge_principal(v);
 	rw_rule_name(&pol, v->rule_id, v->rule, sizeof(v->rule));
 	v->source = q->policy;
 	ret = 0;
@@ -258,61 +264,45 @@ cleanup:
 	return ret;
 }
 
+static int sport_arg(const struct rw_cmd *cmd, const struct rw_cmd_opt *o, const char *val)
+{
+	if (rw_parse_port(val, o->data))
+		return rw_fail(RW_EXIT_USAGE, "explain --sport: '%s' is not a port (1-65535)", val);
+	return 0;
+}
+
+static int flags_arg(const struct rw_cmd *cmd, const struct rw_cmd_opt *o, const char *val)
+{
+	if (rw_parse_tcp_flags(val, o->data))
+		return rw_fail(RW_EXIT_USAGE,
+			       "explain --flags: unknown flags '%s'; valid: syn, ack, synack", val);
+	return 0;
+}
+
+/* `runwall explain`'s options and arguments into q. Returns -1 to go on, else the exit code
+ * (--help, or a usage error already reported).
+ */
 static int parse(int argc, char **argv, struct question *q)
 {
-	static const struct option opts[] = {
-		{"pod", required_argument, NULL, 'p'},	  {"run", required_argument, NULL, 'r'},
-		{"ingress", no_argument, NULL, 'i'},	  {"egress", no_argument, NULL, 'e'},
-		{"sport", required_argument, NULL, 's'},  {"flags", required_argument, NULL, 'f'},
-		{"policy", required_argument, NULL, 'P'}, {"json", no_argument, NULL, 'j'},
-		{"help", no_argument, NULL, 'h'},	  {}};
-	int opt, npos;
+	const struct rw_cmd_opt opts[] = {
+		{"pod", 'p', .flag = &q->has_pod, .set = rw_cmd_ip_arg, .data = &q->pod},
+		{"run", 'r', .str = &q->run},
+		{"ingress", 'i', .flag = &q->ingress},
+		{"egress", 'e', .flag = &q->ingress, .unset = true},
+		{"sport", 's', .set = sport_arg, .data = &q->sport},
+		{"flags", 'f', .flag = &q->flags_set, .set = flags_arg, .data = &q->flags},
+		{"policy", 'P', .str = &q->policy},
+		{"json", 'j', .flag = &rw_g.json},
+		{}};
+	int ret, npos;
 
 	memset(q, 0, sizeof(*q));
 	q->sport = DEFAULT_SPORT;
 	q->proto = IPPROTO_TCP;
 	q->flags = 0x02; /* SYN */
-	while ((opt = rw_cmd_getopt(argc, argv, "p:r:ies:f:P:jh", opts)) != -1) {
-		switch (opt) {
-		case 'p':
-			if (rw_ip_parse(optarg, &q->pod))
-				return rw_fail(RW_EXIT_USAGE,
-					       "explain --pod: '%s' is not an IPv4 or IPv6 "
-					       "address",
-					       optarg);
-			q->has_pod = true;
-			break;
-		case 'r':
-			q->run = optarg;
-			break;
-		case 'i':
-			q->ingress = true;
-			break;
-		case 'e':
-			q->ingress = false;
-			break;
-		case 's':
-			if (rw_parse_port(optarg, &q->sport))
-				return rw_fail(RW_EXIT_USAGE,
-					       "explain --sport: '%s' is not a port "
-					       "(1-65535)",
-					       optarg);
-			break;
-		case 'f':
-			if (rw_parse_tcp_flags(optarg, &q->flags))
-				return rw_fail(RW_EXIT_USAGE,
-					       "explain --flags: unknown flags '%s'; valid: syn, "
-					       "ack, synack",
-					       optarg);
-			q->flags_set = true;
-			break;
-		case 'P':
-			q->policy = optarg;
-			break;
-		default: /* -1: the help is printed */
-			return rw_cmd_option_end(&rw_cmd_explain, opt, argv) ?: -1;
-		}
-	}
+	ret = rw_cmd_options(&rw_cmd_explain, argc, argv, opts);
+	if (ret >= 0)
+		return ret;
 	if (q->has_pod == !!q->run)
 		return rw_fail(RW_EXIT_USAGE,
 			       "explain: say whose packet, with --pod IP or --run ID "
@@ -353,7 +343,7 @@ static int parse(int argc, char **argv, struct question *q)
 	}
 	if (q->flags_set && q->proto != IPPROTO_TCP)
 		return rw_fail(RW_EXIT_USAGE, "explain: --flags is for tcp");
-	return 0;
+	return -1;
 }
 
 static int cmd_explain(int argc, char **argv)
@@ -369,8 +359,8 @@ static int cmd_explain(int argc, char **argv)
 	int ret, layout;
 
 	ret = parse(argc, argv, &q);
-	if (ret)
-		return ret < 0 ? RW_EXIT_OK : ret;
+	if (ret >= 0)
+		return ret;
 	pod = q.pod;
 
 	/* Never load with pins where nothing is pinned: that would create them. */

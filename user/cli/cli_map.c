@@ -1515,17 +1515,16 @@ static int list(struct mctx *c)
 
 static int cmd_map(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {}};
+	static const struct rw_cmd_opt opts[] = {{"json", 'j', .flag = &rw_g.json}, {}};
 	static const char *const subs[] = {"list", "dump", "lookup"};
 	struct mctx c = {0};
 	char err[512];
 	int sub, map, ret, opt;
 	struct mkey k = {.any = true};
 
-	opt = rw_cmd_getopt(argc, argv, "jh", opts);
-	if (opt != -1)
-		return rw_cmd_option_end(&rw_cmd_map, opt, argv);
+	opt = rw_cmd_options(&rw_cmd_map, argc, argv, opts);
+	if (opt >= 0)
+		return opt;
 	argc -= optind;
 	argv += optind;
 	if (argc < 1)

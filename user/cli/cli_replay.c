@@ -120,66 +120,59 @@ static int parse_allow(const char *s, struct replay_opts *o)
 	return 0;
 }
 
+static int allow_arg(const struct rw_cmd *cmd, const struct rw_cmd_opt *o, const char *val)
+{
+	if (parse_allow(val, o->data))
+		return rw_fail(RW_EXIT_USAGE,
+			       "replay --allow: '%s' is not IP:PORT, [IPv6]:PORT, then /tcp (the "
+			       "default) or /udp",
+			       val);
+	return 0;
+}
+
+static int run_arg(const struct rw_cmd *cmd, const struct rw_cmd_opt *o, const char *val)
+{
+	if (!*val || strlen(val) >= RW_RUN_ID_LEN)
+		return rw_fail(RW_EXIT_USAGE,
+			       "replay --run: '%s' is not a run id (1-%d characters)", val,
+			       RW_RUN_ID_LEN - 1);
+	return 0;
+}
+
+static int since_arg(const struct rw_cmd *cmd, const struct rw_cmd_opt *o, const char *val)
+{
+	int64_t ns, *since_ns = o->data;
+
+	if (parse_duration(val, &ns))
+		return rw_fail(RW_EXIT_USAGE,
+			       "replay --since: '%s' is not a duration (30s, 10m, 2h, 1d; at most "
+			       "366d)",
+			       val);
+	*since_ns = rw_now_real_ns() - ns;
+	return 0;
+}
+
+/* `runwall replay`'s options. Returns -1 to go on, else the exit code (--help, or a usage error
+ * already reported).
+ */
 static int parse(int argc, char **argv, struct replay_opts *o)
 {
-	static const struct option opts[] = {{"policy", required_argument, NULL, 'P'},
-					     {"run-upsert", required_argument, NULL, 'U'},
-					     {"allow", required_argument, NULL, 'A'},
-					     {"run", required_argument, NULL, 'r'},
-					     {"since", required_argument, NULL, 'S'},
-					     {"flow-log", required_argument, NULL, 'F'},
-					     {"all", no_argument, NULL, 'a'},
-					     {"json", no_argument, NULL, 'j'},
-					     {"help", no_argument, NULL, 'h'},
-					     {}};
-	int opt, n;
-	int64_t ns;
+	const struct rw_cmd_opt opts[] = {
+		{"policy", 'P', .str = &o->policy},
+		{"run-upsert", 'U', .str = &o->run_upsert},
+		{"allow", 'A', .str = &o->allow_text, .set = allow_arg, .data = o},
+		{"run", 'r', .str = &o->run, .set = run_arg},
+		{"since", 'S', .str = &o->since_text, .set = since_arg, .data = &o->since_ns},
+		{"flow-log", 'F', .str = &o->flow_log},
+		{"all", 'a', .flag = &o->all},
+		{"json", 'j', .flag = &rw_g.json},
+		{}};
+	int ret, n;
 
 	memset(o, 0, sizeof(*o));
-	while ((opt = rw_cmd_getopt(argc, argv, "P:U:A:r:S:F:ajh", opts)) != -1) {
-		switch (opt) {
-		case 'P':
-			o->policy = optarg;
-			break;
-		case 'U':
-			o->run_upsert = optarg;
-			break;
-		case 'A':
-			o->allow_text = optarg;
-			if (parse_allow(optarg, o))
-				return rw_fail(RW_EXIT_USAGE,
-					       "replay --allow: '%s' is not IP:PORT, [IPv6]:PORT, "
-					       "then /tcp (the default) or /udp",
-					       optarg);
-			break;
-		case 'r':
-			if (!*optarg || strlen(optarg) >= RW_RUN_ID_LEN)
-				return rw_fail(
-					RW_EXIT_USAGE,
-					"replay --run: '%s' is not a run id (1-%d characters)",
-					optarg, RW_RUN_ID_LEN - 1);
-			o->run = optarg;
-			break;
-		case 'S':
-			if (parse_duration(optarg, &ns))
-				return rw_fail(
-					RW_EXIT_USAGE,
-					"replay --since: '%s' is not a duration (30s, 10m, 2h, "
-					"1d; at most 366d)",
-					optarg);
-			o->since_text = optarg;
-			o->since_ns = rw_now_real_ns() - ns;
-			break;
-		case 'F':
-			o->flow_log = optarg;
-			break;
-		case 'a':
-			o->all = true;
-			break;
-		default: /* -1: the help is printed */
-			return rw_cmd_option_end(&rw_cmd_replay, opt, argv) ?: -1;
-		}
-	}
+	ret = rw_cmd_options(&rw_cmd_replay, argc, argv, opts);
+	if (ret >= 0)
+		return ret;
 	if (optind < argc)
 		return rw_cmd_usage_error(&rw_cmd_replay, "unexpected '%s'", argv[optind]);
 	n = !!o->policy + !!o->run_upsert + !!o->allow_text;
@@ -192,6 +185,28 @@ static int parse(int argc, char **argv, struct replay_opts *o)
 	if (o->allow_text && !o->run)
 		return rw_cmd_usage_error(&rw_cmd_replay, "--allow needs --run ID: the run it "
 							  "would open the destination to");
+	return -1;
+}
+
+/* The agent's answer to VERB ARG in *reply, with a string `key` in it where key is set. Returns 0,
+ * or the exit code after reporting: no agent ("no agent on SOCKET (ERROR): NEED"), or its refusal
+ * (its error, else REFUSED).
+ */
+static int agent_ask(const char *verb, const char *arg, int timeout_ms, const char *key,
+		     const char *need, const char *refused, json_t **reply)
+{
+	int ret = rw_ctl_call(rw_g.socket, verb, arg, NULL, 0, timeout_ms, reply);
+
+	if (ret)
+		return rw_fail(RW_EXIT_USAGE, "no agent on %s (%s): %s", rw_g.socket,
+			       strerror(-ret), need);
+	if (!json_is_true(json_object_get(*reply, "ok")) ||
+	    (key && !json_is_string(json_object_get(*reply, key)))) {
+		ret = rw_fail(RW_EXIT_REFUSED, "agent on %s: %s", rw_g.socket,
+			      json_string_value(json_object_get(*reply, "error")) ?: refused);
+		json_decref(*reply);
+		return ret;
+	}
 	return 0;
 }
 
@@ -204,20 +219,13 @@ static int policy_in_force(struct replay_policies *pp)
 	json_error_t jerr;
 	int ret;
 
-	ret = rw_ctl_call(rw_g.socket, "policy", NULL, NULL, 0, RW_CTL_TIMEOUT_MS, &reply);
+	ret = agent_ask("policy", NULL, RW_CTL_TIMEOUT_MS, "snapshot",
+			"replay judges under the snapshot in force, which the agent holds; start "
+			"`runwall agent` or pass --socket",
+			"no snapshot in force", &reply);
 	if (ret)
-		return rw_fail(RW_EXIT_USAGE,
-			       "no agent on %s (%s): replay judges under the snapshot in force, "
-			       "which the agent holds; start `runwall agent` or pass --socket",
-			       rw_g.socket, strerror(-ret));
-	text = json_string_value(json_object_get(reply, "snapshot"));
-	if (!json_is_true(json_object_get(reply, "ok")) || !text) {
-		ret = rw_fail(RW_EXIT_REFUSED, "agent on %s: %s", rw_g.socket,
-			      json_string_value(json_object_get(reply, "error"))
-				      ?: "no snapshot in force");
-		json_decref(reply);
 		return ret;
-	}
+	text = json_string_value(json_object_get(reply, "snapshot"));
 	ret = rw_policy_parse(text, strlen(text), "the snapshot in force", &pp->now, &perr);
 	if (!ret) {
 		pp->now_doc = json_loads(text, 0, &jerr);
@@ -352,19 +360,11 @@ static int flows_from_agent(const struct replay_opts *o, struct rw_flowset *set,
 
 	snprintf(arg, sizeof(arg), "%lld%s%s", (long long)(o->since_ns > 0 ? o->since_ns : 0),
 		 o->run ? " " : "", o->run ? o->run : "");
-	ret = rw_ctl_call(rw_g.socket, "recorded", arg, NULL, 0, REPLAY_RECORDED_MS, &reply);
+	ret = agent_ask("recorded", arg, REPLAY_RECORDED_MS, NULL,
+			"the recorded flows are the agent's; or pass --flow-log FILE",
+			"refused `recorded` (an older agent?)", &reply);
 	if (ret)
-		return rw_fail(RW_EXIT_USAGE,
-			       "no agent on %s (%s): the recorded flows are the "
-			       "agent's; or pass --flow-log FILE",
-			       rw_g.socket, strerror(-ret));
-	if (!json_is_true(json_object_get(reply, "ok"))) {
-		ret = rw_fail(RW_EXIT_REFUSED, "agent on %s: %s", rw_g.socket,
-			      json_string_value(json_object_get(reply, "error"))
-				      ?: "refused `recorded` (an older agent?)");
-		json_decref(reply);
 		return ret;
-	}
 	snprintf(src->name, sizeof(src->name), "the event store of node '%s'",
 		 json_string_value(json_object_get(reply, "node")) ?: "");
 	snprintf(src->oldest, sizeof(src->oldest), "%s",
@@ -665,8 +665,8 @@ static int cmd_replay(int argc, char **argv)
 	memset(&pp, 0, sizeof(pp));
 	memset(&src, 0, sizeof(src));
 	ret = parse(argc, argv, &o);
-	if (ret)
-		return ret < 0 ? RW_EXIT_OK : ret;
+	if (ret >= 0)
+		return ret;
 	/* A snapshot file is read first: its errors need no agent. */
 	ret = o.policy ? proposal(&o, &pp) : 0;
 	if (!ret)

@@ -14,8 +14,6 @@
 
 static int cmd_requests(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"run", required_argument, NULL, 'r'}, {"help", no_argument, NULL, 'h'}, {}};
 	static const char *const heads[] = {"FIRST SEEN", "RUN",	 "GEN",
 					    "POD",	  "DESTINATION", "COUNT",
 					    "STATE",	  "ATTEMPTS",	 "LAST ERROR"};
@@ -23,17 +21,12 @@ static int cmd_requests(int argc, char **argv)
 	struct rw_table t;
 	json_t *reply = NULL, *list, *item, *stats;
 	size_t i, shown = 0;
-	int c, err;
+	const struct rw_cmd_opt opts[] = {{"run", .str = &run}, {}};
+	int err;
 
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'r':
-			run = optarg;
-			break;
-		default:
-			return rw_cmd_option_end(&rw_cmd_requests, c, argv);
-		}
-	}
+	err = rw_cmd_options(&rw_cmd_requests, argc, argv, opts);
+	if (err >= 0)
+		return err;
 	if (optind < argc)
 		return rw_cmd_usage_error(&rw_cmd_requests, "unexpected argument '%s'",
 					  argv[optind]);

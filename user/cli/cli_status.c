@@ -369,17 +369,16 @@ static void print_plain(struct sctx *c, json_t *o)
 
 static int cmd_status(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {}};
+	static const struct rw_cmd_opt opts[] = {{"json", 'j', .flag = &rw_g.json}, {}};
 	struct sctx c = {.bpffs = rw_g.bpffs};
 	char err[512];
 	bool ready;
 	json_t *o;
 	int opt, ret;
 
-	opt = rw_cmd_getopt(argc, argv, "jh", opts);
-	if (opt != -1)
-		return rw_cmd_option_end(&rw_cmd_status, opt, argv);
+	opt = rw_cmd_options(&rw_cmd_status, argc, argv, opts);
+	if (opt >= 0)
+		return opt;
 	if (optind < argc)
 		return rw_cmd_usage_error(&rw_cmd_status, "unexpected '%s'", argv[optind]);
 

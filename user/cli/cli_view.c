@@ -646,10 +646,22 @@ static const char view_options[] =
 	"                          or the cookie the page stores when it asks for it\n"
 	"  --events N              merged events kept in memory (default 10000)\n";
 
+/* What `runwall view`'s options ask for, beside what they add to the view itself. */
+struct view_args {
+	struct rw_http_opts ho;
+	const char *token_file;
+	char (*urls)[512]; /* the --agent URLs: MAX_AGENTS of them */
+	size_t n_urls;
+	long events, refresh;
+	bool help; /* -h: the help is printed, nothing else is done */
+};
+
 /* --agent URL: checked and kept for the start. */
-static int add_static(const char *arg, char (*urls)[512], size_t *n)
+static int add_static(const struct rw_cmd *cmd, const struct rw_cmd_opt *o, const char *arg)
 {
-	size_t len = strlen(arg);
+	struct view_args *a = o->data;
+	char(*urls)[512] = a->urls;
+	size_t len = strlen(arg), *n = &a->n_urls;
 
 	if (*n == MAX_AGENTS)
 		return rw_fail(RW_EXIT_USAGE, "view: at most %d --agent", MAX_AGENTS);
@@ -663,8 +675,9 @@ static int add_static(const char *arg, char (*urls)[512], size_t *n)
 }
 
 /* --agents-dns NAME:PORT. */
-static int add_dns(struct view *v, const char *arg)
+static int add_dns(const struct rw_cmd *cmd, const struct rw_cmd_opt *o, const char *arg)
 {
+	struct view *v = o->data;
 	const char *colon = strrchr(arg, ':');
 	struct dns_source *d;
 	char *end;
@@ -686,68 +699,46 @@ static int add_dns(struct view *v, const char *arg)
 	return 0;
 }
 
-/* What `runwall view`'s options ask for, beside what they add to the view itself. */
-struct view_args {
-	struct rw_http_opts ho;
-	const char *token_file;
-	char (*urls)[512]; /* the --agent URLs: MAX_AGENTS of them */
-	size_t n_urls;
-	long events, refresh;
-	bool help; /* -h: the help is printed, nothing else is done */
-};
+static int refresh_arg(const struct rw_cmd *cmd, const struct rw_cmd_opt *o, const char *val)
+{
+	long *refresh = o->data;
+	char *end;
+
+	errno = 0;
+	*refresh = strtol(val, &end, 10);
+	if (!*val || *end || errno || *refresh < 1 || *refresh > 3600)
+		return rw_fail(RW_EXIT_USAGE, "view: --dns-refresh '%s': expected 1-3600 seconds",
+			       val);
+	return 0;
+}
+
+static int events_arg(const struct rw_cmd *cmd, const struct rw_cmd_opt *o, const char *val)
+{
+	long *events = o->data;
+
+	*events = strtol(val, NULL, 10);
+	if (*events < 1 || *events > RW_EVSTORE_MAX)
+		return rw_fail(RW_EXIT_USAGE, "view: --events '%s': expected 1-%d", val,
+			       RW_EVSTORE_MAX);
+	return 0;
+}
 
 static int view_parse(int argc, char **argv, struct view *v, struct view_args *a)
 {
-	static const struct option opts[] = {{"agent", required_argument, NULL, 'a'},
-					     {"agents-dns", required_argument, NULL, 'd'},
-					     {"dns-refresh", required_argument, NULL, 'r'},
-					     {"token-file", required_argument, NULL, 't'},
-					     {"listen", required_argument, NULL, 'l'},
-					     {"http-token-file", required_argument, NULL, 'T'},
-					     {"events", required_argument, NULL, 'e'},
-					     {"help", no_argument, NULL, 'h'},
-					     {}};
-	char *end;
-	int c, ret = RW_EXIT_OK;
+	const struct rw_cmd_opt opts[] = {{"agent", .set = add_static, .data = a},
+					  {"agents-dns", .set = add_dns, .data = v},
+					  {"dns-refresh", .set = refresh_arg, .data = &a->refresh},
+					  {"token-file", .str = &a->token_file},
+					  {"listen", .str = &a->ho.listen},
+					  {"http-token-file", .str = &a->ho.token_file},
+					  {"events", .set = events_arg, .data = &a->events},
+					  {}};
+	int ret = rw_cmd_options(&rw_cmd_view, argc, argv, opts);
 
-	while (!ret && (c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'a':
-			ret = add_static(optarg, a->urls, &a->n_urls);
-			break;
-		case 'd':
-			ret = add_dns(v, optarg);
-			break;
-		case 'r':
-			errno = 0;
-			a->refresh = strtol(optarg, &end, 10);
-			if (!*optarg || *end || errno || a->refresh < 1 || a->refresh > 3600)
-				ret = rw_fail(RW_EXIT_USAGE,
-					      "view: --dns-refresh '%s': expected 1-3600 seconds",
-					      optarg);
-			break;
-		case 't':
-			a->token_file = optarg;
-			break;
-		case 'l':
-			a->ho.listen = optarg;
-			break;
-		case 'T':
-			a->ho.token_file = optarg;
-			break;
-		case 'e':
-			a->events = strtol(optarg, NULL, 10);
-			if (a->events < 1 || a->events > RW_EVSTORE_MAX)
-				ret = rw_fail(RW_EXIT_USAGE, "view: --events '%s': expected 1-%d",
-					      optarg, RW_EVSTORE_MAX);
-			break;
-		default:
-			a->help = c == 'h';
-			return rw_cmd_option_end(&rw_cmd_view, c, argv);
-		}
-	}
-	if (ret)
+	if (ret >= 0) {
+		a->help = ret == RW_EXIT_OK;
 		return ret;
+	}
 	if (optind < argc)
 		return rw_fail(RW_EXIT_USAGE, "view: unexpected argument '%s'", argv[optind]);
 	if (!a->n_urls && !v->n_dns)
@@ -813,12 +804,7 @@ static int view_run(struct view *v, const struct view_args *a)
 	pthread_mutex_init(&v->lock, NULL);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	/* Signals go to this thread only (sigtimedwait in view_serve), never to the workers. */
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, DNS_DONE_SIGNAL);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	rw_signals_block(&mask, DNS_DONE_SIGNAL);
 	publish_status(v);
 	http = rw_http_start(ho, &v->feed, &ops, err, sizeof(err), &usage);
 	if (!http) {

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
-/* commands.h: the runwall subcommands and the options every one of them shares. */
+/* commands.h: the runwall subcommands, the options every one of them shares, and the table that
+ * says a command's own options.
+ */
 #ifndef RUNWALL_COMMANDS_H
 #define RUNWALL_COMMANDS_H
 
@@ -43,15 +45,38 @@ void rw_cmd_help(const struct rw_cmd *cmd, FILE *f);
 int rw_cmd_usage_error(const struct rw_cmd *cmd, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
-/* getopt_long() for a command's own options: -j (when optstring has it) is taken here, for
- * main.c takes -j out of argv only where it stands alone (`-j`, `-jv`), not in a cluster of the
- * command's own short options (`drops -aj`). Returns the next other option, or -1.
+/* One of a command's own options, a line of the table rw_cmd_options() reads: --NAME, and -LETTER
+ * too where LETTER is set. An option with neither str nor set takes no value: it sets *flag (to
+ * false where unset is set). One with a value keeps it in *str, gives it to set() (which reports
+ * a refused value itself and returns the exit code, or 0), or both; *flag then says it was given.
  */
-int rw_cmd_getopt(int argc, char **argv, const char *optstring, const struct option *longopts);
+struct rw_cmd_opt {
+	const char *name;
+	char letter;	  /* the short form, or 0: the long form only */
+	bool *flag;	  /* set when the option is given */
+	bool unset;	  /* *flag is set to false instead */
+	const char **str; /* the value, as it is */
+	int (*set)(const struct rw_cmd *cmd, const struct rw_cmd_opt *o, const char *val);
+	void *data; /* where set() puts the value */
+};
 
-/* The last case of every command's getopt_long() loop, for an option the command's own cases
- * did not take: -h prints the command's help and gives RW_EXIT_OK; any other is "bad option"
- * through rw_cmd_usage_error() (RW_EXIT_USAGE). `opt` is what getopt_long() returned.
+/* The command's options by getopt_long(), as its table `opts` (ended by {0}) says; -h and --help
+ * print the command's help. {"json", 'j', .flag = &rw_g.json} takes -j where main.c did not: in a
+ * cluster of the command's short options (`drops -aj`). Returns -1 to go on, the arguments that
+ * are not options from argv[optind]; else the exit code: RW_EXIT_OK after the help, a refused
+ * value's, or RW_EXIT_USAGE after "bad option" through rw_cmd_usage_error().
+ */
+#define RW_CMD_OPTS_MAX 16 /* lines of a command's table */
+int rw_cmd_options(const struct rw_cmd *cmd, int argc, char **argv, const struct rw_cmd_opt *opts);
+
+/* --NAME's value an IPv4 or IPv6 address, in the struct rw_ip at o->data; else "CMD --NAME:
+ * 'VAL' is not an IPv4 or IPv6 address" through rw_fail(), exit 2. A set() for the table.
+ */
+int rw_cmd_ip_arg(const struct rw_cmd *cmd, const struct rw_cmd_opt *o, const char *val);
+
+/* The last case of `runwall agent`'s getopt_long() loop, for an option its own cases did not
+ * take: -h prints the command's help and gives RW_EXIT_OK; any other is "bad option" through
+ * rw_cmd_usage_error() (RW_EXIT_USAGE). `opt` is what getopt_long() returned.
  */
 int rw_cmd_option_end(const struct rw_cmd *cmd, int opt, char **argv);
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* main.c: `runwall [OPTIONS] COMMAND [ARGS]`: the global options (before or after the command),
- * the command table, and the one place where errors become output and exit codes.
+ * the command table, each command's own options parsed from its table (rw_cmd_options()), and
+ * the one place where errors become output and exit codes.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include "commands.h"
 #include "ctl.h"
 #include "datapath.h"
+#include "ipaddr.h"
 #include "log.h"
 
 struct rw_globals rw_g = {
@@ -70,13 +72,53 @@ int rw_cmd_usage_error(const struct rw_cmd *cmd, const char *fmt, ...)
 	return rw_fail(RW_EXIT_USAGE, "%s: %s (usage: runwall %s)", cmd->name, msg, cmd->grammar);
 }
 
-int rw_cmd_getopt(int argc, char **argv, const char *optstring, const struct option *longopts)
+int rw_cmd_options(const struct rw_cmd *cmd, int argc, char **argv, const struct rw_cmd_opt *opts)
 {
-	int opt;
+	struct option longs[RW_CMD_OPTS_MAX + 2] = {0};
+	char shorts[2 * RW_CMD_OPTS_MAX + 2] = "", *at = shorts;
+	const struct rw_cmd_opt *o;
+	size_t n = 0;
+	int c, ret;
 
-	while ((opt = getopt_long(argc, argv, optstring, longopts, NULL)) == 'j')
-		rw_g.json = true;
-	return opt;
+	/* A long option's val is 256 + its line, beyond any letter, or its letter. */
+	for (o = opts; o->name && n < RW_CMD_OPTS_MAX; o++, n++) {
+		bool value = o->str || o->set;
+
+		longs[n] = (struct option){o->name, value ? required_argument : no_argument, NULL,
+					   o->letter ?: 256 + (int)n};
+		if (o->letter) {
+			*at++ = o->letter;
+			if (value)
+				*at++ = ':';
+		}
+	}
+	longs[n] = (struct option){"help", no_argument, NULL, 'h'};
+	*at = 'h';
+	while ((c = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
+		if (c >= 256)
+			o = &opts[c - 256];
+		else /* a letter; 'h' and '?' find the end of the table */
+			for (o = opts; o->name && o->letter != c; o++)
+				;
+		if (!o->name)
+			return rw_cmd_option_end(cmd, c, argv);
+		if (o->flag)
+			*o->flag = !o->unset;
+		if (o->str)
+			*o->str = optarg;
+		ret = o->set ? o->set(cmd, o, optarg) : 0;
+		if (ret)
+			return ret;
+	}
+	return -1;
+}
+
+int rw_cmd_ip_arg(const struct rw_cmd *cmd, const struct rw_cmd_opt *o, const char *val)
+{
+	if (rw_ip_parse(val, o->data))
+		return rw_fail(RW_EXIT_USAGE, "%s --%s: '%s' is not an IPv4 or IPv6 address",
+			       cmd->name, o->name, val);
+	return 0;
 }
 
 int rw_cmd_option_end(const struct rw_cmd *cmd, int opt, char **argv)

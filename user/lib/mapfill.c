@@ -29,36 +29,6 @@ static const char *map_type(int fd)
 
 int rw_map_fill(const struct rw_datapath *dp, struct rw_map_fill fill[RW_M__COUNT])
 {
-	static const __u32 key_size[RW_M__COUNT] = {
-		[RW_M_CONFIG] = 4,
-		[RW_M_ENDPOINTS] = 4,
-		[RW_M_PODS] = sizeof(__be32),
-		[RW_M_ALLOW_EXACT] = sizeof(struct rw_allow_key),
-		[RW_M_ALLOW_CIDR] = sizeof(struct rw_allow_lpm_key),
-		[RW_M_DENY] = sizeof(struct rw_cidr_lpm_key),
-		[RW_M_INBOUND] = sizeof(struct rw_inbound_lpm_key),
-		[RW_M_PODS6] = 4 * sizeof(__be32),
-		[RW_M_ALLOW_EXACT6] = sizeof(struct rw_allow6_key),
-		[RW_M_ALLOW_CIDR6] = sizeof(struct rw_allow6_lpm_key),
-		[RW_M_DENY6] = sizeof(struct rw_cidr6_lpm_key),
-		[RW_M_INBOUND6] = sizeof(struct rw_inbound6_lpm_key),
-		[RW_M_CONNTRACK] = sizeof(struct rw_ct_key),
-		[RW_M_CONNTRACK6] = sizeof(struct rw_ct6_key),
-		[RW_M_CT_SLOTS] = 4,
-		[RW_M_VETH_SLOTS] = 4,
-		[RW_M_VETH_OVERFLOW] = 4,
-		[RW_M_VETH_BUDGET] = 4,
-		[RW_M_CT6_SLOTS] = 4,
-		[RW_M_COUNTERS] = 4,
-		[RW_M_EVENT_BUDGET] = 4,
-		[RW_M_RUN_REVS] = 4,
-		[RW_M_PROGS6] = 4,
-		[RW_M_PROGS_ICMP6] = 4,
-		[RW_M_SCRATCH] = 4,
-		[RW_M_LL6] = 4,
-		[RW_M_FROM] = sizeof(struct rw_from_key),
-		[RW_M_ADMIT] = sizeof(struct rw_admit_key),
-	};
 	static const __u32 inner_max[RW_M__COUNT] = {
 		[RW_M_PODS] = RW_MAX_PODS,
 		[RW_M_ALLOW_EXACT] = RW_MAX_ALLOW_EXACT,
@@ -103,7 +73,7 @@ int rw_map_fill(const struct rw_datapath *dp, struct rw_map_fill fill[RW_M__COUN
 			}
 			f->type = map_type(inner);
 			f->max_entries = rw_map_max_entries(inner);
-			f->entries = rw_map_count_entries(inner, key_size[i]);
+			f->entries = rw_map_count_entries(inner);
 			close(inner);
 			break;
 		}
@@ -137,7 +107,7 @@ int rw_map_fill(const struct rw_datapath *dp, struct rw_map_fill fill[RW_M__COUN
 				prev = &key;
 				if (inner < 0)
 					continue;
-				f->entries += rw_map_count_entries(inner, key_size[i]);
+				f->entries += rw_map_count_entries(inner);
 				close(inner);
 			}
 			if (rw_config_read(dp, &cfg) == 0 && cfg.ct_node)
@@ -157,7 +127,7 @@ int rw_map_fill(const struct rw_datapath *dp, struct rw_map_fill fill[RW_M__COUN
 					    : i == RW_M_CT6_SLOTS ? RW_M_CONNTRACK6
 								  : RW_M_ENDPOINTS;
 
-			f->entries = rw_map_count_entries(dp->map_fd[by], key_size[RW_M_ENDPOINTS]);
+			f->entries = rw_map_count_entries(dp->map_fd[by]);
 			break;
 		}
 		case RW_M_EVENTS: {
@@ -168,27 +138,24 @@ int rw_map_fill(const struct rw_datapath *dp, struct rw_map_fill fill[RW_M__COUN
 			break;
 		}
 		default:
-			f->entries = rw_map_count_entries(fd, key_size[i]);
+			f->entries = rw_map_count_entries(fd);
 		}
 	}
 	return 0;
 }
 
-long rw_map_count_entries(int fd, __u32 key_size)
+long rw_map_count_entries(int fd)
 {
+	struct bpf_map_info info = {};
+	__u32 len = sizeof(info), key_size;
 	__u8 key[64], next[64];
 	void *prev = NULL;
 	long n = 0;
 
-	/* A map this file has no size for: the kernel's (a walk with a 0-byte key never ends). */
-	if (!key_size) {
-		struct bpf_map_info info = {};
-		__u32 len = sizeof(info);
-
-		if (bpf_obj_get_info_by_fd(fd, &info, &len))
-			return -errno;
-		key_size = info.key_size;
-	}
+	/* The key's size as the kernel has it (a walk with a 0-byte key never ends). */
+	if (bpf_obj_get_info_by_fd(fd, &info, &len))
+		return -errno;
+	key_size = info.key_size;
 	if (!key_size || key_size > sizeof(key))
 		return -E2BIG;
 	while (bpf_map_get_next_key(fd, prev, next) == 0) {

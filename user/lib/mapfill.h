@@ -22,8 +22,8 @@ struct rw_map_fill {
 
 int rw_map_fill(const struct rw_datapath *dp, struct rw_map_fill fill[RW_M__COUNT]);
 
-/* Entries in a map (by walking its keys), or a negative errno. */
-long rw_map_count_entries(int fd, __u32 key_size);
+/* Entries in a map (by walking its keys, of the size the kernel says), or a negative errno. */
+long rw_map_count_entries(int fd);
 
 /* max_entries of a map, 0 on error. */
 __u32 rw_map_max_entries(int fd);

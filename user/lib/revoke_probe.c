@@ -140,6 +140,18 @@ static void put_bare_ack(__u8 *t, __be16 sport, __be16 dport, __u32 seq, __u32 a
 	t[15] = 0xff;
 }
 
+/* A probe's len bytes zeroed, then its Ethernet header: from the veth to the pod, of ethertype
+ * proto.
+ */
+static void probe_eth(__u8 *f, size_t len, const __u8 *pod_mac, const __u8 *veth_mac, __u16 proto)
+{
+	memset(f, 0, len);
+	memcpy(f, pod_mac, ETH_ALEN);
+	memcpy(f + 6, veth_mac, ETH_ALEN);
+	f[12] = proto >> 8;
+	f[13] = proto & 0xff;
+}
+
 /* A bare ACK <SEQ=seq><ACK=ack> from the remote to the pod: the flow's 4-tuple, nothing else. */
 static size_t probe_frame(__u8 *f, const __u8 *pod_mac, const __u8 *veth_mac,
 			  const struct rw_ct_key *k, __u32 seq, __u32 ack)
@@ -147,10 +159,7 @@ static size_t probe_frame(__u8 *f, const __u8 *pod_mac, const __u8 *veth_mac,
 	__u8 ph[12] = {0};
 	__u16 sum;
 
-	memset(f, 0, 54);
-	memcpy(f, pod_mac, ETH_ALEN);
-	memcpy(f + 6, veth_mac, ETH_ALEN);
-	f[12] = 0x08;
+	probe_eth(f, 54, pod_mac, veth_mac, ETH_P_IP);
 	f[14] = 0x45;
 	f[17] = 40;
 	f[20] = 0x40; /* DF */
@@ -180,11 +189,7 @@ static size_t probe_frame6(__u8 *f, const __u8 *pod_mac, const __u8 *veth_mac,
 	__u8 ph[8] = {0, 0, 0, 20, 0, 0, 0, IPPROTO_TCP};
 	__u16 sum;
 
-	memset(f, 0, 74);
-	memcpy(f, pod_mac, ETH_ALEN);
-	memcpy(f + 6, veth_mac, ETH_ALEN);
-	f[12] = 0x86;
-	f[13] = 0xdd;
+	probe_eth(f, 74, pod_mac, veth_mac, ETH_P_IPV6);
 	f[14] = 6 << 4;
 	f[19] = 20; /* payload length */
 	f[20] = IPPROTO_TCP;

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* util.c: the clocks, the file reader and the keyed hash every part of runwall shares. */
+/* util.c: the clocks, the file reader, the keyed hash, the signals' block and a thread's stop
+ * every part of runwall shares.
+ */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -220,4 +222,23 @@ int rw_fail_msg(char *err, size_t errlen, int ret, const char *fmt, ...)
 	vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
 	return ret;
+}
+
+void rw_signals_block(sigset_t *mask, int also)
+{
+	sigemptyset(mask);
+	sigaddset(mask, SIGINT);
+	sigaddset(mask, SIGTERM);
+	sigaddset(mask, also);
+	sigprocmask(SIG_BLOCK, mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+void rw_thread_stop(pthread_t thread, pthread_mutex_t *lock, pthread_cond_t *cond, bool *stop)
+{
+	pthread_mutex_lock(lock);
+	*stop = true;
+	pthread_cond_broadcast(cond);
+	pthread_mutex_unlock(lock);
+	pthread_join(thread, NULL);
 }

@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
-/* util.h: the clocks, the file reader, the keyed hash and the error message every part of
- * runwall shares.
+/* util.h: the clocks, the file reader, the keyed hash, the error message, the signals' block
+ * and a thread's stop every part of runwall shares.
  */
 #ifndef RUNWALL_UTIL_H
 #define RUNWALL_UTIL_H
 
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -56,5 +59,15 @@ uint64_t rw_siphash(const struct rw_hash_key *key, const void *data, size_t len)
  */
 int rw_fail_msg(char *err, size_t errlen, int ret, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+
+/* SIGINT, SIGTERM and `also` blocked and in *mask, for sigtimedwait() or a signalfd (threads
+ * started afterwards inherit the block); SIGPIPE ignored (a write to a closed socket is EPIPE).
+ */
+void rw_signals_block(sigset_t *mask, int also);
+
+/* The stop of a thread that waits on cond under lock until *stop: *stop set under the lock,
+ * cond broadcast, then the thread joined.
+ */
+void rw_thread_stop(pthread_t thread, pthread_mutex_t *lock, pthread_cond_t *cond, bool *stop);
 
 #endif /* RUNWALL_UTIL_H */

@@ -933,13 +933,8 @@ void rw_http_stop(struct rw_http *h)
 	h->feed->closing = true;
 	pthread_cond_broadcast(&h->feed->cond);
 	pthread_mutex_unlock(&h->feed->lock);
-	if (h->reaper_started) {
-		pthread_mutex_lock(&h->lock);
-		h->stopping = true;
-		pthread_cond_signal(&h->wake);
-		pthread_mutex_unlock(&h->lock);
-		pthread_join(h->reaper, NULL);
-	}
+	if (h->reaper_started)
+		rw_thread_stop(h->reaper, &h->lock, &h->wake, &h->stopping);
 	MHD_stop_daemon(h->daemon); /* closes every connection: the slots are freed */
 	pthread_cond_destroy(&h->wake);
 	pthread_mutex_destroy(&h->lock);
