@@ -270,8 +270,18 @@ static int shadow_index(struct shadow *s)
 	return 0;
 }
 
+/* The group of run `id` (the node's: ""), or NULL. The index is a cache of the groups, built
+ * at the first lookup (most lookups are shadow_find_at()'s, which need none); a shadow is never
+ * const where it is made, so building it here is only a cache's write.
+ */
 static struct group *shadow_find(const struct shadow *s, const char *id)
 {
+	if (!s->index && s->n_groups && shadow_index((struct shadow *)s)) {
+		for (size_t g = 0; g < s->n_groups; g++) /* no memory for an index */
+			if (!strcmp(s->groups[g].id, id))
+				return &s->groups[g];
+		return NULL;
+	}
 	if (!s->index)
 		return NULL;
 	for (size_t i = hash_id(id) & s->index_mask; s->index[i]; i = (i + 1) & s->index_mask)
@@ -501,6 +511,8 @@ static struct group *group_open(struct shadow *s, const char *id)
 
 	if (grow((void **)&s->groups, &s->cap_groups, s->n_groups + 1, sizeof(*s->groups)))
 		return NULL;
+	free(s->index); /* it no longer holds every group: built again when needed */
+	s->index = NULL;
 	g = &s->groups[s->n_groups++];
 	memset(g, 0, sizeof(*g));
 	memcpy(g->id, id, strnlen(id, sizeof(g->id) - 1));
@@ -642,10 +654,7 @@ static int shadow_build(struct shadow *s, const struct rw_policy *p, const struc
 				goto fail;
 		group_close(s, g);
 	}
-	err = shadow_index(s);
-	if (err)
-		goto fail;
-	s->known = true;
+	s->known = true; /* its index is built when first needed (shadow_find()) */
 	return 0;
 fail:
 	shadow_reset(s);
@@ -1198,7 +1207,7 @@ static long prev_at(const struct rw_policy *prev, size_t r, const char *id, stru
 		return -1;
 	if (r < prev->n_runs && !strcmp(prev->runs[r].id, id))
 		return (long)r;
-	if (!ix->index) {
+	if (!ix->n_groups) {
 		for (size_t i = 0; i < prev->n_runs; i++) {
 			struct group *ng = group_open(ix, prev->runs[i].id);
 
@@ -1206,8 +1215,6 @@ static long prev_at(const struct rw_policy *prev, size_t r, const char *id, stru
 				return -ENOMEM;
 			ng->pod_off = i;
 		}
-		if (shadow_index(ix))
-			return -ENOMEM;
 	}
 	g = shadow_find(ix, id);
 	return g ? (long)g->pod_off : -1;
