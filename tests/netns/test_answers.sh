@@ -22,9 +22,8 @@
 # it): the answer leaves through the hook's redirect either way.
 set -Eeuo pipefail
 
-HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/netns/lib.sh
-source "$HERE/lib.sh"
+source "$(dirname "$0")/lib.sh"
 rw_suite_begin answers rwa "${1:-build}"
 
 # Sandboxes: A asks and floods, B is the other sandbox, V is the pod whose address A forges.
