@@ -73,31 +73,24 @@ struct {
 	__type(value, struct rw_endpoint);
 } lk_hash4 SEC(".maps");
 
-/* One sandbox's conntrack table, as rw_endpoint_bind() makes it, IPv4 and IPv6. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, RW_CT_PER_SANDBOX);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct rw_ct_key);
-	__type(value, struct rw_ct_value);
-} lk_ct_sandbox SEC(".maps");
+/* A map of `entries` key_type keys and value_type values, not preallocated: the conntrack
+ * tables as rw_endpoint_bind() makes them, and the tries.
+ */
+#define LK_MAP(name, map_type, key_type, value_type, entries) \
+	struct {                                              \
+		__uint(type, map_type);                       \
+		__uint(max_entries, entries);                 \
+		__uint(map_flags, BPF_F_NO_PREALLOC);         \
+		__type(key, key_type);                        \
+		__type(value, value_type);                    \
+	} name SEC(".maps")
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, RW_CT_PER_SANDBOX);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct rw_ct6_key);
-	__type(value, struct rw_ct_value);
-} lk_ct6_sandbox SEC(".maps");
+/* One sandbox's conntrack table, IPv4 and IPv6. */
+LK_MAP(lk_ct_sandbox, BPF_MAP_TYPE_HASH, struct rw_ct_key, struct rw_ct_value, RW_CT_PER_SANDBOX);
+LK_MAP(lk_ct6_sandbox, BPF_MAP_TYPE_HASH, struct rw_ct6_key, struct rw_ct_value, RW_CT_PER_SANDBOX);
 
 /* One node table holding every sandbox's flows (the key has the ifindex already). */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, LK_NODE_FLOWS);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct rw_ct_key);
-	__type(value, struct rw_ct_value);
-} lk_ct_node SEC(".maps");
+LK_MAP(lk_ct_node, BPF_MAP_TYPE_HASH, struct rw_ct_key, struct rw_ct_value, LK_NODE_FLOWS);
 
 /* The same sandbox tables behind runwall's outer map (keyed by ifindex) and behind an array
  * indexed by a slot number that the datapath would hold already (rw_endpoint, say).
@@ -143,14 +136,8 @@ struct {
 } lk_slot_owner SEC(".maps");
 
 /* Allow tries of 10, 100, 1 000, 10 000 and 100 000 prefixes (lk_allow_prefix()), IPv4 and IPv6 keys. */
-#define LK_TRIE(name, key_type)                       \
-	struct {                                      \
-		__uint(type, BPF_MAP_TYPE_LPM_TRIE);  \
-		__uint(max_entries, LK_PREFIXES_MAX); \
-		__uint(map_flags, BPF_F_NO_PREALLOC); \
-		__type(key, key_type);                \
-		__type(value, struct rw_rule);        \
-	} name SEC(".maps");
+#define LK_TRIE(name, key_type) \
+	LK_MAP(name, BPF_MAP_TYPE_LPM_TRIE, key_type, struct rw_rule, LK_PREFIXES_MAX);
 LK_TRIE(lk_trie4_10, struct rw_allow_lpm_key)
 LK_TRIE(lk_trie4_100, struct rw_allow_lpm_key)
 LK_TRIE(lk_trie4_1k, struct rw_allow_lpm_key)
@@ -163,13 +150,7 @@ LK_TRIE(lk_trie6_10k, struct rw_allow6_lpm_key)
 LK_TRIE(lk_trie6_100k, struct rw_allow6_lpm_key)
 
 /* The node's special ranges (RW_SPECIAL_RANGES) as a trie, for the compares' comparison. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
-	__uint(max_entries, 64);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct rw_cidr_lpm_key);
-	__type(value, __u32);
-} lk_special SEC(".maps");
+LK_MAP(lk_special, BPF_MAP_TYPE_LPM_TRIE, struct rw_cidr_lpm_key, __u32, 64);
 
 #define LK_EXPECT(found, want)           \
 	do {                             \
@@ -231,25 +212,19 @@ int lk_hash4_lookup(struct __sk_buff *skb)
 	return 0;
 }
 
-SEC("tc")
-int lk_ct_sandbox_lookup(struct __sk_buff *skb)
-{
-	struct rw_ct_key k;
-
-	lk_ct_key(&k, 0, lk_pick(LK_FLOWS));
-	LK_EXPECT(bpf_map_lookup_elem(&lk_ct_sandbox, &k), 1);
-	return 0;
-}
-
-SEC("tc")
-int lk_ct6_sandbox_lookup(struct __sk_buff *skb)
-{
-	struct rw_ct6_key k;
-
-	lk_ct6_key(&k, 0, lk_pick(LK_FLOWS));
-	LK_EXPECT(bpf_map_lookup_elem(&lk_ct6_sandbox, &k), 1);
-	return 0;
-}
+/* A flow of sandbox 0's table `table`, its key of key_type made by make_key(). */
+#define LK_SANDBOX_LOOKUP(table, key_type, make_key)           \
+	SEC("tc")                                              \
+	int table##_lookup(struct __sk_buff *skb)              \
+	{                                                      \
+		key_type k;                                    \
+                                                               \
+		make_key(&k, 0, lk_pick(LK_FLOWS));            \
+		LK_EXPECT(bpf_map_lookup_elem(&table, &k), 1); \
+		return 0;                                      \
+	}
+LK_SANDBOX_LOOKUP(lk_ct_sandbox, struct rw_ct_key, lk_ct_key)
+LK_SANDBOX_LOOKUP(lk_ct6_sandbox, struct rw_ct6_key, lk_ct6_key)
 
 /* Flow f of the node's LK_NODE_FLOWS, or, with `warm`, one of a working set of LK_FLOWS flows
  * spread over every sandbox (LK_FLOWS / LK_SANDBOXES each): the same count of flows as one

@@ -39,6 +39,18 @@
 
 #define BIG_FRAME 5000 /* >= PAGE_SIZE, or packet_alloc_skb() makes it linear anyway */
 
+/* The programs' end: return TC_ACT_UNSPEC. */
+#define RETURN_UNSPEC                               \
+	{BPF_ALU64 | BPF_MOV | BPF_K, 0, 0, 0, -1}, \
+	{                                           \
+		BPF_JMP | BPF_EXIT, 0, 0, 0, 0      \
+	}
+
+static int load_cls(const char *name, const struct bpf_insn *insns, size_t n)
+{
+	return bpf_prog_load(BPF_PROG_TYPE_SCHED_CLS, name, "GPL", insns, n, NULL);
+}
+
 /* probe: linear[0] = skb->data_end - skb->data; return TC_ACT_UNSPEC. */
 static int load_probe(int map_fd)
 {
@@ -56,12 +68,10 @@ static int load_probe(int map_fd)
 		{BPF_ALU64 | BPF_ADD | BPF_K, 3, 0, 0, -8},
 		{BPF_ALU64 | BPF_MOV | BPF_K, 4, 0, 0, 0},
 		{BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_map_update_elem},
-		{BPF_ALU64 | BPF_MOV | BPF_K, 0, 0, 0, -1},
-		{BPF_JMP | BPF_EXIT, 0, 0, 0, 0},
+		RETURN_UNSPEC,
 	};
 
-	return bpf_prog_load(BPF_PROG_TYPE_SCHED_CLS, "rw_lin_probe", "GPL", insns,
-			     sizeof(insns) / sizeof(insns[0]), NULL);
+	return load_cls("rw_lin_probe", insns, sizeof(insns) / sizeof(insns[0]));
 }
 
 /* pusher: bpf_skb_vlan_push(skb, htons(ETH_P_8021Q), 10); return TC_ACT_UNSPEC. */
@@ -71,12 +81,10 @@ static int load_vlan_pusher(void)
 		{BPF_ALU64 | BPF_MOV | BPF_K, 2, 0, 0, 0x0081}, /* htons(0x8100) */
 		{BPF_ALU64 | BPF_MOV | BPF_K, 3, 0, 0, 10},
 		{BPF_JMP | BPF_CALL, 0, 0, 0, BPF_FUNC_skb_vlan_push},
-		{BPF_ALU64 | BPF_MOV | BPF_K, 0, 0, 0, -1},
-		{BPF_JMP | BPF_EXIT, 0, 0, 0, 0},
+		RETURN_UNSPEC,
 	};
 
-	return bpf_prog_load(BPF_PROG_TYPE_SCHED_CLS, "rw_vlan_push", "GPL", insns,
-			     sizeof(insns) / sizeof(insns[0]), NULL);
+	return load_cls("rw_vlan_push", insns, sizeof(insns) / sizeof(insns[0]));
 }
 
 static int packet_socket(const char *dev, int vnet)
@@ -176,23 +184,20 @@ static void expect_cut_malformed(struct rw_datapath *dp, int fd, const char *pee
 	printf("%s %d - real veth: %s\n", ok ? "ok" : "not ok", t_count, what);
 }
 
+/* A SYN of the pod's. */
+#define POD_SYN(dst_, sport_, dport_)                                              \
+	{                                                                          \
+		.src = pod_ip, .dst = dst_, .proto = IPPROTO_TCP, .sport = sport_, \
+		.dport = dport_, .tcp_flags = 0x02                                 \
+	}
+
 void test_real_traffic(struct rw_datapath *dp, const char *dev, int ifindex, const char *pod_ip)
 {
 	DECLARE_LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_INGRESS);
 	DECLARE_LIBBPF_OPTS(bpf_tc_opts, ours, .handle = 1, .priority = 1);
 	DECLARE_LIBBPF_OPTS(bpf_tc_opts, probe, .handle = 2, .priority = 2);
-	struct pkt_spec allowed = {.src = pod_ip,
-				   .dst = "172.20.0.11",
-				   .proto = IPPROTO_TCP,
-				   .sport = 40100,
-				   .dport = 3443,
-				   .tcp_flags = 0x02};
-	struct pkt_spec denied = {.src = pod_ip,
-				  .dst = "93.184.216.34",
-				  .proto = IPPROTO_TCP,
-				  .sport = 40101,
-				  .dport = 443,
-				  .tcp_flags = 0x02};
+	struct pkt_spec allowed = POD_SYN("172.20.0.11", 40100, 3443);
+	struct pkt_spec denied = POD_SYN("93.184.216.34", 40101, 443);
 	struct rw_counters before, after;
 	static __u8 frame[BIG_FRAME + 16];
 	char cmd[512], peer[IFNAMSIZ + 4];

@@ -96,6 +96,18 @@ static void pin_path(char *buf, size_t len, const char *kind, int ifindex, const
 	snprintf(buf, len, "%s/%s_%d_%s_%s", links_dir, kind, ifindex, dir, ifname);
 }
 
+/* A new veth `name`, prog_a attached on its egress hook (auto mode: tcx here): its ifindex, and
+ * where the link's pin is (pin, len).
+ */
+static int veth_with_a(const char *name, char *pin, size_t len)
+{
+	int idx = veth(name);
+
+	pin_path(pin, len, "tcx", idx, "egress", name);
+	assert_int_equal(rw_attach(pin_dir, idx, RW_DIR_EGRESS, prog_a, RW_ATTACH_AUTO, NULL), 0);
+	return idx;
+}
+
 static bool exists(const char *path)
 {
 	struct stat st;
@@ -301,9 +313,7 @@ static void test_tcx_reattach_idempotent(void **state)
 
 	if (!tcx_or_fallback())
 		return;
-	idx = veth("rwi0");
-	pin_path(path, sizeof(path), "tcx", idx, "egress", "rwi0");
-	assert_int_equal(rw_attach(pin_dir, idx, RW_DIR_EGRESS, prog_a, RW_ATTACH_AUTO, NULL), 0);
+	idx = veth_with_a("rwi0", path, sizeof(path));
 	lid = pin_link(path, NULL);
 	for (i = 0; i < 3; i++)
 		assert_int_equal(
@@ -323,9 +333,7 @@ static void test_tcx_replace(void **state)
 
 	if (!tcx_or_fallback())
 		return;
-	idx = veth("rwp0");
-	pin_path(path, sizeof(path), "tcx", idx, "egress", "rwp0");
-	assert_int_equal(rw_attach(pin_dir, idx, RW_DIR_EGRESS, prog_a, RW_ATTACH_AUTO, NULL), 0);
+	idx = veth_with_a("rwp0", path, sizeof(path));
 	lid = pin_link(path, NULL);
 
 	assert_int_equal(rw_attach(pin_dir, idx, RW_DIR_EGRESS, prog_b, RW_ATTACH_AUTO, NULL), 0);
@@ -353,9 +361,7 @@ static void test_tcx_foreign_first_restored(void **state)
 
 	if (!tcx_or_fallback())
 		return;
-	idx = veth("rwf0");
-	pin_path(path, sizeof(path), "tcx", idx, "egress", "rwf0");
-	assert_int_equal(rw_attach(pin_dir, idx, RW_DIR_EGRESS, prog_a, RW_ATTACH_AUTO, NULL), 0);
+	idx = veth_with_a("rwf0", path, sizeof(path));
 	lid = pin_link(path, NULL);
 
 	/* Appended after runwall: runwall is still first. */
@@ -458,9 +464,7 @@ static void test_tcx_stale_pin(void **state)
 
 	if (!tcx_or_fallback())
 		return;
-	idx = veth("rws0");
-	pin_path(old, sizeof(old), "tcx", idx, "egress", "rws0");
-	assert_int_equal(rw_attach(pin_dir, idx, RW_DIR_EGRESS, prog_a, RW_ATTACH_AUTO, NULL), 0);
+	idx = veth_with_a("rws0", old, sizeof(old));
 	assert_true(exists(old));
 
 	/* The pod's veth goes and comes back under the same name, with a new ifindex: a new
@@ -505,10 +509,8 @@ static void test_tcx_renamed_interface(void **state)
 
 	if (!tcx_or_fallback())
 		return;
-	idx = veth("rwr0");
-	pin_path(path, sizeof(path), "tcx", idx, "egress", "rwr0");
+	idx = veth_with_a("rwr0", path, sizeof(path));
 	pin_path(path2, sizeof(path2), "tcx", idx, "egress", "rwr1");
-	assert_int_equal(rw_attach(pin_dir, idx, RW_DIR_EGRESS, prog_a, RW_ATTACH_AUTO, NULL), 0);
 	lid = pin_link(path, NULL);
 	assert_int_equal(sh("ip link set rwr0 down && ip link set rwr0 name rwr1"), 0);
 	assert_int_equal(rw_attach(pin_dir, idx, RW_DIR_EGRESS, prog_a, RW_ATTACH_AUTO, NULL), 0);

@@ -58,12 +58,14 @@ static int veth(const char *name)
 	return (int)if_nametoindex(name);
 }
 
-/* The log's next entry, zeroed, for an event `add`; NULL when the log is full. */
+/* The log's next entry, zeroed, for an event `add`; NULL when the log is full or its handlers
+ * fail (they return log->fail).
+ */
 static struct ev *log_next(struct evlog *log, bool add)
 {
 	struct ev *e;
 
-	if (log->n == (int)(sizeof(log->ev) / sizeof(log->ev[0])))
+	if (log->fail || log->n == (int)(sizeof(log->ev) / sizeof(log->ev[0])))
 		return NULL;
 	e = &log->ev[log->n++];
 	memset(e, 0, sizeof(*e));
@@ -74,13 +76,10 @@ static struct ev *log_next(struct evlog *log, bool add)
 static int log_link(bool add, const struct rw_nl_link *l, void *data)
 {
 	struct evlog *log = data;
-	struct ev *e;
+	struct ev *e = log_next(log, add);
 
-	if (log->fail)
-		return log->fail;
-	e = log_next(log, add);
 	if (!e)
-		return 0;
+		return log->fail;
 	e->link = true;
 	e->ifindex = l->ifindex;
 	memcpy(e->name, l->name, sizeof(e->name));
@@ -94,13 +93,10 @@ static int log_link(bool add, const struct rw_nl_link *l, void *data)
 static int log_route(bool add, const struct rw_nl_route *r, void *data)
 {
 	struct evlog *log = data;
-	struct ev *e;
+	struct ev *e = log_next(log, add);
 
-	if (log->fail)
-		return log->fail;
-	e = log_next(log, add);
 	if (!e)
-		return 0;
+		return log->fail;
 	e->ifindex = r->oif;
 	e->dst = r->dst;
 	e->prefixlen = r->prefixlen;
@@ -249,6 +245,23 @@ static void test_ifname_match(void **state)
 	assert_false(rw_ifname_match(NULL, "eni"));
 }
 
+/* Links dumped again until link `name`'s operational state is `up` (10 s at most): its entry. */
+static const struct ev *dump_until_oper(struct evlog *log, const char *name, bool up)
+{
+	const struct ev *e;
+
+	for (int i = 0; i < 400; i++) {
+		log->n = 0;
+		assert_int_equal(rw_nl_dump_links(dump_link_cb, log), 0);
+		e = link_ev(log, true, name);
+		assert_non_null(e);
+		if (e->oper_up == up)
+			break;
+		usleep(25000);
+	}
+	return e;
+}
+
 static void test_dump_links(void **state)
 {
 	struct evlog *log = *state;
@@ -261,15 +274,7 @@ static void test_dump_links(void **state)
 	 */
 	idx = veth("rwn0");
 	assert_int_equal(sh("ip link set rwn0 up"), 0);
-	for (int i = 0; i < 400; i++) {
-		log->n = 0;
-		assert_int_equal(rw_nl_dump_links(dump_link_cb, log), 0);
-		e = link_ev(log, true, "rwn0");
-		assert_non_null(e);
-		if (!e->oper_up)
-			break;
-		usleep(25000);
-	}
+	e = dump_until_oper(log, "rwn0", false);
 	assert_int_equal(e->ifindex, idx);
 	assert_true(e->admin_up);
 	assert_false(e->oper_up); /* its peer is down */
@@ -279,15 +284,7 @@ static void test_dump_links(void **state)
 	assert_non_null(link_ev(log, true, "lo"));
 
 	assert_int_equal(sh("ip link set rwn0p up"), 0);
-	for (int i = 0; i < 400; i++) {
-		log->n = 0;
-		assert_int_equal(rw_nl_dump_links(dump_link_cb, log), 0);
-		e = link_ev(log, true, "rwn0");
-		assert_non_null(e);
-		if (e->oper_up)
-			break;
-		usleep(25000);
-	}
+	e = dump_until_oper(log, "rwn0", true);
 	assert_true(e->admin_up && e->oper_up);
 
 	/* A callback's error stops the dump and comes back. */
@@ -473,6 +470,17 @@ static void test_dump_routes6(void **state)
 	sh("ip link del rwn6");
 }
 
+/* The log's link `name` (added) is there, of kind `kind` (NULL: not checked), a veth or not. */
+static void assert_link_kind(const struct evlog *log, const char *name, const char *kind, bool veth)
+{
+	const struct ev *e = link_ev(log, true, name);
+
+	assert_non_null(e);
+	if (kind)
+		assert_string_equal(e->kind, kind);
+	assert_int_equal(e->veth, veth);
+}
+
 /* Each link's kind, in dumps and in events: a veth is one, a bridge (standing for the VPC
  * CNI's vlan.eth.N trunk: this kernel has no vlan module) is not, and lo has no kind.
  */
@@ -480,39 +488,22 @@ static void test_link_kind(void **state)
 {
 	struct evlog *log = *state;
 	struct rw_nl_sub *sub = NULL;
-	const struct ev *e;
 
 	assert_int_equal(rw_nl_sub_open(&sub), 0);
 	veth("rwk0");
 	sh("ip link del rwkbr >/dev/null 2>&1");
 	assert_int_equal(sh("ip link add rwkbr type bridge"), 0);
 	assert_true(pump_link(sub, log, true, "rwkbr"));
-	e = link_ev(log, true, "rwk0");
-	assert_non_null(e);
-	assert_string_equal(e->kind, "veth");
-	assert_true(e->veth);
-	e = link_ev(log, true, "rwkbr");
-	assert_string_equal(e->kind, "bridge");
-	assert_false(e->veth);
+	assert_link_kind(log, "rwk0", "veth", true);
+	assert_link_kind(log, "rwkbr", "bridge", false);
 	rw_nl_sub_close(sub);
 
 	log->n = 0;
 	assert_int_equal(rw_nl_dump_links(dump_link_cb, log), 0);
-	e = link_ev(log, true, "rwk0");
-	assert_non_null(e);
-	assert_string_equal(e->kind, "veth");
-	assert_true(e->veth);
-	e = link_ev(log, true, "rwk0p");
-	assert_non_null(e);
-	assert_true(e->veth);
-	e = link_ev(log, true, "rwkbr");
-	assert_non_null(e);
-	assert_string_equal(e->kind, "bridge");
-	assert_false(e->veth);
-	e = link_ev(log, true, "lo");
-	assert_non_null(e);
-	assert_string_equal(e->kind, "");
-	assert_false(e->veth);
+	assert_link_kind(log, "rwk0", "veth", true);
+	assert_link_kind(log, "rwk0p", NULL, true);
+	assert_link_kind(log, "rwkbr", "bridge", false);
+	assert_link_kind(log, "lo", "", false);
 }
 
 static void test_sub_link_events(void **state)

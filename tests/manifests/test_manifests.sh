@@ -40,6 +40,28 @@ refused() {
 		not_ok "$what, with '$expect'"; echo "$out" | sed 's/^/# /'
 	fi
 }
+# passes WHAT COMMAND...: ok when COMMAND succeeds, else not ok and its output.
+passes() {
+	local what=$1 out
+	shift
+	if out=$("$@" 2>&1); then ok "$what"; else not_ok "$what"; echo "$out" | sed 's/^/# /'; fi
+}
+# py_check PASS FAIL ARG... <<'PY' (a script): ok PASS, followed by what the script printed, when
+# it exits 0; else not ok FAIL and what it printed.
+py_check() {
+	local pass=$1 fail=$2 out
+	shift 2
+	if out=$(python3 - "$@"); then ok "$pass${out:+ $out}"; else not_ok "$fail"; echo "$out" | sed 's/^/# /'; fi
+}
+# render DIR OUT WHAT: `kubectl kustomize DIR` into OUT, else the suite ends there.
+render() {
+	if kubectl kustomize "$1" >"$2" 2>"$work/kustomize.err"; then
+		ok "$3 ($(grep -c '^kind:' "$2") objects)"
+	else
+		not_ok "kubectl kustomize $1"; sed 's/^/# /' "$work/kustomize.err"
+		echo "1..$n"; exit 1
+	fi
+}
 
 for tool in kubectl yamllint node python3; do
 	command -v "$tool" >/dev/null || { echo "Bail out! $tool is missing: run scripts/setup.sh"; exit 1; }
@@ -47,24 +69,9 @@ done
 [ -d "$here/node_modules/kubernetes-models" ] ||
 	{ echo "Bail out! $here/node_modules is missing: scripts/setup.sh runs npm ci there"; exit 1; }
 
-if out=$(yamllint -c "$here/yamllint.yaml" manifests/ 2>&1); then
-	ok "yamllint manifests/"
-else
-	not_ok "yamllint manifests/"; echo "$out" | sed 's/^/# /'
-fi
-
-if kubectl kustomize manifests/ >"$work/rendered.yaml" 2>"$work/kustomize.err"; then
-	ok "kubectl kustomize manifests/ renders ($(grep -c '^kind:' "$work/rendered.yaml") objects)"
-else
-	not_ok "kubectl kustomize manifests/"; sed 's/^/# /' "$work/kustomize.err"
-	echo "1..$n"; exit 1
-fi
-
-if out=$(yamllint -c "$here/yamllint.yaml" "$work/rendered.yaml" 2>&1); then
-	ok "yamllint on the rendered manifests"
-else
-	not_ok "yamllint on the rendered manifests"; echo "$out" | sed 's/^/# /'
-fi
+passes "yamllint manifests/" yamllint -c "$here/yamllint.yaml" manifests/
+render manifests/ "$work/rendered.yaml" "kubectl kustomize manifests/ renders"
+passes "yamllint on the rendered manifests" yamllint -c "$here/yamllint.yaml" "$work/rendered.yaml"
 
 if out=$(node "$here/validate.js" "$work/rendered.yaml" manifests/ops/*.yaml 2>&1); then
 	ok "every rendered object, and manifests/ops/, validates: $(echo $out | sed "s|$work/||")"
@@ -123,7 +130,8 @@ refused_by_validator() {
 refused_by_validator broken "${broken[@]}"
 
 # Every container's image is `runwall`, untagged: the overlay's `images:` names it.
-if out=$(python3 - "$work/rendered.json" <<'PY'
+py_check "every container's image is 'runwall' (make image's overlay sets it)" \
+	"every container's image is 'runwall'" "$work/rendered.json" <<'PY'
 import json, sys
 bad = []
 for d in json.load(open(sys.argv[1])):
@@ -134,14 +142,11 @@ for d in json.load(open(sys.argv[1])):
 print("\n".join(bad))
 sys.exit(1 if bad else 0)
 PY
-); then
-	ok "every container's image is 'runwall' (make image's overlay sets it)"
-else
-	not_ok "every container's image is 'runwall'"; echo "$out" | sed 's/^/# /'
-fi
 
 # The DaemonSet's agent runs the image's own ENTRYPOINT and CMD.
-if out=$(python3 - "$work/rendered.json" Containerfile <<'PY'
+py_check "the DaemonSet's command and args are the Containerfile's ENTRYPOINT and CMD:" \
+	"the DaemonSet's command and args are the Containerfile's ENTRYPOINT and CMD" \
+	"$work/rendered.json" Containerfile <<'PY'
 import json, re, sys
 ds = next(d for d in json.load(open(sys.argv[1])) if d["kind"] == "DaemonSet")
 agent = next(c for c in ds["spec"]["template"]["spec"]["containers"] if c["name"] == "agent")
@@ -157,12 +162,6 @@ if got != want:
     sys.exit(f"DaemonSet agent command {got[0]} args {got[1]}\nContainerfile ENTRYPOINT {want[0]} CMD {want[1]}")
 print(" ".join(want[0] + want[1]))
 PY
-); then
-	ok "the DaemonSet's command and args are the Containerfile's ENTRYPOINT and CMD: $out"
-else
-	not_ok "the DaemonSet's command and args are the Containerfile's ENTRYPOINT and CMD"
-	echo "$out" | sed 's/^/# /'
-fi
 
 # The agent reads the sandbox pods' containers (docs/principals.md, "What the agent needs on the
 # node"): the bundle folder (containers.h's RW_CONTAINERS_DIR, or --containers) and the netns
@@ -229,7 +228,8 @@ done
 
 # The one-shot detach pod (manifests/ops/detach.yaml) works on what the DaemonSet set up: the same
 # pins, socket, CNI folders and capabilities.
-if out=$(python3 - "$work/rendered.json" manifests/ops/detach.yaml <<'PY'
+py_check "manifests/ops/detach.yaml uses the DaemonSet's pins, socket, CNI folders, volumes and capabilities" \
+	"manifests/ops/detach.yaml agrees with the DaemonSet" "$work/rendered.json" manifests/ops/detach.yaml <<'PY'
 import json, sys, yaml
 ds = next(d for d in json.load(open(sys.argv[1])) if d["kind"] == "DaemonSet")["spec"]["template"]["spec"]
 pod = yaml.safe_load(open(sys.argv[2]))["spec"]
@@ -264,16 +264,12 @@ for x, y in ((agent, detach), (install, uninstall)):
 print("\n".join(bad))
 sys.exit(1 if bad else 0)
 PY
-); then
-	ok "manifests/ops/detach.yaml uses the DaemonSet's pins, socket, CNI folders, volumes and capabilities"
-else
-	not_ok "manifests/ops/detach.yaml agrees with the DaemonSet"; echo "$out" | sed 's/^/# /'
-fi
 
 # The view follows every agent: its --agents-dns NAME:PORT is a headless Service of the same
 # namespace over exactly the DaemonSet's pods, on the agents' HTTP port, and it sends the token
 # the agents require (the same Secret, mounted where --token-file reads it).
-if out=$(python3 - "$work/rendered.json" <<'PY'
+py_check "the view follows every agent: --agents-dns" "the view follows every agent by DNS" \
+	"$work/rendered.json" <<'PY'
 import json, sys
 docs = json.load(open(sys.argv[1]))
 get = lambda kind, name: next(d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name)
@@ -317,26 +313,13 @@ if not want or want != got:
 print("\n".join(bad) if bad else f"{dns} (headless, the DaemonSet's pods, port {port}, token {want})")
 sys.exit(1 if bad else 0)
 PY
-); then
-	ok "the view follows every agent: --agents-dns $out"
-else
-	not_ok "the view follows every agent by DNS"; echo "$out" | sed 's/^/# /'
-fi
 
 # ---- the monitoring component (manifests/monitoring), as tests/manifests/monitoring adds it ------
-if kubectl kustomize "$here/monitoring" >"$work/monitoring.yaml" 2>"$work/kustomize.err"; then
-	ok "kubectl kustomize renders manifests/ with the monitoring component ($(grep -c '^kind:' "$work/monitoring.yaml") objects)"
-else
-	not_ok "kubectl kustomize $here/monitoring"; sed 's/^/# /' "$work/kustomize.err"
-	echo "1..$n"; exit 1
-fi
+render "$here/monitoring" "$work/monitoring.yaml" \
+	"kubectl kustomize renders manifests/ with the monitoring component"
 # yamllint manifests/ (above) covers the component's sources; the render holds the dashboard's
 # JSON as one block, whose lines are Grafana's.
-if out=$(yamllint -c "$here/yamllint.yaml" "$here/monitoring" 2>&1); then
-	ok "yamllint $here/monitoring"
-else
-	not_ok "yamllint $here/monitoring"; echo "$out" | sed 's/^/# /'
-fi
+passes "yamllint $here/monitoring" yamllint -c "$here/yamllint.yaml" "$here/monitoring"
 mkdir "$work/unit"
 python3 - "$work/monitoring.yaml" "$work" <<'PY'
 import json, sys, yaml
@@ -406,7 +389,8 @@ else
 	not_ok "promtool test rules"; echo "$out" | sed 's/^/# /'
 fi
 # Every alert of the rule file has a case that fires it and one that must not.
-if out=$(python3 - "$work/rules.yml" tests/monitoring/rules_test.yml <<'PY'
+py_check "every alert has a firing case and a near miss:" "every alert has a firing case and a near miss" \
+	"$work/rules.yml" tests/monitoring/rules_test.yml <<'PY'
 import sys, yaml
 alerts = {r["alert"] for g in yaml.safe_load(open(sys.argv[1]))["groups"] for r in g["rules"]}
 fired, quiet = set(), set()
@@ -418,11 +402,6 @@ bad = [f"{a}: no firing case" for a in sorted(alerts - fired)] + \
 print("\n".join(bad) if bad else f"{len(alerts)} alerts")
 sys.exit(1 if bad else 0)
 PY
-); then
-	ok "every alert has a firing case and a near miss: $out"
-else
-	not_ok "every alert has a firing case and a near miss"; echo "$out" | sed 's/^/# /'
-fi
 # check_monitoring.py refuses broken objects, each by name (monitoring_broken's cases).
 mbroken=(
 	"a scrape without the token|no authorization|del pm['spec']['podMetricsEndpoints'][0]['authorization']"

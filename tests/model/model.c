@@ -198,29 +198,24 @@ void model_parse(const __u8 *f, size_t len, int vlan_out_of_band, struct model_p
 		p->reason = RW_REASON_FRAGMENT;
 		return;
 	}
-	if (p->proto == IPPROTO_TCP) {
-		const __u8 *t = f + 34;
+	if (p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP) {
+		/* Both headers begin with the ports; TCP's is 20 bytes at least, UDP's 8. */
+		const __u8 *l4 = f + 34;
+		int tcp = p->proto == IPPROTO_TCP;
 
-		if (tot_len < 20 + 20) {
+		if (tot_len < 20 + (tcp ? 20 : 8)) {
 			p->reason = RW_REASON_MALFORMED;
 			return;
 		}
-		memcpy(&p->sport, t, 2);
-		memcpy(&p->dport, t + 2, 2);
-		p->tcp_flags = t[13];
-		if ((t[12] >> 4) < 5 || (size_t)(t[12] >> 4) * 4 > tot_len - 20)
+		memcpy(&p->sport, l4, 2);
+		memcpy(&p->dport, l4 + 2, 2);
+		if (tcp) {
+			p->tcp_flags = l4[13];
+			if ((l4[12] >> 4) < 5 || (size_t)(l4[12] >> 4) * 4 > tot_len - 20)
+				p->reason = RW_REASON_MALFORMED;
+		} else if (get16(l4 + 4) < 8 || get16(l4 + 4) > tot_len - 20) {
 			p->reason = RW_REASON_MALFORMED;
-	} else if (p->proto == IPPROTO_UDP) {
-		const __u8 *u = f + 34;
-
-		if (tot_len < 20 + 8) {
-			p->reason = RW_REASON_MALFORMED;
-			return;
 		}
-		memcpy(&p->sport, u, 2);
-		memcpy(&p->dport, u + 2, 2);
-		if (get16(u + 4) < 8 || get16(u + 4) > tot_len - 20)
-			p->reason = RW_REASON_MALFORMED;
 	} else if (p->proto == IPPROTO_ICMP && tot_len > 20) {
 		p->icmp_type = f[34];
 	}

@@ -100,26 +100,37 @@ def emit(obj, out=sys.stdout):
 
 # ---- TCP and UDP attempts (asyncio, so that a batch runs all at once) ---------------------------
 
-async def attempt_tcp(dst, port, src=None, timeout=0.5, exchange_timeout=1.0):
-    loop = asyncio.get_running_loop()
-    sock = socket.socket(family(dst), socket.SOCK_STREAM)
+def attempt_socket(proto, dst, port, src):
+    """A non-blocking socket for an attempt, bound to src (any address when none), and the
+    attempt's result so far."""
+    sock = socket.socket(family(dst), socket.SOCK_STREAM if proto == "tcp" else socket.SOCK_DGRAM)
     sock.setblocking(False)
     sock.bind((src or wildcard(dst), 0))
-    res = {"proto": "tcp", "src": src or "", "sport": sock.getsockname()[1], "dst": dst,
+    res = {"proto": proto, "src": src or "", "sport": sock.getsockname()[1], "dst": dst,
            "dport": port, "t0": now()}
+    return sock, res
+
+
+def ended(res, result, error=None):
+    """The attempt's result, and what went wrong when it says."""
+    res["result"] = result
+    if error is not None:
+        res["error"] = error
+    return res
+
+
+async def attempt_tcp(dst, port, src=None, timeout=0.5, exchange_timeout=1.0):
+    loop = asyncio.get_running_loop()
+    sock, res = attempt_socket("tcp", dst, port, src)
     try:
         try:
             await asyncio.wait_for(loop.sock_connect(sock, (dst, port)), timeout)
         except asyncio.TimeoutError:
-            res["result"] = "timeout"
-            return res
+            return ended(res, "timeout")
         except (ConnectionRefusedError, ConnectionResetError):
-            res["result"] = "refused"
-            return res
+            return ended(res, "refused")
         except OSError as e:
-            res["result"] = "refused"
-            res["error"] = str(e)
-            return res
+            return ended(res, "refused", str(e))
         res["src"] = sock.getsockname()[0]
         res["t_connected"] = now()
         try:
@@ -131,16 +142,11 @@ async def attempt_tcp(dst, port, src=None, timeout=0.5, exchange_timeout=1.0):
             echo = await asyncio.wait_for(reader.readline(), exchange_timeout)
             writer.close()
         except (asyncio.TimeoutError, OSError) as e:
-            res["result"] = "partial"
-            res["error"] = type(e).__name__
-            return res
+            return ended(res, "partial", type(e).__name__)
         if not greeting.startswith(b"hello ") or echo != line:
-            res["result"] = "partial"
-            res["error"] = f"greeting {greeting!r} echo {echo!r}"
-            return res
+            return ended(res, "partial", f"greeting {greeting!r} echo {echo!r}")
         res["greeting"] = greeting.decode().strip()
-        res["result"] = "ok"
-        return res
+        return ended(res, "ok")
     finally:
         res["t1"] = now()
         try:
@@ -153,11 +159,7 @@ async def attempt_tcp(dst, port, src=None, timeout=0.5, exchange_timeout=1.0):
 
 async def attempt_udp(dst, port, src=None, timeout=0.5):
     loop = asyncio.get_running_loop()
-    sock = socket.socket(family(dst), socket.SOCK_DGRAM)
-    sock.setblocking(False)
-    sock.bind((src or wildcard(dst), 0))
-    res = {"proto": "udp", "src": src or "", "sport": sock.getsockname()[1], "dst": dst,
-           "dport": port, "t0": now()}
+    sock, res = attempt_socket("udp", dst, port, src)
     try:
         sock.connect((dst, port))
         res["src"] = sock.getsockname()[0]
@@ -166,13 +168,10 @@ async def attempt_udp(dst, port, src=None, timeout=0.5):
         try:
             data = await asyncio.wait_for(loop.sock_recv(sock, 2048), timeout)
         except asyncio.TimeoutError:
-            res["result"] = "timeout"
-            return res
+            return ended(res, "timeout")
         except (ConnectionRefusedError, OSError):
-            res["result"] = "refused"
-            return res
-        res["result"] = "ok" if data == payload else "partial"
-        return res
+            return ended(res, "refused")
+        return ended(res, "ok" if data == payload else "partial")
     finally:
         res["t1"] = now()
         sock.close()
@@ -785,79 +784,67 @@ def cmd_now(args):
 def main():
     ap = argparse.ArgumentParser(description="runwall end-to-end probes")
     sub = ap.add_subparsers(dest="cmd", required=True)
+    # What several commands take: a destination and its port; a raw flow's addresses; a stream's
+    # pace.
+    target = argparse.ArgumentParser(add_help=False)
+    target.add_argument("dst")
+    target.add_argument("port", type=int)
+    raw = argparse.ArgumentParser(add_help=False)
+    raw.add_argument("--src", required=True)
+    raw.add_argument("--dst", required=True)
+    raw.add_argument("--dport", type=int, required=True)
+    paced = argparse.ArgumentParser(add_help=False, parents=[target])
+    paced.add_argument("--interval", type=float, default=0.01)
+
+    def command(name, func, *parents):
+        p = sub.add_parser(name, parents=list(parents))
+        p.set_defaults(func=func)
+        return p
+
     for name in ("tcp", "udp"):
-        p = sub.add_parser(name)
-        p.add_argument("dst")
-        p.add_argument("port", type=int)
+        p = command(name, cmd_single, target)
         p.add_argument("--src")
         p.add_argument("--timeout", type=float, default=0.5)
         p.add_argument("--json", action="store_true")
-        p.set_defaults(func=cmd_single)
-    p = sub.add_parser("batch")
+    p = command("batch", cmd_batch)
     p.add_argument("--timeout", type=float, default=0.5)
     p.add_argument("--count-iface", help="count what each attempt sends out of this interface")
-    p.set_defaults(func=cmd_batch)
-    p = sub.add_parser("loop")
+    p = command("loop", cmd_loop)
     p.add_argument("--target", action="append", required=True, help="NAME=DST:PORT")
     p.add_argument("--proto", default="tcp")
     p.add_argument("--interval", type=float, default=0.05)
     p.add_argument("--timeout", type=float, default=0.3)
     p.add_argument("--out")
-    p.set_defaults(func=cmd_loop)
-    p = sub.add_parser("stream")
-    p.add_argument("dst")
-    p.add_argument("port", type=int)
-    p.add_argument("--interval", type=float, default=0.01)
+    p = command("stream", cmd_stream, paced)
     p.add_argument("--duration", type=float, default=0)
     p.add_argument("--out")
-    p.set_defaults(func=cmd_stream)
-    p = sub.add_parser("knock")
-    p.add_argument("dst")
-    p.add_argument("port", type=int)
-    p.add_argument("--interval", type=float, default=0.01)
+    p = command("knock", cmd_knock, paced)
     p.add_argument("--connect-timeout", type=float, default=0.2)
     p.add_argument("--max", type=float, default=5)
-    p.set_defaults(func=cmd_knock)
-    p = sub.add_parser("flood")
-    p.add_argument("dst")
-    p.add_argument("port", type=int)
-    p.add_argument("--interval", type=float, default=0.01)
+    p = command("flood", cmd_flood, paced)
     p.add_argument("--duration", type=float, default=1)
     p.add_argument("--ready")
-    p.set_defaults(func=cmd_flood)
-    p = sub.add_parser("raw-tcp")
-    p.add_argument("--src", required=True)
+    p = command("raw-tcp", cmd_raw_tcp, raw)
     p.add_argument("--sport", type=int, required=True)
-    p.add_argument("--dst", required=True)
-    p.add_argument("--dport", type=int, required=True)
     p.add_argument("--flags", default="S")
     p.add_argument("--seq", type=int, default=1000)
     p.add_argument("--ack", type=int, default=0)
-    p.set_defaults(func=cmd_raw_tcp)
-    p = sub.add_parser("ride")
+    p = command("ride", cmd_ride)
     p.add_argument("--iface", required=True)
     p.add_argument("--dst", required=True)
     p.add_argument("--dport", type=int, required=True)
     p.add_argument("--timeout", type=float, default=5)
-    p.set_defaults(func=cmd_ride)
-    p = sub.add_parser("errno")
+    p = command("errno", cmd_errno)
     p.add_argument("proto", choices=("tcp", "udp"))
     p.add_argument("dst")
     p.add_argument("port", type=int)
     p.add_argument("--timeout", type=float, default=5)
-    p.set_defaults(func=cmd_errno)
-    p = sub.add_parser("syn-flood")
-    p.add_argument("--src", required=True)
-    p.add_argument("--dst", required=True)
-    p.add_argument("--dport", type=int, required=True)
-    p.add_argument("--duration", type=float, default=1)
-    p.set_defaults(func=cmd_syn_flood)
-    p = sub.add_parser("arp")
+    command("syn-flood", cmd_syn_flood, raw).add_argument("--duration", type=float, default=1)
+    p = command("arp", cmd_arp)
     p.add_argument("--iface", required=True)
     p.add_argument("--sender-ip", required=True)
     p.add_argument("--target-ip", required=True)
-    p.set_defaults(func=cmd_arp)
-    p = sub.add_parser("sniff")
+    p = command("sniff", cmd_sniff)
     p.add_argument("--iface", required=True)
     p.add_argument("--src")
     p.add_argument("--dst")
@@ -865,16 +852,11 @@ def main():
     p.add_argument("--dport", type=int)
     p.add_argument("--duration", type=float, default=1)
     p.add_argument("--ready")
-    p.set_defaults(func=cmd_sniff)
-    p = sub.add_parser("hooks")
-    p.add_argument("--dev", required=True)
-    p.set_defaults(func=cmd_hooks)
-    p = sub.add_parser("timed")
+    command("hooks", cmd_hooks).add_argument("--dev", required=True)
+    p = command("timed", cmd_timed)
     p.add_argument("--out", required=True)
     p.add_argument("command", nargs=argparse.REMAINDER)
-    p.set_defaults(func=cmd_timed)
-    p = sub.add_parser("now")
-    p.set_defaults(func=cmd_now)
+    command("now", cmd_now)
     args = ap.parse_args()
     return args.func(args)
 

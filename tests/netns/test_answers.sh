@@ -22,9 +22,8 @@
 # it): the answer leaves through the hook's redirect either way.
 set -Eeuo pipefail
 
-HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/netns/lib.sh
-source "$HERE/lib.sh"
+source "$(dirname "$0")/lib.sh"
 rw_suite_begin answers rwa "${1:-build}"
 
 # Sandboxes: A asks and floods, B is the other sandbox, V is the pod whose address A forges.
@@ -108,18 +107,23 @@ rw_drops_bg "$RW_WORK/events.jsonl" --run "$A_RUN" || rw_bail "the event stream 
 # an answered refusal returns within a round trip. The deadline only has to tell them apart.
 DEADLINE_MS=$(awk -v k="$RW_WAIT_SCALE" 'BEGIN {printf "%d", 2000 * k}')
 TIMEOUT=$(rw_scale 5)
+# refused_at_once FILE ERRNO WHAT: the probe's result (FILE) is ERRNO, within the deadline.
+refused_at_once() {
+	local file=$1 want=$2 what=$3
+	diag "$what: $(cat "$file")"
+	if rw_jq_true --argjson d "$DEADLINE_MS" --arg e "$want" '.errno == $e and .ms < $d' "$file"; then
+		ok "$what fails with $want in $(jq .ms "$file") ms (deadline $DEADLINE_MS ms)"
+	else
+		not_ok "$what: $(cat "$file"), expected $want within $DEADLINE_MS ms"
+	fi
+}
 
 # ---- tcp: ECONNREFUSED at once, nothing reaches the services --------------------------------
 sniff_start svc_tcp "$RW_SVC" eth0 --src "$A_IP"
 rw_probe a errno tcp "$REFUSED" 443 --timeout "$TIMEOUT" >"$RW_WORK/tcp.json" || true
 rw_probe a errno tcp 172.20.0.10 443 --timeout "$TIMEOUT" >"$RW_WORK/tcp-allowed.json" || true
 seen=$(sniff_stop svc_tcp)
-diag "refused connect(): $(cat "$RW_WORK/tcp.json")"
-if rw_jq_true --argjson d "$DEADLINE_MS" '.errno == "ECONNREFUSED" and .ms < $d' "$RW_WORK/tcp.json"; then
-	ok "connect() to refused $REFUSED:443 fails with ECONNREFUSED in $(jq .ms "$RW_WORK/tcp.json") ms (deadline $DEADLINE_MS ms)"
-else
-	not_ok "connect() to refused $REFUSED:443: $(cat "$RW_WORK/tcp.json"), expected ECONNREFUSED within $DEADLINE_MS ms"
-fi
+refused_at_once "$RW_WORK/tcp.json" ECONNREFUSED "connect() to refused $REFUSED:443"
 if rw_jq_true '.errno == "ok"' "$RW_WORK/tcp-allowed.json"; then
 	ok "an allowed connect() from the same sandbox still connects"
 else
@@ -137,12 +141,7 @@ fi
 sniff_start svc_udp "$RW_SVC" eth0 --src "$A_IP"
 rw_probe a errno udp "$REFUSED" 443 --timeout "$TIMEOUT" >"$RW_WORK/udp.json" || true
 seen=$(sniff_stop svc_udp)
-diag "refused UDP: $(cat "$RW_WORK/udp.json")"
-if rw_jq_true --argjson d "$DEADLINE_MS" '.errno == "EHOSTUNREACH" and .ms < $d' "$RW_WORK/udp.json"; then
-	ok "a connected UDP socket to refused $REFUSED:443 gets EHOSTUNREACH at its next call, in $(jq .ms "$RW_WORK/udp.json") ms"
-else
-	not_ok "connected UDP to refused $REFUSED:443: $(cat "$RW_WORK/udp.json"), expected EHOSTUNREACH"
-fi
+refused_at_once "$RW_WORK/udp.json" EHOSTUNREACH "a connected UDP socket to refused $REFUSED:443, at its next call,"
 if [ "$seen" = 0 ]; then
 	ok "the services namespace saw no packet of the refused datagram"
 else

@@ -26,9 +26,8 @@
 #   tests/netns/test_flow_log.sh BUILD
 set -Eeuo pipefail
 
-HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/netns/lib.sh
-source "$HERE/lib.sh"
+source "$(dirname "$0")/lib.sh"
 rw_suite_begin flowlog rwf "${1:-build}"
 
 A_IF=enifa${ID}a A_IP=10.1.3.3 A_RUN=run-flooder

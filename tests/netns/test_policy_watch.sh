@@ -870,6 +870,18 @@ since_ms() { [ "$2" = never ] && echo never || echo $((($2 - $1) / 1000000)); }
 # polling every 20 ms first sees the refusal: bounded by 2 s, which only a machine too loaded to
 # schedule the prober misses, never a datapath that kept allowing after its deadline for long.
 late_ms=$(awk -v k="$RW_WAIT_SCALE" 'BEGIN {printf "%d", 2000 * k}')
+# refused_past_deadline WHAT CAUSE: once the lease is let run out by CAUSE (at t0), the run rule
+# is refused within late_ms of the deadline.
+refused_past_deadline() {
+	local what=$1 cause=$2 at dl ms late
+	at=$(until_got refused)
+	dl=$(deadline_ns)
+	ms=$(since_ms "$t0" "$at")
+	late=$(since_ms "$dl" "$at")
+	diag "lease: $what: the run rule refused ${ms} ms after $cause, ${late} ms after the deadline (the last message + ${LEASE} s; heartbeats every 1 s)"
+	check "lease: $what: the datapath refuses the run rule within lease + 2 s of the last message ($late ms past the deadline, under $late_ms)" \
+		eval '[ "$at" != never ] && [ "$late" -ge 0 ] && [ "$late" -le "$late_ms" ]'
+}
 
 # (a) partition: the server's namespace drops everything of its port, both ways.
 c0=$(lease_expired_count)
@@ -880,13 +892,7 @@ table inet rwlease {
 	chain out { type filter hook output priority 0; tcp sport $PORT drop; }
 }
 EOT
-at=$(until_got refused)
-dl=$(deadline_ns)
-ms=$(since_ms "$t0" "$at")
-late=$(since_ms "$dl" "$at")
-diag "lease: partitioned: the run rule refused ${ms} ms after the partition, ${late} ms after the deadline (the last message + ${LEASE} s; heartbeats every 1 s)"
-check "lease: partitioned: the datapath refuses the run rule within lease + 2 s of the last message ($late ms past the deadline, under $late_ms)" \
-	eval '[ "$at" != never ] && [ "$late" -ge 0 ] && [ "$late" -le "$late_ms" ]'
+refused_past_deadline partitioned "the partition"
 check "lease: partitioned: open mode is refused too ($(open_mode))" test "$(open_mode)" = refused
 check "lease: partitioned: the proxy still works for both sandboxes" \
 	eval '[ "$(proxy a)" = ok ] && [ "$(proxy b)" = ok ]'
@@ -922,13 +928,7 @@ check "lease: healed: /readyz answers 200 again" rw_wait 3 eval '[ "$(readyz)" =
 rw_wait 5 in_force || true
 t0=$(rw_mono_ns)
 kill -STOP "$RW_AGENT_PID"
-at=$(until_got refused)
-dl=$(deadline_ns)
-ms=$(since_ms "$t0" "$at")
-late=$(since_ms "$dl" "$at")
-diag "lease: agent stopped: the run rule refused ${ms} ms after SIGSTOP, ${late} ms after the deadline"
-check "lease: agent stopped (SIGSTOP): the datapath refuses the run rule within lease + 2 s of the last message ($late ms past the deadline, under $late_ms)" \
-	eval '[ "$at" != never ] && [ "$late" -ge 0 ] && [ "$late" -le "$late_ms" ]'
+refused_past_deadline "agent stopped (SIGSTOP)" SIGSTOP
 check "lease: agent stopped: the proxy still works" test "$(proxy b)" = ok
 t0=$(rw_mono_ns)
 kill -CONT "$RW_AGENT_PID"

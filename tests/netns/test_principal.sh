@@ -28,9 +28,8 @@
 #   tests/netns/test_principal.sh BUILD
 set -Eeuo pipefail
 
-HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/netns/lib.sh
-source "$HERE/lib.sh"
+source "$(dirname "$0")/lib.sh"
 rw_suite_begin principal rwp "${1:-build}"
 
 PFX=enip

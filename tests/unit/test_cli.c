@@ -538,6 +538,16 @@ static void test_filter(void **state)
 				   "172.20.0.13", 50000, "10.1.2.3", 4096, "run-7f3a");
 	struct rw_event spoof = event(RW_DIR_EGRESS, RW_VERDICT_DROP, RW_REASON_SPOOFED_SOURCE,
 				      "10.9.9.9", 1, "8.8.8.8", 53, "run-7f3a");
+	static const struct {
+		const char *ip;
+		__u16 port;
+		bool match;
+	} dsts[] = {
+		{"93.184.216.34", 0, true},
+		{"93.184.216.34", 443, true},
+		{"93.184.216.34", 80, false},
+		{"172.20.0.10", 0, false},
+	};
 	struct rw_cli_filter f;
 
 	/* Default: every drop, no allowed flow. */
@@ -578,18 +588,14 @@ static void test_filter(void **state)
 	assert_false(rw_cli_filter_match(&f, &drop));
 	assert_false(rw_cli_filter_match(&f, &in));
 
-	/* --dst IP[:PORT] */
-	rw_cli_filter_init(&f);
-	f.has_dst = true;
-	f.dst = rw_ip4(ip("93.184.216.34"));
-	assert_true(rw_cli_filter_match(&f, &drop));
-	f.dport = 443;
-	assert_true(rw_cli_filter_match(&f, &drop));
-	f.dport = 80;
-	assert_false(rw_cli_filter_match(&f, &drop));
-	f.dst = rw_ip4(ip("172.20.0.10"));
-	f.dport = 0;
-	assert_false(rw_cli_filter_match(&f, &drop));
+	/* --dst IP[:PORT] (port 0: none given), against the drop to 93.184.216.34:443 */
+	for (size_t i = 0; i < sizeof(dsts) / sizeof(dsts[0]); i++) {
+		rw_cli_filter_init(&f);
+		f.has_dst = true;
+		f.dst = rw_ip4(ip(dsts[i].ip));
+		f.dport = dsts[i].port;
+		assert_int_equal(rw_cli_filter_match(&f, &drop), dsts[i].match);
+	}
 }
 
 /* An IPv6 event (ethertype 0x86dd), its addresses in saddr6/daddr6. */

@@ -67,6 +67,23 @@ static void assert_prev_refused(struct rw_cni_req *req, const char *msg)
 	rw_cni_req_free(req);
 }
 
+/* A case of the tables below: what goes in, and what comes out of it (a message, an address). */
+struct in_out {
+	const char *in, *out;
+};
+
+/* Each case's input, parsed by parse_in(), is refused with its message. */
+static void assert_each_refused(const struct in_out *cases, size_t n,
+				void (*parse_in)(const char *, struct rw_cni_req *))
+{
+	for (size_t i = 0; i < n; i++) {
+		struct rw_cni_req req;
+
+		parse_in(cases[i].in, &req);
+		assert_prev_refused(&req, cases[i].out);
+	}
+}
+
 static void test_ptp_result(void **state)
 {
 	struct rw_cni_req req;
@@ -122,9 +139,7 @@ static void test_vpc_cni_two_host_interfaces(void **state)
 
 static void test_incomplete_prev(void **state)
 {
-	static const struct {
-		const char *prev, *msg;
-	} cases[] = {
+	static const struct in_out cases[] = {
 		{"{}", "prevResult.interfaces: missing or not an array"},
 		{"{\"interfaces\":[{\"name\":\"eth0\",\"sandbox\":\"/x\"}],\"ips\":[]}",
 		 "prevResult.interfaces: no host-side interface (one without \"sandbox\")"},
@@ -142,12 +157,7 @@ static void test_incomplete_prev(void **state)
 		 "prevResult.ips[0].address: missing or not a string"},
 	};
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct rw_cni_req req;
-
-		parse_prev(cases[i].prev, &req);
-		assert_prev_refused(&req, cases[i].msg);
-	}
+	assert_each_refused(cases, sizeof(cases) / sizeof(cases[0]), parse_prev);
 }
 
 /* An address no pod can have is never bound: ADD and CHECK fail with RW_CNI_E_PREV and the
@@ -155,9 +165,7 @@ static void test_incomplete_prev(void **state)
  */
 static void test_not_pod_addresses(void **state)
 {
-	static const struct {
-		const char *ips, *msg;
-	} cases[] = {
+	static const struct in_out cases[] = {
 		{"{\"interface\":1,\"address\":\"0.0.0.0/0\"}",
 		 "prevResult.ips[0].address: \"0.0.0.0/0\" is not a pod address: \"this network\" "
 		 "(0.0.0.0/8)"},
@@ -266,20 +274,13 @@ static void test_not_pod_addresses(void **state)
 		 "address"},
 	};
 
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct rw_cni_req req;
-
-		parse_ips(cases[i].ips, &req);
-		assert_prev_refused(&req, cases[i].msg);
-	}
+	assert_each_refused(cases, sizeof(cases) / sizeof(cases[0]), parse_ips);
 }
 
 /* What a pod can have: any host of a prefix, both of a /31, a /32 or a bare address. */
 static void test_pod_addresses(void **state)
 {
-	static const struct {
-		const char *addr, *pod;
-	} cases[] = {
+	static const struct in_out cases[] = {
 		{"10.1.4.1/24", "10.1.4.1"},
 		{"10.1.4.254/24", "10.1.4.254"},
 		{"10.1.4.0/31", "10.1.4.0"},
@@ -301,11 +302,11 @@ static void test_pod_addresses(void **state)
 		struct rw_cni_req req;
 		char ips[128];
 
-		snprintf(ips, sizeof(ips), "{\"address\":\"%s\"}", cases[i].addr);
+		snprintf(ips, sizeof(ips), "{\"address\":\"%s\"}", cases[i].in);
 		parse_ips(ips, &req);
 		assert_string_equal(req.prev_error, "");
 		assert_true(req.prev_complete);
-		assert_int_equal(req.pod_ip, inet_addr(cases[i].pod));
+		assert_int_equal(req.pod_ip, inet_addr(cases[i].out));
 		rw_cni_req_free(&req);
 	}
 }

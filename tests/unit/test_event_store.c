@@ -96,11 +96,22 @@ static size_t query(struct rw_evstore *s, const struct rw_evfilter *f, struct co
 	return rw_evstore_query(s, f, collect, c);
 }
 
+/* The same for f holding the one query parameter key=value (rw_query_set()). */
+static size_t query_by(struct rw_evstore *s, struct rw_evfilter *f, const char *key,
+		       const char *value, struct collect *c)
+{
+	char err[256];
+
+	rw_evfilter_init(f);
+	assert_int_equal(rw_query_set(f, key, value, err, sizeof(err)), 0);
+	return query(s, f, c);
+}
+
 static void test_store_cursor_and_eviction(void **state)
 {
 	struct rw_evstore s;
 	struct rw_evfilter f;
-	struct collect c = {};
+	struct collect c;
 	struct rw_event ev = mkev("run-a", "10.1.2.3", "93.184.216.34", 443, RW_VERDICT_DROP,
 				  RW_REASON_NOT_ALLOWLISTED);
 	char tag[16];
@@ -109,7 +120,7 @@ static void test_store_cursor_and_eviction(void **state)
 	assert_int_equal(rw_evstore_first_id(&s), 0);
 	assert_int_equal(rw_evstore_last_id(&s), 0);
 	rw_evfilter_init(&f);
-	assert_int_equal(rw_evstore_query(&s, &f, collect, &c), 0);
+	assert_int_equal(query(&s, &f, &c), 0);
 	for (int i = 1; i <= 6; i++) {
 		snprintf(tag, sizeof(tag), "e%d", i);
 		add(&s, &ev, tag);
@@ -118,7 +129,7 @@ static void test_store_cursor_and_eviction(void **state)
 	assert_int_equal(rw_evstore_first_id(&s), 3);
 	assert_int_equal(rw_evstore_last_id(&s), 6);
 	assert_int_equal(s.evicted, 2);
-	assert_int_equal(rw_evstore_query(&s, &f, collect, &c), 4);
+	assert_int_equal(query(&s, &f, &c), 4);
 	assert_int_equal(c.ids[0], 3);
 	assert_int_equal(c.ids[3], 6);
 	assert_string_equal(c.tags[0], "e3");
@@ -133,7 +144,7 @@ static void test_store_cursor_and_eviction(void **state)
 	f.since = 6;
 	assert_int_equal(query(&s, &f, &c), 0);
 	f.since = 1000;
-	assert_int_equal(rw_evstore_query(&s, &f, collect, &c), 0);
+	assert_int_equal(query(&s, &f, &c), 0);
 
 	/* limit: the newest N, still oldest first. */
 	f.since = 0;
@@ -330,18 +341,12 @@ static void test_ipv6(void **state)
 	assert_int_equal(f.dport, 443);
 	assert_int_equal(query(&s, &f, &c), 1);
 	assert_string_equal(c.tags[0], "e6");
-	rw_evfilter_init(&f);
-	assert_int_equal(rw_query_set(&f, "pod", "2600:1f14:abc::7", err, sizeof(err)), 0);
-	assert_int_equal(query(&s, &f, &c), 2);
-	rw_evfilter_init(&f);
-	assert_int_equal(rw_query_set(&f, "dst", "2606:4700::2222", err, sizeof(err)), 0);
+	assert_int_equal(query_by(&s, &f, "pod", "2600:1f14:abc::7", &c), 2);
+	assert_int_equal(query_by(&s, &f, "dst", "2606:4700::2222", &c), 1);
 	assert_int_equal(f.dport, 0);
-	assert_int_equal(query(&s, &f, &c), 1);
 	assert_string_equal(c.tags[0], "e6b");
 	/* 38.6.71.0 is 0x26064700, the first word of 2606:4700::1111 */
-	rw_evfilter_init(&f);
-	assert_int_equal(rw_query_set(&f, "dst", "38.6.71.0", err, sizeof(err)), 0);
-	assert_int_equal(query(&s, &f, &c), 1);
+	assert_int_equal(query_by(&s, &f, "dst", "38.6.71.0", &c), 1);
 	assert_string_equal(c.tags[0], "e4");
 	rw_evstore_free(&s);
 

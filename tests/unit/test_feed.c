@@ -38,6 +38,7 @@ static void on_alarm(int sig)
 
 struct reader {
 	struct rw_feed *f;
+	pthread_t t;
 	pthread_mutex_t m;
 	pthread_cond_t c;
 	bool holding, release;
@@ -59,26 +60,33 @@ static void *reader_main(void *data)
 	return NULL;
 }
 
-static void reader_start(struct reader *r, struct rw_feed *f, pthread_t *t)
+static void reader_start(struct reader *r, struct rw_feed *f)
 {
 	memset(r, 0, sizeof(*r));
 	r->f = f;
 	pthread_mutex_init(&r->m, NULL);
 	pthread_cond_init(&r->c, NULL);
-	assert_int_equal(pthread_create(t, NULL, reader_main, r), 0);
+	assert_int_equal(pthread_create(&r->t, NULL, reader_main, r), 0);
 	pthread_mutex_lock(&r->m);
 	while (!r->holding)
 		pthread_cond_wait(&r->c, &r->m);
 	pthread_mutex_unlock(&r->m);
 }
 
-static void reader_stop(struct reader *r, pthread_t t)
+/* From here a writer blocked for 30 s is a failure (on_alarm()), until alarm(0). */
+static void watchdog_start(void)
+{
+	signal(SIGALRM, on_alarm);
+	alarm(30);
+}
+
+static void reader_stop(struct reader *r)
 {
 	pthread_mutex_lock(&r->m);
 	r->release = true;
 	pthread_cond_broadcast(&r->c);
 	pthread_mutex_unlock(&r->m);
-	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(pthread_join(r->t, NULL), 0);
 	pthread_mutex_destroy(&r->m);
 	pthread_cond_destroy(&r->c);
 }
@@ -119,14 +127,12 @@ static void test_writer_never_waits(void **state)
 {
 	struct rw_feed f;
 	struct reader r;
-	pthread_t t;
 
 	(void)state;
 	assert_int_equal(rw_feed_init(&f, 1000, 1000), 0);
 	add(&f, 0);
-	reader_start(&r, &f, &t);
-	signal(SIGALRM, on_alarm);
-	alarm(30);
+	reader_start(&r, &f);
+	watchdog_start();
 	for (int i = 1; i <= 100; i++)
 		add(&f, i);
 	rw_feed_set_status(&f, strdup("{\"status\":2}"), true, "ready 2\n");
@@ -135,7 +141,7 @@ static void test_writer_never_waits(void **state)
 	assert_int_equal(f.n_pending, 100);
 	assert_int_equal(f.deferred, 100);
 	assert_int_equal(f.deferred_dropped, 0);
-	reader_stop(&r, t);
+	reader_stop(&r);
 	assert_int_equal(f.events.count, 1);
 	assert_null(f.status);
 	rw_feed_flush(&f);
@@ -149,47 +155,44 @@ static void test_writer_never_waits(void **state)
 	rw_feed_free(&f);
 }
 
-/* The next add that finds the lock free hands over what waited first, then itself. */
-static void test_next_add_hands_over_first(void **state)
-{
-	struct rw_feed f;
-	struct reader r;
-	pthread_t t;
-
-	(void)state;
-	assert_int_equal(rw_feed_init(&f, 1000, 1000), 0);
-	reader_start(&r, &f, &t);
-	for (int i = 0; i < 3; i++)
-		add(&f, i);
-	reader_stop(&r, t);
-	add(&f, 3);
-	assert_int_equal(f.n_pending, 0);
-	assert_int_equal(f.events.count, 4);
-	assert_in_order(&f, 4);
-	rw_feed_free(&f);
-}
-
 /* Past RW_FEED_PENDING_MAX an event is counted, not kept and not waited for. */
 static void test_pending_bound(void **state)
 {
 	struct rw_feed f;
 	struct reader r;
-	pthread_t t;
 
 	(void)state;
 	assert_int_equal(rw_feed_init(&f, RW_FEED_PENDING_MAX + 100, 1000), 0);
-	reader_start(&r, &f, &t);
-	signal(SIGALRM, on_alarm);
-	alarm(30);
+	reader_start(&r, &f);
+	watchdog_start();
 	for (int i = 0; i < RW_FEED_PENDING_MAX + 10; i++)
 		add(&f, i);
 	alarm(0);
 	assert_int_equal(f.n_pending, RW_FEED_PENDING_MAX);
 	assert_int_equal(f.deferred, RW_FEED_PENDING_MAX);
 	assert_int_equal(f.deferred_dropped, 10);
-	reader_stop(&r, t);
+	reader_stop(&r);
 	rw_feed_flush(&f);
 	assert_int_equal(f.events.count, RW_FEED_PENDING_MAX);
+	rw_feed_free(&f);
+}
+
+/* The next add that finds the lock free hands over what waited first, then itself. */
+static void test_next_add_hands_over_first(void **state)
+{
+	struct rw_feed f;
+	struct reader r;
+
+	(void)state;
+	assert_int_equal(rw_feed_init(&f, 1000, 1000), 0);
+	reader_start(&r, &f);
+	for (int i = 0; i < 3; i++)
+		add(&f, i);
+	reader_stop(&r);
+	add(&f, 3);
+	assert_int_equal(f.n_pending, 0);
+	assert_int_equal(f.events.count, 4);
+	assert_in_order(&f, 4);
 	rw_feed_free(&f);
 }
 

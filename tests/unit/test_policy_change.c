@@ -268,6 +268,24 @@ static int node_change(struct node *n, const char *run_text, const char *del_id,
 /* The change upserting run (JSON) is taken. A macro: a failure names the caller's line. */
 #define UPSERT_OK(n, run) assert_int_equal(node_change(n, run, NULL, NULL, 0), 0)
 
+/* A run (JSON) whose upsert is refused, and the refusal's text. */
+struct refused_run {
+	const char *run, *why;
+};
+
+/* Each run's upsert is refused with its text, and the node's revision stays `revision`. */
+static void assert_each_refused(struct node *n, const struct refused_run *bad, size_t n_bad,
+				unsigned long long revision)
+{
+	char why[512];
+
+	for (size_t i = 0; i < n_bad; i++) {
+		assert_int_equal(node_change(n, bad[i].run, NULL, why, sizeof(why)), -EINVAL);
+		assert_string_equal(why, bad[i].why);
+	}
+	assert_int_equal(n->policy.revision, revision);
+}
+
 static void test_upsert_new_run(void **state)
 {
 	struct node n;
@@ -355,9 +373,7 @@ static void test_pod_moves_between_runs(void **state)
 
 static void test_bad_run_refused_policy_unchanged(void **state)
 {
-	static const struct {
-		const char *run, *why;
-	} cases[] = {
+	static const struct refused_run cases[] = {
 		{"{\"id\": \"run-b\", \"pods\": [\"10.1.0.300\"]}",
 		 "run.pods[0]: \"10.1.0.300\" is not an IPv4 address"},
 		{"{\"id\": \"run-b\", \"pods\": [\"10.1.0.3\"], \"allow\": [{\"ip\": \"10.9.0.1\", "
@@ -380,15 +396,10 @@ static void test_bad_run_refused_policy_unchanged(void **state)
 		 "\"tcp\": [443, 443]}]}",
 		 "run.allow[0].tcp[1]: port 443 is already listed at run.allow[0].tcp[0]"},
 	};
-	char why[512];
 	struct node n;
 
 	node_init(&n, base_snapshot);
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		assert_int_equal(node_change(&n, cases[i].run, NULL, why, sizeof(why)), -EINVAL);
-		assert_string_equal(why, cases[i].why);
-	}
-	assert_int_equal(n.policy.revision, 10);
+	assert_each_refused(&n, cases, sizeof(cases) / sizeof(cases[0]), 10);
 	node_free(&n);
 }
 
@@ -655,9 +666,7 @@ static void test_changes_match_full_parse(void **state)
 
 static void test_ipv6_pods_and_rules(void **state)
 {
-	static const struct {
-		const char *run, *why;
-	} bad[] = {
+	static const struct refused_run bad[] = {
 		{"{\"id\": \"run-b\", \"pods\": [\"2600:1f18::b1\", \"fe80::1\"]}",
 		 "run.pods[1]: \"fe80::1\" is not a pod address: a link-local address (fe80::/10)"},
 		{"{\"id\": \"run-b\", \"pods\": [\"2600:1f18::b1\"], \"allow\": [{\"cidr\": "
@@ -685,11 +694,7 @@ static void test_ipv6_pods_and_rules(void **state)
 
 	(void)state;
 	node_init(&n, base6_snapshot);
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		assert_int_equal(node_change(&n, bad[i].run, NULL, why, sizeof(why)), -EINVAL);
-		assert_string_equal(why, bad[i].why);
-	}
-	assert_int_equal(n.policy.revision, 10);
+	assert_each_refused(&n, bad, sizeof(bad) / sizeof(bad[0]), 10);
 	/* run-a lets its IPv6 pod go (keeping the IPv4 ones), then run-b takes it */
 	UPSERT_OK(&n, "{\"id\": \"run-a\", \"pods\": [\"10.1.0.1\", \"10.1.0.2\"], "
 		      "\"allow\": [{\"ip\": \"2a00:1450::2\", \"tcp\": [443]}]}");

@@ -92,6 +92,23 @@ static void *wait_main(void *arg)
 	return NULL;
 }
 
+/* The worker started on job(), no run let end yet, the runs up to fail_until failing. */
+static void start(struct rw_worker *w, int fail_until)
+{
+	reset(fail_until);
+	assert_true(rw_worker_start(w, job, w));
+}
+
+/* One ask, the gates opened to the n-th run, and a wait for the ask that succeeds. */
+static uint64_t ask_and_wait(struct rw_worker *w, int n)
+{
+	uint64_t t = rw_worker_ask(w);
+
+	let_end(n);
+	assert_int_equal(rw_worker_wait(w, t), 0);
+	return t;
+}
+
 /* Three asks while the first run is held are served by one second run, not three. */
 static void test_asks_during_a_run_take_one_run(void **state)
 {
@@ -99,8 +116,7 @@ static void test_asks_during_a_run_take_one_run(void **state)
 	uint64_t t;
 
 	(void)state;
-	reset(0);
-	assert_true(rw_worker_start(&w, job, &w));
+	start(&w, 0);
 	rw_worker_ask(&w);
 	wait_started(1);
 	rw_worker_ask(&w);
@@ -124,8 +140,7 @@ static void test_wait_needs_a_run_begun_after_the_ask(void **state)
 	pthread_t th;
 
 	(void)state;
-	reset(0);
-	assert_true(rw_worker_start(&w, job, &w));
+	start(&w, 0);
 	rw_worker_ask(&w);
 	wait_started(1);
 	x.w = &w;
@@ -144,14 +159,10 @@ static void test_wait_needs_a_run_begun_after_the_ask(void **state)
 static void test_failed_run_is_made_by_the_waiter(void **state)
 {
 	struct rw_worker w;
-	uint64_t t;
 
 	(void)state;
-	reset(1);
-	assert_true(rw_worker_start(&w, job, &w));
-	t = rw_worker_ask(&w);
-	let_end(1);
-	assert_int_equal(rw_worker_wait(&w, t), 0);
+	start(&w, 1);
+	ask_and_wait(&w, 1);
 	rw_worker_stop(&w);
 	assert_int_equal(g.started, 2);
 	assert_int_equal(g.in_caller, 1);
@@ -164,11 +175,8 @@ static void test_served_ask_waits_for_nothing(void **state)
 	uint64_t t;
 
 	(void)state;
-	reset(0);
-	assert_true(rw_worker_start(&w, job, &w));
-	t = rw_worker_ask(&w);
-	let_end(1);
-	assert_int_equal(rw_worker_wait(&w, t), 0);
+	start(&w, 0);
+	t = ask_and_wait(&w, 1);
 	assert_int_equal(rw_worker_wait(&w, t), 0);
 	rw_worker_stop(&w);
 	assert_int_equal(g.started, 1);

@@ -17,6 +17,9 @@
 	.ipv6 = 1, .src = POD_A6, .dst = PUBLIC6, .proto = proto_, .sport = sport_, .dport = dport_
 #define INTO6(proto_, sport_, dport_) \
 	.ipv6 = 1, .src = PUBLIC6, .dst = POD_A6, .proto = proto_, .sport = sport_, .dport = dport_
+/* An ICMPv6 message of a link-local source to a multicast group (NDP, MLD). */
+#define LINK_LOCAL6(group_, type_) \
+	.ipv6 = 1, .src = "fe80::1", .dst = group_, .proto = ICMPV6, .icmp6_type = type_
 
 #define HBH 0
 #define RH  43
@@ -42,22 +45,10 @@ static const struct tcase ipv6_cases[] = {
 	{"ICMPv6 echo request", .dir = E, .pkt = {OUT6(ICMPV6, 0, 0), .icmp6_type = 128},
 	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
 	{"NDP neighbour solicitation for the gateway", .dev = 0, .dir = E,
-	 .pkt = {.ipv6 = 1,
-		 .src = "fe80::1",
-		 .dst = "ff02::1:ff00:1",
-		 .proto = ICMPV6,
-		 .icmp6_type = 135,
-		 .payload = 16},
+	 .pkt = {LINK_LOCAL6("ff02::1:ff00:1", 135), .payload = 16},
 	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
 	{"MLDv2 report behind a hop-by-hop header", .dev = 0, .dir = E,
-	 .pkt = {.ipv6 = 1,
-		 .src = "fe80::1",
-		 .dst = "ff02::16",
-		 .proto = ICMPV6,
-		 .icmp6_type = 143,
-		 .n_ext = 1,
-		 .ext = {HBH},
-		 .payload = 20},
+	 .pkt = {LINK_LOCAL6("ff02::16", 143), .n_ext = 1, .ext = {HBH}, .payload = 20},
 	 DROPPED(RW_REASON_UNKNOWN_SOURCE, NULL)},
 	{"TCP behind destination options", .dir = E,
 	 .pkt = {OUT6(TCP, 40003, 443), .n_ext = 1, .ext = {DST}},
