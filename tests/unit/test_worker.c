@@ -2,8 +2,8 @@
 /* test_worker.c: the thread that runs the flips' grace periods and the probes of cut
  * connections (user/lib/worker.c). Asks made while a run is under way are all served by one run
  * after it; a wait returns only after a run begun after its ask; a failed run is made again by
- * the waiter in its own thread. The job is held at a gate the test opens, so every order below
- * is forced, not timed.
+ * the waiter in its own thread, as is an ask no run has begun for (a stopped worker's). The job
+ * is held at a gate the test opens, so every order below is forced, not timed.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -99,11 +99,14 @@ static void start(struct rw_worker *w, int fail_until)
 	assert_true(rw_worker_start(w, job, w));
 }
 
-/* One ask, the gates opened to the n-th run, and a wait for the ask that succeeds. */
+/* One ask, its run begun by the thread (a waiter finding no run begun would make it itself),
+ * the gates opened to the n-th run, and a wait for the ask that succeeds.
+ */
 static uint64_t ask_and_wait(struct rw_worker *w, int n)
 {
 	uint64_t t = rw_worker_ask(w);
 
+	wait_started(n);
 	let_end(n);
 	assert_int_equal(rw_worker_wait(w, t), 0);
 	return t;
@@ -182,6 +185,32 @@ static void test_served_ask_waits_for_nothing(void **state)
 	assert_int_equal(g.started, 1);
 }
 
+/* An ask that no run has begun for is run by its waiter, in its own thread, at once: here the
+ * thread has stopped (the same path as a thread not scheduled since the ask).
+ */
+static void test_ask_not_begun_is_run_by_the_waiter(void **state)
+{
+	struct rw_worker w;
+	uint64_t t;
+
+	(void)state;
+	start(&w, 0);
+	ask_and_wait(&w, 1);
+	pthread_mutex_lock(&w.lock);
+	w.stop = true; /* the thread ends at its next look, as rw_worker_stop() makes it */
+	pthread_cond_broadcast(&w.cond);
+	pthread_mutex_unlock(&w.lock);
+	pthread_join(w.thread, NULL);
+	w.stop = false;
+	t = rw_worker_ask(&w);
+	assert_int_equal(rw_worker_wait(&w, t), 0);
+	assert_int_equal(g.started, 2);
+	assert_int_equal(g.in_caller, 1);
+	assert_true(w.done >= t);
+	w.threaded = false;
+	rw_worker_stop(&w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -189,6 +218,7 @@ int main(void)
 		cmocka_unit_test(test_wait_needs_a_run_begun_after_the_ask),
 		cmocka_unit_test(test_failed_run_is_made_by_the_waiter),
 		cmocka_unit_test(test_served_ask_waits_for_nothing),
+		cmocka_unit_test(test_ask_not_begun_is_run_by_the_waiter),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

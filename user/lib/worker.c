@@ -1,12 +1,36 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* worker.c: a thread that runs one job whenever it is asked to. A run begins with the asks made
  * so far, so the asks made while it runs are all served by one run after it: a burst of asks
- * costs two runs, not one each.
+ * costs two runs, not one each. A waiter whose ask no run has begun for yet runs the job itself
+ * (one run at a time, whoever runs it): on a busy machine the thread may not be scheduled for
+ * milliseconds after an ask, and a waiter would wait for that and for its own wakeup after it.
  */
 #include <errno.h>
 #include <signal.h>
 
 #include "worker.h"
+
+/* One run of the job, for the asks made so far, by the calling thread (the worker's or a
+ * waiter's): called and returning with w->lock held, which the run itself does not hold. Its end
+ * is recorded and said to every waiter; its result returned.
+ */
+static int run_job(struct rw_worker *w)
+{
+	uint64_t begun = w->asked;
+	int ret;
+
+	w->running = true;
+	pthread_mutex_unlock(&w->lock);
+	ret = w->job(w->arg);
+	pthread_mutex_lock(&w->lock);
+	if (ret && begun > w->failed)
+		w->failed = begun;
+	else if (!ret && begun > w->done)
+		w->done = begun;
+	w->running = false;
+	pthread_cond_broadcast(&w->cond);
+	return ret;
+}
 
 static void *worker_main(void *arg)
 {
@@ -14,25 +38,14 @@ static void *worker_main(void *arg)
 
 	pthread_mutex_lock(&w->lock);
 	for (;;) {
-		uint64_t begun;
-		int ret;
-
 		/* Idle while every ask is served, or the last run for them failed (each waiter then
-		 * runs the job itself).
+		 * runs the job itself), or a waiter's run is under way.
 		 */
-		while (!w->stop && (w->done >= w->asked || w->failed >= w->asked))
+		while (!w->stop && (w->running || w->done >= w->asked || w->failed >= w->asked))
 			pthread_cond_wait(&w->cond, &w->lock);
 		if (w->stop)
 			break;
-		begun = w->asked;
-		pthread_mutex_unlock(&w->lock);
-		ret = w->job(w->arg);
-		pthread_mutex_lock(&w->lock);
-		if (ret && begun > w->failed)
-			w->failed = begun;
-		else if (!ret && begun > w->done)
-			w->done = begun;
-		pthread_cond_broadcast(&w->cond);
+		run_job(w);
 	}
 	pthread_mutex_unlock(&w->lock);
 	return NULL;
@@ -68,24 +81,22 @@ uint64_t rw_worker_ask(struct rw_worker *w)
 
 int rw_worker_wait(struct rw_worker *w, uint64_t ticket)
 {
-	bool served;
 	int ret;
 
 	pthread_mutex_lock(&w->lock);
-	while (w->threaded && !w->stop && w->done < ticket && w->failed < ticket)
+	/* A run in progress may have begun before the ask: wait for it, then look again. */
+	while (w->running && w->done < ticket)
 		pthread_cond_wait(&w->cond, &w->lock);
-	served = w->done >= ticket;
-	pthread_mutex_unlock(&w->lock);
-	if (served)
-		return 0;
-	/* Begun now, after the ask: it serves the ask as the thread's would have. */
-	ret = w->job(w->arg);
-	if (!ret) {
-		pthread_mutex_lock(&w->lock);
-		if (w->done < ticket)
-			w->done = ticket;
+	if (w->done >= ticket) {
 		pthread_mutex_unlock(&w->lock);
+		return 0;
 	}
+	/* No run serves the ask yet (the thread not scheduled since, or its run for it failed, or
+	 * there is no thread): this one does, begun now, after the ask, as the thread's would
+	 * have been. The thread finds the asks served and stays idle.
+	 */
+	ret = run_job(w);
+	pthread_mutex_unlock(&w->lock);
 	return ret;
 }
 

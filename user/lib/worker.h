@@ -19,6 +19,7 @@ struct rw_worker {
 	pthread_cond_t cond;
 	pthread_t thread;
 	bool threaded, stop;
+	bool running;	 /* a run is in progress, the thread's or a waiter's */
 	uint64_t asked;	 /* asks so far: the ticket of the last one */
 	uint64_t done;	 /* the asks the last successful run began after */
 	uint64_t failed; /* the asks the last failed run began after */
@@ -33,9 +34,10 @@ bool rw_worker_start(struct rw_worker *w, rw_job_fn job, void *arg);
 /* Asks for a run of the job begun from now on; returns at once with the ask's ticket. */
 uint64_t rw_worker_ask(struct rw_worker *w);
 
-/* Returns once a run begun after the ask `ticket` has succeeded: at once if one has, else when the
- * thread's ends; when that fails (or there is no thread) the job is run by the caller, and its
- * result returned. 0 or a negative errno.
+/* Returns once a run begun after the ask `ticket` has succeeded: at once if one has; else, after
+ * the run in progress (if any) ends, the caller runs the job itself when no run has served the ask
+ * by then (the thread not yet scheduled, its run failed, or no thread), and returns its result.
+ * 0 or a negative errno.
  */
 int rw_worker_wait(struct rw_worker *w, uint64_t ticket);
 
