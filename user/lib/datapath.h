@@ -199,6 +199,16 @@ int rw_conntrack_flush(const struct rw_datapath *dp, __u32 ifindex, __be32 pod_i
 int rw_conntrack_table_fd(const struct rw_datapath *dp, __u32 ifindex);
 int rw_conntrack6_table_fd(const struct rw_datapath *dp, __u32 ifindex);
 
+/* One veth's conntrack table (fd) read a batch at a time: fn is called
+ * for each batch of n keys (struct rw_ct_key or rw_ct6_key, their size apart) and values, and may
+ * delete or rewrite them (a hash map's batch ends at a bucket's end, so the rest of the walk
+ * is not disturbed). 0 when walked; a negative errno when not even a first batch could be read
+ * (EINVAL: the kernel has no batch lookup for it): the caller walks it key by key.
+ */
+#define RW_CT_BATCH 256
+typedef void (*rw_ct_batch_fn)(void *ctx, const __u8 *keys, struct rw_ct_value *vals, __u32 n);
+int rw_conntrack_batches(int fd, rw_ct_batch_fn fn, void *ctx);
+
 /* Forget flows idle for more than an hour (TCP) or three minutes (UDP), walking the tables of
  * both families round-robin from *cursor (opaque; 0 starts over) and stopping after about
  * `budget` entries, so that one call never holds its caller long. A flow is idle from the first

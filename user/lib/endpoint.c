@@ -370,6 +370,122 @@ static int ct_expire_one(int fd, const union ct_any_key *key, bool ipv6, struct 
 	return bpf_map_delete_elem(fd, key) == 0;
 }
 
+/* One table walked key by key (where the kernel has no batch lookup for it): the entries
+ * visited, each expired one deleted one step behind the walk (deleting the current key would
+ * restart it).
+ */
+static unsigned int ct_expire_by_key(int fd, bool ipv6, __u64 now_ns, int *expired)
+{
+	union ct_any_key key, next, *kprev = NULL;
+	unsigned int visited = 0;
+	struct rw_ct_value v;
+
+	for (int more = 1; more;) {
+		more = bpf_map_get_next_key(fd, kprev, &next) == 0;
+		if (kprev && bpf_map_lookup_elem(fd, &key, &v) == 0)
+			*expired += ct_expire_one(fd, &key, ipv6, &v, now_ns);
+		key = next;
+		kprev = &key;
+		visited++;
+	}
+	return visited;
+}
+
+int rw_conntrack_batches(int fd, rw_ct_batch_fn fn, void *ctx)
+{
+	/* Keys as the kernel writes them: key_size apart. */
+	__u8 keys[RW_CT_BATCH * sizeof(struct rw_ct6_key)];
+	struct rw_ct_value vals[RW_CT_BATCH];
+	__u64 in = 0, out = 0;
+
+	for (bool first = true;; first = false) {
+		__u32 count = RW_CT_BATCH;
+		int err =
+			bpf_map_lookup_batch(fd, first ? NULL : &in, &out, keys, vals, &count, NULL)
+				? -errno
+				: 0;
+
+		/* EINVAL: no batch for this map here; ENOSPC: a bucket over a batch. */
+		if (err && err != -ENOENT)
+			return first ? err : 0;
+		fn(ctx, keys, vals, count);
+		if (err == -ENOENT)
+			return 0; /* the last batch */
+		in = out;
+	}
+}
+
+struct ct_expire {
+	bool ipv6;
+	int fd;
+	__u64 now_ns;
+	unsigned int visited;
+	int expired;
+};
+
+/* One batch of a table's expiry pass: each active entry gets its time and each expired one goes,
+ * one call each per batch where the kernel can (the walk was three bpf(2) calls per flow, on the
+ * agent's loop).
+ */
+static void ct_expire_batch(void *arg, const __u8 *keys, struct rw_ct_value *vals, __u32 count)
+{
+	LIBBPF_OPTS(bpf_map_batch_opts, upd_opts, .elem_flags = BPF_EXIST);
+	struct ct_expire *x = arg;
+	size_t ksz = x->ipv6 ? sizeof(struct rw_ct6_key) : sizeof(struct rw_ct_key);
+	__u8 upd_keys[RW_CT_BATCH * sizeof(struct rw_ct6_key)];
+	__u8 del_keys[RW_CT_BATCH * sizeof(struct rw_ct6_key)];
+	struct rw_ct_value upd_vals[RW_CT_BATCH];
+	__u32 n_upd = 0, n_del = 0;
+
+	for (__u32 i = 0; i < count; i++) {
+		const __u8 *k = keys + i * ksz;
+		__u8 proto = x->ipv6 ? ((const struct rw_ct6_key *)k)->proto
+				     : ((const struct rw_ct_key *)k)->proto;
+		struct rw_ct_value *v = &vals[i];
+
+		x->visited++;
+		if (v->active) {
+			v->active = 0;
+			v->seen_ns = x->now_ns;
+			memcpy(upd_keys + n_upd * ksz, k, ksz);
+			upd_vals[n_upd++] = *v;
+		} else if (x->now_ns > v->seen_ns &&
+			   x->now_ns - v->seen_ns > (proto == IPPROTO_TCP ? RW_CT_IDLE_TCP_NS
+									  : RW_CT_IDLE_OTHER_NS)) {
+			memcpy(del_keys + n_del++ * ksz, k, ksz);
+		}
+	}
+	if (n_upd) {
+		__u32 c = n_upd;
+
+		/* A flow gone meanwhile fails its BPF_EXIST update: the rest one by one. */
+		if (bpf_map_update_batch(x->fd, upd_keys, upd_vals, &c, &upd_opts))
+			for (__u32 i = c; i < n_upd; i++)
+				bpf_map_update_elem(x->fd, upd_keys + i * ksz, &upd_vals[i],
+						    BPF_EXIST);
+	}
+	if (n_del) {
+		__u32 c = n_del;
+
+		/* Stopped at a key gone meanwhile (ENOENT): the rest one by one. */
+		if (bpf_map_delete_batch(x->fd, del_keys, &c, NULL))
+			for (__u32 i = c; i < n_del; i++)
+				c += bpf_map_delete_elem(x->fd, del_keys + i * ksz) == 0;
+		x->expired += (int)c;
+	}
+}
+
+/* One table's expiry pass, in batches, or key by key where the kernel has none for it. */
+static unsigned int ct_expire_table(int fd, bool ipv6, __u64 now_ns, int *expired)
+{
+	struct ct_expire x = {.ipv6 = ipv6, .fd = fd, .now_ns = now_ns};
+
+	if (rw_conntrack_batches(fd, ct_expire_batch, &x))
+		return ct_expire_by_key(fd, ipv6, now_ns, expired);
+	*expired += x.expired;
+	return x.visited;
+}
+
 /* The cursor's top bit says which family's outer map the walk is in (ifindexes are positive
  * ints, so the bit is free); the rest is the last veth visited there.
  */
@@ -384,8 +500,6 @@ int rw_conntrack_expire(const struct rw_datapath *dp, __u64 now_ns, __u32 *curso
 	int expired = 0;
 
 	while (visited < budget) {
-		union ct_any_key key, next, *kprev = NULL;
-		struct rw_ct_value v;
 		int fd;
 
 		if (bpf_map_get_next_key(ct_outer(dp, ipv6), prev, &ifindex)) {
@@ -401,15 +515,7 @@ int rw_conntrack_expire(const struct rw_datapath *dp, __u64 now_ns, __u32 *curso
 		fd = ct_table_fd(dp, ifindex, ipv6);
 		if (fd < 0)
 			continue;
-		/* Delete one step behind the walk: deleting the current key would restart it. */
-		for (int more = 1; more;) {
-			more = bpf_map_get_next_key(fd, kprev, &next) == 0;
-			if (kprev && bpf_map_lookup_elem(fd, &key, &v) == 0)
-				expired += ct_expire_one(fd, &key, ipv6, &v, now_ns);
-			key = next;
-			kprev = &key;
-			visited++;
-		}
+		visited += ct_expire_table(fd, ipv6, now_ns, &expired);
 		close(fd);
 	}
 	if (visited < budget)

@@ -308,7 +308,6 @@ static void probe_flow(struct probe_sandbox *sb, const struct rw_ct_value *v,
 /* Entries read by one bpf(BPF_MAP_LOOKUP_BATCH) call: a table of a busy sandbox in a few calls
  * instead of two per entry (a pass reads every sandbox's tables twice).
  */
-#define PROBE_BATCH 256
 
 /* One entry of the veth's table of the family: probed (or counted) if it is a TCP flow of the
  * bound pod's address whose verdict is stale.
@@ -344,51 +343,42 @@ static void probe_table_by_key(struct probe_sandbox *sb, bool ip6, int fd)
 	}
 }
 
+struct probe_walk {
+	struct probe_sandbox *sb;
+	bool ip6;
+};
+
+static void probe_batch(void *arg, const __u8 *keys, struct rw_ct_value *vals, __u32 n)
+{
+	const struct probe_walk *pw = arg;
+	size_t ksz = pw->ip6 ? sizeof(struct rw_ct6_key) : sizeof(struct rw_ct_key);
+
+	for (__u32 i = 0; i < n; i++) {
+		union {
+			struct rw_ct_key k4;
+			struct rw_ct6_key k6;
+		} k;
+
+		memcpy(&k, keys + i * ksz, ksz);
+		probe_entry(pw->sb, pw->ip6, &k, &vals[i]);
+	}
+}
+
 /* The stale TCP flows of the bound pod's address in the veth's table of the family: its IPv4
- * table (rw_conntrack) or, with ip6, its rw_conntrack6 table. Read in batches: a hash map's
- * batch token is a bucket index, and a batch ends at a bucket's end, so an entry the datapath
- * adds or removes meanwhile is read once or not at all, as by a walk key by key.
+ * table (rw_conntrack) or, with ip6, its rw_conntrack6 table. Read in batches
+ * (rw_conntrack_batches()): an entry the datapath adds or removes meanwhile is read once or not
+ * at all, as by a walk key by key.
  */
 static void probe_table(struct probe_sandbox *sb, bool ip6)
 {
-	/* Keys as the kernel writes them: key_size apart. */
-	__u8 keys[PROBE_BATCH * sizeof(struct rw_ct6_key)];
-	struct rw_ct_value vals[PROBE_BATCH];
+	struct probe_walk pw = {.sb = sb, .ip6 = ip6};
 	int fd = ip6 ? rw_conntrack6_table_fd(sb->dp, sb->ifindex)
 		     : rw_conntrack_table_fd(sb->dp, sb->ifindex);
-	size_t ksz = ip6 ? sizeof(struct rw_ct6_key) : sizeof(struct rw_ct_key);
-	__u64 in = 0, out = 0;
-	bool first = true;
 
 	if (fd < 0)
 		return;
-	for (;;) {
-		__u32 count = PROBE_BATCH;
-		int err =
-			bpf_map_lookup_batch(fd, first ? NULL : &in, &out, keys, vals, &count, NULL)
-				? -errno
-				: 0;
-
-		if (err && err != -ENOENT) {
-			/* EINVAL: no batch for this map here; ENOSPC: a bucket over PROBE_BATCH. */
-			if (first)
-				probe_table_by_key(sb, ip6, fd);
-			break;
-		}
-		for (__u32 i = 0; i < count; i++) {
-			union {
-				struct rw_ct_key k4;
-				struct rw_ct6_key k6;
-			} k;
-
-			memcpy(&k, keys + i * ksz, ksz);
-			probe_entry(sb, ip6, &k, &vals[i]);
-		}
-		if (err == -ENOENT)
-			break; /* the last batch */
-		in = out;
-		first = false;
-	}
+	if (rw_conntrack_batches(fd, probe_batch, &pw))
+		probe_table_by_key(sb, ip6, fd);
 	close(fd);
 }
 
