@@ -75,7 +75,10 @@ static __u16 rules_skip(const struct rw_policy_rule *rules, size_t n, __u16 no_e
 	__u16 skip =
 		(no_exact | no_cidr | all_special) | RW_SKIP6(no_exact | no_cidr | all_special);
 
-	for (size_t i = 0; i < n; i++) {
+	/* Every apply computes this for every run: it stops once no bit is left to clear (a run
+	 * with rules of both kinds and families after a few of them).
+	 */
+	for (size_t i = 0; i < n && skip; i++) {
 		const struct rw_policy_rule *r = &rules[i];
 		bool six = rw_policy_rule_is6(r);
 		__u16 shift = six ? 8 : 0;
@@ -84,7 +87,8 @@ static __u16 rules_skip(const struct rw_policy_rule *rules, size_t n, __u16 no_e
 			skip &= ~(no_exact << shift);
 		else
 			skip &= ~(no_cidr << shift);
-		if (six ? !in_special6(r->addr6, r->prefixlen) : !in_special(r->addr, r->prefixlen))
+		if ((skip & (all_special << shift)) && (six ? !in_special6(r->addr6, r->prefixlen)
+							    : !in_special(r->addr, r->prefixlen)))
 			skip &= ~(all_special << shift);
 	}
 	return skip;
