@@ -6,7 +6,9 @@
  * left clear costs a lookup, a bit set wrongly a verdict.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,11 +96,51 @@ static __u16 rules_skip(const struct rw_policy_rule *rules, size_t n, __u16 no_e
 	return skip;
 }
 
+/* The run's bits of the runs seen last, by their digest (rw_policy_run_digest(), which apply.c
+ * already takes as the run's identity): every apply computes every run's bits, and reading
+ * every rule of 100 000 again took a 1 % change's planning from 1.7 ms to 3.6-3.9 ms.
+ */
+#define RUN_CACHE 16384 /* 384 KiB; a node of 1 000 runs collides in about 3 % */
+static struct {
+	uint64_t digest[2];
+	__u16 skip;
+	bool set;
+} run_cache[RUN_CACHE];
+static pthread_mutex_t run_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static __u16 run_skip(const struct rw_policy_run *run)
+{
+	bool known = run->digest[0] || run->digest[1]; /* 0: not set (a run made otherwise) */
+	size_t i = run->digest[0] % RUN_CACHE;
+	bool hit = false;
+	__u16 skip = 0;
+
+	if (known) {
+		pthread_mutex_lock(&run_cache_lock);
+		hit = run_cache[i].set && run_cache[i].digest[0] == run->digest[0] &&
+		      run_cache[i].digest[1] == run->digest[1];
+		skip = run_cache[i].skip;
+		pthread_mutex_unlock(&run_cache_lock);
+	}
+	if (hit)
+		return skip;
+	skip = rules_skip(run->allow, run->n_allow, RW_SKIP_RUN_EXACT, RW_SKIP_RUN_CIDR, 0);
+	if (known) {
+		pthread_mutex_lock(&run_cache_lock);
+		run_cache[i].digest[0] = run->digest[0];
+		run_cache[i].digest[1] = run->digest[1];
+		run_cache[i].skip = skip;
+		run_cache[i].set = true;
+		pthread_mutex_unlock(&run_cache_lock);
+	}
+	return skip;
+}
+
 __u16 rw_pod_lookups(const struct rw_policy *p, const struct rw_policy_run *run)
 {
 	__u16 skip = rules_skip(p->services, p->n_services, RW_SKIP_SVC_EXACT, RW_SKIP_SVC_CIDR,
 				RW_SKIP_SVC_PUBLIC) |
-		     rules_skip(run->allow, run->n_allow, RW_SKIP_RUN_EXACT, RW_SKIP_RUN_CIDR, 0);
+		     run_skip(run);
 	bool deny_special = true;
 
 	for (size_t i = 0; i < p->n_deny && deny_special; i++)
