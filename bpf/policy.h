@@ -24,6 +24,7 @@
  */
 struct rw_view {
 	__u8 lease_expired; /* the lease-expired policy: services and inbound only */
+	__u32 slot;	    /* the live slot, for rw_egress_judge() (in lease_expired's padding) */
 	void *pods;
 	void *allow_exact;
 	void *allow_cidr;
@@ -78,6 +79,7 @@ static __always_inline int rw_view_load(struct rw_view *v, __u64 state)
 {
 	__u32 slot = RW_STATE_SLOT(state);
 
+	v->slot = slot;
 	v->pods = bpf_map_lookup_elem(&rw_pods, &slot);
 	v->allow_exact = bpf_map_lookup_elem(&rw_allow_exact, &slot);
 	v->allow_cidr = bpf_map_lookup_elem(&rw_allow_cidr, &slot);
@@ -132,10 +134,12 @@ static __always_inline int rw_is_special(__be32 addr)
 }
 
 /* An explicit allow rule of one scope (0: the platform's services, else a run's index) for
- * (daddr, dport, proto): the exact entry by hash first, then CIDR entries by LPM.
+ * (daddr, dport, proto) in a slot's tables: the exact entry by hash first, then CIDR entries by
+ * LPM, each unless no_exact or no_cidr (the pod's RW_SKIP_* bits) says the scope has none.
  */
-static __always_inline struct rw_rule *rw_find_allow(const struct rw_view *v, __u32 scope,
-						     __be32 daddr, __be16 dport, __u8 proto,
+static __always_inline struct rw_rule *rw_find_allow(void *allow_exact, void *allow_cidr,
+						     __u32 scope, __be32 daddr, __be16 dport,
+						     __u8 proto, __u32 no_exact, __u32 no_cidr,
 						     __u8 *path)
 {
 	struct rw_allow_key k = {.scope = scope, .daddr = daddr, .dport = dport, .proto = proto};
@@ -148,13 +152,31 @@ static __always_inline struct rw_rule *rw_find_allow(const struct rw_view *v, __
 	};
 	struct rw_rule *r;
 
-	*path = RW_PATH_RULE;
-	r = bpf_map_lookup_elem(v->allow_exact, &k);
+	/* *path is written only with a rule found, so that every path that finds none leaves the
+	 * verifier the same state, skipped lookups or not.
+	 */
+	if (!no_exact) {
+		r = bpf_map_lookup_elem(allow_exact, &k);
+		if (r) {
+			*path = RW_PATH_RULE;
+			return r;
+		}
+	}
+	if (no_cidr)
+		return NULL;
+	r = bpf_map_lookup_elem(allow_cidr, &lk);
 	if (r)
-		return r;
-	*path = RW_PATH_RULE_CIDR;
-	return bpf_map_lookup_elem(v->allow_cidr, &lk);
+		*path = RW_PATH_RULE_CIDR;
+	return r;
 }
+
+/* rw_egress_judge()'s last argument: the pod's RW_SKIP_* bits (the low 16), and these. */
+#define RW_JUDGE_LEASE_EXPIRED (1u << 16)
+#define RW_JUDGE_OPEN	       (1u << 17) /* the pod's egress mode is open */
+
+/* What rw_egress_judge() returns: the reason, the allow path and the rule id in one number. */
+#define RW_JUDGED(reason, path, rule_id) \
+	((__u64)(reason) | (__u64)(path) << 8 | (__u64)(rule_id) << 32)
 
 /* The egress policy for a pod talking to daddr:dport over TCP or UDP, in contract order:
  * metadata, the platform's services, private and special ranges and the deny list, the run's
@@ -162,29 +184,55 @@ static __always_inline struct rw_rule *rw_find_allow(const struct rw_view *v, __
  * ranges: only `services` may name a private address (the parser refuses run rules that do;
  * this is the same rule once more, in the kernel). Under an expired lease the run's rules and
  * its egress mode are not consulted: what services do not allow is lease-expired.
+ *
+ * A lookup that the pod's RW_SKIP_* bits say cannot match is not made (the services' where
+ * every service is inside a special range and daddr is in none; the deny list where every
+ * entry is inside one, so it can only say what rw_is_special() said; a table with no entry of
+ * that scope). The verdict is the same as with every lookup made, as long as the bits describe
+ * the slot's own tables: the invariant the agent keeps by writing each pod's value from the
+ * snapshot that fills that slot (user/lib/pod_lookups.c), and that test_datapath's "lookups"
+ * step and the differential test check.
+ *
+ * A global function (verified once, on its own, not at each of its callers: the bits' branches
+ * would multiply the verifier's paths wherever it was inlined), so its arguments are plain
+ * numbers: the live slot, the pod's run index, daddr, dport | proto << 16, and the pod's bits
+ * with RW_JUDGE_*. It returns RW_JUDGED(reason, path, rule id); the path and rule id only with
+ * RW_REASON_ALLOWED. A slot's table that is missing refuses (private-destination).
  */
-static __always_inline int rw_egress_policy(const struct rw_view *v, const struct rw_pod *pod,
-					    __be32 daddr, __be16 dport, __u8 proto, __u32 *rule_id,
-					    __u8 *path)
+__noinline __u64 rw_egress_judge(__u32 slot, __u32 run_idx, __u32 daddr, __u32 port_proto,
+				 __u32 bits)
 {
+	__be16 dport = (__be16)port_proto;
+	__u8 proto = port_proto >> 16, rule_path = RW_PATH_NONE;
 	struct rw_cidr_lpm_key dk = {.prefixlen = 32, .addr = daddr};
+	void *allow_exact, *allow_cidr, *deny;
 	struct rw_rule *rule;
-	__u8 rule_path = RW_PATH_NONE;
 	int special;
 
 	if (rw_is_metadata(daddr))
 		return RW_REASON_METADATA;
-	rule = rw_find_allow(v, 0, daddr, dport, proto, &rule_path);
-	if (rule)
-		goto allowed;
-	special = rw_is_special(daddr) || bpf_map_lookup_elem(v->deny, &dk);
+	allow_exact = bpf_map_lookup_elem(&rw_allow_exact, &slot);
+	allow_cidr = bpf_map_lookup_elem(&rw_allow_cidr, &slot);
+	deny = bpf_map_lookup_elem(&rw_deny, &slot);
+	if (!allow_exact || !allow_cidr || !deny)
+		return RW_REASON_PRIVATE_DESTINATION;
+	special = rw_is_special(daddr);
+	if (special || !(bits & RW_SKIP_SVC_PUBLIC)) {
+		rule = rw_find_allow(allow_exact, allow_cidr, 0, daddr, dport, proto,
+				     bits & RW_SKIP_SVC_EXACT, bits & RW_SKIP_SVC_CIDR, &rule_path);
+		if (rule)
+			goto allowed;
+	}
+	if (!special && !(bits & RW_SKIP_DENY))
+		special = bpf_map_lookup_elem(deny, &dk) != NULL;
 	/* The lease-expired policy ends here: the run's rules and egress mode are not consulted. */
-	if (v->lease_expired)
+	if (bits & RW_JUDGE_LEASE_EXPIRED)
 		return dport == bpf_htons(53) ? RW_REASON_DNS
 		       : special	      ? RW_REASON_PRIVATE_DESTINATION
 					      : RW_REASON_LEASE_EXPIRED;
 	if (!special) {
-		rule = rw_find_allow(v, pod->run_idx, daddr, dport, proto, &rule_path);
+		rule = rw_find_allow(allow_exact, allow_cidr, run_idx, daddr, dport, proto,
+				     bits & RW_SKIP_RUN_EXACT, bits & RW_SKIP_RUN_CIDR, &rule_path);
 		if (rule)
 			goto allowed;
 	}
@@ -192,15 +240,35 @@ static __always_inline int rw_egress_policy(const struct rw_view *v, const struc
 		return RW_REASON_DNS;
 	if (special)
 		return RW_REASON_PRIVATE_DESTINATION;
-	if (pod->egress_mode == RW_EGRESS_OPEN) {
-		*path = RW_PATH_OPEN;
-		return RW_REASON_ALLOWED;
-	}
+	if (bits & RW_JUDGE_OPEN)
+		return RW_JUDGED(RW_REASON_ALLOWED, RW_PATH_OPEN, 0);
 	return RW_REASON_NOT_ALLOWLISTED;
 allowed:
-	*rule_id = rule->rule_id;
-	*path = rule_path;
-	return RW_REASON_ALLOWED;
+	return RW_JUDGED(RW_REASON_ALLOWED, rule_path, rule->rule_id);
+}
+
+/* rw_egress_judge() for a pod's packet under the view: its reason, with *rule_id and *path set
+ * as the rule or mode that allowed it says (untouched for a refusal; *rule_id untouched for
+ * open egress).
+ */
+static __always_inline int rw_egress_policy(const struct rw_view *v, const struct rw_pod *pod,
+					    __be32 daddr, __be16 dport, __u8 proto, __u32 *rule_id,
+					    __u8 *path)
+{
+	__u32 bits = pod->skip | (v->lease_expired ? RW_JUDGE_LEASE_EXPIRED : 0) |
+		     (pod->egress_mode == RW_EGRESS_OPEN ? RW_JUDGE_OPEN : 0);
+	__u64 r = rw_egress_judge(v->slot, pod->run_idx, daddr, dport | (__u32)proto << 16, bits);
+	int reason = r & 0xff;
+
+	/* Bounded for the verifier, which knows nothing of what the global function returns. */
+	if (reason >= RW_REASON_COUNT)
+		return RW_REASON_PRIVATE_DESTINATION;
+	if (reason != RW_REASON_ALLOWED)
+		return reason;
+	*path = r >> 8 & 0xff;
+	if (*path != RW_PATH_OPEN)
+		*rule_id = r >> 32;
+	return reason;
 }
 
 /* ---- IPv6 ---------------------------------------------------------------------------------- */
@@ -296,18 +364,25 @@ enum rw_embedded4_verdict {
 	RW_EMB4_NAT64 = 4,
 };
 
-/* The lookups of an IPv6 destination (a0..a3, network byte order) under `slot` that its
- * embedded IPv4 address needs: the IPv6 deny list, the declared NAT64 prefix (RW_SCOPE_NAT64 in
- * the slot's rw_allow_cidr6), then the forms of rw_embedded4(), metadata before private, a
- * Teredo server's as its client's. A global function (verified once, on its own), so its
- * arguments are plain numbers, and what it returns is one of five that its caller turns into
- * constants: the IPv6 judgement after it is walked once for every form, not once per form. A
- * slot's table that is missing refuses (private-destination).
+/* rw_embedded4_check()'s first argument: the live slot, and this bit where the pod's
+ * RW_SKIP_NAT64 says the snapshot declares no NAT64 prefix.
  */
-__noinline int rw_embedded4_check(__u32 slot, __u32 a0, __u32 a1, __u32 a2, __u32 a3)
+#define RW_EMB4_NO_NAT64 0x100u
+
+/* The lookups of an IPv6 destination (a0..a3, network byte order) under the slot of
+ * `slot_arg` that its embedded IPv4 address needs: the IPv6 deny list, the declared NAT64
+ * prefix (RW_SCOPE_NAT64 in the slot's rw_allow_cidr6; not where slot_arg has
+ * RW_EMB4_NO_NAT64), then the forms of rw_embedded4(), metadata before private, a Teredo
+ * server's as its client's. A global function (verified once, on its own), so its arguments
+ * are plain numbers, and what it returns is one of five that its caller turns into constants:
+ * the IPv6 judgement after it is walked once for every form, not once per form. A slot's table
+ * that is missing refuses (private-destination).
+ */
+__noinline int rw_embedded4_check(__u32 slot_arg, __u32 a0, __u32 a1, __u32 a2, __u32 a3)
 {
 	__be32 addr[4] = {a0, a1, a2, a3}, v4 = 0, server = 0;
 	struct rw_cidr_lpm_key dk = {.prefixlen = 32};
+	__u32 slot = slot_arg & 0xff;
 	void *deny, *deny6;
 	int kind, denied6;
 
@@ -320,7 +395,7 @@ __noinline int rw_embedded4_check(__u32 slot, __u32 a0, __u32 a1, __u32 a2, __u3
 		__builtin_memcpy(k.addr, addr, sizeof(k.addr));
 		denied6 = bpf_map_lookup_elem(deny6, &k) != NULL;
 	}
-	{
+	if (!(slot_arg & RW_EMB4_NO_NAT64)) {
 		struct rw_allow6_lpm_key k = {
 			.prefixlen = RW_ALLOW_LPM_FIXED_BITS + 128,
 			.scope = RW_SCOPE_NAT64,
@@ -359,20 +434,23 @@ __noinline int rw_embedded4_check(__u32 slot, __u32 a0, __u32 a1, __u32 a2, __u3
  */
 static __always_inline struct rw_rule *rw_find_allow6(const struct rw_view6 *v, __u32 scope,
 						      const __be32 *daddr, __be16 dport, __u8 proto,
-						      __u8 *path)
+						      __u32 no_exact, __u32 no_cidr, __u8 *path)
 {
-	struct rw_rule *r;
+	struct rw_rule *r = NULL;
 
-	*path = RW_PATH_RULE;
-	{
+	/* *path as rw_find_allow() writes it: only with a rule found. */
+	if (!no_exact) {
 		struct rw_allow6_key k = {.scope = scope, .dport = dport, .proto = proto};
 
 		__builtin_memcpy(k.daddr, daddr, sizeof(k.daddr));
 		r = bpf_map_lookup_elem(v->allow_exact6, &k);
 	}
-	if (r)
+	if (r) {
+		*path = RW_PATH_RULE;
 		return r;
-	*path = RW_PATH_RULE_CIDR;
+	}
+	if (no_cidr)
+		return NULL;
 	{
 		struct rw_allow6_lpm_key lk = {
 			.prefixlen = RW_ALLOW_LPM_FIXED_BITS + 128,
@@ -384,6 +462,8 @@ static __always_inline struct rw_rule *rw_find_allow6(const struct rw_view6 *v, 
 		__builtin_memcpy(lk.daddr, daddr, sizeof(lk.daddr));
 		r = bpf_map_lookup_elem(v->allow_cidr6, &lk);
 	}
+	if (r)
+		*path = RW_PATH_RULE_CIDR;
 	return r;
 }
 
@@ -422,11 +502,13 @@ static __always_inline int rw_egress_policy6(const struct rw_view6 *v, const str
 					     const __be32 *pod_ip6, const __be32 *daddr,
 					     __be16 dport, __u8 proto, __u32 *rule_id, __u8 *path)
 {
+	__u32 skip = pod->skip;
 	struct rw_rule *rule;
 	__u8 rule_path = RW_PATH_NONE;
-	int special, emb;
+	int special, special6, emb;
 
-	emb = rw_embedded4_check(v->slot, daddr[0], daddr[1], daddr[2], daddr[3]);
+	emb = rw_embedded4_check(v->slot | (skip & RW_SKIP_NAT64 ? RW_EMB4_NO_NAT64 : 0), daddr[0],
+				 daddr[1], daddr[2], daddr[3]);
 	if (emb == RW_EMB4_NAT64)
 		return rw_egress_policy(&v->v, pod, daddr[3], dport, proto, rule_id, path);
 	if (emb == RW_EMB4_METADATA)
@@ -437,17 +519,23 @@ static __always_inline int rw_egress_policy6(const struct rw_view6 *v, const str
 
 	if (rw_is_metadata6(daddr))
 		return RW_REASON_METADATA;
-	rule = rw_find_allow6(v, 0, daddr, dport, proto, &rule_path);
-	if (rule)
-		goto allowed;
-	special = special || rw_is_special6(daddr) || rw_in_pod64(daddr, pod_ip6) ||
-		  rw_is_pod6(v, daddr);
+	/* The pod's RW_SKIP_* as rw_egress_policy() reads them, IPv6's byte. */
+	special6 = rw_is_special6(daddr);
+	if (special6 || !(skip & RW_SKIP6(RW_SKIP_SVC_PUBLIC))) {
+		rule = rw_find_allow6(v, 0, daddr, dport, proto, skip & RW_SKIP6(RW_SKIP_SVC_EXACT),
+				      skip & RW_SKIP6(RW_SKIP_SVC_CIDR), &rule_path);
+		if (rule)
+			goto allowed;
+	}
+	special = special || special6 || rw_in_pod64(daddr, pod_ip6) || rw_is_pod6(v, daddr);
 	if (v->v.lease_expired)
 		return dport == bpf_htons(53) ? RW_REASON_DNS
 		       : special	      ? RW_REASON_PRIVATE_DESTINATION
 					      : RW_REASON_LEASE_EXPIRED;
 	if (!special) {
-		rule = rw_find_allow6(v, pod->run_idx, daddr, dport, proto, &rule_path);
+		rule = rw_find_allow6(v, pod->run_idx, daddr, dport, proto,
+				      skip & RW_SKIP6(RW_SKIP_RUN_EXACT),
+				      skip & RW_SKIP6(RW_SKIP_RUN_CIDR), &rule_path);
 		if (rule)
 			goto allowed;
 	}

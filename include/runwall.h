@@ -351,9 +351,36 @@ struct rw_pod {
 	__u32 run_gen;	  /* revision in which this run's policy last changed */
 	__u8 egress_mode; /* enum rw_egress_mode */
 	__u8 refusal;	  /* enum rw_refusal_mode: the run's, or the node's when it has none */
-	__u8 pad[6];
+	__u16 skip;	  /* RW_SKIP_*: the egress lookups that cannot match (0: make them all) */
+	__u8 pad[4];
 };
 _Static_assert(sizeof(struct rw_pod) == 80, "rw_pod layout");
+
+/* rw_pod.skip: which of the egress policy's lookups (bpf/policy.h) cannot match for this pod,
+ * as the agent found them in the snapshot that fills the same slot (rw_pod_lookups(), in
+ * user/lib/pod_lookups.c). The pod's value is written with the slot's tables, before the flip
+ * that makes them live, so a flag always describes the tables it is read beside. A bit set
+ * means "skip"; 0 means "look it up", so a value with none (an older agent's, a test's) is only
+ * slower, never another verdict. The low byte is for IPv4 destinations (and a declared NAT64
+ * prefix's, judged as IPv4), the same bits << 8 (RW_SKIP6()) for IPv6 ones.
+ */
+#define RW_SKIP_SVC_EXACT (1u << 0) /* the services have no exact (/32, /128) entry */
+#define RW_SKIP_SVC_CIDR  (1u << 1) /* the services have no CIDR entry */
+/* Every service lies inside a compiled-in special range (RW_SPECIAL_RANGES): a destination in
+ * none of them matches no service.
+ */
+#define RW_SKIP_SVC_PUBLIC (1u << 2)
+/* Every deny entry lies inside a special range (or there is none): the deny list can only refuse
+ * what rw_is_special() refuses already. IPv4 only (the IPv6 deny list also weighs on NAT64).
+ */
+#define RW_SKIP_DENY	  (1u << 3)
+#define RW_SKIP_RUN_EXACT (1u << 4) /* the run has no exact entry */
+#define RW_SKIP_RUN_CIDR  (1u << 5) /* the run has no CIDR entry */
+#define RW_SKIP6(bits)	  ((bits) << 8)
+/* The snapshot declares no NAT64 prefix (RW_SCOPE_NAT64): an IPv6 destination is not looked up
+ * under it. IPv6's byte only.
+ */
+#define RW_SKIP_NAT64 RW_SKIP6(1u << 6)
 
 /* rw_allow_exact[slot]: O(1) exact allow. scope 0 = services (every sandbox), otherwise the
  * run_idx of the run the rule belongs to. proto is IPPROTO_TCP or IPPROTO_UDP.

@@ -411,6 +411,53 @@ static void answered(struct rw_datapath *dp, int base_prog, struct probe_pkt *tc
 	free(json);
 }
 
+/* What a refusal's event costs (issue 35): the warm drop path of the same packets with no
+ * budget (event_rate 0: no bucket read, every event sent), through a budget that never runs
+ * out (the token bucket read and moved, every event sent), and with the budget spent (the
+ * bucket read; no ring reserve or submit, no clock read, no socket reads). The difference of
+ * the last two is the event itself. "No budget" again after.
+ */
+static void event_cost(struct rw_datapath *dp, int base_prog, struct probe_pkt *drop, int n,
+		       int rounds, int nrules)
+{
+	static const struct {
+		const char *name, *key;
+		__u32 rate, burst;
+	} modes[] = {
+		{"no budget, every event sent", "drop_event_nobudget", 0, 0},
+		{"a budget never spent, every event sent", "drop_event_budget", 2000000000u,
+		 2000000000u},
+		{"the budget spent, no event", "drop_event_spent", 1, 1},
+	};
+	double base[16], ns[3][16], b;
+	struct rw_config cfg;
+	char name[160];
+
+	for (int rd = 0; rd < rounds; rd++) {
+		base[rd] = pass(base_prog, drop, n, 99, 32);
+		for (int m = 0; m < 3; m++) {
+			rw_config_read(dp, &cfg);
+			cfg.event_rate = modes[m].rate;
+			cfg.event_burst = modes[m].burst;
+			rw_config_write(dp, &cfg);
+			ns[m][rd] = pass(dp->prog_fd[RW_DIR_EGRESS], drop, n, 2, 32);
+		}
+	}
+	rw_config_read(dp, &cfg);
+	cfg.event_rate = 0;
+	rw_config_write(dp, &cfg);
+	b = pct(base, rounds, 0.5);
+	for (int m = 0; m < 3; m++) {
+		double v = pct(ns[m], rounds, 0.5);
+
+		snprintf(name, sizeof(name), "drop (not allowlisted), %s, %d rules", modes[m].name,
+			 nrules);
+		row("per-packet", name, v / b, "x empty", NULL, 0,
+		    json_pack("{s:i, s:s, s:f, s:f}", "rules", nrules, "path", modes[m].key, "ns",
+			      v, "empty_ns", b));
+	}
+}
+
 static void per_packet(struct rw_datapath *dp, int base_prog, double ratios[][P_COUNT], int si,
 		       int runs, int rules)
 {
@@ -587,6 +634,8 @@ static void per_packet(struct rw_datapath *dp, int base_prog, double ratios[][P_
 				      "ns", ns6, "ip4_ns", ns4));
 		}
 	}
+	if (si == 1)
+		event_cost(dp, base_prog, drop, n, rounds, runs * rules);
 	answered(dp, base_prog, drop, udp, n, rounds, 101 + 2 * si, runs, rules, &p);
 	for (int v = 0; v < NVETH; v++)
 		rw_endpoint_unbind(dp, ifindex[v]);

@@ -123,6 +123,7 @@ static const struct dp_step {
 	{"ndp", test_ndp},
 	{"icmp6", test_icmp6},
 	{"icmp6 teardown", icmp6_teardown},
+	{"lookups", test_lookups},
 };
 
 int main(void)

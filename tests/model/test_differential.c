@@ -35,6 +35,7 @@
 #include "log.h"
 #include "model.h"
 #include "pkt.h"
+#include "pod_lookups.h"
 #include "policy.h"
 #include "reasons.h"
 #include "runwall.skel.h"
@@ -536,6 +537,23 @@ static void gen_any_target(struct sbuf *b, int allow_ip, int public_only, int pe
 		gen_target(b, allow_ip, public_only);
 }
 
+/* A prefix inside a special range (its length or longer), for deny lists and services that the
+ * pods' RW_SKIP_* bits can skip; one in six a bit shorter than its range, which is not inside
+ * it (the bits must then stay clear). Never one that covers a metadata address.
+ */
+static __u32 special_sub(int *len)
+{
+	__u32 net;
+
+	do {
+		int i = rnd(NSPECIAL), l = special[i].len;
+
+		*len = chance(16) && l > 1 ? l - 1 - rnd(l > 4 ? 4 : l - 1) : l + rnd(33 - l);
+		net = (special[i].net | ((__u32)rnd64() & ~mask_of(l))) & mask_of(*len);
+	} while (covers_metadata(net, *len));
+	return net;
+}
+
 static const char *const egress_modes[] = {"allowlist", "open"};
 static const char *const refusal_modes[] = {"answer", "drop"};
 
@@ -545,6 +563,10 @@ static char *gen_snapshot(__u64 revision)
 	__u32 used_pods[64];
 	struct a6 used_pods6[64];
 	int n_used = 0, n_used6 = 0, n, dual = chance(75), p6 = dual ? 40 : 0;
+	/* Snapshots whose IPv4 deny list, or services, lie inside the special ranges, or that have
+	 * none: the pods' RW_SKIP_* bits skip those lookups (pod_lookups.c).
+	 */
+	int deny_special = chance(35), svc_special = chance(35);
 
 	sb_printf(&b, "{\"revision\": %llu", (unsigned long long)revision);
 	if (chance(70))
@@ -572,6 +594,8 @@ static char *gen_snapshot(__u64 revision)
 				mask6(&net, len);
 			} while (covers_metadata6(&net, len) || in_embedded6(&net, len));
 			ip6_str(&net, s);
+		} else if (deny_special) {
+			ip_str(special_sub(&len), s);
 		} else {
 			ip_str(pick_addr() & mask_of(len), s);
 		}
@@ -581,7 +605,18 @@ static char *gen_snapshot(__u64 revision)
 	n = rnd(9);
 	for (int i = 0; i < n; i++) {
 		sb_printf(&b, "%s{\"name\": \"svc-%d\", ", i ? ", " : "", i);
-		gen_any_target(&b, 1, 0, p6);
+		if (svc_special && !chance(p6)) {
+			char s[INET_ADDRSTRLEN];
+			int len;
+
+			ip_str(special_sub(&len), s);
+			if (len == 32 && chance(50))
+				sb_printf(&b, "\"ip\": \"%s\"", s);
+			else
+				sb_printf(&b, "\"cidr\": \"%s/%d\"", s, len);
+		} else {
+			gen_any_target(&b, 1, 0, p6);
+		}
 		gen_ports(&b);
 		gen_from(&b);
 		sb_printf(&b, "}");
@@ -770,6 +805,8 @@ struct stats {
 	unsigned long long revokes, revokes_ended; /* refused segments of known flows reset */
 	unsigned long long ipv6, ipv6_allowed, ndp, icmp6_errors, revokes6;
 	unsigned long long by_reason6[RW_REASON_COUNT + 1];
+	/* runs applied whose pods skip each lookup (bit i: RW_SKIP_* 1 << i, IPv6's from 8) */
+	unsigned long long runs, by_skip[16];
 };
 
 static struct stats st;
@@ -1841,6 +1878,18 @@ static int next_snapshot(__u64 revision)
 				ct_forget(ifindex_of[v]);
 		rw_policy_free(&snaps[0]);
 	}
+	/* The pods' RW_SKIP_* bits, read back from the slot now live, against its own tables. */
+	if (rw_pod_lookups_check(&dp, err, sizeof(err))) {
+		printf("  DIFF the pods' lookup bits: %s\n    %s", err, json);
+		st.diffs++;
+	}
+	for (size_t r = 0; r < next.n_runs; r++) {
+		__u16 skip = rw_pod_lookups(&next, &next.runs[r]);
+
+		st.runs++;
+		for (int i = 0; i < 16; i++)
+			st.by_skip[i] += skip >> i & 1;
+	}
 	snaps[0] = next;
 	have_snap = 1;
 	cur_snap = &snaps[0];
@@ -2559,6 +2608,12 @@ int main(int argc, char **argv)
 			       st.by_reason6[r]);
 	printf("\n");
 	printf("# under an expired lease: %llu packets\n", lease_packets);
+	printf("# lookups the pods skip, of %llu runs applied: services exact %llu, CIDR %llu, all "
+	       "special %llu, deny %llu, run exact %llu, CIDR %llu; IPv6: %llu, %llu, %llu, -, %llu, "
+	       "%llu, NAT64 %llu\n",
+	       st.runs, st.by_skip[0], st.by_skip[1], st.by_skip[2], st.by_skip[3], st.by_skip[4],
+	       st.by_skip[5], st.by_skip[8], st.by_skip[9], st.by_skip[10], st.by_skip[12],
+	       st.by_skip[13], st.by_skip[14]);
 	for (int a = 0; a <= RW_REASON_COUNT; a++)
 		for (int b = 0; b <= RW_REASON_COUNT; b++)
 			if (diff_pairs[a][b])

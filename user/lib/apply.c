@@ -28,6 +28,7 @@
 #include "grace.h"
 #include "bpf_compat.h"
 #include "log.h"
+#include "pod_lookups.h"
 #include "principals.h"
 #include "util.h"
 #include "veth.h"
@@ -610,6 +611,8 @@ static int shadow_build(struct shadow *s, const struct rw_policy *p, const struc
 		g->pod.run_gen = slots[r].gen;
 		g->pod.egress_mode = rw_policy_run_egress(p, run);
 		g->pod.refusal = rw_policy_run_refusal(p, run);
+		g->pod.skip =
+			rw_pod_lookups(p, run); /* in the pod's value, so a change rewrites it */
 		snprintf(g->pod.run_id, sizeof(g->pod.run_id), "%s", run->id);
 		if (slots[r].same && live && live->known) {
 			const struct group *lg = shadow_find_at(live, run->id, r + 1);

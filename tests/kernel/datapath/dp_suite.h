@@ -297,4 +297,7 @@ void icmp6_teardown(void);
 void test_ndp(void);
 void test_icmp6(void);
 
+/* lookups.c */
+void test_lookups(void);
+
 #endif /* RUNWALL_TEST_DP_SUITE_H */
