@@ -302,7 +302,9 @@ def make_control_handler(st):
                     return self.reply({"sent_ns": now})
                 if u.path == "/mode":
                     st.mode = q.get("m", ["normal"])[0]
-                    return self.reply({"mode": st.mode})
+                    # ns: after the switch (under the lock, as each stream's ns): a stream
+                    # of a later ns runs in this mode from its start
+                    return self.reply({"mode": st.mode, "ns": time.monotonic_ns()})
                 base = st.revision
                 if u.path == "/snapshot":
                     st.snapshot = json.loads(body)
