@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /* view_publish.c: the agent's state handed to the HTTP view on the loop's tick (when something
- * changed, at most every 100 ms, and every second): the agent's part of the status (the control socket's reply, which
- * the view makes the node's document of for /api/status), readiness for /readyz (a snapshot is
- * enforced, its lease, if it has one, has not expired, and every known sandbox veth has both
- * programs attached) and what /metrics needs of the agent. The HTTP threads never read the
- * agent's own structures.
+ * changed, at most every 100 ms, and every second): the agent's part of the status (the control
+ * socket's reply, which the view makes the node's document of for /api/status), readiness for
+ * /readyz (a snapshot is enforced, its lease, if it has one, has not expired, and every known
+ * sandbox veth has both programs attached) and what /metrics needs of the agent. The HTTP threads
+ * never read the agent's own structures.
  */
 #include <stdio.h>
 #include <stdlib.h>
