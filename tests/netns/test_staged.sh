@@ -179,7 +179,7 @@ drops_txt_done() { ! kill -0 "$drops_txt_pid" 2>/dev/null; }
 rw_wait 10 drops_txt_done || true
 diag <"$RW_WORK/drops.txt"
 if grep -q "93.184.216.34:443 .*STAGED r2: allowed by runs\[0\]\.allow\[0\]" "$RW_WORK/drops.txt" &&
-	! grep "9000" "$RW_WORK/drops.txt" | grep -q STAGED; then
+	! grep -- "-> 93.184.216.34:9000 " "$RW_WORK/drops.txt" | grep -q STAGED; then
 	ok "drops (text): the events to 93.184.216.34:443 marked STAGED r2, those to :9000 not"
 else
 	not_ok "drops (text): $(cat "$RW_WORK/drops.txt")"
