@@ -349,25 +349,42 @@ union ct_any_key {
 	struct rw_ct6_key k6;
 };
 
-/* Packets mark a flow active (no clock on the datapath's fast path); the pass turns that into
- * a time. An update racing a packet at worst writes back an older stamp, which only costs the
- * flow one full judgement.
+enum ct_fate { CT_KEEP, CT_TOUCHED, CT_EXPIRED };
+
+/* What the pass does with one flow (key of the family ipv6 says): packets mark a flow active
+ * (no clock on the datapath's fast path), and the pass turns that into a time in *v, to write
+ * back (CT_TOUCHED); a flow idle past its protocol's limit goes (CT_EXPIRED). A write-back
+ * racing a packet at worst stores an older stamp, which only costs the flow one full judgement.
  */
-static int ct_expire_one(int fd, const union ct_any_key *key, bool ipv6, struct rw_ct_value *v,
-			 __u64 now_ns)
+static enum ct_fate ct_fate(const void *key, bool ipv6, struct rw_ct_value *v, __u64 now_ns)
 {
-	__u8 proto = ipv6 ? key->k6.proto : key->k4.proto;
+	__u8 proto = ipv6 ? ((const struct rw_ct6_key *)key)->proto
+			  : ((const struct rw_ct_key *)key)->proto;
 
 	if (v->active) {
 		v->active = 0;
 		v->seen_ns = now_ns;
+		return CT_TOUCHED;
+	}
+	if (now_ns > v->seen_ns &&
+	    now_ns - v->seen_ns > (proto == IPPROTO_TCP ? RW_CT_IDLE_TCP_NS : RW_CT_IDLE_OTHER_NS))
+		return CT_EXPIRED;
+	return CT_KEEP;
+}
+
+/* ct_fate() carried out on one flow: 1 when it was forgotten. */
+static int ct_expire_one(int fd, const union ct_any_key *key, bool ipv6, struct rw_ct_value *v,
+			 __u64 now_ns)
+{
+	switch (ct_fate(key, ipv6, v, now_ns)) {
+	case CT_TOUCHED:
 		bpf_map_update_elem(fd, key, v, BPF_EXIST);
 		return 0;
-	}
-	if (now_ns <= v->seen_ns ||
-	    now_ns - v->seen_ns <= (proto == IPPROTO_TCP ? RW_CT_IDLE_TCP_NS : RW_CT_IDLE_OTHER_NS))
+	case CT_EXPIRED:
+		return bpf_map_delete_elem(fd, key) == 0;
+	default:
 		return 0;
-	return bpf_map_delete_elem(fd, key) == 0;
+	}
 }
 
 /* One table walked key by key (where the kernel has no batch lookup for it): the entries
@@ -423,9 +440,9 @@ struct ct_expire {
 	int expired;
 };
 
-/* One batch of a table's expiry pass: each active entry gets its time and each expired one goes,
- * one call each per batch where the kernel can (the walk was three bpf(2) calls per flow, on the
- * agent's loop).
+/* One batch of a table's expiry pass: ct_fate() for each flow, the writes and the deletes made
+ * with one call each per batch where the kernel can (the walk was three bpf(2) calls per flow,
+ * on the agent's loop).
  */
 static void ct_expire_batch(void *arg, const __u8 *keys, struct rw_ct_value *vals, __u32 count)
 {
@@ -439,20 +456,18 @@ static void ct_expire_batch(void *arg, const __u8 *keys, struct rw_ct_value *val
 
 	for (__u32 i = 0; i < count; i++) {
 		const __u8 *k = keys + i * ksz;
-		__u8 proto = x->ipv6 ? ((const struct rw_ct6_key *)k)->proto
-				     : ((const struct rw_ct_key *)k)->proto;
-		struct rw_ct_value *v = &vals[i];
 
 		x->visited++;
-		if (v->active) {
-			v->active = 0;
-			v->seen_ns = x->now_ns;
+		switch (ct_fate(k, x->ipv6, &vals[i], x->now_ns)) {
+		case CT_TOUCHED:
 			memcpy(upd_keys + n_upd * ksz, k, ksz);
-			upd_vals[n_upd++] = *v;
-		} else if (x->now_ns > v->seen_ns &&
-			   x->now_ns - v->seen_ns > (proto == IPPROTO_TCP ? RW_CT_IDLE_TCP_NS
-									  : RW_CT_IDLE_OTHER_NS)) {
+			upd_vals[n_upd++] = vals[i];
+			break;
+		case CT_EXPIRED:
 			memcpy(del_keys + n_del++ * ksz, k, ksz);
+			break;
+		default:
+			break;
 		}
 	}
 	if (n_upd) {

@@ -305,10 +305,6 @@ static void probe_flow(struct probe_sandbox *sb, const struct rw_ct_value *v,
 	sb->probed++;
 }
 
-/* Entries read by one bpf(BPF_MAP_LOOKUP_BATCH) call: a table of a busy sandbox in a few calls
- * instead of two per entry (a pass reads every sandbox's tables twice).
- */
-
 /* One entry of the veth's table of the family: probed (or counted) if it is a TCP flow of the
  * bound pod's address whose verdict is stale.
  */
