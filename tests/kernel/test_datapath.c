@@ -124,6 +124,7 @@ static const struct dp_step {
 	{"icmp6", test_icmp6},
 	{"icmp6 teardown", icmp6_teardown},
 	{"lookups", test_lookups},
+	{"probe scope", test_probe_scope},
 };
 
 int main(void)

@@ -4,7 +4,9 @@
  * segment for every connection whose verdict is stale: on a busy node, hundreds of milliseconds
  * to seconds, which on the loop's thread every PolicyWatch change queued behind it would carry.
  * Here it only shares the CPU. Applies made during a pass are served by one pass after it: the
- * flows they made stale are all there for it to find.
+ * flows they made stale are all there for it to find. Each pass walks only the sandboxes of the
+ * runs that moved since the last (`seen`, rw_revoke_probe()): a claim reads one sandbox's
+ * tables, not the node's.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -20,7 +22,8 @@
 struct prober {
 	const struct rw_datapath *dp;
 	struct rw_worker worker;
-	pthread_mutex_t lock; /* the totals: written by the pass, read by the loop */
+	__u64 seen[RW_MAX_RUNS]; /* rw_run_revs as the last pass left them: the pass's own */
+	pthread_mutex_t lock;	 /* the totals: written by the pass, read by the loop */
 	uint64_t sent, capped, no_mac, failed; /* the passes' totals, for /metrics */
 };
 
@@ -31,7 +34,7 @@ static int pass(void *arg)
 {
 	struct prober *p = arg;
 	struct rw_probe_stats st;
-	int err = rw_revoke_probe(p->dp, &st);
+	int err = rw_revoke_probe(p->dp, p->seen, &st);
 
 	if (err) {
 		rw_warn("probing the connections the apply may have cut: %s", strerror(-err));

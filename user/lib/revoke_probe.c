@@ -43,6 +43,7 @@
 #include <libmnl/libmnl.h>
 #include <bpf/bpf.h>
 
+#include "apply.h"
 #include "log.h"
 #include "nlutil.h"
 #include "revoke_probe.h"
@@ -215,19 +216,22 @@ static int veth_mac(int fd, __u32 ifindex, __u8 *mac)
 }
 
 /* One sandbox's probing: its veth, the pod's MAC and its share of the apply's budget. Each
- * sandbox's tables are walked twice: once counting its stale flows (counting), once probing up to
- * its quota.
+ * sandbox's tables are walked once counting its stale flows (counting), then, if it has any,
+ * once more probing up to its quota.
  */
 struct probe_sandbox {
 	const struct rw_datapath *dp;
 	const __u64 *run_revs; /* rw_run_revs as the pass began, RW_MAX_RUNS of them */
 	__u32 ifindex;
+	__u32 run_idx[2]; /* the pod's run in the live slot, by family; RW_MAX_RUNS: in none */
 	struct rw_endpoint ep;
 	const __u8 *pod_mac; /* NULL: the node has no neighbour entry for the pod */
 	__u8 veth_mac[ETH_ALEN];
 	int pfd;
 	bool counting;
-	unsigned int stale;  /* counting: its stale TCP flows, up to RW_PROBE_PER_SANDBOX */
+	unsigned int found; /* counting: its stale TCP flows */
+	unsigned int stale; /* counting: those it can probe, up to RW_PROBE_PER_SANDBOX */
+	unsigned int left; /* probing: stale flows not probed (no MAC, over the bounds, not sent) */
 	unsigned int quota;  /* its share of RW_PROBE_PER_APPLY (probe_shares()) */
 	unsigned int probed; /* flows probed so far */
 	struct rw_probe_stats *st;
@@ -275,17 +279,20 @@ static void probe_flow(struct probe_sandbox *sb, const struct rw_ct_value *v,
 				 .sll_halen = ETH_ALEN};
 	__u8 f[80];
 
+	unsigned int failed = 0;
+
 	if (sb->counting) {
+		sb->found++;
 		if (sb->pod_mac && sb->stale < RW_PROBE_PER_SANDBOX)
 			sb->stale++;
 		return;
 	}
-	if (!sb->pod_mac) {
-		sb->st->no_mac++;
-		return;
-	}
-	if (sb->probed >= sb->quota) {
-		sb->st->capped++;
+	if (!sb->pod_mac || sb->probed >= sb->quota) {
+		if (!sb->pod_mac)
+			sb->st->no_mac++;
+		else
+			sb->st->capped++;
+		sb->left++;
 		return;
 	}
 	memcpy(to.sll_addr, sb->pod_mac, ETH_ALEN);
@@ -300,8 +307,10 @@ static void probe_flow(struct probe_sandbox *sb, const struct rw_ct_value *v,
 
 		if (sendto(sb->pfd, f, len, MSG_DONTWAIT, (struct sockaddr *)&to, sizeof(to)) !=
 		    (ssize_t)len)
-			sb->st->failed++;
+			failed++;
 	}
+	sb->st->failed += failed;
+	sb->left += failed != 0;
 	sb->probed++;
 }
 
@@ -435,43 +444,66 @@ static void probe_shares(struct probe_sandbox *sbs, size_t n)
 		}
 }
 
-int rw_revoke_probe(const struct rw_datapath *dp, struct rw_probe_stats *st)
+/* The pod's run in the live slot's pods map of the family (fd), or RW_MAX_RUNS where it has none
+ * (a pod in no run, a table that cannot be read).
+ */
+static __u32 pod_run(int fd, const void *ip)
 {
-	struct neigh_list nl = {.v = calloc(RW_PROBE_NEIGH_MAX, sizeof(struct neigh))};
+	struct rw_pod pod;
+
+	if (fd < 0 || bpf_map_lookup_elem(fd, ip, &pod) || pod.run_idx >= RW_MAX_RUNS)
+		return RW_MAX_RUNS;
+	return pod.run_idx;
+}
+
+/* Whether a sandbox may hold flows that went stale since `seen`, the revisions of the last pass
+ * that left nothing behind: its pod's run moved since, or the pod is in no run (then its flows'
+ * runs are unknown here). Every flow of a pod in run r carries r, or the run it was in before an
+ * apply moved it to r; that apply changed r's pods, so it moved r too. run_idx: the pod's run
+ * for each family the veth binds (IPv4's, IPv6's), RW_MAX_RUNS for the others.
+ */
+static bool sandbox_moved(const struct rw_endpoint *ep, int pods, int pods6, const __u64 *revs,
+			  const __u64 *seen, __u32 run_idx[2])
+{
+	bool moved = !(ep->flags & (RW_EP_IP4 | RW_EP_IP6));
+
+	if (ep->flags & RW_EP_IP4)
+		run_idx[0] = pod_run(pods, &ep->pod_ip);
+	if (ep->flags & RW_EP_IP6)
+		run_idx[1] = pod_run(pods6, ep->pod_ip6);
+	for (int f = 0; f < 2; f++) {
+		__u32 r = run_idx[f];
+
+		if (ep->flags & (f ? RW_EP_IP6 : RW_EP_IP4))
+			moved |= r == RW_MAX_RUNS || revs[r] != seen[r];
+	}
+	return moved;
+}
+
+int rw_revoke_probe(const struct rw_datapath *dp, __u64 *seen, struct rw_probe_stats *st)
+{
+	struct neigh_list nl = {0};
 	__u64 *run_revs = calloc(RW_MAX_RUNS, sizeof(*run_revs));
+	bool *hold = calloc(RW_MAX_RUNS, sizeof(*hold));
 	struct probe_sandbox *sbs = NULL;
 	size_t n = 0, cap = 0;
 	struct nlmsghdr *nlh;
 	struct ndmsg *nd;
 	__u32 ifindex, *prev = NULL, key;
-	int pfd = -1, ifd = -1, err, one = 1;
+	int pfd = -1, ifd = -1, pods = -1, pods6 = -1, err, one = 1;
 	unsigned int quota = 0;
 
 	memset(st, 0, sizeof(*st));
-	if (!nl.v || !run_revs) {
+	if (!run_revs || !hold) {
 		err = -ENOMEM;
 		goto out;
 	}
 	read_run_revs(dp, run_revs);
-	nd = rw_mnl_dump_request(RTM_GETNEIGH, sizeof(*nd), &nlh);
-	if (!nd) {
-		err = -ENOMEM;
-		goto out;
+	if (seen) {
+		pods = rw_live_inner_fd(dp, RW_M_PODS);
+		pods6 = rw_live_inner_fd(dp, RW_M_PODS6);
 	}
-	nd->ndm_family = AF_UNSPEC; /* IPv4's and IPv6's neighbours */
-	err = rw_mnl_dump(nlh, on_neigh, &nl);
-	free(nlh);
-	if (err)
-		goto out;
-	/* For the veths' own MACs: closing it costs nothing, unlike a packet socket's close
-	 * (synchronize_net(), a grace period): that one is opened only when there is a probe to send.
-	 */
-	ifd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (ifd < 0) {
-		err = -errno;
-		goto out;
-	}
-	/* First the stale flows of every sandbox, counted; then the shares; then the probes. */
+	/* The sandboxes whose flows may be stale: every one without `seen`. */
 	while (!bpf_map_get_next_key(dp->map_fd[RW_M_ENDPOINTS], prev, &ifindex)) {
 		struct probe_sandbox *sb;
 
@@ -492,14 +524,42 @@ int rw_revoke_probe(const struct rw_datapath *dp, struct rw_probe_stats *st)
 		*sb = (struct probe_sandbox){.dp = dp,
 					     .run_revs = run_revs,
 					     .ifindex = key,
+					     .run_idx = {RW_MAX_RUNS, RW_MAX_RUNS},
 					     .pfd = -1,
 					     .counting = true,
 					     .st = st};
 		if (bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &key, &sb->ep))
 			continue;
-		sandbox_mac(sb, &nl, ifd);
-		walk_sandbox(sb);
+		if (seen && !sandbox_moved(&sb->ep, pods, pods6, run_revs, seen, sb->run_idx))
+			continue;
 		n++;
+	}
+	st->walked = n;
+	if (!n)
+		goto done;
+	nl.v = calloc(RW_PROBE_NEIGH_MAX, sizeof(struct neigh));
+	nd = nl.v ? rw_mnl_dump_request(RTM_GETNEIGH, sizeof(*nd), &nlh) : NULL;
+	if (!nd) {
+		err = -ENOMEM;
+		goto out;
+	}
+	nd->ndm_family = AF_UNSPEC; /* IPv4's and IPv6's neighbours */
+	err = rw_mnl_dump(nlh, on_neigh, &nl);
+	free(nlh);
+	if (err)
+		goto out;
+	/* For the veths' own MACs: closing it costs nothing, unlike a packet socket's close
+	 * (synchronize_net(), a grace period): that one is opened only when there is a probe to send.
+	 */
+	ifd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (ifd < 0) {
+		err = -errno;
+		goto out;
+	}
+	/* First the stale flows of every sandbox, counted; then the shares; then the probes. */
+	for (size_t i = 0; i < n; i++) {
+		sandbox_mac(&sbs[i], &nl, ifd);
+		walk_sandbox(&sbs[i]);
 	}
 	probe_shares(sbs, n);
 	for (size_t i = 0; i < n; i++)
@@ -514,20 +574,36 @@ int rw_revoke_probe(const struct rw_datapath *dp, struct rw_probe_stats *st)
 		}
 	}
 	for (size_t i = 0; i < n; i++) {
+		if (!sbs[i].found)
+			continue;
 		sbs[i].pfd = pfd;
 		sbs[i].counting = false;
 		walk_sandbox(&sbs[i]);
 		if (sbs[i].probed)
 			st->sandboxes++;
 		st->probed += sbs[i].probed;
+		/* Its runs stay unseen, so that the next pass walks it again. */
+		for (int f = 0; f < 2; f++)
+			if (sbs[i].left && sbs[i].run_idx[f] < RW_MAX_RUNS)
+				hold[sbs[i].run_idx[f]] = true;
 	}
+done:
+	if (seen)
+		for (__u32 i = 0; i < RW_MAX_RUNS; i++)
+			if (!hold[i])
+				seen[i] = run_revs[i];
 	err = 0;
 out:
 	if (pfd >= 0)
 		close(pfd);
 	if (ifd >= 0)
 		close(ifd);
+	if (pods >= 0)
+		close(pods);
+	if (pods6 >= 0)
+		close(pods6);
 	free(sbs);
+	free(hold);
 	free(run_revs);
 	free(nl.v);
 	return err;

@@ -12,6 +12,7 @@
 #define RW_PROBE_PER_APPLY   4096
 
 struct rw_probe_stats {
+	unsigned int walked;	/* sandboxes whose tables were read */
 	unsigned int sandboxes; /* sandboxes with at least one connection probed */
 	unsigned int probed;	/* connections probed (two segments each) */
 	unsigned int capped;	/* stale connections left unprobed over the bounds */
@@ -22,7 +23,14 @@ struct rw_probe_stats {
 /* Probes the TCP connections in the sandboxes' own conntrack tables whose verdict is stale
  * (stamp below the run's run_revs entry). Never blocks: the sends are non-blocking, and what
  * the bounds leave out is counted. Returns 0 or a negative errno (nothing was probed).
+ *
+ * seen (RW_MAX_RUNS revisions, or NULL): rw_run_revs as the caller's last pass found them. Only
+ * the sandboxes whose pod's run has moved since, or whose pod is in no run, are walked; so a
+ * change of one run reads that run's sandboxes, not the node's. The pass then writes what it
+ * found into seen, but for the runs of a sandbox it left a stale flow in (no neighbour entry,
+ * over the bounds, a send that failed): those are walked again by the next pass. All zeros
+ * (a new caller) walk every sandbox whose run has ever moved; NULL walks every sandbox.
  */
-int rw_revoke_probe(const struct rw_datapath *dp, struct rw_probe_stats *st);
+int rw_revoke_probe(const struct rw_datapath *dp, __u64 *seen, struct rw_probe_stats *st);
 
 #endif /* RUNWALL_REVOKE_PROBE_H */

@@ -143,6 +143,7 @@ void test_big_apply(void);
 
 /* apply_idle_run.c */
 void test_idle_run(void);
+void test_probe_scope(void);
 
 /* budget.c */
 void set_budget(__u32 rate, __u32 burst);

@@ -155,7 +155,7 @@ void test_revoke_probe6(void)
 		FATAL("the MAC of %s: %s", devs[PROBE_DEV], strerror(errno));
 	memcpy(veth_mac, ifr.ifr_hwaddr.sa_data, 6);
 
-	err = rw_revoke_probe(&dp, &st);
+	err = rw_revoke_probe(&dp, NULL, &st);
 
 	t_count++;
 	ok = CHECK_EQ(err, 0, "rw_revoke_probe");

@@ -113,7 +113,7 @@ void test_revoke_probe_shares(void)
 	if (tap < 0 || bind(tap, (struct sockaddr *)&sll, sizeof(sll)))
 		FATAL("packet socket on %s: %s", cmd, strerror(errno));
 
-	err = rw_revoke_probe(&dp, &st);
+	err = rw_revoke_probe(&dp, NULL, &st);
 
 	t_count++;
 	ok = CHECK_EQ(err, 0, "rw_revoke_probe");
