@@ -1269,6 +1269,7 @@ static int assign_runs(const struct rw_datapath *dp, struct shadow *live_shadow,
 		if (!slots[r].idx || !old ||
 		    (!slots[r].same && !rw_policy_run_equal(prev, old, next, run)))
 			slots[r].gen = (__u32)next->revision;
+		slots[r].old = slots[r].idx ? old : NULL;
 		if (slots[r].idx)
 			continue;
 		while (cursor < RW_MAX_RUNS && used[cursor])

@@ -384,6 +384,7 @@ void rw_datapath_close(struct rw_datapath *dp)
 	if (dp->apply && dp->apply_free)
 		dp->apply_free(dp->apply);
 	dp->apply = NULL;
+	free(dp->cut_revs);
 	if (dp->skel) {
 		runwall_bpf__destroy(dp->skel);
 	} else {

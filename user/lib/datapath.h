@@ -71,6 +71,11 @@ struct rw_datapath {
 	 */
 	const struct rw_principal *principals;
 	size_t n_principals;
+	/* Per run index, the last revision whose apply could refuse one of its flows that the
+	 * revision before allowed (apply_revs.c; UINT64_MAX: not known). Written by the apply,
+	 * read by the probes' thread (revoke_probe.c): each word whole, with atomic accesses.
+	 */
+	__u64 *cut_revs;
 };
 
 /* Load the programs; with a pin dir, reuse the maps pinned there (after checking their layout

@@ -221,7 +221,7 @@ static int veth_mac(int fd, __u32 ifindex, __u8 *mac)
  */
 struct probe_sandbox {
 	const struct rw_datapath *dp;
-	const __u64 *run_revs; /* rw_run_revs as the pass began, RW_MAX_RUNS of them */
+	const __u64 *cut; /* cut_limits() as the pass began, RW_MAX_RUNS of them */
 	__u32 ifindex;
 	__u32 run_idx[2]; /* the pod's run in the live slot, by family; RW_MAX_RUNS: in none */
 	struct rw_endpoint ep;
@@ -237,13 +237,13 @@ struct probe_sandbox {
 	struct rw_probe_stats *st;
 };
 
-/* Whether an entry's cached verdict is stale: an apply changed its run's verdicts. Judged
- * against rw_run_revs as the pass began: an apply made since asks for a pass of its own after
- * this one (prober.c), which reads them again.
+/* Whether an entry's cached verdict may be cut: an apply since it was judged may refuse its
+ * run's flows. Judged against cut_limits() as the pass began: an apply made since asks for a
+ * pass of its own after this one (prober.c), which reads them again.
  */
 static int entry_stale(const struct probe_sandbox *sb, const struct rw_ct_value *v)
 {
-	return v->run_idx < RW_MAX_RUNS && v->stamp < sb->run_revs[v->run_idx];
+	return v->run_idx < RW_MAX_RUNS && v->stamp < sb->cut[v->run_idx];
 }
 
 /* rw_run_revs whole, in one call where the kernel has batch lookups (an index that cannot be
@@ -267,6 +267,23 @@ by_key:
 	for (__u32 i = 0; i < RW_MAX_RUNS; i++)
 		if (bpf_map_lookup_elem(fd, &i, &revs[i]))
 			revs[i] = 0;
+}
+
+/* Per run index, the revision below which its flows may be cut: its rw_run_revs entry (revs, as
+ * read), or the last apply that could refuse them where the apply says so (dp->cut_revs): an
+ * apply that only added rules to a run moves its rw_run_revs entry, so that its flows are
+ * judged again, but cuts none of them.
+ */
+static void cut_limits(const struct rw_datapath *dp, __u64 *revs)
+{
+	if (!dp->cut_revs)
+		return;
+	for (__u32 i = 0; i < RW_MAX_RUNS; i++) {
+		__u64 cut = __atomic_load_n(&dp->cut_revs[i], __ATOMIC_RELAXED);
+
+		if (cut < revs[i])
+			revs[i] = cut;
+	}
 }
 
 /* Probes one stale TCP flow of the sandbox: its IPv4 key k4, or its IPv6 key k6. */
@@ -462,7 +479,7 @@ static __u32 pod_run(int fd, const void *ip)
  * apply moved it to r; that apply changed r's pods, so it moved r too. run_idx: the pod's run
  * for each family the veth binds (IPv4's, IPv6's), RW_MAX_RUNS for the others.
  */
-static bool sandbox_moved(const struct rw_endpoint *ep, int pods, int pods6, const __u64 *revs,
+static bool sandbox_moved(const struct rw_endpoint *ep, int pods, int pods6, const __u64 *cut,
 			  const __u64 *seen, __u32 run_idx[2])
 {
 	bool moved = !(ep->flags & (RW_EP_IP4 | RW_EP_IP6));
@@ -475,7 +492,7 @@ static bool sandbox_moved(const struct rw_endpoint *ep, int pods, int pods6, con
 		__u32 r = run_idx[f];
 
 		if (ep->flags & (f ? RW_EP_IP6 : RW_EP_IP4))
-			moved |= r == RW_MAX_RUNS || revs[r] != seen[r];
+			moved |= r == RW_MAX_RUNS || cut[r] != seen[r];
 	}
 	return moved;
 }
@@ -483,7 +500,7 @@ static bool sandbox_moved(const struct rw_endpoint *ep, int pods, int pods6, con
 int rw_revoke_probe(const struct rw_datapath *dp, __u64 *seen, struct rw_probe_stats *st)
 {
 	struct neigh_list nl = {0};
-	__u64 *run_revs = calloc(RW_MAX_RUNS, sizeof(*run_revs));
+	__u64 *cut = calloc(RW_MAX_RUNS, sizeof(*cut));
 	bool *hold = calloc(RW_MAX_RUNS, sizeof(*hold));
 	struct probe_sandbox *sbs = NULL;
 	size_t n = 0, cap = 0;
@@ -494,11 +511,12 @@ int rw_revoke_probe(const struct rw_datapath *dp, __u64 *seen, struct rw_probe_s
 	unsigned int quota = 0;
 
 	memset(st, 0, sizeof(*st));
-	if (!run_revs || !hold) {
+	if (!cut || !hold) {
 		err = -ENOMEM;
 		goto out;
 	}
-	read_run_revs(dp, run_revs);
+	read_run_revs(dp, cut);
+	cut_limits(dp, cut);
 	if (seen) {
 		pods = rw_live_inner_fd(dp, RW_M_PODS);
 		pods6 = rw_live_inner_fd(dp, RW_M_PODS6);
@@ -522,7 +540,7 @@ int rw_revoke_probe(const struct rw_datapath *dp, __u64 *seen, struct rw_probe_s
 		}
 		sb = &sbs[n];
 		*sb = (struct probe_sandbox){.dp = dp,
-					     .run_revs = run_revs,
+					     .cut = cut,
 					     .ifindex = key,
 					     .run_idx = {RW_MAX_RUNS, RW_MAX_RUNS},
 					     .pfd = -1,
@@ -530,7 +548,7 @@ int rw_revoke_probe(const struct rw_datapath *dp, __u64 *seen, struct rw_probe_s
 					     .st = st};
 		if (bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &key, &sb->ep))
 			continue;
-		if (seen && !sandbox_moved(&sb->ep, pods, pods6, run_revs, seen, sb->run_idx))
+		if (seen && !sandbox_moved(&sb->ep, pods, pods6, cut, seen, sb->run_idx))
 			continue;
 		n++;
 	}
@@ -591,7 +609,7 @@ done:
 	if (seen)
 		for (__u32 i = 0; i < RW_MAX_RUNS; i++)
 			if (!hold[i])
-				seen[i] = run_revs[i];
+				seen[i] = cut[i];
 	err = 0;
 out:
 	if (pfd >= 0)
@@ -604,7 +622,7 @@ out:
 		close(pods6);
 	free(sbs);
 	free(hold);
-	free(run_revs);
+	free(cut);
 	free(nl.v);
 	return err;
 }

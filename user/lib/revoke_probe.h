@@ -20,11 +20,12 @@ struct rw_probe_stats {
 	unsigned int failed;	/* segments the veth did not take */
 };
 
-/* Probes the TCP connections in the sandboxes' own conntrack tables whose verdict is stale
- * (stamp below the run's run_revs entry). Never blocks: the sends are non-blocking, and what
+/* Probes the TCP connections in the sandboxes' own conntrack tables whose verdict an apply may
+ * have cut (stamp below the run's rw_run_revs entry, or below the last apply that could refuse
+ * the run's flows where dp->cut_revs says). Never blocks: the sends are non-blocking, and what
  * the bounds leave out is counted. Returns 0 or a negative errno (nothing was probed).
  *
- * seen (RW_MAX_RUNS revisions, or NULL): rw_run_revs as the caller's last pass found them. Only
+ * seen (RW_MAX_RUNS revisions, or NULL): those limits as the caller's last pass found them. Only
  * the sandboxes whose pod's run has moved since, or whose pod is in no run, are walked; so a
  * change of one run reads that run's sandboxes, not the node's. The pass then writes what it
  * found into seen, but for the runs of a sandbox it left a stale flow in (no neighbour entry,

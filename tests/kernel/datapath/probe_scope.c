@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-/* probe_scope.c (test_datapath): a probe pass walks only the sandboxes whose run moved since the
- * last pass (rw_revoke_probe()'s `seen`): a change of one run probes that run's stale flows and
- * not another's, and a flow the pass had to leave (its pod had no neighbour entry) is probed by
- * the next pass, though nothing moved in between.
+/* probe_scope.c (test_datapath): a probe pass walks only the sandboxes whose run may have been
+ * cut since the last pass (rw_revoke_probe()'s `seen`, the apply's dp.cut_revs): a rule added to
+ * a run probes nothing, a rule taken from it probes that run's stale flows and not another's, and
+ * a flow the pass had to leave (its pod had no neighbour entry) is probed by the next pass,
+ * though nothing moved in between.
  *
  * Two sandboxes of their own, each the one pod of its run, each with one stale TCP flow. What
  * each pass sent is read from the veths' far ends; a marker frame sent after the pass, on the
@@ -25,7 +26,7 @@ static void sh(const char *cmd)
 }
 
 /* The snapshot at `revision`: run-s0 and run-s1, each one pod and one rule; run-s1 with a second
- * rule if `more` (a change of run-s1 only).
+ * rule after its first if `more` (a change of run-s1 only: a grant, and without it a revoke).
  */
 static void scope_apply(unsigned int revision, bool more, const char *what)
 {
@@ -179,12 +180,15 @@ void test_probe_scope(void)
 
 	scope_pass(&s, true, true, true, 0, "a first pass walks every run that ever moved");
 	scope_pass(&s, true, false, false, 0, "nothing moved: no sandbox is probed again");
-	scope_apply(rev++, true, "probe scope: run-s1 changed");
-	scope_pass(&s, true, false, true, 0, "run-s1 changed: its sandbox alone is probed");
+	scope_apply(rev++, true, "probe scope: a rule added to run-s1");
+	scope_pass(&s, true, false, false, 0, "run-s1 gained a rule: nothing is cut, none probed");
+	scope_apply(rev++, false, "probe scope: that rule taken back");
+	scope_pass(&s, true, false, true, 0, "run-s1 lost a rule: its sandbox alone is probed");
 	snprintf(cmd, sizeof(cmd), "ip neigh del %s dev rws1", scope_pod[1]);
 	sh(cmd);
-	scope_apply(rev++, false, "probe scope: run-s1 changed back");
-	scope_pass(&s, true, false, false, 1, "run-s1 changed, its pod has no neighbour entry");
+	scope_apply(rev++, true, "probe scope: a rule added to run-s1 again");
+	scope_apply(rev++, false, "probe scope: taken back again");
+	scope_pass(&s, true, false, false, 1, "run-s1 lost a rule, its pod has no neighbour entry");
 	snprintf(cmd, sizeof(cmd),
 		 "ip neigh replace %s lladdr 02:00:00:00:5c:02 dev rws1 nud permanent",
 		 scope_pod[1]);
