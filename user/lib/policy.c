@@ -1366,6 +1366,8 @@ static int parse_run(struct parser *ps, json_t *v, struct rw_policy_run *run)
 		} else if (!strcmp(key, "allow")) {
 			rc = parse_rules(ps, e, (struct rule_kind){.from = true}, &run->allow,
 					 &run->n_allow);
+			for (size_t a = 0; !rc && a < run->n_allow; a++)
+				run->n_from += run->allow[a].from != NULL;
 		} else {
 			return fail(ps, AT_KEY,
 				    "unknown key (expected one of: id, pods, egress, refusal, "
@@ -1727,15 +1729,12 @@ static int check_run_rule_count(struct parser *ps, json_t *obj_run, const struct
 static int check_run_from_count(struct parser *ps, json_t *obj_run, const struct rw_policy *cur,
 				const struct rw_policy_run *run, long self)
 {
-	size_t others = rw_policy_from_count(cur), mine = 0, seen = 0,
+	size_t others = rw_policy_from_count(cur), mine = run->n_from, seen = 0,
 	       limit = RW_MAX_FROM / RW_SLOTS;
 	json_t *allow = json_object_get(obj_run, "allow");
 
 	if (self >= 0)
-		for (size_t i = 0; i < cur->runs[self].n_allow; i++)
-			others -= cur->runs[self].allow[i].from != NULL;
-	for (size_t a = 0; a < run->n_allow; a++)
-		mine += run->allow[a].from != NULL;
+		others -= cur->runs[self].n_from;
 	if (others + mine <= limit)
 		return 0;
 	for (size_t a = 0; a < run->n_allow; a++) {
@@ -1892,8 +1891,7 @@ size_t rw_policy_from_count(const struct rw_policy *p)
 	for (size_t i = 0; i < p->n_services; i++)
 		n += p->services[i].from != NULL;
 	for (size_t r = 0; r < p->n_runs; r++)
-		for (size_t i = 0; i < p->runs[r].n_allow; i++)
-			n += p->runs[r].allow[i].from != NULL;
+		n += p->runs[r].n_from;
 	return n;
 }
 

@@ -58,6 +58,7 @@ struct rw_policy_run {
 	int refusal; /* enum rw_refusal_mode, or -1: the node's */
 	struct rw_policy_rule *allow;
 	size_t n_allow;
+	size_t n_from;	    /* allow rules that name a "from", counted by the parser */
 	uint64_t digest[2]; /* rw_policy_run_digest(), set by the parser */
 };
 
@@ -78,7 +79,9 @@ struct rw_policy {
 	size_t n_runs;
 };
 
-/* How many rules of p name a "from" (services and runs' allow rules). */
+/* How many rules of p name a "from" (services and runs' allow rules): the services' walked, the
+ * runs' n_from added (O(runs), not O(rules)).
+ */
 size_t rw_policy_from_count(const struct rw_policy *p);
 
 /* The bounds of a snapshot's lease_seconds: at least a second (the agent renews it on every

@@ -23,8 +23,9 @@ static int each_from(const struct rw_policy *p, from_fn fn, void *arg)
 		if (p->services[i].from &&
 		    (ret = fn(p->services[i].from, RW_SERVICE_RULE_ID(i), arg)))
 			return ret;
+	/* A run's rules are read only where the parser counted one with a "from". */
 	for (size_t r = 0; p && r < p->n_runs; r++)
-		for (size_t i = 0; i < p->runs[r].n_allow; i++)
+		for (size_t i = 0; p->runs[r].n_from && i < p->runs[r].n_allow; i++)
 			if (p->runs[r].allow[i].from &&
 			    (ret = fn(p->runs[r].allow[i].from, RW_RUN_RULE_ID(r, i), arg)))
 				return ret;
