@@ -921,44 +921,76 @@ static int parse_rule_addr(struct parser *ps, json_t *v, bool is_cidr, struct rw
 	return check_list_addr(ps, s, &c);
 }
 
-static int parse_ports(struct parser *ps, json_t *v, __u16 **ports, size_t *n)
+/* What parse_array() calls for each element: parse `e` into `item` (arg: the caller's). */
+typedef int (*parse_elem_fn)(struct parser *ps, json_t *e, void *item, void *arg);
+
+/* An array of `size`-byte items, each element parsed by `elem` with its index on the path, into
+ * a new array: *items and *n, both left alone when the array is empty.
+ */
+static int parse_array(struct parser *ps, json_t *v, size_t size, void **items, size_t *n,
+		       parse_elem_fn elem, void *arg)
 {
-	uint64_t seen[65536 / 64] = {0};
-	char other[128];
-	json_int_t port;
-	size_t i, j;
+	size_t i;
 	json_t *e;
+	int rc;
 
 	if (!json_is_array(v))
-		return fail_type(ps, v, "an array of ports");
+		return fail_type(ps, v, "an array");
 	if (!json_array_size(v))
 		return 0;
-	*ports = calloc(json_array_size(v), sizeof(**ports));
-	if (!*ports)
+	*items = calloc(json_array_size(v), size);
+	if (!*items)
 		return fail_nomem(ps);
 	*n = json_array_size(v);
 
 	json_array_foreach(v, i, e)
 	{
 		push_index(ps, i);
-		if (!json_is_integer(e))
-			return fail_type(ps, e, "a port number (an integer)");
-		port = json_integer_value(e);
-		if (port < 1 || port > 65535)
-			return fail(ps, AT_VALUE,
-				    "%" JSON_INTEGER_FORMAT " is not a port (1..65535)", port);
-		if (seen[port / 64] & (1ULL << (port % 64))) {
-			for (j = 0; j < i && (*ports)[j] != port; j++)
-				;
-			return fail(ps, AT_VALUE,
-				    "port %" JSON_INTEGER_FORMAT " is already listed at %s", port,
-				    sibling_path(ps, j, other, sizeof(other)));
-		}
-		seen[port / 64] |= 1ULL << (port % 64);
-		(*ports)[i] = port;
+		rc = elem(ps, e, (char *)*items + i * size, arg);
+		if (rc)
+			return rc;
 		pop(ps);
 	}
 	return 0;
+}
+
+/* What port_elem() needs: the list being filled, and the ports in it so far, by bit. */
+struct port_list {
+	__u16 **ports;
+	uint64_t seen[65536 / 64];
+};
+
+static int port_elem(struct parser *ps, json_t *e, void *item, void *arg)
+{
+	struct port_list *l = arg;
+	size_t i = (size_t)((__u16 *)item - *l->ports), j;
+	char other[128];
+	json_int_t port;
+
+	if (!json_is_integer(e))
+		return fail_type(ps, e, "a port number (an integer)");
+	port = json_integer_value(e);
+	if (port < 1 || port > 65535)
+		return fail(ps, AT_VALUE, "%" JSON_INTEGER_FORMAT " is not a port (1..65535)",
+			    port);
+	if (l->seen[port / 64] & (1ULL << (port % 64))) {
+		for (j = 0; j < i && (*l->ports)[j] != port; j++)
+			;
+		return fail(ps, AT_VALUE, "port %" JSON_INTEGER_FORMAT " is already listed at %s",
+			    port, sibling_path(ps, j, other, sizeof(other)));
+	}
+	l->seen[port / 64] |= 1ULL << (port % 64);
+	*(__u16 *)item = (__u16)port;
+	return 0;
+}
+
+static int parse_ports(struct parser *ps, json_t *v, __u16 **ports, size_t *n)
+{
+	struct port_list l = {.ports = ports};
+
+	if (!json_is_array(v))
+		return fail_type(ps, v, "an array of ports");
+	return parse_array(ps, v, sizeof(**ports), (void **)ports, n, port_elem, &l);
 }
 
 /* A string of 1..max characters that `ok` each accepts, copied into out (max + 1 bytes);
@@ -1232,40 +1264,7 @@ static int parse_rule(struct parser *ps, json_t *v, const struct rule_kind *kind
 	return 0;
 }
 
-/* What parse_array() calls for each element: parse `e` into `item` (arg: the caller's). */
-typedef int (*parse_elem_fn)(struct parser *ps, json_t *e, void *item, const void *arg);
-
-/* An array of `size`-byte items, each element parsed by `elem` with its index on the path, into
- * a new array: *items and *n, both left alone when the array is empty.
- */
-static int parse_array(struct parser *ps, json_t *v, size_t size, void **items, size_t *n,
-		       parse_elem_fn elem, const void *arg)
-{
-	size_t i;
-	json_t *e;
-	int rc;
-
-	if (!json_is_array(v))
-		return fail_type(ps, v, "an array");
-	if (!json_array_size(v))
-		return 0;
-	*items = calloc(json_array_size(v), size);
-	if (!*items)
-		return fail_nomem(ps);
-	*n = json_array_size(v);
-
-	json_array_foreach(v, i, e)
-	{
-		push_index(ps, i);
-		rc = elem(ps, e, (char *)*items + i * size, arg);
-		if (rc)
-			return rc;
-		pop(ps);
-	}
-	return 0;
-}
-
-static int rule_elem(struct parser *ps, json_t *e, void *item, const void *kind)
+static int rule_elem(struct parser *ps, json_t *e, void *item, void *kind)
 {
 	return parse_rule(ps, e, kind, item);
 }
@@ -1276,7 +1275,7 @@ static int parse_rules(struct parser *ps, json_t *v, struct rule_kind kind,
 	return parse_array(ps, v, sizeof(**rules), (void **)rules, n, rule_elem, &kind);
 }
 
-static int deny_elem(struct parser *ps, json_t *e, void *item, const void *arg)
+static int deny_elem(struct parser *ps, json_t *e, void *item, void *arg)
 {
 	struct rw_policy_cidr *c = item;
 	int rc = parse_cidr(ps, e, c);
@@ -1383,7 +1382,7 @@ static int parse_run(struct parser *ps, json_t *v, struct rw_policy_run *run)
 	return 0;
 }
 
-static int run_elem(struct parser *ps, json_t *e, void *item, const void *arg)
+static int run_elem(struct parser *ps, json_t *e, void *item, void *arg)
 {
 	return parse_run(ps, e, item);
 }
