@@ -48,7 +48,14 @@ static void check_doc_entry(const uint8_t *data, size_t size, int text_rc,
 		abort();
 	if (rc) {
 		rw_test_error_unplaced(text_err->text, "fuzz", want, sizeof(want));
-		if (strcmp(err.text, want) || err.line || err.column)
+		/* A refusal longer than the text holds is cut; the text entry's, with its
+		 * ":LINE:COL", is cut sooner: then the document's starts with it.
+		 */
+		if (strlen(text_err->text) == sizeof(text_err->text) - 1
+			    ? strncmp(err.text, want, strlen(want))
+			    : strcmp(err.text, want))
+			abort();
+		if (err.line || err.column)
 			abort();
 		return;
 	}

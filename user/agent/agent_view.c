@@ -27,13 +27,15 @@ struct rw_agent_view {
 	struct rw_access *access;
 	pthread_mutex_t snap_lock; /* the metrics snapshot */
 	struct rw_metrics_snap snap;
-	pthread_mutex_t principals_lock; /* the refusals by principal */
+	/* The per-run series the event path counts for /metrics: the refusals by principal and
+	 * the staged snapshot's differences.
+	 */
+	pthread_mutex_t series_lock;
 	struct rw_principal_refusals principals;
 	/* The agent's CLOCK_MONOTONIC to CLOCK_REALTIME offset, as its events were timed with
 	 * (atomic: the access-request worker reads it for the evidence).
 	 */
 	int64_t mono_to_real;
-	pthread_mutex_t staged_lock; /* the staged snapshot's differences */
 	struct rw_staged_diffs staged_diffs;
 };
 
@@ -79,20 +81,18 @@ static char *metrics_text(void *data)
 		s.n_runs = 0;
 	runs_read = s.runs || !v->snap.n_runs; /* else the runs are not known: none is dropped */
 	pthread_mutex_unlock(&v->snap_lock);
-	pthread_mutex_lock(&v->principals_lock);
-	if (runs_read)
+	pthread_mutex_lock(&v->series_lock);
+	if (runs_read) {
 		rw_principal_refusals_keep(&v->principals, run_live, &s);
+		rw_staged_diffs_keep(&v->staged_diffs, run_live, &s);
+	}
 	s.principals = series_copy(v->principals.series, v->principals.n,
 				   sizeof(v->principals.series[0]), &s.n_principals);
 	s.principals_overflow = v->principals.overflow;
-	pthread_mutex_unlock(&v->principals_lock);
-	pthread_mutex_lock(&v->staged_lock);
-	if (runs_read)
-		rw_staged_diffs_keep(&v->staged_diffs, run_live, &s);
 	s.staged = series_copy(v->staged_diffs.series, v->staged_diffs.n,
 			       sizeof(v->staged_diffs.series[0]), &s.n_staged);
 	s.staged_overflow = v->staged_diffs.overflow;
-	pthread_mutex_unlock(&v->staged_lock);
+	pthread_mutex_unlock(&v->series_lock);
 	pthread_mutex_lock(&v->feed.lock);
 	s.events_buffered = v->feed.events.count;
 	s.events_evicted = v->feed.events.evicted;
@@ -227,8 +227,7 @@ struct rw_agent_view *rw_agent_view_start(const struct rw_agent_view_opts *o,
 	v->dp = dp;
 	snprintf(v->node, sizeof(v->node), "%s", o->node ? o->node : "");
 	pthread_mutex_init(&v->snap_lock, NULL);
-	pthread_mutex_init(&v->principals_lock, NULL);
-	pthread_mutex_init(&v->staged_lock, NULL);
+	pthread_mutex_init(&v->series_lock, NULL);
 	if (rw_feed_init(&v->feed, o->events ? o->events : RW_EVSTORE_DEFAULT, RW_AGGS_DEFAULT)) {
 		snprintf(err, errlen, "out of memory for %zu events", o->events);
 		goto fail;
@@ -313,20 +312,20 @@ char *rw_agent_view_event(struct rw_agent_view *v, const struct rw_event *ev,
 	/* Every drained event passes here once: a refusal that names its sender is counted by
 	 * its container (rw_event_json()'s name of its cgroup) for /metrics.
 	 */
-	pthread_mutex_lock(&v->principals_lock);
+	pthread_mutex_lock(&v->series_lock);
 	rw_principal_refusals_add(&v->principals, ev,
 				  json_string_value(json_object_get(o, "container")));
-	pthread_mutex_unlock(&v->principals_lock);
+	pthread_mutex_unlock(&v->series_lock);
 	json_object_set_new(o, "node", json_string(v->node));
 	json_object_set_new(o, "service", json_string(service));
 	json_object_set_new(o, "label", label ? json_string(label) : json_null());
 	if (staged) {
 		json_object_set(o, "staged", staged);
-		pthread_mutex_lock(&v->staged_lock);
+		pthread_mutex_lock(&v->series_lock);
 		rw_staged_diffs_add(&v->staged_diffs, ev->run_id,
 				    ev->verdict == RW_VERDICT_ALLOW ? "allow" : "drop",
 				    json_string_value(json_object_get(staged, "verdict")));
-		pthread_mutex_unlock(&v->staged_lock);
+		pthread_mutex_unlock(&v->series_lock);
 	}
 	text = json_dumps(o, JSON_COMPACT);
 	if (text)
@@ -455,7 +454,6 @@ void rw_agent_view_stop(struct rw_agent_view *v)
 		rw_feed_free(&v->feed);
 	free(v->snap.runs);
 	pthread_mutex_destroy(&v->snap_lock);
-	pthread_mutex_destroy(&v->principals_lock);
-	pthread_mutex_destroy(&v->staged_lock);
+	pthread_mutex_destroy(&v->series_lock);
 	free(v);
 }

@@ -111,8 +111,8 @@ static void run_state_change(struct agent *a, size_t at, bool added, bool remove
 	a->pol.runs[at] = st;
 }
 
-/* Forget the kept forms of the policy replaced; `source` names the one now in force. */
-static void policy_forget(struct agent *a, const char *source)
+/* Free the kept forms of the policy: its document, its index and its text. */
+static void policy_forms_free(struct agent *a)
 {
 	json_decref(a->pol.policy_doc);
 	a->pol.policy_doc = NULL;
@@ -120,6 +120,12 @@ static void policy_forget(struct agent *a, const char *source)
 	free(a->pol.policy_text);
 	a->pol.policy_text = NULL;
 	a->pol.policy_text_len = 0;
+}
+
+/* Forget the kept forms of the policy replaced; `source` names the one now in force. */
+static void policy_forget(struct agent *a, const char *source)
+{
+	policy_forms_free(a);
 	snprintf(a->pol.policy_source, sizeof(a->pol.policy_source), "%s", source);
 }
 
@@ -427,11 +433,7 @@ void agent_policy_free(struct agent *a)
 	a->pol.have_policy = false;
 	free(a->pol.policy_bytes);
 	a->pol.policy_bytes = NULL;
-	free(a->pol.policy_text);
-	a->pol.policy_text = NULL;
-	json_decref(a->pol.policy_doc);
-	a->pol.policy_doc = NULL;
-	rw_policy_index_free(&a->pol.policy_index);
+	policy_forms_free(a);
 	free(a->pol.runs);
 	a->pol.runs = NULL;
 	a->pol.n_runs = 0;

@@ -79,9 +79,26 @@ static const char agent_options[] =
 	"  --log-format text|json the agent's own log lines on stderr (default text)\n"
 	"  -v, --verbose          more log lines (-vv: libbpf's debug too)\n";
 
-/* The long options without a short letter. */
+/* The long options' codes (-v and -h are their short letters). */
 enum {
-	OPT_POLICY_URL = 1000,
+	OPT_POLICY = 1000,
+	OPT_IFPREFIX,
+	OPT_CNI_CONF_DIR,
+	OPT_ATTACH_MODE,
+	OPT_RESYNC,
+	OPT_EVENT_RATE,
+	OPT_ANSWER_RATE,
+	OPT_CT_PER_SANDBOX,
+	OPT_CT_NODE,
+	OPT_MAX_ENDPOINTS,
+	OPT_LISTEN,
+	OPT_PROBE_LISTEN,
+	OPT_HTTP_TOKEN_FILE,
+	OPT_EVENTS,
+	OPT_NODE,
+	OPT_ACCESS_REQUEST_URL,
+	OPT_ACCESS_REQUEST_QUEUE,
+	OPT_POLICY_URL,
 	OPT_POLICY_ACK_URL,
 	OPT_POLICY_CA,
 	OPT_POLICY_CERT,
@@ -98,26 +115,26 @@ enum {
 };
 
 static const struct option agent_long_opts[] = {
-	{"policy", required_argument, NULL, 'p'},
-	{"ifprefix", required_argument, NULL, 'i'},
-	{"cni-conf-dir", required_argument, NULL, 'K'},
+	{"policy", required_argument, NULL, OPT_POLICY},
+	{"ifprefix", required_argument, NULL, OPT_IFPREFIX},
+	{"cni-conf-dir", required_argument, NULL, OPT_CNI_CONF_DIR},
 	{"containers", required_argument, NULL, OPT_CONTAINERS},
 	{"cgroup-root", required_argument, NULL, OPT_CGROUP_ROOT},
-	{"attach-mode", required_argument, NULL, 'm'},
-	{"resync", required_argument, NULL, 'r'},
-	{"event-rate", required_argument, NULL, 'e'},
-	{"answer-rate", required_argument, NULL, 'A'},
-	{"ct-per-sandbox", required_argument, NULL, 'C'},
-	{"ct-node", required_argument, NULL, 'N'},
-	{"max-endpoints", required_argument, NULL, 'M'},
-	{"listen", required_argument, NULL, 'H'},
-	{"health", required_argument, NULL, 'H'}, /* the old name of --listen */
-	{"probe-listen", required_argument, NULL, 'P'},
-	{"http-token-file", required_argument, NULL, 'T'},
-	{"events", required_argument, NULL, 'E'},
-	{"node", required_argument, NULL, 'n'},
-	{"access-request-url", required_argument, NULL, 'U'},
-	{"access-request-queue", required_argument, NULL, 'Q'},
+	{"attach-mode", required_argument, NULL, OPT_ATTACH_MODE},
+	{"resync", required_argument, NULL, OPT_RESYNC},
+	{"event-rate", required_argument, NULL, OPT_EVENT_RATE},
+	{"answer-rate", required_argument, NULL, OPT_ANSWER_RATE},
+	{"ct-per-sandbox", required_argument, NULL, OPT_CT_PER_SANDBOX},
+	{"ct-node", required_argument, NULL, OPT_CT_NODE},
+	{"max-endpoints", required_argument, NULL, OPT_MAX_ENDPOINTS},
+	{"listen", required_argument, NULL, OPT_LISTEN},
+	{"health", required_argument, NULL, OPT_LISTEN}, /* the old name of --listen */
+	{"probe-listen", required_argument, NULL, OPT_PROBE_LISTEN},
+	{"http-token-file", required_argument, NULL, OPT_HTTP_TOKEN_FILE},
+	{"events", required_argument, NULL, OPT_EVENTS},
+	{"node", required_argument, NULL, OPT_NODE},
+	{"access-request-url", required_argument, NULL, OPT_ACCESS_REQUEST_URL},
+	{"access-request-queue", required_argument, NULL, OPT_ACCESS_REQUEST_QUEUE},
 	{"policy-url", required_argument, NULL, OPT_POLICY_URL},
 	{"policy-ack-url", required_argument, NULL, OPT_POLICY_ACK_URL},
 	{"policy-ca", required_argument, NULL, OPT_POLICY_CA},
@@ -139,15 +156,15 @@ static const struct {
 	int opt;
 	size_t off;
 } agent_text_opts[] = {
-	{'p', offsetof(struct agent_opts, policy_path)},
-	{'i', offsetof(struct agent_opts, ifprefix)},
-	{'K', offsetof(struct agent_opts, cni_conf_dir)},
+	{OPT_POLICY, offsetof(struct agent_opts, policy_path)},
+	{OPT_IFPREFIX, offsetof(struct agent_opts, ifprefix)},
+	{OPT_CNI_CONF_DIR, offsetof(struct agent_opts, cni_conf_dir)},
 	{OPT_CONTAINERS, offsetof(struct agent_opts, containers_dir)},
 	{OPT_CGROUP_ROOT, offsetof(struct agent_opts, cgroup_root)},
-	{'H', offsetof(struct agent_opts, view.listen)},
-	{'P', offsetof(struct agent_opts, view.probe_listen)},
-	{'T', offsetof(struct agent_opts, view.token_file)},
-	{'U', offsetof(struct agent_opts, view.request_url)},
+	{OPT_LISTEN, offsetof(struct agent_opts, view.listen)},
+	{OPT_PROBE_LISTEN, offsetof(struct agent_opts, view.probe_listen)},
+	{OPT_HTTP_TOKEN_FILE, offsetof(struct agent_opts, view.token_file)},
+	{OPT_ACCESS_REQUEST_URL, offsetof(struct agent_opts, view.request_url)},
 	{OPT_POLICY_URL, offsetof(struct agent_opts, watch.url)},
 	{OPT_POLICY_ACK_URL, offsetof(struct agent_opts, watch.ack_url)},
 	{OPT_POLICY_CA, offsetof(struct agent_opts, watch.ca)},
@@ -201,7 +218,7 @@ static int agent_option(int c, struct agent_opts *a, char *node, size_t node_len
 	case 'v':
 		rw_log_verbosity++;
 		return 0;
-	case 'm':
+	case OPT_ATTACH_MODE:
 		err = rw_name_lookup(optarg, "--attach-mode", attach_modes,
 				     sizeof(attach_modes) / sizeof(attach_modes[0]), msg,
 				     sizeof(msg));
@@ -209,34 +226,34 @@ static int agent_option(int c, struct agent_opts *a, char *node, size_t node_len
 			return rw_fail(RW_EXIT_USAGE, "agent: %s", msg);
 		a->attach_mode = err;
 		return 0;
-	case 'r':
+	case OPT_RESYNC:
 		err = agent_uint("resync", "seconds", 1, MAX_RESYNC_SEC, &v);
 		if (!err)
 			a->resync_sec = (int)v;
 		return err;
-	case 'e':
+	case OPT_EVENT_RATE:
 		err = agent_rate("event-rate", &a->rate, &a->burst);
 		if (!err)
 			a->have_rate = true;
 		return err;
-	case 'A':
+	case OPT_ANSWER_RATE:
 		err = agent_rate("answer-rate", &a->answer_rate, &a->answer_burst);
 		if (!err)
 			a->have_answer_rate = true;
 		return err;
-	case 'C':
-	case 'N':
-		err = agent_uint(c == 'C' ? "ct-per-sandbox" : "ct-node", "a number of flows", 1,
-				 MAX_CT_FLOWS, &v);
+	case OPT_CT_PER_SANDBOX:
+	case OPT_CT_NODE:
+		err = agent_uint(c == OPT_CT_PER_SANDBOX ? "ct-per-sandbox" : "ct-node",
+				 "a number of flows", 1, MAX_CT_FLOWS, &v);
 		if (!err)
-			*(c == 'C' ? &a->ct_per_sandbox : &a->ct_node) = v;
+			*(c == OPT_CT_PER_SANDBOX ? &a->ct_per_sandbox : &a->ct_node) = v;
 		return err;
-	case 'M':
+	case OPT_MAX_ENDPOINTS:
 		err = agent_uint("max-endpoints", "a number of veths", 1, RW_MAX_ENDPOINTS, &v);
 		if (!err)
 			a->max_endpoints = v;
 		return err;
-	case 'n':
+	case OPT_NODE:
 		if (!*optarg || strlen(optarg) >= node_len)
 			return rw_fail(RW_EXIT_USAGE,
 				       "agent: --node '%s': expected 1 to %zu "
@@ -244,12 +261,12 @@ static int agent_option(int c, struct agent_opts *a, char *node, size_t node_len
 				       optarg, node_len - 1);
 		snprintf(node, node_len, "%s", optarg);
 		return 0;
-	case 'E':
+	case OPT_EVENTS:
 		err = agent_uint("events", "", 1, RW_EVSTORE_MAX, &v);
 		if (!err)
 			a->view.events = v;
 		return err;
-	case 'Q':
+	case OPT_ACCESS_REQUEST_QUEUE:
 		err = agent_uint("access-request-queue", "", 1, RW_AGENT_REQUEST_QUEUE_MAX, &v);
 		if (!err)
 			a->view.request_queue = v;

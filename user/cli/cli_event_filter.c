@@ -41,15 +41,7 @@ bool rw_cli_filter_match(const struct rw_cli_filter *f, const struct rw_event *e
 		if (!rw_ip_eq(&side, &f->pod) && !(f->pod_ifindex && ev->ifindex == f->pod_ifindex))
 			return false;
 	}
-	if (f->has_dst) {
-		struct rw_ip dst = rw_event_dst(ev);
-
-		if (!rw_ip_eq(&dst, &f->dst))
-			return false;
-		if (f->dport && ntohs(ev->dport) != f->dport)
-			return false;
-	}
-	return true;
+	return !f->has_dst || rw_event_at(ev, rw_event_dst(ev), &f->dst, f->dport);
 }
 
 void rw_cli_event_header(char *buf, size_t len)

@@ -509,16 +509,8 @@ static int tc_qdisc_cb(const struct nlmsghdr *nlh, void *data)
 static int tc_hook_is_clsact(int ifindex)
 {
 	struct qdisc_probe p = {.ifindex = ifindex};
-	struct nlmsghdr *nlh;
-	struct tcmsg *tcm;
-	int err;
+	int err = rw_mnl_dump_all(RTM_GETQDISC, sizeof(struct tcmsg), tc_qdisc_cb, &p);
 
-	tcm = rw_mnl_dump_request(RTM_GETQDISC, sizeof(*tcm), &nlh);
-	if (!tcm)
-		return -ENOMEM;
-	tcm->tcm_family = AF_UNSPEC;
-	err = rw_mnl_dump(nlh, tc_qdisc_cb, &p);
-	free(nlh);
 	if (err)
 		return err;
 	return !strcmp(p.kind, "clsact");

@@ -150,6 +150,11 @@ struct rw_ip rw_event_peer_ip(const struct rw_event *ev)
 	return ev->dir == RW_DIR_EGRESS ? rw_event_dst(ev) : rw_event_src(ev);
 }
 
+bool rw_event_at(const struct rw_event *ev, struct rw_ip at, const struct rw_ip *ip, __u16 dport)
+{
+	return rw_ip_eq(&at, ip) && (!dport || ntohs(ev->dport) == dport);
+}
+
 void rw_event_set_addrs(struct rw_event *ev, const struct rw_ip *src, const struct rw_ip *dst)
 {
 	memset(ev->saddr6, 0, sizeof(ev->saddr6));

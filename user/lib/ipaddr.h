@@ -56,6 +56,10 @@ struct rw_ip rw_event_dst(const struct rw_event *ev);
 /* The pod's side (the source of egress, the destination of ingress) and the peer's. */
 struct rw_ip rw_event_pod_ip(const struct rw_event *ev);
 struct rw_ip rw_event_peer_ip(const struct rw_event *ev);
+/* Whether `at`, one of ev's addresses above, is `ip`, and ev's destination port is `dport`
+ * (host order; 0: any port): the address and port filters of `drops` and of the view's API.
+ */
+bool rw_event_at(const struct rw_event *ev, struct rw_ip at, const struct rw_ip *ip, __u16 dport);
 /* Set an event's address from ip, and its ethertype to the family's (0x86dd for IPv6). */
 void rw_event_set_addrs(struct rw_event *ev, const struct rw_ip *src, const struct rw_ip *dst);
 

@@ -39,8 +39,7 @@ struct nl_ctx {
 	rw_nl_route_fn route_fn;
 	rw_nl_addr_fn addr_fn;
 	void *data;
-	__u16 msg_type; /* the dump's: RTM_NEWLINK, RTM_NEWROUTE or RTM_NEWADDR */
-	int (*deliver)(const struct nlmsghdr *nlh, struct nl_ctx *ctx);
+	__u16 msg_type;			/* the dump's: RTM_NEWLINK, RTM_NEWROUTE or RTM_NEWADDR */
 	const struct rw_nl_handlers *h; /* subscription */
 	bool intr;			/* a dump message carried NLM_F_DUMP_INTR */
 	int err;			/* a callback's error */
@@ -182,12 +181,84 @@ static int route_parse(const struct nlmsghdr *nlh, struct rw_nl_route *route)
 	return 1;
 }
 
+static int addr_parse(const struct nlmsghdr *nlh, struct rw_nl_addr *a);
+
+/* --- delivery: a link, route or address message to the caller ------------------------------ */
+
+/* What a message is about. */
+enum nl_kind { NL_NONE, NL_LINK, NL_ROUTE, NL_ADDR };
+
+/* A link, route or address message, parsed. */
+union nl_obj {
+	struct rw_nl_link link;
+	struct rw_nl_route route;
+	struct rw_nl_addr addr;
+};
+
+/* A message's kind; *add: it says new (else deleted). */
+static enum nl_kind kind_of(__u16 type, bool *add)
+{
+	*add = type == RTM_NEWLINK || type == RTM_NEWROUTE || type == RTM_NEWADDR;
+	if (type == RTM_NEWLINK || type == RTM_DELLINK)
+		return NL_LINK;
+	if (type == RTM_NEWROUTE || type == RTM_DELROUTE)
+		return NL_ROUTE;
+	if (type == RTM_NEWADDR || type == RTM_DELADDR)
+		return NL_ADDR;
+	return NL_NONE;
+}
+
+/* 1 and *o filled, 0 to skip, -1 when malformed. */
+static int kind_parse(const struct nlmsghdr *nlh, enum nl_kind kind, union nl_obj *o)
+{
+	if (kind == NL_LINK)
+		return link_parse(nlh, &o->link);
+	if (kind == NL_ROUTE)
+		return route_parse(nlh, &o->route);
+	return addr_parse(nlh, &o->addr);
+}
+
+/* The caller's answer: the dump's function, or the subscription's handler. */
+static int kind_call(const struct nl_ctx *ctx, enum nl_kind kind, bool add, const union nl_obj *o)
+{
+	const struct rw_nl_handlers *h = ctx->h;
+
+	if (kind == NL_LINK)
+		return h ? h->on_link(add, &o->link, h->data) : ctx->link_fn(&o->link, ctx->data);
+	if (kind == NL_ROUTE)
+		return h ? h->on_route(add, &o->route, h->data)
+			 : ctx->route_fn(&o->route, ctx->data);
+	return h ? h->on_addr(add, &o->addr, h->data) : ctx->addr_fn(&o->addr, ctx->data);
+}
+
+/* A link, route or address message of a dump or of the subscription, parsed and handed to the
+ * caller (a subscription's only when it has a handler for the kind; a dump's routes: host
+ * routes only, a pod's /32 or /128). -1 for a malformed message, 0 for one skipped, 1 for one
+ * delivered (ctx->err then holds the caller's answer).
+ */
+static int deliver(const struct nlmsghdr *nlh, struct nl_ctx *ctx)
+{
+	const struct rw_nl_handlers *h = ctx->h;
+	union nl_obj o;
+	enum nl_kind kind;
+	bool add;
+	int ret;
+
+	kind = kind_of(nlh->nlmsg_type, &add);
+	if (kind == NL_NONE ||
+	    (h && ((kind == NL_LINK && !h->on_link) || (kind == NL_ROUTE && !h->on_route) ||
+		   (kind == NL_ADDR && !h->on_addr))))
+		return 0;
+	ret = kind_parse(nlh, kind, &o);
+	if (ret <= 0 || (!h && kind == NL_ROUTE && !rw_nl_route_is_host(&o.route)))
+		return ret < 0 ? ret : 0;
+	ctx->err = kind_call(ctx, kind, add, &o);
+	return 1;
+}
+
 /* --- dumps --------------------------------------------------------------------------------- */
 
-/* One callback for every dump: a message of the dump's type is parsed and handed to the caller's
- * function by the dump's deliver(), which returns -1 for a malformed message, 0 for one it skips
- * and 1 for one delivered (ctx->err then holds the caller's answer).
- */
+/* One callback for every dump: a message of the dump's type is delivered. */
 static int dump_cb(const struct nlmsghdr *nlh, void *data)
 {
 	struct nl_ctx *ctx = data;
@@ -197,32 +268,10 @@ static int dump_cb(const struct nlmsghdr *nlh, void *data)
 		ctx->intr = true;
 	if (nlh->nlmsg_type != ctx->msg_type)
 		return MNL_CB_OK;
-	ret = ctx->deliver(nlh, ctx);
+	ret = deliver(nlh, ctx);
 	if (ret < 0)
 		return MNL_CB_ERROR;
 	return ret && ctx->err ? MNL_CB_ERROR : MNL_CB_OK;
-}
-
-static int deliver_link(const struct nlmsghdr *nlh, struct nl_ctx *ctx)
-{
-	struct rw_nl_link link;
-	int ret = link_parse(nlh, &link);
-
-	if (ret > 0)
-		ctx->err = ctx->link_fn(&link, ctx->data);
-	return ret;
-}
-
-/* Host routes only (a pod's /32 or /128). */
-static int deliver_route(const struct nlmsghdr *nlh, struct nl_ctx *ctx)
-{
-	struct rw_nl_route route;
-	int ret = route_parse(nlh, &route);
-
-	if (ret <= 0 || !rw_nl_route_is_host(&route))
-		return ret < 0 ? ret : 0;
-	ctx->err = ctx->route_fn(&route, ctx->data);
-	return 1;
 }
 
 /* Run a dump: a callback's error first, then rw_mnl_dump()'s, then -EAGAIN
@@ -239,8 +288,7 @@ static int dump_run(struct nlmsghdr *nlh, struct nl_ctx *ctx, bool strict)
 
 int rw_nl_dump_links(rw_nl_link_fn fn, void *data)
 {
-	struct nl_ctx ctx = {
-		.link_fn = fn, .data = data, .msg_type = RTM_NEWLINK, .deliver = deliver_link};
+	struct nl_ctx ctx = {.link_fn = fn, .data = data, .msg_type = RTM_NEWLINK};
 	struct nlmsghdr *nlh;
 	struct ifinfomsg *ifi;
 	int err;
@@ -322,8 +370,7 @@ out:
 /* One family's routes: the whole table, or strictly those of oif in the main table. */
 static int dump_routes_family(int family, int oif, rw_nl_route_fn fn, void *data)
 {
-	struct nl_ctx ctx = {
-		.route_fn = fn, .data = data, .msg_type = RTM_NEWROUTE, .deliver = deliver_route};
+	struct nl_ctx ctx = {.route_fn = fn, .data = data, .msg_type = RTM_NEWROUTE};
 	struct nlmsghdr *nlh;
 	struct rtmsg *rtm;
 	int err;
@@ -405,16 +452,6 @@ static int addr_parse(const struct nlmsghdr *nlh, struct rw_nl_addr *a)
 	return 1;
 }
 
-static int deliver_addr(const struct nlmsghdr *nlh, struct nl_ctx *ctx)
-{
-	struct rw_nl_addr a;
-	int ret = addr_parse(nlh, &a);
-
-	if (ret > 0)
-		ctx->err = ctx->addr_fn(&a, ctx->data);
-	return ret;
-}
-
 struct link_local_want {
 	int ifindex;
 	bool found;
@@ -436,10 +473,7 @@ static int link_local_cb(const struct rw_nl_addr *a, void *data)
 int rw_nl_link_local6(int ifindex, __be32 addr[4])
 {
 	struct link_local_want w = {.ifindex = ifindex};
-	struct nl_ctx ctx = {.addr_fn = link_local_cb,
-			     .data = &w,
-			     .msg_type = RTM_NEWADDR,
-			     .deliver = deliver_addr};
+	struct nl_ctx ctx = {.addr_fn = link_local_cb, .data = &w, .msg_type = RTM_NEWADDR};
 	struct nlmsghdr *nlh;
 	struct ifaddrmsg *ifa;
 	int err;
@@ -540,39 +574,9 @@ static int sub_msg_cb(const struct nlmsghdr *nlh, void *data)
 {
 	struct nl_ctx *ctx = data;
 	const struct rw_nl_handlers *h = ctx->h;
-	struct rw_nl_link link;
-	struct rw_nl_route route;
-	struct rw_nl_addr addr;
 	int ret;
 
 	switch (nlh->nlmsg_type) {
-	case RTM_NEWLINK:
-	case RTM_DELLINK:
-		if (!h->on_link)
-			return MNL_CB_OK;
-		ret = link_parse(nlh, &link);
-		if (ret <= 0)
-			return ret < 0 ? MNL_CB_ERROR : MNL_CB_OK;
-		ctx->err = h->on_link(nlh->nlmsg_type == RTM_NEWLINK, &link, h->data);
-		break;
-	case RTM_NEWROUTE:
-	case RTM_DELROUTE:
-		if (!h->on_route)
-			return MNL_CB_OK;
-		ret = route_parse(nlh, &route);
-		if (ret <= 0)
-			return ret < 0 ? MNL_CB_ERROR : MNL_CB_OK;
-		ctx->err = h->on_route(nlh->nlmsg_type == RTM_NEWROUTE, &route, h->data);
-		break;
-	case RTM_NEWADDR:
-	case RTM_DELADDR:
-		if (!h->on_addr)
-			return MNL_CB_OK;
-		ret = addr_parse(nlh, &addr);
-		if (ret <= 0)
-			return ret < 0 ? MNL_CB_ERROR : MNL_CB_OK;
-		ctx->err = h->on_addr(nlh->nlmsg_type == RTM_NEWADDR, &addr, h->data);
-		break;
 	case RTM_NEWTFILTER:
 	case RTM_DELTFILTER:
 	case RTM_NEWQDISC:
@@ -587,7 +591,9 @@ static int sub_msg_cb(const struct nlmsghdr *nlh, void *data)
 		break;
 	}
 	default:
-		return MNL_CB_OK;
+		ret = deliver(nlh, ctx);
+		if (ret <= 0)
+			return ret < 0 ? MNL_CB_ERROR : MNL_CB_OK;
 	}
 	return ctx->err ? MNL_CB_ERROR : MNL_CB_OK;
 }

@@ -32,6 +32,18 @@ int rw_mnl_dump(struct nlmsghdr *nlh, mnl_cb_t cb, void *data)
 	return rw_mnl_dump_opts(nlh, cb, data, false);
 }
 
+int rw_mnl_dump_all(__u16 type, size_t extra_len, mnl_cb_t cb, void *data)
+{
+	struct nlmsghdr *nlh;
+	int err;
+
+	if (!rw_mnl_dump_request(type, extra_len, &nlh))
+		return -ENOMEM;
+	err = rw_mnl_dump(nlh, cb, data);
+	free(nlh);
+	return err;
+}
+
 int rw_mnl_dump_opts(struct nlmsghdr *nlh, mnl_cb_t cb, void *data, bool strict)
 {
 	char *buf = (char *)nlh;

@@ -37,4 +37,9 @@ int rw_mnl_dump(struct nlmsghdr *nlh, mnl_cb_t cb, void *data);
  */
 int rw_mnl_dump_opts(struct nlmsghdr *nlh, mnl_cb_t cb, void *data, bool strict);
 
+/* A dump of every object of `type` in the namespace, of every family: a request with a zeroed
+ * family header of `extra_len` bytes (AF_UNSPEC, no attribute) run through rw_mnl_dump().
+ */
+int rw_mnl_dump_all(__u16 type, size_t extra_len, mnl_cb_t cb, void *data);
+
 #endif /* RUNWALL_NLUTIL_H */

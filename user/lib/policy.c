@@ -620,6 +620,12 @@ static int parse_refusal(struct parser *ps, json_t *v, int *mode)
 			  "a refusal mode (expected \"answer\" or \"drop\")", mode);
 }
 
+/* "egress" or "refusal" (key): a snapshot's modes, or a run's own. */
+static int parse_modes(struct parser *ps, const char *key, json_t *v, int *egress, int *refusal)
+{
+	return !strcmp(key, "egress") ? parse_egress(ps, v, egress) : parse_refusal(ps, v, refusal);
+}
+
 static int parse_revision(struct parser *ps, json_t *v, uint64_t *revision)
 {
 	json_int_t r;
@@ -898,67 +904,127 @@ static void rule_set_addr(struct rw_policy_rule *r, const struct rw_policy_cidr 
 	r->prefixlen = c->prefixlen;
 }
 
+/* An IPv4 or IPv6 address as a string, into *c; one that is refused names the family it looks
+ * like, and `slash` follows when it holds a '/'.
+ */
+static int parse_addr(struct parser *ps, json_t *v, const char *slash, struct rw_policy_cidr *c)
+{
+	char q[QUOTE_BUF];
+	const char *s = NULL;
+	int rc = parse_string(ps, v, &s);
+
+	if (rc || parse_ip(s, c))
+		return rc;
+	return fail(ps, AT_VALUE, "%s is not an %s address%s", quote(q, s),
+		    meant_ipv6(s) ? "IPv6" : "IPv4", strchr(s, '/') ? slash : "");
+}
+
 static int parse_rule_addr(struct parser *ps, json_t *v, bool is_cidr, struct rw_policy_rule *r)
 {
 	struct rw_policy_cidr c;
-	char q[QUOTE_BUF];
-	const char *s = NULL;
-	int rc;
+	int rc = is_cidr ? parse_cidr(ps, v, &c)
+			 : parse_addr(ps, v, " (use \"cidr\" for a range)", &c);
 
-	rc = parse_string(ps, v, &s);
 	if (rc)
 		return rc;
-	if (is_cidr) {
-		rc = parse_cidr(ps, v, &c);
-		if (rc)
-			return rc;
-	} else if (!parse_ip(s, &c)) {
-		return fail(ps, AT_VALUE, "%s is not an %s address%s", quote(q, s),
-			    meant_ipv6(s) ? "IPv6" : "IPv4",
-			    strchr(s, '/') ? " (use \"cidr\" for a range)" : "");
-	}
 	rule_set_addr(r, &c);
-	return check_list_addr(ps, s, &c);
+	return check_list_addr(ps, json_string_value(v), &c);
 }
 
-static int parse_ports(struct parser *ps, json_t *v, __u16 **ports, size_t *n)
+/* What parse_array() calls for each element: parse `e` into `item` (arg: the caller's). */
+typedef int (*parse_elem_fn)(struct parser *ps, json_t *e, void *item, void *arg);
+
+/* An array of `size`-byte items, each element parsed by `elem` with its index on the path, into
+ * a new array: *items and *n, both left alone when the array is empty.
+ */
+static int parse_array(struct parser *ps, json_t *v, size_t size, void **items, size_t *n,
+		       parse_elem_fn elem, void *arg)
 {
-	uint64_t seen[65536 / 64] = {0};
-	char other[128];
-	json_int_t port;
-	size_t i, j;
+	size_t i;
 	json_t *e;
+	int rc;
 
 	if (!json_is_array(v))
-		return fail_type(ps, v, "an array of ports");
+		return fail_type(ps, v, "an array");
 	if (!json_array_size(v))
 		return 0;
-	*ports = calloc(json_array_size(v), sizeof(**ports));
-	if (!*ports)
+	*items = calloc(json_array_size(v), size);
+	if (!*items)
 		return fail_nomem(ps);
 	*n = json_array_size(v);
 
 	json_array_foreach(v, i, e)
 	{
 		push_index(ps, i);
-		if (!json_is_integer(e))
-			return fail_type(ps, e, "a port number (an integer)");
-		port = json_integer_value(e);
-		if (port < 1 || port > 65535)
-			return fail(ps, AT_VALUE,
-				    "%" JSON_INTEGER_FORMAT " is not a port (1..65535)", port);
-		if (seen[port / 64] & (1ULL << (port % 64))) {
-			for (j = 0; j < i && (*ports)[j] != port; j++)
-				;
-			return fail(ps, AT_VALUE,
-				    "port %" JSON_INTEGER_FORMAT " is already listed at %s", port,
-				    sibling_path(ps, j, other, sizeof(other)));
-		}
-		seen[port / 64] |= 1ULL << (port % 64);
-		(*ports)[i] = port;
+		rc = elem(ps, e, (char *)*items + i * size, arg);
+		if (rc)
+			return rc;
 		pop(ps);
 	}
 	return 0;
+}
+
+/* What parse_object() calls for each member: parse `e`, the value of `key` (arg: the caller's). */
+typedef int (*parse_member_fn)(struct parser *ps, const char *key, json_t *e, void *arg);
+
+/* An object, each member parsed by `member` with its key on the path. */
+static int parse_object(struct parser *ps, json_t *v, parse_member_fn member, void *arg)
+{
+	const char *key;
+	size_t k = 0;
+	json_t *e;
+	int rc;
+
+	if (!json_is_object(v))
+		return fail_type(ps, v, "an object");
+	json_object_foreach(v, key, e)
+	{
+		push_key(ps, key, k++);
+		rc = member(ps, key, e, arg);
+		if (rc)
+			return rc;
+		pop(ps);
+	}
+	return 0;
+}
+
+/* What port_elem() needs: the list being filled, and the ports in it so far, by bit. */
+struct port_list {
+	__u16 **ports;
+	uint64_t seen[65536 / 64];
+};
+
+static int port_elem(struct parser *ps, json_t *e, void *item, void *arg)
+{
+	struct port_list *l = arg;
+	size_t i = (size_t)((__u16 *)item - *l->ports), j;
+	char other[128];
+	json_int_t port;
+
+	if (!json_is_integer(e))
+		return fail_type(ps, e, "a port number (an integer)");
+	port = json_integer_value(e);
+	if (port < 1 || port > 65535)
+		return fail(ps, AT_VALUE, "%" JSON_INTEGER_FORMAT " is not a port (1..65535)",
+			    port);
+	if (l->seen[port / 64] & (1ULL << (port % 64))) {
+		for (j = 0; j < i && (*l->ports)[j] != port; j++)
+			;
+		return fail(ps, AT_VALUE, "port %" JSON_INTEGER_FORMAT " is already listed at %s",
+			    port, sibling_path(ps, j, other, sizeof(other)));
+	}
+	l->seen[port / 64] |= 1ULL << (port % 64);
+	*(__u16 *)item = (__u16)port;
+	return 0;
+}
+
+static int parse_ports(struct parser *ps, json_t *v, __u16 **ports, size_t *n)
+{
+	struct port_list l = {.ports = ports};
+
+	if (!json_is_array(v))
+		return fail_type(ps, v, "an array of ports");
+	return parse_array(ps, v, sizeof(**ports), (void **)ports, n, port_elem, &l);
 }
 
 /* A string of 1..max characters that `ok` each accepts, copied into out (max + 1 bytes);
@@ -1040,16 +1106,12 @@ static const char *pod6_refusal(const __be32 a[4], char *buf, size_t len)
 static int parse_pod(struct parser *ps, json_t *v, struct rw_policy_cidr *c)
 {
 	char q[QUOTE_BUF], buf[160];
-	const char *s = NULL, *why;
+	const char *why;
 	size_t i;
-	int rc;
+	int rc = parse_addr(ps, v, "", c);
 
-	rc = parse_string(ps, v, &s);
 	if (rc)
 		return rc;
-	if (!parse_ip(s, c))
-		return fail(ps, AT_VALUE, "%s is not an %s address", quote(q, s),
-			    meant_ipv6(s) ? "IPv6" : "IPv4");
 	if (c->family == AF_INET6) {
 		why = pod6_refusal(c->addr6, buf, sizeof(buf));
 	} else {
@@ -1062,7 +1124,8 @@ static int parse_pod(struct parser *ps, json_t *v, struct rw_policy_cidr *c)
 				why = "a metadata address";
 	}
 	if (why)
-		return fail(ps, AT_VALUE, "%s is not a pod address: %s", quote(q, s), why);
+		return fail(ps, AT_VALUE, "%s is not a pod address: %s",
+			    quote(q, json_string_value(v)), why);
 	return 0;
 }
 
@@ -1176,96 +1239,66 @@ struct rule_kind {
 	bool from;
 };
 
+/* A rule being parsed, and which of its required keys were seen. */
+struct rule_parse {
+	const struct rule_kind *kind;
+	struct rw_policy_rule *r;
+	bool have_name, have_addr;
+};
+
+static int rule_member(struct parser *ps, const char *key, json_t *e, void *arg)
+{
+	struct rule_parse *rp = arg;
+	const struct rule_kind *kind = rp->kind;
+	struct rw_policy_rule *r = rp->r;
+
+	if (kind->named && !strcmp(key, "name")) {
+		rp->have_name = true;
+		return parse_name(ps, e, r->name);
+	} else if (!strcmp(key, "ip") || !strcmp(key, "cidr")) {
+		if (rp->have_addr)
+			return fail(ps, AT_KEY, "a rule has either \"ip\" or \"cidr\", not both");
+		rp->have_addr = true;
+		return parse_rule_addr(ps, e, !strcmp(key, "cidr"), r);
+	} else if (!strcmp(key, "tcp")) {
+		return parse_ports(ps, e, &r->tcp, &r->n_tcp);
+	} else if (!strcmp(key, "udp")) {
+		return parse_ports(ps, e, &r->udp, &r->n_udp);
+	} else if (kind->from && !strcmp(key, "from")) {
+		return parse_from(ps, e, &r->from);
+	} else if (!strcmp(key, "from")) {
+		return fail(ps, AT_KEY,
+			    "an inbound rule has no \"from\": it judges packets into the pod, "
+			    "which no sender inside the pod sent");
+	}
+	return fail(ps, AT_KEY, "unknown key (expected one of: %s)",
+		    !kind->from	  ? "name, ip, cidr, tcp, udp"
+		    : kind->named ? "name, ip, cidr, tcp, udp, from"
+				  : "ip, cidr, tcp, udp, from");
+}
+
 /* A destination with its ports: services[] and inbound[] (named) and runs[].allow[]. */
 static int parse_rule(struct parser *ps, json_t *v, const struct rule_kind *kind,
 		      struct rw_policy_rule *r)
 {
+	struct rule_parse rp = {.kind = kind, .r = r};
 	bool named = kind->named;
-	bool have_name = false, have_addr = false;
-	const char *key;
-	size_t k = 0;
-	json_t *e;
-	int rc;
+	int rc = parse_object(ps, v, rule_member, &rp);
 
-	if (!json_is_object(v))
-		return fail_type(ps, v, "an object");
-	json_object_foreach(v, key, e)
-	{
-		push_key(ps, key, k++);
-		if (named && !strcmp(key, "name")) {
-			rc = parse_name(ps, e, r->name);
-			have_name = true;
-		} else if (!strcmp(key, "ip") || !strcmp(key, "cidr")) {
-			if (have_addr)
-				return fail(ps, AT_KEY,
-					    "a rule has either \"ip\" or \"cidr\", not both");
-			rc = parse_rule_addr(ps, e, !strcmp(key, "cidr"), r);
-			have_addr = true;
-		} else if (!strcmp(key, "tcp")) {
-			rc = parse_ports(ps, e, &r->tcp, &r->n_tcp);
-		} else if (!strcmp(key, "udp")) {
-			rc = parse_ports(ps, e, &r->udp, &r->n_udp);
-		} else if (kind->from && !strcmp(key, "from")) {
-			rc = parse_from(ps, e, &r->from);
-		} else if (!strcmp(key, "from")) {
-			return fail(ps, AT_KEY,
-				    "an inbound rule has no \"from\": it judges packets into the "
-				    "pod, which no sender inside the pod sent");
-		} else {
-			return fail(ps, AT_KEY, "unknown key (expected one of: %s)",
-				    !kind->from ? "name, ip, cidr, tcp, udp"
-				    : named	? "name, ip, cidr, tcp, udp, from"
-						: "ip, cidr, tcp, udp, from");
-		}
-		if (rc)
-			return rc;
-		pop(ps);
-	}
-	if (named && !have_name) {
+	if (rc)
+		return rc;
+	if (named && !rp.have_name) {
 		push_key(ps, "name", 0);
 		return fail(ps, AT_PARENT, "required key is missing");
 	}
-	if (!have_addr)
+	if (!rp.have_addr)
 		return fail(ps, AT_VALUE, "needs \"ip\" or \"cidr\"");
 	if (!r->n_tcp && !r->n_udp)
 		return fail(ps, AT_VALUE, "allows no port (give \"tcp\" and/or \"udp\" ports)");
 	return 0;
 }
 
-/* What parse_array() calls for each element: parse `e` into `item` (arg: the caller's). */
-typedef int (*parse_elem_fn)(struct parser *ps, json_t *e, void *item, const void *arg);
-
-/* An array of `size`-byte items, each element parsed by `elem` with its index on the path, into
- * a new array: *items and *n, both left alone when the array is empty.
- */
-static int parse_array(struct parser *ps, json_t *v, size_t size, void **items, size_t *n,
-		       parse_elem_fn elem, const void *arg)
-{
-	size_t i;
-	json_t *e;
-	int rc;
-
-	if (!json_is_array(v))
-		return fail_type(ps, v, "an array");
-	if (!json_array_size(v))
-		return 0;
-	*items = calloc(json_array_size(v), size);
-	if (!*items)
-		return fail_nomem(ps);
-	*n = json_array_size(v);
-
-	json_array_foreach(v, i, e)
-	{
-		push_index(ps, i);
-		rc = elem(ps, e, (char *)*items + i * size, arg);
-		if (rc)
-			return rc;
-		pop(ps);
-	}
-	return 0;
-}
-
-static int rule_elem(struct parser *ps, json_t *e, void *item, const void *kind)
+static int rule_elem(struct parser *ps, json_t *e, void *item, void *kind)
 {
 	return parse_rule(ps, e, kind, item);
 }
@@ -1276,7 +1309,7 @@ static int parse_rules(struct parser *ps, json_t *v, struct rule_kind kind,
 	return parse_array(ps, v, sizeof(**rules), (void **)rules, n, rule_elem, &kind);
 }
 
-static int deny_elem(struct parser *ps, json_t *e, void *item, const void *arg)
+static int deny_elem(struct parser *ps, json_t *e, void *item, void *arg)
 {
 	struct rw_policy_cidr *c = item;
 	int rc = parse_cidr(ps, e, c);
@@ -1338,54 +1371,55 @@ static int parse_pods(struct parser *ps, json_t *v, struct rw_policy_run *run)
 	return 0;
 }
 
+/* A run being parsed, and which of its required keys were seen. */
+struct run_parse {
+	struct rw_policy_run *run;
+	bool have_id, have_pods;
+};
+
+static int run_member(struct parser *ps, const char *key, json_t *e, void *arg)
+{
+	struct run_parse *rp = arg;
+	struct rw_policy_run *run = rp->run;
+
+	if (!strcmp(key, "id")) {
+		rp->have_id = true;
+		return parse_run_id(ps, e, run->id);
+	} else if (!strcmp(key, "pods")) {
+		rp->have_pods = true;
+		return parse_pods(ps, e, run);
+	} else if (!strcmp(key, "egress") || !strcmp(key, "refusal")) {
+		return parse_modes(ps, key, e, &run->egress, &run->refusal);
+	} else if (!strcmp(key, "allow")) {
+		int rc = parse_rules(ps, e, (struct rule_kind){.from = true}, &run->allow,
+				     &run->n_allow);
+
+		for (size_t a = 0; !rc && a < run->n_allow; a++)
+			run->n_from += run->allow[a].from != NULL;
+		return rc;
+	}
+	return fail(ps, AT_KEY, "unknown key (expected one of: id, pods, egress, refusal, allow)");
+}
+
 static int parse_run(struct parser *ps, json_t *v, struct rw_policy_run *run)
 {
-	bool have_id = false, have_pods = false;
-	const char *key;
-	size_t k = 0;
-	json_t *e;
+	struct run_parse rp = {.run = run};
 	int rc;
 
 	run->egress = -1;
 	run->refusal = -1;
-	if (!json_is_object(v))
-		return fail_type(ps, v, "an object");
-	json_object_foreach(v, key, e)
-	{
-		push_key(ps, key, k++);
-		if (!strcmp(key, "id")) {
-			rc = parse_run_id(ps, e, run->id);
-			have_id = true;
-		} else if (!strcmp(key, "pods")) {
-			rc = parse_pods(ps, e, run);
-			have_pods = true;
-		} else if (!strcmp(key, "egress")) {
-			rc = parse_egress(ps, e, &run->egress);
-		} else if (!strcmp(key, "refusal")) {
-			rc = parse_refusal(ps, e, &run->refusal);
-		} else if (!strcmp(key, "allow")) {
-			rc = parse_rules(ps, e, (struct rule_kind){.from = true}, &run->allow,
-					 &run->n_allow);
-			for (size_t a = 0; !rc && a < run->n_allow; a++)
-				run->n_from += run->allow[a].from != NULL;
-		} else {
-			return fail(ps, AT_KEY,
-				    "unknown key (expected one of: id, pods, egress, refusal, "
-				    "allow)");
-		}
-		if (rc)
-			return rc;
-		pop(ps);
-	}
-	if (!have_id || !have_pods) {
-		push_key(ps, have_id ? "pods" : "id", 0);
+	rc = parse_object(ps, v, run_member, &rp);
+	if (rc)
+		return rc;
+	if (!rp.have_id || !rp.have_pods) {
+		push_key(ps, rp.have_id ? "pods" : "id", 0);
 		return fail(ps, AT_PARENT, "required key is missing");
 	}
 	rw_policy_run_digest(run, run->digest);
 	return 0;
 }
 
-static int run_elem(struct parser *ps, json_t *e, void *item, const void *arg)
+static int run_elem(struct parser *ps, json_t *e, void *item, void *arg)
 {
 	return parse_run(ps, e, item);
 }
@@ -1584,11 +1618,32 @@ static bool cidrs_overlap(__be32 a, unsigned int alen, __be32 b, unsigned int bl
 	return (a & m) == (b & m);
 }
 
-/* check_run_rules_of() for an IPv4 rule: the special ranges and the deny list's IPv4 CIDRs. What
- * it overlaps goes into sb; returns what that is, or NULL.
+/* check_run_rules_of() for either family: the deny list's CIDRs of the rule's family. What it
+ * overlaps goes into sb; returns what that is, or NULL.
  */
-static const char *run_rule4_overlap(struct rw_sbuf *sb, const struct rw_policy_rule *rule,
-				     const struct rw_policy *p)
+static const char *run_rule_denied(struct rw_sbuf *sb, const struct rw_policy_rule *rule,
+				   const struct rw_policy *p)
+{
+	bool v6 = rw_policy_rule_is6(rule);
+
+	for (size_t i = 0; i < p->n_deny; i++) {
+		const struct rw_policy_cidr *d = &p->deny[i];
+
+		if ((d->family == AF_INET6) != v6 ||
+		    !(v6 ? cidrs6_overlap(rule->addr6, rule->prefixlen, d->addr6, d->prefixlen)
+			 : cidrs_overlap(rule->addr, rule->prefixlen, d->addr, d->prefixlen)))
+			continue;
+		rw_sb_cidr_of(sb, d);
+		rw_sb_printf(sb, " (deny[%zu])", i);
+		return "denied by the snapshot";
+	}
+	return NULL;
+}
+
+/* check_run_rules_of() for an IPv4 rule: the special ranges. What it overlaps goes into sb;
+ * returns what that is, or NULL.
+ */
+static const char *run_rule4_overlap(struct rw_sbuf *sb, const struct rw_policy_rule *rule)
 {
 	size_t i;
 
@@ -1599,21 +1654,12 @@ static const char *run_rule4_overlap(struct rw_sbuf *sb, const struct rw_policy_
 			return "a private or special-purpose range";
 		}
 	}
-	for (i = 0; i < p->n_deny; i++) {
-		if (p->deny[i].family != AF_INET6 &&
-		    cidrs_overlap(rule->addr, rule->prefixlen, p->deny[i].addr,
-				  p->deny[i].prefixlen)) {
-			rw_sb_cidr(sb, p->deny[i].addr, p->deny[i].prefixlen);
-			rw_sb_printf(sb, " (deny[%zu])", i);
-			return "denied by the snapshot";
-		}
-	}
 	return NULL;
 }
 
 /* check_run_rules_of() for an IPv6 rule: the special ranges, the embedded-IPv4 forms (a rule
  * inside one is refused by every list; a wider one that holds one is refused here) and the
- * deny list's IPv6 CIDRs. What it overlaps goes into sb; returns what that is, or NULL.
+ * nat64 prefix. What it overlaps goes into sb; returns what that is, or NULL.
  */
 static const char *run_rule6_overlap(struct rw_sbuf *sb, const struct rw_policy_rule *rule,
 				     const struct rw_policy *p)
@@ -1641,15 +1687,6 @@ static const char *run_rule6_overlap(struct rw_sbuf *sb, const struct rw_policy_
 		rw_sb_cidr6(sb, p->nat64.addr6, p->nat64.prefixlen);
 		return "the snapshot's nat64 prefix (write IPv4 rules for it)";
 	}
-	for (i = 0; i < p->n_deny; i++) {
-		if (p->deny[i].family == AF_INET6 &&
-		    cidrs6_overlap(rule->addr6, rule->prefixlen, p->deny[i].addr6,
-				   p->deny[i].prefixlen)) {
-			rw_sb_cidr6(sb, p->deny[i].addr6, p->deny[i].prefixlen);
-			rw_sb_printf(sb, " (deny[%zu])", i);
-			return "denied by the snapshot";
-		}
-	}
 	return NULL;
 }
 
@@ -1674,7 +1711,9 @@ static int check_run_rules_of(struct parser *ps, json_t *obj_run, const struct r
 
 		rw_sb_init(&sb, range, sizeof(range));
 		what = rw_policy_rule_is6(rule) ? run_rule6_overlap(&sb, rule, p)
-						: run_rule4_overlap(&sb, rule, p);
+						: run_rule4_overlap(&sb, rule);
+		if (!what)
+			what = run_rule_denied(&sb, rule, p);
 		if (!what)
 			continue;
 		push_elem_key(ps, obj_run, "allow", a, obj, key);
@@ -1824,53 +1863,53 @@ static int (*const snapshot_checks[])(struct parser *, json_t *, const struct rw
 	check_run_ids, check_rule_counts, check_run_rules, check_services_nat64, check_pods,
 };
 
+/* A snapshot being parsed, and whether its revision was seen. */
+struct root_parse {
+	struct rw_policy *p;
+	bool have_revision;
+};
+
+static int root_member(struct parser *ps, const char *key, json_t *v, void *arg)
+{
+	struct root_parse *rp = arg;
+	struct rw_policy *p = rp->p;
+
+	if (!strcmp(key, "revision")) {
+		rp->have_revision = true;
+		return parse_revision(ps, v, &p->revision);
+	} else if (!strcmp(key, "egress") || !strcmp(key, "refusal")) {
+		return parse_modes(ps, key, v, &p->egress, &p->refusal);
+	} else if (!strcmp(key, "lease_seconds")) {
+		return parse_lease(ps, v, &p->lease_seconds);
+	} else if (!strcmp(key, "nat64")) {
+		return parse_nat64(ps, v, &p->nat64);
+	} else if (!strcmp(key, "deny")) {
+		return parse_deny(ps, v, p);
+	} else if (!strcmp(key, "services")) {
+		return parse_rules(ps, v, (struct rule_kind){.named = true, .from = true},
+				   &p->services, &p->n_services);
+	} else if (!strcmp(key, "inbound")) {
+		return parse_rules(ps, v, (struct rule_kind){.named = true}, &p->inbound,
+				   &p->n_inbound);
+	} else if (!strcmp(key, "runs")) {
+		return parse_runs(ps, v, p);
+	}
+	return fail(ps, AT_KEY,
+		    "unknown key (expected one of: revision, egress, refusal, lease_seconds, "
+		    "nat64, deny, services, inbound, runs)");
+}
+
 static int parse_root(struct parser *ps, json_t *root, struct rw_policy *p)
 {
-	bool have_revision = false;
-	const char *key;
-	size_t k = 0;
-	json_t *v;
+	struct root_parse rp = {.p = p};
 	int rc;
 
-	if (!json_is_object(root))
-		return fail_type(ps, root, "an object");
 	p->egress = RW_EGRESS_ALLOWLIST;
 	p->refusal = RW_REFUSAL_ANSWER;
-	json_object_foreach(root, key, v)
-	{
-		push_key(ps, key, k++);
-		if (!strcmp(key, "revision")) {
-			rc = parse_revision(ps, v, &p->revision);
-			have_revision = true;
-		} else if (!strcmp(key, "egress")) {
-			rc = parse_egress(ps, v, &p->egress);
-		} else if (!strcmp(key, "refusal")) {
-			rc = parse_refusal(ps, v, &p->refusal);
-		} else if (!strcmp(key, "lease_seconds")) {
-			rc = parse_lease(ps, v, &p->lease_seconds);
-		} else if (!strcmp(key, "nat64")) {
-			rc = parse_nat64(ps, v, &p->nat64);
-		} else if (!strcmp(key, "deny")) {
-			rc = parse_deny(ps, v, p);
-		} else if (!strcmp(key, "services")) {
-			rc = parse_rules(ps, v, (struct rule_kind){.named = true, .from = true},
-					 &p->services, &p->n_services);
-		} else if (!strcmp(key, "inbound")) {
-			rc = parse_rules(ps, v, (struct rule_kind){.named = true}, &p->inbound,
-					 &p->n_inbound);
-		} else if (!strcmp(key, "runs")) {
-			rc = parse_runs(ps, v, p);
-		} else {
-			return fail(ps, AT_KEY,
-				    "unknown key (expected one of: revision, egress, "
-				    "refusal, lease_seconds, nat64, deny, services, inbound, "
-				    "runs)");
-		}
-		if (rc)
-			return rc;
-		pop(ps);
-	}
-	if (!have_revision) {
+	rc = parse_object(ps, root, root_member, &rp);
+	if (rc)
+		return rc;
+	if (!rp.have_revision) {
 		push_key(ps, "revision", 0);
 		return fail(ps, AT_PARENT, "required key is missing");
 	}

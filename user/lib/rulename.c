@@ -322,44 +322,39 @@ static void allowed_name(const struct rw_event *ev, const struct rw_policy *p, c
 			 size_t len)
 {
 	unsigned int a = RW_RULE_A(ev->rule_id), b = RW_RULE_B(ev->rule_id);
-	unsigned int port = ntohs(ev->dport);
+	unsigned int kind = RW_RULE_KIND(ev->rule_id);
 	const struct rw_policy *now = in_force(ev, p) ? p : NULL;
+	const struct rw_policy_rule *rule = NULL;
 	char text[RW_RULE_NAME_LEN], pos[48];
 
-	switch (RW_RULE_KIND(ev->rule_id)) {
-	case RW_RULE_KIND_SERVICE:
-		if (now && a < now->n_services) {
-			rule_text(&now->services[a], ev->proto, port, text, sizeof(text));
-			snprintf(buf, len, "%s %s", now->services[a].name, text);
-			return;
+	if (kind == RW_RULE_KIND_SERVICE || kind == RW_RULE_KIND_INBOUND) {
+		bool service = kind == RW_RULE_KIND_SERVICE;
+		size_t n = !now ? 0 : service ? now->n_services : now->n_inbound;
+
+		if (a < n) {
+			rule = service ? &now->services[a] : &now->inbound[a];
+			snprintf(buf, len, "%s%s", service ? "" : "inbound ", rule->name);
 		}
-		snprintf(pos, sizeof(pos), "services[%u]", a);
-		break;
-	case RW_RULE_KIND_RUN:
+		snprintf(pos, sizeof(pos), "%s[%u]", service ? "services" : "inbound", a);
+	} else if (kind == RW_RULE_KIND_RUN) {
 		if (now && a < now->n_runs && b < now->runs[a].n_allow) {
-			rule_text(&now->runs[a].allow[b], ev->proto, port, text, sizeof(text));
-			snprintf(buf, len, "%s allow[%u] %s", now->runs[a].id, b, text);
-			return;
+			rule = &now->runs[a].allow[b];
+			snprintf(buf, len, "%s allow[%u]", now->runs[a].id, b);
 		}
 		snprintf(pos, sizeof(pos), "runs[%u].allow[%u]", a, b);
-		break;
-	case RW_RULE_KIND_INBOUND:
-		if (now && a < now->n_inbound) {
-			rule_text(&now->inbound[a], ev->proto, port, text, sizeof(text));
-			snprintf(buf, len, "inbound %s %s", now->inbound[a].name, text);
-			return;
-		}
-		snprintf(pos, sizeof(pos), "inbound[%u]", a);
-		break;
-	default:
+	} else {
 		snprintf(buf, len, "rule %#x", ev->rule_id);
 		return;
 	}
-	if (now)
+	if (rule) {
+		rule_text(rule, ev->proto, ntohs(ev->dport), text, sizeof(text));
+		snprintf(buf + strlen(buf), len - strlen(buf), " %s", text);
+	} else if (now) {
 		snprintf(buf, len, "%s: not in revision %llu", pos,
 			 (unsigned long long)ev->revision);
-	else
+	} else {
 		not_in_force(ev, pos, buf, len);
+	}
 }
 
 void rw_event_rule_name(const struct rw_event *ev, const struct rw_policy *p, char *buf, size_t len)

@@ -36,15 +36,7 @@ bool rw_evfilter_match(const struct rw_evfilter *f, const struct rw_event *ev, c
 		if (!rw_ip_eq(&pod, &f->pod))
 			return false;
 	}
-	if (f->has_dst) {
-		struct rw_ip peer = rw_event_peer_ip(ev);
-
-		if (!rw_ip_eq(&peer, &f->dst))
-			return false;
-		if (f->dport && ntohs(ev->dport) != f->dport)
-			return false;
-	}
-	return true;
+	return !f->has_dst || rw_event_at(ev, rw_event_peer_ip(ev), &f->dst, f->dport);
 }
 
 static int set_err(char *err, size_t errlen, const char *fmt, const char *key, const char *value)
