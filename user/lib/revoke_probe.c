@@ -504,8 +504,6 @@ int rw_revoke_probe(const struct rw_datapath *dp, __u64 *seen, struct rw_probe_s
 	bool *hold = calloc(RW_MAX_RUNS, sizeof(*hold));
 	struct probe_sandbox *sbs = NULL;
 	size_t n = 0, cap = 0;
-	struct nlmsghdr *nlh;
-	struct ndmsg *nd;
 	__u32 ifindex, *prev = NULL, key;
 	int pfd = -1, ifd = -1, pods = -1, pods6 = -1, err, one = 1;
 	unsigned int quota = 0;
@@ -556,14 +554,12 @@ int rw_revoke_probe(const struct rw_datapath *dp, __u64 *seen, struct rw_probe_s
 	if (!n)
 		goto done;
 	nl.v = calloc(RW_PROBE_NEIGH_MAX, sizeof(struct neigh));
-	nd = nl.v ? rw_mnl_dump_request(RTM_GETNEIGH, sizeof(*nd), &nlh) : NULL;
-	if (!nd) {
+	if (!nl.v) {
 		err = -ENOMEM;
 		goto out;
 	}
-	nd->ndm_family = AF_UNSPEC; /* IPv4's and IPv6's neighbours */
-	err = rw_mnl_dump(nlh, on_neigh, &nl);
-	free(nlh);
+	/* IPv4's and IPv6's neighbours */
+	err = rw_mnl_dump_all(RTM_GETNEIGH, sizeof(struct ndmsg), on_neigh, &nl);
 	if (err)
 		goto out;
 	/* For the veths' own MACs: closing it costs nothing, unlike a packet socket's close
