@@ -14,7 +14,8 @@ The client connects, names its MODE in a first line, prints {"connected": ...} a
 Either end prints one JSON line when its socket fails: {"mode", "errno", "t_ns"} (t_ns: the
 monotonic clock, which every namespace shares), or {"errno": "timeout"} after S seconds. The
 server prints one line per connection it loses. With --dual it listens on [::] for both
-families, and names an IPv4 peer as IPv4 ("10.1.2.3:41000"), an IPv6 one as "ADDR6:PORT". Standard library only.
+families, and names an IPv4 peer as IPv4 ("10.1.2.3:41000"), an IPv6 one as "ADDR6:PORT".
+Standard library and probe.py only.
 """
 import argparse
 import errno as E
@@ -25,6 +26,8 @@ import socket
 import sys
 import threading
 import time
+
+from probe import serve  # the accept loop, a thread per connection
 
 
 def say(**kv):
@@ -65,8 +68,6 @@ def serve(args):
         ls.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
     ls.bind(("::" if args.dual else "0.0.0.0", args.port))
     ls.listen(16)
-    with open(args.ready, "w") as f:
-        f.write("ready\n")
     lock = threading.Lock()
 
     def handle(s, peer):
@@ -79,14 +80,7 @@ def serve(args):
             say(**rep)
         s.close()
 
-    ls.settimeout(1.0)
-    end = time.monotonic() + args.duration
-    while time.monotonic() < end:
-        try:
-            s, peer = ls.accept()
-        except socket.timeout:
-            continue
-        threading.Thread(target=handle, args=(s, peer), daemon=True).start()
+    serve(ls, args.ready, args.duration, handle)
 
 
 def client(args):
