@@ -30,7 +30,8 @@ import struct
 import sys
 import time
 
-from probe import csum, serve  # the Internet checksum (RFC 1071) as probe.py sums IPv4's; serve()
+from probe import csum  # the Internet checksum (RFC 1071), as probe.py sums IPv4's
+from revoke_conn import serve_for  # a server's accept loop, a thread per connection
 
 
 def a6(text):
@@ -141,7 +142,7 @@ def cmd_sink(args):
             pass
         c.close()
 
-    serve(ls, args.ready, args.duration, handle)
+    serve_for(ls, args.ready, args.duration, handle)
     return 0
 
 

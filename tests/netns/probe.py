@@ -79,7 +79,6 @@ import socket
 import struct
 import subprocess
 import sys
-import threading
 import time
 
 now = time.monotonic_ns
@@ -454,23 +453,6 @@ def cmd_flood(args):
     emit({"sent": sent, "send_errors": errors, "first_sent": first_sent,
           "answers": len(answers), "first_answers": answers[:3]})
     return 0
-
-
-# ---- Servers -------------------------------------------------------------------------------------
-
-def serve(ls, ready, duration, handle):
-    """Writes the file `ready` once `ls` listens, then accepts for `duration` seconds, each
-    connection handled by handle(conn, peer) in a thread of its own."""
-    with open(ready, "w") as f:
-        f.write("ready\n")
-    ls.settimeout(1.0)
-    end = time.monotonic() + duration
-    while time.monotonic() < end:
-        try:
-            conn, peer = ls.accept()
-        except socket.timeout:
-            continue
-        threading.Thread(target=handle, args=(conn, peer), daemon=True).start()
 
 
 # ---- Raw packets ----------------------------------------------------------------------------------

@@ -14,8 +14,7 @@ The client connects, names its MODE in a first line, prints {"connected": ...} a
 Either end prints one JSON line when its socket fails: {"mode", "errno", "t_ns"} (t_ns: the
 monotonic clock, which every namespace shares), or {"errno": "timeout"} after S seconds. The
 server prints one line per connection it loses. With --dual it listens on [::] for both
-families, and names an IPv4 peer as IPv4 ("10.1.2.3:41000"), an IPv6 one as "ADDR6:PORT".
-Standard library and probe.py only.
+families, and names an IPv4 peer as IPv4 ("10.1.2.3:41000"), an IPv6 one as "ADDR6:PORT". Standard library only.
 """
 import argparse
 import errno as E
@@ -26,8 +25,6 @@ import socket
 import sys
 import threading
 import time
-
-from probe import serve  # the accept loop, a thread per connection
 
 
 def say(**kv):
@@ -61,6 +58,21 @@ def run_conn(sock, mode, duration, who):
         return {"mode": mode, "errno": errname(e), "t_ns": time.monotonic_ns()}
 
 
+def serve_for(ls, ready, duration, handle):
+    """Writes the file `ready` once `ls` listens, then accepts for `duration` seconds, each
+    connection handled by handle(conn, peer) in a thread of its own."""
+    with open(ready, "w") as f:
+        f.write("ready\n")
+    ls.settimeout(1.0)
+    end = time.monotonic() + duration
+    while time.monotonic() < end:
+        try:
+            conn, peer = ls.accept()
+        except socket.timeout:
+            continue
+        threading.Thread(target=handle, args=(conn, peer), daemon=True).start()
+
+
 def serve(args):
     ls = socket.socket(socket.AF_INET6 if args.dual else socket.AF_INET, socket.SOCK_STREAM)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -80,7 +92,7 @@ def serve(args):
             say(**rep)
         s.close()
 
-    serve(ls, args.ready, args.duration, handle)
+    serve_for(ls, args.ready, args.duration, handle)
 
 
 def client(args):
