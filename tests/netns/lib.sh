@@ -99,11 +99,11 @@ rw_need() { [ -x "$1" ] || { echo "Bail out! $1 is missing: run make" >&3; exit 
 
 # rw_bench_begin NAME PREFIX USAGE BUILD OUT…: a benchmark's start: rw_suite_begin NAME PREFIX
 # BUILD, and RW_OUT, the file its JSON rows go to (OUT, from the repository's root). Without
-# BUILD or OUT it stops with "usage: USAGE".
+# BUILD or OUT it says "usage: USAGE" and exits 2, before it makes anything.
 rw_bench_begin() {
-	local usage="usage: $3"
-	rw_suite_begin "$1" "$2" "${4:?$usage}"
-	RW_OUT=$(realpath -m "${5:?$usage}")
+	[ $# -ge 5 ] || { echo "usage: $3" >&2; exit 2; }
+	rw_suite_begin "$1" "$2" "$4"
+	RW_OUT=$(realpath -m "$5")
 }
 
 ok() { T=$((T + 1)); echo "ok $T - $*" >&3; }
