@@ -10,8 +10,7 @@ set -Eeuo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/netns/lib.sh
 source "$HERE/../netns/lib.sh"
-rw_suite_begin refusal-bench rwq "${1:?usage: refusal.sh BUILD OUT [TRIALS]}"
-out=$(realpath -m "${2:?usage: refusal.sh BUILD OUT [TRIALS]}")
+rw_bench_begin refusal-bench rwq "refusal.sh BUILD OUT [TRIALS]" "$@"
 trials=${3:-500}
 REFUSED=93.184.216.34 # "the public internet" (lib.sh), not in the sandbox's allowlist
 trap rw_suite_cleanup EXIT
@@ -24,15 +23,14 @@ cat >"$RW_WORK/policy.json" <<JSON
 JSON
 rw_agent_start --policy "$RW_WORK/policy.json" --ifprefix eniq --answer-rate 0
 rw_agent_wait
-bound() { [ "$(rw_status_json | jq -r '.ready and ([.sandboxes[]? | select(.pod != null)] | length == 1)')" = true ]; }
-rw_wait 10 bound || rw_bail "the agent did not bind the sandbox"
+rw_wait 10 rw_agent_bound 1 || rw_bail "the agent did not bind the sandbox"
 
 for proto in tcp udp; do
 	ip netns exec "${RW_PREFIX}a" "$RW_PY" "$HERE/refusal_time.py" "$proto" "$REFUSED" 443 \
 		"$trials" 2 >"$RW_WORK/$proto.json"
 	diag "$proto: $(jq -c '{want, seen}' "$RW_WORK/$proto.json")"
 done
-"$RW_PY" - "$out" "$RW_WORK/tcp.json" "$RW_WORK/udp.json" <<'PY'
+"$RW_PY" - "$RW_OUT" "$RW_WORK/tcp.json" "$RW_WORK/udp.json" <<'PY'
 import json, sys
 rows = []
 for f, what in ((sys.argv[2], "connect() to a refused host until ECONNREFUSED"),

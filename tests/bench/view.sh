@@ -9,8 +9,7 @@ set -Eeuo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/netns/lib.sh
 source "$HERE/../netns/lib.sh"
-rw_suite_begin view-bench rwb "${1:?usage: view.sh BUILD OUT [TRIALS] [SECONDS]}"
-out=$(realpath -m "${2:?usage: view.sh BUILD OUT [TRIALS] [SECONDS]}")
+rw_bench_begin view-bench rwb "view.sh BUILD OUT [TRIALS] [SECONDS]" "$@"
 trials=${3:-3}
 secs=${4:-5}
 LOAD=$HERE/view_load.py
@@ -53,7 +52,7 @@ for t in $(seq "$trials"); do
 	graph_ev+=("$e") graph_ms+=("$m") graph_calls+=("$c")
 	echo "# trial $t: idle ${idle_ev[-1]} events/s, status ${idle_ms[-1]} ms; 200 /api/graph clients ($c calls): ${graph_ev[-1]} events/s, status $m ms"
 done
-"$RW_PY" - "$out" "$secs" <<PY
+"$RW_PY" - "$RW_OUT" "$secs" <<PY
 import json, statistics, sys
 med = statistics.median
 ie, im = med([${idle_ev[*]/%/,}]), med([${idle_ms[*]/%/,}])

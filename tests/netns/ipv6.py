@@ -28,10 +28,10 @@ import json
 import socket
 import struct
 import sys
-import threading
 import time
 
 from probe import csum  # the Internet checksum (RFC 1071), as probe.py sums IPv4's
+from revoke_conn import serve_for  # a server's accept loop, a thread per connection
 
 
 def a6(text):
@@ -128,11 +128,8 @@ def cmd_sink(args):
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind(("::", args.port))
     ls.listen(8)
-    ls.settimeout(1.0)
-    with open(args.ready, "w") as f:
-        f.write("ready\n")
 
-    def handle(c):
+    def handle(c, _peer):
         n = 0
         try:
             while True:
@@ -145,13 +142,7 @@ def cmd_sink(args):
             pass
         c.close()
 
-    end = time.monotonic() + args.duration
-    while time.monotonic() < end:
-        try:
-            c, _ = ls.accept()
-        except socket.timeout:
-            continue
-        threading.Thread(target=handle, args=(c,), daemon=True).start()
+    serve_for(ls, args.ready, args.duration, handle)
     return 0
 
 

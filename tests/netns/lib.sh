@@ -71,7 +71,7 @@ export RW_WAIT_SCALE
 
 # rw_suite_begin NAME PREFIX [BUILD]: the start of a suite. BUILD (default build; relative to the
 # repository) holds the binaries. Sets ID (this shell's pid), the namespace names (PREFIX ID -,
-# rw_names), RW_RUNWALL, and a pin folder, socket and work folder of the suite's own
+# rw_names), RW_RUNWALL, RW_CNI, and a pin folder, socket and work folder of the suite's own
 # (rwtest-NAME-ID). The suite runs from the repository's root. TAP lines go to fd 3, the suite's
 # stdout, so that `check … >/dev/null` silences only the command checked.
 rw_suite_begin() {
@@ -83,13 +83,27 @@ rw_suite_begin() {
 	ID=$$
 	rw_names "$prefix$ID-"
 	RW_RUNWALL=$BUILD/runwall
+	RW_CNI=$BUILD/runwall-cni
 	RW_BPFFS=/sys/fs/bpf/rwtest-$name-$ID
 	RW_SOCK=/run/rwtest-$name-$ID.sock
 	RW_WORK=$(mktemp -d "/tmp/rwtest-$name-$ID.XXXXXX")
 	exec 3>&1
 	T=0
 	FAILED=0
-	[ -x "$RW_RUNWALL" ] || { echo "Bail out! $RW_RUNWALL is missing: run make" >&3; exit 1; }
+	rw_need "$RW_RUNWALL"
+}
+
+# rw_need FILE: the suite bails out when the build has not made FILE (RW_CNI, for the suites
+# that run runwall-cni).
+rw_need() { [ -x "$1" ] || { echo "Bail out! $1 is missing: run make" >&3; exit 1; }; }
+
+# rw_bench_begin NAME PREFIX USAGE BUILD OUT…: a benchmark's start: rw_suite_begin NAME PREFIX
+# BUILD, and RW_OUT, the file its JSON rows go to (OUT, from the repository's root). Without
+# BUILD or OUT it says "usage: USAGE" and exits 2, before it makes anything.
+rw_bench_begin() {
+	[ $# -ge 5 ] || { echo "usage: $3" >&2; exit 2; }
+	rw_suite_begin "$1" "$2" "$4"
+	RW_OUT=$(realpath -m "$5")
 }
 
 ok() { T=$((T + 1)); echo "ok $T - $*" >&3; }
@@ -437,6 +451,19 @@ rw_ns_of() {
 	if [ "$1" = svc ]; then echo "$RW_SVC"; elif [ "$1" = node ]; then echo "$RW_NODE"; else echo "${RW_SB_NS[$1]}"; fi
 }
 
+# rw_udp_send SANDBOX HOST PORT COUNT: COUNT UDP datagrams from the sandbox to HOST:PORT (IPv4
+# or IPv6), each from a socket of its own (a new flow each).
+rw_udp_send() {
+	rw_in "$(rw_ns_of "$1")" "$RW_PY" -c '
+import socket, sys
+host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+for i in range(n):
+    s = socket.socket(fam, socket.SOCK_DGRAM)
+    s.sendto(b"x", (host, port))
+    s.close()' "$2" "$3" "$4"
+}
+
 rw_probe() {
 	local ns
 	ns=$(rw_ns_of "$1")
@@ -452,6 +479,11 @@ rw_agent_start() {
 	"${pre[@]}" "${RW_CMD[@]}" agent "$@" >>"$RW_WORK/agent.log" 2>&1 </dev/null &
 	RW_AGENT_PID=$!
 	echo "$RW_AGENT_PID" >"$RW_WORK/agent.pid"
+}
+
+# rw_agent_bound N: the agent is ready (a snapshot applied) and has N sandboxes bound to pods.
+rw_agent_bound() {
+	[ "$(rw_status_json | jq -r --argjson n "$1" '.ready and ([.sandboxes[]? | select(.pod != null)] | length == $n)')" = true ]
 }
 
 # Wait (30 s, scaled) until the agent listens on its socket (a stale socket file refuses
@@ -536,6 +568,23 @@ rw_ns_add6() {
 # rw_link_local NS IFNAME: the interface's own fe80:: address (the kernel's, from its MAC).
 rw_link_local() {
 	ip -n "$1" -6 -o addr show dev "$2" scope link | awk '{print $4; exit}' | cut -d/ -f1
+}
+
+# The node of the suites that judge a run's recorded traffic (test_replay, test_staged): run-a's
+# pod dual-stack (A_IP, A_IP6), run-b's IPv4 only (B_IP), and a public IPv6 host (PUB6) behind
+# the node. rw_ab_node_up: the node built, both sandboxes wired, their names set first by
+# rw_ab_names PFX (the sandboxes' veths PFXa… and PFXb…: the agent's --ifprefix PFX).
+rw_ab_node_up() {
+	rw_node_up || rw_bail "the node did not come up"
+	rw_node_dual_stack "$PUB6" || rw_bail "the node's IPv6"
+	rw_sandbox6_add a "$A_IF" "$A_IP6" "$A_IP" || rw_bail "sandbox a"
+	rw_sandbox_add b "$B_IF" "$B_IP" || rw_bail "sandbox b"
+}
+rw_ab_names() {
+	PFX=$1
+	A_IF=${PFX}a${ID}a A_IP=10.1.3.3 A_IP6=2600:1f14:abc:1::3
+	B_IF=${PFX}b${ID}b B_IP=10.1.3.4
+	PUB6=2a00:1450:4001::93
 }
 
 # rw_sandbox6_add NAME IFNAME POD_IP6 POD_IP4: a dual-stack sandbox pod wired as the VPC CNI

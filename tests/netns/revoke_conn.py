@@ -58,6 +58,21 @@ def run_conn(sock, mode, duration, who):
         return {"mode": mode, "errno": errname(e), "t_ns": time.monotonic_ns()}
 
 
+def serve_for(ls, ready, duration, handle):
+    """Writes the file `ready` once `ls` listens, then accepts for `duration` seconds, each
+    connection handled by handle(conn, peer) in a thread of its own."""
+    with open(ready, "w") as f:
+        f.write("ready\n")
+    ls.settimeout(1.0)
+    end = time.monotonic() + duration
+    while time.monotonic() < end:
+        try:
+            conn, peer = ls.accept()
+        except socket.timeout:
+            continue
+        threading.Thread(target=handle, args=(conn, peer), daemon=True).start()
+
+
 def serve(args):
     ls = socket.socket(socket.AF_INET6 if args.dual else socket.AF_INET, socket.SOCK_STREAM)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -65,8 +80,6 @@ def serve(args):
         ls.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
     ls.bind(("::" if args.dual else "0.0.0.0", args.port))
     ls.listen(16)
-    with open(args.ready, "w") as f:
-        f.write("ready\n")
     lock = threading.Lock()
 
     def handle(s, peer):
@@ -79,14 +92,7 @@ def serve(args):
             say(**rep)
         s.close()
 
-    ls.settimeout(1.0)
-    end = time.monotonic() + args.duration
-    while time.monotonic() < end:
-        try:
-            s, peer = ls.accept()
-        except socket.timeout:
-            continue
-        threading.Thread(target=handle, args=(s, peer), daemon=True).start()
+    serve_for(ls, args.ready, args.duration, handle)
 
 
 def client(args):

@@ -12,8 +12,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/netns/lib.sh
 source "$HERE/lib.sh"
 rw_suite_begin agent rwa "${1:-build}"
-CNI_BIN=$BUILD/runwall-cni
-[ -x "$CNI_BIN" ] || { echo "Bail out! $CNI_BIN is missing: run make"; exit 1; }
+rw_need "$RW_CNI"
 
 id=rwa$ID
 node=${id}-node
@@ -303,7 +302,7 @@ aws_conflist() { # aws_conflist [extra plugin JSON]: 10-aws.conflist's content
 	printf '{"cniVersion":"1.0.0","name":"aws-cni","plugins":[{"name":"aws-cni","type":"aws-cni","mtu":"9001"},{"type":"portmap","capabilities":{"portMappings":true}}%s]}\n' "${1:-}"
 }
 aws_conflist "" >"$netd/10-aws.conflist"
-"$CNI_BIN" install --bin-dir "$work" --conf-dir "$netd" --bpffs "$bpffs-third" --ifprefix "z${pfx}" >/dev/null
+"$RW_CNI" install --bin-dir "$work" --conf-dir "$netd" --bpffs "$bpffs-third" --ifprefix "z${pfx}" >/dev/null
 third_rw() { nsenter --net=/run/netns/"$node" "$RW_RUNWALL" --bpffs "$bpffs-third" --socket "$sock-third" "$@"; }
 nsenter --net=/run/netns/"$node" "$RW_RUNWALL" --bpffs "$bpffs-third" --socket "$sock-third" agent \
 	--ifprefix "z${pfx}" --cni-conf-dir "$netd" >>"$work/agent3.log" 2>&1 &

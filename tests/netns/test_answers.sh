@@ -93,8 +93,7 @@ API=http://127.0.0.1:9100 # the node namespace's own loopback
 rw_agent_start --policy "$RW_WORK/policy.json" --ifprefix "$PFX" --answer-rate "$ARATE/$ABURST" \
 	--attach-mode "${RW_ATTACH_MODE:-auto}" --listen 127.0.0.1:9100
 rw_agent_wait || rw_bail "the agent did not start"
-ready() { [ "$(rw_status_json | jq -r '.ready and ([.sandboxes[]? | select(.pod != null)] | length == 3)')" = true ]; }
-rw_wait 10 ready || rw_bail "the agent did not bind the three sandboxes and apply revision 1"
+rw_wait 10 rw_agent_bound 3 || rw_bail "the agent did not bind the three sandboxes and apply revision 1"
 diag "attach mode: $(rw_status_json | jq -r '[.sandboxes[]?.hooks.egress.mode // empty] | unique | join(",")')"
 if [ "$(rw_status_json | jq -c '[.limits.answer_rate, .limits.answer_burst]')" = "[$ARATE,$ABURST]" ]; then
 	ok "status shows the answer budget: $ARATE/s burst $ABURST per sandbox"

@@ -17,13 +17,9 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=tests/netns/lib.sh
 source "$HERE/lib.sh"
 rw_suite_begin churn rwch "${1:-build}"
-CNI=$BUILD/runwall-cni
-[ -x "$CNI" ] || { echo "Bail out! $CNI is missing: run make"; exit 1; }
+rw_need "$RW_CNI"
 
-id=rwch$ID
-node=${id}-node
 pfx=h${ID}x
-bpffs=$RW_BPFFS sock=$RW_SOCK work=$RW_WORK
 slots=${RW_CHURN_SLOTS:-8}
 # A minute in make check; 15 s under emulation (make vmtest), where each veth takes far longer.
 if [ "${RUNWALL_VMTEST:-0}" = 1 ]; then seconds=${RW_CHURN_SECONDS:-15}; else seconds=${RW_CHURN_SECONDS:-60}; fi
@@ -34,28 +30,21 @@ agent_pid=
 cleanup() {
 	set +e
 	[ -n "$agent_pid" ] && kill -9 "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null
-	"$RW_RUNWALL" --bpffs "$bpffs" --socket "$sock" detach >/dev/null 2>&1
+	"$RW_RUNWALL" --bpffs "$RW_BPFFS" --socket "$RW_SOCK" detach >/dev/null 2>&1
 	for s in $(seq 0 $((slots - 1))); do ip netns del "$pfx-pod$s" 2>/dev/null; done
-	ip netns del "$node" 2>/dev/null
-	rm -rf "$work" "$sock"
+	ip netns del "$RW_NODE" 2>/dev/null
+	rm -rf "$RW_WORK" "$RW_SOCK"
 }
 trap cleanup EXIT
 
-rw() { nsenter --net=/run/netns/"$node" "$RW_RUNWALL" --bpffs "$bpffs" --socket "$sock" "$@"; }
 py() { "${RW_PY:-python3}" "$@"; }
 
-ip netns add "$node"
-ip netns exec "$node" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
-ip -n "$node" link set lo up
-ip -n "$node" addr add 172.20.0.10/32 dev lo
-ip -n "$node" addr add 52.94.9.5/32 dev lo
-for s in $(seq 0 $((slots - 1))); do
-	ip netns add "$pfx-pod$s"
-	ip netns exec "$pfx-pod$s" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
-	ip -n "$pfx-pod$s" link set lo up
-done
+rw_ns_add "$RW_NODE"
+ip -n "$RW_NODE" addr add 172.20.0.10/32 dev lo
+ip -n "$RW_NODE" addr add 52.94.9.5/32 dev lo
+for s in $(seq 0 $((slots - 1))); do rw_ns_add "$pfx-pod$s"; done
 # Every pool address its own run; even ones may reach their database 52.94.9.5:5432.
-py - "$work/policy.json" <<'P'
+py - "$RW_WORK/policy.json" <<'P'
 import json, sys
 runs = []
 for i in range(12):
@@ -66,9 +55,8 @@ for i in range(12):
 json.dump({"revision": 1, "services": [{"name": "proxy", "ip": "172.20.0.10", "tcp": [443]}],
            "runs": runs}, open(sys.argv[1], "w"))
 P
-nsenter --net=/run/netns/"$node" "$RW_RUNWALL" --bpffs "$bpffs" --socket "$sock" agent \
-	--ifprefix "$pfx" --policy "$work/policy.json" >>"$work/agent.log" 2>&1 &
-agent_pid=$!
+rw_agent_start --ifprefix "$pfx" --policy "$RW_WORK/policy.json"
+agent_pid=$RW_AGENT_PID
 for _ in $(seq $((200 * scale))); do
 	{ rw -j status 2>/dev/null || true; } | grep -q '"ready":true' && break
 	sleep 0.05
@@ -76,11 +64,11 @@ done
 check "the agent enforces the churn snapshot" eval "rw -j status | grep -q '\"ready\":true'"
 
 rc=0
-nsenter --net=/run/netns/"$node" "${RW_PY:-python3}" tests/netns/churn.py --pfx "$pfx" \
-	--bpffs "$bpffs" --cni "$CNI" --slots "$slots" --seconds "$seconds" --rate "$rate" \
-	--probe-timeout "$(awk -v s="$scale" 'BEGIN {print 0.5 * s}')" >"$work/churn.json" \
-	2>"$work/churn.err" || rc=$?
-out=$(tail -n1 "$work/churn.json")
+nsenter --net=/run/netns/"$RW_NODE" "${RW_PY:-python3}" tests/netns/churn.py --pfx "$pfx" \
+	--bpffs "$RW_BPFFS" --cni "$RW_CNI" --slots "$slots" --seconds "$seconds" --rate "$rate" \
+	--probe-timeout "$(awk -v s="$scale" 'BEGIN {print 0.5 * s}')" >"$RW_WORK/churn.json" \
+	2>"$RW_WORK/churn.err" || rc=$?
+out=$(tail -n1 "$RW_WORK/churn.json")
 echo "# churn: $out"
 get() { py -c 'import json,sys; print(json.loads(sys.argv[1]).get(sys.argv[2], 0))' "$out" "$1"; }
 created=$(get created) checks=$(get checks) probes_ok=$(get probes_ok) probes_to=$(get probes_refused)
@@ -90,20 +78,20 @@ check "no failure: every ADD and DEL answered, every live veth observed with run
 	eval '[ "$rc" -eq 0 ] && [ "$(get failures)" = 0 ] && [ "$checks" -ge "$created" ]'
 check "fresh pods reached their run's database ($probes_ok) or were refused by theirs ($probes_to), as their run says" \
 	eval '[ "$probes_ok" -ge 1 ] && [ "$probes_to" -ge 1 ]'
-[ -s "$work/churn.err" ] && sed 's/^/# churn.py: /' "$work/churn.err" | head -n 20
+[ -s "$RW_WORK/churn.err" ] && sed 's/^/# churn.py: /' "$RW_WORK/churn.err" | head -n 20
 
 # Afterwards: the agent answers, and nothing of the gone veths is left.
 check "the agent is still running" kill -0 "$agent_pid"
 sbx() { rw -j status | py -c 'import json,sys; print(len(json.load(sys.stdin)["sandboxes"]))'; }
 for _ in $(seq $((100 * scale))); do [ "$(sbx)" = 0 ] && break; sleep 0.1; done
 check "status lists no sandbox ($(sbx))" [ "$(sbx)" = 0 ]
-eps=$(bpftool -j map dump pinned "$bpffs/rw_endpoints" | py -c 'import json,sys; print(len(json.load(sys.stdin)))')
+eps=$(bpftool -j map dump pinned "$RW_BPFFS/rw_endpoints" | py -c 'import json,sys; print(len(json.load(sys.stdin)))')
 check "no endpoint binding left ($eps)" [ "$eps" = 0 ]
-links=$(find "$bpffs/links" -mindepth 1 2>/dev/null | wc -l)
+links=$(find "$RW_BPFFS/links" -mindepth 1 2>/dev/null | wc -l)
 check "no link pin left ($links)" [ "$links" = 0 ]
 if [ "$FAILED" -ne 0 ]; then
 	echo "# agent log (last 20 lines):"
-	tail -n 20 "$work/agent.log" | sed 's/^/#   /'
+	tail -n 20 "$RW_WORK/agent.log" | sed 's/^/#   /'
 fi
 
 kill "$agent_pid"

@@ -17,7 +17,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/lib.sh"
 rw_suite_begin cni rwc "${1:-build}"
 ROOT=$RW_ROOT
-CNI=$BUILD/runwall-cni
+CNI=$RW_CNI
 POLICY_DEFAULT=$ROOT/manifests/policy-default.json
 PLUGINS=/usr/lib/cni
 CHAIN=("$RW_PY" "$HERE/cni_chain.py")

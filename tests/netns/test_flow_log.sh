@@ -78,8 +78,7 @@ rw_sandbox_add b "$B_IF" "$B_IP" || rw_bail "sandbox b"
 rw_agent_start --policy "$RW_WORK/policy.json" --ifprefix "$PFX" --node "$NODE_NAME" \
 	--event-rate 0 --flow-log "$FLOG" --flow-log-rate "$RATE/$BURST"
 rw_agent_wait 30 || rw_bail "the agent did not start: $(tail -n 4 "$RW_WORK/agent.log")"
-ready() { [ "$(rw_status_json | jq -r '.ready and ([.sandboxes[]? | select(.pod != null)] | length == 2)')" = true ]; }
-rw_wait 10 ready || rw_bail "the agent did not bind the two sandboxes and apply revision 1"
+rw_wait 10 rw_agent_bound 2 || rw_bail "the agent did not bind the two sandboxes and apply revision 1"
 
 # ---- flood from A, a few from B ----------------------------------------------------------------
 section "flood: $N refused datagrams from A, $M from B; flow log rate $RATE/s burst $BURST"
@@ -158,7 +157,7 @@ rw_agent_start --policy "$RW_WORK/policy.json" --ifprefix "$PFX" --node "$NODE_N
 	--event-rate 0 --flow-log "$ROT" --flow-log-rate 0 --flow-log-max-bytes "$MAXB" \
 	--log-format json
 rw_agent_wait 30 || rw_bail "the agent did not start again: $(tail -n 4 "$RW_WORK/agent.log")"
-rw_wait 10 ready || rw_bail "the agent did not bind the two sandboxes again"
+rw_wait 10 rw_agent_bound 2 || rw_bail "the agent did not bind the two sandboxes again"
 send a 100 11
 # The kernel sent all 100 events; the agent drains them before it exits.
 all_sent() { [ "$(run_events "$A_RUN" sent)" -ge $((sent + 100)) ]; }
@@ -194,7 +193,7 @@ API=http://127.0.0.1:9161
 rw_agent_start --policy "$RW_WORK/policy.json" --ifprefix "$PFX" --node "$NODE_NAME" \
 	--event-rate 0 --flow-log "$RLOG" --flow-log-flows --flow-log-rate 0 --listen 127.0.0.1:9161
 rw_agent_wait 30 || rw_bail "the agent did not start a third time: $(tail -n 4 "$RW_WORK/agent.log")"
-rw_wait 10 ready || rw_bail "the agent did not bind the two sandboxes a third time"
+rw_wait 10 rw_agent_bound 2 || rw_bail "the agent did not bind the two sandboxes a third time"
 rw_cmd
 rw_bg "$RW_WORK/drops.out" "${RW_CMD[@]}" -j drops --all --pod "$A_IP" --count 2 --timeout "$(rw_scale 30)"
 DROPS_PID=$RW_LAST_PID

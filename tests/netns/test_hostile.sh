@@ -74,8 +74,7 @@ policy 1 >"$RW_WORK/policy.json"
 rw_agent_start --policy "$RW_WORK/policy.json" --ifprefix "$PFX" --event-rate "$RATE/$BURST" \
 	--ct-per-sandbox "$SHARE"
 rw_agent_wait || rw_bail "the agent did not start"
-ready() { [ "$(rw_status_json | jq -r '.ready and ([.sandboxes[]? | select(.pod != null)] | length == 3)')" = true ]; }
-rw_wait 10 ready || rw_bail "the agent did not bind the three sandboxes and apply revision 1"
+rw_wait 10 rw_agent_bound 3 || rw_bail "the agent did not bind the three sandboxes and apply revision 1"
 check "status shows the limits: events $RATE/$BURST, conntrack $SHARE per sandbox" \
 	test "$(rw_status_json | jq -c '[.limits.event_rate, .limits.event_burst, .limits.ct_per_sandbox]')" = "[$RATE,$BURST,$SHARE]"
 

@@ -367,9 +367,8 @@ policy 1 open >"$RW_WORK/policy.json"
 rw_agent_start --policy "$RW_WORK/policy.json" --ifprefix "$PFX" --attach-mode "${RW_ATTACH_MODE:-auto}" -v
 # 30 s (scaled): the IPv4 and IPv6 programs are verified before the agent listens.
 rw_agent_wait 30 || rw_bail "the agent did not start: $(grep -v ' debug ' "$RW_WORK/agent.log" | tail -n 4)"
-ready() { [ "$(rw_status_json | jq -r '.ready and ([.sandboxes[]? | select(.pod != null)] | length == 2)')" = true ]; }
 # Not a bail-out: what follows tells which parts work when the binding or the snapshot does not.
-check "runwall: the agent applies revision 1 (IPv4 and IPv6 everywhere) and binds both sandboxes" rw_wait 10 ready ||
+check "runwall: the agent applies revision 1 (IPv4 and IPv6 everywhere) and binds both sandboxes" rw_wait 10 rw_agent_bound 2 ||
 	diag "$(tail -n 3 "$RW_WORK/agent.log")"
 diag "status: $(rw_status_json | jq -c '[.sandboxes[]? | del(.hooks)]')"
 check "status: $A_IF bound to both of its addresses ($A_IP4, $A_IP6)" \

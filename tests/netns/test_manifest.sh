@@ -43,7 +43,6 @@ trap cleanup EXIT
 for tool in kubectl setpriv jq unshare curl; do
 	command -v "$tool" >/dev/null || { echo "Bail out! $tool is missing: run scripts/setup.sh"; exit 1; }
 done
-[ -x "$RW_RUNWALL" ] || { echo "Bail out! $RW_RUNWALL is missing: run make"; exit 1; }
 
 kubectl kustomize manifests/ >"$RW_WORK/rendered.yaml"
 mkdir -p "$bpfroot"

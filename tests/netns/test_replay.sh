@@ -36,10 +36,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/lib.sh"
 rw_suite_begin replay rwr "${1:-build}"
 
-A_IF=enira${ID}a A_IP=10.1.3.3 A_IP6=2600:1f14:abc:1::3
-B_IF=enirb${ID}b B_IP=10.1.3.4
-PFX=enir
-PUB6=2a00:1450:4001::93
+rw_ab_names enir
 FLOG=$RW_WORK/flow.log
 N_MANY=10000
 
@@ -64,25 +61,13 @@ cat >"$RW_WORK/run-a.json" <<EOF
 {"id": "run-a", "pods": ["$A_IP", "$A_IP6"], "allow": [{"ip": "93.184.216.34", "udp": [443]}]}
 EOF
 
-# send SANDBOX HOST PORT COUNT: COUNT UDP datagrams to HOST:PORT, each from a socket of its own
-# (a new flow each).
-send() {
-	rw_in "$(rw_ns_of "$1")" "$RW_PY" -c '
-import socket, sys
-host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-fam = socket.AF_INET6 if ":" in host else socket.AF_INET
-for i in range(n):
-    s = socket.socket(fam, socket.SOCK_DGRAM)
-    s.sendto(b"x", (host, port))
-    s.close()' "$2" "$3" "$4"
-}
 # traffic: run-a's recorded traffic, 10 datagrams.
 traffic() {
-	send a 93.184.216.34 443 3
-	send a 93.184.216.34 9000 2
-	send a 52.94.9.5 5432 1
-	send a "$PUB6" 443 2
-	send a 172.20.0.10 443 2
+	rw_udp_send a 93.184.216.34 443 3
+	rw_udp_send a 93.184.216.34 9000 2
+	rw_udp_send a 52.94.9.5 5432 1
+	rw_udp_send a "$PUB6" 443 2
+	rw_udp_send a 172.20.0.10 443 2
 }
 # log_lines [FROM]: the flow log's drop and flow lines (from line FROM on)
 log_lines() { tail -n +"${1:-1}" "$FLOG" 2>/dev/null | jq -c 'select(.type == "drop" or .type == "flow")' | wc -l; }
@@ -101,16 +86,12 @@ changed() {
 revision() { rw_status_json | jq -r '.revision // .policy.revision // empty'; }
 
 # ---- the node ----------------------------------------------------------------------------------
-rw_node_up || rw_bail "the node did not come up"
-rw_node_dual_stack "$PUB6" || rw_bail "the node's IPv6"
-rw_sandbox6_add a "$A_IF" "$A_IP6" "$A_IP" || rw_bail "sandbox a"
-rw_sandbox_add b "$B_IF" "$B_IP" || rw_bail "sandbox b"
+rw_ab_node_up
 rw_agent_start --policy "$RW_WORK/policy.json" --ifprefix "$PFX" --event-rate 0 \
 	--listen 127.0.0.1:9100 --events $((N_MANY * 2)) --flow-log "$FLOG" --flow-log-flows \
 	--flow-log-rate 0
 rw_agent_wait 30 || rw_bail "the agent did not start: $(tail -n 4 "$RW_WORK/agent.log")"
-ready() { [ "$(rw_status_json | jq -r '.ready and ([.sandboxes[]? | select(.pod != null)] | length == 2)')" = true ]; }
-rw_wait 10 ready || rw_bail "the agent did not bind the two sandboxes and apply revision 1"
+rw_wait 10 rw_agent_bound 2 || rw_bail "the agent did not bind the two sandboxes and apply revision 1"
 rev0=$(revision)
 
 section "recorded: run-a's real traffic"

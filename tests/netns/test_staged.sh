@@ -36,10 +36,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/lib.sh"
 rw_suite_begin staged rws "${1:-build}"
 
-A_IF=enisa${ID}a A_IP=10.1.3.3 A_IP6=2600:1f14:abc:1::3
-B_IF=enisb${ID}b B_IP=10.1.3.4
-PFX=enis
-PUB6=2a00:1450:4001::93
+rw_ab_names enis
 FLOG=$RW_WORK/flow.log
 API=http://127.0.0.1:9100
 
@@ -65,24 +62,12 @@ cat >"$RW_WORK/run-a.json" <<EOF
 {"id": "run-a", "pods": ["$A_IP", "$A_IP6"], "allow": [{"ip": "$PUB6", "udp": [443]}]}
 EOF
 
-# send HOST PORT COUNT: COUNT UDP datagrams from run-a to HOST:PORT, each from a socket of its
-# own (a new flow each).
-send() {
-	rw_in "$(rw_ns_of a)" "$RW_PY" -c '
-import socket, sys
-host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-fam = socket.AF_INET6 if ":" in host else socket.AF_INET
-for i in range(n):
-    s = socket.socket(fam, socket.SOCK_DGRAM)
-    s.sendto(b"x", (host, port))
-    s.close()' "$1" "$2" "$3"
-}
 # traffic: run-a's datagrams, 9 UDP verdicts.
 traffic() {
-	send 93.184.216.34 443 3
-	send 93.184.216.34 9000 2
-	send "$PUB6" 443 2
-	send 172.20.0.10 443 2
+	rw_udp_send a 93.184.216.34 443 3
+	rw_udp_send a 93.184.216.34 9000 2
+	rw_udp_send a "$PUB6" 443 2
+	rw_udp_send a 172.20.0.10 443 2
 }
 # verdicts FROM: the flow log's UDP verdicts from line FROM on, one per line:
 # "DST PORT VERDICT STAGED" (STAGED: "-", or the staged verdict, reason and rule).
@@ -101,10 +86,7 @@ revision() { rw_status_json | jq -r '.revision // empty'; }
 http_get() { rw_node_exec curl -s --max-time "$(rw_scale 5)" "$1" || true; }
 
 # ---- the node ----------------------------------------------------------------------------------
-rw_node_up || rw_bail "the node did not come up"
-rw_node_dual_stack "$PUB6" || rw_bail "the node's IPv6"
-rw_sandbox6_add a "$A_IF" "$A_IP6" "$A_IP" || rw_bail "sandbox a"
-rw_sandbox_add b "$B_IF" "$B_IP" || rw_bail "sandbox b"
+rw_ab_node_up
 RECV_PORT=9300
 rw_bg "$RW_WORK/recv.log" ip netns exec "$RW_NODE" "$RW_PY" "$HERE/view_check.py" receiver \
 	--port "$RECV_PORT" --out "$RW_WORK/requests.jsonl" --ready "$RW_WORK/recv.ready"
@@ -114,8 +96,7 @@ rw_agent_start --policy "$RW_WORK/policy.json" --ifprefix "$PFX" --event-rate 0 
 	--listen 127.0.0.1:9100 --flow-log "$FLOG" --flow-log-flows --flow-log-rate 0 \
 	--access-request-url "http://127.0.0.1:$RECV_PORT/requests"
 rw_agent_wait 30 || rw_bail "the agent did not start: $(tail -n 4 "$RW_WORK/agent.log")"
-ready() { [ "$(rw_status_json | jq -r '.ready and ([.sandboxes[]? | select(.pod != null)] | length == 2)')" = true ]; }
-rw_wait 10 ready || rw_bail "the agent did not bind the two sandboxes and apply revision 1"
+rw_wait 10 rw_agent_bound 2 || rw_bail "the agent did not bind the two sandboxes and apply revision 1"
 touch "$FLOG"
 check "nothing staged at start" test "$(staged_json)" = null
 

@@ -40,23 +40,14 @@ static char *snapshot6(unsigned long long rev, const char *exact, const char *eg
 	return s;
 }
 
-static struct rw_policy prev6;
-static int have_prev6;
+static struct applied series6;
 
 static void apply6(const char *json, const char *what, struct rw_apply_result *res)
 {
-	struct rw_policy_error perr;
-	struct rw_policy p;
 	char err[512];
 
-	if (rw_policy_parse(json, strlen(json), what, &p, &perr))
-		FATAL("%s: %s", what, perr.text);
-	if (rw_apply(&dp, have_prev6 ? &prev6 : NULL, &p, res, err, sizeof(err)))
+	if (apply_over(&series6, json, what, res, err, sizeof(err)))
 		FATAL("%s: rw_apply: %s", what, err);
-	if (have_prev6)
-		rw_policy_free(&prev6);
-	prev6 = p;
-	have_prev6 = 1;
 }
 
 static void v6(const char *text, __be32 out[4])
@@ -173,15 +164,12 @@ void test_apply6(void)
 	struct rw_pod a4 = {}, a6 = {}, b6 = {}, b6b = {};
 	struct rw_apply_result res;
 	unsigned long long rev;
-	struct rw_config cfg;
 	__u32 v, ia, ib;
 	__be32 ip4;
 	char *json;
 	int ok;
 
-	if (rw_config_read(&dp, &cfg))
-		FATAL("rw_config: %s", strerror(errno));
-	rev = RW_STATE_REVISION(cfg.state) + 1;
+	rev = revision_now() + 1;
 
 	/* 1. Every IPv6 table, read back; applied twice, so that both slots hold it. */
 	for (int i = 0; i < 2; i++) {
@@ -289,13 +277,14 @@ void test_apply6(void)
 		json_t *run = json_loads(msg, 0, NULL);
 		char err[512];
 
-		if (!run || rw_policy_index_build(&ix, &prev6) ||
-		    rw_policy_change_upsert(&prev6, &ix, rev + 2, run, "apply6", &chg, &perr))
+		if (!run || rw_policy_index_build(&ix, &series6.last) ||
+		    rw_policy_change_upsert(&series6.last, &ix, rev + 2, run, "apply6", &chg,
+					    &perr))
 			FATAL("run-6a's change: %s", perr.text);
 		t_count++;
-		ok = CHECK(rw_apply(&dp, &prev6, &chg.next, &res, err, sizeof(err)) == 0,
+		ok = CHECK(rw_apply(&dp, &series6.last, &chg.next, &res, err, sizeof(err)) == 0,
 			   "the change applied", "%s", err);
-		rw_policy_change_commit(&prev6, &ix, &chg);
+		rw_policy_change_commit(&series6.last, &ix, &chg);
 		ok &= CHECK_EQ(exact6_rule(ia, "2a00:1450::2", 443, TCP), 0, "the old rule gone");
 		ok &= CHECK_EQ(exact6_rule(ia, "2a00:1450::3", 443, TCP),
 			       RW_RULE_ID(RW_RULE_KIND_RUN, 0, 0), "the changed rule");
@@ -367,7 +356,5 @@ void test_apply6(void)
 	/* rwt2 and rwt3 as the suite bound them: to nothing, and to POD_X. */
 	rw_endpoint_unbind(&dp, ifindex_of[2]);
 	bind_veth(3, POD_X);
-	if (have_prev6)
-		rw_policy_free(&prev6);
-	have_prev6 = 0;
+	applied_end(&series6);
 }

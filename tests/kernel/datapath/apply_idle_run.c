@@ -67,17 +67,9 @@ static __u32 idle_index(void)
 	return scope;
 }
 
-static __u64 in_force(void)
-{
-	struct rw_config cfg;
-
-	rw_config_read(&dp, &cfg);
-	return RW_STATE_REVISION(cfg.state);
-}
-
 void test_idle_run(void)
 {
-	unsigned int rev = (unsigned int)in_force() + 1;
+	unsigned int rev = (unsigned int)revision_now() + 1;
 	int ncpu = libbpf_num_possible_cpus(), ok;
 	struct rw_counters *per_cpu = calloc(ncpu, sizeof(*per_cpu)), sum;
 	struct rw_policy first, second, last;

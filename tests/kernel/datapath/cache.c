@@ -32,16 +32,14 @@ void test_verdict_cache(void)
 		 EG(0, POD_A, "172.20.0.11", TCP, 40112, 3443, ACK),
 		 REFUSED_RST(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
 	};
-	struct rw_config cfg;
 	struct rw_ct_value v;
 	int ok;
 
 	run_table(opening, 1);
-	rw_config_read(&dp, &cfg);
 	t_count++;
-	ok = CHECK(ct_entry(0, POD_A, 40110, "172.20.0.11", 3443, TCP, &v, NULL) == 0, "entry",
+	ok = CHECK(ct_entry(0, POD_A, 40110, "172.20.0.11", 3443, TCP, &v) == 0, "entry",
 		   "the flow has no conntrack entry");
-	ok &= CHECK_EQ(v.stamp, RW_STATE_REVISION(cfg.state), "stamp: the revision in force");
+	ok &= CHECK_EQ(v.stamp, revision_now(), "stamp: the revision in force");
 	ok &= CHECK_EQ(v.path, RW_PATH_RULE, "cached path");
 	ok &= CHECK(v.rule_id == RW_RULE_ID(RW_RULE_KIND_SERVICE, 1, 0), "cached rule", "%#x",
 		    v.rule_id);
@@ -66,28 +64,16 @@ void test_stale_stamp(void)
 		 IN(0, "172.20.0.10", POD_A, TCP, 443, 40121, ACK),
 		 REVOKED(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},
 	};
-	struct rw_config cfg;
-	struct rw_ct_key k;
-	__u64 rev;
-	int fd;
+	__u64 rev = revision_now();
 
-	rw_config_read(&dp, &cfg);
-	rev = RW_STATE_REVISION(cfg.state);
-	fd = rw_conntrack_table_fd(&dp, ifindex_of[0]);
-	if (fd < 0)
-		FATAL("rwt0 has no conntrack table");
 	for (int i = 0; i < 2; i++) {
 		struct rw_ct_value v = {.opened_by = E,
 					.path = RW_PATH_RULE,
 					.rule_id = RW_RULE_ID(RW_RULE_KIND_SERVICE, 0, 0),
 					.stamp = i ? rev + 1 : rev - 1};
-		struct rw_ct_value dummy;
 
-		ct_entry(0, POD_A, 40120 + i, "172.20.0.10", 443, TCP, &dummy, &k);
-		if (bpf_map_update_elem(fd, &k, &v, BPF_ANY))
-			FATAL("writing a stale entry: %s", strerror(errno));
+		ct_put(0, POD_A, 40120 + i, "172.20.0.10", 443, TCP, &v);
 	}
-	close(fd);
 	run_table(cases, sizeof(cases) / sizeof(cases[0]));
 }
 
@@ -120,34 +106,21 @@ static char *gen_policy(unsigned int revision, const char *b_id, const char *b_a
 	return out;
 }
 
-static struct rw_policy gen_prev;
-static int gen_have_prev;
+static struct applied gens;
 
-/* Apply a gen_policy() snapshot over the one applied before (its prev), or expect `expect`. */
+/* Apply a gen_policy() snapshot over the one applied before, or expect `expect`. */
 static void gen_apply(const char *what, char *json, int expect)
 {
-	struct rw_policy_error perr;
 	struct rw_apply_result res;
-	struct rw_policy p;
 	char err[512];
 	int ret;
 
-	if (rw_policy_parse(json, strlen(json), what, &p, &perr))
-		FATAL("%s: %s", what, perr.text);
+	ret = apply_over(&gens, json, what, &res, err, sizeof(err));
 	free(json);
-	ret = rw_apply(&dp, gen_have_prev ? &gen_prev : NULL, &p, &res, err, sizeof(err));
 	t_count++;
 	if (!CHECK(ret == expect, what, "rw_apply returned %d (%s), expected %d", ret, err, expect))
 		FATAL("cannot go on without the snapshot");
 	printf("ok %d - %s: %s\n", t_count, what, ret ? err : "applied");
-	if (ret) {
-		rw_policy_free(&p);
-		return;
-	}
-	if (gen_have_prev)
-		rw_policy_free(&gen_prev);
-	gen_prev = p;
-	gen_have_prev = 1;
 }
 
 static __u64 run_rev(__u32 idx)
@@ -163,7 +136,7 @@ static __u64 stamp_of(int dev, const char *pod, __u16 pod_port, const char *peer
 {
 	struct rw_ct_value v;
 
-	if (ct_entry(dev, pod, pod_port, peer, peer_port, TCP, &v, NULL))
+	if (ct_entry(dev, pod, pod_port, peer, peer_port, TCP, &v))
 		return 0;
 	return v.stamp;
 }
@@ -232,7 +205,7 @@ void test_run_generations(void)
 	const char *rule = "{\"cidr\": \"52.94.9.0/24\", \"tcp\": [5432]}";
 	__u32 a, b, c;
 	__u64 s;
-	int ok, fd;
+	int ok;
 
 	gen_apply("gens: base, revision 100", gen_policy(100, "run-b77e", "", 0), 0);
 	a = run_idx_of("run-7f3a");
@@ -298,24 +271,16 @@ void test_run_generations(void)
 	gen_apply("gens: revision 105 gives POD_B to a new run", gen_policy(105, "run-c0de", "", 1),
 		  0);
 	c = run_idx_of("run-c0de");
-	fd = rw_conntrack_table_fd(&dp, ifindex_of[1]);
-	if (fd < 0)
-		FATAL("rwt1 has no conntrack table");
 	for (s = 101; s <= 104; s += 3) {
 		struct rw_ct_value v = {.opened_by = E,
 					.path = RW_PATH_RULE_CIDR,
 					.rule_id = RW_RULE_ID(RW_RULE_KIND_RUN, 1, 0),
 					.run_idx = c,
 					.stamp = s};
-		struct rw_ct_value dummy;
-		struct rw_ct_key k;
 
-		ct_entry(1, POD_B, 40203, "52.94.9.7", 5432, TCP, &dummy, &k);
-		if (bpf_map_update_elem(fd, &k, &v, BPF_ANY))
-			FATAL("writing an entry of the old run: %s", strerror(errno));
+		ct_put(1, POD_B, 40203, "52.94.9.7", 5432, TCP, &v);
 		run_table(reused, 1);
 	}
-	close(fd);
 	t_count++;
 	ok = CHECK_EQ(c, b, "run-c0de reuses run-b77e's index");
 	ok &= CHECK_EQ(run_rev(c), 105, "rw_run_revs[reused index]");
@@ -332,7 +297,5 @@ void test_run_generations(void)
 	ok &= CHECK_EQ(run_rev(a), 103, "rw_run_revs[run-7f3a]");
 	printf("%s %d - gens: a refused older revision moves no run's revision\n",
 	       ok ? "ok" : "not ok", t_count);
-	if (gen_have_prev)
-		rw_policy_free(&gen_prev);
-	gen_have_prev = 0;
+	applied_end(&gens);
 }

@@ -105,6 +105,14 @@ int test_run(int dir, int ifindex, const void *pkt, size_t len, __u32 repeat, in
 const char *ret_name(int ret);
 void run_case(const struct tcase *c);
 void run_table(const struct tcase *cases, size_t n);
+/* A series of snapshots, each applied over the one before it (rw_apply()'s prev): the last. */
+struct applied {
+	struct rw_policy last;
+	int have;
+};
+int apply_over(struct applied *s, const char *json, const char *what, struct rw_apply_result *res,
+	       char *err, size_t errlen);
+void applied_end(struct applied *s);
 void apply_json(const char *json, int expect_err, const char *what);
 void service_rule(int out, const char *daddr, __u16 dport, const char *what);
 void bind_veth(int dev, const char *ip);
@@ -115,6 +123,8 @@ struct rw_config config_get(void);
 int check_one_packet(const char *name, const char *who, const struct rw_counters *before,
 		     const struct rw_counters *after, int dir, int reason);
 void config_put(const struct rw_config *cfg);
+__u64 revision_now(void);
+void set_lease(__u64 deadline_ns);
 
 /* reasons.c */
 extern const struct tcase not_ready_cases[];
@@ -123,7 +133,9 @@ extern const struct tcase v2_cases[];
 extern const size_t n_not_ready_cases, n_v1_cases, n_v2_cases;
 void test_metadata_beats_rules(void);
 int ct_entry(int dev, const char *pod, __u16 pod_port, const char *peer, __u16 peer_port,
-	     __u8 proto, struct rw_ct_value *v, struct rw_ct_key *kout);
+	     __u8 proto, struct rw_ct_value *v);
+void ct_put(int dev, const char *pod, __u16 pod_port, const char *peer, __u16 peer_port, __u8 proto,
+	    const struct rw_ct_value *v);
 void test_run_rules_after_ranges(void);
 
 /* cache.c */

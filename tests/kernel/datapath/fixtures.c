@@ -280,27 +280,63 @@ void service_rule(int out, const char *daddr, __u16 dport, const char *what)
 	close(fd);
 }
 
-void apply_json(const char *json, int expect_err, const char *what)
+/* Set the lease deadline through rw_lease, as the agent does: 0 none, 1 (1 ns after boot)
+ * behind the kernel's clock, expired.
+ */
+void set_lease(__u64 deadline_ns)
+{
+	char err[256];
+
+	if (rw_lease_write(&dp, deadline_ns, err, sizeof(err)))
+		FATAL("rw_lease_write: %s", err);
+}
+
+/* Parse `json` (a parse error is fatal) and apply it over the series' last snapshot, as the
+ * agent applies one over the one in force: 0, the series now ending at it, or rw_apply()'s
+ * error (err filled), the series as it was.
+ */
+int apply_over(struct applied *s, const char *json, const char *what, struct rw_apply_result *res,
+	       char *err, size_t errlen)
 {
 	struct rw_policy_error perr;
-	struct rw_apply_result res;
 	struct rw_policy p;
-	static struct rw_policy prev;
-	static int have_prev;
+	int ret;
+
+	if (rw_policy_parse(json, strlen(json), what, &p, &perr))
+		FATAL("%s: %s", what, perr.text);
+	ret = rw_apply(&dp, s->have ? &s->last : NULL, &p, res, err, errlen);
+	if (ret) {
+		rw_policy_free(&p);
+		return ret;
+	}
+	applied_end(s);
+	s->last = p;
+	s->have = 1;
+	return 0;
+}
+
+/* The series forgotten: the next apply_over() applies as if nothing was. */
+void applied_end(struct applied *s)
+{
+	if (s->have)
+		rw_policy_free(&s->last);
+	s->have = 0;
+}
+
+void apply_json(const char *json, int expect_err, const char *what)
+{
+	static struct applied suite;
+	struct rw_apply_result res;
 	char err[512];
 	int ret;
 
-	ret = rw_policy_parse(json, strlen(json), what, &p, &perr);
-	if (ret)
-		FATAL("%s: %s", what, perr.text);
-	ret = rw_apply(&dp, have_prev ? &prev : NULL, &p, &res, err, sizeof(err));
+	ret = apply_over(&suite, json, what, &res, err, sizeof(err));
 	t_count++;
 	if (expect_err) {
 		CHECK(ret == expect_err, what, "rw_apply returned %d (%s), expected %d", ret, err,
 		      expect_err);
 		printf("%s %d - %s: refused: %s\n", ret == expect_err ? "ok" : "not ok", t_count,
 		       what, err);
-		rw_policy_free(&p);
 		return;
 	}
 	if (!CHECK(ret == 0, what, "rw_apply: %s", err))
@@ -309,11 +345,7 @@ void apply_json(const char *json, int expect_err, const char *what)
 	       "built in %.2f ms, flipped in %.2f ms, %u flows flushed\n",
 	       t_count, what, (unsigned long long)res.revision, res.slot, res.runs, res.pods,
 	       res.entries, res.build_ms, res.flip_ms, res.flows_flushed);
-	if (have_prev)
-		rw_policy_free(&prev);
-	prev = p;
-	have_prev = 1;
-	dp_policy = &prev;
+	dp_policy = &suite.last;
 }
 
 void bind_veth(int dev, const char *ip)
@@ -369,6 +401,14 @@ struct rw_config config_get(void)
 	if (rw_config_read(&dp, &cfg))
 		FATAL("reading config: %s", strerror(errno));
 	return cfg;
+}
+
+/* The revision in force, as the datapath's state word holds it. */
+__u64 revision_now(void)
+{
+	struct rw_config cfg = config_get();
+
+	return RW_STATE_REVISION(cfg.state);
 }
 
 void config_put(const struct rw_config *cfg)

@@ -72,16 +72,6 @@ static size_t message6(const struct icase *c, __u8 *m)
 	return len + c->opts_len;
 }
 
-__u64 revision_now(void)
-{
-	struct rw_config cfg;
-	__u32 zero = 0;
-
-	if (bpf_map_lookup_elem(dp.map_fd[RW_M_CONFIG], &zero, &cfg))
-		FATAL("rw_config: %s", strerror(errno));
-	return RW_STATE_REVISION(cfg.state);
-}
-
 void icmp6_setup(void)
 {
 	struct rw_endpoint ep = {.flags = RW_EP_IP4 | RW_EP_IP6 | RW_EP_GW6};
@@ -290,7 +280,7 @@ static const struct icase icmp6_cases[] = {
  */
 static void test_icmp6_lease(void)
 {
-	static const struct icase expired[] = {
+	static const struct icase cases[] = {
 		{"lease expired: port unreachable out of the pod to its tracked UDP flow's peer",
 		 .dir = E, .src = POD6_A, .dst = PUBLIC6, .hop = 64, .type = 1, .code = 4,
 		 .q_src = PUBLIC6, .q_dst = POD6_A, .q_proto = UDP, .q_sport = 443,
@@ -303,29 +293,15 @@ static void test_icmp6_lease(void)
 		 .src = "2600:1f14:ffff::1", .dst = POD6_A, .hop = 60, .type = 2, .q_src = POD6_A,
 		 .q_dst = PUBLIC6, .q_proto = TCP, .q_sport = 40100, .q_dport = 443,
 		 .reason = RW_REASON_ICMP_UNRELATED},
+		{"lease renewed: the same error is related again", .dir = E, .src = POD6_A,
+		 .dst = PUBLIC6, .hop = 64, .type = 1, .code = 4, .q_src = PUBLIC6, .q_dst = POD6_A,
+		 .q_proto = UDP, .q_sport = 443, .q_dport = 40101, .reason = RW_REASON_ALLOWED},
 	};
-	static const struct icase again = {"lease renewed: the same error is related again",
-					   .dir = E,
-					   .src = POD6_A,
-					   .dst = PUBLIC6,
-					   .hop = 64,
-					   .type = 1,
-					   .code = 4,
-					   .q_src = PUBLIC6,
-					   .q_dst = POD6_A,
-					   .q_proto = UDP,
-					   .q_sport = 443,
-					   .q_dport = 40101,
-					   .reason = RW_REASON_ALLOWED};
-	char err[256];
 
-	/* A deadline of 1 ns after boot is behind the kernel's clock. */
-	if (rw_lease_write(&dp, 1, err, sizeof(err)))
-		FATAL("rw_lease_write: %s", err);
-	run_itable(expired, sizeof(expired) / sizeof(expired[0]));
-	if (rw_lease_write(&dp, 0, err, sizeof(err)))
-		FATAL("rw_lease_write: %s", err);
-	run_icase(&again);
+	set_lease(1); /* 1 ns after boot: behind the kernel's clock */
+	run_itable(cases, 3);
+	set_lease(0);
+	run_icase(&cases[3]);
 }
 
 /* ICMPv6 is judged by a program of its own, which the IPv6 program tail-calls through

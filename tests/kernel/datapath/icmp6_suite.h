@@ -39,7 +39,6 @@ struct icase {
 	int reason;
 };
 
-__u64 revision_now(void);
 void run_icase(const struct icase *c);
 void run_itable(const struct icase *cases, size_t n);
 /* The program's return code for a case's frame, nothing else checked (a flood of them). */

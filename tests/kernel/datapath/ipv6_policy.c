@@ -64,37 +64,22 @@ static char *snapshot(unsigned long long rev, int cut)
 	return s;
 }
 
-static struct rw_policy prev;
-static int have_prev;
+static struct applied series;
 
-static void apply6(const char *json, const char *what)
+/* snapshot(rev, cut) applied over the one before. */
+static void apply6(unsigned long long rev, int cut, const char *what)
 {
-	struct rw_policy_error perr;
+	char *json = snapshot(rev, cut), err[512];
 	struct rw_apply_result res;
-	struct rw_policy p;
-	char err[512];
+	int ret;
 
 	t_count++;
-	if (rw_policy_parse(json, strlen(json), what, &p, &perr))
-		FATAL("%s: %s", what, perr.text);
-	if (!CHECK(rw_apply(&dp, have_prev ? &prev : NULL, &p, &res, err, sizeof(err)) == 0, what,
-		   "rw_apply: %s", err))
+	ret = apply_over(&series, json, what, &res, err, sizeof(err));
+	free(json);
+	if (!CHECK(ret == 0, what, "rw_apply: %s", err))
 		FATAL("cannot go on without the snapshot");
 	printf("ok %d - %s: revision %llu live\n", t_count, what, (unsigned long long)res.revision);
-	if (have_prev)
-		rw_policy_free(&prev);
-	prev = p;
-	have_prev = 1;
-	dp_policy = &prev;
-}
-
-static unsigned long long next_revision(void)
-{
-	struct rw_config cfg;
-
-	if (rw_config_read(&dp, &cfg))
-		FATAL("rw_config: %s", strerror(errno));
-	return RW_STATE_REVISION(cfg.state) + 1;
+	dp_policy = &series.last;
 }
 
 void bind_dual(int dev, const char *ip4, const char *ip6)
@@ -429,17 +414,12 @@ static void test_deny6_embedded(unsigned long long *rev)
 		 OUT_B("2001:0:102:304::fefe:fefe", TCP, 40153, 443, SYN),
 		 ALLOWED(RW_PATH_OPEN, 1, B)},
 	};
-	char *json;
 
 	deny_more = ", \"2002::/15\"";
-	json = snapshot(++*rev, 0);
-	apply6(json, "deny 2002::/15, which holds 6to4");
-	free(json);
+	apply6(++*rev, 0, "deny 2002::/15, which holds 6to4");
 	run_table(cases, sizeof(cases) / sizeof(cases[0]));
 	deny_more = "";
-	json = snapshot(++*rev, 0);
-	apply6(json, "the deny list as it was");
-	free(json);
+	apply6(++*rev, 0, "the deny list as it was");
 }
 
 /* Under a declared nat64 prefix a NAT64 destination goes to the cluster's translator: it is
@@ -493,17 +473,12 @@ static void test_nat64_declared(unsigned long long *rev)
 		 DROPPED(RW_REASON_PRIVATE_DESTINATION, A),
 		 .rule = "172.16.0.0/12 private in 64:ff9b::/96 NAT64"},
 	};
-	char *json;
 
 	nat64_key = "\"nat64\": \"64:ff9b::/96\", ";
-	json = snapshot(++*rev, 0);
-	apply6(json, "nat64 64:ff9b::/96 declared");
-	free(json);
+	apply6(++*rev, 0, "nat64 64:ff9b::/96 declared");
 	run_table(declared, sizeof(declared) / sizeof(declared[0]));
 	nat64_key = "";
-	json = snapshot(++*rev, 0);
-	apply6(json, "nat64 withdrawn");
-	free(json);
+	apply6(++*rev, 0, "nat64 withdrawn");
 	run_table(withdrawn, sizeof(withdrawn) / sizeof(withdrawn[0]));
 }
 
@@ -582,13 +557,10 @@ static void test_one_apply_cuts_both(unsigned long long *rev)
 		{"after the apply: the other run's IPv6 flow goes on",
 		 OUT_B(PUBLIC6, TCP, 40082, 443, ACK), ALLOWED(RW_PATH_OPEN, 0, B)},
 	};
-	char *json;
 
 	run_table(before, sizeof(before) / sizeof(before[0]));
 	report_fast_path(&before[1], &before[3]);
-	json = snapshot(++*rev, 1);
-	apply6(json, "run-d6a's IPv6 and IPv4 rules removed");
-	free(json);
+	apply6(++*rev, 1, "run-d6a's IPv6 and IPv4 rules removed");
 	run_table(after, sizeof(after) / sizeof(after[0]));
 }
 
@@ -660,15 +632,11 @@ static void test_lease6(void)
 		{"lease expired: inbound from the IPv6 peer", INTO_A(PEER6, TCP, 50100, 4096, SYN),
 		 ALLOWED(RW_PATH_INBOUND, 1, A)},
 	};
-	char err[256];
 
 	run_table(before, sizeof(before) / sizeof(before[0]));
-	/* A deadline of 1 ns after boot is behind the kernel's clock. */
-	if (rw_lease_write(&dp, 1, err, sizeof(err)))
-		FATAL("rw_lease_write: %s", err);
+	set_lease(1);
 	run_table(expired, sizeof(expired) / sizeof(expired[0]));
-	if (rw_lease_write(&dp, 0, err, sizeof(err)))
-		FATAL("rw_lease_write: %s", err);
+	set_lease(0);
 }
 
 /* A veth bound to an IPv6 address no run names (a pod whose run has ended): the source is the
@@ -698,14 +666,11 @@ static void test_runless6(void)
 
 void test_ipv6_policy(void)
 {
-	unsigned long long rev = next_revision();
-	char *json;
+	unsigned long long rev = revision_now() + 1;
 
 	bind_dual(0, POD_A, POD_A6);
 	bind_dual(1, POD_B, POD_B6);
-	json = snapshot(rev, 0);
-	apply6(json, "a dual-stack snapshot");
-	free(json);
+	apply6(rev, 0, "a dual-stack snapshot");
 	run_table(egress_cases, sizeof(egress_cases) / sizeof(egress_cases[0]));
 	test_cache6(rev);
 	test_runless6();

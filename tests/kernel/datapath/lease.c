@@ -4,15 +4,6 @@
  */
 #include "dp_suite.h"
 
-/* Set the lease deadline through rw_lease, as the agent does. */
-static void set_lease(__u64 deadline_ns)
-{
-	char err[256];
-
-	if (rw_lease_write(&dp, deadline_ns, err, sizeof(err)))
-		FATAL("rw_lease_write: %s", err);
-}
-
 /* The dead-man lease. No deadline (0) and a deadline ahead judge by the whole policy, the
  * verdict cache included; a deadline behind the kernel's clock judges by the lease-expired
  * policy: services and inbound rules only. Cached flows are judged again, so a run rule's flow

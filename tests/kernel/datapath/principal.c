@@ -193,7 +193,7 @@ void test_principals(void)
 	check_sender("the new flow's event names its sender", 0, self);
 	run_table(by_uid + 1, sizeof(by_uid) / sizeof(by_uid[0]) - 1);
 	t_count++;
-	CHECK(ct_entry(0, POD_A, 40200, BROKER, 3443, TCP, &v, NULL) == 0, "entry", "no entry");
+	CHECK(ct_entry(0, POD_A, 40200, BROKER, 3443, TCP, &v) == 0, "entry", "no entry");
 	printf("%s %d - a restricted flow's entry carries the rule's \"from\" bit (%#x)\n",
 	       v.rule_id & RW_RULE_FROM ? "ok" : "not ok", t_count, v.rule_id);
 	if (!(v.rule_id & RW_RULE_FROM))

@@ -274,25 +274,47 @@ void test_metadata_beats_rules(void)
 	close(fd);
 }
 
-/* The flow's entry in its sandbox's table (0), or -1. */
-int ct_entry(int dev, const char *pod, __u16 pod_port, const char *peer, __u16 peer_port,
-	     __u8 proto, struct rw_ct_value *v, struct rw_ct_key *kout)
+/* The key of the flow (pod:pod_port <-> peer:peer_port) in the veth's IPv4 table. */
+static struct rw_ct_key ct_key(int dev, const char *pod, __u16 pod_port, const char *peer,
+			       __u16 peer_port, __u8 proto)
 {
 	struct rw_ct_key k = {.ifindex = ifindex_of[dev],
 			      .pod_port = htons(pod_port),
 			      .peer_port = htons(peer_port),
 			      .proto = proto};
-	int fd = rw_conntrack_table_fd(&dp, ifindex_of[dev]), err;
 
 	inet_pton(AF_INET, pod, &k.pod_ip);
 	inet_pton(AF_INET, peer, &k.peer_ip);
+	return k;
+}
+
+/* The flow's entry in its sandbox's table (0), or -1. */
+int ct_entry(int dev, const char *pod, __u16 pod_port, const char *peer, __u16 peer_port,
+	     __u8 proto, struct rw_ct_value *v)
+{
+	struct rw_ct_key k = ct_key(dev, pod, pod_port, peer, peer_port, proto);
+	int fd = rw_conntrack_table_fd(&dp, ifindex_of[dev]), err;
+
 	if (fd < 0)
 		return -1;
 	err = bpf_map_lookup_elem(fd, &k, v) ? -1 : 0;
-	if (kout)
-		*kout = k;
 	close(fd);
 	return err;
+}
+
+/* Write the flow's entry into its sandbox's table behind the datapath's back (a failure is
+ * fatal): an entry as an earlier agent's policy, or an earlier run, left it.
+ */
+void ct_put(int dev, const char *pod, __u16 pod_port, const char *peer, __u16 peer_port, __u8 proto,
+	    const struct rw_ct_value *v)
+{
+	struct rw_ct_key k = ct_key(dev, pod, pod_port, peer, peer_port, proto);
+	int fd = rw_conntrack_table_fd(&dp, ifindex_of[dev]);
+
+	if (fd < 0 || bpf_map_update_elem(fd, &k, v, BPF_ANY))
+		FATAL("writing an entry into %s's table: %s", devs[dev],
+		      fd < 0 ? "no table" : strerror(errno));
+	close(fd);
 }
 
 /* A run rule naming a private address never gets into a snapshot (the parser refuses it), so

@@ -320,8 +320,8 @@ void test_revoke_ended(void)
 	snprintf(json, sizeof(json), ended_policy, 1002, "");
 	apply_json(json, 0, "run-7f3a removed while its pod lives, node-wide answer");
 	t_count++;
-	ok = CHECK(ct_entry(0, POD_A, 40330, RV_REMOTE, 443, TCP, &v, NULL) == 0,
-		   "the ended run's flow", "forgotten by the apply");
+	ok = CHECK(ct_entry(0, POD_A, 40330, RV_REMOTE, 443, TCP, &v) == 0, "the ended run's flow",
+		   "forgotten by the apply");
 	printf("%s %d - ended run: its pod's flows stay in its veth's table\n",
 	       ok ? "ok" : "not ok", t_count);
 
@@ -392,7 +392,7 @@ void test_revoke_ended(void)
 	snprintf(json, sizeof(json), back_policy, 1005);
 	apply_json(json, 0, "run-7f3a back");
 	t_count++;
-	ok = CHECK(ct_entry(0, POD_A, 40338, RV_REMOTE, 443, TCP, &v, NULL) != 0,
+	ok = CHECK(ct_entry(0, POD_A, 40338, RV_REMOTE, 443, TCP, &v) != 0,
 		   "a flow from before the pod joined its run", "still in the table");
 	printf("%s %d - a pod joining a run: its veth's table starts empty\n", ok ? "ok" : "not ok",
 	       t_count);
