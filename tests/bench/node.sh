@@ -113,7 +113,7 @@ mapmem=$("$RW_ROOT/scripts/map-memory.sh" "$RW_BPFFS") || rw_bail "scripts/map-m
 jq -n --slurpfile l "$RW_WORK/load.json" --slurpfile s "$RW_WORK/status.json" \
 	--arg load "$load" --argjson st "$st_ms" --argjson stj "$stj_ms" --argjson m "$m_ms" \
 	--argjson mb "$m_bytes" --arg mem "$mapmem" \
-	--arg ev "$(grep -E '^runwall_(events|ring)[a-z_]*(total)?(\{[^}]*\})? ' "$RW_WORK/metrics" || true)" \
+	--arg ev "$(grep -E '^runwall_(events|ring|revoke_probes)[a-z_]*(total)?(\{[^}]*\})? ' "$RW_WORK/metrics" || true)" \
 	'$l[0] + {loadavg: $load, status_ms: $st, status_json_ms: $stj, metrics_ms: $m,
 	  metrics_bytes: $mb, events: $s[0].events, events_metrics: ($ev | split("\n")),
 	  map_memory: ($mem | split("\n"))}' >"$OUT" || rw_bail "the report"
