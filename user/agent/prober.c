@@ -5,8 +5,8 @@
  * to seconds, which on the loop's thread every PolicyWatch change queued behind it would carry.
  * Here it only shares the CPU. Applies made during a pass are served by one pass after it: the
  * flows they made stale are all there for it to find. Each pass walks only the sandboxes of the
- * runs that moved since the last (`seen`, rw_revoke_probe()): a claim reads one sandbox's
- * tables, not the node's.
+ * runs a change may have cut since the last (`seen`, rw_revoke_probe()): a claim's revoke reads
+ * its run's sandboxes' tables, not the node's, and its grant none.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -22,7 +22,7 @@
 struct prober {
 	const struct rw_datapath *dp;
 	struct rw_worker worker;
-	__u64 seen[RW_MAX_RUNS]; /* rw_run_revs as the last pass left them: the pass's own */
+	__u64 seen[RW_MAX_RUNS]; /* each run's cut revision as the last pass left it: its own */
 	pthread_mutex_t lock;	 /* the totals: written by the pass, read by the loop */
 	uint64_t sent, capped, no_mac, failed; /* the passes' totals, for /metrics */
 };

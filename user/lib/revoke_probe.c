@@ -294,9 +294,8 @@ static void probe_flow(struct probe_sandbox *sb, const struct rw_ct_value *v,
 				 .sll_protocol = htons(k6 ? ETH_P_IPV6 : ETH_P_IP),
 				 .sll_ifindex = (int)sb->ifindex,
 				 .sll_halen = ETH_ALEN};
-	__u8 f[80];
-
 	unsigned int failed = 0;
+	__u8 f[80];
 
 	if (sb->counting) {
 		sb->found++;
@@ -473,9 +472,9 @@ static __u32 pod_run(int fd, const void *ip)
 	return pod.run_idx;
 }
 
-/* Whether a sandbox may hold flows that went stale since `seen`, the revisions of the last pass
- * that left nothing behind: its pod's run moved since, or the pod is in no run (then its flows'
- * runs are unknown here). Every flow of a pod in run r carries r, or the run it was in before an
+/* Whether a sandbox may hold flows cut since `seen`, the cut revisions the last pass left (all
+ * but those of the runs whose sandboxes it left a flow in): its pod's run moved since, or the
+ * pod is in no run (then its flows' runs are unknown here). Every flow of a pod in run r carries r, or the run it was in before an
  * apply moved it to r; that apply changed r's pods, so it moved r too. run_idx: the pod's run
  * for each family the veth binds (IPv4's, IPv6's), RW_MAX_RUNS for the others.
  */
