@@ -196,12 +196,6 @@ void test_answer6_budget(void)
 
 /* ---- the pod's own stack takes the answers: real sockets ---- */
 
-static void sh(const char *cmd)
-{
-	if (system(cmd))
-		FATAL("%s failed", cmd);
-}
-
 static int ns_fd(void)
 {
 	int fd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);

@@ -117,6 +117,7 @@ void apply_json(const char *json, int expect_err, const char *what);
 void service_rule(int out, const char *daddr, __u16 dport, const char *what);
 void bind_veth(int dev, const char *ip);
 void make_veths(void);
+void sh(const char *cmd); /* a shell command that must succeed, else FATAL */
 __u64 mono_ns(void);
 void dump_hex(const char *what, const __u8 *b, size_t len);
 struct rw_config config_get(void);

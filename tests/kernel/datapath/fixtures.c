@@ -376,6 +376,12 @@ void make_veths(void)
 	}
 }
 
+void sh(const char *cmd)
+{
+	if (system(cmd))
+		FATAL("%s failed", cmd);
+}
+
 __u64 mono_ns(void)
 {
 	struct timespec ts;

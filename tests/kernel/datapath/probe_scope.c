@@ -19,12 +19,6 @@
 
 static const char *const scope_pod[2] = {"10.77.1.1", "10.77.1.2"};
 
-static void sh(const char *cmd)
-{
-	if (system(cmd))
-		FATAL("%s failed", cmd);
-}
-
 /* The snapshot at `revision`: run-s0 and run-s1, each one pod and one rule; run-s1 with a second
  * rule after its first if `more` (a change of run-s1 only: a grant, and without it a revoke).
  */

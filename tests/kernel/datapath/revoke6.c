@@ -67,12 +67,6 @@ size_t want_tcp6(const __u8 *dmac, const __u8 *smac, const char *saddr, const ch
 
 /* ---- the probe: an idle IPv6 flow of a stale verdict is made to speak ---- */
 
-static void sh(const char *cmd)
-{
-	if (system(cmd))
-		FATAL("%s failed", cmd);
-}
-
 /* The next TCP frame, IPv4 or IPv6, that the pod's side of the veth receives within a generous
  * deadline; 0 when none came.
  */

@@ -13,12 +13,6 @@
 _Static_assert((SHARE_SANDBOXES - 1) * RW_PROBE_PER_SANDBOX >= RW_PROBE_PER_APPLY,
 	       "the greedy sandboxes want the whole budget");
 
-static void sh(const char *cmd)
-{
-	if (system(cmd))
-		FATAL("%s failed", cmd);
-}
-
 /* Notes n stale TCP flows of the sandbox (stamp 0 under a run whose revision has moved), from
  * pod ports 10000 up to SHARE_PEER:443.
  */
