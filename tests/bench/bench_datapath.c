@@ -153,7 +153,8 @@ static char *rule6str(int r, int i, int prefix, char *buf)
 
 /* A snapshot of `runs` runs of PODS_PER_RUN pods and `rules` allow rules each. Runs with
  * r % 100 == changed % 100 (1 %) have their ports shifted by `changed` (a 1 % change per step);
- * with `probe`, run 0 also allows 44.255.0.1:9999.
+ * a negative `changed` shifts run 0's alone, by -changed (one run's change). With `probe`, run 0
+ * also allows 44.255.0.1:9999.
  */
 static char *make_policy_refusal(unsigned long long revision, int runs, int rules, int changed,
 				 int probe, const char *refusal, int v6)
@@ -180,7 +181,9 @@ static char *make_policy_refusal(unsigned long long revision, int runs, int rule
 		     "\"tcp\": [4096]}"
 		   : "");
 	for (int r = 0; r < runs; r++) {
-		int shift = changed && r % 100 == changed % 100 ? changed : 0;
+		int shift = changed < 0				  ? (r ? 0 : -changed)
+			    : changed && r % 100 == changed % 100 ? changed
+								  : 0;
 
 		len += snprintf(s + len, cap - len, "%s{\"id\": \"run-%d\", \"pods\": [",
 				r ? "," : "", r);
@@ -802,6 +805,66 @@ static void *prober_main(void *arg)
 	return NULL;
 }
 
+/* One run's change (its ports moved) on a node of `runs` runs of RUN_RULES rules: the p50 of
+ * the apply's planning and of its whole build (planning and writes), in plan[0] and plan[1].
+ */
+enum { RUN_RULES = 4, RUN_CHANGES = 200 };
+
+static void run_change_cost(int runs, double plan[2])
+{
+	const int n = quick ? 40 : RUN_CHANGES;
+	double p[RUN_CHANGES], b[RUN_CHANGES];
+	struct rw_apply_result res;
+	struct rw_policy prev, next;
+	struct rw_datapath dp;
+	char *json;
+
+	if (rw_datapath_load(&dp, NULL, RW_DP_NO_PIN, lerr, sizeof(lerr)))
+		DIE("loading the programs: %s", lerr);
+	json = make_policy(1, runs, RUN_RULES, 0, 0);
+	parse(json, &prev);
+	free(json);
+	apply(&dp, NULL, &prev, &res);
+	for (int c = 0; c <= n; c++) {
+		json = make_policy(2 + c, runs, RUN_RULES, -(c + 1), 0);
+		parse(json, &next);
+		free(json);
+		apply(&dp, &prev, &next, &res);
+		/* The first change fills the other slot: not counted. */
+		if (c) {
+			p[c - 1] = res.plan_ms;
+			b[c - 1] = res.build_ms;
+		}
+		rw_policy_free(&prev);
+		prev = next;
+	}
+	rw_policy_free(&prev);
+	rw_datapath_close(&dp);
+	plan[0] = pct(p, n, 0.5);
+	plan[1] = pct(b, n, 0.5);
+}
+
+/* Planning in proportion to the change: one run's change costs the same on a node of 8 runs and
+ * on one of 1 000 (issue 36), both measured in this round.
+ */
+static void run_change_rows(void)
+{
+	double small[2], big[2];
+
+	run_change_cost(8, small);
+	run_change_cost(BIG_RUNS, big);
+	row("apply", "one run's change, planning p50, node of 8 runs", small[0], "ms", NULL, 0,
+	    NULL);
+	row("apply", "one run's change, planning p50, node of 1 000 runs", big[0], "ms", NULL, 0,
+	    NULL);
+	row("apply", "one run's change, planning and writes p50, node of 8 runs", small[1], "ms",
+	    NULL, 0, NULL);
+	row("apply", "one run's change, planning and writes p50, node of 1 000 runs", big[1], "ms",
+	    NULL, 0, NULL);
+	row("apply", "one run's change, planning and writes, 1 000 runs / 8 runs",
+	    big[1] / small[1], "x", "<=", 1.2, NULL);
+}
+
 static void section_apply(void)
 {
 	const int changes = quick ? 20 : 100, fulls = quick ? 1 : 3;
@@ -907,6 +970,7 @@ static void section_apply(void)
 	rw_endpoint_unbind(&dp, ifindex[0]);
 	rw_policy_free(&prev);
 	rw_datapath_close(&dp);
+	run_change_rows();
 }
 
 /* ---- Memory and events: the real agent ------------------------------------------------ */

@@ -560,6 +560,7 @@ static int shadow_build(struct shadow *s, const struct rw_policy *p, const struc
 			const struct shadow *live)
 {
 	struct group *g;
+	__u16 node_skip;
 	int err = -ENOMEM;
 
 	g = group_open(s, "");
@@ -600,8 +601,15 @@ static int shadow_build(struct shadow *s, const struct rw_policy *p, const struc
 	}
 	group_close(s, g);
 
+	node_skip = rw_node_lookups(p);
 	for (size_t r = 0; r < p->n_runs; r++) {
 		const struct rw_policy_run *run = &p->runs[r];
+		/* The live slot's group of a run that did not change: its rules' lookup bits, its
+		 * id as written, and (when its pod value is ours) its sorted entries are ours.
+		 */
+		const struct group *lg = slots[r].same && live && live->known
+						 ? shadow_find_at(live, run->id, r + 1)
+						 : NULL;
 
 		err = -ENOMEM;
 		g = group_open(s, run->id);
@@ -611,35 +619,34 @@ static int shadow_build(struct shadow *s, const struct rw_policy *p, const struc
 		g->pod.run_gen = slots[r].gen;
 		g->pod.egress_mode = rw_policy_run_egress(p, run);
 		g->pod.refusal = rw_policy_run_refusal(p, run);
+		/* in the pod's value, so a change rewrites it */
 		g->pod.skip =
-			rw_pod_lookups(p, run); /* in the pod's value, so a change rewrites it */
-		snprintf(g->pod.run_id, sizeof(g->pod.run_id), "%s", run->id);
-		if (slots[r].same && live && live->known) {
-			const struct group *lg = shadow_find_at(live, run->id, r + 1);
-
-			/* The live slot holds exactly this run: its sorted entries are ours. */
-			if (lg && !memcmp(&lg->pod, &g->pod, sizeof(g->pod))) {
-				if (grow((void **)&s->pods, &s->cap_pods, s->n_pods + lg->n_pods,
-					 sizeof(*s->pods)) ||
-				    grow((void **)&s->ents, &s->cap_ents, s->n_ents + lg->n_ents,
-					 sizeof(*s->ents)))
-					goto fail;
-				if (lg->n_pods)
-					memcpy(s->pods + s->n_pods, live->pods + lg->pod_off,
-					       lg->n_pods * sizeof(*s->pods));
-				if (lg->n_ents)
-					memcpy(s->ents + s->n_ents, live->ents + lg->ent_off,
-					       lg->n_ents * sizeof(*s->ents));
-				s->n_pods += lg->n_pods;
-				s->n_ents += lg->n_ents;
-				g->n_pods = lg->n_pods;
-				g->n_pods6 = lg->n_pods6;
-				g->n_ents = lg->n_ents;
-				for (size_t i = 0; i < lg->n_ents; i++)
-					s->count[s->ents[g->ent_off + i].table]++;
-				s->count[T_PODS] += g->n_pods;
-				continue;
-			}
+			node_skip | (lg ? lg->pod.skip & RW_SKIP_RUN_BITS : rw_run_lookups(run));
+		if (lg)
+			memcpy(g->pod.run_id, lg->pod.run_id, sizeof(g->pod.run_id));
+		else
+			snprintf(g->pod.run_id, sizeof(g->pod.run_id), "%s", run->id);
+		if (lg && !memcmp(&lg->pod, &g->pod, sizeof(g->pod))) {
+			if (grow((void **)&s->pods, &s->cap_pods, s->n_pods + lg->n_pods,
+				 sizeof(*s->pods)) ||
+			    grow((void **)&s->ents, &s->cap_ents, s->n_ents + lg->n_ents,
+				 sizeof(*s->ents)))
+				goto fail;
+			if (lg->n_pods)
+				memcpy(s->pods + s->n_pods, live->pods + lg->pod_off,
+				       lg->n_pods * sizeof(*s->pods));
+			if (lg->n_ents)
+				memcpy(s->ents + s->n_ents, live->ents + lg->ent_off,
+				       lg->n_ents * sizeof(*s->ents));
+			s->n_pods += lg->n_pods;
+			s->n_ents += lg->n_ents;
+			g->n_pods = lg->n_pods;
+			g->n_pods6 = lg->n_pods6;
+			g->n_ents = lg->n_ents;
+			for (size_t i = 0; i < lg->n_ents; i++)
+				s->count[s->ents[g->ent_off + i].table]++;
+			s->count[T_PODS] += g->n_pods;
+			continue;
 		}
 		if (grow((void **)&s->pods, &s->cap_pods, s->n_pods + run->n_pods,
 			 sizeof(*s->pods)))

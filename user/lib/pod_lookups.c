@@ -108,7 +108,7 @@ static struct {
 } run_cache[RUN_CACHE];
 static pthread_mutex_t run_cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static __u16 run_skip(const struct rw_policy_run *run)
+__u16 rw_run_lookups(const struct rw_policy_run *run)
 {
 	bool known = run->digest[0] || run->digest[1]; /* 0: not set (a run made otherwise) */
 	size_t i = run->digest[0] % RUN_CACHE;
@@ -136,11 +136,10 @@ static __u16 run_skip(const struct rw_policy_run *run)
 	return skip;
 }
 
-__u16 rw_pod_lookups(const struct rw_policy *p, const struct rw_policy_run *run)
+__u16 rw_node_lookups(const struct rw_policy *p)
 {
 	__u16 skip = rules_skip(p->services, p->n_services, RW_SKIP_SVC_EXACT, RW_SKIP_SVC_CIDR,
-				RW_SKIP_SVC_PUBLIC) |
-		     run_skip(run);
+				RW_SKIP_SVC_PUBLIC);
 	bool deny_special = true;
 
 	for (size_t i = 0; i < p->n_deny && deny_special; i++)
@@ -149,6 +148,11 @@ __u16 rw_pod_lookups(const struct rw_policy *p, const struct rw_policy_run *run)
 	if (p->nat64.family != AF_INET6) /* apply.c writes the prefix of an AF_INET6 one only */
 		skip |= RW_SKIP_NAT64;
 	return deny_special ? skip | RW_SKIP_DENY : skip;
+}
+
+__u16 rw_pod_lookups(const struct rw_policy *p, const struct rw_policy_run *run)
+{
+	return rw_node_lookups(p) | rw_run_lookups(run);
 }
 
 /* ---- The invariant, read back from the live slot ----------------------------------------- */

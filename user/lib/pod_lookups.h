@@ -15,6 +15,15 @@
  */
 __u16 rw_pod_lookups(const struct rw_policy *p, const struct rw_policy_run *run);
 
+/* The same bits in two parts, for an apply that builds every run's pod value: the node's (its
+ * services, deny list and NAT64 prefix: once per snapshot) and the run's own (its allow rules,
+ * the bits of RW_SKIP_RUN_BITS). rw_pod_lookups() is their union.
+ */
+#define RW_SKIP_RUN_BITS \
+	(RW_SKIP_RUN_EXACT | RW_SKIP_RUN_CIDR | RW_SKIP6(RW_SKIP_RUN_EXACT | RW_SKIP_RUN_CIDR))
+__u16 rw_node_lookups(const struct rw_policy *p);
+__u16 rw_run_lookups(const struct rw_policy_run *run);
+
 /* The invariant the datapath relies on, checked against what the live slot holds rather than
  * against a snapshot: every RW_SKIP_* bit of every pod entry (either family) is one that the
  * slot's own tables justify (read back key by key). 0, or -EPROTO with the first pod whose bit
