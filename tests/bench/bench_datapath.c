@@ -805,15 +805,26 @@ static void *prober_main(void *arg)
 	return NULL;
 }
 
+/* The CPU time this thread has used, in ms: an apply's own work, without the grace periods it
+ * waits for.
+ */
+static double thread_cpu_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
 /* One run's change (its ports moved) on a node of `runs` runs of RUN_RULES rules: the p50 of
- * the apply's planning and of its whole build (planning and writes), in plan[0] and plan[1].
+ * the apply's planning (wall) and of the whole rw_apply()'s CPU, in cost[0] and cost[1].
  */
 enum { RUN_RULES = 4, RUN_CHANGES = 200 };
 
-static void run_change_cost(int runs, double plan[2])
+static void run_change_cost(int runs, double cost[2])
 {
 	const int n = quick ? 40 : RUN_CHANGES;
-	double p[RUN_CHANGES], b[RUN_CHANGES];
+	double p[RUN_CHANGES], cpu[RUN_CHANGES];
 	struct rw_apply_result res;
 	struct rw_policy prev, next;
 	struct rw_datapath dp;
@@ -826,22 +837,25 @@ static void run_change_cost(int runs, double plan[2])
 	free(json);
 	apply(&dp, NULL, &prev, &res);
 	for (int c = 0; c <= n; c++) {
+		double t0;
+
 		json = make_policy(2 + c, runs, RUN_RULES, -(c + 1), 0);
 		parse(json, &next);
 		free(json);
+		t0 = thread_cpu_ms();
 		apply(&dp, &prev, &next, &res);
 		/* The first change fills the other slot: not counted. */
 		if (c) {
 			p[c - 1] = res.plan_ms;
-			b[c - 1] = res.build_ms;
+			cpu[c - 1] = thread_cpu_ms() - t0;
 		}
 		rw_policy_free(&prev);
 		prev = next;
 	}
 	rw_policy_free(&prev);
 	rw_datapath_close(&dp);
-	plan[0] = pct(p, n, 0.5);
-	plan[1] = pct(b, n, 0.5);
+	cost[0] = pct(p, n, 0.5);
+	cost[1] = pct(cpu, n, 0.5);
 }
 
 /* Planning in proportion to the change: one run's change costs the same on a node of 8 runs and
@@ -857,12 +871,12 @@ static void run_change_rows(void)
 	    NULL);
 	row("apply", "one run's change, planning p50, node of 1 000 runs", big[0], "ms", NULL, 0,
 	    NULL);
-	row("apply", "one run's change, planning and writes p50, node of 8 runs", small[1], "ms",
+	row("apply", "one run's change, rw_apply()'s CPU p50, node of 8 runs", small[1], "ms", NULL,
+	    0, NULL);
+	row("apply", "one run's change, rw_apply()'s CPU p50, node of 1 000 runs", big[1], "ms",
 	    NULL, 0, NULL);
-	row("apply", "one run's change, planning and writes p50, node of 1 000 runs", big[1], "ms",
-	    NULL, 0, NULL);
-	row("apply", "one run's change, planning and writes, 1 000 runs / 8 runs",
-	    big[1] / small[1], "x", "<=", 1.2, NULL);
+	row("apply", "one run's change, rw_apply()'s CPU, 1 000 runs / 8 runs", big[1] / small[1],
+	    "x", "<=", 1.2, NULL);
 }
 
 static void section_apply(void)

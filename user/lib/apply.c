@@ -779,14 +779,21 @@ static int diff_group(struct ops *ops, const struct shadow *os, const struct gro
 /* Everything that turns what slot shadow `os` holds into `ns`. */
 static int diff_shadows(struct ops *ops, const struct shadow *os, const struct shadow *ns)
 {
-	int err = 0;
+	/* The groups of os that ns keeps: the others are deleted. */
+	unsigned char *kept = calloc(os->n_groups ? os->n_groups : 1, 1);
+	int err = kept ? 0 : -ENOMEM;
 
-	for (size_t g = 0; !err && g < ns->n_groups; g++)
-		err = diff_group(ops, os, shadow_find_at(os, ns->groups[g].id, g), ns,
-				 &ns->groups[g]);
+	for (size_t g = 0; !err && g < ns->n_groups; g++) {
+		const struct group *og = shadow_find_at(os, ns->groups[g].id, g);
+
+		if (og)
+			kept[og - os->groups] = 1;
+		err = diff_group(ops, os, og, ns, &ns->groups[g]);
+	}
 	for (size_t g = 0; !err && g < os->n_groups; g++)
-		if (!shadow_find_at(ns, os->groups[g].id, g))
+		if (!kept[g])
 			err = diff_group(ops, os, &os->groups[g], ns, NULL);
+	free(kept);
 	return err;
 }
 
@@ -1470,6 +1477,14 @@ static int flush_moved_pods(const struct rw_datapath *dp, struct rw_apply_cache 
 		const struct group *og = old->known ? shadow_find_at(old, ng->id, g) : NULL;
 		const struct ent *e = next->ents + ng->ent_off;
 
+		/* The same pods as before, in the same run (the common case): none moved. */
+		if (og && og->n_pods == ng->n_pods && og->n_pods6 == ng->n_pods6 &&
+		    bytes_equal(old->pods + og->pod_off, next->pods + ng->pod_off,
+				ng->n_pods * sizeof(*next->pods)) &&
+		    (!ng->n_pods6 ||
+		     (og->n_ents == ng->n_ents &&
+		      bytes_equal(old->ents + og->ent_off, e, ng->n_ents * sizeof(*e)))))
+			continue;
 		for (size_t i = 0; i < ng->n_pods; i++) {
 			__be32 ip = next->pods[ng->pod_off + i];
 
