@@ -234,11 +234,8 @@ int main(int argc, char **argv)
 	json_t *rows;
 	double base;
 
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = bench_getopt(argc, argv, opts, &json_path)) != -1) {
 		switch (c) {
-		case 'j':
-			json_path = optarg;
-			break;
 		case 'r':
 			repeat = strtoul(optarg, NULL, 10);
 			break;
@@ -337,9 +334,7 @@ int main(int argc, char **argv)
 					base, "over_ns", ns - base, "kernel", u.release, "repeat",
 					(int)repeat, "rounds", rounds));
 	}
-	if (json_path && json_dump_file(rows, json_path, JSON_INDENT(1)))
-		DIE("%s: cannot write", json_path);
-	json_decref(rows);
+	bench_write_json(rows, json_path);
 	lookups_bpf__destroy(skel);
 	return 0;
 }
