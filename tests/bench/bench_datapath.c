@@ -304,19 +304,24 @@ static int run_once(int prog, const struct probe_pkt *p, __u32 *ns)
 	return run_n(prog, p, 1, ns);
 }
 
+static void build_probe(struct probe_pkt *p, int veth, const struct pkt_spec *spec)
+{
+	p->veth = veth;
+	p->len = pkt_build(spec, p->buf);
+}
+
 static void build_pkt_proto(struct probe_pkt *p, int veth, int proto, __be32 src, __be32 dst,
 			    int sport, int dport, int flags)
 {
 	char s[16], d[16];
-	struct pkt_spec spec = {.src = ipstr(src, s),
-				.dst = ipstr(dst, d),
-				.proto = proto,
-				.sport = sport,
-				.dport = dport,
-				.tcp_flags = flags};
 
-	p->veth = veth;
-	p->len = pkt_build(&spec, p->buf);
+	build_probe(p, veth,
+		    &(struct pkt_spec){.src = ipstr(src, s),
+				       .dst = ipstr(dst, d),
+				       .proto = proto,
+				       .sport = sport,
+				       .dport = dport,
+				       .tcp_flags = flags});
 }
 
 static void build_pkt(struct probe_pkt *p, int veth, __be32 src, __be32 dst, int sport, int dport,
@@ -328,16 +333,14 @@ static void build_pkt(struct probe_pkt *p, int veth, __be32 src, __be32 dst, int
 static void build_pkt6(struct probe_pkt *p, int veth, const char *src, const char *dst, int sport,
 		       int dport, int flags)
 {
-	struct pkt_spec spec = {.src = src,
-				.dst = dst,
-				.proto = TCP,
-				.sport = sport,
-				.dport = dport,
-				.tcp_flags = flags,
-				.ipv6 = 1};
-
-	p->veth = veth;
-	p->len = pkt_build(&spec, p->buf);
+	build_probe(p, veth,
+		    &(struct pkt_spec){.src = src,
+				       .dst = dst,
+				       .proto = TCP,
+				       .sport = sport,
+				       .dport = dport,
+				       .tcp_flags = flags,
+				       .ipv6 = 1});
 }
 
 static struct ring_buffer *ring;
@@ -1267,11 +1270,8 @@ int main(int argc, char **argv)
 	char cmd[128];
 	int c, all;
 
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = bench_getopt(argc, argv, opts, &json_path)) != -1) {
 		switch (c) {
-		case 'j':
-			json_path = optarg;
-			break;
 		case 'r':
 			runwall_bin = optarg;
 			break;
@@ -1314,8 +1314,6 @@ int main(int argc, char **argv)
 		if (all)
 			break;
 	}
-	if (json_path && json_dump_file(rows, json_path, JSON_INDENT(1)))
-		DIE("%s: cannot write", json_path);
-	json_decref(rows);
+	bench_write_json(rows, json_path);
 	return 0;
 }

@@ -37,7 +37,59 @@ struct lk_case {
 };
 
 #define MAX_CASES 64
+static struct lk_case cases[MAX_CASES]; /* in the order of the output */
+static int ncases;
 static double ns_of[MAX_CASES][MAX_ROUNDS]; /* case, round */
+
+static void add_case(const char *name, const char *key, struct bpf_program *prog)
+{
+	if (ncases == MAX_CASES)
+		DIE("more than MAX_CASES (%d) cases", MAX_CASES);
+	cases[ncases++] = (struct lk_case){name, key, prog};
+}
+
+/* The LPM_TRIE rows, one list for both families: the IPv4 and the IPv6 allow trie
+ * (lookups.bpf.c's lk_trie4_* and lk_trie6_*) at each size, a key each holds and one it does not.
+ */
+static void add_lpm_cases(struct lookups_bpf *skel)
+{
+	static const struct {
+		int key_bytes;
+		const char *key, *prog;
+	} family[] = {{16, "allow", "lk_trie4"}, {28, "allow6", "lk_trie6"}};
+	static const struct {
+		const char *name, *key, *prog;
+	} size[] = {
+		{"10 prefixes", "10", "10"},
+		{"100 prefixes", "100", "100"},
+		{"1 000 prefixes", "1000", "1k"},
+		{"10 000 prefixes", "10000", "10k"},
+		{"100 000 prefixes", "100000", "100k"},
+		{"100 000 prefixes, one run's 100", "100000_one_run", "100k_one_run"},
+	};
+	static const char *const outcome[] = {"hit", "miss"};
+	static char text[2 * 6 * 2][2][80]; /* each row's name and key, for the whole run */
+	int n = 0;
+
+	for (int f = 0; f < 2; f++)
+		for (int s = 0; s < 6; s++)
+			for (int o = 0; o < 2; o++, n++) {
+				struct bpf_program *prog;
+				char pname[64];
+
+				snprintf(text[n][0], sizeof(text[n][0]),
+					 "LPM_TRIE %d-byte %s key, %s, %s", family[f].key_bytes,
+					 family[f].key, size[s].name, outcome[o]);
+				snprintf(text[n][1], sizeof(text[n][1]), "lpm%d_%s_%s",
+					 family[f].key_bytes, size[s].key, outcome[o]);
+				snprintf(pname, sizeof(pname), "%s_%s_%s", family[f].prog,
+					 size[s].prog, outcome[o]);
+				prog = bpf_object__find_program_by_name(skel->obj, pname);
+				if (!prog)
+					DIE("lookups.bpf.o has no program %s", pname);
+				add_case(text[n][0], text[n][1], prog);
+			}
+}
 
 static double median(const double *v, int n)
 {
@@ -182,11 +234,8 @@ int main(int argc, char **argv)
 	json_t *rows;
 	double base;
 
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = bench_getopt(argc, argv, opts, &json_path)) != -1) {
 		switch (c) {
-		case 'j':
-			json_path = optarg;
-			break;
 		case 'r':
 			repeat = strtoul(optarg, NULL, 10);
 			break;
@@ -218,7 +267,7 @@ int main(int argc, char **argv)
 		DIE("the special-range trie and the compares disagree on %llu addresses",
 		    (unsigned long long)skel->bss->lk_wrong);
 
-	struct lk_case cases[] = {
+	struct lk_case maps[] = {
 		{"empty TC program", "empty", skel->progs.lk_empty},
 		{"the key arithmetic alone (in every row below)", "pick", skel->progs.lk_pick_only},
 		{"ARRAY, 1 024 x u64 (rw_run_revs)", "array", skel->progs.lk_array_lookup},
@@ -248,62 +297,15 @@ int main(int argc, char **argv)
 		 skel->progs.lk_ct_by_slot_all},
 		{"owner check, ARRAY_OF_MAPS ifindex % 65 536 -> HASH, all 65 536 flows",
 		 "ifindex_slot_hash20_all", skel->progs.lk_ct_by_ifindex_slot_all},
-		{"LPM_TRIE 16-byte allow key, 10 prefixes, hit", "lpm16_10_hit",
-		 skel->progs.lk_trie4_10_hit},
-		{"LPM_TRIE 16-byte allow key, 10 prefixes, miss", "lpm16_10_miss",
-		 skel->progs.lk_trie4_10_miss},
-		{"LPM_TRIE 16-byte allow key, 100 prefixes, hit", "lpm16_100_hit",
-		 skel->progs.lk_trie4_100_hit},
-		{"LPM_TRIE 16-byte allow key, 100 prefixes, miss", "lpm16_100_miss",
-		 skel->progs.lk_trie4_100_miss},
-		{"LPM_TRIE 16-byte allow key, 1 000 prefixes, hit", "lpm16_1000_hit",
-		 skel->progs.lk_trie4_1k_hit},
-		{"LPM_TRIE 16-byte allow key, 1 000 prefixes, miss", "lpm16_1000_miss",
-		 skel->progs.lk_trie4_1k_miss},
-		{"LPM_TRIE 16-byte allow key, 10 000 prefixes, hit", "lpm16_10000_hit",
-		 skel->progs.lk_trie4_10k_hit},
-		{"LPM_TRIE 16-byte allow key, 10 000 prefixes, miss", "lpm16_10000_miss",
-		 skel->progs.lk_trie4_10k_miss},
-		{"LPM_TRIE 16-byte allow key, 100 000 prefixes, hit", "lpm16_100000_hit",
-		 skel->progs.lk_trie4_100k_hit},
-		{"LPM_TRIE 16-byte allow key, 100 000 prefixes, miss", "lpm16_100000_miss",
-		 skel->progs.lk_trie4_100k_miss},
-		{"LPM_TRIE 16-byte allow key, 100 000 prefixes, one run's 100, hit",
-		 "lpm16_100000_one_run_hit", skel->progs.lk_trie4_100k_one_run_hit},
-		{"LPM_TRIE 16-byte allow key, 100 000 prefixes, one run's 100, miss",
-		 "lpm16_100000_one_run_miss", skel->progs.lk_trie4_100k_one_run_miss},
-		{"LPM_TRIE 28-byte allow6 key, 10 prefixes, hit", "lpm28_10_hit",
-		 skel->progs.lk_trie6_10_hit},
-		{"LPM_TRIE 28-byte allow6 key, 10 prefixes, miss", "lpm28_10_miss",
-		 skel->progs.lk_trie6_10_miss},
-		{"LPM_TRIE 28-byte allow6 key, 100 prefixes, hit", "lpm28_100_hit",
-		 skel->progs.lk_trie6_100_hit},
-		{"LPM_TRIE 28-byte allow6 key, 100 prefixes, miss", "lpm28_100_miss",
-		 skel->progs.lk_trie6_100_miss},
-		{"LPM_TRIE 28-byte allow6 key, 1 000 prefixes, hit", "lpm28_1000_hit",
-		 skel->progs.lk_trie6_1k_hit},
-		{"LPM_TRIE 28-byte allow6 key, 1 000 prefixes, miss", "lpm28_1000_miss",
-		 skel->progs.lk_trie6_1k_miss},
-		{"LPM_TRIE 28-byte allow6 key, 10 000 prefixes, hit", "lpm28_10000_hit",
-		 skel->progs.lk_trie6_10k_hit},
-		{"LPM_TRIE 28-byte allow6 key, 10 000 prefixes, miss", "lpm28_10000_miss",
-		 skel->progs.lk_trie6_10k_miss},
-		{"LPM_TRIE 28-byte allow6 key, 100 000 prefixes, hit", "lpm28_100000_hit",
-		 skel->progs.lk_trie6_100k_hit},
-		{"LPM_TRIE 28-byte allow6 key, 100 000 prefixes, miss", "lpm28_100000_miss",
-		 skel->progs.lk_trie6_100k_miss},
-		{"LPM_TRIE 28-byte allow6 key, 100 000 prefixes, one run's 100, hit",
-		 "lpm28_100000_one_run_hit", skel->progs.lk_trie6_100k_one_run_hit},
-		{"LPM_TRIE 28-byte allow6 key, 100 000 prefixes, one run's 100, miss",
-		 "lpm28_100000_one_run_miss", skel->progs.lk_trie6_100k_one_run_miss},
-		{"special ranges: 15 inline compares (rw_is_special)", "special_compares",
-		 skel->progs.lk_special_compares},
-		{"special ranges: an LPM_TRIE of the 15 (8-byte key)", "special_trie",
-		 skel->progs.lk_special_trie},
 	};
-	const int ncases = sizeof(cases) / sizeof(cases[0]);
 
-	_Static_assert(sizeof(cases) / sizeof(cases[0]) <= MAX_CASES, "MAX_CASES");
+	for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++)
+		add_case(maps[i].name, maps[i].key, maps[i].prog);
+	add_lpm_cases(skel);
+	add_case("special ranges: 15 inline compares (rw_is_special)", "special_compares",
+		 skel->progs.lk_special_compares);
+	add_case("special ranges: an LPM_TRIE of the 15 (8-byte key)", "special_trie",
+		 skel->progs.lk_special_trie);
 
 	printf("# lookups: BPF_PROG_TEST_RUN, one lookup per run, repeat %u, median of %d rounds, "
 	       "kernel %s\n",
@@ -332,9 +334,7 @@ int main(int argc, char **argv)
 					base, "over_ns", ns - base, "kernel", u.release, "repeat",
 					(int)repeat, "rounds", rounds));
 	}
-	if (json_path && json_dump_file(rows, json_path, JSON_INDENT(1)))
-		DIE("%s: cannot write", json_path);
-	json_decref(rows);
+	bench_write_json(rows, json_path);
 	lookups_bpf__destroy(skel);
 	return 0;
 }
