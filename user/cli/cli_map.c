@@ -61,6 +61,10 @@ struct mkey {
 };
 
 static const char map_usage[] = "map { list | dump MAP | lookup MAP KEY }";
+static const char map_options[] =
+	"  list              every map: type, entries, size, pinned path\n"
+	"  dump MAP          every entry of MAP, decoded\n"
+	"  lookup MAP KEY    one entry (KEY as dump prints it: an IP, a rule key, an ifindex...)\n";
 
 /* ---- small helpers ----------------------------------------------------------------------- */
 
@@ -1604,13 +1608,4 @@ cleanup:
 	return ret;
 }
 
-const struct rw_cmd rw_cmd_map = {
-	.name = "map",
-	.summary = "read the pinned maps",
-	.grammar = map_usage,
-	.options =
-		"  list              every map: type, entries, size, pinned path\n"
-		"  dump MAP          every entry of MAP, decoded\n"
-		"  lookup MAP KEY    one entry (KEY as dump prints it: an IP, a rule key, an ifindex...)\n",
-	.func = cmd_map,
-};
+RW_COMMAND(map, .summary = "read the pinned maps", .grammar = map_usage, .options = map_options);
