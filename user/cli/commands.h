@@ -37,8 +37,8 @@ struct rw_cmd {
 };
 
 /* Defines `const struct rw_cmd rw_cmd_NAME`: the command "NAME", run by cmd_NAME(), its other
- * fields given by name. Each cli_NAME.c opens with its NAME_usage (and NAME_options) text and
- * ends with RW_COMMAND(NAME, .summary = "...", .grammar = NAME_usage, .options = NAME_options);
+ * fields given by name. Each cli_NAME.c holds its NAME_usage (and NAME_options) text and ends
+ * with RW_COMMAND(NAME, .summary = "...", .grammar = NAME_usage, .options = NAME_options);
  * a command without options leaves .options out (NULL). `grep -rn 'RW_COMMAND(drops'` finds
  * where rw_cmd_drops is defined.
  */
