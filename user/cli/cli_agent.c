@@ -26,6 +26,20 @@
 #define MAX_EVENT_RATE 1000000
 #define MAX_CT_FLOWS   (1u << 30)
 
+static const char agent_usage[] =
+	"agent [--policy FILE] [--ifprefix LIST] [--attach-mode auto|tcx|tc] "
+	"[--resync SECONDS] [--event-rate N[/BURST]] [--answer-rate N[/BURST]] "
+	"[--ct-per-sandbox N] [--ct-node N] "
+	"[--max-endpoints N] [--cni-conf-dir DIR] [--containers DIR] "
+	"[--cgroup-root DIR] "
+	"[--listen ADDR:PORT] [--probe-listen ADDR:PORT] [--http-token-file FILE] "
+	"[--events N] [--node NAME] "
+	"[--access-request-url URL] [--access-request-queue N] "
+	"[--policy-url URL [--policy-ack-url URL] [--policy-ca FILE] "
+	"[--policy-cert FILE --policy-key FILE] [--policy-token-file FILE] "
+	"[--policy-stall SECONDS]] [--flow-log FILE|- [--flow-log-flows] "
+	"[--flow-log-rate N[/BURST]] [--flow-log-max-bytes N]] "
+	"[--log-format text|json] [-v]";
 static const char agent_options[] =
 	"  --policy FILE          snapshot to apply at start and whenever it changes\n"
 	"  --ifprefix LIST        interfaces to enforce on (default eni,vlan)\n"
@@ -395,22 +409,5 @@ static int cmd_agent(int argc, char **argv)
 	return ret;
 }
 
-const struct rw_cmd rw_cmd_agent = {
-	.name = "agent",
-	.summary = "run the node agent (the DaemonSet's process)",
-	.grammar = "agent [--policy FILE] [--ifprefix LIST] [--attach-mode auto|tcx|tc] "
-		   "[--resync SECONDS] [--event-rate N[/BURST]] [--answer-rate N[/BURST]] "
-		   "[--ct-per-sandbox N] [--ct-node N] "
-		   "[--max-endpoints N] [--cni-conf-dir DIR] [--containers DIR] "
-		   "[--cgroup-root DIR] "
-		   "[--listen ADDR:PORT] [--probe-listen ADDR:PORT] [--http-token-file FILE] "
-		   "[--events N] [--node NAME] "
-		   "[--access-request-url URL] [--access-request-queue N] "
-		   "[--policy-url URL [--policy-ack-url URL] [--policy-ca FILE] "
-		   "[--policy-cert FILE --policy-key FILE] [--policy-token-file FILE] "
-		   "[--policy-stall SECONDS]] [--flow-log FILE|- [--flow-log-flows] "
-		   "[--flow-log-rate N[/BURST]] [--flow-log-max-bytes N]] "
-		   "[--log-format text|json] [-v]",
-	.options = agent_options,
-	.func = cmd_agent,
-};
+RW_COMMAND(agent, .summary = "run the node agent (the DaemonSet's process)", .grammar = agent_usage,
+	   .options = agent_options);

@@ -16,6 +16,21 @@
 #include "datapath.h"
 #include "util.h"
 
+static const char apply_usage[] =
+	"apply [--staged] {FILE|- | --run FILE|- | --delete-run ID} [--base REV] "
+	"[--revision REV] | apply --unstage";
+static const char apply_options[] =
+	"  FILE|-             the whole snapshot (docs/policy.md); - reads standard input\n"
+	"  --run FILE|-       one run, added or replaced (a snapshot's runs[] element)\n"
+	"  --delete-run ID    one run removed\n"
+	"  --base REV         a run change applies only to this revision in force\n"
+	"                     (default: the revision in force)\n"
+	"  --revision REV     the revision a run change makes (default: base + 1)\n"
+	"  --staged           hold FILE (or the snapshot in force with --run FILE) beside\n"
+	"                     the policy in force, never enforced: each event is judged\n"
+	"                     under it too; promoting it is applying FILE\n"
+	"  --unstage          drop the staged snapshot\n";
+
 static int no_agent(int err)
 {
 	return rw_fail(RW_EXIT_USAGE, "no agent on %s (%s); start `runwall agent` or pass --socket",
@@ -195,21 +210,6 @@ static int cmd_apply(int argc, char **argv)
 	return ret;
 }
 
-const struct rw_cmd rw_cmd_apply = {
-	.name = "apply",
-	.summary = "push a policy snapshot, or one run's change, to the agent; or stage one",
-	.grammar = "apply [--staged] {FILE|- | --run FILE|- | --delete-run ID} [--base REV] "
-		   "[--revision REV] | apply --unstage",
-	.options =
-		"  FILE|-             the whole snapshot (docs/policy.md); - reads standard input\n"
-		"  --run FILE|-       one run, added or replaced (a snapshot's runs[] element)\n"
-		"  --delete-run ID    one run removed\n"
-		"  --base REV         a run change applies only to this revision in force\n"
-		"                     (default: the revision in force)\n"
-		"  --revision REV     the revision a run change makes (default: base + 1)\n"
-		"  --staged           hold FILE (or the snapshot in force with --run FILE) beside\n"
-		"                     the policy in force, never enforced: each event is judged\n"
-		"                     under it too; promoting it is applying FILE\n"
-		"  --unstage          drop the staged snapshot\n",
-	.func = cmd_apply,
-};
+RW_COMMAND(apply,
+	   .summary = "push a policy snapshot, or one run's change, to the agent; or stage one",
+	   .grammar = apply_usage, .options = apply_options);

@@ -16,6 +16,8 @@
 #include "ctl.h"
 
 static const char counters_usage[] = "counters [--run ID]";
+static const char counters_options[] =
+	"  --run ID    one run's counters (its pods' packets only)\n";
 
 /* Appends ip to buf at *off, after a comma when buf already holds a pod. */
 static void pods_append(char *buf, size_t len, size_t *off, const char *ip)
@@ -172,10 +174,5 @@ cleanup:
 	return ret;
 }
 
-const struct rw_cmd rw_cmd_counters = {
-	.name = "counters",
-	.summary = "exact verdict counters, per reason and per run",
-	.grammar = counters_usage,
-	.options = "  --run ID    one run's counters (its pods' packets only)\n",
-	.func = cmd_counters,
-};
+RW_COMMAND(counters, .summary = "exact verdict counters, per reason and per run",
+	   .grammar = counters_usage, .options = counters_options);

@@ -12,6 +12,8 @@
 #include "ctl.h"
 #include "datapath.h"
 
+static const char detach_usage[] = "detach";
+
 /* An agent that still runs would attach again at its next resync: ask it to leave first. */
 static void stop_agent(void)
 {
@@ -58,10 +60,5 @@ static int cmd_detach(int argc, char **argv)
 	return RW_EXIT_OK;
 }
 
-const struct rw_cmd rw_cmd_detach = {
-	.name = "detach",
-	.summary = "remove everything runwall attached and pinned",
-	.grammar = "detach",
-	.options = NULL,
-	.func = cmd_detach,
-};
+RW_COMMAND(detach, .summary = "remove everything runwall attached and pinned",
+	   .grammar = detach_usage);

@@ -24,6 +24,16 @@
 
 static const char drops_usage[] = "drops [--all] [--run ID] [--pod IP] [--reason REASON] "
 				  "[--dst IP[:PORT]] [--count N] [--timeout SEC]";
+static const char drops_options[] =
+	"  --all             allowed new flows too, not only drops\n"
+	"  --run ID          only this run's events\n"
+	"  --pod IP          only events of this pod (either side) or of its veth; IPv4 "
+	"or IPv6\n"
+	"  --reason REASON   only this reason (\"allowed\": allowed flows)\n"
+	"  --dst IP[:PORT]   only this destination; an IPv6 one with a port in brackets, "
+	"[2001:db8::1]:443\n"
+	"  --count N         exit 0 after N matching events\n"
+	"  --timeout SEC     stop after SEC seconds (exit 1 if --count was not reached)\n";
 
 static volatile sig_atomic_t stop;
 
@@ -158,8 +168,8 @@ static int timeout_arg(const struct rw_cmd *cmd, const struct rw_cmd_opt *o, con
 /* `runwall drops`'s options into the filter and the follow's count and timeout. Returns -1 to go
  * on, else the exit code (--help, or a usage error already reported).
  */
-static int drops_options(int argc, char **argv, struct rw_cli_filter *f, unsigned long long *count,
-			 double *timeout)
+static int parse(int argc, char **argv, struct rw_cli_filter *f, unsigned long long *count,
+		 double *timeout)
 {
 	const struct rw_cmd_opt opts[] = {
 		{"all", 'a', .flag = &f->all},
@@ -266,7 +276,7 @@ static int cmd_drops(int argc, char **argv)
 	int fd, ret;
 
 	rw_cli_filter_init(&f);
-	ret = drops_options(argc, argv, &f, &fl.count, &timeout);
+	ret = parse(argc, argv, &f, &fl.count, &timeout);
 	if (ret >= 0)
 		return ret;
 	fl.f = &f;
@@ -297,19 +307,5 @@ static int cmd_drops(int argc, char **argv)
 	return ret;
 }
 
-const struct rw_cmd rw_cmd_drops = {
-	.name = "drops",
-	.summary = "follow live verdicts (needs the agent)",
-	.grammar = drops_usage,
-	.options =
-		"  --all             allowed new flows too, not only drops\n"
-		"  --run ID          only this run's events\n"
-		"  --pod IP          only events of this pod (either side) or of its veth; IPv4 "
-		"or IPv6\n"
-		"  --reason REASON   only this reason (\"allowed\": allowed flows)\n"
-		"  --dst IP[:PORT]   only this destination; an IPv6 one with a port in brackets, "
-		"[2001:db8::1]:443\n"
-		"  --count N         exit 0 after N matching events\n"
-		"  --timeout SEC     stop after SEC seconds (exit 1 if --count was not reached)\n",
-	.func = cmd_drops,
-};
+RW_COMMAND(drops, .summary = "follow live verdicts (needs the agent)", .grammar = drops_usage,
+	   .options = drops_options);

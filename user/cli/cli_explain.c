@@ -35,6 +35,16 @@
 static const char explain_usage[] =
 	"explain {--pod IP | --run ID} DST PORT [tcp|udp|icmpv6] "
 	"[--ingress] [--sport N] [--flags syn|ack|synack] [--policy FILE]";
+static const char explain_options[] =
+	"  --pod IP          the pod whose packet it is (IPv4 or IPv6, DST's family)\n"
+	"  --run ID          or the run's first pod of DST's family bound to a veth here\n"
+	"  DST PORT          the peer and the port; then tcp (default) or udp\n"
+	"  DST TYPE icmpv6   or an ICMPv6 message of that type (IPv6)\n"
+	"  --ingress         from the peer DST to the pod's PORT\n"
+	"  --egress          from the pod to DST:PORT (the default)\n"
+	"  --sport N         the source port (default 40000)\n"
+	"  --flags F         syn (default), ack or synack\n"
+	"  --policy FILE     also judge the packet under FILE's snapshot (nothing live changes)\n";
 
 /* Addresses of either family (ipaddr.h); the pod's and DST's are of one family. */
 struct question {
@@ -411,19 +421,5 @@ static int cmd_explain(int argc, char **argv)
 	return top->verdict == RW_VERDICT_ALLOW ? RW_EXIT_OK : RW_EXIT_REFUSED;
 }
 
-const struct rw_cmd rw_cmd_explain = {
-	.name = "explain",
-	.summary = "why a packet would be allowed or refused, by the real program",
-	.grammar = explain_usage,
-	.options =
-		"  --pod IP          the pod whose packet it is (IPv4 or IPv6, DST's family)\n"
-		"  --run ID          or the run's first pod of DST's family bound to a veth here\n"
-		"  DST PORT          the peer and the port; then tcp (default) or udp\n"
-		"  DST TYPE icmpv6   or an ICMPv6 message of that type (IPv6)\n"
-		"  --ingress         from the peer DST to the pod's PORT\n"
-		"  --egress          from the pod to DST:PORT (the default)\n"
-		"  --sport N         the source port (default 40000)\n"
-		"  --flags F         syn (default), ack or synack\n"
-		"  --policy FILE     also judge the packet under FILE's snapshot (nothing live changes)\n",
-	.func = cmd_explain,
-};
+RW_COMMAND(explain, .summary = "why a packet would be allowed or refused, by the real program",
+	   .grammar = explain_usage, .options = explain_options);

@@ -5,6 +5,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <getopt.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -39,6 +40,7 @@ struct mctx {
 	char policy_file[512];
 	int64_t mono_to_real;
 	__u64 now_mono;
+	/* The map shown; while each_entry() walks one, that one: its rows read their key by it. */
 	enum rw_map_id map;
 	json_t *entries;   /* -j */
 	struct rw_table t; /* plain */
@@ -61,6 +63,10 @@ struct mkey {
 };
 
 static const char map_usage[] = "map { list | dump MAP | lookup MAP KEY }";
+static const char map_options[] =
+	"  list              every map: type, entries, size, pinned path\n"
+	"  dump MAP          every entry of MAP, decoded\n"
+	"  lookup MAP KEY    one entry (KEY as dump prints it: an IP, a rule key, an ifindex...)\n";
 
 /* ---- small helpers ----------------------------------------------------------------------- */
 
@@ -305,6 +311,28 @@ static bool in_cidr(__be32 ip, __be32 net, unsigned int prefixlen)
 	return (ntohl(ip) & mask) == (ntohl(net) & mask);
 }
 
+/* Whether the key's address is in net/plen, of either family (an IPv6 key is in no IPv4 net). */
+static bool key_in_net(const struct mkey *k, const struct rw_ip *net, unsigned int plen)
+{
+	if (net->family == AF_INET6)
+		return k->ipv6 && in_cidr6(k->ip6, net->a, plen);
+	return !k->ipv6 && in_cidr(k->ip, net->a[0], plen);
+}
+
+/* A CIDR map's prefix as text, its length always written: "10.0.0.0/8", "10.0.0.5/32",
+ * "2001:db8::/32"; the address alone past the family's length (no such entry is written).
+ */
+static void net_str(const struct rw_ip *net, unsigned int plen, char *buf, size_t len)
+{
+	char a[RW_IP_STRLEN];
+
+	rw_ip_str(net, a, sizeof(a));
+	if (plen <= (net->family == AF_INET6 ? 128u : 32u))
+		snprintf(buf, len, "%s/%u", a, plen);
+	else
+		snprintf(buf, len, "%s", a);
+}
+
 /* The fd of the live slot's inner map of a policy table (-ENOENT: not ready). */
 static int live_fd(struct mctx *c, enum rw_map_id id)
 {
@@ -317,7 +345,8 @@ static int live_fd(struct mctx *c, enum rw_map_id id)
 typedef int (*row_fn)(struct mctx *c, const struct mkey *k, const void *key, const void *val);
 
 /* Every entry of map `id` (the live slot's inner map when `slotted`: none when the node has no
- * live slot), sorted in `order`, through `row`: how many it showed, or a negative errno.
+ * live slot), sorted in `order`, through `row` (with c->map = id): how many it showed, or a
+ * negative errno.
  */
 static int each_entry(struct mctx *c, const struct mkey *k, enum rw_map_id id, bool slotted,
 		      size_t ks, size_t vs, const struct key_field *order, row_fn row)
@@ -336,6 +365,7 @@ static int each_entry(struct mctx *c, const struct mkey *k, enum rw_map_id id, b
 	if (err)
 		return err;
 	sort_pairs(keys, vals, n, ks, vs, order);
+	c->map = id;
 	for (size_t i = 0; i < n; i++)
 		shown += row(c, k, (__u8 *)keys + i * ks, (__u8 *)vals + i * vs);
 	free(keys);
@@ -481,41 +511,15 @@ static int pod_row_of(struct mctx *c, const char *pod, __u32 ifindex, const stru
 
 static int pod_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
 {
-	__be32 ip = *(const __be32 *)key;
-	char pod[INET_ADDRSTRLEN];
+	struct rw_ip ip = c->map == RW_M_PODS6 ? rw_ip6(key) : rw_ip4(*(const __be32 *)key);
+	char pod[RW_IP_STRLEN];
 	__u32 ifindex = 0;
 
-	if (!k->any && !key_is4(k, ip))
+	if (!k->any && !key_is(k, &ip))
 		return 0;
-	rw_cli_ip(ip, pod, sizeof(pod));
-	rw_cli_pod_ifindex(&c->dp, ip, &ifindex);
-	return pod_row_of(c, pod, ifindex, val);
-}
-
-static int pod6_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
-{
-	struct rw_ip ip = rw_ip6(key);
-	char pod[INET6_ADDRSTRLEN];
-	__u32 ifindex = 0;
-
-	if (!k->any && !key_is6(k, key))
-		return 0;
-	rw_cli_ip6(key, pod, sizeof(pod));
+	rw_ip_str(&ip, pod, sizeof(pod));
 	rw_cli_pod_ifindex_of(&c->dp, &ip, &ifindex);
 	return pod_row_of(c, pod, ifindex, val);
-}
-
-static int show_pods(struct mctx *c, const struct mkey *k)
-{
-	int n4 = each_entry(c, k, RW_M_PODS, true, sizeof(__be32), sizeof(struct rw_pod),
-			    order_be32, pod_row),
-	    n6;
-
-	if (n4 < 0)
-		return n4;
-	n6 = each_entry(c, k, RW_M_PODS6, true, 4 * sizeof(__be32), sizeof(struct rw_pod),
-			order_ip6, pod6_row);
-	return n6 < 0 ? n6 : n4 + n6;
 }
 
 /* One row of the allow maps, exact or CIDR: 1, the row shown. */
@@ -552,116 +556,65 @@ static bool port_proto_match(const struct mkey *k, __u8 proto, __u16 port)
 	return (!k->port || k->port == port) && (!k->proto || k->proto == proto);
 }
 
-static int allow_exact_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
+/* An entry of the allow maps as the rows need it: dst alone (exact) or dst/plen (cidr). */
+struct allow_entry {
+	struct rw_ip dst;
+	unsigned int plen;
+	__u32 scope;
+	__u8 proto;
+	__u16 port; /* host order */
+};
+
+/* The fields every one of the four allow keys has by the same name, its address through ip_of
+ * (rw_ip4 or rw_ip6).
+ */
+#define ALLOW_ENTRY(key, ip_of, plen)                                                  \
+	((struct allow_entry){ip_of((key)->daddr), (plen), (key)->scope, (key)->proto, \
+			      ntohs((key)->dport)})
+
+/* An entry of any of the allow maps, exact or CIDR, either family: c->map says which key. */
+static int allow_entry_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
 {
 	const struct rw_allow_key *ak = key;
-	char dst[INET_ADDRSTRLEN];
-
-	if (!k->any &&
-	    (!key_is4(k, ak->daddr) || !port_proto_match(k, ak->proto, ntohs(ak->dport))))
-		return 0;
-	rw_cli_ip(ak->daddr, dst, sizeof(dst));
-	return allow_row(c, "exact", ak->scope, dst, ak->proto, ntohs(ak->dport),
-			 ((const struct rw_rule *)val)->rule_id);
-}
-
-static int allow_cidr_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
-{
+	const struct rw_allow6_key *ak6 = key;
 	const struct rw_allow_lpm_key *lk = key;
-	unsigned int plen = lk->prefixlen - RW_ALLOW_LPM_FIXED_BITS;
-	char dst[32];
+	const struct rw_allow6_lpm_key *lk6 = key;
+	bool cidr = c->map == RW_M_ALLOW_CIDR || c->map == RW_M_ALLOW_CIDR6;
+	struct allow_entry e;
+	char dst[RW_IP_STRLEN + 8];
 
-	if (!k->any && (k->ipv6 || !in_cidr(k->ip, lk->daddr, plen) ||
-			!port_proto_match(k, lk->proto, ntohs(lk->dport))))
+	if (c->map == RW_M_ALLOW_EXACT)
+		e = ALLOW_ENTRY(ak, rw_ip4, 0);
+	else if (c->map == RW_M_ALLOW_EXACT6)
+		e = ALLOW_ENTRY(ak6, rw_ip6, 0);
+	else if (c->map == RW_M_ALLOW_CIDR)
+		e = ALLOW_ENTRY(lk, rw_ip4, lk->prefixlen - RW_ALLOW_LPM_FIXED_BITS);
+	else
+		e = ALLOW_ENTRY(lk6, rw_ip6, lk6->prefixlen - RW_ALLOW_LPM_FIXED_BITS);
+	if (!k->any && (!(cidr ? key_in_net(k, &e.dst, e.plen) : key_is(k, &e.dst)) ||
+			!port_proto_match(k, e.proto, e.port)))
 		return 0;
-	rw_cli_cidr(lk->daddr, plen, dst, sizeof(dst));
-	if (plen == 32)
-		snprintf(dst + strlen(dst), sizeof(dst) - strlen(dst), "/32");
-	return allow_row(c, "cidr", lk->scope, dst, lk->proto, ntohs(lk->dport),
+	if (cidr)
+		net_str(&e.dst, e.plen, dst, sizeof(dst));
+	else
+		rw_ip_str(&e.dst, dst, sizeof(dst));
+	return allow_row(c, cidr ? "cidr" : "exact", e.scope, dst, e.proto, e.port,
 			 ((const struct rw_rule *)val)->rule_id);
 }
 
-static int allow_exact6_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
-{
-	const struct rw_allow6_key *ak = key;
-	char dst[INET6_ADDRSTRLEN];
-
-	if (!k->any &&
-	    (!key_is6(k, ak->daddr) || !port_proto_match(k, ak->proto, ntohs(ak->dport))))
-		return 0;
-	rw_cli_ip6(ak->daddr, dst, sizeof(dst));
-	return allow_row(c, "exact", ak->scope, dst, ak->proto, ntohs(ak->dport),
-			 ((const struct rw_rule *)val)->rule_id);
-}
-
-static int allow_cidr6_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
-{
-	const struct rw_allow6_lpm_key *lk = key;
-	unsigned int plen = lk->prefixlen - RW_ALLOW_LPM_FIXED_BITS;
-	char dst[INET6_ADDRSTRLEN + 8];
-
-	if (!k->any && (!k->ipv6 || !in_cidr6(k->ip6, lk->daddr, plen) ||
-			!port_proto_match(k, lk->proto, ntohs(lk->dport))))
-		return 0;
-	rw_cli_cidr6(lk->daddr, plen, dst, sizeof(dst));
-	if (plen == 128)
-		snprintf(dst + strlen(dst), sizeof(dst) - strlen(dst), "/128");
-	return allow_row(c, "cidr", lk->scope, dst, lk->proto, ntohs(lk->dport),
-			 ((const struct rw_rule *)val)->rule_id);
-}
-
-static int show_allow(struct mctx *c, const struct mkey *k)
-{
-	int exact, cidr, exact6, cidr6;
-
-	exact = each_entry(c, k, RW_M_ALLOW_EXACT, true, sizeof(struct rw_allow_key),
-			   sizeof(struct rw_rule), order_allow, allow_exact_row);
-	if (exact < 0)
-		return exact;
-	cidr = each_entry(c, k, RW_M_ALLOW_CIDR, true, sizeof(struct rw_allow_lpm_key),
-			  sizeof(struct rw_rule), order_allow_lpm, allow_cidr_row);
-	if (cidr < 0)
-		return cidr;
-	exact6 = each_entry(c, k, RW_M_ALLOW_EXACT6, true, sizeof(struct rw_allow6_key),
-			    sizeof(struct rw_rule), order_allow6, allow_exact6_row);
-	if (exact6 < 0)
-		return exact6;
-	cidr6 = each_entry(c, k, RW_M_ALLOW_CIDR6, true, sizeof(struct rw_allow6_lpm_key),
-			   sizeof(struct rw_rule), order_allow6_lpm, allow_cidr6_row);
-	return cidr6 < 0 ? cidr6 : exact + cidr + exact6 + cidr6;
-}
-
-static int deny_row_of(struct mctx *c, const char *cidr);
-
+/* An entry of the deny maps, either family: c->map says which key. */
 static int deny_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
 {
 	const struct rw_cidr_lpm_key *dk = key;
-	char cidr[32];
+	const struct rw_cidr6_lpm_key *dk6 = key;
+	bool ipv6 = c->map == RW_M_DENY6;
+	struct rw_ip net = ipv6 ? rw_ip6(dk6->addr) : rw_ip4(dk->addr);
+	unsigned int plen = ipv6 ? dk6->prefixlen : dk->prefixlen;
+	char cidr[RW_IP_STRLEN + 8];
 
-	if (!k->any && (k->ipv6 || !in_cidr(k->ip, dk->addr, dk->prefixlen)))
+	if (!k->any && !key_in_net(k, &net, plen))
 		return 0;
-	snprintf(cidr, sizeof(cidr), "%s", "");
-	rw_cli_cidr(dk->addr, dk->prefixlen, cidr, sizeof(cidr));
-	if (dk->prefixlen == 32)
-		strcat(cidr, "/32");
-	return deny_row_of(c, cidr);
-}
-
-static int deny6_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
-{
-	const struct rw_cidr6_lpm_key *dk = key;
-	char cidr[INET6_ADDRSTRLEN + 8];
-
-	if (!k->any && (!k->ipv6 || !in_cidr6(k->ip6, dk->addr, dk->prefixlen)))
-		return 0;
-	rw_cli_cidr6(dk->addr, dk->prefixlen, cidr, sizeof(cidr));
-	if (dk->prefixlen == 128)
-		strcat(cidr, "/128");
-	return deny_row_of(c, cidr);
-}
-
-static int deny_row_of(struct mctx *c, const char *cidr)
-{
+	net_str(&net, plen, cidr, sizeof(cidr));
 	if (c->entries) {
 		json_array_append_new(c->entries, json_pack("{s:s}", "cidr", cidr));
 		return 1;
@@ -671,23 +624,22 @@ static int deny_row_of(struct mctx *c, const char *cidr)
 	return 1;
 }
 
-static int show_deny(struct mctx *c, const struct mkey *k)
+/* An entry of the inbound maps, either family: c->map says which key. */
+static int inbound_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
 {
-	int n4 = each_entry(c, k, RW_M_DENY, true, sizeof(struct rw_cidr_lpm_key), sizeof(__u32),
-			    order_cidr, deny_row),
-	    n6;
+	const struct rw_inbound_lpm_key *ik = key;
+	const struct rw_inbound6_lpm_key *ik6 = key;
+	bool ipv6 = c->map == RW_M_INBOUND6;
+	struct rw_ip net = ipv6 ? rw_ip6(ik6->saddr) : rw_ip4(ik->saddr);
+	unsigned int plen = (ipv6 ? ik6->prefixlen : ik->prefixlen) - RW_INBOUND_LPM_FIXED_BITS;
+	__u16 port = ntohs(ipv6 ? ik6->dport : ik->dport);
+	__u8 proto = ipv6 ? ik6->proto : ik->proto;
+	__u32 rule_id = ((const struct rw_rule *)val)->rule_id;
+	char peer[RW_IP_STRLEN + 8], rule[128];
 
-	if (n4 < 0)
-		return n4;
-	n6 = each_entry(c, k, RW_M_DENY6, true, sizeof(struct rw_cidr6_lpm_key), sizeof(__u32),
-			order_cidr6, deny6_row);
-	return n6 < 0 ? n6 : n4 + n6;
-}
-
-static int inbound_row_of(struct mctx *c, const char *peer, __u8 proto, __u16 port, __u32 rule_id)
-{
-	char rule[128];
-
+	if (!k->any && (!key_in_net(k, &net, plen) || !port_proto_match(k, proto, port)))
+		return 0;
+	net_str(&net, plen, peer, sizeof(peer));
 	rule_name(c, rule_id, rule, sizeof(rule));
 	if (c->entries) {
 		json_array_append_new(c->entries,
@@ -701,51 +653,6 @@ static int inbound_row_of(struct mctx *c, const char *peer, __u8 proto, __u16 po
 	rw_table_cell(&c->t, "%s/%u", rw_proto_name(proto), port);
 	rw_table_cell(&c->t, "%s", rule);
 	return 1;
-}
-
-static int inbound_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
-{
-	const struct rw_inbound_lpm_key *ik = key;
-	unsigned int plen = ik->prefixlen - RW_INBOUND_LPM_FIXED_BITS;
-	__u16 port = ntohs(ik->dport);
-	char peer[32];
-
-	if (!k->any &&
-	    (k->ipv6 || !in_cidr(k->ip, ik->saddr, plen) || !port_proto_match(k, ik->proto, port)))
-		return 0;
-	rw_cli_cidr(ik->saddr, plen, peer, sizeof(peer));
-	if (plen == 32)
-		strcat(peer, "/32");
-	return inbound_row_of(c, peer, ik->proto, port, ((const struct rw_rule *)val)->rule_id);
-}
-
-static int inbound6_row(struct mctx *c, const struct mkey *k, const void *key, const void *val)
-{
-	const struct rw_inbound6_lpm_key *ik = key;
-	unsigned int plen = ik->prefixlen - RW_INBOUND_LPM_FIXED_BITS;
-	__u16 port = ntohs(ik->dport);
-	char peer[INET6_ADDRSTRLEN + 8];
-
-	if (!k->any && (!k->ipv6 || !in_cidr6(k->ip6, ik->saddr, plen) ||
-			!port_proto_match(k, ik->proto, port)))
-		return 0;
-	rw_cli_cidr6(ik->saddr, plen, peer, sizeof(peer));
-	if (plen == 128)
-		strcat(peer, "/128");
-	return inbound_row_of(c, peer, ik->proto, port, ((const struct rw_rule *)val)->rule_id);
-}
-
-static int show_inbound(struct mctx *c, const struct mkey *k)
-{
-	int n4 = each_entry(c, k, RW_M_INBOUND, true, sizeof(struct rw_inbound_lpm_key),
-			    sizeof(struct rw_rule), order_inbound, inbound_row),
-	    n6;
-
-	if (n4 < 0)
-		return n4;
-	n6 = each_entry(c, k, RW_M_INBOUND6, true, sizeof(struct rw_inbound6_lpm_key),
-			sizeof(struct rw_rule), order_inbound6, inbound6_row);
-	return n6 < 0 ? n6 : n4 + n6;
 }
 
 /* An address and a port (host order) as `map` prints a flow's end: "10.0.0.5:443",
@@ -1182,6 +1089,67 @@ static int show_progs(struct mctx *c, const struct mkey *k)
 	return shown;
 }
 
+/* The policy maps' keys and values (the live slot's inner maps, in pairs IPv4 and IPv6) and the
+ * order `map` shows their entries in; 0s for the other maps.
+ */
+static const struct {
+	size_t ks, vs;
+	const struct key_field *order;
+} layouts[RW_M__COUNT] = {
+	[RW_M_PODS] = {sizeof(__be32), sizeof(struct rw_pod), order_be32},
+	[RW_M_PODS6] = {4 * sizeof(__be32), sizeof(struct rw_pod), order_ip6},
+	[RW_M_ALLOW_EXACT] = {sizeof(struct rw_allow_key), sizeof(struct rw_rule), order_allow},
+	[RW_M_ALLOW_CIDR] = {sizeof(struct rw_allow_lpm_key), sizeof(struct rw_rule),
+			     order_allow_lpm},
+	[RW_M_ALLOW_EXACT6] = {sizeof(struct rw_allow6_key), sizeof(struct rw_rule), order_allow6},
+	[RW_M_ALLOW_CIDR6] = {sizeof(struct rw_allow6_lpm_key), sizeof(struct rw_rule),
+			      order_allow6_lpm},
+	[RW_M_DENY] = {sizeof(struct rw_cidr_lpm_key), sizeof(__u32), order_cidr},
+	[RW_M_DENY6] = {sizeof(struct rw_cidr6_lpm_key), sizeof(__u32), order_cidr6},
+	[RW_M_INBOUND] = {sizeof(struct rw_inbound_lpm_key), sizeof(struct rw_rule), order_inbound},
+	[RW_M_INBOUND6] = {sizeof(struct rw_inbound6_lpm_key), sizeof(struct rw_rule),
+			   order_inbound6},
+};
+
+/* What `map` shows of a policy table: each entry of the maps of `walk` in turn (a list shorter
+ * than 4 ends with 0s, RW_M_CONFIG, which has no layout) through one row function, which reads
+ * c->map for the key it is given.
+ */
+struct listing {
+	row_fn row;
+	enum rw_map_id walk[4];
+};
+
+/* The policy tables, each under its first map's name. */
+static const struct listing listings[RW_M__COUNT] = {
+	[RW_M_PODS] = {pod_row, {RW_M_PODS, RW_M_PODS6}},
+	[RW_M_ALLOW_EXACT] = {allow_entry_row,
+			      {RW_M_ALLOW_EXACT, RW_M_ALLOW_CIDR, RW_M_ALLOW_EXACT6,
+			       RW_M_ALLOW_CIDR6}},
+	[RW_M_DENY] = {deny_row, {RW_M_DENY, RW_M_DENY6}},
+	[RW_M_INBOUND] = {inbound_row, {RW_M_INBOUND, RW_M_INBOUND6}},
+};
+
+/* The policy table of c->map (listings[]): how many entries it showed, or the first negative
+ * errno.
+ */
+static int show_listing(struct mctx *c, const struct mkey *k)
+{
+	const struct listing *l = &listings[c->map];
+	int shown = 0;
+
+	for (size_t i = 0; i < 4 && layouts[l->walk[i]].ks; i++) {
+		enum rw_map_id id = l->walk[i];
+		int r = each_entry(c, k, id, true, layouts[id].ks, layouts[id].vs,
+				   layouts[id].order, l->row);
+
+		if (r < 0)
+			return r;
+		shown += r;
+	}
+	return shown;
+}
+
 /* ---- the subcommands ---------------------------------------------------------------------- */
 
 static const struct {
@@ -1201,22 +1169,22 @@ static const struct {
 			    false,
 			    false,
 			    "IFINDEX|IFNAME|POD-IP"},
-	[RW_M_PODS] = {show_pods,
+	[RW_M_PODS] = {show_listing,
 		       {"POD", "RUN", "IDX", "GEN", "EGRESS", "VETH"},
 		       6,
 		       RW_TABLE_RIGHT(2) | RW_TABLE_RIGHT(3),
 		       true,
 		       false,
 		       "POD-IP"},
-	[RW_M_ALLOW_EXACT] = {show_allow,
+	[RW_M_ALLOW_EXACT] = {show_listing,
 			      {"SCOPE", "DST", "PORT", "KIND", "RULE"},
 			      5,
 			      0,
 			      true,
 			      true,
 			      "IP[:PORT] [tcp|udp]"},
-	[RW_M_DENY] = {show_deny, {"CIDR"}, 1, 0, true, false, "IP"},
-	[RW_M_INBOUND] = {show_inbound,
+	[RW_M_DENY] = {show_listing, {"CIDR"}, 1, 0, true, false, "IP"},
+	[RW_M_INBOUND] = {show_listing,
 			  {"PEER", "PORT", "RULE"},
 			  3,
 			  0,
@@ -1291,6 +1259,38 @@ static int key_ip_port(const char *s, struct mkey *k)
 	return rw_ip_port_parse(s, &ip, &k->port) ? -EINVAL : key_set(k, &ip);
 }
 
+/* "map lookup MAP: MESSAGE" through rw_fail(): what `map lookup` refuses, with `code`. */
+static int lookup_fail(enum rw_map_id map, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int lookup_fail(enum rw_map_id map, int code, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return rw_fail(code, "map lookup %s: %s", rw_map_shown_names[map], msg);
+}
+
+/* An interface by its index or its name, as the key of `map lookup MAP`. */
+static int key_ifindex(enum rw_map_id map, const char *s, struct mkey *k)
+{
+	unsigned long long v;
+
+	if (rw_parse_uint(s, 0xffffffffULL, &v) == 0) {
+		k->ifindex = (__u32)v;
+	} else {
+		k->ifindex = if_nametoindex(s);
+		if (!k->ifindex)
+			return lookup_fail(map, RW_EXIT_REFUSED,
+					   "no interface '%s' in this network namespace", s);
+	}
+	k->has_ifindex = true;
+	return 0;
+}
+
 static int parse_key(struct mctx *c, enum rw_map_id map, int argc, char **argv, struct mkey *k)
 {
 	const char *s = argv[0];
@@ -1305,48 +1305,29 @@ static int parse_key(struct mctx *c, enum rw_map_id map, int argc, char **argv, 
 	case RW_M_PODS:
 	case RW_M_DENY:
 	case RW_M_CONNTRACK:
-		if (argc > 1)
-			return rw_fail(RW_EXIT_USAGE, "map lookup %s: one key, %s",
-				       rw_map_shown_names[map], maps[map].key);
-		if (key_ip(s, k))
-			return rw_fail(RW_EXIT_USAGE, "map lookup %s: '%s' is not an IP address",
-				       rw_map_shown_names[map], s);
-		return 0;
-	case RW_M_ALLOW_EXACT:
-	case RW_M_INBOUND:
-		if (argc > 2)
-			return rw_fail(RW_EXIT_USAGE, "map lookup %s: the key is %s",
-				       rw_map_shown_names[map], maps[map].key);
-		if (key_ip_port(s, k))
-			return rw_fail(RW_EXIT_USAGE,
-				       "map lookup %s: '%s' is not IP or IP:PORT (IPv6: ADDR or "
-				       "[ADDR]:PORT)",
-				       rw_map_shown_names[map], s);
-		if (argc == 2 && rw_parse_proto(argv[1], &k->proto))
-			return rw_fail(RW_EXIT_USAGE,
-				       "map lookup %s: unknown protocol '%s'; "
-				       "valid: tcp, udp",
-				       rw_map_shown_names[map], argv[1]);
-		return 0;
 	case RW_M_ENDPOINTS:
 	case RW_M_EVENT_BUDGET:
 	case RW_M_LL6:
 		if (argc > 1)
-			return rw_fail(RW_EXIT_USAGE, "map lookup %s: one key, %s",
-				       rw_map_shown_names[map], maps[map].key);
-		if (map == RW_M_ENDPOINTS && key_ip(s, k) == 0)
+			return lookup_fail(map, RW_EXIT_USAGE, "one key, %s", maps[map].key);
+		if (map == RW_M_EVENT_BUDGET || map == RW_M_LL6)
+			return key_ifindex(map, s, k);
+		if (key_ip(s, k) == 0)
 			return 0;
-		if (rw_parse_uint(s, 0xffffffffULL, &v) == 0) {
-			k->ifindex = (__u32)v;
-		} else {
-			k->ifindex = if_nametoindex(s);
-			if (!k->ifindex)
-				return rw_fail(RW_EXIT_REFUSED,
-					       "map lookup %s: no interface '%s' "
-					       "in this network namespace",
-					       rw_map_shown_names[map], s);
-		}
-		k->has_ifindex = true;
+		if (map == RW_M_ENDPOINTS)
+			return key_ifindex(map, s, k);
+		return lookup_fail(map, RW_EXIT_USAGE, "'%s' is not an IP address", s);
+	case RW_M_ALLOW_EXACT:
+	case RW_M_INBOUND:
+		if (argc > 2)
+			return lookup_fail(map, RW_EXIT_USAGE, "the key is %s", maps[map].key);
+		if (key_ip_port(s, k))
+			return lookup_fail(map, RW_EXIT_USAGE,
+					   "'%s' is not IP or IP:PORT (IPv6: ADDR or [ADDR]:PORT)",
+					   s);
+		if (argc == 2 && rw_parse_proto(argv[1], &k->proto))
+			return lookup_fail(map, RW_EXIT_USAGE,
+					   "unknown protocol '%s'; valid: tcp, udp", argv[1]);
 		return 0;
 	case RW_M_COUNTERS:
 	case RW_M_RUN_REVS: {
@@ -1409,6 +1390,7 @@ static int show(struct mctx *c, enum rw_map_id map, const struct mkey *k, bool l
 		load_policy(c);
 	if (!rw_g.json && map == RW_M_COUNTERS)
 		printf("counters (summed over CPUs; idx 0 is the node, the others runs)\n");
+	c->map = map;
 	shown = maps[map].show(c, k);
 	if (shown < 0 || (lookup && !shown)) {
 		json_decref(c->entries);
@@ -1422,9 +1404,9 @@ static int show(struct mctx *c, enum rw_map_id map, const struct mkey *k, bool l
 	}
 	if (lookup && !shown) {
 		rw_table_free(&c->t);
-		return rw_fail(RW_EXIT_REFUSED, "map lookup %s: nothing for %s%s",
-			       rw_map_shown_names[map], k->text,
-			       maps[map].slotted && !c->ready ? " (the node is not ready)" : "");
+		return lookup_fail(map, RW_EXIT_REFUSED, "nothing for %s%s", k->text,
+				   maps[map].slotted && !c->ready ? " (the node is not ready)"
+								  : "");
 	}
 	if (rw_g.json) {
 		json_t *o =
@@ -1604,13 +1586,4 @@ cleanup:
 	return ret;
 }
 
-const struct rw_cmd rw_cmd_map = {
-	.name = "map",
-	.summary = "read the pinned maps",
-	.grammar = map_usage,
-	.options =
-		"  list              every map: type, entries, size, pinned path\n"
-		"  dump MAP          every entry of MAP, decoded\n"
-		"  lookup MAP KEY    one entry (KEY as dump prints it: an IP, a rule key, an ifindex...)\n",
-	.func = cmd_map,
-};
+RW_COMMAND(map, .summary = "read the pinned maps", .grammar = map_usage, .options = map_options);

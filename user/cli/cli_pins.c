@@ -79,13 +79,6 @@ int rw_cli_pod_ifindex_of(const struct rw_datapath *dp, const struct rw_ip *pod,
 	return 0;
 }
 
-int rw_cli_pod_ifindex(const struct rw_datapath *dp, __be32 pod, __u32 *ifindex)
-{
-	struct rw_ip ip = rw_ip4(pod);
-
-	return rw_cli_pod_ifindex_of(dp, &ip, ifindex);
-}
-
 /* ---- the agent ---- */
 
 /* The snapshot in force as the agent holds it (`policy` on the control socket), whichever way

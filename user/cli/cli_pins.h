@@ -35,11 +35,8 @@ int rw_cli_open(struct rw_datapath *dp, const char *bpffs, char *err, size_t err
  */
 enum rw_map_id rw_cli_map_of(enum rw_map_id id);
 
-/* The veth a pod address (either family) is bound to in rw_endpoints (-ENOENT: none);
- * rw_cli_pod_ifindex() of an IPv4 one.
- */
+/* The veth a pod address (either family) is bound to in rw_endpoints (-ENOENT: none). */
 int rw_cli_pod_ifindex_of(const struct rw_datapath *dp, const struct rw_ip *pod, __u32 *ifindex);
-int rw_cli_pod_ifindex(const struct rw_datapath *dp, __be32 pod, __u32 *ifindex);
 
 /* The snapshot in force, for naming rules: the agent's (the `policy` request on `socket`), else
  * the policy file its status names when that is still the revision in force. -ENOENT when there

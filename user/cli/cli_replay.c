@@ -36,6 +36,16 @@
 static const char replay_usage[] =
 	"replay {--policy FILE | --run ID --allow IP:PORT[/tcp|udp] | --run-upsert FILE} "
 	"[--run ID] [--since DURATION] [--flow-log FILE] [--all]";
+static const char replay_options[] =
+	"  --policy FILE     the proposal: a whole snapshot\n"
+	"  --run ID --allow IP:PORT[/tcp|udp]\n"
+	"                    or the snapshot in force with one rule more for run ID\n"
+	"  --run-upsert FILE or the snapshot in force with FILE's run (a runs[] element)\n"
+	"                    added or replaced\n"
+	"  --run ID          only this run's flows\n"
+	"  --since DURATION  only what was recorded in the last DURATION (30s, 10m, 2h, 1d)\n"
+	"  --flow-log FILE   the flows of an agent's --flow-log FILE, not its event store\n"
+	"  --all             list the flows that stay the same too\n";
 
 struct replay_opts {
 	const char *policy;
@@ -711,19 +721,5 @@ out:
 	return ret;
 }
 
-const struct rw_cmd rw_cmd_replay = {
-	.name = "replay",
-	.summary = "what a proposed policy would change, judged on recorded traffic",
-	.grammar = replay_usage,
-	.options =
-		"  --policy FILE     the proposal: a whole snapshot\n"
-		"  --run ID --allow IP:PORT[/tcp|udp]\n"
-		"                    or the snapshot in force with one rule more for run ID\n"
-		"  --run-upsert FILE or the snapshot in force with FILE's run (a runs[] element)\n"
-		"                    added or replaced\n"
-		"  --run ID          only this run's flows\n"
-		"  --since DURATION  only what was recorded in the last DURATION (30s, 10m, 2h, 1d)\n"
-		"  --flow-log FILE   the flows of an agent's --flow-log FILE, not its event store\n"
-		"  --all             list the flows that stay the same too\n",
-	.func = cmd_replay,
-};
+RW_COMMAND(replay, .summary = "what a proposed policy would change, judged on recorded traffic",
+	   .grammar = replay_usage, .options = replay_options);

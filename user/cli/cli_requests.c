@@ -12,6 +12,9 @@
 #include "commands.h"
 #include "ctl.h"
 
+static const char requests_usage[] = "requests [--run ID]";
+static const char requests_options[] = "  --run ID    that run's requests only\n";
+
 static int cmd_requests(int argc, char **argv)
 {
 	static const char *const heads[] = {"FIRST SEEN", "RUN",	 "GEN",
@@ -97,10 +100,6 @@ static int cmd_requests(int argc, char **argv)
 	return RW_EXIT_OK;
 }
 
-const struct rw_cmd rw_cmd_requests = {
-	.name = "requests",
-	.summary = "the network-access requests the agent raised (--access-request-url)",
-	.grammar = "requests [--run ID]",
-	.options = "  --run ID    that run's requests only\n",
-	.func = cmd_requests,
-};
+RW_COMMAND(requests,
+	   .summary = "the network-access requests the agent raised (--access-request-url)",
+	   .grammar = requests_usage, .options = requests_options);

@@ -433,10 +433,4 @@ cleanup:
 	return ret;
 }
 
-const struct rw_cmd rw_cmd_status = {
-	.name = "status",
-	.summary = "is this node enforcing, and what",
-	.grammar = status_usage,
-	.options = NULL,
-	.func = cmd_status,
-};
+RW_COMMAND(status, .summary = "is this node enforcing, and what", .grammar = status_usage);

@@ -634,6 +634,9 @@ static char *merged_requests(void *data)
 	return text;
 }
 
+static const char view_usage[] =
+	"view {--agent URL | --agents-dns NAME:PORT} ... [--dns-refresh SECONDS] "
+	"[--listen ADDR:PORT] [--token-file FILE] [--http-token-file FILE] [--events N]";
 static const char view_options[] =
 	"  --agent URL             an agent's --listen address (http://10.0.1.5:9100); repeat it\n"
 	"  --agents-dns NAME:PORT  every IPv4 address NAME resolves to is an agent on PORT (a\n"
@@ -870,11 +873,5 @@ static int cmd_view(int argc, char **argv)
 	return ret;
 }
 
-const struct rw_cmd rw_cmd_view = {
-	.name = "view",
-	.summary = "the live traffic page and API of several agents, merged",
-	.grammar = "view {--agent URL | --agents-dns NAME:PORT} ... [--dns-refresh SECONDS] "
-		   "[--listen ADDR:PORT] [--token-file FILE] [--http-token-file FILE] [--events N]",
-	.options = view_options,
-	.func = cmd_view,
-};
+RW_COMMAND(view, .summary = "the live traffic page and API of several agents, merged",
+	   .grammar = view_usage, .options = view_options);

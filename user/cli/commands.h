@@ -21,7 +21,8 @@ struct rw_globals {
 extern struct rw_globals rw_g;
 
 /* One command, bpftool-style: each lives in its own file (user/cli/cli_NAME.c) with its usage,
- * its options and its handler, and is one line of the table in main.c. The usage text is written here once: `runwall help NAME`, `runwall NAME
+ * its options and its handler, defined there by RW_COMMAND() below, and is one line of the
+ * table in main.c. The usage text is written here once: `runwall help NAME`, `runwall NAME
  * --help` and every usage error print it from this struct.
  */
 struct rw_cmd {
@@ -34,6 +35,15 @@ struct rw_cmd {
 	 */
 	int (*func)(int argc, char **argv);
 };
+
+/* Defines `const struct rw_cmd rw_cmd_NAME`: the command "NAME", run by cmd_NAME(), its other
+ * fields given by name. Each cli_NAME.c holds its NAME_usage (and NAME_options) text and ends
+ * with RW_COMMAND(NAME, .summary = "...", .grammar = NAME_usage, .options = NAME_options);
+ * a command without options leaves .options out (NULL). `grep -rn 'RW_COMMAND(drops'` finds
+ * where rw_cmd_drops is defined.
+ */
+#define RW_COMMAND(NAME, ...) \
+	const struct rw_cmd rw_cmd_##NAME = {.name = #NAME, .func = cmd_##NAME, __VA_ARGS__}
 
 extern const struct rw_cmd rw_cmd_agent, rw_cmd_apply, rw_cmd_status, rw_cmd_map, rw_cmd_counters,
 	rw_cmd_drops, rw_cmd_explain, rw_cmd_replay, rw_cmd_detach, rw_cmd_requests, rw_cmd_view;
