@@ -17,7 +17,8 @@
 #                 snapshot names its pod, then works
 #   spoof         a sandbox using another's address is dropped and creates no reply state
 #   live          revoking a rule stops an open connection at its next packet; adding one opens
-#                 new connections; latency from `runwall apply` returning (median of 5)
+#                 new connections; latency from `runwall apply` returning (median of 5, or of
+#                 RW_E2E_LIVE_ROUNDS, probes RW_E2E_LIVE_INTERVAL seconds apart)
 #   restart       kill -9 of the agent under traffic changes no verdict; the new agent adopts
 #                 the pins without duplicate attachments
 #   bad-snapshot  refused snapshots (CLI and policy file) change nothing
@@ -477,18 +478,23 @@ check "spoof events: inbound-denied for the forged SYN-ACK into B, run $B_RUN" \
 # ---- Live change -----------------------------------------------------------------------------
 
 section "live: revoke and grant under traffic"
+# RW_E2E_LIVE_ROUNDS rounds (5), the stream's lines and the knocks RW_E2E_LIVE_INTERVAL seconds
+# apart (0.01): more rounds and a finer interval measure the latency (docs/benchmarks.md).
+LIVE_ROUNDS=${RW_E2E_LIVE_ROUNDS:-5} LIVE_INTERVAL=${RW_E2E_LIVE_INTERVAL:-0.01}
+# The timed applies run runwall itself, not through nsenter: the control socket is a path, and
+# the time from the start is then the command's (and the timer's spawn), not nsenter's too.
+APPLY=("$RW_RUNWALL" --bpffs "$RW_BPFFS" --socket "$RW_SOCK" apply)
 : >"$RW_WORK/metrics"
-for i in 1 2 3 4 5; do
+for i in $(seq 1 "$LIVE_ROUNDS"); do
 	# Revoke: the drive gateway's rule goes away under an open connection.
 	stream=$RW_WORK/stream-$i.jsonl
 	rw_bg /dev/null ip netns exec "${RW_SB_NS[a]}" "$RW_PY" "$RW_PROBE" stream 172.20.0.13 8080 \
-		--interval 0.01 --out "$stream"
+		--interval "$LIVE_INTERVAL" --out "$stream"
 	spid=$RW_LAST_PID
 	rw_wait 3 stream_echoed "$stream" 20 || true
 	REV=$((REV + 1))
 	snapshot "$REV" 'del(.services[] | select(.name == "drive-gateway"))' >"$RW_WORK/policy-$REV.json"
-	rw_cmd
-	"$RW_PY" "$RW_PROBE" timed --out "$RW_WORK/revoke-$i.json" -- "${RW_CMD[@]}" apply \
+	"$RW_PY" "$RW_PROBE" timed --out "$RW_WORK/revoke-$i.json" -- "${APPLY[@]}" \
 		"$RW_WORK/policy-$REV.json" >/dev/null 2>&1 || true
 	rw_sleep 0.3
 	kill "$spid" 2>/dev/null || true
@@ -502,7 +508,7 @@ for i in 1 2 3 4 5; do
 	# first that connects is one sent after the change).
 	knock=$RW_WORK/knock-$i.json
 	rw_bg "$knock" ip netns exec "${RW_SB_NS[a]}" "$RW_PY" "$RW_PROBE" knock 93.184.216.34 8443 \
-		--interval 0.01 --connect-timeout "$(awk -v t="$(rw_scale 0.2)" 'BEGIN {print (t < 0.9 ? t : 0.9)}')" \
+		--interval "$LIVE_INTERVAL" --connect-timeout "$(awk -v t="$(rw_scale 0.2)" 'BEGIN {print (t < 0.9 ? t : 0.9)}')" \
 		--max "$(rw_scale 4)"
 	kpid=$RW_LAST_PID
 	rw_sleep 0.4
@@ -510,7 +516,7 @@ for i in 1 2 3 4 5; do
 	snapshot "$REV" 'del(.services[] | select(.name == "drive-gateway")) |
 		(.runs[] | select(.id == "run-7f3a")) += {"allow": [{"ip": "93.184.216.34", "tcp": [8443]}]}' \
 		>"$RW_WORK/policy-$REV.json"
-	"$RW_PY" "$RW_PROBE" timed --out "$RW_WORK/grant-$i.json" -- "${RW_CMD[@]}" apply \
+	"$RW_PY" "$RW_PROBE" timed --out "$RW_WORK/grant-$i.json" -- "${APPLY[@]}" \
 		"$RW_WORK/policy-$REV.json" >/dev/null 2>&1 || true
 	wait "$kpid" 2>/dev/null || true
 	echo "--- grant $i" >>"$RW_WORK/metrics"
@@ -531,7 +537,7 @@ for kind in revoke grant; do
 	pr=$(metric "$kind" probe | median)
 	ap=$(metric "$kind" apply | median)
 	fs=$(metric "$kind" event_from_start | median)
-	diag "live change: $kind: first packet with the new verdict $ev ms after \`runwall apply\` returned (median of 5; event ts_ns, CLOCK_MONOTONIC): $(metric "$kind" event | tr '\n' ' ')"
+	diag "live change: $kind: first packet with the new verdict $ev ms after \`runwall apply\` returned (median of $LIVE_ROUNDS; event ts_ns, CLOCK_MONOTONIC): $(metric "$kind" event | tr '\n' ' ')"
 	diag "live change: $kind: probe side $pr ms (first unanswered line / first SYN that connected): $(metric "$kind" probe | tr '\n' ' ')"
 	diag "live change: $kind: runwall apply took $ap ms (median); from its start to the first packet with the new verdict $fs ms (median): $(metric "$kind" event_from_start | tr '\n' ' ')"
 	limit=$(rw_scale 1000)
