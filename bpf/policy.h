@@ -74,18 +74,27 @@ static __always_inline int rw_state_load(__u64 *state, __u8 *lease_expired)
 	return RW_STATE_READY(*state) ? 0 : -1;
 }
 
+/* Looks up the five tables of one family in `slot` into *v (f: the suffix of their maps and
+ * fields, empty for IPv4's, 6 for IPv6's), and is true when one is missing.
+ */
+#define RW_TABLES_MISSING(v, slot, f)                                                            \
+	({                                                                                       \
+		(v)->pods##f = bpf_map_lookup_elem(&rw_pods##f, &(slot));                        \
+		(v)->allow_exact##f = bpf_map_lookup_elem(&rw_allow_exact##f, &(slot));          \
+		(v)->allow_cidr##f = bpf_map_lookup_elem(&rw_allow_cidr##f, &(slot));            \
+		(v)->deny##f = bpf_map_lookup_elem(&rw_deny##f, &(slot));                        \
+		(v)->inbound##f = bpf_map_lookup_elem(&rw_inbound##f, &(slot));                  \
+		!(v)->pods##f || !(v)->allow_exact##f || !(v)->allow_cidr##f || !(v)->deny##f || \
+			!(v)->inbound##f;                                                        \
+	})
+
 /* Every inner map of the live slot of `state`, or -1 when a slot is empty (not ready). */
 static __always_inline int rw_view_load(struct rw_view *v, __u64 state)
 {
 	__u32 slot = RW_STATE_SLOT(state);
 
 	v->slot = slot;
-	v->pods = bpf_map_lookup_elem(&rw_pods, &slot);
-	v->allow_exact = bpf_map_lookup_elem(&rw_allow_exact, &slot);
-	v->allow_cidr = bpf_map_lookup_elem(&rw_allow_cidr, &slot);
-	v->deny = bpf_map_lookup_elem(&rw_deny, &slot);
-	v->inbound = bpf_map_lookup_elem(&rw_inbound, &slot);
-	if (!v->pods || !v->allow_exact || !v->allow_cidr || !v->deny || !v->inbound)
+	if (RW_TABLES_MISSING(v, slot, ))
 		return -1;
 	return 0;
 }
@@ -98,12 +107,7 @@ static __always_inline int rw_view_load6(struct rw_view6 *v, __u64 state)
 	__u32 slot = RW_STATE_SLOT(state);
 
 	v->slot = slot;
-	v->pods6 = bpf_map_lookup_elem(&rw_pods6, &slot);
-	v->allow_exact6 = bpf_map_lookup_elem(&rw_allow_exact6, &slot);
-	v->allow_cidr6 = bpf_map_lookup_elem(&rw_allow_cidr6, &slot);
-	v->deny6 = bpf_map_lookup_elem(&rw_deny6, &slot);
-	v->inbound6 = bpf_map_lookup_elem(&rw_inbound6, &slot);
-	if (!v->pods6 || !v->allow_exact6 || !v->allow_cidr6 || !v->deny6 || !v->inbound6)
+	if (RW_TABLES_MISSING(v, slot, 6))
 		return -1;
 	return 0;
 }
