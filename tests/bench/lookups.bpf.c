@@ -18,6 +18,7 @@
 
 #include "runwall.h"
 #include "map_defs.h" /* bpf/: the datapath's own map shapes */
+#include "ranges.h"   /* bpf/: rw_is_special(), the datapath's own compares */
 #include "lookups.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -320,19 +321,6 @@ LK_RUN_PROG(lk_trie4_100k, struct rw_allow_lpm_key, lk_allow_lookup, miss)
 LK_RUN_PROG(lk_trie6_100k, struct rw_allow6_lpm_key, lk_allow6_lookup, hit)
 LK_RUN_PROG(lk_trie6_100k, struct rw_allow6_lpm_key, lk_allow6_lookup, miss)
 
-/* rw_is_special() of bpf/policy.h: the ranges compiled in as masks and compares. */
-static __always_inline int lk_is_special(__be32 addr)
-{
-	__u32 a = __builtin_bswap32(addr);
-
-#define LK_IS_SPECIAL(net, len, str, label)                        \
-	if ((a & (__u32)(0xffffffffULL << (32 - (len)))) == (net)) \
-		return 1;
-	RW_SPECIAL_RANGES(LK_IS_SPECIAL)
-#undef LK_IS_SPECIAL
-	return 0;
-}
-
 /* A destination drawn from the whole address space (about 1 in 8 is special: 224/3 alone). */
 static __always_inline __be32 lk_any_addr(void)
 {
@@ -342,7 +330,7 @@ static __always_inline __be32 lk_any_addr(void)
 SEC("tc")
 int lk_special_compares(struct __sk_buff *skb)
 {
-	return lk_is_special(lk_any_addr());
+	return rw_is_special(lk_any_addr());
 }
 
 SEC("tc")
@@ -359,6 +347,6 @@ int lk_special_agree(struct __sk_buff *skb)
 {
 	struct rw_cidr_lpm_key k = {.prefixlen = 32, .addr = lk_any_addr()};
 
-	LK_EXPECT(bpf_map_lookup_elem(&lk_special, &k), lk_is_special(k.addr));
+	LK_EXPECT(bpf_map_lookup_elem(&lk_special, &k), rw_is_special(k.addr));
 	return 0;
 }
