@@ -480,29 +480,16 @@ static __always_inline int rw_judge6(struct __sk_buff *skb, __u32 dir, const int
  * rw_ingress runs on, so the packet and its veth are theirs. The ICMPv6 programs likewise,
  * through rw_progs_icmp6 from these.
  */
-SEC("tc")
-int rw_egress6(struct __sk_buff *skb)
-{
-	return rw_judge6(skb, RW_DIR_EGRESS, RW_JUDGE_IP6);
-}
-
-SEC("tc")
-int rw_ingress6(struct __sk_buff *skb)
-{
-	return rw_judge6(skb, RW_DIR_INGRESS, RW_JUDGE_IP6);
-}
-
-SEC("tc")
-int rw_egress_icmp6(struct __sk_buff *skb)
-{
-	return rw_judge6(skb, RW_DIR_EGRESS, RW_JUDGE_ICMP6);
-}
-
-SEC("tc")
-int rw_ingress_icmp6(struct __sk_buff *skb)
-{
-	return rw_judge6(skb, RW_DIR_INGRESS, RW_JUDGE_ICMP6);
-}
+#define RW_PROG6(name, dir, kind)                     \
+	SEC("tc")                                     \
+	int name(struct __sk_buff *skb)               \
+	{                                             \
+		return rw_judge6(skb, (dir), (kind)); \
+	}
+RW_PROG6(rw_egress6, RW_DIR_EGRESS, RW_JUDGE_IP6)
+RW_PROG6(rw_ingress6, RW_DIR_INGRESS, RW_JUDGE_IP6)
+RW_PROG6(rw_egress_icmp6, RW_DIR_EGRESS, RW_JUDGE_ICMP6)
+RW_PROG6(rw_ingress_icmp6, RW_DIR_INGRESS, RW_JUDGE_ICMP6)
 
 /* The flip. A map update from user space copies the whole value with the kernel's memcpy
  * (copy_map_value()), which promises nothing about the size of its stores: `rep movsb` may write
