@@ -201,6 +201,41 @@ static __always_inline int rw_begin(struct rw_ctx *x, struct rw_view *v, void **
 	return parsed;
 }
 
+/* The inbound rule for the packet's peer and the pod's port, of its family: the peer is the
+ * destination out of the pod (`dir` RW_DIR_EGRESS: a reply), the source into it.
+ */
+static __always_inline struct rw_rule *rw_inbound_rule(struct rw_ctx *x, const struct rw_view *vp,
+						       const int six, const __u32 dir)
+{
+	const int out = dir == RW_DIR_EGRESS;
+	const struct rw_pkt *p = &x->pkt;
+	__be16 pod_port = out ? p->sport : p->dport;
+
+	if (six)
+		return rw_find_inbound6(rw_view6_of(vp), out ? p->daddr6 : p->saddr6, pod_port,
+					p->proto);
+	return rw_find_inbound(vp, out ? p->daddr : p->saddr, pod_port, p->proto);
+}
+
+/* The egress policy for the packet's flow, of its family, from the pod's side: out of the pod
+ * (`dir` RW_DIR_EGRESS) the pod is the source, into it (a reply) the destination. Sets
+ * x->rule_id and x->path as the rule or mode that allowed it says.
+ */
+static __always_inline int rw_egress_rule(struct rw_ctx *x, const struct rw_view *vp, const int six,
+					  const __u32 dir)
+{
+	const int out = dir == RW_DIR_EGRESS;
+	const struct rw_pkt *p = &x->pkt;
+	__be16 peer_port = out ? p->dport : p->sport;
+
+	if (six)
+		return rw_egress_policy6(rw_view6_of(vp), x->pod, out ? p->saddr6 : p->daddr6,
+					 out ? p->daddr6 : p->saddr6, peer_port, p->proto,
+					 &x->rule_id, &x->path);
+	return rw_egress_policy(vp, x->pod, out ? p->daddr : p->saddr, peer_port, p->proto,
+				&x->rule_id, &x->path);
+}
+
 /* Allow a packet that opens or continues a flow opened from `dir`: note the flow (so that its
  * replies get in) unless the other side opened it. Every new entry is reported as a new flow,
  * whatever opened it (a SYN, a bare ACK in open mode, a first UDP datagram); a flow the sandbox's
@@ -264,11 +299,7 @@ static __always_inline int rw_judge_egress(struct rw_ctx *x, struct rw_view *vp,
 	 */
 	ct = x->ct;
 	if (ct && ct->opened_by == RW_DIR_INGRESS && !rw_tcp_is_syn(&x->pkt)) {
-		if (six)
-			in = rw_find_inbound6(rw_view6_of(vp), x->pkt.daddr6, x->pkt.sport,
-					      x->pkt.proto);
-		else
-			in = rw_find_inbound(vp, x->pkt.daddr, x->pkt.sport, x->pkt.proto);
+		in = rw_inbound_rule(x, vp, six, RW_DIR_EGRESS);
 		if (!in)
 			return rw_finish_family(x, RW_REASON_INBOUND_DENIED, six);
 		rw_ct_touch(x, ct);
@@ -282,12 +313,7 @@ static __always_inline int rw_judge_egress(struct rw_ctx *x, struct rw_view *vp,
 		return rw_finish_family(x, RW_REASON_UNSUPPORTED_PROTOCOL, six);
 
 	/* The pod's own address is the packet's source: rw_identify() proved it the bound one. */
-	if (six)
-		reason = rw_egress_policy6(rw_view6_of(vp), x->pod, x->pkt.saddr6, x->pkt.daddr6,
-					   x->pkt.dport, x->pkt.proto, &x->rule_id, &x->path);
-	else
-		reason = rw_egress_policy(vp, x->pod, x->pkt.daddr, x->pkt.dport, x->pkt.proto,
-					  &x->rule_id, &x->path);
+	reason = rw_egress_rule(x, vp, six, RW_DIR_EGRESS);
 	if (reason == RW_REASON_ALLOWED && (x->rule_id & RW_RULE_FROM))
 		reason = rw_principal_check(x);
 	if (reason != RW_REASON_ALLOWED)
@@ -333,13 +359,7 @@ static __always_inline int rw_judge_ingress(struct rw_ctx *x, struct rw_view *vp
 	 */
 	ct = x->ct;
 	if (ct && ct->opened_by == RW_DIR_EGRESS && !rw_tcp_is_syn(&x->pkt)) {
-		if (six)
-			reason = rw_egress_policy6(rw_view6_of(vp), x->pod, x->pkt.daddr6,
-						   x->pkt.saddr6, x->pkt.sport, x->pkt.proto,
-						   &x->rule_id, &x->path);
-		else
-			reason = rw_egress_policy(vp, x->pod, x->pkt.saddr, x->pkt.sport,
-						  x->pkt.proto, &x->rule_id, &x->path);
+		reason = rw_egress_rule(x, vp, six, RW_DIR_INGRESS);
 		if (reason == RW_REASON_ALLOWED) {
 			rw_ct_touch(x, ct);
 			x->ct_path = x->path;
@@ -351,10 +371,7 @@ static __always_inline int rw_judge_ingress(struct rw_ctx *x, struct rw_view *vp
 	if (x->pkt.proto != IPPROTO_TCP && x->pkt.proto != IPPROTO_UDP)
 		return rw_finish_family(x, RW_REASON_UNSUPPORTED_PROTOCOL, six);
 
-	if (six)
-		in = rw_find_inbound6(rw_view6_of(vp), x->pkt.saddr6, x->pkt.dport, x->pkt.proto);
-	else
-		in = rw_find_inbound(vp, x->pkt.saddr, x->pkt.dport, x->pkt.proto);
+	in = rw_inbound_rule(x, vp, six, RW_DIR_INGRESS);
 	if (!in)
 		return rw_finish_family(x, RW_REASON_INBOUND_DENIED, six);
 	x->rule_id = in->rule_id;
