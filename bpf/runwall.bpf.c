@@ -409,42 +409,42 @@ static __always_inline int rw_judge(struct rw_ctx *x, struct rw_view *vp, void *
 		.explain = &rw_explain_result                                                     \
 	}
 
-/* The family is decided once, by the Ethernet header: IPv4 (and ARP, and every frame that is
- * neither) is judged here, IPv6 by the IPv6 program (rw_egress6), tail-called on the same packet
- * with the same steps. Without it (its slot empty), IPv6 is refused as unsupported-l2.
+/* The judgement of rw_egress and rw_ingress, `dir` the hook's. The family is decided once, by
+ * the Ethernet header: IPv4 (and ARP, and every frame that is neither) is judged here, IPv6 by
+ * the IPv6 program (rw_egress6), tail-called on the same packet with the same steps. Without it
+ * (its slot empty), IPv6 is refused as unsupported-l2. The direction is a literal at each
+ * rw_judge() call, as in rw_judge6().
  */
-SEC("tc")
-int rw_egress(struct __sk_buff *skb)
+static __always_inline int rw_judge4(struct __sk_buff *skb, __u32 dir)
 {
-	struct rw_ctx x = RW_CTX_INIT(skb, RW_DIR_EGRESS);
+	struct rw_ctx x = RW_CTX_INIT(skb, dir);
 	struct rw_ct_key ck;
 	struct rw_view v;
 	int parsed;
 
-	if (rw_revoke_own(skb))
+	/* Out of the pod, first: a reset the node's own revoke sent (revoke.h) passes unjudged. */
+	if (dir == RW_DIR_EGRESS && rw_revoke_own(skb))
 		return TCX_NEXT;
 	parsed = rw_parse(skb, &x.pkt);
 	if (parsed == RW_PARSE_IPV6) {
-		bpf_tail_call(skb, &rw_progs6, RW_DIR_EGRESS);
+		bpf_tail_call(skb, &rw_progs6, dir);
 		parsed = RW_REASON_UNSUPPORTED_L2;
 	}
-	return rw_judge(&x, &v, &ck, parsed, RW_JUDGE_IP4, RW_DIR_EGRESS);
+	if (dir == RW_DIR_EGRESS)
+		return rw_judge(&x, &v, &ck, parsed, RW_JUDGE_IP4, RW_DIR_EGRESS);
+	return rw_judge(&x, &v, &ck, parsed, RW_JUDGE_IP4, RW_DIR_INGRESS);
+}
+
+SEC("tc")
+int rw_egress(struct __sk_buff *skb)
+{
+	return rw_judge4(skb, RW_DIR_EGRESS);
 }
 
 SEC("tc")
 int rw_ingress(struct __sk_buff *skb)
 {
-	struct rw_ctx x = RW_CTX_INIT(skb, RW_DIR_INGRESS);
-	struct rw_ct_key ck;
-	struct rw_view v;
-	int parsed;
-
-	parsed = rw_parse(skb, &x.pkt);
-	if (parsed == RW_PARSE_IPV6) {
-		bpf_tail_call(skb, &rw_progs6, RW_DIR_INGRESS);
-		parsed = RW_REASON_UNSUPPORTED_L2;
-	}
-	return rw_judge(&x, &v, &ck, parsed, RW_JUDGE_IP4, RW_DIR_INGRESS);
+	return rw_judge4(skb, RW_DIR_INGRESS);
 }
 
 /* The IPv6 parse, and where its packet is judged: an ICMPv6 packet that parsed goes on to the
