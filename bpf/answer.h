@@ -16,8 +16,9 @@
  *
  * API
  *   offers: rw_ip6_may_answer_from(), rw_answer_kind(), rw_answer6_kind(), rw_rst_ip(),
- *           rw_scratch_frame(), rw_sum16(), rw_ip6_pseudo_sum(), rw_rst6_load(), rw_rst6_turn(),
- *           rw_rst6_finish(), rw_ip6_cut_to_reset(), rw_answer6_build(), rw_answer_build()
+ *           rw_rst_pseudo_sum(), rw_scratch_frame(), rw_sum16(), rw_ip6_pseudo_sum(),
+ *           rw_rst6_load(), rw_rst6_turn(), rw_rst6_finish(), rw_ip6_cut_to_reset(),
+ *           rw_answer6_build(), rw_answer_build()
  *   needs:  runwall.h, bpf_net.h, parse.h, maps.h
  */
 #ifndef RUNWALL_BPF_ANSWER_H
@@ -161,6 +162,21 @@ static __always_inline void rw_rst_ip(struct iphdr *ip, __be32 saddr, __be32 dad
 	ip->check = rw_csum_fold(bpf_csum_diff(NULL, 0, (__be32 *)ip, sizeof(*ip), 0));
 }
 
+/* The sum of the pseudo-header of a reset whose IPv4 header is `ip` (a 20-byte TCP header, no
+ * payload), for its TCP checksum: bpf_csum_diff()'s, negative on an error.
+ */
+static __always_inline __s64 rw_rst_pseudo_sum(const struct iphdr *ip)
+{
+	struct rw_tcp_pseudo ph = {
+		.saddr = ip->saddr,
+		.daddr = ip->daddr,
+		.proto = IPPROTO_TCP,
+		.len = bpf_htons(20),
+	};
+
+	return bpf_csum_diff(NULL, 0, (__be32 *)&ph, sizeof(ph), 0);
+}
+
 /* Rewrites the refused segment into its reset (RFC 793 3.4, "Reset Generation"): from an
  * ACK-bearing segment, <SEQ=SEG.ACK><CTL=RST>; from any other (a SYN), <SEQ=0><ACK=SEG.SEQ+
  * SEG.LEN><CTL=RST,ACK>, SEG.LEN counting the payload, SYN and FIN. parse.h proved the header
@@ -169,7 +185,6 @@ static __always_inline void rw_rst_ip(struct iphdr *ip, __be32 saddr, __be32 dad
 static __always_inline int rw_answer_rst(struct __sk_buff *skb)
 {
 	struct rw_rst_frame f = {};
-	struct rw_tcp_pseudo ph = {};
 	struct iphdr ip;
 	struct tcphdr tcp;
 	__u32 seg_len;
@@ -198,11 +213,7 @@ static __always_inline int rw_answer_rst(struct __sk_buff *skb)
 		((__u8 *)&f.tcp)[13] = TCP_FLAG_RST_ | TCP_FLAG_ACK_;
 	}
 	f.tcp.doff = 5;
-	ph.saddr = f.ip.saddr;
-	ph.daddr = f.ip.daddr;
-	ph.proto = IPPROTO_TCP;
-	ph.len = bpf_htons(20);
-	sum = bpf_csum_diff(NULL, 0, (__be32 *)&ph, sizeof(ph), 0);
+	sum = rw_rst_pseudo_sum(&f.ip);
 	sum = bpf_csum_diff(NULL, 0, (__be32 *)&f.tcp, sizeof(f.tcp), (__wsum)sum);
 	f.tcp.check = rw_csum_fold(sum);
 

@@ -209,6 +209,22 @@ static __always_inline int rw_parse_ipv6(struct __sk_buff *skb, void *data, void
 /* rw_parse()'s result for an IPv6 frame, which it leaves to rw_parse6() in the IPv6 program. */
 #define RW_PARSE_IPV6 0xff
 
+/* How both parses start: a tag the NIC or veth carries out of band (skb->vlan_tci) never
+ * reaches the headers (unsupported-l2, its type in p->ethertype); then the Ethernet header,
+ * read into *eth. Returns RW_REASON_ALLOWED with the header read, else the reason.
+ */
+static __always_inline int rw_parse_eth(struct __sk_buff *skb, void *data, void *end,
+					struct rw_pkt *p, struct ethhdr *eth)
+{
+	if (skb->vlan_present) {
+		p->ethertype = skb->vlan_proto;
+		return RW_REASON_UNSUPPORTED_L2;
+	}
+	if (RW_LOAD(skb, data, end, 0, eth))
+		return RW_REASON_MALFORMED;
+	return RW_REASON_ALLOWED;
+}
+
 /* Returns RW_REASON_ALLOWED when the packet parsed, else the drop reason, or RW_PARSE_IPV6 for
  * an IPv6 frame (not parsed further). `p` is filled as far as parsing got, so that events of
  * malformed packets still say what could be read.
@@ -219,14 +235,10 @@ static __always_inline int rw_parse(struct __sk_buff *skb, struct rw_pkt *p)
 	struct ethhdr eth;
 	struct iphdr ip;
 	__u32 ip_len, tot_len, l4_off;
+	int parsed = rw_parse_eth(skb, data, end, p, &eth);
 
-	/* A tag the NIC or veth carries out of band (skb->vlan_tci) never reaches the headers. */
-	if (skb->vlan_present) {
-		p->ethertype = skb->vlan_proto;
-		return RW_REASON_UNSUPPORTED_L2;
-	}
-	if (RW_LOAD(skb, data, end, 0, &eth))
-		return RW_REASON_MALFORMED;
+	if (parsed != RW_REASON_ALLOWED)
+		return parsed;
 	p->ethertype = eth.h_proto;
 
 	if (eth.h_proto == bpf_htons(ETH_P_ARP_)) {
@@ -306,14 +318,12 @@ static __always_inline int rw_parse6(struct __sk_buff *skb, struct rw_pkt *p)
 {
 	void *data = (void *)(long)skb->data, *end = (void *)(long)skb->data_end;
 	struct ethhdr eth;
+	int parsed;
 
 	p->is_ipv6 = 1;
-	if (skb->vlan_present) {
-		p->ethertype = skb->vlan_proto;
-		return RW_REASON_UNSUPPORTED_L2;
-	}
-	if (RW_LOAD(skb, data, end, 0, &eth))
-		return RW_REASON_MALFORMED;
+	parsed = rw_parse_eth(skb, data, end, p, &eth);
+	if (parsed != RW_REASON_ALLOWED)
+		return parsed;
 	p->ethertype = eth.h_proto;
 	if (eth.h_proto != bpf_htons(ETH_P_IPV6_))
 		return RW_REASON_UNSUPPORTED_L2;

@@ -4,7 +4,7 @@
  * API
  *   offers: rw_view6_of(), rw_state_load(), rw_view_load(), rw_view_load6(), rw_egress_policy(),
  *           rw_addr6_eq(), rw_egress_policy6(), rw_find_inbound(), rw_find_inbound6()
- *   needs:  runwall.h, maps.h
+ *   needs:  runwall.h, maps.h, ranges.h
  */
 #ifndef RUNWALL_BPF_POLICY_H
 #define RUNWALL_BPF_POLICY_H
@@ -17,6 +17,7 @@
 
 #include "runwall.h"
 #include "maps.h"
+#include "ranges.h"
 
 /* The inner maps of the live slot, looked up once per packet. */
 /* Every byte here is on the programs' stack, which the verifier bounds (512 bytes for the
@@ -74,18 +75,27 @@ static __always_inline int rw_state_load(__u64 *state, __u8 *lease_expired)
 	return RW_STATE_READY(*state) ? 0 : -1;
 }
 
+/* Looks up the five tables of one family in `slot` into *v (f: the suffix of their maps and
+ * fields, empty for IPv4's, 6 for IPv6's), and is true when one is missing.
+ */
+#define RW_TABLES_MISSING(v, slot, f)                                                            \
+	({                                                                                       \
+		(v)->pods##f = bpf_map_lookup_elem(&rw_pods##f, &(slot));                        \
+		(v)->allow_exact##f = bpf_map_lookup_elem(&rw_allow_exact##f, &(slot));          \
+		(v)->allow_cidr##f = bpf_map_lookup_elem(&rw_allow_cidr##f, &(slot));            \
+		(v)->deny##f = bpf_map_lookup_elem(&rw_deny##f, &(slot));                        \
+		(v)->inbound##f = bpf_map_lookup_elem(&rw_inbound##f, &(slot));                  \
+		!(v)->pods##f || !(v)->allow_exact##f || !(v)->allow_cidr##f || !(v)->deny##f || \
+			!(v)->inbound##f;                                                        \
+	})
+
 /* Every inner map of the live slot of `state`, or -1 when a slot is empty (not ready). */
 static __always_inline int rw_view_load(struct rw_view *v, __u64 state)
 {
 	__u32 slot = RW_STATE_SLOT(state);
 
 	v->slot = slot;
-	v->pods = bpf_map_lookup_elem(&rw_pods, &slot);
-	v->allow_exact = bpf_map_lookup_elem(&rw_allow_exact, &slot);
-	v->allow_cidr = bpf_map_lookup_elem(&rw_allow_cidr, &slot);
-	v->deny = bpf_map_lookup_elem(&rw_deny, &slot);
-	v->inbound = bpf_map_lookup_elem(&rw_inbound, &slot);
-	if (!v->pods || !v->allow_exact || !v->allow_cidr || !v->deny || !v->inbound)
+	if (RW_TABLES_MISSING(v, slot, ))
 		return -1;
 	return 0;
 }
@@ -98,38 +108,8 @@ static __always_inline int rw_view_load6(struct rw_view6 *v, __u64 state)
 	__u32 slot = RW_STATE_SLOT(state);
 
 	v->slot = slot;
-	v->pods6 = bpf_map_lookup_elem(&rw_pods6, &slot);
-	v->allow_exact6 = bpf_map_lookup_elem(&rw_allow_exact6, &slot);
-	v->allow_cidr6 = bpf_map_lookup_elem(&rw_allow_cidr6, &slot);
-	v->deny6 = bpf_map_lookup_elem(&rw_deny6, &slot);
-	v->inbound6 = bpf_map_lookup_elem(&rw_inbound6, &slot);
-	if (!v->pods6 || !v->allow_exact6 || !v->allow_cidr6 || !v->deny6 || !v->inbound6)
+	if (RW_TABLES_MISSING(v, slot, 6))
 		return -1;
-	return 0;
-}
-
-static __always_inline int rw_is_metadata(__be32 addr)
-{
-	__u32 a = bpf_ntohl(addr);
-
-#define RW_IS_METADATA(host, str) \
-	if (a == (host))          \
-		return 1;
-	RW_METADATA_ADDRS(RW_IS_METADATA)
-#undef RW_IS_METADATA
-	return 0;
-}
-
-/* Built into the program, not loaded from a map, so no snapshot can forget them. */
-static __always_inline int rw_is_special(__be32 addr)
-{
-	__u32 a = bpf_ntohl(addr);
-
-#define RW_IS_SPECIAL(net, len, str, label)                        \
-	if ((a & (__u32)(0xffffffffULL << (32 - (len)))) == (net)) \
-		return 1;
-	RW_SPECIAL_RANGES(RW_IS_SPECIAL)
-#undef RW_IS_SPECIAL
 	return 0;
 }
 
@@ -276,43 +256,6 @@ static __always_inline int rw_egress_policy(const struct rw_view *v, const struc
 static __always_inline int rw_addr6_eq(const __be32 *a, const __be32 *b)
 {
 	return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3];
-}
-
-static __always_inline int rw_is_metadata6(const __be32 *addr)
-{
-	__u32 w0 = bpf_ntohl(addr[0]), w1 = bpf_ntohl(addr[1]), w2 = bpf_ntohl(addr[2]),
-	      w3 = bpf_ntohl(addr[3]);
-
-#define RW_IS_METADATA6(h0, h1, h2, h3, str)                      \
-	if (w0 == (h0) && w1 == (h1) && w2 == (h2) && w3 == (h3)) \
-		return 1;
-	RW_METADATA6_ADDRS(RW_IS_METADATA6)
-#undef RW_IS_METADATA6
-	return 0;
-}
-
-/* Word i (host order) of an address against word i of a prefix of `len` bits: the mask of the
- * bits of the prefix that fall in that word. Every argument but w is a constant of the tables,
- * so each test folds to at most four compares.
- */
-#define RW_WORD_BITS(len, i) ((len) <= 32 * (i) ? 0 : (len) >= 32 * ((i) + 1) ? 32 : (len)-32 * (i))
-#define RW_WORD_MASK(len, i) \
-	((__u32)(RW_WORD_BITS(len, i) ? 0xffffffffULL << (32 - RW_WORD_BITS(len, i)) : 0))
-#define RW_WORD_IN(w, h, len, i) (((w)&RW_WORD_MASK(len, i)) == ((h)&RW_WORD_MASK(len, i)))
-
-/* The special ranges of IPv6, compiled in as the IPv4 ones are. */
-static __always_inline int rw_is_special6(const __be32 *addr)
-{
-	__u32 w0 = bpf_ntohl(addr[0]), w1 = bpf_ntohl(addr[1]), w2 = bpf_ntohl(addr[2]),
-	      w3 = bpf_ntohl(addr[3]);
-
-#define RW_IS_SPECIAL6(h0, h1, h2, h3, len, str, label)                 \
-	if (RW_WORD_IN(w0, h0, len, 0) && RW_WORD_IN(w1, h1, len, 1) && \
-	    RW_WORD_IN(w2, h2, len, 2) && RW_WORD_IN(w3, h3, len, 3))   \
-		return 1;
-	RW_SPECIAL6_RANGES(RW_IS_SPECIAL6)
-#undef RW_IS_SPECIAL6
-	return 0;
 }
 
 enum rw_embedded4_kind {

@@ -100,7 +100,6 @@ static __always_inline int rw_revoke_write(struct __sk_buff *skb, const struct e
 					   int back, __be32 seq)
 {
 	struct rw_rst_frame f = {};
-	struct rw_tcp_pseudo ph = {};
 	__s64 pseudo, hdr;
 
 	__builtin_memcpy(f.eth.h_dest, back ? eth->h_source : eth->h_dest, ETH_ALEN);
@@ -113,11 +112,7 @@ static __always_inline int rw_revoke_write(struct __sk_buff *skb, const struct e
 	((__u8 *)&f.tcp)[13] = TCP_FLAG_RST_;
 	f.tcp.doff = 5;
 
-	ph.saddr = f.ip.saddr;
-	ph.daddr = f.ip.daddr;
-	ph.proto = IPPROTO_TCP;
-	ph.len = bpf_htons(20);
-	pseudo = bpf_csum_diff(NULL, 0, (__be32 *)&ph, sizeof(ph), 0);
+	pseudo = rw_rst_pseudo_sum(&f.ip);
 	hdr = bpf_csum_diff(NULL, 0, (__be32 *)&f.tcp, sizeof(f.tcp), 0);
 	if (pseudo < 0 || hdr < 0)
 		return -1;

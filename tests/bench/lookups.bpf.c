@@ -17,6 +17,8 @@
 #include <bpf/bpf_helpers.h>
 
 #include "runwall.h"
+#include "map_defs.h" /* bpf/: the datapath's own map shapes */
+#include "ranges.h"   /* bpf/: rw_is_special(), the datapath's own compares */
 #include "lookups.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -33,45 +35,19 @@ static __always_inline __u32 lk_pick(__u32 n)
 }
 
 /* rw_run_revs' shape. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, LK_RUNS);
-	__type(key, __u32);
-	__type(value, __u64);
-} lk_array SEC(".maps");
+RW_MAP(lk_array, ARRAY, LK_RUNS, __u32, __u64, LIBBPF_PIN_NONE);
 
 /* The policy's shape: two slots, each an inner map (here an ARRAY of the same size, which the
  * verifier can inline because all inner arrays have the template's max_entries).
  */
-struct lk_array_inner {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, LK_RUNS);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, sizeof(__u64));
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, LK_SLOTS);
-	__type(key, __u32);
-	__array(values, struct lk_array_inner);
-} lk_slots_array SEC(".maps");
+RW_MAP_INNER(lk_array_inner, ARRAY, LK_RUNS, 0, sizeof(__u32), sizeof(__u64));
+RW_MAP_OUTER(lk_slots_array, ARRAY_OF_MAPS, LK_SLOTS, lk_array_inner, LIBBPF_PIN_NONE);
 
 /* rw_counters' shape. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, LK_RUNS);
-	__type(key, __u32);
-	__type(value, struct rw_counters);
-} lk_percpu SEC(".maps");
+RW_MAP(lk_percpu, PERCPU_ARRAY, LK_RUNS, __u32, struct rw_counters, LIBBPF_PIN_NONE);
 
 /* rw_endpoints' shape: a 4-byte key. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, RW_MAX_ENDPOINTS);
-	__type(key, __u32);
-	__type(value, struct rw_endpoint);
-} lk_hash4 SEC(".maps");
+RW_MAP(lk_hash4, HASH, RW_MAX_ENDPOINTS, __u32, struct rw_endpoint, LIBBPF_PIN_NONE);
 
 /* A map of `entries` key_type keys and value_type values, not preallocated: the conntrack
  * tables as rw_endpoint_bind() makes them, and the tries.
@@ -95,45 +71,19 @@ LK_MAP(lk_ct_node, BPF_MAP_TYPE_HASH, struct rw_ct_key, struct rw_ct_value, LK_N
 /* The same sandbox tables behind runwall's outer map (keyed by ifindex) and behind an array
  * indexed by a slot number that the datapath would hold already (rw_endpoint, say).
  */
-struct lk_ct_inner {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, RW_CT_PER_SANDBOX);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__uint(key_size, sizeof(struct rw_ct_key));
-	__uint(value_size, sizeof(struct rw_ct_value));
-};
+RW_MAP_INNER(lk_ct_inner, HASH, RW_CT_PER_SANDBOX, BPF_F_NO_PREALLOC, sizeof(struct rw_ct_key),
+	     sizeof(struct rw_ct_value));
+RW_MAP_OUTER(lk_ct_by_ifindex, HASH_OF_MAPS, RW_MAX_ENDPOINTS, lk_ct_inner, LIBBPF_PIN_NONE);
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH_OF_MAPS);
-	__uint(max_entries, RW_MAX_ENDPOINTS);
-	__type(key, __u32);
-	__array(values, struct lk_ct_inner);
-} lk_ct_by_ifindex SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, RW_MAX_ENDPOINTS);
-	__type(key, __u32);
-	__array(values, struct lk_ct_inner);
-} lk_ct_by_slot SEC(".maps");
+RW_MAP_OUTER(lk_ct_by_slot, ARRAY_OF_MAPS, RW_MAX_ENDPOINTS, lk_ct_inner, LIBBPF_PIN_NONE);
 
 /* The slot as the ifindex itself: an outer array indexed by ifindex modulo its size, and beside
  * it the ifindex that owns each slot, checked first, so that two veths whose ifindexes share a
  * slot can never share a table (the agent would refuse to bind the second).
  */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, LK_IFINDEX_SLOTS);
-	__type(key, __u32);
-	__array(values, struct lk_ct_inner);
-} lk_ct_by_ifindex_slot SEC(".maps");
+RW_MAP_OUTER(lk_ct_by_ifindex_slot, ARRAY_OF_MAPS, LK_IFINDEX_SLOTS, lk_ct_inner, LIBBPF_PIN_NONE);
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, LK_IFINDEX_SLOTS);
-	__type(key, __u32);
-	__type(value, __u32);
-} lk_slot_owner SEC(".maps");
+RW_MAP(lk_slot_owner, ARRAY, LK_IFINDEX_SLOTS, __u32, __u32, LIBBPF_PIN_NONE);
 
 /* Allow tries of 10, 100, 1 000, 10 000 and 100 000 prefixes (lk_allow_prefix()), IPv4 and IPv6 keys. */
 #define LK_TRIE(name, key_type) \
@@ -371,19 +321,6 @@ LK_RUN_PROG(lk_trie4_100k, struct rw_allow_lpm_key, lk_allow_lookup, miss)
 LK_RUN_PROG(lk_trie6_100k, struct rw_allow6_lpm_key, lk_allow6_lookup, hit)
 LK_RUN_PROG(lk_trie6_100k, struct rw_allow6_lpm_key, lk_allow6_lookup, miss)
 
-/* rw_is_special() of bpf/policy.h: the ranges compiled in as masks and compares. */
-static __always_inline int lk_is_special(__be32 addr)
-{
-	__u32 a = __builtin_bswap32(addr);
-
-#define LK_IS_SPECIAL(net, len, str, label)                        \
-	if ((a & (__u32)(0xffffffffULL << (32 - (len)))) == (net)) \
-		return 1;
-	RW_SPECIAL_RANGES(LK_IS_SPECIAL)
-#undef LK_IS_SPECIAL
-	return 0;
-}
-
 /* A destination drawn from the whole address space (about 1 in 8 is special: 224/3 alone). */
 static __always_inline __be32 lk_any_addr(void)
 {
@@ -393,7 +330,7 @@ static __always_inline __be32 lk_any_addr(void)
 SEC("tc")
 int lk_special_compares(struct __sk_buff *skb)
 {
-	return lk_is_special(lk_any_addr());
+	return rw_is_special(lk_any_addr());
 }
 
 SEC("tc")
@@ -410,6 +347,6 @@ int lk_special_agree(struct __sk_buff *skb)
 {
 	struct rw_cidr_lpm_key k = {.prefixlen = 32, .addr = lk_any_addr()};
 
-	LK_EXPECT(bpf_map_lookup_elem(&lk_special, &k), lk_is_special(k.addr));
+	LK_EXPECT(bpf_map_lookup_elem(&lk_special, &k), rw_is_special(k.addr));
 	return 0;
 }
