@@ -340,7 +340,7 @@ $(BENCH_BIN): tests/bench/bench_datapath.c $(TEST_LIBS)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(DEPFLAGS) $(TEST_INC) $< $(TEST_LIBS) $(LDLIBS) -o $@
 
-$(LOOKUPS_OBJ): tests/bench/lookups.bpf.c tests/bench/lookups.h include/runwall.h | deps $(BUILD)
+$(LOOKUPS_OBJ): tests/bench/lookups.bpf.c tests/bench/lookups.h bpf/map_defs.h bpf/ranges.h include/runwall.h | deps $(BUILD)
 	$(call msg,BPF,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -Itests/bench -c $< -o $@.tmp.o
