@@ -63,13 +63,39 @@ static __always_inline struct rw_ct_value *rw_ct_lookup(void *table, const void 
 	return table ? bpf_map_lookup_elem(table, k) : NULL;
 }
 
+/* Note a TCP segment's FIN or RST in its flow's entry, for the revoke probe (a closed
+ * connection is not probed). Each byte is only ever set to 1, so CPUs setting two of them at
+ * once lose neither. A bit a sandbox forges costs it only the probe of its own connection: the
+ * verdict of every later segment is judged as before.
+ */
+static __always_inline void rw_ct_note_close(const struct rw_ctx *x, struct rw_ct_value *cur)
+{
+	__u8 flags = x->pkt.tcp_flags;
+
+	if (x->pkt.proto != IPPROTO_TCP || !(flags & (TCP_FLAG_FIN_ | TCP_FLAG_RST_)))
+		return;
+	if ((flags & TCP_FLAG_RST_) && !cur->rst)
+		cur->rst = 1;
+	if (!(flags & TCP_FLAG_FIN_))
+		return;
+	if (x->dir == RW_DIR_EGRESS) {
+		if (!cur->fin_pod)
+			cur->fin_pod = 1;
+	} else if (!cur->fin_peer) {
+		cur->fin_peer = 1;
+	}
+}
+
 /* Mark a known flow active for the agent's expiry pass. Written only when it changes, so busy
  * flows do not write a shared cache line on every packet, and no clock is read.
  */
 static __always_inline void rw_ct_touch(const struct rw_ctx *x, struct rw_ct_value *cur)
 {
-	if (!*x->dry_run && !cur->active)
+	if (*x->dry_run)
+		return;
+	if (!cur->active)
 		cur->active = 1;
+	rw_ct_note_close(x, cur);
 }
 
 enum rw_ct_note_result { RW_CT_KNOWN = 0, RW_CT_NEW = 1, RW_CT_FULL = 2 };

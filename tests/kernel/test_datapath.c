@@ -96,6 +96,7 @@ static const struct dp_step {
 	{"answer budget", test_answer_budget},
 	{"conntrack isolation", test_conntrack_isolation},
 	{"conntrack expire", test_conntrack_expire},
+	{"conntrack close", test_conntrack_close},
 	{"conntrack slots", test_conntrack_slots},
 	{"ipv6 binding", test_ipv6_binding},
 	{"ring full", test_ring_full},

@@ -403,8 +403,9 @@ run rw map dump conntrack
 check "map dump conntrack: the allowed flow, opened by the pod" \
 	grep -Eq "${veth_a} +10.1.2.3:[0-9]+ +172.20.0.10:443 +tcp +pod .* run-7f3a +services\[0\] egress-proxy" <<<"$out"
 run rw -j map lookup conntrack 10.1.2.3
-check "map lookup conntrack -j" json_is "[(e['peer'], e['peer_port'], e['opened_by'], e['proto']) for e in d['entries']][:1]" \
-	"[('172.20.0.10', 443, 'pod', 'tcp')]"
+check "map lookup conntrack -j: the connection, closed by a FIN each way" \
+	json_is "[(e['peer'], e['peer_port'], e['opened_by'], e['proto'], e['closing']) for e in d['entries']][:1]" \
+	"[('172.20.0.10', 443, 'pod', 'tcp', 'fin')]"
 
 run rw counters
 check "counters plain: the node's and each run's non-zero rows" \

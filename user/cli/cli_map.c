@@ -686,6 +686,12 @@ static int conntrack_row(struct mctx *c, const struct mkey *k, bool ipv6, const 
 		speer[RW_IP_STRLEN];
 	const char *by = cv->opened_by == RW_DIR_EGRESS ? "pod" : "peer";
 	const char *run = run_of_pod(c, &pod_ip);
+	/* What the datapath saw of a TCP connection's close (bpf/conntrack.h) */
+	const char *closing = cv->rst			    ? "rst"
+			      : cv->fin_pod && cv->fin_peer ? "fin"
+			      : cv->fin_pod		    ? "fin-pod"
+			      : cv->fin_peer		    ? "fin-peer"
+							    : NULL;
 
 	if (!k->any && !key_is(k, &pod_ip) && !key_is(k, &peer_ip))
 		return 0;
@@ -695,14 +701,15 @@ static int conntrack_row(struct mctx *c, const struct mkey *k, bool ipv6, const 
 	rw_cli_duration(idle, sidle, sizeof(sidle));
 	if (c->entries) {
 		json_t *o = json_pack(
-			"{s:i, s:s, s:s, s:i, s:s, s:i, s:s, s:o, s:s, s:I, "
+			"{s:i, s:s, s:s, s:i, s:s, s:i, s:s, s:o, s:s, s:o, s:I, "
 			"s:I, s:i, s:s}",
 			"ifindex", (int)ifindex, "ifname", name, "pod",
 			rw_ip_str(&pod_ip, spod, sizeof(spod)), "pod_port", (int)pod_port, "peer",
 			rw_ip_str(&peer_ip, speer, sizeof(speer)), "peer_port", (int)peer_port,
 			"proto", rw_proto_name(proto), "run", jstr_or_null(run), "opened_by", by,
-			"age_ms", (json_int_t)(age / 1000000), "idle_ms",
-			(json_int_t)(idle / 1000000), "rule_id", (int)cv->rule_id, "rule", rule);
+			"closing", jstr_or_null(closing), "age_ms", (json_int_t)(age / 1000000),
+			"idle_ms", (json_int_t)(idle / 1000000), "rule_id", (int)cv->rule_id,
+			"rule", rule);
 
 		json_array_append_new(c->entries, o);
 		return 1;

@@ -16,6 +16,8 @@
  * remote as one duplicate ACK, which TCP ignores. The flows of a run that ended while its pod
  * lives are among them: the apply keeps them in the still bound veth's table, and the freed run
  * index makes their stamps stale; the pod's answer is unknown-source, and reset the same way.
+ * A connection the datapath saw close (an RST, or a FIN each way: rw_ct_value's fin_pod,
+ * fin_peer and rst) has nothing left to reach, and is not probed.
  *
  * IPv6 flows are probed the same way from the veth's rw_conntrack6 table, with IPv6 ACKs to the
  * pod's bound IPv6 address; the pod's MAC is its IPv6 neighbour entry on the veth, or else its
@@ -330,8 +332,14 @@ static void probe_flow(struct probe_sandbox *sb, const struct rw_ct_value *v,
 	sb->probed++;
 }
 
+/* A connection the datapath saw close (an RST, or a FIN each way): nothing is left to reach. */
+static bool entry_closed(const struct rw_ct_value *v)
+{
+	return v->rst || (v->fin_pod && v->fin_peer);
+}
+
 /* One entry of the veth's table of the family: probed (or counted) if it is a TCP flow of the
- * bound pod's address whose verdict is stale.
+ * bound pod's address whose verdict is stale, and not closed.
  */
 static void probe_entry(struct probe_sandbox *sb, bool ip6, const void *key,
 			const struct rw_ct_value *v)
@@ -342,7 +350,7 @@ static void probe_entry(struct probe_sandbox *sb, bool ip6, const void *key,
 				   !memcmp(k6->pod_ip, sb->ep.pod_ip6, sizeof(k6->pod_ip))
 		       : k4->proto == IPPROTO_TCP && k4->pod_ip == sb->ep.pod_ip;
 
-	if (own && entry_stale(sb, v))
+	if (own && entry_stale(sb, v) && !entry_closed(v))
 		probe_flow(sb, v, ip6 ? NULL : k4, ip6 ? k6 : NULL);
 }
 

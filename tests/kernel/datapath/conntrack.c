@@ -182,6 +182,63 @@ void test_conntrack_expire(void)
 	       ok ? "ok" : "not ok", t_count);
 }
 
+/* A TCP connection's close is noted in its entry, for the revoke probe: a FIN from the pod, a
+ * FIN from the peer, an RST from either side (bpf/conntrack.h's rw_ct_note_close()).
+ */
+void test_conntrack_close(void)
+{
+	static const struct tcase cases[] = {
+		{"close: a first flow", EG(0, POD_A, "172.20.0.11", TCP, 41300, 3443, SYN),
+		 ALLOWED(RW_PATH_RULE, 1, "run-7f3a")},
+		{"close: its pod's FIN", EG(0, POD_A, "172.20.0.11", TCP, 41300, 3443, FINACK),
+		 ALLOWED(RW_PATH_RULE, 0, "run-7f3a")},
+		{"close: a second flow", EG(0, POD_A, "172.20.0.11", TCP, 41301, 3443, SYN),
+		 ALLOWED(RW_PATH_RULE, 1, "run-7f3a")},
+		{"close: its pod's FIN", EG(0, POD_A, "172.20.0.11", TCP, 41301, 3443, FINACK),
+		 ALLOWED(RW_PATH_RULE, 0, "run-7f3a")},
+		{"close: its peer's FIN", IN(0, "172.20.0.11", POD_A, TCP, 3443, 41301, FINACK),
+		 ALLOWED(RW_PATH_REPLY, 0, "run-7f3a")},
+		{"close: a third flow", EG(0, POD_A, "172.20.0.11", TCP, 41302, 3443, SYN),
+		 ALLOWED(RW_PATH_RULE, 1, "run-7f3a")},
+		{"close: its peer's RST", IN(0, "172.20.0.11", POD_A, TCP, 3443, 41302, RST),
+		 ALLOWED(RW_PATH_REPLY, 0, "run-7f3a")},
+		{"close: a fourth flow, no close",
+		 EG(0, POD_A, "172.20.0.11", TCP, 41303, 3443, SYN),
+		 ALLOWED(RW_PATH_RULE, 1, "run-7f3a")},
+		{"close: its next segment", EG(0, POD_A, "172.20.0.11", TCP, 41303, 3443, ACK),
+		 ALLOWED(RW_PATH_RULE, 0, "run-7f3a")},
+	};
+	/* fin_pod, fin_peer, rst of each flow, by its pod port 41300 + i */
+	static const __u8 want[4][3] = {{1, 0, 0}, {1, 1, 0}, {0, 0, 1}, {0, 0, 0}};
+	struct rw_ct_key k = {.ifindex = ifindex_of[0], .peer_port = htons(3443), .proto = TCP};
+	int fd, ok = 1;
+
+	run_table(cases, sizeof(cases) / sizeof(cases[0]));
+	inet_pton(AF_INET, POD_A, &k.pod_ip);
+	inet_pton(AF_INET, "172.20.0.11", &k.peer_ip);
+	fd = rw_conntrack_table_fd(&dp, ifindex_of[0]);
+	if (fd < 0)
+		FATAL("rwt0 has no conntrack table");
+	t_count++;
+	for (int i = 0; i < 4; i++) {
+		struct rw_ct_value v;
+
+		k.pod_port = htons(41300 + i);
+		if (!CHECK(bpf_map_lookup_elem(fd, &k, &v) == 0, "close",
+			   "flow %d is not in the table", 41300 + i)) {
+			ok = 0;
+			continue;
+		}
+		ok &= CHECK(
+			v.fin_pod == want[i][0] && v.fin_peer == want[i][1] && v.rst == want[i][2],
+			"close", "flow %d: fin_pod %u fin_peer %u rst %u, want %u %u %u", 41300 + i,
+			v.fin_pod, v.fin_peer, v.rst, want[i][0], want[i][1], want[i][2]);
+	}
+	close(fd);
+	printf("%s %d - conntrack close: a FIN each way and an RST are noted in the flow's entry\n",
+	       ok ? "ok" : "not ok", t_count);
+}
+
 /* Flows of the veth's table, each checked to name the veth (-1: no table). */
 static int own_flows(int ifindex)
 {

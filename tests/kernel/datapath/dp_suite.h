@@ -39,6 +39,7 @@
 #define ACK	0x10
 #define SYNACK	0x12
 #define RST	0x04
+#define FINACK	0x11
 #define E	RW_DIR_EGRESS
 #define I	RW_DIR_INGRESS
 #define ALLOW	RW_VERDICT_ALLOW
@@ -273,6 +274,7 @@ void test_revoke_probe_shares(void);
 void set_ct_share(__u32 per_sandbox);
 void test_conntrack_isolation(void);
 void test_conntrack_expire(void);
+void test_conntrack_close(void);
 void test_conntrack_slots(void);
 
 /* ring.c */

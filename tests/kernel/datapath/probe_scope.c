@@ -3,7 +3,7 @@
  * cut since the last pass (rw_revoke_probe()'s `seen`, the apply's dp.cut_revs): a rule added to
  * a run probes nothing, a rule taken from it probes that run's stale flows and not another's, and
  * a flow the pass had to leave (its pod had no neighbour entry) is probed by the next pass,
- * though nothing moved in between.
+ * though nothing moved in between; a connection the datapath saw close is not probed.
  *
  * Two sandboxes of their own, each the one pod of its run, each with one stale TCP flow. What
  * each pass sent is read from the veths' far ends; a marker frame sent after the pass, on the
@@ -56,6 +56,30 @@ static void scope_flow(__u32 ifindex, int i)
 	v.seen_ns = mono_ns();
 	if (fd < 0 || bpf_map_update_elem(fd, &k, &v, BPF_ANY))
 		FATAL("noting the flow of %s: %s", scope_pod[i], strerror(fd < 0 ? -fd : errno));
+	close(fd);
+}
+
+/* Sandbox i's flow as the datapath leaves it once it saw a FIN from the pod, from the peer, an
+ * RST (bpf/conntrack.h's rw_ct_note_close()).
+ */
+static void scope_close(__u32 ifindex, int i, __u8 fin_pod, __u8 fin_peer, __u8 rst)
+{
+	struct rw_ct_key k = {.ifindex = ifindex,
+			      .peer_port = htons(443),
+			      .pod_port = htons(SCOPE_PORT),
+			      .proto = IPPROTO_TCP};
+	int fd = rw_conntrack_table_fd(&dp, ifindex);
+	struct rw_ct_value v;
+
+	inet_pton(AF_INET, scope_pod[i], &k.pod_ip);
+	inet_pton(AF_INET, SCOPE_PEER, &k.peer_ip);
+	if (fd < 0 || bpf_map_lookup_elem(fd, &k, &v))
+		FATAL("sandbox %d's flow is not in its table", i);
+	v.fin_pod = fin_pod;
+	v.fin_peer = fin_peer;
+	v.rst = rst;
+	if (bpf_map_update_elem(fd, &k, &v, BPF_EXIST))
+		FATAL("closing sandbox %d's flow: %s", i, strerror(errno));
 	close(fd);
 }
 
@@ -189,6 +213,14 @@ void test_probe_scope(void)
 	sh(cmd);
 	scope_pass(&s, true, false, true, 0, "nothing moved: the flow left is probed now");
 	scope_pass(&s, false, true, true, 0, "no baseline: every sandbox is walked");
+	scope_close(s.ifindex[0], 0, 1, 1, 0);
+	scope_close(s.ifindex[1], 1, 1, 0, 0);
+	scope_pass(&s, false, false, true, 0,
+		   "a FIN each way: closed, not probed; a FIN from the pod alone: probed");
+	scope_close(s.ifindex[0], 0, 0, 0, 1);
+	scope_close(s.ifindex[1], 1, 0, 1, 0);
+	scope_pass(&s, false, false, true, 0,
+		   "an RST: closed, not probed; a FIN from the peer alone: probed");
 
 	for (int i = 0; i < 2; i++) {
 		close(s.tap[i]);
