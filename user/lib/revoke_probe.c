@@ -232,7 +232,8 @@ struct probe_sandbox {
 	int pfd;
 	bool counting;
 	unsigned int found; /* counting: its stale TCP flows */
-	unsigned int stale; /* counting: those it can probe, up to RW_PROBE_PER_SANDBOX */
+	unsigned int stale; /* of those, what it can probe: its pod has a MAC; at most
+			     * RW_PROBE_PER_SANDBOX */
 	unsigned int left; /* probing: stale flows not probed (no MAC, over the bounds, not sent) */
 	unsigned int quota;  /* its share of RW_PROBE_PER_APPLY (probe_shares()) */
 	unsigned int probed; /* flows probed so far */
@@ -301,8 +302,6 @@ static void probe_flow(struct probe_sandbox *sb, const struct rw_ct_value *v,
 
 	if (sb->counting) {
 		sb->found++;
-		if (sb->pod_mac && sb->stale < RW_PROBE_PER_SANDBOX)
-			sb->stale++;
 		return;
 	}
 	if (!sb->pod_mac || sb->probed >= sb->quota) {
@@ -514,6 +513,7 @@ int rw_revoke_probe(const struct rw_datapath *dp, __u64 *seen, struct rw_probe_s
 	__u32 ifindex, *prev = NULL, key;
 	int pfd = -1, ifd = -1, pods = -1, pods6 = -1, err, one = 1;
 	unsigned int quota = 0;
+	unsigned long stale = 0;
 
 	memset(st, 0, sizeof(*st));
 	if (!cut || !hold) {
@@ -558,7 +558,14 @@ int rw_revoke_probe(const struct rw_datapath *dp, __u64 *seen, struct rw_probe_s
 		n++;
 	}
 	st->walked = n;
-	if (!n)
+	/* First the stale flows of every sandbox, counted: most passes find none, and need no
+	 * neighbour, no socket and no MAC.
+	 */
+	for (size_t i = 0; i < n; i++) {
+		walk_sandbox(&sbs[i]);
+		stale += sbs[i].found;
+	}
+	if (!stale)
 		goto done;
 	nl.v = calloc(RW_PROBE_NEIGH_MAX, sizeof(struct neigh));
 	if (!nl.v) {
@@ -577,10 +584,16 @@ int rw_revoke_probe(const struct rw_datapath *dp, __u64 *seen, struct rw_probe_s
 		err = -errno;
 		goto out;
 	}
-	/* First the stale flows of every sandbox, counted; then the shares; then the probes. */
+	/* Then what each sandbox can have probed: its stale flows if its pod has a MAC; then the
+	 * shares; then the probes.
+	 */
 	for (size_t i = 0; i < n; i++) {
+		if (!sbs[i].found)
+			continue;
 		sandbox_mac(&sbs[i], &nl, ifd);
-		walk_sandbox(&sbs[i]);
+		if (sbs[i].pod_mac)
+			sbs[i].stale = sbs[i].found < RW_PROBE_PER_SANDBOX ? sbs[i].found
+									   : RW_PROBE_PER_SANDBOX;
 	}
 	probe_shares(sbs, n);
 	for (size_t i = 0; i < n; i++)
