@@ -64,15 +64,26 @@ static __always_inline struct rw_ct_value *rw_ct_lookup(void *table, const void 
 }
 
 /* Note a TCP segment's FIN or RST in its flow's entry, for the revoke probe (a closed
- * connection is not probed). Each byte is only ever set to 1, so CPUs setting two of them at
- * once lose neither. A bit a sandbox forges costs it only the probe of its own connection: the
- * verdict of every later segment is judged as before.
+ * connection is not probed). Each byte is set to 1 alone, so CPUs setting two of them at once
+ * lose neither; a SYN clears them, for a new connection on the same ports (a port reused after
+ * TIME_WAIT finds the old entry). A bit a sandbox forges costs it only the probe of its own
+ * connection: the verdict of every later segment is judged as before.
  */
 static __always_inline void rw_ct_note_close(const struct rw_ctx *x, struct rw_ct_value *cur)
 {
 	__u8 flags = x->pkt.tcp_flags;
 
-	if (x->pkt.proto != IPPROTO_TCP || !(flags & (TCP_FLAG_FIN_ | TCP_FLAG_RST_)))
+	if (x->pkt.proto != IPPROTO_TCP)
+		return;
+	if (rw_tcp_is_syn(&x->pkt)) {
+		if (cur->fin_pod || cur->fin_peer || cur->rst) {
+			cur->fin_pod = 0;
+			cur->fin_peer = 0;
+			cur->rst = 0;
+		}
+		return;
+	}
+	if (!(flags & (TCP_FLAG_FIN_ | TCP_FLAG_RST_)))
 		return;
 	if ((flags & TCP_FLAG_RST_) && !cur->rst)
 		cur->rst = 1;

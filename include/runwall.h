@@ -524,9 +524,10 @@ struct rw_ct_value {
 	__u8 opened_by;	  /* enum rw_dir: RW_DIR_EGRESS = the pod opened it */
 	__u8 active;	  /* set by packets, cleared by the agent's expiry pass */
 	__u8 path;	  /* cached allow path, as seen from the opening direction */
-	/* TCP: set once by the datapath at the first allowed segment of the flow with a FIN from
-	 * the pod, a FIN from the peer, an RST from either. A closed connection (an RST, or a FIN
-	 * each way) needs no revoke probe (user/lib/revoke_probe.c). Never read by a verdict.
+	/* TCP: set by the datapath at the first allowed segment of the flow with a FIN from the
+	 * pod, a FIN from the peer, an RST from either; cleared by a SYN (the ports reused). A
+	 * closed connection (an RST, or a FIN each way) needs no revoke probe
+	 * (user/lib/revoke_probe.c). Never read by a verdict.
 	 */
 	__u8 fin_pod;
 	__u8 fin_peer;

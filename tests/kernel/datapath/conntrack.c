@@ -183,7 +183,8 @@ void test_conntrack_expire(void)
 }
 
 /* A TCP connection's close is noted in its entry, for the revoke probe: a FIN from the pod, a
- * FIN from the peer, an RST from either side (bpf/conntrack.h's rw_ct_note_close()).
+ * FIN from the peer, an RST from either side; a SYN on the same ports (a new connection) clears
+ * them (bpf/conntrack.h's rw_ct_note_close()).
  */
 void test_conntrack_close(void)
 {
@@ -202,14 +203,19 @@ void test_conntrack_close(void)
 		 ALLOWED(RW_PATH_RULE, 1, "run-7f3a")},
 		{"close: its peer's RST", IN(0, "172.20.0.11", POD_A, TCP, 3443, 41302, RST),
 		 ALLOWED(RW_PATH_REPLY, 0, "run-7f3a")},
+		{"close: the first flow's ports reused: a SYN",
+		 EG(0, POD_A, "172.20.0.11", TCP, 41300, 3443, SYN),
+		 ALLOWED(RW_PATH_RULE, 0, "run-7f3a")},
 		{"close: a fourth flow, no close",
 		 EG(0, POD_A, "172.20.0.11", TCP, 41303, 3443, SYN),
 		 ALLOWED(RW_PATH_RULE, 1, "run-7f3a")},
 		{"close: its next segment", EG(0, POD_A, "172.20.0.11", TCP, 41303, 3443, ACK),
 		 ALLOWED(RW_PATH_RULE, 0, "run-7f3a")},
 	};
-	/* fin_pod, fin_peer, rst of each flow, by its pod port 41300 + i */
-	static const __u8 want[4][3] = {{1, 0, 0}, {1, 1, 0}, {0, 0, 1}, {0, 0, 0}};
+	/* fin_pod, fin_peer, rst of each flow, by its pod port 41300 + i: the first's FIN was
+	 * cleared by the SYN of a new connection on its ports.
+	 */
+	static const __u8 want[4][3] = {{0, 0, 0}, {1, 1, 0}, {0, 0, 1}, {0, 0, 0}};
 	struct rw_ct_key k = {.ifindex = ifindex_of[0], .peer_port = htons(3443), .proto = TCP};
 	int fd, ok = 1;
 
@@ -235,7 +241,7 @@ void test_conntrack_close(void)
 			v.fin_pod, v.fin_peer, v.rst, want[i][0], want[i][1], want[i][2]);
 	}
 	close(fd);
-	printf("%s %d - conntrack close: a FIN each way and an RST are noted in the flow's entry\n",
+	printf("%s %d - conntrack close: a FIN each way and an RST are noted, a new SYN clears them\n",
 	       ok ? "ok" : "not ok", t_count);
 }
 
