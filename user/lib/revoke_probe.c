@@ -513,7 +513,7 @@ int rw_revoke_probe(const struct rw_datapath *dp, __u64 *seen, struct rw_probe_s
 	__u32 ifindex, *prev = NULL, key;
 	int pfd = -1, ifd = -1, pods = -1, pods6 = -1, err, one = 1;
 	unsigned int quota = 0;
-	unsigned long stale = 0;
+	bool any_stale = false;
 
 	memset(st, 0, sizeof(*st));
 	if (!cut || !hold) {
@@ -563,9 +563,9 @@ int rw_revoke_probe(const struct rw_datapath *dp, __u64 *seen, struct rw_probe_s
 	 */
 	for (size_t i = 0; i < n; i++) {
 		walk_sandbox(&sbs[i]);
-		stale += sbs[i].found;
+		any_stale |= sbs[i].found > 0;
 	}
-	if (!stale)
+	if (!any_stale)
 		goto done;
 	nl.v = calloc(RW_PROBE_NEIGH_MAX, sizeof(struct neigh));
 	if (!nl.v) {

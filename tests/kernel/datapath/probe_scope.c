@@ -37,19 +37,27 @@ static void scope_apply(unsigned int revision, bool more, const char *what)
 	apply_json(json, 0, what);
 }
 
-/* One stale TCP flow of sandbox i: stamp 0 under its run, whose revision is above 0. */
-static void scope_flow(__u32 ifindex, int i)
+/* The key of sandbox i's flow: SCOPE_PORT of its pod to SCOPE_PEER:443, TCP. */
+static struct rw_ct_key scope_key(__u32 ifindex, int i)
 {
 	struct rw_ct_key k = {.ifindex = ifindex,
 			      .peer_port = htons(443),
 			      .pod_port = htons(SCOPE_PORT),
 			      .proto = IPPROTO_TCP};
+
+	inet_pton(AF_INET, scope_pod[i], &k.pod_ip);
+	inet_pton(AF_INET, SCOPE_PEER, &k.peer_ip);
+	return k;
+}
+
+/* One stale TCP flow of sandbox i: stamp 0 under its run, whose revision is above 0. */
+static void scope_flow(__u32 ifindex, int i)
+{
+	struct rw_ct_key k = scope_key(ifindex, i);
 	struct rw_ct_value v = {.opened_by = RW_DIR_EGRESS, .created_ns = 0x5c5c0000u};
 	int fd = rw_conntrack_table_fd(&dp, ifindex);
 	struct rw_pod pod;
 
-	inet_pton(AF_INET, scope_pod[i], &k.pod_ip);
-	inet_pton(AF_INET, SCOPE_PEER, &k.peer_ip);
 	if (rw_live_pod(&dp, k.pod_ip, &pod))
 		FATAL("%s is in no run of the live slot", scope_pod[i]);
 	v.run_idx = pod.run_idx;
@@ -64,15 +72,10 @@ static void scope_flow(__u32 ifindex, int i)
  */
 static void scope_close(__u32 ifindex, int i, __u8 fin_pod, __u8 fin_peer, __u8 rst)
 {
-	struct rw_ct_key k = {.ifindex = ifindex,
-			      .peer_port = htons(443),
-			      .pod_port = htons(SCOPE_PORT),
-			      .proto = IPPROTO_TCP};
+	struct rw_ct_key k = scope_key(ifindex, i);
 	int fd = rw_conntrack_table_fd(&dp, ifindex);
 	struct rw_ct_value v;
 
-	inet_pton(AF_INET, scope_pod[i], &k.pod_ip);
-	inet_pton(AF_INET, SCOPE_PEER, &k.peer_ip);
 	if (fd < 0 || bpf_map_lookup_elem(fd, &k, &v))
 		FATAL("sandbox %d's flow is not in its table", i);
 	v.fin_pod = fin_pod;
