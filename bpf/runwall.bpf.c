@@ -106,8 +106,13 @@ static __always_inline int rw_identify(struct rw_ctx *x, const struct rw_view *v
  * allowed again after this one hash lookup, in the table at its veth's index (found with its
  * binding by inlined array lookups, veth.h): no pod or policy lookup, no clock. The entry's key
  * names the pod's own address, checked when the entry was made, so a hit also proves the
- * source. A SYN is always judged. `ck` is the key of the table's family; the value, and so all
- * of this, is the same for both.
+ * source. `ck` is the key of the table's family; the value, and so all of this, is the same for
+ * both.
+ *
+ * A SYN takes this path only in the direction that opened the flow: the same five-tuple opened
+ * the same way under an unchanged policy gets the verdict its opening got (a client reusing its
+ * ports, a retried SYN). A SYN the other way is a new connection of the other side, never a
+ * reply, and is judged in full (rw_judge_egress(), rw_judge_ingress()).
  *
  * Current means run_revs[run_idx] <= stamp <= the revision in force. Why that is enough, with
  * the agent writing while packets run: the agent writes run_revs[r] = N for every run whose
@@ -134,7 +139,9 @@ static __always_inline struct rw_ct_value *rw_fast(struct rw_ctx *x, void *table
 		return NULL;
 	ct = rw_ct_lookup(table, ck);
 	x->ct = ct; /* the full judgement goes on with it */
-	if (*x->dry_run || !ct || x->lease_expired || rw_tcp_is_syn(&x->pkt))
+	if (*x->dry_run || !ct || x->lease_expired)
+		return NULL;
+	if (rw_tcp_is_syn(&x->pkt) && ct->opened_by != x->dir)
 		return NULL;
 	idx = ct->run_idx;
 	run_rev = bpf_map_lookup_elem(&rw_run_revs, &idx);

@@ -7,8 +7,9 @@
 /* The fast path: a known flow's verdict is cached in its entry, stamped with the revision, and
  * reused without a policy lookup: with its rule taken out of the live map behind the
  * datapath's back (no apply, same revision), the flow still passes both ways, with its rule and
- * path, and counted exactly (run_case checks the counters). A new flow to the same service is
- * judged and refused. The rule is put back after. (After the next apply the cached flows are
+ * path, and counted exactly (run_case checks the counters), and so does a SYN on its ports the
+ * way it was opened; a SYN the other way, a new flow to the same service, are judged and
+ * refused. The rule is put back after. (After the next apply the cached flows are
  * judged again: the v2 table's "revoked" cases run on flows cached here.)
  */
 void test_verdict_cache(void)
@@ -25,6 +26,12 @@ void test_verdict_cache(void)
 		{"cache: and its reply, as a reply",
 		 IN(0, "172.20.0.11", POD_A, TCP, 3443, 40110, ACK),
 		 ALLOWED(RW_PATH_REPLY, 0, "run-7f3a")},
+		{"cache: a SYN on the flow's ports, the way it was opened (a client reusing them), is allowed from its cached verdict",
+		 EG(0, POD_A, "172.20.0.11", TCP, 40110, 3443, SYN),
+		 ALLOWED(RW_PATH_RULE, 0, "run-7f3a")},
+		{"cache: a SYN into the pod on the same ports is the peer's new connection, judged: refused",
+		 IN(0, "172.20.0.11", POD_A, TCP, 3443, 40110, SYN),
+		 DROPPED(RW_REASON_INBOUND_DENIED, "run-7f3a")},
 		{"cache: a new flow to the same service is judged: refused",
 		 EG(0, POD_A, "172.20.0.11", TCP, 40111, 3443, SYN),
 		 REFUSED_RST(RW_REASON_PRIVATE_DESTINATION, "run-7f3a")},

@@ -118,6 +118,9 @@ void test_principals(void)
 		{"from uid 0, rule gone from the live map: the flow's segment passes from its cached "
 		 "verdict, its sender proven again",
 		 EG(0, POD_A, BROKER, TCP, 40200, 3443, ACK), ALLOWED(RW_PATH_RULE, 0, "run-7f3a")},
+		{"from uid 0, rule gone from the live map: a SYN on the flow's ports passes the same "
+		 "way",
+		 EG(0, POD_A, BROKER, TCP, 40200, 3443, SYN), ALLOWED(RW_PATH_RULE, 0, "run-7f3a")},
 	};
 	static const struct tcase other_uid[] = {
 		{"from uid 1001: a SYN from uid 0 is wrong-principal, answered with a reset",
@@ -151,6 +154,11 @@ void test_principals(void)
 		 "on the fast path's proof, dropped unanswered",
 		 EG(0, POD_A, BROKER, TCP, 40220, 3443, ACK),
 		 DROPPED(RW_REASON_WRONG_PRINCIPAL, "run-7f3a"),
+		 .rule = "identity-broker 172.20.0.11 tcp/3443 from container identity-sidecar"},
+		{"admission moved, no apply: a SYN reusing the established flow's ports is "
+		 "wrong-principal on the fast path's proof, then judged: answered",
+		 EG(0, POD_A, BROKER, TCP, 40220, 3443, SYN),
+		 REFUSED_RST(RW_REASON_WRONG_PRINCIPAL, "run-7f3a"),
 		 .rule = "identity-broker 172.20.0.11 tcp/3443 from container identity-sidecar"},
 		{"from container identity-sidecar, this cgroup is the harness: wrong-principal",
 		 EG(0, POD_A, BROKER, TCP, 40230, 3443, SYN),
@@ -200,7 +208,7 @@ void test_principals(void)
 		t_failed++;
 
 	service_rule(1, BROKER, 3443, "broker");
-	run_table(not_fast, 1);
+	run_table(not_fast, sizeof(not_fast) / sizeof(not_fast[0]));
 	service_rule(0, BROKER, 3443, "broker");
 
 	/* A flow of uid 0 to the broker known before the next revision: 40202 opened now. */
