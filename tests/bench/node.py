@@ -249,6 +249,10 @@ def claims(a, pods, ips, rate, seconds):
     ctl(a, "GET", "/acks?revision=%d&wait=30" % last)
     acks = {x["revision"]: x for x in ctl(a, "GET", "/acks") if x.get("type") == "run-upsert"}
     to_ack, queued, refused, missing = [], [], 0, 0
+    # The agent's share split as its ack says: its work (the run's parse and the document's
+    # edit, the apply) and the rest of queued_ms, the wait before it (the loop's other work, or
+    # no CPU).
+    work, wait = [], []
     for rev, ns in sent:
         x = acks.get(rev)
         if x is None:
@@ -259,6 +263,9 @@ def claims(a, pods, ips, rate, seconds):
         to_ack.append((x["_ns"] - ns) / 1e6)
         if "queued_ms" in x:
             queued.append(x["queued_ms"])
+            w = sum(x.get(k, 0) for k in ("apply_ms", "parse_ms", "compose_ms"))
+            work.append(w)
+            wait.append(max(x["queued_ms"] - w, 0))
     # Release every claimed run: the next phase starts from warm pods.
     for i in [i for i, c in claimed.items() if c]:
         last = ctl(a, "POST", "/upsert", json.dumps(run_of(i, ips[i], False)).encode())["revision"]
@@ -266,6 +273,7 @@ def claims(a, pods, ips, rate, seconds):
     return {"rate": rate, "claims": n, "achieved_per_s": round(achieved, 1),
             "acks_missing": missing, "acks_refused": refused,
             "claim_to_ack_ms": summary(to_ack), "agent_queued_ms": summary(queued),
+            "agent_work_ms": summary(work), "agent_wait_ms": summary(wait),
             "claim_to_enforced_ms": summary([e for e in enforced if e is not None]),
             "probes_never_enforced": sum(1 for e in enforced if e is None)}
 

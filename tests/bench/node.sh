@@ -179,7 +179,7 @@ jq -r '
 	"# load average at the end: \(.loadavg); CPU shares: \(.cpu_shares // "one cgroup for all")",
 	"# CNI ADD, runwall-cni own ms p50/p99: bound pods \(f(.cni_add_bound_ms)), churn \(f(.cni_add_ms))",
 	"# churn: \(.churn.adds) ADD, \(.churn.dels) DEL, \(.churn.rate) ADD/s",
-	(.claims[] | "# claims \(.rate)/s: claim->ack ms \(f(.claim_to_ack_ms)), agent queued_ms \(f(.agent_queued_ms)), claim->enforced ms \(f(.claim_to_enforced_ms)), never enforced \(.probes_never_enforced), acks missing \(.acks_missing) refused \(.acks_refused), sent \(.achieved_per_s)/s, agent CPU \(.cpu_pct)%"),
+	(.claims[] | "# claims \(.rate)/s: claim->ack ms \(f(.claim_to_ack_ms)), agent queued_ms \(f(.agent_queued_ms)) (its work \(f(.agent_work_ms)), its wait \(f(.agent_wait_ms))), claim->enforced ms \(f(.claim_to_enforced_ms)), never enforced \(.probes_never_enforced), acks missing \(.acks_missing) refused \(.acks_refused), sent \(.achieved_per_s)/s, agent CPU \(.cpu_pct)%"),
 	"# agent CPU % of a core: steady \(.steady_cpu_pct), churn \(.churn_cpu_pct); VmRSS \(.VmRSS_kib) KiB, VmHWM \(.VmHWM_kib_end) KiB at the end",
 	"# traffic: \(.traffic)",
 	"# events (status): \(.events | tojson)",

@@ -396,6 +396,12 @@ void agent_prober_stop(struct agent *a);
 int agent_follow_start(struct agent *a, char *err, size_t errlen);
 bool agent_follow_is_fd(const struct agent *a, int fd);
 void agent_follow_on_fd(struct agent *a);
+/* PolicyWatch's queued changes applied now, between two steps of the loop's other work (an
+ * epoll event, a netlink datagram, a slice of the ring's drain): a claim waits for one such
+ * step, not for all the work its wakeup brought. Cheap when nothing waits.
+ */
+bool agent_follow_pending(struct agent *a);
+void agent_follow_urgent(struct agent *a);
 void agent_follow_tick(struct agent *a);
 json_t *agent_follow_status(struct agent *a);
 void agent_follow_stop(struct agent *a);

@@ -9,7 +9,8 @@
  * A drain stops at whichever comes first: RING_DRAIN_BUDGET records (what the ring holds, so a
  * tick can empty a full ring when the work per event is cheap) or RING_DRAIN_MS of work (so a
  * flood, or events made costly by subscribers and the HTTP view, take a bounded share of the
- * loop, and the control socket, netlink and HTTP stay served).
+ * loop, and the control socket, netlink and HTTP stay served). A PolicyWatch change that comes
+ * meanwhile is applied between two records (agent_follow_urgent()), and the drain goes on.
  */
 #include <errno.h>
 
@@ -17,7 +18,8 @@
 #include "log.h"
 #include "util.h"
 
-#define RW_DRAIN_STOP (-ENOSPC) /* our own stop, told apart from the callback's errors */
+#define RW_DRAIN_STOP  (-ENOSPC) /* our own stop, told apart from the callback's errors */
+#define RW_DRAIN_YIELD (-EAGAIN) /* a PolicyWatch change waits: serve it, then go on */
 
 int agent_ring_cb(void *ctx, void *data, size_t size)
 {
@@ -26,10 +28,15 @@ int agent_ring_cb(void *ctx, void *data, size_t size)
 
 	if (--a->drain.ring_budget <= 0)
 		return RW_DRAIN_STOP;
-	/* The clock every RING_DRAIN_CLOCK_EVERY records: a vDSO call, cheap next to them. */
-	if (!(a->drain.ring_budget % RING_DRAIN_CLOCK_EVERY) &&
-	    rw_now_mono_ns() >= a->drain.ring_deadline_ns)
-		return RW_DRAIN_STOP;
+	/* The clock every RING_DRAIN_CLOCK_EVERY records: a vDSO call, cheap next to them; and
+	 * whether a PolicyWatch change waits (a lock taken and let go), which goes first.
+	 */
+	if (!(a->drain.ring_budget % RING_DRAIN_CLOCK_EVERY)) {
+		if (rw_now_mono_ns() >= a->drain.ring_deadline_ns)
+			return RW_DRAIN_STOP;
+		if (ret >= 0 && agent_follow_pending(a))
+			return RW_DRAIN_YIELD;
+	}
 	return ret;
 }
 
@@ -39,7 +46,9 @@ void agent_drain_ring(struct agent *a)
 
 	a->drain.ring_budget = RING_DRAIN_BUDGET;
 	a->drain.ring_deadline_ns = rw_now_mono_ns() + (int64_t)RING_DRAIN_MS * 1000000;
-	ret = ring_buffer__consume(a->ring);
+	/* The same drain goes on after each change served: its budget and deadline stand. */
+	while ((ret = ring_buffer__consume(a->ring)) == RW_DRAIN_YIELD)
+		agent_follow_urgent(a);
 	if (ret == RW_DRAIN_STOP)
 		a->drain.ring_capped++;
 	else if (ret < 0)

@@ -94,12 +94,21 @@ static void on_signal(struct agent *a)
 	}
 }
 
+/* Between two netlink datagrams (a burst of links under CNI churn is many): PolicyWatch's
+ * changes first.
+ */
+static void serve_claims(void *data)
+{
+	agent_follow_urgent(data);
+}
+
 static int agent_run(struct agent *a)
 {
 	static const struct rw_nl_handlers handlers = {.on_link = agent_on_link,
 						       .on_route = agent_on_route,
 						       .on_addr = agent_on_addr,
-						       .on_tc = agent_on_tc};
+						       .on_tc = agent_on_tc,
+						       .between = serve_claims};
 	struct rw_nl_handlers h = handlers;
 	struct epoll_event evs[16];
 	sigset_t mask;
@@ -175,6 +184,8 @@ static int agent_run(struct agent *a)
 				}
 				if (a->sandboxes.links_dirty)
 					agent_full_resync(a);
+				/* The publish renders the whole status: a change waiting goes first. */
+				agent_follow_urgent(a);
 				agent_view_tick(a);
 			} else if (fd == a->resync_fd) {
 				struct timespec ts;
@@ -197,6 +208,8 @@ static int agent_run(struct agent *a)
 						break;
 					}
 			}
+			/* A change that came while this one was served goes before the next. */
+			agent_follow_urgent(a);
 		}
 	}
 	agent_drain_ring(a);

@@ -443,6 +443,17 @@ int agent_follow_start(struct agent *a, char *err, size_t errlen)
 	return 0;
 }
 
+bool agent_follow_pending(struct agent *a)
+{
+	return a->follow.watch && rw_pw_waiting(a->follow.watch);
+}
+
+void agent_follow_urgent(struct agent *a)
+{
+	if (agent_follow_pending(a))
+		agent_follow_on_fd(a);
+}
+
 bool agent_follow_is_fd(const struct agent *a, int fd)
 {
 	return a->follow.watch && fd == rw_pw_fd(a->follow.watch);

@@ -618,6 +618,16 @@ int rw_pw_fd(struct rw_watch *w)
 	return w->efd;
 }
 
+bool rw_pw_waiting(struct rw_watch *w)
+{
+	bool pending;
+
+	pthread_mutex_lock(&w->lock);
+	pending = w->q_len > 0;
+	pthread_mutex_unlock(&w->lock);
+	return pending;
+}
+
 bool rw_pw_pop(struct rw_watch *w, struct rw_pw_item *item)
 {
 	bool got = false;

@@ -61,6 +61,8 @@ struct rw_watch *rw_pw_start(const struct rw_pw_opts *o, uint64_t revision, char
 int rw_pw_fd(struct rw_watch *w);
 /* The next item (the caller frees item->text), false when none waits. */
 bool rw_pw_pop(struct rw_watch *w, struct rw_pw_item *item);
+/* Whether an item waits, without taking it or reading the eventfd. */
+bool rw_pw_waiting(struct rw_watch *w);
 /* The revision in force, for the next (re)connection's ?revision=. */
 void rw_pw_set_revision(struct rw_watch *w, uint64_t revision);
 /* Drop the stream now: reconnect after the backoff, asking for `revision` (0: a whole snapshot,

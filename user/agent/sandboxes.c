@@ -47,10 +47,25 @@ int64_t agent_now_ms(void)
 /* runwall-cni holds the veth lock for a few map updates and attaches. */
 #define VETH_LOCK_MS 1000
 
+/* The veth lock, and PolicyWatch's changes applied while another holder has it (a runwall-cni
+ * in a sandbox-heavy cgroup may hold it for tens of milliseconds without a CPU). Nothing the
+ * caller read before it is used after it: every caller asks the kernel again under the lock,
+ * and an apply touches no sandbox.
+ */
+static void on_lock_wait(void *data)
+{
+	agent_follow_urgent(data);
+}
+
+static int veth_lock(struct agent *a)
+{
+	return rw_veth_lock_meanwhile(a->dp.pin_dir, VETH_LOCK_MS, on_lock_wait, a);
+}
+
 /* The veth lock, or a negative errno: then the change waits for a resync. */
 static int sbx_lock(struct agent *a)
 {
-	int fd = rw_veth_lock(a->dp.pin_dir, VETH_LOCK_MS);
+	int fd = veth_lock(a);
 
 	if (fd < 0) {
 		rw_err("veth lock on %s: %s; the change waits for the next resync", a->dp.pin_dir,
@@ -78,7 +93,7 @@ static void sbx_attach(struct agent *a, struct sandbox *s)
 	/* Attaching to a sandbox veth is never wrong, so a lock that cannot be had does not stop
 	 * it; the lock keeps it from crossing runwall-cni's attach of the same hook.
 	 */
-	int lock = rw_veth_lock(a->dp.pin_dir, VETH_LOCK_MS);
+	int lock = veth_lock(a);
 
 	if (!rw_veth_is_sandbox(s->ifindex, a->ifprefix, name)) {
 		/* Gone, or another interface has its ifindex now: nothing of ours to attach to.
@@ -665,6 +680,8 @@ int agent_full_resync(struct agent *a)
 		    s->waiting_pod.flags)
 			sbx_sync_pod(a, s);
 		sbx_check_hooks(a, s);
+		/* One sandbox's queries at a time: a PolicyWatch change waiting goes first. */
+		agent_follow_urgent(a);
 	}
 	free(rd.w);
 

@@ -666,6 +666,8 @@ int rw_nl_sub_read(struct rw_nl_sub *sub, const struct rw_nl_handlers *h)
 			err = ctx.err ? ctx.err : neg_errno();
 			break;
 		}
+		if (h->between)
+			h->between(h->data);
 	}
 	return err;
 }

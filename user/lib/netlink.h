@@ -112,6 +112,10 @@ struct rw_nl_handlers {
 	 * may have put a filter before runwall's, or taken runwall's clsact away.
 	 */
 	int (*on_tc)(int ifindex, void *data);
+	/* After each datagram's notifications are handled (a read may take many): the caller's
+	 * more urgent work may run there, between two of them.
+	 */
+	void (*between)(void *data);
 };
 
 /* rw_nl_sub_read() return value after the socket overran (ENOBUFS: the kernel dropped

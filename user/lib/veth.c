@@ -19,17 +19,20 @@
 #include <bpf/bpf.h>
 
 #include "netlink.h"
+#include "util.h"
 #include "veth.h"
 
-int rw_veth_lock(const char *pin_dir, int timeout_ms)
+int rw_veth_lock_meanwhile(const char *pin_dir, int timeout_ms, void (*meanwhile)(void *data),
+			   void *data)
 {
 	struct timespec pause = {.tv_nsec = 1000 * 1000};
 	int fd = open(pin_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int64_t deadline = rw_now_mono_ns() + (int64_t)timeout_ms * 1000000;
 
 	if (fd < 0)
 		return -errno;
 	/* Holders keep it for a few map updates and attaches: milliseconds. */
-	for (int waited = 0;; waited++) {
+	for (;;) {
 		if (!flock(fd, LOCK_EX | LOCK_NB))
 			return fd;
 		if (errno != EWOULDBLOCK && errno != EINTR) {
@@ -38,12 +41,19 @@ int rw_veth_lock(const char *pin_dir, int timeout_ms)
 			close(fd);
 			return err;
 		}
-		if (waited >= timeout_ms) {
+		if (rw_now_mono_ns() >= deadline) {
 			close(fd);
 			return -ETIMEDOUT;
 		}
+		if (meanwhile)
+			meanwhile(data);
 		nanosleep(&pause, NULL);
 	}
+}
+
+int rw_veth_lock(const char *pin_dir, int timeout_ms)
+{
+	return rw_veth_lock_meanwhile(pin_dir, timeout_ms, NULL, NULL);
 }
 
 void rw_veth_unlock(int fd)

@@ -76,6 +76,13 @@ int rw_veth_prune_gone(const struct rw_datapath *dp);
  * negative errno.
  */
 int rw_veth_lock(const char *pin_dir, int timeout_ms);
+/* The same, calling meanwhile(data) between two tries (every millisecond while another holder
+ * has it): the agent applies PolicyWatch's changes there, so a claim does not wait for a
+ * runwall-cni that holds the lock and has no CPU. timeout_ms is of the clock, whatever
+ * meanwhile takes.
+ */
+int rw_veth_lock_meanwhile(const char *pin_dir, int timeout_ms, void (*meanwhile)(void *data),
+			   void *data);
 void rw_veth_unlock(int fd);
 
 /* Whether ifindex is, right now, a veth (its driver, as ethtool -i says) whose name starts with
