@@ -596,8 +596,7 @@ static void per_packet(struct rw_datapath *dp, int base_prog, double ratios[][P_
 		res6[P_DROP][rd] = pass(dp->prog_fd[RW_DIR_EGRESS], &pkts6[P_DROP * n], n, 2, warm);
 		run_revs_set(dp, saved_revs, UINT64_MAX);
 		judged[0][rd] = pass(dp->prog_fd[RW_DIR_EGRESS], syn, n, -1, warm);
-		judged[1][rd] =
-			pass(dp->prog_fd[RW_DIR_EGRESS], &pkts6[P_NEW * n], n, -1, warm);
+		judged[1][rd] = pass(dp->prog_fd[RW_DIR_EGRESS], &pkts6[P_NEW * n], n, -1, warm);
 		run_revs_set(dp, saved_revs, 0);
 	}
 	{
@@ -655,14 +654,14 @@ static void per_packet(struct rw_datapath *dp, int base_prog, double ratios[][P_
 		 */
 		for (int c = 0; c <= P_COUNT + 1; c++) {
 			int c_cold = c == P_NEW, js = c - P_COUNT;
-			double ns4 = js == 1	 ? pct(judged[0], rounds, 0.5)
-				     : js == 0	 ? pct(res[P_NEW], rounds, 0.5)
-				     : c_cold	 ? pct(cold[c], rounds, 0.5)
-						 : pct(res[c], rounds, 0.5),
-			       ns6 = js == 1	 ? pct(judged[1], rounds, 0.5)
-				     : js == 0	 ? pct(res6[P_NEW], rounds, 0.5)
-				     : c_cold	 ? pct(cold6[c], rounds, 0.5)
-						 : pct(res6[c], rounds, 0.5),
+			double ns4 = js == 1   ? pct(judged[0], rounds, 0.5)
+				     : js == 0 ? pct(res[P_NEW], rounds, 0.5)
+				     : c_cold  ? pct(cold[c], rounds, 0.5)
+					       : pct(res[c], rounds, 0.5),
+			       ns6 = js == 1   ? pct(judged[1], rounds, 0.5)
+				     : js == 0 ? pct(res6[P_NEW], rounds, 0.5)
+				     : c_cold  ? pct(cold6[c], rounds, 0.5)
+					       : pct(res6[c], rounds, 0.5),
 			       b = c_cold ? cbase : base;
 			const char *what = js >= 0 ? syn_names[js] : path_names[c];
 			char key[64];
