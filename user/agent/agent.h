@@ -402,6 +402,8 @@ void agent_follow_on_fd(struct agent *a);
  */
 bool agent_follow_pending(struct agent *a);
 void agent_follow_urgent(struct agent *a);
+/* The same as a callback, `data` the agent: netlink's `between`, the veth lock's `meanwhile`. */
+void agent_follow_urgent_cb(void *data);
 void agent_follow_tick(struct agent *a);
 json_t *agent_follow_status(struct agent *a);
 void agent_follow_stop(struct agent *a);

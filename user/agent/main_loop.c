@@ -94,21 +94,14 @@ static void on_signal(struct agent *a)
 	}
 }
 
-/* Between two netlink datagrams (a burst of links under CNI churn is many): PolicyWatch's
- * changes first.
- */
-static void serve_claims(void *data)
-{
-	agent_follow_urgent(data);
-}
-
 static int agent_run(struct agent *a)
 {
+	/* A burst of links under CNI churn is many datagrams: PolicyWatch's changes between them. */
 	static const struct rw_nl_handlers handlers = {.on_link = agent_on_link,
 						       .on_route = agent_on_route,
 						       .on_addr = agent_on_addr,
 						       .on_tc = agent_on_tc,
-						       .between = serve_claims};
+						       .between = agent_follow_urgent_cb};
 	struct rw_nl_handlers h = handlers;
 	struct epoll_event evs[16];
 	sigset_t mask;

@@ -454,6 +454,11 @@ void agent_follow_urgent(struct agent *a)
 		agent_follow_on_fd(a);
 }
 
+void agent_follow_urgent_cb(void *data)
+{
+	agent_follow_urgent(data);
+}
+
 bool agent_follow_is_fd(const struct agent *a, int fd)
 {
 	return a->follow.watch && fd == rw_pw_fd(a->follow.watch);

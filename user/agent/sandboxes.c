@@ -48,18 +48,13 @@ int64_t agent_now_ms(void)
 #define VETH_LOCK_MS 1000
 
 /* The veth lock, and PolicyWatch's changes applied while another holder has it (a runwall-cni
- * in a sandbox-heavy cgroup may hold it for tens of milliseconds without a CPU). Nothing the
- * caller read before it is used after it: every caller asks the kernel again under the lock,
- * and an apply touches no sandbox.
+ * in a sandbox-heavy cgroup may hold it for tens of milliseconds without a CPU). An apply
+ * changes no sandbox, so the caller's struct sandbox stays where it was, and every caller asks
+ * the kernel what the veth is again under the lock.
  */
-static void on_lock_wait(void *data)
-{
-	agent_follow_urgent(data);
-}
-
 static int veth_lock(struct agent *a)
 {
-	return rw_veth_lock_meanwhile(a->dp.pin_dir, VETH_LOCK_MS, on_lock_wait, a);
+	return rw_veth_lock_meanwhile(a->dp.pin_dir, VETH_LOCK_MS, agent_follow_urgent_cb, a);
 }
 
 /* The veth lock, or a negative errno: then the change waits for a resync. */
