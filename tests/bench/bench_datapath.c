@@ -385,12 +385,6 @@ static const char *const syn_names[2] = {
 };
 static const char *const syn_keys[2] = {"syn_known", "syn_judged"};
 
-/* A refusal with its event and its answer: the same table, the node's refusal "answer", no
- * answer budget. An answer rewrites the packet test_run hands the program, so each packet is
- * its own test_run (the cold method, next to the empty program run the same way in the same
- * round): a TCP SYN answered with a reset, a UDP datagram with ICMP code 13. `*p` is the
- * snapshot in force; it is replaced by its answering twin (revision `revision`).
- */
 /* Every run's rw_run_revs entry set to `to` (saving the old ones in `saved`), or put back
  * from `saved` (`to` 0): with every entry above every stamp, each known flow's next packet is
  * judged in full, as after an apply that changed every run.
@@ -407,6 +401,12 @@ static void run_revs_set(struct rw_datapath *dp, __u64 *saved, __u64 to)
 	}
 }
 
+/* A refusal with its event and its answer: the same table, the node's refusal "answer", no
+ * answer budget. An answer rewrites the packet test_run hands the program, so each packet is
+ * its own test_run (the cold method, next to the empty program run the same way in the same
+ * round): a TCP SYN answered with a reset, a UDP datagram with ICMP code 13. `*p` is the
+ * snapshot in force; it is replaced by its answering twin (revision `revision`).
+ */
 static void answered(struct rw_datapath *dp, int base_prog, struct probe_pkt *tcp,
 		     struct probe_pkt *udp, int n, int rounds, unsigned long long revision,
 		     int runs, int rules, struct rw_policy *p)
@@ -624,17 +624,16 @@ static void per_packet(struct rw_datapath *dp, int base_prog, double ratios[][P_
 				    "<=", path_targets[c],
 				    json_pack("{s:i, s:s, s:f, s:f}", "rules", runs * rules, "path",
 					      path_keys[c], "ns", cns, "empty_ns", cbase));
-				snprintf(name, sizeof(name), "%s, %d rules", syn_names[0],
-					 runs * rules);
-				row("per-packet", name, ns / base, "x empty", "<=", 5,
-				    json_pack("{s:i, s:s, s:f, s:f}", "rules", runs * rules, "path",
-					      syn_keys[0], "ns", ns, "empty_ns", base));
-				ns = pct(judged[0], rounds, 0.5);
-				snprintf(name, sizeof(name), "%s, %d rules", syn_names[1],
-					 runs * rules);
-				row("per-packet", name, ns / base, "x empty", "<=", 5,
-				    json_pack("{s:i, s:s, s:f, s:f}", "rules", runs * rules, "path",
-					      syn_keys[1], "ns", ns, "empty_ns", base));
+				for (int j = 0; j < 2; j++) {
+					double sns = j ? pct(judged[0], rounds, 0.5) : ns;
+
+					snprintf(name, sizeof(name), "%s, %d rules", syn_names[j],
+						 runs * rules);
+					row("per-packet", name, sns / base, "x empty", "<=", 5,
+					    json_pack("{s:i, s:s, s:f, s:f}", "rules", runs * rules,
+						      "path", syn_keys[j], "ns", sns, "empty_ns",
+						      base));
+				}
 				continue;
 			}
 			ratios[si][c] = ns / base;
@@ -654,14 +653,15 @@ static void per_packet(struct rw_datapath *dp, int base_prog, double ratios[][P_
 		 */
 		for (int c = 0; c <= P_COUNT + 1; c++) {
 			int c_cold = c == P_NEW, js = c - P_COUNT;
-			double ns4 = js == 1   ? pct(judged[0], rounds, 0.5)
-				     : js == 0 ? pct(res[P_NEW], rounds, 0.5)
-				     : c_cold  ? pct(cold[c], rounds, 0.5)
-					       : pct(res[c], rounds, 0.5),
-			       ns6 = js == 1   ? pct(judged[1], rounds, 0.5)
-				     : js == 0 ? pct(res6[P_NEW], rounds, 0.5)
-				     : c_cold  ? pct(cold6[c], rounds, 0.5)
-					       : pct(res6[c], rounds, 0.5),
+			double *s4 = js == 1   ? judged[0]
+				     : js == 0 ? res[P_NEW]
+				     : c_cold  ? cold[c]
+					       : res[c],
+			       *s6 = js == 1   ? judged[1]
+				     : js == 0 ? res6[P_NEW]
+				     : c_cold  ? cold6[c]
+					       : res6[c];
+			double ns4 = pct(s4, rounds, 0.5), ns6 = pct(s6, rounds, 0.5),
 			       b = c_cold ? cbase : base;
 			const char *what = js >= 0 ? syn_names[js] : path_names[c];
 			char key[64];
