@@ -209,8 +209,8 @@ static void expected_error(const char *full, long at, char *out, size_t size)
  * of the same snapshot; commit it when accepted. Returns the change's rc; `why` gets the
  * refusal without its source.
  */
-static int node_change(struct node *n, const char *run_text, const char *del_id, char *why,
-		       size_t whylen)
+static int node_change_in(struct node *n, struct rw_policy_batch *b, const char *run_text,
+			  const char *del_id, char *why, size_t whylen)
 {
 	uint64_t revision = n->policy.revision + 1;
 	struct rw_policy_error err, ferr;
@@ -250,7 +250,10 @@ static int node_change(struct node *n, const char *run_text, const char *del_id,
 		assert_policy_equal(&c.next, &full);
 		/* The policy in force is untouched until the commit (an apply may still fail). */
 		assert_policy_equal(&n->policy, &before);
-		rw_policy_change_commit(&n->policy, &n->ix, &c);
+		if (b)
+			assert_int_equal(rw_policy_batch_commit(b, &n->policy, &n->ix, &c), 0);
+		else
+			rw_policy_change_commit(&n->policy, &n->ix, &c);
 		assert_policy_equal(&n->policy, &full);
 		assert_index_of(&n->ix, &n->policy);
 		json_decref(n->doc);
@@ -261,6 +264,12 @@ static int node_change(struct node *n, const char *run_text, const char *del_id,
 	rw_policy_free(&before);
 	json_decref(run);
 	return rc;
+}
+
+static int node_change(struct node *n, const char *run_text, const char *del_id, char *why,
+		       size_t whylen)
+{
+	return node_change_in(n, NULL, run_text, del_id, why, whylen);
 }
 
 /* ---- Tests ---------------------------------------------------------------------------------- */
@@ -664,6 +673,63 @@ static void test_changes_match_full_parse(void **state)
 	node_free(&n);
 }
 
+/* Changes made one after another in batches of 1 to 8 (rw_policy_batch_*()), as the agent makes
+ * the ones queued behind an apply: each is the full parse of its snapshot, as unbatched; the
+ * policy in force when the batch began stays whole until it ends; an apply that succeeds
+ * leaves the last change's policy, one that fails the policy and index of the batch's start.
+ * Under ASan (make check-asan), every run made or replaced is freed once.
+ */
+static void test_batches_match_full_parse(void **state)
+{
+	unsigned int batches = 0, undone = 0, changes = 0;
+	char run[1024], why[512], id[RW_RUN_ID_LEN];
+	struct rw_policy_error err;
+	struct node n;
+
+	node_init(&n, base_snapshot);
+	for (int i = 0; i < 600; i++) {
+		struct rw_policy_batch b;
+		json_t *base_doc = json_deep_copy(n.doc);
+		bool apply_ok = rnd(4) != 0;
+		long size = 1 + rnd(8);
+		struct rw_policy before;
+		int rc;
+
+		before = parse_doc(base_doc, &rc, &err);
+		assert_int_equal(rc, 0);
+		rw_policy_batch_begin(&b, &n.policy);
+		for (long k = 0; k < size; k++) {
+			if (!rnd(4) && n.policy.n_runs) {
+				long at = rnd(n.policy.n_runs);
+
+				snprintf(id, sizeof(id), "%s", n.policy.runs[at].id);
+				changes += node_change_in(&n, &b, NULL, id, why, sizeof(why)) == 0;
+			} else {
+				gen_run(run, sizeof(run));
+				changes += node_change_in(&n, &b, run, NULL, why, sizeof(why)) == 0;
+			}
+			/* rw_apply()'s `prev`: the policy in force, whole. */
+			assert_policy_equal(&b.base, &before);
+		}
+		if (apply_ok) {
+			rw_policy_batch_end(&b, &n.policy, &n.ix, true);
+			json_decref(base_doc);
+		} else {
+			rw_policy_batch_end(&b, &n.policy, &n.ix, false);
+			assert_policy_equal(&n.policy, &before);
+			assert_index_of(&n.ix, &n.policy);
+			json_decref(n.doc);
+			n.doc = base_doc;
+			undone++;
+		}
+		rw_policy_free(&before);
+		batches++;
+	}
+	print_message("%u batches (%u undone), %u changes taken\n", batches, undone, changes);
+	assert_true(undone > 50 && changes > 1000);
+	node_free(&n);
+}
+
 static void test_ipv6_pods_and_rules(void **state)
 {
 	static const struct refused_run bad[] = {
@@ -727,6 +793,7 @@ int main(void)
 		cmocka_unit_test(test_from_limit_of_a_run_change),
 		cmocka_unit_test(test_ipv6_pods_and_rules),
 		cmocka_unit_test(test_changes_match_full_parse),
+		cmocka_unit_test(test_batches_match_full_parse),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

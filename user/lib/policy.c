@@ -2516,8 +2516,11 @@ int rw_policy_change_delete(const struct rw_policy *cur, const struct rw_policy_
 	return 0;
 }
 
-void rw_policy_change_commit(struct rw_policy *cur, struct rw_policy_index *ix,
-			     struct rw_policy_change *c)
+/* `cur` becomes c->next and `ix` follows; nothing is freed: the caller frees what `cur` no
+ * longer holds (the replaced runs[] array, and c->old's run when the change did not add).
+ */
+static void change_commit(struct rw_policy *cur, struct rw_policy_index *ix,
+			  const struct rw_policy_change *c)
 {
 	struct rw_policy prev = *cur;
 	size_t at = c->at;
@@ -2560,10 +2563,81 @@ void rw_policy_change_commit(struct rw_policy *cur, struct rw_policy_index *ix,
 		if (lost || 2 * ix->n_pods > ix->pod_mask + 1 || 2 * ix->n_runs > ix->run_mask + 1)
 			rw_policy_index_build(ix, cur);
 	}
+}
+
+void rw_policy_change_commit(struct rw_policy *cur, struct rw_policy_index *ix,
+			     struct rw_policy_change *c)
+{
+	struct rw_policy_run *prev_runs = cur->runs;
+
+	change_commit(cur, ix, c);
 	if (!c->added)
 		free_run(&c->old);
-	free(prev.runs);
+	free(prev_runs);
 	memset(c, 0, sizeof(*c));
+}
+
+void rw_policy_batch_begin(struct rw_policy_batch *b, const struct rw_policy *cur)
+{
+	memset(b, 0, sizeof(*b));
+	b->base = *cur;
+}
+
+/* Room for one more run in a list of `n` (grown by doubling). */
+static int runs_reserve(struct rw_policy_run **list, size_t n)
+{
+	struct rw_policy_run *grown;
+
+	if (n & (n - 1) || (n && n < 8))
+		return 0; /* not a power of two (or under 8): the last doubling left room */
+	grown = realloc(*list, (n ? 2 * n : 8) * sizeof(**list));
+	if (!grown)
+		return -ENOMEM;
+	*list = grown;
+	return 0;
+}
+
+int rw_policy_batch_commit(struct rw_policy_batch *b, struct rw_policy *cur,
+			   struct rw_policy_index *ix, struct rw_policy_change *c)
+{
+	struct rw_policy_run *prev_runs = cur->runs;
+
+	if (runs_reserve(&b->made, b->n_made) || runs_reserve(&b->gone, b->n_gone))
+		return -ENOMEM;
+	if (!c->removed)
+		b->made[b->n_made++] = c->next.runs[c->at];
+	if (!c->added)
+		b->gone[b->n_gone++] = c->old;
+	change_commit(cur, ix, c);
+	/* base's array stays whole until the batch ends: it is rw_apply()'s `prev`. */
+	if (prev_runs != b->base.runs)
+		free(prev_runs);
+	b->n++;
+	memset(c, 0, sizeof(*c));
+	return 0;
+}
+
+void rw_policy_batch_end(struct rw_policy_batch *b, struct rw_policy *cur,
+			 struct rw_policy_index *ix, bool applied)
+{
+	/* A run made and then replaced in the batch is in both lists: freed from one only. */
+	if (applied) {
+		for (size_t i = 0; i < b->n_gone; i++)
+			free_run(&b->gone[i]);
+		if (cur->runs != b->base.runs)
+			free(b->base.runs);
+	} else {
+		for (size_t i = 0; i < b->n_made; i++)
+			free_run(&b->made[i]);
+		if (cur->runs != b->base.runs)
+			free(cur->runs);
+		*cur = b->base;
+		if (b->n)
+			rw_policy_index_build(ix, cur);
+	}
+	free(b->made);
+	free(b->gone);
+	memset(b, 0, sizeof(*b));
 }
 
 void rw_policy_change_abort(struct rw_policy_change *c)

@@ -166,6 +166,25 @@ void rw_policy_change_commit(struct rw_policy *cur, struct rw_policy_index *ix,
 			     struct rw_policy_change *c);
 void rw_policy_change_abort(struct rw_policy_change *c);
 
+/* Run changes made one after another on the policy in force and applied together, in one
+ * rw_apply() from `base` (the policy in force when the batch began, kept whole until the batch
+ * ends) to the policy the last change made. Each change is built on `cur` as the one before
+ * left it (rw_policy_change_upsert() or _delete()) and committed with rw_policy_batch_commit()
+ * (-ENOMEM: not committed, abort it); rw_policy_batch_end() frees what the outcome no longer
+ * holds: the runs the changes replaced when the apply succeeded (`applied`), else the runs
+ * they made, `cur` back to `base` and `ix` rebuilt.
+ */
+struct rw_policy_batch {
+	struct rw_policy base;
+	struct rw_policy_run *made, *gone; /* runs parsed by the changes, runs they replaced */
+	size_t n_made, n_gone, n;	   /* n: changes committed */
+};
+void rw_policy_batch_begin(struct rw_policy_batch *b, const struct rw_policy *cur);
+int rw_policy_batch_commit(struct rw_policy_batch *b, struct rw_policy *cur,
+			   struct rw_policy_index *ix, struct rw_policy_change *c);
+void rw_policy_batch_end(struct rw_policy_batch *b, struct rw_policy *cur,
+			 struct rw_policy_index *ix, bool applied);
+
 /* The egress modes (enum rw_egress_mode in runwall.h) and the names snapshots, status and
  * `runwall map` give them, once.
  */
