@@ -615,6 +615,44 @@ check "churn: the sandboxes still enforce: B reaches the database, A does not" \
 	eval '[ "$(rw_probe b tcp 52.94.9.5 5432)" = ok ] && [ "$(rw_probe a tcp 52.94.9.5 5432 --timeout 0.5)" != ok ]'
 grep "applied revision" "$RW_WORK/agent.log" | tail -n 1 | sed 's/.*applied/last apply:/' | diag
 
+# ---- batch: changes that come together, applied together, acked one by one in their order ----
+section batch
+# Four changes in one write (/raw: the server's state does not follow them): two upserts, a
+# delete, then a run whose pod the second holds. The agent applies those it takes together
+# (however many of them are queued when it looks: "batch" in each ack says how many); every
+# ack is the one the change would get alone.
+r=$(ctl GET /state | jq .revision)
+{
+	jq -nc --argjson r "$r" '{type: "run-upsert", revision: ($r + 1), base: $r,
+		run: {id: "run-bat-1", pods: ["10.200.0.1"], allow: [{ip: "52.94.9.7", tcp: [443]}]}}'
+	jq -nc --argjson r "$r" '{type: "run-upsert", revision: ($r + 2), base: ($r + 1),
+		run: {id: "run-bat-2", pods: ["10.200.0.2"]}}'
+	jq -nc --argjson r "$r" '{type: "run-delete", revision: ($r + 3), base: ($r + 2), id: "run-bat-1"}'
+	jq -nc --argjson r "$r" '{type: "run-upsert", revision: ($r + 4), base: ($r + 3),
+		run: {id: "run-bat-3", pods: ["10.200.0.2"]}}'
+} >"$RW_WORK/batch.jsonl"
+a0=$(acks | jq length)
+ctl POST /raw --data-binary "@$RW_WORK/batch.jsonl" >/dev/null
+batch_acked() { [ "$(acks | jq --argjson a "$a0" '.[$a:] | length')" -ge 4 ]; }
+rw_wait 10 batch_acked || true
+backs=$(acks | jq -c --argjson a "$a0" '[.[$a:][] | {ok, type, revision, path, batch}]')
+diag "batch: the acks: $backs"
+check "batch: the three changes acked ok, in their order, and the fourth refused at run.pods[0]" \
+	rw_jq_true --argjson r "$r" '[.[] | .revision] == [$r + 1, $r + 2, $r + 3, $r + 4] and
+		([.[0:3][] | .ok] | all) and .[3].ok == false and .[3].path == "run.pods[0]" and
+		[.[0:3][] | .type] == ["run-upsert", "run-upsert", "run-delete"] and
+		([.[0:3][] | .batch >= 1] | all)' <<<"$backs"
+bat_runs() { rw_status_json | jq -c '[.revision, ([.runs[]?.id | select(startswith("run-bat-"))] | sort)]'; }
+check "batch: in force: revision $((r + 3)), run-bat-2 alone of the four" \
+	test "$(bat_runs)" = "[$((r + 3)),[\"run-bat-2\"]]"
+# The server again at the node's revision and beyond: its own snapshot, one revision on.
+jq --argjson v "$((r + 4))" '.revision = $v' "$RW_WORK/state.json" >"$RW_WORK/batch-back.json"
+ctl POST /snapshot --data-binary "@$RW_WORK/batch-back.json" >/dev/null
+rw_wait 5 has_ack $((r + 4)) || true
+check "batch: the server's snapshot at $((r + 4)) applied over the batch (run-bat-2 gone)" \
+	eval 'rw_jq_true "any(.[]; .ok and .type == \"snapshot\" and .revision == $((r + 4)))" <<<"$(acks)" &&
+	      test "$(bat_runs)" = "[$((r + 4)),[]]"'
+
 # ---- ack: an acked change is enforced: a connection opened the moment its ack arrives --------
 section ack
 # One process in the services namespace: it sends run B's change, waits on the server for its

@@ -87,9 +87,26 @@ struct run_state {
 	int64_t since; /* realtime ns at which this generation became enforced */
 };
 
+/* Run changes made on the policy and not applied yet (agent_change_compose()): `runs` holds the
+ * policy in force (runs.base) and what each change made or replaced, `edits` what each does to
+ * the kept document (struct doc_edit, policy_apply.c), `changes` the diff's lines for the log.
+ */
+struct doc_edit;
+struct agent_batch {
+	bool open;
+	struct rw_policy_batch runs;
+	struct doc_edit *edits;
+	size_t n_edits;
+	json_t *changes;
+};
+
 /* The policy in force and its runs (policy_apply.c, the apply path, writes it). */
 struct agent_policy {
-	struct rw_policy policy; /* the snapshot in force, when this agent knows it */
+	/* The snapshot in force, when this agent knows it; while a batch of run changes is open,
+	 * the policy its last change made (the one in force is batch.runs.base).
+	 */
+	struct rw_policy policy;
+	struct agent_batch batch;
 	bool have_policy;
 	/* policy was adopted at start: the file's snapshot with the revision in force, but the
 	 * kernel cannot say whether its content is what was applied. Not a `prev` for rw_apply():
@@ -352,6 +369,19 @@ uint64_t agent_revision_in_force(struct agent *a);
  */
 int agent_apply_change(struct agent *a, uint64_t revision, json_t *obj_run, const char *del_id,
 		       const char *source, const char **refused_at, json_t **reply);
+/* agent_apply_change() in two halves, so that the changes queued behind one another go into one
+ * apply (one flip, one grace period): agent_change_compose() checks a change as
+ * agent_apply_change() does, against the policy the changes before it made, and keeps it;
+ * agent_changes_apply() applies every change kept, in one rw_apply() from the policy in force,
+ * and *reply (with compose_ms) is then the outcome of each; on refusal none is in force. A
+ * refused compose leaves the changes kept before it as they were. Revisions, bases and
+ * agent_revision_in_force() follow the changes kept: apply them before anything else reads
+ * the policy.
+ */
+int agent_change_compose(struct agent *a, uint64_t revision, json_t *obj_run, const char *del_id,
+			 const char *source, const char **refused_at, json_t **reply);
+int agent_changes_apply(struct agent *a, const char *source, json_t **reply);
+bool agent_changes_pending(const struct agent *a);
 /* What follows an apply once its reply or ack is out, at the top of the main loop: the probes
  * of the connections it cut, asked of prober.c's thread (their resets follow within the
  * second). The grace period its flip owes is grace.c's, begun at the flip. Nothing when no

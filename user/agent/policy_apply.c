@@ -179,28 +179,37 @@ const char *agent_policy_text(struct agent *a, size_t *len)
 	return a->pol.policy_text;
 }
 
-/* rw_apply() of `next` over what is in force (`change`: a run change's next, NULL: a whole
- * snapshot's), counted and logged; on success *reply holds the result, and the caller makes
- * `next` the policy in force and calls applied().
- */
-static int apply_next(struct agent *a, const struct rw_policy *next,
-		      const struct rw_policy_change *change, const char *source,
-		      struct rw_apply_result *res, json_t **reply)
+/* The lines of rw_policy_diff(old, new), appended to `lines`. */
+static void diff_lines(json_t *lines, const struct rw_policy *old, const struct rw_policy *new)
 {
-	char err[600], *diff = NULL;
-	json_t *changes;
-	int ret, n;
+	char *diff = malloc(65536);
 
-	/* An adopted snapshot is only as good as its revision number: a file with the revision in
-	 * force but other content taken as `prev` would let runs it happens to share with `next`
-	 * keep verdicts cached under what was really in force (a revocation kept).
-	 */
+	if (!diff || rw_policy_diff(old, new, diff, 65536) < 0) {
+		free(diff);
+		return;
+	}
+	for (char *line = strtok(diff, "\n"); line; line = strtok(NULL, "\n"))
+		json_array_append_new(lines, json_string(line));
+	free(diff);
+}
+
+/* rw_apply() of `next` over `prev` (the policy in force, or NULL: none this agent can vouch
+ * for), counted and logged with `changes` (the diff's lines, taken over); on success *reply
+ * holds the result, and the caller makes `next` the policy in force and calls applied().
+ */
+static int apply_next(struct agent *a, const struct rw_policy *prev, const struct rw_policy *next,
+		      json_t *changes, const char *source, struct rw_apply_result *res,
+		      json_t **reply)
+{
+	char err[600];
+	int ret;
+
 	admissions_refresh(a); /* the containers the new slot's rw_admit admits */
-	ret = rw_apply(&a->dp, a->pol.have_policy && !a->pol.policy_adopted ? &a->pol.policy : NULL,
-		       next, res, err, sizeof(err));
+	ret = rw_apply(&a->dp, prev, next, res, err, sizeof(err));
 	if (ret) {
 		char msg[700];
 
+		json_decref(changes);
 		/* Not every failure inside rw_apply() writes a sentence (a map opened by id without
 		 * CAP_SYS_ADMIN fails with EPERM before any): never log an empty reason.
 		 */
@@ -218,39 +227,18 @@ static int apply_next(struct agent *a, const struct rw_policy *next,
 		*reply = json_pack("{s:b, s:s}", "ok", 0, "error", msg);
 		return ret;
 	}
-	diff = malloc(65536);
-	if (diff && change) {
-		/* The one run that changed, not the node: the diff of two one-run policies. */
-		struct rw_policy o = {.egress = a->pol.policy.egress,
-				      .refusal = a->pol.policy.refusal},
-				 nw = {.egress = next->egress, .refusal = next->refusal};
-
-		o.runs = (struct rw_policy_run *)&change->old;
-		o.n_runs = !change->added;
-		nw.runs = &next->runs[change->at];
-		nw.n_runs = !change->removed;
-		n = rw_policy_diff(&o, &nw, diff, 65536);
-	} else {
-		n = diff ? rw_policy_diff(a->pol.have_policy ? &a->pol.policy : NULL, next, diff,
-					  65536)
-			 : 0;
-	}
-	changes = json_array();
-	for (char *line = diff ? strtok(diff, "\n") : NULL; line; line = strtok(NULL, "\n")) {
-		json_array_append_new(changes, json_string(line));
-		rw_debug("  %s", line);
-	}
-	rw_info("applied revision %llu from %s (previous %llu): %d changes, %u runs, %u pods, "
+	for (size_t i = 0; i < json_array_size(changes); i++)
+		rw_debug("  %s", json_string_value(json_array_get(changes, i)));
+	rw_info("applied revision %llu from %s (previous %llu): %zu changes, %u runs, %u pods, "
 		"%u entries, %.1f ms (grace owed %.1f, build %.1f, flip %.1f), %u flows forgotten",
-		(unsigned long long)res->revision, source, (unsigned long long)res->previous, n,
-		res->runs, res->pods, res->entries, res->total_ms, res->wait_ms, res->build_ms,
-		res->flip_ms, res->flows_flushed);
+		(unsigned long long)res->revision, source, (unsigned long long)res->previous,
+		json_array_size(changes), res->runs, res->pods, res->entries, res->total_ms,
+		res->wait_ms, res->build_ms, res->flip_ms, res->flows_flushed);
 	*reply = json_pack("{s:b, s:I, s:I, s:f, s:f, s:f, s:i, s:i, s:o}", "ok", 1, "revision",
 			   (json_int_t)res->revision, "previous", (json_int_t)res->previous,
 			   "apply_ms", res->total_ms, "build_ms", res->build_ms, "flip_ms",
 			   res->flip_ms, "runs", (int)res->runs, "pods", (int)res->pods, "changes",
 			   changes);
-	free(diff);
 	return 0;
 }
 
@@ -289,7 +277,9 @@ static int apply_snapshot(struct agent *a, int parsed, struct rw_policy *next,
 			  const struct rw_policy_error *perr, const char *buf, size_t len,
 			  json_t *doc, const char *source, json_t **reply)
 {
+	const struct rw_policy *prev;
 	struct rw_apply_result res;
+	json_t *changes;
 	int ret;
 
 	if (parsed) {
@@ -300,7 +290,14 @@ static int apply_snapshot(struct agent *a, int parsed, struct rw_policy *next,
 				   perr->line, "column", perr->column);
 		return parsed;
 	}
-	ret = apply_next(a, next, NULL, source, &res, reply);
+	/* An adopted snapshot is only as good as its revision number: a file with the revision in
+	 * force but other content taken as `prev` would let runs it happens to share with `next`
+	 * keep verdicts cached under what was really in force (a revocation kept).
+	 */
+	prev = a->pol.have_policy && !a->pol.policy_adopted ? &a->pol.policy : NULL;
+	changes = json_array();
+	diff_lines(changes, prev, next);
+	ret = apply_next(a, prev, next, changes, source, &res, reply);
 	if (ret) {
 		rw_policy_free(next);
 		return ret;
@@ -336,25 +333,69 @@ int agent_apply_doc(struct agent *a, json_t *doc, const char *source, json_t **r
 	return apply_snapshot(a, ret, &next, &perr, NULL, 0, doc, source, reply);
 }
 
-int agent_apply_change(struct agent *a, uint64_t revision, json_t *obj_run, const char *del_id,
-		       const char *source, const char **refused_at, json_t **reply)
+/* ---- run changes: made one by one on the policy, applied together ------------------------- */
+
+/* A change's edit of the kept document, made once the batch is in force. */
+struct doc_edit {
+	size_t at;
+	bool added, removed;
+	json_t *run;
+};
+
+static void batch_forget(struct agent *a)
+{
+	struct agent_batch *b = &a->pol.batch;
+
+	for (size_t i = 0; i < b->n_edits; i++)
+		json_decref(b->edits[i].run);
+	free(b->edits);
+	json_decref(b->changes);
+	memset(b, 0, sizeof(*b));
+}
+
+/* The batch's edits of the document, in their order (each `at` is where the change before it
+ * left its run). No memory: a document that is not the policy in force is no document; the
+ * next change asks for a whole snapshot, and `policy` says the agent does not know.
+ */
+static void doc_edit(struct agent *a)
+{
+	const struct agent_batch *b = &a->pol.batch;
+	json_t *doc = a->pol.policy_doc, *runs = json_object_get(doc, "runs");
+	bool lost = !doc;
+
+	for (size_t i = 0; i < b->n_edits && !lost; i++) {
+		const struct doc_edit *e = &b->edits[i];
+
+		lost = e->removed ? json_array_remove(runs, e->at)
+		       : e->added ? json_array_append(runs, e->run)
+				  : json_array_set(runs, e->at, e->run);
+	}
+	if (lost || json_object_set_new(doc, "revision", json_integer(a->pol.policy.revision))) {
+		json_decref(a->pol.policy_doc);
+		a->pol.policy_doc = NULL;
+	}
+	/* Written out again when read (agent_policy_text()), not at every change. */
+	free(a->pol.policy_text);
+	a->pol.policy_text = NULL;
+	a->pol.policy_text_len = 0;
+}
+
+int agent_change_compose(struct agent *a, uint64_t revision, json_t *obj_run, const char *del_id,
+			 const char *source, const char **refused_at, json_t **reply)
 {
 	struct rw_policy_index *ix = &a->pol.policy_index;
+	struct agent_batch *b = &a->pol.batch;
 	struct rw_policy_error perr;
 	struct rw_policy_change c;
-	struct rw_apply_result res;
-	double t0 = rw_now_ms(), t1, compose_ms;
-	json_t *doc, *runs;
-	bool added, removed;
+	struct doc_edit *grown;
 	char msg[200];
-	size_t at;
 	int ret;
 
 	*refused_at = NULL;
+	*reply = NULL;
 	/* Once per snapshot, both in proportion to the node: the document and the index. */
-	doc = agent_policy_doc(a);
-	runs = json_object_get(doc, "runs");
-	if (!json_is_array(runs) || (!ix->runs && rw_policy_index_build(ix, &a->pol.policy))) {
+	if (!b->open && (!json_is_array(json_object_get(agent_policy_doc(a), "runs")) ||
+			 (!ix->runs && rw_policy_index_build(ix, &a->pol.policy)))) {
 		*refused_at = "base";
 		*reply = json_pack("{s:b, s:s}", "ok", 0, "error",
 				   "the snapshot in force cannot be read back");
@@ -377,41 +418,98 @@ int agent_apply_change(struct agent *a, uint64_t revision, json_t *obj_run, cons
 		*reply = json_pack("{s:b, s:s}", "ok", 0, "error", perr.text);
 		return ret;
 	}
-	at = c.at;
-	added = c.added;
-	removed = c.removed;
-	ret = apply_next(a, &c.next, &c, source, &res, reply);
-	if (ret) {
+	if (!b->open) {
+		rw_policy_batch_begin(&b->runs, &a->pol.policy);
+		b->changes = json_array();
+		b->open = true;
+	}
+	grown = realloc(b->edits, (b->n_edits + 1) * sizeof(*b->edits));
+	if (grown)
+		b->edits = grown;
+	if (grown && b->changes) {
+		/* The one run that changed, not the node: the diff of two one-run policies. */
+		struct rw_policy o = {.egress = a->pol.policy.egress,
+				      .refusal = a->pol.policy.refusal},
+				 nw = o;
+
+		o.runs = &c.old;
+		o.n_runs = !c.added;
+		nw.runs = &c.next.runs[c.at];
+		nw.n_runs = !c.removed;
+		diff_lines(b->changes, &o, &nw);
+		b->edits[b->n_edits] = (struct doc_edit){c.at, c.added, c.removed, obj_run};
+	}
+	if (!grown || !b->changes || rw_policy_batch_commit(&b->runs, &a->pol.policy, ix, &c)) {
 		rw_policy_change_abort(&c);
+		if (!b->runs.n) {
+			rw_policy_batch_end(&b->runs, &a->pol.policy, ix, true);
+			batch_forget(a);
+		}
+		*reply = json_pack("{s:b, s:s}", "ok", 0, "error", "out of memory");
+		return -ENOMEM;
+	}
+	json_incref(b->edits[b->n_edits++].run);
+	return 0;
+}
+
+bool agent_changes_pending(const struct agent *a)
+{
+	return a->pol.batch.open;
+}
+
+int agent_changes_apply(struct agent *a, const char *source, json_t **reply)
+{
+	struct agent_batch *b = &a->pol.batch;
+	struct rw_apply_result res;
+	bool one = b->n_edits == 1;
+	size_t at = one ? b->edits[0].at : 0;
+	bool added = one && b->edits[0].added, removed = one && b->edits[0].removed;
+	double t1, compose_ms;
+	int ret;
+
+	*reply = NULL;
+	if (!b->open)
+		return 0;
+	ret = apply_next(a, &b->runs.base, &a->pol.policy, json_incref(b->changes), source, &res,
+			 reply);
+	rw_policy_batch_end(&b->runs, &a->pol.policy, &a->pol.policy_index, ret == 0);
+	if (ret) {
+		batch_forget(a);
 		return ret;
 	}
-	rw_policy_change_commit(&a->pol.policy, ix, &c);
 	t1 = rw_now_ms();
-	if ((removed ? json_array_remove(runs, at)
-	     : added ? json_array_append(runs, obj_run)
-		     : json_array_set(runs, at, obj_run)) ||
-	    json_object_set_new(doc, "revision", json_integer(a->pol.policy.revision))) {
-		/* No memory: a document that is not the policy in force is no document. The
-		 * next change asks for a whole snapshot; `policy` says the agent does not know.
-		 */
-		json_decref(a->pol.policy_doc);
-		a->pol.policy_doc = NULL;
-	}
-	/* Written out again when read (agent_policy_text()), not at every change. */
-	free(a->pol.policy_text);
-	a->pol.policy_text = NULL;
-	a->pol.policy_text_len = 0;
+	doc_edit(a);
 	snprintf(a->pol.policy_source, sizeof(a->pol.policy_source), "%s", source);
 	compose_ms = rw_now_ms() - t1;
+	batch_forget(a);
 	applied(a, &res);
-	run_state_change(a, at, added, removed);
+	if (one)
+		run_state_change(a, at, added, removed);
+	else
+		agent_runs_update(a);
+	json_object_set_new(*reply, "compose_ms", json_real(compose_ms));
+	a->pol.settle_pending = true; /* after the reply: agent_settle() */
+	return 0;
+}
+
+int agent_apply_change(struct agent *a, uint64_t revision, json_t *obj_run, const char *del_id,
+		       const char *source, const char **refused_at, json_t **reply)
+{
+	double t0 = rw_now_ms(), apply_ms, compose_ms;
+	int ret = agent_change_compose(a, revision, obj_run, del_id, source, refused_at, reply);
+
+	if (ret)
+		return ret;
+	ret = agent_changes_apply(a, source, reply);
+	if (ret)
+		return ret;
+	apply_ms = json_real_value(json_object_get(*reply, "apply_ms"));
+	compose_ms = json_real_value(json_object_get(*reply, "compose_ms"));
 	/* parse_ms: the run's parse and checks, the next policy, the log's diff and the run's
 	 * state: all of the change but the apply and the document's edit.
 	 */
 	json_object_set_new(*reply, "parse_ms",
-			    json_real(rw_now_ms() - t0 - res.total_ms - compose_ms));
-	json_object_set_new(*reply, "compose_ms", json_real(compose_ms));
-	a->pol.settle_pending = true; /* after the reply: agent_settle() */
+			    json_real(rw_now_ms() - t0 - apply_ms - compose_ms));
 	return 0;
 }
 
@@ -428,6 +526,11 @@ void agent_settle(struct agent *a)
 
 void agent_policy_free(struct agent *a)
 {
+	if (a->pol.batch.open) {
+		rw_policy_batch_end(&a->pol.batch.runs, &a->pol.policy, &a->pol.policy_index,
+				    false);
+		batch_forget(a);
+	}
 	if (a->pol.have_policy)
 		rw_policy_free(&a->pol.policy);
 	a->pol.have_policy = false;

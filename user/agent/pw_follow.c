@@ -19,6 +19,20 @@
 
 #define ITEMS_PER_WAKEUP 16 /* then back to the loop's other fds; the eventfd stays readable */
 
+/* The run changes of one wakeup that were checked and kept (agent_change_compose()), applied
+ * together and then acked in their order: the changes that queued while the agent was busy
+ * (an apply waiting for the grace period of the one before, a veth's sync) take one apply,
+ * one flip and one grace period between them.
+ */
+struct held {
+	struct held_change {
+		struct rw_pw_msg m;
+		int64_t received_ns;
+		double parse_ms;
+	} c[ITEMS_PER_WAKEUP];
+	size_t n;
+};
+
 static void send_ack(struct agent *a, json_t *o)
 {
 	char *body;
@@ -217,9 +231,9 @@ static void on_snapshot(struct agent *a, const struct rw_pw_msg *m, int64_t rece
 	apply_and_ack(a, m, revision, received_ns);
 }
 
-/* The ack of a run change agent_apply_change() refused or applied. */
+/* The ack of a run change refused or applied, one of `batch` applied together. */
 static void ack_change(struct agent *a, const struct rw_pw_msg *m, int ret, json_t *reply,
-		       int64_t received_ns)
+		       int64_t received_ns, size_t batch)
 {
 	json_t *o;
 
@@ -237,6 +251,7 @@ static void ack_change(struct agent *a, const struct rw_pw_msg *m, int ret, json
 							 ? run_generation(a, m->id)
 							 : m->revision));
 		json_object_set_new(o, "id", json_string(m->id));
+		json_object_set_new(o, "batch", json_integer((json_int_t)batch));
 		a->follow.applied++;
 		rw_debug("policy watch: %s %s: revision %llu, parse %.2f ms, apply %.2f ms",
 			 type_names[m->type], m->id, (unsigned long long)m->revision, parse_ms,
@@ -248,38 +263,71 @@ static void ack_change(struct agent *a, const struct rw_pw_msg *m, int ret, json
 	ack_refusal(a, m, m->revision, reply, true);
 }
 
+/* Apply the run changes held, and ack each: all in force, or all refused with the apply's
+ * error. Then the revision a reconnection resumes from is the one in force.
+ */
+static void flush(struct agent *a, struct held *h)
+{
+	json_t *reply = NULL;
+	int ret;
+
+	if (!h->n)
+		return;
+	ret = agent_changes_apply(a, "policy-watch", &reply);
+	for (size_t i = 0; i < h->n; i++) {
+		struct held_change *c = &h->c[i];
+		json_t *r = i + 1 < h->n ? json_deep_copy(reply) : json_incref(reply);
+
+		if (!ret && r)
+			json_object_set_new(r, "parse_ms", json_real(c->parse_ms));
+		ack_change(a, &c->m, ret, r, c->received_ns, h->n);
+		rw_pw_msg_free(&c->m);
+	}
+	json_decref(reply);
+	h->n = 0;
+	rw_pw_set_revision(a->follow.watch, agent_revision_in_force(a));
+}
+
 /* A run's change: that run parsed and checked against the index of the policy in force, and
  * applied as the policy in force with that run replaced or removed (agent_apply_change()).
  * Nothing of the other runs is parsed or written out again.
  */
-static void on_run_change(struct agent *a, const struct rw_pw_msg *m, int64_t received_ns)
+static bool on_run_change(struct agent *a, const struct rw_pw_msg *m, int64_t received_ns,
+			  struct held *h)
 {
 	uint64_t in_force = agent_revision_in_force(a);
 	const char *refused_at;
 	json_t *reply = NULL;
 	char err[400];
+	int64_t t0;
 	int ret;
 
 	/* The message's own order first: a change that goes nowhere is refused whatever the node
-	 * enforces, and the stream goes on.
+	 * enforces, and the stream goes on. Every refusal comes after the changes held are
+	 * applied and acked: acks go in the messages' order.
 	 */
 	if (m->revision <= m->base) {
 		snprintf(err, sizeof(err), "%llu is not above its base %llu",
 			 (unsigned long long)m->revision, (unsigned long long)m->base);
+		flush(a, h);
 		refuse(a, m, m->revision, "revision", err, NEED_NONE);
-		return;
+		return false;
 	}
 	if (!a->pol.have_policy || (!a->pol.policy_text && !a->pol.policy_doc)) {
+		flush(a, h);
 		refuse(a, m, m->revision, "base",
 		       "no snapshot in force: a whole snapshot is needed", NEED_SNAPSHOT);
-		return;
+		return false;
 	}
+	/* in_force: the revision of the last change held, as if it were applied. */
 	if (m->base != in_force) {
+		flush(a, h);
 		snprintf(err, sizeof(err),
 			 "%llu is not the revision in force (%llu): a whole snapshot is needed",
-			 (unsigned long long)m->base, (unsigned long long)in_force);
+			 (unsigned long long)m->base,
+			 (unsigned long long)agent_revision_in_force(a));
 		refuse(a, m, m->revision, "base", err, NEED_SNAPSHOT);
-		return;
+		return false;
 	}
 	/* A file adopted at start carries the revision in force, not necessarily its content
 	 * (a ConfigMap written for another node, or before the stream moved on): a change built
@@ -287,24 +335,34 @@ static void on_run_change(struct agent *a, const struct rw_pw_msg *m, int64_t re
 	 * from the stream makes a base.
 	 */
 	if (a->pol.policy_adopted) {
+		flush(a, h);
 		snprintf(err, sizeof(err),
 			 "revision %llu in force was adopted from %s at start, and the kernel "
 			 "cannot confirm its content: a whole snapshot is needed",
 			 (unsigned long long)in_force, a->pol.policy_source);
 		refuse(a, m, m->revision, "base", err, NEED_SNAPSHOT);
-		return;
+		return false;
 	}
-	ret = agent_apply_change(a, m->revision, m->type == RW_WATCH_RUN_DELETE ? NULL : m->body,
-				 m->id, "policy-watch", &refused_at, &reply);
-	if (ret && refused_at) {
-		/* The message's own: "base" wants a whole snapshot, "id" names no run. */
-		refuse(a, m, m->revision, refused_at,
-		       json_string_value(json_object_get(reply, "error")),
-		       !strcmp(refused_at, "base") ? NEED_SNAPSHOT : NEED_NONE);
-		json_decref(reply);
-		return;
+	t0 = rw_now_mono_ns();
+	ret = agent_change_compose(a, m->revision, m->type == RW_WATCH_RUN_DELETE ? NULL : m->body,
+				   m->id, "policy-watch", &refused_at, &reply);
+	if (ret) {
+		flush(a, h);
+		if (refused_at) {
+			/* The message's own: "base" wants a whole snapshot, "id" names no run. */
+			refuse(a, m, m->revision, refused_at,
+			       json_string_value(json_object_get(reply, "error")),
+			       !strcmp(refused_at, "base") ? NEED_SNAPSHOT : NEED_NONE);
+			json_decref(reply);
+			return false;
+		}
+		ack_change(a, m, ret, reply, received_ns, 1);
+		return false;
 	}
-	ack_change(a, m, ret, reply, received_ns);
+	h->c[h->n++] = (struct held_change){*m, received_ns, (rw_now_mono_ns() - t0) / 1e6};
+	if (h->n == ITEMS_PER_WAKEUP)
+		flush(a, h);
+	return true;
 }
 
 /* A snapshot or a run staged, never enforced; or the staged snapshot dropped. Acked as the
@@ -347,7 +405,7 @@ static void on_staged(struct agent *a, const struct rw_pw_msg *m, int64_t receiv
 	send_ack(a, o);
 }
 
-static void on_message(struct agent *a, const struct rw_pw_item *it)
+static void on_message(struct agent *a, const struct rw_pw_item *it, struct held *h)
 {
 	struct rw_pw_msg m;
 	char err[300];
@@ -357,6 +415,7 @@ static void on_message(struct agent *a, const struct rw_pw_item *it)
 		const char *colon = strstr(err, ": ");
 		char path[80] = "";
 
+		flush(a, h);
 		if (colon && colon - err < (long)sizeof(path))
 			snprintf(path, sizeof(path), "%.*s", (int)(colon - err), err);
 		refuse(a, NULL, 0, path, colon ? colon + 2 : err, NEED_RESUME);
@@ -375,21 +434,28 @@ static void on_message(struct agent *a, const struct rw_pw_item *it)
 		if (json_is_integer(rev) && json_integer_value(rev) > 0 &&
 		    (uint64_t)json_integer_value(rev) > a->follow.received)
 			a->follow.received = json_integer_value(rev);
+		flush(a, h);
 		on_snapshot(a, &m, it->received_ns);
 	} else if (m.type == RW_WATCH_RUN_UPSERT || m.type == RW_WATCH_RUN_DELETE) {
-		on_run_change(a, &m, it->received_ns);
+		if (on_run_change(a, &m, it->received_ns, h))
+			return; /* held: acked by flush(), which frees it */
 	} else if (m.type == RW_WATCH_STAGED || m.type == RW_WATCH_UNSTAGE) {
+		flush(a, h);
 		on_staged(a, &m, it->received_ns);
 	}
 	rw_pw_msg_free(&m);
-	rw_pw_set_revision(a->follow.watch, agent_revision_in_force(a));
+	if (!h->n)
+		rw_pw_set_revision(a->follow.watch, agent_revision_in_force(a));
 }
 
 void agent_follow_on_fd(struct agent *a)
 {
+	struct held h = {.n = 0};
 	struct rw_pw_item it;
 
 	for (int i = 0; i < ITEMS_PER_WAKEUP && rw_pw_pop(a->follow.watch, &it); i++) {
+		if (it.kind != RW_WATCH_ITEM_MESSAGE)
+			flush(a, &h);
 		switch (it.kind) {
 		case RW_WATCH_ITEM_CONNECTED:
 			rw_info("policy watch: connected to %s (revision %llu in force)",
@@ -417,11 +483,12 @@ void agent_follow_on_fd(struct agent *a)
 			break;
 		case RW_WATCH_ITEM_MESSAGE:
 			if (it.text)
-				on_message(a, &it);
+				on_message(a, &it, &h);
 			break;
 		}
 		free(it.text);
 	}
+	flush(a, &h);
 	agent_view_changed(a);
 }
 
