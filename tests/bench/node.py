@@ -252,7 +252,7 @@ def claims(a, pods, ips, rate, seconds):
     # The agent's share split as its ack says: its work (the run's parse and the document's
     # edit, the apply) and the rest of queued_ms, the wait before it (the loop's other work, or
     # no CPU).
-    work, wait = [], []
+    work, wait, batch = [], [], []
     for rev, ns in sent:
         x = acks.get(rev)
         if x is None:
@@ -266,6 +266,8 @@ def claims(a, pods, ips, rate, seconds):
             w = sum(x.get(k, 0) for k in ("apply_ms", "parse_ms", "compose_ms"))
             work.append(w)
             wait.append(max(x["queued_ms"] - w, 0))
+        if "batch" in x:
+            batch.append(x["batch"])  # the changes applied together with this one
     # Release every claimed run: the next phase starts from warm pods.
     for i in [i for i, c in claimed.items() if c]:
         last = ctl(a, "POST", "/upsert", json.dumps(run_of(i, ips[i], False)).encode())["revision"]
@@ -274,6 +276,7 @@ def claims(a, pods, ips, rate, seconds):
             "acks_missing": missing, "acks_refused": refused,
             "claim_to_ack_ms": summary(to_ack), "agent_queued_ms": summary(queued),
             "agent_work_ms": summary(work), "agent_wait_ms": summary(wait),
+            "agent_batch": summary(batch),
             "claim_to_enforced_ms": summary([e for e in enforced if e is not None]),
             "probes_never_enforced": sum(1 for e in enforced if e is None)}
 

@@ -139,7 +139,9 @@ jq -n --arg data "$RW_WORK/ipam" --arg bpffs "$RW_BPFFS" '{
 
 cgs="one for all"
 [ -z "$AGENT_SHARES" ] || cgs="the agent's $AGENT_SHARES shares, the load's 1024 ($CG_DIR, $CG_FILE)"
-echo "# node: $PODS pods, 1000 runs, ${PHASE}s phases; CPU cgroups: $cgs; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+# Whether synchronize_rcu() is expedited: every map-in-map write and tcx attach waits for one.
+RCU_EXPEDITED=$(cat /sys/kernel/rcu_expedited 2>/dev/null || echo unknown)
+echo "# node: $PODS pods, 1000 runs, ${PHASE}s phases; CPU cgroups: $cgs; rcu_expedited: $RCU_EXPEDITED; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 # In the load's cgroup from its first instruction (the shell enters it, then becomes node.py).
 in_load=()
 # shellcheck disable=SC2016 # expanded by that shell
@@ -166,11 +168,11 @@ m_bytes=$(wc -c <"$RW_WORK/last")
 cp "$RW_WORK/last" "$RW_WORK/metrics"
 mapmem=$("$RW_ROOT/scripts/map-memory.sh" "$RW_BPFFS") || rw_bail "scripts/map-memory.sh"
 jq -n --slurpfile l "$RW_WORK/load.json" --slurpfile s "$RW_WORK/status.json" \
-	--arg load "$load" --argjson st "$st_ms" --argjson stj "$stj_ms" --argjson m "$m_ms" \
+	--arg load "$load" --arg rcu "$RCU_EXPEDITED" --argjson st "$st_ms" --argjson stj "$stj_ms" --argjson m "$m_ms" \
 	--argjson mb "$m_bytes" --arg mem "$mapmem" --arg shares "$AGENT_SHARES" \
 	--arg ev "$(grep -E '^runwall_(events|ring|revoke_probes)[a-z_]*(total)?(\{[^}]*\})? ' "$RW_WORK/metrics" || true)" \
 	'$l[0] + {cpu_shares: (if $shares == "" then null else {agent: ($shares | tonumber), load: 1024} end),
-	  loadavg: $load, status_ms: $st, status_json_ms: $stj, metrics_ms: $m,
+	  loadavg: $load, rcu_expedited: $rcu, status_ms: $st, status_json_ms: $stj, metrics_ms: $m,
 	  metrics_bytes: $mb, events: $s[0].events, events_metrics: ($ev | split("\n")),
 	  map_memory: ($mem | split("\n"))}' >"$OUT" || rw_bail "the report"
 
@@ -179,7 +181,7 @@ jq -r '
 	"# load average at the end: \(.loadavg); CPU shares: \(.cpu_shares // "one cgroup for all")",
 	"# CNI ADD, runwall-cni own ms p50/p99: bound pods \(f(.cni_add_bound_ms)), churn \(f(.cni_add_ms))",
 	"# churn: \(.churn.adds) ADD, \(.churn.dels) DEL, \(.churn.rate) ADD/s",
-	(.claims[] | "# claims \(.rate)/s: claim->ack ms \(f(.claim_to_ack_ms)), agent queued_ms \(f(.agent_queued_ms)) (its work \(f(.agent_work_ms)), its wait \(f(.agent_wait_ms))), claim->enforced ms \(f(.claim_to_enforced_ms)), never enforced \(.probes_never_enforced), acks missing \(.acks_missing) refused \(.acks_refused), sent \(.achieved_per_s)/s, agent CPU \(.cpu_pct)%"),
+	(.claims[] | "# claims \(.rate)/s: claim->ack ms \(f(.claim_to_ack_ms)), agent queued_ms \(f(.agent_queued_ms)) (its work \(f(.agent_work_ms)), its wait \(f(.agent_wait_ms)); changes per apply \(f(.agent_batch))), claim->enforced ms \(f(.claim_to_enforced_ms)), never enforced \(.probes_never_enforced), acks missing \(.acks_missing) refused \(.acks_refused), sent \(.achieved_per_s)/s, agent CPU \(.cpu_pct)%"),
 	"# agent CPU % of a core: steady \(.steady_cpu_pct), churn \(.churn_cpu_pct); VmRSS \(.VmRSS_kib) KiB, VmHWM \(.VmHWM_kib_end) KiB at the end",
 	"# traffic: \(.traffic)",
 	"# events (status): \(.events | tojson)",
