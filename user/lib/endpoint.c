@@ -4,6 +4,7 @@
  * flush and expiry, and its event and answer budget.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -261,6 +262,35 @@ static int ct_index_sync(const struct rw_datapath *dp, __u32 ifindex, bool ipv6,
 	return err;
 }
 
+/* One write of an outer map (a map-in-map: it returns after an RCU grace period). */
+struct outer_write {
+	int map_fd;
+	const void *key;
+	int inner_fd;
+	int err;
+};
+
+static void *outer_write_run(void *arg)
+{
+	struct outer_write *w = arg;
+
+	w->err = bpf_map_update_elem(w->map_fd, w->key, &w->inner_fd, BPF_ANY) ? -errno : 0;
+	return NULL;
+}
+
+/* w[0] on a thread of its own and w[1] here: the two grace periods overlap. */
+static void outer_write_pair(struct outer_write w[2])
+{
+	pthread_t t;
+	bool threaded = pthread_create(&t, NULL, outer_write_run, &w[0]) == 0;
+
+	if (!threaded)
+		outer_write_run(&w[0]);
+	outer_write_run(&w[1]);
+	if (threaded)
+		pthread_join(t, NULL);
+}
+
 /* Put a fresh, empty table of the configured size in for `ifindex`'s family, replacing any
  * table it had (the packets in flight on the old one finish on it; it is freed after them),
  * in rw_conntrack and at the veth's index `idx` (-1: it has none yet). `replace`: only if it has
@@ -293,6 +323,20 @@ static int ct_table_reset(const struct rw_datapath *dp, __u32 ifindex, bool ipv6
 			    sizeof(struct rw_ct_value), size, &opts);
 	if (fd < 0)
 		return -errno;
+	if (!replace && idx >= 0) {
+		/* A new table: both places at once, their grace periods side by side. */
+		struct outer_write w[2] = {
+			{.map_fd = ct_outer(dp, ipv6), .key = &ifindex, .inner_fd = fd},
+			{.map_fd = ct_slots(dp, ipv6), .key = &idx, .inner_fd = fd},
+		};
+
+		outer_write_pair(w);
+		err = w[0].err ? w[0].err : w[1].err;
+		if (w[0].err && !w[1].err)
+			bpf_map_delete_elem(ct_slots(dp, ipv6), &idx);
+		close(fd);
+		return err;
+	}
 	/* A replacement only replaces: a veth unbound meanwhile does not get its table back. */
 	err = bpf_map_update_elem(ct_outer(dp, ipv6), &ifindex, &fd, replace ? BPF_EXIST : BPF_ANY)
 		      ? -errno

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <net/if.h>
 #include <unistd.h>
@@ -111,15 +112,54 @@ int rw_veth_attach(const struct rw_datapath *dp, int ifindex, enum rw_attach_mod
 	return first_err;
 }
 
+struct attach_job {
+	const struct rw_datapath *dp;
+	int ifindex;
+	enum rw_attach_mode mode;
+	enum rw_attach_mode used[RW_DIR_COUNT];
+	int errs[RW_DIR_COUNT];
+	int err;
+};
+
+static void *attach_job_run(void *arg)
+{
+	struct attach_job *j = arg;
+
+	j->err = rw_veth_attach(j->dp, j->ifindex, j->mode, j->used, j->errs);
+	return NULL;
+}
+
 int rw_veth_protect_addrs(const struct rw_datapath *dp, int ifindex, const struct rw_endpoint *want,
 			  enum rw_attach_mode mode, enum rw_attach_mode used[RW_DIR_COUNT],
 			  int errs[RW_DIR_COUNT])
 {
-	int err = rw_veth_attach(dp, ifindex, mode, used, errs);
+	struct attach_job j = {.dp = dp, .ifindex = ifindex, .mode = mode};
+	struct rw_endpoint before;
+	bool was_bound = rw_endpoint_get(dp, (__u32)ifindex, &before) == 0, threaded;
+	pthread_t t;
+	int err;
 
-	if (err)
-		return err;
-	return rw_endpoint_bind_addrs(dp, (__u32)ifindex, want);
+	/* Each tcx attach and each write of the binding's outer maps returns only after an RCU
+	 * grace period (tcx_entry_sync(), maybe_wait_bpf_programs()): the attach on a thread of
+	 * its own and the bind here wait for theirs side by side.
+	 */
+	threaded = pthread_create(&t, NULL, attach_job_run, &j) == 0;
+	if (!threaded)
+		attach_job_run(&j);
+	err = rw_endpoint_bind_addrs(dp, (__u32)ifindex, want);
+	if (threaded)
+		pthread_join(t, NULL);
+	if (used)
+		memcpy(used, j.used, sizeof(j.used));
+	if (errs)
+		memcpy(errs, j.errs, sizeof(j.errs));
+	if (j.err) {
+		/* Not protected: a veth that was bound to nothing stays so. */
+		if (!err && !was_bound)
+			rw_endpoint_unbind(dp, (__u32)ifindex);
+		return j.err;
+	}
+	return err;
 }
 
 int rw_veth_protect(const struct rw_datapath *dp, int ifindex, __be32 pod_ip,

@@ -18,9 +18,12 @@
 int rw_veth_attach(const struct rw_datapath *dp, int ifindex, enum rw_attach_mode mode,
 		   enum rw_attach_mode used[RW_DIR_COUNT], int errs[RW_DIR_COUNT]);
 
-/* Everything a sandbox veth needs before its pod sends a packet: both programs attached, then
- * the pod bound (the order matters: a bound veth without programs would be open). One call, so
- * that whatever a veth gains later (its own conntrack table) is set up in one place.
+/* Everything a sandbox veth needs before its pod sends a packet: both programs attached and the
+ * pod bound, before the call returns (runwall-cni's ADD: the pod runs nothing before the
+ * runtime has its result). The two are made side by side, each waiting for the kernel's grace
+ * periods; when the attach fails, a veth that was bound to nothing is left so, and the attach's
+ * error returned. One call, so that whatever a veth gains later (its own conntrack table) is
+ * set up in one place.
  */
 int rw_veth_protect(const struct rw_datapath *dp, int ifindex, __be32 pod_ip,
 		    enum rw_attach_mode mode, enum rw_attach_mode used[RW_DIR_COUNT],
