@@ -606,8 +606,11 @@ section "shares: one run's refusal burst does not push another run out of the qu
 # against a queue of 4 (3 places taken, the rest dropped: A holds its share) and 24 events
 # against a store of 16 (A displaces its own), then B another: B holds less than its share of
 # the queue (1 of 2) and takes the place of A's newest.
+# The browser test's restart made this agent: not this shell's child, so rw_agent_kill's wait
+# returns at once. Wait for its pid to go, or the next start can find it still on the socket.
+old_pid=$RW_AGENT_PID
 rw_agent_kill
-rw_wait 10 bash -c "! kill -0 $RW_AGENT_PID 2>/dev/null" || true
+rw_wait 10 bash -c "! kill -0 $old_pid 2>/dev/null" || true
 rw_agent_start "${AGENT_ARGS[@]}" --events 16
 rw_agent_wait
 check "shares: the agent again, with --events 16: /readyz 200" vcq wait-ready "$API/readyz" --timeout 10
