@@ -381,7 +381,6 @@ int agent_apply_change(struct agent *a, uint64_t revision, json_t *obj_run, cons
 int agent_change_compose(struct agent *a, uint64_t revision, json_t *obj_run, const char *del_id,
 			 const char *source, const char **refused_at, json_t **reply);
 int agent_changes_apply(struct agent *a, const char *source, json_t **reply);
-bool agent_changes_pending(const struct agent *a);
 /* What follows an apply once its reply or ack is out, at the top of the main loop: the probes
  * of the connections it cut, asked of prober.c's thread (their resets follow within the
  * second). The grace period its flip owes is grace.c's, begun at the flip. Nothing when no

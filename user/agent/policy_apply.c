@@ -452,11 +452,6 @@ int agent_change_compose(struct agent *a, uint64_t revision, json_t *obj_run, co
 	return 0;
 }
 
-bool agent_changes_pending(const struct agent *a)
-{
-	return a->pol.batch.open;
-}
-
 int agent_changes_apply(struct agent *a, const char *source, json_t **reply)
 {
 	struct agent_batch *b = &a->pol.batch;

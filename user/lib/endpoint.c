@@ -4,7 +4,6 @@
  * flush and expiry, and its event and answer budget.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -278,19 +277,6 @@ static void *outer_write_run(void *arg)
 	return NULL;
 }
 
-/* w[0] on a thread of its own and w[1] here: the two grace periods overlap. */
-static void outer_write_pair(struct outer_write w[2])
-{
-	pthread_t t;
-	bool threaded = pthread_create(&t, NULL, outer_write_run, &w[0]) == 0;
-
-	if (!threaded)
-		outer_write_run(&w[0]);
-	outer_write_run(&w[1]);
-	if (threaded)
-		pthread_join(t, NULL);
-}
-
 /* Put a fresh, empty table of the configured size in for `ifindex`'s family, replacing any
  * table it had (the packets in flight on the old one finish on it; it is freed after them),
  * in rw_conntrack and at the veth's index `idx` (-1: it has none yet). `replace`: only if it has
@@ -329,8 +315,11 @@ static int ct_table_reset(const struct rw_datapath *dp, __u32 ifindex, bool ipv6
 			{.map_fd = ct_outer(dp, ipv6), .key = &ifindex, .inner_fd = fd},
 			{.map_fd = ct_slots(dp, ipv6), .key = &idx, .inner_fd = fd},
 		};
+		struct rw_beside other;
 
-		outer_write_pair(w);
+		rw_beside_start(&other, outer_write_run, &w[0]);
+		outer_write_run(&w[1]);
+		rw_beside_join(&other);
 		err = w[0].err ? w[0].err : w[1].err;
 		if (w[0].err && !w[1].err)
 			bpf_map_delete_elem(ct_slots(dp, ipv6), &idx);

@@ -242,3 +242,17 @@ void rw_thread_stop(pthread_t thread, pthread_mutex_t *lock, pthread_cond_t *con
 	pthread_mutex_unlock(lock);
 	pthread_join(thread, NULL);
 }
+
+void rw_beside_start(struct rw_beside *b, void *(*fn)(void *), void *arg)
+{
+	b->threaded = pthread_create(&b->thread, NULL, fn, arg) == 0;
+	if (!b->threaded)
+		fn(arg);
+}
+
+void rw_beside_join(struct rw_beside *b)
+{
+	if (b->threaded)
+		pthread_join(b->thread, NULL);
+	b->threaded = false;
+}

@@ -70,4 +70,15 @@ void rw_signals_block(sigset_t *mask, int also);
  */
 void rw_thread_stop(pthread_t thread, pthread_mutex_t *lock, pthread_cond_t *cond, bool *stop);
 
+/* fn(arg) on a thread of its own while the caller goes on, until rw_beside_join(); run at once,
+ * here, when no thread can be made. For blocking calls whose waits can overlap: each write of a
+ * map-in-map and each tcx attach waits for an RCU grace period.
+ */
+struct rw_beside {
+	pthread_t thread;
+	bool threaded;
+};
+void rw_beside_start(struct rw_beside *b, void *(*fn)(void *), void *arg);
+void rw_beside_join(struct rw_beside *b);
+
 #endif /* RUNWALL_UTIL_H */

@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <net/if.h>
 #include <unistd.h>
@@ -112,12 +111,13 @@ int rw_veth_attach(const struct rw_datapath *dp, int ifindex, enum rw_attach_mod
 	return first_err;
 }
 
+/* rw_veth_attach()'s arguments and result, for a thread of its own. */
 struct attach_job {
 	const struct rw_datapath *dp;
 	int ifindex;
 	enum rw_attach_mode mode;
-	enum rw_attach_mode used[RW_DIR_COUNT];
-	int errs[RW_DIR_COUNT];
+	enum rw_attach_mode *used;
+	int *errs;
 	int err;
 };
 
@@ -133,26 +133,20 @@ int rw_veth_protect_addrs(const struct rw_datapath *dp, int ifindex, const struc
 			  enum rw_attach_mode mode, enum rw_attach_mode used[RW_DIR_COUNT],
 			  int errs[RW_DIR_COUNT])
 {
-	struct attach_job j = {.dp = dp, .ifindex = ifindex, .mode = mode};
+	struct attach_job j = {
+		.dp = dp, .ifindex = ifindex, .mode = mode, .used = used, .errs = errs};
 	struct rw_endpoint before;
-	bool was_bound = rw_endpoint_get(dp, (__u32)ifindex, &before) == 0, threaded;
-	pthread_t t;
+	bool was_bound = rw_endpoint_get(dp, (__u32)ifindex, &before) == 0;
+	struct rw_beside attach;
 	int err;
 
 	/* Each tcx attach and each write of the binding's outer maps returns only after an RCU
 	 * grace period (tcx_entry_sync(), maybe_wait_bpf_programs()): the attach on a thread of
 	 * its own and the bind here wait for theirs side by side.
 	 */
-	threaded = pthread_create(&t, NULL, attach_job_run, &j) == 0;
-	if (!threaded)
-		attach_job_run(&j);
+	rw_beside_start(&attach, attach_job_run, &j);
 	err = rw_endpoint_bind_addrs(dp, (__u32)ifindex, want);
-	if (threaded)
-		pthread_join(t, NULL);
-	if (used)
-		memcpy(used, j.used, sizeof(j.used));
-	if (errs)
-		memcpy(errs, j.errs, sizeof(j.errs));
+	rw_beside_join(&attach);
 	if (j.err) {
 		/* Not protected: a veth that was bound to nothing stays so. */
 		if (!err && !was_bound)
