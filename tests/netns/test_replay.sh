@@ -282,13 +282,13 @@ print("%d bytes in %d ms" % (n, (time.monotonic() - t) * 1000))' "$RW_SOCK")"
 if [ "$rc" -eq 0 ] && rw_jq_true --argjson n "$N_MANY" '.same.flows == $n and .opened.flows == 0 and .closed.flows == 0' "$RW_WORK/out.json"; then
 	ok "$N_MANY flows of run-b replayed from the flow log, none changed"
 else
-	not_ok "$N_MANY flows (flow log): exit $rc, $(jq -c '{same, opened, closed}' "$RW_WORK/out.json" 2>/dev/null) $(cat "$RW_WORK/err.txt")"
+	not_ok "$N_MANY flows (flow log): exit $rc, $(jq -c '{same, opened, closed, error}' "$RW_WORK/out.json" 2>/dev/null) $(cat "$RW_WORK/err.txt")"
 fi
 replay_j --run run-b --policy "$RW_WORK/both.json"
 if [ "$rc" -eq 0 ] && rw_jq_true --argjson n "$N_MANY" '.same.flows == $n and .held >= $n' "$RW_WORK/out.json"; then
 	ok "$N_MANY flows of run-b replayed from the event store, none changed"
 else
-	not_ok "$N_MANY flows (store): exit $rc, $(jq -c '{same, opened, closed, held}' "$RW_WORK/out.json" 2>/dev/null) $(cat "$RW_WORK/err.txt")"
+	not_ok "$N_MANY flows (store): exit $rc, $(jq -c '{same, opened, closed, held, error}' "$RW_WORK/out.json" 2>/dev/null) $(cat "$RW_WORK/err.txt")"
 fi
 
 rw_suite_end

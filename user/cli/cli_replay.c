@@ -29,9 +29,13 @@
 #include "reasons.h"
 #include "util.h"
 
-#define REPLAY_SPORT	   40000
-#define REPLAY_FILE_MAX	   (16u << 20)
-#define REPLAY_RECORDED_MS 30000
+#define REPLAY_SPORT	40000
+#define REPLAY_FILE_MAX (16u << 20)
+/* How long replay waits for each of the agent's answers (the snapshot in force, the recorded
+ * flows): both are built on the agent's loop, which may be busy with a burst of events; replay
+ * is an operator's question, not a path anything else waits on.
+ */
+#define REPLAY_AGENT_MS 30000
 
 static const char replay_usage[] =
 	"replay {--policy FILE | --run ID --allow IP:PORT[/tcp|udp] | --run-upsert FILE} "
@@ -229,7 +233,7 @@ static int policy_in_force(struct replay_policies *pp)
 	json_error_t jerr;
 	int ret;
 
-	ret = agent_ask("policy", NULL, RW_CTL_TIMEOUT_MS, "snapshot",
+	ret = agent_ask("policy", NULL, REPLAY_AGENT_MS, "snapshot",
 			"replay judges under the snapshot in force, which the agent holds; start "
 			"`runwall agent` or pass --socket",
 			"no snapshot in force", &reply);
@@ -370,7 +374,7 @@ static int flows_from_agent(const struct replay_opts *o, struct rw_flowset *set,
 
 	snprintf(arg, sizeof(arg), "%lld%s%s", (long long)(o->since_ns > 0 ? o->since_ns : 0),
 		 o->run ? " " : "", o->run ? o->run : "");
-	ret = agent_ask("recorded", arg, REPLAY_RECORDED_MS, NULL,
+	ret = agent_ask("recorded", arg, REPLAY_AGENT_MS, NULL,
 			"the recorded flows are the agent's; or pass --flow-log FILE",
 			"refused `recorded` (an older agent?)", &reply);
 	if (ret)
