@@ -1033,8 +1033,11 @@ static void cache_free(struct rw_apply_cache *c)
 
 int rw_apply_prepare(struct rw_datapath *dp, char *err, size_t errlen)
 {
+	static const __u32 slot_keys[RW_SLOTS] = {0, 1};
+	struct rw_outer_write writes[RW_SLOTS * POLICY_TABLES];
 	struct rw_apply_cache *c = dp->apply;
 	bool created[RW_SLOTS] = {true, true};
+	size_t n_writes = 0;
 
 	if (c)
 		return 0;
@@ -1071,11 +1074,8 @@ int rw_apply_prepare(struct rw_datapath *dp, char *err, size_t errlen)
 				ret = -errno;
 				goto fail_errno;
 			}
-			/* Once per node: each outer update waits for a grace period. */
-			if (bpf_map_update_elem(outer, &s, &c->fd[s][t], BPF_ANY)) {
-				ret = -errno;
-				goto fail_errno;
-			}
+			writes[n_writes++] = (struct rw_outer_write){
+				.map_fd = outer, .key = &slot_keys[s], .inner_fd = c->fd[s][t]};
 			continue;
 		fail_errno:
 			rw_fail_msg(err, errlen, ret, "%s[%u]: inner map: %s",
@@ -1083,6 +1083,25 @@ int rw_apply_prepare(struct rw_datapath *dp, char *err, size_t errlen)
 			dp->apply = c;
 			rw_apply_release(dp);
 			return ret;
+		}
+	}
+	/* Once per node (a first start): each outer write waits for a grace period, so all are
+	 * made side by side.
+	 */
+	if (rw_outer_writes(writes, n_writes)) {
+		for (size_t i = 0; i < n_writes; i++) {
+			if (!writes[i].err)
+				continue;
+			for (int t = 0; t < POLICY_TABLES; t++)
+				if (writes[i].map_fd == dp->map_fd[RW_M_PODS + t])
+					rw_fail_msg(err, errlen, writes[i].err,
+						    "%s[%u]: inner map: %s",
+						    rw_map_names[RW_M_PODS + t],
+						    *(const __u32 *)writes[i].key,
+						    strerror(-writes[i].err));
+			dp->apply = c;
+			rw_apply_release(dp);
+			return writes[i].err;
 		}
 	}
 	/* Fresh maps are known to be empty; adopted ones are cleared before their first use. */

@@ -15,6 +15,7 @@
 #include <bpf/libbpf.h>
 
 #include "datapath.h"
+#include "grace.h"
 #include "util.h"
 
 /* ---- conntrack: two tables per sandbox veth, one per family ------------------------------- */
@@ -55,23 +56,42 @@ static int index_owner(const struct rw_datapath *dp, __u32 idx, __u32 *owner)
 	return err;
 }
 
-/* Empty `idx`: its binding first, then its tables. Each delete waits for the programs running on
- * what it held (maybe_wait_bpf_programs(), on 6.1 whether or not there was anything to
- * delete: so only what is there is deleted), so the index can be given to another veth
- * afterwards without any packet of the old one still on it.
+/* Empty `idx`: its binding first, then its tables, and those of `ifindex` in rw_conntrack
+ * (0: none; NO_INDEX: no index, only those). Each delete waits for the programs running on what
+ * it held (maybe_wait_bpf_programs(), on 6.1 whether or not there was anything to delete: so only
+ * what is there is deleted), so the index can be given to another veth afterwards without any
+ * packet of the old one still on it; the tables' deletes wait side by side, once the binding's
+ * has passed (no packet reaches them without it). Returns the first error of the rw_conntrack
+ * deletes but -ENOENT, else 0.
  */
-static void index_empty(const struct rw_datapath *dp, __u32 idx)
+#define NO_INDEX ((__u32)-1)
+static int index_empty(const struct rw_datapath *dp, __u32 idx, __u32 ifindex)
 {
-	const int fds[3] = {dp->map_fd[RW_M_VETH_SLOTS], dp->map_fd[RW_M_CT_SLOTS],
-			    dp->map_fd[RW_M_CT6_SLOTS]};
+	const int slots[2] = {dp->map_fd[RW_M_CT_SLOTS], dp->map_fd[RW_M_CT6_SLOTS]};
+	struct rw_outer_write w[4];
 	struct rw_budget full = {{0}};
+	size_t n = 0, n_idx;
 	__u32 id;
 
-	for (int i = 0; i < 3; i++)
-		if (bpf_map_lookup_elem(fds[i], &idx, &id) == 0)
-			bpf_map_delete_elem(fds[i], &idx);
+	if (idx != NO_INDEX && bpf_map_lookup_elem(dp->map_fd[RW_M_VETH_SLOTS], &idx, &id) == 0)
+		bpf_map_delete_elem(dp->map_fd[RW_M_VETH_SLOTS], &idx);
+	for (int i = 0; idx != NO_INDEX && i < 2; i++)
+		if (bpf_map_lookup_elem(slots[i], &idx, &id) == 0)
+			w[n++] = (struct rw_outer_write){
+				.map_fd = slots[i], .key = &idx, .inner_fd = -1};
+	n_idx = n;
+	for (int ipv6 = 0; ifindex && ipv6 < 2; ipv6++)
+		if (bpf_map_lookup_elem(ct_outer(dp, ipv6), &ifindex, &id) == 0)
+			w[n++] = (struct rw_outer_write){
+				.map_fd = ct_outer(dp, ipv6), .key = &ifindex, .inner_fd = -1};
+	rw_outer_writes(w, n);
 	/* No packet reads the bucket at idx any more: the next veth there starts with a full one. */
-	bpf_map_update_elem(dp->map_fd[RW_M_VETH_BUDGET], &idx, &full, BPF_ANY);
+	if (idx != NO_INDEX)
+		bpf_map_update_elem(dp->map_fd[RW_M_VETH_BUDGET], &idx, &full, BPF_ANY);
+	for (size_t i = n_idx; i < n; i++)
+		if (w[i].err && w[i].err != -ENOENT)
+			return w[i].err;
+	return 0;
 }
 
 /* The veth's index: its slot, or the overflow index rw_veth_overflow names; -ENOENT for none,
@@ -141,7 +161,7 @@ static int veth_index_claim(const struct rw_datapath *dp, __u32 ifindex, __u32 *
 		return free;
 	if (!free)
 		return -ENOSPC;
-	index_empty(dp, *idx);
+	index_empty(dp, *idx, 0);
 	return 0;
 }
 
@@ -167,22 +187,6 @@ static int index_publish(const struct rw_datapath *dp, __u32 ifindex, __u32 idx,
 	if (!err && idx >= RW_VETH_SLOTS &&
 	    bpf_map_update_elem(dp->map_fd[RW_M_VETH_OVERFLOW], &ifindex, &idx, BPF_ANY))
 		err = -errno;
-	return err;
-}
-
-/* Take the veth off its index: the overflow name first, then the index (index_empty()). 0, or
- * -errno when its index cannot be told (the caller's unbind fails, to be tried again).
- */
-static int index_release(const struct rw_datapath *dp, __u32 ifindex)
-{
-	__u32 idx;
-	int err = veth_index(dp, ifindex, &idx);
-
-	bpf_map_delete_elem(dp->map_fd[RW_M_VETH_OVERFLOW], &ifindex);
-	if (err == -ENOENT)
-		return 0;
-	if (!err)
-		index_empty(dp, idx);
 	return err;
 }
 
@@ -261,22 +265,6 @@ static int ct_index_sync(const struct rw_datapath *dp, __u32 ifindex, bool ipv6,
 	return err;
 }
 
-/* One write of an outer map (a map-in-map: it returns after an RCU grace period). */
-struct outer_write {
-	int map_fd;
-	const void *key;
-	int inner_fd;
-	int err;
-};
-
-static void *outer_write_run(void *arg)
-{
-	struct outer_write *w = arg;
-
-	w->err = bpf_map_update_elem(w->map_fd, w->key, &w->inner_fd, BPF_ANY) ? -errno : 0;
-	return NULL;
-}
-
 /* Put a fresh, empty table of the configured size in for `ifindex`'s family, replacing any
  * table it had (the packets in flight on the old one finish on it; it is freed after them),
  * in rw_conntrack and at the veth's index `idx` (-1: it has none yet). `replace`: only if it has
@@ -311,16 +299,12 @@ static int ct_table_reset(const struct rw_datapath *dp, __u32 ifindex, bool ipv6
 		return -errno;
 	if (!replace && idx >= 0) {
 		/* A new table: both places at once, their grace periods side by side. */
-		struct outer_write w[2] = {
+		struct rw_outer_write w[2] = {
 			{.map_fd = ct_outer(dp, ipv6), .key = &ifindex, .inner_fd = fd},
 			{.map_fd = ct_slots(dp, ipv6), .key = &idx, .inner_fd = fd},
 		};
-		struct rw_beside other;
 
-		rw_beside_start(&other, outer_write_run, &w[0]);
-		outer_write_run(&w[1]);
-		rw_beside_join(&other);
-		err = w[0].err ? w[0].err : w[1].err;
+		err = rw_outer_writes(w, 2);
 		if (w[0].err && !w[1].err)
 			bpf_map_delete_elem(ct_slots(dp, ipv6), &idx);
 		close(fd);
@@ -698,17 +682,17 @@ int rw_endpoint_get(const struct rw_datapath *dp, __u32 ifindex, struct rw_endpo
 
 int rw_endpoint_unbind(const struct rw_datapath *dp, __u32 ifindex)
 {
-	int err = 0;
+	__u32 idx;
+	int err = veth_index(dp, ifindex, &idx);
 
-	/* Its index first (the deletes wait for the packets on it), then the tables: from then on
-	 * no packet of the veth finds its binding or takes the fast path.
+	/* The overflow name first, then its index (the deletes wait for the packets on it), then
+	 * the tables: from then on no packet of the veth finds its binding or takes the fast path.
+	 * An index that cannot be told: still bound where the programs read it, nothing else undone.
 	 */
-	err = index_release(dp, ifindex);
-	if (err)
-		return err; /* still bound where the programs read it: nothing else is undone */
-	for (int ipv6 = 0; ipv6 < 2; ipv6++)
-		if (bpf_map_delete_elem(ct_outer(dp, ipv6), &ifindex) && errno != ENOENT && !err)
-			err = -errno;
+	bpf_map_delete_elem(dp->map_fd[RW_M_VETH_OVERFLOW], &ifindex);
+	if (err && err != -ENOENT)
+		return err;
+	err = index_empty(dp, err ? NO_INDEX : idx, ifindex);
 	if (bpf_map_delete_elem(dp->map_fd[RW_M_ENDPOINTS], &ifindex) && errno != ENOENT && !err)
 		err = -errno;
 	bpf_map_delete_elem(dp->map_fd[RW_M_EVENT_BUDGET], &ifindex);

@@ -10,12 +10,16 @@
  * started before the call, and changes nothing. Begun right after a flip, that wait covers
  * every program that could have loaded the old state word; it takes milliseconds on a quiet
  * machine, tens of them on a busy one, and is mostly over by the time the next change comes.
+ *
+ * The same wait ends every write of an outer map that puts a new inner map in: writes that need
+ * not follow one another are made side by side (rw_outer_writes()), one grace period for all.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <bpf/bpf.h>
 
 #include "grace.h"
+#include "util.h"
 #include "worker.h"
 
 struct rw_grace {
@@ -67,4 +71,40 @@ void rw_grace_free(struct rw_grace *g)
 		return;
 	rw_worker_stop(&g->worker);
 	free(g);
+}
+
+static void *outer_write_run(void *arg)
+{
+	struct rw_outer_write *w = arg;
+
+	if (w->inner_fd < 0)
+		w->err = bpf_map_delete_elem(w->map_fd, w->key) ? -errno : 0;
+	else
+		w->err = bpf_map_update_elem(w->map_fd, w->key, &w->inner_fd, BPF_ANY) ? -errno : 0;
+	return NULL;
+}
+
+int rw_outer_writes(struct rw_outer_write *w, size_t n)
+{
+	struct rw_beside *others = n > 1 ? calloc(n - 1, sizeof(*others)) : NULL;
+	size_t i;
+
+	/* Concurrent synchronize_rcu() callers share grace periods: n writes wait about as long
+	 * as one. Without memory for the threads, one after another.
+	 */
+	for (i = 0; i + 1 < n; i++) {
+		if (others)
+			rw_beside_start(&others[i], outer_write_run, &w[i]);
+		else
+			outer_write_run(&w[i]);
+	}
+	if (n)
+		outer_write_run(&w[n - 1]);
+	for (i = 0; others && i + 1 < n; i++)
+		rw_beside_join(&others[i]);
+	free(others);
+	for (i = 0; i < n; i++)
+		if (w[i].err)
+			return w[i].err;
+	return 0;
 }
