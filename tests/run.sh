@@ -9,6 +9,7 @@
 # isolated and leak-checked as in a whole run; a name that matches no suite is an error.
 # --jobs N (env RW_JOBS, default 1) runs up to N suites at a time, each one's output held back
 # and printed whole when it ends; the suites in `serial` below always run alone.
+# RW_TAP_TIMES=1 puts before each line of a suite the seconds since the suite started.
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
@@ -58,8 +59,11 @@ export RW_DIFF_SEED=${RW_DIFF_SEED:-1}
 # VM, and under emulation its browser alone took 11 of the VM's 40 minutes; the monitoring suite
 # is Prometheus, Alertmanager and the agent's /metrics over the counters test_agent and test_e2e
 # check in the VM, and its alerts wait on real seconds a 10x slower node would stretch to
-# minutes), command
-host_only="test_manifest test_churn test_policy_watch test_view test_monitoring"
+# minutes; the CLI's, replay's and staged's suites are the operator commands' output and the
+# agent's private judge over programs and maps test_datapath and test_differential (whose
+# dry-run copy is explain's, replay's and staged's judge) check in the VM, and under emulation
+# each of their private loads is seconds of the verifier), command
+host_only="test_manifest test_churn test_policy_watch test_view test_monitoring test_cli test_replay test_staged"
 suites=()
 for kind in unit kernel; do
 	for t in "$build"/tests/$kind/test_*; do
@@ -159,6 +163,15 @@ leftover_procs() {
 		echo "$pid $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-120)"
 	done
 }
+# stamp START_NS: each line of stdin after the seconds since START_NS (RW_TAP_TIMES=1: where a
+# suite's time goes, line by line).
+stamp() {
+	local line t
+	while IFS= read -r line; do
+		t=$(($(date +%s%N) - $1))
+		printf '[%4d.%01d] %s\n' $((t / 1000000000)) $((t / 100000000 % 10)) "$line"
+	done
+}
 # run_suite N NAME CMD...: suite number N, isolated and leak-checked; its output, then its
 # "=== PASS|FAIL NAME (SECONDS s)" line. Exit status 0 when it passed and left nothing behind.
 run_suite() {
@@ -167,8 +180,13 @@ run_suite() {
 	echo "=== $name"
 	start=$(date +%s%N)
 	report=$(mktemp)
-	RW_SUITE_TOKEN="$$-$i" isolated "$report" "$@"
-	rc=$?
+	if [ "${RW_TAP_TIMES:-0}" = 1 ]; then
+		RW_SUITE_TOKEN="$$-$i" isolated "$report" "$@" 2>&1 | stamp "$start"
+		rc=${PIPESTATUS[0]}
+	else
+		RW_SUITE_TOKEN="$$-$i" isolated "$report" "$@"
+		rc=$?
+	fi
 	procs=$(leftover_procs "$$-$i")
 	if [ -n "$procs" ]; then
 		echo "processes left running (killed now): $(echo $procs)" >>"$report"
@@ -189,14 +207,14 @@ mkdir -p /run/netns
 serial=""
 # With --jobs, the suites start longest first, so that the last to start are short and the
 # lanes end close together; the others follow in their usual order. First the host-only ones
-# (make check on 9f75cb9: test_policy_watch 194 s, test_monitoring 109, test_view 77,
-# test_churn 63; the kernel suites there take under 100 s each), then the kernel suites as
-# measured under make vmtest on 082dcf2 (test_agent 413 s, test_e2e 376, test_cli 312,
-# test_faults 190, test_differential 156, test_datapath 147, test_ipv6 146, test_answers 132,
-# test_cni 128, test_hostile 118, test_revoke 111).
-longest="netns/test_policy_watch netns/test_monitoring netns/test_view netns/test_churn
-	netns/test_agent netns/test_e2e netns/test_cli netns/test_faults test_differential
-	test_datapath netns/test_ipv6 netns/test_answers netns/test_cni netns/test_hostile netns/test_revoke"
+# (make check on 890e991: test_policy_watch 225 s, test_monitoring 110, test_view 76, test_cli
+# 75, test_churn 64; the kernel suites there take under 60 s each), then the kernel suites as
+# measured under make vmtest on 0896803 (test_e2e 421 s, test_agent 383, test_faults 248,
+# test_datapath 217, test_ipv6 201, test_cni 170, test_differential 162, test_hostile 155,
+# test_answers 141, test_revoke 135).
+longest="netns/test_policy_watch netns/test_monitoring netns/test_view netns/test_cli netns/test_churn
+	netns/test_e2e netns/test_agent netns/test_faults test_datapath netns/test_ipv6 netns/test_cni
+	test_differential netns/test_hostile netns/test_answers netns/test_revoke"
 if [ "$jobs" -gt 1 ]; then
 	ordered=()
 	declare -A early=()
