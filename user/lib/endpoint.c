@@ -611,6 +611,39 @@ int rw_budget_set(const struct rw_datapath *dp, __u32 ifindex, const struct rw_b
 	return bpf_map_update_elem(fd, &key, b, BPF_ANY) ? -errno : 0;
 }
 
+/* Whether the veth is bound as `ep` (ep_clean()) says already, everywhere the programs read it:
+ * in rw_endpoints, its binding at its index, and each family's table in rw_conntrack and at the
+ * index. Then a bind has nothing to write: the agent's sync of a veth runwall-cni has bound
+ * finds it so, and skips two writes of outer maps, a grace period each.
+ */
+static bool binding_in_place(const struct rw_datapath *dp, __u32 ifindex,
+			     const struct rw_endpoint *ep)
+{
+	static const __u32 family_flag[2] = {RW_EP_IP4, RW_EP_IP6};
+	struct rw_endpoint cur;
+	struct rw_veth v = {0};
+	__u32 idx, id, at_idx, zero = 0;
+	bool same;
+	int fd;
+
+	if (bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &ifindex, &cur) ||
+	    memcmp(&cur, ep, sizeof(cur)) || veth_index(dp, ifindex, &idx) ||
+	    bpf_map_lookup_elem(dp->map_fd[RW_M_VETH_SLOTS], &idx, &id))
+		return false;
+	fd = bpf_map_get_fd_by_id(id);
+	if (fd < 0)
+		return false;
+	same = bpf_map_lookup_elem(fd, &zero, &v) == 0 && v.ifindex == ifindex &&
+	       !memcmp(&v.ep, ep, sizeof(*ep));
+	close(fd);
+	for (int ipv6 = 0; same && ipv6 < 2; ipv6++)
+		if (ep->flags & family_flag[ipv6])
+			same = bpf_map_lookup_elem(ct_outer(dp, ipv6), &ifindex, &id) == 0 &&
+			       bpf_map_lookup_elem(ct_slots(dp, ipv6), &idx, &at_idx) == 0 &&
+			       id == at_idx;
+	return same;
+}
+
 int rw_endpoint_bind_addrs(const struct rw_datapath *dp, __u32 ifindex,
 			   const struct rw_endpoint *want)
 {
@@ -623,6 +656,8 @@ int rw_endpoint_bind_addrs(const struct rw_datapath *dp, __u32 ifindex,
 	ep_clean(&ep, want);
 	if (!(ep.flags & (RW_EP_IP4 | RW_EP_IP6)))
 		return -EINVAL; /* a binding of no address: unbind the veth instead */
+	if (binding_in_place(dp, ifindex, &ep))
+		return 0;
 	if (bpf_map_lookup_elem(fd, &ifindex, &cur))
 		/* A veth bound to no pod has no link-local of its pod yet (an ifindex reused). */
 		bpf_map_delete_elem(dp->map_fd[RW_M_LL6], &ifindex);

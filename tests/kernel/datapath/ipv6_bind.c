@@ -98,6 +98,16 @@ static __u64 tables_room(void)
 	return room;
 }
 
+/* The id of the map that holds the veth's binding at its index (its slot: no other veth of the
+ * suite collides with it), of the table of one family there (ipv6 0 or 1); 0 for none.
+ */
+static __u32 at_index(int dev, int map)
+{
+	__u32 idx = RW_VETH_SLOT(ifindex_of[dev]), id = 0;
+
+	return bpf_map_lookup_elem(dp.map_fd[map], &idx, &id) ? 0 : id;
+}
+
 static void set_ct_node(__u32 ct_node)
 {
 	struct rw_config cfg = config_get();
@@ -141,14 +151,33 @@ void test_ipv6_binding(void)
 	t_count++;
 	put_flow(3, 0, 41000, 1);
 	put_flow(3, 1, 41000, 1);
-	ok = CHECK_EQ(rw_endpoint_bind_addrs(&dp, ifindex_of[3], &want), 0, "the same pod again");
+	{
+		__u32 binding = at_index(3, RW_M_VETH_SLOTS), table6 = at_index(3, RW_M_CT6_SLOTS);
+		__u32 idx = RW_VETH_SLOT(ifindex_of[3]);
+
+		ok = CHECK(binding && table6, "in place", "no binding or IPv6 table at the index");
+		ok &= CHECK_EQ(rw_endpoint_bind_addrs(&dp, ifindex_of[3], &want), 0,
+			       "the same pod again");
+		ok &= CHECK_EQ(
+			at_index(3, RW_M_VETH_SLOTS), binding,
+			"the same binding again writes none (the map at the index is the same)");
+		/* The IPv6 table gone from the index (an interrupted bind): written again. */
+		bpf_map_delete_elem(dp.map_fd[RW_M_CT6_SLOTS], &idx);
+		ok &= CHECK_EQ(rw_endpoint_bind_addrs(&dp, ifindex_of[3], &want), 0,
+			       "the same pod, its IPv6 table missing at its index");
+		ok &= CHECK_EQ(at_index(3, RW_M_CT6_SLOTS), table6,
+			       "the IPv6 table back at the index");
+		ok &= CHECK(at_index(3, RW_M_VETH_SLOTS) != binding, "binding rewritten",
+			    "a bind that wrote a table did not publish the binding after it");
+	}
 	ok &= CHECK_EQ(flows_in(3, 0), 1, "the same pod keeps its IPv4 flow");
 	ok &= CHECK_EQ(flows_in(3, 1), 1, "the same pod keeps its IPv6 flow");
 	want = dual("2600:1f14:abc:1::10");
 	ok &= CHECK_EQ(rw_endpoint_bind_addrs(&dp, ifindex_of[3], &want), 0, "a new IPv6 address");
 	ok &= CHECK_EQ(flows_in(3, 0), 0, "a changed pod: a fresh IPv4 table");
 	ok &= CHECK_EQ(flows_in(3, 1), 0, "a changed pod: a fresh IPv6 table");
-	printf("%s %d - the same pod bound again keeps both tables' flows; a changed IPv6 address "
+	printf("%s %d - the same pod bound again keeps both tables' flows, and writes nothing when "
+	       "all is in place (a table missing at the index is put back); a changed IPv6 address "
 	       "is a new pod, with both tables fresh\n",
 	       ok ? "ok" : "not ok", t_count);
 
