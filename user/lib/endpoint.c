@@ -34,24 +34,34 @@ static int ct_slots(const struct rw_datapath *dp, bool ipv6)
 	return dp->map_fd[ipv6 ? RW_M_CT6_SLOTS : RW_M_CT_SLOTS];
 }
 
-/* The veth whose binding is at `idx`, in *owner (0: none). 0, or -errno when it cannot be told
- * (an index that cannot be read is never taken for an empty one).
+/* The binding at `idx`, in *v (all zero: none). 0, or -errno when it cannot be told (an index
+ * that cannot be read is never taken for an empty one).
  */
-static int index_owner(const struct rw_datapath *dp, __u32 idx, __u32 *owner)
+static int index_binding(const struct rw_datapath *dp, __u32 idx, struct rw_veth *v)
 {
-	struct rw_veth v = {0};
 	__u32 id, zero = 0;
 	int fd, err = 0;
 
-	*owner = 0;
+	memset(v, 0, sizeof(*v));
 	if (bpf_map_lookup_elem(dp->map_fd[RW_M_VETH_SLOTS], &idx, &id))
 		return errno == ENOENT ? 0 : -errno;
 	fd = bpf_map_get_fd_by_id(id);
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -errno; /* ENOENT: freed since */
-	if (bpf_map_lookup_elem(fd, &zero, &v))
+	if (bpf_map_lookup_elem(fd, &zero, v)) {
 		err = -errno;
+		memset(v, 0, sizeof(*v));
+	}
 	close(fd);
+	return err;
+}
+
+/* The veth whose binding is at `idx`, in *owner (0: none): index_binding()'s. */
+static int index_owner(const struct rw_datapath *dp, __u32 idx, __u32 *owner)
+{
+	struct rw_veth v;
+	int err = index_binding(dp, idx, &v);
+
 	*owner = v.ifindex;
 	return err;
 }
@@ -621,21 +631,15 @@ static bool binding_in_place(const struct rw_datapath *dp, __u32 ifindex,
 {
 	static const __u32 family_flag[2] = {RW_EP_IP4, RW_EP_IP6};
 	struct rw_endpoint cur;
-	struct rw_veth v = {0};
-	__u32 idx, id, at_idx, zero = 0;
+	struct rw_veth v;
+	__u32 idx, id, at_idx;
 	bool same;
-	int fd;
 
 	if (bpf_map_lookup_elem(dp->map_fd[RW_M_ENDPOINTS], &ifindex, &cur) ||
 	    memcmp(&cur, ep, sizeof(cur)) || veth_index(dp, ifindex, &idx) ||
-	    bpf_map_lookup_elem(dp->map_fd[RW_M_VETH_SLOTS], &idx, &id))
+	    index_binding(dp, idx, &v))
 		return false;
-	fd = bpf_map_get_fd_by_id(id);
-	if (fd < 0)
-		return false;
-	same = bpf_map_lookup_elem(fd, &zero, &v) == 0 && v.ifindex == ifindex &&
-	       !memcmp(&v.ep, ep, sizeof(*ep));
-	close(fd);
+	same = v.ifindex == ifindex && !memcmp(&v.ep, ep, sizeof(*ep));
 	for (int ipv6 = 0; same && ipv6 < 2; ipv6++)
 		if (ep->flags & family_flag[ipv6])
 			same = bpf_map_lookup_elem(ct_outer(dp, ipv6), &ifindex, &id) == 0 &&
