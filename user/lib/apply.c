@@ -1035,6 +1035,7 @@ int rw_apply_prepare(struct rw_datapath *dp, char *err, size_t errlen)
 {
 	static const __u32 slot_keys[RW_SLOTS] = {0, 1};
 	struct rw_outer_write writes[RW_SLOTS * POLICY_TABLES];
+	int write_table[RW_SLOTS * POLICY_TABLES];
 	struct rw_apply_cache *c = dp->apply;
 	bool created[RW_SLOTS] = {true, true};
 	size_t n_writes = 0;
@@ -1074,6 +1075,7 @@ int rw_apply_prepare(struct rw_datapath *dp, char *err, size_t errlen)
 				ret = -errno;
 				goto fail_errno;
 			}
+			write_table[n_writes] = t;
 			writes[n_writes++] = (struct rw_outer_write){
 				.map_fd = outer, .key = &slot_keys[s], .inner_fd = c->fd[s][t]};
 			continue;
@@ -1092,13 +1094,9 @@ int rw_apply_prepare(struct rw_datapath *dp, char *err, size_t errlen)
 		for (size_t i = 0; i < n_writes; i++) {
 			if (!writes[i].err)
 				continue;
-			for (int t = 0; t < POLICY_TABLES; t++)
-				if (writes[i].map_fd == dp->map_fd[RW_M_PODS + t])
-					rw_fail_msg(err, errlen, writes[i].err,
-						    "%s[%u]: inner map: %s",
-						    rw_map_names[RW_M_PODS + t],
-						    *(const __u32 *)writes[i].key,
-						    strerror(-writes[i].err));
+			rw_fail_msg(err, errlen, writes[i].err, "%s[%u]: inner map: %s",
+				    rw_map_names[RW_M_PODS + write_table[i]],
+				    *(const __u32 *)writes[i].key, strerror(-writes[i].err));
 			dp->apply = c;
 			rw_apply_release(dp);
 			return writes[i].err;
