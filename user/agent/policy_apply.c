@@ -34,7 +34,11 @@ static __u32 run_gen(const struct agent *a, const struct rw_policy_run *run)
 	return a->pol.last_apply.revision;
 }
 
-void agent_runs_update(struct agent *a)
+/* The runs' state after an apply: the generation of each run `changed` marks (by its place in
+ * the policy; NULL: every run) read back from the kernel, the others' carried over. Only a
+ * changed run's generation moves: a batch of changes reads its own runs, not the node's.
+ */
+static void runs_update(struct agent *a, const bool *changed)
 {
 	struct run_state *next =
 		calloc(a->pol.policy.n_runs ? a->pol.policy.n_runs : 1, sizeof(*next));
@@ -43,23 +47,30 @@ void agent_runs_update(struct agent *a)
 	if (!next)
 		return;
 	for (size_t r = 0; r < a->pol.policy.n_runs; r++) {
+		const struct run_state *old = NULL;
+
 		snprintf(next[r].id, sizeof(next[r].id), "%s", a->pol.policy.runs[r].id);
-		next[r].gen = run_gen(a, &a->pol.policy.runs[r]);
-		next[r].since = now;
 		/* Where the policy is still in a->pol.runs' order, run r's old state is at r. */
 		for (size_t k = 0; k < a->pol.n_runs; k++) {
 			size_t o = (r + k) % a->pol.n_runs;
 
-			if (strcmp(a->pol.runs[o].id, next[r].id))
-				continue;
-			if (a->pol.runs[o].gen == next[r].gen)
-				next[r].since = a->pol.runs[o].since;
-			break;
+			if (!strcmp(a->pol.runs[o].id, next[r].id)) {
+				old = &a->pol.runs[o];
+				break;
+			}
 		}
+		next[r].gen = old && changed && !changed[r] ? old->gen
+							    : run_gen(a, &a->pol.policy.runs[r]);
+		next[r].since = old && old->gen == next[r].gen ? old->since : now;
 	}
 	free(a->pol.runs);
 	a->pol.runs = next;
 	a->pol.n_runs = a->pol.policy.n_runs;
+}
+
+void agent_runs_update(struct agent *a)
+{
+	runs_update(a, NULL);
 }
 
 const struct run_state *agent_run_state(const struct agent *a, size_t r)
@@ -452,6 +463,24 @@ int agent_change_compose(struct agent *a, uint64_t revision, json_t *obj_run, co
 	return 0;
 }
 
+/* The runs a batch's edits upserted, marked by their place in the policy it made (a deleted
+ * run has no place); NULL without memory.
+ */
+static bool *edited_runs(struct agent *a)
+{
+	const struct agent_batch *b = &a->pol.batch;
+	bool *changed = calloc(a->pol.policy.n_runs ? a->pol.policy.n_runs : 1, sizeof(*changed));
+
+	for (size_t i = 0; changed && i < b->n_edits; i++) {
+		const char *id = json_string_value(json_object_get(b->edits[i].run, "id"));
+		long at = id ? rw_policy_index_run(&a->pol.policy_index, &a->pol.policy, id) : -1;
+
+		if (at >= 0)
+			changed[at] = true;
+	}
+	return changed;
+}
+
 int agent_changes_apply(struct agent *a, const char *source, json_t **reply)
 {
 	struct agent_batch *b = &a->pol.batch;
@@ -460,6 +489,7 @@ int agent_changes_apply(struct agent *a, const char *source, json_t **reply)
 	size_t at = one ? b->edits[0].at : 0;
 	bool added = one && b->edits[0].added, removed = one && b->edits[0].removed;
 	double t1, compose_ms;
+	bool *changed;
 	int ret;
 
 	*reply = NULL;
@@ -476,12 +506,14 @@ int agent_changes_apply(struct agent *a, const char *source, json_t **reply)
 	doc_edit(a);
 	snprintf(a->pol.policy_source, sizeof(a->pol.policy_source), "%s", source);
 	compose_ms = rw_now_ms() - t1;
+	changed = one ? NULL : edited_runs(a);
 	batch_forget(a);
 	applied(a, &res);
 	if (one)
 		run_state_change(a, at, added, removed);
 	else
-		agent_runs_update(a);
+		runs_update(a, changed); /* NULL (no memory): every run read back */
+	free(changed);
 	json_object_set_new(*reply, "compose_ms", json_real(compose_ms));
 	a->pol.settle_pending = true; /* after the reply: agent_settle() */
 	return 0;
