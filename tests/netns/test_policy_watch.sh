@@ -31,6 +31,8 @@
 #             32 live), as upserts and deletes, each acked ok; the runs in force then the live ones,
 #             in status and in the snapshot the control socket reads back; p50/p99 from change
 #             sent to ack reported (diag), not asserted
+#   beside    the veth lock held by another while a sandbox veth appears: a change sent while
+#             the agent's link work for it waits is acked ok before that veth is attached
 #   ack       ACK_TRIES (1000) changes of one run, revoke and grant alternately: a connection from
 #             its sandbox opened the moment each ack arrives at the server gets the new verdict
 #             (refused, connected); the ack's arrival to the connect, and the change sent to its
@@ -614,6 +616,38 @@ check "churn: A and B kept their verdicts: B's revs entry still $b_rev" test "$(
 check "churn: the sandboxes still enforce: B reaches the database, A does not" \
 	eval '[ "$(rw_probe b tcp 52.94.9.5 5432)" = ok ] && [ "$(rw_probe a tcp 52.94.9.5 5432 --timeout 0.5)" != ok ]'
 grep "applied revision" "$RW_WORK/agent.log" | tail -n 1 | sed 's/.*applied/last apply:/' | diag
+
+# ---- beside: a change applied while a veth's link work waits ---------------------------------
+section beside
+# Another holder (a runwall-cni without CPU) keeps the veth lock while a sandbox veth appears:
+# the agent's link work for it (the attach, then the bind) waits for the lock on the link
+# thread, 1 s each before it goes on without it (the attach) or leaves it to the next resync
+# (the bind). A change sent meanwhile (a rule added to a run whose pods stay: no flow to
+# forget, which would take the veth lock too) is applied and acked on the loop before that
+# veth is attached.
+VZ=${PFX}z$ID
+r=$(ctl GET /state | jq .revision)
+ctl POST /upsert --data '{"id": "run-beside", "pods": ["10.1.7.7"]}' >/dev/null
+rw_wait 5 has_ack $((r + 1)) || true
+flock -x "$RW_BPFFS" sleep 5 &
+LOCK_PID=$!
+rw_sleep 0.2
+ip -n "$RW_NODE" link add "$VZ" type veth peer name "rwz$ID"
+rw_sleep 0.3 # its RTM_NEWLINK read: the link thread waits for the lock
+ctl POST /upsert --data '{"id": "run-beside", "pods": ["10.1.7.7"], "allow": [{"ip": "52.94.9.8", "tcp": [443]}]}' >/dev/null
+rw_wait 2 has_ack $((r + 2)) || true
+attached_before=$(grep -c "$VZ (ifindex [0-9]*): attached" "$RW_WORK/agent.log" || true)
+ack=$(ack_of $((r + 2)))
+check "beside: with the veth lock held and $VZ's link work waiting for it, a change is acked ok ($(jq -c '{ok, revision, queued_ms}' <<<"$ack" 2>/dev/null))" \
+	eval 'rw_jq_true ".ok and .queued_ms < 500" <<<"$ack" && kill -0 "$LOCK_PID" 2>/dev/null'
+check "beside: ... before $VZ was attached (the link work still waiting)" test "$attached_before" = 0
+check "beside: once the lock's wait is over, $VZ is attached" \
+	rw_wait 5 grep -q "$VZ (ifindex [0-9]*): attached" "$RW_WORK/agent.log"
+kill "$LOCK_PID" 2>/dev/null || true
+wait "$LOCK_PID" 2>/dev/null || true
+ip -n "$RW_NODE" link del "$VZ"
+ctl POST "/delete?id=run-beside" --data '' >/dev/null
+rw_wait 5 has_ack $((r + 3)) || true
 
 # ---- batch: changes that come together, applied together, acked one by one in their order ----
 section batch

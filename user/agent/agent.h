@@ -21,6 +21,7 @@
 #define RUNWALL_AGENT_H
 
 #include <arpa/inet.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <net/if.h>
@@ -215,6 +216,7 @@ struct agent_drain {
 	int ring_budget;		/* records left in this drain */
 	int64_t ring_deadline_ns;	/* CLOCK_MONOTONIC: the drain stops there */
 	unsigned long long ring_capped; /* drains stopped by their budget or their time */
+	int64_t last_ns;		/* CLOCK_MONOTONIC: the last drain's start */
 };
 
 /* PolicyWatch (pw_follow.c, pw_stream.c): NULL watch without --policy-url. */
@@ -280,6 +282,20 @@ void admissions_refresh(struct agent *a);
 void admissions_sync(struct agent *a);
 void admissions_free(struct agent *a);
 
+/* The link thread (link_thread.c): one piece of the loop's link work at a time. */
+struct agent_link_thread {
+	pthread_t thread, loop;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int done_fd; /* eventfd: the piece is done */
+	bool started, stop;
+	bool busy;	     /* the loop waits for a piece (the loop's only) */
+	bool containers_due; /* a bind on the thread asked for containers_poll() */
+	int (*fn)(struct agent *a, void *arg);
+	void *arg;
+	int ret;
+};
+
 struct agent {
 	/* main_loop.c: set up by rw_agent_run(), read-only after */
 	struct rw_datapath dp;
@@ -314,6 +330,7 @@ struct agent {
 	struct agent_admissions admissions;   /* admissions.c */
 	struct agent_staged staged;	      /* staged.c */
 	struct prober *prober;		      /* prober.c: NULL until the first apply's probes */
+	struct agent_link_thread link;	      /* link_thread.c */
 };
 
 static inline const char *agent_ip_str(__be32 ip, char *buf)
@@ -436,6 +453,17 @@ void agent_follow_urgent_cb(void *data);
 void agent_follow_tick(struct agent *a);
 json_t *agent_follow_status(struct agent *a);
 void agent_follow_stop(struct agent *a);
+
+/* link_thread.c: fn(a, arg) on the link thread, PolicyWatch's changes applied on the loop until
+ * it returns (its return); inline when there is no thread, off the loop, or inside another.
+ */
+int agent_link_thread_start(struct agent *a);
+void agent_link_thread_stop(struct agent *a);
+int agent_beside(struct agent *a, int (*fn)(struct agent *a, void *arg), void *arg);
+/* A piece runs on the link thread now (read on that thread or the loop). */
+bool agent_beside_running(const struct agent *a);
+/* The calling thread is the loop's (or no link thread runs). */
+bool agent_on_loop(const struct agent *a);
 
 /* events.c */
 int agent_on_event(void *ctx, void *data, size_t size);

@@ -44,8 +44,9 @@ void agent_drain_ring(struct agent *a)
 {
 	int ret;
 
+	a->drain.last_ns = rw_now_mono_ns();
 	a->drain.ring_budget = RING_DRAIN_BUDGET;
-	a->drain.ring_deadline_ns = rw_now_mono_ns() + (int64_t)RING_DRAIN_MS * 1000000;
+	a->drain.ring_deadline_ns = a->drain.last_ns + (int64_t)RING_DRAIN_MS * 1000000;
 	/* The same drain goes on after each change served: its budget and deadline stand. */
 	while ((ret = ring_buffer__consume(a->ring)) == RW_DRAIN_YIELD)
 		agent_follow_urgent(a);

@@ -7,6 +7,7 @@
  * user/cli/cli_agent.c parses the options), the epoll loop; agent.h says where the rest lives.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -58,18 +59,25 @@ static void drain_fd(int fd)
 		;
 }
 
+/* The link thread's pieces and the applies served meanwhile both set or clear it. */
+static pthread_mutex_t error_lock = PTHREAD_MUTEX_INITIALIZER;
+
 void agent_set_error(struct agent *a, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
+	pthread_mutex_lock(&error_lock);
 	vsnprintf(a->last_error, sizeof(a->last_error), fmt, ap);
+	pthread_mutex_unlock(&error_lock);
 	va_end(ap);
 }
 
 void agent_clear_error(struct agent *a)
 {
+	pthread_mutex_lock(&error_lock);
 	a->last_error[0] = '\0';
+	pthread_mutex_unlock(&error_lock);
 }
 
 void agent_stop(struct agent *a)
@@ -94,6 +102,31 @@ static void on_signal(struct agent *a)
 	}
 }
 
+/* The pieces of link work agent_beside() hands to the link thread. */
+static int nl_read_piece(struct agent *a, void *h)
+{
+	return rw_nl_sub_read(a->nl, h);
+}
+
+static int tick_piece(struct agent *a, void *arg)
+{
+	agent_sandboxes_tick(a);
+	if (a->sandboxes.links_dirty)
+		agent_full_resync(a);
+	return 0;
+}
+
+static int resync_piece(struct agent *a, void *arg)
+{
+	struct timespec ts;
+
+	agent_full_resync(a);
+	/* Idle flows leave the sandboxes' tables, a bounded slice per resync. */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	rw_conntrack_expire(&a->dp, ts.tv_sec * 1000000000ULL + ts.tv_nsec, &a->ct_cursor, 65536);
+	return 0;
+}
+
 static int agent_run(struct agent *a)
 {
 	/* A burst of links under CNI churn is many datagrams: PolicyWatch's changes between them. */
@@ -105,7 +138,7 @@ static int agent_run(struct agent *a)
 	struct rw_nl_handlers h = handlers;
 	struct epoll_event evs[16];
 	sigset_t mask;
-	int nl_fd;
+	int nl_fd, err;
 
 	h.data = a;
 	sigemptyset(&mask);
@@ -128,6 +161,9 @@ static int agent_run(struct agent *a)
 		return -errno;
 	}
 
+	err = agent_link_thread_start(a);
+	if (err)
+		rw_warn("link thread: %s; the loop does the link work itself", strerror(-err));
 	while (!a->stop) {
 		int n;
 
@@ -145,7 +181,7 @@ static int agent_run(struct agent *a)
 			if (fd == a->listen_fd) {
 				agent_on_client(a);
 			} else if (fd == nl_fd) {
-				int ret = rw_nl_sub_read(a->nl, &h);
+				int ret = agent_beside(a, nl_read_piece, &h);
 
 				if (ret) {
 					if (ret != RW_NL_RESYNC)
@@ -168,28 +204,20 @@ static int agent_run(struct agent *a)
 				rw_agent_view_tick(a->view);
 				agent_flush_subscribers(a);
 				rw_flow_log_tick(a->flow_log);
-				agent_sandboxes_tick(a);
 				agent_ctl_tick(a);
 				agent_follow_tick(a);
 				if (a->reload_pending && a->policy_path) {
 					a->reload_pending = false;
 					agent_load_policy_file(a, false);
 				}
-				if (a->sandboxes.links_dirty)
-					agent_full_resync(a);
+				agent_beside(a, tick_piece, NULL);
 				/* The publish renders the whole status: a change waiting goes first. */
 				agent_follow_urgent(a);
 				agent_view_tick(a);
 			} else if (fd == a->resync_fd) {
-				struct timespec ts;
-
 				drain_fd(fd);
-				agent_full_resync(a);
+				agent_beside(a, resync_piece, NULL);
 				agent_cni_check(a); /* in case an event was missed */
-				/* Idle flows leave the sandboxes' tables, a bounded slice per resync. */
-				clock_gettime(CLOCK_MONOTONIC, &ts);
-				rw_conntrack_expire(&a->dp, ts.tv_sec * 1000000000ULL + ts.tv_nsec,
-						    &a->ct_cursor, 65536);
 			} else if (agent_follow_is_fd(a, fd)) {
 				agent_follow_on_fd(a);
 			} else if (agent_ctl_on_fd(a, fd, evs[i].events)) {
@@ -205,6 +233,7 @@ static int agent_run(struct agent *a)
 			agent_follow_urgent(a);
 		}
 	}
+	agent_link_thread_stop(a);
 	agent_drain_ring(a);
 	agent_flush_subscribers(a);
 	agent_sandboxes_tick(a);

@@ -517,7 +517,10 @@ bool agent_follow_pending(struct agent *a)
 
 void agent_follow_urgent(struct agent *a)
 {
-	if (agent_follow_pending(a))
+	/* The loop's only: on the link thread (a veth lock's wait, a resync between sandboxes)
+	 * the loop serves the changes itself meanwhile.
+	 */
+	if (agent_on_loop(a) && agent_follow_pending(a))
 		agent_follow_on_fd(a);
 }
 

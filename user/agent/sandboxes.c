@@ -240,8 +240,12 @@ static void sbx_bind(struct agent *a, struct sandbox *s, const struct rw_endpoin
 	if (!bind)
 		sbx_room_freed(a);
 	s->pod = *pod;
-	/* A new pod's containers get their veth now, not at the next rescan. */
-	if (bind)
+	/* A new pod's containers get their veth now, not at the next rescan: on the link thread,
+	 * as soon as this piece is done (it writes the admissions an apply reads).
+	 */
+	if (bind && agent_beside_running(a))
+		a->link.containers_due = true;
+	else if (bind)
 		containers_poll(a);
 }
 
