@@ -125,8 +125,13 @@ static void serve_until_done(struct agent *a)
 			agent_flush_subscribers(a);
 			continue;
 		}
-		if (ready > 0 && (p[1].revents & POLLIN))
+		if (ready > 0 && (p[1].revents & POLLIN)) {
 			agent_follow_on_fd(a);
+			/* A revoke's probes follow its ack now, not the piece's end: the prober's
+			 * thread reads only the datapath.
+			 */
+			agent_settle(a);
+		}
 		if (ready > 0 && (p[0].revents & POLLIN))
 			break;
 	}
