@@ -6,7 +6,8 @@
  * interface took, and routes to addresses no pod can have. After every step the kernel is
  * asked (hooks, binding) whether the live pod is still protected and bound to its own address. Also: only veths are taken, and a snapshot
  * adopted after a restart is not trusted as the one in force, and an IPv6 node's pod is bound
- * from its /128 and /32 routes with its veth's link-local as gateway. In a network namespace of the
+ * from its /128 and /32 routes with its veth's link-local as gateway; and PolicyWatch's items
+ * are served while a piece of link work runs on the link thread. In a network namespace of the
  * test's own; needs root.
  */
 #include <arpa/inet.h>
@@ -25,6 +26,8 @@
 #include <cmocka.h>
 
 #include "agent.h"
+#include "log.h"
+#include "pw_stream.h"
 #include "veth.h"
 #include "netns_env.h"
 
@@ -618,6 +621,52 @@ static void test_lock_excludes(void **state)
 	rw_veth_unlock(second);
 }
 
+/* The loop's log lines that say it served a PolicyWatch notice (pw_follow.c). */
+static int served_notices;
+
+static void count_notices(enum rw_log_level level, const char *line)
+{
+	if (strstr(line, "policy watch: ") && strstr(line, "reconnecting in"))
+		__atomic_add_fetch(&served_notices, 1, __ATOMIC_RELAXED);
+}
+
+/* A piece of link work that lasts until the loop has served a PolicyWatch item (20 s at most:
+ * under emulation a connection's first attempt takes its time).
+ */
+static int until_served(struct agent *ag, void *arg)
+{
+	for (int i = 0; i < 20000; i++) {
+		if (__atomic_load_n(&served_notices, __ATOMIC_RELAXED))
+			return 0;
+		usleep(1000);
+	}
+	return -ETIMEDOUT;
+}
+
+/* The link work does not hold up PolicyWatch (link_thread.c): while a piece runs on the link
+ * thread, the loop takes what the stream queued. The stream here is refused at once (a loopback
+ * port nothing listens on), so its thread queues a notice; the piece ends only once the loop has
+ * served it. Run on the loop itself, as all link work was, the piece would wait for nothing.
+ */
+static void test_link_thread_serves_changes(void **state)
+{
+	struct rw_pw_opts o = {.url = "http://127.0.0.1:9/v1/watch", .node = "t", .seed = 1};
+	rw_log_print_fn old = rw_log_set_print(count_notices);
+	char err[256];
+	int ret;
+
+	a.follow.watch = rw_pw_start(&o, 0, err, sizeof(err));
+	assert_non_null(a.follow.watch);
+	assert_int_equal(agent_link_thread_start(&a), 0);
+	ret = agent_beside(&a, until_served, NULL);
+	agent_link_thread_stop(&a);
+	rw_pw_stop(a.follow.watch);
+	a.follow.watch = NULL;
+	rw_log_set_print(old);
+	assert_int_equal(ret, 0);
+	assert_true(served_notices > 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -631,6 +680,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_ipv6_identity, cleanup),
 		cmocka_unit_test(test_lock_excludes),
 		cmocka_unit_test(test_adopted_snapshot_is_not_prev),
+		cmocka_unit_test(test_link_thread_serves_changes),
 	};
 
 	if (geteuid() != 0) {
