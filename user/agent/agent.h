@@ -443,8 +443,9 @@ int agent_follow_start(struct agent *a, char *err, size_t errlen);
 bool agent_follow_is_fd(const struct agent *a, int fd);
 void agent_follow_on_fd(struct agent *a);
 /* PolicyWatch's queued changes applied now, between two steps of the loop's other work (an
- * epoll event, a netlink datagram, a slice of the ring's drain): a claim waits for one such
- * step, not for all the work its wakeup brought. Cheap when nothing waits.
+ * epoll event, a slice of the ring's drain, before the publish): a claim waits for one such
+ * step, not for all the work its wakeup brought. Cheap when nothing waits; nothing off the
+ * loop (the link thread's pieces are served by agent_beside()).
  */
 bool agent_follow_pending(struct agent *a);
 void agent_follow_urgent(struct agent *a);

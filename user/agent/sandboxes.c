@@ -47,10 +47,12 @@ int64_t agent_now_ms(void)
 /* runwall-cni holds the veth lock for a few map updates and attaches. */
 #define VETH_LOCK_MS 1000
 
-/* The veth lock, and PolicyWatch's changes applied while another holder has it (a runwall-cni
- * in a sandbox-heavy cgroup may hold it for tens of milliseconds without a CPU). An apply
- * changes no sandbox, so the caller's struct sandbox stays where it was, and every caller asks
- * the kernel what the veth is again under the lock.
+/* The veth lock (a runwall-cni in a sandbox-heavy cgroup may hold it for tens of milliseconds
+ * without a CPU). On the link thread the loop applies PolicyWatch's changes meanwhile
+ * (link_thread.c); where the link work runs on the loop itself (no thread), the wait applies
+ * them (agent_follow_urgent() does nothing elsewhere). An apply changes no sandbox, so the
+ * caller's struct sandbox stays where it was, and every caller asks the kernel what the veth
+ * is again under the lock.
  */
 static int veth_lock(struct agent *a)
 {
@@ -679,7 +681,9 @@ int agent_full_resync(struct agent *a)
 		    s->waiting_pod.flags)
 			sbx_sync_pod(a, s);
 		sbx_check_hooks(a, s);
-		/* One sandbox's queries at a time: a PolicyWatch change waiting goes first. */
+		/* One sandbox's queries at a time: a PolicyWatch change waiting goes first (on the
+		 * loop; on the link thread the loop serves it meanwhile).
+		 */
 		agent_follow_urgent(a);
 	}
 	free(rd.w);
