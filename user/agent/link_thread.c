@@ -10,16 +10,16 @@
  * other work waits, as before: link events stay in their order, one piece at a time.
  *
  * What the two threads share while a piece runs: an apply and an event touch no sandbox
- * (struct sandbox, a->sandboxes), and the link work touches no policy, event or view; a bind's containers_poll() (which writes
- * the admissions an apply reads) waits until the piece is done (agent_beside_due()); the last
- * error is written under a lock (agent_set_error()). In the kernel, an apply's flush of moved
- * pods' flows takes the veth lock as runwall-cni's binds do: if the link thread holds it, the
- * flush waits for it, and the link thread never waits for the loop.
+ * (struct sandbox, a->sandboxes), and the link work touches no policy, event or view; a bind's
+ * containers_poll() (which writes the admissions an apply reads) waits until the piece is done
+ * (containers_due, run by agent_beside()); the last error is written under a lock
+ * (agent_set_error()). In the kernel, an apply's flush of moved pods' flows takes the veth lock
+ * as runwall-cni's binds do: if the link thread holds it, the flush waits for it, and the link
+ * thread never waits for the loop.
  */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -57,7 +57,6 @@ static void *link_thread_main(void *arg)
 int agent_link_thread_start(struct agent *a)
 {
 	struct agent_link_thread *t = &a->link;
-	sigset_t all, old;
 	int err;
 
 	t->loop = pthread_self();
@@ -66,11 +65,7 @@ int agent_link_thread_start(struct agent *a)
 		return -errno;
 	pthread_mutex_init(&t->lock, NULL);
 	pthread_cond_init(&t->cond, NULL);
-	/* The loop takes its signals through a signalfd: none may be delivered to this thread. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(&t->thread, NULL, link_thread_main, a);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	err = rw_thread_start(&t->thread, link_thread_main, a);
 	if (err) {
 		close(t->done_fd);
 		t->done_fd = -1;
@@ -86,11 +81,7 @@ void agent_link_thread_stop(struct agent *a)
 
 	if (!t->started)
 		return;
-	pthread_mutex_lock(&t->lock);
-	t->stop = true;
-	pthread_cond_signal(&t->cond);
-	pthread_mutex_unlock(&t->lock);
-	pthread_join(t->thread, NULL);
+	rw_thread_stop(t->thread, &t->lock, &t->cond, &t->stop);
 	close(t->done_fd);
 	t->done_fd = -1;
 	t->started = false;
@@ -117,7 +108,9 @@ static void serve_until_done(struct agent *a)
 		/* No ring (a test's agent): nothing to drain, no period to keep. */
 		int ready = poll(p, 2, !a->ring ? -1 : due > 0 ? (int)(due / 1000000) + 1 : 0);
 
-		if (ready < 0 && errno != EINTR) {
+		if (ready < 0) {
+			if (errno == EINTR)
+				continue;
 			rw_err("link thread: poll: %s", strerror(errno));
 			break;
 		}
@@ -126,14 +119,14 @@ static void serve_until_done(struct agent *a)
 			agent_flush_subscribers(a);
 			continue;
 		}
-		if (ready > 0 && (p[1].revents & POLLIN)) {
+		if (p[1].revents & POLLIN) {
 			agent_follow_on_fd(a);
 			/* A revoke's probes follow its ack now, not the piece's end: the prober's
 			 * thread reads only the datapath.
 			 */
 			agent_settle(a);
 		}
-		if (ready > 0 && (p[0].revents & POLLIN))
+		if (p[0].revents & POLLIN)
 			break;
 	}
 	/* After a failed poll() this read waits for the piece: the eventfd blocks. */

@@ -129,7 +129,9 @@ static int resync_piece(struct agent *a, void *arg)
 
 static int agent_run(struct agent *a)
 {
-	/* A burst of links under CNI churn is many datagrams: PolicyWatch's changes between them. */
+	/* A burst of links under CNI churn is many datagrams: PolicyWatch's changes between them
+	 * where the loop reads them itself (no link thread; on it, the loop serves them meanwhile).
+	 */
 	static const struct rw_nl_handlers handlers = {.on_link = agent_on_link,
 						       .on_route = agent_on_route,
 						       .on_addr = agent_on_addr,

@@ -234,6 +234,18 @@ void rw_signals_block(sigset_t *mask, int also)
 	signal(SIGPIPE, SIG_IGN);
 }
 
+int rw_thread_start(pthread_t *thread, void *(*fn)(void *), void *arg)
+{
+	sigset_t all, old;
+	int err;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	err = pthread_create(thread, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return err;
+}
+
 void rw_thread_stop(pthread_t thread, pthread_mutex_t *lock, pthread_cond_t *cond, bool *stop)
 {
 	pthread_mutex_lock(lock);

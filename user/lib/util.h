@@ -65,6 +65,11 @@ int rw_fail_msg(char *err, size_t errlen, int ret, const char *fmt, ...)
  */
 void rw_signals_block(sigset_t *mask, int also);
 
+/* fn(arg) on a new thread with every signal blocked in it (a process that takes its signals
+ * through a signalfd must never have one delivered there): 0 or pthread_create()'s error.
+ */
+int rw_thread_start(pthread_t *thread, void *(*fn)(void *), void *arg);
+
 /* The stop of a thread that waits on cond under lock until *stop: *stop set under the lock,
  * cond broadcast, then the thread joined.
  */

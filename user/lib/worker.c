@@ -6,8 +6,8 @@
  * milliseconds after an ask, and a waiter would wait for that and for its own wakeup after it.
  */
 #include <errno.h>
-#include <signal.h>
 
+#include "util.h"
 #include "worker.h"
 
 /* One run of the job, for the asks made so far, by the calling thread (the worker's or a
@@ -53,16 +53,12 @@ static void *worker_main(void *arg)
 
 bool rw_worker_start(struct rw_worker *w, rw_job_fn job, void *arg)
 {
-	sigset_t all, old;
 	int err;
 
 	*w = (struct rw_worker){.job = job, .arg = arg};
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->cond, NULL);
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	err = pthread_create(&w->thread, NULL, worker_main, w);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	err = rw_thread_start(&w->thread, worker_main, w);
 	w->threaded = !err;
 	errno = err;
 	return w->threaded;
